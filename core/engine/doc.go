@@ -1,0 +1,3 @@
+// Package engine owns sequences and their state (KV / latent caches,
+// recurrent state), prefill and decode scheduling.
+package engine
