@@ -1,0 +1,174 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var testMachine = &Machine{MemTotal: 64 << 30, PhysicalCores: 8, AVX2: true, Storage: "nvme"}
+
+func TestShippedProfilesLoad(t *testing.T) {
+	for _, name := range []string{"nvme-64g.yaml", "sata-128g.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			p, err := Load(Options{Profile: filepath.Join("..", "..", "configs", name), Environ: []string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Memory.Budget <= 0 || p.Stager.Name != "pread" {
+				t.Fatalf("unexpected profile: %+v", p)
+			}
+		})
+	}
+	p, _ := Load(Options{Profile: "../../configs/nvme-64g.yaml", Environ: []string{}})
+	if p.Memory.Budget != 55<<30 {
+		t.Errorf("nvme-64g budget = %v, want 55GiB", p.Memory.Budget)
+	}
+}
+
+func TestUnknownKeyNamesIt(t *testing.T) {
+	cases := map[string]string{
+		"top level": "thredas: 4\n",
+		"nested":    "stager:\n  io_workrs: 4\n",
+		"section":   "stagger:\n  name: pread\n",
+	}
+	want := map[string]string{"top level": "thredas", "nested": "stager.io_workrs", "section": "stagger.name"}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Load(Options{Profile: writeFile(t, "p.yaml", body), Environ: []string{}})
+			if err == nil || !strings.Contains(err.Error(), want[name]) {
+				t.Fatalf("err = %v, want it to name %q", err, want[name])
+			}
+		})
+	}
+}
+
+func TestLayering(t *testing.T) {
+	prof := writeFile(t, "p.yaml", "name: mine\nthreads: 3\ncontext: 1000\nmemory:\n  budget: 10G\nstager:\n  io_workers: 2\n")
+	p, err := Load(Options{
+		Profile: prof,
+		Environ: []string{"K3_CONTEXT=2000", "K3_STAGER__IO_WORKERS=6", "K3_PARITY=/x", "HOME=/root"},
+		Flags:   map[string]any{"context": 3000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "mine" || p.Threads != 3 {
+		t.Errorf("file layer lost: %+v", p)
+	}
+	if p.Context != 3000 {
+		t.Errorf("flag should win over env and file: context = %d", p.Context)
+	}
+	if p.Stager.IOWorkers != 6 {
+		t.Errorf("env should win over file: io_workers = %d", p.Stager.IOWorkers)
+	}
+	if p.Memory.Budget != 10<<30 {
+		t.Errorf("budget = %v", p.Memory.Budget)
+	}
+	if p.Stager.CachePolicy != "lfru" {
+		t.Errorf("default lost: %+v", p.Stager)
+	}
+}
+
+func TestValidationNamesField(t *testing.T) {
+	cases := []struct{ body, want string }{
+		{"stager:\n  name: floppy\n", "stager.name"},
+		{"kernels:\n  name: avx1024\n", "kernels.name"},
+		{"stager:\n  direct_io: maybe\n", "stager.direct_io"},
+		{"threads: -1\n", "threads"},
+		{"batch: 16\nubatch: 32\n", "ubatch"},
+		{"memory:\n  budget: 12Q\n", "unknown unit"},
+		{"server:\n  port: 70000\n", "server.port"},
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			_, err := Load(Options{Profile: writeFile(t, "p.yaml", c.body), Environ: []string{}})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want mention of %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestMissingProfileFile(t *testing.T) {
+	_, err := Load(Options{Profile: "/nonexistent/p.yaml", Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/p.yaml") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	cases := map[string]Size{"55G": 55 << 30, "55 GiB": 55 << 30, "512MiB": 512 << 20, "1.5T": 3 << 39, "1048576": 1 << 20, "4k": 4096}
+	for in, want := range cases {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "G", "-1G", "1X", "NaN", "1e30T"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) should fail", bad)
+		}
+	}
+}
+
+func TestAutoUsesCgroupLimit(t *testing.T) {
+	m := *testMachine
+	m.CgroupLimit = 8 << 30
+	p, err := Load(Options{Profile: "auto", Machine: &m, Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Memory.Budget <= 0 || p.Memory.Budget >= 8<<30 {
+		t.Fatalf("budget %v not under the 8GiB cgroup limit", p.Memory.Budget)
+	}
+	if p.Kernels.Name != "avx2" || p.Threads != 8 || p.Stager.IOWorkers != 8 {
+		t.Fatalf("auto profile = %+v", p)
+	}
+	m.CgroupLimit = 0
+	p, _ = Load(Options{Machine: &m, Environ: []string{}})
+	if p.Memory.Budget != 56<<30 {
+		t.Fatalf("64GiB machine budget = %v, want 56GiB", p.Memory.Budget)
+	}
+}
+
+func TestCgroupFiles(t *testing.T) {
+	root := t.TempDir()
+	proc := writeFile(t, "cgroup", "0::/user.slice/job\n")
+	dir := filepath.Join(root, "user.slice", "job")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "memory.max"), []byte("max\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "user.slice", "memory.max"), []byte("4294967296\n"), 0o644)
+	if got := cgroupLimit(proc, root); got != 4<<30 {
+		t.Fatalf("v2 ancestor limit = %d", got)
+	}
+	v1 := writeFile(t, "cgroup1", "5:memory:/job\n3:cpu:/job\n")
+	os.MkdirAll(filepath.Join(root, "memory", "job"), 0o755)
+	os.WriteFile(filepath.Join(root, "memory", "job", "memory.limit_in_bytes"), []byte("1073741824\n"), 0o644)
+	if got := cgroupLimit(v1, root); got != 1<<30 {
+		t.Fatalf("v1 limit = %d", got)
+	}
+}
+
+func TestModeLine(t *testing.T) {
+	p := Defaults()
+	p.Memory.Budget = 55 << 30
+	got := p.ModeLine(8)
+	for _, want := range []string{"profile=default", "stager=pread(process)", "kernels=auto", "budget=55.0GiB", "direct-io=auto", "threads=8"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("mode line %q lacks %q", got, want)
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package config
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/cpuid/v2"
+	"golang.org/x/sys/unix"
+)
+
+// Machine is what auto-profiling looks at.
+type Machine struct {
+	// MemTotal is physical RAM in bytes (/proc/meminfo).
+	MemTotal int64
+	// CgroupLimit is the memory limit of the cgroup k3 runs in, page cache
+	// included; 0 when there is none.
+	CgroupLimit int64
+	// PhysicalCores is the number of physical cores (compute threads).
+	PhysicalCores int
+	// AVX2 means AVX2+FMA+F16C; AVX512 means F+BW+VL.
+	AVX2, AVX512, VNNI bool
+	// Storage is "nvme", "ssd", "hdd" or "unknown" for the model's device.
+	Storage string
+}
+
+// Detect reads the machine k3 is running on. modelPath may be empty.
+func Detect(modelPath string) Machine {
+	m := Machine{
+		MemTotal:      memTotal(),
+		CgroupLimit:   CgroupMemoryLimit(),
+		PhysicalCores: cpuid.CPU.PhysicalCores,
+		AVX2:          cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C),
+		AVX512:        cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL),
+		VNNI:          cpuid.CPU.Supports(cpuid.AVX512VNNI),
+		Storage:       "unknown",
+	}
+	if m.PhysicalCores <= 0 || m.PhysicalCores > runtime.NumCPU() {
+		m.PhysicalCores = runtime.NumCPU()
+	}
+	if modelPath != "" {
+		m.Storage = StorageKind(modelPath)
+	}
+	return m
+}
+
+// Auto derives a profile from a machine: a budget under the tighter of
+// RAM and the cgroup limit, the best kernels the CPU has, and I/O settings
+// for the storage the model is on.
+func Auto(m Machine) Profile {
+	p := Defaults()
+	p.Name = "auto"
+	p.Description = "derived from this machine"
+	limit := m.MemTotal
+	if m.CgroupLimit > 0 && (limit == 0 || m.CgroupLimit < limit) {
+		limit = m.CgroupLimit
+	}
+	if limit > 0 {
+		// Leave room for the OS, the Go runtime and the plugin processes:
+		// 1/8 of memory, at least 1 GiB but never more than half.
+		headroom := limit / 8
+		if headroom < 1<<30 {
+			headroom = 1 << 30
+		}
+		if headroom > limit/2 {
+			headroom = limit / 2
+		}
+		p.Memory.Budget = Size(limit - headroom)
+	}
+	switch {
+	case m.AVX512:
+		p.Kernels.Name = "avx512"
+	case m.AVX2:
+		p.Kernels.Name = "avx2"
+	default:
+		p.Kernels.Name = "reference"
+	}
+	p.Threads = m.PhysicalCores
+	switch m.Storage {
+	case "nvme":
+		p.Stager.IOWorkers, p.Stager.PrefetchDepth = 8, 1
+	case "ssd":
+		p.Stager.IOWorkers, p.Stager.PrefetchDepth = 2, 2
+	case "hdd":
+		p.Stager.IOWorkers, p.Stager.PrefetchDepth = 1, 2
+	}
+	return p
+}
+
+func memTotal() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// CgroupMemoryLimit returns the memory limit of this process's cgroup and
+// its ancestors (v2 memory.max or v1 memory.limit_in_bytes), or 0.
+func CgroupMemoryLimit() int64 {
+	return cgroupLimit("/proc/self/cgroup", "/sys/fs/cgroup")
+}
+
+func cgroupLimit(procFile, root string) int64 {
+	data, err := os.ReadFile(procFile)
+	if err != nil {
+		return 0
+	}
+	best := int64(0)
+	consider := func(v int64) {
+		if v > 0 && v < 1<<60 && (best == 0 || v < best) {
+			best = v
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "": // cgroup v2
+			for dir := filepath.Join(root, parts[2]); strings.HasPrefix(dir, root); dir = filepath.Dir(dir) {
+				consider(readLimit(filepath.Join(dir, "memory.max")))
+				if dir == root {
+					break
+				}
+			}
+		case strings.Contains(","+parts[1]+",", ",memory,"): // cgroup v1
+			base := filepath.Join(root, "memory")
+			for dir := filepath.Join(base, parts[2]); strings.HasPrefix(dir, base); dir = filepath.Dir(dir) {
+				consider(readLimit(filepath.Join(dir, "memory.limit_in_bytes")))
+				if dir == base {
+					break
+				}
+			}
+		}
+	}
+	return best
+}
+
+func readLimit(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return 0
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// StorageKind says what kind of device holds path: "nvme", "ssd", "hdd"
+// or "unknown" (e.g. tmpfs, overlay without a block device).
+func StorageKind(path string) string {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "unknown"
+	}
+	dev := filepath.Join("/sys/dev/block", strconv.FormatUint(uint64(unix.Major(st.Dev)), 10)+":"+strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10))
+	real, err := filepath.EvalSymlinks(dev)
+	if err != nil {
+		return "unknown"
+	}
+	// A partition's queue/ lives in its parent disk's directory.
+	for _, dir := range []string{real, filepath.Dir(real)} {
+		rot, err := os.ReadFile(filepath.Join(dir, "queue", "rotational"))
+		if err != nil {
+			continue
+		}
+		if strings.HasPrefix(filepath.Base(dir), "nvme") {
+			return "nvme"
+		}
+		if strings.TrimSpace(string(rot)) == "1" {
+			return "hdd"
+		}
+		return "ssd"
+	}
+	return "unknown"
+}

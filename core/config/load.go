@@ -1,0 +1,225 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// Options says where a profile comes from.
+type Options struct {
+	// Profile is a YAML file path, "auto" (derive from the machine) or ""
+	// (same as auto).
+	Profile string
+	// ModelPath lets auto detection look at the storage the model is on.
+	ModelPath string
+	// Environ supplies the environment (os.Environ when nil); only K3_*
+	// variables that name a profile key are read.
+	Environ []string
+	// Flags holds the command-line settings that were actually set, keyed
+	// by profile key ("threads", "memory.budget", "server.port", ...).
+	Flags map[string]any
+	// Machine overrides hardware detection (tests); nil means Detect().
+	Machine *Machine
+}
+
+// Load builds a profile in layers: defaults (or auto-detected settings),
+// then the profile file, then K3_* environment variables, then flags that
+// were set. Unknown keys in any layer are errors that name the key.
+func Load(o Options) (*Profile, error) {
+	k := koanf.New(".")
+
+	base := Defaults()
+	if o.Profile == "" || o.Profile == "auto" {
+		m := o.Machine
+		if m == nil {
+			d := Detect(o.ModelPath)
+			m = &d
+		}
+		base = Auto(*m)
+	}
+	if err := k.Load(confmap.Provider(toMap(base), "."), nil); err != nil {
+		return nil, fmt.Errorf("config: defaults: %w", err)
+	}
+
+	if o.Profile != "" && o.Profile != "auto" {
+		if _, err := os.Stat(o.Profile); err != nil {
+			return nil, fmt.Errorf("config: profile %s: %w", o.Profile, err)
+		}
+		fk := koanf.New(".")
+		if err := fk.Load(file.Provider(o.Profile), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config: profile %s: %w", o.Profile, err)
+		}
+		if err := checkKeys(fk, o.Profile); err != nil {
+			return nil, err
+		}
+		if err := k.Merge(fk); err != nil {
+			return nil, fmt.Errorf("config: profile %s: %w", o.Profile, err)
+		}
+	}
+
+	environ := o.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	ek := koanf.New(".")
+	known := knownKeys()
+	err := ek.Load(env.Provider(".", env.Opt{
+		Prefix:      "K3_",
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, v string) (string, any) {
+			key := envKey(name)
+			if !known[key] {
+				return "", nil // K3_PARITY and friends are not profile keys
+			}
+			return key, v
+		},
+	}), nil)
+	if err != nil {
+		return nil, fmt.Errorf("config: environment: %w", err)
+	}
+	if err := k.Merge(ek); err != nil {
+		return nil, fmt.Errorf("config: environment: %w", err)
+	}
+
+	if len(o.Flags) > 0 {
+		fk := koanf.New(".")
+		if err := fk.Load(confmap.Provider(o.Flags, "."), nil); err != nil {
+			return nil, fmt.Errorf("config: flags: %w", err)
+		}
+		if err := checkKeys(fk, "flags"); err != nil {
+			return nil, err
+		}
+		if err := k.Merge(fk); err != nil {
+			return nil, fmt.Errorf("config: flags: %w", err)
+		}
+	}
+
+	var p Profile
+	if err := unmarshal(k, &p); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// envKey maps K3_STAGER__IO_WORKERS to stager.io_workers: a double
+// underscore separates levels, since single ones appear inside key names.
+func envKey(name string) string {
+	s := strings.ToLower(strings.TrimPrefix(name, "K3_"))
+	return strings.ReplaceAll(s, "__", ".")
+}
+
+func checkKeys(k *koanf.Koanf, source string) error {
+	known := knownKeys()
+	var bad []string
+	for _, key := range k.Keys() {
+		if !known[key] {
+			bad = append(bad, key)
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("config: %s: unknown key %s (known keys: %s)", source, strings.Join(bad, ", "), strings.Join(KnownKeys(), ", "))
+	}
+	return nil
+}
+
+func unmarshal(k *koanf.Koanf, p *Profile) error {
+	return k.UnmarshalWithConf("", p, koanf.UnmarshalConf{
+		Tag: "koanf",
+		DecoderConfig: &mapstructure.DecoderConfig{
+			Result:           p,
+			TagName:          "koanf",
+			ErrorUnused:      true,
+			WeaklyTypedInput: true,
+			DecodeHook:       mapstructure.ComposeDecodeHookFunc(sizeHook),
+		},
+	})
+}
+
+func sizeHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(Size(0)) {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		return ParseSize(v)
+	case int:
+		return Size(v), nil
+	case int64:
+		return Size(v), nil
+	case uint64:
+		return Size(v), nil
+	case float64:
+		return Size(v), nil
+	case Size:
+		return v, nil
+	}
+	return data, nil
+}
+
+// KnownKeys lists every profile key in dotted form.
+func KnownKeys() []string {
+	var keys []string
+	walkKeys(reflect.TypeOf(Profile{}), "", func(k string) { keys = append(keys, k) })
+	sort.Strings(keys)
+	return keys
+}
+
+func knownKeys() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range KnownKeys() {
+		m[k] = true
+	}
+	return m
+}
+
+func walkKeys(t reflect.Type, prefix string, f func(string)) {
+	for i := 0; i < t.NumField(); i++ {
+		fl := t.Field(i)
+		name := fl.Tag.Get("koanf")
+		if name == "" {
+			continue
+		}
+		if fl.Type.Kind() == reflect.Struct {
+			walkKeys(fl.Type, prefix+name+".", f)
+			continue
+		}
+		f(prefix + name)
+	}
+}
+
+// toMap flattens a profile to koanf keys so it can be the base layer.
+func toMap(p Profile) map[string]any {
+	m := map[string]any{}
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			name := t.Field(i).Tag.Get("koanf")
+			if name == "" {
+				continue
+			}
+			fv := v.Field(i)
+			if fv.Kind() == reflect.Struct {
+				walk(fv, prefix+name+".")
+				continue
+			}
+			m[prefix+name] = fv.Interface()
+		}
+	}
+	walk(reflect.ValueOf(p), "")
+	return m
+}

@@ -1,0 +1,189 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Profile is everything that says how k3 runs a model on a given machine.
+// A profile file (configs/*.yaml) sets any subset of it; the rest comes
+// from Defaults or, with "auto", from Detect.
+type Profile struct {
+	// Name identifies the profile in the mode line and in bench records.
+	Name string `koanf:"name"`
+	// Description says what machine the profile is for and why.
+	Description string `koanf:"description"`
+
+	Memory  Memory  `koanf:"memory"`
+	Stager  Stager  `koanf:"stager"`
+	Kernels Kernels `koanf:"kernels"`
+
+	// Threads is the number of compute threads (0: one per physical core).
+	Threads int `koanf:"threads"`
+	// Context is the maximum sequence length in tokens.
+	Context int `koanf:"context"`
+	// Batch is the logical prompt batch (llama.cpp -b); UBatch the physical
+	// one (-ub): how many prompt tokens go through a layer together.
+	Batch  int `koanf:"batch"`
+	UBatch int `koanf:"ubatch"`
+
+	Server Server `koanf:"server"`
+}
+
+// Memory bounds what k3 keeps resident.
+type Memory struct {
+	// Budget is the total resident memory k3 may use: weights it keeps,
+	// expert cache, page cache it causes, KV and recurrent state.
+	Budget Size `koanf:"budget"`
+	// Mlock pins the always-needed weights when they fit in the budget, so
+	// the kernel cannot evict them under pressure.
+	Mlock bool `koanf:"mlock"`
+}
+
+// Stager selects and tunes the staging backend.
+type Stager struct {
+	// Name is a built-in stager ("pread" or "mmap") or, with Path set, a
+	// label for an external one.
+	Name string `koanf:"name"`
+	// Mode is "process" (a go-plugin subprocess) or "inprocess" (same
+	// implementation without IPC, to measure what the boundary costs).
+	Mode string `koanf:"mode"`
+	// Path names an external plugin binary instead of the built-in one.
+	Path string `koanf:"path"`
+	// DirectIO is "auto" (O_DIRECT where the filesystem allows it), "on"
+	// (fail if it does not) or "off".
+	DirectIO string `koanf:"direct_io"`
+	// IOWorkers is the number of concurrent readers (queue depth).
+	IOWorkers int `koanf:"io_workers"`
+	// CachePolicy is the expert-cache eviction policy: "lfru" or "lru".
+	CachePolicy string `koanf:"cache_policy"`
+	// PrefetchDepth is how many layers ahead speculative hints may run.
+	PrefetchDepth int `koanf:"prefetch_depth"`
+	// Lookahead runs layer L+1's router on layer L's hidden state to
+	// predict and prefetch L+1's experts.
+	Lookahead bool `koanf:"lookahead"`
+}
+
+// Kernels selects the compute backend.
+type Kernels struct {
+	// Name is "auto" (best the CPU supports), "avx512", "avx2" or
+	// "reference" (the core's pure-Go ops), or a label with Path set.
+	Name string `koanf:"name"`
+	// Mode is "process" or "inprocess", as for the stager.
+	Mode string `koanf:"mode"`
+	// Path names an external plugin binary.
+	Path string `koanf:"path"`
+}
+
+// Server holds the HTTP server's settings.
+type Server struct {
+	Host   string `koanf:"host"`
+	Port   int    `koanf:"port"`
+	APIKey string `koanf:"api_key"`
+	Alias  string `koanf:"alias"`
+}
+
+// Defaults returns the settings every profile starts from.
+func Defaults() Profile {
+	return Profile{
+		Name:    "default",
+		Memory:  Memory{Budget: 0},
+		Stager:  Stager{Name: "pread", Mode: "process", DirectIO: "auto", IOWorkers: 4, CachePolicy: "lfru", PrefetchDepth: 1, Lookahead: true},
+		Kernels: Kernels{Name: "auto", Mode: "process"},
+		Threads: 0,
+		Context: 4096,
+		Batch:   2048,
+		UBatch:  512,
+		Server:  Server{Host: "127.0.0.1", Port: 8080},
+	}
+}
+
+var (
+	stagerNames   = []string{"pread", "mmap"}
+	kernelNames   = []string{"auto", "avx512", "avx2", "reference"}
+	modes         = []string{"process", "inprocess"}
+	directIOModes = []string{"auto", "on", "off"}
+	cachePolicies = []string{"lfru", "lru"}
+)
+
+func oneOf(field, v string, allowed []string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("config: %s: %q is not one of %s", field, v, strings.Join(allowed, ", "))
+}
+
+// Validate checks that every setting is usable, naming the key at fault.
+func (p *Profile) Validate() error {
+	if p.Stager.Path == "" {
+		if err := oneOf("stager.name", p.Stager.Name, stagerNames); err != nil {
+			return err
+		}
+	}
+	if p.Kernels.Path == "" {
+		if err := oneOf("kernels.name", p.Kernels.Name, kernelNames); err != nil {
+			return err
+		}
+	}
+	checks := []struct {
+		field, v string
+		allowed  []string
+	}{
+		{"stager.mode", p.Stager.Mode, modes},
+		{"kernels.mode", p.Kernels.Mode, modes},
+		{"stager.direct_io", p.Stager.DirectIO, directIOModes},
+		{"stager.cache_policy", p.Stager.CachePolicy, cachePolicies},
+	}
+	for _, c := range checks {
+		if err := oneOf(c.field, c.v, c.allowed); err != nil {
+			return err
+		}
+	}
+	ints := []struct {
+		field    string
+		v, lo, hi int
+	}{
+		{"threads", p.Threads, 0, 4096},
+		{"context", p.Context, 1, 1 << 24},
+		{"batch", p.Batch, 1, 1 << 20},
+		{"ubatch", p.UBatch, 1, 1 << 20},
+		{"stager.io_workers", p.Stager.IOWorkers, 1, 1024},
+		{"stager.prefetch_depth", p.Stager.PrefetchDepth, 0, 64},
+		{"server.port", p.Server.Port, 0, 65535},
+	}
+	for _, c := range ints {
+		if c.v < c.lo || c.v > c.hi {
+			return fmt.Errorf("config: %s: %d is outside [%d, %d]", c.field, c.v, c.lo, c.hi)
+		}
+	}
+	if p.UBatch > p.Batch {
+		return fmt.Errorf("config: ubatch %d is larger than batch %d", p.UBatch, p.Batch)
+	}
+	if p.Memory.Budget < 0 {
+		return fmt.Errorf("config: memory.budget is negative")
+	}
+	if p.Server.Host == "" {
+		return fmt.Errorf("config: server.host is empty")
+	}
+	return nil
+}
+
+// ModeLine is the one line every run prints to say how it is running.
+func (p *Profile) ModeLine(threads int) string {
+	stager := p.Stager.Name
+	if p.Stager.Path != "" {
+		stager += "@" + p.Stager.Path
+	}
+	kernels := p.Kernels.Name
+	if p.Kernels.Path != "" {
+		kernels += "@" + p.Kernels.Path
+	}
+	budget := "unlimited"
+	if p.Memory.Budget > 0 {
+		budget = p.Memory.Budget.String()
+	}
+	return fmt.Sprintf("k3: profile=%s stager=%s(%s) kernels=%s(%s) budget=%s direct-io=%s threads=%d",
+		p.Name, stager, p.Stager.Mode, kernels, p.Kernels.Mode, budget, p.Stager.DirectIO, threads)
+}
