@@ -142,7 +142,7 @@ func (p *Profile) Validate() error {
 		}
 	}
 	ints := []struct {
-		field    string
+		field     string
 		v, lo, hi int
 	}{
 		{"threads", p.Threads, 0, 4096},
