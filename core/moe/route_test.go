@@ -1,0 +1,117 @@
+package moe
+
+import (
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestRoute(t *testing.T) {
+	logits := []float32{0.5, -1, 2, 0.1, 1.5, -0.3, 0.9, 0.2}
+	sig := func(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+	tests := []struct {
+		name    string
+		r       Router
+		bias    []float32
+		ids     []int32
+		weights []float32
+	}{
+		{
+			name:    "sigmoid top2",
+			r:       Router{Experts: 8, Used: 2, Gating: GatingSigmoid},
+			ids:     []int32{2, 4},
+			weights: []float32{sig(2), sig(1.5)},
+		},
+		{
+			name:    "sigmoid bias changes selection not weights",
+			r:       Router{Experts: 8, Used: 2, Gating: GatingSigmoid},
+			bias:    []float32{0, 5, 0, 0, 0, 0, 0, 0},
+			ids:     []int32{1, 2},
+			weights: []float32{sig(-1), sig(2)},
+		},
+		{
+			name:    "sigmoid normalised and scaled",
+			r:       Router{Experts: 8, Used: 2, Gating: GatingSigmoid, NormWeights: true, Scale: 2.5},
+			ids:     []int32{2, 4},
+			weights: []float32{2.5 * sig(2) / (sig(2) + sig(1.5)), 2.5 * sig(1.5) / (sig(2) + sig(1.5))},
+		},
+		{
+			name: "softmax",
+			r:    Router{Experts: 8, Used: 1, Gating: GatingSoftmax},
+			ids:  []int32{2},
+			weights: func() []float32 {
+				var s float64
+				for _, l := range logits {
+					s += math.Exp(float64(l - 2))
+				}
+				return []float32{float32(1 / s)}
+			}(),
+		},
+		{
+			name:    "softmax over selected",
+			r:       Router{Experts: 8, Used: 2, Gating: GatingSoftmaxWeight},
+			ids:     []int32{2, 4},
+			weights: []float32{float32(1 / (1 + math.Exp(-0.5))), float32(math.Exp(-0.5) / (1 + math.Exp(-0.5)))},
+		},
+		{
+			// groups of 2: {0.5,-1}=-0.5 {2,0.1}=2.1 {1.5,-0.3}=1.2 {0.9,0.2}=1.1; keep groups 1 and 2
+			name:    "groups",
+			r:       Router{Experts: 8, Used: 3, Gating: GatingSoftmaxWeight, Groups: 4, GroupsUsed: 2},
+			ids:     []int32{2, 4, 3},
+			weights: nil, // checked via ids only
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.r.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			ids := make([]int32, tc.r.Used)
+			w := make([]float32, tc.r.Used)
+			var s Scratch
+			tc.r.Route(logits, tc.bias, ids, w, &s)
+			if d := cmp.Diff(tc.ids, ids); d != "" {
+				t.Errorf("ids (-want +got):\n%s", d)
+			}
+			if tc.weights != nil {
+				if d := cmp.Diff(tc.weights, w, cmpopts.EquateApprox(0, 1e-6)); d != "" {
+					t.Errorf("weights (-want +got):\n%s", d)
+				}
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	bad := []Router{
+		{Experts: 0, Used: 1, Gating: GatingSigmoid},
+		{Experts: 4, Used: 5, Gating: GatingSigmoid},
+		{Experts: 4, Used: 1, Gating: GatingNone},
+		{Experts: 6, Used: 1, Gating: GatingSigmoid, Groups: 4, GroupsUsed: 1},
+		{Experts: 8, Used: 1, Gating: GatingSigmoid, Groups: 4, GroupsUsed: 4},
+		{Experts: 8, Used: 5, Gating: GatingSigmoid, Groups: 4, GroupsUsed: 2},
+	}
+	for i, r := range bad {
+		if r.Validate() == nil {
+			t.Errorf("case %d: %+v accepted", i, r)
+		}
+	}
+}
+
+func TestGroup(t *testing.T) {
+	var b Batch
+	b.Reset(3, 2)
+	copy(b.IDs, []int32{4, 1, 1, 0, 4, 1})
+	b.Group(5)
+	if d := cmp.Diff([]int32{0, 1, 4}, b.Experts); d != "" {
+		t.Errorf("experts: %s", d)
+	}
+	if d := cmp.Diff([]int{0, 1, 4, 6}, b.Start); d != "" {
+		t.Errorf("start: %s", d)
+	}
+	if d := cmp.Diff([]int32{3, 1, 2, 5, 0, 4}, b.Rows); d != "" {
+		t.Errorf("rows: %s", d)
+	}
+}
