@@ -26,9 +26,19 @@ func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) 
 // Widening to float64 is exact, so math.Round gives the same value.
 func roundf(f float32) float32 { return float32(math.Round(float64(f))) }
 
-// truncInt is C's (int) conversion of a float: toward zero. Go's conversion
-// is the same for every value C defines (|f| < 2^31).
-func truncInt(f float32) int { return int(int32(f)) }
+// cvtt is C's (int) conversion of a float as x86-64 compilers emit it
+// (cvttss2si): toward zero, and the "integer indefinite" 0x80000000 for NaN
+// and out-of-range values. ggml's quantizers convert straight to int8_t or
+// uint8_t, which the compiler does through this 32-bit conversion followed by
+// truncation; int8(cvtt(f)) and uint8(cvtt(f)) reproduce that, including for
+// the NaN and Inf a zero or overflowing scale produces. Go's own conversion is
+// implementation-specific out of range, hence the explicit checks.
+func cvtt(f float32) int32 {
+	if !(f > -2147483904 && f < 2147483648) { // NaN fails both
+		return math.MinInt32
+	}
+	return int32(f)
+}
 
 // le16 reads the little-endian uint16 at b[0:2]; half-precision scales in
 // block headers are stored this way.
