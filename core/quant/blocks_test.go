@@ -129,7 +129,7 @@ func TestBlockRoundTripError(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, typ := range blockTypes {
 		for _, c := range blockInputCases() {
-			if c.name == "edge" {
+			if c.name == "edge" || c.name == "overflow" {
 				continue // fp16 overflow/underflow by design there
 			}
 			t.Run(typ.String()+"/"+c.name, func(t *testing.T) {
