@@ -48,3 +48,5 @@ int cmd_greedy(int argc, char ** argv);
 int cmd_tokenize(int argc, char ** argv);
 int cmd_detokenize(int argc, char ** argv);
 int cmd_pieces(int argc, char ** argv);
+// variant_path resolves a VARIANT argument (generic, native, a name or a path) to a library path.
+void variant_path(const char * want, char * path, size_t n);
