@@ -1,0 +1,43 @@
+package engine
+
+// HalfRows is a growing attention cache of one layer: one row of Stride
+// IEEE half values per position, as llama.cpp's F16 KV cache holds them.
+type HalfRows struct {
+	Stride int
+	Data   []uint16
+	Len    int
+}
+
+// Grow makes room for n more rows and returns them; the caller fills them
+// and the rows count as cached at once.
+func (c *HalfRows) Grow(n int) []uint16 {
+	need := (c.Len + n) * c.Stride
+	if cap(c.Data) < need {
+		nd := make([]uint16, need, max(need, 2*cap(c.Data)))
+		copy(nd, c.Data)
+		c.Data = nd
+	}
+	c.Data = c.Data[:need]
+	rows := c.Data[c.Len*c.Stride : need]
+	c.Len += n
+	return rows
+}
+
+// Recurrent is the memory of one linear-attention (KDA) layer: the last
+// inputs of each short convolution and the delta-rule state matrices,
+// both float32 like llama.cpp's recurrent cache.
+type Recurrent struct {
+	Conv [][]float32 // per convolution (q, k, v): channels × (kernel-1)
+	SSM  []float32   // heads × dim × dim
+}
+
+// Sequence is the state of one sequence across all layers of a model:
+// each layer has either a cache (attention) or a recurrent state.
+type Sequence struct {
+	N     int // tokens seen
+	Cache []*HalfRows
+	Rec   []*Recurrent
+}
+
+// Pos is the number of tokens the sequence has seen.
+func (s *Sequence) Pos() int { return s.N }

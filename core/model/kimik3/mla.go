@@ -1,0 +1,170 @@
+package kimik3
+
+import (
+	"math"
+
+	"github.com/k3-inference/k3/core/engine"
+	"github.com/k3-inference/k3/core/ops"
+)
+
+// mla is a nope-only multi-head latent attention layer on the normed input
+// x (n×Embd). The latent (normed kv_cmpr plus the un-rotated pe part) is
+// cached in half precision; with attn_k_b/attn_v_b the queries are
+// absorbed into the latent space and the heads share one cached row,
+// otherwise attn_kv_b expands every position into per-head K and V.
+func (ps *pass) mla(l *layer, cache *engine.HalfRows, x []float32) ([]float32, error) {
+	p, n := ps.m.p, ps.n
+	kv, rot := p.KVLora, p.Rot
+
+	var q []float32
+	var err error
+	if l.QA != nil {
+		qa, err := ps.matmul(l.QA, x, n)
+		if err != nil {
+			return nil, err
+		}
+		ops.RMSNorm(qa, qa, l.qaNorm, p.QLora, p.Eps)
+		if q, err = ps.matmul(l.QB, qa, n); err != nil {
+			return nil, err
+		}
+	} else if q, err = ps.matmul(l.Q, x, n); err != nil {
+		return nil, err
+	}
+
+	kvpe, err := ps.matmul(l.KVA, x, n)
+	if err != nil {
+		return nil, err
+	}
+	latent := make([]float32, n*kv)
+	for t := 0; t < n; t++ {
+		copy(latent[t*kv:(t+1)*kv], kvpe[t*(kv+rot):])
+	}
+	ops.RMSNorm(latent, latent, l.kvaNorm, kv, p.Eps)
+	pe := func(t int) []float32 { return kvpe[t*(kv+rot)+kv : (t+1)*(kv+rot)] }
+
+	var out []float32
+	if l.KVB == nil {
+		out, err = ps.mlaAbsorbed(l, cache, q, latent, pe)
+	} else {
+		out, err = ps.mlaExpanded(l, cache, q, latent, pe)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if l.Gate != nil {
+		g, err := ps.matmul(l.Gate, x, n)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			out[i] *= ops.Sigmoid(g[i])
+		}
+	}
+	return ps.matmul(l.Out, out, n)
+}
+
+// attend runs causal attention for every (token, head) of the batch over
+// the cache, with ggml's CPU flash-attention kernel for a batch this size.
+func (ps *pass) attend(q []float32, qStride int, kvOf func(h int) ops.HalfKV, heads int, rows []uint16, out []float32, outStride int) {
+	p, n := ps.m.p, ps.n
+	scale := 1 / float32(math.Sqrt(float64(p.kDim())))
+	kv0 := kvOf(0)
+	tiled := n >= ops.FlashTileQ && kv0.DV%16 == 0
+	ps.m.pool.For(n*heads, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t, h := i/heads, i%heads
+			kvh := kvOf(h)
+			kvh.Data = rows
+			visible := ps.pos + t + 1
+			qr := q[t*qStride+h*kvh.DK : t*qStride+(h+1)*kvh.DK]
+			o := out[t*outStride+h*kvh.DV : t*outStride+(h+1)*kvh.DV]
+			if tiled {
+				ops.AttendTiled(qr, kvh, visible, scale, o)
+			} else {
+				ops.AttendHalf(qr, kvh, visible, scale, o)
+			}
+		}
+	})
+}
+
+func (ps *pass) mlaAbsorbed(l *layer, cache *engine.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+	p, n := ps.m.p, ps.n
+	H, kd, vd, kv, rot := p.Heads, p.kDim(), p.vDim(), p.KVLora, p.Rot
+	nope := kd - rot
+	dk := kv + rot
+
+	// absorb: per head, q_nope through attn_k_b into the latent space
+	qa := make([]float32, n*H*dk)
+	kb, vb := mat(l.KB), mat(l.VB)
+	qn := make([]float32, n*nope)
+	qh := make([]float32, n*kv)
+	for h := 0; h < H; h++ {
+		for t := 0; t < n; t++ {
+			copy(qn[t*nope:(t+1)*nope], q[t*H*kd+h*kd:])
+		}
+		if err := ps.m.pool.MatMul(kb.Slice(h*kv, (h+1)*kv), qn, n, qh); err != nil {
+			return nil, err
+		}
+		for t := 0; t < n; t++ {
+			dst := qa[t*H*dk+h*dk:]
+			copy(dst[:kv], qh[t*kv:(t+1)*kv])
+			copy(dst[kv:dk], q[t*H*kd+h*kd+nope:t*H*kd+(h+1)*kd])
+		}
+	}
+
+	rows := cache.Grow(n)
+	for t := 0; t < n; t++ {
+		r := rows[t*dk : (t+1)*dk]
+		ops.PutHalf(r[:kv], latent[t*kv:(t+1)*kv])
+		ops.PutHalf(r[kv:], pe(t))
+	}
+	att := make([]float32, n*H*kv)
+	ps.attend(qa, H*dk, func(int) ops.HalfKV {
+		return ops.HalfKV{Stride: dk, KOff: 0, DK: dk, VOff: 0, DV: kv}
+	}, H, cache.Data, att, H*kv)
+
+	// decompress: per head, the latent output through attn_v_b
+	out := make([]float32, n*H*vd)
+	ah := make([]float32, n*kv)
+	oh := make([]float32, n*vd)
+	for h := 0; h < H; h++ {
+		for t := 0; t < n; t++ {
+			copy(ah[t*kv:(t+1)*kv], att[t*H*kv+h*kv:])
+		}
+		if err := ps.m.pool.MatMul(vb.Slice(h*vd, (h+1)*vd), ah, n, oh); err != nil {
+			return nil, err
+		}
+		for t := 0; t < n; t++ {
+			copy(out[t*H*vd+h*vd:t*H*vd+(h+1)*vd], oh[t*vd:(t+1)*vd])
+		}
+	}
+	return out, nil
+}
+
+// mlaExpanded is the attn_kv_b layout: K per head is [pe, k_nope] (the
+// order llama.cpp concatenates them in) and V its own slice.
+func (ps *pass) mlaExpanded(l *layer, cache *engine.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+	p, n := ps.m.p, ps.n
+	H, kd, vd, rot := p.Heads, p.kDim(), p.vDim(), p.Rot
+	nope := kd - rot
+	kvx, err := ps.matmul(l.KVB, latent, n)
+	if err != nil {
+		return nil, err
+	}
+	stride := H * (kd + vd)
+	rows := cache.Grow(n)
+	for t := 0; t < n; t++ {
+		r := rows[t*stride : (t+1)*stride]
+		for h := 0; h < H; h++ {
+			src := kvx[t*H*(nope+vd)+h*(nope+vd):]
+			ops.PutHalf(r[h*kd:h*kd+rot], pe(t))
+			ops.PutHalf(r[h*kd+rot:(h+1)*kd], src[:nope])
+			ops.PutHalf(r[H*kd+h*vd:H*kd+(h+1)*vd], src[nope:nope+vd])
+		}
+	}
+	out := make([]float32, n*H*vd)
+	ps.attend(q, H*kd, func(h int) ops.HalfKV {
+		return ops.HalfKV{Stride: stride, KOff: h * kd, DK: kd, VOff: H*kd + h*vd, DV: vd}
+	}, H, cache.Data, out, H*vd)
+	return out, nil
+}
