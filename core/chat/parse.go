@@ -1,0 +1,235 @@
+package chat
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Kimi K3 writes its replies in a tagged format built from three special
+// tokens: open_tag(t, attrs) = <|open|>t k="v"...<|sep|>, close_tag(t) =
+// <|close|>t<|sep|>, and <|end_of_msg|> ends a message. A reply is
+//
+//	[<|open|>think<|sep|>REASONING<|close|>think<|sep|>]
+//	<|open|>response<|sep|>CONTENT<|close|>response<|sep|>
+//	[<|open|>tools<|sep|>
+//	   <|open|>call tool="NAME" index="1"<|sep|>
+//	     <|open|>argument key="KEY" type="string"<|sep|>VALUE<|close|>argument<|sep|> ...
+//	     (or <|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>)
+//	   <|close|>call<|sep|> ...
+//	 <|close|>tools<|sep|>]
+//	<|close|>message<|sep|><|end_of_msg|>
+//
+// The generation prompt already opened the think (or response) section, so a
+// reply starts inside it. Attribute values are escaped with &amp; and &quot;.
+const (
+	markOpen  = "<|open|>"
+	markClose = "<|close|>"
+	markSep   = "<|sep|>"
+	markEnd   = "<|end_of_msg|>"
+	// maxTagLen bounds how long the parser waits for the <|sep|> that ends a
+	// tag before it takes the opener for plain text.
+	maxTagLen = 1024
+)
+
+// ParseOptions describe the prompt a reply continues.
+type ParseOptions struct {
+	// Thinking: the generation prompt opened the think section (the template's
+	// thinking switch was on), so the reply starts as reasoning.
+	Thinking bool
+	// Tools are the declared tools. A parameter whose schema type is "string"
+	// becomes a JSON string; others are taken as JSON text. Without a schema the
+	// type="..." attribute the model wrote decides.
+	Tools []Tool
+}
+
+// Parsed is a whole reply in OpenAI's fields.
+type Parsed struct {
+	Reasoning string
+	Content   string
+	ToolCalls []ToolCall
+}
+
+// Delta is one streaming update: exactly one of its fields is set.
+type Delta struct {
+	Reasoning string
+	Content   string
+	ToolCall  *ToolCallDelta
+}
+
+// ToolCallDelta is a piece of the tool call at Index: the first delta of a
+// call carries its ID and Name, later ones fragments of the arguments JSON.
+type ToolCallDelta struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Parse parses a whole reply; it equals feeding the text to a Parser in any
+// chunks and closing it.
+func Parse(text string, o ParseOptions) Parsed {
+	p := NewParser(o)
+	p.Feed(text)
+	p.Close()
+	return p.Result()
+}
+
+type parseState int
+
+const (
+	stReasoning parseState = iota
+	stContent
+	stBetween // between sections: whitespace is dropped, other text is content
+	stTools
+	stCall
+	stArg
+	stJSON
+	stDone
+)
+
+// Parser parses a reply as it is generated. Text that could still turn out
+// to be part of a marker is held back until it cannot.
+type Parser struct {
+	opts    ParseOptions
+	types   map[string]map[string]string // tool -> parameter -> schema type
+	buf     string
+	state   parseState
+	ws      string // whitespace held in stBetween
+	call    int    // index of the open call, -1 if none
+	nargs   int    // arguments written in the open call
+	rawArg  bool   // the open argument is JSON text, not a string
+	raw     strings.Builder
+	jsonArg bool // the open call's arguments come from a json block
+	out     []Delta
+	res     Parsed
+}
+
+// NewParser returns a parser for one reply.
+func NewParser(o ParseOptions) *Parser {
+	p := &Parser{opts: o, call: -1, types: map[string]map[string]string{}}
+	if !o.Thinking {
+		p.state = stContent
+	}
+	for _, tl := range o.Tools {
+		var schema struct {
+			Properties map[string]struct {
+				Type any `json:"type"`
+			} `json:"properties"`
+		}
+		if json.Unmarshal(tl.Parameters, &schema) != nil {
+			continue
+		}
+		m := map[string]string{}
+		for k, v := range schema.Properties {
+			if s, ok := v.Type.(string); ok {
+				m[k] = s
+			} else {
+				m[k] = "" // absent or a list of types: JSON text
+			}
+		}
+		p.types[tl.Name] = m
+	}
+	return p
+}
+
+// Feed parses the next chunk of generated text and returns the deltas it
+// completes.
+func (p *Parser) Feed(chunk string) []Delta {
+	p.buf += chunk
+	p.process(false)
+	return p.flush()
+}
+
+// Close ends the reply: held-back text is released and an unterminated call
+// is closed.
+func (p *Parser) Close() []Delta {
+	p.process(true)
+	p.endCall()
+	p.ws = ""
+	p.state = stDone
+	return p.flush()
+}
+
+// Result is the reply parsed so far.
+func (p *Parser) Result() Parsed {
+	r := p.res
+	r.ToolCalls = append([]ToolCall(nil), p.res.ToolCalls...)
+	return r
+}
+
+func (p *Parser) flush() []Delta {
+	out := p.out
+	p.out = nil
+	return out
+}
+
+func (p *Parser) process(final bool) {
+	for p.buf != "" {
+		i := strings.Index(p.buf, "<|")
+		if i < 0 {
+			n := len(p.buf)
+			if !final && strings.HasSuffix(p.buf, "<") {
+				n--
+			}
+			p.text(p.buf[:n])
+			p.buf = p.buf[n:]
+			return
+		}
+		if i > 0 {
+			p.text(p.buf[:i])
+			p.buf = p.buf[i:]
+			continue
+		}
+		n, body, kind, ok := matchMarker(p.buf, final)
+		if n == 0 {
+			return // need more text to decide
+		}
+		if !ok {
+			p.text(p.buf[:n])
+		} else {
+			p.marker(kind, body, p.buf[:n])
+		}
+		p.buf = p.buf[n:]
+	}
+}
+
+// matchMarker looks at s, which starts with "<|". It returns n == 0 when more
+// text is needed; otherwise n bytes are consumed, as a marker (ok) or as plain
+// text.
+func matchMarker(s string, final bool) (n int, body, kind string, ok bool) {
+	for _, m := range []string{markOpen, markClose, markEnd} {
+		switch {
+		case strings.HasPrefix(s, m):
+			if m == markEnd {
+				return len(m), "", m, true
+			}
+			return matchTag(s, m, final)
+		case strings.HasPrefix(m, s) && !final:
+			return 0, "", "", false
+		}
+	}
+	return 2, "", "", false
+}
+
+func matchTag(s, opener string, final bool) (n int, body, kind string, ok bool) {
+	rest := s[len(opener):]
+	j := strings.Index(rest, "<|")
+	if j < 0 {
+		// a "<|" could still start at len(rest)-1
+		if !final && len(rest) <= maxTagLen {
+			return 0, "", "", false
+		}
+		return len(opener), "", "", false
+	}
+	if j >= maxTagLen {
+		return len(opener), "", "", false
+	}
+	after := rest[j:]
+	switch {
+	case strings.HasPrefix(after, markSep):
+		return len(opener) + j + len(markSep), rest[:j], opener, true
+	case strings.HasPrefix(markSep, after) && !final:
+		return 0, "", "", false
+	}
+	return len(opener), "", "", false
+}
