@@ -15,11 +15,11 @@ import (
 // format description so that it does not depend on k3's reader under test.
 
 type testTensor struct {
-	name  string
-	typ   quant.Type
-	ne    []int64
-	data  []byte
-	off   int64 // filled in: offset relative to the data section
+	name string
+	typ  quant.Type
+	ne   []int64
+	data []byte
+	off  int64 // filled in: offset relative to the data section
 }
 
 type ggufBuf struct{ bytes.Buffer }

@@ -46,7 +46,7 @@ type Ref struct {
 func Find() (*Ref, error) {
 	if p := os.Getenv(EnvVar); p != "" {
 		if err := checkBin(p); err != nil {
-			return nil, fmt.Errorf("parity: %s=%s: %w", EnvVar, p, err)
+			return nil, fmt.Errorf("parity: %s=%s: %w; run tools/parity/setup.sh to build it", EnvVar, p, err)
 		}
 		return &Ref{Bin: p}, nil
 	}
@@ -104,8 +104,9 @@ func Require(t testing.TB) *Ref {
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%v (CI=true: the reference harness is required)", err)
+		} else {
+			t.Skipf("llama.cpp reference harness not available: %v", err)
 		}
-		t.Skipf("llama.cpp reference harness not available: %v", err)
 	}
 	return r
 }

@@ -3,9 +3,11 @@ package parity
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -312,10 +314,36 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func TestFindEnv(t *testing.T) {
+// recordTB records what Require asks of its test instead of stopping it.
+type recordTB struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (r *recordTB) Helper()                      {}
+func (r *recordTB) Fatalf(f string, args ...any) { r.fatal = fmt.Sprintf(f, args...) }
+func (r *recordTB) Skipf(f string, args ...any)  { r.skip = fmt.Sprintf(f, args...) }
+
+func TestRequireMissing(t *testing.T) {
 	t.Setenv(EnvVar, filepath.Join(t.TempDir(), "missing"))
 	if _, err := Find(); err == nil {
 		t.Fatal("Find succeeded with K3_PARITY naming a missing file")
+	}
+	for _, ci := range []string{"", "true"} {
+		t.Run("CI="+ci, func(t *testing.T) {
+			t.Setenv("CI", ci)
+			rec := &recordTB{TB: t}
+			if r := Require(rec); r != nil {
+				t.Fatalf("Require returned %v for a missing binary", r)
+			}
+			got := rec.skip
+			if ci == "true" {
+				got = rec.fatal
+			}
+			if !strings.Contains(got, "setup.sh") || !strings.Contains(got, "missing") {
+				t.Errorf("skip %q, fatal %q: want the CI=%q message to name setup.sh and the path", rec.skip, rec.fatal, ci)
+			}
+		})
 	}
 }
 

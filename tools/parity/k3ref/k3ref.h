@@ -21,7 +21,6 @@ __attribute__((noreturn, format(printf, 2, 3))) void die(int status, const char 
 
 // Captured ggml/llama log lines (printed on failure, or live with K3REF_VERBOSE=1).
 void log_capture_install(void);
-const char * log_tail(void);
 
 // read_all reads stdin to EOF.
 void * read_all(size_t * n);

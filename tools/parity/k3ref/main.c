@@ -39,29 +39,55 @@ static const char * usage =
 
 // --- log capture ---
 
-static char   log_buf[16384];
-static size_t log_len;
-static bool   log_verbose;
+// A log tail: the last bytes written, cut at line starts when printed.
+struct tail {
+    char   buf[16384];
+    size_t len;
+};
+
+static struct tail log_all, log_bad; // every line; warnings and errors only
+static bool        log_verbose;
+static int         log_level = GGML_LOG_LEVEL_INFO;
+
+static void tail_add(struct tail * t, const char * text) {
+    size_t n = strlen(text);
+    if (n >= sizeof(t->buf)) {
+        text += n - (sizeof(t->buf) - 1);
+        n = sizeof(t->buf) - 1;
+    }
+    if (t->len + n >= sizeof(t->buf)) {
+        size_t drop = t->len + n - (sizeof(t->buf) - 1);
+        memmove(t->buf, t->buf + drop, t->len - drop);
+        t->len -= drop;
+    }
+    memcpy(t->buf + t->len, text, n);
+    t->len += n;
+    t->buf[t->len] = 0;
+}
+
+// tail_last returns the start of the last n lines of t.
+static const char * tail_last(const struct tail * t, int n) {
+    int lines = 0;
+    for (const char * q = t->buf + t->len; q > t->buf; q--) {
+        if (q[-1] == '\n' && q != t->buf + t->len && ++lines >= n) {
+            return q;
+        }
+    }
+    return t->buf;
+}
 
 static void log_cb(enum ggml_log_level level, const char * text, void * user) {
-    (void) level;
     (void) user;
+    if (level != GGML_LOG_LEVEL_CONT) {
+        log_level = level;
+    }
     if (log_verbose) {
         fputs(text, stderr);
     }
-    size_t n = strlen(text);
-    if (n >= sizeof(log_buf)) {
-        text += n - (sizeof(log_buf) - 1);
-        n = sizeof(log_buf) - 1;
+    tail_add(&log_all, text);
+    if (log_level == GGML_LOG_LEVEL_WARN || log_level == GGML_LOG_LEVEL_ERROR) {
+        tail_add(&log_bad, text);
     }
-    if (log_len + n >= sizeof(log_buf)) {
-        size_t drop = log_len + n - (sizeof(log_buf) - 1);
-        memmove(log_buf, log_buf + drop, log_len - drop);
-        log_len -= drop;
-    }
-    memcpy(log_buf + log_len, text, n);
-    log_len += n;
-    log_buf[log_len] = 0;
 }
 
 void log_capture_install(void) {
@@ -71,8 +97,6 @@ void log_capture_install(void) {
     llama_log_set(log_cb, NULL);
 }
 
-const char * log_tail(void) { return log_buf; }
-
 void die(int status, const char * fmt, ...) {
     fflush(stdout);
     fputs("k3ref: ", stderr);
@@ -81,17 +105,13 @@ void die(int status, const char * fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    if (log_len > 0 && !log_verbose) {
-        // The last lines usually carry llama.cpp's own reason.
-        const char * p = log_buf;
-        int lines = 0;
-        for (const char * q = log_buf + log_len; q > log_buf; q--) {
-            if (q[-1] == '\n' && ++lines > 12) {
-                p = q;
-                break;
-            }
+    if (!log_verbose) {
+        // llama.cpp's own reason is in its last warnings and errors.
+        const struct tail * t = log_bad.len > 0 ? &log_bad : &log_all;
+        if (t->len > 0) {
+            fprintf(stderr, "k3ref: llama.cpp log (%s):\n%s", t == &log_bad ? "last warnings and errors" : "last lines",
+                    tail_last(t, 8));
         }
-        fprintf(stderr, "k3ref: llama.cpp log (last lines):\n%s", p);
     }
     exit(status);
 }
