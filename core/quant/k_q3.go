@@ -42,19 +42,15 @@ func q3KScales(packed []byte) (s [16]int8) {
 // element order of dequantize_row_q3_K.
 func q3KQuants(blk []byte, a *[QK_K]int8) {
 	hm := blk[:32]
-	m := uint8(1)
 	for n := 0; n < 2; n++ {
 		q := blk[q3KQsOff+32*n : q3KQsOff+32*n+32]
 		for j := 0; j < 4; j++ {
 			out := a[128*n+32*j : 128*n+32*j+32]
+			bit := 4*n + j // hmask bit of this 32-element run
 			for l := range out {
-				v := int8((q[l] >> (2 * j)) & 3)
-				if hm[l]&m == 0 {
-					v -= 4
-				}
-				out[l] = v
+				// Branch-free: the high bit is random, a branch mispredicts.
+				out[l] = int8((q[l]>>(2*j))&3) - 4 + 4*int8((hm[l]>>bit)&1)
 			}
-			m <<= 1
 		}
 	}
 }

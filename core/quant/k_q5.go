@@ -20,16 +20,10 @@ func q5KQuants(blk []byte, a *[QK_K]int8) {
 	qh := blk[q5KQhOff : q5KQhOff+32]
 	for k := 0; k < 4; k++ {
 		q := blk[q5KQsOff+32*k : q5KQsOff+32*k+32]
-		lo, hi := uint8(1)<<(2*k), uint8(2)<<(2*k)
 		for l := 0; l < 32; l++ {
-			v1, v2 := int8(q[l]&0xF), int8(q[l]>>4)
-			if qh[l]&lo != 0 {
-				v1 += 16
-			}
-			if qh[l]&hi != 0 {
-				v2 += 16
-			}
-			a[64*k+l], a[64*k+32+l] = v1, v2
+			h := qh[l] >> (2 * k)
+			a[64*k+l] = int8(q[l]&0xF | (h&1)<<4)
+			a[64*k+32+l] = int8(q[l]>>4 | (h>>1&1)<<4)
 		}
 	}
 }
