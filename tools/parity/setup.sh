@@ -5,7 +5,8 @@
 #   2. checks out the headers of that same release from the package's git bundle,
 #   3. compiles k3ref (k3ref/*.c) against the prebuilt libraries.
 # Idempotent: each step is skipped when its output is already up to date.
-# Needs only node, npm, git and gcc. Prints the export line for K3_PARITY last.
+# Needs node, npm and gcc; git too, which it apt-get installs when missing (as root).
+# Prints the export line for K3_PARITY last.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,8 +16,13 @@ die() { echo "setup.sh: $*" >&2; exit 1; }
 need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found (Debian: apt-get install $2)"; }
 need node nodejs
 need npm npm
-need git git
 need gcc gcc
+# git only unpacks the source bundle; a bare Debian image may lack it.
+if ! command -v git >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]]; then
+	echo "setup.sh: installing git with apt-get" >&2
+	apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git >&2
+fi
+need git git
 
 libdir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
 bundle=node_modules/node-llama-cpp/llama/gitRelease.bundle
