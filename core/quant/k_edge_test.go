@@ -28,6 +28,9 @@ func TestKEdgeShapes(t *testing.T) {
 			x[j] = float32(shape(j))
 			amax = max(amax, math.Abs(float64(x[j])))
 		}
+		if math.IsNaN(amax) || math.IsInf(amax, 0) {
+			continue // no accuracy to expect; the parity test covers them
+		}
 		for _, typ := range kAllTypes {
 			t.Run(typ.String(), func(t *testing.T) {
 				q := kQuantize(t, typ, x)

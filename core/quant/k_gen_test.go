@@ -88,6 +88,21 @@ var kEdgeShapes = []func(j int) float64{
 	func(j int) float64 { return b2f(j/16 != 3) * math.Sin(float64(j)) },                // one zero group
 	func(j int) float64 { return math.Sin(float64(j)) + 500*b2f(j == 40) },              // outlier
 	func(j int) float64 { return float64(j%16) * 1e-3 * math.Pow(10, float64(j/16)/4) }, // group scales spread 1e4
+	// Non-finite inputs: ggml has no special case, so k3 must do what its
+	// arithmetic does with them (the self-tests leave these to parity).
+	sineWith(9, math.NaN()),
+	sineWith(9, math.Inf(1)),
+	sineWith(200, math.Inf(-1)),
+}
+
+// sineWith is a sine wave with v at element at.
+func sineWith(at int, v float64) func(j int) float64 {
+	return func(j int) float64 {
+		if j == at {
+			return v
+		}
+		return math.Sin(float64(j))
+	}
 }
 
 func b2f(b bool) float64 {
