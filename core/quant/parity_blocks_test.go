@@ -35,7 +35,7 @@ func TestParityBlockTypes(t *testing.T) {
 	for _, typ := range parityBlockTypes {
 		t.Run(typ.String(), func(t *testing.T) {
 			t.Parallel()
-			w := checkQuantizeParity(t, r, typ, weights)
+			w := checkQuantizeParity(t, r, typ, weights, parityRowLen)
 			checkDequantizeParity(t, r, typ, w)
 			a := checkFromFloatParity(t, r, typ.VecDotType(), acts)
 			checkVecDotParity(t, r, typ, parityRowLen, w, a)
@@ -55,6 +55,26 @@ func TestParityBlockTypes(t *testing.T) {
 				randomBytes(rng, rowBytes(t, typ.VecDotType(), 64*parityRowLen)))
 		})
 	}
+}
+
+// TestParityMXFP4Exponent walks the block maximum across every binade of
+// float32, subnormals included, at and just around each power of two, where
+// floor(log2f(amax)) decides the shared exponent and the byte conversion
+// wraps for tiny maxima.
+func TestParityMXFP4Exponent(t *testing.T) {
+	r := parity.Require(t)
+	var x []float32
+	for k := -149; k <= 127; k++ {
+		p := math.Ldexp(1, k)
+		for _, f := range []float64{p, p * (1 - 0x1p-24), p * (1 - 0x1p-23), p * (1 + 0x1p-23), p * 1.5} {
+			blk := make([]float32, 32)
+			blk[7] = float32(f)
+			blk[20] = -float32(f) / 3
+			blk[31] = float32(f) / 7
+			x = append(x, blk...)
+		}
+	}
+	checkQuantizeParity(t, r, quant.MXFP4, x, 32)
 }
 
 func randomBytes(rng *rand.Rand, n int) []byte {
@@ -84,13 +104,13 @@ func rowBytes(t *testing.T, typ quant.Type, n int) int {
 
 // checkQuantizeParity compares quant.Quantize with ggml_quantize_chunk and
 // returns the quantized rows.
-func checkQuantizeParity(t *testing.T, r *parity.Ref, typ quant.Type, x []float32) []byte {
+func checkQuantizeParity(t *testing.T, r *parity.Ref, typ quant.Type, x []float32, rowLen int) []byte {
 	t.Helper()
 	got := make([]byte, rowBytes(t, typ, len(x)))
 	if err := quant.Quantize(typ, x, got); err != nil {
 		t.Fatal(err)
 	}
-	want, err := r.Quantize(typ, x, parityRowLen)
+	want, err := r.Quantize(typ, x, rowLen)
 	if err != nil {
 		t.Fatalf("reference quantize: %v", err)
 	}
