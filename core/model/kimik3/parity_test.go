@@ -90,7 +90,27 @@ func TestParityF32(t *testing.T) {
 		name string
 		mod  func(*synth.Config)
 	}{
+		// latent MoE, q LoRA, attn-res blocks of 2, one shared expert, one
+		// dense layer, lower-bound gate, weight norm, KDA = MLA
 		{"tiny", func(c *synth.Config) {}},
+		{"plain", func(c *synth.Config) {
+			c.NLatent, c.QLoRA, c.AttnResBlock, c.NExpertShared = 0, 0, 0, 0
+			c.GateLowerBound, c.ExpWeightsNorm = 0, false
+		}},
+		{"kda-heavy", func(c *synth.Config) {
+			c.NLayer, c.MLALayers, c.NDense = 5, []int{2}, 2
+			c.AttnResBlock, c.NExpertShared = 1, 2
+		}},
+		{"mla-heavy", func(c *synth.Config) {
+			c.MLALayers, c.AttnResBlock, c.GatingFunc, c.ExpWeightsScale = []int{0, 1, 3}, 3, 1, 1
+			c.RoutedNorm, c.GateLowerBound = false, 0
+		}},
+		{"situ-lb0", func(c *synth.Config) {
+			c.SituLinearBeta, c.GateLowerBound, c.NExpertUsed, c.MLAGate = 0, -3, 3, false
+		}},
+		{"res-wide", func(c *synth.Config) {
+			c.NLayer, c.AttnResBlock, c.QLoRA, c.NLatent, c.ExpWeightsNorm = 6, 4, 0, 0, false
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
