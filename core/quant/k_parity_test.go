@@ -198,30 +198,54 @@ func checkVecDot(t *testing.T, r *parity.Ref, typ quant.Type, w, a []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mag := termMagnitudes(t, typ, n, w[:rows*ws], a[:rows*as])
 	half := rows / 2 // rows before half come from ggml's quantizers, the rest are raw blocks
-	t.Logf("vec_dot native vs k3, quantized rows: %s", relDiffSummary(got[:half], native[:half]))
-	t.Logf("vec_dot native vs k3, raw rows: %s", relDiffSummary(got[half:], native[half:]))
+	t.Logf("vec_dot native vs k3, quantized rows: %s", relDiffSummary(got[:half], native[:half], mag[:half]))
+	t.Logf("vec_dot native vs k3, raw rows: %s", relDiffSummary(got[half:], native[half:], mag[half:]))
+}
+
+// termMagnitudes returns, per row, the sum of |w_i*a_i| over the
+// dequantized values: the scale that float rounding errors of a dot
+// product are relative to, however much its terms cancel.
+func termMagnitudes(t *testing.T, typ quant.Type, n int, w, a []byte) []float64 {
+	t.Helper()
+	ws, as := n/quant.QK_K*typ.TypeSize(), n/quant.QK_K*quant.Q8_K.TypeSize()
+	wv, av := make([]float32, n), make([]float32, n)
+	mag := make([]float64, len(w)/ws)
+	for r := range mag {
+		if err := quant.Dequantize(typ, w[r*ws:(r+1)*ws], wv); err != nil {
+			t.Fatal(err)
+		}
+		if err := quant.Dequantize(quant.Q8_K, a[r*as:(r+1)*as], av); err != nil {
+			t.Fatal(err)
+		}
+		for i := range wv {
+			mag[r] += math.Abs(float64(wv[i]) * float64(av[i]))
+		}
+	}
+	return mag
 }
 
 // relDiffSummary describes b against a over the rows: how many are
-// bit-identical, and |b-a|/|a| as median and maximum (rows with a == 0 or
-// not finite left out).
-func relDiffSummary(a, b []float32) string {
+// bit-identical, and |b-a| relative to the row's sum of |terms| mag, as
+// median, 99th percentile and maximum (non-finite rows left out).
+func relDiffSummary(a, b []float32, mag []float64) string {
 	same := 0
 	var rel []float64
 	for i := range a {
 		if math.Float32bits(a[i]) == math.Float32bits(b[i]) {
 			same++
 		}
-		if a[i] == 0 || math.IsNaN(float64(a[i])) || math.IsInf(float64(a[i]), 0) {
+		d := math.Abs(float64(b[i]) - float64(a[i]))
+		if mag[i] == 0 || math.IsNaN(d) || math.IsInf(d, 0) || math.IsInf(mag[i], 0) {
 			continue
 		}
-		rel = append(rel, math.Abs(float64(b[i])-float64(a[i]))/math.Abs(float64(a[i])))
+		rel = append(rel, d/mag[i])
 	}
 	if len(rel) == 0 {
 		return fmt.Sprintf("%d/%d identical", same, len(a))
 	}
 	slices.Sort(rel)
-	return fmt.Sprintf("%d/%d identical, rel diff median %.3g, p99 %.3g, max %.3g",
+	return fmt.Sprintf("%d/%d identical; |diff|/sum|terms|: median %.3g, p99 %.3g, max %.3g",
 		same, len(a), rel[len(rel)/2], rel[len(rel)*99/100], rel[len(rel)-1])
 }
