@@ -1,6 +1,7 @@
 package quant_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
@@ -179,4 +180,35 @@ func TestKSizeErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzKQuantize feeds arbitrary float32 bit patterns (NaN, Inf and
+// subnormals included) to every K-quant: nothing may panic, and the output
+// must not depend on what the destination buffer held before.
+func FuzzKQuantize(f *testing.F) {
+	f.Add([]byte{0, 0, 0x80, 0x7f, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	f.Add(binary.LittleEndian.AppendUint32(nil, math.Float32bits(-3.5)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		x := make([]float32, quant.QK_K*(1+len(data)/(4*quant.QK_K)))
+		for i := 0; 4*i+4 <= len(data); i++ {
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		act := kQuantize(t, quant.Q8_K, x)
+		for _, typ := range kAllTypes {
+			clean := kQuantize(t, typ, x)
+			dirty := fill(len(clean), 0xA5)
+			if err := quant.Quantize(typ, x, dirty); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(clean, dirty) {
+				t.Fatalf("%s: quantizing into a used buffer gives different bytes", typ)
+			}
+			kDequantize(t, typ, clean)
+			if quant.CanVecDot(typ) {
+				if _, err := quant.VecDot(typ, len(x), clean, act); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
 }
