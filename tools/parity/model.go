@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 )
 
@@ -138,6 +139,41 @@ func (r *Ref) Tokenize(model string, text []byte, addSpecial, parseSpecial bool)
 		res.Tokens = []int32{}
 	}
 	return res.Tokens, nil
+}
+
+// TokenizeAll tokenizes many texts with one vocabulary load, as Tokenize
+// would each; much faster for large vocabularies.
+func (r *Ref) TokenizeAll(model string, texts [][]byte, addSpecial, parseSpecial bool) ([][]int32, error) {
+	args := []string{"tokenize", model, "--many"}
+	if addSpecial {
+		args = append(args, "--add-special")
+	}
+	if parseSpecial {
+		args = append(args, "--parse-special")
+	}
+	var in bytes.Buffer
+	for _, t := range texts {
+		if uint64(len(t)) > math.MaxUint32 {
+			return nil, fmt.Errorf("parity: tokenize: text of %d bytes is too long", len(t))
+		}
+		in.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(t))))
+		in.Write(t)
+	}
+	var res struct {
+		Texts [][]int32 `json:"texts"`
+	}
+	if err := r.runJSON(&res, &in, args...); err != nil {
+		return nil, asLoadError(err, model)
+	}
+	if len(res.Texts) != len(texts) {
+		return nil, fmt.Errorf("parity: tokenize %s: %d results for %d texts", model, len(res.Texts), len(texts))
+	}
+	for i := range res.Texts {
+		if res.Texts[i] == nil {
+			res.Texts[i] = []int32{}
+		}
+	}
+	return res.Texts, nil
 }
 
 // Detokenize runs llama_detokenize. removeSpecial drops a leading BOS and

@@ -111,6 +111,45 @@ func Require(t testing.TB) *Ref {
 	return r
 }
 
+// SrcEnvVar names the environment variable that may point at a llama.cpp
+// source checkout of the reference release.
+const SrcEnvVar = "K3_LLAMA_SRC"
+
+// SourceDir locates the llama.cpp source of the reference release that
+// setup.sh checks out (include/, ggml/include/, gguf-py/ and models/, which
+// holds llama.cpp's vocabulary test files and chat templates):
+// $K3_LLAMA_SRC if set, else tools/parity/llama.cpp-src.
+func SourceDir() (string, error) {
+	dirs := []string{os.Getenv(SrcEnvVar)}
+	if dirs[0] == "" {
+		dirs = dirs[:0]
+		for _, d := range candidateDirs() {
+			dirs = append(dirs, filepath.Join(d, "llama.cpp-src"))
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "include", "llama.h")); err == nil {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("parity: llama.cpp source not found in %s; run tools/parity/setup.sh or set %s",
+		strings.Join(dirs, ", "), SrcEnvVar)
+}
+
+// RequireSource returns SourceDir, skipping the test when it is missing (failing with CI=true).
+func RequireSource(t testing.TB) string {
+	t.Helper()
+	d, err := SourceDir()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v (CI=true: the reference source is required)", err)
+		} else {
+			t.Skipf("llama.cpp reference source not available: %v", err)
+		}
+	}
+	return d
+}
+
 // Error is a k3ref failure: bad input, or llama.cpp failing on it.
 type Error struct {
 	Args   []string

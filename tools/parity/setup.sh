@@ -40,13 +40,18 @@ if [[ ! -f $libdir/libllama.v0.4.0.so || ! -f $bundle || package-lock.json -nt n
 fi
 [[ -f $libdir/libllama.v0.4.0.so ]] || die "npm ci did not install $libdir/libllama.v0.4.0.so"
 
-# Headers of the same release, from the bundle shipped in the npm package.
+# The same release's source, from the bundle shipped in the npm package: the
+# headers k3ref compiles against, gguf-py, and models/ (llama.cpp's vocabulary
+# test files and chat templates, which k3's tokenizer and chat tests read).
+sparse=(ggml/include gguf-py include models) # sorted, as sparse-checkout list prints it
 if [[ ! -f $src/include/llama.h || ! -f $src/ggml/include/gguf.h ]]; then
-	echo "setup.sh: checking out llama.cpp headers from $bundle" >&2
+	echo "setup.sh: checking out llama.cpp source from $bundle" >&2
 	rm -rf "$src"
 	git clone --quiet --no-checkout "$bundle" "$src" >&2
-	git -C "$src" sparse-checkout set include ggml/include gguf-py >&2
+	git -C "$src" sparse-checkout set "${sparse[@]}" >&2
 	git -C "$src" checkout --quiet >&2
+elif [[ $(git -C "$src" sparse-checkout list 2>/dev/null) != "$(printf '%s\n' "${sparse[@]}")" ]]; then
+	git -C "$src" sparse-checkout set "${sparse[@]}" >&2
 fi
 
 # k3ref: rebuilt when a source file is newer than the binary.

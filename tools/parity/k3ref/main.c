@@ -28,6 +28,7 @@ static const char * usage =
     "  logits MODEL [opts]              stdin: i32 tokens; stdout: u32 rows, u32 n_vocab, f32s\n"
     "  greedy MODEL N [opts]            stdin: i32 tokens; JSON: generated tokens\n"
     "  tokenize MODEL [--add-special] [--parse-special]        stdin: text; JSON: tokens\n"
+    "           --many: stdin: texts, each u32 length + bytes; JSON: token lists\n"
     "  detokenize MODEL [--remove-special] [--unparse-special] stdin: i32 tokens; stdout: text\n"
     "  pieces MODEL [--special]         stdin: i32 tokens; stdout: per token u32 len + bytes\n"
     "  version                          prints the llama.cpp system info\n"

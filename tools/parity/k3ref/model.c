@@ -18,7 +18,7 @@ struct opts {
     bool         ignore_eog;
     int          flash_attn;
     const char * cpu;
-    bool         add_special, parse_special, remove_special, unparse_special, special;
+    bool         add_special, parse_special, remove_special, unparse_special, special, many;
 };
 
 // parse_opts reads MODEL, then the fixed positional arguments into pos, then flags.
@@ -72,6 +72,8 @@ static struct opts parse_opts(int argc, char ** argv, const char * usage, int np
             o.remove_special = true;
         } else if (strcmp(a, "--unparse-special") == 0) {
             o.unparse_special = true;
+        } else if (strcmp(a, "--many") == 0) {
+            o.many = true;
         } else if (strcmp(a, "--special") == 0) {
             o.special = true;
         } else {
@@ -261,27 +263,58 @@ int cmd_greedy(int argc, char ** argv) {
     return 0;
 }
 
-int cmd_tokenize(int argc, char ** argv) {
-    struct opts o = parse_opts(argc, argv, "tokenize MODEL [--add-special] [--parse-special]", 0, NULL);
-    struct llama_model * m = load_model(&o, true);
-    const struct llama_vocab * v = llama_model_get_vocab(m);
-    size_t len;
-    char * text = read_all(&len);
+// tokenize_one returns the tokens of text[0:len] in *t (grown as needed).
+static int32_t tokenize_one(const struct llama_vocab * v, const struct opts * o, const char * text, size_t len,
+                            llama_token ** t, int32_t * cap) {
     if (len > INT32_MAX / 2) {
         die(EXIT_USAGE, "text too long (%zu bytes)", len);
     }
-    int32_t cap = (int32_t) len + 16;
-    llama_token * t = malloc(cap * sizeof(llama_token));
-    int32_t n = llama_tokenize(v, text, (int32_t) len, t, cap, o.add_special, o.parse_special);
+    if (*cap < (int32_t) len + 16) {
+        *cap = (int32_t) len + 16;
+        *t = realloc(*t, *cap * sizeof(llama_token));
+    }
+    int32_t n = llama_tokenize(v, text, (int32_t) len, *t, *cap, o->add_special, o->parse_special);
     if (n < 0) {
-        cap = -n;
-        t = realloc(t, cap * sizeof(llama_token));
-        n = llama_tokenize(v, text, (int32_t) len, t, cap, o.add_special, o.parse_special);
+        *cap = -n;
+        *t = realloc(*t, *cap * sizeof(llama_token));
+        n = llama_tokenize(v, text, (int32_t) len, *t, *cap, o->add_special, o->parse_special);
     }
     if (n < 0) {
         die(EXIT_FAIL, "llama_tokenize returned %d", n);
     }
-    json_tokens(t, n);
+    return n;
+}
+
+// tokenize reads one text from stdin, or with --many a sequence of texts, each
+// a little-endian u32 length and its bytes, so that one vocabulary load serves many.
+int cmd_tokenize(int argc, char ** argv) {
+    struct opts o = parse_opts(argc, argv, "tokenize MODEL [--add-special] [--parse-special] [--many]", 0, NULL);
+    struct llama_model * m = load_model(&o, true);
+    const struct llama_vocab * v = llama_model_get_vocab(m);
+    size_t len;
+    char * in = read_all(&len);
+    llama_token * t = NULL;
+    int32_t cap = 0;
+    if (!o.many) {
+        json_tokens(t, tokenize_one(v, &o, in, len, &t, &cap));
+        llama_model_free(m);
+        return 0;
+    }
+    printf("{\"texts\":[");
+    for (size_t off = 0, i = 0; off < len; i++) {
+        uint32_t n;
+        if (len - off < 4 || (memcpy(&n, in + off, 4), len - off - 4 < n)) {
+            die(EXIT_USAGE, "--many: text %zu at byte %zu is truncated", i, off);
+        }
+        int32_t got = tokenize_one(v, &o, in + off + 4, n, &t, &cap);
+        printf("%s[", i ? ",\n" : "");
+        for (int32_t k = 0; k < got; k++) {
+            printf("%s%d", k ? "," : "", t[k]);
+        }
+        putchar(']');
+        off += 4 + (size_t) n;
+    }
+    printf("]}\n");
     llama_model_free(m);
     return 0;
 }
