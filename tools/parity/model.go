@@ -46,6 +46,11 @@ type LogitsOptions struct {
 	FlashAttn string // "auto", "on" or "off"; "": llama.cpp's default (auto)
 	CPU       string // CPU variant (Generic, Native, a name); "": Native
 	IgnoreEOG bool   // GreedyOpts: keep generating past an end-of-generation token
+	// NoRepack keeps weights in their file layout (llama.cpp's --no-repack).
+	// By default the x86 CPU backend repacks Q4_0, Q4_K and IQ4_NL (AVX2)
+	// and Q2_K (AVX-512) into interleaved layouts with their own matmul
+	// kernels (ggml-cpu/repack.cpp), whose sums round differently.
+	NoRepack bool
 }
 
 func (o LogitsOptions) args() []string {
@@ -70,6 +75,9 @@ func (o LogitsOptions) args() []string {
 	}
 	if o.IgnoreEOG {
 		a = append(a, "--ignore-eog")
+	}
+	if o.NoRepack {
+		a = append(a, "--no-repack")
 	}
 	return a
 }

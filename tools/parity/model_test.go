@@ -187,7 +187,7 @@ func TestLogitsZeroBlocks(t *testing.T) {
 	r := Require(t)
 	m := writeTinyLlama(t, true, "")
 	tokens := []int32{1, m.id("▁hello"), 7, m.id("▁world"), m.id("▁hello"), 200}
-	for _, o := range []LogitsOptions{{All: true}, {All: true, Batch: 2, Threads: 2}, {All: true, CPU: Generic}, {}} {
+	for _, o := range []LogitsOptions{{All: true}, {All: true, Batch: 2, Threads: 2}, {All: true, CPU: Generic}, {NoRepack: true}} {
 		t.Run(fmt.Sprintf("%+v", o), func(t *testing.T) {
 			got, err := r.Logits(m.path, tokens, o)
 			if err != nil {

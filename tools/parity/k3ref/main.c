@@ -35,7 +35,7 @@ static const char * usage =
     "VARIANT: generic (libggml-cpu-x64.so, scalar C), native (best scoring variant), a\n"
     "variant name (haswell, zen4, ...) or a path to a libggml-cpu-*.so.\n"
     "model opts: --threads N --batch N (n_ubatch) --ctx N --all --flash-attn auto|on|off\n"
-    "            --cpu VARIANT (default native)\n"
+    "            --cpu VARIANT (default native) --no-repack (no CPU_REPACK weight layouts)\n"
     "env: K3REF_VERBOSE=1 prints llama.cpp/ggml logs to stderr.\n";
 
 // --- log capture ---

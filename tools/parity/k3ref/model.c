@@ -16,6 +16,7 @@ struct opts {
     int          ctx;   // n_ctx; 0 = just what the tokens need
     bool         all;   // logits of every position
     bool         ignore_eog;
+    bool         no_repack; // keep weights in their file layout (no CPU_REPACK buffers)
     int          flash_attn;
     const char * cpu;
     bool         add_special, parse_special, remove_special, unparse_special, special, many;
@@ -62,6 +63,8 @@ static struct opts parse_opts(int argc, char ** argv, const char * usage, int np
             }
         } else if (strcmp(a, "--all") == 0) {
             o.all = true;
+        } else if (strcmp(a, "--no-repack") == 0) {
+            o.no_repack = true;
         } else if (strcmp(a, "--ignore-eog") == 0) {
             o.ignore_eog = true;
         } else if (strcmp(a, "--add-special") == 0) {
@@ -104,6 +107,9 @@ static struct llama_model * load_model(const struct opts * o, bool vocab_only) {
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     mp.vocab_only = vocab_only;
+    if (o->no_repack) {
+        mp.use_extra_bufts = false;
+    }
     struct llama_model * m = llama_model_load_from_file(o->model, mp);
     if (!m) {
         die(EXIT_REJECTED, "llama_model_load_from_file failed for %s", o->model);
