@@ -79,7 +79,7 @@ type shard struct {
 func Open(path string) (*File, error) {
 	s, h, err := openShard(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	f := newFile(path, h, s)
 	if err := f.openSplits(h); err != nil {
@@ -100,27 +100,32 @@ func OpenReaderAt(r io.ReaderAt, size int64, name string) (*File, error) {
 	return newFile(name, h, &shard{path: name, r: r, size: size}), nil
 }
 
+// openShard opens one file and reads its header; errors name the file.
 func openShard(path string) (*shard, *header, error) {
 	fd, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("gguf: %w", err)
+		return nil, nil, err
 	}
 	st, err := fd.Stat()
 	if err != nil {
 		fd.Close()
-		return nil, nil, fmt.Errorf("gguf: %w", err)
+		return nil, nil, err
 	}
 	if !st.Mode().IsRegular() {
 		fd.Close()
-		return nil, nil, fmt.Errorf("gguf: %s: not a regular file", path)
+		return nil, nil, fmt.Errorf("%s: not a regular file", path)
 	}
-	h, err := readHeader(fd, st.Size())
+	h, err := readHeader(headerReader(fd), st.Size())
 	if err != nil {
 		fd.Close()
-		return nil, nil, fmt.Errorf("gguf: %s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &shard{path: path, f: fd, r: fd, size: st.Size()}, h, nil
 }
+
+// headerReader is what Open reads headers through; tests wrap it to count
+// the bytes opening a model reads.
+var headerReader = func(f *os.File) io.ReaderAt { return f }
 
 func newFile(path string, h *header, s *shard) *File {
 	f := &File{

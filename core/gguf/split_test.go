@@ -1,0 +1,190 @@
+package gguf
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/k3-inference/k3/core/quant"
+)
+
+func splitSpecs(n int) []TensorSpec {
+	specs := make([]TensorSpec, n)
+	for i := range specs {
+		specs[i] = TensorSpec{Name: "blk." + strings.Repeat("x", i%3) + string(rune('a'+i)), Type: quant.F32, Shape: []int64{int64(8 + i)}}
+	}
+	return specs
+}
+
+var splitKVs = []KV{{"general.architecture", Str("llama")}, {"llama.block_count", U32(2)}}
+
+func TestSplitLayout(t *testing.T) {
+	specs := splitSpecs(7)
+	data := randomData(t, specs, 3)
+	cases := []struct {
+		name   string
+		o      SplitOptions
+		counts []int // tensors per shard
+	}{
+		{"max tensors 3", SplitOptions{MaxTensors: 3}, []int{3, 3, 1}},
+		{"max tensors 7", SplitOptions{MaxTensors: 7}, []int{7}},
+		// Padded sizes are 32, 64, 64, 64, 64, 64, 64 bytes (8..14 f32).
+		{"max bytes 128", SplitOptions{MaxBytes: 128}, []int{2, 2, 2, 1}},
+		{"max bytes 1", SplitOptions{MaxBytes: 1}, []int{1, 1, 1, 1, 1, 1, 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			paths := writeModel(t, filepath.Join(dir, "m.gguf"), splitKVs, specs, data, WriteOptions{Split: c.o})
+			if len(paths) != len(c.counts) {
+				t.Fatalf("%d shards, want %d", len(paths), len(c.counts))
+			}
+			for i, p := range paths {
+				want := filepath.Join(dir, SplitPath("m", i, len(c.counts)))
+				if p != want {
+					t.Errorf("shard %d path %s, want %s", i, p, want)
+				}
+				checkShardHeader(t, p, i, len(c.counts), c.counts[i], len(specs))
+			}
+			f, err := Open(paths[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if diff := cmp.Diff(paths, f.Paths()); diff != "" {
+				t.Errorf("Paths (-want +got):\n%s", diff)
+			}
+			checkTensors(t, f, specs, data)
+			first := 0
+			for shard, n := range c.counts {
+				for _, ti := range f.Tensors()[first : first+n] {
+					if ti.Shard != shard {
+						t.Errorf("tensor %q in shard %d, want %d", ti.Name, ti.Shard, shard)
+					}
+				}
+				first += n
+			}
+			if got := f.Uint("block_count", 0); got != 2 {
+				t.Errorf("block_count from shard 1 = %d", got)
+			}
+		})
+	}
+}
+
+// checkShardHeader checks the KVs gguf-split puts on shard i: everything on
+// shard 1, then split.no (u16), split.count (u16), split.tensors.count (i32).
+func checkShardHeader(t *testing.T, path string, i, n, tensors, total int) {
+	t.Helper()
+	fd, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	st, _ := fd.Stat()
+	h, err := readHeader(fd, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []KV
+	if i == 0 {
+		want = append(want, splitKVs...)
+	}
+	want = append(want, KV{KeySplitNo, U16(uint16(i))}, KV{KeySplitCount, U16(uint16(n))}, KV{KeySplitTensorsCount, I32(int32(total))})
+	if diff := cmp.Diff(want, h.kvs); diff != "" {
+		t.Errorf("shard %d KVs (-want +got):\n%s", i, diff)
+	}
+	if len(h.tensors) != tensors {
+		t.Errorf("shard %d has %d tensors, want %d", i, len(h.tensors), tensors)
+	}
+}
+
+// writeShard writes one file with the given split keys, to build broken sets.
+func writeShard(t *testing.T, path string, no, count, total int, specs []TensorSpec) {
+	kvs := []KV{{KeySplitNo, U16(uint16(no))}, {KeySplitCount, U16(uint16(count))}, {KeySplitTensorsCount, I32(int32(total))}}
+	if no == 0 {
+		kvs = append(append([]KV(nil), splitKVs...), kvs...)
+	}
+	writeModel(t, path, kvs, specs, randomData(t, specs, 4), WriteOptions{})
+}
+
+func TestSplitErrors(t *testing.T) {
+	specs := splitSpecs(6)
+	cases := []struct {
+		name   string
+		open   string // file to open, relative to the set's dir
+		break_ func(t *testing.T, dir string)
+		want   string
+	}{
+		{"non-first shard", "m-00002-of-00003.gguf", nil,
+			"this is shard 2 of 3; a split model is opened through its first shard ("},
+		{"missing shard", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "m-00003-of-00003.gguf"))
+		}, "shard 3 of 3 is missing"},
+		{"extra shard", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			copyFile(t, filepath.Join(dir, "m-00003-of-00003.gguf"), filepath.Join(dir, "m-00004-of-00003.gguf"))
+		}, "found m-00004-of-00003.gguf next to the 3-shard set"},
+		{"leftover set", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			copyFile(t, filepath.Join(dir, "m-00003-of-00003.gguf"), filepath.Join(dir, "m-00004-of-00004.gguf"))
+		}, "found m-00004-of-00004.gguf"},
+		{"count mismatch", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			writeShard(t, filepath.Join(dir, "m-00002-of-00003.gguf"), 1, 4, 6, specs[2:4])
+		}, `m-00002-of-00003.gguf: key "split.count" is 4, shard 1 says 3`},
+		{"wrong split.no", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			writeShard(t, filepath.Join(dir, "m-00002-of-00003.gguf"), 2, 3, 6, specs[2:4])
+		}, `key "split.no" says shard 3, the name says shard 2`},
+		{"tensors count mismatch", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			writeShard(t, filepath.Join(dir, "m-00002-of-00003.gguf"), 1, 3, 6, specs[2:3])
+		}, `the 3 shards hold 5 tensors, key "split.tensors.count" says 6`},
+		{"duplicate across shards", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			writeShard(t, filepath.Join(dir, "m-00002-of-00003.gguf"), 1, 3, 6, []TensorSpec{specs[0], specs[3]})
+		}, `tensor "` + specs[0].Name + `" is also in shard 1`},
+		{"renamed first shard", "renamed.gguf", func(t *testing.T, dir string) {
+			os.Rename(filepath.Join(dir, "m-00001-of-00003.gguf"), filepath.Join(dir, "renamed.gguf"))
+		}, "shard 1 of a 3-shard model must be named PREFIX-00001-of-00003.gguf"},
+		{"corrupt shard", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "m-00003-of-00003.gguf"), []byte("GGUF\x01\x00\x00\x00"), 0o644)
+		}, "m-00003-of-00003.gguf: GGUF version 1 is not supported"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeModel(t, filepath.Join(dir, "m"), splitKVs, specs, randomData(t, specs, 4), WriteOptions{Split: SplitOptions{MaxTensors: 2}})
+			if c.break_ != nil {
+				c.break_(t, dir)
+			}
+			f, err := Open(filepath.Join(dir, c.open))
+			if err == nil {
+				f.Close()
+				t.Fatalf("opened, want error %q", c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSplitPrefix(t *testing.T) {
+	p, i, n, ok := SplitPrefix("/models/k3/Kimi-K3-Q2_K-00007-of-00094.gguf")
+	if !ok || p != "/models/k3/Kimi-K3-Q2_K" || i != 6 || n != 94 {
+		t.Errorf("SplitPrefix = %q %d %d %v", p, i, n, ok)
+	}
+	if SplitPath(p, i, n) != "/models/k3/Kimi-K3-Q2_K-00007-of-00094.gguf" {
+		t.Errorf("SplitPath does not invert SplitPrefix")
+	}
+	if _, _, _, ok := SplitPrefix("model.gguf"); ok {
+		t.Errorf("SplitPrefix accepted a plain name")
+	}
+}
