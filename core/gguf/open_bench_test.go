@@ -155,4 +155,3 @@ func BenchmarkOpenManyShards(b *testing.B) {
 	b.ReportMetric(float64(total), "header-bytes")
 	b.ReportMetric(float64(log.calls)/float64(b.N), "reads/op")
 }
-
