@@ -2,8 +2,11 @@ package synth
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/k3-inference/k3/core/quant"
 )
@@ -107,17 +110,36 @@ func newRowMaker(def *tensorDef, seed uint64) (*rowMaker, error) {
 	if def.Type.BlockSize() > 1 && def.elements() > poolMinElements {
 		m.blockSize = def.Type.TypeSize()
 		m.nBlocks = m.rowBytes / m.blockSize
-		m.pool = make([]byte, poolRows*m.rowBytes)
-		src := make([]float32, def.rowLen())
-		for i := range poolRows {
-			r := rowRNG(seed, m.tensorID, 1, int64(i))
-			def.Init.fill(&r, src)
-			if err := encodeRow(def.Type, src, m.pool[i*m.rowBytes:(i+1)*m.rowBytes]); err != nil {
-				return nil, fmt.Errorf("synth: tensor %q: %w", def.Name, err)
-			}
+		if err := m.buildPool(); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// buildPool quantizes the pool rows on every CPU.
+func (m *rowMaker) buildPool() error {
+	m.pool = make([]byte, poolRows*m.rowBytes)
+	n := min(runtime.GOMAXPROCS(0), poolRows)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := make([]float32, m.def.rowLen())
+			for i := w; i < poolRows; i += n {
+				r := rowRNG(m.seed, m.tensorID, 1, int64(i))
+				m.def.Init.fill(&r, src)
+				if err := encodeRow(m.def.Type, src, m.pool[i*m.rowBytes:(i+1)*m.rowBytes]); err != nil {
+					errs[w] = fmt.Errorf("synth: tensor %q: %w", m.def.Name, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // rows writes rows [first, first+n) into dst, using src as scratch of at

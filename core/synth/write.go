@@ -125,6 +125,14 @@ func stream(w *gguf.Writer, defs []tensorDef, seed uint64, workers int) error {
 		defer close(work)
 		prodErr = produce(defs, seed, work, order, done)
 	}()
+	// A fixed set of buffers, reused: fresh 4 MB allocations are
+	// page-faulted in and zeroed for every chunk, which costs more system
+	// time than writing them. At most depth+1 jobs are issued and not yet
+	// written, so workers never wait on a buffer the writer still needs.
+	free := make(chan []byte, depth+1)
+	for range cap(free) {
+		free <- make([]byte, 0, chunkBytes)
+	}
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -135,7 +143,18 @@ func stream(w *gguf.Writer, defs []tensorDef, seed uint64, workers int) error {
 				if need := int(j.m.def.rowLen()); len(src) < need {
 					src = make([]float32, need)
 				}
-				buf := getBuf(int(j.n) * j.m.rowBytes)
+				var buf []byte
+				select {
+				case buf = <-free:
+				case <-done:
+					j.out <- jobResult{err: errors.New("synth: write abandoned")}
+					continue
+				}
+				if n := int(j.n) * j.m.rowBytes; cap(buf) >= n {
+					buf = buf[:n]
+				} else {
+					buf = make([]byte, n) // one row longer than chunkBytes
+				}
 				err := j.m.rows(j.first, j.n, buf, src)
 				j.out <- jobResult{buf, err}
 			}
@@ -152,7 +171,7 @@ func stream(w *gguf.Writer, defs []tensorDef, seed uint64, workers int) error {
 			if _, werr := w.Write(r.buf); werr != nil {
 				err = fmt.Errorf("synth: %w", werr)
 			}
-			bufs.Put(&r.buf)
+			free <- r.buf[:0]
 		}
 		if err != nil {
 			close(done)
@@ -165,12 +184,41 @@ func stream(w *gguf.Writer, defs []tensorDef, seed uint64, workers int) error {
 	return err
 }
 
+// makerAhead is how many tensors' row makers are prepared ahead of the one
+// being cut into jobs: building a quantized pool takes a moment, and ahead
+// of time it overlaps with writing instead of stalling the workers.
+const makerAhead = 2
+
+type makerResult struct {
+	m   *rowMaker
+	err error
+}
+
 func produce(defs []tensorDef, seed uint64, work chan<- job, order chan<- chan jobResult, done <-chan struct{}) error {
-	for i := range defs {
-		m, err := newRowMaker(&defs[i], seed)
-		if err != nil {
-			return err
+	makers := make(chan makerResult, makerAhead)
+	go func() {
+		defer close(makers)
+		for i := range defs {
+			m, err := newRowMaker(&defs[i], seed)
+			select {
+			case makers <- makerResult{m, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
+	}()
+	for i := range defs {
+		mr, ok := <-makers
+		if !ok {
+			return errors.New("synth: write abandoned")
+		}
+		if mr.err != nil {
+			return mr.err
+		}
+		m := mr.m
 		per := max(1, int64(chunkBytes/m.rowBytes))
 		rows := defs[i].rows()
 		for first := int64(0); first < rows; first += per {
@@ -189,15 +237,4 @@ func produce(defs []tensorDef, seed uint64, work chan<- job, order chan<- chan j
 		}
 	}
 	return nil
-}
-
-// bufs recycles job buffers; every job but a tensor's last is about
-// chunkBytes, so a few dozen buffers serve a whole file.
-var bufs sync.Pool
-
-func getBuf(n int) []byte {
-	if p, ok := bufs.Get().(*[]byte); ok && cap(*p) >= n {
-		return (*p)[:n]
-	}
-	return make([]byte, n, max(n, chunkBytes))
 }
