@@ -296,10 +296,9 @@ func (t *Template) toolCallsJSON(calls []ToolCall) (json.RawMessage, error) {
 	for j, c := range calls {
 		var args any = c.Function.Arguments
 		if t.caps.ObjectArguments {
+			// like llama.cpp, "" is not JSON either: a call without arguments
+			// sends "{}"
 			a := strings.TrimSpace(c.Function.Arguments)
-			if a == "" {
-				a = "{}"
-			}
 			if !json.Valid([]byte(a)) {
 				return nil, fmt.Errorf("tool call %d (%q): arguments are not valid JSON", j, c.Function.Name)
 			}

@@ -178,16 +178,23 @@ func conversations() []conversation {
 			Kwargs: kw("response_format", `{"type":"json_schema","json_schema":{"name":"p","schema":`+
 				`{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name"]}}}`),
 		}},
-		{name: "empty_arguments_and_tool_choice_none", in: Input{
+		{name: "no_arguments_and_tool_choice_none", in: Input{
 			Messages: []Message{
 				{Role: "user", Content: "Ping."},
-				{Role: "assistant", ToolCalls: []ToolCall{call("p1", "ping", "")}},
+				{Role: "assistant", ToolCalls: []ToolCall{call("p1", "ping", "{}")}},
 				{Role: "tool", ToolCallID: "p1", Content: "pong"},
 				{Role: "assistant", Content: "Pong received."},
 			},
 			Tools:               []Tool{{Name: "ping"}},
 			AddGenerationPrompt: false,
 			Kwargs:              kw("tool_choice", `"none"`),
+		}},
+		{name: "empty_arguments_text_rejected", wantErr: true, in: Input{
+			Messages: []Message{
+				{Role: "user", Content: "Ping."},
+				{Role: "assistant", ToolCalls: []ToolCall{call("p1", "ping", "")}},
+			},
+			Tools: []Tool{{Name: "ping"}},
 		}},
 		{name: "bad_thinking_effort", wantErr: true, in: Input{
 			Messages:            []Message{{Role: "user", Content: "x"}},

@@ -143,6 +143,11 @@ func (p *Parser) Feed(chunk string) []Delta {
 // Close ends the reply: held-back text is released and an unterminated call
 // is closed.
 func (p *Parser) Close() []Delta {
+	p.process(false)
+	if truncatedMarker(p.buf) {
+		// generation stopped inside a marker: like llama.cpp, drop the stub
+		p.buf = ""
+	}
 	p.process(true)
 	p.endCall()
 	p.ws = ""
@@ -191,6 +196,29 @@ func (p *Parser) process(final bool) {
 		}
 		p.buf = p.buf[n:]
 	}
+}
+
+// truncatedMarker reports whether s, text still held at the end of the reply,
+// is the beginning of one of the format's tags cut short.
+func truncatedMarker(s string) bool {
+	if s == "" || s[0] != '<' {
+		return false
+	}
+	for _, name := range []string{"message", "think", "response", "tools", "call", "argument", "json"} {
+		for _, m := range []string{markOpen + name, markClose + name + markSep} {
+			if strings.HasPrefix(m, s) {
+				return true
+			}
+			// an opener with attributes whose <|sep|> never came
+			if strings.HasPrefix(m, markOpen) && strings.HasPrefix(s, m+" ") && !strings.Contains(s[len(m):], "<|") {
+				return true
+			}
+		}
+		if strings.HasPrefix(markOpen+name+markSep, s) {
+			return true
+		}
+	}
+	return strings.HasPrefix(markEnd, s)
 }
 
 // matchMarker looks at s, which starts with "<|". It returns n == 0 when more

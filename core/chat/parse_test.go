@@ -66,6 +66,35 @@ var parseCases = []struct {
 		}},
 	},
 	{
+		name: "multiline_text_with_markup",
+		in: "Step 1: x\nStep 2: y\n<|close|>think<|sep|><|open|>response<|sep|>Line one.\n\nLine <html> & a<|b, 1<2." +
+			"<|close|>response<|sep|><|close|>message<|sep|>",
+		opts: ParseOptions{Thinking: true},
+		want: Parsed{Reasoning: "Step 1: x\nStep 2: y\n", Content: "Line one.\n\nLine <html> & a<|b, 1<2."},
+	},
+	{
+		name: "content_and_three_calls_thinking_off",
+		in: "Let me check.<|close|>response<|sep|><|open|>tools<|sep|>" +
+			`<|open|>call tool="get_weather" index="1"<|sep|>` +
+			`<|open|>argument key="city" type="string"<|sep|>Zürich<|close|>argument<|sep|>` +
+			`<|open|>argument key="days" type="number"<|sep|>7<|close|>argument<|sep|>` +
+			`<|open|>argument key="units" type="string"<|sep|>c<|close|>argument<|sep|>` +
+			`<|close|>call<|sep|>` +
+			`<|open|>call tool="search" index="2"<|sep|>` +
+			`<|open|>argument key="limit" type="number"<|sep|>2.5<|close|>argument<|sep|>` +
+			`<|open|>argument key="safe" type="boolean"<|sep|>false<|close|>argument<|sep|>` +
+			`<|close|>call<|sep|>` +
+			`<|open|>call tool="get_weather" index="3"<|sep|>` +
+			`<|open|>argument key="city" type="string"<|sep|>line1` + "\n" + `"two"<|close|>argument<|sep|>` +
+			`<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>`,
+		opts: ParseOptions{Tools: []Tool{weatherTool, searchTool}},
+		want: Parsed{Content: "Let me check.", ToolCalls: []ToolCall{
+			tc(0, "get_weather", `{"city":"Zürich","days":7,"units":"c"}`),
+			tc(1, "search", `{"limit":2.5,"safe":false}`),
+			tc(2, "get_weather", `{"city":"line1\n\"two\""}`),
+		}},
+	},
+	{
 		name: "schema_string_wins_over_type_attribute",
 		in:   `<|open|>tools<|sep|><|open|>call tool="search" index="1"<|sep|><|open|>argument key="query" type="number"<|sep|>42<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>`,
 		opts: ParseOptions{Tools: []Tool{searchTool}},
@@ -95,9 +124,19 @@ var parseCases = []struct {
 		want: Parsed{Content: "answer", ToolCalls: []ToolCall{tc(0, "f", `{"q":"partial val"}`)}},
 	},
 	{
-		name: "partial_marker_at_end_is_text",
+		name: "partial_marker_at_end_dropped",
 		in:   "a < b and <|clo",
-		want: Parsed{Content: "a < b and <|clo"},
+		want: Parsed{Content: "a < b and "},
+	},
+	{
+		name: "unfinished_unknown_tag_at_end_is_text",
+		in:   "x <|open|>bold text",
+		want: Parsed{Content: "x <|open|>bold text"},
+	},
+	{
+		name: "unfinished_call_tag_at_end_dropped",
+		in:   `ok<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_wea`,
+		want: Parsed{Content: "ok"},
 	},
 	{
 		name: "unknown_tags_and_bare_markers_are_text",
