@@ -212,7 +212,8 @@ func wordLen(s string) int {
 
 // learnBPE learns up to n merges from words, most frequent pair first;
 // ties go to the smaller pair string, so the result is deterministic.
-// Pairs seen once are not merged.
+// Pairs seen once are merged too, after all the others: they make whole
+// rare words single tokens, as a tokenizer trained on more text would.
 func learnBPE(words []string, n int) []string {
 	b2u := byteToUnicode()
 	counts := map[string]int{}
@@ -245,13 +246,13 @@ func learnBPE(words []string, n int) []string {
 			}
 		}
 		var best [2]string
-		bestN := 1
+		bestN := 0
 		for p, c := range pairs {
-			if c > bestN || (c == bestN && bestN > 1 && p[0]+" "+p[1] < best[0]+" "+best[1]) {
+			if c > bestN || (c == bestN && p[0]+" "+p[1] < best[0]+" "+best[1]) {
 				best, bestN = p, c
 			}
 		}
-		if bestN < 2 {
+		if bestN == 0 {
 			break
 		}
 		merges = append(merges, best[0]+" "+best[1])
