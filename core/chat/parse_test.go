@@ -333,6 +333,13 @@ func TestGenerationPrompt(t *testing.T) {
 		if got != c.want {
 			t.Errorf("thinking=%s: generation prompt %q, want %q", c.kwargs, got, c.want)
 		}
+		o, err := tmpl.ParseOptions(Input{Messages: msgs, Kwargs: kw("thinking", c.kwargs), Now: fixedNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Thinking != (c.kwargs == "true") {
+			t.Errorf("thinking=%s: ParseOptions.Thinking = %v", c.kwargs, o.Thinking)
+		}
 	}
 }
 

@@ -161,3 +161,13 @@ func (t *Template) probeCaps() Caps {
 	}
 	return caps
 }
+
+// ParseOptions returns how to parse the reply to in: whether the generation
+// prompt opened the think section, and the declared tools.
+func (t *Template) ParseOptions(in Input) (ParseOptions, error) {
+	gen, err := t.GenerationPrompt(in)
+	if err != nil {
+		return ParseOptions{}, err
+	}
+	return ParseOptions{Thinking: strings.HasSuffix(gen, markOpen+"think"+markSep), Tools: in.Tools}, nil
+}
