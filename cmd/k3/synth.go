@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -173,6 +174,9 @@ func parseInts(s string) ([]int, error) {
 // parseSize reads a byte count with an optional K, M or G suffix (powers
 // of 1000, as llama-gguf-split's --split-max-size).
 func parseSize(s string) (int64, error) {
+	if s == "" {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
 	mult := int64(1)
 	switch strings.ToUpper(s[len(s)-1:]) {
 	case "K":
@@ -182,11 +186,12 @@ func parseSize(s string) (int64, error) {
 	case "G":
 		mult = 1000 * 1000 * 1000
 	}
+	digits := s
 	if mult > 1 {
-		s = s[:len(s)-1]
+		digits = s[:len(s)-1]
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	return n * mult, nil
