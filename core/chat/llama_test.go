@@ -108,6 +108,10 @@ func TestKimiK3LlamaRenderParity(t *testing.T) {
 	if len(renders) != len(convs) {
 		t.Fatalf("llama.cpp answered %d renders, sent %d", len(renders), len(convs))
 	}
+	agree := 0
+	defer func() {
+		t.Logf("%d/%d conversations agree with llama.cpp (identical text, or both refuse)", agree, len(convs))
+	}()
 	for i, c := range convs {
 		t.Run(c.name, func(t *testing.T) {
 			r := renders[i]
@@ -117,6 +121,7 @@ func TestKimiK3LlamaRenderParity(t *testing.T) {
 				if err == nil || r["error"] == nil {
 					t.Fatalf("want both to fail: k3 err=%v, llama.cpp=%v", err, r["error"])
 				}
+				agree++
 				return
 			}
 			if err != nil {
@@ -129,6 +134,7 @@ func TestKimiK3LlamaRenderParity(t *testing.T) {
 				t.Fatalf("prompt differs from llama.cpp (-llama +k3):\n%s", diff)
 			}
 			if !c.in.AddGenerationPrompt {
+				agree++
 				return
 			}
 			gen, err := tmpl.GenerationPrompt(c.in)
@@ -138,6 +144,7 @@ func TestKimiK3LlamaRenderParity(t *testing.T) {
 			if diff := cmp.Diff(r["generation_prompt"], gen); diff != "" {
 				t.Fatalf("generation prompt differs from llama.cpp (-llama +k3):\n%s", diff)
 			}
+			agree++
 		})
 	}
 }

@@ -187,7 +187,7 @@ func TestKimiK3ReferenceParity(t *testing.T) {
 			identical++
 		})
 	}
-	t.Logf("%d/%d conversations identical to @huggingface/jinja", identical, len(convs))
+	t.Logf("%d/%d conversations agree with @huggingface/jinja (identical text, or both refuse)", identical, len(convs))
 	if len(convs) < 12 {
 		t.Fatalf("parity suite has %d conversations, want at least 12", len(convs))
 	}
