@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Reference renderers/parsers beyond tools/parity (which .ci/run sets up
+# first): @huggingface/jinja and llama.cpp's own chat code.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/jinja-ref/setup.sh
