@@ -50,7 +50,9 @@ func trainVocab(pre preKind, text string, nMerges int) (tokens, merges []string)
 		}
 		ws = append(ws, word{p, n})
 	}
-	sort.Slice(ws, func(i, j int) bool { return ws[i].n > ws[j].n || (ws[i].n == ws[j].n && len(ws[i].parts) < len(ws[j].parts)) })
+	sort.Slice(ws, func(i, j int) bool {
+		return ws[i].n > ws[j].n || (ws[i].n == ws[j].n && len(ws[i].parts) < len(ws[j].parts))
+	})
 	tokens = byteTokens()
 	have := map[string]bool{}
 	for _, tk := range tokens {

@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/k3-inference/k3/core/tokenizer"
 )
 
 // Ranks is a tiktoken vocabulary: Ranks[i] holds the bytes of rank i (nil
@@ -84,45 +82,45 @@ func LoadJSTiktoken(path string) (Ranks, error) {
 	return ranks, nil
 }
 
+// Token types as tokenizer.ggml.token_type stores them.
+const (
+	TypeNormal int32 = 1
+	TypeUnused int32 = 5
+)
+
 // Special is a token added above the ranked ones.
 type Special struct {
 	Text string
-	Type tokenizer.TokenType
+	Type int32
 }
 
-// Options shapes the generated vocabulary.
-type Options struct {
-	Pre      string
-	Specials []Special
-	// Size pads the vocabulary with "[PAD<i>]" UNUSED tokens, as the
-	// converter does for ids the tokenizer leaves unassigned.
-	Size  int
-	IDs   map[string]uint32
-	Flags map[string]bool
+// Vocab is the generated tokenizer.ggml.tokens, token_type and merges.
+type Vocab struct {
+	Tokens []string
+	Types  []int32
+	Merges []string
 }
 
-// Config builds the tokenizer metadata. Merges come from replaying tiktoken's
-// BPE on each multi-byte token limited to lower ranks: a token whose replay
-// ends in exactly two parts gets the merge "left right", in rank order.
-func (r Ranks) Config(o Options) (tokenizer.Config, error) {
+// Vocab builds the vocabulary: ranked tokens, then specials, then "[PAD<i>]"
+// UNUSED tokens up to size (as the converter pads ids the tokenizer leaves
+// unassigned). Merges come from replaying tiktoken's BPE on each multi-byte
+// token limited to lower ranks: a token whose replay ends in exactly two
+// parts gets the merge "left right", in rank order.
+func (r Ranks) Vocab(specials []Special, size int) Vocab {
 	rank := make(map[string]int, len(r))
 	for i, b := range r {
 		if b != nil {
 			rank[string(b)] = i
 		}
 	}
-	n := max(len(r)+len(o.Specials), o.Size)
-	c := tokenizer.Config{
-		Model: "gpt2", Pre: o.Pre,
-		Tokens: make([]string, n), Types: make([]tokenizer.TokenType, n),
-		IDs: o.IDs, Flags: o.Flags,
-	}
+	n := max(len(r)+len(specials), size)
+	c := Vocab{Tokens: make([]string, n), Types: make([]int32, n)}
 	for i, b := range r {
 		if b == nil {
-			c.Tokens[i], c.Types[i] = "[PAD"+strconv.Itoa(i)+"]", tokenizer.TypeUnused
+			c.Tokens[i], c.Types[i] = "[PAD"+strconv.Itoa(i)+"]", TypeUnused
 			continue
 		}
-		c.Tokens[i], c.Types[i] = encode(b), tokenizer.TypeNormal
+		c.Tokens[i], c.Types[i] = encode(b), TypeNormal
 		if len(b) < 2 {
 			continue
 		}
@@ -130,13 +128,13 @@ func (r Ranks) Config(o Options) (tokenizer.Config, error) {
 			c.Merges = append(c.Merges, encode(parts[0])+" "+encode(parts[1]))
 		}
 	}
-	for j, s := range o.Specials {
+	for j, s := range specials {
 		c.Tokens[len(r)+j], c.Types[len(r)+j] = s.Text, s.Type
 	}
-	for i := len(r) + len(o.Specials); i < n; i++ {
-		c.Tokens[i], c.Types[i] = "[PAD"+strconv.Itoa(i)+"]", tokenizer.TypeUnused
+	for i := len(r) + len(specials); i < n; i++ {
+		c.Tokens[i], c.Types[i] = "[PAD"+strconv.Itoa(i)+"]", TypeUnused
 	}
-	return c, nil
+	return c
 }
 
 // replay is tiktoken's merge loop on b, stopping before rank maxRank.

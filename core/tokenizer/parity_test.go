@@ -1,0 +1,233 @@
+package tokenizer
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/k3-inference/k3/core/synth"
+	"github.com/k3-inference/k3/tools/parity"
+)
+
+type tokMode struct {
+	addSpecial, parseSpecial bool
+}
+
+func (m tokMode) String() string {
+	return fmt.Sprintf("add=%v,parse=%v", m.addSpecial, m.parseSpecial)
+}
+
+var tokModes = []tokMode{{false, false}, {false, true}, {true, true}}
+
+// splitAt cuts ids at every sep.
+func splitAt(ids []int32, sep int32) [][]int32 {
+	out := [][]int32{{}}
+	for _, id := range ids {
+		if id == sep {
+			out = append(out, []int32{})
+			continue
+		}
+		out[len(out)-1] = append(out[len(out)-1], id)
+	}
+	return out
+}
+
+// TestParityBigVocab compares k3 with llama.cpp on the o200k-based
+// vocabulary under each pre-tokenizer: every corpus case tokenized in each
+// mode, the detokenization of those tokens, and the piece of every token.
+func TestParityBigVocab(t *testing.T) {
+	r := parity.Require(t)
+	if testing.Short() {
+		t.Skip("loads a 200k-token vocabulary in llama.cpp several times")
+	}
+	cases := corpusCases(t)
+	for _, pre := range []string{"kimi-k2", "llama3", "qwen2", "deepseek-v3"} {
+		t.Run(pre, func(t *testing.T) {
+			path := bigVocab(t, pre)
+			tk := loadGGUF(t, path)
+			sep, ok := tk.Lookup(caseSep)
+			if !ok {
+				t.Fatalf("%s lacks %s", path, caseSep)
+			}
+			var all bytes.Buffer
+			for i, c := range cases {
+				if i > 0 {
+					all.WriteString(caseSep)
+				}
+				all.WriteString(c.text)
+			}
+			var k3ids []int32
+			for _, m := range tokModes {
+				t.Run(m.String(), func(t *testing.T) {
+					got, err := tk.Tokenize(all.String(), m.addSpecial, m.parseSpecial)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, err := r.Tokenize(path, all.Bytes(), m.addSpecial, m.parseSpecial)
+					if err != nil {
+						t.Fatal(err)
+					}
+					compareCases(t, cases, splitAt(want, sep), splitAt(got, sep))
+					if m.parseSpecial && !m.addSpecial {
+						k3ids = got
+					}
+				})
+			}
+			t.Run("detokenize", func(t *testing.T) { parityDetokenize(t, r, path, tk, k3ids) })
+			t.Run("pieces", func(t *testing.T) { parityPieces(t, r, path, tk) })
+		})
+	}
+}
+
+// compareCases reports per-case agreement and fails on any difference.
+func compareCases(t *testing.T, cases []corpusCase, want, got [][]int32) {
+	t.Helper()
+	if len(want) != len(cases) || len(got) != len(cases) {
+		t.Fatalf("split into %d (llama.cpp) and %d (k3) cases, want %d", len(want), len(got), len(cases))
+	}
+	same, tokens, shown := 0, 0, 0
+	for i, c := range cases {
+		tokens += len(want[i])
+		if cmp.Equal(want[i], got[i]) {
+			same++
+			continue
+		}
+		if shown++; shown <= 5 {
+			j := 0
+			for j < len(want[i]) && j < len(got[i]) && want[i][j] == got[i][j] {
+				j++
+			}
+			t.Errorf("case %s %q: first difference at token %d:\nllama.cpp %v\nk3        %v",
+				c.name, clip(c.text, 80), j, window(want[i], j), window(got[i], j))
+		}
+	}
+	t.Logf("%d/%d cases identical (%.2f%%), %d llama.cpp tokens", same, len(cases), 100*float64(same)/float64(len(cases)), tokens)
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func window(ids []int32, j int) []int32 {
+	return ids[max(0, j-3):min(len(ids), j+5)]
+}
+
+// parityDetokenize renders k3's tokens of the corpus, and random token
+// sequences that mix special, unused and byte tokens, in all four modes.
+func parityDetokenize(t *testing.T, r *parity.Ref, path string, tk *Tokenizer, corpus []int32) {
+	rng := rand.New(rand.NewSource(1))
+	seqs := map[string][]int32{"corpus": corpus}
+	for i := 0; i < 1; i++ {
+		seq := make([]int32, 5000)
+		for j := range seq {
+			switch rng.Intn(4) {
+			case 0: // the special and padding block at the top
+				seq[j] = int32(tk.NVocab() - 1 - rng.Intn(80))
+			default:
+				seq[j] = int32(rng.Intn(tk.NVocab()))
+			}
+		}
+		seq[0] = tk.BOS()
+		seq[len(seq)-1] = tk.EOS()
+		seqs[fmt.Sprintf("random%d", i)] = seq
+	}
+	for name, seq := range seqs {
+		for _, rm := range []bool{false, true} {
+			for _, un := range []bool{false, true} {
+				want, err := r.Detokenize(path, seq, rm, un)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := tk.Detokenize(seq, rm, un)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != string(want) {
+					i := 0
+					for i < len(got) && i < len(want) && got[i] == want[i] {
+						i++
+					}
+					t.Errorf("%s remove=%v unparse=%v: differ at byte %d of %d/%d: llama.cpp %q, k3 %q",
+						name, rm, un, i, len(want), len(got), clip(string(want[i:]), 40), clip(got[i:], 40))
+				}
+			}
+		}
+	}
+}
+
+func parityPieces(t *testing.T, r *parity.Ref, path string, tk *Tokenizer) {
+	all := make([]int32, tk.NVocab())
+	for i := range all {
+		all[i] = int32(i)
+	}
+	for _, special := range []bool{false, true} {
+		want, err := r.Pieces(path, all, special)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, w := range want {
+			got, err := tk.Piece(int32(i), special)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(w) {
+				if bad++; bad <= 5 {
+					t.Errorf("piece %d (%q) special=%v: llama.cpp %q, k3 %q", i, tk.Token(int32(i)), special, w, got)
+				}
+			}
+		}
+		t.Logf("special=%v: %d/%d pieces identical", special, len(want)-bad, len(want))
+	}
+}
+
+// TestParitySynthVocab compares k3 with llama.cpp on the vocabulary of the
+// model k3 synth writes (its tiny preset), one corpus file per call.
+func TestParitySynthVocab(t *testing.T) {
+	r := parity.Require(t)
+	cfg, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if _, err := synth.Write(path, cfg, synth.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tk := loadGGUF(t, path)
+	cases := corpusCases(t)
+	for _, m := range tokModes {
+		same, total, tokens := 0, 0, 0
+		for _, c := range cases {
+			if strings.Contains(c.name, ":") {
+				continue // whole files only: one llama.cpp call each
+			}
+			total++
+			want, err := r.Tokenize(path, []byte(c.text), m.addSpecial, m.parseSpecial)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tk.Tokenize(c.text, m.addSpecial, m.parseSpecial)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens += len(want)
+			if cmp.Equal(want, got) {
+				same++
+				continue
+			}
+			j := 0
+			for j < len(want) && j < len(got) && want[j] == got[j] {
+				j++
+			}
+			t.Errorf("%v %s: first difference at token %d: llama.cpp %v, k3 %v", m, c.name, j, window(want, j), window(got, j))
+		}
+		t.Logf("%v: %d/%d files identical, %d tokens", m, same, total, tokens)
+	}
+}
