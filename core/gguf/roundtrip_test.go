@@ -3,6 +3,7 @@ package gguf
 import (
 	"bytes"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -55,7 +56,7 @@ func allValueKVs() []KV {
 		{"a.str", Strs([]string{"a", "", "<|im_end|>", "Ġthe"})},
 		{"a.u64", U64s([]uint64{1 << 63})},
 		{"a.i64", I64s([]int64{-5, 5})},
-		{"a.f64", F64s([]float64{1e-300, -0.0})},
+		{"a.f64", F64s([]float64{1e-300, math.Copysign(0, -1)})},
 		{"a.empty.str", Strs([]string{})},
 		{"a.empty.i32", I32s([]int32{})},
 	}
