@@ -134,6 +134,7 @@ func TestParityMeta(t *testing.T) {
 		{"align 64", gguf.WriteOptions{Alignment: 64}},
 		{"split by tensors", gguf.WriteOptions{Split: gguf.SplitOptions{MaxTensors: 5}}},
 		{"split by bytes", gguf.WriteOptions{Split: gguf.SplitOptions{MaxBytes: 1000}}},
+		{"split, align 128", gguf.WriteOptions{Alignment: 128, Split: gguf.SplitOptions{MaxTensors: 7}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
