@@ -44,7 +44,8 @@ func (t TensorInfo) Elements() int64 {
 }
 
 // File is an open GGUF model: one file or a whole split set. Its methods
-// are safe for concurrent use.
+// are safe for concurrent use, except that nothing may use the File, or a
+// TensorData view, once Close has been called.
 type File struct {
 	path      string
 	version   uint32
