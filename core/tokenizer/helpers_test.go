@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"os"
 	"sort"
+	"sync"
 	"testing"
 )
 
@@ -111,10 +112,15 @@ var kimiSpecials = []struct {
 	{"<|reserved_token_10|>", TypeControl}, {"<|k3_sep|>", TypeUserDefined}, {"[UNUSED_TOKEN]", TypeUnused},
 }
 
+var trained sync.Map // pre -> *Tokenizer
+
 // trainedTokenizer builds a tokenizer from a vocabulary trained on the
 // English and code parts of the corpus.
 func trainedTokenizer(t testing.TB, pre string) *Tokenizer {
 	t.Helper()
+	if tk, ok := trained.Load(pre); ok {
+		return tk.(*Tokenizer)
+	}
 	var text []byte
 	for _, f := range []string{"testdata/corpus/english.txt", "testdata/corpus/code.txt"} {
 		b, err := os.ReadFile(f)
@@ -143,6 +149,7 @@ func trainedTokenizer(t testing.TB, pre string) *Tokenizer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	trained.Store(pre, tk)
 	return tk
 }
 
