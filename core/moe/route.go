@@ -2,6 +2,8 @@ package moe
 
 import (
 	"fmt"
+
+	"github.com/k3-inference/k3/core/ops"
 	"math"
 	"sort"
 )
@@ -141,12 +143,13 @@ func (r *Router) Route(logits, bias []float32, ids []int32, weights []float32, s
 		softmax(weights, weights)
 	}
 	if r.NormWeights {
-		var sum float32
+		// ggml_sum_rows adds in float64; the sum is then clamped to the
+		// smallest normal F16 before dividing.
+		var s64 float64
 		for _, w := range weights {
-			sum += w
+			s64 += float64(w)
 		}
-		// ggml clamps the sum to the smallest normal F16 before dividing.
-		sum = max(sum, 6.103515625e-5)
+		sum := max(float32(s64), 6.103515625e-5)
 		for i := range weights {
 			weights[i] /= sum
 		}
@@ -201,30 +204,7 @@ func topK(vals []float32, order []int32) {
 	sort.SliceStable(order, func(a, b int) bool { return vals[order[a]] > vals[order[b]] })
 }
 
-func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
+func sigmoid(x float32) float32  { return ops.Sigmoid(x) }
+func softplus(x float32) float32 { return ops.Softplus(x) }
 
-func softplus(x float32) float32 {
-	if x > 20 {
-		return x
-	}
-	return float32(math.Log(float64(1 + float32(math.Exp(float64(x))))))
-}
-
-// softmax follows ggml_soft_max: subtract the max, exponentiate in float32,
-// sum in float64, scale by the float32 reciprocal.
-func softmax(dst, src []float32) {
-	m := float32(math.Inf(-1))
-	for _, x := range src {
-		m = max(m, x)
-	}
-	var sum float64
-	for i, x := range src {
-		e := float32(math.Exp(float64(x - m)))
-		dst[i] = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for i := range dst {
-		dst[i] *= inv
-	}
-}
+func softmax(dst, src []float32) { ops.Softmax(dst, src) }

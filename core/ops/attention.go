@@ -32,6 +32,8 @@ const FlashTileQ = 64
 
 const flashTileKV = 64
 
+var negInf = float32(math.Inf(-1))
+
 // AttendHalf is ggml's one-query flash attention kernel
 // (flash_attn_ext_f16_one_chunk) over cache rows [0, n): q is rounded to
 // half, scores are half dot products, and the weighted sum of values is
@@ -111,12 +113,11 @@ func AttendTiled(q []float32, kv HalfKV, n int, scale float32, out []float32) {
 			S *= ms
 		}
 		M = Mnew
-		var sum float64
-		for tk := 0; tk < tile; tk++ {
-			kq[tk] = Exp(kq[tk] - Mnew)
-			sum += float64(kq[tk])
+		for tk := tile; tk < flashTileKV; tk++ {
+			kq[tk] = negInf
 		}
-		S += float32(sum)
+		sum := expSum(kq[:], kq[:], Mnew)
+		S = float32(float64(S) + sum)
 		for tk := 0; tk < tile; tk++ {
 			row := kv.Data[(ic+tk)*kv.Stride:]
 			w := kq[tk]

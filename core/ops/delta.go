@@ -20,9 +20,12 @@ func ConvStep(state, x, w, out []float32, n, c, k int) {
 			for i := 0; i < k; i++ {
 				s += win[t+i] * wc[i]
 			}
-			out[t*c+ch] = SiLU(s)
+			out[t*c+ch] = s
 		}
 		copy(st, win[n:])
+	}
+	for t := 0; t < n; t++ {
+		SiLURow(out[t*c : (t+1)*c])
 	}
 }
 

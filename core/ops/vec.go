@@ -42,26 +42,22 @@ func L2Norm(x []float32, n int, eps float32) {
 }
 
 // Softmax writes softmax(src) into dst (which may be src), as ggml_soft_max
-// without mask or scale: exponentials in float32, their sum in float64.
+// without mask or scale: exponentials in float32 (see expSum), their sum in
+// float64, then a float32 scale by the reciprocal.
 func Softmax(dst, src []float32) {
 	m := float32(math.Inf(-1))
 	for _, x := range src {
 		m = max(m, x)
 	}
-	var sum float64
-	for i, x := range src {
-		e := Exp(x - m)
-		dst[i] = e
-		sum += float64(e)
-	}
+	sum := expSum(dst, src, m)
 	inv := float32(1 / sum)
 	for i := range src {
 		dst[i] *= inv
 	}
 }
 
-// Exp is expf.
-func Exp(x float32) float32 { return float32(math.Exp(float64(x))) }
+// Exp is the C library's expf (see Expf).
+func Exp(x float32) float32 { return Expf(x) }
 
 // Sigmoid is ggml's 1/(1+expf(-x)).
 func Sigmoid(x float32) float32 { return 1 / (1 + Exp(-x)) }
@@ -77,8 +73,8 @@ func Softplus(x float32) float32 {
 	return float32(math.Log(float64(1 + Exp(x))))
 }
 
-// Tanh is tanhf.
-func Tanh(x float32) float32 { return float32(math.Tanh(float64(x))) }
+// Tanh is the C library's tanhf (see Tanhf).
+func Tanh(x float32) float32 { return Tanhf(x) }
 
 // SiTU writes Kimi K3's activation into gate:
 // beta·tanh(gate/beta)·sigmoid(gate) · lb·tanh(up/lb), the up-branch
