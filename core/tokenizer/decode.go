@@ -32,7 +32,7 @@ func decodeTokenText(w string) string {
 	for i := 0; i < len(w); {
 		r, n := decodeCpt(w, i)
 		i += n
-		if b, ok := runeToByte[r]; ok {
+		if b, ok := alphabetByte(r); ok {
 			out = append(out, b)
 			continue
 		}

@@ -8,6 +8,7 @@ type state struct {
 	cpts  []rune
 	lens  []int
 	word  []byte
+	enc   []byte
 	coll  []byte
 	syms  []bpeSym
 	heap  bigramHeap
@@ -83,7 +84,8 @@ func (t *Tokenizer) encodeWord(s *state, w []byte, out []int32) []int32 {
 	}
 	start := len(out)
 	if t.pre.ignoreMerges {
-		if id, ok := t.byRaw[string(w)]; ok {
+		s.enc = appendByteEncoded(s.enc[:0], string(w))
+		if id, ok := t.byText[string(s.enc)]; ok {
 			out = append(out, id)
 			return t.remember(s, w, out[start:], out)
 		}
@@ -212,7 +214,7 @@ func (t *Tokenizer) emitSymbol(id int32, out []int32) []int32 {
 	if int(id) < len(t.tokens) {
 		return append(out, id)
 	}
-	enc := byteEncode(t.synth[int(id)-len(t.tokens)])
+	enc := t.synth[int(id)-len(t.tokens)]
 	for i := 0; i < len(enc); i++ {
 		if tid, ok := t.byText[enc[i:i+1]]; ok {
 			out = append(out, tid)

@@ -21,7 +21,7 @@ func ids(t *testing.T, tk *Tokenizer, raw ...string) []int32 {
 	t.Helper()
 	var out []int32
 	for _, r := range raw {
-		id, ok := tk.byRaw[r]
+		id, ok := tk.byText[byteEncode(r)]
 		if !ok {
 			if id, ok = tk.byText[r]; !ok {
 				t.Fatalf("no token %q", r)

@@ -191,11 +191,15 @@ func appendCpt(dst []byte, r rune) []byte {
 // the other 68 bytes map to U+0100 onwards in byte order.
 var (
 	byteToRune [256]rune
-	runeToByte map[rune]byte
+	byteToText [256]string
+	// runeToByte inverts byteToRune; -1 marks runes outside the alphabet.
+	runeToByte [0x144]int16
 )
 
 func init() {
-	runeToByte = make(map[rune]byte, 256)
+	for i := range runeToByte {
+		runeToByte[i] = -1
+	}
 	n := rune(0)
 	for b := 0; b < 256; b++ {
 		if (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
@@ -204,37 +208,66 @@ func init() {
 			byteToRune[b] = 256 + n
 			n++
 		}
-		runeToByte[byteToRune[b]] = byte(b)
+		runeToByte[byteToRune[b]] = int16(b)
+		byteToText[b] = string(byteToRune[b])
 	}
+}
+
+// alphabetByte returns the byte a rune of the alphabet stands for.
+func alphabetByte(r rune) (byte, bool) {
+	if r >= 0 && int(r) < len(runeToByte) && runeToByte[r] >= 0 {
+		return byte(runeToByte[r]), true
+	}
+	return 0, false
 }
 
 // byteEncode returns the GPT-2 byte-level spelling of raw bytes.
 func byteEncode(raw string) string {
-	out := make([]byte, 0, len(raw)*2)
-	for i := 0; i < len(raw); i++ {
-		out = appendCpt(out, byteToRune[raw[i]])
-	}
-	return string(out)
+	return string(appendByteEncoded(make([]byte, 0, len(raw)*2), raw))
 }
 
-// byteDecode inverts byteEncode; ok is false when text holds a character
-// outside the byte-level alphabet (such a token can never be produced by
-// byte-level BPE).
+func appendByteEncoded(dst []byte, raw string) []byte {
+	for i := 0; i < len(raw); i++ {
+		dst = append(dst, byteToText[raw[i]]...)
+	}
+	return dst
+}
+
+// isByteLevel reports whether text is the canonical byte-level spelling of
+// some bytes, i.e. whether byte-level BPE can ever produce it.
+func isByteLevel(text string) bool {
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < 0x80 {
+			if _, ok := alphabetByte(rune(c)); !ok {
+				return false
+			}
+			i++
+			continue
+		}
+		if c < 0xC2 || c > 0xC5 || i+1 >= len(text) || text[i+1]&0xC0 != 0x80 {
+			return false
+		}
+		if _, ok := alphabetByte(rune(c&0x1F)<<6 | rune(text[i+1]&0x3F)); !ok {
+			return false
+		}
+		i += 2
+	}
+	return true
+}
+
+// byteDecode inverts byteEncode; ok is false when text is not a canonical
+// byte-level spelling.
 func byteDecode(text string) (raw string, ok bool) {
+	if !isByteLevel(text) {
+		return "", false
+	}
 	out := make([]byte, 0, len(text))
 	for i := 0; i < len(text); {
 		r, n := decodeCpt(text, i)
-		b, found := runeToByte[r]
-		if !found {
-			return "", false
-		}
+		b, _ := alphabetByte(r)
 		out = append(out, b)
 		i += n
-	}
-	// Lax decoding accepts overlong spellings; only the canonical spelling
-	// is the one byte-level BPE compares against.
-	if byteEncode(string(out)) != text {
-		return "", false
 	}
 	return string(out), true
 }

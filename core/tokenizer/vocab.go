@@ -96,11 +96,10 @@ type Tokenizer struct {
 	tokens []string
 	attrs  []Attr
 	byText map[string]int32
-	// byRaw maps the bytes a byte-level token stands for to its id.
-	byRaw map[string]int32
 
-	// BPE state: symbols are ids; ids >= len(tokens) are strings that
-	// merges produce but the vocabulary lacks (synth holds their bytes).
+	// BPE works on symbol ids: a symbol is a byte-level string, with the id
+	// of the token spelled the same, or an id >= len(tokens) for strings
+	// merges produce but the vocabulary lacks (synth holds their spelling).
 	merges  map[uint64]merge
 	synth   []string
 	byteSym [256]int32
@@ -165,7 +164,6 @@ func (t *Tokenizer) loadTokens(c Config) error {
 	t.tokens = make([]string, n)
 	t.attrs = make([]Attr, n)
 	t.byText = make(map[string]int32, n)
-	t.byRaw = make(map[string]int32, n)
 	for i, w := range c.Tokens {
 		if w == "" {
 			w = "[EMPTY_" + strconv.Itoa(i) + "]"
@@ -180,38 +178,40 @@ func (t *Tokenizer) loadTokens(c Config) error {
 		if c.Types != nil {
 			t.attrs[i] = c.Types[i].attr()
 		}
-		if raw, ok := byteDecode(w); ok {
-			t.byRaw[raw] = int32(i)
-		}
 	}
 	return nil
 }
 
-// symbol returns the BPE symbol id for raw bytes, creating a synthetic id
-// for strings the vocabulary does not contain.
-func (t *Tokenizer) symbol(raw string, synth map[string]int32) int32 {
-	if id, ok := t.byRaw[raw]; ok {
-		return id
+// symbol returns the BPE symbol id of a byte-level spelling, creating a
+// synthetic id for strings the vocabulary lacks. A token whose text is not
+// byte-level can never meet a byte-level symbol, so its id is harmless here.
+func (t *Tokenizer) symbol(enc []byte, synth map[string]int32) (int32, bool) {
+	if id, ok := t.byText[string(enc)]; ok {
+		return id, true
 	}
-	if id, ok := synth[raw]; ok {
-		return id
+	if id, ok := synth[string(enc)]; ok {
+		return id, true
+	}
+	if !isByteLevel(string(enc)) {
+		return 0, false
 	}
 	id := int32(len(t.tokens) + len(t.synth))
-	t.synth = append(t.synth, raw)
-	synth[raw] = id
-	return id
+	t.synth = append(t.synth, string(enc))
+	synth[string(enc)] = id
+	return id, true
 }
 
 // loadMerges turns "left right" strings into a rank table keyed by the pair
 // of symbol ids. Merges whose halves are not byte-level strings can never
-// apply to byte-level symbols and are skipped; for a pair listed twice the
-// first rank wins, as with llama.cpp's map emplace.
+// apply and are skipped; for a pair listed twice the first rank wins, as
+// with llama.cpp's map emplace.
 func (t *Tokenizer) loadMerges(merges []string) {
 	synth := map[string]int32{}
 	for b := 0; b < 256; b++ {
-		t.byteSym[b] = t.symbol(string([]byte{byte(b)}), synth)
+		t.byteSym[b], _ = t.symbol([]byte(byteToText[b]), synth)
 	}
 	t.merges = make(map[uint64]merge, len(merges))
+	var both []byte
 	for rank, m := range merges {
 		left, right := "", ""
 		if len(m) > 1 {
@@ -219,16 +219,21 @@ func (t *Tokenizer) loadMerges(merges []string) {
 				left, right = m[:sp+1], m[sp+2:]
 			}
 		}
-		l, okL := byteDecode(left)
-		r, okR := byteDecode(right)
-		if !okL || !okR || l == "" || r == "" {
+		if left == "" || right == "" {
 			continue
 		}
-		key := pairKey(t.symbol(l, synth), t.symbol(r, synth))
+		l, okL := t.symbol([]byte(left), synth)
+		r, okR := t.symbol([]byte(right), synth)
+		if !okL || !okR {
+			continue
+		}
+		key := pairKey(l, r)
 		if _, dup := t.merges[key]; dup {
 			continue
 		}
-		t.merges[key] = merge{rank: int32(rank), result: t.symbol(l+r, synth)}
+		both = append(append(both[:0], left...), right...)
+		res, _ := t.symbol(both, synth)
+		t.merges[key] = merge{rank: int32(rank), result: res}
 	}
 }
 
