@@ -31,7 +31,7 @@ func writeModel(t *testing.T, c synth.Config) string {
 	return path
 }
 
-func load(t *testing.T, path string, threads int) model.Model {
+func load(t testing.TB, path string, threads int) model.Model {
 	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
