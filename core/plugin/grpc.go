@@ -1,0 +1,199 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/k3-inference/k3/core/plugin/internal/pb"
+)
+
+// ErrUnavailable marks a call that failed because the plugin process could
+// not be reached (it died or is restarting), as opposed to an error the
+// plugin returned. A Supervisor restarts the plugin on it.
+var ErrUnavailable = errors.New("plugin unavailable")
+
+// wireErr turns a gRPC error into a plain one: the plugin's own message, or
+// ErrUnavailable for transport failures.
+func wireErr(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s: %w", op, ctxErr)
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.Canceled:
+		return fmt.Errorf("%s: %w: %s", op, ErrUnavailable, st.Message())
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%s: %w", op, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("%s: %s", op, st.Message())
+}
+
+// stagerPlugin binds a Stager to go-plugin's gRPC transport. On the plugin
+// side impl is set; on the host side it is nil and GRPCClient is used.
+type stagerPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	impl Stager
+}
+
+func (p *stagerPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterStagerServer(s, &stagerServer{impl: p.impl})
+	return nil
+}
+
+func (p *stagerPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return &stagerClient{c: pb.NewStagerClient(c)}, nil
+}
+
+type stagerServer struct {
+	pb.UnimplementedStagerServer
+	impl Stager
+}
+
+func (s *stagerServer) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse, error) {
+	resp, err := s.impl.Open(ctx, fromprotoOpenRequest(r))
+	if err != nil {
+		return nil, err
+	}
+	return toprotoOpenResponse(resp), nil
+}
+
+func (s *stagerServer) Hint(ctx context.Context, r *pb.HintRequest) (*pb.Empty, error) {
+	return &pb.Empty{}, s.impl.Hint(ctx, fromprotoHintRequest(r))
+}
+
+func (s *stagerServer) Acquire(ctx context.Context, r *pb.AcquireRequest) (*pb.AcquireResponse, error) {
+	req, err := fromprotoAcquireRequest(r)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	resp, err := s.impl.Acquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return toprotoAcquireResponse(resp), nil
+}
+
+func (s *stagerServer) Release(ctx context.Context, r *pb.ReleaseRequest) (*pb.Empty, error) {
+	return &pb.Empty{}, s.impl.Release(ctx, &ReleaseRequest{Step: r.GetStep()})
+}
+
+func (s *stagerServer) Stats(ctx context.Context, _ *pb.Empty) (*pb.StatsResponse, error) {
+	st, err := s.impl.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return toprotoStats(st), nil
+}
+
+func (s *stagerServer) Close(ctx context.Context, _ *pb.Empty) (*pb.Empty, error) {
+	return &pb.Empty{}, s.impl.Close(ctx)
+}
+
+// stagerClient is the host's view of a Stager in another process.
+type stagerClient struct{ c pb.StagerClient }
+
+func (c *stagerClient) Open(ctx context.Context, r *OpenRequest) (*OpenResponse, error) {
+	resp, err := c.c.Open(ctx, toprotoOpenRequest(r))
+	if err != nil {
+		return nil, wireErr(ctx, "open", err)
+	}
+	return fromprotoOpenResponse(resp), nil
+}
+
+func (c *stagerClient) Hint(ctx context.Context, r *HintRequest) error {
+	_, err := c.c.Hint(ctx, toprotoHintRequest(r))
+	return wireErr(ctx, "hint", err)
+}
+
+func (c *stagerClient) Acquire(ctx context.Context, r *AcquireRequest) (*AcquireResponse, error) {
+	resp, err := c.c.Acquire(ctx, toprotoAcquireRequest(r))
+	if err != nil {
+		return nil, wireErr(ctx, "acquire", err)
+	}
+	return fromprotoAcquireResponse(resp)
+}
+
+func (c *stagerClient) Release(ctx context.Context, r *ReleaseRequest) error {
+	_, err := c.c.Release(ctx, &pb.ReleaseRequest{Step: r.Step})
+	return wireErr(ctx, "release", err)
+}
+
+func (c *stagerClient) Stats(ctx context.Context) (*Stats, error) {
+	st, err := c.c.Stats(ctx, &pb.Empty{})
+	if err != nil {
+		return nil, wireErr(ctx, "stats", err)
+	}
+	return fromprotoStats(st), nil
+}
+
+func (c *stagerClient) Close(ctx context.Context) error {
+	_, err := c.c.Close(ctx, &pb.Empty{})
+	return wireErr(ctx, "close", err)
+}
+
+// kernelsPlugin binds a Kernels implementation to go-plugin's gRPC transport.
+type kernelsPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	impl Kernels
+}
+
+func (p *kernelsPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterKernelsServer(s, &kernelsServer{impl: p.impl})
+	return nil
+}
+
+func (p *kernelsPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return &kernelsClient{c: pb.NewKernelsClient(c)}, nil
+}
+
+type kernelsServer struct {
+	pb.UnimplementedKernelsServer
+	impl Kernels
+}
+
+func (s *kernelsServer) Describe(ctx context.Context, _ *pb.Empty) (*pb.KernelsInfo, error) {
+	info, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return toprotoKernelsInfo(info), nil
+}
+
+func (s *kernelsServer) Execute(ctx context.Context, r *pb.ExecuteRequest) (*pb.ExecuteResponse, error) {
+	resp, err := s.impl.Execute(ctx, fromprotoExecuteRequest(r))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ExecuteResponse{ElapsedNanos: int64(resp.Elapsed)}, nil
+}
+
+type kernelsClient struct{ c pb.KernelsClient }
+
+func (c *kernelsClient) Describe(ctx context.Context) (*KernelsInfo, error) {
+	info, err := c.c.Describe(ctx, &pb.Empty{})
+	if err != nil {
+		return nil, wireErr(ctx, "describe", err)
+	}
+	return fromprotoKernelsInfo(info), nil
+}
+
+func (c *kernelsClient) Execute(ctx context.Context, r *ExecuteRequest) (*ExecuteResponse, error) {
+	resp, err := c.c.Execute(ctx, toprotoExecuteRequest(r))
+	if err != nil {
+		return nil, wireErr(ctx, "execute", err)
+	}
+	return &ExecuteResponse{Elapsed: time.Duration(resp.GetElapsedNanos())}, nil
+}
