@@ -70,66 +70,89 @@ var synthBoolFlags = []struct {
 	{"expert-weights-norm", "normalise the chosen experts' weights", func(c *synth.Config) *bool { return &c.ExpWeightsNorm }},
 }
 
-func runSynth(args []string, stdout, stderr io.Writer) error {
+// synthArgs holds the parsed flags of k3 synth.
+type synthArgs struct {
+	preset, out, typ, splitSize, name, mlaLayers *string
+	seed                                         *uint64
+	splitTensors, workers                        *int
+	ints                                         map[string]*int
+	floats                                       map[string]*float64
+	bools                                        map[string]*bool
+}
+
+func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 	fs := newFlags("synth", stderr)
-	preset := fs.String("preset", "tiny", "base configuration: "+strings.Join(synth.Presets, ", "))
-	out := fs.String("o", "", "output file (with splitting: the shard name prefix)")
-	typ := fs.String("type", "", "output type: "+strings.Join(synth.OutTypes(), ", ")+" (default: the preset's)")
-	seed := fs.Uint64("seed", 1, "random seed; the same seed and flags give the same bytes")
-	splitTensors := fs.Int("split-max-tensors", 0, "at most N tensors per shard")
-	splitSize := fs.String("split-max-size", "", "at most this many tensor bytes per shard, e.g. 500M or 2G")
-	workers := fs.Int("workers", 0, "row generation workers (0 = all CPUs)")
-	name := fs.String("name", "", "general.name")
-	mlaLayers := fs.String("mla-layers", "", "comma-separated 0-based MLA layers (overrides --mla-every/--mla-last)")
-	ints := map[string]*int{}
+	a := &synthArgs{
+		preset:       fs.String("preset", "tiny", "base configuration: "+strings.Join(synth.Presets, ", ")),
+		out:          fs.String("o", "", "output file (with splitting: the shard name prefix)"),
+		typ:          fs.String("type", "", "output type: "+strings.Join(synth.OutTypes(), ", ")+" (default: the preset's)"),
+		seed:         fs.Uint64("seed", 1, "random seed; the same seed and flags give the same bytes"),
+		splitTensors: fs.Int("split-max-tensors", 0, "at most N tensors per shard"),
+		splitSize:    fs.String("split-max-size", "", "at most this many tensor bytes per shard, e.g. 500M or 2G"),
+		workers:      fs.Int("workers", 0, "row generation workers (0 = all CPUs)"),
+		name:         fs.String("name", "", "general.name"),
+		mlaLayers:    fs.String("mla-layers", "", "comma-separated 0-based MLA layers (overrides --mla-every/--mla-last)"),
+		ints:         map[string]*int{},
+		floats:       map[string]*float64{},
+		bools:        map[string]*bool{},
+	}
 	for _, f := range synthIntFlags {
-		ints[f.name] = fs.Int(f.name, 0, f.usage)
+		a.ints[f.name] = fs.Int(f.name, 0, f.usage)
 	}
-	floats := map[string]*float64{}
 	for _, f := range synthFloatFlags {
-		floats[f.name] = fs.Float64(f.name, 0, f.usage)
+		a.floats[f.name] = fs.Float64(f.name, 0, f.usage)
 	}
-	bools := map[string]*bool{}
 	for _, f := range synthBoolFlags {
-		bools[f.name] = fs.Bool(f.name, false, f.usage)
+		a.bools[f.name] = fs.Bool(f.name, false, f.usage)
 	}
+	return fs, a
+}
+
+// config builds the configuration: the preset, then every flag given.
+func (a *synthArgs) config(fs *flag.FlagSet) (synth.Config, synth.WriteOptions, error) {
+	var opts synth.WriteOptions
+	cfg, err := synth.Preset(*a.preset)
+	if err != nil {
+		return cfg, opts, err
+	}
+	fs.Visit(func(f *flag.Flag) { applySynthFlag(&cfg, f.Name, a.ints, a.floats, a.bools) })
+	cfg.Seed = *a.seed
+	if *a.name != "" {
+		cfg.Name = *a.name
+	}
+	if *a.typ != "" {
+		if cfg.Type, err = synth.ParseOutType(*a.typ); err != nil {
+			return cfg, opts, err
+		}
+	}
+	if *a.mlaLayers != "" {
+		if cfg.MLALayers, err = parseInts(*a.mlaLayers); err != nil {
+			return cfg, opts, fmt.Errorf("--mla-layers: %w", err)
+		}
+	}
+	opts = synth.WriteOptions{Workers: *a.workers, Split: gguf.SplitOptions{MaxTensors: *a.splitTensors}}
+	if *a.splitSize != "" {
+		if opts.Split.MaxBytes, err = parseSize(*a.splitSize); err != nil {
+			return cfg, opts, fmt.Errorf("--split-max-size: %w", err)
+		}
+	}
+	return cfg, opts, nil
+}
+
+func runSynth(args []string, stdout, stderr io.Writer) error {
+	fs, a := newSynthFlags(stderr)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
-	if *out == "" {
+	if *a.out == "" {
 		fmt.Fprintln(stderr, "k3 synth: -o FILE is required")
 		return errUsage
 	}
-	cfg, err := synth.Preset(*preset)
+	cfg, opts, err := a.config(fs)
 	if err != nil {
 		return err
 	}
-	var set []string
-	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
-	for _, n := range set {
-		applySynthFlag(&cfg, n, ints, floats, bools)
-	}
-	cfg.Seed = *seed
-	if *name != "" {
-		cfg.Name = *name
-	}
-	if *typ != "" {
-		if cfg.Type, err = synth.ParseOutType(*typ); err != nil {
-			return err
-		}
-	}
-	if *mlaLayers != "" {
-		if cfg.MLALayers, err = parseInts(*mlaLayers); err != nil {
-			return fmt.Errorf("--mla-layers: %w", err)
-		}
-	}
-	opts := synth.WriteOptions{Workers: *workers, Split: gguf.SplitOptions{MaxTensors: *splitTensors}}
-	if *splitSize != "" {
-		if opts.Split.MaxBytes, err = parseSize(*splitSize); err != nil {
-			return fmt.Errorf("--split-max-size: %w", err)
-		}
-	}
-	res, err := synth.Write(*out, cfg, opts)
+	res, err := synth.Write(*a.out, cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -137,7 +160,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, p)
 	}
 	fmt.Fprintf(stdout, "wrote %d tensors, %d bytes in %d file(s), %.2fs, %.3f GB/s (%s, %s, seed %d)\n",
-		res.Tensors, res.Bytes, len(res.Paths), res.Elapsed.Seconds(), res.GBps(), *preset, cfg.Type, cfg.Seed)
+		res.Tensors, res.Bytes, len(res.Paths), res.Elapsed.Seconds(), res.GBps(), *a.preset, cfg.Type, cfg.Seed)
 	return nil
 }
 

@@ -136,6 +136,13 @@ func (c *Config) latent() int {
 // Validate rejects configurations llama.cpp's kimi-k3 loader or graph
 // cannot run, and ones k3 cannot write.
 func (c *Config) Validate() error {
+	if err := c.checkSizes(); err != nil {
+		return err
+	}
+	return c.checkLayout()
+}
+
+func (c *Config) checkSizes() error {
 	pos := []struct {
 		name string
 		v    int
@@ -162,18 +169,24 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("synth: %s must not be negative, got %d", p.name, p.v)
 		}
 	}
-	if c.NLayer > 512 {
+	switch {
+	case c.NLayer > 512: // LLAMA_MAX_LAYERS
 		return fmt.Errorf("synth: n_layer %d exceeds llama.cpp's 512", c.NLayer)
-	}
-	if c.NExpertUsed > c.NExpert {
+	case c.NExpert > 1024: // LLAMA_MAX_EXPERTS
+		return fmt.Errorf("synth: n_expert %d exceeds llama.cpp's 1024", c.NExpert)
+	case c.NExpertUsed > c.NExpert:
 		return fmt.Errorf("synth: n_expert_used %d > n_expert %d", c.NExpertUsed, c.NExpert)
-	}
-	if c.NDense > 0 && c.NFF <= 0 {
+	case c.NVocab < minVocab:
+		return fmt.Errorf("synth: n_vocab %d is below the %d the vocabulary needs (bytes + control tokens)", c.NVocab, minVocab)
+	case c.NDense > 0 && c.NFF <= 0:
 		return fmt.Errorf("synth: %d dense lead layers need n_ff > 0", c.NDense)
-	}
-	if c.NDense >= c.NLayer {
+	case c.NDense >= c.NLayer:
 		return fmt.Errorf("synth: n_dense %d leaves no MoE layer of %d", c.NDense, c.NLayer)
 	}
+	return nil
+}
+
+func (c *Config) checkLayout() error {
 	for _, il := range c.MLALayers {
 		if il < 0 || il >= c.NLayer {
 			return fmt.Errorf("synth: MLA layer %d out of range [0,%d)", il, c.NLayer)
@@ -185,23 +198,17 @@ func (c *Config) Validate() error {
 			nMLA++
 		}
 	}
+	switch {
 	// llama.cpp's hybrid memory needs both kinds of layer.
-	if nMLA == 0 || nMLA == c.NLayer {
+	case nMLA == 0 || nMLA == c.NLayer:
 		return fmt.Errorf("synth: need at least one KDA and one MLA layer, have %d MLA of %d", nMLA, c.NLayer)
-	}
-	if c.GatingFunc != 1 && c.GatingFunc != 2 {
+	case c.GatingFunc != 1 && c.GatingFunc != 2:
 		return fmt.Errorf("synth: gating func %d: want 1 (softmax) or 2 (sigmoid)", c.GatingFunc)
-	}
-	if c.SituBeta <= 0 {
+	case c.SituBeta <= 0:
 		return fmt.Errorf("synth: situ beta must be positive, got %g", c.SituBeta)
-	}
-	if c.GateLowerBound > 0 {
+	case c.GateLowerBound > 0:
 		return fmt.Errorf("synth: gate lower bound must be <= 0, got %g", c.GateLowerBound)
-	}
-	if c.NVocab < minVocab {
-		return fmt.Errorf("synth: n_vocab %d is below the %d the vocabulary needs (bytes + control tokens)", c.NVocab, minVocab)
-	}
-	if !c.Type.valid() {
+	case !c.Type.valid():
 		return fmt.Errorf("synth: unknown output type %d", c.Type)
 	}
 	return nil

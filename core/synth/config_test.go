@@ -51,6 +51,7 @@ func TestValidateRejects(t *testing.T) {
 		{"no KDA layer", func(c *Config) { c.MLALayers = []int{0, 1, 2, 3} }, "one KDA and one MLA"},
 		{"MLA layer out of range", func(c *Config) { c.MLALayers = []int{1, 9} }, "out of range"},
 		{"more used than experts", func(c *Config) { c.NExpertUsed = 9 }, "n_expert_used"},
+		{"too many experts", func(c *Config) { c.NExpert = 1025 }, "1024"},
 		{"zero width", func(c *Config) { c.NEmbd = 0 }, "n_embd"},
 		{"all dense", func(c *Config) { c.NDense = 4 }, "no MoE layer"},
 		{"tiny vocab", func(c *Config) { c.NVocab = 200 }, "n_vocab"},

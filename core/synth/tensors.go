@@ -204,12 +204,3 @@ func sortTensors(defs []tensorDef) {
 		return strings.Compare(a.Name, b.Name)
 	})
 }
-
-// tensorBytes is the stored size of t.
-func tensorBytes(t *tensorDef) (int64, error) {
-	rs, err := quant.RowSize(t.Type, t.rowLen())
-	if err != nil {
-		return 0, fmt.Errorf("synth: tensor %q: %w", t.Name, err)
-	}
-	return rs * t.rows(), nil
-}
