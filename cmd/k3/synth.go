@@ -97,13 +97,13 @@ func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 		bools:        map[string]*bool{},
 	}
 	for _, f := range synthIntFlags {
-		a.ints[f.name] = fs.Int(f.name, 0, f.usage)
+		a.ints[f.name] = fs.Int(f.name, 0, f.usage+" (default: the preset's)")
 	}
 	for _, f := range synthFloatFlags {
-		a.floats[f.name] = fs.Float64(f.name, 0, f.usage)
+		a.floats[f.name] = fs.Float64(f.name, 0, f.usage+" (default: the preset's)")
 	}
 	for _, f := range synthBoolFlags {
-		a.bools[f.name] = fs.Bool(f.name, false, f.usage)
+		a.bools[f.name] = fs.Bool(f.name, false, f.usage+" (default: the preset's; =false to turn off)")
 	}
 	return fs, a
 }
