@@ -1,0 +1,60 @@
+// Command asmgen generates the amd64 assembly of k3's SIMD kernel plugins
+// with avo. It is a separate, generate-only module so that the k3 module
+// never depends on avo; the generated .s and stub files are committed.
+//
+// Regenerate both plugins (from the repository root):
+//
+//	go generate ./plugins/kernels-avx2/ ./plugins/kernels-avx512/
+//
+// which runs, for each target,
+//
+//	cd tools/asmgen && go run . -target avx2 -pkg kernelsavx2 \
+//	    -out ../../plugins/kernels-avx2/kernels_amd64.s \
+//	    -stubs ../../plugins/kernels-avx2/kernels_amd64.go
+//
+// Every kernel works on whole blocks of one tensor type; its Go wrapper
+// checks lengths and its pure-Go reference (core/quant) is both the
+// fallback and the test oracle.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	. "github.com/mmcloughlin/avo/build"
+)
+
+var targetName = flag.String("target", "avx2", "avx2 or avx512")
+
+func main() {
+	flag.Parse() // avo's own flags (-out, -stubs, -pkg) live on flag.CommandLine too
+	ConstraintExpr("!noasm")
+	switch *targetName {
+	case "avx2":
+		genAll(targets["avx2"])
+		genQuantizeQ8K("AVX2")
+	case "avx512":
+		genAll(targets["avx512"])
+		genAll(targets["vnni"])
+		genQuantizeQ8K("AVX512")
+	default:
+		fmt.Fprintf(os.Stderr, "asmgen: unknown target %q\n", *targetName)
+		os.Exit(2)
+	}
+	Generate()
+}
+
+// genAll emits every dot-product kernel for one target.
+func genAll(t *target) {
+	genQ2K(t)
+	genQ3K(t)
+	genQ6K(t)
+	genQ4K(t)
+	genQ5K(t)
+	genQ8_0(t)
+	genQ4_0(t)
+	genFloat(t, "F32")
+	genFloat(t, "F16")
+	genFloat(t, "BF16")
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// target is one instruction-set flavour of the kernels. The same generator
+// code emits the AVX2 (256-bit) and AVX-512 (512-bit) bodies; the few
+// mnemonics that differ between VEX and EVEX encodings go through the
+// methods below.
+type target struct {
+	suffix string // appended to every function name
+	w      int    // vector width in bytes: 32 or 64
+	vnni   bool   // VPDPBUSD/VPDPWSSD available (AVX512_VNNI)
+}
+
+var targets = map[string]*target{
+	"avx2":   {suffix: "AVX2", w: 32},
+	"avx512": {suffix: "AVX512", w: 64},
+	"vnni":   {suffix: "VNNI", w: 64, vnni: true},
+}
+
+func (t *target) zmm() bool { return t.w == 64 }
+
+// vec allocates a full-width vector register.
+func (t *target) vec() VecVirtual {
+	if t.zmm() {
+		return ZMM()
+	}
+	return YMM()
+}
+
+func (t *target) and(src2, src1, dst Op) {
+	if t.zmm() {
+		VPANDD(src2, src1, dst)
+	} else {
+		VPAND(src2, src1, dst)
+	}
+}
+
+func (t *target) or(src2, src1, dst Op) {
+	if t.zmm() {
+		VPORD(src2, src1, dst)
+	} else {
+		VPOR(src2, src1, dst)
+	}
+}
+
+func (t *target) zero(v Op) {
+	if t.zmm() {
+		VPXORD(v, v, v)
+	} else {
+		VPXOR(v, v, v)
+	}
+}
+
+func (t *target) loadu(m Mem, dst Op) {
+	if t.zmm() {
+		VMOVDQU64(m, dst)
+	} else {
+		VMOVDQU(m, dst)
+	}
+}
+
+// bcast16 fills every 128-bit lane of dst with the 16 bytes at m.
+func (t *target) bcast16(m Mem, dst Op) {
+	if t.zmm() {
+		VBROADCASTI32X4(m, dst)
+	} else {
+		VBROADCASTI128(m, dst)
+	}
+}
+
+// load32 loads 32 bytes: into a ymm as is, or into both 256-bit halves of
+// a zmm (so that per-half shift counts can pick two element runs at once).
+func (t *target) load32(m Mem, dst Op) {
+	if t.zmm() {
+		VBROADCASTI64X4(m, dst)
+	} else {
+		VMOVDQU(m, dst)
+	}
+}
+
+// splat returns a full-width register holding the 32-bit pattern v in every
+// dword, loaded from a 4-byte constant.
+func (t *target) splat(v uint32) VecVirtual {
+	r := t.vec()
+	VPBROADCASTD(constU32(v), r)
+	return r
+}
+
+// dotw adds the pairwise int16 products of p and s into the int32 lanes of
+// acc: VPDPWSSD with VNNI, VPMADDWD+VPADDD otherwise.
+func (t *target) dotw(p, s, acc Op) {
+	if t.vnni {
+		vnniOp("VPDPWSSD", s, p, acc)
+		return
+	}
+	VPMADDWD(s, p, p)
+	VPADDD(p, acc, acc)
+}
+
+// vnniOp emits a VNNI instruction, which avo's instruction table (v0.5.0)
+// predates; the Go assembler knows it. Operands in Go order: src2, src1, acc.
+func vnniOp(op string, src2, src1, acc Op) {
+	Instruction(&ir.Instruction{
+		Opcode:   op,
+		Operands: []Op{src2, src1, acc},
+		Inputs:   []Op{src2, src1, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512_VNNI"},
+	})
+}
+
+// hsum reduces the float32 lanes of v (ymm or zmm) into the low lane of
+// the returned xmm.
+func (t *target) hsum(v VecVirtual) VecVirtual {
+	y := v
+	if t.zmm() {
+		hi := YMM()
+		VEXTRACTF64X4(U8(1), v, hi)
+		y = YMM()
+		VADDPS(hi, v.AsY(), y)
+	}
+	return hsumY(y)
+}
+
+func hsumY(y VecVirtual) VecVirtual {
+	x := XMM()
+	VEXTRACTF128(U8(1), y, x)
+	s := XMM()
+	VADDPS(x, y.AsX(), s)
+	t := XMM()
+	VMOVHLPS(s, s, t)
+	VADDPS(t, s, s)
+	VMOVSHDUP(s, t)
+	VADDSS(t, s, s)
+	return s
+}
+
+var constCache = map[string]Mem{}
+
+// constData returns a read-only global holding b, shared by every function
+// of the output file.
+func constData(name string, b []byte) Mem {
+	if m, ok := constCache[name]; ok {
+		return m
+	}
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	m := GLOBL(name, RODATA|NOPTR)
+	for i := 0; i < len(b); i += 4 {
+		DATA(i, U32(uint32(b[i])|uint32(b[i+1])<<8|uint32(b[i+2])<<16|uint32(b[i+3])<<24))
+	}
+	constCache[name] = m
+	return m
+}
+
+func constU32(v uint32) Mem {
+	return constData(fmt.Sprintf("c32_%08x", v), []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)})
+}
+
+// scaleIndex is the VPSHUFB control that turns a register holding a
+// block's 8-bit scales (the same 16 bytes in every 128-bit lane) into the
+// zero-extended 16-bit scale of each 16-element lane, for every vector of
+// a 256-element block. sub is the number of elements per scale (16 or 32).
+// Vector i of the block is at offset i*t.w.
+func (t *target) scaleIndex(sub int) Mem {
+	var b []byte
+	for off := 0; off < 256; off += 16 {
+		s := byte(off / sub)
+		for k := 0; k < 8; k++ {
+			b = append(b, s, 0x80)
+		}
+	}
+	return constData(fmt.Sprintf("scidx%d", sub), b)
+}
+
+// shiftCounts is a per-256-bit-half word shift count vector for VPSRLVW /
+// VPSLLVW: lo in the low half, hi in the high half.
+func shiftCounts(lo, hi uint16) Mem {
+	var b []byte
+	for i := 0; i < 32; i++ {
+		c := lo
+		if i >= 16 {
+			c = hi
+		}
+		b = append(b, byte(c), byte(c>>8))
+	}
+	return constData(fmt.Sprintf("shift_%d_%d", lo, hi), b)
+}
+
+// shiftBits shifts every 16-bit word of src left (n > 0) or right (n < 0),
+// writing dst; a zero shift is a copy when src != dst.
+func shiftBits(n int, src, dst Op) {
+	switch {
+	case n > 0:
+		VPSLLW(U8(n), src, dst)
+	case n < 0:
+		VPSRLW(U8(-n), src, dst)
+	default:
+		if src != dst {
+			VMOVDQA(src, dst)
+		}
+	}
+}
+
+// vshift shifts the two 256-bit halves of a zmm by their own counts (left
+// for positive, right for negative; both must have the same sign or be 0).
+func vshift(lo, hi int, src, dst Op) {
+	switch {
+	case lo >= 0 && hi >= 0 && (lo > 0 || hi > 0):
+		VPSLLVW(shiftCounts(uint16(lo), uint16(hi)), src, dst)
+	case lo <= 0 && hi <= 0:
+		VPSRLVW(shiftCounts(uint16(-lo), uint16(-hi)), src, dst)
+	default:
+		panic("vshift: mixed directions")
+	}
+}
+
+// halfPair loads two fp16 values at m (adjacent) and returns them as
+// float32 in lanes 0 and 1 of an xmm, each multiplied by the float32 at
+// scale.
+func halfPair(m Mem, scale Mem) VecVirtual {
+	x := XMM()
+	VMOVD(m, x)
+	VCVTPH2PS(x, x)
+	s := XMM()
+	VBROADCASTSS(scale, s)
+	VMULPS(s, x, x)
+	return x
+}
+
+// halfOne is halfPair for a single fp16 value (at the end of a block,
+// where reading a pair would run past it).
+func halfOne(m Mem, scale Mem) VecVirtual {
+	x := XMM()
+	VPBROADCASTW(m, x)
+	VCVTPH2PS(x, x)
+	VMULSS(scale, x, x)
+	return x
+}
+
+// bcastLane returns a full-width register with lane i (0 or 1) of x in
+// every float lane.
+func (t *target) bcastLane(x VecVirtual, i int) VecVirtual {
+	src := x
+	if i == 1 {
+		src = XMM()
+		VMOVSHDUP(x, src)
+	}
+	r := t.vec()
+	VBROADCASTSS(src, r)
+	return r
+}
