@@ -1,0 +1,55 @@
+//go:build !noasm
+
+package kernelsavx512
+
+import (
+	"github.com/k3-inference/k3/core/quant"
+	"github.com/klauspost/cpuid/v2"
+)
+
+// hasAVX512 is what the 512-bit kernels need; the activation quantizer and
+// a few block helpers are AVX2+FMA+F16C code, which such CPUs also have.
+var (
+	hasAVX512 = cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL,
+		cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
+	hasVNNI = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
+)
+
+func init() {
+	if hasAVX512 {
+		levels = append(levels, &level{
+			name: "avx512",
+			dot: map[quant.Type]dotFunc{
+				quant.Q2_K: kquant(dotQ2KAVX512, 84),
+				quant.Q3_K: kquant(dotQ3KAVX512, 110),
+				quant.Q4_K: kquant(dotQ4KAVX512, 144),
+				quant.Q5_K: kquant(dotQ5KAVX512, 176),
+				quant.Q6_K: kquant(dotQ6KAVX512, 210),
+				quant.Q8_0: block32(dotQ8_0AVX512, 34),
+				quant.Q4_0: block32(dotQ4_0AVX512, 18),
+				quant.F32:  float(dotF32AVX512, quant.F32, 64),
+				quant.F16:  float(dotF16AVX512, quant.F16, 64),
+				quant.BF16: float(dotBF16AVX512, quant.BF16, 64),
+			},
+			quantizeQ8K: quantizeQ8KAVX512,
+		})
+	}
+	if hasVNNI {
+		levels = append(levels, &level{
+			name: "vnni",
+			dot: map[quant.Type]dotFunc{
+				quant.Q2_K: kquant(dotQ2KVNNI, 84),
+				quant.Q3_K: kquant(dotQ3KVNNI, 110),
+				quant.Q4_K: kquant(dotQ4KVNNI, 144),
+				quant.Q5_K: kquant(dotQ5KVNNI, 176),
+				quant.Q6_K: kquant(dotQ6KVNNI, 210),
+				quant.Q8_0: block32(dotQ8_0VNNI, 34),
+				quant.Q4_0: block32(dotQ4_0VNNI, 18),
+				quant.F32:  float(dotF32VNNI, quant.F32, 64),
+				quant.F16:  float(dotF16VNNI, quant.F16, 64),
+				quant.BF16: float(dotBF16VNNI, quant.BF16, 64),
+			},
+			quantizeQ8K: quantizeQ8KAVX512,
+		})
+	}
+}

@@ -1,0 +1,64 @@
+package kernelsavx512
+
+// This file is kept identical (but for the package clause) in
+// plugins/kernels-avx2 and plugins/kernels-avx512.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/k3-inference/k3/core/quant"
+)
+
+// BenchmarkMatVec is a decode-sized matrix × vector (4096 rows of 4096) per
+// type, level and thread count; the throughput is weight bytes per second.
+// The "generic" level is the pure-Go reference.
+func BenchmarkMatVec(b *testing.B) {
+	const rows, n = 4096, 4096
+	defer func(l *level) { active = l }(active)
+	for _, typ := range kernelTypes {
+		r := rand.New(rand.NewPCG(5, uint64(typ)))
+		w := randWeights(r, typ, rows*n)
+		act := randActs(r, typ, n)
+		out := make([]float32, rows)
+		for _, lv := range Levels() {
+			for _, threads := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/%s/t%d", typ, lv, threads), func(b *testing.B) {
+					if err := SetLevel(lv); err != nil {
+						b.Fatal(err)
+					}
+					b.SetBytes(int64(len(w)))
+					for b.Loop() {
+						if err := MatVec(typ, w, rows, n, act, out, threads); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func BenchmarkQuantizeQ8K(b *testing.B) {
+	defer func(l *level) { active = l }(active)
+	r := rand.New(rand.NewPCG(6, 6))
+	x := make([]float32, 4096)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	dst := make([]byte, 4096/256*292)
+	for _, lv := range Levels() {
+		b.Run(lv, func(b *testing.B) {
+			if err := SetLevel(lv); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(4 * int64(len(x)))
+			for b.Loop() {
+				if err := QuantizeActivation(quant.Q2_K, x, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,123 @@
+package kernelsavx512
+
+// This file is kept identical (but for the package clause) in
+// plugins/kernels-avx2 and plugins/kernels-avx512, which may import nothing
+// from each other; TestSharedFilesIdentical checks it.
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/k3-inference/k3/core/quant"
+)
+
+// rowAlign is the granularity of a worker's row range: 16 float32 outputs
+// fill a 64-byte cache line, so no two workers write the same line of out
+// (for MatMul, of each activation row's part of out when rows is a multiple
+// of 16).
+const rowAlign = 16
+
+// tileBytes bounds the weight rows MatMul keeps hot while it runs every
+// activation row over them: the tile stays in L2, so the weights are read
+// from memory once per batch, not once per activation row.
+const tileBytes = 256 << 10
+
+// MatVec computes out[i] = w_i · act for i < rows: w holds rows weight rows
+// of n elements of type t back to back, act one activation row of n
+// elements in t.VecDotType() (see QuantizeActivation). threads goroutines
+// share the rows in contiguous ranges (threads <= 1: the calling goroutine
+// does all the work).
+func MatVec(t quant.Type, w []byte, rows, n int, act []byte, out []float32, threads int) error {
+	return MatMul(t, w, rows, n, act, 1, out, threads)
+}
+
+// MatMul computes out[j*rows+i] = w_i · act_j for i < rows and j < m: act
+// holds m activation rows back to back. Each worker takes a tile of weight
+// rows and runs all m activation rows over it before the next tile.
+func MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float32, threads int) error {
+	if err := checkRows(t, n, len(w), rows, len(act), m); err != nil {
+		return err
+	}
+	if len(out) < rows*m {
+		return fmt.Errorf("%s: %d×%d outputs need len(out) >= %d, have %d", errPrefix, m, rows, rows*m, len(out))
+	}
+	wrow, _ := quant.RowSize(t, int64(n))
+	arow, _ := quant.RowSize(t.VecDotType(), int64(n))
+	f := dotOf(t)
+	parallelRows(rows, threads, func(r0, r1 int) {
+		matMulRange(f, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
+	})
+	return nil
+}
+
+// MatVecF32 is MatVec on an f32 activation row, quantized first.
+func MatVecF32(t quant.Type, w []byte, rows, n int, x []float32, out []float32, threads int) error {
+	if len(x) != n {
+		return fmt.Errorf("%s: activation has %d elements, rows have %d", errPrefix, len(x), n)
+	}
+	arow, err := quant.RowSize(t.VecDotType(), int64(n))
+	if err != nil {
+		return fmt.Errorf("%s: activation: %w", errPrefix, err)
+	}
+	bp := actPool.Get().(*[]byte)
+	defer actPool.Put(bp)
+	if int64(cap(*bp)) < arow {
+		*bp = make([]byte, arow)
+	}
+	act := (*bp)[:arow]
+	if err := QuantizeActivation(t, x, act); err != nil {
+		return err
+	}
+	return MatVec(t, w, rows, n, act, out, threads)
+}
+
+var actPool = sync.Pool{New: func() any { return new([]byte) }}
+
+func matMulRange(f dotFunc, n int, w []byte, wrow, r0, r1 int, act []byte, arow, m int, out []float32, rows int) {
+	if m == 1 {
+		for i := r0; i < r1; i++ {
+			out[i] = f(n, w[i*wrow:(i+1)*wrow], act)
+		}
+		return
+	}
+	tile := max(1, tileBytes/wrow)
+	for i0 := r0; i0 < r1; i0 += tile {
+		i1 := min(i0+tile, r1)
+		for j := 0; j < m; j++ {
+			a := act[j*arow : (j+1)*arow]
+			o := out[j*rows : (j+1)*rows]
+			for i := i0; i < i1; i++ {
+				o[i] = f(n, w[i*wrow:(i+1)*wrow], a)
+			}
+		}
+	}
+}
+
+// parallelRows splits [0, rows) into at most threads contiguous ranges of
+// whole rowAlign chunks and runs fn on each, the last on the calling
+// goroutine.
+func parallelRows(rows, threads int, fn func(r0, r1 int)) {
+	chunks := (rows + rowAlign - 1) / rowAlign
+	if threads > chunks {
+		threads = chunks
+	}
+	if threads <= 1 {
+		fn(0, rows)
+		return
+	}
+	var wg sync.WaitGroup
+	for k := 0; k < threads; k++ {
+		r0 := chunks * k / threads * rowAlign
+		r1 := min(chunks*(k+1)/threads*rowAlign, rows)
+		if k == threads-1 {
+			fn(r0, r1)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(r0, r1)
+		}()
+	}
+	wg.Wait()
+}
