@@ -3,6 +3,8 @@ package synth
 import (
 	"strings"
 	"testing"
+
+	"github.com/k3-inference/k3/core/quant"
 )
 
 func TestPresetShapes(t *testing.T) {
@@ -80,5 +82,34 @@ func TestParseOutType(t *testing.T) {
 	}
 	if _, err := ParseOutType("q3_k_s"); err == nil {
 		t.Error("q3_k_s accepted")
+	}
+}
+
+// TestK3Size checks the k3 preset against the published size: 2.8T
+// parameters (REFERENCE.md), and a Q2_K file near the 929 GB checkpoint.
+func TestK3Size(t *testing.T) {
+	cfg := k3Config()
+	specs, err := Plan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params, bytes int64
+	for _, s := range specs {
+		n := int64(1)
+		for _, d := range s.Shape {
+			n *= d
+		}
+		params += n
+		rs, err := quant.RowSize(s.Type, s.Shape[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytes += rs * n / s.Shape[0]
+	}
+	if params < 2.7e12 || params > 2.9e12 {
+		t.Errorf("%d parameters, want about 2.8T", params)
+	}
+	if gib := float64(bytes) / (1 << 30); gib < 880 || gib > 980 {
+		t.Errorf("Q2_K file of %.0f GiB, want about 929", gib)
 	}
 }
