@@ -44,7 +44,7 @@ func TestParityBigVocab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads a 200k-token vocabulary in llama.cpp several times")
 	}
-	cases := corpusCases(t)
+	cases := append(corpusCases(t), randomCases(2000)...)
 	for _, pre := range []string{"kimi-k2", "llama3", "qwen2", "deepseek-v3"} {
 		t.Run(pre, func(t *testing.T) {
 			path := bigVocab(t, pre)
@@ -81,6 +81,34 @@ func TestParityBigVocab(t *testing.T) {
 			t.Run("pieces", func(t *testing.T) { parityPieces(t, r, path, tk) })
 		})
 	}
+}
+
+// randomCases are short strings drawn from pieces that sit on the edges of
+// the split rules: whitespace of every kind, apostrophes and contraction
+// letters, digits of several scripts, letters with and without marks, Han
+// and kana, punctuation, symbols, emoji with joiners, special-token text and
+// invalid UTF-8.
+func randomCases(n int) []corpusCase {
+	pieces := []string{" ", "  ", "\t", "\n", "\r", "\r\n", "\v", "\f", "\u00a0", "\u3000", "\u2028", "\u0085",
+		"'", "'s", "'S", "'re", "'LL", "'d", "'t", "'m", "'ve", "s", "t", "re", "ll",
+		"0", "7", "123", "4567", "\u0661\u0662", "\uff11", "\u2460", "\u00bd",
+		"a", "Z", "word", "Word", "WORD", "\u00e9", "e\u0301", "\u0301", "\u0915\u093f", "\u0e01\u0e34", "\u00df", "\u0130",
+		"\u4e2d", "\u6587\u5b57", "\u3042", "\u30ab\u30ca", "\uff76", "\ud55c", "\u9fa6", "\U00020000", "\U0002ebf0", "\u2ffc",
+		".", ",", "!", "?", "...", "(", ")", "-", "_", "/", "\\", "\"", "#", "$", "%", "&", "*", "+", "<", "=", ">", "@", "[", "]", "^", "`", "{", "|", "}", "~",
+		"\u3002", "\uff0c", "\u201c", "\u2014", "\u00a9", "\u20ac", "\u2211",
+		"\U0001f600", "\U0001f44d\U0001f3fd", "\u200d", "\U0001f468\u200d\U0001f469", "\ufe0f", "\u200b", "\ufeff", "\ue000", "\U000e0080", "\x01", "\x00", "\x7f",
+		"<|im_end|>", "[EOS]", "<tool>", "<|reserved_token_1|>", "<think>",
+		"\x80", "\xff", "\xe4\xb8", "\xc0\x80", "\xed\xa0\x80", "\xf0\x9f\x98"}
+	rng := rand.New(rand.NewSource(42))
+	cases := make([]corpusCase, n)
+	for i := range cases {
+		var sb strings.Builder
+		for k := rng.Intn(12) + 1; k > 0; k-- {
+			sb.WriteString(pieces[rng.Intn(len(pieces))])
+		}
+		cases[i] = corpusCase{fmt.Sprintf("random%d", i), sb.String()}
+	}
+	return cases
 }
 
 // compareCases reports per-case agreement and fails on any difference.
