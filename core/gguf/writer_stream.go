@@ -141,7 +141,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 			return n, w.fail(fmt.Errorf("gguf: %s: %d bytes written past the last tensor", w.shards[w.cur].path, len(p)))
 		}
 		k := int(min(int64(len(p)), w.left))
-		if _, err := w.bw.Write(p[:k]); err != nil {
+		if err := w.put(p[:k]); err != nil {
 			return n, w.fail(fmt.Errorf("gguf: %s: %w", w.shards[w.cur].path, err))
 		}
 		n += k
@@ -152,6 +152,23 @@ func (w *Writer) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// directWrite is the size from which caller buffers skip the bufio copy.
+const directWrite = 512 << 10
+
+// put writes tensor bytes. Large caller buffers go straight to the file
+// (after what is buffered), saving a copy; small ones are batched.
+func (w *Writer) put(p []byte) error {
+	if len(p) < directWrite {
+		_, err := w.bw.Write(p)
+		return err
+	}
+	if err := w.bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.file.Write(p)
+	return err
 }
 
 // WriteTensor writes a whole tensor, which must be the next one and must
