@@ -196,3 +196,62 @@ func TestPoolTensors(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterSpreads approximates the first MoE layer's routing (its input
+// is mostly the normalised token embedding, since each branch only nudges
+// the residual stream) and checks that tokens pick different experts and
+// that every expert gets picked.
+func TestRouterSpreads(t *testing.T) {
+	res, cfg := writeTiny(t, TypeF32, WriteOptions{}, nil)
+	f, err := gguf.Open(res.Paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	get := func(name string) []float32 {
+		ti, ok := f.Tensor(name)
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		return values(t, f, ti)
+	}
+	emb, router, bias := get("token_embd.weight"), get("blk.1.ffn_gate_inp.weight"), get("blk.1.exp_probs_b.bias")
+	E, X := cfg.NEmbd, cfg.NExpert
+	used := map[int]int{}
+	sets := map[[2]int]bool{}
+	for tok := range 128 {
+		x := emb[tok*E : (tok+1)*E]
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		inv := 1 / math.Sqrt(ss/float64(E))
+		score := make([]float64, X)
+		for e := range X {
+			var dot float64
+			for i, v := range x {
+				dot += float64(v) * inv * float64(router[e*E+i])
+			}
+			score[e] = 1/(1+math.Exp(-dot)) + float64(bias[e])
+		}
+		a, b := 0, 1
+		if score[b] > score[a] {
+			a, b = b, a
+		}
+		for e := 2; e < X; e++ {
+			switch {
+			case score[e] > score[a]:
+				a, b = e, a
+			case score[e] > score[b]:
+				b = e
+			}
+		}
+		used[a]++
+		used[b]++
+		sets[[2]int{min(a, b), max(a, b)}] = true
+	}
+	t.Logf("128 tokens: %d experts used, %d distinct pairs, per expert %v", len(used), len(sets), used)
+	if len(used) != X || len(sets) < 12 {
+		t.Errorf("128 tokens use %d of %d experts in %d distinct pairs", len(used), X, len(sets))
+	}
+}
