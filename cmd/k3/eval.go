@@ -114,6 +114,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	r := engine.NewRunner(m, md, *ubatch)
+	r.SetContext(len(toks) + *n)
 	v := m.Params().Vocab
 
 	start := time.Now()

@@ -45,6 +45,15 @@ func NewRunner(m model.Model, mode Mode, ubatch int) *Runner {
 	return &Runner{M: m, S: m.NewState(), Mode: mode, UBatch: ubatch}
 }
 
+// SetContext sizes the sequence's context as llama.cpp would for n tokens
+// (n_ctx = n rounded up to 256), which fixes how its attention kernels
+// split long caches.
+func (r *Runner) SetContext(n int) {
+	if s, ok := r.S.(*Sequence); ok {
+		s.Ctx = (n + 255) / 256 * 256
+	}
+}
+
 // Prefill feeds tokens and returns the logits of every position when all
 // is set (len(tokens) rows of Vocab), else of the last position only.
 func (r *Runner) Prefill(tokens []int32, all bool) ([]float32, error) {

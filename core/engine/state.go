@@ -34,7 +34,12 @@ type Recurrent struct {
 // Sequence is the state of one sequence across all layers of a model:
 // each layer has either a cache (attention) or a recurrent state.
 type Sequence struct {
-	N     int // tokens seen
+	N int // tokens seen
+	// Ctx is the context size llama.cpp would allocate for this sequence
+	// (n_ctx, which it pads to 256). Some kernels depend on it: decode
+	// attention over 512 or more cache cells is split across threads. 0
+	// means unbounded.
+	Ctx   int
 	Cache []*HalfRows
 	Rec   []*Recurrent
 }

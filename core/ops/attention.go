@@ -39,12 +39,25 @@ var negInf = float32(math.Inf(-1))
 // half, scores are half dot products, and the weighted sum of values is
 // accumulated in half with an online softmax. out gets DV values.
 func AttendHalf(q []float32, kv HalfKV, n int, scale float32, out []float32) {
+	_, S := attendHalfRange(q, kv, 0, n, scale, out)
+	inv := float32(0)
+	if S != 0 {
+		inv = 1 / S
+	}
+	for d := range out[:kv.DV] {
+		out[d] *= inv
+	}
+}
+
+// attendHalfRange runs the one-query kernel over rows [lo, hi) and returns
+// the running max and sum with the unnormalised values (widened from the
+// half accumulator) in out.
+func attendHalfRange(q []float32, kv HalfKV, lo, hi int, scale float32, out []float32) (M, S float32) {
 	qh := make([]uint16, kv.DK)
 	PutHalf(qh, q[:kv.DK])
 	acc := make([]uint16, kv.DV)
-	var S float32
-	M := float32(math.Inf(-1))
-	for ic := 0; ic < n; ic++ {
+	M = negInf
+	for ic := lo; ic < hi; ic++ {
 		row := kv.Data[ic*kv.Stride:]
 		k := row[kv.KOff : kv.KOff+kv.DK]
 		var sum float64
@@ -69,13 +82,10 @@ func AttendHalf(q []float32, kv HalfKV, n int, scale float32, out []float32) {
 		}
 		S = S*ms + vs
 	}
-	inv := float32(0)
-	if S != 0 {
-		inv = 1 / S
-	}
 	for d := range acc {
-		out[d] = quant.FP16ToFP32(acc[d]) * inv
+		out[d] = quant.FP16ToFP32(acc[d])
 	}
+	return M, S
 }
 
 // AttendTiled is ggml's tiled flash attention kernel (used for batches of at
@@ -132,5 +142,43 @@ func AttendTiled(q []float32, kv HalfKV, n int, scale float32, out []float32) {
 	}
 	for d := range acc {
 		acc[d] *= inv
+	}
+}
+
+// AttendHalfSplit is ggml's decode path for caches of 512 or more rows
+// (flash_attn_ext with one query and F16 K/V): the nkv cache rows are cut
+// into nth equal chunks, one per thread, each chunk runs AttendHalf's
+// kernel on the rows of [0, visible) it holds, and the partial results are
+// merged in float32. The result depends on nth, as llama.cpp's does on its
+// thread count.
+func AttendHalfSplit(q []float32, kv HalfKV, visible, nkv, nth int, scale float32, out []float32) {
+	chunk := (nkv + nth - 1) / nth
+	acc := out[:kv.DV]
+	clear(acc)
+	Mf := negInf
+	var Sf float32
+	part := make([]float32, kv.DV)
+	for c := 0; c < nth; c++ {
+		lo, hi := c*chunk, min((c+1)*chunk, nkv, visible)
+		if lo >= hi {
+			continue // an empty chunk contributes S = 0
+		}
+		M, S := attendHalfRange(q, kv, lo, hi, scale, part)
+		if S == 0 {
+			continue
+		}
+		Mn := max(Mf, M)
+		so, sn := Exp(Mf-Mn), Exp(M-Mn)
+		for d := range acc {
+			acc[d] = acc[d]*so + part[d]*sn
+		}
+		Sf = Sf*so + S*sn
+		Mf = Mn
+	}
+	if Sf != 0 {
+		inv := 1 / Sf
+		for d := range acc {
+			acc[d] *= inv
+		}
 	}
 }

@@ -70,6 +70,13 @@ func (ps *pass) attend(q []float32, qStride int, kvOf func(h int) ops.HalfKV, he
 	scale := 1 / float32(math.Sqrt(float64(p.kDim())))
 	kv0 := kvOf(0)
 	tiled := n >= ops.FlashTileQ && kv0.DV%16 == 0
+	// llama.cpp's KV view covers max(256, used rounded up to 256) cells,
+	// at most the context; one query over 512+ cells takes the split path.
+	nkv := max(256, (ps.pos+n+255)/256*256)
+	if ps.seq.Ctx > 0 {
+		nkv = min(nkv, ps.seq.Ctx)
+	}
+	split := n == 1 && nkv >= 512
 	ps.m.pool.For(n*heads, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			t, h := i/heads, i%heads
@@ -78,9 +85,12 @@ func (ps *pass) attend(q []float32, qStride int, kvOf func(h int) ops.HalfKV, he
 			visible := ps.pos + t + 1
 			qr := q[t*qStride+h*kvh.DK : t*qStride+(h+1)*kvh.DK]
 			o := out[t*outStride+h*kvh.DV : t*outStride+(h+1)*kvh.DV]
-			if tiled {
+			switch {
+			case tiled:
 				ops.AttendTiled(qr, kvh, visible, scale, o)
-			} else {
+			case split:
+				ops.AttendHalfSplit(qr, kvh, visible, nkv, ps.m.pool.Threads(), scale, o)
+			default:
 				ops.AttendHalf(qr, kvh, visible, scale, o)
 			}
 		}

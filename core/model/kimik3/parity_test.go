@@ -232,3 +232,54 @@ func TestBatchVsStep(t *testing.T) {
 		}
 	}
 }
+
+// TestParityLongDecode decodes past 256 cached positions, where llama.cpp
+// splits each decode step's attention across its threads.
+func TestParityLongDecode(t *testing.T) {
+	ref := parity.Require(t)
+	c := small()
+	c.Type = synth.TypeQ8_0
+	path := writeModel(t, c)
+	m := load(t, path, 2)
+	toks := prompt(270, c.NVocab)
+	const n = 24
+	want, err := ref.GreedyOpts(path, toks, n, parity.LogitsOptions{Threads: 2, CPU: "generic", IgnoreEOG: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := engine.NewRunner(m, engine.Batch, 0)
+	r.SetContext(len(toks) + n)
+	last, err := r.Prefill(toks, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Greedy(last, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("greedy after 270 tokens (-llama.cpp +k3):\n%s", d)
+	}
+
+	// the same at the logits: one token per ubatch on both sides
+	wantL, err := ref.Logits(path, toks, parity.LogitsOptions{Threads: 2, CPU: "generic", All: true, Batch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := engine.NewRunner(m, engine.Step, 0)
+	rs.SetContext(len(toks))
+	flat, err := rs.Prefill(toks, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := m.Params().Vocab
+	gotL := make([][]float32, len(toks))
+	for i := range gotL {
+		gotL[i] = flat[i*v : (i+1)*v]
+	}
+	d, at := maxAbs(wantL, gotL)
+	t.Logf("270 tokens one at a time vs llama.cpp ubatch 1: max|Δlogit| = %.3g (at pos %d)", d, at)
+	if d > 1e-4 {
+		t.Errorf("max|Δlogit| %.3g at position %d", d, at)
+	}
+}
