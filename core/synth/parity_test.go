@@ -39,6 +39,13 @@ var llamaCases = []struct {
 		c.NExpert, c.NExpertUsed, c.NFFExp, c.NLatent = 4, 2, 256, 256
 		c.QLoRA, c.KVLoRA, c.QKNope, c.QKRope, c.VHead = 64, 64, 32, 16, 32
 	}},
+	{"k3 depth, small widths", TypeQ8_0, gguf.SplitOptions{}, func(c *Config) {
+		*c = k3Config()
+		c.Type = TypeQ8_0
+		c.NEmbd, c.NHead, c.KDAHead, c.NVocab, c.NFF = 128, 2, 32, 512, 128
+		c.NExpert, c.NExpertUsed, c.NFFExp, c.NLatent = 4, 2, 64, 64
+		c.QLoRA, c.KVLoRA, c.QKNope, c.QKRope, c.VHead = 32, 32, 16, 16, 16
+	}},
 }
 
 // tokens to run: bytes, merged tokens and control tokens.
