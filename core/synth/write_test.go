@@ -255,3 +255,18 @@ func TestRouterSpreads(t *testing.T) {
 		t.Errorf("128 tokens use %d of %d experts in %d distinct pairs", len(used), X, len(sets))
 	}
 }
+
+func TestWriteErrors(t *testing.T) {
+	cfg := tinyConfig()
+	if _, err := Write(filepath.Join(t.TempDir(), "missing", "m.gguf"), cfg, WriteOptions{}); err == nil {
+		t.Error("write into a missing directory succeeded")
+	}
+	cfg.NExpertUsed = 0
+	dir := t.TempDir()
+	if _, err := Write(filepath.Join(dir, "m.gguf"), cfg, WriteOptions{}); err == nil {
+		t.Error("invalid configuration written")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left %d files behind", len(entries))
+	}
+}
