@@ -147,44 +147,48 @@ func window(ids []int32, j int) []int32 {
 	return ids[max(0, j-3):min(len(ids), j+5)]
 }
 
-// parityDetokenize renders k3's tokens of the corpus, and random token
-// sequences that mix special, unused and byte tokens, in all four modes.
+// parityDetokenize renders, in all four modes, one sequence: BOS, k3's
+// tokens of the corpus, random tokens that mix special, unused and byte-level
+// ones, runs of the single characters the space clean-up looks at, and EOS.
 func parityDetokenize(t *testing.T, r *parity.Ref, path string, tk *Tokenizer, corpus []int32) {
 	rng := rand.New(rand.NewSource(1))
-	seqs := map[string][]int32{"corpus": corpus}
-	for i := 0; i < 1; i++ {
-		seq := make([]int32, 5000)
-		for j := range seq {
-			switch rng.Intn(4) {
-			case 0: // the special and padding block at the top
-				seq[j] = int32(tk.NVocab() - 1 - rng.Intn(80))
-			default:
-				seq[j] = int32(rng.Intn(tk.NVocab()))
-			}
+	seq := append([]int32{tk.BOS()}, corpus...)
+	for j := 0; j < 5000; j++ {
+		if rng.Intn(4) == 0 { // the special and padding block at the top
+			seq = append(seq, int32(tk.NVocab()-1-rng.Intn(80)))
+		} else {
+			seq = append(seq, int32(rng.Intn(tk.NVocab())))
 		}
-		seq[0] = tk.BOS()
-		seq[len(seq)-1] = tk.EOS()
-		seqs[fmt.Sprintf("random%d", i)] = seq
 	}
-	for name, seq := range seqs {
-		for _, rm := range []bool{false, true} {
-			for _, un := range []bool{false, true} {
-				want, err := r.Detokenize(path, seq, rm, un)
-				if err != nil {
-					t.Fatal(err)
+	for j := 0; j < 20000; j++ {
+		c := " '"[rng.Intn(2)]
+		if rng.Intn(2) == 0 {
+			c = ".,?!smrvetdlx"[rng.Intn(13)]
+		}
+		id, ok := tk.Lookup(byteEncode(string([]byte{c})))
+		if !ok {
+			t.Fatalf("no token for %q", c)
+		}
+		seq = append(seq, id)
+	}
+	seq = append(seq, tk.EOS())
+	for _, rm := range []bool{false, true} {
+		for _, un := range []bool{false, true} {
+			want, err := r.Detokenize(path, seq, rm, un)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tk.Detokenize(seq, rm, un)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(want) {
+				i := 0
+				for i < len(got) && i < len(want) && got[i] == want[i] {
+					i++
 				}
-				got, err := tk.Detokenize(seq, rm, un)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got != string(want) {
-					i := 0
-					for i < len(got) && i < len(want) && got[i] == want[i] {
-						i++
-					}
-					t.Errorf("%s remove=%v unparse=%v: differ at byte %d of %d/%d: llama.cpp %q, k3 %q",
-						name, rm, un, i, len(want), len(got), clip(string(want[i:]), 40), clip(got[i:], 40))
-				}
+				t.Errorf("remove=%v unparse=%v: differ at byte %d of %d/%d: llama.cpp %q, k3 %q",
+					rm, un, i, len(want), len(got), clip(string(want[i:]), 40), clip(got[i:], 40))
 			}
 		}
 	}
