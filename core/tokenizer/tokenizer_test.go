@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -234,5 +235,37 @@ func TestLoadFixups(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int32{256, 257, 258, 260}, tk.EOG()); diff != "" {
 		t.Errorf("EOG (-want +got):\n%s", diff)
+	}
+}
+
+// TestConcurrentUse tokenizes from several goroutines at once; run with
+// -race to check that the pooled scratch state is never shared.
+func TestConcurrentUse(t *testing.T) {
+	tk := trainedTokenizer(t, "kimi-k2")
+	texts := []string{"Hello, world! It's 2024.", "中文 and English <|im_end|>", "  \n\n\tcode()  ", "naïve café"}
+	want := make([][]int32, len(texts))
+	for i, s := range texts {
+		want[i], _ = tk.Tokenize(s, false, true)
+	}
+	errs := make(chan string, 8)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				k := (g + i) % len(texts)
+				got, _ := tk.Tokenize(texts[k], false, true)
+				if !cmp.Equal(want[k], got) {
+					errs <- texts[k]
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for s := range errs {
+		t.Errorf("concurrent Tokenize(%q) differs from sequential", s)
 	}
 }
