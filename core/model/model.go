@@ -58,6 +58,11 @@ type Model interface {
 // Options are run-time settings that do not come from the file.
 type Options struct {
 	Threads int // worker goroutines for matrix products; <= 0 means one per CPU
+	// DeltaChunk selects how linear-attention layers run a batch: 0 token
+	// by token, as llama.cpp's CPU backend does (bit-exact with it); n > 0
+	// the chunkwise matrix form with chunks of n tokens (equal up to
+	// rounding).
+	DeltaChunk int
 }
 
 // New builds an architecture's model from a file's metadata and weights.

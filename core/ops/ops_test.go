@@ -235,3 +235,39 @@ func TestAttention(t *testing.T) {
 		}
 	}
 }
+
+func TestDeltaRuleChunked(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const n, h, s = 37, 3, 8
+	for _, kda := range []bool{true, false} {
+		for _, chunk := range []int{1, 5, 16, 64} {
+			q, k, v := randVec(r, n*h*s), randVec(r, n*h*s), randVec(r, n*h*s)
+			L2Norm(q, s, 1e-6)
+			L2Norm(k, s, 1e-6)
+			gn := n * h
+			if kda {
+				gn *= s
+			}
+			g := randVec(r, gn)
+			for i := range g {
+				g[i] = -float32(math.Abs(float64(g[i]))) * 0.5
+			}
+			beta := randVec(r, n*h)
+			for i := range beta {
+				beta[i] = Sigmoid(beta[i])
+			}
+			s0 := randVec(r, h*s*s)
+			s1, s2 := append([]float32(nil), s0...), append([]float32(nil), s0...)
+			o1, o2 := make([]float32, n*h*s), make([]float32, n*h*s)
+			dr := DeltaRule{Heads: h, Dim: s, KDA: kda}
+			dr.Run(NewPool(2), s1, q, k, v, g, beta, o1, n)
+			dr.RunChunked(NewPool(2), s2, q, k, v, g, beta, o2, n, chunk)
+			if d := maxDiff(o1, o2); d > 2e-5 {
+				t.Errorf("kda=%v chunk=%d: outputs differ by %g", kda, chunk, d)
+			}
+			if d := maxDiff(s1, s2); d > 2e-5 {
+				t.Errorf("kda=%v chunk=%d: states differ by %g", kda, chunk, d)
+			}
+		}
+	}
+}

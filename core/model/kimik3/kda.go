@@ -60,7 +60,12 @@ func (ps *pass) kda(l *layer, st *engine.Recurrent, x []float32) ([]float32, err
 	ops.L2Norm(q, S, p.Eps)
 	ops.L2Norm(k, S, p.Eps)
 	o := make([]float32, n*di)
-	ops.DeltaRule{Heads: H, Dim: S, KDA: true}.Run(ps.m.pool, st.SSM, q, k, v, g, beta, o, n)
+	dr := ops.DeltaRule{Heads: H, Dim: S, KDA: true}
+	if ps.m.chunk > 0 && n > 1 {
+		dr.RunChunked(ps.m.pool, st.SSM, q, k, v, g, beta, o, n, ps.m.chunk)
+	} else {
+		dr.Run(ps.m.pool, st.SSM, q, k, v, g, beta, o, n)
+	}
 
 	gate, err := ps.matmul(l.G, x, n)
 	if err != nil {

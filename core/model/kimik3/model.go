@@ -88,6 +88,7 @@ type Model struct {
 	top    top
 	layers []layer
 	pool   *ops.Pool
+	chunk  int // model.Options.DeltaChunk
 }
 
 // New binds a kimi-k3 file's tensors and checks their shapes.
@@ -96,7 +97,7 @@ func New(c model.Config, w model.Weights, o model.Options) (model.Model, error) 
 	if err != nil {
 		return nil, fmt.Errorf("kimi-k3: %w", err)
 	}
-	m := &Model{p: p, layers: make([]layer, p.Layers), pool: ops.NewPool(o.Threads)}
+	m := &Model{p: p, layers: make([]layer, p.Layers), pool: ops.NewPool(o.Threads), chunk: o.DeltaChunk}
 	errs := []error{model.Bind(w, "", &m.top)}
 	for il := range m.layers {
 		errs = append(errs, model.Bind(w, fmt.Sprintf("blk.%d.", il), &m.layers[il]))

@@ -33,12 +33,17 @@ func writeModel(t *testing.T, c synth.Config) string {
 
 func load(t testing.TB, path string, threads int) model.Model {
 	t.Helper()
+	return loadOpts(t, path, model.Options{Threads: threads})
+}
+
+func loadOpts(t testing.TB, path string, o model.Options) model.Model {
+	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	m, err := model.Load(f, model.Options{Threads: threads})
+	m, err := model.Load(f, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,5 +286,21 @@ func TestParityLongDecode(t *testing.T) {
 	t.Logf("270 tokens one at a time vs llama.cpp ubatch 1: max|Δlogit| = %.3g (at pos %d)", d, at)
 	if d > 1e-4 {
 		t.Errorf("max|Δlogit| %.3g at position %d", d, at)
+	}
+}
+
+// TestChunkedPrefill runs the KDA layers in the chunkwise form and checks
+// it against the token-by-token recurrence.
+func TestChunkedPrefill(t *testing.T) {
+	c := small()
+	c.NLayer, c.MLALayers = 4, []int{3}
+	path := writeModel(t, c)
+	seq := load(t, path, 2)
+	chunked := loadOpts(t, path, model.Options{Threads: 2, DeltaChunk: 16})
+	toks := prompt(40, c.NVocab)
+	d, at := maxAbs(batchLogits(t, seq, toks, 512), batchLogits(t, chunked, toks, 512))
+	t.Logf("chunked vs sequential: max|Δlogit| = %.3g (at pos %d)", d, at)
+	if d > 1e-3 {
+		t.Errorf("chunked prefill differs by %.3g at position %d", d, at)
 	}
 }
