@@ -60,6 +60,16 @@ func (t *Tensor) Floats() ([]float32, error) {
 	return out, nil
 }
 
+// TensorName is the tensor a field tag names under prefix, and whether the
+// tag marks it optional (see Bind).
+func TensorName(prefix, tag string) (name string, optional bool) {
+	name, opts, _ := strings.Cut(tag, ",")
+	if !strings.Contains(name, ".") && !strings.Contains(opts, "bare") {
+		name += ".weight"
+	}
+	return prefix + name, strings.Contains(opts, "optional")
+}
+
 // Bind fills the *Tensor fields of the struct dst points to from w. Each
 // field's tag names its tensor relative to prefix: `gguf:"attn_norm"` binds
 // prefix+"attn_norm.weight"; a name with a dot is taken as is
@@ -80,12 +90,7 @@ func Bind(w Weights, prefix string, dst any) error {
 		if !ok || f.Type != tensorType {
 			continue
 		}
-		name, opts, _ := strings.Cut(tag, ",")
-		optional := strings.Contains(opts, "optional")
-		if !strings.Contains(name, ".") && !strings.Contains(opts, "bare") {
-			name += ".weight"
-		}
-		name = prefix + name
+		name, optional := TensorName(prefix, tag)
 		info, ok := w.Tensor(name)
 		if !ok {
 			if !optional {

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/k3-inference/k3/core/model"
 )
 
 type shapeCheck struct {
@@ -51,11 +55,12 @@ func need(il int, l *layer, fields ...string) error {
 	for _, f := range fields {
 		if v.FieldByName(f).IsNil() {
 			sf, _ := v.Type().FieldByName(f)
-			missing = append(missing, sf.Tag.Get("gguf"))
+			name, _ := model.TensorName(fmt.Sprintf("blk.%d.", il), sf.Tag.Get("gguf"))
+			missing = append(missing, strconv.Quote(name))
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("layer %d: missing tensors %v", il, missing)
+		return fmt.Errorf("layer %d: missing tensors %s", il, strings.Join(missing, ", "))
 	}
 	return nil
 }
