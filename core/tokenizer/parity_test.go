@@ -44,7 +44,7 @@ func TestParityBigVocab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads a 200k-token vocabulary in llama.cpp several times")
 	}
-	cases := append(corpusCases(t), randomCases(2000)...)
+	cases := append(append(corpusCases(t), randomCases(2000)...), longCases()...)
 	for _, pre := range []string{"kimi-k2", "llama3", "qwen2", "deepseek-v3"} {
 		t.Run(pre, func(t *testing.T) {
 			path := bigVocab(t, pre)
@@ -109,6 +109,23 @@ func randomCases(n int) []corpusCase {
 		cases[i] = corpusCase{fmt.Sprintf("random%d", i), sb.String()}
 	}
 	return cases
+}
+
+// longCases are long runs of one kind, where BPE works on a single long
+// word or the splitter on a long stretch.
+func longCases() []corpusCase {
+	return []corpusCase{
+		{"spaces", strings.Repeat(" ", 5000) + "x"},
+		{"newlines", strings.Repeat("\n", 3000)},
+		{"crlf tabs", strings.Repeat("\r\n\t ", 1000)},
+		{"digits", strings.Repeat("1234567890", 1000)},
+		{"letters", strings.Repeat("a", 4000)},
+		{"word", strings.Repeat("tokenization", 400)},
+		{"han", strings.Repeat("中文字符", 1000)},
+		{"punct", strings.Repeat("=-", 2000)},
+		{"emoji", strings.Repeat("😀", 1000)},
+		{"invalid", strings.Repeat("\xff\xfe", 1000)},
+	}
 }
 
 // compareCases reports per-case agreement and fails on any difference.
