@@ -17,3 +17,6 @@
 // Results agree with quant.VecDot: the integer sums of every block exactly,
 // the float result up to the order of the float additions.
 package kernelsavx2
+
+// errPrefix starts every error of the package.
+const errPrefix = "kernelsavx2"

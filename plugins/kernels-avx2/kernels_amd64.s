@@ -7,86 +7,86 @@
 // func dotQ2KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXOR  Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ2K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	VPBROADCASTD c32_03030303<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneQ2K
 
 loopQ2K:
-	VMOVD          80(AX), X2
-	VCVTPH2PS      X2, X2
-	VBROADCASTSS   (CX), X3
-	VMULPS         X3, X2, X2
-	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y3
-	VMOVDQU        (AX), X4
-	VPSRLW         $0x04, X4, X4
-	VPAND          X3, X4, X4
-	VPMOVZXBW      X4, Y4
-	VMOVSHDUP      X2, X5
-	VBROADCASTSS   X5, Y5
-	VPMADDWD       260(CX), Y4, Y4
-	VCVTDQ2PS      Y4, Y4
-	VFMADD231PS    Y4, Y5, Y1
-	VBROADCASTI128 (AX), Y4
-	VPAND          Y3, Y4, Y4
-	VPBROADCASTD   c32_03030303<>+0(SB), Y3
-	VPXOR          Y5, Y5, Y5
-	VMOVDQU        16(AX), Y7
-	VMOVDQA        Y7, Y6
-	VPAND          Y3, Y6, Y6
-	VPMADDUBSW     4(CX), Y6, Y6
-	VPSHUFB        scidx16<>+0(SB), Y4, Y8
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPSRLW         $0x02, Y7, Y6
-	VPAND          Y3, Y6, Y6
-	VPMADDUBSW     36(CX), Y6, Y6
-	VPSHUFB        scidx16<>+32(SB), Y4, Y8
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPSRLW         $0x04, Y7, Y6
-	VPAND          Y3, Y6, Y6
-	VPMADDUBSW     68(CX), Y6, Y6
-	VPSHUFB        scidx16<>+64(SB), Y4, Y8
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPSRLW         $0x06, Y7, Y6
-	VPAND          Y3, Y6, Y6
-	VPMADDUBSW     100(CX), Y6, Y6
-	VPSHUFB        scidx16<>+96(SB), Y4, Y7
-	VPMADDWD       Y7, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VMOVDQU        48(AX), Y7
-	VMOVDQA        Y7, Y6
-	VPAND          Y3, Y6, Y6
-	VPMADDUBSW     132(CX), Y6, Y6
-	VPSHUFB        scidx16<>+128(SB), Y4, Y8
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPSRLW         $0x02, Y7, Y6
-	VPAND          Y3, Y6, Y6
-	VPMADDUBSW     164(CX), Y6, Y6
-	VPSHUFB        scidx16<>+160(SB), Y4, Y8
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPSRLW         $0x04, Y7, Y6
-	VPAND          Y3, Y6, Y6
-	VPMADDUBSW     196(CX), Y6, Y6
-	VPSHUFB        scidx16<>+192(SB), Y4, Y8
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPSRLW         $0x06, Y7, Y6
-	VPAND          Y3, Y6, Y6
-	VPMADDUBSW     228(CX), Y6, Y3
-	VPSHUFB        scidx16<>+224(SB), Y4, Y4
-	VPMADDWD       Y4, Y3, Y3
-	VPADDD         Y3, Y5, Y5
-	VBROADCASTSS   X2, Y2
+	VMOVD          80(AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTSS   (CX), X5
+	VMULPS         X5, X4, X4
+	VMOVDQU        (AX), X5
+	VPSRLW         $0x04, X5, X5
+	VPAND          X2, X5, X5
+	VPMOVZXBW      X5, Y5
+	VMOVSHDUP      X4, X6
+	VBROADCASTSS   X6, Y6
+	VPMADDWD       260(CX), Y5, Y5
 	VCVTDQ2PS      Y5, Y5
-	VFMADD231PS    Y5, Y2, Y0
+	VFMADD231PS    Y5, Y6, Y1
+	VBROADCASTI128 (AX), Y5
+	VPAND          Y2, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VMOVDQU        16(AX), Y8
+	VMOVDQA        Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     4(CX), Y7, Y7
+	VPSHUFB        scidx16<>+0(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x02, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     36(CX), Y7, Y7
+	VPSHUFB        scidx16<>+32(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     68(CX), Y7, Y7
+	VPSHUFB        scidx16<>+64(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x06, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     100(CX), Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y5, Y8
+	VPMADDWD       Y8, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VMOVDQU        48(AX), Y8
+	VMOVDQA        Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     132(CX), Y7, Y7
+	VPSHUFB        scidx16<>+128(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x02, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     164(CX), Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     196(CX), Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x06, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     228(CX), Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y5, Y5
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VBROADCASTSS   X4, Y4
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y4, Y0
 	ADDQ           $0x00000054, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -111,6 +111,9 @@ doneQ2K:
 
 DATA c32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
 GLOBL c32_0f0f0f0f<>(SB), RODATA|NOPTR, $4
+
+DATA c32_03030303<>+0(SB)/4, $0x03030303
+GLOBL c32_03030303<>(SB), RODATA|NOPTR, $4
 
 DATA scidx16<>+0(SB)/4, $0x80008000
 DATA scidx16<>+4(SB)/4, $0x80008000
@@ -178,25 +181,25 @@ DATA scidx16<>+248(SB)/4, $0x800f800f
 DATA scidx16<>+252(SB)/4, $0x800f800f
 GLOBL scidx16<>(SB), RODATA|NOPTR, $256
 
-DATA c32_03030303<>+0(SB)/4, $0x03030303
-GLOBL c32_03030303<>(SB), RODATA|NOPTR, $4
-
 // func dotQ3KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXOR  Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ3K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_00200020<>+0(SB), Y2
+	VPBROADCASTD c32_03030303<>+0(SB), Y3
+	VPBROADCASTD c32_04040404<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           doneQ3K
 
 loopQ3K:
-	VPBROADCASTW 108(AX), X2
-	VCVTPH2PS    X2, X2
-	VMULSS       (CX), X2, X2
-	VBROADCASTSS X2, Y2
+	VPBROADCASTW 108(AX), X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VBROADCASTSS X5, Y5
 	MOVQ         96(AX), BX
 	MOVL         104(AX), SI
 	MOVQ         SI, DI
@@ -218,104 +221,101 @@ loopQ3K:
 	ANDQ         R8, R10
 	SHLQ         $0x04, R10
 	ORQ          R10, BX
-	VMOVQ        R9, X3
-	VPINSRQ      $0x01, BX, X3, X3
-	VPBROADCASTD c32_00200020<>+0(SB), Y4
-	VPMOVZXBW    X3, Y5
-	VPSUBW       Y4, Y5, Y5
-	VPMADDWD     260(CX), Y5, Y5
-	VPSLLD       $0x02, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y2, Y1
-	VPERMQ       $0x44, Y3, Y5
-	VPBROADCASTD c32_03030303<>+0(SB), Y6
-	VPBROADCASTD c32_04040404<>+0(SB), Y7
+	VMOVQ        R9, X6
+	VPINSRQ      $0x01, BX, X6, X6
+	VPMOVZXBW    X6, Y7
+	VPSUBW       Y2, Y7, Y7
+	VPMADDWD     260(CX), Y7, Y7
+	VPSLLD       $0x02, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VPERMQ       $0x44, Y6, Y7
 	VMOVDQU      (AX), Y8
 	VPXOR        Y9, Y9, Y9
 	VMOVDQU      32(AX), Y11
 	VMOVDQA      Y11, Y10
-	VPAND        Y6, Y10, Y10
+	VPAND        Y3, Y10, Y10
 	VPSLLW       $0x02, Y8, Y12
-	VPAND        Y7, Y12, Y12
+	VPAND        Y4, Y12, Y12
 	VPOR         Y12, Y10, Y10
 	VPMADDUBSW   4(CX), Y10, Y10
-	VPSHUFB      scidx16<>+0(SB), Y5, Y12
-	VPSUBW       Y4, Y12, Y12
+	VPSHUFB      scidx16<>+0(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
 	VPMADDWD     Y12, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VPSRLW       $0x02, Y11, Y10
-	VPAND        Y6, Y10, Y10
+	VPAND        Y3, Y10, Y10
 	VPSLLW       $0x01, Y8, Y12
-	VPAND        Y7, Y12, Y12
+	VPAND        Y4, Y12, Y12
 	VPOR         Y12, Y10, Y10
 	VPMADDUBSW   36(CX), Y10, Y10
-	VPSHUFB      scidx16<>+32(SB), Y5, Y12
-	VPSUBW       Y4, Y12, Y12
+	VPSHUFB      scidx16<>+32(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
 	VPMADDWD     Y12, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VPSRLW       $0x04, Y11, Y10
-	VPAND        Y6, Y10, Y10
+	VPAND        Y3, Y10, Y10
 	VMOVDQA      Y8, Y12
-	VPAND        Y7, Y12, Y12
+	VPAND        Y4, Y12, Y12
 	VPOR         Y12, Y10, Y10
 	VPMADDUBSW   68(CX), Y10, Y10
-	VPSHUFB      scidx16<>+64(SB), Y5, Y12
-	VPSUBW       Y4, Y12, Y12
+	VPSHUFB      scidx16<>+64(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
 	VPMADDWD     Y12, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VPSRLW       $0x06, Y11, Y10
-	VPAND        Y6, Y10, Y10
+	VPAND        Y3, Y10, Y10
 	VPSRLW       $0x01, Y8, Y11
-	VPAND        Y7, Y11, Y11
+	VPAND        Y4, Y11, Y11
 	VPOR         Y11, Y10, Y10
 	VPMADDUBSW   100(CX), Y10, Y10
-	VPSHUFB      scidx16<>+96(SB), Y5, Y11
-	VPSUBW       Y4, Y11, Y11
+	VPSHUFB      scidx16<>+96(SB), Y7, Y11
+	VPSUBW       Y2, Y11, Y11
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VMOVDQU      64(AX), Y11
 	VMOVDQA      Y11, Y10
-	VPAND        Y6, Y10, Y10
+	VPAND        Y3, Y10, Y10
 	VPSRLW       $0x02, Y8, Y12
-	VPAND        Y7, Y12, Y12
+	VPAND        Y4, Y12, Y12
 	VPOR         Y12, Y10, Y10
 	VPMADDUBSW   132(CX), Y10, Y10
-	VPSHUFB      scidx16<>+128(SB), Y5, Y12
-	VPSUBW       Y4, Y12, Y12
+	VPSHUFB      scidx16<>+128(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
 	VPMADDWD     Y12, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VPSRLW       $0x02, Y11, Y10
-	VPAND        Y6, Y10, Y10
+	VPAND        Y3, Y10, Y10
 	VPSRLW       $0x03, Y8, Y12
-	VPAND        Y7, Y12, Y12
+	VPAND        Y4, Y12, Y12
 	VPOR         Y12, Y10, Y10
 	VPMADDUBSW   164(CX), Y10, Y10
-	VPSHUFB      scidx16<>+160(SB), Y5, Y12
-	VPSUBW       Y4, Y12, Y12
+	VPSHUFB      scidx16<>+160(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
 	VPMADDWD     Y12, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VPSRLW       $0x04, Y11, Y10
-	VPAND        Y6, Y10, Y10
+	VPAND        Y3, Y10, Y10
 	VPSRLW       $0x04, Y8, Y12
-	VPAND        Y7, Y12, Y12
+	VPAND        Y4, Y12, Y12
 	VPOR         Y12, Y10, Y10
 	VPMADDUBSW   196(CX), Y10, Y10
-	VPSHUFB      scidx16<>+192(SB), Y5, Y12
-	VPSUBW       Y4, Y12, Y12
+	VPSHUFB      scidx16<>+192(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
 	VPMADDWD     Y12, Y10, Y10
 	VPADDD       Y10, Y9, Y9
 	VPSRLW       $0x06, Y11, Y10
-	VPAND        Y6, Y10, Y10
-	VPSRLW       $0x05, Y8, Y6
-	VPAND        Y7, Y6, Y6
-	VPOR         Y6, Y10, Y10
-	VPMADDUBSW   228(CX), Y10, Y6
-	VPSHUFB      scidx16<>+224(SB), Y5, Y5
-	VPSUBW       Y4, Y5, Y5
-	VPMADDWD     Y5, Y6, Y6
-	VPADDD       Y6, Y9, Y9
+	VPAND        Y3, Y10, Y10
+	VPSRLW       $0x05, Y8, Y8
+	VPAND        Y4, Y8, Y8
+	VPOR         Y8, Y10, Y10
+	VPMADDUBSW   228(CX), Y10, Y8
+	VPSHUFB      scidx16<>+224(SB), Y7, Y7
+	VPSUBW       Y2, Y7, Y7
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y2, Y0
+	VFMADD231PS  Y9, Y5, Y0
 	ADDQ         $0x0000006e, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -347,115 +347,115 @@ GLOBL c32_04040404<>(SB), RODATA|NOPTR, $4
 // func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXOR  Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ6K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_80808080<>+0(SB), Y2
+	VPBROADCASTD c32_00800080<>+0(SB), Y3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	VPBROADCASTD c32_30303030<>+0(SB), Y5
+	TESTQ        DX, DX
+	JZ           doneQ6K
 
 loopQ6K:
-	VPBROADCASTW   208(AX), X2
-	VCVTPH2PS      X2, X2
-	VMULSS         (CX), X2, X2
-	VBROADCASTSS   X2, Y2
-	VPMOVSXBW      192(AX), Y3
-	VPMADDWD       260(CX), Y3, Y3
-	VPSLLD         $0x05, Y3, Y3
-	VCVTDQ2PS      Y3, Y3
-	VFMADD231PS    Y3, Y2, Y1
-	VBROADCASTI128 192(AX), Y3
-	VPBROADCASTD   c32_80808080<>+0(SB), Y4
-	VPXOR          Y4, Y3, Y3
-	VPBROADCASTD   c32_00800080<>+0(SB), Y4
-	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y5
-	VPBROADCASTD   c32_30303030<>+0(SB), Y6
-	VPXOR          Y7, Y7, Y7
-	VMOVDQU        128(AX), Y10
-	VMOVDQU        (AX), Y11
-	VPAND          Y5, Y11, Y8
-	VPSLLW         $0x04, Y10, Y9
-	VPAND          Y6, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     4(CX), Y8, Y8
-	VPSHUFB        scidx16<>+0(SB), Y3, Y9
-	VPSUBW         Y4, Y9, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VMOVDQU        32(AX), Y12
-	VPAND          Y5, Y12, Y8
-	VPSLLW         $0x02, Y10, Y9
-	VPAND          Y6, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     36(CX), Y8, Y8
-	VPSHUFB        scidx16<>+32(SB), Y3, Y9
-	VPSUBW         Y4, Y9, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VPSRLW         $0x04, Y11, Y8
-	VPAND          Y5, Y8, Y8
-	VMOVDQA        Y10, Y9
-	VPAND          Y6, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     68(CX), Y8, Y8
-	VPSHUFB        scidx16<>+64(SB), Y3, Y9
-	VPSUBW         Y4, Y9, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VPSRLW         $0x04, Y12, Y8
-	VPAND          Y5, Y8, Y8
-	VPSRLW         $0x02, Y10, Y9
-	VPAND          Y6, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     100(CX), Y8, Y8
-	VPSHUFB        scidx16<>+96(SB), Y3, Y9
-	VPSUBW         Y4, Y9, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VMOVDQU        160(AX), Y10
-	VMOVDQU        64(AX), Y11
-	VPAND          Y5, Y11, Y8
-	VPSLLW         $0x04, Y10, Y9
-	VPAND          Y6, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     132(CX), Y8, Y8
-	VPSHUFB        scidx16<>+128(SB), Y3, Y9
-	VPSUBW         Y4, Y9, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VMOVDQU        96(AX), Y12
-	VPAND          Y5, Y12, Y8
-	VPSLLW         $0x02, Y10, Y9
-	VPAND          Y6, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     164(CX), Y8, Y8
-	VPSHUFB        scidx16<>+160(SB), Y3, Y9
-	VPSUBW         Y4, Y9, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VPSRLW         $0x04, Y11, Y8
-	VPAND          Y5, Y8, Y8
-	VMOVDQA        Y10, Y9
-	VPAND          Y6, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     196(CX), Y8, Y8
-	VPSHUFB        scidx16<>+192(SB), Y3, Y9
-	VPSUBW         Y4, Y9, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VPSRLW         $0x04, Y12, Y8
-	VPAND          Y5, Y8, Y8
-	VPSRLW         $0x02, Y10, Y5
-	VPAND          Y6, Y5, Y5
-	VPOR           Y5, Y8, Y8
-	VPMADDUBSW     228(CX), Y8, Y5
-	VPSHUFB        scidx16<>+224(SB), Y3, Y3
-	VPSUBW         Y4, Y3, Y3
-	VPMADDWD       Y3, Y5, Y5
-	VPADDD         Y5, Y7, Y7
+	VPBROADCASTW   208(AX), X6
+	VCVTPH2PS      X6, X6
+	VMULSS         (CX), X6, X6
+	VBROADCASTSS   X6, Y6
+	VPMOVSXBW      192(AX), Y7
+	VPMADDWD       260(CX), Y7, Y7
+	VPSLLD         $0x05, Y7, Y7
 	VCVTDQ2PS      Y7, Y7
-	VFMADD231PS    Y7, Y2, Y0
+	VFMADD231PS    Y7, Y6, Y1
+	VBROADCASTI128 192(AX), Y7
+	VPXOR          Y2, Y7, Y7
+	VPXOR          Y8, Y8, Y8
+	VMOVDQU        128(AX), Y11
+	VMOVDQU        (AX), Y12
+	VPAND          Y4, Y12, Y9
+	VPSLLW         $0x04, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     4(CX), Y9, Y9
+	VPSHUFB        scidx16<>+0(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        32(AX), Y13
+	VPAND          Y4, Y13, Y9
+	VPSLLW         $0x02, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     36(CX), Y9, Y9
+	VPSHUFB        scidx16<>+32(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPSRLW         $0x04, Y12, Y9
+	VPAND          Y4, Y9, Y9
+	VMOVDQA        Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     68(CX), Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPSRLW         $0x04, Y13, Y9
+	VPAND          Y4, Y9, Y9
+	VPSRLW         $0x02, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     100(CX), Y9, Y9
+	VPSHUFB        scidx16<>+96(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        160(AX), Y11
+	VMOVDQU        64(AX), Y12
+	VPAND          Y4, Y12, Y9
+	VPSLLW         $0x04, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     132(CX), Y9, Y9
+	VPSHUFB        scidx16<>+128(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        96(AX), Y13
+	VPAND          Y4, Y13, Y9
+	VPSLLW         $0x02, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     164(CX), Y9, Y9
+	VPSHUFB        scidx16<>+160(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPSRLW         $0x04, Y12, Y9
+	VPAND          Y4, Y9, Y9
+	VMOVDQA        Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     196(CX), Y9, Y9
+	VPSHUFB        scidx16<>+192(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPSRLW         $0x04, Y13, Y9
+	VPAND          Y4, Y9, Y9
+	VPSRLW         $0x02, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     228(CX), Y9, Y9
+	VPSHUFB        scidx16<>+224(SB), Y7, Y7
+	VPSUBW         Y3, Y7, Y7
+	VPMADDWD       Y7, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y6, Y0
 	ADDQ           $0x000000d2, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -490,16 +490,16 @@ GLOBL c32_30303030<>(SB), RODATA|NOPTR, $4
 // func dotQ4KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXOR  Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ4K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	TESTQ        DX, DX
+	JZ           doneQ4K
 
 loopQ4K:
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
 	VMOVD        (AX), X3
 	VCVTPH2PS    X3, X3
 	VBROADCASTSS (CX), X4
@@ -584,13 +584,13 @@ loopQ4K:
 	VPADDD       Y6, Y5, Y5
 	VPSRLW       $0x04, Y7, Y6
 	VPAND        Y2, Y6, Y6
-	VPMADDUBSW   228(CX), Y6, Y2
+	VPMADDUBSW   228(CX), Y6, Y6
 	VPSHUFB      scidx32<>+224(SB), Y4, Y4
-	VPMADDWD     Y4, Y2, Y2
-	VPADDD       Y2, Y5, Y5
-	VBROADCASTSS X3, Y2
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VBROADCASTSS X3, Y3
 	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y2, Y0
+	VFMADD231PS  Y5, Y3, Y0
 	ADDQ         $0x00000090, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -682,17 +682,17 @@ GLOBL scidx32<>(SB), RODATA|NOPTR, $256
 // func dotQ5KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXOR  Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ5K
-
-loopQ5K:
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
 	VPBROADCASTD c32_10101010<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneQ5K
+
+loopQ5K:
 	VMOVDQU      16(AX), Y4
 	VMOVD        (AX), X5
 	VCVTPH2PS    X5, X5
@@ -799,16 +799,16 @@ loopQ5K:
 	VPADDD       Y8, Y7, Y7
 	VPSRLW       $0x04, Y9, Y8
 	VPAND        Y2, Y8, Y8
-	VPSRLW       $0x03, Y4, Y2
-	VPAND        Y3, Y2, Y2
-	VPOR         Y2, Y8, Y8
-	VPMADDUBSW   228(CX), Y8, Y2
-	VPSHUFB      scidx32<>+224(SB), Y6, Y3
-	VPMADDWD     Y3, Y2, Y2
-	VPADDD       Y2, Y7, Y7
-	VBROADCASTSS X5, Y2
+	VPSRLW       $0x03, Y4, Y4
+	VPAND        Y3, Y4, Y4
+	VPOR         Y4, Y8, Y8
+	VPMADDUBSW   228(CX), Y8, Y4
+	VPSHUFB      scidx32<>+224(SB), Y6, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VBROADCASTSS X5, Y4
 	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y2, Y0
+	VFMADD231PS  Y7, Y4, Y0
 	ADDQ         $0x000000b0, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -881,36 +881,36 @@ doneQ8_0:
 // func dotQ4_0AVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	TESTQ  DX, DX
-	JZ     doneQ4_0
-
-loopQ4_0:
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
 	VPBROADCASTD c32_08080808<>+0(SB), Y2
 	VPBROADCASTD c32_00010001<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneQ4_0
+
+loopQ4_0:
 	VMOVDQU      2(AX), X4
 	VPSRLW       $0x04, X4, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
 	VPAND        Y1, Y5, Y5
-	VPMADDUBSW   2(CX), Y5, Y1
-	VPMADDUBSW   2(CX), Y2, Y2
-	VPSUBW       Y2, Y1, Y1
-	VPMADDWD     Y3, Y1, Y1
+	VPMADDUBSW   2(CX), Y5, Y5
+	VPMADDUBSW   2(CX), Y2, Y6
+	VPSUBW       Y6, Y5, Y5
+	VPMADDWD     Y3, Y5, Y5
 	MOVWLZX      (AX), BX
 	MOVWLZX      (CX), SI
 	SHLL         $0x10, SI
 	ORL          BX, SI
-	VMOVD        SI, X2
-	VCVTPH2PS    X2, X2
-	VMOVSHDUP    X2, X3
-	VMULSS       X3, X2, X2
-	VBROADCASTSS X2, Y2
-	VCVTDQ2PS    Y1, Y1
-	VFMADD231PS  Y1, Y2, Y0
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VMOVSHDUP    X4, X6
+	VMULSS       X6, X4, X4
+	VBROADCASTSS X4, Y6
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y6, Y0
 	ADDQ         $0x00000012, AX
 	ADDQ         $0x00000022, CX
 	DECQ         DX

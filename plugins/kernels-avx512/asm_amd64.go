@@ -52,4 +52,22 @@ func init() {
 			quantizeQ8K: quantizeQ8KAVX512,
 		})
 	}
+	if hasVNNI {
+		levels = append(levels, &level{
+			name: "vnni256",
+			dot: map[quant.Type]dotFunc{
+				quant.Q2_K: kquant(dotQ2KVNNI256, 84),
+				quant.Q3_K: kquant(dotQ3KVNNI256, 110),
+				quant.Q4_K: kquant(dotQ4KVNNI256, 144),
+				quant.Q5_K: kquant(dotQ5KVNNI256, 176),
+				quant.Q6_K: kquant(dotQ6KVNNI256, 210),
+				quant.Q8_0: block32(dotQ8_0VNNI256, 34),
+				quant.Q4_0: block32(dotQ4_0VNNI256, 18),
+				quant.F32:  float(dotF32VNNI256, quant.F32, 64),
+				quant.F16:  float(dotF16VNNI256, quant.F16, 64),
+				quant.BF16: float(dotBF16VNNI256, quant.BF16, 64),
+			},
+			quantizeQ8K: quantizeQ8KAVX512,
+		})
+	}
 }

@@ -12,3 +12,6 @@
 // The API (QuantizeActivation, Dot, MatVec, MatMul, levels) is the same
 // as plugins/kernels-avx2's; see there.
 package kernelsavx512
+
+// errPrefix starts every error of the package.
+const errPrefix = "kernelsavx512"

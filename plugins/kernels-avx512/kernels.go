@@ -1,14 +1,15 @@
 package kernelsavx512
 
+// This file is kept identical (but for the package clause) in
+// plugins/kernels-avx2 and plugins/kernels-avx512.
+
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/k3-inference/k3/core/quant"
 )
-
-// errPrefix starts every error; the shared files (matvec.go) use it.
-const errPrefix = "kernelsavx512"
 
 // dotFunc is one weight row (n elements) times one activation row already
 // in the weight type's vec-dot type. Lengths are checked by the caller.
@@ -117,27 +118,45 @@ func Dot(t quant.Type, n int, w, a []byte) (float32, error) {
 	return dotOf(t)(n, w, a), nil
 }
 
+// shape is what checkRows needs of a weight type, precomputed so that a
+// single-row Dot does not pay for quant's map lookups.
+type shape struct {
+	ok     bool
+	block  int // elements per block
+	wbytes int // bytes per weight block
+	abytes int // bytes per activation block (of the vec-dot type)
+	vt     quant.Type
+}
+
+var shapes = func() (s [64]shape) {
+	for t := range quant.Type(len(s)) {
+		if !quant.CanVecDot(t) {
+			continue
+		}
+		vt := t.VecDotType()
+		// Both types' blocks cover the same elements except for the float
+		// types, whose "blocks" are single elements.
+		ab := vt.TypeSize() * t.BlockSize() / vt.BlockSize()
+		s[t] = shape{ok: true, block: t.BlockSize(), wbytes: t.TypeSize(), abytes: ab, vt: vt}
+	}
+	return s
+}()
+
 // checkRows validates rows weight rows and m activation rows of n elements.
 func checkRows(t quant.Type, n, wlen, rows, alen, m int) error {
-	if !quant.CanVecDot(t) {
+	if int(t) >= len(shapes) || !shapes[t].ok {
 		return fmt.Errorf(errPrefix+": no dot product for %s", t)
 	}
-	if n <= 0 || rows < 0 || m < 0 {
-		return fmt.Errorf(errPrefix+": bad shape n=%d rows=%d m=%d", n, rows, m)
+	sh := &shapes[t]
+	if n <= 0 || rows < 0 || m < 0 || n%sh.block != 0 {
+		return fmt.Errorf(errPrefix+": bad shape n=%d rows=%d m=%d for %s (block %d)", n, rows, m, t, sh.block)
 	}
-	wrow, err := quant.RowSize(t, int64(n))
-	if err != nil {
-		return fmt.Errorf(errPrefix+": weights: %w", err)
+	nb := uint64(n / sh.block)
+	if hi, need := bits.Mul64(nb*uint64(sh.wbytes), uint64(rows)); hi != 0 || uint64(wlen) < need {
+		return fmt.Errorf(errPrefix+": %d rows of %d %s need %d weight bytes, have %d", rows, n, t, need, wlen)
 	}
-	arow, err := quant.RowSize(t.VecDotType(), int64(n))
-	if err != nil {
-		return fmt.Errorf(errPrefix+": activations: %w", err)
-	}
-	if int64(wlen) < wrow*int64(rows) {
-		return fmt.Errorf(errPrefix+": %d rows of %d %s need %d weight bytes, have %d", rows, n, t, wrow*int64(rows), wlen)
-	}
-	if int64(alen) < arow*int64(m) {
-		return fmt.Errorf(errPrefix+": %d activation rows of %d %s need %d bytes, have %d", m, n, t.VecDotType(), arow*int64(m), alen)
+	if hi, need := bits.Mul64(nb*uint64(sh.abytes), uint64(m)); hi != 0 || uint64(alen) < need {
+		return fmt.Errorf(errPrefix+": %d activation rows of %d %s need %d bytes, have %d", m, n, sh.vt, need, alen)
 	}
 	return nil
 }

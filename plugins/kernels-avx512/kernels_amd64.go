@@ -65,4 +65,34 @@ func dotF16VNNI(w *byte, a *byte, n int) float32
 func dotBF16VNNI(w *byte, a *byte, n int) float32
 
 //go:noescape
+func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_0VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotF32VNNI256(w *byte, a *byte, n int) float32
+
+//go:noescape
+func dotF16VNNI256(w *byte, a *byte, n int) float32
+
+//go:noescape
+func dotBF16VNNI256(w *byte, a *byte, n int) float32
+
+//go:noescape
 func quantizeQ8KAVX512(x *float32, y *byte, nb int)

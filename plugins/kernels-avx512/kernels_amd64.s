@@ -7,62 +7,62 @@
 // func dotQ2KAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
 TEXT ·dotQ2KAVX512(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ2K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
+	VPBROADCASTD c32_03030303<>+0(SB), Z3
+	TESTQ        DX, DX
+	JZ           doneQ2K
 
 loopQ2K:
-	VMOVD           80(AX), X2
-	VCVTPH2PS       X2, X2
-	VBROADCASTSS    (CX), X3
-	VMULPS          X3, X2, X2
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z3
+	VMOVD           80(AX), X4
+	VCVTPH2PS       X4, X4
+	VBROADCASTSS    (CX), X5
+	VMULPS          X5, X4, X4
 	VMOVDQU64       (AX), X5
 	VPSRLW          $0x04, X5, X5
-	VPANDD          X3, X5, X5
+	VPANDD          X2, X5, X5
 	VPMOVZXBW       X5, Y5
-	VMOVSHDUP       X2, X6
-	VBROADCASTSS    X6, Z6
+	VMOVSHDUP       X4, X7
+	VBROADCASTSS    X7, Z7
 	VPMADDWD        260(CX), Y5, Y5
 	VCVTDQ2PS       Y5, Y5
-	VFMADD231PS     Y5, Y6, Y1
+	VFMADD231PS     Y5, Y7, Y1
 	VBROADCASTI32X4 (AX), Z5
-	VPANDD          Z3, Z5, Z5
-	VPBROADCASTD    c32_03030303<>+0(SB), Z3
-	VPXORD          Z4, Z4, Z4
-	VBROADCASTI64X4 16(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      4(CX), Z6, Z6
-	VPSHUFB         scidx16<>+0(SB), Z5, Z8
-	VPMADDWD        Z8, Z6, Z6
-	VPADDD          Z6, Z4, Z4
-	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      68(CX), Z6, Z6
-	VPSHUFB         scidx16<>+64(SB), Z5, Z7
-	VPMADDWD        Z7, Z6, Z6
-	VPADDD          Z6, Z4, Z4
-	VBROADCASTI64X4 48(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      132(CX), Z6, Z6
-	VPSHUFB         scidx16<>+128(SB), Z5, Z8
-	VPMADDWD        Z8, Z6, Z6
-	VPADDD          Z6, Z4, Z4
-	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      196(CX), Z6, Z3
+	VPANDD          Z2, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VBROADCASTI64X4 16(AX), Z8
+	VPSRLVW         shift_0_2<>+0(SB), Z8, Z7
+	VPANDD          Z3, Z7, Z7
+	VPMADDUBSW      4(CX), Z7, Z7
+	VPSHUFB         scidx16<>+0(SB), Z5, Z9
+	VPMADDWD        Z9, Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z8, Z7
+	VPANDD          Z3, Z7, Z7
+	VPMADDUBSW      68(CX), Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z5, Z8
+	VPMADDWD        Z8, Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VBROADCASTI64X4 48(AX), Z8
+	VPSRLVW         shift_0_2<>+0(SB), Z8, Z7
+	VPANDD          Z3, Z7, Z7
+	VPMADDUBSW      132(CX), Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z5, Z9
+	VPMADDWD        Z9, Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z8, Z7
+	VPANDD          Z3, Z7, Z7
+	VPMADDUBSW      196(CX), Z7, Z7
 	VPSHUFB         scidx16<>+192(SB), Z5, Z5
-	VPMADDWD        Z5, Z3, Z3
-	VPADDD          Z3, Z4, Z4
-	VBROADCASTSS    X2, Z2
-	VCVTDQ2PS       Z4, Z4
-	VFMADD231PS     Z4, Z2, Z0
+	VPMADDWD        Z5, Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VBROADCASTSS    X4, Z4
+	VCVTDQ2PS       Z6, Z6
+	VFMADD231PS     Z6, Z4, Z0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -89,6 +89,9 @@ doneQ2K:
 
 DATA c32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
 GLOBL c32_0f0f0f0f<>(SB), RODATA|NOPTR, $4
+
+DATA c32_03030303<>+0(SB)/4, $0x03030303
+GLOBL c32_03030303<>(SB), RODATA|NOPTR, $4
 
 DATA scidx16<>+0(SB)/4, $0x80008000
 DATA scidx16<>+4(SB)/4, $0x80008000
@@ -156,9 +159,6 @@ DATA scidx16<>+248(SB)/4, $0x800f800f
 DATA scidx16<>+252(SB)/4, $0x800f800f
 GLOBL scidx16<>(SB), RODATA|NOPTR, $256
 
-DATA c32_03030303<>+0(SB)/4, $0x03030303
-GLOBL c32_03030303<>(SB), RODATA|NOPTR, $4
-
 DATA shift_0_2<>+0(SB)/4, $0x00000000
 DATA shift_0_2<>+4(SB)/4, $0x00000000
 DATA shift_0_2<>+8(SB)/4, $0x00000000
@@ -198,19 +198,22 @@ GLOBL shift_4_6<>(SB), RODATA|NOPTR, $64
 // func dotQ3KAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
 TEXT ·dotQ3KAVX512(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ3K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_00200020<>+0(SB), Z2
+	VPBROADCASTD c32_03030303<>+0(SB), Z3
+	VPBROADCASTD c32_04040404<>+0(SB), Z4
+	TESTQ        DX, DX
+	JZ           doneQ3K
 
 loopQ3K:
-	VPBROADCASTW    108(AX), X2
-	VCVTPH2PS       X2, X2
-	VMULSS          (CX), X2, X2
-	VBROADCASTSS    X2, Z2
+	VPBROADCASTW    108(AX), X5
+	VCVTPH2PS       X5, X5
+	VMULSS          (CX), X5, X5
+	VBROADCASTSS    X5, Z5
 	MOVQ            96(AX), BX
 	MOVL            104(AX), SI
 	MOVQ            SI, DI
@@ -232,64 +235,61 @@ loopQ3K:
 	ANDQ            R8, R10
 	SHLQ            $0x04, R10
 	ORQ             R10, BX
-	VMOVQ           R9, X4
-	VPINSRQ         $0x01, BX, X4, X4
-	VPBROADCASTD    c32_00200020<>+0(SB), Z5
-	VPMOVZXBW       X4, Y6
-	VPSUBW          Y5, Y6, Y6
-	VPMADDWD        260(CX), Y6, Y6
-	VPSLLD          $0x02, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VFMADD231PS     Y6, Y2, Y1
-	VSHUFI64X2      $0x00, Z4, Z4, Z6
-	VPBROADCASTD    c32_03030303<>+0(SB), Z7
-	VPBROADCASTD    c32_04040404<>+0(SB), Z8
+	VMOVQ           R9, X7
+	VPINSRQ         $0x01, BX, X7, X7
+	VPMOVZXBW       X7, Y8
+	VPSUBW          Y2, Y8, Y8
+	VPMADDWD        260(CX), Y8, Y8
+	VPSLLD          $0x02, Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VFMADD231PS     Y8, Y5, Y1
+	VSHUFI64X2      $0x00, Z7, Z7, Z8
 	VBROADCASTI64X4 (AX), Z9
-	VPXORD          Z3, Z3, Z3
+	VPXORD          Z6, Z6, Z6
 	VBROADCASTI64X4 32(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z7, Z10, Z10
+	VPANDD          Z3, Z10, Z10
 	VPSLLVW         shift_2_1<>+0(SB), Z9, Z12
-	VPANDD          Z8, Z12, Z12
+	VPANDD          Z4, Z12, Z12
 	VPORD           Z12, Z10, Z10
 	VPMADDUBSW      4(CX), Z10, Z10
-	VPSHUFB         scidx16<>+0(SB), Z6, Z12
-	VPSUBW          Z5, Z12, Z12
+	VPSHUFB         scidx16<>+0(SB), Z8, Z12
+	VPSUBW          Z2, Z12, Z12
 	VPMADDWD        Z12, Z10, Z10
-	VPADDD          Z10, Z3, Z3
+	VPADDD          Z10, Z6, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z7, Z10, Z10
+	VPANDD          Z3, Z10, Z10
 	VPSRLVW         shift_0_1<>+0(SB), Z9, Z11
-	VPANDD          Z8, Z11, Z11
+	VPANDD          Z4, Z11, Z11
 	VPORD           Z11, Z10, Z10
 	VPMADDUBSW      68(CX), Z10, Z10
-	VPSHUFB         scidx16<>+64(SB), Z6, Z11
-	VPSUBW          Z5, Z11, Z11
+	VPSHUFB         scidx16<>+64(SB), Z8, Z11
+	VPSUBW          Z2, Z11, Z11
 	VPMADDWD        Z11, Z10, Z10
-	VPADDD          Z10, Z3, Z3
+	VPADDD          Z10, Z6, Z6
 	VBROADCASTI64X4 64(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z7, Z10, Z10
+	VPANDD          Z3, Z10, Z10
 	VPSRLVW         shift_2_3<>+0(SB), Z9, Z12
-	VPANDD          Z8, Z12, Z12
+	VPANDD          Z4, Z12, Z12
 	VPORD           Z12, Z10, Z10
 	VPMADDUBSW      132(CX), Z10, Z10
-	VPSHUFB         scidx16<>+128(SB), Z6, Z12
-	VPSUBW          Z5, Z12, Z12
+	VPSHUFB         scidx16<>+128(SB), Z8, Z12
+	VPSUBW          Z2, Z12, Z12
 	VPMADDWD        Z12, Z10, Z10
-	VPADDD          Z10, Z3, Z3
+	VPADDD          Z10, Z6, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z7, Z10, Z10
-	VPSRLVW         shift_4_5<>+0(SB), Z9, Z7
-	VPANDD          Z8, Z7, Z7
-	VPORD           Z7, Z10, Z10
-	VPMADDUBSW      196(CX), Z10, Z7
-	VPSHUFB         scidx16<>+192(SB), Z6, Z6
-	VPSUBW          Z5, Z6, Z6
-	VPMADDWD        Z6, Z7, Z7
-	VPADDD          Z7, Z3, Z3
-	VCVTDQ2PS       Z3, Z3
-	VFMADD231PS     Z3, Z2, Z0
+	VPANDD          Z3, Z10, Z10
+	VPSRLVW         shift_4_5<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPORD           Z9, Z10, Z10
+	VPMADDUBSW      196(CX), Z10, Z9
+	VPSHUFB         scidx16<>+192(SB), Z8, Z8
+	VPSUBW          Z2, Z8, Z8
+	VPMADDWD        Z8, Z9, Z9
+	VPADDD          Z9, Z6, Z6
+	VCVTDQ2PS       Z6, Z6
+	VFMADD231PS     Z6, Z5, Z0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -395,75 +395,75 @@ GLOBL shift_4_5<>(SB), RODATA|NOPTR, $64
 // func dotQ6KAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
 TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ6K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_80808080<>+0(SB), Z2
+	VPBROADCASTD c32_00800080<>+0(SB), Z3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
+	VPBROADCASTD c32_30303030<>+0(SB), Z5
+	TESTQ        DX, DX
+	JZ           doneQ6K
 
 loopQ6K:
-	VPBROADCASTW    208(AX), X2
-	VCVTPH2PS       X2, X2
-	VMULSS          (CX), X2, X2
-	VBROADCASTSS    X2, Z2
-	VPMOVSXBW       192(AX), Y4
-	VPMADDWD        260(CX), Y4, Y4
-	VPSLLD          $0x05, Y4, Y4
-	VCVTDQ2PS       Y4, Y4
-	VFMADD231PS     Y4, Y2, Y1
-	VBROADCASTI32X4 192(AX), Z4
-	VPBROADCASTD    c32_80808080<>+0(SB), Z5
-	VPXORD          Z5, Z4, Z4
-	VPBROADCASTD    c32_00800080<>+0(SB), Z5
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z6
-	VPBROADCASTD    c32_30303030<>+0(SB), Z7
-	VPXORD          Z3, Z3, Z3
-	VMOVDQU64       (AX), Z10
-	VBROADCASTI64X4 128(AX), Z11
-	VPANDD          Z6, Z10, Z8
-	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
-	VPANDD          Z7, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      4(CX), Z8, Z8
-	VPSHUFB         scidx16<>+0(SB), Z4, Z9
-	VPSUBW          Z5, Z9, Z9
-	VPMADDWD        Z9, Z8, Z8
-	VPADDD          Z8, Z3, Z3
-	VPSRLW          $0x04, Z10, Z8
-	VPANDD          Z6, Z8, Z8
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z9
-	VPANDD          Z7, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      68(CX), Z8, Z8
-	VPSHUFB         scidx16<>+64(SB), Z4, Z9
-	VPSUBW          Z5, Z9, Z9
-	VPMADDWD        Z9, Z8, Z8
-	VPADDD          Z8, Z3, Z3
-	VMOVDQU64       64(AX), Z10
-	VBROADCASTI64X4 160(AX), Z11
-	VPANDD          Z6, Z10, Z8
-	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
-	VPANDD          Z7, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      132(CX), Z8, Z8
-	VPSHUFB         scidx16<>+128(SB), Z4, Z9
-	VPSUBW          Z5, Z9, Z9
-	VPMADDWD        Z9, Z8, Z8
-	VPADDD          Z8, Z3, Z3
-	VPSRLW          $0x04, Z10, Z8
-	VPANDD          Z6, Z8, Z8
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z6
-	VPANDD          Z7, Z6, Z6
-	VPORD           Z6, Z8, Z8
-	VPMADDUBSW      196(CX), Z8, Z6
-	VPSHUFB         scidx16<>+192(SB), Z4, Z4
-	VPSUBW          Z5, Z4, Z4
-	VPMADDWD        Z4, Z6, Z6
-	VPADDD          Z6, Z3, Z3
-	VCVTDQ2PS       Z3, Z3
-	VFMADD231PS     Z3, Z2, Z0
+	VPBROADCASTW    208(AX), X6
+	VCVTPH2PS       X6, X6
+	VMULSS          (CX), X6, X6
+	VBROADCASTSS    X6, Z6
+	VPMOVSXBW       192(AX), Y8
+	VPMADDWD        260(CX), Y8, Y8
+	VPSLLD          $0x05, Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VFMADD231PS     Y8, Y6, Y1
+	VBROADCASTI32X4 192(AX), Z8
+	VPXORD          Z2, Z8, Z8
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       (AX), Z11
+	VBROADCASTI64X4 128(AX), Z12
+	VPANDD          Z4, Z11, Z9
+	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
+	VPANDD          Z5, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      4(CX), Z9, Z9
+	VPSHUFB         scidx16<>+0(SB), Z8, Z10
+	VPSUBW          Z3, Z10, Z10
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z7, Z7
+	VPSRLW          $0x04, Z11, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
+	VPANDD          Z5, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      68(CX), Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z8, Z10
+	VPSUBW          Z3, Z10, Z10
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z7, Z7
+	VMOVDQU64       64(AX), Z11
+	VBROADCASTI64X4 160(AX), Z12
+	VPANDD          Z4, Z11, Z9
+	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
+	VPANDD          Z5, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      132(CX), Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z8, Z10
+	VPSUBW          Z3, Z10, Z10
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z7, Z7
+	VPSRLW          $0x04, Z11, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
+	VPANDD          Z5, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      196(CX), Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z8, Z8
+	VPSUBW          Z3, Z8, Z8
+	VPMADDWD        Z8, Z9, Z9
+	VPADDD          Z9, Z7, Z7
+	VCVTDQ2PS       Z7, Z7
+	VFMADD231PS     Z7, Z6, Z0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -518,16 +518,16 @@ GLOBL shift_4_2<>(SB), RODATA|NOPTR, $64
 // func dotQ4KAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
 TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ4K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
+	TESTQ        DX, DX
+	JZ           doneQ4K
 
 loopQ4K:
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z2
 	VMOVD           (AX), X3
 	VCVTPH2PS       X3, X3
 	VBROADCASTSS    (CX), X4
@@ -592,13 +592,13 @@ loopQ4K:
 	VBROADCASTI64X4 112(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      196(CX), Z6, Z2
+	VPMADDUBSW      196(CX), Z6, Z6
 	VPSHUFB         scidx32<>+192(SB), Z4, Z4
-	VPMADDWD        Z4, Z2, Z2
-	VPADDD          Z2, Z5, Z5
-	VBROADCASTSS    X3, Z2
+	VPMADDWD        Z4, Z6, Z6
+	VPADDD          Z6, Z5, Z5
+	VBROADCASTSS    X3, Z3
 	VCVTDQ2PS       Z5, Z5
-	VFMADD231PS     Z5, Z2, Z0
+	VFMADD231PS     Z5, Z3, Z0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -710,17 +710,17 @@ GLOBL shift_0_4<>(SB), RODATA|NOPTR, $64
 // func dotQ5KAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
 TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ5K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
+	VPBROADCASTD c32_10101010<>+0(SB), Z3
+	TESTQ        DX, DX
+	JZ           doneQ5K
 
 loopQ5K:
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z2
-	VPBROADCASTD    c32_10101010<>+0(SB), Z3
 	VBROADCASTI64X4 16(AX), Z4
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
@@ -795,16 +795,16 @@ loopQ5K:
 	VBROADCASTI64X4 144(AX), Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z2, Z8, Z8
-	VPSRLVW         shift_2_3<>+0(SB), Z4, Z2
-	VPANDD          Z3, Z2, Z2
-	VPORD           Z2, Z8, Z8
-	VPMADDUBSW      196(CX), Z8, Z2
-	VPSHUFB         scidx32<>+192(SB), Z6, Z3
-	VPMADDWD        Z3, Z2, Z2
-	VPADDD          Z2, Z7, Z7
-	VBROADCASTSS    X5, Z2
+	VPSRLVW         shift_2_3<>+0(SB), Z4, Z4
+	VPANDD          Z3, Z4, Z4
+	VPORD           Z4, Z8, Z8
+	VPMADDUBSW      196(CX), Z8, Z4
+	VPSHUFB         scidx32<>+192(SB), Z6, Z6
+	VPMADDWD        Z6, Z4, Z4
+	VPADDD          Z4, Z7, Z7
+	VBROADCASTSS    X5, Z4
 	VCVTDQ2PS       Z7, Z7
-	VFMADD231PS     Z7, Z2, Z0
+	VFMADD231PS     Z7, Z4, Z0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -895,36 +895,36 @@ doneQ8_0:
 // func dotQ4_0AVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
 TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	TESTQ  DX, DX
-	JZ     doneQ4_0
-
-loopQ4_0:
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
 	VPBROADCASTD c32_08080808<>+0(SB), Y2
 	VPBROADCASTD c32_00010001<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneQ4_0
+
+loopQ4_0:
 	VMOVDQU64    2(AX), X4
 	VPSRLW       $0x04, X4, X5
 	VINSERTI32X4 $0x01, X5, Y4, Y5
 	VPANDD       Y1, Y5, Y5
-	VPMADDUBSW   2(CX), Y5, Y1
-	VPMADDUBSW   2(CX), Y2, Y2
-	VPSUBW       Y2, Y1, Y1
-	VPMADDWD     Y3, Y1, Y1
+	VPMADDUBSW   2(CX), Y5, Y5
+	VPMADDUBSW   2(CX), Y2, Y6
+	VPSUBW       Y6, Y5, Y5
+	VPMADDWD     Y3, Y5, Y5
 	MOVWLZX      (AX), BX
 	MOVWLZX      (CX), SI
 	SHLL         $0x10, SI
 	ORL          BX, SI
-	VMOVD        SI, X2
-	VCVTPH2PS    X2, X2
-	VMOVSHDUP    X2, X3
-	VMULSS       X3, X2, X2
-	VBROADCASTSS X2, Y2
-	VCVTDQ2PS    Y1, Y1
-	VFMADD231PS  Y1, Y2, Y0
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VMOVSHDUP    X4, X6
+	VMULSS       X6, X4, X4
+	VBROADCASTSS X4, Y6
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y6, Y0
 	ADDQ         $0x00000012, AX
 	ADDQ         $0x00000022, CX
 	DECQ         DX
@@ -1091,58 +1091,58 @@ donedotBF16AVX512:
 // func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ2KVNNI(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ2K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
+	VPBROADCASTD c32_03030303<>+0(SB), Z3
+	TESTQ        DX, DX
+	JZ           doneQ2K
 
 loopQ2K:
-	VMOVD           80(AX), X2
-	VCVTPH2PS       X2, X2
-	VBROADCASTSS    (CX), X3
-	VMULPS          X3, X2, X2
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z3
+	VMOVD           80(AX), X4
+	VCVTPH2PS       X4, X4
+	VBROADCASTSS    (CX), X5
+	VMULPS          X5, X4, X4
 	VMOVDQU64       (AX), X5
 	VPSRLW          $0x04, X5, X5
-	VPANDD          X3, X5, X5
+	VPANDD          X2, X5, X5
 	VPMOVZXBW       X5, Y5
-	VMOVSHDUP       X2, X6
-	VBROADCASTSS    X6, Z6
+	VMOVSHDUP       X4, X7
+	VBROADCASTSS    X7, Z7
 	VPMADDWD        260(CX), Y5, Y5
 	VCVTDQ2PS       Y5, Y5
-	VFMADD231PS     Y5, Y6, Y1
+	VFMADD231PS     Y5, Y7, Y1
 	VBROADCASTI32X4 (AX), Z5
-	VPANDD          Z3, Z5, Z5
-	VPBROADCASTD    c32_03030303<>+0(SB), Z3
-	VPXORD          Z4, Z4, Z4
-	VBROADCASTI64X4 16(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      4(CX), Z6, Z6
-	VPSHUFB         scidx16<>+0(SB), Z5, Z8
-	VPDPWSSD        Z8, Z6, Z4
-	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      68(CX), Z6, Z6
-	VPSHUFB         scidx16<>+64(SB), Z5, Z7
-	VPDPWSSD        Z7, Z6, Z4
-	VBROADCASTI64X4 48(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      132(CX), Z6, Z6
-	VPSHUFB         scidx16<>+128(SB), Z5, Z8
-	VPDPWSSD        Z8, Z6, Z4
-	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      196(CX), Z6, Z3
+	VPANDD          Z2, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VBROADCASTI64X4 16(AX), Z8
+	VPSRLVW         shift_0_2<>+0(SB), Z8, Z7
+	VPANDD          Z3, Z7, Z7
+	VPMADDUBSW      4(CX), Z7, Z7
+	VPSHUFB         scidx16<>+0(SB), Z5, Z9
+	VPDPWSSD        Z9, Z7, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z8, Z7
+	VPANDD          Z3, Z7, Z7
+	VPMADDUBSW      68(CX), Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z5, Z8
+	VPDPWSSD        Z8, Z7, Z6
+	VBROADCASTI64X4 48(AX), Z8
+	VPSRLVW         shift_0_2<>+0(SB), Z8, Z7
+	VPANDD          Z3, Z7, Z7
+	VPMADDUBSW      132(CX), Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z5, Z9
+	VPDPWSSD        Z9, Z7, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z8, Z7
+	VPANDD          Z3, Z7, Z7
+	VPMADDUBSW      196(CX), Z7, Z7
 	VPSHUFB         scidx16<>+192(SB), Z5, Z5
-	VPDPWSSD        Z5, Z3, Z4
-	VBROADCASTSS    X2, Z2
-	VCVTDQ2PS       Z4, Z4
-	VFMADD231PS     Z4, Z2, Z0
+	VPDPWSSD        Z5, Z7, Z6
+	VBROADCASTSS    X4, Z4
+	VCVTDQ2PS       Z6, Z6
+	VFMADD231PS     Z6, Z4, Z0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1170,19 +1170,22 @@ doneQ2K:
 // func dotQ3KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ3KVNNI(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ3K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_00200020<>+0(SB), Z2
+	VPBROADCASTD c32_03030303<>+0(SB), Z3
+	VPBROADCASTD c32_04040404<>+0(SB), Z4
+	TESTQ        DX, DX
+	JZ           doneQ3K
 
 loopQ3K:
-	VPBROADCASTW    108(AX), X2
-	VCVTPH2PS       X2, X2
-	VMULSS          (CX), X2, X2
-	VBROADCASTSS    X2, Z2
+	VPBROADCASTW    108(AX), X5
+	VCVTPH2PS       X5, X5
+	VMULSS          (CX), X5, X5
+	VBROADCASTSS    X5, Z5
 	MOVQ            96(AX), BX
 	MOVL            104(AX), SI
 	MOVQ            SI, DI
@@ -1204,60 +1207,57 @@ loopQ3K:
 	ANDQ            R8, R10
 	SHLQ            $0x04, R10
 	ORQ             R10, BX
-	VMOVQ           R9, X4
-	VPINSRQ         $0x01, BX, X4, X4
-	VPBROADCASTD    c32_00200020<>+0(SB), Z5
-	VPMOVZXBW       X4, Y6
-	VPSUBW          Y5, Y6, Y6
-	VPMADDWD        260(CX), Y6, Y6
-	VPSLLD          $0x02, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VFMADD231PS     Y6, Y2, Y1
-	VSHUFI64X2      $0x00, Z4, Z4, Z6
-	VPBROADCASTD    c32_03030303<>+0(SB), Z7
-	VPBROADCASTD    c32_04040404<>+0(SB), Z8
+	VMOVQ           R9, X7
+	VPINSRQ         $0x01, BX, X7, X7
+	VPMOVZXBW       X7, Y8
+	VPSUBW          Y2, Y8, Y8
+	VPMADDWD        260(CX), Y8, Y8
+	VPSLLD          $0x02, Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VFMADD231PS     Y8, Y5, Y1
+	VSHUFI64X2      $0x00, Z7, Z7, Z8
 	VBROADCASTI64X4 (AX), Z9
-	VPXORD          Z3, Z3, Z3
+	VPXORD          Z6, Z6, Z6
 	VBROADCASTI64X4 32(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z7, Z10, Z10
+	VPANDD          Z3, Z10, Z10
 	VPSLLVW         shift_2_1<>+0(SB), Z9, Z12
-	VPANDD          Z8, Z12, Z12
+	VPANDD          Z4, Z12, Z12
 	VPORD           Z12, Z10, Z10
 	VPMADDUBSW      4(CX), Z10, Z10
-	VPSHUFB         scidx16<>+0(SB), Z6, Z12
-	VPSUBW          Z5, Z12, Z12
-	VPDPWSSD        Z12, Z10, Z3
+	VPSHUFB         scidx16<>+0(SB), Z8, Z12
+	VPSUBW          Z2, Z12, Z12
+	VPDPWSSD        Z12, Z10, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z7, Z10, Z10
+	VPANDD          Z3, Z10, Z10
 	VPSRLVW         shift_0_1<>+0(SB), Z9, Z11
-	VPANDD          Z8, Z11, Z11
+	VPANDD          Z4, Z11, Z11
 	VPORD           Z11, Z10, Z10
 	VPMADDUBSW      68(CX), Z10, Z10
-	VPSHUFB         scidx16<>+64(SB), Z6, Z11
-	VPSUBW          Z5, Z11, Z11
-	VPDPWSSD        Z11, Z10, Z3
+	VPSHUFB         scidx16<>+64(SB), Z8, Z11
+	VPSUBW          Z2, Z11, Z11
+	VPDPWSSD        Z11, Z10, Z6
 	VBROADCASTI64X4 64(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z7, Z10, Z10
+	VPANDD          Z3, Z10, Z10
 	VPSRLVW         shift_2_3<>+0(SB), Z9, Z12
-	VPANDD          Z8, Z12, Z12
+	VPANDD          Z4, Z12, Z12
 	VPORD           Z12, Z10, Z10
 	VPMADDUBSW      132(CX), Z10, Z10
-	VPSHUFB         scidx16<>+128(SB), Z6, Z12
-	VPSUBW          Z5, Z12, Z12
-	VPDPWSSD        Z12, Z10, Z3
+	VPSHUFB         scidx16<>+128(SB), Z8, Z12
+	VPSUBW          Z2, Z12, Z12
+	VPDPWSSD        Z12, Z10, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z7, Z10, Z10
-	VPSRLVW         shift_4_5<>+0(SB), Z9, Z7
-	VPANDD          Z8, Z7, Z7
-	VPORD           Z7, Z10, Z10
-	VPMADDUBSW      196(CX), Z10, Z7
-	VPSHUFB         scidx16<>+192(SB), Z6, Z6
-	VPSUBW          Z5, Z6, Z6
-	VPDPWSSD        Z6, Z7, Z3
-	VCVTDQ2PS       Z3, Z3
-	VFMADD231PS     Z3, Z2, Z0
+	VPANDD          Z3, Z10, Z10
+	VPSRLVW         shift_4_5<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPORD           Z9, Z10, Z10
+	VPMADDUBSW      196(CX), Z10, Z9
+	VPSHUFB         scidx16<>+192(SB), Z8, Z8
+	VPSUBW          Z2, Z8, Z8
+	VPDPWSSD        Z8, Z9, Z6
+	VCVTDQ2PS       Z6, Z6
+	VFMADD231PS     Z6, Z5, Z0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1285,71 +1285,71 @@ doneQ3K:
 // func dotQ6KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ6KVNNI(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ6K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_80808080<>+0(SB), Z2
+	VPBROADCASTD c32_00800080<>+0(SB), Z3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
+	VPBROADCASTD c32_30303030<>+0(SB), Z5
+	TESTQ        DX, DX
+	JZ           doneQ6K
 
 loopQ6K:
-	VPBROADCASTW    208(AX), X2
-	VCVTPH2PS       X2, X2
-	VMULSS          (CX), X2, X2
-	VBROADCASTSS    X2, Z2
-	VPMOVSXBW       192(AX), Y4
-	VPMADDWD        260(CX), Y4, Y4
-	VPSLLD          $0x05, Y4, Y4
-	VCVTDQ2PS       Y4, Y4
-	VFMADD231PS     Y4, Y2, Y1
-	VBROADCASTI32X4 192(AX), Z4
-	VPBROADCASTD    c32_80808080<>+0(SB), Z5
-	VPXORD          Z5, Z4, Z4
-	VPBROADCASTD    c32_00800080<>+0(SB), Z5
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z6
-	VPBROADCASTD    c32_30303030<>+0(SB), Z7
-	VPXORD          Z3, Z3, Z3
-	VMOVDQU64       (AX), Z10
-	VBROADCASTI64X4 128(AX), Z11
-	VPANDD          Z6, Z10, Z8
-	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
-	VPANDD          Z7, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      4(CX), Z8, Z8
-	VPSHUFB         scidx16<>+0(SB), Z4, Z9
-	VPSUBW          Z5, Z9, Z9
-	VPDPWSSD        Z9, Z8, Z3
-	VPSRLW          $0x04, Z10, Z8
-	VPANDD          Z6, Z8, Z8
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z9
-	VPANDD          Z7, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      68(CX), Z8, Z8
-	VPSHUFB         scidx16<>+64(SB), Z4, Z9
-	VPSUBW          Z5, Z9, Z9
-	VPDPWSSD        Z9, Z8, Z3
-	VMOVDQU64       64(AX), Z10
-	VBROADCASTI64X4 160(AX), Z11
-	VPANDD          Z6, Z10, Z8
-	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
-	VPANDD          Z7, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      132(CX), Z8, Z8
-	VPSHUFB         scidx16<>+128(SB), Z4, Z9
-	VPSUBW          Z5, Z9, Z9
-	VPDPWSSD        Z9, Z8, Z3
-	VPSRLW          $0x04, Z10, Z8
-	VPANDD          Z6, Z8, Z8
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z6
-	VPANDD          Z7, Z6, Z6
-	VPORD           Z6, Z8, Z8
-	VPMADDUBSW      196(CX), Z8, Z6
-	VPSHUFB         scidx16<>+192(SB), Z4, Z4
-	VPSUBW          Z5, Z4, Z4
-	VPDPWSSD        Z4, Z6, Z3
-	VCVTDQ2PS       Z3, Z3
-	VFMADD231PS     Z3, Z2, Z0
+	VPBROADCASTW    208(AX), X6
+	VCVTPH2PS       X6, X6
+	VMULSS          (CX), X6, X6
+	VBROADCASTSS    X6, Z6
+	VPMOVSXBW       192(AX), Y8
+	VPMADDWD        260(CX), Y8, Y8
+	VPSLLD          $0x05, Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VFMADD231PS     Y8, Y6, Y1
+	VBROADCASTI32X4 192(AX), Z8
+	VPXORD          Z2, Z8, Z8
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       (AX), Z11
+	VBROADCASTI64X4 128(AX), Z12
+	VPANDD          Z4, Z11, Z9
+	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
+	VPANDD          Z5, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      4(CX), Z9, Z9
+	VPSHUFB         scidx16<>+0(SB), Z8, Z10
+	VPSUBW          Z3, Z10, Z10
+	VPDPWSSD        Z10, Z9, Z7
+	VPSRLW          $0x04, Z11, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
+	VPANDD          Z5, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      68(CX), Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z8, Z10
+	VPSUBW          Z3, Z10, Z10
+	VPDPWSSD        Z10, Z9, Z7
+	VMOVDQU64       64(AX), Z11
+	VBROADCASTI64X4 160(AX), Z12
+	VPANDD          Z4, Z11, Z9
+	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
+	VPANDD          Z5, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      132(CX), Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z8, Z10
+	VPSUBW          Z3, Z10, Z10
+	VPDPWSSD        Z10, Z9, Z7
+	VPSRLW          $0x04, Z11, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
+	VPANDD          Z5, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      196(CX), Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z8, Z8
+	VPSUBW          Z3, Z8, Z8
+	VPDPWSSD        Z8, Z9, Z7
+	VCVTDQ2PS       Z7, Z7
+	VFMADD231PS     Z7, Z6, Z0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1377,16 +1377,16 @@ doneQ6K:
 // func dotQ4KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ4KVNNI(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ4K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
+	TESTQ        DX, DX
+	JZ           doneQ4K
 
 loopQ4K:
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z2
 	VMOVD           (AX), X3
 	VCVTPH2PS       X3, X3
 	VBROADCASTSS    (CX), X4
@@ -1448,12 +1448,12 @@ loopQ4K:
 	VBROADCASTI64X4 112(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      196(CX), Z6, Z2
+	VPMADDUBSW      196(CX), Z6, Z6
 	VPSHUFB         scidx32<>+192(SB), Z4, Z4
-	VPDPWSSD        Z4, Z2, Z5
-	VBROADCASTSS    X3, Z2
+	VPDPWSSD        Z4, Z6, Z5
+	VBROADCASTSS    X3, Z3
 	VCVTDQ2PS       Z5, Z5
-	VFMADD231PS     Z5, Z2, Z0
+	VFMADD231PS     Z5, Z3, Z0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1481,17 +1481,17 @@ doneQ4K:
 // func dotQ5KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ5KVNNI(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VXORPS Y1, Y1, Y1
-	TESTQ  DX, DX
-	JZ     doneQ5K
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
+	VPBROADCASTD c32_10101010<>+0(SB), Z3
+	TESTQ        DX, DX
+	JZ           doneQ5K
 
 loopQ5K:
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z2
-	VPBROADCASTD    c32_10101010<>+0(SB), Z3
 	VBROADCASTI64X4 16(AX), Z4
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
@@ -1563,15 +1563,15 @@ loopQ5K:
 	VBROADCASTI64X4 144(AX), Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z2, Z8, Z8
-	VPSRLVW         shift_2_3<>+0(SB), Z4, Z2
-	VPANDD          Z3, Z2, Z2
-	VPORD           Z2, Z8, Z8
-	VPMADDUBSW      196(CX), Z8, Z2
-	VPSHUFB         scidx32<>+192(SB), Z6, Z3
-	VPDPWSSD        Z3, Z2, Z7
-	VBROADCASTSS    X5, Z2
+	VPSRLVW         shift_2_3<>+0(SB), Z4, Z4
+	VPANDD          Z3, Z4, Z4
+	VPORD           Z4, Z8, Z8
+	VPMADDUBSW      196(CX), Z8, Z4
+	VPSHUFB         scidx32<>+192(SB), Z6, Z6
+	VPDPWSSD        Z6, Z4, Z7
+	VBROADCASTSS    X5, Z4
 	VCVTDQ2PS       Z7, Z7
-	VFMADD231PS     Z7, Z2, Z0
+	VFMADD231PS     Z7, Z4, Z0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1641,36 +1641,36 @@ doneQ8_0:
 // func dotQ4_0VNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
 TEXT ·dotQ4_0VNNI(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	TESTQ  DX, DX
-	JZ     doneQ4_0
-
-loopQ4_0:
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
 	VPBROADCASTD c32_08080808<>+0(SB), Y2
 	VPBROADCASTD c32_00010001<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneQ4_0
+
+loopQ4_0:
 	VMOVDQU64    2(AX), X4
 	VPSRLW       $0x04, X4, X5
 	VINSERTI32X4 $0x01, X5, Y4, Y5
 	VPANDD       Y1, Y5, Y5
-	VPMADDUBSW   2(CX), Y5, Y1
-	VPMADDUBSW   2(CX), Y2, Y2
-	VPSUBW       Y2, Y1, Y1
-	VPMADDWD     Y3, Y1, Y1
+	VPMADDUBSW   2(CX), Y5, Y5
+	VPMADDUBSW   2(CX), Y2, Y6
+	VPSUBW       Y6, Y5, Y5
+	VPMADDWD     Y3, Y5, Y5
 	MOVWLZX      (AX), BX
 	MOVWLZX      (CX), SI
 	SHLL         $0x10, SI
 	ORL          BX, SI
-	VMOVD        SI, X2
-	VCVTPH2PS    X2, X2
-	VMOVSHDUP    X2, X3
-	VMULSS       X3, X2, X2
-	VBROADCASTSS X2, Y2
-	VCVTDQ2PS    Y1, Y1
-	VFMADD231PS  Y1, Y2, Y0
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VMOVSHDUP    X4, X6
+	VMULSS       X6, X4, X4
+	VBROADCASTSS X4, Y6
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y6, Y0
 	ADDQ         $0x00000012, AX
 	ADDQ         $0x00000022, CX
 	DECQ         DX
@@ -1826,6 +1826,868 @@ donedotBF16VNNI:
 	VMOVSHDUP     X0, X1
 	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
+	RET
+
+// func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
+TEXT ·dotQ2KVNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	VPBROADCASTD c32_03030303<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneQ2K
+
+loopQ2K:
+	VMOVD          80(AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTSS   (CX), X5
+	VMULPS         X5, X4, X4
+	VMOVDQU        (AX), X5
+	VPSRLW         $0x04, X5, X5
+	VPAND          X2, X5, X5
+	VPMOVZXBW      X5, Y5
+	VMOVSHDUP      X4, X6
+	VBROADCASTSS   X6, Y6
+	VPMADDWD       260(CX), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VFMADD231PS    Y5, Y6, Y1
+	VBROADCASTI128 (AX), Y5
+	VPAND          Y2, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VMOVDQU        16(AX), Y8
+	VMOVDQA        Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     4(CX), Y7, Y7
+	VPSHUFB        scidx16<>+0(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y6
+	VPSRLW         $0x02, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     36(CX), Y7, Y7
+	VPSHUFB        scidx16<>+32(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y6
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     68(CX), Y7, Y7
+	VPSHUFB        scidx16<>+64(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y6
+	VPSRLW         $0x06, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     100(CX), Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y5, Y8
+	VPDPWSSD       Y8, Y7, Y6
+	VMOVDQU        48(AX), Y8
+	VMOVDQA        Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     132(CX), Y7, Y7
+	VPSHUFB        scidx16<>+128(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y6
+	VPSRLW         $0x02, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     164(CX), Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y6
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     196(CX), Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y6
+	VPSRLW         $0x06, Y8, Y7
+	VPAND          Y3, Y7, Y7
+	VPMADDUBSW     228(CX), Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y5, Y5
+	VPDPWSSD       Y5, Y7, Y6
+	VBROADCASTSS   X4, Y4
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y4, Y0
+	ADDQ           $0x00000054, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopQ2K
+
+doneQ2K:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VADDPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VADDSS       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VSUBSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
+TEXT ·dotQ3KVNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_00200020<>+0(SB), Y2
+	VPBROADCASTD c32_03030303<>+0(SB), Y3
+	VPBROADCASTD c32_04040404<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           doneQ3K
+
+loopQ3K:
+	VPBROADCASTW 108(AX), X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VBROADCASTSS X5, Y5
+	MOVQ         96(AX), BX
+	MOVL         104(AX), SI
+	MOVQ         SI, DI
+	SHRL         $0x02, DI
+	SHLQ         $0x20, DI
+	ORQ          SI, DI
+	MOVQ         $0x0f0f0f0f0f0f0f0f, SI
+	MOVQ         $0x0303030303030303, R8
+	MOVQ         BX, R9
+	ANDQ         SI, R9
+	MOVQ         DI, R10
+	ANDQ         R8, R10
+	SHLQ         $0x04, R10
+	ORQ          R10, R9
+	SHRQ         $0x04, BX
+	ANDQ         SI, BX
+	MOVQ         DI, R10
+	SHRQ         $0x04, R10
+	ANDQ         R8, R10
+	SHLQ         $0x04, R10
+	ORQ          R10, BX
+	VMOVQ        R9, X6
+	VPINSRQ      $0x01, BX, X6, X6
+	VPMOVZXBW    X6, Y7
+	VPSUBW       Y2, Y7, Y7
+	VPMADDWD     260(CX), Y7, Y7
+	VPSLLD       $0x02, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VPERMQ       $0x44, Y6, Y7
+	VMOVDQU      (AX), Y8
+	VPXOR        Y9, Y9, Y9
+	VMOVDQU      32(AX), Y11
+	VMOVDQA      Y11, Y10
+	VPAND        Y3, Y10, Y10
+	VPSLLW       $0x02, Y8, Y12
+	VPAND        Y4, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPMADDUBSW   4(CX), Y10, Y10
+	VPSHUFB      scidx16<>+0(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
+	VPDPWSSD     Y12, Y10, Y9
+	VPSRLW       $0x02, Y11, Y10
+	VPAND        Y3, Y10, Y10
+	VPSLLW       $0x01, Y8, Y12
+	VPAND        Y4, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPMADDUBSW   36(CX), Y10, Y10
+	VPSHUFB      scidx16<>+32(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
+	VPDPWSSD     Y12, Y10, Y9
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQA      Y8, Y12
+	VPAND        Y4, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPMADDUBSW   68(CX), Y10, Y10
+	VPSHUFB      scidx16<>+64(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
+	VPDPWSSD     Y12, Y10, Y9
+	VPSRLW       $0x06, Y11, Y10
+	VPAND        Y3, Y10, Y10
+	VPSRLW       $0x01, Y8, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   100(CX), Y10, Y10
+	VPSHUFB      scidx16<>+96(SB), Y7, Y11
+	VPSUBW       Y2, Y11, Y11
+	VPDPWSSD     Y11, Y10, Y9
+	VMOVDQU      64(AX), Y11
+	VMOVDQA      Y11, Y10
+	VPAND        Y3, Y10, Y10
+	VPSRLW       $0x02, Y8, Y12
+	VPAND        Y4, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPMADDUBSW   132(CX), Y10, Y10
+	VPSHUFB      scidx16<>+128(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
+	VPDPWSSD     Y12, Y10, Y9
+	VPSRLW       $0x02, Y11, Y10
+	VPAND        Y3, Y10, Y10
+	VPSRLW       $0x03, Y8, Y12
+	VPAND        Y4, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPMADDUBSW   164(CX), Y10, Y10
+	VPSHUFB      scidx16<>+160(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
+	VPDPWSSD     Y12, Y10, Y9
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y3, Y10, Y10
+	VPSRLW       $0x04, Y8, Y12
+	VPAND        Y4, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPMADDUBSW   196(CX), Y10, Y10
+	VPSHUFB      scidx16<>+192(SB), Y7, Y12
+	VPSUBW       Y2, Y12, Y12
+	VPDPWSSD     Y12, Y10, Y9
+	VPSRLW       $0x06, Y11, Y10
+	VPAND        Y3, Y10, Y10
+	VPSRLW       $0x05, Y8, Y8
+	VPAND        Y4, Y8, Y8
+	VPOR         Y8, Y10, Y10
+	VPMADDUBSW   228(CX), Y10, Y8
+	VPSHUFB      scidx16<>+224(SB), Y7, Y7
+	VPSUBW       Y2, Y7, Y7
+	VPDPWSSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y5, Y0
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopQ3K
+
+doneQ3K:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VADDPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VADDSS       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VSUBSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
+TEXT ·dotQ6KVNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_80808080<>+0(SB), Y2
+	VPBROADCASTD c32_00800080<>+0(SB), Y3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	VPBROADCASTD c32_30303030<>+0(SB), Y5
+	TESTQ        DX, DX
+	JZ           doneQ6K
+
+loopQ6K:
+	VPBROADCASTW   208(AX), X6
+	VCVTPH2PS      X6, X6
+	VMULSS         (CX), X6, X6
+	VBROADCASTSS   X6, Y6
+	VPMOVSXBW      192(AX), Y7
+	VPMADDWD       260(CX), Y7, Y7
+	VPSLLD         $0x05, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VFMADD231PS    Y7, Y6, Y1
+	VBROADCASTI128 192(AX), Y7
+	VPXOR          Y2, Y7, Y7
+	VPXOR          Y8, Y8, Y8
+	VMOVDQU        128(AX), Y11
+	VMOVDQU        (AX), Y12
+	VPAND          Y4, Y12, Y9
+	VPSLLW         $0x04, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     4(CX), Y9, Y9
+	VPSHUFB        scidx16<>+0(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPDPWSSD       Y10, Y9, Y8
+	VMOVDQU        32(AX), Y13
+	VPAND          Y4, Y13, Y9
+	VPSLLW         $0x02, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     36(CX), Y9, Y9
+	VPSHUFB        scidx16<>+32(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPDPWSSD       Y10, Y9, Y8
+	VPSRLW         $0x04, Y12, Y9
+	VPAND          Y4, Y9, Y9
+	VMOVDQA        Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     68(CX), Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPDPWSSD       Y10, Y9, Y8
+	VPSRLW         $0x04, Y13, Y9
+	VPAND          Y4, Y9, Y9
+	VPSRLW         $0x02, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     100(CX), Y9, Y9
+	VPSHUFB        scidx16<>+96(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPDPWSSD       Y10, Y9, Y8
+	VMOVDQU        160(AX), Y11
+	VMOVDQU        64(AX), Y12
+	VPAND          Y4, Y12, Y9
+	VPSLLW         $0x04, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     132(CX), Y9, Y9
+	VPSHUFB        scidx16<>+128(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPDPWSSD       Y10, Y9, Y8
+	VMOVDQU        96(AX), Y13
+	VPAND          Y4, Y13, Y9
+	VPSLLW         $0x02, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     164(CX), Y9, Y9
+	VPSHUFB        scidx16<>+160(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPDPWSSD       Y10, Y9, Y8
+	VPSRLW         $0x04, Y12, Y9
+	VPAND          Y4, Y9, Y9
+	VMOVDQA        Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     196(CX), Y9, Y9
+	VPSHUFB        scidx16<>+192(SB), Y7, Y10
+	VPSUBW         Y3, Y10, Y10
+	VPDPWSSD       Y10, Y9, Y8
+	VPSRLW         $0x04, Y13, Y9
+	VPAND          Y4, Y9, Y9
+	VPSRLW         $0x02, Y11, Y10
+	VPAND          Y5, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     228(CX), Y9, Y9
+	VPSHUFB        scidx16<>+224(SB), Y7, Y7
+	VPSUBW         Y3, Y7, Y7
+	VPDPWSSD       Y7, Y9, Y8
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y6, Y0
+	ADDQ           $0x000000d2, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopQ6K
+
+doneQ6K:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VADDPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VADDSS       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VSUBSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
+TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	TESTQ        DX, DX
+	JZ           doneQ4K
+
+loopQ4K:
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (CX), X4
+	VMULPS       X4, X3, X3
+	MOVL         4(AX), BX
+	MOVL         8(AX), SI
+	MOVL         12(AX), DI
+	MOVL         BX, R9
+	SHRL         $0x06, R9
+	ANDL         $0x03030303, R9
+	SHLL         $0x04, R9
+	MOVL         DI, R8
+	ANDL         $0x0f0f0f0f, R8
+	ORL          R9, R8
+	SHLQ         $0x20, R8
+	ANDL         $0x3f3f3f3f, BX
+	ORQ          BX, R8
+	MOVL         SI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x03030303, R9
+	SHLL         $0x04, R9
+	SHRL         $0x04, DI
+	ANDL         $0x0f0f0f0f, DI
+	ORL          R9, DI
+	MOVL         DI, BX
+	SHLQ         $0x20, BX
+	ANDL         $0x3f3f3f3f, SI
+	ORQ          SI, BX
+	VMOVQ        BX, X4
+	VPMOVZXBD    X4, Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVSHDUP    X3, X5
+	VBROADCASTSS X5, Y5
+	VPMADDWD     260(CX), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y5, Y1
+	VMOVQ        R8, X4
+	VPBROADCASTQ X4, Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      16(AX), Y7
+	VPAND        Y2, Y7, Y6
+	VPMADDUBSW   4(CX), Y6, Y6
+	VPSHUFB      scidx32<>+0(SB), Y4, Y8
+	VPDPWSSD     Y8, Y6, Y5
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y2, Y6, Y6
+	VPMADDUBSW   36(CX), Y6, Y6
+	VPSHUFB      scidx32<>+32(SB), Y4, Y7
+	VPDPWSSD     Y7, Y6, Y5
+	VMOVDQU      48(AX), Y7
+	VPAND        Y2, Y7, Y6
+	VPMADDUBSW   68(CX), Y6, Y6
+	VPSHUFB      scidx32<>+64(SB), Y4, Y8
+	VPDPWSSD     Y8, Y6, Y5
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y2, Y6, Y6
+	VPMADDUBSW   100(CX), Y6, Y6
+	VPSHUFB      scidx32<>+96(SB), Y4, Y7
+	VPDPWSSD     Y7, Y6, Y5
+	VMOVDQU      80(AX), Y7
+	VPAND        Y2, Y7, Y6
+	VPMADDUBSW   132(CX), Y6, Y6
+	VPSHUFB      scidx32<>+128(SB), Y4, Y8
+	VPDPWSSD     Y8, Y6, Y5
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y2, Y6, Y6
+	VPMADDUBSW   164(CX), Y6, Y6
+	VPSHUFB      scidx32<>+160(SB), Y4, Y7
+	VPDPWSSD     Y7, Y6, Y5
+	VMOVDQU      112(AX), Y7
+	VPAND        Y2, Y7, Y6
+	VPMADDUBSW   196(CX), Y6, Y6
+	VPSHUFB      scidx32<>+192(SB), Y4, Y8
+	VPDPWSSD     Y8, Y6, Y5
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y2, Y6, Y6
+	VPMADDUBSW   228(CX), Y6, Y6
+	VPSHUFB      scidx32<>+224(SB), Y4, Y4
+	VPDPWSSD     Y4, Y6, Y5
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y3, Y0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopQ4K
+
+doneQ4K:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VADDPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VADDSS       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VSUBSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
+TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	VPBROADCASTD c32_10101010<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneQ5K
+
+loopQ5K:
+	VMOVDQU      16(AX), Y4
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (CX), X6
+	VMULPS       X6, X5, X5
+	MOVL         4(AX), BX
+	MOVL         8(AX), SI
+	MOVL         12(AX), DI
+	MOVL         BX, R9
+	SHRL         $0x06, R9
+	ANDL         $0x03030303, R9
+	SHLL         $0x04, R9
+	MOVL         DI, R8
+	ANDL         $0x0f0f0f0f, R8
+	ORL          R9, R8
+	SHLQ         $0x20, R8
+	ANDL         $0x3f3f3f3f, BX
+	ORQ          BX, R8
+	MOVL         SI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x03030303, R9
+	SHLL         $0x04, R9
+	SHRL         $0x04, DI
+	ANDL         $0x0f0f0f0f, DI
+	ORL          R9, DI
+	MOVL         DI, BX
+	SHLQ         $0x20, BX
+	ANDL         $0x3f3f3f3f, SI
+	ORQ          SI, BX
+	VMOVQ        BX, X6
+	VPMOVZXBD    X6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVSHDUP    X5, X7
+	VBROADCASTSS X7, Y7
+	VPMADDWD     260(CX), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVQ        R8, X6
+	VPBROADCASTQ X6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      48(AX), Y9
+	VPAND        Y2, Y9, Y8
+	VPSLLW       $0x04, Y4, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   4(CX), Y8, Y8
+	VPSHUFB      scidx32<>+0(SB), Y6, Y10
+	VPDPWSSD     Y10, Y8, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPSLLW       $0x03, Y4, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   36(CX), Y8, Y8
+	VPSHUFB      scidx32<>+32(SB), Y6, Y9
+	VPDPWSSD     Y9, Y8, Y7
+	VMOVDQU      80(AX), Y9
+	VPAND        Y2, Y9, Y8
+	VPSLLW       $0x02, Y4, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   68(CX), Y8, Y8
+	VPSHUFB      scidx32<>+64(SB), Y6, Y10
+	VPDPWSSD     Y10, Y8, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPSLLW       $0x01, Y4, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   100(CX), Y8, Y8
+	VPSHUFB      scidx32<>+96(SB), Y6, Y9
+	VPDPWSSD     Y9, Y8, Y7
+	VMOVDQU      112(AX), Y9
+	VPAND        Y2, Y9, Y8
+	VMOVDQA      Y4, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   132(CX), Y8, Y8
+	VPSHUFB      scidx32<>+128(SB), Y6, Y10
+	VPDPWSSD     Y10, Y8, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPSRLW       $0x01, Y4, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   164(CX), Y8, Y8
+	VPSHUFB      scidx32<>+160(SB), Y6, Y9
+	VPDPWSSD     Y9, Y8, Y7
+	VMOVDQU      144(AX), Y9
+	VPAND        Y2, Y9, Y8
+	VPSRLW       $0x02, Y4, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   196(CX), Y8, Y8
+	VPSHUFB      scidx32<>+192(SB), Y6, Y10
+	VPDPWSSD     Y10, Y8, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPSRLW       $0x03, Y4, Y4
+	VPAND        Y3, Y4, Y4
+	VPOR         Y4, Y8, Y8
+	VPMADDUBSW   228(CX), Y8, Y4
+	VPSHUFB      scidx32<>+224(SB), Y6, Y6
+	VPDPWSSD     Y6, Y4, Y7
+	VBROADCASTSS X5, Y4
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y4, Y0
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopQ5K
+
+doneQ5K:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VADDPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VADDSS       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VSUBSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotQ8_0VNNI256(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	TESTQ  DX, DX
+	JZ     doneQ8_0
+
+loopQ8_0:
+	VPMOVSXBW    2(AX), Y2
+	VPMOVSXBW    2(CX), Y1
+	VPMADDWD     Y1, Y2, Y2
+	VPMOVSXBW    18(AX), Y1
+	VPMOVSXBW    18(CX), Y3
+	VPMADDWD     Y3, Y1, Y1
+	VPADDD       Y1, Y2, Y2
+	MOVWLZX      (AX), BX
+	MOVWLZX      (CX), SI
+	SHLL         $0x10, SI
+	ORL          BX, SI
+	VMOVD        SI, X1
+	VCVTPH2PS    X1, X1
+	VMOVSHDUP    X1, X3
+	VMULSS       X3, X1, X1
+	VBROADCASTSS X1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JNZ          loopQ8_0
+
+doneQ8_0:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ4_0VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotQ4_0VNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_08080808<>+0(SB), Y2
+	VPBROADCASTD c32_00010001<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneQ4_0
+
+loopQ4_0:
+	VMOVDQU      2(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPAND        Y1, Y5, Y5
+	VPMADDUBSW   2(CX), Y5, Y5
+	VPMADDUBSW   2(CX), Y2, Y6
+	VPSUBW       Y6, Y5, Y5
+	VPMADDWD     Y3, Y5, Y5
+	MOVWLZX      (AX), BX
+	MOVWLZX      (CX), SI
+	SHLL         $0x10, SI
+	ORL          BX, SI
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VMOVSHDUP    X4, X6
+	VMULSS       X6, X4, X4
+	VBROADCASTSS X4, Y6
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JNZ          loopQ4_0
+
+doneQ4_0:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotF32VNNI256(w *byte, a *byte, n int) float32
+// Requires: AVX, FMA3, SSE
+TEXT ·dotF32VNNI256(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	SHRQ   $0x05, DX
+	JZ     donedotF32VNNI256
+
+loopdotF32VNNI256:
+	VMOVUPS     (AX), Y4
+	VFMADD231PS (CX), Y4, Y0
+	VMOVUPS     32(AX), Y4
+	VFMADD231PS 32(CX), Y4, Y1
+	VMOVUPS     64(AX), Y4
+	VFMADD231PS 64(CX), Y4, Y2
+	VMOVUPS     96(AX), Y4
+	VFMADD231PS 96(CX), Y4, Y3
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000080, CX
+	DECQ        DX
+	JNZ         loopdotF32VNNI256
+
+donedotF32VNNI256:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotF16VNNI256(w *byte, a *byte, n int) float32
+// Requires: AVX, F16C, FMA3, SSE
+TEXT ·dotF16VNNI256(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	SHRQ   $0x05, DX
+	JZ     donedotF16VNNI256
+
+loopdotF16VNNI256:
+	VCVTPH2PS   (AX), Y4
+	VCVTPH2PS   (CX), Y5
+	VFMADD231PS Y5, Y4, Y0
+	VCVTPH2PS   16(AX), Y4
+	VCVTPH2PS   16(CX), Y5
+	VFMADD231PS Y5, Y4, Y1
+	VCVTPH2PS   32(AX), Y4
+	VCVTPH2PS   32(CX), Y5
+	VFMADD231PS Y5, Y4, Y2
+	VCVTPH2PS   48(AX), Y4
+	VCVTPH2PS   48(CX), Y5
+	VFMADD231PS Y5, Y4, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000040, CX
+	DECQ        DX
+	JNZ         loopdotF16VNNI256
+
+donedotF16VNNI256:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotBF16VNNI256(w *byte, a *byte, n int) float32
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·dotBF16VNNI256(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	SHRQ   $0x05, DX
+	JZ     donedotBF16VNNI256
+
+loopdotBF16VNNI256:
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   (CX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y4, Y0
+	VPMOVZXWD   16(AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   16(CX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	VPMOVZXWD   32(AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   32(CX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y4, Y2
+	VPMOVZXWD   48(AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   48(CX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y4, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000040, CX
+	DECQ        DX
+	JNZ         loopdotBF16VNNI256
+
+donedotBF16VNNI256:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
 	RET
 
 // func quantizeQ8KAVX512(x *float32, y *byte, nb int)

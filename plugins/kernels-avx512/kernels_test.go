@@ -495,7 +495,7 @@ func TestMatMulErrors(t *testing.T) {
 // TestSharedFilesIdentical keeps the files both kernel packages carry in
 // step (they may not import each other).
 func TestSharedFilesIdentical(t *testing.T) {
-	for _, f := range []string{"matvec.go", "kernels_test.go", "bench_test.go"} {
+	for _, f := range []string{"kernels.go", "wrap.go", "matvec.go", "kernels_test.go", "bench_test.go"} {
 		a, errA := os.ReadFile(filepath.Join("..", "kernels-avx2", f))
 		b, errB := os.ReadFile(filepath.Join("..", "kernels-avx512", f))
 		if errA != nil || errB != nil {

@@ -6,6 +6,7 @@ package kernelsavx512
 
 import (
 	"fmt"
+	"math/bits"
 	"sync"
 
 	"github.com/k3-inference/k3/core/quant"
@@ -38,8 +39,8 @@ func MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float3
 	if err := checkRows(t, n, len(w), rows, len(act), m); err != nil {
 		return err
 	}
-	if len(out) < rows*m {
-		return fmt.Errorf("%s: %d×%d outputs need len(out) >= %d, have %d", errPrefix, m, rows, rows*m, len(out))
+	if hi, need := bits.Mul64(uint64(rows), uint64(m)); hi != 0 || uint64(len(out)) < need {
+		return fmt.Errorf("%s: %d×%d outputs need len(out) >= %d, have %d", errPrefix, m, rows, need, len(out))
 	}
 	wrow, _ := quant.RowSize(t, int64(n))
 	arow, _ := quant.RowSize(t.VecDotType(), int64(n))

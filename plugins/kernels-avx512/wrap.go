@@ -1,5 +1,8 @@
 package kernelsavx512
 
+// This file is kept identical (but for the package clause) in
+// plugins/kernels-avx2 and plugins/kernels-avx512.
+
 import "github.com/k3-inference/k3/core/quant"
 
 // Adapters from the assembly signatures (pointers and a block count) to

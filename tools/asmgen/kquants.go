@@ -29,7 +29,7 @@ const (
 // kLoop emits a function dot<name><suffix>(w, a *byte, nb int) float32 that
 // runs body once per block. body adds the block's scaled sum into acc and
 // the part to subtract (minimums, offsets) into accm (a ymm).
-func kLoop(t *target, name string, wsize int, body func(wp, ap Register, acc, accm VecVirtual)) {
+func kLoop(t *target, name string, wsize int, pre func(), body func(wp, ap Register, acc, accm VecVirtual)) {
 	TEXT("dot"+name+t.suffix, NOSPLIT, "func(w, a *byte, nb int) float32")
 	Pragma("noescape")
 	wp := Load(Param("w"), GP64())
@@ -39,6 +39,7 @@ func kLoop(t *target, name string, wsize int, body func(wp, ap Register, acc, ac
 	t.zero(acc)
 	accm := YMM()
 	VXORPS(accm, accm, accm)
+	pre() // loop-invariant constants
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + name))
 	Label("loop" + name)
@@ -114,9 +115,10 @@ func (t *target) twoBit(i int, qs Mem, q *VecVirtual, c03 VecVirtual) VecVirtual
 }
 
 func genQ2K(t *target) {
-	kLoop(t, "Q2K", 84, func(wp, ap Register, acc, accm VecVirtual) {
+	var c0F, c03 VecVirtual
+	pre := func() { c0F, c03 = t.splat(0x0f0f0f0f), t.splat(0x03030303) }
+	kLoop(t, "Q2K", 84, pre, func(wp, ap Register, acc, accm VecVirtual) {
 		D := halfPair(Mem{Base: wp, Disp: 80}, Mem{Base: ap})
-		c0F := t.splat(0x0f0f0f0f)
 		// Minimums: 16 high nibbles times the 16 bsums.
 		mx := XMM()
 		t.mov(Mem{Base: wp}, mx)
@@ -130,7 +132,6 @@ func genQ2K(t *target) {
 		t.bcast16(Mem{Base: wp}, scb)
 		t.and(c0F, scb, scb)
 		idx := t.scaleIndex(16)
-		c03 := t.splat(0x03030303)
 		isum := t.vec()
 		t.zero(isum)
 		var q VecVirtual
@@ -195,10 +196,11 @@ func (t *target) bcastX(x VecVirtual) VecVirtual {
 }
 
 func genQ3K(t *target) {
-	kLoop(t, "Q3K", 110, func(wp, ap Register, acc, accm VecVirtual) {
+	var c32, c03, c04 VecVirtual
+	pre := func() { c32, c03, c04 = t.splat(0x00200020), t.splat(0x03030303), t.splat(0x04040404) }
+	kLoop(t, "Q3K", 110, pre, func(wp, ap Register, acc, accm VecVirtual) {
 		Dv := t.bcastLane(halfOne(Mem{Base: wp, Disp: 108}, Mem{Base: ap}), 0)
 		sx := q3KScales(wp)
-		c32 := t.splat(0x00200020)
 		// -4 * sum(s_j*bsum_j), with s_j the unbiased scale.
 		sw := YMM()
 		VPMOVZXBW(sx, sw)
@@ -207,8 +209,6 @@ func genQ3K(t *target) {
 
 		scb := t.bcastX(sx)
 		idx := t.scaleIndex(16)
-		c03 := t.splat(0x03030303)
-		c04 := t.splat(0x04040404)
 		hm := t.vec()
 		t.load32(Mem{Base: wp}, hm)
 		isum := t.vec()
@@ -241,7 +241,12 @@ func genQ3K(t *target) {
 }
 
 func genQ6K(t *target) {
-	kLoop(t, "Q6K", 210, func(wp, ap Register, acc, accm VecVirtual) {
+	var c80, c128, c0F, c30 VecVirtual
+	pre := func() {
+		c80, c128 = t.splat(0x80808080), t.splat(0x00800080)
+		c0F, c30 = t.splat(0x0f0f0f0f), t.splat(0x30303030)
+	}
+	kLoop(t, "Q6K", 210, pre, func(wp, ap Register, acc, accm VecVirtual) {
 		Dv := t.bcastLane(halfOne(Mem{Base: wp, Disp: 208}, Mem{Base: ap}), 0)
 		// -32 * sum(s_j*bsum_j).
 		sw := YMM()
@@ -251,11 +256,8 @@ func genQ6K(t *target) {
 		// Signed scales through VPSHUFB's zero extension: bias by 128 first.
 		scb := t.vec()
 		t.bcast16(Mem{Base: wp, Disp: 192}, scb)
-		t.xor(t.splat(0x80808080), scb, scb)
-		c128 := t.splat(0x00800080)
+		t.xor(c80, scb, scb)
 		idx := t.scaleIndex(16)
-		c0F := t.splat(0x0f0f0f0f)
-		c30 := t.splat(0x30303030)
 		isum := t.vec()
 		t.zero(isum)
 		var ql [2]VecVirtual
@@ -397,8 +399,9 @@ func (t *target) nibbles(i int, qs Mem, q *VecVirtual, c0F VecVirtual) VecVirtua
 }
 
 func genQ4K(t *target) {
-	kLoop(t, "Q4K", 144, func(wp, ap Register, acc, accm VecVirtual) {
-		c0F := t.splat(0x0f0f0f0f)
+	var c0F VecVirtual
+	pre := func() { c0F = t.splat(0x0f0f0f0f) }
+	kLoop(t, "Q4K", 144, pre, func(wp, ap Register, acc, accm VecVirtual) {
 		var q VecVirtual
 		k4Common(t, wp, ap, acc, accm, func(i int) VecVirtual {
 			return t.nibbles(i, Mem{Base: wp, Disp: 16}, &q, c0F)
@@ -407,9 +410,9 @@ func genQ4K(t *target) {
 }
 
 func genQ5K(t *target) {
-	kLoop(t, "Q5K", 176, func(wp, ap Register, acc, accm VecVirtual) {
-		c0F := t.splat(0x0f0f0f0f)
-		c10 := t.splat(0x10101010)
+	var c0F, c10 VecVirtual
+	pre := func() { c0F, c10 = t.splat(0x0f0f0f0f), t.splat(0x10101010) }
+	kLoop(t, "Q5K", 176, pre, func(wp, ap Register, acc, accm VecVirtual) {
 		qh := t.vec()
 		t.load32(Mem{Base: wp, Disp: 16}, qh)
 		var q VecVirtual

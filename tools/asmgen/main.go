@@ -37,6 +37,7 @@ func main() {
 	case "avx512":
 		genAll(targets["avx512"])
 		genAll(targets["vnni"])
+		genAll(targets["vnni256"])
 		genQuantizeQ8K("AVX512")
 	default:
 		fmt.Fprintf(os.Stderr, "asmgen: unknown target %q\n", *targetName)

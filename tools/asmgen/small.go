@@ -14,7 +14,7 @@ import (
 // blockLoop emits dot<name><suffix>(w, a *byte, nb int) float32 over nb
 // blocks; body adds a block's contribution into acc (wide: a full-width
 // vector, else a ymm).
-func blockLoop(t *target, name string, wsize, asize int, wide bool, body func(wp, ap Register, acc VecVirtual)) {
+func blockLoop(t *target, name string, wsize, asize int, wide bool, pre func(), body func(wp, ap Register, acc VecVirtual)) {
 	TEXT("dot"+name+t.suffix, NOSPLIT, "func(w, a *byte, nb int) float32")
 	Pragma("noescape")
 	wp := Load(Param("w"), GP64())
@@ -25,6 +25,9 @@ func blockLoop(t *target, name string, wsize, asize int, wide bool, body func(wp
 		acc = t.vec()
 	}
 	VXORPS(acc, acc, acc)
+	if pre != nil {
+		pre() // loop-invariant constants
+	}
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + name))
 	Label("loop" + name)
@@ -62,7 +65,7 @@ func halfProduct(wm, am Mem, wide VecVirtual) {
 }
 
 func genQ8_0(t *target) {
-	blockLoop(t, "Q8_0", 34, 34, t.zmm(), func(wp, ap Register, acc VecVirtual) {
+	blockLoop(t, "Q8_0", 34, 34, t.zmm(), nil, func(wp, ap Register, acc VecVirtual) {
 		d := YMM()
 		if t.zmm() {
 			// One block is 32 words: a single zmm.
@@ -90,11 +93,14 @@ func genQ8_0(t *target) {
 }
 
 func genQ4_0(t *target) {
-	blockLoop(t, "Q4_0", 18, 34, false, func(wp, ap Register, acc VecVirtual) {
-		c0F, c08, ones := YMM(), YMM(), YMM()
+	var c0F, c08, ones VecVirtual
+	pre := func() {
+		c0F, c08, ones = YMM(), YMM(), YMM()
 		VPBROADCASTD(constU32(0x0f0f0f0f), c0F)
 		VPBROADCASTD(constU32(0x08080808), c08)
 		VPBROADCASTD(constU32(0x00010001), ones)
+	}
+	blockLoop(t, "Q4_0", 18, 34, false, pre, func(wp, ap Register, acc VecVirtual) {
 		q, hi := XMM(), XMM()
 		t.mov(Mem{Base: wp, Disp: 2}, q)
 		VPSRLW(U8(4), q, hi)

@@ -20,9 +20,10 @@ type target struct {
 }
 
 var targets = map[string]*target{
-	"avx2":   {suffix: "AVX2", w: 32},
-	"avx512": {suffix: "AVX512", w: 64},
-	"vnni":   {suffix: "VNNI", w: 64, vnni: true},
+	"avx2":    {suffix: "AVX2", w: 32},
+	"avx512":  {suffix: "AVX512", w: 64},
+	"vnni":    {suffix: "VNNI", w: 64, vnni: true},
+	"vnni256": {suffix: "VNNI256", w: 32, vnni: true},
 }
 
 func (t *target) zmm() bool { return t.w == 64 }
