@@ -158,8 +158,8 @@ func (p *Params) validate() error {
 		return fmt.Errorf("kda.head_dim %d", p.KDAHead)
 	case p.KVLora <= 0:
 		return fmt.Errorf("attention.kv_lora_rank %d", p.KVLora)
-	case p.KeyMLA < p.Rot:
-		return fmt.Errorf("attention.key_length_mla %d is shorter than rope.dimension_count %d", p.KeyMLA, p.Rot)
+	case p.kDim() < p.Rot:
+		return fmt.Errorf("MLA key length %d is shorter than rope.dimension_count %d", p.kDim(), p.Rot)
 	case p.ResBlock < 0:
 		return fmt.Errorf("attn_res.block_size %d", p.ResBlock)
 	case p.SituBeta == 0:
