@@ -113,6 +113,7 @@ type bpeSym struct {
 type bigram struct {
 	rank, left, right int32
 	lid, rid          int32
+	result            int32
 }
 
 // bigramHeap is a binary min-heap on (rank, left), the order in which
@@ -166,7 +167,7 @@ func (t *Tokenizer) addBigram(s *state, l, r int32) {
 	}
 	lid, rid := s.syms[l].id, s.syms[r].id
 	if m, ok := t.merges[pairKey(lid, rid)]; ok {
-		s.heap.push(bigram{rank: m.rank, left: l, right: r, lid: lid, rid: rid})
+		s.heap.push(bigram{rank: m.rank, left: l, right: r, lid: lid, rid: rid, result: m.result})
 	}
 }
 
@@ -192,7 +193,7 @@ func (t *Tokenizer) bpe(s *state, w []byte, out []int32) []int32 {
 		if !left.alive || !right.alive || left.id != b.lid || right.id != b.rid {
 			continue
 		}
-		left.id = t.merges[pairKey(b.lid, b.rid)].result
+		left.id = b.result
 		right.alive = false
 		left.next = right.next
 		if right.next >= 0 {
