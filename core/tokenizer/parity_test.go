@@ -280,3 +280,93 @@ func TestParitySynthVocab(t *testing.T) {
 		t.Logf("%v: %d/%d files identical, %d tokens", m, same, total, tokens)
 	}
 }
+
+// edgeVocab is a handcrafted vocabulary that reaches the rarely used paths:
+// merges whose result is not a token (bytes fallback), a byte with no token
+// (dropped), a merge listed twice, tokens outside the byte-level alphabet,
+// a BYTE-type token, and specials that llama.cpp recognises by their text.
+func edgeVocab(pre string) Config {
+	c := tinyConfig(pre, nil, nil)
+	c.Tokens[int('z')] = "[no z]" // 'z' has no token of its own
+	c.Merges = nil
+	add := func(text string, typ TokenType) {
+		c.Tokens = append(c.Tokens, text)
+		for len(c.Types) < len(c.Tokens)-1 {
+			c.Types = append(c.Types, TypeNormal)
+		}
+		c.Types = append(c.Types, typ)
+	}
+	add("abc", TypeNormal)
+	add("xy", TypeNormal)
+	add("Ġthe", TypeNormal)
+	add("中", TypeNormal) // not byte-level: never produced, rendered as [UNK_BYTE...]
+	add("<0x41>", TypeByte)
+	add("<|endoftext|>", TypeNormal) // forced to CONTROL by its text
+	add("[UNK]", TypeUnknown)
+	add("<u>", TypeUserDefined)
+	add("<|unused_x|>", TypeControl)
+	add("[gone]", TypeUnused)
+	c.Merges = []string{"a b", "ab c", "x y", "x y", "Ġ t", "h e", "Ġt he", "y z", "bogus", "中 文"}
+	c.IDs = map[string]uint32{"bos_token_id": uint32(len(c.Tokens) - 4), "eos_token_id": uint32(len(c.Tokens) - 5)}
+	c.Flags = map[string]bool{"add_bos_token": true, "add_eos_token": true}
+	return c
+}
+
+// TestParityEdgeVocab checks the rare paths on small vocabularies, one
+// llama.cpp call per text.
+func TestParityEdgeVocab(t *testing.T) {
+	r := parity.Require(t)
+	texts := []string{"abc", "abd", "abcabc ab c", "xyz xy yz z zz", " the them", "A<0x41>",
+		"<|endoftext|>x<|endoftext|>", "[UNK] <u> <|unused_x|>", "中文", "", "\xff z"}
+	for _, pre := range []string{"kimi-k2", "llama3"} {
+		t.Run(pre, func(t *testing.T) {
+			c := edgeVocab(pre)
+			path := filepath.Join(t.TempDir(), "edge.gguf")
+			if err := writeVocabGGUF(path, c); err != nil {
+				t.Fatal(err)
+			}
+			tk := loadGGUF(t, path)
+			for _, text := range texts {
+				for _, m := range tokModes {
+					want, err := r.Tokenize(path, []byte(text), m.addSpecial, m.parseSpecial)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := tk.Tokenize(text, m.addSpecial, m.parseSpecial)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !cmp.Equal(want, got) {
+						t.Errorf("%q %v: llama.cpp %v, k3 %v", text, m, want, got)
+					}
+				}
+			}
+			all := make([]int32, tk.NVocab())
+			for i := range all {
+				all[i] = int32(i)
+			}
+			for _, special := range []bool{false, true} {
+				want, err := r.Pieces(path, all, special)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, w := range want {
+					if got, _ := tk.Piece(int32(i), special); got != string(w) {
+						t.Errorf("piece %d %q special=%v: llama.cpp %q, k3 %q", i, tk.Token(int32(i)), special, w, got)
+					}
+				}
+			}
+			for _, rm := range []bool{false, true} {
+				for _, un := range []bool{false, true} {
+					want, err := r.Detokenize(path, all, rm, un)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got, _ := tk.Detokenize(all, rm, un); got != string(want) {
+						t.Errorf("detokenize all remove=%v unparse=%v: llama.cpp %q, k3 %q", rm, un, want, got)
+					}
+				}
+			}
+		})
+	}
+}
