@@ -318,7 +318,7 @@ func (t *Tokenizer) Lookup(s string) (int32, bool) {
 	return id, ok
 }
 
-// BOS, EOS and EOT return the special ids, or NoToken.
+// BOS returns the beginning-of-sequence id, or NoToken.
 func (t *Tokenizer) BOS() int32 { return t.special.bos }
 
 // EOS returns the end-of-sequence id, or NoToken.
@@ -326,6 +326,9 @@ func (t *Tokenizer) EOS() int32 { return t.special.eos }
 
 // EOT returns the end-of-turn id, or NoToken.
 func (t *Tokenizer) EOT() int32 { return t.special.eot }
+
+// PAD returns the padding id, or NoToken.
+func (t *Tokenizer) PAD() int32 { return t.special.pad }
 
 // AddBOS reports whether Tokenize with addSpecial prepends BOS.
 func (t *Tokenizer) AddBOS() bool { return t.addBOS }
