@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"sync"
 
 	"github.com/k3-inference/k3/core/plugin"
 )
@@ -18,8 +19,10 @@ type Runner struct {
 	St    plugin.Stager
 	M     *Model
 	views *plugin.Views
-	sum   hash.Hash
 	steps uint64
+
+	mu  sync.Mutex // Check may run concurrently
+	sum hash.Hash
 }
 
 // NewRunner opens st with req and maps its regions.
@@ -28,7 +31,7 @@ func NewRunner(ctx context.Context, st plugin.Stager, m *Model, req *plugin.Open
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &Runner{St: st, M: m, sum: sha256.New()}
+	r := &Runner{St: st, M: m, sum: newHash()}
 	if err := r.Remap(resp.Regions); err != nil {
 		return nil, nil, err
 	}
@@ -56,7 +59,11 @@ func (r *Runner) Close() {
 }
 
 // Digest is a hash of every byte acquired so far, in order.
-func (r *Runner) Digest() []byte { return r.sum.Sum(nil) }
+func (r *Runner) Digest() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sum.Sum(nil)
+}
 
 // Step runs one layer of one token: experts are the layer's routed
 // experts, next the experts predicted for the following layer (nil for the
@@ -71,6 +78,18 @@ func (r *Runner) Step(ctx context.Context, layer int, experts, next []int) error
 			return err
 		}
 	}
+	slices := r.stepSlices(layer, experts)
+	r.steps++
+	step := r.steps
+	if err := r.Check(ctx, step, slices); err != nil {
+		return err
+	}
+	return r.St.Release(ctx, &plugin.ReleaseRequest{Step: step})
+}
+
+// stepSlices are the layer's always-needed tensors and the experts'
+// slices of its routed tensors.
+func (r *Runner) stepSlices(layer int, experts []int) []plugin.Slice {
 	var slices []plugin.Slice
 	for _, id := range r.M.Resident() {
 		if r.M.Req.Tensors[id].Layer == layer {
@@ -82,12 +101,7 @@ func (r *Runner) Step(ctx context.Context, layer int, experts, next []int) error
 			slices = append(slices, plugin.Slice{Tensor: id, Expert: e})
 		}
 	}
-	r.steps++
-	step := r.steps
-	if err := r.Check(ctx, step, slices); err != nil {
-		return err
-	}
-	return r.St.Release(ctx, &plugin.ReleaseRequest{Step: step})
+	return slices
 }
 
 // Check acquires slices for step and compares each with the file. The
@@ -113,7 +127,9 @@ func (r *Runner) Check(ctx context.Context, step uint64, slices []plugin.Slice) 
 			return fmt.Errorf("slice %d (%s expert %d) at %+v: %d bytes differ from the file (got %d bytes)",
 				i, r.M.Req.Tensors[sl.Tensor].Name, sl.Expert, resp.Locations[i], countDiff(got, want), len(got))
 		}
+		r.mu.Lock()
 		r.sum.Write(got)
+		r.mu.Unlock()
 	}
 	return nil
 }
@@ -176,3 +192,5 @@ func CheckStats(st *plugin.Stats, budget int64) error {
 	}
 	return errors.Join(errs...)
 }
+
+func newHash() hash.Hash { return sha256.New() }

@@ -1,0 +1,158 @@
+package plugintest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/k3-inference/k3/core/plugin"
+)
+
+// Budget is a named memory budget for CheckBudgets.
+type Budget struct {
+	Name  string
+	Bytes int64
+}
+
+// CheckBudgets opens a fresh stager from newStager at every budget, plays
+// tr through it checking every byte against the files, and checks the
+// stats. Every budget must give the same bytes; the digest is returned for
+// comparisons across stagers.
+func CheckBudgets(t *testing.T, newStager func() plugin.Stager, m *Model, tr Trace, budgets []Budget, opts map[string]string) []byte {
+	t.Helper()
+	var first []byte
+	for _, b := range budgets {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			st := newStager()
+			r, _, err := NewRunner(ctx, st, m, m.Request(b.Bytes, t.TempDir(), opts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			defer st.Close(ctx)
+			if err := r.Run(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
+			stats, err := st.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("budget %d: %d hits %d misses %d evictions, %d reads %d bytes, resident %d, wait %v; %s",
+				b.Bytes, stats.Hits, stats.Misses, stats.Evictions, stats.Reads, stats.BytesRead, stats.ResidentBytes, stats.WaitTime, stats.Mode)
+			if err := CheckStats(stats, b.Bytes); err != nil {
+				t.Error(err)
+			}
+			if first == nil {
+				first = r.Digest()
+			} else if !bytes.Equal(first, r.Digest()) {
+				t.Error("bytes differ from the first budget's")
+			}
+		})
+	}
+	return first
+}
+
+// CheckKillRestart runs tr through the stager plugin l under a Supervisor,
+// killing the process with SIGKILL at two points of the sequence; every
+// step interrupted by the kill is re-issued after the restart. It returns
+// the digest, which must equal an undisturbed run's.
+func CheckKillRestart(t *testing.T, l plugin.Launch, m *Model, tr Trace, budget int64, opts map[string]string) []byte {
+	t.Helper()
+	ctx := context.Background()
+	if l.Logger == nil {
+		l.Logger = slog.New(slog.DiscardHandler)
+	}
+	sup, err := plugin.SuperviseStager(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close(ctx)
+	r, _, err := NewRunner(ctx, sup, m, m.Request(budget, "", opts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	kills := map[[2]int]bool{{len(tr) / 3, 0}: true, {2 * len(tr) / 3, m.Layers / 2}: true}
+	restarted := 0
+	for tok := range tr {
+		for l := 0; l < m.Layers; l++ {
+			if kills[[2]int{tok, l}] {
+				if err := syscall.Kill(sup.Process().Pid(), syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := r.TraceStep(ctx, tr, tok, l)
+			if errors.Is(err, plugin.ErrRestarted) {
+				restarted++
+				if err := r.Remap(sup.Regions()); err != nil {
+					t.Fatal(err)
+				}
+				err = r.TraceStep(ctx, tr, tok, l)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if restarted != len(kills) {
+		t.Errorf("%d steps saw ErrRestarted after %d kills", restarted, len(kills))
+	}
+	stats, err := sup.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStats(stats, budget); err != nil {
+		t.Error(err)
+	}
+	return r.Digest()
+}
+
+// Reference returns the digest of tr read straight from the files, which
+// every stager must reproduce.
+func Reference(t *testing.T, m *Model, tr Trace) []byte {
+	t.Helper()
+	r := &Runner{M: m}
+	h := newHash()
+	for tok := range tr {
+		for l := 0; l < m.Layers; l++ {
+			for _, sl := range r.stepSlices(l, tr[tok][l]) {
+				b, err := m.Want(sl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.Write(b)
+			}
+		}
+	}
+	return h.Sum(nil)
+}
+
+// SelfTest lets a plugin test binary serve the stager when re-executed by
+// Subprocess; call it first thing in TestMain.
+func SelfTest(serve func()) {
+	if os.Getenv("K3_PLUGINTEST_SERVE") == "1" {
+		serve()
+		os.Exit(0)
+	}
+}
+
+// Subprocess is a Launch that re-executes the test binary as the plugin
+// (see SelfTest).
+func Subprocess(name string) plugin.Launch {
+	return plugin.Launch{Name: name, Path: os.Args[0], Env: []string{"K3_PLUGINTEST_SERVE=1"}}
+}
+
+// MustEqual fails t if two digests differ.
+func MustEqual(t *testing.T, what string, a, b []byte) {
+	t.Helper()
+	if !bytes.Equal(a, b) {
+		t.Errorf("%s: bytes differ (%x vs %x)", what, a[:6], b[:6])
+	} else {
+		t.Logf("%s: identical (%x)", what, a[:6])
+	}
+}

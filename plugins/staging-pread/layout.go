@@ -1,0 +1,131 @@
+package stagingpread
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/k3-inference/k3/core/plugin"
+)
+
+// options are the stager's settings from OpenRequest.Options.
+type options struct {
+	directIO string // auto, on, off
+	workers  int
+	policy   string
+	halfLife float64 // LFRU half-life in slot lookups, as a multiple of the slot count
+}
+
+func parseOptions(m map[string]string) (options, error) {
+	o := options{directIO: "auto", workers: 4, policy: "lfru", halfLife: 8}
+	for k, v := range m {
+		var err error
+		switch k {
+		case "direct_io":
+			if v != "auto" && v != "on" && v != "off" {
+				err = fmt.Errorf("not auto, on or off")
+			}
+			o.directIO = v
+		case "io_workers":
+			o.workers, err = strconv.Atoi(v)
+			if err == nil && (o.workers < 1 || o.workers > 256) {
+				err = fmt.Errorf("out of range 1..256")
+			}
+		case "cache_policy":
+			o.policy = v
+		case "lfru_half_life":
+			o.halfLife, err = strconv.ParseFloat(v, 64)
+		case "prefetch_depth":
+			// The core decides how far ahead it hints; accepted so one
+			// profile section serves every stager.
+		default:
+			err = fmt.Errorf("unknown option")
+		}
+		if err != nil {
+			return o, fmt.Errorf("staging-pread: option %s=%q: %w", k, v, err)
+		}
+	}
+	return o, nil
+}
+
+// part is one tensor's bytes inside a slot or the resident area: the
+// aligned file range [fileOff, fileOff+readLen) lands at memOff, and the
+// tensor's first byte at memOff+inner.
+type part struct {
+	shard   int
+	fileOff int64
+	readLen int64
+	memOff  int64
+	inner   int64
+	size    int64
+}
+
+// layout places every tensor in slot memory: the always-needed tensors
+// once, at the start; then fixed-size slots, one per cached (layer, expert)
+// unit holding that expert's slice of every routed tensor of the layer.
+type layout struct {
+	resident     map[int]part // by tensor ID
+	residentSize int64
+	// unitTensors[layer] are the routed tensors of the layer; partOff[id]
+	// is where tensor id's slice starts inside a slot.
+	unitTensors map[int][]int
+	partOff     map[int]int64
+	slotSize    int64
+	experts     map[int]int // layer → expert count
+}
+
+func newLayout(req *plugin.OpenRequest) (*layout, error) {
+	l := &layout{resident: map[int]part{}, unitTensors: map[int][]int{}, partOff: map[int]int64{}, experts: map[int]int{}}
+	unitSize := map[int]int64{}
+	for id, t := range req.Tensors {
+		if err := t.Validate(len(req.Shards)); err != nil {
+			return nil, fmt.Errorf("staging-pread: %w", err)
+		}
+		if !t.Routed() {
+			p := placeRange(t.Shard, t.Offset, t.Size, l.residentSize)
+			l.resident[id] = p
+			l.residentSize += p.readLen
+			continue
+		}
+		// A slice may start anywhere in a 4 KiB block, so reserve room for
+		// the worst case.
+		l.partOff[id] = unitSize[t.Layer]
+		unitSize[t.Layer] += alignUp(t.ExpertSize + align - 1)
+		l.unitTensors[t.Layer] = append(l.unitTensors[t.Layer], id)
+		l.experts[t.Layer] = max(l.experts[t.Layer], t.Experts)
+	}
+	for _, s := range unitSize {
+		l.slotSize = max(l.slotSize, s)
+	}
+	return l, nil
+}
+
+// placeRange lays out the aligned read of [off, off+size) at memOff.
+func placeRange(shard int, off, size, memOff int64) part {
+	start := alignDown(off)
+	inner := off - start
+	return part{shard: shard, fileOff: start, readLen: alignUp(inner + size), memOff: memOff, inner: inner, size: size}
+}
+
+// unitParts are the reads that fill a slot at base with expert e of layer.
+func (l *layout) unitParts(req *plugin.OpenRequest, layer, e int, base int64) []part {
+	var ps []part
+	for _, id := range l.unitTensors[layer] {
+		t := req.Tensors[id]
+		if e >= t.Experts {
+			continue
+		}
+		ps = append(ps, placeRange(t.Shard, t.Offset+int64(e)*t.ExpertSize, t.ExpertSize, base+l.partOff[id]))
+	}
+	return ps
+}
+
+// Footprint is the memory staging-pread needs for req with the given number
+// of expert slots: the always-needed tensors plus the slots. Tests and
+// profiles use it to pick budgets.
+func Footprint(req *plugin.OpenRequest, slots int) (int64, error) {
+	l, err := newLayout(req)
+	if err != nil {
+		return 0, err
+	}
+	return l.residentSize + int64(slots)*l.slotSize, nil
+}
