@@ -79,14 +79,15 @@ func encodeRow(t quant.Type, src []float32, dst []byte) error {
 }
 
 // Tensors with more elements than poolMinElements, stored in a block type,
-// are assembled from a pool of poolRows quantized rows: each block of each
-// row is a randomly chosen pool block. Blocks of every ggml type are self
-// contained (own scales), so the result is as valid and finite as the pool,
-// and a multi-GB expert tensor costs memcpy time instead of reference
-// quantization time.
+// are assembled from a pool of about poolBlocks quantized blocks (whole
+// rows of the tensor): each block of each row is a randomly chosen pool
+// block. Blocks of every ggml type are self contained (own scales), so the
+// result is as valid and finite as the pool, and a multi-GB expert tensor
+// costs memcpy time instead of reference quantization time. The tiny
+// preset stays under the threshold: every one of its rows is quantized.
 const (
-	poolMinElements = 1 << 22
-	poolRows        = 64
+	poolMinElements = 1 << 20
+	poolBlocks      = 256
 )
 
 // rowMaker produces the stored bytes of any row of one tensor.
@@ -119,6 +120,7 @@ func newRowMaker(def *tensorDef, seed uint64) (*rowMaker, error) {
 
 // buildPool quantizes the pool rows on every CPU.
 func (m *rowMaker) buildPool() error {
+	poolRows := (poolBlocks + m.nBlocks - 1) / m.nBlocks
 	m.pool = make([]byte, poolRows*m.rowBytes)
 	n := min(runtime.GOMAXPROCS(0), poolRows)
 	errs := make([]error, n)
