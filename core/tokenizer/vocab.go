@@ -81,7 +81,7 @@ type Config struct {
 	Pre    string      // tokenizer.ggml.pre
 	Tokens []string    // tokenizer.ggml.tokens
 	Types  []TokenType // tokenizer.ggml.token_type; nil means all normal
-	Merges []string    // tokenizer.ggml.merges, "left right", rank = index
+	Merges []string    // tokenizer.ggml.merges, "left right", rank = index; nil when absent
 	// IDs holds the special-token ids present in the file (see IDKeys).
 	IDs map[string]uint32
 	// Flags holds the boolean keys present in the file (see FlagKeys).
@@ -143,7 +143,9 @@ func New(c Config) (*Tokenizer, error) {
 	if c.Types != nil && len(c.Types) < len(c.Tokens) {
 		return nil, fmt.Errorf("tokenizer: tokenizer.ggml.token_type has %d entries for %d tokens", len(c.Types), len(c.Tokens))
 	}
-	if len(c.Merges) == 0 && c.Pre != "kimi-k2" {
+	// Like llama.cpp, only kimi-k2 may lack the merges key (nil here); an
+	// empty list is allowed.
+	if c.Merges == nil && c.Pre != "kimi-k2" {
 		return nil, fmt.Errorf("tokenizer: tokenizer.ggml.merges is missing")
 	}
 	t := &Tokenizer{pre: pre, addBOS: pre.addBOS}
