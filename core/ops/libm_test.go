@@ -61,3 +61,35 @@ func TestVexp(t *testing.T) {
 		t.Error("vexp does not flush to zero")
 	}
 }
+
+// glibcLog are (x, logf(x)) as float32 bits from glibc 2.36.
+var glibcLog = [][2]uint32{
+	{0x3f7c48a3, 0xbc6f9584},
+	{0x3f84d73e, 0x3d180c45},
+	{0x40b169f7, 0x3fdb3b62},
+	{0x40ab4b5c, 0x3fd6bd28},
+	{0x419a5ed5, 0x403d6f3a},
+	{0x41cb8680, 0x404f2058},
+	{0x41a45f41, 0x404173c5},
+	{0x41e468aa, 0x4056822e},
+	{0x41da1427, 0x40538bea},
+	{0x407bd6ae, 0x3faf590e},
+	{0x3f800000, 0x00000000},
+	{0x40000000, 0x3f317218},
+	{0x3f000000, 0xbf317218},
+	{0x000116c2, 0xc2b834f2},
+	{0x42c80000, 0x40935d8e},
+	{0x3f800001, 0x33ffffff},
+}
+
+func TestLogf(t *testing.T) {
+	for _, c := range glibcLog {
+		x := math.Float32frombits(c[0])
+		if got := math.Float32bits(Logf(x)); got != c[1] {
+			t.Errorf("Logf(%g) = %g, glibc %g", x, math.Float32frombits(got), math.Float32frombits(c[1]))
+		}
+	}
+	if !math.IsInf(float64(Logf(0)), -1) || !math.IsNaN(float64(Logf(-1))) {
+		t.Error("Logf edge cases")
+	}
+}

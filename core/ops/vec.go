@@ -70,7 +70,7 @@ func Softplus(x float32) float32 {
 	if x > 20 {
 		return x
 	}
-	return float32(math.Log(float64(1 + Exp(x))))
+	return Logf(1 + Exp(x))
 }
 
 // Tanh is the C library's tanhf (see Tanhf).
