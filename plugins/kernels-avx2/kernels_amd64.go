@@ -26,6 +26,12 @@ func dotQ8_0AVX2(w *byte, a *byte, nb int) float32
 func dotQ4_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ5_0AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotF32AVX2(w *byte, a *byte, n int) float32
 
 //go:noescape

@@ -26,6 +26,12 @@ func dotQ8_0AVX512(w *byte, a *byte, nb int) float32
 func dotQ4_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ5_0AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotF32AVX512(w *byte, a *byte, n int) float32
 
 //go:noescape
@@ -56,6 +62,12 @@ func dotQ8_0VNNI(w *byte, a *byte, nb int) float32
 func dotQ4_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ5_0VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotF32VNNI(w *byte, a *byte, n int) float32
 
 //go:noescape
@@ -84,6 +96,12 @@ func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ4_0VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_0VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotF32VNNI256(w *byte, a *byte, n int) float32

@@ -851,46 +851,48 @@ DATA shift_4_3<>+60(SB)/4, $0x00030003
 GLOBL shift_4_3<>(SB), RODATA|NOPTR, $64
 
 // func dotQ8_0AVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, F16C, SSE
+// Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VXORPS Z0, Z0, Z0
-	TESTQ  DX, DX
-	JZ     doneQ8_0
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	TESTQ        DX, DX
+	JZ           doneQ8_0
 
 loopQ8_0:
-	VPMOVSXBW    2(AX), Z2
-	VPMOVSXBW    2(CX), Z1
-	VPMADDWD     Z1, Z2, Z2
-	MOVWLZX      (AX), BX
-	MOVWLZX      (CX), SI
-	SHLL         $0x10, SI
-	ORL          BX, SI
-	VMOVD        SI, X1
-	VCVTPH2PS    X1, X1
-	VMOVSHDUP    X1, X3
-	VMULSS       X3, X1, X1
-	VBROADCASTSS X1, Z1
-	VCVTDQ2PS    Z2, Z2
-	VFMADD231PS  Z2, Z1, Z0
+	VMOVDQU      2(AX), Y2
+	VMOVDQU      2(CX), Y3
+	VPSIGNB      Y2, Y2, Y4
+	VPSIGNB      Y2, Y3, Y3
+	VPMADDUBSW   Y3, Y4, Y2
+	VPMADDWD     Y1, Y2, Y2
+	VMOVD        (AX), X3
+	VPINSRW      $0x01, (CX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMOVSHDUP    X3, X4
+	VMULSS       X4, X3, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y3, Y0
 	ADDQ         $0x00000022, AX
 	ADDQ         $0x00000022, CX
 	DECQ         DX
 	JNZ          loopQ8_0
 
 doneQ8_0:
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
 	RET
+
+DATA c32_00010001<>+0(SB)/4, $0x00010001
+GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
 
 // func dotQ4_0AVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
@@ -914,11 +916,8 @@ loopQ4_0:
 	VPMADDUBSW   2(CX), Y2, Y6
 	VPSUBW       Y6, Y5, Y5
 	VPMADDWD     Y3, Y5, Y5
-	MOVWLZX      (AX), BX
-	MOVWLZX      (CX), SI
-	SHLL         $0x10, SI
-	ORL          BX, SI
-	VMOVD        SI, X4
+	VMOVD        (AX), X4
+	VPINSRW      $0x01, (CX), X4, X4
 	VCVTPH2PS    X4, X4
 	VMOVSHDUP    X4, X6
 	VMULSS       X6, X4, X4
@@ -943,8 +942,388 @@ doneQ4_0:
 DATA c32_08080808<>+0(SB)/4, $0x08080808
 GLOBL c32_08080808<>(SB), RODATA|NOPTR, $4
 
-DATA c32_00010001<>+0(SB)/4, $0x00010001
-GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
+// func dotQ5_0AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
+TEXT ·dotQ5_0AVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPBROADCASTD c32_00010001<>+0(SB), Y3
+	VMOVDQU      q5spread<>+0(SB), Y4
+	VPBROADCASTQ q5bits<>+0(SB), Y5
+	VPCMPEQB     Y6, Y6, Y6
+	VPBROADCASTD c32_10101010<>+0(SB), Y7
+	TESTQ        DX, DX
+	JZ           doneQ5_0
+
+loopQ5_0:
+	VMOVDQU64    6(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI32X4 $0x01, X9, Y8, Y9
+	VPANDD       Y1, Y9, Y9
+	VPBROADCASTD 2(AX), Y10
+	VPSHUFB      Y4, Y10, Y10
+	VPOR         Y5, Y10, Y10
+	VPCMPEQB     Y6, Y10, Y10
+	VPAND        Y7, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   2(CX), Y9, Y9
+	VPMADDUBSW   2(CX), Y2, Y10
+	VPSUBW       Y10, Y9, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VMOVD        (AX), X8
+	VPINSRW      $0x01, (CX), X8, X8
+	VCVTPH2PS    X8, X8
+	VMOVSHDUP    X8, X10
+	VMULSS       X10, X8, X8
+	VBROADCASTSS X8, Y10
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y10, Y0
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JNZ          loopQ5_0
+
+doneQ5_0:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+DATA q5spread<>+0(SB)/4, $0x00000000
+DATA q5spread<>+4(SB)/4, $0x00000000
+DATA q5spread<>+8(SB)/4, $0x01010101
+DATA q5spread<>+12(SB)/4, $0x01010101
+DATA q5spread<>+16(SB)/4, $0x02020202
+DATA q5spread<>+20(SB)/4, $0x02020202
+DATA q5spread<>+24(SB)/4, $0x03030303
+DATA q5spread<>+28(SB)/4, $0x03030303
+GLOBL q5spread<>(SB), RODATA|NOPTR, $32
+
+DATA q5bits<>+0(SB)/4, $0xf7fbfdfe
+DATA q5bits<>+4(SB)/4, $0x7fbfdfef
+GLOBL q5bits<>(SB), RODATA|NOPTR, $8
+
+DATA e8m0half<>+0(SB)/4, $0x00200000
+DATA e8m0half<>+4(SB)/4, $0x00400000
+DATA e8m0half<>+8(SB)/4, $0x00800000
+DATA e8m0half<>+12(SB)/4, $0x01000000
+DATA e8m0half<>+16(SB)/4, $0x01800000
+DATA e8m0half<>+20(SB)/4, $0x02000000
+DATA e8m0half<>+24(SB)/4, $0x02800000
+DATA e8m0half<>+28(SB)/4, $0x03000000
+DATA e8m0half<>+32(SB)/4, $0x03800000
+DATA e8m0half<>+36(SB)/4, $0x04000000
+DATA e8m0half<>+40(SB)/4, $0x04800000
+DATA e8m0half<>+44(SB)/4, $0x05000000
+DATA e8m0half<>+48(SB)/4, $0x05800000
+DATA e8m0half<>+52(SB)/4, $0x06000000
+DATA e8m0half<>+56(SB)/4, $0x06800000
+DATA e8m0half<>+60(SB)/4, $0x07000000
+DATA e8m0half<>+64(SB)/4, $0x07800000
+DATA e8m0half<>+68(SB)/4, $0x08000000
+DATA e8m0half<>+72(SB)/4, $0x08800000
+DATA e8m0half<>+76(SB)/4, $0x09000000
+DATA e8m0half<>+80(SB)/4, $0x09800000
+DATA e8m0half<>+84(SB)/4, $0x0a000000
+DATA e8m0half<>+88(SB)/4, $0x0a800000
+DATA e8m0half<>+92(SB)/4, $0x0b000000
+DATA e8m0half<>+96(SB)/4, $0x0b800000
+DATA e8m0half<>+100(SB)/4, $0x0c000000
+DATA e8m0half<>+104(SB)/4, $0x0c800000
+DATA e8m0half<>+108(SB)/4, $0x0d000000
+DATA e8m0half<>+112(SB)/4, $0x0d800000
+DATA e8m0half<>+116(SB)/4, $0x0e000000
+DATA e8m0half<>+120(SB)/4, $0x0e800000
+DATA e8m0half<>+124(SB)/4, $0x0f000000
+DATA e8m0half<>+128(SB)/4, $0x0f800000
+DATA e8m0half<>+132(SB)/4, $0x10000000
+DATA e8m0half<>+136(SB)/4, $0x10800000
+DATA e8m0half<>+140(SB)/4, $0x11000000
+DATA e8m0half<>+144(SB)/4, $0x11800000
+DATA e8m0half<>+148(SB)/4, $0x12000000
+DATA e8m0half<>+152(SB)/4, $0x12800000
+DATA e8m0half<>+156(SB)/4, $0x13000000
+DATA e8m0half<>+160(SB)/4, $0x13800000
+DATA e8m0half<>+164(SB)/4, $0x14000000
+DATA e8m0half<>+168(SB)/4, $0x14800000
+DATA e8m0half<>+172(SB)/4, $0x15000000
+DATA e8m0half<>+176(SB)/4, $0x15800000
+DATA e8m0half<>+180(SB)/4, $0x16000000
+DATA e8m0half<>+184(SB)/4, $0x16800000
+DATA e8m0half<>+188(SB)/4, $0x17000000
+DATA e8m0half<>+192(SB)/4, $0x17800000
+DATA e8m0half<>+196(SB)/4, $0x18000000
+DATA e8m0half<>+200(SB)/4, $0x18800000
+DATA e8m0half<>+204(SB)/4, $0x19000000
+DATA e8m0half<>+208(SB)/4, $0x19800000
+DATA e8m0half<>+212(SB)/4, $0x1a000000
+DATA e8m0half<>+216(SB)/4, $0x1a800000
+DATA e8m0half<>+220(SB)/4, $0x1b000000
+DATA e8m0half<>+224(SB)/4, $0x1b800000
+DATA e8m0half<>+228(SB)/4, $0x1c000000
+DATA e8m0half<>+232(SB)/4, $0x1c800000
+DATA e8m0half<>+236(SB)/4, $0x1d000000
+DATA e8m0half<>+240(SB)/4, $0x1d800000
+DATA e8m0half<>+244(SB)/4, $0x1e000000
+DATA e8m0half<>+248(SB)/4, $0x1e800000
+DATA e8m0half<>+252(SB)/4, $0x1f000000
+DATA e8m0half<>+256(SB)/4, $0x1f800000
+DATA e8m0half<>+260(SB)/4, $0x20000000
+DATA e8m0half<>+264(SB)/4, $0x20800000
+DATA e8m0half<>+268(SB)/4, $0x21000000
+DATA e8m0half<>+272(SB)/4, $0x21800000
+DATA e8m0half<>+276(SB)/4, $0x22000000
+DATA e8m0half<>+280(SB)/4, $0x22800000
+DATA e8m0half<>+284(SB)/4, $0x23000000
+DATA e8m0half<>+288(SB)/4, $0x23800000
+DATA e8m0half<>+292(SB)/4, $0x24000000
+DATA e8m0half<>+296(SB)/4, $0x24800000
+DATA e8m0half<>+300(SB)/4, $0x25000000
+DATA e8m0half<>+304(SB)/4, $0x25800000
+DATA e8m0half<>+308(SB)/4, $0x26000000
+DATA e8m0half<>+312(SB)/4, $0x26800000
+DATA e8m0half<>+316(SB)/4, $0x27000000
+DATA e8m0half<>+320(SB)/4, $0x27800000
+DATA e8m0half<>+324(SB)/4, $0x28000000
+DATA e8m0half<>+328(SB)/4, $0x28800000
+DATA e8m0half<>+332(SB)/4, $0x29000000
+DATA e8m0half<>+336(SB)/4, $0x29800000
+DATA e8m0half<>+340(SB)/4, $0x2a000000
+DATA e8m0half<>+344(SB)/4, $0x2a800000
+DATA e8m0half<>+348(SB)/4, $0x2b000000
+DATA e8m0half<>+352(SB)/4, $0x2b800000
+DATA e8m0half<>+356(SB)/4, $0x2c000000
+DATA e8m0half<>+360(SB)/4, $0x2c800000
+DATA e8m0half<>+364(SB)/4, $0x2d000000
+DATA e8m0half<>+368(SB)/4, $0x2d800000
+DATA e8m0half<>+372(SB)/4, $0x2e000000
+DATA e8m0half<>+376(SB)/4, $0x2e800000
+DATA e8m0half<>+380(SB)/4, $0x2f000000
+DATA e8m0half<>+384(SB)/4, $0x2f800000
+DATA e8m0half<>+388(SB)/4, $0x30000000
+DATA e8m0half<>+392(SB)/4, $0x30800000
+DATA e8m0half<>+396(SB)/4, $0x31000000
+DATA e8m0half<>+400(SB)/4, $0x31800000
+DATA e8m0half<>+404(SB)/4, $0x32000000
+DATA e8m0half<>+408(SB)/4, $0x32800000
+DATA e8m0half<>+412(SB)/4, $0x33000000
+DATA e8m0half<>+416(SB)/4, $0x33800000
+DATA e8m0half<>+420(SB)/4, $0x34000000
+DATA e8m0half<>+424(SB)/4, $0x34800000
+DATA e8m0half<>+428(SB)/4, $0x35000000
+DATA e8m0half<>+432(SB)/4, $0x35800000
+DATA e8m0half<>+436(SB)/4, $0x36000000
+DATA e8m0half<>+440(SB)/4, $0x36800000
+DATA e8m0half<>+444(SB)/4, $0x37000000
+DATA e8m0half<>+448(SB)/4, $0x37800000
+DATA e8m0half<>+452(SB)/4, $0x38000000
+DATA e8m0half<>+456(SB)/4, $0x38800000
+DATA e8m0half<>+460(SB)/4, $0x39000000
+DATA e8m0half<>+464(SB)/4, $0x39800000
+DATA e8m0half<>+468(SB)/4, $0x3a000000
+DATA e8m0half<>+472(SB)/4, $0x3a800000
+DATA e8m0half<>+476(SB)/4, $0x3b000000
+DATA e8m0half<>+480(SB)/4, $0x3b800000
+DATA e8m0half<>+484(SB)/4, $0x3c000000
+DATA e8m0half<>+488(SB)/4, $0x3c800000
+DATA e8m0half<>+492(SB)/4, $0x3d000000
+DATA e8m0half<>+496(SB)/4, $0x3d800000
+DATA e8m0half<>+500(SB)/4, $0x3e000000
+DATA e8m0half<>+504(SB)/4, $0x3e800000
+DATA e8m0half<>+508(SB)/4, $0x3f000000
+DATA e8m0half<>+512(SB)/4, $0x3f800000
+DATA e8m0half<>+516(SB)/4, $0x40000000
+DATA e8m0half<>+520(SB)/4, $0x40800000
+DATA e8m0half<>+524(SB)/4, $0x41000000
+DATA e8m0half<>+528(SB)/4, $0x41800000
+DATA e8m0half<>+532(SB)/4, $0x42000000
+DATA e8m0half<>+536(SB)/4, $0x42800000
+DATA e8m0half<>+540(SB)/4, $0x43000000
+DATA e8m0half<>+544(SB)/4, $0x43800000
+DATA e8m0half<>+548(SB)/4, $0x44000000
+DATA e8m0half<>+552(SB)/4, $0x44800000
+DATA e8m0half<>+556(SB)/4, $0x45000000
+DATA e8m0half<>+560(SB)/4, $0x45800000
+DATA e8m0half<>+564(SB)/4, $0x46000000
+DATA e8m0half<>+568(SB)/4, $0x46800000
+DATA e8m0half<>+572(SB)/4, $0x47000000
+DATA e8m0half<>+576(SB)/4, $0x47800000
+DATA e8m0half<>+580(SB)/4, $0x48000000
+DATA e8m0half<>+584(SB)/4, $0x48800000
+DATA e8m0half<>+588(SB)/4, $0x49000000
+DATA e8m0half<>+592(SB)/4, $0x49800000
+DATA e8m0half<>+596(SB)/4, $0x4a000000
+DATA e8m0half<>+600(SB)/4, $0x4a800000
+DATA e8m0half<>+604(SB)/4, $0x4b000000
+DATA e8m0half<>+608(SB)/4, $0x4b800000
+DATA e8m0half<>+612(SB)/4, $0x4c000000
+DATA e8m0half<>+616(SB)/4, $0x4c800000
+DATA e8m0half<>+620(SB)/4, $0x4d000000
+DATA e8m0half<>+624(SB)/4, $0x4d800000
+DATA e8m0half<>+628(SB)/4, $0x4e000000
+DATA e8m0half<>+632(SB)/4, $0x4e800000
+DATA e8m0half<>+636(SB)/4, $0x4f000000
+DATA e8m0half<>+640(SB)/4, $0x4f800000
+DATA e8m0half<>+644(SB)/4, $0x50000000
+DATA e8m0half<>+648(SB)/4, $0x50800000
+DATA e8m0half<>+652(SB)/4, $0x51000000
+DATA e8m0half<>+656(SB)/4, $0x51800000
+DATA e8m0half<>+660(SB)/4, $0x52000000
+DATA e8m0half<>+664(SB)/4, $0x52800000
+DATA e8m0half<>+668(SB)/4, $0x53000000
+DATA e8m0half<>+672(SB)/4, $0x53800000
+DATA e8m0half<>+676(SB)/4, $0x54000000
+DATA e8m0half<>+680(SB)/4, $0x54800000
+DATA e8m0half<>+684(SB)/4, $0x55000000
+DATA e8m0half<>+688(SB)/4, $0x55800000
+DATA e8m0half<>+692(SB)/4, $0x56000000
+DATA e8m0half<>+696(SB)/4, $0x56800000
+DATA e8m0half<>+700(SB)/4, $0x57000000
+DATA e8m0half<>+704(SB)/4, $0x57800000
+DATA e8m0half<>+708(SB)/4, $0x58000000
+DATA e8m0half<>+712(SB)/4, $0x58800000
+DATA e8m0half<>+716(SB)/4, $0x59000000
+DATA e8m0half<>+720(SB)/4, $0x59800000
+DATA e8m0half<>+724(SB)/4, $0x5a000000
+DATA e8m0half<>+728(SB)/4, $0x5a800000
+DATA e8m0half<>+732(SB)/4, $0x5b000000
+DATA e8m0half<>+736(SB)/4, $0x5b800000
+DATA e8m0half<>+740(SB)/4, $0x5c000000
+DATA e8m0half<>+744(SB)/4, $0x5c800000
+DATA e8m0half<>+748(SB)/4, $0x5d000000
+DATA e8m0half<>+752(SB)/4, $0x5d800000
+DATA e8m0half<>+756(SB)/4, $0x5e000000
+DATA e8m0half<>+760(SB)/4, $0x5e800000
+DATA e8m0half<>+764(SB)/4, $0x5f000000
+DATA e8m0half<>+768(SB)/4, $0x5f800000
+DATA e8m0half<>+772(SB)/4, $0x60000000
+DATA e8m0half<>+776(SB)/4, $0x60800000
+DATA e8m0half<>+780(SB)/4, $0x61000000
+DATA e8m0half<>+784(SB)/4, $0x61800000
+DATA e8m0half<>+788(SB)/4, $0x62000000
+DATA e8m0half<>+792(SB)/4, $0x62800000
+DATA e8m0half<>+796(SB)/4, $0x63000000
+DATA e8m0half<>+800(SB)/4, $0x63800000
+DATA e8m0half<>+804(SB)/4, $0x64000000
+DATA e8m0half<>+808(SB)/4, $0x64800000
+DATA e8m0half<>+812(SB)/4, $0x65000000
+DATA e8m0half<>+816(SB)/4, $0x65800000
+DATA e8m0half<>+820(SB)/4, $0x66000000
+DATA e8m0half<>+824(SB)/4, $0x66800000
+DATA e8m0half<>+828(SB)/4, $0x67000000
+DATA e8m0half<>+832(SB)/4, $0x67800000
+DATA e8m0half<>+836(SB)/4, $0x68000000
+DATA e8m0half<>+840(SB)/4, $0x68800000
+DATA e8m0half<>+844(SB)/4, $0x69000000
+DATA e8m0half<>+848(SB)/4, $0x69800000
+DATA e8m0half<>+852(SB)/4, $0x6a000000
+DATA e8m0half<>+856(SB)/4, $0x6a800000
+DATA e8m0half<>+860(SB)/4, $0x6b000000
+DATA e8m0half<>+864(SB)/4, $0x6b800000
+DATA e8m0half<>+868(SB)/4, $0x6c000000
+DATA e8m0half<>+872(SB)/4, $0x6c800000
+DATA e8m0half<>+876(SB)/4, $0x6d000000
+DATA e8m0half<>+880(SB)/4, $0x6d800000
+DATA e8m0half<>+884(SB)/4, $0x6e000000
+DATA e8m0half<>+888(SB)/4, $0x6e800000
+DATA e8m0half<>+892(SB)/4, $0x6f000000
+DATA e8m0half<>+896(SB)/4, $0x6f800000
+DATA e8m0half<>+900(SB)/4, $0x70000000
+DATA e8m0half<>+904(SB)/4, $0x70800000
+DATA e8m0half<>+908(SB)/4, $0x71000000
+DATA e8m0half<>+912(SB)/4, $0x71800000
+DATA e8m0half<>+916(SB)/4, $0x72000000
+DATA e8m0half<>+920(SB)/4, $0x72800000
+DATA e8m0half<>+924(SB)/4, $0x73000000
+DATA e8m0half<>+928(SB)/4, $0x73800000
+DATA e8m0half<>+932(SB)/4, $0x74000000
+DATA e8m0half<>+936(SB)/4, $0x74800000
+DATA e8m0half<>+940(SB)/4, $0x75000000
+DATA e8m0half<>+944(SB)/4, $0x75800000
+DATA e8m0half<>+948(SB)/4, $0x76000000
+DATA e8m0half<>+952(SB)/4, $0x76800000
+DATA e8m0half<>+956(SB)/4, $0x77000000
+DATA e8m0half<>+960(SB)/4, $0x77800000
+DATA e8m0half<>+964(SB)/4, $0x78000000
+DATA e8m0half<>+968(SB)/4, $0x78800000
+DATA e8m0half<>+972(SB)/4, $0x79000000
+DATA e8m0half<>+976(SB)/4, $0x79800000
+DATA e8m0half<>+980(SB)/4, $0x7a000000
+DATA e8m0half<>+984(SB)/4, $0x7a800000
+DATA e8m0half<>+988(SB)/4, $0x7b000000
+DATA e8m0half<>+992(SB)/4, $0x7b800000
+DATA e8m0half<>+996(SB)/4, $0x7c000000
+DATA e8m0half<>+1000(SB)/4, $0x7c800000
+DATA e8m0half<>+1004(SB)/4, $0x7d000000
+DATA e8m0half<>+1008(SB)/4, $0x7d800000
+DATA e8m0half<>+1012(SB)/4, $0x7e000000
+DATA e8m0half<>+1016(SB)/4, $0x7e800000
+DATA e8m0half<>+1020(SB)/4, $0x7f000000
+GLOBL e8m0half<>(SB), RODATA|NOPTR, $1024
+
+// func dotMXFP4AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
+TEXT ·dotMXFP4AVX512(SB), NOSPLIT, $0-28
+	MOVQ           w+0(FP), AX
+	MOVQ           a+8(FP), CX
+	MOVQ           nb+16(FP), DX
+	VXORPS         Y0, Y0, Y0
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD   c32_0c0c0c0c<>+0(SB), Y2
+	VPBROADCASTD   c32_00010001<>+0(SB), Y3
+	VBROADCASTI128 mxfp4lut<>+0(SB), Y4
+	TESTQ          DX, DX
+	JZ             doneMXFP4
+
+loopMXFP4:
+	VMOVDQU64    1(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI32X4 $0x01, X6, Y5, Y6
+	VPANDD       Y1, Y6, Y6
+	VPSHUFB      Y6, Y4, Y6
+	VPMADDUBSW   2(CX), Y6, Y6
+	VPMADDUBSW   2(CX), Y2, Y7
+	VPSUBW       Y7, Y6, Y6
+	VPMADDWD     Y3, Y6, Y6
+	MOVBQZX      (AX), BX
+	LEAQ         e8m0half<>+0(SB), SI
+	VMOVD        (CX), X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (SI)(BX*4), X5, X5
+	VBROADCASTSS X5, Y7
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y7, Y0
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JNZ          loopMXFP4
+
+doneMXFP4:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+DATA c32_0c0c0c0c<>+0(SB)/4, $0x0c0c0c0c
+GLOBL c32_0c0c0c0c<>(SB), RODATA|NOPTR, $4
+
+DATA mxfp4lut<>+0(SB)/4, $0x0f0e0d0c
+DATA mxfp4lut<>+4(SB)/4, $0x18141210
+DATA mxfp4lut<>+8(SB)/4, $0x090a0b0c
+DATA mxfp4lut<>+12(SB)/4, $0x00040608
+GLOBL mxfp4lut<>(SB), RODATA|NOPTR, $16
 
 // func dotF32AVX512(w *byte, a *byte, n int) float32
 // Requires: AVX, AVX512DQ, AVX512F, SSE
@@ -1597,45 +1976,43 @@ doneQ5K:
 	RET
 
 // func dotQ8_0VNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, F16C, SSE
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ8_0VNNI(SB), NOSPLIT, $0-28
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
-	VXORPS Z0, Z0, Z0
+	VXORPS Y0, Y0, Y0
 	TESTQ  DX, DX
 	JZ     doneQ8_0
 
 loopQ8_0:
-	VPMOVSXBW    2(AX), Z2
-	VPMOVSXBW    2(CX), Z1
-	VPMADDWD     Z1, Z2, Z2
-	MOVWLZX      (AX), BX
-	MOVWLZX      (CX), SI
-	SHLL         $0x10, SI
-	ORL          BX, SI
-	VMOVD        SI, X1
-	VCVTPH2PS    X1, X1
-	VMOVSHDUP    X1, X3
-	VMULSS       X3, X1, X1
-	VBROADCASTSS X1, Z1
-	VCVTDQ2PS    Z2, Z2
-	VFMADD231PS  Z2, Z1, Z0
+	VMOVDQU      2(AX), Y1
+	VMOVDQU      2(CX), Y2
+	VPSIGNB      Y1, Y1, Y3
+	VPSIGNB      Y1, Y2, Y2
+	VPXOR        Y1, Y1, Y1
+	VPDPBUSD     Y2, Y3, Y1
+	VMOVD        (AX), X2
+	VPINSRW      $0x01, (CX), X2, X2
+	VCVTPH2PS    X2, X2
+	VMOVSHDUP    X2, X3
+	VMULSS       X3, X2, X2
+	VBROADCASTSS X2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y2, Y0
 	ADDQ         $0x00000022, AX
 	ADDQ         $0x00000022, CX
 	DECQ         DX
 	JNZ          loopQ8_0
 
 doneQ8_0:
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
 	RET
 
 // func dotQ4_0VNNI(w *byte, a *byte, nb int) float32
@@ -1660,11 +2037,8 @@ loopQ4_0:
 	VPMADDUBSW   2(CX), Y2, Y6
 	VPSUBW       Y6, Y5, Y5
 	VPMADDWD     Y3, Y5, Y5
-	MOVWLZX      (AX), BX
-	MOVWLZX      (CX), SI
-	SHLL         $0x10, SI
-	ORL          BX, SI
-	VMOVD        SI, X4
+	VMOVD        (AX), X4
+	VPINSRW      $0x01, (CX), X4, X4
 	VCVTPH2PS    X4, X4
 	VMOVSHDUP    X4, X6
 	VMULSS       X6, X4, X4
@@ -1677,6 +2051,108 @@ loopQ4_0:
 	JNZ          loopQ4_0
 
 doneQ4_0:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ5_0VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
+TEXT ·dotQ5_0VNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPBROADCASTD c32_00010001<>+0(SB), Y3
+	VMOVDQU      q5spread<>+0(SB), Y4
+	VPBROADCASTQ q5bits<>+0(SB), Y5
+	VPCMPEQB     Y6, Y6, Y6
+	VPBROADCASTD c32_10101010<>+0(SB), Y7
+	TESTQ        DX, DX
+	JZ           doneQ5_0
+
+loopQ5_0:
+	VMOVDQU64    6(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI32X4 $0x01, X9, Y8, Y9
+	VPANDD       Y1, Y9, Y9
+	VPBROADCASTD 2(AX), Y10
+	VPSHUFB      Y4, Y10, Y10
+	VPOR         Y5, Y10, Y10
+	VPCMPEQB     Y6, Y10, Y10
+	VPAND        Y7, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   2(CX), Y9, Y9
+	VPMADDUBSW   2(CX), Y2, Y10
+	VPSUBW       Y10, Y9, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VMOVD        (AX), X8
+	VPINSRW      $0x01, (CX), X8, X8
+	VCVTPH2PS    X8, X8
+	VMOVSHDUP    X8, X10
+	VMULSS       X10, X8, X8
+	VBROADCASTSS X8, Y10
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y10, Y0
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JNZ          loopQ5_0
+
+doneQ5_0:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotMXFP4VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
+TEXT ·dotMXFP4VNNI(SB), NOSPLIT, $0-28
+	MOVQ           w+0(FP), AX
+	MOVQ           a+8(FP), CX
+	MOVQ           nb+16(FP), DX
+	VXORPS         Y0, Y0, Y0
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD   c32_0c0c0c0c<>+0(SB), Y2
+	VPBROADCASTD   c32_00010001<>+0(SB), Y3
+	VBROADCASTI128 mxfp4lut<>+0(SB), Y4
+	TESTQ          DX, DX
+	JZ             doneMXFP4
+
+loopMXFP4:
+	VMOVDQU64    1(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI32X4 $0x01, X6, Y5, Y6
+	VPANDD       Y1, Y6, Y6
+	VPSHUFB      Y6, Y4, Y6
+	VPMADDUBSW   2(CX), Y6, Y6
+	VPMADDUBSW   2(CX), Y2, Y7
+	VPSUBW       Y7, Y6, Y6
+	VPMADDWD     Y3, Y6, Y6
+	MOVBQZX      (AX), BX
+	LEAQ         e8m0half<>+0(SB), SI
+	VMOVD        (CX), X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (SI)(BX*4), X5, X5
+	VBROADCASTSS X5, Y7
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y7, Y0
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JNZ          loopMXFP4
+
+doneMXFP4:
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
 	VMOVHLPS     X0, X0, X1
@@ -2463,7 +2939,7 @@ doneQ5K:
 	RET
 
 // func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ8_0VNNI256(SB), NOSPLIT, $0-28
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
@@ -2473,24 +2949,20 @@ TEXT ·dotQ8_0VNNI256(SB), NOSPLIT, $0-28
 	JZ     doneQ8_0
 
 loopQ8_0:
-	VPMOVSXBW    2(AX), Y2
-	VPMOVSXBW    2(CX), Y1
-	VPMADDWD     Y1, Y2, Y2
-	VPMOVSXBW    18(AX), Y1
-	VPMOVSXBW    18(CX), Y3
-	VPMADDWD     Y3, Y1, Y1
-	VPADDD       Y1, Y2, Y2
-	MOVWLZX      (AX), BX
-	MOVWLZX      (CX), SI
-	SHLL         $0x10, SI
-	ORL          BX, SI
-	VMOVD        SI, X1
-	VCVTPH2PS    X1, X1
-	VMOVSHDUP    X1, X3
-	VMULSS       X3, X1, X1
-	VBROADCASTSS X1, Y1
-	VCVTDQ2PS    Y2, Y2
-	VFMADD231PS  Y2, Y1, Y0
+	VMOVDQU      2(AX), Y1
+	VMOVDQU      2(CX), Y2
+	VPSIGNB      Y1, Y1, Y3
+	VPSIGNB      Y1, Y2, Y2
+	VPXOR        Y1, Y1, Y1
+	VPDPBUSD     Y2, Y3, Y1
+	VMOVD        (AX), X2
+	VPINSRW      $0x01, (CX), X2, X2
+	VCVTPH2PS    X2, X2
+	VMOVSHDUP    X2, X3
+	VMULSS       X3, X2, X2
+	VBROADCASTSS X2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y2, Y0
 	ADDQ         $0x00000022, AX
 	ADDQ         $0x00000022, CX
 	DECQ         DX
@@ -2528,11 +3000,8 @@ loopQ4_0:
 	VPMADDUBSW   2(CX), Y2, Y6
 	VPSUBW       Y6, Y5, Y5
 	VPMADDWD     Y3, Y5, Y5
-	MOVWLZX      (AX), BX
-	MOVWLZX      (CX), SI
-	SHLL         $0x10, SI
-	ORL          BX, SI
-	VMOVD        SI, X4
+	VMOVD        (AX), X4
+	VPINSRW      $0x01, (CX), X4, X4
 	VCVTPH2PS    X4, X4
 	VMOVSHDUP    X4, X6
 	VMULSS       X6, X4, X4
@@ -2545,6 +3014,108 @@ loopQ4_0:
 	JNZ          loopQ4_0
 
 doneQ4_0:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ5_0VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotQ5_0VNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPBROADCASTD c32_00010001<>+0(SB), Y3
+	VMOVDQU      q5spread<>+0(SB), Y4
+	VPBROADCASTQ q5bits<>+0(SB), Y5
+	VPCMPEQB     Y6, Y6, Y6
+	VPBROADCASTD c32_10101010<>+0(SB), Y7
+	TESTQ        DX, DX
+	JZ           doneQ5_0
+
+loopQ5_0:
+	VMOVDQU      6(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPBROADCASTD 2(AX), Y10
+	VPSHUFB      Y4, Y10, Y10
+	VPOR         Y5, Y10, Y10
+	VPCMPEQB     Y6, Y10, Y10
+	VPAND        Y7, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   2(CX), Y9, Y9
+	VPMADDUBSW   2(CX), Y2, Y10
+	VPSUBW       Y10, Y9, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VMOVD        (AX), X8
+	VPINSRW      $0x01, (CX), X8, X8
+	VCVTPH2PS    X8, X8
+	VMOVSHDUP    X8, X10
+	VMULSS       X10, X8, X8
+	VBROADCASTSS X8, Y10
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y10, Y0
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JNZ          loopQ5_0
+
+doneQ5_0:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotMXFP4VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotMXFP4VNNI256(SB), NOSPLIT, $0-28
+	MOVQ           w+0(FP), AX
+	MOVQ           a+8(FP), CX
+	MOVQ           nb+16(FP), DX
+	VXORPS         Y0, Y0, Y0
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD   c32_0c0c0c0c<>+0(SB), Y2
+	VPBROADCASTD   c32_00010001<>+0(SB), Y3
+	VBROADCASTI128 mxfp4lut<>+0(SB), Y4
+	TESTQ          DX, DX
+	JZ             doneMXFP4
+
+loopMXFP4:
+	VMOVDQU      1(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPSHUFB      Y6, Y4, Y6
+	VPMADDUBSW   2(CX), Y6, Y6
+	VPMADDUBSW   2(CX), Y2, Y7
+	VPSUBW       Y7, Y6, Y6
+	VPMADDWD     Y3, Y6, Y6
+	MOVBQZX      (AX), BX
+	LEAQ         e8m0half<>+0(SB), SI
+	VMOVD        (CX), X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (SI)(BX*4), X5, X5
+	VBROADCASTSS X5, Y7
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y7, Y0
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JNZ          loopMXFP4
+
+doneMXFP4:
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
 	VMOVHLPS     X0, X0, X1

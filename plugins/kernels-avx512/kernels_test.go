@@ -16,7 +16,8 @@ import (
 )
 
 // kernelTypes are the weight types with a SIMD kernel in some level.
-var kernelTypes = []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q6_K, quant.Q4_K, quant.Q5_K, quant.Q8_0, quant.Q4_0, quant.F32, quant.F16, quant.BF16}
+var kernelTypes = []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q6_K, quant.Q4_K, quant.Q5_K, quant.Q8_0, quant.Q4_0,
+	quant.Q5_0, quant.MXFP4, quant.F32, quant.F16, quant.BF16}
 
 // forEachLevel runs f under every level this machine supports.
 func forEachLevel(t *testing.T, f func(t *testing.T)) {
@@ -57,7 +58,7 @@ func randHalf(r *rand.Rand, lo, hi float64) uint16 {
 // halfFields are the byte offsets of each block type's fp16 scales.
 var halfFields = map[quant.Type][]int{
 	quant.Q2_K: {80, 82}, quant.Q3_K: {108}, quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2},
-	quant.Q6_K: {208}, quant.Q8_0: {0}, quant.Q4_0: {0},
+	quant.Q6_K: {208}, quant.Q8_0: {0}, quant.Q4_0: {0}, quant.Q5_0: {0},
 }
 
 // quantRanges are the byte ranges of each block type's quant bits: zeroing
@@ -65,6 +66,7 @@ var halfFields = map[quant.Type][]int{
 var quantRanges = map[quant.Type][][2]int{
 	quant.Q2_K: {{16, 80}}, quant.Q3_K: {{0, 96}}, quant.Q4_K: {{16, 144}}, quant.Q5_K: {{16, 176}},
 	quant.Q6_K: {{0, 192}}, quant.Q8_0: {{2, 34}}, quant.Q4_0: {{2, 18}},
+	quant.Q5_0: {{2, 22}}, quant.MXFP4: {{1, 17}},
 }
 
 // randWeights fills a row of n elements of t with random bytes and sane
@@ -96,6 +98,9 @@ func randWeights(r *rand.Rand, t quant.Type, n int) []byte {
 	for b := 0; b < len(w)/bs; b++ {
 		for _, off := range halfFields[t] {
 			binary.LittleEndian.PutUint16(w[b*bs+off:], randHalf(r, -16, 0))
+		}
+		if t == quant.MXFP4 {
+			w[b*bs] = byte(100 + r.IntN(50)) // 2^-28 .. 2^21: finite products
 		}
 	}
 	return w
@@ -143,8 +148,26 @@ func randActs(r *rand.Rand, t quant.Type, n int) []byte {
 		for b := 0; b < n/32; b++ {
 			binary.LittleEndian.PutUint16(a[34*b:], randHalf(r, -10, 0))
 		}
+		noMinus128(t, a)
 	}
 	return a
+}
+
+// noMinus128 applies the Q8_0 kernels' precondition to a Q8_0 activation
+// row: no quant is -128 (QuantizeActivation never produces one, and the
+// sign trick of the Q8_0·Q8_0 kernel relies on it). Other weight types take
+// any byte.
+func noMinus128(t quant.Type, a []byte) {
+	if t != quant.Q8_0 {
+		return
+	}
+	for b := 0; b < len(a)/34; b++ {
+		for i := 34*b + 2; i < 34*b+34; i++ {
+			if a[i] == 0x80 {
+				a[i] = 0x81
+			}
+		}
+	}
 }
 
 // magnitude bounds the sum of |terms| a kernel adds for w·a: the sum of
@@ -248,6 +271,9 @@ func TestDotIntegerExact(t *testing.T) {
 					w := randWeights(r, typ, n)
 					for _, off := range halfFields[typ] {
 						binary.LittleEndian.PutUint16(w[off:], one)
+					}
+					if typ == quant.MXFP4 {
+						w[0] = 128 // E8M0/2 = 1
 					}
 					if typ == quant.Q6_K { // keep the int8 scales small enough for 2^24
 						for j := 192; j < 208; j++ {
@@ -359,6 +385,7 @@ func TestDotEdges(t *testing.T) {
 								a[34*b+2+i] = byte(q)
 							}
 						}
+						noMinus128(typ, a)
 					}
 					checkDot(t, typ, n, w, a)
 				})

@@ -55,6 +55,8 @@ func genAll(t *target) {
 	genQ5K(t)
 	genQ8_0(t)
 	genQ4_0(t)
+	genQ5_0(t)
+	genMXFP4(t)
 	genFloat(t, "F32")
 	genFloat(t, "F16")
 	genFloat(t, "BF16")

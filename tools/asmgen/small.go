@@ -50,13 +50,11 @@ func blockLoop(t *target, name string, wsize, asize int, wide bool, pre func(), 
 // halfProduct returns fp16(x)*fp16(y) for the fp16 values at wm and am,
 // broadcast into a register of the given width.
 func halfProduct(wm, am Mem, wide VecVirtual) {
-	r1, r2 := GP32(), GP32()
-	MOVWLZX(wm, r1)
-	MOVWLZX(am, r2)
-	SHLL(U8(16), r2)
-	ORL(r1, r2)
+	// Four bytes at wm: the weight scale and two quants, which the
+	// conversion ignores; every block type here has at least 18 bytes.
 	x := XMM()
-	VMOVD(r2, x)
+	VMOVD(wm, x)
+	VPINSRW(U8(1), am, x, x)
 	VCVTPH2PS(x, x)
 	y := XMM()
 	VMOVSHDUP(x, y)
@@ -64,61 +62,156 @@ func halfProduct(wm, am Mem, wide VecVirtual) {
 	VBROADCASTSS(x, wide)
 }
 
+// genQ8_0 uses ggml's sign trick: |x| (unsigned, 128 for -128) times y
+// with x's sign. It is exact as long as no activation is -128 (then -y
+// would wrap), which QuantizeActivation guarantees: the Q8_0 quantizer
+// scales the largest magnitude to 127 and maps NaN to 0.
 func genQ8_0(t *target) {
-	blockLoop(t, "Q8_0", 34, 34, t.zmm(), nil, func(wp, ap Register, acc VecVirtual) {
+	var ones VecVirtual
+	pre := func() {
+		if !t.vnni {
+			ones = YMM()
+			VPBROADCASTD(constU32(0x00010001), ones)
+		}
+	}
+	blockLoop(t, "Q8_0", 34, 34, false, pre, func(wp, ap Register, acc VecVirtual) {
+		x, y, ax := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 2}, x)
+		VMOVDQU(Mem{Base: ap, Disp: 2}, y)
+		VPSIGNB(x, x, ax)
+		VPSIGNB(x, y, y)
+		p := YMM()
+		if t.vnni {
+			VPXOR(p, p, p)
+			vnniOp("VPDPBUSD", y, ax, p)
+		} else {
+			VPMADDUBSW(y, ax, p)
+			VPMADDWD(ones, p, p)
+		}
 		d := YMM()
-		if t.zmm() {
-			// One block is 32 words: a single zmm.
-			d = ZMM()
-			x, y := ZMM(), ZMM()
-			VPMOVSXBW(Mem{Base: wp, Disp: 2}, x)
-			VPMOVSXBW(Mem{Base: ap, Disp: 2}, y)
-			VPMADDWD(y, x, x)
-			halfProduct(Mem{Base: wp}, Mem{Base: ap}, d)
-			finishInt(x, d, acc)
-			return
-		}
-		var s [2]VecVirtual
-		for h := 0; h < 2; h++ {
-			x, y := YMM(), YMM()
-			VPMOVSXBW(Mem{Base: wp, Disp: 2 + 16*h}, x)
-			VPMOVSXBW(Mem{Base: ap, Disp: 2 + 16*h}, y)
-			VPMADDWD(y, x, x)
-			s[h] = x
-		}
-		VPADDD(s[1], s[0], s[0])
 		halfProduct(Mem{Base: wp}, Mem{Base: ap}, d)
-		finishInt(s[0], d, acc)
+		finishInt(p, d, acc)
 	})
 }
 
-func genQ4_0(t *target) {
-	var c0F, c08, ones VecVirtual
-	pre := func() {
-		c0F, c08, ones = YMM(), YMM(), YMM()
-		VPBROADCASTD(constU32(0x0f0f0f0f), c0F)
-		VPBROADCASTD(constU32(0x08080808), c08)
-		VPBROADCASTD(constU32(0x00010001), ones)
+// nibbles32 loads the 16 bytes at m as 32 four-bit quants in element order
+// (low nibbles are elements 0..15, high nibbles 16..31).
+func (t *target) nibbles32(m Mem, c0F VecVirtual) VecVirtual {
+	q, hi := XMM(), XMM()
+	t.mov(m, q)
+	VPSRLW(U8(4), q, hi)
+	u := YMM()
+	if t.zmm() {
+		VINSERTI32X4(U8(1), hi, q.AsY(), u)
+	} else {
+		VINSERTI128(U8(1), hi, q.AsY(), u)
 	}
-	blockLoop(t, "Q4_0", 18, 34, false, pre, func(wp, ap Register, acc VecVirtual) {
-		q, hi := XMM(), XMM()
-		t.mov(Mem{Base: wp, Disp: 2}, q)
-		VPSRLW(U8(4), q, hi)
-		u := YMM()
-		if t.zmm() {
-			VINSERTI32X4(U8(1), hi, q.AsY(), u)
-		} else {
-			VINSERTI128(U8(1), hi, q.AsY(), u)
-		}
-		t.and(c0F, u, u)
-		// sum((q-8)*y) = sum(q*y) - sum(8*y), each as int16 pairs.
-		p, c := YMM(), YMM()
-		VPMADDUBSW(Mem{Base: ap, Disp: 2}, u, p)
-		VPMADDUBSW(Mem{Base: ap, Disp: 2}, c08, c)
-		VPSUBW(c, p, p)
-		VPMADDWD(ones, p, p)
+	t.and(c0F, u, u)
+	return u
+}
+
+// offsetDot returns sum((u-o)*y) over a 32-element block as eight int32
+// lanes: VPMADDUBSW of the unsigned quants u, minus that of o (a splat of
+// the offset byte), as int16 pairs; neither product can saturate for
+// u, o <= 31. Exact for every activation byte, -128 included.
+func offsetDot(u, o, ones VecVirtual, y Mem) VecVirtual {
+	p, c := YMM(), YMM()
+	VPMADDUBSW(y, u, p)
+	VPMADDUBSW(y, o, c)
+	VPSUBW(c, p, p)
+	VPMADDWD(ones, p, p)
+	return p
+}
+
+// consts32 are the constants the 32-element kernels share.
+type consts32 struct{ c0F, off, ones VecVirtual }
+
+func (t *target) consts32(off uint32) *consts32 {
+	k := &consts32{YMM(), YMM(), YMM()}
+	VPBROADCASTD(constU32(0x0f0f0f0f), k.c0F)
+	VPBROADCASTD(constU32(off*0x01010101), k.off)
+	VPBROADCASTD(constU32(0x00010001), k.ones)
+	return k
+}
+
+func genQ4_0(t *target) {
+	var k *consts32
+	blockLoop(t, "Q4_0", 18, 34, false, func() { k = t.consts32(8) }, func(wp, ap Register, acc VecVirtual) {
+		u := t.nibbles32(Mem{Base: wp, Disp: 2}, k.c0F)
+		p := offsetDot(u, k.off, k.ones, Mem{Base: ap, Disp: 2})
 		d := YMM()
 		halfProduct(Mem{Base: wp}, Mem{Base: ap}, d)
+		finishInt(p, d, acc)
+	})
+}
+
+// genQ5_0: the fifth bits come from the 32-bit qh word, spread to one byte
+// per element (VPSHUFB replicates byte k of qh over elements 8k..8k+7, an OR
+// with every bit but the element's own and a compare with all-ones test it).
+func genQ5_0(t *target) {
+	var k *consts32
+	var spread, bits, all1, c10 VecVirtual
+	pre := func() {
+		k = t.consts32(16)
+		spread, bits, all1, c10 = YMM(), YMM(), YMM(), YMM()
+		VMOVDQU(constData("q5spread", []byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+			2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}), spread)
+		VPBROADCASTQ(constData("q5bits", []byte{0xfe, 0xfd, 0xfb, 0xf7, 0xef, 0xdf, 0xbf, 0x7f}), bits)
+		VPCMPEQB(all1, all1, all1)
+		VPBROADCASTD(constU32(0x10101010), c10)
+	}
+	blockLoop(t, "Q5_0", 22, 34, false, pre, func(wp, ap Register, acc VecVirtual) {
+		u := t.nibbles32(Mem{Base: wp, Disp: 6}, k.c0F)
+		h := YMM()
+		VPBROADCASTD(Mem{Base: wp, Disp: 2}, h)
+		VPSHUFB(spread, h, h)
+		VPOR(bits, h, h)
+		VPCMPEQB(all1, h, h)
+		VPAND(c10, h, h)
+		VPOR(h, u, u)
+		p := offsetDot(u, k.off, k.ones, Mem{Base: ap, Disp: 2})
+		d := YMM()
+		halfProduct(Mem{Base: wp}, Mem{Base: ap}, d)
+		finishInt(p, d, acc)
+	})
+}
+
+// genMXFP4: E2M1 codes map to their doubled values plus 12 (all in
+// [0, 24]) through one VPSHUFB; the shared exponent's scale, E8M0/2, comes
+// from a 256-entry table.
+func genMXFP4(t *target) {
+	var k *consts32
+	var table VecVirtual
+	pre := func() {
+		k = t.consts32(12)
+		table = YMM()
+		VBROADCASTI128(constData("mxfp4lut", []byte{12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0}), table)
+	}
+	var e8m0 []byte
+	for x := 0; x < 256; x++ {
+		var bits uint32
+		if x < 2 {
+			bits = 0x00200000 << x
+		} else {
+			bits = uint32(x-1) << 23
+		}
+		e8m0 = append(e8m0, byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24))
+	}
+	e8m0Table := constData("e8m0half", e8m0)
+	blockLoop(t, "MXFP4", 17, 34, false, pre, func(wp, ap Register, acc VecVirtual) {
+		u := t.nibbles32(Mem{Base: wp, Disp: 1}, k.c0F)
+		VPSHUFB(u, table, u)
+		p := offsetDot(u, k.off, k.ones, Mem{Base: ap, Disp: 2})
+		e := GP64()
+		MOVBQZX(Mem{Base: wp}, e)
+		tab := GP64()
+		LEAQ(e8m0Table, tab)
+		x := XMM()
+		VMOVD(Mem{Base: ap}, x) // the activation scale and two quants
+		VCVTPH2PS(x, x)
+		VMULSS(Mem{Base: tab, Index: e, Scale: 4}, x, x)
+		d := YMM()
+		VBROADCASTSS(x, d)
 		finishInt(p, d, acc)
 	})
 }
