@@ -115,6 +115,12 @@ func TestParityF32(t *testing.T) {
 		{"situ-lb0", func(c *synth.Config) {
 			c.SituLinearBeta, c.GateLowerBound, c.NExpertUsed, c.MLAGate = 0, -3, 3, false
 		}},
+		// Kimi K3's per-head sizes (KDA head 128, latent 512, qk 128+64,
+		// v 128) on a narrow model
+		{"k3-heads", func(c *synth.Config) {
+			c.NEmbd, c.NHead, c.KDAHead, c.QLoRA, c.KVLoRA, c.QKNope, c.QKRope, c.VHead = 512, 4, 128, 256, 512, 128, 64, 128
+			c.NLatent, c.NFFExp, c.NFF = 256, 256, 512
+		}},
 		{"res-wide", func(c *synth.Config) {
 			c.NLayer, c.AttnResBlock, c.QLoRA, c.NLatent, c.ExpWeightsNorm = 6, 4, 0, 0, false
 		}},
@@ -155,10 +161,28 @@ func TestParityF32(t *testing.T) {
 // can flip a rounding or an expert choice.
 func TestParityQuantized(t *testing.T) {
 	ref := parity.Require(t)
-	for _, typ := range []synth.OutType{synth.TypeQ8_0, synth.TypeQ4_K_M, synth.TypeQ2_K, synth.TypeF16} {
-		t.Run(typ.String(), func(t *testing.T) {
+	k3heads := func(c *synth.Config) {
+		c.NEmbd, c.NHead, c.KDAHead, c.QLoRA, c.KVLoRA, c.QKNope, c.QKRope, c.VHead = 512, 4, 128, 256, 512, 128, 64, 128
+		c.NLatent, c.NFFExp, c.NFF = 256, 256, 512
+	}
+	for _, tc := range []struct {
+		typ   synth.OutType
+		shape func(*synth.Config)
+	}{
+		{synth.TypeQ8_0, nil}, {synth.TypeQ4_K_M, nil}, {synth.TypeQ2_K, nil}, {synth.TypeF16, nil},
+		{synth.TypeQ2_K, k3heads},
+	} {
+		typ := tc.typ
+		name := typ.String()
+		if tc.shape != nil {
+			name += "-k3heads"
+		}
+		t.Run(name, func(t *testing.T) {
 			c := small()
 			c.Type = typ
+			if tc.shape != nil {
+				tc.shape(&c)
+			}
 			path := writeModel(t, c)
 			m := load(t, path, 2)
 			toks := prompt(70, c.NVocab)
