@@ -45,7 +45,7 @@ func TestParityBigVocab(t *testing.T) {
 		t.Skip("loads a 200k-token vocabulary in llama.cpp several times")
 	}
 	cases := append(append(corpusCases(t), randomCases(2000)...), longCases()...)
-	for _, pre := range []string{"kimi-k2", "llama3", "qwen2", "deepseek-v3"} {
+	for _, pre := range []string{"kimi-k2", "llama3", "qwen2", "deepseek-v3", "gpt-2"} {
 		t.Run(pre, func(t *testing.T) {
 			path := bigVocab(t, pre)
 			tk := loadGGUF(t, path)

@@ -150,18 +150,24 @@ func (k preKind) split(c []rune, out []int, scratch *[]byte) []int {
 	panic("tokenizer: unknown pre-tokenizer kind")
 }
 
-// contraction returns the length of a 's 't 'm 'd 're 've 'll suffix at pos
-// (any case), or 0.
-func contraction(s *span, pos int) int {
+// contraction returns the length of a 's 't 'm 'd 're 've 'll suffix at pos,
+// or 0; fold makes the letters case-insensitive.
+func contraction(s *span, pos int, fold bool) int {
 	if s.cpt(pos) != '\'' || pos+1 >= s.hi {
 		return 0
 	}
-	switch asciiLower(s.cpt(pos + 1)) {
+	lower := func(r rune) rune {
+		if fold {
+			return asciiLower(r)
+		}
+		return r
+	}
+	switch lower(s.cpt(pos + 1)) {
 	case 's', 't', 'm', 'd':
 		return 2
 	}
 	if pos+2 < s.hi {
-		a, b := asciiLower(s.cpt(pos+1)), asciiLower(s.cpt(pos+2))
+		a, b := lower(s.cpt(pos+1)), lower(s.cpt(pos+2))
 		if (a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l') {
 			return 3
 		}
@@ -234,7 +240,7 @@ func splitLlama3(c []rune, lo, hi int, out []int, digits int) []int {
 	k := &chunker{out: out, prev: lo}
 	for pos := lo; pos < hi; {
 		cpt, f := c[pos], cptFlags(c[pos])
-		if n := contraction(s, pos); n > 0 {
+		if n := contraction(s, pos, true); n > 0 {
 			pos += n
 			k.add(pos)
 			continue
@@ -292,7 +298,7 @@ func splitKimiK2(c []rune, lo, hi int, out []int) []int {
 			for letter(pos) {
 				pos++
 			}
-			pos += contraction(s, pos)
+			pos += contraction(s, pos, true)
 			k.add(pos)
 			continue
 		}
@@ -320,46 +326,33 @@ func splitGPT2(c []rune, lo, hi int, out []int) []int {
 	s := &span{c, lo, hi}
 	k := &chunker{out: out, prev: lo}
 	for pos := lo; pos < hi; {
-		cpt, f := c[pos], cptFlags(c[pos])
-		if cpt == '\'' && pos+1 < hi {
-			n := s.cpt(pos + 1)
-			if n == 's' || n == 't' || n == 'm' || n == 'd' {
-				pos += 2
-				k.add(pos)
-				continue
-			}
-			if pos+2 < hi {
-				nn := s.cpt(pos + 2)
-				if (n == 'r' && nn == 'e') || (n == 'v' && nn == 'e') || (n == 'l' && nn == 'l') {
-					pos += 3
-					k.add(pos)
-					continue
-				}
-			}
+		if n := contraction(s, pos, false); n > 0 {
+			pos += n
+			k.add(pos)
+			continue
 		}
-		f2 := f
-		if cpt == ' ' {
+		f2 := cptFlags(c[pos])
+		if c[pos] == ' ' {
 			f2 = s.flags(pos + 1)
 		}
-		run := func(want func(uint16) bool) {
-			if cpt == ' ' {
-				pos++
-			}
-			for want(f2) {
-				pos++
-				f2 = s.flags(pos)
-			}
-			k.add(pos)
-		}
+		// The class of the run: letters, numbers, or neither (and defined).
+		var same func(uint16) bool
 		switch {
 		case f2&flagLetter != 0:
-			run(func(x uint16) bool { return x&flagLetter != 0 })
-			continue
+			same = func(x uint16) bool { return x&flagLetter != 0 }
 		case f2&flagNumber != 0:
-			run(func(x uint16) bool { return x&flagNumber != 0 })
-			continue
+			same = func(x uint16) bool { return x&flagNumber != 0 }
 		case f2&notWordMask == 0 && f2 != 0:
-			run(func(x uint16) bool { return x&notWordMask == 0 && x != 0 })
+			same = func(x uint16) bool { return x&notWordMask == 0 && x != 0 }
+		}
+		if same != nil {
+			if c[pos] == ' ' {
+				pos++
+			}
+			for same(s.flags(pos)) {
+				pos++
+			}
+			k.add(pos)
 			continue
 		}
 		n := 0
