@@ -25,9 +25,33 @@ func MapRegions(regions []Region) (*Views, error) {
 			v.Close()
 			return nil, fmt.Errorf("region %d (%s): %w", i, r.Kind, err)
 		}
+		if r.Kind == RegionShard && m != nil {
+			// The stager decides what is read; a fault must not pull in
+			// the neighbouring experts behind its back.
+			_ = unix.Madvise(m, unix.MADV_RANDOM)
+		}
 		v.mem[i] = m
 	}
 	return v, nil
+}
+
+// Forget drops this process's page mappings of the locations in shard
+// regions, so that a stager that evicts them can drop them from the page
+// cache (pages still mapped by any process stay cached). Call it before
+// Release; the bytes stay readable, at the cost of a fault.
+func (v *Views) Forget(locs []Location) {
+	const page = 4096
+	for _, l := range locs {
+		if l.Region < 0 || l.Region >= len(v.mem) || v.regions[l.Region].Kind != RegionShard {
+			continue
+		}
+		m := v.mem[l.Region]
+		start := l.Offset &^ (page - 1)
+		end := min((l.Offset+l.Size+page-1)&^(page-1), int64(len(m)))
+		if start < end {
+			_ = unix.Madvise(m[start:end], unix.MADV_DONTNEED)
+		}
+	}
 }
 
 func mapReadOnly(path string) ([]byte, error) {

@@ -131,6 +131,7 @@ func (r *Runner) Check(ctx context.Context, step uint64, slices []plugin.Slice) 
 		r.sum.Write(got)
 		r.mu.Unlock()
 	}
+	r.views.Forget(resp.Locations)
 	return nil
 }
 

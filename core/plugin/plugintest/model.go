@@ -12,6 +12,8 @@ import (
 	"sort"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/k3-inference/k3/core/plugin"
 )
 
@@ -86,14 +88,22 @@ func Build(t testing.TB, dir string, s Spec) *Model {
 	m.resided = append(m.resided, add("output.weight", 7001, -1, 0, 0))
 	for i, b := range bufs {
 		p := filepath.Join(dir, fmt.Sprintf("model-%05d-of-%05d.gguf", i+1, s.Shards))
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.Open(p)
+		f, err := os.Create(p)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Synced, so the pages are clean and a stager can drop them from
+		// the page cache (dirty pages survive FADV_DONTNEED).
+		if _, err := f.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { f.Close() })
+		// The oracle's reads must not read ahead into pages a stager is
+		// keeping out of the page cache.
+		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
 		m.files = append(m.files, f)
 		m.Req.Shards = append(m.Req.Shards, p)
 	}

@@ -1,0 +1,224 @@
+package stagingmmap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/cache"
+)
+
+// unitSpans are the page-aligned ranges of expert e's slices of every
+// routed tensor of layer.
+func (s *Stager) unitSpans(layer, e int) []span {
+	var out []span
+	for _, id := range s.routed[layer] {
+		t := s.req.Tensors[id]
+		if e >= t.Experts {
+			continue
+		}
+		off := t.Offset + int64(e)*t.ExpertSize
+		out = append(out, span{t.Shard, pageDown(off), pageUp(off + t.ExpertSize)})
+	}
+	return out
+}
+
+func (s *Stager) unitBytes(k cache.Key) int64 {
+	var n int64
+	for _, sp := range s.unitSpans(int(k.Layer), int(k.Expert)) {
+		n += sp.size()
+	}
+	return n
+}
+
+// insert accounts for k in the budget, dropping evicted units from the
+// page cache. The caller holds s.mu.
+func (s *Stager) insert(k cache.Key) (*cache.Entry, error) {
+	e, evicted, err := s.cache.Insert(k, s.unitBytes(k))
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range evicted {
+		for _, sp := range s.unitSpans(int(v.Key.Layer), int(v.Key.Expert)) {
+			s.drop(sp)
+		}
+	}
+	return e, nil
+}
+
+// Hint starts readahead of a layer's experts; speculative hints wait
+// behind current ones.
+func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
+	n, ok := s.experts[req.Layer]
+	if !ok {
+		return fmt.Errorf("staging-mmap: hint: layer %d has no routed tensors", req.Layer)
+	}
+	for _, e := range req.Experts {
+		if e < 0 || e >= n {
+			return fmt.Errorf("staging-mmap: hint: layer %d has %d experts, not %d", req.Layer, n, e)
+		}
+	}
+	if !req.Speculative {
+		s.prefetch(*req)
+		return nil
+	}
+	select {
+	case s.spec <- *req:
+	default: // behind by a whole queue of guesses: drop this one
+	}
+	return nil
+}
+
+func (s *Stager) speculate() {
+	defer s.wg.Done()
+	for {
+		select {
+		case h := <-s.spec:
+			s.prefetch(h)
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// prefetch makes room for the hinted experts and asks the kernel to read
+// them (madvise WILLNEED starts the reads and returns).
+func (s *Stager) prefetch(h plugin.HintRequest) {
+	for _, ex := range h.Experts {
+		k := cache.Key{Layer: int32(h.Layer), Expert: int32(ex)}
+		s.mu.Lock()
+		e, ok := s.cache.Peek(k)
+		if !ok {
+			var err error
+			e, err = s.insert(k)
+			ok = err == nil
+		}
+		if ok {
+			// Pinned while its readahead starts: evicted in between, its
+			// pages would come back unaccounted.
+			e.Pins++
+			s.inflight++
+		}
+		s.mu.Unlock()
+		if !ok {
+			continue // no unpinned room: skip the prefetch
+		}
+		for _, sp := range s.unitSpans(h.Layer, ex) {
+			if miss := s.missing(sp); miss > 0 {
+				_ = madviseWillNeed(s.view(sp))
+				s.mu.Lock()
+				s.stats.Reads++
+				s.stats.BytesRead += miss
+				s.mu.Unlock()
+			}
+		}
+		s.mu.Lock()
+		e.Pins--
+		s.inflight--
+		s.unpinned.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+func (s *Stager) validate(slices []plugin.Slice) error {
+	for _, sl := range slices {
+		if sl.Tensor < 0 || sl.Tensor >= len(s.req.Tensors) {
+			return fmt.Errorf("staging-mmap: acquire: no tensor %d", sl.Tensor)
+		}
+		t := s.req.Tensors[sl.Tensor]
+		if t.Routed() && (sl.Expert < 0 || sl.Expert >= t.Experts) {
+			return fmt.Errorf("staging-mmap: acquire: tensor %q has %d experts, not %d", t.Name, t.Experts, sl.Expert)
+		}
+	}
+	return nil
+}
+
+// Acquire pins the slices' units within the budget, then faults in
+// whatever of them is not in the page cache.
+func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
+	if s.maps == nil {
+		return nil, errors.New("staging-mmap: not open")
+	}
+	if err := s.validate(req.Slices); err != nil {
+		return nil, err
+	}
+	resp := &plugin.AcquireResponse{Locations: make([]plugin.Location, len(req.Slices))}
+	var pinned []*cache.Entry
+	var fetch []span
+	s.mu.Lock()
+	for i, sl := range req.Slices {
+		t := s.req.Tensors[sl.Tensor]
+		if !t.Routed() {
+			resp.Locations[i] = plugin.Location{Region: t.Shard, Offset: t.Offset, Size: t.Size}
+			continue
+		}
+		k := cache.Key{Layer: int32(t.Layer), Expert: int32(sl.Expert)}
+		e, err := s.lookup(k)
+		if err != nil {
+			s.unpin(pinned)
+			s.mu.Unlock()
+			return nil, fmt.Errorf("staging-mmap: acquire step %d: %w (budget %d bytes)", req.Step, err, s.req.Budget)
+		}
+		e.Pins++
+		pinned = append(pinned, e)
+		off := t.Offset + int64(sl.Expert)*t.ExpertSize
+		sp := span{t.Shard, pageDown(off), pageUp(off + t.ExpertSize)}
+		if s.missing(sp) > 0 {
+			s.stats.Misses++
+			fetch = append(fetch, sp)
+		} else {
+			s.stats.Hits++
+		}
+		resp.Locations[i] = plugin.Location{Region: t.Shard, Offset: off, Size: t.ExpertSize}
+	}
+	s.pins[req.Step] = append(s.pins[req.Step], pinned...)
+	s.mu.Unlock()
+
+	if len(fetch) > 0 {
+		start := time.Now()
+		// Start every read before waiting on the first.
+		for _, sp := range fetch {
+			_ = madviseWillNeed(s.view(sp))
+		}
+		for _, sp := range fetch {
+			s.fetch(sp)
+		}
+		d := time.Since(start)
+		s.mu.Lock()
+		s.stats.WaitTime += d
+		s.mu.Unlock()
+	}
+	return resp, nil
+}
+
+// lookup finds or inserts k; while prefetches hold pins it waits for them
+// rather than fail. The caller holds s.mu.
+func (s *Stager) lookup(k cache.Key) (*cache.Entry, error) {
+	for {
+		if e, ok := s.cache.Get(k); ok {
+			return e, nil
+		}
+		e, err := s.insert(k)
+		if err == nil || !errors.Is(err, cache.ErrFull) || s.inflight == 0 {
+			return e, err
+		}
+		s.unpinned.Wait()
+	}
+}
+
+func (s *Stager) unpin(es []*cache.Entry) {
+	for _, e := range es {
+		e.Pins--
+	}
+}
+
+// Release unpins everything acquired for the step.
+func (s *Stager) Release(_ context.Context, req *plugin.ReleaseRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unpin(s.pins[req.Step])
+	delete(s.pins, req.Step)
+	return nil
+}
