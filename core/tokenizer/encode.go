@@ -27,6 +27,16 @@ func (t *Tokenizer) getState() *state {
 	return &state{cache: make(map[string][]int32)}
 }
 
+// putState returns scratch space to the pool, dropping buffers a huge
+// input grew so that the pool does not pin them.
+func (t *Tokenizer) putState(s *state) {
+	const keep = 1 << 20
+	if cap(s.cpts) > keep || cap(s.lens) > keep || cap(s.coll) > keep || cap(s.syms) > keep {
+		s.cpts, s.lens, s.coll, s.syms, s.heap = nil, nil, nil, nil, nil
+	}
+	t.scratch.Put(s)
+}
+
 // Tokenize splits text into token ids as llama_tokenize does. addSpecial
 // adds BOS/EOS as the vocabulary asks; parseSpecial recognises CONTROL
 // tokens written in the text (USER_DEFINED ones are always recognised).
@@ -48,7 +58,7 @@ func (t *Tokenizer) Tokenize(text string, addSpecial, parseSpecial bool) ([]int3
 			}
 			out = t.encodeText(s, f.text, out)
 		}
-		t.scratch.Put(s)
+		t.putState(s)
 	}
 	if addSpecial && t.addEOS {
 		if t.special.eos == NoToken {
