@@ -33,57 +33,55 @@ loopQ2K:
 	VFMADD231PS    Y5, Y6, Y1
 	VBROADCASTI128 (AX), Y5
 	VPAND          Y2, Y5, Y5
-	VPXOR          Y6, Y6, Y6
-	VMOVDQU        16(AX), Y8
-	VMOVDQA        Y8, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     4(CX), Y7, Y7
-	VPSHUFB        scidx16<>+0(SB), Y5, Y9
-	VPMADDWD       Y9, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x02, Y8, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     36(CX), Y7, Y7
+	VMOVDQU        16(AX), Y7
+	VMOVDQA        Y7, Y6
+	VPAND          Y3, Y6, Y6
+	VPMADDUBSW     4(CX), Y6, Y6
+	VPSHUFB        scidx16<>+0(SB), Y5, Y8
+	VPMADDWD       Y8, Y6, Y6
+	VPSRLW         $0x02, Y7, Y8
+	VPAND          Y3, Y8, Y8
+	VPMADDUBSW     36(CX), Y8, Y8
 	VPSHUFB        scidx16<>+32(SB), Y5, Y9
-	VPMADDWD       Y9, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x04, Y8, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     68(CX), Y7, Y7
-	VPSHUFB        scidx16<>+64(SB), Y5, Y9
-	VPMADDWD       Y9, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x06, Y8, Y7
+	VPMADDWD       Y9, Y8, Y8
+	VPSRLW         $0x04, Y7, Y9
+	VPAND          Y3, Y9, Y9
+	VPMADDUBSW     68(CX), Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y5, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VPSRLW         $0x06, Y7, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     100(CX), Y7, Y7
-	VPSHUFB        scidx16<>+96(SB), Y5, Y8
-	VPMADDWD       Y8, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VMOVDQU        48(AX), Y8
-	VMOVDQA        Y8, Y7
+	VPSHUFB        scidx16<>+96(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y8, Y8
+	VMOVDQU        48(AX), Y9
+	VMOVDQA        Y9, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     132(CX), Y7, Y7
-	VPSHUFB        scidx16<>+128(SB), Y5, Y9
-	VPMADDWD       Y9, Y7, Y7
+	VPSHUFB        scidx16<>+128(SB), Y5, Y10
+	VPMADDWD       Y10, Y7, Y7
 	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x02, Y8, Y7
+	VPSRLW         $0x02, Y9, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     164(CX), Y7, Y7
-	VPSHUFB        scidx16<>+160(SB), Y5, Y9
-	VPMADDWD       Y9, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x04, Y8, Y7
+	VPSHUFB        scidx16<>+160(SB), Y5, Y10
+	VPMADDWD       Y10, Y7, Y7
+	VPADDD         Y7, Y8, Y8
+	VPSRLW         $0x04, Y9, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     196(CX), Y7, Y7
-	VPSHUFB        scidx16<>+192(SB), Y5, Y9
-	VPMADDWD       Y9, Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y5, Y10
+	VPMADDWD       Y10, Y7, Y7
 	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x06, Y8, Y7
+	VPSRLW         $0x06, Y9, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     228(CX), Y7, Y7
 	VPSHUFB        scidx16<>+224(SB), Y5, Y5
 	VPMADDWD       Y5, Y7, Y7
-	VPADDD         Y7, Y6, Y6
+	VPADDD         Y7, Y8, Y8
+	VPADDD         Y8, Y6, Y6
 	VBROADCASTSS   X4, Y4
 	VCVTDQ2PS      Y6, Y6
 	VFMADD231PS    Y6, Y4, Y0
@@ -196,130 +194,113 @@ TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-28
 	JZ           doneQ3K
 
 loopQ3K:
-	VPBROADCASTW 108(AX), X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (CX), X5, X5
-	VBROADCASTSS X5, Y5
-	MOVQ         96(AX), BX
-	MOVL         104(AX), SI
-	MOVQ         SI, DI
-	SHRL         $0x02, DI
-	SHLQ         $0x20, DI
-	ORQ          SI, DI
-	MOVQ         $0x0f0f0f0f0f0f0f0f, SI
-	MOVQ         $0x0303030303030303, R8
-	MOVQ         BX, R9
-	ANDQ         SI, R9
-	MOVQ         DI, R10
-	ANDQ         R8, R10
-	SHLQ         $0x04, R10
-	ORQ          R10, R9
-	SHRQ         $0x04, BX
-	ANDQ         SI, BX
-	MOVQ         DI, R10
-	SHRQ         $0x04, R10
-	ANDQ         R8, R10
-	SHLQ         $0x04, R10
-	ORQ          R10, BX
-	VMOVQ        R9, X6
-	VPINSRQ      $0x01, BX, X6, X6
-	VPMOVZXBW    X6, Y7
-	VPSUBW       Y2, Y7, Y7
-	VPMADDWD     260(CX), Y7, Y7
-	VPSLLD       $0x02, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y5, Y1
-	VPERMQ       $0x44, Y6, Y7
-	VMOVDQU      (AX), Y8
-	VPXOR        Y9, Y9, Y9
-	VMOVDQU      32(AX), Y11
-	VMOVDQA      Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSLLW       $0x02, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   4(CX), Y10, Y10
-	VPSHUFB      scidx16<>+0(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPMADDWD     Y12, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VPSRLW       $0x02, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSLLW       $0x01, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   36(CX), Y10, Y10
-	VPSHUFB      scidx16<>+32(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPMADDWD     Y12, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VPSRLW       $0x04, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VMOVDQA      Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   68(CX), Y10, Y10
-	VPSHUFB      scidx16<>+64(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPMADDWD     Y12, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VPSRLW       $0x06, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x01, Y8, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   100(CX), Y10, Y10
-	VPSHUFB      scidx16<>+96(SB), Y7, Y11
-	VPSUBW       Y2, Y11, Y11
-	VPMADDWD     Y11, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VMOVDQU      64(AX), Y11
-	VMOVDQA      Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x02, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   132(CX), Y10, Y10
-	VPSHUFB      scidx16<>+128(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPMADDWD     Y12, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VPSRLW       $0x02, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x03, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   164(CX), Y10, Y10
-	VPSHUFB      scidx16<>+160(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPMADDWD     Y12, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VPSRLW       $0x04, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x04, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   196(CX), Y10, Y10
-	VPSHUFB      scidx16<>+192(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPMADDWD     Y12, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VPSRLW       $0x06, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x05, Y8, Y8
-	VPAND        Y4, Y8, Y8
-	VPOR         Y8, Y10, Y10
-	VPMADDUBSW   228(CX), Y10, Y8
-	VPSHUFB      scidx16<>+224(SB), Y7, Y7
-	VPSUBW       Y2, Y7, Y7
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y5, Y0
-	ADDQ         $0x0000006e, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopQ3K
+	VPBROADCASTW   108(AX), X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (CX), X5, X5
+	VBROADCASTSS   X5, Y5
+	VBROADCASTI128 94(AX), Y6
+	VPSHUFB        q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD        q3ash_y<>+0(SB), Y7, Y7
+	VPAND          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB        q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD        q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD        q3tr_y<>+0(SB), Y6, Y6
+	VPAND          q3tm_y<>+0(SB), Y6, Y6
+	VPOR           Y6, Y7, Y7
+	VPMOVZXBW      X7, Y6
+	VPSUBW         Y2, Y6, Y6
+	VPMADDWD       260(CX), Y6, Y6
+	VPSLLD         $0x02, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y5, Y1
+	VMOVDQU        (AX), Y6
+	VMOVDQU        32(AX), Y9
+	VMOVDQA        Y9, Y8
+	VPAND          Y3, Y8, Y8
+	VPSLLW         $0x02, Y6, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPMADDUBSW     4(CX), Y8, Y8
+	VPSHUFB        scidx16<>+0(SB), Y7, Y10
+	VPSUBW         Y2, Y10, Y10
+	VPMADDWD       Y10, Y8, Y8
+	VPSRLW         $0x02, Y9, Y10
+	VPAND          Y3, Y10, Y10
+	VPSLLW         $0x01, Y6, Y11
+	VPAND          Y4, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     36(CX), Y10, Y10
+	VPSHUFB        scidx16<>+32(SB), Y7, Y11
+	VPSUBW         Y2, Y11, Y11
+	VPMADDWD       Y11, Y10, Y10
+	VPSRLW         $0x04, Y9, Y11
+	VPAND          Y3, Y11, Y11
+	VMOVDQA        Y6, Y12
+	VPAND          Y4, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     68(CX), Y11, Y11
+	VPSHUFB        scidx16<>+64(SB), Y7, Y12
+	VPSUBW         Y2, Y12, Y12
+	VPMADDWD       Y12, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPSRLW         $0x06, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x01, Y6, Y11
+	VPAND          Y4, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPMADDUBSW     100(CX), Y9, Y9
+	VPSHUFB        scidx16<>+96(SB), Y7, Y11
+	VPSUBW         Y2, Y11, Y11
+	VPMADDWD       Y11, Y9, Y9
+	VPADDD         Y9, Y10, Y10
+	VMOVDQU        64(AX), Y11
+	VMOVDQA        Y11, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x02, Y6, Y12
+	VPAND          Y4, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPMADDUBSW     132(CX), Y9, Y9
+	VPSHUFB        scidx16<>+128(SB), Y7, Y12
+	VPSUBW         Y2, Y12, Y12
+	VPMADDWD       Y12, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPSRLW         $0x02, Y11, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x03, Y6, Y12
+	VPAND          Y4, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPMADDUBSW     164(CX), Y9, Y9
+	VPSHUFB        scidx16<>+160(SB), Y7, Y12
+	VPSUBW         Y2, Y12, Y12
+	VPMADDWD       Y12, Y9, Y9
+	VPADDD         Y9, Y10, Y10
+	VPSRLW         $0x04, Y11, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x04, Y6, Y12
+	VPAND          Y4, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPMADDUBSW     196(CX), Y9, Y9
+	VPSHUFB        scidx16<>+192(SB), Y7, Y12
+	VPSUBW         Y2, Y12, Y12
+	VPMADDWD       Y12, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPSRLW         $0x06, Y11, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x05, Y6, Y6
+	VPAND          Y4, Y6, Y6
+	VPOR           Y6, Y9, Y9
+	VPMADDUBSW     228(CX), Y9, Y6
+	VPSHUFB        scidx16<>+224(SB), Y7, Y7
+	VPSUBW         Y2, Y7, Y7
+	VPMADDWD       Y7, Y6, Y6
+	VPADDD         Y6, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y5, Y0
+	ADDQ           $0x0000006e, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopQ3K
 
 doneQ3K:
 	VEXTRACTF128 $0x01, Y0, X2
@@ -343,6 +324,76 @@ GLOBL c32_00200020<>(SB), RODATA|NOPTR, $4
 
 DATA c32_04040404<>+0(SB)/4, $0x04040404
 GLOBL c32_04040404<>(SB), RODATA|NOPTR, $4
+
+DATA q3a_y<>+0(SB)/4, $0x05040302
+DATA q3a_y<>+4(SB)/4, $0x09080706
+DATA q3a_y<>+8(SB)/4, $0x05040302
+DATA q3a_y<>+12(SB)/4, $0x09080706
+DATA q3a_y<>+16(SB)/4, $0x05040302
+DATA q3a_y<>+20(SB)/4, $0x09080706
+DATA q3a_y<>+24(SB)/4, $0x05040302
+DATA q3a_y<>+28(SB)/4, $0x09080706
+GLOBL q3a_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3ash_y<>+0(SB)/4, $0x00000000
+DATA q3ash_y<>+4(SB)/4, $0x00000000
+DATA q3ash_y<>+8(SB)/4, $0x00000004
+DATA q3ash_y<>+12(SB)/4, $0x00000004
+DATA q3ash_y<>+16(SB)/4, $0x00000000
+DATA q3ash_y<>+20(SB)/4, $0x00000000
+DATA q3ash_y<>+24(SB)/4, $0x00000004
+DATA q3ash_y<>+28(SB)/4, $0x00000004
+GLOBL q3ash_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3am_y<>+0(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+4(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+8(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+12(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+16(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+20(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+24(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+28(SB)/4, $0x0f0f0f0f
+GLOBL q3am_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3t_y<>+0(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+4(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+8(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+12(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+16(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+20(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+24(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+28(SB)/4, $0x0d0c0b0a
+GLOBL q3t_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3tl_y<>+0(SB)/4, $0x00000004
+DATA q3tl_y<>+4(SB)/4, $0x00000002
+DATA q3tl_y<>+8(SB)/4, $0x00000000
+DATA q3tl_y<>+12(SB)/4, $0x00000000
+DATA q3tl_y<>+16(SB)/4, $0x00000004
+DATA q3tl_y<>+20(SB)/4, $0x00000002
+DATA q3tl_y<>+24(SB)/4, $0x00000000
+DATA q3tl_y<>+28(SB)/4, $0x00000000
+GLOBL q3tl_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3tr_y<>+0(SB)/4, $0x00000000
+DATA q3tr_y<>+4(SB)/4, $0x00000000
+DATA q3tr_y<>+8(SB)/4, $0x00000000
+DATA q3tr_y<>+12(SB)/4, $0x00000002
+DATA q3tr_y<>+16(SB)/4, $0x00000000
+DATA q3tr_y<>+20(SB)/4, $0x00000000
+DATA q3tr_y<>+24(SB)/4, $0x00000000
+DATA q3tr_y<>+28(SB)/4, $0x00000002
+GLOBL q3tr_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3tm_y<>+0(SB)/4, $0x30303030
+DATA q3tm_y<>+4(SB)/4, $0x30303030
+DATA q3tm_y<>+8(SB)/4, $0x30303030
+DATA q3tm_y<>+12(SB)/4, $0x30303030
+DATA q3tm_y<>+16(SB)/4, $0x30303030
+DATA q3tm_y<>+20(SB)/4, $0x30303030
+DATA q3tm_y<>+24(SB)/4, $0x30303030
+DATA q3tm_y<>+28(SB)/4, $0x30303030
+GLOBL q3tm_y<>(SB), RODATA|NOPTR, $32
 
 // func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
@@ -371,88 +422,86 @@ loopQ6K:
 	VFMADD231PS    Y7, Y6, Y1
 	VBROADCASTI128 192(AX), Y7
 	VPXOR          Y2, Y7, Y7
-	VPXOR          Y8, Y8, Y8
-	VMOVDQU        128(AX), Y11
-	VMOVDQU        (AX), Y12
-	VPAND          Y4, Y12, Y9
-	VPSLLW         $0x04, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     4(CX), Y9, Y9
-	VPSHUFB        scidx16<>+0(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPMADDWD       Y10, Y9, Y9
-	VPADDD         Y9, Y8, Y8
+	VMOVDQU        128(AX), Y10
+	VMOVDQU        (AX), Y11
+	VPAND          Y4, Y11, Y8
+	VPSLLW         $0x04, Y10, Y9
+	VPAND          Y5, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     4(CX), Y8, Y8
+	VPSHUFB        scidx16<>+0(SB), Y7, Y9
+	VPSUBW         Y3, Y9, Y9
+	VPMADDWD       Y9, Y8, Y8
 	VMOVDQU        32(AX), Y13
 	VPAND          Y4, Y13, Y9
-	VPSLLW         $0x02, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
+	VPSLLW         $0x02, Y10, Y12
+	VPAND          Y5, Y12, Y12
+	VPOR           Y12, Y9, Y9
 	VPMADDUBSW     36(CX), Y9, Y9
-	VPSHUFB        scidx16<>+32(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPMADDWD       Y10, Y9, Y9
-	VPADDD         Y9, Y8, Y8
-	VPSRLW         $0x04, Y12, Y9
-	VPAND          Y4, Y9, Y9
-	VMOVDQA        Y11, Y10
+	VPSHUFB        scidx16<>+32(SB), Y7, Y12
+	VPSUBW         Y3, Y12, Y12
+	VPMADDWD       Y12, Y9, Y9
+	VPSRLW         $0x04, Y11, Y11
+	VPAND          Y4, Y11, Y11
+	VMOVDQA        Y10, Y12
+	VPAND          Y5, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     68(CX), Y11, Y11
+	VPSHUFB        scidx16<>+64(SB), Y7, Y12
+	VPSUBW         Y3, Y12, Y12
+	VPMADDWD       Y12, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPSRLW         $0x04, Y13, Y11
+	VPAND          Y4, Y11, Y11
+	VPSRLW         $0x02, Y10, Y10
 	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     68(CX), Y9, Y9
-	VPSHUFB        scidx16<>+64(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPMADDWD       Y10, Y9, Y9
-	VPADDD         Y9, Y8, Y8
-	VPSRLW         $0x04, Y13, Y9
-	VPAND          Y4, Y9, Y9
-	VPSRLW         $0x02, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     100(CX), Y9, Y9
-	VPSHUFB        scidx16<>+96(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPMADDWD       Y10, Y9, Y9
-	VPADDD         Y9, Y8, Y8
-	VMOVDQU        160(AX), Y11
-	VMOVDQU        64(AX), Y12
-	VPAND          Y4, Y12, Y9
-	VPSLLW         $0x04, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     132(CX), Y9, Y9
-	VPSHUFB        scidx16<>+128(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPMADDWD       Y10, Y9, Y9
-	VPADDD         Y9, Y8, Y8
-	VMOVDQU        96(AX), Y13
-	VPAND          Y4, Y13, Y9
-	VPSLLW         $0x02, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     164(CX), Y9, Y9
-	VPSHUFB        scidx16<>+160(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPMADDWD       Y10, Y9, Y9
-	VPADDD         Y9, Y8, Y8
-	VPSRLW         $0x04, Y12, Y9
-	VPAND          Y4, Y9, Y9
-	VMOVDQA        Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     196(CX), Y9, Y9
-	VPSHUFB        scidx16<>+192(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPMADDWD       Y10, Y9, Y9
-	VPADDD         Y9, Y8, Y8
-	VPSRLW         $0x04, Y13, Y9
-	VPAND          Y4, Y9, Y9
-	VPSRLW         $0x02, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     228(CX), Y9, Y9
+	VPOR           Y10, Y11, Y11
+	VPMADDUBSW     100(CX), Y11, Y10
+	VPSHUFB        scidx16<>+96(SB), Y7, Y11
+	VPSUBW         Y3, Y11, Y11
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VMOVDQU        160(AX), Y12
+	VMOVDQU        64(AX), Y13
+	VPAND          Y4, Y13, Y10
+	VPSLLW         $0x04, Y12, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     132(CX), Y10, Y10
+	VPSHUFB        scidx16<>+128(SB), Y7, Y11
+	VPSUBW         Y3, Y11, Y11
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VMOVDQU        96(AX), Y14
+	VPAND          Y4, Y14, Y10
+	VPSLLW         $0x02, Y12, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     164(CX), Y10, Y10
+	VPSHUFB        scidx16<>+160(SB), Y7, Y11
+	VPSUBW         Y3, Y11, Y11
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPSRLW         $0x04, Y13, Y10
+	VPAND          Y4, Y10, Y10
+	VMOVDQA        Y12, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     196(CX), Y10, Y10
+	VPSHUFB        scidx16<>+192(SB), Y7, Y11
+	VPSUBW         Y3, Y11, Y11
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VPSRLW         $0x04, Y14, Y10
+	VPAND          Y4, Y10, Y10
+	VPSRLW         $0x02, Y12, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     228(CX), Y10, Y10
 	VPSHUFB        scidx16<>+224(SB), Y7, Y7
 	VPSUBW         Y3, Y7, Y7
-	VPMADDWD       Y7, Y9, Y9
+	VPMADDWD       Y7, Y10, Y10
+	VPADDD         Y10, Y9, Y9
 	VPADDD         Y9, Y8, Y8
 	VCVTDQ2PS      Y8, Y8
 	VFMADD231PS    Y8, Y6, Y0
@@ -500,101 +549,78 @@ TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
 	JZ           doneQ4K
 
 loopQ4K:
-	VMOVD        (AX), X3
-	VCVTPH2PS    X3, X3
-	VBROADCASTSS (CX), X4
-	VMULPS       X4, X3, X3
-	MOVL         4(AX), BX
-	MOVL         8(AX), SI
-	MOVL         12(AX), DI
-	MOVL         BX, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	MOVL         DI, R8
-	ANDL         $0x0f0f0f0f, R8
-	ORL          R9, R8
-	SHLQ         $0x20, R8
-	ANDL         $0x3f3f3f3f, BX
-	ORQ          BX, R8
-	MOVL         SI, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	SHRL         $0x04, DI
-	ANDL         $0x0f0f0f0f, DI
-	ORL          R9, DI
-	MOVL         DI, BX
-	SHLQ         $0x20, BX
-	ANDL         $0x3f3f3f3f, SI
-	ORQ          SI, BX
-	VMOVQ        BX, X4
-	VPMOVZXBD    X4, Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVSHDUP    X3, X5
-	VBROADCASTSS X5, Y5
-	VPMADDWD     260(CX), Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y1
-	VMOVQ        R8, X4
-	VPBROADCASTQ X4, Y4
-	VPXOR        Y5, Y5, Y5
-	VMOVDQU      16(AX), Y7
-	VPAND        Y2, Y7, Y6
-	VPMADDUBSW   4(CX), Y6, Y6
-	VPSHUFB      scidx32<>+0(SB), Y4, Y8
-	VPMADDWD     Y8, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y2, Y6, Y6
-	VPMADDUBSW   36(CX), Y6, Y6
-	VPSHUFB      scidx32<>+32(SB), Y4, Y7
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      48(AX), Y7
-	VPAND        Y2, Y7, Y6
-	VPMADDUBSW   68(CX), Y6, Y6
-	VPSHUFB      scidx32<>+64(SB), Y4, Y8
-	VPMADDWD     Y8, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y2, Y6, Y6
-	VPMADDUBSW   100(CX), Y6, Y6
-	VPSHUFB      scidx32<>+96(SB), Y4, Y7
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      80(AX), Y7
-	VPAND        Y2, Y7, Y6
-	VPMADDUBSW   132(CX), Y6, Y6
-	VPSHUFB      scidx32<>+128(SB), Y4, Y8
-	VPMADDWD     Y8, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y2, Y6, Y6
-	VPMADDUBSW   164(CX), Y6, Y6
-	VPSHUFB      scidx32<>+160(SB), Y4, Y7
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      112(AX), Y7
-	VPAND        Y2, Y7, Y6
-	VPMADDUBSW   196(CX), Y6, Y6
-	VPSHUFB      scidx32<>+192(SB), Y4, Y8
-	VPMADDWD     Y8, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y2, Y6, Y6
-	VPMADDUBSW   228(CX), Y6, Y6
-	VPSHUFB      scidx32<>+224(SB), Y4, Y4
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VBROADCASTSS X3, Y3
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y3, Y0
-	ADDQ         $0x00000090, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopQ4K
+	VMOVD          (AX), X3
+	VCVTPH2PS      X3, X3
+	VBROADCASTSS   (CX), X4
+	VMULPS         X4, X3, X3
+	VBROADCASTI128 4(AX), Y4
+	VPSHUFD        $0x98, Y4, Y5
+	VPSRLVD        k4sh_y<>+0(SB), Y5, Y5
+	VPAND          k4m_y<>+0(SB), Y5, Y5
+	VPSHUFD        $0x50, Y4, Y4
+	VPSRLD         $0x02, Y4, Y4
+	VPAND          k4hm_y<>+0(SB), Y4, Y4
+	VPOR           Y4, Y5, Y5
+	VPSHUFB        k4mdup<>+0(SB), Y5, Y4
+	VMOVSHDUP      X3, X6
+	VBROADCASTSS   X6, Y6
+	VPMADDWD       260(CX), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VFMADD231PS    Y4, Y6, Y1
+	VMOVDQU        16(AX), Y6
+	VPAND          Y2, Y6, Y4
+	VPMADDUBSW     4(CX), Y4, Y4
+	VPSHUFB        scidx32<>+0(SB), Y5, Y7
+	VPMADDWD       Y7, Y4, Y4
+	VPSRLW         $0x04, Y6, Y6
+	VPAND          Y2, Y6, Y6
+	VPMADDUBSW     36(CX), Y6, Y6
+	VPSHUFB        scidx32<>+32(SB), Y5, Y7
+	VPMADDWD       Y7, Y6, Y6
+	VMOVDQU        48(AX), Y8
+	VPAND          Y2, Y8, Y7
+	VPMADDUBSW     68(CX), Y7, Y7
+	VPSHUFB        scidx32<>+64(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y2, Y7, Y7
+	VPMADDUBSW     100(CX), Y7, Y7
+	VPSHUFB        scidx32<>+96(SB), Y5, Y8
+	VPMADDWD       Y8, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VMOVDQU        80(AX), Y8
+	VPAND          Y2, Y8, Y7
+	VPMADDUBSW     132(CX), Y7, Y7
+	VPSHUFB        scidx32<>+128(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y2, Y7, Y7
+	VPMADDUBSW     164(CX), Y7, Y7
+	VPSHUFB        scidx32<>+160(SB), Y5, Y8
+	VPMADDWD       Y8, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VMOVDQU        112(AX), Y8
+	VPAND          Y2, Y8, Y7
+	VPMADDUBSW     196(CX), Y7, Y7
+	VPSHUFB        scidx32<>+192(SB), Y5, Y9
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y2, Y7, Y7
+	VPMADDUBSW     228(CX), Y7, Y7
+	VPSHUFB        scidx32<>+224(SB), Y5, Y5
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VBROADCASTSS   X3, Y3
+	VCVTDQ2PS      Y4, Y4
+	VFMADD231PS    Y4, Y3, Y0
+	ADDQ           $0x00000090, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopQ4K
 
 doneQ4K:
 	VEXTRACTF128 $0x01, Y0, X2
@@ -612,6 +638,46 @@ doneQ4K:
 	VSUBSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
 	RET
+
+DATA k4sh_y<>+0(SB)/4, $0x00000000
+DATA k4sh_y<>+4(SB)/4, $0x00000000
+DATA k4sh_y<>+8(SB)/4, $0x00000000
+DATA k4sh_y<>+12(SB)/4, $0x00000004
+DATA k4sh_y<>+16(SB)/4, $0x00000000
+DATA k4sh_y<>+20(SB)/4, $0x00000000
+DATA k4sh_y<>+24(SB)/4, $0x00000000
+DATA k4sh_y<>+28(SB)/4, $0x00000004
+GLOBL k4sh_y<>(SB), RODATA|NOPTR, $32
+
+DATA k4m_y<>+0(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+4(SB)/4, $0x0f0f0f0f
+DATA k4m_y<>+8(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+12(SB)/4, $0x0f0f0f0f
+DATA k4m_y<>+16(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+20(SB)/4, $0x0f0f0f0f
+DATA k4m_y<>+24(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+28(SB)/4, $0x0f0f0f0f
+GLOBL k4m_y<>(SB), RODATA|NOPTR, $32
+
+DATA k4hm_y<>+0(SB)/4, $0x00000000
+DATA k4hm_y<>+4(SB)/4, $0x30303030
+DATA k4hm_y<>+8(SB)/4, $0x00000000
+DATA k4hm_y<>+12(SB)/4, $0x30303030
+DATA k4hm_y<>+16(SB)/4, $0x00000000
+DATA k4hm_y<>+20(SB)/4, $0x30303030
+DATA k4hm_y<>+24(SB)/4, $0x00000000
+DATA k4hm_y<>+28(SB)/4, $0x30303030
+GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
+
+DATA k4mdup<>+0(SB)/4, $0x80088008
+DATA k4mdup<>+4(SB)/4, $0x80098009
+DATA k4mdup<>+8(SB)/4, $0x800a800a
+DATA k4mdup<>+12(SB)/4, $0x800b800b
+DATA k4mdup<>+16(SB)/4, $0x800c800c
+DATA k4mdup<>+20(SB)/4, $0x800d800d
+DATA k4mdup<>+24(SB)/4, $0x800e800e
+DATA k4mdup<>+28(SB)/4, $0x800f800f
+GLOBL k4mdup<>(SB), RODATA|NOPTR, $32
 
 DATA scidx32<>+0(SB)/4, $0x80008000
 DATA scidx32<>+4(SB)/4, $0x80008000
@@ -693,126 +759,103 @@ TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
 	JZ           doneQ5K
 
 loopQ5K:
-	VMOVDQU      16(AX), Y4
-	VMOVD        (AX), X5
-	VCVTPH2PS    X5, X5
-	VBROADCASTSS (CX), X6
-	VMULPS       X6, X5, X5
-	MOVL         4(AX), BX
-	MOVL         8(AX), SI
-	MOVL         12(AX), DI
-	MOVL         BX, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	MOVL         DI, R8
-	ANDL         $0x0f0f0f0f, R8
-	ORL          R9, R8
-	SHLQ         $0x20, R8
-	ANDL         $0x3f3f3f3f, BX
-	ORQ          BX, R8
-	MOVL         SI, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	SHRL         $0x04, DI
-	ANDL         $0x0f0f0f0f, DI
-	ORL          R9, DI
-	MOVL         DI, BX
-	SHLQ         $0x20, BX
-	ANDL         $0x3f3f3f3f, SI
-	ORQ          SI, BX
-	VMOVQ        BX, X6
-	VPMOVZXBD    X6, Y6
-	VPSLLD       $0x10, Y6, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVSHDUP    X5, X7
-	VBROADCASTSS X7, Y7
-	VPMADDWD     260(CX), Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VFMADD231PS  Y6, Y7, Y1
-	VMOVQ        R8, X6
-	VPBROADCASTQ X6, Y6
-	VPXOR        Y7, Y7, Y7
-	VMOVDQU      48(AX), Y9
-	VPAND        Y2, Y9, Y8
-	VPSLLW       $0x04, Y4, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   4(CX), Y8, Y8
-	VPSHUFB      scidx32<>+0(SB), Y6, Y10
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPSLLW       $0x03, Y4, Y9
-	VPAND        Y3, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   36(CX), Y8, Y8
-	VPSHUFB      scidx32<>+32(SB), Y6, Y9
-	VPMADDWD     Y9, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VMOVDQU      80(AX), Y9
-	VPAND        Y2, Y9, Y8
-	VPSLLW       $0x02, Y4, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   68(CX), Y8, Y8
-	VPSHUFB      scidx32<>+64(SB), Y6, Y10
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPSLLW       $0x01, Y4, Y9
-	VPAND        Y3, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   100(CX), Y8, Y8
-	VPSHUFB      scidx32<>+96(SB), Y6, Y9
-	VPMADDWD     Y9, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VMOVDQU      112(AX), Y9
-	VPAND        Y2, Y9, Y8
-	VMOVDQA      Y4, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   132(CX), Y8, Y8
-	VPSHUFB      scidx32<>+128(SB), Y6, Y10
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPSRLW       $0x01, Y4, Y9
-	VPAND        Y3, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   164(CX), Y8, Y8
-	VPSHUFB      scidx32<>+160(SB), Y6, Y9
-	VPMADDWD     Y9, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VMOVDQU      144(AX), Y9
-	VPAND        Y2, Y9, Y8
-	VPSRLW       $0x02, Y4, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   196(CX), Y8, Y8
-	VPSHUFB      scidx32<>+192(SB), Y6, Y10
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPSRLW       $0x03, Y4, Y4
-	VPAND        Y3, Y4, Y4
-	VPOR         Y4, Y8, Y8
-	VPMADDUBSW   228(CX), Y8, Y4
-	VPSHUFB      scidx32<>+224(SB), Y6, Y6
-	VPMADDWD     Y6, Y4, Y4
-	VPADDD       Y4, Y7, Y7
-	VBROADCASTSS X5, Y4
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y4, Y0
-	ADDQ         $0x000000b0, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopQ5K
+	VMOVDQU        16(AX), Y4
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (CX), X6
+	VMULPS         X6, X5, X5
+	VBROADCASTI128 4(AX), Y6
+	VPSHUFD        $0x98, Y6, Y7
+	VPSRLVD        k4sh_y<>+0(SB), Y7, Y7
+	VPAND          k4m_y<>+0(SB), Y7, Y7
+	VPSHUFD        $0x50, Y6, Y6
+	VPSRLD         $0x02, Y6, Y6
+	VPAND          k4hm_y<>+0(SB), Y6, Y6
+	VPOR           Y6, Y7, Y7
+	VPSHUFB        k4mdup<>+0(SB), Y7, Y6
+	VMOVSHDUP      X5, X8
+	VBROADCASTSS   X8, Y8
+	VPMADDWD       260(CX), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y8, Y1
+	VMOVDQU        48(AX), Y8
+	VPAND          Y2, Y8, Y6
+	VPSLLW         $0x04, Y4, Y9
+	VPAND          Y3, Y9, Y9
+	VPOR           Y9, Y6, Y6
+	VPMADDUBSW     4(CX), Y6, Y6
+	VPSHUFB        scidx32<>+0(SB), Y7, Y9
+	VPMADDWD       Y9, Y6, Y6
+	VPSRLW         $0x04, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPSLLW         $0x03, Y4, Y9
+	VPAND          Y3, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     36(CX), Y8, Y8
+	VPSHUFB        scidx32<>+32(SB), Y7, Y9
+	VPMADDWD       Y9, Y8, Y8
+	VMOVDQU        80(AX), Y10
+	VPAND          Y2, Y10, Y9
+	VPSLLW         $0x02, Y4, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPMADDUBSW     68(CX), Y9, Y9
+	VPSHUFB        scidx32<>+64(SB), Y7, Y11
+	VPMADDWD       Y11, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          Y2, Y9, Y9
+	VPSLLW         $0x01, Y4, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     100(CX), Y9, Y9
+	VPSHUFB        scidx32<>+96(SB), Y7, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        112(AX), Y10
+	VPAND          Y2, Y10, Y9
+	VMOVDQA        Y4, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPMADDUBSW     132(CX), Y9, Y9
+	VPSHUFB        scidx32<>+128(SB), Y7, Y11
+	VPMADDWD       Y11, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          Y2, Y9, Y9
+	VPSRLW         $0x01, Y4, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     164(CX), Y9, Y9
+	VPSHUFB        scidx32<>+160(SB), Y7, Y10
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        144(AX), Y10
+	VPAND          Y2, Y10, Y9
+	VPSRLW         $0x02, Y4, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPMADDUBSW     196(CX), Y9, Y9
+	VPSHUFB        scidx32<>+192(SB), Y7, Y11
+	VPMADDWD       Y11, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          Y2, Y9, Y9
+	VPSRLW         $0x03, Y4, Y4
+	VPAND          Y3, Y4, Y4
+	VPOR           Y4, Y9, Y9
+	VPMADDUBSW     228(CX), Y9, Y4
+	VPSHUFB        scidx32<>+224(SB), Y7, Y7
+	VPMADDWD       Y7, Y4, Y4
+	VPADDD         Y4, Y8, Y8
+	VPADDD         Y8, Y6, Y6
+	VBROADCASTSS   X5, Y4
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y4, Y0
+	ADDQ           $0x000000b0, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopQ5K
 
 doneQ5K:
 	VEXTRACTF128 $0x01, Y0, X2

@@ -26,39 +26,37 @@ loopQ2K:
 	VPSRLW          $0x04, X5, X5
 	VPANDD          X2, X5, X5
 	VPMOVZXBW       X5, Y5
-	VMOVSHDUP       X4, X7
-	VBROADCASTSS    X7, Z7
+	VMOVSHDUP       X4, X6
+	VBROADCASTSS    X6, Z6
 	VPMADDWD        260(CX), Y5, Y5
 	VCVTDQ2PS       Y5, Y5
-	VFMADD231PS     Y5, Y7, Y1
+	VFMADD231PS     Y5, Y6, Y1
 	VBROADCASTI32X4 (AX), Z5
 	VPANDD          Z2, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VBROADCASTI64X4 16(AX), Z8
-	VPSRLVW         shift_0_2<>+0(SB), Z8, Z7
-	VPANDD          Z3, Z7, Z7
-	VPMADDUBSW      4(CX), Z7, Z7
-	VPSHUFB         scidx16<>+0(SB), Z5, Z9
-	VPMADDWD        Z9, Z7, Z7
-	VPADDD          Z7, Z6, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z8, Z7
+	VBROADCASTI64X4 16(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z3, Z6, Z6
+	VPMADDUBSW      4(CX), Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z8
+	VPMADDWD        Z8, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z3, Z7, Z7
 	VPMADDUBSW      68(CX), Z7, Z7
 	VPSHUFB         scidx16<>+64(SB), Z5, Z8
 	VPMADDWD        Z8, Z7, Z7
-	VPADDD          Z7, Z6, Z6
-	VBROADCASTI64X4 48(AX), Z8
-	VPSRLVW         shift_0_2<>+0(SB), Z8, Z7
-	VPANDD          Z3, Z7, Z7
-	VPMADDUBSW      132(CX), Z7, Z7
-	VPSHUFB         scidx16<>+128(SB), Z5, Z9
-	VPMADDWD        Z9, Z7, Z7
-	VPADDD          Z7, Z6, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z8, Z7
-	VPANDD          Z3, Z7, Z7
-	VPMADDUBSW      196(CX), Z7, Z7
+	VBROADCASTI64X4 48(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
+	VPANDD          Z3, Z8, Z8
+	VPMADDUBSW      132(CX), Z8, Z8
+	VPSHUFB         scidx16<>+128(SB), Z5, Z10
+	VPMADDWD        Z10, Z8, Z8
+	VPADDD          Z8, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z8
+	VPANDD          Z3, Z8, Z8
+	VPMADDUBSW      196(CX), Z8, Z8
 	VPSHUFB         scidx16<>+192(SB), Z5, Z5
-	VPMADDWD        Z5, Z7, Z7
+	VPMADDWD        Z5, Z8, Z8
+	VPADDD          Z8, Z7, Z7
 	VPADDD          Z7, Z6, Z6
 	VBROADCASTSS    X4, Z4
 	VCVTDQ2PS       Z6, Z6
@@ -214,82 +212,65 @@ loopQ3K:
 	VCVTPH2PS       X5, X5
 	VMULSS          (CX), X5, X5
 	VBROADCASTSS    X5, Z5
-	MOVQ            96(AX), BX
-	MOVL            104(AX), SI
-	MOVQ            SI, DI
-	SHRL            $0x02, DI
-	SHLQ            $0x20, DI
-	ORQ             SI, DI
-	MOVQ            $0x0f0f0f0f0f0f0f0f, SI
-	MOVQ            $0x0303030303030303, R8
-	MOVQ            BX, R9
-	ANDQ            SI, R9
-	MOVQ            DI, R10
-	ANDQ            R8, R10
-	SHLQ            $0x04, R10
-	ORQ             R10, R9
-	SHRQ            $0x04, BX
-	ANDQ            SI, BX
-	MOVQ            DI, R10
-	SHRQ            $0x04, R10
-	ANDQ            R8, R10
-	SHLQ            $0x04, R10
-	ORQ             R10, BX
-	VMOVQ           R9, X7
-	VPINSRQ         $0x01, BX, X7, X7
-	VPMOVZXBW       X7, Y8
-	VPSUBW          Y2, Y8, Y8
-	VPMADDWD        260(CX), Y8, Y8
-	VPSLLD          $0x02, Y8, Y8
-	VCVTDQ2PS       Y8, Y8
-	VFMADD231PS     Y8, Y5, Y1
-	VSHUFI64X2      $0x00, Z7, Z7, Z8
-	VBROADCASTI64X4 (AX), Z9
-	VPXORD          Z6, Z6, Z6
-	VBROADCASTI64X4 32(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z3, Z10, Z10
-	VPSLLVW         shift_2_1<>+0(SB), Z9, Z12
-	VPANDD          Z4, Z12, Z12
-	VPORD           Z12, Z10, Z10
-	VPMADDUBSW      4(CX), Z10, Z10
-	VPSHUFB         scidx16<>+0(SB), Z8, Z12
-	VPSUBW          Z2, Z12, Z12
-	VPMADDWD        Z12, Z10, Z10
-	VPADDD          Z10, Z6, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z3, Z10, Z10
-	VPSRLVW         shift_0_1<>+0(SB), Z9, Z11
-	VPANDD          Z4, Z11, Z11
-	VPORD           Z11, Z10, Z10
-	VPMADDUBSW      68(CX), Z10, Z10
-	VPSHUFB         scidx16<>+64(SB), Z8, Z11
-	VPSUBW          Z2, Z11, Z11
-	VPMADDWD        Z11, Z10, Z10
-	VPADDD          Z10, Z6, Z6
+	VBROADCASTI32X4 94(AX), Z6
+	VPSHUFB         q3a_z<>+0(SB), Z6, Z7
+	VPSRLVD         q3ash_z<>+0(SB), Z7, Z7
+	VPANDD          q3am_z<>+0(SB), Z7, Z7
+	VPSHUFB         q3t_z<>+0(SB), Z6, Z6
+	VPSLLVD         q3tl_z<>+0(SB), Z6, Z6
+	VPSRLVD         q3tr_z<>+0(SB), Z6, Z6
+	VPANDD          q3tm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z7, Z7
+	VPMOVZXBW       X7, Y6
+	VPSUBW          Y2, Y6, Y6
+	VPMADDWD        260(CX), Y6, Y6
+	VPSLLD          $0x02, Y6, Y6
+	VCVTDQ2PS       Y6, Y6
+	VFMADD231PS     Y6, Y5, Y1
+	VBROADCASTI64X4 (AX), Z6
+	VBROADCASTI64X4 32(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSLLVW         shift_2_1<>+0(SB), Z6, Z10
+	VPANDD          Z4, Z10, Z10
+	VPORD           Z10, Z8, Z8
+	VPMADDUBSW      4(CX), Z8, Z8
+	VPSHUFB         scidx16<>+0(SB), Z7, Z10
+	VPSUBW          Z2, Z10, Z10
+	VPMADDWD        Z10, Z8, Z8
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
+	VPANDD          Z3, Z9, Z9
+	VPSRLVW         shift_0_1<>+0(SB), Z6, Z10
+	VPANDD          Z4, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      68(CX), Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z7, Z10
+	VPSUBW          Z2, Z10, Z10
+	VPMADDWD        Z10, Z9, Z9
 	VBROADCASTI64X4 64(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
-	VPSRLVW         shift_2_3<>+0(SB), Z9, Z12
+	VPSRLVW         shift_2_3<>+0(SB), Z6, Z12
 	VPANDD          Z4, Z12, Z12
 	VPORD           Z12, Z10, Z10
 	VPMADDUBSW      132(CX), Z10, Z10
-	VPSHUFB         scidx16<>+128(SB), Z8, Z12
+	VPSHUFB         scidx16<>+128(SB), Z7, Z12
 	VPSUBW          Z2, Z12, Z12
 	VPMADDWD        Z12, Z10, Z10
-	VPADDD          Z10, Z6, Z6
+	VPADDD          Z10, Z8, Z8
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
-	VPSRLVW         shift_4_5<>+0(SB), Z9, Z9
-	VPANDD          Z4, Z9, Z9
-	VPORD           Z9, Z10, Z10
-	VPMADDUBSW      196(CX), Z10, Z9
-	VPSHUFB         scidx16<>+192(SB), Z8, Z8
-	VPSUBW          Z2, Z8, Z8
-	VPMADDWD        Z8, Z9, Z9
-	VPADDD          Z9, Z6, Z6
-	VCVTDQ2PS       Z6, Z6
-	VFMADD231PS     Z6, Z5, Z0
+	VPSRLVW         shift_4_5<>+0(SB), Z6, Z6
+	VPANDD          Z4, Z6, Z6
+	VPORD           Z6, Z10, Z10
+	VPMADDUBSW      196(CX), Z10, Z6
+	VPSHUFB         scidx16<>+192(SB), Z7, Z7
+	VPSUBW          Z2, Z7, Z7
+	VPMADDWD        Z7, Z6, Z6
+	VPADDD          Z6, Z9, Z9
+	VPADDD          Z9, Z8, Z8
+	VCVTDQ2PS       Z8, Z8
+	VFMADD231PS     Z8, Z5, Z0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -319,6 +300,132 @@ GLOBL c32_00200020<>(SB), RODATA|NOPTR, $4
 
 DATA c32_04040404<>+0(SB)/4, $0x04040404
 GLOBL c32_04040404<>(SB), RODATA|NOPTR, $4
+
+DATA q3a_z<>+0(SB)/4, $0x05040302
+DATA q3a_z<>+4(SB)/4, $0x09080706
+DATA q3a_z<>+8(SB)/4, $0x05040302
+DATA q3a_z<>+12(SB)/4, $0x09080706
+DATA q3a_z<>+16(SB)/4, $0x05040302
+DATA q3a_z<>+20(SB)/4, $0x09080706
+DATA q3a_z<>+24(SB)/4, $0x05040302
+DATA q3a_z<>+28(SB)/4, $0x09080706
+DATA q3a_z<>+32(SB)/4, $0x05040302
+DATA q3a_z<>+36(SB)/4, $0x09080706
+DATA q3a_z<>+40(SB)/4, $0x05040302
+DATA q3a_z<>+44(SB)/4, $0x09080706
+DATA q3a_z<>+48(SB)/4, $0x05040302
+DATA q3a_z<>+52(SB)/4, $0x09080706
+DATA q3a_z<>+56(SB)/4, $0x05040302
+DATA q3a_z<>+60(SB)/4, $0x09080706
+GLOBL q3a_z<>(SB), RODATA|NOPTR, $64
+
+DATA q3ash_z<>+0(SB)/4, $0x00000000
+DATA q3ash_z<>+4(SB)/4, $0x00000000
+DATA q3ash_z<>+8(SB)/4, $0x00000004
+DATA q3ash_z<>+12(SB)/4, $0x00000004
+DATA q3ash_z<>+16(SB)/4, $0x00000000
+DATA q3ash_z<>+20(SB)/4, $0x00000000
+DATA q3ash_z<>+24(SB)/4, $0x00000004
+DATA q3ash_z<>+28(SB)/4, $0x00000004
+DATA q3ash_z<>+32(SB)/4, $0x00000000
+DATA q3ash_z<>+36(SB)/4, $0x00000000
+DATA q3ash_z<>+40(SB)/4, $0x00000004
+DATA q3ash_z<>+44(SB)/4, $0x00000004
+DATA q3ash_z<>+48(SB)/4, $0x00000000
+DATA q3ash_z<>+52(SB)/4, $0x00000000
+DATA q3ash_z<>+56(SB)/4, $0x00000004
+DATA q3ash_z<>+60(SB)/4, $0x00000004
+GLOBL q3ash_z<>(SB), RODATA|NOPTR, $64
+
+DATA q3am_z<>+0(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+4(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+8(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+12(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+16(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+20(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+24(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+28(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+32(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+36(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+40(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+44(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+48(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+52(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+56(SB)/4, $0x0f0f0f0f
+DATA q3am_z<>+60(SB)/4, $0x0f0f0f0f
+GLOBL q3am_z<>(SB), RODATA|NOPTR, $64
+
+DATA q3t_z<>+0(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+4(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+8(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+12(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+16(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+20(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+24(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+28(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+32(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+36(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+40(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+44(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+48(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+52(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+56(SB)/4, $0x0d0c0b0a
+DATA q3t_z<>+60(SB)/4, $0x0d0c0b0a
+GLOBL q3t_z<>(SB), RODATA|NOPTR, $64
+
+DATA q3tl_z<>+0(SB)/4, $0x00000004
+DATA q3tl_z<>+4(SB)/4, $0x00000002
+DATA q3tl_z<>+8(SB)/4, $0x00000000
+DATA q3tl_z<>+12(SB)/4, $0x00000000
+DATA q3tl_z<>+16(SB)/4, $0x00000004
+DATA q3tl_z<>+20(SB)/4, $0x00000002
+DATA q3tl_z<>+24(SB)/4, $0x00000000
+DATA q3tl_z<>+28(SB)/4, $0x00000000
+DATA q3tl_z<>+32(SB)/4, $0x00000004
+DATA q3tl_z<>+36(SB)/4, $0x00000002
+DATA q3tl_z<>+40(SB)/4, $0x00000000
+DATA q3tl_z<>+44(SB)/4, $0x00000000
+DATA q3tl_z<>+48(SB)/4, $0x00000004
+DATA q3tl_z<>+52(SB)/4, $0x00000002
+DATA q3tl_z<>+56(SB)/4, $0x00000000
+DATA q3tl_z<>+60(SB)/4, $0x00000000
+GLOBL q3tl_z<>(SB), RODATA|NOPTR, $64
+
+DATA q3tr_z<>+0(SB)/4, $0x00000000
+DATA q3tr_z<>+4(SB)/4, $0x00000000
+DATA q3tr_z<>+8(SB)/4, $0x00000000
+DATA q3tr_z<>+12(SB)/4, $0x00000002
+DATA q3tr_z<>+16(SB)/4, $0x00000000
+DATA q3tr_z<>+20(SB)/4, $0x00000000
+DATA q3tr_z<>+24(SB)/4, $0x00000000
+DATA q3tr_z<>+28(SB)/4, $0x00000002
+DATA q3tr_z<>+32(SB)/4, $0x00000000
+DATA q3tr_z<>+36(SB)/4, $0x00000000
+DATA q3tr_z<>+40(SB)/4, $0x00000000
+DATA q3tr_z<>+44(SB)/4, $0x00000002
+DATA q3tr_z<>+48(SB)/4, $0x00000000
+DATA q3tr_z<>+52(SB)/4, $0x00000000
+DATA q3tr_z<>+56(SB)/4, $0x00000000
+DATA q3tr_z<>+60(SB)/4, $0x00000002
+GLOBL q3tr_z<>(SB), RODATA|NOPTR, $64
+
+DATA q3tm_z<>+0(SB)/4, $0x30303030
+DATA q3tm_z<>+4(SB)/4, $0x30303030
+DATA q3tm_z<>+8(SB)/4, $0x30303030
+DATA q3tm_z<>+12(SB)/4, $0x30303030
+DATA q3tm_z<>+16(SB)/4, $0x30303030
+DATA q3tm_z<>+20(SB)/4, $0x30303030
+DATA q3tm_z<>+24(SB)/4, $0x30303030
+DATA q3tm_z<>+28(SB)/4, $0x30303030
+DATA q3tm_z<>+32(SB)/4, $0x30303030
+DATA q3tm_z<>+36(SB)/4, $0x30303030
+DATA q3tm_z<>+40(SB)/4, $0x30303030
+DATA q3tm_z<>+44(SB)/4, $0x30303030
+DATA q3tm_z<>+48(SB)/4, $0x30303030
+DATA q3tm_z<>+52(SB)/4, $0x30303030
+DATA q3tm_z<>+56(SB)/4, $0x30303030
+DATA q3tm_z<>+60(SB)/4, $0x30303030
+GLOBL q3tm_z<>(SB), RODATA|NOPTR, $64
 
 DATA shift_2_1<>+0(SB)/4, $0x00020002
 DATA shift_2_1<>+4(SB)/4, $0x00020002
@@ -412,58 +519,56 @@ loopQ6K:
 	VCVTPH2PS       X6, X6
 	VMULSS          (CX), X6, X6
 	VBROADCASTSS    X6, Z6
-	VPMOVSXBW       192(AX), Y8
-	VPMADDWD        260(CX), Y8, Y8
-	VPSLLD          $0x05, Y8, Y8
-	VCVTDQ2PS       Y8, Y8
-	VFMADD231PS     Y8, Y6, Y1
-	VBROADCASTI32X4 192(AX), Z8
-	VPXORD          Z2, Z8, Z8
-	VPXORD          Z7, Z7, Z7
-	VMOVDQU64       (AX), Z11
-	VBROADCASTI64X4 128(AX), Z12
-	VPANDD          Z4, Z11, Z9
-	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
-	VPANDD          Z5, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      4(CX), Z9, Z9
-	VPSHUFB         scidx16<>+0(SB), Z8, Z10
-	VPSUBW          Z3, Z10, Z10
-	VPMADDWD        Z10, Z9, Z9
-	VPADDD          Z9, Z7, Z7
-	VPSRLW          $0x04, Z11, Z9
+	VPMOVSXBW       192(AX), Y7
+	VPMADDWD        260(CX), Y7, Y7
+	VPSLLD          $0x05, Y7, Y7
+	VCVTDQ2PS       Y7, Y7
+	VFMADD231PS     Y7, Y6, Y1
+	VBROADCASTI32X4 192(AX), Z7
+	VPXORD          Z2, Z7, Z7
+	VMOVDQU64       (AX), Z10
+	VBROADCASTI64X4 128(AX), Z11
+	VPANDD          Z4, Z10, Z8
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPANDD          Z5, Z9, Z9
+	VPORD           Z9, Z8, Z8
+	VPMADDUBSW      4(CX), Z8, Z8
+	VPSHUFB         scidx16<>+0(SB), Z7, Z9
+	VPSUBW          Z3, Z9, Z9
+	VPMADDWD        Z9, Z8, Z8
+	VPSRLW          $0x04, Z10, Z9
 	VPANDD          Z4, Z9, Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z5, Z10, Z10
 	VPORD           Z10, Z9, Z9
 	VPMADDUBSW      68(CX), Z9, Z9
-	VPSHUFB         scidx16<>+64(SB), Z8, Z10
+	VPSHUFB         scidx16<>+64(SB), Z7, Z10
 	VPSUBW          Z3, Z10, Z10
 	VPMADDWD        Z10, Z9, Z9
-	VPADDD          Z9, Z7, Z7
-	VMOVDQU64       64(AX), Z11
-	VBROADCASTI64X4 160(AX), Z12
-	VPANDD          Z4, Z11, Z9
-	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
-	VPANDD          Z5, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      132(CX), Z9, Z9
-	VPSHUFB         scidx16<>+128(SB), Z8, Z10
-	VPSUBW          Z3, Z10, Z10
-	VPMADDWD        Z10, Z9, Z9
-	VPADDD          Z9, Z7, Z7
-	VPSRLW          $0x04, Z11, Z9
-	VPANDD          Z4, Z9, Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
-	VPANDD          Z5, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      196(CX), Z9, Z9
-	VPSHUFB         scidx16<>+192(SB), Z8, Z8
-	VPSUBW          Z3, Z8, Z8
-	VPMADDWD        Z8, Z9, Z9
-	VPADDD          Z9, Z7, Z7
-	VCVTDQ2PS       Z7, Z7
-	VFMADD231PS     Z7, Z6, Z0
+	VMOVDQU64       64(AX), Z12
+	VBROADCASTI64X4 160(AX), Z13
+	VPANDD          Z4, Z12, Z10
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPANDD          Z5, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VPMADDUBSW      132(CX), Z10, Z10
+	VPSHUFB         scidx16<>+128(SB), Z7, Z11
+	VPSUBW          Z3, Z11, Z11
+	VPMADDWD        Z11, Z10, Z10
+	VPADDD          Z10, Z8, Z8
+	VPSRLW          $0x04, Z12, Z10
+	VPANDD          Z4, Z10, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z5, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VPMADDUBSW      196(CX), Z10, Z10
+	VPSHUFB         scidx16<>+192(SB), Z7, Z7
+	VPSUBW          Z3, Z7, Z7
+	VPMADDWD        Z7, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VPADDD          Z9, Z8, Z8
+	VCVTDQ2PS       Z8, Z8
+	VFMADD231PS     Z8, Z6, Z0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -532,73 +637,50 @@ loopQ4K:
 	VCVTPH2PS       X3, X3
 	VBROADCASTSS    (CX), X4
 	VMULPS          X4, X3, X3
-	MOVL            4(AX), BX
-	MOVL            8(AX), SI
-	MOVL            12(AX), DI
-	MOVL            BX, R9
-	SHRL            $0x06, R9
-	ANDL            $0x03030303, R9
-	SHLL            $0x04, R9
-	MOVL            DI, R8
-	ANDL            $0x0f0f0f0f, R8
-	ORL             R9, R8
-	SHLQ            $0x20, R8
-	ANDL            $0x3f3f3f3f, BX
-	ORQ             BX, R8
-	MOVL            SI, R9
-	SHRL            $0x06, R9
-	ANDL            $0x03030303, R9
-	SHLL            $0x04, R9
-	SHRL            $0x04, DI
-	ANDL            $0x0f0f0f0f, DI
-	ORL             R9, DI
-	MOVL            DI, BX
-	SHLQ            $0x20, BX
-	ANDL            $0x3f3f3f3f, SI
-	ORQ             SI, BX
-	VMOVQ           BX, X4
-	VPMOVZXBD       X4, Y4
-	VPSLLD          $0x10, Y4, Y6
-	VPOR            Y6, Y4, Y4
+	VBROADCASTI32X4 4(AX), Z4
+	VPSHUFD         $0x98, Z4, Z5
+	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
+	VPANDD          k4m_z<>+0(SB), Z5, Z5
+	VPSHUFD         $0x50, Z4, Z4
+	VPSRLD          $0x02, Z4, Z4
+	VPANDD          k4hm_z<>+0(SB), Z4, Z4
+	VPORD           Z4, Z5, Z5
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
 	VMOVSHDUP       X3, X6
 	VBROADCASTSS    X6, Z6
 	VPMADDWD        260(CX), Y4, Y4
 	VCVTDQ2PS       Y4, Y4
 	VFMADD231PS     Y4, Y6, Y1
-	VMOVQ           R8, X4
-	VPBROADCASTQ    X4, Z4
-	VPXORD          Z5, Z5, Z5
-	VBROADCASTI64X4 16(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      4(CX), Z6, Z6
-	VPSHUFB         scidx32<>+0(SB), Z4, Z7
-	VPMADDWD        Z7, Z6, Z6
-	VPADDD          Z6, Z5, Z5
+	VBROADCASTI64X4 16(AX), Z4
+	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
+	VPANDD          Z2, Z4, Z4
+	VPMADDUBSW      4(CX), Z4, Z4
+	VPSHUFB         scidx32<>+0(SB), Z5, Z6
+	VPMADDWD        Z6, Z4, Z4
 	VBROADCASTI64X4 48(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
 	VPMADDUBSW      68(CX), Z6, Z6
-	VPSHUFB         scidx32<>+64(SB), Z4, Z7
+	VPSHUFB         scidx32<>+64(SB), Z5, Z7
 	VPMADDWD        Z7, Z6, Z6
-	VPADDD          Z6, Z5, Z5
-	VBROADCASTI64X4 80(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      132(CX), Z6, Z6
-	VPSHUFB         scidx32<>+128(SB), Z4, Z7
-	VPMADDWD        Z7, Z6, Z6
-	VPADDD          Z6, Z5, Z5
-	VBROADCASTI64X4 112(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      196(CX), Z6, Z6
-	VPSHUFB         scidx32<>+192(SB), Z4, Z4
-	VPMADDWD        Z4, Z6, Z6
-	VPADDD          Z6, Z5, Z5
+	VBROADCASTI64X4 80(AX), Z7
+	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPMADDUBSW      132(CX), Z7, Z7
+	VPSHUFB         scidx32<>+128(SB), Z5, Z8
+	VPMADDWD        Z8, Z7, Z7
+	VPADDD          Z7, Z4, Z4
+	VBROADCASTI64X4 112(AX), Z7
+	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPMADDUBSW      196(CX), Z7, Z7
+	VPSHUFB         scidx32<>+192(SB), Z5, Z5
+	VPMADDWD        Z5, Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VPADDD          Z6, Z4, Z4
 	VBROADCASTSS    X3, Z3
-	VCVTDQ2PS       Z5, Z5
-	VFMADD231PS     Z5, Z3, Z0
+	VCVTDQ2PS       Z4, Z4
+	VFMADD231PS     Z4, Z3, Z0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -622,6 +704,70 @@ doneQ4K:
 	VSUBSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
+
+DATA k4sh_z<>+0(SB)/4, $0x00000000
+DATA k4sh_z<>+4(SB)/4, $0x00000000
+DATA k4sh_z<>+8(SB)/4, $0x00000000
+DATA k4sh_z<>+12(SB)/4, $0x00000004
+DATA k4sh_z<>+16(SB)/4, $0x00000000
+DATA k4sh_z<>+20(SB)/4, $0x00000000
+DATA k4sh_z<>+24(SB)/4, $0x00000000
+DATA k4sh_z<>+28(SB)/4, $0x00000004
+DATA k4sh_z<>+32(SB)/4, $0x00000000
+DATA k4sh_z<>+36(SB)/4, $0x00000000
+DATA k4sh_z<>+40(SB)/4, $0x00000000
+DATA k4sh_z<>+44(SB)/4, $0x00000004
+DATA k4sh_z<>+48(SB)/4, $0x00000000
+DATA k4sh_z<>+52(SB)/4, $0x00000000
+DATA k4sh_z<>+56(SB)/4, $0x00000000
+DATA k4sh_z<>+60(SB)/4, $0x00000004
+GLOBL k4sh_z<>(SB), RODATA|NOPTR, $64
+
+DATA k4m_z<>+0(SB)/4, $0x3f3f3f3f
+DATA k4m_z<>+4(SB)/4, $0x0f0f0f0f
+DATA k4m_z<>+8(SB)/4, $0x3f3f3f3f
+DATA k4m_z<>+12(SB)/4, $0x0f0f0f0f
+DATA k4m_z<>+16(SB)/4, $0x3f3f3f3f
+DATA k4m_z<>+20(SB)/4, $0x0f0f0f0f
+DATA k4m_z<>+24(SB)/4, $0x3f3f3f3f
+DATA k4m_z<>+28(SB)/4, $0x0f0f0f0f
+DATA k4m_z<>+32(SB)/4, $0x3f3f3f3f
+DATA k4m_z<>+36(SB)/4, $0x0f0f0f0f
+DATA k4m_z<>+40(SB)/4, $0x3f3f3f3f
+DATA k4m_z<>+44(SB)/4, $0x0f0f0f0f
+DATA k4m_z<>+48(SB)/4, $0x3f3f3f3f
+DATA k4m_z<>+52(SB)/4, $0x0f0f0f0f
+DATA k4m_z<>+56(SB)/4, $0x3f3f3f3f
+DATA k4m_z<>+60(SB)/4, $0x0f0f0f0f
+GLOBL k4m_z<>(SB), RODATA|NOPTR, $64
+
+DATA k4hm_z<>+0(SB)/4, $0x00000000
+DATA k4hm_z<>+4(SB)/4, $0x30303030
+DATA k4hm_z<>+8(SB)/4, $0x00000000
+DATA k4hm_z<>+12(SB)/4, $0x30303030
+DATA k4hm_z<>+16(SB)/4, $0x00000000
+DATA k4hm_z<>+20(SB)/4, $0x30303030
+DATA k4hm_z<>+24(SB)/4, $0x00000000
+DATA k4hm_z<>+28(SB)/4, $0x30303030
+DATA k4hm_z<>+32(SB)/4, $0x00000000
+DATA k4hm_z<>+36(SB)/4, $0x30303030
+DATA k4hm_z<>+40(SB)/4, $0x00000000
+DATA k4hm_z<>+44(SB)/4, $0x30303030
+DATA k4hm_z<>+48(SB)/4, $0x00000000
+DATA k4hm_z<>+52(SB)/4, $0x30303030
+DATA k4hm_z<>+56(SB)/4, $0x00000000
+DATA k4hm_z<>+60(SB)/4, $0x30303030
+GLOBL k4hm_z<>(SB), RODATA|NOPTR, $64
+
+DATA k4mdup<>+0(SB)/4, $0x80088008
+DATA k4mdup<>+4(SB)/4, $0x80098009
+DATA k4mdup<>+8(SB)/4, $0x800a800a
+DATA k4mdup<>+12(SB)/4, $0x800b800b
+DATA k4mdup<>+16(SB)/4, $0x800c800c
+DATA k4mdup<>+20(SB)/4, $0x800d800d
+DATA k4mdup<>+24(SB)/4, $0x800e800e
+DATA k4mdup<>+28(SB)/4, $0x800f800f
+GLOBL k4mdup<>(SB), RODATA|NOPTR, $32
 
 DATA scidx32<>+0(SB)/4, $0x80008000
 DATA scidx32<>+4(SB)/4, $0x80008000
@@ -726,52 +872,29 @@ loopQ5K:
 	VCVTPH2PS       X5, X5
 	VBROADCASTSS    (CX), X6
 	VMULPS          X6, X5, X5
-	MOVL            4(AX), BX
-	MOVL            8(AX), SI
-	MOVL            12(AX), DI
-	MOVL            BX, R9
-	SHRL            $0x06, R9
-	ANDL            $0x03030303, R9
-	SHLL            $0x04, R9
-	MOVL            DI, R8
-	ANDL            $0x0f0f0f0f, R8
-	ORL             R9, R8
-	SHLQ            $0x20, R8
-	ANDL            $0x3f3f3f3f, BX
-	ORQ             BX, R8
-	MOVL            SI, R9
-	SHRL            $0x06, R9
-	ANDL            $0x03030303, R9
-	SHLL            $0x04, R9
-	SHRL            $0x04, DI
-	ANDL            $0x0f0f0f0f, DI
-	ORL             R9, DI
-	MOVL            DI, BX
-	SHLQ            $0x20, BX
-	ANDL            $0x3f3f3f3f, SI
-	ORQ             SI, BX
-	VMOVQ           BX, X6
-	VPMOVZXBD       X6, Y6
-	VPSLLD          $0x10, Y6, Y8
-	VPOR            Y8, Y6, Y6
+	VBROADCASTI32X4 4(AX), Z6
+	VPSHUFD         $0x98, Z6, Z7
+	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
+	VPANDD          k4m_z<>+0(SB), Z7, Z7
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z7, Z7
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
 	VMOVSHDUP       X5, X8
 	VBROADCASTSS    X8, Z8
 	VPMADDWD        260(CX), Y6, Y6
 	VCVTDQ2PS       Y6, Y6
 	VFMADD231PS     Y6, Y8, Y1
-	VMOVQ           R8, X6
-	VPBROADCASTQ    X6, Z6
-	VPXORD          Z7, Z7, Z7
-	VBROADCASTI64X4 48(AX), Z8
-	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
-	VPANDD          Z2, Z8, Z8
-	VPSLLVW         shift_4_3<>+0(SB), Z4, Z9
-	VPANDD          Z3, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      4(CX), Z8, Z8
-	VPSHUFB         scidx32<>+0(SB), Z6, Z9
-	VPMADDWD        Z9, Z8, Z8
-	VPADDD          Z8, Z7, Z7
+	VBROADCASTI64X4 48(AX), Z6
+	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSLLVW         shift_4_3<>+0(SB), Z4, Z8
+	VPANDD          Z3, Z8, Z8
+	VPORD           Z8, Z6, Z6
+	VPMADDUBSW      4(CX), Z6, Z6
+	VPSHUFB         scidx32<>+0(SB), Z7, Z8
+	VPMADDWD        Z8, Z6, Z6
 	VBROADCASTI64X4 80(AX), Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z2, Z8, Z8
@@ -779,32 +902,32 @@ loopQ5K:
 	VPANDD          Z3, Z9, Z9
 	VPORD           Z9, Z8, Z8
 	VPMADDUBSW      68(CX), Z8, Z8
-	VPSHUFB         scidx32<>+64(SB), Z6, Z9
+	VPSHUFB         scidx32<>+64(SB), Z7, Z9
 	VPMADDWD        Z9, Z8, Z8
-	VPADDD          Z8, Z7, Z7
-	VBROADCASTI64X4 112(AX), Z8
-	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
-	VPANDD          Z2, Z8, Z8
-	VPSRLVW         shift_0_1<>+0(SB), Z4, Z9
-	VPANDD          Z3, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      132(CX), Z8, Z8
-	VPSHUFB         scidx32<>+128(SB), Z6, Z9
-	VPMADDWD        Z9, Z8, Z8
-	VPADDD          Z8, Z7, Z7
-	VBROADCASTI64X4 144(AX), Z8
-	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
-	VPANDD          Z2, Z8, Z8
+	VBROADCASTI64X4 112(AX), Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSRLVW         shift_0_1<>+0(SB), Z4, Z10
+	VPANDD          Z3, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      132(CX), Z9, Z9
+	VPSHUFB         scidx32<>+128(SB), Z7, Z10
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z6, Z6
+	VBROADCASTI64X4 144(AX), Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z2, Z9, Z9
 	VPSRLVW         shift_2_3<>+0(SB), Z4, Z4
 	VPANDD          Z3, Z4, Z4
-	VPORD           Z4, Z8, Z8
-	VPMADDUBSW      196(CX), Z8, Z4
-	VPSHUFB         scidx32<>+192(SB), Z6, Z6
-	VPMADDWD        Z6, Z4, Z4
-	VPADDD          Z4, Z7, Z7
+	VPORD           Z4, Z9, Z9
+	VPMADDUBSW      196(CX), Z9, Z4
+	VPSHUFB         scidx32<>+192(SB), Z7, Z7
+	VPMADDWD        Z7, Z4, Z4
+	VPADDD          Z4, Z8, Z8
+	VPADDD          Z8, Z6, Z6
 	VBROADCASTSS    X5, Z4
-	VCVTDQ2PS       Z7, Z7
-	VFMADD231PS     Z7, Z4, Z0
+	VCVTDQ2PS       Z6, Z6
+	VFMADD231PS     Z6, Z4, Z0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1489,36 +1612,36 @@ loopQ2K:
 	VPSRLW          $0x04, X5, X5
 	VPANDD          X2, X5, X5
 	VPMOVZXBW       X5, Y5
-	VMOVSHDUP       X4, X7
-	VBROADCASTSS    X7, Z7
+	VMOVSHDUP       X4, X6
+	VBROADCASTSS    X6, Z6
 	VPMADDWD        260(CX), Y5, Y5
 	VCVTDQ2PS       Y5, Y5
-	VFMADD231PS     Y5, Y7, Y1
+	VFMADD231PS     Y5, Y6, Y1
 	VBROADCASTI32X4 (AX), Z5
 	VPANDD          Z2, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VBROADCASTI64X4 16(AX), Z8
-	VPSRLVW         shift_0_2<>+0(SB), Z8, Z7
-	VPANDD          Z3, Z7, Z7
-	VPMADDUBSW      4(CX), Z7, Z7
-	VPSHUFB         scidx16<>+0(SB), Z5, Z9
-	VPDPWSSD        Z9, Z7, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z8, Z7
+	VBROADCASTI64X4 16(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z3, Z6, Z6
+	VPMADDUBSW      4(CX), Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z8
+	VPMADDWD        Z8, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z3, Z7, Z7
 	VPMADDUBSW      68(CX), Z7, Z7
 	VPSHUFB         scidx16<>+64(SB), Z5, Z8
-	VPDPWSSD        Z8, Z7, Z6
-	VBROADCASTI64X4 48(AX), Z8
-	VPSRLVW         shift_0_2<>+0(SB), Z8, Z7
-	VPANDD          Z3, Z7, Z7
-	VPMADDUBSW      132(CX), Z7, Z7
-	VPSHUFB         scidx16<>+128(SB), Z5, Z9
-	VPDPWSSD        Z9, Z7, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z8, Z7
-	VPANDD          Z3, Z7, Z7
-	VPMADDUBSW      196(CX), Z7, Z7
+	VPMADDWD        Z8, Z7, Z7
+	VBROADCASTI64X4 48(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
+	VPANDD          Z3, Z8, Z8
+	VPMADDUBSW      132(CX), Z8, Z8
+	VPSHUFB         scidx16<>+128(SB), Z5, Z10
+	VPDPWSSD        Z10, Z8, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z8
+	VPANDD          Z3, Z8, Z8
+	VPMADDUBSW      196(CX), Z8, Z8
 	VPSHUFB         scidx16<>+192(SB), Z5, Z5
-	VPDPWSSD        Z5, Z7, Z6
+	VPDPWSSD        Z5, Z8, Z7
+	VPADDD          Z7, Z6, Z6
 	VBROADCASTSS    X4, Z4
 	VCVTDQ2PS       Z6, Z6
 	VFMADD231PS     Z6, Z4, Z0
@@ -1565,78 +1688,63 @@ loopQ3K:
 	VCVTPH2PS       X5, X5
 	VMULSS          (CX), X5, X5
 	VBROADCASTSS    X5, Z5
-	MOVQ            96(AX), BX
-	MOVL            104(AX), SI
-	MOVQ            SI, DI
-	SHRL            $0x02, DI
-	SHLQ            $0x20, DI
-	ORQ             SI, DI
-	MOVQ            $0x0f0f0f0f0f0f0f0f, SI
-	MOVQ            $0x0303030303030303, R8
-	MOVQ            BX, R9
-	ANDQ            SI, R9
-	MOVQ            DI, R10
-	ANDQ            R8, R10
-	SHLQ            $0x04, R10
-	ORQ             R10, R9
-	SHRQ            $0x04, BX
-	ANDQ            SI, BX
-	MOVQ            DI, R10
-	SHRQ            $0x04, R10
-	ANDQ            R8, R10
-	SHLQ            $0x04, R10
-	ORQ             R10, BX
-	VMOVQ           R9, X7
-	VPINSRQ         $0x01, BX, X7, X7
-	VPMOVZXBW       X7, Y8
-	VPSUBW          Y2, Y8, Y8
-	VPMADDWD        260(CX), Y8, Y8
-	VPSLLD          $0x02, Y8, Y8
-	VCVTDQ2PS       Y8, Y8
-	VFMADD231PS     Y8, Y5, Y1
-	VSHUFI64X2      $0x00, Z7, Z7, Z8
-	VBROADCASTI64X4 (AX), Z9
-	VPXORD          Z6, Z6, Z6
-	VBROADCASTI64X4 32(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z3, Z10, Z10
-	VPSLLVW         shift_2_1<>+0(SB), Z9, Z12
-	VPANDD          Z4, Z12, Z12
-	VPORD           Z12, Z10, Z10
-	VPMADDUBSW      4(CX), Z10, Z10
-	VPSHUFB         scidx16<>+0(SB), Z8, Z12
-	VPSUBW          Z2, Z12, Z12
-	VPDPWSSD        Z12, Z10, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z3, Z10, Z10
-	VPSRLVW         shift_0_1<>+0(SB), Z9, Z11
-	VPANDD          Z4, Z11, Z11
-	VPORD           Z11, Z10, Z10
-	VPMADDUBSW      68(CX), Z10, Z10
-	VPSHUFB         scidx16<>+64(SB), Z8, Z11
-	VPSUBW          Z2, Z11, Z11
-	VPDPWSSD        Z11, Z10, Z6
+	VBROADCASTI32X4 94(AX), Z6
+	VPSHUFB         q3a_z<>+0(SB), Z6, Z7
+	VPSRLVD         q3ash_z<>+0(SB), Z7, Z7
+	VPANDD          q3am_z<>+0(SB), Z7, Z7
+	VPSHUFB         q3t_z<>+0(SB), Z6, Z6
+	VPSLLVD         q3tl_z<>+0(SB), Z6, Z6
+	VPSRLVD         q3tr_z<>+0(SB), Z6, Z6
+	VPANDD          q3tm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z7, Z7
+	VPMOVZXBW       X7, Y6
+	VPSUBW          Y2, Y6, Y6
+	VPMADDWD        260(CX), Y6, Y6
+	VPSLLD          $0x02, Y6, Y6
+	VCVTDQ2PS       Y6, Y6
+	VFMADD231PS     Y6, Y5, Y1
+	VBROADCASTI64X4 (AX), Z6
+	VBROADCASTI64X4 32(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSLLVW         shift_2_1<>+0(SB), Z6, Z10
+	VPANDD          Z4, Z10, Z10
+	VPORD           Z10, Z8, Z8
+	VPMADDUBSW      4(CX), Z8, Z8
+	VPSHUFB         scidx16<>+0(SB), Z7, Z10
+	VPSUBW          Z2, Z10, Z10
+	VPMADDWD        Z10, Z8, Z8
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
+	VPANDD          Z3, Z9, Z9
+	VPSRLVW         shift_0_1<>+0(SB), Z6, Z10
+	VPANDD          Z4, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      68(CX), Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z7, Z10
+	VPSUBW          Z2, Z10, Z10
+	VPMADDWD        Z10, Z9, Z9
 	VBROADCASTI64X4 64(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
-	VPSRLVW         shift_2_3<>+0(SB), Z9, Z12
+	VPSRLVW         shift_2_3<>+0(SB), Z6, Z12
 	VPANDD          Z4, Z12, Z12
 	VPORD           Z12, Z10, Z10
 	VPMADDUBSW      132(CX), Z10, Z10
-	VPSHUFB         scidx16<>+128(SB), Z8, Z12
+	VPSHUFB         scidx16<>+128(SB), Z7, Z12
 	VPSUBW          Z2, Z12, Z12
-	VPDPWSSD        Z12, Z10, Z6
+	VPDPWSSD        Z12, Z10, Z8
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
-	VPSRLVW         shift_4_5<>+0(SB), Z9, Z9
-	VPANDD          Z4, Z9, Z9
-	VPORD           Z9, Z10, Z10
-	VPMADDUBSW      196(CX), Z10, Z9
-	VPSHUFB         scidx16<>+192(SB), Z8, Z8
-	VPSUBW          Z2, Z8, Z8
-	VPDPWSSD        Z8, Z9, Z6
-	VCVTDQ2PS       Z6, Z6
-	VFMADD231PS     Z6, Z5, Z0
+	VPSRLVW         shift_4_5<>+0(SB), Z6, Z6
+	VPANDD          Z4, Z6, Z6
+	VPORD           Z6, Z10, Z10
+	VPMADDUBSW      196(CX), Z10, Z6
+	VPSHUFB         scidx16<>+192(SB), Z7, Z7
+	VPSUBW          Z2, Z7, Z7
+	VPDPWSSD        Z7, Z6, Z9
+	VPADDD          Z9, Z8, Z8
+	VCVTDQ2PS       Z8, Z8
+	VFMADD231PS     Z8, Z5, Z0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1681,54 +1789,54 @@ loopQ6K:
 	VCVTPH2PS       X6, X6
 	VMULSS          (CX), X6, X6
 	VBROADCASTSS    X6, Z6
-	VPMOVSXBW       192(AX), Y8
-	VPMADDWD        260(CX), Y8, Y8
-	VPSLLD          $0x05, Y8, Y8
-	VCVTDQ2PS       Y8, Y8
-	VFMADD231PS     Y8, Y6, Y1
-	VBROADCASTI32X4 192(AX), Z8
-	VPXORD          Z2, Z8, Z8
-	VPXORD          Z7, Z7, Z7
-	VMOVDQU64       (AX), Z11
-	VBROADCASTI64X4 128(AX), Z12
-	VPANDD          Z4, Z11, Z9
-	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
-	VPANDD          Z5, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      4(CX), Z9, Z9
-	VPSHUFB         scidx16<>+0(SB), Z8, Z10
-	VPSUBW          Z3, Z10, Z10
-	VPDPWSSD        Z10, Z9, Z7
-	VPSRLW          $0x04, Z11, Z9
+	VPMOVSXBW       192(AX), Y7
+	VPMADDWD        260(CX), Y7, Y7
+	VPSLLD          $0x05, Y7, Y7
+	VCVTDQ2PS       Y7, Y7
+	VFMADD231PS     Y7, Y6, Y1
+	VBROADCASTI32X4 192(AX), Z7
+	VPXORD          Z2, Z7, Z7
+	VMOVDQU64       (AX), Z10
+	VBROADCASTI64X4 128(AX), Z11
+	VPANDD          Z4, Z10, Z8
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPANDD          Z5, Z9, Z9
+	VPORD           Z9, Z8, Z8
+	VPMADDUBSW      4(CX), Z8, Z8
+	VPSHUFB         scidx16<>+0(SB), Z7, Z9
+	VPSUBW          Z3, Z9, Z9
+	VPMADDWD        Z9, Z8, Z8
+	VPSRLW          $0x04, Z10, Z9
 	VPANDD          Z4, Z9, Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z5, Z10, Z10
 	VPORD           Z10, Z9, Z9
 	VPMADDUBSW      68(CX), Z9, Z9
-	VPSHUFB         scidx16<>+64(SB), Z8, Z10
+	VPSHUFB         scidx16<>+64(SB), Z7, Z10
 	VPSUBW          Z3, Z10, Z10
-	VPDPWSSD        Z10, Z9, Z7
-	VMOVDQU64       64(AX), Z11
-	VBROADCASTI64X4 160(AX), Z12
-	VPANDD          Z4, Z11, Z9
-	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
-	VPANDD          Z5, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      132(CX), Z9, Z9
-	VPSHUFB         scidx16<>+128(SB), Z8, Z10
-	VPSUBW          Z3, Z10, Z10
-	VPDPWSSD        Z10, Z9, Z7
-	VPSRLW          $0x04, Z11, Z9
-	VPANDD          Z4, Z9, Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
-	VPANDD          Z5, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      196(CX), Z9, Z9
-	VPSHUFB         scidx16<>+192(SB), Z8, Z8
-	VPSUBW          Z3, Z8, Z8
-	VPDPWSSD        Z8, Z9, Z7
-	VCVTDQ2PS       Z7, Z7
-	VFMADD231PS     Z7, Z6, Z0
+	VPMADDWD        Z10, Z9, Z9
+	VMOVDQU64       64(AX), Z12
+	VBROADCASTI64X4 160(AX), Z13
+	VPANDD          Z4, Z12, Z10
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPANDD          Z5, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VPMADDUBSW      132(CX), Z10, Z10
+	VPSHUFB         scidx16<>+128(SB), Z7, Z11
+	VPSUBW          Z3, Z11, Z11
+	VPDPWSSD        Z11, Z10, Z8
+	VPSRLW          $0x04, Z12, Z10
+	VPANDD          Z4, Z10, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z5, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VPMADDUBSW      196(CX), Z10, Z10
+	VPSHUFB         scidx16<>+192(SB), Z7, Z7
+	VPSUBW          Z3, Z7, Z7
+	VPDPWSSD        Z7, Z10, Z9
+	VPADDD          Z9, Z8, Z8
+	VCVTDQ2PS       Z8, Z8
+	VFMADD231PS     Z8, Z6, Z0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1770,69 +1878,48 @@ loopQ4K:
 	VCVTPH2PS       X3, X3
 	VBROADCASTSS    (CX), X4
 	VMULPS          X4, X3, X3
-	MOVL            4(AX), BX
-	MOVL            8(AX), SI
-	MOVL            12(AX), DI
-	MOVL            BX, R9
-	SHRL            $0x06, R9
-	ANDL            $0x03030303, R9
-	SHLL            $0x04, R9
-	MOVL            DI, R8
-	ANDL            $0x0f0f0f0f, R8
-	ORL             R9, R8
-	SHLQ            $0x20, R8
-	ANDL            $0x3f3f3f3f, BX
-	ORQ             BX, R8
-	MOVL            SI, R9
-	SHRL            $0x06, R9
-	ANDL            $0x03030303, R9
-	SHLL            $0x04, R9
-	SHRL            $0x04, DI
-	ANDL            $0x0f0f0f0f, DI
-	ORL             R9, DI
-	MOVL            DI, BX
-	SHLQ            $0x20, BX
-	ANDL            $0x3f3f3f3f, SI
-	ORQ             SI, BX
-	VMOVQ           BX, X4
-	VPMOVZXBD       X4, Y4
-	VPSLLD          $0x10, Y4, Y6
-	VPOR            Y6, Y4, Y4
+	VBROADCASTI32X4 4(AX), Z4
+	VPSHUFD         $0x98, Z4, Z5
+	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
+	VPANDD          k4m_z<>+0(SB), Z5, Z5
+	VPSHUFD         $0x50, Z4, Z4
+	VPSRLD          $0x02, Z4, Z4
+	VPANDD          k4hm_z<>+0(SB), Z4, Z4
+	VPORD           Z4, Z5, Z5
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
 	VMOVSHDUP       X3, X6
 	VBROADCASTSS    X6, Z6
 	VPMADDWD        260(CX), Y4, Y4
 	VCVTDQ2PS       Y4, Y4
 	VFMADD231PS     Y4, Y6, Y1
-	VMOVQ           R8, X4
-	VPBROADCASTQ    X4, Z4
-	VPXORD          Z5, Z5, Z5
-	VBROADCASTI64X4 16(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      4(CX), Z6, Z6
-	VPSHUFB         scidx32<>+0(SB), Z4, Z7
-	VPDPWSSD        Z7, Z6, Z5
+	VBROADCASTI64X4 16(AX), Z4
+	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
+	VPANDD          Z2, Z4, Z4
+	VPMADDUBSW      4(CX), Z4, Z4
+	VPSHUFB         scidx32<>+0(SB), Z5, Z6
+	VPMADDWD        Z6, Z4, Z4
 	VBROADCASTI64X4 48(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
 	VPMADDUBSW      68(CX), Z6, Z6
-	VPSHUFB         scidx32<>+64(SB), Z4, Z7
-	VPDPWSSD        Z7, Z6, Z5
-	VBROADCASTI64X4 80(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      132(CX), Z6, Z6
-	VPSHUFB         scidx32<>+128(SB), Z4, Z7
-	VPDPWSSD        Z7, Z6, Z5
-	VBROADCASTI64X4 112(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      196(CX), Z6, Z6
-	VPSHUFB         scidx32<>+192(SB), Z4, Z4
-	VPDPWSSD        Z4, Z6, Z5
+	VPSHUFB         scidx32<>+64(SB), Z5, Z7
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 80(AX), Z7
+	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPMADDUBSW      132(CX), Z7, Z7
+	VPSHUFB         scidx32<>+128(SB), Z5, Z8
+	VPDPWSSD        Z8, Z7, Z4
+	VBROADCASTI64X4 112(AX), Z7
+	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPMADDUBSW      196(CX), Z7, Z7
+	VPSHUFB         scidx32<>+192(SB), Z5, Z5
+	VPDPWSSD        Z5, Z7, Z6
+	VPADDD          Z6, Z4, Z4
 	VBROADCASTSS    X3, Z3
-	VCVTDQ2PS       Z5, Z5
-	VFMADD231PS     Z5, Z3, Z0
+	VCVTDQ2PS       Z4, Z4
+	VFMADD231PS     Z4, Z3, Z0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1876,51 +1963,29 @@ loopQ5K:
 	VCVTPH2PS       X5, X5
 	VBROADCASTSS    (CX), X6
 	VMULPS          X6, X5, X5
-	MOVL            4(AX), BX
-	MOVL            8(AX), SI
-	MOVL            12(AX), DI
-	MOVL            BX, R9
-	SHRL            $0x06, R9
-	ANDL            $0x03030303, R9
-	SHLL            $0x04, R9
-	MOVL            DI, R8
-	ANDL            $0x0f0f0f0f, R8
-	ORL             R9, R8
-	SHLQ            $0x20, R8
-	ANDL            $0x3f3f3f3f, BX
-	ORQ             BX, R8
-	MOVL            SI, R9
-	SHRL            $0x06, R9
-	ANDL            $0x03030303, R9
-	SHLL            $0x04, R9
-	SHRL            $0x04, DI
-	ANDL            $0x0f0f0f0f, DI
-	ORL             R9, DI
-	MOVL            DI, BX
-	SHLQ            $0x20, BX
-	ANDL            $0x3f3f3f3f, SI
-	ORQ             SI, BX
-	VMOVQ           BX, X6
-	VPMOVZXBD       X6, Y6
-	VPSLLD          $0x10, Y6, Y8
-	VPOR            Y8, Y6, Y6
+	VBROADCASTI32X4 4(AX), Z6
+	VPSHUFD         $0x98, Z6, Z7
+	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
+	VPANDD          k4m_z<>+0(SB), Z7, Z7
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z7, Z7
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
 	VMOVSHDUP       X5, X8
 	VBROADCASTSS    X8, Z8
 	VPMADDWD        260(CX), Y6, Y6
 	VCVTDQ2PS       Y6, Y6
 	VFMADD231PS     Y6, Y8, Y1
-	VMOVQ           R8, X6
-	VPBROADCASTQ    X6, Z6
-	VPXORD          Z7, Z7, Z7
-	VBROADCASTI64X4 48(AX), Z8
-	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
-	VPANDD          Z2, Z8, Z8
-	VPSLLVW         shift_4_3<>+0(SB), Z4, Z9
-	VPANDD          Z3, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      4(CX), Z8, Z8
-	VPSHUFB         scidx32<>+0(SB), Z6, Z9
-	VPDPWSSD        Z9, Z8, Z7
+	VBROADCASTI64X4 48(AX), Z6
+	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSLLVW         shift_4_3<>+0(SB), Z4, Z8
+	VPANDD          Z3, Z8, Z8
+	VPORD           Z8, Z6, Z6
+	VPMADDUBSW      4(CX), Z6, Z6
+	VPSHUFB         scidx32<>+0(SB), Z7, Z8
+	VPMADDWD        Z8, Z6, Z6
 	VBROADCASTI64X4 80(AX), Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z2, Z8, Z8
@@ -1928,29 +1993,30 @@ loopQ5K:
 	VPANDD          Z3, Z9, Z9
 	VPORD           Z9, Z8, Z8
 	VPMADDUBSW      68(CX), Z8, Z8
-	VPSHUFB         scidx32<>+64(SB), Z6, Z9
-	VPDPWSSD        Z9, Z8, Z7
-	VBROADCASTI64X4 112(AX), Z8
-	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
-	VPANDD          Z2, Z8, Z8
-	VPSRLVW         shift_0_1<>+0(SB), Z4, Z9
-	VPANDD          Z3, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      132(CX), Z8, Z8
-	VPSHUFB         scidx32<>+128(SB), Z6, Z9
-	VPDPWSSD        Z9, Z8, Z7
-	VBROADCASTI64X4 144(AX), Z8
-	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
-	VPANDD          Z2, Z8, Z8
+	VPSHUFB         scidx32<>+64(SB), Z7, Z9
+	VPMADDWD        Z9, Z8, Z8
+	VBROADCASTI64X4 112(AX), Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSRLVW         shift_0_1<>+0(SB), Z4, Z10
+	VPANDD          Z3, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VPMADDUBSW      132(CX), Z9, Z9
+	VPSHUFB         scidx32<>+128(SB), Z7, Z10
+	VPDPWSSD        Z10, Z9, Z6
+	VBROADCASTI64X4 144(AX), Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z2, Z9, Z9
 	VPSRLVW         shift_2_3<>+0(SB), Z4, Z4
 	VPANDD          Z3, Z4, Z4
-	VPORD           Z4, Z8, Z8
-	VPMADDUBSW      196(CX), Z8, Z4
-	VPSHUFB         scidx32<>+192(SB), Z6, Z6
-	VPDPWSSD        Z6, Z4, Z7
+	VPORD           Z4, Z9, Z9
+	VPMADDUBSW      196(CX), Z9, Z4
+	VPSHUFB         scidx32<>+192(SB), Z7, Z7
+	VPDPWSSD        Z7, Z4, Z8
+	VPADDD          Z8, Z6, Z6
 	VBROADCASTSS    X5, Z4
-	VCVTDQ2PS       Z7, Z7
-	VFMADD231PS     Z7, Z4, Z0
+	VCVTDQ2PS       Z6, Z6
+	VFMADD231PS     Z6, Z4, Z0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -2333,49 +2399,49 @@ loopQ2K:
 	VFMADD231PS    Y5, Y6, Y1
 	VBROADCASTI128 (AX), Y5
 	VPAND          Y2, Y5, Y5
-	VPXOR          Y6, Y6, Y6
-	VMOVDQU        16(AX), Y8
-	VMOVDQA        Y8, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     4(CX), Y7, Y7
-	VPSHUFB        scidx16<>+0(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y6
-	VPSRLW         $0x02, Y8, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     36(CX), Y7, Y7
+	VMOVDQU        16(AX), Y7
+	VMOVDQA        Y7, Y6
+	VPAND          Y3, Y6, Y6
+	VPMADDUBSW     4(CX), Y6, Y6
+	VPSHUFB        scidx16<>+0(SB), Y5, Y8
+	VPMADDWD       Y8, Y6, Y6
+	VPSRLW         $0x02, Y7, Y8
+	VPAND          Y3, Y8, Y8
+	VPMADDUBSW     36(CX), Y8, Y8
 	VPSHUFB        scidx16<>+32(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y6
-	VPSRLW         $0x04, Y8, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     68(CX), Y7, Y7
-	VPSHUFB        scidx16<>+64(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y6
-	VPSRLW         $0x06, Y8, Y7
+	VPMADDWD       Y9, Y8, Y8
+	VPSRLW         $0x04, Y7, Y9
+	VPAND          Y3, Y9, Y9
+	VPMADDUBSW     68(CX), Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y5, Y10
+	VPDPWSSD       Y10, Y9, Y6
+	VPSRLW         $0x06, Y7, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     100(CX), Y7, Y7
-	VPSHUFB        scidx16<>+96(SB), Y5, Y8
-	VPDPWSSD       Y8, Y7, Y6
-	VMOVDQU        48(AX), Y8
-	VMOVDQA        Y8, Y7
+	VPSHUFB        scidx16<>+96(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y8
+	VMOVDQU        48(AX), Y9
+	VMOVDQA        Y9, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     132(CX), Y7, Y7
-	VPSHUFB        scidx16<>+128(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y6
-	VPSRLW         $0x02, Y8, Y7
+	VPSHUFB        scidx16<>+128(SB), Y5, Y10
+	VPDPWSSD       Y10, Y7, Y6
+	VPSRLW         $0x02, Y9, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     164(CX), Y7, Y7
-	VPSHUFB        scidx16<>+160(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y6
-	VPSRLW         $0x04, Y8, Y7
+	VPSHUFB        scidx16<>+160(SB), Y5, Y10
+	VPDPWSSD       Y10, Y7, Y8
+	VPSRLW         $0x04, Y9, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     196(CX), Y7, Y7
-	VPSHUFB        scidx16<>+192(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y6
-	VPSRLW         $0x06, Y8, Y7
+	VPSHUFB        scidx16<>+192(SB), Y5, Y10
+	VPDPWSSD       Y10, Y7, Y6
+	VPSRLW         $0x06, Y9, Y7
 	VPAND          Y3, Y7, Y7
 	VPMADDUBSW     228(CX), Y7, Y7
 	VPSHUFB        scidx16<>+224(SB), Y5, Y5
-	VPDPWSSD       Y5, Y7, Y6
+	VPDPWSSD       Y5, Y7, Y8
+	VPADDD         Y8, Y6, Y6
 	VBROADCASTSS   X4, Y4
 	VCVTDQ2PS      Y6, Y6
 	VFMADD231PS    Y6, Y4, Y0
@@ -2416,122 +2482,107 @@ TEXT ·dotQ3KVNNI256(SB), NOSPLIT, $0-28
 	JZ           doneQ3K
 
 loopQ3K:
-	VPBROADCASTW 108(AX), X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (CX), X5, X5
-	VBROADCASTSS X5, Y5
-	MOVQ         96(AX), BX
-	MOVL         104(AX), SI
-	MOVQ         SI, DI
-	SHRL         $0x02, DI
-	SHLQ         $0x20, DI
-	ORQ          SI, DI
-	MOVQ         $0x0f0f0f0f0f0f0f0f, SI
-	MOVQ         $0x0303030303030303, R8
-	MOVQ         BX, R9
-	ANDQ         SI, R9
-	MOVQ         DI, R10
-	ANDQ         R8, R10
-	SHLQ         $0x04, R10
-	ORQ          R10, R9
-	SHRQ         $0x04, BX
-	ANDQ         SI, BX
-	MOVQ         DI, R10
-	SHRQ         $0x04, R10
-	ANDQ         R8, R10
-	SHLQ         $0x04, R10
-	ORQ          R10, BX
-	VMOVQ        R9, X6
-	VPINSRQ      $0x01, BX, X6, X6
-	VPMOVZXBW    X6, Y7
-	VPSUBW       Y2, Y7, Y7
-	VPMADDWD     260(CX), Y7, Y7
-	VPSLLD       $0x02, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y5, Y1
-	VPERMQ       $0x44, Y6, Y7
-	VMOVDQU      (AX), Y8
-	VPXOR        Y9, Y9, Y9
-	VMOVDQU      32(AX), Y11
-	VMOVDQA      Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSLLW       $0x02, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   4(CX), Y10, Y10
-	VPSHUFB      scidx16<>+0(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPDPWSSD     Y12, Y10, Y9
-	VPSRLW       $0x02, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSLLW       $0x01, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   36(CX), Y10, Y10
-	VPSHUFB      scidx16<>+32(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPDPWSSD     Y12, Y10, Y9
-	VPSRLW       $0x04, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VMOVDQA      Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   68(CX), Y10, Y10
-	VPSHUFB      scidx16<>+64(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPDPWSSD     Y12, Y10, Y9
-	VPSRLW       $0x06, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x01, Y8, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   100(CX), Y10, Y10
-	VPSHUFB      scidx16<>+96(SB), Y7, Y11
-	VPSUBW       Y2, Y11, Y11
-	VPDPWSSD     Y11, Y10, Y9
-	VMOVDQU      64(AX), Y11
-	VMOVDQA      Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x02, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   132(CX), Y10, Y10
-	VPSHUFB      scidx16<>+128(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPDPWSSD     Y12, Y10, Y9
-	VPSRLW       $0x02, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x03, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   164(CX), Y10, Y10
-	VPSHUFB      scidx16<>+160(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPDPWSSD     Y12, Y10, Y9
-	VPSRLW       $0x04, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x04, Y8, Y12
-	VPAND        Y4, Y12, Y12
-	VPOR         Y12, Y10, Y10
-	VPMADDUBSW   196(CX), Y10, Y10
-	VPSHUFB      scidx16<>+192(SB), Y7, Y12
-	VPSUBW       Y2, Y12, Y12
-	VPDPWSSD     Y12, Y10, Y9
-	VPSRLW       $0x06, Y11, Y10
-	VPAND        Y3, Y10, Y10
-	VPSRLW       $0x05, Y8, Y8
-	VPAND        Y4, Y8, Y8
-	VPOR         Y8, Y10, Y10
-	VPMADDUBSW   228(CX), Y10, Y8
-	VPSHUFB      scidx16<>+224(SB), Y7, Y7
-	VPSUBW       Y2, Y7, Y7
-	VPDPWSSD     Y7, Y8, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y5, Y0
-	ADDQ         $0x0000006e, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopQ3K
+	VPBROADCASTW   108(AX), X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (CX), X5, X5
+	VBROADCASTSS   X5, Y5
+	VBROADCASTI128 94(AX), Y6
+	VPSHUFB        q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD        q3ash_y<>+0(SB), Y7, Y7
+	VPAND          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB        q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD        q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD        q3tr_y<>+0(SB), Y6, Y6
+	VPAND          q3tm_y<>+0(SB), Y6, Y6
+	VPOR           Y6, Y7, Y7
+	VPMOVZXBW      X7, Y6
+	VPSUBW         Y2, Y6, Y6
+	VPMADDWD       260(CX), Y6, Y6
+	VPSLLD         $0x02, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y5, Y1
+	VMOVDQU        (AX), Y6
+	VMOVDQU        32(AX), Y9
+	VMOVDQA        Y9, Y8
+	VPAND          Y3, Y8, Y8
+	VPSLLW         $0x02, Y6, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPMADDUBSW     4(CX), Y8, Y8
+	VPSHUFB        scidx16<>+0(SB), Y7, Y10
+	VPSUBW         Y2, Y10, Y10
+	VPMADDWD       Y10, Y8, Y8
+	VPSRLW         $0x02, Y9, Y10
+	VPAND          Y3, Y10, Y10
+	VPSLLW         $0x01, Y6, Y11
+	VPAND          Y4, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     36(CX), Y10, Y10
+	VPSHUFB        scidx16<>+32(SB), Y7, Y11
+	VPSUBW         Y2, Y11, Y11
+	VPMADDWD       Y11, Y10, Y10
+	VPSRLW         $0x04, Y9, Y11
+	VPAND          Y3, Y11, Y11
+	VMOVDQA        Y6, Y12
+	VPAND          Y4, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     68(CX), Y11, Y11
+	VPSHUFB        scidx16<>+64(SB), Y7, Y12
+	VPSUBW         Y2, Y12, Y12
+	VPDPWSSD       Y12, Y11, Y8
+	VPSRLW         $0x06, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x01, Y6, Y11
+	VPAND          Y4, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPMADDUBSW     100(CX), Y9, Y9
+	VPSHUFB        scidx16<>+96(SB), Y7, Y11
+	VPSUBW         Y2, Y11, Y11
+	VPDPWSSD       Y11, Y9, Y10
+	VMOVDQU        64(AX), Y11
+	VMOVDQA        Y11, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x02, Y6, Y12
+	VPAND          Y4, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPMADDUBSW     132(CX), Y9, Y9
+	VPSHUFB        scidx16<>+128(SB), Y7, Y12
+	VPSUBW         Y2, Y12, Y12
+	VPDPWSSD       Y12, Y9, Y8
+	VPSRLW         $0x02, Y11, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x03, Y6, Y12
+	VPAND          Y4, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPMADDUBSW     164(CX), Y9, Y9
+	VPSHUFB        scidx16<>+160(SB), Y7, Y12
+	VPSUBW         Y2, Y12, Y12
+	VPDPWSSD       Y12, Y9, Y10
+	VPSRLW         $0x04, Y11, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x04, Y6, Y12
+	VPAND          Y4, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPMADDUBSW     196(CX), Y9, Y9
+	VPSHUFB        scidx16<>+192(SB), Y7, Y12
+	VPSUBW         Y2, Y12, Y12
+	VPDPWSSD       Y12, Y9, Y8
+	VPSRLW         $0x06, Y11, Y9
+	VPAND          Y3, Y9, Y9
+	VPSRLW         $0x05, Y6, Y6
+	VPAND          Y4, Y6, Y6
+	VPOR           Y6, Y9, Y9
+	VPMADDUBSW     228(CX), Y9, Y6
+	VPSHUFB        scidx16<>+224(SB), Y7, Y7
+	VPSUBW         Y2, Y7, Y7
+	VPDPWSSD       Y7, Y6, Y10
+	VPADDD         Y10, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y5, Y0
+	ADDQ           $0x0000006e, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopQ3K
 
 doneQ3K:
 	VEXTRACTF128 $0x01, Y0, X2
@@ -2549,6 +2600,76 @@ doneQ3K:
 	VSUBSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
 	RET
+
+DATA q3a_y<>+0(SB)/4, $0x05040302
+DATA q3a_y<>+4(SB)/4, $0x09080706
+DATA q3a_y<>+8(SB)/4, $0x05040302
+DATA q3a_y<>+12(SB)/4, $0x09080706
+DATA q3a_y<>+16(SB)/4, $0x05040302
+DATA q3a_y<>+20(SB)/4, $0x09080706
+DATA q3a_y<>+24(SB)/4, $0x05040302
+DATA q3a_y<>+28(SB)/4, $0x09080706
+GLOBL q3a_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3ash_y<>+0(SB)/4, $0x00000000
+DATA q3ash_y<>+4(SB)/4, $0x00000000
+DATA q3ash_y<>+8(SB)/4, $0x00000004
+DATA q3ash_y<>+12(SB)/4, $0x00000004
+DATA q3ash_y<>+16(SB)/4, $0x00000000
+DATA q3ash_y<>+20(SB)/4, $0x00000000
+DATA q3ash_y<>+24(SB)/4, $0x00000004
+DATA q3ash_y<>+28(SB)/4, $0x00000004
+GLOBL q3ash_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3am_y<>+0(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+4(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+8(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+12(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+16(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+20(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+24(SB)/4, $0x0f0f0f0f
+DATA q3am_y<>+28(SB)/4, $0x0f0f0f0f
+GLOBL q3am_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3t_y<>+0(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+4(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+8(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+12(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+16(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+20(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+24(SB)/4, $0x0d0c0b0a
+DATA q3t_y<>+28(SB)/4, $0x0d0c0b0a
+GLOBL q3t_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3tl_y<>+0(SB)/4, $0x00000004
+DATA q3tl_y<>+4(SB)/4, $0x00000002
+DATA q3tl_y<>+8(SB)/4, $0x00000000
+DATA q3tl_y<>+12(SB)/4, $0x00000000
+DATA q3tl_y<>+16(SB)/4, $0x00000004
+DATA q3tl_y<>+20(SB)/4, $0x00000002
+DATA q3tl_y<>+24(SB)/4, $0x00000000
+DATA q3tl_y<>+28(SB)/4, $0x00000000
+GLOBL q3tl_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3tr_y<>+0(SB)/4, $0x00000000
+DATA q3tr_y<>+4(SB)/4, $0x00000000
+DATA q3tr_y<>+8(SB)/4, $0x00000000
+DATA q3tr_y<>+12(SB)/4, $0x00000002
+DATA q3tr_y<>+16(SB)/4, $0x00000000
+DATA q3tr_y<>+20(SB)/4, $0x00000000
+DATA q3tr_y<>+24(SB)/4, $0x00000000
+DATA q3tr_y<>+28(SB)/4, $0x00000002
+GLOBL q3tr_y<>(SB), RODATA|NOPTR, $32
+
+DATA q3tm_y<>+0(SB)/4, $0x30303030
+DATA q3tm_y<>+4(SB)/4, $0x30303030
+DATA q3tm_y<>+8(SB)/4, $0x30303030
+DATA q3tm_y<>+12(SB)/4, $0x30303030
+DATA q3tm_y<>+16(SB)/4, $0x30303030
+DATA q3tm_y<>+20(SB)/4, $0x30303030
+DATA q3tm_y<>+24(SB)/4, $0x30303030
+DATA q3tm_y<>+28(SB)/4, $0x30303030
+GLOBL q3tm_y<>(SB), RODATA|NOPTR, $32
 
 // func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
@@ -2577,81 +2698,81 @@ loopQ6K:
 	VFMADD231PS    Y7, Y6, Y1
 	VBROADCASTI128 192(AX), Y7
 	VPXOR          Y2, Y7, Y7
-	VPXOR          Y8, Y8, Y8
-	VMOVDQU        128(AX), Y11
-	VMOVDQU        (AX), Y12
-	VPAND          Y4, Y12, Y9
-	VPSLLW         $0x04, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     4(CX), Y9, Y9
-	VPSHUFB        scidx16<>+0(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPDPWSSD       Y10, Y9, Y8
+	VMOVDQU        128(AX), Y10
+	VMOVDQU        (AX), Y11
+	VPAND          Y4, Y11, Y8
+	VPSLLW         $0x04, Y10, Y9
+	VPAND          Y5, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     4(CX), Y8, Y8
+	VPSHUFB        scidx16<>+0(SB), Y7, Y9
+	VPSUBW         Y3, Y9, Y9
+	VPMADDWD       Y9, Y8, Y8
 	VMOVDQU        32(AX), Y13
 	VPAND          Y4, Y13, Y9
-	VPSLLW         $0x02, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
+	VPSLLW         $0x02, Y10, Y12
+	VPAND          Y5, Y12, Y12
+	VPOR           Y12, Y9, Y9
 	VPMADDUBSW     36(CX), Y9, Y9
-	VPSHUFB        scidx16<>+32(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPDPWSSD       Y10, Y9, Y8
-	VPSRLW         $0x04, Y12, Y9
-	VPAND          Y4, Y9, Y9
-	VMOVDQA        Y11, Y10
+	VPSHUFB        scidx16<>+32(SB), Y7, Y12
+	VPSUBW         Y3, Y12, Y12
+	VPMADDWD       Y12, Y9, Y9
+	VPSRLW         $0x04, Y11, Y11
+	VPAND          Y4, Y11, Y11
+	VMOVDQA        Y10, Y12
+	VPAND          Y5, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     68(CX), Y11, Y11
+	VPSHUFB        scidx16<>+64(SB), Y7, Y12
+	VPSUBW         Y3, Y12, Y12
+	VPDPWSSD       Y12, Y11, Y8
+	VPSRLW         $0x04, Y13, Y11
+	VPAND          Y4, Y11, Y11
+	VPSRLW         $0x02, Y10, Y10
 	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     68(CX), Y9, Y9
-	VPSHUFB        scidx16<>+64(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPDPWSSD       Y10, Y9, Y8
-	VPSRLW         $0x04, Y13, Y9
-	VPAND          Y4, Y9, Y9
-	VPSRLW         $0x02, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     100(CX), Y9, Y9
-	VPSHUFB        scidx16<>+96(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPDPWSSD       Y10, Y9, Y8
-	VMOVDQU        160(AX), Y11
-	VMOVDQU        64(AX), Y12
-	VPAND          Y4, Y12, Y9
-	VPSLLW         $0x04, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     132(CX), Y9, Y9
-	VPSHUFB        scidx16<>+128(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPDPWSSD       Y10, Y9, Y8
-	VMOVDQU        96(AX), Y13
-	VPAND          Y4, Y13, Y9
-	VPSLLW         $0x02, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     164(CX), Y9, Y9
-	VPSHUFB        scidx16<>+160(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPDPWSSD       Y10, Y9, Y8
-	VPSRLW         $0x04, Y12, Y9
-	VPAND          Y4, Y9, Y9
-	VMOVDQA        Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     196(CX), Y9, Y9
-	VPSHUFB        scidx16<>+192(SB), Y7, Y10
-	VPSUBW         Y3, Y10, Y10
-	VPDPWSSD       Y10, Y9, Y8
-	VPSRLW         $0x04, Y13, Y9
-	VPAND          Y4, Y9, Y9
-	VPSRLW         $0x02, Y11, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     228(CX), Y9, Y9
+	VPOR           Y10, Y11, Y11
+	VPMADDUBSW     100(CX), Y11, Y10
+	VPSHUFB        scidx16<>+96(SB), Y7, Y11
+	VPSUBW         Y3, Y11, Y11
+	VPDPWSSD       Y11, Y10, Y9
+	VMOVDQU        160(AX), Y12
+	VMOVDQU        64(AX), Y13
+	VPAND          Y4, Y13, Y10
+	VPSLLW         $0x04, Y12, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     132(CX), Y10, Y10
+	VPSHUFB        scidx16<>+128(SB), Y7, Y11
+	VPSUBW         Y3, Y11, Y11
+	VPDPWSSD       Y11, Y10, Y8
+	VMOVDQU        96(AX), Y14
+	VPAND          Y4, Y14, Y10
+	VPSLLW         $0x02, Y12, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     164(CX), Y10, Y10
+	VPSHUFB        scidx16<>+160(SB), Y7, Y11
+	VPSUBW         Y3, Y11, Y11
+	VPDPWSSD       Y11, Y10, Y9
+	VPSRLW         $0x04, Y13, Y10
+	VPAND          Y4, Y10, Y10
+	VMOVDQA        Y12, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     196(CX), Y10, Y10
+	VPSHUFB        scidx16<>+192(SB), Y7, Y11
+	VPSUBW         Y3, Y11, Y11
+	VPDPWSSD       Y11, Y10, Y8
+	VPSRLW         $0x04, Y14, Y10
+	VPAND          Y4, Y10, Y10
+	VPSRLW         $0x02, Y12, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     228(CX), Y10, Y10
 	VPSHUFB        scidx16<>+224(SB), Y7, Y7
 	VPSUBW         Y3, Y7, Y7
-	VPDPWSSD       Y7, Y9, Y8
+	VPDPWSSD       Y7, Y10, Y9
+	VPADDD         Y9, Y8, Y8
 	VCVTDQ2PS      Y8, Y8
 	VFMADD231PS    Y8, Y6, Y0
 	ADDQ           $0x000000d2, AX
@@ -2689,93 +2810,72 @@ TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
 	JZ           doneQ4K
 
 loopQ4K:
-	VMOVD        (AX), X3
-	VCVTPH2PS    X3, X3
-	VBROADCASTSS (CX), X4
-	VMULPS       X4, X3, X3
-	MOVL         4(AX), BX
-	MOVL         8(AX), SI
-	MOVL         12(AX), DI
-	MOVL         BX, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	MOVL         DI, R8
-	ANDL         $0x0f0f0f0f, R8
-	ORL          R9, R8
-	SHLQ         $0x20, R8
-	ANDL         $0x3f3f3f3f, BX
-	ORQ          BX, R8
-	MOVL         SI, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	SHRL         $0x04, DI
-	ANDL         $0x0f0f0f0f, DI
-	ORL          R9, DI
-	MOVL         DI, BX
-	SHLQ         $0x20, BX
-	ANDL         $0x3f3f3f3f, SI
-	ORQ          SI, BX
-	VMOVQ        BX, X4
-	VPMOVZXBD    X4, Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVSHDUP    X3, X5
-	VBROADCASTSS X5, Y5
-	VPMADDWD     260(CX), Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y1
-	VMOVQ        R8, X4
-	VPBROADCASTQ X4, Y4
-	VPXOR        Y5, Y5, Y5
-	VMOVDQU      16(AX), Y7
-	VPAND        Y2, Y7, Y6
-	VPMADDUBSW   4(CX), Y6, Y6
-	VPSHUFB      scidx32<>+0(SB), Y4, Y8
-	VPDPWSSD     Y8, Y6, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y2, Y6, Y6
-	VPMADDUBSW   36(CX), Y6, Y6
-	VPSHUFB      scidx32<>+32(SB), Y4, Y7
-	VPDPWSSD     Y7, Y6, Y5
-	VMOVDQU      48(AX), Y7
-	VPAND        Y2, Y7, Y6
-	VPMADDUBSW   68(CX), Y6, Y6
-	VPSHUFB      scidx32<>+64(SB), Y4, Y8
-	VPDPWSSD     Y8, Y6, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y2, Y6, Y6
-	VPMADDUBSW   100(CX), Y6, Y6
-	VPSHUFB      scidx32<>+96(SB), Y4, Y7
-	VPDPWSSD     Y7, Y6, Y5
-	VMOVDQU      80(AX), Y7
-	VPAND        Y2, Y7, Y6
-	VPMADDUBSW   132(CX), Y6, Y6
-	VPSHUFB      scidx32<>+128(SB), Y4, Y8
-	VPDPWSSD     Y8, Y6, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y2, Y6, Y6
-	VPMADDUBSW   164(CX), Y6, Y6
-	VPSHUFB      scidx32<>+160(SB), Y4, Y7
-	VPDPWSSD     Y7, Y6, Y5
-	VMOVDQU      112(AX), Y7
-	VPAND        Y2, Y7, Y6
-	VPMADDUBSW   196(CX), Y6, Y6
-	VPSHUFB      scidx32<>+192(SB), Y4, Y8
-	VPDPWSSD     Y8, Y6, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y2, Y6, Y6
-	VPMADDUBSW   228(CX), Y6, Y6
-	VPSHUFB      scidx32<>+224(SB), Y4, Y4
-	VPDPWSSD     Y4, Y6, Y5
-	VBROADCASTSS X3, Y3
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y3, Y0
-	ADDQ         $0x00000090, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopQ4K
+	VMOVD          (AX), X3
+	VCVTPH2PS      X3, X3
+	VBROADCASTSS   (CX), X4
+	VMULPS         X4, X3, X3
+	VBROADCASTI128 4(AX), Y4
+	VPSHUFD        $0x98, Y4, Y5
+	VPSRLVD        k4sh_y<>+0(SB), Y5, Y5
+	VPAND          k4m_y<>+0(SB), Y5, Y5
+	VPSHUFD        $0x50, Y4, Y4
+	VPSRLD         $0x02, Y4, Y4
+	VPAND          k4hm_y<>+0(SB), Y4, Y4
+	VPOR           Y4, Y5, Y5
+	VPSHUFB        k4mdup<>+0(SB), Y5, Y4
+	VMOVSHDUP      X3, X6
+	VBROADCASTSS   X6, Y6
+	VPMADDWD       260(CX), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VFMADD231PS    Y4, Y6, Y1
+	VMOVDQU        16(AX), Y6
+	VPAND          Y2, Y6, Y4
+	VPMADDUBSW     4(CX), Y4, Y4
+	VPSHUFB        scidx32<>+0(SB), Y5, Y7
+	VPMADDWD       Y7, Y4, Y4
+	VPSRLW         $0x04, Y6, Y6
+	VPAND          Y2, Y6, Y6
+	VPMADDUBSW     36(CX), Y6, Y6
+	VPSHUFB        scidx32<>+32(SB), Y5, Y7
+	VPMADDWD       Y7, Y6, Y6
+	VMOVDQU        48(AX), Y8
+	VPAND          Y2, Y8, Y7
+	VPMADDUBSW     68(CX), Y7, Y7
+	VPSHUFB        scidx32<>+64(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y4
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y2, Y7, Y7
+	VPMADDUBSW     100(CX), Y7, Y7
+	VPSHUFB        scidx32<>+96(SB), Y5, Y8
+	VPDPWSSD       Y8, Y7, Y6
+	VMOVDQU        80(AX), Y8
+	VPAND          Y2, Y8, Y7
+	VPMADDUBSW     132(CX), Y7, Y7
+	VPSHUFB        scidx32<>+128(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y4
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y2, Y7, Y7
+	VPMADDUBSW     164(CX), Y7, Y7
+	VPSHUFB        scidx32<>+160(SB), Y5, Y8
+	VPDPWSSD       Y8, Y7, Y6
+	VMOVDQU        112(AX), Y8
+	VPAND          Y2, Y8, Y7
+	VPMADDUBSW     196(CX), Y7, Y7
+	VPSHUFB        scidx32<>+192(SB), Y5, Y9
+	VPDPWSSD       Y9, Y7, Y4
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          Y2, Y7, Y7
+	VPMADDUBSW     228(CX), Y7, Y7
+	VPSHUFB        scidx32<>+224(SB), Y5, Y5
+	VPDPWSSD       Y5, Y7, Y6
+	VPADDD         Y6, Y4, Y4
+	VBROADCASTSS   X3, Y3
+	VCVTDQ2PS      Y4, Y4
+	VFMADD231PS    Y4, Y3, Y0
+	ADDQ           $0x00000090, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopQ4K
 
 doneQ4K:
 	VEXTRACTF128 $0x01, Y0, X2
@@ -2794,6 +2894,36 @@ doneQ4K:
 	MOVSS        X0, ret+24(FP)
 	RET
 
+DATA k4sh_y<>+0(SB)/4, $0x00000000
+DATA k4sh_y<>+4(SB)/4, $0x00000000
+DATA k4sh_y<>+8(SB)/4, $0x00000000
+DATA k4sh_y<>+12(SB)/4, $0x00000004
+DATA k4sh_y<>+16(SB)/4, $0x00000000
+DATA k4sh_y<>+20(SB)/4, $0x00000000
+DATA k4sh_y<>+24(SB)/4, $0x00000000
+DATA k4sh_y<>+28(SB)/4, $0x00000004
+GLOBL k4sh_y<>(SB), RODATA|NOPTR, $32
+
+DATA k4m_y<>+0(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+4(SB)/4, $0x0f0f0f0f
+DATA k4m_y<>+8(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+12(SB)/4, $0x0f0f0f0f
+DATA k4m_y<>+16(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+20(SB)/4, $0x0f0f0f0f
+DATA k4m_y<>+24(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+28(SB)/4, $0x0f0f0f0f
+GLOBL k4m_y<>(SB), RODATA|NOPTR, $32
+
+DATA k4hm_y<>+0(SB)/4, $0x00000000
+DATA k4hm_y<>+4(SB)/4, $0x30303030
+DATA k4hm_y<>+8(SB)/4, $0x00000000
+DATA k4hm_y<>+12(SB)/4, $0x30303030
+DATA k4hm_y<>+16(SB)/4, $0x00000000
+DATA k4hm_y<>+20(SB)/4, $0x30303030
+DATA k4hm_y<>+24(SB)/4, $0x00000000
+DATA k4hm_y<>+28(SB)/4, $0x30303030
+GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
+
 // func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
@@ -2808,118 +2938,97 @@ TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
 	JZ           doneQ5K
 
 loopQ5K:
-	VMOVDQU      16(AX), Y4
-	VMOVD        (AX), X5
-	VCVTPH2PS    X5, X5
-	VBROADCASTSS (CX), X6
-	VMULPS       X6, X5, X5
-	MOVL         4(AX), BX
-	MOVL         8(AX), SI
-	MOVL         12(AX), DI
-	MOVL         BX, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	MOVL         DI, R8
-	ANDL         $0x0f0f0f0f, R8
-	ORL          R9, R8
-	SHLQ         $0x20, R8
-	ANDL         $0x3f3f3f3f, BX
-	ORQ          BX, R8
-	MOVL         SI, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	SHRL         $0x04, DI
-	ANDL         $0x0f0f0f0f, DI
-	ORL          R9, DI
-	MOVL         DI, BX
-	SHLQ         $0x20, BX
-	ANDL         $0x3f3f3f3f, SI
-	ORQ          SI, BX
-	VMOVQ        BX, X6
-	VPMOVZXBD    X6, Y6
-	VPSLLD       $0x10, Y6, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVSHDUP    X5, X7
-	VBROADCASTSS X7, Y7
-	VPMADDWD     260(CX), Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VFMADD231PS  Y6, Y7, Y1
-	VMOVQ        R8, X6
-	VPBROADCASTQ X6, Y6
-	VPXOR        Y7, Y7, Y7
-	VMOVDQU      48(AX), Y9
-	VPAND        Y2, Y9, Y8
-	VPSLLW       $0x04, Y4, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   4(CX), Y8, Y8
-	VPSHUFB      scidx32<>+0(SB), Y6, Y10
-	VPDPWSSD     Y10, Y8, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPSLLW       $0x03, Y4, Y9
-	VPAND        Y3, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   36(CX), Y8, Y8
-	VPSHUFB      scidx32<>+32(SB), Y6, Y9
-	VPDPWSSD     Y9, Y8, Y7
-	VMOVDQU      80(AX), Y9
-	VPAND        Y2, Y9, Y8
-	VPSLLW       $0x02, Y4, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   68(CX), Y8, Y8
-	VPSHUFB      scidx32<>+64(SB), Y6, Y10
-	VPDPWSSD     Y10, Y8, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPSLLW       $0x01, Y4, Y9
-	VPAND        Y3, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   100(CX), Y8, Y8
-	VPSHUFB      scidx32<>+96(SB), Y6, Y9
-	VPDPWSSD     Y9, Y8, Y7
-	VMOVDQU      112(AX), Y9
-	VPAND        Y2, Y9, Y8
-	VMOVDQA      Y4, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   132(CX), Y8, Y8
-	VPSHUFB      scidx32<>+128(SB), Y6, Y10
-	VPDPWSSD     Y10, Y8, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPSRLW       $0x01, Y4, Y9
-	VPAND        Y3, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   164(CX), Y8, Y8
-	VPSHUFB      scidx32<>+160(SB), Y6, Y9
-	VPDPWSSD     Y9, Y8, Y7
-	VMOVDQU      144(AX), Y9
-	VPAND        Y2, Y9, Y8
-	VPSRLW       $0x02, Y4, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPMADDUBSW   196(CX), Y8, Y8
-	VPSHUFB      scidx32<>+192(SB), Y6, Y10
-	VPDPWSSD     Y10, Y8, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPSRLW       $0x03, Y4, Y4
-	VPAND        Y3, Y4, Y4
-	VPOR         Y4, Y8, Y8
-	VPMADDUBSW   228(CX), Y8, Y4
-	VPSHUFB      scidx32<>+224(SB), Y6, Y6
-	VPDPWSSD     Y6, Y4, Y7
-	VBROADCASTSS X5, Y4
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y4, Y0
-	ADDQ         $0x000000b0, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopQ5K
+	VMOVDQU        16(AX), Y4
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (CX), X6
+	VMULPS         X6, X5, X5
+	VBROADCASTI128 4(AX), Y6
+	VPSHUFD        $0x98, Y6, Y7
+	VPSRLVD        k4sh_y<>+0(SB), Y7, Y7
+	VPAND          k4m_y<>+0(SB), Y7, Y7
+	VPSHUFD        $0x50, Y6, Y6
+	VPSRLD         $0x02, Y6, Y6
+	VPAND          k4hm_y<>+0(SB), Y6, Y6
+	VPOR           Y6, Y7, Y7
+	VPSHUFB        k4mdup<>+0(SB), Y7, Y6
+	VMOVSHDUP      X5, X8
+	VBROADCASTSS   X8, Y8
+	VPMADDWD       260(CX), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y8, Y1
+	VMOVDQU        48(AX), Y8
+	VPAND          Y2, Y8, Y6
+	VPSLLW         $0x04, Y4, Y9
+	VPAND          Y3, Y9, Y9
+	VPOR           Y9, Y6, Y6
+	VPMADDUBSW     4(CX), Y6, Y6
+	VPSHUFB        scidx32<>+0(SB), Y7, Y9
+	VPMADDWD       Y9, Y6, Y6
+	VPSRLW         $0x04, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPSLLW         $0x03, Y4, Y9
+	VPAND          Y3, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     36(CX), Y8, Y8
+	VPSHUFB        scidx32<>+32(SB), Y7, Y9
+	VPMADDWD       Y9, Y8, Y8
+	VMOVDQU        80(AX), Y10
+	VPAND          Y2, Y10, Y9
+	VPSLLW         $0x02, Y4, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPMADDUBSW     68(CX), Y9, Y9
+	VPSHUFB        scidx32<>+64(SB), Y7, Y11
+	VPDPWSSD       Y11, Y9, Y6
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          Y2, Y9, Y9
+	VPSLLW         $0x01, Y4, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     100(CX), Y9, Y9
+	VPSHUFB        scidx32<>+96(SB), Y7, Y10
+	VPDPWSSD       Y10, Y9, Y8
+	VMOVDQU        112(AX), Y10
+	VPAND          Y2, Y10, Y9
+	VMOVDQA        Y4, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPMADDUBSW     132(CX), Y9, Y9
+	VPSHUFB        scidx32<>+128(SB), Y7, Y11
+	VPDPWSSD       Y11, Y9, Y6
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          Y2, Y9, Y9
+	VPSRLW         $0x01, Y4, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     164(CX), Y9, Y9
+	VPSHUFB        scidx32<>+160(SB), Y7, Y10
+	VPDPWSSD       Y10, Y9, Y8
+	VMOVDQU        144(AX), Y10
+	VPAND          Y2, Y10, Y9
+	VPSRLW         $0x02, Y4, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPMADDUBSW     196(CX), Y9, Y9
+	VPSHUFB        scidx32<>+192(SB), Y7, Y11
+	VPDPWSSD       Y11, Y9, Y6
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          Y2, Y9, Y9
+	VPSRLW         $0x03, Y4, Y4
+	VPAND          Y3, Y4, Y4
+	VPOR           Y4, Y9, Y9
+	VPMADDUBSW     228(CX), Y9, Y4
+	VPSHUFB        scidx32<>+224(SB), Y7, Y7
+	VPDPWSSD       Y7, Y4, Y8
+	VPADDD         Y8, Y6, Y6
+	VBROADCASTSS   X5, Y4
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y4, Y0
+	ADDQ           $0x000000b0, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopQ5K
 
 doneQ5K:
 	VEXTRACTF128 $0x01, Y0, X2

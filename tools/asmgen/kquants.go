@@ -73,6 +73,35 @@ func (t *target) xor(src2, src1, dst Op) {
 	}
 }
 
+// isumAcc sums scaled int16 pairs into int32 lanes over several
+// registers, so that a chain of VPDPWSSD (latency 4-5) does not serialise a
+// block; the first use of each register is a plain VPMADDWD.
+type isumAcc struct {
+	t    *target
+	regs []VecVirtual
+	n    int
+}
+
+func (t *target) newIsum(k int) *isumAcc { return &isumAcc{t: t, regs: make([]VecVirtual, k)} }
+
+func (a *isumAcc) add(p, s VecVirtual) {
+	i := a.n % len(a.regs)
+	if a.n < len(a.regs) {
+		a.regs[i] = a.t.vec()
+		VPMADDWD(s, p, a.regs[i])
+	} else {
+		a.t.dotw(p, s, a.regs[i])
+	}
+	a.n++
+}
+
+func (a *isumAcc) sum() VecVirtual {
+	for _, r := range a.regs[1:] {
+		VPADDD(r, a.regs[0], a.regs[0])
+	}
+	return a.regs[0]
+}
+
 // finishInt adds isum (int32 lanes) times the block scale into acc.
 func finishInt(isum, d, acc VecVirtual) {
 	VCVTDQ2PS(isum, isum)
@@ -132,8 +161,7 @@ func genQ2K(t *target) {
 		t.bcast16(Mem{Base: wp}, scb)
 		t.and(c0F, scb, scb)
 		idx := t.scaleIndex(16)
-		isum := t.vec()
-		t.zero(isum)
+		isum := t.newIsum(2)
 		var q VecVirtual
 		for i := 0; i < 256/t.w; i++ {
 			u := t.twoBit(i, Mem{Base: wp, Disp: 16}, &q, c03)
@@ -141,47 +169,46 @@ func genQ2K(t *target) {
 			VPMADDUBSW(Mem{Base: ap, Disp: q8KQs + i*t.w}, u, p)
 			s := t.vec()
 			VPSHUFB(idx.Offset(i*t.w), scb, s)
-			t.dotw(p, s, isum)
+			isum.add(p, s)
 		}
-		finishInt(isum, t.bcastLane(D, 0), acc)
+		finishInt(isum.sum(), t.bcastLane(D, 0), acc)
 	})
 }
 
+// laneConst returns a constant of the target's width whose every 128-bit
+// lane holds the four dwords d.
+func (t *target) laneConst(name string, d [4]uint32) Mem {
+	var b []byte
+	for l := 0; l < t.w/16; l++ {
+		for _, v := range d {
+			b = append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+		}
+	}
+	return constData(name+map[int]string{32: "_y", 64: "_z"}[t.w], b)
+}
+
 // q3KScales unpacks Q3_K's twelve bytes of 6-bit scales (biased by 32)
-// into an xmm of 16 bytes, as ggml's kmask shuffle does.
-func q3KScales(wp Register) VecVirtual {
-	const off = 96
-	a := GP64()
-	MOVQ(Mem{Base: wp, Disp: off}, a) // a0 | a1<<32
-	tmp := GP64()
-	MOVL(Mem{Base: wp, Disp: off + 8}, tmp.As32())
-	t2 := GP64()
-	MOVQ(tmp, t2)
-	SHRL(U8(2), t2.As32())
-	SHLQ(U8(32), t2)
-	ORQ(tmp, t2) // tmp | (tmp>>2)<<32
-	m4, m2 := GP64(), GP64()
-	MOVQ(U64(0x0f0f0f0f0f0f0f0f), m4)
-	MOVQ(U64(0x0303030303030303), m2)
-	lo, hi, x := GP64(), GP64(), GP64()
-	MOVQ(a, lo)
-	ANDQ(m4, lo)
-	MOVQ(t2, x)
-	ANDQ(m2, x)
-	SHLQ(U8(4), x)
-	ORQ(x, lo)
-	MOVQ(a, hi)
-	SHRQ(U8(4), hi)
-	ANDQ(m4, hi)
-	MOVQ(t2, x)
-	SHRQ(U8(4), x)
-	ANDQ(m2, x)
-	SHLQ(U8(4), x)
-	ORQ(x, hi)
-	v := XMM()
-	VMOVQ(lo, v)
-	VPINSRQ(U8(1), hi, v, v)
-	return v
+// into 16 bytes, in every 128-bit lane of the result, as ggml's kmask
+// shuffle does:
+//
+//	s[0:4]   = a0&0x0f | (t<<4)&0x30     s[4:8]   = a1&0x0f | (t<<2)&0x30
+//	s[8:12]  = a0>>4&0x0f | t&0x30       s[12:16] = a1>>4&0x0f | (t>>2)&0x30
+//
+// with a0, a1, t the three little-endian words.
+func (t *target) q3KScales(wp Register) VecVirtual {
+	v := t.vec()
+	t.bcast16(Mem{Base: wp, Disp: 94}, v) // 94..109: ends with the block
+	x, y := t.vec(), t.vec()
+	// The words start at byte 2 of v.
+	VPSHUFB(t.laneConst("q3a", [4]uint32{0x05040302, 0x09080706, 0x05040302, 0x09080706}), v, x)
+	VPSRLVD(t.laneConst("q3ash", [4]uint32{0, 0, 4, 4}), x, x)
+	t.and(t.laneConst("q3am", [4]uint32{0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f}), x, x)
+	VPSHUFB(t.laneConst("q3t", [4]uint32{0x0d0c0b0a, 0x0d0c0b0a, 0x0d0c0b0a, 0x0d0c0b0a}), v, y)
+	VPSLLVD(t.laneConst("q3tl", [4]uint32{4, 2, 0, 0}), y, y)
+	VPSRLVD(t.laneConst("q3tr", [4]uint32{0, 0, 0, 2}), y, y)
+	t.and(t.laneConst("q3tm", [4]uint32{0x30303030, 0x30303030, 0x30303030, 0x30303030}), y, y)
+	t.or(y, x, x)
+	return x
 }
 
 // bcastX copies the xmm x into every 128-bit lane of a full-width register.
@@ -200,19 +227,17 @@ func genQ3K(t *target) {
 	pre := func() { c32, c03, c04 = t.splat(0x00200020), t.splat(0x03030303), t.splat(0x04040404) }
 	kLoop(t, "Q3K", 110, pre, func(wp, ap Register, acc, accm VecVirtual) {
 		Dv := t.bcastLane(halfOne(Mem{Base: wp, Disp: 108}, Mem{Base: ap}), 0)
-		sx := q3KScales(wp)
+		scb := t.q3KScales(wp)
 		// -4 * sum(s_j*bsum_j), with s_j the unbiased scale.
 		sw := YMM()
-		VPMOVZXBW(sx, sw)
+		VPMOVZXBW(scb.AsX(), sw)
 		VPSUBW(c32.AsY(), sw, sw)
 		subtractSums(sw, ap, 2, Dv, accm)
 
-		scb := t.bcastX(sx)
 		idx := t.scaleIndex(16)
 		hm := t.vec()
 		t.load32(Mem{Base: wp}, hm)
-		isum := t.vec()
-		t.zero(isum)
+		isum := t.newIsum(2)
 		var q VecVirtual
 		for i := 0; i < 256/t.w; i++ {
 			u := t.twoBit(i, Mem{Base: wp, Disp: 32}, &q, c03)
@@ -234,9 +259,9 @@ func genQ3K(t *target) {
 			s := t.vec()
 			VPSHUFB(idx.Offset(i*t.w), scb, s)
 			VPSUBW(c32, s, s)
-			t.dotw(p, s, isum)
+			isum.add(p, s)
 		}
-		finishInt(isum, Dv, acc)
+		finishInt(isum.sum(), Dv, acc)
 	})
 }
 
@@ -258,8 +283,7 @@ func genQ6K(t *target) {
 		t.bcast16(Mem{Base: wp, Disp: 192}, scb)
 		t.xor(c80, scb, scb)
 		idx := t.scaleIndex(16)
-		isum := t.vec()
-		t.zero(isum)
+		isum := t.newIsum(2)
 		var ql [2]VecVirtual
 		var qh VecVirtual
 		for i := 0; i < 256/t.w; i++ {
@@ -301,46 +325,31 @@ func genQ6K(t *target) {
 			s := t.vec()
 			VPSHUFB(idx.Offset(i*t.w), scb, s)
 			VPSUBW(c128, s, s)
-			t.dotw(p, s, isum)
+			isum.add(p, s)
 		}
-		finishInt(isum, Dv, acc)
+		finishInt(isum.sum(), Dv, acc)
 	})
 }
 
 // k4Scales unpacks the 12-byte 6-bit scale/min table of Q4_K and Q5_K (at
-// wp+4) into eight scale bytes and eight min bytes (get_scale_min_k4 for
-// j = 0..7), in two general registers.
-func k4Scales(wp Register) (sc, mn GPVirtual) {
-	u0, u1, u2 := GP64(), GP64(), GP64()
-	MOVL(Mem{Base: wp, Disp: 4}, u0.As32())
-	MOVL(Mem{Base: wp, Disp: 8}, u1.As32())
-	MOVL(Mem{Base: wp, Disp: 12}, u2.As32())
-	sc, mn = GP64(), GP64()
-	x := GP64()
-	// scales 4..7: (u2 & 0x0f) | ((u0 >> 6) & 3) << 4
-	MOVL(u0.As32(), x.As32())
-	SHRL(U8(6), x.As32())
-	ANDL(U32(0x03030303), x.As32())
-	SHLL(U8(4), x.As32())
-	MOVL(u2.As32(), sc.As32())
-	ANDL(U32(0x0f0f0f0f), sc.As32())
-	ORL(x.As32(), sc.As32())
-	SHLQ(U8(32), sc)
-	ANDL(U32(0x3f3f3f3f), u0.As32())
-	ORQ(u0, sc)
-	// mins 4..7: (u2 >> 4) & 0x0f | ((u1 >> 6) & 3) << 4
-	MOVL(u1.As32(), x.As32())
-	SHRL(U8(6), x.As32())
-	ANDL(U32(0x03030303), x.As32())
-	SHLL(U8(4), x.As32())
-	SHRL(U8(4), u2.As32())
-	ANDL(U32(0x0f0f0f0f), u2.As32())
-	ORL(x.As32(), u2.As32())
-	MOVL(u2.As32(), mn.As32())
-	SHLQ(U8(32), mn)
-	ANDL(U32(0x3f3f3f3f), u1.As32())
-	ORQ(u1, mn)
-	return sc, mn
+// wp+4) into eight scale bytes then eight min bytes (get_scale_min_k4 for
+// j = 0..7), in every 128-bit lane of the result. With a0, a1, a2 the three
+// little-endian words:
+//
+//	sc[0:4] = a0&0x3f   sc[4:8] = a2&0x0f | (a0>>2)&0x30
+//	m[0:4]  = a1&0x3f   m[4:8]  = (a2>>4)&0x0f | (a1>>2)&0x30
+func (t *target) k4Scales(wp Register) VecVirtual {
+	v := t.vec()
+	t.bcast16(Mem{Base: wp, Disp: 4}, v)
+	x, y := t.vec(), t.vec()
+	VPSHUFD(U8(0x98), v, x) // a0 a2 a1 a2
+	VPSRLVD(t.laneConst("k4sh", [4]uint32{0, 0, 0, 4}), x, x)
+	t.and(t.laneConst("k4m", [4]uint32{0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f}), x, x)
+	VPSHUFD(U8(0x50), v, y) // a0 a0 a1 a1
+	VPSRLD(U8(2), y, y)
+	t.and(t.laneConst("k4hm", [4]uint32{0, 0x30303030, 0, 0x30303030}), y, y)
+	t.or(y, x, x)
+	return x
 }
 
 // k4Common emits the parts Q4_K and Q5_K share: the scale unpack, the
@@ -348,32 +357,26 @@ func k4Scales(wp Register) (sc, mn GPVirtual) {
 // unsigned quants.
 func k4Common(t *target, wp, ap Register, acc, accm VecVirtual, quants func(i int) VecVirtual) {
 	D := halfPair(Mem{Base: wp}, Mem{Base: ap})
-	sc, mn := k4Scales(wp)
-	// Each min covers two bsums: widen to dwords and copy into both words.
-	mx := XMM()
-	VMOVQ(mn, mx)
-	mw, m2 := YMM(), YMM()
-	VPMOVZXBD(mx, mw)
-	VPSLLD(U8(16), mw, m2)
-	VPOR(m2, mw, mw)
+	scb := t.k4Scales(wp)
+	// Each min covers two bsums: the min of bsum j is byte 8+j/2.
+	mw := YMM()
+	var dup []byte
+	for j := 0; j < 16; j++ {
+		dup = append(dup, byte(8+j/2), 0x80)
+	}
+	VPSHUFB(constData("k4mdup", dup), scb.AsY(), mw)
 	subtractSums(mw, ap, 0, t.bcastLane(D, 1), accm)
-
-	sx := XMM()
-	VMOVQ(sc, sx)
-	scb := t.vec()
-	VPBROADCASTQ(sx, scb)
 	idx := t.scaleIndex(32)
-	isum := t.vec()
-	t.zero(isum)
+	isum := t.newIsum(2)
 	for i := 0; i < 256/t.w; i++ {
 		u := quants(i)
 		p := t.vec()
 		VPMADDUBSW(Mem{Base: ap, Disp: q8KQs + i*t.w}, u, p)
 		s := t.vec()
 		VPSHUFB(idx.Offset(i*t.w), scb, s)
-		t.dotw(p, s, isum)
+		isum.add(p, s)
 	}
-	finishInt(isum, t.bcastLane(D, 0), acc)
+	finishInt(isum.sum(), t.bcastLane(D, 0), acc)
 }
 
 // nibbles returns vector i of a Q4_K-style nibble array at qs (32 bytes per
