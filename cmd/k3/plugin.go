@@ -1,0 +1,38 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/k3-inference/k3/core/plugin"
+	stagingmmap "github.com/k3-inference/k3/plugins/staging-mmap"
+	stagingpread "github.com/k3-inference/k3/plugins/staging-pread"
+)
+
+// The built-in plugins travel inside the k3 binary; the host starts them by
+// re-executing it as `k3 plugin NAME`, so a release is one file.
+func init() {
+	plugin.RegisterStager("staging-pread", func() plugin.Stager { return stagingpread.New() })
+	plugin.RegisterStager("staging-mmap", func() plugin.Stager { return stagingmmap.New() })
+	register(&command{
+		name:    "plugin",
+		summary: "serve a built-in plugin to a k3 host (started by k3 itself)",
+		run:     runPlugin,
+	})
+}
+
+func runPlugin(args []string, _, stderr io.Writer) error {
+	fs := newFlags("plugin", stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: k3 plugin NAME\n\nServes a built-in plugin over go-plugin; k3 runs this itself.\nplugins: %s\n", strings.Join(plugin.Builtins(), ", "))
+	}
+	if err := parseFlags(fs, args, true); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	return plugin.ServeBuiltin(fs.Arg(0))
+}
