@@ -4,3 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/jinja-ref/setup.sh
+# js-tiktoken's o200k ranks: the large real vocabulary of the tokenizer parity tests.
+npm ci --prefix core/tokenizer/testdata/npm --no-audit --no-fund --ignore-scripts
