@@ -51,7 +51,8 @@ type Model interface {
 	NewState() State
 	// Forward appends tokens to the sequence in s, processing them as one
 	// batch, and writes logits: for every token (len(tokens)*Vocab values)
-	// when all is set, else for the last one only.
+	// when all is set, else for the last one only. After an error the
+	// state is undefined and must be discarded.
 	Forward(s State, tokens []int32, all bool, logits []float32) error
 }
 
