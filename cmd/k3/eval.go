@@ -82,7 +82,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	full := fs.Bool("full", false, "print every logit of every position")
 	top := fs.Int("top", 0, "print the K largest logits of each position")
 	n := fs.Int("n", 0, "then generate N tokens greedily and print them")
-	threads := fs.Int("t", 0, "threads (0: one per CPU)")
+	threads := fs.Int("t", 0, "threads (0: one per CPU); like llama.cpp's -t it also decides how decode attention over 512+ cached positions is split")
 	fs.IntVar(threads, "threads", 0, "same as -t")
 	mode := fs.String("mode", "batch", "batch: the prompt in ubatches; step: one token at a time")
 	ubatch := fs.Int("ub", engine.DefaultUBatch, "tokens per ubatch in batch mode")
