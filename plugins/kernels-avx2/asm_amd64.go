@@ -31,6 +31,13 @@ func init() {
 			quant.F16:   float(dotF16AVX2, quant.F16, 32),
 			quant.BF16:  float(dotBF16AVX2, quant.BF16, 32),
 		},
+		dot4: map[quant.Type]dot4Func{
+			quant.Q2_K: kquant4(dotQ2Kx4AVX2, 84),
+			quant.Q3_K: kquant4(dotQ3Kx4AVX2, 110),
+			quant.Q4_K: kquant4(dotQ4Kx4AVX2, 144),
+			quant.Q5_K: kquant4(dotQ5Kx4AVX2, 176),
+			quant.Q6_K: kquant4(dotQ6Kx4AVX2, 210),
+		},
 		quantizeQ8K: quantizeQ8KAVX2,
 	})
 }

@@ -86,3 +86,34 @@ func BenchmarkDot(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMul is a prefill-sized matrix × matrix: 1024 weight rows of
+// 4096 times 16 activation rows, one thread; bytes are weight bytes, so the
+// ratio to BenchmarkMatVec shows what running four activation rows per
+// pass over a weight block saves.
+func BenchmarkMatMul(b *testing.B) {
+	const rows, n, m = 1024, 4096, 16
+	defer func(l *level) { active = l }(active)
+	for _, typ := range kernelTypes {
+		r := rand.New(rand.NewPCG(8, uint64(typ)))
+		w := randWeights(r, typ, rows*n)
+		var act []byte
+		for range m {
+			act = append(act, randActs(r, typ, n)...)
+		}
+		out := make([]float32, rows*m)
+		for _, lv := range Levels() {
+			b.Run(fmt.Sprintf("%s/%s", typ, lv), func(b *testing.B) {
+				if err := SetLevel(lv); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(w)) * m)
+				for b.Loop() {
+					if err := MatMul(typ, w, rows, n, act, m, out, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

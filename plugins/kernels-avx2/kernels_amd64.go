@@ -8,16 +8,31 @@ package kernelsavx2
 func dotQ2KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ2Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ3KAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ3Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ6Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ4KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ4Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ5KAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ8_0AVX2(w *byte, a *byte, nb int) float32

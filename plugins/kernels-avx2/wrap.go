@@ -55,3 +55,16 @@ func float(f func(w, a *byte, n int) float32, t quant.Type, step int) dotFunc {
 		return s
 	}
 }
+
+//lint:ignore U1000 used by asm_amd64.go only
+func kquant4(f func(w, a *byte, nb, astride int, out *float32), wsize int) dot4Func {
+	return func(n int, w, a []byte, astride int, out *[4]float32) {
+		nb := n / quant.QK_K
+		if nb == 0 {
+			*out = [4]float32{}
+			return
+		}
+		w, a = w[:nb*wsize], a[:3*astride+nb*q8KSize]
+		f(&w[0], &a[0], nb, astride, &out[0])
+	}
+}

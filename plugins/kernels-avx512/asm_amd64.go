@@ -33,6 +33,13 @@ func init() {
 				quant.F16:   float(dotF16AVX512, quant.F16, 64),
 				quant.BF16:  float(dotBF16AVX512, quant.BF16, 64),
 			},
+			dot4: map[quant.Type]dot4Func{
+				quant.Q2_K: kquant4(dotQ2Kx4AVX512, 84),
+				quant.Q3_K: kquant4(dotQ3Kx4AVX512, 110),
+				quant.Q4_K: kquant4(dotQ4Kx4AVX512, 144),
+				quant.Q5_K: kquant4(dotQ5Kx4AVX512, 176),
+				quant.Q6_K: kquant4(dotQ6Kx4AVX512, 210),
+			},
 			quantizeQ8K: quantizeQ8KAVX512,
 		})
 	}
@@ -53,6 +60,13 @@ func init() {
 				quant.F16:   float(dotF16VNNI, quant.F16, 64),
 				quant.BF16:  float(dotBF16VNNI, quant.BF16, 64),
 			},
+			dot4: map[quant.Type]dot4Func{
+				quant.Q2_K: kquant4(dotQ2Kx4VNNI, 84),
+				quant.Q3_K: kquant4(dotQ3Kx4VNNI, 110),
+				quant.Q4_K: kquant4(dotQ4Kx4VNNI, 144),
+				quant.Q5_K: kquant4(dotQ5Kx4VNNI, 176),
+				quant.Q6_K: kquant4(dotQ6Kx4VNNI, 210),
+			},
 			quantizeQ8K: quantizeQ8KAVX512,
 		})
 	}
@@ -72,6 +86,13 @@ func init() {
 				quant.F32:   float(dotF32VNNI256, quant.F32, 64),
 				quant.F16:   float(dotF16VNNI256, quant.F16, 64),
 				quant.BF16:  float(dotBF16VNNI256, quant.BF16, 64),
+			},
+			dot4: map[quant.Type]dot4Func{
+				quant.Q2_K: kquant4(dotQ2Kx4VNNI256, 84),
+				quant.Q3_K: kquant4(dotQ3Kx4VNNI256, 110),
+				quant.Q4_K: kquant4(dotQ4Kx4VNNI256, 144),
+				quant.Q5_K: kquant4(dotQ5Kx4VNNI256, 176),
+				quant.Q6_K: kquant4(dotQ6Kx4VNNI256, 210),
 			},
 			quantizeQ8K: quantizeQ8KAVX512,
 		})

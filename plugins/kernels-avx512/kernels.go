@@ -15,11 +15,16 @@ import (
 // in the weight type's vec-dot type. Lengths are checked by the caller.
 type dotFunc func(n int, w, a []byte) float32
 
+// dot4Func is one weight row times four activation rows, astride bytes
+// apart, into out; it unpacks each weight block once for the four.
+type dot4Func func(n int, w, a []byte, astride int, out *[4]float32)
+
 // level is one instruction-set path. Types it has no kernel for use the
 // reference.
 type level struct {
 	name        string
 	dot         map[quant.Type]dotFunc
+	dot4        map[quant.Type]dot4Func           // optional, for MatMul
 	quantizeQ8K func(x *float32, y *byte, nb int) // nil: reference
 }
 

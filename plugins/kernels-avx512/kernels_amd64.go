@@ -8,16 +8,31 @@ package kernelsavx512
 func dotQ2KAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ2Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ3KAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ3Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ6Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ4KAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ4Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ5KAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ8_0AVX512(w *byte, a *byte, nb int) float32
@@ -44,16 +59,31 @@ func dotBF16AVX512(w *byte, a *byte, n int) float32
 func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ3KVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ3Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ6Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ4KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ4Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ5KVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ8_0VNNI(w *byte, a *byte, nb int) float32
@@ -80,16 +110,31 @@ func dotBF16VNNI(w *byte, a *byte, n int) float32
 func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ3Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ6Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32

@@ -5,68 +5,70 @@
 #include "textflag.h"
 
 // func dotQ2KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, F16C, FMA3, SSE
 TEXT ·dotQ2KAVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
 	VPBROADCASTD c32_03030303<>+0(SB), Z3
 	TESTQ        DX, DX
-	JZ           doneQ2K
+	JZ           donedotQ2KAVX512
 
-loopQ2K:
+loopdotQ2KAVX512:
 	VMOVD           80(AX), X4
 	VCVTPH2PS       X4, X4
-	VBROADCASTSS    (CX), X5
-	VMULPS          X5, X4, X4
 	VMOVDQU64       (AX), X5
 	VPSRLW          $0x04, X5, X5
 	VPANDD          X2, X5, X5
 	VPMOVZXBW       X5, Y5
-	VMOVSHDUP       X4, X6
-	VBROADCASTSS    X6, Z6
 	VPMADDWD        260(CX), Y5, Y5
 	VCVTDQ2PS       Y5, Y5
-	VFMADD231PS     Y5, Y6, Y1
+	VBROADCASTSS    (CX), X6
+	VMULPS          X4, X6, X6
+	VMOVSHDUP       X6, X6
+	VBROADCASTSS    X6, Y6
+	VFNMADD231PS    Y5, Y6, Y1
 	VBROADCASTI32X4 (AX), Z5
 	VPANDD          Z2, Z5, Z5
 	VBROADCASTI64X4 16(AX), Z7
 	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
 	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      4(CX), Z6, Z6
 	VPSHUFB         scidx16<>+0(SB), Z5, Z8
+	VPMADDUBSW      4(CX), Z6, Z6
 	VPMADDWD        Z8, Z6, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z3, Z7, Z7
-	VPMADDUBSW      68(CX), Z7, Z7
 	VPSHUFB         scidx16<>+64(SB), Z5, Z8
+	VPMADDUBSW      68(CX), Z7, Z7
 	VPMADDWD        Z8, Z7, Z7
 	VBROADCASTI64X4 48(AX), Z9
 	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
 	VPANDD          Z3, Z8, Z8
-	VPMADDUBSW      132(CX), Z8, Z8
 	VPSHUFB         scidx16<>+128(SB), Z5, Z10
+	VPMADDUBSW      132(CX), Z8, Z8
 	VPMADDWD        Z10, Z8, Z8
 	VPADDD          Z8, Z6, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z9, Z8
 	VPANDD          Z3, Z8, Z8
-	VPMADDUBSW      196(CX), Z8, Z8
 	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      196(CX), Z8, Z8
 	VPMADDWD        Z5, Z8, Z8
 	VPADDD          Z8, Z7, Z7
 	VPADDD          Z7, Z6, Z6
-	VBROADCASTSS    X4, Z4
 	VCVTDQ2PS       Z6, Z6
+	VBROADCASTSS    (CX), X5
+	VMULPS          X4, X5, X5
+	VBROADCASTSS    X5, Z4
 	VFMADD231PS     Z6, Z4, Z0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ2K
+	JNZ             loopdotQ2KAVX512
 
-doneQ2K:
+donedotQ2KAVX512:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -81,7 +83,7 @@ doneQ2K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
 
@@ -193,25 +195,232 @@ DATA shift_4_6<>+56(SB)/4, $0x00060006
 DATA shift_4_6<>+60(SB)/4, $0x00060006
 GLOBL shift_4_6<>(SB), RODATA|NOPTR, $64
 
+// func dotQ2Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, F16C, FMA3
+TEXT ·dotQ2Kx4AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
+	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	TESTQ        DX, DX
+	JZ           donedotQ2Kx4AVX512
+
+loopdotQ2Kx4AVX512:
+	VMOVD           80(AX), X10
+	VCVTPH2PS       X10, X10
+	VMOVDQU64       (AX), X11
+	VPSRLW          $0x04, X11, X11
+	VPANDD          X8, X11, X11
+	VPMOVZXBW       X11, Y11
+	VPMADDWD        260(CX), Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX), X13
+	VMULPS          X10, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y1
+	VPMADDWD        260(CX)(BX*1), Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(BX*1), X13
+	VMULPS          X10, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y3
+	VPMADDWD        260(CX)(BX*2), Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(BX*2), X13
+	VMULPS          X10, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y5
+	VPMADDWD        260(CX)(SI*1), Y11, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    (CX)(SI*1), X12
+	VMULPS          X10, X12, X12
+	VMOVSHDUP       X12, X12
+	VBROADCASTSS    X12, Y12
+	VFNMADD231PS    Y11, Y12, Y7
+	VBROADCASTI32X4 (AX), Z11
+	VPANDD          Z8, Z11, Z11
+	VBROADCASTI64X4 16(AX), Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z12
+	VPANDD          Z9, Z12, Z12
+	VPSHUFB         scidx16<>+0(SB), Z11, Z14
+	VPMADDUBSW      4(CX), Z12, Z15
+	VPMADDWD        Z14, Z15, Z15
+	VPMADDUBSW      4(CX)(BX*1), Z12, Z16
+	VPMADDWD        Z14, Z16, Z16
+	VPMADDUBSW      4(CX)(BX*2), Z12, Z17
+	VPMADDWD        Z14, Z17, Z17
+	VPMADDUBSW      4(CX)(SI*1), Z12, Z12
+	VPMADDWD        Z14, Z12, Z12
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z9, Z13, Z13
+	VPSHUFB         scidx16<>+64(SB), Z11, Z14
+	VPMADDUBSW      68(CX), Z13, Z18
+	VPMADDWD        Z14, Z18, Z18
+	VPADDD          Z18, Z15, Z15
+	VPMADDUBSW      68(CX)(BX*1), Z13, Z18
+	VPMADDWD        Z14, Z18, Z18
+	VPADDD          Z18, Z16, Z16
+	VPMADDUBSW      68(CX)(BX*2), Z13, Z18
+	VPMADDWD        Z14, Z18, Z18
+	VPADDD          Z18, Z17, Z17
+	VPMADDUBSW      68(CX)(SI*1), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VPADDD          Z13, Z12, Z12
+	VBROADCASTI64X4 48(AX), Z14
+	VPSRLVW         shift_0_2<>+0(SB), Z14, Z13
+	VPANDD          Z9, Z13, Z13
+	VPSHUFB         scidx16<>+128(SB), Z11, Z18
+	VPMADDUBSW      132(CX), Z13, Z19
+	VPMADDWD        Z18, Z19, Z19
+	VPADDD          Z19, Z15, Z15
+	VPMADDUBSW      132(CX)(BX*1), Z13, Z19
+	VPMADDWD        Z18, Z19, Z19
+	VPADDD          Z19, Z16, Z16
+	VPMADDUBSW      132(CX)(BX*2), Z13, Z19
+	VPMADDWD        Z18, Z19, Z19
+	VPADDD          Z19, Z17, Z17
+	VPMADDUBSW      132(CX)(SI*1), Z13, Z13
+	VPMADDWD        Z18, Z13, Z13
+	VPADDD          Z13, Z12, Z12
+	VPSRLVW         shift_4_6<>+0(SB), Z14, Z13
+	VPANDD          Z9, Z13, Z13
+	VPSHUFB         scidx16<>+192(SB), Z11, Z11
+	VPMADDUBSW      196(CX), Z13, Z14
+	VPMADDWD        Z11, Z14, Z14
+	VPADDD          Z14, Z15, Z15
+	VPMADDUBSW      196(CX)(BX*1), Z13, Z14
+	VPMADDWD        Z11, Z14, Z14
+	VPADDD          Z14, Z16, Z16
+	VPMADDUBSW      196(CX)(BX*2), Z13, Z14
+	VPMADDWD        Z11, Z14, Z14
+	VPADDD          Z14, Z17, Z17
+	VPMADDUBSW      196(CX)(SI*1), Z13, Z13
+	VPMADDWD        Z11, Z13, Z13
+	VPADDD          Z13, Z12, Z12
+	VCVTDQ2PS       Z15, Z15
+	VBROADCASTSS    (CX), X11
+	VMULPS          X10, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z15, Z11, Z0
+	VCVTDQ2PS       Z16, Z16
+	VBROADCASTSS    (CX)(BX*1), X11
+	VMULPS          X10, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z16, Z11, Z2
+	VCVTDQ2PS       Z17, Z17
+	VBROADCASTSS    (CX)(BX*2), X11
+	VMULPS          X10, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z17, Z11, Z4
+	VCVTDQ2PS       Z12, Z12
+	VBROADCASTSS    (CX)(SI*1), X11
+	VMULPS          X10, X11, X11
+	VBROADCASTSS    X11, Z10
+	VFMADD231PS     Z12, Z10, Z6
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx4AVX512
+
+donedotQ2Kx4AVX512:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
+	RET
+
 // func dotQ3KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, F16C, FMA3, SSE
 TEXT ·dotQ3KAVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_00200020<>+0(SB), Z2
 	VPBROADCASTD c32_03030303<>+0(SB), Z3
 	VPBROADCASTD c32_04040404<>+0(SB), Z4
 	TESTQ        DX, DX
-	JZ           doneQ3K
+	JZ           donedotQ3KAVX512
 
-loopQ3K:
+loopdotQ3KAVX512:
 	VPBROADCASTW    108(AX), X5
 	VCVTPH2PS       X5, X5
-	VMULSS          (CX), X5, X5
-	VBROADCASTSS    X5, Z5
 	VBROADCASTI32X4 94(AX), Z6
 	VPSHUFB         q3a_z<>+0(SB), Z6, Z7
 	VPSRLVD         q3ash_z<>+0(SB), Z7, Z7
@@ -226,7 +435,10 @@ loopQ3K:
 	VPMADDWD        260(CX), Y6, Y6
 	VPSLLD          $0x02, Y6, Y6
 	VCVTDQ2PS       Y6, Y6
-	VFMADD231PS     Y6, Y5, Y1
+	VBROADCASTSS    (CX), X8
+	VMULPS          X5, X8, X8
+	VBROADCASTSS    X8, Y8
+	VFNMADD231PS    Y6, Y8, Y1
 	VBROADCASTI64X4 (AX), Z6
 	VBROADCASTI64X4 32(AX), Z9
 	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
@@ -234,18 +446,18 @@ loopQ3K:
 	VPSLLVW         shift_2_1<>+0(SB), Z6, Z10
 	VPANDD          Z4, Z10, Z10
 	VPORD           Z10, Z8, Z8
-	VPMADDUBSW      4(CX), Z8, Z8
 	VPSHUFB         scidx16<>+0(SB), Z7, Z10
 	VPSUBW          Z2, Z10, Z10
+	VPMADDUBSW      4(CX), Z8, Z8
 	VPMADDWD        Z10, Z8, Z8
 	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
 	VPANDD          Z3, Z9, Z9
 	VPSRLVW         shift_0_1<>+0(SB), Z6, Z10
 	VPANDD          Z4, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      68(CX), Z9, Z9
 	VPSHUFB         scidx16<>+64(SB), Z7, Z10
 	VPSUBW          Z2, Z10, Z10
+	VPMADDUBSW      68(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
 	VBROADCASTI64X4 64(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
@@ -253,9 +465,9 @@ loopQ3K:
 	VPSRLVW         shift_2_3<>+0(SB), Z6, Z12
 	VPANDD          Z4, Z12, Z12
 	VPORD           Z12, Z10, Z10
-	VPMADDUBSW      132(CX), Z10, Z10
 	VPSHUFB         scidx16<>+128(SB), Z7, Z12
 	VPSUBW          Z2, Z12, Z12
+	VPMADDUBSW      132(CX), Z10, Z10
 	VPMADDWD        Z12, Z10, Z10
 	VPADDD          Z10, Z8, Z8
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
@@ -263,20 +475,23 @@ loopQ3K:
 	VPSRLVW         shift_4_5<>+0(SB), Z6, Z6
 	VPANDD          Z4, Z6, Z6
 	VPORD           Z6, Z10, Z10
-	VPMADDUBSW      196(CX), Z10, Z6
-	VPSHUFB         scidx16<>+192(SB), Z7, Z7
-	VPSUBW          Z2, Z7, Z7
-	VPMADDWD        Z7, Z6, Z6
-	VPADDD          Z6, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z7, Z6
+	VPSUBW          Z2, Z6, Z6
+	VPMADDUBSW      196(CX), Z10, Z7
+	VPMADDWD        Z6, Z7, Z7
+	VPADDD          Z7, Z9, Z9
 	VPADDD          Z9, Z8, Z8
 	VCVTDQ2PS       Z8, Z8
+	VBROADCASTSS    (CX), X6
+	VMULPS          X5, X6, X6
+	VBROADCASTSS    X6, Z5
 	VFMADD231PS     Z8, Z5, Z0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ3K
+	JNZ             loopdotQ3KAVX512
 
-doneQ3K:
+donedotQ3KAVX512:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -291,7 +506,7 @@ doneQ3K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
 
@@ -499,31 +714,264 @@ DATA shift_4_5<>+56(SB)/4, $0x00050005
 DATA shift_4_5<>+60(SB)/4, $0x00050005
 GLOBL shift_4_5<>(SB), RODATA|NOPTR, $64
 
+// func dotQ3Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, F16C, FMA3
+TEXT ·dotQ3Kx4AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	VPBROADCASTD c32_04040404<>+0(SB), Z10
+	TESTQ        DX, DX
+	JZ           donedotQ3Kx4AVX512
+
+loopdotQ3Kx4AVX512:
+	VPBROADCASTW    108(AX), X11
+	VCVTPH2PS       X11, X11
+	VBROADCASTI32X4 94(AX), Z12
+	VPSHUFB         q3a_z<>+0(SB), Z12, Z13
+	VPSRLVD         q3ash_z<>+0(SB), Z13, Z13
+	VPANDD          q3am_z<>+0(SB), Z13, Z13
+	VPSHUFB         q3t_z<>+0(SB), Z12, Z12
+	VPSLLVD         q3tl_z<>+0(SB), Z12, Z12
+	VPSRLVD         q3tr_z<>+0(SB), Z12, Z12
+	VPANDD          q3tm_z<>+0(SB), Z12, Z12
+	VPORD           Z12, Z13, Z13
+	VPMOVZXBW       X13, Y12
+	VPSUBW          Y8, Y12, Y12
+	VPMADDWD        260(CX), Y12, Y14
+	VPSLLD          $0x02, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX), X15
+	VMULPS          X11, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y1
+	VPMADDWD        260(CX)(BX*1), Y12, Y14
+	VPSLLD          $0x02, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*1), X15
+	VMULPS          X11, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y3
+	VPMADDWD        260(CX)(BX*2), Y12, Y14
+	VPSLLD          $0x02, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*2), X15
+	VMULPS          X11, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y5
+	VPMADDWD        260(CX)(SI*1), Y12, Y12
+	VPSLLD          $0x02, Y12, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(SI*1), X14
+	VMULPS          X11, X14, X14
+	VBROADCASTSS    X14, Y14
+	VFNMADD231PS    Y12, Y14, Y7
+	VBROADCASTI64X4 (AX), Z12
+	VBROADCASTI64X4 32(AX), Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z9, Z14, Z14
+	VPSLLVW         shift_2_1<>+0(SB), Z12, Z16
+	VPANDD          Z10, Z16, Z16
+	VPORD           Z16, Z14, Z14
+	VPSHUFB         scidx16<>+0(SB), Z13, Z16
+	VPSUBW          Z8, Z16, Z16
+	VPMADDUBSW      4(CX), Z14, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPMADDUBSW      4(CX)(BX*1), Z14, Z18
+	VPMADDWD        Z16, Z18, Z18
+	VPMADDUBSW      4(CX)(BX*2), Z14, Z19
+	VPMADDWD        Z16, Z19, Z19
+	VPMADDUBSW      4(CX)(SI*1), Z14, Z14
+	VPMADDWD        Z16, Z14, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z15
+	VPANDD          Z9, Z15, Z15
+	VPSRLVW         shift_0_1<>+0(SB), Z12, Z16
+	VPANDD          Z10, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSHUFB         scidx16<>+64(SB), Z13, Z16
+	VPSUBW          Z8, Z16, Z16
+	VPMADDUBSW      68(CX), Z15, Z20
+	VPMADDWD        Z16, Z20, Z20
+	VPADDD          Z20, Z17, Z17
+	VPMADDUBSW      68(CX)(BX*1), Z15, Z20
+	VPMADDWD        Z16, Z20, Z20
+	VPADDD          Z20, Z18, Z18
+	VPMADDUBSW      68(CX)(BX*2), Z15, Z20
+	VPMADDWD        Z16, Z20, Z20
+	VPADDD          Z20, Z19, Z19
+	VPMADDUBSW      68(CX)(SI*1), Z15, Z15
+	VPMADDWD        Z16, Z15, Z15
+	VPADDD          Z15, Z14, Z14
+	VBROADCASTI64X4 64(AX), Z16
+	VPSRLVW         shift_0_2<>+0(SB), Z16, Z15
+	VPANDD          Z9, Z15, Z15
+	VPSRLVW         shift_2_3<>+0(SB), Z12, Z20
+	VPANDD          Z10, Z20, Z20
+	VPORD           Z20, Z15, Z15
+	VPSHUFB         scidx16<>+128(SB), Z13, Z20
+	VPSUBW          Z8, Z20, Z20
+	VPMADDUBSW      132(CX), Z15, Z21
+	VPMADDWD        Z20, Z21, Z21
+	VPADDD          Z21, Z17, Z17
+	VPMADDUBSW      132(CX)(BX*1), Z15, Z21
+	VPMADDWD        Z20, Z21, Z21
+	VPADDD          Z21, Z18, Z18
+	VPMADDUBSW      132(CX)(BX*2), Z15, Z21
+	VPMADDWD        Z20, Z21, Z21
+	VPADDD          Z21, Z19, Z19
+	VPMADDUBSW      132(CX)(SI*1), Z15, Z15
+	VPMADDWD        Z20, Z15, Z15
+	VPADDD          Z15, Z14, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z16, Z15
+	VPANDD          Z9, Z15, Z15
+	VPSRLVW         shift_4_5<>+0(SB), Z12, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z12, Z15, Z15
+	VPSHUFB         scidx16<>+192(SB), Z13, Z12
+	VPSUBW          Z8, Z12, Z12
+	VPMADDUBSW      196(CX), Z15, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z17, Z17
+	VPMADDUBSW      196(CX)(BX*1), Z15, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z18, Z18
+	VPMADDUBSW      196(CX)(BX*2), Z15, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z19, Z19
+	VPMADDUBSW      196(CX)(SI*1), Z15, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z14, Z14
+	VCVTDQ2PS       Z17, Z17
+	VBROADCASTSS    (CX), X12
+	VMULPS          X11, X12, X12
+	VBROADCASTSS    X12, Z12
+	VFMADD231PS     Z17, Z12, Z0
+	VCVTDQ2PS       Z18, Z18
+	VBROADCASTSS    (CX)(BX*1), X12
+	VMULPS          X11, X12, X12
+	VBROADCASTSS    X12, Z12
+	VFMADD231PS     Z18, Z12, Z2
+	VCVTDQ2PS       Z19, Z19
+	VBROADCASTSS    (CX)(BX*2), X12
+	VMULPS          X11, X12, X12
+	VBROADCASTSS    X12, Z12
+	VFMADD231PS     Z19, Z12, Z4
+	VCVTDQ2PS       Z14, Z14
+	VBROADCASTSS    (CX)(SI*1), X12
+	VMULPS          X11, X12, X12
+	VBROADCASTSS    X12, Z11
+	VFMADD231PS     Z14, Z11, Z6
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ3Kx4AVX512
+
+donedotQ3Kx4AVX512:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
+	RET
+
 // func dotQ6KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, F16C, FMA3, SSE
 TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_80808080<>+0(SB), Z2
 	VPBROADCASTD c32_00800080<>+0(SB), Z3
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
 	VPBROADCASTD c32_30303030<>+0(SB), Z5
 	TESTQ        DX, DX
-	JZ           doneQ6K
+	JZ           donedotQ6KAVX512
 
-loopQ6K:
+loopdotQ6KAVX512:
 	VPBROADCASTW    208(AX), X6
 	VCVTPH2PS       X6, X6
-	VMULSS          (CX), X6, X6
-	VBROADCASTSS    X6, Z6
 	VPMOVSXBW       192(AX), Y7
 	VPMADDWD        260(CX), Y7, Y7
 	VPSLLD          $0x05, Y7, Y7
 	VCVTDQ2PS       Y7, Y7
-	VFMADD231PS     Y7, Y6, Y1
+	VBROADCASTSS    (CX), X8
+	VMULPS          X6, X8, X8
+	VBROADCASTSS    X8, Y8
+	VFNMADD231PS    Y7, Y8, Y1
 	VBROADCASTI32X4 192(AX), Z7
 	VPXORD          Z2, Z7, Z7
 	VMOVDQU64       (AX), Z10
@@ -532,18 +980,18 @@ loopQ6K:
 	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
 	VPANDD          Z5, Z9, Z9
 	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      4(CX), Z8, Z8
 	VPSHUFB         scidx16<>+0(SB), Z7, Z9
 	VPSUBW          Z3, Z9, Z9
+	VPMADDUBSW      4(CX), Z8, Z8
 	VPMADDWD        Z9, Z8, Z8
 	VPSRLW          $0x04, Z10, Z9
 	VPANDD          Z4, Z9, Z9
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z5, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      68(CX), Z9, Z9
 	VPSHUFB         scidx16<>+64(SB), Z7, Z10
 	VPSUBW          Z3, Z10, Z10
+	VPMADDUBSW      68(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
 	VMOVDQU64       64(AX), Z12
 	VBROADCASTI64X4 160(AX), Z13
@@ -551,9 +999,9 @@ loopQ6K:
 	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
 	VPANDD          Z5, Z11, Z11
 	VPORD           Z11, Z10, Z10
-	VPMADDUBSW      132(CX), Z10, Z10
 	VPSHUFB         scidx16<>+128(SB), Z7, Z11
 	VPSUBW          Z3, Z11, Z11
+	VPMADDUBSW      132(CX), Z10, Z10
 	VPMADDWD        Z11, Z10, Z10
 	VPADDD          Z10, Z8, Z8
 	VPSRLW          $0x04, Z12, Z10
@@ -561,20 +1009,23 @@ loopQ6K:
 	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
 	VPANDD          Z5, Z11, Z11
 	VPORD           Z11, Z10, Z10
-	VPMADDUBSW      196(CX), Z10, Z10
 	VPSHUFB         scidx16<>+192(SB), Z7, Z7
 	VPSUBW          Z3, Z7, Z7
+	VPMADDUBSW      196(CX), Z10, Z10
 	VPMADDWD        Z7, Z10, Z10
 	VPADDD          Z10, Z9, Z9
 	VPADDD          Z9, Z8, Z8
 	VCVTDQ2PS       Z8, Z8
+	VBROADCASTSS    (CX), X7
+	VMULPS          X6, X7, X7
+	VBROADCASTSS    X7, Z6
 	VFMADD231PS     Z8, Z6, Z0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ6K
+	JNZ             loopdotQ6KAVX512
 
-doneQ6K:
+donedotQ6KAVX512:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -589,7 +1040,7 @@ doneQ6K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
 
@@ -620,23 +1071,245 @@ DATA shift_4_2<>+56(SB)/4, $0x00020002
 DATA shift_4_2<>+60(SB)/4, $0x00020002
 GLOBL shift_4_2<>(SB), RODATA|NOPTR, $64
 
+// func dotQ6Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, F16C, FMA3
+TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_80808080<>+0(SB), Z8
+	VPBROADCASTD c32_00800080<>+0(SB), Z9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z10
+	VPBROADCASTD c32_30303030<>+0(SB), Z11
+	TESTQ        DX, DX
+	JZ           donedotQ6Kx4AVX512
+
+loopdotQ6Kx4AVX512:
+	VPBROADCASTW    208(AX), X12
+	VCVTPH2PS       X12, X12
+	VPMOVSXBW       192(AX), Y13
+	VPMADDWD        260(CX), Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX), X15
+	VMULPS          X12, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y1
+	VPMADDWD        260(CX)(BX*1), Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*1), X15
+	VMULPS          X12, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y3
+	VPMADDWD        260(CX)(BX*2), Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*2), X15
+	VMULPS          X12, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y5
+	VPMADDWD        260(CX)(SI*1), Y13, Y13
+	VPSLLD          $0x05, Y13, Y13
+	VCVTDQ2PS       Y13, Y13
+	VBROADCASTSS    (CX)(SI*1), X14
+	VMULPS          X12, X14, X14
+	VBROADCASTSS    X14, Y14
+	VFNMADD231PS    Y13, Y14, Y7
+	VBROADCASTI32X4 192(AX), Z13
+	VPXORD          Z8, Z13, Z13
+	VMOVDQU64       (AX), Z16
+	VBROADCASTI64X4 128(AX), Z17
+	VPANDD          Z10, Z16, Z14
+	VPSLLVW         shift_4_2<>+0(SB), Z17, Z15
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VPSHUFB         scidx16<>+0(SB), Z13, Z15
+	VPSUBW          Z9, Z15, Z15
+	VPMADDUBSW      4(CX), Z14, Z18
+	VPMADDWD        Z15, Z18, Z18
+	VPMADDUBSW      4(CX)(BX*1), Z14, Z19
+	VPMADDWD        Z15, Z19, Z19
+	VPMADDUBSW      4(CX)(BX*2), Z14, Z20
+	VPMADDWD        Z15, Z20, Z20
+	VPMADDUBSW      4(CX)(SI*1), Z14, Z14
+	VPMADDWD        Z15, Z14, Z14
+	VPSRLW          $0x04, Z16, Z15
+	VPANDD          Z10, Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSHUFB         scidx16<>+64(SB), Z13, Z16
+	VPSUBW          Z9, Z16, Z16
+	VPMADDUBSW      68(CX), Z15, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPADDD          Z17, Z18, Z18
+	VPMADDUBSW      68(CX)(BX*1), Z15, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPADDD          Z17, Z19, Z19
+	VPMADDUBSW      68(CX)(BX*2), Z15, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPADDD          Z17, Z20, Z20
+	VPMADDUBSW      68(CX)(SI*1), Z15, Z15
+	VPMADDWD        Z16, Z15, Z15
+	VPADDD          Z15, Z14, Z14
+	VMOVDQU64       64(AX), Z17
+	VBROADCASTI64X4 160(AX), Z21
+	VPANDD          Z10, Z17, Z15
+	VPSLLVW         shift_4_2<>+0(SB), Z21, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSHUFB         scidx16<>+128(SB), Z13, Z16
+	VPSUBW          Z9, Z16, Z16
+	VPMADDUBSW      132(CX), Z15, Z22
+	VPMADDWD        Z16, Z22, Z22
+	VPADDD          Z22, Z18, Z18
+	VPMADDUBSW      132(CX)(BX*1), Z15, Z22
+	VPMADDWD        Z16, Z22, Z22
+	VPADDD          Z22, Z19, Z19
+	VPMADDUBSW      132(CX)(BX*2), Z15, Z22
+	VPMADDWD        Z16, Z22, Z22
+	VPADDD          Z22, Z20, Z20
+	VPMADDUBSW      132(CX)(SI*1), Z15, Z15
+	VPMADDWD        Z16, Z15, Z15
+	VPADDD          Z15, Z14, Z14
+	VPSRLW          $0x04, Z17, Z15
+	VPANDD          Z10, Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z21, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSHUFB         scidx16<>+192(SB), Z13, Z13
+	VPSUBW          Z9, Z13, Z13
+	VPMADDUBSW      196(CX), Z15, Z16
+	VPMADDWD        Z13, Z16, Z16
+	VPADDD          Z16, Z18, Z18
+	VPMADDUBSW      196(CX)(BX*1), Z15, Z16
+	VPMADDWD        Z13, Z16, Z16
+	VPADDD          Z16, Z19, Z19
+	VPMADDUBSW      196(CX)(BX*2), Z15, Z16
+	VPMADDWD        Z13, Z16, Z16
+	VPADDD          Z16, Z20, Z20
+	VPMADDUBSW      196(CX)(SI*1), Z15, Z15
+	VPMADDWD        Z13, Z15, Z15
+	VPADDD          Z15, Z14, Z14
+	VCVTDQ2PS       Z18, Z18
+	VBROADCASTSS    (CX), X13
+	VMULPS          X12, X13, X13
+	VBROADCASTSS    X13, Z13
+	VFMADD231PS     Z18, Z13, Z0
+	VCVTDQ2PS       Z19, Z19
+	VBROADCASTSS    (CX)(BX*1), X13
+	VMULPS          X12, X13, X13
+	VBROADCASTSS    X13, Z13
+	VFMADD231PS     Z19, Z13, Z2
+	VCVTDQ2PS       Z20, Z20
+	VBROADCASTSS    (CX)(BX*2), X13
+	VMULPS          X12, X13, X13
+	VBROADCASTSS    X13, Z13
+	VFMADD231PS     Z20, Z13, Z4
+	VCVTDQ2PS       Z14, Z14
+	VBROADCASTSS    (CX)(SI*1), X13
+	VMULPS          X12, X13, X13
+	VBROADCASTSS    X13, Z12
+	VFMADD231PS     Z14, Z12, Z6
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ6Kx4AVX512
+
+donedotQ6Kx4AVX512:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
+	RET
+
 // func dotQ4KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, F16C, FMA3, SSE
 TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
 	TESTQ        DX, DX
-	JZ           doneQ4K
+	JZ           donedotQ4KAVX512
 
-loopQ4K:
+loopdotQ4KAVX512:
 	VMOVD           (AX), X3
 	VCVTPH2PS       X3, X3
-	VBROADCASTSS    (CX), X4
-	VMULPS          X4, X3, X3
 	VBROADCASTI32X4 4(AX), Z4
 	VPSHUFD         $0x98, Z4, Z5
 	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
@@ -646,47 +1319,51 @@ loopQ4K:
 	VPANDD          k4hm_z<>+0(SB), Z4, Z4
 	VPORD           Z4, Z5, Z5
 	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
-	VMOVSHDUP       X3, X6
-	VBROADCASTSS    X6, Z6
 	VPMADDWD        260(CX), Y4, Y4
 	VCVTDQ2PS       Y4, Y4
-	VFMADD231PS     Y4, Y6, Y1
+	VBROADCASTSS    (CX), X6
+	VMULPS          X3, X6, X6
+	VMOVSHDUP       X6, X6
+	VBROADCASTSS    X6, Y6
+	VFNMADD231PS    Y4, Y6, Y1
 	VBROADCASTI64X4 16(AX), Z4
 	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
 	VPANDD          Z2, Z4, Z4
-	VPMADDUBSW      4(CX), Z4, Z4
 	VPSHUFB         scidx32<>+0(SB), Z5, Z6
+	VPMADDUBSW      4(CX), Z4, Z4
 	VPMADDWD        Z6, Z4, Z4
 	VBROADCASTI64X4 48(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      68(CX), Z6, Z6
 	VPSHUFB         scidx32<>+64(SB), Z5, Z7
+	VPMADDUBSW      68(CX), Z6, Z6
 	VPMADDWD        Z7, Z6, Z6
 	VBROADCASTI64X4 80(AX), Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
-	VPMADDUBSW      132(CX), Z7, Z7
 	VPSHUFB         scidx32<>+128(SB), Z5, Z8
+	VPMADDUBSW      132(CX), Z7, Z7
 	VPMADDWD        Z8, Z7, Z7
 	VPADDD          Z7, Z4, Z4
 	VBROADCASTI64X4 112(AX), Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
-	VPMADDUBSW      196(CX), Z7, Z7
 	VPSHUFB         scidx32<>+192(SB), Z5, Z5
+	VPMADDUBSW      196(CX), Z7, Z7
 	VPMADDWD        Z5, Z7, Z7
 	VPADDD          Z7, Z6, Z6
 	VPADDD          Z6, Z4, Z4
-	VBROADCASTSS    X3, Z3
 	VCVTDQ2PS       Z4, Z4
+	VBROADCASTSS    (CX), X5
+	VMULPS          X3, X5, X5
+	VBROADCASTSS    X5, Z3
 	VFMADD231PS     Z4, Z3, Z0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ4K
+	JNZ             loopdotQ4KAVX512
 
-doneQ4K:
+donedotQ4KAVX512:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -701,7 +1378,7 @@ doneQ4K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
 
@@ -853,25 +1530,236 @@ DATA shift_0_4<>+56(SB)/4, $0x00040004
 DATA shift_0_4<>+60(SB)/4, $0x00040004
 GLOBL shift_0_4<>(SB), RODATA|NOPTR, $64
 
+// func dotQ4Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, F16C, FMA3
+TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
+	TESTQ        DX, DX
+	JZ           donedotQ4Kx4AVX512
+
+loopdotQ4Kx4AVX512:
+	VMOVD           (AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 4(AX), Z10
+	VPSHUFD         $0x98, Z10, Z11
+	VPSRLVD         k4sh_z<>+0(SB), Z11, Z11
+	VPANDD          k4m_z<>+0(SB), Z11, Z11
+	VPSHUFD         $0x50, Z10, Z10
+	VPSRLD          $0x02, Z10, Z10
+	VPANDD          k4hm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPSHUFB         k4mdup<>+0(SB), Y11, Y10
+	VPMADDWD        260(CX), Y10, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX), X13
+	VMULPS          X9, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y1
+	VPMADDWD        260(CX)(BX*1), Y10, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(BX*1), X13
+	VMULPS          X9, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y3
+	VPMADDWD        260(CX)(BX*2), Y10, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(BX*2), X13
+	VMULPS          X9, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y5
+	VPMADDWD        260(CX)(SI*1), Y10, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    (CX)(SI*1), X12
+	VMULPS          X9, X12, X12
+	VMOVSHDUP       X12, X12
+	VBROADCASTSS    X12, Y12
+	VFNMADD231PS    Y10, Y12, Y7
+	VBROADCASTI64X4 16(AX), Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z8, Z10, Z10
+	VPSHUFB         scidx32<>+0(SB), Z11, Z12
+	VPMADDUBSW      4(CX), Z10, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPMADDUBSW      4(CX)(BX*1), Z10, Z14
+	VPMADDWD        Z12, Z14, Z14
+	VPMADDUBSW      4(CX)(BX*2), Z10, Z15
+	VPMADDWD        Z12, Z15, Z15
+	VPMADDUBSW      4(CX)(SI*1), Z10, Z10
+	VPMADDWD        Z12, Z10, Z10
+	VBROADCASTI64X4 48(AX), Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z8, Z12, Z12
+	VPSHUFB         scidx32<>+64(SB), Z11, Z16
+	VPMADDUBSW      68(CX), Z12, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPADDD          Z17, Z13, Z13
+	VPMADDUBSW      68(CX)(BX*1), Z12, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPADDD          Z17, Z14, Z14
+	VPMADDUBSW      68(CX)(BX*2), Z12, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPADDD          Z17, Z15, Z15
+	VPMADDUBSW      68(CX)(SI*1), Z12, Z12
+	VPMADDWD        Z16, Z12, Z12
+	VPADDD          Z12, Z10, Z10
+	VBROADCASTI64X4 80(AX), Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z8, Z12, Z12
+	VPSHUFB         scidx32<>+128(SB), Z11, Z16
+	VPMADDUBSW      132(CX), Z12, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPADDD          Z17, Z13, Z13
+	VPMADDUBSW      132(CX)(BX*1), Z12, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPADDD          Z17, Z14, Z14
+	VPMADDUBSW      132(CX)(BX*2), Z12, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPADDD          Z17, Z15, Z15
+	VPMADDUBSW      132(CX)(SI*1), Z12, Z12
+	VPMADDWD        Z16, Z12, Z12
+	VPADDD          Z12, Z10, Z10
+	VBROADCASTI64X4 112(AX), Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z8, Z12, Z12
+	VPSHUFB         scidx32<>+192(SB), Z11, Z11
+	VPMADDUBSW      196(CX), Z12, Z16
+	VPMADDWD        Z11, Z16, Z16
+	VPADDD          Z16, Z13, Z13
+	VPMADDUBSW      196(CX)(BX*1), Z12, Z16
+	VPMADDWD        Z11, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPMADDUBSW      196(CX)(BX*2), Z12, Z16
+	VPMADDWD        Z11, Z16, Z16
+	VPADDD          Z16, Z15, Z15
+	VPMADDUBSW      196(CX)(SI*1), Z12, Z12
+	VPMADDWD        Z11, Z12, Z12
+	VPADDD          Z12, Z10, Z10
+	VCVTDQ2PS       Z13, Z13
+	VBROADCASTSS    (CX), X11
+	VMULPS          X9, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z13, Z11, Z0
+	VCVTDQ2PS       Z14, Z14
+	VBROADCASTSS    (CX)(BX*1), X11
+	VMULPS          X9, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z14, Z11, Z2
+	VCVTDQ2PS       Z15, Z15
+	VBROADCASTSS    (CX)(BX*2), X11
+	VMULPS          X9, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z15, Z11, Z4
+	VCVTDQ2PS       Z10, Z10
+	VBROADCASTSS    (CX)(SI*1), X11
+	VMULPS          X9, X11, X11
+	VBROADCASTSS    X11, Z9
+	VFMADD231PS     Z10, Z9, Z6
+	ADDQ            $0x00000090, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ4Kx4AVX512
+
+donedotQ4Kx4AVX512:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
+	RET
+
 // func dotQ5KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, F16C, FMA3, SSE
 TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
 	VPBROADCASTD c32_10101010<>+0(SB), Z3
 	TESTQ        DX, DX
-	JZ           doneQ5K
+	JZ           donedotQ5KAVX512
 
-loopQ5K:
+loopdotQ5KAVX512:
 	VBROADCASTI64X4 16(AX), Z4
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X6
-	VMULPS          X6, X5, X5
 	VBROADCASTI32X4 4(AX), Z6
 	VPSHUFD         $0x98, Z6, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
@@ -881,19 +1769,21 @@ loopQ5K:
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z7, Z7
 	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
-	VMOVSHDUP       X5, X8
-	VBROADCASTSS    X8, Z8
 	VPMADDWD        260(CX), Y6, Y6
 	VCVTDQ2PS       Y6, Y6
-	VFMADD231PS     Y6, Y8, Y1
+	VBROADCASTSS    (CX), X8
+	VMULPS          X5, X8, X8
+	VMOVSHDUP       X8, X8
+	VBROADCASTSS    X8, Y8
+	VFNMADD231PS    Y6, Y8, Y1
 	VBROADCASTI64X4 48(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
 	VPSLLVW         shift_4_3<>+0(SB), Z4, Z8
 	VPANDD          Z3, Z8, Z8
 	VPORD           Z8, Z6, Z6
-	VPMADDUBSW      4(CX), Z6, Z6
 	VPSHUFB         scidx32<>+0(SB), Z7, Z8
+	VPMADDUBSW      4(CX), Z6, Z6
 	VPMADDWD        Z8, Z6, Z6
 	VBROADCASTI64X4 80(AX), Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
@@ -901,8 +1791,8 @@ loopQ5K:
 	VPSLLVW         shift_2_1<>+0(SB), Z4, Z9
 	VPANDD          Z3, Z9, Z9
 	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      68(CX), Z8, Z8
 	VPSHUFB         scidx32<>+64(SB), Z7, Z9
+	VPMADDUBSW      68(CX), Z8, Z8
 	VPMADDWD        Z9, Z8, Z8
 	VBROADCASTI64X4 112(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
@@ -910,8 +1800,8 @@ loopQ5K:
 	VPSRLVW         shift_0_1<>+0(SB), Z4, Z10
 	VPANDD          Z3, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      132(CX), Z9, Z9
 	VPSHUFB         scidx32<>+128(SB), Z7, Z10
+	VPMADDUBSW      132(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
 	VPADDD          Z9, Z6, Z6
 	VBROADCASTI64X4 144(AX), Z9
@@ -920,20 +1810,22 @@ loopQ5K:
 	VPSRLVW         shift_2_3<>+0(SB), Z4, Z4
 	VPANDD          Z3, Z4, Z4
 	VPORD           Z4, Z9, Z9
-	VPMADDUBSW      196(CX), Z9, Z4
-	VPSHUFB         scidx32<>+192(SB), Z7, Z7
-	VPMADDWD        Z7, Z4, Z4
-	VPADDD          Z4, Z8, Z8
+	VPSHUFB         scidx32<>+192(SB), Z7, Z4
+	VPMADDUBSW      196(CX), Z9, Z7
+	VPMADDWD        Z4, Z7, Z7
+	VPADDD          Z7, Z8, Z8
 	VPADDD          Z8, Z6, Z6
-	VBROADCASTSS    X5, Z4
 	VCVTDQ2PS       Z6, Z6
+	VBROADCASTSS    (CX), X4
+	VMULPS          X5, X4, X4
+	VBROADCASTSS    X4, Z4
 	VFMADD231PS     Z6, Z4, Z0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ5K
+	JNZ             loopdotQ5KAVX512
 
-doneQ5K:
+donedotQ5KAVX512:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -948,7 +1840,7 @@ doneQ5K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
 
@@ -972,6 +1864,233 @@ DATA shift_4_3<>+52(SB)/4, $0x00030003
 DATA shift_4_3<>+56(SB)/4, $0x00030003
 DATA shift_4_3<>+60(SB)/4, $0x00030003
 GLOBL shift_4_3<>(SB), RODATA|NOPTR, $64
+
+// func dotQ5Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, F16C, FMA3
+TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
+	VPBROADCASTD c32_10101010<>+0(SB), Z9
+	TESTQ        DX, DX
+	JZ           donedotQ5Kx4AVX512
+
+loopdotQ5Kx4AVX512:
+	VBROADCASTI64X4 16(AX), Z10
+	VMOVD           (AX), X11
+	VCVTPH2PS       X11, X11
+	VBROADCASTI32X4 4(AX), Z12
+	VPSHUFD         $0x98, Z12, Z13
+	VPSRLVD         k4sh_z<>+0(SB), Z13, Z13
+	VPANDD          k4m_z<>+0(SB), Z13, Z13
+	VPSHUFD         $0x50, Z12, Z12
+	VPSRLD          $0x02, Z12, Z12
+	VPANDD          k4hm_z<>+0(SB), Z12, Z12
+	VPORD           Z12, Z13, Z13
+	VPSHUFB         k4mdup<>+0(SB), Y13, Y12
+	VPMADDWD        260(CX), Y12, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX), X15
+	VMULPS          X11, X15, X15
+	VMOVSHDUP       X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y1
+	VPMADDWD        260(CX)(BX*1), Y12, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*1), X15
+	VMULPS          X11, X15, X15
+	VMOVSHDUP       X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y3
+	VPMADDWD        260(CX)(BX*2), Y12, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*2), X15
+	VMULPS          X11, X15, X15
+	VMOVSHDUP       X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y5
+	VPMADDWD        260(CX)(SI*1), Y12, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(SI*1), X14
+	VMULPS          X11, X14, X14
+	VMOVSHDUP       X14, X14
+	VBROADCASTSS    X14, Y14
+	VFNMADD231PS    Y12, Y14, Y7
+	VBROADCASTI64X4 48(AX), Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z8, Z12, Z12
+	VPSLLVW         shift_4_3<>+0(SB), Z10, Z14
+	VPANDD          Z9, Z14, Z14
+	VPORD           Z14, Z12, Z12
+	VPSHUFB         scidx32<>+0(SB), Z13, Z14
+	VPMADDUBSW      4(CX), Z12, Z15
+	VPMADDWD        Z14, Z15, Z15
+	VPMADDUBSW      4(CX)(BX*1), Z12, Z16
+	VPMADDWD        Z14, Z16, Z16
+	VPMADDUBSW      4(CX)(BX*2), Z12, Z17
+	VPMADDWD        Z14, Z17, Z17
+	VPMADDUBSW      4(CX)(SI*1), Z12, Z12
+	VPMADDWD        Z14, Z12, Z12
+	VBROADCASTI64X4 80(AX), Z14
+	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
+	VPANDD          Z8, Z14, Z14
+	VPSLLVW         shift_2_1<>+0(SB), Z10, Z18
+	VPANDD          Z9, Z18, Z18
+	VPORD           Z18, Z14, Z14
+	VPSHUFB         scidx32<>+64(SB), Z13, Z18
+	VPMADDUBSW      68(CX), Z14, Z19
+	VPMADDWD        Z18, Z19, Z19
+	VPADDD          Z19, Z15, Z15
+	VPMADDUBSW      68(CX)(BX*1), Z14, Z19
+	VPMADDWD        Z18, Z19, Z19
+	VPADDD          Z19, Z16, Z16
+	VPMADDUBSW      68(CX)(BX*2), Z14, Z19
+	VPMADDWD        Z18, Z19, Z19
+	VPADDD          Z19, Z17, Z17
+	VPMADDUBSW      68(CX)(SI*1), Z14, Z14
+	VPMADDWD        Z18, Z14, Z14
+	VPADDD          Z14, Z12, Z12
+	VBROADCASTI64X4 112(AX), Z14
+	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
+	VPANDD          Z8, Z14, Z14
+	VPSRLVW         shift_0_1<>+0(SB), Z10, Z18
+	VPANDD          Z9, Z18, Z18
+	VPORD           Z18, Z14, Z14
+	VPSHUFB         scidx32<>+128(SB), Z13, Z18
+	VPMADDUBSW      132(CX), Z14, Z19
+	VPMADDWD        Z18, Z19, Z19
+	VPADDD          Z19, Z15, Z15
+	VPMADDUBSW      132(CX)(BX*1), Z14, Z19
+	VPMADDWD        Z18, Z19, Z19
+	VPADDD          Z19, Z16, Z16
+	VPMADDUBSW      132(CX)(BX*2), Z14, Z19
+	VPMADDWD        Z18, Z19, Z19
+	VPADDD          Z19, Z17, Z17
+	VPMADDUBSW      132(CX)(SI*1), Z14, Z14
+	VPMADDWD        Z18, Z14, Z14
+	VPADDD          Z14, Z12, Z12
+	VBROADCASTI64X4 144(AX), Z14
+	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
+	VPANDD          Z8, Z14, Z14
+	VPSRLVW         shift_2_3<>+0(SB), Z10, Z10
+	VPANDD          Z9, Z10, Z10
+	VPORD           Z10, Z14, Z14
+	VPSHUFB         scidx32<>+192(SB), Z13, Z10
+	VPMADDUBSW      196(CX), Z14, Z13
+	VPMADDWD        Z10, Z13, Z13
+	VPADDD          Z13, Z15, Z15
+	VPMADDUBSW      196(CX)(BX*1), Z14, Z13
+	VPMADDWD        Z10, Z13, Z13
+	VPADDD          Z13, Z16, Z16
+	VPMADDUBSW      196(CX)(BX*2), Z14, Z13
+	VPMADDWD        Z10, Z13, Z13
+	VPADDD          Z13, Z17, Z17
+	VPMADDUBSW      196(CX)(SI*1), Z14, Z13
+	VPMADDWD        Z10, Z13, Z13
+	VPADDD          Z13, Z12, Z12
+	VCVTDQ2PS       Z15, Z15
+	VBROADCASTSS    (CX), X10
+	VMULPS          X11, X10, X10
+	VBROADCASTSS    X10, Z10
+	VFMADD231PS     Z15, Z10, Z0
+	VCVTDQ2PS       Z16, Z16
+	VBROADCASTSS    (CX)(BX*1), X10
+	VMULPS          X11, X10, X10
+	VBROADCASTSS    X10, Z10
+	VFMADD231PS     Z16, Z10, Z2
+	VCVTDQ2PS       Z17, Z17
+	VBROADCASTSS    (CX)(BX*2), X10
+	VMULPS          X11, X10, X10
+	VBROADCASTSS    X10, Z10
+	VFMADD231PS     Z17, Z10, Z4
+	VCVTDQ2PS       Z12, Z12
+	VBROADCASTSS    (CX)(SI*1), X10
+	VMULPS          X11, X10, X10
+	VBROADCASTSS    X10, Z10
+	VFMADD231PS     Z12, Z10, Z6
+	ADDQ            $0x000000b0, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ5Kx4AVX512
+
+donedotQ5Kx4AVX512:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
+	RET
 
 // func dotQ8_0AVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
@@ -1591,66 +2710,68 @@ donedotBF16AVX512:
 	RET
 
 // func dotQ2KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ2KVNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
 	VPBROADCASTD c32_03030303<>+0(SB), Z3
 	TESTQ        DX, DX
-	JZ           doneQ2K
+	JZ           donedotQ2KVNNI
 
-loopQ2K:
+loopdotQ2KVNNI:
 	VMOVD           80(AX), X4
 	VCVTPH2PS       X4, X4
-	VBROADCASTSS    (CX), X5
-	VMULPS          X5, X4, X4
 	VMOVDQU64       (AX), X5
 	VPSRLW          $0x04, X5, X5
 	VPANDD          X2, X5, X5
 	VPMOVZXBW       X5, Y5
-	VMOVSHDUP       X4, X6
-	VBROADCASTSS    X6, Z6
 	VPMADDWD        260(CX), Y5, Y5
 	VCVTDQ2PS       Y5, Y5
-	VFMADD231PS     Y5, Y6, Y1
+	VBROADCASTSS    (CX), X6
+	VMULPS          X4, X6, X6
+	VMOVSHDUP       X6, X6
+	VBROADCASTSS    X6, Y6
+	VFNMADD231PS    Y5, Y6, Y1
 	VBROADCASTI32X4 (AX), Z5
 	VPANDD          Z2, Z5, Z5
 	VBROADCASTI64X4 16(AX), Z7
 	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
 	VPANDD          Z3, Z6, Z6
-	VPMADDUBSW      4(CX), Z6, Z6
 	VPSHUFB         scidx16<>+0(SB), Z5, Z8
+	VPMADDUBSW      4(CX), Z6, Z6
 	VPMADDWD        Z8, Z6, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z3, Z7, Z7
-	VPMADDUBSW      68(CX), Z7, Z7
 	VPSHUFB         scidx16<>+64(SB), Z5, Z8
+	VPMADDUBSW      68(CX), Z7, Z7
 	VPMADDWD        Z8, Z7, Z7
 	VBROADCASTI64X4 48(AX), Z9
 	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
 	VPANDD          Z3, Z8, Z8
-	VPMADDUBSW      132(CX), Z8, Z8
 	VPSHUFB         scidx16<>+128(SB), Z5, Z10
+	VPMADDUBSW      132(CX), Z8, Z8
 	VPDPWSSD        Z10, Z8, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z9, Z8
 	VPANDD          Z3, Z8, Z8
-	VPMADDUBSW      196(CX), Z8, Z8
 	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      196(CX), Z8, Z8
 	VPDPWSSD        Z5, Z8, Z7
 	VPADDD          Z7, Z6, Z6
-	VBROADCASTSS    X4, Z4
 	VCVTDQ2PS       Z6, Z6
+	VBROADCASTSS    (CX), X5
+	VMULPS          X4, X5, X5
+	VBROADCASTSS    X5, Z4
 	VFMADD231PS     Z6, Z4, Z0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ2K
+	JNZ             loopdotQ2KVNNI
 
-doneQ2K:
+donedotQ2KVNNI:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -1665,29 +2786,224 @@ doneQ2K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
 
+// func dotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ2Kx4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
+	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	TESTQ        DX, DX
+	JZ           donedotQ2Kx4VNNI
+
+loopdotQ2Kx4VNNI:
+	VMOVD           80(AX), X10
+	VCVTPH2PS       X10, X10
+	VMOVDQU64       (AX), X11
+	VPSRLW          $0x04, X11, X11
+	VPANDD          X8, X11, X11
+	VPMOVZXBW       X11, Y11
+	VPMADDWD        260(CX), Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX), X13
+	VMULPS          X10, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y1
+	VPMADDWD        260(CX)(BX*1), Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(BX*1), X13
+	VMULPS          X10, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y3
+	VPMADDWD        260(CX)(BX*2), Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(BX*2), X13
+	VMULPS          X10, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y5
+	VPMADDWD        260(CX)(SI*1), Y11, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    (CX)(SI*1), X12
+	VMULPS          X10, X12, X12
+	VMOVSHDUP       X12, X12
+	VBROADCASTSS    X12, Y12
+	VFNMADD231PS    Y11, Y12, Y7
+	VBROADCASTI32X4 (AX), Z11
+	VPANDD          Z8, Z11, Z11
+	VBROADCASTI64X4 16(AX), Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z12
+	VPANDD          Z9, Z12, Z12
+	VPSHUFB         scidx16<>+0(SB), Z11, Z14
+	VPMADDUBSW      4(CX), Z12, Z15
+	VPMADDWD        Z14, Z15, Z15
+	VPMADDUBSW      4(CX)(BX*1), Z12, Z16
+	VPMADDWD        Z14, Z16, Z16
+	VPMADDUBSW      4(CX)(BX*2), Z12, Z17
+	VPMADDWD        Z14, Z17, Z17
+	VPMADDUBSW      4(CX)(SI*1), Z12, Z12
+	VPMADDWD        Z14, Z12, Z12
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z9, Z13, Z13
+	VPSHUFB         scidx16<>+64(SB), Z11, Z14
+	VPMADDUBSW      68(CX), Z13, Z18
+	VPDPWSSD        Z14, Z18, Z15
+	VPMADDUBSW      68(CX)(BX*1), Z13, Z18
+	VPDPWSSD        Z14, Z18, Z16
+	VPMADDUBSW      68(CX)(BX*2), Z13, Z18
+	VPDPWSSD        Z14, Z18, Z17
+	VPMADDUBSW      68(CX)(SI*1), Z13, Z13
+	VPDPWSSD        Z14, Z13, Z12
+	VBROADCASTI64X4 48(AX), Z14
+	VPSRLVW         shift_0_2<>+0(SB), Z14, Z13
+	VPANDD          Z9, Z13, Z13
+	VPSHUFB         scidx16<>+128(SB), Z11, Z18
+	VPMADDUBSW      132(CX), Z13, Z19
+	VPDPWSSD        Z18, Z19, Z15
+	VPMADDUBSW      132(CX)(BX*1), Z13, Z19
+	VPDPWSSD        Z18, Z19, Z16
+	VPMADDUBSW      132(CX)(BX*2), Z13, Z19
+	VPDPWSSD        Z18, Z19, Z17
+	VPMADDUBSW      132(CX)(SI*1), Z13, Z13
+	VPDPWSSD        Z18, Z13, Z12
+	VPSRLVW         shift_4_6<>+0(SB), Z14, Z13
+	VPANDD          Z9, Z13, Z13
+	VPSHUFB         scidx16<>+192(SB), Z11, Z11
+	VPMADDUBSW      196(CX), Z13, Z14
+	VPDPWSSD        Z11, Z14, Z15
+	VPMADDUBSW      196(CX)(BX*1), Z13, Z14
+	VPDPWSSD        Z11, Z14, Z16
+	VPMADDUBSW      196(CX)(BX*2), Z13, Z14
+	VPDPWSSD        Z11, Z14, Z17
+	VPMADDUBSW      196(CX)(SI*1), Z13, Z13
+	VPDPWSSD        Z11, Z13, Z12
+	VCVTDQ2PS       Z15, Z15
+	VBROADCASTSS    (CX), X11
+	VMULPS          X10, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z15, Z11, Z0
+	VCVTDQ2PS       Z16, Z16
+	VBROADCASTSS    (CX)(BX*1), X11
+	VMULPS          X10, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z16, Z11, Z2
+	VCVTDQ2PS       Z17, Z17
+	VBROADCASTSS    (CX)(BX*2), X11
+	VMULPS          X10, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z17, Z11, Z4
+	VCVTDQ2PS       Z12, Z12
+	VBROADCASTSS    (CX)(SI*1), X11
+	VMULPS          X10, X11, X11
+	VBROADCASTSS    X11, Z10
+	VFMADD231PS     Z12, Z10, Z6
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx4VNNI
+
+donedotQ2Kx4VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
+	RET
+
 // func dotQ3KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ3KVNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_00200020<>+0(SB), Z2
 	VPBROADCASTD c32_03030303<>+0(SB), Z3
 	VPBROADCASTD c32_04040404<>+0(SB), Z4
 	TESTQ        DX, DX
-	JZ           doneQ3K
+	JZ           donedotQ3KVNNI
 
-loopQ3K:
+loopdotQ3KVNNI:
 	VPBROADCASTW    108(AX), X5
 	VCVTPH2PS       X5, X5
-	VMULSS          (CX), X5, X5
-	VBROADCASTSS    X5, Z5
 	VBROADCASTI32X4 94(AX), Z6
 	VPSHUFB         q3a_z<>+0(SB), Z6, Z7
 	VPSRLVD         q3ash_z<>+0(SB), Z7, Z7
@@ -1702,7 +3018,10 @@ loopQ3K:
 	VPMADDWD        260(CX), Y6, Y6
 	VPSLLD          $0x02, Y6, Y6
 	VCVTDQ2PS       Y6, Y6
-	VFMADD231PS     Y6, Y5, Y1
+	VBROADCASTSS    (CX), X8
+	VMULPS          X5, X8, X8
+	VBROADCASTSS    X8, Y8
+	VFNMADD231PS    Y6, Y8, Y1
 	VBROADCASTI64X4 (AX), Z6
 	VBROADCASTI64X4 32(AX), Z9
 	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
@@ -1710,18 +3029,18 @@ loopQ3K:
 	VPSLLVW         shift_2_1<>+0(SB), Z6, Z10
 	VPANDD          Z4, Z10, Z10
 	VPORD           Z10, Z8, Z8
-	VPMADDUBSW      4(CX), Z8, Z8
 	VPSHUFB         scidx16<>+0(SB), Z7, Z10
 	VPSUBW          Z2, Z10, Z10
+	VPMADDUBSW      4(CX), Z8, Z8
 	VPMADDWD        Z10, Z8, Z8
 	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
 	VPANDD          Z3, Z9, Z9
 	VPSRLVW         shift_0_1<>+0(SB), Z6, Z10
 	VPANDD          Z4, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      68(CX), Z9, Z9
 	VPSHUFB         scidx16<>+64(SB), Z7, Z10
 	VPSUBW          Z2, Z10, Z10
+	VPMADDUBSW      68(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
 	VBROADCASTI64X4 64(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
@@ -1729,28 +3048,31 @@ loopQ3K:
 	VPSRLVW         shift_2_3<>+0(SB), Z6, Z12
 	VPANDD          Z4, Z12, Z12
 	VPORD           Z12, Z10, Z10
-	VPMADDUBSW      132(CX), Z10, Z10
 	VPSHUFB         scidx16<>+128(SB), Z7, Z12
 	VPSUBW          Z2, Z12, Z12
+	VPMADDUBSW      132(CX), Z10, Z10
 	VPDPWSSD        Z12, Z10, Z8
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
 	VPSRLVW         shift_4_5<>+0(SB), Z6, Z6
 	VPANDD          Z4, Z6, Z6
 	VPORD           Z6, Z10, Z10
-	VPMADDUBSW      196(CX), Z10, Z6
-	VPSHUFB         scidx16<>+192(SB), Z7, Z7
-	VPSUBW          Z2, Z7, Z7
-	VPDPWSSD        Z7, Z6, Z9
+	VPSHUFB         scidx16<>+192(SB), Z7, Z6
+	VPSUBW          Z2, Z6, Z6
+	VPMADDUBSW      196(CX), Z10, Z7
+	VPDPWSSD        Z6, Z7, Z9
 	VPADDD          Z9, Z8, Z8
 	VCVTDQ2PS       Z8, Z8
+	VBROADCASTSS    (CX), X6
+	VMULPS          X5, X6, X6
+	VBROADCASTSS    X6, Z5
 	VFMADD231PS     Z8, Z5, Z0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ3K
+	JNZ             loopdotQ3KVNNI
 
-doneQ3K:
+donedotQ3KVNNI:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -1765,35 +3087,256 @@ doneQ3K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
 
+// func dotQ3Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ3Kx4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	VPBROADCASTD c32_04040404<>+0(SB), Z10
+	TESTQ        DX, DX
+	JZ           donedotQ3Kx4VNNI
+
+loopdotQ3Kx4VNNI:
+	VPBROADCASTW    108(AX), X11
+	VCVTPH2PS       X11, X11
+	VBROADCASTI32X4 94(AX), Z12
+	VPSHUFB         q3a_z<>+0(SB), Z12, Z13
+	VPSRLVD         q3ash_z<>+0(SB), Z13, Z13
+	VPANDD          q3am_z<>+0(SB), Z13, Z13
+	VPSHUFB         q3t_z<>+0(SB), Z12, Z12
+	VPSLLVD         q3tl_z<>+0(SB), Z12, Z12
+	VPSRLVD         q3tr_z<>+0(SB), Z12, Z12
+	VPANDD          q3tm_z<>+0(SB), Z12, Z12
+	VPORD           Z12, Z13, Z13
+	VPMOVZXBW       X13, Y12
+	VPSUBW          Y8, Y12, Y12
+	VPMADDWD        260(CX), Y12, Y14
+	VPSLLD          $0x02, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX), X15
+	VMULPS          X11, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y1
+	VPMADDWD        260(CX)(BX*1), Y12, Y14
+	VPSLLD          $0x02, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*1), X15
+	VMULPS          X11, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y3
+	VPMADDWD        260(CX)(BX*2), Y12, Y14
+	VPSLLD          $0x02, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*2), X15
+	VMULPS          X11, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y5
+	VPMADDWD        260(CX)(SI*1), Y12, Y12
+	VPSLLD          $0x02, Y12, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(SI*1), X14
+	VMULPS          X11, X14, X14
+	VBROADCASTSS    X14, Y14
+	VFNMADD231PS    Y12, Y14, Y7
+	VBROADCASTI64X4 (AX), Z12
+	VBROADCASTI64X4 32(AX), Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z9, Z14, Z14
+	VPSLLVW         shift_2_1<>+0(SB), Z12, Z16
+	VPANDD          Z10, Z16, Z16
+	VPORD           Z16, Z14, Z14
+	VPSHUFB         scidx16<>+0(SB), Z13, Z16
+	VPSUBW          Z8, Z16, Z16
+	VPMADDUBSW      4(CX), Z14, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPMADDUBSW      4(CX)(BX*1), Z14, Z18
+	VPMADDWD        Z16, Z18, Z18
+	VPMADDUBSW      4(CX)(BX*2), Z14, Z19
+	VPMADDWD        Z16, Z19, Z19
+	VPMADDUBSW      4(CX)(SI*1), Z14, Z14
+	VPMADDWD        Z16, Z14, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z15
+	VPANDD          Z9, Z15, Z15
+	VPSRLVW         shift_0_1<>+0(SB), Z12, Z16
+	VPANDD          Z10, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSHUFB         scidx16<>+64(SB), Z13, Z16
+	VPSUBW          Z8, Z16, Z16
+	VPMADDUBSW      68(CX), Z15, Z20
+	VPDPWSSD        Z16, Z20, Z17
+	VPMADDUBSW      68(CX)(BX*1), Z15, Z20
+	VPDPWSSD        Z16, Z20, Z18
+	VPMADDUBSW      68(CX)(BX*2), Z15, Z20
+	VPDPWSSD        Z16, Z20, Z19
+	VPMADDUBSW      68(CX)(SI*1), Z15, Z15
+	VPDPWSSD        Z16, Z15, Z14
+	VBROADCASTI64X4 64(AX), Z16
+	VPSRLVW         shift_0_2<>+0(SB), Z16, Z15
+	VPANDD          Z9, Z15, Z15
+	VPSRLVW         shift_2_3<>+0(SB), Z12, Z20
+	VPANDD          Z10, Z20, Z20
+	VPORD           Z20, Z15, Z15
+	VPSHUFB         scidx16<>+128(SB), Z13, Z20
+	VPSUBW          Z8, Z20, Z20
+	VPMADDUBSW      132(CX), Z15, Z21
+	VPDPWSSD        Z20, Z21, Z17
+	VPMADDUBSW      132(CX)(BX*1), Z15, Z21
+	VPDPWSSD        Z20, Z21, Z18
+	VPMADDUBSW      132(CX)(BX*2), Z15, Z21
+	VPDPWSSD        Z20, Z21, Z19
+	VPMADDUBSW      132(CX)(SI*1), Z15, Z15
+	VPDPWSSD        Z20, Z15, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z16, Z15
+	VPANDD          Z9, Z15, Z15
+	VPSRLVW         shift_4_5<>+0(SB), Z12, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z12, Z15, Z15
+	VPSHUFB         scidx16<>+192(SB), Z13, Z12
+	VPSUBW          Z8, Z12, Z12
+	VPMADDUBSW      196(CX), Z15, Z13
+	VPDPWSSD        Z12, Z13, Z17
+	VPMADDUBSW      196(CX)(BX*1), Z15, Z13
+	VPDPWSSD        Z12, Z13, Z18
+	VPMADDUBSW      196(CX)(BX*2), Z15, Z13
+	VPDPWSSD        Z12, Z13, Z19
+	VPMADDUBSW      196(CX)(SI*1), Z15, Z13
+	VPDPWSSD        Z12, Z13, Z14
+	VCVTDQ2PS       Z17, Z17
+	VBROADCASTSS    (CX), X12
+	VMULPS          X11, X12, X12
+	VBROADCASTSS    X12, Z12
+	VFMADD231PS     Z17, Z12, Z0
+	VCVTDQ2PS       Z18, Z18
+	VBROADCASTSS    (CX)(BX*1), X12
+	VMULPS          X11, X12, X12
+	VBROADCASTSS    X12, Z12
+	VFMADD231PS     Z18, Z12, Z2
+	VCVTDQ2PS       Z19, Z19
+	VBROADCASTSS    (CX)(BX*2), X12
+	VMULPS          X11, X12, X12
+	VBROADCASTSS    X12, Z12
+	VFMADD231PS     Z19, Z12, Z4
+	VCVTDQ2PS       Z14, Z14
+	VBROADCASTSS    (CX)(SI*1), X12
+	VMULPS          X11, X12, X12
+	VBROADCASTSS    X12, Z11
+	VFMADD231PS     Z14, Z11, Z6
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ3Kx4VNNI
+
+donedotQ3Kx4VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
+	RET
+
 // func dotQ6KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ6KVNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_80808080<>+0(SB), Z2
 	VPBROADCASTD c32_00800080<>+0(SB), Z3
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
 	VPBROADCASTD c32_30303030<>+0(SB), Z5
 	TESTQ        DX, DX
-	JZ           doneQ6K
+	JZ           donedotQ6KVNNI
 
-loopQ6K:
+loopdotQ6KVNNI:
 	VPBROADCASTW    208(AX), X6
 	VCVTPH2PS       X6, X6
-	VMULSS          (CX), X6, X6
-	VBROADCASTSS    X6, Z6
 	VPMOVSXBW       192(AX), Y7
 	VPMADDWD        260(CX), Y7, Y7
 	VPSLLD          $0x05, Y7, Y7
 	VCVTDQ2PS       Y7, Y7
-	VFMADD231PS     Y7, Y6, Y1
+	VBROADCASTSS    (CX), X8
+	VMULPS          X6, X8, X8
+	VBROADCASTSS    X8, Y8
+	VFNMADD231PS    Y7, Y8, Y1
 	VBROADCASTI32X4 192(AX), Z7
 	VPXORD          Z2, Z7, Z7
 	VMOVDQU64       (AX), Z10
@@ -1802,18 +3345,18 @@ loopQ6K:
 	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
 	VPANDD          Z5, Z9, Z9
 	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      4(CX), Z8, Z8
 	VPSHUFB         scidx16<>+0(SB), Z7, Z9
 	VPSUBW          Z3, Z9, Z9
+	VPMADDUBSW      4(CX), Z8, Z8
 	VPMADDWD        Z9, Z8, Z8
 	VPSRLW          $0x04, Z10, Z9
 	VPANDD          Z4, Z9, Z9
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z5, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      68(CX), Z9, Z9
 	VPSHUFB         scidx16<>+64(SB), Z7, Z10
 	VPSUBW          Z3, Z10, Z10
+	VPMADDUBSW      68(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
 	VMOVDQU64       64(AX), Z12
 	VBROADCASTI64X4 160(AX), Z13
@@ -1821,28 +3364,31 @@ loopQ6K:
 	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
 	VPANDD          Z5, Z11, Z11
 	VPORD           Z11, Z10, Z10
-	VPMADDUBSW      132(CX), Z10, Z10
 	VPSHUFB         scidx16<>+128(SB), Z7, Z11
 	VPSUBW          Z3, Z11, Z11
+	VPMADDUBSW      132(CX), Z10, Z10
 	VPDPWSSD        Z11, Z10, Z8
 	VPSRLW          $0x04, Z12, Z10
 	VPANDD          Z4, Z10, Z10
 	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
 	VPANDD          Z5, Z11, Z11
 	VPORD           Z11, Z10, Z10
-	VPMADDUBSW      196(CX), Z10, Z10
 	VPSHUFB         scidx16<>+192(SB), Z7, Z7
 	VPSUBW          Z3, Z7, Z7
+	VPMADDUBSW      196(CX), Z10, Z10
 	VPDPWSSD        Z7, Z10, Z9
 	VPADDD          Z9, Z8, Z8
 	VCVTDQ2PS       Z8, Z8
+	VBROADCASTSS    (CX), X7
+	VMULPS          X6, X7, X7
+	VBROADCASTSS    X7, Z6
 	VFMADD231PS     Z8, Z6, Z0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ6K
+	JNZ             loopdotQ6KVNNI
 
-doneQ6K:
+donedotQ6KVNNI:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -1857,27 +3403,237 @@ doneQ6K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
 
+// func dotQ6Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ6Kx4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_80808080<>+0(SB), Z8
+	VPBROADCASTD c32_00800080<>+0(SB), Z9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z10
+	VPBROADCASTD c32_30303030<>+0(SB), Z11
+	TESTQ        DX, DX
+	JZ           donedotQ6Kx4VNNI
+
+loopdotQ6Kx4VNNI:
+	VPBROADCASTW    208(AX), X12
+	VCVTPH2PS       X12, X12
+	VPMOVSXBW       192(AX), Y13
+	VPMADDWD        260(CX), Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX), X15
+	VMULPS          X12, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y1
+	VPMADDWD        260(CX)(BX*1), Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*1), X15
+	VMULPS          X12, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y3
+	VPMADDWD        260(CX)(BX*2), Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*2), X15
+	VMULPS          X12, X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y5
+	VPMADDWD        260(CX)(SI*1), Y13, Y13
+	VPSLLD          $0x05, Y13, Y13
+	VCVTDQ2PS       Y13, Y13
+	VBROADCASTSS    (CX)(SI*1), X14
+	VMULPS          X12, X14, X14
+	VBROADCASTSS    X14, Y14
+	VFNMADD231PS    Y13, Y14, Y7
+	VBROADCASTI32X4 192(AX), Z13
+	VPXORD          Z8, Z13, Z13
+	VMOVDQU64       (AX), Z16
+	VBROADCASTI64X4 128(AX), Z17
+	VPANDD          Z10, Z16, Z14
+	VPSLLVW         shift_4_2<>+0(SB), Z17, Z15
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VPSHUFB         scidx16<>+0(SB), Z13, Z15
+	VPSUBW          Z9, Z15, Z15
+	VPMADDUBSW      4(CX), Z14, Z18
+	VPMADDWD        Z15, Z18, Z18
+	VPMADDUBSW      4(CX)(BX*1), Z14, Z19
+	VPMADDWD        Z15, Z19, Z19
+	VPMADDUBSW      4(CX)(BX*2), Z14, Z20
+	VPMADDWD        Z15, Z20, Z20
+	VPMADDUBSW      4(CX)(SI*1), Z14, Z14
+	VPMADDWD        Z15, Z14, Z14
+	VPSRLW          $0x04, Z16, Z15
+	VPANDD          Z10, Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSHUFB         scidx16<>+64(SB), Z13, Z16
+	VPSUBW          Z9, Z16, Z16
+	VPMADDUBSW      68(CX), Z15, Z17
+	VPDPWSSD        Z16, Z17, Z18
+	VPMADDUBSW      68(CX)(BX*1), Z15, Z17
+	VPDPWSSD        Z16, Z17, Z19
+	VPMADDUBSW      68(CX)(BX*2), Z15, Z17
+	VPDPWSSD        Z16, Z17, Z20
+	VPMADDUBSW      68(CX)(SI*1), Z15, Z15
+	VPDPWSSD        Z16, Z15, Z14
+	VMOVDQU64       64(AX), Z17
+	VBROADCASTI64X4 160(AX), Z21
+	VPANDD          Z10, Z17, Z15
+	VPSLLVW         shift_4_2<>+0(SB), Z21, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSHUFB         scidx16<>+128(SB), Z13, Z16
+	VPSUBW          Z9, Z16, Z16
+	VPMADDUBSW      132(CX), Z15, Z22
+	VPDPWSSD        Z16, Z22, Z18
+	VPMADDUBSW      132(CX)(BX*1), Z15, Z22
+	VPDPWSSD        Z16, Z22, Z19
+	VPMADDUBSW      132(CX)(BX*2), Z15, Z22
+	VPDPWSSD        Z16, Z22, Z20
+	VPMADDUBSW      132(CX)(SI*1), Z15, Z15
+	VPDPWSSD        Z16, Z15, Z14
+	VPSRLW          $0x04, Z17, Z15
+	VPANDD          Z10, Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z21, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSHUFB         scidx16<>+192(SB), Z13, Z13
+	VPSUBW          Z9, Z13, Z13
+	VPMADDUBSW      196(CX), Z15, Z16
+	VPDPWSSD        Z13, Z16, Z18
+	VPMADDUBSW      196(CX)(BX*1), Z15, Z16
+	VPDPWSSD        Z13, Z16, Z19
+	VPMADDUBSW      196(CX)(BX*2), Z15, Z16
+	VPDPWSSD        Z13, Z16, Z20
+	VPMADDUBSW      196(CX)(SI*1), Z15, Z15
+	VPDPWSSD        Z13, Z15, Z14
+	VCVTDQ2PS       Z18, Z18
+	VBROADCASTSS    (CX), X13
+	VMULPS          X12, X13, X13
+	VBROADCASTSS    X13, Z13
+	VFMADD231PS     Z18, Z13, Z0
+	VCVTDQ2PS       Z19, Z19
+	VBROADCASTSS    (CX)(BX*1), X13
+	VMULPS          X12, X13, X13
+	VBROADCASTSS    X13, Z13
+	VFMADD231PS     Z19, Z13, Z2
+	VCVTDQ2PS       Z20, Z20
+	VBROADCASTSS    (CX)(BX*2), X13
+	VMULPS          X12, X13, X13
+	VBROADCASTSS    X13, Z13
+	VFMADD231PS     Z20, Z13, Z4
+	VCVTDQ2PS       Z14, Z14
+	VBROADCASTSS    (CX)(SI*1), X13
+	VMULPS          X12, X13, X13
+	VBROADCASTSS    X13, Z12
+	VFMADD231PS     Z14, Z12, Z6
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ6Kx4VNNI
+
+donedotQ6Kx4VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
+	RET
+
 // func dotQ4KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ4KVNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
 	TESTQ        DX, DX
-	JZ           doneQ4K
+	JZ           donedotQ4KVNNI
 
-loopQ4K:
+loopdotQ4KVNNI:
 	VMOVD           (AX), X3
 	VCVTPH2PS       X3, X3
-	VBROADCASTSS    (CX), X4
-	VMULPS          X4, X3, X3
 	VBROADCASTI32X4 4(AX), Z4
 	VPSHUFD         $0x98, Z4, Z5
 	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
@@ -1887,45 +3643,49 @@ loopQ4K:
 	VPANDD          k4hm_z<>+0(SB), Z4, Z4
 	VPORD           Z4, Z5, Z5
 	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
-	VMOVSHDUP       X3, X6
-	VBROADCASTSS    X6, Z6
 	VPMADDWD        260(CX), Y4, Y4
 	VCVTDQ2PS       Y4, Y4
-	VFMADD231PS     Y4, Y6, Y1
+	VBROADCASTSS    (CX), X6
+	VMULPS          X3, X6, X6
+	VMOVSHDUP       X6, X6
+	VBROADCASTSS    X6, Y6
+	VFNMADD231PS    Y4, Y6, Y1
 	VBROADCASTI64X4 16(AX), Z4
 	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
 	VPANDD          Z2, Z4, Z4
-	VPMADDUBSW      4(CX), Z4, Z4
 	VPSHUFB         scidx32<>+0(SB), Z5, Z6
+	VPMADDUBSW      4(CX), Z4, Z4
 	VPMADDWD        Z6, Z4, Z4
 	VBROADCASTI64X4 48(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPMADDUBSW      68(CX), Z6, Z6
 	VPSHUFB         scidx32<>+64(SB), Z5, Z7
+	VPMADDUBSW      68(CX), Z6, Z6
 	VPMADDWD        Z7, Z6, Z6
 	VBROADCASTI64X4 80(AX), Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
-	VPMADDUBSW      132(CX), Z7, Z7
 	VPSHUFB         scidx32<>+128(SB), Z5, Z8
+	VPMADDUBSW      132(CX), Z7, Z7
 	VPDPWSSD        Z8, Z7, Z4
 	VBROADCASTI64X4 112(AX), Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
-	VPMADDUBSW      196(CX), Z7, Z7
 	VPSHUFB         scidx32<>+192(SB), Z5, Z5
+	VPMADDUBSW      196(CX), Z7, Z7
 	VPDPWSSD        Z5, Z7, Z6
 	VPADDD          Z6, Z4, Z4
-	VBROADCASTSS    X3, Z3
 	VCVTDQ2PS       Z4, Z4
+	VBROADCASTSS    (CX), X5
+	VMULPS          X3, X5, X5
+	VBROADCASTSS    X5, Z3
 	VFMADD231PS     Z4, Z3, Z0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ4K
+	JNZ             loopdotQ4KVNNI
 
-doneQ4K:
+donedotQ4KVNNI:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -1940,29 +3700,228 @@ doneQ4K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
 	RET
 
+// func dotQ4Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ4Kx4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
+	TESTQ        DX, DX
+	JZ           donedotQ4Kx4VNNI
+
+loopdotQ4Kx4VNNI:
+	VMOVD           (AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 4(AX), Z10
+	VPSHUFD         $0x98, Z10, Z11
+	VPSRLVD         k4sh_z<>+0(SB), Z11, Z11
+	VPANDD          k4m_z<>+0(SB), Z11, Z11
+	VPSHUFD         $0x50, Z10, Z10
+	VPSRLD          $0x02, Z10, Z10
+	VPANDD          k4hm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPSHUFB         k4mdup<>+0(SB), Y11, Y10
+	VPMADDWD        260(CX), Y10, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX), X13
+	VMULPS          X9, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y1
+	VPMADDWD        260(CX)(BX*1), Y10, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(BX*1), X13
+	VMULPS          X9, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y3
+	VPMADDWD        260(CX)(BX*2), Y10, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(BX*2), X13
+	VMULPS          X9, X13, X13
+	VMOVSHDUP       X13, X13
+	VBROADCASTSS    X13, Y13
+	VFNMADD231PS    Y12, Y13, Y5
+	VPMADDWD        260(CX)(SI*1), Y10, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    (CX)(SI*1), X12
+	VMULPS          X9, X12, X12
+	VMOVSHDUP       X12, X12
+	VBROADCASTSS    X12, Y12
+	VFNMADD231PS    Y10, Y12, Y7
+	VBROADCASTI64X4 16(AX), Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z8, Z10, Z10
+	VPSHUFB         scidx32<>+0(SB), Z11, Z12
+	VPMADDUBSW      4(CX), Z10, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPMADDUBSW      4(CX)(BX*1), Z10, Z14
+	VPMADDWD        Z12, Z14, Z14
+	VPMADDUBSW      4(CX)(BX*2), Z10, Z15
+	VPMADDWD        Z12, Z15, Z15
+	VPMADDUBSW      4(CX)(SI*1), Z10, Z10
+	VPMADDWD        Z12, Z10, Z10
+	VBROADCASTI64X4 48(AX), Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z8, Z12, Z12
+	VPSHUFB         scidx32<>+64(SB), Z11, Z16
+	VPMADDUBSW      68(CX), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z13
+	VPMADDUBSW      68(CX)(BX*1), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z14
+	VPMADDUBSW      68(CX)(BX*2), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z15
+	VPMADDUBSW      68(CX)(SI*1), Z12, Z12
+	VPDPWSSD        Z16, Z12, Z10
+	VBROADCASTI64X4 80(AX), Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z8, Z12, Z12
+	VPSHUFB         scidx32<>+128(SB), Z11, Z16
+	VPMADDUBSW      132(CX), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z13
+	VPMADDUBSW      132(CX)(BX*1), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z14
+	VPMADDUBSW      132(CX)(BX*2), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z15
+	VPMADDUBSW      132(CX)(SI*1), Z12, Z12
+	VPDPWSSD        Z16, Z12, Z10
+	VBROADCASTI64X4 112(AX), Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z8, Z12, Z12
+	VPSHUFB         scidx32<>+192(SB), Z11, Z11
+	VPMADDUBSW      196(CX), Z12, Z16
+	VPDPWSSD        Z11, Z16, Z13
+	VPMADDUBSW      196(CX)(BX*1), Z12, Z16
+	VPDPWSSD        Z11, Z16, Z14
+	VPMADDUBSW      196(CX)(BX*2), Z12, Z16
+	VPDPWSSD        Z11, Z16, Z15
+	VPMADDUBSW      196(CX)(SI*1), Z12, Z12
+	VPDPWSSD        Z11, Z12, Z10
+	VCVTDQ2PS       Z13, Z13
+	VBROADCASTSS    (CX), X11
+	VMULPS          X9, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z13, Z11, Z0
+	VCVTDQ2PS       Z14, Z14
+	VBROADCASTSS    (CX)(BX*1), X11
+	VMULPS          X9, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z14, Z11, Z2
+	VCVTDQ2PS       Z15, Z15
+	VBROADCASTSS    (CX)(BX*2), X11
+	VMULPS          X9, X11, X11
+	VBROADCASTSS    X11, Z11
+	VFMADD231PS     Z15, Z11, Z4
+	VCVTDQ2PS       Z10, Z10
+	VBROADCASTSS    (CX)(SI*1), X11
+	VMULPS          X9, X11, X11
+	VBROADCASTSS    X11, Z9
+	VFMADD231PS     Z10, Z9, Z6
+	ADDQ            $0x00000090, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ4Kx4VNNI
+
+donedotQ4Kx4VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
+	RET
+
 // func dotQ5KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ5KVNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
+	VXORPS       Z0, Z0, Z0
 	VXORPS       Y1, Y1, Y1
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
 	VPBROADCASTD c32_10101010<>+0(SB), Z3
 	TESTQ        DX, DX
-	JZ           doneQ5K
+	JZ           donedotQ5KVNNI
 
-loopQ5K:
+loopdotQ5KVNNI:
 	VBROADCASTI64X4 16(AX), Z4
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X6
-	VMULPS          X6, X5, X5
 	VBROADCASTI32X4 4(AX), Z6
 	VPSHUFD         $0x98, Z6, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
@@ -1972,19 +3931,21 @@ loopQ5K:
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z7, Z7
 	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
-	VMOVSHDUP       X5, X8
-	VBROADCASTSS    X8, Z8
 	VPMADDWD        260(CX), Y6, Y6
 	VCVTDQ2PS       Y6, Y6
-	VFMADD231PS     Y6, Y8, Y1
+	VBROADCASTSS    (CX), X8
+	VMULPS          X5, X8, X8
+	VMOVSHDUP       X8, X8
+	VBROADCASTSS    X8, Y8
+	VFNMADD231PS    Y6, Y8, Y1
 	VBROADCASTI64X4 48(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
 	VPSLLVW         shift_4_3<>+0(SB), Z4, Z8
 	VPANDD          Z3, Z8, Z8
 	VPORD           Z8, Z6, Z6
-	VPMADDUBSW      4(CX), Z6, Z6
 	VPSHUFB         scidx32<>+0(SB), Z7, Z8
+	VPMADDUBSW      4(CX), Z6, Z6
 	VPMADDWD        Z8, Z6, Z6
 	VBROADCASTI64X4 80(AX), Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
@@ -1992,8 +3953,8 @@ loopQ5K:
 	VPSLLVW         shift_2_1<>+0(SB), Z4, Z9
 	VPANDD          Z3, Z9, Z9
 	VPORD           Z9, Z8, Z8
-	VPMADDUBSW      68(CX), Z8, Z8
 	VPSHUFB         scidx32<>+64(SB), Z7, Z9
+	VPMADDUBSW      68(CX), Z8, Z8
 	VPMADDWD        Z9, Z8, Z8
 	VBROADCASTI64X4 112(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
@@ -2001,8 +3962,8 @@ loopQ5K:
 	VPSRLVW         shift_0_1<>+0(SB), Z4, Z10
 	VPANDD          Z3, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPMADDUBSW      132(CX), Z9, Z9
 	VPSHUFB         scidx32<>+128(SB), Z7, Z10
+	VPMADDUBSW      132(CX), Z9, Z9
 	VPDPWSSD        Z10, Z9, Z6
 	VBROADCASTI64X4 144(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
@@ -2010,19 +3971,21 @@ loopQ5K:
 	VPSRLVW         shift_2_3<>+0(SB), Z4, Z4
 	VPANDD          Z3, Z4, Z4
 	VPORD           Z4, Z9, Z9
-	VPMADDUBSW      196(CX), Z9, Z4
-	VPSHUFB         scidx32<>+192(SB), Z7, Z7
-	VPDPWSSD        Z7, Z4, Z8
+	VPSHUFB         scidx32<>+192(SB), Z7, Z4
+	VPMADDUBSW      196(CX), Z9, Z7
+	VPDPWSSD        Z4, Z7, Z8
 	VPADDD          Z8, Z6, Z6
-	VBROADCASTSS    X5, Z4
 	VCVTDQ2PS       Z6, Z6
+	VBROADCASTSS    (CX), X4
+	VMULPS          X5, X4, X4
+	VBROADCASTSS    X4, Z4
 	VFMADD231PS     Z6, Z4, Z0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopQ5K
+	JNZ             loopdotQ5KVNNI
 
-doneQ5K:
+donedotQ5KVNNI:
 	VEXTRACTF64X4 $0x01, Z0, Y2
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF128  $0x01, Y0, X2
@@ -2037,8 +4000,223 @@ doneQ5K:
 	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X1, X1
-	VSUBSS        X1, X0, X0
+	VADDSS        X1, X0, X0
 	MOVSS         X0, ret+24(FP)
+	RET
+
+// func dotQ5Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ5Kx4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Y7, Y7, Y7
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
+	VPBROADCASTD c32_10101010<>+0(SB), Z9
+	TESTQ        DX, DX
+	JZ           donedotQ5Kx4VNNI
+
+loopdotQ5Kx4VNNI:
+	VBROADCASTI64X4 16(AX), Z10
+	VMOVD           (AX), X11
+	VCVTPH2PS       X11, X11
+	VBROADCASTI32X4 4(AX), Z12
+	VPSHUFD         $0x98, Z12, Z13
+	VPSRLVD         k4sh_z<>+0(SB), Z13, Z13
+	VPANDD          k4m_z<>+0(SB), Z13, Z13
+	VPSHUFD         $0x50, Z12, Z12
+	VPSRLD          $0x02, Z12, Z12
+	VPANDD          k4hm_z<>+0(SB), Z12, Z12
+	VPORD           Z12, Z13, Z13
+	VPSHUFB         k4mdup<>+0(SB), Y13, Y12
+	VPMADDWD        260(CX), Y12, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX), X15
+	VMULPS          X11, X15, X15
+	VMOVSHDUP       X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y1
+	VPMADDWD        260(CX)(BX*1), Y12, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*1), X15
+	VMULPS          X11, X15, X15
+	VMOVSHDUP       X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y3
+	VPMADDWD        260(CX)(BX*2), Y12, Y14
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    (CX)(BX*2), X15
+	VMULPS          X11, X15, X15
+	VMOVSHDUP       X15, X15
+	VBROADCASTSS    X15, Y15
+	VFNMADD231PS    Y14, Y15, Y5
+	VPMADDWD        260(CX)(SI*1), Y12, Y12
+	VCVTDQ2PS       Y12, Y12
+	VBROADCASTSS    (CX)(SI*1), X14
+	VMULPS          X11, X14, X14
+	VMOVSHDUP       X14, X14
+	VBROADCASTSS    X14, Y14
+	VFNMADD231PS    Y12, Y14, Y7
+	VBROADCASTI64X4 48(AX), Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z8, Z12, Z12
+	VPSLLVW         shift_4_3<>+0(SB), Z10, Z14
+	VPANDD          Z9, Z14, Z14
+	VPORD           Z14, Z12, Z12
+	VPSHUFB         scidx32<>+0(SB), Z13, Z14
+	VPMADDUBSW      4(CX), Z12, Z15
+	VPMADDWD        Z14, Z15, Z15
+	VPMADDUBSW      4(CX)(BX*1), Z12, Z16
+	VPMADDWD        Z14, Z16, Z16
+	VPMADDUBSW      4(CX)(BX*2), Z12, Z17
+	VPMADDWD        Z14, Z17, Z17
+	VPMADDUBSW      4(CX)(SI*1), Z12, Z12
+	VPMADDWD        Z14, Z12, Z12
+	VBROADCASTI64X4 80(AX), Z14
+	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
+	VPANDD          Z8, Z14, Z14
+	VPSLLVW         shift_2_1<>+0(SB), Z10, Z18
+	VPANDD          Z9, Z18, Z18
+	VPORD           Z18, Z14, Z14
+	VPSHUFB         scidx32<>+64(SB), Z13, Z18
+	VPMADDUBSW      68(CX), Z14, Z19
+	VPDPWSSD        Z18, Z19, Z15
+	VPMADDUBSW      68(CX)(BX*1), Z14, Z19
+	VPDPWSSD        Z18, Z19, Z16
+	VPMADDUBSW      68(CX)(BX*2), Z14, Z19
+	VPDPWSSD        Z18, Z19, Z17
+	VPMADDUBSW      68(CX)(SI*1), Z14, Z14
+	VPDPWSSD        Z18, Z14, Z12
+	VBROADCASTI64X4 112(AX), Z14
+	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
+	VPANDD          Z8, Z14, Z14
+	VPSRLVW         shift_0_1<>+0(SB), Z10, Z18
+	VPANDD          Z9, Z18, Z18
+	VPORD           Z18, Z14, Z14
+	VPSHUFB         scidx32<>+128(SB), Z13, Z18
+	VPMADDUBSW      132(CX), Z14, Z19
+	VPDPWSSD        Z18, Z19, Z15
+	VPMADDUBSW      132(CX)(BX*1), Z14, Z19
+	VPDPWSSD        Z18, Z19, Z16
+	VPMADDUBSW      132(CX)(BX*2), Z14, Z19
+	VPDPWSSD        Z18, Z19, Z17
+	VPMADDUBSW      132(CX)(SI*1), Z14, Z14
+	VPDPWSSD        Z18, Z14, Z12
+	VBROADCASTI64X4 144(AX), Z14
+	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
+	VPANDD          Z8, Z14, Z14
+	VPSRLVW         shift_2_3<>+0(SB), Z10, Z10
+	VPANDD          Z9, Z10, Z10
+	VPORD           Z10, Z14, Z14
+	VPSHUFB         scidx32<>+192(SB), Z13, Z10
+	VPMADDUBSW      196(CX), Z14, Z13
+	VPDPWSSD        Z10, Z13, Z15
+	VPMADDUBSW      196(CX)(BX*1), Z14, Z13
+	VPDPWSSD        Z10, Z13, Z16
+	VPMADDUBSW      196(CX)(BX*2), Z14, Z13
+	VPDPWSSD        Z10, Z13, Z17
+	VPMADDUBSW      196(CX)(SI*1), Z14, Z13
+	VPDPWSSD        Z10, Z13, Z12
+	VCVTDQ2PS       Z15, Z15
+	VBROADCASTSS    (CX), X10
+	VMULPS          X11, X10, X10
+	VBROADCASTSS    X10, Z10
+	VFMADD231PS     Z15, Z10, Z0
+	VCVTDQ2PS       Z16, Z16
+	VBROADCASTSS    (CX)(BX*1), X10
+	VMULPS          X11, X10, X10
+	VBROADCASTSS    X10, Z10
+	VFMADD231PS     Z16, Z10, Z2
+	VCVTDQ2PS       Z17, Z17
+	VBROADCASTSS    (CX)(BX*2), X10
+	VMULPS          X11, X10, X10
+	VBROADCASTSS    X10, Z10
+	VFMADD231PS     Z17, Z10, Z4
+	VCVTDQ2PS       Z12, Z12
+	VBROADCASTSS    (CX)(SI*1), X10
+	VMULPS          X11, X10, X10
+	VBROADCASTSS    X10, Z10
+	VFMADD231PS     Z12, Z10, Z6
+	ADDQ            $0x000000b0, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ5Kx4VNNI
+
+donedotQ5Kx4VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF128  $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPS        X1, X7, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 12(AX)
 	RET
 
 // func dotQ8_0VNNI(w *byte, a *byte, nb int) float32
@@ -2373,233 +4551,457 @@ donedotBF16VNNI:
 // func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ2KVNNI256(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXOR        Y0, Y0, Y0
-	VXORPS       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
-	VPBROADCASTD c32_03030303<>+0(SB), Y3
-	TESTQ        DX, DX
-	JZ           doneQ2K
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	TESTQ  DX, DX
+	JZ     donedotQ2KVNNI256
 
-loopQ2K:
-	VMOVD          80(AX), X4
-	VCVTPH2PS      X4, X4
-	VBROADCASTSS   (CX), X5
-	VMULPS         X5, X4, X4
-	VMOVDQU        (AX), X5
-	VPSRLW         $0x04, X5, X5
-	VPAND          X2, X5, X5
-	VPMOVZXBW      X5, Y5
-	VMOVSHDUP      X4, X6
-	VBROADCASTSS   X6, Y6
-	VPMADDWD       260(CX), Y5, Y5
-	VCVTDQ2PS      Y5, Y5
-	VFMADD231PS    Y5, Y6, Y1
-	VBROADCASTI128 (AX), Y5
-	VPAND          Y2, Y5, Y5
-	VMOVDQU        16(AX), Y7
-	VMOVDQA        Y7, Y6
-	VPAND          Y3, Y6, Y6
-	VPMADDUBSW     4(CX), Y6, Y6
-	VPSHUFB        scidx16<>+0(SB), Y5, Y8
-	VPMADDWD       Y8, Y6, Y6
-	VPSRLW         $0x02, Y7, Y8
-	VPAND          Y3, Y8, Y8
-	VPMADDUBSW     36(CX), Y8, Y8
-	VPSHUFB        scidx16<>+32(SB), Y5, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VPSRLW         $0x04, Y7, Y9
-	VPAND          Y3, Y9, Y9
-	VPMADDUBSW     68(CX), Y9, Y9
-	VPSHUFB        scidx16<>+64(SB), Y5, Y10
-	VPDPWSSD       Y10, Y9, Y6
-	VPSRLW         $0x06, Y7, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     100(CX), Y7, Y7
-	VPSHUFB        scidx16<>+96(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y8
-	VMOVDQU        48(AX), Y9
-	VMOVDQA        Y9, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     132(CX), Y7, Y7
-	VPSHUFB        scidx16<>+128(SB), Y5, Y10
-	VPDPWSSD       Y10, Y7, Y6
-	VPSRLW         $0x02, Y9, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     164(CX), Y7, Y7
-	VPSHUFB        scidx16<>+160(SB), Y5, Y10
-	VPDPWSSD       Y10, Y7, Y8
-	VPSRLW         $0x04, Y9, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     196(CX), Y7, Y7
-	VPSHUFB        scidx16<>+192(SB), Y5, Y10
-	VPDPWSSD       Y10, Y7, Y6
-	VPSRLW         $0x06, Y9, Y7
-	VPAND          Y3, Y7, Y7
-	VPMADDUBSW     228(CX), Y7, Y7
-	VPSHUFB        scidx16<>+224(SB), Y5, Y5
-	VPDPWSSD       Y5, Y7, Y8
-	VPADDD         Y8, Y6, Y6
-	VBROADCASTSS   X4, Y4
-	VCVTDQ2PS      Y6, Y6
-	VFMADD231PS    Y6, Y4, Y0
+loopdotQ2KVNNI256:
+	VMOVD          80(AX), X1
+	VCVTPH2PS      X1, X1
+	VMOVDQU        (AX), X2
+	VPSRLW         $0x04, X2, X2
+	VPAND          v32_0f0f0f0f<>+0(SB), X2, X2
+	VPMOVZXBW      X2, Y2
+	VPMADDWD       260(CX), Y2, Y2
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   (CX), X3
+	VMULPS         X1, X3, X3
+	VMOVSHDUP      X3, X3
+	VBROADCASTSS   X3, Y3
+	VFNMADD231PS   Y2, Y3, Y0
+	VBROADCASTI128 (AX), Y2
+	VPAND          v32_0f0f0f0f<>+0(SB), Y2, Y2
+	VMOVDQU        16(AX), Y4
+	VMOVDQA        Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+0(SB), Y2, Y5
+	VPMADDUBSW     4(CX), Y3, Y3
+	VPMADDWD       Y5, Y3, Y3
+	VPSRLW         $0x02, Y4, Y5
+	VPAND          v32_03030303<>+0(SB), Y5, Y5
+	VPSHUFB        scidx16<>+32(SB), Y2, Y6
+	VPMADDUBSW     36(CX), Y5, Y5
+	VPMADDWD       Y6, Y5, Y5
+	VPSRLW         $0x04, Y4, Y6
+	VPAND          v32_03030303<>+0(SB), Y6, Y6
+	VPSHUFB        scidx16<>+64(SB), Y2, Y7
+	VPMADDUBSW     68(CX), Y6, Y6
+	VPDPWSSD       Y7, Y6, Y3
+	VPSRLW         $0x06, Y4, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+96(SB), Y2, Y6
+	VPMADDUBSW     100(CX), Y4, Y4
+	VPDPWSSD       Y6, Y4, Y5
+	VMOVDQU        48(AX), Y6
+	VMOVDQA        Y6, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+128(SB), Y2, Y7
+	VPMADDUBSW     132(CX), Y4, Y4
+	VPDPWSSD       Y7, Y4, Y3
+	VPSRLW         $0x02, Y6, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+160(SB), Y2, Y7
+	VPMADDUBSW     164(CX), Y4, Y4
+	VPDPWSSD       Y7, Y4, Y5
+	VPSRLW         $0x04, Y6, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+192(SB), Y2, Y7
+	VPMADDUBSW     196(CX), Y4, Y4
+	VPDPWSSD       Y7, Y4, Y3
+	VPSRLW         $0x06, Y6, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+224(SB), Y2, Y2
+	VPMADDUBSW     228(CX), Y4, Y4
+	VPDPWSSD       Y2, Y4, Y5
+	VPADDD         Y5, Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   (CX), X2
+	VMULPS         X1, X2, X2
+	VBROADCASTSS   X2, Y1
+	VFMADD231PS    Y3, Y1, Y0
 	ADDQ           $0x00000054, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
-	JNZ            loopQ2K
+	JNZ            loopdotQ2KVNNI256
 
-doneQ2K:
-	VEXTRACTF128 $0x01, Y0, X2
-	VADDPS       X2, X0, X0
-	VMOVHLPS     X0, X0, X2
-	VADDPS       X2, X0, X0
-	VMOVSHDUP    X0, X2
-	VADDSS       X2, X0, X0
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X2, X1, X1
-	VMOVHLPS     X1, X1, X2
-	VADDPS       X2, X1, X1
-	VMOVSHDUP    X1, X2
-	VADDSS       X2, X1, X1
-	VSUBSS       X1, X0, X0
+donedotQ2KVNNI256:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	RET
+
+DATA v32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+4(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+8(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+12(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+16(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+20(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+24(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+28(SB)/4, $0x0f0f0f0f
+GLOBL v32_0f0f0f0f<>(SB), RODATA|NOPTR, $32
+
+DATA v32_03030303<>+0(SB)/4, $0x03030303
+DATA v32_03030303<>+4(SB)/4, $0x03030303
+DATA v32_03030303<>+8(SB)/4, $0x03030303
+DATA v32_03030303<>+12(SB)/4, $0x03030303
+DATA v32_03030303<>+16(SB)/4, $0x03030303
+DATA v32_03030303<>+20(SB)/4, $0x03030303
+DATA v32_03030303<>+24(SB)/4, $0x03030303
+DATA v32_03030303<>+28(SB)/4, $0x03030303
+GLOBL v32_03030303<>(SB), RODATA|NOPTR, $32
+
+// func dotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ2Kx4VNNI256(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  DX, DX
+	JZ     donedotQ2Kx4VNNI256
+
+loopdotQ2Kx4VNNI256:
+	VMOVD          80(AX), X4
+	VCVTPH2PS      X4, X4
+	VMOVDQU        (AX), X5
+	VPSRLW         $0x04, X5, X5
+	VPAND          v32_0f0f0f0f<>+0(SB), X5, X5
+	VPMOVZXBW      X5, Y5
+	VPMADDWD       260(CX), Y5, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX), X7
+	VMULPS         X4, X7, X7
+	VMOVSHDUP      X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y0
+	VPMADDWD       260(CX)(BX*1), Y5, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX)(BX*1), X7
+	VMULPS         X4, X7, X7
+	VMOVSHDUP      X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y1
+	VPMADDWD       260(CX)(BX*2), Y5, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX)(BX*2), X7
+	VMULPS         X4, X7, X7
+	VMOVSHDUP      X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y2
+	VPMADDWD       260(CX)(SI*1), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (CX)(SI*1), X6
+	VMULPS         X4, X6, X6
+	VMOVSHDUP      X6, X6
+	VBROADCASTSS   X6, Y6
+	VFNMADD231PS   Y5, Y6, Y3
+	VBROADCASTI128 (AX), Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
+	VMOVDQU        16(AX), Y7
+	VMOVDQA        Y7, Y6
+	VPAND          v32_03030303<>+0(SB), Y6, Y6
+	VPSHUFB        scidx16<>+0(SB), Y5, Y8
+	VPMADDUBSW     4(CX), Y6, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPMADDUBSW     4(CX)(BX*1), Y6, Y10
+	VPMADDWD       Y8, Y10, Y10
+	VPMADDUBSW     4(CX)(BX*2), Y6, Y11
+	VPMADDWD       Y8, Y11, Y11
+	VPMADDUBSW     4(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y8, Y6, Y6
+	VPSRLW         $0x02, Y7, Y8
+	VPAND          v32_03030303<>+0(SB), Y8, Y8
+	VPSHUFB        scidx16<>+32(SB), Y5, Y12
+	VPMADDUBSW     36(CX), Y8, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     36(CX)(BX*1), Y8, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     36(CX)(BX*2), Y8, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     36(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y12, Y8, Y6
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          v32_03030303<>+0(SB), Y8, Y8
+	VPSHUFB        scidx16<>+64(SB), Y5, Y12
+	VPMADDUBSW     68(CX), Y8, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     68(CX)(BX*1), Y8, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     68(CX)(BX*2), Y8, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     68(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y12, Y8, Y6
+	VPSRLW         $0x06, Y7, Y7
+	VPAND          v32_03030303<>+0(SB), Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y5, Y8
+	VPMADDUBSW     100(CX), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y9
+	VPMADDUBSW     100(CX)(BX*1), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y10
+	VPMADDUBSW     100(CX)(BX*2), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y11
+	VPMADDUBSW     100(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y8, Y7, Y6
+	VMOVDQU        48(AX), Y8
+	VMOVDQA        Y8, Y7
+	VPAND          v32_03030303<>+0(SB), Y7, Y7
+	VPSHUFB        scidx16<>+128(SB), Y5, Y12
+	VPMADDUBSW     132(CX), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     132(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     132(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     132(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y12, Y7, Y6
+	VPSRLW         $0x02, Y8, Y7
+	VPAND          v32_03030303<>+0(SB), Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y5, Y12
+	VPMADDUBSW     164(CX), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     164(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     164(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     164(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y12, Y7, Y6
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          v32_03030303<>+0(SB), Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y5, Y12
+	VPMADDUBSW     196(CX), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     196(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     196(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     196(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y12, Y7, Y6
+	VPSRLW         $0x06, Y8, Y7
+	VPAND          v32_03030303<>+0(SB), Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y5, Y5
+	VPMADDUBSW     228(CX), Y7, Y8
+	VPDPWSSD       Y5, Y8, Y9
+	VPMADDUBSW     228(CX)(BX*1), Y7, Y8
+	VPDPWSSD       Y5, Y8, Y10
+	VPMADDUBSW     228(CX)(BX*2), Y7, Y8
+	VPDPWSSD       Y5, Y8, Y11
+	VPMADDUBSW     228(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y5, Y7, Y6
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   (CX), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y9, Y5, Y0
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (CX)(BX*1), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y10, Y5, Y1
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   (CX)(BX*2), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y11, Y5, Y2
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX)(SI*1), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y4
+	VFMADD231PS    Y6, Y4, Y3
+	ADDQ           $0x00000054, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ2Kx4VNNI256
+
+donedotQ2Kx4VNNI256:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(AX)
 	RET
 
 // func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ3KVNNI256(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXOR        Y0, Y0, Y0
-	VXORPS       Y1, Y1, Y1
-	VPBROADCASTD c32_00200020<>+0(SB), Y2
-	VPBROADCASTD c32_03030303<>+0(SB), Y3
-	VPBROADCASTD c32_04040404<>+0(SB), Y4
-	TESTQ        DX, DX
-	JZ           doneQ3K
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	TESTQ  DX, DX
+	JZ     donedotQ3KVNNI256
 
-loopQ3K:
-	VPBROADCASTW   108(AX), X5
-	VCVTPH2PS      X5, X5
-	VMULSS         (CX), X5, X5
-	VBROADCASTSS   X5, Y5
-	VBROADCASTI128 94(AX), Y6
-	VPSHUFB        q3a_y<>+0(SB), Y6, Y7
-	VPSRLVD        q3ash_y<>+0(SB), Y7, Y7
-	VPAND          q3am_y<>+0(SB), Y7, Y7
-	VPSHUFB        q3t_y<>+0(SB), Y6, Y6
-	VPSLLVD        q3tl_y<>+0(SB), Y6, Y6
-	VPSRLVD        q3tr_y<>+0(SB), Y6, Y6
-	VPAND          q3tm_y<>+0(SB), Y6, Y6
-	VPOR           Y6, Y7, Y7
-	VPMOVZXBW      X7, Y6
-	VPSUBW         Y2, Y6, Y6
-	VPMADDWD       260(CX), Y6, Y6
-	VPSLLD         $0x02, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VFMADD231PS    Y6, Y5, Y1
-	VMOVDQU        (AX), Y6
-	VMOVDQU        32(AX), Y9
-	VMOVDQA        Y9, Y8
-	VPAND          Y3, Y8, Y8
-	VPSLLW         $0x02, Y6, Y10
-	VPAND          Y4, Y10, Y10
-	VPOR           Y10, Y8, Y8
-	VPMADDUBSW     4(CX), Y8, Y8
-	VPSHUFB        scidx16<>+0(SB), Y7, Y10
-	VPSUBW         Y2, Y10, Y10
-	VPMADDWD       Y10, Y8, Y8
-	VPSRLW         $0x02, Y9, Y10
-	VPAND          Y3, Y10, Y10
-	VPSLLW         $0x01, Y6, Y11
-	VPAND          Y4, Y11, Y11
-	VPOR           Y11, Y10, Y10
-	VPMADDUBSW     36(CX), Y10, Y10
-	VPSHUFB        scidx16<>+32(SB), Y7, Y11
-	VPSUBW         Y2, Y11, Y11
-	VPMADDWD       Y11, Y10, Y10
-	VPSRLW         $0x04, Y9, Y11
-	VPAND          Y3, Y11, Y11
-	VMOVDQA        Y6, Y12
-	VPAND          Y4, Y12, Y12
-	VPOR           Y12, Y11, Y11
-	VPMADDUBSW     68(CX), Y11, Y11
-	VPSHUFB        scidx16<>+64(SB), Y7, Y12
-	VPSUBW         Y2, Y12, Y12
-	VPDPWSSD       Y12, Y11, Y8
-	VPSRLW         $0x06, Y9, Y9
-	VPAND          Y3, Y9, Y9
-	VPSRLW         $0x01, Y6, Y11
-	VPAND          Y4, Y11, Y11
-	VPOR           Y11, Y9, Y9
-	VPMADDUBSW     100(CX), Y9, Y9
-	VPSHUFB        scidx16<>+96(SB), Y7, Y11
-	VPSUBW         Y2, Y11, Y11
-	VPDPWSSD       Y11, Y9, Y10
-	VMOVDQU        64(AX), Y11
-	VMOVDQA        Y11, Y9
-	VPAND          Y3, Y9, Y9
-	VPSRLW         $0x02, Y6, Y12
-	VPAND          Y4, Y12, Y12
-	VPOR           Y12, Y9, Y9
-	VPMADDUBSW     132(CX), Y9, Y9
-	VPSHUFB        scidx16<>+128(SB), Y7, Y12
-	VPSUBW         Y2, Y12, Y12
-	VPDPWSSD       Y12, Y9, Y8
-	VPSRLW         $0x02, Y11, Y9
-	VPAND          Y3, Y9, Y9
-	VPSRLW         $0x03, Y6, Y12
-	VPAND          Y4, Y12, Y12
-	VPOR           Y12, Y9, Y9
-	VPMADDUBSW     164(CX), Y9, Y9
-	VPSHUFB        scidx16<>+160(SB), Y7, Y12
-	VPSUBW         Y2, Y12, Y12
-	VPDPWSSD       Y12, Y9, Y10
-	VPSRLW         $0x04, Y11, Y9
-	VPAND          Y3, Y9, Y9
-	VPSRLW         $0x04, Y6, Y12
-	VPAND          Y4, Y12, Y12
-	VPOR           Y12, Y9, Y9
-	VPMADDUBSW     196(CX), Y9, Y9
-	VPSHUFB        scidx16<>+192(SB), Y7, Y12
-	VPSUBW         Y2, Y12, Y12
-	VPDPWSSD       Y12, Y9, Y8
-	VPSRLW         $0x06, Y11, Y9
-	VPAND          Y3, Y9, Y9
-	VPSRLW         $0x05, Y6, Y6
-	VPAND          Y4, Y6, Y6
-	VPOR           Y6, Y9, Y9
-	VPMADDUBSW     228(CX), Y9, Y6
-	VPSHUFB        scidx16<>+224(SB), Y7, Y7
-	VPSUBW         Y2, Y7, Y7
-	VPDPWSSD       Y7, Y6, Y10
-	VPADDD         Y10, Y8, Y8
-	VCVTDQ2PS      Y8, Y8
-	VFMADD231PS    Y8, Y5, Y0
+loopdotQ3KVNNI256:
+	VPBROADCASTW   108(AX), X1
+	VCVTPH2PS      X1, X1
+	VBROADCASTI128 94(AX), Y2
+	VPSHUFB        q3a_y<>+0(SB), Y2, Y3
+	VPSRLVD        q3ash_y<>+0(SB), Y3, Y3
+	VPAND          q3am_y<>+0(SB), Y3, Y3
+	VPSHUFB        q3t_y<>+0(SB), Y2, Y2
+	VPSLLVD        q3tl_y<>+0(SB), Y2, Y2
+	VPSRLVD        q3tr_y<>+0(SB), Y2, Y2
+	VPAND          q3tm_y<>+0(SB), Y2, Y2
+	VPOR           Y2, Y3, Y3
+	VPMOVZXBW      X3, Y2
+	VPSUBW         v32_00200020<>+0(SB), Y2, Y2
+	VPMADDWD       260(CX), Y2, Y2
+	VPSLLD         $0x02, Y2, Y2
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   (CX), X4
+	VMULPS         X1, X4, X4
+	VBROADCASTSS   X4, Y4
+	VFNMADD231PS   Y2, Y4, Y0
+	VMOVDQU        (AX), Y2
+	VMOVDQU        32(AX), Y5
+	VMOVDQA        Y5, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSLLW         $0x02, Y2, Y6
+	VPAND          v32_04040404<>+0(SB), Y6, Y6
+	VPOR           Y6, Y4, Y4
+	VPSHUFB        scidx16<>+0(SB), Y3, Y6
+	VPSUBW         v32_00200020<>+0(SB), Y6, Y6
+	VPMADDUBSW     4(CX), Y4, Y4
+	VPMADDWD       Y6, Y4, Y4
+	VPSRLW         $0x02, Y5, Y6
+	VPAND          v32_03030303<>+0(SB), Y6, Y6
+	VPSLLW         $0x01, Y2, Y7
+	VPAND          v32_04040404<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VPSHUFB        scidx16<>+32(SB), Y3, Y7
+	VPSUBW         v32_00200020<>+0(SB), Y7, Y7
+	VPMADDUBSW     36(CX), Y6, Y6
+	VPMADDWD       Y7, Y6, Y6
+	VPSRLW         $0x04, Y5, Y7
+	VPAND          v32_03030303<>+0(SB), Y7, Y7
+	VMOVDQA        Y2, Y8
+	VPAND          v32_04040404<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPSHUFB        scidx16<>+64(SB), Y3, Y8
+	VPSUBW         v32_00200020<>+0(SB), Y8, Y8
+	VPMADDUBSW     68(CX), Y7, Y7
+	VPDPWSSD       Y8, Y7, Y4
+	VPSRLW         $0x06, Y5, Y5
+	VPAND          v32_03030303<>+0(SB), Y5, Y5
+	VPSRLW         $0x01, Y2, Y7
+	VPAND          v32_04040404<>+0(SB), Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSHUFB        scidx16<>+96(SB), Y3, Y7
+	VPSUBW         v32_00200020<>+0(SB), Y7, Y7
+	VPMADDUBSW     100(CX), Y5, Y5
+	VPDPWSSD       Y7, Y5, Y6
+	VMOVDQU        64(AX), Y7
+	VMOVDQA        Y7, Y5
+	VPAND          v32_03030303<>+0(SB), Y5, Y5
+	VPSRLW         $0x02, Y2, Y8
+	VPAND          v32_04040404<>+0(SB), Y8, Y8
+	VPOR           Y8, Y5, Y5
+	VPSHUFB        scidx16<>+128(SB), Y3, Y8
+	VPSUBW         v32_00200020<>+0(SB), Y8, Y8
+	VPMADDUBSW     132(CX), Y5, Y5
+	VPDPWSSD       Y8, Y5, Y4
+	VPSRLW         $0x02, Y7, Y5
+	VPAND          v32_03030303<>+0(SB), Y5, Y5
+	VPSRLW         $0x03, Y2, Y8
+	VPAND          v32_04040404<>+0(SB), Y8, Y8
+	VPOR           Y8, Y5, Y5
+	VPSHUFB        scidx16<>+160(SB), Y3, Y8
+	VPSUBW         v32_00200020<>+0(SB), Y8, Y8
+	VPMADDUBSW     164(CX), Y5, Y5
+	VPDPWSSD       Y8, Y5, Y6
+	VPSRLW         $0x04, Y7, Y5
+	VPAND          v32_03030303<>+0(SB), Y5, Y5
+	VPSRLW         $0x04, Y2, Y8
+	VPAND          v32_04040404<>+0(SB), Y8, Y8
+	VPOR           Y8, Y5, Y5
+	VPSHUFB        scidx16<>+192(SB), Y3, Y8
+	VPSUBW         v32_00200020<>+0(SB), Y8, Y8
+	VPMADDUBSW     196(CX), Y5, Y5
+	VPDPWSSD       Y8, Y5, Y4
+	VPSRLW         $0x06, Y7, Y5
+	VPAND          v32_03030303<>+0(SB), Y5, Y5
+	VPSRLW         $0x05, Y2, Y2
+	VPAND          v32_04040404<>+0(SB), Y2, Y2
+	VPOR           Y2, Y5, Y5
+	VPSHUFB        scidx16<>+224(SB), Y3, Y2
+	VPSUBW         v32_00200020<>+0(SB), Y2, Y2
+	VPMADDUBSW     228(CX), Y5, Y3
+	VPDPWSSD       Y2, Y3, Y6
+	VPADDD         Y6, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   (CX), X2
+	VMULPS         X1, X2, X2
+	VBROADCASTSS   X2, Y1
+	VFMADD231PS    Y4, Y1, Y0
 	ADDQ           $0x0000006e, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
-	JNZ            loopQ3K
+	JNZ            loopdotQ3KVNNI256
 
-doneQ3K:
-	VEXTRACTF128 $0x01, Y0, X2
-	VADDPS       X2, X0, X0
-	VMOVHLPS     X0, X0, X2
-	VADDPS       X2, X0, X0
-	VMOVSHDUP    X0, X2
-	VADDSS       X2, X0, X0
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X2, X1, X1
-	VMOVHLPS     X1, X1, X2
-	VADDPS       X2, X1, X1
-	VMOVSHDUP    X1, X2
-	VADDSS       X2, X1, X1
-	VSUBSS       X1, X0, X0
+donedotQ3KVNNI256:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
 	RET
+
+DATA v32_00200020<>+0(SB)/4, $0x00200020
+DATA v32_00200020<>+4(SB)/4, $0x00200020
+DATA v32_00200020<>+8(SB)/4, $0x00200020
+DATA v32_00200020<>+12(SB)/4, $0x00200020
+DATA v32_00200020<>+16(SB)/4, $0x00200020
+DATA v32_00200020<>+20(SB)/4, $0x00200020
+DATA v32_00200020<>+24(SB)/4, $0x00200020
+DATA v32_00200020<>+28(SB)/4, $0x00200020
+GLOBL v32_00200020<>(SB), RODATA|NOPTR, $32
+
+DATA v32_04040404<>+0(SB)/4, $0x04040404
+DATA v32_04040404<>+4(SB)/4, $0x04040404
+DATA v32_04040404<>+8(SB)/4, $0x04040404
+DATA v32_04040404<>+12(SB)/4, $0x04040404
+DATA v32_04040404<>+16(SB)/4, $0x04040404
+DATA v32_04040404<>+20(SB)/4, $0x04040404
+DATA v32_04040404<>+24(SB)/4, $0x04040404
+DATA v32_04040404<>+28(SB)/4, $0x04040404
+GLOBL v32_04040404<>(SB), RODATA|NOPTR, $32
 
 DATA q3a_y<>+0(SB)/4, $0x05040302
 DATA q3a_y<>+4(SB)/4, $0x09080706
@@ -2671,226 +5073,714 @@ DATA q3tm_y<>+24(SB)/4, $0x30303030
 DATA q3tm_y<>+28(SB)/4, $0x30303030
 GLOBL q3tm_y<>(SB), RODATA|NOPTR, $32
 
+// func dotQ3Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ3Kx4VNNI256(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  DX, DX
+	JZ     donedotQ3Kx4VNNI256
+
+loopdotQ3Kx4VNNI256:
+	VPBROADCASTW   108(AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTI128 94(AX), Y5
+	VPSHUFB        q3a_y<>+0(SB), Y5, Y6
+	VPSRLVD        q3ash_y<>+0(SB), Y6, Y6
+	VPAND          q3am_y<>+0(SB), Y6, Y6
+	VPSHUFB        q3t_y<>+0(SB), Y5, Y5
+	VPSLLVD        q3tl_y<>+0(SB), Y5, Y5
+	VPSRLVD        q3tr_y<>+0(SB), Y5, Y5
+	VPAND          q3tm_y<>+0(SB), Y5, Y5
+	VPOR           Y5, Y6, Y6
+	VPMOVZXBW      X6, Y5
+	VPSUBW         v32_00200020<>+0(SB), Y5, Y5
+	VPMADDWD       260(CX), Y5, Y7
+	VPSLLD         $0x02, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (CX), X8
+	VMULPS         X4, X8, X8
+	VBROADCASTSS   X8, Y8
+	VFNMADD231PS   Y7, Y8, Y0
+	VPMADDWD       260(CX)(BX*1), Y5, Y7
+	VPSLLD         $0x02, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (CX)(BX*1), X8
+	VMULPS         X4, X8, X8
+	VBROADCASTSS   X8, Y8
+	VFNMADD231PS   Y7, Y8, Y1
+	VPMADDWD       260(CX)(BX*2), Y5, Y7
+	VPSLLD         $0x02, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (CX)(BX*2), X8
+	VMULPS         X4, X8, X8
+	VBROADCASTSS   X8, Y8
+	VFNMADD231PS   Y7, Y8, Y2
+	VPMADDWD       260(CX)(SI*1), Y5, Y5
+	VPSLLD         $0x02, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (CX)(SI*1), X7
+	VMULPS         X4, X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y5, Y7, Y3
+	VMOVDQU        (AX), Y5
+	VMOVDQU        32(AX), Y8
+	VMOVDQA        Y8, Y7
+	VPAND          v32_03030303<>+0(SB), Y7, Y7
+	VPSLLW         $0x02, Y5, Y9
+	VPAND          v32_04040404<>+0(SB), Y9, Y9
+	VPOR           Y9, Y7, Y7
+	VPSHUFB        scidx16<>+0(SB), Y6, Y9
+	VPSUBW         v32_00200020<>+0(SB), Y9, Y9
+	VPMADDUBSW     4(CX), Y7, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPMADDUBSW     4(CX)(BX*1), Y7, Y11
+	VPMADDWD       Y9, Y11, Y11
+	VPMADDUBSW     4(CX)(BX*2), Y7, Y12
+	VPMADDWD       Y9, Y12, Y12
+	VPMADDUBSW     4(CX)(SI*1), Y7, Y7
+	VPMADDWD       Y9, Y7, Y7
+	VPSRLW         $0x02, Y8, Y9
+	VPAND          v32_03030303<>+0(SB), Y9, Y9
+	VPSLLW         $0x01, Y5, Y13
+	VPAND          v32_04040404<>+0(SB), Y13, Y13
+	VPOR           Y13, Y9, Y9
+	VPSHUFB        scidx16<>+32(SB), Y6, Y13
+	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
+	VPMADDUBSW     36(CX), Y9, Y14
+	VPDPWSSD       Y13, Y14, Y10
+	VPMADDUBSW     36(CX)(BX*1), Y9, Y14
+	VPDPWSSD       Y13, Y14, Y11
+	VPMADDUBSW     36(CX)(BX*2), Y9, Y14
+	VPDPWSSD       Y13, Y14, Y12
+	VPMADDUBSW     36(CX)(SI*1), Y9, Y9
+	VPDPWSSD       Y13, Y9, Y7
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          v32_03030303<>+0(SB), Y9, Y9
+	VMOVDQA        Y5, Y13
+	VPAND          v32_04040404<>+0(SB), Y13, Y13
+	VPOR           Y13, Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y6, Y13
+	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
+	VPMADDUBSW     68(CX), Y9, Y14
+	VPDPWSSD       Y13, Y14, Y10
+	VPMADDUBSW     68(CX)(BX*1), Y9, Y14
+	VPDPWSSD       Y13, Y14, Y11
+	VPMADDUBSW     68(CX)(BX*2), Y9, Y14
+	VPDPWSSD       Y13, Y14, Y12
+	VPMADDUBSW     68(CX)(SI*1), Y9, Y9
+	VPDPWSSD       Y13, Y9, Y7
+	VPSRLW         $0x06, Y8, Y8
+	VPAND          v32_03030303<>+0(SB), Y8, Y8
+	VPSRLW         $0x01, Y5, Y9
+	VPAND          v32_04040404<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPSHUFB        scidx16<>+96(SB), Y6, Y9
+	VPSUBW         v32_00200020<>+0(SB), Y9, Y9
+	VPMADDUBSW     100(CX), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y10
+	VPMADDUBSW     100(CX)(BX*1), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y11
+	VPMADDUBSW     100(CX)(BX*2), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y12
+	VPMADDUBSW     100(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y9, Y8, Y7
+	VMOVDQU        64(AX), Y9
+	VMOVDQA        Y9, Y8
+	VPAND          v32_03030303<>+0(SB), Y8, Y8
+	VPSRLW         $0x02, Y5, Y13
+	VPAND          v32_04040404<>+0(SB), Y13, Y13
+	VPOR           Y13, Y8, Y8
+	VPSHUFB        scidx16<>+128(SB), Y6, Y13
+	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
+	VPMADDUBSW     132(CX), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y10
+	VPMADDUBSW     132(CX)(BX*1), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y11
+	VPMADDUBSW     132(CX)(BX*2), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y12
+	VPMADDUBSW     132(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y13, Y8, Y7
+	VPSRLW         $0x02, Y9, Y8
+	VPAND          v32_03030303<>+0(SB), Y8, Y8
+	VPSRLW         $0x03, Y5, Y13
+	VPAND          v32_04040404<>+0(SB), Y13, Y13
+	VPOR           Y13, Y8, Y8
+	VPSHUFB        scidx16<>+160(SB), Y6, Y13
+	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
+	VPMADDUBSW     164(CX), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y10
+	VPMADDUBSW     164(CX)(BX*1), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y11
+	VPMADDUBSW     164(CX)(BX*2), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y12
+	VPMADDUBSW     164(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y13, Y8, Y7
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          v32_03030303<>+0(SB), Y8, Y8
+	VPSRLW         $0x04, Y5, Y13
+	VPAND          v32_04040404<>+0(SB), Y13, Y13
+	VPOR           Y13, Y8, Y8
+	VPSHUFB        scidx16<>+192(SB), Y6, Y13
+	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
+	VPMADDUBSW     196(CX), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y10
+	VPMADDUBSW     196(CX)(BX*1), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y11
+	VPMADDUBSW     196(CX)(BX*2), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y12
+	VPMADDUBSW     196(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y13, Y8, Y7
+	VPSRLW         $0x06, Y9, Y8
+	VPAND          v32_03030303<>+0(SB), Y8, Y8
+	VPSRLW         $0x05, Y5, Y5
+	VPAND          v32_04040404<>+0(SB), Y5, Y5
+	VPOR           Y5, Y8, Y8
+	VPSHUFB        scidx16<>+224(SB), Y6, Y5
+	VPSUBW         v32_00200020<>+0(SB), Y5, Y5
+	VPMADDUBSW     228(CX), Y8, Y6
+	VPDPWSSD       Y5, Y6, Y10
+	VPMADDUBSW     228(CX)(BX*1), Y8, Y6
+	VPDPWSSD       Y5, Y6, Y11
+	VPMADDUBSW     228(CX)(BX*2), Y8, Y6
+	VPDPWSSD       Y5, Y6, Y12
+	VPMADDUBSW     228(CX)(SI*1), Y8, Y6
+	VPDPWSSD       Y5, Y6, Y7
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (CX), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y10, Y5, Y0
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   (CX)(BX*1), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y11, Y5, Y1
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   (CX)(BX*2), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y12, Y5, Y2
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (CX)(SI*1), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y4
+	VFMADD231PS    Y7, Y4, Y3
+	ADDQ           $0x0000006e, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ3Kx4VNNI256
+
+donedotQ3Kx4VNNI256:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(AX)
+	RET
+
 // func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ6KVNNI256(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXOR        Y0, Y0, Y0
-	VXORPS       Y1, Y1, Y1
-	VPBROADCASTD c32_80808080<>+0(SB), Y2
-	VPBROADCASTD c32_00800080<>+0(SB), Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_30303030<>+0(SB), Y5
-	TESTQ        DX, DX
-	JZ           doneQ6K
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	TESTQ  DX, DX
+	JZ     donedotQ6KVNNI256
 
-loopQ6K:
-	VPBROADCASTW   208(AX), X6
-	VCVTPH2PS      X6, X6
-	VMULSS         (CX), X6, X6
-	VBROADCASTSS   X6, Y6
-	VPMOVSXBW      192(AX), Y7
-	VPMADDWD       260(CX), Y7, Y7
-	VPSLLD         $0x05, Y7, Y7
-	VCVTDQ2PS      Y7, Y7
-	VFMADD231PS    Y7, Y6, Y1
-	VBROADCASTI128 192(AX), Y7
-	VPXOR          Y2, Y7, Y7
-	VMOVDQU        128(AX), Y10
-	VMOVDQU        (AX), Y11
-	VPAND          Y4, Y11, Y8
-	VPSLLW         $0x04, Y10, Y9
-	VPAND          Y5, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     4(CX), Y8, Y8
-	VPSHUFB        scidx16<>+0(SB), Y7, Y9
-	VPSUBW         Y3, Y9, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VMOVDQU        32(AX), Y13
-	VPAND          Y4, Y13, Y9
-	VPSLLW         $0x02, Y10, Y12
-	VPAND          Y5, Y12, Y12
-	VPOR           Y12, Y9, Y9
-	VPMADDUBSW     36(CX), Y9, Y9
-	VPSHUFB        scidx16<>+32(SB), Y7, Y12
-	VPSUBW         Y3, Y12, Y12
-	VPMADDWD       Y12, Y9, Y9
-	VPSRLW         $0x04, Y11, Y11
-	VPAND          Y4, Y11, Y11
-	VMOVDQA        Y10, Y12
-	VPAND          Y5, Y12, Y12
-	VPOR           Y12, Y11, Y11
-	VPMADDUBSW     68(CX), Y11, Y11
-	VPSHUFB        scidx16<>+64(SB), Y7, Y12
-	VPSUBW         Y3, Y12, Y12
-	VPDPWSSD       Y12, Y11, Y8
-	VPSRLW         $0x04, Y13, Y11
-	VPAND          Y4, Y11, Y11
-	VPSRLW         $0x02, Y10, Y10
-	VPAND          Y5, Y10, Y10
-	VPOR           Y10, Y11, Y11
-	VPMADDUBSW     100(CX), Y11, Y10
-	VPSHUFB        scidx16<>+96(SB), Y7, Y11
-	VPSUBW         Y3, Y11, Y11
-	VPDPWSSD       Y11, Y10, Y9
-	VMOVDQU        160(AX), Y12
-	VMOVDQU        64(AX), Y13
-	VPAND          Y4, Y13, Y10
-	VPSLLW         $0x04, Y12, Y11
-	VPAND          Y5, Y11, Y11
-	VPOR           Y11, Y10, Y10
-	VPMADDUBSW     132(CX), Y10, Y10
-	VPSHUFB        scidx16<>+128(SB), Y7, Y11
-	VPSUBW         Y3, Y11, Y11
-	VPDPWSSD       Y11, Y10, Y8
-	VMOVDQU        96(AX), Y14
-	VPAND          Y4, Y14, Y10
-	VPSLLW         $0x02, Y12, Y11
-	VPAND          Y5, Y11, Y11
-	VPOR           Y11, Y10, Y10
-	VPMADDUBSW     164(CX), Y10, Y10
-	VPSHUFB        scidx16<>+160(SB), Y7, Y11
-	VPSUBW         Y3, Y11, Y11
-	VPDPWSSD       Y11, Y10, Y9
-	VPSRLW         $0x04, Y13, Y10
-	VPAND          Y4, Y10, Y10
-	VMOVDQA        Y12, Y11
-	VPAND          Y5, Y11, Y11
-	VPOR           Y11, Y10, Y10
-	VPMADDUBSW     196(CX), Y10, Y10
-	VPSHUFB        scidx16<>+192(SB), Y7, Y11
-	VPSUBW         Y3, Y11, Y11
-	VPDPWSSD       Y11, Y10, Y8
-	VPSRLW         $0x04, Y14, Y10
-	VPAND          Y4, Y10, Y10
-	VPSRLW         $0x02, Y12, Y11
-	VPAND          Y5, Y11, Y11
-	VPOR           Y11, Y10, Y10
-	VPMADDUBSW     228(CX), Y10, Y10
-	VPSHUFB        scidx16<>+224(SB), Y7, Y7
-	VPSUBW         Y3, Y7, Y7
-	VPDPWSSD       Y7, Y10, Y9
-	VPADDD         Y9, Y8, Y8
-	VCVTDQ2PS      Y8, Y8
-	VFMADD231PS    Y8, Y6, Y0
+loopdotQ6KVNNI256:
+	VPBROADCASTW   208(AX), X1
+	VCVTPH2PS      X1, X1
+	VPMOVSXBW      192(AX), Y2
+	VPMADDWD       260(CX), Y2, Y2
+	VPSLLD         $0x05, Y2, Y2
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   (CX), X3
+	VMULPS         X1, X3, X3
+	VBROADCASTSS   X3, Y3
+	VFNMADD231PS   Y2, Y3, Y0
+	VBROADCASTI128 192(AX), Y2
+	VPXOR          v32_80808080<>+0(SB), Y2, Y2
+	VMOVDQU        128(AX), Y5
+	VMOVDQU        (AX), Y3
+	VPAND          v32_0f0f0f0f<>+0(SB), Y3, Y3
+	VPSLLW         $0x04, Y5, Y4
+	VPAND          v32_30303030<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPSHUFB        scidx16<>+0(SB), Y2, Y4
+	VPSUBW         v32_00800080<>+0(SB), Y4, Y4
+	VPMADDUBSW     4(CX), Y3, Y3
+	VPMADDWD       Y4, Y3, Y3
+	VMOVDQU        32(AX), Y4
+	VPAND          v32_0f0f0f0f<>+0(SB), Y4, Y4
+	VPSLLW         $0x02, Y5, Y6
+	VPAND          v32_30303030<>+0(SB), Y6, Y6
+	VPOR           Y6, Y4, Y4
+	VPSHUFB        scidx16<>+32(SB), Y2, Y6
+	VPSUBW         v32_00800080<>+0(SB), Y6, Y6
+	VPMADDUBSW     36(CX), Y4, Y4
+	VPMADDWD       Y6, Y4, Y4
+	VMOVDQU        (AX), Y6
+	VPSRLW         $0x04, Y6, Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VMOVDQA        Y5, Y7
+	VPAND          v32_30303030<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VPSHUFB        scidx16<>+64(SB), Y2, Y7
+	VPSUBW         v32_00800080<>+0(SB), Y7, Y7
+	VPMADDUBSW     68(CX), Y6, Y6
+	VPDPWSSD       Y7, Y6, Y3
+	VMOVDQU        32(AX), Y6
+	VPSRLW         $0x04, Y6, Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VPSRLW         $0x02, Y5, Y5
+	VPAND          v32_30303030<>+0(SB), Y5, Y5
+	VPOR           Y5, Y6, Y6
+	VPSHUFB        scidx16<>+96(SB), Y2, Y5
+	VPSUBW         v32_00800080<>+0(SB), Y5, Y5
+	VPMADDUBSW     100(CX), Y6, Y6
+	VPDPWSSD       Y5, Y6, Y4
+	VMOVDQU        160(AX), Y7
+	VMOVDQU        64(AX), Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
+	VPSLLW         $0x04, Y7, Y6
+	VPAND          v32_30303030<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VPSHUFB        scidx16<>+128(SB), Y2, Y6
+	VPSUBW         v32_00800080<>+0(SB), Y6, Y6
+	VPMADDUBSW     132(CX), Y5, Y5
+	VPDPWSSD       Y6, Y5, Y3
+	VMOVDQU        96(AX), Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
+	VPSLLW         $0x02, Y7, Y6
+	VPAND          v32_30303030<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VPSHUFB        scidx16<>+160(SB), Y2, Y6
+	VPSUBW         v32_00800080<>+0(SB), Y6, Y6
+	VPMADDUBSW     164(CX), Y5, Y5
+	VPDPWSSD       Y6, Y5, Y4
+	VMOVDQU        64(AX), Y5
+	VPSRLW         $0x04, Y5, Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
+	VMOVDQA        Y7, Y6
+	VPAND          v32_30303030<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VPSHUFB        scidx16<>+192(SB), Y2, Y6
+	VPSUBW         v32_00800080<>+0(SB), Y6, Y6
+	VPMADDUBSW     196(CX), Y5, Y5
+	VPDPWSSD       Y6, Y5, Y3
+	VMOVDQU        96(AX), Y5
+	VPSRLW         $0x04, Y5, Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
+	VPSRLW         $0x02, Y7, Y6
+	VPAND          v32_30303030<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VPSHUFB        scidx16<>+224(SB), Y2, Y2
+	VPSUBW         v32_00800080<>+0(SB), Y2, Y2
+	VPMADDUBSW     228(CX), Y5, Y5
+	VPDPWSSD       Y2, Y5, Y4
+	VPADDD         Y4, Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   (CX), X2
+	VMULPS         X1, X2, X2
+	VBROADCASTSS   X2, Y1
+	VFMADD231PS    Y3, Y1, Y0
 	ADDQ           $0x000000d2, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
-	JNZ            loopQ6K
+	JNZ            loopdotQ6KVNNI256
 
-doneQ6K:
-	VEXTRACTF128 $0x01, Y0, X2
-	VADDPS       X2, X0, X0
-	VMOVHLPS     X0, X0, X2
-	VADDPS       X2, X0, X0
-	VMOVSHDUP    X0, X2
-	VADDSS       X2, X0, X0
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X2, X1, X1
-	VMOVHLPS     X1, X1, X2
-	VADDPS       X2, X1, X1
-	VMOVSHDUP    X1, X2
-	VADDSS       X2, X1, X1
-	VSUBSS       X1, X0, X0
+donedotQ6KVNNI256:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	RET
+
+DATA v32_80808080<>+0(SB)/4, $0x80808080
+DATA v32_80808080<>+4(SB)/4, $0x80808080
+DATA v32_80808080<>+8(SB)/4, $0x80808080
+DATA v32_80808080<>+12(SB)/4, $0x80808080
+DATA v32_80808080<>+16(SB)/4, $0x80808080
+DATA v32_80808080<>+20(SB)/4, $0x80808080
+DATA v32_80808080<>+24(SB)/4, $0x80808080
+DATA v32_80808080<>+28(SB)/4, $0x80808080
+GLOBL v32_80808080<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00800080<>+0(SB)/4, $0x00800080
+DATA v32_00800080<>+4(SB)/4, $0x00800080
+DATA v32_00800080<>+8(SB)/4, $0x00800080
+DATA v32_00800080<>+12(SB)/4, $0x00800080
+DATA v32_00800080<>+16(SB)/4, $0x00800080
+DATA v32_00800080<>+20(SB)/4, $0x00800080
+DATA v32_00800080<>+24(SB)/4, $0x00800080
+DATA v32_00800080<>+28(SB)/4, $0x00800080
+GLOBL v32_00800080<>(SB), RODATA|NOPTR, $32
+
+DATA v32_30303030<>+0(SB)/4, $0x30303030
+DATA v32_30303030<>+4(SB)/4, $0x30303030
+DATA v32_30303030<>+8(SB)/4, $0x30303030
+DATA v32_30303030<>+12(SB)/4, $0x30303030
+DATA v32_30303030<>+16(SB)/4, $0x30303030
+DATA v32_30303030<>+20(SB)/4, $0x30303030
+DATA v32_30303030<>+24(SB)/4, $0x30303030
+DATA v32_30303030<>+28(SB)/4, $0x30303030
+GLOBL v32_30303030<>(SB), RODATA|NOPTR, $32
+
+// func dotQ6Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ6Kx4VNNI256(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  DX, DX
+	JZ     donedotQ6Kx4VNNI256
+
+loopdotQ6Kx4VNNI256:
+	VPBROADCASTW   208(AX), X4
+	VCVTPH2PS      X4, X4
+	VPMOVSXBW      192(AX), Y5
+	VPMADDWD       260(CX), Y5, Y6
+	VPSLLD         $0x05, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX), X7
+	VMULPS         X4, X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y0
+	VPMADDWD       260(CX)(BX*1), Y5, Y6
+	VPSLLD         $0x05, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX)(BX*1), X7
+	VMULPS         X4, X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y1
+	VPMADDWD       260(CX)(BX*2), Y5, Y6
+	VPSLLD         $0x05, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX)(BX*2), X7
+	VMULPS         X4, X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y2
+	VPMADDWD       260(CX)(SI*1), Y5, Y5
+	VPSLLD         $0x05, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (CX)(SI*1), X6
+	VMULPS         X4, X6, X6
+	VBROADCASTSS   X6, Y6
+	VFNMADD231PS   Y5, Y6, Y3
+	VBROADCASTI128 192(AX), Y5
+	VPXOR          v32_80808080<>+0(SB), Y5, Y5
+	VMOVDQU        128(AX), Y8
+	VMOVDQU        (AX), Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VPSLLW         $0x04, Y8, Y7
+	VPAND          v32_30303030<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VPSHUFB        scidx16<>+0(SB), Y5, Y7
+	VPSUBW         v32_00800080<>+0(SB), Y7, Y7
+	VPMADDUBSW     4(CX), Y6, Y9
+	VPMADDWD       Y7, Y9, Y9
+	VPMADDUBSW     4(CX)(BX*1), Y6, Y10
+	VPMADDWD       Y7, Y10, Y10
+	VPMADDUBSW     4(CX)(BX*2), Y6, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPMADDUBSW     4(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y7, Y6, Y6
+	VMOVDQU        32(AX), Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSLLW         $0x02, Y8, Y12
+	VPAND          v32_30303030<>+0(SB), Y12, Y12
+	VPOR           Y12, Y7, Y7
+	VPSHUFB        scidx16<>+32(SB), Y5, Y12
+	VPSUBW         v32_00800080<>+0(SB), Y12, Y12
+	VPMADDUBSW     36(CX), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     36(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     36(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     36(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y12, Y7, Y6
+	VMOVDQU        (AX), Y7
+	VPSRLW         $0x04, Y7, Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VMOVDQA        Y8, Y12
+	VPAND          v32_30303030<>+0(SB), Y12, Y12
+	VPOR           Y12, Y7, Y7
+	VPSHUFB        scidx16<>+64(SB), Y5, Y12
+	VPSUBW         v32_00800080<>+0(SB), Y12, Y12
+	VPMADDUBSW     68(CX), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     68(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     68(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     68(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y12, Y7, Y6
+	VMOVDQU        32(AX), Y7
+	VPSRLW         $0x04, Y7, Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSRLW         $0x02, Y8, Y8
+	VPAND          v32_30303030<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y5, Y8
+	VPSUBW         v32_00800080<>+0(SB), Y8, Y8
+	VPMADDUBSW     100(CX), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y9
+	VPMADDUBSW     100(CX)(BX*1), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y10
+	VPMADDUBSW     100(CX)(BX*2), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y11
+	VPMADDUBSW     100(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y8, Y7, Y6
+	VMOVDQU        160(AX), Y12
+	VMOVDQU        64(AX), Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSLLW         $0x04, Y12, Y8
+	VPAND          v32_30303030<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPSHUFB        scidx16<>+128(SB), Y5, Y8
+	VPSUBW         v32_00800080<>+0(SB), Y8, Y8
+	VPMADDUBSW     132(CX), Y7, Y13
+	VPDPWSSD       Y8, Y13, Y9
+	VPMADDUBSW     132(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y8, Y13, Y10
+	VPMADDUBSW     132(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y8, Y13, Y11
+	VPMADDUBSW     132(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y8, Y7, Y6
+	VMOVDQU        96(AX), Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSLLW         $0x02, Y12, Y8
+	VPAND          v32_30303030<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y5, Y8
+	VPSUBW         v32_00800080<>+0(SB), Y8, Y8
+	VPMADDUBSW     164(CX), Y7, Y13
+	VPDPWSSD       Y8, Y13, Y9
+	VPMADDUBSW     164(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y8, Y13, Y10
+	VPMADDUBSW     164(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y8, Y13, Y11
+	VPMADDUBSW     164(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y8, Y7, Y6
+	VMOVDQU        64(AX), Y7
+	VPSRLW         $0x04, Y7, Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VMOVDQA        Y12, Y8
+	VPAND          v32_30303030<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y5, Y8
+	VPSUBW         v32_00800080<>+0(SB), Y8, Y8
+	VPMADDUBSW     196(CX), Y7, Y13
+	VPDPWSSD       Y8, Y13, Y9
+	VPMADDUBSW     196(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y8, Y13, Y10
+	VPMADDUBSW     196(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y8, Y13, Y11
+	VPMADDUBSW     196(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y8, Y7, Y6
+	VMOVDQU        96(AX), Y7
+	VPSRLW         $0x04, Y7, Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSRLW         $0x02, Y12, Y8
+	VPAND          v32_30303030<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y5, Y5
+	VPSUBW         v32_00800080<>+0(SB), Y5, Y5
+	VPMADDUBSW     228(CX), Y7, Y8
+	VPDPWSSD       Y5, Y8, Y9
+	VPMADDUBSW     228(CX)(BX*1), Y7, Y8
+	VPDPWSSD       Y5, Y8, Y10
+	VPMADDUBSW     228(CX)(BX*2), Y7, Y8
+	VPDPWSSD       Y5, Y8, Y11
+	VPMADDUBSW     228(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y5, Y7, Y6
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   (CX), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y9, Y5, Y0
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (CX)(BX*1), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y10, Y5, Y1
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   (CX)(BX*2), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y11, Y5, Y2
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX)(SI*1), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y4
+	VFMADD231PS    Y6, Y4, Y3
+	ADDQ           $0x000000d2, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ6Kx4VNNI256
+
+donedotQ6Kx4VNNI256:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(AX)
 	RET
 
 // func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXOR        Y0, Y0, Y0
-	VXORPS       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
-	TESTQ        DX, DX
-	JZ           doneQ4K
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	TESTQ  DX, DX
+	JZ     donedotQ4KVNNI256
 
-loopQ4K:
-	VMOVD          (AX), X3
-	VCVTPH2PS      X3, X3
+loopdotQ4KVNNI256:
+	VMOVD          (AX), X1
+	VCVTPH2PS      X1, X1
+	VBROADCASTI128 4(AX), Y2
+	VPSHUFD        $0x98, Y2, Y3
+	VPSRLVD        k4sh_y<>+0(SB), Y3, Y3
+	VPAND          k4m_y<>+0(SB), Y3, Y3
+	VPSHUFD        $0x50, Y2, Y2
+	VPSRLD         $0x02, Y2, Y2
+	VPAND          k4hm_y<>+0(SB), Y2, Y2
+	VPOR           Y2, Y3, Y3
+	VPSHUFB        k4mdup<>+0(SB), Y3, Y2
+	VPMADDWD       260(CX), Y2, Y2
+	VCVTDQ2PS      Y2, Y2
 	VBROADCASTSS   (CX), X4
-	VMULPS         X4, X3, X3
-	VBROADCASTI128 4(AX), Y4
-	VPSHUFD        $0x98, Y4, Y5
-	VPSRLVD        k4sh_y<>+0(SB), Y5, Y5
-	VPAND          k4m_y<>+0(SB), Y5, Y5
-	VPSHUFD        $0x50, Y4, Y4
-	VPSRLD         $0x02, Y4, Y4
-	VPAND          k4hm_y<>+0(SB), Y4, Y4
-	VPOR           Y4, Y5, Y5
-	VPSHUFB        k4mdup<>+0(SB), Y5, Y4
-	VMOVSHDUP      X3, X6
-	VBROADCASTSS   X6, Y6
-	VPMADDWD       260(CX), Y4, Y4
-	VCVTDQ2PS      Y4, Y4
-	VFMADD231PS    Y4, Y6, Y1
-	VMOVDQU        16(AX), Y6
-	VPAND          Y2, Y6, Y4
-	VPMADDUBSW     4(CX), Y4, Y4
-	VPSHUFB        scidx32<>+0(SB), Y5, Y7
-	VPMADDWD       Y7, Y4, Y4
-	VPSRLW         $0x04, Y6, Y6
-	VPAND          Y2, Y6, Y6
-	VPMADDUBSW     36(CX), Y6, Y6
-	VPSHUFB        scidx32<>+32(SB), Y5, Y7
-	VPMADDWD       Y7, Y6, Y6
-	VMOVDQU        48(AX), Y8
-	VPAND          Y2, Y8, Y7
-	VPMADDUBSW     68(CX), Y7, Y7
-	VPSHUFB        scidx32<>+64(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y4
-	VPSRLW         $0x04, Y8, Y7
-	VPAND          Y2, Y7, Y7
-	VPMADDUBSW     100(CX), Y7, Y7
-	VPSHUFB        scidx32<>+96(SB), Y5, Y8
-	VPDPWSSD       Y8, Y7, Y6
-	VMOVDQU        80(AX), Y8
-	VPAND          Y2, Y8, Y7
-	VPMADDUBSW     132(CX), Y7, Y7
-	VPSHUFB        scidx32<>+128(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y4
-	VPSRLW         $0x04, Y8, Y7
-	VPAND          Y2, Y7, Y7
-	VPMADDUBSW     164(CX), Y7, Y7
-	VPSHUFB        scidx32<>+160(SB), Y5, Y8
-	VPDPWSSD       Y8, Y7, Y6
-	VMOVDQU        112(AX), Y8
-	VPAND          Y2, Y8, Y7
-	VPMADDUBSW     196(CX), Y7, Y7
-	VPSHUFB        scidx32<>+192(SB), Y5, Y9
-	VPDPWSSD       Y9, Y7, Y4
-	VPSRLW         $0x04, Y8, Y7
-	VPAND          Y2, Y7, Y7
-	VPMADDUBSW     228(CX), Y7, Y7
-	VPSHUFB        scidx32<>+224(SB), Y5, Y5
-	VPDPWSSD       Y5, Y7, Y6
-	VPADDD         Y6, Y4, Y4
-	VBROADCASTSS   X3, Y3
-	VCVTDQ2PS      Y4, Y4
-	VFMADD231PS    Y4, Y3, Y0
+	VMULPS         X1, X4, X4
+	VMOVSHDUP      X4, X4
+	VBROADCASTSS   X4, Y4
+	VFNMADD231PS   Y2, Y4, Y0
+	VMOVDQU        16(AX), Y4
+	VPAND          v32_0f0f0f0f<>+0(SB), Y4, Y2
+	VPSHUFB        scidx32<>+0(SB), Y3, Y5
+	VPMADDUBSW     4(CX), Y2, Y2
+	VPMADDWD       Y5, Y2, Y2
+	VPSRLW         $0x04, Y4, Y4
+	VPAND          v32_0f0f0f0f<>+0(SB), Y4, Y4
+	VPSHUFB        scidx32<>+32(SB), Y3, Y5
+	VPMADDUBSW     36(CX), Y4, Y4
+	VPMADDWD       Y5, Y4, Y4
+	VMOVDQU        48(AX), Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y5
+	VPSHUFB        scidx32<>+64(SB), Y3, Y7
+	VPMADDUBSW     68(CX), Y5, Y5
+	VPDPWSSD       Y7, Y5, Y2
+	VPSRLW         $0x04, Y6, Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
+	VPSHUFB        scidx32<>+96(SB), Y3, Y6
+	VPMADDUBSW     100(CX), Y5, Y5
+	VPDPWSSD       Y6, Y5, Y4
+	VMOVDQU        80(AX), Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y5
+	VPSHUFB        scidx32<>+128(SB), Y3, Y7
+	VPMADDUBSW     132(CX), Y5, Y5
+	VPDPWSSD       Y7, Y5, Y2
+	VPSRLW         $0x04, Y6, Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
+	VPSHUFB        scidx32<>+160(SB), Y3, Y6
+	VPMADDUBSW     164(CX), Y5, Y5
+	VPDPWSSD       Y6, Y5, Y4
+	VMOVDQU        112(AX), Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y5
+	VPSHUFB        scidx32<>+192(SB), Y3, Y7
+	VPMADDUBSW     196(CX), Y5, Y5
+	VPDPWSSD       Y7, Y5, Y2
+	VPSRLW         $0x04, Y6, Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
+	VPSHUFB        scidx32<>+224(SB), Y3, Y3
+	VPMADDUBSW     228(CX), Y5, Y5
+	VPDPWSSD       Y3, Y5, Y4
+	VPADDD         Y4, Y2, Y2
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   (CX), X3
+	VMULPS         X1, X3, X3
+	VBROADCASTSS   X3, Y1
+	VFMADD231PS    Y2, Y1, Y0
 	ADDQ           $0x00000090, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
-	JNZ            loopQ4K
+	JNZ            loopdotQ4KVNNI256
 
-doneQ4K:
-	VEXTRACTF128 $0x01, Y0, X2
-	VADDPS       X2, X0, X0
-	VMOVHLPS     X0, X0, X2
-	VADDPS       X2, X0, X0
-	VMOVSHDUP    X0, X2
-	VADDSS       X2, X0, X0
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X2, X1, X1
-	VMOVHLPS     X1, X1, X2
-	VADDPS       X2, X1, X1
-	VMOVSHDUP    X1, X2
-	VADDSS       X2, X1, X1
-	VSUBSS       X1, X0, X0
+donedotQ4KVNNI256:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
 	RET
 
@@ -2924,25 +5814,350 @@ DATA k4hm_y<>+24(SB)/4, $0x00000000
 DATA k4hm_y<>+28(SB)/4, $0x30303030
 GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
 
+// func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ4Kx4VNNI256(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  DX, DX
+	JZ     donedotQ4Kx4VNNI256
+
+loopdotQ4Kx4VNNI256:
+	VMOVD          (AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTI128 4(AX), Y5
+	VPSHUFD        $0x98, Y5, Y6
+	VPSRLVD        k4sh_y<>+0(SB), Y6, Y6
+	VPAND          k4m_y<>+0(SB), Y6, Y6
+	VPSHUFD        $0x50, Y5, Y5
+	VPSRLD         $0x02, Y5, Y5
+	VPAND          k4hm_y<>+0(SB), Y5, Y5
+	VPOR           Y5, Y6, Y6
+	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD       260(CX), Y5, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (CX), X8
+	VMULPS         X4, X8, X8
+	VMOVSHDUP      X8, X8
+	VBROADCASTSS   X8, Y8
+	VFNMADD231PS   Y7, Y8, Y0
+	VPMADDWD       260(CX)(BX*1), Y5, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (CX)(BX*1), X8
+	VMULPS         X4, X8, X8
+	VMOVSHDUP      X8, X8
+	VBROADCASTSS   X8, Y8
+	VFNMADD231PS   Y7, Y8, Y1
+	VPMADDWD       260(CX)(BX*2), Y5, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (CX)(BX*2), X8
+	VMULPS         X4, X8, X8
+	VMOVSHDUP      X8, X8
+	VBROADCASTSS   X8, Y8
+	VFNMADD231PS   Y7, Y8, Y2
+	VPMADDWD       260(CX)(SI*1), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (CX)(SI*1), X7
+	VMULPS         X4, X7, X7
+	VMOVSHDUP      X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y5, Y7, Y3
+	VMOVDQU        16(AX), Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y5
+	VPSHUFB        scidx32<>+0(SB), Y6, Y8
+	VPMADDUBSW     4(CX), Y5, Y9
+	VPMADDWD       Y8, Y9, Y9
+	VPMADDUBSW     4(CX)(BX*1), Y5, Y10
+	VPMADDWD       Y8, Y10, Y10
+	VPMADDUBSW     4(CX)(BX*2), Y5, Y11
+	VPMADDWD       Y8, Y11, Y11
+	VPMADDUBSW     4(CX)(SI*1), Y5, Y5
+	VPMADDWD       Y8, Y5, Y5
+	VPSRLW         $0x04, Y7, Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSHUFB        scidx32<>+32(SB), Y6, Y8
+	VPMADDUBSW     36(CX), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y9
+	VPMADDUBSW     36(CX)(BX*1), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y10
+	VPMADDUBSW     36(CX)(BX*2), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y11
+	VPMADDUBSW     36(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y8, Y7, Y5
+	VMOVDQU        48(AX), Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y7
+	VPSHUFB        scidx32<>+64(SB), Y6, Y12
+	VPMADDUBSW     68(CX), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     68(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     68(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     68(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y12, Y7, Y5
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSHUFB        scidx32<>+96(SB), Y6, Y8
+	VPMADDUBSW     100(CX), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y9
+	VPMADDUBSW     100(CX)(BX*1), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y10
+	VPMADDUBSW     100(CX)(BX*2), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y11
+	VPMADDUBSW     100(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y8, Y7, Y5
+	VMOVDQU        80(AX), Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y7
+	VPSHUFB        scidx32<>+128(SB), Y6, Y12
+	VPMADDUBSW     132(CX), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     132(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     132(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     132(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y12, Y7, Y5
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSHUFB        scidx32<>+160(SB), Y6, Y8
+	VPMADDUBSW     164(CX), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y9
+	VPMADDUBSW     164(CX)(BX*1), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y10
+	VPMADDUBSW     164(CX)(BX*2), Y7, Y12
+	VPDPWSSD       Y8, Y12, Y11
+	VPMADDUBSW     164(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y8, Y7, Y5
+	VMOVDQU        112(AX), Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y7
+	VPSHUFB        scidx32<>+192(SB), Y6, Y12
+	VPMADDUBSW     196(CX), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y9
+	VPMADDUBSW     196(CX)(BX*1), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y10
+	VPMADDUBSW     196(CX)(BX*2), Y7, Y13
+	VPDPWSSD       Y12, Y13, Y11
+	VPMADDUBSW     196(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y12, Y7, Y5
+	VPSRLW         $0x04, Y8, Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSHUFB        scidx32<>+224(SB), Y6, Y6
+	VPMADDUBSW     228(CX), Y7, Y8
+	VPDPWSSD       Y6, Y8, Y9
+	VPMADDUBSW     228(CX)(BX*1), Y7, Y8
+	VPDPWSSD       Y6, Y8, Y10
+	VPMADDUBSW     228(CX)(BX*2), Y7, Y8
+	VPDPWSSD       Y6, Y8, Y11
+	VPMADDUBSW     228(CX)(SI*1), Y7, Y7
+	VPDPWSSD       Y6, Y7, Y5
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   (CX), X6
+	VMULPS         X4, X6, X6
+	VBROADCASTSS   X6, Y6
+	VFMADD231PS    Y9, Y6, Y0
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (CX)(BX*1), X6
+	VMULPS         X4, X6, X6
+	VBROADCASTSS   X6, Y6
+	VFMADD231PS    Y10, Y6, Y1
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   (CX)(BX*2), X6
+	VMULPS         X4, X6, X6
+	VBROADCASTSS   X6, Y6
+	VFMADD231PS    Y11, Y6, Y2
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (CX)(SI*1), X6
+	VMULPS         X4, X6, X6
+	VBROADCASTSS   X6, Y4
+	VFMADD231PS    Y5, Y4, Y3
+	ADDQ           $0x00000090, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ4Kx4VNNI256
+
+donedotQ4Kx4VNNI256:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(AX)
+	RET
+
 // func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXOR        Y0, Y0, Y0
-	VXORPS       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
-	VPBROADCASTD c32_10101010<>+0(SB), Y3
-	TESTQ        DX, DX
-	JZ           doneQ5K
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	TESTQ  DX, DX
+	JZ     donedotQ5KVNNI256
 
-loopQ5K:
+loopdotQ5KVNNI256:
+	VMOVDQU        16(AX), Y1
+	VMOVD          (AX), X2
+	VCVTPH2PS      X2, X2
+	VBROADCASTI128 4(AX), Y3
+	VPSHUFD        $0x98, Y3, Y4
+	VPSRLVD        k4sh_y<>+0(SB), Y4, Y4
+	VPAND          k4m_y<>+0(SB), Y4, Y4
+	VPSHUFD        $0x50, Y3, Y3
+	VPSRLD         $0x02, Y3, Y3
+	VPAND          k4hm_y<>+0(SB), Y3, Y3
+	VPOR           Y3, Y4, Y4
+	VPSHUFB        k4mdup<>+0(SB), Y4, Y3
+	VPMADDWD       260(CX), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   (CX), X5
+	VMULPS         X2, X5, X5
+	VMOVSHDUP      X5, X5
+	VBROADCASTSS   X5, Y5
+	VFNMADD231PS   Y3, Y5, Y0
+	VMOVDQU        48(AX), Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y3
+	VPSLLW         $0x04, Y1, Y6
+	VPAND          v32_10101010<>+0(SB), Y6, Y6
+	VPOR           Y6, Y3, Y3
+	VPSHUFB        scidx32<>+0(SB), Y4, Y6
+	VPMADDUBSW     4(CX), Y3, Y3
+	VPMADDWD       Y6, Y3, Y3
+	VPSRLW         $0x04, Y5, Y5
+	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
+	VPSLLW         $0x03, Y1, Y6
+	VPAND          v32_10101010<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VPSHUFB        scidx32<>+32(SB), Y4, Y6
+	VPMADDUBSW     36(CX), Y5, Y5
+	VPMADDWD       Y6, Y5, Y5
+	VMOVDQU        80(AX), Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y6
+	VPSLLW         $0x02, Y1, Y8
+	VPAND          v32_10101010<>+0(SB), Y8, Y8
+	VPOR           Y8, Y6, Y6
+	VPSHUFB        scidx32<>+64(SB), Y4, Y8
+	VPMADDUBSW     68(CX), Y6, Y6
+	VPDPWSSD       Y8, Y6, Y3
+	VPSRLW         $0x04, Y7, Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VPSLLW         $0x01, Y1, Y7
+	VPAND          v32_10101010<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VPSHUFB        scidx32<>+96(SB), Y4, Y7
+	VPMADDUBSW     100(CX), Y6, Y6
+	VPDPWSSD       Y7, Y6, Y5
+	VMOVDQU        112(AX), Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y6
+	VMOVDQA        Y1, Y8
+	VPAND          v32_10101010<>+0(SB), Y8, Y8
+	VPOR           Y8, Y6, Y6
+	VPSHUFB        scidx32<>+128(SB), Y4, Y8
+	VPMADDUBSW     132(CX), Y6, Y6
+	VPDPWSSD       Y8, Y6, Y3
+	VPSRLW         $0x04, Y7, Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VPSRLW         $0x01, Y1, Y7
+	VPAND          v32_10101010<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VPSHUFB        scidx32<>+160(SB), Y4, Y7
+	VPMADDUBSW     164(CX), Y6, Y6
+	VPDPWSSD       Y7, Y6, Y5
+	VMOVDQU        144(AX), Y7
+	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y6
+	VPSRLW         $0x02, Y1, Y8
+	VPAND          v32_10101010<>+0(SB), Y8, Y8
+	VPOR           Y8, Y6, Y6
+	VPSHUFB        scidx32<>+192(SB), Y4, Y8
+	VPMADDUBSW     196(CX), Y6, Y6
+	VPDPWSSD       Y8, Y6, Y3
+	VPSRLW         $0x04, Y7, Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VPSRLW         $0x03, Y1, Y1
+	VPAND          v32_10101010<>+0(SB), Y1, Y1
+	VPOR           Y1, Y6, Y6
+	VPSHUFB        scidx32<>+224(SB), Y4, Y1
+	VPMADDUBSW     228(CX), Y6, Y4
+	VPDPWSSD       Y1, Y4, Y5
+	VPADDD         Y5, Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   (CX), X1
+	VMULPS         X2, X1, X1
+	VBROADCASTSS   X1, Y1
+	VFMADD231PS    Y3, Y1, Y0
+	ADDQ           $0x000000b0, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ5KVNNI256
+
+donedotQ5KVNNI256:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	RET
+
+DATA v32_10101010<>+0(SB)/4, $0x10101010
+DATA v32_10101010<>+4(SB)/4, $0x10101010
+DATA v32_10101010<>+8(SB)/4, $0x10101010
+DATA v32_10101010<>+12(SB)/4, $0x10101010
+DATA v32_10101010<>+16(SB)/4, $0x10101010
+DATA v32_10101010<>+20(SB)/4, $0x10101010
+DATA v32_10101010<>+24(SB)/4, $0x10101010
+DATA v32_10101010<>+28(SB)/4, $0x10101010
+GLOBL v32_10101010<>(SB), RODATA|NOPTR, $32
+
+// func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512_VNNI, F16C, FMA3
+TEXT ·dotQ5Kx4VNNI256(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  DX, DX
+	JZ     donedotQ5Kx4VNNI256
+
+loopdotQ5Kx4VNNI256:
 	VMOVDQU        16(AX), Y4
 	VMOVD          (AX), X5
 	VCVTPH2PS      X5, X5
-	VBROADCASTSS   (CX), X6
-	VMULPS         X6, X5, X5
 	VBROADCASTI128 4(AX), Y6
 	VPSHUFD        $0x98, Y6, Y7
 	VPSRLVD        k4sh_y<>+0(SB), Y7, Y7
@@ -2952,99 +6167,201 @@ loopQ5K:
 	VPAND          k4hm_y<>+0(SB), Y6, Y6
 	VPOR           Y6, Y7, Y7
 	VPSHUFB        k4mdup<>+0(SB), Y7, Y6
-	VMOVSHDUP      X5, X8
-	VBROADCASTSS   X8, Y8
-	VPMADDWD       260(CX), Y6, Y6
+	VPMADDWD       260(CX), Y6, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   (CX), X9
+	VMULPS         X5, X9, X9
+	VMOVSHDUP      X9, X9
+	VBROADCASTSS   X9, Y9
+	VFNMADD231PS   Y8, Y9, Y0
+	VPMADDWD       260(CX)(BX*1), Y6, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   (CX)(BX*1), X9
+	VMULPS         X5, X9, X9
+	VMOVSHDUP      X9, X9
+	VBROADCASTSS   X9, Y9
+	VFNMADD231PS   Y8, Y9, Y1
+	VPMADDWD       260(CX)(BX*2), Y6, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   (CX)(BX*2), X9
+	VMULPS         X5, X9, X9
+	VMOVSHDUP      X9, X9
+	VBROADCASTSS   X9, Y9
+	VFNMADD231PS   Y8, Y9, Y2
+	VPMADDWD       260(CX)(SI*1), Y6, Y6
 	VCVTDQ2PS      Y6, Y6
-	VFMADD231PS    Y6, Y8, Y1
+	VBROADCASTSS   (CX)(SI*1), X8
+	VMULPS         X5, X8, X8
+	VMOVSHDUP      X8, X8
+	VBROADCASTSS   X8, Y8
+	VFNMADD231PS   Y6, Y8, Y3
 	VMOVDQU        48(AX), Y8
-	VPAND          Y2, Y8, Y6
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y6
 	VPSLLW         $0x04, Y4, Y9
-	VPAND          Y3, Y9, Y9
+	VPAND          v32_10101010<>+0(SB), Y9, Y9
 	VPOR           Y9, Y6, Y6
-	VPMADDUBSW     4(CX), Y6, Y6
 	VPSHUFB        scidx32<>+0(SB), Y7, Y9
+	VPMADDUBSW     4(CX), Y6, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPMADDUBSW     4(CX)(BX*1), Y6, Y11
+	VPMADDWD       Y9, Y11, Y11
+	VPMADDUBSW     4(CX)(BX*2), Y6, Y12
+	VPMADDWD       Y9, Y12, Y12
+	VPMADDUBSW     4(CX)(SI*1), Y6, Y6
 	VPMADDWD       Y9, Y6, Y6
 	VPSRLW         $0x04, Y8, Y8
-	VPAND          Y2, Y8, Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
 	VPSLLW         $0x03, Y4, Y9
-	VPAND          Y3, Y9, Y9
+	VPAND          v32_10101010<>+0(SB), Y9, Y9
 	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     36(CX), Y8, Y8
 	VPSHUFB        scidx32<>+32(SB), Y7, Y9
-	VPMADDWD       Y9, Y8, Y8
-	VMOVDQU        80(AX), Y10
-	VPAND          Y2, Y10, Y9
-	VPSLLW         $0x02, Y4, Y11
-	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y9, Y9
-	VPMADDUBSW     68(CX), Y9, Y9
-	VPSHUFB        scidx32<>+64(SB), Y7, Y11
-	VPDPWSSD       Y11, Y9, Y6
-	VPSRLW         $0x04, Y10, Y9
-	VPAND          Y2, Y9, Y9
-	VPSLLW         $0x01, Y4, Y10
-	VPAND          Y3, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     100(CX), Y9, Y9
-	VPSHUFB        scidx32<>+96(SB), Y7, Y10
-	VPDPWSSD       Y10, Y9, Y8
-	VMOVDQU        112(AX), Y10
-	VPAND          Y2, Y10, Y9
-	VMOVDQA        Y4, Y11
-	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y9, Y9
-	VPMADDUBSW     132(CX), Y9, Y9
-	VPSHUFB        scidx32<>+128(SB), Y7, Y11
-	VPDPWSSD       Y11, Y9, Y6
-	VPSRLW         $0x04, Y10, Y9
-	VPAND          Y2, Y9, Y9
-	VPSRLW         $0x01, Y4, Y10
-	VPAND          Y3, Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPMADDUBSW     164(CX), Y9, Y9
-	VPSHUFB        scidx32<>+160(SB), Y7, Y10
-	VPDPWSSD       Y10, Y9, Y8
-	VMOVDQU        144(AX), Y10
-	VPAND          Y2, Y10, Y9
-	VPSRLW         $0x02, Y4, Y11
-	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y9, Y9
-	VPMADDUBSW     196(CX), Y9, Y9
-	VPSHUFB        scidx32<>+192(SB), Y7, Y11
-	VPDPWSSD       Y11, Y9, Y6
-	VPSRLW         $0x04, Y10, Y9
-	VPAND          Y2, Y9, Y9
+	VPMADDUBSW     36(CX), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y10
+	VPMADDUBSW     36(CX)(BX*1), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y11
+	VPMADDUBSW     36(CX)(BX*2), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y12
+	VPMADDUBSW     36(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y9, Y8, Y6
+	VMOVDQU        80(AX), Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSLLW         $0x02, Y4, Y13
+	VPAND          v32_10101010<>+0(SB), Y13, Y13
+	VPOR           Y13, Y8, Y8
+	VPSHUFB        scidx32<>+64(SB), Y7, Y13
+	VPMADDUBSW     68(CX), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y10
+	VPMADDUBSW     68(CX)(BX*1), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y11
+	VPMADDUBSW     68(CX)(BX*2), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y12
+	VPMADDUBSW     68(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y13, Y8, Y6
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSLLW         $0x01, Y4, Y9
+	VPAND          v32_10101010<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPSHUFB        scidx32<>+96(SB), Y7, Y9
+	VPMADDUBSW     100(CX), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y10
+	VPMADDUBSW     100(CX)(BX*1), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y11
+	VPMADDUBSW     100(CX)(BX*2), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y12
+	VPMADDUBSW     100(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y9, Y8, Y6
+	VMOVDQU        112(AX), Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VMOVDQA        Y4, Y13
+	VPAND          v32_10101010<>+0(SB), Y13, Y13
+	VPOR           Y13, Y8, Y8
+	VPSHUFB        scidx32<>+128(SB), Y7, Y13
+	VPMADDUBSW     132(CX), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y10
+	VPMADDUBSW     132(CX)(BX*1), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y11
+	VPMADDUBSW     132(CX)(BX*2), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y12
+	VPMADDUBSW     132(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y13, Y8, Y6
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSRLW         $0x01, Y4, Y9
+	VPAND          v32_10101010<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPSHUFB        scidx32<>+160(SB), Y7, Y9
+	VPMADDUBSW     164(CX), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y10
+	VPMADDUBSW     164(CX)(BX*1), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y11
+	VPMADDUBSW     164(CX)(BX*2), Y8, Y13
+	VPDPWSSD       Y9, Y13, Y12
+	VPMADDUBSW     164(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y9, Y8, Y6
+	VMOVDQU        144(AX), Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSRLW         $0x02, Y4, Y13
+	VPAND          v32_10101010<>+0(SB), Y13, Y13
+	VPOR           Y13, Y8, Y8
+	VPSHUFB        scidx32<>+192(SB), Y7, Y13
+	VPMADDUBSW     196(CX), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y10
+	VPMADDUBSW     196(CX)(BX*1), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y11
+	VPMADDUBSW     196(CX)(BX*2), Y8, Y14
+	VPDPWSSD       Y13, Y14, Y12
+	VPMADDUBSW     196(CX)(SI*1), Y8, Y8
+	VPDPWSSD       Y13, Y8, Y6
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
 	VPSRLW         $0x03, Y4, Y4
-	VPAND          Y3, Y4, Y4
-	VPOR           Y4, Y9, Y9
-	VPMADDUBSW     228(CX), Y9, Y4
-	VPSHUFB        scidx32<>+224(SB), Y7, Y7
-	VPDPWSSD       Y7, Y4, Y8
-	VPADDD         Y8, Y6, Y6
-	VBROADCASTSS   X5, Y4
+	VPAND          v32_10101010<>+0(SB), Y4, Y4
+	VPOR           Y4, Y8, Y8
+	VPSHUFB        scidx32<>+224(SB), Y7, Y4
+	VPMADDUBSW     228(CX), Y8, Y7
+	VPDPWSSD       Y4, Y7, Y10
+	VPMADDUBSW     228(CX)(BX*1), Y8, Y7
+	VPDPWSSD       Y4, Y7, Y11
+	VPMADDUBSW     228(CX)(BX*2), Y8, Y7
+	VPDPWSSD       Y4, Y7, Y12
+	VPMADDUBSW     228(CX)(SI*1), Y8, Y7
+	VPDPWSSD       Y4, Y7, Y6
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (CX), X4
+	VMULPS         X5, X4, X4
+	VBROADCASTSS   X4, Y4
+	VFMADD231PS    Y10, Y4, Y0
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   (CX)(BX*1), X4
+	VMULPS         X5, X4, X4
+	VBROADCASTSS   X4, Y4
+	VFMADD231PS    Y11, Y4, Y1
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   (CX)(BX*2), X4
+	VMULPS         X5, X4, X4
+	VBROADCASTSS   X4, Y4
+	VFMADD231PS    Y12, Y4, Y2
 	VCVTDQ2PS      Y6, Y6
-	VFMADD231PS    Y6, Y4, Y0
+	VBROADCASTSS   (CX)(SI*1), X4
+	VMULPS         X5, X4, X4
+	VBROADCASTSS   X4, Y4
+	VFMADD231PS    Y6, Y4, Y3
 	ADDQ           $0x000000b0, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
-	JNZ            loopQ5K
+	JNZ            loopdotQ5Kx4VNNI256
 
-doneQ5K:
-	VEXTRACTF128 $0x01, Y0, X2
-	VADDPS       X2, X0, X0
-	VMOVHLPS     X0, X0, X2
-	VADDPS       X2, X0, X0
-	VMOVSHDUP    X0, X2
-	VADDSS       X2, X0, X0
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X2, X1, X1
-	VMOVHLPS     X1, X1, X2
-	VADDPS       X2, X1, X1
-	VMOVSHDUP    X1, X2
-	VADDSS       X2, X1, X1
-	VSUBSS       X1, X0, X0
-	MOVSS        X0, ret+24(FP)
+donedotQ5Kx4VNNI256:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(AX)
 	RET
 
 // func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32
@@ -3909,13 +7226,3 @@ DATA v32_000000ff<>+20(SB)/4, $0x000000ff
 DATA v32_000000ff<>+24(SB)/4, $0x000000ff
 DATA v32_000000ff<>+28(SB)/4, $0x000000ff
 GLOBL v32_000000ff<>(SB), RODATA|NOPTR, $32
-
-DATA v32_80808080<>+0(SB)/4, $0x80808080
-DATA v32_80808080<>+4(SB)/4, $0x80808080
-DATA v32_80808080<>+8(SB)/4, $0x80808080
-DATA v32_80808080<>+12(SB)/4, $0x80808080
-DATA v32_80808080<>+16(SB)/4, $0x80808080
-DATA v32_80808080<>+20(SB)/4, $0x80808080
-DATA v32_80808080<>+24(SB)/4, $0x80808080
-DATA v32_80808080<>+28(SB)/4, $0x80808080
-GLOBL v32_80808080<>(SB), RODATA|NOPTR, $32

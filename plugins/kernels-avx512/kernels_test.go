@@ -459,45 +459,49 @@ func TestQuantizeQ8K(t *testing.T) {
 	})
 }
 
-// TestMatMul checks MatVec and MatMul against row-by-row Dot for several
-// thread counts, including rows not a multiple of the row alignment.
+// TestMatMul checks MatVec and MatMul against row-by-row Dot, bit for bit,
+// for several thread counts, rows not a multiple of the row alignment, and
+// activation counts that use the four-row kernels and the single-row tail.
 func TestMatMul(t *testing.T) {
-	r := rand.New(rand.NewPCG(4, 4))
-	for _, typ := range []quant.Type{quant.Q2_K, quant.Q4_0, quant.F16} {
-		for _, rows := range []int{1, 17, 100} {
-			n, m := 512, 3
-			var w, act []byte
-			for range rows {
-				w = append(w, randWeights(r, typ, n)...)
-			}
-			for range m {
-				act = append(act, randActs(r, typ, n)...)
-			}
-			wrow, _ := quant.RowSize(typ, int64(n))
-			arow, _ := quant.RowSize(typ.VecDotType(), int64(n))
-			want := make([]float32, m*rows)
-			for j := range m {
-				for i := range rows {
-					want[j*rows+i], _ = Dot(typ, n, w[int64(i)*wrow:], act[int64(j)*arow:])
+	forEachLevel(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(4, 4))
+		for _, typ := range kernelTypes {
+			for _, rows := range []int{1, 17, 40} {
+				n, m := 512, 6
+				var w, act []byte
+				for range rows {
+					w = append(w, randWeights(r, typ, n)...)
 				}
-			}
-			for _, threads := range []int{0, 1, 2, 5} {
-				got := make([]float32, m*rows)
-				if err := MatMul(typ, w, rows, n, act, m, got, threads); err != nil {
-					t.Fatal(err)
+				for range m {
+					act = append(act, randActs(r, typ, n)...)
 				}
-				vec := make([]float32, rows)
-				if err := MatVec(typ, w, rows, n, act, vec, threads); err != nil {
-					t.Fatal(err)
+				wrow, _ := quant.RowSize(typ, int64(n))
+				arow, _ := quant.RowSize(typ.VecDotType(), int64(n))
+				want := make([]float32, m*rows)
+				for j := range m {
+					for i := range rows {
+						want[j*rows+i], _ = Dot(typ, n, w[int64(i)*wrow:], act[int64(j)*arow:])
+					}
 				}
-				for i := range got {
-					if got[i] != want[i] || (i < rows && vec[i] != want[i]) {
-						t.Fatalf("%s rows=%d threads=%d: output %d differs", typ, rows, threads, i)
+				for _, threads := range []int{0, 1, 2, 5} {
+					got := make([]float32, m*rows)
+					if err := MatMul(typ, w, rows, n, act, m, got, threads); err != nil {
+						t.Fatal(err)
+					}
+					vec := make([]float32, rows)
+					if err := MatVec(typ, w, rows, n, act, vec, threads); err != nil {
+						t.Fatal(err)
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) || (i < rows && vec[i] != want[i]) {
+							t.Fatalf("%s rows=%d threads=%d: output %d (row %d of activation %d) is %g, Dot gives %g",
+								typ, rows, threads, i, i%rows, i/rows, got[i], want[i])
+						}
 					}
 				}
 			}
 		}
-	}
+	})
 }
 
 func TestMatMulErrors(t *testing.T) {

@@ -26,56 +26,126 @@ const (
 	q8KBsums = 260
 )
 
-// kLoop emits a function dot<name><suffix>(w, a *byte, nb int) float32 that
-// runs body once per block. body adds the block's scaled sum into acc and
-// the part to subtract (minimums, offsets) into accm (a ymm).
-func kLoop(t *target, name string, wsize int, pre func(), body func(wp, ap Register, acc, accm VecVirtual)) {
-	TEXT("dot"+name+t.suffix, NOSPLIT, "func(w, a *byte, nb int) float32")
+// kctx is what a K-quant block body works with: the weight block pointer,
+// the block base of each of the m activation rows, and their accumulators.
+type kctx struct {
+	t    *target
+	wp   Register
+	acts []Mem
+	acc  []VecVirtual // float sums, full width
+	accm []VecVirtual // subtracted parts, ymm: acc itself for 256-bit targets
+	dw   VecVirtual   // the weight block's fp16 scale(s) as float32, xmm lanes 0 (and 1)
+}
+
+// kLoop emits the dot product of one weight row with m activation rows:
+//
+//	m == 1: dot<name><suffix>(w, a *byte, nb int) float32
+//	m > 1:  dot<name>x<m><suffix>(w, a *byte, nb, astride int, out *float32)
+//
+// where activation row k starts at a + k*astride and out[k] receives its
+// result. The weight block is unpacked once for all m rows. body emits one
+// block; pre the loop-invariant constants. A row's float operations are the
+// same whatever m is, so every m gives bit-identical results.
+func kLoop(t *target, name string, wsize, m int, pre func(), body func(c *kctx)) {
+	fn := "dot" + name + t.suffix
+	sig := "func(w, a *byte, nb int) float32"
+	if m > 1 {
+		fn = "dot" + name + "x" + string(rune('0'+m)) + t.suffix
+		sig = "func(w, a *byte, nb, astride int, out *float32)"
+	}
+	TEXT(fn, NOSPLIT, sig)
 	Pragma("noescape")
-	wp := Load(Param("w"), GP64())
+	c := &kctx{t: t, wp: Load(Param("w"), GP64())}
 	ap := Load(Param("a"), GP64())
 	nb := Load(Param("nb"), GP64())
-	acc := t.vec()
-	t.zero(acc)
-	accm := YMM()
-	VXORPS(accm, accm, accm)
-	pre() // loop-invariant constants
+	c.acts = []Mem{{Base: ap}}
+	if m > 1 {
+		s := Load(Param("astride"), GP64())
+		c.acts = append(c.acts, Mem{Base: ap, Index: s, Scale: 1}, Mem{Base: ap, Index: s, Scale: 2})
+		if m > 3 {
+			s3 := GP64()
+			LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
+			c.acts = append(c.acts, Mem{Base: ap, Index: s3, Scale: 1})
+		}
+		c.acts = c.acts[:m]
+	}
+	for k := 0; k < m; k++ {
+		a := t.vec()
+		VXORPS(a, a, a)
+		c.acc = append(c.acc, a)
+		am := a
+		if t.zmm() {
+			am = YMM()
+			VXORPS(am, am, am)
+		}
+		c.accm = append(c.accm, am)
+	}
+	pre()
 	TESTQ(nb, nb)
-	JZ(LabelRef("done" + name))
-	Label("loop" + name)
-	body(wp, ap, acc, accm)
-	ADDQ(U32(wsize), wp)
+	JZ(LabelRef("done" + fn))
+	Label("loop" + fn)
+	body(c)
+	ADDQ(U32(wsize), c.wp)
 	ADDQ(U32(q8KSize), ap)
 	DECQ(nb)
-	JNZ(LabelRef("loop" + name))
-	Label("done" + name)
-	s := t.hsum(acc)
-	m := hsumY(accm)
-	VSUBSS(m, s, s)
-	Store(s, ReturnIndex(0))
+	JNZ(LabelRef("loop" + fn))
+	Label("done" + fn)
+	var outp Register
+	if m > 1 {
+		outp = Load(Param("out"), GP64())
+	}
+	for k := 0; k < m; k++ {
+		s := t.hsum(c.acc[k])
+		if t.zmm() {
+			VADDSS(hsumY(c.accm[k]), s, s)
+		}
+		if m == 1 {
+			Store(s, ReturnIndex(0))
+		} else {
+			VMOVSS(s, Mem{Base: outp, Disp: 4 * k})
+		}
+	}
 	RET()
 }
 
-// mov loads a vector of any width; EVEX needs the explicit element size.
-func (t *target) mov(m Mem, dst Op) {
-	if t.zmm() {
-		VMOVDQU64(m, dst)
-	} else {
-		VMOVDQU(m, dst)
-	}
+// genK emits a K-quant kernel for one row (two integer accumulators per
+// block, to hide VPDPWSSD latency) and for four rows (one each).
+func genK(t *target, name string, wsize int, pre func(), body func(c *kctx, nacc int)) {
+	kLoop(t, name, wsize, 1, pre, func(c *kctx) { body(c, 2) })
+	kLoop(t, name, wsize, 4, pre, func(c *kctx) { body(c, 1) })
 }
 
-func (t *target) xor(src2, src1, dst Op) {
-	if t.zmm() {
-		VPXORD(src2, src1, dst)
-	} else {
-		VPXOR(src2, src1, dst)
-	}
+// ydot returns activation row k's fp16-scale product with the weight
+// scale(s) in c.dw: lanes 0 (and 1) of an xmm.
+func (c *kctx) ydot(k int) VecVirtual {
+	y := XMM()
+	VBROADCASTSS(c.acts[k], y)
+	VMULPS(c.dw, y, y)
+	return y
 }
 
-// isumAcc sums scaled int16 pairs into int32 lanes over several
-// registers, so that a chain of VPDPWSSD (latency 4-5) does not serialise a
-// block; the first use of each register is a plain VPMADDWD.
+// subtract adds -(factor << shift)·sum_j(s_j·bsum_j) into row k, where sw
+// holds the sixteen 16-bit per-sub-block factors s_j (a ymm, kept) and
+// factor is lane `lane` of c.ydot(k).
+func (c *kctx) subtract(k int, sw VecVirtual, shift, lane int) {
+	p := YMM()
+	VPMADDWD(c.acts[k].Offset(q8KBsums), sw, p)
+	if shift > 0 {
+		VPSLLD(U8(shift), p, p)
+	}
+	VCVTDQ2PS(p, p)
+	f := YMM()
+	src := c.ydot(k)
+	if lane == 1 {
+		VMOVSHDUP(src, src)
+	}
+	VBROADCASTSS(src, f)
+	VFNMADD231PS(p, f, c.accm[k].AsY())
+}
+
+// isumAcc sums scaled int16 pairs into int32 lanes over one or more
+// registers (two hide VPDPWSSD's latency within a block); the first use of
+// each register is a plain VPMADDWD.
 type isumAcc struct {
 	t    *target
 	regs []VecVirtual
@@ -102,144 +172,114 @@ func (a *isumAcc) sum() VecVirtual {
 	return a.regs[0]
 }
 
-// finishInt adds isum (int32 lanes) times the block scale into acc.
-func finishInt(isum, d, acc VecVirtual) {
-	VCVTDQ2PS(isum, isum)
-	VFMADD231PS(isum, d, acc)
-}
-
-// subtractSums adds c*sum_j(s_j*bsum_j) * dscale into accm, where sw holds
-// the sixteen 16-bit per-sub-block factors s_j (a ymm) and c = 1<<shift.
-func subtractSums(sw VecVirtual, ap Register, shift int, dscale, accm VecVirtual) {
-	VPMADDWD(Mem{Base: ap, Disp: q8KBsums}, sw, sw)
-	if shift > 0 {
-		VPSLLD(U8(shift), sw, sw)
+// runs emits the integer part of a block: for each vector i of quants
+// (quants(i), unsigned bytes) and its 16-bit scales (scales(i)), the
+// VPMADDUBSW with every activation row, scaled and summed per row; then
+// each row's sum times its block scale (lane 0 of c.ydot) into acc.
+func (c *kctx) runs(nacc int, quants func(i int) VecVirtual, scales func(i int) VecVirtual) {
+	t := c.t
+	sums := make([]*isumAcc, len(c.acts))
+	for k := range sums {
+		sums[k] = t.newIsum(nacc)
 	}
-	VCVTDQ2PS(sw, sw)
-	VFMADD231PS(sw, dscale.AsY(), accm)
+	for i := 0; i < 256/t.w; i++ {
+		u := quants(i)
+		s := scales(i)
+		for k, a := range c.acts {
+			p := t.vec()
+			VPMADDUBSW(a.Offset(q8KQs+i*t.w), u, p)
+			sums[k].add(p, s)
+		}
+	}
+	for k, sum := range sums {
+		isum := sum.sum()
+		VCVTDQ2PS(isum, isum)
+		d := t.vec()
+		VBROADCASTSS(c.ydot(k), d)
+		VFMADD231PS(isum, d, c.acc[k])
+	}
 }
 
-// twoBit returns element vector i of a block whose 2-bit quants are packed
-// as Q2_K/Q3_K's qs (32 bytes per 128 elements, bits 2j..2j+1 for element
-// run j): the quants as bytes in [0, 3]. q caches the loaded qs.
-func (t *target) twoBit(i int, qs Mem, q *VecVirtual, c03 VecVirtual) VecVirtual {
-	u := t.vec()
+// mov loads a vector of any width; EVEX needs the explicit element size.
+func (t *target) mov(m Mem, dst Op) {
 	if t.zmm() {
-		k, j := i/2, 2*(i%2)
-		if i%2 == 0 {
-			*q = t.vec()
-			t.load32(qs.Offset(32*k), *q)
-		}
-		vshift(-2*j, -2*j-2, *q, u)
+		VMOVDQU64(m, dst)
 	} else {
-		k, j := i/4, i%4
-		if j == 0 {
-			*q = t.vec()
-			t.load32(qs.Offset(32*k), *q)
-		}
-		shiftBits(-2*j, *q, u)
+		VMOVDQU(m, dst)
 	}
-	t.and(c03, u, u)
-	return u
+}
+
+func (t *target) xor(src2, src1, dst Op) {
+	if t.zmm() {
+		VPXORD(src2, src1, dst)
+	} else {
+		VPXOR(src2, src1, dst)
+	}
+}
+
+// halfs loads the fp16 value(s) at m as float32 into an xmm: two adjacent
+// ones when both fit inside the block, else one.
+func halfs(m Mem, two bool) VecVirtual {
+	x := XMM()
+	if two {
+		VMOVD(m, x)
+	} else {
+		VPBROADCASTW(m, x)
+	}
+	VCVTPH2PS(x, x)
+	return x
 }
 
 func genQ2K(t *target) {
-	var c0F, c03 VecVirtual
-	pre := func() { c0F, c03 = t.splat(0x0f0f0f0f), t.splat(0x03030303) }
-	kLoop(t, "Q2K", 84, pre, func(wp, ap Register, acc, accm VecVirtual) {
-		D := halfPair(Mem{Base: wp, Disp: 80}, Mem{Base: ap})
+	var c0F, c03 Op
+	pre := func() { c0F, c03 = t.konst(0x0f0f0f0f), t.konst(0x03030303) }
+	genK(t, "Q2K", 84, pre, func(c *kctx, nacc int) {
+		wp := c.wp
+		c.dw = halfs(Mem{Base: wp, Disp: 80}, true) // d, dmin
 		// Minimums: 16 high nibbles times the 16 bsums.
 		mx := XMM()
 		t.mov(Mem{Base: wp}, mx)
 		VPSRLW(U8(4), mx, mx)
-		t.and(c0F.AsX(), mx, mx)
+		t.and(asX(c0F), mx, mx)
 		mw := YMM()
 		VPMOVZXBW(mx, mw)
-		subtractSums(mw, ap, 0, t.bcastLane(D, 1), accm)
-
+		for k := range c.acts {
+			c.subtract(k, mw, 0, 1)
+		}
 		scb := t.vec()
 		t.bcast16(Mem{Base: wp}, scb)
 		t.and(c0F, scb, scb)
 		idx := t.scaleIndex(16)
-		isum := t.newIsum(2)
 		var q VecVirtual
-		for i := 0; i < 256/t.w; i++ {
-			u := t.twoBit(i, Mem{Base: wp, Disp: 16}, &q, c03)
-			p := t.vec()
-			VPMADDUBSW(Mem{Base: ap, Disp: q8KQs + i*t.w}, u, p)
+		c.runs(nacc, func(i int) VecVirtual {
+			return t.twoBit(i, Mem{Base: wp, Disp: 16}, &q, c03)
+		}, func(i int) VecVirtual {
 			s := t.vec()
 			VPSHUFB(idx.Offset(i*t.w), scb, s)
-			isum.add(p, s)
-		}
-		finishInt(isum.sum(), t.bcastLane(D, 0), acc)
+			return s
+		})
 	})
 }
 
-// laneConst returns a constant of the target's width whose every 128-bit
-// lane holds the four dwords d.
-func (t *target) laneConst(name string, d [4]uint32) Mem {
-	var b []byte
-	for l := 0; l < t.w/16; l++ {
-		for _, v := range d {
-			b = append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
-		}
-	}
-	return constData(name+map[int]string{32: "_y", 64: "_z"}[t.w], b)
-}
-
-// q3KScales unpacks Q3_K's twelve bytes of 6-bit scales (biased by 32)
-// into 16 bytes, in every 128-bit lane of the result, as ggml's kmask
-// shuffle does:
-//
-//	s[0:4]   = a0&0x0f | (t<<4)&0x30     s[4:8]   = a1&0x0f | (t<<2)&0x30
-//	s[8:12]  = a0>>4&0x0f | t&0x30       s[12:16] = a1>>4&0x0f | (t>>2)&0x30
-//
-// with a0, a1, t the three little-endian words.
-func (t *target) q3KScales(wp Register) VecVirtual {
-	v := t.vec()
-	t.bcast16(Mem{Base: wp, Disp: 94}, v) // 94..109: ends with the block
-	x, y := t.vec(), t.vec()
-	// The words start at byte 2 of v.
-	VPSHUFB(t.laneConst("q3a", [4]uint32{0x05040302, 0x09080706, 0x05040302, 0x09080706}), v, x)
-	VPSRLVD(t.laneConst("q3ash", [4]uint32{0, 0, 4, 4}), x, x)
-	t.and(t.laneConst("q3am", [4]uint32{0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f}), x, x)
-	VPSHUFB(t.laneConst("q3t", [4]uint32{0x0d0c0b0a, 0x0d0c0b0a, 0x0d0c0b0a, 0x0d0c0b0a}), v, y)
-	VPSLLVD(t.laneConst("q3tl", [4]uint32{4, 2, 0, 0}), y, y)
-	VPSRLVD(t.laneConst("q3tr", [4]uint32{0, 0, 0, 2}), y, y)
-	t.and(t.laneConst("q3tm", [4]uint32{0x30303030, 0x30303030, 0x30303030, 0x30303030}), y, y)
-	t.or(y, x, x)
-	return x
-}
-
-// bcastX copies the xmm x into every 128-bit lane of a full-width register.
-func (t *target) bcastX(x VecVirtual) VecVirtual {
-	r := t.vec()
-	if t.zmm() {
-		VSHUFI64X2(U8(0), x.AsZ(), x.AsZ(), r)
-	} else {
-		VPERMQ(U8(0x44), x.AsY(), r)
-	}
-	return r
-}
-
 func genQ3K(t *target) {
-	var c32, c03, c04 VecVirtual
-	pre := func() { c32, c03, c04 = t.splat(0x00200020), t.splat(0x03030303), t.splat(0x04040404) }
-	kLoop(t, "Q3K", 110, pre, func(wp, ap Register, acc, accm VecVirtual) {
-		Dv := t.bcastLane(halfOne(Mem{Base: wp, Disp: 108}, Mem{Base: ap}), 0)
+	var c32, c03, c04 Op
+	pre := func() { c32, c03, c04 = t.konst(0x00200020), t.konst(0x03030303), t.konst(0x04040404) }
+	genK(t, "Q3K", 110, pre, func(c *kctx, nacc int) {
+		wp := c.wp
+		c.dw = halfs(Mem{Base: wp, Disp: 108}, false)
 		scb := t.q3KScales(wp)
 		// -4 * sum(s_j*bsum_j), with s_j the unbiased scale.
 		sw := YMM()
 		VPMOVZXBW(scb.AsX(), sw)
-		VPSUBW(c32.AsY(), sw, sw)
-		subtractSums(sw, ap, 2, Dv, accm)
-
+		VPSUBW(asY(c32), sw, sw)
+		for k := range c.acts {
+			c.subtract(k, sw, 2, 0)
+		}
 		idx := t.scaleIndex(16)
 		hm := t.vec()
 		t.load32(Mem{Base: wp}, hm)
-		isum := t.newIsum(2)
 		var q VecVirtual
-		for i := 0; i < 256/t.w; i++ {
+		c.runs(nacc, func(i int) VecVirtual {
 			u := t.twoBit(i, Mem{Base: wp, Disp: 32}, &q, c03)
 			// Bit r of hmask is the third bit of run r: move it to bit 2.
 			h := t.vec()
@@ -254,109 +294,84 @@ func genQ3K(t *target) {
 			}
 			t.and(c04, h, h)
 			t.or(h, u, u)
-			p := t.vec()
-			VPMADDUBSW(Mem{Base: ap, Disp: q8KQs + i*t.w}, u, p)
+			return u
+		}, func(i int) VecVirtual {
 			s := t.vec()
 			VPSHUFB(idx.Offset(i*t.w), scb, s)
 			VPSUBW(c32, s, s)
-			isum.add(p, s)
-		}
-		finishInt(isum.sum(), Dv, acc)
+			return s
+		})
 	})
 }
 
 func genQ6K(t *target) {
-	var c80, c128, c0F, c30 VecVirtual
+	var c80, c128, c0F, c30 Op
 	pre := func() {
-		c80, c128 = t.splat(0x80808080), t.splat(0x00800080)
-		c0F, c30 = t.splat(0x0f0f0f0f), t.splat(0x30303030)
+		c80, c128 = t.konst(0x80808080), t.konst(0x00800080)
+		c0F, c30 = t.konst(0x0f0f0f0f), t.konst(0x30303030)
 	}
-	kLoop(t, "Q6K", 210, pre, func(wp, ap Register, acc, accm VecVirtual) {
-		Dv := t.bcastLane(halfOne(Mem{Base: wp, Disp: 208}, Mem{Base: ap}), 0)
+	genK(t, "Q6K", 210, pre, func(c *kctx, nacc int) {
+		wp := c.wp
+		c.dw = halfs(Mem{Base: wp, Disp: 208}, false)
 		// -32 * sum(s_j*bsum_j).
 		sw := YMM()
 		VPMOVSXBW(Mem{Base: wp, Disp: 192}, sw)
-		subtractSums(sw, ap, 5, Dv, accm)
-
+		for k := range c.acts {
+			c.subtract(k, sw, 5, 0)
+		}
 		// Signed scales through VPSHUFB's zero extension: bias by 128 first.
 		scb := t.vec()
 		t.bcast16(Mem{Base: wp, Disp: 192}, scb)
 		t.xor(c80, scb, scb)
 		idx := t.scaleIndex(16)
-		isum := t.newIsum(2)
-		var ql [2]VecVirtual
-		var qh VecVirtual
-		for i := 0; i < 256/t.w; i++ {
+		var ql, qh VecVirtual
+		c.runs(nacc, func(i int) VecVirtual {
 			lo, hb := t.vec(), t.vec()
 			if t.zmm() {
 				h, sub := i/2, i%2
 				if sub == 0 {
-					ql[0] = t.vec()
-					t.mov(Mem{Base: wp, Disp: 64 * h}, ql[0])
+					ql = t.vec()
+					t.mov(Mem{Base: wp, Disp: 64 * h}, ql)
 					qh = t.vec()
 					t.load32(Mem{Base: wp, Disp: 128 + 32*h}, qh)
-					t.and(c0F, ql[0], lo)
+					t.and(c0F, ql, lo)
 					vshift(4, 2, qh, hb)
 				} else {
-					VPSRLW(U8(4), ql[0], lo)
+					VPSRLW(U8(4), ql, lo)
 					t.and(c0F, lo, lo)
 					vshift(0, -2, qh, hb)
 				}
 			} else {
+				// Reloading ql costs a load, caching it two registers.
 				h, j := i/4, i%4
 				if j == 0 {
 					qh = t.vec()
 					t.load32(Mem{Base: wp, Disp: 128 + 32*h}, qh)
 				}
-				if j < 2 {
-					ql[j] = t.vec()
-					t.load32(Mem{Base: wp, Disp: 64*h + 32*j}, ql[j])
-					t.and(c0F, ql[j], lo)
-				} else {
-					VPSRLW(U8(4), ql[j-2], lo)
-					t.and(c0F, lo, lo)
+				t.load32(Mem{Base: wp, Disp: 64*h + 32*(j%2)}, lo)
+				if j >= 2 {
+					VPSRLW(U8(4), lo, lo)
 				}
+				t.and(c0F, lo, lo)
 				shiftBits(4-2*j, qh, hb)
 			}
 			t.and(c30, hb, hb)
 			t.or(hb, lo, lo)
-			p := t.vec()
-			VPMADDUBSW(Mem{Base: ap, Disp: q8KQs + i*t.w}, lo, p)
+			return lo
+		}, func(i int) VecVirtual {
 			s := t.vec()
 			VPSHUFB(idx.Offset(i*t.w), scb, s)
 			VPSUBW(c128, s, s)
-			isum.add(p, s)
-		}
-		finishInt(isum.sum(), Dv, acc)
+			return s
+		})
 	})
 }
 
-// k4Scales unpacks the 12-byte 6-bit scale/min table of Q4_K and Q5_K (at
-// wp+4) into eight scale bytes then eight min bytes (get_scale_min_k4 for
-// j = 0..7), in every 128-bit lane of the result. With a0, a1, a2 the three
-// little-endian words:
-//
-//	sc[0:4] = a0&0x3f   sc[4:8] = a2&0x0f | (a0>>2)&0x30
-//	m[0:4]  = a1&0x3f   m[4:8]  = (a2>>4)&0x0f | (a1>>2)&0x30
-func (t *target) k4Scales(wp Register) VecVirtual {
-	v := t.vec()
-	t.bcast16(Mem{Base: wp, Disp: 4}, v)
-	x, y := t.vec(), t.vec()
-	VPSHUFD(U8(0x98), v, x) // a0 a2 a1 a2
-	VPSRLVD(t.laneConst("k4sh", [4]uint32{0, 0, 0, 4}), x, x)
-	t.and(t.laneConst("k4m", [4]uint32{0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f}), x, x)
-	VPSHUFD(U8(0x50), v, y) // a0 a0 a1 a1
-	VPSRLD(U8(2), y, y)
-	t.and(t.laneConst("k4hm", [4]uint32{0, 0x30303030, 0, 0x30303030}), y, y)
-	t.or(y, x, x)
-	return x
-}
-
-// k4Common emits the parts Q4_K and Q5_K share: the scale unpack, the
-// minimum term, and the per-vector loop; quants(i) returns vector i's
-// unsigned quants.
-func k4Common(t *target, wp, ap Register, acc, accm VecVirtual, quants func(i int) VecVirtual) {
-	D := halfPair(Mem{Base: wp}, Mem{Base: ap})
+// k4Body emits the parts Q4_K and Q5_K share: the scale unpack, the
+// minimum term, and the runs; quants(i) returns vector i's unsigned quants.
+func k4Body(c *kctx, nacc int, quants func(i int) VecVirtual) {
+	t, wp := c.t, c.wp
+	c.dw = halfs(Mem{Base: wp}, true) // d, dmin
 	scb := t.k4Scales(wp)
 	// Each min covers two bsums: the min of bsum j is byte 8+j/2.
 	mw := YMM()
@@ -365,62 +380,37 @@ func k4Common(t *target, wp, ap Register, acc, accm VecVirtual, quants func(i in
 		dup = append(dup, byte(8+j/2), 0x80)
 	}
 	VPSHUFB(constData("k4mdup", dup), scb.AsY(), mw)
-	subtractSums(mw, ap, 0, t.bcastLane(D, 1), accm)
+	for k := range c.acts {
+		c.subtract(k, mw, 0, 1)
+	}
 	idx := t.scaleIndex(32)
-	isum := t.newIsum(2)
-	for i := 0; i < 256/t.w; i++ {
-		u := quants(i)
-		p := t.vec()
-		VPMADDUBSW(Mem{Base: ap, Disp: q8KQs + i*t.w}, u, p)
+	c.runs(nacc, quants, func(i int) VecVirtual {
 		s := t.vec()
 		VPSHUFB(idx.Offset(i*t.w), scb, s)
-		isum.add(p, s)
-	}
-	finishInt(isum.sum(), t.bcastLane(D, 0), acc)
-}
-
-// nibbles returns vector i of a Q4_K-style nibble array at qs (32 bytes per
-// 64 elements: low nibbles first, then high): the 4-bit quants as bytes.
-func (t *target) nibbles(i int, qs Mem, q *VecVirtual, c0F VecVirtual) VecVirtual {
-	u := t.vec()
-	if t.zmm() {
-		q := t.vec()
-		t.load32(qs.Offset(32*i), q)
-		vshift(0, -4, q, u)
-	} else {
-		k, s := i/2, i%2
-		if s == 0 {
-			*q = t.vec()
-			t.load32(qs.Offset(32*k), *q)
-			t.and(c0F, *q, u)
-			return u
-		}
-		VPSRLW(U8(4), *q, u)
-	}
-	t.and(c0F, u, u)
-	return u
+		return s
+	})
 }
 
 func genQ4K(t *target) {
-	var c0F VecVirtual
-	pre := func() { c0F = t.splat(0x0f0f0f0f) }
-	kLoop(t, "Q4K", 144, pre, func(wp, ap Register, acc, accm VecVirtual) {
+	var c0F Op
+	pre := func() { c0F = t.konst(0x0f0f0f0f) }
+	genK(t, "Q4K", 144, pre, func(c *kctx, nacc int) {
 		var q VecVirtual
-		k4Common(t, wp, ap, acc, accm, func(i int) VecVirtual {
-			return t.nibbles(i, Mem{Base: wp, Disp: 16}, &q, c0F)
+		k4Body(c, nacc, func(i int) VecVirtual {
+			return t.nibbles(i, Mem{Base: c.wp, Disp: 16}, &q, c0F)
 		})
 	})
 }
 
 func genQ5K(t *target) {
-	var c0F, c10 VecVirtual
-	pre := func() { c0F, c10 = t.splat(0x0f0f0f0f), t.splat(0x10101010) }
-	kLoop(t, "Q5K", 176, pre, func(wp, ap Register, acc, accm VecVirtual) {
+	var c0F, c10 Op
+	pre := func() { c0F, c10 = t.konst(0x0f0f0f0f), t.konst(0x10101010) }
+	genK(t, "Q5K", 176, pre, func(c *kctx, nacc int) {
 		qh := t.vec()
-		t.load32(Mem{Base: wp, Disp: 16}, qh)
+		t.load32(Mem{Base: c.wp, Disp: 16}, qh)
 		var q VecVirtual
-		k4Common(t, wp, ap, acc, accm, func(i int) VecVirtual {
-			u := t.nibbles(i, Mem{Base: wp, Disp: 48}, &q, c0F)
+		k4Body(c, nacc, func(i int) VecVirtual {
+			u := t.nibbles(i, Mem{Base: c.wp, Disp: 48}, &q, c0F)
 			// Bit r of qh is the fifth bit of run r: move it to bit 4.
 			h := t.vec()
 			if t.zmm() {

@@ -270,3 +270,9 @@ func genFloat(t *target, kind string) {
 	Store(t.hsum(acc[0]), ReturnIndex(0))
 	RET()
 }
+
+// finishInt adds isum (int32 lanes) times the block scale into acc.
+func finishInt(isum, d, acc VecVirtual) {
+	VCVTDQ2PS(isum, isum)
+	VFMADD231PS(isum, d, acc)
+}

@@ -260,3 +260,28 @@ func (t *target) bcastLane(x VecVirtual, i int) VecVirtual {
 	VBROADCASTSS(src, r)
 	return r
 }
+
+// konst returns a loop-invariant constant with v in every dword: a
+// register on 512-bit targets (32 registers, and EVEX can broadcast), a
+// 32-byte memory operand on 256-bit ones, whose 16 registers are all
+// needed by the four-row kernels.
+func (t *target) konst(v uint32) Op {
+	if t.zmm() {
+		return t.splat(v)
+	}
+	return constVec(v)
+}
+
+func asX(o Op) Op {
+	if v, ok := o.(VecVirtual); ok {
+		return v.AsX()
+	}
+	return o
+}
+
+func asY(o Op) Op {
+	if v, ok := o.(VecVirtual); ok {
+		return v.AsY()
+	}
+	return o
+}
