@@ -1,0 +1,369 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/k3-inference/k3/core/chat"
+	"github.com/k3-inference/k3/core/sample"
+)
+
+var knownRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
+
+// chatInput validates a chat request and turns it into template input.
+func chatInput(req *chatRequest, info ModelInfo) (chat.Input, *apiError) {
+	in := chat.Input{AddGenerationPrompt: true, BOSToken: info.BOSToken, EOSToken: info.EOSToken, Kwargs: req.ChatTemplateKwargs}
+	if len(req.Messages) == 0 {
+		return in, errInvalid("messages must hold at least one message")
+	}
+	for i, m := range req.Messages {
+		if !knownRoles[m.Role] {
+			return in, errInvalid(fmt.Sprintf("messages[%d]: unknown role %q (want system, developer, user, assistant or tool)", i, m.Role))
+		}
+		if !m.Content.isSet && len(m.ToolCalls) == 0 && m.Role != "assistant" {
+			return in, errInvalid(fmt.Sprintf("messages[%d]: %s message has no content", i, m.Role))
+		}
+		in.Messages = append(in.Messages, chat.Message{
+			Role: m.Role, Content: m.Content.Text, Parts: m.Content.Parts, ReasoningContent: m.ReasoningContent,
+			Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls,
+		})
+	}
+	if v, ok := req.ChatTemplateKwargs["enable_thinking"]; ok {
+		var on bool
+		if err := json.Unmarshal(v, &on); err != nil {
+			return in, errInvalid("chat_template_kwargs.enable_thinking must be a boolean")
+		}
+		in.EnableThinking = &on
+	}
+	tools, aerr := chatTools(req)
+	if aerr != nil {
+		return in, aerr
+	}
+	in.Tools = tools
+	return in, nil
+}
+
+// chatTools returns the tools the template sees: none when tool_choice is
+// "none". "required" and a named function are accepted, but nothing
+// constrains the model to honour them (k3 has no grammar sampling yet).
+func chatTools(req *chatRequest) ([]chat.Tool, *apiError) {
+	var tools []chat.Tool
+	for i, t := range req.Tools {
+		if t.Type != "function" {
+			return nil, errInvalid(fmt.Sprintf("tools[%d]: type %q is not supported (want function)", i, t.Type))
+		}
+		if t.Function.Name == "" {
+			return nil, errInvalid(fmt.Sprintf("tools[%d]: function has no name", i))
+		}
+		if p := bytes.TrimSpace(t.Function.Parameters); len(p) > 0 && p[0] != '{' && !bytes.Equal(p, []byte("null")) {
+			return nil, errInvalid(fmt.Sprintf("tools[%d]: parameters must be a JSON Schema object", i))
+		}
+		tools = append(tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+	}
+	choice := bytes.TrimSpace(req.ToolChoice)
+	switch {
+	case len(choice) == 0 || bytes.Equal(choice, []byte("null")):
+	case choice[0] == '"':
+		var s string
+		_ = json.Unmarshal(choice, &s)
+		switch s {
+		case "none":
+			return nil, nil
+		case "auto", "required":
+		default:
+			return nil, errInvalid(fmt.Sprintf("tool_choice %q is not none, auto, required or a function", s))
+		}
+	case choice[0] == '{':
+		var named struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(choice, &named); err != nil || named.Function.Name == "" {
+			return nil, errInvalid("tool_choice object must name a function")
+		}
+		found := false
+		for _, t := range tools {
+			found = found || t.Name == named.Function.Name
+		}
+		if !found {
+			return nil, errInvalid(fmt.Sprintf("tool_choice names %q, which is not among the tools", named.Function.Name))
+		}
+	default:
+		return nil, errBadRequest("tool_choice must be a string or an object")
+	}
+	return tools, nil
+}
+
+// chatMessageOut is choices[].message of a whole reply.
+type chatMessageOut struct {
+	Role             string          `json:"role"`
+	Content          *string         `json:"content"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	ToolCalls        []chat.ToolCall `json:"tool_calls,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int             `json:"index"`
+	Message      *chatMessageOut `json:"message,omitempty"`
+	Delta        *chatDelta      `json:"delta,omitempty"`
+	Logprobs     any             `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+type chatDelta struct {
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
+}
+
+type toolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type chatResponse struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             *usage       `json:"usage,omitempty"`
+	Timings           *timings     `json:"timings,omitempty"`
+}
+
+func (s *Server) chatCompletions(c echo.Context) error {
+	b, aerr := s.ready()
+	if aerr != nil {
+		return aerr
+	}
+	tmpl := b.Template()
+	if tmpl == nil {
+		return newAPIError(http.StatusNotImplemented, "not_supported_error", "the model has no chat template; use /v1/completions")
+	}
+	body, aerr := s.readBody(c)
+	if aerr != nil {
+		return aerr
+	}
+	var req chatRequest
+	if aerr := decodeJSON(body, &req); aerr != nil {
+		return aerr
+	}
+	info := b.ModelInfo()
+	in, aerr := chatInput(&req, info)
+	if aerr != nil {
+		return aerr
+	}
+	text, err := tmpl.Render(in)
+	if err != nil {
+		return errInvalid("chat template: " + err.Error())
+	}
+	popts, err := tmpl.ParseOptions(in)
+	if err != nil {
+		return errInvalid("chat template: " + err.Error())
+	}
+	j, aerr := s.newJob("chat", b, &req.samplingFields, text, nil)
+	if aerr != nil {
+		return aerr
+	}
+	j.special = true
+	resp := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(),
+		Model: s.modelID(b), SystemFingerprint: "k3"}
+	if j.stream {
+		return s.streamChat(c, b, j, popts, resp)
+	}
+	return s.wholeChat(c, b, j, popts, resp)
+}
+
+// newJob tokenizes a prompt (unless tokens are given) and validates the
+// sampling fields against it.
+func (s *Server) newJob(route string, b Backend, f *samplingFields, text string, tokens []int32) (*job, *apiError) {
+	info := b.ModelInfo()
+	if tokens == nil {
+		var err error
+		if tokens, err = b.Tokenize(text, true, true); err != nil {
+			return nil, errInvalid("tokenize prompt: " + err.Error())
+		}
+	}
+	if len(tokens) == 0 {
+		return nil, errInvalid("the prompt is empty")
+	}
+	for i, t := range tokens {
+		if t < 0 || int(t) >= info.Vocab {
+			return nil, errInvalid(fmt.Sprintf("prompt[%d] = %d is outside the vocabulary (0..%d)", i, t, info.Vocab-1))
+		}
+	}
+	n, aerr := maxTokens(f, len(tokens), info.ContextLength)
+	if aerr != nil {
+		return nil, aerr
+	}
+	cfg, aerr := samplingConfig(f, info.Vocab)
+	if aerr != nil {
+		return nil, aerr
+	}
+	for i, st := range f.Stop {
+		if st == "" {
+			return nil, errInvalid(fmt.Sprintf("stop[%d] is empty", i))
+		}
+	}
+	return &job{route: route, prompt: tokens, sampling: cfg, maxTokens: n, stops: f.Stop, stream: f.Stream,
+		includeUsage: f.StreamOptions != nil && f.StreamOptions.IncludeUsage}, nil
+}
+
+// replyFilter applies stop strings, then the reply parser, to generated text.
+type replyFilter struct {
+	stops   *sample.StopMatcher
+	parser  *chat.Parser
+	stopped bool
+}
+
+func (f *replyFilter) feed(text string) []chat.Delta {
+	emit, stopped := f.stops.Feed(text)
+	f.stopped = f.stopped || stopped
+	return f.parser.Feed(emit)
+}
+
+func (f *replyFilter) close() []chat.Delta {
+	var out []chat.Delta
+	if !f.stopped {
+		out = f.parser.Feed(f.stops.Flush())
+	}
+	return append(out, f.parser.Close()...)
+}
+
+func finishReason(r GenerateResult, parsed chat.Parsed) string {
+	if r.Finish == sample.FinishLength {
+		return "length"
+	}
+	if len(parsed.ToolCalls) > 0 {
+		return "tool_calls"
+	}
+	return "stop"
+}
+
+func (s *Server) wholeChat(c echo.Context, b Backend, j *job, popts chat.ParseOptions, resp chatResponse) error {
+	f := &replyFilter{stops: sample.NewStopMatcher(j.stops), parser: chat.NewParser(popts)}
+	res, err := s.run(c, b, j, func() error { return nil }, func(p Piece) error {
+		f.feed(p.Text)
+		if f.stopped {
+			return ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		return quietIfGone(err)
+	}
+	f.close()
+	parsed := f.parser.Result()
+	msg := &chatMessageOut{Role: "assistant", ReasoningContent: parsed.Reasoning, ToolCalls: parsed.ToolCalls}
+	if parsed.Content != "" || len(parsed.ToolCalls) == 0 {
+		msg.Content = &parsed.Content
+	}
+	fr := finishReason(res, parsed)
+	resp.Choices = []chatChoice{{Message: msg, FinishReason: &fr}}
+	resp.Usage, resp.Timings = usageOf(res), timingsOf(res)
+	return s.writeJSON(c, resp)
+}
+
+// quietIfGone swallows the error of a request whose client left: there is
+// no one to tell.
+func quietIfGone(err error) error {
+	if errors.Is(err, errClientGone) {
+		return nil
+	}
+	return err
+}
+
+func strp(s string) *string { return &s }
+
+func deltaOut(d chat.Delta) *chatDelta {
+	switch {
+	case d.ToolCall != nil:
+		tc := toolCallDelta{Index: d.ToolCall.Index, ID: d.ToolCall.ID}
+		if d.ToolCall.ID != "" {
+			tc.Type = "function"
+		}
+		tc.Function.Name, tc.Function.Arguments = d.ToolCall.Name, d.ToolCall.Arguments
+		return &chatDelta{ToolCalls: []toolCallDelta{tc}}
+	case d.Reasoning != "":
+		return &chatDelta{ReasoningContent: d.Reasoning}
+	case d.Content != "":
+		return &chatDelta{Content: strp(d.Content)}
+	}
+	return nil
+}
+
+func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseOptions, resp chatResponse) error {
+	resp.Object = "chat.completion.chunk"
+	chunk := func(d *chatDelta, finish *string) chatResponse {
+		r := resp
+		r.Choices = []chatChoice{{Delta: d, FinishReason: finish}}
+		return r
+	}
+	var w *sse
+	f := &replyFilter{stops: sample.NewStopMatcher(j.stops), parser: chat.NewParser(popts)}
+	sendDeltas := func(ds []chat.Delta) error {
+		for _, d := range ds {
+			if out := deltaOut(d); out != nil {
+				if err := w.send(chunk(out, nil)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	start := func() error {
+		w = s.startSSE(c)
+		return w.send(chunk(&chatDelta{Role: "assistant", Content: strp("")}, nil))
+	}
+	res, err := s.run(c, b, j, start, func(p Piece) error {
+		if err := sendDeltas(f.feed(p.Text)); err != nil {
+			return err
+		}
+		if f.stopped {
+			return ErrStop
+		}
+		return nil
+	})
+	if w == nil { // never started: the error can still be a plain response
+		return quietIfGone(err)
+	}
+	if err != nil {
+		if !errors.Is(err, errClientGone) {
+			w.sendError(errServer(err.Error()))
+		}
+		return nil
+	}
+	if err := sendDeltas(f.close()); err != nil {
+		return nil
+	}
+	fr := finishReason(res, f.parser.Result())
+	last := chunk(&chatDelta{}, &fr)
+	last.Timings = timingsOf(res)
+	if w.send(last) != nil {
+		return nil
+	}
+	if j.includeUsage {
+		u := resp
+		u.Choices = []chatChoice{}
+		u.Usage = usageOf(res)
+		if w.send(u) != nil {
+			return nil
+		}
+	}
+	_ = w.raw("data: [DONE]\n\n")
+	return nil
+}

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// apiError is an error answered in OpenAI's shape,
+// {"error":{"message","type","code"}}, with llama-server's type names.
+type apiError struct {
+	Status  int    `json:"-"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    any    `json:"code"`
+	// RetryAfter, in seconds, is sent as a Retry-After header when set.
+	RetryAfter int `json:"-"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func newAPIError(status int, typ, msg string) *apiError {
+	return &apiError{Status: status, Message: msg, Type: typ, Code: status}
+}
+
+func errBadRequest(msg string) *apiError {
+	return newAPIError(http.StatusBadRequest, "invalid_request_error", msg)
+}
+
+// errInvalid is for a well-formed request whose values cannot be served.
+func errInvalid(msg string) *apiError {
+	return newAPIError(http.StatusUnprocessableEntity, "invalid_request_error", msg)
+}
+
+func errContext(msg string) *apiError {
+	return newAPIError(http.StatusBadRequest, "exceed_context_size_error", msg)
+}
+
+func errServer(msg string) *apiError {
+	return newAPIError(http.StatusInternalServerError, "server_error", msg)
+}
+
+func errUnavailable(msg string) *apiError {
+	return newAPIError(http.StatusServiceUnavailable, "unavailable_error", msg)
+}
+
+// handleError is Echo's error handler: every error leaves as JSON in
+// OpenAI's shape, whichever layer produced it.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var ae *apiError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &he):
+		ae = httpErrorToAPI(he)
+	default:
+		s.log.Error("request failed", "path", c.Request().URL.Path, "err", err)
+		ae = errServer("internal error: " + err.Error())
+	}
+	if ae.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", itoa(ae.RetryAfter))
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(ae.Status)
+		return
+	}
+	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})
+}
+
+func httpErrorToAPI(he *echo.HTTPError) *apiError {
+	msg := http.StatusText(he.Code)
+	if m, ok := he.Message.(string); ok && m != "" {
+		msg = m
+	}
+	typ := "server_error"
+	switch he.Code {
+	case http.StatusNotFound:
+		typ = "not_found_error"
+		msg = "route not found"
+	case http.StatusMethodNotAllowed:
+		typ = "invalid_request_error"
+		msg = "method not allowed on this route"
+	case http.StatusUnauthorized:
+		typ = "authentication_error"
+	case http.StatusRequestEntityTooLarge:
+		typ = "invalid_request_error"
+	default:
+		if he.Code >= 400 && he.Code < 500 {
+			typ = "invalid_request_error"
+		}
+	}
+	return newAPIError(he.Code, typ, msg)
+}

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/k3-inference/k3/core/sample"
+)
+
+// Sampling defaults are llama-server's.
+const (
+	defaultTemperature = 0.8
+	defaultTopK        = 40
+	defaultTopP        = 0.95
+	defaultMinP        = 0.05
+	defaultRepeatLastN = 64
+)
+
+// job is one validated generation.
+type job struct {
+	route        string // for logs
+	prompt       []int32
+	sampling     sample.Config
+	maxTokens    int
+	stops        []string
+	special      bool
+	stream       bool
+	includeUsage bool
+}
+
+// samplingConfig validates the sampling fields against the model.
+func samplingConfig(f *samplingFields, vocab int) (sample.Config, *apiError) {
+	cfg := sample.Config{
+		Temperature: defaultTemperature, TopK: defaultTopK, TopP: defaultTopP, MinP: defaultMinP,
+		RepeatPenalty: 1, PenaltyLastN: defaultRepeatLastN,
+	}
+	type rng struct {
+		name   string
+		v      *float64
+		lo, hi float64
+		dst    *float32
+	}
+	for _, r := range []rng{
+		{"temperature", f.Temperature, 0, 100, &cfg.Temperature},
+		{"top_p", f.TopP, 0, 1, &cfg.TopP},
+		{"min_p", f.MinP, 0, 1, &cfg.MinP},
+		{"presence_penalty", f.PresencePenalty, -2, 2, &cfg.PresencePenalty},
+		{"frequency_penalty", f.FrequencyPenalty, -2, 2, &cfg.FrequencyPenalty},
+		{"repeat_penalty", f.RepeatPenalty, 0, 100, &cfg.RepeatPenalty},
+	} {
+		if r.v == nil {
+			continue
+		}
+		if math.IsNaN(*r.v) || *r.v < r.lo || *r.v > r.hi {
+			return cfg, errInvalid(fmt.Sprintf("%s = %g is outside [%g, %g]", r.name, *r.v, r.lo, r.hi))
+		}
+		*r.dst = float32(*r.v)
+	}
+	if f.TopK != nil {
+		if *f.TopK < 0 {
+			return cfg, errInvalid(fmt.Sprintf("top_k = %d must not be negative", *f.TopK))
+		}
+		cfg.TopK = *f.TopK
+	}
+	if f.RepeatLastN != nil {
+		if *f.RepeatLastN < -1 {
+			return cfg, errInvalid(fmt.Sprintf("repeat_last_n = %d must be -1 or more", *f.RepeatLastN))
+		}
+		cfg.PenaltyLastN = *f.RepeatLastN
+	}
+	if f.N != nil && *f.N != 1 {
+		return cfg, errInvalid("only one choice per request is supported (n must be 1)")
+	}
+	for id := range f.LogitBias {
+		if id < 0 || int(id) >= vocab {
+			return cfg, errInvalid(fmt.Sprintf("logit_bias names token %d, outside the vocabulary (0..%d)", id, vocab-1))
+		}
+	}
+	cfg.LogitBias = f.LogitBias
+	if f.Seed != nil && *f.Seed >= 0 && *f.Seed != 0xFFFFFFFF {
+		cfg.Seed = uint64(*f.Seed)
+	} else {
+		cfg.Seed = rand.Uint64()
+	}
+	return cfg, nil
+}
+
+// maxTokens is the generation limit: the request's (max_completion_tokens,
+// max_tokens or n_predict; -1 or absent means until the context is full),
+// never past the context.
+func maxTokens(f *samplingFields, promptLen, ctxLen int) (int, *apiError) {
+	if promptLen >= ctxLen {
+		return 0, errContext(fmt.Sprintf("the prompt is %d tokens, the context holds %d: shorten it", promptLen, ctxLen))
+	}
+	room := ctxLen - promptLen
+	for _, x := range []struct {
+		name string
+		v    *int
+	}{{"max_completion_tokens", f.MaxCompletionTokens}, {"max_tokens", f.MaxTokens}, {"n_predict", f.NPredict}} {
+		if x.v == nil || *x.v == -1 {
+			continue
+		}
+		if *x.v < 1 {
+			return 0, errInvalid(fmt.Sprintf("%s = %d must be at least 1 (or -1 for no limit)", x.name, *x.v))
+		}
+		if *x.v > ctxLen {
+			return 0, errInvalid(fmt.Sprintf("%s = %d is more than the context holds (%d tokens)", x.name, *x.v, ctxLen))
+		}
+		return min(*x.v, room), nil
+	}
+	return room, nil
+}
+
+// run waits for the engine and generates. onStart runs once the engine is
+// ours (streams send their headers then, so a full queue can still be a 429).
+func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, emit func(Piece) error) (GenerateResult, error) {
+	ctx := c.Request().Context()
+	release, err := s.queue.acquire(ctx, s.metrics.retryAfter())
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return GenerateResult{}, errClientGone
+		}
+		return GenerateResult{}, err
+	}
+	defer release()
+	if err := onStart(); err != nil {
+		return GenerateResult{}, err
+	}
+	start := time.Now()
+	res, err := b.Generate(ctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special}, emit)
+	cancelled := ctx.Err() != nil || errors.Is(err, errClientGone)
+	s.metrics.record(res, cancelled)
+	s.logRequest(j, res, time.Since(start), cancelled, err)
+	if cancelled {
+		return res, errClientGone
+	}
+	if err != nil {
+		return res, fmt.Errorf("generate: %w", err)
+	}
+	return res, nil
+}
+
+// errClientGone ends a request whose client left; nothing is sent.
+var errClientGone = errors.New("client disconnected")
+
+func (s *Server) logRequest(j *job, r GenerateResult, total time.Duration, cancelled bool, err error) {
+	pn := r.PromptTokens - r.CachedTokens
+	pms := float64(r.PromptTime.Microseconds()) / 1000
+	gms := float64(r.GenTime.Microseconds()) / 1000
+	fmt.Fprintf(s.opts.RequestLog, "prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
+		pms, pn, perToken(pms, pn), perSecond(pms, pn))
+	fmt.Fprintf(s.opts.RequestLog, "       eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
+		gms, r.GeneratedTokens, perToken(gms, r.GeneratedTokens), perSecond(gms, r.GeneratedTokens))
+	fmt.Fprintf(s.opts.RequestLog, "      total time = %10.2f ms / %5d tokens\n", pms+gms, pn+r.GeneratedTokens)
+	s.log.Info("request", "route", j.route, "prompt_tokens", r.PromptTokens, "cached_tokens", r.CachedTokens,
+		"generated_tokens", r.GeneratedTokens, "finish", string(r.Finish), "cancelled", cancelled,
+		"wall_ms", total.Milliseconds(), "err", err)
+}
+
+func perToken(ms float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return ms / float64(n)
+}
+
+func perSecond(ms float64, n int) float64 {
+	if ms <= 0 {
+		return 0
+	}
+	return 1000 * float64(n) / ms
+}

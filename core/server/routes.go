@@ -1,0 +1,123 @@
+package server
+
+import (
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+)
+
+func (s *Server) health(c echo.Context) error {
+	if _, err := s.ready(); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+type modelEntry struct {
+	ID      string         `json:"id"`
+	Object  string         `json:"object"`
+	Created int64          `json:"created"`
+	OwnedBy string         `json:"owned_by"`
+	Meta    map[string]any `json:"meta"`
+}
+
+func (s *Server) models(c echo.Context) error {
+	b, err := s.ready()
+	if err != nil {
+		return err
+	}
+	info := b.ModelInfo()
+	return c.JSON(http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []modelEntry{{
+			ID: s.modelID(b), Object: "model", Created: s.started.Unix(), OwnedBy: "k3",
+			Meta: map[string]any{"arch": info.Arch, "n_vocab": info.Vocab, "n_ctx": info.ContextLength,
+				"n_params": info.Params, "size": info.Size},
+		}},
+	})
+}
+
+type tokenizeRequest struct {
+	Content      *string `json:"content"`
+	AddSpecial   bool    `json:"add_special"`
+	ParseSpecial *bool   `json:"parse_special"`
+	WithPieces   bool    `json:"with_pieces"`
+}
+
+type tokenPiece struct {
+	ID    int32 `json:"id"`
+	Piece any   `json:"piece"` // a string, or its bytes when not valid UTF-8
+}
+
+// tokenize answers llama-server's /tokenize: {"tokens":[ids]} or, with
+// with_pieces, {"tokens":[{"id","piece"}]}.
+func (s *Server) tokenize(c echo.Context) error {
+	b, err := s.ready()
+	if err != nil {
+		return err
+	}
+	body, aerr := s.readBody(c)
+	if aerr != nil {
+		return aerr
+	}
+	var req tokenizeRequest
+	if aerr := decodeJSON(body, &req); aerr != nil {
+		return aerr
+	}
+	if req.Content == nil {
+		return c.JSON(http.StatusOK, map[string]any{"tokens": []int32{}})
+	}
+	parseSpecial := req.ParseSpecial == nil || *req.ParseSpecial
+	toks, terr := b.Tokenize(*req.Content, req.AddSpecial, parseSpecial)
+	if terr != nil {
+		return errInvalid("tokenize: " + terr.Error())
+	}
+	if !req.WithPieces {
+		return c.JSON(http.StatusOK, map[string]any{"tokens": toks})
+	}
+	out := make([]tokenPiece, len(toks))
+	for i, t := range toks {
+		text, derr := b.Detokenize([]int32{t})
+		if derr != nil {
+			return errServer("detokenize: " + derr.Error())
+		}
+		out[i] = tokenPiece{ID: t, Piece: text}
+		if !utf8.ValidString(text) {
+			raw := make([]int, len(text))
+			for j := 0; j < len(text); j++ {
+				raw[j] = int(text[j])
+			}
+			out[i].Piece = raw
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tokens": out})
+}
+
+func (s *Server) detokenize(c echo.Context) error {
+	b, err := s.ready()
+	if err != nil {
+		return err
+	}
+	body, aerr := s.readBody(c)
+	if aerr != nil {
+		return aerr
+	}
+	var req struct {
+		Tokens []int32 `json:"tokens"`
+	}
+	if aerr := decodeJSON(body, &req); aerr != nil {
+		return aerr
+	}
+	vocab := b.ModelInfo().Vocab
+	for i, t := range req.Tokens {
+		if t < 0 || int(t) >= vocab {
+			return errInvalid("tokens[" + itoa(i) + "] = " + itoa(int(t)) + " is outside the vocabulary (0.." + itoa(vocab-1) + ")")
+		}
+	}
+	text, derr := b.Detokenize(req.Tokens)
+	if derr != nil {
+		return errInvalid("detokenize: " + derr.Error())
+	}
+	return c.JSON(http.StatusOK, map[string]string{"content": text})
+}

@@ -1,0 +1,273 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/k3-inference/k3/core/config"
+)
+
+// Options configure a Server. Zero values take the defaults noted.
+type Options struct {
+	// Host is an address or a path ending in .sock (a Unix socket);
+	// default 127.0.0.1. Port defaults to 8080.
+	Host string
+	Port int
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on every
+	// route but /health and the page's static files.
+	APIKey string
+	// Alias is the model id clients see; default the backend's ModelInfo.ID.
+	Alias string
+	// MaxQueue is how many requests may wait for the engine behind the
+	// running one before new ones get 429; default 8.
+	MaxQueue int
+	// MaxBodyBytes bounds request bodies (413 past it); default 8 MiB.
+	MaxBodyBytes int64
+	// ReadTimeout bounds reading a request (headers and body); default 60s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write to a client: a client that stops
+	// reading a stream for this long is dropped and its generation
+	// cancelled; default 60s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections; default 120s.
+	IdleTimeout time.Duration
+	Logger      *slog.Logger
+	// RequestLog receives llama.cpp's three timing lines at the end of each
+	// generation; default os.Stderr.
+	RequestLog io.Writer
+}
+
+// OptionsFromConfig takes the server settings of a profile.
+func OptionsFromConfig(c config.Server) Options {
+	return Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias}
+}
+
+func (o *Options) defaults() {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Port == 0 {
+		o.Port = 8080
+	}
+	if o.MaxQueue <= 0 {
+		o.MaxQueue = 8
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 8 << 20
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 60 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 60 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 120 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RequestLog == nil {
+		o.RequestLog = os.Stderr
+	}
+}
+
+// Server is k3's HTTP server. Create it with New; it answers 503 on model
+// routes until SetBackend hands it a loaded model.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	echo    *echo.Echo
+	backend atomic.Pointer[backendBox]
+	queue   *queue
+	metrics *metrics
+	started time.Time
+}
+
+type backendBox struct{ b Backend }
+
+// New builds a server. b may be nil while the model loads.
+func New(o Options, b Backend) *Server {
+	o.defaults()
+	s := &Server{opts: o, log: o.Logger, queue: newQueue(o.MaxQueue), metrics: &metrics{}, started: time.Now()}
+	if b != nil {
+		s.SetBackend(b)
+	}
+	s.echo = s.routes()
+	return s
+}
+
+// SetBackend makes the server ready: /health turns 200.
+func (s *Server) SetBackend(b Backend) { s.backend.Store(&backendBox{b}) }
+
+// Handler is the server's HTTP handler (tests use it with httptest).
+func (s *Server) Handler() http.Handler { return s.echo }
+
+func (s *Server) ready() (Backend, *apiError) {
+	if box := s.backend.Load(); box != nil {
+		return box.b, nil
+	}
+	return nil, errUnavailable("Loading model")
+}
+
+func (s *Server) modelID(b Backend) string {
+	if s.opts.Alias != "" {
+		return s.opts.Alias
+	}
+	return b.ModelInfo().ID
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.recoverPanics, s.authenticate)
+
+	e.GET("/health", s.health)
+	e.GET("/v1/health", s.health)
+	for _, p := range []string{"/v1/models", "/models"} {
+		e.GET(p, s.models)
+	}
+	for _, p := range []string{"/v1/chat/completions", "/chat/completions"} {
+		e.POST(p, s.chatCompletions)
+	}
+	for _, p := range []string{"/v1/completions", "/completions"} {
+		e.POST(p, s.completions)
+	}
+	e.POST("/tokenize", s.tokenize)
+	e.POST("/detokenize", s.detokenize)
+	e.GET("/metrics", s.serveMetrics)
+	e.GET("/status", s.status)
+	s.webRoutes(e)
+	return e
+}
+
+// publicPaths need no API key: the health probe, and the page's static
+// files so that a browser can load the page, which then asks for the key.
+func isPublic(path string) bool {
+	switch path {
+	case "/health", "/v1/health", "/", "/index.html", "/app.js", "/style.css", "/favicon.svg":
+		return true
+	}
+	return false
+}
+
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	key := []byte(s.opts.APIKey)
+	return func(c echo.Context) error {
+		if len(key) == 0 || isPublic(c.Request().URL.Path) {
+			return next(c)
+		}
+		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), key) != 1 {
+			return newAPIError(http.StatusUnauthorized, "authentication_error", "Invalid API Key")
+		}
+		return next(c)
+	}
+}
+
+// recoverPanics turns a handler panic into a 500 instead of a dropped
+// connection; the panic is a bug, so it is logged loudly.
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("handler panic", "path", c.Request().URL.Path, "panic", r)
+				err = errServer(fmt.Sprint("internal error: ", r))
+			}
+		}()
+		return next(c)
+	}
+}
+
+// readBody reads at most MaxBodyBytes of the request body.
+func (s *Server) readBody(c echo.Context) ([]byte, *apiError) {
+	r := http.MaxBytesReader(c.Response(), c.Request().Body, s.opts.MaxBodyBytes)
+	b, err := io.ReadAll(r)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, newAPIError(http.StatusRequestEntityTooLarge, "invalid_request_error",
+				fmt.Sprintf("request body exceeds %d bytes", s.opts.MaxBodyBytes))
+		}
+		return nil, errBadRequest("reading request body: " + err.Error())
+	}
+	// The read deadline covered the body; left in place it would cancel
+	// the request's context in the middle of a long generation.
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Time{})
+	return b, nil
+}
+
+// Listen opens the listener the options name: a Unix socket when Host ends
+// in .sock (a stale socket file is replaced), else TCP.
+func (s *Server) Listen() (net.Listener, error) {
+	if strings.HasSuffix(s.opts.Host, ".sock") {
+		if fi, err := os.Stat(s.opts.Host); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(s.opts.Host)
+		}
+		ln, err := net.Listen("unix", s.opts.Host)
+		if err != nil {
+			return nil, fmt.Errorf("server: listen on unix socket %s: %w", s.opts.Host, err)
+		}
+		return ln, nil
+	}
+	addr := net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port))
+	if s.opts.APIKey == "" && !isLoopback(s.opts.Host) {
+		s.log.Warn("binding a non-loopback address without --api-key: anyone who can reach it can use the model", "addr", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Serve answers requests on ln until ctx is done, then shuts down,
+// giving running requests a few seconds to finish.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: s.opts.ReadTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("server listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+	}
+	return nil
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

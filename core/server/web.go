@@ -1,0 +1,43 @@
+package server
+
+import (
+	"embed"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// The chat page is plain HTML/CSS/JS with no build step and no network
+// fetches, so the binary serves it as is.
+//
+//go:embed web
+var webFS embed.FS
+
+func (s *Server) webRoutes(e *echo.Echo) {
+	for path, file := range map[string]string{
+		"/": "web/index.html", "/index.html": "web/index.html", "/app.js": "web/app.js",
+		"/style.css": "web/style.css", "/favicon.svg": "web/favicon.svg",
+	} {
+		e.GET(path, func(c echo.Context) error {
+			b, err := webFS.ReadFile(file)
+			if err != nil {
+				return echo.ErrNotFound
+			}
+			c.Response().Header().Set("Cache-Control", "no-cache")
+			c.Response().Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:")
+			return c.Blob(http.StatusOK, contentType(file), b)
+		})
+	}
+}
+
+func contentType(file string) string {
+	switch {
+	case len(file) > 3 && file[len(file)-3:] == ".js":
+		return "text/javascript; charset=utf-8"
+	case len(file) > 4 && file[len(file)-4:] == ".css":
+		return "text/css; charset=utf-8"
+	case len(file) > 4 && file[len(file)-4:] == ".svg":
+		return "image/svg+xml"
+	}
+	return "text/html; charset=utf-8"
+}
