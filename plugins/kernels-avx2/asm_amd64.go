@@ -15,6 +15,7 @@ func init() {
 	if !hasAVX2 {
 		return
 	}
+	defer func() { active = levels[len(levels)-1] }()
 	levels = append(levels, &level{
 		name: "avx2",
 		dot: map[quant.Type]dotFunc{

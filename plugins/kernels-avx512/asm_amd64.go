@@ -15,7 +15,26 @@ var (
 	hasVNNI = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
 )
 
+// preferred is the default level. Zen 4 executes 512-bit operations as two
+// 256-bit halves, so there the 256-bit VNNI kernels (fewer shuffles and
+// broadcasts) are the fastest (measured: BenchmarkDot); Intel cores and
+// later AMD ones have full-width units and get the 512-bit kernels.
+func preferred() string {
+	if hasVNNI {
+		if cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family < 0x1a {
+			return "vnni256"
+		}
+		return "vnni"
+	}
+	return levels[len(levels)-1].name
+}
+
 func init() {
+	defer func() {
+		if err := SetLevel(preferred()); err != nil {
+			panic(err) // unreachable: preferred names a level added below
+		}
+	}()
 	if hasAVX512 {
 		levels = append(levels, &level{
 			name: "avx512",

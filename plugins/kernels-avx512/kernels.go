@@ -32,13 +32,12 @@ type level struct {
 // pure-Go reference always, then what asm_amd64.go's init adds.
 var levels = []*level{{name: "generic"}}
 
-// active is the path every call uses: the best one unless SetLevel chose.
-var active = func() *level { return levels[len(levels)-1] }()
+// active is the path every call uses: the reference until asm_amd64.go's
+// init picks the best path the CPU runs; SetLevel changes it.
+var active = levels[0]
 
-func init() { active = levels[len(levels)-1] }
-
-// Levels names the paths this CPU and build support, worst first
-// ("generic", then e.g. "avx2").
+// Levels names the paths this CPU and build support, the pure-Go
+// reference ("generic") first.
 func Levels() []string {
 	names := make([]string, len(levels))
 	for i, l := range levels {

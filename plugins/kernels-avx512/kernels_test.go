@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,8 +36,8 @@ func TestLevels(t *testing.T) {
 	if names[0] != "generic" {
 		t.Fatalf("Levels()[0] = %q, want generic", names[0])
 	}
-	if got := Level(); got != names[len(names)-1] {
-		t.Errorf("Level() = %q, want the best, %q", got, names[len(names)-1])
+	if got := Level(); !slices.Contains(names, got) || (len(names) > 1 && got == "generic") {
+		t.Errorf("Level() = %q: want a SIMD level of %v", got, names)
 	}
 	if err := SetLevel("no-such-level"); err == nil {
 		t.Error("SetLevel accepted an unknown level")
