@@ -103,7 +103,6 @@ func load(f *gguf.File, path string, o Options) (*Backend, error) {
 	return &Backend{f: f, tok: tok, tmpl: tmpl, m: m, info: info, opts: o}, nil
 }
 
-
 // modelName strips the directory, .gguf and a -00001-of-000NN split suffix.
 func modelName(path string) string {
 	name := strings.TrimSuffix(filepath.Base(path), ".gguf")
@@ -171,4 +170,3 @@ func storageReadBytes() int64 {
 }
 
 var errNoLogits = errors.New("local: no logits for an empty prompt")
-

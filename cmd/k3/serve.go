@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/k3-inference/k3/core/config"
+	"github.com/k3-inference/k3/core/server"
+	"github.com/k3-inference/k3/core/server/local"
+	"github.com/k3-inference/k3/core/synth"
+)
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "serve a model over an OpenAI-compatible HTTP API with a web chat page",
+		run:     runServe,
+	})
+}
+
+// serveFlags maps each profile key to the flag spellings that set it
+// (K3Flight's and llama-server's).
+var serveFlags = []struct {
+	key, usage string
+	names      []string
+	isInt      bool
+}{
+	{"server.host", "address to bind, or a path ending in .sock for a Unix socket", []string{"host"}, false},
+	{"server.port", "port to listen on", []string{"port"}, true},
+	{"server.api_key", "require Authorization: Bearer KEY on every route but /health", []string{"api-key"}, false},
+	{"server.alias", "model id shown to clients", []string{"alias", "a"}, false},
+	{"threads", "compute threads (0: one per physical core)", []string{"t", "threads"}, true},
+	{"context", "context size in tokens", []string{"c", "ctx-size"}, true},
+	{"batch", "logical prompt batch", []string{"b", "batch-size"}, true},
+	{"ubatch", "physical prompt batch (tokens per forward call)", []string{"ub", "ubatch-size"}, true},
+	{"memory.budget", "memory budget, e.g. 55G (K3Flight's --cpilot-memory)", []string{"cpilot-memory", "memory-budget"}, false},
+}
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	path := fs.String("m", "", "model file (first shard of a split model)")
+	fs.StringVar(path, "model", "", "same as -m")
+	profile := fs.String("profile", "auto", "hardware profile: a YAML file or auto")
+	demo := fs.Bool("demo", false, "serve a small synthetic model (random weights) written to the cache directory on first use")
+	maxQueue := fs.Int("max-queue", 8, "requests that may wait for the engine before new ones get 429")
+	values := map[string]*string{}
+	for _, f := range serveFlags {
+		v := new(string)
+		values[f.key] = v
+		for _, n := range f.names {
+			fs.StringVar(v, n, "", f.usage)
+		}
+	}
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	set, err := setFlags(fs, values)
+	if err != nil {
+		fmt.Fprintln(stderr, "k3 serve:", err)
+		return errUsage
+	}
+	if *demo {
+		if *path, err = demoModel(stderr); err != nil {
+			return err
+		}
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "k3 serve: -m is required (or --demo to try a small synthetic model)")
+		return errUsage
+	}
+	prof, err := config.Load(config.Options{Profile: *profile, ModelPath: *path, Flags: set})
+	if err != nil {
+		return err
+	}
+	return serve(*path, prof, *maxQueue, stderr)
+}
+
+// setFlags returns the flags that were given, typed, keyed by profile key.
+func setFlags(fs *flag.FlagSet, values map[string]*string) (map[string]any, error) {
+	set := map[string]any{}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		for _, sf := range serveFlags {
+			for _, n := range sf.names {
+				if n != f.Name {
+					continue
+				}
+				v := *values[sf.key]
+				if !sf.isInt {
+					set[sf.key] = v
+					continue
+				}
+				var i int
+				if _, e := fmt.Sscan(v, &i); e != nil {
+					err = fmt.Errorf("-%s: %q is not an integer", f.Name, v)
+				}
+				set[sf.key] = i
+			}
+		}
+	})
+	return set, err
+}
+
+func serve(path string, prof *config.Profile, maxQueue int, stderr io.Writer) error {
+	threads := prof.Threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	fmt.Fprintln(stderr, prof.ModeLine(threads))
+	fmt.Fprintln(stderr, "k3: engine: in-process forward pass (core/engine); the stager and kernel plugins are not wired into serve yet")
+	opts := server.OptionsFromConfig(prof.Server)
+	opts.MaxQueue, opts.Logger, opts.RequestLog = maxQueue, log, stderr
+	srv := server.New(opts, nil)
+	ln, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	loadErr := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		log.Info("loading model", "path", path)
+		be, err := local.Open(path, local.Options{ID: prof.Server.Alias, Threads: threads, Context: prof.Context,
+			UBatch: prof.UBatch, Budget: int64(prof.Memory.Budget)})
+		if err != nil {
+			loadErr <- err
+			stop()
+			return
+		}
+		info := be.ModelInfo()
+		log.Info("model ready", "id", info.ID, "arch", info.Arch, "context", info.ContextLength,
+			"params", info.Params, "bytes", info.Size, "load_seconds", time.Since(start).Seconds())
+		srv.SetBackend(be)
+	}()
+	err = srv.Serve(ctx, ln)
+	select {
+	case lerr := <-loadErr:
+		return fmt.Errorf("loading %s: %w", path, lerr)
+	default:
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// demoModel writes the tiny synthetic checkpoint into the user's cache
+// directory once and returns its path.
+func demoModel(stderr io.Writer) (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	dir = filepath.Join(dir, "k3", "demo")
+	path := filepath.Join(dir, "k3-synth-tiny.gguf")
+	fmt.Fprintln(stderr, "k3: --demo serves a tiny synthetic kimi-k3 model: its weights are RANDOM, so its replies are noise.")
+	fmt.Fprintln(stderr, "k3: it shows the whole path working; for a real model run: k3 serve -m MODEL-00001-of-000NN.gguf")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("demo: %w", err)
+	}
+	cfg, _ := synth.Preset("tiny")
+	cfg.Type = synth.TypeQ2_K
+	tmp := filepath.Join(dir, "k3-synth-tiny.tmp.gguf")
+	if _, err := synth.Write(tmp, cfg, synth.WriteOptions{}); err != nil {
+		return "", fmt.Errorf("demo: writing %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("demo: %w", err)
+	}
+	fmt.Fprintln(stderr, "k3: wrote", path)
+	return path, nil
+}
