@@ -33,7 +33,7 @@ func mergeSpans(spans []span) []span {
 func residentBytes(m []byte) int64 {
 	const chunk = 1 << 30
 	var n int64
-	vec := make([]byte, chunk/page)
+	vec := make([]byte, min(chunk, len(m)+page)/page)
 	for off := 0; off < len(m); off += chunk {
 		part := m[off:min(off+chunk, len(m))]
 		v := vec[:(len(part)+page-1)/page]
