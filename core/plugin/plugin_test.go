@@ -193,6 +193,34 @@ func TestKernelsSubprocess(t *testing.T) {
 			t.Fatalf("out[%d] = %v, want %v", i, got, want)
 		}
 	}
+	// kill -9 between batches: the supervisor restarts the plugin and the
+	// re-issued batch, reading the arena the dead process left, gives the
+	// same result.
+	sup, err := plugin.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	want := append([]byte(nil), arena.Bytes(out)...)
+	if err := syscall.Kill(sup.Process().Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	rerun := *req
+	rerun.Ops = req.Ops[:1] // out = 2*in + w, from the arena's input
+	if _, err := sup.Execute(ctx, &rerun); !errors.Is(err, plugin.ErrRestarted) {
+		t.Fatalf("execute on a killed plugin: %v", err)
+	}
+	if _, err := sup.Execute(ctx, &rerun); err != nil {
+		t.Fatal(err)
+	}
+	rerun.Ops = req.Ops[1:]
+	if _, err := sup.Execute(ctx, &rerun); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(arena.Bytes(out), want) || sup.Restarts() != 1 {
+		t.Errorf("after restart: same output %v, restarts %d", bytes.Equal(arena.Bytes(out), want), sup.Restarts())
+	}
+
 	// An op outside the arena is the plugin's error, not a crash.
 	req.Ops[0].Outputs[0].Offset = 1 << 30
 	if _, err := k.Execute(ctx, req); err == nil || errors.Is(err, plugin.ErrUnavailable) {

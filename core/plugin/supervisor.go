@@ -191,3 +191,89 @@ func (s *Supervisor) restart(ctx context.Context, gen int) error {
 	s.resp = resp
 	return nil
 }
+
+// KernelsSupervisor runs a kernels subprocess and restarts it when it
+// dies. Kernels keep no state between batches (their inputs and outputs
+// live in the arena), so after ErrRestarted the caller re-issues the batch
+// as it was.
+type KernelsSupervisor struct {
+	launch Launch
+
+	mu       sync.RWMutex
+	kernels  Kernels
+	proc     *Process
+	gen      int
+	restarts int
+}
+
+// SuperviseKernels starts the kernels l names under supervision.
+func SuperviseKernels(ctx context.Context, l Launch) (*KernelsSupervisor, error) {
+	k, p, err := StartKernels(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	return &KernelsSupervisor{launch: l, kernels: k, proc: p}, nil
+}
+
+// Process is the current plugin process (nil in-process).
+func (s *KernelsSupervisor) Process() *Process {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.proc
+}
+
+// Restarts counts how often the plugin was restarted.
+func (s *KernelsSupervisor) Restarts() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.restarts
+}
+
+func (s *KernelsSupervisor) Describe(ctx context.Context) (*KernelsInfo, error) {
+	var info *KernelsInfo
+	err := s.call(ctx, func(k Kernels) (err error) {
+		info, err = k.Describe(ctx)
+		return err
+	})
+	return info, err
+}
+
+func (s *KernelsSupervisor) Execute(ctx context.Context, req *ExecuteRequest) (*ExecuteResponse, error) {
+	var resp *ExecuteResponse
+	err := s.call(ctx, func(k Kernels) (err error) {
+		resp, err = k.Execute(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// Close stops the plugin process.
+func (s *KernelsSupervisor) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.proc.Kill()
+}
+
+func (s *KernelsSupervisor) call(ctx context.Context, fn func(Kernels) error) error {
+	s.mu.RLock()
+	k, p, gen := s.kernels, s.proc, s.gen
+	s.mu.RUnlock()
+	err := fn(k)
+	if err == nil || p == nil || !(errors.Is(err, ErrUnavailable) || p.Exited()) {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen == gen {
+		s.launch.logger().Warn("plugin died; restarting", "plugin", s.launch.Name, "pid", s.proc.Pid())
+		s.proc.Kill()
+		nk, np, rerr := StartKernels(ctx, s.launch)
+		if rerr != nil {
+			return fmt.Errorf("plugin %s died (%v) and did not restart: %w", s.launch.Name, err, rerr)
+		}
+		s.kernels, s.proc = nk, np
+		s.gen++
+		s.restarts++
+	}
+	return fmt.Errorf("plugin %s: %w after: %v", s.launch.Name, ErrRestarted, err)
+}
