@@ -30,7 +30,7 @@ func init() {
 			quant.MXFP4: block32(dotMXFP4AVX2, 17),
 			quant.F32:   float(dotF32AVX2, quant.F32, 32),
 			quant.F16:   float(dotF16AVX2, quant.F16, 32),
-			quant.BF16:  float(dotBF16AVX2, quant.BF16, 32),
+			quant.BF16:  float(dotBF16AVX2, quant.BF16, 64),
 		},
 		dot4: map[quant.Type]dot4Func{
 			quant.Q2_K: kquant4(dotQ2Kx4AVX2, 84),

@@ -2140,10 +2140,10 @@ TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
 	MOVQ         nb+16(FP), DX
 	VXORPS       Y0, Y0, Y0
 	VPBROADCASTD c32_00010001<>+0(SB), Y1
-	TESTQ        DX, DX
-	JZ           doneQ8_0
 
-loopQ8_0:
+loop2Q8_0:
+	CMPQ         DX, $0x02
+	JB           tailQ8_0
 	VMOVDQU      2(AX), Y2
 	VMOVDQU      2(CX), Y3
 	VPSIGNB      Y2, Y2, Y4
@@ -2158,10 +2158,42 @@ loopQ8_0:
 	VBROADCASTSS X3, Y3
 	VCVTDQ2PS    Y2, Y2
 	VFMADD231PS  Y2, Y3, Y0
-	ADDQ         $0x00000022, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JNZ          loopQ8_0
+	VMOVDQU      36(AX), Y2
+	VMOVDQU      36(CX), Y3
+	VPSIGNB      Y2, Y2, Y4
+	VPSIGNB      Y2, Y3, Y3
+	VPMADDUBSW   Y3, Y4, Y2
+	VPMADDWD     Y1, Y2, Y2
+	VMOVD        34(AX), X3
+	VPINSRW      $0x01, 34(CX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMOVSHDUP    X3, X4
+	VMULSS       X4, X3, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y3, Y0
+	ADDQ         $0x00000044, AX
+	ADDQ         $0x00000044, CX
+	SUBQ         $0x02, DX
+	JMP          loop2Q8_0
+
+tailQ8_0:
+	TESTQ        DX, DX
+	JZ           doneQ8_0
+	VMOVDQU      2(AX), Y2
+	VMOVDQU      2(CX), Y3
+	VPSIGNB      Y2, Y2, Y4
+	VPSIGNB      Y2, Y3, Y3
+	VPMADDUBSW   Y3, Y4, Y2
+	VPMADDWD     Y1, Y2, Y2
+	VMOVD        (AX), X1
+	VPINSRW      $0x01, (CX), X1, X1
+	VCVTPH2PS    X1, X1
+	VMOVSHDUP    X1, X3
+	VMULSS       X3, X1, X1
+	VBROADCASTSS X1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
 
 doneQ8_0:
 	VEXTRACTF128 $0x01, Y0, X1
@@ -2186,10 +2218,10 @@ TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-28
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
 	VPBROADCASTD c32_08080808<>+0(SB), Y2
 	VPBROADCASTD c32_00010001<>+0(SB), Y3
-	TESTQ        DX, DX
-	JZ           doneQ4_0
 
-loopQ4_0:
+loop2Q4_0:
+	CMPQ         DX, $0x02
+	JB           tailQ4_0
 	VMOVDQU      2(AX), X4
 	VPSRLW       $0x04, X4, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
@@ -2206,10 +2238,46 @@ loopQ4_0:
 	VBROADCASTSS X4, Y6
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y6, Y0
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JNZ          loopQ4_0
+	VMOVDQU      20(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPAND        Y1, Y5, Y5
+	VPMADDUBSW   36(CX), Y5, Y5
+	VPMADDUBSW   36(CX), Y2, Y6
+	VPSUBW       Y6, Y5, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VMOVD        18(AX), X4
+	VPINSRW      $0x01, 34(CX), X4, X4
+	VCVTPH2PS    X4, X4
+	VMOVSHDUP    X4, X6
+	VMULSS       X6, X4, X4
+	VBROADCASTSS X4, Y6
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	ADDQ         $0x00000024, AX
+	ADDQ         $0x00000044, CX
+	SUBQ         $0x02, DX
+	JMP          loop2Q4_0
+
+tailQ4_0:
+	TESTQ        DX, DX
+	JZ           doneQ4_0
+	VMOVDQU      2(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMADDUBSW   2(CX), Y4, Y1
+	VPMADDUBSW   2(CX), Y2, Y2
+	VPSUBW       Y2, Y1, Y1
+	VPMADDWD     Y3, Y1, Y1
+	VMOVD        (AX), X2
+	VPINSRW      $0x01, (CX), X2, X2
+	VCVTPH2PS    X2, X2
+	VMOVSHDUP    X2, X3
+	VMULSS       X3, X2, X2
+	VBROADCASTSS X2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y2, Y0
 
 doneQ4_0:
 	VEXTRACTF128 $0x01, Y0, X1
@@ -2241,10 +2309,10 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
 	VPBROADCASTQ q5bits<>+0(SB), Y5
 	VPCMPEQB     Y6, Y6, Y6
 	VPBROADCASTD c32_10101010<>+0(SB), Y7
-	TESTQ        DX, DX
-	JZ           doneQ5_0
 
-loopQ5_0:
+loop2Q5_0:
+	CMPQ         DX, $0x02
+	JB           tailQ5_0
 	VMOVDQU      6(AX), X8
 	VPSRLW       $0x04, X8, X9
 	VINSERTI128  $0x01, X9, Y8, Y9
@@ -2267,10 +2335,58 @@ loopQ5_0:
 	VBROADCASTSS X8, Y10
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y10, Y0
-	ADDQ         $0x00000016, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JNZ          loopQ5_0
+	VMOVDQU      28(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPBROADCASTD 24(AX), Y10
+	VPSHUFB      Y4, Y10, Y10
+	VPOR         Y5, Y10, Y10
+	VPCMPEQB     Y6, Y10, Y10
+	VPAND        Y7, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   36(CX), Y9, Y9
+	VPMADDUBSW   36(CX), Y2, Y10
+	VPSUBW       Y10, Y9, Y9
+	VPMADDWD     Y3, Y9, Y9
+	VMOVD        22(AX), X8
+	VPINSRW      $0x01, 34(CX), X8, X8
+	VCVTPH2PS    X8, X8
+	VMOVSHDUP    X8, X10
+	VMULSS       X10, X8, X8
+	VBROADCASTSS X8, Y10
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y10, Y0
+	ADDQ         $0x0000002c, AX
+	ADDQ         $0x00000044, CX
+	SUBQ         $0x02, DX
+	JMP          loop2Q5_0
+
+tailQ5_0:
+	TESTQ        DX, DX
+	JZ           doneQ5_0
+	VMOVDQU      6(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPBROADCASTD 2(AX), Y1
+	VPSHUFB      Y4, Y1, Y1
+	VPOR         Y5, Y1, Y1
+	VPCMPEQB     Y6, Y1, Y1
+	VPAND        Y7, Y1, Y1
+	VPOR         Y1, Y8, Y8
+	VPMADDUBSW   2(CX), Y8, Y1
+	VPMADDUBSW   2(CX), Y2, Y2
+	VPSUBW       Y2, Y1, Y1
+	VPMADDWD     Y3, Y1, Y1
+	VMOVD        (AX), X2
+	VPINSRW      $0x01, (CX), X2, X2
+	VCVTPH2PS    X2, X2
+	VMOVSHDUP    X2, X3
+	VMULSS       X3, X2, X2
+	VBROADCASTSS X2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y2, Y0
 
 doneQ5_0:
 	VEXTRACTF128 $0x01, Y0, X1
@@ -2568,10 +2684,10 @@ TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
 	VPBROADCASTD   c32_0c0c0c0c<>+0(SB), Y2
 	VPBROADCASTD   c32_00010001<>+0(SB), Y3
 	VBROADCASTI128 mxfp4lut<>+0(SB), Y4
-	TESTQ          DX, DX
-	JZ             doneMXFP4
 
-loopMXFP4:
+loop2MXFP4:
+	CMPQ         DX, $0x02
+	JB           tailMXFP4
 	VMOVDQU      1(AX), X5
 	VPSRLW       $0x04, X5, X6
 	VINSERTI128  $0x01, X6, Y5, Y6
@@ -2589,10 +2705,48 @@ loopMXFP4:
 	VBROADCASTSS X5, Y7
 	VCVTDQ2PS    Y6, Y6
 	VFMADD231PS  Y6, Y7, Y0
-	ADDQ         $0x00000011, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JNZ          loopMXFP4
+	VMOVDQU      18(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPSHUFB      Y6, Y4, Y6
+	VPMADDUBSW   36(CX), Y6, Y6
+	VPMADDUBSW   36(CX), Y2, Y7
+	VPSUBW       Y7, Y6, Y6
+	VPMADDWD     Y3, Y6, Y6
+	MOVBQZX      17(AX), BX
+	LEAQ         e8m0half<>+0(SB), SI
+	VMOVD        34(CX), X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (SI)(BX*4), X5, X5
+	VBROADCASTSS X5, Y7
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y7, Y0
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000044, CX
+	SUBQ         $0x02, DX
+	JMP          loop2MXFP4
+
+tailMXFP4:
+	TESTQ        DX, DX
+	JZ           doneMXFP4
+	VMOVDQU      1(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSHUFB      Y5, Y4, Y5
+	VPMADDUBSW   2(CX), Y5, Y1
+	VPMADDUBSW   2(CX), Y2, Y2
+	VPSUBW       Y2, Y1, Y1
+	VPMADDWD     Y3, Y1, Y1
+	MOVBQZX      (AX), AX
+	LEAQ         e8m0half<>+0(SB), DX
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (DX)(AX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y2, Y0
 
 doneMXFP4:
 	VEXTRACTF128 $0x01, Y0, X1
@@ -2707,32 +2861,44 @@ TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	SHRQ   $0x05, DX
+	SHRQ   $0x06, DX
 	JZ     donedotBF16AVX2
 
 loopdotBF16AVX2:
-	VPMOVZXWD   (AX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VPMOVZXWD   (CX), Y5
-	VPSLLD      $0x10, Y5, Y5
+	VMOVDQU     (AX), Y4
+	VMOVDQU     (CX), Y5
+	VPSLLD      $0x10, Y4, Y6
+	VPSLLD      $0x10, Y5, Y7
+	VFMADD231PS Y7, Y6, Y0
+	VPAND       v32_ffff0000<>+0(SB), Y4, Y4
+	VPAND       v32_ffff0000<>+0(SB), Y5, Y5
 	VFMADD231PS Y5, Y4, Y0
-	VPMOVZXWD   16(AX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VPMOVZXWD   16(CX), Y5
-	VPSLLD      $0x10, Y5, Y5
+	VMOVDQU     32(AX), Y4
+	VMOVDQU     32(CX), Y5
+	VPSLLD      $0x10, Y4, Y6
+	VPSLLD      $0x10, Y5, Y7
+	VFMADD231PS Y7, Y6, Y1
+	VPAND       v32_ffff0000<>+0(SB), Y4, Y4
+	VPAND       v32_ffff0000<>+0(SB), Y5, Y5
 	VFMADD231PS Y5, Y4, Y1
-	VPMOVZXWD   32(AX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VPMOVZXWD   32(CX), Y5
-	VPSLLD      $0x10, Y5, Y5
+	VMOVDQU     64(AX), Y4
+	VMOVDQU     64(CX), Y5
+	VPSLLD      $0x10, Y4, Y6
+	VPSLLD      $0x10, Y5, Y7
+	VFMADD231PS Y7, Y6, Y2
+	VPAND       v32_ffff0000<>+0(SB), Y4, Y4
+	VPAND       v32_ffff0000<>+0(SB), Y5, Y5
 	VFMADD231PS Y5, Y4, Y2
-	VPMOVZXWD   48(AX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VPMOVZXWD   48(CX), Y5
-	VPSLLD      $0x10, Y5, Y5
+	VMOVDQU     96(AX), Y4
+	VMOVDQU     96(CX), Y5
+	VPSLLD      $0x10, Y4, Y6
+	VPSLLD      $0x10, Y5, Y7
+	VFMADD231PS Y7, Y6, Y3
+	VPAND       v32_ffff0000<>+0(SB), Y4, Y4
+	VPAND       v32_ffff0000<>+0(SB), Y5, Y5
 	VFMADD231PS Y5, Y4, Y3
-	ADDQ        $0x00000040, AX
-	ADDQ        $0x00000040, CX
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000080, CX
 	DECQ        DX
 	JNZ         loopdotBF16AVX2
 
@@ -2748,6 +2914,16 @@ donedotBF16AVX2:
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
 	RET
+
+DATA v32_ffff0000<>+0(SB)/4, $0xffff0000
+DATA v32_ffff0000<>+4(SB)/4, $0xffff0000
+DATA v32_ffff0000<>+8(SB)/4, $0xffff0000
+DATA v32_ffff0000<>+12(SB)/4, $0xffff0000
+DATA v32_ffff0000<>+16(SB)/4, $0xffff0000
+DATA v32_ffff0000<>+20(SB)/4, $0xffff0000
+DATA v32_ffff0000<>+24(SB)/4, $0xffff0000
+DATA v32_ffff0000<>+28(SB)/4, $0xffff0000
+GLOBL v32_ffff0000<>(SB), RODATA|NOPTR, $32
 
 // func quantizeQ8KAVX2(x *float32, y *byte, nb int)
 // Requires: AVX, AVX2

@@ -50,7 +50,7 @@ func init() {
 				quant.MXFP4: block32(dotMXFP4AVX512, 17),
 				quant.F32:   float(dotF32AVX512, quant.F32, 64),
 				quant.F16:   float(dotF16AVX512, quant.F16, 64),
-				quant.BF16:  float(dotBF16AVX512, quant.BF16, 64),
+				quant.BF16:  float(dotBF16AVX512, quant.BF16, 128),
 			},
 			dot4: map[quant.Type]dot4Func{
 				quant.Q2_K: kquant4(dotQ2Kx4AVX512, 84),
@@ -77,7 +77,7 @@ func init() {
 				quant.MXFP4: block32(dotMXFP4VNNI, 17),
 				quant.F32:   float(dotF32VNNI, quant.F32, 64),
 				quant.F16:   float(dotF16VNNI, quant.F16, 64),
-				quant.BF16:  float(dotBF16VNNI, quant.BF16, 64),
+				quant.BF16:  float(dotBF16VNNI, quant.BF16, 128),
 			},
 			dot4: map[quant.Type]dot4Func{
 				quant.Q2_K: kquant4(dotQ2Kx4VNNI, 84),
@@ -102,8 +102,8 @@ func init() {
 				quant.Q4_0:  block32(dotQ4_0VNNI256, 18),
 				quant.Q5_0:  block32(dotQ5_0VNNI256, 22),
 				quant.MXFP4: block32(dotMXFP4VNNI256, 17),
-				quant.F32:   float(dotF32VNNI256, quant.F32, 64),
-				quant.F16:   float(dotF16VNNI256, quant.F16, 64),
+				quant.F32:   float(dotF32VNNI256, quant.F32, 32),
+				quant.F16:   float(dotF16VNNI256, quant.F16, 32),
 				quant.BF16:  float(dotBF16VNNI256, quant.BF16, 64),
 			},
 			dot4: map[quant.Type]dot4Func{

@@ -12,9 +12,10 @@ import (
 // of ggml's AVX2 code overflows on a -128 weight times a -128 activation).
 
 // blockLoop emits dot<name><suffix>(w, a *byte, nb int) float32 over nb
-// blocks; body adds a block's contribution into acc (wide: a full-width
-// vector, else a ymm).
-func blockLoop(t *target, name string, wsize, asize int, wide bool, pre func(), body func(wp, ap Register, acc VecVirtual)) {
+// blocks; body adds the contribution of the blocks at w and a into acc
+// (wide: a full-width vector, else a ymm). Two blocks per iteration halve
+// the loop overhead, which is a fair part of a 32-element block's work.
+func blockLoop(t *target, name string, wsize, asize int, wide bool, pre func(), body func(w, a Mem, acc VecVirtual)) {
 	TEXT("dot"+name+t.suffix, NOSPLIT, "func(w, a *byte, nb int) float32")
 	Pragma("noescape")
 	wp := Load(Param("w"), GP64())
@@ -28,14 +29,19 @@ func blockLoop(t *target, name string, wsize, asize int, wide bool, pre func(), 
 	if pre != nil {
 		pre() // loop-invariant constants
 	}
+	Label("loop2" + name)
+	CMPQ(nb, U8(2))
+	JB(LabelRef("tail" + name))
+	body(Mem{Base: wp}, Mem{Base: ap}, acc)
+	body(Mem{Base: wp, Disp: wsize}, Mem{Base: ap, Disp: asize}, acc)
+	ADDQ(U32(2*wsize), wp)
+	ADDQ(U32(2*asize), ap)
+	SUBQ(U8(2), nb)
+	JMP(LabelRef("loop2" + name))
+	Label("tail" + name)
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + name))
-	Label("loop" + name)
-	body(wp, ap, acc)
-	ADDQ(U32(wsize), wp)
-	ADDQ(U32(asize), ap)
-	DECQ(nb)
-	JNZ(LabelRef("loop" + name))
+	body(Mem{Base: wp}, Mem{Base: ap}, acc)
 	Label("done" + name)
 	var s VecVirtual
 	if wide {
@@ -74,10 +80,10 @@ func genQ8_0(t *target) {
 			VPBROADCASTD(constU32(0x00010001), ones)
 		}
 	}
-	blockLoop(t, "Q8_0", 34, 34, false, pre, func(wp, ap Register, acc VecVirtual) {
+	blockLoop(t, "Q8_0", 34, 34, false, pre, func(w, a Mem, acc VecVirtual) {
 		x, y, ax := YMM(), YMM(), YMM()
-		VMOVDQU(Mem{Base: wp, Disp: 2}, x)
-		VMOVDQU(Mem{Base: ap, Disp: 2}, y)
+		VMOVDQU(w.Offset(2), x)
+		VMOVDQU(a.Offset(2), y)
 		VPSIGNB(x, x, ax)
 		VPSIGNB(x, y, y)
 		p := YMM()
@@ -89,7 +95,7 @@ func genQ8_0(t *target) {
 			VPMADDWD(ones, p, p)
 		}
 		d := YMM()
-		halfProduct(Mem{Base: wp}, Mem{Base: ap}, d)
+		halfProduct(w, a, d)
 		finishInt(p, d, acc)
 	})
 }
@@ -136,11 +142,11 @@ func (t *target) consts32(off uint32) *consts32 {
 
 func genQ4_0(t *target) {
 	var k *consts32
-	blockLoop(t, "Q4_0", 18, 34, false, func() { k = t.consts32(8) }, func(wp, ap Register, acc VecVirtual) {
-		u := t.nibbles32(Mem{Base: wp, Disp: 2}, k.c0F)
-		p := offsetDot(u, k.off, k.ones, Mem{Base: ap, Disp: 2})
+	blockLoop(t, "Q4_0", 18, 34, false, func() { k = t.consts32(8) }, func(w, a Mem, acc VecVirtual) {
+		u := t.nibbles32(w.Offset(2), k.c0F)
+		p := offsetDot(u, k.off, k.ones, a.Offset(2))
 		d := YMM()
-		halfProduct(Mem{Base: wp}, Mem{Base: ap}, d)
+		halfProduct(w, a, d)
 		finishInt(p, d, acc)
 	})
 }
@@ -160,18 +166,18 @@ func genQ5_0(t *target) {
 		VPCMPEQB(all1, all1, all1)
 		VPBROADCASTD(constU32(0x10101010), c10)
 	}
-	blockLoop(t, "Q5_0", 22, 34, false, pre, func(wp, ap Register, acc VecVirtual) {
-		u := t.nibbles32(Mem{Base: wp, Disp: 6}, k.c0F)
+	blockLoop(t, "Q5_0", 22, 34, false, pre, func(w, a Mem, acc VecVirtual) {
+		u := t.nibbles32(w.Offset(6), k.c0F)
 		h := YMM()
-		VPBROADCASTD(Mem{Base: wp, Disp: 2}, h)
+		VPBROADCASTD(w.Offset(2), h)
 		VPSHUFB(spread, h, h)
 		VPOR(bits, h, h)
 		VPCMPEQB(all1, h, h)
 		VPAND(c10, h, h)
 		VPOR(h, u, u)
-		p := offsetDot(u, k.off, k.ones, Mem{Base: ap, Disp: 2})
+		p := offsetDot(u, k.off, k.ones, a.Offset(2))
 		d := YMM()
-		halfProduct(Mem{Base: wp}, Mem{Base: ap}, d)
+		halfProduct(w, a, d)
 		finishInt(p, d, acc)
 	})
 }
@@ -198,16 +204,16 @@ func genMXFP4(t *target) {
 		e8m0 = append(e8m0, byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24))
 	}
 	e8m0Table := constData("e8m0half", e8m0)
-	blockLoop(t, "MXFP4", 17, 34, false, pre, func(wp, ap Register, acc VecVirtual) {
-		u := t.nibbles32(Mem{Base: wp, Disp: 1}, k.c0F)
+	blockLoop(t, "MXFP4", 17, 34, false, pre, func(w, a Mem, acc VecVirtual) {
+		u := t.nibbles32(w.Offset(1), k.c0F)
 		VPSHUFB(u, table, u)
-		p := offsetDot(u, k.off, k.ones, Mem{Base: ap, Disp: 2})
+		p := offsetDot(u, k.off, k.ones, a.Offset(2))
 		e := GP64()
-		MOVBQZX(Mem{Base: wp}, e)
+		MOVBQZX(w, e)
 		tab := GP64()
 		LEAQ(e8m0Table, tab)
 		x := XMM()
-		VMOVD(Mem{Base: ap}, x) // the activation scale and two quants
+		VMOVD(a, x) // the activation scale and two quants
 		VCVTPH2PS(x, x)
 		VMULSS(Mem{Base: tab, Index: e, Scale: 4}, x, x)
 		d := YMM()
@@ -217,7 +223,9 @@ func genMXFP4(t *target) {
 }
 
 // genFloat emits dot<kind><suffix>(w, a *byte, n int) float32 for n
-// elements, n a multiple of 4 vectors; the Go wrapper adds the tail.
+// elements, n a multiple of one iteration (4 vectors of f32: 32 elements
+// for 256-bit vectors, 64 for 512-bit, twice that for BF16); the Go
+// wrapper adds the tail.
 func genFloat(t *target, kind string) {
 	name := "dot" + kind + t.suffix
 	TEXT(name, NOSPLIT, "func(w, a *byte, n int) float32")
@@ -235,11 +243,17 @@ func genFloat(t *target, kind string) {
 		acc[k] = t.vec()
 		VXORPS(acc[k], acc[k], acc[k])
 	}
-	SHRQ(U8(map[int]int{8: 5, 16: 6}[lanes]), n) // iterations of 4 vectors
+	perK := lanes // elements per accumulator per iteration
+	var hiMask Op
+	if kind == "BF16" {
+		perK = 2 * lanes
+		hiMask = t.konst(0xffff0000)
+	}
+	SHRQ(U8(map[int]int{32: 5, 64: 6, 128: 7}[4*perK]), n) // iterations
 	JZ(LabelRef("done" + name))
 	Label("loop" + name)
 	for k := range acc {
-		off := k * lanes * esize
+		off := k * perK * esize
 		switch kind {
 		case "F32":
 			v := t.vec()
@@ -251,16 +265,24 @@ func genFloat(t *target, kind string) {
 			VCVTPH2PS(Mem{Base: ap, Disp: off}, u)
 			VFMADD231PS(u, v, acc[k])
 		case "BF16":
-			v, u := t.vec(), t.vec()
-			VPMOVZXWD(Mem{Base: wp, Disp: off}, v)
-			VPSLLD(U8(16), v, v)
-			VPMOVZXWD(Mem{Base: ap, Disp: off}, u)
-			VPSLLD(U8(16), u, u)
-			VFMADD231PS(u, v, acc[k])
+			// A bf16 is the top half of a float32: a dword's high half is
+			// already an f32 once the low half is masked off, its low half
+			// becomes one shifted up. The dot product does not care that
+			// this pairs even and odd elements in different vectors.
+			w, a := t.vec(), t.vec()
+			t.mov(Mem{Base: wp, Disp: off}, w)
+			t.mov(Mem{Base: ap, Disp: off}, a)
+			we, ae := t.vec(), t.vec()
+			VPSLLD(U8(16), w, we)
+			VPSLLD(U8(16), a, ae)
+			VFMADD231PS(ae, we, acc[k])
+			t.and(hiMask, w, w)
+			t.and(hiMask, a, a)
+			VFMADD231PS(a, w, acc[k])
 		}
 	}
-	ADDQ(U32(4*lanes*esize), wp)
-	ADDQ(U32(4*lanes*esize), ap)
+	ADDQ(U32(4*perK*esize), wp)
+	ADDQ(U32(4*perK*esize), ap)
 	DECQ(n)
 	JNZ(LabelRef("loop" + name))
 	Label("done" + name)
