@@ -67,7 +67,7 @@ func tinyBackend(t testing.TB) *local.Backend {
 	t.Helper()
 	path := tinyModel(t)
 	backendOnce.Do(func() {
-		sharedBE, backendErr = local.Open(path, local.Options{Threads: 2, Context: 512, Budget: 1 << 30})
+		sharedBE, backendErr = local.Open(path, local.Options{Threads: 2, Context: 2048, Budget: 1 << 30})
 	})
 	if backendErr != nil {
 		t.Fatalf("opening the tiny model: %v", backendErr)
