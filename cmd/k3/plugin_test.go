@@ -127,3 +127,55 @@ func BenchmarkStagerAcquire(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeTokenIPC is the stager traffic of one Kimi K3 decode
+// token with everything cached: for each of 92 MoE layers a current hint, a
+// speculative hint for the next layer, an Acquire of 16 experts × 3 routed
+// tensors and a Release. The difference between the two modes is the
+// plugin boundary's cost per token.
+func BenchmarkDecodeTokenIPC(b *testing.B) {
+	ctx := context.Background()
+	const layers, experts, topK = 92, 64, 16
+	spec := plugintest.Spec{Shards: 2, Layers: layers, Experts: experts, TopK: topK, ExpertSizes: []int64{512, 512, 512}, Seed: 1}
+	m := plugintest.Build(b, b.TempDir(), spec)
+	tr := plugintest.ZipfTrace(1, 1, layers, experts, topK, 1.0)
+	for _, inProcess := range []bool{true, false} {
+		b.Run(fmt.Sprintf("staging-pread/inprocess=%v", inProcess), func(b *testing.B) {
+			st, proc, err := plugin.StartStager(ctx, launch("staging-pread", inProcess))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer proc.Kill()
+			if _, err := st.Open(ctx, m.Request(1<<30, b.TempDir(), nil)); err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close(ctx)
+			var step uint64
+			token := func() {
+				for l := 0; l < layers; l++ {
+					st.Hint(ctx, &plugin.HintRequest{Layer: l, Experts: tr[0][l]})
+					if l+1 < layers {
+						st.Hint(ctx, &plugin.HintRequest{Layer: l + 1, Experts: tr[0][l+1], Speculative: true})
+					}
+					req := &plugin.AcquireRequest{Step: step}
+					for _, id := range m.Routed(l) {
+						for _, e := range tr[0][l] {
+							req.Slices = append(req.Slices, plugin.Slice{Tensor: id, Expert: e})
+						}
+					}
+					step++
+					if _, err := st.Acquire(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+					if err := st.Release(ctx, &plugin.ReleaseRequest{Step: req.Step}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			token() // fill the cache: the benchmark is the boundary, not the disk
+			for b.Loop() {
+				token()
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -75,6 +76,11 @@ func (s *stagerServer) Hint(ctx context.Context, r *pb.HintRequest) (*pb.Empty, 
 }
 
 func (s *stagerServer) Acquire(ctx context.Context, r *pb.AcquireRequest) (*pb.AcquireResponse, error) {
+	for _, step := range r.GetRelease() {
+		if err := s.impl.Release(ctx, &ReleaseRequest{Step: step}); err != nil {
+			return nil, err
+		}
+	}
 	req, err := fromprotoAcquireRequest(r)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -103,7 +109,34 @@ func (s *stagerServer) Close(ctx context.Context, _ *pb.Empty) (*pb.Empty, error
 }
 
 // stagerClient is the host's view of a Stager in another process.
-type stagerClient struct{ c pb.StagerClient }
+// Release is deferred: the steps ride along with the next Acquire (or go
+// out on their own before Stats and Close), so a decode layer costs one
+// round trip fewer. A release that waits is harmless, since the stager
+// applies it before pinning anything new.
+type stagerClient struct {
+	c pb.StagerClient
+
+	mu      sync.Mutex
+	release []uint64
+}
+
+func (c *stagerClient) takeReleases() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.release
+	c.release = nil
+	return r
+}
+
+// flush sends deferred releases on their own.
+func (c *stagerClient) flush(ctx context.Context) error {
+	for _, step := range c.takeReleases() {
+		if _, err := c.c.Release(ctx, &pb.ReleaseRequest{Step: step}); err != nil {
+			return wireErr(ctx, "release", err)
+		}
+	}
+	return nil
+}
 
 func (c *stagerClient) Open(ctx context.Context, r *OpenRequest) (*OpenResponse, error) {
 	resp, err := c.c.Open(ctx, toprotoOpenRequest(r))
@@ -119,19 +152,26 @@ func (c *stagerClient) Hint(ctx context.Context, r *HintRequest) error {
 }
 
 func (c *stagerClient) Acquire(ctx context.Context, r *AcquireRequest) (*AcquireResponse, error) {
-	resp, err := c.c.Acquire(ctx, toprotoAcquireRequest(r))
+	p := toprotoAcquireRequest(r)
+	p.Release = c.takeReleases()
+	resp, err := c.c.Acquire(ctx, p)
 	if err != nil {
 		return nil, wireErr(ctx, "acquire", err)
 	}
 	return fromprotoAcquireResponse(resp)
 }
 
-func (c *stagerClient) Release(ctx context.Context, r *ReleaseRequest) error {
-	_, err := c.c.Release(ctx, &pb.ReleaseRequest{Step: r.Step})
-	return wireErr(ctx, "release", err)
+func (c *stagerClient) Release(_ context.Context, r *ReleaseRequest) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.release = append(c.release, r.Step)
+	return nil
 }
 
 func (c *stagerClient) Stats(ctx context.Context) (*Stats, error) {
+	if err := c.flush(ctx); err != nil {
+		return nil, err
+	}
 	st, err := c.c.Stats(ctx, &pb.Empty{})
 	if err != nil {
 		return nil, wireErr(ctx, "stats", err)
@@ -140,6 +180,7 @@ func (c *stagerClient) Stats(ctx context.Context) (*Stats, error) {
 }
 
 func (c *stagerClient) Close(ctx context.Context) error {
+	c.takeReleases() // closing drops every pin anyway
 	_, err := c.c.Close(ctx, &pb.Empty{})
 	return wireErr(ctx, "close", err)
 }

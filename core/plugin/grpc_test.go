@@ -128,6 +128,30 @@ func check(t *testing.T, op string, err error, got, want any) {
 	}
 }
 
+// Release is deferred to the next Acquire: the plugin sees it first.
+func TestReleaseRidesWithAcquire(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	s, _ := grpcPair(t, rec)
+	if err := s.Release(ctx, &ReleaseRequest{Step: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, &ReleaseRequest{Step: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.got) != 0 {
+		t.Fatalf("release sent on its own: %v", rec.got)
+	}
+	acq := &AcquireRequest{Step: 5, Slices: []Slice{{Tensor: 1}}}
+	if _, err := s.Acquire(ctx, acq); err != nil {
+		t.Fatal(err)
+	}
+	want := []any{&ReleaseRequest{Step: 3}, &ReleaseRequest{Step: 4}, acq}
+	if diff := cmp.Diff(want, rec.got); diff != "" {
+		t.Errorf("plugin saw (-want +got):\n%s", diff)
+	}
+}
+
 func TestWireErrors(t *testing.T) {
 	ctx := context.Background()
 	rec := &recorder{fail: errors.New(`tensor "blk.0.x": shard 7 of 2`)}

@@ -24,7 +24,9 @@ type Stager interface {
 	// Acquire blocks until every requested slice is resident, pins it for
 	// req.Step and says where it is.
 	Acquire(ctx context.Context, req *AcquireRequest) (*AcquireResponse, error)
-	// Release unpins everything acquired for a step.
+	// Release unpins everything acquired for a step. Through a plugin
+	// process it travels with the next Acquire (or Stats), so it costs no
+	// round trip of its own; the stager applies it before the new pins.
 	Release(ctx context.Context, req *ReleaseRequest) error
 	// Stats reports counters accumulated since Open.
 	Stats(ctx context.Context) (*Stats, error)

@@ -404,10 +404,13 @@ func (x *HintRequest) GetSpeculative() bool {
 // Slices are packed as parallel arrays: one Acquire per layer per token
 // carries dozens of them, and packed repeated ints are the cheapest encoding.
 type AcquireRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Step          uint64                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
-	Tensors       []int32                `protobuf:"varint,2,rep,packed,name=tensors,proto3" json:"tensors,omitempty"`
-	Experts       []int32                `protobuf:"varint,3,rep,packed,name=experts,proto3" json:"experts,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Step    uint64                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	Tensors []int32                `protobuf:"varint,2,rep,packed,name=tensors,proto3" json:"tensors,omitempty"`
+	Experts []int32                `protobuf:"varint,3,rep,packed,name=experts,proto3" json:"experts,omitempty"`
+	// Steps released since the last call, applied before acquiring: the
+	// client sends Release this way, saving a round trip per layer.
+	Release       []uint64 `protobuf:"varint,4,rep,packed,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,6 +462,13 @@ func (x *AcquireRequest) GetTensors() []int32 {
 func (x *AcquireRequest) GetExperts() []int32 {
 	if x != nil {
 		return x.Experts
+	}
+	return nil
+}
+
+func (x *AcquireRequest) GetRelease() []uint64 {
+	if x != nil {
+		return x.Release
 	}
 	return nil
 }
@@ -1145,11 +1155,12 @@ const file_k3plugin_proto_rawDesc = "" +
 	"\vHintRequest\x12\x14\n" +
 	"\x05layer\x18\x01 \x01(\x05R\x05layer\x12\x18\n" +
 	"\aexperts\x18\x02 \x03(\x05R\aexperts\x12 \n" +
-	"\vspeculative\x18\x03 \x01(\bR\vspeculative\"X\n" +
+	"\vspeculative\x18\x03 \x01(\bR\vspeculative\"r\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x04R\x04step\x12\x18\n" +
 	"\atensors\x18\x02 \x03(\x05R\atensors\x12\x18\n" +
-	"\aexperts\x18\x03 \x03(\x05R\aexperts\"[\n" +
+	"\aexperts\x18\x03 \x03(\x05R\aexperts\x12\x18\n" +
+	"\arelease\x18\x04 \x03(\x04R\arelease\"[\n" +
 	"\x0fAcquireResponse\x12\x18\n" +
 	"\aregions\x18\x01 \x03(\x05R\aregions\x12\x18\n" +
 	"\aoffsets\x18\x02 \x03(\x03R\aoffsets\x12\x14\n" +
