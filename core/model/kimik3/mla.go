@@ -68,8 +68,9 @@ func (ps *pass) mla(l *layer, cache *engine.HalfRows, x []float32) ([]float32, e
 func (ps *pass) attend(q []float32, qStride int, kvOf func(h int) ops.HalfKV, heads int, rows []uint16, out []float32, outStride int) {
 	p, n := ps.m.p, ps.n
 	scale := 1 / float32(math.Sqrt(float64(p.kDim())))
-	kv0 := kvOf(0)
-	tiled := n >= ops.FlashTileQ && kv0.DV%16 == 0
+	// ggml's SIMD builds also require DV to be a multiple of their vector
+	// width for the tiled kernel; the scalar build, which k3 follows, does not.
+	tiled := n >= ops.FlashTileQ
 	// llama.cpp's KV view covers max(256, used rounded up to 256) cells,
 	// at most the context; one query over 512+ cells takes the split path.
 	nkv := max(256, (ps.pos+n+255)/256*256)
