@@ -7,83 +7,85 @@
 // func dotQ2KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	TESTQ  DX, DX
-	JZ     donedotQ2KAVX2
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	TESTQ        DX, DX
+	JZ           donedotQ2KAVX2
 
 loopdotQ2KAVX2:
-	VMOVD          80(AX), X1
-	VCVTPH2PS      X1, X1
-	VMOVDQU        (AX), X2
-	VPSRLW         $0x04, X2, X2
-	VPAND          v32_0f0f0f0f<>+0(SB), X2, X2
-	VPMOVZXBW      X2, Y2
-	VPMADDWD       260(CX), Y2, Y2
-	VCVTDQ2PS      Y2, Y2
-	VBROADCASTSS   (CX), X3
-	VMULPS         X1, X3, X3
-	VMOVSHDUP      X3, X3
-	VBROADCASTSS   X3, Y3
-	VFNMADD231PS   Y2, Y3, Y0
-	VBROADCASTI128 (AX), Y2
-	VPAND          v32_0f0f0f0f<>+0(SB), Y2, Y2
-	VMOVDQU        16(AX), Y4
-	VMOVDQA        Y4, Y3
-	VPAND          v32_03030303<>+0(SB), Y3, Y3
-	VPSHUFB        scidx16<>+0(SB), Y2, Y5
-	VPMADDUBSW     4(CX), Y3, Y3
-	VPMADDWD       Y5, Y3, Y3
-	VPSRLW         $0x02, Y4, Y5
-	VPAND          v32_03030303<>+0(SB), Y5, Y5
-	VPSHUFB        scidx16<>+32(SB), Y2, Y6
-	VPMADDUBSW     36(CX), Y5, Y5
-	VPMADDWD       Y6, Y5, Y5
-	VPSRLW         $0x04, Y4, Y6
-	VPAND          v32_03030303<>+0(SB), Y6, Y6
-	VPSHUFB        scidx16<>+64(SB), Y2, Y7
-	VPMADDUBSW     68(CX), Y6, Y6
-	VPMADDWD       Y7, Y6, Y6
-	VPADDD         Y6, Y3, Y3
-	VPSRLW         $0x06, Y4, Y4
-	VPAND          v32_03030303<>+0(SB), Y4, Y4
-	VPSHUFB        scidx16<>+96(SB), Y2, Y6
-	VPMADDUBSW     100(CX), Y4, Y4
-	VPMADDWD       Y6, Y4, Y4
-	VPADDD         Y4, Y5, Y5
-	VMOVDQU        48(AX), Y6
-	VMOVDQA        Y6, Y4
-	VPAND          v32_03030303<>+0(SB), Y4, Y4
-	VPSHUFB        scidx16<>+128(SB), Y2, Y7
-	VPMADDUBSW     132(CX), Y4, Y4
-	VPMADDWD       Y7, Y4, Y4
-	VPADDD         Y4, Y3, Y3
-	VPSRLW         $0x02, Y6, Y4
-	VPAND          v32_03030303<>+0(SB), Y4, Y4
-	VPSHUFB        scidx16<>+160(SB), Y2, Y7
-	VPMADDUBSW     164(CX), Y4, Y4
-	VPMADDWD       Y7, Y4, Y4
-	VPADDD         Y4, Y5, Y5
-	VPSRLW         $0x04, Y6, Y4
-	VPAND          v32_03030303<>+0(SB), Y4, Y4
-	VPSHUFB        scidx16<>+192(SB), Y2, Y7
-	VPMADDUBSW     196(CX), Y4, Y4
-	VPMADDWD       Y7, Y4, Y4
-	VPADDD         Y4, Y3, Y3
-	VPSRLW         $0x06, Y6, Y4
-	VPAND          v32_03030303<>+0(SB), Y4, Y4
-	VPSHUFB        scidx16<>+224(SB), Y2, Y2
-	VPMADDUBSW     228(CX), Y4, Y4
-	VPMADDWD       Y2, Y4, Y4
-	VPADDD         Y4, Y5, Y5
-	VPADDD         Y5, Y3, Y3
-	VCVTDQ2PS      Y3, Y3
-	VBROADCASTSS   (CX), X2
-	VMULPS         X1, X2, X2
-	VBROADCASTSS   X2, Y1
-	VFMADD231PS    Y3, Y1, Y0
+	VMOVD          80(AX), X3
+	VCVTPH2PS      X3, X3
+	VMOVDQU        (AX), X4
+	VPSRLW         $0x04, X4, X4
+	VPAND          X1, X4, X4
+	VPMOVZXBW      X4, Y4
+	VPMADDWD       260(CX), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   (CX), X5
+	VMULPS         X3, X5, X5
+	VMOVSHDUP      X5, X5
+	VBROADCASTSS   X5, Y5
+	VFNMADD231PS   Y4, Y5, Y0
+	VBROADCASTI128 (AX), Y4
+	VPAND          Y1, Y4, Y4
+	VMOVDQU        16(AX), Y6
+	VMOVDQA        Y6, Y5
+	VPAND          Y2, Y5, Y5
+	VPSHUFB        scidx16<>+0(SB), Y4, Y7
+	VPMADDUBSW     4(CX), Y5, Y5
+	VPMADDWD       Y7, Y5, Y5
+	VPSRLW         $0x02, Y6, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+32(SB), Y4, Y8
+	VPMADDUBSW     36(CX), Y7, Y7
+	VPMADDWD       Y8, Y7, Y7
+	VPSRLW         $0x04, Y6, Y8
+	VPAND          Y2, Y8, Y8
+	VPSHUFB        scidx16<>+64(SB), Y4, Y9
+	VPMADDUBSW     68(CX), Y8, Y8
+	VPMADDWD       Y9, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPSRLW         $0x06, Y6, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+96(SB), Y4, Y8
+	VPMADDUBSW     100(CX), Y6, Y6
+	VPMADDWD       Y8, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VMOVDQU        48(AX), Y8
+	VMOVDQA        Y8, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+128(SB), Y4, Y9
+	VPMADDUBSW     132(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VPSRLW         $0x02, Y8, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+160(SB), Y4, Y9
+	VPMADDUBSW     164(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPSRLW         $0x04, Y8, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+192(SB), Y4, Y9
+	VPMADDUBSW     196(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VPSRLW         $0x06, Y8, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+224(SB), Y4, Y4
+	VPMADDUBSW     228(CX), Y6, Y6
+	VPMADDWD       Y4, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (CX), X4
+	VMULPS         X3, X4, X4
+	VBROADCASTSS   X4, Y3
+	VFMADD231PS    Y5, Y3, Y0
 	ADDQ           $0x00000054, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -99,25 +101,11 @@ donedotQ2KAVX2:
 	MOVSS        X0, ret+24(FP)
 	RET
 
-DATA v32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+4(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+8(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+12(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+16(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+20(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+24(SB)/4, $0x0f0f0f0f
-DATA v32_0f0f0f0f<>+28(SB)/4, $0x0f0f0f0f
-GLOBL v32_0f0f0f0f<>(SB), RODATA|NOPTR, $32
+DATA c32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
+GLOBL c32_0f0f0f0f<>(SB), RODATA|NOPTR, $4
 
-DATA v32_03030303<>+0(SB)/4, $0x03030303
-DATA v32_03030303<>+4(SB)/4, $0x03030303
-DATA v32_03030303<>+8(SB)/4, $0x03030303
-DATA v32_03030303<>+12(SB)/4, $0x03030303
-DATA v32_03030303<>+16(SB)/4, $0x03030303
-DATA v32_03030303<>+20(SB)/4, $0x03030303
-DATA v32_03030303<>+24(SB)/4, $0x03030303
-DATA v32_03030303<>+28(SB)/4, $0x03030303
-GLOBL v32_03030303<>(SB), RODATA|NOPTR, $32
+DATA c32_03030303<>+0(SB)/4, $0x03030303
+GLOBL c32_03030303<>(SB), RODATA|NOPTR, $4
 
 DATA scidx16<>+0(SB)/4, $0x80008000
 DATA scidx16<>+4(SB)/4, $0x80008000
@@ -412,124 +400,141 @@ donedotQ2Kx4AVX2:
 	VMOVSS       X0, 12(AX)
 	RET
 
+DATA v32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+4(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+8(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+12(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+16(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+20(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+24(SB)/4, $0x0f0f0f0f
+DATA v32_0f0f0f0f<>+28(SB)/4, $0x0f0f0f0f
+GLOBL v32_0f0f0f0f<>(SB), RODATA|NOPTR, $32
+
+DATA v32_03030303<>+0(SB)/4, $0x03030303
+DATA v32_03030303<>+4(SB)/4, $0x03030303
+DATA v32_03030303<>+8(SB)/4, $0x03030303
+DATA v32_03030303<>+12(SB)/4, $0x03030303
+DATA v32_03030303<>+16(SB)/4, $0x03030303
+DATA v32_03030303<>+20(SB)/4, $0x03030303
+DATA v32_03030303<>+24(SB)/4, $0x03030303
+DATA v32_03030303<>+28(SB)/4, $0x03030303
+GLOBL v32_03030303<>(SB), RODATA|NOPTR, $32
+
 // func dotQ3KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	TESTQ  DX, DX
-	JZ     donedotQ3KAVX2
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_00200020<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           donedotQ3KAVX2
 
 loopdotQ3KAVX2:
-	VPBROADCASTW   108(AX), X1
-	VCVTPH2PS      X1, X1
-	VBROADCASTI128 94(AX), Y2
-	VPSHUFB        q3a_y<>+0(SB), Y2, Y3
-	VPSRLVD        q3ash_y<>+0(SB), Y3, Y3
-	VPAND          q3am_y<>+0(SB), Y3, Y3
-	VPSHUFB        q3t_y<>+0(SB), Y2, Y2
-	VPSLLVD        q3tl_y<>+0(SB), Y2, Y2
-	VPSRLVD        q3tr_y<>+0(SB), Y2, Y2
-	VPAND          q3tm_y<>+0(SB), Y2, Y2
-	VPOR           Y2, Y3, Y3
-	VPMOVZXBW      X3, Y2
-	VPSUBW         v32_00200020<>+0(SB), Y2, Y2
-	VPMADDWD       260(CX), Y2, Y2
-	VPSLLD         $0x02, Y2, Y2
-	VCVTDQ2PS      Y2, Y2
-	VBROADCASTSS   (CX), X4
-	VMULPS         X1, X4, X4
-	VBROADCASTSS   X4, Y4
-	VFNMADD231PS   Y2, Y4, Y0
-	VMOVDQU        (AX), Y2
-	VMOVDQU        32(AX), Y5
-	VMOVDQA        Y5, Y4
-	VPAND          v32_03030303<>+0(SB), Y4, Y4
-	VPSLLW         $0x02, Y2, Y6
-	VPAND          v32_04040404<>+0(SB), Y6, Y6
-	VPOR           Y6, Y4, Y4
-	VPSHUFB        scidx16<>+0(SB), Y3, Y6
-	VPSUBW         v32_00200020<>+0(SB), Y6, Y6
-	VPMADDUBSW     4(CX), Y4, Y4
-	VPMADDWD       Y6, Y4, Y4
-	VPSRLW         $0x02, Y5, Y6
-	VPAND          v32_03030303<>+0(SB), Y6, Y6
-	VPSLLW         $0x01, Y2, Y7
-	VPAND          v32_04040404<>+0(SB), Y7, Y7
+	VPBROADCASTW   108(AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTI128 94(AX), Y5
+	VPSHUFB        q3a_y<>+0(SB), Y5, Y6
+	VPSRLVD        q3ash_y<>+0(SB), Y6, Y6
+	VPAND          q3am_y<>+0(SB), Y6, Y6
+	VPSHUFB        q3t_y<>+0(SB), Y5, Y5
+	VPSLLVD        q3tl_y<>+0(SB), Y5, Y5
+	VPSRLVD        q3tr_y<>+0(SB), Y5, Y5
+	VPAND          q3tm_y<>+0(SB), Y5, Y5
+	VPOR           Y5, Y6, Y6
+	VPMOVZXBW      X6, Y5
+	VPSUBW         Y1, Y5, Y5
+	VPMADDWD       260(CX), Y5, Y6
+	VPSLLD         $0x02, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX), X7
+	VMULPS         X4, X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y0
+	VPERMQ         $0x44, Y5, Y6
+	VPERMQ         $0xee, Y5, Y5
+	VMOVDQU        (AX), Y7
+	VMOVDQU        32(AX), Y9
+	VMOVDQA        Y9, Y8
+	VPAND          Y2, Y8, Y8
+	VPSLLW         $0x02, Y7, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPSHUFB        scidxw<>+0(SB), Y6, Y10
+	VPMADDUBSW     4(CX), Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VPSRLW         $0x02, Y9, Y10
+	VPAND          Y2, Y10, Y10
+	VPSLLW         $0x01, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPSHUFB        scidxw<>+32(SB), Y6, Y11
+	VPMADDUBSW     36(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPSRLW         $0x04, Y9, Y11
+	VPAND          Y2, Y11, Y11
+	VMOVDQA        Y7, Y12
+	VPAND          Y3, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPSHUFB        scidxw<>+64(SB), Y6, Y12
+	VPMADDUBSW     68(CX), Y11, Y11
+	VPMADDWD       Y12, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPSRLW         $0x06, Y9, Y9
+	VPAND          Y2, Y9, Y9
+	VPSRLW         $0x01, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPSHUFB        scidxw<>+96(SB), Y6, Y6
+	VPMADDUBSW     100(CX), Y9, Y9
+	VPMADDWD       Y6, Y9, Y9
+	VPADDD         Y9, Y10, Y10
+	VMOVDQU        64(AX), Y9
+	VMOVDQA        Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSRLW         $0x02, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y6, Y6
+	VPSHUFB        scidxw<>+128(SB), Y5, Y11
+	VPMADDUBSW     132(CX), Y6, Y6
+	VPMADDWD       Y11, Y6, Y6
+	VPADDD         Y6, Y8, Y8
+	VPSRLW         $0x02, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSRLW         $0x03, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y6, Y6
+	VPSHUFB        scidxw<>+160(SB), Y5, Y11
+	VPMADDUBSW     164(CX), Y6, Y6
+	VPMADDWD       Y11, Y6, Y6
+	VPADDD         Y6, Y10, Y10
+	VPSRLW         $0x04, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSRLW         $0x04, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y6, Y6
+	VPSHUFB        scidxw<>+192(SB), Y5, Y11
+	VPMADDUBSW     196(CX), Y6, Y6
+	VPMADDWD       Y11, Y6, Y6
+	VPADDD         Y6, Y8, Y8
+	VPSRLW         $0x06, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSRLW         $0x05, Y7, Y7
+	VPAND          Y3, Y7, Y7
 	VPOR           Y7, Y6, Y6
-	VPSHUFB        scidx16<>+32(SB), Y3, Y7
-	VPSUBW         v32_00200020<>+0(SB), Y7, Y7
-	VPMADDUBSW     36(CX), Y6, Y6
-	VPMADDWD       Y7, Y6, Y6
-	VPSRLW         $0x04, Y5, Y7
-	VPAND          v32_03030303<>+0(SB), Y7, Y7
-	VMOVDQA        Y2, Y8
-	VPAND          v32_04040404<>+0(SB), Y8, Y8
-	VPOR           Y8, Y7, Y7
-	VPSHUFB        scidx16<>+64(SB), Y3, Y8
-	VPSUBW         v32_00200020<>+0(SB), Y8, Y8
-	VPMADDUBSW     68(CX), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
-	VPADDD         Y7, Y4, Y4
-	VPSRLW         $0x06, Y5, Y5
-	VPAND          v32_03030303<>+0(SB), Y5, Y5
-	VPSRLW         $0x01, Y2, Y7
-	VPAND          v32_04040404<>+0(SB), Y7, Y7
-	VPOR           Y7, Y5, Y5
-	VPSHUFB        scidx16<>+96(SB), Y3, Y7
-	VPSUBW         v32_00200020<>+0(SB), Y7, Y7
-	VPMADDUBSW     100(CX), Y5, Y5
-	VPMADDWD       Y7, Y5, Y5
-	VPADDD         Y5, Y6, Y6
-	VMOVDQU        64(AX), Y7
-	VMOVDQA        Y7, Y5
-	VPAND          v32_03030303<>+0(SB), Y5, Y5
-	VPSRLW         $0x02, Y2, Y8
-	VPAND          v32_04040404<>+0(SB), Y8, Y8
-	VPOR           Y8, Y5, Y5
-	VPSHUFB        scidx16<>+128(SB), Y3, Y8
-	VPSUBW         v32_00200020<>+0(SB), Y8, Y8
-	VPMADDUBSW     132(CX), Y5, Y5
-	VPMADDWD       Y8, Y5, Y5
-	VPADDD         Y5, Y4, Y4
-	VPSRLW         $0x02, Y7, Y5
-	VPAND          v32_03030303<>+0(SB), Y5, Y5
-	VPSRLW         $0x03, Y2, Y8
-	VPAND          v32_04040404<>+0(SB), Y8, Y8
-	VPOR           Y8, Y5, Y5
-	VPSHUFB        scidx16<>+160(SB), Y3, Y8
-	VPSUBW         v32_00200020<>+0(SB), Y8, Y8
-	VPMADDUBSW     164(CX), Y5, Y5
-	VPMADDWD       Y8, Y5, Y5
-	VPADDD         Y5, Y6, Y6
-	VPSRLW         $0x04, Y7, Y5
-	VPAND          v32_03030303<>+0(SB), Y5, Y5
-	VPSRLW         $0x04, Y2, Y8
-	VPAND          v32_04040404<>+0(SB), Y8, Y8
-	VPOR           Y8, Y5, Y5
-	VPSHUFB        scidx16<>+192(SB), Y3, Y8
-	VPSUBW         v32_00200020<>+0(SB), Y8, Y8
-	VPMADDUBSW     196(CX), Y5, Y5
-	VPMADDWD       Y8, Y5, Y5
-	VPADDD         Y5, Y4, Y4
-	VPSRLW         $0x06, Y7, Y5
-	VPAND          v32_03030303<>+0(SB), Y5, Y5
-	VPSRLW         $0x05, Y2, Y2
-	VPAND          v32_04040404<>+0(SB), Y2, Y2
-	VPOR           Y2, Y5, Y5
-	VPSHUFB        scidx16<>+224(SB), Y3, Y2
-	VPSUBW         v32_00200020<>+0(SB), Y2, Y2
-	VPMADDUBSW     228(CX), Y5, Y3
-	VPMADDWD       Y2, Y3, Y3
-	VPADDD         Y3, Y6, Y6
-	VPADDD         Y6, Y4, Y4
-	VCVTDQ2PS      Y4, Y4
-	VBROADCASTSS   (CX), X2
-	VMULPS         X1, X2, X2
-	VBROADCASTSS   X2, Y1
-	VFMADD231PS    Y4, Y1, Y0
+	VPSHUFB        scidxw<>+224(SB), Y5, Y5
+	VPMADDUBSW     228(CX), Y6, Y6
+	VPMADDWD       Y5, Y6, Y6
+	VPADDD         Y6, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   (CX), X5
+	VMULPS         X4, X5, X5
+	VBROADCASTSS   X5, Y4
+	VFMADD231PS    Y8, Y4, Y0
 	ADDQ           $0x0000006e, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -545,25 +550,11 @@ donedotQ3KAVX2:
 	MOVSS        X0, ret+24(FP)
 	RET
 
-DATA v32_00200020<>+0(SB)/4, $0x00200020
-DATA v32_00200020<>+4(SB)/4, $0x00200020
-DATA v32_00200020<>+8(SB)/4, $0x00200020
-DATA v32_00200020<>+12(SB)/4, $0x00200020
-DATA v32_00200020<>+16(SB)/4, $0x00200020
-DATA v32_00200020<>+20(SB)/4, $0x00200020
-DATA v32_00200020<>+24(SB)/4, $0x00200020
-DATA v32_00200020<>+28(SB)/4, $0x00200020
-GLOBL v32_00200020<>(SB), RODATA|NOPTR, $32
+DATA c32_00200020<>+0(SB)/4, $0x00200020
+GLOBL c32_00200020<>(SB), RODATA|NOPTR, $4
 
-DATA v32_04040404<>+0(SB)/4, $0x04040404
-DATA v32_04040404<>+4(SB)/4, $0x04040404
-DATA v32_04040404<>+8(SB)/4, $0x04040404
-DATA v32_04040404<>+12(SB)/4, $0x04040404
-DATA v32_04040404<>+16(SB)/4, $0x04040404
-DATA v32_04040404<>+20(SB)/4, $0x04040404
-DATA v32_04040404<>+24(SB)/4, $0x04040404
-DATA v32_04040404<>+28(SB)/4, $0x04040404
-GLOBL v32_04040404<>(SB), RODATA|NOPTR, $32
+DATA c32_04040404<>+0(SB)/4, $0x04040404
+GLOBL c32_04040404<>(SB), RODATA|NOPTR, $4
 
 DATA q3a_y<>+0(SB)/4, $0x05040302
 DATA q3a_y<>+4(SB)/4, $0x09080706
@@ -635,6 +626,72 @@ DATA q3tm_y<>+24(SB)/4, $0x30303030
 DATA q3tm_y<>+28(SB)/4, $0x30303030
 GLOBL q3tm_y<>(SB), RODATA|NOPTR, $32
 
+DATA scidxw<>+0(SB)/4, $0x01000100
+DATA scidxw<>+4(SB)/4, $0x01000100
+DATA scidxw<>+8(SB)/4, $0x01000100
+DATA scidxw<>+12(SB)/4, $0x01000100
+DATA scidxw<>+16(SB)/4, $0x03020302
+DATA scidxw<>+20(SB)/4, $0x03020302
+DATA scidxw<>+24(SB)/4, $0x03020302
+DATA scidxw<>+28(SB)/4, $0x03020302
+DATA scidxw<>+32(SB)/4, $0x05040504
+DATA scidxw<>+36(SB)/4, $0x05040504
+DATA scidxw<>+40(SB)/4, $0x05040504
+DATA scidxw<>+44(SB)/4, $0x05040504
+DATA scidxw<>+48(SB)/4, $0x07060706
+DATA scidxw<>+52(SB)/4, $0x07060706
+DATA scidxw<>+56(SB)/4, $0x07060706
+DATA scidxw<>+60(SB)/4, $0x07060706
+DATA scidxw<>+64(SB)/4, $0x09080908
+DATA scidxw<>+68(SB)/4, $0x09080908
+DATA scidxw<>+72(SB)/4, $0x09080908
+DATA scidxw<>+76(SB)/4, $0x09080908
+DATA scidxw<>+80(SB)/4, $0x0b0a0b0a
+DATA scidxw<>+84(SB)/4, $0x0b0a0b0a
+DATA scidxw<>+88(SB)/4, $0x0b0a0b0a
+DATA scidxw<>+92(SB)/4, $0x0b0a0b0a
+DATA scidxw<>+96(SB)/4, $0x0d0c0d0c
+DATA scidxw<>+100(SB)/4, $0x0d0c0d0c
+DATA scidxw<>+104(SB)/4, $0x0d0c0d0c
+DATA scidxw<>+108(SB)/4, $0x0d0c0d0c
+DATA scidxw<>+112(SB)/4, $0x0f0e0f0e
+DATA scidxw<>+116(SB)/4, $0x0f0e0f0e
+DATA scidxw<>+120(SB)/4, $0x0f0e0f0e
+DATA scidxw<>+124(SB)/4, $0x0f0e0f0e
+DATA scidxw<>+128(SB)/4, $0x01000100
+DATA scidxw<>+132(SB)/4, $0x01000100
+DATA scidxw<>+136(SB)/4, $0x01000100
+DATA scidxw<>+140(SB)/4, $0x01000100
+DATA scidxw<>+144(SB)/4, $0x03020302
+DATA scidxw<>+148(SB)/4, $0x03020302
+DATA scidxw<>+152(SB)/4, $0x03020302
+DATA scidxw<>+156(SB)/4, $0x03020302
+DATA scidxw<>+160(SB)/4, $0x05040504
+DATA scidxw<>+164(SB)/4, $0x05040504
+DATA scidxw<>+168(SB)/4, $0x05040504
+DATA scidxw<>+172(SB)/4, $0x05040504
+DATA scidxw<>+176(SB)/4, $0x07060706
+DATA scidxw<>+180(SB)/4, $0x07060706
+DATA scidxw<>+184(SB)/4, $0x07060706
+DATA scidxw<>+188(SB)/4, $0x07060706
+DATA scidxw<>+192(SB)/4, $0x09080908
+DATA scidxw<>+196(SB)/4, $0x09080908
+DATA scidxw<>+200(SB)/4, $0x09080908
+DATA scidxw<>+204(SB)/4, $0x09080908
+DATA scidxw<>+208(SB)/4, $0x0b0a0b0a
+DATA scidxw<>+212(SB)/4, $0x0b0a0b0a
+DATA scidxw<>+216(SB)/4, $0x0b0a0b0a
+DATA scidxw<>+220(SB)/4, $0x0b0a0b0a
+DATA scidxw<>+224(SB)/4, $0x0d0c0d0c
+DATA scidxw<>+228(SB)/4, $0x0d0c0d0c
+DATA scidxw<>+232(SB)/4, $0x0d0c0d0c
+DATA scidxw<>+236(SB)/4, $0x0d0c0d0c
+DATA scidxw<>+240(SB)/4, $0x0f0e0f0e
+DATA scidxw<>+244(SB)/4, $0x0f0e0f0e
+DATA scidxw<>+248(SB)/4, $0x0f0e0f0e
+DATA scidxw<>+252(SB)/4, $0x0f0e0f0e
+GLOBL scidxw<>(SB), RODATA|NOPTR, $256
+
 // func dotQ3Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotQ3Kx4AVX2(SB), NOSPLIT, $0-40
@@ -664,205 +721,199 @@ loopdotQ3Kx4AVX2:
 	VPOR           Y5, Y6, Y6
 	VPMOVZXBW      X6, Y5
 	VPSUBW         v32_00200020<>+0(SB), Y5, Y5
-	VPMADDWD       260(CX), Y5, Y7
-	VPSLLD         $0x02, Y7, Y7
-	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   (CX), X8
-	VMULPS         X4, X8, X8
-	VBROADCASTSS   X8, Y8
-	VFNMADD231PS   Y7, Y8, Y0
-	VPMADDWD       260(CX)(BX*1), Y5, Y7
-	VPSLLD         $0x02, Y7, Y7
-	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   (CX)(BX*1), X8
-	VMULPS         X4, X8, X8
-	VBROADCASTSS   X8, Y8
-	VFNMADD231PS   Y7, Y8, Y1
-	VPMADDWD       260(CX)(BX*2), Y5, Y7
-	VPSLLD         $0x02, Y7, Y7
-	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   (CX)(BX*2), X8
-	VMULPS         X4, X8, X8
-	VBROADCASTSS   X8, Y8
-	VFNMADD231PS   Y7, Y8, Y2
-	VPMADDWD       260(CX)(SI*1), Y5, Y5
-	VPSLLD         $0x02, Y5, Y5
-	VCVTDQ2PS      Y5, Y5
+	VPMADDWD       260(CX), Y5, Y6
+	VPSLLD         $0x02, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX), X7
+	VMULPS         X4, X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y0
+	VPMADDWD       260(CX)(BX*1), Y5, Y6
+	VPSLLD         $0x02, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX)(BX*1), X7
+	VMULPS         X4, X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y1
+	VPMADDWD       260(CX)(BX*2), Y5, Y6
+	VPSLLD         $0x02, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   (CX)(BX*2), X7
+	VMULPS         X4, X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y6, Y7, Y2
+	VPMADDWD       260(CX)(SI*1), Y5, Y6
+	VPSLLD         $0x02, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
 	VBROADCASTSS   (CX)(SI*1), X7
 	VMULPS         X4, X7, X7
 	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y5, Y7, Y3
-	VMOVDQU        (AX), Y5
-	VMOVDQU        32(AX), Y8
-	VMOVDQA        Y8, Y7
-	VPAND          v32_03030303<>+0(SB), Y7, Y7
-	VPSLLW         $0x02, Y5, Y9
-	VPAND          v32_04040404<>+0(SB), Y9, Y9
-	VPOR           Y9, Y7, Y7
-	VPSHUFB        scidx16<>+0(SB), Y6, Y9
-	VPSUBW         v32_00200020<>+0(SB), Y9, Y9
-	VPMADDUBSW     4(CX), Y7, Y10
-	VPMADDWD       Y9, Y10, Y10
-	VPMADDUBSW     4(CX)(BX*1), Y7, Y11
-	VPMADDWD       Y9, Y11, Y11
-	VPMADDUBSW     4(CX)(BX*2), Y7, Y12
-	VPMADDWD       Y9, Y12, Y12
-	VPMADDUBSW     4(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y9, Y7, Y7
-	VPSRLW         $0x02, Y8, Y9
-	VPAND          v32_03030303<>+0(SB), Y9, Y9
-	VPSLLW         $0x01, Y5, Y13
-	VPAND          v32_04040404<>+0(SB), Y13, Y13
-	VPOR           Y13, Y9, Y9
-	VPSHUFB        scidx16<>+32(SB), Y6, Y13
-	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
-	VPMADDUBSW     36(CX), Y9, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPMADDUBSW     36(CX)(BX*1), Y9, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     36(CX)(BX*2), Y9, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     36(CX)(SI*1), Y9, Y9
-	VPMADDWD       Y13, Y9, Y9
-	VPADDD         Y9, Y7, Y7
-	VPSRLW         $0x04, Y8, Y9
-	VPAND          v32_03030303<>+0(SB), Y9, Y9
-	VMOVDQA        Y5, Y13
-	VPAND          v32_04040404<>+0(SB), Y13, Y13
-	VPOR           Y13, Y9, Y9
-	VPSHUFB        scidx16<>+64(SB), Y6, Y13
-	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
-	VPMADDUBSW     68(CX), Y9, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPMADDUBSW     68(CX)(BX*1), Y9, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     68(CX)(BX*2), Y9, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     68(CX)(SI*1), Y9, Y9
-	VPMADDWD       Y13, Y9, Y9
-	VPADDD         Y9, Y7, Y7
-	VPSRLW         $0x06, Y8, Y8
-	VPAND          v32_03030303<>+0(SB), Y8, Y8
-	VPSRLW         $0x01, Y5, Y9
-	VPAND          v32_04040404<>+0(SB), Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPSHUFB        scidx16<>+96(SB), Y6, Y9
-	VPSUBW         v32_00200020<>+0(SB), Y9, Y9
-	VPMADDUBSW     100(CX), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     100(CX)(BX*1), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     100(CX)(BX*2), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y12, Y12
-	VPMADDUBSW     100(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VMOVDQU        64(AX), Y9
+	VFNMADD231PS   Y6, Y7, Y3
+	VPERMQ         $0x44, Y5, Y6
+	VPERMQ         $0xee, Y5, Y5
+	VMOVDQU        (AX), Y7
+	VMOVDQU        32(AX), Y9
 	VMOVDQA        Y9, Y8
 	VPAND          v32_03030303<>+0(SB), Y8, Y8
-	VPSRLW         $0x02, Y5, Y13
-	VPAND          v32_04040404<>+0(SB), Y13, Y13
-	VPOR           Y13, Y8, Y8
-	VPSHUFB        scidx16<>+128(SB), Y6, Y13
-	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
-	VPMADDUBSW     132(CX), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPMADDUBSW     132(CX)(BX*1), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
+	VPSLLW         $0x02, Y7, Y10
+	VPAND          v32_04040404<>+0(SB), Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPSHUFB        scidxw<>+0(SB), Y6, Y10
+	VPMADDUBSW     4(CX), Y8, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPMADDUBSW     4(CX)(BX*1), Y8, Y12
+	VPMADDWD       Y10, Y12, Y12
+	VPMADDUBSW     4(CX)(BX*2), Y8, Y13
+	VPMADDWD       Y10, Y13, Y13
+	VPMADDUBSW     4(CX)(SI*1), Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VPSRLW         $0x02, Y9, Y10
+	VPAND          v32_03030303<>+0(SB), Y10, Y10
+	VPSLLW         $0x01, Y7, Y14
+	VPAND          v32_04040404<>+0(SB), Y14, Y14
+	VPOR           Y14, Y10, Y10
+	VPSHUFB        scidxw<>+32(SB), Y6, Y14
+	VPMADDUBSW     36(CX), Y10, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y11, Y11
+	VPMADDUBSW     36(CX)(BX*1), Y10, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y12, Y12
+	VPMADDUBSW     36(CX)(BX*2), Y10, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y13, Y13
+	VPMADDUBSW     36(CX)(SI*1), Y10, Y10
+	VPMADDWD       Y14, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          v32_03030303<>+0(SB), Y10, Y10
+	VMOVDQA        Y7, Y14
+	VPAND          v32_04040404<>+0(SB), Y14, Y14
+	VPOR           Y14, Y10, Y10
+	VPSHUFB        scidxw<>+64(SB), Y6, Y14
+	VPMADDUBSW     68(CX), Y10, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y11, Y11
+	VPMADDUBSW     68(CX)(BX*1), Y10, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y12, Y12
+	VPMADDUBSW     68(CX)(BX*2), Y10, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y13, Y13
+	VPMADDUBSW     68(CX)(SI*1), Y10, Y10
+	VPMADDWD       Y14, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VPSRLW         $0x06, Y9, Y9
+	VPAND          v32_03030303<>+0(SB), Y9, Y9
+	VPSRLW         $0x01, Y7, Y10
+	VPAND          v32_04040404<>+0(SB), Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPSHUFB        scidxw<>+96(SB), Y6, Y6
+	VPMADDUBSW     100(CX), Y9, Y10
+	VPMADDWD       Y6, Y10, Y10
+	VPADDD         Y10, Y11, Y11
+	VPMADDUBSW     100(CX)(BX*1), Y9, Y10
+	VPMADDWD       Y6, Y10, Y10
+	VPADDD         Y10, Y12, Y12
+	VPMADDUBSW     100(CX)(BX*2), Y9, Y10
+	VPMADDWD       Y6, Y10, Y10
+	VPADDD         Y10, Y13, Y13
+	VPMADDUBSW     100(CX)(SI*1), Y9, Y9
+	VPMADDWD       Y6, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        64(AX), Y9
+	VMOVDQA        Y9, Y6
+	VPAND          v32_03030303<>+0(SB), Y6, Y6
+	VPSRLW         $0x02, Y7, Y10
+	VPAND          v32_04040404<>+0(SB), Y10, Y10
+	VPOR           Y10, Y6, Y6
+	VPSHUFB        scidxw<>+128(SB), Y5, Y10
+	VPMADDUBSW     132(CX), Y6, Y14
+	VPMADDWD       Y10, Y14, Y14
 	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     132(CX)(BX*2), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
+	VPMADDUBSW     132(CX)(BX*1), Y6, Y14
+	VPMADDWD       Y10, Y14, Y14
 	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     132(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y13, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VPSRLW         $0x02, Y9, Y8
-	VPAND          v32_03030303<>+0(SB), Y8, Y8
-	VPSRLW         $0x03, Y5, Y13
-	VPAND          v32_04040404<>+0(SB), Y13, Y13
-	VPOR           Y13, Y8, Y8
-	VPSHUFB        scidx16<>+160(SB), Y6, Y13
-	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
-	VPMADDUBSW     164(CX), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPMADDUBSW     164(CX)(BX*1), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
+	VPMADDUBSW     132(CX)(BX*2), Y6, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y13, Y13
+	VPMADDUBSW     132(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y8, Y8
+	VPSRLW         $0x02, Y9, Y6
+	VPAND          v32_03030303<>+0(SB), Y6, Y6
+	VPSRLW         $0x03, Y7, Y10
+	VPAND          v32_04040404<>+0(SB), Y10, Y10
+	VPOR           Y10, Y6, Y6
+	VPSHUFB        scidxw<>+160(SB), Y5, Y10
+	VPMADDUBSW     164(CX), Y6, Y14
+	VPMADDWD       Y10, Y14, Y14
 	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     164(CX)(BX*2), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
+	VPMADDUBSW     164(CX)(BX*1), Y6, Y14
+	VPMADDWD       Y10, Y14, Y14
 	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     164(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y13, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          v32_03030303<>+0(SB), Y8, Y8
-	VPSRLW         $0x04, Y5, Y13
-	VPAND          v32_04040404<>+0(SB), Y13, Y13
-	VPOR           Y13, Y8, Y8
-	VPSHUFB        scidx16<>+192(SB), Y6, Y13
-	VPSUBW         v32_00200020<>+0(SB), Y13, Y13
-	VPMADDUBSW     196(CX), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPMADDUBSW     196(CX)(BX*1), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
+	VPMADDUBSW     164(CX)(BX*2), Y6, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y13, Y13
+	VPMADDUBSW     164(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y8, Y8
+	VPSRLW         $0x04, Y9, Y6
+	VPAND          v32_03030303<>+0(SB), Y6, Y6
+	VPSRLW         $0x04, Y7, Y10
+	VPAND          v32_04040404<>+0(SB), Y10, Y10
+	VPOR           Y10, Y6, Y6
+	VPSHUFB        scidxw<>+192(SB), Y5, Y10
+	VPMADDUBSW     196(CX), Y6, Y14
+	VPMADDWD       Y10, Y14, Y14
 	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     196(CX)(BX*2), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
+	VPMADDUBSW     196(CX)(BX*1), Y6, Y14
+	VPMADDWD       Y10, Y14, Y14
 	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     196(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y13, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VPSRLW         $0x06, Y9, Y8
-	VPAND          v32_03030303<>+0(SB), Y8, Y8
-	VPSRLW         $0x05, Y5, Y5
-	VPAND          v32_04040404<>+0(SB), Y5, Y5
-	VPOR           Y5, Y8, Y8
-	VPSHUFB        scidx16<>+224(SB), Y6, Y5
-	VPSUBW         v32_00200020<>+0(SB), Y5, Y5
-	VPMADDUBSW     228(CX), Y8, Y6
+	VPMADDUBSW     196(CX)(BX*2), Y6, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y13, Y13
+	VPMADDUBSW     196(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y8, Y8
+	VPSRLW         $0x06, Y9, Y6
+	VPAND          v32_03030303<>+0(SB), Y6, Y6
+	VPSRLW         $0x05, Y7, Y7
+	VPAND          v32_04040404<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VPSHUFB        scidxw<>+224(SB), Y5, Y5
+	VPMADDUBSW     228(CX), Y6, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y11, Y11
+	VPMADDUBSW     228(CX)(BX*1), Y6, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y12, Y12
+	VPMADDUBSW     228(CX)(BX*2), Y6, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y13, Y13
+	VPMADDUBSW     228(CX)(SI*1), Y6, Y6
 	VPMADDWD       Y5, Y6, Y6
-	VPADDD         Y6, Y10, Y10
-	VPMADDUBSW     228(CX)(BX*1), Y8, Y6
-	VPMADDWD       Y5, Y6, Y6
-	VPADDD         Y6, Y11, Y11
-	VPMADDUBSW     228(CX)(BX*2), Y8, Y6
-	VPMADDWD       Y5, Y6, Y6
-	VPADDD         Y6, Y12, Y12
-	VPMADDUBSW     228(CX)(SI*1), Y8, Y6
-	VPMADDWD       Y5, Y6, Y6
-	VPADDD         Y6, Y7, Y7
-	VCVTDQ2PS      Y10, Y10
+	VPADDD         Y6, Y8, Y8
+	VCVTDQ2PS      Y11, Y11
 	VBROADCASTSS   (CX), X5
 	VMULPS         X4, X5, X5
 	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y10, Y5, Y0
-	VCVTDQ2PS      Y11, Y11
+	VFMADD231PS    Y11, Y5, Y0
+	VCVTDQ2PS      Y12, Y12
 	VBROADCASTSS   (CX)(BX*1), X5
 	VMULPS         X4, X5, X5
 	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y11, Y5, Y1
-	VCVTDQ2PS      Y12, Y12
+	VFMADD231PS    Y12, Y5, Y1
+	VCVTDQ2PS      Y13, Y13
 	VBROADCASTSS   (CX)(BX*2), X5
 	VMULPS         X4, X5, X5
 	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y12, Y5, Y2
-	VCVTDQ2PS      Y7, Y7
+	VFMADD231PS    Y13, Y5, Y2
+	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   (CX)(SI*1), X5
 	VMULPS         X4, X5, X5
 	VBROADCASTSS   X5, Y4
-	VFMADD231PS    Y7, Y4, Y3
+	VFMADD231PS    Y8, Y4, Y3
 	ADDQ           $0x0000006e, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -900,123 +951,137 @@ donedotQ3Kx4AVX2:
 	VMOVSS       X0, 12(AX)
 	RET
 
+DATA v32_00200020<>+0(SB)/4, $0x00200020
+DATA v32_00200020<>+4(SB)/4, $0x00200020
+DATA v32_00200020<>+8(SB)/4, $0x00200020
+DATA v32_00200020<>+12(SB)/4, $0x00200020
+DATA v32_00200020<>+16(SB)/4, $0x00200020
+DATA v32_00200020<>+20(SB)/4, $0x00200020
+DATA v32_00200020<>+24(SB)/4, $0x00200020
+DATA v32_00200020<>+28(SB)/4, $0x00200020
+GLOBL v32_00200020<>(SB), RODATA|NOPTR, $32
+
+DATA v32_04040404<>+0(SB)/4, $0x04040404
+DATA v32_04040404<>+4(SB)/4, $0x04040404
+DATA v32_04040404<>+8(SB)/4, $0x04040404
+DATA v32_04040404<>+12(SB)/4, $0x04040404
+DATA v32_04040404<>+16(SB)/4, $0x04040404
+DATA v32_04040404<>+20(SB)/4, $0x04040404
+DATA v32_04040404<>+24(SB)/4, $0x04040404
+DATA v32_04040404<>+28(SB)/4, $0x04040404
+GLOBL v32_04040404<>(SB), RODATA|NOPTR, $32
+
 // func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	TESTQ  DX, DX
-	JZ     donedotQ6KAVX2
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_30303030<>+0(SB), Y2
+	TESTQ        DX, DX
+	JZ           donedotQ6KAVX2
 
 loopdotQ6KAVX2:
-	VPBROADCASTW   208(AX), X1
-	VCVTPH2PS      X1, X1
-	VPMOVSXBW      192(AX), Y2
-	VPMADDWD       260(CX), Y2, Y2
-	VPSLLD         $0x05, Y2, Y2
-	VCVTDQ2PS      Y2, Y2
-	VBROADCASTSS   (CX), X3
-	VMULPS         X1, X3, X3
-	VBROADCASTSS   X3, Y3
-	VFNMADD231PS   Y2, Y3, Y0
-	VBROADCASTI128 192(AX), Y2
-	VPXOR          v32_80808080<>+0(SB), Y2, Y2
-	VMOVDQU        128(AX), Y5
-	VMOVDQU        (AX), Y3
-	VPAND          v32_0f0f0f0f<>+0(SB), Y3, Y3
-	VPSLLW         $0x04, Y5, Y4
-	VPAND          v32_30303030<>+0(SB), Y4, Y4
-	VPOR           Y4, Y3, Y3
-	VPSHUFB        scidx16<>+0(SB), Y2, Y4
-	VPSUBW         v32_00800080<>+0(SB), Y4, Y4
-	VPMADDUBSW     4(CX), Y3, Y3
-	VPMADDWD       Y4, Y3, Y3
-	VMOVDQU        32(AX), Y4
-	VPAND          v32_0f0f0f0f<>+0(SB), Y4, Y4
-	VPSLLW         $0x02, Y5, Y6
-	VPAND          v32_30303030<>+0(SB), Y6, Y6
-	VPOR           Y6, Y4, Y4
-	VPSHUFB        scidx16<>+32(SB), Y2, Y6
-	VPSUBW         v32_00800080<>+0(SB), Y6, Y6
-	VPMADDUBSW     36(CX), Y4, Y4
-	VPMADDWD       Y6, Y4, Y4
-	VMOVDQU        (AX), Y6
-	VPSRLW         $0x04, Y6, Y6
-	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VMOVDQA        Y5, Y7
-	VPAND          v32_30303030<>+0(SB), Y7, Y7
-	VPOR           Y7, Y6, Y6
-	VPSHUFB        scidx16<>+64(SB), Y2, Y7
-	VPSUBW         v32_00800080<>+0(SB), Y7, Y7
-	VPMADDUBSW     68(CX), Y6, Y6
-	VPMADDWD       Y7, Y6, Y6
-	VPADDD         Y6, Y3, Y3
-	VMOVDQU        32(AX), Y6
-	VPSRLW         $0x04, Y6, Y6
-	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VPSRLW         $0x02, Y5, Y5
-	VPAND          v32_30303030<>+0(SB), Y5, Y5
-	VPOR           Y5, Y6, Y6
-	VPSHUFB        scidx16<>+96(SB), Y2, Y5
-	VPSUBW         v32_00800080<>+0(SB), Y5, Y5
-	VPMADDUBSW     100(CX), Y6, Y6
-	VPMADDWD       Y5, Y6, Y6
-	VPADDD         Y6, Y4, Y4
-	VMOVDQU        160(AX), Y7
-	VMOVDQU        64(AX), Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VPSLLW         $0x04, Y7, Y6
-	VPAND          v32_30303030<>+0(SB), Y6, Y6
-	VPOR           Y6, Y5, Y5
-	VPSHUFB        scidx16<>+128(SB), Y2, Y6
-	VPSUBW         v32_00800080<>+0(SB), Y6, Y6
-	VPMADDUBSW     132(CX), Y5, Y5
-	VPMADDWD       Y6, Y5, Y5
-	VPADDD         Y5, Y3, Y3
-	VMOVDQU        96(AX), Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VPSLLW         $0x02, Y7, Y6
-	VPAND          v32_30303030<>+0(SB), Y6, Y6
-	VPOR           Y6, Y5, Y5
-	VPSHUFB        scidx16<>+160(SB), Y2, Y6
-	VPSUBW         v32_00800080<>+0(SB), Y6, Y6
-	VPMADDUBSW     164(CX), Y5, Y5
-	VPMADDWD       Y6, Y5, Y5
-	VPADDD         Y5, Y4, Y4
-	VMOVDQU        64(AX), Y5
-	VPSRLW         $0x04, Y5, Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VMOVDQA        Y7, Y6
-	VPAND          v32_30303030<>+0(SB), Y6, Y6
-	VPOR           Y6, Y5, Y5
-	VPSHUFB        scidx16<>+192(SB), Y2, Y6
-	VPSUBW         v32_00800080<>+0(SB), Y6, Y6
-	VPMADDUBSW     196(CX), Y5, Y5
-	VPMADDWD       Y6, Y5, Y5
-	VPADDD         Y5, Y3, Y3
-	VMOVDQU        96(AX), Y5
-	VPSRLW         $0x04, Y5, Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VPSRLW         $0x02, Y7, Y6
-	VPAND          v32_30303030<>+0(SB), Y6, Y6
-	VPOR           Y6, Y5, Y5
-	VPSHUFB        scidx16<>+224(SB), Y2, Y2
-	VPSUBW         v32_00800080<>+0(SB), Y2, Y2
-	VPMADDUBSW     228(CX), Y5, Y5
-	VPMADDWD       Y2, Y5, Y5
-	VPADDD         Y5, Y4, Y4
-	VPADDD         Y4, Y3, Y3
-	VCVTDQ2PS      Y3, Y3
-	VBROADCASTSS   (CX), X2
-	VMULPS         X1, X2, X2
-	VBROADCASTSS   X2, Y1
-	VFMADD231PS    Y3, Y1, Y0
-	ADDQ           $0x000000d2, AX
-	ADDQ           $0x00000124, CX
-	DECQ           DX
-	JNZ            loopdotQ6KAVX2
+	VPBROADCASTW 208(AX), X3
+	VCVTPH2PS    X3, X3
+	VPMOVSXBW    192(AX), Y4
+	VPMADDWD     260(CX), Y4, Y5
+	VPSLLD       $0x05, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (CX), X6
+	VMULPS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VFNMADD231PS Y5, Y6, Y0
+	VPERMQ       $0x44, Y4, Y5
+	VPERMQ       $0xee, Y4, Y4
+	VMOVDQU      128(AX), Y8
+	VMOVDQU      (AX), Y9
+	VMOVDQA      Y9, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y8, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      scidxw<>+0(SB), Y5, Y7
+	VPMADDUBSW   4(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VMOVDQU      32(AX), Y11
+	VMOVDQA      Y11, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x02, Y8, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPSHUFB      scidxw<>+32(SB), Y5, Y10
+	VPMADDUBSW   36(CX), Y7, Y7
+	VPMADDWD     Y10, Y7, Y7
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VMOVDQA      Y8, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      scidxw<>+64(SB), Y5, Y10
+	VPMADDUBSW   68(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x04, Y11, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSHUFB      scidxw<>+96(SB), Y5, Y5
+	VPMADDUBSW   100(CX), Y9, Y8
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      160(AX), Y9
+	VMOVDQU      64(AX), Y10
+	VMOVDQA      Y10, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPSHUFB      scidxw<>+128(SB), Y4, Y8
+	VPMADDUBSW   132(CX), Y5, Y5
+	VPMADDWD     Y8, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VMOVDQU      96(AX), Y11
+	VMOVDQA      Y11, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPSHUFB      scidxw<>+160(SB), Y4, Y8
+	VPMADDUBSW   164(CX), Y5, Y5
+	VPMADDWD     Y8, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VPSRLW       $0x04, Y10, Y5
+	VPAND        Y1, Y5, Y5
+	VMOVDQA      Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPSHUFB      scidxw<>+192(SB), Y4, Y8
+	VPMADDUBSW   196(CX), Y5, Y5
+	VPMADDWD     Y8, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPSRLW       $0x04, Y11, Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLW       $0x02, Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPSHUFB      scidxw<>+224(SB), Y4, Y4
+	VPMADDUBSW   228(CX), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (CX), X4
+	VMULPS       X3, X4, X4
+	VBROADCASTSS X4, Y3
+	VFMADD231PS  Y6, Y3, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotQ6KAVX2
 
 donedotQ6KAVX2:
 	VEXTRACTF128 $0x01, Y0, X1
@@ -1028,35 +1093,8 @@ donedotQ6KAVX2:
 	MOVSS        X0, ret+24(FP)
 	RET
 
-DATA v32_80808080<>+0(SB)/4, $0x80808080
-DATA v32_80808080<>+4(SB)/4, $0x80808080
-DATA v32_80808080<>+8(SB)/4, $0x80808080
-DATA v32_80808080<>+12(SB)/4, $0x80808080
-DATA v32_80808080<>+16(SB)/4, $0x80808080
-DATA v32_80808080<>+20(SB)/4, $0x80808080
-DATA v32_80808080<>+24(SB)/4, $0x80808080
-DATA v32_80808080<>+28(SB)/4, $0x80808080
-GLOBL v32_80808080<>(SB), RODATA|NOPTR, $32
-
-DATA v32_00800080<>+0(SB)/4, $0x00800080
-DATA v32_00800080<>+4(SB)/4, $0x00800080
-DATA v32_00800080<>+8(SB)/4, $0x00800080
-DATA v32_00800080<>+12(SB)/4, $0x00800080
-DATA v32_00800080<>+16(SB)/4, $0x00800080
-DATA v32_00800080<>+20(SB)/4, $0x00800080
-DATA v32_00800080<>+24(SB)/4, $0x00800080
-DATA v32_00800080<>+28(SB)/4, $0x00800080
-GLOBL v32_00800080<>(SB), RODATA|NOPTR, $32
-
-DATA v32_30303030<>+0(SB)/4, $0x30303030
-DATA v32_30303030<>+4(SB)/4, $0x30303030
-DATA v32_30303030<>+8(SB)/4, $0x30303030
-DATA v32_30303030<>+12(SB)/4, $0x30303030
-DATA v32_30303030<>+16(SB)/4, $0x30303030
-DATA v32_30303030<>+20(SB)/4, $0x30303030
-DATA v32_30303030<>+24(SB)/4, $0x30303030
-DATA v32_30303030<>+28(SB)/4, $0x30303030
-GLOBL v32_30303030<>(SB), RODATA|NOPTR, $32
+DATA c32_30303030<>+0(SB)/4, $0x30303030
+GLOBL c32_30303030<>(SB), RODATA|NOPTR, $4
 
 // func dotQ6Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
@@ -1074,217 +1112,209 @@ TEXT ·dotQ6Kx4AVX2(SB), NOSPLIT, $0-40
 	JZ     donedotQ6Kx4AVX2
 
 loopdotQ6Kx4AVX2:
-	VPBROADCASTW   208(AX), X4
-	VCVTPH2PS      X4, X4
-	VPMOVSXBW      192(AX), Y5
-	VPMADDWD       260(CX), Y5, Y6
-	VPSLLD         $0x05, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX), X7
-	VMULPS         X4, X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y0
-	VPMADDWD       260(CX)(BX*1), Y5, Y6
-	VPSLLD         $0x05, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(BX*1), X7
-	VMULPS         X4, X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y1
-	VPMADDWD       260(CX)(BX*2), Y5, Y6
-	VPSLLD         $0x05, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(BX*2), X7
-	VMULPS         X4, X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y2
-	VPMADDWD       260(CX)(SI*1), Y5, Y5
-	VPSLLD         $0x05, Y5, Y5
-	VCVTDQ2PS      Y5, Y5
-	VBROADCASTSS   (CX)(SI*1), X6
-	VMULPS         X4, X6, X6
-	VBROADCASTSS   X6, Y6
-	VFNMADD231PS   Y5, Y6, Y3
-	VBROADCASTI128 192(AX), Y5
-	VPXOR          v32_80808080<>+0(SB), Y5, Y5
-	VMOVDQU        128(AX), Y8
-	VMOVDQU        (AX), Y6
-	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VPSLLW         $0x04, Y8, Y7
-	VPAND          v32_30303030<>+0(SB), Y7, Y7
-	VPOR           Y7, Y6, Y6
-	VPSHUFB        scidx16<>+0(SB), Y5, Y7
-	VPSUBW         v32_00800080<>+0(SB), Y7, Y7
-	VPMADDUBSW     4(CX), Y6, Y9
-	VPMADDWD       Y7, Y9, Y9
-	VPMADDUBSW     4(CX)(BX*1), Y6, Y10
-	VPMADDWD       Y7, Y10, Y10
-	VPMADDUBSW     4(CX)(BX*2), Y6, Y11
-	VPMADDWD       Y7, Y11, Y11
-	VPMADDUBSW     4(CX)(SI*1), Y6, Y6
-	VPMADDWD       Y7, Y6, Y6
-	VMOVDQU        32(AX), Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VPSLLW         $0x02, Y8, Y12
-	VPAND          v32_30303030<>+0(SB), Y12, Y12
-	VPOR           Y12, Y7, Y7
-	VPSHUFB        scidx16<>+32(SB), Y5, Y12
-	VPSUBW         v32_00800080<>+0(SB), Y12, Y12
-	VPMADDUBSW     36(CX), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     36(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     36(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     36(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VMOVDQU        (AX), Y7
-	VPSRLW         $0x04, Y7, Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VMOVDQA        Y8, Y12
-	VPAND          v32_30303030<>+0(SB), Y12, Y12
-	VPOR           Y12, Y7, Y7
-	VPSHUFB        scidx16<>+64(SB), Y5, Y12
-	VPSUBW         v32_00800080<>+0(SB), Y12, Y12
-	VPMADDUBSW     68(CX), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     68(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     68(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     68(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VMOVDQU        32(AX), Y7
-	VPSRLW         $0x04, Y7, Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VPSRLW         $0x02, Y8, Y8
-	VPAND          v32_30303030<>+0(SB), Y8, Y8
-	VPOR           Y8, Y7, Y7
-	VPSHUFB        scidx16<>+96(SB), Y5, Y8
-	VPSUBW         v32_00800080<>+0(SB), Y8, Y8
-	VPMADDUBSW     100(CX), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y9, Y9
-	VPMADDUBSW     100(CX)(BX*1), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y10, Y10
-	VPMADDUBSW     100(CX)(BX*2), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y11, Y11
-	VPMADDUBSW     100(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VMOVDQU        160(AX), Y12
-	VMOVDQU        64(AX), Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VPSLLW         $0x04, Y12, Y8
-	VPAND          v32_30303030<>+0(SB), Y8, Y8
-	VPOR           Y8, Y7, Y7
-	VPSHUFB        scidx16<>+128(SB), Y5, Y8
-	VPSUBW         v32_00800080<>+0(SB), Y8, Y8
-	VPMADDUBSW     132(CX), Y7, Y13
-	VPMADDWD       Y8, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     132(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y8, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     132(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y8, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     132(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VMOVDQU        96(AX), Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VPSLLW         $0x02, Y12, Y8
-	VPAND          v32_30303030<>+0(SB), Y8, Y8
-	VPOR           Y8, Y7, Y7
-	VPSHUFB        scidx16<>+160(SB), Y5, Y8
-	VPSUBW         v32_00800080<>+0(SB), Y8, Y8
-	VPMADDUBSW     164(CX), Y7, Y13
-	VPMADDWD       Y8, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     164(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y8, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     164(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y8, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     164(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VMOVDQU        64(AX), Y7
-	VPSRLW         $0x04, Y7, Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VMOVDQA        Y12, Y8
-	VPAND          v32_30303030<>+0(SB), Y8, Y8
-	VPOR           Y8, Y7, Y7
-	VPSHUFB        scidx16<>+192(SB), Y5, Y8
-	VPSUBW         v32_00800080<>+0(SB), Y8, Y8
-	VPMADDUBSW     196(CX), Y7, Y13
-	VPMADDWD       Y8, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     196(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y8, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     196(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y8, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     196(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VMOVDQU        96(AX), Y7
-	VPSRLW         $0x04, Y7, Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VPSRLW         $0x02, Y12, Y8
-	VPAND          v32_30303030<>+0(SB), Y8, Y8
-	VPOR           Y8, Y7, Y7
-	VPSHUFB        scidx16<>+224(SB), Y5, Y5
-	VPSUBW         v32_00800080<>+0(SB), Y5, Y5
-	VPMADDUBSW     228(CX), Y7, Y8
-	VPMADDWD       Y5, Y8, Y8
-	VPADDD         Y8, Y9, Y9
-	VPMADDUBSW     228(CX)(BX*1), Y7, Y8
-	VPMADDWD       Y5, Y8, Y8
-	VPADDD         Y8, Y10, Y10
-	VPMADDUBSW     228(CX)(BX*2), Y7, Y8
-	VPMADDWD       Y5, Y8, Y8
-	VPADDD         Y8, Y11, Y11
-	VPMADDUBSW     228(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y5, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VCVTDQ2PS      Y9, Y9
-	VBROADCASTSS   (CX), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y9, Y5, Y0
-	VCVTDQ2PS      Y10, Y10
-	VBROADCASTSS   (CX)(BX*1), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y10, Y5, Y1
-	VCVTDQ2PS      Y11, Y11
-	VBROADCASTSS   (CX)(BX*2), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y11, Y5, Y2
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(SI*1), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y4
-	VFMADD231PS    Y6, Y4, Y3
-	ADDQ           $0x000000d2, AX
-	ADDQ           $0x00000124, CX
-	DECQ           DX
-	JNZ            loopdotQ6Kx4AVX2
+	VPBROADCASTW 208(AX), X4
+	VCVTPH2PS    X4, X4
+	VPMOVSXBW    192(AX), Y5
+	VPMADDWD     260(CX), Y5, Y6
+	VPSLLD       $0x05, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (CX), X7
+	VMULPS       X4, X7, X7
+	VBROADCASTSS X7, Y7
+	VFNMADD231PS Y6, Y7, Y0
+	VPMADDWD     260(CX)(BX*1), Y5, Y6
+	VPSLLD       $0x05, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (CX)(BX*1), X7
+	VMULPS       X4, X7, X7
+	VBROADCASTSS X7, Y7
+	VFNMADD231PS Y6, Y7, Y1
+	VPMADDWD     260(CX)(BX*2), Y5, Y6
+	VPSLLD       $0x05, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (CX)(BX*2), X7
+	VMULPS       X4, X7, X7
+	VBROADCASTSS X7, Y7
+	VFNMADD231PS Y6, Y7, Y2
+	VPMADDWD     260(CX)(SI*1), Y5, Y6
+	VPSLLD       $0x05, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (CX)(SI*1), X7
+	VMULPS       X4, X7, X7
+	VBROADCASTSS X7, Y7
+	VFNMADD231PS Y6, Y7, Y3
+	VPERMQ       $0x44, Y5, Y6
+	VPERMQ       $0xee, Y5, Y5
+	VMOVDQU      128(AX), Y9
+	VMOVDQU      (AX), Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y9, Y8
+	VPAND        v32_30303030<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scidxw<>+0(SB), Y6, Y8
+	VPMADDUBSW   4(CX), Y7, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPMADDUBSW   4(CX)(BX*1), Y7, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPMADDUBSW   4(CX)(BX*2), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPMADDUBSW   4(CX)(SI*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VMOVDQU      32(AX), Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSLLW       $0x02, Y9, Y13
+	VPAND        v32_30303030<>+0(SB), Y13, Y13
+	VPOR         Y13, Y8, Y8
+	VPSHUFB      scidxw<>+32(SB), Y6, Y13
+	VPMADDUBSW   36(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPMADDUBSW   36(CX)(BX*1), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPMADDUBSW   36(CX)(BX*2), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDUBSW   36(CX)(SI*1), Y8, Y8
+	VPMADDWD     Y13, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VMOVDQA      Y9, Y13
+	VPAND        v32_30303030<>+0(SB), Y13, Y13
+	VPOR         Y13, Y8, Y8
+	VPSHUFB      scidxw<>+64(SB), Y6, Y13
+	VPMADDUBSW   68(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPMADDUBSW   68(CX)(BX*1), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPMADDUBSW   68(CX)(BX*2), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDUBSW   68(CX)(SI*1), Y8, Y8
+	VPMADDWD     Y13, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      32(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        v32_30303030<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      scidxw<>+96(SB), Y6, Y6
+	VPMADDUBSW   100(CX), Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y10, Y10
+	VPMADDUBSW   100(CX)(BX*1), Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y11, Y11
+	VPMADDUBSW   100(CX)(BX*2), Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y12, Y12
+	VPMADDUBSW   100(CX)(SI*1), Y8, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      160(AX), Y9
+	VMOVDQU      64(AX), Y6
+	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VPSLLW       $0x04, Y9, Y8
+	VPAND        v32_30303030<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSHUFB      scidxw<>+128(SB), Y5, Y8
+	VPMADDUBSW   132(CX), Y6, Y13
+	VPMADDWD     Y8, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   132(CX)(BX*1), Y6, Y13
+	VPMADDWD     Y8, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   132(CX)(BX*2), Y6, Y13
+	VPMADDWD     Y8, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VPMADDUBSW   132(CX)(SI*1), Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VMOVDQU      96(AX), Y6
+	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VPSLLW       $0x02, Y9, Y8
+	VPAND        v32_30303030<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSHUFB      scidxw<>+160(SB), Y5, Y8
+	VPMADDUBSW   164(CX), Y6, Y13
+	VPMADDWD     Y8, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   164(CX)(BX*1), Y6, Y13
+	VPMADDWD     Y8, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   164(CX)(BX*2), Y6, Y13
+	VPMADDWD     Y8, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VPMADDUBSW   164(CX)(SI*1), Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VMOVDQU      64(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VMOVDQA      Y9, Y8
+	VPAND        v32_30303030<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSHUFB      scidxw<>+192(SB), Y5, Y8
+	VPMADDUBSW   196(CX), Y6, Y13
+	VPMADDWD     Y8, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   196(CX)(BX*1), Y6, Y13
+	VPMADDWD     Y8, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   196(CX)(BX*2), Y6, Y13
+	VPMADDWD     Y8, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VPMADDUBSW   196(CX)(SI*1), Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VMOVDQU      96(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
+	VPSRLW       $0x02, Y9, Y8
+	VPAND        v32_30303030<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSHUFB      scidxw<>+224(SB), Y5, Y5
+	VPMADDUBSW   228(CX), Y6, Y8
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VPMADDUBSW   228(CX)(BX*1), Y6, Y8
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y11, Y11
+	VPMADDUBSW   228(CX)(BX*2), Y6, Y8
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y12, Y12
+	VPMADDUBSW   228(CX)(SI*1), Y6, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (CX), X5
+	VMULPS       X4, X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y10, Y5, Y0
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (CX)(BX*1), X5
+	VMULPS       X4, X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y11, Y5, Y1
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (CX)(BX*2), X5
+	VMULPS       X4, X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y12, Y5, Y2
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (CX)(SI*1), X5
+	VMULPS       X4, X5, X5
+	VBROADCASTSS X5, Y4
+	VFMADD231PS  Y7, Y4, Y3
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotQ6Kx4AVX2
 
 donedotQ6Kx4AVX2:
 	MOVQ         out+32(FP), AX
@@ -1318,87 +1348,98 @@ donedotQ6Kx4AVX2:
 	VMOVSS       X0, 12(AX)
 	RET
 
+DATA v32_30303030<>+0(SB)/4, $0x30303030
+DATA v32_30303030<>+4(SB)/4, $0x30303030
+DATA v32_30303030<>+8(SB)/4, $0x30303030
+DATA v32_30303030<>+12(SB)/4, $0x30303030
+DATA v32_30303030<>+16(SB)/4, $0x30303030
+DATA v32_30303030<>+20(SB)/4, $0x30303030
+DATA v32_30303030<>+24(SB)/4, $0x30303030
+DATA v32_30303030<>+28(SB)/4, $0x30303030
+GLOBL v32_30303030<>(SB), RODATA|NOPTR, $32
+
 // func dotQ4KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	TESTQ  DX, DX
-	JZ     donedotQ4KAVX2
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	TESTQ        DX, DX
+	JZ           donedotQ4KAVX2
 
 loopdotQ4KAVX2:
-	VMOVD          (AX), X1
-	VCVTPH2PS      X1, X1
-	VBROADCASTI128 4(AX), Y2
-	VPSHUFD        $0x98, Y2, Y3
-	VPSRLVD        k4sh_y<>+0(SB), Y3, Y3
-	VPAND          k4m_y<>+0(SB), Y3, Y3
-	VPSHUFD        $0x50, Y2, Y2
-	VPSRLD         $0x02, Y2, Y2
-	VPAND          k4hm_y<>+0(SB), Y2, Y2
-	VPOR           Y2, Y3, Y3
-	VPSHUFB        k4mdup<>+0(SB), Y3, Y2
-	VPMADDWD       260(CX), Y2, Y2
-	VCVTDQ2PS      Y2, Y2
+	VMOVD          (AX), X2
+	VCVTPH2PS      X2, X2
+	VBROADCASTI128 4(AX), Y3
+	VPSHUFD        $0x98, Y3, Y4
+	VPSRLVD        k4sh_y<>+0(SB), Y4, Y4
+	VPAND          k4m_y<>+0(SB), Y4, Y4
+	VPSHUFD        $0x50, Y3, Y3
+	VPSRLD         $0x02, Y3, Y3
+	VPAND          k4hm_y<>+0(SB), Y3, Y3
+	VPOR           Y3, Y4, Y4
+	VPSHUFB        k4mdup<>+0(SB), Y4, Y3
+	VPMADDWD       260(CX), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   (CX), X5
+	VMULPS         X2, X5, X5
+	VMOVSHDUP      X5, X5
+	VBROADCASTSS   X5, Y5
+	VFNMADD231PS   Y3, Y5, Y0
+	VMOVDQU        16(AX), Y5
+	VPAND          Y1, Y5, Y3
+	VPSHUFB        scidx32<>+0(SB), Y4, Y6
+	VPMADDUBSW     4(CX), Y3, Y3
+	VPMADDWD       Y6, Y3, Y3
+	VPSRLW         $0x04, Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSHUFB        scidx32<>+32(SB), Y4, Y6
+	VPMADDUBSW     36(CX), Y5, Y5
+	VPMADDWD       Y6, Y5, Y5
+	VMOVDQU        48(AX), Y7
+	VPAND          Y1, Y7, Y6
+	VPSHUFB        scidx32<>+64(SB), Y4, Y8
+	VPMADDUBSW     68(CX), Y6, Y6
+	VPMADDWD       Y8, Y6, Y6
+	VPADDD         Y6, Y3, Y3
+	VPSRLW         $0x04, Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSHUFB        scidx32<>+96(SB), Y4, Y7
+	VPMADDUBSW     100(CX), Y6, Y6
+	VPMADDWD       Y7, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VMOVDQU        80(AX), Y7
+	VPAND          Y1, Y7, Y6
+	VPSHUFB        scidx32<>+128(SB), Y4, Y8
+	VPMADDUBSW     132(CX), Y6, Y6
+	VPMADDWD       Y8, Y6, Y6
+	VPADDD         Y6, Y3, Y3
+	VPSRLW         $0x04, Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSHUFB        scidx32<>+160(SB), Y4, Y7
+	VPMADDUBSW     164(CX), Y6, Y6
+	VPMADDWD       Y7, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VMOVDQU        112(AX), Y7
+	VPAND          Y1, Y7, Y6
+	VPSHUFB        scidx32<>+192(SB), Y4, Y8
+	VPMADDUBSW     196(CX), Y6, Y6
+	VPMADDWD       Y8, Y6, Y6
+	VPADDD         Y6, Y3, Y3
+	VPSRLW         $0x04, Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSHUFB        scidx32<>+224(SB), Y4, Y4
+	VPMADDUBSW     228(CX), Y6, Y6
+	VPMADDWD       Y4, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VPADDD         Y5, Y3, Y3
+	VCVTDQ2PS      Y3, Y3
 	VBROADCASTSS   (CX), X4
-	VMULPS         X1, X4, X4
-	VMOVSHDUP      X4, X4
-	VBROADCASTSS   X4, Y4
-	VFNMADD231PS   Y2, Y4, Y0
-	VMOVDQU        16(AX), Y4
-	VPAND          v32_0f0f0f0f<>+0(SB), Y4, Y2
-	VPSHUFB        scidx32<>+0(SB), Y3, Y5
-	VPMADDUBSW     4(CX), Y2, Y2
-	VPMADDWD       Y5, Y2, Y2
-	VPSRLW         $0x04, Y4, Y4
-	VPAND          v32_0f0f0f0f<>+0(SB), Y4, Y4
-	VPSHUFB        scidx32<>+32(SB), Y3, Y5
-	VPMADDUBSW     36(CX), Y4, Y4
-	VPMADDWD       Y5, Y4, Y4
-	VMOVDQU        48(AX), Y6
-	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y5
-	VPSHUFB        scidx32<>+64(SB), Y3, Y7
-	VPMADDUBSW     68(CX), Y5, Y5
-	VPMADDWD       Y7, Y5, Y5
-	VPADDD         Y5, Y2, Y2
-	VPSRLW         $0x04, Y6, Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VPSHUFB        scidx32<>+96(SB), Y3, Y6
-	VPMADDUBSW     100(CX), Y5, Y5
-	VPMADDWD       Y6, Y5, Y5
-	VPADDD         Y5, Y4, Y4
-	VMOVDQU        80(AX), Y6
-	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y5
-	VPSHUFB        scidx32<>+128(SB), Y3, Y7
-	VPMADDUBSW     132(CX), Y5, Y5
-	VPMADDWD       Y7, Y5, Y5
-	VPADDD         Y5, Y2, Y2
-	VPSRLW         $0x04, Y6, Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VPSHUFB        scidx32<>+160(SB), Y3, Y6
-	VPMADDUBSW     164(CX), Y5, Y5
-	VPMADDWD       Y6, Y5, Y5
-	VPADDD         Y5, Y4, Y4
-	VMOVDQU        112(AX), Y6
-	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y5
-	VPSHUFB        scidx32<>+192(SB), Y3, Y7
-	VPMADDUBSW     196(CX), Y5, Y5
-	VPMADDWD       Y7, Y5, Y5
-	VPADDD         Y5, Y2, Y2
-	VPSRLW         $0x04, Y6, Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VPSHUFB        scidx32<>+224(SB), Y3, Y3
-	VPMADDUBSW     228(CX), Y5, Y5
-	VPMADDWD       Y3, Y5, Y5
-	VPADDD         Y5, Y4, Y4
-	VPADDD         Y4, Y2, Y2
-	VCVTDQ2PS      Y2, Y2
-	VBROADCASTSS   (CX), X3
-	VMULPS         X1, X3, X3
-	VBROADCASTSS   X3, Y1
-	VFMADD231PS    Y2, Y1, Y0
+	VMULPS         X2, X4, X4
+	VBROADCASTSS   X4, Y2
+	VFMADD231PS    Y3, Y2, Y0
 	ADDQ           $0x00000090, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -1751,109 +1792,111 @@ donedotQ4Kx4AVX2:
 // func dotQ5KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	TESTQ  DX, DX
-	JZ     donedotQ5KAVX2
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	TESTQ        DX, DX
+	JZ           donedotQ5KAVX2
 
 loopdotQ5KAVX2:
-	VMOVDQU        16(AX), Y1
-	VMOVD          (AX), X2
-	VCVTPH2PS      X2, X2
-	VBROADCASTI128 4(AX), Y3
-	VPSHUFD        $0x98, Y3, Y4
-	VPSRLVD        k4sh_y<>+0(SB), Y4, Y4
-	VPAND          k4m_y<>+0(SB), Y4, Y4
-	VPSHUFD        $0x50, Y3, Y3
-	VPSRLD         $0x02, Y3, Y3
-	VPAND          k4hm_y<>+0(SB), Y3, Y3
-	VPOR           Y3, Y4, Y4
-	VPSHUFB        k4mdup<>+0(SB), Y4, Y3
-	VPMADDWD       260(CX), Y3, Y3
-	VCVTDQ2PS      Y3, Y3
-	VBROADCASTSS   (CX), X5
-	VMULPS         X2, X5, X5
-	VMOVSHDUP      X5, X5
-	VBROADCASTSS   X5, Y5
-	VFNMADD231PS   Y3, Y5, Y0
-	VMOVDQU        48(AX), Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y3
-	VPSLLW         $0x04, Y1, Y6
-	VPAND          v32_10101010<>+0(SB), Y6, Y6
-	VPOR           Y6, Y3, Y3
-	VPSHUFB        scidx32<>+0(SB), Y4, Y6
-	VPMADDUBSW     4(CX), Y3, Y3
-	VPMADDWD       Y6, Y3, Y3
-	VPSRLW         $0x04, Y5, Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VPSLLW         $0x03, Y1, Y6
-	VPAND          v32_10101010<>+0(SB), Y6, Y6
-	VPOR           Y6, Y5, Y5
-	VPSHUFB        scidx32<>+32(SB), Y4, Y6
-	VPMADDUBSW     36(CX), Y5, Y5
-	VPMADDWD       Y6, Y5, Y5
-	VMOVDQU        80(AX), Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y6
-	VPSLLW         $0x02, Y1, Y8
-	VPAND          v32_10101010<>+0(SB), Y8, Y8
-	VPOR           Y8, Y6, Y6
-	VPSHUFB        scidx32<>+64(SB), Y4, Y8
-	VPMADDUBSW     68(CX), Y6, Y6
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y3, Y3
-	VPSRLW         $0x04, Y7, Y6
-	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VPSLLW         $0x01, Y1, Y7
-	VPAND          v32_10101010<>+0(SB), Y7, Y7
-	VPOR           Y7, Y6, Y6
-	VPSHUFB        scidx32<>+96(SB), Y4, Y7
-	VPMADDUBSW     100(CX), Y6, Y6
-	VPMADDWD       Y7, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VMOVDQU        112(AX), Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y6
-	VMOVDQA        Y1, Y8
-	VPAND          v32_10101010<>+0(SB), Y8, Y8
-	VPOR           Y8, Y6, Y6
-	VPSHUFB        scidx32<>+128(SB), Y4, Y8
-	VPMADDUBSW     132(CX), Y6, Y6
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y3, Y3
-	VPSRLW         $0x04, Y7, Y6
-	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VPSRLW         $0x01, Y1, Y7
-	VPAND          v32_10101010<>+0(SB), Y7, Y7
-	VPOR           Y7, Y6, Y6
-	VPSHUFB        scidx32<>+160(SB), Y4, Y7
-	VPMADDUBSW     164(CX), Y6, Y6
-	VPMADDWD       Y7, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VMOVDQU        144(AX), Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y6
-	VPSRLW         $0x02, Y1, Y8
-	VPAND          v32_10101010<>+0(SB), Y8, Y8
-	VPOR           Y8, Y6, Y6
-	VPSHUFB        scidx32<>+192(SB), Y4, Y8
-	VPMADDUBSW     196(CX), Y6, Y6
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y3, Y3
-	VPSRLW         $0x04, Y7, Y6
-	VPAND          v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VPSRLW         $0x03, Y1, Y1
-	VPAND          v32_10101010<>+0(SB), Y1, Y1
-	VPOR           Y1, Y6, Y6
-	VPSHUFB        scidx32<>+224(SB), Y4, Y1
-	VPMADDUBSW     228(CX), Y6, Y4
-	VPMADDWD       Y1, Y4, Y4
-	VPADDD         Y4, Y5, Y5
-	VPADDD         Y5, Y3, Y3
-	VCVTDQ2PS      Y3, Y3
-	VBROADCASTSS   (CX), X1
-	VMULPS         X2, X1, X1
-	VBROADCASTSS   X1, Y1
-	VFMADD231PS    Y3, Y1, Y0
+	VMOVDQU        16(AX), Y3
+	VMOVD          (AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTI128 4(AX), Y5
+	VPSHUFD        $0x98, Y5, Y6
+	VPSRLVD        k4sh_y<>+0(SB), Y6, Y6
+	VPAND          k4m_y<>+0(SB), Y6, Y6
+	VPSHUFD        $0x50, Y5, Y5
+	VPSRLD         $0x02, Y5, Y5
+	VPAND          k4hm_y<>+0(SB), Y5, Y5
+	VPOR           Y5, Y6, Y6
+	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD       260(CX), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (CX), X7
+	VMULPS         X4, X7, X7
+	VMOVSHDUP      X7, X7
+	VBROADCASTSS   X7, Y7
+	VFNMADD231PS   Y5, Y7, Y0
+	VMOVDQU        48(AX), Y7
+	VPAND          Y1, Y7, Y5
+	VPSLLW         $0x04, Y3, Y8
+	VPAND          Y2, Y8, Y8
+	VPOR           Y8, Y5, Y5
+	VPSHUFB        scidx32<>+0(SB), Y6, Y8
+	VPMADDUBSW     4(CX), Y5, Y5
+	VPMADDWD       Y8, Y5, Y5
+	VPSRLW         $0x04, Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPSLLW         $0x03, Y3, Y8
+	VPAND          Y2, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPSHUFB        scidx32<>+32(SB), Y6, Y8
+	VPMADDUBSW     36(CX), Y7, Y7
+	VPMADDWD       Y8, Y7, Y7
+	VMOVDQU        80(AX), Y9
+	VPAND          Y1, Y9, Y8
+	VPSLLW         $0x02, Y3, Y10
+	VPAND          Y2, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPSHUFB        scidx32<>+64(SB), Y6, Y10
+	VPMADDUBSW     68(CX), Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          Y1, Y8, Y8
+	VPSLLW         $0x01, Y3, Y9
+	VPAND          Y2, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPSHUFB        scidx32<>+96(SB), Y6, Y9
+	VPMADDUBSW     100(CX), Y8, Y8
+	VPMADDWD       Y9, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        112(AX), Y9
+	VPAND          Y1, Y9, Y8
+	VMOVDQA        Y3, Y10
+	VPAND          Y2, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPSHUFB        scidx32<>+128(SB), Y6, Y10
+	VPMADDUBSW     132(CX), Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          Y1, Y8, Y8
+	VPSRLW         $0x01, Y3, Y9
+	VPAND          Y2, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPSHUFB        scidx32<>+160(SB), Y6, Y9
+	VPMADDUBSW     164(CX), Y8, Y8
+	VPMADDWD       Y9, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        144(AX), Y9
+	VPAND          Y1, Y9, Y8
+	VPSRLW         $0x02, Y3, Y10
+	VPAND          Y2, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPSHUFB        scidx32<>+192(SB), Y6, Y10
+	VPMADDUBSW     196(CX), Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          Y1, Y8, Y8
+	VPSRLW         $0x03, Y3, Y3
+	VPAND          Y2, Y3, Y3
+	VPOR           Y3, Y8, Y8
+	VPSHUFB        scidx32<>+224(SB), Y6, Y3
+	VPMADDUBSW     228(CX), Y8, Y6
+	VPMADDWD       Y3, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   (CX), X3
+	VMULPS         X4, X3, X3
+	VBROADCASTSS   X3, Y3
+	VFMADD231PS    Y5, Y3, Y0
 	ADDQ           $0x000000b0, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -1869,15 +1912,8 @@ donedotQ5KAVX2:
 	MOVSS        X0, ret+24(FP)
 	RET
 
-DATA v32_10101010<>+0(SB)/4, $0x10101010
-DATA v32_10101010<>+4(SB)/4, $0x10101010
-DATA v32_10101010<>+8(SB)/4, $0x10101010
-DATA v32_10101010<>+12(SB)/4, $0x10101010
-DATA v32_10101010<>+16(SB)/4, $0x10101010
-DATA v32_10101010<>+20(SB)/4, $0x10101010
-DATA v32_10101010<>+24(SB)/4, $0x10101010
-DATA v32_10101010<>+28(SB)/4, $0x10101010
-GLOBL v32_10101010<>(SB), RODATA|NOPTR, $32
+DATA c32_10101010<>+0(SB)/4, $0x10101010
+GLOBL c32_10101010<>(SB), RODATA|NOPTR, $4
 
 // func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
@@ -2132,6 +2168,16 @@ donedotQ5Kx4AVX2:
 	VMOVSS       X0, 12(AX)
 	RET
 
+DATA v32_10101010<>+0(SB)/4, $0x10101010
+DATA v32_10101010<>+4(SB)/4, $0x10101010
+DATA v32_10101010<>+8(SB)/4, $0x10101010
+DATA v32_10101010<>+12(SB)/4, $0x10101010
+DATA v32_10101010<>+16(SB)/4, $0x10101010
+DATA v32_10101010<>+20(SB)/4, $0x10101010
+DATA v32_10101010<>+24(SB)/4, $0x10101010
+DATA v32_10101010<>+28(SB)/4, $0x10101010
+GLOBL v32_10101010<>(SB), RODATA|NOPTR, $32
+
 // func dotQ8_0AVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
@@ -2289,9 +2335,6 @@ doneQ4_0:
 	MOVSS        X0, ret+24(FP)
 	RET
 
-DATA c32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
-GLOBL c32_0f0f0f0f<>(SB), RODATA|NOPTR, $4
-
 DATA c32_08080808<>+0(SB)/4, $0x08080808
 GLOBL c32_08080808<>(SB), RODATA|NOPTR, $4
 
@@ -2397,9 +2440,6 @@ doneQ5_0:
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
 	RET
-
-DATA c32_10101010<>+0(SB)/4, $0x10101010
-GLOBL c32_10101010<>(SB), RODATA|NOPTR, $4
 
 DATA q5spread<>+0(SB)/4, $0x00000000
 DATA q5spread<>+4(SB)/4, $0x00000000
@@ -2854,49 +2894,50 @@ donedotF16AVX2:
 // func dotBF16AVX2(w *byte, a *byte, n int) float32
 // Requires: AVX, AVX2, FMA3, SSE
 TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   n+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	SHRQ   $0x06, DX
-	JZ     donedotBF16AVX2
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VPBROADCASTD c32_ffff0000<>+0(SB), Y4
+	SHRQ         $0x06, DX
+	JZ           donedotBF16AVX2
 
 loopdotBF16AVX2:
-	VMOVDQU     (AX), Y4
-	VMOVDQU     (CX), Y5
-	VPSLLD      $0x10, Y4, Y6
+	VMOVDQU     (AX), Y5
+	VMOVDQU     (CX), Y6
 	VPSLLD      $0x10, Y5, Y7
-	VFMADD231PS Y7, Y6, Y0
-	VPAND       v32_ffff0000<>+0(SB), Y4, Y4
-	VPAND       v32_ffff0000<>+0(SB), Y5, Y5
-	VFMADD231PS Y5, Y4, Y0
-	VMOVDQU     32(AX), Y4
-	VMOVDQU     32(CX), Y5
-	VPSLLD      $0x10, Y4, Y6
+	VPSLLD      $0x10, Y6, Y8
+	VFMADD231PS Y8, Y7, Y0
+	VPAND       Y4, Y5, Y5
+	VPAND       Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y0
+	VMOVDQU     32(AX), Y5
+	VMOVDQU     32(CX), Y6
 	VPSLLD      $0x10, Y5, Y7
-	VFMADD231PS Y7, Y6, Y1
-	VPAND       v32_ffff0000<>+0(SB), Y4, Y4
-	VPAND       v32_ffff0000<>+0(SB), Y5, Y5
-	VFMADD231PS Y5, Y4, Y1
-	VMOVDQU     64(AX), Y4
-	VMOVDQU     64(CX), Y5
-	VPSLLD      $0x10, Y4, Y6
+	VPSLLD      $0x10, Y6, Y8
+	VFMADD231PS Y8, Y7, Y1
+	VPAND       Y4, Y5, Y5
+	VPAND       Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y1
+	VMOVDQU     64(AX), Y5
+	VMOVDQU     64(CX), Y6
 	VPSLLD      $0x10, Y5, Y7
-	VFMADD231PS Y7, Y6, Y2
-	VPAND       v32_ffff0000<>+0(SB), Y4, Y4
-	VPAND       v32_ffff0000<>+0(SB), Y5, Y5
-	VFMADD231PS Y5, Y4, Y2
-	VMOVDQU     96(AX), Y4
-	VMOVDQU     96(CX), Y5
-	VPSLLD      $0x10, Y4, Y6
+	VPSLLD      $0x10, Y6, Y8
+	VFMADD231PS Y8, Y7, Y2
+	VPAND       Y4, Y5, Y5
+	VPAND       Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y2
+	VMOVDQU     96(AX), Y5
+	VMOVDQU     96(CX), Y6
 	VPSLLD      $0x10, Y5, Y7
-	VFMADD231PS Y7, Y6, Y3
-	VPAND       v32_ffff0000<>+0(SB), Y4, Y4
-	VPAND       v32_ffff0000<>+0(SB), Y5, Y5
-	VFMADD231PS Y5, Y4, Y3
+	VPSLLD      $0x10, Y6, Y8
+	VFMADD231PS Y8, Y7, Y3
+	VPAND       Y4, Y5, Y5
+	VPAND       Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y3
 	ADDQ        $0x00000080, AX
 	ADDQ        $0x00000080, CX
 	DECQ        DX
@@ -2915,15 +2956,8 @@ donedotBF16AVX2:
 	MOVSS        X0, ret+24(FP)
 	RET
 
-DATA v32_ffff0000<>+0(SB)/4, $0xffff0000
-DATA v32_ffff0000<>+4(SB)/4, $0xffff0000
-DATA v32_ffff0000<>+8(SB)/4, $0xffff0000
-DATA v32_ffff0000<>+12(SB)/4, $0xffff0000
-DATA v32_ffff0000<>+16(SB)/4, $0xffff0000
-DATA v32_ffff0000<>+20(SB)/4, $0xffff0000
-DATA v32_ffff0000<>+24(SB)/4, $0xffff0000
-DATA v32_ffff0000<>+28(SB)/4, $0xffff0000
-GLOBL v32_ffff0000<>(SB), RODATA|NOPTR, $32
+DATA c32_ffff0000<>+0(SB)/4, $0xffff0000
+GLOBL c32_ffff0000<>(SB), RODATA|NOPTR, $4
 
 // func quantizeQ8KAVX2(x *float32, y *byte, nb int)
 // Requires: AVX, AVX2
@@ -3464,3 +3498,13 @@ DATA v32_000000ff<>+20(SB)/4, $0x000000ff
 DATA v32_000000ff<>+24(SB)/4, $0x000000ff
 DATA v32_000000ff<>+28(SB)/4, $0x000000ff
 GLOBL v32_000000ff<>(SB), RODATA|NOPTR, $32
+
+DATA v32_80808080<>+0(SB)/4, $0x80808080
+DATA v32_80808080<>+4(SB)/4, $0x80808080
+DATA v32_80808080<>+8(SB)/4, $0x80808080
+DATA v32_80808080<>+12(SB)/4, $0x80808080
+DATA v32_80808080<>+16(SB)/4, $0x80808080
+DATA v32_80808080<>+20(SB)/4, $0x80808080
+DATA v32_80808080<>+24(SB)/4, $0x80808080
+DATA v32_80808080<>+28(SB)/4, $0x80808080
+GLOBL v32_80808080<>(SB), RODATA|NOPTR, $32

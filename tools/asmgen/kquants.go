@@ -80,7 +80,9 @@ func kLoop(t *target, name string, wsize, m int, pre func(), body func(c *kctx))
 		}
 		c.accm = append(c.accm, am)
 	}
+	t.memConsts = m > 1
 	pre()
+	t.memConsts = false
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
 	Label("loop" + fn)
@@ -275,7 +277,8 @@ func genQ3K(t *target) {
 		for k := range c.acts {
 			c.subtract(k, sw, 2, 0)
 		}
-		idx := t.scaleIndex(16)
+		swLo, swHi := t.halfScales(sw)
+		idx := wordIndex()
 		hm := t.vec()
 		t.load32(Mem{Base: wp}, hm)
 		var q VecVirtual
@@ -297,19 +300,15 @@ func genQ3K(t *target) {
 			return u
 		}, func(i int) VecVirtual {
 			s := t.vec()
-			VPSHUFB(idx.Offset(i*t.w), scb, s)
-			VPSUBW(c32, s, s)
+			VPSHUFB(idx.Offset(i*t.w), pick(i*t.w < 128, swLo, swHi), s)
 			return s
 		})
 	})
 }
 
 func genQ6K(t *target) {
-	var c80, c128, c0F, c30 Op
-	pre := func() {
-		c80, c128 = t.konst(0x80808080), t.konst(0x00800080)
-		c0F, c30 = t.konst(0x0f0f0f0f), t.konst(0x30303030)
-	}
+	var c0F, c30 Op
+	pre := func() { c0F, c30 = t.konst(0x0f0f0f0f), t.konst(0x30303030) }
 	genK(t, "Q6K", 210, pre, func(c *kctx, nacc int) {
 		wp := c.wp
 		c.dw = halfs(Mem{Base: wp, Disp: 208}, false)
@@ -319,12 +318,10 @@ func genQ6K(t *target) {
 		for k := range c.acts {
 			c.subtract(k, sw, 5, 0)
 		}
-		// Signed scales through VPSHUFB's zero extension: bias by 128 first.
-		scb := t.vec()
-		t.bcast16(Mem{Base: wp, Disp: 192}, scb)
-		t.xor(c80, scb, scb)
-		idx := t.scaleIndex(16)
+		swLo, swHi := t.halfScales(sw)
+		idx := wordIndex()
 		var ql, qh VecVirtual
+		var qls [2]VecVirtual
 		c.runs(nacc, func(i int) VecVirtual {
 			lo, hb := t.vec(), t.vec()
 			if t.zmm() {
@@ -342,15 +339,25 @@ func genQ6K(t *target) {
 					vshift(0, -2, qh, hb)
 				}
 			} else {
-				// Reloading ql costs a load, caching it two registers.
+				// The four-row kernel reloads ql (it has no two registers
+				// to spare); the single-row one keeps it, being load-bound.
 				h, j := i/4, i%4
 				if j == 0 {
 					qh = t.vec()
 					t.load32(Mem{Base: wp, Disp: 128 + 32*h}, qh)
 				}
-				t.load32(Mem{Base: wp, Disp: 64*h + 32*(j%2)}, lo)
-				if j >= 2 {
-					VPSRLW(U8(4), lo, lo)
+				switch {
+				case len(c.acts) > 1:
+					t.load32(Mem{Base: wp, Disp: 64*h + 32*(j%2)}, lo)
+					if j >= 2 {
+						VPSRLW(U8(4), lo, lo)
+					}
+				case j < 2:
+					qls[j] = t.vec()
+					t.load32(Mem{Base: wp, Disp: 64*h + 32*j}, qls[j])
+					VMOVDQA(qls[j], lo)
+				default:
+					VPSRLW(U8(4), qls[j-2], lo)
 				}
 				t.and(c0F, lo, lo)
 				shiftBits(4-2*j, qh, hb)
@@ -360,8 +367,7 @@ func genQ6K(t *target) {
 			return lo
 		}, func(i int) VecVirtual {
 			s := t.vec()
-			VPSHUFB(idx.Offset(i*t.w), scb, s)
-			VPSUBW(c128, s, s)
+			VPSHUFB(idx.Offset(i*t.w), pick(i*t.w < 128, swLo, swHi), s)
 			return s
 		})
 	})
@@ -428,4 +434,11 @@ func genQ5K(t *target) {
 			return u
 		})
 	})
+}
+
+func pick(first bool, a, b VecVirtual) VecVirtual {
+	if first {
+		return a
+	}
+	return b
 }

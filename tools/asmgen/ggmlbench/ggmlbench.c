@@ -53,8 +53,9 @@ int main(int argc, char ** argv) {
     void (*init)(void) = (void (*)(void)) dlsym(h, "ggml_cpu_init");
     init();
     const int n = 4096, rows = 4096;
-    enum ggml_type types[] = { GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
-                               GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16 };
+    enum ggml_type types[] = { GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q6_K,  GGML_TYPE_Q4_K,
+                               GGML_TYPE_Q5_K, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,  GGML_TYPE_Q5_0,
+                               GGML_TYPE_MXFP4, GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
     float * src = malloc(sizeof(float) * n * rows);
     unsigned seed = 1;
     for (size_t i = 0; i < (size_t) n * rows; i++) {
