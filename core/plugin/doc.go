@@ -1,4 +1,26 @@
 // Package plugin is the SDK for k3 backends: the Stager and Kernels
-// contracts, the go-plugin handshake, the wire protocol and the shared-memory
-// arena. Third-party backends import this package and call Serve.
+// contracts, the go-plugin handshake, the wire protocol and the
+// shared-memory arena. Third-party backends import this package and call
+// Serve.
+//
+// The control plane is go-plugin's gRPC (the protobuf lives in
+// internal/pb, converted by toproto.go and fromproto.go, and never shows in
+// the API); the data plane is shared memory. A stager answers Acquire with
+// Locations in Regions (shard files or its own slot file) that the core
+// and kernels map; kernels read and write the Arena, which the core
+// creates, so a plugin that dies loses nothing and the step is re-issued.
+//
+// A backend is a Go program whose main is one call:
+//
+//	func main() { plugin.ServeStager(mystager.New()) }
+//
+// plugins/example-stager is a complete one, and plugintest checks any
+// Stager against the files it serves (CheckBudgets, CheckKillRestart).
+//
+// The host starts a plugin with StartStager or StartKernels from a Launch:
+// a built-in by name (the k3 binary re-executes itself as `k3 plugin NAME`),
+// an external binary by path, or the same implementation in-process with no
+// IPC. SuperviseStager and SuperviseKernels restart a plugin that dies and
+// report ErrRestarted so the caller re-issues its step. The plugin's slog
+// output comes out of the host's logger with the plugin's name.
 package plugin

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/cache"
@@ -48,8 +47,8 @@ func (s *Stager) insert(k cache.Key) (*cache.Entry, error) {
 	return e, nil
 }
 
-// Hint starts readahead of a layer's experts; speculative hints wait
-// behind current ones.
+// Hint queues readahead of a layer's experts and returns; current hints
+// are served before speculative ones.
 func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	n, ok := s.experts[req.Layer]
 	if !ok {
@@ -60,21 +59,32 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 			return fmt.Errorf("staging-mmap: hint: layer %d has %d experts, not %d", req.Layer, n, e)
 		}
 	}
-	if !req.Speculative {
-		s.prefetch(*req)
-		return nil
+	q := s.current
+	if req.Speculative {
+		q = s.spec
 	}
 	select {
-	case s.spec <- *req:
-	default: // behind by a whole queue of guesses: drop this one
+	case q <- *req:
+	default: // a whole queue behind: drop this hint
 	}
 	return nil
 }
 
-func (s *Stager) speculate() {
+// prefetcher serves hints, current ones first.
+func (s *Stager) prefetcher() {
 	defer s.wg.Done()
 	for {
 		select {
+		case h := <-s.current:
+			s.prefetch(h)
+			continue
+		case <-s.done:
+			return
+		default:
+		}
+		select {
+		case h := <-s.current:
+			s.prefetch(h)
 		case h := <-s.spec:
 			s.prefetch(h)
 		case <-s.done:
@@ -83,43 +93,35 @@ func (s *Stager) speculate() {
 	}
 }
 
-// prefetch makes room for the hinted experts and asks the kernel to read
-// them (madvise WILLNEED starts the reads and returns).
+// prefetch makes room for the hinted experts and reads them in. The units
+// stay pinned until their pages are resident: unpinned while a read is in
+// flight, an eviction could not drop the pages (the kernel skips pages
+// under I/O) and they would arrive unaccounted.
 func (s *Stager) prefetch(h plugin.HintRequest) {
+	var pinned []*cache.Entry
+	var spans []span
+	s.mu.Lock()
 	for _, ex := range h.Experts {
 		k := cache.Key{Layer: int32(h.Layer), Expert: int32(ex)}
-		s.mu.Lock()
 		e, ok := s.cache.Peek(k)
 		if !ok {
 			var err error
-			e, err = s.insert(k)
-			ok = err == nil
-		}
-		if ok {
-			// Pinned while its readahead starts: evicted in between, its
-			// pages would come back unaccounted.
-			e.Pins++
-			s.inflight++
-		}
-		s.mu.Unlock()
-		if !ok {
-			continue // no unpinned room: skip the prefetch
-		}
-		for _, sp := range s.unitSpans(h.Layer, ex) {
-			if miss := s.missing(sp); miss > 0 {
-				_ = madviseWillNeed(s.view(sp))
-				s.mu.Lock()
-				s.stats.Reads++
-				s.stats.BytesRead += miss
-				s.mu.Unlock()
+			if e, err = s.insert(k); err != nil {
+				continue // no unpinned room: skip this expert
 			}
 		}
-		s.mu.Lock()
-		e.Pins--
-		s.inflight--
-		s.unpinned.Broadcast()
-		s.mu.Unlock()
+		e.Pins++
+		s.inflight++
+		pinned = append(pinned, e)
+		spans = append(spans, s.unitSpans(h.Layer, ex)...)
 	}
+	s.mu.Unlock()
+	s.fetchAll(spans)
+	s.mu.Lock()
+	s.inflight -= len(pinned)
+	s.unpin(pinned)
+	s.unpinned.Broadcast()
+	s.mu.Unlock()
 }
 
 func (s *Stager) validate(slices []plugin.Slice) error {
@@ -176,16 +178,7 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 	s.pins[req.Step] = append(s.pins[req.Step], pinned...)
 	s.mu.Unlock()
 
-	if len(fetch) > 0 {
-		start := time.Now()
-		// Start every read before waiting on the first.
-		for _, sp := range fetch {
-			_ = madviseWillNeed(s.view(sp))
-		}
-		for _, sp := range fetch {
-			s.fetch(sp)
-		}
-		d := time.Since(start)
+	if d := s.fetchAll(fetch); d > 0 {
 		s.mu.Lock()
 		s.stats.WaitTime += d
 		s.mu.Unlock()

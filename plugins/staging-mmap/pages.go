@@ -65,30 +65,41 @@ func (s *Stager) missing(sp span) int64 {
 // touchSink keeps the page touches from being optimized away.
 var touchSink atomic.Uint32
 
-// fetch brings sp into the page cache and returns once it is there,
-// counting the bytes that had to be read.
-func (s *Stager) fetch(sp span) {
-	v := s.view(sp)
-	if len(v) == 0 {
-		return
+// fetchAll brings the spans into the page cache and returns once they are
+// there, counting the bytes that had to be read; it returns how long it
+// waited (0 if nothing was missing). Every read is started (WILLNEED)
+// before the first wait, so the device sees them all at once.
+func (s *Stager) fetchAll(spans []span) time.Duration {
+	var missing []span
+	var bytes int64
+	for _, sp := range spans {
+		if miss := s.missing(sp); miss > 0 {
+			missing = append(missing, sp)
+			bytes += miss
+		}
 	}
-	miss := s.missing(sp)
-	if miss == 0 {
-		return
+	if len(missing) == 0 {
+		return 0
 	}
 	start := time.Now()
-	_ = unix.Madvise(v, unix.MADV_WILLNEED)
+	for _, sp := range missing {
+		_ = madviseWillNeed(s.view(sp))
+	}
 	var x byte
-	for off := 0; off < len(v); off += page {
-		x += v[off]
+	for _, sp := range missing {
+		v := s.view(sp)
+		for off := 0; off < len(v); off += page {
+			x += v[off]
+		}
 	}
 	touchSink.Add(uint32(x))
 	d := time.Since(start)
 	s.mu.Lock()
-	s.stats.Reads++
-	s.stats.BytesRead += miss
+	s.stats.Reads += uint64(len(missing))
+	s.stats.BytesRead += bytes
 	s.stats.ReadTime += d
 	s.mu.Unlock()
+	return d
 }
 
 // drop takes sp out of this process's mapping and, with the dontneed

@@ -17,6 +17,10 @@ import (
 
 const page = 4096
 
+// prefetchers is the number of goroutines serving hints; each has a hint's
+// reads in flight at once, so two keep the device busy between hints.
+const prefetchers = 2
+
 func pageDown(n int64) int64 { return n &^ (page - 1) }
 func pageUp(n int64) int64   { return (n + page - 1) &^ (page - 1) }
 
@@ -51,9 +55,9 @@ type Stager struct {
 	pins     map[uint64][]*cache.Entry
 	stats    plugin.Stats
 
-	spec chan plugin.HintRequest // speculative hints, served after current ones
-	done chan struct{}
-	wg   sync.WaitGroup
+	current, spec chan plugin.HintRequest // hints; speculative ones wait behind current ones
+	done          chan struct{}
+	wg            sync.WaitGroup
 }
 
 // New returns a Stager ready to Open.
@@ -169,13 +173,13 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 		s.Close(ctx)
 		return nil, err
 	}
-	for _, sp := range s.resident {
-		s.fetch(sp)
-	}
+	s.fetchAll(s.resident)
 	s.lockResident()
-	s.spec, s.done = make(chan plugin.HintRequest, 64), make(chan struct{})
-	s.wg.Add(1)
-	go s.speculate()
+	s.current, s.spec, s.done = make(chan plugin.HintRequest, 256), make(chan plugin.HintRequest, 256), make(chan struct{})
+	for range prefetchers {
+		s.wg.Add(1)
+		go s.prefetcher()
+	}
 	regions := make([]plugin.Region, len(req.Shards))
 	for i, p := range req.Shards {
 		regions[i] = plugin.Region{Kind: plugin.RegionShard, Path: p, Size: int64(len(s.maps[i]))}
