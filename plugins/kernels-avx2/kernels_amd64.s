@@ -10,7 +10,7 @@ TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VXORPS       Y0, Y0, Y0
+	VPXOR        Y0, Y0, Y0
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
 	VPBROADCASTD c32_03030303<>+0(SB), Y2
 	TESTQ        DX, DX
@@ -99,6 +99,7 @@ donedotQ2KAVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA c32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
@@ -176,17 +177,17 @@ GLOBL scidx16<>(SB), RODATA|NOPTR, $256
 // func dotQ2Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotQ2Kx4AVX2(SB), NOSPLIT, $0-40
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	MOVQ   astride+24(FP), BX
-	LEAQ   (BX)(BX*2), SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	TESTQ  DX, DX
-	JZ     donedotQ2Kx4AVX2
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  nb+16(FP), DX
+	MOVQ  astride+24(FP), BX
+	LEAQ  (BX)(BX*2), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	TESTQ DX, DX
+	JZ    donedotQ2Kx4AVX2
 
 loopdotQ2Kx4AVX2:
 	VMOVD          80(AX), X4
@@ -398,6 +399,7 @@ donedotQ2Kx4AVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, 12(AX)
+	VZEROUPPER
 	RET
 
 DATA v32_0f0f0f0f<>+0(SB)/4, $0x0f0f0f0f
@@ -426,7 +428,7 @@ TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VXORPS       Y0, Y0, Y0
+	VPXOR        Y0, Y0, Y0
 	VPBROADCASTD c32_00200020<>+0(SB), Y1
 	VPBROADCASTD c32_03030303<>+0(SB), Y2
 	VPBROADCASTD c32_04040404<>+0(SB), Y3
@@ -548,6 +550,7 @@ donedotQ3KAVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA c32_00200020<>+0(SB)/4, $0x00200020
@@ -695,17 +698,17 @@ GLOBL scidxw<>(SB), RODATA|NOPTR, $256
 // func dotQ3Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotQ3Kx4AVX2(SB), NOSPLIT, $0-40
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	MOVQ   astride+24(FP), BX
-	LEAQ   (BX)(BX*2), SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	TESTQ  DX, DX
-	JZ     donedotQ3Kx4AVX2
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  nb+16(FP), DX
+	MOVQ  astride+24(FP), BX
+	LEAQ  (BX)(BX*2), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	TESTQ DX, DX
+	JZ    donedotQ3Kx4AVX2
 
 loopdotQ3Kx4AVX2:
 	VPBROADCASTW   108(AX), X4
@@ -949,6 +952,7 @@ donedotQ3Kx4AVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, 12(AX)
+	VZEROUPPER
 	RET
 
 DATA v32_00200020<>+0(SB)/4, $0x00200020
@@ -977,7 +981,7 @@ TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VXORPS       Y0, Y0, Y0
+	VPXOR        Y0, Y0, Y0
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
 	VPBROADCASTD c32_30303030<>+0(SB), Y2
 	TESTQ        DX, DX
@@ -1091,6 +1095,7 @@ donedotQ6KAVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA c32_30303030<>+0(SB)/4, $0x30303030
@@ -1099,17 +1104,17 @@ GLOBL c32_30303030<>(SB), RODATA|NOPTR, $4
 // func dotQ6Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotQ6Kx4AVX2(SB), NOSPLIT, $0-40
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	MOVQ   astride+24(FP), BX
-	LEAQ   (BX)(BX*2), SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	TESTQ  DX, DX
-	JZ     donedotQ6Kx4AVX2
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  nb+16(FP), DX
+	MOVQ  astride+24(FP), BX
+	LEAQ  (BX)(BX*2), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	TESTQ DX, DX
+	JZ    donedotQ6Kx4AVX2
 
 loopdotQ6Kx4AVX2:
 	VPBROADCASTW 208(AX), X4
@@ -1346,6 +1351,7 @@ donedotQ6Kx4AVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, 12(AX)
+	VZEROUPPER
 	RET
 
 DATA v32_30303030<>+0(SB)/4, $0x30303030
@@ -1364,7 +1370,7 @@ TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VXORPS       Y0, Y0, Y0
+	VPXOR        Y0, Y0, Y0
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
 	TESTQ        DX, DX
 	JZ           donedotQ4KAVX2
@@ -1453,6 +1459,7 @@ donedotQ4KAVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA k4sh_y<>+0(SB)/4, $0x00000000
@@ -1564,17 +1571,17 @@ GLOBL scidx32<>(SB), RODATA|NOPTR, $256
 // func dotQ4Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotQ4Kx4AVX2(SB), NOSPLIT, $0-40
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	MOVQ   astride+24(FP), BX
-	LEAQ   (BX)(BX*2), SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	TESTQ  DX, DX
-	JZ     donedotQ4Kx4AVX2
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  nb+16(FP), DX
+	MOVQ  astride+24(FP), BX
+	LEAQ  (BX)(BX*2), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	TESTQ DX, DX
+	JZ    donedotQ4Kx4AVX2
 
 loopdotQ4Kx4AVX2:
 	VMOVD          (AX), X4
@@ -1787,6 +1794,7 @@ donedotQ4Kx4AVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, 12(AX)
+	VZEROUPPER
 	RET
 
 // func dotQ5KAVX2(w *byte, a *byte, nb int) float32
@@ -1795,7 +1803,7 @@ TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VXORPS       Y0, Y0, Y0
+	VPXOR        Y0, Y0, Y0
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
 	VPBROADCASTD c32_10101010<>+0(SB), Y2
 	TESTQ        DX, DX
@@ -1910,6 +1918,7 @@ donedotQ5KAVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA c32_10101010<>+0(SB)/4, $0x10101010
@@ -1918,17 +1927,17 @@ GLOBL c32_10101010<>(SB), RODATA|NOPTR, $4
 // func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotQ5Kx4AVX2(SB), NOSPLIT, $0-40
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	MOVQ   astride+24(FP), BX
-	LEAQ   (BX)(BX*2), SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	TESTQ  DX, DX
-	JZ     donedotQ5Kx4AVX2
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  nb+16(FP), DX
+	MOVQ  astride+24(FP), BX
+	LEAQ  (BX)(BX*2), SI
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	TESTQ DX, DX
+	JZ    donedotQ5Kx4AVX2
 
 loopdotQ5Kx4AVX2:
 	VMOVDQU        16(AX), Y4
@@ -2166,6 +2175,7 @@ donedotQ5Kx4AVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, 12(AX)
+	VZEROUPPER
 	RET
 
 DATA v32_10101010<>+0(SB)/4, $0x10101010
@@ -2249,6 +2259,7 @@ doneQ8_0:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA c32_00010001<>+0(SB)/4, $0x00010001
@@ -2333,6 +2344,7 @@ doneQ4_0:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA c32_08080808<>+0(SB)/4, $0x08080808
@@ -2439,6 +2451,7 @@ doneQ5_0:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA q5spread<>+0(SB)/4, $0x00000000
@@ -2796,6 +2809,7 @@ doneMXFP4:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA c32_0c0c0c0c<>+0(SB)/4, $0x0c0c0c0c
@@ -2845,6 +2859,7 @@ donedotF32AVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 // func dotF16AVX2(w *byte, a *byte, n int) float32
@@ -2889,6 +2904,7 @@ donedotF16AVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 // func dotBF16AVX2(w *byte, a *byte, n int) float32
@@ -2954,6 +2970,7 @@ donedotBF16AVX2:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
 	RET
 
 DATA c32_ffff0000<>+0(SB)/4, $0xffff0000
@@ -3421,6 +3438,7 @@ nextquantizeQ8KAVX2:
 	JNZ  loopquantizeQ8KAVX2
 
 donequantizeQ8KAVX2:
+	VZEROUPPER
 	RET
 
 DATA v32_7fffffff<>+0(SB)/4, $0x7fffffff

@@ -71,12 +71,12 @@ func kLoop(t *target, name string, wsize, m int, pre func(), body func(c *kctx))
 	}
 	for k := 0; k < m; k++ {
 		a := t.vec()
-		VXORPS(a, a, a)
+		t.zerof(a)
 		c.acc = append(c.acc, a)
 		am := a
 		if t.zmm() {
 			am = YMM()
-			VXORPS(am, am, am)
+			t.zerof(am)
 		}
 		c.accm = append(c.accm, am)
 	}
@@ -99,7 +99,7 @@ func kLoop(t *target, name string, wsize, m int, pre func(), body func(c *kctx))
 	for k := 0; k < m; k++ {
 		s := t.hsum(c.acc[k])
 		if t.zmm() {
-			VADDSS(hsumY(c.accm[k]), s, s)
+			VADDSS(t.hsumY(c.accm[k]), s, s)
 		}
 		if m == 1 {
 			Store(s, ReturnIndex(0))
@@ -107,6 +107,7 @@ func kLoop(t *target, name string, wsize, m int, pre func(), body func(c *kctx))
 			VMOVSS(s, Mem{Base: outp, Disp: 4 * k})
 		}
 	}
+	VZEROUPPER() // Go code after us uses legacy SSE encodings
 	RET()
 }
 
@@ -167,6 +168,18 @@ func (a *isumAcc) add(p, s VecVirtual) {
 	a.n++
 }
 
+// addBytes adds the products of unsigned bytes u and the signed bytes at y,
+// four per int32 lane (VPDPBUSD).
+func (a *isumAcc) addBytes(u VecVirtual, y Mem) {
+	i := a.n % len(a.regs)
+	if a.n < len(a.regs) {
+		a.regs[i] = a.t.vec()
+		a.t.zero(a.regs[i])
+	}
+	vnniOp("VPDPBUSD", y, u, a.regs[i])
+	a.n++
+}
+
 func (a *isumAcc) sum() VecVirtual {
 	for _, r := range a.regs[1:] {
 		VPADDD(r, a.regs[0], a.regs[0])
@@ -204,7 +217,7 @@ func (c *kctx) runs(nacc int, quants func(i int) VecVirtual, scales func(i int) 
 
 // mov loads a vector of any width; EVEX needs the explicit element size.
 func (t *target) mov(m Mem, dst Op) {
-	if t.zmm() {
+	if t.evex() {
 		VMOVDQU64(m, dst)
 	} else {
 		VMOVDQU(m, dst)
@@ -212,7 +225,7 @@ func (t *target) mov(m Mem, dst Op) {
 }
 
 func (t *target) xor(src2, src1, dst Op) {
-	if t.zmm() {
+	if t.evex() {
 		VPXORD(src2, src1, dst)
 	} else {
 		VPXOR(src2, src1, dst)
@@ -248,6 +261,11 @@ func genQ2K(t *target) {
 		for k := range c.acts {
 			c.subtract(k, mw, 0, 1)
 		}
+		if t.vnni && len(c.acts) > 1 {
+			// Building the tables pays off only over several rows.
+			q2KProducts(c, nacc, c0F, c03)
+			return
+		}
 		scb := t.vec()
 		t.bcast16(Mem{Base: wp}, scb)
 		t.and(c0F, scb, scb)
@@ -261,6 +279,86 @@ func genQ2K(t *target) {
 			return s
 		})
 	})
+}
+
+// q2KProducts is Q2_K's integer part with VNNI. A 2-bit quant times a
+// 4-bit scale fits a byte (at most 45), so it is looked up rather than
+// multiplied: each sub-block gets a 4-byte table [0, s, 2s, 3s], VPSHUFB
+// maps the quants through their lane's table, and one VPDPBUSD per vector
+// and activation row does the rest, instead of VPMADDUBSW+VPDPWSSD.
+func q2KProducts(c *kctx, nacc int, c0F, c03 Op) {
+	t, wp := c.t, c.wp
+	s1, s2, s3 := XMM(), XMM(), XMM()
+	t.mov(Mem{Base: wp}, s1)
+	t.and(asX(c0F), s1, s1)
+	VPADDB(s1, s1, s2)
+	VPADDB(s1, s2, s3)
+	z := XMM()
+	VPXORD(z, z, z)
+	// tables[g] holds the tables of sub-blocks 4g..4g+3, 4 bytes each.
+	var tables [4]VecVirtual
+	for h := 0; h < 2; h++ {
+		a, b := XMM(), XMM()
+		if h == 0 {
+			VPUNPCKLBW(s1, z, a) // 0 s
+			VPUNPCKLBW(s3, s2, b) // 2s 3s
+		} else {
+			VPUNPCKHBW(s1, z, a)
+			VPUNPCKHBW(s3, s2, b)
+		}
+		tables[2*h], tables[2*h+1] = XMM(), XMM()
+		VPUNPCKLWD(b, a, tables[2*h])
+		VPUNPCKHWD(b, a, tables[2*h+1])
+	}
+	// The index of a quant in its lane's register: q + 4*(sub-block % 4).
+	var off []byte
+	for l := 0; l < 16; l++ {
+		for k := 0; k < 16; k++ {
+			off = append(off, byte(4*(l%4)))
+		}
+	}
+	offs := constData("q2koff", off)
+	sums := make([]*isumAcc, len(c.acts))
+	for k := range sums {
+		sums[k] = t.newIsum(nacc)
+	}
+	var q, lut VecVirtual
+	for i := 0; i < 256/t.w; i++ {
+		u := t.vec()
+		if t.zmm() {
+			k, j := i/2, 2*(i%2)
+			if i%2 == 0 {
+				q = t.vec()
+				t.load32(Mem{Base: wp, Disp: 16 + 32*k}, q)
+			}
+			vshift(-2*j, -2*j-2, q, u)
+			lut = t.vec()
+			VSHUFI64X2(U8(0), tables[i].AsZ(), tables[i].AsZ(), lut)
+		} else {
+			k, j := i/4, i%4
+			if j == 0 {
+				q = t.vec()
+				t.load32(Mem{Base: wp, Disp: 16 + 32*k}, q)
+			}
+			t.shiftBits(-2*j, q, u)
+			if i%2 == 0 {
+				lut = t.vec()
+				VPERMQ(U8(0x44), tables[i/2].AsY(), lut)
+			}
+		}
+		VPTERNLOGD(U8(0xea), offs.Offset(i*t.w), c03, u) // u&3 | off
+		VPSHUFB(u, lut, u)
+		for k, a := range c.acts {
+			sums[k].addBytes(u, a.Offset(q8KQs+i*t.w))
+		}
+	}
+	for k, sum := range sums {
+		isum := sum.sum()
+		VCVTDQ2PS(isum, isum)
+		d := t.vec()
+		VBROADCASTSS(c.ydot(k), d)
+		VFMADD231PS(isum, d, c.acc[k])
+	}
 }
 
 func genQ3K(t *target) {
@@ -293,7 +391,7 @@ func genQ3K(t *target) {
 					vshift(-(2*i - 2), -(2*i - 1), hm, h)
 				}
 			} else {
-				shiftBits(2-i, hm, h)
+				t.shiftBits(2-i, hm, h)
 			}
 			t.and(c04, h, h)
 			t.or(h, u, u)
@@ -355,12 +453,12 @@ func genQ6K(t *target) {
 				case j < 2:
 					qls[j] = t.vec()
 					t.load32(Mem{Base: wp, Disp: 64*h + 32*j}, qls[j])
-					VMOVDQA(qls[j], lo)
+					t.copyv(qls[j], lo)
 				default:
 					VPSRLW(U8(4), qls[j-2], lo)
 				}
 				t.and(c0F, lo, lo)
-				shiftBits(4-2*j, qh, hb)
+				t.shiftBits(4-2*j, qh, hb)
 			}
 			t.and(c30, hb, hb)
 			t.or(hb, lo, lo)
@@ -427,7 +525,7 @@ func genQ5K(t *target) {
 					vshift(-(r - 4), -(r - 3), qh, h)
 				}
 			} else {
-				shiftBits(4-i, qh, h)
+				t.shiftBits(4-i, qh, h)
 			}
 			t.and(c10, h, h)
 			t.or(h, u, u)

@@ -83,7 +83,7 @@ func (t *target) twoBit(i int, qs Mem, q *VecVirtual, c03 Op) VecVirtual {
 			*q = t.vec()
 			t.load32(qs.Offset(32*k), *q)
 		}
-		shiftBits(-2*j, *q, u)
+		t.shiftBits(-2*j, *q, u)
 	}
 	t.and(c03, u, u)
 	return u

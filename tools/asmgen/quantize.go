@@ -146,5 +146,6 @@ func genQuantizeQ8K(suffix string) {
 	DECQ(nb)
 	JNZ(LabelRef("loop" + name))
 	Label("done" + name)
+	VZEROUPPER() // Go code after us uses legacy SSE encodings
 	RET()
 }

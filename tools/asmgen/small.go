@@ -47,9 +47,10 @@ func blockLoop(t *target, name string, wsize, asize int, wide bool, pre func(), 
 	if wide {
 		s = t.hsum(acc)
 	} else {
-		s = hsumY(acc)
+		s = t.hsumY(acc)
 	}
 	Store(s, ReturnIndex(0))
+	VZEROUPPER() // Go code after us uses legacy SSE encodings
 	RET()
 }
 
@@ -290,6 +291,7 @@ func genFloat(t *target, kind string) {
 	VADDPS(acc[3], acc[2], acc[2])
 	VADDPS(acc[2], acc[0], acc[0])
 	Store(t.hsum(acc[0]), ReturnIndex(0))
+	VZEROUPPER() // Go code after us uses legacy SSE encodings
 	RET()
 }
 

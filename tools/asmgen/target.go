@@ -32,6 +32,11 @@ var targets = map[string]*target{
 
 func (t *target) zmm() bool { return t.w == 64 }
 
+// evex reports whether every instruction may use the EVEX encoding, and so
+// the allocator may hand out registers 16..31: the AVX-512 targets,
+// 256-bit VNNI included.
+func (t *target) evex() bool { return t.w == 64 || t.vnni }
+
 // vec allocates a full-width vector register.
 func (t *target) vec() VecVirtual {
 	if t.zmm() {
@@ -41,7 +46,7 @@ func (t *target) vec() VecVirtual {
 }
 
 func (t *target) and(src2, src1, dst Op) {
-	if t.zmm() {
+	if t.evex() {
 		VPANDD(src2, src1, dst)
 	} else {
 		VPAND(src2, src1, dst)
@@ -49,7 +54,7 @@ func (t *target) and(src2, src1, dst Op) {
 }
 
 func (t *target) or(src2, src1, dst Op) {
-	if t.zmm() {
+	if t.evex() {
 		VPORD(src2, src1, dst)
 	} else {
 		VPOR(src2, src1, dst)
@@ -57,7 +62,7 @@ func (t *target) or(src2, src1, dst Op) {
 }
 
 func (t *target) zero(v Op) {
-	if t.zmm() {
+	if t.evex() {
 		VPXORD(v, v, v)
 	} else {
 		VPXOR(v, v, v)
@@ -65,7 +70,7 @@ func (t *target) zero(v Op) {
 }
 
 func (t *target) loadu(m Mem, dst Op) {
-	if t.zmm() {
+	if t.evex() {
 		VMOVDQU64(m, dst)
 	} else {
 		VMOVDQU(m, dst)
@@ -74,7 +79,7 @@ func (t *target) loadu(m Mem, dst Op) {
 
 // bcast16 fills every 128-bit lane of dst with the 16 bytes at m.
 func (t *target) bcast16(m Mem, dst Op) {
-	if t.zmm() {
+	if t.evex() {
 		VBROADCASTI32X4(m, dst)
 	} else {
 		VBROADCASTI128(m, dst)
@@ -84,9 +89,12 @@ func (t *target) bcast16(m Mem, dst Op) {
 // load32 loads 32 bytes: into a ymm as is, or into both 256-bit halves of
 // a zmm (so that per-half shift counts can pick two element runs at once).
 func (t *target) load32(m Mem, dst Op) {
-	if t.zmm() {
+	switch {
+	case t.zmm():
 		VBROADCASTI64X4(m, dst)
-	} else {
+	case t.evex():
+		VMOVDQU64(m, dst)
+	default:
 		VMOVDQU(m, dst)
 	}
 }
@@ -132,19 +140,23 @@ func (t *target) hsum(v VecVirtual) VecVirtual {
 		y = YMM()
 		VADDPS(hi, v.AsY(), y)
 	}
-	return hsumY(y)
+	return t.hsumY(y)
 }
 
-func hsumY(y VecVirtual) VecVirtual {
+func (t *target) hsumY(y VecVirtual) VecVirtual {
 	x := XMM()
-	VEXTRACTF128(U8(1), y, x)
+	if t.evex() {
+		VEXTRACTF32X4(U8(1), y, x)
+	} else {
+		VEXTRACTF128(U8(1), y, x)
+	}
 	s := XMM()
 	VADDPS(x, y.AsX(), s)
-	t := XMM()
-	VMOVHLPS(s, s, t)
-	VADDPS(t, s, s)
-	VMOVSHDUP(s, t)
-	VADDSS(t, s, s)
+	h := XMM()
+	VMOVHLPS(s, s, h)
+	VADDPS(h, s, s)
+	VMOVSHDUP(s, h)
+	VADDSS(h, s, s)
 	return s
 }
 
@@ -234,7 +246,7 @@ func shiftCounts(lo, hi uint16) Mem {
 
 // shiftBits shifts every 16-bit word of src left (n > 0) or right (n < 0),
 // writing dst; a zero shift is a copy when src != dst.
-func shiftBits(n int, src, dst Op) {
+func (t *target) shiftBits(n int, src, dst Op) {
 	switch {
 	case n > 0:
 		VPSLLW(U8(n), src, dst)
@@ -242,7 +254,7 @@ func shiftBits(n int, src, dst Op) {
 		VPSRLW(U8(-n), src, dst)
 	default:
 		if src != dst {
-			VMOVDQA(src, dst)
+			t.copyv(src, dst)
 		}
 	}
 }
@@ -301,7 +313,7 @@ func (t *target) bcastLane(x VecVirtual, i int) VecVirtual {
 // 256-bit kernels need all 16 registers; a single row is faster with its
 // constants in registers, since loads are what its loop runs out of).
 func (t *target) konst(v uint32) Op {
-	if t.memConsts && !t.zmm() {
+	if t.memConsts && !t.evex() {
 		return constVec(v)
 	}
 	return t.splat(v)
@@ -320,3 +332,15 @@ func asY(o Op) Op {
 	}
 	return o
 }
+
+// copyv copies a vector register.
+func (t *target) copyv(src, dst Op) {
+	if t.evex() {
+		VMOVDQA64(src, dst)
+	} else {
+		VMOVDQA(src, dst)
+	}
+}
+
+// zerof zeroes a float accumulator (VXORPS has no EVEX form without DQ).
+func (t *target) zerof(v Op) { t.zero(v) }
