@@ -300,7 +300,7 @@ func q2KProducts(c *kctx, nacc int, c0F, c03 Op) {
 	for h := 0; h < 2; h++ {
 		a, b := XMM(), XMM()
 		if h == 0 {
-			VPUNPCKLBW(s1, z, a) // 0 s
+			VPUNPCKLBW(s1, z, a)  // 0 s
 			VPUNPCKLBW(s3, s2, b) // 2s 3s
 		} else {
 			VPUNPCKHBW(s1, z, a)
