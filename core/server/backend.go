@@ -46,6 +46,7 @@ type ModelInfo struct {
 	Size          int64 // bytes of weights on storage
 	BOSToken      string
 	EOSToken      string
+	EOG           []int32 // end-of-generation tokens (ignore_eos bans them)
 }
 
 // GenerateRequest is one generation.

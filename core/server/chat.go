@@ -210,7 +210,7 @@ func (s *Server) newJob(route string, b Backend, f *samplingFields, text string,
 	if aerr != nil {
 		return nil, aerr
 	}
-	cfg, aerr := samplingConfig(f, info.Vocab)
+	cfg, aerr := samplingConfig(f, info)
 	if aerr != nil {
 		return nil, aerr
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -35,7 +36,8 @@ type job struct {
 }
 
 // samplingConfig validates the sampling fields against the model.
-func samplingConfig(f *samplingFields, vocab int) (sample.Config, *apiError) {
+func samplingConfig(f *samplingFields, info ModelInfo) (sample.Config, *apiError) {
+	vocab := info.Vocab
 	cfg := sample.Config{
 		Temperature: defaultTemperature, TopK: defaultTopK, TopP: defaultTopP, MinP: defaultMinP,
 		RepeatPenalty: 1, PenaltyLastN: defaultRepeatLastN,
@@ -83,6 +85,15 @@ func samplingConfig(f *samplingFields, vocab int) (sample.Config, *apiError) {
 		}
 	}
 	cfg.LogitBias = f.LogitBias
+	if f.IgnoreEOS {
+		cfg.LogitBias = maps.Clone(f.LogitBias)
+		if cfg.LogitBias == nil {
+			cfg.LogitBias = map[int32]float32{}
+		}
+		for _, t := range info.EOG {
+			cfg.LogitBias[t] = float32(math.Inf(-1))
+		}
+	}
 	if f.Seed != nil && *f.Seed >= 0 && *f.Seed != 0xFFFFFFFF {
 		cfg.Seed = uint64(*f.Seed)
 	} else {

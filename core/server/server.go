@@ -23,7 +23,7 @@ import (
 // Options configure a Server. Zero values take the defaults noted.
 type Options struct {
 	// Host is an address or a path ending in .sock (a Unix socket);
-	// default 127.0.0.1. Port defaults to 8080.
+	// default 127.0.0.1. Port 0 picks a free port (profiles default to 8080).
 	Host string
 	Port int
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on every
@@ -58,9 +58,6 @@ func OptionsFromConfig(c config.Server) Options {
 func (o *Options) defaults() {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
-	}
-	if o.Port == 0 {
-		o.Port = 8080
 	}
 	if o.MaxQueue <= 0 {
 		o.MaxQueue = 8
@@ -205,8 +202,8 @@ func (s *Server) readBody(c echo.Context) ([]byte, *apiError) {
 		}
 		return nil, errBadRequest("reading request body: " + err.Error())
 	}
-	// The read deadline covered the body; left in place it would cancel
-	// the request's context in the middle of a long generation.
+	// ReadTimeout is meant for the request only, not for the generation
+	// that follows it.
 	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Time{})
 	return b, nil
 }

@@ -85,7 +85,7 @@ func load(f *gguf.File, path string, o Options) (*Backend, error) {
 	if o.ID == "" {
 		o.ID = modelName(path)
 	}
-	info := server.ModelInfo{ID: o.ID, Arch: f.Arch(), ContextLength: o.Context, Vocab: m.Params().Vocab}
+	info := server.ModelInfo{ID: o.ID, Arch: f.Arch(), ContextLength: o.Context, Vocab: m.Params().Vocab, EOG: tok.EOG()}
 	for _, t := range f.Tensors() {
 		n := int64(1)
 		for _, d := range t.Shape {
