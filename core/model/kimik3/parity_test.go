@@ -160,6 +160,9 @@ func TestParityF32(t *testing.T) {
 // sum in another order, and on quantized activations a last-bit difference
 // can flip a rounding or an expert choice.
 func TestParityQuantized(t *testing.T) {
+	if testing.Short() {
+		t.Skip("quantized parity takes about a minute; skipped with -short")
+	}
 	ref := parity.Require(t)
 	k3heads := func(c *synth.Config) {
 		c.NEmbd, c.NHead, c.KDAHead, c.QLoRA, c.KVLoRA, c.QKNope, c.QKRope, c.VHead = 512, 4, 128, 256, 512, 128, 64, 128
@@ -265,6 +268,9 @@ func TestBatchVsStep(t *testing.T) {
 // TestParityLongDecode decodes past 256 cached positions, where llama.cpp
 // splits each decode step's attention across its threads.
 func TestParityLongDecode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decoding 270 tokens on both sides; skipped with -short")
+	}
 	ref := parity.Require(t)
 	c := small()
 	c.Type = synth.TypeQ8_0
