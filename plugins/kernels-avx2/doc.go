@@ -1,21 +1,34 @@
 // Package kernelsavx2 implements the Kernels contract for AVX2+FMA CPUs.
 //
 // Its kernels are Go assembly generated with avo by tools/asmgen (the .s
-// is committed; see gen.go for the command). Every kernel has core/quant's
-// pure-Go reference as fallback and test oracle: on a CPU without AVX2, FMA
-// and F16C, or when built with the noasm tag, every call runs the reference.
+// is committed; `go generate ./plugins/kernels-avx2/` regenerates it, see
+// gen.go). Every kernel has core/quant's pure-Go reference as fallback and
+// test oracle: on a CPU without AVX2, FMA and F16C, or when built with the
+// noasm tag, every call runs the reference ("generic" level).
 //
 // The API is what the Kernels plugin wraps:
 //
 //   - QuantizeActivation quantizes an f32 activation row to a weight type's
-//     vec-dot type (Q8_K for the K-quants, Q8_0 for the 32-element types),
-//     byte for byte as quant.Quantize does.
+//     vec-dot type (Q8_K for the K-quants, Q8_0 for the 32-element types,
+//     F16/BF16/F32 for the float types), byte for byte as quant.Quantize.
 //   - Dot is one weight row times one quantized activation row.
-//   - MatVec multiplies rows weight rows by one activation row (decode),
-//     MatMul by several (prefill), splitting rows across goroutines.
+//   - MatVec multiplies rows weight rows by one activation row (decode);
+//     MatMul by several (prefill), tiling the weights so that they stream
+//     from memory once per batch and, for the K-quants, unpacking each
+//     weight block once for four activation rows. Both split the rows into
+//     contiguous ranges of whole 64-byte output lines across goroutines.
+//   - Levels, Level and SetLevel name and switch the instruction-set path.
 //
-// Results agree with quant.VecDot: the integer sums of every block exactly,
-// the float result up to the order of the float additions.
+// Results agree with quant.VecDot: every block's integer sum exactly, the
+// float result up to the order of the float additions. MatMul's results
+// are bit-identical to MatVec's and Dot's. One precondition: Q8_0·Q8_0
+// uses ggml's sign trick, exact for activation bytes in [-127, 127], which
+// is all QuantizeActivation produces; a hand-made -128 activation would be
+// taken as +128 where the weight is negative.
+//
+// Covered types: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (against Q8_K), Q8_0, Q4_0,
+// Q5_0, MXFP4 (against Q8_0), F32, F16, BF16; the others Types lists run
+// on the reference.
 package kernelsavx2
 
 // errPrefix starts every error of the package.

@@ -2,15 +2,18 @@
 // (F/BW/VL, VNNI where present).
 //
 // Its kernels are Go assembly generated with avo by tools/asmgen (the .s
-// is committed; see gen.go for the command), in two levels: "avx512"
-// (512-bit vectors, AVX-512 F/BW/VL) and "vnni" (the same with VPDPWSSD
-// replacing VPMADDWD+VPADDD in the K-quant kernels). Every kernel has
-// core/quant's pure-Go reference as fallback and test oracle: on a CPU
-// without AVX-512, or when built with the noasm tag, every call runs the
-// reference.
+// is committed; `go generate ./plugins/kernels-avx512/` regenerates it and
+// copies the files shared with kernels-avx2, see gen.go). Levels:
 //
-// The API (QuantizeActivation, Dot, MatVec, MatMul, levels) is the same
-// as plugins/kernels-avx2's; see there.
+//   - "avx512": 512-bit vectors, AVX-512 F/BW/VL;
+//   - "vnni": the same with VPDPWSSD/VPDPBUSD (AVX512_VNNI);
+//   - "vnni256": VNNI on 256-bit vectors (EVEX, 32 registers), the default
+//     on Zen 4, which executes 512-bit operations as two halves.
+//
+// Every kernel has core/quant's pure-Go reference as fallback and test
+// oracle: on a CPU without AVX-512, or when built with the noasm tag, every
+// call runs the reference ("generic"). The API and its guarantees are
+// plugins/kernels-avx2's; see there.
 package kernelsavx512
 
 // errPrefix starts every error of the package.

@@ -224,14 +224,6 @@ func (t *target) mov(m Mem, dst Op) {
 	}
 }
 
-func (t *target) xor(src2, src1, dst Op) {
-	if t.evex() {
-		VPXORD(src2, src1, dst)
-	} else {
-		VPXOR(src2, src1, dst)
-	}
-}
-
 // halfs loads the fp16 value(s) at m as float32 into an xmm: two adjacent
 // ones when both fit inside the block, else one.
 func halfs(m Mem, two bool) VecVirtual {

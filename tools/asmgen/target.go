@@ -69,14 +69,6 @@ func (t *target) zero(v Op) {
 	}
 }
 
-func (t *target) loadu(m Mem, dst Op) {
-	if t.evex() {
-		VMOVDQU64(m, dst)
-	} else {
-		VMOVDQU(m, dst)
-	}
-}
-
 // bcast16 fills every 128-bit lane of dst with the 16 bytes at m.
 func (t *target) bcast16(m Mem, dst Op) {
 	if t.evex() {
@@ -270,42 +262,6 @@ func vshift(lo, hi int, src, dst Op) {
 	default:
 		panic("vshift: mixed directions")
 	}
-}
-
-// halfPair loads two fp16 values at m (adjacent) and returns them as
-// float32 in lanes 0 and 1 of an xmm, each multiplied by the float32 at
-// scale.
-func halfPair(m Mem, scale Mem) VecVirtual {
-	x := XMM()
-	VMOVD(m, x)
-	VCVTPH2PS(x, x)
-	s := XMM()
-	VBROADCASTSS(scale, s)
-	VMULPS(s, x, x)
-	return x
-}
-
-// halfOne is halfPair for a single fp16 value (at the end of a block,
-// where reading a pair would run past it).
-func halfOne(m Mem, scale Mem) VecVirtual {
-	x := XMM()
-	VPBROADCASTW(m, x)
-	VCVTPH2PS(x, x)
-	VMULSS(scale, x, x)
-	return x
-}
-
-// bcastLane returns a full-width register with lane i (0 or 1) of x in
-// every float lane.
-func (t *target) bcastLane(x VecVirtual, i int) VecVirtual {
-	src := x
-	if i == 1 {
-		src = XMM()
-		VMOVSHDUP(x, src)
-	}
-	r := t.vec()
-	VBROADCASTSS(src, r)
-	return r
 }
 
 // konst returns a loop-invariant constant with v in every dword: a
