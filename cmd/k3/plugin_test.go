@@ -3,14 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/ggufreq"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
+	"github.com/k3-inference/k3/core/synth"
 	stagingmmap "github.com/k3-inference/k3/plugins/staging-mmap"
 	stagingpread "github.com/k3-inference/k3/plugins/staging-pread"
 )
@@ -178,4 +183,123 @@ func BenchmarkDecodeTokenIPC(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestStagersOnSyntheticKimiK3 serves a synthetic kimi-k3 GGUF, split in
+// shards, through both stagers (in-process and as `k3 plugin` processes) at
+// the smallest budget a layer's routed experts fit in, and checks every
+// expert slice and always-needed tensor against the GGUF reader's view.
+func TestStagersOnSyntheticKimiK3(t *testing.T) {
+	cfg, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Type = synth.TypeQ2_K
+	res, err := synth.Write(filepath.Join(t.TempDir(), "k3.gguf"), cfg, synth.WriteOptions{Split: gguf.SplitOptions{MaxTensors: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(res.Paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := ggufreq.OpenRequest(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The GGUF reader's bytes, hashed up front: its mapping must be gone
+	// (and the files synced) before the stagers run, or staging-mmap could
+	// not drop those pages and its budget check would count them.
+	want := map[[2]int][32]byte{}
+	for id, tn := range base.Tensors {
+		ti, _ := f.Tensor(tn.Name)
+		data, err := f.TensorData(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tn.Routed() {
+			want[[2]int{id, 0}] = sha256.Sum256(data)
+		}
+		for e := 0; e < tn.Experts; e++ {
+			want[[2]int{id, e}] = sha256.Sum256(data[int64(e)*tn.ExpertSize : int64(e+1)*tn.ExpertSize])
+		}
+	}
+	f.Close()
+	for _, p := range base.Shards {
+		if err := syncFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(base.Shards) < 2 {
+		t.Fatalf("%d shards; the test wants a split model", len(base.Shards))
+	}
+	footprint := map[string]func(*plugin.OpenRequest, int) (int64, error){
+		"staging-pread": stagingpread.Footprint,
+		"staging-mmap":  stagingmmap.Footprint,
+	}
+	ctx := context.Background()
+	for _, name := range []string{"staging-pread", "staging-mmap"} {
+		for _, inProcess := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/inprocess=%v", name, inProcess), func(t *testing.T) {
+				req := *base
+				req.Budget, err = footprint[name](&req, cfg.NExpertUsed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sup, err := plugin.SuperviseStager(ctx, launch(name, inProcess))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sup.Close(ctx)
+				resp, err := sup.Open(ctx, &req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				views, err := plugin.MapRegions(resp.Regions)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer views.Close()
+				checked := 0
+				step := uint64(0)
+				for id, tn := range req.Tensors {
+					experts := max(tn.Experts, 1)
+					for e := 0; e < experts; e++ {
+						step++
+						got, err := sup.Acquire(ctx, &plugin.AcquireRequest{Step: step, Slices: []plugin.Slice{{Tensor: id, Expert: e}}})
+						if err != nil {
+							t.Fatal(err)
+						}
+						b, err := views.Bytes(got.Locations[0])
+						if err != nil {
+							t.Fatal(err)
+						}
+						if sha256.Sum256(b) != want[[2]int{id, e}] {
+							t.Fatalf("%s expert %d: bytes differ from the GGUF reader's", tn.Name, e)
+						}
+						views.Forget(got.Locations)
+						sup.Release(ctx, &plugin.ReleaseRequest{Step: step})
+						checked++
+					}
+				}
+				st, err := sup.Stats(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d slices of %d tensors in %d shards; %s", checked, len(req.Tensors), len(req.Shards), st.Mode)
+				if st.ResidentBytes > req.Budget {
+					t.Errorf("resident %d over the budget %d", st.ResidentBytes, req.Budget)
+				}
+			})
+		}
+	}
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }

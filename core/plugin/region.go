@@ -3,6 +3,7 @@ package plugin
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,15 +40,24 @@ func MapRegions(regions []Region) (*Views, error) {
 // regions, so that a stager that evicts them can drop them from the page
 // cache (pages still mapped by any process stay cached). Call it before
 // Release; the bytes stay readable, at the cost of a fault.
+//
+// A fault maps not just its page but the cached pages around it (the
+// kernel's fault-around, 64 KiB by default), so the whole aligned window
+// around each location is dropped.
 func (v *Views) Forget(locs []Location) {
-	const page = 4096
+	const window = 64 << 10
 	for _, l := range locs {
 		if l.Region < 0 || l.Region >= len(v.mem) || v.regions[l.Region].Kind != RegionShard {
 			continue
 		}
 		m := v.mem[l.Region]
-		start := l.Offset &^ (page - 1)
-		end := min((l.Offset+l.Size+page-1)&^(page-1), int64(len(m)))
+		if len(m) == 0 {
+			continue
+		}
+		// The window is aligned in the address space, not the file.
+		base := int64(uintptr(unsafe.Pointer(&m[0])))
+		start := max((base+l.Offset)&^(window-1)-base, 0)
+		end := min((base+l.Offset+l.Size+window-1)&^(window-1)-base, int64(len(m)))
 		if start < end {
 			_ = unix.Madvise(m[start:end], unix.MADV_DONTNEED)
 		}
