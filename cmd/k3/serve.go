@@ -46,43 +46,57 @@ var serveFlags = []struct {
 	{"memory.budget", "memory budget, e.g. 55G (K3Flight's --cpilot-memory)", []string{"cpilot-memory", "memory-budget"}, false},
 }
 
-func runServe(args []string, stdout, stderr io.Writer) error {
+// serveArgs holds the parsed flags of k3 serve.
+type serveArgs struct {
+	path, profile *string
+	demo          *bool
+	maxQueue      *int
+	values        map[string]*string // by profile key
+}
+
+func newServeFlags(stderr io.Writer) (*flag.FlagSet, *serveArgs) {
 	fs := newFlags("serve", stderr)
-	path := fs.String("m", "", "model file (first shard of a split model)")
-	fs.StringVar(path, "model", "", "same as -m")
-	profile := fs.String("profile", "auto", "hardware profile: a YAML file or auto")
-	demo := fs.Bool("demo", false, "serve a small synthetic model (random weights) written to the cache directory on first use")
-	maxQueue := fs.Int("max-queue", 8, "requests that may wait for the engine before new ones get 429")
-	values := map[string]*string{}
+	a := &serveArgs{values: map[string]*string{}}
+	a.path = fs.String("m", "", "model file (first shard of a split model)")
+	fs.StringVar(a.path, "model", "", "same as -m")
+	a.profile = fs.String("profile", "auto", "hardware profile: a YAML file or auto")
+	a.demo = fs.Bool("demo", false, "serve a small synthetic model (random weights) written to the cache directory on first use")
+	a.maxQueue = fs.Int("max-queue", 8, "requests that may wait for the engine before new ones get 429")
 	for _, f := range serveFlags {
 		v := new(string)
-		values[f.key] = v
+		a.values[f.key] = v
 		for _, n := range f.names {
 			fs.StringVar(v, n, "", f.usage)
 		}
 	}
+	return fs, a
+}
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs, a := newServeFlags(stderr)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
-	set, err := setFlags(fs, values)
+	set, err := setFlags(fs, a.values)
 	if err != nil {
 		fmt.Fprintln(stderr, "k3 serve:", err)
 		return errUsage
 	}
-	if *demo {
-		if *path, err = demoModel(stderr); err != nil {
+	path := *a.path
+	if *a.demo {
+		if path, err = demoModel(stderr); err != nil {
 			return err
 		}
 	}
-	if *path == "" {
+	if path == "" {
 		fmt.Fprintln(stderr, "k3 serve: -m is required (or --demo to try a small synthetic model)")
 		return errUsage
 	}
-	prof, err := config.Load(config.Options{Profile: *profile, ModelPath: *path, Flags: set})
+	prof, err := config.Load(config.Options{Profile: *a.profile, ModelPath: path, Flags: set})
 	if err != nil {
 		return err
 	}
-	return serve(*path, prof, *maxQueue, stderr)
+	return serve(path, prof, *a.maxQueue, stderr)
 }
 
 // setFlags returns the flags that were given, typed, keyed by profile key.
