@@ -163,3 +163,7 @@ func TestSubtract(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkColdExperts(b *testing.B) {
+	plugintest.BenchmarkColdExperts(b, New(), Footprint, nil)
+}

@@ -322,3 +322,11 @@ func TestPolicyHitRate(t *testing.T) {
 		t.Errorf("LFRU %.3f not clearly above LRU %.3f", hits["lfru"], hits["lru"])
 	}
 }
+
+func BenchmarkColdExperts(b *testing.B) {
+	for _, dio := range []string{"on", "off"} {
+		b.Run("direct_io="+dio, func(b *testing.B) {
+			plugintest.BenchmarkColdExperts(b, New(), Footprint, map[string]string{"direct_io": dio})
+		})
+	}
+}
