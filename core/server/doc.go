@@ -1,3 +1,19 @@
 // Package server is the Echo HTTP server: the OpenAI-compatible API, SSE
 // streaming, /metrics and the embedded web chat page.
+//
+// Routes (llama-server's shapes where OpenAI defines none):
+//
+//	POST /v1/chat/completions   chat, whole or streamed (SSE), tools, reasoning
+//	POST /v1/completions        raw prompt (text or token ids), whole or streamed
+//	GET  /v1/models             the served model
+//	GET  /health                200 once the model is loaded, 503 before
+//	POST /tokenize, /detokenize llama-server's token routes
+//	GET  /metrics               Prometheus text (k3_* counters and gauges)
+//	GET  /status                JSON for the page's status bar
+//	GET  /                      the chat page (web/, embedded)
+//
+// The model side is a Backend (package local runs one in process). The
+// server owns validation, queueing (one generation at a time, a bounded
+// queue, 429 past it), stop strings and reply parsing (core/chat), and
+// errors in OpenAI's {"error":{"message","type","code"}} shape.
 package server

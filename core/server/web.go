@@ -3,6 +3,7 @@ package server
 import (
 	"embed"
 	"net/http"
+	"path"
 
 	"github.com/labstack/echo/v4"
 )
@@ -31,12 +32,12 @@ func (s *Server) webRoutes(e *echo.Echo) {
 }
 
 func contentType(file string) string {
-	switch {
-	case len(file) > 3 && file[len(file)-3:] == ".js":
+	switch path.Ext(file) {
+	case ".js":
 		return "text/javascript; charset=utf-8"
-	case len(file) > 4 && file[len(file)-4:] == ".css":
+	case ".css":
 		return "text/css; charset=utf-8"
-	case len(file) > 4 && file[len(file)-4:] == ".svg":
+	case ".svg":
 		return "image/svg+xml"
 	}
 	return "text/html; charset=utf-8"
