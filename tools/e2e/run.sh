@@ -11,6 +11,11 @@ work=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT INT TERM
 (cd ../.. && CGO_ENABLED=0 go build -o "$work/k3" ./cmd/k3)
 "$work/k3" synth --preset tiny --type q2_k -o "$work/tiny.gguf" >/dev/null
+prev=""
+for a in "$@"; do
+	[ "$prev" = "--api-key" ] && export K3_API_KEY="$a"
+	prev=$a
+done
 port=${K3_PORT:-18181}
 "$work/k3" serve -m "$work/tiny.gguf" --port "$port" -c 4096 -t 2 "$@" >"$work/serve.log" 2>&1 &
 pid=$!
