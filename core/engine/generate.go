@@ -1,0 +1,280 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/sample"
+	"github.com/k3-inference/k3/core/tokenizer"
+)
+
+// Options are the run-time settings of an Engine.
+type Options struct {
+	Threads int // compute threads for Load; <= 0: one per CPU
+	// Context is the most tokens the sequence may hold (prompt and
+	// generated); <= 0 takes the file's training context (Load only).
+	Context int
+	Mode    Mode // how prompts are fed (Batch by default)
+	UBatch  int  // prompt tokens per forward call; <= 0: DefaultUBatch
+	// Snapshots is how many prompt-end states are kept for prefix reuse
+	// (each a copy of the recurrent state); 0 means 1, negative none.
+	Snapshots int
+}
+
+// Engine owns one model, its tokenizer and one sequence, and runs
+// generation requests on them one at a time. It reuses the sequence when a
+// request's prompt extends what the sequence holds, and restarts from a
+// snapshot taken at the end of an earlier prompt when the prompt shares
+// that prompt but not what was generated after it.
+type Engine struct {
+	m      model.Model
+	tok    *tokenizer.Tokenizer
+	ctxLen int
+	o      Options
+
+	mu    sync.Mutex // one request at a time; guards everything below
+	run   *Runner
+	seen  []int32   // tokens the sequence holds
+	last  []float32 // logits after the last of them (nil when unknown)
+	snaps []prefix  // increasing positions, each a prefix of seen
+}
+
+// New returns an engine for m and tok with o.Context tokens of context.
+func New(m model.Model, tok *tokenizer.Tokenizer, o Options) (*Engine, error) {
+	if o.Context <= 0 {
+		return nil, errors.New("engine: no context length; set Options.Context")
+	}
+	if tok.NVocab() > m.Params().Vocab {
+		return nil, fmt.Errorf("engine: the tokenizer has %d tokens, the model's output only %d", tok.NVocab(), m.Params().Vocab)
+	}
+	if o.Snapshots == 0 {
+		o.Snapshots = 1
+	}
+	return &Engine{m: m, tok: tok, ctxLen: o.Context, o: o}, nil
+}
+
+// Load builds the model and tokenizer of an open GGUF file. The model's
+// architecture must be registered (import its package, e.g.
+// core/model/kimik3, which itself depends on this package).
+func Load(f *gguf.File, o Options) (*Engine, error) {
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s: %w", f.Path(), err)
+	}
+	m, err := model.Load(f, model.Options{Threads: o.Threads})
+	if err != nil {
+		return nil, err
+	}
+	if o.Context <= 0 {
+		o.Context = int(f.Uint("context_length", 0))
+	}
+	if o.Context <= 0 {
+		return nil, fmt.Errorf("engine: %s: no context_length in the file; set one", f.Path())
+	}
+	return New(m, tok, o)
+}
+
+// Model is the engine's model.
+func (e *Engine) Model() model.Model { return e.m }
+
+// Tokenizer is the engine's tokenizer.
+func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
+
+// Context is the most tokens a sequence may hold.
+func (e *Engine) Context() int { return e.ctxLen }
+
+// Reset forgets the sequence and its snapshots.
+func (e *Engine) Reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.drop()
+}
+
+// Request is one generation.
+type Request struct {
+	// Prompt is the token sequence to continue. When nil, Text is tokenized
+	// with special tokens parsed and BOS added as the vocabulary asks.
+	Prompt []int32
+	Text   string
+	// Sampling selects the sampler chain; the zero value is greedy.
+	Sampling sample.Config
+	// MaxTokens bounds the generated tokens; <= 0 means until the context is
+	// full. Generation also ends at an end-of-generation token (eos, eot,
+	// <|end_of_msg|>, as the vocabulary marks them) and at a stop string.
+	MaxTokens int
+	// Stop strings end generation; they are matched across token boundaries
+	// and never emitted, nor is anything after them.
+	Stop []string
+	// Special renders control tokens as their text (a chat reply parser
+	// needs the markers); otherwise they render as nothing.
+	Special bool
+}
+
+// Piece is one generated token and the text it makes final: possibly
+// empty while a UTF-8 character or a possible stop string is incomplete.
+// Text still held back when generation ends comes in a last Piece whose
+// Token is tokenizer.NoToken. End-of-generation tokens are not emitted.
+type Piece struct {
+	Token int32
+	Text  string
+}
+
+// ErrStop, returned by an emit callback, ends generation normally
+// (reported as sample.FinishStop).
+var ErrStop = errors.New("engine: stop generation")
+
+// Result reports what a generation did. It is filled as far as the
+// generation got when Generate returns an error.
+type Result struct {
+	Finish          sample.FinishReason
+	PromptTokens    int // tokens of the prompt
+	ReusedTokens    int // of those, already in the sequence (not prefilled)
+	GeneratedTokens int // sampled tokens, an end-of-generation token included
+	PrefillTime     time.Duration
+	DecodeTime      time.Duration // from the first sampled token to the end
+}
+
+// PrefillTPS is prompt tokens evaluated per second (reused ones excluded).
+func (r Result) PrefillTPS() float64 {
+	return rate(r.PromptTokens-r.ReusedTokens, r.PrefillTime)
+}
+
+// DecodeTPS is generated tokens per second.
+func (r Result) DecodeTPS() float64 { return rate(r.GeneratedTokens, r.DecodeTime) }
+
+func rate(n int, d time.Duration) float64 {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Generate evaluates the prompt, reusing what the sequence already holds,
+// then samples tokens and calls emit with each. It stops at an
+// end-of-generation token, a stop string, the token limit or a full
+// context, or when emit returns ErrStop (all normal ends), when emit
+// returns another error (returned), and when ctx is done: ctx is checked
+// before every token and between prompt batches, and ctx.Err() is
+// returned. Generate may be called from any goroutine; calls run one at a
+// time.
+func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) error) (res Result, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	prompt := req.Prompt
+	if prompt == nil {
+		if prompt, err = e.tok.Tokenize(req.Text, true, true); err != nil {
+			return res, fmt.Errorf("engine: tokenize prompt: %w", err)
+		}
+	}
+	res.PromptTokens = len(prompt)
+	if err := e.checkPrompt(prompt); err != nil {
+		return res, err
+	}
+	limit := e.ctxLen - len(prompt)
+	if req.MaxTokens > 0 {
+		limit = min(limit, req.MaxTokens)
+	}
+
+	start := time.Now()
+	logits, reused, err := e.prefill(ctx, prompt)
+	res.ReusedTokens = reused
+	res.PrefillTime = time.Since(start)
+	if err != nil {
+		return res, err
+	}
+
+	start = time.Now()
+	defer func() { res.DecodeTime = time.Since(start) }()
+	smp := sample.New(req.Sampling)
+	for _, t := range prompt {
+		smp.Accept(t)
+	}
+	out := &stream{dec: e.tok.NewDecoder(false, req.Special), stop: sample.NewStopMatcher(req.Stop), emit: emit}
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		tok, err := smp.Sample(logits)
+		if err != nil {
+			return res, fmt.Errorf("engine: sample: %w", err)
+		}
+		smp.Accept(tok)
+		res.GeneratedTokens++
+		if e.tok.IsEOG(tok) {
+			res.Finish = sample.FinishStop
+			return res, out.end()
+		}
+		stopped, err := out.token(tok)
+		if errors.Is(err, ErrStop) || (err == nil && stopped) {
+			res.Finish = sample.FinishStop
+			return res, nil
+		}
+		if err != nil {
+			return res, err
+		}
+		if res.GeneratedTokens >= limit {
+			res.Finish = sample.FinishLength
+			return res, out.end()
+		}
+		if logits, err = e.decode(tok); err != nil {
+			return res, err
+		}
+	}
+}
+
+// checkPrompt rejects prompts that cannot run: empty, longer than the
+// context (which must also leave room for a generated token), or holding
+// ids the model does not have.
+func (e *Engine) checkPrompt(prompt []int32) error {
+	if len(prompt) == 0 {
+		return errors.New("engine: the prompt is empty")
+	}
+	if len(prompt) >= e.ctxLen {
+		return fmt.Errorf("engine: the prompt has %d tokens but the context holds %d (prompt and generated tokens together); shorten the prompt or raise the context (-c)", len(prompt), e.ctxLen)
+	}
+	v := e.m.Params().Vocab
+	for i, t := range prompt {
+		if t < 0 || int(t) >= v {
+			return fmt.Errorf("engine: prompt token %d is %d, outside the vocabulary of %d", i, t, v)
+		}
+	}
+	return nil
+}
+
+// stream turns tokens into emitted text: through the streaming decoder
+// (never half a UTF-8 character), then the stop matcher (never any part of
+// a stop string).
+type stream struct {
+	dec  *tokenizer.Decoder
+	stop *sample.StopMatcher
+	emit func(Piece) error
+}
+
+func (s *stream) token(tok int32) (stopped bool, err error) {
+	text, err := s.dec.Add(tok)
+	if err != nil {
+		return false, fmt.Errorf("engine: token %d: %w", tok, err)
+	}
+	text, stopped = s.stop.Feed(text)
+	return stopped, s.emit(Piece{Token: tok, Text: text})
+}
+
+// end releases what the decoder and the stop matcher still hold.
+func (s *stream) end() error {
+	text, stopped := s.stop.Feed(s.dec.Flush())
+	if !stopped {
+		text += s.stop.Flush()
+	}
+	if text == "" {
+		return nil
+	}
+	if err := s.emit(Piece{Token: tokenizer.NoToken, Text: text}); err != nil && !errors.Is(err, ErrStop) {
+		return err
+	}
+	return nil
+}
