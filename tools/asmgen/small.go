@@ -16,56 +16,75 @@ import (
 // (wide: a full-width vector, else a ymm). Two blocks per iteration halve
 // the loop overhead, which is a fair part of a 32-element block's work.
 func blockLoop(t *target, name string, wsize, asize int, wide bool, pre func(), body func(w, a Mem, acc VecVirtual)) {
-	TEXT("dot"+name+t.suffix, NOSPLIT, "func(w, a *byte, nb int) float32")
+	TEXT("dot"+name+t.suffix, NOSPLIT, "func(w, a *byte, nb int, f16 *float32) float32")
 	Pragma("noescape")
+	f16tab = Load(Param("f16"), GP64())
 	wp := Load(Param("w"), GP64())
 	ap := Load(Param("a"), GP64())
 	nb := Load(Param("nb"), GP64())
-	acc := YMM()
-	if wide {
-		acc = t.vec()
+	// Four blocks per iteration, each into its own accumulator: one block's
+	// work is short enough that a single FMA chain (4 cycles a link) would
+	// bound the loop.
+	const unroll = 4
+	var acc [unroll]VecVirtual
+	for i := range acc {
+		acc[i] = YMM()
+		if wide {
+			acc[i] = t.vec()
+		}
+		t.zerof(acc[i])
 	}
-	VXORPS(acc, acc, acc)
 	if pre != nil {
 		pre() // loop-invariant constants
 	}
-	Label("loop2" + name)
-	CMPQ(nb, U8(2))
+	Label("loopn" + name)
+	CMPQ(nb, U8(unroll))
 	JB(LabelRef("tail" + name))
-	body(Mem{Base: wp}, Mem{Base: ap}, acc)
-	body(Mem{Base: wp, Disp: wsize}, Mem{Base: ap, Disp: asize}, acc)
-	ADDQ(U32(2*wsize), wp)
-	ADDQ(U32(2*asize), ap)
-	SUBQ(U8(2), nb)
-	JMP(LabelRef("loop2" + name))
+	for i := range acc {
+		body(Mem{Base: wp, Disp: i * wsize}, Mem{Base: ap, Disp: i * asize}, acc[i])
+	}
+	ADDQ(U32(unroll*wsize), wp)
+	ADDQ(U32(unroll*asize), ap)
+	SUBQ(U8(unroll), nb)
+	JMP(LabelRef("loopn" + name))
 	Label("tail" + name)
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + name))
-	body(Mem{Base: wp}, Mem{Base: ap}, acc)
+	body(Mem{Base: wp}, Mem{Base: ap}, acc[0])
+	ADDQ(U32(wsize), wp)
+	ADDQ(U32(asize), ap)
+	DECQ(nb)
+	JMP(LabelRef("tail" + name))
 	Label("done" + name)
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[2], acc[0], acc[0])
 	var s VecVirtual
 	if wide {
-		s = t.hsum(acc)
+		s = t.hsum(acc[0])
 	} else {
-		s = t.hsumY(acc)
+		s = t.hsumY(acc[0])
 	}
 	Store(s, ReturnIndex(0))
 	VZEROUPPER() // Go code after us uses legacy SSE encodings
 	RET()
 }
 
-// halfProduct returns fp16(x)*fp16(y) for the fp16 values at wm and am,
-// broadcast into a register of the given width.
+// f16tab holds, while a block loop is emitted, the address of the caller's
+// fp16-to-f32 table (all 65536 halves): two indexed loads convert a block's
+// pair of scales in fewer operations than VCVTPH2PS on gathered halves,
+// and the few scale values a matrix uses stay in L1.
+var f16tab Register
+
+// halfProduct sets wide to fp16(x)*fp16(y) for the fp16 values at wm and
+// am, in every lane.
 func halfProduct(wm, am Mem, wide VecVirtual) {
-	// Four bytes at wm: the weight scale and two quants, which the
-	// conversion ignores; every block type here has at least 18 bytes.
+	r1, r2 := GP64(), GP64()
+	MOVWQZX(wm, r1)
+	MOVWQZX(am, r2)
 	x := XMM()
-	VMOVD(wm, x)
-	VPINSRW(U8(1), am, x, x)
-	VCVTPH2PS(x, x)
-	y := XMM()
-	VMOVSHDUP(x, y)
-	VMULSS(y, x, x)
+	VMOVSS(Mem{Base: f16tab, Index: r1, Scale: 4}, x)
+	VMULSS(Mem{Base: f16tab, Index: r2, Scale: 4}, x, x)
 	VBROADCASTSS(x, wide)
 }
 
@@ -214,8 +233,9 @@ func genMXFP4(t *target) {
 		tab := GP64()
 		LEAQ(e8m0Table, tab)
 		x := XMM()
-		VMOVD(a, x) // the activation scale and two quants
-		VCVTPH2PS(x, x)
+		ad := GP64()
+		MOVWQZX(a, ad)
+		VMOVSS(Mem{Base: f16tab, Index: ad, Scale: 4}, x)
 		VMULSS(Mem{Base: tab, Index: e, Scale: 4}, x, x)
 		d := YMM()
 		VBROADCASTSS(x, d)
