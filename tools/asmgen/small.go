@@ -179,22 +179,33 @@ func genQ5_0(t *target) {
 	var spread, bits, all1, c10 VecVirtual
 	pre := func() {
 		k = t.consts32(16)
-		spread, bits, all1, c10 = YMM(), YMM(), YMM(), YMM()
+		c10 = YMM()
+		VPBROADCASTD(constU32(0x10101010), c10)
+		if t.evex() {
+			return
+		}
+		spread, bits, all1 = YMM(), YMM(), YMM()
 		VMOVDQU(constData("q5spread", []byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
 			2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}), spread)
 		VPBROADCASTQ(constData("q5bits", []byte{0xfe, 0xfd, 0xfb, 0xf7, 0xef, 0xdf, 0xbf, 0x7f}), bits)
 		VPCMPEQB(all1, all1, all1)
-		VPBROADCASTD(constU32(0x10101010), c10)
 	}
 	blockLoop(t, "Q5_0", 22, 34, false, pre, func(w, a Mem, acc VecVirtual) {
 		u := t.nibbles32(w.Offset(6), k.c0F)
-		h := YMM()
-		VPBROADCASTD(w.Offset(2), h)
-		VPSHUFB(spread, h, h)
-		VPOR(bits, h, h)
-		VPCMPEQB(all1, h, h)
-		VPAND(c10, h, h)
-		VPOR(h, u, u)
+		if t.evex() {
+			// AVX-512 reads qh as a byte mask: add 16 where its bit is set.
+			m := K()
+			KMOVD(w.Offset(2), m)
+			VPADDB(c10, u, m, u)
+		} else {
+			h := YMM()
+			VPBROADCASTD(w.Offset(2), h)
+			VPSHUFB(spread, h, h)
+			VPOR(bits, h, h)
+			VPCMPEQB(all1, h, h)
+			VPAND(c10, h, h)
+			VPOR(h, u, u)
+		}
 		p := offsetDot(u, k.off, k.ones, a.Offset(2))
 		d := YMM()
 		halfProduct(w, a, d)
