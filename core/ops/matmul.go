@@ -90,8 +90,14 @@ func (p *Pool) QuantizeActs(a *Acts, wt quant.Type, x []float32, n, cols int) er
 	return firstErr
 }
 
-// MatMul computes out[t*w.Rows+r] = w row r · x row t for n rows of x.
+// MatMul computes out[t*w.Rows+r] = w row r · x row t for n rows of x,
+// on p's backend.
 func (p *Pool) MatMul(w Matrix, x []float32, n int, out []float32) error {
+	return p.MatMuls(MatMulOp{W: w, X: x, N: n, Out: out})
+}
+
+// matMulRef is the reference MatMul.
+func (p *Pool) matMulRef(w Matrix, x []float32, n int, out []float32) error {
 	var a Acts
 	if err := p.QuantizeActs(&a, w.Type, x, n, w.Cols); err != nil {
 		return err

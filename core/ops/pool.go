@@ -8,6 +8,7 @@ import (
 // Pool splits loops over rows between a fixed number of goroutines.
 type Pool struct {
 	threads int
+	backend Backend // nil: Reference
 }
 
 // NewPool returns a pool of n workers; n <= 0 means one per CPU.

@@ -1,0 +1,223 @@
+package kernelsavx512
+
+// This file is kept identical (but for the package clause) in
+// plugins/kernels-avx2 and plugins/kernels-avx512; TestPluginFilesIdentical
+// checks it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/quant"
+)
+
+// opMatMul is the core's ops.OpMatMul (plugins may not import core/ops):
+// Weights[0] a matrix of Shape [cols, rows], Inputs[0] n rows of cols f32,
+// Outputs[0] n rows of rows f32, Ints[0] n.
+const opMatMul = "matmul"
+
+// LevelEnv names the environment variable that forces an instruction-set
+// level (see Levels) in a kernels process, so tests and users can run a
+// path the CPU would not pick by default.
+const LevelEnv = "K3_KERNELS_LEVEL"
+
+// Plugin implements plugin.Kernels over the arena with this package's
+// MatMul. It keeps only mappings between batches (the arena and each weight
+// region, by path), so a restarted process re-issues a batch unchanged.
+type Plugin struct {
+	err error // from forcing a level; reported by every call
+
+	mu      sync.Mutex
+	arenas  map[string]*plugin.Arena
+	regions map[string]*plugin.Views
+	acts    []byte // quantized activations, reused between ops
+}
+
+// NewPlugin returns the kernels plugin, on the level LevelEnv names if it
+// is set, else the best one this CPU runs.
+func NewPlugin() *Plugin {
+	p := &Plugin{arenas: map[string]*plugin.Arena{}, regions: map[string]*plugin.Views{}}
+	if l := os.Getenv(LevelEnv); l != "" {
+		p.err = SetLevel(l)
+	}
+	return p
+}
+
+// Describe implements plugin.Kernels.
+func (p *Plugin) Describe(ctx context.Context) (*plugin.KernelsInfo, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	return &plugin.KernelsInfo{
+		Name: errPrefix[len("kernels"):] + " (" + Level() + ")",
+		Ops:  []plugin.OpSupport{{Op: opMatMul, Types: Types()}},
+	}, nil
+}
+
+// Execute implements plugin.Kernels: the ops run in order, each across
+// req.Threads goroutines.
+func (p *Plugin) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plugin.ExecuteResponse, error) {
+	start := time.Now()
+	if p.err != nil {
+		return nil, p.err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, err := p.arena(req.Arena)
+	if err != nil {
+		return nil, err
+	}
+	if req.Threads <= 0 {
+		r := *req
+		r.Threads = runtime.NumCPU()
+		req = &r
+	}
+	var cache actCache
+	for i := range req.Ops {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		op := &req.Ops[i]
+		if op.Name != opMatMul {
+			return nil, fmt.Errorf("%s: op %d: %q is not an op this plugin advertises", errPrefix, i, op.Name)
+		}
+		if err := p.matMul(a, req, op, &cache); err != nil {
+			return nil, fmt.Errorf("%s: op %d (%s): %w", errPrefix, i, op.Name, err)
+		}
+	}
+	return &plugin.ExecuteResponse{Elapsed: time.Since(start)}, nil
+}
+
+// actCache remembers the activations quantized last, so that products of
+// one input (q, k and v; an expert's gate and up) convert it once.
+type actCache struct {
+	in   plugin.ArenaRef
+	vt   quant.Type
+	n    int
+	data []byte
+}
+
+func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.Op, cache *actCache) error {
+	if len(op.Weights) != 1 || len(op.Inputs) != 1 || len(op.Outputs) != 1 || len(op.Ints) != 1 {
+		return errors.New("want 1 weight, 1 input, 1 output and n")
+	}
+	w := op.Weights[0]
+	if len(w.Shape) != 2 || w.Shape[0] <= 0 || w.Shape[1] <= 0 || w.Shape[0] > 1<<31 || w.Shape[1] > 1<<31 {
+		return fmt.Errorf("weight shape %v is not a matrix", w.Shape)
+	}
+	cols, rows, n := int(w.Shape[0]), int(w.Shape[1]), op.Ints[0]
+	if n <= 0 || n > 1<<24 {
+		return fmt.Errorf("%d activation rows", n)
+	}
+	rb, err := quant.RowSize(w.Type, int64(cols))
+	if err != nil {
+		return err
+	}
+	wb, err := p.weight(req.Regions, w, rb*int64(rows))
+	if err != nil {
+		return err
+	}
+	in, out := op.Inputs[0], op.Outputs[0]
+	if in.Size < n*int64(cols)*4 || out.Size < n*int64(rows)*4 {
+		return fmt.Errorf("arena input of %d bytes, output of %d for %d rows of %dx%d", in.Size, out.Size, n, rows, cols)
+	}
+	if err := errors.Join(a.Check(in), a.Check(out)); err != nil {
+		return err
+	}
+	if in.Offset < out.Offset+out.Size && out.Offset < in.Offset+in.Size {
+		return errors.New("input and output overlap")
+	}
+	x := f32(a.Bytes(in))[:int(n)*cols]
+	y := f32(a.Bytes(out))[:int(n)*rows]
+	act, err := p.quantize(cache, in, w.Type, x, int(n), cols, req.Threads)
+	if err != nil {
+		return err
+	}
+	if err := MatMul(w.Type, wb, rows, cols, act, int(n), y, req.Threads); err != nil {
+		return err
+	}
+	if cache.in.Offset < out.Offset+out.Size && out.Offset < cache.in.Offset+cache.in.Size {
+		cache.in = plugin.ArenaRef{} // the cached input was overwritten
+	}
+	return nil
+}
+
+// quantize converts n rows of x to t's vec-dot type, reusing the last
+// conversion when it was of the same input.
+func (p *Plugin) quantize(cache *actCache, in plugin.ArenaRef, t quant.Type, x []float32, n, cols, threads int) ([]byte, error) {
+	vt := t.VecDotType()
+	rs, err := quant.RowSize(vt, int64(cols))
+	if err != nil {
+		return nil, err
+	}
+	size := n * int(rs)
+	if cache.in == in && cache.vt == vt && cache.n == n && in.Size > 0 {
+		return cache.data[:size], nil
+	}
+	if vt == quant.F32 {
+		// The kernels read F32 activations as their bytes.
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), size)
+		*cache = actCache{}
+		return b, nil
+	}
+	if cap(p.acts) < size {
+		p.acts = make([]byte, size)
+	}
+	buf := p.acts[:size]
+	errs := make([]error, n)
+	parallelRows(n, min(threads, n), func(r0, r1 int) {
+		for r := r0; r < r1; r++ {
+			errs[r] = QuantizeActivation(t, x[r*cols:(r+1)*cols], buf[r*int(rs):(r+1)*int(rs)])
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	*cache = actCache{in: in, vt: vt, n: n, data: buf}
+	return buf, nil
+}
+
+// arena maps the arena at path once.
+func (p *Plugin) arena(path string) (*plugin.Arena, error) {
+	if a, ok := p.arenas[path]; ok {
+		return a, nil
+	}
+	a, err := plugin.OpenArena(path)
+	if err != nil {
+		return nil, err
+	}
+	p.arenas[path] = a
+	return a, nil
+}
+
+// weight resolves w to size bytes of its region, mapping the region once.
+func (p *Plugin) weight(regions []plugin.Region, w plugin.WeightRef, size int64) ([]byte, error) {
+	if w.Region < 0 || w.Region >= len(regions) {
+		return nil, fmt.Errorf("weight region %d of %d", w.Region, len(regions))
+	}
+	r := regions[w.Region]
+	v, ok := p.regions[r.Path]
+	if !ok {
+		var err error
+		if v, err = plugin.MapRegions([]plugin.Region{r}); err != nil {
+			return nil, err
+		}
+		p.regions[r.Path] = v
+	}
+	return v.Bytes(plugin.Location{Region: 0, Offset: w.Offset, Size: size})
+}
+
+// f32 views arena bytes as float32s; arena refs are 64-byte aligned.
+func f32(b []byte) []float32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
