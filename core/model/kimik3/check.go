@@ -158,7 +158,11 @@ func (m *Model) prepare() error {
 		for _, t := range []*T{l.Out, l.Q, l.K, l.V, l.FA, l.FB, l.Beta, l.G, l.QA, l.QB, l.KVA, l.KVB, l.KB, l.VB, l.Gate,
 			l.FFNGate, l.FFNUp, l.FFNDown, l.Router, l.GateExps, l.UpExps, l.DownExps, l.RoutedDown, l.RoutedUp, l.GateSh, l.UpSh, l.DownSh} {
 			if t != nil {
-				if err := mat(t).Check(); err != nil {
+				w := mat(t)
+				if m.experts != nil && m.experts.Routed(t.Name) {
+					w.Rows = 0 // a stager serves the bytes expert by expert
+				}
+				if err := w.Check(); err != nil {
 					errs = append(errs, fmt.Errorf("tensor %q: %w", t.Name, err))
 				}
 			}

@@ -46,6 +46,11 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 		if x, err = ps.layer(il, x); err != nil {
 			return fmt.Errorf("kimi-k3: layer %d: %w", il, err)
 		}
+		if m.lookahead(il + 1) {
+			if err := ps.predict(il+1, x); err != nil {
+				return fmt.Errorf("kimi-k3: layer %d: lookahead: %w", il+1, err)
+			}
+		}
 	}
 	seq.N += n
 	E := m.p.Embd
@@ -122,7 +127,7 @@ func (ps *pass) layer(il int, x []float32) ([]float32, error) {
 	if il < p.DenseLead {
 		ffn, err = ps.denseFFN(l, normed)
 	} else {
-		ffn, err = ps.moe(l, normed)
+		ffn, err = ps.moe(il, l, normed)
 	}
 	if err != nil {
 		return nil, err

@@ -89,6 +89,9 @@ type Model struct {
 	layers []layer
 	pool   *ops.Pool
 	chunk  int // model.Options.DeltaChunk
+	// experts, when set, serves the routed experts (a stager); the
+	// *_exps tensors then carry no data.
+	experts engine.ExpertSource
 }
 
 // New binds a kimi-k3 file's tensors and checks their shapes.
@@ -105,6 +108,7 @@ func New(c model.Config, w model.Weights, o model.Options) (model.Model, error) 
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("kimi-k3: %w", err)
 	}
+	m.useStager(w)
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("kimi-k3: %w", err)
 	}

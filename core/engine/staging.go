@@ -1,0 +1,376 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/ggufreq"
+)
+
+// ExpertSource is how a model reads routed experts when its weights come
+// from a stager instead of a plain mapping of the file. The model calls it
+// from its forward pass, one call at a time.
+type ExpertSource interface {
+	// Routed reports whether the named tensor holds routed experts; such a
+	// tensor has no TensorData, its experts come from AcquireExperts.
+	Routed(name string) bool
+	// HintExperts says which experts of a layer the model will need: the
+	// layer's router has chosen them, or (speculative) a guess made by
+	// running the layer's router early.
+	HintExperts(layer int, experts []int32, speculative bool) error
+	// AcquireExperts makes the given experts of the named routed tensors
+	// resident and pins them until the set is released.
+	AcquireExperts(layer int, tensors []string, experts []int32) (*ExpertSet, error)
+	// Lookahead reports whether the model should predict the next layer's
+	// experts and hint them.
+	Lookahead() bool
+	// OnRemap registers fn to run when the always-needed bytes moved (the
+	// stager process was restarted): the model re-reads every TensorData.
+	// No byte slice obtained before the remap may be used after fn returns.
+	OnRemap(fn func() error)
+}
+
+// StageOptions say how to start and open a stager for a model.
+type StageOptions struct {
+	Launch plugin.Launch
+	// Budget is the stager's memory budget in bytes.
+	Budget int64
+	// Options are passed to the stager as OpenRequest.Options.
+	Options map[string]string
+	// Lookahead enables the next layer's speculative hints.
+	Lookahead bool
+}
+
+// Staged is a model's weights served by a supervised stager: the
+// always-needed tensors are acquired once and stay pinned for the session;
+// routed experts are acquired per layer and step, as the router picks them.
+// It implements model.Weights and ExpertSource.
+type Staged struct {
+	f         *gguf.File
+	sup       *plugin.Supervisor
+	req       *plugin.OpenRequest
+	ids       map[string]int
+	mode      string
+	lookahead bool
+	ctx       context.Context
+
+	mu       sync.Mutex
+	views    *plugin.Views
+	resident map[int][]byte // always-needed bytes by tensor ID
+	step     uint64
+	onRemap  []func() error
+	restarts int
+	// predicted holds each layer's outstanding speculative hint, to score it
+	// when the layer's router has chosen.
+	predicted          map[int][]int32
+	nPredicted, nRight uint64
+	acquireTime        time.Duration
+	acquires           uint64
+}
+
+// residentStep pins the always-needed tensors; expert steps count up from it.
+const residentStep = 1
+
+// OpenStaged starts the stager o names, opens f's shards in it and pins the
+// always-needed tensors.
+func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, error) {
+	req, err := ggufreq.OpenRequest(f)
+	if err != nil {
+		return nil, err
+	}
+	req.Budget, req.Options = o.Budget, o.Options
+	sup, err := plugin.SuperviseStager(ctx, o.Launch)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := sup.Open(ctx, req)
+	if err != nil {
+		sup.Close(ctx)
+		return nil, fmt.Errorf("stager %s: open %s: %w", o.Launch.Name, f.Path(), err)
+	}
+	s := &Staged{f: f, sup: sup, req: req, ids: map[string]int{}, mode: resp.Mode, lookahead: o.Lookahead,
+		ctx: context.WithoutCancel(ctx), step: residentStep, predicted: map[int][]int32{}}
+	for id, t := range req.Tensors {
+		s.ids[t.Name] = id
+	}
+	if err := s.remap(); err != nil {
+		sup.Close(ctx)
+		return nil, err
+	}
+	s.restarts = 0
+	return s, nil
+}
+
+// Mode is the stager's description of itself for the mode line.
+func (s *Staged) Mode() string { return s.mode }
+
+// Supervisor is the stager's supervisor (tests kill its process).
+func (s *Staged) Supervisor() *plugin.Supervisor { return s.sup }
+
+// Tensor implements model.Weights.
+func (s *Staged) Tensor(name string) (gguf.TensorInfo, bool) { return s.f.Tensor(name) }
+
+// TensorData implements model.Weights: the pinned bytes of an
+// always-needed tensor, nothing for a routed one.
+func (s *Staged) TensorData(t gguf.TensorInfo) ([]byte, error) {
+	id, ok := s.ids[t.Name]
+	if !ok {
+		return nil, fmt.Errorf("staged weights: no tensor %q", t.Name)
+	}
+	if s.req.Tensors[id].Routed() {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resident[id], nil
+}
+
+// Routed implements ExpertSource.
+func (s *Staged) Routed(name string) bool {
+	id, ok := s.ids[name]
+	return ok && s.req.Tensors[id].Routed()
+}
+
+// Lookahead implements ExpertSource.
+func (s *Staged) Lookahead() bool { return s.lookahead }
+
+// OnRemap implements ExpertSource.
+func (s *Staged) OnRemap(fn func() error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onRemap = append(s.onRemap, fn)
+}
+
+// remap maps the current process's regions, pins the always-needed
+// tensors in them and moves the model over before the old mappings go.
+func (s *Staged) remap() error {
+	for attempt := 0; ; attempt++ {
+		err := s.remapOnce()
+		if errors.Is(err, plugin.ErrRestarted) && attempt < 3 {
+			continue
+		}
+		return err
+	}
+}
+
+func (s *Staged) remapOnce() error {
+	views, err := plugin.MapRegions(s.sup.Regions())
+	if err != nil {
+		return err
+	}
+	req := &plugin.AcquireRequest{Step: residentStep}
+	for id, t := range s.req.Tensors {
+		if !t.Routed() {
+			req.Slices = append(req.Slices, plugin.Slice{Tensor: id})
+		}
+	}
+	resp, err := s.sup.Acquire(s.ctx, req)
+	if err != nil {
+		views.Close()
+		return fmt.Errorf("stager: acquire always-needed tensors: %w", err)
+	}
+	resident := make(map[int][]byte, len(req.Slices))
+	for i, sl := range req.Slices {
+		b, err := views.Bytes(resp.Locations[i])
+		if err != nil {
+			views.Close()
+			return fmt.Errorf("stager: tensor %q: %w", s.req.Tensors[sl.Tensor].Name, err)
+		}
+		resident[sl.Tensor] = b
+	}
+	s.mu.Lock()
+	old := s.views
+	s.views, s.resident = views, resident
+	hooks := s.onRemap
+	s.restarts++
+	s.predicted = map[int][]int32{}
+	s.mu.Unlock()
+	var errs []error
+	for _, fn := range hooks {
+		errs = append(errs, fn())
+	}
+	if old != nil {
+		old.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// retry runs a stager call; when the process was restarted under it, it
+// re-maps (and re-pins the always-needed tensors) and runs it again. The
+// call is the whole of what a retry repeats: the model's state is not
+// touched by the stager, so the step goes on from where it was.
+func (s *Staged) retry(what string, call func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := call()
+		if !errors.Is(err, plugin.ErrRestarted) {
+			return err
+		}
+		if attempt >= 3 {
+			return fmt.Errorf("stager: %s: %w", what, err)
+		}
+		if err := s.remap(); err != nil {
+			return fmt.Errorf("stager: %s: after a restart: %w", what, err)
+		}
+	}
+}
+
+// HintExperts implements ExpertSource. A current hint of a layer that was
+// predicted scores the prediction.
+func (s *Staged) HintExperts(layer int, experts []int32, speculative bool) error {
+	s.mu.Lock()
+	if speculative {
+		s.predicted[layer] = append([]int32(nil), experts...)
+	} else if pred, ok := s.predicted[layer]; ok {
+		delete(s.predicted, layer)
+		s.nPredicted += uint64(len(pred))
+		s.nRight += uint64(intersect(pred, experts))
+	}
+	s.mu.Unlock()
+	req := &plugin.HintRequest{Layer: layer, Experts: ints(experts), Speculative: speculative}
+	return s.retry(fmt.Sprintf("hint layer %d", layer), func() error { return s.sup.Hint(s.ctx, req) })
+}
+
+// AcquireExperts implements ExpertSource.
+func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (*ExpertSet, error) {
+	ids := make([]int, len(tensors))
+	for i, name := range tensors {
+		id, ok := s.ids[name]
+		if !ok || !s.req.Tensors[id].Routed() {
+			return nil, fmt.Errorf("stager: %q is not a routed tensor", name)
+		}
+		ids[i] = id
+	}
+	s.mu.Lock()
+	s.step++
+	step := s.step
+	s.mu.Unlock()
+	req := &plugin.AcquireRequest{Step: step}
+	for _, id := range ids {
+		for _, e := range experts {
+			req.Slices = append(req.Slices, plugin.Slice{Tensor: id, Expert: int(e)})
+		}
+	}
+	start := time.Now()
+	var resp *plugin.AcquireResponse
+	err := s.retry(fmt.Sprintf("acquire layer %d", layer), func() (err error) {
+		resp, err = s.sup.Acquire(s.ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acquireTime += time.Since(start)
+	s.acquires++
+	set := &ExpertSet{s: s, step: step, n: len(experts), locs: resp.Locations, data: make([][]byte, len(req.Slices))}
+	for i, loc := range resp.Locations {
+		if set.data[i], err = s.views.Bytes(loc); err != nil {
+			return nil, fmt.Errorf("stager: layer %d expert %d of %q: %w", layer, req.Slices[i].Expert, s.req.Tensors[req.Slices[i].Tensor].Name, err)
+		}
+	}
+	return set, nil
+}
+
+// ExpertSet is the pinned bytes of one layer's acquired experts.
+type ExpertSet struct {
+	s    *Staged
+	step uint64
+	n    int
+	locs []plugin.Location
+	data [][]byte
+}
+
+// Bytes is expert i (in the order asked for) of tensor t (likewise).
+func (x *ExpertSet) Bytes(t, i int) []byte { return x.data[t*x.n+i] }
+
+// Release unpins the set; its bytes must not be used afterwards.
+func (x *ExpertSet) Release() error {
+	s := x.s
+	s.mu.Lock()
+	// Shard pages this process maps stay cached whatever the stager does.
+	s.views.Forget(x.locs)
+	s.mu.Unlock()
+	x.data = nil
+	req := &plugin.ReleaseRequest{Step: x.step}
+	return s.retry("release", func() error { return s.sup.Release(s.ctx, req) })
+}
+
+// StageStats are the stager's counters with the core's own.
+type StageStats struct {
+	plugin.Stats
+	// Restarts counts stager restarts survived.
+	Restarts int
+	// Predicted counts experts hinted speculatively that were later scored;
+	// PredictedRight those among them the router then chose.
+	Predicted, PredictedRight uint64
+	// Acquires and AcquireTime are the expert acquisitions and the wall
+	// time the forward pass spent in them (storage waits plus IPC).
+	Acquires    uint64
+	AcquireTime time.Duration
+}
+
+// Precision is the share of speculatively hinted experts that were used.
+func (st StageStats) Precision() float64 {
+	if st.Predicted == 0 {
+		return 0
+	}
+	return float64(st.PredictedRight) / float64(st.Predicted)
+}
+
+// Stats reports the stager's counters and the core's.
+func (s *Staged) Stats() (StageStats, error) {
+	var ps *plugin.Stats
+	err := s.retry("stats", func() (err error) {
+		ps, err = s.sup.Stats(s.ctx)
+		return err
+	})
+	if err != nil {
+		return StageStats{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return StageStats{Stats: *ps, Restarts: s.sup.Restarts(), Predicted: s.nPredicted,
+		PredictedRight: s.nRight, Acquires: s.acquires, AcquireTime: s.acquireTime}, nil
+}
+
+// Close closes the stager and unmaps its regions. The model must not run
+// afterwards.
+func (s *Staged) Close() error {
+	err := s.sup.Close(s.ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.views != nil {
+		s.views.Close()
+		s.views = nil
+	}
+	return err
+}
+
+func ints(xs []int32) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x)
+	}
+	return out
+}
+
+// intersect counts the values of a that occur in b.
+func intersect(a, b []int32) int {
+	bs := append([]int32(nil), b...)
+	sort.Slice(bs, func(i, j int) bool { return bs[i] < bs[j] })
+	n := 0
+	for _, v := range a {
+		i := sort.Search(len(bs), func(i int) bool { return bs[i] >= v })
+		if i < len(bs) && bs[i] == v {
+			n++
+		}
+	}
+	return n
+}
