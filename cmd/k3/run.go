@@ -245,6 +245,6 @@ func (s *session) speedLine(r engine.Result, err error) {
 		finish = "error"
 	}
 	fmt.Fprintf(s.stderr, "k3: prefill %d tokens (%d reused) in %.2fs, %.1f tok/s | decode %d tokens in %.2fs, %.1f tok/s | finish=%s\n",
-		r.PromptTokens-r.ReusedTokens, r.ReusedTokens, r.PrefillTime.Seconds(), r.PrefillTPS(),
+		r.PrefillTokens, r.ReusedTokens, r.PrefillTime.Seconds(), r.PrefillTPS(),
 		r.GeneratedTokens, r.DecodeTime.Seconds(), r.DecodeTPS(), finish)
 }

@@ -62,14 +62,15 @@ func (s *session) chatLoop(in io.Reader) error {
 		mu.Lock()
 		cancel = c
 		mu.Unlock()
-		reply, rerr := s.turn(ctx, append(msgs, chat.Message{Role: "user", Content: text}))
+		reply, ok, rerr := s.turn(ctx, append(msgs, chat.Message{Role: "user", Content: text}))
 		mu.Lock()
 		cancel = nil
 		mu.Unlock()
 		c()
 		if rerr != nil {
 			fmt.Fprintln(s.stderr, "k3:", rerr)
-		} else {
+		}
+		if ok {
 			msgs = append(msgs, chat.Message{Role: "user", Content: text}, reply)
 		}
 		if err != nil { // EOF after a last line without newline
@@ -79,17 +80,18 @@ func (s *session) chatLoop(in io.Reader) error {
 }
 
 // turn replies to the conversation msgs (ending with the user's message)
-// and returns the reply as an assistant message. An interrupted reply
-// counts as given, as far as it got.
-func (s *session) turn(ctx context.Context, msgs []chat.Message) (chat.Message, error) {
+// and returns the reply as an assistant message, and whether the turn
+// counts: a reply interrupted after its first token counts as far as it
+// got; one interrupted earlier, or failed, does not.
+func (s *session) turn(ctx context.Context, msgs []chat.Message) (chat.Message, bool, error) {
 	in := s.chatInput(msgs)
 	prompt, err := s.tmpl.Render(in)
 	if err != nil {
-		return chat.Message{}, err
+		return chat.Message{}, false, err
 	}
 	rp, err := s.newReplyPrinter(in)
 	if err != nil {
-		return chat.Message{}, err
+		return chat.Message{}, false, err
 	}
 	req := s.request()
 	req.Text, req.Special = prompt, true
@@ -97,11 +99,14 @@ func (s *session) turn(ctx context.Context, msgs []chat.Message) (chat.Message, 
 	rp.close()
 	fmt.Fprintln(s.stdout)
 	s.speedLine(res, err)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return chat.Message{}, err
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	if err != nil || res.GeneratedTokens == 0 {
+		return chat.Message{}, false, err
 	}
 	r := rp.parser.Result()
-	return chat.Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, ToolCalls: r.ToolCalls}, nil
+	return chat.Message{Role: "assistant", Content: r.Content, ReasoningContent: r.Reasoning, ToolCalls: r.ToolCalls}, true, nil
 }
 
 // replyPrinter parses a streamed reply (reasoning, content, tool calls)
@@ -156,16 +161,21 @@ func (rp *replyPrinter) print(ds []chat.Delta) {
 	}
 }
 
-// enter switches the printed section, closing the reasoning block.
+// enter switches the printed section, closing the reasoning block ("" is
+// the end of the reply).
 func (rp *replyPrinter) enter(section string) {
 	if section == rp.section {
 		return
 	}
 	if rp.section == "reasoning" {
-		if rp.s.tty {
-			rp.write(ansiReset + "\n\n")
-		} else {
-			rp.write("\n[/reasoning]\n\n")
+		switch {
+		case rp.s.tty:
+			rp.write(ansiReset)
+		default:
+			rp.write("\n[/reasoning]")
+		}
+		if section != "" {
+			rp.write("\n\n")
 		}
 	}
 	if section == "reasoning" {

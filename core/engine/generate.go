@@ -131,18 +131,19 @@ var ErrStop = errors.New("engine: stop generation")
 // Result reports what a generation did. It is filled as far as the
 // generation got when Generate returns an error.
 type Result struct {
-	Finish          sample.FinishReason
-	PromptTokens    int // tokens of the prompt
-	ReusedTokens    int // of those, already in the sequence (not prefilled)
+	Finish       sample.FinishReason
+	PromptTokens int // tokens of the prompt
+	ReusedTokens int // of those, already in the sequence (not prefilled)
+	// PrefillTokens are the prompt tokens this request evaluated: the rest
+	// of the prompt, or fewer when it was cancelled during the prefill.
+	PrefillTokens   int
 	GeneratedTokens int // sampled tokens, an end-of-generation token included
 	PrefillTime     time.Duration
 	DecodeTime      time.Duration // from the first sampled token to the end
 }
 
-// PrefillTPS is prompt tokens evaluated per second (reused ones excluded).
-func (r Result) PrefillTPS() float64 {
-	return rate(r.PromptTokens-r.ReusedTokens, r.PrefillTime)
-}
+// PrefillTPS is prompt tokens evaluated per second.
+func (r Result) PrefillTPS() float64 { return rate(r.PrefillTokens, r.PrefillTime) }
 
 // DecodeTPS is generated tokens per second.
 func (r Result) DecodeTPS() float64 { return rate(r.GeneratedTokens, r.DecodeTime) }
@@ -181,8 +182,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) err
 	}
 
 	start := time.Now()
-	logits, reused, err := e.prefill(ctx, prompt)
-	res.ReusedTokens = reused
+	logits, err := e.prefill(ctx, prompt, &res)
 	res.PrefillTime = time.Since(start)
 	if err != nil {
 		return res, err

@@ -13,32 +13,35 @@ type prefix struct {
 	logits []float32
 }
 
-// prefill brings the sequence to prompt and returns the logits after it and
-// how many of its tokens were already there. After a failed forward pass
-// the sequence is dropped (its state is undefined); after cancellation it
-// keeps the prompt batches that completed.
-func (e *Engine) prefill(ctx context.Context, prompt []int32) ([]float32, int, error) {
+// prefill brings the sequence to prompt and returns the logits after it,
+// counting in res the tokens that were already there and those it
+// evaluated. After a failed forward pass the sequence is dropped (its
+// state is undefined); after cancellation it keeps the prompt batches that
+// completed.
+func (e *Engine) prefill(ctx context.Context, prompt []int32, res *Result) ([]float32, error) {
 	reused := e.reuse(prompt)
+	res.ReusedTokens = reused
 	ub := e.o.UBatch
 	if ub <= 0 {
 		ub = DefaultUBatch
 	}
 	for rest := prompt[reused:]; len(rest) > 0; {
 		if err := ctx.Err(); err != nil {
-			return nil, reused, err
+			return nil, err
 		}
 		part := rest[:min(ub, len(rest))]
 		logits, err := e.run.Prefill(part, false)
 		if err != nil {
 			e.drop()
-			return nil, reused, fmt.Errorf("engine: prefill: %w", err)
+			return nil, fmt.Errorf("engine: prefill: %w", err)
 		}
 		e.seen = append(e.seen, part...)
 		e.last = logits
+		res.PrefillTokens += len(part)
 		rest = rest[len(part):]
 	}
 	e.keep()
-	return e.last, reused, nil
+	return e.last, nil
 }
 
 // reuse positions the sequence at the longest prefix of prompt it can

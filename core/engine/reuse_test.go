@@ -112,6 +112,38 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// failAfter is a context that reports cancellation from its n+1st Err
+// call on, to cancel at a chosen check.
+type failAfter struct {
+	context.Context
+	n int
+}
+
+func (c *failAfter) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestCancelPrefill: cancellation between prompt batches keeps the batches
+// that completed, and the next request continues from them.
+func TestCancelPrefill(t *testing.T) {
+	e := newEngine(t, engine.Options{UBatch: 8})
+	p := prompt(t, e, "A prompt long enough to take several batches of eight tokens each.")
+	if len(p) <= 24 {
+		t.Fatalf("prompt of %d tokens", len(p))
+	}
+	r := generate(e, &failAfter{context.Background(), 2}, engine.Request{Prompt: p, MaxTokens: 4}, nil)
+	if !errors.Is(r.err, context.Canceled) || r.res.PrefillTokens != 16 || r.res.GeneratedTokens != 0 {
+		t.Errorf("%v %+v", r.err, r.res)
+	}
+	r = generate(e, context.Background(), engine.Request{Prompt: p, MaxTokens: 4}, nil)
+	if r.err != nil || r.res.ReusedTokens != 16 || r.res.PrefillTokens != len(p)-16 {
+		t.Errorf("%v %+v", r.err, r.res)
+	}
+}
+
 func bitsEqual(a, b []float32) bool {
 	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
 }
@@ -176,7 +208,7 @@ func TestPrefixReuse(t *testing.T) {
 			if snaps < 0 {
 				want = tc.reusedOff
 			}
-			if r.err != nil || r.res.ReusedTokens != want || r.res.PromptTokens != len(tc.prompt) {
+			if r.err != nil || r.res.ReusedTokens != want || r.res.PromptTokens != len(tc.prompt) || r.res.PrefillTokens != len(tc.prompt)-want {
 				t.Errorf("%s, snapshots %d: reused %d, want %d (%v)", tc.name, snaps, r.res.ReusedTokens, want, r.err)
 			}
 			logits := engine.LastLogits(e)
