@@ -35,16 +35,16 @@ func dotQ5KAVX2(w *byte, a *byte, nb int) float32
 func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotQ8_0AVX2(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ8_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ4_0AVX2(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ4_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ5_0AVX2(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ5_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotMXFP4AVX2(w *byte, a *byte, nb int, f16 *float32) float32
+func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotF32AVX2(w *byte, a *byte, n int) float32

@@ -2188,13 +2188,12 @@ DATA v32_10101010<>+24(SB)/4, $0x10101010
 DATA v32_10101010<>+28(SB)/4, $0x10101010
 GLOBL v32_10101010<>(SB), RODATA|NOPTR, $32
 
-// func dotQ8_0AVX2(w *byte, a *byte, nb int, f16 *float32) float32
-// Requires: AVX, AVX2, FMA3, SSE
-TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
-	MOVQ         f16+24(FP), AX
-	MOVQ         w+0(FP), CX
-	MOVQ         a+8(FP), DX
-	MOVQ         nb+16(FP), BX
+// func dotQ8_0AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
 	VPXOR        Y1, Y1, Y1
 	VPXOR        Y2, Y2, Y2
@@ -2202,84 +2201,89 @@ TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
 	VPBROADCASTD c32_00010001<>+0(SB), Y4
 
 loopnQ8_0:
-	CMPQ         BX, $0x04
+	CMPQ         DX, $0x04
 	JB           tailQ8_0
-	VMOVDQU      2(CX), Y5
-	VMOVDQU      2(DX), Y6
+	VMOVDQU      2(AX), Y5
+	VMOVDQU      2(CX), Y6
 	VPSIGNB      Y5, Y5, Y7
 	VPSIGNB      Y5, Y6, Y6
 	VPMADDUBSW   Y6, Y7, Y5
 	VPMADDWD     Y4, Y5, Y5
-	MOVWQZX      (CX), SI
-	MOVWQZX      (DX), DI
-	VMOVSS       (AX)(SI*4), X6
-	VMULSS       (AX)(DI*4), X6, X6
+	VMOVD        (AX), X6
+	VPINSRW      $0x01, (CX), X6, X6
+	VCVTPH2PS    X6, X6
+	VMOVSHDUP    X6, X7
+	VMULSS       X7, X6, X6
 	VBROADCASTSS X6, Y6
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y6, Y0
-	VMOVDQU      36(CX), Y5
-	VMOVDQU      36(DX), Y6
+	VMOVDQU      36(AX), Y5
+	VMOVDQU      36(CX), Y6
 	VPSIGNB      Y5, Y5, Y7
 	VPSIGNB      Y5, Y6, Y6
 	VPMADDUBSW   Y6, Y7, Y5
 	VPMADDWD     Y4, Y5, Y5
-	MOVWQZX      34(CX), SI
-	MOVWQZX      34(DX), DI
-	VMOVSS       (AX)(SI*4), X6
-	VMULSS       (AX)(DI*4), X6, X6
+	VMOVD        34(AX), X6
+	VPINSRW      $0x01, 34(CX), X6, X6
+	VCVTPH2PS    X6, X6
+	VMOVSHDUP    X6, X7
+	VMULSS       X7, X6, X6
 	VBROADCASTSS X6, Y6
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y6, Y1
-	VMOVDQU      70(CX), Y5
-	VMOVDQU      70(DX), Y6
+	VMOVDQU      70(AX), Y5
+	VMOVDQU      70(CX), Y6
 	VPSIGNB      Y5, Y5, Y7
 	VPSIGNB      Y5, Y6, Y6
 	VPMADDUBSW   Y6, Y7, Y5
 	VPMADDWD     Y4, Y5, Y5
-	MOVWQZX      68(CX), SI
-	MOVWQZX      68(DX), DI
-	VMOVSS       (AX)(SI*4), X6
-	VMULSS       (AX)(DI*4), X6, X6
+	VMOVD        68(AX), X6
+	VPINSRW      $0x01, 68(CX), X6, X6
+	VCVTPH2PS    X6, X6
+	VMOVSHDUP    X6, X7
+	VMULSS       X7, X6, X6
 	VBROADCASTSS X6, Y6
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y6, Y2
-	VMOVDQU      104(CX), Y5
-	VMOVDQU      104(DX), Y6
+	VMOVDQU      104(AX), Y5
+	VMOVDQU      104(CX), Y6
 	VPSIGNB      Y5, Y5, Y7
 	VPSIGNB      Y5, Y6, Y6
 	VPMADDUBSW   Y6, Y7, Y5
 	VPMADDWD     Y4, Y5, Y5
-	MOVWQZX      102(CX), SI
-	MOVWQZX      102(DX), DI
-	VMOVSS       (AX)(SI*4), X6
-	VMULSS       (AX)(DI*4), X6, X6
+	VMOVD        102(AX), X6
+	VPINSRW      $0x01, 102(CX), X6, X6
+	VCVTPH2PS    X6, X6
+	VMOVSHDUP    X6, X7
+	VMULSS       X7, X6, X6
 	VBROADCASTSS X6, Y6
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         $0x00000088, AX
 	ADDQ         $0x00000088, CX
-	ADDQ         $0x00000088, DX
-	SUBQ         $0x04, BX
+	SUBQ         $0x04, DX
 	JMP          loopnQ8_0
 
 tailQ8_0:
-	TESTQ        BX, BX
+	TESTQ        DX, DX
 	JZ           doneQ8_0
-	VMOVDQU      2(CX), Y5
-	VMOVDQU      2(DX), Y6
+	VMOVDQU      2(AX), Y5
+	VMOVDQU      2(CX), Y6
 	VPSIGNB      Y5, Y5, Y7
 	VPSIGNB      Y5, Y6, Y6
 	VPMADDUBSW   Y6, Y7, Y5
 	VPMADDWD     Y4, Y5, Y5
-	MOVWQZX      (CX), SI
-	MOVWQZX      (DX), DI
-	VMOVSS       (AX)(SI*4), X6
-	VMULSS       (AX)(DI*4), X6, X6
+	VMOVD        (AX), X6
+	VPINSRW      $0x01, (CX), X6, X6
+	VCVTPH2PS    X6, X6
+	VMOVSHDUP    X6, X7
+	VMULSS       X7, X6, X6
 	VBROADCASTSS X6, Y6
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y6, Y0
+	ADDQ         $0x00000022, AX
 	ADDQ         $0x00000022, CX
-	ADDQ         $0x00000022, DX
-	DECQ         BX
+	DECQ         DX
 	JMP          tailQ8_0
 
 doneQ8_0:
@@ -2292,20 +2296,19 @@ doneQ8_0:
 	VADDPS       X1, X0, X0
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
-	MOVSS        X0, ret+32(FP)
+	MOVSS        X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
 DATA c32_00010001<>+0(SB)/4, $0x00010001
 GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
 
-// func dotQ4_0AVX2(w *byte, a *byte, nb int, f16 *float32) float32
-// Requires: AVX, AVX2, FMA3, SSE
-TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-36
-	MOVQ         f16+24(FP), AX
-	MOVQ         w+0(FP), CX
-	MOVQ         a+8(FP), DX
-	MOVQ         nb+16(FP), BX
+// func dotQ4_0AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
 	VPXOR        Y1, Y1, Y1
 	VPXOR        Y2, Y2, Y2
@@ -2315,94 +2318,99 @@ TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-36
 	VPBROADCASTD c32_00010001<>+0(SB), Y6
 
 loopnQ4_0:
-	CMPQ         BX, $0x04
+	CMPQ         DX, $0x04
 	JB           tailQ4_0
-	VMOVDQU      2(CX), X7
+	VMOVDQU      2(AX), X7
 	VPSRLW       $0x04, X7, X8
 	VINSERTI128  $0x01, X8, Y7, Y8
 	VPAND        Y4, Y8, Y8
-	VPMADDUBSW   2(DX), Y8, Y8
-	VPMADDUBSW   2(DX), Y5, Y9
+	VPMADDUBSW   2(CX), Y8, Y8
+	VPMADDUBSW   2(CX), Y5, Y9
 	VPSUBW       Y9, Y8, Y8
 	VPMADDWD     Y6, Y8, Y8
-	MOVWQZX      (CX), SI
-	MOVWQZX      (DX), DI
-	VMOVSS       (AX)(SI*4), X7
-	VMULSS       (AX)(DI*4), X7, X7
+	VMOVD        (AX), X7
+	VPINSRW      $0x01, (CX), X7, X7
+	VCVTPH2PS    X7, X7
+	VMOVSHDUP    X7, X9
+	VMULSS       X9, X7, X7
 	VBROADCASTSS X7, Y9
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y9, Y0
-	VMOVDQU      20(CX), X7
+	VMOVDQU      20(AX), X7
 	VPSRLW       $0x04, X7, X8
 	VINSERTI128  $0x01, X8, Y7, Y8
 	VPAND        Y4, Y8, Y8
-	VPMADDUBSW   36(DX), Y8, Y8
-	VPMADDUBSW   36(DX), Y5, Y9
+	VPMADDUBSW   36(CX), Y8, Y8
+	VPMADDUBSW   36(CX), Y5, Y9
 	VPSUBW       Y9, Y8, Y8
 	VPMADDWD     Y6, Y8, Y8
-	MOVWQZX      18(CX), SI
-	MOVWQZX      34(DX), DI
-	VMOVSS       (AX)(SI*4), X7
-	VMULSS       (AX)(DI*4), X7, X7
+	VMOVD        18(AX), X7
+	VPINSRW      $0x01, 34(CX), X7, X7
+	VCVTPH2PS    X7, X7
+	VMOVSHDUP    X7, X9
+	VMULSS       X9, X7, X7
 	VBROADCASTSS X7, Y9
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y9, Y1
-	VMOVDQU      38(CX), X7
+	VMOVDQU      38(AX), X7
 	VPSRLW       $0x04, X7, X8
 	VINSERTI128  $0x01, X8, Y7, Y8
 	VPAND        Y4, Y8, Y8
-	VPMADDUBSW   70(DX), Y8, Y8
-	VPMADDUBSW   70(DX), Y5, Y9
+	VPMADDUBSW   70(CX), Y8, Y8
+	VPMADDUBSW   70(CX), Y5, Y9
 	VPSUBW       Y9, Y8, Y8
 	VPMADDWD     Y6, Y8, Y8
-	MOVWQZX      36(CX), SI
-	MOVWQZX      68(DX), DI
-	VMOVSS       (AX)(SI*4), X7
-	VMULSS       (AX)(DI*4), X7, X7
+	VMOVD        36(AX), X7
+	VPINSRW      $0x01, 68(CX), X7, X7
+	VCVTPH2PS    X7, X7
+	VMOVSHDUP    X7, X9
+	VMULSS       X9, X7, X7
 	VBROADCASTSS X7, Y9
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y9, Y2
-	VMOVDQU      56(CX), X7
+	VMOVDQU      56(AX), X7
 	VPSRLW       $0x04, X7, X8
 	VINSERTI128  $0x01, X8, Y7, Y8
 	VPAND        Y4, Y8, Y8
-	VPMADDUBSW   104(DX), Y8, Y8
-	VPMADDUBSW   104(DX), Y5, Y9
+	VPMADDUBSW   104(CX), Y8, Y8
+	VPMADDUBSW   104(CX), Y5, Y9
 	VPSUBW       Y9, Y8, Y8
 	VPMADDWD     Y6, Y8, Y8
-	MOVWQZX      54(CX), SI
-	MOVWQZX      102(DX), DI
-	VMOVSS       (AX)(SI*4), X7
-	VMULSS       (AX)(DI*4), X7, X7
+	VMOVD        54(AX), X7
+	VPINSRW      $0x01, 102(CX), X7, X7
+	VCVTPH2PS    X7, X7
+	VMOVSHDUP    X7, X9
+	VMULSS       X9, X7, X7
 	VBROADCASTSS X7, Y9
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y9, Y3
-	ADDQ         $0x00000048, CX
-	ADDQ         $0x00000088, DX
-	SUBQ         $0x04, BX
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000088, CX
+	SUBQ         $0x04, DX
 	JMP          loopnQ4_0
 
 tailQ4_0:
-	TESTQ        BX, BX
+	TESTQ        DX, DX
 	JZ           doneQ4_0
-	VMOVDQU      2(CX), X7
+	VMOVDQU      2(AX), X7
 	VPSRLW       $0x04, X7, X8
 	VINSERTI128  $0x01, X8, Y7, Y8
 	VPAND        Y4, Y8, Y8
-	VPMADDUBSW   2(DX), Y8, Y8
-	VPMADDUBSW   2(DX), Y5, Y9
+	VPMADDUBSW   2(CX), Y8, Y8
+	VPMADDUBSW   2(CX), Y5, Y9
 	VPSUBW       Y9, Y8, Y8
 	VPMADDWD     Y6, Y8, Y8
-	MOVWQZX      (CX), SI
-	MOVWQZX      (DX), DI
-	VMOVSS       (AX)(SI*4), X7
-	VMULSS       (AX)(DI*4), X7, X7
+	VMOVD        (AX), X7
+	VPINSRW      $0x01, (CX), X7, X7
+	VCVTPH2PS    X7, X7
+	VMOVSHDUP    X7, X9
+	VMULSS       X9, X7, X7
 	VBROADCASTSS X7, Y9
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y9, Y0
-	ADDQ         $0x00000012, CX
-	ADDQ         $0x00000022, DX
-	DECQ         BX
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
 	JMP          tailQ4_0
 
 doneQ4_0:
@@ -2415,20 +2423,19 @@ doneQ4_0:
 	VADDPS       X1, X0, X0
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
-	MOVSS        X0, ret+32(FP)
+	MOVSS        X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
 DATA c32_08080808<>+0(SB)/4, $0x08080808
 GLOBL c32_08080808<>(SB), RODATA|NOPTR, $4
 
-// func dotQ5_0AVX2(w *byte, a *byte, nb int, f16 *float32) float32
-// Requires: AVX, AVX2, FMA3, SSE
-TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-36
-	MOVQ         f16+24(FP), AX
-	MOVQ         w+0(FP), CX
-	MOVQ         a+8(FP), DX
-	MOVQ         nb+16(FP), BX
+// func dotQ5_0AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
 	VPXOR        Y1, Y1, Y1
 	VPXOR        Y2, Y2, Y2
@@ -2442,124 +2449,129 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-36
 	VPCMPEQB     Y10, Y10, Y10
 
 loopnQ5_0:
-	CMPQ         BX, $0x04
+	CMPQ         DX, $0x04
 	JB           tailQ5_0
-	VMOVDQU      6(CX), X11
+	VMOVDQU      6(AX), X11
 	VPSRLW       $0x04, X11, X12
 	VINSERTI128  $0x01, X12, Y11, Y12
 	VPAND        Y4, Y12, Y12
-	VPBROADCASTD 2(CX), Y13
+	VPBROADCASTD 2(AX), Y13
 	VPSHUFB      Y8, Y13, Y13
 	VPOR         Y9, Y13, Y13
 	VPCMPEQB     Y10, Y13, Y13
 	VPAND        Y7, Y13, Y13
 	VPOR         Y13, Y12, Y12
-	VPMADDUBSW   2(DX), Y12, Y12
-	VPMADDUBSW   2(DX), Y5, Y13
+	VPMADDUBSW   2(CX), Y12, Y12
+	VPMADDUBSW   2(CX), Y5, Y13
 	VPSUBW       Y13, Y12, Y12
 	VPMADDWD     Y6, Y12, Y12
-	MOVWQZX      (CX), SI
-	MOVWQZX      (DX), DI
-	VMOVSS       (AX)(SI*4), X11
-	VMULSS       (AX)(DI*4), X11, X11
+	VMOVD        (AX), X11
+	VPINSRW      $0x01, (CX), X11, X11
+	VCVTPH2PS    X11, X11
+	VMOVSHDUP    X11, X13
+	VMULSS       X13, X11, X11
 	VBROADCASTSS X11, Y13
 	VCVTDQ2PS    Y12, Y12
 	VFMADD231PS  Y12, Y13, Y0
-	VMOVDQU      28(CX), X11
+	VMOVDQU      28(AX), X11
 	VPSRLW       $0x04, X11, X12
 	VINSERTI128  $0x01, X12, Y11, Y12
 	VPAND        Y4, Y12, Y12
-	VPBROADCASTD 24(CX), Y13
+	VPBROADCASTD 24(AX), Y13
 	VPSHUFB      Y8, Y13, Y13
 	VPOR         Y9, Y13, Y13
 	VPCMPEQB     Y10, Y13, Y13
 	VPAND        Y7, Y13, Y13
 	VPOR         Y13, Y12, Y12
-	VPMADDUBSW   36(DX), Y12, Y12
-	VPMADDUBSW   36(DX), Y5, Y13
+	VPMADDUBSW   36(CX), Y12, Y12
+	VPMADDUBSW   36(CX), Y5, Y13
 	VPSUBW       Y13, Y12, Y12
 	VPMADDWD     Y6, Y12, Y12
-	MOVWQZX      22(CX), SI
-	MOVWQZX      34(DX), DI
-	VMOVSS       (AX)(SI*4), X11
-	VMULSS       (AX)(DI*4), X11, X11
+	VMOVD        22(AX), X11
+	VPINSRW      $0x01, 34(CX), X11, X11
+	VCVTPH2PS    X11, X11
+	VMOVSHDUP    X11, X13
+	VMULSS       X13, X11, X11
 	VBROADCASTSS X11, Y13
 	VCVTDQ2PS    Y12, Y12
 	VFMADD231PS  Y12, Y13, Y1
-	VMOVDQU      50(CX), X11
+	VMOVDQU      50(AX), X11
 	VPSRLW       $0x04, X11, X12
 	VINSERTI128  $0x01, X12, Y11, Y12
 	VPAND        Y4, Y12, Y12
-	VPBROADCASTD 46(CX), Y13
+	VPBROADCASTD 46(AX), Y13
 	VPSHUFB      Y8, Y13, Y13
 	VPOR         Y9, Y13, Y13
 	VPCMPEQB     Y10, Y13, Y13
 	VPAND        Y7, Y13, Y13
 	VPOR         Y13, Y12, Y12
-	VPMADDUBSW   70(DX), Y12, Y12
-	VPMADDUBSW   70(DX), Y5, Y13
+	VPMADDUBSW   70(CX), Y12, Y12
+	VPMADDUBSW   70(CX), Y5, Y13
 	VPSUBW       Y13, Y12, Y12
 	VPMADDWD     Y6, Y12, Y12
-	MOVWQZX      44(CX), SI
-	MOVWQZX      68(DX), DI
-	VMOVSS       (AX)(SI*4), X11
-	VMULSS       (AX)(DI*4), X11, X11
+	VMOVD        44(AX), X11
+	VPINSRW      $0x01, 68(CX), X11, X11
+	VCVTPH2PS    X11, X11
+	VMOVSHDUP    X11, X13
+	VMULSS       X13, X11, X11
 	VBROADCASTSS X11, Y13
 	VCVTDQ2PS    Y12, Y12
 	VFMADD231PS  Y12, Y13, Y2
-	VMOVDQU      72(CX), X11
+	VMOVDQU      72(AX), X11
 	VPSRLW       $0x04, X11, X12
 	VINSERTI128  $0x01, X12, Y11, Y12
 	VPAND        Y4, Y12, Y12
-	VPBROADCASTD 68(CX), Y13
+	VPBROADCASTD 68(AX), Y13
 	VPSHUFB      Y8, Y13, Y13
 	VPOR         Y9, Y13, Y13
 	VPCMPEQB     Y10, Y13, Y13
 	VPAND        Y7, Y13, Y13
 	VPOR         Y13, Y12, Y12
-	VPMADDUBSW   104(DX), Y12, Y12
-	VPMADDUBSW   104(DX), Y5, Y13
+	VPMADDUBSW   104(CX), Y12, Y12
+	VPMADDUBSW   104(CX), Y5, Y13
 	VPSUBW       Y13, Y12, Y12
 	VPMADDWD     Y6, Y12, Y12
-	MOVWQZX      66(CX), SI
-	MOVWQZX      102(DX), DI
-	VMOVSS       (AX)(SI*4), X11
-	VMULSS       (AX)(DI*4), X11, X11
+	VMOVD        66(AX), X11
+	VPINSRW      $0x01, 102(CX), X11, X11
+	VCVTPH2PS    X11, X11
+	VMOVSHDUP    X11, X13
+	VMULSS       X13, X11, X11
 	VBROADCASTSS X11, Y13
 	VCVTDQ2PS    Y12, Y12
 	VFMADD231PS  Y12, Y13, Y3
-	ADDQ         $0x00000058, CX
-	ADDQ         $0x00000088, DX
-	SUBQ         $0x04, BX
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x00000088, CX
+	SUBQ         $0x04, DX
 	JMP          loopnQ5_0
 
 tailQ5_0:
-	TESTQ        BX, BX
+	TESTQ        DX, DX
 	JZ           doneQ5_0
-	VMOVDQU      6(CX), X11
+	VMOVDQU      6(AX), X11
 	VPSRLW       $0x04, X11, X12
 	VINSERTI128  $0x01, X12, Y11, Y12
 	VPAND        Y4, Y12, Y12
-	VPBROADCASTD 2(CX), Y13
+	VPBROADCASTD 2(AX), Y13
 	VPSHUFB      Y8, Y13, Y13
 	VPOR         Y9, Y13, Y13
 	VPCMPEQB     Y10, Y13, Y13
 	VPAND        Y7, Y13, Y13
 	VPOR         Y13, Y12, Y12
-	VPMADDUBSW   2(DX), Y12, Y12
-	VPMADDUBSW   2(DX), Y5, Y13
+	VPMADDUBSW   2(CX), Y12, Y12
+	VPMADDUBSW   2(CX), Y5, Y13
 	VPSUBW       Y13, Y12, Y12
 	VPMADDWD     Y6, Y12, Y12
-	MOVWQZX      (CX), SI
-	MOVWQZX      (DX), DI
-	VMOVSS       (AX)(SI*4), X11
-	VMULSS       (AX)(DI*4), X11, X11
+	VMOVD        (AX), X11
+	VPINSRW      $0x01, (CX), X11, X11
+	VCVTPH2PS    X11, X11
+	VMOVSHDUP    X11, X13
+	VMULSS       X13, X11, X11
 	VBROADCASTSS X11, Y13
 	VCVTDQ2PS    Y12, Y12
 	VFMADD231PS  Y12, Y13, Y0
-	ADDQ         $0x00000016, CX
-	ADDQ         $0x00000022, DX
-	DECQ         BX
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
 	JMP          tailQ5_0
 
 doneQ5_0:
@@ -2572,7 +2584,7 @@ doneQ5_0:
 	VADDPS       X1, X0, X0
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
-	MOVSS        X0, ret+32(FP)
+	MOVSS        X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -2848,13 +2860,12 @@ DATA e8m0half<>+1016(SB)/4, $0x7e800000
 DATA e8m0half<>+1020(SB)/4, $0x7f000000
 GLOBL e8m0half<>(SB), RODATA|NOPTR, $1024
 
-// func dotMXFP4AVX2(w *byte, a *byte, nb int, f16 *float32) float32
-// Requires: AVX, AVX2, FMA3, SSE
-TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-36
-	MOVQ           f16+24(FP), AX
-	MOVQ           w+0(FP), CX
-	MOVQ           a+8(FP), DX
-	MOVQ           nb+16(FP), BX
+// func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
+	MOVQ           w+0(FP), AX
+	MOVQ           a+8(FP), CX
+	MOVQ           nb+16(FP), DX
 	VPXOR          Y0, Y0, Y0
 	VPXOR          Y1, Y1, Y1
 	VPXOR          Y2, Y2, Y2
@@ -2865,104 +2876,104 @@ TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-36
 	VBROADCASTI128 mxfp4lut<>+0(SB), Y7
 
 loopnMXFP4:
-	CMPQ         BX, $0x04
+	CMPQ         DX, $0x04
 	JB           tailMXFP4
-	VMOVDQU      1(CX), X8
+	VMOVDQU      1(AX), X8
 	VPSRLW       $0x04, X8, X9
 	VINSERTI128  $0x01, X9, Y8, Y9
 	VPAND        Y4, Y9, Y9
 	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   2(DX), Y9, Y9
-	VPMADDUBSW   2(DX), Y5, Y10
+	VPMADDUBSW   2(CX), Y9, Y9
+	VPMADDUBSW   2(CX), Y5, Y10
 	VPSUBW       Y10, Y9, Y9
 	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      (CX), SI
-	LEAQ         e8m0half<>+0(SB), DI
-	MOVWQZX      (DX), R8
-	VMOVSS       (AX)(R8*4), X8
-	VMULSS       (DI)(SI*4), X8, X8
+	MOVBQZX      (AX), BX
+	LEAQ         e8m0half<>+0(SB), SI
+	VMOVD        (CX), X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (SI)(BX*4), X8, X8
 	VBROADCASTSS X8, Y10
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y10, Y0
-	VMOVDQU      18(CX), X8
+	VMOVDQU      18(AX), X8
 	VPSRLW       $0x04, X8, X9
 	VINSERTI128  $0x01, X9, Y8, Y9
 	VPAND        Y4, Y9, Y9
 	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   36(DX), Y9, Y9
-	VPMADDUBSW   36(DX), Y5, Y10
+	VPMADDUBSW   36(CX), Y9, Y9
+	VPMADDUBSW   36(CX), Y5, Y10
 	VPSUBW       Y10, Y9, Y9
 	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      17(CX), SI
-	LEAQ         e8m0half<>+0(SB), DI
-	MOVWQZX      34(DX), R8
-	VMOVSS       (AX)(R8*4), X8
-	VMULSS       (DI)(SI*4), X8, X8
+	MOVBQZX      17(AX), BX
+	LEAQ         e8m0half<>+0(SB), SI
+	VMOVD        34(CX), X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (SI)(BX*4), X8, X8
 	VBROADCASTSS X8, Y10
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y10, Y1
-	VMOVDQU      35(CX), X8
+	VMOVDQU      35(AX), X8
 	VPSRLW       $0x04, X8, X9
 	VINSERTI128  $0x01, X9, Y8, Y9
 	VPAND        Y4, Y9, Y9
 	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   70(DX), Y9, Y9
-	VPMADDUBSW   70(DX), Y5, Y10
+	VPMADDUBSW   70(CX), Y9, Y9
+	VPMADDUBSW   70(CX), Y5, Y10
 	VPSUBW       Y10, Y9, Y9
 	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      34(CX), SI
-	LEAQ         e8m0half<>+0(SB), DI
-	MOVWQZX      68(DX), R8
-	VMOVSS       (AX)(R8*4), X8
-	VMULSS       (DI)(SI*4), X8, X8
+	MOVBQZX      34(AX), BX
+	LEAQ         e8m0half<>+0(SB), SI
+	VMOVD        68(CX), X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (SI)(BX*4), X8, X8
 	VBROADCASTSS X8, Y10
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y10, Y2
-	VMOVDQU      52(CX), X8
+	VMOVDQU      52(AX), X8
 	VPSRLW       $0x04, X8, X9
 	VINSERTI128  $0x01, X9, Y8, Y9
 	VPAND        Y4, Y9, Y9
 	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   104(DX), Y9, Y9
-	VPMADDUBSW   104(DX), Y5, Y10
+	VPMADDUBSW   104(CX), Y9, Y9
+	VPMADDUBSW   104(CX), Y5, Y10
 	VPSUBW       Y10, Y9, Y9
 	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      51(CX), SI
-	LEAQ         e8m0half<>+0(SB), DI
-	MOVWQZX      102(DX), R8
-	VMOVSS       (AX)(R8*4), X8
-	VMULSS       (DI)(SI*4), X8, X8
+	MOVBQZX      51(AX), BX
+	LEAQ         e8m0half<>+0(SB), SI
+	VMOVD        102(CX), X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (SI)(BX*4), X8, X8
 	VBROADCASTSS X8, Y10
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y10, Y3
-	ADDQ         $0x00000044, CX
-	ADDQ         $0x00000088, DX
-	SUBQ         $0x04, BX
+	ADDQ         $0x00000044, AX
+	ADDQ         $0x00000088, CX
+	SUBQ         $0x04, DX
 	JMP          loopnMXFP4
 
 tailMXFP4:
-	TESTQ        BX, BX
+	TESTQ        DX, DX
 	JZ           doneMXFP4
-	VMOVDQU      1(CX), X8
+	VMOVDQU      1(AX), X8
 	VPSRLW       $0x04, X8, X9
 	VINSERTI128  $0x01, X9, Y8, Y9
 	VPAND        Y4, Y9, Y9
 	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   2(DX), Y9, Y9
-	VPMADDUBSW   2(DX), Y5, Y10
+	VPMADDUBSW   2(CX), Y9, Y9
+	VPMADDUBSW   2(CX), Y5, Y10
 	VPSUBW       Y10, Y9, Y9
 	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      (CX), SI
-	LEAQ         e8m0half<>+0(SB), DI
-	MOVWQZX      (DX), R8
-	VMOVSS       (AX)(R8*4), X8
-	VMULSS       (DI)(SI*4), X8, X8
+	MOVBQZX      (AX), BX
+	LEAQ         e8m0half<>+0(SB), SI
+	VMOVD        (CX), X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (SI)(BX*4), X8, X8
 	VBROADCASTSS X8, Y10
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y10, Y0
-	ADDQ         $0x00000011, CX
-	ADDQ         $0x00000022, DX
-	DECQ         BX
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
 	JMP          tailMXFP4
 
 doneMXFP4:
@@ -2975,7 +2986,7 @@ doneMXFP4:
 	VADDPS       X1, X0, X0
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
-	MOVSS        X0, ret+32(FP)
+	MOVSS        X0, ret+24(FP)
 	VZEROUPPER
 	RET
 

@@ -24,25 +24,15 @@ func kquant(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 	}
 }
 
-// f16Table is every fp16 value as float32, which the 32-element block
-// kernels index with their scales (see asmgen's halfProduct).
-var f16Table = func() *[1 << 16]float32 {
-	var t [1 << 16]float32
-	for h := range t {
-		t[h] = quant.FP16ToFP32(uint16(h))
-	}
-	return &t
-}()
-
 //lint:ignore U1000 used by asm_amd64.go only
-func block32(f func(w, a *byte, nb int, f16 *float32) float32, wsize int) dotFunc {
+func block32(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 	return func(n int, w, a []byte) float32 {
 		nb := n / 32
 		if nb == 0 {
 			return 0
 		}
 		w, a = w[:nb*wsize], a[:nb*34]
-		return f(&w[0], &a[0], nb, &f16Table[0])
+		return f(&w[0], &a[0], nb)
 	}
 }
 

@@ -35,16 +35,16 @@ func dotQ5KAVX512(w *byte, a *byte, nb int) float32
 func dotQ5Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotQ8_0AVX512(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ8_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ4_0AVX512(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ4_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ5_0AVX512(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ5_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotMXFP4AVX512(w *byte, a *byte, nb int, f16 *float32) float32
+func dotMXFP4AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotF32AVX512(w *byte, a *byte, n int) float32
@@ -86,16 +86,16 @@ func dotQ5KVNNI(w *byte, a *byte, nb int) float32
 func dotQ5Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotQ8_0VNNI(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ8_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ4_0VNNI(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ4_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ5_0VNNI(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ5_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotMXFP4VNNI(w *byte, a *byte, nb int, f16 *float32) float32
+func dotMXFP4VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotF32VNNI(w *byte, a *byte, n int) float32
@@ -137,16 +137,16 @@ func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
 func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func dotQ8_0VNNI256(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ4_0VNNI256(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ4_0VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ5_0VNNI256(w *byte, a *byte, nb int, f16 *float32) float32
+func dotQ5_0VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotMXFP4VNNI256(w *byte, a *byte, nb int, f16 *float32) float32
+func dotMXFP4VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotF32VNNI256(w *byte, a *byte, n int) float32

@@ -16,9 +16,8 @@ import (
 // (wide: a full-width vector, else a ymm). Two blocks per iteration halve
 // the loop overhead, which is a fair part of a 32-element block's work.
 func blockLoop(t *target, name string, wsize, asize int, wide bool, pre func(), body func(w, a Mem, acc VecVirtual)) {
-	TEXT("dot"+name+t.suffix, NOSPLIT, "func(w, a *byte, nb int, f16 *float32) float32")
+	TEXT("dot"+name+t.suffix, NOSPLIT, "func(w, a *byte, nb int) float32")
 	Pragma("noescape")
-	f16tab = Load(Param("f16"), GP64())
 	wp := Load(Param("w"), GP64())
 	ap := Load(Param("a"), GP64())
 	nb := Load(Param("nb"), GP64())
@@ -70,21 +69,19 @@ func blockLoop(t *target, name string, wsize, asize int, wide bool, pre func(), 
 	RET()
 }
 
-// f16tab holds, while a block loop is emitted, the address of the caller's
-// fp16-to-f32 table (all 65536 halves): two indexed loads convert a block's
-// pair of scales in fewer operations than VCVTPH2PS on gathered halves,
-// and the few scale values a matrix uses stay in L1.
-var f16tab Register
-
 // halfProduct sets wide to fp16(x)*fp16(y) for the fp16 values at wm and
-// am, in every lane.
+// am, in every lane. (An fp16 table indexed by the scales is no faster on
+// a hot row and misses the cache on a streamed matrix.)
 func halfProduct(wm, am Mem, wide VecVirtual) {
-	r1, r2 := GP64(), GP64()
-	MOVWQZX(wm, r1)
-	MOVWQZX(am, r2)
+	// Four bytes at wm: the weight scale and two quants, which the
+	// conversion ignores; every block type here has at least 18 bytes.
 	x := XMM()
-	VMOVSS(Mem{Base: f16tab, Index: r1, Scale: 4}, x)
-	VMULSS(Mem{Base: f16tab, Index: r2, Scale: 4}, x, x)
+	VMOVD(wm, x)
+	VPINSRW(U8(1), am, x, x)
+	VCVTPH2PS(x, x)
+	y := XMM()
+	VMOVSHDUP(x, y)
+	VMULSS(y, x, x)
 	VBROADCASTSS(x, wide)
 }
 
@@ -244,9 +241,8 @@ func genMXFP4(t *target) {
 		tab := GP64()
 		LEAQ(e8m0Table, tab)
 		x := XMM()
-		ad := GP64()
-		MOVWQZX(a, ad)
-		VMOVSS(Mem{Base: f16tab, Index: ad, Scale: 4}, x)
+		VMOVD(a, x) // the activation scale and two quants
+		VCVTPH2PS(x, x)
 		VMULSS(Mem{Base: tab, Index: e, Scale: 4}, x, x)
 		d := YMM()
 		VBROADCASTSS(x, d)
