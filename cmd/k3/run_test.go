@@ -45,6 +45,7 @@ func TestRunCommand(t *testing.T) {
 	}{
 		{"raw", []string{"--raw", "-p", "The quick brown fox"}},
 		{"chat template", []string{"-p", "Hello"}},
+		{"no think", []string{"-p", "Hello", "--no-think"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runRunArgs(t, "", append(greedy, tc.args...)...)
@@ -61,8 +62,8 @@ func TestRunCommand(t *testing.T) {
 			if len(n) != 1 || n[0][0] == 0 || n[0][1] != 0 || fin[0] == "error" {
 				t.Errorf("speed lines %v %v in %q", n, fin, errs)
 			}
-			if tc.name == "chat template" && !strings.Contains(out, "[reasoning]") {
-				t.Errorf("the reply does not start as reasoning: %q", out)
+			if thinks := strings.HasPrefix(out, "[reasoning]\n"); thinks != (tc.name == "chat template") {
+				t.Errorf("reasoning shown %v in %q", thinks, out)
 			}
 			// greedy is deterministic, and a stop string cuts the text where it begins
 			code2, out2, _ := runRunArgs(t, "", append(greedy, tc.args...)...)
