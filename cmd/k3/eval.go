@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,6 +87,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(threads, "threads", 0, "same as -t")
 	mode := fs.String("mode", "batch", "batch: the prompt in ubatches; step: one token at a time")
 	ubatch := fs.Int("ub", engine.DefaultUBatch, "tokens per ubatch in batch mode")
+	stage := addStageFlags(fs)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -104,15 +106,24 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 
+	prof, err := stage.load(*path)
+	if err != nil {
+		return err
+	}
 	f, err := gguf.Open(*path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	m, err := model.Load(f, model.Options{Threads: *threads})
+	if prof != nil && *threads == 0 {
+		*threads = prof.Threads
+	}
+	lm, err := loadModel(context.Background(), f, prof, model.Options{Threads: *threads}, stderr)
 	if err != nil {
 		return err
 	}
+	defer lm.Close()
+	m := lm.Model
 	r := engine.NewRunner(m, md, *ubatch)
 	r.SetContext(len(toks) + *n)
 	v := m.Params().Vocab
@@ -137,13 +148,22 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	var atDecode engine.StageStats
+	if lm.staged != nil {
+		if atDecode, err = lm.staged.Stats(); err != nil {
+			return err
+		}
+	}
+	var decode time.Duration
+	var decoded int
 	if *n > 0 {
 		start = time.Now()
 		gen, err := r.Greedy(logits[(len(toks)-1)*v:], *n)
 		if err != nil {
 			return err
 		}
-		decode := time.Since(start)
+		decode = time.Since(start)
+		decoded = len(gen) - 1
 		if err := enc.Encode(struct {
 			Greedy []int32 `json:"greedy"`
 		}{gen}); err != nil {
@@ -152,5 +172,12 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		slog.Info("eval", "decode_tok_s", float64(len(gen)-1)/decode.Seconds())
 	}
 	slog.Info("eval", "prompt_tokens", len(toks), "prefill_tok_s", float64(len(toks))/prefill.Seconds(), "mode", *mode)
+	if lm.staged != nil {
+		end, err := lm.staged.Stats()
+		if err != nil {
+			return err
+		}
+		return printStagerReport(stderr, newStagerReport(end, atDecode, decoded, decode))
+	}
 	return nil
 }

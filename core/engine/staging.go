@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/plugin"
@@ -63,6 +66,7 @@ type Staged struct {
 	mu       sync.Mutex
 	views    *plugin.Views
 	resident map[int][]byte // always-needed bytes by tensor ID
+	spans    [][]byte       // their own mappings of shard pages
 	step     uint64
 	onRemap  []func() error
 	restarts int
@@ -85,6 +89,7 @@ func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, err
 		return nil, err
 	}
 	req.Budget, req.Options = o.Budget, o.Options
+	dropCached(req.Shards)
 	sup, err := plugin.SuperviseStager(ctx, o.Launch)
 	if err != nil {
 		return nil, err
@@ -105,6 +110,21 @@ func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, err
 	}
 	s.restarts = 0
 	return s, nil
+}
+
+// dropCached asks the kernel to drop the shards' cached pages. Parsing
+// the header read through the page cache, with readahead into the tensor
+// data; those pages belong to no stager's accounting, yet count against
+// the memory budget (and a cgroup's limit). Pages mapped elsewhere stay.
+func dropCached(paths []string) {
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			continue // the stager's open reports it
+		}
+		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		f.Close()
+	}
 }
 
 // Mode is the stager's description of itself for the mode line.
@@ -176,17 +196,29 @@ func (s *Staged) remapOnce() error {
 		return fmt.Errorf("stager: acquire always-needed tensors: %w", err)
 	}
 	resident := make(map[int][]byte, len(req.Slices))
+	var spans [][]byte
+	regions := s.sup.Regions()
 	for i, sl := range req.Slices {
-		b, err := views.Bytes(resp.Locations[i])
+		loc := resp.Locations[i]
+		var b []byte
+		if loc.Region >= 0 && loc.Region < len(regions) && regions[loc.Region].Kind == plugin.RegionShard {
+			var span []byte
+			if b, span, err = mapSpan(regions[loc.Region].Path, loc); span != nil {
+				spans = append(spans, span)
+			}
+		} else {
+			b, err = views.Bytes(loc)
+		}
 		if err != nil {
 			views.Close()
+			unmapAll(spans)
 			return fmt.Errorf("stager: tensor %q: %w", s.req.Tensors[sl.Tensor].Name, err)
 		}
 		resident[sl.Tensor] = b
 	}
 	s.mu.Lock()
-	old := s.views
-	s.views, s.resident = views, resident
+	old, oldSpans := s.views, s.spans
+	s.views, s.resident, s.spans = views, resident, spans
 	hooks := s.onRemap
 	s.restarts++
 	s.predicted = map[int][]int32{}
@@ -198,7 +230,44 @@ func (s *Staged) remapOnce() error {
 	if old != nil {
 		old.Close()
 	}
+	unmapAll(oldSpans)
 	return errors.Join(errs...)
+}
+
+// mapSpan maps the pages of one always-needed tensor in a shard file on
+// their own. A fault maps the cached pages around it too (fault-around),
+// but never beyond its mapping: through a mapping of the whole file, the
+// pinned tensors' faults would keep neighbouring expert pages mapped, and a
+// stager could not drop them from the page cache when it evicts.
+func mapSpan(path string, loc plugin.Location) (data, span []byte, err error) {
+	page := int64(os.Getpagesize())
+	start := loc.Offset &^ (page - 1)
+	end := (loc.Offset + loc.Size + page - 1) &^ (page - 1)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if loc.Offset < 0 || loc.Size <= 0 || loc.Offset+loc.Size > st.Size() {
+		return nil, nil, fmt.Errorf("location [%d,+%d) outside %s (%d bytes)", loc.Offset, loc.Size, path, st.Size())
+	}
+	span, err = unix.Mmap(int(f.Fd()), start, int(end-start), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mmap %s [%d,%d): %w", path, start, end, err)
+	}
+	_ = unix.Madvise(span, unix.MADV_RANDOM)
+	in := loc.Offset - start
+	return span[in : in+loc.Size : in+loc.Size], span, nil
+}
+
+func unmapAll(spans [][]byte) {
+	for _, m := range spans {
+		_ = unix.Munmap(m)
+	}
 }
 
 // retry runs a stager call; when the process was restarted under it, it
@@ -350,6 +419,8 @@ func (s *Staged) Close() error {
 		s.views.Close()
 		s.views = nil
 	}
+	unmapAll(s.spans)
+	s.spans = nil
 	return err
 }
 

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/k3-inference/k3/core/config"
+	"github.com/k3-inference/k3/core/engine"
+	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/model/kimik3"
+	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/ggufreq"
+	stagingmmap "github.com/k3-inference/k3/plugins/staging-mmap"
+	stagingpread "github.com/k3-inference/k3/plugins/staging-pread"
+)
+
+// stagedArchs are the architectures whose forward pass reads routed
+// experts through a stager.
+var stagedArchs = map[string]model.New{"kimi-k3": kimik3.New}
+
+// stageFlags are the flags that select a profile and override its
+// staging settings; each sets the profile key it names.
+type stageFlags struct {
+	profile *string
+	values  map[string]*string
+	fs      *flag.FlagSet
+}
+
+var stageFlagKeys = []struct{ name, key, usage string }{
+	{"cpilot-memory", "memory.budget", "memory budget in GiB (K3Flight's spelling; a size such as 2G also works)"},
+	{"memory-budget", "memory.budget", "memory budget, e.g. 2G or 512MiB"},
+	{"stager", "stager.name", "staging backend: pread or mmap"},
+	{"stager-mode", "stager.mode", "process (a `k3 plugin` subprocess) or inprocess"},
+	{"stager-path", "stager.path", "an external stager plugin binary"},
+	{"direct-io", "stager.direct_io", "auto, on or off"},
+	{"io-workers", "stager.io_workers", "concurrent storage readers"},
+	{"lookahead", "stager.lookahead", "predict the next layer's experts and prefetch them (true or false)"},
+}
+
+func addStageFlags(fs *flag.FlagSet) *stageFlags {
+	sf := &stageFlags{values: map[string]*string{}, fs: fs}
+	sf.profile = fs.String("profile", "", "hardware profile (a YAML file or auto): weights come through its stager within its memory budget; empty: map the file directly, no budget")
+	for _, f := range stageFlagKeys {
+		v := new(string)
+		sf.values[f.name] = v
+		fs.StringVar(v, f.name, "", f.usage)
+	}
+	return sf
+}
+
+// load returns the profile the flags select, or nil for the plain mapped
+// path (no --profile and no staging flag).
+func (sf *stageFlags) load(path string) (*config.Profile, error) {
+	set := map[string]any{}
+	var err error
+	sf.fs.Visit(func(f *flag.Flag) {
+		v, ok := sf.values[f.Name]
+		if !ok {
+			return
+		}
+		for _, k := range stageFlagKeys {
+			if k.name != f.Name {
+				continue
+			}
+			val := any(*v)
+			switch k.key {
+			case "memory.budget":
+				if f.Name == "cpilot-memory" && isDigits(*v) {
+					val = *v + "G"
+				}
+			case "stager.io_workers":
+				n, e := strconv.Atoi(*v)
+				if e != nil {
+					err = fmt.Errorf("--%s: %q is not an integer", f.Name, *v)
+				}
+				val = n
+			case "stager.lookahead":
+				b, e := strconv.ParseBool(*v)
+				if e != nil {
+					err = fmt.Errorf("--%s: %q is not true or false", f.Name, *v)
+				}
+				val = b
+			}
+			set[k.key] = val
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if *sf.profile == "" && len(set) == 0 {
+		return nil, nil
+	}
+	return config.Load(config.Options{Profile: *sf.profile, ModelPath: path, Flags: set})
+}
+
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// loadedModel is a model and, when a profile staged it, its stager.
+type loadedModel struct {
+	model.Model
+	staged *engine.Staged
+}
+
+func (lm *loadedModel) Close() error {
+	if lm.staged != nil {
+		return lm.staged.Close()
+	}
+	return nil
+}
+
+// loadModel builds f's model: on the plain mapping of the file without a
+// profile, through the profile's stager within its budget otherwise. It
+// prints the mode line.
+func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.Options, stderr io.Writer) (*loadedModel, error) {
+	if prof == nil {
+		m, err := model.Load(f, o)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "k3: profile=none stager=none (weights mapped from the file) threads=%d\n", o.Threads)
+		return &loadedModel{Model: m}, nil
+	}
+	newModel, ok := stagedArchs[f.Arch()]
+	if !ok {
+		return nil, fmt.Errorf("%s: architecture %q cannot run through a stager yet (only kimi-k3)", f.Path(), f.Arch())
+	}
+	so, err := stageOptions(f, prof)
+	if err != nil {
+		return nil, err
+	}
+	st, err := engine.OpenStaged(ctx, f, so)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newModel(f, st, o)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("model: %s: %w", f.Path(), err)
+	}
+	fmt.Fprintf(stderr, "%s stager-budget=%s stager-mode=%q\n", prof.ModeLine(o.Threads), config.Size(so.Budget), st.Mode())
+	return &loadedModel{Model: m, staged: st}, nil
+}
+
+// stageOptions turns a profile into how to start and open its stager. The
+// stager gets the memory budget less a reserve for what the core keeps
+// (caches, activations, the Go heap): a tenth, within [128 MiB, 4 GiB].
+// Without a budget it gets room for the whole model.
+func stageOptions(f *gguf.File, prof *config.Profile) (engine.StageOptions, error) {
+	s := prof.Stager
+	so := engine.StageOptions{
+		Launch:    plugin.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: slog.Default()},
+		Lookahead: s.Lookahead,
+		Options: map[string]string{
+			"direct_io":      s.DirectIO,
+			"io_workers":     strconv.Itoa(s.IOWorkers),
+			"cache_policy":   s.CachePolicy,
+			"prefetch_depth": strconv.Itoa(s.PrefetchDepth),
+		},
+	}
+	if s.Path != "" {
+		so.Launch.Name = s.Name
+	}
+	if s.Name == "mmap" && prof.Memory.Mlock {
+		so.Options["mlock"] = "true"
+	}
+	if b := int64(prof.Memory.Budget); b > 0 {
+		so.Budget = b - min(max(b/10, 128<<20), 4<<30)
+		if so.Budget <= 0 {
+			return so, fmt.Errorf("memory budget %s leaves nothing for weights", prof.Memory.Budget)
+		}
+		return so, nil
+	}
+	req, err := ggufreq.OpenRequest(f)
+	if err != nil {
+		return so, err
+	}
+	units := 0
+	for _, t := range req.Tensors {
+		units = max(units, (t.Layer+1)*t.Experts)
+	}
+	foot := stagingpread.Footprint
+	if s.Name == "mmap" {
+		foot = stagingmmap.Footprint
+	}
+	so.Budget, err = foot(req, units)
+	return so, err
+}
+
+// stagerReport is the stager's part of a run's numbers, printed as JSON.
+type stagerReport struct {
+	Stager             string  `json:"stager"`
+	Restarts           int     `json:"restarts"`
+	Hits               uint64  `json:"hits"`
+	Misses             uint64  `json:"misses"`
+	HitRate            float64 `json:"hit_rate"`
+	BytesRead          int64   `json:"bytes_read"`
+	DecodeTokens       int     `json:"decode_tokens"`
+	DecodeBytesRead    int64   `json:"decode_bytes_read"`
+	BytesReadPerToken  float64 `json:"decode_bytes_read_per_token"`
+	DecodeSeconds      float64 `json:"decode_s"`
+	DecodeWaitSeconds  float64 `json:"decode_wait_s"`
+	WaitShare          float64 `json:"decode_wait_share"`
+	AcquireShare       float64 `json:"decode_acquire_share"`
+	ReadSeconds        float64 `json:"read_s"`
+	ResidentBytes      int64   `json:"resident_bytes"`
+	BudgetBytes        int64   `json:"budget_bytes"`
+	DirectIO           bool    `json:"direct_io"`
+	LookaheadPredicted uint64  `json:"lookahead_predicted"`
+	LookaheadPrecision float64 `json:"lookahead_precision"`
+}
+
+// newStagerReport sums up a run: end is the stager's counters at the end,
+// atDecode when decoding began; decode is the decode phase's wall time
+// over tokens forward calls.
+func newStagerReport(end, atDecode engine.StageStats, tokens int, decode time.Duration) stagerReport {
+	r := stagerReport{
+		Stager: end.Mode, Restarts: end.Restarts, Hits: end.Hits, Misses: end.Misses, BytesRead: end.BytesRead,
+		DecodeTokens: tokens, DecodeBytesRead: end.BytesRead - atDecode.BytesRead, DecodeSeconds: decode.Seconds(),
+		DecodeWaitSeconds: (end.WaitTime - atDecode.WaitTime).Seconds(), ReadSeconds: end.ReadTime.Seconds(),
+		ResidentBytes: end.ResidentBytes, BudgetBytes: end.BudgetBytes, DirectIO: end.DirectIO,
+		LookaheadPredicted: end.Predicted, LookaheadPrecision: end.Precision(),
+	}
+	if n := end.Hits + end.Misses; n > 0 {
+		r.HitRate = float64(end.Hits) / float64(n)
+	}
+	if tokens > 0 {
+		r.BytesReadPerToken = float64(r.DecodeBytesRead) / float64(tokens)
+	}
+	if decode > 0 {
+		r.WaitShare = r.DecodeWaitSeconds / decode.Seconds()
+		r.AcquireShare = (end.AcquireTime - atDecode.AcquireTime).Seconds() / decode.Seconds()
+	}
+	return r
+}
+
+func printStagerReport(w io.Writer, r stagerReport) error {
+	b, err := json.Marshal(struct {
+		Stats stagerReport `json:"stager_stats"`
+	}{r})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/k3-inference/k3/core/engine"
+	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/model/kimik3"
+	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/ggufreq"
+	"github.com/k3-inference/k3/core/synth"
+	stagingmmap "github.com/k3-inference/k3/plugins/staging-mmap"
+	stagingpread "github.com/k3-inference/k3/plugins/staging-pread"
+)
+
+var stageFootprint = map[string]func(*plugin.OpenRequest, int) (int64, error){
+	"staging-pread": stagingpread.Footprint,
+	"staging-mmap":  stagingmmap.Footprint,
+}
+
+// stageModel writes a tiny synthetic kimi-k3 split in shards.
+func stageModel(t *testing.T) (string, synth.Config) {
+	t.Helper()
+	cfg, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Type = synth.TypeQ2_K
+	res, err := synth.Write(filepath.Join(t.TempDir(), "k3.gguf"), cfg, synth.WriteOptions{Split: gguf.SplitOptions{MaxTensors: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Paths {
+		if err := syncFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res.Paths[0], cfg
+}
+
+var stagePrompt = []int32{1, 17, 300, 5, 999, 42, 8, 600, 31, 7}
+
+// trace is every logit a run produced: the prompt's, then each decode
+// step's, and the greedy tokens.
+type trace struct {
+	logits [][]float32
+	tokens []int32
+}
+
+// runTrace prefills the prompt and decodes n tokens greedily; before
+// decode step i, at(i) runs if set.
+func runTrace(t *testing.T, m model.Model, mode engine.Mode, n int, at func(step int)) trace {
+	t.Helper()
+	r := engine.NewRunner(m, mode, 4)
+	r.SetContext(len(stagePrompt) + n)
+	v := m.Params().Vocab
+	lg, err := r.Prefill(stagePrompt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr trace
+	for i := range stagePrompt {
+		tr.logits = append(tr.logits, lg[i*v:(i+1)*v])
+	}
+	last := tr.logits[len(tr.logits)-1]
+	for i := 0; i < n; i++ {
+		tok := engine.Argmax(last)
+		tr.tokens = append(tr.tokens, tok)
+		if at != nil {
+			at(i)
+		}
+		if last, err = r.Decode(tok); err != nil {
+			t.Fatalf("decode step %d: %v", i, err)
+		}
+		tr.logits = append(tr.logits, last)
+	}
+	return tr
+}
+
+func sameTrace(t *testing.T, got, want trace) {
+	t.Helper()
+	if fmt.Sprint(got.tokens) != fmt.Sprint(want.tokens) {
+		t.Errorf("tokens %v, want %v", got.tokens, want.tokens)
+	}
+	for i := range want.logits {
+		for j, w := range want.logits[i] {
+			if math.Float32bits(got.logits[i][j]) != math.Float32bits(w) {
+				t.Fatalf("row %d logit %d: %v, want %v (bit for bit)", i, j, got.logits[i][j], w)
+			}
+		}
+	}
+}
+
+// plainTrace runs the model on the plain mapping of the file, which is
+// closed afterwards so the stagers own the page cache.
+func plainTrace(t *testing.T, path string, mode engine.Mode, n int) trace {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := model.Load(f, model.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runTrace(t, m, mode, n, nil)
+}
+
+// openStagedModel opens path through the stager name at a budget of units
+// expert units.
+func openStagedModel(t *testing.T, path, name string, inProcess bool, units int) (*engine.Staged, model.Model, *gguf.File) {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	req, err := ggufreq.OpenRequest(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget, err := stageFootprint[name](req, units)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: launch(name, inProcess), Budget: budget, Lookahead: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	m, err := kimik3.New(f, st, model.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, m, f
+}
+
+// TestStagedForwardBitIdentical runs the forward pass with weights from
+// each built-in stager, in-process and as `k3 plugin` processes, at
+// budgets from everything-fits down to one layer's experts (batched
+// prompt) and one token's experts (token-by-token prompt), and wants the
+// logits of the plain file mapping bit for bit.
+func TestStagedForwardBitIdentical(t *testing.T) {
+	path, cfg := stageModel(t)
+	const n = 5
+	want := map[engine.Mode]trace{
+		engine.Batch: plainTrace(t, path, engine.Batch, n),
+		engine.Step:  plainTrace(t, path, engine.Step, n),
+	}
+	budgets := []struct {
+		name  string
+		units int
+		mode  engine.Mode
+	}{
+		{"all", cfg.NLayer * cfg.NExpert, engine.Batch},
+		{"layer", cfg.NExpert, engine.Batch},
+		{"topk", cfg.NExpertUsed, engine.Step},
+	}
+	for _, name := range []string{"staging-pread", "staging-mmap"} {
+		for _, inProcess := range []bool{true, false} {
+			for _, b := range budgets {
+				t.Run(fmt.Sprintf("%s/inprocess=%v/%s", name, inProcess, b.name), func(t *testing.T) {
+					st, m, _ := openStagedModel(t, path, name, inProcess, b.units)
+					got := runTrace(t, m, b.mode, n, nil)
+					sameTrace(t, got, want[b.mode])
+					stats, err := st.Stats()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if stats.Hits+stats.Misses == 0 || stats.Predicted == 0 {
+						t.Errorf("no expert traffic counted: %+v", stats)
+					}
+					if stats.ResidentBytes > stats.BudgetBytes {
+						t.Errorf("resident %d over the budget %d", stats.ResidentBytes, stats.BudgetBytes)
+					}
+					t.Logf("%s: hits %d misses %d read %d B, lookahead precision %.2f", stats.Mode, stats.Hits, stats.Misses, stats.BytesRead, stats.Precision())
+				})
+			}
+		}
+	}
+}
+
+// TestStagedKill9 kills the stager process with SIGKILL during a
+// generation, once between decode steps and once at a moment inside one,
+// and wants the generation to complete with the same logits and tokens.
+func TestStagedKill9(t *testing.T) {
+	path, cfg := stageModel(t)
+	const n = 8
+	want := plainTrace(t, path, engine.Batch, n)
+	for _, name := range []string{"staging-pread", "staging-mmap"} {
+		t.Run(name, func(t *testing.T) {
+			st, m, _ := openStagedModel(t, path, name, false, cfg.NExpert)
+			sup := st.Supervisor()
+			kill := func() {
+				if p := sup.Process(); p.Pid() != 0 {
+					syscall.Kill(p.Pid(), syscall.SIGKILL)
+				}
+			}
+			got := runTrace(t, m, engine.Batch, n, func(step int) {
+				switch step {
+				case 2:
+					kill()
+					for deadline := time.Now().Add(5 * time.Second); !sup.Process().Exited() && time.Now().Before(deadline); {
+						time.Sleep(time.Millisecond)
+					}
+				case 5:
+					// Lands inside the next forward pass (or just before it).
+					time.AfterFunc(time.Duration(1+step%3)*time.Millisecond, kill)
+				}
+			})
+			sameTrace(t, got, want)
+			if r := sup.Restarts(); r < 2 {
+				t.Errorf("%d restarts, want 2", r)
+			}
+		})
+	}
+}
