@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/ops"
 )
 
 // Config is a model file's metadata, read through the gguf package's typed
@@ -64,6 +65,9 @@ type Options struct {
 	// the chunkwise matrix form with chunks of n tokens (equal up to
 	// rounding).
 	DeltaChunk int
+	// Backend runs the matrix products (nil: the core's reference ops);
+	// engine.OpenKernels picks one from a profile.
+	Backend ops.Backend
 }
 
 // New builds an architecture's model from a file's metadata and weights.

@@ -18,6 +18,10 @@ type pass struct {
 	pos int // position of the first token
 	// stack holds the banked layer inputs of the attention residuals.
 	stack [][]float32
+	// sc holds the inputs and outputs of a layer's matrix products where
+	// the backend computes without copies (a kernels plugin's arena); it is
+	// reset at the start of every layer, so nothing in it outlives one.
+	sc *ops.Scratch
 }
 
 // Forward implements model.Model.
@@ -37,7 +41,8 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 	if len(logits) < rows*m.vocab {
 		return fmt.Errorf("kimi-k3: logits buffer of %d for %d rows of %d", len(logits), rows, m.vocab)
 	}
-	ps := &pass{m: m, seq: seq, n: n, pos: seq.N}
+	ps := &pass{m: m, seq: seq, n: n, pos: seq.N, sc: m.pool.Backend().Scratch()}
+	defer ps.sc.Close()
 	x, err := m.embed(tokens)
 	if err != nil {
 		return err
@@ -89,6 +94,7 @@ func (ps *pass) layer(il int, x []float32) ([]float32, error) {
 	p, l := ps.m.p, &ps.m.layers[il]
 	E := p.Embd
 	useRes := p.ResBlock > 0
+	ps.sc.Reset()
 
 	prefix := x
 	cur := prefix
@@ -99,7 +105,7 @@ func (ps *pass) layer(il int, x []float32) ([]float32, error) {
 	if banked {
 		ps.stack = append(ps.stack, prefix) // the raw layer input
 	}
-	normed := make([]float32, len(cur))
+	normed := ps.buf(len(cur))
 	ops.RMSNorm(normed, cur, l.attnNorm, E, p.Eps)
 
 	var attn []float32
@@ -121,7 +127,7 @@ func (ps *pass) layer(il int, x []float32) ([]float32, error) {
 	if useRes {
 		cur = ps.resMix(prefix, l.ffnScore)
 	}
-	normed = make([]float32, len(cur))
+	normed = ps.buf(len(cur))
 	ops.RMSNorm(normed, cur, l.ffnNorm, E, p.Eps)
 	var ffn []float32
 	if il < p.DenseLead {
@@ -186,11 +192,39 @@ func (ps *pass) resMix(cur, score []float32) []float32 {
 
 func (ps *pass) matmul(t *T, x []float32, rows int) ([]float32, error) {
 	w := mat(t)
-	out := make([]float32, rows*w.Rows)
+	out := ps.buf(rows * w.Rows)
 	if err := ps.m.pool.MatMul(w, x, rows, out); err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Name, err)
 	}
 	return out, nil
 }
+
+// matmuls multiplies x by each of ts in one batch (one round trip to a
+// kernels plugin); a nil tensor gives a nil output.
+func (ps *pass) matmuls(x []float32, rows int, ts ...*T) ([][]float32, error) {
+	outs := make([][]float32, len(ts))
+	batch := make([]ops.MatMulOp, 0, len(ts))
+	for i, t := range ts {
+		if t == nil {
+			continue
+		}
+		w := mat(t)
+		outs[i] = ps.buf(rows * w.Rows)
+		batch = append(batch, ops.MatMulOp{W: w, X: x, N: rows, Out: outs[i]})
+	}
+	if err := ps.m.pool.MatMuls(batch...); err != nil {
+		var names []string
+		for _, t := range ts {
+			if t != nil {
+				names = append(names, t.Name)
+			}
+		}
+		return nil, fmt.Errorf("%v: %w", names, err)
+	}
+	return outs, nil
+}
+
+// buf is working memory that lives until the next layer starts.
+func (ps *pass) buf(n int) []float32 { return ps.sc.Floats(n) }
 
 var negInf = float32(math.Inf(-1))

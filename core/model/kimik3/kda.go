@@ -15,22 +15,20 @@ func (ps *pass) kda(l *layer, st *engine.Recurrent, x []float32) ([]float32, err
 	H, S := p.Heads, p.KDAHead
 	di := H * S
 
-	qkv := [3][]float32{}
-	for i, w := range []*T{l.Q, l.K, l.V} {
-		proj, err := ps.matmul(w, x, n)
-		if err != nil {
-			return nil, err
-		}
-		conv := [][]float32{l.convQ, l.convK, l.convV}[i]
-		qkv[i] = make([]float32, n*di)
-		ops.ConvStep(st.Conv[i], proj, conv, qkv[i], n, di, p.ConvK)
-	}
-	q, k, v := qkv[0], qkv[1], qkv[2]
-
-	fa, err := ps.matmul(l.FA, x, n)
+	// Every projection of the input in one batch.
+	proj, err := ps.matmuls(x, n, l.Q, l.K, l.V, l.FA, l.Beta, l.G)
 	if err != nil {
 		return nil, err
 	}
+	qkv := [3][]float32{}
+	for i := range qkv {
+		conv := [][]float32{l.convQ, l.convK, l.convV}[i]
+		qkv[i] = ps.buf(n * di)
+		ops.ConvStep(st.Conv[i], proj[i], conv, qkv[i], n, di, p.ConvK)
+	}
+	q, k, v := qkv[0], qkv[1], qkv[2]
+	fa, beta, gate := proj[3], proj[4], proj[5]
+
 	g, err := ps.matmul(l.FB, fa, n)
 	if err != nil {
 		return nil, err
@@ -49,17 +47,13 @@ func (ps *pass) kda(l *layer, st *engine.Recurrent, x []float32) ([]float32, err
 		}
 	}
 
-	beta, err := ps.matmul(l.Beta, x, n)
-	if err != nil {
-		return nil, err
-	}
 	for i := range beta {
 		beta[i] = ops.Sigmoid(beta[i])
 	}
 
 	ops.L2Norm(q, S, p.Eps)
 	ops.L2Norm(k, S, p.Eps)
-	o := make([]float32, n*di)
+	o := ps.buf(n * di)
 	dr := ops.DeltaRule{Heads: H, Dim: S, KDA: true}
 	if ps.m.chunk > 0 && n > 1 {
 		dr.RunChunked(ps.m.pool, st.SSM, q, k, v, g, beta, o, n, ps.m.chunk)
@@ -67,10 +61,6 @@ func (ps *pass) kda(l *layer, st *engine.Recurrent, x []float32) ([]float32, err
 		dr.Run(ps.m.pool, st.SSM, q, k, v, g, beta, o, n)
 	}
 
-	gate, err := ps.matmul(l.G, x, n)
-	if err != nil {
-		return nil, err
-	}
 	ops.RMSNorm(o, o, l.oNorm, S, p.Eps)
 	for i := range o {
 		o[i] *= ops.Sigmoid(gate[i])

@@ -16,26 +16,20 @@ func (ps *pass) mla(l *layer, cache *engine.HalfRows, x []float32) ([]float32, e
 	p, n := ps.m.p, ps.n
 	kv, rot := p.KVLora, p.Rot
 
-	var q []float32
-	var err error
+	// Every projection of the input in one batch; a nil tensor is skipped.
+	proj, err := ps.matmuls(x, n, l.QA, l.Q, l.KVA, l.Gate)
+	if err != nil {
+		return nil, err
+	}
+	q, kvpe, gate := proj[1], proj[2], proj[3]
 	if l.QA != nil {
-		qa, err := ps.matmul(l.QA, x, n)
-		if err != nil {
-			return nil, err
-		}
+		qa := proj[0]
 		ops.RMSNorm(qa, qa, l.qaNorm, p.QLora, p.Eps)
 		if q, err = ps.matmul(l.QB, qa, n); err != nil {
 			return nil, err
 		}
-	} else if q, err = ps.matmul(l.Q, x, n); err != nil {
-		return nil, err
 	}
-
-	kvpe, err := ps.matmul(l.KVA, x, n)
-	if err != nil {
-		return nil, err
-	}
-	latent := make([]float32, n*kv)
+	latent := ps.buf(n * kv)
 	for t := 0; t < n; t++ {
 		copy(latent[t*kv:(t+1)*kv], kvpe[t*(kv+rot):])
 	}
@@ -52,12 +46,8 @@ func (ps *pass) mla(l *layer, cache *engine.HalfRows, x []float32) ([]float32, e
 		return nil, err
 	}
 	if l.Gate != nil {
-		g, err := ps.matmul(l.Gate, x, n)
-		if err != nil {
-			return nil, err
-		}
 		for i := range out {
-			out[i] *= ops.Sigmoid(g[i])
+			out[i] *= ops.Sigmoid(gate[i])
 		}
 	}
 	return ps.matmul(l.Out, out, n)
@@ -105,17 +95,23 @@ func (ps *pass) mlaAbsorbed(l *layer, cache *engine.HalfRows, q, latent []float3
 	dk := kv + rot
 
 	// absorb: per head, q_nope through attn_k_b into the latent space
-	qa := make([]float32, n*H*dk)
+	qa := ps.buf(n * H * dk)
 	kb, vb := mat(l.KB), mat(l.VB)
-	qn := make([]float32, n*nope)
-	qh := make([]float32, n*kv)
+	// Every head's product in one batch, each on its own buffers.
+	qns, qhs := ps.buf(H*n*nope), ps.buf(H*n*kv)
+	batch := make([]ops.MatMulOp, H)
 	for h := 0; h < H; h++ {
+		qn := qns[h*n*nope : (h+1)*n*nope]
 		for t := 0; t < n; t++ {
 			copy(qn[t*nope:(t+1)*nope], q[t*H*kd+h*kd:])
 		}
-		if err := ps.m.pool.MatMul(kb.Slice(h*kv, (h+1)*kv), qn, n, qh); err != nil {
-			return nil, err
-		}
+		batch[h] = ops.MatMulOp{W: kb.Slice(h*kv, (h+1)*kv), X: qn, N: n, Out: qhs[h*n*kv : (h+1)*n*kv]}
+	}
+	if err := ps.m.pool.MatMuls(batch...); err != nil {
+		return nil, err
+	}
+	for h := 0; h < H; h++ {
+		qh := qhs[h*n*kv : (h+1)*n*kv]
 		for t := 0; t < n; t++ {
 			dst := qa[t*H*dk+h*dk:]
 			copy(dst[:kv], qh[t*kv:(t+1)*kv])
@@ -129,22 +125,26 @@ func (ps *pass) mlaAbsorbed(l *layer, cache *engine.HalfRows, q, latent []float3
 		ops.PutHalf(r[:kv], latent[t*kv:(t+1)*kv])
 		ops.PutHalf(r[kv:], pe(t))
 	}
-	att := make([]float32, n*H*kv)
+	att := ps.buf(n * H * kv)
 	ps.attend(qa, H*dk, func(int) ops.HalfKV {
 		return ops.HalfKV{Stride: dk, KOff: 0, DK: dk, VOff: 0, DV: kv}
 	}, H, cache.Data, att, H*kv)
 
 	// decompress: per head, the latent output through attn_v_b
-	out := make([]float32, n*H*vd)
-	ah := make([]float32, n*kv)
-	oh := make([]float32, n*vd)
+	out := ps.buf(n * H * vd)
+	ahs, ohs := ps.buf(H*n*kv), ps.buf(H*n*vd)
 	for h := 0; h < H; h++ {
+		ah := ahs[h*n*kv : (h+1)*n*kv]
 		for t := 0; t < n; t++ {
 			copy(ah[t*kv:(t+1)*kv], att[t*H*kv+h*kv:])
 		}
-		if err := ps.m.pool.MatMul(vb.Slice(h*vd, (h+1)*vd), ah, n, oh); err != nil {
-			return nil, err
-		}
+		batch[h] = ops.MatMulOp{W: vb.Slice(h*vd, (h+1)*vd), X: ah, N: n, Out: ohs[h*n*vd : (h+1)*n*vd]}
+	}
+	if err := ps.m.pool.MatMuls(batch...); err != nil {
+		return nil, err
+	}
+	for h := 0; h < H; h++ {
+		oh := ohs[h*n*vd : (h+1)*n*vd]
 		for t := 0; t < n; t++ {
 			copy(out[t*H*vd+h*vd:t*H*vd+(h+1)*vd], oh[t*vd:(t+1)*vd])
 		}
@@ -173,7 +173,7 @@ func (ps *pass) mlaExpanded(l *layer, cache *engine.HalfRows, q, latent []float3
 			ops.PutHalf(r[H*kd+h*vd:H*kd+(h+1)*vd], src[nope:nope+vd])
 		}
 	}
-	out := make([]float32, n*H*vd)
+	out := ps.buf(n * H * vd)
 	ps.attend(q, H*kd, func(h int) ops.HalfKV {
 		return ops.HalfKV{Stride: stride, KOff: h * kd, DK: kd, VOff: H*kd + h*vd, DV: vd}
 	}, H, cache.Data, out, H*vd)

@@ -101,6 +101,7 @@ func New(c model.Config, w model.Weights, o model.Options) (model.Model, error) 
 		return nil, fmt.Errorf("kimi-k3: %w", err)
 	}
 	m := &Model{p: p, layers: make([]layer, p.Layers), pool: ops.NewPool(o.Threads), chunk: o.DeltaChunk}
+	m.pool.SetBackend(o.Backend)
 	errs := []error{model.Bind(w, "", &m.top)}
 	for il := range m.layers {
 		errs = append(errs, model.Bind(w, fmt.Sprintf("blk.%d.", il), &m.layers[il]))
