@@ -78,32 +78,39 @@ func tinyBackend(t testing.TB) *local.Backend {
 type testServer struct {
 	*httptest.Server
 	srv *server.Server
-	log *bytes.Buffer
+	log *syncWriter
 }
 
 func newTestServer(t *testing.T, o server.Options) *testServer {
 	t.Helper()
 	be := tinyBackend(t)
-	var logBuf bytes.Buffer
-	o.RequestLog = &syncWriter{w: &logBuf}
+	logs := &syncWriter{}
+	o.RequestLog = logs
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := server.New(o, be)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return &testServer{Server: ts, srv: s, log: &logBuf}
+	return &testServer{Server: ts, srv: s, log: logs}
 }
 
+// syncWriter collects log output written from server goroutines.
 type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.Write(p)
+	return s.buf.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
 
 // do sends a raw request and returns status, headers and body.

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -19,10 +18,10 @@ import (
 
 // serveReal runs the server on a real listener (the timeouts live in the
 // http.Server that Serve builds, which httptest does not use).
-func serveReal(t *testing.T, o server.Options) (net.Addr, *bytes.Buffer) {
+func serveReal(t *testing.T, o server.Options) (net.Addr, *syncWriter) {
 	t.Helper()
-	var logs bytes.Buffer
-	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))
+	logs := &syncWriter{}
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	o.RequestLog = io.Discard
 	s := server.New(o, tinyBackend(t))
 	ln, err := s.Listen()
@@ -38,7 +37,7 @@ func serveReal(t *testing.T, o server.Options) (net.Addr, *bytes.Buffer) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return ln.Addr(), &logs
+	return ln.Addr(), logs
 }
 
 func TestUnixSocket(t *testing.T) {
