@@ -1,91 +1,83 @@
-// Package local is a server.Backend that runs a GGUF model in this process
-// with the core packages: tokenizer, chat template, model forward pass
-// (engine.Runner) and sampler. It keeps one sequence and reuses it when a
-// request's prompt extends it.
+// Package local is the server.Backend of a model running in this process:
+// an engine.Engine (sequence, prefix reuse, sampling loop) plus the model
+// file's chat template.
 package local
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/k3-inference/k3/core/chat"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
-	"github.com/k3-inference/k3/core/model"
 	_ "github.com/k3-inference/k3/core/model/kimik3" // the architectures k3 runs
 	"github.com/k3-inference/k3/core/server"
 	"github.com/k3-inference/k3/core/tokenizer"
 )
 
-// Options are the run-time settings of a local backend.
+// Options are the settings of a local backend.
 type Options struct {
-	ID      string // model id; default the file name without .gguf
-	Threads int    // <= 0: one per CPU
-	Context int    // tokens per sequence; <= 0: the model's training context
-	UBatch  int    // prompt tokens per forward call; <= 0: engine.DefaultUBatch
-	Budget  int64  // memory budget in bytes, reported in stats
+	ID      string // model id; default the file name without .gguf and split suffix
+	Threads int    // Open only; <= 0: one per CPU
+	Context int    // Open only; tokens per sequence; <= 0: the model's training context
+	UBatch  int    // Open only; prompt tokens per forward call; <= 0: engine.DefaultUBatch
+	Budget  int64  // memory budget in bytes, reported when Stats is nil
+	// Stats supplies the engine's storage counters (a stager's); nil means
+	// what /proc/self tells: resident memory and bytes read from storage.
+	Stats func() server.EngineStats
 }
 
-// Backend runs one model; Generate calls are serialised.
+// Backend adapts an engine to the server.
 type Backend struct {
-	f    *gguf.File
+	eng  *engine.Engine
 	tok  *tokenizer.Tokenizer
 	tmpl *chat.Template
-	m    model.Model
 	info server.ModelInfo
 	opts Options
-
-	mu   sync.Mutex // guards the sequence below
-	run  *engine.Runner
-	seen []int32   // tokens the sequence holds
-	last []float32 // logits after the last of them
+	f    *gguf.File // closed by Close when Open opened it
 }
 
-// Open loads the model at path (the first shard of a split set).
+// Open loads the model at path (the first shard of a split set) on a plain
+// mapping of the file.
 func Open(path string, o Options) (*Backend, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	b, err := load(f, path, o)
+	eng, err := engine.Load(f, engine.Options{Threads: o.Threads, Context: o.Context, UBatch: o.UBatch})
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
+	b, err := New(eng, f, o)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	b.f = f
 	return b, nil
 }
 
-func load(f *gguf.File, path string, o Options) (*Backend, error) {
-	tok, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		return nil, fmt.Errorf("local: %s: %w", path, err)
-	}
+// New serves eng, whose model and tokenizer come from f (read here for the
+// chat template and model facts; f stays the caller's).
+func New(eng *engine.Engine, f *gguf.File, o Options) (*Backend, error) {
+	tok := eng.Tokenizer()
 	var tmpl *chat.Template
 	if src := f.String("tokenizer.chat_template", ""); src != "" {
+		var err error
 		if tmpl, err = chat.New(src); err != nil {
-			return nil, fmt.Errorf("local: %s: tokenizer.chat_template: %w", path, err)
+			return nil, fmt.Errorf("local: %s: tokenizer.chat_template: %w", f.Path(), err)
 		}
 	}
-	m, err := model.Load(f, model.Options{Threads: o.Threads})
-	if err != nil {
-		return nil, err
-	}
-	trained := int(f.Uint("context_length", 0))
-	if o.Context <= 0 {
-		o.Context = trained
-	}
-	if o.Context <= 0 {
-		return nil, fmt.Errorf("local: %s: no context length in the file; set one", path)
-	}
 	if o.ID == "" {
-		o.ID = modelName(path)
+		o.ID = modelName(f.Path())
 	}
-	info := server.ModelInfo{ID: o.ID, Arch: f.Arch(), ContextLength: o.Context, Vocab: m.Params().Vocab, EOG: tok.EOG()}
+	info := server.ModelInfo{ID: o.ID, Arch: f.Arch(), ContextLength: eng.Context(), Vocab: eng.Model().Params().Vocab, EOG: tok.EOG()}
 	for _, t := range f.Tensors() {
 		n := int64(1)
 		for _, d := range t.Shape {
@@ -100,7 +92,7 @@ func load(f *gguf.File, path string, o Options) (*Backend, error) {
 	if id := tok.EOS(); id != tokenizer.NoToken {
 		info.EOSToken = tok.Token(id)
 	}
-	return &Backend{f: f, tok: tok, tmpl: tmpl, m: m, info: info, opts: o}, nil
+	return &Backend{eng: eng, tok: tok, tmpl: tmpl, info: info, opts: o}, nil
 }
 
 // modelName strips the directory, .gguf and a -00001-of-000NN split suffix.
@@ -112,8 +104,13 @@ func modelName(path string) string {
 	return name
 }
 
-// Close releases the model file.
-func (b *Backend) Close() error { return b.f.Close() }
+// Close releases the model file if Open opened it.
+func (b *Backend) Close() error {
+	if b.f != nil {
+		return b.f.Close()
+	}
+	return nil
+}
 
 func (b *Backend) ModelInfo() server.ModelInfo { return b.info }
 func (b *Backend) Template() *chat.Template    { return b.tmpl }
@@ -136,9 +133,26 @@ func (b *Backend) Detokenize(tokens []int32) (string, error) {
 	return sb.String(), nil
 }
 
-// Stats reports what this process can measure without an expert cache:
-// resident memory and bytes actually read from storage (/proc/self).
+// Generate implements server.Backend on the engine. Stop strings are the
+// server's business, so the engine gets none.
+func (b *Backend) Generate(ctx context.Context, req server.GenerateRequest, emit func(server.Piece) error) (server.GenerateResult, error) {
+	r, err := b.eng.Generate(ctx, engine.Request{Prompt: req.Prompt, Sampling: req.Sampling, MaxTokens: req.MaxTokens, Special: req.Special},
+		func(p engine.Piece) error {
+			err := emit(server.Piece{Token: p.Token, Text: p.Text})
+			if errors.Is(err, server.ErrStop) {
+				return engine.ErrStop
+			}
+			return err
+		})
+	return server.GenerateResult{PromptTokens: r.PromptTokens, CachedTokens: r.ReusedTokens, GeneratedTokens: r.GeneratedTokens,
+		PromptTime: r.PrefillTime, GenTime: r.DecodeTime, Finish: r.Finish}, err
+}
+
+// Stats implements server.Backend.
 func (b *Backend) Stats() server.EngineStats {
+	if b.opts.Stats != nil {
+		return b.opts.Stats()
+	}
 	return server.EngineStats{ResidentBytes: residentBytes(), BytesRead: storageReadBytes(), BudgetBytes: b.opts.Budget}
 }
 
@@ -168,5 +182,3 @@ func storageReadBytes() int64 {
 	}
 	return 0
 }
-
-var errNoLogits = errors.New("local: no logits for an empty prompt")

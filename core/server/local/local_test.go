@@ -137,9 +137,14 @@ func TestGenerateStops(t *testing.T) {
 			t.Errorf("after a cancel: %v %+v", err, res)
 		}
 	})
-	t.Run("over the context", func(t *testing.T) {
-		if _, err := b.Generate(context.Background(), server.GenerateRequest{Prompt: prompt, MaxTokens: 256}, nil); err == nil {
-			t.Error("prompt + max tokens past the context accepted")
+	t.Run("context fills up", func(t *testing.T) {
+		bias := map[int32]float32{}
+		for _, e := range b.info.EOG {
+			bias[e] = -1e30
+		}
+		_, res, err := collect(t, b, context.Background(), server.GenerateRequest{Prompt: prompt, MaxTokens: 1000, Sampling: sample.Config{LogitBias: bias}}, nil)
+		if err != nil || res.Finish != sample.FinishLength || len(prompt)+res.GeneratedTokens > 256 {
+			t.Errorf("%v %+v", err, res)
 		}
 	})
 }
