@@ -8,16 +8,12 @@ import (
 // situFFN is down(situ(gate·x, up·x)), the FFN of the dense lead layers and
 // of the shared experts.
 func (ps *pass) situFFN(gate, up, down *T, x []float32, n int) ([]float32, error) {
-	g, err := ps.matmul(gate, x, n)
+	gu, err := ps.matmuls(x, n, gate, up)
 	if err != nil {
 		return nil, err
 	}
-	u, err := ps.matmul(up, x, n)
-	if err != nil {
-		return nil, err
-	}
-	ops.SiTU(g, u, ps.m.p.SituBeta, ps.m.p.SituLB)
-	return ps.matmul(down, g, n)
+	ops.SiTU(gu[0], gu[1], ps.m.p.SituBeta, ps.m.p.SituLB)
+	return ps.matmul(down, gu[0], n)
 }
 
 func (ps *pass) denseFFN(l *layer, x []float32) ([]float32, error) {
@@ -47,15 +43,20 @@ func (ps *pass) moe(il int, l *layer, x []float32) ([]float32, error) {
 			return nil, err
 		}
 	}
+	// The latent down-projection and the shared experts' gate and up in
+	// one batch.
+	proj, err := ps.matmuls(x, n, l.RoutedDown, l.GateSh, l.UpSh)
+	if err != nil {
+		return nil, err
+	}
 	in := x
 	if l.RoutedDown != nil {
-		if in, err = ps.matmul(l.RoutedDown, x, n); err != nil {
-			return nil, err
-		}
+		in = proj[0]
 	}
 	var sh []float32
 	if l.GateSh != nil {
-		if sh, err = ps.situFFN(l.GateSh, l.UpSh, l.DownSh, x, n); err != nil {
+		ops.SiTU(proj[1], proj[2], p.SituBeta, p.SituLB)
+		if sh, err = ps.matmul(l.DownSh, proj[1], n); err != nil {
 			return nil, err
 		}
 	}
@@ -115,34 +116,62 @@ func (ps *pass) route(l *layer, x []float32) (*moe.Batch, error) {
 
 // experts runs each chosen expert on the tokens routed to it and returns
 // outs, where outs[(t*k+slot)*lat:] is expert slot's weighted output for
-// token t.
+// token t. The experts' gate and up products go in one batch, their down
+// products in another, in groups whose buffers stay under groupBytes.
 func (ps *pass) experts(b *moe.Batch, ex *expertMats, in []float32) ([]float32, error) {
 	p := ps.m.p
-	lat, k := p.latent(), p.Router.Used
+	lat, k, fe := p.latent(), p.Router.Used, p.FFExp
 	outs := make([]float32, ps.n*k*lat)
-	fe := p.FFExp
-	for i := range b.Experts {
+	const groupBytes = 64 << 20
+	perRow := 4 * (2*lat + 2*fe)
+	for lo := 0; lo < len(b.Experts); {
+		hi, rows := lo, 0
+		for hi < len(b.Experts) && (hi == lo || (rows+int(b.Start[hi+1]-b.Start[hi]))*perRow <= groupBytes) {
+			rows += int(b.Start[hi+1] - b.Start[hi])
+			hi++
+		}
+		if err := ps.expertGroup(b, ex, in, outs, lo, hi); err != nil {
+			return nil, err
+		}
+		lo = hi
+	}
+	return outs, nil
+}
+
+// expertGroup runs experts [lo, hi) of the batch.
+func (ps *pass) expertGroup(b *moe.Batch, ex *expertMats, in, outs []float32, lo, hi int) error {
+	p := ps.m.p
+	lat, k, fe := p.latent(), p.Router.Used, p.FFExp
+	type run struct{ g, u, d []float32 }
+	runs := make([]run, hi-lo)
+	gu := make([]ops.MatMulOp, 0, 2*(hi-lo))
+	down := make([]ops.MatMulOp, 0, hi-lo)
+	for i := lo; i < hi; i++ {
 		sel := b.Rows[b.Start[i]:b.Start[i+1]]
 		m := len(sel)
-		xe := make([]float32, m*lat)
+		xe := ps.buf(m * lat)
 		for r, row := range sel {
 			t := int(row) / k
 			copy(xe[r*lat:(r+1)*lat], in[t*lat:(t+1)*lat])
 		}
-		gate, up, down := ex.mats(i)
-		g := make([]float32, m*fe)
-		u := make([]float32, m*fe)
-		if err := ps.m.pool.MatMul(gate, xe, m, g); err != nil {
-			return nil, err
-		}
-		if err := ps.m.pool.MatMul(up, xe, m, u); err != nil {
-			return nil, err
-		}
-		ops.SiTU(g, u, p.SituBeta, p.SituLB)
-		d := make([]float32, m*lat)
-		if err := ps.m.pool.MatMul(down, g, m, d); err != nil {
-			return nil, err
-		}
+		gate, up, dw := ex.mats(i)
+		r := run{g: ps.buf(m * fe), u: ps.buf(m * fe), d: ps.buf(m * lat)}
+		runs[i-lo] = r
+		gu = append(gu, ops.MatMulOp{W: gate, X: xe, N: m, Out: r.g}, ops.MatMulOp{W: up, X: xe, N: m, Out: r.u})
+		down = append(down, ops.MatMulOp{W: dw, X: r.g, N: m, Out: r.d})
+	}
+	if err := ps.m.pool.MatMuls(gu...); err != nil {
+		return err
+	}
+	for _, r := range runs {
+		ops.SiTU(r.g, r.u, p.SituBeta, p.SituLB)
+	}
+	if err := ps.m.pool.MatMuls(down...); err != nil {
+		return err
+	}
+	for i := lo; i < hi; i++ {
+		sel := b.Rows[b.Start[i]:b.Start[i+1]]
+		d := runs[i-lo].d
 		for r, row := range sel {
 			w := b.Weights[row]
 			dst := outs[int(row)*lat : (int(row)+1)*lat]
@@ -151,5 +180,5 @@ func (ps *pass) experts(b *moe.Batch, ex *expertMats, in []float32) ([]float32, 
 			}
 		}
 	}
-	return outs, nil
+	return nil
 }
