@@ -15,9 +15,13 @@ import (
 	"time"
 
 	"github.com/k3-inference/k3/core/config"
+	"github.com/k3-inference/k3/core/engine"
+	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/server"
 	"github.com/k3-inference/k3/core/server/local"
 	"github.com/k3-inference/k3/core/synth"
+	"github.com/k3-inference/k3/core/tokenizer"
 )
 
 func init() {
@@ -51,6 +55,7 @@ type serveArgs struct {
 	path, profile *string
 	demo          *bool
 	maxQueue      *int
+	mapped        *bool
 	values        map[string]*string // by profile key
 }
 
@@ -62,6 +67,7 @@ func newServeFlags(stderr io.Writer) (*flag.FlagSet, *serveArgs) {
 	a.profile = fs.String("profile", "auto", "hardware profile: a YAML file or auto")
 	a.demo = fs.Bool("demo", false, "serve a small synthetic model (random weights) written to the cache directory on first use")
 	a.maxQueue = fs.Int("max-queue", 8, "requests that may wait for the engine before new ones get 429")
+	a.mapped = fs.Bool("mapped", false, "map the model file directly instead of going through the profile's stager (no memory budget)")
 	for _, f := range serveFlags {
 		v := new(string)
 		a.values[f.key] = v
@@ -96,7 +102,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return serve(path, prof, *a.maxQueue, stderr)
+	return serve(path, prof, a, stderr)
 }
 
 // setFlags returns the flags that were given, typed, keyed by profile key.
@@ -125,16 +131,14 @@ func setFlags(fs *flag.FlagSet, values map[string]*string) (map[string]any, erro
 	return set, err
 }
 
-func serve(path string, prof *config.Profile, maxQueue int, stderr io.Writer) error {
+func serve(path string, prof *config.Profile, a *serveArgs, stderr io.Writer) error {
 	threads := prof.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	fmt.Fprintln(stderr, prof.ModeLine(threads))
-	fmt.Fprintln(stderr, "k3: engine: in-process forward pass (core/engine); the stager and kernel plugins are not wired into serve yet")
 	opts := server.OptionsFromConfig(prof.Server)
-	opts.MaxQueue, opts.Logger, opts.RequestLog = maxQueue, log, stderr
+	opts.MaxQueue, opts.Logger, opts.RequestLog = *a.maxQueue, log, stderr
 	srv := server.New(opts, nil)
 	ln, err := srv.Listen()
 	if err != nil {
@@ -143,23 +147,28 @@ func serve(path string, prof *config.Profile, maxQueue int, stderr io.Writer) er
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// The port answers at once (/health says 503) while the model loads.
 	loadErr := make(chan error, 1)
+	var closer io.Closer
 	go func() {
 		start := time.Now()
 		log.Info("loading model", "path", path)
-		be, err := local.Open(path, local.Options{ID: prof.Server.Alias, Threads: threads, Context: prof.Context,
-			UBatch: prof.UBatch, Budget: int64(prof.Memory.Budget)})
+		be, c, err := openBackend(ctx, path, prof, threads, *a.mapped, stderr)
 		if err != nil {
 			loadErr <- err
 			stop()
 			return
 		}
+		closer = c
 		info := be.ModelInfo()
 		log.Info("model ready", "id", info.ID, "arch", info.Arch, "context", info.ContextLength,
 			"params", info.Params, "bytes", info.Size, "load_seconds", time.Since(start).Seconds())
 		srv.SetBackend(be)
 	}()
 	err = srv.Serve(ctx, ln)
+	if closer != nil {
+		closer.Close()
+	}
 	select {
 	case lerr := <-loadErr:
 		return fmt.Errorf("loading %s: %w", path, lerr)
@@ -169,6 +178,74 @@ func serve(path string, prof *config.Profile, maxQueue int, stderr io.Writer) er
 		return err
 	}
 	return nil
+}
+
+// openBackend loads the model through the profile's stager, within its
+// memory budget (or, with mapped, on a plain mapping of the file), and
+// wraps it in an engine for the server. It prints the mode line.
+func openBackend(ctx context.Context, path string, prof *config.Profile, threads int, mapped bool, stderr io.Writer) (*local.Backend, io.Closer, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	stageProf := prof
+	if mapped {
+		stageProf = nil
+	}
+	lm, err := loadModel(ctx, f, stageProf, model.Options{Threads: threads}, stderr)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	fmt.Fprintln(stderr, "k3: kernels: the core's reference ops in process (kernel plugins are not wired into serve yet)")
+	closeAll := closers{lm, f}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		closeAll.Close()
+		return nil, nil, err
+	}
+	ctxLen := prof.Context
+	if ctxLen <= 0 {
+		ctxLen = int(f.Uint("context_length", 0))
+	}
+	eng, err := engine.New(lm, tok, engine.Options{Context: ctxLen, UBatch: prof.UBatch})
+	if err != nil {
+		closeAll.Close()
+		return nil, nil, err
+	}
+	o := local.Options{ID: prof.Server.Alias, Budget: int64(prof.Memory.Budget)}
+	if lm.staged != nil {
+		o.Stats = stagedStats(lm.staged)
+	}
+	be, err := local.New(eng, f, o)
+	if err != nil {
+		closeAll.Close()
+		return nil, nil, err
+	}
+	return be, closeAll, nil
+}
+
+// stagedStats reports a stager's counters to /metrics and the page.
+func stagedStats(st *engine.Staged) func() server.EngineStats {
+	return func() server.EngineStats {
+		s, err := st.Stats()
+		if err != nil {
+			return server.EngineStats{}
+		}
+		return server.EngineStats{CacheHits: int64(s.Hits), CacheMisses: int64(s.Misses), BytesRead: s.BytesRead,
+			StorageWaitSeconds: s.WaitTime.Seconds(), ResidentBytes: s.ResidentBytes, BudgetBytes: s.BudgetBytes}
+	}
+}
+
+// closers closes its members in order.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // demoModel writes the tiny synthetic checkpoint into the user's cache
