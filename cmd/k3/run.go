@@ -149,6 +149,7 @@ func openSession(o runOptions, prof *config.Profile, stdout, stderr io.Writer) (
 		threads = runtime.NumCPU()
 	}
 	fmt.Fprintln(stderr, prof.ModeLine(threads))
+	fmt.Fprintln(stderr, "k3: engine: in-process forward pass over the mapped file (core/engine); the stager and kernel plugins are not wired into run yet")
 	f, err := gguf.Open(o.path)
 	if err != nil {
 		return nil, err
