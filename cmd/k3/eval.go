@@ -88,6 +88,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	mode := fs.String("mode", "batch", "batch: the prompt in ubatches; step: one token at a time")
 	ubatch := fs.Int("ub", engine.DefaultUBatch, "tokens per ubatch in batch mode")
 	stage := addStageFlags(fs)
+	kf := addKernelsFlags(fs)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -118,7 +119,12 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if prof != nil && *threads == 0 {
 		*threads = prof.Threads
 	}
-	lm, err := loadModel(context.Background(), f, prof, model.Options{Threads: *threads}, stderr)
+	kb, err := kf.open(context.Background(), prof, stderr)
+	if err != nil {
+		return err
+	}
+	defer kb.Close()
+	lm, err := loadModel(context.Background(), f, prof, model.Options{Threads: *threads, Backend: kb}, stderr)
 	if err != nil {
 		return err
 	}
@@ -156,6 +162,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	var decode time.Duration
 	var decoded int
+	atDecodeK := kernelsStats(kb)
 	if *n > 0 {
 		start = time.Now()
 		gen, err := r.Greedy(logits[(len(toks)-1)*v:], *n)
@@ -172,6 +179,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		slog.Info("eval", "decode_tok_s", float64(len(gen)-1)/decode.Seconds())
 	}
 	slog.Info("eval", "prompt_tokens", len(toks), "prefill_tok_s", float64(len(toks))/prefill.Seconds(), "mode", *mode)
+	if rep := kernelsReport(kb, atDecodeK, decoded); rep != nil {
+		slog.Info("eval decode boundary", rep...)
+	}
 	if lm.staged != nil {
 		end, err := lm.staged.Stats()
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/k3-inference/k3/core/plugin"
+	kernelsavx2 "github.com/k3-inference/k3/plugins/kernels-avx2"
+	kernelsavx512 "github.com/k3-inference/k3/plugins/kernels-avx512"
 	stagingmmap "github.com/k3-inference/k3/plugins/staging-mmap"
 	stagingpread "github.com/k3-inference/k3/plugins/staging-pread"
 )
@@ -15,6 +17,8 @@ import (
 func init() {
 	plugin.RegisterStager("staging-pread", func() plugin.Stager { return stagingpread.New() })
 	plugin.RegisterStager("staging-mmap", func() plugin.Stager { return stagingmmap.New() })
+	plugin.RegisterKernels("kernels-avx2", func() plugin.Kernels { return kernelsavx2.NewPlugin() })
+	plugin.RegisterKernels("kernels-avx512", func() plugin.Kernels { return kernelsavx512.NewPlugin() })
 	register(&command{
 		name:    "plugin",
 		summary: "serve a built-in plugin to a k3 host (started by k3 itself)",

@@ -1,0 +1,216 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/k3-inference/k3/core/ops"
+	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/quant"
+)
+
+// PluginKernels runs a model's matrix products on a kernels plugin. Weights
+// go by reference: a weight's bytes are found in the file mapping they
+// belong to (a GGUF shard, a stager's slot file), which the plugin maps
+// too. Activations and results go through the arena: buffers a pass took
+// from Scratch are there already; any other buffer is copied in or out
+// (counted in KernelsStats). Products of types the plugin does not
+// advertise, or of weights in no file, run on the core's reference.
+type PluginKernels struct {
+	name, mode string
+	sup        *plugin.KernelsSupervisor
+	arena      *plugin.Arena
+	scratch    int64
+	types      map[quant.Type]bool
+	files      fileMaps
+
+	mu    sync.Mutex
+	stats KernelsStats
+}
+
+// KernelsStats count what crossed the boundary.
+type KernelsStats struct {
+	Batches, Ops, Fallbacks int
+	// Wall is the time the host spent in Execute calls; Compute the part
+	// the plugin reported as its own, so Wall-Compute is the boundary.
+	Wall, Compute time.Duration
+	// CopiedBytes were copied between Go memory and the arena, in CopyTime.
+	CopiedBytes int64
+	CopyTime    time.Duration
+	Restarts    int
+}
+
+// Name implements ops.Backend.
+func (k *PluginKernels) Name() string { return modeName(k.name, k.mode) }
+
+// Supervisor is the plugin's supervisor (tests kill its process).
+func (k *PluginKernels) Supervisor() *plugin.KernelsSupervisor { return k.sup }
+
+// Stats returns the counters so far.
+func (k *PluginKernels) Stats() KernelsStats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stats
+}
+
+// Close stops the plugin and removes the arena.
+func (k *PluginKernels) Close() error {
+	k.sup.Close()
+	return k.arena.Close()
+}
+
+// Scratch implements ops.Backend: a slice of the arena for one pass.
+func (k *PluginKernels) Scratch() *ops.Scratch {
+	r, err := k.arena.Alloc(k.scratch)
+	if err != nil {
+		slog.Warn("kernels: no arena scratch; buffers will be copied", "err", err)
+		return ops.NewScratch(nil, nil)
+	}
+	b := k.arena.Bytes(r)
+	return ops.NewScratch(unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4), func() { k.arena.Free(r) })
+}
+
+// staged is a Go buffer copied through the arena for one batch.
+type staged struct {
+	ref plugin.ArenaRef
+	out []float32 // copy back here after the batch (nil for inputs)
+}
+
+// batch is one Execute under construction.
+type batch struct {
+	k       *PluginKernels
+	req     plugin.ExecuteRequest
+	regions map[string]int
+	staged  []staged
+	copied  int64
+	copyT   time.Duration
+}
+
+// MatMuls implements ops.Backend.
+func (k *PluginKernels) MatMuls(p *ops.Pool, list []ops.MatMulOp) error {
+	b := &batch{k: k, regions: map[string]int{}}
+	b.req.Arena, b.req.Threads = k.arena.Path(), p.Threads()
+	defer b.free()
+	var fallback []ops.MatMulOp
+	for i := range list {
+		op := &list[i]
+		if err := op.Check(); err != nil {
+			return err
+		}
+		if op.N == 0 {
+			continue
+		}
+		pop, ok, err := b.add(op)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fallback = append(fallback, *op)
+			continue
+		}
+		b.req.Ops = append(b.req.Ops, pop)
+	}
+	if len(b.req.Ops) > 0 {
+		start := time.Now()
+		resp, err := k.execute(context.Background(), &b.req)
+		wall := time.Since(start)
+		if err != nil {
+			return err
+		}
+		b.copyOut()
+		k.mu.Lock()
+		k.stats.Batches++
+		k.stats.Ops += len(b.req.Ops)
+		k.stats.Wall += wall
+		k.stats.Compute += resp.Elapsed
+		k.mu.Unlock()
+	}
+	k.mu.Lock()
+	k.stats.Fallbacks += len(fallback)
+	k.stats.CopiedBytes += b.copied
+	k.stats.CopyTime += b.copyT
+	k.mu.Unlock()
+	return ops.Reference.MatMuls(p, fallback)
+}
+
+// add turns op into a plugin op, or reports that it must run here.
+func (b *batch) add(op *ops.MatMulOp) (plugin.Op, bool, error) {
+	w := op.W
+	if !b.k.types[w.Type] || len(w.Data) == 0 {
+		return plugin.Op{}, false, nil
+	}
+	size := int64(w.RowBytes()) * int64(w.Rows)
+	path, off, ok := b.k.files.resolve(&w.Data[0], size)
+	if !ok {
+		return plugin.Op{}, false, nil
+	}
+	ri, ok := b.regions[path]
+	if !ok {
+		ri = len(b.req.Regions)
+		b.regions[path] = ri
+		b.req.Regions = append(b.req.Regions, plugin.Region{Kind: regionKind(path), Path: path})
+	}
+	in, err := b.arenaRef(op.X[:op.N*w.Cols], false)
+	if err != nil {
+		return plugin.Op{}, false, err
+	}
+	out, err := b.arenaRef(op.Out[:op.N*w.Rows], true)
+	if err != nil {
+		return plugin.Op{}, false, err
+	}
+	return plugin.Op{
+		Name:    ops.OpMatMul,
+		Weights: []plugin.WeightRef{{Region: ri, Offset: off, Type: w.Type, Shape: []int64{int64(w.Cols), int64(w.Rows)}}},
+		Inputs:  []plugin.ArenaRef{in},
+		Outputs: []plugin.ArenaRef{out},
+		Ints:    []int64{int64(op.N)},
+	}, true, nil
+}
+
+// arenaRef returns where x is in the arena, copying it there first (and,
+// for an output, back after the batch) when it is Go memory.
+func (b *batch) arenaRef(x []float32, output bool) (plugin.ArenaRef, error) {
+	size := int64(len(x)) * 4
+	mem := b.k.arena.Bytes(plugin.ArenaRef{Offset: 0, Size: b.k.arena.Size()})
+	base, p := uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&x[0]))
+	if p >= base && p+uintptr(size) <= base+uintptr(len(mem)) {
+		return plugin.ArenaRef{Offset: int64(p - base), Size: size}, nil
+	}
+	r, err := b.k.arena.Alloc(size)
+	if err != nil {
+		return plugin.ArenaRef{}, fmt.Errorf("engine: kernels: staging %d bytes: %w", size, err)
+	}
+	s := staged{ref: r}
+	if output {
+		s.out = x
+	} else {
+		start := time.Now()
+		copy(unsafe.Slice((*float32)(unsafe.Pointer(&mem[r.Offset])), len(x)), x)
+		b.copied += size
+		b.copyT += time.Since(start)
+	}
+	b.staged = append(b.staged, s)
+	return plugin.ArenaRef{Offset: r.Offset, Size: size}, nil
+}
+
+func (b *batch) copyOut() {
+	start := time.Now()
+	for _, s := range b.staged {
+		if s.out != nil {
+			m := b.k.arena.Bytes(s.ref)
+			copy(s.out, unsafe.Slice((*float32)(unsafe.Pointer(&m[0])), len(s.out)))
+			b.copied += int64(len(s.out)) * 4
+		}
+	}
+	b.copyT += time.Since(start)
+}
+
+func (b *batch) free() {
+	for _, s := range b.staged {
+		b.k.arena.Free(s.ref)
+	}
+}
