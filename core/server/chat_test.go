@@ -275,3 +275,28 @@ func TestThinkingSwitch(t *testing.T) {
 		t.Errorf("thinking off: got %+v, want content only", got)
 	}
 }
+
+// TestChatFollowUpReusesPrefix: the next turn of a conversation starts
+// with the previous turn's prompt, which the engine does not evaluate again.
+func TestChatFollowUpReusesPrefix(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	turn := func(msgs []map[string]string) (reply, chatResp) {
+		b, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 6, "temperature": 0,
+			"chat_template_kwargs": map[string]bool{"thinking": false}})
+		code, _, body := ts.do(t, "POST", "/v1/chat/completions", string(b))
+		if code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		return wholeReply(t, body)
+	}
+	msgs := []map[string]string{{"role": "user", "content": "Hello there, model."}}
+	first, r1 := turn(msgs)
+	msgs = append(msgs, map[string]string{"role": "assistant", "content": first.Content}, map[string]string{"role": "user", "content": "Go on."})
+	_, r2 := turn(msgs)
+	if got, want := r2.Usage.PromptTokensDetails.CachedTokens, r1.Usage.PromptTokens; got != want {
+		t.Errorf("second turn reused %d tokens, want the first turn's %d prompt tokens", got, want)
+	}
+	if r2.Timings.CacheN != r2.Usage.PromptTokensDetails.CachedTokens || r2.Timings.PromptN != r2.Usage.PromptTokens-r2.Timings.CacheN {
+		t.Errorf("timings %+v disagree with usage %+v", r2.Timings, r2.Usage)
+	}
+}
