@@ -153,7 +153,8 @@ func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.
 
 // stageOptions turns a profile into how to start and open its stager. The
 // stager gets the memory budget less a reserve for what the core keeps
-// (caches, activations, the Go heap): a tenth, within [128 MiB, 4 GiB].
+// (caches, activations, the Go heap): a tenth, within [128 MiB, 4 GiB],
+// and never more than half.
 // Without a budget it gets room for the whole model.
 func stageOptions(f *gguf.File, prof *config.Profile) (engine.StageOptions, error) {
 	s := prof.Stager
@@ -174,7 +175,7 @@ func stageOptions(f *gguf.File, prof *config.Profile) (engine.StageOptions, erro
 		so.Options["mlock"] = "true"
 	}
 	if b := int64(prof.Memory.Budget); b > 0 {
-		so.Budget = b - min(max(b/10, 128<<20), 4<<30)
+		so.Budget = b - min(max(b/10, 128<<20), 4<<30, b/2)
 		if so.Budget <= 0 {
 			return so, fmt.Errorf("memory budget %s leaves nothing for weights", prof.Memory.Budget)
 		}

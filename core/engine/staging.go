@@ -30,6 +30,10 @@ type ExpertSource interface {
 	// AcquireExperts makes the given experts of the named routed tensors
 	// resident and pins them until the set is released.
 	AcquireExperts(layer int, tensors []string, experts []int32) (*ExpertSet, error)
+	// MaxExperts is how many experts of a layer one AcquireExperts may ask
+	// for: a batch whose experts do not fit in the budget together runs in
+	// groups of this many.
+	MaxExperts(layer int) int
 	// Lookahead reports whether the model should predict the next layer's
 	// experts and hint them.
 	Lookahead() bool
@@ -155,6 +159,25 @@ func (s *Staged) TensorData(t gguf.TensorInfo) ([]byte, error) {
 func (s *Staged) Routed(name string) bool {
 	id, ok := s.ids[name]
 	return ok && s.req.Tensors[id].Routed()
+}
+
+// MaxExperts implements ExpertSource: three quarters of what the budget
+// left after the always-needed tensors holds, so that alignment padding
+// and speculative reads in flight still leave room.
+func (s *Staged) MaxExperts(layer int) int {
+	var resident, unit int64
+	for _, t := range s.req.Tensors {
+		switch {
+		case !t.Routed():
+			resident += t.Size
+		case t.Layer == layer:
+			unit += t.ExpertSize
+		}
+	}
+	if unit == 0 {
+		return 1
+	}
+	return max(1, int((s.req.Budget-resident)*3/4/unit))
 }
 
 // Lookahead implements ExpertSource.
@@ -301,6 +324,11 @@ func (s *Staged) HintExperts(layer int, experts []int32, speculative bool) error
 		s.nRight += uint64(intersect(pred, experts))
 	}
 	s.mu.Unlock()
+	// A layer whose experts do not fit together is acquired in groups;
+	// the model hints each group before it needs it.
+	if max := s.MaxExperts(layer); len(experts) > max {
+		experts = experts[:max]
+	}
 	req := &plugin.HintRequest{Layer: layer, Experts: ints(experts), Speculative: speculative}
 	return s.retry(fmt.Sprintf("hint layer %d", layer), func() error { return s.sup.Hint(s.ctx, req) })
 }

@@ -60,14 +60,7 @@ func (ps *pass) moe(il int, l *layer, x []float32) ([]float32, error) {
 			return nil, err
 		}
 	}
-	ex, err := ps.m.expertMats(il, l, b.Experts)
-	if err != nil {
-		return nil, err
-	}
-	outs, err := ps.experts(b, ex, in)
-	if rerr := ex.release(); err == nil {
-		err = rerr
-	}
+	outs, err := ps.routed(il, l, b, in)
 	if err != nil {
 		return nil, err
 	}
@@ -114,28 +107,60 @@ func (ps *pass) route(l *layer, x []float32) (*moe.Batch, error) {
 	return b, nil
 }
 
-// experts runs each chosen expert on the tokens routed to it and returns
+// routed runs each chosen expert on the tokens routed to it and returns
 // outs, where outs[(t*k+slot)*lat:] is expert slot's weighted output for
-// token t. The experts' gate and up products go in one batch, their down
-// products in another, in groups whose buffers stay under groupBytes.
-func (ps *pass) experts(b *moe.Batch, ex *expertMats, in []float32) ([]float32, error) {
+// token t. When a stager cannot hold all of them at once, the experts run
+// in parts, each acquired (and the next one hinted) before it runs and
+// released after; every expert is still read once per batch.
+func (ps *pass) routed(il int, l *layer, b *moe.Batch, in []float32) ([]float32, error) {
 	p := ps.m.p
-	lat, k, fe := p.latent(), p.Router.Used, p.FFExp
-	outs := make([]float32, ps.n*k*lat)
+	outs := make([]float32, ps.n*p.Router.Used*p.latent())
+	part := len(b.Experts)
+	if src := ps.m.experts; src != nil {
+		part = min(part, src.MaxExperts(il))
+	}
+	for lo := 0; lo < len(b.Experts); lo += part {
+		hi := min(lo+part, len(b.Experts))
+		ex, err := ps.m.expertMats(il, l, b.Experts, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		if hi < len(b.Experts) {
+			err = ps.m.experts.HintExperts(il, b.Experts[hi:min(hi+part, len(b.Experts))], false)
+		}
+		if err == nil {
+			err = ps.experts(b, ex, in, outs, lo, hi)
+		}
+		if rerr := ex.release(); err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
+// experts runs the chosen experts [lo, hi) into outs. The experts' gate and
+// up products go in one batch, their down products in another, in groups
+// whose buffers stay under groupBytes.
+func (ps *pass) experts(b *moe.Batch, ex *expertMats, in, outs []float32, lo, end int) error {
+	p := ps.m.p
+	lat, fe := p.latent(), p.FFExp
 	const groupBytes = 64 << 20
 	perRow := 4 * (2*lat + 2*fe)
-	for lo := 0; lo < len(b.Experts); {
+	for lo < end {
 		hi, rows := lo, 0
-		for hi < len(b.Experts) && (hi == lo || (rows+int(b.Start[hi+1]-b.Start[hi]))*perRow <= groupBytes) {
+		for hi < end && (hi == lo || (rows+int(b.Start[hi+1]-b.Start[hi]))*perRow <= groupBytes) {
 			rows += int(b.Start[hi+1] - b.Start[hi])
 			hi++
 		}
 		if err := ps.expertGroup(b, ex, in, outs, lo, hi); err != nil {
-			return nil, err
+			return err
 		}
 		lo = hi
 	}
-	return outs, nil
+	return nil
 }
 
 // expertGroup runs experts [lo, hi) of the batch.

@@ -10,24 +10,25 @@ import (
 	"github.com/k3-inference/k3/core/ops"
 )
 
-// expertMats are the weights of the experts a layer's batch chose, in the
-// order of Batch.Experts: views of the mapped file, or slices a stager
-// acquired for this step.
+// expertMats are the weights of the experts a layer's batch chose (in the
+// order of Batch.Experts): views of the mapped file, or, for experts
+// [base, base+n), slices a stager acquired for this step.
 type expertMats struct {
 	l       *layer
 	experts []int32
+	base    int
 	fe, lat int
 	set     *engine.ExpertSet // nil: views of the file
 }
 
-// expertMats gets the chosen experts' weights of layer il. With staged
-// weights they are acquired (and pinned until release).
-func (m *Model) expertMats(il int, l *layer, experts []int32) (*expertMats, error) {
-	ex := &expertMats{l: l, experts: experts, fe: m.p.FFExp, lat: m.p.latent()}
+// expertMats gets the weights of experts [lo, hi) of layer il. With
+// staged weights they are acquired (and pinned until release).
+func (m *Model) expertMats(il int, l *layer, experts []int32, lo, hi int) (*expertMats, error) {
+	ex := &expertMats{l: l, experts: experts, base: lo, fe: m.p.FFExp, lat: m.p.latent()}
 	if m.experts == nil {
 		return ex, nil
 	}
-	set, err := m.experts.AcquireExperts(il, []string{l.GateExps.Name, l.UpExps.Name, l.DownExps.Name}, experts)
+	set, err := m.experts.AcquireExperts(il, []string{l.GateExps.Name, l.UpExps.Name, l.DownExps.Name}, experts[lo:hi])
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +44,7 @@ func (ex *expertMats) mats(i int) (gate, up, down ops.Matrix) {
 		return mat(l.GateExps).Slice(e*fe, (e+1)*fe), mat(l.UpExps).Slice(e*fe, (e+1)*fe), mat(l.DownExps).Slice(e*lat, (e+1)*lat)
 	}
 	part := func(t *T, j, rows int) ops.Matrix {
-		return ops.Matrix{Type: t.Type, Rows: rows, Cols: int(t.Shape[0]), Data: ex.set.Bytes(j, i)}
+		return ops.Matrix{Type: t.Type, Rows: rows, Cols: int(t.Shape[0]), Data: ex.set.Bytes(j, i-ex.base)}
 	}
 	return part(l.GateExps, 0, fe), part(l.UpExps, 1, fe), part(l.DownExps, 2, lat)
 }
