@@ -131,6 +131,17 @@ test("tools: declared, with a tool-call history, reply well-formed", async () =>
   for await (const ch of stream) assert.equal(ch.object, "chat.completion.chunk");
 });
 
+test("a follow-up turn reuses the previous prompt (cached_tokens)", async () => {
+  const model = await modelID();
+  const kw = { chat_template_kwargs: { thinking: false }, max_tokens: 6, temperature: 0 };
+  const messages = [{ role: "user", content: "Hello, first turn." }];
+  const first = await client.chat.completions.create({ model, messages, ...kw });
+  messages.push({ role: "assistant", content: first.choices[0].message.content || "" }, { role: "user", content: "Second turn." });
+  const second = await client.chat.completions.create({ model, messages, ...kw });
+  assert.equal(second.usage.prompt_tokens_details.cached_tokens, first.usage.prompt_tokens);
+  assert.equal(second.timings.cache_n, first.usage.prompt_tokens);
+});
+
 test("errors are OpenAI-shaped with the right status", async () => {
   const cases = [
     ["GET", "/no/such/route", undefined, 404],
