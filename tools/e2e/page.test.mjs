@@ -7,7 +7,13 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { chromium } from "playwright-core";
-import { baseURL, apiKey } from "./common.mjs";
+import { baseURL, apiKey, raw } from "./common.mjs";
+
+async function metric(name) {
+  const r = await raw("GET", "/metrics");
+  const m = new RegExp("^" + name + " (\\S+)$", "m").exec(r.text);
+  return m ? Number(m[1]) : NaN;
+}
 
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const outDir = process.env.K3_E2E_OUT || path.join(path.dirname(new URL(import.meta.url).pathname), "out");
@@ -51,6 +57,30 @@ test("chat page streams a reply and fills the status bar", async () => {
     assert.equal(await page.isVisible("#regenerate:not([disabled])"), true);
     fs.mkdirSync(outDir, { recursive: true });
     await page.screenshot({ path: path.join(outDir, "page.png") });
+
+    // Regenerate replaces the last reply with a new one.
+    await page.click("#regenerate");
+    await page.waitForSelector(".msg.assistant .meta", { timeout: 120_000 });
+    assert.equal(await page.locator(".msg.assistant").count(), 1);
+
+    // Stop ends a reply in progress (here during its prompt evaluation,
+    // which takes the tiny model a good second) and frees the engine.
+    await page.fill("#s-max_tokens", "2000");
+    await page.fill("#input", "A second question.");
+    await page.click("#send");
+    await page.click("#stop", { timeout: 5_000 });
+    await page.waitForSelector("#send:visible", { timeout: 10_000 });
+    assert.match(await page.locator(".msg.assistant .meta").last().textContent(), /stopped/);
+    for (let i = 0; (await metric("k3_requests_processing")) !== 0; i++) {
+      assert.ok(i < 100, "the stopped request still runs on the server");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok((await metric("k3_requests_cancelled_total")) >= 1);
+
+    // New chat clears the conversation.
+    await page.click("#new-chat");
+    assert.equal(await page.locator(".msg").count(), 0);
+    assert.equal(await page.isVisible("#empty"), true);
     assert.deepEqual(outside, [], "the page fetched something outside the server");
     assert.deepEqual(errors, []);
   } finally {
