@@ -119,6 +119,7 @@ func TestConcurrentClients(t *testing.T) {
 	if code != 429 || hdr.Get("Retry-After") == "" || decodeErr(t, b).Error.Type != "rate_limit_error" {
 		t.Errorf("full queue: %d Retry-After=%q %s", code, hdr.Get("Retry-After"), b)
 	}
+	waitMetric(t, ts, "k3_requests_rejected_total", 1)
 
 	// Read a little of the stream, then hang up.
 	buf := make([]byte, 512)

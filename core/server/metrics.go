@@ -91,6 +91,7 @@ func (s *Server) serveMetrics(c echo.Context) error {
 		{"requests_cancelled_total", "counter", "Generations ended because the client left.", float64(m.cancelled)},
 		{"requests_processing", "gauge", "Requests running on the engine.", float64(running)},
 		{"requests_deferred", "gauge", "Requests waiting for the engine.", float64(waiting)},
+		{"requests_rejected_total", "counter", "Requests turned away because the queue was full (429).", float64(s.queue.rejections())},
 		{"expert_cache_hits_total", "counter", "Expert-cache hits.", float64(st.CacheHits)},
 		{"expert_cache_misses_total", "counter", "Expert-cache misses.", float64(st.CacheMisses)},
 		{"storage_read_bytes_total", "counter", "Bytes read from storage.", float64(st.BytesRead)},

@@ -14,8 +14,9 @@ type queue struct {
 	max  int
 
 	mu      sync.Mutex
-	waiting int
-	running int
+	waiting  int
+	running  int
+	rejected int64 // requests turned away with 429
 }
 
 func newQueue(max int) *queue {
@@ -34,6 +35,7 @@ func (q *queue) acquire(ctx context.Context, retryAfter int) (func(), error) {
 	default:
 	}
 	if q.waiting >= q.max {
+		q.rejected++
 		q.mu.Unlock()
 		e := newAPIError(http.StatusTooManyRequests, "rate_limit_error",
 			fmt.Sprintf("server busy: %d requests already waiting for the engine", q.max))
@@ -70,4 +72,10 @@ func (q *queue) counts() (running, waiting int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.running, q.waiting
+}
+
+func (q *queue) rejections() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.rejected
 }
