@@ -13,7 +13,7 @@ type queue struct {
 	slot chan struct{}
 	max  int
 
-	mu      sync.Mutex
+	mu       sync.Mutex
 	waiting  int
 	running  int
 	rejected int64 // requests turned away with 429
