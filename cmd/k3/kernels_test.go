@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,6 +125,14 @@ func TestKernelsBackends(t *testing.T) {
 			path := kernelsModel(t, typ)
 			ref := runKernels(t, path, openKernelsBackend(t, config.Kernels{Name: "reference"}), n, nil)
 			for _, name := range kernelsUnderTest() {
+				// On its pure-Go level a plugin computes what the core
+				// does, so the data plane (weights by reference, arena
+				// buffers, batching, activation reuse) is checked bit for bit.
+				generic := openKernelsBackend(t, config.Kernels{Name: name, Mode: "process"}, kernelsavx2.LevelEnv+"=generic")
+				if g := runKernels(t, path, generic, n, nil); !bitsEqual(ref.logits, g.logits) || !slices.Equal(ref.greedy, g.greedy) {
+					t.Errorf("%s: the plugin process on the generic level differs from the reference (max rel %g)", name, maxRelDiff(ref.logits, g.logits))
+				}
+
 				in := openKernelsBackend(t, config.Kernels{Name: name, Mode: "inprocess"})
 				out := openKernelsBackend(t, config.Kernels{Name: name, Mode: "process"})
 				a := runKernels(t, path, in, n, nil)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/quant"
+	"golang.org/x/sys/unix"
 )
 
 // opMatMul is the core's ops.OpMatMul (plugins may not import core/ops):
@@ -36,14 +37,14 @@ type Plugin struct {
 
 	mu      sync.Mutex
 	arenas  map[string]*plugin.Arena
-	regions map[string]*plugin.Views
+	regions map[string]*mapped
 	acts    []byte // quantized activations, reused between ops
 }
 
 // NewPlugin returns the kernels plugin, on the level LevelEnv names if it
 // is set, else the best one this CPU runs.
 func NewPlugin() *Plugin {
-	p := &Plugin{arenas: map[string]*plugin.Arena{}, regions: map[string]*plugin.Views{}}
+	p := &Plugin{arenas: map[string]*plugin.Arena{}, regions: map[string]*mapped{}}
 	if l := os.Getenv(LevelEnv); l != "" {
 		p.err = SetLevel(l)
 	}
@@ -197,21 +198,40 @@ func (p *Plugin) arena(path string) (*plugin.Arena, error) {
 	return a, nil
 }
 
-// weight resolves w to size bytes of its region, mapping the region once.
+// mapped is a region file as this process mapped it. A file replaced
+// under the same path (a restarted stager's slots) or grown since is
+// mapped again.
+type mapped struct {
+	views *plugin.Views
+	ino   uint64
+	size  int64
+}
+
+// weight resolves w to size bytes of its region, mapping the region once
+// per file.
 func (p *Plugin) weight(regions []plugin.Region, w plugin.WeightRef, size int64) ([]byte, error) {
 	if w.Region < 0 || w.Region >= len(regions) {
 		return nil, fmt.Errorf("weight region %d of %d", w.Region, len(regions))
 	}
 	r := regions[w.Region]
-	v, ok := p.regions[r.Path]
-	if !ok {
-		var err error
-		if v, err = plugin.MapRegions([]plugin.Region{r}); err != nil {
+	var st unix.Stat_t
+	if err := unix.Stat(r.Path, &st); err != nil {
+		return nil, fmt.Errorf("region %s: %w", r.Path, err)
+	}
+	m, ok := p.regions[r.Path]
+	if !ok || m.ino != st.Ino || m.size != st.Size {
+		if ok {
+			m.views.Close()
+			delete(p.regions, r.Path)
+		}
+		v, err := plugin.MapRegions([]plugin.Region{r})
+		if err != nil {
 			return nil, err
 		}
-		p.regions[r.Path] = v
+		m = &mapped{views: v, ino: st.Ino, size: st.Size}
+		p.regions[r.Path] = m
 	}
-	return v.Bytes(plugin.Location{Region: 0, Offset: w.Offset, Size: size})
+	return m.views.Bytes(plugin.Location{Region: 0, Offset: w.Offset, Size: size})
 }
 
 // f32 views arena bytes as float32s; arena refs are 64-byte aligned.
