@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -222,4 +225,59 @@ func TestStagedKill9(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEvalProfile runs k3 eval through each stager by flags: the logits and
+// tokens are those of the plain path, the mode line names the stager and
+// budget, and the stager's numbers end stderr as JSON.
+func TestEvalProfile(t *testing.T) {
+	// Plugin processes re-execute the test binary, which then acts as k3.
+	t.Setenv("K3_TEST_AS_K3", "1")
+	// The plain path computes with the reference ops; so must the profile.
+	t.Setenv("K3_KERNELS__NAME", "reference")
+	path, _ := stageModel(t)
+	args := []string{"-m", path, "--tokens", "5,17,300,2,99,42,7", "--full", "-n", "6", "-t", "2", "-ub", "3"}
+	want := runEvalArgs(t, args...)
+	for _, tc := range []struct{ stager, mode string }{{"pread", "inprocess"}, {"mmap", "process"}} {
+		t.Run(tc.stager, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			a := append(append([]string{"eval"}, args...), "--profile", "auto", "--memory-budget", "6M",
+				"--stager", tc.stager, "--stager-mode", tc.mode, "--lookahead", "true")
+			if code := runMain(a, &out, &errb); code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			if out.String() != runEvalText(t, args...) {
+				t.Error("output differs from the plain path's")
+			}
+			mode := fmt.Sprintf("stager=%s(%s)", tc.stager, tc.mode)
+			if !strings.Contains(errb.String(), mode) || !strings.Contains(errb.String(), "budget=6.0MiB") {
+				t.Errorf("no mode line with %s and the budget in:\n%s", mode, errb.String())
+			}
+			var rep struct {
+				Stats stagerReport `json:"stager_stats"`
+			}
+			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+			for _, l := range lines {
+				if strings.HasPrefix(l, `{"stager_stats"`) {
+					if err := json.Unmarshal([]byte(l), &rep); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			s := rep.Stats
+			if s.DecodeTokens != len(want.greedy)-1 || s.Hits+s.Misses == 0 || s.LookaheadPredicted == 0 || s.BudgetBytes == 0 || s.BudgetBytes > 6<<20 {
+				t.Errorf("stager stats %+v", s)
+			}
+		})
+	}
+}
+
+// runEvalText is k3 eval's stdout.
+func runEvalText(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := runMain(append([]string{"eval"}, args...), &out, &errb); code != 0 {
+		t.Fatalf("k3 eval %v: exit %d: %s", args, code, errb.String())
+	}
+	return out.String()
 }

@@ -15,6 +15,7 @@ THREADS=${THREADS:-2}
 PROMPT=${PROMPT:-1,2,3,4,5,6,7,8}
 KEEP=${KEEP:-0}               # 1: keep the model file afterwards
 STAGERS=${STAGERS:-"pread mmap"}
+KMODES=${KMODES:-"process inprocess"} # kernels plugin as a process, or in k3's process
 LLAMA=${LLAMA:-1}             # 0: skip llama.cpp
 K3REF=${K3REF:-$REPO/tools/parity/build/k3ref}
 CG=/sys/fs/cgroup/memory/k3-cgbench
@@ -84,14 +85,17 @@ incg() {
 	python3 -c "print(round($e-$s,2))" >"$OUT/$name.wall"
 	cat "$CG/memory.max_usage_in_bytes" >"$OUT/$name.peak"
 	cat "$CG/memory.failcnt" >"$OUT/$name.failcnt"
+	cat "$CG/memory.stat" >"$OUT/$name.memstat.full"
 	grep -E '^(total_)?(cache|rss|shmem|mapped_file) ' "$CG/memory.stat" >"$OUT/$name.memstat" || true
 	rmdir "$CG"
 	log "$name: rc=$rc wall=$(cat "$OUT/$name.wall")s peak=$(cat "$OUT/$name.peak") bw=$(cat "$OUT/$name.bw") GB/s"
 }
 
 for s in $STAGERS; do
-	incg "k3-$s" "$K3" eval -m "$MODEL" --tokens "$PROMPT" -n "$N" -t "$THREADS" \
-		--profile auto --stager "$s" --stager-mode process --memory-budget "$BUDGET" --io-workers 4
+	for km in $KMODES; do
+		K3_KERNELS__MODE=$km incg "k3-$s-k$km" "$K3" eval -m "$MODEL" --tokens "$PROMPT" -n "$N" -t "$THREADS" \
+			--profile auto --stager "$s" --stager-mode process --memory-budget "$BUDGET" --io-workers 4
+	done
 done
 
 if [ "$LLAMA" = 1 ]; then

@@ -21,8 +21,7 @@ def read(name, ext, default=""):
         return f.read().strip()
 
 
-def k3_row(s):
-    name = f"k3-{s}"
+def k3_row(name):
     if not read(name, "rc"):
         return None
     err, stdout = read(name, "stderr"), read(name, "stdout")
@@ -39,11 +38,12 @@ def k3_row(s):
     bpt = stats.get("decode_bytes_read_per_token", 0.0)
     bw = float(read(name, "bw", "0"))
     return {
-        "run": f"k3 staging-{s} (plugin process)",
+        "run": f"k3 staging-{name.split('-')[1]} (process), kernels {name.split('-')[2][1:]}",
         "rc": read(name, "rc"),
         "tokens": len(greedy),
         "greedy": greedy,
         "peak": int(read(name, "peak", "0")),
+        "failcnt": read(name, "failcnt"),
         "wall": float(read(name, "wall", "0")),
         "tok_s": tok_s,
         "hit": stats.get("hit_rate"),
@@ -73,6 +73,7 @@ def llama_row():
         "tokens": len(toks),
         "greedy": toks,
         "peak": int(read(a, "peak", "0")),
+        "failcnt": read(a, "failcnt"),
         "wall": wa,
         "tok_s": (n - 1) / (wa - wb) if wb and wa > wb else None,
         "hit": None, "bpt": None, "wait": None, "acq": None, "prec": None, "bound": None,
@@ -86,13 +87,14 @@ def f(v, fmt):
     return "-" if v is None else format(v, fmt)
 
 
-rows = [r for r in (k3_row("pread"), k3_row("mmap"), llama_row()) if r]
+names = sorted(f[:-3] for f in os.listdir(out) if f.startswith("k3-") and f.endswith(".rc"))
+rows = [r for r in [k3_row(nm) for nm in names] + [llama_row()] if r]
 print(f"model {size / 1e9:.2f} GB, cgroup limit {limit / 2**30:.2f} GiB ({size / limit:.2f}x); "
       f"O_DIRECT read, dd one 4 MiB stream: {bw1}\n")
-print("| run | exit | tokens | peak cgroup MiB (limit %d) | wall s | decode tok/s | hit rate | bytes read/token MB | wait-on-storage share | acquire share | O_DIRECT GB/s (4x4MiB random) | storage-bound tok/s | lookahead precision | load avg |" % (limit >> 20))
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| run | exit | tokens | peak cgroup MiB (limit %d) | limit hits (failcnt) | wall s | decode tok/s | hit rate | bytes read/token MB | wait-on-storage share | acquire share | O_DIRECT GB/s (4x4MiB random) | storage-bound tok/s | lookahead precision | load avg |" % (limit >> 20))
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
-    print(f"| {r['run']} | {r['rc']} | {r['tokens']} | {r['peak'] / 2**20:.0f} | {r['wall']:.1f} | {f(r['tok_s'], '.3f')} | "
+    print(f"| {r['run']} | {r['rc']} | {r['tokens']} | {r['peak'] / 2**20:.0f} | {r['failcnt']} | {r['wall']:.1f} | {f(r['tok_s'], '.3f')} | "
           f"{f(r['hit'], '.3f')} | {f(r['bpt'] and r['bpt'] / 1e6, '.1f')} | {f(r['wait'], '.3f')} | {f(r['acq'], '.3f')} | "
           f"{f(r['bw'], '.2f')} | {f(r['bound'], '.2f')} | {f(r['prec'], '.3f')} | {r['load']} |")
 print()
