@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/k3-inference/k3/core/config"
+	"github.com/k3-inference/k3/core/engine"
+	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/model"
+)
+
+func init() {
+	register(&command{
+		name:    "bench",
+		summary: "measure prefill and decode tokens/s, peak memory and storage traffic; one JSON record with --json",
+		run:     runBench,
+	})
+}
+
+// benchArgs are k3 bench's flags.
+type benchArgs struct {
+	path, cpuprofile                   *string
+	prompt, gen, threads, reps, ubatch *int
+	seed                               *uint64
+	asJSON, noWarmup                   *bool
+	stage                              *stageFlags
+	kernels                            *kernelsFlags
+}
+
+func newBenchFlags(stderr io.Writer) (*benchArgs, func([]string) error) {
+	fs := newFlags("bench", stderr)
+	a := &benchArgs{
+		path:       fs.String("m", "", "model file (first shard of a split model)"),
+		prompt:     fs.Int("p", 64, "prompt tokens, prefilled in one batch (split in ubatches of -ub)"),
+		gen:        fs.Int("n", 32, "decode steps after the prompt"),
+		threads:    fs.Int("t", 0, "threads (0: the profile's, else one per CPU)"),
+		reps:       fs.Int("r", 3, "repetitions; rates are reported as mean ± sd over them"),
+		ubatch:     fs.Int("ub", engine.DefaultUBatch, "prompt tokens per forward call (llama.cpp's n_ubatch)"),
+		seed:       fs.Uint64("seed", 1, "seed of the random prompt and decode tokens"),
+		asJSON:     fs.Bool("json", false, "print one JSON record instead of a table"),
+		noWarmup:   fs.Bool("no-warmup", false, "skip the unmeasured warm-up run (a prefill and one decode step)"),
+		cpuprofile: fs.String("cpuprofile", "", "write a CPU profile of the last repetition's decode steps to this file"),
+	}
+	fs.StringVar(a.path, "model", "", "same as -m")
+	fs.IntVar(a.threads, "threads", 0, "same as -t")
+	a.stage = addStageFlags(fs)
+	a.kernels = addKernelsFlags(fs)
+	return a, func(args []string) error { return parseFlags(fs, args, false) }
+}
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	a, parse := newBenchFlags(stderr)
+	if err := parse(args); err != nil {
+		return err
+	}
+	if *a.path == "" {
+		fmt.Fprintln(stderr, "k3 bench: -m is required")
+		return errUsage
+	}
+	if *a.prompt < 1 || *a.gen < 0 || *a.reps < 1 || *a.ubatch < 1 || *a.threads < 0 {
+		fmt.Fprintln(stderr, "k3 bench: -p, -r and -ub must be positive, -n and -t not negative")
+		return errUsage
+	}
+	rec, err := bench(context.Background(), a, stderr)
+	if err != nil {
+		return err
+	}
+	if *a.asJSON {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	}
+	return rec.writeTable(stdout)
+}
+
+// bench loads the model as the flags say, runs the repetitions and
+// returns the record; the plugins are closed before peak memory is read,
+// so that the children's peak counts them.
+func bench(ctx context.Context, a *benchArgs, stderr io.Writer) (*benchRecord, error) {
+	prof, err := a.stage.load(*a.path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := gguf.Open(*a.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	threads := *a.threads
+	if threads == 0 && prof != nil {
+		threads = prof.Threads
+	}
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	rec := &benchRecord{
+		Time: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
+		Prompt: *a.prompt, Gen: *a.gen, Reps: *a.reps, UBatch: *a.ubatch, Threads: threads, Seed: *a.seed,
+		CPU: hostCPU(), Model: describeModel(f),
+	}
+	kb, err := a.kernels.open(ctx, prof, stderr)
+	if err != nil {
+		return nil, err
+	}
+	lm, err := loadModel(ctx, f, prof, model.Options{Threads: threads, Backend: kb}, stderr)
+	if err != nil {
+		kb.Close()
+		return nil, err
+	}
+	rec.Mode = newBenchMode(prof, a.kernels.settings(prof), kb.Name(), threads)
+	runErr := runReps(rec, lm, kb, a)
+	if lm.staged != nil && runErr == nil {
+		if st, err := lm.staged.Stats(); err == nil {
+			rec.Mode.DirectIO = st.DirectIO
+		}
+	}
+	lm.Close()
+	kb.Close()
+	if runErr != nil {
+		return nil, runErr
+	}
+	rec.Memory = peakMemory()
+	return rec, nil
+}
+
+// runReps runs the warm-up and the measured repetitions and fills in the
+// rates and the stager's and kernels boundary's numbers.
+func runReps(rec *benchRecord, lm *loadedModel, kb engine.Kernels, a *benchArgs) error {
+	rng := rand.New(rand.NewPCG(*a.seed, 0x6b3))
+	vocab := lm.Params().Vocab
+	tokens := func(n int) []int32 {
+		t := make([]int32, n)
+		for i := range t {
+			t[i] = int32(rng.IntN(vocab))
+		}
+		return t
+	}
+	if !*a.noWarmup {
+		if _, _, err := benchRun(lm, tokens(*a.prompt), tokens(1), *a.ubatch, nil); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	var acc stageAcc
+	var kAt, kEnd engine.KernelsStats
+	for i := range *a.reps {
+		var hook *phaseHook
+		if lm.staged != nil || i == *a.reps-1 {
+			hook = &phaseHook{staged: lm.staged, acc: &acc}
+			if i == *a.reps-1 {
+				hook.profile = *a.cpuprofile
+			}
+		}
+		kAt = kernelsStats(kb)
+		pre, dec, err := benchRun(lm, tokens(*a.prompt), tokens(*a.gen), *a.ubatch, hook)
+		if err != nil {
+			return fmt.Errorf("repetition %d: %w", i+1, err)
+		}
+		if hook != nil && hook.err != nil {
+			return hook.err
+		}
+		kEnd = kernelsStats(kb)
+		rec.Prefill.Runs = append(rec.Prefill.Runs, float64(*a.prompt)/pre.Seconds())
+		if *a.gen > 0 {
+			rec.Decode.Runs = append(rec.Decode.Runs, float64(*a.gen)/dec.Seconds())
+		}
+		acc.decodeTime += dec
+	}
+	rec.Prefill.summarize()
+	rec.Decode.summarize()
+	if lm.staged != nil {
+		rec.Storage = acc.report(*a.prompt**a.reps, *a.gen**a.reps)
+	}
+	rec.Boundary = newBoundary(kEnd, kAt, *a.gen)
+	return nil
+}
+
+// phaseHook runs between a repetition's phases: it snapshots the stager's
+// counters and starts and stops the CPU profile around the decode steps.
+type phaseHook struct {
+	staged  *engine.Staged
+	acc     *stageAcc
+	profile string
+	file    *os.File
+	at      [3]engine.StageStats
+	err     error
+}
+
+// mark is called with phase 0 before the prefill, 1 between prefill and
+// decode, 2 after the decode.
+func (h *phaseHook) mark(phase int) {
+	if phase == 2 && h.file != nil {
+		pprof.StopCPUProfile()
+		if err := h.file.Close(); err != nil && h.err == nil {
+			h.err = fmt.Errorf("--cpuprofile: %w", err)
+		}
+	}
+	if h.staged != nil {
+		st, err := h.staged.Stats()
+		if err != nil && h.err == nil {
+			h.err = fmt.Errorf("stager stats: %w", err)
+		}
+		h.at[phase] = st
+		if phase == 2 {
+			h.acc.add(h.at)
+		}
+	}
+	if phase == 1 && h.profile != "" {
+		f, err := os.Create(h.profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			h.err = fmt.Errorf("--cpuprofile: %w", err)
+			return
+		}
+		h.file = f
+	}
+}
+
+// benchRun evaluates prompt on a fresh sequence in ubatches, then feeds
+// each of gen as a decode step, and returns both phases' wall times.
+func benchRun(lm *loadedModel, prompt, gen []int32, ubatch int, hook *phaseHook) (prefill, decode time.Duration, err error) {
+	mark := func(p int) {
+		if hook != nil {
+			hook.mark(p)
+		}
+	}
+	r := engine.NewRunner(lm.Model, engine.Batch, ubatch)
+	r.SetContext(len(prompt) + len(gen))
+	mark(0)
+	start := time.Now()
+	if _, err := r.Prefill(prompt, false); err != nil {
+		return 0, 0, fmt.Errorf("prefill of %d tokens: %w", len(prompt), err)
+	}
+	prefill = time.Since(start)
+	mark(1)
+	start = time.Now()
+	for i, tok := range gen {
+		if _, err := r.Decode(tok); err != nil {
+			mark(2)
+			return 0, 0, fmt.Errorf("decode step %d: %w", i+1, err)
+		}
+	}
+	decode = time.Since(start)
+	mark(2)
+	return prefill, decode, nil
+}
+
+// stageAcc sums the stager's counters over the measured repetitions.
+type stageAcc struct {
+	prefillBytes, decodeBytes int64
+	hits, misses              uint64
+	decodeHits, decodeMisses  uint64
+	decodeWait, decodeAcquire time.Duration
+	decodeTime                time.Duration
+	last                      engine.StageStats
+	predicted, predictedRight uint64
+}
+
+func (a *stageAcc) add(at [3]engine.StageStats) {
+	pre, dec := at[1].Stats, at[2].Stats
+	a.prefillBytes += pre.BytesRead - at[0].BytesRead
+	a.decodeBytes += dec.BytesRead - pre.BytesRead
+	a.hits += dec.Hits - at[0].Hits
+	a.misses += dec.Misses - at[0].Misses
+	a.decodeHits += dec.Hits - pre.Hits
+	a.decodeMisses += dec.Misses - pre.Misses
+	a.decodeWait += dec.WaitTime - pre.WaitTime
+	a.decodeAcquire += at[2].AcquireTime - at[1].AcquireTime
+	a.predicted += at[2].Predicted - at[0].Predicted
+	a.predictedRight += at[2].PredictedRight - at[0].PredictedRight
+	a.last = at[2]
+}
+
+func (a *stageAcc) report(prefillTokens, decodeTokens int) *benchStorage {
+	s := &benchStorage{
+		Stager: a.last.Mode, Restarts: a.last.Restarts, DirectIO: a.last.DirectIO,
+		ResidentBytes: a.last.ResidentBytes, BudgetBytes: a.last.BudgetBytes,
+		PrefillBytesPerToken: ratio(float64(a.prefillBytes), float64(prefillTokens)),
+		DecodeBytesPerToken:  ratio(float64(a.decodeBytes), float64(decodeTokens)),
+		HitRate:              ratio(float64(a.hits), float64(a.hits+a.misses)),
+		DecodeHitRate:        ratio(float64(a.decodeHits), float64(a.decodeHits+a.decodeMisses)),
+		DecodeWaitShare:      ratio(a.decodeWait.Seconds(), a.decodeTime.Seconds()),
+		DecodeAcquireShare:   ratio(a.decodeAcquire.Seconds(), a.decodeTime.Seconds()),
+		LookaheadPrecision:   ratio(float64(a.predictedRight), float64(a.predicted)),
+	}
+	return s
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// newBenchMode is the mode line's fields; without a profile the weights
+// are mapped from the file with no budget.
+func newBenchMode(prof *config.Profile, k config.Kernels, kernels string, threads int) benchMode {
+	m := benchMode{Profile: "none", Stager: "none", Kernels: kernels, KernelsMode: k.Mode, Threads: threads}
+	if prof != nil {
+		m.Profile, m.Stager, m.StagerMode = prof.Name, prof.Stager.Name, prof.Stager.Mode
+		m.Budget = int64(prof.Memory.Budget)
+		m.Line = prof.ModeLine(threads)
+	} else {
+		m.Line = fmt.Sprintf("k3: profile=none stager=none kernels=%s budget=unlimited direct-io=off threads=%d", kernels, threads)
+	}
+	return m
+}
