@@ -124,7 +124,7 @@ func (t *target) nibbles32(m Mem, c0F VecVirtual) VecVirtual {
 	t.mov(m, q)
 	VPSRLW(U8(4), q, hi)
 	u := YMM()
-	if t.zmm() {
+	if t.evex() {
 		VINSERTI32X4(U8(1), hi, q.AsY(), u)
 	} else {
 		VINSERTI128(U8(1), hi, q.AsY(), u)
@@ -137,8 +137,17 @@ func (t *target) nibbles32(m Mem, c0F VecVirtual) VecVirtual {
 // lanes: VPMADDUBSW of the unsigned quants u, minus that of o (a splat of
 // the offset byte), as int16 pairs; neither product can saturate for
 // u, o <= 31. Exact for every activation byte, -128 included.
-func offsetDot(u, o, ones VecVirtual, y Mem) VecVirtual {
+func offsetDot(t *target, u, o, ones VecVirtual, y Mem) VecVirtual {
 	p, c := YMM(), YMM()
+	if t.vnni {
+		// VPDPBUSD sums four products straight into int32 lanes.
+		t.zero(p)
+		t.zero(c)
+		vnniOp("VPDPBUSD", y, u, p)
+		vnniOp("VPDPBUSD", y, o, c)
+		VPSUBD(c, p, p)
+		return p
+	}
 	VPMADDUBSW(y, u, p)
 	VPMADDUBSW(y, o, c)
 	VPSUBW(c, p, p)
@@ -161,7 +170,7 @@ func genQ4_0(t *target) {
 	var k *consts32
 	blockLoop(t, "Q4_0", 18, 34, false, func() { k = t.consts32(8) }, func(w, a Mem, acc VecVirtual) {
 		u := t.nibbles32(w.Offset(2), k.c0F)
-		p := offsetDot(u, k.off, k.ones, a.Offset(2))
+		p := offsetDot(t, u, k.off, k.ones, a.Offset(2))
 		d := YMM()
 		halfProduct(w, a, d)
 		finishInt(p, d, acc)
@@ -203,7 +212,7 @@ func genQ5_0(t *target) {
 			VPAND(c10, h, h)
 			VPOR(h, u, u)
 		}
-		p := offsetDot(u, k.off, k.ones, a.Offset(2))
+		p := offsetDot(t, u, k.off, k.ones, a.Offset(2))
 		d := YMM()
 		halfProduct(w, a, d)
 		finishInt(p, d, acc)
@@ -219,7 +228,7 @@ func genMXFP4(t *target) {
 	pre := func() {
 		k = t.consts32(12)
 		table = YMM()
-		VBROADCASTI128(constData("mxfp4lut", []byte{12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0}), table)
+		t.bcast16(constData("mxfp4lut", []byte{12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0}), table)
 	}
 	var e8m0 []byte
 	for x := 0; x < 256; x++ {
@@ -235,7 +244,7 @@ func genMXFP4(t *target) {
 	blockLoop(t, "MXFP4", 17, 34, false, pre, func(w, a Mem, acc VecVirtual) {
 		u := t.nibbles32(w.Offset(1), k.c0F)
 		VPSHUFB(u, table, u)
-		p := offsetDot(u, k.off, k.ones, a.Offset(2))
+		p := offsetDot(t, u, k.off, k.ones, a.Offset(2))
 		e := GP64()
 		MOVBQZX(w, e)
 		tab := GP64()
