@@ -447,35 +447,31 @@ loopdotQ3KAVX512:
 	VBROADCASTI64X4 32(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
-	VPSLLVW         shift_2_1<>+0(SB), Z9, Z12
-	VPANDD          Z4, Z12, Z12
-	VPORD           Z12, Z10, Z10
+	VPTESTMB        runbits<>+0(SB), Z9, K1
+	VPADDB          Z4, Z10, K1, Z10
 	VPSHUFB         scidxw<>+0(SB), Z6, Z12
 	VPMADDUBSW      4(CX), Z10, Z10
 	VPMADDWD        Z12, Z10, Z10
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z11
 	VPANDD          Z3, Z11, Z11
-	VPSRLVW         shift_0_1<>+0(SB), Z9, Z12
-	VPANDD          Z4, Z12, Z12
-	VPORD           Z12, Z11, Z11
+	VPTESTMB        runbits<>+64(SB), Z9, K1
+	VPADDB          Z4, Z11, K1, Z11
 	VPSHUFB         scidxw<>+64(SB), Z6, Z6
 	VPMADDUBSW      68(CX), Z11, Z11
 	VPMADDWD        Z6, Z11, Z6
 	VBROADCASTI64X4 64(AX), Z12
 	VPSRLVW         shift_0_2<>+0(SB), Z12, Z11
 	VPANDD          Z3, Z11, Z11
-	VPSRLVW         shift_2_3<>+0(SB), Z9, Z13
-	VPANDD          Z4, Z13, Z13
-	VPORD           Z13, Z11, Z11
+	VPTESTMB        runbits<>+128(SB), Z9, K1
+	VPADDB          Z4, Z11, K1, Z11
 	VPSHUFB         scidxw<>+128(SB), Z7, Z13
 	VPMADDUBSW      132(CX), Z11, Z11
 	VPMADDWD        Z13, Z11, Z11
 	VPADDD          Z11, Z10, Z10
 	VPSRLVW         shift_4_6<>+0(SB), Z12, Z11
 	VPANDD          Z3, Z11, Z11
-	VPSRLVW         shift_4_5<>+0(SB), Z9, Z9
-	VPANDD          Z4, Z9, Z9
-	VPORD           Z9, Z11, Z11
+	VPTESTMB        runbits<>+192(SB), Z9, K1
+	VPADDB          Z4, Z11, K1, Z11
 	VPSHUFB         scidxw<>+192(SB), Z7, Z7
 	VPMADDUBSW      196(CX), Z11, Z9
 	VPMADDWD        Z7, Z9, Z9
@@ -709,77 +705,71 @@ DATA scidxw<>+248(SB)/4, $0x0f0e0f0e
 DATA scidxw<>+252(SB)/4, $0x0f0e0f0e
 GLOBL scidxw<>(SB), RODATA|NOPTR, $256
 
-DATA shift_2_1<>+0(SB)/4, $0x00020002
-DATA shift_2_1<>+4(SB)/4, $0x00020002
-DATA shift_2_1<>+8(SB)/4, $0x00020002
-DATA shift_2_1<>+12(SB)/4, $0x00020002
-DATA shift_2_1<>+16(SB)/4, $0x00020002
-DATA shift_2_1<>+20(SB)/4, $0x00020002
-DATA shift_2_1<>+24(SB)/4, $0x00020002
-DATA shift_2_1<>+28(SB)/4, $0x00020002
-DATA shift_2_1<>+32(SB)/4, $0x00010001
-DATA shift_2_1<>+36(SB)/4, $0x00010001
-DATA shift_2_1<>+40(SB)/4, $0x00010001
-DATA shift_2_1<>+44(SB)/4, $0x00010001
-DATA shift_2_1<>+48(SB)/4, $0x00010001
-DATA shift_2_1<>+52(SB)/4, $0x00010001
-DATA shift_2_1<>+56(SB)/4, $0x00010001
-DATA shift_2_1<>+60(SB)/4, $0x00010001
-GLOBL shift_2_1<>(SB), RODATA|NOPTR, $64
-
-DATA shift_0_1<>+0(SB)/4, $0x00000000
-DATA shift_0_1<>+4(SB)/4, $0x00000000
-DATA shift_0_1<>+8(SB)/4, $0x00000000
-DATA shift_0_1<>+12(SB)/4, $0x00000000
-DATA shift_0_1<>+16(SB)/4, $0x00000000
-DATA shift_0_1<>+20(SB)/4, $0x00000000
-DATA shift_0_1<>+24(SB)/4, $0x00000000
-DATA shift_0_1<>+28(SB)/4, $0x00000000
-DATA shift_0_1<>+32(SB)/4, $0x00010001
-DATA shift_0_1<>+36(SB)/4, $0x00010001
-DATA shift_0_1<>+40(SB)/4, $0x00010001
-DATA shift_0_1<>+44(SB)/4, $0x00010001
-DATA shift_0_1<>+48(SB)/4, $0x00010001
-DATA shift_0_1<>+52(SB)/4, $0x00010001
-DATA shift_0_1<>+56(SB)/4, $0x00010001
-DATA shift_0_1<>+60(SB)/4, $0x00010001
-GLOBL shift_0_1<>(SB), RODATA|NOPTR, $64
-
-DATA shift_2_3<>+0(SB)/4, $0x00020002
-DATA shift_2_3<>+4(SB)/4, $0x00020002
-DATA shift_2_3<>+8(SB)/4, $0x00020002
-DATA shift_2_3<>+12(SB)/4, $0x00020002
-DATA shift_2_3<>+16(SB)/4, $0x00020002
-DATA shift_2_3<>+20(SB)/4, $0x00020002
-DATA shift_2_3<>+24(SB)/4, $0x00020002
-DATA shift_2_3<>+28(SB)/4, $0x00020002
-DATA shift_2_3<>+32(SB)/4, $0x00030003
-DATA shift_2_3<>+36(SB)/4, $0x00030003
-DATA shift_2_3<>+40(SB)/4, $0x00030003
-DATA shift_2_3<>+44(SB)/4, $0x00030003
-DATA shift_2_3<>+48(SB)/4, $0x00030003
-DATA shift_2_3<>+52(SB)/4, $0x00030003
-DATA shift_2_3<>+56(SB)/4, $0x00030003
-DATA shift_2_3<>+60(SB)/4, $0x00030003
-GLOBL shift_2_3<>(SB), RODATA|NOPTR, $64
-
-DATA shift_4_5<>+0(SB)/4, $0x00040004
-DATA shift_4_5<>+4(SB)/4, $0x00040004
-DATA shift_4_5<>+8(SB)/4, $0x00040004
-DATA shift_4_5<>+12(SB)/4, $0x00040004
-DATA shift_4_5<>+16(SB)/4, $0x00040004
-DATA shift_4_5<>+20(SB)/4, $0x00040004
-DATA shift_4_5<>+24(SB)/4, $0x00040004
-DATA shift_4_5<>+28(SB)/4, $0x00040004
-DATA shift_4_5<>+32(SB)/4, $0x00050005
-DATA shift_4_5<>+36(SB)/4, $0x00050005
-DATA shift_4_5<>+40(SB)/4, $0x00050005
-DATA shift_4_5<>+44(SB)/4, $0x00050005
-DATA shift_4_5<>+48(SB)/4, $0x00050005
-DATA shift_4_5<>+52(SB)/4, $0x00050005
-DATA shift_4_5<>+56(SB)/4, $0x00050005
-DATA shift_4_5<>+60(SB)/4, $0x00050005
-GLOBL shift_4_5<>(SB), RODATA|NOPTR, $64
+DATA runbits<>+0(SB)/4, $0x01010101
+DATA runbits<>+4(SB)/4, $0x01010101
+DATA runbits<>+8(SB)/4, $0x01010101
+DATA runbits<>+12(SB)/4, $0x01010101
+DATA runbits<>+16(SB)/4, $0x01010101
+DATA runbits<>+20(SB)/4, $0x01010101
+DATA runbits<>+24(SB)/4, $0x01010101
+DATA runbits<>+28(SB)/4, $0x01010101
+DATA runbits<>+32(SB)/4, $0x02020202
+DATA runbits<>+36(SB)/4, $0x02020202
+DATA runbits<>+40(SB)/4, $0x02020202
+DATA runbits<>+44(SB)/4, $0x02020202
+DATA runbits<>+48(SB)/4, $0x02020202
+DATA runbits<>+52(SB)/4, $0x02020202
+DATA runbits<>+56(SB)/4, $0x02020202
+DATA runbits<>+60(SB)/4, $0x02020202
+DATA runbits<>+64(SB)/4, $0x04040404
+DATA runbits<>+68(SB)/4, $0x04040404
+DATA runbits<>+72(SB)/4, $0x04040404
+DATA runbits<>+76(SB)/4, $0x04040404
+DATA runbits<>+80(SB)/4, $0x04040404
+DATA runbits<>+84(SB)/4, $0x04040404
+DATA runbits<>+88(SB)/4, $0x04040404
+DATA runbits<>+92(SB)/4, $0x04040404
+DATA runbits<>+96(SB)/4, $0x08080808
+DATA runbits<>+100(SB)/4, $0x08080808
+DATA runbits<>+104(SB)/4, $0x08080808
+DATA runbits<>+108(SB)/4, $0x08080808
+DATA runbits<>+112(SB)/4, $0x08080808
+DATA runbits<>+116(SB)/4, $0x08080808
+DATA runbits<>+120(SB)/4, $0x08080808
+DATA runbits<>+124(SB)/4, $0x08080808
+DATA runbits<>+128(SB)/4, $0x10101010
+DATA runbits<>+132(SB)/4, $0x10101010
+DATA runbits<>+136(SB)/4, $0x10101010
+DATA runbits<>+140(SB)/4, $0x10101010
+DATA runbits<>+144(SB)/4, $0x10101010
+DATA runbits<>+148(SB)/4, $0x10101010
+DATA runbits<>+152(SB)/4, $0x10101010
+DATA runbits<>+156(SB)/4, $0x10101010
+DATA runbits<>+160(SB)/4, $0x20202020
+DATA runbits<>+164(SB)/4, $0x20202020
+DATA runbits<>+168(SB)/4, $0x20202020
+DATA runbits<>+172(SB)/4, $0x20202020
+DATA runbits<>+176(SB)/4, $0x20202020
+DATA runbits<>+180(SB)/4, $0x20202020
+DATA runbits<>+184(SB)/4, $0x20202020
+DATA runbits<>+188(SB)/4, $0x20202020
+DATA runbits<>+192(SB)/4, $0x40404040
+DATA runbits<>+196(SB)/4, $0x40404040
+DATA runbits<>+200(SB)/4, $0x40404040
+DATA runbits<>+204(SB)/4, $0x40404040
+DATA runbits<>+208(SB)/4, $0x40404040
+DATA runbits<>+212(SB)/4, $0x40404040
+DATA runbits<>+216(SB)/4, $0x40404040
+DATA runbits<>+220(SB)/4, $0x40404040
+DATA runbits<>+224(SB)/4, $0x80808080
+DATA runbits<>+228(SB)/4, $0x80808080
+DATA runbits<>+232(SB)/4, $0x80808080
+DATA runbits<>+236(SB)/4, $0x80808080
+DATA runbits<>+240(SB)/4, $0x80808080
+DATA runbits<>+244(SB)/4, $0x80808080
+DATA runbits<>+248(SB)/4, $0x80808080
+DATA runbits<>+252(SB)/4, $0x80808080
+GLOBL runbits<>(SB), RODATA|NOPTR, $256
 
 // func dotQ3Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
@@ -851,9 +841,8 @@ loopdotQ3Kx4AVX512:
 	VBROADCASTI64X4 32(AX), Z17
 	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
 	VPANDD          Z9, Z16, Z16
-	VPSLLVW         shift_2_1<>+0(SB), Z15, Z18
-	VPANDD          Z10, Z18, Z18
-	VPORD           Z18, Z16, Z16
+	VPTESTMB        runbits<>+0(SB), Z15, K1
+	VPADDB          Z10, Z16, K1, Z16
 	VPSHUFB         scidxw<>+0(SB), Z12, Z18
 	VPMADDUBSW      4(CX), Z16, Z19
 	VPMADDWD        Z18, Z19, Z19
@@ -865,9 +854,8 @@ loopdotQ3Kx4AVX512:
 	VPMADDWD        Z18, Z16, Z16
 	VPSRLVW         shift_4_6<>+0(SB), Z17, Z17
 	VPANDD          Z9, Z17, Z17
-	VPSRLVW         shift_0_1<>+0(SB), Z15, Z18
-	VPANDD          Z10, Z18, Z18
-	VPORD           Z18, Z17, Z17
+	VPTESTMB        runbits<>+64(SB), Z15, K1
+	VPADDB          Z10, Z17, K1, Z17
 	VPSHUFB         scidxw<>+64(SB), Z12, Z12
 	VPMADDUBSW      68(CX), Z17, Z18
 	VPMADDWD        Z12, Z18, Z18
@@ -884,9 +872,8 @@ loopdotQ3Kx4AVX512:
 	VBROADCASTI64X4 64(AX), Z17
 	VPSRLVW         shift_0_2<>+0(SB), Z17, Z12
 	VPANDD          Z9, Z12, Z12
-	VPSRLVW         shift_2_3<>+0(SB), Z15, Z18
-	VPANDD          Z10, Z18, Z18
-	VPORD           Z18, Z12, Z12
+	VPTESTMB        runbits<>+128(SB), Z15, K1
+	VPADDB          Z10, Z12, K1, Z12
 	VPSHUFB         scidxw<>+128(SB), Z13, Z18
 	VPMADDUBSW      132(CX), Z12, Z22
 	VPMADDWD        Z18, Z22, Z22
@@ -902,9 +889,8 @@ loopdotQ3Kx4AVX512:
 	VPADDD          Z12, Z16, Z16
 	VPSRLVW         shift_4_6<>+0(SB), Z17, Z12
 	VPANDD          Z9, Z12, Z12
-	VPSRLVW         shift_4_5<>+0(SB), Z15, Z15
-	VPANDD          Z10, Z15, Z15
-	VPORD           Z15, Z12, Z12
+	VPTESTMB        runbits<>+192(SB), Z15, K1
+	VPADDB          Z10, Z12, K1, Z12
 	VPSHUFB         scidxw<>+192(SB), Z13, Z13
 	VPMADDUBSW      196(CX), Z12, Z15
 	VPMADDWD        Z13, Z15, Z15
@@ -1831,27 +1817,24 @@ loopdotQ5KAVX512:
 	VBROADCASTI64X4 48(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPSLLVW         shift_4_3<>+0(SB), Z4, Z8
-	VPANDD          Z3, Z8, Z8
-	VPORD           Z8, Z6, Z6
+	VPTESTMB        runbits<>+0(SB), Z4, K1
+	VPADDB          Z3, Z6, K1, Z6
 	VPSHUFB         scidx32<>+0(SB), Z7, Z8
 	VPMADDUBSW      4(CX), Z6, Z6
 	VPMADDWD        Z8, Z6, Z6
 	VBROADCASTI64X4 80(AX), Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z2, Z8, Z8
-	VPSLLVW         shift_2_1<>+0(SB), Z4, Z9
-	VPANDD          Z3, Z9, Z9
-	VPORD           Z9, Z8, Z8
+	VPTESTMB        runbits<>+64(SB), Z4, K1
+	VPADDB          Z3, Z8, K1, Z8
 	VPSHUFB         scidx32<>+64(SB), Z7, Z9
 	VPMADDUBSW      68(CX), Z8, Z8
 	VPMADDWD        Z9, Z8, Z8
 	VBROADCASTI64X4 112(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z2, Z9, Z9
-	VPSRLVW         shift_0_1<>+0(SB), Z4, Z10
-	VPANDD          Z3, Z10, Z10
-	VPORD           Z10, Z9, Z9
+	VPTESTMB        runbits<>+128(SB), Z4, K1
+	VPADDB          Z3, Z9, K1, Z9
 	VPSHUFB         scidx32<>+128(SB), Z7, Z10
 	VPMADDUBSW      132(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
@@ -1859,9 +1842,8 @@ loopdotQ5KAVX512:
 	VBROADCASTI64X4 144(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z2, Z9, Z9
-	VPSRLVW         shift_2_3<>+0(SB), Z4, Z4
-	VPANDD          Z3, Z4, Z4
-	VPORD           Z4, Z9, Z9
+	VPTESTMB        runbits<>+192(SB), Z4, K1
+	VPADDB          Z3, Z9, K1, Z9
 	VPSHUFB         scidx32<>+192(SB), Z7, Z4
 	VPMADDUBSW      196(CX), Z9, Z7
 	VPMADDWD        Z4, Z7, Z7
@@ -1899,24 +1881,6 @@ donedotQ5KAVX512:
 
 DATA c32_10101010<>+0(SB)/4, $0x10101010
 GLOBL c32_10101010<>(SB), RODATA|NOPTR, $4
-
-DATA shift_4_3<>+0(SB)/4, $0x00040004
-DATA shift_4_3<>+4(SB)/4, $0x00040004
-DATA shift_4_3<>+8(SB)/4, $0x00040004
-DATA shift_4_3<>+12(SB)/4, $0x00040004
-DATA shift_4_3<>+16(SB)/4, $0x00040004
-DATA shift_4_3<>+20(SB)/4, $0x00040004
-DATA shift_4_3<>+24(SB)/4, $0x00040004
-DATA shift_4_3<>+28(SB)/4, $0x00040004
-DATA shift_4_3<>+32(SB)/4, $0x00030003
-DATA shift_4_3<>+36(SB)/4, $0x00030003
-DATA shift_4_3<>+40(SB)/4, $0x00030003
-DATA shift_4_3<>+44(SB)/4, $0x00030003
-DATA shift_4_3<>+48(SB)/4, $0x00030003
-DATA shift_4_3<>+52(SB)/4, $0x00030003
-DATA shift_4_3<>+56(SB)/4, $0x00030003
-DATA shift_4_3<>+60(SB)/4, $0x00030003
-GLOBL shift_4_3<>(SB), RODATA|NOPTR, $64
 
 // func dotQ5Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
@@ -1983,9 +1947,8 @@ loopdotQ5Kx4AVX512:
 	VBROADCASTI64X4 48(AX), Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
 	VPANDD          Z8, Z12, Z12
-	VPSLLVW         shift_4_3<>+0(SB), Z10, Z14
-	VPANDD          Z9, Z14, Z14
-	VPORD           Z14, Z12, Z12
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z9, Z12, K1, Z12
 	VPSHUFB         scidx32<>+0(SB), Z13, Z14
 	VPMADDUBSW      4(CX), Z12, Z15
 	VPMADDWD        Z14, Z15, Z15
@@ -1998,9 +1961,8 @@ loopdotQ5Kx4AVX512:
 	VBROADCASTI64X4 80(AX), Z14
 	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
 	VPANDD          Z8, Z14, Z14
-	VPSLLVW         shift_2_1<>+0(SB), Z10, Z18
-	VPANDD          Z9, Z18, Z18
-	VPORD           Z18, Z14, Z14
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z9, Z14, K1, Z14
 	VPSHUFB         scidx32<>+64(SB), Z13, Z18
 	VPMADDUBSW      68(CX), Z14, Z19
 	VPMADDWD        Z18, Z19, Z19
@@ -2017,9 +1979,8 @@ loopdotQ5Kx4AVX512:
 	VBROADCASTI64X4 112(AX), Z14
 	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
 	VPANDD          Z8, Z14, Z14
-	VPSRLVW         shift_0_1<>+0(SB), Z10, Z18
-	VPANDD          Z9, Z18, Z18
-	VPORD           Z18, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z9, Z14, K1, Z14
 	VPSHUFB         scidx32<>+128(SB), Z13, Z18
 	VPMADDUBSW      132(CX), Z14, Z19
 	VPMADDWD        Z18, Z19, Z19
@@ -2036,9 +1997,8 @@ loopdotQ5Kx4AVX512:
 	VBROADCASTI64X4 144(AX), Z14
 	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
 	VPANDD          Z8, Z14, Z14
-	VPSRLVW         shift_2_3<>+0(SB), Z10, Z10
-	VPANDD          Z9, Z10, Z10
-	VPORD           Z10, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z9, Z14, K1, Z14
 	VPSHUFB         scidx32<>+192(SB), Z13, Z10
 	VPMADDUBSW      196(CX), Z14, Z13
 	VPMADDWD        Z10, Z13, Z13
@@ -3471,34 +3431,30 @@ loopdotQ3KVNNI:
 	VBROADCASTI64X4 32(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
-	VPSLLVW         shift_2_1<>+0(SB), Z9, Z12
-	VPANDD          Z4, Z12, Z12
-	VPORD           Z12, Z10, Z10
+	VPTESTMB        runbits<>+0(SB), Z9, K1
+	VPADDB          Z4, Z10, K1, Z10
 	VPSHUFB         scidxw<>+0(SB), Z6, Z12
 	VPMADDUBSW      4(CX), Z10, Z10
 	VPMADDWD        Z12, Z10, Z10
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z11
 	VPANDD          Z3, Z11, Z11
-	VPSRLVW         shift_0_1<>+0(SB), Z9, Z12
-	VPANDD          Z4, Z12, Z12
-	VPORD           Z12, Z11, Z11
+	VPTESTMB        runbits<>+64(SB), Z9, K1
+	VPADDB          Z4, Z11, K1, Z11
 	VPSHUFB         scidxw<>+64(SB), Z6, Z6
 	VPMADDUBSW      68(CX), Z11, Z11
 	VPMADDWD        Z6, Z11, Z6
 	VBROADCASTI64X4 64(AX), Z12
 	VPSRLVW         shift_0_2<>+0(SB), Z12, Z11
 	VPANDD          Z3, Z11, Z11
-	VPSRLVW         shift_2_3<>+0(SB), Z9, Z13
-	VPANDD          Z4, Z13, Z13
-	VPORD           Z13, Z11, Z11
+	VPTESTMB        runbits<>+128(SB), Z9, K1
+	VPADDB          Z4, Z11, K1, Z11
 	VPSHUFB         scidxw<>+128(SB), Z7, Z13
 	VPMADDUBSW      132(CX), Z11, Z11
 	VPDPWSSD        Z13, Z11, Z10
 	VPSRLVW         shift_4_6<>+0(SB), Z12, Z11
 	VPANDD          Z3, Z11, Z11
-	VPSRLVW         shift_4_5<>+0(SB), Z9, Z9
-	VPANDD          Z4, Z9, Z9
-	VPORD           Z9, Z11, Z11
+	VPTESTMB        runbits<>+192(SB), Z9, K1
+	VPADDB          Z4, Z11, K1, Z11
 	VPSHUFB         scidxw<>+192(SB), Z7, Z7
 	VPMADDUBSW      196(CX), Z11, Z9
 	VPDPWSSD        Z7, Z9, Z6
@@ -3603,9 +3559,8 @@ loopdotQ3Kx4VNNI:
 	VBROADCASTI64X4 32(AX), Z17
 	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
 	VPANDD          Z9, Z16, Z16
-	VPSLLVW         shift_2_1<>+0(SB), Z15, Z18
-	VPANDD          Z10, Z18, Z18
-	VPORD           Z18, Z16, Z16
+	VPTESTMB        runbits<>+0(SB), Z15, K1
+	VPADDB          Z10, Z16, K1, Z16
 	VPSHUFB         scidxw<>+0(SB), Z12, Z18
 	VPMADDUBSW      4(CX), Z16, Z19
 	VPMADDWD        Z18, Z19, Z19
@@ -3617,9 +3572,8 @@ loopdotQ3Kx4VNNI:
 	VPMADDWD        Z18, Z16, Z16
 	VPSRLVW         shift_4_6<>+0(SB), Z17, Z17
 	VPANDD          Z9, Z17, Z17
-	VPSRLVW         shift_0_1<>+0(SB), Z15, Z18
-	VPANDD          Z10, Z18, Z18
-	VPORD           Z18, Z17, Z17
+	VPTESTMB        runbits<>+64(SB), Z15, K1
+	VPADDB          Z10, Z17, K1, Z17
 	VPSHUFB         scidxw<>+64(SB), Z12, Z12
 	VPMADDUBSW      68(CX), Z17, Z18
 	VPDPWSSD        Z12, Z18, Z19
@@ -3632,9 +3586,8 @@ loopdotQ3Kx4VNNI:
 	VBROADCASTI64X4 64(AX), Z17
 	VPSRLVW         shift_0_2<>+0(SB), Z17, Z12
 	VPANDD          Z9, Z12, Z12
-	VPSRLVW         shift_2_3<>+0(SB), Z15, Z18
-	VPANDD          Z10, Z18, Z18
-	VPORD           Z18, Z12, Z12
+	VPTESTMB        runbits<>+128(SB), Z15, K1
+	VPADDB          Z10, Z12, K1, Z12
 	VPSHUFB         scidxw<>+128(SB), Z13, Z18
 	VPMADDUBSW      132(CX), Z12, Z22
 	VPDPWSSD        Z18, Z22, Z19
@@ -3646,9 +3599,8 @@ loopdotQ3Kx4VNNI:
 	VPDPWSSD        Z18, Z12, Z16
 	VPSRLVW         shift_4_6<>+0(SB), Z17, Z12
 	VPANDD          Z9, Z12, Z12
-	VPSRLVW         shift_4_5<>+0(SB), Z15, Z15
-	VPANDD          Z10, Z15, Z15
-	VPORD           Z15, Z12, Z12
+	VPTESTMB        runbits<>+192(SB), Z15, K1
+	VPADDB          Z10, Z12, K1, Z12
 	VPSHUFB         scidxw<>+192(SB), Z13, Z13
 	VPMADDUBSW      196(CX), Z12, Z15
 	VPDPWSSD        Z13, Z15, Z19
@@ -4374,36 +4326,32 @@ loopdotQ5KVNNI:
 	VBROADCASTI64X4 48(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPSLLVW         shift_4_3<>+0(SB), Z4, Z8
-	VPANDD          Z3, Z8, Z8
-	VPORD           Z8, Z6, Z6
+	VPTESTMB        runbits<>+0(SB), Z4, K1
+	VPADDB          Z3, Z6, K1, Z6
 	VPSHUFB         scidx32<>+0(SB), Z7, Z8
 	VPMADDUBSW      4(CX), Z6, Z6
 	VPMADDWD        Z8, Z6, Z6
 	VBROADCASTI64X4 80(AX), Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z2, Z8, Z8
-	VPSLLVW         shift_2_1<>+0(SB), Z4, Z9
-	VPANDD          Z3, Z9, Z9
-	VPORD           Z9, Z8, Z8
+	VPTESTMB        runbits<>+64(SB), Z4, K1
+	VPADDB          Z3, Z8, K1, Z8
 	VPSHUFB         scidx32<>+64(SB), Z7, Z9
 	VPMADDUBSW      68(CX), Z8, Z8
 	VPMADDWD        Z9, Z8, Z8
 	VBROADCASTI64X4 112(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z2, Z9, Z9
-	VPSRLVW         shift_0_1<>+0(SB), Z4, Z10
-	VPANDD          Z3, Z10, Z10
-	VPORD           Z10, Z9, Z9
+	VPTESTMB        runbits<>+128(SB), Z4, K1
+	VPADDB          Z3, Z9, K1, Z9
 	VPSHUFB         scidx32<>+128(SB), Z7, Z10
 	VPMADDUBSW      132(CX), Z9, Z9
 	VPDPWSSD        Z10, Z9, Z6
 	VBROADCASTI64X4 144(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z2, Z9, Z9
-	VPSRLVW         shift_2_3<>+0(SB), Z4, Z4
-	VPANDD          Z3, Z4, Z4
-	VPORD           Z4, Z9, Z9
+	VPTESTMB        runbits<>+192(SB), Z4, K1
+	VPADDB          Z3, Z9, K1, Z9
 	VPSHUFB         scidx32<>+192(SB), Z7, Z4
 	VPMADDUBSW      196(CX), Z9, Z7
 	VPDPWSSD        Z4, Z7, Z8
@@ -4503,9 +4451,8 @@ loopdotQ5Kx4VNNI:
 	VBROADCASTI64X4 48(AX), Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
 	VPANDD          Z8, Z12, Z12
-	VPSLLVW         shift_4_3<>+0(SB), Z10, Z14
-	VPANDD          Z9, Z14, Z14
-	VPORD           Z14, Z12, Z12
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z9, Z12, K1, Z12
 	VPSHUFB         scidx32<>+0(SB), Z13, Z14
 	VPMADDUBSW      4(CX), Z12, Z15
 	VPMADDWD        Z14, Z15, Z15
@@ -4518,9 +4465,8 @@ loopdotQ5Kx4VNNI:
 	VBROADCASTI64X4 80(AX), Z14
 	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
 	VPANDD          Z8, Z14, Z14
-	VPSLLVW         shift_2_1<>+0(SB), Z10, Z18
-	VPANDD          Z9, Z18, Z18
-	VPORD           Z18, Z14, Z14
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z9, Z14, K1, Z14
 	VPSHUFB         scidx32<>+64(SB), Z13, Z18
 	VPMADDUBSW      68(CX), Z14, Z19
 	VPDPWSSD        Z18, Z19, Z15
@@ -4533,9 +4479,8 @@ loopdotQ5Kx4VNNI:
 	VBROADCASTI64X4 112(AX), Z14
 	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
 	VPANDD          Z8, Z14, Z14
-	VPSRLVW         shift_0_1<>+0(SB), Z10, Z18
-	VPANDD          Z9, Z18, Z18
-	VPORD           Z18, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z9, Z14, K1, Z14
 	VPSHUFB         scidx32<>+128(SB), Z13, Z18
 	VPMADDUBSW      132(CX), Z14, Z19
 	VPDPWSSD        Z18, Z19, Z15
@@ -4548,9 +4493,8 @@ loopdotQ5Kx4VNNI:
 	VBROADCASTI64X4 144(AX), Z14
 	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
 	VPANDD          Z8, Z14, Z14
-	VPSRLVW         shift_2_3<>+0(SB), Z10, Z10
-	VPANDD          Z9, Z10, Z10
-	VPORD           Z10, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z9, Z14, K1, Z14
 	VPSHUFB         scidx32<>+192(SB), Z13, Z10
 	VPMADDUBSW      196(CX), Z14, Z13
 	VPDPWSSD        Z10, Z13, Z15
@@ -5609,7 +5553,7 @@ donedotQ2Kx4VNNI256:
 	RET
 
 // func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ3KVNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -5648,66 +5592,58 @@ loopdotQ3KVNNI256:
 	VMOVDQU64       32(AX), Y9
 	VMOVDQA64       Y9, Y8
 	VPANDD          Y2, Y8, Y8
-	VPSLLW          $0x02, Y7, Y10
-	VPANDD          Y3, Y10, Y10
-	VPORD           Y10, Y8, Y8
+	VPTESTMB        runbits<>+0(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
 	VPSHUFB         scidxw<>+0(SB), Y6, Y10
 	VPMADDUBSW      4(CX), Y8, Y8
 	VPMADDWD        Y10, Y8, Y8
 	VPSRLW          $0x02, Y9, Y10
 	VPANDD          Y2, Y10, Y10
-	VPSLLW          $0x01, Y7, Y11
-	VPANDD          Y3, Y11, Y11
-	VPORD           Y11, Y10, Y10
+	VPTESTMB        runbits<>+32(SB), Y7, K1
+	VPADDB          Y3, Y10, K1, Y10
 	VPSHUFB         scidxw<>+32(SB), Y6, Y11
 	VPMADDUBSW      36(CX), Y10, Y10
 	VPMADDWD        Y11, Y10, Y10
 	VPSRLW          $0x04, Y9, Y11
 	VPANDD          Y2, Y11, Y11
-	VMOVDQA64       Y7, Y12
-	VPANDD          Y3, Y12, Y12
-	VPORD           Y12, Y11, Y11
+	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPADDB          Y3, Y11, K1, Y11
 	VPSHUFB         scidxw<>+64(SB), Y6, Y12
 	VPMADDUBSW      68(CX), Y11, Y11
 	VPDPWSSD        Y12, Y11, Y8
 	VPSRLW          $0x06, Y9, Y9
 	VPANDD          Y2, Y9, Y9
-	VPSRLW          $0x01, Y7, Y11
-	VPANDD          Y3, Y11, Y11
-	VPORD           Y11, Y9, Y9
+	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VPADDB          Y3, Y9, K1, Y9
 	VPSHUFB         scidxw<>+96(SB), Y6, Y6
 	VPMADDUBSW      100(CX), Y9, Y9
 	VPDPWSSD        Y6, Y9, Y10
 	VMOVDQU64       64(AX), Y9
 	VMOVDQA64       Y9, Y6
 	VPANDD          Y2, Y6, Y6
-	VPSRLW          $0x02, Y7, Y11
-	VPANDD          Y3, Y11, Y11
-	VPORD           Y11, Y6, Y6
+	VPTESTMB        runbits<>+128(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
 	VPSHUFB         scidxw<>+128(SB), Y5, Y11
 	VPMADDUBSW      132(CX), Y6, Y6
 	VPDPWSSD        Y11, Y6, Y8
 	VPSRLW          $0x02, Y9, Y6
 	VPANDD          Y2, Y6, Y6
-	VPSRLW          $0x03, Y7, Y11
-	VPANDD          Y3, Y11, Y11
-	VPORD           Y11, Y6, Y6
+	VPTESTMB        runbits<>+160(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
 	VPSHUFB         scidxw<>+160(SB), Y5, Y11
 	VPMADDUBSW      164(CX), Y6, Y6
 	VPDPWSSD        Y11, Y6, Y10
 	VPSRLW          $0x04, Y9, Y6
 	VPANDD          Y2, Y6, Y6
-	VPSRLW          $0x04, Y7, Y11
-	VPANDD          Y3, Y11, Y11
-	VPORD           Y11, Y6, Y6
+	VPTESTMB        runbits<>+192(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
 	VPSHUFB         scidxw<>+192(SB), Y5, Y11
 	VPMADDUBSW      196(CX), Y6, Y6
 	VPDPWSSD        Y11, Y6, Y8
 	VPSRLW          $0x06, Y9, Y6
 	VPANDD          Y2, Y6, Y6
-	VPSRLW          $0x05, Y7, Y7
-	VPANDD          Y3, Y7, Y7
-	VPORD           Y7, Y6, Y6
+	VPTESTMB        runbits<>+224(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
 	VPSHUFB         scidxw<>+224(SB), Y5, Y5
 	VPMADDUBSW      228(CX), Y6, Y6
 	VPDPWSSD        Y5, Y6, Y10
@@ -5804,7 +5740,7 @@ DATA q3tm_y<>+28(SB)/4, $0x30303030
 GLOBL q3tm_y<>(SB), RODATA|NOPTR, $32
 
 // func dotQ3Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
 TEXT ·dotQ3Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -5869,9 +5805,8 @@ loopdotQ3Kx4VNNI256:
 	VMOVDQU64       32(AX), Y12
 	VMOVDQA64       Y12, Y11
 	VPANDD          Y5, Y11, Y11
-	VPSLLW          $0x02, Y10, Y13
-	VPANDD          Y6, Y13, Y13
-	VPORD           Y13, Y11, Y11
+	VPTESTMB        runbits<>+0(SB), Y10, K1
+	VPADDB          Y6, Y11, K1, Y11
 	VPSHUFB         scidxw<>+0(SB), Y9, Y13
 	VPMADDUBSW      4(CX), Y11, Y14
 	VPMADDWD        Y13, Y14, Y14
@@ -5883,9 +5818,8 @@ loopdotQ3Kx4VNNI256:
 	VPMADDWD        Y13, Y11, Y11
 	VPSRLW          $0x02, Y12, Y13
 	VPANDD          Y5, Y13, Y13
-	VPSLLW          $0x01, Y10, Y17
-	VPANDD          Y6, Y17, Y17
-	VPORD           Y17, Y13, Y13
+	VPTESTMB        runbits<>+32(SB), Y10, K1
+	VPADDB          Y6, Y13, K1, Y13
 	VPSHUFB         scidxw<>+32(SB), Y9, Y17
 	VPMADDUBSW      36(CX), Y13, Y18
 	VPDPWSSD        Y17, Y18, Y14
@@ -5897,9 +5831,8 @@ loopdotQ3Kx4VNNI256:
 	VPDPWSSD        Y17, Y13, Y11
 	VPSRLW          $0x04, Y12, Y13
 	VPANDD          Y5, Y13, Y13
-	VMOVDQA64       Y10, Y17
-	VPANDD          Y6, Y17, Y17
-	VPORD           Y17, Y13, Y13
+	VPTESTMB        runbits<>+64(SB), Y10, K1
+	VPADDB          Y6, Y13, K1, Y13
 	VPSHUFB         scidxw<>+64(SB), Y9, Y17
 	VPMADDUBSW      68(CX), Y13, Y18
 	VPDPWSSD        Y17, Y18, Y14
@@ -5911,9 +5844,8 @@ loopdotQ3Kx4VNNI256:
 	VPDPWSSD        Y17, Y13, Y11
 	VPSRLW          $0x06, Y12, Y12
 	VPANDD          Y5, Y12, Y12
-	VPSRLW          $0x01, Y10, Y13
-	VPANDD          Y6, Y13, Y13
-	VPORD           Y13, Y12, Y12
+	VPTESTMB        runbits<>+96(SB), Y10, K1
+	VPADDB          Y6, Y12, K1, Y12
 	VPSHUFB         scidxw<>+96(SB), Y9, Y9
 	VPMADDUBSW      100(CX), Y12, Y13
 	VPDPWSSD        Y9, Y13, Y14
@@ -5926,9 +5858,8 @@ loopdotQ3Kx4VNNI256:
 	VMOVDQU64       64(AX), Y12
 	VMOVDQA64       Y12, Y9
 	VPANDD          Y5, Y9, Y9
-	VPSRLW          $0x02, Y10, Y13
-	VPANDD          Y6, Y13, Y13
-	VPORD           Y13, Y9, Y9
+	VPTESTMB        runbits<>+128(SB), Y10, K1
+	VPADDB          Y6, Y9, K1, Y9
 	VPSHUFB         scidxw<>+128(SB), Y8, Y13
 	VPMADDUBSW      132(CX), Y9, Y17
 	VPDPWSSD        Y13, Y17, Y14
@@ -5940,9 +5871,8 @@ loopdotQ3Kx4VNNI256:
 	VPDPWSSD        Y13, Y9, Y11
 	VPSRLW          $0x02, Y12, Y9
 	VPANDD          Y5, Y9, Y9
-	VPSRLW          $0x03, Y10, Y13
-	VPANDD          Y6, Y13, Y13
-	VPORD           Y13, Y9, Y9
+	VPTESTMB        runbits<>+160(SB), Y10, K1
+	VPADDB          Y6, Y9, K1, Y9
 	VPSHUFB         scidxw<>+160(SB), Y8, Y13
 	VPMADDUBSW      164(CX), Y9, Y17
 	VPDPWSSD        Y13, Y17, Y14
@@ -5954,9 +5884,8 @@ loopdotQ3Kx4VNNI256:
 	VPDPWSSD        Y13, Y9, Y11
 	VPSRLW          $0x04, Y12, Y9
 	VPANDD          Y5, Y9, Y9
-	VPSRLW          $0x04, Y10, Y13
-	VPANDD          Y6, Y13, Y13
-	VPORD           Y13, Y9, Y9
+	VPTESTMB        runbits<>+192(SB), Y10, K1
+	VPADDB          Y6, Y9, K1, Y9
 	VPSHUFB         scidxw<>+192(SB), Y8, Y13
 	VPMADDUBSW      196(CX), Y9, Y17
 	VPDPWSSD        Y13, Y17, Y14
@@ -5968,9 +5897,8 @@ loopdotQ3Kx4VNNI256:
 	VPDPWSSD        Y13, Y9, Y11
 	VPSRLW          $0x06, Y12, Y9
 	VPANDD          Y5, Y9, Y9
-	VPSRLW          $0x05, Y10, Y10
-	VPANDD          Y6, Y10, Y10
-	VPORD           Y10, Y9, Y9
+	VPTESTMB        runbits<>+224(SB), Y10, K1
+	VPADDB          Y6, Y9, K1, Y9
 	VPSHUFB         scidxw<>+224(SB), Y8, Y8
 	VPMADDUBSW      228(CX), Y9, Y10
 	VPDPWSSD        Y8, Y10, Y14
@@ -6707,7 +6635,7 @@ donedotQ4Kx4VNNI256:
 	RET
 
 // func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -6740,65 +6668,57 @@ loopdotQ5KVNNI256:
 	VFNMADD231PS    Y5, Y7, Y0
 	VMOVDQU64       48(AX), Y7
 	VPANDD          Y1, Y7, Y5
-	VPSLLW          $0x04, Y3, Y8
-	VPANDD          Y2, Y8, Y8
-	VPORD           Y8, Y5, Y5
+	VPTESTMB        runbits<>+0(SB), Y3, K1
+	VPADDB          Y2, Y5, K1, Y5
 	VPSHUFB         scidx32<>+0(SB), Y6, Y8
 	VPMADDUBSW      4(CX), Y5, Y5
 	VPMADDWD        Y8, Y5, Y5
 	VPSRLW          $0x04, Y7, Y7
 	VPANDD          Y1, Y7, Y7
-	VPSLLW          $0x03, Y3, Y8
-	VPANDD          Y2, Y8, Y8
-	VPORD           Y8, Y7, Y7
+	VPTESTMB        runbits<>+32(SB), Y3, K1
+	VPADDB          Y2, Y7, K1, Y7
 	VPSHUFB         scidx32<>+32(SB), Y6, Y8
 	VPMADDUBSW      36(CX), Y7, Y7
 	VPMADDWD        Y8, Y7, Y7
 	VMOVDQU64       80(AX), Y9
 	VPANDD          Y1, Y9, Y8
-	VPSLLW          $0x02, Y3, Y10
-	VPANDD          Y2, Y10, Y10
-	VPORD           Y10, Y8, Y8
+	VPTESTMB        runbits<>+64(SB), Y3, K1
+	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+64(SB), Y6, Y10
 	VPMADDUBSW      68(CX), Y8, Y8
 	VPDPWSSD        Y10, Y8, Y5
 	VPSRLW          $0x04, Y9, Y8
 	VPANDD          Y1, Y8, Y8
-	VPSLLW          $0x01, Y3, Y9
-	VPANDD          Y2, Y9, Y9
-	VPORD           Y9, Y8, Y8
+	VPTESTMB        runbits<>+96(SB), Y3, K1
+	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+96(SB), Y6, Y9
 	VPMADDUBSW      100(CX), Y8, Y8
 	VPDPWSSD        Y9, Y8, Y7
 	VMOVDQU64       112(AX), Y9
 	VPANDD          Y1, Y9, Y8
-	VMOVDQA64       Y3, Y10
-	VPANDD          Y2, Y10, Y10
-	VPORD           Y10, Y8, Y8
+	VPTESTMB        runbits<>+128(SB), Y3, K1
+	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+128(SB), Y6, Y10
 	VPMADDUBSW      132(CX), Y8, Y8
 	VPDPWSSD        Y10, Y8, Y5
 	VPSRLW          $0x04, Y9, Y8
 	VPANDD          Y1, Y8, Y8
-	VPSRLW          $0x01, Y3, Y9
-	VPANDD          Y2, Y9, Y9
-	VPORD           Y9, Y8, Y8
+	VPTESTMB        runbits<>+160(SB), Y3, K1
+	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+160(SB), Y6, Y9
 	VPMADDUBSW      164(CX), Y8, Y8
 	VPDPWSSD        Y9, Y8, Y7
 	VMOVDQU64       144(AX), Y9
 	VPANDD          Y1, Y9, Y8
-	VPSRLW          $0x02, Y3, Y10
-	VPANDD          Y2, Y10, Y10
-	VPORD           Y10, Y8, Y8
+	VPTESTMB        runbits<>+192(SB), Y3, K1
+	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+192(SB), Y6, Y10
 	VPMADDUBSW      196(CX), Y8, Y8
 	VPDPWSSD        Y10, Y8, Y5
 	VPSRLW          $0x04, Y9, Y8
 	VPANDD          Y1, Y8, Y8
-	VPSRLW          $0x03, Y3, Y3
-	VPANDD          Y2, Y3, Y3
-	VPORD           Y3, Y8, Y8
+	VPTESTMB        runbits<>+224(SB), Y3, K1
+	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+224(SB), Y6, Y3
 	VPMADDUBSW      228(CX), Y8, Y6
 	VPDPWSSD        Y3, Y6, Y7
@@ -6825,7 +6745,7 @@ donedotQ5KVNNI256:
 	RET
 
 // func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
 TEXT ·dotQ5Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -6884,9 +6804,8 @@ loopdotQ5Kx4VNNI256:
 	VFNMADD231PS    Y8, Y10, Y3
 	VMOVDQU64       48(AX), Y10
 	VPANDD          Y4, Y10, Y8
-	VPSLLW          $0x04, Y6, Y11
-	VPANDD          Y5, Y11, Y11
-	VPORD           Y11, Y8, Y8
+	VPTESTMB        runbits<>+0(SB), Y6, K1
+	VPADDB          Y5, Y8, K1, Y8
 	VPSHUFB         scidx32<>+0(SB), Y9, Y11
 	VPMADDUBSW      4(CX), Y8, Y12
 	VPMADDWD        Y11, Y12, Y12
@@ -6898,9 +6817,8 @@ loopdotQ5Kx4VNNI256:
 	VPMADDWD        Y11, Y8, Y8
 	VPSRLW          $0x04, Y10, Y10
 	VPANDD          Y4, Y10, Y10
-	VPSLLW          $0x03, Y6, Y11
-	VPANDD          Y5, Y11, Y11
-	VPORD           Y11, Y10, Y10
+	VPTESTMB        runbits<>+32(SB), Y6, K1
+	VPADDB          Y5, Y10, K1, Y10
 	VPSHUFB         scidx32<>+32(SB), Y9, Y11
 	VPMADDUBSW      36(CX), Y10, Y15
 	VPDPWSSD        Y11, Y15, Y12
@@ -6912,9 +6830,8 @@ loopdotQ5Kx4VNNI256:
 	VPDPWSSD        Y11, Y10, Y8
 	VMOVDQU64       80(AX), Y11
 	VPANDD          Y4, Y11, Y10
-	VPSLLW          $0x02, Y6, Y15
-	VPANDD          Y5, Y15, Y15
-	VPORD           Y15, Y10, Y10
+	VPTESTMB        runbits<>+64(SB), Y6, K1
+	VPADDB          Y5, Y10, K1, Y10
 	VPSHUFB         scidx32<>+64(SB), Y9, Y15
 	VPMADDUBSW      68(CX), Y10, Y16
 	VPDPWSSD        Y15, Y16, Y12
@@ -6926,9 +6843,8 @@ loopdotQ5Kx4VNNI256:
 	VPDPWSSD        Y15, Y10, Y8
 	VPSRLW          $0x04, Y11, Y10
 	VPANDD          Y4, Y10, Y10
-	VPSLLW          $0x01, Y6, Y11
-	VPANDD          Y5, Y11, Y11
-	VPORD           Y11, Y10, Y10
+	VPTESTMB        runbits<>+96(SB), Y6, K1
+	VPADDB          Y5, Y10, K1, Y10
 	VPSHUFB         scidx32<>+96(SB), Y9, Y11
 	VPMADDUBSW      100(CX), Y10, Y15
 	VPDPWSSD        Y11, Y15, Y12
@@ -6940,9 +6856,8 @@ loopdotQ5Kx4VNNI256:
 	VPDPWSSD        Y11, Y10, Y8
 	VMOVDQU64       112(AX), Y11
 	VPANDD          Y4, Y11, Y10
-	VMOVDQA64       Y6, Y15
-	VPANDD          Y5, Y15, Y15
-	VPORD           Y15, Y10, Y10
+	VPTESTMB        runbits<>+128(SB), Y6, K1
+	VPADDB          Y5, Y10, K1, Y10
 	VPSHUFB         scidx32<>+128(SB), Y9, Y15
 	VPMADDUBSW      132(CX), Y10, Y16
 	VPDPWSSD        Y15, Y16, Y12
@@ -6954,9 +6869,8 @@ loopdotQ5Kx4VNNI256:
 	VPDPWSSD        Y15, Y10, Y8
 	VPSRLW          $0x04, Y11, Y10
 	VPANDD          Y4, Y10, Y10
-	VPSRLW          $0x01, Y6, Y11
-	VPANDD          Y5, Y11, Y11
-	VPORD           Y11, Y10, Y10
+	VPTESTMB        runbits<>+160(SB), Y6, K1
+	VPADDB          Y5, Y10, K1, Y10
 	VPSHUFB         scidx32<>+160(SB), Y9, Y11
 	VPMADDUBSW      164(CX), Y10, Y15
 	VPDPWSSD        Y11, Y15, Y12
@@ -6968,9 +6882,8 @@ loopdotQ5Kx4VNNI256:
 	VPDPWSSD        Y11, Y10, Y8
 	VMOVDQU64       144(AX), Y11
 	VPANDD          Y4, Y11, Y10
-	VPSRLW          $0x02, Y6, Y15
-	VPANDD          Y5, Y15, Y15
-	VPORD           Y15, Y10, Y10
+	VPTESTMB        runbits<>+192(SB), Y6, K1
+	VPADDB          Y5, Y10, K1, Y10
 	VPSHUFB         scidx32<>+192(SB), Y9, Y15
 	VPMADDUBSW      196(CX), Y10, Y16
 	VPDPWSSD        Y15, Y16, Y12
@@ -6982,9 +6895,8 @@ loopdotQ5Kx4VNNI256:
 	VPDPWSSD        Y15, Y10, Y8
 	VPSRLW          $0x04, Y11, Y10
 	VPANDD          Y4, Y10, Y10
-	VPSRLW          $0x03, Y6, Y6
-	VPANDD          Y5, Y6, Y6
-	VPORD           Y6, Y10, Y10
+	VPTESTMB        runbits<>+224(SB), Y6, K1
+	VPADDB          Y5, Y10, K1, Y10
 	VPSHUFB         scidx32<>+224(SB), Y9, Y6
 	VPMADDUBSW      228(CX), Y10, Y9
 	VPDPWSSD        Y6, Y9, Y12

@@ -374,6 +374,13 @@ func genQ3K(t *target) {
 		var q VecVirtual
 		c.runs(nacc, func(i int) VecVirtual {
 			u := t.twoBit(i, Mem{Base: wp, Disp: 32}, &q, c03)
+			if t.evex() {
+				// Bit r of hmask is the third bit of run r: add 4 where set.
+				m := K()
+				VPTESTMB(t.runBits(i), hm, m)
+				VPADDB(c04, u, m, u)
+				return u
+			}
 			// Bit r of hmask is the third bit of run r: move it to bit 2.
 			h := t.vec()
 			if t.zmm() {
@@ -507,6 +514,13 @@ func genQ5K(t *target) {
 		var q VecVirtual
 		k4Body(c, nacc, func(i int) VecVirtual {
 			u := t.nibbles(i, Mem{Base: c.wp, Disp: 48}, &q, c0F)
+			if t.evex() {
+				// Bit r of qh is the fifth bit of run r: add 16 where set.
+				m := K()
+				VPTESTMB(t.runBits(i), qh, m)
+				VPADDB(c10, u, m, u)
+				return u
+			}
 			// Bit r of qh is the fifth bit of run r: move it to bit 4.
 			h := t.vec()
 			if t.zmm() {
@@ -531,4 +545,18 @@ func pick(first bool, a, b VecVirtual) VecVirtual {
 		return a
 	}
 	return b
+}
+
+// runBits is, for vector i of a block, a constant whose bytes hold the bit
+// that selects the vector's element run (32 elements) in a per-element
+// bitmap such as Q3_K's hmask or Q5_K's qh: 1<<i for a 256-bit vector,
+// 1<<2i and 1<<(2i+1) in the halves of a 512-bit one.
+func (t *target) runBits(i int) Mem {
+	var b []byte
+	for r := 0; r < 8; r++ {
+		for k := 0; k < 32; k++ {
+			b = append(b, 1<<r)
+		}
+	}
+	return constData("runbits", b).Offset(i * t.w)
 }
