@@ -54,6 +54,9 @@ func (kf *kernelsFlags) open(ctx context.Context, prof *config.Profile, stderr i
 	if k.Mode != "process" && k.Mode != "inprocess" {
 		return nil, fmt.Errorf("--kernels-mode: %q is not process or inprocess", k.Mode)
 	}
+	if prof != nil {
+		prof.Kernels = k // so the profile's mode line says what runs
+	}
 	b, err := engine.OpenKernels(ctx, k, engine.KernelsOptions{Env: kernelsEnv, Logger: slog.Default()})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,8 @@ import (
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/model/kimik3"
+	"github.com/k3-inference/k3/core/plugin/ggufreq"
 	"github.com/k3-inference/k3/core/synth"
 	kernelsavx2 "github.com/k3-inference/k3/plugins/kernels-avx2"
 )
@@ -66,6 +68,11 @@ func runKernels(t *testing.T, path string, b engine.Kernels, n int, step func(i 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runKernelsModel(t, m, n, step)
+}
+
+func runKernelsModel(t *testing.T, m model.Model, n int, step func(i int)) kernelsRun {
+	t.Helper()
 	r := engine.NewRunner(m, engine.Batch, 0)
 	r.SetContext(len(kernelsPrompt) + n + 1)
 	logits, err := r.Prefill(kernelsPrompt, true)
@@ -296,5 +303,55 @@ func TestEvalKernelsFlag(t *testing.T) {
 	var errs strings.Builder
 	if code := runMain([]string{"eval", "-m", path, "--tokens", "1", "--kernels", "avx1024"}, &strings.Builder{}, &errs); code == 0 || !strings.Contains(errs.String(), "avx1024") {
 		t.Errorf("--kernels avx1024: exit %d, %q", code, errs.String())
+	}
+}
+
+// TestKernelsStaged runs a kernels plugin process on weights a stager
+// serves, from the shard file (mmap) or its shared-memory slots (pread),
+// at a budget where one layer's experts barely fit: the logits are those
+// of the same kernels on the plain mapping, bit for bit, and no product
+// falls back to the reference.
+func TestKernelsStaged(t *testing.T) {
+	names := kernelsUnderTest()
+	if len(names) == 0 {
+		t.Skip("no SIMD kernels on this CPU")
+	}
+	const n = 6
+	path, cfg := stageModel(t)
+	k := config.Kernels{Name: names[len(names)-1], Mode: "process"}
+	want := runKernels(t, path, openKernelsBackend(t, k), n, nil)
+	for _, name := range []string{"staging-pread", "staging-mmap"} {
+		t.Run(name, func(t *testing.T) {
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			req, err := ggufreq.OpenRequest(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			budget, err := stageFootprint[name](req, cfg.NExpert)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: launch(name, false), Budget: budget, Lookahead: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			b := openKernelsBackend(t, k)
+			m, err := kimik3.New(f, st, model.Options{Threads: 2, Backend: b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runKernelsModel(t, m, n, nil)
+			if !bitsEqual(want.logits, got.logits) || !slices.Equal(want.greedy, got.greedy) {
+				t.Errorf("staged logits differ from the plain mapping's (max rel %g)", maxRelDiff(want.logits, got.logits))
+			}
+			if s := b.(*engine.PluginKernels).Stats(); s.Fallbacks != 0 {
+				t.Errorf("%d products fell back to the reference: a weight was not found in a mapped file", s.Fallbacks)
+			}
+		})
 	}
 }
