@@ -31,6 +31,10 @@ static const char * usage =
     "           --many: stdin: texts, each u32 length + bytes; JSON: token lists\n"
     "  detokenize MODEL [--remove-special] [--unparse-special] stdin: i32 tokens; stdout: text\n"
     "  pieces MODEL [--special]         stdin: i32 tokens; stdout: per token u32 len + bytes\n"
+    "  bench MODEL [-p N] [-n N] [--reps N] [--threads N] [--batch N] [--no-repack] [--no-warmup]\n"
+    "        [--cpu VARIANT] [--seed N]  JSON: prefill and decode tok/s, llama-bench style\n"
+    "  matvec [TYPE,...] [--rows M] [--cols K] [--threads N] [--seconds S] [--repack] [--cpu VARIANT]\n"
+    "                                   JSON: one ggml_mul_mat by a vector per type, GB/s of weights\n"
     "  version                          prints the llama.cpp system info\n"
     "VARIANT: generic (libggml-cpu-x64.so, scalar C), native (best scoring variant), a\n"
     "variant name (haswell, zen4, ...) or a path to a libggml-cpu-*.so.\n"
@@ -288,7 +292,7 @@ static const struct {
     {"vecdot", cmd_vecdot},         {"variants", cmd_variants},     {"types", cmd_types},
     {"meta", cmd_meta},             {"load", cmd_load},             {"logits", cmd_logits},
     {"greedy", cmd_greedy},         {"tokenize", cmd_tokenize},     {"detokenize", cmd_detokenize},
-    {"pieces", cmd_pieces},
+    {"pieces", cmd_pieces},         {"bench", cmd_bench},           {"matvec", cmd_matvec},
 };
 
 int main(int argc, char ** argv) {
