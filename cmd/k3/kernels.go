@@ -25,7 +25,7 @@ type kernelsFlags struct {
 func addKernelsFlags(fs *flag.FlagSet) *kernelsFlags {
 	return &kernelsFlags{
 		name: fs.String("kernels", "", "compute kernels: auto, avx512, avx2 or reference (default: the profile's; reference without a profile)"),
-		mode: fs.String("kernels-mode", "", "process (a `k3 plugin kernels-NAME` subprocess) or inprocess (default: the profile's, else process)"),
+		mode: fs.String("kernels-mode", "", "process (a 'k3 plugin kernels-NAME' subprocess) or inprocess (default: the profile's, else process)"),
 		path: fs.String("kernels-path", "", "an external kernels plugin binary"),
 	}
 }
