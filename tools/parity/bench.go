@@ -113,8 +113,10 @@ type MatVecResult struct {
 		Reps        int     `json:"reps"`
 		BestUS      float64 `json:"best_us"`
 		MedianUS    float64 `json:"median_us"`
+		MeanUS      float64 `json:"mean_us"`
 		GBpsBest    float64 `json:"gbps_best"`
 		GBpsMedian  float64 `json:"gbps_median"`
+		GBpsMean    float64 `json:"gbps_mean"`
 	} `json:"results"`
 }
 

@@ -55,7 +55,8 @@ func TestMatVec(t *testing.T) {
 		for i, x := range res.Results {
 			row, _ := quant.RowSize(types[i], 512)
 			if !strings.EqualFold(x.Type, types[i].String()) || x.WeightBytes != 64*row || x.Reps < 5 ||
-				x.BestUS <= 0 || x.MedianUS < x.BestUS || x.GBpsBest < x.GBpsMedian || x.GBpsMedian <= 0 {
+				x.BestUS <= 0 || x.MedianUS < x.BestUS || x.GBpsBest < x.GBpsMedian || x.GBpsMedian <= 0 ||
+				x.MeanUS < x.BestUS || x.GBpsMean <= 0 || x.GBpsMean > x.GBpsBest {
 				t.Errorf("repack=%v %s: %+v", repack, types[i], x)
 			}
 			// Of these only Q4_K has an x86 repacked layout (on AVX2 and up).

@@ -178,12 +178,16 @@ static void matvec_one(ggml_backend_t be, ggml_backend_buffer_type_t rbuft, enum
         }
         times[n++] = mono_s() - t0;
     }
+    double mean = 0;
+    for (size_t i = 0; i < n; i++) {
+        mean += times[i] / n;
+    }
     qsort(times, n, sizeof(double), cmp_dbl);
     double best = times[0], med = times[n / 2];
     printf("%s{\"type\":\"%s\",\"weight_bytes\":%zu,\"repacked\":%s,\"reps\":%zu,\"best_us\":%.3f,\"median_us\":%.3f,"
-           "\"gbps_best\":%.4f,\"gbps_median\":%.4f}",
+           "\"mean_us\":%.3f,\"gbps_best\":%.4f,\"gbps_median\":%.4f,\"gbps_mean\":%.4f}",
            first ? "" : ",", ggml_type_name(t), wbytes, repacked ? "true" : "false", n, best * 1e6, med * 1e6,
-           wbytes / best / 1e9, wbytes / med / 1e9);
+           mean * 1e6, wbytes / best / 1e9, wbytes / med / 1e9, wbytes / mean / 1e9);
     free(times);
     ggml_backend_buffer_free(bw);
     ggml_backend_buffer_free(bx);
