@@ -14,9 +14,12 @@ N=${N:-64}                    # tokens generated
 THREADS=${THREADS:-2}
 PROMPT=${PROMPT:-1,2,3,4,5,6,7,8}
 KEEP=${KEEP:-0}               # 1: keep the model file afterwards
-STAGERS=${STAGERS:-"pread mmap"}
-KMODES=${KMODES:-"process inprocess"} # kernels plugin as a process, or in k3's process
+# Runs of k3 eval, each STAGER:KERNELS:KERNELS_MODE[:nolookahead]. The
+# reference kernels are the core's Go ops on the core's own views; the
+# avx512 kernels plugin maps the weights itself.
+RUNS=${RUNS:-"pread:auto:inprocess pread:auto:process pread:auto:inprocess:nolookahead mmap:reference:inprocess mmap:auto:process"}
 LLAMA=${LLAMA:-1}             # 0: skip llama.cpp
+RUN_TIMEOUT=${RUN_TIMEOUT:-420} # seconds before a run counts as not completing (exit 124)
 K3REF=${K3REF:-$REPO/tools/parity/build/k3ref}
 CG=/sys/fs/cgroup/memory/k3-cgbench
 MODEL=$DIR/k3big.gguf
@@ -79,7 +82,7 @@ incg() {
 	cat /proc/loadavg >"$OUT/$name.load"
 	local s e rc=0
 	s=$(date +%s.%N)
-	sh -c 'echo $$ >'"$CG"'/cgroup.procs; exec "$@"' sh "$@" >"$OUT/$name.stdout" 2>"$OUT/$name.stderr" || rc=$?
+	timeout "$RUN_TIMEOUT" sh -c 'echo $$ >'"$CG"'/cgroup.procs; exec "$@"' sh "$@" >"$OUT/$name.stdout" 2>"$OUT/$name.stderr" || rc=$?
 	e=$(date +%s.%N)
 	echo "$rc" >"$OUT/$name.rc"
 	python3 -c "print(round($e-$s,2))" >"$OUT/$name.wall"
@@ -87,15 +90,23 @@ incg() {
 	cat "$CG/memory.failcnt" >"$OUT/$name.failcnt"
 	cat "$CG/memory.stat" >"$OUT/$name.memstat.full"
 	grep -E '^(total_)?(cache|rss|shmem|mapped_file) ' "$CG/memory.stat" >"$OUT/$name.memstat" || true
+	# Plugin processes of a run that timed out.
+	for p in $(cat "$CG/cgroup.procs"); do kill -9 "$p" 2>/dev/null || true; done
+	sleep 1
 	rmdir "$CG"
 	log "$name: rc=$rc wall=$(cat "$OUT/$name.wall")s peak=$(cat "$OUT/$name.peak") bw=$(cat "$OUT/$name.bw") GB/s"
 }
 
-for s in $STAGERS; do
-	for km in $KMODES; do
-		K3_KERNELS__MODE=$km incg "k3-$s-k$km" "$K3" eval -m "$MODEL" --tokens "$PROMPT" -n "$N" -t "$THREADS" \
-			--profile auto --stager "$s" --stager-mode process --memory-budget "$BUDGET" --io-workers 4
-	done
+for r in $RUNS; do
+	IFS=: read -r s kn km la <<<"$r"
+	extra=()
+	name="k3-$s-$kn-$km"
+	if [ "$la" = nolookahead ]; then
+		extra=(--lookahead false)
+		name+="-nolookahead"
+	fi
+	K3_KERNELS__NAME=$kn K3_KERNELS__MODE=$km incg "$name" "$K3" eval -m "$MODEL" --tokens "$PROMPT" -n "$N" -t "$THREADS" \
+		--profile auto --stager "$s" --stager-mode process --memory-budget "$BUDGET" --io-workers 4 "${extra[@]}"
 done
 
 if [ "$LLAMA" = 1 ]; then

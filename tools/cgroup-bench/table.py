@@ -38,7 +38,7 @@ def k3_row(name):
     bpt = stats.get("decode_bytes_read_per_token", 0.0)
     bw = float(read(name, "bw", "0"))
     return {
-        "run": f"k3 staging-{name.split('-')[1]} (process), kernels {name.split('-')[2][1:]}",
+        "run": "k3 staging-{} (process), kernels {} {}{}".format(*(name.split("-")[1:4]), ", no lookahead" if name.endswith("nolookahead") else ""),
         "rc": read(name, "rc"),
         "tokens": len(greedy),
         "greedy": greedy,
