@@ -20,6 +20,9 @@ type BenchOptions struct {
 	NoWarmup bool   // skip the unmeasured warm-up run
 	CPU      string // CPU variant; "": Native
 	Seed     uint64 // random token stream; 0: 1
+	// Poll is how hard the threadpool's idle workers spin before sleeping
+	// (llama-bench's --poll); nil: 50, llama-bench's default.
+	Poll *int
 }
 
 func (o BenchOptions) args() []string {
@@ -49,6 +52,9 @@ func (o BenchOptions) args() []string {
 	if o.Seed != 0 {
 		a = append(a, "--seed", strconv.FormatUint(o.Seed, 10))
 	}
+	if o.Poll != nil {
+		a = append(a, "--poll", strconv.Itoa(*o.Poll))
+	}
 	return a
 }
 
@@ -69,6 +75,7 @@ type BenchResult struct {
 	Reps       int     `json:"reps"`
 	Threads    int     `json:"threads"`
 	UBatch     int     `json:"ubatch"`
+	Poll       int     `json:"poll"`
 	Repack     bool    `json:"repack"`
 	CPUVariant string  `json:"cpu_variant"`
 	LoadSecs   float64 `json:"load_s"`

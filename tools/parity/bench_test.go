@@ -12,7 +12,7 @@ func TestBench(t *testing.T) {
 	m := writeTinyLlama(t, false, "")
 	for _, o := range []BenchOptions{
 		{Threads: 2, Prompt: 8, Gen: 4, Reps: 2},
-		{Threads: 1, Prompt: 5, NoGen: true, Reps: 1, NoRepack: true, NoWarmup: true, CPU: Generic},
+		{Threads: 1, Prompt: 5, NoGen: true, Reps: 1, NoRepack: true, NoWarmup: true, CPU: Generic, Poll: new(int)},
 	} {
 		res, err := r.Bench(m.path, o)
 		if err != nil {
@@ -25,6 +25,9 @@ func TestBench(t *testing.T) {
 		if res.Prompt != o.Prompt || res.Gen != gen || res.Reps != o.Reps || res.Threads != o.Threads ||
 			res.Repack == o.NoRepack || res.ModelBytes == 0 || res.SystemInfo == "" || res.CPUVariant == "" {
 			t.Errorf("%+v: got %+v", o, res)
+		}
+		if wantPoll := 50; (o.Poll != nil && res.Poll != *o.Poll) || (o.Poll == nil && res.Poll != wantPoll) {
+			t.Errorf("poll %d", res.Poll)
 		}
 		if o.CPU == Generic && res.CPUVariant != "libggml-cpu-x64.so" {
 			t.Errorf("CPU %q ran %s", o.CPU, res.CPUVariant)

@@ -63,13 +63,14 @@ static ggml_backend_reg_t cpu_backend(const char * cpu, char * name, size_t n) {
     return reg;
 }
 
-static struct ggml_threadpool * new_threadpool(ggml_backend_reg_t reg, int threads) {
+static struct ggml_threadpool * new_threadpool(ggml_backend_reg_t reg, int threads, int poll) {
     struct ggml_threadpool * (*tp_new)(struct ggml_threadpool_params *) =
         ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
     if (!tp_new) {
         die(EXIT_FAIL, "the CPU backend has no ggml_threadpool_new");
     }
     struct ggml_threadpool_params tpp = ggml_threadpool_params_default(threads);
+    tpp.poll = (uint32_t) poll;
     struct ggml_threadpool * tp = tp_new(&tpp);
     if (!tp) {
         die(EXIT_FAIL, "ggml_threadpool_new(%d threads) failed", threads);
@@ -89,18 +90,18 @@ static void free_threadpool(ggml_backend_reg_t reg, struct ggml_threadpool * tp)
 struct bench_opts {
     const char * model;
     const char * cpu;
-    int          threads, prompt, gen, reps, ubatch;
+    int          threads, prompt, gen, reps, ubatch, poll;
     bool         no_repack, warmup;
     uint64_t     seed;
 };
 
 static const char * bench_usage =
     "bench MODEL [--threads N] [-p N] [-n N] [--reps N] [--batch N] [--no-repack] [--no-warmup] [--cpu VARIANT] "
-    "[--seed N]";
+    "[--seed N] [--poll 0..100]";
 
 static struct bench_opts bench_parse(int argc, char ** argv) {
     struct bench_opts o = {.cpu = "native", .threads = 1, .prompt = 64, .gen = 32, .reps = 3, .ubatch = 512,
-                           .warmup = true, .seed = 1};
+                           .warmup = true, .seed = 1, .poll = 50};
     if (argc < 1) {
         die(EXIT_USAGE, "usage: %s", bench_usage);
     }
@@ -131,6 +132,8 @@ static struct bench_opts bench_parse(int argc, char ** argv) {
             o.ubatch = (int) arg_int(a, v);
         } else if (strcmp(a, "--cpu") == 0) {
             o.cpu = v;
+        } else if (strcmp(a, "--poll") == 0) {
+            o.poll = (int) arg_int(a, v);
         } else if (strcmp(a, "--seed") == 0) {
             o.seed = (uint64_t) arg_int(a, v);
         } else {
@@ -138,8 +141,8 @@ static struct bench_opts bench_parse(int argc, char ** argv) {
         }
     }
     if (o.threads < 1 || o.prompt < 1 || o.gen < 0 || o.reps < 1 || o.ubatch < 1 || o.prompt > 1 << 20 ||
-        o.gen > 1 << 20 || o.reps > 10000) {
-        die(EXIT_USAGE, "--threads, -p, --reps and --batch must be positive, -n not negative");
+        o.gen > 1 << 20 || o.reps > 10000 || o.poll < 0 || o.poll > 100) {
+        die(EXIT_USAGE, "--threads, -p, --reps and --batch must be positive, -n not negative, --poll in 0..100");
     }
     if (o.seed == 0) {
         o.seed = 1;
@@ -207,7 +210,7 @@ int cmd_bench(int argc, char ** argv) {
     if (!c) {
         die(EXIT_FAIL, "llama_init_from_model failed (n_ctx %u)", cp.n_ctx);
     }
-    struct ggml_threadpool * tp = new_threadpool(reg, o.threads);
+    struct ggml_threadpool * tp = new_threadpool(reg, o.threads, o.poll);
     llama_attach_threadpool(c, tp, NULL);
     int nv = llama_vocab_n_tokens(llama_model_get_vocab(m));
     uint64_t seed = o.seed;
@@ -221,9 +224,9 @@ int cmd_bench(int argc, char ** argv) {
         pre[r] = o.prompt / tp_s;
         dec[r] = o.gen > 0 ? o.gen / tg_s : 0;
     }
-    printf("{\"prompt_tokens\":%d,\"decode_tokens\":%d,\"reps\":%d,\"threads\":%d,\"ubatch\":%u,\"repack\":%s,"
+    printf("{\"prompt_tokens\":%d,\"decode_tokens\":%d,\"reps\":%d,\"threads\":%d,\"ubatch\":%u,\"poll\":%d,\"repack\":%s,"
            "\"cpu_variant\":",
-           o.prompt, o.gen, o.reps, o.threads, cp.n_ubatch, o.no_repack ? "false" : "true");
+           o.prompt, o.gen, o.reps, o.threads, cp.n_ubatch, o.poll, o.no_repack ? "false" : "true");
     json_str(variant, strlen(variant));
     printf(",\"load_s\":%.6g,\"model_bytes\":%llu,\"n_params\":%llu,", load_s,
            (unsigned long long) llama_model_size(m), (unsigned long long) llama_model_n_params(m));

@@ -32,7 +32,7 @@ static const char * usage =
     "  detokenize MODEL [--remove-special] [--unparse-special] stdin: i32 tokens; stdout: text\n"
     "  pieces MODEL [--special]         stdin: i32 tokens; stdout: per token u32 len + bytes\n"
     "  bench MODEL [-p N] [-n N] [--reps N] [--threads N] [--batch N] [--no-repack] [--no-warmup]\n"
-    "        [--cpu VARIANT] [--seed N]  JSON: prefill and decode tok/s, llama-bench style\n"
+    "        [--cpu VARIANT] [--seed N] [--poll 0..100]  JSON: prefill and decode tok/s, llama-bench style\n"
     "  matvec [TYPE,...] [--rows M] [--cols K] [--threads N] [--seconds S] [--repack] [--cpu VARIANT]\n"
     "                                   JSON: one ggml_mul_mat by a vector per type, GB/s of weights\n"
     "  version                          prints the llama.cpp system info\n"
