@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Side by side: k3 and llama.cpp on this machine with the same threads.
-#   (a) matrix × vector per type: k3's kernels (go test -bench MatVec in
+#   (a) matrix × vector per type: k3's kernels (BenchmarkSideBySide in
 #       plugins/kernels-avx2 and kernels-avx512) vs ggml's CPU backend
-#       (k3ref matvec, without and with CPU_REPACK), 4096×4096;
+#       (k3ref matvec, without and with CPU_REPACK), on a matrix that stays
+#       in L3 (4096×4096) and one that streams from memory (32768×4096);
 #   (b) end to end: `k3 bench` vs `k3ref bench` (llama.cpp, llama-bench's
 #       method; with its default weight repacking and with --no-repack) on
 #       k3 synth models of ~3 GB read from the page cache;
@@ -16,7 +17,7 @@
 # Environment: THREADS (default: nproc), ROUNDS (3), P (64 prompt tokens),
 # N (32 decode steps), TYPES ("q2_k q4_k_m"), DIR (/tmp/k3-sidebyside: the
 # models), OUT ($DIR/run-TIMESTAMP), MATVEC_SECONDS (0.5 per type and
-# round), SKIP ("matvec", "e2e", "profile": any of them, space separated),
+# round), SHAPES ("4096x4096 32768x4096": rows x cols), SKIP ("matvec", "e2e", "profile": any of them, space separated),
 # KERNELS (k3 bench --kernels, default auto), KERNELS_MODE (inprocess).
 set -euo pipefail
 
@@ -30,6 +31,7 @@ TYPES=${TYPES:-"q2_k q4_k_m"}
 DIR=${DIR:-/tmp/k3-sidebyside}
 OUT=${OUT:-$DIR/run-$(date -u +%Y%m%dT%H%M%S)}
 MATVEC_SECONDS=${MATVEC_SECONDS:-0.5}
+SHAPES=${SHAPES:-"4096x4096 32768x4096"}
 SKIP=${SKIP:-}
 KERNELS=${KERNELS:-auto}
 KERNELS_MODE=${KERNELS_MODE:-inprocess}
@@ -66,22 +68,25 @@ echo "k3 kernels on this CPU (--kernels $KERNELS): $AUTO"
 if ! skip matvec; then
 	go_types="q2_K|q3_K|q4_K|q5_K|q6_K|q8_0|q4_0|f16|f32"
 	ggml_types=q2_K,q3_K,q4_K,q5_K,q6_K,q8_0,q4_0,f16,f32
-	if ((THREADS > 2)); then
-		log "k3's MatVec benchmarks run 1 and 2 threads only; comparing at 2"
-	fi
-	t=$((THREADS > 2 ? 2 : THREADS))
-	for r in $(seq "$ROUNDS"); do
-		log "matvec round $r/$ROUNDS (load $(load))"
-		"$K3REF" matvec "$ggml_types" --threads "$t" --seconds "$MATVEC_SECONDS" >"$OUT/ggml-matvec-$r.json"
-		"$OUT/avx512.test" -test.run '^$' -test.bench "MatVec/($go_types)/(avx2|avx512|vnni[a-z0-9]*)/t$t\$" \
-			-test.benchtime "${MATVEC_SECONDS}s" >"$OUT/k3-matvec-avx512-$r.txt"
-		"$K3REF" matvec "$ggml_types" --threads "$t" --seconds "$MATVEC_SECONDS" --repack >"$OUT/ggml-matvec-repack-$r.json"
-		"$OUT/avx2.test" -test.run '^$' -test.bench "MatVec/($go_types)/avx2/t$t\$" \
-			-test.benchtime "${MATVEC_SECONDS}s" >"$OUT/k3-matvec-avx2-$r.txt"
+	for shape in $SHAPES; do
+		rows=${shape%x*} cols=${shape#*x}
+		for r in $(seq "$ROUNDS"); do
+			log "matvec $shape round $r/$ROUNDS (load $(load))"
+			"$K3REF" matvec "$ggml_types" --rows "$rows" --cols "$cols" --threads "$THREADS" \
+				--seconds "$MATVEC_SECONDS" >"$OUT/ggml-matvec-$shape-$r.json"
+			K3_SBS=1 K3_SBS_ROWS=$rows K3_SBS_COLS=$cols K3_SBS_THREADS=$THREADS "$OUT/avx512.test" -test.run '^$' \
+				-test.bench "SideBySide/($go_types)/(avx512|vnni[a-z0-9]*)/" \
+				-test.benchtime "${MATVEC_SECONDS}s" >"$OUT/k3-matvec-$shape-avx512-$r.txt"
+			"$K3REF" matvec "$ggml_types" --rows "$rows" --cols "$cols" --threads "$THREADS" \
+				--seconds "$MATVEC_SECONDS" --repack >"$OUT/ggml-matvec-repack-$shape-$r.json"
+			K3_SBS=1 K3_SBS_ROWS=$rows K3_SBS_COLS=$cols K3_SBS_THREADS=$THREADS "$OUT/avx2.test" -test.run '^$' \
+				-test.bench "SideBySide/($go_types)/avx2/" \
+				-test.benchtime "${MATVEC_SECONDS}s" >"$OUT/k3-matvec-$shape-avx2-$r.txt"
+		done
+		echo
+		echo "## (a) matrix × vector, $rows rows × $cols, $THREADS threads (load $(load) after)"
+		python3 "$here/tables.py" matvec "$OUT" "$AUTO" "$shape"
 	done
-	echo
-	echo "## (a) matrix × vector, 4096×4096, $t threads (load $(load) after)"
-	python3 "$here/tables.py" matvec "$OUT" "$AUTO"
 fi
 
 # --- (b) end to end ---

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Ratio tables for run.sh: tables.py matvec OUT | tables.py e2e OUT TYPE...
+"""Ratio tables for run.sh: tables.py matvec OUT LEVEL SHAPE | tables.py e2e OUT TYPE...
 
 Every figure is the best round (matvec: highest mean throughput of a
 round) or the mean over rounds (e2e); ratios are k3 / llama.cpp, > 1 means
@@ -16,39 +16,41 @@ def rounds(pattern):
     return sorted(glob.glob(pattern), key=lambda p: int(re.search(r"-(\d+)\.\w+$", p).group(1)))
 
 
-def matvec(out, auto):
-    ggml, ggml_rp, repacked = {}, {}, {}
-    for path in rounds(out + "/ggml-matvec-[0-9]*.json"):
+def matvec(out, auto, shape):
+    ggml, ggml_rp, ggml_med, repacked = {}, {}, {}, {}
+    for path in rounds(out + "/ggml-matvec-%s-[0-9]*.json" % shape):
         for r in json.load(open(path))["results"]:
             t = r["type"].upper()
             ggml[t] = max(ggml.get(t, 0), r["gbps_mean"])
-    for path in rounds(out + "/ggml-matvec-repack-[0-9]*.json"):
+            ggml_med[t] = max(ggml_med.get(t, 0), r["gbps_median"])
+    for path in rounds(out + "/ggml-matvec-repack-%s-[0-9]*.json" % shape):
         for r in json.load(open(path))["results"]:
             t = r["type"].upper()
             ggml_rp[t] = max(ggml_rp.get(t, 0), r["gbps_mean"])
             repacked[t] = r["repacked"]
     k3 = {}  # (type, "pkg:level") -> GB/s
-    line = re.compile(r"BenchmarkMatVec/(\w+)/(\w+)/t\d+-\d+\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s")
+    line = re.compile(r"BenchmarkSideBySide/(\w+)/(\w+)/t\d+-\d+\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s")
     for pkg in ("avx2", "avx512"):
-        for path in rounds(out + "/k3-matvec-%s-[0-9]*.txt" % pkg):
+        for path in rounds(out + "/k3-matvec-%s-%s-[0-9]*.txt" % (shape, pkg)):
             for m in map(line.match, open(path)):
                 if m:
                     key = (m.group(1).upper(), pkg + ":" + m.group(2))
                     k3[key] = max(k3.get(key, 0), float(m.group(3)) / 1000)
     levels = sorted({lv for _, lv in k3}, key=lambda s: (s.split(":")[0], s))
-    head = ["type", "ggml", "ggml repack"] + levels + ["%s/ggml" % auto, "%s/ggml repack" % auto, "best k3/best ggml"]
+    head = ["type", "ggml", "ggml repack", "ggml median"] + levels + ["%s/ggml" % auto, "%s/ggml repack" % auto, "best k3/best ggml"]
     rows = []
     div = lambda a, b: "%.2fx" % (a / b) if a and b else "-"
     for t in ggml:
         best = max((k3.get((t, lv), 0) for lv in levels), default=0)
         rp = ggml_rp.get(t, 0)
         a = k3.get((t, auto), 0)
-        cells = [t, "%.1f" % ggml[t], ("%.1f" % rp) + ("" if repacked.get(t) else " (=)")]
+        cells = [t, "%.1f" % ggml[t], ("%.1f" % rp) + ("" if repacked.get(t) else " (=)"), "%.1f" % ggml_med[t]]
         cells += ["%.1f" % k3[(t, lv)] if (t, lv) in k3 else "-" for lv in levels]
         cells += [div(a, ggml[t]), div(a, rp), div(best, max(ggml[t], rp))]
         rows.append(cells)
     print("GB/s of weights (mean time of the best round); k3 level %s is what k3 runs on this CPU;" % auto)
-    print("ggml repack: weights in CPU_REPACK as llama.cpp loads them by default; (=): no repacked layout for the type, a second sample")
+    print("ggml repack: weights in CPU_REPACK as llama.cpp loads them by default; (=): no repacked layout for the type, a second sample;")
+    print("ggml median: from the median time instead of the mean (go test -bench reports only means), for scale")
     table(head, rows)
 
 
@@ -96,6 +98,6 @@ def table(head, rows):
 
 if __name__ == "__main__":
     if sys.argv[1] == "matvec":
-        matvec(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "")
+        matvec(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         e2e(sys.argv[2], sys.argv[3:])

@@ -1,0 +1,65 @@
+package kernelsavx512
+
+// This file is kept identical (but for the package clause) in
+// plugins/kernels-avx2 and plugins/kernels-avx512.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkSideBySide is BenchmarkMatVec on the shape and thread count
+// tools/sidebyside/run.sh asks for, so that it matches k3ref matvec
+// (llama.cpp's kernels) on the same machine: K3_SBS_ROWS × K3_SBS_COLS
+// weights (default 4096 × 4096; more rows than fit in L3 make it a memory
+// bandwidth test), K3_SBS_THREADS threads (default GOMAXPROCS). It runs
+// only with K3_SBS=1, as it repeats BenchmarkMatVec otherwise. The
+// weights are 256 distinct rows tiled: the values do not change the time,
+// and generating a matrix larger than L3 row by row would take longer than
+// measuring it.
+func BenchmarkSideBySide(b *testing.B) {
+	if os.Getenv("K3_SBS") != "1" {
+		b.Skip("set K3_SBS=1 (tools/sidebyside/run.sh does)")
+	}
+	env := func(name string, def int) int {
+		v, err := strconv.Atoi(os.Getenv(name))
+		if err != nil || v <= 0 {
+			return def
+		}
+		return v
+	}
+	rows, n, threads := env("K3_SBS_ROWS", 4096), env("K3_SBS_COLS", 4096), env("K3_SBS_THREADS", runtime.GOMAXPROCS(0))
+	defer func(l *level) { active = l }(active)
+	for _, typ := range kernelTypes {
+		if n%typ.BlockSize() != 0 {
+			continue
+		}
+		r := rand.New(rand.NewPCG(9, uint64(typ)))
+		part := min(rows, 256)
+		block := randWeights(r, typ, part*n)
+		w := make([]byte, 0, len(block)*((rows+part-1)/part))
+		for len(w) < cap(w) {
+			w = append(w, block...)
+		}
+		w = w[:len(block)/part*rows]
+		act := randActs(r, typ, n)
+		out := make([]float32, rows)
+		for _, lv := range Levels() {
+			b.Run(fmt.Sprintf("%s/%s/t%d", typ, lv, threads), func(b *testing.B) {
+				if err := SetLevel(lv); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					if err := MatVec(typ, w, rows, n, act, out, threads); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
