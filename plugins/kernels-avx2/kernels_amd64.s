@@ -27,65 +27,61 @@ loopdotQ2KAVX2:
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTSS   (CX), X5
 	VMULPS         X3, X5, X5
-	VMOVSHDUP      X5, X5
-	VBROADCASTSS   X5, Y5
-	VFNMADD231PS   Y4, Y5, Y0
-	VBROADCASTI128 (AX), Y4
-	VPAND          Y1, Y4, Y4
+	VMOVSHDUP      X5, X3
+	VBROADCASTSS   X3, Y3
+	VFNMADD231PS   Y4, Y3, Y0
+	VBROADCASTI128 (AX), Y3
+	VPAND          Y1, Y3, Y3
 	VMOVDQU        16(AX), Y6
-	VMOVDQA        Y6, Y5
-	VPAND          Y2, Y5, Y5
-	VPSHUFB        scidx16<>+0(SB), Y4, Y7
-	VPMADDUBSW     4(CX), Y5, Y5
-	VPMADDWD       Y7, Y5, Y5
+	VPAND          Y2, Y6, Y4
+	VPSHUFB        scidx16<>+0(SB), Y3, Y7
+	VPMADDUBSW     4(CX), Y4, Y4
+	VPMADDWD       Y7, Y4, Y4
 	VPSRLW         $0x02, Y6, Y7
 	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+32(SB), Y4, Y8
+	VPSHUFB        scidx16<>+32(SB), Y3, Y8
 	VPMADDUBSW     36(CX), Y7, Y7
 	VPMADDWD       Y8, Y7, Y7
 	VPSRLW         $0x04, Y6, Y8
 	VPAND          Y2, Y8, Y8
-	VPSHUFB        scidx16<>+64(SB), Y4, Y9
+	VPSHUFB        scidx16<>+64(SB), Y3, Y9
 	VPMADDUBSW     68(CX), Y8, Y8
 	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y5, Y5
+	VPADDD         Y8, Y4, Y4
 	VPSRLW         $0x06, Y6, Y6
 	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+96(SB), Y4, Y8
+	VPSHUFB        scidx16<>+96(SB), Y3, Y8
 	VPMADDUBSW     100(CX), Y6, Y6
 	VPMADDWD       Y8, Y6, Y6
 	VPADDD         Y6, Y7, Y7
 	VMOVDQU        48(AX), Y8
-	VMOVDQA        Y8, Y6
-	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+128(SB), Y4, Y9
+	VPAND          Y2, Y8, Y6
+	VPSHUFB        scidx16<>+128(SB), Y3, Y9
 	VPMADDUBSW     132(CX), Y6, Y6
 	VPMADDWD       Y9, Y6, Y6
-	VPADDD         Y6, Y5, Y5
+	VPADDD         Y6, Y4, Y4
 	VPSRLW         $0x02, Y8, Y6
 	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+160(SB), Y4, Y9
+	VPSHUFB        scidx16<>+160(SB), Y3, Y9
 	VPMADDUBSW     164(CX), Y6, Y6
 	VPMADDWD       Y9, Y6, Y6
 	VPADDD         Y6, Y7, Y7
 	VPSRLW         $0x04, Y8, Y6
 	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+192(SB), Y4, Y9
+	VPSHUFB        scidx16<>+192(SB), Y3, Y9
 	VPMADDUBSW     196(CX), Y6, Y6
 	VPMADDWD       Y9, Y6, Y6
-	VPADDD         Y6, Y5, Y5
+	VPADDD         Y6, Y4, Y4
 	VPSRLW         $0x06, Y8, Y6
 	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+224(SB), Y4, Y4
+	VPSHUFB        scidx16<>+224(SB), Y3, Y3
 	VPMADDUBSW     228(CX), Y6, Y6
-	VPMADDWD       Y4, Y6, Y6
+	VPMADDWD       Y3, Y6, Y6
 	VPADDD         Y6, Y7, Y7
-	VPADDD         Y7, Y5, Y5
-	VCVTDQ2PS      Y5, Y5
-	VBROADCASTSS   (CX), X4
-	VMULPS         X3, X4, X4
-	VBROADCASTSS   X4, Y3
-	VFMADD231PS    Y5, Y3, Y0
+	VPADDD         Y7, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   X5, Y3
+	VFMADD231PS    Y4, Y3, Y0
 	ADDQ           $0x00000054, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -227,8 +223,7 @@ loopdotQ2Kx4AVX2:
 	VBROADCASTI128 (AX), Y5
 	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
 	VMOVDQU        16(AX), Y7
-	VMOVDQA        Y7, Y6
-	VPAND          v32_03030303<>+0(SB), Y6, Y6
+	VPAND          v32_03030303<>+0(SB), Y7, Y6
 	VPSHUFB        scidx16<>+0(SB), Y5, Y8
 	VPMADDUBSW     4(CX), Y6, Y9
 	VPMADDWD       Y8, Y9, Y9
@@ -284,8 +279,7 @@ loopdotQ2Kx4AVX2:
 	VPMADDWD       Y8, Y7, Y7
 	VPADDD         Y7, Y6, Y6
 	VMOVDQU        48(AX), Y8
-	VMOVDQA        Y8, Y7
-	VPAND          v32_03030303<>+0(SB), Y7, Y7
+	VPAND          v32_03030303<>+0(SB), Y8, Y7
 	VPSHUFB        scidx16<>+128(SB), Y5, Y12
 	VPMADDUBSW     132(CX), Y7, Y13
 	VPMADDWD       Y12, Y13, Y13
@@ -454,88 +448,84 @@ loopdotQ3KAVX2:
 	VCVTDQ2PS      Y6, Y6
 	VBROADCASTSS   (CX), X7
 	VMULPS         X4, X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y0
-	VPERMQ         $0x44, Y5, Y6
+	VBROADCASTSS   X7, Y4
+	VFNMADD231PS   Y6, Y4, Y0
+	VPERMQ         $0x44, Y5, Y4
 	VPERMQ         $0xee, Y5, Y5
-	VMOVDQU        (AX), Y7
+	VMOVDQU        (AX), Y6
 	VMOVDQU        32(AX), Y9
-	VMOVDQA        Y9, Y8
-	VPAND          Y2, Y8, Y8
-	VPSLLW         $0x02, Y7, Y10
+	VPAND          Y2, Y9, Y8
+	VPSLLW         $0x02, Y6, Y10
 	VPAND          Y3, Y10, Y10
 	VPOR           Y10, Y8, Y8
-	VPSHUFB        scidxw<>+0(SB), Y6, Y10
+	VPSHUFB        scidxw<>+0(SB), Y4, Y10
 	VPMADDUBSW     4(CX), Y8, Y8
 	VPMADDWD       Y10, Y8, Y8
 	VPSRLW         $0x02, Y9, Y10
 	VPAND          Y2, Y10, Y10
-	VPSLLW         $0x01, Y7, Y11
+	VPSLLW         $0x01, Y6, Y11
 	VPAND          Y3, Y11, Y11
 	VPOR           Y11, Y10, Y10
-	VPSHUFB        scidxw<>+32(SB), Y6, Y11
+	VPSHUFB        scidxw<>+32(SB), Y4, Y11
 	VPMADDUBSW     36(CX), Y10, Y10
 	VPMADDWD       Y11, Y10, Y10
 	VPSRLW         $0x04, Y9, Y11
 	VPAND          Y2, Y11, Y11
-	VMOVDQA        Y7, Y12
+	VMOVDQA        Y6, Y12
 	VPAND          Y3, Y12, Y12
 	VPOR           Y12, Y11, Y11
-	VPSHUFB        scidxw<>+64(SB), Y6, Y12
+	VPSHUFB        scidxw<>+64(SB), Y4, Y12
 	VPMADDUBSW     68(CX), Y11, Y11
 	VPMADDWD       Y12, Y11, Y11
 	VPADDD         Y11, Y8, Y8
 	VPSRLW         $0x06, Y9, Y9
 	VPAND          Y2, Y9, Y9
-	VPSRLW         $0x01, Y7, Y11
+	VPSRLW         $0x01, Y6, Y11
 	VPAND          Y3, Y11, Y11
 	VPOR           Y11, Y9, Y9
-	VPSHUFB        scidxw<>+96(SB), Y6, Y6
+	VPSHUFB        scidxw<>+96(SB), Y4, Y4
 	VPMADDUBSW     100(CX), Y9, Y9
-	VPMADDWD       Y6, Y9, Y9
+	VPMADDWD       Y4, Y9, Y9
 	VPADDD         Y9, Y10, Y10
 	VMOVDQU        64(AX), Y9
-	VMOVDQA        Y9, Y6
-	VPAND          Y2, Y6, Y6
-	VPSRLW         $0x02, Y7, Y11
+	VPAND          Y2, Y9, Y4
+	VPSRLW         $0x02, Y6, Y11
 	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y6, Y6
+	VPOR           Y11, Y4, Y4
 	VPSHUFB        scidxw<>+128(SB), Y5, Y11
-	VPMADDUBSW     132(CX), Y6, Y6
-	VPMADDWD       Y11, Y6, Y6
-	VPADDD         Y6, Y8, Y8
-	VPSRLW         $0x02, Y9, Y6
-	VPAND          Y2, Y6, Y6
-	VPSRLW         $0x03, Y7, Y11
+	VPMADDUBSW     132(CX), Y4, Y4
+	VPMADDWD       Y11, Y4, Y4
+	VPADDD         Y4, Y8, Y8
+	VPSRLW         $0x02, Y9, Y4
+	VPAND          Y2, Y4, Y4
+	VPSRLW         $0x03, Y6, Y11
 	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y6, Y6
+	VPOR           Y11, Y4, Y4
 	VPSHUFB        scidxw<>+160(SB), Y5, Y11
-	VPMADDUBSW     164(CX), Y6, Y6
-	VPMADDWD       Y11, Y6, Y6
-	VPADDD         Y6, Y10, Y10
-	VPSRLW         $0x04, Y9, Y6
-	VPAND          Y2, Y6, Y6
-	VPSRLW         $0x04, Y7, Y11
+	VPMADDUBSW     164(CX), Y4, Y4
+	VPMADDWD       Y11, Y4, Y4
+	VPADDD         Y4, Y10, Y10
+	VPSRLW         $0x04, Y9, Y4
+	VPAND          Y2, Y4, Y4
+	VPSRLW         $0x04, Y6, Y11
 	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y6, Y6
+	VPOR           Y11, Y4, Y4
 	VPSHUFB        scidxw<>+192(SB), Y5, Y11
-	VPMADDUBSW     196(CX), Y6, Y6
-	VPMADDWD       Y11, Y6, Y6
-	VPADDD         Y6, Y8, Y8
-	VPSRLW         $0x06, Y9, Y6
-	VPAND          Y2, Y6, Y6
-	VPSRLW         $0x05, Y7, Y7
-	VPAND          Y3, Y7, Y7
-	VPOR           Y7, Y6, Y6
+	VPMADDUBSW     196(CX), Y4, Y4
+	VPMADDWD       Y11, Y4, Y4
+	VPADDD         Y4, Y8, Y8
+	VPSRLW         $0x06, Y9, Y4
+	VPAND          Y2, Y4, Y4
+	VPSRLW         $0x05, Y6, Y6
+	VPAND          Y3, Y6, Y6
+	VPOR           Y6, Y4, Y4
 	VPSHUFB        scidxw<>+224(SB), Y5, Y5
-	VPMADDUBSW     228(CX), Y6, Y6
-	VPMADDWD       Y5, Y6, Y6
-	VPADDD         Y6, Y10, Y10
+	VPMADDUBSW     228(CX), Y4, Y4
+	VPMADDWD       Y5, Y4, Y4
+	VPADDD         Y4, Y10, Y10
 	VPADDD         Y10, Y8, Y8
 	VCVTDQ2PS      Y8, Y8
-	VBROADCASTSS   (CX), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y4
+	VBROADCASTSS   X7, Y4
 	VFMADD231PS    Y8, Y4, Y0
 	ADDQ           $0x0000006e, AX
 	ADDQ           $0x00000124, CX
@@ -756,8 +746,7 @@ loopdotQ3Kx4AVX2:
 	VPERMQ         $0xee, Y5, Y5
 	VMOVDQU        (AX), Y7
 	VMOVDQU        32(AX), Y9
-	VMOVDQA        Y9, Y8
-	VPAND          v32_03030303<>+0(SB), Y8, Y8
+	VPAND          v32_03030303<>+0(SB), Y9, Y8
 	VPSLLW         $0x02, Y7, Y10
 	VPAND          v32_04040404<>+0(SB), Y10, Y10
 	VPOR           Y10, Y8, Y8
@@ -825,8 +814,7 @@ loopdotQ3Kx4AVX2:
 	VPMADDWD       Y6, Y9, Y9
 	VPADDD         Y9, Y8, Y8
 	VMOVDQU        64(AX), Y9
-	VMOVDQA        Y9, Y6
-	VPAND          v32_03030303<>+0(SB), Y6, Y6
+	VPAND          v32_03030303<>+0(SB), Y9, Y6
 	VPSRLW         $0x02, Y7, Y10
 	VPAND          v32_04040404<>+0(SB), Y10, Y10
 	VPOR           Y10, Y6, Y6
@@ -996,27 +984,27 @@ loopdotQ6KAVX2:
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (CX), X6
 	VMULPS       X3, X6, X6
-	VBROADCASTSS X6, Y6
-	VFNMADD231PS Y5, Y6, Y0
-	VPERMQ       $0x44, Y4, Y5
+	VBROADCASTSS X6, Y3
+	VFNMADD231PS Y5, Y3, Y0
+	VPERMQ       $0x44, Y4, Y3
 	VPERMQ       $0xee, Y4, Y4
 	VMOVDQU      128(AX), Y8
 	VMOVDQU      (AX), Y9
-	VMOVDQA      Y9, Y6
-	VPAND        Y1, Y6, Y6
+	VMOVDQA      Y9, Y5
+	VPAND        Y1, Y5, Y5
 	VPSLLW       $0x04, Y8, Y7
 	VPAND        Y2, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPSHUFB      scidxw<>+0(SB), Y5, Y7
-	VPMADDUBSW   4(CX), Y6, Y6
-	VPMADDWD     Y7, Y6, Y6
+	VPOR         Y7, Y5, Y5
+	VPSHUFB      scidxw<>+0(SB), Y3, Y7
+	VPMADDUBSW   4(CX), Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
 	VMOVDQU      32(AX), Y11
 	VMOVDQA      Y11, Y7
 	VPAND        Y1, Y7, Y7
 	VPSLLW       $0x02, Y8, Y10
 	VPAND        Y2, Y10, Y10
 	VPOR         Y10, Y7, Y7
-	VPSHUFB      scidxw<>+32(SB), Y5, Y10
+	VPSHUFB      scidxw<>+32(SB), Y3, Y10
 	VPMADDUBSW   36(CX), Y7, Y7
 	VPMADDWD     Y10, Y7, Y7
 	VPSRLW       $0x04, Y9, Y9
@@ -1024,64 +1012,62 @@ loopdotQ6KAVX2:
 	VMOVDQA      Y8, Y10
 	VPAND        Y2, Y10, Y10
 	VPOR         Y10, Y9, Y9
-	VPSHUFB      scidxw<>+64(SB), Y5, Y10
+	VPSHUFB      scidxw<>+64(SB), Y3, Y10
 	VPMADDUBSW   68(CX), Y9, Y9
 	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
+	VPADDD       Y9, Y5, Y5
 	VPSRLW       $0x04, Y11, Y9
 	VPAND        Y1, Y9, Y9
 	VPSRLW       $0x02, Y8, Y8
 	VPAND        Y2, Y8, Y8
 	VPOR         Y8, Y9, Y9
-	VPSHUFB      scidxw<>+96(SB), Y5, Y5
+	VPSHUFB      scidxw<>+96(SB), Y3, Y3
 	VPMADDUBSW   100(CX), Y9, Y8
-	VPMADDWD     Y5, Y8, Y8
+	VPMADDWD     Y3, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VMOVDQU      160(AX), Y9
 	VMOVDQU      64(AX), Y10
-	VMOVDQA      Y10, Y5
-	VPAND        Y1, Y5, Y5
+	VMOVDQA      Y10, Y3
+	VPAND        Y1, Y3, Y3
 	VPSLLW       $0x04, Y9, Y8
 	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y5, Y5
+	VPOR         Y8, Y3, Y3
 	VPSHUFB      scidxw<>+128(SB), Y4, Y8
-	VPMADDUBSW   132(CX), Y5, Y5
-	VPMADDWD     Y8, Y5, Y5
-	VPADDD       Y5, Y6, Y6
+	VPMADDUBSW   132(CX), Y3, Y3
+	VPMADDWD     Y8, Y3, Y3
+	VPADDD       Y3, Y5, Y5
 	VMOVDQU      96(AX), Y11
-	VMOVDQA      Y11, Y5
-	VPAND        Y1, Y5, Y5
+	VMOVDQA      Y11, Y3
+	VPAND        Y1, Y3, Y3
 	VPSLLW       $0x02, Y9, Y8
 	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y5, Y5
+	VPOR         Y8, Y3, Y3
 	VPSHUFB      scidxw<>+160(SB), Y4, Y8
-	VPMADDUBSW   164(CX), Y5, Y5
-	VPMADDWD     Y8, Y5, Y5
-	VPADDD       Y5, Y7, Y7
-	VPSRLW       $0x04, Y10, Y5
-	VPAND        Y1, Y5, Y5
+	VPMADDUBSW   164(CX), Y3, Y3
+	VPMADDWD     Y8, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	VPSRLW       $0x04, Y10, Y3
+	VPAND        Y1, Y3, Y3
 	VMOVDQA      Y9, Y8
 	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y5, Y5
+	VPOR         Y8, Y3, Y3
 	VPSHUFB      scidxw<>+192(SB), Y4, Y8
-	VPMADDUBSW   196(CX), Y5, Y5
-	VPMADDWD     Y8, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VPSRLW       $0x04, Y11, Y5
-	VPAND        Y1, Y5, Y5
+	VPMADDUBSW   196(CX), Y3, Y3
+	VPMADDWD     Y8, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VPSRLW       $0x04, Y11, Y3
+	VPAND        Y1, Y3, Y3
 	VPSRLW       $0x02, Y9, Y8
 	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y5, Y5
+	VPOR         Y8, Y3, Y3
 	VPSHUFB      scidxw<>+224(SB), Y4, Y4
-	VPMADDUBSW   228(CX), Y5, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (CX), X4
-	VMULPS       X3, X4, X4
-	VBROADCASTSS X4, Y3
-	VFMADD231PS  Y6, Y3, Y0
+	VPMADDUBSW   228(CX), Y3, Y3
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS X6, Y3
+	VFMADD231PS  Y5, Y3, Y0
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -1391,61 +1377,59 @@ loopdotQ4KAVX2:
 	VCVTDQ2PS      Y3, Y3
 	VBROADCASTSS   (CX), X5
 	VMULPS         X2, X5, X5
-	VMOVSHDUP      X5, X5
-	VBROADCASTSS   X5, Y5
-	VFNMADD231PS   Y3, Y5, Y0
-	VMOVDQU        16(AX), Y5
-	VPAND          Y1, Y5, Y3
+	VMOVSHDUP      X5, X2
+	VBROADCASTSS   X2, Y2
+	VFNMADD231PS   Y3, Y2, Y0
+	VMOVDQU        16(AX), Y3
+	VPAND          Y1, Y3, Y2
 	VPSHUFB        scidx32<>+0(SB), Y4, Y6
-	VPMADDUBSW     4(CX), Y3, Y3
-	VPMADDWD       Y6, Y3, Y3
-	VPSRLW         $0x04, Y5, Y5
-	VPAND          Y1, Y5, Y5
+	VPMADDUBSW     4(CX), Y2, Y2
+	VPMADDWD       Y6, Y2, Y2
+	VPSRLW         $0x04, Y3, Y3
+	VPAND          Y1, Y3, Y3
 	VPSHUFB        scidx32<>+32(SB), Y4, Y6
-	VPMADDUBSW     36(CX), Y5, Y5
-	VPMADDWD       Y6, Y5, Y5
+	VPMADDUBSW     36(CX), Y3, Y3
+	VPMADDWD       Y6, Y3, Y3
 	VMOVDQU        48(AX), Y7
 	VPAND          Y1, Y7, Y6
 	VPSHUFB        scidx32<>+64(SB), Y4, Y8
 	VPMADDUBSW     68(CX), Y6, Y6
 	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y3, Y3
+	VPADDD         Y6, Y2, Y2
 	VPSRLW         $0x04, Y7, Y6
 	VPAND          Y1, Y6, Y6
 	VPSHUFB        scidx32<>+96(SB), Y4, Y7
 	VPMADDUBSW     100(CX), Y6, Y6
 	VPMADDWD       Y7, Y6, Y6
-	VPADDD         Y6, Y5, Y5
+	VPADDD         Y6, Y3, Y3
 	VMOVDQU        80(AX), Y7
 	VPAND          Y1, Y7, Y6
 	VPSHUFB        scidx32<>+128(SB), Y4, Y8
 	VPMADDUBSW     132(CX), Y6, Y6
 	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y3, Y3
+	VPADDD         Y6, Y2, Y2
 	VPSRLW         $0x04, Y7, Y6
 	VPAND          Y1, Y6, Y6
 	VPSHUFB        scidx32<>+160(SB), Y4, Y7
 	VPMADDUBSW     164(CX), Y6, Y6
 	VPMADDWD       Y7, Y6, Y6
-	VPADDD         Y6, Y5, Y5
+	VPADDD         Y6, Y3, Y3
 	VMOVDQU        112(AX), Y7
 	VPAND          Y1, Y7, Y6
 	VPSHUFB        scidx32<>+192(SB), Y4, Y8
 	VPMADDUBSW     196(CX), Y6, Y6
 	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y3, Y3
+	VPADDD         Y6, Y2, Y2
 	VPSRLW         $0x04, Y7, Y6
 	VPAND          Y1, Y6, Y6
 	VPSHUFB        scidx32<>+224(SB), Y4, Y4
 	VPMADDUBSW     228(CX), Y6, Y6
 	VPMADDWD       Y4, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPADDD         Y5, Y3, Y3
-	VCVTDQ2PS      Y3, Y3
-	VBROADCASTSS   (CX), X4
-	VMULPS         X2, X4, X4
-	VBROADCASTSS   X4, Y2
-	VFMADD231PS    Y3, Y2, Y0
+	VPADDD         Y6, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   X5, Y3
+	VFMADD231PS    Y2, Y3, Y0
 	ADDQ           $0x00000090, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -1826,25 +1810,25 @@ loopdotQ5KAVX2:
 	VCVTDQ2PS      Y5, Y5
 	VBROADCASTSS   (CX), X7
 	VMULPS         X4, X7, X7
-	VMOVSHDUP      X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y5, Y7, Y0
-	VMOVDQU        48(AX), Y7
-	VPAND          Y1, Y7, Y5
+	VMOVSHDUP      X7, X4
+	VBROADCASTSS   X4, Y4
+	VFNMADD231PS   Y5, Y4, Y0
+	VMOVDQU        48(AX), Y5
+	VPAND          Y1, Y5, Y4
 	VPSLLW         $0x04, Y3, Y8
 	VPAND          Y2, Y8, Y8
-	VPOR           Y8, Y5, Y5
+	VPOR           Y8, Y4, Y4
 	VPSHUFB        scidx32<>+0(SB), Y6, Y8
-	VPMADDUBSW     4(CX), Y5, Y5
-	VPMADDWD       Y8, Y5, Y5
-	VPSRLW         $0x04, Y7, Y7
-	VPAND          Y1, Y7, Y7
+	VPMADDUBSW     4(CX), Y4, Y4
+	VPMADDWD       Y8, Y4, Y4
+	VPSRLW         $0x04, Y5, Y5
+	VPAND          Y1, Y5, Y5
 	VPSLLW         $0x03, Y3, Y8
 	VPAND          Y2, Y8, Y8
-	VPOR           Y8, Y7, Y7
+	VPOR           Y8, Y5, Y5
 	VPSHUFB        scidx32<>+32(SB), Y6, Y8
-	VPMADDUBSW     36(CX), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
+	VPMADDUBSW     36(CX), Y5, Y5
+	VPMADDWD       Y8, Y5, Y5
 	VMOVDQU        80(AX), Y9
 	VPAND          Y1, Y9, Y8
 	VPSLLW         $0x02, Y3, Y10
@@ -1853,7 +1837,7 @@ loopdotQ5KAVX2:
 	VPSHUFB        scidx32<>+64(SB), Y6, Y10
 	VPMADDUBSW     68(CX), Y8, Y8
 	VPMADDWD       Y10, Y8, Y8
-	VPADDD         Y8, Y5, Y5
+	VPADDD         Y8, Y4, Y4
 	VPSRLW         $0x04, Y9, Y8
 	VPAND          Y1, Y8, Y8
 	VPSLLW         $0x01, Y3, Y9
@@ -1862,7 +1846,7 @@ loopdotQ5KAVX2:
 	VPSHUFB        scidx32<>+96(SB), Y6, Y9
 	VPMADDUBSW     100(CX), Y8, Y8
 	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
+	VPADDD         Y8, Y5, Y5
 	VMOVDQU        112(AX), Y9
 	VPAND          Y1, Y9, Y8
 	VMOVDQA        Y3, Y10
@@ -1871,7 +1855,7 @@ loopdotQ5KAVX2:
 	VPSHUFB        scidx32<>+128(SB), Y6, Y10
 	VPMADDUBSW     132(CX), Y8, Y8
 	VPMADDWD       Y10, Y8, Y8
-	VPADDD         Y8, Y5, Y5
+	VPADDD         Y8, Y4, Y4
 	VPSRLW         $0x04, Y9, Y8
 	VPAND          Y1, Y8, Y8
 	VPSRLW         $0x01, Y3, Y9
@@ -1880,7 +1864,7 @@ loopdotQ5KAVX2:
 	VPSHUFB        scidx32<>+160(SB), Y6, Y9
 	VPMADDUBSW     164(CX), Y8, Y8
 	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y7, Y7
+	VPADDD         Y8, Y5, Y5
 	VMOVDQU        144(AX), Y9
 	VPAND          Y1, Y9, Y8
 	VPSRLW         $0x02, Y3, Y10
@@ -1889,7 +1873,7 @@ loopdotQ5KAVX2:
 	VPSHUFB        scidx32<>+192(SB), Y6, Y10
 	VPMADDUBSW     196(CX), Y8, Y8
 	VPMADDWD       Y10, Y8, Y8
-	VPADDD         Y8, Y5, Y5
+	VPADDD         Y8, Y4, Y4
 	VPSRLW         $0x04, Y9, Y8
 	VPAND          Y1, Y8, Y8
 	VPSRLW         $0x03, Y3, Y3
@@ -1898,13 +1882,11 @@ loopdotQ5KAVX2:
 	VPSHUFB        scidx32<>+224(SB), Y6, Y3
 	VPMADDUBSW     228(CX), Y8, Y6
 	VPMADDWD       Y3, Y6, Y6
-	VPADDD         Y6, Y7, Y7
-	VPADDD         Y7, Y5, Y5
-	VCVTDQ2PS      Y5, Y5
-	VBROADCASTSS   (CX), X3
-	VMULPS         X4, X3, X3
-	VBROADCASTSS   X3, Y3
-	VFMADD231PS    Y5, Y3, Y0
+	VPADDD         Y6, Y5, Y5
+	VPADDD         Y5, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   X7, Y3
+	VFMADD231PS    Y4, Y3, Y0
 	ADDQ           $0x000000b0, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX

@@ -28,41 +28,39 @@ loopdotQ2KAVX512:
 	VCVTDQ2PS       Y5, Y5
 	VBROADCASTSS    (CX), X6
 	VMULPS          X4, X6, X6
-	VMOVSHDUP       X6, X6
-	VBROADCASTSS    X6, Y6
-	VFNMADD231PS    Y5, Y6, Y1
-	VBROADCASTI32X4 (AX), Z5
-	VPANDD          Z2, Z5, Z5
+	VMOVSHDUP       X6, X4
+	VBROADCASTSS    X4, Y4
+	VFNMADD231PS    Y5, Y4, Y1
+	VBROADCASTI32X4 (AX), Z4
+	VPANDD          Z2, Z4, Z4
 	VBROADCASTI64X4 16(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPSHUFB         scidx16<>+0(SB), Z5, Z8
-	VPMADDUBSW      4(CX), Z6, Z6
-	VPMADDWD        Z8, Z6, Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z3, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z8
+	VPMADDUBSW      4(CX), Z5, Z5
+	VPMADDWD        Z8, Z5, Z5
 	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z3, Z7, Z7
-	VPSHUFB         scidx16<>+64(SB), Z5, Z8
+	VPSHUFB         scidx16<>+64(SB), Z4, Z8
 	VPMADDUBSW      68(CX), Z7, Z7
 	VPMADDWD        Z8, Z7, Z7
 	VBROADCASTI64X4 48(AX), Z9
 	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
 	VPANDD          Z3, Z8, Z8
-	VPSHUFB         scidx16<>+128(SB), Z5, Z10
+	VPSHUFB         scidx16<>+128(SB), Z4, Z10
 	VPMADDUBSW      132(CX), Z8, Z8
 	VPMADDWD        Z10, Z8, Z8
-	VPADDD          Z8, Z6, Z6
+	VPADDD          Z8, Z5, Z5
 	VPSRLVW         shift_4_6<>+0(SB), Z9, Z8
 	VPANDD          Z3, Z8, Z8
-	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
 	VPMADDUBSW      196(CX), Z8, Z8
-	VPMADDWD        Z5, Z8, Z8
+	VPMADDWD        Z4, Z8, Z8
 	VPADDD          Z8, Z7, Z7
-	VPADDD          Z7, Z6, Z6
-	VCVTDQ2PS       Z6, Z6
-	VBROADCASTSS    (CX), X5
-	VMULPS          X4, X5, X5
-	VBROADCASTSS    X5, Z4
-	VFMADD231PS     Z6, Z4, Z0
+	VPADDD          Z7, Z5, Z5
+	VCVTDQ2PS       Z5, Z5
+	VBROADCASTSS    X6, Z4
+	VFMADD231PS     Z5, Z4, Z0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -439,32 +437,32 @@ loopdotQ3KAVX512:
 	VCVTDQ2PS       Y6, Y6
 	VBROADCASTSS    (CX), X7
 	VMULPS          X5, X7, X7
-	VBROADCASTSS    X7, Y7
-	VFNMADD231PS    Y6, Y7, Y1
-	VSHUFI64X2      $0x00, Z8, Z8, Z6
-	VSHUFI64X2      $0x55, Z8, Z8, Z7
+	VBROADCASTSS    X7, Y5
+	VFNMADD231PS    Y6, Y5, Y1
+	VSHUFI64X2      $0x00, Z8, Z8, Z5
+	VSHUFI64X2      $0x55, Z8, Z8, Z6
 	VBROADCASTI64X4 (AX), Z9
 	VBROADCASTI64X4 32(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
 	VPTESTMB        runbits<>+0(SB), Z9, K1
 	VPADDB          Z4, Z10, K1, Z10
-	VPSHUFB         scidxw<>+0(SB), Z6, Z12
+	VPSHUFB         scidxw<>+0(SB), Z5, Z12
 	VPMADDUBSW      4(CX), Z10, Z10
 	VPMADDWD        Z12, Z10, Z10
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z11
 	VPANDD          Z3, Z11, Z11
 	VPTESTMB        runbits<>+64(SB), Z9, K1
 	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+64(SB), Z6, Z6
+	VPSHUFB         scidxw<>+64(SB), Z5, Z5
 	VPMADDUBSW      68(CX), Z11, Z11
-	VPMADDWD        Z6, Z11, Z6
+	VPMADDWD        Z5, Z11, Z5
 	VBROADCASTI64X4 64(AX), Z12
 	VPSRLVW         shift_0_2<>+0(SB), Z12, Z11
 	VPANDD          Z3, Z11, Z11
 	VPTESTMB        runbits<>+128(SB), Z9, K1
 	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+128(SB), Z7, Z13
+	VPSHUFB         scidxw<>+128(SB), Z6, Z13
 	VPMADDUBSW      132(CX), Z11, Z11
 	VPMADDWD        Z13, Z11, Z11
 	VPADDD          Z11, Z10, Z10
@@ -472,15 +470,13 @@ loopdotQ3KAVX512:
 	VPANDD          Z3, Z11, Z11
 	VPTESTMB        runbits<>+192(SB), Z9, K1
 	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+192(SB), Z7, Z7
+	VPSHUFB         scidxw<>+192(SB), Z6, Z6
 	VPMADDUBSW      196(CX), Z11, Z9
-	VPMADDWD        Z7, Z9, Z9
-	VPADDD          Z9, Z6, Z6
-	VPADDD          Z6, Z10, Z10
+	VPMADDWD        Z6, Z9, Z9
+	VPADDD          Z9, Z5, Z5
+	VPADDD          Z5, Z10, Z10
 	VCVTDQ2PS       Z10, Z10
-	VBROADCASTSS    (CX), X6
-	VMULPS          X5, X6, X6
-	VBROADCASTSS    X6, Z5
+	VBROADCASTSS    X7, Z5
 	VFMADD231PS     Z10, Z5, Z0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
@@ -1020,17 +1016,17 @@ loopdotQ6KAVX512:
 	VCVTDQ2PS       Y6, Y6
 	VBROADCASTSS    (CX), X7
 	VMULPS          X4, X7, X7
-	VBROADCASTSS    X7, Y7
-	VFNMADD231PS    Y6, Y7, Y1
-	VSHUFI64X2      $0x00, Z5, Z5, Z6
-	VSHUFI64X2      $0x55, Z5, Z5, Z7
+	VBROADCASTSS    X7, Y4
+	VFNMADD231PS    Y6, Y4, Y1
+	VSHUFI64X2      $0x00, Z5, Z5, Z4
+	VSHUFI64X2      $0x55, Z5, Z5, Z6
 	VMOVDQU64       (AX), Z10
 	VBROADCASTI64X4 128(AX), Z11
 	VPANDD          Z2, Z10, Z8
 	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
 	VPANDD          Z3, Z9, Z9
 	VPORD           Z9, Z8, Z8
-	VPSHUFB         scidxw<>+0(SB), Z6, Z9
+	VPSHUFB         scidxw<>+0(SB), Z4, Z9
 	VPMADDUBSW      4(CX), Z8, Z8
 	VPMADDWD        Z9, Z8, Z8
 	VPSRLW          $0x04, Z10, Z9
@@ -1038,16 +1034,16 @@ loopdotQ6KAVX512:
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+64(SB), Z6, Z6
+	VPSHUFB         scidxw<>+64(SB), Z4, Z4
 	VPMADDUBSW      68(CX), Z9, Z9
-	VPMADDWD        Z6, Z9, Z6
+	VPMADDWD        Z4, Z9, Z4
 	VMOVDQU64       64(AX), Z11
 	VBROADCASTI64X4 160(AX), Z12
 	VPANDD          Z2, Z11, Z9
 	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
 	VPANDD          Z3, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+128(SB), Z7, Z10
+	VPSHUFB         scidxw<>+128(SB), Z6, Z10
 	VPMADDUBSW      132(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
 	VPADDD          Z9, Z8, Z8
@@ -1056,15 +1052,13 @@ loopdotQ6KAVX512:
 	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
 	VPANDD          Z3, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+192(SB), Z7, Z7
+	VPSHUFB         scidxw<>+192(SB), Z6, Z6
 	VPMADDUBSW      196(CX), Z9, Z9
-	VPMADDWD        Z7, Z9, Z9
-	VPADDD          Z9, Z6, Z6
-	VPADDD          Z6, Z8, Z8
+	VPMADDWD        Z6, Z9, Z9
+	VPADDD          Z9, Z4, Z4
+	VPADDD          Z4, Z8, Z8
 	VCVTDQ2PS       Z8, Z8
-	VBROADCASTSS    (CX), X5
-	VMULPS          X4, X5, X5
-	VBROADCASTSS    X5, Z4
+	VBROADCASTSS    X7, Z4
 	VFMADD231PS     Z8, Z4, Z0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
@@ -1359,41 +1353,39 @@ loopdotQ4KAVX512:
 	VCVTDQ2PS       Y4, Y4
 	VBROADCASTSS    (CX), X6
 	VMULPS          X3, X6, X6
-	VMOVSHDUP       X6, X6
-	VBROADCASTSS    X6, Y6
-	VFNMADD231PS    Y4, Y6, Y1
-	VBROADCASTI64X4 16(AX), Z4
+	VMOVSHDUP       X6, X3
+	VBROADCASTSS    X3, Y3
+	VFNMADD231PS    Y4, Y3, Y1
+	VBROADCASTI64X4 16(AX), Z3
+	VPSRLVW         shift_0_4<>+0(SB), Z3, Z3
+	VPANDD          Z2, Z3, Z3
+	VPSHUFB         scidx32<>+0(SB), Z5, Z4
+	VPMADDUBSW      4(CX), Z3, Z3
+	VPMADDWD        Z4, Z3, Z3
+	VBROADCASTI64X4 48(AX), Z4
 	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
 	VPANDD          Z2, Z4, Z4
-	VPSHUFB         scidx32<>+0(SB), Z5, Z6
-	VPMADDUBSW      4(CX), Z4, Z4
-	VPMADDWD        Z6, Z4, Z4
-	VBROADCASTI64X4 48(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
 	VPSHUFB         scidx32<>+64(SB), Z5, Z7
-	VPMADDUBSW      68(CX), Z6, Z6
-	VPMADDWD        Z7, Z6, Z6
+	VPMADDUBSW      68(CX), Z4, Z4
+	VPMADDWD        Z7, Z4, Z4
 	VBROADCASTI64X4 80(AX), Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
 	VPSHUFB         scidx32<>+128(SB), Z5, Z8
 	VPMADDUBSW      132(CX), Z7, Z7
 	VPMADDWD        Z8, Z7, Z7
-	VPADDD          Z7, Z4, Z4
+	VPADDD          Z7, Z3, Z3
 	VBROADCASTI64X4 112(AX), Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
 	VPSHUFB         scidx32<>+192(SB), Z5, Z5
 	VPMADDUBSW      196(CX), Z7, Z7
 	VPMADDWD        Z5, Z7, Z7
-	VPADDD          Z7, Z6, Z6
-	VPADDD          Z6, Z4, Z4
-	VCVTDQ2PS       Z4, Z4
-	VBROADCASTSS    (CX), X5
-	VMULPS          X3, X5, X5
-	VBROADCASTSS    X5, Z3
-	VFMADD231PS     Z4, Z3, Z0
+	VPADDD          Z7, Z4, Z4
+	VPADDD          Z4, Z3, Z3
+	VCVTDQ2PS       Z3, Z3
+	VBROADCASTSS    X6, Z4
+	VFMADD231PS     Z3, Z4, Z0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1811,25 +1803,25 @@ loopdotQ5KAVX512:
 	VCVTDQ2PS       Y6, Y6
 	VBROADCASTSS    (CX), X8
 	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X8
-	VBROADCASTSS    X8, Y8
-	VFNMADD231PS    Y6, Y8, Y1
-	VBROADCASTI64X4 48(AX), Z6
+	VMOVSHDUP       X8, X5
+	VBROADCASTSS    X5, Y5
+	VFNMADD231PS    Y6, Y5, Y1
+	VBROADCASTI64X4 48(AX), Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPTESTMB        runbits<>+0(SB), Z4, K1
+	VPADDB          Z3, Z5, K1, Z5
+	VPSHUFB         scidx32<>+0(SB), Z7, Z6
+	VPMADDUBSW      4(CX), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VBROADCASTI64X4 80(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPTESTMB        runbits<>+0(SB), Z4, K1
-	VPADDB          Z3, Z6, K1, Z6
-	VPSHUFB         scidx32<>+0(SB), Z7, Z8
-	VPMADDUBSW      4(CX), Z6, Z6
-	VPMADDWD        Z8, Z6, Z6
-	VBROADCASTI64X4 80(AX), Z8
-	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
-	VPANDD          Z2, Z8, Z8
 	VPTESTMB        runbits<>+64(SB), Z4, K1
-	VPADDB          Z3, Z8, K1, Z8
+	VPADDB          Z3, Z6, K1, Z6
 	VPSHUFB         scidx32<>+64(SB), Z7, Z9
-	VPMADDUBSW      68(CX), Z8, Z8
-	VPMADDWD        Z9, Z8, Z8
+	VPMADDUBSW      68(CX), Z6, Z6
+	VPMADDWD        Z9, Z6, Z6
 	VBROADCASTI64X4 112(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z2, Z9, Z9
@@ -1838,7 +1830,7 @@ loopdotQ5KAVX512:
 	VPSHUFB         scidx32<>+128(SB), Z7, Z10
 	VPMADDUBSW      132(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
-	VPADDD          Z9, Z6, Z6
+	VPADDD          Z9, Z5, Z5
 	VBROADCASTI64X4 144(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z2, Z9, Z9
@@ -1847,13 +1839,11 @@ loopdotQ5KAVX512:
 	VPSHUFB         scidx32<>+192(SB), Z7, Z4
 	VPMADDUBSW      196(CX), Z9, Z7
 	VPMADDWD        Z4, Z7, Z7
-	VPADDD          Z7, Z8, Z8
-	VPADDD          Z8, Z6, Z6
-	VCVTDQ2PS       Z6, Z6
-	VBROADCASTSS    (CX), X4
-	VMULPS          X5, X4, X4
-	VBROADCASTSS    X4, Z4
-	VFMADD231PS     Z6, Z4, Z0
+	VPADDD          Z7, Z6, Z6
+	VPADDD          Z6, Z5, Z5
+	VCVTDQ2PS       Z5, Z5
+	VBROADCASTSS    X8, Z4
+	VFMADD231PS     Z5, Z4, Z0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -3065,39 +3055,37 @@ loopdotQ2KVNNI:
 	VCVTDQ2PS       Y5, Y5
 	VBROADCASTSS    (CX), X6
 	VMULPS          X4, X6, X6
-	VMOVSHDUP       X6, X6
-	VBROADCASTSS    X6, Y6
-	VFNMADD231PS    Y5, Y6, Y1
-	VBROADCASTI32X4 (AX), Z5
-	VPANDD          Z2, Z5, Z5
+	VMOVSHDUP       X6, X4
+	VBROADCASTSS    X4, Y4
+	VFNMADD231PS    Y5, Y4, Y1
+	VBROADCASTI32X4 (AX), Z4
+	VPANDD          Z2, Z4, Z4
 	VBROADCASTI64X4 16(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
-	VPANDD          Z3, Z6, Z6
-	VPSHUFB         scidx16<>+0(SB), Z5, Z8
-	VPMADDUBSW      4(CX), Z6, Z6
-	VPMADDWD        Z8, Z6, Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z3, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z8
+	VPMADDUBSW      4(CX), Z5, Z5
+	VPMADDWD        Z8, Z5, Z5
 	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z3, Z7, Z7
-	VPSHUFB         scidx16<>+64(SB), Z5, Z8
+	VPSHUFB         scidx16<>+64(SB), Z4, Z8
 	VPMADDUBSW      68(CX), Z7, Z7
 	VPMADDWD        Z8, Z7, Z7
 	VBROADCASTI64X4 48(AX), Z9
 	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
 	VPANDD          Z3, Z8, Z8
-	VPSHUFB         scidx16<>+128(SB), Z5, Z10
+	VPSHUFB         scidx16<>+128(SB), Z4, Z10
 	VPMADDUBSW      132(CX), Z8, Z8
-	VPDPWSSD        Z10, Z8, Z6
+	VPDPWSSD        Z10, Z8, Z5
 	VPSRLVW         shift_4_6<>+0(SB), Z9, Z8
 	VPANDD          Z3, Z8, Z8
-	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
 	VPMADDUBSW      196(CX), Z8, Z8
-	VPDPWSSD        Z5, Z8, Z7
-	VPADDD          Z7, Z6, Z6
-	VCVTDQ2PS       Z6, Z6
-	VBROADCASTSS    (CX), X5
-	VMULPS          X4, X5, X5
-	VBROADCASTSS    X5, Z4
-	VFMADD231PS     Z6, Z4, Z0
+	VPDPWSSD        Z4, Z8, Z7
+	VPADDD          Z7, Z5, Z5
+	VCVTDQ2PS       Z5, Z5
+	VBROADCASTSS    X6, Z4
+	VFMADD231PS     Z5, Z4, Z0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -3423,46 +3411,44 @@ loopdotQ3KVNNI:
 	VCVTDQ2PS       Y6, Y6
 	VBROADCASTSS    (CX), X7
 	VMULPS          X5, X7, X7
-	VBROADCASTSS    X7, Y7
-	VFNMADD231PS    Y6, Y7, Y1
-	VSHUFI64X2      $0x00, Z8, Z8, Z6
-	VSHUFI64X2      $0x55, Z8, Z8, Z7
+	VBROADCASTSS    X7, Y5
+	VFNMADD231PS    Y6, Y5, Y1
+	VSHUFI64X2      $0x00, Z8, Z8, Z5
+	VSHUFI64X2      $0x55, Z8, Z8, Z6
 	VBROADCASTI64X4 (AX), Z9
 	VBROADCASTI64X4 32(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
 	VPTESTMB        runbits<>+0(SB), Z9, K1
 	VPADDB          Z4, Z10, K1, Z10
-	VPSHUFB         scidxw<>+0(SB), Z6, Z12
+	VPSHUFB         scidxw<>+0(SB), Z5, Z12
 	VPMADDUBSW      4(CX), Z10, Z10
 	VPMADDWD        Z12, Z10, Z10
 	VPSRLVW         shift_4_6<>+0(SB), Z11, Z11
 	VPANDD          Z3, Z11, Z11
 	VPTESTMB        runbits<>+64(SB), Z9, K1
 	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+64(SB), Z6, Z6
+	VPSHUFB         scidxw<>+64(SB), Z5, Z5
 	VPMADDUBSW      68(CX), Z11, Z11
-	VPMADDWD        Z6, Z11, Z6
+	VPMADDWD        Z5, Z11, Z5
 	VBROADCASTI64X4 64(AX), Z12
 	VPSRLVW         shift_0_2<>+0(SB), Z12, Z11
 	VPANDD          Z3, Z11, Z11
 	VPTESTMB        runbits<>+128(SB), Z9, K1
 	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+128(SB), Z7, Z13
+	VPSHUFB         scidxw<>+128(SB), Z6, Z13
 	VPMADDUBSW      132(CX), Z11, Z11
 	VPDPWSSD        Z13, Z11, Z10
 	VPSRLVW         shift_4_6<>+0(SB), Z12, Z11
 	VPANDD          Z3, Z11, Z11
 	VPTESTMB        runbits<>+192(SB), Z9, K1
 	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+192(SB), Z7, Z7
+	VPSHUFB         scidxw<>+192(SB), Z6, Z6
 	VPMADDUBSW      196(CX), Z11, Z9
-	VPDPWSSD        Z7, Z9, Z6
-	VPADDD          Z6, Z10, Z10
+	VPDPWSSD        Z6, Z9, Z5
+	VPADDD          Z5, Z10, Z10
 	VCVTDQ2PS       Z10, Z10
-	VBROADCASTSS    (CX), X6
-	VMULPS          X5, X6, X6
-	VBROADCASTSS    X6, Z5
+	VBROADCASTSS    X7, Z5
 	VFMADD231PS     Z10, Z5, Z0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
@@ -3726,17 +3712,17 @@ loopdotQ6KVNNI:
 	VCVTDQ2PS       Y6, Y6
 	VBROADCASTSS    (CX), X7
 	VMULPS          X4, X7, X7
-	VBROADCASTSS    X7, Y7
-	VFNMADD231PS    Y6, Y7, Y1
-	VSHUFI64X2      $0x00, Z5, Z5, Z6
-	VSHUFI64X2      $0x55, Z5, Z5, Z7
+	VBROADCASTSS    X7, Y4
+	VFNMADD231PS    Y6, Y4, Y1
+	VSHUFI64X2      $0x00, Z5, Z5, Z4
+	VSHUFI64X2      $0x55, Z5, Z5, Z6
 	VMOVDQU64       (AX), Z10
 	VBROADCASTI64X4 128(AX), Z11
 	VPANDD          Z2, Z10, Z8
 	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
 	VPANDD          Z3, Z9, Z9
 	VPORD           Z9, Z8, Z8
-	VPSHUFB         scidxw<>+0(SB), Z6, Z9
+	VPSHUFB         scidxw<>+0(SB), Z4, Z9
 	VPMADDUBSW      4(CX), Z8, Z8
 	VPMADDWD        Z9, Z8, Z8
 	VPSRLW          $0x04, Z10, Z9
@@ -3744,16 +3730,16 @@ loopdotQ6KVNNI:
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z3, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+64(SB), Z6, Z6
+	VPSHUFB         scidxw<>+64(SB), Z4, Z4
 	VPMADDUBSW      68(CX), Z9, Z9
-	VPMADDWD        Z6, Z9, Z6
+	VPMADDWD        Z4, Z9, Z4
 	VMOVDQU64       64(AX), Z11
 	VBROADCASTI64X4 160(AX), Z12
 	VPANDD          Z2, Z11, Z9
 	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
 	VPANDD          Z3, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+128(SB), Z7, Z10
+	VPSHUFB         scidxw<>+128(SB), Z6, Z10
 	VPMADDUBSW      132(CX), Z9, Z9
 	VPDPWSSD        Z10, Z9, Z8
 	VPSRLW          $0x04, Z11, Z9
@@ -3761,14 +3747,12 @@ loopdotQ6KVNNI:
 	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
 	VPANDD          Z3, Z10, Z10
 	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+192(SB), Z7, Z7
+	VPSHUFB         scidxw<>+192(SB), Z6, Z6
 	VPMADDUBSW      196(CX), Z9, Z9
-	VPDPWSSD        Z7, Z9, Z6
-	VPADDD          Z6, Z8, Z8
+	VPDPWSSD        Z6, Z9, Z4
+	VPADDD          Z4, Z8, Z8
 	VCVTDQ2PS       Z8, Z8
-	VBROADCASTSS    (CX), X5
-	VMULPS          X4, X5, X5
-	VBROADCASTSS    X5, Z4
+	VBROADCASTSS    X7, Z4
 	VFMADD231PS     Z8, Z4, Z0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
@@ -4030,39 +4014,37 @@ loopdotQ4KVNNI:
 	VCVTDQ2PS       Y4, Y4
 	VBROADCASTSS    (CX), X6
 	VMULPS          X3, X6, X6
-	VMOVSHDUP       X6, X6
-	VBROADCASTSS    X6, Y6
-	VFNMADD231PS    Y4, Y6, Y1
-	VBROADCASTI64X4 16(AX), Z4
+	VMOVSHDUP       X6, X3
+	VBROADCASTSS    X3, Y3
+	VFNMADD231PS    Y4, Y3, Y1
+	VBROADCASTI64X4 16(AX), Z3
+	VPSRLVW         shift_0_4<>+0(SB), Z3, Z3
+	VPANDD          Z2, Z3, Z3
+	VPSHUFB         scidx32<>+0(SB), Z5, Z4
+	VPMADDUBSW      4(CX), Z3, Z3
+	VPMADDWD        Z4, Z3, Z3
+	VBROADCASTI64X4 48(AX), Z4
 	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
 	VPANDD          Z2, Z4, Z4
-	VPSHUFB         scidx32<>+0(SB), Z5, Z6
-	VPMADDUBSW      4(CX), Z4, Z4
-	VPMADDWD        Z6, Z4, Z4
-	VBROADCASTI64X4 48(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
 	VPSHUFB         scidx32<>+64(SB), Z5, Z7
-	VPMADDUBSW      68(CX), Z6, Z6
-	VPMADDWD        Z7, Z6, Z6
+	VPMADDUBSW      68(CX), Z4, Z4
+	VPMADDWD        Z7, Z4, Z4
 	VBROADCASTI64X4 80(AX), Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
 	VPSHUFB         scidx32<>+128(SB), Z5, Z8
 	VPMADDUBSW      132(CX), Z7, Z7
-	VPDPWSSD        Z8, Z7, Z4
+	VPDPWSSD        Z8, Z7, Z3
 	VBROADCASTI64X4 112(AX), Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
 	VPSHUFB         scidx32<>+192(SB), Z5, Z5
 	VPMADDUBSW      196(CX), Z7, Z7
-	VPDPWSSD        Z5, Z7, Z6
-	VPADDD          Z6, Z4, Z4
-	VCVTDQ2PS       Z4, Z4
-	VBROADCASTSS    (CX), X5
-	VMULPS          X3, X5, X5
-	VBROADCASTSS    X5, Z3
-	VFMADD231PS     Z4, Z3, Z0
+	VPDPWSSD        Z5, Z7, Z4
+	VPADDD          Z4, Z3, Z3
+	VCVTDQ2PS       Z3, Z3
+	VBROADCASTSS    X6, Z4
+	VFMADD231PS     Z3, Z4, Z0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -4320,25 +4302,25 @@ loopdotQ5KVNNI:
 	VCVTDQ2PS       Y6, Y6
 	VBROADCASTSS    (CX), X8
 	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X8
-	VBROADCASTSS    X8, Y8
-	VFNMADD231PS    Y6, Y8, Y1
-	VBROADCASTI64X4 48(AX), Z6
+	VMOVSHDUP       X8, X5
+	VBROADCASTSS    X5, Y5
+	VFNMADD231PS    Y6, Y5, Y1
+	VBROADCASTI64X4 48(AX), Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPTESTMB        runbits<>+0(SB), Z4, K1
+	VPADDB          Z3, Z5, K1, Z5
+	VPSHUFB         scidx32<>+0(SB), Z7, Z6
+	VPMADDUBSW      4(CX), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VBROADCASTI64X4 80(AX), Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPTESTMB        runbits<>+0(SB), Z4, K1
-	VPADDB          Z3, Z6, K1, Z6
-	VPSHUFB         scidx32<>+0(SB), Z7, Z8
-	VPMADDUBSW      4(CX), Z6, Z6
-	VPMADDWD        Z8, Z6, Z6
-	VBROADCASTI64X4 80(AX), Z8
-	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
-	VPANDD          Z2, Z8, Z8
 	VPTESTMB        runbits<>+64(SB), Z4, K1
-	VPADDB          Z3, Z8, K1, Z8
+	VPADDB          Z3, Z6, K1, Z6
 	VPSHUFB         scidx32<>+64(SB), Z7, Z9
-	VPMADDUBSW      68(CX), Z8, Z8
-	VPMADDWD        Z9, Z8, Z8
+	VPMADDUBSW      68(CX), Z6, Z6
+	VPMADDWD        Z9, Z6, Z6
 	VBROADCASTI64X4 112(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z2, Z9, Z9
@@ -4346,7 +4328,7 @@ loopdotQ5KVNNI:
 	VPADDB          Z3, Z9, K1, Z9
 	VPSHUFB         scidx32<>+128(SB), Z7, Z10
 	VPMADDUBSW      132(CX), Z9, Z9
-	VPDPWSSD        Z10, Z9, Z6
+	VPDPWSSD        Z10, Z9, Z5
 	VBROADCASTI64X4 144(AX), Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z2, Z9, Z9
@@ -4354,13 +4336,11 @@ loopdotQ5KVNNI:
 	VPADDB          Z3, Z9, K1, Z9
 	VPSHUFB         scidx32<>+192(SB), Z7, Z4
 	VPMADDUBSW      196(CX), Z9, Z7
-	VPDPWSSD        Z4, Z7, Z8
-	VPADDD          Z8, Z6, Z6
-	VCVTDQ2PS       Z6, Z6
-	VBROADCASTSS    (CX), X4
-	VMULPS          X5, X4, X4
-	VBROADCASTSS    X4, Z4
-	VFMADD231PS     Z6, Z4, Z0
+	VPDPWSSD        Z4, Z7, Z6
+	VPADDD          Z6, Z5, Z5
+	VCVTDQ2PS       Z5, Z5
+	VBROADCASTSS    X8, Z4
+	VFMADD231PS     Z5, Z4, Z0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -5294,59 +5274,55 @@ loopdotQ2KVNNI256:
 	VCVTDQ2PS       Y4, Y4
 	VBROADCASTSS    (CX), X5
 	VMULPS          X3, X5, X5
-	VMOVSHDUP       X5, X5
-	VBROADCASTSS    X5, Y5
-	VFNMADD231PS    Y4, Y5, Y0
-	VBROADCASTI32X4 (AX), Y4
-	VPANDD          Y1, Y4, Y4
+	VMOVSHDUP       X5, X3
+	VBROADCASTSS    X3, Y3
+	VFNMADD231PS    Y4, Y3, Y0
+	VBROADCASTI32X4 (AX), Y3
+	VPANDD          Y1, Y3, Y3
 	VMOVDQU64       16(AX), Y6
-	VMOVDQA64       Y6, Y5
-	VPANDD          Y2, Y5, Y5
-	VPSHUFB         scidx16<>+0(SB), Y4, Y7
-	VPMADDUBSW      4(CX), Y5, Y5
-	VPMADDWD        Y7, Y5, Y5
+	VPANDD          Y2, Y6, Y4
+	VPSHUFB         scidx16<>+0(SB), Y3, Y7
+	VPMADDUBSW      4(CX), Y4, Y4
+	VPMADDWD        Y7, Y4, Y4
 	VPSRLW          $0x02, Y6, Y7
 	VPANDD          Y2, Y7, Y7
-	VPSHUFB         scidx16<>+32(SB), Y4, Y8
+	VPSHUFB         scidx16<>+32(SB), Y3, Y8
 	VPMADDUBSW      36(CX), Y7, Y7
 	VPMADDWD        Y8, Y7, Y7
 	VPSRLW          $0x04, Y6, Y8
 	VPANDD          Y2, Y8, Y8
-	VPSHUFB         scidx16<>+64(SB), Y4, Y9
+	VPSHUFB         scidx16<>+64(SB), Y3, Y9
 	VPMADDUBSW      68(CX), Y8, Y8
-	VPDPWSSD        Y9, Y8, Y5
+	VPDPWSSD        Y9, Y8, Y4
 	VPSRLW          $0x06, Y6, Y6
 	VPANDD          Y2, Y6, Y6
-	VPSHUFB         scidx16<>+96(SB), Y4, Y8
+	VPSHUFB         scidx16<>+96(SB), Y3, Y8
 	VPMADDUBSW      100(CX), Y6, Y6
 	VPDPWSSD        Y8, Y6, Y7
 	VMOVDQU64       48(AX), Y8
-	VMOVDQA64       Y8, Y6
-	VPANDD          Y2, Y6, Y6
-	VPSHUFB         scidx16<>+128(SB), Y4, Y9
+	VPANDD          Y2, Y8, Y6
+	VPSHUFB         scidx16<>+128(SB), Y3, Y9
 	VPMADDUBSW      132(CX), Y6, Y6
-	VPDPWSSD        Y9, Y6, Y5
+	VPDPWSSD        Y9, Y6, Y4
 	VPSRLW          $0x02, Y8, Y6
 	VPANDD          Y2, Y6, Y6
-	VPSHUFB         scidx16<>+160(SB), Y4, Y9
+	VPSHUFB         scidx16<>+160(SB), Y3, Y9
 	VPMADDUBSW      164(CX), Y6, Y6
 	VPDPWSSD        Y9, Y6, Y7
 	VPSRLW          $0x04, Y8, Y6
 	VPANDD          Y2, Y6, Y6
-	VPSHUFB         scidx16<>+192(SB), Y4, Y9
+	VPSHUFB         scidx16<>+192(SB), Y3, Y9
 	VPMADDUBSW      196(CX), Y6, Y6
-	VPDPWSSD        Y9, Y6, Y5
+	VPDPWSSD        Y9, Y6, Y4
 	VPSRLW          $0x06, Y8, Y6
 	VPANDD          Y2, Y6, Y6
-	VPSHUFB         scidx16<>+224(SB), Y4, Y4
+	VPSHUFB         scidx16<>+224(SB), Y3, Y3
 	VPMADDUBSW      228(CX), Y6, Y6
-	VPDPWSSD        Y4, Y6, Y7
-	VPADDD          Y7, Y5, Y5
-	VCVTDQ2PS       Y5, Y5
-	VBROADCASTSS    (CX), X4
-	VMULPS          X3, X4, X4
-	VBROADCASTSS    X4, Y3
-	VFMADD231PS     Y5, Y3, Y0
+	VPDPWSSD        Y3, Y6, Y7
+	VPADDD          Y7, Y4, Y4
+	VCVTDQ2PS       Y4, Y4
+	VBROADCASTSS    X5, Y3
+	VFMADD231PS     Y4, Y3, Y0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -5584,74 +5560,70 @@ loopdotQ3KVNNI256:
 	VCVTDQ2PS       Y6, Y6
 	VBROADCASTSS    (CX), X7
 	VMULPS          X4, X7, X7
-	VBROADCASTSS    X7, Y7
-	VFNMADD231PS    Y6, Y7, Y0
-	VPERMQ          $0x44, Y5, Y6
+	VBROADCASTSS    X7, Y4
+	VFNMADD231PS    Y6, Y4, Y0
+	VPERMQ          $0x44, Y5, Y4
 	VPERMQ          $0xee, Y5, Y5
-	VMOVDQU64       (AX), Y7
+	VMOVDQU64       (AX), Y6
 	VMOVDQU64       32(AX), Y9
-	VMOVDQA64       Y9, Y8
-	VPANDD          Y2, Y8, Y8
-	VPTESTMB        runbits<>+0(SB), Y7, K1
+	VPANDD          Y2, Y9, Y8
+	VPTESTMB        runbits<>+0(SB), Y6, K1
 	VPADDB          Y3, Y8, K1, Y8
-	VPSHUFB         scidxw<>+0(SB), Y6, Y10
+	VPSHUFB         scidxw<>+0(SB), Y4, Y10
 	VPMADDUBSW      4(CX), Y8, Y8
 	VPMADDWD        Y10, Y8, Y8
 	VPSRLW          $0x02, Y9, Y10
 	VPANDD          Y2, Y10, Y10
-	VPTESTMB        runbits<>+32(SB), Y7, K1
+	VPTESTMB        runbits<>+32(SB), Y6, K1
 	VPADDB          Y3, Y10, K1, Y10
-	VPSHUFB         scidxw<>+32(SB), Y6, Y11
+	VPSHUFB         scidxw<>+32(SB), Y4, Y11
 	VPMADDUBSW      36(CX), Y10, Y10
 	VPMADDWD        Y11, Y10, Y10
 	VPSRLW          $0x04, Y9, Y11
 	VPANDD          Y2, Y11, Y11
-	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPTESTMB        runbits<>+64(SB), Y6, K1
 	VPADDB          Y3, Y11, K1, Y11
-	VPSHUFB         scidxw<>+64(SB), Y6, Y12
+	VPSHUFB         scidxw<>+64(SB), Y4, Y12
 	VPMADDUBSW      68(CX), Y11, Y11
 	VPDPWSSD        Y12, Y11, Y8
 	VPSRLW          $0x06, Y9, Y9
 	VPANDD          Y2, Y9, Y9
-	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VPTESTMB        runbits<>+96(SB), Y6, K1
 	VPADDB          Y3, Y9, K1, Y9
-	VPSHUFB         scidxw<>+96(SB), Y6, Y6
+	VPSHUFB         scidxw<>+96(SB), Y4, Y4
 	VPMADDUBSW      100(CX), Y9, Y9
-	VPDPWSSD        Y6, Y9, Y10
+	VPDPWSSD        Y4, Y9, Y10
 	VMOVDQU64       64(AX), Y9
-	VMOVDQA64       Y9, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPANDD          Y2, Y9, Y4
+	VPTESTMB        runbits<>+128(SB), Y6, K1
+	VPADDB          Y3, Y4, K1, Y4
 	VPSHUFB         scidxw<>+128(SB), Y5, Y11
-	VPMADDUBSW      132(CX), Y6, Y6
-	VPDPWSSD        Y11, Y6, Y8
-	VPSRLW          $0x02, Y9, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPMADDUBSW      132(CX), Y4, Y4
+	VPDPWSSD        Y11, Y4, Y8
+	VPSRLW          $0x02, Y9, Y4
+	VPANDD          Y2, Y4, Y4
+	VPTESTMB        runbits<>+160(SB), Y6, K1
+	VPADDB          Y3, Y4, K1, Y4
 	VPSHUFB         scidxw<>+160(SB), Y5, Y11
-	VPMADDUBSW      164(CX), Y6, Y6
-	VPDPWSSD        Y11, Y6, Y10
-	VPSRLW          $0x04, Y9, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPMADDUBSW      164(CX), Y4, Y4
+	VPDPWSSD        Y11, Y4, Y10
+	VPSRLW          $0x04, Y9, Y4
+	VPANDD          Y2, Y4, Y4
+	VPTESTMB        runbits<>+192(SB), Y6, K1
+	VPADDB          Y3, Y4, K1, Y4
 	VPSHUFB         scidxw<>+192(SB), Y5, Y11
-	VPMADDUBSW      196(CX), Y6, Y6
-	VPDPWSSD        Y11, Y6, Y8
-	VPSRLW          $0x06, Y9, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPMADDUBSW      196(CX), Y4, Y4
+	VPDPWSSD        Y11, Y4, Y8
+	VPSRLW          $0x06, Y9, Y4
+	VPANDD          Y2, Y4, Y4
+	VPTESTMB        runbits<>+224(SB), Y6, K1
+	VPADDB          Y3, Y4, K1, Y4
 	VPSHUFB         scidxw<>+224(SB), Y5, Y5
-	VPMADDUBSW      228(CX), Y6, Y6
-	VPDPWSSD        Y5, Y6, Y10
+	VPMADDUBSW      228(CX), Y4, Y4
+	VPDPWSSD        Y5, Y4, Y10
 	VPADDD          Y10, Y8, Y8
 	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    (CX), X5
-	VMULPS          X4, X5, X5
-	VBROADCASTSS    X5, Y4
+	VBROADCASTSS    X7, Y4
 	VFMADD231PS     Y8, Y4, Y0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
@@ -5803,8 +5775,7 @@ loopdotQ3Kx4VNNI256:
 	VPERMQ          $0xee, Y8, Y8
 	VMOVDQU64       (AX), Y10
 	VMOVDQU64       32(AX), Y12
-	VMOVDQA64       Y12, Y11
-	VPANDD          Y5, Y11, Y11
+	VPANDD          Y5, Y12, Y11
 	VPTESTMB        runbits<>+0(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPSHUFB         scidxw<>+0(SB), Y9, Y13
@@ -5856,8 +5827,7 @@ loopdotQ3Kx4VNNI256:
 	VPMADDUBSW      100(CX)(SI*1), Y12, Y12
 	VPDPWSSD        Y9, Y12, Y11
 	VMOVDQU64       64(AX), Y12
-	VMOVDQA64       Y12, Y9
-	VPANDD          Y5, Y9, Y9
+	VPANDD          Y5, Y12, Y9
 	VPTESTMB        runbits<>+128(SB), Y10, K1
 	VPADDB          Y6, Y9, K1, Y9
 	VPSHUFB         scidxw<>+128(SB), Y8, Y13
@@ -5987,27 +5957,27 @@ loopdotQ6KVNNI256:
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (CX), X6
 	VMULPS       X3, X6, X6
-	VBROADCASTSS X6, Y6
-	VFNMADD231PS Y5, Y6, Y0
-	VPERMQ       $0x44, Y4, Y5
+	VBROADCASTSS X6, Y3
+	VFNMADD231PS Y5, Y3, Y0
+	VPERMQ       $0x44, Y4, Y3
 	VPERMQ       $0xee, Y4, Y4
 	VMOVDQU64    128(AX), Y8
 	VMOVDQU64    (AX), Y9
-	VMOVDQA64    Y9, Y6
-	VPANDD       Y1, Y6, Y6
+	VMOVDQA64    Y9, Y5
+	VPANDD       Y1, Y5, Y5
 	VPSLLW       $0x04, Y8, Y7
 	VPANDD       Y2, Y7, Y7
-	VPORD        Y7, Y6, Y6
-	VPSHUFB      scidxw<>+0(SB), Y5, Y7
-	VPMADDUBSW   4(CX), Y6, Y6
-	VPMADDWD     Y7, Y6, Y6
+	VPORD        Y7, Y5, Y5
+	VPSHUFB      scidxw<>+0(SB), Y3, Y7
+	VPMADDUBSW   4(CX), Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
 	VMOVDQU64    32(AX), Y11
 	VMOVDQA64    Y11, Y7
 	VPANDD       Y1, Y7, Y7
 	VPSLLW       $0x02, Y8, Y10
 	VPANDD       Y2, Y10, Y10
 	VPORD        Y10, Y7, Y7
-	VPSHUFB      scidxw<>+32(SB), Y5, Y10
+	VPSHUFB      scidxw<>+32(SB), Y3, Y10
 	VPMADDUBSW   36(CX), Y7, Y7
 	VPMADDWD     Y10, Y7, Y7
 	VPSRLW       $0x04, Y9, Y9
@@ -6015,58 +5985,56 @@ loopdotQ6KVNNI256:
 	VMOVDQA64    Y8, Y10
 	VPANDD       Y2, Y10, Y10
 	VPORD        Y10, Y9, Y9
-	VPSHUFB      scidxw<>+64(SB), Y5, Y10
+	VPSHUFB      scidxw<>+64(SB), Y3, Y10
 	VPMADDUBSW   68(CX), Y9, Y9
-	VPDPWSSD     Y10, Y9, Y6
+	VPDPWSSD     Y10, Y9, Y5
 	VPSRLW       $0x04, Y11, Y9
 	VPANDD       Y1, Y9, Y9
 	VPSRLW       $0x02, Y8, Y8
 	VPANDD       Y2, Y8, Y8
 	VPORD        Y8, Y9, Y9
-	VPSHUFB      scidxw<>+96(SB), Y5, Y5
+	VPSHUFB      scidxw<>+96(SB), Y3, Y3
 	VPMADDUBSW   100(CX), Y9, Y8
-	VPDPWSSD     Y5, Y8, Y7
+	VPDPWSSD     Y3, Y8, Y7
 	VMOVDQU64    160(AX), Y9
 	VMOVDQU64    64(AX), Y10
-	VMOVDQA64    Y10, Y5
-	VPANDD       Y1, Y5, Y5
+	VMOVDQA64    Y10, Y3
+	VPANDD       Y1, Y3, Y3
 	VPSLLW       $0x04, Y9, Y8
 	VPANDD       Y2, Y8, Y8
-	VPORD        Y8, Y5, Y5
+	VPORD        Y8, Y3, Y3
 	VPSHUFB      scidxw<>+128(SB), Y4, Y8
-	VPMADDUBSW   132(CX), Y5, Y5
-	VPDPWSSD     Y8, Y5, Y6
+	VPMADDUBSW   132(CX), Y3, Y3
+	VPDPWSSD     Y8, Y3, Y5
 	VMOVDQU64    96(AX), Y11
-	VMOVDQA64    Y11, Y5
-	VPANDD       Y1, Y5, Y5
+	VMOVDQA64    Y11, Y3
+	VPANDD       Y1, Y3, Y3
 	VPSLLW       $0x02, Y9, Y8
 	VPANDD       Y2, Y8, Y8
-	VPORD        Y8, Y5, Y5
+	VPORD        Y8, Y3, Y3
 	VPSHUFB      scidxw<>+160(SB), Y4, Y8
-	VPMADDUBSW   164(CX), Y5, Y5
-	VPDPWSSD     Y8, Y5, Y7
-	VPSRLW       $0x04, Y10, Y5
-	VPANDD       Y1, Y5, Y5
+	VPMADDUBSW   164(CX), Y3, Y3
+	VPDPWSSD     Y8, Y3, Y7
+	VPSRLW       $0x04, Y10, Y3
+	VPANDD       Y1, Y3, Y3
 	VMOVDQA64    Y9, Y8
 	VPANDD       Y2, Y8, Y8
-	VPORD        Y8, Y5, Y5
+	VPORD        Y8, Y3, Y3
 	VPSHUFB      scidxw<>+192(SB), Y4, Y8
-	VPMADDUBSW   196(CX), Y5, Y5
-	VPDPWSSD     Y8, Y5, Y6
-	VPSRLW       $0x04, Y11, Y5
-	VPANDD       Y1, Y5, Y5
+	VPMADDUBSW   196(CX), Y3, Y3
+	VPDPWSSD     Y8, Y3, Y5
+	VPSRLW       $0x04, Y11, Y3
+	VPANDD       Y1, Y3, Y3
 	VPSRLW       $0x02, Y9, Y8
 	VPANDD       Y2, Y8, Y8
-	VPORD        Y8, Y5, Y5
+	VPORD        Y8, Y3, Y3
 	VPSHUFB      scidxw<>+224(SB), Y4, Y4
-	VPMADDUBSW   228(CX), Y5, Y5
-	VPDPWSSD     Y4, Y5, Y7
-	VPADDD       Y7, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (CX), X4
-	VMULPS       X3, X4, X4
-	VBROADCASTSS X4, Y3
-	VFMADD231PS  Y6, Y3, Y0
+	VPMADDUBSW   228(CX), Y3, Y3
+	VPDPWSSD     Y4, Y3, Y7
+	VPADDD       Y7, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS X6, Y3
+	VFMADD231PS  Y5, Y3, Y0
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -6337,55 +6305,53 @@ loopdotQ4KVNNI256:
 	VCVTDQ2PS       Y3, Y3
 	VBROADCASTSS    (CX), X5
 	VMULPS          X2, X5, X5
-	VMOVSHDUP       X5, X5
-	VBROADCASTSS    X5, Y5
-	VFNMADD231PS    Y3, Y5, Y0
-	VMOVDQU64       16(AX), Y5
-	VPANDD          Y1, Y5, Y3
+	VMOVSHDUP       X5, X2
+	VBROADCASTSS    X2, Y2
+	VFNMADD231PS    Y3, Y2, Y0
+	VMOVDQU64       16(AX), Y3
+	VPANDD          Y1, Y3, Y2
 	VPSHUFB         scidx32<>+0(SB), Y4, Y6
-	VPMADDUBSW      4(CX), Y3, Y3
-	VPMADDWD        Y6, Y3, Y3
-	VPSRLW          $0x04, Y5, Y5
-	VPANDD          Y1, Y5, Y5
+	VPMADDUBSW      4(CX), Y2, Y2
+	VPMADDWD        Y6, Y2, Y2
+	VPSRLW          $0x04, Y3, Y3
+	VPANDD          Y1, Y3, Y3
 	VPSHUFB         scidx32<>+32(SB), Y4, Y6
-	VPMADDUBSW      36(CX), Y5, Y5
-	VPMADDWD        Y6, Y5, Y5
+	VPMADDUBSW      36(CX), Y3, Y3
+	VPMADDWD        Y6, Y3, Y3
 	VMOVDQU64       48(AX), Y7
 	VPANDD          Y1, Y7, Y6
 	VPSHUFB         scidx32<>+64(SB), Y4, Y8
 	VPMADDUBSW      68(CX), Y6, Y6
-	VPDPWSSD        Y8, Y6, Y3
+	VPDPWSSD        Y8, Y6, Y2
 	VPSRLW          $0x04, Y7, Y6
 	VPANDD          Y1, Y6, Y6
 	VPSHUFB         scidx32<>+96(SB), Y4, Y7
 	VPMADDUBSW      100(CX), Y6, Y6
-	VPDPWSSD        Y7, Y6, Y5
+	VPDPWSSD        Y7, Y6, Y3
 	VMOVDQU64       80(AX), Y7
 	VPANDD          Y1, Y7, Y6
 	VPSHUFB         scidx32<>+128(SB), Y4, Y8
 	VPMADDUBSW      132(CX), Y6, Y6
-	VPDPWSSD        Y8, Y6, Y3
+	VPDPWSSD        Y8, Y6, Y2
 	VPSRLW          $0x04, Y7, Y6
 	VPANDD          Y1, Y6, Y6
 	VPSHUFB         scidx32<>+160(SB), Y4, Y7
 	VPMADDUBSW      164(CX), Y6, Y6
-	VPDPWSSD        Y7, Y6, Y5
+	VPDPWSSD        Y7, Y6, Y3
 	VMOVDQU64       112(AX), Y7
 	VPANDD          Y1, Y7, Y6
 	VPSHUFB         scidx32<>+192(SB), Y4, Y8
 	VPMADDUBSW      196(CX), Y6, Y6
-	VPDPWSSD        Y8, Y6, Y3
+	VPDPWSSD        Y8, Y6, Y2
 	VPSRLW          $0x04, Y7, Y6
 	VPANDD          Y1, Y6, Y6
 	VPSHUFB         scidx32<>+224(SB), Y4, Y4
 	VPMADDUBSW      228(CX), Y6, Y6
-	VPDPWSSD        Y4, Y6, Y5
-	VPADDD          Y5, Y3, Y3
-	VCVTDQ2PS       Y3, Y3
-	VBROADCASTSS    (CX), X4
-	VMULPS          X2, X4, X4
-	VBROADCASTSS    X4, Y2
-	VFMADD231PS     Y3, Y2, Y0
+	VPDPWSSD        Y4, Y6, Y3
+	VPADDD          Y3, Y2, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X5, Y3
+	VFMADD231PS     Y2, Y3, Y0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -6663,71 +6629,69 @@ loopdotQ5KVNNI256:
 	VCVTDQ2PS       Y5, Y5
 	VBROADCASTSS    (CX), X7
 	VMULPS          X4, X7, X7
-	VMOVSHDUP       X7, X7
-	VBROADCASTSS    X7, Y7
-	VFNMADD231PS    Y5, Y7, Y0
-	VMOVDQU64       48(AX), Y7
-	VPANDD          Y1, Y7, Y5
+	VMOVSHDUP       X7, X4
+	VBROADCASTSS    X4, Y4
+	VFNMADD231PS    Y5, Y4, Y0
+	VMOVDQU64       48(AX), Y5
+	VPANDD          Y1, Y5, Y4
 	VPTESTMB        runbits<>+0(SB), Y3, K1
-	VPADDB          Y2, Y5, K1, Y5
+	VPADDB          Y2, Y4, K1, Y4
 	VPSHUFB         scidx32<>+0(SB), Y6, Y8
-	VPMADDUBSW      4(CX), Y5, Y5
-	VPMADDWD        Y8, Y5, Y5
-	VPSRLW          $0x04, Y7, Y7
-	VPANDD          Y1, Y7, Y7
+	VPMADDUBSW      4(CX), Y4, Y4
+	VPMADDWD        Y8, Y4, Y4
+	VPSRLW          $0x04, Y5, Y5
+	VPANDD          Y1, Y5, Y5
 	VPTESTMB        runbits<>+32(SB), Y3, K1
-	VPADDB          Y2, Y7, K1, Y7
+	VPADDB          Y2, Y5, K1, Y5
 	VPSHUFB         scidx32<>+32(SB), Y6, Y8
-	VPMADDUBSW      36(CX), Y7, Y7
-	VPMADDWD        Y8, Y7, Y7
+	VPMADDUBSW      36(CX), Y5, Y5
+	VPMADDWD        Y8, Y5, Y5
 	VMOVDQU64       80(AX), Y9
 	VPANDD          Y1, Y9, Y8
 	VPTESTMB        runbits<>+64(SB), Y3, K1
 	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+64(SB), Y6, Y10
 	VPMADDUBSW      68(CX), Y8, Y8
-	VPDPWSSD        Y10, Y8, Y5
+	VPDPWSSD        Y10, Y8, Y4
 	VPSRLW          $0x04, Y9, Y8
 	VPANDD          Y1, Y8, Y8
 	VPTESTMB        runbits<>+96(SB), Y3, K1
 	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+96(SB), Y6, Y9
 	VPMADDUBSW      100(CX), Y8, Y8
-	VPDPWSSD        Y9, Y8, Y7
+	VPDPWSSD        Y9, Y8, Y5
 	VMOVDQU64       112(AX), Y9
 	VPANDD          Y1, Y9, Y8
 	VPTESTMB        runbits<>+128(SB), Y3, K1
 	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+128(SB), Y6, Y10
 	VPMADDUBSW      132(CX), Y8, Y8
-	VPDPWSSD        Y10, Y8, Y5
+	VPDPWSSD        Y10, Y8, Y4
 	VPSRLW          $0x04, Y9, Y8
 	VPANDD          Y1, Y8, Y8
 	VPTESTMB        runbits<>+160(SB), Y3, K1
 	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+160(SB), Y6, Y9
 	VPMADDUBSW      164(CX), Y8, Y8
-	VPDPWSSD        Y9, Y8, Y7
+	VPDPWSSD        Y9, Y8, Y5
 	VMOVDQU64       144(AX), Y9
 	VPANDD          Y1, Y9, Y8
 	VPTESTMB        runbits<>+192(SB), Y3, K1
 	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+192(SB), Y6, Y10
 	VPMADDUBSW      196(CX), Y8, Y8
-	VPDPWSSD        Y10, Y8, Y5
+	VPDPWSSD        Y10, Y8, Y4
 	VPSRLW          $0x04, Y9, Y8
 	VPANDD          Y1, Y8, Y8
 	VPTESTMB        runbits<>+224(SB), Y3, K1
 	VPADDB          Y2, Y8, K1, Y8
 	VPSHUFB         scidx32<>+224(SB), Y6, Y3
 	VPMADDUBSW      228(CX), Y8, Y6
-	VPDPWSSD        Y3, Y6, Y7
-	VPADDD          Y7, Y5, Y5
-	VCVTDQ2PS       Y5, Y5
-	VBROADCASTSS    (CX), X3
-	VMULPS          X4, X3, X3
-	VBROADCASTSS    X3, Y3
-	VFMADD231PS     Y5, Y3, Y0
+	VPDPWSSD        Y3, Y6, Y5
+	VPADDD          Y5, Y4, Y4
+	VCVTDQ2PS       Y4, Y4
+	VBROADCASTSS    X7, Y3
+	VFMADD231PS     Y4, Y3, Y0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX

@@ -35,6 +35,7 @@ type kctx struct {
 	acc  []VecVirtual // float sums, full width
 	accm []VecVirtual // subtracted parts, ymm: acc itself for 256-bit targets
 	dw   VecVirtual   // the weight block's fp16 scale(s) as float32, xmm lanes 0 (and 1)
+	yd   VecVirtual   // single-row kernels: ydot(0), computed once per block
 }
 
 // kLoop emits the dot product of one weight row with m activation rows:
@@ -86,6 +87,7 @@ func kLoop(t *target, name string, wsize, m int, pre func(), body func(c *kctx))
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
 	Label("loop" + fn)
+	c.yd = nil
 	body(c)
 	ADDQ(U32(wsize), c.wp)
 	ADDQ(U32(q8KSize), ap)
@@ -121,7 +123,15 @@ func genK(t *target, name string, wsize int, pre func(), body func(c *kctx, nacc
 // ydot returns activation row k's fp16-scale product with the weight
 // scale(s) in c.dw: lanes 0 (and 1) of an xmm.
 func (c *kctx) ydot(k int) VecVirtual {
+	// One row keeps it in a register; four recompute it (no register to
+	// spare), which costs a load and a multiply.
+	if len(c.acts) == 1 && c.yd != nil {
+		return c.yd
+	}
 	y := XMM()
+	if len(c.acts) == 1 {
+		c.yd = y
+	}
 	VBROADCASTSS(c.acts[k], y)
 	VMULPS(c.dw, y, y)
 	return y
@@ -140,7 +150,9 @@ func (c *kctx) subtract(k int, sw VecVirtual, shift, lane int) {
 	f := YMM()
 	src := c.ydot(k)
 	if lane == 1 {
-		VMOVSHDUP(src, src)
+		hi := XMM()
+		VMOVSHDUP(src, hi)
+		src = hi
 	}
 	VBROADCASTSS(src, f)
 	VFNMADD231PS(p, f, c.accm[k].AsY())

@@ -82,6 +82,8 @@ func (t *target) twoBit(i int, qs Mem, q *VecVirtual, c03 Op) VecVirtual {
 		if j == 0 {
 			*q = t.vec()
 			t.load32(qs.Offset(32*k), *q)
+			t.and(c03, *q, u)
+			return u
 		}
 		t.shiftBits(-2*j, *q, u)
 	}
