@@ -8,7 +8,7 @@
 #       method; with its default weight repacking and with --no-repack) on
 #       k3 synth models of ~3 GB read from the page cache;
 #   (c) where a decode step's time goes: go tool pprof -top of
-#       `k3 bench --cpuprofile`.
+#       `k3 bench --cpuprofile`; (d) llama.cpp's, by perf, where perf exists.
 # k3 and llama.cpp runs alternate (ABAB...) within every round, so load
 # drift on a shared machine hits both; ratios are k3 / llama.cpp (> 1: k3
 # faster). Run from anywhere; prints the tables and writes everything
@@ -17,7 +17,7 @@
 # Environment: THREADS (default: nproc), ROUNDS (3), P (64 prompt tokens),
 # N (32 decode steps), TYPES ("q2_k q4_k_m"), DIR (/tmp/k3-sidebyside: the
 # models), OUT ($DIR/run-TIMESTAMP), MATVEC_SECONDS (0.5 per type and
-# round), SHAPES ("4096x4096 32768x4096": rows x cols), SKIP ("matvec", "e2e", "profile": any of them, space separated),
+# round), SHAPES ("4096x4096 32768x4096": rows x cols), SKIP ("matvec", "e2e", "profile", "perf": any, space separated),
 # KERNELS (k3 bench --kernels, default auto), KERNELS_MODE (inprocess).
 set -euo pipefail
 
@@ -135,6 +135,21 @@ if ! skip profile; then
 	echo
 	echo "### by cumulative time"
 	go tool pprof -top -cum -nodecount 25 "$K3" "$OUT/decode.pprof" 2>/dev/null | sed -n '6,35p'
+fi
+# --- (d) llama.cpp's decode, by perf, for comparison ---
+if ! skip perf && command -v perf >/dev/null 2>&1; then
+	typ=${TYPES%% *}
+	model=$(synth "$typ")
+	log "perf of llama.cpp's $typ decode (load $(load))"
+	# -p 1 and --no-repack: the run is a load by mmap and 33 single-token steps.
+	if perf record -o "$OUT/llama.perf.data" -F 499 -- "$K3REF" bench "$model" -p 1 -n 32 --reps 1 --no-warmup \
+		--no-repack --threads "$THREADS" >"$OUT/llama-perf-bench.json" 2>"$OUT/llama-perf.log"; then
+		echo
+		echo "## (d) where llama.cpp's decode time goes ($typ, 33 single-token steps, $THREADS threads): perf report"
+		perf report -i "$OUT/llama.perf.data" --no-children --sort dso,symbol 2>/dev/null | grep -E '^ +[0-9.]+%' | head -15
+	else
+		log "perf record failed (see $OUT/llama-perf.log)"
+	fi
 fi
 echo
 echo "load average at end: $(load); raw results in $OUT"
