@@ -152,16 +152,16 @@ func runReps(rec *benchRecord, lm *loadedModel, kb engine.Kernels, a *benchArgs)
 		}
 	}
 	var acc stageAcc
-	var kAt, kEnd engine.KernelsStats
+	var last *phaseHook
 	for i := range *a.reps {
 		var hook *phaseHook
 		if lm.staged != nil || i == *a.reps-1 {
-			hook = &phaseHook{staged: lm.staged, acc: &acc}
+			hook = &phaseHook{staged: lm.staged, acc: &acc, kernels: kb}
 			if i == *a.reps-1 {
 				hook.profile = *a.cpuprofile
+				last = hook
 			}
 		}
-		kAt = kernelsStats(kb)
 		pre, dec, err := benchRun(lm, tokens(*a.prompt), tokens(*a.gen), *a.ubatch, hook)
 		if err != nil {
 			return fmt.Errorf("repetition %d: %w", i+1, err)
@@ -169,7 +169,6 @@ func runReps(rec *benchRecord, lm *loadedModel, kb engine.Kernels, a *benchArgs)
 		if hook != nil && hook.err != nil {
 			return hook.err
 		}
-		kEnd = kernelsStats(kb)
 		rec.Prefill.Runs = append(rec.Prefill.Runs, float64(*a.prompt)/pre.Seconds())
 		if *a.gen > 0 {
 			rec.Decode.Runs = append(rec.Decode.Runs, float64(*a.gen)/dec.Seconds())
@@ -181,18 +180,21 @@ func runReps(rec *benchRecord, lm *loadedModel, kb engine.Kernels, a *benchArgs)
 	if lm.staged != nil {
 		rec.Storage = acc.report(*a.prompt**a.reps, *a.gen**a.reps)
 	}
-	rec.Boundary = newBoundary(kEnd, kAt, *a.gen)
+	rec.Boundary = newBoundary(last.kat[2], last.kat[1], *a.gen)
 	return nil
 }
 
 // phaseHook runs between a repetition's phases: it snapshots the stager's
-// counters and starts and stops the CPU profile around the decode steps.
+// and the kernels boundary's counters and starts and stops the CPU profile
+// around the decode steps.
 type phaseHook struct {
 	staged  *engine.Staged
 	acc     *stageAcc
+	kernels engine.Kernels
 	profile string
 	file    *os.File
 	at      [3]engine.StageStats
+	kat     [3]engine.KernelsStats
 	err     error
 }
 
@@ -226,6 +228,7 @@ func (h *phaseHook) mark(phase int) {
 		}
 		h.file = f
 	}
+	h.kat[phase] = kernelsStats(h.kernels)
 }
 
 // benchRun evaluates prompt on a fresh sequence in ubatches, then feeds

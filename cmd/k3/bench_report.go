@@ -143,8 +143,8 @@ type benchBoundary struct {
 	Restarts        int     `json:"restarts"`
 }
 
-// newBoundary covers a whole repetition (its prefill too) over its decode
-// tokens: the counters are not split by phase.
+// newBoundary is the boundary's cost between at and end (the last
+// repetition's decode steps) per decode token.
 func newBoundary(end, at engine.KernelsStats, tokens int) *benchBoundary {
 	if end.Batches == at.Batches {
 		return nil

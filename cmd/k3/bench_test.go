@@ -88,6 +88,9 @@ func TestBenchStaged(t *testing.T) {
 	if s.PrefillBytesPerToken+s.DecodeBytesPerToken <= 0 && s.HitRate == 0 {
 		t.Errorf("stager read nothing and hit nothing: %+v", s)
 	}
+	if b := rec.Boundary; b == nil || b.OpsPerToken <= 0 || b.BatchesPerToken <= 0 {
+		t.Errorf("kernels boundary %+v", b)
+	}
 	if rec.Mode.Profile != "auto" || rec.Mode.Stager != "pread" || rec.Mode.Budget != 64<<20 {
 		t.Errorf("mode %+v", rec.Mode)
 	}
