@@ -14,7 +14,12 @@
 //
 // Every kernel works on whole blocks of one tensor type; its Go wrapper
 // checks lengths and its pure-Go reference (core/quant) is both the
-// fallback and the test oracle.
+// fallback and the test oracle. avo v0.5.0 predates AVX512_VNNI, so
+// VPDPBUSD/VPDPWSSD are emitted as raw instructions (target.go, vnniOp).
+//
+// ggmlbench/ holds a C program (measurement only, not part of k3) that
+// times llama.cpp's vec_dot on the same shapes as the Go benchmarks, and
+// compare.sh, which runs both alternately and prints the ratios.
 package main
 
 import (
