@@ -17,6 +17,7 @@ import (
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/model/kimik3"
+	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
 	"github.com/k3-inference/k3/core/synth"
 	kernelsavx2 "github.com/k3-inference/k3/plugins/kernels-avx2"
@@ -351,6 +352,32 @@ func TestKernelsStaged(t *testing.T) {
 			}
 			if s := b.(*engine.PluginKernels).Stats(); s.Fallbacks != 0 {
 				t.Errorf("%d products fell back to the reference: a weight was not found in a mapped file", s.Fallbacks)
+			}
+		})
+	}
+}
+
+// BenchmarkKernelsRoundTrip is the boundary alone: an Execute with no ops,
+// in-process and to a `k3 plugin` process.
+func BenchmarkKernelsRoundTrip(b *testing.B) {
+	names := kernelsUnderTest()
+	if len(names) == 0 {
+		b.Skip("no SIMD kernels on this CPU")
+	}
+	for _, mode := range []string{"inprocess", "process"} {
+		b.Run(mode, func(b *testing.B) {
+			kb, err := engine.OpenKernels(context.Background(), config.Kernels{Name: names[0], Mode: mode},
+				engine.KernelsOptions{Env: []string{"K3_TEST_AS_K3=1"}, ArenaSize: 1 << 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer kb.Close()
+			pk := kb.(*engine.PluginKernels)
+			req := &plugin.ExecuteRequest{Arena: pk.Arena().Path()}
+			for b.Loop() {
+				if _, err := pk.Supervisor().Execute(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -50,6 +50,9 @@ func (k *PluginKernels) Name() string { return modeName(k.name, k.mode) }
 // Supervisor is the plugin's supervisor (tests kill its process).
 func (k *PluginKernels) Supervisor() *plugin.KernelsSupervisor { return k.sup }
 
+// Arena is the shared memory the plugin computes in.
+func (k *PluginKernels) Arena() *plugin.Arena { return k.arena }
+
 // Stats returns the counters so far.
 func (k *PluginKernels) Stats() KernelsStats {
 	k.mu.Lock()
