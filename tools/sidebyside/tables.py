@@ -17,40 +17,46 @@ def rounds(pattern):
 
 
 def matvec(out, auto, shape):
-    ggml, ggml_rp, ggml_med, repacked = {}, {}, {}, {}
-    for path in rounds(out + "/ggml-matvec-%s-[0-9]*.json" % shape):
-        for r in json.load(open(path))["results"]:
-            t = r["type"].upper()
-            ggml[t] = max(ggml.get(t, 0), r["gbps_mean"])
-            ggml_med[t] = max(ggml_med.get(t, 0), r["gbps_median"])
-    for path in rounds(out + "/ggml-matvec-repack-%s-[0-9]*.json" % shape):
-        for r in json.load(open(path))["results"]:
-            t = r["type"].upper()
-            ggml_rp[t] = max(ggml_rp.get(t, 0), r["gbps_mean"])
-            repacked[t] = r["repacked"]
-    k3 = {}  # (type, "pkg:level") -> GB/s
-    line = re.compile(r"BenchmarkSideBySide/(\w+)/(\w+)/t\d+-\d+\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s")
+    # (type, source) -> [mean GB/s, median GB/s], best round of each
+    best = {}
+
+    def keep(t, src, mean, med):
+        old = best.get((t, src), [0, 0])
+        best[(t, src)] = [max(old[0], mean), max(old[1], med)]
+
+    repacked = {}
+    for src, pat in (("ggml", "ggml-matvec-%s-[0-9]*.json"), ("repack", "ggml-matvec-repack-%s-[0-9]*.json")):
+        for path in rounds(out + "/" + pat % shape):
+            for r in json.load(open(path))["results"]:
+                t = r["type"].upper()
+                keep(t, src, r["gbps_mean"], r["gbps_median"])
+                if src == "repack":
+                    repacked[t] = r["repacked"]
+    line = re.compile(r"BenchmarkSideBySide/(\w+)/(\w+)/t\d+-\d+\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s"
+                      r"(?:\s+([\d.]+) median-GB/s)?")
+    levels = set()
     for pkg in ("avx2", "avx512"):
         for path in rounds(out + "/k3-matvec-%s-%s-[0-9]*.txt" % (shape, pkg)):
             for m in map(line.match, open(path)):
                 if m:
-                    key = (m.group(1).upper(), pkg + ":" + m.group(2))
-                    k3[key] = max(k3.get(key, 0), float(m.group(3)) / 1000)
-    levels = sorted({lv for _, lv in k3}, key=lambda s: (s.split(":")[0], s))
-    head = ["type", "ggml", "ggml repack", "ggml median"] + levels + ["%s/ggml" % auto, "%s/ggml repack" % auto, "best k3/best ggml"]
+                    lv = pkg + ":" + m.group(2)
+                    levels.add(lv)
+                    keep(m.group(1).upper(), lv, float(m.group(3)) / 1000, float(m.group(4) or 0))
+    types = [t for (t, src) in best if src == "ggml"]
+    head = ["type", "ggml mean", "ggml median", "repack mean", "repack median", "k3 mean", "k3 median",
+            "k3/ggml mean", "k3/ggml median", "k3/repack median", "best k3/best ggml median"]
     rows = []
     div = lambda a, b: "%.2fx" % (a / b) if a and b else "-"
-    for t in ggml:
-        best = max((k3.get((t, lv), 0) for lv in levels), default=0)
-        rp = ggml_rp.get(t, 0)
-        a = k3.get((t, auto), 0)
-        cells = [t, "%.1f" % ggml[t], ("%.1f" % rp) + ("" if repacked.get(t) else " (=)"), "%.1f" % ggml_med[t]]
-        cells += ["%.1f" % k3[(t, lv)] if (t, lv) in k3 else "-" for lv in levels]
-        cells += [div(a, ggml[t]), div(a, rp), div(best, max(ggml[t], rp))]
-        rows.append(cells)
-    print("GB/s of weights (mean time of the best round); k3 level %s is what k3 runs on this CPU;" % auto)
-    print("ggml repack: weights in CPU_REPACK as llama.cpp loads them by default; (=): no repacked layout for the type, a second sample;")
-    print("ggml median: from the median time instead of the mean (go test -bench reports only means), for scale")
+    f = lambda v: "%.1f" % v if v else "-"
+    for t in types:
+        g, rp, k = best[(t, "ggml")], best.get((t, "repack"), [0, 0]), best.get((t, auto), [0, 0])
+        kbest = max((best.get((t, lv), [0, 0])[1] for lv in levels), default=0)
+        mark = "" if repacked.get(t) else " (=)"
+        rows.append([t, f(g[0]), f(g[1]), f(rp[0]) + mark, f(rp[1]) + mark, f(k[0]), f(k[1]),
+                     div(k[0], g[0]), div(k[1], g[1]), div(k[1], rp[1]), div(kbest, max(g[1], rp[1]))])
+    print("GB/s of weights, best round of each; k3 = level %s, what k3 runs on this CPU (other levels: raw files);" % auto)
+    print("repack: weights in CPU_REPACK as llama.cpp loads them by default ((=): no repacked layout for the type,")
+    print("a second sample); median: of the per-call times, robust to a shared machine's scheduling stalls")
     table(head, rows)
 
 
