@@ -129,6 +129,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer lm.Close()
+	if pk, ok := kb.(*engine.PluginKernels); ok && lm.staged != nil {
+		pk.Follow(lm.staged)
+	}
 	m := lm.Model
 	r := engine.NewRunner(m, md, *ubatch)
 	r.SetContext(len(toks) + *n)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -321,8 +322,12 @@ func TestKernelsStaged(t *testing.T) {
 	path, cfg := stageModel(t)
 	k := config.Kernels{Name: names[len(names)-1], Mode: "process"}
 	want := runKernels(t, path, openKernelsBackend(t, k), n, nil)
-	for _, name := range []string{"staging-pread", "staging-mmap"} {
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kill bool
+	}{{"staging-pread", false}, {"staging-mmap", false}, {"staging-pread", true}, {"staging-mmap", true}} {
+		name := tc.name
+		t.Run(fmt.Sprintf("%s/kill-stager=%v", name, tc.kill), func(t *testing.T) {
 			f, err := gguf.Open(path)
 			if err != nil {
 				t.Fatal(err)
@@ -342,11 +347,28 @@ func TestKernelsStaged(t *testing.T) {
 			}
 			defer st.Close()
 			b := openKernelsBackend(t, k)
+			b.(*engine.PluginKernels).Follow(st)
 			m, err := kimik3.New(f, st, model.Options{Threads: 2, Backend: b})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := runKernelsModel(t, m, n, nil)
+			var step func(int)
+			if tc.kill {
+				// The stager dies between tokens; its restart maps its
+				// regions anew, and the kernels must follow.
+				step = func(i int) {
+					if i == 2 {
+						syscall.Kill(st.Supervisor().Process().Pid(), syscall.SIGKILL)
+						for start := time.Now(); !st.Supervisor().Process().Exited() && time.Since(start) < 5*time.Second; {
+							time.Sleep(time.Millisecond)
+						}
+					}
+				}
+			}
+			got := runKernelsModel(t, m, n, step)
+			if tc.kill && st.Supervisor().Restarts() == 0 {
+				t.Error("the stager was not restarted")
+			}
 			if !bitsEqual(want.logits, got.logits) || !slices.Equal(want.greedy, got.greedy) {
 				t.Errorf("staged logits differ from the plain mapping's (max rel %g)", maxRelDiff(want.logits, got.logits))
 			}

@@ -50,6 +50,16 @@ func (k *PluginKernels) Name() string { return modeName(k.name, k.mode) }
 // Supervisor is the plugin's supervisor (tests kill its process).
 func (k *PluginKernels) Supervisor() *plugin.KernelsSupervisor { return k.sup }
 
+// Follow makes k forget where weights were mapped whenever s moves them
+// (its stager restarted): a new mapping can take the address of an old
+// one, which the table of mappings would otherwise still name.
+func (k *PluginKernels) Follow(s *Staged) {
+	s.OnRemap(func() error {
+		k.files.reset()
+		return nil
+	})
+}
+
 // Arena is the shared memory the plugin computes in.
 func (k *PluginKernels) Arena() *plugin.Arena { return k.arena }
 

@@ -52,6 +52,13 @@ func (m *fileMaps) resolve(p *byte, size int64) (string, int64, bool) {
 	return "", 0, false
 }
 
+// reset drops the table; the next resolve reads it again.
+func (m *fileMaps) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.maps, m.misses = nil, nil
+}
+
 func (m *fileMaps) find(a uintptr, size int64) (string, int64, bool) {
 	i := sort.Search(len(m.maps), func(i int) bool { return m.maps[i].end > a })
 	if i == len(m.maps) || m.maps[i].start > a {
