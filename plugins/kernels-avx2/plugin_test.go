@@ -109,12 +109,6 @@ func (c *pluginCase) outputs() [][]float32 {
 	return got
 }
 
-func (c *pluginCase) clearOutputs() {
-	for _, op := range c.ops {
-		clear(c.arena.Bytes(op.Outputs[0]))
-	}
-}
-
 // TestPluginExecute runs one batch of products of every tested type in
 // this process and in a plugin subprocess, each equal bit for bit to
 // calling MatMul directly.
