@@ -28,6 +28,8 @@ type PluginKernels struct {
 	types      map[quant.Type]bool
 	files      fileMaps
 
+	warnScratch sync.Once
+
 	mu    sync.Mutex
 	stats KernelsStats
 }
@@ -80,7 +82,9 @@ func (k *PluginKernels) Close() error {
 func (k *PluginKernels) Scratch() *ops.Scratch {
 	r, err := k.arena.Alloc(k.scratch)
 	if err != nil {
-		slog.Warn("kernels: no arena scratch; buffers will be copied", "err", err)
+		k.warnScratch.Do(func() {
+			slog.Warn("kernels: no arena scratch for a pass (more concurrent passes than the arena holds); its buffers are copied", "err", err)
+		})
 		return ops.NewScratch(nil, nil)
 	}
 	b := k.arena.Bytes(r)
