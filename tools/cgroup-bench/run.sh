@@ -19,11 +19,15 @@ KEEP=${KEEP:-0}               # 1: keep the model file afterwards
 # avx512 kernels plugin maps the weights itself.
 RUNS=${RUNS:-"pread:auto:inprocess pread:auto:process pread:auto:inprocess:nolookahead mmap:reference:inprocess mmap:auto:process"}
 LLAMA=${LLAMA:-1}             # 0: skip llama.cpp
+# llama.cpp variants: default (weights of some types repacked into anonymous
+# memory, as llama.cpp's CPU backend does by default) and norepack (every
+# weight stays in the mapped file: --no-repack).
+LLAMA_VARIANTS=${LLAMA_VARIANTS:-"default norepack"}
 RUN_TIMEOUT=${RUN_TIMEOUT:-420} # seconds before a run counts as not completing (exit 124)
 K3REF=${K3REF:-$REPO/tools/parity/build/k3ref}
 CG=/sys/fs/cgroup/memory/k3-cgbench
 MODEL=$DIR/k3big.gguf
-OUT=$DIR/results
+OUT=${OUT:-$DIR/results}
 mkdir -p "$DIR" "$OUT"
 
 log() { echo "[cgroup-bench $(date -u +%H:%M:%S)] $*" >&2; }
@@ -113,8 +117,12 @@ if [ "$LLAMA" = 1 ]; then
 	python3 -c "
 import struct,sys
 sys.stdout.buffer.write(b''.join(struct.pack('<i',int(t)) for t in '$PROMPT'.split(',')))" >"$OUT/prompt.bin"
-	for n in "$N" 1; do
-		incg "llama-n$n" sh -c "\"$K3REF\" greedy \"$MODEL\" $n --threads $THREADS <\"$OUT/prompt.bin\""
+	for v in $LLAMA_VARIANTS; do
+		flags=""
+		[ "$v" = norepack ] && flags=--no-repack
+		for n in "$N" 1; do
+			incg "llama-$v-n$n" sh -c "\"$K3REF\" greedy \"$MODEL\" $n --threads $THREADS $flags <\"$OUT/prompt.bin\""
+		done
 	done
 fi
 
