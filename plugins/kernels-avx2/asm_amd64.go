@@ -3,7 +3,7 @@
 package kernelsavx2
 
 import (
-	"github.com/k3-inference/k3/core/quant"
+	"github.com/k3-inference/k3/plugins/internal/kernelkit"
 	"github.com/klauspost/cpuid/v2"
 )
 
@@ -15,30 +15,11 @@ func init() {
 	if !hasAVX2 {
 		return
 	}
-	defer func() { active = levels[len(levels)-1] }()
-	levels = append(levels, &level{
-		name: "avx2",
-		dot: map[quant.Type]dotFunc{
-			quant.Q2_K:  kquant(dotQ2KAVX2, 84),
-			quant.Q3_K:  kquant(dotQ3KAVX2, 110),
-			quant.Q4_K:  kquant(dotQ4KAVX2, 144),
-			quant.Q5_K:  kquant(dotQ5KAVX2, 176),
-			quant.Q6_K:  kquant(dotQ6KAVX2, 210),
-			quant.Q8_0:  block32(dotQ8_0AVX2, 34),
-			quant.Q4_0:  block32(dotQ4_0AVX2, 18),
-			quant.Q5_0:  block32(dotQ5_0AVX2, 22),
-			quant.MXFP4: block32(dotMXFP4AVX2, 17),
-			quant.F32:   float(dotF32AVX2, quant.F32, 32),
-			quant.F16:   float(dotF16AVX2, quant.F16, 32),
-			quant.BF16:  float(dotBF16AVX2, quant.BF16, 64),
-		},
-		dot4: map[quant.Type]dot4Func{
-			quant.Q2_K: kquant4(dotQ2Kx4AVX2, 84),
-			quant.Q3_K: kquant4(dotQ3Kx4AVX2, 110),
-			quant.Q4_K: kquant4(dotQ4Kx4AVX2, 144),
-			quant.Q5_K: kquant4(dotQ5Kx4AVX2, 176),
-			quant.Q6_K: kquant4(dotQ6Kx4AVX2, 210),
-		},
-		quantizeQ8K: quantizeQ8KAVX2,
+	kit.Add("avx2", kernelkit.Funcs{
+		Q2K: dotQ2KAVX2, Q3K: dotQ3KAVX2, Q4K: dotQ4KAVX2, Q5K: dotQ5KAVX2, Q6K: dotQ6KAVX2,
+		Q2Kx4: dotQ2Kx4AVX2, Q3Kx4: dotQ3Kx4AVX2, Q4Kx4: dotQ4Kx4AVX2, Q5Kx4: dotQ5Kx4AVX2, Q6Kx4: dotQ6Kx4AVX2,
+		Q8_0: dotQ8_0AVX2, Q4_0: dotQ4_0AVX2, Q5_0: dotQ5_0AVX2, MXFP4: dotMXFP4AVX2,
+		F32: dotF32AVX2, F16: dotF16AVX2, BF16: dotBF16AVX2, FloatStep: 32,
+		QuantizeQ8K: quantizeQ8KAVX2,
 	})
 }

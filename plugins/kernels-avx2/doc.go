@@ -29,7 +29,8 @@
 // Covered types: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (against Q8_K), Q8_0, Q4_0,
 // Q5_0, MXFP4 (against Q8_0), F32, F16, BF16; the others Types lists run
 // on the reference.
+//
+// The code both kernel packages share (levels, MatVec/MatMul threading, the
+// plugin) is plugins/internal/kernelkit; this package brings the assembly,
+// the table of its kernels (asm_amd64.go) and the API in kernels.go.
 package kernelsavx2
-
-// errPrefix starts every error of the package.
-const errPrefix = "kernelsavx2"

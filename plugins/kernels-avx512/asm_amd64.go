@@ -3,7 +3,7 @@
 package kernelsavx512
 
 import (
-	"github.com/k3-inference/k3/core/quant"
+	"github.com/k3-inference/k3/plugins/internal/kernelkit"
 	"github.com/klauspost/cpuid/v2"
 )
 
@@ -20,100 +20,45 @@ var (
 // broadcasts) are the fastest (measured: BenchmarkDot); Intel cores and
 // later AMD ones have full-width units and get the 512-bit kernels.
 func preferred() string {
-	if hasVNNI {
-		if cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family < 0x1a {
-			return "vnni256"
-		}
-		return "vnni"
+	switch {
+	case !hasVNNI:
+		return "avx512"
+	case cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family < 0x1a:
+		return "vnni256"
 	}
-	return levels[len(levels)-1].name
+	return "vnni"
 }
 
+// The float kernels take four vectors of float32 per iteration: 64
+// elements at 512 bits, 32 at 256.
 func init() {
-	defer func() {
-		if err := SetLevel(preferred()); err != nil {
-			panic(err) // unreachable: preferred names a level added below
-		}
-	}()
-	if hasAVX512 {
-		levels = append(levels, &level{
-			name: "avx512",
-			dot: map[quant.Type]dotFunc{
-				quant.Q2_K:  kquant(dotQ2KAVX512, 84),
-				quant.Q3_K:  kquant(dotQ3KAVX512, 110),
-				quant.Q4_K:  kquant(dotQ4KAVX512, 144),
-				quant.Q5_K:  kquant(dotQ5KAVX512, 176),
-				quant.Q6_K:  kquant(dotQ6KAVX512, 210),
-				quant.Q8_0:  block32(dotQ8_0AVX512, 34),
-				quant.Q4_0:  block32(dotQ4_0AVX512, 18),
-				quant.Q5_0:  block32(dotQ5_0AVX512, 22),
-				quant.MXFP4: block32(dotMXFP4AVX512, 17),
-				quant.F32:   float(dotF32AVX512, quant.F32, 64),
-				quant.F16:   float(dotF16AVX512, quant.F16, 64),
-				quant.BF16:  float(dotBF16AVX512, quant.BF16, 128),
-			},
-			dot4: map[quant.Type]dot4Func{
-				quant.Q2_K: kquant4(dotQ2Kx4AVX512, 84),
-				quant.Q3_K: kquant4(dotQ3Kx4AVX512, 110),
-				quant.Q4_K: kquant4(dotQ4Kx4AVX512, 144),
-				quant.Q5_K: kquant4(dotQ5Kx4AVX512, 176),
-				quant.Q6_K: kquant4(dotQ6Kx4AVX512, 210),
-			},
-			quantizeQ8K: quantizeQ8KAVX512,
+	if !hasAVX512 {
+		return
+	}
+	kit.Add("avx512", kernelkit.Funcs{
+		Q2K: dotQ2KAVX512, Q3K: dotQ3KAVX512, Q4K: dotQ4KAVX512, Q5K: dotQ5KAVX512, Q6K: dotQ6KAVX512,
+		Q2Kx4: dotQ2Kx4AVX512, Q3Kx4: dotQ3Kx4AVX512, Q4Kx4: dotQ4Kx4AVX512, Q5Kx4: dotQ5Kx4AVX512, Q6Kx4: dotQ6Kx4AVX512,
+		Q8_0: dotQ8_0AVX512, Q4_0: dotQ4_0AVX512, Q5_0: dotQ5_0AVX512, MXFP4: dotMXFP4AVX512,
+		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512, FloatStep: 64,
+		QuantizeQ8K: quantizeQ8KAVX512,
+	})
+	if hasVNNI {
+		kit.Add("vnni", kernelkit.Funcs{
+			Q2K: dotQ2KVNNI, Q3K: dotQ3KVNNI, Q4K: dotQ4KVNNI, Q5K: dotQ5KVNNI, Q6K: dotQ6KVNNI,
+			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: dotQ3Kx4VNNI, Q4Kx4: dotQ4Kx4VNNI, Q5Kx4: dotQ5Kx4VNNI, Q6Kx4: dotQ6Kx4VNNI,
+			Q8_0: dotQ8_0VNNI, Q4_0: dotQ4_0VNNI, Q5_0: dotQ5_0VNNI, MXFP4: dotMXFP4VNNI,
+			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatStep: 64,
+			QuantizeQ8K: quantizeQ8KAVX512,
+		})
+		kit.Add("vnni256", kernelkit.Funcs{
+			Q2K: dotQ2KVNNI256, Q3K: dotQ3KVNNI256, Q4K: dotQ4KVNNI256, Q5K: dotQ5KVNNI256, Q6K: dotQ6KVNNI256,
+			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: dotQ3Kx4VNNI256, Q4Kx4: dotQ4Kx4VNNI256, Q5Kx4: dotQ5Kx4VNNI256, Q6Kx4: dotQ6Kx4VNNI256,
+			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,
+			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256, FloatStep: 32,
+			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 	}
-	if hasVNNI {
-		levels = append(levels, &level{
-			name: "vnni",
-			dot: map[quant.Type]dotFunc{
-				quant.Q2_K:  kquant(dotQ2KVNNI, 84),
-				quant.Q3_K:  kquant(dotQ3KVNNI, 110),
-				quant.Q4_K:  kquant(dotQ4KVNNI, 144),
-				quant.Q5_K:  kquant(dotQ5KVNNI, 176),
-				quant.Q6_K:  kquant(dotQ6KVNNI, 210),
-				quant.Q8_0:  block32(dotQ8_0VNNI, 34),
-				quant.Q4_0:  block32(dotQ4_0VNNI, 18),
-				quant.Q5_0:  block32(dotQ5_0VNNI, 22),
-				quant.MXFP4: block32(dotMXFP4VNNI, 17),
-				quant.F32:   float(dotF32VNNI, quant.F32, 64),
-				quant.F16:   float(dotF16VNNI, quant.F16, 64),
-				quant.BF16:  float(dotBF16VNNI, quant.BF16, 128),
-			},
-			dot4: map[quant.Type]dot4Func{
-				quant.Q2_K: kquant4(dotQ2Kx4VNNI, 84),
-				quant.Q3_K: kquant4(dotQ3Kx4VNNI, 110),
-				quant.Q4_K: kquant4(dotQ4Kx4VNNI, 144),
-				quant.Q5_K: kquant4(dotQ5Kx4VNNI, 176),
-				quant.Q6_K: kquant4(dotQ6Kx4VNNI, 210),
-			},
-			quantizeQ8K: quantizeQ8KAVX512,
-		})
-	}
-	if hasVNNI {
-		levels = append(levels, &level{
-			name: "vnni256",
-			dot: map[quant.Type]dotFunc{
-				quant.Q2_K:  kquant(dotQ2KVNNI256, 84),
-				quant.Q3_K:  kquant(dotQ3KVNNI256, 110),
-				quant.Q4_K:  kquant(dotQ4KVNNI256, 144),
-				quant.Q5_K:  kquant(dotQ5KVNNI256, 176),
-				quant.Q6_K:  kquant(dotQ6KVNNI256, 210),
-				quant.Q8_0:  block32(dotQ8_0VNNI256, 34),
-				quant.Q4_0:  block32(dotQ4_0VNNI256, 18),
-				quant.Q5_0:  block32(dotQ5_0VNNI256, 22),
-				quant.MXFP4: block32(dotMXFP4VNNI256, 17),
-				quant.F32:   float(dotF32VNNI256, quant.F32, 32),
-				quant.F16:   float(dotF16VNNI256, quant.F16, 32),
-				quant.BF16:  float(dotBF16VNNI256, quant.BF16, 64),
-			},
-			dot4: map[quant.Type]dot4Func{
-				quant.Q2_K: kquant4(dotQ2Kx4VNNI256, 84),
-				quant.Q3_K: kquant4(dotQ3Kx4VNNI256, 110),
-				quant.Q4_K: kquant4(dotQ4Kx4VNNI256, 144),
-				quant.Q5_K: kquant4(dotQ5Kx4VNNI256, 176),
-				quant.Q6_K: kquant4(dotQ6Kx4VNNI256, 210),
-			},
-			quantizeQ8K: quantizeQ8KAVX512,
-		})
+	if err := kit.SetLevel(preferred()); err != nil {
+		panic(err) // unreachable: preferred names a level added above
 	}
 }

@@ -1,7 +1,4 @@
-package kernelsavx2
-
-// This file is kept identical (but for the package clause) in
-// plugins/kernels-avx2 and plugins/kernels-avx512.
+package kerneltest
 
 import (
 	"fmt"
@@ -9,28 +6,30 @@ import (
 	"testing"
 
 	"github.com/k3-inference/k3/core/quant"
+
+	"github.com/k3-inference/k3/plugins/internal/kernelkit"
 )
 
-// BenchmarkMatVec is a decode-sized matrix × vector (4096 rows of 4096) per
+// BenchMatVec is a decode-sized matrix × vector (4096 rows of 4096) per
 // type, level and thread count; the throughput is weight bytes per second.
 // The "generic" level is the pure-Go reference.
-func BenchmarkMatVec(b *testing.B) {
+func BenchMatVec(b *testing.B, k *kernelkit.Kit) {
 	const rows, n = 4096, 4096
-	defer func(l *level) { active = l }(active)
+	keepLevel(b, k)
 	for _, typ := range kernelTypes {
 		r := rand.New(rand.NewPCG(5, uint64(typ)))
 		w := randWeights(r, typ, rows*n)
 		act := randActs(r, typ, n)
 		out := make([]float32, rows)
-		for _, lv := range Levels() {
+		for _, lv := range k.Levels() {
 			for _, threads := range []int{1, 2} {
 				b.Run(fmt.Sprintf("%s/%s/t%d", typ, lv, threads), func(b *testing.B) {
-					if err := SetLevel(lv); err != nil {
+					if err := k.SetLevel(lv); err != nil {
 						b.Fatal(err)
 					}
 					b.SetBytes(int64(len(w)))
 					for b.Loop() {
-						if err := MatVec(typ, w, rows, n, act, out, threads); err != nil {
+						if err := k.MatVec(typ, w, rows, n, act, out, threads); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -40,22 +39,24 @@ func BenchmarkMatVec(b *testing.B) {
 	}
 }
 
-func BenchmarkQuantizeQ8K(b *testing.B) {
-	defer func(l *level) { active = l }(active)
+// BenchQuantizeQ8K is QuantizeActivation of one 4096-element row to Q8_K
+// per level; the throughput is input bytes per second.
+func BenchQuantizeQ8K(b *testing.B, k *kernelkit.Kit) {
+	keepLevel(b, k)
 	r := rand.New(rand.NewPCG(6, 6))
 	x := make([]float32, 4096)
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}
 	dst := make([]byte, 4096/256*292)
-	for _, lv := range Levels() {
+	for _, lv := range k.Levels() {
 		b.Run(lv, func(b *testing.B) {
-			if err := SetLevel(lv); err != nil {
+			if err := k.SetLevel(lv); err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(4 * int64(len(x)))
 			for b.Loop() {
-				if err := QuantizeActivation(quant.Q2_K, x, dst); err != nil {
+				if err := k.QuantizeActivation(quant.Q2_K, x, dst); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -63,22 +64,22 @@ func BenchmarkQuantizeQ8K(b *testing.B) {
 	}
 }
 
-// BenchmarkDot is one 4096-element row, hot in L1: the kernels' compute
+// BenchDot is one 4096-element row, hot in L1: the kernels' compute
 // throughput without memory in the way.
-func BenchmarkDot(b *testing.B) {
+func BenchDot(b *testing.B, k *kernelkit.Kit) {
 	const n = 4096
-	defer func(l *level) { active = l }(active)
+	keepLevel(b, k)
 	for _, typ := range kernelTypes {
 		r := rand.New(rand.NewPCG(7, uint64(typ)))
 		w := randWeights(r, typ, n)
 		act := randActs(r, typ, n)
-		for _, lv := range Levels() {
+		for _, lv := range k.Levels() {
 			b.Run(fmt.Sprintf("%s/%s", typ, lv), func(b *testing.B) {
-				if err := SetLevel(lv); err != nil {
+				if err := k.SetLevel(lv); err != nil {
 					b.Fatal(err)
 				}
 				b.SetBytes(int64(len(w)))
-				f := dotOf(typ) // the kernel alone, without Dot's size checks
+				f := k.DotFunc(typ) // the kernel alone, without Dot's size checks
 				for b.Loop() {
 					f(n, w, act)
 				}
@@ -87,13 +88,13 @@ func BenchmarkDot(b *testing.B) {
 	}
 }
 
-// BenchmarkMatMul is a prefill-sized matrix × matrix: 1024 weight rows of
+// BenchMatMul is a prefill-sized matrix × matrix: 1024 weight rows of
 // 4096 times 16 activation rows, one thread; bytes are weight bytes, so the
 // ratio to BenchmarkMatVec shows what running four activation rows per
 // pass over a weight block saves.
-func BenchmarkMatMul(b *testing.B) {
+func BenchMatMul(b *testing.B, k *kernelkit.Kit) {
 	const rows, n, m = 1024, 4096, 16
-	defer func(l *level) { active = l }(active)
+	keepLevel(b, k)
 	for _, typ := range kernelTypes {
 		r := rand.New(rand.NewPCG(8, uint64(typ)))
 		w := randWeights(r, typ, rows*n)
@@ -102,14 +103,14 @@ func BenchmarkMatMul(b *testing.B) {
 			act = append(act, randActs(r, typ, n)...)
 		}
 		out := make([]float32, rows*m)
-		for _, lv := range Levels() {
+		for _, lv := range k.Levels() {
 			b.Run(fmt.Sprintf("%s/%s", typ, lv), func(b *testing.B) {
-				if err := SetLevel(lv); err != nil {
+				if err := k.SetLevel(lv); err != nil {
 					b.Fatal(err)
 				}
 				b.SetBytes(int64(len(w)) * m)
 				for b.Loop() {
-					if err := MatMul(typ, w, rows, n, act, m, out, 1); err != nil {
+					if err := k.MatMul(typ, w, rows, n, act, m, out, 1); err != nil {
 						b.Fatal(err)
 					}
 				}

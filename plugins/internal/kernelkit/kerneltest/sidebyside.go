@@ -1,7 +1,4 @@
-package kernelsavx512
-
-// This file is kept identical (but for the package clause) in
-// plugins/kernels-avx2 and plugins/kernels-avx512.
+package kerneltest
 
 import (
 	"fmt"
@@ -12,9 +9,11 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/k3-inference/k3/plugins/internal/kernelkit"
 )
 
-// BenchmarkSideBySide is BenchmarkMatVec on the shape and thread count
+// BenchSideBySide is BenchmarkMatVec on the shape and thread count
 // tools/sidebyside/run.sh asks for, so that it matches k3ref matvec
 // (llama.cpp's kernels) on the same machine: K3_SBS_ROWS × K3_SBS_COLS
 // weights (default 4096 × 4096; more rows than fit in L3 make it a memory
@@ -23,7 +22,7 @@ import (
 // weights are 256 distinct rows tiled: the values do not change the time,
 // and generating a matrix larger than L3 row by row would take longer than
 // measuring it.
-func BenchmarkSideBySide(b *testing.B) {
+func BenchSideBySide(b *testing.B, k *kernelkit.Kit) {
 	if os.Getenv("K3_SBS") != "1" {
 		b.Skip("set K3_SBS=1 (tools/sidebyside/run.sh does)")
 	}
@@ -35,7 +34,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		return v
 	}
 	rows, n, threads := env("K3_SBS_ROWS", 4096), env("K3_SBS_COLS", 4096), env("K3_SBS_THREADS", runtime.GOMAXPROCS(0))
-	defer func(l *level) { active = l }(active)
+	keepLevel(b, k)
 	for _, typ := range kernelTypes {
 		if n%typ.BlockSize() != 0 {
 			continue
@@ -50,16 +49,16 @@ func BenchmarkSideBySide(b *testing.B) {
 		w = w[:len(block)/part*rows]
 		act := randActs(r, typ, n)
 		out := make([]float32, rows)
-		for _, lv := range Levels() {
+		for _, lv := range k.Levels() {
 			b.Run(fmt.Sprintf("%s/%s/t%d", typ, lv, threads), func(b *testing.B) {
-				if err := SetLevel(lv); err != nil {
+				if err := k.SetLevel(lv); err != nil {
 					b.Fatal(err)
 				}
 				b.SetBytes(int64(len(w)))
 				var times []time.Duration
 				for b.Loop() {
 					start := time.Now()
-					if err := MatVec(typ, w, rows, n, act, out, threads); err != nil {
+					if err := k.MatVec(typ, w, rows, n, act, out, threads); err != nil {
 						b.Fatal(err)
 					}
 					times = append(times, time.Since(start))

@@ -1,8 +1,4 @@
-package kernelsavx512
-
-// This file is kept identical (but for the package clause) in
-// plugins/kernels-avx2 and plugins/kernels-avx512, which may import nothing
-// from each other; TestSharedFilesIdentical checks it.
+package kernelkit
 
 import (
 	"fmt"
@@ -28,8 +24,8 @@ const tileBytes = 256 << 10
 // elements in t.VecDotType() (see QuantizeActivation). threads goroutines
 // share the rows in contiguous ranges (threads <= 1: the calling goroutine
 // does all the work).
-func MatVec(t quant.Type, w []byte, rows, n int, act []byte, out []float32, threads int) error {
-	return MatMul(t, w, rows, n, act, 1, out, threads)
+func (k *Kit) MatVec(t quant.Type, w []byte, rows, n int, act []byte, out []float32, threads int) error {
+	return k.MatMul(t, w, rows, n, act, 1, out, threads)
 }
 
 // MatMul computes out[j*rows+i] = w_i · act_j for i < rows and j < m: act
@@ -38,30 +34,30 @@ func MatVec(t quant.Type, w []byte, rows, n int, act []byte, out []float32, thre
 // activation rows per pass where the level has such a kernel (the K-quants),
 // so each weight block is unpacked once for four. Results are bit-identical
 // to MatVec's.
-func MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float32, threads int) error {
-	if err := checkRows(t, n, len(w), rows, len(act), m); err != nil {
+func (k *Kit) MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float32, threads int) error {
+	if err := k.checkRows(t, n, len(w), rows, len(act), m); err != nil {
 		return err
 	}
 	if hi, need := bits.Mul64(uint64(rows), uint64(m)); hi != 0 || uint64(len(out)) < need {
-		return fmt.Errorf("%s: %d×%d outputs need len(out) >= %d, have %d", errPrefix, m, rows, need, len(out))
+		return fmt.Errorf("%s: %d×%d outputs need len(out) >= %d, have %d", k.name, m, rows, need, len(out))
 	}
 	wrow, _ := quant.RowSize(t, int64(n))
 	arow, _ := quant.RowSize(t.VecDotType(), int64(n))
-	f := dotOf(t)
+	f, f4 := k.active.dotOf(t), k.active.dot4[t]
 	parallelRows(rows, threads, func(r0, r1 int) {
-		matMulRange(t, f, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
+		matMulRange(f, f4, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
 	})
 	return nil
 }
 
 // MatVecF32 is MatVec on an f32 activation row, quantized first.
-func MatVecF32(t quant.Type, w []byte, rows, n int, x []float32, out []float32, threads int) error {
+func (k *Kit) MatVecF32(t quant.Type, w []byte, rows, n int, x []float32, out []float32, threads int) error {
 	if len(x) != n {
-		return fmt.Errorf("%s: activation has %d elements, rows have %d", errPrefix, len(x), n)
+		return fmt.Errorf("%s: activation has %d elements, rows have %d", k.name, len(x), n)
 	}
 	arow, err := quant.RowSize(t.VecDotType(), int64(n))
 	if err != nil {
-		return fmt.Errorf("%s: activation: %w", errPrefix, err)
+		return fmt.Errorf("%s: activation: %w", k.name, err)
 	}
 	bp := actPool.Get().(*[]byte)
 	defer actPool.Put(bp)
@@ -69,22 +65,23 @@ func MatVecF32(t quant.Type, w []byte, rows, n int, x []float32, out []float32, 
 		*bp = make([]byte, arow)
 	}
 	act := (*bp)[:arow]
-	if err := QuantizeActivation(t, x, act); err != nil {
+	if err := k.QuantizeActivation(t, x, act); err != nil {
 		return err
 	}
-	return MatVec(t, w, rows, n, act, out, threads)
+	return k.MatVec(t, w, rows, n, act, out, threads)
 }
 
 var actPool = sync.Pool{New: func() any { return new([]byte) }}
 
-func matMulRange(t quant.Type, f dotFunc, n int, w []byte, wrow, r0, r1 int, act []byte, arow, m int, out []float32, rows int) {
+// matMulRange runs weight rows [r0, r1) over all m activation rows; f4
+// (nil: none) takes four activation rows at a time.
+func matMulRange(f dotFunc, f4 dot4Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, m int, out []float32, rows int) {
 	if m == 1 {
 		for i := r0; i < r1; i++ {
 			out[i] = f(n, w[i*wrow:(i+1)*wrow], act)
 		}
 		return
 	}
-	f4 := active.dot4[t]
 	var r4 [4]float32
 	tile := max(1, tileBytes/wrow)
 	for i0 := r0; i0 < r1; i0 += tile {

@@ -1,8 +1,4 @@
-package kernelsavx2
-
-// This file is kept identical (but for the package clause) in
-// plugins/kernels-avx2 and plugins/kernels-avx512; TestPluginFilesIdentical
-// checks it.
+package kernelkit
 
 import (
 	"context"
@@ -10,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -19,20 +16,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// opMatMul is the core's ops.OpMatMul (plugins may not import core/ops):
+// OpMatMul is the core's ops.OpMatMul (plugins may not import core/ops):
 // Weights[0] a matrix of Shape [cols, rows], Inputs[0] n rows of cols f32,
 // Outputs[0] n rows of rows f32, Ints[0] n.
-const opMatMul = "matmul"
+const OpMatMul = "matmul"
 
 // LevelEnv names the environment variable that forces an instruction-set
 // level (see Levels) in a kernels process, so tests and users can run a
 // path the CPU would not pick by default.
 const LevelEnv = "K3_KERNELS_LEVEL"
 
-// Plugin implements plugin.Kernels over the arena with this package's
-// MatMul. It keeps only mappings between batches (the arena and each weight
+// Plugin implements plugin.Kernels over the arena with its Kit's MatMul. It keeps only mappings between batches (the arena and each weight
 // region, by path), so a restarted process re-issues a batch unchanged.
 type Plugin struct {
+	kit *Kit
 	err error // from forcing a level; reported by every call
 
 	mu      sync.Mutex
@@ -41,12 +38,13 @@ type Plugin struct {
 	acts    []byte // quantized activations, reused between ops
 }
 
-// NewPlugin returns the kernels plugin, on the level LevelEnv names if it
-// is set, else the best one this CPU runs.
-func NewPlugin() *Plugin {
-	p := &Plugin{arenas: map[string]*plugin.Arena{}, regions: map[string]*mapped{}}
+// NewPlugin returns the kernels plugin over k, switched to the level
+// LevelEnv names if it is set, else on k's level (the best one this CPU
+// runs unless changed).
+func (k *Kit) NewPlugin() *Plugin {
+	p := &Plugin{kit: k, arenas: map[string]*plugin.Arena{}, regions: map[string]*mapped{}}
 	if l := os.Getenv(LevelEnv); l != "" {
-		p.err = SetLevel(l)
+		p.err = k.SetLevel(l)
 	}
 	return p
 }
@@ -57,8 +55,8 @@ func (p *Plugin) Describe(ctx context.Context) (*plugin.KernelsInfo, error) {
 		return nil, p.err
 	}
 	return &plugin.KernelsInfo{
-		Name: errPrefix[len("kernels"):] + " (" + Level() + ")",
-		Ops:  []plugin.OpSupport{{Op: opMatMul, Types: Types()}},
+		Name: strings.TrimPrefix(p.kit.name, "kernels") + " (" + p.kit.Level() + ")",
+		Ops:  []plugin.OpSupport{{Op: OpMatMul, Types: Types()}},
 	}, nil
 }
 
@@ -86,11 +84,11 @@ func (p *Plugin) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plug
 			return nil, err
 		}
 		op := &req.Ops[i]
-		if op.Name != opMatMul {
-			return nil, fmt.Errorf("%s: op %d: %q is not an op this plugin advertises", errPrefix, i, op.Name)
+		if op.Name != OpMatMul {
+			return nil, fmt.Errorf("%s: op %d: %q is not an op this plugin advertises", p.kit.name, i, op.Name)
 		}
 		if err := p.matMul(a, req, op, &cache); err != nil {
-			return nil, fmt.Errorf("%s: op %d (%s): %w", errPrefix, i, op.Name, err)
+			return nil, fmt.Errorf("%s: op %d (%s): %w", p.kit.name, i, op.Name, err)
 		}
 	}
 	return &plugin.ExecuteResponse{Elapsed: time.Since(start)}, nil
@@ -141,7 +139,7 @@ func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.
 	if err != nil {
 		return err
 	}
-	if err := MatMul(w.Type, wb, rows, cols, act, int(n), y, req.Threads); err != nil {
+	if err := p.kit.MatMul(w.Type, wb, rows, cols, act, int(n), y, req.Threads); err != nil {
 		return err
 	}
 	if cache.in.Offset < out.Offset+out.Size && out.Offset < cache.in.Offset+cache.in.Size {
@@ -175,7 +173,7 @@ func (p *Plugin) quantize(cache *actCache, in plugin.ArenaRef, t quant.Type, x [
 	errs := make([]error, n)
 	parallelRows(n, min(threads, n), func(r0, r1 int) {
 		for r := r0; r < r1; r++ {
-			errs[r] = QuantizeActivation(t, x[r*cols:(r+1)*cols], buf[r*int(rs):(r+1)*int(rs)])
+			errs[r] = p.kit.QuantizeActivation(t, x[r*cols:(r+1)*cols], buf[r*int(rs):(r+1)*int(rs)])
 		}
 	})
 	if err := errors.Join(errs...); err != nil {

@@ -1,7 +1,4 @@
-package kernelsavx2
-
-// This file is kept identical (but for the package clause) in
-// plugins/kernels-avx2 and plugins/kernels-avx512.
+package kerneltest
 
 import (
 	"context"
@@ -11,16 +8,23 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/quant"
+	"github.com/k3-inference/k3/plugins/internal/kernelkit"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv("K3_KERNELSTEST_SERVE") == "1" {
-		plugin.ServeKernels(NewPlugin())
+// serveEnv makes a plugin package's test binary serve k's plugin instead
+// of running tests: PluginExecute starts it so as a plugin subprocess.
+const serveEnv = "K3_KERNELSTEST_SERVE"
+
+// Main is a plugin package's TestMain.
+func Main(m *testing.M, k *kernelkit.Kit) {
+	if os.Getenv(serveEnv) == "1" {
+		plugin.ServeKernels(k.NewPlugin())
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -35,7 +39,7 @@ type pluginCase struct {
 	want   [][]float32 // MatMul of each op, computed directly
 }
 
-func newPluginCase(t *testing.T, n int) *pluginCase {
+func newPluginCase(t *testing.T, k *kernelkit.Kit, n int) *pluginCase {
 	t.Helper()
 	const rows, cols = 48, 512
 	rng := rand.New(rand.NewPCG(1, uint64(n)))
@@ -65,23 +69,23 @@ func newPluginCase(t *testing.T, n int) *pluginCase {
 			t.Fatal(err)
 		}
 		out, _ := a.Alloc(int64(n * rows * 4))
-		x := f32(a.Bytes(in))
+		x := floats(a.Bytes(in))
 		for i := range x {
 			x[i] = float32(rng.NormFloat64())
 		}
 		act := make([]byte, n*int(mustRowSize(t, typ.VecDotType(), cols)))
 		ar := len(act) / n
 		for r := 0; r < n; r++ {
-			if err := QuantizeActivation(typ, x[r*cols:(r+1)*cols], act[r*ar:(r+1)*ar]); err != nil {
+			if err := k.QuantizeActivation(typ, x[r*cols:(r+1)*cols], act[r*ar:(r+1)*ar]); err != nil {
 				t.Fatal(err)
 			}
 		}
 		want := make([]float32, n*rows)
-		if err := MatMul(typ, wb, rows, cols, act, n, want, 1); err != nil {
+		if err := k.MatMul(typ, wb, rows, cols, act, n, want, 1); err != nil {
 			t.Fatal(err)
 		}
 		c.want = append(c.want, want)
-		c.ops = append(c.ops, plugin.Op{Name: opMatMul,
+		c.ops = append(c.ops, plugin.Op{Name: kernelkit.OpMatMul,
 			Weights: []plugin.WeightRef{{Region: 0, Offset: off, Type: typ, Shape: []int64{cols, rows}}},
 			Inputs:  []plugin.ArenaRef{in}, Outputs: []plugin.ArenaRef{out}, Ints: []int64{int64(n)}})
 	}
@@ -104,38 +108,38 @@ func mustRowSize(t *testing.T, typ quant.Type, n int64) int64 {
 func (c *pluginCase) outputs() [][]float32 {
 	var got [][]float32
 	for _, op := range c.ops {
-		got = append(got, append([]float32(nil), f32(c.arena.Bytes(op.Outputs[0]))...)[:len(c.want[len(got)])])
+		got = append(got, append([]float32(nil), floats(c.arena.Bytes(op.Outputs[0]))...)[:len(c.want[len(got)])])
 	}
 	return got
 }
 
-// TestPluginExecute runs one batch of products of every tested type in
+// PluginExecute runs one batch of products of every tested type in
 // this process and in a plugin subprocess, each equal bit for bit to
 // calling MatMul directly.
-func TestPluginExecute(t *testing.T) {
+func PluginExecute(t *testing.T, k *kernelkit.Kit) {
 	for _, sub := range []bool{false, true} {
 		for _, n := range []int{1, 5} {
 			t.Run(fmt.Sprintf("subprocess=%v/n=%d", sub, n), func(t *testing.T) {
-				c := newPluginCase(t, n)
-				k := plugin.Kernels(NewPlugin())
+				c := newPluginCase(t, k, n)
+				kp := plugin.Kernels(k.NewPlugin())
 				if sub {
 					exe, _ := os.Executable()
-					kk, proc, err := plugin.StartKernels(context.Background(), plugin.Launch{Name: "test", Path: exe, Env: []string{"K3_KERNELSTEST_SERVE=1"}})
+					kk, proc, err := plugin.StartKernels(context.Background(), plugin.Launch{Name: "test", Path: exe, Env: []string{serveEnv + "=1"}})
 					if err != nil {
 						t.Fatal(err)
 					}
 					defer proc.Kill()
-					k = kk
+					kp = kk
 				}
-				info, err := k.Describe(context.Background())
+				info, err := kp.Describe(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(info.Ops) != 1 || info.Ops[0].Op != opMatMul || !strings.Contains(info.Name, Level()) {
+				if len(info.Ops) != 1 || info.Ops[0].Op != kernelkit.OpMatMul || !strings.Contains(info.Name, k.Level()) {
 					t.Errorf("Describe = %+v", info)
 				}
 				req := &plugin.ExecuteRequest{Arena: c.arena.Path(), Regions: []plugin.Region{c.region}, Threads: 2, Ops: c.ops}
-				if _, err := k.Execute(context.Background(), req); err != nil {
+				if _, err := kp.Execute(context.Background(), req); err != nil {
 					t.Fatal(err)
 				}
 				if diff := cmp.Diff(c.want, c.outputs()); diff != "" {
@@ -146,10 +150,10 @@ func TestPluginExecute(t *testing.T) {
 	}
 }
 
-// TestPluginRejects checks that bad references are errors naming the
+// PluginRejects checks that bad references are errors naming the
 // problem, not crashes.
-func TestPluginRejects(t *testing.T) {
-	c := newPluginCase(t, 1)
+func PluginRejects(t *testing.T, k *kernelkit.Kit) {
+	c := newPluginCase(t, k, 1)
 	op := c.ops[3]
 	bad := func(f func(*plugin.Op)) []plugin.Op {
 		o := op
@@ -174,7 +178,7 @@ func TestPluginRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &plugin.ExecuteRequest{Arena: c.arena.Path(), Regions: []plugin.Region{c.region}, Ops: tc.ops}
-			_, err := NewPlugin().Execute(context.Background(), req)
+			_, err := k.NewPlugin().Execute(context.Background(), req)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one containing %q", err, tc.want)
 			}
@@ -182,18 +186,18 @@ func TestPluginRejects(t *testing.T) {
 	}
 }
 
-// TestPluginLevelEnv forces each level this CPU runs through LevelEnv and
-// checks that an unknown one is reported, not ignored.
-func TestPluginLevelEnv(t *testing.T) {
-	defer SetLevel(Level())
-	for _, l := range append(Levels(), "avx9000") {
+// PluginLevelEnv forces each level this CPU runs through
+// kernelkit.LevelEnv and checks that an unknown one is reported, not ignored.
+func PluginLevelEnv(t *testing.T, k *kernelkit.Kit) {
+	keepLevel(t, k)
+	for _, l := range append(k.Levels(), "avx9000") {
 		t.Run(l, func(t *testing.T) {
-			t.Setenv(LevelEnv, l)
-			p := NewPlugin()
+			t.Setenv(kernelkit.LevelEnv, l)
+			p := k.NewPlugin()
 			info, err := p.Describe(context.Background())
 			if l == "avx9000" {
 				if err == nil || !strings.Contains(err.Error(), "avx9000") {
-					t.Errorf("Describe with %s=%s: err = %v", LevelEnv, l, err)
+					t.Errorf("Describe with %s=%s: err = %v", kernelkit.LevelEnv, l, err)
 				}
 				return
 			}
@@ -204,18 +208,7 @@ func TestPluginLevelEnv(t *testing.T) {
 	}
 }
 
-// TestPluginFilesIdentical keeps this package's plugin files in step with
-// the other kernels package's.
-func TestPluginFilesIdentical(t *testing.T) {
-	for _, f := range []string{"plugin.go", "plugin_test.go"} {
-		a, errA := os.ReadFile(filepath.Join("..", "kernels-avx2", f))
-		b, errB := os.ReadFile(filepath.Join("..", "kernels-avx512", f))
-		if errA != nil || errB != nil {
-			t.Fatalf("%s: %v %v", f, errA, errB)
-		}
-		strip := func(s []byte) string { _, rest, _ := strings.Cut(string(s), "\n"); return rest }
-		if strip(a) != strip(b) {
-			t.Errorf("%s differs between kernels-avx2 and kernels-avx512 (beyond the package clause)", f)
-		}
-	}
+// floats views arena bytes as float32s; arena refs are 64-byte aligned.
+func floats(b []byte) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }

@@ -1,0 +1,124 @@
+package kernelkit
+
+import "github.com/k3-inference/k3/core/quant"
+
+// Funcs are one level's assembly kernels, with the signatures tools/asmgen
+// gives them. A nil field leaves its type on the reference.
+type Funcs struct {
+	// Q2K..Q6K are one weight row of nb blocks times a Q8_K row; the x4
+	// kernels take four Q8_K rows astride bytes apart into out[0:4].
+	Q2K, Q3K, Q4K, Q5K, Q6K           func(w, a *byte, nb int) float32
+	Q2Kx4, Q3Kx4, Q4Kx4, Q5Kx4, Q6Kx4 func(w, a *byte, nb, astride int, out *float32)
+
+	// Q8_0..MXFP4 are one weight row of nb 32-element blocks times a Q8_0 row.
+	Q8_0, Q4_0, Q5_0, MXFP4 func(w, a *byte, nb int) float32
+
+	// F32, F16 and BF16 take n elements, a multiple of FloatStep (BF16: of
+	// twice FloatStep); the reference adds the rest of a row.
+	F32, F16, BF16 func(w, a *byte, n int) float32
+	FloatStep      int
+
+	// QuantizeQ8K quantizes nb blocks of 256 floats to Q8_K.
+	QuantizeQ8K func(x *float32, y *byte, nb int)
+}
+
+// Add appends the level name with the kernels f and makes it the active
+// one: a plugin adds its levels worst first, each only once it knows the
+// CPU runs it, and may then pick another with SetLevel. Add is for package
+// initialization, before any kernel runs.
+func (k *Kit) Add(name string, f Funcs) {
+	l := &level{name: name, dot: map[quant.Type]dotFunc{}, dot4: map[quant.Type]dot4Func{}, quantizeQ8K: f.QuantizeQ8K}
+	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
+		quant.Q2_K: f.Q2K, quant.Q3_K: f.Q3K, quant.Q4_K: f.Q4K, quant.Q5_K: f.Q5K, quant.Q6_K: f.Q6K,
+	} {
+		if fn != nil {
+			l.dot[t] = kquant(fn, t.TypeSize())
+		}
+	}
+	for t, fn := range map[quant.Type]func(w, a *byte, nb, astride int, out *float32){
+		quant.Q2_K: f.Q2Kx4, quant.Q3_K: f.Q3Kx4, quant.Q4_K: f.Q4Kx4, quant.Q5_K: f.Q5Kx4, quant.Q6_K: f.Q6Kx4,
+	} {
+		if fn != nil {
+			l.dot4[t] = kquant4(fn, t.TypeSize())
+		}
+	}
+	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
+		quant.Q8_0: f.Q8_0, quant.Q4_0: f.Q4_0, quant.Q5_0: f.Q5_0, quant.MXFP4: f.MXFP4,
+	} {
+		if fn != nil {
+			l.dot[t] = block32(fn, t.TypeSize())
+		}
+	}
+	for t, fn := range map[quant.Type]func(w, a *byte, n int) float32{
+		quant.F32: f.F32, quant.F16: f.F16, quant.BF16: f.BF16,
+	} {
+		if fn != nil {
+			step := f.FloatStep
+			if t == quant.BF16 {
+				step *= 2
+			}
+			l.dot[t] = float(fn, t, step)
+		}
+	}
+	k.levels = append(k.levels, l)
+	k.active = l
+}
+
+// Adapters from the assembly signatures (pointers and a block count) to
+// dotFunc. They are only called with lengths MatVec and Dot have checked;
+// the slice expressions still make a short slice panic rather than read
+// out of bounds.
+
+const q8KSize = 292
+
+func kquant(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
+	return func(n int, w, a []byte) float32 {
+		nb := n / quant.QK_K
+		if nb == 0 {
+			return 0
+		}
+		w, a = w[:nb*wsize], a[:nb*q8KSize]
+		return f(&w[0], &a[0], nb)
+	}
+}
+
+func block32(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
+	return func(n int, w, a []byte) float32 {
+		nb := n / 32
+		if nb == 0 {
+			return 0
+		}
+		w, a = w[:nb*wsize], a[:nb*34]
+		return f(&w[0], &a[0], nb)
+	}
+}
+
+// float adapts a plain-float kernel that handles multiples of step
+// elements; the reference adds the rest.
+func float(f func(w, a *byte, n int) float32, t quant.Type, step int) dotFunc {
+	es := t.TypeSize()
+	return func(n int, w, a []byte) float32 {
+		m := n &^ (step - 1)
+		var s float32
+		if m > 0 {
+			w, a := w[:m*es], a[:m*es]
+			s = f(&w[0], &a[0], m)
+		}
+		if m < n {
+			s += refDot(t, n-m, w[m*es:], a[m*es:])
+		}
+		return s
+	}
+}
+
+func kquant4(f func(w, a *byte, nb, astride int, out *float32), wsize int) dot4Func {
+	return func(n int, w, a []byte, astride int, out *[4]float32) {
+		nb := n / quant.QK_K
+		if nb == 0 {
+			*out = [4]float32{}
+			return
+		}
+		w, a = w[:nb*wsize], a[:3*astride+nb*q8KSize]
+		f(&w[0], &a[0], nb, astride, &out[0])
+	}
+}
