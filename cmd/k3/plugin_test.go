@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("K3_TEST_AS_K3") == "1" {
 		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// Every plugin a test starts (run, serve, eval re-execute "k3") is this
+	// binary acting as k3.
+	os.Setenv("K3_TEST_AS_K3", "1")
 	os.Exit(m.Run())
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/k3-inference/k3/core/gguf"
 	_ "github.com/k3-inference/k3/core/model/kimik3"
 	"github.com/k3-inference/k3/core/sample"
+	"github.com/k3-inference/k3/core/tokenizer"
 )
 
 func init() {
@@ -46,6 +47,7 @@ type runOptions struct {
 	stops        []string
 	chat, raw    bool
 	noThink      bool
+	mapped       bool // weights on a plain mapping of the file, not the profile's stager
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -70,6 +72,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&stops, "stop", "stop string (repeatable); never printed")
 	fs.BoolVar(&o.chat, "chat", false, "interactive chat in the terminal")
 	fs.BoolVar(&o.raw, "raw", false, "feed -p to the model as is, without the chat template")
+	fs.BoolVar(&o.mapped, "mapped", false, "map the model file instead of staging it through the profile's stager")
 	fs.BoolVar(&o.noThink, "no-think", false, "ask the chat template to skip the reasoning section")
 	profile := fs.String("profile", "auto", "hardware profile: a YAML file or auto")
 	threads := fs.Int("t", 0, "compute threads (0: from the profile)")
@@ -136,6 +139,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 type session struct {
 	o      runOptions
 	f      *gguf.File
+	rt     *runtimeModel // the model on the profile's stager and kernels
 	eng    *engine.Engine
 	tmpl   *chat.Template
 	stdout io.Writer
@@ -149,7 +153,6 @@ func openSession(o runOptions, prof *config.Profile, stdout, stderr io.Writer) (
 		threads = runtime.NumCPU()
 	}
 	fmt.Fprintln(stderr, prof.ModeLine(threads))
-	fmt.Fprintln(stderr, "k3: engine: in-process forward pass over the mapped file (core/engine); the stager and kernel plugins are not wired into run yet")
 	f, err := gguf.Open(o.path)
 	if err != nil {
 		return nil, err
@@ -166,15 +169,28 @@ func openSession(o runOptions, prof *config.Profile, stdout, stderr io.Writer) (
 			return nil, fmt.Errorf("%s: tokenizer.chat_template: %w", o.path, err)
 		}
 	}
-	s.eng, err = engine.Load(f, engine.Options{Threads: threads, Context: prof.Context, UBatch: prof.UBatch})
+	s.rt, err = openRuntime(context.Background(), f, prof, threads, o.mapped, stderr)
 	if err != nil {
 		f.Close()
+		return nil, err
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err == nil {
+		s.eng, err = engine.New(s.rt, tok, engine.Options{Threads: threads, Context: prof.Context, UBatch: prof.UBatch})
+	}
+	if err != nil {
+		s.close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *session) close() { s.f.Close() }
+func (s *session) close() {
+	if s.rt != nil {
+		s.rt.Close()
+	}
+	s.f.Close()
+}
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {

@@ -17,7 +17,6 @@ import (
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
-	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/server"
 	"github.com/k3-inference/k3/core/server/local"
 	"github.com/k3-inference/k3/core/synth"
@@ -188,16 +187,11 @@ func openBackend(ctx context.Context, path string, prof *config.Profile, threads
 	if err != nil {
 		return nil, nil, err
 	}
-	stageProf := prof
-	if mapped {
-		stageProf = nil
-	}
-	lm, err := loadModel(ctx, f, stageProf, model.Options{Threads: threads}, stderr)
+	lm, err := openRuntime(ctx, f, prof, threads, mapped, stderr)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
 	}
-	fmt.Fprintln(stderr, "k3: kernels: the core's reference ops in process (kernel plugins are not wired into serve yet)")
 	closeAll := closers{lm, f}
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
