@@ -17,12 +17,12 @@ KEEP=${KEEP:-0}               # 1: keep the model file afterwards
 # Runs of k3 eval, each STAGER:KERNELS:KERNELS_MODE[:nolookahead]. The
 # reference kernels are the core's Go ops on the core's own views; the
 # avx512 kernels plugin maps the weights itself.
-RUNS=${RUNS:-"pread:auto:inprocess pread:auto:process pread:auto:inprocess:nolookahead mmap:reference:inprocess mmap:auto:process"}
+RUNS=${RUNS-"pread:auto:inprocess pread:auto:process pread:auto:inprocess:nolookahead mmap:reference:inprocess mmap:auto:process"}
 LLAMA=${LLAMA:-1}             # 0: skip llama.cpp
 # llama.cpp variants: default (weights of some types repacked into anonymous
 # memory, as llama.cpp's CPU backend does by default) and norepack (every
 # weight stays in the mapped file: --no-repack).
-LLAMA_VARIANTS=${LLAMA_VARIANTS:-"default norepack"}
+LLAMA_VARIANTS=${LLAMA_VARIANTS-"default norepack"}
 RUN_TIMEOUT=${RUN_TIMEOUT:-420} # seconds before a run counts as not completing (exit 124)
 K3REF=${K3REF:-$REPO/tools/parity/build/k3ref}
 CG=/sys/fs/cgroup/memory/k3-cgbench
