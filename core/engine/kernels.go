@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/klauspost/cpuid/v2"
@@ -131,7 +130,7 @@ func StartKernels(ctx context.Context, l plugin.Launch, o KernelsOptions) (*Plug
 		sup.Close()
 		return nil, fmt.Errorf("engine: kernels %s: describe: %w", l.Name, err)
 	}
-	arena, err := plugin.CreateArena(shmDir(), o.ArenaSize)
+	arena, err := plugin.CreateArena(plugin.ShmDir(), o.ArenaSize)
 	if err != nil {
 		sup.Close()
 		return nil, fmt.Errorf("engine: kernels %s: %w", l.Name, err)
@@ -149,13 +148,6 @@ func StartKernels(ctx context.Context, l plugin.Launch, o KernelsOptions) (*Plug
 		k.mode = "inprocess"
 	}
 	return k, nil
-}
-
-func shmDir() string {
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		return "/dev/shm"
-	}
-	return os.TempDir()
 }
 
 // ErrKernelsRestarts is returned when a batch failed on every restart of

@@ -36,7 +36,8 @@ func CreateArena(dir string, size int64) (*Arena, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("arena: size %d", size)
 	}
-	f, err := os.CreateTemp(dir, "k3-arena-*")
+	SweepShm(dir)
+	f, err := os.CreateTemp(dir, shmPattern("arena"))
 	if err != nil {
 		return nil, fmt.Errorf("arena: %w", err)
 	}

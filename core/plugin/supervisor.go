@@ -70,7 +70,8 @@ func (s *Supervisor) Regions() []Region {
 func (s *Supervisor) Open(ctx context.Context, req *OpenRequest) (*OpenResponse, error) {
 	r := *req
 	if r.ShmDir == "" {
-		dir, err := os.MkdirTemp(shmBase(), "k3-stager-")
+		SweepShm(ShmDir())
+		dir, err := os.MkdirTemp(ShmDir(), shmPattern("stager"))
 		if err != nil {
 			return nil, fmt.Errorf("plugin %s: shm dir: %w", s.launch.Name, err)
 		}
@@ -91,13 +92,6 @@ func (s *Supervisor) Open(ctx context.Context, req *OpenRequest) (*OpenResponse,
 	s.req, s.resp = &r, resp
 	s.mu.Unlock()
 	return resp, nil
-}
-
-func shmBase() string {
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		return "/dev/shm"
-	}
-	return os.TempDir()
 }
 
 func (s *Supervisor) Hint(ctx context.Context, req *HintRequest) error {

@@ -1,0 +1,65 @@
+package plugin
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Shared-memory files (arenas, stager slot directories) live in tmpfs, so a
+// host killed with SIGKILL would leave their memory allocated until reboot.
+// Their names carry the creating host's pid; whoever creates a new one first
+// removes those whose host is gone.
+
+// ShmDir is where shared-memory files go: /dev/shm, else the temp dir.
+func ShmDir() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// shmPattern is the os.CreateTemp / os.MkdirTemp pattern for kind
+// ("arena", "stager") owned by this process.
+func shmPattern(kind string) string {
+	return "k3-" + kind + "-" + strconv.Itoa(os.Getpid()) + "-*"
+}
+
+// SweepShm removes k3 shared-memory files and directories in dir whose
+// owning process no longer exists, and returns how many it removed.
+func SweepShm(dir string) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		pid, ok := shmOwner(e.Name())
+		if !ok || pid == os.Getpid() || alive(pid) {
+			continue
+		}
+		if os.RemoveAll(filepath.Join(dir, e.Name())) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// shmOwner parses "k3-<kind>-<pid>-<random>".
+func shmOwner(name string) (int, bool) {
+	parts := strings.Split(name, "-")
+	if len(parts) != 4 || parts[0] != "k3" || (parts[1] != "arena" && parts[1] != "stager") {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(parts[2])
+	return pid, err == nil && pid > 0
+}
+
+func alive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}

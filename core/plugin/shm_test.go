@@ -1,0 +1,64 @@
+package plugin
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+func TestSweepShmRemovesOnlyDeadOwners(t *testing.T) {
+	dir := t.TempDir()
+	// A pid that has certainly exited: a child we ran and reaped.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip("no true(1):", err)
+	}
+	dead := strconv.Itoa(cmd.Process.Pid)
+	mine := strconv.Itoa(os.Getpid())
+	parent := strconv.Itoa(os.Getppid())
+	names := map[string]bool{ // name -> should survive
+		"k3-arena-" + dead + "-123":  false,
+		"k3-stager-" + dead + "-456": false,
+		"k3-arena-" + mine + "-789":  true,
+		"k3-stager-" + parent + "-1": true,
+		"k3-arena-notapid-1":         true,
+		"other-" + dead + "-1":       true,
+		"k3-arena-1234567":           true, // old unnamed form: not ours to judge
+	}
+	for n := range names {
+		p := filepath.Join(dir, n)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(p, "slots"), []byte("x"), 0o600)
+	}
+	if got := SweepShm(dir); got != 2 {
+		t.Errorf("removed %d, want 2", got)
+	}
+	for n, keep := range names {
+		_, err := os.Stat(filepath.Join(dir, n))
+		if exists := err == nil; exists != keep {
+			t.Errorf("%s: exists=%v, want %v", n, exists, keep)
+		}
+	}
+}
+
+func TestArenaNameCarriesPid(t *testing.T) {
+	dir := t.TempDir()
+	a, err := CreateArena(dir, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, ok := shmOwner(filepath.Base(a.Path()))
+	if !ok || pid != os.Getpid() {
+		t.Fatalf("arena %s: owner %d %v", a.Path(), pid, ok)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(a.Path()); !os.IsNotExist(err) {
+		t.Fatalf("arena file left after Close: %v", err)
+	}
+}
