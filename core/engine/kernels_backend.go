@@ -179,12 +179,19 @@ func (b *batch) add(op *ops.MatMulOp) (plugin.Op, bool, error) {
 	if err != nil {
 		return plugin.Op{}, false, err
 	}
+	ints := []int64{int64(op.N)}
+	if w.Transient {
+		// Staged for this step: the plugin unmaps it after the batch, or
+		// its mapping would keep the pages cached past the stager's
+		// eviction.
+		ints = append(ints, 1)
+	}
 	return plugin.Op{
 		Name:    ops.OpMatMul,
 		Weights: []plugin.WeightRef{{Region: ri, Offset: off, Type: w.Type, Shape: []int64{int64(w.Cols), int64(w.Rows)}}},
 		Inputs:  []plugin.ArenaRef{in},
 		Outputs: []plugin.ArenaRef{out},
-		Ints:    []int64{int64(op.N)},
+		Ints:    ints,
 	}, true, nil
 }
 

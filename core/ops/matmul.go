@@ -14,6 +14,10 @@ type Matrix struct {
 	Type       quant.Type
 	Rows, Cols int
 	Data       []byte
+	// Transient says the bytes are a routed expert's, staged for this
+	// step only: a backend that maps them in another process drops its
+	// mapping after use, so the stager's eviction can free the pages.
+	Transient bool
 }
 
 // RowBytes is the size of one row.
@@ -44,7 +48,7 @@ func (m Matrix) Check() error {
 // stacked expert tensor, a head of a per-head tensor).
 func (m Matrix) Slice(lo, hi int) Matrix {
 	rb := m.RowBytes()
-	return Matrix{Type: m.Type, Rows: hi - lo, Cols: m.Cols, Data: m.Data[lo*rb : hi*rb]}
+	return Matrix{Type: m.Type, Rows: hi - lo, Cols: m.Cols, Data: m.Data[lo*rb : hi*rb], Transient: m.Transient}
 }
 
 // Acts is a batch of activation rows converted to the type a weight's dot

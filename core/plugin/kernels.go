@@ -49,6 +49,15 @@ type ExecuteRequest struct {
 
 // Op is one operation. Its meaning (operand order, what Ints and Floats
 // hold) is the core's reference op of the same name.
+//
+// For "matmul", Ints[0] is the number of activation rows and an optional
+// Ints[1] flags the weights: 1 says they are transient (a routed expert
+// staged for this step only), so the plugin drops them from its mappings
+// after the batch (plugin.Views.Forget for shard regions) — a page still
+// mapped by the plugin cannot leave the page cache when the stager evicts
+// it. 0 or absent: keep them mapped. A plugin that reads only Ints[0]
+// computes the same results but keeps the pages mapped (the kernelkit
+// plugins built before the flag existed rejected any second value).
 type Op struct {
 	Name    string
 	Weights []WeightRef

@@ -44,7 +44,7 @@ func (ex *expertMats) mats(i int) (gate, up, down ops.Matrix) {
 		return mat(l.GateExps).Slice(e*fe, (e+1)*fe), mat(l.UpExps).Slice(e*fe, (e+1)*fe), mat(l.DownExps).Slice(e*lat, (e+1)*lat)
 	}
 	part := func(t *T, j, rows int) ops.Matrix {
-		return ops.Matrix{Type: t.Type, Rows: rows, Cols: int(t.Shape[0]), Data: ex.set.Bytes(j, i-ex.base)}
+		return ops.Matrix{Type: t.Type, Rows: rows, Cols: int(t.Shape[0]), Data: ex.set.Bytes(j, i-ex.base), Transient: true}
 	}
 	return part(l.GateExps, 0, fe), part(l.UpExps, 1, fe), part(l.DownExps, 2, lat)
 }

@@ -18,7 +18,9 @@ import (
 
 // OpMatMul is the core's ops.OpMatMul (plugins may not import core/ops):
 // Weights[0] a matrix of Shape [cols, rows], Inputs[0] n rows of cols f32,
-// Outputs[0] n rows of rows f32, Ints[0] n.
+// Outputs[0] n rows of rows f32, Ints[0] n, an optional Ints[1] 1 when
+// the weight is transient (see plugin.Op): its shard pages are dropped
+// from this process's mappings after the batch.
 const OpMatMul = "matmul"
 
 // LevelEnv names the environment variable that forces an instruction-set
@@ -79,6 +81,15 @@ func (p *Plugin) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plug
 		req = &r
 	}
 	var cache actCache
+	// Transient weights in shard files are forgotten after the batch, even
+	// a failed one, so that this process's mapping does not keep them in
+	// the page cache once the stager evicts them.
+	forget := map[*mapped][]plugin.Location{}
+	defer func() {
+		for m, locs := range forget {
+			m.views.Forget(locs)
+		}
+	}()
 	for i := range req.Ops {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -87,7 +98,7 @@ func (p *Plugin) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plug
 		if op.Name != OpMatMul {
 			return nil, fmt.Errorf("%s: op %d: %q is not an op this plugin advertises", p.kit.name, i, op.Name)
 		}
-		if err := p.matMul(a, req, op, &cache); err != nil {
+		if err := p.matMul(a, req, op, &cache, forget); err != nil {
 			return nil, fmt.Errorf("%s: op %d (%s): %w", p.kit.name, i, op.Name, err)
 		}
 	}
@@ -103,8 +114,8 @@ type actCache struct {
 	data []byte
 }
 
-func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.Op, cache *actCache) error {
-	if len(op.Weights) != 1 || len(op.Inputs) != 1 || len(op.Outputs) != 1 || len(op.Ints) != 1 {
+func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.Op, cache *actCache, forget map[*mapped][]plugin.Location) error {
+	if len(op.Weights) != 1 || len(op.Inputs) != 1 || len(op.Outputs) != 1 || len(op.Ints) < 1 {
 		return errors.New("want 1 weight, 1 input, 1 output and n")
 	}
 	w := op.Weights[0]
@@ -119,9 +130,12 @@ func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.
 	if err != nil {
 		return err
 	}
-	wb, err := p.weight(req.Regions, w, rb*int64(rows))
+	wb, m, err := p.weight(req.Regions, w, rb*int64(rows))
 	if err != nil {
 		return err
+	}
+	if len(op.Ints) > 1 && op.Ints[1] == 1 && req.Regions[w.Region].Kind == plugin.RegionShard {
+		forget[m] = append(forget[m], plugin.Location{Region: 0, Offset: w.Offset, Size: rb * int64(rows)})
 	}
 	in, out := op.Inputs[0], op.Outputs[0]
 	if in.Size < n*int64(cols)*4 || out.Size < n*int64(rows)*4 {
@@ -206,15 +220,15 @@ type mapped struct {
 }
 
 // weight resolves w to size bytes of its region, mapping the region once
-// per file.
-func (p *Plugin) weight(regions []plugin.Region, w plugin.WeightRef, size int64) ([]byte, error) {
+// per file, and returns the mapping too (its views have the one region, 0).
+func (p *Plugin) weight(regions []plugin.Region, w plugin.WeightRef, size int64) ([]byte, *mapped, error) {
 	if w.Region < 0 || w.Region >= len(regions) {
-		return nil, fmt.Errorf("weight region %d of %d", w.Region, len(regions))
+		return nil, nil, fmt.Errorf("weight region %d of %d", w.Region, len(regions))
 	}
 	r := regions[w.Region]
 	var st unix.Stat_t
 	if err := unix.Stat(r.Path, &st); err != nil {
-		return nil, fmt.Errorf("region %s: %w", r.Path, err)
+		return nil, nil, fmt.Errorf("region %s: %w", r.Path, err)
 	}
 	m, ok := p.regions[r.Path]
 	if !ok || m.ino != st.Ino || m.size != st.Size {
@@ -224,12 +238,13 @@ func (p *Plugin) weight(regions []plugin.Region, w plugin.WeightRef, size int64)
 		}
 		v, err := plugin.MapRegions([]plugin.Region{r})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		m = &mapped{views: v, ino: st.Ino, size: st.Size}
 		p.regions[r.Path] = m
 	}
-	return m.views.Bytes(plugin.Location{Region: 0, Offset: w.Offset, Size: size})
+	b, err := m.views.Bytes(plugin.Location{Region: 0, Offset: w.Offset, Size: size})
+	return b, m, err
 }
 
 // f32 views arena bytes as float32s; arena refs are 64-byte aligned.
