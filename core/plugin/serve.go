@@ -16,7 +16,11 @@ import (
 // ProtocolVersion is the version of the plugin protocol. It changes whenever
 // a request or response changes meaning; host and plugin refuse to talk
 // across versions.
-const ProtocolVersion = 1
+//
+// Version 2: a matmul Op may carry Ints[1] = 1 (transient weights the plugin
+// must drop from its mappings after the batch); version-1 kernels plugins
+// reject that, so they are refused at the handshake instead.
+const ProtocolVersion = 2
 
 // Handshake is what host and plugin check before anything else. The cookie
 // only keeps a plugin binary from being run by hand by mistake; it is not a
