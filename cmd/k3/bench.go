@@ -109,6 +109,14 @@ func bench(ctx context.Context, a *benchArgs, stderr io.Writer) (*benchRecord, e
 		Prompt: *a.prompt, Gen: *a.gen, Reps: *a.reps, UBatch: *a.ubatch, Threads: threads, Seed: *a.seed,
 		CPU: hostCPU(), Model: describeModel(f),
 	}
+	if prof == nil && *a.kernels.name == "" && *a.kernels.path == "" {
+		// A benchmark measures what k3 can do: the best kernels this CPU
+		// has, in this process, unless flags or a profile say otherwise.
+		*a.kernels.name = "auto"
+		if *a.kernels.mode == "" {
+			*a.kernels.mode = "inprocess"
+		}
+	}
 	kb, err := a.kernels.open(ctx, prof, stderr)
 	if err != nil {
 		return nil, err
