@@ -75,6 +75,21 @@ type Tensor struct {
 // Routed reports whether t is a routed-expert tensor.
 func (t Tensor) Routed() bool { return t.Experts > 0 }
 
+// CheckSlices reports the first slice that names no tensor of r, or an
+// expert its tensor does not have; stagers call it before pinning anything.
+func (r *OpenRequest) CheckSlices(slices []Slice) error {
+	for _, sl := range slices {
+		if sl.Tensor < 0 || sl.Tensor >= len(r.Tensors) {
+			return fmt.Errorf("acquire: no tensor %d", sl.Tensor)
+		}
+		t := r.Tensors[sl.Tensor]
+		if t.Routed() && (sl.Expert < 0 || sl.Expert >= t.Experts) {
+			return fmt.Errorf("acquire: tensor %q has %d experts, not %d", t.Name, t.Experts, sl.Expert)
+		}
+	}
+	return nil
+}
+
 // Validate checks t against the shard count, naming the tensor at fault.
 func (t Tensor) Validate(shards int) error {
 	switch {

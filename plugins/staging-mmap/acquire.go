@@ -124,27 +124,14 @@ func (s *Stager) prefetch(h plugin.HintRequest) {
 	s.mu.Unlock()
 }
 
-func (s *Stager) validate(slices []plugin.Slice) error {
-	for _, sl := range slices {
-		if sl.Tensor < 0 || sl.Tensor >= len(s.req.Tensors) {
-			return fmt.Errorf("staging-mmap: acquire: no tensor %d", sl.Tensor)
-		}
-		t := s.req.Tensors[sl.Tensor]
-		if t.Routed() && (sl.Expert < 0 || sl.Expert >= t.Experts) {
-			return fmt.Errorf("staging-mmap: acquire: tensor %q has %d experts, not %d", t.Name, t.Experts, sl.Expert)
-		}
-	}
-	return nil
-}
-
 // Acquire pins the slices' units within the budget, then faults in
 // whatever of them is not in the page cache.
 func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
 	if s.maps == nil {
 		return nil, errors.New("staging-mmap: not open")
 	}
-	if err := s.validate(req.Slices); err != nil {
-		return nil, err
+	if err := s.req.CheckSlices(req.Slices); err != nil {
+		return nil, fmt.Errorf("staging-mmap: %w", err)
 	}
 	resp := &plugin.AcquireResponse{Locations: make([]plugin.Location, len(req.Slices))}
 	var pinned []*cache.Entry

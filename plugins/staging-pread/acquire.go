@@ -141,28 +141,14 @@ func (s *Stager) next() (job, bool) {
 
 func (s *Stager) slotBase(slot int) int64 { return s.lay.residentSize + int64(slot)*s.lay.slotSize }
 
-// validate checks slices against the tensors before anything is pinned.
-func (s *Stager) validate(slices []plugin.Slice) error {
-	for _, sl := range slices {
-		if sl.Tensor < 0 || sl.Tensor >= len(s.req.Tensors) {
-			return fmt.Errorf("staging-pread: acquire: no tensor %d", sl.Tensor)
-		}
-		t := s.req.Tensors[sl.Tensor]
-		if t.Routed() && (sl.Expert < 0 || sl.Expert >= t.Experts) {
-			return fmt.Errorf("staging-pread: acquire: tensor %q has %d experts, not %d", t.Name, t.Experts, sl.Expert)
-		}
-	}
-	return nil
-}
-
 // Acquire pins every slice's unit for req.Step, queues reads for the
 // missing ones ahead of all prefetches, and waits for them.
 func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
 	if s.file == nil {
 		return nil, errors.New("staging-pread: not open")
 	}
-	if err := s.validate(req.Slices); err != nil {
-		return nil, err
+	if err := s.req.CheckSlices(req.Slices); err != nil {
+		return nil, fmt.Errorf("staging-pread: %w", err)
 	}
 	resp := &plugin.AcquireResponse{Locations: make([]plugin.Location, len(req.Slices))}
 	var pinned []*cache.Entry
