@@ -154,12 +154,8 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	if tmpl == nil {
 		return newAPIError(http.StatusNotImplemented, "not_supported_error", "the model has no chat template; use /v1/completions")
 	}
-	body, aerr := s.readBody(c)
-	if aerr != nil {
-		return aerr
-	}
 	var req chatRequest
-	if aerr := decodeJSON(body, &req); aerr != nil {
+	if aerr := s.readJSON(c, &req); aerr != nil {
 		return aerr
 	}
 	info := b.ModelInfo()

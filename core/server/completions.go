@@ -32,12 +32,8 @@ func (s *Server) completions(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	body, aerr := s.readBody(c)
-	if aerr != nil {
-		return aerr
-	}
 	var req completionRequest
-	if aerr := decodeJSON(body, &req); aerr != nil {
+	if aerr := s.readJSON(c, &req); aerr != nil {
 		return aerr
 	}
 	if !req.Prompt.isSet {

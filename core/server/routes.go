@@ -57,12 +57,8 @@ func (s *Server) tokenize(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, aerr := s.readBody(c)
-	if aerr != nil {
-		return aerr
-	}
 	var req tokenizeRequest
-	if aerr := decodeJSON(body, &req); aerr != nil {
+	if aerr := s.readJSON(c, &req); aerr != nil {
 		return aerr
 	}
 	if req.Content == nil {
@@ -99,14 +95,10 @@ func (s *Server) detokenize(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, aerr := s.readBody(c)
-	if aerr != nil {
-		return aerr
-	}
 	var req struct {
 		Tokens []int32 `json:"tokens"`
 	}
-	if aerr := decodeJSON(body, &req); aerr != nil {
+	if aerr := s.readJSON(c, &req); aerr != nil {
 		return aerr
 	}
 	vocab := b.ModelInfo().Vocab

@@ -191,6 +191,16 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // readBody reads at most MaxBodyBytes of the request body.
+// readJSON reads the request body within the size limit and decodes it
+// strictly into dst.
+func (s *Server) readJSON(c echo.Context, dst any) *apiError {
+	body, aerr := s.readBody(c)
+	if aerr != nil {
+		return aerr
+	}
+	return decodeJSON(body, dst)
+}
+
 func (s *Server) readBody(c echo.Context) ([]byte, *apiError) {
 	r := http.MaxBytesReader(c.Response(), c.Request().Body, s.opts.MaxBodyBytes)
 	b, err := io.ReadAll(r)
