@@ -37,6 +37,9 @@ type Plugin struct {
 	mu      sync.Mutex
 	arenas  map[string]*plugin.Arena
 	regions map[string]*mapped
+	// checked holds the regions whose file was checked against its mapping
+	// in the current Execute: once per batch, not once per product.
+	checked map[string]*mapped
 	acts    []byte // quantized activations, reused between ops
 }
 
@@ -71,6 +74,7 @@ func (p *Plugin) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plug
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.checked = map[string]*mapped{}
 	a, err := p.arena(req.Arena)
 	if err != nil {
 		return nil, err
@@ -226,6 +230,10 @@ func (p *Plugin) weight(regions []plugin.Region, w plugin.WeightRef, size int64)
 		return nil, nil, fmt.Errorf("weight region %d of %d", w.Region, len(regions))
 	}
 	r := regions[w.Region]
+	if m, ok := p.checked[r.Path]; ok {
+		b, err := m.views.Bytes(plugin.Location{Region: 0, Offset: w.Offset, Size: size})
+		return b, m, err
+	}
 	var st unix.Stat_t
 	if err := unix.Stat(r.Path, &st); err != nil {
 		return nil, nil, fmt.Errorf("region %s: %w", r.Path, err)
@@ -243,6 +251,7 @@ func (p *Plugin) weight(regions []plugin.Region, w plugin.WeightRef, size int64)
 		m = &mapped{views: v, ino: st.Ino, size: st.Size}
 		p.regions[r.Path] = m
 	}
+	p.checked[r.Path] = m
 	b, err := m.views.Bytes(plugin.Location{Region: 0, Offset: w.Offset, Size: size})
 	return b, m, err
 }
