@@ -66,8 +66,8 @@ echo "k3 kernels on this CPU (--kernels $KERNELS): $AUTO"
 
 # --- (a) matrix × vector ---
 if ! skip matvec; then
-	go_types="q2_K|q3_K|q4_K|q5_K|q6_K|q8_0|q4_0|f16|f32"
-	ggml_types=q2_K,q3_K,q4_K,q5_K,q6_K,q8_0,q4_0,f16,f32
+	go_types="q2_K|q3_K|q4_K|q5_K|q6_K|q8_0|q4_0|q5_0|mxfp4|f16|bf16|f32"
+	ggml_types=q2_K,q3_K,q4_K,q5_K,q6_K,q8_0,q4_0,q5_0,mxfp4,f16,bf16,f32
 	for shape in $SHAPES; do
 		rows=${shape%x*} cols=${shape#*x}
 		for r in $(seq "$ROUNDS"); do
