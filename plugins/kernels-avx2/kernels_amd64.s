@@ -417,116 +417,148 @@ DATA v32_03030303<>+28(SB)/4, $0x03030303
 GLOBL v32_03030303<>(SB), RODATA|NOPTR, $32
 
 // func dotQ3KAVX2(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
-TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-28
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ3KAVX2(SB), NOSPLIT, $32-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
-	VPBROADCASTD c32_00200020<>+0(SB), Y1
+	VMOVDQU      xpermd32<>+0(SB), Y1
 	VPBROADCASTD c32_03030303<>+0(SB), Y2
 	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
 	TESTQ        DX, DX
 	JZ           donedotQ3KAVX2
 
 loopdotQ3KAVX2:
-	VPBROADCASTW   108(AX), X4
-	VCVTPH2PS      X4, X4
-	VBROADCASTI128 94(AX), Y5
-	VPSHUFB        q3a_y<>+0(SB), Y5, Y6
-	VPSRLVD        q3ash_y<>+0(SB), Y6, Y6
-	VPAND          q3am_y<>+0(SB), Y6, Y6
-	VPSHUFB        q3t_y<>+0(SB), Y5, Y5
-	VPSLLVD        q3tl_y<>+0(SB), Y5, Y5
-	VPSRLVD        q3tr_y<>+0(SB), Y5, Y5
-	VPAND          q3tm_y<>+0(SB), Y5, Y5
-	VPOR           Y5, Y6, Y6
-	VPMOVZXBW      X6, Y5
-	VPSUBW         Y1, Y5, Y5
-	VPMADDWD       260(CX), Y5, Y6
-	VPSLLD         $0x02, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX), X7
-	VMULPS         X4, X7, X7
-	VBROADCASTSS   X7, Y4
-	VFNMADD231PS   Y6, Y4, Y0
-	VPERMQ         $0x44, Y5, Y4
-	VPERMQ         $0xee, Y5, Y5
-	VMOVDQU        (AX), Y6
-	VMOVDQU        32(AX), Y9
-	VPAND          Y2, Y9, Y8
-	VPSLLW         $0x02, Y6, Y10
+	VPBROADCASTW   108(AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTI128 94(AX), Y6
+	VPSHUFB        q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD        q3ash_y<>+0(SB), Y7, Y7
+	VPAND          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB        q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD        q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD        q3tr_y<>+0(SB), Y6, Y6
+	VPAND          q3tm_y<>+0(SB), Y6, Y6
+	VPOR           Y6, Y7, Y7
+	VPMOVZXBW      X7, Y6
+	VPSUBW         Y4, Y6, Y6
+	VPERMD         (AX), Y1, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VMOVDQU        Y6, (SP)
+	VPERMD         32(AX), Y1, Y8
+	VPSHUFB        xpshufb32<>+0(SB), Y8, Y8
+	VMOVDQA        Y8, Y6
+	VPAND          Y2, Y6, Y6
+	VPSLLW         $0x02, Y7, Y9
+	VPAND          Y3, Y9, Y9
+	VPOR           Y9, Y6, Y6
+	VPBROADCASTD   (SP), Y9
+	VPERMD         4(CX), Y1, Y10
+	VPSHUFB        xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y6
+	VPMADDUBSW     Y10, Y3, Y10
+	VPSUBW         Y10, Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPSRLW         $0x02, Y8, Y9
+	VPAND          Y2, Y9, Y9
+	VPSLLW         $0x01, Y7, Y10
 	VPAND          Y3, Y10, Y10
-	VPOR           Y10, Y8, Y8
-	VPSHUFB        scidxw<>+0(SB), Y4, Y10
-	VPMADDUBSW     4(CX), Y8, Y8
-	VPMADDWD       Y10, Y8, Y8
-	VPSRLW         $0x02, Y9, Y10
+	VPOR           Y10, Y9, Y9
+	VPBROADCASTD   4(SP), Y10
+	VPERMD         36(CX), Y1, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y9
+	VPMADDUBSW     Y11, Y3, Y11
+	VPSUBW         Y11, Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPSRLW         $0x04, Y8, Y10
 	VPAND          Y2, Y10, Y10
-	VPSLLW         $0x01, Y6, Y11
+	VMOVDQA        Y7, Y11
 	VPAND          Y3, Y11, Y11
 	VPOR           Y11, Y10, Y10
-	VPSHUFB        scidxw<>+32(SB), Y4, Y11
-	VPMADDUBSW     36(CX), Y10, Y10
+	VPBROADCASTD   8(SP), Y11
+	VPERMD         68(CX), Y1, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y10, Y10
+	VPMADDUBSW     Y12, Y3, Y12
+	VPSUBW         Y12, Y10, Y10
 	VPMADDWD       Y11, Y10, Y10
-	VPSRLW         $0x04, Y9, Y11
-	VPAND          Y2, Y11, Y11
-	VMOVDQA        Y6, Y12
-	VPAND          Y3, Y12, Y12
-	VPOR           Y12, Y11, Y11
-	VPSHUFB        scidxw<>+64(SB), Y4, Y12
-	VPMADDUBSW     68(CX), Y11, Y11
-	VPMADDWD       Y12, Y11, Y11
-	VPADDD         Y11, Y8, Y8
-	VPSRLW         $0x06, Y9, Y9
-	VPAND          Y2, Y9, Y9
-	VPSRLW         $0x01, Y6, Y11
+	VPADDD         Y10, Y6, Y6
+	VPSRLW         $0x06, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x01, Y7, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPBROADCASTD   12(SP), Y10
+	VPERMD         100(CX), Y1, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y8, Y8
+	VPMADDUBSW     Y11, Y3, Y11
+	VPSUBW         Y11, Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPERMD         64(AX), Y1, Y10
+	VPSHUFB        xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA        Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x02, Y7, Y11
 	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y9, Y9
-	VPSHUFB        scidxw<>+96(SB), Y4, Y4
-	VPMADDUBSW     100(CX), Y9, Y9
-	VPMADDWD       Y4, Y9, Y9
-	VPADDD         Y9, Y10, Y10
-	VMOVDQU        64(AX), Y9
-	VPAND          Y2, Y9, Y4
-	VPSRLW         $0x02, Y6, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   16(SP), Y11
+	VPERMD         132(CX), Y1, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y8, Y8
+	VPMADDUBSW     Y12, Y3, Y12
+	VPSUBW         Y12, Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y6, Y6
+	VPSRLW         $0x02, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x03, Y7, Y11
 	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y4, Y4
-	VPSHUFB        scidxw<>+128(SB), Y5, Y11
-	VPMADDUBSW     132(CX), Y4, Y4
-	VPMADDWD       Y11, Y4, Y4
-	VPADDD         Y4, Y8, Y8
-	VPSRLW         $0x02, Y9, Y4
-	VPAND          Y2, Y4, Y4
-	VPSRLW         $0x03, Y6, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   20(SP), Y11
+	VPERMD         164(CX), Y1, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y8, Y8
+	VPMADDUBSW     Y12, Y3, Y12
+	VPSUBW         Y12, Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPSRLW         $0x04, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x04, Y7, Y11
 	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y4, Y4
-	VPSHUFB        scidxw<>+160(SB), Y5, Y11
-	VPMADDUBSW     164(CX), Y4, Y4
-	VPMADDWD       Y11, Y4, Y4
-	VPADDD         Y4, Y10, Y10
-	VPSRLW         $0x04, Y9, Y4
-	VPAND          Y2, Y4, Y4
-	VPSRLW         $0x04, Y6, Y11
-	VPAND          Y3, Y11, Y11
-	VPOR           Y11, Y4, Y4
-	VPSHUFB        scidxw<>+192(SB), Y5, Y11
-	VPMADDUBSW     196(CX), Y4, Y4
-	VPMADDWD       Y11, Y4, Y4
-	VPADDD         Y4, Y8, Y8
-	VPSRLW         $0x06, Y9, Y4
-	VPAND          Y2, Y4, Y4
-	VPSRLW         $0x05, Y6, Y6
-	VPAND          Y3, Y6, Y6
-	VPOR           Y6, Y4, Y4
-	VPSHUFB        scidxw<>+224(SB), Y5, Y5
-	VPMADDUBSW     228(CX), Y4, Y4
-	VPMADDWD       Y5, Y4, Y4
-	VPADDD         Y4, Y10, Y10
-	VPADDD         Y10, Y8, Y8
-	VCVTDQ2PS      Y8, Y8
-	VBROADCASTSS   X7, Y4
-	VFMADD231PS    Y8, Y4, Y0
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   24(SP), Y11
+	VPERMD         196(CX), Y1, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y8, Y8
+	VPMADDUBSW     Y12, Y3, Y12
+	VPSUBW         Y12, Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y6, Y6
+	VPSRLW         $0x06, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x05, Y7, Y7
+	VPAND          Y3, Y7, Y7
+	VPOR           Y7, Y8, Y8
+	VPBROADCASTD   28(SP), Y7
+	VPERMD         228(CX), Y1, Y10
+	VPSHUFB        xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y8
+	VPMADDUBSW     Y10, Y3, Y10
+	VPSUBW         Y10, Y8, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VMULSS         (CX), X5, X5
+	VBROADCASTSS   X5, Y5
+	VMULPS         Y5, Y6, Y6
+	VADDPS         Y6, Y0, Y0
 	ADDQ           $0x0000006e, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -534,20 +566,49 @@ loopdotQ3KAVX2:
 
 donedotQ3KAVX2:
 	VEXTRACTF128 $0x01, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	MOVSS        X0, ret+24(FP)
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	MOVSS        X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
-DATA c32_00200020<>+0(SB)/4, $0x00200020
-GLOBL c32_00200020<>(SB), RODATA|NOPTR, $4
+DATA xpermd32<>+0(SB)/4, $0x00000000
+DATA xpermd32<>+4(SB)/4, $0x00000002
+DATA xpermd32<>+8(SB)/4, $0x00000004
+DATA xpermd32<>+12(SB)/4, $0x00000006
+DATA xpermd32<>+16(SB)/4, $0x00000001
+DATA xpermd32<>+20(SB)/4, $0x00000003
+DATA xpermd32<>+24(SB)/4, $0x00000005
+DATA xpermd32<>+28(SB)/4, $0x00000007
+GLOBL xpermd32<>(SB), RODATA|NOPTR, $32
+
+DATA xpshufb32<>+0(SB)/4, $0x0c080400
+DATA xpshufb32<>+4(SB)/4, $0x0d090501
+DATA xpshufb32<>+8(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+12(SB)/4, $0x0f0b0703
+DATA xpshufb32<>+16(SB)/4, $0x0c080400
+DATA xpshufb32<>+20(SB)/4, $0x0d090501
+DATA xpshufb32<>+24(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+28(SB)/4, $0x0f0b0703
+GLOBL xpshufb32<>(SB), RODATA|NOPTR, $32
 
 DATA c32_04040404<>+0(SB)/4, $0x04040404
 GLOBL c32_04040404<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00200020<>+0(SB)/4, $0x00200020
+GLOBL c32_00200020<>(SB), RODATA|NOPTR, $4
 
 DATA q3a_y<>+0(SB)/4, $0x05040302
 DATA q3a_y<>+4(SB)/4, $0x09080706
@@ -619,292 +680,341 @@ DATA q3tm_y<>+24(SB)/4, $0x30303030
 DATA q3tm_y<>+28(SB)/4, $0x30303030
 GLOBL q3tm_y<>(SB), RODATA|NOPTR, $32
 
-DATA scidxw<>+0(SB)/4, $0x01000100
-DATA scidxw<>+4(SB)/4, $0x01000100
-DATA scidxw<>+8(SB)/4, $0x01000100
-DATA scidxw<>+12(SB)/4, $0x01000100
-DATA scidxw<>+16(SB)/4, $0x03020302
-DATA scidxw<>+20(SB)/4, $0x03020302
-DATA scidxw<>+24(SB)/4, $0x03020302
-DATA scidxw<>+28(SB)/4, $0x03020302
-DATA scidxw<>+32(SB)/4, $0x05040504
-DATA scidxw<>+36(SB)/4, $0x05040504
-DATA scidxw<>+40(SB)/4, $0x05040504
-DATA scidxw<>+44(SB)/4, $0x05040504
-DATA scidxw<>+48(SB)/4, $0x07060706
-DATA scidxw<>+52(SB)/4, $0x07060706
-DATA scidxw<>+56(SB)/4, $0x07060706
-DATA scidxw<>+60(SB)/4, $0x07060706
-DATA scidxw<>+64(SB)/4, $0x09080908
-DATA scidxw<>+68(SB)/4, $0x09080908
-DATA scidxw<>+72(SB)/4, $0x09080908
-DATA scidxw<>+76(SB)/4, $0x09080908
-DATA scidxw<>+80(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+84(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+88(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+92(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+96(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+100(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+104(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+108(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+112(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+116(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+120(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+124(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+128(SB)/4, $0x01000100
-DATA scidxw<>+132(SB)/4, $0x01000100
-DATA scidxw<>+136(SB)/4, $0x01000100
-DATA scidxw<>+140(SB)/4, $0x01000100
-DATA scidxw<>+144(SB)/4, $0x03020302
-DATA scidxw<>+148(SB)/4, $0x03020302
-DATA scidxw<>+152(SB)/4, $0x03020302
-DATA scidxw<>+156(SB)/4, $0x03020302
-DATA scidxw<>+160(SB)/4, $0x05040504
-DATA scidxw<>+164(SB)/4, $0x05040504
-DATA scidxw<>+168(SB)/4, $0x05040504
-DATA scidxw<>+172(SB)/4, $0x05040504
-DATA scidxw<>+176(SB)/4, $0x07060706
-DATA scidxw<>+180(SB)/4, $0x07060706
-DATA scidxw<>+184(SB)/4, $0x07060706
-DATA scidxw<>+188(SB)/4, $0x07060706
-DATA scidxw<>+192(SB)/4, $0x09080908
-DATA scidxw<>+196(SB)/4, $0x09080908
-DATA scidxw<>+200(SB)/4, $0x09080908
-DATA scidxw<>+204(SB)/4, $0x09080908
-DATA scidxw<>+208(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+212(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+216(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+220(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+224(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+228(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+232(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+236(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+240(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+244(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+248(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+252(SB)/4, $0x0f0e0f0e
-GLOBL scidxw<>(SB), RODATA|NOPTR, $256
-
 // func dotQ3Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ3Kx4AVX2(SB), NOSPLIT, $0-40
-	MOVQ  w+0(FP), AX
-	MOVQ  a+8(FP), CX
-	MOVQ  nb+16(FP), DX
-	MOVQ  astride+24(FP), BX
-	LEAQ  (BX)(BX*2), SI
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	TESTQ DX, DX
-	JZ    donedotQ3Kx4AVX2
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ3Kx4AVX2(SB), NOSPLIT, $160-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, (SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 32(SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 64(SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 96(SP)
+	VMOVDQU      xpermd32<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Y1
+	VPBROADCASTD c32_04040404<>+0(SB), Y2
+	TESTQ        DX, DX
+	JZ           donedotQ3Kx4AVX2
 
 loopdotQ3Kx4AVX2:
-	VPBROADCASTW   108(AX), X4
-	VCVTPH2PS      X4, X4
-	VBROADCASTI128 94(AX), Y5
-	VPSHUFB        q3a_y<>+0(SB), Y5, Y6
-	VPSRLVD        q3ash_y<>+0(SB), Y6, Y6
-	VPAND          q3am_y<>+0(SB), Y6, Y6
-	VPSHUFB        q3t_y<>+0(SB), Y5, Y5
-	VPSLLVD        q3tl_y<>+0(SB), Y5, Y5
-	VPSRLVD        q3tr_y<>+0(SB), Y5, Y5
-	VPAND          q3tm_y<>+0(SB), Y5, Y5
-	VPOR           Y5, Y6, Y6
-	VPMOVZXBW      X6, Y5
-	VPSUBW         v32_00200020<>+0(SB), Y5, Y5
-	VPMADDWD       260(CX), Y5, Y6
-	VPSLLD         $0x02, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX), X7
-	VMULPS         X4, X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y0
-	VPMADDWD       260(CX)(BX*1), Y5, Y6
-	VPSLLD         $0x02, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(BX*1), X7
-	VMULPS         X4, X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y1
-	VPMADDWD       260(CX)(BX*2), Y5, Y6
-	VPSLLD         $0x02, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(BX*2), X7
-	VMULPS         X4, X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y2
-	VPMADDWD       260(CX)(SI*1), Y5, Y6
-	VPSLLD         $0x02, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(SI*1), X7
-	VMULPS         X4, X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y3
-	VPERMQ         $0x44, Y5, Y6
-	VPERMQ         $0xee, Y5, Y5
-	VMOVDQU        (AX), Y7
-	VMOVDQU        32(AX), Y9
-	VPAND          v32_03030303<>+0(SB), Y9, Y8
-	VPSLLW         $0x02, Y7, Y10
-	VPAND          v32_04040404<>+0(SB), Y10, Y10
-	VPOR           Y10, Y8, Y8
-	VPSHUFB        scidxw<>+0(SB), Y6, Y10
-	VPMADDUBSW     4(CX), Y8, Y11
-	VPMADDWD       Y10, Y11, Y11
-	VPMADDUBSW     4(CX)(BX*1), Y8, Y12
-	VPMADDWD       Y10, Y12, Y12
-	VPMADDUBSW     4(CX)(BX*2), Y8, Y13
-	VPMADDWD       Y10, Y13, Y13
-	VPMADDUBSW     4(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y10, Y8, Y8
-	VPSRLW         $0x02, Y9, Y10
-	VPAND          v32_03030303<>+0(SB), Y10, Y10
-	VPSLLW         $0x01, Y7, Y14
-	VPAND          v32_04040404<>+0(SB), Y14, Y14
-	VPOR           Y14, Y10, Y10
-	VPSHUFB        scidxw<>+32(SB), Y6, Y14
-	VPMADDUBSW     36(CX), Y10, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y11, Y11
-	VPMADDUBSW     36(CX)(BX*1), Y10, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y12, Y12
-	VPMADDUBSW     36(CX)(BX*2), Y10, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y13, Y13
-	VPMADDUBSW     36(CX)(SI*1), Y10, Y10
-	VPMADDWD       Y14, Y10, Y10
-	VPADDD         Y10, Y8, Y8
-	VPSRLW         $0x04, Y9, Y10
-	VPAND          v32_03030303<>+0(SB), Y10, Y10
-	VMOVDQA        Y7, Y14
-	VPAND          v32_04040404<>+0(SB), Y14, Y14
-	VPOR           Y14, Y10, Y10
-	VPSHUFB        scidxw<>+64(SB), Y6, Y14
-	VPMADDUBSW     68(CX), Y10, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y11, Y11
-	VPMADDUBSW     68(CX)(BX*1), Y10, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y12, Y12
-	VPMADDUBSW     68(CX)(BX*2), Y10, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y13, Y13
-	VPMADDUBSW     68(CX)(SI*1), Y10, Y10
-	VPMADDWD       Y14, Y10, Y10
-	VPADDD         Y10, Y8, Y8
-	VPSRLW         $0x06, Y9, Y9
-	VPAND          v32_03030303<>+0(SB), Y9, Y9
-	VPSRLW         $0x01, Y7, Y10
-	VPAND          v32_04040404<>+0(SB), Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPSHUFB        scidxw<>+96(SB), Y6, Y6
-	VPMADDUBSW     100(CX), Y9, Y10
-	VPMADDWD       Y6, Y10, Y10
-	VPADDD         Y10, Y11, Y11
-	VPMADDUBSW     100(CX)(BX*1), Y9, Y10
-	VPMADDWD       Y6, Y10, Y10
-	VPADDD         Y10, Y12, Y12
-	VPMADDUBSW     100(CX)(BX*2), Y9, Y10
-	VPMADDWD       Y6, Y10, Y10
-	VPADDD         Y10, Y13, Y13
-	VPMADDUBSW     100(CX)(SI*1), Y9, Y9
-	VPMADDWD       Y6, Y9, Y9
-	VPADDD         Y9, Y8, Y8
-	VMOVDQU        64(AX), Y9
-	VPAND          v32_03030303<>+0(SB), Y9, Y6
-	VPSRLW         $0x02, Y7, Y10
-	VPAND          v32_04040404<>+0(SB), Y10, Y10
-	VPOR           Y10, Y6, Y6
-	VPSHUFB        scidxw<>+128(SB), Y5, Y10
-	VPMADDUBSW     132(CX), Y6, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     132(CX)(BX*1), Y6, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     132(CX)(BX*2), Y6, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y13, Y13
-	VPMADDUBSW     132(CX)(SI*1), Y6, Y6
-	VPMADDWD       Y10, Y6, Y6
-	VPADDD         Y6, Y8, Y8
-	VPSRLW         $0x02, Y9, Y6
-	VPAND          v32_03030303<>+0(SB), Y6, Y6
-	VPSRLW         $0x03, Y7, Y10
-	VPAND          v32_04040404<>+0(SB), Y10, Y10
-	VPOR           Y10, Y6, Y6
-	VPSHUFB        scidxw<>+160(SB), Y5, Y10
-	VPMADDUBSW     164(CX), Y6, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     164(CX)(BX*1), Y6, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     164(CX)(BX*2), Y6, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y13, Y13
-	VPMADDUBSW     164(CX)(SI*1), Y6, Y6
-	VPMADDWD       Y10, Y6, Y6
-	VPADDD         Y6, Y8, Y8
-	VPSRLW         $0x04, Y9, Y6
-	VPAND          v32_03030303<>+0(SB), Y6, Y6
-	VPSRLW         $0x04, Y7, Y10
-	VPAND          v32_04040404<>+0(SB), Y10, Y10
-	VPOR           Y10, Y6, Y6
-	VPSHUFB        scidxw<>+192(SB), Y5, Y10
-	VPMADDUBSW     196(CX), Y6, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     196(CX)(BX*1), Y6, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     196(CX)(BX*2), Y6, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y13, Y13
-	VPMADDUBSW     196(CX)(SI*1), Y6, Y6
-	VPMADDWD       Y10, Y6, Y6
-	VPADDD         Y6, Y8, Y8
-	VPSRLW         $0x06, Y9, Y6
-	VPAND          v32_03030303<>+0(SB), Y6, Y6
-	VPSRLW         $0x05, Y7, Y7
-	VPAND          v32_04040404<>+0(SB), Y7, Y7
+	VPBROADCASTW   108(AX), X3
+	VCVTPH2PS      X3, X3
+	VBROADCASTI128 94(AX), Y4
+	VPSHUFB        q3a_y<>+0(SB), Y4, Y5
+	VPSRLVD        q3ash_y<>+0(SB), Y5, Y5
+	VPAND          q3am_y<>+0(SB), Y5, Y5
+	VPSHUFB        q3t_y<>+0(SB), Y4, Y4
+	VPSLLVD        q3tl_y<>+0(SB), Y4, Y4
+	VPSRLVD        q3tr_y<>+0(SB), Y4, Y4
+	VPAND          q3tm_y<>+0(SB), Y4, Y4
+	VPOR           Y4, Y5, Y5
+	VPMOVZXBW      X5, Y4
+	VPSUBW         v32_00200020<>+0(SB), Y4, Y4
+	VPERMD         (AX), Y0, Y5
+	VPSHUFB        xpshufb32<>+0(SB), Y5, Y5
+	VMOVDQU        Y4, 128(SP)
+	VPERMD         32(AX), Y0, Y6
+	VPSHUFB        xpshufb32<>+0(SB), Y6, Y6
+	VMOVDQA        Y6, Y4
+	VPAND          Y1, Y4, Y4
+	VPSLLW         $0x02, Y5, Y7
+	VPAND          Y2, Y7, Y7
+	VPOR           Y7, Y4, Y4
+	VPBROADCASTD   128(SP), Y7
+	VPERMD         4(CX), Y0, Y8
+	VPSHUFB        xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW     Y8, Y4, Y9
+	VPMADDUBSW     Y8, Y2, Y8
+	VPSUBW         Y8, Y9, Y9
+	VPMADDWD       Y7, Y9, Y8
+	VPERMD         4(CX)(BX*1), Y0, Y9
+	VPSHUFB        xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW     Y9, Y4, Y10
+	VPMADDUBSW     Y9, Y2, Y9
+	VPSUBW         Y9, Y10, Y10
+	VPMADDWD       Y7, Y10, Y9
+	VPERMD         4(CX)(BX*2), Y0, Y10
+	VPSHUFB        xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW     Y10, Y4, Y11
+	VPMADDUBSW     Y10, Y2, Y10
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       Y7, Y11, Y10
+	VPERMD         4(CX)(SI*1), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y4, Y4
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y4, Y4
+	VPMADDWD       Y7, Y4, Y4
+	VPSRLW         $0x02, Y6, Y7
+	VPAND          Y1, Y7, Y7
+	VPSLLW         $0x01, Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y7, Y7
+	VPBROADCASTD   132(SP), Y11
+	VPERMD         36(CX), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VPERMD         36(CX)(BX*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VPERMD         36(CX)(BX*2), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y10, Y10
+	VPERMD         36(CX)(SI*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y7
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPSRLW         $0x04, Y6, Y7
+	VPAND          Y1, Y7, Y7
+	VMOVDQA        Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y7, Y7
+	VPBROADCASTD   136(SP), Y11
+	VPERMD         68(CX), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VPERMD         68(CX)(BX*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VPERMD         68(CX)(BX*2), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y10, Y10
+	VPERMD         68(CX)(SI*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y7
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPSRLW         $0x06, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x01, Y5, Y7
+	VPAND          Y2, Y7, Y7
 	VPOR           Y7, Y6, Y6
-	VPSHUFB        scidxw<>+224(SB), Y5, Y5
-	VPMADDUBSW     228(CX), Y6, Y7
-	VPMADDWD       Y5, Y7, Y7
-	VPADDD         Y7, Y11, Y11
-	VPMADDUBSW     228(CX)(BX*1), Y6, Y7
-	VPMADDWD       Y5, Y7, Y7
-	VPADDD         Y7, Y12, Y12
-	VPMADDUBSW     228(CX)(BX*2), Y6, Y7
-	VPMADDWD       Y5, Y7, Y7
-	VPADDD         Y7, Y13, Y13
-	VPMADDUBSW     228(CX)(SI*1), Y6, Y6
+	VPBROADCASTD   140(SP), Y7
+	VPERMD         100(CX), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y12
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y12, Y12
+	VPMADDWD       Y7, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         100(CX)(BX*1), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y12
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y12, Y12
+	VPMADDWD       Y7, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         100(CX)(BX*2), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y12
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y12, Y12
+	VPMADDWD       Y7, Y12, Y12
+	VPADDD         Y12, Y10, Y10
+	VPERMD         100(CX)(SI*1), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y6
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y6, Y6
+	VPMADDWD       Y7, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPERMD         64(AX), Y0, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VMOVDQA        Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x02, Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y6, Y6
+	VPBROADCASTD   144(SP), Y11
+	VPERMD         132(CX), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VPERMD         132(CX)(BX*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VPERMD         132(CX)(BX*2), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y10, Y10
+	VPERMD         132(CX)(SI*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y6
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y6, Y6
+	VPMADDWD       Y11, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPSRLW         $0x02, Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x03, Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y6, Y6
+	VPBROADCASTD   148(SP), Y11
+	VPERMD         164(CX), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VPERMD         164(CX)(BX*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VPERMD         164(CX)(BX*2), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y10, Y10
+	VPERMD         164(CX)(SI*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y6
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y6, Y6
+	VPMADDWD       Y11, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPSRLW         $0x04, Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x04, Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y6, Y6
+	VPBROADCASTD   152(SP), Y11
+	VPERMD         196(CX), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y8, Y8
+	VPERMD         196(CX)(BX*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y9, Y9
+	VPERMD         196(CX)(BX*2), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y13
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y13, Y13
+	VPMADDWD       Y11, Y13, Y13
+	VPADDD         Y13, Y10, Y10
+	VPERMD         196(CX)(SI*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y6
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y6, Y6
+	VPMADDWD       Y11, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPSRLW         $0x06, Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x05, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPOR           Y5, Y6, Y6
+	VPBROADCASTD   156(SP), Y5
+	VPERMD         228(CX), Y0, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y11
+	VPMADDUBSW     Y7, Y2, Y7
+	VPSUBW         Y7, Y11, Y11
+	VPMADDWD       Y5, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPERMD         228(CX)(BX*1), Y0, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y11
+	VPMADDUBSW     Y7, Y2, Y7
+	VPSUBW         Y7, Y11, Y11
+	VPMADDWD       Y5, Y11, Y11
+	VPADDD         Y11, Y9, Y9
+	VPERMD         228(CX)(BX*2), Y0, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y11
+	VPMADDUBSW     Y7, Y2, Y7
+	VPSUBW         Y7, Y11, Y11
+	VPMADDWD       Y5, Y11, Y11
+	VPADDD         Y11, Y10, Y10
+	VPERMD         228(CX)(SI*1), Y0, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDUBSW     Y7, Y2, Y7
+	VPSUBW         Y7, Y6, Y6
 	VPMADDWD       Y5, Y6, Y6
-	VPADDD         Y6, Y8, Y8
-	VCVTDQ2PS      Y11, Y11
-	VBROADCASTSS   (CX), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y11, Y5, Y0
-	VCVTDQ2PS      Y12, Y12
-	VBROADCASTSS   (CX)(BX*1), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y12, Y5, Y1
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   (CX)(BX*2), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y13, Y5, Y2
-	VCVTDQ2PS      Y8, Y8
-	VBROADCASTSS   (CX)(SI*1), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y4
-	VFMADD231PS    Y8, Y4, Y3
+	VPADDD         Y6, Y4, Y4
+	VCVTDQ2PS      Y8, Y5
+	VMULSS         (CX), X3, X6
+	VBROADCASTSS   X6, Y6
+	VMULPS         Y6, Y5, Y5
+	VADDPS         (SP), Y5, Y5
+	VMOVUPS        Y5, (SP)
+	VCVTDQ2PS      Y9, Y5
+	VMULSS         (CX)(BX*1), X3, X6
+	VBROADCASTSS   X6, Y6
+	VMULPS         Y6, Y5, Y5
+	VADDPS         32(SP), Y5, Y5
+	VMOVUPS        Y5, 32(SP)
+	VCVTDQ2PS      Y10, Y5
+	VMULSS         (CX)(BX*2), X3, X6
+	VBROADCASTSS   X6, Y6
+	VMULPS         Y6, Y5, Y5
+	VADDPS         64(SP), Y5, Y5
+	VMOVUPS        Y5, 64(SP)
+	VCVTDQ2PS      Y4, Y4
+	VMULSS         (CX)(SI*1), X3, X3
+	VBROADCASTSS   X3, Y3
+	VMULPS         Y3, Y4, Y4
+	VADDPS         96(SP), Y4, Y4
+	VMOVUPS        Y4, 96(SP)
 	ADDQ           $0x0000006e, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -912,34 +1022,74 @@ loopdotQ3Kx4AVX2:
 
 donedotQ3Kx4AVX2:
 	MOVQ         out+32(FP), AX
-	VEXTRACTF128 $0x01, Y0, X4
-	VADDPS       X4, X0, X0
-	VMOVHLPS     X0, X0, X4
-	VADDPS       X4, X0, X0
-	VMOVSHDUP    X0, X4
-	VADDSS       X4, X0, X0
-	VMOVSS       X0, (AX)
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(AX)
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 8(AX)
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 12(AX)
+	VMOVUPS      (SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	VMOVUPS      32(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VMOVUPS      64(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VMOVUPS      96(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -953,121 +1103,141 @@ DATA v32_00200020<>+24(SB)/4, $0x00200020
 DATA v32_00200020<>+28(SB)/4, $0x00200020
 GLOBL v32_00200020<>(SB), RODATA|NOPTR, $32
 
-DATA v32_04040404<>+0(SB)/4, $0x04040404
-DATA v32_04040404<>+4(SB)/4, $0x04040404
-DATA v32_04040404<>+8(SB)/4, $0x04040404
-DATA v32_04040404<>+12(SB)/4, $0x04040404
-DATA v32_04040404<>+16(SB)/4, $0x04040404
-DATA v32_04040404<>+20(SB)/4, $0x04040404
-DATA v32_04040404<>+24(SB)/4, $0x04040404
-DATA v32_04040404<>+28(SB)/4, $0x04040404
-GLOBL v32_04040404<>(SB), RODATA|NOPTR, $32
-
 // func dotQ6KAVX2(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
-TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-28
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ6KAVX2(SB), NOSPLIT, $32-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
-	VPBROADCASTD c32_30303030<>+0(SB), Y2
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	VPBROADCASTD c32_30303030<>+0(SB), Y3
+	VPBROADCASTD c32_20202020<>+0(SB), Y4
 	TESTQ        DX, DX
 	JZ           donedotQ6KAVX2
 
 loopdotQ6KAVX2:
-	VPBROADCASTW 208(AX), X3
-	VCVTPH2PS    X3, X3
-	VPMOVSXBW    192(AX), Y4
-	VPMADDWD     260(CX), Y4, Y5
-	VPSLLD       $0x05, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (CX), X6
-	VMULPS       X3, X6, X6
-	VBROADCASTSS X6, Y3
-	VFNMADD231PS Y5, Y3, Y0
-	VPERMQ       $0x44, Y4, Y3
-	VPERMQ       $0xee, Y4, Y4
-	VMOVDQU      128(AX), Y8
-	VMOVDQU      (AX), Y9
-	VMOVDQA      Y9, Y5
-	VPAND        Y1, Y5, Y5
-	VPSLLW       $0x04, Y8, Y7
-	VPAND        Y2, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSHUFB      scidxw<>+0(SB), Y3, Y7
-	VPMADDUBSW   4(CX), Y5, Y5
-	VPMADDWD     Y7, Y5, Y5
-	VMOVDQU      32(AX), Y11
-	VMOVDQA      Y11, Y7
-	VPAND        Y1, Y7, Y7
-	VPSLLW       $0x02, Y8, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y7, Y7
-	VPSHUFB      scidxw<>+32(SB), Y3, Y10
-	VPMADDUBSW   36(CX), Y7, Y7
-	VPMADDWD     Y10, Y7, Y7
-	VPSRLW       $0x04, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VMOVDQA      Y8, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPSHUFB      scidxw<>+64(SB), Y3, Y10
-	VPMADDUBSW   68(CX), Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y5, Y5
-	VPSRLW       $0x04, Y11, Y9
-	VPAND        Y1, Y9, Y9
-	VPSRLW       $0x02, Y8, Y8
+	VPBROADCASTW 208(AX), X5
+	VCVTPH2PS    X5, X5
+	VPMOVSXBW    192(AX), Y6
+	VMOVDQU      Y6, (SP)
+	VPERMD       (AX), Y1, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPERMD       32(AX), Y1, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPERMD       128(AX), Y1, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPAND        Y2, Y8, Y6
+	VPSLLW       $0x04, Y10, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD (SP), Y7
+	VPERMD       4(CX), Y1, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y6
+	VPMADDUBSW   Y11, Y4, Y11
+	VPSUBW       Y11, Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPAND        Y2, Y9, Y7
+	VPSLLW       $0x02, Y10, Y11
+	VPAND        Y3, Y11, Y11
+	VPOR         Y11, Y7, Y7
+	VPBROADCASTD 4(SP), Y11
+	VPERMD       36(CX), Y1, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y7
+	VPMADDUBSW   Y12, Y4, Y12
+	VPSUBW       Y12, Y7, Y7
+	VPMADDWD     Y11, Y7, Y7
+	VPSRLW       $0x04, Y8, Y8
 	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y9, Y9
-	VPSHUFB      scidxw<>+96(SB), Y3, Y3
-	VPMADDUBSW   100(CX), Y9, Y8
-	VPMADDWD     Y3, Y8, Y8
+	VMOVDQA      Y10, Y11
+	VPAND        Y3, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPBROADCASTD 8(SP), Y11
+	VPERMD       68(CX), Y1, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y8, Y8
+	VPMADDUBSW   Y12, Y4, Y12
+	VPSUBW       Y12, Y8, Y8
+	VPMADDWD     Y11, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPSRLW       $0x02, Y10, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 12(SP), Y9
+	VPERMD       100(CX), Y1, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y10, Y4, Y10
+	VPSUBW       Y10, Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
-	VMOVDQU      160(AX), Y9
-	VMOVDQU      64(AX), Y10
-	VMOVDQA      Y10, Y3
-	VPAND        Y1, Y3, Y3
-	VPSLLW       $0x04, Y9, Y8
+	VPERMD       64(AX), Y1, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPERMD       96(AX), Y1, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPERMD       160(AX), Y1, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPAND        Y2, Y10, Y8
+	VPSLLW       $0x04, Y12, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 16(SP), Y9
+	VPERMD       132(CX), Y1, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y8
+	VPMADDUBSW   Y13, Y4, Y13
+	VPSUBW       Y13, Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPAND        Y2, Y11, Y8
+	VPSLLW       $0x02, Y12, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 20(SP), Y9
+	VPERMD       164(CX), Y1, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y8
+	VPMADDUBSW   Y13, Y4, Y13
+	VPSUBW       Y13, Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPSRLW       $0x04, Y10, Y8
 	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y3, Y3
-	VPSHUFB      scidxw<>+128(SB), Y4, Y8
-	VPMADDUBSW   132(CX), Y3, Y3
-	VPMADDWD     Y8, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      96(AX), Y11
-	VMOVDQA      Y11, Y3
-	VPAND        Y1, Y3, Y3
-	VPSLLW       $0x02, Y9, Y8
+	VMOVDQA      Y12, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 24(SP), Y9
+	VPERMD       196(CX), Y1, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y10, Y4, Y10
+	VPSUBW       Y10, Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x04, Y11, Y8
 	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y3, Y3
-	VPSHUFB      scidxw<>+160(SB), Y4, Y8
-	VPMADDUBSW   164(CX), Y3, Y3
-	VPMADDWD     Y8, Y3, Y3
-	VPADDD       Y3, Y7, Y7
-	VPSRLW       $0x04, Y10, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQA      Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y3, Y3
-	VPSHUFB      scidxw<>+192(SB), Y4, Y8
-	VPMADDUBSW   196(CX), Y3, Y3
-	VPMADDWD     Y8, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VPSRLW       $0x04, Y11, Y3
-	VPAND        Y1, Y3, Y3
-	VPSRLW       $0x02, Y9, Y8
-	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y3, Y3
-	VPSHUFB      scidxw<>+224(SB), Y4, Y4
-	VPMADDUBSW   228(CX), Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS X6, Y3
-	VFMADD231PS  Y5, Y3, Y0
+	VPSRLW       $0x02, Y12, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 28(SP), Y9
+	VPERMD       228(CX), Y1, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y10, Y4, Y10
+	VPSUBW       Y10, Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULSS       (CX), X5, X5
+	VBROADCASTSS X5, Y5
+	VMULPS       Y5, Y6, Y6
+	VADDPS       Y6, Y0, Y0
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -1075,233 +1245,358 @@ loopdotQ6KAVX2:
 
 donedotQ6KAVX2:
 	VEXTRACTF128 $0x01, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	MOVSS        X0, ret+24(FP)
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	MOVSS        X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
 DATA c32_30303030<>+0(SB)/4, $0x30303030
 GLOBL c32_30303030<>(SB), RODATA|NOPTR, $4
 
+DATA c32_20202020<>+0(SB)/4, $0x20202020
+GLOBL c32_20202020<>(SB), RODATA|NOPTR, $4
+
 // func dotQ6Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ6Kx4AVX2(SB), NOSPLIT, $0-40
-	MOVQ  w+0(FP), AX
-	MOVQ  a+8(FP), CX
-	MOVQ  nb+16(FP), DX
-	MOVQ  astride+24(FP), BX
-	LEAQ  (BX)(BX*2), SI
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	TESTQ DX, DX
-	JZ    donedotQ6Kx4AVX2
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ6Kx4AVX2(SB), NOSPLIT, $160-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, (SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 32(SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 64(SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 96(SP)
+	VMOVDQU      xpermd32<>+0(SB), Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_30303030<>+0(SB), Y2
+	VPBROADCASTD c32_20202020<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           donedotQ6Kx4AVX2
 
 loopdotQ6Kx4AVX2:
 	VPBROADCASTW 208(AX), X4
 	VCVTPH2PS    X4, X4
 	VPMOVSXBW    192(AX), Y5
-	VPMADDWD     260(CX), Y5, Y6
-	VPSLLD       $0x05, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (CX), X7
-	VMULPS       X4, X7, X7
-	VBROADCASTSS X7, Y7
-	VFNMADD231PS Y6, Y7, Y0
-	VPMADDWD     260(CX)(BX*1), Y5, Y6
-	VPSLLD       $0x05, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (CX)(BX*1), X7
-	VMULPS       X4, X7, X7
-	VBROADCASTSS X7, Y7
-	VFNMADD231PS Y6, Y7, Y1
-	VPMADDWD     260(CX)(BX*2), Y5, Y6
-	VPSLLD       $0x05, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (CX)(BX*2), X7
-	VMULPS       X4, X7, X7
-	VBROADCASTSS X7, Y7
-	VFNMADD231PS Y6, Y7, Y2
-	VPMADDWD     260(CX)(SI*1), Y5, Y6
-	VPSLLD       $0x05, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (CX)(SI*1), X7
-	VMULPS       X4, X7, X7
-	VBROADCASTSS X7, Y7
-	VFNMADD231PS Y6, Y7, Y3
-	VPERMQ       $0x44, Y5, Y6
-	VPERMQ       $0xee, Y5, Y5
-	VMOVDQU      128(AX), Y9
-	VMOVDQU      (AX), Y7
-	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VPSLLW       $0x04, Y9, Y8
-	VPAND        v32_30303030<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPSHUFB      scidxw<>+0(SB), Y6, Y8
-	VPMADDUBSW   4(CX), Y7, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPMADDUBSW   4(CX)(BX*1), Y7, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPMADDUBSW   4(CX)(BX*2), Y7, Y12
-	VPMADDWD     Y8, Y12, Y12
-	VPMADDUBSW   4(CX)(SI*1), Y7, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VMOVDQU      32(AX), Y8
-	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VMOVDQU      Y5, 128(SP)
+	VPERMD       (AX), Y0, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
+	VPERMD       32(AX), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPERMD       128(AX), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPAND        Y1, Y7, Y5
+	VPSLLW       $0x04, Y9, Y6
+	VPAND        Y2, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD 128(SP), Y6
+	VPERMD       4(CX), Y0, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y5, Y11
+	VPMADDUBSW   Y10, Y3, Y10
+	VPSUBW       Y10, Y11, Y11
+	VPMADDWD     Y6, Y11, Y10
+	VPERMD       4(CX)(BX*1), Y0, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y5, Y12
+	VPMADDUBSW   Y11, Y3, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPMADDWD     Y6, Y12, Y11
+	VPERMD       4(CX)(BX*2), Y0, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y5, Y13
+	VPMADDUBSW   Y12, Y3, Y12
+	VPSUBW       Y12, Y13, Y13
+	VPMADDWD     Y6, Y13, Y12
+	VPERMD       4(CX)(SI*1), Y0, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y5
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPAND        Y1, Y8, Y6
 	VPSLLW       $0x02, Y9, Y13
-	VPAND        v32_30303030<>+0(SB), Y13, Y13
-	VPOR         Y13, Y8, Y8
-	VPSHUFB      scidxw<>+32(SB), Y6, Y13
-	VPMADDUBSW   36(CX), Y8, Y14
-	VPMADDWD     Y13, Y14, Y14
+	VPAND        Y2, Y13, Y13
+	VPOR         Y13, Y6, Y6
+	VPBROADCASTD 132(SP), Y13
+	VPERMD       36(CX), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y15
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y13, Y15, Y15
+	VPADDD       Y15, Y10, Y10
+	VPERMD       36(CX)(BX*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y15
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y13, Y15, Y15
+	VPADDD       Y15, Y11, Y11
+	VPERMD       36(CX)(BX*2), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y15
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y13, Y15, Y15
+	VPADDD       Y15, Y12, Y12
+	VPERMD       36(CX)(SI*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y6
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y6, Y6
+	VPMADDWD     Y13, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y1, Y6, Y6
+	VMOVDQA      Y9, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 136(SP), Y7
+	VPERMD       68(CX), Y0, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y6, Y14
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
 	VPADDD       Y14, Y10, Y10
-	VPMADDUBSW   36(CX)(BX*1), Y8, Y14
-	VPMADDWD     Y13, Y14, Y14
+	VPERMD       68(CX)(BX*1), Y0, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y6, Y14
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
 	VPADDD       Y14, Y11, Y11
-	VPMADDUBSW   36(CX)(BX*2), Y8, Y14
-	VPMADDWD     Y13, Y14, Y14
+	VPERMD       68(CX)(BX*2), Y0, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y6, Y14
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
 	VPADDD       Y14, Y12, Y12
-	VPMADDUBSW   36(CX)(SI*1), Y8, Y8
-	VPMADDWD     Y13, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VMOVDQU      (AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VMOVDQA      Y9, Y13
-	VPAND        v32_30303030<>+0(SB), Y13, Y13
-	VPOR         Y13, Y8, Y8
-	VPSHUFB      scidxw<>+64(SB), Y6, Y13
-	VPMADDUBSW   68(CX), Y8, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y10, Y10
-	VPMADDUBSW   68(CX)(BX*1), Y8, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y11, Y11
-	VPMADDUBSW   68(CX)(BX*2), Y8, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y12, Y12
-	VPMADDUBSW   68(CX)(SI*1), Y8, Y8
-	VPMADDWD     Y13, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VMOVDQU      32(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSRLW       $0x02, Y9, Y9
-	VPAND        v32_30303030<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPSHUFB      scidxw<>+96(SB), Y6, Y6
-	VPMADDUBSW   100(CX), Y8, Y9
-	VPMADDWD     Y6, Y9, Y9
+	VPERMD       68(CX)(SI*1), Y0, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y6, Y6
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSRLW       $0x04, Y8, Y6
+	VPAND        Y1, Y6, Y6
+	VPSRLW       $0x02, Y9, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 140(SP), Y7
+	VPERMD       100(CX), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y9
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
 	VPADDD       Y9, Y10, Y10
-	VPMADDUBSW   100(CX)(BX*1), Y8, Y9
-	VPMADDWD     Y6, Y9, Y9
+	VPERMD       100(CX)(BX*1), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y9
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
 	VPADDD       Y9, Y11, Y11
-	VPMADDUBSW   100(CX)(BX*2), Y8, Y9
-	VPMADDWD     Y6, Y9, Y9
+	VPERMD       100(CX)(BX*2), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y9
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
 	VPADDD       Y9, Y12, Y12
-	VPMADDUBSW   100(CX)(SI*1), Y8, Y8
-	VPMADDWD     Y6, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VMOVDQU      160(AX), Y9
-	VMOVDQU      64(AX), Y6
-	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VPSLLW       $0x04, Y9, Y8
-	VPAND        v32_30303030<>+0(SB), Y8, Y8
-	VPOR         Y8, Y6, Y6
-	VPSHUFB      scidxw<>+128(SB), Y5, Y8
-	VPMADDUBSW   132(CX), Y6, Y13
-	VPMADDWD     Y8, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPMADDUBSW   132(CX)(BX*1), Y6, Y13
-	VPMADDWD     Y8, Y13, Y13
-	VPADDD       Y13, Y11, Y11
-	VPMADDUBSW   132(CX)(BX*2), Y6, Y13
-	VPMADDWD     Y8, Y13, Y13
-	VPADDD       Y13, Y12, Y12
-	VPMADDUBSW   132(CX)(SI*1), Y6, Y6
-	VPMADDWD     Y8, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VMOVDQU      96(AX), Y6
-	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VPSLLW       $0x02, Y9, Y8
-	VPAND        v32_30303030<>+0(SB), Y8, Y8
-	VPOR         Y8, Y6, Y6
-	VPSHUFB      scidxw<>+160(SB), Y5, Y8
-	VPMADDUBSW   164(CX), Y6, Y13
-	VPMADDWD     Y8, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPMADDUBSW   164(CX)(BX*1), Y6, Y13
-	VPMADDWD     Y8, Y13, Y13
-	VPADDD       Y13, Y11, Y11
-	VPMADDUBSW   164(CX)(BX*2), Y6, Y13
-	VPMADDWD     Y8, Y13, Y13
-	VPADDD       Y13, Y12, Y12
-	VPMADDUBSW   164(CX)(SI*1), Y6, Y6
-	VPMADDWD     Y8, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VMOVDQU      64(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VMOVDQA      Y9, Y8
-	VPAND        v32_30303030<>+0(SB), Y8, Y8
-	VPOR         Y8, Y6, Y6
-	VPSHUFB      scidxw<>+192(SB), Y5, Y8
-	VPMADDUBSW   196(CX), Y6, Y13
-	VPMADDWD     Y8, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPMADDUBSW   196(CX)(BX*1), Y6, Y13
-	VPMADDWD     Y8, Y13, Y13
-	VPADDD       Y13, Y11, Y11
-	VPMADDUBSW   196(CX)(BX*2), Y6, Y13
-	VPMADDWD     Y8, Y13, Y13
-	VPADDD       Y13, Y12, Y12
-	VPMADDUBSW   196(CX)(SI*1), Y6, Y6
-	VPMADDWD     Y8, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VMOVDQU      96(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VPSRLW       $0x02, Y9, Y8
-	VPAND        v32_30303030<>+0(SB), Y8, Y8
-	VPOR         Y8, Y6, Y6
-	VPSHUFB      scidxw<>+224(SB), Y5, Y5
-	VPMADDUBSW   228(CX), Y6, Y8
-	VPMADDWD     Y5, Y8, Y8
-	VPADDD       Y8, Y10, Y10
-	VPMADDUBSW   228(CX)(BX*1), Y6, Y8
-	VPMADDWD     Y5, Y8, Y8
-	VPADDD       Y8, Y11, Y11
-	VPMADDUBSW   228(CX)(BX*2), Y6, Y8
-	VPMADDWD     Y5, Y8, Y8
-	VPADDD       Y8, Y12, Y12
-	VPMADDUBSW   228(CX)(SI*1), Y6, Y6
-	VPMADDWD     Y5, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (CX), X5
-	VMULPS       X4, X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS  Y10, Y5, Y0
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS (CX)(BX*1), X5
-	VMULPS       X4, X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS  Y11, Y5, Y1
-	VCVTDQ2PS    Y12, Y12
-	VBROADCASTSS (CX)(BX*2), X5
-	VMULPS       X4, X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS  Y12, Y5, Y2
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (CX)(SI*1), X5
-	VMULPS       X4, X5, X5
-	VBROADCASTSS X5, Y4
-	VFMADD231PS  Y7, Y4, Y3
+	VPERMD       100(CX)(SI*1), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPERMD       64(AX), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPERMD       96(AX), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPERMD       160(AX), Y0, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPAND        Y1, Y8, Y6
+	VPSLLW       $0x04, Y13, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 144(SP), Y7
+	VPERMD       132(CX), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y15
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y7, Y15, Y15
+	VPADDD       Y15, Y10, Y10
+	VPERMD       132(CX)(BX*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y15
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y7, Y15, Y15
+	VPADDD       Y15, Y11, Y11
+	VPERMD       132(CX)(BX*2), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y15
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y7, Y15, Y15
+	VPADDD       Y15, Y12, Y12
+	VPERMD       132(CX)(SI*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y6
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPAND        Y1, Y9, Y6
+	VPSLLW       $0x02, Y13, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 148(SP), Y7
+	VPERMD       164(CX), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y15
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y7, Y15, Y15
+	VPADDD       Y15, Y10, Y10
+	VPERMD       164(CX)(BX*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y15
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y7, Y15, Y15
+	VPADDD       Y15, Y11, Y11
+	VPERMD       164(CX)(BX*2), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y15
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y7, Y15, Y15
+	VPADDD       Y15, Y12, Y12
+	VPERMD       164(CX)(SI*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y6
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSRLW       $0x04, Y8, Y6
+	VPAND        Y1, Y6, Y6
+	VMOVDQA      Y13, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 152(SP), Y7
+	VPERMD       196(CX), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y14
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       196(CX)(BX*1), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y14
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       196(CX)(BX*2), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y14
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VPERMD       196(CX)(SI*1), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSRLW       $0x04, Y9, Y6
+	VPAND        Y1, Y6, Y6
+	VPSRLW       $0x02, Y13, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 156(SP), Y7
+	VPERMD       228(CX), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y9
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y10, Y10
+	VPERMD       228(CX)(BX*1), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y9
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y11, Y11
+	VPERMD       228(CX)(BX*2), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y9
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y12, Y12
+	VPERMD       228(CX)(SI*1), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y10, Y6
+	VMULSS       (CX), X4, X7
+	VBROADCASTSS X7, Y7
+	VMULPS       Y7, Y6, Y6
+	VADDPS       (SP), Y6, Y6
+	VMOVUPS      Y6, (SP)
+	VCVTDQ2PS    Y11, Y6
+	VMULSS       (CX)(BX*1), X4, X7
+	VBROADCASTSS X7, Y7
+	VMULPS       Y7, Y6, Y6
+	VADDPS       32(SP), Y6, Y6
+	VMOVUPS      Y6, 32(SP)
+	VCVTDQ2PS    Y12, Y6
+	VMULSS       (CX)(BX*2), X4, X7
+	VBROADCASTSS X7, Y7
+	VMULPS       Y7, Y6, Y6
+	VADDPS       64(SP), Y6, Y6
+	VMOVUPS      Y6, 64(SP)
+	VCVTDQ2PS    Y5, Y5
+	VMULSS       (CX)(SI*1), X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VADDPS       96(SP), Y5, Y5
+	VMOVUPS      Y5, 96(SP)
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -1309,46 +1604,76 @@ loopdotQ6Kx4AVX2:
 
 donedotQ6Kx4AVX2:
 	MOVQ         out+32(FP), AX
-	VEXTRACTF128 $0x01, Y0, X4
-	VADDPS       X4, X0, X0
-	VMOVHLPS     X0, X0, X4
-	VADDPS       X4, X0, X0
-	VMOVSHDUP    X0, X4
-	VADDSS       X4, X0, X0
-	VMOVSS       X0, (AX)
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(AX)
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 8(AX)
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 12(AX)
+	VMOVUPS      (SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	VMOVUPS      32(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VMOVUPS      64(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VMOVUPS      96(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 12(AX)
 	VZEROUPPER
 	RET
-
-DATA v32_30303030<>+0(SB)/4, $0x30303030
-DATA v32_30303030<>+4(SB)/4, $0x30303030
-DATA v32_30303030<>+8(SB)/4, $0x30303030
-DATA v32_30303030<>+12(SB)/4, $0x30303030
-DATA v32_30303030<>+16(SB)/4, $0x30303030
-DATA v32_30303030<>+20(SB)/4, $0x30303030
-DATA v32_30303030<>+24(SB)/4, $0x30303030
-DATA v32_30303030<>+28(SB)/4, $0x30303030
-GLOBL v32_30303030<>(SB), RODATA|NOPTR, $32
 
 // func dotQ4KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE

@@ -13,6 +13,8 @@ var (
 	hasAVX512 = cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL,
 		cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	hasVNNI = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
+	// hasVBMI picks the Q3_K/Q6_K kernels that permute with one VPERMB.
+	hasVBMI = hasVNNI && cpuid.CPU.Supports(cpuid.AVX512VBMI)
 )
 
 // preferred is the default level. Zen 4 executes 512-bit operations as two
@@ -43,16 +45,22 @@ func init() {
 		QuantizeQ8K: quantizeQ8KAVX512,
 	})
 	if hasVNNI {
+		q3, q3x4, q6, q6x4 := dotQ3KVNNI, dotQ3Kx4VNNI, dotQ6KVNNI, dotQ6Kx4VNNI
+		q3y, q3x4y, q6y, q6x4y := dotQ3KVNNI256, dotQ3Kx4VNNI256, dotQ6KVNNI256, dotQ6Kx4VNNI256
+		if hasVBMI {
+			q3, q3x4, q6, q6x4 = dotQ3KVBMIVNNI, dotQ3KVBMIx4VNNI, dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI
+			q3y, q3x4y, q6y, q6x4y = dotQ3KVBMIVNNI256, dotQ3KVBMIx4VNNI256, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
+		}
 		kit.Add("vnni", kernelkit.Funcs{
-			Q2K: dotQ2KVNNI, Q3K: dotQ3KVNNI, Q4K: dotQ4KVNNI, Q5K: dotQ5KVNNI, Q6K: dotQ6KVNNI,
-			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: dotQ3Kx4VNNI, Q4Kx4: dotQ4Kx4VNNI, Q5Kx4: dotQ5Kx4VNNI, Q6Kx4: dotQ6Kx4VNNI,
+			Q2K: dotQ2KVNNI, Q3K: q3, Q4K: dotQ4KVNNI, Q5K: dotQ5KVNNI, Q6K: q6,
+			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: q3x4, Q4Kx4: dotQ4Kx4VNNI, Q5Kx4: dotQ5Kx4VNNI, Q6Kx4: q6x4,
 			Q8_0: dotQ8_0VNNI, Q4_0: dotQ4_0VNNI, Q5_0: dotQ5_0VNNI, MXFP4: dotMXFP4VNNI,
 			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatStep: 64,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 		kit.Add("vnni256", kernelkit.Funcs{
-			Q2K: dotQ2KVNNI256, Q3K: dotQ3KVNNI256, Q4K: dotQ4KVNNI256, Q5K: dotQ5KVNNI256, Q6K: dotQ6KVNNI256,
-			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: dotQ3Kx4VNNI256, Q4Kx4: dotQ4Kx4VNNI256, Q5Kx4: dotQ5Kx4VNNI256, Q6Kx4: dotQ6Kx4VNNI256,
+			Q2K: dotQ2KVNNI256, Q3K: q3y, Q4K: dotQ4KVNNI256, Q5K: dotQ5KVNNI256, Q6K: q6y,
+			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: q3x4y, Q4Kx4: dotQ4Kx4VNNI256, Q5Kx4: dotQ5Kx4VNNI256, Q6Kx4: q6x4y,
 			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,
 			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256, FloatStep: 32,
 			QuantizeQ8K: quantizeQ8KAVX512,

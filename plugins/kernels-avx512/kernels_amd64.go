@@ -74,6 +74,18 @@ func dotQ6KVNNI(w *byte, a *byte, nb int) float32
 func dotQ6Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ3KVBMIVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ3KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ6KVBMIVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ6KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ4KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -123,6 +135,18 @@ func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ6Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ3KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ6KVBMIVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ6KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ4KVNNI256(w *byte, a *byte, nb int) float32

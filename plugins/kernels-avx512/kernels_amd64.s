@@ -405,109 +405,238 @@ donedotQ2Kx4AVX512:
 	RET
 
 // func dotQ3KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ3KAVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_00200020<>+0(SB), Z2
-	VPBROADCASTD c32_03030303<>+0(SB), Z3
-	VPBROADCASTD c32_04040404<>+0(SB), Z4
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
 	TESTQ        DX, DX
 	JZ           donedotQ3KAVX512
 
 loopdotQ3KAVX512:
-	VPBROADCASTW    108(AX), X5
-	VCVTPH2PS       X5, X5
-	VBROADCASTI32X4 94(AX), Z6
-	VPSHUFB         q3a_z<>+0(SB), Z6, Z7
-	VPSRLVD         q3ash_z<>+0(SB), Z7, Z7
-	VPANDD          q3am_z<>+0(SB), Z7, Z7
-	VPSHUFB         q3t_z<>+0(SB), Z6, Z6
-	VPSLLVD         q3tl_z<>+0(SB), Z6, Z6
-	VPSRLVD         q3tr_z<>+0(SB), Z6, Z6
-	VPANDD          q3tm_z<>+0(SB), Z6, Z6
-	VPORD           Z6, Z7, Z7
-	VPMOVZXBW       X7, Y8
-	VPSUBW          Y2, Y8, Y8
-	VPMADDWD        260(CX), Y8, Y6
-	VPSLLD          $0x02, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VBROADCASTSS    (CX), X7
-	VMULPS          X5, X7, X7
-	VBROADCASTSS    X7, Y5
-	VFNMADD231PS    Y6, Y5, Y1
-	VSHUFI64X2      $0x00, Z8, Z8, Z5
-	VSHUFI64X2      $0x55, Z8, Z8, Z6
-	VBROADCASTI64X4 (AX), Z9
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
 	VBROADCASTI64X4 32(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z3, Z10, Z10
-	VPTESTMB        runbits<>+0(SB), Z9, K1
-	VPADDB          Z4, Z10, K1, Z10
-	VPSHUFB         scidxw<>+0(SB), Z5, Z12
-	VPMADDUBSW      4(CX), Z10, Z10
-	VPMADDWD        Z12, Z10, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z11
-	VPANDD          Z3, Z11, Z11
-	VPTESTMB        runbits<>+64(SB), Z9, K1
-	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+64(SB), Z5, Z5
-	VPMADDUBSW      68(CX), Z11, Z11
-	VPMADDWD        Z5, Z11, Z5
-	VBROADCASTI64X4 64(AX), Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z11
-	VPANDD          Z3, Z11, Z11
-	VPTESTMB        runbits<>+128(SB), Z9, K1
-	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+128(SB), Z6, Z13
-	VPMADDUBSW      132(CX), Z11, Z11
-	VPMADDWD        Z13, Z11, Z11
-	VPADDD          Z11, Z10, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z12, Z11
-	VPANDD          Z3, Z11, Z11
-	VPTESTMB        runbits<>+192(SB), Z9, K1
-	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+192(SB), Z6, Z6
-	VPMADDUBSW      196(CX), Z11, Z9
-	VPMADDWD        Z6, Z9, Z9
-	VPADDD          Z9, Z5, Z5
-	VPADDD          Z5, Z10, Z10
-	VCVTDQ2PS       Z10, Z10
-	VBROADCASTSS    X7, Z5
-	VFMADD231PS     Z10, Z5, Z0
+	VPERMD          Z11, Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPERMD          4(CX), Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPMADDUBSW      Z15, Z11, Z11
+	VPMADDUBSW      Z15, Z7, Z15
+	VPSUBW          Z15, Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPERMD          68(CX), Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPMADDUBSW      Z15, Z13, Z13
+	VPMADDUBSW      Z15, Z7, Z15
+	VPSUBW          Z15, Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMD          Z14, Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPERMD          132(CX), Z1, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z14, Z14
+	VPMADDUBSW      Z17, Z7, Z17
+	VPSUBW          Z17, Z14, Z14
+	VPMADDWD        Z16, Z14, Z14
+	VPADDD          Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPERMD          196(CX), Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPMADDUBSW      Z15, Z14, Z14
+	VPMADDUBSW      Z15, Z7, Z15
+	VPSUBW          Z15, Z14, Z14
+	VPMADDWD        Z10, Z14, Z14
+	VPADDD          Z14, Z13, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          (CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ3KAVX512
 
 donedotQ3KAVX512:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
-DATA c32_00200020<>+0(SB)/4, $0x00200020
-GLOBL c32_00200020<>(SB), RODATA|NOPTR, $4
+DATA xpermd64<>+0(SB)/4, $0x00000000
+DATA xpermd64<>+4(SB)/4, $0x00000002
+DATA xpermd64<>+8(SB)/4, $0x00000004
+DATA xpermd64<>+12(SB)/4, $0x00000006
+DATA xpermd64<>+16(SB)/4, $0x00000001
+DATA xpermd64<>+20(SB)/4, $0x00000003
+DATA xpermd64<>+24(SB)/4, $0x00000005
+DATA xpermd64<>+28(SB)/4, $0x00000007
+DATA xpermd64<>+32(SB)/4, $0x00000008
+DATA xpermd64<>+36(SB)/4, $0x0000000a
+DATA xpermd64<>+40(SB)/4, $0x0000000c
+DATA xpermd64<>+44(SB)/4, $0x0000000e
+DATA xpermd64<>+48(SB)/4, $0x00000009
+DATA xpermd64<>+52(SB)/4, $0x0000000b
+DATA xpermd64<>+56(SB)/4, $0x0000000d
+DATA xpermd64<>+60(SB)/4, $0x0000000f
+GLOBL xpermd64<>(SB), RODATA|NOPTR, $64
+
+DATA xpshufb64<>+0(SB)/4, $0x0c080400
+DATA xpshufb64<>+4(SB)/4, $0x0d090501
+DATA xpshufb64<>+8(SB)/4, $0x0e0a0602
+DATA xpshufb64<>+12(SB)/4, $0x0f0b0703
+DATA xpshufb64<>+16(SB)/4, $0x0c080400
+DATA xpshufb64<>+20(SB)/4, $0x0d090501
+DATA xpshufb64<>+24(SB)/4, $0x0e0a0602
+DATA xpshufb64<>+28(SB)/4, $0x0f0b0703
+DATA xpshufb64<>+32(SB)/4, $0x0c080400
+DATA xpshufb64<>+36(SB)/4, $0x0d090501
+DATA xpshufb64<>+40(SB)/4, $0x0e0a0602
+DATA xpshufb64<>+44(SB)/4, $0x0f0b0703
+DATA xpshufb64<>+48(SB)/4, $0x0c080400
+DATA xpshufb64<>+52(SB)/4, $0x0d090501
+DATA xpshufb64<>+56(SB)/4, $0x0e0a0602
+DATA xpshufb64<>+60(SB)/4, $0x0f0b0703
+GLOBL xpshufb64<>(SB), RODATA|NOPTR, $64
+
+DATA xsidx0<>+0(SB)/4, $0x00000000
+DATA xsidx0<>+4(SB)/4, $0x00000000
+DATA xsidx0<>+8(SB)/4, $0x00000000
+DATA xsidx0<>+12(SB)/4, $0x00000000
+DATA xsidx0<>+16(SB)/4, $0x00000000
+DATA xsidx0<>+20(SB)/4, $0x00000000
+DATA xsidx0<>+24(SB)/4, $0x00000000
+DATA xsidx0<>+28(SB)/4, $0x00000000
+DATA xsidx0<>+32(SB)/4, $0x00000001
+DATA xsidx0<>+36(SB)/4, $0x00000001
+DATA xsidx0<>+40(SB)/4, $0x00000001
+DATA xsidx0<>+44(SB)/4, $0x00000001
+DATA xsidx0<>+48(SB)/4, $0x00000001
+DATA xsidx0<>+52(SB)/4, $0x00000001
+DATA xsidx0<>+56(SB)/4, $0x00000001
+DATA xsidx0<>+60(SB)/4, $0x00000001
+GLOBL xsidx0<>(SB), RODATA|NOPTR, $64
+
+DATA xsidx1<>+0(SB)/4, $0x00000002
+DATA xsidx1<>+4(SB)/4, $0x00000002
+DATA xsidx1<>+8(SB)/4, $0x00000002
+DATA xsidx1<>+12(SB)/4, $0x00000002
+DATA xsidx1<>+16(SB)/4, $0x00000002
+DATA xsidx1<>+20(SB)/4, $0x00000002
+DATA xsidx1<>+24(SB)/4, $0x00000002
+DATA xsidx1<>+28(SB)/4, $0x00000002
+DATA xsidx1<>+32(SB)/4, $0x00000003
+DATA xsidx1<>+36(SB)/4, $0x00000003
+DATA xsidx1<>+40(SB)/4, $0x00000003
+DATA xsidx1<>+44(SB)/4, $0x00000003
+DATA xsidx1<>+48(SB)/4, $0x00000003
+DATA xsidx1<>+52(SB)/4, $0x00000003
+DATA xsidx1<>+56(SB)/4, $0x00000003
+DATA xsidx1<>+60(SB)/4, $0x00000003
+GLOBL xsidx1<>(SB), RODATA|NOPTR, $64
+
+DATA xsidx2<>+0(SB)/4, $0x00000004
+DATA xsidx2<>+4(SB)/4, $0x00000004
+DATA xsidx2<>+8(SB)/4, $0x00000004
+DATA xsidx2<>+12(SB)/4, $0x00000004
+DATA xsidx2<>+16(SB)/4, $0x00000004
+DATA xsidx2<>+20(SB)/4, $0x00000004
+DATA xsidx2<>+24(SB)/4, $0x00000004
+DATA xsidx2<>+28(SB)/4, $0x00000004
+DATA xsidx2<>+32(SB)/4, $0x00000005
+DATA xsidx2<>+36(SB)/4, $0x00000005
+DATA xsidx2<>+40(SB)/4, $0x00000005
+DATA xsidx2<>+44(SB)/4, $0x00000005
+DATA xsidx2<>+48(SB)/4, $0x00000005
+DATA xsidx2<>+52(SB)/4, $0x00000005
+DATA xsidx2<>+56(SB)/4, $0x00000005
+DATA xsidx2<>+60(SB)/4, $0x00000005
+GLOBL xsidx2<>(SB), RODATA|NOPTR, $64
+
+DATA xsidx3<>+0(SB)/4, $0x00000006
+DATA xsidx3<>+4(SB)/4, $0x00000006
+DATA xsidx3<>+8(SB)/4, $0x00000006
+DATA xsidx3<>+12(SB)/4, $0x00000006
+DATA xsidx3<>+16(SB)/4, $0x00000006
+DATA xsidx3<>+20(SB)/4, $0x00000006
+DATA xsidx3<>+24(SB)/4, $0x00000006
+DATA xsidx3<>+28(SB)/4, $0x00000006
+DATA xsidx3<>+32(SB)/4, $0x00000007
+DATA xsidx3<>+36(SB)/4, $0x00000007
+DATA xsidx3<>+40(SB)/4, $0x00000007
+DATA xsidx3<>+44(SB)/4, $0x00000007
+DATA xsidx3<>+48(SB)/4, $0x00000007
+DATA xsidx3<>+52(SB)/4, $0x00000007
+DATA xsidx3<>+56(SB)/4, $0x00000007
+DATA xsidx3<>+60(SB)/4, $0x00000007
+GLOBL xsidx3<>(SB), RODATA|NOPTR, $64
 
 DATA c32_04040404<>+0(SB)/4, $0x04040404
 GLOBL c32_04040404<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00200020<>+0(SB)/4, $0x00200020
+GLOBL c32_00200020<>(SB), RODATA|NOPTR, $4
 
 DATA q3a_z<>+0(SB)/4, $0x05040302
 DATA q3a_z<>+4(SB)/4, $0x09080706
@@ -635,72 +764,6 @@ DATA q3tm_z<>+56(SB)/4, $0x30303030
 DATA q3tm_z<>+60(SB)/4, $0x30303030
 GLOBL q3tm_z<>(SB), RODATA|NOPTR, $64
 
-DATA scidxw<>+0(SB)/4, $0x01000100
-DATA scidxw<>+4(SB)/4, $0x01000100
-DATA scidxw<>+8(SB)/4, $0x01000100
-DATA scidxw<>+12(SB)/4, $0x01000100
-DATA scidxw<>+16(SB)/4, $0x03020302
-DATA scidxw<>+20(SB)/4, $0x03020302
-DATA scidxw<>+24(SB)/4, $0x03020302
-DATA scidxw<>+28(SB)/4, $0x03020302
-DATA scidxw<>+32(SB)/4, $0x05040504
-DATA scidxw<>+36(SB)/4, $0x05040504
-DATA scidxw<>+40(SB)/4, $0x05040504
-DATA scidxw<>+44(SB)/4, $0x05040504
-DATA scidxw<>+48(SB)/4, $0x07060706
-DATA scidxw<>+52(SB)/4, $0x07060706
-DATA scidxw<>+56(SB)/4, $0x07060706
-DATA scidxw<>+60(SB)/4, $0x07060706
-DATA scidxw<>+64(SB)/4, $0x09080908
-DATA scidxw<>+68(SB)/4, $0x09080908
-DATA scidxw<>+72(SB)/4, $0x09080908
-DATA scidxw<>+76(SB)/4, $0x09080908
-DATA scidxw<>+80(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+84(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+88(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+92(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+96(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+100(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+104(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+108(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+112(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+116(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+120(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+124(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+128(SB)/4, $0x01000100
-DATA scidxw<>+132(SB)/4, $0x01000100
-DATA scidxw<>+136(SB)/4, $0x01000100
-DATA scidxw<>+140(SB)/4, $0x01000100
-DATA scidxw<>+144(SB)/4, $0x03020302
-DATA scidxw<>+148(SB)/4, $0x03020302
-DATA scidxw<>+152(SB)/4, $0x03020302
-DATA scidxw<>+156(SB)/4, $0x03020302
-DATA scidxw<>+160(SB)/4, $0x05040504
-DATA scidxw<>+164(SB)/4, $0x05040504
-DATA scidxw<>+168(SB)/4, $0x05040504
-DATA scidxw<>+172(SB)/4, $0x05040504
-DATA scidxw<>+176(SB)/4, $0x07060706
-DATA scidxw<>+180(SB)/4, $0x07060706
-DATA scidxw<>+184(SB)/4, $0x07060706
-DATA scidxw<>+188(SB)/4, $0x07060706
-DATA scidxw<>+192(SB)/4, $0x09080908
-DATA scidxw<>+196(SB)/4, $0x09080908
-DATA scidxw<>+200(SB)/4, $0x09080908
-DATA scidxw<>+204(SB)/4, $0x09080908
-DATA scidxw<>+208(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+212(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+216(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+220(SB)/4, $0x0b0a0b0a
-DATA scidxw<>+224(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+228(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+232(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+236(SB)/4, $0x0d0c0d0c
-DATA scidxw<>+240(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+244(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+248(SB)/4, $0x0f0e0f0e
-DATA scidxw<>+252(SB)/4, $0x0f0e0f0e
-GLOBL scidxw<>(SB), RODATA|NOPTR, $256
-
 DATA runbits<>+0(SB)/4, $0x01010101
 DATA runbits<>+4(SB)/4, $0x01010101
 DATA runbits<>+8(SB)/4, $0x01010101
@@ -768,158 +831,207 @@ DATA runbits<>+252(SB)/4, $0x80808080
 GLOBL runbits<>(SB), RODATA|NOPTR, $256
 
 // func dotQ3Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
 TEXT ·dotQ3Kx4AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
+	VPXORD       Y0, Y0, Y0
 	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
+	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	VMOVDQU64    xpermd64<>+0(SB), Z4
+	VMOVDQU64    xsidx0<>+0(SB), Z5
+	VMOVDQU64    xsidx1<>+0(SB), Z6
+	VMOVDQU64    xsidx2<>+0(SB), Z7
+	VMOVDQU64    xsidx3<>+0(SB), Z8
 	VPBROADCASTD c32_03030303<>+0(SB), Z9
 	VPBROADCASTD c32_04040404<>+0(SB), Z10
+	VPBROADCASTD c32_00200020<>+0(SB), Z11
 	TESTQ        DX, DX
 	JZ           donedotQ3Kx4AVX512
 
 loopdotQ3Kx4AVX512:
-	VPBROADCASTW    108(AX), X11
-	VCVTPH2PS       X11, X11
-	VBROADCASTI32X4 94(AX), Z12
-	VPSHUFB         q3a_z<>+0(SB), Z12, Z13
-	VPSRLVD         q3ash_z<>+0(SB), Z13, Z13
-	VPANDD          q3am_z<>+0(SB), Z13, Z13
-	VPSHUFB         q3t_z<>+0(SB), Z12, Z12
-	VPSLLVD         q3tl_z<>+0(SB), Z12, Z12
-	VPSRLVD         q3tr_z<>+0(SB), Z12, Z12
-	VPANDD          q3tm_z<>+0(SB), Z12, Z12
-	VPORD           Z12, Z13, Z13
-	VPMOVZXBW       X13, Y14
-	VPSUBW          Y8, Y14, Y14
-	VPMADDWD        260(CX), Y14, Y12
-	VPSLLD          $0x02, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX), X13
-	VMULPS          X11, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y1
-	VPMADDWD        260(CX)(BX*1), Y14, Y12
-	VPSLLD          $0x02, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*1), X13
-	VMULPS          X11, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y3
-	VPMADDWD        260(CX)(BX*2), Y14, Y12
-	VPSLLD          $0x02, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*2), X13
-	VMULPS          X11, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y5
-	VPMADDWD        260(CX)(SI*1), Y14, Y12
-	VPSLLD          $0x02, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(SI*1), X13
-	VMULPS          X11, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y7
-	VSHUFI64X2      $0x00, Z14, Z14, Z12
-	VSHUFI64X2      $0x55, Z14, Z14, Z13
-	VBROADCASTI64X4 (AX), Z15
-	VBROADCASTI64X4 32(AX), Z17
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Z13
+	VPSHUFB         q3a_z<>+0(SB), Z13, Z14
+	VPSRLVD         q3ash_z<>+0(SB), Z14, Z14
+	VPANDD          q3am_z<>+0(SB), Z14, Z14
+	VPSHUFB         q3t_z<>+0(SB), Z13, Z13
+	VPSLLVD         q3tl_z<>+0(SB), Z13, Z13
+	VPSRLVD         q3tr_z<>+0(SB), Z13, Z13
+	VPANDD          q3tm_z<>+0(SB), Z13, Z13
+	VPORD           Z13, Z14, Z14
+	VPMOVZXBW       X14, Y15
+	VPSUBW          Y11, Y15, Y15
+	VBROADCASTI64X4 (AX), Z13
+	VPERMD          Z13, Z4, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VBROADCASTI64X4 32(AX), Z14
+	VPERMD          Z14, Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPSRLVW         shift_0_2<>+0(SB), Z16, Z14
+	VPANDD          Z9, Z14, Z14
+	VPTESTMB        runbits<>+0(SB), Z13, K1
+	VPADDB          Z10, Z14, K1, Z14
+	VPERMD          Z15, Z5, Z17
+	VPERMD          4(CX), Z4, Z18
+	VPSHUFB         xpshufb64<>+0(SB), Z18, Z18
+	VPMADDUBSW      Z18, Z14, Z19
+	VPMADDUBSW      Z18, Z10, Z18
+	VPSUBW          Z18, Z19, Z19
+	VPMADDWD        Z17, Z19, Z18
+	VPERMD          4(CX)(BX*1), Z4, Z19
+	VPSHUFB         xpshufb64<>+0(SB), Z19, Z19
+	VPMADDUBSW      Z19, Z14, Z20
+	VPMADDUBSW      Z19, Z10, Z19
+	VPSUBW          Z19, Z20, Z20
+	VPMADDWD        Z17, Z20, Z19
+	VPERMD          4(CX)(BX*2), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z14, Z21
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z21, Z21
+	VPMADDWD        Z17, Z21, Z20
+	VPERMD          4(CX)(SI*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z14
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z14, Z14
+	VPMADDWD        Z17, Z14, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z16, Z16
+	VPANDD          Z9, Z16, Z16
+	VPTESTMB        runbits<>+64(SB), Z13, K1
+	VPADDB          Z10, Z16, K1, Z16
+	VPERMD          Z15, Z6, Z17
+	VPERMD          68(CX), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPMADDWD        Z17, Z22, Z22
+	VPADDD          Z22, Z18, Z18
+	VPERMD          68(CX)(BX*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPMADDWD        Z17, Z22, Z22
+	VPADDD          Z22, Z19, Z19
+	VPERMD          68(CX)(BX*2), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPMADDWD        Z17, Z22, Z22
+	VPADDD          Z22, Z20, Z20
+	VPERMD          68(CX)(SI*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z16
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z16, Z16
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VBROADCASTI64X4 64(AX), Z16
+	VPERMD          Z16, Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
 	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
 	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+0(SB), Z15, K1
+	VPTESTMB        runbits<>+128(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
-	VPSHUFB         scidxw<>+0(SB), Z12, Z18
-	VPMADDUBSW      4(CX), Z16, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPMADDUBSW      4(CX)(BX*1), Z16, Z20
-	VPMADDWD        Z18, Z20, Z20
-	VPMADDUBSW      4(CX)(BX*2), Z16, Z21
-	VPMADDWD        Z18, Z21, Z21
-	VPMADDUBSW      4(CX)(SI*1), Z16, Z16
-	VPMADDWD        Z18, Z16, Z16
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z17
-	VPANDD          Z9, Z17, Z17
-	VPTESTMB        runbits<>+64(SB), Z15, K1
-	VPADDB          Z10, Z17, K1, Z17
-	VPSHUFB         scidxw<>+64(SB), Z12, Z12
-	VPMADDUBSW      68(CX), Z17, Z18
-	VPMADDWD        Z12, Z18, Z18
-	VPADDD          Z18, Z19, Z19
-	VPMADDUBSW      68(CX)(BX*1), Z17, Z18
-	VPMADDWD        Z12, Z18, Z18
-	VPADDD          Z18, Z20, Z20
-	VPMADDUBSW      68(CX)(BX*2), Z17, Z18
-	VPMADDWD        Z12, Z18, Z18
-	VPADDD          Z18, Z21, Z21
-	VPMADDUBSW      68(CX)(SI*1), Z17, Z17
-	VPMADDWD        Z12, Z17, Z17
-	VPADDD          Z17, Z16, Z16
-	VBROADCASTI64X4 64(AX), Z17
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z12
-	VPANDD          Z9, Z12, Z12
-	VPTESTMB        runbits<>+128(SB), Z15, K1
-	VPADDB          Z10, Z12, K1, Z12
-	VPSHUFB         scidxw<>+128(SB), Z13, Z18
-	VPMADDUBSW      132(CX), Z12, Z22
-	VPMADDWD        Z18, Z22, Z22
-	VPADDD          Z22, Z19, Z19
-	VPMADDUBSW      132(CX)(BX*1), Z12, Z22
-	VPMADDWD        Z18, Z22, Z22
-	VPADDD          Z22, Z20, Z20
-	VPMADDUBSW      132(CX)(BX*2), Z12, Z22
-	VPMADDWD        Z18, Z22, Z22
-	VPADDD          Z22, Z21, Z21
-	VPMADDUBSW      132(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z18, Z12, Z12
-	VPADDD          Z12, Z16, Z16
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z12
-	VPANDD          Z9, Z12, Z12
-	VPTESTMB        runbits<>+192(SB), Z15, K1
-	VPADDB          Z10, Z12, K1, Z12
-	VPSHUFB         scidxw<>+192(SB), Z13, Z13
-	VPMADDUBSW      196(CX), Z12, Z15
-	VPMADDWD        Z13, Z15, Z15
-	VPADDD          Z15, Z19, Z19
-	VPMADDUBSW      196(CX)(BX*1), Z12, Z15
-	VPMADDWD        Z13, Z15, Z15
-	VPADDD          Z15, Z20, Z20
-	VPMADDUBSW      196(CX)(BX*2), Z12, Z15
-	VPMADDWD        Z13, Z15, Z15
-	VPADDD          Z15, Z21, Z21
-	VPMADDUBSW      196(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z13, Z12, Z12
-	VPADDD          Z12, Z16, Z16
-	VCVTDQ2PS       Z19, Z19
-	VBROADCASTSS    (CX), X12
-	VMULPS          X11, X12, X12
-	VBROADCASTSS    X12, Z12
-	VFMADD231PS     Z19, Z12, Z0
-	VCVTDQ2PS       Z20, Z20
-	VBROADCASTSS    (CX)(BX*1), X12
-	VMULPS          X11, X12, X12
-	VBROADCASTSS    X12, Z12
-	VFMADD231PS     Z20, Z12, Z2
-	VCVTDQ2PS       Z21, Z21
-	VBROADCASTSS    (CX)(BX*2), X12
-	VMULPS          X11, X12, X12
-	VBROADCASTSS    X12, Z12
-	VFMADD231PS     Z21, Z12, Z4
-	VCVTDQ2PS       Z16, Z16
-	VBROADCASTSS    (CX)(SI*1), X12
-	VMULPS          X11, X12, X12
-	VBROADCASTSS    X12, Z11
-	VFMADD231PS     Z16, Z11, Z6
+	VPERMD          Z15, Z7, Z21
+	VPERMD          132(CX), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z23
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z23, Z23
+	VPMADDWD        Z21, Z23, Z23
+	VPADDD          Z23, Z18, Z18
+	VPERMD          132(CX)(BX*1), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z23
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z23, Z23
+	VPMADDWD        Z21, Z23, Z23
+	VPADDD          Z23, Z19, Z19
+	VPERMD          132(CX)(BX*2), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z23
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z23, Z23
+	VPMADDWD        Z21, Z23, Z23
+	VPADDD          Z23, Z20, Z20
+	VPERMD          132(CX)(SI*1), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z16
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z16, Z16
+	VPMADDWD        Z21, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z17, Z16
+	VPANDD          Z9, Z16, Z16
+	VPTESTMB        runbits<>+192(SB), Z13, K1
+	VPADDB          Z10, Z16, K1, Z16
+	VPERMD          Z15, Z8, Z13
+	VPERMD          196(CX), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z16, Z21
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z21, Z21
+	VPMADDWD        Z13, Z21, Z21
+	VPADDD          Z21, Z18, Z18
+	VPERMD          196(CX)(BX*1), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z16, Z21
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z21, Z21
+	VPMADDWD        Z13, Z21, Z21
+	VPADDD          Z21, Z19, Z19
+	VPERMD          196(CX)(BX*2), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z16, Z21
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z21, Z21
+	VPMADDWD        Z13, Z21, Z21
+	VPADDD          Z21, Z20, Z20
+	VPERMD          196(CX)(SI*1), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z16, Z16
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z16, Z16
+	VPMADDWD        Z13, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z18, Y13
+	VPADDD          Y13, Y18, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX), X12, X15
+	VBROADCASTSS    X15, Y15
+	VMULPS          Y15, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z19, Y13
+	VPADDD          Y13, Y19, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX)(BX*1), X12, X15
+	VBROADCASTSS    X15, Y15
+	VMULPS          Y15, Y13, Y13
+	VADDPS          Y13, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z20, Y13
+	VPADDD          Y13, Y20, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX)(BX*2), X12, X15
+	VBROADCASTSS    X15, Y15
+	VMULPS          Y15, Y13, Y13
+	VADDPS          Y13, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z14, Y13
+	VPADDD          Y13, Y14, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX)(SI*1), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y3, Y3
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -927,166 +1039,203 @@ loopdotQ3Kx4AVX512:
 
 donedotQ3Kx4AVX512:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
 	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
+	VADDSS        X1, X4, X4
 	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 12(AX)
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotQ6KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
-	VPBROADCASTD c32_30303030<>+0(SB), Z3
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
 	TESTQ        DX, DX
 	JZ           donedotQ6KAVX512
 
 loopdotQ6KAVX512:
-	VPBROADCASTW    208(AX), X4
-	VCVTPH2PS       X4, X4
-	VPMOVSXBW       192(AX), Y5
-	VPMADDWD        260(CX), Y5, Y6
-	VPSLLD          $0x05, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VBROADCASTSS    (CX), X7
-	VMULPS          X4, X7, X7
-	VBROADCASTSS    X7, Y4
-	VFNMADD231PS    Y6, Y4, Y1
-	VSHUFI64X2      $0x00, Z5, Z5, Z4
-	VSHUFI64X2      $0x55, Z5, Z5, Z6
-	VMOVDQU64       (AX), Z10
-	VBROADCASTI64X4 128(AX), Z11
-	VPANDD          Z2, Z10, Z8
-	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
-	VPANDD          Z3, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPSHUFB         scidxw<>+0(SB), Z4, Z9
-	VPMADDUBSW      4(CX), Z8, Z8
-	VPMADDWD        Z9, Z8, Z8
-	VPSRLW          $0x04, Z10, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z3, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+64(SB), Z4, Z4
-	VPMADDUBSW      68(CX), Z9, Z9
-	VPMADDWD        Z4, Z9, Z4
-	VMOVDQU64       64(AX), Z11
-	VBROADCASTI64X4 160(AX), Z12
-	VPANDD          Z2, Z11, Z9
+	VPBROADCASTW    208(AX), X9
+	VCVTPH2PS       X9, X9
+	VPMOVSXBW       192(AX), Y8
+	VPERMD          (AX), Z1, Z11
+	VPSHUFB         xpshufb64<>+0(SB), Z11, Z11
+	VBROADCASTI64X4 128(AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z10, Z12
 	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
-	VPANDD          Z3, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+128(SB), Z6, Z10
-	VPMADDUBSW      132(CX), Z9, Z9
-	VPMADDWD        Z10, Z9, Z9
-	VPADDD          Z9, Z8, Z8
-	VPSRLW          $0x04, Z11, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
-	VPANDD          Z3, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+192(SB), Z6, Z6
-	VPMADDUBSW      196(CX), Z9, Z9
-	VPMADDWD        Z6, Z9, Z9
-	VPADDD          Z9, Z4, Z4
-	VPADDD          Z4, Z8, Z8
-	VCVTDQ2PS       Z8, Z8
-	VBROADCASTSS    X7, Z4
-	VFMADD231PS     Z8, Z4, Z0
+	VPTERNLOGD      $0xd8, Z6, Z11, Z10
+	VPERMD          Z8, Z2, Z13
+	VPERMD          4(CX), Z1, Z14
+	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
+	VPMADDUBSW      Z14, Z10, Z10
+	VPMADDUBSW      Z14, Z7, Z14
+	VPSUBW          Z14, Z10, Z10
+	VPMADDWD        Z13, Z10, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z12, Z12
+	VPSRLW          $0x04, Z11, Z11
+	VPTERNLOGD      $0xd8, Z6, Z11, Z12
+	VPERMD          Z8, Z3, Z11
+	VPERMD          68(CX), Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPMADDUBSW      Z13, Z12, Z12
+	VPMADDUBSW      Z13, Z7, Z13
+	VPSUBW          Z13, Z12, Z12
+	VPMADDWD        Z11, Z12, Z11
+	VPERMD          64(AX), Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VBROADCASTI64X4 160(AX), Z12
+	VPERMD          Z12, Z1, Z12
+	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z12, Z14
+	VPSLLVW         shift_4_2<>+0(SB), Z14, Z12
+	VPTERNLOGD      $0xd8, Z6, Z13, Z12
+	VPERMD          Z8, Z4, Z15
+	VPERMD          132(CX), Z1, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z12, Z12
+	VPMADDUBSW      Z16, Z7, Z16
+	VPSUBW          Z16, Z12, Z12
+	VPMADDWD        Z15, Z12, Z12
+	VPADDD          Z12, Z10, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z14, Z12
+	VPSRLW          $0x04, Z13, Z13
+	VPTERNLOGD      $0xd8, Z6, Z13, Z12
+	VPERMD          Z8, Z5, Z13
+	VPERMD          196(CX), Z1, Z14
+	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
+	VPMADDUBSW      Z14, Z12, Z12
+	VPMADDUBSW      Z14, Z7, Z14
+	VPSUBW          Z14, Z12, Z12
+	VPMADDWD        Z13, Z12, Z12
+	VPADDD          Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y8
+	VPADDD          Y8, Y10, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          (CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y8, Y8
+	VADDPS          Y8, Y0, Y0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ6KAVX512
 
 donedotQ6KAVX512:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
 DATA c32_30303030<>+0(SB)/4, $0x30303030
 GLOBL c32_30303030<>(SB), RODATA|NOPTR, $4
+
+DATA c32_20202020<>+0(SB)/4, $0x20202020
+GLOBL c32_20202020<>(SB), RODATA|NOPTR, $4
+
+DATA halves64_33333333_cccccccc<>+0(SB)/4, $0x33333333
+DATA halves64_33333333_cccccccc<>+4(SB)/4, $0x33333333
+DATA halves64_33333333_cccccccc<>+8(SB)/4, $0x33333333
+DATA halves64_33333333_cccccccc<>+12(SB)/4, $0x33333333
+DATA halves64_33333333_cccccccc<>+16(SB)/4, $0x33333333
+DATA halves64_33333333_cccccccc<>+20(SB)/4, $0x33333333
+DATA halves64_33333333_cccccccc<>+24(SB)/4, $0x33333333
+DATA halves64_33333333_cccccccc<>+28(SB)/4, $0x33333333
+DATA halves64_33333333_cccccccc<>+32(SB)/4, $0xcccccccc
+DATA halves64_33333333_cccccccc<>+36(SB)/4, $0xcccccccc
+DATA halves64_33333333_cccccccc<>+40(SB)/4, $0xcccccccc
+DATA halves64_33333333_cccccccc<>+44(SB)/4, $0xcccccccc
+DATA halves64_33333333_cccccccc<>+48(SB)/4, $0xcccccccc
+DATA halves64_33333333_cccccccc<>+52(SB)/4, $0xcccccccc
+DATA halves64_33333333_cccccccc<>+56(SB)/4, $0xcccccccc
+DATA halves64_33333333_cccccccc<>+60(SB)/4, $0xcccccccc
+GLOBL halves64_33333333_cccccccc<>(SB), RODATA|NOPTR, $64
 
 DATA shift_4_2<>+0(SB)/4, $0x00040004
 DATA shift_4_2<>+4(SB)/4, $0x00040004
@@ -1107,150 +1256,194 @@ DATA shift_4_2<>+60(SB)/4, $0x00020002
 GLOBL shift_4_2<>(SB), RODATA|NOPTR, $64
 
 // func dotQ6Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
 TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
+	VPXORD       Y0, Y0, Y0
 	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
+	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
-	VPBROADCASTD c32_30303030<>+0(SB), Z9
+	VMOVDQU64    xpermd64<>+0(SB), Z4
+	VMOVDQU64    xsidx0<>+0(SB), Z5
+	VMOVDQU64    xsidx1<>+0(SB), Z6
+	VMOVDQU64    xsidx2<>+0(SB), Z7
+	VMOVDQU64    xsidx3<>+0(SB), Z8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z9
+	VPBROADCASTD c32_30303030<>+0(SB), Z10
+	VPBROADCASTD c32_20202020<>+0(SB), Z10
 	TESTQ        DX, DX
 	JZ           donedotQ6Kx4AVX512
 
 loopdotQ6Kx4AVX512:
-	VPBROADCASTW    208(AX), X10
-	VCVTPH2PS       X10, X10
+	VPBROADCASTW    208(AX), X12
+	VCVTPH2PS       X12, X12
 	VPMOVSXBW       192(AX), Y11
-	VPMADDWD        260(CX), Y11, Y12
-	VPSLLD          $0x05, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX), X13
-	VMULPS          X10, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y1
-	VPMADDWD        260(CX)(BX*1), Y11, Y12
-	VPSLLD          $0x05, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*1), X13
-	VMULPS          X10, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y3
-	VPMADDWD        260(CX)(BX*2), Y11, Y12
-	VPSLLD          $0x05, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*2), X13
-	VMULPS          X10, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y5
-	VPMADDWD        260(CX)(SI*1), Y11, Y12
-	VPSLLD          $0x05, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(SI*1), X13
-	VMULPS          X10, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y7
-	VSHUFI64X2      $0x00, Z11, Z11, Z12
-	VSHUFI64X2      $0x55, Z11, Z11, Z13
-	VMOVDQU64       (AX), Z16
-	VBROADCASTI64X4 128(AX), Z17
-	VPANDD          Z8, Z16, Z14
-	VPSLLVW         shift_4_2<>+0(SB), Z17, Z15
-	VPANDD          Z9, Z15, Z15
-	VPORD           Z15, Z14, Z14
-	VPSHUFB         scidxw<>+0(SB), Z12, Z15
-	VPMADDUBSW      4(CX), Z14, Z18
-	VPMADDWD        Z15, Z18, Z18
-	VPMADDUBSW      4(CX)(BX*1), Z14, Z19
-	VPMADDWD        Z15, Z19, Z19
-	VPMADDUBSW      4(CX)(BX*2), Z14, Z20
+	VPERMD          (AX), Z4, Z14
+	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
+	VBROADCASTI64X4 128(AX), Z13
+	VPERMD          Z13, Z4, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z13, Z15
+	VPSLLVW         shift_4_2<>+0(SB), Z15, Z13
+	VPTERNLOGD      $0xd8, Z9, Z14, Z13
+	VPERMD          Z11, Z5, Z16
+	VPERMD          4(CX), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z18
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z18, Z18
+	VPMADDWD        Z16, Z18, Z17
+	VPERMD          4(CX)(BX*1), Z4, Z18
+	VPSHUFB         xpshufb64<>+0(SB), Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z19
+	VPMADDUBSW      Z18, Z10, Z18
+	VPSUBW          Z18, Z19, Z19
+	VPMADDWD        Z16, Z19, Z18
+	VPERMD          4(CX)(BX*2), Z4, Z19
+	VPSHUFB         xpshufb64<>+0(SB), Z19, Z19
+	VPMADDUBSW      Z19, Z13, Z20
+	VPMADDUBSW      Z19, Z10, Z19
+	VPSUBW          Z19, Z20, Z20
+	VPMADDWD        Z16, Z20, Z19
+	VPERMD          4(CX)(SI*1), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z13, Z13
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z13, Z13
+	VPMADDWD        Z16, Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z15
+	VPSRLW          $0x04, Z14, Z14
+	VPTERNLOGD      $0xd8, Z9, Z14, Z15
+	VPERMD          Z11, Z6, Z14
+	VPERMD          68(CX), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z15, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPMADDWD        Z14, Z20, Z20
+	VPADDD          Z20, Z17, Z17
+	VPERMD          68(CX)(BX*1), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z15, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPMADDWD        Z14, Z20, Z20
+	VPADDD          Z20, Z18, Z18
+	VPERMD          68(CX)(BX*2), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z15, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPMADDWD        Z14, Z20, Z20
+	VPADDD          Z20, Z19, Z19
+	VPERMD          68(CX)(SI*1), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z15, Z15
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z15, Z15
+	VPMADDWD        Z14, Z15, Z15
+	VPADDD          Z15, Z13, Z13
+	VPERMD          64(AX), Z4, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VBROADCASTI64X4 160(AX), Z14
+	VPERMD          Z14, Z4, Z14
+	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z14, Z16
+	VPSLLVW         shift_4_2<>+0(SB), Z16, Z14
+	VPTERNLOGD      $0xd8, Z9, Z15, Z14
+	VPERMD          Z11, Z7, Z20
+	VPERMD          132(CX), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPMADDWD        Z20, Z22, Z22
+	VPADDD          Z22, Z17, Z17
+	VPERMD          132(CX)(BX*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPMADDWD        Z20, Z22, Z22
+	VPADDD          Z22, Z18, Z18
+	VPERMD          132(CX)(BX*2), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPMADDWD        Z20, Z22, Z22
+	VPADDD          Z22, Z19, Z19
+	VPERMD          132(CX)(SI*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z14
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z14, Z14
+	VPMADDWD        Z20, Z14, Z14
+	VPADDD          Z14, Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z16, Z14
+	VPSRLW          $0x04, Z15, Z15
+	VPTERNLOGD      $0xd8, Z9, Z15, Z14
+	VPERMD          Z11, Z8, Z15
+	VPERMD          196(CX), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z14, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
 	VPMADDWD        Z15, Z20, Z20
-	VPMADDUBSW      4(CX)(SI*1), Z14, Z14
+	VPADDD          Z20, Z17, Z17
+	VPERMD          196(CX)(BX*1), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z14, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPMADDWD        Z15, Z20, Z20
+	VPADDD          Z20, Z18, Z18
+	VPERMD          196(CX)(BX*2), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z14, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPMADDWD        Z15, Z20, Z20
+	VPADDD          Z20, Z19, Z19
+	VPERMD          196(CX)(SI*1), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z14, Z14
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z14, Z14
 	VPMADDWD        Z15, Z14, Z14
-	VPSRLW          $0x04, Z16, Z15
-	VPANDD          Z8, Z15, Z15
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
-	VPANDD          Z9, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         scidxw<>+64(SB), Z12, Z12
-	VPMADDUBSW      68(CX), Z15, Z16
-	VPMADDWD        Z12, Z16, Z16
-	VPADDD          Z16, Z18, Z18
-	VPMADDUBSW      68(CX)(BX*1), Z15, Z16
-	VPMADDWD        Z12, Z16, Z16
-	VPADDD          Z16, Z19, Z19
-	VPMADDUBSW      68(CX)(BX*2), Z15, Z16
-	VPMADDWD        Z12, Z16, Z16
-	VPADDD          Z16, Z20, Z20
-	VPMADDUBSW      68(CX)(SI*1), Z15, Z15
-	VPMADDWD        Z12, Z15, Z15
-	VPADDD          Z15, Z14, Z14
-	VMOVDQU64       64(AX), Z16
-	VBROADCASTI64X4 160(AX), Z17
-	VPANDD          Z8, Z16, Z12
-	VPSLLVW         shift_4_2<>+0(SB), Z17, Z15
-	VPANDD          Z9, Z15, Z15
-	VPORD           Z15, Z12, Z12
-	VPSHUFB         scidxw<>+128(SB), Z13, Z15
-	VPMADDUBSW      132(CX), Z12, Z21
-	VPMADDWD        Z15, Z21, Z21
-	VPADDD          Z21, Z18, Z18
-	VPMADDUBSW      132(CX)(BX*1), Z12, Z21
-	VPMADDWD        Z15, Z21, Z21
-	VPADDD          Z21, Z19, Z19
-	VPMADDUBSW      132(CX)(BX*2), Z12, Z21
-	VPMADDWD        Z15, Z21, Z21
-	VPADDD          Z21, Z20, Z20
-	VPMADDUBSW      132(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z15, Z12, Z12
-	VPADDD          Z12, Z14, Z14
-	VPSRLW          $0x04, Z16, Z12
-	VPANDD          Z8, Z12, Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z15
-	VPANDD          Z9, Z15, Z15
-	VPORD           Z15, Z12, Z12
-	VPSHUFB         scidxw<>+192(SB), Z13, Z13
-	VPMADDUBSW      196(CX), Z12, Z15
-	VPMADDWD        Z13, Z15, Z15
-	VPADDD          Z15, Z18, Z18
-	VPMADDUBSW      196(CX)(BX*1), Z12, Z15
-	VPMADDWD        Z13, Z15, Z15
-	VPADDD          Z15, Z19, Z19
-	VPMADDUBSW      196(CX)(BX*2), Z12, Z15
-	VPMADDWD        Z13, Z15, Z15
-	VPADDD          Z15, Z20, Z20
-	VPMADDUBSW      196(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z13, Z12, Z12
-	VPADDD          Z12, Z14, Z14
-	VCVTDQ2PS       Z18, Z18
-	VBROADCASTSS    (CX), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z12
-	VFMADD231PS     Z18, Z12, Z0
-	VCVTDQ2PS       Z19, Z19
-	VBROADCASTSS    (CX)(BX*1), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z12
-	VFMADD231PS     Z19, Z12, Z2
-	VCVTDQ2PS       Z20, Z20
-	VBROADCASTSS    (CX)(BX*2), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z12
-	VFMADD231PS     Z20, Z12, Z4
-	VCVTDQ2PS       Z14, Z14
-	VBROADCASTSS    (CX)(SI*1), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z10
-	VFMADD231PS     Z14, Z10, Z6
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z17, Y11
+	VPADDD          Y11, Y17, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX), X12, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y11, Y11
+	VADDPS          Y11, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z18, Y11
+	VPADDD          Y11, Y18, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX)(BX*1), X12, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y11, Y11
+	VADDPS          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z19, Y11
+	VPADDD          Y11, Y19, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX)(BX*2), X12, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y11, Y11
+	VADDPS          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z13, Y11
+	VPADDD          Y11, Y13, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX)(SI*1), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y11, Y11
+	VADDPS          Y11, Y3, Y3
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1258,70 +1451,70 @@ loopdotQ6Kx4AVX512:
 
 donedotQ6Kx4AVX512:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
 	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
+	VADDSS        X1, X4, X4
 	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 12(AX)
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -3379,243 +3572,313 @@ DATA q2koff<>+252(SB)/4, $0x0c0c0c0c
 GLOBL q2koff<>(SB), RODATA|NOPTR, $256
 
 // func dotQ3KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ3KVNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_00200020<>+0(SB), Z2
-	VPBROADCASTD c32_03030303<>+0(SB), Z3
-	VPBROADCASTD c32_04040404<>+0(SB), Z4
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
 	TESTQ        DX, DX
 	JZ           donedotQ3KVNNI
 
 loopdotQ3KVNNI:
-	VPBROADCASTW    108(AX), X5
-	VCVTPH2PS       X5, X5
-	VBROADCASTI32X4 94(AX), Z6
-	VPSHUFB         q3a_z<>+0(SB), Z6, Z7
-	VPSRLVD         q3ash_z<>+0(SB), Z7, Z7
-	VPANDD          q3am_z<>+0(SB), Z7, Z7
-	VPSHUFB         q3t_z<>+0(SB), Z6, Z6
-	VPSLLVD         q3tl_z<>+0(SB), Z6, Z6
-	VPSRLVD         q3tr_z<>+0(SB), Z6, Z6
-	VPANDD          q3tm_z<>+0(SB), Z6, Z6
-	VPORD           Z6, Z7, Z7
-	VPMOVZXBW       X7, Y8
-	VPSUBW          Y2, Y8, Y8
-	VPMADDWD        260(CX), Y8, Y6
-	VPSLLD          $0x02, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VBROADCASTSS    (CX), X7
-	VMULPS          X5, X7, X7
-	VBROADCASTSS    X7, Y5
-	VFNMADD231PS    Y6, Y5, Y1
-	VSHUFI64X2      $0x00, Z8, Z8, Z5
-	VSHUFI64X2      $0x55, Z8, Z8, Z6
-	VBROADCASTI64X4 (AX), Z9
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
 	VBROADCASTI64X4 32(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z3, Z10, Z10
-	VPTESTMB        runbits<>+0(SB), Z9, K1
-	VPADDB          Z4, Z10, K1, Z10
-	VPSHUFB         scidxw<>+0(SB), Z5, Z12
-	VPMADDUBSW      4(CX), Z10, Z10
-	VPMADDWD        Z12, Z10, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z11
-	VPANDD          Z3, Z11, Z11
-	VPTESTMB        runbits<>+64(SB), Z9, K1
-	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+64(SB), Z5, Z5
-	VPMADDUBSW      68(CX), Z11, Z11
-	VPMADDWD        Z5, Z11, Z5
-	VBROADCASTI64X4 64(AX), Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z11
-	VPANDD          Z3, Z11, Z11
-	VPTESTMB        runbits<>+128(SB), Z9, K1
-	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+128(SB), Z6, Z13
-	VPMADDUBSW      132(CX), Z11, Z11
-	VPDPWSSD        Z13, Z11, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z12, Z11
-	VPANDD          Z3, Z11, Z11
-	VPTESTMB        runbits<>+192(SB), Z9, K1
-	VPADDB          Z4, Z11, K1, Z11
-	VPSHUFB         scidxw<>+192(SB), Z6, Z6
-	VPMADDUBSW      196(CX), Z11, Z9
-	VPDPWSSD        Z6, Z9, Z5
-	VPADDD          Z5, Z10, Z10
-	VCVTDQ2PS       Z10, Z10
-	VBROADCASTSS    X7, Z5
-	VFMADD231PS     Z10, Z5, Z0
+	VPERMD          Z11, Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPERMD          4(CX), Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPMADDUBSW      Z15, Z11, Z11
+	VPMADDUBSW      Z15, Z7, Z15
+	VPSUBW          Z15, Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPERMD          68(CX), Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPMADDUBSW      Z15, Z13, Z13
+	VPMADDUBSW      Z15, Z7, Z15
+	VPSUBW          Z15, Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMD          Z14, Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPERMD          132(CX), Z1, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z14, Z14
+	VPMADDUBSW      Z17, Z7, Z17
+	VPSUBW          Z17, Z14, Z14
+	VPDPWSSD        Z16, Z14, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPERMD          196(CX), Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPMADDUBSW      Z15, Z14, Z14
+	VPMADDUBSW      Z15, Z7, Z15
+	VPSUBW          Z15, Z14, Z14
+	VPDPWSSD        Z10, Z14, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          (CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ3KVNNI
 
 donedotQ3KVNNI:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
 // func dotQ3Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
 TEXT ·dotQ3Kx4VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
+	VPXORD       Y0, Y0, Y0
 	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
+	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	VMOVDQU64    xpermd64<>+0(SB), Z4
+	VMOVDQU64    xsidx0<>+0(SB), Z5
+	VMOVDQU64    xsidx1<>+0(SB), Z6
+	VMOVDQU64    xsidx2<>+0(SB), Z7
+	VMOVDQU64    xsidx3<>+0(SB), Z8
 	VPBROADCASTD c32_03030303<>+0(SB), Z9
 	VPBROADCASTD c32_04040404<>+0(SB), Z10
+	VPBROADCASTD c32_00200020<>+0(SB), Z11
 	TESTQ        DX, DX
 	JZ           donedotQ3Kx4VNNI
 
 loopdotQ3Kx4VNNI:
-	VPBROADCASTW    108(AX), X11
-	VCVTPH2PS       X11, X11
-	VBROADCASTI32X4 94(AX), Z12
-	VPSHUFB         q3a_z<>+0(SB), Z12, Z13
-	VPSRLVD         q3ash_z<>+0(SB), Z13, Z13
-	VPANDD          q3am_z<>+0(SB), Z13, Z13
-	VPSHUFB         q3t_z<>+0(SB), Z12, Z12
-	VPSLLVD         q3tl_z<>+0(SB), Z12, Z12
-	VPSRLVD         q3tr_z<>+0(SB), Z12, Z12
-	VPANDD          q3tm_z<>+0(SB), Z12, Z12
-	VPORD           Z12, Z13, Z13
-	VPMOVZXBW       X13, Y14
-	VPSUBW          Y8, Y14, Y14
-	VPMADDWD        260(CX), Y14, Y12
-	VPSLLD          $0x02, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX), X13
-	VMULPS          X11, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y1
-	VPMADDWD        260(CX)(BX*1), Y14, Y12
-	VPSLLD          $0x02, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*1), X13
-	VMULPS          X11, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y3
-	VPMADDWD        260(CX)(BX*2), Y14, Y12
-	VPSLLD          $0x02, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*2), X13
-	VMULPS          X11, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y5
-	VPMADDWD        260(CX)(SI*1), Y14, Y12
-	VPSLLD          $0x02, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(SI*1), X13
-	VMULPS          X11, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y7
-	VSHUFI64X2      $0x00, Z14, Z14, Z12
-	VSHUFI64X2      $0x55, Z14, Z14, Z13
-	VBROADCASTI64X4 (AX), Z15
-	VBROADCASTI64X4 32(AX), Z17
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Z13
+	VPSHUFB         q3a_z<>+0(SB), Z13, Z14
+	VPSRLVD         q3ash_z<>+0(SB), Z14, Z14
+	VPANDD          q3am_z<>+0(SB), Z14, Z14
+	VPSHUFB         q3t_z<>+0(SB), Z13, Z13
+	VPSLLVD         q3tl_z<>+0(SB), Z13, Z13
+	VPSRLVD         q3tr_z<>+0(SB), Z13, Z13
+	VPANDD          q3tm_z<>+0(SB), Z13, Z13
+	VPORD           Z13, Z14, Z14
+	VPMOVZXBW       X14, Y15
+	VPSUBW          Y11, Y15, Y15
+	VBROADCASTI64X4 (AX), Z13
+	VPERMD          Z13, Z4, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VBROADCASTI64X4 32(AX), Z14
+	VPERMD          Z14, Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPSRLVW         shift_0_2<>+0(SB), Z16, Z14
+	VPANDD          Z9, Z14, Z14
+	VPTESTMB        runbits<>+0(SB), Z13, K1
+	VPADDB          Z10, Z14, K1, Z14
+	VPERMD          Z15, Z5, Z17
+	VPERMD          4(CX), Z4, Z18
+	VPSHUFB         xpshufb64<>+0(SB), Z18, Z18
+	VPMADDUBSW      Z18, Z14, Z19
+	VPMADDUBSW      Z18, Z10, Z18
+	VPSUBW          Z18, Z19, Z19
+	VPMADDWD        Z17, Z19, Z18
+	VPERMD          4(CX)(BX*1), Z4, Z19
+	VPSHUFB         xpshufb64<>+0(SB), Z19, Z19
+	VPMADDUBSW      Z19, Z14, Z20
+	VPMADDUBSW      Z19, Z10, Z19
+	VPSUBW          Z19, Z20, Z20
+	VPMADDWD        Z17, Z20, Z19
+	VPERMD          4(CX)(BX*2), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z14, Z21
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z21, Z21
+	VPMADDWD        Z17, Z21, Z20
+	VPERMD          4(CX)(SI*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z14
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z14, Z14
+	VPMADDWD        Z17, Z14, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z16, Z16
+	VPANDD          Z9, Z16, Z16
+	VPTESTMB        runbits<>+64(SB), Z13, K1
+	VPADDB          Z10, Z16, K1, Z16
+	VPERMD          Z15, Z6, Z17
+	VPERMD          68(CX), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z17, Z22, Z18
+	VPERMD          68(CX)(BX*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z17, Z22, Z19
+	VPERMD          68(CX)(BX*2), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z17, Z22, Z20
+	VPERMD          68(CX)(SI*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z16
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z16, Z16
+	VPDPWSSD        Z17, Z16, Z14
+	VBROADCASTI64X4 64(AX), Z16
+	VPERMD          Z16, Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
 	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
 	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+0(SB), Z15, K1
+	VPTESTMB        runbits<>+128(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
-	VPSHUFB         scidxw<>+0(SB), Z12, Z18
-	VPMADDUBSW      4(CX), Z16, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPMADDUBSW      4(CX)(BX*1), Z16, Z20
-	VPMADDWD        Z18, Z20, Z20
-	VPMADDUBSW      4(CX)(BX*2), Z16, Z21
-	VPMADDWD        Z18, Z21, Z21
-	VPMADDUBSW      4(CX)(SI*1), Z16, Z16
-	VPMADDWD        Z18, Z16, Z16
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z17
-	VPANDD          Z9, Z17, Z17
-	VPTESTMB        runbits<>+64(SB), Z15, K1
-	VPADDB          Z10, Z17, K1, Z17
-	VPSHUFB         scidxw<>+64(SB), Z12, Z12
-	VPMADDUBSW      68(CX), Z17, Z18
-	VPDPWSSD        Z12, Z18, Z19
-	VPMADDUBSW      68(CX)(BX*1), Z17, Z18
-	VPDPWSSD        Z12, Z18, Z20
-	VPMADDUBSW      68(CX)(BX*2), Z17, Z18
-	VPDPWSSD        Z12, Z18, Z21
-	VPMADDUBSW      68(CX)(SI*1), Z17, Z17
-	VPDPWSSD        Z12, Z17, Z16
-	VBROADCASTI64X4 64(AX), Z17
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z12
-	VPANDD          Z9, Z12, Z12
-	VPTESTMB        runbits<>+128(SB), Z15, K1
-	VPADDB          Z10, Z12, K1, Z12
-	VPSHUFB         scidxw<>+128(SB), Z13, Z18
-	VPMADDUBSW      132(CX), Z12, Z22
-	VPDPWSSD        Z18, Z22, Z19
-	VPMADDUBSW      132(CX)(BX*1), Z12, Z22
-	VPDPWSSD        Z18, Z22, Z20
-	VPMADDUBSW      132(CX)(BX*2), Z12, Z22
-	VPDPWSSD        Z18, Z22, Z21
-	VPMADDUBSW      132(CX)(SI*1), Z12, Z12
-	VPDPWSSD        Z18, Z12, Z16
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z12
-	VPANDD          Z9, Z12, Z12
-	VPTESTMB        runbits<>+192(SB), Z15, K1
-	VPADDB          Z10, Z12, K1, Z12
-	VPSHUFB         scidxw<>+192(SB), Z13, Z13
-	VPMADDUBSW      196(CX), Z12, Z15
-	VPDPWSSD        Z13, Z15, Z19
-	VPMADDUBSW      196(CX)(BX*1), Z12, Z15
-	VPDPWSSD        Z13, Z15, Z20
-	VPMADDUBSW      196(CX)(BX*2), Z12, Z15
-	VPDPWSSD        Z13, Z15, Z21
-	VPMADDUBSW      196(CX)(SI*1), Z12, Z12
-	VPDPWSSD        Z13, Z12, Z16
-	VCVTDQ2PS       Z19, Z19
-	VBROADCASTSS    (CX), X12
-	VMULPS          X11, X12, X12
-	VBROADCASTSS    X12, Z12
-	VFMADD231PS     Z19, Z12, Z0
-	VCVTDQ2PS       Z20, Z20
-	VBROADCASTSS    (CX)(BX*1), X12
-	VMULPS          X11, X12, X12
-	VBROADCASTSS    X12, Z12
-	VFMADD231PS     Z20, Z12, Z2
-	VCVTDQ2PS       Z21, Z21
-	VBROADCASTSS    (CX)(BX*2), X12
-	VMULPS          X11, X12, X12
-	VBROADCASTSS    X12, Z12
-	VFMADD231PS     Z21, Z12, Z4
-	VCVTDQ2PS       Z16, Z16
-	VBROADCASTSS    (CX)(SI*1), X12
-	VMULPS          X11, X12, X12
-	VBROADCASTSS    X12, Z11
-	VFMADD231PS     Z16, Z11, Z6
+	VPERMD          Z15, Z7, Z21
+	VPERMD          132(CX), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z23
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z23, Z23
+	VPDPWSSD        Z21, Z23, Z18
+	VPERMD          132(CX)(BX*1), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z23
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z23, Z23
+	VPDPWSSD        Z21, Z23, Z19
+	VPERMD          132(CX)(BX*2), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z23
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z23, Z23
+	VPDPWSSD        Z21, Z23, Z20
+	VPERMD          132(CX)(SI*1), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z16
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z16, Z16
+	VPDPWSSD        Z21, Z16, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z17, Z16
+	VPANDD          Z9, Z16, Z16
+	VPTESTMB        runbits<>+192(SB), Z13, K1
+	VPADDB          Z10, Z16, K1, Z16
+	VPERMD          Z15, Z8, Z13
+	VPERMD          196(CX), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z16, Z21
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z21, Z21
+	VPDPWSSD        Z13, Z21, Z18
+	VPERMD          196(CX)(BX*1), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z16, Z21
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z21, Z21
+	VPDPWSSD        Z13, Z21, Z19
+	VPERMD          196(CX)(BX*2), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z16, Z21
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z21, Z21
+	VPDPWSSD        Z13, Z21, Z20
+	VPERMD          196(CX)(SI*1), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z16, Z16
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z16, Z16
+	VPDPWSSD        Z13, Z16, Z14
+	VEXTRACTI64X4   $0x01, Z18, Y13
+	VPADDD          Y13, Y18, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX), X12, X15
+	VBROADCASTSS    X15, Y15
+	VMULPS          Y15, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z19, Y13
+	VPADDD          Y13, Y19, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX)(BX*1), X12, X15
+	VBROADCASTSS    X15, Y15
+	VMULPS          Y15, Y13, Y13
+	VADDPS          Y13, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z20, Y13
+	VPADDD          Y13, Y20, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX)(BX*2), X12, X15
+	VBROADCASTSS    X15, Y15
+	VMULPS          Y15, Y13, Y13
+	VADDPS          Y13, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z14, Y13
+	VPADDD          Y13, Y14, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX)(SI*1), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y3, Y3
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -3623,295 +3886,355 @@ loopdotQ3Kx4VNNI:
 
 donedotQ3Kx4VNNI:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
 	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
+	VADDSS        X1, X4, X4
 	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 12(AX)
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotQ6KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
-	VPBROADCASTD c32_30303030<>+0(SB), Z3
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
 	TESTQ        DX, DX
 	JZ           donedotQ6KVNNI
 
 loopdotQ6KVNNI:
-	VPBROADCASTW    208(AX), X4
-	VCVTPH2PS       X4, X4
-	VPMOVSXBW       192(AX), Y5
-	VPMADDWD        260(CX), Y5, Y6
-	VPSLLD          $0x05, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VBROADCASTSS    (CX), X7
-	VMULPS          X4, X7, X7
-	VBROADCASTSS    X7, Y4
-	VFNMADD231PS    Y6, Y4, Y1
-	VSHUFI64X2      $0x00, Z5, Z5, Z4
-	VSHUFI64X2      $0x55, Z5, Z5, Z6
-	VMOVDQU64       (AX), Z10
-	VBROADCASTI64X4 128(AX), Z11
-	VPANDD          Z2, Z10, Z8
-	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
-	VPANDD          Z3, Z9, Z9
-	VPORD           Z9, Z8, Z8
-	VPSHUFB         scidxw<>+0(SB), Z4, Z9
-	VPMADDUBSW      4(CX), Z8, Z8
-	VPMADDWD        Z9, Z8, Z8
-	VPSRLW          $0x04, Z10, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z3, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+64(SB), Z4, Z4
-	VPMADDUBSW      68(CX), Z9, Z9
-	VPMADDWD        Z4, Z9, Z4
-	VMOVDQU64       64(AX), Z11
-	VBROADCASTI64X4 160(AX), Z12
-	VPANDD          Z2, Z11, Z9
+	VPBROADCASTW    208(AX), X9
+	VCVTPH2PS       X9, X9
+	VPMOVSXBW       192(AX), Y8
+	VPERMD          (AX), Z1, Z11
+	VPSHUFB         xpshufb64<>+0(SB), Z11, Z11
+	VBROADCASTI64X4 128(AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z10, Z12
 	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
-	VPANDD          Z3, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+128(SB), Z6, Z10
-	VPMADDUBSW      132(CX), Z9, Z9
-	VPDPWSSD        Z10, Z9, Z8
-	VPSRLW          $0x04, Z11, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z10
-	VPANDD          Z3, Z10, Z10
-	VPORD           Z10, Z9, Z9
-	VPSHUFB         scidxw<>+192(SB), Z6, Z6
-	VPMADDUBSW      196(CX), Z9, Z9
-	VPDPWSSD        Z6, Z9, Z4
-	VPADDD          Z4, Z8, Z8
-	VCVTDQ2PS       Z8, Z8
-	VBROADCASTSS    X7, Z4
-	VFMADD231PS     Z8, Z4, Z0
+	VPTERNLOGD      $0xd8, Z6, Z11, Z10
+	VPERMD          Z8, Z2, Z13
+	VPERMD          4(CX), Z1, Z14
+	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
+	VPMADDUBSW      Z14, Z10, Z10
+	VPMADDUBSW      Z14, Z7, Z14
+	VPSUBW          Z14, Z10, Z10
+	VPMADDWD        Z13, Z10, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z12, Z12
+	VPSRLW          $0x04, Z11, Z11
+	VPTERNLOGD      $0xd8, Z6, Z11, Z12
+	VPERMD          Z8, Z3, Z11
+	VPERMD          68(CX), Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPMADDUBSW      Z13, Z12, Z12
+	VPMADDUBSW      Z13, Z7, Z13
+	VPSUBW          Z13, Z12, Z12
+	VPMADDWD        Z11, Z12, Z11
+	VPERMD          64(AX), Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VBROADCASTI64X4 160(AX), Z12
+	VPERMD          Z12, Z1, Z12
+	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z12, Z14
+	VPSLLVW         shift_4_2<>+0(SB), Z14, Z12
+	VPTERNLOGD      $0xd8, Z6, Z13, Z12
+	VPERMD          Z8, Z4, Z15
+	VPERMD          132(CX), Z1, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z12, Z12
+	VPMADDUBSW      Z16, Z7, Z16
+	VPSUBW          Z16, Z12, Z12
+	VPDPWSSD        Z15, Z12, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z14, Z12
+	VPSRLW          $0x04, Z13, Z13
+	VPTERNLOGD      $0xd8, Z6, Z13, Z12
+	VPERMD          Z8, Z5, Z13
+	VPERMD          196(CX), Z1, Z14
+	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
+	VPMADDUBSW      Z14, Z12, Z12
+	VPMADDUBSW      Z14, Z7, Z14
+	VPSUBW          Z14, Z12, Z12
+	VPDPWSSD        Z13, Z12, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y8
+	VPADDD          Y8, Y10, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          (CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y8, Y8
+	VADDPS          Y8, Y0, Y0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ6KVNNI
 
 donedotQ6KVNNI:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
 // func dotQ6Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
 TEXT ·dotQ6Kx4VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
+	VPXORD       Y0, Y0, Y0
 	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
+	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
-	VPBROADCASTD c32_30303030<>+0(SB), Z9
+	VMOVDQU64    xpermd64<>+0(SB), Z4
+	VMOVDQU64    xsidx0<>+0(SB), Z5
+	VMOVDQU64    xsidx1<>+0(SB), Z6
+	VMOVDQU64    xsidx2<>+0(SB), Z7
+	VMOVDQU64    xsidx3<>+0(SB), Z8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z9
+	VPBROADCASTD c32_30303030<>+0(SB), Z10
+	VPBROADCASTD c32_20202020<>+0(SB), Z10
 	TESTQ        DX, DX
 	JZ           donedotQ6Kx4VNNI
 
 loopdotQ6Kx4VNNI:
-	VPBROADCASTW    208(AX), X10
-	VCVTPH2PS       X10, X10
+	VPBROADCASTW    208(AX), X12
+	VCVTPH2PS       X12, X12
 	VPMOVSXBW       192(AX), Y11
-	VPMADDWD        260(CX), Y11, Y12
-	VPSLLD          $0x05, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX), X13
-	VMULPS          X10, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y1
-	VPMADDWD        260(CX)(BX*1), Y11, Y12
-	VPSLLD          $0x05, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*1), X13
-	VMULPS          X10, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y3
-	VPMADDWD        260(CX)(BX*2), Y11, Y12
-	VPSLLD          $0x05, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*2), X13
-	VMULPS          X10, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y5
-	VPMADDWD        260(CX)(SI*1), Y11, Y12
-	VPSLLD          $0x05, Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(SI*1), X13
-	VMULPS          X10, X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y7
-	VSHUFI64X2      $0x00, Z11, Z11, Z12
-	VSHUFI64X2      $0x55, Z11, Z11, Z13
-	VMOVDQU64       (AX), Z16
-	VBROADCASTI64X4 128(AX), Z17
-	VPANDD          Z8, Z16, Z14
-	VPSLLVW         shift_4_2<>+0(SB), Z17, Z15
-	VPANDD          Z9, Z15, Z15
-	VPORD           Z15, Z14, Z14
-	VPSHUFB         scidxw<>+0(SB), Z12, Z15
-	VPMADDUBSW      4(CX), Z14, Z18
-	VPMADDWD        Z15, Z18, Z18
-	VPMADDUBSW      4(CX)(BX*1), Z14, Z19
-	VPMADDWD        Z15, Z19, Z19
-	VPMADDUBSW      4(CX)(BX*2), Z14, Z20
-	VPMADDWD        Z15, Z20, Z20
-	VPMADDUBSW      4(CX)(SI*1), Z14, Z14
-	VPMADDWD        Z15, Z14, Z14
-	VPSRLW          $0x04, Z16, Z15
-	VPANDD          Z8, Z15, Z15
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
-	VPANDD          Z9, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         scidxw<>+64(SB), Z12, Z12
-	VPMADDUBSW      68(CX), Z15, Z16
-	VPDPWSSD        Z12, Z16, Z18
-	VPMADDUBSW      68(CX)(BX*1), Z15, Z16
-	VPDPWSSD        Z12, Z16, Z19
-	VPMADDUBSW      68(CX)(BX*2), Z15, Z16
-	VPDPWSSD        Z12, Z16, Z20
-	VPMADDUBSW      68(CX)(SI*1), Z15, Z15
-	VPDPWSSD        Z12, Z15, Z14
-	VMOVDQU64       64(AX), Z16
-	VBROADCASTI64X4 160(AX), Z17
-	VPANDD          Z8, Z16, Z12
-	VPSLLVW         shift_4_2<>+0(SB), Z17, Z15
-	VPANDD          Z9, Z15, Z15
-	VPORD           Z15, Z12, Z12
-	VPSHUFB         scidxw<>+128(SB), Z13, Z15
-	VPMADDUBSW      132(CX), Z12, Z21
-	VPDPWSSD        Z15, Z21, Z18
-	VPMADDUBSW      132(CX)(BX*1), Z12, Z21
-	VPDPWSSD        Z15, Z21, Z19
-	VPMADDUBSW      132(CX)(BX*2), Z12, Z21
-	VPDPWSSD        Z15, Z21, Z20
-	VPMADDUBSW      132(CX)(SI*1), Z12, Z12
-	VPDPWSSD        Z15, Z12, Z14
-	VPSRLW          $0x04, Z16, Z12
-	VPANDD          Z8, Z12, Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z15
-	VPANDD          Z9, Z15, Z15
-	VPORD           Z15, Z12, Z12
-	VPSHUFB         scidxw<>+192(SB), Z13, Z13
-	VPMADDUBSW      196(CX), Z12, Z15
-	VPDPWSSD        Z13, Z15, Z18
-	VPMADDUBSW      196(CX)(BX*1), Z12, Z15
-	VPDPWSSD        Z13, Z15, Z19
-	VPMADDUBSW      196(CX)(BX*2), Z12, Z15
-	VPDPWSSD        Z13, Z15, Z20
-	VPMADDUBSW      196(CX)(SI*1), Z12, Z12
-	VPDPWSSD        Z13, Z12, Z14
-	VCVTDQ2PS       Z18, Z18
-	VBROADCASTSS    (CX), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z12
-	VFMADD231PS     Z18, Z12, Z0
-	VCVTDQ2PS       Z19, Z19
-	VBROADCASTSS    (CX)(BX*1), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z12
-	VFMADD231PS     Z19, Z12, Z2
-	VCVTDQ2PS       Z20, Z20
-	VBROADCASTSS    (CX)(BX*2), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z12
-	VFMADD231PS     Z20, Z12, Z4
-	VCVTDQ2PS       Z14, Z14
-	VBROADCASTSS    (CX)(SI*1), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z10
-	VFMADD231PS     Z14, Z10, Z6
+	VPERMD          (AX), Z4, Z14
+	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
+	VBROADCASTI64X4 128(AX), Z13
+	VPERMD          Z13, Z4, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z13, Z15
+	VPSLLVW         shift_4_2<>+0(SB), Z15, Z13
+	VPTERNLOGD      $0xd8, Z9, Z14, Z13
+	VPERMD          Z11, Z5, Z16
+	VPERMD          4(CX), Z4, Z17
+	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z18
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z18, Z18
+	VPMADDWD        Z16, Z18, Z17
+	VPERMD          4(CX)(BX*1), Z4, Z18
+	VPSHUFB         xpshufb64<>+0(SB), Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z19
+	VPMADDUBSW      Z18, Z10, Z18
+	VPSUBW          Z18, Z19, Z19
+	VPMADDWD        Z16, Z19, Z18
+	VPERMD          4(CX)(BX*2), Z4, Z19
+	VPSHUFB         xpshufb64<>+0(SB), Z19, Z19
+	VPMADDUBSW      Z19, Z13, Z20
+	VPMADDUBSW      Z19, Z10, Z19
+	VPSUBW          Z19, Z20, Z20
+	VPMADDWD        Z16, Z20, Z19
+	VPERMD          4(CX)(SI*1), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z13, Z13
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z13, Z13
+	VPMADDWD        Z16, Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z15
+	VPSRLW          $0x04, Z14, Z14
+	VPTERNLOGD      $0xd8, Z9, Z14, Z15
+	VPERMD          Z11, Z6, Z14
+	VPERMD          68(CX), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z15, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z14, Z20, Z17
+	VPERMD          68(CX)(BX*1), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z15, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z14, Z20, Z18
+	VPERMD          68(CX)(BX*2), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z15, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z14, Z20, Z19
+	VPERMD          68(CX)(SI*1), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z15, Z15
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z15, Z15
+	VPDPWSSD        Z14, Z15, Z13
+	VPERMD          64(AX), Z4, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VBROADCASTI64X4 160(AX), Z14
+	VPERMD          Z14, Z4, Z14
+	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z14, Z16
+	VPSLLVW         shift_4_2<>+0(SB), Z16, Z14
+	VPTERNLOGD      $0xd8, Z9, Z15, Z14
+	VPERMD          Z11, Z7, Z20
+	VPERMD          132(CX), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z20, Z22, Z17
+	VPERMD          132(CX)(BX*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z20, Z22, Z18
+	VPERMD          132(CX)(BX*2), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z20, Z22, Z19
+	VPERMD          132(CX)(SI*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z14
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z14, Z14
+	VPDPWSSD        Z20, Z14, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z16, Z14
+	VPSRLW          $0x04, Z15, Z15
+	VPTERNLOGD      $0xd8, Z9, Z15, Z14
+	VPERMD          Z11, Z8, Z15
+	VPERMD          196(CX), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z14, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z15, Z20, Z17
+	VPERMD          196(CX)(BX*1), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z14, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z15, Z20, Z18
+	VPERMD          196(CX)(BX*2), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z14, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z15, Z20, Z19
+	VPERMD          196(CX)(SI*1), Z4, Z16
+	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
+	VPMADDUBSW      Z16, Z14, Z14
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z14, Z14
+	VPDPWSSD        Z15, Z14, Z13
+	VEXTRACTI64X4   $0x01, Z17, Y11
+	VPADDD          Y11, Y17, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX), X12, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y11, Y11
+	VADDPS          Y11, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z18, Y11
+	VPADDD          Y11, Y18, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX)(BX*1), X12, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y11, Y11
+	VADDPS          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z19, Y11
+	VPADDD          Y11, Y19, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX)(BX*2), X12, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y11, Y11
+	VADDPS          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z13, Y11
+	VPADDD          Y11, Y13, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX)(SI*1), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y11, Y11
+	VADDPS          Y11, Y3, Y3
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -3919,70 +4242,772 @@ loopdotQ6Kx4VNNI:
 
 donedotQ6Kx4VNNI:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
 	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
+	VADDSS        X1, X4, X4
 	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ3KVBMIVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ3KVBMIVNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermb64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	TESTQ        DX, DX
+	JZ           donedotQ3KVBMIVNNI
+
+loopdotQ3KVBMIVNNI:
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMB          Z10, Z1, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMB          Z11, Z1, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPERMB          4(CX), Z1, Z15
+	VPMADDUBSW      Z15, Z11, Z11
+	VPMADDUBSW      Z15, Z7, Z15
+	VPSUBW          Z15, Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPERMB          68(CX), Z1, Z15
+	VPMADDUBSW      Z15, Z13, Z13
+	VPMADDUBSW      Z15, Z7, Z15
+	VPSUBW          Z15, Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMB          Z14, Z1, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPERMB          132(CX), Z1, Z17
+	VPMADDUBSW      Z17, Z14, Z14
+	VPMADDUBSW      Z17, Z7, Z17
+	VPSUBW          Z17, Z14, Z14
+	VPDPWSSD        Z16, Z14, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPERMB          196(CX), Z1, Z15
+	VPMADDUBSW      Z15, Z14, Z14
+	VPMADDUBSW      Z15, Z7, Z15
+	VPSUBW          Z15, Z14, Z14
+	VPDPWSSD        Z10, Z14, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          (CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ3KVBMIVNNI
+
+donedotQ3KVBMIVNNI:
 	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA xpermb64<>+0(SB)/4, $0x18100800
+DATA xpermb64<>+4(SB)/4, $0x19110901
+DATA xpermb64<>+8(SB)/4, $0x1a120a02
+DATA xpermb64<>+12(SB)/4, $0x1b130b03
+DATA xpermb64<>+16(SB)/4, $0x1c140c04
+DATA xpermb64<>+20(SB)/4, $0x1d150d05
+DATA xpermb64<>+24(SB)/4, $0x1e160e06
+DATA xpermb64<>+28(SB)/4, $0x1f170f07
+DATA xpermb64<>+32(SB)/4, $0x38302820
+DATA xpermb64<>+36(SB)/4, $0x39312921
+DATA xpermb64<>+40(SB)/4, $0x3a322a22
+DATA xpermb64<>+44(SB)/4, $0x3b332b23
+DATA xpermb64<>+48(SB)/4, $0x3c342c24
+DATA xpermb64<>+52(SB)/4, $0x3d352d25
+DATA xpermb64<>+56(SB)/4, $0x3e362e26
+DATA xpermb64<>+60(SB)/4, $0x3f372f27
+GLOBL xpermb64<>(SB), RODATA|NOPTR, $64
+
+// func dotQ3KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ3KVBMIx4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VMOVDQU64    xpermb64<>+0(SB), Z4
+	VMOVDQU64    xsidx0<>+0(SB), Z5
+	VMOVDQU64    xsidx1<>+0(SB), Z6
+	VMOVDQU64    xsidx2<>+0(SB), Z7
+	VMOVDQU64    xsidx3<>+0(SB), Z8
+	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	VPBROADCASTD c32_04040404<>+0(SB), Z10
+	VPBROADCASTD c32_00200020<>+0(SB), Z11
+	TESTQ        DX, DX
+	JZ           donedotQ3KVBMIx4VNNI
+
+loopdotQ3KVBMIx4VNNI:
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Z13
+	VPSHUFB         q3a_z<>+0(SB), Z13, Z14
+	VPSRLVD         q3ash_z<>+0(SB), Z14, Z14
+	VPANDD          q3am_z<>+0(SB), Z14, Z14
+	VPSHUFB         q3t_z<>+0(SB), Z13, Z13
+	VPSLLVD         q3tl_z<>+0(SB), Z13, Z13
+	VPSRLVD         q3tr_z<>+0(SB), Z13, Z13
+	VPANDD          q3tm_z<>+0(SB), Z13, Z13
+	VPORD           Z13, Z14, Z14
+	VPMOVZXBW       X14, Y15
+	VPSUBW          Y11, Y15, Y15
+	VBROADCASTI64X4 (AX), Z13
+	VPERMB          Z13, Z4, Z13
+	VBROADCASTI64X4 32(AX), Z14
+	VPERMB          Z14, Z4, Z16
+	VPSRLVW         shift_0_2<>+0(SB), Z16, Z14
+	VPANDD          Z9, Z14, Z14
+	VPTESTMB        runbits<>+0(SB), Z13, K1
+	VPADDB          Z10, Z14, K1, Z14
+	VPERMD          Z15, Z5, Z17
+	VPERMB          4(CX), Z4, Z18
+	VPMADDUBSW      Z18, Z14, Z19
+	VPMADDUBSW      Z18, Z10, Z18
+	VPSUBW          Z18, Z19, Z19
+	VPMADDWD        Z17, Z19, Z18
+	VPERMB          4(CX)(BX*1), Z4, Z19
+	VPMADDUBSW      Z19, Z14, Z20
+	VPMADDUBSW      Z19, Z10, Z19
+	VPSUBW          Z19, Z20, Z20
+	VPMADDWD        Z17, Z20, Z19
+	VPERMB          4(CX)(BX*2), Z4, Z20
+	VPMADDUBSW      Z20, Z14, Z21
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z21, Z21
+	VPMADDWD        Z17, Z21, Z20
+	VPERMB          4(CX)(SI*1), Z4, Z21
+	VPMADDUBSW      Z21, Z14, Z14
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z14, Z14
+	VPMADDWD        Z17, Z14, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z16, Z16
+	VPANDD          Z9, Z16, Z16
+	VPTESTMB        runbits<>+64(SB), Z13, K1
+	VPADDB          Z10, Z16, K1, Z16
+	VPERMD          Z15, Z6, Z17
+	VPERMB          68(CX), Z4, Z21
+	VPMADDUBSW      Z21, Z16, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z17, Z22, Z18
+	VPERMB          68(CX)(BX*1), Z4, Z21
+	VPMADDUBSW      Z21, Z16, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z17, Z22, Z19
+	VPERMB          68(CX)(BX*2), Z4, Z21
+	VPMADDUBSW      Z21, Z16, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z17, Z22, Z20
+	VPERMB          68(CX)(SI*1), Z4, Z21
+	VPMADDUBSW      Z21, Z16, Z16
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z16, Z16
+	VPDPWSSD        Z17, Z16, Z14
+	VBROADCASTI64X4 64(AX), Z16
+	VPERMB          Z16, Z4, Z17
+	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
+	VPANDD          Z9, Z16, Z16
+	VPTESTMB        runbits<>+128(SB), Z13, K1
+	VPADDB          Z10, Z16, K1, Z16
+	VPERMD          Z15, Z7, Z21
+	VPERMB          132(CX), Z4, Z22
+	VPMADDUBSW      Z22, Z16, Z23
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z23, Z23
+	VPDPWSSD        Z21, Z23, Z18
+	VPERMB          132(CX)(BX*1), Z4, Z22
+	VPMADDUBSW      Z22, Z16, Z23
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z23, Z23
+	VPDPWSSD        Z21, Z23, Z19
+	VPERMB          132(CX)(BX*2), Z4, Z22
+	VPMADDUBSW      Z22, Z16, Z23
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z23, Z23
+	VPDPWSSD        Z21, Z23, Z20
+	VPERMB          132(CX)(SI*1), Z4, Z22
+	VPMADDUBSW      Z22, Z16, Z16
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z16, Z16
+	VPDPWSSD        Z21, Z16, Z14
+	VPSRLVW         shift_4_6<>+0(SB), Z17, Z16
+	VPANDD          Z9, Z16, Z16
+	VPTESTMB        runbits<>+192(SB), Z13, K1
+	VPADDB          Z10, Z16, K1, Z16
+	VPERMD          Z15, Z8, Z13
+	VPERMB          196(CX), Z4, Z17
+	VPMADDUBSW      Z17, Z16, Z21
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z21, Z21
+	VPDPWSSD        Z13, Z21, Z18
+	VPERMB          196(CX)(BX*1), Z4, Z17
+	VPMADDUBSW      Z17, Z16, Z21
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z21, Z21
+	VPDPWSSD        Z13, Z21, Z19
+	VPERMB          196(CX)(BX*2), Z4, Z17
+	VPMADDUBSW      Z17, Z16, Z21
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z21, Z21
+	VPDPWSSD        Z13, Z21, Z20
+	VPERMB          196(CX)(SI*1), Z4, Z17
+	VPMADDUBSW      Z17, Z16, Z16
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z16, Z16
+	VPDPWSSD        Z13, Z16, Z14
+	VEXTRACTI64X4   $0x01, Z18, Y13
+	VPADDD          Y13, Y18, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX), X12, X15
+	VBROADCASTSS    X15, Y15
+	VMULPS          Y15, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z19, Y13
+	VPADDD          Y13, Y19, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX)(BX*1), X12, X15
+	VBROADCASTSS    X15, Y15
+	VMULPS          Y15, Y13, Y13
+	VADDPS          Y13, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z20, Y13
+	VPADDD          Y13, Y20, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX)(BX*2), X12, X15
+	VBROADCASTSS    X15, Y15
+	VMULPS          Y15, Y13, Y13
+	VADDPS          Y13, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z14, Y13
+	VPADDD          Y13, Y14, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULSS          (CX)(SI*1), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y3, Y3
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ3KVBMIx4VNNI
+
+donedotQ3KVBMIx4VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
 	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X1, X4, X4
+	VMOVHLPS      X0, X0, X1
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 12(AX)
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KVBMIVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ6KVBMIVNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermb64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	TESTQ        DX, DX
+	JZ           donedotQ6KVBMIVNNI
+
+loopdotQ6KVBMIVNNI:
+	VPBROADCASTW    208(AX), X9
+	VCVTPH2PS       X9, X9
+	VPMOVSXBW       192(AX), Y8
+	VPERMB          (AX), Z1, Z11
+	VBROADCASTI64X4 128(AX), Z10
+	VPERMB          Z10, Z1, Z10
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z10, Z12
+	VPSLLVW         shift_4_2<>+0(SB), Z12, Z10
+	VPTERNLOGD      $0xd8, Z6, Z11, Z10
+	VPERMD          Z8, Z2, Z13
+	VPERMB          4(CX), Z1, Z14
+	VPMADDUBSW      Z14, Z10, Z10
+	VPMADDUBSW      Z14, Z7, Z14
+	VPSUBW          Z14, Z10, Z10
+	VPMADDWD        Z13, Z10, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z12, Z12
+	VPSRLW          $0x04, Z11, Z11
+	VPTERNLOGD      $0xd8, Z6, Z11, Z12
+	VPERMD          Z8, Z3, Z11
+	VPERMB          68(CX), Z1, Z13
+	VPMADDUBSW      Z13, Z12, Z12
+	VPMADDUBSW      Z13, Z7, Z13
+	VPSUBW          Z13, Z12, Z12
+	VPMADDWD        Z11, Z12, Z11
+	VPERMB          64(AX), Z1, Z13
+	VBROADCASTI64X4 160(AX), Z12
+	VPERMB          Z12, Z1, Z12
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z12, Z14
+	VPSLLVW         shift_4_2<>+0(SB), Z14, Z12
+	VPTERNLOGD      $0xd8, Z6, Z13, Z12
+	VPERMD          Z8, Z4, Z15
+	VPERMB          132(CX), Z1, Z16
+	VPMADDUBSW      Z16, Z12, Z12
+	VPMADDUBSW      Z16, Z7, Z16
+	VPSUBW          Z16, Z12, Z12
+	VPDPWSSD        Z15, Z12, Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z14, Z12
+	VPSRLW          $0x04, Z13, Z13
+	VPTERNLOGD      $0xd8, Z6, Z13, Z12
+	VPERMD          Z8, Z5, Z13
+	VPERMB          196(CX), Z1, Z14
+	VPMADDUBSW      Z14, Z12, Z12
+	VPMADDUBSW      Z14, Z7, Z14
+	VPSUBW          Z14, Z12, Z12
+	VPDPWSSD        Z13, Z12, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y8
+	VPADDD          Y8, Y10, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          (CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ6KVBMIVNNI
+
+donedotQ6KVBMIVNNI:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ6KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ6KVBMIx4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VMOVDQU64    xpermb64<>+0(SB), Z4
+	VMOVDQU64    xsidx0<>+0(SB), Z5
+	VMOVDQU64    xsidx1<>+0(SB), Z6
+	VMOVDQU64    xsidx2<>+0(SB), Z7
+	VMOVDQU64    xsidx3<>+0(SB), Z8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z9
+	VPBROADCASTD c32_30303030<>+0(SB), Z10
+	VPBROADCASTD c32_20202020<>+0(SB), Z10
+	TESTQ        DX, DX
+	JZ           donedotQ6KVBMIx4VNNI
+
+loopdotQ6KVBMIx4VNNI:
+	VPBROADCASTW    208(AX), X12
+	VCVTPH2PS       X12, X12
+	VPMOVSXBW       192(AX), Y11
+	VPERMB          (AX), Z4, Z14
+	VBROADCASTI64X4 128(AX), Z13
+	VPERMB          Z13, Z4, Z13
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z13, Z15
+	VPSLLVW         shift_4_2<>+0(SB), Z15, Z13
+	VPTERNLOGD      $0xd8, Z9, Z14, Z13
+	VPERMD          Z11, Z5, Z16
+	VPERMB          4(CX), Z4, Z17
+	VPMADDUBSW      Z17, Z13, Z18
+	VPMADDUBSW      Z17, Z10, Z17
+	VPSUBW          Z17, Z18, Z18
+	VPMADDWD        Z16, Z18, Z17
+	VPERMB          4(CX)(BX*1), Z4, Z18
+	VPMADDUBSW      Z18, Z13, Z19
+	VPMADDUBSW      Z18, Z10, Z18
+	VPSUBW          Z18, Z19, Z19
+	VPMADDWD        Z16, Z19, Z18
+	VPERMB          4(CX)(BX*2), Z4, Z19
+	VPMADDUBSW      Z19, Z13, Z20
+	VPMADDUBSW      Z19, Z10, Z19
+	VPSUBW          Z19, Z20, Z20
+	VPMADDWD        Z16, Z20, Z19
+	VPERMB          4(CX)(SI*1), Z4, Z20
+	VPMADDUBSW      Z20, Z13, Z13
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z13, Z13
+	VPMADDWD        Z16, Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z15
+	VPSRLW          $0x04, Z14, Z14
+	VPTERNLOGD      $0xd8, Z9, Z14, Z15
+	VPERMD          Z11, Z6, Z14
+	VPERMB          68(CX), Z4, Z16
+	VPMADDUBSW      Z16, Z15, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z14, Z20, Z17
+	VPERMB          68(CX)(BX*1), Z4, Z16
+	VPMADDUBSW      Z16, Z15, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z14, Z20, Z18
+	VPERMB          68(CX)(BX*2), Z4, Z16
+	VPMADDUBSW      Z16, Z15, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z14, Z20, Z19
+	VPERMB          68(CX)(SI*1), Z4, Z16
+	VPMADDUBSW      Z16, Z15, Z15
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z15, Z15
+	VPDPWSSD        Z14, Z15, Z13
+	VPERMB          64(AX), Z4, Z15
+	VBROADCASTI64X4 160(AX), Z14
+	VPERMB          Z14, Z4, Z14
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z14, Z16
+	VPSLLVW         shift_4_2<>+0(SB), Z16, Z14
+	VPTERNLOGD      $0xd8, Z9, Z15, Z14
+	VPERMD          Z11, Z7, Z20
+	VPERMB          132(CX), Z4, Z21
+	VPMADDUBSW      Z21, Z14, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z20, Z22, Z17
+	VPERMB          132(CX)(BX*1), Z4, Z21
+	VPMADDUBSW      Z21, Z14, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z20, Z22, Z18
+	VPERMB          132(CX)(BX*2), Z4, Z21
+	VPMADDUBSW      Z21, Z14, Z22
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z22, Z22
+	VPDPWSSD        Z20, Z22, Z19
+	VPERMB          132(CX)(SI*1), Z4, Z21
+	VPMADDUBSW      Z21, Z14, Z14
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z14, Z14
+	VPDPWSSD        Z20, Z14, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z16, Z14
+	VPSRLW          $0x04, Z15, Z15
+	VPTERNLOGD      $0xd8, Z9, Z15, Z14
+	VPERMD          Z11, Z8, Z15
+	VPERMB          196(CX), Z4, Z16
+	VPMADDUBSW      Z16, Z14, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z15, Z20, Z17
+	VPERMB          196(CX)(BX*1), Z4, Z16
+	VPMADDUBSW      Z16, Z14, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z15, Z20, Z18
+	VPERMB          196(CX)(BX*2), Z4, Z16
+	VPMADDUBSW      Z16, Z14, Z20
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z20, Z20
+	VPDPWSSD        Z15, Z20, Z19
+	VPERMB          196(CX)(SI*1), Z4, Z16
+	VPMADDUBSW      Z16, Z14, Z14
+	VPMADDUBSW      Z16, Z10, Z16
+	VPSUBW          Z16, Z14, Z14
+	VPDPWSSD        Z15, Z14, Z13
+	VEXTRACTI64X4   $0x01, Z17, Y11
+	VPADDD          Y11, Y17, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX), X12, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y11, Y11
+	VADDPS          Y11, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z18, Y11
+	VPADDD          Y11, Y18, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX)(BX*1), X12, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y11, Y11
+	VADDPS          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z19, Y11
+	VPADDD          Y11, Y19, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX)(BX*2), X12, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y11, Y11
+	VADDPS          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z13, Y11
+	VPADDD          Y11, Y13, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULSS          (CX)(SI*1), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y11, Y11
+	VADDPS          Y11, Y3, Y3
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ6KVBMIx4VNNI
+
+donedotQ6KVBMIx4VNNI:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X4, X4
+	VMOVHLPS      X0, X0, X1
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -5529,102 +6554,134 @@ donedotQ2Kx4VNNI256:
 	RET
 
 // func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
-TEXT ·dotQ3KVNNI256(SB), NOSPLIT, $0-28
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ3KVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
-	VPBROADCASTD c32_00200020<>+0(SB), Y1
+	VMOVDQU64    xpermd32<>+0(SB), Y1
 	VPBROADCASTD c32_03030303<>+0(SB), Y2
 	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
 	TESTQ        DX, DX
 	JZ           donedotQ3KVNNI256
 
 loopdotQ3KVNNI256:
-	VPBROADCASTW    108(AX), X4
-	VCVTPH2PS       X4, X4
-	VBROADCASTI32X4 94(AX), Y5
-	VPSHUFB         q3a_y<>+0(SB), Y5, Y6
-	VPSRLVD         q3ash_y<>+0(SB), Y6, Y6
-	VPANDD          q3am_y<>+0(SB), Y6, Y6
-	VPSHUFB         q3t_y<>+0(SB), Y5, Y5
-	VPSLLVD         q3tl_y<>+0(SB), Y5, Y5
-	VPSRLVD         q3tr_y<>+0(SB), Y5, Y5
-	VPANDD          q3tm_y<>+0(SB), Y5, Y5
-	VPORD           Y5, Y6, Y6
-	VPMOVZXBW       X6, Y5
-	VPSUBW          Y1, Y5, Y5
-	VPMADDWD        260(CX), Y5, Y6
-	VPSLLD          $0x02, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VBROADCASTSS    (CX), X7
-	VMULPS          X4, X7, X7
-	VBROADCASTSS    X7, Y4
-	VFNMADD231PS    Y6, Y4, Y0
-	VPERMQ          $0x44, Y5, Y4
-	VPERMQ          $0xee, Y5, Y5
-	VMOVDQU64       (AX), Y6
-	VMOVDQU64       32(AX), Y9
-	VPANDD          Y2, Y9, Y8
-	VPTESTMB        runbits<>+0(SB), Y6, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPSHUFB         scidxw<>+0(SB), Y4, Y10
-	VPMADDUBSW      4(CX), Y8, Y8
-	VPMADDWD        Y10, Y8, Y8
-	VPSRLW          $0x02, Y9, Y10
-	VPANDD          Y2, Y10, Y10
-	VPTESTMB        runbits<>+32(SB), Y6, K1
-	VPADDB          Y3, Y10, K1, Y10
-	VPSHUFB         scidxw<>+32(SB), Y4, Y11
-	VPMADDUBSW      36(CX), Y10, Y10
-	VPMADDWD        Y11, Y10, Y10
-	VPSRLW          $0x04, Y9, Y11
-	VPANDD          Y2, Y11, Y11
-	VPTESTMB        runbits<>+64(SB), Y6, K1
-	VPADDB          Y3, Y11, K1, Y11
-	VPSHUFB         scidxw<>+64(SB), Y4, Y12
-	VPMADDUBSW      68(CX), Y11, Y11
-	VPDPWSSD        Y12, Y11, Y8
-	VPSRLW          $0x06, Y9, Y9
+	VPBROADCASTW    108(AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTI32X4 94(AX), Y6
+	VPSHUFB         q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD         q3ash_y<>+0(SB), Y7, Y7
+	VPANDD          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB         q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD         q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD         q3tr_y<>+0(SB), Y6, Y6
+	VPANDD          q3tm_y<>+0(SB), Y6, Y6
+	VPORD           Y6, Y7, Y7
+	VPMOVZXBW       X7, Y6
+	VPSUBW          Y4, Y6, Y6
+	VPERMD          (AX), Y1, Y7
+	VPSHUFB         xpshufb32<>+0(SB), Y7, Y7
+	VMOVDQU64       Y6, (SP)
+	VPERMD          32(AX), Y1, Y8
+	VPSHUFB         xpshufb32<>+0(SB), Y8, Y8
+	VMOVDQA64       Y8, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+0(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPBROADCASTD    (SP), Y9
+	VPERMD          4(CX), Y1, Y10
+	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW      Y10, Y6, Y6
+	VPMADDUBSW      Y10, Y3, Y10
+	VPSUBW          Y10, Y6, Y6
+	VPMADDWD        Y9, Y6, Y6
+	VPSRLW          $0x02, Y8, Y9
 	VPANDD          Y2, Y9, Y9
-	VPTESTMB        runbits<>+96(SB), Y6, K1
+	VPTESTMB        runbits<>+32(SB), Y7, K1
 	VPADDB          Y3, Y9, K1, Y9
-	VPSHUFB         scidxw<>+96(SB), Y4, Y4
-	VPMADDUBSW      100(CX), Y9, Y9
-	VPDPWSSD        Y4, Y9, Y10
-	VMOVDQU64       64(AX), Y9
-	VPANDD          Y2, Y9, Y4
-	VPTESTMB        runbits<>+128(SB), Y6, K1
-	VPADDB          Y3, Y4, K1, Y4
-	VPSHUFB         scidxw<>+128(SB), Y5, Y11
-	VPMADDUBSW      132(CX), Y4, Y4
-	VPDPWSSD        Y11, Y4, Y8
-	VPSRLW          $0x02, Y9, Y4
-	VPANDD          Y2, Y4, Y4
-	VPTESTMB        runbits<>+160(SB), Y6, K1
-	VPADDB          Y3, Y4, K1, Y4
-	VPSHUFB         scidxw<>+160(SB), Y5, Y11
-	VPMADDUBSW      164(CX), Y4, Y4
-	VPDPWSSD        Y11, Y4, Y10
-	VPSRLW          $0x04, Y9, Y4
-	VPANDD          Y2, Y4, Y4
-	VPTESTMB        runbits<>+192(SB), Y6, K1
-	VPADDB          Y3, Y4, K1, Y4
-	VPSHUFB         scidxw<>+192(SB), Y5, Y11
-	VPMADDUBSW      196(CX), Y4, Y4
-	VPDPWSSD        Y11, Y4, Y8
-	VPSRLW          $0x06, Y9, Y4
-	VPANDD          Y2, Y4, Y4
-	VPTESTMB        runbits<>+224(SB), Y6, K1
-	VPADDB          Y3, Y4, K1, Y4
-	VPSHUFB         scidxw<>+224(SB), Y5, Y5
-	VPMADDUBSW      228(CX), Y4, Y4
-	VPDPWSSD        Y5, Y4, Y10
-	VPADDD          Y10, Y8, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y4
-	VFMADD231PS     Y8, Y4, Y0
+	VPBROADCASTD    4(SP), Y10
+	VPERMD          36(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y9, Y9
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y9, Y9
+	VPMADDWD        Y10, Y9, Y9
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y2, Y10, Y10
+	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPADDB          Y3, Y10, K1, Y10
+	VPBROADCASTD    8(SP), Y11
+	VPERMD          68(CX), Y1, Y12
+	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW      Y12, Y10, Y10
+	VPMADDUBSW      Y12, Y3, Y12
+	VPSUBW          Y12, Y10, Y10
+	VPDPWSSD        Y11, Y10, Y6
+	VPSRLW          $0x06, Y8, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    12(SP), Y10
+	VPERMD          100(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y8, Y8
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y8, Y8
+	VPDPWSSD        Y10, Y8, Y9
+	VPERMD          64(AX), Y1, Y10
+	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA64       Y10, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+128(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    16(SP), Y11
+	VPERMD          132(CX), Y1, Y12
+	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW      Y12, Y8, Y8
+	VPMADDUBSW      Y12, Y3, Y12
+	VPSUBW          Y12, Y8, Y8
+	VPDPWSSD        Y11, Y8, Y6
+	VPSRLW          $0x02, Y10, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+160(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    20(SP), Y11
+	VPERMD          164(CX), Y1, Y12
+	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW      Y12, Y8, Y8
+	VPMADDUBSW      Y12, Y3, Y12
+	VPSUBW          Y12, Y8, Y8
+	VPDPWSSD        Y11, Y8, Y9
+	VPSRLW          $0x04, Y10, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+192(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    24(SP), Y11
+	VPERMD          196(CX), Y1, Y12
+	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW      Y12, Y8, Y8
+	VPMADDUBSW      Y12, Y3, Y12
+	VPSUBW          Y12, Y8, Y8
+	VPDPWSSD        Y11, Y8, Y6
+	VPSRLW          $0x06, Y10, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+224(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    28(SP), Y7
+	VPERMD          228(CX), Y1, Y10
+	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW      Y10, Y8, Y8
+	VPMADDUBSW      Y10, Y3, Y10
+	VPSUBW          Y10, Y8, Y8
+	VPDPWSSD        Y7, Y8, Y9
+	VPADDD          Y9, Y6, Y6
+	VCVTDQ2PS       Y6, Y6
+	VMULSS          (CX), X5, X5
+	VBROADCASTSS    X5, Y5
+	VMULPS          Y5, Y6, Y6
+	VADDPS          Y6, Y0, Y0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -5632,14 +6689,43 @@ loopdotQ3KVNNI256:
 
 donedotQ3KVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
+
+DATA xpermd32<>+0(SB)/4, $0x00000000
+DATA xpermd32<>+4(SB)/4, $0x00000002
+DATA xpermd32<>+8(SB)/4, $0x00000004
+DATA xpermd32<>+12(SB)/4, $0x00000006
+DATA xpermd32<>+16(SB)/4, $0x00000001
+DATA xpermd32<>+20(SB)/4, $0x00000003
+DATA xpermd32<>+24(SB)/4, $0x00000005
+DATA xpermd32<>+28(SB)/4, $0x00000007
+GLOBL xpermd32<>(SB), RODATA|NOPTR, $32
+
+DATA xpshufb32<>+0(SB)/4, $0x0c080400
+DATA xpshufb32<>+4(SB)/4, $0x0d090501
+DATA xpshufb32<>+8(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+12(SB)/4, $0x0f0b0703
+DATA xpshufb32<>+16(SB)/4, $0x0c080400
+DATA xpshufb32<>+20(SB)/4, $0x0d090501
+DATA xpshufb32<>+24(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+28(SB)/4, $0x0f0b0703
+GLOBL xpshufb32<>(SB), RODATA|NOPTR, $32
 
 DATA q3a_y<>+0(SB)/4, $0x05040302
 DATA q3a_y<>+4(SB)/4, $0x09080706
@@ -5712,8 +6798,8 @@ DATA q3tm_y<>+28(SB)/4, $0x30303030
 GLOBL q3tm_y<>(SB), RODATA|NOPTR, $32
 
 // func dotQ3Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
-TEXT ·dotQ3Kx4VNNI256(SB), NOSPLIT, $0-40
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ3Kx4VNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
@@ -5723,181 +6809,286 @@ TEXT ·dotQ3Kx4VNNI256(SB), NOSPLIT, $0-40
 	VPXORD       Y1, Y1, Y1
 	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	VMOVDQU64    xpermd32<>+0(SB), Y4
 	VPBROADCASTD c32_03030303<>+0(SB), Y5
 	VPBROADCASTD c32_04040404<>+0(SB), Y6
+	VPBROADCASTD c32_00200020<>+0(SB), Y7
 	TESTQ        DX, DX
 	JZ           donedotQ3Kx4VNNI256
 
 loopdotQ3Kx4VNNI256:
-	VPBROADCASTW    108(AX), X7
-	VCVTPH2PS       X7, X7
-	VBROADCASTI32X4 94(AX), Y8
-	VPSHUFB         q3a_y<>+0(SB), Y8, Y9
-	VPSRLVD         q3ash_y<>+0(SB), Y9, Y9
-	VPANDD          q3am_y<>+0(SB), Y9, Y9
-	VPSHUFB         q3t_y<>+0(SB), Y8, Y8
-	VPSLLVD         q3tl_y<>+0(SB), Y8, Y8
-	VPSRLVD         q3tr_y<>+0(SB), Y8, Y8
-	VPANDD          q3tm_y<>+0(SB), Y8, Y8
-	VPORD           Y8, Y9, Y9
-	VPMOVZXBW       X9, Y8
-	VPSUBW          Y4, Y8, Y8
-	VPMADDWD        260(CX), Y8, Y9
-	VPSLLD          $0x02, Y9, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    (CX), X10
-	VMULPS          X7, X10, X10
-	VBROADCASTSS    X10, Y10
-	VFNMADD231PS    Y9, Y10, Y0
-	VPMADDWD        260(CX)(BX*1), Y8, Y9
-	VPSLLD          $0x02, Y9, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    (CX)(BX*1), X10
-	VMULPS          X7, X10, X10
-	VBROADCASTSS    X10, Y10
-	VFNMADD231PS    Y9, Y10, Y1
-	VPMADDWD        260(CX)(BX*2), Y8, Y9
-	VPSLLD          $0x02, Y9, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    (CX)(BX*2), X10
-	VMULPS          X7, X10, X10
-	VBROADCASTSS    X10, Y10
-	VFNMADD231PS    Y9, Y10, Y2
-	VPMADDWD        260(CX)(SI*1), Y8, Y9
-	VPSLLD          $0x02, Y9, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    (CX)(SI*1), X10
-	VMULPS          X7, X10, X10
-	VBROADCASTSS    X10, Y10
-	VFNMADD231PS    Y9, Y10, Y3
-	VPERMQ          $0x44, Y8, Y9
-	VPERMQ          $0xee, Y8, Y8
-	VMOVDQU64       (AX), Y10
-	VMOVDQU64       32(AX), Y12
-	VPANDD          Y5, Y12, Y11
+	VPBROADCASTW    108(AX), X8
+	VCVTPH2PS       X8, X8
+	VBROADCASTI32X4 94(AX), Y9
+	VPSHUFB         q3a_y<>+0(SB), Y9, Y10
+	VPSRLVD         q3ash_y<>+0(SB), Y10, Y10
+	VPANDD          q3am_y<>+0(SB), Y10, Y10
+	VPSHUFB         q3t_y<>+0(SB), Y9, Y9
+	VPSLLVD         q3tl_y<>+0(SB), Y9, Y9
+	VPSRLVD         q3tr_y<>+0(SB), Y9, Y9
+	VPANDD          q3tm_y<>+0(SB), Y9, Y9
+	VPORD           Y9, Y10, Y10
+	VPMOVZXBW       X10, Y9
+	VPSUBW          Y7, Y9, Y9
+	VPERMD          (AX), Y4, Y10
+	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQU64       Y9, (SP)
+	VPERMD          32(AX), Y4, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VMOVDQA64       Y11, Y9
+	VPANDD          Y5, Y9, Y9
 	VPTESTMB        runbits<>+0(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPSHUFB         scidxw<>+0(SB), Y9, Y13
-	VPMADDUBSW      4(CX), Y11, Y14
-	VPMADDWD        Y13, Y14, Y14
-	VPMADDUBSW      4(CX)(BX*1), Y11, Y15
-	VPMADDWD        Y13, Y15, Y15
-	VPMADDUBSW      4(CX)(BX*2), Y11, Y16
-	VPMADDWD        Y13, Y16, Y16
-	VPMADDUBSW      4(CX)(SI*1), Y11, Y11
-	VPMADDWD        Y13, Y11, Y11
-	VPSRLW          $0x02, Y12, Y13
-	VPANDD          Y5, Y13, Y13
-	VPTESTMB        runbits<>+32(SB), Y10, K1
-	VPADDB          Y6, Y13, K1, Y13
-	VPSHUFB         scidxw<>+32(SB), Y9, Y17
-	VPMADDUBSW      36(CX), Y13, Y18
-	VPDPWSSD        Y17, Y18, Y14
-	VPMADDUBSW      36(CX)(BX*1), Y13, Y18
-	VPDPWSSD        Y17, Y18, Y15
-	VPMADDUBSW      36(CX)(BX*2), Y13, Y18
-	VPDPWSSD        Y17, Y18, Y16
-	VPMADDUBSW      36(CX)(SI*1), Y13, Y13
-	VPDPWSSD        Y17, Y13, Y11
-	VPSRLW          $0x04, Y12, Y13
-	VPANDD          Y5, Y13, Y13
-	VPTESTMB        runbits<>+64(SB), Y10, K1
-	VPADDB          Y6, Y13, K1, Y13
-	VPSHUFB         scidxw<>+64(SB), Y9, Y17
-	VPMADDUBSW      68(CX), Y13, Y18
-	VPDPWSSD        Y17, Y18, Y14
-	VPMADDUBSW      68(CX)(BX*1), Y13, Y18
-	VPDPWSSD        Y17, Y18, Y15
-	VPMADDUBSW      68(CX)(BX*2), Y13, Y18
-	VPDPWSSD        Y17, Y18, Y16
-	VPMADDUBSW      68(CX)(SI*1), Y13, Y13
-	VPDPWSSD        Y17, Y13, Y11
-	VPSRLW          $0x06, Y12, Y12
+	VPADDB          Y6, Y9, K1, Y9
+	VPBROADCASTD    (SP), Y12
+	VPERMD          4(CX), Y4, Y13
+	VPSHUFB         xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW      Y13, Y9, Y14
+	VPMADDUBSW      Y13, Y6, Y13
+	VPSUBW          Y13, Y14, Y14
+	VPMADDWD        Y12, Y14, Y13
+	VPERMD          4(CX)(BX*1), Y4, Y14
+	VPSHUFB         xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW      Y14, Y9, Y15
+	VPMADDUBSW      Y14, Y6, Y14
+	VPSUBW          Y14, Y15, Y15
+	VPMADDWD        Y12, Y15, Y14
+	VPERMD          4(CX)(BX*2), Y4, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW      Y15, Y9, Y16
+	VPMADDUBSW      Y15, Y6, Y15
+	VPSUBW          Y15, Y16, Y16
+	VPMADDWD        Y12, Y16, Y15
+	VPERMD          4(CX)(SI*1), Y4, Y16
+	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW      Y16, Y9, Y9
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y9, Y9
+	VPMADDWD        Y12, Y9, Y9
+	VPSRLW          $0x02, Y11, Y12
 	VPANDD          Y5, Y12, Y12
-	VPTESTMB        runbits<>+96(SB), Y10, K1
+	VPTESTMB        runbits<>+32(SB), Y10, K1
 	VPADDB          Y6, Y12, K1, Y12
-	VPSHUFB         scidxw<>+96(SB), Y9, Y9
-	VPMADDUBSW      100(CX), Y12, Y13
-	VPDPWSSD        Y9, Y13, Y14
-	VPMADDUBSW      100(CX)(BX*1), Y12, Y13
-	VPDPWSSD        Y9, Y13, Y15
-	VPMADDUBSW      100(CX)(BX*2), Y12, Y13
-	VPDPWSSD        Y9, Y13, Y16
-	VPMADDUBSW      100(CX)(SI*1), Y12, Y12
-	VPDPWSSD        Y9, Y12, Y11
-	VMOVDQU64       64(AX), Y12
-	VPANDD          Y5, Y12, Y9
+	VPBROADCASTD    4(SP), Y16
+	VPERMD          36(CX), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMD          36(CX)(BX*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMD          36(CX)(BX*2), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          36(CX)(SI*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y12, Y12
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y9
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y5, Y12, Y12
+	VPTESTMB        runbits<>+64(SB), Y10, K1
+	VPADDB          Y6, Y12, K1, Y12
+	VPBROADCASTD    8(SP), Y16
+	VPERMD          68(CX), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMD          68(CX)(BX*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMD          68(CX)(BX*2), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          68(CX)(SI*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y12, Y12
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y9
+	VPSRLW          $0x06, Y11, Y11
+	VPANDD          Y5, Y11, Y11
+	VPTESTMB        runbits<>+96(SB), Y10, K1
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    12(SP), Y12
+	VPERMD          100(CX), Y4, Y16
+	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW      Y16, Y11, Y17
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y17, Y17
+	VPDPWSSD        Y12, Y17, Y13
+	VPERMD          100(CX)(BX*1), Y4, Y16
+	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW      Y16, Y11, Y17
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y17, Y17
+	VPDPWSSD        Y12, Y17, Y14
+	VPERMD          100(CX)(BX*2), Y4, Y16
+	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW      Y16, Y11, Y17
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y17, Y17
+	VPDPWSSD        Y12, Y17, Y15
+	VPERMD          100(CX)(SI*1), Y4, Y16
+	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW      Y16, Y11, Y11
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y11, Y11
+	VPDPWSSD        Y12, Y11, Y9
+	VPERMD          64(AX), Y4, Y12
+	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
+	VMOVDQA64       Y12, Y11
+	VPANDD          Y5, Y11, Y11
 	VPTESTMB        runbits<>+128(SB), Y10, K1
-	VPADDB          Y6, Y9, K1, Y9
-	VPSHUFB         scidxw<>+128(SB), Y8, Y13
-	VPMADDUBSW      132(CX), Y9, Y17
-	VPDPWSSD        Y13, Y17, Y14
-	VPMADDUBSW      132(CX)(BX*1), Y9, Y17
-	VPDPWSSD        Y13, Y17, Y15
-	VPMADDUBSW      132(CX)(BX*2), Y9, Y17
-	VPDPWSSD        Y13, Y17, Y16
-	VPMADDUBSW      132(CX)(SI*1), Y9, Y9
-	VPDPWSSD        Y13, Y9, Y11
-	VPSRLW          $0x02, Y12, Y9
-	VPANDD          Y5, Y9, Y9
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    16(SP), Y16
+	VPERMD          132(CX), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMD          132(CX)(BX*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMD          132(CX)(BX*2), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          132(CX)(SI*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y11, Y11
+	VPDPWSSD        Y16, Y11, Y9
+	VPSRLW          $0x02, Y12, Y11
+	VPANDD          Y5, Y11, Y11
 	VPTESTMB        runbits<>+160(SB), Y10, K1
-	VPADDB          Y6, Y9, K1, Y9
-	VPSHUFB         scidxw<>+160(SB), Y8, Y13
-	VPMADDUBSW      164(CX), Y9, Y17
-	VPDPWSSD        Y13, Y17, Y14
-	VPMADDUBSW      164(CX)(BX*1), Y9, Y17
-	VPDPWSSD        Y13, Y17, Y15
-	VPMADDUBSW      164(CX)(BX*2), Y9, Y17
-	VPDPWSSD        Y13, Y17, Y16
-	VPMADDUBSW      164(CX)(SI*1), Y9, Y9
-	VPDPWSSD        Y13, Y9, Y11
-	VPSRLW          $0x04, Y12, Y9
-	VPANDD          Y5, Y9, Y9
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    20(SP), Y16
+	VPERMD          164(CX), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMD          164(CX)(BX*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMD          164(CX)(BX*2), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          164(CX)(SI*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y11, Y11
+	VPDPWSSD        Y16, Y11, Y9
+	VPSRLW          $0x04, Y12, Y11
+	VPANDD          Y5, Y11, Y11
 	VPTESTMB        runbits<>+192(SB), Y10, K1
-	VPADDB          Y6, Y9, K1, Y9
-	VPSHUFB         scidxw<>+192(SB), Y8, Y13
-	VPMADDUBSW      196(CX), Y9, Y17
-	VPDPWSSD        Y13, Y17, Y14
-	VPMADDUBSW      196(CX)(BX*1), Y9, Y17
-	VPDPWSSD        Y13, Y17, Y15
-	VPMADDUBSW      196(CX)(BX*2), Y9, Y17
-	VPDPWSSD        Y13, Y17, Y16
-	VPMADDUBSW      196(CX)(SI*1), Y9, Y9
-	VPDPWSSD        Y13, Y9, Y11
-	VPSRLW          $0x06, Y12, Y9
-	VPANDD          Y5, Y9, Y9
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    24(SP), Y16
+	VPERMD          196(CX), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMD          196(CX)(BX*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMD          196(CX)(BX*2), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          196(CX)(SI*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y11, Y11
+	VPDPWSSD        Y16, Y11, Y9
+	VPSRLW          $0x06, Y12, Y11
+	VPANDD          Y5, Y11, Y11
 	VPTESTMB        runbits<>+224(SB), Y10, K1
-	VPADDB          Y6, Y9, K1, Y9
-	VPSHUFB         scidxw<>+224(SB), Y8, Y8
-	VPMADDUBSW      228(CX), Y9, Y10
-	VPDPWSSD        Y8, Y10, Y14
-	VPMADDUBSW      228(CX)(BX*1), Y9, Y10
-	VPDPWSSD        Y8, Y10, Y15
-	VPMADDUBSW      228(CX)(BX*2), Y9, Y10
-	VPDPWSSD        Y8, Y10, Y16
-	VPMADDUBSW      228(CX)(SI*1), Y9, Y9
-	VPDPWSSD        Y8, Y9, Y11
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    (CX), X8
-	VMULPS          X7, X8, X8
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    28(SP), Y10
+	VPERMD          228(CX), Y4, Y12
+	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW      Y12, Y11, Y16
+	VPMADDUBSW      Y12, Y6, Y12
+	VPSUBW          Y12, Y16, Y16
+	VPDPWSSD        Y10, Y16, Y13
+	VPERMD          228(CX)(BX*1), Y4, Y12
+	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW      Y12, Y11, Y16
+	VPMADDUBSW      Y12, Y6, Y12
+	VPSUBW          Y12, Y16, Y16
+	VPDPWSSD        Y10, Y16, Y14
+	VPERMD          228(CX)(BX*2), Y4, Y12
+	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW      Y12, Y11, Y16
+	VPMADDUBSW      Y12, Y6, Y12
+	VPSUBW          Y12, Y16, Y16
+	VPDPWSSD        Y10, Y16, Y15
+	VPERMD          228(CX)(SI*1), Y4, Y12
+	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW      Y12, Y11, Y11
+	VPMADDUBSW      Y12, Y6, Y12
+	VPSUBW          Y12, Y11, Y11
+	VPDPWSSD        Y10, Y11, Y9
+	VCVTDQ2PS       Y13, Y10
+	VMULSS          (CX), X8, X11
+	VBROADCASTSS    X11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	VCVTDQ2PS       Y14, Y10
+	VMULSS          (CX)(BX*1), X8, X11
+	VBROADCASTSS    X11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y1, Y1
+	VCVTDQ2PS       Y15, Y10
+	VMULSS          (CX)(BX*2), X8, X11
+	VBROADCASTSS    X11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y2, Y2
+	VCVTDQ2PS       Y9, Y9
+	VMULSS          (CX)(SI*1), X8, X8
 	VBROADCASTSS    X8, Y8
-	VFMADD231PS     Y14, Y8, Y0
-	VCVTDQ2PS       Y15, Y15
-	VBROADCASTSS    (CX)(BX*1), X8
-	VMULPS          X7, X8, X8
-	VBROADCASTSS    X8, Y8
-	VFMADD231PS     Y15, Y8, Y1
-	VCVTDQ2PS       Y16, Y16
-	VBROADCASTSS    (CX)(BX*2), X8
-	VMULPS          X7, X8, X8
-	VBROADCASTSS    X8, Y8
-	VFMADD231PS     Y16, Y8, Y2
-	VCVTDQ2PS       Y11, Y11
-	VBROADCASTSS    (CX)(SI*1), X8
-	VMULPS          X7, X8, X8
-	VBROADCASTSS    X8, Y7
-	VFMADD231PS     Y11, Y7, Y3
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -5906,135 +7097,191 @@ loopdotQ3Kx4VNNI256:
 donedotQ3Kx4VNNI256:
 	MOVQ          out+32(FP), AX
 	VEXTRACTF32X4 $0x01, Y0, X4
-	VADDPS        X4, X0, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (AX)
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
 	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
 	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VADDSS        X1, X4, X4
+	VMOVHLPS      X0, X0, X1
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
 	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 8(AX)
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
 	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 12(AX)
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
-TEXT ·dotQ6KVNNI256(SB), NOSPLIT, $0-28
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ6KVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
-	VPBROADCASTD c32_30303030<>+0(SB), Y2
+	VMOVDQU64    xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	VPBROADCASTD c32_30303030<>+0(SB), Y3
+	VPBROADCASTD c32_20202020<>+0(SB), Y3
 	TESTQ        DX, DX
 	JZ           donedotQ6KVNNI256
 
 loopdotQ6KVNNI256:
-	VPBROADCASTW 208(AX), X3
-	VCVTPH2PS    X3, X3
-	VPMOVSXBW    192(AX), Y4
-	VPMADDWD     260(CX), Y4, Y5
-	VPSLLD       $0x05, Y5, Y5
+	VPBROADCASTW 208(AX), X4
+	VCVTPH2PS    X4, X4
+	VPMOVSXBW    192(AX), Y5
+	VMOVDQU64    Y5, (SP)
+	VPERMD       (AX), Y1, Y6
+	VPSHUFB      xpshufb32<>+0(SB), Y6, Y6
+	VPERMD       32(AX), Y1, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
+	VPERMD       128(AX), Y1, Y5
+	VPSHUFB      xpshufb32<>+0(SB), Y5, Y5
+	VPBROADCASTD c32_33333333<>+0(SB), Y8
+	VPANDD       Y8, Y5, Y8
+	VPBROADCASTD c32_cccccccc<>+0(SB), Y9
+	VPANDD       Y9, Y5, Y9
+	VPSLLW       $0x04, Y8, Y5
+	VPTERNLOGD   $0xd8, Y2, Y6, Y5
+	VPBROADCASTD (SP), Y10
+	VPERMD       4(CX), Y1, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y5, Y5
+	VPMADDUBSW   Y11, Y3, Y11
+	VPSUBW       Y11, Y5, Y5
+	VPMADDWD     Y10, Y5, Y5
+	VPSLLW       $0x02, Y9, Y10
+	VPTERNLOGD   $0xd8, Y2, Y7, Y10
+	VPBROADCASTD 4(SP), Y11
+	VPERMD       36(CX), Y1, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y10, Y10
+	VPMADDUBSW   Y12, Y3, Y12
+	VPSUBW       Y12, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPSRLW       $0x04, Y6, Y6
+	VPTERNLOGD   $0xd8, Y2, Y6, Y8
+	VPBROADCASTD 8(SP), Y6
+	VPERMD       68(CX), Y1, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y8, Y8
+	VPMADDUBSW   Y11, Y3, Y11
+	VPSUBW       Y11, Y8, Y8
+	VPDPWSSD     Y6, Y8, Y5
+	VPSRLW       $0x02, Y9, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPTERNLOGD   $0xd8, Y2, Y7, Y6
+	VPBROADCASTD 12(SP), Y7
+	VPERMD       100(CX), Y1, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y6, Y6
+	VPDPWSSD     Y7, Y6, Y10
+	VPERMD       64(AX), Y1, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
+	VPERMD       96(AX), Y1, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPERMD       160(AX), Y1, Y6
+	VPSHUFB      xpshufb32<>+0(SB), Y6, Y6
+	VPBROADCASTD c32_33333333<>+0(SB), Y9
+	VPANDD       Y9, Y6, Y9
+	VPBROADCASTD c32_cccccccc<>+0(SB), Y11
+	VPANDD       Y11, Y6, Y11
+	VPSLLW       $0x04, Y9, Y6
+	VPTERNLOGD   $0xd8, Y2, Y7, Y6
+	VPBROADCASTD 16(SP), Y12
+	VPERMD       132(CX), Y1, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y6, Y6
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y6, Y6
+	VPDPWSSD     Y12, Y6, Y5
+	VPSLLW       $0x02, Y11, Y6
+	VPTERNLOGD   $0xd8, Y2, Y8, Y6
+	VPBROADCASTD 20(SP), Y12
+	VPERMD       164(CX), Y1, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y6, Y6
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y6, Y6
+	VPDPWSSD     Y12, Y6, Y10
+	VPSRLW       $0x04, Y7, Y6
+	VPTERNLOGD   $0xd8, Y2, Y6, Y9
+	VPBROADCASTD 24(SP), Y6
+	VPERMD       196(CX), Y1, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDUBSW   Y7, Y3, Y7
+	VPSUBW       Y7, Y9, Y9
+	VPDPWSSD     Y6, Y9, Y5
+	VPSRLW       $0x02, Y11, Y6
+	VPSRLW       $0x04, Y8, Y7
+	VPTERNLOGD   $0xd8, Y2, Y7, Y6
+	VPBROADCASTD 28(SP), Y7
+	VPERMD       228(CX), Y1, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y6, Y6
+	VPDPWSSD     Y7, Y6, Y10
+	VPADDD       Y10, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (CX), X6
-	VMULPS       X3, X6, X6
-	VBROADCASTSS X6, Y3
-	VFNMADD231PS Y5, Y3, Y0
-	VPERMQ       $0x44, Y4, Y3
-	VPERMQ       $0xee, Y4, Y4
-	VMOVDQU64    128(AX), Y8
-	VMOVDQU64    (AX), Y9
-	VMOVDQA64    Y9, Y5
-	VPANDD       Y1, Y5, Y5
-	VPSLLW       $0x04, Y8, Y7
-	VPANDD       Y2, Y7, Y7
-	VPORD        Y7, Y5, Y5
-	VPSHUFB      scidxw<>+0(SB), Y3, Y7
-	VPMADDUBSW   4(CX), Y5, Y5
-	VPMADDWD     Y7, Y5, Y5
-	VMOVDQU64    32(AX), Y11
-	VMOVDQA64    Y11, Y7
-	VPANDD       Y1, Y7, Y7
-	VPSLLW       $0x02, Y8, Y10
-	VPANDD       Y2, Y10, Y10
-	VPORD        Y10, Y7, Y7
-	VPSHUFB      scidxw<>+32(SB), Y3, Y10
-	VPMADDUBSW   36(CX), Y7, Y7
-	VPMADDWD     Y10, Y7, Y7
-	VPSRLW       $0x04, Y9, Y9
-	VPANDD       Y1, Y9, Y9
-	VMOVDQA64    Y8, Y10
-	VPANDD       Y2, Y10, Y10
-	VPORD        Y10, Y9, Y9
-	VPSHUFB      scidxw<>+64(SB), Y3, Y10
-	VPMADDUBSW   68(CX), Y9, Y9
-	VPDPWSSD     Y10, Y9, Y5
-	VPSRLW       $0x04, Y11, Y9
-	VPANDD       Y1, Y9, Y9
-	VPSRLW       $0x02, Y8, Y8
-	VPANDD       Y2, Y8, Y8
-	VPORD        Y8, Y9, Y9
-	VPSHUFB      scidxw<>+96(SB), Y3, Y3
-	VPMADDUBSW   100(CX), Y9, Y8
-	VPDPWSSD     Y3, Y8, Y7
-	VMOVDQU64    160(AX), Y9
-	VMOVDQU64    64(AX), Y10
-	VMOVDQA64    Y10, Y3
-	VPANDD       Y1, Y3, Y3
-	VPSLLW       $0x04, Y9, Y8
-	VPANDD       Y2, Y8, Y8
-	VPORD        Y8, Y3, Y3
-	VPSHUFB      scidxw<>+128(SB), Y4, Y8
-	VPMADDUBSW   132(CX), Y3, Y3
-	VPDPWSSD     Y8, Y3, Y5
-	VMOVDQU64    96(AX), Y11
-	VMOVDQA64    Y11, Y3
-	VPANDD       Y1, Y3, Y3
-	VPSLLW       $0x02, Y9, Y8
-	VPANDD       Y2, Y8, Y8
-	VPORD        Y8, Y3, Y3
-	VPSHUFB      scidxw<>+160(SB), Y4, Y8
-	VPMADDUBSW   164(CX), Y3, Y3
-	VPDPWSSD     Y8, Y3, Y7
-	VPSRLW       $0x04, Y10, Y3
-	VPANDD       Y1, Y3, Y3
-	VMOVDQA64    Y9, Y8
-	VPANDD       Y2, Y8, Y8
-	VPORD        Y8, Y3, Y3
-	VPSHUFB      scidxw<>+192(SB), Y4, Y8
-	VPMADDUBSW   196(CX), Y3, Y3
-	VPDPWSSD     Y8, Y3, Y5
-	VPSRLW       $0x04, Y11, Y3
-	VPANDD       Y1, Y3, Y3
-	VPSRLW       $0x02, Y9, Y8
-	VPANDD       Y2, Y8, Y8
-	VPORD        Y8, Y3, Y3
-	VPSHUFB      scidxw<>+224(SB), Y4, Y4
-	VPMADDUBSW   228(CX), Y3, Y3
-	VPDPWSSD     Y4, Y3, Y7
-	VPADDD       Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS X6, Y3
-	VFMADD231PS  Y5, Y3, Y0
+	VMULSS       (CX), X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y0, Y0
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -6042,18 +7289,33 @@ loopdotQ6KVNNI256:
 
 donedotQ6KVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
+DATA c32_33333333<>+0(SB)/4, $0x33333333
+GLOBL c32_33333333<>(SB), RODATA|NOPTR, $4
+
+DATA c32_cccccccc<>+0(SB)/4, $0xcccccccc
+GLOBL c32_cccccccc<>(SB), RODATA|NOPTR, $4
+
 // func dotQ6Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
-TEXT ·dotQ6Kx4VNNI256(SB), NOSPLIT, $0-40
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ6Kx4VNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
@@ -6063,183 +7325,276 @@ TEXT ·dotQ6Kx4VNNI256(SB), NOSPLIT, $0-40
 	VPXORD       Y1, Y1, Y1
 	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_30303030<>+0(SB), Y5
+	VMOVDQU64    xpermd32<>+0(SB), Y4
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y5
+	VPBROADCASTD c32_30303030<>+0(SB), Y6
+	VPBROADCASTD c32_20202020<>+0(SB), Y6
 	TESTQ        DX, DX
 	JZ           donedotQ6Kx4VNNI256
 
 loopdotQ6Kx4VNNI256:
-	VPBROADCASTW 208(AX), X6
-	VCVTPH2PS    X6, X6
-	VPMOVSXBW    192(AX), Y7
-	VPMADDWD     260(CX), Y7, Y8
-	VPSLLD       $0x05, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS (CX), X9
-	VMULPS       X6, X9, X9
-	VBROADCASTSS X9, Y9
-	VFNMADD231PS Y8, Y9, Y0
-	VPMADDWD     260(CX)(BX*1), Y7, Y8
-	VPSLLD       $0x05, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS (CX)(BX*1), X9
-	VMULPS       X6, X9, X9
-	VBROADCASTSS X9, Y9
-	VFNMADD231PS Y8, Y9, Y1
-	VPMADDWD     260(CX)(BX*2), Y7, Y8
-	VPSLLD       $0x05, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS (CX)(BX*2), X9
-	VMULPS       X6, X9, X9
-	VBROADCASTSS X9, Y9
-	VFNMADD231PS Y8, Y9, Y2
-	VPMADDWD     260(CX)(SI*1), Y7, Y8
-	VPSLLD       $0x05, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS (CX)(SI*1), X9
-	VMULPS       X6, X9, X9
-	VBROADCASTSS X9, Y9
-	VFNMADD231PS Y8, Y9, Y3
-	VPERMQ       $0x44, Y7, Y8
-	VPERMQ       $0xee, Y7, Y7
-	VMOVDQU64    128(AX), Y11
-	VMOVDQU64    (AX), Y9
-	VPANDD       Y4, Y9, Y9
-	VPSLLW       $0x04, Y11, Y10
-	VPANDD       Y5, Y10, Y10
-	VPORD        Y10, Y9, Y9
-	VPSHUFB      scidxw<>+0(SB), Y8, Y10
-	VPMADDUBSW   4(CX), Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPMADDUBSW   4(CX)(BX*1), Y9, Y13
-	VPMADDWD     Y10, Y13, Y13
-	VPMADDUBSW   4(CX)(BX*2), Y9, Y14
-	VPMADDWD     Y10, Y14, Y14
-	VPMADDUBSW   4(CX)(SI*1), Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VMOVDQU64    32(AX), Y10
-	VPANDD       Y4, Y10, Y10
-	VPSLLW       $0x02, Y11, Y15
-	VPANDD       Y5, Y15, Y15
-	VPORD        Y15, Y10, Y10
-	VPSHUFB      scidxw<>+32(SB), Y8, Y15
-	VPMADDUBSW   36(CX), Y10, Y16
-	VPDPWSSD     Y15, Y16, Y12
-	VPMADDUBSW   36(CX)(BX*1), Y10, Y16
-	VPDPWSSD     Y15, Y16, Y13
-	VPMADDUBSW   36(CX)(BX*2), Y10, Y16
-	VPDPWSSD     Y15, Y16, Y14
-	VPMADDUBSW   36(CX)(SI*1), Y10, Y10
-	VPDPWSSD     Y15, Y10, Y9
-	VMOVDQU64    (AX), Y10
+	VPBROADCASTW 208(AX), X7
+	VCVTPH2PS    X7, X7
+	VPMOVSXBW    192(AX), Y8
+	VMOVDQU64    Y8, (SP)
+	VPERMD       (AX), Y4, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPERMD       32(AX), Y4, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPERMD       128(AX), Y4, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPBROADCASTD c32_33333333<>+0(SB), Y11
+	VPANDD       Y11, Y8, Y11
+	VPBROADCASTD c32_cccccccc<>+0(SB), Y12
+	VPANDD       Y12, Y8, Y12
+	VPSLLW       $0x04, Y11, Y8
+	VPTERNLOGD   $0xd8, Y5, Y9, Y8
+	VPBROADCASTD (SP), Y13
+	VPERMD       4(CX), Y4, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y15
+	VPMADDUBSW   Y14, Y6, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y13, Y15, Y14
+	VPERMD       4(CX)(BX*1), Y4, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y8, Y16
+	VPMADDUBSW   Y15, Y6, Y15
+	VPSUBW       Y15, Y16, Y16
+	VPMADDWD     Y13, Y16, Y15
+	VPERMD       4(CX)(BX*2), Y4, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW   Y16, Y8, Y17
+	VPMADDUBSW   Y16, Y6, Y16
+	VPSUBW       Y16, Y17, Y17
+	VPMADDWD     Y13, Y17, Y16
+	VPERMD       4(CX)(SI*1), Y4, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW   Y17, Y8, Y8
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y8, Y8
+	VPMADDWD     Y13, Y8, Y8
+	VPSLLW       $0x02, Y12, Y13
+	VPTERNLOGD   $0xd8, Y5, Y10, Y13
+	VPBROADCASTD 4(SP), Y17
+	VPERMD       36(CX), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y13, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y14
+	VPERMD       36(CX)(BX*1), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y13, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y15
+	VPERMD       36(CX)(BX*2), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y13, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y16
+	VPERMD       36(CX)(SI*1), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y13, Y13
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y13, Y13
+	VPDPWSSD     Y17, Y13, Y8
+	VPSRLW       $0x04, Y9, Y9
+	VPTERNLOGD   $0xd8, Y5, Y9, Y11
+	VPBROADCASTD 8(SP), Y9
+	VPERMD       68(CX), Y4, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y17
+	VPMADDUBSW   Y13, Y6, Y13
+	VPSUBW       Y13, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y14
+	VPERMD       68(CX)(BX*1), Y4, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y17
+	VPMADDUBSW   Y13, Y6, Y13
+	VPSUBW       Y13, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y15
+	VPERMD       68(CX)(BX*2), Y4, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y17
+	VPMADDUBSW   Y13, Y6, Y13
+	VPSUBW       Y13, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y16
+	VPERMD       68(CX)(SI*1), Y4, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y11
+	VPMADDUBSW   Y13, Y6, Y13
+	VPSUBW       Y13, Y11, Y11
+	VPDPWSSD     Y9, Y11, Y8
+	VPSRLW       $0x02, Y12, Y9
 	VPSRLW       $0x04, Y10, Y10
-	VPANDD       Y4, Y10, Y10
-	VMOVDQA64    Y11, Y15
-	VPANDD       Y5, Y15, Y15
-	VPORD        Y15, Y10, Y10
-	VPSHUFB      scidxw<>+64(SB), Y8, Y15
-	VPMADDUBSW   68(CX), Y10, Y16
-	VPDPWSSD     Y15, Y16, Y12
-	VPMADDUBSW   68(CX)(BX*1), Y10, Y16
-	VPDPWSSD     Y15, Y16, Y13
-	VPMADDUBSW   68(CX)(BX*2), Y10, Y16
-	VPDPWSSD     Y15, Y16, Y14
-	VPMADDUBSW   68(CX)(SI*1), Y10, Y10
-	VPDPWSSD     Y15, Y10, Y9
-	VMOVDQU64    32(AX), Y10
-	VPSRLW       $0x04, Y10, Y10
-	VPANDD       Y4, Y10, Y10
-	VPSRLW       $0x02, Y11, Y11
-	VPANDD       Y5, Y11, Y11
-	VPORD        Y11, Y10, Y10
-	VPSHUFB      scidxw<>+96(SB), Y8, Y8
-	VPMADDUBSW   100(CX), Y10, Y11
-	VPDPWSSD     Y8, Y11, Y12
-	VPMADDUBSW   100(CX)(BX*1), Y10, Y11
-	VPDPWSSD     Y8, Y11, Y13
-	VPMADDUBSW   100(CX)(BX*2), Y10, Y11
-	VPDPWSSD     Y8, Y11, Y14
-	VPMADDUBSW   100(CX)(SI*1), Y10, Y10
-	VPDPWSSD     Y8, Y10, Y9
-	VMOVDQU64    160(AX), Y11
-	VMOVDQU64    64(AX), Y8
-	VPANDD       Y4, Y8, Y8
-	VPSLLW       $0x04, Y11, Y10
-	VPANDD       Y5, Y10, Y10
-	VPORD        Y10, Y8, Y8
-	VPSHUFB      scidxw<>+128(SB), Y7, Y10
-	VPMADDUBSW   132(CX), Y8, Y15
-	VPDPWSSD     Y10, Y15, Y12
-	VPMADDUBSW   132(CX)(BX*1), Y8, Y15
-	VPDPWSSD     Y10, Y15, Y13
-	VPMADDUBSW   132(CX)(BX*2), Y8, Y15
-	VPDPWSSD     Y10, Y15, Y14
-	VPMADDUBSW   132(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y10, Y8, Y9
-	VMOVDQU64    96(AX), Y8
-	VPANDD       Y4, Y8, Y8
-	VPSLLW       $0x02, Y11, Y10
-	VPANDD       Y5, Y10, Y10
-	VPORD        Y10, Y8, Y8
-	VPSHUFB      scidxw<>+160(SB), Y7, Y10
-	VPMADDUBSW   164(CX), Y8, Y15
-	VPDPWSSD     Y10, Y15, Y12
-	VPMADDUBSW   164(CX)(BX*1), Y8, Y15
-	VPDPWSSD     Y10, Y15, Y13
-	VPMADDUBSW   164(CX)(BX*2), Y8, Y15
-	VPDPWSSD     Y10, Y15, Y14
-	VPMADDUBSW   164(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y10, Y8, Y9
-	VMOVDQU64    64(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPANDD       Y4, Y8, Y8
-	VMOVDQA64    Y11, Y10
-	VPANDD       Y5, Y10, Y10
-	VPORD        Y10, Y8, Y8
-	VPSHUFB      scidxw<>+192(SB), Y7, Y10
-	VPMADDUBSW   196(CX), Y8, Y15
-	VPDPWSSD     Y10, Y15, Y12
-	VPMADDUBSW   196(CX)(BX*1), Y8, Y15
-	VPDPWSSD     Y10, Y15, Y13
-	VPMADDUBSW   196(CX)(BX*2), Y8, Y15
-	VPDPWSSD     Y10, Y15, Y14
-	VPMADDUBSW   196(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y10, Y8, Y9
-	VMOVDQU64    96(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPANDD       Y4, Y8, Y8
-	VPSRLW       $0x02, Y11, Y10
-	VPANDD       Y5, Y10, Y10
-	VPORD        Y10, Y8, Y8
-	VPSHUFB      scidxw<>+224(SB), Y7, Y7
-	VPMADDUBSW   228(CX), Y8, Y10
-	VPDPWSSD     Y7, Y10, Y12
-	VPMADDUBSW   228(CX)(BX*1), Y8, Y10
-	VPDPWSSD     Y7, Y10, Y13
-	VPMADDUBSW   228(CX)(BX*2), Y8, Y10
-	VPDPWSSD     Y7, Y10, Y14
-	VPMADDUBSW   228(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y7, Y8, Y9
-	VCVTDQ2PS    Y12, Y12
-	VBROADCASTSS (CX), X7
-	VMULPS       X6, X7, X7
+	VPTERNLOGD   $0xd8, Y5, Y10, Y9
+	VPBROADCASTD 12(SP), Y10
+	VPERMD       100(CX), Y4, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y14
+	VPERMD       100(CX)(BX*1), Y4, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y15
+	VPERMD       100(CX)(BX*2), Y4, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y16
+	VPERMD       100(CX)(SI*1), Y4, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y9, Y9
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y9, Y9
+	VPDPWSSD     Y10, Y9, Y8
+	VPERMD       64(AX), Y4, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPERMD       96(AX), Y4, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPERMD       160(AX), Y4, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPBROADCASTD c32_33333333<>+0(SB), Y12
+	VPANDD       Y12, Y9, Y12
+	VPBROADCASTD c32_cccccccc<>+0(SB), Y13
+	VPANDD       Y13, Y9, Y13
+	VPSLLW       $0x04, Y12, Y9
+	VPTERNLOGD   $0xd8, Y5, Y10, Y9
+	VPBROADCASTD 16(SP), Y17
+	VPERMD       132(CX), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y14
+	VPERMD       132(CX)(BX*1), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y15
+	VPERMD       132(CX)(BX*2), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y16
+	VPERMD       132(CX)(SI*1), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y9, Y9
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y9, Y9
+	VPDPWSSD     Y17, Y9, Y8
+	VPSLLW       $0x02, Y13, Y9
+	VPTERNLOGD   $0xd8, Y5, Y11, Y9
+	VPBROADCASTD 20(SP), Y17
+	VPERMD       164(CX), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y14
+	VPERMD       164(CX)(BX*1), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y15
+	VPERMD       164(CX)(BX*2), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y16
+	VPERMD       164(CX)(SI*1), Y4, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW   Y18, Y9, Y9
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y9, Y9
+	VPDPWSSD     Y17, Y9, Y8
+	VPSRLW       $0x04, Y10, Y9
+	VPTERNLOGD   $0xd8, Y5, Y9, Y12
+	VPBROADCASTD 24(SP), Y9
+	VPERMD       196(CX), Y4, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y12, Y17
+	VPMADDUBSW   Y10, Y6, Y10
+	VPSUBW       Y10, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y14
+	VPERMD       196(CX)(BX*1), Y4, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y12, Y17
+	VPMADDUBSW   Y10, Y6, Y10
+	VPSUBW       Y10, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y15
+	VPERMD       196(CX)(BX*2), Y4, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y12, Y17
+	VPMADDUBSW   Y10, Y6, Y10
+	VPSUBW       Y10, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y16
+	VPERMD       196(CX)(SI*1), Y4, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDUBSW   Y10, Y6, Y10
+	VPSUBW       Y10, Y12, Y12
+	VPDPWSSD     Y9, Y12, Y8
+	VPSRLW       $0x02, Y13, Y9
+	VPSRLW       $0x04, Y11, Y10
+	VPTERNLOGD   $0xd8, Y5, Y10, Y9
+	VPBROADCASTD 28(SP), Y10
+	VPERMD       228(CX), Y4, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y14
+	VPERMD       228(CX)(BX*1), Y4, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y15
+	VPERMD       228(CX)(BX*2), Y4, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y16
+	VPERMD       228(CX)(SI*1), Y4, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y9, Y9
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y9, Y9
+	VPDPWSSD     Y10, Y9, Y8
+	VCVTDQ2PS    Y14, Y9
+	VMULSS       (CX), X7, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VADDPS       Y9, Y0, Y0
+	VCVTDQ2PS    Y15, Y9
+	VMULSS       (CX)(BX*1), X7, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VADDPS       Y9, Y1, Y1
+	VCVTDQ2PS    Y16, Y9
+	VMULSS       (CX)(BX*2), X7, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VADDPS       Y9, Y2, Y2
+	VCVTDQ2PS    Y8, Y8
+	VMULSS       (CX)(SI*1), X7, X7
 	VBROADCASTSS X7, Y7
-	VFMADD231PS  Y12, Y7, Y0
-	VCVTDQ2PS    Y13, Y13
-	VBROADCASTSS (CX)(BX*1), X7
-	VMULPS       X6, X7, X7
-	VBROADCASTSS X7, Y7
-	VFMADD231PS  Y13, Y7, Y1
-	VCVTDQ2PS    Y14, Y14
-	VBROADCASTSS (CX)(BX*2), X7
-	VMULPS       X6, X7, X7
-	VBROADCASTSS X7, Y7
-	VFMADD231PS  Y14, Y7, Y2
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS (CX)(SI*1), X7
-	VMULPS       X6, X7, X7
-	VBROADCASTSS X7, Y6
-	VFMADD231PS  Y9, Y6, Y3
+	VMULPS       Y7, Y8, Y8
+	VADDPS       Y8, Y3, Y3
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -6248,33 +7603,1001 @@ loopdotQ6Kx4VNNI256:
 donedotQ6Kx4VNNI256:
 	MOVQ          out+32(FP), AX
 	VEXTRACTF32X4 $0x01, Y0, X4
-	VADDPS        X4, X0, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (AX)
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
 	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
 	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VADDSS        X1, X4, X4
+	VMOVHLPS      X0, X0, X1
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
 	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 8(AX)
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
 	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ3KVBMIVNNI256(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           donedotQ3KVBMIVNNI256
+
+loopdotQ3KVBMIVNNI256:
+	VPBROADCASTW    108(AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTI32X4 94(AX), Y6
+	VPSHUFB         q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD         q3ash_y<>+0(SB), Y7, Y7
+	VPANDD          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB         q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD         q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD         q3tr_y<>+0(SB), Y6, Y6
+	VPANDD          q3tm_y<>+0(SB), Y6, Y6
+	VPORD           Y6, Y7, Y7
+	VPMOVZXBW       X7, Y6
+	VPSUBW          Y4, Y6, Y6
+	VPERMB          (AX), Y1, Y7
+	VMOVDQU64       Y6, (SP)
+	VPERMB          32(AX), Y1, Y8
+	VMOVDQA64       Y8, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+0(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPBROADCASTD    (SP), Y9
+	VPERMB          4(CX), Y1, Y10
+	VPMADDUBSW      Y10, Y6, Y6
+	VPMADDUBSW      Y10, Y3, Y10
+	VPSUBW          Y10, Y6, Y6
+	VPMADDWD        Y9, Y6, Y6
+	VPSRLW          $0x02, Y8, Y9
+	VPANDD          Y2, Y9, Y9
+	VPTESTMB        runbits<>+32(SB), Y7, K1
+	VPADDB          Y3, Y9, K1, Y9
+	VPBROADCASTD    4(SP), Y10
+	VPERMB          36(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y9, Y9
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y9, Y9
+	VPMADDWD        Y10, Y9, Y9
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y2, Y10, Y10
+	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPADDB          Y3, Y10, K1, Y10
+	VPBROADCASTD    8(SP), Y11
+	VPERMB          68(CX), Y1, Y12
+	VPMADDUBSW      Y12, Y10, Y10
+	VPMADDUBSW      Y12, Y3, Y12
+	VPSUBW          Y12, Y10, Y10
+	VPDPWSSD        Y11, Y10, Y6
+	VPSRLW          $0x06, Y8, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    12(SP), Y10
+	VPERMB          100(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y8, Y8
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y8, Y8
+	VPDPWSSD        Y10, Y8, Y9
+	VPERMB          64(AX), Y1, Y10
+	VMOVDQA64       Y10, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+128(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    16(SP), Y11
+	VPERMB          132(CX), Y1, Y12
+	VPMADDUBSW      Y12, Y8, Y8
+	VPMADDUBSW      Y12, Y3, Y12
+	VPSUBW          Y12, Y8, Y8
+	VPDPWSSD        Y11, Y8, Y6
+	VPSRLW          $0x02, Y10, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+160(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    20(SP), Y11
+	VPERMB          164(CX), Y1, Y12
+	VPMADDUBSW      Y12, Y8, Y8
+	VPMADDUBSW      Y12, Y3, Y12
+	VPSUBW          Y12, Y8, Y8
+	VPDPWSSD        Y11, Y8, Y9
+	VPSRLW          $0x04, Y10, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+192(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    24(SP), Y11
+	VPERMB          196(CX), Y1, Y12
+	VPMADDUBSW      Y12, Y8, Y8
+	VPMADDUBSW      Y12, Y3, Y12
+	VPSUBW          Y12, Y8, Y8
+	VPDPWSSD        Y11, Y8, Y6
+	VPSRLW          $0x06, Y10, Y8
+	VPANDD          Y2, Y8, Y8
+	VPTESTMB        runbits<>+224(SB), Y7, K1
+	VPADDB          Y3, Y8, K1, Y8
+	VPBROADCASTD    28(SP), Y7
+	VPERMB          228(CX), Y1, Y10
+	VPMADDUBSW      Y10, Y8, Y8
+	VPMADDUBSW      Y10, Y3, Y10
+	VPSUBW          Y10, Y8, Y8
+	VPDPWSSD        Y7, Y8, Y9
+	VPADDD          Y9, Y6, Y6
+	VCVTDQ2PS       Y6, Y6
+	VMULSS          (CX), X5, X5
+	VBROADCASTSS    X5, Y5
+	VMULPS          Y5, Y6, Y6
+	VADDPS          Y6, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ3KVBMIVNNI256
+
+donedotQ3KVBMIVNNI256:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA xpermb32<>+0(SB)/4, $0x18100800
+DATA xpermb32<>+4(SB)/4, $0x19110901
+DATA xpermb32<>+8(SB)/4, $0x1a120a02
+DATA xpermb32<>+12(SB)/4, $0x1b130b03
+DATA xpermb32<>+16(SB)/4, $0x1c140c04
+DATA xpermb32<>+20(SB)/4, $0x1d150d05
+DATA xpermb32<>+24(SB)/4, $0x1e160e06
+DATA xpermb32<>+28(SB)/4, $0x1f170f07
+GLOBL xpermb32<>(SB), RODATA|NOPTR, $32
+
+// func dotQ3KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ3KVBMIx4VNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VMOVDQU64    xpermb32<>+0(SB), Y4
+	VPBROADCASTD c32_03030303<>+0(SB), Y5
+	VPBROADCASTD c32_04040404<>+0(SB), Y6
+	VPBROADCASTD c32_00200020<>+0(SB), Y7
+	TESTQ        DX, DX
+	JZ           donedotQ3KVBMIx4VNNI256
+
+loopdotQ3KVBMIx4VNNI256:
+	VPBROADCASTW    108(AX), X8
+	VCVTPH2PS       X8, X8
+	VBROADCASTI32X4 94(AX), Y9
+	VPSHUFB         q3a_y<>+0(SB), Y9, Y10
+	VPSRLVD         q3ash_y<>+0(SB), Y10, Y10
+	VPANDD          q3am_y<>+0(SB), Y10, Y10
+	VPSHUFB         q3t_y<>+0(SB), Y9, Y9
+	VPSLLVD         q3tl_y<>+0(SB), Y9, Y9
+	VPSRLVD         q3tr_y<>+0(SB), Y9, Y9
+	VPANDD          q3tm_y<>+0(SB), Y9, Y9
+	VPORD           Y9, Y10, Y10
+	VPMOVZXBW       X10, Y9
+	VPSUBW          Y7, Y9, Y9
+	VPERMB          (AX), Y4, Y10
+	VMOVDQU64       Y9, (SP)
+	VPERMB          32(AX), Y4, Y11
+	VMOVDQA64       Y11, Y9
+	VPANDD          Y5, Y9, Y9
+	VPTESTMB        runbits<>+0(SB), Y10, K1
+	VPADDB          Y6, Y9, K1, Y9
+	VPBROADCASTD    (SP), Y12
+	VPERMB          4(CX), Y4, Y13
+	VPMADDUBSW      Y13, Y9, Y14
+	VPMADDUBSW      Y13, Y6, Y13
+	VPSUBW          Y13, Y14, Y14
+	VPMADDWD        Y12, Y14, Y13
+	VPERMB          4(CX)(BX*1), Y4, Y14
+	VPMADDUBSW      Y14, Y9, Y15
+	VPMADDUBSW      Y14, Y6, Y14
+	VPSUBW          Y14, Y15, Y15
+	VPMADDWD        Y12, Y15, Y14
+	VPERMB          4(CX)(BX*2), Y4, Y15
+	VPMADDUBSW      Y15, Y9, Y16
+	VPMADDUBSW      Y15, Y6, Y15
+	VPSUBW          Y15, Y16, Y16
+	VPMADDWD        Y12, Y16, Y15
+	VPERMB          4(CX)(SI*1), Y4, Y16
+	VPMADDUBSW      Y16, Y9, Y9
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y9, Y9
+	VPMADDWD        Y12, Y9, Y9
+	VPSRLW          $0x02, Y11, Y12
+	VPANDD          Y5, Y12, Y12
+	VPTESTMB        runbits<>+32(SB), Y10, K1
+	VPADDB          Y6, Y12, K1, Y12
+	VPBROADCASTD    4(SP), Y16
+	VPERMB          36(CX), Y4, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMB          36(CX)(BX*1), Y4, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMB          36(CX)(BX*2), Y4, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          36(CX)(SI*1), Y4, Y17
+	VPMADDUBSW      Y17, Y12, Y12
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y9
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y5, Y12, Y12
+	VPTESTMB        runbits<>+64(SB), Y10, K1
+	VPADDB          Y6, Y12, K1, Y12
+	VPBROADCASTD    8(SP), Y16
+	VPERMB          68(CX), Y4, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMB          68(CX)(BX*1), Y4, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMB          68(CX)(BX*2), Y4, Y17
+	VPMADDUBSW      Y17, Y12, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          68(CX)(SI*1), Y4, Y17
+	VPMADDUBSW      Y17, Y12, Y12
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y9
+	VPSRLW          $0x06, Y11, Y11
+	VPANDD          Y5, Y11, Y11
+	VPTESTMB        runbits<>+96(SB), Y10, K1
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    12(SP), Y12
+	VPERMB          100(CX), Y4, Y16
+	VPMADDUBSW      Y16, Y11, Y17
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y17, Y17
+	VPDPWSSD        Y12, Y17, Y13
+	VPERMB          100(CX)(BX*1), Y4, Y16
+	VPMADDUBSW      Y16, Y11, Y17
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y17, Y17
+	VPDPWSSD        Y12, Y17, Y14
+	VPERMB          100(CX)(BX*2), Y4, Y16
+	VPMADDUBSW      Y16, Y11, Y17
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y17, Y17
+	VPDPWSSD        Y12, Y17, Y15
+	VPERMB          100(CX)(SI*1), Y4, Y16
+	VPMADDUBSW      Y16, Y11, Y11
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y11, Y11
+	VPDPWSSD        Y12, Y11, Y9
+	VPERMB          64(AX), Y4, Y12
+	VMOVDQA64       Y12, Y11
+	VPANDD          Y5, Y11, Y11
+	VPTESTMB        runbits<>+128(SB), Y10, K1
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    16(SP), Y16
+	VPERMB          132(CX), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMB          132(CX)(BX*1), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMB          132(CX)(BX*2), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          132(CX)(SI*1), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y11, Y11
+	VPDPWSSD        Y16, Y11, Y9
+	VPSRLW          $0x02, Y12, Y11
+	VPANDD          Y5, Y11, Y11
+	VPTESTMB        runbits<>+160(SB), Y10, K1
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    20(SP), Y16
+	VPERMB          164(CX), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMB          164(CX)(BX*1), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMB          164(CX)(BX*2), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          164(CX)(SI*1), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y11, Y11
+	VPDPWSSD        Y16, Y11, Y9
+	VPSRLW          $0x04, Y12, Y11
+	VPANDD          Y5, Y11, Y11
+	VPTESTMB        runbits<>+192(SB), Y10, K1
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    24(SP), Y16
+	VPERMB          196(CX), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y13
+	VPERMB          196(CX)(BX*1), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y14
+	VPERMB          196(CX)(BX*2), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y18
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y18, Y18
+	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          196(CX)(SI*1), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y11, Y11
+	VPDPWSSD        Y16, Y11, Y9
+	VPSRLW          $0x06, Y12, Y11
+	VPANDD          Y5, Y11, Y11
+	VPTESTMB        runbits<>+224(SB), Y10, K1
+	VPADDB          Y6, Y11, K1, Y11
+	VPBROADCASTD    28(SP), Y10
+	VPERMB          228(CX), Y4, Y12
+	VPMADDUBSW      Y12, Y11, Y16
+	VPMADDUBSW      Y12, Y6, Y12
+	VPSUBW          Y12, Y16, Y16
+	VPDPWSSD        Y10, Y16, Y13
+	VPERMB          228(CX)(BX*1), Y4, Y12
+	VPMADDUBSW      Y12, Y11, Y16
+	VPMADDUBSW      Y12, Y6, Y12
+	VPSUBW          Y12, Y16, Y16
+	VPDPWSSD        Y10, Y16, Y14
+	VPERMB          228(CX)(BX*2), Y4, Y12
+	VPMADDUBSW      Y12, Y11, Y16
+	VPMADDUBSW      Y12, Y6, Y12
+	VPSUBW          Y12, Y16, Y16
+	VPDPWSSD        Y10, Y16, Y15
+	VPERMB          228(CX)(SI*1), Y4, Y12
+	VPMADDUBSW      Y12, Y11, Y11
+	VPMADDUBSW      Y12, Y6, Y12
+	VPSUBW          Y12, Y11, Y11
+	VPDPWSSD        Y10, Y11, Y9
+	VCVTDQ2PS       Y13, Y10
+	VMULSS          (CX), X8, X11
+	VBROADCASTSS    X11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	VCVTDQ2PS       Y14, Y10
+	VMULSS          (CX)(BX*1), X8, X11
+	VBROADCASTSS    X11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y1, Y1
+	VCVTDQ2PS       Y15, Y10
+	VMULSS          (CX)(BX*2), X8, X11
+	VBROADCASTSS    X11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y2, Y2
+	VCVTDQ2PS       Y9, Y9
+	VMULSS          (CX)(SI*1), X8, X8
+	VBROADCASTSS    X8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ3KVBMIx4VNNI256
+
+donedotQ3KVBMIx4VNNI256:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
 	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 12(AX)
+	VADDSS        X1, X4, X4
+	VMOVHLPS      X0, X0, X1
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KVBMIVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ6KVBMIVNNI256(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	VPBROADCASTD c32_30303030<>+0(SB), Y3
+	VPBROADCASTD c32_20202020<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           donedotQ6KVBMIVNNI256
+
+loopdotQ6KVBMIVNNI256:
+	VPBROADCASTW 208(AX), X4
+	VCVTPH2PS    X4, X4
+	VPMOVSXBW    192(AX), Y5
+	VMOVDQU64    Y5, (SP)
+	VPERMB       (AX), Y1, Y6
+	VPERMB       32(AX), Y1, Y7
+	VPERMB       128(AX), Y1, Y5
+	VPBROADCASTD c32_33333333<>+0(SB), Y8
+	VPANDD       Y8, Y5, Y8
+	VPBROADCASTD c32_cccccccc<>+0(SB), Y9
+	VPANDD       Y9, Y5, Y9
+	VPSLLW       $0x04, Y8, Y5
+	VPTERNLOGD   $0xd8, Y2, Y6, Y5
+	VPBROADCASTD (SP), Y10
+	VPERMB       4(CX), Y1, Y11
+	VPMADDUBSW   Y11, Y5, Y5
+	VPMADDUBSW   Y11, Y3, Y11
+	VPSUBW       Y11, Y5, Y5
+	VPMADDWD     Y10, Y5, Y5
+	VPSLLW       $0x02, Y9, Y10
+	VPTERNLOGD   $0xd8, Y2, Y7, Y10
+	VPBROADCASTD 4(SP), Y11
+	VPERMB       36(CX), Y1, Y12
+	VPMADDUBSW   Y12, Y10, Y10
+	VPMADDUBSW   Y12, Y3, Y12
+	VPSUBW       Y12, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPSRLW       $0x04, Y6, Y6
+	VPTERNLOGD   $0xd8, Y2, Y6, Y8
+	VPBROADCASTD 8(SP), Y6
+	VPERMB       68(CX), Y1, Y11
+	VPMADDUBSW   Y11, Y8, Y8
+	VPMADDUBSW   Y11, Y3, Y11
+	VPSUBW       Y11, Y8, Y8
+	VPDPWSSD     Y6, Y8, Y5
+	VPSRLW       $0x02, Y9, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPTERNLOGD   $0xd8, Y2, Y7, Y6
+	VPBROADCASTD 12(SP), Y7
+	VPERMB       100(CX), Y1, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y6, Y6
+	VPDPWSSD     Y7, Y6, Y10
+	VPERMB       64(AX), Y1, Y7
+	VPERMB       96(AX), Y1, Y8
+	VPERMB       160(AX), Y1, Y6
+	VPBROADCASTD c32_33333333<>+0(SB), Y9
+	VPANDD       Y9, Y6, Y9
+	VPBROADCASTD c32_cccccccc<>+0(SB), Y11
+	VPANDD       Y11, Y6, Y11
+	VPSLLW       $0x04, Y9, Y6
+	VPTERNLOGD   $0xd8, Y2, Y7, Y6
+	VPBROADCASTD 16(SP), Y12
+	VPERMB       132(CX), Y1, Y13
+	VPMADDUBSW   Y13, Y6, Y6
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y6, Y6
+	VPDPWSSD     Y12, Y6, Y5
+	VPSLLW       $0x02, Y11, Y6
+	VPTERNLOGD   $0xd8, Y2, Y8, Y6
+	VPBROADCASTD 20(SP), Y12
+	VPERMB       164(CX), Y1, Y13
+	VPMADDUBSW   Y13, Y6, Y6
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y6, Y6
+	VPDPWSSD     Y12, Y6, Y10
+	VPSRLW       $0x04, Y7, Y6
+	VPTERNLOGD   $0xd8, Y2, Y6, Y9
+	VPBROADCASTD 24(SP), Y6
+	VPERMB       196(CX), Y1, Y7
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDUBSW   Y7, Y3, Y7
+	VPSUBW       Y7, Y9, Y9
+	VPDPWSSD     Y6, Y9, Y5
+	VPSRLW       $0x02, Y11, Y6
+	VPSRLW       $0x04, Y8, Y7
+	VPTERNLOGD   $0xd8, Y2, Y7, Y6
+	VPBROADCASTD 28(SP), Y7
+	VPERMB       228(CX), Y1, Y8
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y8, Y3, Y8
+	VPSUBW       Y8, Y6, Y6
+	VPDPWSSD     Y7, Y6, Y10
+	VPADDD       Y10, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULSS       (CX), X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotQ6KVBMIVNNI256
+
+donedotQ6KVBMIVNNI256:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ6KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ6KVBMIx4VNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VMOVDQU64    xpermb32<>+0(SB), Y4
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y5
+	VPBROADCASTD c32_30303030<>+0(SB), Y6
+	VPBROADCASTD c32_20202020<>+0(SB), Y6
+	TESTQ        DX, DX
+	JZ           donedotQ6KVBMIx4VNNI256
+
+loopdotQ6KVBMIx4VNNI256:
+	VPBROADCASTW 208(AX), X7
+	VCVTPH2PS    X7, X7
+	VPMOVSXBW    192(AX), Y8
+	VMOVDQU64    Y8, (SP)
+	VPERMB       (AX), Y4, Y9
+	VPERMB       32(AX), Y4, Y10
+	VPERMB       128(AX), Y4, Y8
+	VPBROADCASTD c32_33333333<>+0(SB), Y11
+	VPANDD       Y11, Y8, Y11
+	VPBROADCASTD c32_cccccccc<>+0(SB), Y12
+	VPANDD       Y12, Y8, Y12
+	VPSLLW       $0x04, Y11, Y8
+	VPTERNLOGD   $0xd8, Y5, Y9, Y8
+	VPBROADCASTD (SP), Y13
+	VPERMB       4(CX), Y4, Y14
+	VPMADDUBSW   Y14, Y8, Y15
+	VPMADDUBSW   Y14, Y6, Y14
+	VPSUBW       Y14, Y15, Y15
+	VPMADDWD     Y13, Y15, Y14
+	VPERMB       4(CX)(BX*1), Y4, Y15
+	VPMADDUBSW   Y15, Y8, Y16
+	VPMADDUBSW   Y15, Y6, Y15
+	VPSUBW       Y15, Y16, Y16
+	VPMADDWD     Y13, Y16, Y15
+	VPERMB       4(CX)(BX*2), Y4, Y16
+	VPMADDUBSW   Y16, Y8, Y17
+	VPMADDUBSW   Y16, Y6, Y16
+	VPSUBW       Y16, Y17, Y17
+	VPMADDWD     Y13, Y17, Y16
+	VPERMB       4(CX)(SI*1), Y4, Y17
+	VPMADDUBSW   Y17, Y8, Y8
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y8, Y8
+	VPMADDWD     Y13, Y8, Y8
+	VPSLLW       $0x02, Y12, Y13
+	VPTERNLOGD   $0xd8, Y5, Y10, Y13
+	VPBROADCASTD 4(SP), Y17
+	VPERMB       36(CX), Y4, Y18
+	VPMADDUBSW   Y18, Y13, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y14
+	VPERMB       36(CX)(BX*1), Y4, Y18
+	VPMADDUBSW   Y18, Y13, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y15
+	VPERMB       36(CX)(BX*2), Y4, Y18
+	VPMADDUBSW   Y18, Y13, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y16
+	VPERMB       36(CX)(SI*1), Y4, Y18
+	VPMADDUBSW   Y18, Y13, Y13
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y13, Y13
+	VPDPWSSD     Y17, Y13, Y8
+	VPSRLW       $0x04, Y9, Y9
+	VPTERNLOGD   $0xd8, Y5, Y9, Y11
+	VPBROADCASTD 8(SP), Y9
+	VPERMB       68(CX), Y4, Y13
+	VPMADDUBSW   Y13, Y11, Y17
+	VPMADDUBSW   Y13, Y6, Y13
+	VPSUBW       Y13, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y14
+	VPERMB       68(CX)(BX*1), Y4, Y13
+	VPMADDUBSW   Y13, Y11, Y17
+	VPMADDUBSW   Y13, Y6, Y13
+	VPSUBW       Y13, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y15
+	VPERMB       68(CX)(BX*2), Y4, Y13
+	VPMADDUBSW   Y13, Y11, Y17
+	VPMADDUBSW   Y13, Y6, Y13
+	VPSUBW       Y13, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y16
+	VPERMB       68(CX)(SI*1), Y4, Y13
+	VPMADDUBSW   Y13, Y11, Y11
+	VPMADDUBSW   Y13, Y6, Y13
+	VPSUBW       Y13, Y11, Y11
+	VPDPWSSD     Y9, Y11, Y8
+	VPSRLW       $0x02, Y12, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPTERNLOGD   $0xd8, Y5, Y10, Y9
+	VPBROADCASTD 12(SP), Y10
+	VPERMB       100(CX), Y4, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y14
+	VPERMB       100(CX)(BX*1), Y4, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y15
+	VPERMB       100(CX)(BX*2), Y4, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y16
+	VPERMB       100(CX)(SI*1), Y4, Y11
+	VPMADDUBSW   Y11, Y9, Y9
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y9, Y9
+	VPDPWSSD     Y10, Y9, Y8
+	VPERMB       64(AX), Y4, Y10
+	VPERMB       96(AX), Y4, Y11
+	VPERMB       160(AX), Y4, Y9
+	VPBROADCASTD c32_33333333<>+0(SB), Y12
+	VPANDD       Y12, Y9, Y12
+	VPBROADCASTD c32_cccccccc<>+0(SB), Y13
+	VPANDD       Y13, Y9, Y13
+	VPSLLW       $0x04, Y12, Y9
+	VPTERNLOGD   $0xd8, Y5, Y10, Y9
+	VPBROADCASTD 16(SP), Y17
+	VPERMB       132(CX), Y4, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y14
+	VPERMB       132(CX)(BX*1), Y4, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y15
+	VPERMB       132(CX)(BX*2), Y4, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y16
+	VPERMB       132(CX)(SI*1), Y4, Y18
+	VPMADDUBSW   Y18, Y9, Y9
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y9, Y9
+	VPDPWSSD     Y17, Y9, Y8
+	VPSLLW       $0x02, Y13, Y9
+	VPTERNLOGD   $0xd8, Y5, Y11, Y9
+	VPBROADCASTD 20(SP), Y17
+	VPERMB       164(CX), Y4, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y14
+	VPERMB       164(CX)(BX*1), Y4, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y15
+	VPERMB       164(CX)(BX*2), Y4, Y18
+	VPMADDUBSW   Y18, Y9, Y19
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y19, Y19
+	VPDPWSSD     Y17, Y19, Y16
+	VPERMB       164(CX)(SI*1), Y4, Y18
+	VPMADDUBSW   Y18, Y9, Y9
+	VPMADDUBSW   Y18, Y6, Y18
+	VPSUBW       Y18, Y9, Y9
+	VPDPWSSD     Y17, Y9, Y8
+	VPSRLW       $0x04, Y10, Y9
+	VPTERNLOGD   $0xd8, Y5, Y9, Y12
+	VPBROADCASTD 24(SP), Y9
+	VPERMB       196(CX), Y4, Y10
+	VPMADDUBSW   Y10, Y12, Y17
+	VPMADDUBSW   Y10, Y6, Y10
+	VPSUBW       Y10, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y14
+	VPERMB       196(CX)(BX*1), Y4, Y10
+	VPMADDUBSW   Y10, Y12, Y17
+	VPMADDUBSW   Y10, Y6, Y10
+	VPSUBW       Y10, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y15
+	VPERMB       196(CX)(BX*2), Y4, Y10
+	VPMADDUBSW   Y10, Y12, Y17
+	VPMADDUBSW   Y10, Y6, Y10
+	VPSUBW       Y10, Y17, Y17
+	VPDPWSSD     Y9, Y17, Y16
+	VPERMB       196(CX)(SI*1), Y4, Y10
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDUBSW   Y10, Y6, Y10
+	VPSUBW       Y10, Y12, Y12
+	VPDPWSSD     Y9, Y12, Y8
+	VPSRLW       $0x02, Y13, Y9
+	VPSRLW       $0x04, Y11, Y10
+	VPTERNLOGD   $0xd8, Y5, Y10, Y9
+	VPBROADCASTD 28(SP), Y10
+	VPERMB       228(CX), Y4, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y14
+	VPERMB       228(CX)(BX*1), Y4, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y15
+	VPERMB       228(CX)(BX*2), Y4, Y11
+	VPMADDUBSW   Y11, Y9, Y12
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y12, Y12
+	VPDPWSSD     Y10, Y12, Y16
+	VPERMB       228(CX)(SI*1), Y4, Y11
+	VPMADDUBSW   Y11, Y9, Y9
+	VPMADDUBSW   Y11, Y6, Y11
+	VPSUBW       Y11, Y9, Y9
+	VPDPWSSD     Y10, Y9, Y8
+	VCVTDQ2PS    Y14, Y9
+	VMULSS       (CX), X7, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VADDPS       Y9, Y0, Y0
+	VCVTDQ2PS    Y15, Y9
+	VMULSS       (CX)(BX*1), X7, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VADDPS       Y9, Y1, Y1
+	VCVTDQ2PS    Y16, Y9
+	VMULSS       (CX)(BX*2), X7, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VADDPS       Y9, Y2, Y2
+	VCVTDQ2PS    Y8, Y8
+	VMULSS       (CX)(SI*1), X7, X7
+	VBROADCASTSS X7, Y7
+	VMULPS       Y7, Y8, Y8
+	VADDPS       Y8, Y3, Y3
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotQ6KVBMIx4VNNI256
+
+donedotQ6KVBMIx4VNNI256:
+	MOVQ          out+32(FP), AX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VMOVAPS       X0, X5
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X0, X0, X6
+	VADDSS        X6, X5, X5
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X5, X5
+	VADDSS        X4, X5, X5
+	VMOVSHDUP     X4, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X4, X4, X0
+	VADDSS        X0, X5, X5
+	VPSHUFD       $0xff, X4, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VMOVAPS       X1, X4
+	VMOVSHDUP     X1, X5
+	VADDSS        X5, X4, X4
+	VMOVHLPS      X1, X1, X5
+	VADDSS        X5, X4, X4
+	VPSHUFD       $0xff, X1, X1
+	VADDSS        X1, X4, X4
+	VADDSS        X0, X4, X4
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X4, X4
+	VMOVHLPS      X0, X0, X1
+	VADDSS        X1, X4, X4
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VMOVAPS       X2, X1
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X1, X1
+	VMOVHLPS      X2, X2, X4
+	VADDSS        X4, X1, X1
+	VPSHUFD       $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VMOVAPS       X3, X1
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X0, X0, X2
+	VADDSS        X2, X1, X1
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 

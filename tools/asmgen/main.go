@@ -54,8 +54,12 @@ func main() {
 // genAll emits every dot-product kernel for one target.
 func genAll(t *target) {
 	genQ2K(t)
-	genQ3K(t)
-	genQ6K(t)
+	genQ3KExact(t, false)
+	genQ6KExact(t, false)
+	if t.vnni {
+		genQ3KExact(t, true)
+		genQ6KExact(t, true)
+	}
 	genQ4K(t)
 	genQ5K(t)
 	genQ8_0(t)
