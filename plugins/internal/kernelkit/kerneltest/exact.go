@@ -20,8 +20,6 @@ import (
 var notExact = map[quant.Type]bool{
 	quant.Q2_K:  true,
 	quant.Q3_K:  true,
-	quant.Q4_K:  true,
-	quant.Q5_K:  true,
 	quant.Q6_K:  true,
 	quant.Q8_0:  true,
 	quant.Q4_0:  true,
