@@ -1676,100 +1676,150 @@ donedotQ6Kx4AVX2:
 	RET
 
 // func dotQ4KAVX2(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPXOR        X1, X1, X1
+	VMOVDQU      xtr32<>+0(SB), Y2
+	VMOVDQU      xpermd32<>+0(SB), Y3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
 	TESTQ        DX, DX
 	JZ           donedotQ4KAVX2
 
 loopdotQ4KAVX2:
-	VMOVD          (AX), X2
-	VCVTPH2PS      X2, X2
-	VBROADCASTI128 4(AX), Y3
-	VPSHUFD        $0x98, Y3, Y4
-	VPSRLVD        k4sh_y<>+0(SB), Y4, Y4
-	VPAND          k4m_y<>+0(SB), Y4, Y4
-	VPSHUFD        $0x50, Y3, Y3
-	VPSRLD         $0x02, Y3, Y3
-	VPAND          k4hm_y<>+0(SB), Y3, Y3
-	VPOR           Y3, Y4, Y4
-	VPSHUFB        k4mdup<>+0(SB), Y4, Y3
-	VPMADDWD       260(CX), Y3, Y3
-	VCVTDQ2PS      Y3, Y3
-	VBROADCASTSS   (CX), X5
-	VMULPS         X2, X5, X5
-	VMOVSHDUP      X5, X2
-	VBROADCASTSS   X2, Y2
-	VFNMADD231PS   Y3, Y2, Y0
-	VMOVDQU        16(AX), Y3
-	VPAND          Y1, Y3, Y2
-	VPSHUFB        scidx32<>+0(SB), Y4, Y6
-	VPMADDUBSW     4(CX), Y2, Y2
-	VPMADDWD       Y6, Y2, Y2
-	VPSRLW         $0x04, Y3, Y3
-	VPAND          Y1, Y3, Y3
-	VPSHUFB        scidx32<>+32(SB), Y4, Y6
-	VPMADDUBSW     36(CX), Y3, Y3
-	VPMADDWD       Y6, Y3, Y3
-	VMOVDQU        48(AX), Y7
-	VPAND          Y1, Y7, Y6
-	VPSHUFB        scidx32<>+64(SB), Y4, Y8
-	VPMADDUBSW     68(CX), Y6, Y6
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y2, Y2
-	VPSRLW         $0x04, Y7, Y6
-	VPAND          Y1, Y6, Y6
-	VPSHUFB        scidx32<>+96(SB), Y4, Y7
-	VPMADDUBSW     100(CX), Y6, Y6
-	VPMADDWD       Y7, Y6, Y6
-	VPADDD         Y6, Y3, Y3
-	VMOVDQU        80(AX), Y7
-	VPAND          Y1, Y7, Y6
-	VPSHUFB        scidx32<>+128(SB), Y4, Y8
-	VPMADDUBSW     132(CX), Y6, Y6
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y2, Y2
-	VPSRLW         $0x04, Y7, Y6
-	VPAND          Y1, Y6, Y6
-	VPSHUFB        scidx32<>+160(SB), Y4, Y7
-	VPMADDUBSW     164(CX), Y6, Y6
-	VPMADDWD       Y7, Y6, Y6
-	VPADDD         Y6, Y3, Y3
-	VMOVDQU        112(AX), Y7
-	VPAND          Y1, Y7, Y6
-	VPSHUFB        scidx32<>+192(SB), Y4, Y8
-	VPMADDUBSW     196(CX), Y6, Y6
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y2, Y2
-	VPSRLW         $0x04, Y7, Y6
-	VPAND          Y1, Y6, Y6
-	VPSHUFB        scidx32<>+224(SB), Y4, Y4
-	VPMADDUBSW     228(CX), Y6, Y6
-	VPMADDWD       Y4, Y6, Y6
-	VPADDD         Y6, Y3, Y3
-	VPADDD         Y3, Y2, Y2
-	VCVTDQ2PS      Y2, Y2
-	VBROADCASTSS   X5, Y3
-	VFMADD231PS    Y2, Y3, Y0
+	VBROADCASTI128 4(AX), Y5
+	VPSHUFD        $0x98, Y5, Y6
+	VPSRLVD        k4sh_y<>+0(SB), Y6, Y6
+	VPAND          k4m_y<>+0(SB), Y6, Y6
+	VPSHUFD        $0x50, Y5, Y5
+	VPSRLD         $0x02, Y5, Y5
+	VPAND          k4hm_y<>+0(SB), Y5, Y5
+	VPOR           Y5, Y6, Y6
+	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD       260(CX), Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X7
+	VPADDD         X7, X5, X7
+	VPSHUFD        $0x4e, X7, X5
+	VPADDD         X5, X7, X7
+	VPSHUFD        $0xb1, X7, X5
+	VPADDD         X5, X7, X7
+	VCVTDQ2PS      X7, X7
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (CX), X8
+	VMULPS         X5, X8, X8
+	VMOVSHDUP      X8, X5
+	VMULSS         X7, X5, X5
+	VSUBSS         X5, X1, X1
+	VBROADCASTSS   X8, Y5
+	VPERMD         16(AX), Y3, Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y4, Y8, Y7
+	VPSHUFB        scidx32<>+0(SB), Y6, Y9
+	VPERMD         4(CX), Y3, Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPMADDUBSW     Y10, Y7, Y10
+	VPMADDWD       Y9, Y10, Y7
+	VPSRLW         $0x04, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPSHUFB        scidx32<>+32(SB), Y6, Y9
+	VPERMD         36(CX), Y3, Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y9, Y10, Y8
+	VPERMD         48(AX), Y3, Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y4, Y10, Y9
+	VPSHUFB        scidx32<>+64(SB), Y6, Y11
+	VPERMD         68(CX), Y3, Y12
+	VPSHUFB        Y2, Y12, Y12
+	VPMADDUBSW     Y12, Y9, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y7, Y7
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          Y4, Y9, Y9
+	VPSHUFB        scidx32<>+96(SB), Y6, Y10
+	VPERMD         100(CX), Y3, Y11
+	VPSHUFB        Y2, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPERMD         80(AX), Y3, Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y4, Y10, Y9
+	VPSHUFB        scidx32<>+128(SB), Y6, Y11
+	VPERMD         132(CX), Y3, Y12
+	VPSHUFB        Y2, Y12, Y12
+	VPMADDUBSW     Y12, Y9, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y7, Y7
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          Y4, Y9, Y9
+	VPSHUFB        scidx32<>+160(SB), Y6, Y10
+	VPERMD         164(CX), Y3, Y11
+	VPSHUFB        Y2, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPERMD         112(AX), Y3, Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y4, Y10, Y9
+	VPSHUFB        scidx32<>+192(SB), Y6, Y11
+	VPERMD         196(CX), Y3, Y12
+	VPSHUFB        Y2, Y12, Y12
+	VPMADDUBSW     Y12, Y9, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y7, Y7
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          Y4, Y9, Y9
+	VPSHUFB        scidx32<>+224(SB), Y6, Y6
+	VPERMD         228(CX), Y3, Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPMADDUBSW     Y10, Y9, Y10
+	VPMADDWD       Y6, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VMULPS         Y5, Y7, Y7
+	VADDPS         Y7, Y0, Y0
 	ADDQ           $0x00000090, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
 	JNZ            loopdotQ4KAVX2
 
 donedotQ4KAVX2:
-	VEXTRACTF128 $0x01, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	MOVSS        X0, ret+24(FP)
+	VSHUFPS      $0x00, X1, X1, X1
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDSS       X0, X1, X1
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X1, X1
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X1, X1
+	VSHUFPS      $0xff, X0, X0, X3
+	VADDSS       X3, X1, X1
+	VADDSS       X2, X1, X1
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X1, X1
+	VMOVHLPS     X2, X2, X0
+	VADDSS       X0, X1, X1
+	VSHUFPS      $0xff, X2, X2, X0
+	VADDSS       X0, X1, X1
+	MOVSS        X1, ret+24(FP)
 	VZEROUPPER
 	RET
+
+DATA xtr32<>+0(SB)/4, $0x0c080400
+DATA xtr32<>+4(SB)/4, $0x0d090501
+DATA xtr32<>+8(SB)/4, $0x0e0a0602
+DATA xtr32<>+12(SB)/4, $0x0f0b0703
+DATA xtr32<>+16(SB)/4, $0x0c080400
+DATA xtr32<>+20(SB)/4, $0x0d090501
+DATA xtr32<>+24(SB)/4, $0x0e0a0602
+DATA xtr32<>+28(SB)/4, $0x0f0b0703
+GLOBL xtr32<>(SB), RODATA|NOPTR, $32
 
 DATA k4sh_y<>+0(SB)/4, $0x00000000
 DATA k4sh_y<>+4(SB)/4, $0x00000000
@@ -1878,23 +1928,24 @@ DATA scidx32<>+252(SB)/4, $0x80078007
 GLOBL scidx32<>(SB), RODATA|NOPTR, $256
 
 // func dotQ4Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ4Kx4AVX2(SB), NOSPLIT, $0-40
-	MOVQ  w+0(FP), AX
-	MOVQ  a+8(FP), CX
-	MOVQ  nb+16(FP), DX
-	MOVQ  astride+24(FP), BX
-	LEAQ  (BX)(BX*2), SI
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	TESTQ DX, DX
-	JZ    donedotQ4Kx4AVX2
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ4Kx4AVX2(SB), NOSPLIT, $16-40
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    astride+24(FP), BX
+	LEAQ    (BX)(BX*2), SI
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   X4, X4, X4
+	VMOVUPS X4, (SP)
+	VMOVDQU xpermd32<>+0(SB), Y4
+	TESTQ   DX, DX
+	JZ      donedotQ4Kx4AVX2
 
 loopdotQ4Kx4AVX2:
-	VMOVD          (AX), X4
-	VCVTPH2PS      X4, X4
 	VBROADCASTI128 4(AX), Y5
 	VPSHUFD        $0x98, Y5, Y6
 	VPSRLVD        k4sh_y<>+0(SB), Y6, Y6
@@ -1905,351 +1956,337 @@ loopdotQ4Kx4AVX2:
 	VPOR           Y5, Y6, Y6
 	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
 	VPMADDWD       260(CX), Y5, Y7
-	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   (CX), X8
-	VMULPS         X4, X8, X8
-	VMOVSHDUP      X8, X8
-	VBROADCASTSS   X8, Y8
-	VFNMADD231PS   Y7, Y8, Y0
-	VPMADDWD       260(CX)(BX*1), Y5, Y7
-	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   (CX)(BX*1), X8
-	VMULPS         X4, X8, X8
-	VMOVSHDUP      X8, X8
-	VBROADCASTSS   X8, Y8
-	VFNMADD231PS   Y7, Y8, Y1
-	VPMADDWD       260(CX)(BX*2), Y5, Y7
-	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   (CX)(BX*2), X8
-	VMULPS         X4, X8, X8
-	VMOVSHDUP      X8, X8
-	VBROADCASTSS   X8, Y8
-	VFNMADD231PS   Y7, Y8, Y2
+	VPMADDWD       260(CX)(BX*1), Y5, Y8
+	VPMADDWD       260(CX)(BX*2), Y5, Y9
 	VPMADDWD       260(CX)(SI*1), Y5, Y5
-	VCVTDQ2PS      Y5, Y5
-	VBROADCASTSS   (CX)(SI*1), X7
-	VMULPS         X4, X7, X7
-	VMOVSHDUP      X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y5, Y7, Y3
-	VMOVDQU        16(AX), Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y5
-	VPSHUFB        scidx32<>+0(SB), Y6, Y8
-	VPMADDUBSW     4(CX), Y5, Y9
-	VPMADDWD       Y8, Y9, Y9
-	VPMADDUBSW     4(CX)(BX*1), Y5, Y10
-	VPMADDWD       Y8, Y10, Y10
-	VPMADDUBSW     4(CX)(BX*2), Y5, Y11
-	VPMADDWD       Y8, Y11, Y11
-	VPMADDUBSW     4(CX)(SI*1), Y5, Y5
-	VPMADDWD       Y8, Y5, Y5
-	VPSRLW         $0x04, Y7, Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VPSHUFB        scidx32<>+32(SB), Y6, Y8
-	VPMADDUBSW     36(CX), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y9, Y9
-	VPMADDUBSW     36(CX)(BX*1), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y10, Y10
-	VPMADDUBSW     36(CX)(BX*2), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y11, Y11
-	VPMADDUBSW     36(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
+	VPUNPCKLDQ     Y8, Y7, Y10
+	VPUNPCKHDQ     Y8, Y7, Y7
+	VPADDD         Y7, Y10, Y10
+	VPUNPCKLDQ     Y5, Y9, Y7
+	VPUNPCKHDQ     Y5, Y9, Y5
+	VPADDD         Y5, Y7, Y7
+	VPUNPCKLQDQ    Y7, Y10, Y5
+	VPUNPCKHQDQ    Y7, Y10, Y7
 	VPADDD         Y7, Y5, Y5
-	VMOVDQU        48(AX), Y8
+	VEXTRACTI128   $0x01, Y5, X7
+	VPADDD         X5, X7, X7
+	VCVTDQ2PS      X7, X7
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VMOVSS         (CX), X8
+	VINSERTPS      $0x10, (CX)(BX*1), X8, X8
+	VINSERTPS      $0x20, (CX)(BX*2), X8, X8
+	VINSERTPS      $0x30, (CX)(SI*1), X8, X8
+	VMOVSHDUP      X5, X9
+	VBROADCASTSS   X9, X9
+	VMULPS         X8, X9, X9
+	VMULPS         X7, X9, X9
+	VMOVUPS        (SP), X7
+	VSUBPS         X9, X7, X7
+	VMOVUPS        X7, (SP)
+	VPERMD         16(AX), Y4, Y8
+	VPSHUFB        xtr32<>+0(SB), Y8, Y8
 	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y7
-	VPSHUFB        scidx32<>+64(SB), Y6, Y12
-	VPMADDUBSW     68(CX), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     68(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
+	VPSHUFB        scidx32<>+0(SB), Y6, Y9
+	VPERMD         4(CX), Y4, Y10
+	VPSHUFB        xtr32<>+0(SB), Y10, Y10
+	VPMADDUBSW     Y10, Y7, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPERMD         4(CX)(BX*1), Y4, Y11
+	VPSHUFB        xtr32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y7, Y11
+	VPMADDWD       Y9, Y11, Y11
+	VPERMD         4(CX)(BX*2), Y4, Y12
+	VPSHUFB        xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y7, Y12
+	VPMADDWD       Y9, Y12, Y12
+	VPERMD         4(CX)(SI*1), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y13
+	VPMADDWD       Y9, Y13, Y7
+	VPSRLW         $0x04, Y8, Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSHUFB        scidx32<>+32(SB), Y6, Y9
+	VPERMD         36(CX), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
 	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     68(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
+	VPERMD         36(CX)(BX*1), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
 	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     68(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y5, Y5
-	VPSRLW         $0x04, Y8, Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VPSHUFB        scidx32<>+96(SB), Y6, Y8
-	VPMADDUBSW     100(CX), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y9, Y9
-	VPMADDUBSW     100(CX)(BX*1), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y10, Y10
-	VPMADDUBSW     100(CX)(BX*2), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y11, Y11
-	VPMADDUBSW     100(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
-	VPADDD         Y7, Y5, Y5
-	VMOVDQU        80(AX), Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y7
-	VPSHUFB        scidx32<>+128(SB), Y6, Y12
-	VPMADDUBSW     132(CX), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     132(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
+	VPERMD         36(CX)(BX*2), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y12, Y12
+	VPERMD         36(CX)(SI*1), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VPERMD         48(AX), Y4, Y9
+	VPSHUFB        xtr32<>+0(SB), Y9, Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSHUFB        scidx32<>+64(SB), Y6, Y13
+	VPERMD         68(CX), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y10, Y10
+	VPERMD         68(CX)(BX*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y11, Y11
+	VPERMD         68(CX)(BX*2), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y12, Y12
+	VPERMD         68(CX)(SI*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y7, Y7
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSHUFB        scidx32<>+96(SB), Y6, Y9
+	VPERMD         100(CX), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
 	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     132(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
+	VPERMD         100(CX)(BX*1), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
 	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     132(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y5, Y5
-	VPSRLW         $0x04, Y8, Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
-	VPSHUFB        scidx32<>+160(SB), Y6, Y8
-	VPMADDUBSW     164(CX), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y9, Y9
-	VPMADDUBSW     164(CX)(BX*1), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y10, Y10
-	VPMADDUBSW     164(CX)(BX*2), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y11, Y11
-	VPMADDUBSW     164(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
-	VPADDD         Y7, Y5, Y5
-	VMOVDQU        112(AX), Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y7
-	VPSHUFB        scidx32<>+192(SB), Y6, Y12
-	VPMADDUBSW     196(CX), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     196(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
+	VPERMD         100(CX)(BX*2), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y12, Y12
+	VPERMD         100(CX)(SI*1), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VPERMD         80(AX), Y4, Y9
+	VPSHUFB        xtr32<>+0(SB), Y9, Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSHUFB        scidx32<>+128(SB), Y6, Y13
+	VPERMD         132(CX), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y10, Y10
+	VPERMD         132(CX)(BX*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y11, Y11
+	VPERMD         132(CX)(BX*2), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y12, Y12
+	VPERMD         132(CX)(SI*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y7, Y7
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSHUFB        scidx32<>+160(SB), Y6, Y9
+	VPERMD         164(CX), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
 	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     196(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
+	VPERMD         164(CX)(BX*1), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
 	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     196(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y5, Y5
-	VPSRLW         $0x04, Y8, Y7
-	VPAND          v32_0f0f0f0f<>+0(SB), Y7, Y7
+	VPERMD         164(CX)(BX*2), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y12, Y12
+	VPERMD         164(CX)(SI*1), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y7, Y7
+	VPERMD         112(AX), Y4, Y9
+	VPSHUFB        xtr32<>+0(SB), Y9, Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSHUFB        scidx32<>+192(SB), Y6, Y13
+	VPERMD         196(CX), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y10, Y10
+	VPERMD         196(CX)(BX*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y11, Y11
+	VPERMD         196(CX)(BX*2), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y12, Y12
+	VPERMD         196(CX)(SI*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y13, Y14, Y14
+	VPADDD         Y14, Y7, Y7
+	VPSRLW         $0x04, Y9, Y8
+	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
 	VPSHUFB        scidx32<>+224(SB), Y6, Y6
-	VPMADDUBSW     228(CX), Y7, Y8
-	VPMADDWD       Y6, Y8, Y8
-	VPADDD         Y8, Y9, Y9
-	VPMADDUBSW     228(CX)(BX*1), Y7, Y8
-	VPMADDWD       Y6, Y8, Y8
-	VPADDD         Y8, Y10, Y10
-	VPMADDUBSW     228(CX)(BX*2), Y7, Y8
-	VPMADDWD       Y6, Y8, Y8
-	VPADDD         Y8, Y11, Y11
-	VPMADDUBSW     228(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y6, Y7, Y7
-	VPADDD         Y7, Y5, Y5
-	VCVTDQ2PS      Y9, Y9
-	VBROADCASTSS   (CX), X6
-	VMULPS         X4, X6, X6
-	VBROADCASTSS   X6, Y6
-	VFMADD231PS    Y9, Y6, Y0
+	VPERMD         228(CX), Y4, Y9
+	VPSHUFB        xtr32<>+0(SB), Y9, Y9
+	VPMADDUBSW     Y9, Y8, Y9
+	VPMADDWD       Y6, Y9, Y9
+	VPADDD         Y9, Y10, Y10
+	VPERMD         228(CX)(BX*1), Y4, Y9
+	VPSHUFB        xtr32<>+0(SB), Y9, Y9
+	VPMADDUBSW     Y9, Y8, Y9
+	VPMADDWD       Y6, Y9, Y9
+	VPADDD         Y9, Y11, Y11
+	VPERMD         228(CX)(BX*2), Y4, Y9
+	VPSHUFB        xtr32<>+0(SB), Y9, Y9
+	VPMADDUBSW     Y9, Y8, Y9
+	VPMADDWD       Y6, Y9, Y9
+	VPADDD         Y9, Y12, Y12
+	VPERMD         228(CX)(SI*1), Y4, Y9
+	VPSHUFB        xtr32<>+0(SB), Y9, Y9
+	VPMADDUBSW     Y9, Y8, Y9
+	VPMADDWD       Y6, Y9, Y9
+	VPADDD         Y9, Y7, Y7
 	VCVTDQ2PS      Y10, Y10
-	VBROADCASTSS   (CX)(BX*1), X6
-	VMULPS         X4, X6, X6
-	VBROADCASTSS   X6, Y6
-	VFMADD231PS    Y10, Y6, Y1
+	VBROADCASTSS   X5, Y6
+	VBROADCASTSS   (CX), Y8
+	VMULPS         Y8, Y6, Y6
+	VMULPS         Y6, Y10, Y10
+	VADDPS         Y10, Y0, Y0
 	VCVTDQ2PS      Y11, Y11
-	VBROADCASTSS   (CX)(BX*2), X6
-	VMULPS         X4, X6, X6
-	VBROADCASTSS   X6, Y6
-	VFMADD231PS    Y11, Y6, Y2
-	VCVTDQ2PS      Y5, Y5
-	VBROADCASTSS   (CX)(SI*1), X6
-	VMULPS         X4, X6, X6
-	VBROADCASTSS   X6, Y4
-	VFMADD231PS    Y5, Y4, Y3
+	VBROADCASTSS   X5, Y6
+	VBROADCASTSS   (CX)(BX*1), Y8
+	VMULPS         Y8, Y6, Y6
+	VMULPS         Y6, Y11, Y11
+	VADDPS         Y11, Y1, Y1
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   X5, Y6
+	VBROADCASTSS   (CX)(BX*2), Y8
+	VMULPS         Y8, Y6, Y6
+	VMULPS         Y6, Y12, Y12
+	VADDPS         Y12, Y2, Y2
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   X5, Y5
+	VBROADCASTSS   (CX)(SI*1), Y6
+	VMULPS         Y6, Y5, Y5
+	VMULPS         Y5, Y7, Y7
+	VADDPS         Y7, Y3, Y3
 	ADDQ           $0x00000090, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
 	JNZ            loopdotQ4Kx4AVX2
 
 donedotQ4Kx4AVX2:
+	VMOVUPS      (SP), X4
 	MOVQ         out+32(FP), AX
-	VEXTRACTF128 $0x01, Y0, X4
-	VADDPS       X4, X0, X0
-	VMOVHLPS     X0, X0, X4
-	VADDPS       X4, X0, X0
-	VMOVSHDUP    X0, X4
-	VADDSS       X4, X0, X0
-	VMOVSS       X0, (AX)
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
+	VSHUFPS      $0x00, X4, X4, X5
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDSS       X0, X5, X5
+	VMOVSHDUP    X0, X7
+	VADDSS       X7, X5, X5
+	VMOVHLPS     X0, X0, X7
+	VADDSS       X7, X5, X5
+	VSHUFPS      $0xff, X0, X0, X7
+	VADDSS       X7, X5, X5
+	VADDSS       X6, X5, X5
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X5, X5
+	VMOVHLPS     X6, X6, X0
+	VADDSS       X0, X5, X5
+	VSHUFPS      $0xff, X6, X6, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, (AX)
+	VSHUFPS      $0x55, X4, X4, X0
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X1, X1, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X1, X1, X6
+	VADDSS       X6, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSHDUP    X5, X1
+	VADDSS       X1, X0, X0
+	VMOVHLPS     X5, X5, X1
+	VADDSS       X1, X0, X0
+	VSHUFPS      $0xff, X5, X5, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, 4(AX)
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
+	VSHUFPS      $0xaa, X4, X4, X0
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDSS       X2, X0, X0
+	VMOVSHDUP    X2, X5
+	VADDSS       X5, X0, X0
+	VMOVHLPS     X2, X2, X5
+	VADDSS       X5, X0, X0
+	VSHUFPS      $0xff, X2, X2, X5
+	VADDSS       X5, X0, X0
 	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X1, X1, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X1, X1, X2
+	VADDSS       X2, X0, X0
 	VMOVSS       X0, 8(AX)
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
+	VSHUFPS      $0xff, X4, X4, X0
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDSS       X3, X0, X0
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X3, X3, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X3, X3, X2
+	VADDSS       X2, X0, X0
 	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X1, X1, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X1, X1, X2
+	VADDSS       X2, X0, X0
 	VMOVSS       X0, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotQ5KAVX2(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
-	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPXOR        X1, X1, X1
+	VMOVDQU      xtr32<>+0(SB), Y2
+	VMOVDQU      xpermd32<>+0(SB), Y3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	VPBROADCASTD c32_10101010<>+0(SB), Y5
 	TESTQ        DX, DX
 	JZ           donedotQ5KAVX2
 
 loopdotQ5KAVX2:
-	VMOVDQU        16(AX), Y3
-	VMOVD          (AX), X4
-	VCVTPH2PS      X4, X4
-	VBROADCASTI128 4(AX), Y5
-	VPSHUFD        $0x98, Y5, Y6
-	VPSRLVD        k4sh_y<>+0(SB), Y6, Y6
-	VPAND          k4m_y<>+0(SB), Y6, Y6
-	VPSHUFD        $0x50, Y5, Y5
-	VPSRLD         $0x02, Y5, Y5
-	VPAND          k4hm_y<>+0(SB), Y5, Y5
-	VPOR           Y5, Y6, Y6
-	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD       260(CX), Y5, Y5
-	VCVTDQ2PS      Y5, Y5
-	VBROADCASTSS   (CX), X7
-	VMULPS         X4, X7, X7
-	VMOVSHDUP      X7, X4
-	VBROADCASTSS   X4, Y4
-	VFNMADD231PS   Y5, Y4, Y0
-	VMOVDQU        48(AX), Y5
-	VPAND          Y1, Y5, Y4
-	VPSLLW         $0x04, Y3, Y8
-	VPAND          Y2, Y8, Y8
-	VPOR           Y8, Y4, Y4
-	VPSHUFB        scidx32<>+0(SB), Y6, Y8
-	VPMADDUBSW     4(CX), Y4, Y4
-	VPMADDWD       Y8, Y4, Y4
-	VPSRLW         $0x04, Y5, Y5
-	VPAND          Y1, Y5, Y5
-	VPSLLW         $0x03, Y3, Y8
-	VPAND          Y2, Y8, Y8
-	VPOR           Y8, Y5, Y5
-	VPSHUFB        scidx32<>+32(SB), Y6, Y8
-	VPMADDUBSW     36(CX), Y5, Y5
-	VPMADDWD       Y8, Y5, Y5
-	VMOVDQU        80(AX), Y9
-	VPAND          Y1, Y9, Y8
-	VPSLLW         $0x02, Y3, Y10
-	VPAND          Y2, Y10, Y10
-	VPOR           Y10, Y8, Y8
-	VPSHUFB        scidx32<>+64(SB), Y6, Y10
-	VPMADDUBSW     68(CX), Y8, Y8
-	VPMADDWD       Y10, Y8, Y8
-	VPADDD         Y8, Y4, Y4
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          Y1, Y8, Y8
-	VPSLLW         $0x01, Y3, Y9
-	VPAND          Y2, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPSHUFB        scidx32<>+96(SB), Y6, Y9
-	VPMADDUBSW     100(CX), Y8, Y8
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y5, Y5
-	VMOVDQU        112(AX), Y9
-	VPAND          Y1, Y9, Y8
-	VMOVDQA        Y3, Y10
-	VPAND          Y2, Y10, Y10
-	VPOR           Y10, Y8, Y8
-	VPSHUFB        scidx32<>+128(SB), Y6, Y10
-	VPMADDUBSW     132(CX), Y8, Y8
-	VPMADDWD       Y10, Y8, Y8
-	VPADDD         Y8, Y4, Y4
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          Y1, Y8, Y8
-	VPSRLW         $0x01, Y3, Y9
-	VPAND          Y2, Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPSHUFB        scidx32<>+160(SB), Y6, Y9
-	VPMADDUBSW     164(CX), Y8, Y8
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y5, Y5
-	VMOVDQU        144(AX), Y9
-	VPAND          Y1, Y9, Y8
-	VPSRLW         $0x02, Y3, Y10
-	VPAND          Y2, Y10, Y10
-	VPOR           Y10, Y8, Y8
-	VPSHUFB        scidx32<>+192(SB), Y6, Y10
-	VPMADDUBSW     196(CX), Y8, Y8
-	VPMADDWD       Y10, Y8, Y8
-	VPADDD         Y8, Y4, Y4
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          Y1, Y8, Y8
-	VPSRLW         $0x03, Y3, Y3
-	VPAND          Y2, Y3, Y3
-	VPOR           Y3, Y8, Y8
-	VPSHUFB        scidx32<>+224(SB), Y6, Y3
-	VPMADDUBSW     228(CX), Y8, Y6
-	VPMADDWD       Y3, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPADDD         Y5, Y4, Y4
-	VCVTDQ2PS      Y4, Y4
-	VBROADCASTSS   X7, Y3
-	VFMADD231PS    Y4, Y3, Y0
-	ADDQ           $0x000000b0, AX
-	ADDQ           $0x00000124, CX
-	DECQ           DX
-	JNZ            loopdotQ5KAVX2
-
-donedotQ5KAVX2:
-	VEXTRACTF128 $0x01, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	MOVSS        X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-DATA c32_10101010<>+0(SB)/4, $0x10101010
-GLOBL c32_10101010<>(SB), RODATA|NOPTR, $4
-
-// func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ5Kx4AVX2(SB), NOSPLIT, $0-40
-	MOVQ  w+0(FP), AX
-	MOVQ  a+8(FP), CX
-	MOVQ  nb+16(FP), DX
-	MOVQ  astride+24(FP), BX
-	LEAQ  (BX)(BX*2), SI
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	TESTQ DX, DX
-	JZ    donedotQ5Kx4AVX2
-
-loopdotQ5Kx4AVX2:
-	VMOVDQU        16(AX), Y4
-	VMOVD          (AX), X5
-	VCVTPH2PS      X5, X5
 	VBROADCASTI128 4(AX), Y6
 	VPSHUFD        $0x98, Y6, Y7
 	VPSRLVD        k4sh_y<>+0(SB), Y7, Y7
@@ -2259,228 +2296,513 @@ loopdotQ5Kx4AVX2:
 	VPAND          k4hm_y<>+0(SB), Y6, Y6
 	VPOR           Y6, Y7, Y7
 	VPSHUFB        k4mdup<>+0(SB), Y7, Y6
-	VPMADDWD       260(CX), Y6, Y8
-	VCVTDQ2PS      Y8, Y8
+	VPMADDWD       260(CX), Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X8
+	VPADDD         X8, X6, X8
+	VPSHUFD        $0x4e, X8, X6
+	VPADDD         X6, X8, X8
+	VPSHUFD        $0xb1, X8, X6
+	VPADDD         X6, X8, X8
+	VCVTDQ2PS      X8, X8
+	VMOVD          (AX), X6
+	VCVTPH2PS      X6, X6
 	VBROADCASTSS   (CX), X9
-	VMULPS         X5, X9, X9
-	VMOVSHDUP      X9, X9
-	VBROADCASTSS   X9, Y9
-	VFNMADD231PS   Y8, Y9, Y0
-	VPMADDWD       260(CX)(BX*1), Y6, Y8
-	VCVTDQ2PS      Y8, Y8
-	VBROADCASTSS   (CX)(BX*1), X9
-	VMULPS         X5, X9, X9
-	VMOVSHDUP      X9, X9
-	VBROADCASTSS   X9, Y9
-	VFNMADD231PS   Y8, Y9, Y1
-	VPMADDWD       260(CX)(BX*2), Y6, Y8
-	VCVTDQ2PS      Y8, Y8
-	VBROADCASTSS   (CX)(BX*2), X9
-	VMULPS         X5, X9, X9
-	VMOVSHDUP      X9, X9
-	VBROADCASTSS   X9, Y9
-	VFNMADD231PS   Y8, Y9, Y2
-	VPMADDWD       260(CX)(SI*1), Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(SI*1), X8
-	VMULPS         X5, X8, X8
-	VMOVSHDUP      X8, X8
-	VBROADCASTSS   X8, Y8
-	VFNMADD231PS   Y6, Y8, Y3
-	VMOVDQU        48(AX), Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y6
-	VPSLLW         $0x04, Y4, Y9
-	VPAND          v32_10101010<>+0(SB), Y9, Y9
-	VPOR           Y9, Y6, Y6
-	VPSHUFB        scidx32<>+0(SB), Y7, Y9
-	VPMADDUBSW     4(CX), Y6, Y10
-	VPMADDWD       Y9, Y10, Y10
-	VPMADDUBSW     4(CX)(BX*1), Y6, Y11
-	VPMADDWD       Y9, Y11, Y11
-	VPMADDUBSW     4(CX)(BX*2), Y6, Y12
-	VPMADDWD       Y9, Y12, Y12
-	VPMADDUBSW     4(CX)(SI*1), Y6, Y6
-	VPMADDWD       Y9, Y6, Y6
-	VPSRLW         $0x04, Y8, Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSLLW         $0x03, Y4, Y9
-	VPAND          v32_10101010<>+0(SB), Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPSHUFB        scidx32<>+32(SB), Y7, Y9
-	VPMADDUBSW     36(CX), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     36(CX)(BX*1), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     36(CX)(BX*2), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y12, Y12
-	VPMADDUBSW     36(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y6, Y6
-	VMOVDQU        80(AX), Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
-	VPSLLW         $0x02, Y4, Y13
-	VPAND          v32_10101010<>+0(SB), Y13, Y13
-	VPOR           Y13, Y8, Y8
+	VMULPS         X6, X9, X9
+	VMOVSHDUP      X9, X6
+	VMULSS         X8, X6, X6
+	VSUBSS         X6, X1, X1
+	VBROADCASTSS   X9, Y6
+	VPERMD         16(AX), Y3, Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPERMD         48(AX), Y3, Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y4, Y10, Y9
+	VPSLLW         $0x04, Y8, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y9, Y9
+	VPSHUFB        scidx32<>+0(SB), Y7, Y11
+	VPERMD         4(CX), Y3, Y12
+	VPSHUFB        Y2, Y12, Y12
+	VPMADDUBSW     Y12, Y9, Y12
+	VPMADDWD       Y11, Y12, Y9
+	VPSRLW         $0x04, Y10, Y10
+	VPAND          Y4, Y10, Y10
+	VPSLLW         $0x03, Y8, Y11
+	VPAND          Y5, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPSHUFB        scidx32<>+32(SB), Y7, Y11
+	VPERMD         36(CX), Y3, Y12
+	VPSHUFB        Y2, Y12, Y12
+	VPMADDUBSW     Y12, Y10, Y12
+	VPMADDWD       Y11, Y12, Y10
+	VPERMD         80(AX), Y3, Y12
+	VPSHUFB        Y2, Y12, Y12
+	VPAND          Y4, Y12, Y11
+	VPSLLW         $0x02, Y8, Y13
+	VPAND          Y5, Y13, Y13
+	VPOR           Y13, Y11, Y11
 	VPSHUFB        scidx32<>+64(SB), Y7, Y13
-	VPMADDUBSW     68(CX), Y8, Y14
+	VPERMD         68(CX), Y3, Y14
+	VPSHUFB        Y2, Y14, Y14
+	VPMADDUBSW     Y14, Y11, Y14
 	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPMADDUBSW     68(CX)(BX*1), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     68(CX)(BX*2), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     68(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y13, Y8, Y8
-	VPADDD         Y8, Y6, Y6
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSLLW         $0x01, Y4, Y9
-	VPAND          v32_10101010<>+0(SB), Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPSHUFB        scidx32<>+96(SB), Y7, Y9
-	VPMADDUBSW     100(CX), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y14, Y9, Y9
+	VPSRLW         $0x04, Y12, Y11
+	VPAND          Y4, Y11, Y11
+	VPSLLW         $0x01, Y8, Y12
+	VPAND          Y5, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPSHUFB        scidx32<>+96(SB), Y7, Y12
+	VPERMD         100(CX), Y3, Y13
+	VPSHUFB        Y2, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
 	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     100(CX)(BX*1), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     100(CX)(BX*2), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y12, Y12
-	VPMADDUBSW     100(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y6, Y6
-	VMOVDQU        112(AX), Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
-	VMOVDQA        Y4, Y13
-	VPAND          v32_10101010<>+0(SB), Y13, Y13
-	VPOR           Y13, Y8, Y8
+	VPERMD         112(AX), Y3, Y12
+	VPSHUFB        Y2, Y12, Y12
+	VPAND          Y4, Y12, Y11
+	VMOVDQA        Y8, Y13
+	VPAND          Y5, Y13, Y13
+	VPOR           Y13, Y11, Y11
 	VPSHUFB        scidx32<>+128(SB), Y7, Y13
-	VPMADDUBSW     132(CX), Y8, Y14
+	VPERMD         132(CX), Y3, Y14
+	VPSHUFB        Y2, Y14, Y14
+	VPMADDUBSW     Y14, Y11, Y14
 	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPMADDUBSW     132(CX)(BX*1), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     132(CX)(BX*2), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     132(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y13, Y8, Y8
-	VPADDD         Y8, Y6, Y6
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSRLW         $0x01, Y4, Y9
-	VPAND          v32_10101010<>+0(SB), Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPSHUFB        scidx32<>+160(SB), Y7, Y9
-	VPMADDUBSW     164(CX), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y14, Y9, Y9
+	VPSRLW         $0x04, Y12, Y11
+	VPAND          Y4, Y11, Y11
+	VPSRLW         $0x01, Y8, Y12
+	VPAND          Y5, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPSHUFB        scidx32<>+160(SB), Y7, Y12
+	VPERMD         164(CX), Y3, Y13
+	VPSHUFB        Y2, Y13, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPMADDWD       Y12, Y13, Y13
 	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     164(CX)(BX*1), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     164(CX)(BX*2), Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y12, Y12
-	VPMADDUBSW     164(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y6, Y6
-	VMOVDQU        144(AX), Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
-	VPSRLW         $0x02, Y4, Y13
-	VPAND          v32_10101010<>+0(SB), Y13, Y13
-	VPOR           Y13, Y8, Y8
+	VPERMD         144(AX), Y3, Y12
+	VPSHUFB        Y2, Y12, Y12
+	VPAND          Y4, Y12, Y11
+	VPSRLW         $0x02, Y8, Y13
+	VPAND          Y5, Y13, Y13
+	VPOR           Y13, Y11, Y11
 	VPSHUFB        scidx32<>+192(SB), Y7, Y13
-	VPMADDUBSW     196(CX), Y8, Y14
+	VPERMD         196(CX), Y3, Y14
+	VPSHUFB        Y2, Y14, Y14
+	VPMADDUBSW     Y14, Y11, Y14
 	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPMADDUBSW     196(CX)(BX*1), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPMADDUBSW     196(CX)(BX*2), Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPMADDUBSW     196(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y13, Y8, Y8
-	VPADDD         Y8, Y6, Y6
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSRLW         $0x03, Y4, Y4
-	VPAND          v32_10101010<>+0(SB), Y4, Y4
-	VPOR           Y4, Y8, Y8
-	VPSHUFB        scidx32<>+224(SB), Y7, Y4
-	VPMADDUBSW     228(CX), Y8, Y7
-	VPMADDWD       Y4, Y7, Y7
+	VPADDD         Y14, Y9, Y9
+	VPSRLW         $0x04, Y12, Y11
+	VPAND          Y4, Y11, Y11
+	VPSRLW         $0x03, Y8, Y8
+	VPAND          Y5, Y8, Y8
+	VPOR           Y8, Y11, Y11
+	VPSHUFB        scidx32<>+224(SB), Y7, Y7
+	VPERMD         228(CX), Y3, Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPMADDUBSW     Y8, Y11, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VMULPS         Y6, Y9, Y9
+	VADDPS         Y9, Y0, Y0
+	ADDQ           $0x000000b0, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ5KAVX2
+
+donedotQ5KAVX2:
+	VSHUFPS      $0x00, X1, X1, X1
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDSS       X0, X1, X1
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X1, X1
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X1, X1
+	VSHUFPS      $0xff, X0, X0, X3
+	VADDSS       X3, X1, X1
+	VADDSS       X2, X1, X1
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X1, X1
+	VMOVHLPS     X2, X2, X0
+	VADDSS       X0, X1, X1
+	VSHUFPS      $0xff, X2, X2, X0
+	VADDSS       X0, X1, X1
+	MOVSS        X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c32_10101010<>+0(SB)/4, $0x10101010
+GLOBL c32_10101010<>(SB), RODATA|NOPTR, $4
+
+// func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5Kx4AVX2(SB), NOSPLIT, $16-40
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    astride+24(FP), BX
+	LEAQ    (BX)(BX*2), SI
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   X4, X4, X4
+	VMOVUPS X4, (SP)
+	VMOVDQU xpermd32<>+0(SB), Y4
+	TESTQ   DX, DX
+	JZ      donedotQ5Kx4AVX2
+
+loopdotQ5Kx4AVX2:
+	VBROADCASTI128 4(AX), Y5
+	VPSHUFD        $0x98, Y5, Y6
+	VPSRLVD        k4sh_y<>+0(SB), Y6, Y6
+	VPAND          k4m_y<>+0(SB), Y6, Y6
+	VPSHUFD        $0x50, Y5, Y5
+	VPSRLD         $0x02, Y5, Y5
+	VPAND          k4hm_y<>+0(SB), Y5, Y5
+	VPOR           Y5, Y6, Y6
+	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD       260(CX), Y5, Y7
+	VPMADDWD       260(CX)(BX*1), Y5, Y8
+	VPMADDWD       260(CX)(BX*2), Y5, Y9
+	VPMADDWD       260(CX)(SI*1), Y5, Y5
+	VPUNPCKLDQ     Y8, Y7, Y10
+	VPUNPCKHDQ     Y8, Y7, Y7
 	VPADDD         Y7, Y10, Y10
-	VPMADDUBSW     228(CX)(BX*1), Y8, Y7
-	VPMADDWD       Y4, Y7, Y7
+	VPUNPCKLDQ     Y5, Y9, Y7
+	VPUNPCKHDQ     Y5, Y9, Y5
+	VPADDD         Y5, Y7, Y7
+	VPUNPCKLQDQ    Y7, Y10, Y5
+	VPUNPCKHQDQ    Y7, Y10, Y7
+	VPADDD         Y7, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X7
+	VPADDD         X5, X7, X7
+	VCVTDQ2PS      X7, X7
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VMOVSS         (CX), X8
+	VINSERTPS      $0x10, (CX)(BX*1), X8, X8
+	VINSERTPS      $0x20, (CX)(BX*2), X8, X8
+	VINSERTPS      $0x30, (CX)(SI*1), X8, X8
+	VMOVSHDUP      X5, X9
+	VBROADCASTSS   X9, X9
+	VMULPS         X8, X9, X9
+	VMULPS         X7, X9, X9
+	VMOVUPS        (SP), X7
+	VSUBPS         X9, X7, X7
+	VMOVUPS        X7, (SP)
+	VPERMD         16(AX), Y4, Y7
+	VPSHUFB        xtr32<>+0(SB), Y7, Y7
+	VPERMD         48(AX), Y4, Y9
+	VPSHUFB        xtr32<>+0(SB), Y9, Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSLLW         $0x04, Y7, Y10
+	VPAND          v32_10101010<>+0(SB), Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPSHUFB        scidx32<>+0(SB), Y6, Y10
+	VPERMD         4(CX), Y4, Y11
+	VPSHUFB        xtr32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y8, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPERMD         4(CX)(BX*1), Y4, Y12
+	VPSHUFB        xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y8, Y12
+	VPMADDWD       Y10, Y12, Y12
+	VPERMD         4(CX)(BX*2), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y10, Y13, Y13
+	VPERMD         4(CX)(SI*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y10, Y14, Y8
+	VPSRLW         $0x04, Y9, Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y9
+	VPSLLW         $0x03, Y7, Y10
+	VPAND          v32_10101010<>+0(SB), Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPSHUFB        scidx32<>+32(SB), Y6, Y10
+	VPERMD         36(CX), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y11, Y11
+	VPERMD         36(CX)(BX*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y12, Y12
+	VPERMD         36(CX)(BX*2), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y13, Y13
+	VPERMD         36(CX)(SI*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y8, Y8
+	VPERMD         80(AX), Y4, Y10
+	VPSHUFB        xtr32<>+0(SB), Y10, Y10
+	VPAND          v32_0f0f0f0f<>+0(SB), Y10, Y9
+	VPSLLW         $0x02, Y7, Y14
+	VPAND          v32_10101010<>+0(SB), Y14, Y14
+	VPOR           Y14, Y9, Y9
+	VPSHUFB        scidx32<>+64(SB), Y6, Y14
+	VPERMD         68(CX), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y11, Y11
+	VPERMD         68(CX)(BX*1), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y12, Y12
+	VPERMD         68(CX)(BX*2), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y13, Y13
+	VPERMD         68(CX)(SI*1), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y8, Y8
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y9
+	VPSLLW         $0x01, Y7, Y10
+	VPAND          v32_10101010<>+0(SB), Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPSHUFB        scidx32<>+96(SB), Y6, Y10
+	VPERMD         100(CX), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y11, Y11
+	VPERMD         100(CX)(BX*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y12, Y12
+	VPERMD         100(CX)(BX*2), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y13, Y13
+	VPERMD         100(CX)(SI*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y8, Y8
+	VPERMD         112(AX), Y4, Y10
+	VPSHUFB        xtr32<>+0(SB), Y10, Y10
+	VPAND          v32_0f0f0f0f<>+0(SB), Y10, Y9
+	VMOVDQA        Y7, Y14
+	VPAND          v32_10101010<>+0(SB), Y14, Y14
+	VPOR           Y14, Y9, Y9
+	VPSHUFB        scidx32<>+128(SB), Y6, Y14
+	VPERMD         132(CX), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y11, Y11
+	VPERMD         132(CX)(BX*1), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y12, Y12
+	VPERMD         132(CX)(BX*2), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y13, Y13
+	VPERMD         132(CX)(SI*1), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y8, Y8
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y9
+	VPSRLW         $0x01, Y7, Y10
+	VPAND          v32_10101010<>+0(SB), Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPSHUFB        scidx32<>+160(SB), Y6, Y10
+	VPERMD         164(CX), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y11, Y11
+	VPERMD         164(CX)(BX*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y12, Y12
+	VPERMD         164(CX)(BX*2), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y13, Y13
+	VPERMD         164(CX)(SI*1), Y4, Y14
+	VPSHUFB        xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPMADDWD       Y10, Y14, Y14
+	VPADDD         Y14, Y8, Y8
+	VPERMD         144(AX), Y4, Y10
+	VPSHUFB        xtr32<>+0(SB), Y10, Y10
+	VPAND          v32_0f0f0f0f<>+0(SB), Y10, Y9
+	VPSRLW         $0x02, Y7, Y14
+	VPAND          v32_10101010<>+0(SB), Y14, Y14
+	VPOR           Y14, Y9, Y9
+	VPSHUFB        scidx32<>+192(SB), Y6, Y14
+	VPERMD         196(CX), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y11, Y11
+	VPERMD         196(CX)(BX*1), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y12, Y12
+	VPERMD         196(CX)(BX*2), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y13, Y13
+	VPERMD         196(CX)(SI*1), Y4, Y15
+	VPSHUFB        xtr32<>+0(SB), Y15, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPMADDWD       Y14, Y15, Y15
+	VPADDD         Y15, Y8, Y8
+	VPSRLW         $0x04, Y10, Y9
+	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y9
+	VPSRLW         $0x03, Y7, Y7
+	VPAND          v32_10101010<>+0(SB), Y7, Y7
+	VPOR           Y7, Y9, Y9
+	VPSHUFB        scidx32<>+224(SB), Y6, Y6
+	VPERMD         228(CX), Y4, Y7
+	VPSHUFB        xtr32<>+0(SB), Y7, Y7
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y6, Y7, Y7
 	VPADDD         Y7, Y11, Y11
-	VPMADDUBSW     228(CX)(BX*2), Y8, Y7
-	VPMADDWD       Y4, Y7, Y7
+	VPERMD         228(CX)(BX*1), Y4, Y7
+	VPSHUFB        xtr32<>+0(SB), Y7, Y7
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y6, Y7, Y7
 	VPADDD         Y7, Y12, Y12
-	VPMADDUBSW     228(CX)(SI*1), Y8, Y7
-	VPMADDWD       Y4, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VCVTDQ2PS      Y10, Y10
-	VBROADCASTSS   (CX), X4
-	VMULPS         X5, X4, X4
-	VBROADCASTSS   X4, Y4
-	VFMADD231PS    Y10, Y4, Y0
+	VPERMD         228(CX)(BX*2), Y4, Y7
+	VPSHUFB        xtr32<>+0(SB), Y7, Y7
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y6, Y7, Y7
+	VPADDD         Y7, Y13, Y13
+	VPERMD         228(CX)(SI*1), Y4, Y7
+	VPSHUFB        xtr32<>+0(SB), Y7, Y7
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y6, Y7, Y7
+	VPADDD         Y7, Y8, Y8
 	VCVTDQ2PS      Y11, Y11
-	VBROADCASTSS   (CX)(BX*1), X4
-	VMULPS         X5, X4, X4
-	VBROADCASTSS   X4, Y4
-	VFMADD231PS    Y11, Y4, Y1
+	VBROADCASTSS   X5, Y6
+	VBROADCASTSS   (CX), Y7
+	VMULPS         Y7, Y6, Y6
+	VMULPS         Y6, Y11, Y11
+	VADDPS         Y11, Y0, Y0
 	VCVTDQ2PS      Y12, Y12
-	VBROADCASTSS   (CX)(BX*2), X4
-	VMULPS         X5, X4, X4
-	VBROADCASTSS   X4, Y4
-	VFMADD231PS    Y12, Y4, Y2
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(SI*1), X4
-	VMULPS         X5, X4, X4
-	VBROADCASTSS   X4, Y4
-	VFMADD231PS    Y6, Y4, Y3
+	VBROADCASTSS   X5, Y6
+	VBROADCASTSS   (CX)(BX*1), Y7
+	VMULPS         Y7, Y6, Y6
+	VMULPS         Y6, Y12, Y12
+	VADDPS         Y12, Y1, Y1
+	VCVTDQ2PS      Y13, Y13
+	VBROADCASTSS   X5, Y6
+	VBROADCASTSS   (CX)(BX*2), Y7
+	VMULPS         Y7, Y6, Y6
+	VMULPS         Y6, Y13, Y13
+	VADDPS         Y13, Y2, Y2
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X5, Y5
+	VBROADCASTSS   (CX)(SI*1), Y6
+	VMULPS         Y6, Y5, Y5
+	VMULPS         Y5, Y8, Y8
+	VADDPS         Y8, Y3, Y3
 	ADDQ           $0x000000b0, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
 	JNZ            loopdotQ5Kx4AVX2
 
 donedotQ5Kx4AVX2:
+	VMOVUPS      (SP), X4
 	MOVQ         out+32(FP), AX
-	VEXTRACTF128 $0x01, Y0, X4
-	VADDPS       X4, X0, X0
-	VMOVHLPS     X0, X0, X4
-	VADDPS       X4, X0, X0
-	VMOVSHDUP    X0, X4
-	VADDSS       X4, X0, X0
-	VMOVSS       X0, (AX)
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
+	VSHUFPS      $0x00, X4, X4, X5
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDSS       X0, X5, X5
+	VMOVSHDUP    X0, X7
+	VADDSS       X7, X5, X5
+	VMOVHLPS     X0, X0, X7
+	VADDSS       X7, X5, X5
+	VSHUFPS      $0xff, X0, X0, X7
+	VADDSS       X7, X5, X5
+	VADDSS       X6, X5, X5
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X5, X5
+	VMOVHLPS     X6, X6, X0
+	VADDSS       X0, X5, X5
+	VSHUFPS      $0xff, X6, X6, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, (AX)
+	VSHUFPS      $0x55, X4, X4, X0
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X1, X1, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X1, X1, X6
+	VADDSS       X6, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSHDUP    X5, X1
+	VADDSS       X1, X0, X0
+	VMOVHLPS     X5, X5, X1
+	VADDSS       X1, X0, X0
+	VSHUFPS      $0xff, X5, X5, X1
 	VADDSS       X1, X0, X0
 	VMOVSS       X0, 4(AX)
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
+	VSHUFPS      $0xaa, X4, X4, X0
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDSS       X2, X0, X0
+	VMOVSHDUP    X2, X5
+	VADDSS       X5, X0, X0
+	VMOVHLPS     X2, X2, X5
+	VADDSS       X5, X0, X0
+	VSHUFPS      $0xff, X2, X2, X5
+	VADDSS       X5, X0, X0
 	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X1, X1, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X1, X1, X2
+	VADDSS       X2, X0, X0
 	VMOVSS       X0, 8(AX)
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
+	VSHUFPS      $0xff, X4, X4, X0
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDSS       X3, X0, X0
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X3, X3, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X3, X3, X2
+	VADDSS       X2, X0, X0
 	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X1, X1, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X1, X1, X2
+	VADDSS       X2, X0, X0
 	VMOVSS       X0, 12(AX)
 	VZEROUPPER
 	RET

@@ -1519,90 +1519,136 @@ donedotQ6Kx4AVX512:
 	RET
 
 // func dotQ4KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
+	VPXORD       Y0, Y0, Y0
+	VPXORD       X1, X1, X1
+	VMOVDQU64    xtr64<>+0(SB), Z2
+	VMOVDQU64    xpermd64<>+0(SB), Z3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
 	TESTQ        DX, DX
 	JZ           donedotQ4KAVX512
 
 loopdotQ4KAVX512:
-	VMOVD           (AX), X3
-	VCVTPH2PS       X3, X3
-	VBROADCASTI32X4 4(AX), Z4
-	VPSHUFD         $0x98, Z4, Z5
-	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
-	VPANDD          k4m_z<>+0(SB), Z5, Z5
-	VPSHUFD         $0x50, Z4, Z4
-	VPSRLD          $0x02, Z4, Z4
-	VPANDD          k4hm_z<>+0(SB), Z4, Z4
-	VPORD           Z4, Z5, Z5
-	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
-	VPMADDWD        260(CX), Y4, Y4
-	VCVTDQ2PS       Y4, Y4
-	VBROADCASTSS    (CX), X6
-	VMULPS          X3, X6, X6
-	VMOVSHDUP       X6, X3
-	VBROADCASTSS    X3, Y3
-	VFNMADD231PS    Y4, Y3, Y1
-	VBROADCASTI64X4 16(AX), Z3
-	VPSRLVW         shift_0_4<>+0(SB), Z3, Z3
-	VPANDD          Z2, Z3, Z3
-	VPSHUFB         scidx32<>+0(SB), Z5, Z4
-	VPMADDUBSW      4(CX), Z3, Z3
-	VPMADDWD        Z4, Z3, Z3
-	VBROADCASTI64X4 48(AX), Z4
-	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
-	VPANDD          Z2, Z4, Z4
-	VPSHUFB         scidx32<>+64(SB), Z5, Z7
-	VPMADDUBSW      68(CX), Z4, Z4
-	VPMADDWD        Z7, Z4, Z4
-	VBROADCASTI64X4 80(AX), Z7
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD        260(CX), Y5, Y5
+	VEXTRACTI32X4   $0x01, Y5, X7
+	VPADDD          X7, X5, X7
+	VPSHUFD         $0x4e, X7, X5
+	VPADDD          X5, X7, X7
+	VPSHUFD         $0xb1, X7, X5
+	VPADDD          X5, X7, X7
+	VCVTDQ2PS       X7, X7
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    (CX), X8
+	VMULPS          X5, X8, X8
+	VMOVSHDUP       X8, X5
+	VMULSS          X7, X5, X5
+	VSUBSS          X5, X1, X1
+	VBROADCASTSS    X8, Y5
+	VBROADCASTI64X4 16(AX), Z7
+	VPERMD          Z7, Z3, Z7
+	VPSHUFB         Z2, Z7, Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
-	VPANDD          Z2, Z7, Z7
-	VPSHUFB         scidx32<>+128(SB), Z5, Z8
-	VPMADDUBSW      132(CX), Z7, Z7
-	VPMADDWD        Z8, Z7, Z7
-	VPADDD          Z7, Z3, Z3
-	VBROADCASTI64X4 112(AX), Z7
-	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
-	VPANDD          Z2, Z7, Z7
-	VPSHUFB         scidx32<>+192(SB), Z5, Z5
-	VPMADDUBSW      196(CX), Z7, Z7
-	VPMADDWD        Z5, Z7, Z7
-	VPADDD          Z7, Z4, Z4
-	VPADDD          Z4, Z3, Z3
-	VCVTDQ2PS       Z3, Z3
-	VBROADCASTSS    X6, Z4
-	VFMADD231PS     Z3, Z4, Z0
+	VPANDD          Z4, Z7, Z7
+	VPSHUFB         scidx32<>+0(SB), Z6, Z8
+	VPERMD          4(CX), Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPMADDUBSW      Z9, Z7, Z9
+	VPMADDWD        Z8, Z9, Z7
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMD          Z8, Z3, Z8
+	VPSHUFB         Z2, Z8, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z4, Z8, Z8
+	VPSHUFB         scidx32<>+64(SB), Z6, Z9
+	VPERMD          68(CX), Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPMADDWD        Z9, Z10, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSHUFB         scidx32<>+128(SB), Z6, Z10
+	VPERMD          132(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z7, Z7
+	VBROADCASTI64X4 112(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSHUFB         scidx32<>+192(SB), Z6, Z6
+	VPERMD          196(CX), Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPMADDUBSW      Z10, Z9, Z10
+	VPMADDWD        Z6, Z10, Z10
+	VPADDD          Z10, Z8, Z8
+	VPADDD          Z8, Z7, Z7
+	VEXTRACTI64X4   $0x01, Z7, Y6
+	VPADDD          Y6, Y7, Y6
+	VCVTDQ2PS       Y6, Y6
+	VMULPS          Y5, Y6, Y6
+	VADDPS          Y6, Y0, Y0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ4KAVX512
 
 donedotQ4KAVX512:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
+	VSHUFPS       $0x00, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X1, X1
+	VSHUFPS       $0xff, X0, X0, X3
+	VADDSS        X3, X1, X1
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VMOVSHDUP     X2, X0
+	VADDSS        X0, X1, X1
+	VMOVHLPS      X2, X2, X0
+	VADDSS        X0, X1, X1
+	VSHUFPS       $0xff, X2, X2, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
+
+DATA xtr64<>+0(SB)/4, $0x0c080400
+DATA xtr64<>+4(SB)/4, $0x0d090501
+DATA xtr64<>+8(SB)/4, $0x0e0a0602
+DATA xtr64<>+12(SB)/4, $0x0f0b0703
+DATA xtr64<>+16(SB)/4, $0x0c080400
+DATA xtr64<>+20(SB)/4, $0x0d090501
+DATA xtr64<>+24(SB)/4, $0x0e0a0602
+DATA xtr64<>+28(SB)/4, $0x0f0b0703
+DATA xtr64<>+32(SB)/4, $0x0c080400
+DATA xtr64<>+36(SB)/4, $0x0d090501
+DATA xtr64<>+40(SB)/4, $0x0e0a0602
+DATA xtr64<>+44(SB)/4, $0x0f0b0703
+DATA xtr64<>+48(SB)/4, $0x0c080400
+DATA xtr64<>+52(SB)/4, $0x0d090501
+DATA xtr64<>+56(SB)/4, $0x0e0a0602
+DATA xtr64<>+60(SB)/4, $0x0f0b0703
+GLOBL xtr64<>(SB), RODATA|NOPTR, $64
 
 DATA k4sh_z<>+0(SB)/4, $0x00000000
 DATA k4sh_z<>+4(SB)/4, $0x00000000
@@ -1753,145 +1799,193 @@ DATA shift_0_4<>+60(SB)/4, $0x00040004
 GLOBL shift_0_4<>(SB), RODATA|NOPTR, $64
 
 // func dotQ4Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
 TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
+	VPXORD       Y0, Y0, Y0
 	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
+	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xtr64<>+0(SB), Z5
+	VMOVDQU64    xpermd64<>+0(SB), Z6
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z7
 	TESTQ        DX, DX
 	JZ           donedotQ4Kx4AVX512
 
 loopdotQ4Kx4AVX512:
-	VMOVD           (AX), X9
-	VCVTPH2PS       X9, X9
-	VBROADCASTI32X4 4(AX), Z10
-	VPSHUFD         $0x98, Z10, Z11
-	VPSRLVD         k4sh_z<>+0(SB), Z11, Z11
-	VPANDD          k4m_z<>+0(SB), Z11, Z11
-	VPSHUFD         $0x50, Z10, Z10
-	VPSRLD          $0x02, Z10, Z10
-	VPANDD          k4hm_z<>+0(SB), Z10, Z10
-	VPORD           Z10, Z11, Z11
-	VPSHUFB         k4mdup<>+0(SB), Y11, Y10
-	VPMADDWD        260(CX), Y10, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX), X13
-	VMULPS          X9, X13, X13
-	VMOVSHDUP       X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y1
-	VPMADDWD        260(CX)(BX*1), Y10, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*1), X13
-	VMULPS          X9, X13, X13
-	VMOVSHDUP       X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y3
-	VPMADDWD        260(CX)(BX*2), Y10, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*2), X13
-	VMULPS          X9, X13, X13
-	VMOVSHDUP       X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y5
-	VPMADDWD        260(CX)(SI*1), Y10, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    (CX)(SI*1), X12
-	VMULPS          X9, X12, X12
-	VMOVSHDUP       X12, X12
-	VBROADCASTSS    X12, Y12
-	VFNMADD231PS    Y10, Y12, Y7
+	VBROADCASTI32X4 4(AX), Z8
+	VPSHUFD         $0x98, Z8, Z9
+	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
+	VPANDD          k4m_z<>+0(SB), Z9, Z9
+	VPSHUFD         $0x50, Z8, Z8
+	VPSRLD          $0x02, Z8, Z8
+	VPANDD          k4hm_z<>+0(SB), Z8, Z8
+	VPORD           Z8, Z9, Z9
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y8
+	VPMADDWD        260(CX), Y8, Y10
+	VPMADDWD        260(CX)(BX*1), Y8, Y11
+	VPMADDWD        260(CX)(BX*2), Y8, Y12
+	VPMADDWD        260(CX)(SI*1), Y8, Y8
+	VPUNPCKLDQ      Y11, Y10, Y13
+	VPUNPCKHDQ      Y11, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VPUNPCKLDQ      Y8, Y12, Y10
+	VPUNPCKHDQ      Y8, Y12, Y8
+	VPADDD          Y8, Y10, Y10
+	VPUNPCKLQDQ     Y10, Y13, Y8
+	VPUNPCKHQDQ     Y10, Y13, Y10
+	VPADDD          Y10, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X10
+	VPADDD          X8, X10, X10
+	VCVTDQ2PS       X10, X10
+	VMOVD           (AX), X8
+	VCVTPH2PS       X8, X8
+	VMOVSS          (CX), X11
+	VINSERTPS       $0x10, (CX)(BX*1), X11, X11
+	VINSERTPS       $0x20, (CX)(BX*2), X11, X11
+	VINSERTPS       $0x30, (CX)(SI*1), X11, X11
+	VMOVSHDUP       X8, X12
+	VBROADCASTSS    X12, X12
+	VMULPS          X11, X12, X12
+	VMULPS          X10, X12, X12
+	VSUBPS          X12, X4, X4
 	VBROADCASTI64X4 16(AX), Z10
+	VPERMD          Z10, Z6, Z10
+	VPSHUFB         Z5, Z10, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
-	VPANDD          Z8, Z10, Z10
-	VPSHUFB         scidx32<>+0(SB), Z11, Z12
-	VPMADDUBSW      4(CX), Z10, Z13
-	VPMADDWD        Z12, Z13, Z13
-	VPMADDUBSW      4(CX)(BX*1), Z10, Z14
-	VPMADDWD        Z12, Z14, Z14
-	VPMADDUBSW      4(CX)(BX*2), Z10, Z15
-	VPMADDWD        Z12, Z15, Z15
-	VPMADDUBSW      4(CX)(SI*1), Z10, Z10
-	VPMADDWD        Z12, Z10, Z10
-	VBROADCASTI64X4 48(AX), Z12
-	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
-	VPANDD          Z8, Z12, Z12
-	VPSHUFB         scidx32<>+64(SB), Z11, Z16
-	VPMADDUBSW      68(CX), Z12, Z17
-	VPMADDWD        Z16, Z17, Z17
-	VPADDD          Z17, Z13, Z13
-	VPMADDUBSW      68(CX)(BX*1), Z12, Z17
-	VPMADDWD        Z16, Z17, Z17
-	VPADDD          Z17, Z14, Z14
-	VPMADDUBSW      68(CX)(BX*2), Z12, Z17
-	VPMADDWD        Z16, Z17, Z17
-	VPADDD          Z17, Z15, Z15
-	VPMADDUBSW      68(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z16, Z12, Z12
-	VPADDD          Z12, Z10, Z10
-	VBROADCASTI64X4 80(AX), Z12
-	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
-	VPANDD          Z8, Z12, Z12
-	VPSHUFB         scidx32<>+128(SB), Z11, Z16
-	VPMADDUBSW      132(CX), Z12, Z17
-	VPMADDWD        Z16, Z17, Z17
-	VPADDD          Z17, Z13, Z13
-	VPMADDUBSW      132(CX)(BX*1), Z12, Z17
-	VPMADDWD        Z16, Z17, Z17
-	VPADDD          Z17, Z14, Z14
-	VPMADDUBSW      132(CX)(BX*2), Z12, Z17
-	VPMADDWD        Z16, Z17, Z17
-	VPADDD          Z17, Z15, Z15
-	VPMADDUBSW      132(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z16, Z12, Z12
-	VPADDD          Z12, Z10, Z10
-	VBROADCASTI64X4 112(AX), Z12
-	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
-	VPANDD          Z8, Z12, Z12
-	VPSHUFB         scidx32<>+192(SB), Z11, Z11
-	VPMADDUBSW      196(CX), Z12, Z16
-	VPMADDWD        Z11, Z16, Z16
-	VPADDD          Z16, Z13, Z13
-	VPMADDUBSW      196(CX)(BX*1), Z12, Z16
-	VPMADDWD        Z11, Z16, Z16
-	VPADDD          Z16, Z14, Z14
-	VPMADDUBSW      196(CX)(BX*2), Z12, Z16
-	VPMADDWD        Z11, Z16, Z16
-	VPADDD          Z16, Z15, Z15
-	VPMADDUBSW      196(CX)(SI*1), Z12, Z12
+	VPANDD          Z7, Z10, Z10
+	VPSHUFB         scidx32<>+0(SB), Z9, Z11
+	VPERMD          4(CX), Z6, Z12
+	VPSHUFB         Z5, Z12, Z12
+	VPMADDUBSW      Z12, Z10, Z12
 	VPMADDWD        Z11, Z12, Z12
-	VPADDD          Z12, Z10, Z10
-	VCVTDQ2PS       Z13, Z13
-	VBROADCASTSS    (CX), X11
-	VMULPS          X9, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z13, Z11, Z0
-	VCVTDQ2PS       Z14, Z14
-	VBROADCASTSS    (CX)(BX*1), X11
-	VMULPS          X9, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z14, Z11, Z2
-	VCVTDQ2PS       Z15, Z15
-	VBROADCASTSS    (CX)(BX*2), X11
-	VMULPS          X9, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z15, Z11, Z4
-	VCVTDQ2PS       Z10, Z10
-	VBROADCASTSS    (CX)(SI*1), X11
-	VMULPS          X9, X11, X11
-	VBROADCASTSS    X11, Z9
-	VFMADD231PS     Z10, Z9, Z6
+	VPERMD          4(CX)(BX*1), Z6, Z13
+	VPSHUFB         Z5, Z13, Z13
+	VPMADDUBSW      Z13, Z10, Z13
+	VPMADDWD        Z11, Z13, Z13
+	VPERMD          4(CX)(BX*2), Z6, Z14
+	VPSHUFB         Z5, Z14, Z14
+	VPMADDUBSW      Z14, Z10, Z14
+	VPMADDWD        Z11, Z14, Z14
+	VPERMD          4(CX)(SI*1), Z6, Z15
+	VPSHUFB         Z5, Z15, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPMADDWD        Z11, Z15, Z10
+	VBROADCASTI64X4 48(AX), Z11
+	VPERMD          Z11, Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPSHUFB         scidx32<>+64(SB), Z9, Z15
+	VPERMD          68(CX), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z12, Z12
+	VPERMD          68(CX)(BX*1), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z13, Z13
+	VPERMD          68(CX)(BX*2), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPERMD          68(CX)(SI*1), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z10, Z10
+	VBROADCASTI64X4 80(AX), Z11
+	VPERMD          Z11, Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPSHUFB         scidx32<>+128(SB), Z9, Z15
+	VPERMD          132(CX), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z12, Z12
+	VPERMD          132(CX)(BX*1), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z13, Z13
+	VPERMD          132(CX)(BX*2), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPERMD          132(CX)(SI*1), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z10, Z10
+	VBROADCASTI64X4 112(AX), Z11
+	VPERMD          Z11, Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPSHUFB         scidx32<>+192(SB), Z9, Z9
+	VPERMD          196(CX), Z6, Z15
+	VPSHUFB         Z5, Z15, Z15
+	VPMADDUBSW      Z15, Z11, Z15
+	VPMADDWD        Z9, Z15, Z15
+	VPADDD          Z15, Z12, Z12
+	VPERMD          196(CX)(BX*1), Z6, Z15
+	VPSHUFB         Z5, Z15, Z15
+	VPMADDUBSW      Z15, Z11, Z15
+	VPMADDWD        Z9, Z15, Z15
+	VPADDD          Z15, Z13, Z13
+	VPERMD          196(CX)(BX*2), Z6, Z15
+	VPSHUFB         Z5, Z15, Z15
+	VPMADDUBSW      Z15, Z11, Z15
+	VPMADDWD        Z9, Z15, Z15
+	VPADDD          Z15, Z14, Z14
+	VPERMD          196(CX)(SI*1), Z6, Z15
+	VPSHUFB         Z5, Z15, Z15
+	VPMADDUBSW      Z15, Z11, Z15
+	VPMADDWD        Z9, Z15, Z15
+	VPADDD          Z15, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z12, Y9
+	VPADDD          Y9, Y12, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y11
+	VBROADCASTSS    (CX), Y12
+	VMULPS          Y12, Y11, Y11
+	VMULPS          Y11, Y9, Y9
+	VADDPS          Y9, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z13, Y9
+	VPADDD          Y9, Y13, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y11
+	VBROADCASTSS    (CX)(BX*1), Y12
+	VMULPS          Y12, Y11, Y11
+	VMULPS          Y11, Y9, Y9
+	VADDPS          Y9, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z14, Y9
+	VPADDD          Y9, Y14, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y11
+	VBROADCASTSS    (CX)(BX*2), Y12
+	VMULPS          Y12, Y11, Y11
+	VMULPS          Y11, Y9, Y9
+	VADDPS          Y9, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z10, Y9
+	VPADDD          Y9, Y10, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y8
+	VBROADCASTSS    (CX)(SI*1), Y10
+	VMULPS          Y10, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1899,90 +1993,93 @@ loopdotQ4Kx4AVX512:
 
 donedotQ4Kx4AVX512:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X5
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VMOVSHDUP     X1, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X1, X1, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X1, X1, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X5, X0, X0
+	VMOVSHDUP     X5, X1
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
+	VMOVHLPS      X5, X5, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X5, X5, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X5
+	VADDSS        X5, X0, X0
+	VMOVHLPS      X2, X2, X5
+	VADDSS        X5, X0, X0
+	VSHUFPS       $0xff, X2, X2, X5
+	VADDSS        X5, X0, X0
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotQ5KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
-	VPBROADCASTD c32_10101010<>+0(SB), Z3
+	VPXORD       Y0, Y0, Y0
+	VPXORD       X1, X1, X1
+	VMOVDQU64    xtr64<>+0(SB), Z2
+	VMOVDQU64    xpermd64<>+0(SB), Z3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
+	VPBROADCASTD c32_10101010<>+0(SB), Z5
 	TESTQ        DX, DX
 	JZ           donedotQ5KAVX512
 
 loopdotQ5KAVX512:
-	VBROADCASTI64X4 16(AX), Z4
-	VMOVD           (AX), X5
-	VCVTPH2PS       X5, X5
 	VBROADCASTI32X4 4(AX), Z6
 	VPSHUFD         $0x98, Z6, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
@@ -1993,72 +2090,103 @@ loopdotQ5KAVX512:
 	VPORD           Z6, Z7, Z7
 	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
 	VPMADDWD        260(CX), Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VBROADCASTSS    (CX), X8
-	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X5
-	VBROADCASTSS    X5, Y5
-	VFNMADD231PS    Y6, Y5, Y1
-	VBROADCASTI64X4 48(AX), Z5
-	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
-	VPANDD          Z2, Z5, Z5
-	VPTESTMB        runbits<>+0(SB), Z4, K1
-	VPADDB          Z3, Z5, K1, Z5
-	VPSHUFB         scidx32<>+0(SB), Z7, Z6
-	VPMADDUBSW      4(CX), Z5, Z5
-	VPMADDWD        Z6, Z5, Z5
-	VBROADCASTI64X4 80(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
-	VPTESTMB        runbits<>+64(SB), Z4, K1
-	VPADDB          Z3, Z6, K1, Z6
-	VPSHUFB         scidx32<>+64(SB), Z7, Z9
-	VPMADDUBSW      68(CX), Z6, Z6
-	VPMADDWD        Z9, Z6, Z6
-	VBROADCASTI64X4 112(AX), Z9
+	VEXTRACTI32X4   $0x01, Y6, X8
+	VPADDD          X8, X6, X8
+	VPSHUFD         $0x4e, X8, X6
+	VPADDD          X6, X8, X8
+	VPSHUFD         $0xb1, X8, X6
+	VPADDD          X6, X8, X8
+	VCVTDQ2PS       X8, X8
+	VMOVD           (AX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    (CX), X9
+	VMULPS          X6, X9, X9
+	VMOVSHDUP       X9, X6
+	VMULSS          X8, X6, X6
+	VSUBSS          X6, X1, X1
+	VBROADCASTSS    X9, Y6
+	VBROADCASTI64X4 16(AX), Z8
+	VPERMD          Z8, Z3, Z8
+	VPSHUFB         Z2, Z8, Z8
+	VBROADCASTI64X4 48(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
-	VPANDD          Z2, Z9, Z9
-	VPTESTMB        runbits<>+128(SB), Z4, K1
-	VPADDB          Z3, Z9, K1, Z9
-	VPSHUFB         scidx32<>+128(SB), Z7, Z10
-	VPMADDUBSW      132(CX), Z9, Z9
-	VPMADDWD        Z10, Z9, Z9
-	VPADDD          Z9, Z5, Z5
-	VBROADCASTI64X4 144(AX), Z9
-	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
-	VPANDD          Z2, Z9, Z9
-	VPTESTMB        runbits<>+192(SB), Z4, K1
-	VPADDB          Z3, Z9, K1, Z9
-	VPSHUFB         scidx32<>+192(SB), Z7, Z4
-	VPMADDUBSW      196(CX), Z9, Z7
-	VPMADDWD        Z4, Z7, Z7
-	VPADDD          Z7, Z6, Z6
-	VPADDD          Z6, Z5, Z5
-	VCVTDQ2PS       Z5, Z5
-	VBROADCASTSS    X8, Z4
-	VFMADD231PS     Z5, Z4, Z0
+	VPANDD          Z4, Z9, Z9
+	VPTESTMB        runbits<>+0(SB), Z8, K1
+	VPADDB          Z5, Z9, K1, Z9
+	VPSHUFB         scidx32<>+0(SB), Z7, Z10
+	VPERMD          4(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z9
+	VBROADCASTI64X4 80(AX), Z10
+	VPERMD          Z10, Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPTESTMB        runbits<>+64(SB), Z8, K1
+	VPADDB          Z5, Z10, K1, Z10
+	VPSHUFB         scidx32<>+64(SB), Z7, Z11
+	VPERMD          68(CX), Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPMADDWD        Z11, Z12, Z10
+	VBROADCASTI64X4 112(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+128(SB), Z8, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+128(SB), Z7, Z12
+	VPERMD          132(CX), Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z9, Z9
+	VBROADCASTI64X4 144(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+192(SB), Z8, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+192(SB), Z7, Z7
+	VPERMD          196(CX), Z3, Z8
+	VPSHUFB         Z2, Z8, Z8
+	VPMADDUBSW      Z8, Z11, Z8
+	VPMADDWD        Z7, Z8, Z8
+	VPADDD          Z8, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y7
+	VPADDD          Y7, Y9, Y7
+	VCVTDQ2PS       Y7, Y7
+	VMULPS          Y6, Y7, Y7
+	VADDPS          Y7, Y0, Y0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ5KAVX512
 
 donedotQ5KAVX512:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
+	VSHUFPS       $0x00, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X1, X1
+	VSHUFPS       $0xff, X0, X0, X3
+	VADDSS        X3, X1, X1
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VMOVSHDUP     X2, X0
+	VADDSS        X0, X1, X1
+	VMOVHLPS      X2, X2, X0
+	VADDSS        X0, X1, X1
+	VSHUFPS       $0xff, X2, X2, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -2066,155 +2194,205 @@ DATA c32_10101010<>+0(SB)/4, $0x10101010
 GLOBL c32_10101010<>(SB), RODATA|NOPTR, $4
 
 // func dotQ5Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
 TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
+	VPXORD       Y0, Y0, Y0
 	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
+	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
-	VPBROADCASTD c32_10101010<>+0(SB), Z9
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xtr64<>+0(SB), Z5
+	VMOVDQU64    xpermd64<>+0(SB), Z6
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z7
+	VPBROADCASTD c32_10101010<>+0(SB), Z8
 	TESTQ        DX, DX
 	JZ           donedotQ5Kx4AVX512
 
 loopdotQ5Kx4AVX512:
-	VBROADCASTI64X4 16(AX), Z10
-	VMOVD           (AX), X11
-	VCVTPH2PS       X11, X11
-	VBROADCASTI32X4 4(AX), Z12
-	VPSHUFD         $0x98, Z12, Z13
-	VPSRLVD         k4sh_z<>+0(SB), Z13, Z13
-	VPANDD          k4m_z<>+0(SB), Z13, Z13
-	VPSHUFD         $0x50, Z12, Z12
-	VPSRLD          $0x02, Z12, Z12
-	VPANDD          k4hm_z<>+0(SB), Z12, Z12
-	VPORD           Z12, Z13, Z13
-	VPSHUFB         k4mdup<>+0(SB), Y13, Y12
-	VPMADDWD        260(CX), Y12, Y14
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    (CX), X15
-	VMULPS          X11, X15, X15
-	VMOVSHDUP       X15, X15
-	VBROADCASTSS    X15, Y15
-	VFNMADD231PS    Y14, Y15, Y1
-	VPMADDWD        260(CX)(BX*1), Y12, Y14
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    (CX)(BX*1), X15
-	VMULPS          X11, X15, X15
-	VMOVSHDUP       X15, X15
-	VBROADCASTSS    X15, Y15
-	VFNMADD231PS    Y14, Y15, Y3
-	VPMADDWD        260(CX)(BX*2), Y12, Y14
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    (CX)(BX*2), X15
-	VMULPS          X11, X15, X15
-	VMOVSHDUP       X15, X15
-	VBROADCASTSS    X15, Y15
-	VFNMADD231PS    Y14, Y15, Y5
-	VPMADDWD        260(CX)(SI*1), Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(SI*1), X14
-	VMULPS          X11, X14, X14
-	VMOVSHDUP       X14, X14
-	VBROADCASTSS    X14, Y14
-	VFNMADD231PS    Y12, Y14, Y7
+	VBROADCASTI32X4 4(AX), Z9
+	VPSHUFD         $0x98, Z9, Z10
+	VPSRLVD         k4sh_z<>+0(SB), Z10, Z10
+	VPANDD          k4m_z<>+0(SB), Z10, Z10
+	VPSHUFD         $0x50, Z9, Z9
+	VPSRLD          $0x02, Z9, Z9
+	VPANDD          k4hm_z<>+0(SB), Z9, Z9
+	VPORD           Z9, Z10, Z10
+	VPSHUFB         k4mdup<>+0(SB), Y10, Y9
+	VPMADDWD        260(CX), Y9, Y11
+	VPMADDWD        260(CX)(BX*1), Y9, Y12
+	VPMADDWD        260(CX)(BX*2), Y9, Y13
+	VPMADDWD        260(CX)(SI*1), Y9, Y9
+	VPUNPCKLDQ      Y12, Y11, Y14
+	VPUNPCKHDQ      Y12, Y11, Y11
+	VPADDD          Y11, Y14, Y14
+	VPUNPCKLDQ      Y9, Y13, Y11
+	VPUNPCKHDQ      Y9, Y13, Y9
+	VPADDD          Y9, Y11, Y11
+	VPUNPCKLQDQ     Y11, Y14, Y9
+	VPUNPCKHQDQ     Y11, Y14, Y11
+	VPADDD          Y11, Y9, Y9
+	VEXTRACTI32X4   $0x01, Y9, X11
+	VPADDD          X9, X11, X11
+	VCVTDQ2PS       X11, X11
+	VMOVD           (AX), X9
+	VCVTPH2PS       X9, X9
+	VMOVSS          (CX), X12
+	VINSERTPS       $0x10, (CX)(BX*1), X12, X12
+	VINSERTPS       $0x20, (CX)(BX*2), X12, X12
+	VINSERTPS       $0x30, (CX)(SI*1), X12, X12
+	VMOVSHDUP       X9, X13
+	VBROADCASTSS    X13, X13
+	VMULPS          X12, X13, X13
+	VMULPS          X11, X13, X13
+	VSUBPS          X13, X4, X4
+	VBROADCASTI64X4 16(AX), Z11
+	VPERMD          Z11, Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
 	VBROADCASTI64X4 48(AX), Z12
+	VPERMD          Z12, Z6, Z12
+	VPSHUFB         Z5, Z12, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
-	VPANDD          Z8, Z12, Z12
-	VPTESTMB        runbits<>+0(SB), Z10, K1
-	VPADDB          Z9, Z12, K1, Z12
-	VPSHUFB         scidx32<>+0(SB), Z13, Z14
-	VPMADDUBSW      4(CX), Z12, Z15
-	VPMADDWD        Z14, Z15, Z15
-	VPMADDUBSW      4(CX)(BX*1), Z12, Z16
-	VPMADDWD        Z14, Z16, Z16
-	VPMADDUBSW      4(CX)(BX*2), Z12, Z17
-	VPMADDWD        Z14, Z17, Z17
-	VPMADDUBSW      4(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z14, Z12, Z12
-	VBROADCASTI64X4 80(AX), Z14
-	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
-	VPANDD          Z8, Z14, Z14
-	VPTESTMB        runbits<>+64(SB), Z10, K1
-	VPADDB          Z9, Z14, K1, Z14
-	VPSHUFB         scidx32<>+64(SB), Z13, Z18
-	VPMADDUBSW      68(CX), Z14, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPADDD          Z19, Z15, Z15
-	VPMADDUBSW      68(CX)(BX*1), Z14, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPADDD          Z19, Z16, Z16
-	VPMADDUBSW      68(CX)(BX*2), Z14, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPADDD          Z19, Z17, Z17
-	VPMADDUBSW      68(CX)(SI*1), Z14, Z14
-	VPMADDWD        Z18, Z14, Z14
-	VPADDD          Z14, Z12, Z12
-	VBROADCASTI64X4 112(AX), Z14
-	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
-	VPANDD          Z8, Z14, Z14
-	VPTESTMB        runbits<>+128(SB), Z10, K1
-	VPADDB          Z9, Z14, K1, Z14
-	VPSHUFB         scidx32<>+128(SB), Z13, Z18
-	VPMADDUBSW      132(CX), Z14, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPADDD          Z19, Z15, Z15
-	VPMADDUBSW      132(CX)(BX*1), Z14, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPADDD          Z19, Z16, Z16
-	VPMADDUBSW      132(CX)(BX*2), Z14, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPADDD          Z19, Z17, Z17
-	VPMADDUBSW      132(CX)(SI*1), Z14, Z14
-	VPMADDWD        Z18, Z14, Z14
-	VPADDD          Z14, Z12, Z12
-	VBROADCASTI64X4 144(AX), Z14
-	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
-	VPANDD          Z8, Z14, Z14
-	VPTESTMB        runbits<>+192(SB), Z10, K1
-	VPADDB          Z9, Z14, K1, Z14
-	VPSHUFB         scidx32<>+192(SB), Z13, Z10
-	VPMADDUBSW      196(CX), Z14, Z13
-	VPMADDWD        Z10, Z13, Z13
-	VPADDD          Z13, Z15, Z15
-	VPMADDUBSW      196(CX)(BX*1), Z14, Z13
-	VPMADDWD        Z10, Z13, Z13
-	VPADDD          Z13, Z16, Z16
-	VPMADDUBSW      196(CX)(BX*2), Z14, Z13
-	VPMADDWD        Z10, Z13, Z13
-	VPADDD          Z13, Z17, Z17
-	VPMADDUBSW      196(CX)(SI*1), Z14, Z13
-	VPMADDWD        Z10, Z13, Z13
-	VPADDD          Z13, Z12, Z12
-	VCVTDQ2PS       Z15, Z15
-	VBROADCASTSS    (CX), X10
-	VMULPS          X11, X10, X10
-	VBROADCASTSS    X10, Z10
-	VFMADD231PS     Z15, Z10, Z0
-	VCVTDQ2PS       Z16, Z16
-	VBROADCASTSS    (CX)(BX*1), X10
-	VMULPS          X11, X10, X10
-	VBROADCASTSS    X10, Z10
-	VFMADD231PS     Z16, Z10, Z2
-	VCVTDQ2PS       Z17, Z17
-	VBROADCASTSS    (CX)(BX*2), X10
-	VMULPS          X11, X10, X10
-	VBROADCASTSS    X10, Z10
-	VFMADD231PS     Z17, Z10, Z4
-	VCVTDQ2PS       Z12, Z12
-	VBROADCASTSS    (CX)(SI*1), X10
-	VMULPS          X11, X10, X10
-	VBROADCASTSS    X10, Z10
-	VFMADD231PS     Z12, Z10, Z6
+	VPANDD          Z7, Z12, Z12
+	VPTESTMB        runbits<>+0(SB), Z11, K1
+	VPADDB          Z8, Z12, K1, Z12
+	VPSHUFB         scidx32<>+0(SB), Z10, Z13
+	VPERMD          4(CX), Z6, Z14
+	VPSHUFB         Z5, Z14, Z14
+	VPMADDUBSW      Z14, Z12, Z14
+	VPMADDWD        Z13, Z14, Z14
+	VPERMD          4(CX)(BX*1), Z6, Z15
+	VPSHUFB         Z5, Z15, Z15
+	VPMADDUBSW      Z15, Z12, Z15
+	VPMADDWD        Z13, Z15, Z15
+	VPERMD          4(CX)(BX*2), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z12, Z16
+	VPMADDWD        Z13, Z16, Z16
+	VPERMD          4(CX)(SI*1), Z6, Z17
+	VPSHUFB         Z5, Z17, Z17
+	VPMADDUBSW      Z17, Z12, Z17
+	VPMADDWD        Z13, Z17, Z12
+	VBROADCASTI64X4 80(AX), Z13
+	VPERMD          Z13, Z6, Z13
+	VPSHUFB         Z5, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z11, K1
+	VPADDB          Z8, Z13, K1, Z13
+	VPSHUFB         scidx32<>+64(SB), Z10, Z17
+	VPERMD          68(CX), Z6, Z18
+	VPSHUFB         Z5, Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z14, Z14
+	VPERMD          68(CX)(BX*1), Z6, Z18
+	VPSHUFB         Z5, Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z15, Z15
+	VPERMD          68(CX)(BX*2), Z6, Z18
+	VPSHUFB         Z5, Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z16, Z16
+	VPERMD          68(CX)(SI*1), Z6, Z18
+	VPSHUFB         Z5, Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z12, Z12
+	VBROADCASTI64X4 112(AX), Z13
+	VPERMD          Z13, Z6, Z13
+	VPSHUFB         Z5, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPTESTMB        runbits<>+128(SB), Z11, K1
+	VPADDB          Z8, Z13, K1, Z13
+	VPSHUFB         scidx32<>+128(SB), Z10, Z17
+	VPERMD          132(CX), Z6, Z18
+	VPSHUFB         Z5, Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z14, Z14
+	VPERMD          132(CX)(BX*1), Z6, Z18
+	VPSHUFB         Z5, Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z15, Z15
+	VPERMD          132(CX)(BX*2), Z6, Z18
+	VPSHUFB         Z5, Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z16, Z16
+	VPERMD          132(CX)(SI*1), Z6, Z18
+	VPSHUFB         Z5, Z18, Z18
+	VPMADDUBSW      Z18, Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z12, Z12
+	VBROADCASTI64X4 144(AX), Z13
+	VPERMD          Z13, Z6, Z13
+	VPSHUFB         Z5, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPTESTMB        runbits<>+192(SB), Z11, K1
+	VPADDB          Z8, Z13, K1, Z13
+	VPSHUFB         scidx32<>+192(SB), Z10, Z10
+	VPERMD          196(CX), Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPMADDUBSW      Z11, Z13, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z14, Z14
+	VPERMD          196(CX)(BX*1), Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPMADDUBSW      Z11, Z13, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z15, Z15
+	VPERMD          196(CX)(BX*2), Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPMADDUBSW      Z11, Z13, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z16, Z16
+	VPERMD          196(CX)(SI*1), Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPMADDUBSW      Z11, Z13, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z14, Y10
+	VPADDD          Y10, Y14, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X9, Y11
+	VBROADCASTSS    (CX), Y13
+	VMULPS          Y13, Y11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z15, Y10
+	VPADDD          Y10, Y15, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X9, Y11
+	VBROADCASTSS    (CX)(BX*1), Y13
+	VMULPS          Y13, Y11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z16, Y10
+	VPADDD          Y10, Y16, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X9, Y11
+	VBROADCASTSS    (CX)(BX*2), Y13
+	VMULPS          Y13, Y11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z12, Y10
+	VPADDD          Y10, Y12, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X9, Y9
+	VBROADCASTSS    (CX)(SI*1), Y11
+	VMULPS          Y11, Y9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y3, Y3
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -2222,69 +2400,73 @@ loopdotQ5Kx4AVX512:
 
 donedotQ5Kx4AVX512:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X5
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VMOVSHDUP     X1, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X1, X1, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X1, X1, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X5, X0, X0
+	VMOVSHDUP     X5, X1
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
+	VMOVHLPS      X5, X5, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X5, X5, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X5
+	VADDSS        X5, X0, X0
+	VMOVHLPS      X2, X2, X5
+	VADDSS        X5, X0, X0
+	VSHUFPS       $0xff, X2, X2, X5
+	VADDSS        X5, X0, X0
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 12(AX)
 	VZEROUPPER
 	RET
@@ -5012,20 +5194,19 @@ donedotQ6KVBMIx4VNNI:
 	RET
 
 // func dotQ4KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ4KVNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
+	VPXORD       Y0, Y0, Y0
+	VPXORD       X1, X1, X1
+	VMOVDQU64    xpermb64<>+0(SB), Z2
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z3
 	TESTQ        DX, DX
 	JZ           donedotQ4KVNNI
 
 loopdotQ4KVNNI:
-	VMOVD           (AX), X3
-	VCVTPH2PS       X3, X3
 	VBROADCASTI32X4 4(AX), Z4
 	VPSHUFD         $0x98, Z4, Z5
 	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
@@ -5036,193 +5217,240 @@ loopdotQ4KVNNI:
 	VPORD           Z4, Z5, Z5
 	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
 	VPMADDWD        260(CX), Y4, Y4
-	VCVTDQ2PS       Y4, Y4
-	VBROADCASTSS    (CX), X6
-	VMULPS          X3, X6, X6
-	VMOVSHDUP       X6, X3
-	VBROADCASTSS    X3, Y3
-	VFNMADD231PS    Y4, Y3, Y1
-	VBROADCASTI64X4 16(AX), Z3
-	VPSRLVW         shift_0_4<>+0(SB), Z3, Z3
-	VPANDD          Z2, Z3, Z3
-	VPSHUFB         scidx32<>+0(SB), Z5, Z4
-	VPMADDUBSW      4(CX), Z3, Z3
-	VPMADDWD        Z4, Z3, Z3
-	VBROADCASTI64X4 48(AX), Z4
-	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
-	VPANDD          Z2, Z4, Z4
-	VPSHUFB         scidx32<>+64(SB), Z5, Z7
-	VPMADDUBSW      68(CX), Z4, Z4
-	VPMADDWD        Z7, Z4, Z4
-	VBROADCASTI64X4 80(AX), Z7
+	VEXTRACTI32X4   $0x01, Y4, X6
+	VPADDD          X6, X4, X6
+	VPSHUFD         $0x4e, X6, X4
+	VPADDD          X4, X6, X6
+	VPSHUFD         $0xb1, X6, X4
+	VPADDD          X4, X6, X6
+	VCVTDQ2PS       X6, X6
+	VMOVD           (AX), X4
+	VCVTPH2PS       X4, X4
+	VBROADCASTSS    (CX), X7
+	VMULPS          X4, X7, X7
+	VMOVSHDUP       X7, X4
+	VMULSS          X6, X4, X4
+	VSUBSS          X4, X1, X1
+	VBROADCASTSS    X7, Y4
+	VBROADCASTI64X4 16(AX), Z6
+	VPERMB          Z6, Z2, Z6
+	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
+	VPANDD          Z3, Z6, Z6
+	VPSHUFB         scidx32<>+0(SB), Z5, Z7
+	VPERMB          4(CX), Z2, Z8
+	VPMADDUBSW      Z8, Z6, Z8
+	VPMADDWD        Z7, Z8, Z6
+	VBROADCASTI64X4 48(AX), Z7
+	VPERMB          Z7, Z2, Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
-	VPANDD          Z2, Z7, Z7
-	VPSHUFB         scidx32<>+128(SB), Z5, Z8
-	VPMADDUBSW      132(CX), Z7, Z7
-	VPDPWSSD        Z8, Z7, Z3
-	VBROADCASTI64X4 112(AX), Z7
-	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
-	VPANDD          Z2, Z7, Z7
+	VPANDD          Z3, Z7, Z7
+	VPSHUFB         scidx32<>+64(SB), Z5, Z8
+	VPERMB          68(CX), Z2, Z9
+	VPMADDUBSW      Z9, Z7, Z9
+	VPMADDWD        Z8, Z9, Z7
+	VBROADCASTI64X4 80(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx32<>+128(SB), Z5, Z9
+	VPERMB          132(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPDPWSSD        Z9, Z10, Z6
+	VBROADCASTI64X4 112(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
 	VPSHUFB         scidx32<>+192(SB), Z5, Z5
-	VPMADDUBSW      196(CX), Z7, Z7
-	VPDPWSSD        Z5, Z7, Z4
-	VPADDD          Z4, Z3, Z3
-	VCVTDQ2PS       Z3, Z3
-	VBROADCASTSS    X6, Z4
-	VFMADD231PS     Z3, Z4, Z0
+	VPERMB          196(CX), Z2, Z9
+	VPMADDUBSW      Z9, Z8, Z9
+	VPDPWSSD        Z5, Z9, Z7
+	VPADDD          Z7, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VCVTDQ2PS       Y5, Y5
+	VMULPS          Y4, Y5, Y5
+	VADDPS          Y5, Y0, Y0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ4KVNNI
 
 donedotQ4KVNNI:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
+	VSHUFPS       $0x00, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X1, X1
+	VSHUFPS       $0xff, X0, X0, X3
+	VADDSS        X3, X1, X1
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VMOVSHDUP     X2, X0
+	VADDSS        X0, X1, X1
+	VMOVHLPS      X2, X2, X0
+	VADDSS        X0, X1, X1
+	VSHUFPS       $0xff, X2, X2, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
 
 // func dotQ4Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
 TEXT ·dotQ4Kx4VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
+	VPXORD       Y0, Y0, Y0
 	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
+	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xpermb64<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
 	TESTQ        DX, DX
 	JZ           donedotQ4Kx4VNNI
 
 loopdotQ4Kx4VNNI:
-	VMOVD           (AX), X9
-	VCVTPH2PS       X9, X9
-	VBROADCASTI32X4 4(AX), Z10
-	VPSHUFD         $0x98, Z10, Z11
-	VPSRLVD         k4sh_z<>+0(SB), Z11, Z11
-	VPANDD          k4m_z<>+0(SB), Z11, Z11
-	VPSHUFD         $0x50, Z10, Z10
-	VPSRLD          $0x02, Z10, Z10
-	VPANDD          k4hm_z<>+0(SB), Z10, Z10
-	VPORD           Z10, Z11, Z11
-	VPSHUFB         k4mdup<>+0(SB), Y11, Y10
-	VPMADDWD        260(CX), Y10, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX), X13
-	VMULPS          X9, X13, X13
-	VMOVSHDUP       X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y1
-	VPMADDWD        260(CX)(BX*1), Y10, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*1), X13
-	VMULPS          X9, X13, X13
-	VMOVSHDUP       X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y3
-	VPMADDWD        260(CX)(BX*2), Y10, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*2), X13
-	VMULPS          X9, X13, X13
-	VMOVSHDUP       X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y5
-	VPMADDWD        260(CX)(SI*1), Y10, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    (CX)(SI*1), X12
-	VMULPS          X9, X12, X12
-	VMOVSHDUP       X12, X12
-	VBROADCASTSS    X12, Y12
-	VFNMADD231PS    Y10, Y12, Y7
-	VBROADCASTI64X4 16(AX), Z10
+	VBROADCASTI32X4 4(AX), Z7
+	VPSHUFD         $0x98, Z7, Z8
+	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
+	VPANDD          k4m_z<>+0(SB), Z8, Z8
+	VPSHUFD         $0x50, Z7, Z7
+	VPSRLD          $0x02, Z7, Z7
+	VPANDD          k4hm_z<>+0(SB), Z7, Z7
+	VPORD           Z7, Z8, Z8
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y7
+	VPMADDWD        260(CX), Y7, Y9
+	VPMADDWD        260(CX)(BX*1), Y7, Y10
+	VPMADDWD        260(CX)(BX*2), Y7, Y11
+	VPMADDWD        260(CX)(SI*1), Y7, Y7
+	VPUNPCKLDQ      Y10, Y9, Y12
+	VPUNPCKHDQ      Y10, Y9, Y9
+	VPADDD          Y9, Y12, Y12
+	VPUNPCKLDQ      Y7, Y11, Y9
+	VPUNPCKHDQ      Y7, Y11, Y7
+	VPADDD          Y7, Y9, Y9
+	VPUNPCKLQDQ     Y9, Y12, Y7
+	VPUNPCKHQDQ     Y9, Y12, Y9
+	VPADDD          Y9, Y7, Y7
+	VEXTRACTI32X4   $0x01, Y7, X9
+	VPADDD          X7, X9, X9
+	VCVTDQ2PS       X9, X9
+	VMOVD           (AX), X7
+	VCVTPH2PS       X7, X7
+	VMOVSS          (CX), X10
+	VINSERTPS       $0x10, (CX)(BX*1), X10, X10
+	VINSERTPS       $0x20, (CX)(BX*2), X10, X10
+	VINSERTPS       $0x30, (CX)(SI*1), X10, X10
+	VMOVSHDUP       X7, X11
+	VBROADCASTSS    X11, X11
+	VMULPS          X10, X11, X11
+	VMULPS          X9, X11, X11
+	VSUBPS          X11, X4, X4
+	VBROADCASTI64X4 16(AX), Z9
+	VPERMB          Z9, Z5, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VPSHUFB         scidx32<>+0(SB), Z8, Z10
+	VPERMB          4(CX), Z5, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPERMB          4(CX)(BX*1), Z5, Z12
+	VPMADDUBSW      Z12, Z9, Z12
+	VPMADDWD        Z10, Z12, Z12
+	VPERMB          4(CX)(BX*2), Z5, Z13
+	VPMADDUBSW      Z13, Z9, Z13
+	VPMADDWD        Z10, Z13, Z13
+	VPERMB          4(CX)(SI*1), Z5, Z14
+	VPMADDUBSW      Z14, Z9, Z14
+	VPMADDWD        Z10, Z14, Z9
+	VBROADCASTI64X4 48(AX), Z10
+	VPERMB          Z10, Z5, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
-	VPANDD          Z8, Z10, Z10
-	VPSHUFB         scidx32<>+0(SB), Z11, Z12
-	VPMADDUBSW      4(CX), Z10, Z13
-	VPMADDWD        Z12, Z13, Z13
-	VPMADDUBSW      4(CX)(BX*1), Z10, Z14
-	VPMADDWD        Z12, Z14, Z14
-	VPMADDUBSW      4(CX)(BX*2), Z10, Z15
-	VPMADDWD        Z12, Z15, Z15
-	VPMADDUBSW      4(CX)(SI*1), Z10, Z10
-	VPMADDWD        Z12, Z10, Z10
-	VBROADCASTI64X4 48(AX), Z12
-	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
-	VPANDD          Z8, Z12, Z12
-	VPSHUFB         scidx32<>+64(SB), Z11, Z16
-	VPMADDUBSW      68(CX), Z12, Z17
-	VPDPWSSD        Z16, Z17, Z13
-	VPMADDUBSW      68(CX)(BX*1), Z12, Z17
-	VPDPWSSD        Z16, Z17, Z14
-	VPMADDUBSW      68(CX)(BX*2), Z12, Z17
-	VPDPWSSD        Z16, Z17, Z15
-	VPMADDUBSW      68(CX)(SI*1), Z12, Z12
-	VPDPWSSD        Z16, Z12, Z10
-	VBROADCASTI64X4 80(AX), Z12
-	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
-	VPANDD          Z8, Z12, Z12
-	VPSHUFB         scidx32<>+128(SB), Z11, Z16
-	VPMADDUBSW      132(CX), Z12, Z17
-	VPDPWSSD        Z16, Z17, Z13
-	VPMADDUBSW      132(CX)(BX*1), Z12, Z17
-	VPDPWSSD        Z16, Z17, Z14
-	VPMADDUBSW      132(CX)(BX*2), Z12, Z17
-	VPDPWSSD        Z16, Z17, Z15
-	VPMADDUBSW      132(CX)(SI*1), Z12, Z12
-	VPDPWSSD        Z16, Z12, Z10
-	VBROADCASTI64X4 112(AX), Z12
-	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
-	VPANDD          Z8, Z12, Z12
-	VPSHUFB         scidx32<>+192(SB), Z11, Z11
-	VPMADDUBSW      196(CX), Z12, Z16
-	VPDPWSSD        Z11, Z16, Z13
-	VPMADDUBSW      196(CX)(BX*1), Z12, Z16
-	VPDPWSSD        Z11, Z16, Z14
-	VPMADDUBSW      196(CX)(BX*2), Z12, Z16
-	VPDPWSSD        Z11, Z16, Z15
-	VPMADDUBSW      196(CX)(SI*1), Z12, Z12
-	VPDPWSSD        Z11, Z12, Z10
-	VCVTDQ2PS       Z13, Z13
-	VBROADCASTSS    (CX), X11
-	VMULPS          X9, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z13, Z11, Z0
-	VCVTDQ2PS       Z14, Z14
-	VBROADCASTSS    (CX)(BX*1), X11
-	VMULPS          X9, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z14, Z11, Z2
-	VCVTDQ2PS       Z15, Z15
-	VBROADCASTSS    (CX)(BX*2), X11
-	VMULPS          X9, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z15, Z11, Z4
-	VCVTDQ2PS       Z10, Z10
-	VBROADCASTSS    (CX)(SI*1), X11
-	VMULPS          X9, X11, X11
-	VBROADCASTSS    X11, Z9
-	VFMADD231PS     Z10, Z9, Z6
+	VPANDD          Z6, Z10, Z10
+	VPSHUFB         scidx32<>+64(SB), Z8, Z14
+	VPERMB          68(CX), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z11
+	VPERMB          68(CX)(BX*1), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z12
+	VPERMB          68(CX)(BX*2), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z13
+	VPERMB          68(CX)(SI*1), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z9
+	VBROADCASTI64X4 80(AX), Z10
+	VPERMB          Z10, Z5, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z6, Z10, Z10
+	VPSHUFB         scidx32<>+128(SB), Z8, Z14
+	VPERMB          132(CX), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z11
+	VPERMB          132(CX)(BX*1), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z12
+	VPERMB          132(CX)(BX*2), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z13
+	VPERMB          132(CX)(SI*1), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z9
+	VBROADCASTI64X4 112(AX), Z10
+	VPERMB          Z10, Z5, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z6, Z10, Z10
+	VPSHUFB         scidx32<>+192(SB), Z8, Z8
+	VPERMB          196(CX), Z5, Z14
+	VPMADDUBSW      Z14, Z10, Z14
+	VPDPWSSD        Z8, Z14, Z11
+	VPERMB          196(CX)(BX*1), Z5, Z14
+	VPMADDUBSW      Z14, Z10, Z14
+	VPDPWSSD        Z8, Z14, Z12
+	VPERMB          196(CX)(BX*2), Z5, Z14
+	VPMADDUBSW      Z14, Z10, Z14
+	VPDPWSSD        Z8, Z14, Z13
+	VPERMB          196(CX)(SI*1), Z5, Z14
+	VPMADDUBSW      Z14, Z10, Z14
+	VPDPWSSD        Z8, Z14, Z9
+	VEXTRACTI64X4   $0x01, Z11, Y8
+	VPADDD          Y8, Y11, Y8
+	VCVTDQ2PS       Y8, Y8
+	VBROADCASTSS    X7, Y10
+	VBROADCASTSS    (CX), Y11
+	VMULPS          Y11, Y10, Y10
+	VMULPS          Y10, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z12, Y8
+	VPADDD          Y8, Y12, Y8
+	VCVTDQ2PS       Y8, Y8
+	VBROADCASTSS    X7, Y10
+	VBROADCASTSS    (CX)(BX*1), Y11
+	VMULPS          Y11, Y10, Y10
+	VMULPS          Y10, Y8, Y8
+	VADDPS          Y8, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z13, Y8
+	VPADDD          Y8, Y13, Y8
+	VCVTDQ2PS       Y8, Y8
+	VBROADCASTSS    X7, Y10
+	VBROADCASTSS    (CX)(BX*2), Y11
+	VMULPS          Y11, Y10, Y10
+	VMULPS          Y10, Y8, Y8
+	VADDPS          Y8, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VBROADCASTSS    X7, Y7
+	VBROADCASTSS    (CX)(SI*1), Y9
+	VMULPS          Y9, Y7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y3, Y3
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -5230,305 +5458,357 @@ loopdotQ4Kx4VNNI:
 
 donedotQ4Kx4VNNI:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X5
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VMOVSHDUP     X1, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X1, X1, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X1, X1, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X5, X0, X0
+	VMOVSHDUP     X5, X1
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
+	VMOVHLPS      X5, X5, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X5, X5, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X5
+	VADDSS        X5, X0, X0
+	VMOVHLPS      X2, X2, X5
+	VADDSS        X5, X0, X0
+	VSHUFPS       $0xff, X2, X2, X5
+	VADDSS        X5, X0, X0
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotQ5KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ5KVNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
-	VPBROADCASTD c32_10101010<>+0(SB), Z3
+	VPXORD       Y0, Y0, Y0
+	VPXORD       X1, X1, X1
+	VMOVDQU64    xpermb64<>+0(SB), Z2
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z3
+	VPBROADCASTD c32_10101010<>+0(SB), Z4
 	TESTQ        DX, DX
 	JZ           donedotQ5KVNNI
 
 loopdotQ5KVNNI:
-	VBROADCASTI64X4 16(AX), Z4
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD        260(CX), Y5, Y5
+	VEXTRACTI32X4   $0x01, Y5, X7
+	VPADDD          X7, X5, X7
+	VPSHUFD         $0x4e, X7, X5
+	VPADDD          X5, X7, X7
+	VPSHUFD         $0xb1, X7, X5
+	VPADDD          X5, X7, X7
+	VCVTDQ2PS       X7, X7
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
-	VBROADCASTI32X4 4(AX), Z6
-	VPSHUFD         $0x98, Z6, Z7
-	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
-	VPANDD          k4m_z<>+0(SB), Z7, Z7
-	VPSHUFD         $0x50, Z6, Z6
-	VPSRLD          $0x02, Z6, Z6
-	VPANDD          k4hm_z<>+0(SB), Z6, Z6
-	VPORD           Z6, Z7, Z7
-	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
-	VPMADDWD        260(CX), Y6, Y6
-	VCVTDQ2PS       Y6, Y6
 	VBROADCASTSS    (CX), X8
 	VMULPS          X5, X8, X8
 	VMOVSHDUP       X8, X5
-	VBROADCASTSS    X5, Y5
-	VFNMADD231PS    Y6, Y5, Y1
-	VBROADCASTI64X4 48(AX), Z5
-	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
-	VPANDD          Z2, Z5, Z5
-	VPTESTMB        runbits<>+0(SB), Z4, K1
-	VPADDB          Z3, Z5, K1, Z5
-	VPSHUFB         scidx32<>+0(SB), Z7, Z6
-	VPMADDUBSW      4(CX), Z5, Z5
-	VPMADDWD        Z6, Z5, Z5
-	VBROADCASTI64X4 80(AX), Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z2, Z6, Z6
-	VPTESTMB        runbits<>+64(SB), Z4, K1
-	VPADDB          Z3, Z6, K1, Z6
-	VPSHUFB         scidx32<>+64(SB), Z7, Z9
-	VPMADDUBSW      68(CX), Z6, Z6
-	VPMADDWD        Z9, Z6, Z6
-	VBROADCASTI64X4 112(AX), Z9
+	VMULSS          X7, X5, X5
+	VSUBSS          X5, X1, X1
+	VBROADCASTSS    X8, Y5
+	VBROADCASTI64X4 16(AX), Z7
+	VPERMB          Z7, Z2, Z7
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPTESTMB        runbits<>+0(SB), Z7, K1
+	VPADDB          Z4, Z8, K1, Z8
+	VPSHUFB         scidx32<>+0(SB), Z6, Z9
+	VPERMB          4(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPMADDWD        Z9, Z10, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMB          Z9, Z2, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
-	VPANDD          Z2, Z9, Z9
-	VPTESTMB        runbits<>+128(SB), Z4, K1
-	VPADDB          Z3, Z9, K1, Z9
-	VPSHUFB         scidx32<>+128(SB), Z7, Z10
-	VPMADDUBSW      132(CX), Z9, Z9
-	VPDPWSSD        Z10, Z9, Z5
-	VBROADCASTI64X4 144(AX), Z9
-	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
-	VPANDD          Z2, Z9, Z9
-	VPTESTMB        runbits<>+192(SB), Z4, K1
-	VPADDB          Z3, Z9, K1, Z9
-	VPSHUFB         scidx32<>+192(SB), Z7, Z4
-	VPMADDUBSW      196(CX), Z9, Z7
-	VPDPWSSD        Z4, Z7, Z6
-	VPADDD          Z6, Z5, Z5
-	VCVTDQ2PS       Z5, Z5
-	VBROADCASTSS    X8, Z4
-	VFMADD231PS     Z5, Z4, Z0
+	VPANDD          Z3, Z9, Z9
+	VPTESTMB        runbits<>+64(SB), Z7, K1
+	VPADDB          Z4, Z9, K1, Z9
+	VPSHUFB         scidx32<>+64(SB), Z6, Z10
+	VPERMB          68(CX), Z2, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z9
+	VBROADCASTI64X4 112(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+128(SB), Z7, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+128(SB), Z6, Z11
+	VPERMB          132(CX), Z2, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPDPWSSD        Z11, Z12, Z8
+	VBROADCASTI64X4 144(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+192(SB), Z7, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+192(SB), Z6, Z6
+	VPERMB          196(CX), Z2, Z7
+	VPMADDUBSW      Z7, Z10, Z7
+	VPDPWSSD        Z6, Z7, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y6
+	VPADDD          Y6, Y8, Y6
+	VCVTDQ2PS       Y6, Y6
+	VMULPS          Y5, Y6, Y6
+	VADDPS          Y6, Y0, Y0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ5KVNNI
 
 donedotQ5KVNNI:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
+	VSHUFPS       $0x00, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X1, X1
+	VSHUFPS       $0xff, X0, X0, X3
+	VADDSS        X3, X1, X1
 	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VMOVSHDUP     X2, X0
+	VADDSS        X0, X1, X1
+	VMOVHLPS      X2, X2, X0
+	VADDSS        X0, X1, X1
+	VSHUFPS       $0xff, X2, X2, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
 
 // func dotQ5Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
 TEXT ·dotQ5Kx4VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
+	VPXORD       Y0, Y0, Y0
 	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
+	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
-	VPBROADCASTD c32_10101010<>+0(SB), Z9
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xpermb64<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_10101010<>+0(SB), Z7
 	TESTQ        DX, DX
 	JZ           donedotQ5Kx4VNNI
 
 loopdotQ5Kx4VNNI:
+	VBROADCASTI32X4 4(AX), Z8
+	VPSHUFD         $0x98, Z8, Z9
+	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
+	VPANDD          k4m_z<>+0(SB), Z9, Z9
+	VPSHUFD         $0x50, Z8, Z8
+	VPSRLD          $0x02, Z8, Z8
+	VPANDD          k4hm_z<>+0(SB), Z8, Z8
+	VPORD           Z8, Z9, Z9
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y8
+	VPMADDWD        260(CX), Y8, Y10
+	VPMADDWD        260(CX)(BX*1), Y8, Y11
+	VPMADDWD        260(CX)(BX*2), Y8, Y12
+	VPMADDWD        260(CX)(SI*1), Y8, Y8
+	VPUNPCKLDQ      Y11, Y10, Y13
+	VPUNPCKHDQ      Y11, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VPUNPCKLDQ      Y8, Y12, Y10
+	VPUNPCKHDQ      Y8, Y12, Y8
+	VPADDD          Y8, Y10, Y10
+	VPUNPCKLQDQ     Y10, Y13, Y8
+	VPUNPCKHQDQ     Y10, Y13, Y10
+	VPADDD          Y10, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X10
+	VPADDD          X8, X10, X10
+	VCVTDQ2PS       X10, X10
+	VMOVD           (AX), X8
+	VCVTPH2PS       X8, X8
+	VMOVSS          (CX), X11
+	VINSERTPS       $0x10, (CX)(BX*1), X11, X11
+	VINSERTPS       $0x20, (CX)(BX*2), X11, X11
+	VINSERTPS       $0x30, (CX)(SI*1), X11, X11
+	VMOVSHDUP       X8, X12
+	VBROADCASTSS    X12, X12
+	VMULPS          X11, X12, X12
+	VMULPS          X10, X12, X12
+	VSUBPS          X12, X4, X4
 	VBROADCASTI64X4 16(AX), Z10
-	VMOVD           (AX), X11
-	VCVTPH2PS       X11, X11
-	VBROADCASTI32X4 4(AX), Z12
-	VPSHUFD         $0x98, Z12, Z13
-	VPSRLVD         k4sh_z<>+0(SB), Z13, Z13
-	VPANDD          k4m_z<>+0(SB), Z13, Z13
-	VPSHUFD         $0x50, Z12, Z12
-	VPSRLD          $0x02, Z12, Z12
-	VPANDD          k4hm_z<>+0(SB), Z12, Z12
-	VPORD           Z12, Z13, Z13
-	VPSHUFB         k4mdup<>+0(SB), Y13, Y12
-	VPMADDWD        260(CX), Y12, Y14
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    (CX), X15
-	VMULPS          X11, X15, X15
-	VMOVSHDUP       X15, X15
-	VBROADCASTSS    X15, Y15
-	VFNMADD231PS    Y14, Y15, Y1
-	VPMADDWD        260(CX)(BX*1), Y12, Y14
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    (CX)(BX*1), X15
-	VMULPS          X11, X15, X15
-	VMOVSHDUP       X15, X15
-	VBROADCASTSS    X15, Y15
-	VFNMADD231PS    Y14, Y15, Y3
-	VPMADDWD        260(CX)(BX*2), Y12, Y14
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    (CX)(BX*2), X15
-	VMULPS          X11, X15, X15
-	VMOVSHDUP       X15, X15
-	VBROADCASTSS    X15, Y15
-	VFNMADD231PS    Y14, Y15, Y5
-	VPMADDWD        260(CX)(SI*1), Y12, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(SI*1), X14
-	VMULPS          X11, X14, X14
-	VMOVSHDUP       X14, X14
-	VBROADCASTSS    X14, Y14
-	VFNMADD231PS    Y12, Y14, Y7
-	VBROADCASTI64X4 48(AX), Z12
-	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
-	VPANDD          Z8, Z12, Z12
+	VPERMB          Z10, Z5, Z10
+	VBROADCASTI64X4 48(AX), Z11
+	VPERMB          Z11, Z5, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z6, Z11, Z11
 	VPTESTMB        runbits<>+0(SB), Z10, K1
-	VPADDB          Z9, Z12, K1, Z12
-	VPSHUFB         scidx32<>+0(SB), Z13, Z14
-	VPMADDUBSW      4(CX), Z12, Z15
-	VPMADDWD        Z14, Z15, Z15
-	VPMADDUBSW      4(CX)(BX*1), Z12, Z16
-	VPMADDWD        Z14, Z16, Z16
-	VPMADDUBSW      4(CX)(BX*2), Z12, Z17
-	VPMADDWD        Z14, Z17, Z17
-	VPMADDUBSW      4(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z14, Z12, Z12
-	VBROADCASTI64X4 80(AX), Z14
-	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
-	VPANDD          Z8, Z14, Z14
+	VPADDB          Z7, Z11, K1, Z11
+	VPSHUFB         scidx32<>+0(SB), Z9, Z12
+	VPERMB          4(CX), Z5, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPERMB          4(CX)(BX*1), Z5, Z14
+	VPMADDUBSW      Z14, Z11, Z14
+	VPMADDWD        Z12, Z14, Z14
+	VPERMB          4(CX)(BX*2), Z5, Z15
+	VPMADDUBSW      Z15, Z11, Z15
+	VPMADDWD        Z12, Z15, Z15
+	VPERMB          4(CX)(SI*1), Z5, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z12, Z16, Z11
+	VBROADCASTI64X4 80(AX), Z12
+	VPERMB          Z12, Z5, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z6, Z12, Z12
 	VPTESTMB        runbits<>+64(SB), Z10, K1
-	VPADDB          Z9, Z14, K1, Z14
-	VPSHUFB         scidx32<>+64(SB), Z13, Z18
-	VPMADDUBSW      68(CX), Z14, Z19
-	VPDPWSSD        Z18, Z19, Z15
-	VPMADDUBSW      68(CX)(BX*1), Z14, Z19
-	VPDPWSSD        Z18, Z19, Z16
-	VPMADDUBSW      68(CX)(BX*2), Z14, Z19
-	VPDPWSSD        Z18, Z19, Z17
-	VPMADDUBSW      68(CX)(SI*1), Z14, Z14
-	VPDPWSSD        Z18, Z14, Z12
-	VBROADCASTI64X4 112(AX), Z14
-	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
-	VPANDD          Z8, Z14, Z14
+	VPADDB          Z7, Z12, K1, Z12
+	VPSHUFB         scidx32<>+64(SB), Z9, Z16
+	VPERMB          68(CX), Z5, Z17
+	VPMADDUBSW      Z17, Z12, Z17
+	VPDPWSSD        Z16, Z17, Z13
+	VPERMB          68(CX)(BX*1), Z5, Z17
+	VPMADDUBSW      Z17, Z12, Z17
+	VPDPWSSD        Z16, Z17, Z14
+	VPERMB          68(CX)(BX*2), Z5, Z17
+	VPMADDUBSW      Z17, Z12, Z17
+	VPDPWSSD        Z16, Z17, Z15
+	VPERMB          68(CX)(SI*1), Z5, Z17
+	VPMADDUBSW      Z17, Z12, Z17
+	VPDPWSSD        Z16, Z17, Z11
+	VBROADCASTI64X4 112(AX), Z12
+	VPERMB          Z12, Z5, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z6, Z12, Z12
 	VPTESTMB        runbits<>+128(SB), Z10, K1
-	VPADDB          Z9, Z14, K1, Z14
-	VPSHUFB         scidx32<>+128(SB), Z13, Z18
-	VPMADDUBSW      132(CX), Z14, Z19
-	VPDPWSSD        Z18, Z19, Z15
-	VPMADDUBSW      132(CX)(BX*1), Z14, Z19
-	VPDPWSSD        Z18, Z19, Z16
-	VPMADDUBSW      132(CX)(BX*2), Z14, Z19
-	VPDPWSSD        Z18, Z19, Z17
-	VPMADDUBSW      132(CX)(SI*1), Z14, Z14
-	VPDPWSSD        Z18, Z14, Z12
-	VBROADCASTI64X4 144(AX), Z14
-	VPSRLVW         shift_0_4<>+0(SB), Z14, Z14
-	VPANDD          Z8, Z14, Z14
+	VPADDB          Z7, Z12, K1, Z12
+	VPSHUFB         scidx32<>+128(SB), Z9, Z16
+	VPERMB          132(CX), Z5, Z17
+	VPMADDUBSW      Z17, Z12, Z17
+	VPDPWSSD        Z16, Z17, Z13
+	VPERMB          132(CX)(BX*1), Z5, Z17
+	VPMADDUBSW      Z17, Z12, Z17
+	VPDPWSSD        Z16, Z17, Z14
+	VPERMB          132(CX)(BX*2), Z5, Z17
+	VPMADDUBSW      Z17, Z12, Z17
+	VPDPWSSD        Z16, Z17, Z15
+	VPERMB          132(CX)(SI*1), Z5, Z17
+	VPMADDUBSW      Z17, Z12, Z17
+	VPDPWSSD        Z16, Z17, Z11
+	VBROADCASTI64X4 144(AX), Z12
+	VPERMB          Z12, Z5, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z6, Z12, Z12
 	VPTESTMB        runbits<>+192(SB), Z10, K1
-	VPADDB          Z9, Z14, K1, Z14
-	VPSHUFB         scidx32<>+192(SB), Z13, Z10
-	VPMADDUBSW      196(CX), Z14, Z13
-	VPDPWSSD        Z10, Z13, Z15
-	VPMADDUBSW      196(CX)(BX*1), Z14, Z13
-	VPDPWSSD        Z10, Z13, Z16
-	VPMADDUBSW      196(CX)(BX*2), Z14, Z13
-	VPDPWSSD        Z10, Z13, Z17
-	VPMADDUBSW      196(CX)(SI*1), Z14, Z13
-	VPDPWSSD        Z10, Z13, Z12
-	VCVTDQ2PS       Z15, Z15
-	VBROADCASTSS    (CX), X10
-	VMULPS          X11, X10, X10
-	VBROADCASTSS    X10, Z10
-	VFMADD231PS     Z15, Z10, Z0
-	VCVTDQ2PS       Z16, Z16
-	VBROADCASTSS    (CX)(BX*1), X10
-	VMULPS          X11, X10, X10
-	VBROADCASTSS    X10, Z10
-	VFMADD231PS     Z16, Z10, Z2
-	VCVTDQ2PS       Z17, Z17
-	VBROADCASTSS    (CX)(BX*2), X10
-	VMULPS          X11, X10, X10
-	VBROADCASTSS    X10, Z10
-	VFMADD231PS     Z17, Z10, Z4
-	VCVTDQ2PS       Z12, Z12
-	VBROADCASTSS    (CX)(SI*1), X10
-	VMULPS          X11, X10, X10
-	VBROADCASTSS    X10, Z10
-	VFMADD231PS     Z12, Z10, Z6
+	VPADDB          Z7, Z12, K1, Z12
+	VPSHUFB         scidx32<>+192(SB), Z9, Z9
+	VPERMB          196(CX), Z5, Z10
+	VPMADDUBSW      Z10, Z12, Z10
+	VPDPWSSD        Z9, Z10, Z13
+	VPERMB          196(CX)(BX*1), Z5, Z10
+	VPMADDUBSW      Z10, Z12, Z10
+	VPDPWSSD        Z9, Z10, Z14
+	VPERMB          196(CX)(BX*2), Z5, Z10
+	VPMADDUBSW      Z10, Z12, Z10
+	VPDPWSSD        Z9, Z10, Z15
+	VPERMB          196(CX)(SI*1), Z5, Z10
+	VPMADDUBSW      Z10, Z12, Z10
+	VPDPWSSD        Z9, Z10, Z11
+	VEXTRACTI64X4   $0x01, Z13, Y9
+	VPADDD          Y9, Y13, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y10
+	VBROADCASTSS    (CX), Y12
+	VMULPS          Y12, Y10, Y10
+	VMULPS          Y10, Y9, Y9
+	VADDPS          Y9, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z14, Y9
+	VPADDD          Y9, Y14, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y10
+	VBROADCASTSS    (CX)(BX*1), Y12
+	VMULPS          Y12, Y10, Y10
+	VMULPS          Y10, Y9, Y9
+	VADDPS          Y9, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z15, Y9
+	VPADDD          Y9, Y15, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y10
+	VBROADCASTSS    (CX)(BX*2), Y12
+	VMULPS          Y12, Y10, Y10
+	VMULPS          Y10, Y9, Y9
+	VADDPS          Y9, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z11, Y9
+	VPADDD          Y9, Y11, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y8
+	VBROADCASTSS    (CX)(SI*1), Y10
+	VMULPS          Y10, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -5536,69 +5816,73 @@ loopdotQ5Kx4VNNI:
 
 donedotQ5Kx4VNNI:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X5
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VMOVSHDUP     X1, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X1, X1, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X1, X1, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X5, X0, X0
+	VMOVSHDUP     X5, X1
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
+	VMOVHLPS      X5, X5, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X5, X5, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X5
+	VADDSS        X5, X0, X0
+	VMOVHLPS      X2, X2, X5
+	VADDSS        X5, X0, X0
+	VSHUFPS       $0xff, X2, X2, X5
+	VADDSS        X5, X0, X0
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
 	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
 	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 12(AX)
 	VZEROUPPER
 	RET
@@ -8602,92 +8886,119 @@ donedotQ6KVBMIx4VNNI256:
 	RET
 
 // func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPXORD       X1, X1, X1
+	VMOVDQU64    xpermb32<>+0(SB), Y2
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
 	TESTQ        DX, DX
 	JZ           donedotQ4KVNNI256
 
 loopdotQ4KVNNI256:
-	VMOVD           (AX), X2
-	VCVTPH2PS       X2, X2
-	VBROADCASTI32X4 4(AX), Y3
-	VPSHUFD         $0x98, Y3, Y4
-	VPSRLVD         k4sh_y<>+0(SB), Y4, Y4
-	VPANDD          k4m_y<>+0(SB), Y4, Y4
-	VPSHUFD         $0x50, Y3, Y3
-	VPSRLD          $0x02, Y3, Y3
-	VPANDD          k4hm_y<>+0(SB), Y3, Y3
-	VPORD           Y3, Y4, Y4
-	VPSHUFB         k4mdup<>+0(SB), Y4, Y3
-	VPMADDWD        260(CX), Y3, Y3
-	VCVTDQ2PS       Y3, Y3
-	VBROADCASTSS    (CX), X5
-	VMULPS          X2, X5, X5
-	VMOVSHDUP       X5, X2
-	VBROADCASTSS    X2, Y2
-	VFNMADD231PS    Y3, Y2, Y0
-	VMOVDQU64       16(AX), Y3
-	VPANDD          Y1, Y3, Y2
-	VPSHUFB         scidx32<>+0(SB), Y4, Y6
-	VPMADDUBSW      4(CX), Y2, Y2
-	VPMADDWD        Y6, Y2, Y2
-	VPSRLW          $0x04, Y3, Y3
-	VPANDD          Y1, Y3, Y3
-	VPSHUFB         scidx32<>+32(SB), Y4, Y6
-	VPMADDUBSW      36(CX), Y3, Y3
-	VPMADDWD        Y6, Y3, Y3
-	VMOVDQU64       48(AX), Y7
-	VPANDD          Y1, Y7, Y6
-	VPSHUFB         scidx32<>+64(SB), Y4, Y8
-	VPMADDUBSW      68(CX), Y6, Y6
-	VPDPWSSD        Y8, Y6, Y2
-	VPSRLW          $0x04, Y7, Y6
-	VPANDD          Y1, Y6, Y6
-	VPSHUFB         scidx32<>+96(SB), Y4, Y7
-	VPMADDUBSW      100(CX), Y6, Y6
-	VPDPWSSD        Y7, Y6, Y3
-	VMOVDQU64       80(AX), Y7
-	VPANDD          Y1, Y7, Y6
-	VPSHUFB         scidx32<>+128(SB), Y4, Y8
-	VPMADDUBSW      132(CX), Y6, Y6
-	VPDPWSSD        Y8, Y6, Y2
-	VPSRLW          $0x04, Y7, Y6
-	VPANDD          Y1, Y6, Y6
-	VPSHUFB         scidx32<>+160(SB), Y4, Y7
-	VPMADDUBSW      164(CX), Y6, Y6
-	VPDPWSSD        Y7, Y6, Y3
-	VMOVDQU64       112(AX), Y7
-	VPANDD          Y1, Y7, Y6
-	VPSHUFB         scidx32<>+192(SB), Y4, Y8
-	VPMADDUBSW      196(CX), Y6, Y6
-	VPDPWSSD        Y8, Y6, Y2
-	VPSRLW          $0x04, Y7, Y6
-	VPANDD          Y1, Y6, Y6
-	VPSHUFB         scidx32<>+224(SB), Y4, Y4
-	VPMADDUBSW      228(CX), Y6, Y6
-	VPDPWSSD        Y4, Y6, Y3
-	VPADDD          Y3, Y2, Y2
-	VCVTDQ2PS       Y2, Y2
-	VBROADCASTSS    X5, Y3
-	VFMADD231PS     Y2, Y3, Y0
+	VBROADCASTI32X4 4(AX), Y4
+	VPSHUFD         $0x98, Y4, Y5
+	VPSRLVD         k4sh_y<>+0(SB), Y5, Y5
+	VPANDD          k4m_y<>+0(SB), Y5, Y5
+	VPSHUFD         $0x50, Y4, Y4
+	VPSRLD          $0x02, Y4, Y4
+	VPANDD          k4hm_y<>+0(SB), Y4, Y4
+	VPORD           Y4, Y5, Y5
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
+	VPMADDWD        260(CX), Y4, Y4
+	VEXTRACTI32X4   $0x01, Y4, X6
+	VPADDD          X6, X4, X6
+	VPSHUFD         $0x4e, X6, X4
+	VPADDD          X4, X6, X6
+	VPSHUFD         $0xb1, X6, X4
+	VPADDD          X4, X6, X6
+	VCVTDQ2PS       X6, X6
+	VMOVD           (AX), X4
+	VCVTPH2PS       X4, X4
+	VBROADCASTSS    (CX), X7
+	VMULPS          X4, X7, X7
+	VMOVSHDUP       X7, X4
+	VMULSS          X6, X4, X4
+	VSUBSS          X4, X1, X1
+	VBROADCASTSS    X7, Y4
+	VPERMB          16(AX), Y2, Y7
+	VPANDD          Y3, Y7, Y6
+	VPSHUFB         scidx32<>+0(SB), Y5, Y8
+	VPERMB          4(CX), Y2, Y9
+	VPMADDUBSW      Y9, Y6, Y9
+	VPMADDWD        Y8, Y9, Y6
+	VPSRLW          $0x04, Y7, Y7
+	VPANDD          Y3, Y7, Y7
+	VPSHUFB         scidx32<>+32(SB), Y5, Y8
+	VPERMB          36(CX), Y2, Y9
+	VPMADDUBSW      Y9, Y7, Y9
+	VPMADDWD        Y8, Y9, Y7
+	VPERMB          48(AX), Y2, Y9
+	VPANDD          Y3, Y9, Y8
+	VPSHUFB         scidx32<>+64(SB), Y5, Y10
+	VPERMB          68(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y8, Y11
+	VPDPWSSD        Y10, Y11, Y6
+	VPSRLW          $0x04, Y9, Y8
+	VPANDD          Y3, Y8, Y8
+	VPSHUFB         scidx32<>+96(SB), Y5, Y9
+	VPERMB          100(CX), Y2, Y10
+	VPMADDUBSW      Y10, Y8, Y10
+	VPDPWSSD        Y9, Y10, Y7
+	VPERMB          80(AX), Y2, Y9
+	VPANDD          Y3, Y9, Y8
+	VPSHUFB         scidx32<>+128(SB), Y5, Y10
+	VPERMB          132(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y8, Y11
+	VPDPWSSD        Y10, Y11, Y6
+	VPSRLW          $0x04, Y9, Y8
+	VPANDD          Y3, Y8, Y8
+	VPSHUFB         scidx32<>+160(SB), Y5, Y9
+	VPERMB          164(CX), Y2, Y10
+	VPMADDUBSW      Y10, Y8, Y10
+	VPDPWSSD        Y9, Y10, Y7
+	VPERMB          112(AX), Y2, Y9
+	VPANDD          Y3, Y9, Y8
+	VPSHUFB         scidx32<>+192(SB), Y5, Y10
+	VPERMB          196(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y8, Y11
+	VPDPWSSD        Y10, Y11, Y6
+	VPSRLW          $0x04, Y9, Y8
+	VPANDD          Y3, Y8, Y8
+	VPSHUFB         scidx32<>+224(SB), Y5, Y5
+	VPERMB          228(CX), Y2, Y9
+	VPMADDUBSW      Y9, Y8, Y9
+	VPDPWSSD        Y5, Y9, Y7
+	VPADDD          Y7, Y6, Y6
+	VCVTDQ2PS       Y6, Y6
+	VMULPS          Y4, Y6, Y6
+	VADDPS          Y6, Y0, Y0
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ4KVNNI256
 
 donedotQ4KVNNI256:
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VSHUFPS       $0x00, X1, X1, X1
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X1, X1
+	VSHUFPS       $0xff, X0, X0, X3
+	VADDSS        X3, X1, X1
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X0
+	VADDSS        X0, X1, X1
+	VMOVHLPS      X2, X2, X0
+	VADDSS        X0, X1, X1
+	VSHUFPS       $0xff, X2, X2, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -8722,7 +9033,7 @@ DATA k4hm_y<>+28(SB)/4, $0x30303030
 GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
 
 // func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
 TEXT ·dotQ4Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -8733,158 +9044,193 @@ TEXT ·dotQ4Kx4VNNI256(SB), NOSPLIT, $0-40
 	VPXORD       Y1, Y1, Y1
 	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xpermb32<>+0(SB), Y5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y6
 	TESTQ        DX, DX
 	JZ           donedotQ4Kx4VNNI256
 
 loopdotQ4Kx4VNNI256:
-	VMOVD           (AX), X5
-	VCVTPH2PS       X5, X5
-	VBROADCASTI32X4 4(AX), Y6
-	VPSHUFD         $0x98, Y6, Y7
-	VPSRLVD         k4sh_y<>+0(SB), Y7, Y7
-	VPANDD          k4m_y<>+0(SB), Y7, Y7
-	VPSHUFD         $0x50, Y6, Y6
-	VPSRLD          $0x02, Y6, Y6
-	VPANDD          k4hm_y<>+0(SB), Y6, Y6
-	VPORD           Y6, Y7, Y7
-	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
-	VPMADDWD        260(CX), Y6, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    (CX), X9
-	VMULPS          X5, X9, X9
-	VMOVSHDUP       X9, X9
-	VBROADCASTSS    X9, Y9
-	VFNMADD231PS    Y8, Y9, Y0
-	VPMADDWD        260(CX)(BX*1), Y6, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    (CX)(BX*1), X9
-	VMULPS          X5, X9, X9
-	VMOVSHDUP       X9, X9
-	VBROADCASTSS    X9, Y9
-	VFNMADD231PS    Y8, Y9, Y1
-	VPMADDWD        260(CX)(BX*2), Y6, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    (CX)(BX*2), X9
-	VMULPS          X5, X9, X9
-	VMOVSHDUP       X9, X9
-	VBROADCASTSS    X9, Y9
-	VFNMADD231PS    Y8, Y9, Y2
-	VPMADDWD        260(CX)(SI*1), Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VBROADCASTSS    (CX)(SI*1), X8
-	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X8
-	VBROADCASTSS    X8, Y8
-	VFNMADD231PS    Y6, Y8, Y3
-	VMOVDQU64       16(AX), Y8
-	VPANDD          Y4, Y8, Y6
-	VPSHUFB         scidx32<>+0(SB), Y7, Y9
-	VPMADDUBSW      4(CX), Y6, Y10
-	VPMADDWD        Y9, Y10, Y10
-	VPMADDUBSW      4(CX)(BX*1), Y6, Y11
-	VPMADDWD        Y9, Y11, Y11
-	VPMADDUBSW      4(CX)(BX*2), Y6, Y12
-	VPMADDWD        Y9, Y12, Y12
-	VPMADDUBSW      4(CX)(SI*1), Y6, Y6
-	VPMADDWD        Y9, Y6, Y6
-	VPSRLW          $0x04, Y8, Y8
-	VPANDD          Y4, Y8, Y8
-	VPSHUFB         scidx32<>+32(SB), Y7, Y9
-	VPMADDUBSW      36(CX), Y8, Y13
-	VPDPWSSD        Y9, Y13, Y10
-	VPMADDUBSW      36(CX)(BX*1), Y8, Y13
-	VPDPWSSD        Y9, Y13, Y11
-	VPMADDUBSW      36(CX)(BX*2), Y8, Y13
-	VPDPWSSD        Y9, Y13, Y12
-	VPMADDUBSW      36(CX)(SI*1), Y8, Y8
-	VPDPWSSD        Y9, Y8, Y6
-	VMOVDQU64       48(AX), Y9
-	VPANDD          Y4, Y9, Y8
-	VPSHUFB         scidx32<>+64(SB), Y7, Y13
-	VPMADDUBSW      68(CX), Y8, Y14
-	VPDPWSSD        Y13, Y14, Y10
-	VPMADDUBSW      68(CX)(BX*1), Y8, Y14
-	VPDPWSSD        Y13, Y14, Y11
-	VPMADDUBSW      68(CX)(BX*2), Y8, Y14
-	VPDPWSSD        Y13, Y14, Y12
-	VPMADDUBSW      68(CX)(SI*1), Y8, Y8
-	VPDPWSSD        Y13, Y8, Y6
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y4, Y8, Y8
-	VPSHUFB         scidx32<>+96(SB), Y7, Y9
-	VPMADDUBSW      100(CX), Y8, Y13
-	VPDPWSSD        Y9, Y13, Y10
-	VPMADDUBSW      100(CX)(BX*1), Y8, Y13
-	VPDPWSSD        Y9, Y13, Y11
-	VPMADDUBSW      100(CX)(BX*2), Y8, Y13
-	VPDPWSSD        Y9, Y13, Y12
-	VPMADDUBSW      100(CX)(SI*1), Y8, Y8
-	VPDPWSSD        Y9, Y8, Y6
-	VMOVDQU64       80(AX), Y9
-	VPANDD          Y4, Y9, Y8
-	VPSHUFB         scidx32<>+128(SB), Y7, Y13
-	VPMADDUBSW      132(CX), Y8, Y14
-	VPDPWSSD        Y13, Y14, Y10
-	VPMADDUBSW      132(CX)(BX*1), Y8, Y14
-	VPDPWSSD        Y13, Y14, Y11
-	VPMADDUBSW      132(CX)(BX*2), Y8, Y14
-	VPDPWSSD        Y13, Y14, Y12
-	VPMADDUBSW      132(CX)(SI*1), Y8, Y8
-	VPDPWSSD        Y13, Y8, Y6
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y4, Y8, Y8
-	VPSHUFB         scidx32<>+160(SB), Y7, Y9
-	VPMADDUBSW      164(CX), Y8, Y13
-	VPDPWSSD        Y9, Y13, Y10
-	VPMADDUBSW      164(CX)(BX*1), Y8, Y13
-	VPDPWSSD        Y9, Y13, Y11
-	VPMADDUBSW      164(CX)(BX*2), Y8, Y13
-	VPDPWSSD        Y9, Y13, Y12
-	VPMADDUBSW      164(CX)(SI*1), Y8, Y8
-	VPDPWSSD        Y9, Y8, Y6
-	VMOVDQU64       112(AX), Y9
-	VPANDD          Y4, Y9, Y8
-	VPSHUFB         scidx32<>+192(SB), Y7, Y13
-	VPMADDUBSW      196(CX), Y8, Y14
-	VPDPWSSD        Y13, Y14, Y10
-	VPMADDUBSW      196(CX)(BX*1), Y8, Y14
-	VPDPWSSD        Y13, Y14, Y11
-	VPMADDUBSW      196(CX)(BX*2), Y8, Y14
-	VPDPWSSD        Y13, Y14, Y12
-	VPMADDUBSW      196(CX)(SI*1), Y8, Y8
-	VPDPWSSD        Y13, Y8, Y6
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y4, Y8, Y8
-	VPSHUFB         scidx32<>+224(SB), Y7, Y7
-	VPMADDUBSW      228(CX), Y8, Y9
-	VPDPWSSD        Y7, Y9, Y10
-	VPMADDUBSW      228(CX)(BX*1), Y8, Y9
-	VPDPWSSD        Y7, Y9, Y11
-	VPMADDUBSW      228(CX)(BX*2), Y8, Y9
-	VPDPWSSD        Y7, Y9, Y12
-	VPMADDUBSW      228(CX)(SI*1), Y8, Y8
-	VPDPWSSD        Y7, Y8, Y6
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    (CX), X7
-	VMULPS          X5, X7, X7
-	VBROADCASTSS    X7, Y7
-	VFMADD231PS     Y10, Y7, Y0
-	VCVTDQ2PS       Y11, Y11
-	VBROADCASTSS    (CX)(BX*1), X7
-	VMULPS          X5, X7, X7
-	VBROADCASTSS    X7, Y7
-	VFMADD231PS     Y11, Y7, Y1
+	VBROADCASTI32X4 4(AX), Y7
+	VPSHUFD         $0x98, Y7, Y8
+	VPSRLVD         k4sh_y<>+0(SB), Y8, Y8
+	VPANDD          k4m_y<>+0(SB), Y8, Y8
+	VPSHUFD         $0x50, Y7, Y7
+	VPSRLD          $0x02, Y7, Y7
+	VPANDD          k4hm_y<>+0(SB), Y7, Y7
+	VPORD           Y7, Y8, Y8
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y7
+	VPMADDWD        260(CX), Y7, Y9
+	VPMADDWD        260(CX)(BX*1), Y7, Y10
+	VPMADDWD        260(CX)(BX*2), Y7, Y11
+	VPMADDWD        260(CX)(SI*1), Y7, Y7
+	VPUNPCKLDQ      Y10, Y9, Y12
+	VPUNPCKHDQ      Y10, Y9, Y9
+	VPADDD          Y9, Y12, Y12
+	VPUNPCKLDQ      Y7, Y11, Y9
+	VPUNPCKHDQ      Y7, Y11, Y7
+	VPADDD          Y7, Y9, Y9
+	VPUNPCKLQDQ     Y9, Y12, Y7
+	VPUNPCKHQDQ     Y9, Y12, Y9
+	VPADDD          Y9, Y7, Y7
+	VEXTRACTI32X4   $0x01, Y7, X9
+	VPADDD          X7, X9, X9
+	VCVTDQ2PS       X9, X9
+	VMOVD           (AX), X7
+	VCVTPH2PS       X7, X7
+	VMOVSS          (CX), X10
+	VINSERTPS       $0x10, (CX)(BX*1), X10, X10
+	VINSERTPS       $0x20, (CX)(BX*2), X10, X10
+	VINSERTPS       $0x30, (CX)(SI*1), X10, X10
+	VMOVSHDUP       X7, X11
+	VBROADCASTSS    X11, X11
+	VMULPS          X10, X11, X11
+	VMULPS          X9, X11, X11
+	VSUBPS          X11, X4, X4
+	VPERMB          16(AX), Y5, Y10
+	VPANDD          Y6, Y10, Y9
+	VPSHUFB         scidx32<>+0(SB), Y8, Y11
+	VPERMB          4(CX), Y5, Y12
+	VPMADDUBSW      Y12, Y9, Y12
+	VPMADDWD        Y11, Y12, Y12
+	VPERMB          4(CX)(BX*1), Y5, Y13
+	VPMADDUBSW      Y13, Y9, Y13
+	VPMADDWD        Y11, Y13, Y13
+	VPERMB          4(CX)(BX*2), Y5, Y14
+	VPMADDUBSW      Y14, Y9, Y14
+	VPMADDWD        Y11, Y14, Y14
+	VPERMB          4(CX)(SI*1), Y5, Y15
+	VPMADDUBSW      Y15, Y9, Y15
+	VPMADDWD        Y11, Y15, Y9
+	VPSRLW          $0x04, Y10, Y10
+	VPANDD          Y6, Y10, Y10
+	VPSHUFB         scidx32<>+32(SB), Y8, Y11
+	VPERMB          36(CX), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y12
+	VPERMB          36(CX)(BX*1), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y13
+	VPERMB          36(CX)(BX*2), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y14
+	VPERMB          36(CX)(SI*1), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y9
+	VPERMB          48(AX), Y5, Y11
+	VPANDD          Y6, Y11, Y10
+	VPSHUFB         scidx32<>+64(SB), Y8, Y15
+	VPERMB          68(CX), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y12
+	VPERMB          68(CX)(BX*1), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y13
+	VPERMB          68(CX)(BX*2), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y14
+	VPERMB          68(CX)(SI*1), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y9
+	VPSRLW          $0x04, Y11, Y10
+	VPANDD          Y6, Y10, Y10
+	VPSHUFB         scidx32<>+96(SB), Y8, Y11
+	VPERMB          100(CX), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y12
+	VPERMB          100(CX)(BX*1), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y13
+	VPERMB          100(CX)(BX*2), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y14
+	VPERMB          100(CX)(SI*1), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y9
+	VPERMB          80(AX), Y5, Y11
+	VPANDD          Y6, Y11, Y10
+	VPSHUFB         scidx32<>+128(SB), Y8, Y15
+	VPERMB          132(CX), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y12
+	VPERMB          132(CX)(BX*1), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y13
+	VPERMB          132(CX)(BX*2), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y14
+	VPERMB          132(CX)(SI*1), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y9
+	VPSRLW          $0x04, Y11, Y10
+	VPANDD          Y6, Y10, Y10
+	VPSHUFB         scidx32<>+160(SB), Y8, Y11
+	VPERMB          164(CX), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y12
+	VPERMB          164(CX)(BX*1), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y13
+	VPERMB          164(CX)(BX*2), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y14
+	VPERMB          164(CX)(SI*1), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y9
+	VPERMB          112(AX), Y5, Y11
+	VPANDD          Y6, Y11, Y10
+	VPSHUFB         scidx32<>+192(SB), Y8, Y15
+	VPERMB          196(CX), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y12
+	VPERMB          196(CX)(BX*1), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y13
+	VPERMB          196(CX)(BX*2), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y14
+	VPERMB          196(CX)(SI*1), Y5, Y16
+	VPMADDUBSW      Y16, Y10, Y16
+	VPDPWSSD        Y15, Y16, Y9
+	VPSRLW          $0x04, Y11, Y10
+	VPANDD          Y6, Y10, Y10
+	VPSHUFB         scidx32<>+224(SB), Y8, Y8
+	VPERMB          228(CX), Y5, Y11
+	VPMADDUBSW      Y11, Y10, Y11
+	VPDPWSSD        Y8, Y11, Y12
+	VPERMB          228(CX)(BX*1), Y5, Y11
+	VPMADDUBSW      Y11, Y10, Y11
+	VPDPWSSD        Y8, Y11, Y13
+	VPERMB          228(CX)(BX*2), Y5, Y11
+	VPMADDUBSW      Y11, Y10, Y11
+	VPDPWSSD        Y8, Y11, Y14
+	VPERMB          228(CX)(SI*1), Y5, Y11
+	VPMADDUBSW      Y11, Y10, Y11
+	VPDPWSSD        Y8, Y11, Y9
 	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*2), X7
-	VMULPS          X5, X7, X7
+	VBROADCASTSS    X7, Y8
+	VBROADCASTSS    (CX), Y10
+	VMULPS          Y10, Y8, Y8
+	VMULPS          Y8, Y12, Y12
+	VADDPS          Y12, Y0, Y0
+	VCVTDQ2PS       Y13, Y13
+	VBROADCASTSS    X7, Y8
+	VBROADCASTSS    (CX)(BX*1), Y10
+	VMULPS          Y10, Y8, Y8
+	VMULPS          Y8, Y13, Y13
+	VADDPS          Y13, Y1, Y1
+	VCVTDQ2PS       Y14, Y14
+	VBROADCASTSS    X7, Y8
+	VBROADCASTSS    (CX)(BX*2), Y10
+	VMULPS          Y10, Y8, Y8
+	VMULPS          Y8, Y14, Y14
+	VADDPS          Y14, Y2, Y2
+	VCVTDQ2PS       Y9, Y9
 	VBROADCASTSS    X7, Y7
-	VFMADD231PS     Y12, Y7, Y2
-	VCVTDQ2PS       Y6, Y6
-	VBROADCASTSS    (CX)(SI*1), X7
-	VMULPS          X5, X7, X7
-	VBROADCASTSS    X7, Y5
-	VFMADD231PS     Y6, Y5, Y3
+	VBROADCASTSS    (CX)(SI*1), Y8
+	VMULPS          Y8, Y7, Y7
+	VMULPS          Y7, Y9, Y9
+	VADDPS          Y9, Y3, Y3
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -8892,53 +9238,92 @@ loopdotQ4Kx4VNNI256:
 
 donedotQ4Kx4VNNI256:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VADDPS        X4, X0, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X1, X1, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X1, X1, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X5, X0, X0
+	VMOVSHDUP     X5, X1
+	VADDSS        X1, X0, X0
+	VMOVHLPS      X5, X5, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X5, X5, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X5
+	VADDSS        X5, X0, X0
+	VMOVHLPS      X2, X2, X5
+	VADDSS        X5, X0, X0
+	VSHUFPS       $0xff, X2, X2, X5
+	VADDSS        X5, X0, X0
 	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
 	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
-	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPXORD       X1, X1, X1
+	VMOVDQU64    xpermb32<>+0(SB), Y2
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
+	VPBROADCASTD c32_10101010<>+0(SB), Y4
 	TESTQ        DX, DX
 	JZ           donedotQ5KVNNI256
 
 loopdotQ5KVNNI256:
-	VMOVDQU64       16(AX), Y3
-	VMOVD           (AX), X4
-	VCVTPH2PS       X4, X4
 	VBROADCASTI32X4 4(AX), Y5
 	VPSHUFD         $0x98, Y5, Y6
 	VPSRLVD         k4sh_y<>+0(SB), Y6, Y6
@@ -8949,90 +9334,118 @@ loopdotQ5KVNNI256:
 	VPORD           Y5, Y6, Y6
 	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
 	VPMADDWD        260(CX), Y5, Y5
-	VCVTDQ2PS       Y5, Y5
-	VBROADCASTSS    (CX), X7
-	VMULPS          X4, X7, X7
-	VMOVSHDUP       X7, X4
-	VBROADCASTSS    X4, Y4
-	VFNMADD231PS    Y5, Y4, Y0
-	VMOVDQU64       48(AX), Y5
-	VPANDD          Y1, Y5, Y4
-	VPTESTMB        runbits<>+0(SB), Y3, K1
-	VPADDB          Y2, Y4, K1, Y4
-	VPSHUFB         scidx32<>+0(SB), Y6, Y8
-	VPMADDUBSW      4(CX), Y4, Y4
-	VPMADDWD        Y8, Y4, Y4
-	VPSRLW          $0x04, Y5, Y5
-	VPANDD          Y1, Y5, Y5
-	VPTESTMB        runbits<>+32(SB), Y3, K1
-	VPADDB          Y2, Y5, K1, Y5
-	VPSHUFB         scidx32<>+32(SB), Y6, Y8
-	VPMADDUBSW      36(CX), Y5, Y5
-	VPMADDWD        Y8, Y5, Y5
-	VMOVDQU64       80(AX), Y9
-	VPANDD          Y1, Y9, Y8
-	VPTESTMB        runbits<>+64(SB), Y3, K1
-	VPADDB          Y2, Y8, K1, Y8
-	VPSHUFB         scidx32<>+64(SB), Y6, Y10
-	VPMADDUBSW      68(CX), Y8, Y8
-	VPDPWSSD        Y10, Y8, Y4
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y1, Y8, Y8
-	VPTESTMB        runbits<>+96(SB), Y3, K1
-	VPADDB          Y2, Y8, K1, Y8
-	VPSHUFB         scidx32<>+96(SB), Y6, Y9
-	VPMADDUBSW      100(CX), Y8, Y8
-	VPDPWSSD        Y9, Y8, Y5
-	VMOVDQU64       112(AX), Y9
-	VPANDD          Y1, Y9, Y8
-	VPTESTMB        runbits<>+128(SB), Y3, K1
-	VPADDB          Y2, Y8, K1, Y8
-	VPSHUFB         scidx32<>+128(SB), Y6, Y10
-	VPMADDUBSW      132(CX), Y8, Y8
-	VPDPWSSD        Y10, Y8, Y4
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y1, Y8, Y8
-	VPTESTMB        runbits<>+160(SB), Y3, K1
-	VPADDB          Y2, Y8, K1, Y8
-	VPSHUFB         scidx32<>+160(SB), Y6, Y9
-	VPMADDUBSW      164(CX), Y8, Y8
-	VPDPWSSD        Y9, Y8, Y5
-	VMOVDQU64       144(AX), Y9
-	VPANDD          Y1, Y9, Y8
-	VPTESTMB        runbits<>+192(SB), Y3, K1
-	VPADDB          Y2, Y8, K1, Y8
-	VPSHUFB         scidx32<>+192(SB), Y6, Y10
-	VPMADDUBSW      196(CX), Y8, Y8
-	VPDPWSSD        Y10, Y8, Y4
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y1, Y8, Y8
-	VPTESTMB        runbits<>+224(SB), Y3, K1
-	VPADDB          Y2, Y8, K1, Y8
-	VPSHUFB         scidx32<>+224(SB), Y6, Y3
-	VPMADDUBSW      228(CX), Y8, Y6
-	VPDPWSSD        Y3, Y6, Y5
-	VPADDD          Y5, Y4, Y4
-	VCVTDQ2PS       Y4, Y4
-	VBROADCASTSS    X7, Y3
-	VFMADD231PS     Y4, Y3, Y0
+	VEXTRACTI32X4   $0x01, Y5, X7
+	VPADDD          X7, X5, X7
+	VPSHUFD         $0x4e, X7, X5
+	VPADDD          X5, X7, X7
+	VPSHUFD         $0xb1, X7, X5
+	VPADDD          X5, X7, X7
+	VCVTDQ2PS       X7, X7
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    (CX), X8
+	VMULPS          X5, X8, X8
+	VMOVSHDUP       X8, X5
+	VMULSS          X7, X5, X5
+	VSUBSS          X5, X1, X1
+	VBROADCASTSS    X8, Y5
+	VPERMB          16(AX), Y2, Y7
+	VPERMB          48(AX), Y2, Y9
+	VPANDD          Y3, Y9, Y8
+	VPTESTMB        runbits<>+0(SB), Y7, K1
+	VPADDB          Y4, Y8, K1, Y8
+	VPSHUFB         scidx32<>+0(SB), Y6, Y10
+	VPERMB          4(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y10, Y11, Y8
+	VPSRLW          $0x04, Y9, Y9
+	VPANDD          Y3, Y9, Y9
+	VPTESTMB        runbits<>+32(SB), Y7, K1
+	VPADDB          Y4, Y9, K1, Y9
+	VPSHUFB         scidx32<>+32(SB), Y6, Y10
+	VPERMB          36(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y9, Y11
+	VPMADDWD        Y10, Y11, Y9
+	VPERMB          80(AX), Y2, Y11
+	VPANDD          Y3, Y11, Y10
+	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+64(SB), Y6, Y12
+	VPERMB          68(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y10, Y13
+	VPDPWSSD        Y12, Y13, Y8
+	VPSRLW          $0x04, Y11, Y10
+	VPANDD          Y3, Y10, Y10
+	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+96(SB), Y6, Y11
+	VPERMB          100(CX), Y2, Y12
+	VPMADDUBSW      Y12, Y10, Y12
+	VPDPWSSD        Y11, Y12, Y9
+	VPERMB          112(AX), Y2, Y11
+	VPANDD          Y3, Y11, Y10
+	VPTESTMB        runbits<>+128(SB), Y7, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+128(SB), Y6, Y12
+	VPERMB          132(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y10, Y13
+	VPDPWSSD        Y12, Y13, Y8
+	VPSRLW          $0x04, Y11, Y10
+	VPANDD          Y3, Y10, Y10
+	VPTESTMB        runbits<>+160(SB), Y7, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+160(SB), Y6, Y11
+	VPERMB          164(CX), Y2, Y12
+	VPMADDUBSW      Y12, Y10, Y12
+	VPDPWSSD        Y11, Y12, Y9
+	VPERMB          144(AX), Y2, Y11
+	VPANDD          Y3, Y11, Y10
+	VPTESTMB        runbits<>+192(SB), Y7, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+192(SB), Y6, Y12
+	VPERMB          196(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y10, Y13
+	VPDPWSSD        Y12, Y13, Y8
+	VPSRLW          $0x04, Y11, Y10
+	VPANDD          Y3, Y10, Y10
+	VPTESTMB        runbits<>+224(SB), Y7, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+224(SB), Y6, Y6
+	VPERMB          228(CX), Y2, Y7
+	VPMADDUBSW      Y7, Y10, Y7
+	VPDPWSSD        Y6, Y7, Y9
+	VPADDD          Y9, Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y5, Y8, Y8
+	VADDPS          Y8, Y0, Y0
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JNZ             loopdotQ5KVNNI256
 
 donedotQ5KVNNI256:
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VSHUFPS       $0x00, X1, X1, X1
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X1, X1
+	VSHUFPS       $0xff, X0, X0, X3
+	VADDSS        X3, X1, X1
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X0
+	VADDSS        X0, X1, X1
+	VMOVHLPS      X2, X2, X0
+	VADDSS        X0, X1, X1
+	VSHUFPS       $0xff, X2, X2, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
 
 // func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
 TEXT ·dotQ5Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -9043,15 +9456,14 @@ TEXT ·dotQ5Kx4VNNI256(SB), NOSPLIT, $0-40
 	VPXORD       Y1, Y1, Y1
 	VPXORD       Y2, Y2, Y2
 	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_10101010<>+0(SB), Y5
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xpermb32<>+0(SB), Y5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y6
+	VPBROADCASTD c32_10101010<>+0(SB), Y7
 	TESTQ        DX, DX
 	JZ           donedotQ5Kx4VNNI256
 
 loopdotQ5Kx4VNNI256:
-	VMOVDQU64       16(AX), Y6
-	VMOVD           (AX), X7
-	VCVTPH2PS       X7, X7
 	VBROADCASTI32X4 4(AX), Y8
 	VPSHUFD         $0x98, Y8, Y9
 	VPSRLVD         k4sh_y<>+0(SB), Y9, Y9
@@ -9062,157 +9474,193 @@ loopdotQ5Kx4VNNI256:
 	VPORD           Y8, Y9, Y9
 	VPSHUFB         k4mdup<>+0(SB), Y9, Y8
 	VPMADDWD        260(CX), Y8, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    (CX), X11
-	VMULPS          X7, X11, X11
-	VMOVSHDUP       X11, X11
-	VBROADCASTSS    X11, Y11
-	VFNMADD231PS    Y10, Y11, Y0
-	VPMADDWD        260(CX)(BX*1), Y8, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    (CX)(BX*1), X11
-	VMULPS          X7, X11, X11
-	VMOVSHDUP       X11, X11
-	VBROADCASTSS    X11, Y11
-	VFNMADD231PS    Y10, Y11, Y1
-	VPMADDWD        260(CX)(BX*2), Y8, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    (CX)(BX*2), X11
-	VMULPS          X7, X11, X11
-	VMOVSHDUP       X11, X11
-	VBROADCASTSS    X11, Y11
-	VFNMADD231PS    Y10, Y11, Y2
+	VPMADDWD        260(CX)(BX*1), Y8, Y11
+	VPMADDWD        260(CX)(BX*2), Y8, Y12
 	VPMADDWD        260(CX)(SI*1), Y8, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    (CX)(SI*1), X10
-	VMULPS          X7, X10, X10
-	VMOVSHDUP       X10, X10
-	VBROADCASTSS    X10, Y10
-	VFNMADD231PS    Y8, Y10, Y3
-	VMOVDQU64       48(AX), Y10
-	VPANDD          Y4, Y10, Y8
-	VPTESTMB        runbits<>+0(SB), Y6, K1
-	VPADDB          Y5, Y8, K1, Y8
-	VPSHUFB         scidx32<>+0(SB), Y9, Y11
-	VPMADDUBSW      4(CX), Y8, Y12
-	VPMADDWD        Y11, Y12, Y12
-	VPMADDUBSW      4(CX)(BX*1), Y8, Y13
-	VPMADDWD        Y11, Y13, Y13
-	VPMADDUBSW      4(CX)(BX*2), Y8, Y14
-	VPMADDWD        Y11, Y14, Y14
-	VPMADDUBSW      4(CX)(SI*1), Y8, Y8
-	VPMADDWD        Y11, Y8, Y8
-	VPSRLW          $0x04, Y10, Y10
-	VPANDD          Y4, Y10, Y10
-	VPTESTMB        runbits<>+32(SB), Y6, K1
-	VPADDB          Y5, Y10, K1, Y10
-	VPSHUFB         scidx32<>+32(SB), Y9, Y11
-	VPMADDUBSW      36(CX), Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPMADDUBSW      36(CX)(BX*1), Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPMADDUBSW      36(CX)(BX*2), Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPMADDUBSW      36(CX)(SI*1), Y10, Y10
-	VPDPWSSD        Y11, Y10, Y8
-	VMOVDQU64       80(AX), Y11
-	VPANDD          Y4, Y11, Y10
-	VPTESTMB        runbits<>+64(SB), Y6, K1
-	VPADDB          Y5, Y10, K1, Y10
-	VPSHUFB         scidx32<>+64(SB), Y9, Y15
-	VPMADDUBSW      68(CX), Y10, Y16
-	VPDPWSSD        Y15, Y16, Y12
-	VPMADDUBSW      68(CX)(BX*1), Y10, Y16
-	VPDPWSSD        Y15, Y16, Y13
-	VPMADDUBSW      68(CX)(BX*2), Y10, Y16
-	VPDPWSSD        Y15, Y16, Y14
-	VPMADDUBSW      68(CX)(SI*1), Y10, Y10
-	VPDPWSSD        Y15, Y10, Y8
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y4, Y10, Y10
-	VPTESTMB        runbits<>+96(SB), Y6, K1
-	VPADDB          Y5, Y10, K1, Y10
-	VPSHUFB         scidx32<>+96(SB), Y9, Y11
-	VPMADDUBSW      100(CX), Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPMADDUBSW      100(CX)(BX*1), Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPMADDUBSW      100(CX)(BX*2), Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPMADDUBSW      100(CX)(SI*1), Y10, Y10
-	VPDPWSSD        Y11, Y10, Y8
-	VMOVDQU64       112(AX), Y11
-	VPANDD          Y4, Y11, Y10
-	VPTESTMB        runbits<>+128(SB), Y6, K1
-	VPADDB          Y5, Y10, K1, Y10
-	VPSHUFB         scidx32<>+128(SB), Y9, Y15
-	VPMADDUBSW      132(CX), Y10, Y16
-	VPDPWSSD        Y15, Y16, Y12
-	VPMADDUBSW      132(CX)(BX*1), Y10, Y16
-	VPDPWSSD        Y15, Y16, Y13
-	VPMADDUBSW      132(CX)(BX*2), Y10, Y16
-	VPDPWSSD        Y15, Y16, Y14
-	VPMADDUBSW      132(CX)(SI*1), Y10, Y10
-	VPDPWSSD        Y15, Y10, Y8
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y4, Y10, Y10
-	VPTESTMB        runbits<>+160(SB), Y6, K1
-	VPADDB          Y5, Y10, K1, Y10
-	VPSHUFB         scidx32<>+160(SB), Y9, Y11
-	VPMADDUBSW      164(CX), Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPMADDUBSW      164(CX)(BX*1), Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPMADDUBSW      164(CX)(BX*2), Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPMADDUBSW      164(CX)(SI*1), Y10, Y10
-	VPDPWSSD        Y11, Y10, Y8
-	VMOVDQU64       144(AX), Y11
-	VPANDD          Y4, Y11, Y10
-	VPTESTMB        runbits<>+192(SB), Y6, K1
-	VPADDB          Y5, Y10, K1, Y10
-	VPSHUFB         scidx32<>+192(SB), Y9, Y15
-	VPMADDUBSW      196(CX), Y10, Y16
-	VPDPWSSD        Y15, Y16, Y12
-	VPMADDUBSW      196(CX)(BX*1), Y10, Y16
-	VPDPWSSD        Y15, Y16, Y13
-	VPMADDUBSW      196(CX)(BX*2), Y10, Y16
-	VPDPWSSD        Y15, Y16, Y14
-	VPMADDUBSW      196(CX)(SI*1), Y10, Y10
-	VPDPWSSD        Y15, Y10, Y8
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y4, Y10, Y10
-	VPTESTMB        runbits<>+224(SB), Y6, K1
-	VPADDB          Y5, Y10, K1, Y10
-	VPSHUFB         scidx32<>+224(SB), Y9, Y6
-	VPMADDUBSW      228(CX), Y10, Y9
-	VPDPWSSD        Y6, Y9, Y12
-	VPMADDUBSW      228(CX)(BX*1), Y10, Y9
-	VPDPWSSD        Y6, Y9, Y13
-	VPMADDUBSW      228(CX)(BX*2), Y10, Y9
-	VPDPWSSD        Y6, Y9, Y14
-	VPMADDUBSW      228(CX)(SI*1), Y10, Y9
-	VPDPWSSD        Y6, Y9, Y8
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX), X6
-	VMULPS          X7, X6, X6
-	VBROADCASTSS    X6, Y6
-	VFMADD231PS     Y12, Y6, Y0
-	VCVTDQ2PS       Y13, Y13
-	VBROADCASTSS    (CX)(BX*1), X6
-	VMULPS          X7, X6, X6
-	VBROADCASTSS    X6, Y6
-	VFMADD231PS     Y13, Y6, Y1
+	VPUNPCKLDQ      Y11, Y10, Y13
+	VPUNPCKHDQ      Y11, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VPUNPCKLDQ      Y8, Y12, Y10
+	VPUNPCKHDQ      Y8, Y12, Y8
+	VPADDD          Y8, Y10, Y10
+	VPUNPCKLQDQ     Y10, Y13, Y8
+	VPUNPCKHQDQ     Y10, Y13, Y10
+	VPADDD          Y10, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X10
+	VPADDD          X8, X10, X10
+	VCVTDQ2PS       X10, X10
+	VMOVD           (AX), X8
+	VCVTPH2PS       X8, X8
+	VMOVSS          (CX), X11
+	VINSERTPS       $0x10, (CX)(BX*1), X11, X11
+	VINSERTPS       $0x20, (CX)(BX*2), X11, X11
+	VINSERTPS       $0x30, (CX)(SI*1), X11, X11
+	VMOVSHDUP       X8, X12
+	VBROADCASTSS    X12, X12
+	VMULPS          X11, X12, X12
+	VMULPS          X10, X12, X12
+	VSUBPS          X12, X4, X4
+	VPERMB          16(AX), Y5, Y10
+	VPERMB          48(AX), Y5, Y12
+	VPANDD          Y6, Y12, Y11
+	VPTESTMB        runbits<>+0(SB), Y10, K1
+	VPADDB          Y7, Y11, K1, Y11
+	VPSHUFB         scidx32<>+0(SB), Y9, Y13
+	VPERMB          4(CX), Y5, Y14
+	VPMADDUBSW      Y14, Y11, Y14
+	VPMADDWD        Y13, Y14, Y14
+	VPERMB          4(CX)(BX*1), Y5, Y15
+	VPMADDUBSW      Y15, Y11, Y15
+	VPMADDWD        Y13, Y15, Y15
+	VPERMB          4(CX)(BX*2), Y5, Y16
+	VPMADDUBSW      Y16, Y11, Y16
+	VPMADDWD        Y13, Y16, Y16
+	VPERMB          4(CX)(SI*1), Y5, Y17
+	VPMADDUBSW      Y17, Y11, Y17
+	VPMADDWD        Y13, Y17, Y11
+	VPSRLW          $0x04, Y12, Y12
+	VPANDD          Y6, Y12, Y12
+	VPTESTMB        runbits<>+32(SB), Y10, K1
+	VPADDB          Y7, Y12, K1, Y12
+	VPSHUFB         scidx32<>+32(SB), Y9, Y13
+	VPERMB          36(CX), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y14
+	VPERMB          36(CX)(BX*1), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y15
+	VPERMB          36(CX)(BX*2), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y16
+	VPERMB          36(CX)(SI*1), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y11
+	VPERMB          80(AX), Y5, Y13
+	VPANDD          Y6, Y13, Y12
+	VPTESTMB        runbits<>+64(SB), Y10, K1
+	VPADDB          Y7, Y12, K1, Y12
+	VPSHUFB         scidx32<>+64(SB), Y9, Y17
+	VPERMB          68(CX), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y14
+	VPERMB          68(CX)(BX*1), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y15
+	VPERMB          68(CX)(BX*2), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y16
+	VPERMB          68(CX)(SI*1), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y11
+	VPSRLW          $0x04, Y13, Y12
+	VPANDD          Y6, Y12, Y12
+	VPTESTMB        runbits<>+96(SB), Y10, K1
+	VPADDB          Y7, Y12, K1, Y12
+	VPSHUFB         scidx32<>+96(SB), Y9, Y13
+	VPERMB          100(CX), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y14
+	VPERMB          100(CX)(BX*1), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y15
+	VPERMB          100(CX)(BX*2), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y16
+	VPERMB          100(CX)(SI*1), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y11
+	VPERMB          112(AX), Y5, Y13
+	VPANDD          Y6, Y13, Y12
+	VPTESTMB        runbits<>+128(SB), Y10, K1
+	VPADDB          Y7, Y12, K1, Y12
+	VPSHUFB         scidx32<>+128(SB), Y9, Y17
+	VPERMB          132(CX), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y14
+	VPERMB          132(CX)(BX*1), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y15
+	VPERMB          132(CX)(BX*2), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y16
+	VPERMB          132(CX)(SI*1), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y11
+	VPSRLW          $0x04, Y13, Y12
+	VPANDD          Y6, Y12, Y12
+	VPTESTMB        runbits<>+160(SB), Y10, K1
+	VPADDB          Y7, Y12, K1, Y12
+	VPSHUFB         scidx32<>+160(SB), Y9, Y13
+	VPERMB          164(CX), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y14
+	VPERMB          164(CX)(BX*1), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y15
+	VPERMB          164(CX)(BX*2), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y16
+	VPERMB          164(CX)(SI*1), Y5, Y17
+	VPMADDUBSW      Y17, Y12, Y17
+	VPDPWSSD        Y13, Y17, Y11
+	VPERMB          144(AX), Y5, Y13
+	VPANDD          Y6, Y13, Y12
+	VPTESTMB        runbits<>+192(SB), Y10, K1
+	VPADDB          Y7, Y12, K1, Y12
+	VPSHUFB         scidx32<>+192(SB), Y9, Y17
+	VPERMB          196(CX), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y14
+	VPERMB          196(CX)(BX*1), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y15
+	VPERMB          196(CX)(BX*2), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y16
+	VPERMB          196(CX)(SI*1), Y5, Y18
+	VPMADDUBSW      Y18, Y12, Y18
+	VPDPWSSD        Y17, Y18, Y11
+	VPSRLW          $0x04, Y13, Y12
+	VPANDD          Y6, Y12, Y12
+	VPTESTMB        runbits<>+224(SB), Y10, K1
+	VPADDB          Y7, Y12, K1, Y12
+	VPSHUFB         scidx32<>+224(SB), Y9, Y9
+	VPERMB          228(CX), Y5, Y10
+	VPMADDUBSW      Y10, Y12, Y10
+	VPDPWSSD        Y9, Y10, Y14
+	VPERMB          228(CX)(BX*1), Y5, Y10
+	VPMADDUBSW      Y10, Y12, Y10
+	VPDPWSSD        Y9, Y10, Y15
+	VPERMB          228(CX)(BX*2), Y5, Y10
+	VPMADDUBSW      Y10, Y12, Y10
+	VPDPWSSD        Y9, Y10, Y16
+	VPERMB          228(CX)(SI*1), Y5, Y10
+	VPMADDUBSW      Y10, Y12, Y10
+	VPDPWSSD        Y9, Y10, Y11
 	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    (CX)(BX*2), X6
-	VMULPS          X7, X6, X6
-	VBROADCASTSS    X6, Y6
-	VFMADD231PS     Y14, Y6, Y2
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    (CX)(SI*1), X6
-	VMULPS          X7, X6, X6
-	VBROADCASTSS    X6, Y6
-	VFMADD231PS     Y8, Y6, Y3
+	VBROADCASTSS    X8, Y9
+	VBROADCASTSS    (CX), Y10
+	VMULPS          Y10, Y9, Y9
+	VMULPS          Y9, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	VCVTDQ2PS       Y15, Y15
+	VBROADCASTSS    X8, Y9
+	VBROADCASTSS    (CX)(BX*1), Y10
+	VMULPS          Y10, Y9, Y9
+	VMULPS          Y9, Y15, Y15
+	VADDPS          Y15, Y1, Y1
+	VCVTDQ2PS       Y16, Y16
+	VBROADCASTSS    X8, Y9
+	VBROADCASTSS    (CX)(BX*2), Y10
+	VMULPS          Y10, Y9, Y9
+	VMULPS          Y9, Y16, Y16
+	VADDPS          Y16, Y2, Y2
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    X8, Y8
+	VBROADCASTSS    (CX)(SI*1), Y9
+	VMULPS          Y9, Y8, Y8
+	VMULPS          Y8, Y11, Y11
+	VADDPS          Y11, Y3, Y3
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -9220,33 +9668,73 @@ loopdotQ5Kx4VNNI256:
 
 donedotQ5Kx4VNNI256:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VADDPS        X4, X0, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, (AX)
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X1, X1, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X1, X1, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X5, X0, X0
+	VMOVSHDUP     X5, X1
+	VADDSS        X1, X0, X0
+	VMOVHLPS      X5, X5, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X5, X5, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X5
+	VADDSS        X5, X0, X0
+	VMOVHLPS      X2, X2, X5
+	VADDSS        X5, X0, X0
+	VSHUFPS       $0xff, X2, X2, X5
+	VADDSS        X5, X0, X0
 	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
 	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
 	VMOVSS        X0, 12(AX)
 	VZEROUPPER
 	RET

@@ -60,8 +60,8 @@ func genAll(t *target) {
 		genQ3KExact(t, true)
 		genQ6KExact(t, true)
 	}
-	genQ4K(t)
-	genQ5K(t)
+	genQ4KExact(t)
+	genQ5KExact(t)
 	genQ8_0(t)
 	genQ4_0(t)
 	genQ5_0(t)
