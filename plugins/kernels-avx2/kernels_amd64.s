@@ -2316,65 +2316,102 @@ donedotQ8_0AVX2:
 DATA c32_00010001<>+0(SB)/4, $0x00010001
 GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
 
-// func dotQ8_0r4AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ8_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotQ8_0r4AVX2(SB), NOSPLIT, $0-40
+TEXT ·dotQ8_0r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_00010001<>+0(SB), Y0
-	VXORPS       X1, X1, X1
+	VPXOR        Y1, Y1, Y1
 	TESTQ        BX, BX
-	JZ           donedotQ8_0r4AVX2
+	JZ           donedotQ8_0r8AVX2
 
-loopdotQ8_0r4AVX2:
-	VMOVDQU      2(DX), Y2
-	VMOVDQU      2(AX), Y3
-	VPSIGNB      Y3, Y3, Y4
-	VPSIGNB      Y3, Y2, Y3
-	VPMADDUBSW   Y3, Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VMOVDQU      2(AX)(CX*1), Y3
-	VPSIGNB      Y3, Y3, Y5
-	VPSIGNB      Y3, Y2, Y3
-	VPMADDUBSW   Y3, Y5, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VPHADDD      Y5, Y4, Y3
-	VMOVDQU      2(AX)(CX*2), Y4
-	VPSIGNB      Y4, Y4, Y5
-	VPSIGNB      Y4, Y2, Y4
-	VPMADDUBSW   Y4, Y5, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VMOVDQU      2(AX)(SI*1), Y4
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y2, Y2
-	VPMADDUBSW   Y2, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VPHADDD      Y6, Y5, Y2
-	VPHADDD      Y2, Y3, Y2
-	VEXTRACTI128 $0x01, Y2, X3
-	VPADDD       X3, X2, X3
-	VPBROADCASTW (DX), X2
-	VCVTPH2PS    X2, X2
-	VCVTDQ2PS    X3, X3
-	VMOVD        (AX), X4
-	VPINSRW      $0x01, (AX)(CX*1), X4, X4
-	VPINSRW      $0x02, (AX)(CX*2), X4, X4
-	VPINSRW      $0x03, (AX)(SI*1), X4, X4
-	VCVTPH2PS    X4, X4
-	VMULPS       X2, X4, X4
-	VMULPS       X4, X3, X3
-	VADDPS       X3, X1, X1
-	ADDQ         $0x00000022, AX
-	ADDQ         $0x00000022, DX
-	DECQ         BX
-	JNZ          loopdotQ8_0r4AVX2
+loopdotQ8_0r8AVX2:
+	VBROADCASTI128 2(DX), Y2
+	VBROADCASTI128 18(DX), Y3
+	VMOVDQU        2(AX), X4
+	VINSERTI128    $0x01, 2(DI), Y4, Y5
+	VMOVDQU        18(AX), X4
+	VINSERTI128    $0x01, 18(DI), Y4, Y6
+	VPSIGNB        Y5, Y2, Y7
+	VPSIGNB        Y5, Y5, Y5
+	VPMADDUBSW     Y7, Y5, Y5
+	VPMADDWD       Y0, Y5, Y5
+	VPSIGNB        Y6, Y3, Y7
+	VPSIGNB        Y6, Y6, Y6
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VMOVDQU        2(AX)(CX*1), X4
+	VINSERTI128    $0x01, 2(DI)(CX*1), Y4, Y6
+	VMOVDQU        18(AX)(CX*1), X4
+	VINSERTI128    $0x01, 18(DI)(CX*1), Y4, Y7
+	VPSIGNB        Y6, Y2, Y8
+	VPSIGNB        Y6, Y6, Y6
+	VPMADDUBSW     Y8, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPSIGNB        Y7, Y3, Y8
+	VPSIGNB        Y7, Y7, Y7
+	VPMADDUBSW     Y8, Y7, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VMOVDQU        2(AX)(CX*2), X4
+	VINSERTI128    $0x01, 2(DI)(CX*2), Y4, Y6
+	VMOVDQU        18(AX)(CX*2), X4
+	VINSERTI128    $0x01, 18(DI)(CX*2), Y4, Y7
+	VPSIGNB        Y6, Y2, Y8
+	VPSIGNB        Y6, Y6, Y6
+	VPMADDUBSW     Y8, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VPSIGNB        Y7, Y3, Y8
+	VPSIGNB        Y7, Y7, Y7
+	VPMADDUBSW     Y8, Y7, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VMOVDQU        2(AX)(SI*1), X4
+	VINSERTI128    $0x01, 2(DI)(SI*1), Y4, Y7
+	VMOVDQU        18(AX)(SI*1), X4
+	VINSERTI128    $0x01, 18(DI)(SI*1), Y4, Y8
+	VPSIGNB        Y7, Y2, Y2
+	VPSIGNB        Y7, Y7, Y7
+	VPMADDUBSW     Y2, Y7, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VPSIGNB        Y8, Y3, Y2
+	VPSIGNB        Y8, Y8, Y8
+	VPMADDUBSW     Y2, Y8, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VPHADDD        Y7, Y6, Y2
+	VPHADDD        Y2, Y5, Y2
+	VPBROADCASTW   (DX), X3
+	VCVTPH2PS      X3, Y3
+	VCVTDQ2PS      Y2, Y2
+	VMOVD          (AX), X4
+	VPINSRW        $0x01, (AX)(CX*1), X4, X4
+	VPINSRW        $0x02, (AX)(CX*2), X4, X4
+	VPINSRW        $0x03, (AX)(SI*1), X4, X4
+	VPINSRW        $0x04, (DI), X4, X4
+	VPINSRW        $0x05, (DI)(CX*1), X4, X4
+	VPINSRW        $0x06, (DI)(CX*2), X4, X4
+	VPINSRW        $0x07, (DI)(SI*1), X4, X4
+	VCVTPH2PS      X4, Y5
+	VMULPS         Y3, Y5, Y5
+	VMULPS         Y5, Y2, Y2
+	VADDPS         Y2, Y1, Y1
+	ADDQ           $0x00000022, AX
+	ADDQ           $0x00000022, DI
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JNZ            loopdotQ8_0r8AVX2
 
-donedotQ8_0r4AVX2:
+donedotQ8_0r8AVX2:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X1, (AX)
+	VMOVUPS Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -2544,76 +2581,95 @@ donedotQ4_0AVX2:
 DATA c32_08080808<>+0(SB)/4, $0x08080808
 GLOBL c32_08080808<>(SB), RODATA|NOPTR, $4
 
-// func dotQ4_0r4AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ4_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotQ4_0r4AVX2(SB), NOSPLIT, $0-40
+TEXT ·dotQ4_0r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_08080808<>+0(SB), Y1
 	VPBROADCASTD c32_00010001<>+0(SB), Y2
-	VXORPS       X3, X3, X3
+	VPXOR        Y3, Y3, Y3
 	TESTQ        BX, BX
-	JZ           donedotQ4_0r4AVX2
+	JZ           donedotQ4_0r8AVX2
 
-loopdotQ4_0r4AVX2:
-	VMOVDQU      2(DX), Y4
-	VPMADDUBSW   Y4, Y1, Y5
-	VMOVDQU      2(AX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   Y4, Y7, Y7
-	VPSUBW       Y5, Y7, Y7
-	VPMADDWD     Y2, Y7, Y7
-	VMOVDQU      2(AX)(CX*1), X6
-	VPSRLW       $0x04, X6, X8
-	VINSERTI128  $0x01, X8, Y6, Y8
-	VPAND        Y0, Y8, Y8
-	VPMADDUBSW   Y4, Y8, Y8
-	VPSUBW       Y5, Y8, Y8
-	VPMADDWD     Y2, Y8, Y8
-	VPHADDD      Y8, Y7, Y7
-	VMOVDQU      2(AX)(CX*2), X6
-	VPSRLW       $0x04, X6, X8
-	VINSERTI128  $0x01, X8, Y6, Y8
-	VPAND        Y0, Y8, Y8
-	VPMADDUBSW   Y4, Y8, Y8
-	VPSUBW       Y5, Y8, Y8
-	VPMADDWD     Y2, Y8, Y8
-	VMOVDQU      2(AX)(SI*1), X6
-	VPSRLW       $0x04, X6, X9
-	VINSERTI128  $0x01, X9, Y6, Y9
-	VPAND        Y0, Y9, Y9
-	VPMADDUBSW   Y4, Y9, Y9
-	VPSUBW       Y5, Y9, Y9
-	VPMADDWD     Y2, Y9, Y9
-	VPHADDD      Y9, Y8, Y4
-	VPHADDD      Y4, Y7, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X5, X4, X5
-	VPBROADCASTW (DX), X4
-	VCVTPH2PS    X4, X4
-	VCVTDQ2PS    X5, X5
-	VMOVD        (AX), X6
-	VPINSRW      $0x01, (AX)(CX*1), X6, X6
-	VPINSRW      $0x02, (AX)(CX*2), X6, X6
-	VPINSRW      $0x03, (AX)(SI*1), X6, X6
-	VCVTPH2PS    X6, X6
-	VMULPS       X6, X5, X5
-	VMULPS       X4, X5, X5
-	VADDPS       X5, X3, X3
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000022, DX
-	DECQ         BX
-	JNZ          loopdotQ4_0r4AVX2
+loopdotQ4_0r8AVX2:
+	VBROADCASTI128 2(DX), Y4
+	VBROADCASTI128 18(DX), Y5
+	VPMADDUBSW     Y4, Y1, Y6
+	VPMADDUBSW     Y5, Y1, Y7
+	VPADDW         Y7, Y6, Y6
+	VMOVDQU        2(AX), X8
+	VINSERTI128    $0x01, 2(DI), Y8, Y7
+	VPSRLW         $0x04, Y7, Y9
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y9, Y9
+	VPMADDUBSW     Y4, Y7, Y7
+	VPMADDUBSW     Y5, Y9, Y9
+	VPADDW         Y9, Y7, Y7
+	VPSUBW         Y6, Y7, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VMOVDQU        2(AX)(CX*1), X8
+	VINSERTI128    $0x01, 2(DI)(CX*1), Y8, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPMADDUBSW     Y4, Y9, Y9
+	VPMADDUBSW     Y5, Y10, Y10
+	VPADDW         Y10, Y9, Y9
+	VPSUBW         Y6, Y9, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPHADDD        Y9, Y7, Y7
+	VMOVDQU        2(AX)(CX*2), X8
+	VINSERTI128    $0x01, 2(DI)(CX*2), Y8, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPMADDUBSW     Y4, Y9, Y9
+	VPMADDUBSW     Y5, Y10, Y10
+	VPADDW         Y10, Y9, Y9
+	VPSUBW         Y6, Y9, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VMOVDQU        2(AX)(SI*1), X8
+	VINSERTI128    $0x01, 2(DI)(SI*1), Y8, Y10
+	VPSRLW         $0x04, Y10, Y11
+	VPAND          Y0, Y10, Y10
+	VPAND          Y0, Y11, Y11
+	VPMADDUBSW     Y4, Y10, Y10
+	VPMADDUBSW     Y5, Y11, Y11
+	VPADDW         Y11, Y10, Y10
+	VPSUBW         Y6, Y10, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPHADDD        Y10, Y9, Y4
+	VPHADDD        Y4, Y7, Y4
+	VPBROADCASTW   (DX), X5
+	VCVTPH2PS      X5, Y5
+	VCVTDQ2PS      Y4, Y4
+	VMOVD          (AX), X6
+	VPINSRW        $0x01, (AX)(CX*1), X6, X6
+	VPINSRW        $0x02, (AX)(CX*2), X6, X6
+	VPINSRW        $0x03, (AX)(SI*1), X6, X6
+	VPINSRW        $0x04, (DI), X6, X6
+	VPINSRW        $0x05, (DI)(CX*1), X6, X6
+	VPINSRW        $0x06, (DI)(CX*2), X6, X6
+	VPINSRW        $0x07, (DI)(SI*1), X6, X6
+	VCVTPH2PS      X6, Y6
+	VMULPS         Y6, Y4, Y4
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JNZ            loopdotQ4_0r8AVX2
 
-donedotQ4_0r4AVX2:
+donedotQ4_0r8AVX2:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X3, (AX)
+	VMOVUPS Y3, (AX)
 	VZEROUPPER
 	RET
 
@@ -2627,178 +2683,177 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
 	VPBROADCASTD c32_10101010<>+0(SB), Y1
 	VPBROADCASTD c32_00010001<>+0(SB), Y2
 	VPBROADCASTD c32_10101010<>+0(SB), Y3
-	VMOVDQU      b32q5spread<>+0(SB), Y4
-	VPBROADCASTQ b32q5bits<>+0(SB), Y5
-	VXORPS       X6, X6, X6
+	VPBROADCASTQ b32q5bits<>+0(SB), Y4
+	VXORPS       X5, X5, X5
 
 loopdotQ5_0AVX2:
 	CMPQ         DX, $0x08
 	JB           taildotQ5_0AVX2
-	VPMADDUBSW   2(CX), Y1, Y7
-	VMOVDQU      6(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VPMADDUBSW   2(CX), Y1, Y6
+	VMOVDQU      6(AX), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VPBROADCASTD 2(AX), Y9
+	VPSHUFB      b32q5spread<>+0(SB), Y9, Y9
+	VPOR         Y4, Y9, Y9
+	VPCMPEQB     Y10, Y10, Y10
+	VPCMPEQB     Y10, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   2(CX), Y8, Y8
+	VPSUBW       Y6, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPMADDUBSW   36(CX), Y1, Y6
+	VMOVDQU      28(AX), X7
+	VPSRLW       $0x04, X7, X9
+	VINSERTI128  $0x01, X9, Y7, Y9
 	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 2(AX), Y10
-	VPSHUFB      Y4, Y10, Y10
-	VPOR         Y5, Y10, Y10
+	VPBROADCASTD 24(AX), Y10
+	VPSHUFB      b32q5spread<>+0(SB), Y10, Y10
+	VPOR         Y4, Y10, Y10
 	VPCMPEQB     Y11, Y11, Y11
 	VPCMPEQB     Y11, Y10, Y10
 	VPAND        Y3, Y10, Y10
 	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   2(CX), Y9, Y9
-	VPSUBW       Y7, Y9, Y9
+	VPMADDUBSW   36(CX), Y9, Y9
+	VPSUBW       Y6, Y9, Y9
 	VPMADDWD     Y2, Y9, Y9
-	VPMADDUBSW   36(CX), Y1, Y7
-	VMOVDQU      28(AX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
+	VPHADDD      Y9, Y8, Y6
+	VPMADDUBSW   70(CX), Y1, Y8
+	VMOVDQU      50(AX), X7
+	VPSRLW       $0x04, X7, X9
+	VINSERTI128  $0x01, X9, Y7, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 46(AX), Y10
+	VPSHUFB      b32q5spread<>+0(SB), Y10, Y10
+	VPOR         Y4, Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   70(CX), Y9, Y9
+	VPSUBW       Y8, Y9, Y9
+	VPMADDWD     Y2, Y9, Y9
+	VPMADDUBSW   104(CX), Y1, Y8
+	VMOVDQU      72(AX), X7
+	VPSRLW       $0x04, X7, X10
+	VINSERTI128  $0x01, X10, Y7, Y10
 	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 24(AX), Y11
-	VPSHUFB      Y4, Y11, Y11
-	VPOR         Y5, Y11, Y11
+	VPBROADCASTD 68(AX), Y11
+	VPSHUFB      b32q5spread<>+0(SB), Y11, Y11
+	VPOR         Y4, Y11, Y11
 	VPCMPEQB     Y12, Y12, Y12
 	VPCMPEQB     Y12, Y11, Y11
 	VPAND        Y3, Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   36(CX), Y10, Y10
-	VPSUBW       Y7, Y10, Y10
+	VPMADDUBSW   104(CX), Y10, Y10
+	VPSUBW       Y8, Y10, Y10
 	VPMADDWD     Y2, Y10, Y10
-	VPHADDD      Y10, Y9, Y7
-	VPMADDUBSW   70(CX), Y1, Y9
-	VMOVDQU      50(AX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
+	VPHADDD      Y10, Y9, Y8
+	VPHADDD      Y8, Y6, Y6
+	VPMADDUBSW   138(CX), Y1, Y8
+	VMOVDQU      94(AX), X7
+	VPSRLW       $0x04, X7, X9
+	VINSERTI128  $0x01, X9, Y7, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 90(AX), Y10
+	VPSHUFB      b32q5spread<>+0(SB), Y10, Y10
+	VPOR         Y4, Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   138(CX), Y9, Y9
+	VPSUBW       Y8, Y9, Y9
+	VPMADDWD     Y2, Y9, Y9
+	VPMADDUBSW   172(CX), Y1, Y8
+	VMOVDQU      116(AX), X7
+	VPSRLW       $0x04, X7, X10
+	VINSERTI128  $0x01, X10, Y7, Y10
 	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 46(AX), Y11
-	VPSHUFB      Y4, Y11, Y11
-	VPOR         Y5, Y11, Y11
+	VPBROADCASTD 112(AX), Y11
+	VPSHUFB      b32q5spread<>+0(SB), Y11, Y11
+	VPOR         Y4, Y11, Y11
 	VPCMPEQB     Y12, Y12, Y12
 	VPCMPEQB     Y12, Y11, Y11
 	VPAND        Y3, Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   70(CX), Y10, Y10
+	VPMADDUBSW   172(CX), Y10, Y10
+	VPSUBW       Y8, Y10, Y10
+	VPMADDWD     Y2, Y10, Y10
+	VPHADDD      Y10, Y9, Y8
+	VPMADDUBSW   206(CX), Y1, Y9
+	VMOVDQU      138(AX), X7
+	VPSRLW       $0x04, X7, X10
+	VINSERTI128  $0x01, X10, Y7, Y10
+	VPAND        Y0, Y10, Y10
+	VPBROADCASTD 134(AX), Y11
+	VPSHUFB      b32q5spread<>+0(SB), Y11, Y11
+	VPOR         Y4, Y11, Y11
+	VPCMPEQB     Y12, Y12, Y12
+	VPCMPEQB     Y12, Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   206(CX), Y10, Y10
 	VPSUBW       Y9, Y10, Y10
 	VPMADDWD     Y2, Y10, Y10
-	VPMADDUBSW   104(CX), Y1, Y9
-	VMOVDQU      72(AX), X8
-	VPSRLW       $0x04, X8, X11
-	VINSERTI128  $0x01, X11, Y8, Y11
+	VPMADDUBSW   240(CX), Y1, Y9
+	VMOVDQU      160(AX), X7
+	VPSRLW       $0x04, X7, X11
+	VINSERTI128  $0x01, X11, Y7, Y11
 	VPAND        Y0, Y11, Y11
-	VPBROADCASTD 68(AX), Y12
-	VPSHUFB      Y4, Y12, Y12
-	VPOR         Y5, Y12, Y12
+	VPBROADCASTD 156(AX), Y12
+	VPSHUFB      b32q5spread<>+0(SB), Y12, Y12
+	VPOR         Y4, Y12, Y12
 	VPCMPEQB     Y13, Y13, Y13
 	VPCMPEQB     Y13, Y12, Y12
 	VPAND        Y3, Y12, Y12
 	VPOR         Y12, Y11, Y11
-	VPMADDUBSW   104(CX), Y11, Y11
+	VPMADDUBSW   240(CX), Y11, Y11
 	VPSUBW       Y9, Y11, Y11
 	VPMADDWD     Y2, Y11, Y11
 	VPHADDD      Y11, Y10, Y9
-	VPHADDD      Y9, Y7, Y7
-	VPMADDUBSW   138(CX), Y1, Y9
-	VMOVDQU      94(AX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 90(AX), Y11
-	VPSHUFB      Y4, Y11, Y11
-	VPOR         Y5, Y11, Y11
-	VPCMPEQB     Y12, Y12, Y12
-	VPCMPEQB     Y12, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   138(CX), Y10, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPMADDWD     Y2, Y10, Y10
-	VPMADDUBSW   172(CX), Y1, Y9
-	VMOVDQU      116(AX), X8
-	VPSRLW       $0x04, X8, X11
-	VINSERTI128  $0x01, X11, Y8, Y11
-	VPAND        Y0, Y11, Y11
-	VPBROADCASTD 112(AX), Y12
-	VPSHUFB      Y4, Y12, Y12
-	VPOR         Y5, Y12, Y12
-	VPCMPEQB     Y13, Y13, Y13
-	VPCMPEQB     Y13, Y12, Y12
-	VPAND        Y3, Y12, Y12
-	VPOR         Y12, Y11, Y11
-	VPMADDUBSW   172(CX), Y11, Y11
-	VPSUBW       Y9, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VPHADDD      Y11, Y10, Y9
-	VPMADDUBSW   206(CX), Y1, Y10
-	VMOVDQU      138(AX), X8
-	VPSRLW       $0x04, X8, X11
-	VINSERTI128  $0x01, X11, Y8, Y11
-	VPAND        Y0, Y11, Y11
-	VPBROADCASTD 134(AX), Y12
-	VPSHUFB      Y4, Y12, Y12
-	VPOR         Y5, Y12, Y12
-	VPCMPEQB     Y13, Y13, Y13
-	VPCMPEQB     Y13, Y12, Y12
-	VPAND        Y3, Y12, Y12
-	VPOR         Y12, Y11, Y11
-	VPMADDUBSW   206(CX), Y11, Y11
-	VPSUBW       Y10, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VPMADDUBSW   240(CX), Y1, Y10
-	VMOVDQU      160(AX), X8
-	VPSRLW       $0x04, X8, X12
-	VINSERTI128  $0x01, X12, Y8, Y12
-	VPAND        Y0, Y12, Y12
-	VPBROADCASTD 156(AX), Y13
-	VPSHUFB      Y4, Y13, Y13
-	VPOR         Y5, Y13, Y13
-	VPCMPEQB     Y14, Y14, Y14
-	VPCMPEQB     Y14, Y13, Y13
-	VPAND        Y3, Y13, Y13
-	VPOR         Y13, Y12, Y12
-	VPMADDUBSW   240(CX), Y12, Y12
-	VPSUBW       Y10, Y12, Y12
-	VPMADDWD     Y2, Y12, Y12
-	VPHADDD      Y12, Y11, Y10
-	VPHADDD      Y10, Y9, Y9
-	VPERM2I128   $0x20, Y9, Y7, Y10
-	VPERM2I128   $0x31, Y9, Y7, Y7
-	VPADDD       Y7, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VMOVD        (CX), X7
-	VPINSRW      $0x01, 34(CX), X7, X7
-	VPINSRW      $0x02, 68(CX), X7, X7
-	VPINSRW      $0x03, 102(CX), X7, X7
-	VPINSRW      $0x04, 136(CX), X7, X7
-	VPINSRW      $0x05, 170(CX), X7, X7
-	VPINSRW      $0x06, 204(CX), X7, X7
-	VPINSRW      $0x07, 238(CX), X7, X7
-	VCVTPH2PS    X7, Y7
-	VMOVD        (AX), X8
-	VPINSRW      $0x01, 22(AX), X8, X8
-	VPINSRW      $0x02, 44(AX), X8, X8
-	VPINSRW      $0x03, 66(AX), X8, X8
-	VPINSRW      $0x04, 88(AX), X8, X8
-	VPINSRW      $0x05, 110(AX), X8, X8
-	VPINSRW      $0x06, 132(AX), X8, X8
-	VPINSRW      $0x07, 154(AX), X8, X8
-	VCVTPH2PS    X8, Y9
-	VMULPS       Y7, Y9, Y9
-	VMULPS       Y9, Y10, Y10
-	VADDSS       X10, X6, X6
-	VMOVSHDUP    X10, X7
-	VADDSS       X7, X6, X6
-	VMOVHLPS     X10, X10, X7
-	VADDSS       X7, X6, X6
-	VPERMILPS    $0xff, X10, X7
-	VADDSS       X7, X6, X6
-	VEXTRACTF128 $0x01, Y10, X7
-	VADDSS       X7, X6, X6
-	VMOVSHDUP    X7, X8
-	VADDSS       X8, X6, X6
-	VMOVHLPS     X7, X7, X8
-	VADDSS       X8, X6, X6
-	VPERMILPS    $0xff, X7, X7
-	VADDSS       X7, X6, X6
+	VPHADDD      Y9, Y8, Y8
+	VPERM2I128   $0x20, Y8, Y6, Y9
+	VPERM2I128   $0x31, Y8, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVD        (CX), X6
+	VPINSRW      $0x01, 34(CX), X6, X6
+	VPINSRW      $0x02, 68(CX), X6, X6
+	VPINSRW      $0x03, 102(CX), X6, X6
+	VPINSRW      $0x04, 136(CX), X6, X6
+	VPINSRW      $0x05, 170(CX), X6, X6
+	VPINSRW      $0x06, 204(CX), X6, X6
+	VPINSRW      $0x07, 238(CX), X6, X6
+	VCVTPH2PS    X6, Y6
+	VMOVD        (AX), X7
+	VPINSRW      $0x01, 22(AX), X7, X7
+	VPINSRW      $0x02, 44(AX), X7, X7
+	VPINSRW      $0x03, 66(AX), X7, X7
+	VPINSRW      $0x04, 88(AX), X7, X7
+	VPINSRW      $0x05, 110(AX), X7, X7
+	VPINSRW      $0x06, 132(AX), X7, X7
+	VPINSRW      $0x07, 154(AX), X7, X7
+	VCVTPH2PS    X7, Y8
+	VMULPS       Y6, Y8, Y8
+	VMULPS       Y8, Y9, Y9
+	VADDSS       X9, X5, X5
+	VMOVSHDUP    X9, X6
+	VADDSS       X6, X5, X5
+	VMOVHLPS     X9, X9, X6
+	VADDSS       X6, X5, X5
+	VPERMILPS    $0xff, X9, X6
+	VADDSS       X6, X5, X5
+	VEXTRACTF128 $0x01, Y9, X6
+	VADDSS       X6, X5, X5
+	VMOVSHDUP    X6, X7
+	VADDSS       X7, X5, X5
+	VMOVHLPS     X6, X6, X7
+	VADDSS       X7, X5, X5
+	VPERMILPS    $0xff, X6, X6
+	VADDSS       X6, X5, X5
 	ADDQ         $0x000000b0, AX
 	ADDQ         $0x00000110, CX
 	SUBQ         $0x08, DX
@@ -2807,44 +2862,48 @@ loopdotQ5_0AVX2:
 taildotQ5_0AVX2:
 	TESTQ        DX, DX
 	JZ           donedotQ5_0AVX2
-	VPMADDUBSW   2(CX), Y1, Y7
-	VMOVDQU      6(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 2(AX), Y10
-	VPSHUFB      Y4, Y10, Y10
-	VPOR         Y5, Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   2(CX), Y9, Y9
-	VPSUBW       Y7, Y9, Y9
-	VPMADDWD     Y2, Y9, Y9
-	VEXTRACTI128 $0x01, Y9, X7
-	VPADDD       X7, X9, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMOVD        (CX), X8
+	VPMADDUBSW   2(CX), Y1, Y6
+	VMOVDQU      6(AX), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VPBROADCASTD 2(AX), Y9
+	VPSHUFB      b32q5spread<>+0(SB), Y9, Y9
+	VPOR         Y4, Y9, Y9
+	VPCMPEQB     Y10, Y10, Y10
+	VPCMPEQB     Y10, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   2(CX), Y8, Y8
+	VPSUBW       Y6, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X6
+	VPADDD       X6, X8, X6
+	VPSHUFD      $0x4e, X6, X7
+	VPADDD       X7, X6, X6
+	VPSHUFD      $0xb1, X6, X7
+	VPADDD       X7, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMOVD        (CX), X7
+	VCVTPH2PS    X7, X7
+	VMOVD        (AX), X8
 	VCVTPH2PS    X8, X8
-	VMOVD        (AX), X9
-	VCVTPH2PS    X9, X9
-	VMULPS       X8, X9, X9
-	VMULPS       X9, X7, X7
-	VADDSS       X7, X6, X6
+	VMULPS       X7, X8, X8
+	VMULPS       X8, X6, X6
+	VADDSS       X6, X5, X5
 	ADDQ         $0x00000016, AX
 	ADDQ         $0x00000022, CX
 	DECQ         DX
 	JMP          taildotQ5_0AVX2
 
 donedotQ5_0AVX2:
-	MOVSS X6, ret+24(FP)
+	MOVSS X5, ret+24(FP)
 	VZEROUPPER
 	RET
+
+DATA b32q5bits<>+0(SB)/4, $0xf7fbfdfe
+DATA b32q5bits<>+4(SB)/4, $0x7fbfdfef
+GLOBL b32q5bits<>(SB), RODATA|NOPTR, $8
 
 DATA b32q5spread<>+0(SB)/4, $0x00000000
 DATA b32q5spread<>+4(SB)/4, $0x00000000
@@ -2856,113 +2915,181 @@ DATA b32q5spread<>+24(SB)/4, $0x03030303
 DATA b32q5spread<>+28(SB)/4, $0x03030303
 GLOBL b32q5spread<>(SB), RODATA|NOPTR, $32
 
-DATA b32q5bits<>+0(SB)/4, $0xf7fbfdfe
-DATA b32q5bits<>+4(SB)/4, $0x7fbfdfef
-GLOBL b32q5bits<>(SB), RODATA|NOPTR, $8
-
-// func dotQ5_0r4AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ5_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotQ5_0r4AVX2(SB), NOSPLIT, $0-40
+TEXT ·dotQ5_0r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_10101010<>+0(SB), Y1
 	VPBROADCASTD c32_00010001<>+0(SB), Y2
 	VPBROADCASTD c32_10101010<>+0(SB), Y3
-	VMOVDQU      b32q5spread<>+0(SB), Y4
-	VPBROADCASTQ b32q5bits<>+0(SB), Y5
-	VXORPS       X6, X6, X6
+	VPBROADCASTQ b32q5bits<>+0(SB), Y4
+	VPXOR        Y5, Y5, Y5
 	TESTQ        BX, BX
-	JZ           donedotQ5_0r4AVX2
+	JZ           donedotQ5_0r8AVX2
 
-loopdotQ5_0r4AVX2:
-	VMOVDQU      2(DX), Y7
-	VPMADDUBSW   Y7, Y1, Y8
-	VMOVDQU      6(AX), X9
-	VPSRLW       $0x04, X9, X10
-	VINSERTI128  $0x01, X10, Y9, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 2(AX), Y11
-	VPSHUFB      Y4, Y11, Y11
-	VPOR         Y5, Y11, Y11
-	VPCMPEQB     Y12, Y12, Y12
-	VPCMPEQB     Y12, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   Y7, Y10, Y10
-	VPSUBW       Y8, Y10, Y10
-	VPMADDWD     Y2, Y10, Y10
-	VMOVDQU      6(AX)(CX*1), X9
-	VPSRLW       $0x04, X9, X11
-	VINSERTI128  $0x01, X11, Y9, Y11
-	VPAND        Y0, Y11, Y11
-	VPBROADCASTD 2(AX)(CX*1), Y12
-	VPSHUFB      Y4, Y12, Y12
-	VPOR         Y5, Y12, Y12
-	VPCMPEQB     Y13, Y13, Y13
-	VPCMPEQB     Y13, Y12, Y12
-	VPAND        Y3, Y12, Y12
-	VPOR         Y12, Y11, Y11
-	VPMADDUBSW   Y7, Y11, Y11
-	VPSUBW       Y8, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VPHADDD      Y11, Y10, Y10
-	VMOVDQU      6(AX)(CX*2), X9
-	VPSRLW       $0x04, X9, X11
-	VINSERTI128  $0x01, X11, Y9, Y11
-	VPAND        Y0, Y11, Y11
-	VPBROADCASTD 2(AX)(CX*2), Y12
-	VPSHUFB      Y4, Y12, Y12
-	VPOR         Y5, Y12, Y12
-	VPCMPEQB     Y13, Y13, Y13
-	VPCMPEQB     Y13, Y12, Y12
-	VPAND        Y3, Y12, Y12
-	VPOR         Y12, Y11, Y11
-	VPMADDUBSW   Y7, Y11, Y11
-	VPSUBW       Y8, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VMOVDQU      6(AX)(SI*1), X9
-	VPSRLW       $0x04, X9, X12
-	VINSERTI128  $0x01, X12, Y9, Y12
-	VPAND        Y0, Y12, Y12
-	VPBROADCASTD 2(AX)(SI*1), Y13
-	VPSHUFB      Y4, Y13, Y13
-	VPOR         Y5, Y13, Y13
-	VPCMPEQB     Y14, Y14, Y14
-	VPCMPEQB     Y14, Y13, Y13
-	VPAND        Y3, Y13, Y13
-	VPOR         Y13, Y12, Y12
-	VPMADDUBSW   Y7, Y12, Y12
-	VPSUBW       Y8, Y12, Y12
-	VPMADDWD     Y2, Y12, Y12
-	VPHADDD      Y12, Y11, Y7
-	VPHADDD      Y7, Y10, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X8, X7, X8
-	VPBROADCASTW (DX), X7
-	VCVTPH2PS    X7, X7
-	VCVTDQ2PS    X8, X8
-	VMOVD        (AX), X9
-	VPINSRW      $0x01, (AX)(CX*1), X9, X9
-	VPINSRW      $0x02, (AX)(CX*2), X9, X9
-	VPINSRW      $0x03, (AX)(SI*1), X9, X9
-	VCVTPH2PS    X9, X9
-	VMULPS       X7, X9, X9
-	VMULPS       X9, X8, X8
-	VADDPS       X8, X6, X6
-	ADDQ         $0x00000016, AX
-	ADDQ         $0x00000022, DX
-	DECQ         BX
-	JNZ          loopdotQ5_0r4AVX2
+loopdotQ5_0r8AVX2:
+	VBROADCASTI128 2(DX), Y6
+	VBROADCASTI128 18(DX), Y7
+	VPMADDUBSW     Y6, Y1, Y8
+	VPMADDUBSW     Y7, Y1, Y9
+	VPADDW         Y9, Y8, Y8
+	VMOVDQU        6(AX), X10
+	VINSERTI128    $0x01, 6(DI), Y10, Y9
+	VPSRLW         $0x04, Y9, Y11
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y11, Y11
+	VMOVD          2(AX), X10
+	VPINSRD        $0x01, 2(DI), X10, X10
+	VPBROADCASTQ   X10, Y12
+	VPSHUFB        b32q5lo<>+0(SB), Y12, Y13
+	VPOR           Y4, Y13, Y13
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y13, Y13
+	VPAND          Y3, Y13, Y13
+	VPOR           Y13, Y9, Y9
+	VPSHUFB        b32q5hi<>+0(SB), Y12, Y12
+	VPOR           Y4, Y12, Y12
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y12, Y12
+	VPAND          Y3, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     Y6, Y9, Y9
+	VPMADDUBSW     Y7, Y11, Y11
+	VPADDW         Y11, Y9, Y9
+	VPSUBW         Y8, Y9, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VMOVDQU        6(AX)(CX*1), X10
+	VINSERTI128    $0x01, 6(DI)(CX*1), Y10, Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPAND          Y0, Y11, Y11
+	VPAND          Y0, Y12, Y12
+	VMOVD          2(AX)(CX*1), X10
+	VPINSRD        $0x01, 2(DI)(CX*1), X10, X10
+	VPBROADCASTQ   X10, Y13
+	VPSHUFB        b32q5lo<>+0(SB), Y13, Y14
+	VPOR           Y4, Y14, Y14
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y14, Y14
+	VPAND          Y3, Y14, Y14
+	VPOR           Y14, Y11, Y11
+	VPSHUFB        b32q5hi<>+0(SB), Y13, Y13
+	VPOR           Y4, Y13, Y13
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y13, Y13
+	VPAND          Y3, Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y11, Y11
+	VPMADDUBSW     Y7, Y12, Y12
+	VPADDW         Y12, Y11, Y11
+	VPSUBW         Y8, Y11, Y11
+	VPMADDWD       Y2, Y11, Y11
+	VPHADDD        Y11, Y9, Y9
+	VMOVDQU        6(AX)(CX*2), X10
+	VINSERTI128    $0x01, 6(DI)(CX*2), Y10, Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPAND          Y0, Y11, Y11
+	VPAND          Y0, Y12, Y12
+	VMOVD          2(AX)(CX*2), X10
+	VPINSRD        $0x01, 2(DI)(CX*2), X10, X10
+	VPBROADCASTQ   X10, Y13
+	VPSHUFB        b32q5lo<>+0(SB), Y13, Y14
+	VPOR           Y4, Y14, Y14
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y14, Y14
+	VPAND          Y3, Y14, Y14
+	VPOR           Y14, Y11, Y11
+	VPSHUFB        b32q5hi<>+0(SB), Y13, Y13
+	VPOR           Y4, Y13, Y13
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y13, Y13
+	VPAND          Y3, Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y11, Y11
+	VPMADDUBSW     Y7, Y12, Y12
+	VPADDW         Y12, Y11, Y11
+	VPSUBW         Y8, Y11, Y11
+	VPMADDWD       Y2, Y11, Y11
+	VMOVDQU        6(AX)(SI*1), X10
+	VINSERTI128    $0x01, 6(DI)(SI*1), Y10, Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPAND          Y0, Y12, Y12
+	VPAND          Y0, Y13, Y13
+	VMOVD          2(AX)(SI*1), X10
+	VPINSRD        $0x01, 2(DI)(SI*1), X10, X10
+	VPBROADCASTQ   X10, Y14
+	VPSHUFB        b32q5lo<>+0(SB), Y14, Y15
+	VPOR           Y4, Y15, Y15
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y15, Y15
+	VPAND          Y3, Y15, Y15
+	VPOR           Y15, Y12, Y12
+	VPSHUFB        b32q5hi<>+0(SB), Y14, Y14
+	VPOR           Y4, Y14, Y14
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y14, Y14
+	VPAND          Y3, Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y6, Y12, Y12
+	VPMADDUBSW     Y7, Y13, Y13
+	VPADDW         Y13, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       Y2, Y12, Y12
+	VPHADDD        Y12, Y11, Y6
+	VPHADDD        Y6, Y9, Y6
+	VPBROADCASTW   (DX), X7
+	VCVTPH2PS      X7, Y7
+	VCVTDQ2PS      Y6, Y6
+	VMOVD          (AX), X8
+	VPINSRW        $0x01, (AX)(CX*1), X8, X8
+	VPINSRW        $0x02, (AX)(CX*2), X8, X8
+	VPINSRW        $0x03, (AX)(SI*1), X8, X8
+	VPINSRW        $0x04, (DI), X8, X8
+	VPINSRW        $0x05, (DI)(CX*1), X8, X8
+	VPINSRW        $0x06, (DI)(CX*2), X8, X8
+	VPINSRW        $0x07, (DI)(SI*1), X8, X8
+	VCVTPH2PS      X8, Y8
+	VMULPS         Y7, Y8, Y8
+	VMULPS         Y8, Y6, Y6
+	VADDPS         Y6, Y5, Y5
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000016, DI
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JNZ            loopdotQ5_0r8AVX2
 
-donedotQ5_0r4AVX2:
+donedotQ5_0r8AVX2:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X6, (AX)
+	VMOVUPS Y5, (AX)
 	VZEROUPPER
 	RET
+
+DATA b32q5lo<>+0(SB)/4, $0x00000000
+DATA b32q5lo<>+4(SB)/4, $0x00000000
+DATA b32q5lo<>+8(SB)/4, $0x01010101
+DATA b32q5lo<>+12(SB)/4, $0x01010101
+DATA b32q5lo<>+16(SB)/4, $0x04040404
+DATA b32q5lo<>+20(SB)/4, $0x04040404
+DATA b32q5lo<>+24(SB)/4, $0x05050505
+DATA b32q5lo<>+28(SB)/4, $0x05050505
+GLOBL b32q5lo<>(SB), RODATA|NOPTR, $32
+
+DATA v32_ffffffff<>+0(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+4(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+8(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+12(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+16(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+20(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+24(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+28(SB)/4, $0xffffffff
+GLOBL v32_ffffffff<>(SB), RODATA|NOPTR, $32
+
+DATA b32q5hi<>+0(SB)/4, $0x02020202
+DATA b32q5hi<>+4(SB)/4, $0x02020202
+DATA b32q5hi<>+8(SB)/4, $0x03030303
+DATA b32q5hi<>+12(SB)/4, $0x03030303
+DATA b32q5hi<>+16(SB)/4, $0x06060606
+DATA b32q5hi<>+20(SB)/4, $0x06060606
+DATA b32q5hi<>+24(SB)/4, $0x07070707
+DATA b32q5hi<>+28(SB)/4, $0x07070707
+GLOBL b32q5hi<>(SB), RODATA|NOPTR, $32
 
 // func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
@@ -3164,88 +3291,111 @@ GLOBL c32_00000002<>(SB), RODATA|NOPTR, $4
 DATA c32_00800000<>+0(SB)/4, $0x00800000
 GLOBL c32_00800000<>(SB), RODATA|NOPTR, $4
 
-// func dotMXFP4r4AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotMXFP4r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotMXFP4r4AVX2(SB), NOSPLIT, $0-40
+TEXT ·dotMXFP4r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ           w+0(FP), AX
 	MOVQ           wstride+8(FP), CX
 	MOVQ           a+16(FP), DX
 	MOVQ           nb+24(FP), BX
 	LEAQ           (CX)(CX*2), SI
+	LEAQ           (AX)(CX*4), DI
 	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD   c32_0c0c0c0c<>+0(SB), Y1
 	VPBROADCASTD   c32_00010001<>+0(SB), Y2
 	VBROADCASTI128 b32mxfp4lut<>+0(SB), Y3
 	VPBROADCASTD   c32_00000002<>+0(SB), Y4
 	VPBROADCASTD   c32_00800000<>+0(SB), Y5
-	VXORPS         X6, X6, X6
+	VPXOR          Y6, Y6, Y6
 	TESTQ          BX, BX
-	JZ             donedotMXFP4r4AVX2
+	JZ             donedotMXFP4r8AVX2
 
-loopdotMXFP4r4AVX2:
-	VMOVDQU      2(DX), Y7
-	VPMADDUBSW   Y7, Y1, Y8
-	VMOVDQU      1(AX), X9
-	VPSRLW       $0x04, X9, X10
-	VINSERTI128  $0x01, X10, Y9, Y10
-	VPAND        Y0, Y10, Y10
-	VPSHUFB      Y10, Y3, Y10
-	VPMADDUBSW   Y7, Y10, Y10
-	VPSUBW       Y8, Y10, Y10
-	VPMADDWD     Y2, Y10, Y10
-	VMOVDQU      1(AX)(CX*1), X9
-	VPSRLW       $0x04, X9, X11
-	VINSERTI128  $0x01, X11, Y9, Y11
-	VPAND        Y0, Y11, Y11
-	VPSHUFB      Y11, Y3, Y11
-	VPMADDUBSW   Y7, Y11, Y11
-	VPSUBW       Y8, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VPHADDD      Y11, Y10, Y10
-	VMOVDQU      1(AX)(CX*2), X9
-	VPSRLW       $0x04, X9, X11
-	VINSERTI128  $0x01, X11, Y9, Y11
-	VPAND        Y0, Y11, Y11
-	VPSHUFB      Y11, Y3, Y11
-	VPMADDUBSW   Y7, Y11, Y11
-	VPSUBW       Y8, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VMOVDQU      1(AX)(SI*1), X9
-	VPSRLW       $0x04, X9, X12
-	VINSERTI128  $0x01, X12, Y9, Y12
-	VPAND        Y0, Y12, Y12
-	VPSHUFB      Y12, Y3, Y12
-	VPMADDUBSW   Y7, Y12, Y12
-	VPSUBW       Y8, Y12, Y12
-	VPMADDWD     Y2, Y12, Y12
-	VPHADDD      Y12, Y11, Y7
-	VPHADDD      Y7, Y10, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X8, X7, X8
-	VPBROADCASTW (DX), X7
-	VCVTPH2PS    X7, X7
-	VCVTDQ2PS    X8, X8
-	VMOVD        (AX), X9
-	VPINSRB      $0x01, (AX)(CX*1), X9, X9
-	VPINSRB      $0x02, (AX)(CX*2), X9, X9
-	VPINSRB      $0x03, (AX)(SI*1), X9, X9
-	VPMOVZXBD    X9, X9
-	VPSUBD       X9, X4, X10
-	VPSRLVD      X10, X5, X10
-	VPSLLD       $0x17, X9, X9
-	VPSUBD       X5, X9, X9
-	VPMAXSD      X10, X9, X9
-	VMULPS       X7, X9, X9
-	VMULPS       X9, X8, X8
-	VADDPS       X8, X6, X6
-	ADDQ         $0x00000011, AX
-	ADDQ         $0x00000022, DX
-	DECQ         BX
-	JNZ          loopdotMXFP4r4AVX2
+loopdotMXFP4r8AVX2:
+	VBROADCASTI128 2(DX), Y7
+	VBROADCASTI128 18(DX), Y8
+	VPMADDUBSW     Y7, Y1, Y9
+	VPMADDUBSW     Y8, Y1, Y10
+	VPADDW         Y10, Y9, Y9
+	VMOVDQU        1(AX), X11
+	VINSERTI128    $0x01, 1(DI), Y11, Y10
+	VPSRLW         $0x04, Y10, Y12
+	VPAND          Y0, Y10, Y10
+	VPAND          Y0, Y12, Y12
+	VPSHUFB        Y10, Y3, Y10
+	VPSHUFB        Y12, Y3, Y12
+	VPMADDUBSW     Y7, Y10, Y10
+	VPMADDUBSW     Y8, Y12, Y12
+	VPADDW         Y12, Y10, Y10
+	VPSUBW         Y9, Y10, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VMOVDQU        1(AX)(CX*1), X11
+	VINSERTI128    $0x01, 1(DI)(CX*1), Y11, Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPAND          Y0, Y12, Y12
+	VPAND          Y0, Y13, Y13
+	VPSHUFB        Y12, Y3, Y12
+	VPSHUFB        Y13, Y3, Y13
+	VPMADDUBSW     Y7, Y12, Y12
+	VPMADDUBSW     Y8, Y13, Y13
+	VPADDW         Y13, Y12, Y12
+	VPSUBW         Y9, Y12, Y12
+	VPMADDWD       Y2, Y12, Y12
+	VPHADDD        Y12, Y10, Y10
+	VMOVDQU        1(AX)(CX*2), X11
+	VINSERTI128    $0x01, 1(DI)(CX*2), Y11, Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPAND          Y0, Y12, Y12
+	VPAND          Y0, Y13, Y13
+	VPSHUFB        Y12, Y3, Y12
+	VPSHUFB        Y13, Y3, Y13
+	VPMADDUBSW     Y7, Y12, Y12
+	VPMADDUBSW     Y8, Y13, Y13
+	VPADDW         Y13, Y12, Y12
+	VPSUBW         Y9, Y12, Y12
+	VPMADDWD       Y2, Y12, Y12
+	VMOVDQU        1(AX)(SI*1), X11
+	VINSERTI128    $0x01, 1(DI)(SI*1), Y11, Y13
+	VPSRLW         $0x04, Y13, Y14
+	VPAND          Y0, Y13, Y13
+	VPAND          Y0, Y14, Y14
+	VPSHUFB        Y13, Y3, Y13
+	VPSHUFB        Y14, Y3, Y14
+	VPMADDUBSW     Y7, Y13, Y13
+	VPMADDUBSW     Y8, Y14, Y14
+	VPADDW         Y14, Y13, Y13
+	VPSUBW         Y9, Y13, Y13
+	VPMADDWD       Y2, Y13, Y13
+	VPHADDD        Y13, Y12, Y7
+	VPHADDD        Y7, Y10, Y7
+	VPBROADCASTW   (DX), X8
+	VCVTPH2PS      X8, Y8
+	VCVTDQ2PS      Y7, Y7
+	VMOVD          (AX), X9
+	VPINSRB        $0x01, (AX)(CX*1), X9, X9
+	VPINSRB        $0x02, (AX)(CX*2), X9, X9
+	VPINSRB        $0x03, (AX)(SI*1), X9, X9
+	VPINSRB        $0x04, (DI), X9, X9
+	VPINSRB        $0x05, (DI)(CX*1), X9, X9
+	VPINSRB        $0x06, (DI)(CX*2), X9, X9
+	VPINSRB        $0x07, (DI)(SI*1), X9, X9
+	VPMOVZXBD      X9, Y9
+	VPSUBD         Y9, Y4, Y10
+	VPSRLVD        Y10, Y5, Y10
+	VPSLLD         $0x17, Y9, Y9
+	VPSUBD         Y5, Y9, Y9
+	VPMAXSD        Y10, Y9, Y9
+	VMULPS         Y8, Y9, Y9
+	VMULPS         Y9, Y7, Y7
+	VADDPS         Y7, Y6, Y6
+	ADDQ           $0x00000011, AX
+	ADDQ           $0x00000011, DI
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JNZ            loopdotMXFP4r8AVX2
 
-donedotMXFP4r4AVX2:
+donedotMXFP4r8AVX2:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X6, (AX)
+	VMOVUPS Y6, (AX)
 	VZEROUPPER
 	RET
 

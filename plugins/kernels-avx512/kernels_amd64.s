@@ -2254,71 +2254,108 @@ donedotQ8_0AVX512:
 DATA c32_00010001<>+0(SB)/4, $0x00010001
 GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
 
-// func dotQ8_0r4AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ8_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
-TEXT ·dotQ8_0r4AVX512(SB), NOSPLIT, $0-40
+TEXT ·dotQ8_0r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_00010001<>+0(SB), Y0
-	VXORPS       X1, X1, X1
+	VPXORD       Y1, Y1, Y1
 	TESTQ        BX, BX
-	JZ           donedotQ8_0r4AVX512
+	JZ           donedotQ8_0r8AVX512
 
-loopdotQ8_0r4AVX512:
-	VMOVDQU64     2(DX), Y2
-	VMOVDQU64     2(AX), Y3
-	VPSIGNB       Y3, Y3, Y4
-	VPSIGNB       Y3, Y2, Y3
-	VPMADDUBSW    Y3, Y4, Y4
-	VPMADDWD      Y0, Y4, Y4
-	VMOVDQU64     2(AX)(CX*1), Y3
-	VPSIGNB       Y3, Y3, Y5
-	VPSIGNB       Y3, Y2, Y3
-	VPMADDUBSW    Y3, Y5, Y5
-	VPMADDWD      Y0, Y5, Y5
-	VSHUFPS       $0x88, Y5, Y4, Y3
-	VSHUFPS       $0xdd, Y5, Y4, Y4
-	VPADDD        Y4, Y3, Y3
-	VMOVDQU64     2(AX)(CX*2), Y4
-	VPSIGNB       Y4, Y4, Y5
-	VPSIGNB       Y4, Y2, Y4
-	VPMADDUBSW    Y4, Y5, Y5
-	VPMADDWD      Y0, Y5, Y5
-	VMOVDQU64     2(AX)(SI*1), Y4
-	VPSIGNB       Y4, Y4, Y6
-	VPSIGNB       Y4, Y2, Y2
-	VPMADDUBSW    Y2, Y6, Y6
-	VPMADDWD      Y0, Y6, Y6
-	VSHUFPS       $0x88, Y6, Y5, Y2
-	VSHUFPS       $0xdd, Y6, Y5, Y4
-	VPADDD        Y4, Y2, Y2
-	VSHUFPS       $0x88, Y2, Y3, Y4
-	VSHUFPS       $0xdd, Y2, Y3, Y2
-	VPADDD        Y2, Y4, Y4
-	VEXTRACTI32X4 $0x01, Y4, X2
-	VPADDD        X2, X4, X2
-	VPBROADCASTW  (DX), X3
-	VCVTPH2PS     X3, X3
-	VCVTDQ2PS     X2, X2
-	VMOVD         (AX), X4
-	VPINSRW       $0x01, (AX)(CX*1), X4, X4
-	VPINSRW       $0x02, (AX)(CX*2), X4, X4
-	VPINSRW       $0x03, (AX)(SI*1), X4, X4
-	VCVTPH2PS     X4, X4
-	VMULPS        X3, X4, X4
-	VMULPS        X4, X2, X2
-	VADDPS        X2, X1, X1
-	ADDQ          $0x00000022, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotQ8_0r4AVX512
+loopdotQ8_0r8AVX512:
+	VBROADCASTI32X4 2(DX), Y2
+	VBROADCASTI32X4 18(DX), Y3
+	VMOVDQU64       2(AX), X4
+	VINSERTI32X4    $0x01, 2(DI), Y4, Y5
+	VMOVDQU64       18(AX), X4
+	VINSERTI32X4    $0x01, 18(DI), Y4, Y6
+	VPSIGNB         Y5, Y2, Y7
+	VPSIGNB         Y5, Y5, Y5
+	VPMADDUBSW      Y7, Y5, Y5
+	VPMADDWD        Y0, Y5, Y5
+	VPSIGNB         Y6, Y3, Y7
+	VPSIGNB         Y6, Y6, Y6
+	VPMADDUBSW      Y7, Y6, Y6
+	VPMADDWD        Y0, Y6, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVDQU64       2(AX)(CX*1), X4
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y4, Y6
+	VMOVDQU64       18(AX)(CX*1), X4
+	VINSERTI32X4    $0x01, 18(DI)(CX*1), Y4, Y7
+	VPSIGNB         Y6, Y2, Y8
+	VPSIGNB         Y6, Y6, Y6
+	VPMADDUBSW      Y8, Y6, Y6
+	VPMADDWD        Y0, Y6, Y6
+	VPSIGNB         Y7, Y3, Y8
+	VPSIGNB         Y7, Y7, Y7
+	VPMADDUBSW      Y8, Y7, Y7
+	VPMADDWD        Y0, Y7, Y7
+	VPADDD          Y7, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y5, Y7
+	VSHUFPS         $0xdd, Y6, Y5, Y5
+	VPADDD          Y5, Y7, Y7
+	VMOVDQU64       2(AX)(CX*2), X4
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y4, Y5
+	VMOVDQU64       18(AX)(CX*2), X4
+	VINSERTI32X4    $0x01, 18(DI)(CX*2), Y4, Y6
+	VPSIGNB         Y5, Y2, Y8
+	VPSIGNB         Y5, Y5, Y5
+	VPMADDUBSW      Y8, Y5, Y5
+	VPMADDWD        Y0, Y5, Y5
+	VPSIGNB         Y6, Y3, Y8
+	VPSIGNB         Y6, Y6, Y6
+	VPMADDUBSW      Y8, Y6, Y6
+	VPMADDWD        Y0, Y6, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVDQU64       2(AX)(SI*1), X4
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y4, Y6
+	VMOVDQU64       18(AX)(SI*1), X4
+	VINSERTI32X4    $0x01, 18(DI)(SI*1), Y4, Y8
+	VPSIGNB         Y6, Y2, Y2
+	VPSIGNB         Y6, Y6, Y6
+	VPMADDUBSW      Y2, Y6, Y6
+	VPMADDWD        Y0, Y6, Y6
+	VPSIGNB         Y8, Y3, Y2
+	VPSIGNB         Y8, Y8, Y8
+	VPMADDUBSW      Y2, Y8, Y8
+	VPMADDWD        Y0, Y8, Y8
+	VPADDD          Y8, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y5, Y2
+	VSHUFPS         $0xdd, Y6, Y5, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y7, Y3
+	VSHUFPS         $0xdd, Y2, Y7, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VCVTDQ2PS       Y3, Y3
+	VMOVD           (AX), X4
+	VPINSRW         $0x01, (AX)(CX*1), X4, X4
+	VPINSRW         $0x02, (AX)(CX*2), X4, X4
+	VPINSRW         $0x03, (AX)(SI*1), X4, X4
+	VPINSRW         $0x04, (DI), X4, X4
+	VPINSRW         $0x05, (DI)(CX*1), X4, X4
+	VPINSRW         $0x06, (DI)(CX*2), X4, X4
+	VPINSRW         $0x07, (DI)(SI*1), X4, X4
+	VCVTPH2PS       X4, Y5
+	VMULPS          Y2, Y5, Y5
+	VMULPS          Y5, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000022, AX
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ8_0r8AVX512
 
-donedotQ8_0r4AVX512:
+donedotQ8_0r8AVX512:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X1, (AX)
+	VMOVUPS Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -2500,82 +2537,101 @@ donedotQ4_0AVX512:
 DATA c32_08080808<>+0(SB)/4, $0x08080808
 GLOBL c32_08080808<>(SB), RODATA|NOPTR, $4
 
-// func dotQ4_0r4AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ4_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
-TEXT ·dotQ4_0r4AVX512(SB), NOSPLIT, $0-40
+TEXT ·dotQ4_0r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_08080808<>+0(SB), Y1
 	VPBROADCASTD c32_00010001<>+0(SB), Y2
-	VXORPS       X3, X3, X3
+	VPXORD       Y3, Y3, Y3
 	TESTQ        BX, BX
-	JZ           donedotQ4_0r4AVX512
+	JZ           donedotQ4_0r8AVX512
 
-loopdotQ4_0r4AVX512:
-	VMOVDQU64     2(DX), Y4
-	VPMADDUBSW    Y4, Y1, Y5
-	VMOVDQU64     2(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	VPMADDUBSW    Y4, Y7, Y7
-	VPSUBW        Y5, Y7, Y7
-	VPMADDWD      Y2, Y7, Y7
-	VMOVDQU64     2(AX)(CX*1), X6
-	VPSRLW        $0x04, X6, X8
-	VINSERTI32X4  $0x01, X8, Y6, Y8
-	VPANDD        Y0, Y8, Y8
-	VPMADDUBSW    Y4, Y8, Y8
-	VPSUBW        Y5, Y8, Y8
-	VPMADDWD      Y2, Y8, Y8
-	VSHUFPS       $0x88, Y8, Y7, Y9
-	VSHUFPS       $0xdd, Y8, Y7, Y7
-	VPADDD        Y7, Y9, Y9
-	VMOVDQU64     2(AX)(CX*2), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	VPMADDUBSW    Y4, Y7, Y7
-	VPSUBW        Y5, Y7, Y7
-	VPMADDWD      Y2, Y7, Y7
-	VMOVDQU64     2(AX)(SI*1), X6
-	VPSRLW        $0x04, X6, X8
-	VINSERTI32X4  $0x01, X8, Y6, Y8
-	VPANDD        Y0, Y8, Y8
-	VPMADDUBSW    Y4, Y8, Y8
-	VPSUBW        Y5, Y8, Y8
-	VPMADDWD      Y2, Y8, Y8
-	VSHUFPS       $0x88, Y8, Y7, Y4
-	VSHUFPS       $0xdd, Y8, Y7, Y5
-	VPADDD        Y5, Y4, Y4
-	VSHUFPS       $0x88, Y4, Y9, Y5
-	VSHUFPS       $0xdd, Y4, Y9, Y4
-	VPADDD        Y4, Y5, Y5
-	VEXTRACTI32X4 $0x01, Y5, X4
-	VPADDD        X4, X5, X4
-	VPBROADCASTW  (DX), X5
-	VCVTPH2PS     X5, X5
-	VCVTDQ2PS     X4, X4
-	VMOVD         (AX), X6
-	VPINSRW       $0x01, (AX)(CX*1), X6, X6
-	VPINSRW       $0x02, (AX)(CX*2), X6, X6
-	VPINSRW       $0x03, (AX)(SI*1), X6, X6
-	VCVTPH2PS     X6, X6
-	VMULPS        X6, X4, X4
-	VMULPS        X5, X4, X4
-	VADDPS        X4, X3, X3
-	ADDQ          $0x00000012, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotQ4_0r4AVX512
+loopdotQ4_0r8AVX512:
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPMADDUBSW      Y4, Y1, Y6
+	VPMADDUBSW      Y5, Y1, Y7
+	VPADDW          Y7, Y6, Y6
+	VMOVDQU64       2(AX), X8
+	VINSERTI32X4    $0x01, 2(DI), Y8, Y7
+	VPSRLW          $0x04, Y7, Y9
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y9, Y9
+	VPMADDUBSW      Y4, Y7, Y7
+	VPMADDUBSW      Y5, Y9, Y9
+	VPADDW          Y9, Y7, Y7
+	VPSUBW          Y6, Y7, Y7
+	VPMADDWD        Y2, Y7, Y7
+	VMOVDQU64       2(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPMADDUBSW      Y4, Y9, Y9
+	VPMADDUBSW      Y5, Y10, Y10
+	VPADDW          Y10, Y9, Y9
+	VPSUBW          Y6, Y9, Y9
+	VPMADDWD        Y2, Y9, Y9
+	VSHUFPS         $0x88, Y9, Y7, Y10
+	VSHUFPS         $0xdd, Y9, Y7, Y7
+	VPADDD          Y7, Y10, Y10
+	VMOVDQU64       2(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y8, Y7
+	VPSRLW          $0x04, Y7, Y9
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y9, Y9
+	VPMADDUBSW      Y4, Y7, Y7
+	VPMADDUBSW      Y5, Y9, Y9
+	VPADDW          Y9, Y7, Y7
+	VPSUBW          Y6, Y7, Y7
+	VPMADDWD        Y2, Y7, Y7
+	VMOVDQU64       2(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y11
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y11, Y11
+	VPMADDUBSW      Y4, Y9, Y9
+	VPMADDUBSW      Y5, Y11, Y11
+	VPADDW          Y11, Y9, Y9
+	VPSUBW          Y6, Y9, Y9
+	VPMADDWD        Y2, Y9, Y9
+	VSHUFPS         $0x88, Y9, Y7, Y4
+	VSHUFPS         $0xdd, Y9, Y7, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y10, Y5
+	VSHUFPS         $0xdd, Y4, Y10, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	VMOVD           (AX), X6
+	VPINSRW         $0x01, (AX)(CX*1), X6, X6
+	VPINSRW         $0x02, (AX)(CX*2), X6, X6
+	VPINSRW         $0x03, (AX)(SI*1), X6, X6
+	VPINSRW         $0x04, (DI), X6, X6
+	VPINSRW         $0x05, (DI)(CX*1), X6, X6
+	VPINSRW         $0x06, (DI)(CX*2), X6, X6
+	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	VCVTPH2PS       X6, Y6
+	VMULPS          Y6, Y5, Y5
+	VMULPS          Y4, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ4_0r8AVX512
 
-donedotQ4_0r4AVX512:
+donedotQ4_0r8AVX512:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X3, (AX)
+	VMOVUPS Y3, (AX)
 	VZEROUPPER
 	RET
 
@@ -2773,91 +2829,154 @@ donedotQ5_0AVX512:
 	VZEROUPPER
 	RET
 
-// func dotQ5_0r4AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ5_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotQ5_0r4AVX512(SB), NOSPLIT, $0-40
+TEXT ·dotQ5_0r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_10101010<>+0(SB), Y1
 	VPBROADCASTD c32_00010001<>+0(SB), Y2
 	VPBROADCASTD c32_10101010<>+0(SB), Y3
-	VXORPS       X4, X4, X4
+	VPXORD       Y4, Y4, Y4
 	TESTQ        BX, BX
-	JZ           donedotQ5_0r4AVX512
+	JZ           donedotQ5_0r8AVX512
 
-loopdotQ5_0r4AVX512:
-	VMOVDQU64     2(DX), Y5
-	VPMADDUBSW    Y5, Y1, Y6
-	VMOVDQU64     6(AX), X7
-	VPSRLW        $0x04, X7, X8
-	VINSERTI32X4  $0x01, X8, Y7, Y8
-	VPANDD        Y0, Y8, Y8
-	KMOVD         2(AX), K1
-	VPADDB        Y3, Y8, K1, Y8
-	VPMADDUBSW    Y5, Y8, Y8
-	VPSUBW        Y6, Y8, Y8
-	VPMADDWD      Y2, Y8, Y8
-	VMOVDQU64     6(AX)(CX*1), X7
-	VPSRLW        $0x04, X7, X9
-	VINSERTI32X4  $0x01, X9, Y7, Y9
-	VPANDD        Y0, Y9, Y9
-	KMOVD         2(AX)(CX*1), K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    Y5, Y9, Y9
-	VPSUBW        Y6, Y9, Y9
-	VPMADDWD      Y2, Y9, Y9
-	VSHUFPS       $0x88, Y9, Y8, Y10
-	VSHUFPS       $0xdd, Y9, Y8, Y8
-	VPADDD        Y8, Y10, Y10
-	VMOVDQU64     6(AX)(CX*2), X7
-	VPSRLW        $0x04, X7, X8
-	VINSERTI32X4  $0x01, X8, Y7, Y8
-	VPANDD        Y0, Y8, Y8
-	KMOVD         2(AX)(CX*2), K1
-	VPADDB        Y3, Y8, K1, Y8
-	VPMADDUBSW    Y5, Y8, Y8
-	VPSUBW        Y6, Y8, Y8
-	VPMADDWD      Y2, Y8, Y8
-	VMOVDQU64     6(AX)(SI*1), X7
-	VPSRLW        $0x04, X7, X9
-	VINSERTI32X4  $0x01, X9, Y7, Y9
-	VPANDD        Y0, Y9, Y9
-	KMOVD         2(AX)(SI*1), K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    Y5, Y9, Y9
-	VPSUBW        Y6, Y9, Y9
-	VPMADDWD      Y2, Y9, Y9
-	VSHUFPS       $0x88, Y9, Y8, Y5
-	VSHUFPS       $0xdd, Y9, Y8, Y6
-	VPADDD        Y6, Y5, Y5
-	VSHUFPS       $0x88, Y5, Y10, Y6
-	VSHUFPS       $0xdd, Y5, Y10, Y5
-	VPADDD        Y5, Y6, Y6
-	VEXTRACTI32X4 $0x01, Y6, X5
-	VPADDD        X5, X6, X5
-	VPBROADCASTW  (DX), X6
-	VCVTPH2PS     X6, X6
-	VCVTDQ2PS     X5, X5
-	VMOVD         (AX), X7
-	VPINSRW       $0x01, (AX)(CX*1), X7, X7
-	VPINSRW       $0x02, (AX)(CX*2), X7, X7
-	VPINSRW       $0x03, (AX)(SI*1), X7, X7
-	VCVTPH2PS     X7, X7
-	VMULPS        X6, X7, X7
-	VMULPS        X7, X5, X5
-	VADDPS        X5, X4, X4
-	ADDQ          $0x00000016, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotQ5_0r4AVX512
+loopdotQ5_0r8AVX512:
+	VBROADCASTI32X4 2(DX), Y5
+	VBROADCASTI32X4 18(DX), Y6
+	VPMADDUBSW      Y5, Y1, Y7
+	VPMADDUBSW      Y6, Y1, Y8
+	VPADDW          Y8, Y7, Y7
+	VMOVDQU64       6(AX), X9
+	VINSERTI32X4    $0x01, 6(DI), Y9, Y8
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX), R8
+	MOVL            2(DI), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y3, Y8, K1, Y8
+	VPADDB          Y3, Y10, K2, Y10
+	VPMADDUBSW      Y5, Y8, Y8
+	VPMADDUBSW      Y6, Y10, Y10
+	VPADDW          Y10, Y8, Y8
+	VPSUBW          Y7, Y8, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VMOVDQU64       6(AX)(CX*1), X9
+	VINSERTI32X4    $0x01, 6(DI)(CX*1), Y9, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(CX*1), R8
+	MOVL            2(DI)(CX*1), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y3, Y10, K1, Y10
+	VPADDB          Y3, Y11, K2, Y11
+	VPMADDUBSW      Y5, Y10, Y10
+	VPMADDUBSW      Y6, Y11, Y11
+	VPADDW          Y11, Y10, Y10
+	VPSUBW          Y7, Y10, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y8, Y11
+	VSHUFPS         $0xdd, Y10, Y8, Y8
+	VPADDD          Y8, Y11, Y11
+	VMOVDQU64       6(AX)(CX*2), X9
+	VINSERTI32X4    $0x01, 6(DI)(CX*2), Y9, Y8
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX)(CX*2), R8
+	MOVL            2(DI)(CX*2), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y3, Y8, K1, Y8
+	VPADDB          Y3, Y10, K2, Y10
+	VPMADDUBSW      Y5, Y8, Y8
+	VPMADDUBSW      Y6, Y10, Y10
+	VPADDW          Y10, Y8, Y8
+	VPSUBW          Y7, Y8, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VMOVDQU64       6(AX)(SI*1), X9
+	VINSERTI32X4    $0x01, 6(DI)(SI*1), Y9, Y10
+	VPSRLW          $0x04, Y10, Y12
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y12, Y12
+	MOVL            2(AX)(SI*1), R8
+	MOVL            2(DI)(SI*1), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y3, Y10, K1, Y10
+	VPADDB          Y3, Y12, K2, Y12
+	VPMADDUBSW      Y5, Y10, Y10
+	VPMADDUBSW      Y6, Y12, Y12
+	VPADDW          Y12, Y10, Y10
+	VPSUBW          Y7, Y10, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y8, Y5
+	VSHUFPS         $0xdd, Y10, Y8, Y6
+	VPADDD          Y6, Y5, Y5
+	VSHUFPS         $0x88, Y5, Y11, Y6
+	VSHUFPS         $0xdd, Y5, Y11, Y5
+	VPADDD          Y5, Y6, Y6
+	VPBROADCASTW    (DX), X5
+	VCVTPH2PS       X5, Y5
+	VCVTDQ2PS       Y6, Y6
+	VMOVD           (AX), X7
+	VPINSRW         $0x01, (AX)(CX*1), X7, X7
+	VPINSRW         $0x02, (AX)(CX*2), X7, X7
+	VPINSRW         $0x03, (AX)(SI*1), X7, X7
+	VPINSRW         $0x04, (DI), X7, X7
+	VPINSRW         $0x05, (DI)(CX*1), X7, X7
+	VPINSRW         $0x06, (DI)(CX*2), X7, X7
+	VPINSRW         $0x07, (DI)(SI*1), X7, X7
+	VCVTPH2PS       X7, Y7
+	VMULPS          Y5, Y7, Y7
+	VMULPS          Y7, Y6, Y6
+	VADDPS          Y6, Y4, Y4
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x00000016, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ5_0r8AVX512
 
-donedotQ5_0r4AVX512:
+donedotQ5_0r8AVX512:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X4, (AX)
+	VMOVUPS Y4, (AX)
 	VZEROUPPER
 	RET
 
@@ -3073,94 +3192,117 @@ GLOBL c32_00000002<>(SB), RODATA|NOPTR, $4
 DATA c32_00800000<>+0(SB)/4, $0x00800000
 GLOBL c32_00800000<>(SB), RODATA|NOPTR, $4
 
-// func dotMXFP4r4AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotMXFP4r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
-TEXT ·dotMXFP4r4AVX512(SB), NOSPLIT, $0-40
+TEXT ·dotMXFP4r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ            w+0(FP), AX
 	MOVQ            wstride+8(FP), CX
 	MOVQ            a+16(FP), DX
 	MOVQ            nb+24(FP), BX
 	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
 	VPBROADCASTD    c32_00010001<>+0(SB), Y2
 	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y3
 	VPBROADCASTD    c32_00000002<>+0(SB), Y4
 	VPBROADCASTD    c32_00800000<>+0(SB), Y5
-	VXORPS          X6, X6, X6
+	VPXORD          Y6, Y6, Y6
 	TESTQ           BX, BX
-	JZ              donedotMXFP4r4AVX512
+	JZ              donedotMXFP4r8AVX512
 
-loopdotMXFP4r4AVX512:
-	VMOVDQU64     2(DX), Y7
-	VPMADDUBSW    Y7, Y1, Y8
-	VMOVDQU64     1(AX), X9
-	VPSRLW        $0x04, X9, X10
-	VINSERTI32X4  $0x01, X10, Y9, Y10
-	VPANDD        Y0, Y10, Y10
-	VPSHUFB       Y10, Y3, Y10
-	VPMADDUBSW    Y7, Y10, Y10
-	VPSUBW        Y8, Y10, Y10
-	VPMADDWD      Y2, Y10, Y10
-	VMOVDQU64     1(AX)(CX*1), X9
-	VPSRLW        $0x04, X9, X11
-	VINSERTI32X4  $0x01, X11, Y9, Y11
-	VPANDD        Y0, Y11, Y11
-	VPSHUFB       Y11, Y3, Y11
-	VPMADDUBSW    Y7, Y11, Y11
-	VPSUBW        Y8, Y11, Y11
-	VPMADDWD      Y2, Y11, Y11
-	VSHUFPS       $0x88, Y11, Y10, Y12
-	VSHUFPS       $0xdd, Y11, Y10, Y10
-	VPADDD        Y10, Y12, Y12
-	VMOVDQU64     1(AX)(CX*2), X9
-	VPSRLW        $0x04, X9, X10
-	VINSERTI32X4  $0x01, X10, Y9, Y10
-	VPANDD        Y0, Y10, Y10
-	VPSHUFB       Y10, Y3, Y10
-	VPMADDUBSW    Y7, Y10, Y10
-	VPSUBW        Y8, Y10, Y10
-	VPMADDWD      Y2, Y10, Y10
-	VMOVDQU64     1(AX)(SI*1), X9
-	VPSRLW        $0x04, X9, X11
-	VINSERTI32X4  $0x01, X11, Y9, Y11
-	VPANDD        Y0, Y11, Y11
-	VPSHUFB       Y11, Y3, Y11
-	VPMADDUBSW    Y7, Y11, Y11
-	VPSUBW        Y8, Y11, Y11
-	VPMADDWD      Y2, Y11, Y11
-	VSHUFPS       $0x88, Y11, Y10, Y7
-	VSHUFPS       $0xdd, Y11, Y10, Y8
-	VPADDD        Y8, Y7, Y7
-	VSHUFPS       $0x88, Y7, Y12, Y8
-	VSHUFPS       $0xdd, Y7, Y12, Y7
-	VPADDD        Y7, Y8, Y8
-	VEXTRACTI32X4 $0x01, Y8, X7
-	VPADDD        X7, X8, X7
-	VPBROADCASTW  (DX), X8
-	VCVTPH2PS     X8, X8
-	VCVTDQ2PS     X7, X7
-	VMOVD         (AX), X9
-	VPINSRB       $0x01, (AX)(CX*1), X9, X9
-	VPINSRB       $0x02, (AX)(CX*2), X9, X9
-	VPINSRB       $0x03, (AX)(SI*1), X9, X9
-	VPMOVZXBD     X9, X9
-	VPSUBD        X9, X4, X10
-	VPSRLVD       X10, X5, X10
-	VPSLLD        $0x17, X9, X9
-	VPSUBD        X5, X9, X9
-	VPMAXSD       X10, X9, X9
-	VMULPS        X8, X9, X9
-	VMULPS        X9, X7, X7
-	VADDPS        X7, X6, X6
-	ADDQ          $0x00000011, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotMXFP4r4AVX512
+loopdotMXFP4r8AVX512:
+	VBROADCASTI32X4 2(DX), Y7
+	VBROADCASTI32X4 18(DX), Y8
+	VPMADDUBSW      Y7, Y1, Y9
+	VPMADDUBSW      Y8, Y1, Y10
+	VPADDW          Y10, Y9, Y9
+	VMOVDQU64       1(AX), X11
+	VINSERTI32X4    $0x01, 1(DI), Y11, Y10
+	VPSRLW          $0x04, Y10, Y12
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y10, Y3, Y10
+	VPSHUFB         Y12, Y3, Y12
+	VPMADDUBSW      Y7, Y10, Y10
+	VPMADDUBSW      Y8, Y12, Y12
+	VPADDW          Y12, Y10, Y10
+	VPSUBW          Y9, Y10, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VMOVDQU64       1(AX)(CX*1), X11
+	VINSERTI32X4    $0x01, 1(DI)(CX*1), Y11, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y3, Y12
+	VPSHUFB         Y13, Y3, Y13
+	VPMADDUBSW      Y7, Y12, Y12
+	VPMADDUBSW      Y8, Y13, Y13
+	VPADDW          Y13, Y12, Y12
+	VPSUBW          Y9, Y12, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y10, Y13
+	VSHUFPS         $0xdd, Y12, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VMOVDQU64       1(AX)(CX*2), X11
+	VINSERTI32X4    $0x01, 1(DI)(CX*2), Y11, Y10
+	VPSRLW          $0x04, Y10, Y12
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y10, Y3, Y10
+	VPSHUFB         Y12, Y3, Y12
+	VPMADDUBSW      Y7, Y10, Y10
+	VPMADDUBSW      Y8, Y12, Y12
+	VPADDW          Y12, Y10, Y10
+	VPSUBW          Y9, Y10, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VMOVDQU64       1(AX)(SI*1), X11
+	VINSERTI32X4    $0x01, 1(DI)(SI*1), Y11, Y12
+	VPSRLW          $0x04, Y12, Y14
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y14, Y14
+	VPSHUFB         Y12, Y3, Y12
+	VPSHUFB         Y14, Y3, Y14
+	VPMADDUBSW      Y7, Y12, Y12
+	VPMADDUBSW      Y8, Y14, Y14
+	VPADDW          Y14, Y12, Y12
+	VPSUBW          Y9, Y12, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y10, Y7
+	VSHUFPS         $0xdd, Y12, Y10, Y8
+	VPADDD          Y8, Y7, Y7
+	VSHUFPS         $0x88, Y7, Y13, Y8
+	VSHUFPS         $0xdd, Y7, Y13, Y7
+	VPADDD          Y7, Y8, Y8
+	VPBROADCASTW    (DX), X7
+	VCVTPH2PS       X7, Y7
+	VCVTDQ2PS       Y8, Y8
+	VMOVD           (AX), X9
+	VPINSRB         $0x01, (AX)(CX*1), X9, X9
+	VPINSRB         $0x02, (AX)(CX*2), X9, X9
+	VPINSRB         $0x03, (AX)(SI*1), X9, X9
+	VPINSRB         $0x04, (DI), X9, X9
+	VPINSRB         $0x05, (DI)(CX*1), X9, X9
+	VPINSRB         $0x06, (DI)(CX*2), X9, X9
+	VPINSRB         $0x07, (DI)(SI*1), X9, X9
+	VPMOVZXBD       X9, Y9
+	VPSUBD          Y9, Y4, Y10
+	VPSRLVD         Y10, Y5, Y10
+	VPSLLD          $0x17, Y9, Y9
+	VPSUBD          Y5, Y9, Y9
+	VPMAXSD         Y10, Y9, Y9
+	VMULPS          Y7, Y9, Y9
+	VMULPS          Y9, Y8, Y8
+	VADDPS          Y8, Y6, Y6
+	ADDQ            $0x00000011, AX
+	ADDQ            $0x00000011, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotMXFP4r8AVX512
 
-donedotMXFP4r4AVX512:
+donedotMXFP4r8AVX512:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X6, (AX)
+	VMOVUPS Y6, (AX)
 	VZEROUPPER
 	RET
 
@@ -5048,71 +5190,97 @@ donedotQ8_0VNNI:
 DATA c32_80808080<>+0(SB)/4, $0x80808080
 GLOBL c32_80808080<>(SB), RODATA|NOPTR, $4
 
-// func dotQ8_0r4VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ8_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ8_0r4VNNI(SB), NOSPLIT, $0-40
+TEXT ·dotQ8_0r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_80808080<>+0(SB), Y0
-	VXORPS       X1, X1, X1
+	VPXORD       Y1, Y1, Y1
 	TESTQ        BX, BX
-	JZ           donedotQ8_0r4VNNI
+	JZ           donedotQ8_0r8VNNI
 
-loopdotQ8_0r4VNNI:
-	VMOVDQU64     2(DX), Y2
-	VPXORD        Y3, Y3, Y3
-	VPDPBUSD      Y2, Y0, Y3
-	VPXORD        Y4, Y4, Y4
-	VPSUBD        Y3, Y4, Y4
-	VMOVDQU64     2(AX), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y4, Y6
-	VPDPBUSD      Y2, Y5, Y6
-	VMOVDQU64     2(AX)(CX*1), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y4, Y7
-	VPDPBUSD      Y2, Y5, Y7
-	VSHUFPS       $0x88, Y7, Y6, Y5
-	VSHUFPS       $0xdd, Y7, Y6, Y6
-	VPADDD        Y6, Y5, Y5
-	VMOVDQU64     2(AX)(CX*2), Y6
-	VPXORD        Y0, Y6, Y6
-	VMOVDQA64     Y4, Y7
-	VPDPBUSD      Y2, Y6, Y7
-	VMOVDQU64     2(AX)(SI*1), Y6
-	VPXORD        Y0, Y6, Y6
-	VMOVDQA64     Y4, Y8
-	VPDPBUSD      Y2, Y6, Y8
-	VSHUFPS       $0x88, Y8, Y7, Y2
-	VSHUFPS       $0xdd, Y8, Y7, Y6
-	VPADDD        Y6, Y2, Y2
-	VSHUFPS       $0x88, Y2, Y5, Y6
-	VSHUFPS       $0xdd, Y2, Y5, Y2
-	VPADDD        Y2, Y6, Y6
-	VEXTRACTI32X4 $0x01, Y6, X2
-	VPADDD        X2, X6, X2
-	VPBROADCASTW  (DX), X5
-	VCVTPH2PS     X5, X5
-	VCVTDQ2PS     X2, X2
-	VMOVD         (AX), X6
-	VPINSRW       $0x01, (AX)(CX*1), X6, X6
-	VPINSRW       $0x02, (AX)(CX*2), X6, X6
-	VPINSRW       $0x03, (AX)(SI*1), X6, X6
-	VCVTPH2PS     X6, X6
-	VMULPS        X5, X6, X6
-	VMULPS        X6, X2, X2
-	VADDPS        X2, X1, X1
-	ADDQ          $0x00000022, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotQ8_0r4VNNI
+loopdotQ8_0r8VNNI:
+	VBROADCASTI32X4 2(DX), Y2
+	VBROADCASTI32X4 18(DX), Y3
+	VPXORD          Y4, Y4, Y4
+	VPDPBUSD        Y2, Y0, Y4
+	VPDPBUSD        Y3, Y0, Y4
+	VPXORD          Y5, Y5, Y5
+	VPSUBD          Y4, Y5, Y5
+	VMOVDQU64       2(AX), X6
+	VINSERTI32X4    $0x01, 2(DI), Y6, Y7
+	VMOVDQU64       18(AX), X6
+	VINSERTI32X4    $0x01, 18(DI), Y6, Y8
+	VPXORD          Y0, Y7, Y7
+	VPXORD          Y0, Y8, Y8
+	VMOVDQA64       Y5, Y9
+	VPDPBUSD        Y2, Y7, Y9
+	VPDPBUSD        Y3, Y8, Y9
+	VMOVDQU64       2(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y6, Y7
+	VMOVDQU64       18(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 18(DI)(CX*1), Y6, Y8
+	VPXORD          Y0, Y7, Y7
+	VPXORD          Y0, Y8, Y8
+	VMOVDQA64       Y5, Y10
+	VPDPBUSD        Y2, Y7, Y10
+	VPDPBUSD        Y3, Y8, Y10
+	VSHUFPS         $0x88, Y10, Y9, Y7
+	VSHUFPS         $0xdd, Y10, Y9, Y8
+	VPADDD          Y8, Y7, Y7
+	VMOVDQU64       2(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y6, Y8
+	VMOVDQU64       18(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 18(DI)(CX*2), Y6, Y9
+	VPXORD          Y0, Y8, Y8
+	VPXORD          Y0, Y9, Y9
+	VMOVDQA64       Y5, Y10
+	VPDPBUSD        Y2, Y8, Y10
+	VPDPBUSD        Y3, Y9, Y10
+	VMOVDQU64       2(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y6, Y8
+	VMOVDQU64       18(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 18(DI)(SI*1), Y6, Y9
+	VPXORD          Y0, Y8, Y8
+	VPXORD          Y0, Y9, Y9
+	VMOVDQA64       Y5, Y11
+	VPDPBUSD        Y2, Y8, Y11
+	VPDPBUSD        Y3, Y9, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y2
+	VSHUFPS         $0xdd, Y11, Y10, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y7, Y3
+	VSHUFPS         $0xdd, Y2, Y7, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VCVTDQ2PS       Y3, Y3
+	VMOVD           (AX), X6
+	VPINSRW         $0x01, (AX)(CX*1), X6, X6
+	VPINSRW         $0x02, (AX)(CX*2), X6, X6
+	VPINSRW         $0x03, (AX)(SI*1), X6, X6
+	VPINSRW         $0x04, (DI), X6, X6
+	VPINSRW         $0x05, (DI)(CX*1), X6, X6
+	VPINSRW         $0x06, (DI)(CX*2), X6, X6
+	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	VCVTPH2PS       X6, Y7
+	VMULPS          Y2, Y7, Y7
+	VMULPS          Y7, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000022, AX
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ8_0r8VNNI
 
-donedotQ8_0r4VNNI:
+donedotQ8_0r8VNNI:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X1, (AX)
+	VMOVUPS Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -5308,80 +5476,94 @@ donedotQ4_0VNNI:
 	VZEROUPPER
 	RET
 
-// func dotQ4_0r4VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ4_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ4_0r4VNNI(SB), NOSPLIT, $0-40
+TEXT ·dotQ4_0r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_08080808<>+0(SB), Y1
-	VXORPS       X2, X2, X2
+	VPXORD       Y2, Y2, Y2
 	TESTQ        BX, BX
-	JZ           donedotQ4_0r4VNNI
+	JZ           donedotQ4_0r8VNNI
 
-loopdotQ4_0r4VNNI:
-	VMOVDQU64     2(DX), Y3
-	VPXORD        Y4, Y4, Y4
-	VPDPBUSD      Y3, Y1, Y4
-	VPXORD        Y5, Y5, Y5
-	VPSUBD        Y4, Y5, Y5
-	VMOVDQU64     2(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	VMOVDQA64     Y5, Y8
-	VPDPBUSD      Y3, Y7, Y8
-	VMOVDQU64     2(AX)(CX*1), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	VMOVDQA64     Y5, Y9
-	VPDPBUSD      Y3, Y7, Y9
-	VSHUFPS       $0x88, Y9, Y8, Y7
-	VSHUFPS       $0xdd, Y9, Y8, Y8
-	VPADDD        Y8, Y7, Y7
-	VMOVDQU64     2(AX)(CX*2), X6
-	VPSRLW        $0x04, X6, X8
-	VINSERTI32X4  $0x01, X8, Y6, Y8
-	VPANDD        Y0, Y8, Y8
-	VMOVDQA64     Y5, Y9
-	VPDPBUSD      Y3, Y8, Y9
-	VMOVDQU64     2(AX)(SI*1), X6
-	VPSRLW        $0x04, X6, X8
-	VINSERTI32X4  $0x01, X8, Y6, Y8
-	VPANDD        Y0, Y8, Y8
-	VMOVDQA64     Y5, Y10
-	VPDPBUSD      Y3, Y8, Y10
-	VSHUFPS       $0x88, Y10, Y9, Y3
-	VSHUFPS       $0xdd, Y10, Y9, Y8
-	VPADDD        Y8, Y3, Y3
-	VSHUFPS       $0x88, Y3, Y7, Y8
-	VSHUFPS       $0xdd, Y3, Y7, Y3
-	VPADDD        Y3, Y8, Y8
-	VEXTRACTI32X4 $0x01, Y8, X3
-	VPADDD        X3, X8, X3
-	VPBROADCASTW  (DX), X6
-	VCVTPH2PS     X6, X6
-	VCVTDQ2PS     X3, X3
-	VMOVD         (AX), X7
-	VPINSRW       $0x01, (AX)(CX*1), X7, X7
-	VPINSRW       $0x02, (AX)(CX*2), X7, X7
-	VPINSRW       $0x03, (AX)(SI*1), X7, X7
-	VCVTPH2PS     X7, X7
-	VMULPS        X7, X3, X3
-	VMULPS        X6, X3, X3
-	VADDPS        X3, X2, X2
-	ADDQ          $0x00000012, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotQ4_0r4VNNI
+loopdotQ4_0r8VNNI:
+	VBROADCASTI32X4 2(DX), Y3
+	VBROADCASTI32X4 18(DX), Y4
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        Y3, Y1, Y5
+	VPDPBUSD        Y4, Y1, Y5
+	VPXORD          Y6, Y6, Y6
+	VPSUBD          Y5, Y6, Y6
+	VMOVDQU64       2(AX), X7
+	VINSERTI32X4    $0x01, 2(DI), Y7, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VMOVDQA64       Y6, Y10
+	VPDPBUSD        Y3, Y8, Y10
+	VPDPBUSD        Y4, Y9, Y10
+	VMOVDQU64       2(AX)(CX*1), X7
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y7, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VMOVDQA64       Y6, Y11
+	VPDPBUSD        Y3, Y8, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VMOVDQU64       2(AX)(CX*2), X7
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y7, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VMOVDQA64       Y6, Y11
+	VPDPBUSD        Y3, Y9, Y11
+	VPDPBUSD        Y4, Y10, Y11
+	VMOVDQU64       2(AX)(SI*1), X7
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y7, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VMOVDQA64       Y6, Y12
+	VPDPBUSD        Y3, Y9, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y3
+	VSHUFPS         $0xdd, Y12, Y11, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y8, Y4
+	VSHUFPS         $0xdd, Y3, Y8, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VCVTDQ2PS       Y4, Y4
+	VMOVD           (AX), X7
+	VPINSRW         $0x01, (AX)(CX*1), X7, X7
+	VPINSRW         $0x02, (AX)(CX*2), X7, X7
+	VPINSRW         $0x03, (AX)(SI*1), X7, X7
+	VPINSRW         $0x04, (DI), X7, X7
+	VPINSRW         $0x05, (DI)(CX*1), X7, X7
+	VPINSRW         $0x06, (DI)(CX*2), X7, X7
+	VPINSRW         $0x07, (DI)(SI*1), X7, X7
+	VCVTPH2PS       X7, Y8
+	VMULPS          Y8, Y4, Y4
+	VMULPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ4_0r8VNNI
 
-donedotQ4_0r4VNNI:
+donedotQ4_0r8VNNI:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X2, (AX)
+	VMOVUPS Y2, (AX)
 	VZEROUPPER
 	RET
 
@@ -5596,89 +5778,147 @@ donedotQ5_0VNNI:
 	VZEROUPPER
 	RET
 
-// func dotQ5_0r4VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ5_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ5_0r4VNNI(SB), NOSPLIT, $0-40
+TEXT ·dotQ5_0r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_10101010<>+0(SB), Y1
 	VPBROADCASTD c32_10101010<>+0(SB), Y2
-	VXORPS       X3, X3, X3
+	VPXORD       Y3, Y3, Y3
 	TESTQ        BX, BX
-	JZ           donedotQ5_0r4VNNI
+	JZ           donedotQ5_0r8VNNI
 
-loopdotQ5_0r4VNNI:
-	VMOVDQU64     2(DX), Y4
-	VPXORD        Y5, Y5, Y5
-	VPDPBUSD      Y4, Y1, Y5
-	VPXORD        Y6, Y6, Y6
-	VPSUBD        Y5, Y6, Y6
-	VMOVDQU64     6(AX), X7
-	VPSRLW        $0x04, X7, X8
-	VINSERTI32X4  $0x01, X8, Y7, Y8
-	VPANDD        Y0, Y8, Y8
-	KMOVD         2(AX), K1
-	VPADDB        Y2, Y8, K1, Y8
-	VMOVDQA64     Y6, Y9
-	VPDPBUSD      Y4, Y8, Y9
-	VMOVDQU64     6(AX)(CX*1), X7
-	VPSRLW        $0x04, X7, X8
-	VINSERTI32X4  $0x01, X8, Y7, Y8
-	VPANDD        Y0, Y8, Y8
-	KMOVD         2(AX)(CX*1), K1
-	VPADDB        Y2, Y8, K1, Y8
-	VMOVDQA64     Y6, Y10
-	VPDPBUSD      Y4, Y8, Y10
-	VSHUFPS       $0x88, Y10, Y9, Y8
-	VSHUFPS       $0xdd, Y10, Y9, Y9
-	VPADDD        Y9, Y8, Y8
-	VMOVDQU64     6(AX)(CX*2), X7
-	VPSRLW        $0x04, X7, X9
-	VINSERTI32X4  $0x01, X9, Y7, Y9
-	VPANDD        Y0, Y9, Y9
-	KMOVD         2(AX)(CX*2), K1
-	VPADDB        Y2, Y9, K1, Y9
-	VMOVDQA64     Y6, Y10
-	VPDPBUSD      Y4, Y9, Y10
-	VMOVDQU64     6(AX)(SI*1), X7
-	VPSRLW        $0x04, X7, X9
-	VINSERTI32X4  $0x01, X9, Y7, Y9
-	VPANDD        Y0, Y9, Y9
-	KMOVD         2(AX)(SI*1), K1
-	VPADDB        Y2, Y9, K1, Y9
-	VMOVDQA64     Y6, Y11
-	VPDPBUSD      Y4, Y9, Y11
-	VSHUFPS       $0x88, Y11, Y10, Y4
-	VSHUFPS       $0xdd, Y11, Y10, Y9
-	VPADDD        Y9, Y4, Y4
-	VSHUFPS       $0x88, Y4, Y8, Y9
-	VSHUFPS       $0xdd, Y4, Y8, Y4
-	VPADDD        Y4, Y9, Y9
-	VEXTRACTI32X4 $0x01, Y9, X4
-	VPADDD        X4, X9, X4
-	VPBROADCASTW  (DX), X7
-	VCVTPH2PS     X7, X7
-	VCVTDQ2PS     X4, X4
-	VMOVD         (AX), X8
-	VPINSRW       $0x01, (AX)(CX*1), X8, X8
-	VPINSRW       $0x02, (AX)(CX*2), X8, X8
-	VPINSRW       $0x03, (AX)(SI*1), X8, X8
-	VCVTPH2PS     X8, X8
-	VMULPS        X7, X8, X8
-	VMULPS        X8, X4, X4
-	VADDPS        X4, X3, X3
-	ADDQ          $0x00000016, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotQ5_0r4VNNI
+loopdotQ5_0r8VNNI:
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        Y4, Y1, Y6
+	VPDPBUSD        Y5, Y1, Y6
+	VPXORD          Y7, Y7, Y7
+	VPSUBD          Y6, Y7, Y7
+	VMOVDQU64       6(AX), X8
+	VINSERTI32X4    $0x01, 6(DI), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX), R8
+	MOVL            2(DI), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y2, Y9, K1, Y9
+	VPADDB          Y2, Y10, K2, Y10
+	VMOVDQA64       Y7, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VPDPBUSD        Y5, Y10, Y11
+	VMOVDQU64       6(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 6(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX)(CX*1), R8
+	MOVL            2(DI)(CX*1), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y2, Y9, K1, Y9
+	VPADDB          Y2, Y10, K2, Y10
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y9, Y12
+	VPDPBUSD        Y5, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y9
+	VSHUFPS         $0xdd, Y12, Y11, Y10
+	VPADDD          Y10, Y9, Y9
+	VMOVDQU64       6(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 6(DI)(CX*2), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(CX*2), R8
+	MOVL            2(DI)(CX*2), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y2, Y10, K1, Y10
+	VPADDB          Y2, Y11, K2, Y11
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VPDPBUSD        Y5, Y11, Y12
+	VMOVDQU64       6(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 6(DI)(SI*1), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(SI*1), R8
+	MOVL            2(DI)(SI*1), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y2, Y10, K1, Y10
+	VPADDB          Y2, Y11, K2, Y11
+	VMOVDQA64       Y7, Y13
+	VPDPBUSD        Y4, Y10, Y13
+	VPDPBUSD        Y5, Y11, Y13
+	VSHUFPS         $0x88, Y13, Y12, Y4
+	VSHUFPS         $0xdd, Y13, Y12, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	VMOVD           (AX), X8
+	VPINSRW         $0x01, (AX)(CX*1), X8, X8
+	VPINSRW         $0x02, (AX)(CX*2), X8, X8
+	VPINSRW         $0x03, (AX)(SI*1), X8, X8
+	VPINSRW         $0x04, (DI), X8, X8
+	VPINSRW         $0x05, (DI)(CX*1), X8, X8
+	VPINSRW         $0x06, (DI)(CX*2), X8, X8
+	VPINSRW         $0x07, (DI)(SI*1), X8, X8
+	VCVTPH2PS       X8, Y9
+	VMULPS          Y4, Y9, Y9
+	VMULPS          Y9, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x00000016, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ5_0r8VNNI
 
-donedotQ5_0r4VNNI:
+donedotQ5_0r8VNNI:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X3, (AX)
+	VMOVUPS Y3, (AX)
 	VZEROUPPER
 	RET
 
@@ -5896,92 +6136,110 @@ donedotMXFP4VNNI:
 	VZEROUPPER
 	RET
 
-// func dotMXFP4r4VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotMXFP4r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotMXFP4r4VNNI(SB), NOSPLIT, $0-40
+TEXT ·dotMXFP4r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ            w+0(FP), AX
 	MOVQ            wstride+8(FP), CX
 	MOVQ            a+16(FP), DX
 	MOVQ            nb+24(FP), BX
 	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
 	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y2
 	VPBROADCASTD    c32_00000002<>+0(SB), Y3
 	VPBROADCASTD    c32_00800000<>+0(SB), Y4
-	VXORPS          X5, X5, X5
+	VPXORD          Y5, Y5, Y5
 	TESTQ           BX, BX
-	JZ              donedotMXFP4r4VNNI
+	JZ              donedotMXFP4r8VNNI
 
-loopdotMXFP4r4VNNI:
-	VMOVDQU64     2(DX), Y6
-	VPXORD        Y7, Y7, Y7
-	VPDPBUSD      Y6, Y1, Y7
-	VPXORD        Y8, Y8, Y8
-	VPSUBD        Y7, Y8, Y8
-	VMOVDQU64     1(AX), X9
-	VPSRLW        $0x04, X9, X10
-	VINSERTI32X4  $0x01, X10, Y9, Y10
-	VPANDD        Y0, Y10, Y10
-	VPSHUFB       Y10, Y2, Y10
-	VMOVDQA64     Y8, Y11
-	VPDPBUSD      Y6, Y10, Y11
-	VMOVDQU64     1(AX)(CX*1), X9
-	VPSRLW        $0x04, X9, X10
-	VINSERTI32X4  $0x01, X10, Y9, Y10
-	VPANDD        Y0, Y10, Y10
-	VPSHUFB       Y10, Y2, Y10
-	VMOVDQA64     Y8, Y12
-	VPDPBUSD      Y6, Y10, Y12
-	VSHUFPS       $0x88, Y12, Y11, Y10
-	VSHUFPS       $0xdd, Y12, Y11, Y11
-	VPADDD        Y11, Y10, Y10
-	VMOVDQU64     1(AX)(CX*2), X9
-	VPSRLW        $0x04, X9, X11
-	VINSERTI32X4  $0x01, X11, Y9, Y11
-	VPANDD        Y0, Y11, Y11
-	VPSHUFB       Y11, Y2, Y11
-	VMOVDQA64     Y8, Y12
-	VPDPBUSD      Y6, Y11, Y12
-	VMOVDQU64     1(AX)(SI*1), X9
-	VPSRLW        $0x04, X9, X11
-	VINSERTI32X4  $0x01, X11, Y9, Y11
-	VPANDD        Y0, Y11, Y11
-	VPSHUFB       Y11, Y2, Y11
-	VMOVDQA64     Y8, Y13
-	VPDPBUSD      Y6, Y11, Y13
-	VSHUFPS       $0x88, Y13, Y12, Y6
-	VSHUFPS       $0xdd, Y13, Y12, Y11
-	VPADDD        Y11, Y6, Y6
-	VSHUFPS       $0x88, Y6, Y10, Y11
-	VSHUFPS       $0xdd, Y6, Y10, Y6
-	VPADDD        Y6, Y11, Y11
-	VEXTRACTI32X4 $0x01, Y11, X6
-	VPADDD        X6, X11, X6
-	VPBROADCASTW  (DX), X9
-	VCVTPH2PS     X9, X9
-	VCVTDQ2PS     X6, X6
-	VMOVD         (AX), X10
-	VPINSRB       $0x01, (AX)(CX*1), X10, X10
-	VPINSRB       $0x02, (AX)(CX*2), X10, X10
-	VPINSRB       $0x03, (AX)(SI*1), X10, X10
-	VPMOVZXBD     X10, X10
-	VPSUBD        X10, X3, X11
-	VPSRLVD       X11, X4, X11
-	VPSLLD        $0x17, X10, X10
-	VPSUBD        X4, X10, X10
-	VPMAXSD       X11, X10, X10
-	VMULPS        X9, X10, X10
-	VMULPS        X10, X6, X6
-	VADDPS        X6, X5, X5
-	ADDQ          $0x00000011, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotMXFP4r4VNNI
+loopdotMXFP4r8VNNI:
+	VBROADCASTI32X4 2(DX), Y6
+	VBROADCASTI32X4 18(DX), Y7
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y6, Y1, Y8
+	VPDPBUSD        Y7, Y1, Y8
+	VPXORD          Y9, Y9, Y9
+	VPSUBD          Y8, Y9, Y9
+	VMOVDQU64       1(AX), X10
+	VINSERTI32X4    $0x01, 1(DI), Y10, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y2, Y11
+	VPSHUFB         Y12, Y2, Y12
+	VMOVDQA64       Y9, Y13
+	VPDPBUSD        Y6, Y11, Y13
+	VPDPBUSD        Y7, Y12, Y13
+	VMOVDQU64       1(AX)(CX*1), X10
+	VINSERTI32X4    $0x01, 1(DI)(CX*1), Y10, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y2, Y11
+	VPSHUFB         Y12, Y2, Y12
+	VMOVDQA64       Y9, Y14
+	VPDPBUSD        Y6, Y11, Y14
+	VPDPBUSD        Y7, Y12, Y14
+	VSHUFPS         $0x88, Y14, Y13, Y11
+	VSHUFPS         $0xdd, Y14, Y13, Y12
+	VPADDD          Y12, Y11, Y11
+	VMOVDQU64       1(AX)(CX*2), X10
+	VINSERTI32X4    $0x01, 1(DI)(CX*2), Y10, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y2, Y12
+	VPSHUFB         Y13, Y2, Y13
+	VMOVDQA64       Y9, Y14
+	VPDPBUSD        Y6, Y12, Y14
+	VPDPBUSD        Y7, Y13, Y14
+	VMOVDQU64       1(AX)(SI*1), X10
+	VINSERTI32X4    $0x01, 1(DI)(SI*1), Y10, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y2, Y12
+	VPSHUFB         Y13, Y2, Y13
+	VMOVDQA64       Y9, Y15
+	VPDPBUSD        Y6, Y12, Y15
+	VPDPBUSD        Y7, Y13, Y15
+	VSHUFPS         $0x88, Y15, Y14, Y6
+	VSHUFPS         $0xdd, Y15, Y14, Y7
+	VPADDD          Y7, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y11, Y7
+	VSHUFPS         $0xdd, Y6, Y11, Y6
+	VPADDD          Y6, Y7, Y7
+	VPBROADCASTW    (DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y7, Y7
+	VMOVD           (AX), X10
+	VPINSRB         $0x01, (AX)(CX*1), X10, X10
+	VPINSRB         $0x02, (AX)(CX*2), X10, X10
+	VPINSRB         $0x03, (AX)(SI*1), X10, X10
+	VPINSRB         $0x04, (DI), X10, X10
+	VPINSRB         $0x05, (DI)(CX*1), X10, X10
+	VPINSRB         $0x06, (DI)(CX*2), X10, X10
+	VPINSRB         $0x07, (DI)(SI*1), X10, X10
+	VPMOVZXBD       X10, Y11
+	VPSUBD          Y11, Y3, Y12
+	VPSRLVD         Y12, Y4, Y12
+	VPSLLD          $0x17, Y11, Y11
+	VPSUBD          Y4, Y11, Y11
+	VPMAXSD         Y12, Y11, Y11
+	VMULPS          Y6, Y11, Y11
+	VMULPS          Y11, Y7, Y7
+	VADDPS          Y7, Y5, Y5
+	ADDQ            $0x00000011, AX
+	ADDQ            $0x00000011, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotMXFP4r8VNNI
 
-donedotMXFP4r4VNNI:
+donedotMXFP4r8VNNI:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X5, (AX)
+	VMOVUPS Y5, (AX)
 	VZEROUPPER
 	RET
 
@@ -7993,71 +8251,97 @@ donedotQ8_0VNNI256:
 	VZEROUPPER
 	RET
 
-// func dotQ8_0r4VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ8_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ8_0r4VNNI256(SB), NOSPLIT, $0-40
+TEXT ·dotQ8_0r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_80808080<>+0(SB), Y0
-	VXORPS       X1, X1, X1
+	VPXORD       Y1, Y1, Y1
 	TESTQ        BX, BX
-	JZ           donedotQ8_0r4VNNI256
+	JZ           donedotQ8_0r8VNNI256
 
-loopdotQ8_0r4VNNI256:
-	VMOVDQU64     2(DX), Y2
-	VPXORD        Y3, Y3, Y3
-	VPDPBUSD      Y2, Y0, Y3
-	VPXORD        Y4, Y4, Y4
-	VPSUBD        Y3, Y4, Y4
-	VMOVDQU64     2(AX), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y4, Y6
-	VPDPBUSD      Y2, Y5, Y6
-	VMOVDQU64     2(AX)(CX*1), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y4, Y7
-	VPDPBUSD      Y2, Y5, Y7
-	VSHUFPS       $0x88, Y7, Y6, Y5
-	VSHUFPS       $0xdd, Y7, Y6, Y6
-	VPADDD        Y6, Y5, Y5
-	VMOVDQU64     2(AX)(CX*2), Y6
-	VPXORD        Y0, Y6, Y6
-	VMOVDQA64     Y4, Y7
-	VPDPBUSD      Y2, Y6, Y7
-	VMOVDQU64     2(AX)(SI*1), Y6
-	VPXORD        Y0, Y6, Y6
-	VMOVDQA64     Y4, Y8
-	VPDPBUSD      Y2, Y6, Y8
-	VSHUFPS       $0x88, Y8, Y7, Y2
-	VSHUFPS       $0xdd, Y8, Y7, Y6
-	VPADDD        Y6, Y2, Y2
-	VSHUFPS       $0x88, Y2, Y5, Y6
-	VSHUFPS       $0xdd, Y2, Y5, Y2
-	VPADDD        Y2, Y6, Y6
-	VEXTRACTI32X4 $0x01, Y6, X2
-	VPADDD        X2, X6, X2
-	VPBROADCASTW  (DX), X5
-	VCVTPH2PS     X5, X5
-	VCVTDQ2PS     X2, X2
-	VMOVD         (AX), X6
-	VPINSRW       $0x01, (AX)(CX*1), X6, X6
-	VPINSRW       $0x02, (AX)(CX*2), X6, X6
-	VPINSRW       $0x03, (AX)(SI*1), X6, X6
-	VCVTPH2PS     X6, X6
-	VMULPS        X5, X6, X6
-	VMULPS        X6, X2, X2
-	VADDPS        X2, X1, X1
-	ADDQ          $0x00000022, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotQ8_0r4VNNI256
+loopdotQ8_0r8VNNI256:
+	VBROADCASTI32X4 2(DX), Y2
+	VBROADCASTI32X4 18(DX), Y3
+	VPXORD          Y4, Y4, Y4
+	VPDPBUSD        Y2, Y0, Y4
+	VPDPBUSD        Y3, Y0, Y4
+	VPXORD          Y5, Y5, Y5
+	VPSUBD          Y4, Y5, Y5
+	VMOVDQU64       2(AX), X6
+	VINSERTI32X4    $0x01, 2(DI), Y6, Y7
+	VMOVDQU64       18(AX), X6
+	VINSERTI32X4    $0x01, 18(DI), Y6, Y8
+	VPXORD          Y0, Y7, Y7
+	VPXORD          Y0, Y8, Y8
+	VMOVDQA64       Y5, Y9
+	VPDPBUSD        Y2, Y7, Y9
+	VPDPBUSD        Y3, Y8, Y9
+	VMOVDQU64       2(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y6, Y7
+	VMOVDQU64       18(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 18(DI)(CX*1), Y6, Y8
+	VPXORD          Y0, Y7, Y7
+	VPXORD          Y0, Y8, Y8
+	VMOVDQA64       Y5, Y10
+	VPDPBUSD        Y2, Y7, Y10
+	VPDPBUSD        Y3, Y8, Y10
+	VSHUFPS         $0x88, Y10, Y9, Y7
+	VSHUFPS         $0xdd, Y10, Y9, Y8
+	VPADDD          Y8, Y7, Y7
+	VMOVDQU64       2(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y6, Y8
+	VMOVDQU64       18(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 18(DI)(CX*2), Y6, Y9
+	VPXORD          Y0, Y8, Y8
+	VPXORD          Y0, Y9, Y9
+	VMOVDQA64       Y5, Y10
+	VPDPBUSD        Y2, Y8, Y10
+	VPDPBUSD        Y3, Y9, Y10
+	VMOVDQU64       2(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y6, Y8
+	VMOVDQU64       18(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 18(DI)(SI*1), Y6, Y9
+	VPXORD          Y0, Y8, Y8
+	VPXORD          Y0, Y9, Y9
+	VMOVDQA64       Y5, Y11
+	VPDPBUSD        Y2, Y8, Y11
+	VPDPBUSD        Y3, Y9, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y2
+	VSHUFPS         $0xdd, Y11, Y10, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y7, Y3
+	VSHUFPS         $0xdd, Y2, Y7, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VCVTDQ2PS       Y3, Y3
+	VMOVD           (AX), X6
+	VPINSRW         $0x01, (AX)(CX*1), X6, X6
+	VPINSRW         $0x02, (AX)(CX*2), X6, X6
+	VPINSRW         $0x03, (AX)(SI*1), X6, X6
+	VPINSRW         $0x04, (DI), X6, X6
+	VPINSRW         $0x05, (DI)(CX*1), X6, X6
+	VPINSRW         $0x06, (DI)(CX*2), X6, X6
+	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	VCVTPH2PS       X6, Y7
+	VMULPS          Y2, Y7, Y7
+	VMULPS          Y7, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000022, AX
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ8_0r8VNNI256
 
-donedotQ8_0r4VNNI256:
+donedotQ8_0r8VNNI256:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X1, (AX)
+	VMOVUPS Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -8253,80 +8537,94 @@ donedotQ4_0VNNI256:
 	VZEROUPPER
 	RET
 
-// func dotQ4_0r4VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ4_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ4_0r4VNNI256(SB), NOSPLIT, $0-40
+TEXT ·dotQ4_0r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_08080808<>+0(SB), Y1
-	VXORPS       X2, X2, X2
+	VPXORD       Y2, Y2, Y2
 	TESTQ        BX, BX
-	JZ           donedotQ4_0r4VNNI256
+	JZ           donedotQ4_0r8VNNI256
 
-loopdotQ4_0r4VNNI256:
-	VMOVDQU64     2(DX), Y3
-	VPXORD        Y4, Y4, Y4
-	VPDPBUSD      Y3, Y1, Y4
-	VPXORD        Y5, Y5, Y5
-	VPSUBD        Y4, Y5, Y5
-	VMOVDQU64     2(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	VMOVDQA64     Y5, Y8
-	VPDPBUSD      Y3, Y7, Y8
-	VMOVDQU64     2(AX)(CX*1), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	VMOVDQA64     Y5, Y9
-	VPDPBUSD      Y3, Y7, Y9
-	VSHUFPS       $0x88, Y9, Y8, Y7
-	VSHUFPS       $0xdd, Y9, Y8, Y8
-	VPADDD        Y8, Y7, Y7
-	VMOVDQU64     2(AX)(CX*2), X6
-	VPSRLW        $0x04, X6, X8
-	VINSERTI32X4  $0x01, X8, Y6, Y8
-	VPANDD        Y0, Y8, Y8
-	VMOVDQA64     Y5, Y9
-	VPDPBUSD      Y3, Y8, Y9
-	VMOVDQU64     2(AX)(SI*1), X6
-	VPSRLW        $0x04, X6, X8
-	VINSERTI32X4  $0x01, X8, Y6, Y8
-	VPANDD        Y0, Y8, Y8
-	VMOVDQA64     Y5, Y10
-	VPDPBUSD      Y3, Y8, Y10
-	VSHUFPS       $0x88, Y10, Y9, Y3
-	VSHUFPS       $0xdd, Y10, Y9, Y8
-	VPADDD        Y8, Y3, Y3
-	VSHUFPS       $0x88, Y3, Y7, Y8
-	VSHUFPS       $0xdd, Y3, Y7, Y3
-	VPADDD        Y3, Y8, Y8
-	VEXTRACTI32X4 $0x01, Y8, X3
-	VPADDD        X3, X8, X3
-	VPBROADCASTW  (DX), X6
-	VCVTPH2PS     X6, X6
-	VCVTDQ2PS     X3, X3
-	VMOVD         (AX), X7
-	VPINSRW       $0x01, (AX)(CX*1), X7, X7
-	VPINSRW       $0x02, (AX)(CX*2), X7, X7
-	VPINSRW       $0x03, (AX)(SI*1), X7, X7
-	VCVTPH2PS     X7, X7
-	VMULPS        X7, X3, X3
-	VMULPS        X6, X3, X3
-	VADDPS        X3, X2, X2
-	ADDQ          $0x00000012, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotQ4_0r4VNNI256
+loopdotQ4_0r8VNNI256:
+	VBROADCASTI32X4 2(DX), Y3
+	VBROADCASTI32X4 18(DX), Y4
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        Y3, Y1, Y5
+	VPDPBUSD        Y4, Y1, Y5
+	VPXORD          Y6, Y6, Y6
+	VPSUBD          Y5, Y6, Y6
+	VMOVDQU64       2(AX), X7
+	VINSERTI32X4    $0x01, 2(DI), Y7, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VMOVDQA64       Y6, Y10
+	VPDPBUSD        Y3, Y8, Y10
+	VPDPBUSD        Y4, Y9, Y10
+	VMOVDQU64       2(AX)(CX*1), X7
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y7, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VMOVDQA64       Y6, Y11
+	VPDPBUSD        Y3, Y8, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VMOVDQU64       2(AX)(CX*2), X7
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y7, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VMOVDQA64       Y6, Y11
+	VPDPBUSD        Y3, Y9, Y11
+	VPDPBUSD        Y4, Y10, Y11
+	VMOVDQU64       2(AX)(SI*1), X7
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y7, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VMOVDQA64       Y6, Y12
+	VPDPBUSD        Y3, Y9, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y3
+	VSHUFPS         $0xdd, Y12, Y11, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y8, Y4
+	VSHUFPS         $0xdd, Y3, Y8, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VCVTDQ2PS       Y4, Y4
+	VMOVD           (AX), X7
+	VPINSRW         $0x01, (AX)(CX*1), X7, X7
+	VPINSRW         $0x02, (AX)(CX*2), X7, X7
+	VPINSRW         $0x03, (AX)(SI*1), X7, X7
+	VPINSRW         $0x04, (DI), X7, X7
+	VPINSRW         $0x05, (DI)(CX*1), X7, X7
+	VPINSRW         $0x06, (DI)(CX*2), X7, X7
+	VPINSRW         $0x07, (DI)(SI*1), X7, X7
+	VCVTPH2PS       X7, Y8
+	VMULPS          Y8, Y4, Y4
+	VMULPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ4_0r8VNNI256
 
-donedotQ4_0r4VNNI256:
+donedotQ4_0r8VNNI256:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X2, (AX)
+	VMOVUPS Y2, (AX)
 	VZEROUPPER
 	RET
 
@@ -8541,89 +8839,147 @@ donedotQ5_0VNNI256:
 	VZEROUPPER
 	RET
 
-// func dotQ5_0r4VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotQ5_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ5_0r4VNNI256(SB), NOSPLIT, $0-40
+TEXT ·dotQ5_0r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
 	MOVQ         a+16(FP), DX
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_10101010<>+0(SB), Y1
 	VPBROADCASTD c32_10101010<>+0(SB), Y2
-	VXORPS       X3, X3, X3
+	VPXORD       Y3, Y3, Y3
 	TESTQ        BX, BX
-	JZ           donedotQ5_0r4VNNI256
+	JZ           donedotQ5_0r8VNNI256
 
-loopdotQ5_0r4VNNI256:
-	VMOVDQU64     2(DX), Y4
-	VPXORD        Y5, Y5, Y5
-	VPDPBUSD      Y4, Y1, Y5
-	VPXORD        Y6, Y6, Y6
-	VPSUBD        Y5, Y6, Y6
-	VMOVDQU64     6(AX), X7
-	VPSRLW        $0x04, X7, X8
-	VINSERTI32X4  $0x01, X8, Y7, Y8
-	VPANDD        Y0, Y8, Y8
-	KMOVD         2(AX), K1
-	VPADDB        Y2, Y8, K1, Y8
-	VMOVDQA64     Y6, Y9
-	VPDPBUSD      Y4, Y8, Y9
-	VMOVDQU64     6(AX)(CX*1), X7
-	VPSRLW        $0x04, X7, X8
-	VINSERTI32X4  $0x01, X8, Y7, Y8
-	VPANDD        Y0, Y8, Y8
-	KMOVD         2(AX)(CX*1), K1
-	VPADDB        Y2, Y8, K1, Y8
-	VMOVDQA64     Y6, Y10
-	VPDPBUSD      Y4, Y8, Y10
-	VSHUFPS       $0x88, Y10, Y9, Y8
-	VSHUFPS       $0xdd, Y10, Y9, Y9
-	VPADDD        Y9, Y8, Y8
-	VMOVDQU64     6(AX)(CX*2), X7
-	VPSRLW        $0x04, X7, X9
-	VINSERTI32X4  $0x01, X9, Y7, Y9
-	VPANDD        Y0, Y9, Y9
-	KMOVD         2(AX)(CX*2), K1
-	VPADDB        Y2, Y9, K1, Y9
-	VMOVDQA64     Y6, Y10
-	VPDPBUSD      Y4, Y9, Y10
-	VMOVDQU64     6(AX)(SI*1), X7
-	VPSRLW        $0x04, X7, X9
-	VINSERTI32X4  $0x01, X9, Y7, Y9
-	VPANDD        Y0, Y9, Y9
-	KMOVD         2(AX)(SI*1), K1
-	VPADDB        Y2, Y9, K1, Y9
-	VMOVDQA64     Y6, Y11
-	VPDPBUSD      Y4, Y9, Y11
-	VSHUFPS       $0x88, Y11, Y10, Y4
-	VSHUFPS       $0xdd, Y11, Y10, Y9
-	VPADDD        Y9, Y4, Y4
-	VSHUFPS       $0x88, Y4, Y8, Y9
-	VSHUFPS       $0xdd, Y4, Y8, Y4
-	VPADDD        Y4, Y9, Y9
-	VEXTRACTI32X4 $0x01, Y9, X4
-	VPADDD        X4, X9, X4
-	VPBROADCASTW  (DX), X7
-	VCVTPH2PS     X7, X7
-	VCVTDQ2PS     X4, X4
-	VMOVD         (AX), X8
-	VPINSRW       $0x01, (AX)(CX*1), X8, X8
-	VPINSRW       $0x02, (AX)(CX*2), X8, X8
-	VPINSRW       $0x03, (AX)(SI*1), X8, X8
-	VCVTPH2PS     X8, X8
-	VMULPS        X7, X8, X8
-	VMULPS        X8, X4, X4
-	VADDPS        X4, X3, X3
-	ADDQ          $0x00000016, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotQ5_0r4VNNI256
+loopdotQ5_0r8VNNI256:
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        Y4, Y1, Y6
+	VPDPBUSD        Y5, Y1, Y6
+	VPXORD          Y7, Y7, Y7
+	VPSUBD          Y6, Y7, Y7
+	VMOVDQU64       6(AX), X8
+	VINSERTI32X4    $0x01, 6(DI), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX), R8
+	MOVL            2(DI), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y2, Y9, K1, Y9
+	VPADDB          Y2, Y10, K2, Y10
+	VMOVDQA64       Y7, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VPDPBUSD        Y5, Y10, Y11
+	VMOVDQU64       6(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 6(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX)(CX*1), R8
+	MOVL            2(DI)(CX*1), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y2, Y9, K1, Y9
+	VPADDB          Y2, Y10, K2, Y10
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y9, Y12
+	VPDPBUSD        Y5, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y9
+	VSHUFPS         $0xdd, Y12, Y11, Y10
+	VPADDD          Y10, Y9, Y9
+	VMOVDQU64       6(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 6(DI)(CX*2), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(CX*2), R8
+	MOVL            2(DI)(CX*2), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y2, Y10, K1, Y10
+	VPADDB          Y2, Y11, K2, Y11
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VPDPBUSD        Y5, Y11, Y12
+	VMOVDQU64       6(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 6(DI)(SI*1), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(SI*1), R8
+	MOVL            2(DI)(SI*1), R9
+	MOVWLZX         R8, R10
+	MOVL            R9, R11
+	SHLL            $0x10, R11
+	ORL             R11, R10
+	SHRL            $0x10, R8
+	ANDL            $0xffff0000, R9
+	ORL             R8, R9
+	KMOVD           R10, K1
+	KMOVD           R9, K2
+	VPADDB          Y2, Y10, K1, Y10
+	VPADDB          Y2, Y11, K2, Y11
+	VMOVDQA64       Y7, Y13
+	VPDPBUSD        Y4, Y10, Y13
+	VPDPBUSD        Y5, Y11, Y13
+	VSHUFPS         $0x88, Y13, Y12, Y4
+	VSHUFPS         $0xdd, Y13, Y12, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	VMOVD           (AX), X8
+	VPINSRW         $0x01, (AX)(CX*1), X8, X8
+	VPINSRW         $0x02, (AX)(CX*2), X8, X8
+	VPINSRW         $0x03, (AX)(SI*1), X8, X8
+	VPINSRW         $0x04, (DI), X8, X8
+	VPINSRW         $0x05, (DI)(CX*1), X8, X8
+	VPINSRW         $0x06, (DI)(CX*2), X8, X8
+	VPINSRW         $0x07, (DI)(SI*1), X8, X8
+	VCVTPH2PS       X8, Y9
+	VMULPS          Y4, Y9, Y9
+	VMULPS          Y9, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x00000016, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ5_0r8VNNI256
 
-donedotQ5_0r4VNNI256:
+donedotQ5_0r8VNNI256:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X3, (AX)
+	VMOVUPS Y3, (AX)
 	VZEROUPPER
 	RET
 
@@ -8841,92 +9197,110 @@ donedotMXFP4VNNI256:
 	VZEROUPPER
 	RET
 
-// func dotMXFP4r4VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// func dotMXFP4r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotMXFP4r4VNNI256(SB), NOSPLIT, $0-40
+TEXT ·dotMXFP4r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ            w+0(FP), AX
 	MOVQ            wstride+8(FP), CX
 	MOVQ            a+16(FP), DX
 	MOVQ            nb+24(FP), BX
 	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
 	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y2
 	VPBROADCASTD    c32_00000002<>+0(SB), Y3
 	VPBROADCASTD    c32_00800000<>+0(SB), Y4
-	VXORPS          X5, X5, X5
+	VPXORD          Y5, Y5, Y5
 	TESTQ           BX, BX
-	JZ              donedotMXFP4r4VNNI256
+	JZ              donedotMXFP4r8VNNI256
 
-loopdotMXFP4r4VNNI256:
-	VMOVDQU64     2(DX), Y6
-	VPXORD        Y7, Y7, Y7
-	VPDPBUSD      Y6, Y1, Y7
-	VPXORD        Y8, Y8, Y8
-	VPSUBD        Y7, Y8, Y8
-	VMOVDQU64     1(AX), X9
-	VPSRLW        $0x04, X9, X10
-	VINSERTI32X4  $0x01, X10, Y9, Y10
-	VPANDD        Y0, Y10, Y10
-	VPSHUFB       Y10, Y2, Y10
-	VMOVDQA64     Y8, Y11
-	VPDPBUSD      Y6, Y10, Y11
-	VMOVDQU64     1(AX)(CX*1), X9
-	VPSRLW        $0x04, X9, X10
-	VINSERTI32X4  $0x01, X10, Y9, Y10
-	VPANDD        Y0, Y10, Y10
-	VPSHUFB       Y10, Y2, Y10
-	VMOVDQA64     Y8, Y12
-	VPDPBUSD      Y6, Y10, Y12
-	VSHUFPS       $0x88, Y12, Y11, Y10
-	VSHUFPS       $0xdd, Y12, Y11, Y11
-	VPADDD        Y11, Y10, Y10
-	VMOVDQU64     1(AX)(CX*2), X9
-	VPSRLW        $0x04, X9, X11
-	VINSERTI32X4  $0x01, X11, Y9, Y11
-	VPANDD        Y0, Y11, Y11
-	VPSHUFB       Y11, Y2, Y11
-	VMOVDQA64     Y8, Y12
-	VPDPBUSD      Y6, Y11, Y12
-	VMOVDQU64     1(AX)(SI*1), X9
-	VPSRLW        $0x04, X9, X11
-	VINSERTI32X4  $0x01, X11, Y9, Y11
-	VPANDD        Y0, Y11, Y11
-	VPSHUFB       Y11, Y2, Y11
-	VMOVDQA64     Y8, Y13
-	VPDPBUSD      Y6, Y11, Y13
-	VSHUFPS       $0x88, Y13, Y12, Y6
-	VSHUFPS       $0xdd, Y13, Y12, Y11
-	VPADDD        Y11, Y6, Y6
-	VSHUFPS       $0x88, Y6, Y10, Y11
-	VSHUFPS       $0xdd, Y6, Y10, Y6
-	VPADDD        Y6, Y11, Y11
-	VEXTRACTI32X4 $0x01, Y11, X6
-	VPADDD        X6, X11, X6
-	VPBROADCASTW  (DX), X9
-	VCVTPH2PS     X9, X9
-	VCVTDQ2PS     X6, X6
-	VMOVD         (AX), X10
-	VPINSRB       $0x01, (AX)(CX*1), X10, X10
-	VPINSRB       $0x02, (AX)(CX*2), X10, X10
-	VPINSRB       $0x03, (AX)(SI*1), X10, X10
-	VPMOVZXBD     X10, X10
-	VPSUBD        X10, X3, X11
-	VPSRLVD       X11, X4, X11
-	VPSLLD        $0x17, X10, X10
-	VPSUBD        X4, X10, X10
-	VPMAXSD       X11, X10, X10
-	VMULPS        X9, X10, X10
-	VMULPS        X10, X6, X6
-	VADDPS        X6, X5, X5
-	ADDQ          $0x00000011, AX
-	ADDQ          $0x00000022, DX
-	DECQ          BX
-	JNZ           loopdotMXFP4r4VNNI256
+loopdotMXFP4r8VNNI256:
+	VBROADCASTI32X4 2(DX), Y6
+	VBROADCASTI32X4 18(DX), Y7
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y6, Y1, Y8
+	VPDPBUSD        Y7, Y1, Y8
+	VPXORD          Y9, Y9, Y9
+	VPSUBD          Y8, Y9, Y9
+	VMOVDQU64       1(AX), X10
+	VINSERTI32X4    $0x01, 1(DI), Y10, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y2, Y11
+	VPSHUFB         Y12, Y2, Y12
+	VMOVDQA64       Y9, Y13
+	VPDPBUSD        Y6, Y11, Y13
+	VPDPBUSD        Y7, Y12, Y13
+	VMOVDQU64       1(AX)(CX*1), X10
+	VINSERTI32X4    $0x01, 1(DI)(CX*1), Y10, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y2, Y11
+	VPSHUFB         Y12, Y2, Y12
+	VMOVDQA64       Y9, Y14
+	VPDPBUSD        Y6, Y11, Y14
+	VPDPBUSD        Y7, Y12, Y14
+	VSHUFPS         $0x88, Y14, Y13, Y11
+	VSHUFPS         $0xdd, Y14, Y13, Y12
+	VPADDD          Y12, Y11, Y11
+	VMOVDQU64       1(AX)(CX*2), X10
+	VINSERTI32X4    $0x01, 1(DI)(CX*2), Y10, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y2, Y12
+	VPSHUFB         Y13, Y2, Y13
+	VMOVDQA64       Y9, Y14
+	VPDPBUSD        Y6, Y12, Y14
+	VPDPBUSD        Y7, Y13, Y14
+	VMOVDQU64       1(AX)(SI*1), X10
+	VINSERTI32X4    $0x01, 1(DI)(SI*1), Y10, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y2, Y12
+	VPSHUFB         Y13, Y2, Y13
+	VMOVDQA64       Y9, Y15
+	VPDPBUSD        Y6, Y12, Y15
+	VPDPBUSD        Y7, Y13, Y15
+	VSHUFPS         $0x88, Y15, Y14, Y6
+	VSHUFPS         $0xdd, Y15, Y14, Y7
+	VPADDD          Y7, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y11, Y7
+	VSHUFPS         $0xdd, Y6, Y11, Y6
+	VPADDD          Y6, Y7, Y7
+	VPBROADCASTW    (DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y7, Y7
+	VMOVD           (AX), X10
+	VPINSRB         $0x01, (AX)(CX*1), X10, X10
+	VPINSRB         $0x02, (AX)(CX*2), X10, X10
+	VPINSRB         $0x03, (AX)(SI*1), X10, X10
+	VPINSRB         $0x04, (DI), X10, X10
+	VPINSRB         $0x05, (DI)(CX*1), X10, X10
+	VPINSRB         $0x06, (DI)(CX*2), X10, X10
+	VPINSRB         $0x07, (DI)(SI*1), X10, X10
+	VPMOVZXBD       X10, Y11
+	VPSUBD          Y11, Y3, Y12
+	VPSRLVD         Y12, Y4, Y12
+	VPSLLD          $0x17, Y11, Y11
+	VPSUBD          Y4, Y11, Y11
+	VPMAXSD         Y12, Y11, Y11
+	VMULPS          Y6, Y11, Y11
+	VMULPS          Y11, Y7, Y7
+	VADDPS          Y7, Y5, Y5
+	ADDQ            $0x00000011, AX
+	ADDQ            $0x00000011, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotMXFP4r8VNNI256
 
-donedotMXFP4r4VNNI256:
+donedotMXFP4r8VNNI256:
 	MOVQ    out+32(FP), AX
-	VMOVUPS X5, (AX)
+	VMOVUPS Y5, (AX)
 	VZEROUPPER
 	RET
 

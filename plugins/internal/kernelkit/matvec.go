@@ -43,9 +43,9 @@ func (k *Kit) MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out
 	}
 	wrow, _ := quant.RowSize(t, int64(n))
 	arow, _ := quant.RowSize(t.VecDotType(), int64(n))
-	f, f4 := k.active.dotOf(t), k.active.dot4[t]
+	f, f4, fr := k.active.dotOf(t), k.active.dot4[t], k.active.rows8[t]
 	parallelRows(rows, threads, func(r0, r1 int) {
-		matMulRange(f, f4, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
+		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
 	})
 	return nil
 }
@@ -74,10 +74,15 @@ func (k *Kit) MatVecF32(t quant.Type, w []byte, rows, n int, x []float32, out []
 var actPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // matMulRange runs weight rows [r0, r1) over all m activation rows; f4
-// (nil: none) takes four activation rows at a time.
-func matMulRange(f dotFunc, f4 dot4Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, m int, out []float32, rows int) {
+// (nil: none) takes four activation rows at a time, fr (nil: none) eight
+// weight rows of a single activation row.
+func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, m int, out []float32, rows int) {
 	if m == 1 {
-		for i := r0; i < r1; i++ {
+		i := r0
+		for ; fr != nil && i+8 <= r1; i += 8 {
+			fr(n, w[i*wrow:(i+8)*wrow], wrow, act, (*[8]float32)(out[i:i+8]))
+		}
+		for ; i < r1; i++ {
 			out[i] = f(n, w[i*wrow:(i+1)*wrow], act)
 		}
 		return
