@@ -2317,7 +2317,7 @@ DATA c32_00010001<>+0(SB)/4, $0x00010001
 GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
 
 // func dotQ8_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ8_0r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -2325,12 +2325,19 @@ TEXT ·dotQ8_0r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_00010001<>+0(SB), Y0
 	VPXOR        Y1, Y1, Y1
 	TESTQ        BX, BX
 	JZ           donedotQ8_0r8AVX2
 
 loopdotQ8_0r8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	PREFETCHT1     192(R8)
+	PREFETCHT1     256(R8)
+	ADDQ           $0x00000110, R8
 	VBROADCASTI128 2(DX), Y2
 	VBROADCASTI128 18(DX), Y3
 	VMOVDQU        2(AX), X4
@@ -2582,7 +2589,7 @@ DATA c32_08080808<>+0(SB)/4, $0x08080808
 GLOBL c32_08080808<>(SB), RODATA|NOPTR, $4
 
 // func dotQ4_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4_0r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -2590,6 +2597,7 @@ TEXT ·dotQ4_0r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_08080808<>+0(SB), Y1
 	VPBROADCASTD c32_00010001<>+0(SB), Y2
@@ -2598,6 +2606,10 @@ TEXT ·dotQ4_0r8AVX2(SB), NOSPLIT, $0-40
 	JZ           donedotQ4_0r8AVX2
 
 loopdotQ4_0r8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	ADDQ           $0x00000090, R8
 	VBROADCASTI128 2(DX), Y4
 	VBROADCASTI128 18(DX), Y5
 	VPMADDUBSW     Y4, Y1, Y6
@@ -2916,7 +2928,7 @@ DATA b32q5spread<>+28(SB)/4, $0x03030303
 GLOBL b32q5spread<>(SB), RODATA|NOPTR, $32
 
 // func dotQ5_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ5_0r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -2924,6 +2936,7 @@ TEXT ·dotQ5_0r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_10101010<>+0(SB), Y1
 	VPBROADCASTD c32_00010001<>+0(SB), Y2
@@ -2934,6 +2947,10 @@ TEXT ·dotQ5_0r8AVX2(SB), NOSPLIT, $0-40
 	JZ           donedotQ5_0r8AVX2
 
 loopdotQ5_0r8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	ADDQ           $0x000000b0, R8
 	VBROADCASTI128 2(DX), Y6
 	VBROADCASTI128 18(DX), Y7
 	VPMADDUBSW     Y6, Y1, Y8
@@ -3292,7 +3309,7 @@ DATA c32_00800000<>+0(SB)/4, $0x00800000
 GLOBL c32_00800000<>(SB), RODATA|NOPTR, $4
 
 // func dotMXFP4r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotMXFP4r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ           w+0(FP), AX
 	MOVQ           wstride+8(FP), CX
@@ -3300,6 +3317,7 @@ TEXT ·dotMXFP4r8AVX2(SB), NOSPLIT, $0-40
 	MOVQ           nb+24(FP), BX
 	LEAQ           (CX)(CX*2), SI
 	LEAQ           (AX)(CX*4), DI
+	LEAQ           (DI)(CX*4), R8
 	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD   c32_0c0c0c0c<>+0(SB), Y1
 	VPBROADCASTD   c32_00010001<>+0(SB), Y2
@@ -3311,6 +3329,10 @@ TEXT ·dotMXFP4r8AVX2(SB), NOSPLIT, $0-40
 	JZ             donedotMXFP4r8AVX2
 
 loopdotMXFP4r8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	ADDQ           $0x00000088, R8
 	VBROADCASTI128 2(DX), Y7
 	VBROADCASTI128 18(DX), Y8
 	VPMADDUBSW     Y7, Y1, Y9

@@ -2255,7 +2255,7 @@ DATA c32_00010001<>+0(SB)/4, $0x00010001
 GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
 
 // func dotQ8_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotQ8_0r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -2263,12 +2263,19 @@ TEXT ·dotQ8_0r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_00010001<>+0(SB), Y0
 	VPXORD       Y1, Y1, Y1
 	TESTQ        BX, BX
 	JZ           donedotQ8_0r8AVX512
 
 loopdotQ8_0r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	ADDQ            $0x00000110, R8
 	VBROADCASTI32X4 2(DX), Y2
 	VBROADCASTI32X4 18(DX), Y3
 	VMOVDQU64       2(AX), X4
@@ -2538,7 +2545,7 @@ DATA c32_08080808<>+0(SB)/4, $0x08080808
 GLOBL c32_08080808<>(SB), RODATA|NOPTR, $4
 
 // func dotQ4_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotQ4_0r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -2546,6 +2553,7 @@ TEXT ·dotQ4_0r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_08080808<>+0(SB), Y1
 	VPBROADCASTD c32_00010001<>+0(SB), Y2
@@ -2554,6 +2562,10 @@ TEXT ·dotQ4_0r8AVX512(SB), NOSPLIT, $0-40
 	JZ           donedotQ4_0r8AVX512
 
 loopdotQ4_0r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
 	VBROADCASTI32X4 2(DX), Y4
 	VBROADCASTI32X4 18(DX), Y5
 	VPMADDUBSW      Y4, Y1, Y6
@@ -2830,7 +2842,7 @@ donedotQ5_0AVX512:
 	RET
 
 // func dotQ5_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotQ5_0r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -2838,6 +2850,7 @@ TEXT ·dotQ5_0r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_10101010<>+0(SB), Y1
 	VPBROADCASTD c32_00010001<>+0(SB), Y2
@@ -2847,6 +2860,10 @@ TEXT ·dotQ5_0r8AVX512(SB), NOSPLIT, $0-40
 	JZ           donedotQ5_0r8AVX512
 
 loopdotQ5_0r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000b0, R8
 	VBROADCASTI32X4 2(DX), Y5
 	VBROADCASTI32X4 18(DX), Y6
 	VPMADDUBSW      Y5, Y1, Y7
@@ -2857,17 +2874,17 @@ loopdotQ5_0r8AVX512:
 	VPSRLW          $0x04, Y8, Y10
 	VPANDD          Y0, Y8, Y8
 	VPANDD          Y0, Y10, Y10
-	MOVL            2(AX), R8
-	MOVL            2(DI), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX), R9
+	MOVL            2(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y3, Y8, K1, Y8
 	VPADDB          Y3, Y10, K2, Y10
 	VPMADDUBSW      Y5, Y8, Y8
@@ -2880,17 +2897,17 @@ loopdotQ5_0r8AVX512:
 	VPSRLW          $0x04, Y10, Y11
 	VPANDD          Y0, Y10, Y10
 	VPANDD          Y0, Y11, Y11
-	MOVL            2(AX)(CX*1), R8
-	MOVL            2(DI)(CX*1), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX)(CX*1), R9
+	MOVL            2(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y3, Y10, K1, Y10
 	VPADDB          Y3, Y11, K2, Y11
 	VPMADDUBSW      Y5, Y10, Y10
@@ -2906,17 +2923,17 @@ loopdotQ5_0r8AVX512:
 	VPSRLW          $0x04, Y8, Y10
 	VPANDD          Y0, Y8, Y8
 	VPANDD          Y0, Y10, Y10
-	MOVL            2(AX)(CX*2), R8
-	MOVL            2(DI)(CX*2), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX)(CX*2), R9
+	MOVL            2(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y3, Y8, K1, Y8
 	VPADDB          Y3, Y10, K2, Y10
 	VPMADDUBSW      Y5, Y8, Y8
@@ -2929,17 +2946,17 @@ loopdotQ5_0r8AVX512:
 	VPSRLW          $0x04, Y10, Y12
 	VPANDD          Y0, Y10, Y10
 	VPANDD          Y0, Y12, Y12
-	MOVL            2(AX)(SI*1), R8
-	MOVL            2(DI)(SI*1), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX)(SI*1), R9
+	MOVL            2(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y3, Y10, K1, Y10
 	VPADDB          Y3, Y12, K2, Y12
 	VPMADDUBSW      Y5, Y10, Y10
@@ -3193,7 +3210,7 @@ DATA c32_00800000<>+0(SB)/4, $0x00800000
 GLOBL c32_00800000<>(SB), RODATA|NOPTR, $4
 
 // func dotMXFP4r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotMXFP4r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ            w+0(FP), AX
 	MOVQ            wstride+8(FP), CX
@@ -3201,6 +3218,7 @@ TEXT ·dotMXFP4r8AVX512(SB), NOSPLIT, $0-40
 	MOVQ            nb+24(FP), BX
 	LEAQ            (CX)(CX*2), SI
 	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
 	VPBROADCASTD    c32_00010001<>+0(SB), Y2
@@ -3212,6 +3230,10 @@ TEXT ·dotMXFP4r8AVX512(SB), NOSPLIT, $0-40
 	JZ              donedotMXFP4r8AVX512
 
 loopdotMXFP4r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000088, R8
 	VBROADCASTI32X4 2(DX), Y7
 	VBROADCASTI32X4 18(DX), Y8
 	VPMADDUBSW      Y7, Y1, Y9
@@ -5191,7 +5213,7 @@ DATA c32_80808080<>+0(SB)/4, $0x80808080
 GLOBL c32_80808080<>(SB), RODATA|NOPTR, $4
 
 // func dotQ8_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotQ8_0r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -5199,12 +5221,19 @@ TEXT ·dotQ8_0r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_80808080<>+0(SB), Y0
 	VPXORD       Y1, Y1, Y1
 	TESTQ        BX, BX
 	JZ           donedotQ8_0r8VNNI
 
 loopdotQ8_0r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	ADDQ            $0x00000110, R8
 	VBROADCASTI32X4 2(DX), Y2
 	VBROADCASTI32X4 18(DX), Y3
 	VPXORD          Y4, Y4, Y4
@@ -5477,7 +5506,7 @@ donedotQ4_0VNNI:
 	RET
 
 // func dotQ4_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotQ4_0r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -5485,6 +5514,7 @@ TEXT ·dotQ4_0r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_08080808<>+0(SB), Y1
 	VPXORD       Y2, Y2, Y2
@@ -5492,6 +5522,10 @@ TEXT ·dotQ4_0r8VNNI(SB), NOSPLIT, $0-40
 	JZ           donedotQ4_0r8VNNI
 
 loopdotQ4_0r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
 	VBROADCASTI32X4 2(DX), Y3
 	VBROADCASTI32X4 18(DX), Y4
 	VPXORD          Y5, Y5, Y5
@@ -5779,7 +5813,7 @@ donedotQ5_0VNNI:
 	RET
 
 // func dotQ5_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotQ5_0r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -5787,6 +5821,7 @@ TEXT ·dotQ5_0r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_10101010<>+0(SB), Y1
 	VPBROADCASTD c32_10101010<>+0(SB), Y2
@@ -5795,6 +5830,10 @@ TEXT ·dotQ5_0r8VNNI(SB), NOSPLIT, $0-40
 	JZ           donedotQ5_0r8VNNI
 
 loopdotQ5_0r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000b0, R8
 	VBROADCASTI32X4 2(DX), Y4
 	VBROADCASTI32X4 18(DX), Y5
 	VPXORD          Y6, Y6, Y6
@@ -5807,17 +5846,17 @@ loopdotQ5_0r8VNNI:
 	VPSRLW          $0x04, Y9, Y10
 	VPANDD          Y0, Y9, Y9
 	VPANDD          Y0, Y10, Y10
-	MOVL            2(AX), R8
-	MOVL            2(DI), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX), R9
+	MOVL            2(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y2, Y9, K1, Y9
 	VPADDB          Y2, Y10, K2, Y10
 	VMOVDQA64       Y7, Y11
@@ -5828,17 +5867,17 @@ loopdotQ5_0r8VNNI:
 	VPSRLW          $0x04, Y9, Y10
 	VPANDD          Y0, Y9, Y9
 	VPANDD          Y0, Y10, Y10
-	MOVL            2(AX)(CX*1), R8
-	MOVL            2(DI)(CX*1), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX)(CX*1), R9
+	MOVL            2(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y2, Y9, K1, Y9
 	VPADDB          Y2, Y10, K2, Y10
 	VMOVDQA64       Y7, Y12
@@ -5852,17 +5891,17 @@ loopdotQ5_0r8VNNI:
 	VPSRLW          $0x04, Y10, Y11
 	VPANDD          Y0, Y10, Y10
 	VPANDD          Y0, Y11, Y11
-	MOVL            2(AX)(CX*2), R8
-	MOVL            2(DI)(CX*2), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX)(CX*2), R9
+	MOVL            2(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y2, Y10, K1, Y10
 	VPADDB          Y2, Y11, K2, Y11
 	VMOVDQA64       Y7, Y12
@@ -5873,17 +5912,17 @@ loopdotQ5_0r8VNNI:
 	VPSRLW          $0x04, Y10, Y11
 	VPANDD          Y0, Y10, Y10
 	VPANDD          Y0, Y11, Y11
-	MOVL            2(AX)(SI*1), R8
-	MOVL            2(DI)(SI*1), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX)(SI*1), R9
+	MOVL            2(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y2, Y10, K1, Y10
 	VPADDB          Y2, Y11, K2, Y11
 	VMOVDQA64       Y7, Y13
@@ -6137,7 +6176,7 @@ donedotMXFP4VNNI:
 	RET
 
 // func dotMXFP4r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotMXFP4r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ            w+0(FP), AX
 	MOVQ            wstride+8(FP), CX
@@ -6145,6 +6184,7 @@ TEXT ·dotMXFP4r8VNNI(SB), NOSPLIT, $0-40
 	MOVQ            nb+24(FP), BX
 	LEAQ            (CX)(CX*2), SI
 	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
 	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y2
@@ -6155,6 +6195,10 @@ TEXT ·dotMXFP4r8VNNI(SB), NOSPLIT, $0-40
 	JZ              donedotMXFP4r8VNNI
 
 loopdotMXFP4r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000088, R8
 	VBROADCASTI32X4 2(DX), Y6
 	VBROADCASTI32X4 18(DX), Y7
 	VPXORD          Y8, Y8, Y8
@@ -8252,7 +8296,7 @@ donedotQ8_0VNNI256:
 	RET
 
 // func dotQ8_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotQ8_0r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -8260,12 +8304,19 @@ TEXT ·dotQ8_0r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_80808080<>+0(SB), Y0
 	VPXORD       Y1, Y1, Y1
 	TESTQ        BX, BX
 	JZ           donedotQ8_0r8VNNI256
 
 loopdotQ8_0r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	ADDQ            $0x00000110, R8
 	VBROADCASTI32X4 2(DX), Y2
 	VBROADCASTI32X4 18(DX), Y3
 	VPXORD          Y4, Y4, Y4
@@ -8538,7 +8589,7 @@ donedotQ4_0VNNI256:
 	RET
 
 // func dotQ4_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotQ4_0r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -8546,6 +8597,7 @@ TEXT ·dotQ4_0r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_08080808<>+0(SB), Y1
 	VPXORD       Y2, Y2, Y2
@@ -8553,6 +8605,10 @@ TEXT ·dotQ4_0r8VNNI256(SB), NOSPLIT, $0-40
 	JZ           donedotQ4_0r8VNNI256
 
 loopdotQ4_0r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
 	VBROADCASTI32X4 2(DX), Y3
 	VBROADCASTI32X4 18(DX), Y4
 	VPXORD          Y5, Y5, Y5
@@ -8840,7 +8896,7 @@ donedotQ5_0VNNI256:
 	RET
 
 // func dotQ5_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotQ5_0r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         wstride+8(FP), CX
@@ -8848,6 +8904,7 @@ TEXT ·dotQ5_0r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         nb+24(FP), BX
 	LEAQ         (CX)(CX*2), SI
 	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD c32_10101010<>+0(SB), Y1
 	VPBROADCASTD c32_10101010<>+0(SB), Y2
@@ -8856,6 +8913,10 @@ TEXT ·dotQ5_0r8VNNI256(SB), NOSPLIT, $0-40
 	JZ           donedotQ5_0r8VNNI256
 
 loopdotQ5_0r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000b0, R8
 	VBROADCASTI32X4 2(DX), Y4
 	VBROADCASTI32X4 18(DX), Y5
 	VPXORD          Y6, Y6, Y6
@@ -8868,17 +8929,17 @@ loopdotQ5_0r8VNNI256:
 	VPSRLW          $0x04, Y9, Y10
 	VPANDD          Y0, Y9, Y9
 	VPANDD          Y0, Y10, Y10
-	MOVL            2(AX), R8
-	MOVL            2(DI), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX), R9
+	MOVL            2(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y2, Y9, K1, Y9
 	VPADDB          Y2, Y10, K2, Y10
 	VMOVDQA64       Y7, Y11
@@ -8889,17 +8950,17 @@ loopdotQ5_0r8VNNI256:
 	VPSRLW          $0x04, Y9, Y10
 	VPANDD          Y0, Y9, Y9
 	VPANDD          Y0, Y10, Y10
-	MOVL            2(AX)(CX*1), R8
-	MOVL            2(DI)(CX*1), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX)(CX*1), R9
+	MOVL            2(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y2, Y9, K1, Y9
 	VPADDB          Y2, Y10, K2, Y10
 	VMOVDQA64       Y7, Y12
@@ -8913,17 +8974,17 @@ loopdotQ5_0r8VNNI256:
 	VPSRLW          $0x04, Y10, Y11
 	VPANDD          Y0, Y10, Y10
 	VPANDD          Y0, Y11, Y11
-	MOVL            2(AX)(CX*2), R8
-	MOVL            2(DI)(CX*2), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX)(CX*2), R9
+	MOVL            2(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y2, Y10, K1, Y10
 	VPADDB          Y2, Y11, K2, Y11
 	VMOVDQA64       Y7, Y12
@@ -8934,17 +8995,17 @@ loopdotQ5_0r8VNNI256:
 	VPSRLW          $0x04, Y10, Y11
 	VPANDD          Y0, Y10, Y10
 	VPANDD          Y0, Y11, Y11
-	MOVL            2(AX)(SI*1), R8
-	MOVL            2(DI)(SI*1), R9
-	MOVWLZX         R8, R10
-	MOVL            R9, R11
-	SHLL            $0x10, R11
-	ORL             R11, R10
-	SHRL            $0x10, R8
-	ANDL            $0xffff0000, R9
-	ORL             R8, R9
-	KMOVD           R10, K1
-	KMOVD           R9, K2
+	MOVL            2(AX)(SI*1), R9
+	MOVL            2(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
 	VPADDB          Y2, Y10, K1, Y10
 	VPADDB          Y2, Y11, K2, Y11
 	VMOVDQA64       Y7, Y13
@@ -9198,7 +9259,7 @@ donedotMXFP4VNNI256:
 	RET
 
 // func dotMXFP4r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotMXFP4r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ            w+0(FP), AX
 	MOVQ            wstride+8(FP), CX
@@ -9206,6 +9267,7 @@ TEXT ·dotMXFP4r8VNNI256(SB), NOSPLIT, $0-40
 	MOVQ            nb+24(FP), BX
 	LEAQ            (CX)(CX*2), SI
 	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
 	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
 	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y2
@@ -9216,6 +9278,10 @@ TEXT ·dotMXFP4r8VNNI256(SB), NOSPLIT, $0-40
 	JZ              donedotMXFP4r8VNNI256
 
 loopdotMXFP4r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000088, R8
 	VBROADCASTI32X4 2(DX), Y6
 	VBROADCASTI32X4 18(DX), Y7
 	VPXORD          Y8, Y8, Y8
