@@ -38,13 +38,25 @@ func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ8_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ8_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotQ4_0AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotQ5_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ5_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotF32AVX2(w *byte, a *byte, n int) float32

@@ -38,13 +38,25 @@ func dotQ5Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ8_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ8_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotQ4_0AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotQ5_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ5_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotMXFP4AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotF32AVX512(w *byte, a *byte, n int) float32
@@ -101,13 +113,25 @@ func dotQ5Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ8_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ8_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotQ4_0VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotQ5_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ5_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotMXFP4VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotF32VNNI(w *byte, a *byte, n int) float32
@@ -164,13 +188,25 @@ func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ8_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotQ4_0VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotQ5_0VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ5_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotMXFP4VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotF32VNNI256(w *byte, a *byte, n int) float32

@@ -2472,778 +2472,1236 @@ donedotQ5Kx4AVX512:
 	RET
 
 // func dotQ8_0AVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_00010001<>+0(SB), Y4
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VXORPS       X1, X1, X1
 
-loopnQ8_0:
-	CMPQ         DX, $0x04
-	JB           tailQ8_0
-	VMOVDQU      2(AX), Y5
-	VMOVDQU      2(CX), Y6
-	VPSIGNB      Y5, Y5, Y7
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VMOVD        (AX), X6
-	VPINSRW      $0x01, (CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y6, Y0
-	VMOVDQU      36(AX), Y5
-	VMOVDQU      36(CX), Y6
-	VPSIGNB      Y5, Y5, Y7
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VMOVD        34(AX), X6
-	VPINSRW      $0x01, 34(CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y6, Y1
-	VMOVDQU      70(AX), Y5
-	VMOVDQU      70(CX), Y6
-	VPSIGNB      Y5, Y5, Y7
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VMOVD        68(AX), X6
-	VPINSRW      $0x01, 68(CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y6, Y2
-	VMOVDQU      104(AX), Y5
-	VMOVDQU      104(CX), Y6
-	VPSIGNB      Y5, Y5, Y7
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VMOVD        102(AX), X6
-	VPINSRW      $0x01, 102(CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y6, Y3
-	ADDQ         $0x00000088, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnQ8_0
+loopdotQ8_0AVX512:
+	CMPQ          DX, $0x08
+	JB            taildotQ8_0AVX512
+	VMOVDQU64     2(CX), Y2
+	VMOVDQU64     2(AX), Y3
+	VPSIGNB       Y3, Y3, Y4
+	VPSIGNB       Y3, Y2, Y2
+	VPMADDUBSW    Y2, Y4, Y4
+	VPMADDWD      Y0, Y4, Y4
+	VMOVDQU64     36(CX), Y2
+	VMOVDQU64     36(AX), Y3
+	VPSIGNB       Y3, Y3, Y5
+	VPSIGNB       Y3, Y2, Y2
+	VPMADDUBSW    Y2, Y5, Y5
+	VPMADDWD      Y0, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y2
+	VSHUFPS       $0xdd, Y5, Y4, Y3
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU64     70(CX), Y3
+	VMOVDQU64     70(AX), Y4
+	VPSIGNB       Y4, Y4, Y5
+	VPSIGNB       Y4, Y3, Y3
+	VPMADDUBSW    Y3, Y5, Y5
+	VPMADDWD      Y0, Y5, Y5
+	VMOVDQU64     104(CX), Y3
+	VMOVDQU64     104(AX), Y4
+	VPSIGNB       Y4, Y4, Y6
+	VPSIGNB       Y4, Y3, Y3
+	VPMADDUBSW    Y3, Y6, Y6
+	VPMADDWD      Y0, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y3
+	VSHUFPS       $0xdd, Y6, Y5, Y4
+	VPADDD        Y4, Y3, Y3
+	VSHUFPS       $0x88, Y3, Y2, Y4
+	VSHUFPS       $0xdd, Y3, Y2, Y2
+	VPADDD        Y2, Y4, Y4
+	VMOVDQU64     138(CX), Y2
+	VMOVDQU64     138(AX), Y3
+	VPSIGNB       Y3, Y3, Y5
+	VPSIGNB       Y3, Y2, Y2
+	VPMADDUBSW    Y2, Y5, Y5
+	VPMADDWD      Y0, Y5, Y5
+	VMOVDQU64     172(CX), Y2
+	VMOVDQU64     172(AX), Y3
+	VPSIGNB       Y3, Y3, Y6
+	VPSIGNB       Y3, Y2, Y2
+	VPMADDUBSW    Y2, Y6, Y6
+	VPMADDWD      Y0, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y2
+	VSHUFPS       $0xdd, Y6, Y5, Y3
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU64     206(CX), Y3
+	VMOVDQU64     206(AX), Y5
+	VPSIGNB       Y5, Y5, Y6
+	VPSIGNB       Y5, Y3, Y3
+	VPMADDUBSW    Y3, Y6, Y6
+	VPMADDWD      Y0, Y6, Y6
+	VMOVDQU64     240(CX), Y3
+	VMOVDQU64     240(AX), Y5
+	VPSIGNB       Y5, Y5, Y7
+	VPSIGNB       Y5, Y3, Y3
+	VPMADDUBSW    Y3, Y7, Y7
+	VPMADDWD      Y0, Y7, Y7
+	VSHUFPS       $0x88, Y7, Y6, Y3
+	VSHUFPS       $0xdd, Y7, Y6, Y5
+	VPADDD        Y5, Y3, Y3
+	VSHUFPS       $0x88, Y3, Y2, Y5
+	VSHUFPS       $0xdd, Y3, Y2, Y2
+	VPADDD        Y2, Y5, Y5
+	VSHUFI64X2    $0x00, Y5, Y4, Y2
+	VSHUFI64X2    $0x03, Y5, Y4, Y3
+	VPADDD        Y3, Y2, Y2
+	VCVTDQ2PS     Y2, Y2
+	VMOVD         (CX), X3
+	VPINSRW       $0x01, 34(CX), X3, X3
+	VPINSRW       $0x02, 68(CX), X3, X3
+	VPINSRW       $0x03, 102(CX), X3, X3
+	VPINSRW       $0x04, 136(CX), X3, X3
+	VPINSRW       $0x05, 170(CX), X3, X3
+	VPINSRW       $0x06, 204(CX), X3, X3
+	VPINSRW       $0x07, 238(CX), X3, X3
+	VCVTPH2PS     X3, Y3
+	VMOVD         (AX), X4
+	VPINSRW       $0x01, 34(AX), X4, X4
+	VPINSRW       $0x02, 68(AX), X4, X4
+	VPINSRW       $0x03, 102(AX), X4, X4
+	VPINSRW       $0x04, 136(AX), X4, X4
+	VPINSRW       $0x05, 170(AX), X4, X4
+	VPINSRW       $0x06, 204(AX), X4, X4
+	VPINSRW       $0x07, 238(AX), X4, X4
+	VCVTPH2PS     X4, Y4
+	VMULPS        Y3, Y4, Y4
+	VMULPS        Y4, Y2, Y2
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X2, X2, X3
+	VADDSS        X3, X1, X1
+	VPERMILPS     $0xff, X2, X3
+	VADDSS        X3, X1, X1
+	VEXTRACTF32X4 $0x01, Y2, X2
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X2, X2, X3
+	VADDSS        X3, X1, X1
+	VPERMILPS     $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	ADDQ          $0x00000110, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ8_0AVX512
 
-tailQ8_0:
-	TESTQ        DX, DX
-	JZ           doneQ8_0
-	VMOVDQU      2(AX), Y5
-	VMOVDQU      2(CX), Y6
-	VPSIGNB      Y5, Y5, Y7
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VMOVD        (AX), X6
-	VPINSRW      $0x01, (CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y6, Y0
-	ADDQ         $0x00000022, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailQ8_0
+taildotQ8_0AVX512:
+	TESTQ         DX, DX
+	JZ            donedotQ8_0AVX512
+	VMOVDQU64     2(CX), Y2
+	VMOVDQU64     2(AX), Y3
+	VPSIGNB       Y3, Y3, Y4
+	VPSIGNB       Y3, Y2, Y2
+	VPMADDUBSW    Y2, Y4, Y4
+	VPMADDWD      Y0, Y4, Y4
+	VEXTRACTI32X4 $0x01, Y4, X2
+	VPADDD        X2, X4, X2
+	VPSHUFD       $0x4e, X2, X3
+	VPADDD        X3, X2, X2
+	VPSHUFD       $0xb1, X2, X3
+	VPADDD        X3, X2, X2
+	VCVTDQ2PS     X2, X2
+	VMOVD         (CX), X3
+	VCVTPH2PS     X3, X3
+	VMOVD         (AX), X4
+	VCVTPH2PS     X4, X4
+	VMULPS        X3, X4, X4
+	VMULPS        X4, X2, X2
+	VADDSS        X2, X1, X1
+	ADDQ          $0x00000022, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotQ8_0AVX512
 
-doneQ8_0:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotQ8_0AVX512:
+	MOVSS X1, ret+24(FP)
 	VZEROUPPER
 	RET
 
 DATA c32_00010001<>+0(SB)/4, $0x00010001
 GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
 
+// func dotQ8_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ8_0r8AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPXORD       Y1, Y1, Y1
+	TESTQ        BX, BX
+	JZ           donedotQ8_0r8AVX512
+
+loopdotQ8_0r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	ADDQ            $0x00000110, R8
+	VBROADCASTI32X4 2(DX), Y2
+	VBROADCASTI32X4 18(DX), Y3
+	VMOVDQU64       2(AX), X4
+	VINSERTI32X4    $0x01, 2(DI), Y4, Y5
+	VMOVDQU64       18(AX), X4
+	VINSERTI32X4    $0x01, 18(DI), Y4, Y6
+	VPSIGNB         Y5, Y2, Y7
+	VPSIGNB         Y5, Y5, Y5
+	VPMADDUBSW      Y7, Y5, Y5
+	VPMADDWD        Y0, Y5, Y5
+	VPSIGNB         Y6, Y3, Y7
+	VPSIGNB         Y6, Y6, Y6
+	VPMADDUBSW      Y7, Y6, Y6
+	VPMADDWD        Y0, Y6, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVDQU64       2(AX)(CX*1), X4
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y4, Y6
+	VMOVDQU64       18(AX)(CX*1), X4
+	VINSERTI32X4    $0x01, 18(DI)(CX*1), Y4, Y7
+	VPSIGNB         Y6, Y2, Y8
+	VPSIGNB         Y6, Y6, Y6
+	VPMADDUBSW      Y8, Y6, Y6
+	VPMADDWD        Y0, Y6, Y6
+	VPSIGNB         Y7, Y3, Y8
+	VPSIGNB         Y7, Y7, Y7
+	VPMADDUBSW      Y8, Y7, Y7
+	VPMADDWD        Y0, Y7, Y7
+	VPADDD          Y7, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y5, Y7
+	VSHUFPS         $0xdd, Y6, Y5, Y5
+	VPADDD          Y5, Y7, Y7
+	VMOVDQU64       2(AX)(CX*2), X4
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y4, Y5
+	VMOVDQU64       18(AX)(CX*2), X4
+	VINSERTI32X4    $0x01, 18(DI)(CX*2), Y4, Y6
+	VPSIGNB         Y5, Y2, Y8
+	VPSIGNB         Y5, Y5, Y5
+	VPMADDUBSW      Y8, Y5, Y5
+	VPMADDWD        Y0, Y5, Y5
+	VPSIGNB         Y6, Y3, Y8
+	VPSIGNB         Y6, Y6, Y6
+	VPMADDUBSW      Y8, Y6, Y6
+	VPMADDWD        Y0, Y6, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVDQU64       2(AX)(SI*1), X4
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y4, Y6
+	VMOVDQU64       18(AX)(SI*1), X4
+	VINSERTI32X4    $0x01, 18(DI)(SI*1), Y4, Y8
+	VPSIGNB         Y6, Y2, Y2
+	VPSIGNB         Y6, Y6, Y6
+	VPMADDUBSW      Y2, Y6, Y6
+	VPMADDWD        Y0, Y6, Y6
+	VPSIGNB         Y8, Y3, Y2
+	VPSIGNB         Y8, Y8, Y8
+	VPMADDUBSW      Y2, Y8, Y8
+	VPMADDWD        Y0, Y8, Y8
+	VPADDD          Y8, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y5, Y2
+	VSHUFPS         $0xdd, Y6, Y5, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y7, Y3
+	VSHUFPS         $0xdd, Y2, Y7, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VCVTDQ2PS       Y3, Y3
+	VMOVD           (AX), X4
+	VPINSRW         $0x01, (AX)(CX*1), X4, X4
+	VPINSRW         $0x02, (AX)(CX*2), X4, X4
+	VPINSRW         $0x03, (AX)(SI*1), X4, X4
+	VPINSRW         $0x04, (DI), X4, X4
+	VPINSRW         $0x05, (DI)(CX*1), X4, X4
+	VPINSRW         $0x06, (DI)(CX*2), X4, X4
+	VPINSRW         $0x07, (DI)(SI*1), X4, X4
+	VCVTPH2PS       X4, Y5
+	VMULPS          Y2, Y5, Y5
+	VMULPS          Y5, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000022, AX
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ8_0r8AVX512
+
+donedotQ8_0r8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y1, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ4_0AVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_08080808<>+0(SB), Y5
-	VPBROADCASTD c32_00010001<>+0(SB), Y6
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_08080808<>+0(SB), Y1
+	VPBROADCASTD c32_00010001<>+0(SB), Y2
+	VXORPS       X3, X3, X3
 
-loopnQ4_0:
-	CMPQ         DX, $0x04
-	JB           tailQ4_0
-	VMOVDQU64    2(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI32X4 $0x01, X8, Y7, Y8
-	VPANDD       Y4, Y8, Y8
-	VPMADDUBSW   2(CX), Y8, Y8
-	VPMADDUBSW   2(CX), Y5, Y9
-	VPSUBW       Y9, Y8, Y8
-	VPMADDWD     Y6, Y8, Y8
-	VMOVD        (AX), X7
-	VPINSRW      $0x01, (CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X9
-	VMULSS       X9, X7, X7
-	VBROADCASTSS X7, Y9
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y0
-	VMOVDQU64    20(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI32X4 $0x01, X8, Y7, Y8
-	VPANDD       Y4, Y8, Y8
-	VPMADDUBSW   36(CX), Y8, Y8
-	VPMADDUBSW   36(CX), Y5, Y9
-	VPSUBW       Y9, Y8, Y8
-	VPMADDWD     Y6, Y8, Y8
-	VMOVD        18(AX), X7
-	VPINSRW      $0x01, 34(CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X9
-	VMULSS       X9, X7, X7
-	VBROADCASTSS X7, Y9
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y1
-	VMOVDQU64    38(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI32X4 $0x01, X8, Y7, Y8
-	VPANDD       Y4, Y8, Y8
-	VPMADDUBSW   70(CX), Y8, Y8
-	VPMADDUBSW   70(CX), Y5, Y9
-	VPSUBW       Y9, Y8, Y8
-	VPMADDWD     Y6, Y8, Y8
-	VMOVD        36(AX), X7
-	VPINSRW      $0x01, 68(CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X9
-	VMULSS       X9, X7, X7
-	VBROADCASTSS X7, Y9
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y2
-	VMOVDQU64    56(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI32X4 $0x01, X8, Y7, Y8
-	VPANDD       Y4, Y8, Y8
-	VPMADDUBSW   104(CX), Y8, Y8
-	VPMADDUBSW   104(CX), Y5, Y9
-	VPSUBW       Y9, Y8, Y8
-	VPMADDWD     Y6, Y8, Y8
-	VMOVD        54(AX), X7
-	VPINSRW      $0x01, 102(CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X9
-	VMULSS       X9, X7, X7
-	VBROADCASTSS X7, Y9
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y3
-	ADDQ         $0x00000048, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnQ4_0
+loopdotQ4_0AVX512:
+	CMPQ          DX, $0x08
+	JB            taildotQ4_0AVX512
+	VPMADDUBSW    2(CX), Y1, Y4
+	VMOVDQU64     2(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VPMADDUBSW    2(CX), Y6, Y6
+	VPSUBW        Y4, Y6, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPMADDUBSW    36(CX), Y1, Y4
+	VMOVDQU64     20(AX), X5
+	VPSRLW        $0x04, X5, X7
+	VINSERTI32X4  $0x01, X7, Y5, Y7
+	VPANDD        Y0, Y7, Y7
+	VPMADDUBSW    36(CX), Y7, Y7
+	VPSUBW        Y4, Y7, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VSHUFPS       $0x88, Y7, Y6, Y4
+	VSHUFPS       $0xdd, Y7, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VPMADDUBSW    70(CX), Y1, Y6
+	VMOVDQU64     38(AX), X5
+	VPSRLW        $0x04, X5, X7
+	VINSERTI32X4  $0x01, X7, Y5, Y7
+	VPANDD        Y0, Y7, Y7
+	VPMADDUBSW    70(CX), Y7, Y7
+	VPSUBW        Y6, Y7, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VPMADDUBSW    104(CX), Y1, Y6
+	VMOVDQU64     56(AX), X5
+	VPSRLW        $0x04, X5, X8
+	VINSERTI32X4  $0x01, X8, Y5, Y8
+	VPANDD        Y0, Y8, Y8
+	VPMADDUBSW    104(CX), Y8, Y8
+	VPSUBW        Y6, Y8, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y6
+	VSHUFPS       $0xdd, Y8, Y7, Y7
+	VPADDD        Y7, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y4, Y7
+	VSHUFPS       $0xdd, Y6, Y4, Y4
+	VPADDD        Y4, Y7, Y7
+	VPMADDUBSW    138(CX), Y1, Y4
+	VMOVDQU64     74(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VPMADDUBSW    138(CX), Y6, Y6
+	VPSUBW        Y4, Y6, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPMADDUBSW    172(CX), Y1, Y4
+	VMOVDQU64     92(AX), X5
+	VPSRLW        $0x04, X5, X8
+	VINSERTI32X4  $0x01, X8, Y5, Y8
+	VPANDD        Y0, Y8, Y8
+	VPMADDUBSW    172(CX), Y8, Y8
+	VPSUBW        Y4, Y8, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y6, Y4
+	VSHUFPS       $0xdd, Y8, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VPMADDUBSW    206(CX), Y1, Y6
+	VMOVDQU64     110(AX), X5
+	VPSRLW        $0x04, X5, X8
+	VINSERTI32X4  $0x01, X8, Y5, Y8
+	VPANDD        Y0, Y8, Y8
+	VPMADDUBSW    206(CX), Y8, Y8
+	VPSUBW        Y6, Y8, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VPMADDUBSW    240(CX), Y1, Y6
+	VMOVDQU64     128(AX), X5
+	VPSRLW        $0x04, X5, X9
+	VINSERTI32X4  $0x01, X9, Y5, Y9
+	VPANDD        Y0, Y9, Y9
+	VPMADDUBSW    240(CX), Y9, Y9
+	VPSUBW        Y6, Y9, Y9
+	VPMADDWD      Y2, Y9, Y9
+	VSHUFPS       $0x88, Y9, Y8, Y6
+	VSHUFPS       $0xdd, Y9, Y8, Y8
+	VPADDD        Y8, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y4, Y8
+	VSHUFPS       $0xdd, Y6, Y4, Y4
+	VPADDD        Y4, Y8, Y8
+	VSHUFI64X2    $0x00, Y8, Y7, Y4
+	VSHUFI64X2    $0x03, Y8, Y7, Y6
+	VPADDD        Y6, Y4, Y4
+	VCVTDQ2PS     Y4, Y4
+	VMOVD         (CX), X5
+	VPINSRW       $0x01, 34(CX), X5, X5
+	VPINSRW       $0x02, 68(CX), X5, X5
+	VPINSRW       $0x03, 102(CX), X5, X5
+	VPINSRW       $0x04, 136(CX), X5, X5
+	VPINSRW       $0x05, 170(CX), X5, X5
+	VPINSRW       $0x06, 204(CX), X5, X5
+	VPINSRW       $0x07, 238(CX), X5, X5
+	VCVTPH2PS     X5, Y6
+	VMOVD         (AX), X5
+	VPINSRW       $0x01, 18(AX), X5, X5
+	VPINSRW       $0x02, 36(AX), X5, X5
+	VPINSRW       $0x03, 54(AX), X5, X5
+	VPINSRW       $0x04, 72(AX), X5, X5
+	VPINSRW       $0x05, 90(AX), X5, X5
+	VPINSRW       $0x06, 108(AX), X5, X5
+	VPINSRW       $0x07, 126(AX), X5, X5
+	VCVTPH2PS     X5, Y7
+	VMULPS        Y7, Y4, Y4
+	VMULPS        Y6, Y4, Y4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X5
+	VADDSS        X5, X3, X3
+	VEXTRACTF32X4 $0x01, Y4, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ4_0AVX512
 
-tailQ4_0:
-	TESTQ        DX, DX
-	JZ           doneQ4_0
-	VMOVDQU64    2(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI32X4 $0x01, X8, Y7, Y8
-	VPANDD       Y4, Y8, Y8
-	VPMADDUBSW   2(CX), Y8, Y8
-	VPMADDUBSW   2(CX), Y5, Y9
-	VPSUBW       Y9, Y8, Y8
-	VPMADDWD     Y6, Y8, Y8
-	VMOVD        (AX), X7
-	VPINSRW      $0x01, (CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X9
-	VMULSS       X9, X7, X7
-	VBROADCASTSS X7, Y9
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y0
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailQ4_0
+taildotQ4_0AVX512:
+	TESTQ         DX, DX
+	JZ            donedotQ4_0AVX512
+	VPMADDUBSW    2(CX), Y1, Y4
+	VMOVDQU64     2(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VPMADDUBSW    2(CX), Y6, Y6
+	VPSUBW        Y4, Y6, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VEXTRACTI32X4 $0x01, Y6, X4
+	VPADDD        X4, X6, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMOVD         (CX), X5
+	VCVTPH2PS     X5, X5
+	VMOVD         (AX), X6
+	VCVTPH2PS     X6, X6
+	VMULPS        X6, X4, X4
+	VMULPS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000012, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotQ4_0AVX512
 
-doneQ4_0:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotQ4_0AVX512:
+	MOVSS X3, ret+24(FP)
 	VZEROUPPER
 	RET
 
 DATA c32_08080808<>+0(SB)/4, $0x08080808
 GLOBL c32_08080808<>(SB), RODATA|NOPTR, $4
 
+// func dotQ4_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ4_0r8AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_08080808<>+0(SB), Y1
+	VPBROADCASTD c32_00010001<>+0(SB), Y2
+	VPXORD       Y3, Y3, Y3
+	TESTQ        BX, BX
+	JZ           donedotQ4_0r8AVX512
+
+loopdotQ4_0r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPMADDUBSW      Y4, Y1, Y6
+	VPMADDUBSW      Y5, Y1, Y7
+	VPADDW          Y7, Y6, Y6
+	VMOVDQU64       2(AX), X8
+	VINSERTI32X4    $0x01, 2(DI), Y8, Y7
+	VPSRLW          $0x04, Y7, Y9
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y9, Y9
+	VPMADDUBSW      Y4, Y7, Y7
+	VPMADDUBSW      Y5, Y9, Y9
+	VPADDW          Y9, Y7, Y7
+	VPSUBW          Y6, Y7, Y7
+	VPMADDWD        Y2, Y7, Y7
+	VMOVDQU64       2(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPMADDUBSW      Y4, Y9, Y9
+	VPMADDUBSW      Y5, Y10, Y10
+	VPADDW          Y10, Y9, Y9
+	VPSUBW          Y6, Y9, Y9
+	VPMADDWD        Y2, Y9, Y9
+	VSHUFPS         $0x88, Y9, Y7, Y10
+	VSHUFPS         $0xdd, Y9, Y7, Y7
+	VPADDD          Y7, Y10, Y10
+	VMOVDQU64       2(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y8, Y7
+	VPSRLW          $0x04, Y7, Y9
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y9, Y9
+	VPMADDUBSW      Y4, Y7, Y7
+	VPMADDUBSW      Y5, Y9, Y9
+	VPADDW          Y9, Y7, Y7
+	VPSUBW          Y6, Y7, Y7
+	VPMADDWD        Y2, Y7, Y7
+	VMOVDQU64       2(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y11
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y11, Y11
+	VPMADDUBSW      Y4, Y9, Y9
+	VPMADDUBSW      Y5, Y11, Y11
+	VPADDW          Y11, Y9, Y9
+	VPSUBW          Y6, Y9, Y9
+	VPMADDWD        Y2, Y9, Y9
+	VSHUFPS         $0x88, Y9, Y7, Y4
+	VSHUFPS         $0xdd, Y9, Y7, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y10, Y5
+	VSHUFPS         $0xdd, Y4, Y10, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	VMOVD           (AX), X6
+	VPINSRW         $0x01, (AX)(CX*1), X6, X6
+	VPINSRW         $0x02, (AX)(CX*2), X6, X6
+	VPINSRW         $0x03, (AX)(SI*1), X6, X6
+	VPINSRW         $0x04, (DI), X6, X6
+	VPINSRW         $0x05, (DI)(CX*1), X6, X6
+	VPINSRW         $0x06, (DI)(CX*2), X6, X6
+	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	VCVTPH2PS       X6, Y6
+	VMULPS          Y6, Y5, Y5
+	VMULPS          Y4, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ4_0r8AVX512
+
+donedotQ4_0r8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ5_0AVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ5_0AVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_10101010<>+0(SB), Y5
-	VPBROADCASTD c32_00010001<>+0(SB), Y6
-	VPBROADCASTD c32_10101010<>+0(SB), Y7
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPBROADCASTD c32_00010001<>+0(SB), Y2
+	VPBROADCASTD c32_10101010<>+0(SB), Y3
+	VXORPS       X4, X4, X4
 
-loopnQ5_0:
-	CMPQ         DX, $0x04
-	JB           tailQ5_0
-	VMOVDQU64    6(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	KMOVD        2(AX), K1
-	VPADDB       Y7, Y9, K1, Y9
-	VPMADDUBSW   2(CX), Y9, Y9
-	VPMADDUBSW   2(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VMOVD        (AX), X8
-	VPINSRW      $0x01, (CX), X8, X8
-	VCVTPH2PS    X8, X8
-	VMOVSHDUP    X8, X10
-	VMULSS       X10, X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y0
-	VMOVDQU64    28(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	KMOVD        24(AX), K1
-	VPADDB       Y7, Y9, K1, Y9
-	VPMADDUBSW   36(CX), Y9, Y9
-	VPMADDUBSW   36(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VMOVD        22(AX), X8
-	VPINSRW      $0x01, 34(CX), X8, X8
-	VCVTPH2PS    X8, X8
-	VMOVSHDUP    X8, X10
-	VMULSS       X10, X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y1
-	VMOVDQU64    50(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	KMOVD        46(AX), K1
-	VPADDB       Y7, Y9, K1, Y9
-	VPMADDUBSW   70(CX), Y9, Y9
-	VPMADDUBSW   70(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VMOVD        44(AX), X8
-	VPINSRW      $0x01, 68(CX), X8, X8
-	VCVTPH2PS    X8, X8
-	VMOVSHDUP    X8, X10
-	VMULSS       X10, X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y2
-	VMOVDQU64    72(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	KMOVD        68(AX), K1
-	VPADDB       Y7, Y9, K1, Y9
-	VPMADDUBSW   104(CX), Y9, Y9
-	VPMADDUBSW   104(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VMOVD        66(AX), X8
-	VPINSRW      $0x01, 102(CX), X8, X8
-	VCVTPH2PS    X8, X8
-	VMOVSHDUP    X8, X10
-	VMULSS       X10, X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y3
-	ADDQ         $0x00000058, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnQ5_0
+loopdotQ5_0AVX512:
+	CMPQ          DX, $0x08
+	JB            taildotQ5_0AVX512
+	VPMADDUBSW    2(CX), Y1, Y5
+	VMOVDQU64     6(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         2(AX), K1
+	VPADDB        Y3, Y7, K1, Y7
+	VPMADDUBSW    2(CX), Y7, Y7
+	VPSUBW        Y5, Y7, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VPMADDUBSW    36(CX), Y1, Y5
+	VMOVDQU64     28(AX), X6
+	VPSRLW        $0x04, X6, X8
+	VINSERTI32X4  $0x01, X8, Y6, Y8
+	VPANDD        Y0, Y8, Y8
+	KMOVD         24(AX), K1
+	VPADDB        Y3, Y8, K1, Y8
+	VPMADDUBSW    36(CX), Y8, Y8
+	VPSUBW        Y5, Y8, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y5
+	VSHUFPS       $0xdd, Y8, Y7, Y7
+	VPADDD        Y7, Y5, Y5
+	VPMADDUBSW    70(CX), Y1, Y7
+	VMOVDQU64     50(AX), X6
+	VPSRLW        $0x04, X6, X8
+	VINSERTI32X4  $0x01, X8, Y6, Y8
+	VPANDD        Y0, Y8, Y8
+	KMOVD         46(AX), K1
+	VPADDB        Y3, Y8, K1, Y8
+	VPMADDUBSW    70(CX), Y8, Y8
+	VPSUBW        Y7, Y8, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VPMADDUBSW    104(CX), Y1, Y7
+	VMOVDQU64     72(AX), X6
+	VPSRLW        $0x04, X6, X9
+	VINSERTI32X4  $0x01, X9, Y6, Y9
+	VPANDD        Y0, Y9, Y9
+	KMOVD         68(AX), K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    104(CX), Y9, Y9
+	VPSUBW        Y7, Y9, Y9
+	VPMADDWD      Y2, Y9, Y9
+	VSHUFPS       $0x88, Y9, Y8, Y7
+	VSHUFPS       $0xdd, Y9, Y8, Y8
+	VPADDD        Y8, Y7, Y7
+	VSHUFPS       $0x88, Y7, Y5, Y8
+	VSHUFPS       $0xdd, Y7, Y5, Y5
+	VPADDD        Y5, Y8, Y8
+	VPMADDUBSW    138(CX), Y1, Y5
+	VMOVDQU64     94(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         90(AX), K1
+	VPADDB        Y3, Y7, K1, Y7
+	VPMADDUBSW    138(CX), Y7, Y7
+	VPSUBW        Y5, Y7, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VPMADDUBSW    172(CX), Y1, Y5
+	VMOVDQU64     116(AX), X6
+	VPSRLW        $0x04, X6, X9
+	VINSERTI32X4  $0x01, X9, Y6, Y9
+	VPANDD        Y0, Y9, Y9
+	KMOVD         112(AX), K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    172(CX), Y9, Y9
+	VPSUBW        Y5, Y9, Y9
+	VPMADDWD      Y2, Y9, Y9
+	VSHUFPS       $0x88, Y9, Y7, Y5
+	VSHUFPS       $0xdd, Y9, Y7, Y7
+	VPADDD        Y7, Y5, Y5
+	VPMADDUBSW    206(CX), Y1, Y7
+	VMOVDQU64     138(AX), X6
+	VPSRLW        $0x04, X6, X9
+	VINSERTI32X4  $0x01, X9, Y6, Y9
+	VPANDD        Y0, Y9, Y9
+	KMOVD         134(AX), K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    206(CX), Y9, Y9
+	VPSUBW        Y7, Y9, Y9
+	VPMADDWD      Y2, Y9, Y9
+	VPMADDUBSW    240(CX), Y1, Y7
+	VMOVDQU64     160(AX), X6
+	VPSRLW        $0x04, X6, X10
+	VINSERTI32X4  $0x01, X10, Y6, Y10
+	VPANDD        Y0, Y10, Y10
+	KMOVD         156(AX), K1
+	VPADDB        Y3, Y10, K1, Y10
+	VPMADDUBSW    240(CX), Y10, Y10
+	VPSUBW        Y7, Y10, Y10
+	VPMADDWD      Y2, Y10, Y10
+	VSHUFPS       $0x88, Y10, Y9, Y7
+	VSHUFPS       $0xdd, Y10, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VSHUFPS       $0x88, Y7, Y5, Y9
+	VSHUFPS       $0xdd, Y7, Y5, Y5
+	VPADDD        Y5, Y9, Y9
+	VSHUFI64X2    $0x00, Y9, Y8, Y5
+	VSHUFI64X2    $0x03, Y9, Y8, Y7
+	VPADDD        Y7, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	VMOVD         (CX), X6
+	VPINSRW       $0x01, 34(CX), X6, X6
+	VPINSRW       $0x02, 68(CX), X6, X6
+	VPINSRW       $0x03, 102(CX), X6, X6
+	VPINSRW       $0x04, 136(CX), X6, X6
+	VPINSRW       $0x05, 170(CX), X6, X6
+	VPINSRW       $0x06, 204(CX), X6, X6
+	VPINSRW       $0x07, 238(CX), X6, X6
+	VCVTPH2PS     X6, Y7
+	VMOVD         (AX), X6
+	VPINSRW       $0x01, 22(AX), X6, X6
+	VPINSRW       $0x02, 44(AX), X6, X6
+	VPINSRW       $0x03, 66(AX), X6, X6
+	VPINSRW       $0x04, 88(AX), X6, X6
+	VPINSRW       $0x05, 110(AX), X6, X6
+	VPINSRW       $0x06, 132(AX), X6, X6
+	VPINSRW       $0x07, 154(AX), X6, X6
+	VCVTPH2PS     X6, Y8
+	VMULPS        Y7, Y8, Y8
+	VMULPS        Y8, Y5, Y5
+	VADDSS        X5, X4, X4
+	VMOVSHDUP     X5, X6
+	VADDSS        X6, X4, X4
+	VMOVHLPS      X5, X5, X6
+	VADDSS        X6, X4, X4
+	VPERMILPS     $0xff, X5, X6
+	VADDSS        X6, X4, X4
+	VEXTRACTF32X4 $0x01, Y5, X5
+	VADDSS        X5, X4, X4
+	VMOVSHDUP     X5, X6
+	VADDSS        X6, X4, X4
+	VMOVHLPS      X5, X5, X6
+	VADDSS        X6, X4, X4
+	VPERMILPS     $0xff, X5, X5
+	VADDSS        X5, X4, X4
+	ADDQ          $0x000000b0, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ5_0AVX512
 
-tailQ5_0:
-	TESTQ        DX, DX
-	JZ           doneQ5_0
-	VMOVDQU64    6(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	KMOVD        2(AX), K1
-	VPADDB       Y7, Y9, K1, Y9
-	VPMADDUBSW   2(CX), Y9, Y9
-	VPMADDUBSW   2(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VMOVD        (AX), X8
-	VPINSRW      $0x01, (CX), X8, X8
-	VCVTPH2PS    X8, X8
-	VMOVSHDUP    X8, X10
-	VMULSS       X10, X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y0
-	ADDQ         $0x00000016, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailQ5_0
+taildotQ5_0AVX512:
+	TESTQ         DX, DX
+	JZ            donedotQ5_0AVX512
+	VPMADDUBSW    2(CX), Y1, Y5
+	VMOVDQU64     6(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         2(AX), K1
+	VPADDB        Y3, Y7, K1, Y7
+	VPMADDUBSW    2(CX), Y7, Y7
+	VPSUBW        Y5, Y7, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VEXTRACTI32X4 $0x01, Y7, X5
+	VPADDD        X5, X7, X5
+	VPSHUFD       $0x4e, X5, X6
+	VPADDD        X6, X5, X5
+	VPSHUFD       $0xb1, X5, X6
+	VPADDD        X6, X5, X5
+	VCVTDQ2PS     X5, X5
+	VMOVD         (CX), X6
+	VCVTPH2PS     X6, X6
+	VMOVD         (AX), X7
+	VCVTPH2PS     X7, X7
+	VMULPS        X6, X7, X7
+	VMULPS        X7, X5, X5
+	VADDSS        X5, X4, X4
+	ADDQ          $0x00000016, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotQ5_0AVX512
 
-doneQ5_0:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotQ5_0AVX512:
+	MOVSS X4, ret+24(FP)
 	VZEROUPPER
 	RET
 
-DATA e8m0half<>+0(SB)/4, $0x00200000
-DATA e8m0half<>+4(SB)/4, $0x00400000
-DATA e8m0half<>+8(SB)/4, $0x00800000
-DATA e8m0half<>+12(SB)/4, $0x01000000
-DATA e8m0half<>+16(SB)/4, $0x01800000
-DATA e8m0half<>+20(SB)/4, $0x02000000
-DATA e8m0half<>+24(SB)/4, $0x02800000
-DATA e8m0half<>+28(SB)/4, $0x03000000
-DATA e8m0half<>+32(SB)/4, $0x03800000
-DATA e8m0half<>+36(SB)/4, $0x04000000
-DATA e8m0half<>+40(SB)/4, $0x04800000
-DATA e8m0half<>+44(SB)/4, $0x05000000
-DATA e8m0half<>+48(SB)/4, $0x05800000
-DATA e8m0half<>+52(SB)/4, $0x06000000
-DATA e8m0half<>+56(SB)/4, $0x06800000
-DATA e8m0half<>+60(SB)/4, $0x07000000
-DATA e8m0half<>+64(SB)/4, $0x07800000
-DATA e8m0half<>+68(SB)/4, $0x08000000
-DATA e8m0half<>+72(SB)/4, $0x08800000
-DATA e8m0half<>+76(SB)/4, $0x09000000
-DATA e8m0half<>+80(SB)/4, $0x09800000
-DATA e8m0half<>+84(SB)/4, $0x0a000000
-DATA e8m0half<>+88(SB)/4, $0x0a800000
-DATA e8m0half<>+92(SB)/4, $0x0b000000
-DATA e8m0half<>+96(SB)/4, $0x0b800000
-DATA e8m0half<>+100(SB)/4, $0x0c000000
-DATA e8m0half<>+104(SB)/4, $0x0c800000
-DATA e8m0half<>+108(SB)/4, $0x0d000000
-DATA e8m0half<>+112(SB)/4, $0x0d800000
-DATA e8m0half<>+116(SB)/4, $0x0e000000
-DATA e8m0half<>+120(SB)/4, $0x0e800000
-DATA e8m0half<>+124(SB)/4, $0x0f000000
-DATA e8m0half<>+128(SB)/4, $0x0f800000
-DATA e8m0half<>+132(SB)/4, $0x10000000
-DATA e8m0half<>+136(SB)/4, $0x10800000
-DATA e8m0half<>+140(SB)/4, $0x11000000
-DATA e8m0half<>+144(SB)/4, $0x11800000
-DATA e8m0half<>+148(SB)/4, $0x12000000
-DATA e8m0half<>+152(SB)/4, $0x12800000
-DATA e8m0half<>+156(SB)/4, $0x13000000
-DATA e8m0half<>+160(SB)/4, $0x13800000
-DATA e8m0half<>+164(SB)/4, $0x14000000
-DATA e8m0half<>+168(SB)/4, $0x14800000
-DATA e8m0half<>+172(SB)/4, $0x15000000
-DATA e8m0half<>+176(SB)/4, $0x15800000
-DATA e8m0half<>+180(SB)/4, $0x16000000
-DATA e8m0half<>+184(SB)/4, $0x16800000
-DATA e8m0half<>+188(SB)/4, $0x17000000
-DATA e8m0half<>+192(SB)/4, $0x17800000
-DATA e8m0half<>+196(SB)/4, $0x18000000
-DATA e8m0half<>+200(SB)/4, $0x18800000
-DATA e8m0half<>+204(SB)/4, $0x19000000
-DATA e8m0half<>+208(SB)/4, $0x19800000
-DATA e8m0half<>+212(SB)/4, $0x1a000000
-DATA e8m0half<>+216(SB)/4, $0x1a800000
-DATA e8m0half<>+220(SB)/4, $0x1b000000
-DATA e8m0half<>+224(SB)/4, $0x1b800000
-DATA e8m0half<>+228(SB)/4, $0x1c000000
-DATA e8m0half<>+232(SB)/4, $0x1c800000
-DATA e8m0half<>+236(SB)/4, $0x1d000000
-DATA e8m0half<>+240(SB)/4, $0x1d800000
-DATA e8m0half<>+244(SB)/4, $0x1e000000
-DATA e8m0half<>+248(SB)/4, $0x1e800000
-DATA e8m0half<>+252(SB)/4, $0x1f000000
-DATA e8m0half<>+256(SB)/4, $0x1f800000
-DATA e8m0half<>+260(SB)/4, $0x20000000
-DATA e8m0half<>+264(SB)/4, $0x20800000
-DATA e8m0half<>+268(SB)/4, $0x21000000
-DATA e8m0half<>+272(SB)/4, $0x21800000
-DATA e8m0half<>+276(SB)/4, $0x22000000
-DATA e8m0half<>+280(SB)/4, $0x22800000
-DATA e8m0half<>+284(SB)/4, $0x23000000
-DATA e8m0half<>+288(SB)/4, $0x23800000
-DATA e8m0half<>+292(SB)/4, $0x24000000
-DATA e8m0half<>+296(SB)/4, $0x24800000
-DATA e8m0half<>+300(SB)/4, $0x25000000
-DATA e8m0half<>+304(SB)/4, $0x25800000
-DATA e8m0half<>+308(SB)/4, $0x26000000
-DATA e8m0half<>+312(SB)/4, $0x26800000
-DATA e8m0half<>+316(SB)/4, $0x27000000
-DATA e8m0half<>+320(SB)/4, $0x27800000
-DATA e8m0half<>+324(SB)/4, $0x28000000
-DATA e8m0half<>+328(SB)/4, $0x28800000
-DATA e8m0half<>+332(SB)/4, $0x29000000
-DATA e8m0half<>+336(SB)/4, $0x29800000
-DATA e8m0half<>+340(SB)/4, $0x2a000000
-DATA e8m0half<>+344(SB)/4, $0x2a800000
-DATA e8m0half<>+348(SB)/4, $0x2b000000
-DATA e8m0half<>+352(SB)/4, $0x2b800000
-DATA e8m0half<>+356(SB)/4, $0x2c000000
-DATA e8m0half<>+360(SB)/4, $0x2c800000
-DATA e8m0half<>+364(SB)/4, $0x2d000000
-DATA e8m0half<>+368(SB)/4, $0x2d800000
-DATA e8m0half<>+372(SB)/4, $0x2e000000
-DATA e8m0half<>+376(SB)/4, $0x2e800000
-DATA e8m0half<>+380(SB)/4, $0x2f000000
-DATA e8m0half<>+384(SB)/4, $0x2f800000
-DATA e8m0half<>+388(SB)/4, $0x30000000
-DATA e8m0half<>+392(SB)/4, $0x30800000
-DATA e8m0half<>+396(SB)/4, $0x31000000
-DATA e8m0half<>+400(SB)/4, $0x31800000
-DATA e8m0half<>+404(SB)/4, $0x32000000
-DATA e8m0half<>+408(SB)/4, $0x32800000
-DATA e8m0half<>+412(SB)/4, $0x33000000
-DATA e8m0half<>+416(SB)/4, $0x33800000
-DATA e8m0half<>+420(SB)/4, $0x34000000
-DATA e8m0half<>+424(SB)/4, $0x34800000
-DATA e8m0half<>+428(SB)/4, $0x35000000
-DATA e8m0half<>+432(SB)/4, $0x35800000
-DATA e8m0half<>+436(SB)/4, $0x36000000
-DATA e8m0half<>+440(SB)/4, $0x36800000
-DATA e8m0half<>+444(SB)/4, $0x37000000
-DATA e8m0half<>+448(SB)/4, $0x37800000
-DATA e8m0half<>+452(SB)/4, $0x38000000
-DATA e8m0half<>+456(SB)/4, $0x38800000
-DATA e8m0half<>+460(SB)/4, $0x39000000
-DATA e8m0half<>+464(SB)/4, $0x39800000
-DATA e8m0half<>+468(SB)/4, $0x3a000000
-DATA e8m0half<>+472(SB)/4, $0x3a800000
-DATA e8m0half<>+476(SB)/4, $0x3b000000
-DATA e8m0half<>+480(SB)/4, $0x3b800000
-DATA e8m0half<>+484(SB)/4, $0x3c000000
-DATA e8m0half<>+488(SB)/4, $0x3c800000
-DATA e8m0half<>+492(SB)/4, $0x3d000000
-DATA e8m0half<>+496(SB)/4, $0x3d800000
-DATA e8m0half<>+500(SB)/4, $0x3e000000
-DATA e8m0half<>+504(SB)/4, $0x3e800000
-DATA e8m0half<>+508(SB)/4, $0x3f000000
-DATA e8m0half<>+512(SB)/4, $0x3f800000
-DATA e8m0half<>+516(SB)/4, $0x40000000
-DATA e8m0half<>+520(SB)/4, $0x40800000
-DATA e8m0half<>+524(SB)/4, $0x41000000
-DATA e8m0half<>+528(SB)/4, $0x41800000
-DATA e8m0half<>+532(SB)/4, $0x42000000
-DATA e8m0half<>+536(SB)/4, $0x42800000
-DATA e8m0half<>+540(SB)/4, $0x43000000
-DATA e8m0half<>+544(SB)/4, $0x43800000
-DATA e8m0half<>+548(SB)/4, $0x44000000
-DATA e8m0half<>+552(SB)/4, $0x44800000
-DATA e8m0half<>+556(SB)/4, $0x45000000
-DATA e8m0half<>+560(SB)/4, $0x45800000
-DATA e8m0half<>+564(SB)/4, $0x46000000
-DATA e8m0half<>+568(SB)/4, $0x46800000
-DATA e8m0half<>+572(SB)/4, $0x47000000
-DATA e8m0half<>+576(SB)/4, $0x47800000
-DATA e8m0half<>+580(SB)/4, $0x48000000
-DATA e8m0half<>+584(SB)/4, $0x48800000
-DATA e8m0half<>+588(SB)/4, $0x49000000
-DATA e8m0half<>+592(SB)/4, $0x49800000
-DATA e8m0half<>+596(SB)/4, $0x4a000000
-DATA e8m0half<>+600(SB)/4, $0x4a800000
-DATA e8m0half<>+604(SB)/4, $0x4b000000
-DATA e8m0half<>+608(SB)/4, $0x4b800000
-DATA e8m0half<>+612(SB)/4, $0x4c000000
-DATA e8m0half<>+616(SB)/4, $0x4c800000
-DATA e8m0half<>+620(SB)/4, $0x4d000000
-DATA e8m0half<>+624(SB)/4, $0x4d800000
-DATA e8m0half<>+628(SB)/4, $0x4e000000
-DATA e8m0half<>+632(SB)/4, $0x4e800000
-DATA e8m0half<>+636(SB)/4, $0x4f000000
-DATA e8m0half<>+640(SB)/4, $0x4f800000
-DATA e8m0half<>+644(SB)/4, $0x50000000
-DATA e8m0half<>+648(SB)/4, $0x50800000
-DATA e8m0half<>+652(SB)/4, $0x51000000
-DATA e8m0half<>+656(SB)/4, $0x51800000
-DATA e8m0half<>+660(SB)/4, $0x52000000
-DATA e8m0half<>+664(SB)/4, $0x52800000
-DATA e8m0half<>+668(SB)/4, $0x53000000
-DATA e8m0half<>+672(SB)/4, $0x53800000
-DATA e8m0half<>+676(SB)/4, $0x54000000
-DATA e8m0half<>+680(SB)/4, $0x54800000
-DATA e8m0half<>+684(SB)/4, $0x55000000
-DATA e8m0half<>+688(SB)/4, $0x55800000
-DATA e8m0half<>+692(SB)/4, $0x56000000
-DATA e8m0half<>+696(SB)/4, $0x56800000
-DATA e8m0half<>+700(SB)/4, $0x57000000
-DATA e8m0half<>+704(SB)/4, $0x57800000
-DATA e8m0half<>+708(SB)/4, $0x58000000
-DATA e8m0half<>+712(SB)/4, $0x58800000
-DATA e8m0half<>+716(SB)/4, $0x59000000
-DATA e8m0half<>+720(SB)/4, $0x59800000
-DATA e8m0half<>+724(SB)/4, $0x5a000000
-DATA e8m0half<>+728(SB)/4, $0x5a800000
-DATA e8m0half<>+732(SB)/4, $0x5b000000
-DATA e8m0half<>+736(SB)/4, $0x5b800000
-DATA e8m0half<>+740(SB)/4, $0x5c000000
-DATA e8m0half<>+744(SB)/4, $0x5c800000
-DATA e8m0half<>+748(SB)/4, $0x5d000000
-DATA e8m0half<>+752(SB)/4, $0x5d800000
-DATA e8m0half<>+756(SB)/4, $0x5e000000
-DATA e8m0half<>+760(SB)/4, $0x5e800000
-DATA e8m0half<>+764(SB)/4, $0x5f000000
-DATA e8m0half<>+768(SB)/4, $0x5f800000
-DATA e8m0half<>+772(SB)/4, $0x60000000
-DATA e8m0half<>+776(SB)/4, $0x60800000
-DATA e8m0half<>+780(SB)/4, $0x61000000
-DATA e8m0half<>+784(SB)/4, $0x61800000
-DATA e8m0half<>+788(SB)/4, $0x62000000
-DATA e8m0half<>+792(SB)/4, $0x62800000
-DATA e8m0half<>+796(SB)/4, $0x63000000
-DATA e8m0half<>+800(SB)/4, $0x63800000
-DATA e8m0half<>+804(SB)/4, $0x64000000
-DATA e8m0half<>+808(SB)/4, $0x64800000
-DATA e8m0half<>+812(SB)/4, $0x65000000
-DATA e8m0half<>+816(SB)/4, $0x65800000
-DATA e8m0half<>+820(SB)/4, $0x66000000
-DATA e8m0half<>+824(SB)/4, $0x66800000
-DATA e8m0half<>+828(SB)/4, $0x67000000
-DATA e8m0half<>+832(SB)/4, $0x67800000
-DATA e8m0half<>+836(SB)/4, $0x68000000
-DATA e8m0half<>+840(SB)/4, $0x68800000
-DATA e8m0half<>+844(SB)/4, $0x69000000
-DATA e8m0half<>+848(SB)/4, $0x69800000
-DATA e8m0half<>+852(SB)/4, $0x6a000000
-DATA e8m0half<>+856(SB)/4, $0x6a800000
-DATA e8m0half<>+860(SB)/4, $0x6b000000
-DATA e8m0half<>+864(SB)/4, $0x6b800000
-DATA e8m0half<>+868(SB)/4, $0x6c000000
-DATA e8m0half<>+872(SB)/4, $0x6c800000
-DATA e8m0half<>+876(SB)/4, $0x6d000000
-DATA e8m0half<>+880(SB)/4, $0x6d800000
-DATA e8m0half<>+884(SB)/4, $0x6e000000
-DATA e8m0half<>+888(SB)/4, $0x6e800000
-DATA e8m0half<>+892(SB)/4, $0x6f000000
-DATA e8m0half<>+896(SB)/4, $0x6f800000
-DATA e8m0half<>+900(SB)/4, $0x70000000
-DATA e8m0half<>+904(SB)/4, $0x70800000
-DATA e8m0half<>+908(SB)/4, $0x71000000
-DATA e8m0half<>+912(SB)/4, $0x71800000
-DATA e8m0half<>+916(SB)/4, $0x72000000
-DATA e8m0half<>+920(SB)/4, $0x72800000
-DATA e8m0half<>+924(SB)/4, $0x73000000
-DATA e8m0half<>+928(SB)/4, $0x73800000
-DATA e8m0half<>+932(SB)/4, $0x74000000
-DATA e8m0half<>+936(SB)/4, $0x74800000
-DATA e8m0half<>+940(SB)/4, $0x75000000
-DATA e8m0half<>+944(SB)/4, $0x75800000
-DATA e8m0half<>+948(SB)/4, $0x76000000
-DATA e8m0half<>+952(SB)/4, $0x76800000
-DATA e8m0half<>+956(SB)/4, $0x77000000
-DATA e8m0half<>+960(SB)/4, $0x77800000
-DATA e8m0half<>+964(SB)/4, $0x78000000
-DATA e8m0half<>+968(SB)/4, $0x78800000
-DATA e8m0half<>+972(SB)/4, $0x79000000
-DATA e8m0half<>+976(SB)/4, $0x79800000
-DATA e8m0half<>+980(SB)/4, $0x7a000000
-DATA e8m0half<>+984(SB)/4, $0x7a800000
-DATA e8m0half<>+988(SB)/4, $0x7b000000
-DATA e8m0half<>+992(SB)/4, $0x7b800000
-DATA e8m0half<>+996(SB)/4, $0x7c000000
-DATA e8m0half<>+1000(SB)/4, $0x7c800000
-DATA e8m0half<>+1004(SB)/4, $0x7d000000
-DATA e8m0half<>+1008(SB)/4, $0x7d800000
-DATA e8m0half<>+1012(SB)/4, $0x7e000000
-DATA e8m0half<>+1016(SB)/4, $0x7e800000
-DATA e8m0half<>+1020(SB)/4, $0x7f000000
-GLOBL e8m0half<>(SB), RODATA|NOPTR, $1024
+// func dotQ5_0r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ5_0r8AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPBROADCASTD c32_00010001<>+0(SB), Y2
+	VPBROADCASTD c32_10101010<>+0(SB), Y3
+	VPXORD       Y4, Y4, Y4
+	TESTQ        BX, BX
+	JZ           donedotQ5_0r8AVX512
+
+loopdotQ5_0r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000b0, R8
+	VBROADCASTI32X4 2(DX), Y5
+	VBROADCASTI32X4 18(DX), Y6
+	VPMADDUBSW      Y5, Y1, Y7
+	VPMADDUBSW      Y6, Y1, Y8
+	VPADDW          Y8, Y7, Y7
+	VMOVDQU64       6(AX), X9
+	VINSERTI32X4    $0x01, 6(DI), Y9, Y8
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX), R9
+	MOVL            2(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y3, Y8, K1, Y8
+	VPADDB          Y3, Y10, K2, Y10
+	VPMADDUBSW      Y5, Y8, Y8
+	VPMADDUBSW      Y6, Y10, Y10
+	VPADDW          Y10, Y8, Y8
+	VPSUBW          Y7, Y8, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VMOVDQU64       6(AX)(CX*1), X9
+	VINSERTI32X4    $0x01, 6(DI)(CX*1), Y9, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(CX*1), R9
+	MOVL            2(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y3, Y10, K1, Y10
+	VPADDB          Y3, Y11, K2, Y11
+	VPMADDUBSW      Y5, Y10, Y10
+	VPMADDUBSW      Y6, Y11, Y11
+	VPADDW          Y11, Y10, Y10
+	VPSUBW          Y7, Y10, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y8, Y11
+	VSHUFPS         $0xdd, Y10, Y8, Y8
+	VPADDD          Y8, Y11, Y11
+	VMOVDQU64       6(AX)(CX*2), X9
+	VINSERTI32X4    $0x01, 6(DI)(CX*2), Y9, Y8
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX)(CX*2), R9
+	MOVL            2(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y3, Y8, K1, Y8
+	VPADDB          Y3, Y10, K2, Y10
+	VPMADDUBSW      Y5, Y8, Y8
+	VPMADDUBSW      Y6, Y10, Y10
+	VPADDW          Y10, Y8, Y8
+	VPSUBW          Y7, Y8, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VMOVDQU64       6(AX)(SI*1), X9
+	VINSERTI32X4    $0x01, 6(DI)(SI*1), Y9, Y10
+	VPSRLW          $0x04, Y10, Y12
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y12, Y12
+	MOVL            2(AX)(SI*1), R9
+	MOVL            2(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y3, Y10, K1, Y10
+	VPADDB          Y3, Y12, K2, Y12
+	VPMADDUBSW      Y5, Y10, Y10
+	VPMADDUBSW      Y6, Y12, Y12
+	VPADDW          Y12, Y10, Y10
+	VPSUBW          Y7, Y10, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VSHUFPS         $0x88, Y10, Y8, Y5
+	VSHUFPS         $0xdd, Y10, Y8, Y6
+	VPADDD          Y6, Y5, Y5
+	VSHUFPS         $0x88, Y5, Y11, Y6
+	VSHUFPS         $0xdd, Y5, Y11, Y5
+	VPADDD          Y5, Y6, Y6
+	VPBROADCASTW    (DX), X5
+	VCVTPH2PS       X5, Y5
+	VCVTDQ2PS       Y6, Y6
+	VMOVD           (AX), X7
+	VPINSRW         $0x01, (AX)(CX*1), X7, X7
+	VPINSRW         $0x02, (AX)(CX*2), X7, X7
+	VPINSRW         $0x03, (AX)(SI*1), X7, X7
+	VPINSRW         $0x04, (DI), X7, X7
+	VPINSRW         $0x05, (DI)(CX*1), X7, X7
+	VPINSRW         $0x06, (DI)(CX*2), X7, X7
+	VPINSRW         $0x07, (DI)(SI*1), X7, X7
+	VCVTPH2PS       X7, Y7
+	VMULPS          Y5, Y7, Y7
+	VMULPS          Y7, Y6, Y6
+	VADDPS          Y6, Y4, Y4
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x00000016, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ5_0r8AVX512
+
+donedotQ5_0r8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y4, (AX)
+	VZEROUPPER
+	RET
 
 // func dotMXFP4AVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotMXFP4AVX512(SB), NOSPLIT, $0-28
 	MOVQ            w+0(FP), AX
 	MOVQ            a+8(FP), CX
 	MOVQ            nb+16(FP), DX
-	VPXORD          Y0, Y0, Y0
-	VPXORD          Y1, Y1, Y1
-	VPXORD          Y2, Y2, Y2
-	VPXORD          Y3, Y3, Y3
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y5
-	VPBROADCASTD    c32_00010001<>+0(SB), Y6
-	VBROADCASTI32X4 mxfp4lut<>+0(SB), Y7
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y3
+	VPBROADCASTD    c32_00000002<>+0(SB), Y4
+	VPBROADCASTD    c32_00800000<>+0(SB), Y5
+	VXORPS          X6, X6, X6
 
-loopnMXFP4:
-	CMPQ         DX, $0x04
-	JB           tailMXFP4
-	VMOVDQU64    1(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   2(CX), Y9, Y9
-	VPMADDUBSW   2(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      (AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        (CX), X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (SI)(BX*4), X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y0
-	VMOVDQU64    18(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   36(CX), Y9, Y9
-	VPMADDUBSW   36(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      17(AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        34(CX), X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (SI)(BX*4), X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y1
-	VMOVDQU64    35(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   70(CX), Y9, Y9
-	VPMADDUBSW   70(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      34(AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        68(CX), X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (SI)(BX*4), X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y2
-	VMOVDQU64    52(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   104(CX), Y9, Y9
-	VPMADDUBSW   104(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      51(AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        102(CX), X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (SI)(BX*4), X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y3
-	ADDQ         $0x00000044, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnMXFP4
+loopdotMXFP4AVX512:
+	CMPQ          DX, $0x08
+	JB            taildotMXFP4AVX512
+	VPMADDUBSW    2(CX), Y1, Y7
+	VMOVDQU64     1(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y3, Y9
+	VPMADDUBSW    2(CX), Y9, Y9
+	VPSUBW        Y7, Y9, Y9
+	VPMADDWD      Y2, Y9, Y9
+	VPMADDUBSW    36(CX), Y1, Y7
+	VMOVDQU64     18(AX), X8
+	VPSRLW        $0x04, X8, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	VPANDD        Y0, Y10, Y10
+	VPSHUFB       Y10, Y3, Y10
+	VPMADDUBSW    36(CX), Y10, Y10
+	VPSUBW        Y7, Y10, Y10
+	VPMADDWD      Y2, Y10, Y10
+	VSHUFPS       $0x88, Y10, Y9, Y7
+	VSHUFPS       $0xdd, Y10, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPMADDUBSW    70(CX), Y1, Y9
+	VMOVDQU64     35(AX), X8
+	VPSRLW        $0x04, X8, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	VPANDD        Y0, Y10, Y10
+	VPSHUFB       Y10, Y3, Y10
+	VPMADDUBSW    70(CX), Y10, Y10
+	VPSUBW        Y9, Y10, Y10
+	VPMADDWD      Y2, Y10, Y10
+	VPMADDUBSW    104(CX), Y1, Y9
+	VMOVDQU64     52(AX), X8
+	VPSRLW        $0x04, X8, X11
+	VINSERTI32X4  $0x01, X11, Y8, Y11
+	VPANDD        Y0, Y11, Y11
+	VPSHUFB       Y11, Y3, Y11
+	VPMADDUBSW    104(CX), Y11, Y11
+	VPSUBW        Y9, Y11, Y11
+	VPMADDWD      Y2, Y11, Y11
+	VSHUFPS       $0x88, Y11, Y10, Y9
+	VSHUFPS       $0xdd, Y11, Y10, Y10
+	VPADDD        Y10, Y9, Y9
+	VSHUFPS       $0x88, Y9, Y7, Y10
+	VSHUFPS       $0xdd, Y9, Y7, Y7
+	VPADDD        Y7, Y10, Y10
+	VPMADDUBSW    138(CX), Y1, Y7
+	VMOVDQU64     69(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y3, Y9
+	VPMADDUBSW    138(CX), Y9, Y9
+	VPSUBW        Y7, Y9, Y9
+	VPMADDWD      Y2, Y9, Y9
+	VPMADDUBSW    172(CX), Y1, Y7
+	VMOVDQU64     86(AX), X8
+	VPSRLW        $0x04, X8, X11
+	VINSERTI32X4  $0x01, X11, Y8, Y11
+	VPANDD        Y0, Y11, Y11
+	VPSHUFB       Y11, Y3, Y11
+	VPMADDUBSW    172(CX), Y11, Y11
+	VPSUBW        Y7, Y11, Y11
+	VPMADDWD      Y2, Y11, Y11
+	VSHUFPS       $0x88, Y11, Y9, Y7
+	VSHUFPS       $0xdd, Y11, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPMADDUBSW    206(CX), Y1, Y9
+	VMOVDQU64     103(AX), X8
+	VPSRLW        $0x04, X8, X11
+	VINSERTI32X4  $0x01, X11, Y8, Y11
+	VPANDD        Y0, Y11, Y11
+	VPSHUFB       Y11, Y3, Y11
+	VPMADDUBSW    206(CX), Y11, Y11
+	VPSUBW        Y9, Y11, Y11
+	VPMADDWD      Y2, Y11, Y11
+	VPMADDUBSW    240(CX), Y1, Y9
+	VMOVDQU64     120(AX), X8
+	VPSRLW        $0x04, X8, X12
+	VINSERTI32X4  $0x01, X12, Y8, Y12
+	VPANDD        Y0, Y12, Y12
+	VPSHUFB       Y12, Y3, Y12
+	VPMADDUBSW    240(CX), Y12, Y12
+	VPSUBW        Y9, Y12, Y12
+	VPMADDWD      Y2, Y12, Y12
+	VSHUFPS       $0x88, Y12, Y11, Y9
+	VSHUFPS       $0xdd, Y12, Y11, Y11
+	VPADDD        Y11, Y9, Y9
+	VSHUFPS       $0x88, Y9, Y7, Y11
+	VSHUFPS       $0xdd, Y9, Y7, Y7
+	VPADDD        Y7, Y11, Y11
+	VSHUFI64X2    $0x00, Y11, Y10, Y7
+	VSHUFI64X2    $0x03, Y11, Y10, Y9
+	VPADDD        Y9, Y7, Y7
+	VCVTDQ2PS     Y7, Y7
+	VMOVD         (CX), X8
+	VPINSRW       $0x01, 34(CX), X8, X8
+	VPINSRW       $0x02, 68(CX), X8, X8
+	VPINSRW       $0x03, 102(CX), X8, X8
+	VPINSRW       $0x04, 136(CX), X8, X8
+	VPINSRW       $0x05, 170(CX), X8, X8
+	VPINSRW       $0x06, 204(CX), X8, X8
+	VPINSRW       $0x07, 238(CX), X8, X8
+	VCVTPH2PS     X8, Y9
+	VMOVD         (AX), X8
+	VPINSRB       $0x01, 17(AX), X8, X8
+	VPINSRB       $0x02, 34(AX), X8, X8
+	VPINSRB       $0x03, 51(AX), X8, X8
+	VPINSRB       $0x04, 68(AX), X8, X8
+	VPINSRB       $0x05, 85(AX), X8, X8
+	VPINSRB       $0x06, 102(AX), X8, X8
+	VPINSRB       $0x07, 119(AX), X8, X8
+	VPMOVZXBD     X8, Y10
+	VPSUBD        Y10, Y4, Y11
+	VPSRLVD       Y11, Y5, Y11
+	VPSLLD        $0x17, Y10, Y10
+	VPSUBD        Y5, Y10, Y10
+	VPMAXSD       Y11, Y10, Y10
+	VMULPS        Y9, Y10, Y10
+	VMULPS        Y10, Y7, Y7
+	VADDSS        X7, X6, X6
+	VMOVSHDUP     X7, X8
+	VADDSS        X8, X6, X6
+	VMOVHLPS      X7, X7, X8
+	VADDSS        X8, X6, X6
+	VPERMILPS     $0xff, X7, X8
+	VADDSS        X8, X6, X6
+	VEXTRACTF32X4 $0x01, Y7, X7
+	VADDSS        X7, X6, X6
+	VMOVSHDUP     X7, X8
+	VADDSS        X8, X6, X6
+	VMOVHLPS      X7, X7, X8
+	VADDSS        X8, X6, X6
+	VPERMILPS     $0xff, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotMXFP4AVX512
 
-tailMXFP4:
-	TESTQ        DX, DX
-	JZ           doneMXFP4
-	VMOVDQU64    1(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI32X4 $0x01, X9, Y8, Y9
-	VPANDD       Y4, Y9, Y9
-	VPSHUFB      Y9, Y7, Y9
-	VPMADDUBSW   2(CX), Y9, Y9
-	VPMADDUBSW   2(CX), Y5, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y6, Y9, Y9
-	MOVBQZX      (AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        (CX), X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (SI)(BX*4), X8, X8
-	VBROADCASTSS X8, Y10
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y10, Y0
-	ADDQ         $0x00000011, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailMXFP4
+taildotMXFP4AVX512:
+	TESTQ         DX, DX
+	JZ            donedotMXFP4AVX512
+	VPMADDUBSW    2(CX), Y1, Y7
+	VMOVDQU64     1(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y3, Y9
+	VPMADDUBSW    2(CX), Y9, Y9
+	VPSUBW        Y7, Y9, Y9
+	VPMADDWD      Y2, Y9, Y9
+	VEXTRACTI32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMOVD         (CX), X8
+	VCVTPH2PS     X8, X8
+	VMOVD         (AX), X9
+	VPMOVZXBD     X9, X9
+	VPSUBD        X9, X4, X10
+	VPSRLVD       X10, X5, X10
+	VPSLLD        $0x17, X9, X9
+	VPSUBD        X5, X9, X9
+	VPMAXSD       X10, X9, X9
+	VMULPS        X8, X9, X9
+	VMULPS        X9, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x00000011, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotMXFP4AVX512
 
-doneMXFP4:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotMXFP4AVX512:
+	MOVSS X6, ret+24(FP)
 	VZEROUPPER
 	RET
 
 DATA c32_0c0c0c0c<>+0(SB)/4, $0x0c0c0c0c
 GLOBL c32_0c0c0c0c<>(SB), RODATA|NOPTR, $4
 
-DATA mxfp4lut<>+0(SB)/4, $0x0f0e0d0c
-DATA mxfp4lut<>+4(SB)/4, $0x18141210
-DATA mxfp4lut<>+8(SB)/4, $0x090a0b0c
-DATA mxfp4lut<>+12(SB)/4, $0x00040608
-GLOBL mxfp4lut<>(SB), RODATA|NOPTR, $16
+DATA b32mxfp4lut<>+0(SB)/4, $0x0f0e0d0c
+DATA b32mxfp4lut<>+4(SB)/4, $0x18141210
+DATA b32mxfp4lut<>+8(SB)/4, $0x090a0b0c
+DATA b32mxfp4lut<>+12(SB)/4, $0x00040608
+GLOBL b32mxfp4lut<>(SB), RODATA|NOPTR, $16
+
+DATA c32_00000002<>+0(SB)/4, $0x00000002
+GLOBL c32_00000002<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00800000<>+0(SB)/4, $0x00800000
+GLOBL c32_00800000<>(SB), RODATA|NOPTR, $4
+
+// func dotMXFP4r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotMXFP4r8AVX512(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y3
+	VPBROADCASTD    c32_00000002<>+0(SB), Y4
+	VPBROADCASTD    c32_00800000<>+0(SB), Y5
+	VPXORD          Y6, Y6, Y6
+	TESTQ           BX, BX
+	JZ              donedotMXFP4r8AVX512
+
+loopdotMXFP4r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000088, R8
+	VBROADCASTI32X4 2(DX), Y7
+	VBROADCASTI32X4 18(DX), Y8
+	VPMADDUBSW      Y7, Y1, Y9
+	VPMADDUBSW      Y8, Y1, Y10
+	VPADDW          Y10, Y9, Y9
+	VMOVDQU64       1(AX), X11
+	VINSERTI32X4    $0x01, 1(DI), Y11, Y10
+	VPSRLW          $0x04, Y10, Y12
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y10, Y3, Y10
+	VPSHUFB         Y12, Y3, Y12
+	VPMADDUBSW      Y7, Y10, Y10
+	VPMADDUBSW      Y8, Y12, Y12
+	VPADDW          Y12, Y10, Y10
+	VPSUBW          Y9, Y10, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VMOVDQU64       1(AX)(CX*1), X11
+	VINSERTI32X4    $0x01, 1(DI)(CX*1), Y11, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y3, Y12
+	VPSHUFB         Y13, Y3, Y13
+	VPMADDUBSW      Y7, Y12, Y12
+	VPMADDUBSW      Y8, Y13, Y13
+	VPADDW          Y13, Y12, Y12
+	VPSUBW          Y9, Y12, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y10, Y13
+	VSHUFPS         $0xdd, Y12, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VMOVDQU64       1(AX)(CX*2), X11
+	VINSERTI32X4    $0x01, 1(DI)(CX*2), Y11, Y10
+	VPSRLW          $0x04, Y10, Y12
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y10, Y3, Y10
+	VPSHUFB         Y12, Y3, Y12
+	VPMADDUBSW      Y7, Y10, Y10
+	VPMADDUBSW      Y8, Y12, Y12
+	VPADDW          Y12, Y10, Y10
+	VPSUBW          Y9, Y10, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VMOVDQU64       1(AX)(SI*1), X11
+	VINSERTI32X4    $0x01, 1(DI)(SI*1), Y11, Y12
+	VPSRLW          $0x04, Y12, Y14
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y14, Y14
+	VPSHUFB         Y12, Y3, Y12
+	VPSHUFB         Y14, Y3, Y14
+	VPMADDUBSW      Y7, Y12, Y12
+	VPMADDUBSW      Y8, Y14, Y14
+	VPADDW          Y14, Y12, Y12
+	VPSUBW          Y9, Y12, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VSHUFPS         $0x88, Y12, Y10, Y7
+	VSHUFPS         $0xdd, Y12, Y10, Y8
+	VPADDD          Y8, Y7, Y7
+	VSHUFPS         $0x88, Y7, Y13, Y8
+	VSHUFPS         $0xdd, Y7, Y13, Y7
+	VPADDD          Y7, Y8, Y8
+	VPBROADCASTW    (DX), X7
+	VCVTPH2PS       X7, Y7
+	VCVTDQ2PS       Y8, Y8
+	VMOVD           (AX), X9
+	VPINSRB         $0x01, (AX)(CX*1), X9, X9
+	VPINSRB         $0x02, (AX)(CX*2), X9, X9
+	VPINSRB         $0x03, (AX)(SI*1), X9, X9
+	VPINSRB         $0x04, (DI), X9, X9
+	VPINSRB         $0x05, (DI)(CX*1), X9, X9
+	VPINSRB         $0x06, (DI)(CX*2), X9, X9
+	VPINSRB         $0x07, (DI)(SI*1), X9, X9
+	VPMOVZXBD       X9, Y9
+	VPSUBD          Y9, Y4, Y10
+	VPSRLVD         Y10, Y5, Y10
+	VPSLLD          $0x17, Y9, Y9
+	VPSUBD          Y5, Y9, Y9
+	VPMAXSD         Y10, Y9, Y9
+	VMULPS          Y7, Y9, Y9
+	VMULPS          Y9, Y8, Y8
+	VADDPS          Y8, Y6, Y6
+	ADDQ            $0x00000011, AX
+	ADDQ            $0x00000011, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotMXFP4r8AVX512
+
+donedotMXFP4r8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y6, (AX)
+	VZEROUPPER
+	RET
 
 // func dotF32AVX512(w *byte, a *byte, n int) float32
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
@@ -5888,517 +6346,1253 @@ donedotQ5Kx4VNNI:
 	RET
 
 // func dotQ8_0VNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ8_0VNNI(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Y0, Y0, Y0
-	VPXORD Y1, Y1, Y1
-	VPXORD Y2, Y2, Y2
-	VPXORD Y3, Y3, Y3
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_80808080<>+0(SB), Y0
+	VXORPS       X1, X1, X1
 
-loopnQ8_0:
-	CMPQ         DX, $0x04
-	JB           tailQ8_0
-	VMOVDQU      2(AX), Y4
-	VMOVDQU      2(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        (AX), X5
-	VPINSRW      $0x01, (CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	VMOVDQU      36(AX), Y4
-	VMOVDQU      36(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        34(AX), X5
-	VPINSRW      $0x01, 34(CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y1
-	VMOVDQU      70(AX), Y4
-	VMOVDQU      70(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        68(AX), X5
-	VPINSRW      $0x01, 68(CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y2
-	VMOVDQU      104(AX), Y4
-	VMOVDQU      104(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        102(AX), X5
-	VPINSRW      $0x01, 102(CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y3
-	ADDQ         $0x00000088, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnQ8_0
+loopdotQ8_0VNNI:
+	CMPQ          DX, $0x08
+	JB            taildotQ8_0VNNI
+	VPXORD        Y2, Y2, Y2
+	VPDPBUSD      2(CX), Y0, Y2
+	VPXORD        Y3, Y3, Y3
+	VPSUBD        Y2, Y3, Y3
+	VMOVDQU64     2(AX), Y4
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y3, Y5
+	VPDPBUSD      2(CX), Y4, Y5
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      36(CX), Y0, Y6
+	VPXORD        Y7, Y7, Y7
+	VPSUBD        Y6, Y7, Y7
+	VMOVDQU64     36(AX), Y4
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y7, Y22
+	VPDPBUSD      36(CX), Y4, Y22
+	VSHUFPS       $0x88, Y22, Y5, Y4
+	VSHUFPS       $0xdd, Y22, Y5, Y5
+	VPADDD        Y5, Y4, Y4
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      70(CX), Y0, Y8
+	VPXORD        Y9, Y9, Y9
+	VPSUBD        Y8, Y9, Y9
+	VMOVDQU64     70(AX), Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y9, Y22
+	VPDPBUSD      70(CX), Y5, Y22
+	VPXORD        Y10, Y10, Y10
+	VPDPBUSD      104(CX), Y0, Y10
+	VPXORD        Y11, Y11, Y11
+	VPSUBD        Y10, Y11, Y11
+	VMOVDQU64     104(AX), Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y11, Y23
+	VPDPBUSD      104(CX), Y5, Y23
+	VSHUFPS       $0x88, Y23, Y22, Y5
+	VSHUFPS       $0xdd, Y23, Y22, Y22
+	VPADDD        Y22, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y22
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y22, Y22
+	VPXORD        Y12, Y12, Y12
+	VPDPBUSD      138(CX), Y0, Y12
+	VPXORD        Y13, Y13, Y13
+	VPSUBD        Y12, Y13, Y13
+	VMOVDQU64     138(AX), Y4
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y13, Y5
+	VPDPBUSD      138(CX), Y4, Y5
+	VPXORD        Y14, Y14, Y14
+	VPDPBUSD      172(CX), Y0, Y14
+	VPXORD        Y15, Y15, Y15
+	VPSUBD        Y14, Y15, Y15
+	VMOVDQU64     172(AX), Y4
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y15, Y23
+	VPDPBUSD      172(CX), Y4, Y23
+	VSHUFPS       $0x88, Y23, Y5, Y4
+	VSHUFPS       $0xdd, Y23, Y5, Y5
+	VPADDD        Y5, Y4, Y4
+	VPXORD        Y16, Y16, Y16
+	VPDPBUSD      206(CX), Y0, Y16
+	VPXORD        Y17, Y17, Y17
+	VPSUBD        Y16, Y17, Y17
+	VMOVDQU64     206(AX), Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y17, Y23
+	VPDPBUSD      206(CX), Y5, Y23
+	VPXORD        Y18, Y18, Y18
+	VPDPBUSD      240(CX), Y0, Y18
+	VPXORD        Y19, Y19, Y19
+	VPSUBD        Y18, Y19, Y19
+	VMOVDQU64     240(AX), Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y19, Y24
+	VPDPBUSD      240(CX), Y5, Y24
+	VSHUFPS       $0x88, Y24, Y23, Y5
+	VSHUFPS       $0xdd, Y24, Y23, Y23
+	VPADDD        Y23, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y23
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y23, Y23
+	VSHUFI64X2    $0x00, Y23, Y22, Y4
+	VSHUFI64X2    $0x03, Y23, Y22, Y5
+	VPADDD        Y5, Y4, Y4
+	VCVTDQ2PS     Y4, Y4
+	VMOVD         (CX), X5
+	VPINSRW       $0x01, 34(CX), X5, X5
+	VPINSRW       $0x02, 68(CX), X5, X5
+	VPINSRW       $0x03, 102(CX), X5, X5
+	VPINSRW       $0x04, 136(CX), X5, X5
+	VPINSRW       $0x05, 170(CX), X5, X5
+	VPINSRW       $0x06, 204(CX), X5, X5
+	VPINSRW       $0x07, 238(CX), X5, X5
+	VCVTPH2PS     X5, Y5
+	VMOVD         (AX), X22
+	VPINSRW       $0x01, 34(AX), X22, X22
+	VPINSRW       $0x02, 68(AX), X22, X22
+	VPINSRW       $0x03, 102(AX), X22, X22
+	VPINSRW       $0x04, 136(AX), X22, X22
+	VPINSRW       $0x05, 170(AX), X22, X22
+	VPINSRW       $0x06, 204(AX), X22, X22
+	VPINSRW       $0x07, 238(AX), X22, X22
+	VCVTPH2PS     X22, Y22
+	VMULPS        Y5, Y22, Y22
+	VMULPS        Y22, Y4, Y4
+	VADDSS        X4, X1, X1
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X1, X1
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X1, X1
+	VPERMILPS     $0xff, X4, X5
+	VADDSS        X5, X1, X1
+	VEXTRACTF32X4 $0x01, Y4, X4
+	VADDSS        X4, X1, X1
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X1, X1
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X1, X1
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X1, X1
+	ADDQ          $0x00000110, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ8_0VNNI
 
-tailQ8_0:
-	TESTQ        DX, DX
-	JZ           doneQ8_0
-	VMOVDQU      2(AX), Y4
-	VMOVDQU      2(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        (AX), X5
-	VPINSRW      $0x01, (CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000022, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailQ8_0
+taildotQ8_0VNNI:
+	TESTQ         DX, DX
+	JZ            donedotQ8_0VNNI
+	VPXORD        Y20, Y20, Y20
+	VPDPBUSD      2(CX), Y0, Y20
+	VPXORD        Y21, Y21, Y21
+	VPSUBD        Y20, Y21, Y21
+	VMOVDQU64     2(AX), Y2
+	VPXORD        Y0, Y2, Y2
+	VMOVDQA64     Y21, Y3
+	VPDPBUSD      2(CX), Y2, Y3
+	VEXTRACTI32X4 $0x01, Y3, X2
+	VPADDD        X2, X3, X2
+	VPSHUFD       $0x4e, X2, X3
+	VPADDD        X3, X2, X2
+	VPSHUFD       $0xb1, X2, X3
+	VPADDD        X3, X2, X2
+	VCVTDQ2PS     X2, X2
+	VMOVD         (CX), X3
+	VCVTPH2PS     X3, X3
+	VMOVD         (AX), X4
+	VCVTPH2PS     X4, X4
+	VMULPS        X3, X4, X4
+	VMULPS        X4, X2, X2
+	VADDSS        X2, X1, X1
+	ADDQ          $0x00000022, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotQ8_0VNNI
 
-doneQ8_0:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotQ8_0VNNI:
+	MOVSS X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c32_80808080<>+0(SB)/4, $0x80808080
+GLOBL c32_80808080<>(SB), RODATA|NOPTR, $4
+
+// func dotQ8_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ8_0r8VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_80808080<>+0(SB), Y0
+	VPXORD       Y1, Y1, Y1
+	TESTQ        BX, BX
+	JZ           donedotQ8_0r8VNNI
+
+loopdotQ8_0r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	ADDQ            $0x00000110, R8
+	VBROADCASTI32X4 2(DX), Y2
+	VBROADCASTI32X4 18(DX), Y3
+	VPXORD          Y4, Y4, Y4
+	VPDPBUSD        Y2, Y0, Y4
+	VPDPBUSD        Y3, Y0, Y4
+	VPXORD          Y5, Y5, Y5
+	VPSUBD          Y4, Y5, Y5
+	VMOVDQU64       2(AX), X6
+	VINSERTI32X4    $0x01, 2(DI), Y6, Y7
+	VMOVDQU64       18(AX), X6
+	VINSERTI32X4    $0x01, 18(DI), Y6, Y8
+	VPXORD          Y0, Y7, Y7
+	VPXORD          Y0, Y8, Y8
+	VMOVDQA64       Y5, Y9
+	VPDPBUSD        Y2, Y7, Y9
+	VPDPBUSD        Y3, Y8, Y9
+	VMOVDQU64       2(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y6, Y7
+	VMOVDQU64       18(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 18(DI)(CX*1), Y6, Y8
+	VPXORD          Y0, Y7, Y7
+	VPXORD          Y0, Y8, Y8
+	VMOVDQA64       Y5, Y10
+	VPDPBUSD        Y2, Y7, Y10
+	VPDPBUSD        Y3, Y8, Y10
+	VSHUFPS         $0x88, Y10, Y9, Y7
+	VSHUFPS         $0xdd, Y10, Y9, Y8
+	VPADDD          Y8, Y7, Y7
+	VMOVDQU64       2(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y6, Y8
+	VMOVDQU64       18(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 18(DI)(CX*2), Y6, Y9
+	VPXORD          Y0, Y8, Y8
+	VPXORD          Y0, Y9, Y9
+	VMOVDQA64       Y5, Y10
+	VPDPBUSD        Y2, Y8, Y10
+	VPDPBUSD        Y3, Y9, Y10
+	VMOVDQU64       2(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y6, Y8
+	VMOVDQU64       18(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 18(DI)(SI*1), Y6, Y9
+	VPXORD          Y0, Y8, Y8
+	VPXORD          Y0, Y9, Y9
+	VMOVDQA64       Y5, Y11
+	VPDPBUSD        Y2, Y8, Y11
+	VPDPBUSD        Y3, Y9, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y2
+	VSHUFPS         $0xdd, Y11, Y10, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y7, Y3
+	VSHUFPS         $0xdd, Y2, Y7, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VCVTDQ2PS       Y3, Y3
+	VMOVD           (AX), X6
+	VPINSRW         $0x01, (AX)(CX*1), X6, X6
+	VPINSRW         $0x02, (AX)(CX*2), X6, X6
+	VPINSRW         $0x03, (AX)(SI*1), X6, X6
+	VPINSRW         $0x04, (DI), X6, X6
+	VPINSRW         $0x05, (DI)(CX*1), X6, X6
+	VPINSRW         $0x06, (DI)(CX*2), X6, X6
+	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	VCVTPH2PS       X6, Y7
+	VMULPS          Y2, Y7, Y7
+	VMULPS          Y7, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000022, AX
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ8_0r8VNNI
+
+donedotQ8_0r8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y1, (AX)
 	VZEROUPPER
 	RET
 
 // func dotQ4_0VNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ4_0VNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_08080808<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ4_0VNNI:
+	CMPQ          DX, $0x08
+	JB            taildotQ4_0VNNI
+	VPXORD        Y3, Y3, Y3
+	VPDPBUSD      2(CX), Y1, Y3
+	VPXORD        Y4, Y4, Y4
+	VPSUBD        Y3, Y4, Y4
+	VMOVDQU64     2(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VMOVDQA64     Y4, Y23
+	VPDPBUSD      2(CX), Y6, Y23
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      36(CX), Y1, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQU64     20(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VMOVDQA64     Y8, Y24
+	VPDPBUSD      36(CX), Y6, Y24
+	VSHUFPS       $0x88, Y24, Y23, Y6
+	VSHUFPS       $0xdd, Y24, Y23, Y23
+	VPADDD        Y23, Y6, Y6
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      70(CX), Y1, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQU64     38(AX), X5
+	VPSRLW        $0x04, X5, X23
+	VINSERTI32X4  $0x01, X23, Y5, Y23
+	VPANDD        Y0, Y23, Y23
+	VMOVDQA64     Y10, Y24
+	VPDPBUSD      70(CX), Y23, Y24
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      104(CX), Y1, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQU64     56(AX), X5
+	VPSRLW        $0x04, X5, X23
+	VINSERTI32X4  $0x01, X23, Y5, Y23
+	VPANDD        Y0, Y23, Y23
+	VMOVDQA64     Y12, Y25
+	VPDPBUSD      104(CX), Y23, Y25
+	VSHUFPS       $0x88, Y25, Y24, Y23
+	VSHUFPS       $0xdd, Y25, Y24, Y24
+	VPADDD        Y24, Y23, Y23
+	VSHUFPS       $0x88, Y23, Y6, Y24
+	VSHUFPS       $0xdd, Y23, Y6, Y6
+	VPADDD        Y6, Y24, Y24
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      138(CX), Y1, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQU64     74(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VMOVDQA64     Y14, Y23
+	VPDPBUSD      138(CX), Y6, Y23
+	VPXORD        Y15, Y15, Y15
+	VPDPBUSD      172(CX), Y1, Y15
+	VPXORD        Y16, Y16, Y16
+	VPSUBD        Y15, Y16, Y16
+	VMOVDQU64     92(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VMOVDQA64     Y16, Y25
+	VPDPBUSD      172(CX), Y6, Y25
+	VSHUFPS       $0x88, Y25, Y23, Y6
+	VSHUFPS       $0xdd, Y25, Y23, Y23
+	VPADDD        Y23, Y6, Y6
+	VPXORD        Y17, Y17, Y17
+	VPDPBUSD      206(CX), Y1, Y17
+	VPXORD        Y18, Y18, Y18
+	VPSUBD        Y17, Y18, Y18
+	VMOVDQU64     110(AX), X5
+	VPSRLW        $0x04, X5, X23
+	VINSERTI32X4  $0x01, X23, Y5, Y23
+	VPANDD        Y0, Y23, Y23
+	VMOVDQA64     Y18, Y25
+	VPDPBUSD      206(CX), Y23, Y25
+	VPXORD        Y19, Y19, Y19
+	VPDPBUSD      240(CX), Y1, Y19
+	VPXORD        Y20, Y20, Y20
+	VPSUBD        Y19, Y20, Y20
+	VMOVDQU64     128(AX), X5
+	VPSRLW        $0x04, X5, X23
+	VINSERTI32X4  $0x01, X23, Y5, Y23
+	VPANDD        Y0, Y23, Y23
+	VMOVDQA64     Y20, Y26
+	VPDPBUSD      240(CX), Y23, Y26
+	VSHUFPS       $0x88, Y26, Y25, Y23
+	VSHUFPS       $0xdd, Y26, Y25, Y25
+	VPADDD        Y25, Y23, Y23
+	VSHUFPS       $0x88, Y23, Y6, Y25
+	VSHUFPS       $0xdd, Y23, Y6, Y6
+	VPADDD        Y6, Y25, Y25
+	VSHUFI64X2    $0x00, Y25, Y24, Y6
+	VSHUFI64X2    $0x03, Y25, Y24, Y23
+	VPADDD        Y23, Y6, Y6
+	VCVTDQ2PS     Y6, Y6
+	VMOVD         (CX), X5
+	VPINSRW       $0x01, 34(CX), X5, X5
+	VPINSRW       $0x02, 68(CX), X5, X5
+	VPINSRW       $0x03, 102(CX), X5, X5
+	VPINSRW       $0x04, 136(CX), X5, X5
+	VPINSRW       $0x05, 170(CX), X5, X5
+	VPINSRW       $0x06, 204(CX), X5, X5
+	VPINSRW       $0x07, 238(CX), X5, X5
+	VCVTPH2PS     X5, Y23
+	VMOVD         (AX), X5
+	VPINSRW       $0x01, 18(AX), X5, X5
+	VPINSRW       $0x02, 36(AX), X5, X5
+	VPINSRW       $0x03, 54(AX), X5, X5
+	VPINSRW       $0x04, 72(AX), X5, X5
+	VPINSRW       $0x05, 90(AX), X5, X5
+	VPINSRW       $0x06, 108(AX), X5, X5
+	VPINSRW       $0x07, 126(AX), X5, X5
+	VCVTPH2PS     X5, Y24
+	VMULPS        Y24, Y6, Y6
+	VMULPS        Y23, Y6, Y6
+	VADDSS        X6, X2, X2
+	VMOVSHDUP     X6, X5
+	VADDSS        X5, X2, X2
+	VMOVHLPS      X6, X6, X5
+	VADDSS        X5, X2, X2
+	VPERMILPS     $0xff, X6, X5
+	VADDSS        X5, X2, X2
+	VEXTRACTF32X4 $0x01, Y6, X5
+	VADDSS        X5, X2, X2
+	VMOVSHDUP     X5, X6
+	VADDSS        X6, X2, X2
+	VMOVHLPS      X5, X5, X6
+	VADDSS        X6, X2, X2
+	VPERMILPS     $0xff, X5, X5
+	VADDSS        X5, X2, X2
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ4_0VNNI
+
+taildotQ4_0VNNI:
+	TESTQ         DX, DX
+	JZ            donedotQ4_0VNNI
+	VPXORD        Y21, Y21, Y21
+	VPDPBUSD      2(CX), Y1, Y21
+	VPXORD        Y22, Y22, Y22
+	VPSUBD        Y21, Y22, Y22
+	VMOVDQU64     2(AX), X5
+	VPSRLW        $0x04, X5, X3
+	VINSERTI32X4  $0x01, X3, Y5, Y3
+	VPANDD        Y0, Y3, Y3
+	VMOVDQA64     Y22, Y4
+	VPDPBUSD      2(CX), Y3, Y4
+	VEXTRACTI32X4 $0x01, Y4, X3
+	VPADDD        X3, X4, X3
+	VPSHUFD       $0x4e, X3, X4
+	VPADDD        X4, X3, X3
+	VPSHUFD       $0xb1, X3, X4
+	VPADDD        X4, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMOVD         (CX), X4
+	VCVTPH2PS     X4, X4
+	VMOVD         (AX), X5
+	VCVTPH2PS     X5, X5
+	VMULPS        X5, X3, X3
+	VMULPS        X4, X3, X3
+	VADDSS        X3, X2, X2
+	ADDQ          $0x00000012, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotQ4_0VNNI
+
+donedotQ4_0VNNI:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ4_0r8VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_08080808<>+0(SB), Y1
 	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_08080808<>+0(SB), Y5
-	VPBROADCASTD c32_00010001<>+0(SB), Y6
+	TESTQ        BX, BX
+	JZ           donedotQ4_0r8VNNI
 
-loopnQ4_0:
-	CMPQ         DX, $0x04
-	JB           tailQ4_0
-	VMOVDQU64    2(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y8, Y8, Y8
-	VPXORD       Y9, Y9, Y9
-	VPDPBUSD     2(CX), Y6, Y8
-	VPDPBUSD     2(CX), Y5, Y9
-	VPSUBD       Y9, Y8, Y8
-	VMOVD        (AX), X6
-	VPINSRW      $0x01, (CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y6, Y0
-	VMOVDQU64    20(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y10, Y10, Y10
-	VPXORD       Y11, Y11, Y11
-	VPDPBUSD     36(CX), Y6, Y10
-	VPDPBUSD     36(CX), Y5, Y11
-	VPSUBD       Y11, Y10, Y10
-	VMOVD        18(AX), X6
-	VPINSRW      $0x01, 34(CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y10, Y10
-	VFMADD231PS  Y10, Y6, Y1
-	VMOVDQU64    38(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y12, Y12, Y12
-	VPXORD       Y13, Y13, Y13
-	VPDPBUSD     70(CX), Y6, Y12
-	VPDPBUSD     70(CX), Y5, Y13
-	VPSUBD       Y13, Y12, Y12
-	VMOVD        36(AX), X6
-	VPINSRW      $0x01, 68(CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y12, Y12
-	VFMADD231PS  Y12, Y6, Y2
-	VMOVDQU64    56(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y14, Y14, Y14
-	VPXORD       Y15, Y15, Y15
-	VPDPBUSD     104(CX), Y6, Y14
-	VPDPBUSD     104(CX), Y5, Y15
-	VPSUBD       Y15, Y14, Y14
-	VMOVD        54(AX), X6
-	VPINSRW      $0x01, 102(CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y14, Y14
-	VFMADD231PS  Y14, Y6, Y3
-	ADDQ         $0x00000048, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnQ4_0
+loopdotQ4_0r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
+	VBROADCASTI32X4 2(DX), Y3
+	VBROADCASTI32X4 18(DX), Y4
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        Y3, Y1, Y5
+	VPDPBUSD        Y4, Y1, Y5
+	VPXORD          Y6, Y6, Y6
+	VPSUBD          Y5, Y6, Y6
+	VMOVDQU64       2(AX), X7
+	VINSERTI32X4    $0x01, 2(DI), Y7, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VMOVDQA64       Y6, Y10
+	VPDPBUSD        Y3, Y8, Y10
+	VPDPBUSD        Y4, Y9, Y10
+	VMOVDQU64       2(AX)(CX*1), X7
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y7, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VMOVDQA64       Y6, Y11
+	VPDPBUSD        Y3, Y8, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VMOVDQU64       2(AX)(CX*2), X7
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y7, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VMOVDQA64       Y6, Y11
+	VPDPBUSD        Y3, Y9, Y11
+	VPDPBUSD        Y4, Y10, Y11
+	VMOVDQU64       2(AX)(SI*1), X7
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y7, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VMOVDQA64       Y6, Y12
+	VPDPBUSD        Y3, Y9, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y3
+	VSHUFPS         $0xdd, Y12, Y11, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y8, Y4
+	VSHUFPS         $0xdd, Y3, Y8, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VCVTDQ2PS       Y4, Y4
+	VMOVD           (AX), X7
+	VPINSRW         $0x01, (AX)(CX*1), X7, X7
+	VPINSRW         $0x02, (AX)(CX*2), X7, X7
+	VPINSRW         $0x03, (AX)(SI*1), X7, X7
+	VPINSRW         $0x04, (DI), X7, X7
+	VPINSRW         $0x05, (DI)(CX*1), X7, X7
+	VPINSRW         $0x06, (DI)(CX*2), X7, X7
+	VPINSRW         $0x07, (DI)(SI*1), X7, X7
+	VCVTPH2PS       X7, Y8
+	VMULPS          Y8, Y4, Y4
+	VMULPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ4_0r8VNNI
 
-tailQ4_0:
-	TESTQ        DX, DX
-	JZ           doneQ4_0
-	VMOVDQU64    2(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y16, Y16, Y16
-	VPXORD       Y17, Y17, Y17
-	VPDPBUSD     2(CX), Y6, Y16
-	VPDPBUSD     2(CX), Y5, Y17
-	VPSUBD       Y17, Y16, Y16
-	VMOVD        (AX), X6
-	VPINSRW      $0x01, (CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y16, Y16
-	VFMADD231PS  Y16, Y6, Y0
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailQ4_0
-
-doneQ4_0:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotQ4_0r8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
 	VZEROUPPER
 	RET
 
 // func dotQ5_0VNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ5_0VNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VXORPS       X3, X3, X3
+
+loopdotQ5_0VNNI:
+	CMPQ          DX, $0x08
+	JB            taildotQ5_0VNNI
+	VPXORD        Y4, Y4, Y4
+	VPDPBUSD      2(CX), Y1, Y4
+	VPXORD        Y5, Y5, Y5
+	VPSUBD        Y4, Y5, Y5
+	VMOVDQU64     6(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         2(AX), K1
+	VPADDB        Y2, Y7, K1, Y7
+	VMOVDQA64     Y5, Y24
+	VPDPBUSD      2(CX), Y7, Y24
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      36(CX), Y1, Y8
+	VPXORD        Y9, Y9, Y9
+	VPSUBD        Y8, Y9, Y9
+	VMOVDQU64     28(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         24(AX), K1
+	VPADDB        Y2, Y7, K1, Y7
+	VMOVDQA64     Y9, Y25
+	VPDPBUSD      36(CX), Y7, Y25
+	VSHUFPS       $0x88, Y25, Y24, Y7
+	VSHUFPS       $0xdd, Y25, Y24, Y24
+	VPADDD        Y24, Y7, Y7
+	VPXORD        Y10, Y10, Y10
+	VPDPBUSD      70(CX), Y1, Y10
+	VPXORD        Y11, Y11, Y11
+	VPSUBD        Y10, Y11, Y11
+	VMOVDQU64     50(AX), X6
+	VPSRLW        $0x04, X6, X24
+	VINSERTI32X4  $0x01, X24, Y6, Y24
+	VPANDD        Y0, Y24, Y24
+	KMOVD         46(AX), K1
+	VPADDB        Y2, Y24, K1, Y24
+	VMOVDQA64     Y11, Y25
+	VPDPBUSD      70(CX), Y24, Y25
+	VPXORD        Y12, Y12, Y12
+	VPDPBUSD      104(CX), Y1, Y12
+	VPXORD        Y13, Y13, Y13
+	VPSUBD        Y12, Y13, Y13
+	VMOVDQU64     72(AX), X6
+	VPSRLW        $0x04, X6, X24
+	VINSERTI32X4  $0x01, X24, Y6, Y24
+	VPANDD        Y0, Y24, Y24
+	KMOVD         68(AX), K1
+	VPADDB        Y2, Y24, K1, Y24
+	VMOVDQA64     Y13, Y26
+	VPDPBUSD      104(CX), Y24, Y26
+	VSHUFPS       $0x88, Y26, Y25, Y24
+	VSHUFPS       $0xdd, Y26, Y25, Y25
+	VPADDD        Y25, Y24, Y24
+	VSHUFPS       $0x88, Y24, Y7, Y25
+	VSHUFPS       $0xdd, Y24, Y7, Y7
+	VPADDD        Y7, Y25, Y25
+	VPXORD        Y14, Y14, Y14
+	VPDPBUSD      138(CX), Y1, Y14
+	VPXORD        Y15, Y15, Y15
+	VPSUBD        Y14, Y15, Y15
+	VMOVDQU64     94(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         90(AX), K1
+	VPADDB        Y2, Y7, K1, Y7
+	VMOVDQA64     Y15, Y24
+	VPDPBUSD      138(CX), Y7, Y24
+	VPXORD        Y16, Y16, Y16
+	VPDPBUSD      172(CX), Y1, Y16
+	VPXORD        Y17, Y17, Y17
+	VPSUBD        Y16, Y17, Y17
+	VMOVDQU64     116(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         112(AX), K1
+	VPADDB        Y2, Y7, K1, Y7
+	VMOVDQA64     Y17, Y26
+	VPDPBUSD      172(CX), Y7, Y26
+	VSHUFPS       $0x88, Y26, Y24, Y7
+	VSHUFPS       $0xdd, Y26, Y24, Y24
+	VPADDD        Y24, Y7, Y7
+	VPXORD        Y18, Y18, Y18
+	VPDPBUSD      206(CX), Y1, Y18
+	VPXORD        Y19, Y19, Y19
+	VPSUBD        Y18, Y19, Y19
+	VMOVDQU64     138(AX), X6
+	VPSRLW        $0x04, X6, X24
+	VINSERTI32X4  $0x01, X24, Y6, Y24
+	VPANDD        Y0, Y24, Y24
+	KMOVD         134(AX), K1
+	VPADDB        Y2, Y24, K1, Y24
+	VMOVDQA64     Y19, Y26
+	VPDPBUSD      206(CX), Y24, Y26
+	VPXORD        Y20, Y20, Y20
+	VPDPBUSD      240(CX), Y1, Y20
+	VPXORD        Y21, Y21, Y21
+	VPSUBD        Y20, Y21, Y21
+	VMOVDQU64     160(AX), X6
+	VPSRLW        $0x04, X6, X24
+	VINSERTI32X4  $0x01, X24, Y6, Y24
+	VPANDD        Y0, Y24, Y24
+	KMOVD         156(AX), K1
+	VPADDB        Y2, Y24, K1, Y24
+	VMOVDQA64     Y21, Y27
+	VPDPBUSD      240(CX), Y24, Y27
+	VSHUFPS       $0x88, Y27, Y26, Y24
+	VSHUFPS       $0xdd, Y27, Y26, Y26
+	VPADDD        Y26, Y24, Y24
+	VSHUFPS       $0x88, Y24, Y7, Y26
+	VSHUFPS       $0xdd, Y24, Y7, Y7
+	VPADDD        Y7, Y26, Y26
+	VSHUFI64X2    $0x00, Y26, Y25, Y7
+	VSHUFI64X2    $0x03, Y26, Y25, Y24
+	VPADDD        Y24, Y7, Y7
+	VCVTDQ2PS     Y7, Y7
+	VMOVD         (CX), X6
+	VPINSRW       $0x01, 34(CX), X6, X6
+	VPINSRW       $0x02, 68(CX), X6, X6
+	VPINSRW       $0x03, 102(CX), X6, X6
+	VPINSRW       $0x04, 136(CX), X6, X6
+	VPINSRW       $0x05, 170(CX), X6, X6
+	VPINSRW       $0x06, 204(CX), X6, X6
+	VPINSRW       $0x07, 238(CX), X6, X6
+	VCVTPH2PS     X6, Y24
+	VMOVD         (AX), X6
+	VPINSRW       $0x01, 22(AX), X6, X6
+	VPINSRW       $0x02, 44(AX), X6, X6
+	VPINSRW       $0x03, 66(AX), X6, X6
+	VPINSRW       $0x04, 88(AX), X6, X6
+	VPINSRW       $0x05, 110(AX), X6, X6
+	VPINSRW       $0x06, 132(AX), X6, X6
+	VPINSRW       $0x07, 154(AX), X6, X6
+	VCVTPH2PS     X6, Y25
+	VMULPS        Y24, Y25, Y25
+	VMULPS        Y25, Y7, Y7
+	VADDSS        X7, X3, X3
+	VMOVSHDUP     X7, X6
+	VADDSS        X6, X3, X3
+	VMOVHLPS      X7, X7, X6
+	VADDSS        X6, X3, X3
+	VPERMILPS     $0xff, X7, X6
+	VADDSS        X6, X3, X3
+	VEXTRACTF32X4 $0x01, Y7, X6
+	VADDSS        X6, X3, X3
+	VMOVSHDUP     X6, X7
+	VADDSS        X7, X3, X3
+	VMOVHLPS      X6, X6, X7
+	VADDSS        X7, X3, X3
+	VPERMILPS     $0xff, X6, X6
+	VADDSS        X6, X3, X3
+	ADDQ          $0x000000b0, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ5_0VNNI
+
+taildotQ5_0VNNI:
+	TESTQ         DX, DX
+	JZ            donedotQ5_0VNNI
+	VPXORD        Y22, Y22, Y22
+	VPDPBUSD      2(CX), Y1, Y22
+	VPXORD        Y23, Y23, Y23
+	VPSUBD        Y22, Y23, Y23
+	VMOVDQU64     6(AX), X6
+	VPSRLW        $0x04, X6, X4
+	VINSERTI32X4  $0x01, X4, Y6, Y4
+	VPANDD        Y0, Y4, Y4
+	KMOVD         2(AX), K1
+	VPADDB        Y2, Y4, K1, Y4
+	VMOVDQA64     Y23, Y5
+	VPDPBUSD      2(CX), Y4, Y5
+	VEXTRACTI32X4 $0x01, Y5, X4
+	VPADDD        X4, X5, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMOVD         (CX), X5
+	VCVTPH2PS     X5, X5
+	VMOVD         (AX), X6
+	VCVTPH2PS     X6, X6
+	VMULPS        X5, X6, X6
+	VMULPS        X6, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000016, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotQ5_0VNNI
+
+donedotQ5_0VNNI:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ5_0r8VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
 	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_10101010<>+0(SB), Y5
-	VPBROADCASTD c32_00010001<>+0(SB), Y6
-	VPBROADCASTD c32_10101010<>+0(SB), Y6
+	TESTQ        BX, BX
+	JZ           donedotQ5_0r8VNNI
 
-loopnQ5_0:
-	CMPQ         DX, $0x04
-	JB           tailQ5_0
-	VMOVDQU64    6(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	KMOVD        2(AX), K1
-	VPADDB       Y6, Y18, K1, Y18
-	VPXORD       Y8, Y8, Y8
-	VPXORD       Y9, Y9, Y9
-	VPDPBUSD     2(CX), Y18, Y8
-	VPDPBUSD     2(CX), Y5, Y9
-	VPSUBD       Y9, Y8, Y8
-	VMOVD        (AX), X7
-	VPINSRW      $0x01, (CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X18
-	VMULSS       X18, X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y18, Y0
-	VMOVDQU64    28(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	KMOVD        24(AX), K1
-	VPADDB       Y6, Y18, K1, Y18
-	VPXORD       Y10, Y10, Y10
-	VPXORD       Y11, Y11, Y11
-	VPDPBUSD     36(CX), Y18, Y10
-	VPDPBUSD     36(CX), Y5, Y11
-	VPSUBD       Y11, Y10, Y10
-	VMOVD        22(AX), X7
-	VPINSRW      $0x01, 34(CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X18
-	VMULSS       X18, X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y10, Y10
-	VFMADD231PS  Y10, Y18, Y1
-	VMOVDQU64    50(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	KMOVD        46(AX), K1
-	VPADDB       Y6, Y18, K1, Y18
-	VPXORD       Y12, Y12, Y12
-	VPXORD       Y13, Y13, Y13
-	VPDPBUSD     70(CX), Y18, Y12
-	VPDPBUSD     70(CX), Y5, Y13
-	VPSUBD       Y13, Y12, Y12
-	VMOVD        44(AX), X7
-	VPINSRW      $0x01, 68(CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X18
-	VMULSS       X18, X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y12, Y12
-	VFMADD231PS  Y12, Y18, Y2
-	VMOVDQU64    72(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	KMOVD        68(AX), K1
-	VPADDB       Y6, Y18, K1, Y18
-	VPXORD       Y14, Y14, Y14
-	VPXORD       Y15, Y15, Y15
-	VPDPBUSD     104(CX), Y18, Y14
-	VPDPBUSD     104(CX), Y5, Y15
-	VPSUBD       Y15, Y14, Y14
-	VMOVD        66(AX), X7
-	VPINSRW      $0x01, 102(CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X18
-	VMULSS       X18, X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y14, Y14
-	VFMADD231PS  Y14, Y18, Y3
-	ADDQ         $0x00000058, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnQ5_0
+loopdotQ5_0r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000b0, R8
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        Y4, Y1, Y6
+	VPDPBUSD        Y5, Y1, Y6
+	VPXORD          Y7, Y7, Y7
+	VPSUBD          Y6, Y7, Y7
+	VMOVDQU64       6(AX), X8
+	VINSERTI32X4    $0x01, 6(DI), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX), R9
+	MOVL            2(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y9, K1, Y9
+	VPADDB          Y2, Y10, K2, Y10
+	VMOVDQA64       Y7, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VPDPBUSD        Y5, Y10, Y11
+	VMOVDQU64       6(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 6(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX)(CX*1), R9
+	MOVL            2(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y9, K1, Y9
+	VPADDB          Y2, Y10, K2, Y10
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y9, Y12
+	VPDPBUSD        Y5, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y9
+	VSHUFPS         $0xdd, Y12, Y11, Y10
+	VPADDD          Y10, Y9, Y9
+	VMOVDQU64       6(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 6(DI)(CX*2), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(CX*2), R9
+	MOVL            2(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y10, K1, Y10
+	VPADDB          Y2, Y11, K2, Y11
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VPDPBUSD        Y5, Y11, Y12
+	VMOVDQU64       6(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 6(DI)(SI*1), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(SI*1), R9
+	MOVL            2(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y10, K1, Y10
+	VPADDB          Y2, Y11, K2, Y11
+	VMOVDQA64       Y7, Y13
+	VPDPBUSD        Y4, Y10, Y13
+	VPDPBUSD        Y5, Y11, Y13
+	VSHUFPS         $0x88, Y13, Y12, Y4
+	VSHUFPS         $0xdd, Y13, Y12, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	VMOVD           (AX), X8
+	VPINSRW         $0x01, (AX)(CX*1), X8, X8
+	VPINSRW         $0x02, (AX)(CX*2), X8, X8
+	VPINSRW         $0x03, (AX)(SI*1), X8, X8
+	VPINSRW         $0x04, (DI), X8, X8
+	VPINSRW         $0x05, (DI)(CX*1), X8, X8
+	VPINSRW         $0x06, (DI)(CX*2), X8, X8
+	VPINSRW         $0x07, (DI)(SI*1), X8, X8
+	VCVTPH2PS       X8, Y9
+	VMULPS          Y4, Y9, Y9
+	VMULPS          Y9, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x00000016, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ5_0r8VNNI
 
-tailQ5_0:
-	TESTQ        DX, DX
-	JZ           doneQ5_0
-	VMOVDQU64    6(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI32X4 $0x01, X8, Y7, Y8
-	VPANDD       Y4, Y8, Y8
-	KMOVD        2(AX), K1
-	VPADDB       Y6, Y8, K1, Y8
-	VPXORD       Y16, Y16, Y16
-	VPXORD       Y17, Y17, Y17
-	VPDPBUSD     2(CX), Y8, Y16
-	VPDPBUSD     2(CX), Y5, Y17
-	VPSUBD       Y17, Y16, Y16
-	VMOVD        (AX), X7
-	VPINSRW      $0x01, (CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X8
-	VMULSS       X8, X7, X7
-	VBROADCASTSS X7, Y8
-	VCVTDQ2PS    Y16, Y16
-	VFMADD231PS  Y16, Y8, Y0
-	ADDQ         $0x00000016, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailQ5_0
-
-doneQ5_0:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotQ5_0r8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
 	VZEROUPPER
 	RET
 
 // func dotMXFP4VNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotMXFP4VNNI(SB), NOSPLIT, $0-28
 	MOVQ            w+0(FP), AX
 	MOVQ            a+8(FP), CX
 	MOVQ            nb+16(FP), DX
-	VPXORD          Y0, Y0, Y0
-	VPXORD          Y1, Y1, Y1
-	VPXORD          Y2, Y2, Y2
-	VPXORD          Y3, Y3, Y3
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y5
-	VPBROADCASTD    c32_00010001<>+0(SB), Y6
-	VBROADCASTI32X4 mxfp4lut<>+0(SB), Y6
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
+	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y2
+	VPBROADCASTD    c32_00000002<>+0(SB), Y3
+	VPBROADCASTD    c32_00800000<>+0(SB), Y4
+	VXORPS          X5, X5, X5
 
-loopnMXFP4:
-	CMPQ         DX, $0x04
-	JB           tailMXFP4
-	VMOVDQU64    1(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	VPSHUFB      Y18, Y6, Y18
-	VPXORD       Y8, Y8, Y8
-	VPXORD       Y9, Y9, Y9
-	VPDPBUSD     2(CX), Y18, Y8
-	VPDPBUSD     2(CX), Y5, Y9
-	VPSUBD       Y9, Y8, Y8
-	MOVBQZX      (AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        (CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y18, Y0
-	VMOVDQU64    18(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	VPSHUFB      Y18, Y6, Y18
-	VPXORD       Y10, Y10, Y10
-	VPXORD       Y11, Y11, Y11
-	VPDPBUSD     36(CX), Y18, Y10
-	VPDPBUSD     36(CX), Y5, Y11
-	VPSUBD       Y11, Y10, Y10
-	MOVBQZX      17(AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        34(CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y10, Y10
-	VFMADD231PS  Y10, Y18, Y1
-	VMOVDQU64    35(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	VPSHUFB      Y18, Y6, Y18
-	VPXORD       Y12, Y12, Y12
-	VPXORD       Y13, Y13, Y13
-	VPDPBUSD     70(CX), Y18, Y12
-	VPDPBUSD     70(CX), Y5, Y13
-	VPSUBD       Y13, Y12, Y12
-	MOVBQZX      34(AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        68(CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y12, Y12
-	VFMADD231PS  Y12, Y18, Y2
-	VMOVDQU64    52(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	VPSHUFB      Y18, Y6, Y18
-	VPXORD       Y14, Y14, Y14
-	VPXORD       Y15, Y15, Y15
-	VPDPBUSD     104(CX), Y18, Y14
-	VPDPBUSD     104(CX), Y5, Y15
-	VPSUBD       Y15, Y14, Y14
-	MOVBQZX      51(AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        102(CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y14, Y14
-	VFMADD231PS  Y14, Y18, Y3
-	ADDQ         $0x00000044, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnMXFP4
+loopdotMXFP4VNNI:
+	CMPQ          DX, $0x08
+	JB            taildotMXFP4VNNI
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      2(CX), Y1, Y6
+	VPXORD        Y7, Y7, Y7
+	VPSUBD        Y6, Y7, Y7
+	VMOVDQU64     1(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y2, Y9
+	VMOVDQA64     Y7, Y26
+	VPDPBUSD      2(CX), Y9, Y26
+	VPXORD        Y10, Y10, Y10
+	VPDPBUSD      36(CX), Y1, Y10
+	VPXORD        Y11, Y11, Y11
+	VPSUBD        Y10, Y11, Y11
+	VMOVDQU64     18(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y2, Y9
+	VMOVDQA64     Y11, Y27
+	VPDPBUSD      36(CX), Y9, Y27
+	VSHUFPS       $0x88, Y27, Y26, Y9
+	VSHUFPS       $0xdd, Y27, Y26, Y26
+	VPADDD        Y26, Y9, Y9
+	VPXORD        Y12, Y12, Y12
+	VPDPBUSD      70(CX), Y1, Y12
+	VPXORD        Y13, Y13, Y13
+	VPSUBD        Y12, Y13, Y13
+	VMOVDQU64     35(AX), X8
+	VPSRLW        $0x04, X8, X26
+	VINSERTI32X4  $0x01, X26, Y8, Y26
+	VPANDD        Y0, Y26, Y26
+	VPSHUFB       Y26, Y2, Y26
+	VMOVDQA64     Y13, Y27
+	VPDPBUSD      70(CX), Y26, Y27
+	VPXORD        Y14, Y14, Y14
+	VPDPBUSD      104(CX), Y1, Y14
+	VPXORD        Y15, Y15, Y15
+	VPSUBD        Y14, Y15, Y15
+	VMOVDQU64     52(AX), X8
+	VPSRLW        $0x04, X8, X26
+	VINSERTI32X4  $0x01, X26, Y8, Y26
+	VPANDD        Y0, Y26, Y26
+	VPSHUFB       Y26, Y2, Y26
+	VMOVDQA64     Y15, Y28
+	VPDPBUSD      104(CX), Y26, Y28
+	VSHUFPS       $0x88, Y28, Y27, Y26
+	VSHUFPS       $0xdd, Y28, Y27, Y27
+	VPADDD        Y27, Y26, Y26
+	VSHUFPS       $0x88, Y26, Y9, Y27
+	VSHUFPS       $0xdd, Y26, Y9, Y9
+	VPADDD        Y9, Y27, Y27
+	VPXORD        Y16, Y16, Y16
+	VPDPBUSD      138(CX), Y1, Y16
+	VPXORD        Y17, Y17, Y17
+	VPSUBD        Y16, Y17, Y17
+	VMOVDQU64     69(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y2, Y9
+	VMOVDQA64     Y17, Y26
+	VPDPBUSD      138(CX), Y9, Y26
+	VPXORD        Y18, Y18, Y18
+	VPDPBUSD      172(CX), Y1, Y18
+	VPXORD        Y19, Y19, Y19
+	VPSUBD        Y18, Y19, Y19
+	VMOVDQU64     86(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y2, Y9
+	VMOVDQA64     Y19, Y28
+	VPDPBUSD      172(CX), Y9, Y28
+	VSHUFPS       $0x88, Y28, Y26, Y9
+	VSHUFPS       $0xdd, Y28, Y26, Y26
+	VPADDD        Y26, Y9, Y9
+	VPXORD        Y20, Y20, Y20
+	VPDPBUSD      206(CX), Y1, Y20
+	VPXORD        Y21, Y21, Y21
+	VPSUBD        Y20, Y21, Y21
+	VMOVDQU64     103(AX), X8
+	VPSRLW        $0x04, X8, X26
+	VINSERTI32X4  $0x01, X26, Y8, Y26
+	VPANDD        Y0, Y26, Y26
+	VPSHUFB       Y26, Y2, Y26
+	VMOVDQA64     Y21, Y28
+	VPDPBUSD      206(CX), Y26, Y28
+	VPXORD        Y22, Y22, Y22
+	VPDPBUSD      240(CX), Y1, Y22
+	VPXORD        Y23, Y23, Y23
+	VPSUBD        Y22, Y23, Y23
+	VMOVDQU64     120(AX), X8
+	VPSRLW        $0x04, X8, X26
+	VINSERTI32X4  $0x01, X26, Y8, Y26
+	VPANDD        Y0, Y26, Y26
+	VPSHUFB       Y26, Y2, Y26
+	VMOVDQA64     Y23, Y29
+	VPDPBUSD      240(CX), Y26, Y29
+	VSHUFPS       $0x88, Y29, Y28, Y26
+	VSHUFPS       $0xdd, Y29, Y28, Y28
+	VPADDD        Y28, Y26, Y26
+	VSHUFPS       $0x88, Y26, Y9, Y28
+	VSHUFPS       $0xdd, Y26, Y9, Y9
+	VPADDD        Y9, Y28, Y28
+	VSHUFI64X2    $0x00, Y28, Y27, Y9
+	VSHUFI64X2    $0x03, Y28, Y27, Y26
+	VPADDD        Y26, Y9, Y9
+	VCVTDQ2PS     Y9, Y9
+	VMOVD         (CX), X8
+	VPINSRW       $0x01, 34(CX), X8, X8
+	VPINSRW       $0x02, 68(CX), X8, X8
+	VPINSRW       $0x03, 102(CX), X8, X8
+	VPINSRW       $0x04, 136(CX), X8, X8
+	VPINSRW       $0x05, 170(CX), X8, X8
+	VPINSRW       $0x06, 204(CX), X8, X8
+	VPINSRW       $0x07, 238(CX), X8, X8
+	VCVTPH2PS     X8, Y26
+	VMOVD         (AX), X8
+	VPINSRB       $0x01, 17(AX), X8, X8
+	VPINSRB       $0x02, 34(AX), X8, X8
+	VPINSRB       $0x03, 51(AX), X8, X8
+	VPINSRB       $0x04, 68(AX), X8, X8
+	VPINSRB       $0x05, 85(AX), X8, X8
+	VPINSRB       $0x06, 102(AX), X8, X8
+	VPINSRB       $0x07, 119(AX), X8, X8
+	VPMOVZXBD     X8, Y27
+	VPSUBD        Y27, Y3, Y28
+	VPSRLVD       Y28, Y4, Y28
+	VPSLLD        $0x17, Y27, Y27
+	VPSUBD        Y4, Y27, Y27
+	VPMAXSD       Y28, Y27, Y27
+	VMULPS        Y26, Y27, Y27
+	VMULPS        Y27, Y9, Y9
+	VADDSS        X9, X5, X5
+	VMOVSHDUP     X9, X8
+	VADDSS        X8, X5, X5
+	VMOVHLPS      X9, X9, X8
+	VADDSS        X8, X5, X5
+	VPERMILPS     $0xff, X9, X8
+	VADDSS        X8, X5, X5
+	VEXTRACTF32X4 $0x01, Y9, X8
+	VADDSS        X8, X5, X5
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X5, X5
+	VMOVHLPS      X8, X8, X9
+	VADDSS        X9, X5, X5
+	VPERMILPS     $0xff, X8, X8
+	VADDSS        X8, X5, X5
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotMXFP4VNNI
 
-tailMXFP4:
-	TESTQ        DX, DX
-	JZ           doneMXFP4
-	VMOVDQU64    1(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI32X4 $0x01, X8, Y7, Y8
-	VPANDD       Y4, Y8, Y8
-	VPSHUFB      Y8, Y6, Y8
-	VPXORD       Y16, Y16, Y16
-	VPXORD       Y17, Y17, Y17
-	VPDPBUSD     2(CX), Y8, Y16
-	VPDPBUSD     2(CX), Y5, Y17
-	VPSUBD       Y17, Y16, Y16
-	MOVBQZX      (AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        (CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y8
-	VCVTDQ2PS    Y16, Y16
-	VFMADD231PS  Y16, Y8, Y0
-	ADDQ         $0x00000011, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailMXFP4
+taildotMXFP4VNNI:
+	TESTQ         DX, DX
+	JZ            donedotMXFP4VNNI
+	VPXORD        Y24, Y24, Y24
+	VPDPBUSD      2(CX), Y1, Y24
+	VPXORD        Y25, Y25, Y25
+	VPSUBD        Y24, Y25, Y25
+	VMOVDQU64     1(AX), X8
+	VPSRLW        $0x04, X8, X6
+	VINSERTI32X4  $0x01, X6, Y8, Y6
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y6, Y2, Y6
+	VMOVDQA64     Y25, Y7
+	VPDPBUSD      2(CX), Y6, Y7
+	VEXTRACTI32X4 $0x01, Y7, X6
+	VPADDD        X6, X7, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPADDD        X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPADDD        X7, X6, X6
+	VCVTDQ2PS     X6, X6
+	VMOVD         (CX), X7
+	VCVTPH2PS     X7, X7
+	VMOVD         (AX), X8
+	VPMOVZXBD     X8, X8
+	VPSUBD        X8, X3, X9
+	VPSRLVD       X9, X4, X9
+	VPSLLD        $0x17, X8, X8
+	VPSUBD        X4, X8, X8
+	VPMAXSD       X9, X8, X8
+	VMULPS        X7, X8, X8
+	VMULPS        X8, X6, X6
+	VADDSS        X6, X5, X5
+	ADDQ          $0x00000011, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotMXFP4VNNI
 
-doneMXFP4:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotMXFP4VNNI:
+	MOVSS X5, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotMXFP4r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotMXFP4r8VNNI(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
+	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y2
+	VPBROADCASTD    c32_00000002<>+0(SB), Y3
+	VPBROADCASTD    c32_00800000<>+0(SB), Y4
+	VPXORD          Y5, Y5, Y5
+	TESTQ           BX, BX
+	JZ              donedotMXFP4r8VNNI
+
+loopdotMXFP4r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000088, R8
+	VBROADCASTI32X4 2(DX), Y6
+	VBROADCASTI32X4 18(DX), Y7
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y6, Y1, Y8
+	VPDPBUSD        Y7, Y1, Y8
+	VPXORD          Y9, Y9, Y9
+	VPSUBD          Y8, Y9, Y9
+	VMOVDQU64       1(AX), X10
+	VINSERTI32X4    $0x01, 1(DI), Y10, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y2, Y11
+	VPSHUFB         Y12, Y2, Y12
+	VMOVDQA64       Y9, Y13
+	VPDPBUSD        Y6, Y11, Y13
+	VPDPBUSD        Y7, Y12, Y13
+	VMOVDQU64       1(AX)(CX*1), X10
+	VINSERTI32X4    $0x01, 1(DI)(CX*1), Y10, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y2, Y11
+	VPSHUFB         Y12, Y2, Y12
+	VMOVDQA64       Y9, Y14
+	VPDPBUSD        Y6, Y11, Y14
+	VPDPBUSD        Y7, Y12, Y14
+	VSHUFPS         $0x88, Y14, Y13, Y11
+	VSHUFPS         $0xdd, Y14, Y13, Y12
+	VPADDD          Y12, Y11, Y11
+	VMOVDQU64       1(AX)(CX*2), X10
+	VINSERTI32X4    $0x01, 1(DI)(CX*2), Y10, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y2, Y12
+	VPSHUFB         Y13, Y2, Y13
+	VMOVDQA64       Y9, Y14
+	VPDPBUSD        Y6, Y12, Y14
+	VPDPBUSD        Y7, Y13, Y14
+	VMOVDQU64       1(AX)(SI*1), X10
+	VINSERTI32X4    $0x01, 1(DI)(SI*1), Y10, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y2, Y12
+	VPSHUFB         Y13, Y2, Y13
+	VMOVDQA64       Y9, Y15
+	VPDPBUSD        Y6, Y12, Y15
+	VPDPBUSD        Y7, Y13, Y15
+	VSHUFPS         $0x88, Y15, Y14, Y6
+	VSHUFPS         $0xdd, Y15, Y14, Y7
+	VPADDD          Y7, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y11, Y7
+	VSHUFPS         $0xdd, Y6, Y11, Y6
+	VPADDD          Y6, Y7, Y7
+	VPBROADCASTW    (DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y7, Y7
+	VMOVD           (AX), X10
+	VPINSRB         $0x01, (AX)(CX*1), X10, X10
+	VPINSRB         $0x02, (AX)(CX*2), X10, X10
+	VPINSRB         $0x03, (AX)(SI*1), X10, X10
+	VPINSRB         $0x04, (DI), X10, X10
+	VPINSRB         $0x05, (DI)(CX*1), X10, X10
+	VPINSRB         $0x06, (DI)(CX*2), X10, X10
+	VPINSRB         $0x07, (DI)(SI*1), X10, X10
+	VPMOVZXBD       X10, Y11
+	VPSUBD          Y11, Y3, Y12
+	VPSRLVD         Y12, Y4, Y12
+	VPSLLD          $0x17, Y11, Y11
+	VPSUBD          Y4, Y11, Y11
+	VPMAXSD         Y12, Y11, Y11
+	VMULPS          Y6, Y11, Y11
+	VMULPS          Y11, Y7, Y7
+	VADDPS          Y7, Y5, Y5
+	ADDQ            $0x00000011, AX
+	ADDQ            $0x00000011, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotMXFP4r8VNNI
+
+donedotMXFP4r8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y5, (AX)
 	VZEROUPPER
 	RET
 
@@ -9740,517 +10934,1250 @@ donedotQ5Kx4VNNI256:
 	RET
 
 // func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ8_0VNNI256(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   nb+16(FP), DX
-	VPXORD Y0, Y0, Y0
-	VPXORD Y1, Y1, Y1
-	VPXORD Y2, Y2, Y2
-	VPXORD Y3, Y3, Y3
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_80808080<>+0(SB), Y0
+	VXORPS       X1, X1, X1
 
-loopnQ8_0:
-	CMPQ         DX, $0x04
-	JB           tailQ8_0
-	VMOVDQU      2(AX), Y4
-	VMOVDQU      2(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        (AX), X5
-	VPINSRW      $0x01, (CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	VMOVDQU      36(AX), Y4
-	VMOVDQU      36(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        34(AX), X5
-	VPINSRW      $0x01, 34(CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y1
-	VMOVDQU      70(AX), Y4
-	VMOVDQU      70(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        68(AX), X5
-	VPINSRW      $0x01, 68(CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y2
-	VMOVDQU      104(AX), Y4
-	VMOVDQU      104(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        102(AX), X5
-	VPINSRW      $0x01, 102(CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y3
-	ADDQ         $0x00000088, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnQ8_0
+loopdotQ8_0VNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotQ8_0VNNI256
+	VPXORD        Y2, Y2, Y2
+	VPDPBUSD      2(CX), Y0, Y2
+	VPXORD        Y3, Y3, Y3
+	VPSUBD        Y2, Y3, Y3
+	VMOVDQU64     2(AX), Y4
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y3, Y5
+	VPDPBUSD      2(CX), Y4, Y5
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      36(CX), Y0, Y6
+	VPXORD        Y7, Y7, Y7
+	VPSUBD        Y6, Y7, Y7
+	VMOVDQU64     36(AX), Y4
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y7, Y22
+	VPDPBUSD      36(CX), Y4, Y22
+	VSHUFPS       $0x88, Y22, Y5, Y4
+	VSHUFPS       $0xdd, Y22, Y5, Y5
+	VPADDD        Y5, Y4, Y4
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      70(CX), Y0, Y8
+	VPXORD        Y9, Y9, Y9
+	VPSUBD        Y8, Y9, Y9
+	VMOVDQU64     70(AX), Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y9, Y22
+	VPDPBUSD      70(CX), Y5, Y22
+	VPXORD        Y10, Y10, Y10
+	VPDPBUSD      104(CX), Y0, Y10
+	VPXORD        Y11, Y11, Y11
+	VPSUBD        Y10, Y11, Y11
+	VMOVDQU64     104(AX), Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y11, Y23
+	VPDPBUSD      104(CX), Y5, Y23
+	VSHUFPS       $0x88, Y23, Y22, Y5
+	VSHUFPS       $0xdd, Y23, Y22, Y22
+	VPADDD        Y22, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y22
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y22, Y22
+	VPXORD        Y12, Y12, Y12
+	VPDPBUSD      138(CX), Y0, Y12
+	VPXORD        Y13, Y13, Y13
+	VPSUBD        Y12, Y13, Y13
+	VMOVDQU64     138(AX), Y4
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y13, Y5
+	VPDPBUSD      138(CX), Y4, Y5
+	VPXORD        Y14, Y14, Y14
+	VPDPBUSD      172(CX), Y0, Y14
+	VPXORD        Y15, Y15, Y15
+	VPSUBD        Y14, Y15, Y15
+	VMOVDQU64     172(AX), Y4
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y15, Y23
+	VPDPBUSD      172(CX), Y4, Y23
+	VSHUFPS       $0x88, Y23, Y5, Y4
+	VSHUFPS       $0xdd, Y23, Y5, Y5
+	VPADDD        Y5, Y4, Y4
+	VPXORD        Y16, Y16, Y16
+	VPDPBUSD      206(CX), Y0, Y16
+	VPXORD        Y17, Y17, Y17
+	VPSUBD        Y16, Y17, Y17
+	VMOVDQU64     206(AX), Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y17, Y23
+	VPDPBUSD      206(CX), Y5, Y23
+	VPXORD        Y18, Y18, Y18
+	VPDPBUSD      240(CX), Y0, Y18
+	VPXORD        Y19, Y19, Y19
+	VPSUBD        Y18, Y19, Y19
+	VMOVDQU64     240(AX), Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y19, Y24
+	VPDPBUSD      240(CX), Y5, Y24
+	VSHUFPS       $0x88, Y24, Y23, Y5
+	VSHUFPS       $0xdd, Y24, Y23, Y23
+	VPADDD        Y23, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y23
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y23, Y23
+	VSHUFI64X2    $0x00, Y23, Y22, Y4
+	VSHUFI64X2    $0x03, Y23, Y22, Y5
+	VPADDD        Y5, Y4, Y4
+	VCVTDQ2PS     Y4, Y4
+	VMOVD         (CX), X5
+	VPINSRW       $0x01, 34(CX), X5, X5
+	VPINSRW       $0x02, 68(CX), X5, X5
+	VPINSRW       $0x03, 102(CX), X5, X5
+	VPINSRW       $0x04, 136(CX), X5, X5
+	VPINSRW       $0x05, 170(CX), X5, X5
+	VPINSRW       $0x06, 204(CX), X5, X5
+	VPINSRW       $0x07, 238(CX), X5, X5
+	VCVTPH2PS     X5, Y5
+	VMOVD         (AX), X22
+	VPINSRW       $0x01, 34(AX), X22, X22
+	VPINSRW       $0x02, 68(AX), X22, X22
+	VPINSRW       $0x03, 102(AX), X22, X22
+	VPINSRW       $0x04, 136(AX), X22, X22
+	VPINSRW       $0x05, 170(AX), X22, X22
+	VPINSRW       $0x06, 204(AX), X22, X22
+	VPINSRW       $0x07, 238(AX), X22, X22
+	VCVTPH2PS     X22, Y22
+	VMULPS        Y5, Y22, Y22
+	VMULPS        Y22, Y4, Y4
+	VADDSS        X4, X1, X1
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X1, X1
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X1, X1
+	VPERMILPS     $0xff, X4, X5
+	VADDSS        X5, X1, X1
+	VEXTRACTF32X4 $0x01, Y4, X4
+	VADDSS        X4, X1, X1
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X1, X1
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X1, X1
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X1, X1
+	ADDQ          $0x00000110, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ8_0VNNI256
 
-tailQ8_0:
-	TESTQ        DX, DX
-	JZ           doneQ8_0
-	VMOVDQU      2(AX), Y4
-	VMOVDQU      2(CX), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPXOR        Y4, Y4, Y4
-	VPDPBUSD     Y5, Y6, Y4
-	VMOVD        (AX), X5
-	VPINSRW      $0x01, (CX), X5, X5
-	VCVTPH2PS    X5, X5
-	VMOVSHDUP    X5, X6
-	VMULSS       X6, X5, X5
-	VBROADCASTSS X5, Y5
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000022, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailQ8_0
+taildotQ8_0VNNI256:
+	TESTQ         DX, DX
+	JZ            donedotQ8_0VNNI256
+	VPXORD        Y20, Y20, Y20
+	VPDPBUSD      2(CX), Y0, Y20
+	VPXORD        Y21, Y21, Y21
+	VPSUBD        Y20, Y21, Y21
+	VMOVDQU64     2(AX), Y2
+	VPXORD        Y0, Y2, Y2
+	VMOVDQA64     Y21, Y3
+	VPDPBUSD      2(CX), Y2, Y3
+	VEXTRACTI32X4 $0x01, Y3, X2
+	VPADDD        X2, X3, X2
+	VPSHUFD       $0x4e, X2, X3
+	VPADDD        X3, X2, X2
+	VPSHUFD       $0xb1, X2, X3
+	VPADDD        X3, X2, X2
+	VCVTDQ2PS     X2, X2
+	VMOVD         (CX), X3
+	VCVTPH2PS     X3, X3
+	VMOVD         (AX), X4
+	VCVTPH2PS     X4, X4
+	VMULPS        X3, X4, X4
+	VMULPS        X4, X2, X2
+	VADDSS        X2, X1, X1
+	ADDQ          $0x00000022, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotQ8_0VNNI256
 
-doneQ8_0:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotQ8_0VNNI256:
+	MOVSS X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ8_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ8_0r8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_80808080<>+0(SB), Y0
+	VPXORD       Y1, Y1, Y1
+	TESTQ        BX, BX
+	JZ           donedotQ8_0r8VNNI256
+
+loopdotQ8_0r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	ADDQ            $0x00000110, R8
+	VBROADCASTI32X4 2(DX), Y2
+	VBROADCASTI32X4 18(DX), Y3
+	VPXORD          Y4, Y4, Y4
+	VPDPBUSD        Y2, Y0, Y4
+	VPDPBUSD        Y3, Y0, Y4
+	VPXORD          Y5, Y5, Y5
+	VPSUBD          Y4, Y5, Y5
+	VMOVDQU64       2(AX), X6
+	VINSERTI32X4    $0x01, 2(DI), Y6, Y7
+	VMOVDQU64       18(AX), X6
+	VINSERTI32X4    $0x01, 18(DI), Y6, Y8
+	VPXORD          Y0, Y7, Y7
+	VPXORD          Y0, Y8, Y8
+	VMOVDQA64       Y5, Y9
+	VPDPBUSD        Y2, Y7, Y9
+	VPDPBUSD        Y3, Y8, Y9
+	VMOVDQU64       2(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y6, Y7
+	VMOVDQU64       18(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 18(DI)(CX*1), Y6, Y8
+	VPXORD          Y0, Y7, Y7
+	VPXORD          Y0, Y8, Y8
+	VMOVDQA64       Y5, Y10
+	VPDPBUSD        Y2, Y7, Y10
+	VPDPBUSD        Y3, Y8, Y10
+	VSHUFPS         $0x88, Y10, Y9, Y7
+	VSHUFPS         $0xdd, Y10, Y9, Y8
+	VPADDD          Y8, Y7, Y7
+	VMOVDQU64       2(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y6, Y8
+	VMOVDQU64       18(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 18(DI)(CX*2), Y6, Y9
+	VPXORD          Y0, Y8, Y8
+	VPXORD          Y0, Y9, Y9
+	VMOVDQA64       Y5, Y10
+	VPDPBUSD        Y2, Y8, Y10
+	VPDPBUSD        Y3, Y9, Y10
+	VMOVDQU64       2(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y6, Y8
+	VMOVDQU64       18(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 18(DI)(SI*1), Y6, Y9
+	VPXORD          Y0, Y8, Y8
+	VPXORD          Y0, Y9, Y9
+	VMOVDQA64       Y5, Y11
+	VPDPBUSD        Y2, Y8, Y11
+	VPDPBUSD        Y3, Y9, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y2
+	VSHUFPS         $0xdd, Y11, Y10, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y7, Y3
+	VSHUFPS         $0xdd, Y2, Y7, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VCVTDQ2PS       Y3, Y3
+	VMOVD           (AX), X6
+	VPINSRW         $0x01, (AX)(CX*1), X6, X6
+	VPINSRW         $0x02, (AX)(CX*2), X6, X6
+	VPINSRW         $0x03, (AX)(SI*1), X6, X6
+	VPINSRW         $0x04, (DI), X6, X6
+	VPINSRW         $0x05, (DI)(CX*1), X6, X6
+	VPINSRW         $0x06, (DI)(CX*2), X6, X6
+	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	VCVTPH2PS       X6, Y7
+	VMULPS          Y2, Y7, Y7
+	VMULPS          Y7, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000022, AX
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ8_0r8VNNI256
+
+donedotQ8_0r8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y1, (AX)
 	VZEROUPPER
 	RET
 
 // func dotQ4_0VNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ4_0VNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_08080808<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ4_0VNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotQ4_0VNNI256
+	VPXORD        Y3, Y3, Y3
+	VPDPBUSD      2(CX), Y1, Y3
+	VPXORD        Y4, Y4, Y4
+	VPSUBD        Y3, Y4, Y4
+	VMOVDQU64     2(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VMOVDQA64     Y4, Y23
+	VPDPBUSD      2(CX), Y6, Y23
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      36(CX), Y1, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQU64     20(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VMOVDQA64     Y8, Y24
+	VPDPBUSD      36(CX), Y6, Y24
+	VSHUFPS       $0x88, Y24, Y23, Y6
+	VSHUFPS       $0xdd, Y24, Y23, Y23
+	VPADDD        Y23, Y6, Y6
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      70(CX), Y1, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQU64     38(AX), X5
+	VPSRLW        $0x04, X5, X23
+	VINSERTI32X4  $0x01, X23, Y5, Y23
+	VPANDD        Y0, Y23, Y23
+	VMOVDQA64     Y10, Y24
+	VPDPBUSD      70(CX), Y23, Y24
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      104(CX), Y1, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQU64     56(AX), X5
+	VPSRLW        $0x04, X5, X23
+	VINSERTI32X4  $0x01, X23, Y5, Y23
+	VPANDD        Y0, Y23, Y23
+	VMOVDQA64     Y12, Y25
+	VPDPBUSD      104(CX), Y23, Y25
+	VSHUFPS       $0x88, Y25, Y24, Y23
+	VSHUFPS       $0xdd, Y25, Y24, Y24
+	VPADDD        Y24, Y23, Y23
+	VSHUFPS       $0x88, Y23, Y6, Y24
+	VSHUFPS       $0xdd, Y23, Y6, Y6
+	VPADDD        Y6, Y24, Y24
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      138(CX), Y1, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQU64     74(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VMOVDQA64     Y14, Y23
+	VPDPBUSD      138(CX), Y6, Y23
+	VPXORD        Y15, Y15, Y15
+	VPDPBUSD      172(CX), Y1, Y15
+	VPXORD        Y16, Y16, Y16
+	VPSUBD        Y15, Y16, Y16
+	VMOVDQU64     92(AX), X5
+	VPSRLW        $0x04, X5, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VPANDD        Y0, Y6, Y6
+	VMOVDQA64     Y16, Y25
+	VPDPBUSD      172(CX), Y6, Y25
+	VSHUFPS       $0x88, Y25, Y23, Y6
+	VSHUFPS       $0xdd, Y25, Y23, Y23
+	VPADDD        Y23, Y6, Y6
+	VPXORD        Y17, Y17, Y17
+	VPDPBUSD      206(CX), Y1, Y17
+	VPXORD        Y18, Y18, Y18
+	VPSUBD        Y17, Y18, Y18
+	VMOVDQU64     110(AX), X5
+	VPSRLW        $0x04, X5, X23
+	VINSERTI32X4  $0x01, X23, Y5, Y23
+	VPANDD        Y0, Y23, Y23
+	VMOVDQA64     Y18, Y25
+	VPDPBUSD      206(CX), Y23, Y25
+	VPXORD        Y19, Y19, Y19
+	VPDPBUSD      240(CX), Y1, Y19
+	VPXORD        Y20, Y20, Y20
+	VPSUBD        Y19, Y20, Y20
+	VMOVDQU64     128(AX), X5
+	VPSRLW        $0x04, X5, X23
+	VINSERTI32X4  $0x01, X23, Y5, Y23
+	VPANDD        Y0, Y23, Y23
+	VMOVDQA64     Y20, Y26
+	VPDPBUSD      240(CX), Y23, Y26
+	VSHUFPS       $0x88, Y26, Y25, Y23
+	VSHUFPS       $0xdd, Y26, Y25, Y25
+	VPADDD        Y25, Y23, Y23
+	VSHUFPS       $0x88, Y23, Y6, Y25
+	VSHUFPS       $0xdd, Y23, Y6, Y6
+	VPADDD        Y6, Y25, Y25
+	VSHUFI64X2    $0x00, Y25, Y24, Y6
+	VSHUFI64X2    $0x03, Y25, Y24, Y23
+	VPADDD        Y23, Y6, Y6
+	VCVTDQ2PS     Y6, Y6
+	VMOVD         (CX), X5
+	VPINSRW       $0x01, 34(CX), X5, X5
+	VPINSRW       $0x02, 68(CX), X5, X5
+	VPINSRW       $0x03, 102(CX), X5, X5
+	VPINSRW       $0x04, 136(CX), X5, X5
+	VPINSRW       $0x05, 170(CX), X5, X5
+	VPINSRW       $0x06, 204(CX), X5, X5
+	VPINSRW       $0x07, 238(CX), X5, X5
+	VCVTPH2PS     X5, Y23
+	VMOVD         (AX), X5
+	VPINSRW       $0x01, 18(AX), X5, X5
+	VPINSRW       $0x02, 36(AX), X5, X5
+	VPINSRW       $0x03, 54(AX), X5, X5
+	VPINSRW       $0x04, 72(AX), X5, X5
+	VPINSRW       $0x05, 90(AX), X5, X5
+	VPINSRW       $0x06, 108(AX), X5, X5
+	VPINSRW       $0x07, 126(AX), X5, X5
+	VCVTPH2PS     X5, Y24
+	VMULPS        Y24, Y6, Y6
+	VMULPS        Y23, Y6, Y6
+	VADDSS        X6, X2, X2
+	VMOVSHDUP     X6, X5
+	VADDSS        X5, X2, X2
+	VMOVHLPS      X6, X6, X5
+	VADDSS        X5, X2, X2
+	VPERMILPS     $0xff, X6, X5
+	VADDSS        X5, X2, X2
+	VEXTRACTF32X4 $0x01, Y6, X5
+	VADDSS        X5, X2, X2
+	VMOVSHDUP     X5, X6
+	VADDSS        X6, X2, X2
+	VMOVHLPS      X5, X5, X6
+	VADDSS        X6, X2, X2
+	VPERMILPS     $0xff, X5, X5
+	VADDSS        X5, X2, X2
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ4_0VNNI256
+
+taildotQ4_0VNNI256:
+	TESTQ         DX, DX
+	JZ            donedotQ4_0VNNI256
+	VPXORD        Y21, Y21, Y21
+	VPDPBUSD      2(CX), Y1, Y21
+	VPXORD        Y22, Y22, Y22
+	VPSUBD        Y21, Y22, Y22
+	VMOVDQU64     2(AX), X5
+	VPSRLW        $0x04, X5, X3
+	VINSERTI32X4  $0x01, X3, Y5, Y3
+	VPANDD        Y0, Y3, Y3
+	VMOVDQA64     Y22, Y4
+	VPDPBUSD      2(CX), Y3, Y4
+	VEXTRACTI32X4 $0x01, Y4, X3
+	VPADDD        X3, X4, X3
+	VPSHUFD       $0x4e, X3, X4
+	VPADDD        X4, X3, X3
+	VPSHUFD       $0xb1, X3, X4
+	VPADDD        X4, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMOVD         (CX), X4
+	VCVTPH2PS     X4, X4
+	VMOVD         (AX), X5
+	VCVTPH2PS     X5, X5
+	VMULPS        X5, X3, X3
+	VMULPS        X4, X3, X3
+	VADDSS        X3, X2, X2
+	ADDQ          $0x00000012, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotQ4_0VNNI256
+
+donedotQ4_0VNNI256:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ4_0r8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_08080808<>+0(SB), Y1
 	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_08080808<>+0(SB), Y5
-	VPBROADCASTD c32_00010001<>+0(SB), Y6
+	TESTQ        BX, BX
+	JZ           donedotQ4_0r8VNNI256
 
-loopnQ4_0:
-	CMPQ         DX, $0x04
-	JB           tailQ4_0
-	VMOVDQU64    2(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y8, Y8, Y8
-	VPXORD       Y9, Y9, Y9
-	VPDPBUSD     2(CX), Y6, Y8
-	VPDPBUSD     2(CX), Y5, Y9
-	VPSUBD       Y9, Y8, Y8
-	VMOVD        (AX), X6
-	VPINSRW      $0x01, (CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y6, Y0
-	VMOVDQU64    20(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y10, Y10, Y10
-	VPXORD       Y11, Y11, Y11
-	VPDPBUSD     36(CX), Y6, Y10
-	VPDPBUSD     36(CX), Y5, Y11
-	VPSUBD       Y11, Y10, Y10
-	VMOVD        18(AX), X6
-	VPINSRW      $0x01, 34(CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y10, Y10
-	VFMADD231PS  Y10, Y6, Y1
-	VMOVDQU64    38(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y12, Y12, Y12
-	VPXORD       Y13, Y13, Y13
-	VPDPBUSD     70(CX), Y6, Y12
-	VPDPBUSD     70(CX), Y5, Y13
-	VPSUBD       Y13, Y12, Y12
-	VMOVD        36(AX), X6
-	VPINSRW      $0x01, 68(CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y12, Y12
-	VFMADD231PS  Y12, Y6, Y2
-	VMOVDQU64    56(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y14, Y14, Y14
-	VPXORD       Y15, Y15, Y15
-	VPDPBUSD     104(CX), Y6, Y14
-	VPDPBUSD     104(CX), Y5, Y15
-	VPSUBD       Y15, Y14, Y14
-	VMOVD        54(AX), X6
-	VPINSRW      $0x01, 102(CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y14, Y14
-	VFMADD231PS  Y14, Y6, Y3
-	ADDQ         $0x00000048, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnQ4_0
+loopdotQ4_0r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
+	VBROADCASTI32X4 2(DX), Y3
+	VBROADCASTI32X4 18(DX), Y4
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        Y3, Y1, Y5
+	VPDPBUSD        Y4, Y1, Y5
+	VPXORD          Y6, Y6, Y6
+	VPSUBD          Y5, Y6, Y6
+	VMOVDQU64       2(AX), X7
+	VINSERTI32X4    $0x01, 2(DI), Y7, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VMOVDQA64       Y6, Y10
+	VPDPBUSD        Y3, Y8, Y10
+	VPDPBUSD        Y4, Y9, Y10
+	VMOVDQU64       2(AX)(CX*1), X7
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y7, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VMOVDQA64       Y6, Y11
+	VPDPBUSD        Y3, Y8, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VMOVDQU64       2(AX)(CX*2), X7
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y7, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VMOVDQA64       Y6, Y11
+	VPDPBUSD        Y3, Y9, Y11
+	VPDPBUSD        Y4, Y10, Y11
+	VMOVDQU64       2(AX)(SI*1), X7
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y7, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VMOVDQA64       Y6, Y12
+	VPDPBUSD        Y3, Y9, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y3
+	VSHUFPS         $0xdd, Y12, Y11, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y8, Y4
+	VSHUFPS         $0xdd, Y3, Y8, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VCVTDQ2PS       Y4, Y4
+	VMOVD           (AX), X7
+	VPINSRW         $0x01, (AX)(CX*1), X7, X7
+	VPINSRW         $0x02, (AX)(CX*2), X7, X7
+	VPINSRW         $0x03, (AX)(SI*1), X7, X7
+	VPINSRW         $0x04, (DI), X7, X7
+	VPINSRW         $0x05, (DI)(CX*1), X7, X7
+	VPINSRW         $0x06, (DI)(CX*2), X7, X7
+	VPINSRW         $0x07, (DI)(SI*1), X7, X7
+	VCVTPH2PS       X7, Y8
+	VMULPS          Y8, Y4, Y4
+	VMULPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ4_0r8VNNI256
 
-tailQ4_0:
-	TESTQ        DX, DX
-	JZ           doneQ4_0
-	VMOVDQU64    2(AX), X7
-	VPSRLW       $0x04, X7, X6
-	VINSERTI32X4 $0x01, X6, Y7, Y6
-	VPANDD       Y4, Y6, Y6
-	VPXORD       Y16, Y16, Y16
-	VPXORD       Y17, Y17, Y17
-	VPDPBUSD     2(CX), Y6, Y16
-	VPDPBUSD     2(CX), Y5, Y17
-	VPSUBD       Y17, Y16, Y16
-	VMOVD        (AX), X6
-	VPINSRW      $0x01, (CX), X6, X6
-	VCVTPH2PS    X6, X6
-	VMOVSHDUP    X6, X7
-	VMULSS       X7, X6, X6
-	VBROADCASTSS X6, Y6
-	VCVTDQ2PS    Y16, Y16
-	VFMADD231PS  Y16, Y6, Y0
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailQ4_0
-
-doneQ4_0:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotQ4_0r8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
 	VZEROUPPER
 	RET
 
 // func dotQ5_0VNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ5_0VNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VXORPS       X3, X3, X3
+
+loopdotQ5_0VNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotQ5_0VNNI256
+	VPXORD        Y4, Y4, Y4
+	VPDPBUSD      2(CX), Y1, Y4
+	VPXORD        Y5, Y5, Y5
+	VPSUBD        Y4, Y5, Y5
+	VMOVDQU64     6(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         2(AX), K1
+	VPADDB        Y2, Y7, K1, Y7
+	VMOVDQA64     Y5, Y24
+	VPDPBUSD      2(CX), Y7, Y24
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      36(CX), Y1, Y8
+	VPXORD        Y9, Y9, Y9
+	VPSUBD        Y8, Y9, Y9
+	VMOVDQU64     28(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         24(AX), K1
+	VPADDB        Y2, Y7, K1, Y7
+	VMOVDQA64     Y9, Y25
+	VPDPBUSD      36(CX), Y7, Y25
+	VSHUFPS       $0x88, Y25, Y24, Y7
+	VSHUFPS       $0xdd, Y25, Y24, Y24
+	VPADDD        Y24, Y7, Y7
+	VPXORD        Y10, Y10, Y10
+	VPDPBUSD      70(CX), Y1, Y10
+	VPXORD        Y11, Y11, Y11
+	VPSUBD        Y10, Y11, Y11
+	VMOVDQU64     50(AX), X6
+	VPSRLW        $0x04, X6, X24
+	VINSERTI32X4  $0x01, X24, Y6, Y24
+	VPANDD        Y0, Y24, Y24
+	KMOVD         46(AX), K1
+	VPADDB        Y2, Y24, K1, Y24
+	VMOVDQA64     Y11, Y25
+	VPDPBUSD      70(CX), Y24, Y25
+	VPXORD        Y12, Y12, Y12
+	VPDPBUSD      104(CX), Y1, Y12
+	VPXORD        Y13, Y13, Y13
+	VPSUBD        Y12, Y13, Y13
+	VMOVDQU64     72(AX), X6
+	VPSRLW        $0x04, X6, X24
+	VINSERTI32X4  $0x01, X24, Y6, Y24
+	VPANDD        Y0, Y24, Y24
+	KMOVD         68(AX), K1
+	VPADDB        Y2, Y24, K1, Y24
+	VMOVDQA64     Y13, Y26
+	VPDPBUSD      104(CX), Y24, Y26
+	VSHUFPS       $0x88, Y26, Y25, Y24
+	VSHUFPS       $0xdd, Y26, Y25, Y25
+	VPADDD        Y25, Y24, Y24
+	VSHUFPS       $0x88, Y24, Y7, Y25
+	VSHUFPS       $0xdd, Y24, Y7, Y7
+	VPADDD        Y7, Y25, Y25
+	VPXORD        Y14, Y14, Y14
+	VPDPBUSD      138(CX), Y1, Y14
+	VPXORD        Y15, Y15, Y15
+	VPSUBD        Y14, Y15, Y15
+	VMOVDQU64     94(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         90(AX), K1
+	VPADDB        Y2, Y7, K1, Y7
+	VMOVDQA64     Y15, Y24
+	VPDPBUSD      138(CX), Y7, Y24
+	VPXORD        Y16, Y16, Y16
+	VPDPBUSD      172(CX), Y1, Y16
+	VPXORD        Y17, Y17, Y17
+	VPSUBD        Y16, Y17, Y17
+	VMOVDQU64     116(AX), X6
+	VPSRLW        $0x04, X6, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VPANDD        Y0, Y7, Y7
+	KMOVD         112(AX), K1
+	VPADDB        Y2, Y7, K1, Y7
+	VMOVDQA64     Y17, Y26
+	VPDPBUSD      172(CX), Y7, Y26
+	VSHUFPS       $0x88, Y26, Y24, Y7
+	VSHUFPS       $0xdd, Y26, Y24, Y24
+	VPADDD        Y24, Y7, Y7
+	VPXORD        Y18, Y18, Y18
+	VPDPBUSD      206(CX), Y1, Y18
+	VPXORD        Y19, Y19, Y19
+	VPSUBD        Y18, Y19, Y19
+	VMOVDQU64     138(AX), X6
+	VPSRLW        $0x04, X6, X24
+	VINSERTI32X4  $0x01, X24, Y6, Y24
+	VPANDD        Y0, Y24, Y24
+	KMOVD         134(AX), K1
+	VPADDB        Y2, Y24, K1, Y24
+	VMOVDQA64     Y19, Y26
+	VPDPBUSD      206(CX), Y24, Y26
+	VPXORD        Y20, Y20, Y20
+	VPDPBUSD      240(CX), Y1, Y20
+	VPXORD        Y21, Y21, Y21
+	VPSUBD        Y20, Y21, Y21
+	VMOVDQU64     160(AX), X6
+	VPSRLW        $0x04, X6, X24
+	VINSERTI32X4  $0x01, X24, Y6, Y24
+	VPANDD        Y0, Y24, Y24
+	KMOVD         156(AX), K1
+	VPADDB        Y2, Y24, K1, Y24
+	VMOVDQA64     Y21, Y27
+	VPDPBUSD      240(CX), Y24, Y27
+	VSHUFPS       $0x88, Y27, Y26, Y24
+	VSHUFPS       $0xdd, Y27, Y26, Y26
+	VPADDD        Y26, Y24, Y24
+	VSHUFPS       $0x88, Y24, Y7, Y26
+	VSHUFPS       $0xdd, Y24, Y7, Y7
+	VPADDD        Y7, Y26, Y26
+	VSHUFI64X2    $0x00, Y26, Y25, Y7
+	VSHUFI64X2    $0x03, Y26, Y25, Y24
+	VPADDD        Y24, Y7, Y7
+	VCVTDQ2PS     Y7, Y7
+	VMOVD         (CX), X6
+	VPINSRW       $0x01, 34(CX), X6, X6
+	VPINSRW       $0x02, 68(CX), X6, X6
+	VPINSRW       $0x03, 102(CX), X6, X6
+	VPINSRW       $0x04, 136(CX), X6, X6
+	VPINSRW       $0x05, 170(CX), X6, X6
+	VPINSRW       $0x06, 204(CX), X6, X6
+	VPINSRW       $0x07, 238(CX), X6, X6
+	VCVTPH2PS     X6, Y24
+	VMOVD         (AX), X6
+	VPINSRW       $0x01, 22(AX), X6, X6
+	VPINSRW       $0x02, 44(AX), X6, X6
+	VPINSRW       $0x03, 66(AX), X6, X6
+	VPINSRW       $0x04, 88(AX), X6, X6
+	VPINSRW       $0x05, 110(AX), X6, X6
+	VPINSRW       $0x06, 132(AX), X6, X6
+	VPINSRW       $0x07, 154(AX), X6, X6
+	VCVTPH2PS     X6, Y25
+	VMULPS        Y24, Y25, Y25
+	VMULPS        Y25, Y7, Y7
+	VADDSS        X7, X3, X3
+	VMOVSHDUP     X7, X6
+	VADDSS        X6, X3, X3
+	VMOVHLPS      X7, X7, X6
+	VADDSS        X6, X3, X3
+	VPERMILPS     $0xff, X7, X6
+	VADDSS        X6, X3, X3
+	VEXTRACTF32X4 $0x01, Y7, X6
+	VADDSS        X6, X3, X3
+	VMOVSHDUP     X6, X7
+	VADDSS        X7, X3, X3
+	VMOVHLPS      X6, X6, X7
+	VADDSS        X7, X3, X3
+	VPERMILPS     $0xff, X6, X6
+	VADDSS        X6, X3, X3
+	ADDQ          $0x000000b0, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ5_0VNNI256
+
+taildotQ5_0VNNI256:
+	TESTQ         DX, DX
+	JZ            donedotQ5_0VNNI256
+	VPXORD        Y22, Y22, Y22
+	VPDPBUSD      2(CX), Y1, Y22
+	VPXORD        Y23, Y23, Y23
+	VPSUBD        Y22, Y23, Y23
+	VMOVDQU64     6(AX), X6
+	VPSRLW        $0x04, X6, X4
+	VINSERTI32X4  $0x01, X4, Y6, Y4
+	VPANDD        Y0, Y4, Y4
+	KMOVD         2(AX), K1
+	VPADDB        Y2, Y4, K1, Y4
+	VMOVDQA64     Y23, Y5
+	VPDPBUSD      2(CX), Y4, Y5
+	VEXTRACTI32X4 $0x01, Y5, X4
+	VPADDD        X4, X5, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMOVD         (CX), X5
+	VCVTPH2PS     X5, X5
+	VMOVD         (AX), X6
+	VCVTPH2PS     X6, X6
+	VMULPS        X5, X6, X6
+	VMULPS        X6, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000016, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotQ5_0VNNI256
+
+donedotQ5_0VNNI256:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ5_0r8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
 	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_10101010<>+0(SB), Y5
-	VPBROADCASTD c32_00010001<>+0(SB), Y6
-	VPBROADCASTD c32_10101010<>+0(SB), Y6
+	TESTQ        BX, BX
+	JZ           donedotQ5_0r8VNNI256
 
-loopnQ5_0:
-	CMPQ         DX, $0x04
-	JB           tailQ5_0
-	VMOVDQU64    6(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	KMOVD        2(AX), K1
-	VPADDB       Y6, Y18, K1, Y18
-	VPXORD       Y8, Y8, Y8
-	VPXORD       Y9, Y9, Y9
-	VPDPBUSD     2(CX), Y18, Y8
-	VPDPBUSD     2(CX), Y5, Y9
-	VPSUBD       Y9, Y8, Y8
-	VMOVD        (AX), X7
-	VPINSRW      $0x01, (CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X18
-	VMULSS       X18, X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y18, Y0
-	VMOVDQU64    28(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	KMOVD        24(AX), K1
-	VPADDB       Y6, Y18, K1, Y18
-	VPXORD       Y10, Y10, Y10
-	VPXORD       Y11, Y11, Y11
-	VPDPBUSD     36(CX), Y18, Y10
-	VPDPBUSD     36(CX), Y5, Y11
-	VPSUBD       Y11, Y10, Y10
-	VMOVD        22(AX), X7
-	VPINSRW      $0x01, 34(CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X18
-	VMULSS       X18, X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y10, Y10
-	VFMADD231PS  Y10, Y18, Y1
-	VMOVDQU64    50(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	KMOVD        46(AX), K1
-	VPADDB       Y6, Y18, K1, Y18
-	VPXORD       Y12, Y12, Y12
-	VPXORD       Y13, Y13, Y13
-	VPDPBUSD     70(CX), Y18, Y12
-	VPDPBUSD     70(CX), Y5, Y13
-	VPSUBD       Y13, Y12, Y12
-	VMOVD        44(AX), X7
-	VPINSRW      $0x01, 68(CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X18
-	VMULSS       X18, X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y12, Y12
-	VFMADD231PS  Y12, Y18, Y2
-	VMOVDQU64    72(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	KMOVD        68(AX), K1
-	VPADDB       Y6, Y18, K1, Y18
-	VPXORD       Y14, Y14, Y14
-	VPXORD       Y15, Y15, Y15
-	VPDPBUSD     104(CX), Y18, Y14
-	VPDPBUSD     104(CX), Y5, Y15
-	VPSUBD       Y15, Y14, Y14
-	VMOVD        66(AX), X7
-	VPINSRW      $0x01, 102(CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X18
-	VMULSS       X18, X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y14, Y14
-	VFMADD231PS  Y14, Y18, Y3
-	ADDQ         $0x00000058, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnQ5_0
+loopdotQ5_0r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000b0, R8
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        Y4, Y1, Y6
+	VPDPBUSD        Y5, Y1, Y6
+	VPXORD          Y7, Y7, Y7
+	VPSUBD          Y6, Y7, Y7
+	VMOVDQU64       6(AX), X8
+	VINSERTI32X4    $0x01, 6(DI), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX), R9
+	MOVL            2(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y9, K1, Y9
+	VPADDB          Y2, Y10, K2, Y10
+	VMOVDQA64       Y7, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VPDPBUSD        Y5, Y10, Y11
+	VMOVDQU64       6(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 6(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	MOVL            2(AX)(CX*1), R9
+	MOVL            2(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y9, K1, Y9
+	VPADDB          Y2, Y10, K2, Y10
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y9, Y12
+	VPDPBUSD        Y5, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y9
+	VSHUFPS         $0xdd, Y12, Y11, Y10
+	VPADDD          Y10, Y9, Y9
+	VMOVDQU64       6(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 6(DI)(CX*2), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(CX*2), R9
+	MOVL            2(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y10, K1, Y10
+	VPADDB          Y2, Y11, K2, Y11
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VPDPBUSD        Y5, Y11, Y12
+	VMOVDQU64       6(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 6(DI)(SI*1), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	MOVL            2(AX)(SI*1), R9
+	MOVL            2(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y10, K1, Y10
+	VPADDB          Y2, Y11, K2, Y11
+	VMOVDQA64       Y7, Y13
+	VPDPBUSD        Y4, Y10, Y13
+	VPDPBUSD        Y5, Y11, Y13
+	VSHUFPS         $0x88, Y13, Y12, Y4
+	VSHUFPS         $0xdd, Y13, Y12, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	VMOVD           (AX), X8
+	VPINSRW         $0x01, (AX)(CX*1), X8, X8
+	VPINSRW         $0x02, (AX)(CX*2), X8, X8
+	VPINSRW         $0x03, (AX)(SI*1), X8, X8
+	VPINSRW         $0x04, (DI), X8, X8
+	VPINSRW         $0x05, (DI)(CX*1), X8, X8
+	VPINSRW         $0x06, (DI)(CX*2), X8, X8
+	VPINSRW         $0x07, (DI)(SI*1), X8, X8
+	VCVTPH2PS       X8, Y9
+	VMULPS          Y4, Y9, Y9
+	VMULPS          Y9, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x00000016, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotQ5_0r8VNNI256
 
-tailQ5_0:
-	TESTQ        DX, DX
-	JZ           doneQ5_0
-	VMOVDQU64    6(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI32X4 $0x01, X8, Y7, Y8
-	VPANDD       Y4, Y8, Y8
-	KMOVD        2(AX), K1
-	VPADDB       Y6, Y8, K1, Y8
-	VPXORD       Y16, Y16, Y16
-	VPXORD       Y17, Y17, Y17
-	VPDPBUSD     2(CX), Y8, Y16
-	VPDPBUSD     2(CX), Y5, Y17
-	VPSUBD       Y17, Y16, Y16
-	VMOVD        (AX), X7
-	VPINSRW      $0x01, (CX), X7, X7
-	VCVTPH2PS    X7, X7
-	VMOVSHDUP    X7, X8
-	VMULSS       X8, X7, X7
-	VBROADCASTSS X7, Y8
-	VCVTDQ2PS    Y16, Y16
-	VFMADD231PS  Y16, Y8, Y0
-	ADDQ         $0x00000016, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailQ5_0
-
-doneQ5_0:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotQ5_0r8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
 	VZEROUPPER
 	RET
 
 // func dotMXFP4VNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotMXFP4VNNI256(SB), NOSPLIT, $0-28
 	MOVQ            w+0(FP), AX
 	MOVQ            a+8(FP), CX
 	MOVQ            nb+16(FP), DX
-	VPXORD          Y0, Y0, Y0
-	VPXORD          Y1, Y1, Y1
-	VPXORD          Y2, Y2, Y2
-	VPXORD          Y3, Y3, Y3
-	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y5
-	VPBROADCASTD    c32_00010001<>+0(SB), Y6
-	VBROADCASTI32X4 mxfp4lut<>+0(SB), Y6
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
+	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y2
+	VPBROADCASTD    c32_00000002<>+0(SB), Y3
+	VPBROADCASTD    c32_00800000<>+0(SB), Y4
+	VXORPS          X5, X5, X5
 
-loopnMXFP4:
-	CMPQ         DX, $0x04
-	JB           tailMXFP4
-	VMOVDQU64    1(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	VPSHUFB      Y18, Y6, Y18
-	VPXORD       Y8, Y8, Y8
-	VPXORD       Y9, Y9, Y9
-	VPDPBUSD     2(CX), Y18, Y8
-	VPDPBUSD     2(CX), Y5, Y9
-	VPSUBD       Y9, Y8, Y8
-	MOVBQZX      (AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        (CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y18, Y0
-	VMOVDQU64    18(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	VPSHUFB      Y18, Y6, Y18
-	VPXORD       Y10, Y10, Y10
-	VPXORD       Y11, Y11, Y11
-	VPDPBUSD     36(CX), Y18, Y10
-	VPDPBUSD     36(CX), Y5, Y11
-	VPSUBD       Y11, Y10, Y10
-	MOVBQZX      17(AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        34(CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y10, Y10
-	VFMADD231PS  Y10, Y18, Y1
-	VMOVDQU64    35(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	VPSHUFB      Y18, Y6, Y18
-	VPXORD       Y12, Y12, Y12
-	VPXORD       Y13, Y13, Y13
-	VPDPBUSD     70(CX), Y18, Y12
-	VPDPBUSD     70(CX), Y5, Y13
-	VPSUBD       Y13, Y12, Y12
-	MOVBQZX      34(AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        68(CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y12, Y12
-	VFMADD231PS  Y12, Y18, Y2
-	VMOVDQU64    52(AX), X7
-	VPSRLW       $0x04, X7, X18
-	VINSERTI32X4 $0x01, X18, Y7, Y18
-	VPANDD       Y4, Y18, Y18
-	VPSHUFB      Y18, Y6, Y18
-	VPXORD       Y14, Y14, Y14
-	VPXORD       Y15, Y15, Y15
-	VPDPBUSD     104(CX), Y18, Y14
-	VPDPBUSD     104(CX), Y5, Y15
-	VPSUBD       Y15, Y14, Y14
-	MOVBQZX      51(AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        102(CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y18
-	VCVTDQ2PS    Y14, Y14
-	VFMADD231PS  Y14, Y18, Y3
-	ADDQ         $0x00000044, AX
-	ADDQ         $0x00000088, CX
-	SUBQ         $0x04, DX
-	JMP          loopnMXFP4
+loopdotMXFP4VNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotMXFP4VNNI256
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      2(CX), Y1, Y6
+	VPXORD        Y7, Y7, Y7
+	VPSUBD        Y6, Y7, Y7
+	VMOVDQU64     1(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y2, Y9
+	VMOVDQA64     Y7, Y26
+	VPDPBUSD      2(CX), Y9, Y26
+	VPXORD        Y10, Y10, Y10
+	VPDPBUSD      36(CX), Y1, Y10
+	VPXORD        Y11, Y11, Y11
+	VPSUBD        Y10, Y11, Y11
+	VMOVDQU64     18(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y2, Y9
+	VMOVDQA64     Y11, Y27
+	VPDPBUSD      36(CX), Y9, Y27
+	VSHUFPS       $0x88, Y27, Y26, Y9
+	VSHUFPS       $0xdd, Y27, Y26, Y26
+	VPADDD        Y26, Y9, Y9
+	VPXORD        Y12, Y12, Y12
+	VPDPBUSD      70(CX), Y1, Y12
+	VPXORD        Y13, Y13, Y13
+	VPSUBD        Y12, Y13, Y13
+	VMOVDQU64     35(AX), X8
+	VPSRLW        $0x04, X8, X26
+	VINSERTI32X4  $0x01, X26, Y8, Y26
+	VPANDD        Y0, Y26, Y26
+	VPSHUFB       Y26, Y2, Y26
+	VMOVDQA64     Y13, Y27
+	VPDPBUSD      70(CX), Y26, Y27
+	VPXORD        Y14, Y14, Y14
+	VPDPBUSD      104(CX), Y1, Y14
+	VPXORD        Y15, Y15, Y15
+	VPSUBD        Y14, Y15, Y15
+	VMOVDQU64     52(AX), X8
+	VPSRLW        $0x04, X8, X26
+	VINSERTI32X4  $0x01, X26, Y8, Y26
+	VPANDD        Y0, Y26, Y26
+	VPSHUFB       Y26, Y2, Y26
+	VMOVDQA64     Y15, Y28
+	VPDPBUSD      104(CX), Y26, Y28
+	VSHUFPS       $0x88, Y28, Y27, Y26
+	VSHUFPS       $0xdd, Y28, Y27, Y27
+	VPADDD        Y27, Y26, Y26
+	VSHUFPS       $0x88, Y26, Y9, Y27
+	VSHUFPS       $0xdd, Y26, Y9, Y9
+	VPADDD        Y9, Y27, Y27
+	VPXORD        Y16, Y16, Y16
+	VPDPBUSD      138(CX), Y1, Y16
+	VPXORD        Y17, Y17, Y17
+	VPSUBD        Y16, Y17, Y17
+	VMOVDQU64     69(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y2, Y9
+	VMOVDQA64     Y17, Y26
+	VPDPBUSD      138(CX), Y9, Y26
+	VPXORD        Y18, Y18, Y18
+	VPDPBUSD      172(CX), Y1, Y18
+	VPXORD        Y19, Y19, Y19
+	VPSUBD        Y18, Y19, Y19
+	VMOVDQU64     86(AX), X8
+	VPSRLW        $0x04, X8, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y9, Y2, Y9
+	VMOVDQA64     Y19, Y28
+	VPDPBUSD      172(CX), Y9, Y28
+	VSHUFPS       $0x88, Y28, Y26, Y9
+	VSHUFPS       $0xdd, Y28, Y26, Y26
+	VPADDD        Y26, Y9, Y9
+	VPXORD        Y20, Y20, Y20
+	VPDPBUSD      206(CX), Y1, Y20
+	VPXORD        Y21, Y21, Y21
+	VPSUBD        Y20, Y21, Y21
+	VMOVDQU64     103(AX), X8
+	VPSRLW        $0x04, X8, X26
+	VINSERTI32X4  $0x01, X26, Y8, Y26
+	VPANDD        Y0, Y26, Y26
+	VPSHUFB       Y26, Y2, Y26
+	VMOVDQA64     Y21, Y28
+	VPDPBUSD      206(CX), Y26, Y28
+	VPXORD        Y22, Y22, Y22
+	VPDPBUSD      240(CX), Y1, Y22
+	VPXORD        Y23, Y23, Y23
+	VPSUBD        Y22, Y23, Y23
+	VMOVDQU64     120(AX), X8
+	VPSRLW        $0x04, X8, X26
+	VINSERTI32X4  $0x01, X26, Y8, Y26
+	VPANDD        Y0, Y26, Y26
+	VPSHUFB       Y26, Y2, Y26
+	VMOVDQA64     Y23, Y29
+	VPDPBUSD      240(CX), Y26, Y29
+	VSHUFPS       $0x88, Y29, Y28, Y26
+	VSHUFPS       $0xdd, Y29, Y28, Y28
+	VPADDD        Y28, Y26, Y26
+	VSHUFPS       $0x88, Y26, Y9, Y28
+	VSHUFPS       $0xdd, Y26, Y9, Y9
+	VPADDD        Y9, Y28, Y28
+	VSHUFI64X2    $0x00, Y28, Y27, Y9
+	VSHUFI64X2    $0x03, Y28, Y27, Y26
+	VPADDD        Y26, Y9, Y9
+	VCVTDQ2PS     Y9, Y9
+	VMOVD         (CX), X8
+	VPINSRW       $0x01, 34(CX), X8, X8
+	VPINSRW       $0x02, 68(CX), X8, X8
+	VPINSRW       $0x03, 102(CX), X8, X8
+	VPINSRW       $0x04, 136(CX), X8, X8
+	VPINSRW       $0x05, 170(CX), X8, X8
+	VPINSRW       $0x06, 204(CX), X8, X8
+	VPINSRW       $0x07, 238(CX), X8, X8
+	VCVTPH2PS     X8, Y26
+	VMOVD         (AX), X8
+	VPINSRB       $0x01, 17(AX), X8, X8
+	VPINSRB       $0x02, 34(AX), X8, X8
+	VPINSRB       $0x03, 51(AX), X8, X8
+	VPINSRB       $0x04, 68(AX), X8, X8
+	VPINSRB       $0x05, 85(AX), X8, X8
+	VPINSRB       $0x06, 102(AX), X8, X8
+	VPINSRB       $0x07, 119(AX), X8, X8
+	VPMOVZXBD     X8, Y27
+	VPSUBD        Y27, Y3, Y28
+	VPSRLVD       Y28, Y4, Y28
+	VPSLLD        $0x17, Y27, Y27
+	VPSUBD        Y4, Y27, Y27
+	VPMAXSD       Y28, Y27, Y27
+	VMULPS        Y26, Y27, Y27
+	VMULPS        Y27, Y9, Y9
+	VADDSS        X9, X5, X5
+	VMOVSHDUP     X9, X8
+	VADDSS        X8, X5, X5
+	VMOVHLPS      X9, X9, X8
+	VADDSS        X8, X5, X5
+	VPERMILPS     $0xff, X9, X8
+	VADDSS        X8, X5, X5
+	VEXTRACTF32X4 $0x01, Y9, X8
+	VADDSS        X8, X5, X5
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X5, X5
+	VMOVHLPS      X8, X8, X9
+	VADDSS        X9, X5, X5
+	VPERMILPS     $0xff, X8, X8
+	VADDSS        X8, X5, X5
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotMXFP4VNNI256
 
-tailMXFP4:
-	TESTQ        DX, DX
-	JZ           doneMXFP4
-	VMOVDQU64    1(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI32X4 $0x01, X8, Y7, Y8
-	VPANDD       Y4, Y8, Y8
-	VPSHUFB      Y8, Y6, Y8
-	VPXORD       Y16, Y16, Y16
-	VPXORD       Y17, Y17, Y17
-	VPDPBUSD     2(CX), Y8, Y16
-	VPDPBUSD     2(CX), Y5, Y17
-	VPSUBD       Y17, Y16, Y16
-	MOVBQZX      (AX), BX
-	LEAQ         e8m0half<>+0(SB), SI
-	VMOVD        (CX), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI)(BX*4), X7, X7
-	VBROADCASTSS X7, Y8
-	VCVTDQ2PS    Y16, Y16
-	VFMADD231PS  Y16, Y8, Y0
-	ADDQ         $0x00000011, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          tailMXFP4
+taildotMXFP4VNNI256:
+	TESTQ         DX, DX
+	JZ            donedotMXFP4VNNI256
+	VPXORD        Y24, Y24, Y24
+	VPDPBUSD      2(CX), Y1, Y24
+	VPXORD        Y25, Y25, Y25
+	VPSUBD        Y24, Y25, Y25
+	VMOVDQU64     1(AX), X8
+	VPSRLW        $0x04, X8, X6
+	VINSERTI32X4  $0x01, X6, Y8, Y6
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y6, Y2, Y6
+	VMOVDQA64     Y25, Y7
+	VPDPBUSD      2(CX), Y6, Y7
+	VEXTRACTI32X4 $0x01, Y7, X6
+	VPADDD        X6, X7, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPADDD        X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPADDD        X7, X6, X6
+	VCVTDQ2PS     X6, X6
+	VMOVD         (CX), X7
+	VCVTPH2PS     X7, X7
+	VMOVD         (AX), X8
+	VPMOVZXBD     X8, X8
+	VPSUBD        X8, X3, X9
+	VPSRLVD       X9, X4, X9
+	VPSLLD        $0x17, X8, X8
+	VPSUBD        X4, X8, X8
+	VPMAXSD       X9, X8, X8
+	VMULPS        X7, X8, X8
+	VMULPS        X8, X6, X6
+	VADDSS        X6, X5, X5
+	ADDQ          $0x00000011, AX
+	ADDQ          $0x00000022, CX
+	DECQ          DX
+	JMP           taildotMXFP4VNNI256
 
-doneMXFP4:
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+donedotMXFP4VNNI256:
+	MOVSS X5, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotMXFP4r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotMXFP4r8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD    c32_0c0c0c0c<>+0(SB), Y1
+	VBROADCASTI32X4 b32mxfp4lut<>+0(SB), Y2
+	VPBROADCASTD    c32_00000002<>+0(SB), Y3
+	VPBROADCASTD    c32_00800000<>+0(SB), Y4
+	VPXORD          Y5, Y5, Y5
+	TESTQ           BX, BX
+	JZ              donedotMXFP4r8VNNI256
+
+loopdotMXFP4r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000088, R8
+	VBROADCASTI32X4 2(DX), Y6
+	VBROADCASTI32X4 18(DX), Y7
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y6, Y1, Y8
+	VPDPBUSD        Y7, Y1, Y8
+	VPXORD          Y9, Y9, Y9
+	VPSUBD          Y8, Y9, Y9
+	VMOVDQU64       1(AX), X10
+	VINSERTI32X4    $0x01, 1(DI), Y10, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y2, Y11
+	VPSHUFB         Y12, Y2, Y12
+	VMOVDQA64       Y9, Y13
+	VPDPBUSD        Y6, Y11, Y13
+	VPDPBUSD        Y7, Y12, Y13
+	VMOVDQU64       1(AX)(CX*1), X10
+	VINSERTI32X4    $0x01, 1(DI)(CX*1), Y10, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y2, Y11
+	VPSHUFB         Y12, Y2, Y12
+	VMOVDQA64       Y9, Y14
+	VPDPBUSD        Y6, Y11, Y14
+	VPDPBUSD        Y7, Y12, Y14
+	VSHUFPS         $0x88, Y14, Y13, Y11
+	VSHUFPS         $0xdd, Y14, Y13, Y12
+	VPADDD          Y12, Y11, Y11
+	VMOVDQU64       1(AX)(CX*2), X10
+	VINSERTI32X4    $0x01, 1(DI)(CX*2), Y10, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y2, Y12
+	VPSHUFB         Y13, Y2, Y13
+	VMOVDQA64       Y9, Y14
+	VPDPBUSD        Y6, Y12, Y14
+	VPDPBUSD        Y7, Y13, Y14
+	VMOVDQU64       1(AX)(SI*1), X10
+	VINSERTI32X4    $0x01, 1(DI)(SI*1), Y10, Y12
+	VPSRLW          $0x04, Y12, Y13
+	VPANDD          Y0, Y12, Y12
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y12, Y2, Y12
+	VPSHUFB         Y13, Y2, Y13
+	VMOVDQA64       Y9, Y15
+	VPDPBUSD        Y6, Y12, Y15
+	VPDPBUSD        Y7, Y13, Y15
+	VSHUFPS         $0x88, Y15, Y14, Y6
+	VSHUFPS         $0xdd, Y15, Y14, Y7
+	VPADDD          Y7, Y6, Y6
+	VSHUFPS         $0x88, Y6, Y11, Y7
+	VSHUFPS         $0xdd, Y6, Y11, Y6
+	VPADDD          Y6, Y7, Y7
+	VPBROADCASTW    (DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y7, Y7
+	VMOVD           (AX), X10
+	VPINSRB         $0x01, (AX)(CX*1), X10, X10
+	VPINSRB         $0x02, (AX)(CX*2), X10, X10
+	VPINSRB         $0x03, (AX)(SI*1), X10, X10
+	VPINSRB         $0x04, (DI), X10, X10
+	VPINSRB         $0x05, (DI)(CX*1), X10, X10
+	VPINSRB         $0x06, (DI)(CX*2), X10, X10
+	VPINSRB         $0x07, (DI)(SI*1), X10, X10
+	VPMOVZXBD       X10, Y11
+	VPSUBD          Y11, Y3, Y12
+	VPSRLVD         Y12, Y4, Y12
+	VPSLLD          $0x17, Y11, Y11
+	VPSUBD          Y4, Y11, Y11
+	VPMAXSD         Y12, Y11, Y11
+	VMULPS          Y6, Y11, Y11
+	VMULPS          Y11, Y7, Y7
+	VADDPS          Y7, Y5, Y5
+	ADDQ            $0x00000011, AX
+	ADDQ            $0x00000011, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotMXFP4r8VNNI256
+
+donedotMXFP4r8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y5, (AX)
 	VZEROUPPER
 	RET
 

@@ -12,6 +12,11 @@ type Funcs struct {
 
 	// Q8_0..MXFP4 are one weight row of nb 32-element blocks times a Q8_0 row.
 	Q8_0, Q4_0, Q5_0, MXFP4 func(w, a *byte, nb int) float32
+	// Q8_0r8..MXFP4r8 are eight weight rows, wstride bytes apart, times one
+	// Q8_0 row into out[0:8], each exactly as the one-row kernel: a row's
+	// float sum is a dependent chain of one add per block, which bounds one
+	// row; eight run side by side, and each activation block is read once.
+	Q8_0r8, Q4_0r8, Q5_0r8, MXFP4r8 func(w *byte, wstride int, a *byte, nb int, out *float32)
 
 	// F32, F16 and BF16 take n elements, a multiple of FloatStep (BF16: of
 	// twice FloatStep); the reference adds the rest of a row.
@@ -27,7 +32,8 @@ type Funcs struct {
 // CPU runs it, and may then pick another with SetLevel. Add is for package
 // initialization, before any kernel runs.
 func (k *Kit) Add(name string, f Funcs) {
-	l := &level{name: name, dot: map[quant.Type]dotFunc{}, dot4: map[quant.Type]dot4Func{}, quantizeQ8K: f.QuantizeQ8K}
+	l := &level{name: name, dot: map[quant.Type]dotFunc{}, dot4: map[quant.Type]dot4Func{},
+		rows8: map[quant.Type]rows8Func{}, quantizeQ8K: f.QuantizeQ8K}
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
 		quant.Q2_K: f.Q2K, quant.Q3_K: f.Q3K, quant.Q4_K: f.Q4K, quant.Q5_K: f.Q5K, quant.Q6_K: f.Q6K,
 	} {
@@ -47,6 +53,13 @@ func (k *Kit) Add(name string, f Funcs) {
 	} {
 		if fn != nil {
 			l.dot[t] = block32(fn, t.TypeSize())
+		}
+	}
+	for t, fn := range map[quant.Type]func(w *byte, wstride int, a *byte, nb int, out *float32){
+		quant.Q8_0: f.Q8_0r8, quant.Q4_0: f.Q4_0r8, quant.Q5_0: f.Q5_0r8, quant.MXFP4: f.MXFP4r8,
+	} {
+		if fn != nil {
+			l.rows8[t] = block32r8(fn, t.TypeSize())
 		}
 	}
 	for t, fn := range map[quant.Type]func(w, a *byte, n int) float32{
@@ -120,5 +133,17 @@ func kquant4(f func(w, a *byte, nb, astride int, out *float32), wsize int) dot4F
 		}
 		w, a = w[:nb*wsize], a[:3*astride+nb*q8KSize]
 		f(&w[0], &a[0], nb, astride, &out[0])
+	}
+}
+
+func block32r8(f func(w *byte, wstride int, a *byte, nb int, out *float32), wsize int) rows8Func {
+	return func(n int, w []byte, wrow int, a []byte, out *[8]float32) {
+		nb := n / 32
+		if nb == 0 {
+			*out = [8]float32{}
+			return
+		}
+		w, a = w[:7*wrow+nb*wsize], a[:nb*34]
+		f(&w[0], wrow, &a[0], nb, &out[0])
 	}
 }

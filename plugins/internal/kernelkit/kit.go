@@ -27,12 +27,17 @@ type dotFunc func(n int, w, a []byte) float32
 // apart, into out; it unpacks each weight block once for the four.
 type dot4Func func(n int, w, a []byte, astride int, out *[4]float32)
 
+// rows8Func is eight weight rows (n elements each, wrow bytes apart) times
+// one activation row into out, each bit-identical to the level's dotFunc.
+type rows8Func func(n int, w []byte, wrow int, a []byte, out *[8]float32)
+
 // level is one instruction-set path. Types it has no kernel for use the
 // reference.
 type level struct {
 	name        string
 	dot         map[quant.Type]dotFunc
 	dot4        map[quant.Type]dot4Func           // optional, for MatMul
+	rows8       map[quant.Type]rows8Func          // optional, for MatVec
 	quantizeQ8K func(x *float32, y *byte, nb int) // nil: reference
 }
 

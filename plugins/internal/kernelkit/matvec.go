@@ -43,9 +43,9 @@ func (k *Kit) MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out
 	}
 	wrow, _ := quant.RowSize(t, int64(n))
 	arow, _ := quant.RowSize(t.VecDotType(), int64(n))
-	f, f4 := k.active.dotOf(t), k.active.dot4[t]
+	f, f4, fr := k.active.dotOf(t), k.active.dot4[t], k.active.rows8[t]
 	parallelRows(rows, threads, func(r0, r1 int) {
-		matMulRange(f, f4, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
+		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
 	})
 	return nil
 }
@@ -74,16 +74,28 @@ func (k *Kit) MatVecF32(t quant.Type, w []byte, rows, n int, x []float32, out []
 var actPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // matMulRange runs weight rows [r0, r1) over all m activation rows; f4
-// (nil: none) takes four activation rows at a time.
-func matMulRange(f dotFunc, f4 dot4Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, m int, out []float32, rows int) {
-	if m == 1 {
-		for i := r0; i < r1; i++ {
-			out[i] = f(n, w[i*wrow:(i+1)*wrow], act)
+// (nil: none) takes four activation rows at a time, fr (nil: none) eight
+// weight rows of one activation row.
+func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, m int, out []float32, rows int) {
+	// one runs weight rows [i0, i1) over activation row a into o[i0:i1].
+	one := func(a []byte, o []float32, i0, i1 int) {
+		i := i0
+		for ; fr != nil && i+8 <= i1; i += 8 {
+			fr(n, w[i*wrow:(i+8)*wrow], wrow, a, (*[8]float32)(o[i:i+8]))
 		}
+		for ; i < i1; i++ {
+			o[i] = f(n, w[i*wrow:(i+1)*wrow], a)
+		}
+	}
+	if m == 1 {
+		one(act, out, r0, r1)
 		return
 	}
 	var r4 [4]float32
 	tile := max(1, tileBytes/wrow)
+	if fr != nil {
+		tile = max(8, tile&^7) // whole groups of eight rows
+	}
 	for i0 := r0; i0 < r1; i0 += tile {
 		i1 := min(i0+tile, r1)
 		j := 0
@@ -97,11 +109,7 @@ func matMulRange(f dotFunc, f4 dot4Func, n int, w []byte, wrow, r0, r1 int, act 
 			}
 		}
 		for ; j < m; j++ {
-			a := act[j*arow : (j+1)*arow]
-			o := out[j*rows : (j+1)*rows]
-			for i := i0; i < i1; i++ {
-				o[i] = f(n, w[i*wrow:(i+1)*wrow], a)
-			}
+			one(act[j*arow:(j+1)*arow], out[j*rows:(j+1)*rows], i0, i1)
 		}
 	}
 }

@@ -19,10 +19,6 @@ import (
 // demands the reference's float bit for bit.
 var notExact = map[quant.Type]bool{
 	quant.Q2_K:  true,
-	quant.Q8_0:  true,
-	quant.Q4_0:  true,
-	quant.Q5_0:  true,
-	quant.MXFP4: true,
 	quant.F32:   true,
 	quant.F16:   true,
 	quant.BF16:  true,
