@@ -47,13 +47,13 @@ func dotQ5_0AVX2(w *byte, a *byte, nb int) float32
 func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotF32AVX2(w *byte, a *byte, n int) float32
+func dotF32AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotF16AVX2(w *byte, a *byte, n int) float32
+func dotF16AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotBF16AVX2(w *byte, a *byte, n int) float32
+func dotBF16AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
 func quantizeQ8KAVX2(x *float32, y *byte, nb int)

@@ -29,8 +29,6 @@ func preferred() string {
 	return "vnni"
 }
 
-// The float kernels take four vectors of float32 per iteration: 64
-// elements at 512 bits, 32 at 256.
 func init() {
 	if !hasAVX512 {
 		return
@@ -39,7 +37,7 @@ func init() {
 		Q2K: dotQ2KAVX512, Q3K: dotQ3KAVX512, Q4K: dotQ4KAVX512, Q5K: dotQ5KAVX512, Q6K: dotQ6KAVX512,
 		Q2Kx4: dotQ2Kx4AVX512, Q3Kx4: dotQ3Kx4AVX512, Q4Kx4: dotQ4Kx4AVX512, Q5Kx4: dotQ5Kx4AVX512, Q6Kx4: dotQ6Kx4AVX512,
 		Q8_0: dotQ8_0AVX512, Q4_0: dotQ4_0AVX512, Q5_0: dotQ5_0AVX512, MXFP4: dotMXFP4AVX512,
-		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512, FloatStep: 64,
+		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512,
 		QuantizeQ8K: quantizeQ8KAVX512,
 	})
 	if hasVNNI {
@@ -47,14 +45,14 @@ func init() {
 			Q2K: dotQ2KVNNI, Q3K: dotQ3KVNNI, Q4K: dotQ4KVNNI, Q5K: dotQ5KVNNI, Q6K: dotQ6KVNNI,
 			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: dotQ3Kx4VNNI, Q4Kx4: dotQ4Kx4VNNI, Q5Kx4: dotQ5Kx4VNNI, Q6Kx4: dotQ6Kx4VNNI,
 			Q8_0: dotQ8_0VNNI, Q4_0: dotQ4_0VNNI, Q5_0: dotQ5_0VNNI, MXFP4: dotMXFP4VNNI,
-			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatStep: 64,
+			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 		kit.Add("vnni256", kernelkit.Funcs{
 			Q2K: dotQ2KVNNI256, Q3K: dotQ3KVNNI256, Q4K: dotQ4KVNNI256, Q5K: dotQ5KVNNI256, Q6K: dotQ6KVNNI256,
 			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: dotQ3Kx4VNNI256, Q4Kx4: dotQ4Kx4VNNI256, Q5Kx4: dotQ5Kx4VNNI256, Q6Kx4: dotQ6Kx4VNNI256,
 			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,
-			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256, FloatStep: 32,
+			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 	}

@@ -47,13 +47,13 @@ func dotQ5_0AVX512(w *byte, a *byte, nb int) float32
 func dotMXFP4AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotF32AVX512(w *byte, a *byte, n int) float32
+func dotF32AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotF16AVX512(w *byte, a *byte, n int) float32
+func dotF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotBF16AVX512(w *byte, a *byte, n int) float32
+func dotBF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
 func dotQ2KVNNI(w *byte, a *byte, nb int) float32
@@ -98,13 +98,13 @@ func dotQ5_0VNNI(w *byte, a *byte, nb int) float32
 func dotMXFP4VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotF32VNNI(w *byte, a *byte, n int) float32
+func dotF32VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotF16VNNI(w *byte, a *byte, n int) float32
+func dotF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotBF16VNNI(w *byte, a *byte, n int) float32
+func dotBF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
 func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
@@ -149,13 +149,13 @@ func dotQ5_0VNNI256(w *byte, a *byte, nb int) float32
 func dotMXFP4VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotF32VNNI256(w *byte, a *byte, n int) float32
+func dotF32VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotF16VNNI256(w *byte, a *byte, n int) float32
+func dotF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotBF16VNNI256(w *byte, a *byte, n int) float32
+func dotBF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
 func quantizeQ8KAVX512(x *float32, y *byte, nb int)

@@ -62,7 +62,7 @@ func genAll(t *target) {
 	genQ4_0(t)
 	genQ5_0(t)
 	genMXFP4(t)
-	genFloat(t, "F32")
-	genFloat(t, "F16")
-	genFloat(t, "BF16")
+	genExactFloat(t, "F32")
+	genExactFloat(t, "F16")
+	genExactFloat(t, "BF16")
 }

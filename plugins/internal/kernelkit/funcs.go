@@ -13,10 +13,9 @@ type Funcs struct {
 	// Q8_0..MXFP4 are one weight row of nb 32-element blocks times a Q8_0 row.
 	Q8_0, Q4_0, Q5_0, MXFP4 func(w, a *byte, nb int) float32
 
-	// F32, F16 and BF16 take n elements, a multiple of FloatStep (BF16: of
-	// twice FloatStep); the reference adds the rest of a row.
-	F32, F16, BF16 func(w, a *byte, n int) float32
-	FloatStep      int
+	// F32, F16 and BF16 take n elements, a multiple of floatChunk, and
+	// return what exactFloat needs (see exactfloat.go).
+	F32, F16, BF16 func(w, a *byte, n int) (sum, prefix, abs float64)
 
 	// QuantizeQ8K quantizes nb blocks of 256 floats to Q8_K.
 	QuantizeQ8K func(x *float32, y *byte, nb int)
@@ -49,15 +48,11 @@ func (k *Kit) Add(name string, f Funcs) {
 			l.dot[t] = block32(fn, t.TypeSize())
 		}
 	}
-	for t, fn := range map[quant.Type]func(w, a *byte, n int) float32{
+	for t, fn := range map[quant.Type]func(w, a *byte, n int) (sum, prefix, abs float64){
 		quant.F32: f.F32, quant.F16: f.F16, quant.BF16: f.BF16,
 	} {
 		if fn != nil {
-			step := f.FloatStep
-			if t == quant.BF16 {
-				step *= 2
-			}
-			l.dot[t] = float(fn, t, step)
+			l.dot[t] = exactFloat(fn, t)
 		}
 	}
 	k.levels = append(k.levels, l)
@@ -90,24 +85,6 @@ func block32(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 		}
 		w, a = w[:nb*wsize], a[:nb*34]
 		return f(&w[0], &a[0], nb)
-	}
-}
-
-// float adapts a plain-float kernel that handles multiples of step
-// elements; the reference adds the rest.
-func float(f func(w, a *byte, n int) float32, t quant.Type, step int) dotFunc {
-	es := t.TypeSize()
-	return func(n int, w, a []byte) float32 {
-		m := n &^ (step - 1)
-		var s float32
-		if m > 0 {
-			w, a := w[:m*es], a[:m*es]
-			s = f(&w[0], &a[0], m)
-		}
-		if m < n {
-			s += refDot(t, n-m, w[m*es:], a[m*es:])
-		}
-		return s
 	}
 }
 

@@ -27,9 +27,6 @@ var notExact = map[quant.Type]bool{
 	quant.Q4_0:  true,
 	quant.Q5_0:  true,
 	quant.MXFP4: true,
-	quant.F32:   true,
-	quant.F16:   true,
-	quant.BF16:  true,
 }
 
 // sameFloat is bit equality, with any NaN equal to any NaN (ggml's and
