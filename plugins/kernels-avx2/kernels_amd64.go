@@ -56,4 +56,13 @@ func dotF16AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float
 func dotBF16AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
+func dotSeqF32AVX2(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqF16AVX2(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqBF16AVX2(w *byte, a *byte, n int) float64
+
+//go:noescape
 func quantizeQ8KAVX2(x *float32, y *byte, nb int)

@@ -3636,6 +3636,130 @@ DATA v32_ffff0000<>+24(SB)/4, $0xffff0000
 DATA v32_ffff0000<>+28(SB)/4, $0xffff0000
 GLOBL v32_ffff0000<>(SB), RODATA|NOPTR, $32
 
+// func dotSeqF32AVX2(w *byte, a *byte, n int) float64
+// Requires: AVX, SSE2
+TEXT ·dotSeqF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  n+16(FP), DX
+	VPXOR X0, X0, X0
+	SHRQ  $0x03, DX
+	JZ    donedotSeqF32AVX2
+
+loopdotSeqF32AVX2:
+	VMOVUPS      (AX), Y1
+	VMULPS       (CX), Y1, Y1
+	VCVTPS2PD    X1, Y2
+	VEXTRACTF128 $0x01, Y1, X1
+	VCVTPS2PD    X1, Y1
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDSD       X2, X0, X0
+	VUNPCKHPD    X2, X2, X2
+	VADDSD       X2, X0, X0
+	VADDSD       X3, X0, X0
+	VUNPCKHPD    X3, X3, X2
+	VADDSD       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDSD       X1, X0, X0
+	VUNPCKHPD    X1, X1, X1
+	VADDSD       X1, X0, X0
+	VADDSD       X2, X0, X0
+	VUNPCKHPD    X2, X2, X1
+	VADDSD       X1, X0, X0
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, CX
+	DECQ         DX
+	JNZ          loopdotSeqF32AVX2
+
+donedotSeqF32AVX2:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqF16AVX2(w *byte, a *byte, n int) float64
+// Requires: AVX, F16C, SSE2
+TEXT ·dotSeqF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  n+16(FP), DX
+	VPXOR X0, X0, X0
+	SHRQ  $0x03, DX
+	JZ    donedotSeqF16AVX2
+
+loopdotSeqF16AVX2:
+	VCVTPH2PS    (AX), Y1
+	VCVTPH2PS    (CX), Y2
+	VMULPS       Y2, Y1, Y1
+	VCVTPS2PD    X1, Y2
+	VEXTRACTF128 $0x01, Y1, X1
+	VCVTPS2PD    X1, Y1
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDSD       X2, X0, X0
+	VUNPCKHPD    X2, X2, X2
+	VADDSD       X2, X0, X0
+	VADDSD       X3, X0, X0
+	VUNPCKHPD    X3, X3, X2
+	VADDSD       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDSD       X1, X0, X0
+	VUNPCKHPD    X1, X1, X1
+	VADDSD       X1, X0, X0
+	VADDSD       X2, X0, X0
+	VUNPCKHPD    X2, X2, X1
+	VADDSD       X1, X0, X0
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000010, CX
+	DECQ         DX
+	JNZ          loopdotSeqF16AVX2
+
+donedotSeqF16AVX2:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqBF16AVX2(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX2, SSE2
+TEXT ·dotSeqBF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ  w+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  n+16(FP), DX
+	VPXOR X0, X0, X0
+	SHRQ  $0x03, DX
+	JZ    donedotSeqBF16AVX2
+
+loopdotSeqBF16AVX2:
+	VPMOVZXWD    (AX), Y1
+	VPMOVZXWD    (CX), Y2
+	VPSLLD       $0x10, Y1, Y1
+	VPSLLD       $0x10, Y2, Y2
+	VMULPS       Y2, Y1, Y1
+	VCVTPS2PD    X1, Y2
+	VEXTRACTF128 $0x01, Y1, X1
+	VCVTPS2PD    X1, Y1
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDSD       X2, X0, X0
+	VUNPCKHPD    X2, X2, X2
+	VADDSD       X2, X0, X0
+	VADDSD       X3, X0, X0
+	VUNPCKHPD    X3, X3, X2
+	VADDSD       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDSD       X1, X0, X0
+	VUNPCKHPD    X1, X1, X1
+	VADDSD       X1, X0, X0
+	VADDSD       X2, X0, X0
+	VUNPCKHPD    X2, X2, X1
+	VADDSD       X1, X0, X0
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000010, CX
+	DECQ         DX
+	JNZ          loopdotSeqBF16AVX2
+
+donedotSeqBF16AVX2:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
 // func quantizeQ8KAVX2(x *float32, y *byte, nb int)
 // Requires: AVX, AVX2
 TEXT ·quantizeQ8KAVX2(SB), NOSPLIT, $0-24

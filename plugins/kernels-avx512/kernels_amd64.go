@@ -56,6 +56,15 @@ func dotF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs flo
 func dotBF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
+func dotSeqF32AVX512(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqF16AVX512(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqBF16AVX512(w *byte, a *byte, n int) float64
+
+//go:noescape
 func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -107,6 +116,15 @@ func dotF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float
 func dotBF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
+func dotSeqF32VNNI(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqF16VNNI(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqBF16VNNI(w *byte, a *byte, n int) float64
+
+//go:noescape
 func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -156,6 +174,15 @@ func dotF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs fl
 
 //go:noescape
 func dotBF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+
+//go:noescape
+func dotSeqF32VNNI256(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqF16VNNI256(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqBF16VNNI256(w *byte, a *byte, n int) float64
 
 //go:noescape
 func quantizeQ8KAVX512(x *float32, y *byte, nb int)

@@ -3341,6 +3341,130 @@ donedotBF16AVX512:
 DATA c32_ffff0000<>+0(SB)/4, $0xffff0000
 GLOBL c32_ffff0000<>(SB), RODATA|NOPTR, $4
 
+// func dotSeqF32AVX512(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqF32AVX512(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF32AVX512
+
+loopdotSeqF32AVX512:
+	VMOVUPS       (AX), Y1
+	VMULPS        (CX), Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000020, AX
+	ADDQ          $0x00000020, CX
+	DECQ          DX
+	JNZ           loopdotSeqF32AVX512
+
+donedotSeqF32AVX512:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqF16AVX512(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, F16C, SSE2
+TEXT ·dotSeqF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF16AVX512
+
+loopdotSeqF16AVX512:
+	VCVTPH2PS     (AX), Y1
+	VCVTPH2PS     (CX), Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqF16AVX512
+
+donedotSeqF16AVX512:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqBF16AVX512(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX2, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqBF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqBF16AVX512
+
+loopdotSeqBF16AVX512:
+	VPMOVZXWD     (AX), Y1
+	VPMOVZXWD     (CX), Y2
+	VPSLLD        $0x10, Y1, Y1
+	VPSLLD        $0x10, Y2, Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqBF16AVX512
+
+donedotSeqBF16AVX512:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
 // func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
 TEXT ·dotQ2KVNNI(SB), NOSPLIT, $0-28
@@ -5849,6 +5973,130 @@ donedotBF16VNNI:
 	MOVSD         X9, sum+24(FP)
 	MOVSD         X10, prefix+32(FP)
 	MOVSD         X0, abs+40(FP)
+	RET
+
+// func dotSeqF32VNNI(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqF32VNNI(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF32VNNI
+
+loopdotSeqF32VNNI:
+	VMOVUPS       (AX), Y1
+	VMULPS        (CX), Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000020, AX
+	ADDQ          $0x00000020, CX
+	DECQ          DX
+	JNZ           loopdotSeqF32VNNI
+
+donedotSeqF32VNNI:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqF16VNNI(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, F16C, SSE2
+TEXT ·dotSeqF16VNNI(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF16VNNI
+
+loopdotSeqF16VNNI:
+	VCVTPH2PS     (AX), Y1
+	VCVTPH2PS     (CX), Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqF16VNNI
+
+donedotSeqF16VNNI:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqBF16VNNI(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX2, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqBF16VNNI(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqBF16VNNI
+
+loopdotSeqBF16VNNI:
+	VPMOVZXWD     (AX), Y1
+	VPMOVZXWD     (CX), Y2
+	VPSLLD        $0x10, Y1, Y1
+	VPSLLD        $0x10, Y2, Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqBF16VNNI
+
+donedotSeqBF16VNNI:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
 	RET
 
 // func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
@@ -8765,6 +9013,130 @@ donedotBF16VNNI256:
 	MOVSD         X9, sum+24(FP)
 	MOVSD         X10, prefix+32(FP)
 	MOVSD         X0, abs+40(FP)
+	RET
+
+// func dotSeqF32VNNI256(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqF32VNNI256(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF32VNNI256
+
+loopdotSeqF32VNNI256:
+	VMOVUPS       (AX), Y1
+	VMULPS        (CX), Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000020, AX
+	ADDQ          $0x00000020, CX
+	DECQ          DX
+	JNZ           loopdotSeqF32VNNI256
+
+donedotSeqF32VNNI256:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqF16VNNI256(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, F16C, SSE2
+TEXT ·dotSeqF16VNNI256(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF16VNNI256
+
+loopdotSeqF16VNNI256:
+	VCVTPH2PS     (AX), Y1
+	VCVTPH2PS     (CX), Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqF16VNNI256
+
+donedotSeqF16VNNI256:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqBF16VNNI256(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX2, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqBF16VNNI256(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqBF16VNNI256
+
+loopdotSeqBF16VNNI256:
+	VPMOVZXWD     (AX), Y1
+	VPMOVZXWD     (CX), Y2
+	VPSLLD        $0x10, Y1, Y1
+	VPSLLD        $0x10, Y2, Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqBF16VNNI256
+
+donedotSeqBF16VNNI256:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
 	RET
 
 // func quantizeQ8KAVX512(x *float32, y *byte, nb int)

@@ -279,3 +279,74 @@ func (s *accSet) reduce() VecVirtual {
 	}
 	return r[0]
 }
+
+// genSeqFloat emits dotSeq<kind><suffix>(w, a *byte, n int) float64, the
+// reference's own sum for n a multiple of 8: the products in element
+// order, added one by one to a float64 from +0. It is the fallback where
+// the bound cannot decide; the products and their widening run beside
+// the chain of adds, which is all that is left of the reference's time.
+func genSeqFloat(t *target, kind string) {
+	name := "dotSeq" + kind + t.suffix
+	TEXT(name, NOSPLIT, "func(w, a *byte, n int) float64")
+	Pragma("noescape")
+	wp := Load(Param("w"), GP64())
+	ap := Load(Param("a"), GP64())
+	n := Load(Param("n"), GP64())
+	s := XMM()
+	t.zero(s)
+	esize := 4
+	if kind != "F32" {
+		esize = 2
+	}
+	SHRQ(U8(3), n)
+	JZ(LabelRef("done" + name))
+	Label("loop" + name)
+	p := YMM()
+	switch kind {
+	case "F32":
+		VMOVUPS(Mem{Base: wp}, p)
+		VMULPS(Mem{Base: ap}, p, p)
+	case "F16":
+		u := YMM()
+		VCVTPH2PS(Mem{Base: wp}, p)
+		VCVTPH2PS(Mem{Base: ap}, u)
+		VMULPS(u, p, p)
+	case "BF16":
+		u := YMM()
+		VPMOVZXWD(Mem{Base: wp}, p)
+		VPMOVZXWD(Mem{Base: ap}, u)
+		VPSLLD(U8(16), p, p)
+		VPSLLD(U8(16), u, u)
+		VMULPS(u, p, p)
+	}
+	lo, hi := YMM(), YMM()
+	VCVTPS2PD(p.AsX(), lo)
+	VCVTPS2PD(t.highHalfY(p), hi)
+	for _, d := range []VecVirtual{lo, hi} {
+		for _, x := range []Register{d.AsX(), t.highHalfY(d)} {
+			VADDSD(x, s, s)
+			h := XMM()
+			VUNPCKHPD(x, x, h)
+			VADDSD(h, s, s)
+		}
+	}
+	ADDQ(U32(8*esize), wp)
+	ADDQ(U32(8*esize), ap)
+	DECQ(n)
+	JNZ(LabelRef("loop" + name))
+	Label("done" + name)
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
+// highHalfY extracts the high half of a ymm.
+func (t *target) highHalfY(v VecVirtual) Register {
+	h := XMM()
+	if t.evex() {
+		VEXTRACTF32X4(U8(1), v, h)
+	} else {
+		VEXTRACTF128(U8(1), v, h)
+	}
+	return h
+}

@@ -65,4 +65,7 @@ func genAll(t *target) {
 	genExactFloat(t, "F32")
 	genExactFloat(t, "F16")
 	genExactFloat(t, "BF16")
+	genSeqFloat(t, "F32")
+	genSeqFloat(t, "F16")
+	genSeqFloat(t, "BF16")
 }

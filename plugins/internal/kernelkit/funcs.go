@@ -16,6 +16,9 @@ type Funcs struct {
 	// F32, F16 and BF16 take n elements, a multiple of floatChunk, and
 	// return what exactFloat needs (see exactfloat.go).
 	F32, F16, BF16 func(w, a *byte, n int) (sum, prefix, abs float64)
+	// F32Seq, F16Seq and BF16Seq are the reference's sequential sum of n
+	// products, n a multiple of 8: the fallback where the bound fails.
+	F32Seq, F16Seq, BF16Seq func(w, a *byte, n int) float64
 
 	// QuantizeQ8K quantizes nb blocks of 256 floats to Q8_K.
 	QuantizeQ8K func(x *float32, y *byte, nb int)
@@ -51,8 +54,9 @@ func (k *Kit) Add(name string, f Funcs) {
 	for t, fn := range map[quant.Type]func(w, a *byte, n int) (sum, prefix, abs float64){
 		quant.F32: f.F32, quant.F16: f.F16, quant.BF16: f.BF16,
 	} {
+		seq := map[quant.Type]func(w, a *byte, n int) float64{quant.F32: f.F32Seq, quant.F16: f.F16Seq, quant.BF16: f.BF16Seq}[t]
 		if fn != nil {
-			l.dot[t] = exactFloat(fn, t)
+			l.dot[t] = exactFloat(fn, seq, t)
 		}
 	}
 	k.levels = append(k.levels, l)
