@@ -20,7 +20,8 @@ func init() {
 		Q2Kx4: dotQ2Kx4AVX2, Q3Kx4: dotQ3Kx4AVX2, Q4Kx4: dotQ4Kx4AVX2, Q5Kx4: dotQ5Kx4AVX2, Q6Kx4: dotQ6Kx4AVX2,
 		Q8_0: dotQ8_0AVX2, Q4_0: dotQ4_0AVX2, Q5_0: dotQ5_0AVX2, MXFP4: dotMXFP4AVX2,
 		Q8_0r8: dotQ8_0r8AVX2, Q4_0r8: dotQ4_0r8AVX2, Q5_0r8: dotQ5_0r8AVX2, MXFP4r8: dotMXFP4r8AVX2,
-		F32: dotF32AVX2, F16: dotF16AVX2, BF16: dotBF16AVX2, FloatStep: 32,
+		F32: dotF32AVX2, F16: dotF16AVX2, BF16: dotBF16AVX2,
+		F32Seq: dotSeqF32AVX2, F16Seq: dotSeqF16AVX2, BF16Seq: dotSeqBF16AVX2,
 		QuantizeQ8K: quantizeQ8KAVX2,
 	})
 }

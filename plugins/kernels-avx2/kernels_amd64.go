@@ -59,13 +59,22 @@ func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
 func dotMXFP4r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotF32AVX2(w *byte, a *byte, n int) float32
+func dotF32AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotF16AVX2(w *byte, a *byte, n int) float32
+func dotF16AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotBF16AVX2(w *byte, a *byte, n int) float32
+func dotBF16AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+
+//go:noescape
+func dotSeqF32AVX2(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqF16AVX2(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqBF16AVX2(w *byte, a *byte, n int) float64
 
 //go:noescape
 func quantizeQ8KAVX2(x *float32, y *byte, nb int)

@@ -31,8 +31,6 @@ func preferred() string {
 	return "vnni"
 }
 
-// The float kernels take four vectors of float32 per iteration: 64
-// elements at 512 bits, 32 at 256.
 func init() {
 	if !hasAVX512 {
 		return
@@ -42,7 +40,8 @@ func init() {
 		Q2Kx4: dotQ2Kx4AVX512, Q3Kx4: dotQ3Kx4AVX512, Q4Kx4: dotQ4Kx4AVX512, Q5Kx4: dotQ5Kx4AVX512, Q6Kx4: dotQ6Kx4AVX512,
 		Q8_0: dotQ8_0AVX512, Q4_0: dotQ4_0AVX512, Q5_0: dotQ5_0AVX512, MXFP4: dotMXFP4AVX512,
 		Q8_0r8: dotQ8_0r8AVX512, Q4_0r8: dotQ4_0r8AVX512, Q5_0r8: dotQ5_0r8AVX512, MXFP4r8: dotMXFP4r8AVX512,
-		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512, FloatStep: 64,
+		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512,
+		F32Seq: dotSeqF32AVX512, F16Seq: dotSeqF16AVX512, BF16Seq: dotSeqBF16AVX512,
 		QuantizeQ8K: quantizeQ8KAVX512,
 	})
 	if hasVNNI {
@@ -57,7 +56,8 @@ func init() {
 			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: q3x4, Q4Kx4: dotQ4Kx4VNNI, Q5Kx4: dotQ5Kx4VNNI, Q6Kx4: q6x4,
 			Q8_0: dotQ8_0VNNI, Q4_0: dotQ4_0VNNI, Q5_0: dotQ5_0VNNI, MXFP4: dotMXFP4VNNI,
 			Q8_0r8: dotQ8_0r8VNNI, Q4_0r8: dotQ4_0r8VNNI, Q5_0r8: dotQ5_0r8VNNI, MXFP4r8: dotMXFP4r8VNNI,
-			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatStep: 64,
+			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI,
+			F32Seq: dotSeqF32VNNI, F16Seq: dotSeqF16VNNI, BF16Seq: dotSeqBF16VNNI,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 		kit.Add("vnni256", kernelkit.Funcs{
@@ -65,7 +65,8 @@ func init() {
 			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: q3x4y, Q4Kx4: dotQ4Kx4VNNI256, Q5Kx4: dotQ5Kx4VNNI256, Q6Kx4: q6x4y,
 			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,
 			Q8_0r8: dotQ8_0r8VNNI256, Q4_0r8: dotQ4_0r8VNNI256, Q5_0r8: dotQ5_0r8VNNI256, MXFP4r8: dotMXFP4r8VNNI256,
-			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256, FloatStep: 32,
+			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256,
+			F32Seq: dotSeqF32VNNI256, F16Seq: dotSeqF16VNNI256, BF16Seq: dotSeqBF16VNNI256,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 	}

@@ -59,13 +59,22 @@ func dotMXFP4AVX512(w *byte, a *byte, nb int) float32
 func dotMXFP4r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotF32AVX512(w *byte, a *byte, n int) float32
+func dotF32AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotF16AVX512(w *byte, a *byte, n int) float32
+func dotF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotBF16AVX512(w *byte, a *byte, n int) float32
+func dotBF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+
+//go:noescape
+func dotSeqF32AVX512(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqF16AVX512(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqBF16AVX512(w *byte, a *byte, n int) float64
 
 //go:noescape
 func dotQ2KVNNI(w *byte, a *byte, nb int) float32
@@ -134,13 +143,22 @@ func dotMXFP4VNNI(w *byte, a *byte, nb int) float32
 func dotMXFP4r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotF32VNNI(w *byte, a *byte, n int) float32
+func dotF32VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotF16VNNI(w *byte, a *byte, n int) float32
+func dotF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotBF16VNNI(w *byte, a *byte, n int) float32
+func dotBF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+
+//go:noescape
+func dotSeqF32VNNI(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqF16VNNI(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqBF16VNNI(w *byte, a *byte, n int) float64
 
 //go:noescape
 func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
@@ -209,13 +227,22 @@ func dotMXFP4VNNI256(w *byte, a *byte, nb int) float32
 func dotMXFP4r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotF32VNNI256(w *byte, a *byte, n int) float32
+func dotF32VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotF16VNNI256(w *byte, a *byte, n int) float32
+func dotF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
 
 //go:noescape
-func dotBF16VNNI256(w *byte, a *byte, n int) float32
+func dotBF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+
+//go:noescape
+func dotSeqF32VNNI256(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqF16VNNI256(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotSeqBF16VNNI256(w *byte, a *byte, n int) float64
 
 //go:noescape
 func quantizeQ8KAVX512(x *float32, y *byte, nb int)

@@ -3703,166 +3703,600 @@ donedotMXFP4r8AVX512:
 	VZEROUPPER
 	RET
 
-// func dotF32AVX512(w *byte, a *byte, n int) float32
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
-TEXT ·dotF32AVX512(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   n+16(FP), DX
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	SHRQ   $0x06, DX
-	JZ     donedotF32AVX512
-
-loopdotF32AVX512:
-	VMOVUPS     (AX), Z4
-	VFMADD231PS (CX), Z4, Z0
-	VMOVUPS     64(AX), Z4
-	VFMADD231PS 64(CX), Z4, Z1
-	VMOVUPS     128(AX), Z4
-	VFMADD231PS 128(CX), Z4, Z2
-	VMOVUPS     192(AX), Z4
-	VFMADD231PS 192(CX), Z4, Z3
-	ADDQ        $0x00000100, AX
-	ADDQ        $0x00000100, CX
-	DECQ        DX
-	JNZ         loopdotF32AVX512
-
-donedotF32AVX512:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotF16AVX512(w *byte, a *byte, n int) float32
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
-TEXT ·dotF16AVX512(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   n+16(FP), DX
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	SHRQ   $0x06, DX
-	JZ     donedotF16AVX512
-
-loopdotF16AVX512:
-	VCVTPH2PS   (AX), Z4
-	VCVTPH2PS   (CX), Z5
-	VFMADD231PS Z5, Z4, Z0
-	VCVTPH2PS   32(AX), Z4
-	VCVTPH2PS   32(CX), Z5
-	VFMADD231PS Z5, Z4, Z1
-	VCVTPH2PS   64(AX), Z4
-	VCVTPH2PS   64(CX), Z5
-	VFMADD231PS Z5, Z4, Z2
-	VCVTPH2PS   96(AX), Z4
-	VCVTPH2PS   96(CX), Z5
-	VFMADD231PS Z5, Z4, Z3
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00000080, CX
-	DECQ        DX
-	JNZ         loopdotF16AVX512
-
-donedotF16AVX512:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotBF16AVX512(w *byte, a *byte, n int) float32
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
-TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-28
+// func dotF32AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotF32AVX512(SB), NOSPLIT, $0-48
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         n+16(FP), DX
-	VXORPS       Z0, Z0, Z0
-	VXORPS       Z1, Z1, Z1
-	VXORPS       Z2, Z2, Z2
-	VXORPS       Z3, Z3, Z3
-	VPBROADCASTD c32_ffff0000<>+0(SB), Z4
+	VPBROADCASTD c32_7fffffff<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VBROADCASTSD f64pow896<>+0(SB), Z5
+	VPBROADCASTQ widenmask<>+0(SB), Z6
+	VPBROADCASTD c32_3f800000<>+0(SB), Z7
+	VPXORD       X8, X8, X8
+	VPXORD       X9, X9, X9
+	SHRQ         $0x07, DX
+	JZ           donedotF32AVX512
+
+loopdotF32AVX512:
+	VMOVUPS       (AX), Z10
+	VMULPS        (CX), Z10, Z10
+	VPANDD        Z0, Z10, Z11
+	VFMADD231PS   Z7, Z11, Z1
+	VPSRAQ        $0x03, Z10, Z11
+	VPANDQ        Z6, Z11, Z11
+	VPSLLQ        $0x20, Z10, Z10
+	VPSRAQ        $0x03, Z10, Z10
+	VPANDQ        Z6, Z10, Z10
+	VMOVUPS       64(AX), Z12
+	VMULPS        64(CX), Z12, Z12
+	VPANDD        Z0, Z12, Z13
+	VFMADD231PS   Z7, Z13, Z2
+	VPSRAQ        $0x03, Z12, Z13
+	VPANDQ        Z6, Z13, Z13
+	VPSLLQ        $0x20, Z12, Z12
+	VPSRAQ        $0x03, Z12, Z12
+	VPANDQ        Z6, Z12, Z12
+	VMOVUPS       128(AX), Z14
+	VMULPS        128(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z3
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VMOVUPS       192(AX), Z14
+	VMULPS        192(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z4
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VMOVUPS       256(AX), Z14
+	VMULPS        256(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z1
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VMOVUPS       320(AX), Z14
+	VMULPS        320(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z2
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VMOVUPS       384(AX), Z14
+	VMULPS        384(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z3
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VMOVUPS       448(AX), Z14
+	VMULPS        448(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z4
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VADDPD        Z13, Z11, Z11
+	VADDPD        Z12, Z10, Z10
+	VADDPD        Z10, Z11, Z11
+	VMULPD        Z5, Z11, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPD        Y10, Y11, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPD        X11, X10, X11
+	VUNPCKHPD     X11, X11, X10
+	VADDSD        X10, X11, X11
+	VADDSD        X11, X8, X8
+	VPANDD        absf64x2<>+0(SB), X8, X10
+	VADDSD        X10, X9, X9
+	ADDQ          $0x00000200, AX
+	ADDQ          $0x00000200, CX
+	DECQ          DX
+	JNZ           loopdotF32AVX512
+
+donedotF32AVX512:
+	VADDPS        Z2, Z1, Z1
+	VADDPS        Z4, Z3, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VCVTSS2SD     X0, X0, X0
+	VZEROUPPER
+	MOVSD         X8, sum+24(FP)
+	MOVSD         X9, prefix+32(FP)
+	MOVSD         X0, abs+40(FP)
+	RET
+
+DATA c32_7fffffff<>+0(SB)/4, $0x7fffffff
+GLOBL c32_7fffffff<>(SB), RODATA|NOPTR, $4
+
+DATA f64pow896<>+0(SB)/4, $0x00000000
+DATA f64pow896<>+4(SB)/4, $0x77f00000
+GLOBL f64pow896<>(SB), RODATA|NOPTR, $8
+
+DATA widenmask<>+0(SB)/4, $0xe0000000
+DATA widenmask<>+4(SB)/4, $0x8fffffff
+GLOBL widenmask<>(SB), RODATA|NOPTR, $8
+
+DATA c32_3f800000<>+0(SB)/4, $0x3f800000
+GLOBL c32_3f800000<>(SB), RODATA|NOPTR, $4
+
+DATA absf64x2<>+0(SB)/4, $0xffffffff
+DATA absf64x2<>+4(SB)/4, $0x7fffffff
+DATA absf64x2<>+8(SB)/4, $0xffffffff
+DATA absf64x2<>+12(SB)/4, $0x7fffffff
+GLOBL absf64x2<>(SB), RODATA|NOPTR, $16
+
+// func dotF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VPBROADCASTD c32_7fffffff<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VBROADCASTSD f64pow896<>+0(SB), Z5
+	VPBROADCASTQ widenmask<>+0(SB), Z6
+	VPBROADCASTD c32_3f800000<>+0(SB), Z7
+	VPXORD       X8, X8, X8
+	VPXORD       X9, X9, X9
+	SHRQ         $0x07, DX
+	JZ           donedotF16AVX512
+
+loopdotF16AVX512:
+	VCVTPH2PS     (AX), Z10
+	VCVTPH2PS     (CX), Z11
+	VMULPS        Z11, Z10, Z10
+	VPANDD        Z0, Z10, Z11
+	VFMADD231PS   Z7, Z11, Z1
+	VPSRAQ        $0x03, Z10, Z11
+	VPANDQ        Z6, Z11, Z11
+	VPSLLQ        $0x20, Z10, Z10
+	VPSRAQ        $0x03, Z10, Z10
+	VPANDQ        Z6, Z10, Z10
+	VCVTPH2PS     32(AX), Z12
+	VCVTPH2PS     32(CX), Z13
+	VMULPS        Z13, Z12, Z12
+	VPANDD        Z0, Z12, Z13
+	VFMADD231PS   Z7, Z13, Z2
+	VPSRAQ        $0x03, Z12, Z13
+	VPANDQ        Z6, Z13, Z13
+	VPSLLQ        $0x20, Z12, Z12
+	VPSRAQ        $0x03, Z12, Z12
+	VPANDQ        Z6, Z12, Z12
+	VCVTPH2PS     64(AX), Z14
+	VCVTPH2PS     64(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z3
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VCVTPH2PS     96(AX), Z14
+	VCVTPH2PS     96(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z4
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VCVTPH2PS     128(AX), Z14
+	VCVTPH2PS     128(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z1
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VCVTPH2PS     160(AX), Z14
+	VCVTPH2PS     160(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z2
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VCVTPH2PS     192(AX), Z14
+	VCVTPH2PS     192(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z3
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VCVTPH2PS     224(AX), Z14
+	VCVTPH2PS     224(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z4
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VADDPD        Z13, Z11, Z11
+	VADDPD        Z12, Z10, Z10
+	VADDPD        Z10, Z11, Z11
+	VMULPD        Z5, Z11, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPD        Y10, Y11, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPD        X11, X10, X11
+	VUNPCKHPD     X11, X11, X10
+	VADDSD        X10, X11, X11
+	VADDSD        X11, X8, X8
+	VPANDD        absf64x2<>+0(SB), X8, X10
+	VADDSD        X10, X9, X9
+	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	DECQ          DX
+	JNZ           loopdotF16AVX512
+
+donedotF16AVX512:
+	VADDPS        Z2, Z1, Z1
+	VADDPS        Z4, Z3, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VCVTSS2SD     X0, X0, X0
+	VZEROUPPER
+	MOVSD         X8, sum+24(FP)
+	MOVSD         X9, prefix+32(FP)
+	MOVSD         X0, abs+40(FP)
+	RET
+
+// func dotBF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VPBROADCASTD c32_7fffffff<>+0(SB), Z0
+	VPBROADCASTD c32_ffff0000<>+0(SB), Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VBROADCASTSD f64pow896<>+0(SB), Z6
+	VPBROADCASTQ widenmask<>+0(SB), Z7
+	VPBROADCASTD c32_3f800000<>+0(SB), Z8
+	VPXORD       X9, X9, X9
+	VPXORD       X10, X10, X10
 	SHRQ         $0x07, DX
 	JZ           donedotBF16AVX512
 
 loopdotBF16AVX512:
-	VMOVDQU64   (AX), Z5
-	VMOVDQU64   (CX), Z6
-	VPSLLD      $0x10, Z5, Z7
-	VPSLLD      $0x10, Z6, Z8
-	VFMADD231PS Z8, Z7, Z0
-	VPANDD      Z4, Z5, Z5
-	VPANDD      Z4, Z6, Z6
-	VFMADD231PS Z6, Z5, Z0
-	VMOVDQU64   64(AX), Z5
-	VMOVDQU64   64(CX), Z6
-	VPSLLD      $0x10, Z5, Z7
-	VPSLLD      $0x10, Z6, Z8
-	VFMADD231PS Z8, Z7, Z1
-	VPANDD      Z4, Z5, Z5
-	VPANDD      Z4, Z6, Z6
-	VFMADD231PS Z6, Z5, Z1
-	VMOVDQU64   128(AX), Z5
-	VMOVDQU64   128(CX), Z6
-	VPSLLD      $0x10, Z5, Z7
-	VPSLLD      $0x10, Z6, Z8
-	VFMADD231PS Z8, Z7, Z2
-	VPANDD      Z4, Z5, Z5
-	VPANDD      Z4, Z6, Z6
-	VFMADD231PS Z6, Z5, Z2
-	VMOVDQU64   192(AX), Z5
-	VMOVDQU64   192(CX), Z6
-	VPSLLD      $0x10, Z5, Z7
-	VPSLLD      $0x10, Z6, Z8
-	VFMADD231PS Z8, Z7, Z3
-	VPANDD      Z4, Z5, Z5
-	VPANDD      Z4, Z6, Z6
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        $0x00000100, AX
-	ADDQ        $0x00000100, CX
-	DECQ        DX
-	JNZ         loopdotBF16AVX512
+	VMOVUPS       (AX), Z11
+	VMOVUPS       (CX), Z12
+	VPSLLD        $0x10, Z11, Z13
+	VPSLLD        $0x10, Z12, Z14
+	VMULPS        Z14, Z13, Z13
+	VPANDD        Z0, Z13, Z14
+	VFMADD231PS   Z8, Z14, Z2
+	VPSRAQ        $0x03, Z13, Z14
+	VPANDQ        Z7, Z14, Z14
+	VPSLLQ        $0x20, Z13, Z13
+	VPSRAQ        $0x03, Z13, Z13
+	VPANDQ        Z7, Z13, Z13
+	VPANDD        Z1, Z11, Z11
+	VPANDD        Z1, Z12, Z12
+	VMULPS        Z12, Z11, Z11
+	VPANDD        Z0, Z11, Z12
+	VFMADD231PS   Z8, Z12, Z3
+	VPSRAQ        $0x03, Z11, Z12
+	VPANDQ        Z7, Z12, Z12
+	VPSLLQ        $0x20, Z11, Z11
+	VPSRAQ        $0x03, Z11, Z11
+	VPANDQ        Z7, Z11, Z11
+	VMOVUPS       64(AX), Z15
+	VMOVUPS       64(CX), Z16
+	VPSLLD        $0x10, Z15, Z17
+	VPSLLD        $0x10, Z16, Z18
+	VMULPS        Z18, Z17, Z17
+	VPANDD        Z0, Z17, Z18
+	VFMADD231PS   Z8, Z18, Z4
+	VPSRAQ        $0x03, Z17, Z18
+	VPANDQ        Z7, Z18, Z18
+	VADDPD        Z18, Z14, Z14
+	VPSLLQ        $0x20, Z17, Z17
+	VPSRAQ        $0x03, Z17, Z17
+	VPANDQ        Z7, Z17, Z17
+	VADDPD        Z17, Z13, Z13
+	VPANDD        Z1, Z15, Z15
+	VPANDD        Z1, Z16, Z16
+	VMULPS        Z16, Z15, Z15
+	VPANDD        Z0, Z15, Z16
+	VFMADD231PS   Z8, Z16, Z5
+	VPSRAQ        $0x03, Z15, Z16
+	VPANDQ        Z7, Z16, Z16
+	VADDPD        Z16, Z12, Z12
+	VPSLLQ        $0x20, Z15, Z15
+	VPSRAQ        $0x03, Z15, Z15
+	VPANDQ        Z7, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VMOVUPS       128(AX), Z15
+	VMOVUPS       128(CX), Z16
+	VPSLLD        $0x10, Z15, Z17
+	VPSLLD        $0x10, Z16, Z18
+	VMULPS        Z18, Z17, Z17
+	VPANDD        Z0, Z17, Z18
+	VFMADD231PS   Z8, Z18, Z2
+	VPSRAQ        $0x03, Z17, Z18
+	VPANDQ        Z7, Z18, Z18
+	VADDPD        Z18, Z14, Z14
+	VPSLLQ        $0x20, Z17, Z17
+	VPSRAQ        $0x03, Z17, Z17
+	VPANDQ        Z7, Z17, Z17
+	VADDPD        Z17, Z13, Z13
+	VPANDD        Z1, Z15, Z15
+	VPANDD        Z1, Z16, Z16
+	VMULPS        Z16, Z15, Z15
+	VPANDD        Z0, Z15, Z16
+	VFMADD231PS   Z8, Z16, Z3
+	VPSRAQ        $0x03, Z15, Z16
+	VPANDQ        Z7, Z16, Z16
+	VADDPD        Z16, Z12, Z12
+	VPSLLQ        $0x20, Z15, Z15
+	VPSRAQ        $0x03, Z15, Z15
+	VPANDQ        Z7, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VMOVUPS       192(AX), Z15
+	VMOVUPS       192(CX), Z16
+	VPSLLD        $0x10, Z15, Z17
+	VPSLLD        $0x10, Z16, Z18
+	VMULPS        Z18, Z17, Z17
+	VPANDD        Z0, Z17, Z18
+	VFMADD231PS   Z8, Z18, Z4
+	VPSRAQ        $0x03, Z17, Z18
+	VPANDQ        Z7, Z18, Z18
+	VADDPD        Z18, Z14, Z14
+	VPSLLQ        $0x20, Z17, Z17
+	VPSRAQ        $0x03, Z17, Z17
+	VPANDQ        Z7, Z17, Z17
+	VADDPD        Z17, Z13, Z13
+	VPANDD        Z1, Z15, Z15
+	VPANDD        Z1, Z16, Z16
+	VMULPS        Z16, Z15, Z15
+	VPANDD        Z0, Z15, Z16
+	VFMADD231PS   Z8, Z16, Z5
+	VPSRAQ        $0x03, Z15, Z16
+	VPANDQ        Z7, Z16, Z16
+	VADDPD        Z16, Z12, Z12
+	VPSLLQ        $0x20, Z15, Z15
+	VPSRAQ        $0x03, Z15, Z15
+	VPANDQ        Z7, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VADDPD        Z12, Z14, Z14
+	VADDPD        Z11, Z13, Z13
+	VADDPD        Z13, Z14, Z14
+	VMULPD        Z6, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y11
+	VADDPD        Y11, Y14, Y11
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPD        X12, X11, X12
+	VUNPCKHPD     X12, X12, X11
+	VADDSD        X11, X12, X12
+	VADDSD        X12, X9, X9
+	VPANDD        absf64x2<>+0(SB), X9, X11
+	VADDSD        X11, X10, X10
+	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	DECQ          DX
+	JNZ           loopdotBF16AVX512
 
 donedotBF16AVX512:
-	VADDPS        Z1, Z0, Z0
 	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
 	VADDPS        X1, X0, X0
 	VMOVHLPS      X0, X0, X1
 	VADDPS        X1, X0, X0
 	VMOVSHDUP     X0, X1
 	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VCVTSS2SD     X0, X0, X0
 	VZEROUPPER
+	MOVSD         X9, sum+24(FP)
+	MOVSD         X10, prefix+32(FP)
+	MOVSD         X0, abs+40(FP)
 	RET
 
 DATA c32_ffff0000<>+0(SB)/4, $0xffff0000
 GLOBL c32_ffff0000<>(SB), RODATA|NOPTR, $4
+
+// func dotSeqF32AVX512(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqF32AVX512(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF32AVX512
+
+loopdotSeqF32AVX512:
+	VMOVUPS       (AX), Y1
+	VMULPS        (CX), Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000020, AX
+	ADDQ          $0x00000020, CX
+	DECQ          DX
+	JNZ           loopdotSeqF32AVX512
+
+donedotSeqF32AVX512:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqF16AVX512(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, F16C, SSE2
+TEXT ·dotSeqF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF16AVX512
+
+loopdotSeqF16AVX512:
+	VCVTPH2PS     (AX), Y1
+	VCVTPH2PS     (CX), Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqF16AVX512
+
+donedotSeqF16AVX512:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqBF16AVX512(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX2, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqBF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqBF16AVX512
+
+loopdotSeqBF16AVX512:
+	VPMOVZXWD     (AX), Y1
+	VPMOVZXWD     (CX), Y2
+	VPSLLD        $0x10, Y1, Y1
+	VPSLLD        $0x10, Y2, Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqBF16AVX512
+
+donedotSeqBF16AVX512:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
 
 // func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
@@ -7596,162 +8030,576 @@ donedotMXFP4r8VNNI:
 	VZEROUPPER
 	RET
 
-// func dotF32VNNI(w *byte, a *byte, n int) float32
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
-TEXT ·dotF32VNNI(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   n+16(FP), DX
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	SHRQ   $0x06, DX
-	JZ     donedotF32VNNI
-
-loopdotF32VNNI:
-	VMOVUPS     (AX), Z4
-	VFMADD231PS (CX), Z4, Z0
-	VMOVUPS     64(AX), Z4
-	VFMADD231PS 64(CX), Z4, Z1
-	VMOVUPS     128(AX), Z4
-	VFMADD231PS 128(CX), Z4, Z2
-	VMOVUPS     192(AX), Z4
-	VFMADD231PS 192(CX), Z4, Z3
-	ADDQ        $0x00000100, AX
-	ADDQ        $0x00000100, CX
-	DECQ        DX
-	JNZ         loopdotF32VNNI
-
-donedotF32VNNI:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotF16VNNI(w *byte, a *byte, n int) float32
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
-TEXT ·dotF16VNNI(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   n+16(FP), DX
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	SHRQ   $0x06, DX
-	JZ     donedotF16VNNI
-
-loopdotF16VNNI:
-	VCVTPH2PS   (AX), Z4
-	VCVTPH2PS   (CX), Z5
-	VFMADD231PS Z5, Z4, Z0
-	VCVTPH2PS   32(AX), Z4
-	VCVTPH2PS   32(CX), Z5
-	VFMADD231PS Z5, Z4, Z1
-	VCVTPH2PS   64(AX), Z4
-	VCVTPH2PS   64(CX), Z5
-	VFMADD231PS Z5, Z4, Z2
-	VCVTPH2PS   96(AX), Z4
-	VCVTPH2PS   96(CX), Z5
-	VFMADD231PS Z5, Z4, Z3
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00000080, CX
-	DECQ        DX
-	JNZ         loopdotF16VNNI
-
-donedotF16VNNI:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotBF16VNNI(w *byte, a *byte, n int) float32
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
-TEXT ·dotBF16VNNI(SB), NOSPLIT, $0-28
+// func dotF32VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotF32VNNI(SB), NOSPLIT, $0-48
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         n+16(FP), DX
-	VXORPS       Z0, Z0, Z0
-	VXORPS       Z1, Z1, Z1
-	VXORPS       Z2, Z2, Z2
-	VXORPS       Z3, Z3, Z3
-	VPBROADCASTD c32_ffff0000<>+0(SB), Z4
+	VPBROADCASTD c32_7fffffff<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VBROADCASTSD f64pow896<>+0(SB), Z5
+	VPBROADCASTQ widenmask<>+0(SB), Z6
+	VPBROADCASTD c32_3f800000<>+0(SB), Z7
+	VPXORD       X8, X8, X8
+	VPXORD       X9, X9, X9
+	SHRQ         $0x07, DX
+	JZ           donedotF32VNNI
+
+loopdotF32VNNI:
+	VMOVUPS       (AX), Z10
+	VMULPS        (CX), Z10, Z10
+	VPANDD        Z0, Z10, Z11
+	VFMADD231PS   Z7, Z11, Z1
+	VPSRAQ        $0x03, Z10, Z11
+	VPANDQ        Z6, Z11, Z11
+	VPSLLQ        $0x20, Z10, Z10
+	VPSRAQ        $0x03, Z10, Z10
+	VPANDQ        Z6, Z10, Z10
+	VMOVUPS       64(AX), Z12
+	VMULPS        64(CX), Z12, Z12
+	VPANDD        Z0, Z12, Z13
+	VFMADD231PS   Z7, Z13, Z2
+	VPSRAQ        $0x03, Z12, Z13
+	VPANDQ        Z6, Z13, Z13
+	VPSLLQ        $0x20, Z12, Z12
+	VPSRAQ        $0x03, Z12, Z12
+	VPANDQ        Z6, Z12, Z12
+	VMOVUPS       128(AX), Z14
+	VMULPS        128(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z3
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VMOVUPS       192(AX), Z14
+	VMULPS        192(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z4
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VMOVUPS       256(AX), Z14
+	VMULPS        256(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z1
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VMOVUPS       320(AX), Z14
+	VMULPS        320(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z2
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VMOVUPS       384(AX), Z14
+	VMULPS        384(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z3
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VMOVUPS       448(AX), Z14
+	VMULPS        448(CX), Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z4
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VADDPD        Z13, Z11, Z11
+	VADDPD        Z12, Z10, Z10
+	VADDPD        Z10, Z11, Z11
+	VMULPD        Z5, Z11, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPD        Y10, Y11, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPD        X11, X10, X11
+	VUNPCKHPD     X11, X11, X10
+	VADDSD        X10, X11, X11
+	VADDSD        X11, X8, X8
+	VPANDD        absf64x2<>+0(SB), X8, X10
+	VADDSD        X10, X9, X9
+	ADDQ          $0x00000200, AX
+	ADDQ          $0x00000200, CX
+	DECQ          DX
+	JNZ           loopdotF32VNNI
+
+donedotF32VNNI:
+	VADDPS        Z2, Z1, Z1
+	VADDPS        Z4, Z3, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VCVTSS2SD     X0, X0, X0
+	VZEROUPPER
+	MOVSD         X8, sum+24(FP)
+	MOVSD         X9, prefix+32(FP)
+	MOVSD         X0, abs+40(FP)
+	RET
+
+// func dotF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotF16VNNI(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VPBROADCASTD c32_7fffffff<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VBROADCASTSD f64pow896<>+0(SB), Z5
+	VPBROADCASTQ widenmask<>+0(SB), Z6
+	VPBROADCASTD c32_3f800000<>+0(SB), Z7
+	VPXORD       X8, X8, X8
+	VPXORD       X9, X9, X9
+	SHRQ         $0x07, DX
+	JZ           donedotF16VNNI
+
+loopdotF16VNNI:
+	VCVTPH2PS     (AX), Z10
+	VCVTPH2PS     (CX), Z11
+	VMULPS        Z11, Z10, Z10
+	VPANDD        Z0, Z10, Z11
+	VFMADD231PS   Z7, Z11, Z1
+	VPSRAQ        $0x03, Z10, Z11
+	VPANDQ        Z6, Z11, Z11
+	VPSLLQ        $0x20, Z10, Z10
+	VPSRAQ        $0x03, Z10, Z10
+	VPANDQ        Z6, Z10, Z10
+	VCVTPH2PS     32(AX), Z12
+	VCVTPH2PS     32(CX), Z13
+	VMULPS        Z13, Z12, Z12
+	VPANDD        Z0, Z12, Z13
+	VFMADD231PS   Z7, Z13, Z2
+	VPSRAQ        $0x03, Z12, Z13
+	VPANDQ        Z6, Z13, Z13
+	VPSLLQ        $0x20, Z12, Z12
+	VPSRAQ        $0x03, Z12, Z12
+	VPANDQ        Z6, Z12, Z12
+	VCVTPH2PS     64(AX), Z14
+	VCVTPH2PS     64(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z3
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VCVTPH2PS     96(AX), Z14
+	VCVTPH2PS     96(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z4
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VCVTPH2PS     128(AX), Z14
+	VCVTPH2PS     128(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z1
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VCVTPH2PS     160(AX), Z14
+	VCVTPH2PS     160(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z2
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VCVTPH2PS     192(AX), Z14
+	VCVTPH2PS     192(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z3
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z10, Z10
+	VCVTPH2PS     224(AX), Z14
+	VCVTPH2PS     224(CX), Z15
+	VMULPS        Z15, Z14, Z14
+	VPANDD        Z0, Z14, Z15
+	VFMADD231PS   Z7, Z15, Z4
+	VPSRAQ        $0x03, Z14, Z15
+	VPANDQ        Z6, Z15, Z15
+	VADDPD        Z15, Z13, Z13
+	VPSLLQ        $0x20, Z14, Z14
+	VPSRAQ        $0x03, Z14, Z14
+	VPANDQ        Z6, Z14, Z14
+	VADDPD        Z14, Z12, Z12
+	VADDPD        Z13, Z11, Z11
+	VADDPD        Z12, Z10, Z10
+	VADDPD        Z10, Z11, Z11
+	VMULPD        Z5, Z11, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPD        Y10, Y11, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPD        X11, X10, X11
+	VUNPCKHPD     X11, X11, X10
+	VADDSD        X10, X11, X11
+	VADDSD        X11, X8, X8
+	VPANDD        absf64x2<>+0(SB), X8, X10
+	VADDSD        X10, X9, X9
+	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	DECQ          DX
+	JNZ           loopdotF16VNNI
+
+donedotF16VNNI:
+	VADDPS        Z2, Z1, Z1
+	VADDPS        Z4, Z3, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VCVTSS2SD     X0, X0, X0
+	VZEROUPPER
+	MOVSD         X8, sum+24(FP)
+	MOVSD         X9, prefix+32(FP)
+	MOVSD         X0, abs+40(FP)
+	RET
+
+// func dotBF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotBF16VNNI(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VPBROADCASTD c32_7fffffff<>+0(SB), Z0
+	VPBROADCASTD c32_ffff0000<>+0(SB), Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VBROADCASTSD f64pow896<>+0(SB), Z6
+	VPBROADCASTQ widenmask<>+0(SB), Z7
+	VPBROADCASTD c32_3f800000<>+0(SB), Z8
+	VPXORD       X9, X9, X9
+	VPXORD       X10, X10, X10
 	SHRQ         $0x07, DX
 	JZ           donedotBF16VNNI
 
 loopdotBF16VNNI:
-	VMOVDQU64   (AX), Z5
-	VMOVDQU64   (CX), Z6
-	VPSLLD      $0x10, Z5, Z7
-	VPSLLD      $0x10, Z6, Z8
-	VFMADD231PS Z8, Z7, Z0
-	VPANDD      Z4, Z5, Z5
-	VPANDD      Z4, Z6, Z6
-	VFMADD231PS Z6, Z5, Z0
-	VMOVDQU64   64(AX), Z5
-	VMOVDQU64   64(CX), Z6
-	VPSLLD      $0x10, Z5, Z7
-	VPSLLD      $0x10, Z6, Z8
-	VFMADD231PS Z8, Z7, Z1
-	VPANDD      Z4, Z5, Z5
-	VPANDD      Z4, Z6, Z6
-	VFMADD231PS Z6, Z5, Z1
-	VMOVDQU64   128(AX), Z5
-	VMOVDQU64   128(CX), Z6
-	VPSLLD      $0x10, Z5, Z7
-	VPSLLD      $0x10, Z6, Z8
-	VFMADD231PS Z8, Z7, Z2
-	VPANDD      Z4, Z5, Z5
-	VPANDD      Z4, Z6, Z6
-	VFMADD231PS Z6, Z5, Z2
-	VMOVDQU64   192(AX), Z5
-	VMOVDQU64   192(CX), Z6
-	VPSLLD      $0x10, Z5, Z7
-	VPSLLD      $0x10, Z6, Z8
-	VFMADD231PS Z8, Z7, Z3
-	VPANDD      Z4, Z5, Z5
-	VPANDD      Z4, Z6, Z6
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        $0x00000100, AX
-	ADDQ        $0x00000100, CX
-	DECQ        DX
-	JNZ         loopdotBF16VNNI
+	VMOVUPS       (AX), Z11
+	VMOVUPS       (CX), Z12
+	VPSLLD        $0x10, Z11, Z13
+	VPSLLD        $0x10, Z12, Z14
+	VMULPS        Z14, Z13, Z13
+	VPANDD        Z0, Z13, Z14
+	VFMADD231PS   Z8, Z14, Z2
+	VPSRAQ        $0x03, Z13, Z14
+	VPANDQ        Z7, Z14, Z14
+	VPSLLQ        $0x20, Z13, Z13
+	VPSRAQ        $0x03, Z13, Z13
+	VPANDQ        Z7, Z13, Z13
+	VPANDD        Z1, Z11, Z11
+	VPANDD        Z1, Z12, Z12
+	VMULPS        Z12, Z11, Z11
+	VPANDD        Z0, Z11, Z12
+	VFMADD231PS   Z8, Z12, Z3
+	VPSRAQ        $0x03, Z11, Z12
+	VPANDQ        Z7, Z12, Z12
+	VPSLLQ        $0x20, Z11, Z11
+	VPSRAQ        $0x03, Z11, Z11
+	VPANDQ        Z7, Z11, Z11
+	VMOVUPS       64(AX), Z15
+	VMOVUPS       64(CX), Z16
+	VPSLLD        $0x10, Z15, Z17
+	VPSLLD        $0x10, Z16, Z18
+	VMULPS        Z18, Z17, Z17
+	VPANDD        Z0, Z17, Z18
+	VFMADD231PS   Z8, Z18, Z4
+	VPSRAQ        $0x03, Z17, Z18
+	VPANDQ        Z7, Z18, Z18
+	VADDPD        Z18, Z14, Z14
+	VPSLLQ        $0x20, Z17, Z17
+	VPSRAQ        $0x03, Z17, Z17
+	VPANDQ        Z7, Z17, Z17
+	VADDPD        Z17, Z13, Z13
+	VPANDD        Z1, Z15, Z15
+	VPANDD        Z1, Z16, Z16
+	VMULPS        Z16, Z15, Z15
+	VPANDD        Z0, Z15, Z16
+	VFMADD231PS   Z8, Z16, Z5
+	VPSRAQ        $0x03, Z15, Z16
+	VPANDQ        Z7, Z16, Z16
+	VADDPD        Z16, Z12, Z12
+	VPSLLQ        $0x20, Z15, Z15
+	VPSRAQ        $0x03, Z15, Z15
+	VPANDQ        Z7, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VMOVUPS       128(AX), Z15
+	VMOVUPS       128(CX), Z16
+	VPSLLD        $0x10, Z15, Z17
+	VPSLLD        $0x10, Z16, Z18
+	VMULPS        Z18, Z17, Z17
+	VPANDD        Z0, Z17, Z18
+	VFMADD231PS   Z8, Z18, Z2
+	VPSRAQ        $0x03, Z17, Z18
+	VPANDQ        Z7, Z18, Z18
+	VADDPD        Z18, Z14, Z14
+	VPSLLQ        $0x20, Z17, Z17
+	VPSRAQ        $0x03, Z17, Z17
+	VPANDQ        Z7, Z17, Z17
+	VADDPD        Z17, Z13, Z13
+	VPANDD        Z1, Z15, Z15
+	VPANDD        Z1, Z16, Z16
+	VMULPS        Z16, Z15, Z15
+	VPANDD        Z0, Z15, Z16
+	VFMADD231PS   Z8, Z16, Z3
+	VPSRAQ        $0x03, Z15, Z16
+	VPANDQ        Z7, Z16, Z16
+	VADDPD        Z16, Z12, Z12
+	VPSLLQ        $0x20, Z15, Z15
+	VPSRAQ        $0x03, Z15, Z15
+	VPANDQ        Z7, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VMOVUPS       192(AX), Z15
+	VMOVUPS       192(CX), Z16
+	VPSLLD        $0x10, Z15, Z17
+	VPSLLD        $0x10, Z16, Z18
+	VMULPS        Z18, Z17, Z17
+	VPANDD        Z0, Z17, Z18
+	VFMADD231PS   Z8, Z18, Z4
+	VPSRAQ        $0x03, Z17, Z18
+	VPANDQ        Z7, Z18, Z18
+	VADDPD        Z18, Z14, Z14
+	VPSLLQ        $0x20, Z17, Z17
+	VPSRAQ        $0x03, Z17, Z17
+	VPANDQ        Z7, Z17, Z17
+	VADDPD        Z17, Z13, Z13
+	VPANDD        Z1, Z15, Z15
+	VPANDD        Z1, Z16, Z16
+	VMULPS        Z16, Z15, Z15
+	VPANDD        Z0, Z15, Z16
+	VFMADD231PS   Z8, Z16, Z5
+	VPSRAQ        $0x03, Z15, Z16
+	VPANDQ        Z7, Z16, Z16
+	VADDPD        Z16, Z12, Z12
+	VPSLLQ        $0x20, Z15, Z15
+	VPSRAQ        $0x03, Z15, Z15
+	VPANDQ        Z7, Z15, Z15
+	VADDPD        Z15, Z11, Z11
+	VADDPD        Z12, Z14, Z14
+	VADDPD        Z11, Z13, Z13
+	VADDPD        Z13, Z14, Z14
+	VMULPD        Z6, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y11
+	VADDPD        Y11, Y14, Y11
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPD        X12, X11, X12
+	VUNPCKHPD     X12, X12, X11
+	VADDSD        X11, X12, X12
+	VADDSD        X12, X9, X9
+	VPANDD        absf64x2<>+0(SB), X9, X11
+	VADDSD        X11, X10, X10
+	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	DECQ          DX
+	JNZ           loopdotBF16VNNI
 
 donedotBF16VNNI:
-	VADDPS        Z1, Z0, Z0
 	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
 	VADDPS        X1, X0, X0
 	VMOVHLPS      X0, X0, X1
 	VADDPS        X1, X0, X0
 	VMOVSHDUP     X0, X1
 	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VCVTSS2SD     X0, X0, X0
 	VZEROUPPER
+	MOVSD         X9, sum+24(FP)
+	MOVSD         X10, prefix+32(FP)
+	MOVSD         X0, abs+40(FP)
+	RET
+
+// func dotSeqF32VNNI(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqF32VNNI(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF32VNNI
+
+loopdotSeqF32VNNI:
+	VMOVUPS       (AX), Y1
+	VMULPS        (CX), Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000020, AX
+	ADDQ          $0x00000020, CX
+	DECQ          DX
+	JNZ           loopdotSeqF32VNNI
+
+donedotSeqF32VNNI:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqF16VNNI(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, F16C, SSE2
+TEXT ·dotSeqF16VNNI(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF16VNNI
+
+loopdotSeqF16VNNI:
+	VCVTPH2PS     (AX), Y1
+	VCVTPH2PS     (CX), Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqF16VNNI
+
+donedotSeqF16VNNI:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqBF16VNNI(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX2, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqBF16VNNI(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqBF16VNNI
+
+loopdotSeqBF16VNNI:
+	VPMOVZXWD     (AX), Y1
+	VPMOVZXWD     (CX), Y2
+	VPSLLD        $0x10, Y1, Y1
+	VPSLLD        $0x10, Y2, Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqBF16VNNI
+
+donedotSeqBF16VNNI:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
 	RET
 
 // func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
@@ -12181,156 +13029,852 @@ donedotMXFP4r8VNNI256:
 	VZEROUPPER
 	RET
 
-// func dotF32VNNI256(w *byte, a *byte, n int) float32
-// Requires: AVX, AVX512F, AVX512VL, FMA3, SSE
-TEXT ·dotF32VNNI256(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   n+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	SHRQ   $0x05, DX
-	JZ     donedotF32VNNI256
-
-loopdotF32VNNI256:
-	VMOVUPS     (AX), Y4
-	VFMADD231PS (CX), Y4, Y0
-	VMOVUPS     32(AX), Y4
-	VFMADD231PS 32(CX), Y4, Y1
-	VMOVUPS     64(AX), Y4
-	VFMADD231PS 64(CX), Y4, Y2
-	VMOVUPS     96(AX), Y4
-	VFMADD231PS 96(CX), Y4, Y3
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00000080, CX
-	DECQ        DX
-	JNZ         loopdotF32VNNI256
-
-donedotF32VNNI256:
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotF16VNNI256(w *byte, a *byte, n int) float32
-// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, SSE
-TEXT ·dotF16VNNI256(SB), NOSPLIT, $0-28
-	MOVQ   w+0(FP), AX
-	MOVQ   a+8(FP), CX
-	MOVQ   n+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	SHRQ   $0x05, DX
-	JZ     donedotF16VNNI256
-
-loopdotF16VNNI256:
-	VCVTPH2PS   (AX), Y4
-	VCVTPH2PS   (CX), Y5
-	VFMADD231PS Y5, Y4, Y0
-	VCVTPH2PS   16(AX), Y4
-	VCVTPH2PS   16(CX), Y5
-	VFMADD231PS Y5, Y4, Y1
-	VCVTPH2PS   32(AX), Y4
-	VCVTPH2PS   32(CX), Y5
-	VFMADD231PS Y5, Y4, Y2
-	VCVTPH2PS   48(AX), Y4
-	VCVTPH2PS   48(CX), Y5
-	VFMADD231PS Y5, Y4, Y3
-	ADDQ        $0x00000040, AX
-	ADDQ        $0x00000040, CX
-	DECQ        DX
-	JNZ         loopdotF16VNNI256
-
-donedotF16VNNI256:
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotBF16VNNI256(w *byte, a *byte, n int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3, SSE
-TEXT ·dotBF16VNNI256(SB), NOSPLIT, $0-28
+// func dotF32VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3, SSE2
+TEXT ·dotF32VNNI256(SB), NOSPLIT, $0-48
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         n+16(FP), DX
-	VXORPS       Y0, Y0, Y0
-	VXORPS       Y1, Y1, Y1
-	VXORPS       Y2, Y2, Y2
-	VXORPS       Y3, Y3, Y3
-	VPBROADCASTD c32_ffff0000<>+0(SB), Y4
-	SHRQ         $0x06, DX
-	JZ           donedotBF16VNNI256
+	VPBROADCASTD c32_7fffffff<>+0(SB), Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VBROADCASTSD f64pow896<>+0(SB), Y5
+	VPBROADCASTQ widenmask<>+0(SB), Y6
+	VPBROADCASTD c32_3f800000<>+0(SB), Y7
+	VPXORD       X8, X8, X8
+	VPXORD       X9, X9, X9
+	SHRQ         $0x07, DX
+	JZ           donedotF32VNNI256
 
-loopdotBF16VNNI256:
-	VMOVDQU64   (AX), Y5
-	VMOVDQU64   (CX), Y6
-	VPSLLD      $0x10, Y5, Y7
-	VPSLLD      $0x10, Y6, Y8
-	VFMADD231PS Y8, Y7, Y0
-	VPANDD      Y4, Y5, Y5
-	VPANDD      Y4, Y6, Y6
-	VFMADD231PS Y6, Y5, Y0
-	VMOVDQU64   32(AX), Y5
-	VMOVDQU64   32(CX), Y6
-	VPSLLD      $0x10, Y5, Y7
-	VPSLLD      $0x10, Y6, Y8
-	VFMADD231PS Y8, Y7, Y1
-	VPANDD      Y4, Y5, Y5
-	VPANDD      Y4, Y6, Y6
-	VFMADD231PS Y6, Y5, Y1
-	VMOVDQU64   64(AX), Y5
-	VMOVDQU64   64(CX), Y6
-	VPSLLD      $0x10, Y5, Y7
-	VPSLLD      $0x10, Y6, Y8
-	VFMADD231PS Y8, Y7, Y2
-	VPANDD      Y4, Y5, Y5
-	VPANDD      Y4, Y6, Y6
-	VFMADD231PS Y6, Y5, Y2
-	VMOVDQU64   96(AX), Y5
-	VMOVDQU64   96(CX), Y6
-	VPSLLD      $0x10, Y5, Y7
-	VPSLLD      $0x10, Y6, Y8
-	VFMADD231PS Y8, Y7, Y3
-	VPANDD      Y4, Y5, Y5
-	VPANDD      Y4, Y6, Y6
-	VFMADD231PS Y6, Y5, Y3
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00000080, CX
-	DECQ        DX
-	JNZ         loopdotBF16VNNI256
+loopdotF32VNNI256:
+	VMOVUPS       (AX), Y10
+	VMULPS        (CX), Y10, Y10
+	VPANDD        Y0, Y10, Y11
+	VFMADD231PS   Y7, Y11, Y1
+	VPSRAQ        $0x03, Y10, Y11
+	VPANDQ        Y6, Y11, Y11
+	VPSLLQ        $0x20, Y10, Y10
+	VPSRAQ        $0x03, Y10, Y10
+	VPANDQ        Y6, Y10, Y10
+	VMOVUPS       32(AX), Y12
+	VMULPS        32(CX), Y12, Y12
+	VPANDD        Y0, Y12, Y13
+	VFMADD231PS   Y7, Y13, Y2
+	VPSRAQ        $0x03, Y12, Y13
+	VPANDQ        Y6, Y13, Y13
+	VPSLLQ        $0x20, Y12, Y12
+	VPSRAQ        $0x03, Y12, Y12
+	VPANDQ        Y6, Y12, Y12
+	VMOVUPS       64(AX), Y14
+	VMULPS        64(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y3
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VMOVUPS       96(AX), Y14
+	VMULPS        96(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y4
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VMOVUPS       128(AX), Y14
+	VMULPS        128(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y1
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VMOVUPS       160(AX), Y14
+	VMULPS        160(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y2
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VMOVUPS       192(AX), Y14
+	VMULPS        192(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y3
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VMOVUPS       224(AX), Y14
+	VMULPS        224(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y4
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VMOVUPS       256(AX), Y14
+	VMULPS        256(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y1
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VMOVUPS       288(AX), Y14
+	VMULPS        288(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y2
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VMOVUPS       320(AX), Y14
+	VMULPS        320(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y3
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VMOVUPS       352(AX), Y14
+	VMULPS        352(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y4
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VMOVUPS       384(AX), Y14
+	VMULPS        384(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y1
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VMOVUPS       416(AX), Y14
+	VMULPS        416(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y2
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VMOVUPS       448(AX), Y14
+	VMULPS        448(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y3
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VMOVUPS       480(AX), Y14
+	VMULPS        480(CX), Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y4
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VADDPD        Y13, Y11, Y11
+	VADDPD        Y12, Y10, Y10
+	VADDPD        Y10, Y11, Y11
+	VMULPD        Y5, Y11, Y11
+	VEXTRACTF32X4 $0x01, Y11, X10
+	VADDPD        X10, X11, X10
+	VUNPCKHPD     X10, X10, X11
+	VADDSD        X11, X10, X10
+	VADDSD        X10, X8, X8
+	VPANDD        absf64x2<>+0(SB), X8, X10
+	VADDSD        X10, X9, X9
+	ADDQ          $0x00000200, AX
+	ADDQ          $0x00000200, CX
+	DECQ          DX
+	JNZ           loopdotF32VNNI256
 
-donedotBF16VNNI256:
-	VADDPS        Y1, Y0, Y0
-	VADDPS        Y3, Y2, Y2
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
+donedotF32VNNI256:
+	VADDPS        Y2, Y1, Y1
+	VADDPS        Y4, Y3, Y3
+	VADDPS        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X0
 	VMOVHLPS      X0, X0, X1
 	VADDPS        X1, X0, X0
 	VMOVSHDUP     X0, X1
 	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	VCVTSS2SD     X0, X0, X0
 	VZEROUPPER
+	MOVSD         X8, sum+24(FP)
+	MOVSD         X9, prefix+32(FP)
+	MOVSD         X0, abs+40(FP)
+	RET
+
+// func dotF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, SSE2
+TEXT ·dotF16VNNI256(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VPBROADCASTD c32_7fffffff<>+0(SB), Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VBROADCASTSD f64pow896<>+0(SB), Y5
+	VPBROADCASTQ widenmask<>+0(SB), Y6
+	VPBROADCASTD c32_3f800000<>+0(SB), Y7
+	VPXORD       X8, X8, X8
+	VPXORD       X9, X9, X9
+	SHRQ         $0x07, DX
+	JZ           donedotF16VNNI256
+
+loopdotF16VNNI256:
+	VCVTPH2PS     (AX), Y10
+	VCVTPH2PS     (CX), Y11
+	VMULPS        Y11, Y10, Y10
+	VPANDD        Y0, Y10, Y11
+	VFMADD231PS   Y7, Y11, Y1
+	VPSRAQ        $0x03, Y10, Y11
+	VPANDQ        Y6, Y11, Y11
+	VPSLLQ        $0x20, Y10, Y10
+	VPSRAQ        $0x03, Y10, Y10
+	VPANDQ        Y6, Y10, Y10
+	VCVTPH2PS     16(AX), Y12
+	VCVTPH2PS     16(CX), Y13
+	VMULPS        Y13, Y12, Y12
+	VPANDD        Y0, Y12, Y13
+	VFMADD231PS   Y7, Y13, Y2
+	VPSRAQ        $0x03, Y12, Y13
+	VPANDQ        Y6, Y13, Y13
+	VPSLLQ        $0x20, Y12, Y12
+	VPSRAQ        $0x03, Y12, Y12
+	VPANDQ        Y6, Y12, Y12
+	VCVTPH2PS     32(AX), Y14
+	VCVTPH2PS     32(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y3
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VCVTPH2PS     48(AX), Y14
+	VCVTPH2PS     48(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y4
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VCVTPH2PS     64(AX), Y14
+	VCVTPH2PS     64(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y1
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VCVTPH2PS     80(AX), Y14
+	VCVTPH2PS     80(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y2
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VCVTPH2PS     96(AX), Y14
+	VCVTPH2PS     96(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y3
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VCVTPH2PS     112(AX), Y14
+	VCVTPH2PS     112(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y4
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VCVTPH2PS     128(AX), Y14
+	VCVTPH2PS     128(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y1
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VCVTPH2PS     144(AX), Y14
+	VCVTPH2PS     144(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y2
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VCVTPH2PS     160(AX), Y14
+	VCVTPH2PS     160(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y3
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VCVTPH2PS     176(AX), Y14
+	VCVTPH2PS     176(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y4
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VCVTPH2PS     192(AX), Y14
+	VCVTPH2PS     192(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y1
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VCVTPH2PS     208(AX), Y14
+	VCVTPH2PS     208(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y2
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VCVTPH2PS     224(AX), Y14
+	VCVTPH2PS     224(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y3
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y10, Y10
+	VCVTPH2PS     240(AX), Y14
+	VCVTPH2PS     240(CX), Y15
+	VMULPS        Y15, Y14, Y14
+	VPANDD        Y0, Y14, Y15
+	VFMADD231PS   Y7, Y15, Y4
+	VPSRAQ        $0x03, Y14, Y15
+	VPANDQ        Y6, Y15, Y15
+	VADDPD        Y15, Y13, Y13
+	VPSLLQ        $0x20, Y14, Y14
+	VPSRAQ        $0x03, Y14, Y14
+	VPANDQ        Y6, Y14, Y14
+	VADDPD        Y14, Y12, Y12
+	VADDPD        Y13, Y11, Y11
+	VADDPD        Y12, Y10, Y10
+	VADDPD        Y10, Y11, Y11
+	VMULPD        Y5, Y11, Y11
+	VEXTRACTF32X4 $0x01, Y11, X10
+	VADDPD        X10, X11, X10
+	VUNPCKHPD     X10, X10, X11
+	VADDSD        X11, X10, X10
+	VADDSD        X10, X8, X8
+	VPANDD        absf64x2<>+0(SB), X8, X10
+	VADDSD        X10, X9, X9
+	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	DECQ          DX
+	JNZ           loopdotF16VNNI256
+
+donedotF16VNNI256:
+	VADDPS        Y2, Y1, Y1
+	VADDPS        Y4, Y3, Y3
+	VADDPS        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VCVTSS2SD     X0, X0, X0
+	VZEROUPPER
+	MOVSD         X8, sum+24(FP)
+	MOVSD         X9, prefix+32(FP)
+	MOVSD         X0, abs+40(FP)
+	RET
+
+// func dotBF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3, SSE2
+TEXT ·dotBF16VNNI256(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VPBROADCASTD c32_7fffffff<>+0(SB), Y0
+	VPBROADCASTD c32_ffff0000<>+0(SB), Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VBROADCASTSD f64pow896<>+0(SB), Y6
+	VPBROADCASTQ widenmask<>+0(SB), Y7
+	VPBROADCASTD c32_3f800000<>+0(SB), Y8
+	VPXORD       X9, X9, X9
+	VPXORD       X10, X10, X10
+	SHRQ         $0x07, DX
+	JZ           donedotBF16VNNI256
+
+loopdotBF16VNNI256:
+	VMOVUPS       (AX), Y11
+	VMOVUPS       (CX), Y12
+	VPSLLD        $0x10, Y11, Y13
+	VPSLLD        $0x10, Y12, Y14
+	VMULPS        Y14, Y13, Y13
+	VPANDD        Y0, Y13, Y14
+	VFMADD231PS   Y8, Y14, Y2
+	VPSRAQ        $0x03, Y13, Y14
+	VPANDQ        Y7, Y14, Y14
+	VPSLLQ        $0x20, Y13, Y13
+	VPSRAQ        $0x03, Y13, Y13
+	VPANDQ        Y7, Y13, Y13
+	VPANDD        Y1, Y11, Y11
+	VPANDD        Y1, Y12, Y12
+	VMULPS        Y12, Y11, Y11
+	VPANDD        Y0, Y11, Y12
+	VFMADD231PS   Y8, Y12, Y3
+	VPSRAQ        $0x03, Y11, Y12
+	VPANDQ        Y7, Y12, Y12
+	VPSLLQ        $0x20, Y11, Y11
+	VPSRAQ        $0x03, Y11, Y11
+	VPANDQ        Y7, Y11, Y11
+	VMOVUPS       32(AX), Y15
+	VMOVUPS       32(CX), Y16
+	VPSLLD        $0x10, Y15, Y17
+	VPSLLD        $0x10, Y16, Y18
+	VMULPS        Y18, Y17, Y17
+	VPANDD        Y0, Y17, Y18
+	VFMADD231PS   Y8, Y18, Y4
+	VPSRAQ        $0x03, Y17, Y18
+	VPANDQ        Y7, Y18, Y18
+	VADDPD        Y18, Y14, Y14
+	VPSLLQ        $0x20, Y17, Y17
+	VPSRAQ        $0x03, Y17, Y17
+	VPANDQ        Y7, Y17, Y17
+	VADDPD        Y17, Y13, Y13
+	VPANDD        Y1, Y15, Y15
+	VPANDD        Y1, Y16, Y16
+	VMULPS        Y16, Y15, Y15
+	VPANDD        Y0, Y15, Y16
+	VFMADD231PS   Y8, Y16, Y5
+	VPSRAQ        $0x03, Y15, Y16
+	VPANDQ        Y7, Y16, Y16
+	VADDPD        Y16, Y12, Y12
+	VPSLLQ        $0x20, Y15, Y15
+	VPSRAQ        $0x03, Y15, Y15
+	VPANDQ        Y7, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VMOVUPS       64(AX), Y15
+	VMOVUPS       64(CX), Y16
+	VPSLLD        $0x10, Y15, Y17
+	VPSLLD        $0x10, Y16, Y18
+	VMULPS        Y18, Y17, Y17
+	VPANDD        Y0, Y17, Y18
+	VFMADD231PS   Y8, Y18, Y2
+	VPSRAQ        $0x03, Y17, Y18
+	VPANDQ        Y7, Y18, Y18
+	VADDPD        Y18, Y14, Y14
+	VPSLLQ        $0x20, Y17, Y17
+	VPSRAQ        $0x03, Y17, Y17
+	VPANDQ        Y7, Y17, Y17
+	VADDPD        Y17, Y13, Y13
+	VPANDD        Y1, Y15, Y15
+	VPANDD        Y1, Y16, Y16
+	VMULPS        Y16, Y15, Y15
+	VPANDD        Y0, Y15, Y16
+	VFMADD231PS   Y8, Y16, Y3
+	VPSRAQ        $0x03, Y15, Y16
+	VPANDQ        Y7, Y16, Y16
+	VADDPD        Y16, Y12, Y12
+	VPSLLQ        $0x20, Y15, Y15
+	VPSRAQ        $0x03, Y15, Y15
+	VPANDQ        Y7, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VMOVUPS       96(AX), Y15
+	VMOVUPS       96(CX), Y16
+	VPSLLD        $0x10, Y15, Y17
+	VPSLLD        $0x10, Y16, Y18
+	VMULPS        Y18, Y17, Y17
+	VPANDD        Y0, Y17, Y18
+	VFMADD231PS   Y8, Y18, Y4
+	VPSRAQ        $0x03, Y17, Y18
+	VPANDQ        Y7, Y18, Y18
+	VADDPD        Y18, Y14, Y14
+	VPSLLQ        $0x20, Y17, Y17
+	VPSRAQ        $0x03, Y17, Y17
+	VPANDQ        Y7, Y17, Y17
+	VADDPD        Y17, Y13, Y13
+	VPANDD        Y1, Y15, Y15
+	VPANDD        Y1, Y16, Y16
+	VMULPS        Y16, Y15, Y15
+	VPANDD        Y0, Y15, Y16
+	VFMADD231PS   Y8, Y16, Y5
+	VPSRAQ        $0x03, Y15, Y16
+	VPANDQ        Y7, Y16, Y16
+	VADDPD        Y16, Y12, Y12
+	VPSLLQ        $0x20, Y15, Y15
+	VPSRAQ        $0x03, Y15, Y15
+	VPANDQ        Y7, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VMOVUPS       128(AX), Y15
+	VMOVUPS       128(CX), Y16
+	VPSLLD        $0x10, Y15, Y17
+	VPSLLD        $0x10, Y16, Y18
+	VMULPS        Y18, Y17, Y17
+	VPANDD        Y0, Y17, Y18
+	VFMADD231PS   Y8, Y18, Y2
+	VPSRAQ        $0x03, Y17, Y18
+	VPANDQ        Y7, Y18, Y18
+	VADDPD        Y18, Y14, Y14
+	VPSLLQ        $0x20, Y17, Y17
+	VPSRAQ        $0x03, Y17, Y17
+	VPANDQ        Y7, Y17, Y17
+	VADDPD        Y17, Y13, Y13
+	VPANDD        Y1, Y15, Y15
+	VPANDD        Y1, Y16, Y16
+	VMULPS        Y16, Y15, Y15
+	VPANDD        Y0, Y15, Y16
+	VFMADD231PS   Y8, Y16, Y3
+	VPSRAQ        $0x03, Y15, Y16
+	VPANDQ        Y7, Y16, Y16
+	VADDPD        Y16, Y12, Y12
+	VPSLLQ        $0x20, Y15, Y15
+	VPSRAQ        $0x03, Y15, Y15
+	VPANDQ        Y7, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VMOVUPS       160(AX), Y15
+	VMOVUPS       160(CX), Y16
+	VPSLLD        $0x10, Y15, Y17
+	VPSLLD        $0x10, Y16, Y18
+	VMULPS        Y18, Y17, Y17
+	VPANDD        Y0, Y17, Y18
+	VFMADD231PS   Y8, Y18, Y4
+	VPSRAQ        $0x03, Y17, Y18
+	VPANDQ        Y7, Y18, Y18
+	VADDPD        Y18, Y14, Y14
+	VPSLLQ        $0x20, Y17, Y17
+	VPSRAQ        $0x03, Y17, Y17
+	VPANDQ        Y7, Y17, Y17
+	VADDPD        Y17, Y13, Y13
+	VPANDD        Y1, Y15, Y15
+	VPANDD        Y1, Y16, Y16
+	VMULPS        Y16, Y15, Y15
+	VPANDD        Y0, Y15, Y16
+	VFMADD231PS   Y8, Y16, Y5
+	VPSRAQ        $0x03, Y15, Y16
+	VPANDQ        Y7, Y16, Y16
+	VADDPD        Y16, Y12, Y12
+	VPSLLQ        $0x20, Y15, Y15
+	VPSRAQ        $0x03, Y15, Y15
+	VPANDQ        Y7, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VMOVUPS       192(AX), Y15
+	VMOVUPS       192(CX), Y16
+	VPSLLD        $0x10, Y15, Y17
+	VPSLLD        $0x10, Y16, Y18
+	VMULPS        Y18, Y17, Y17
+	VPANDD        Y0, Y17, Y18
+	VFMADD231PS   Y8, Y18, Y2
+	VPSRAQ        $0x03, Y17, Y18
+	VPANDQ        Y7, Y18, Y18
+	VADDPD        Y18, Y14, Y14
+	VPSLLQ        $0x20, Y17, Y17
+	VPSRAQ        $0x03, Y17, Y17
+	VPANDQ        Y7, Y17, Y17
+	VADDPD        Y17, Y13, Y13
+	VPANDD        Y1, Y15, Y15
+	VPANDD        Y1, Y16, Y16
+	VMULPS        Y16, Y15, Y15
+	VPANDD        Y0, Y15, Y16
+	VFMADD231PS   Y8, Y16, Y3
+	VPSRAQ        $0x03, Y15, Y16
+	VPANDQ        Y7, Y16, Y16
+	VADDPD        Y16, Y12, Y12
+	VPSLLQ        $0x20, Y15, Y15
+	VPSRAQ        $0x03, Y15, Y15
+	VPANDQ        Y7, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VMOVUPS       224(AX), Y15
+	VMOVUPS       224(CX), Y16
+	VPSLLD        $0x10, Y15, Y17
+	VPSLLD        $0x10, Y16, Y18
+	VMULPS        Y18, Y17, Y17
+	VPANDD        Y0, Y17, Y18
+	VFMADD231PS   Y8, Y18, Y4
+	VPSRAQ        $0x03, Y17, Y18
+	VPANDQ        Y7, Y18, Y18
+	VADDPD        Y18, Y14, Y14
+	VPSLLQ        $0x20, Y17, Y17
+	VPSRAQ        $0x03, Y17, Y17
+	VPANDQ        Y7, Y17, Y17
+	VADDPD        Y17, Y13, Y13
+	VPANDD        Y1, Y15, Y15
+	VPANDD        Y1, Y16, Y16
+	VMULPS        Y16, Y15, Y15
+	VPANDD        Y0, Y15, Y16
+	VFMADD231PS   Y8, Y16, Y5
+	VPSRAQ        $0x03, Y15, Y16
+	VPANDQ        Y7, Y16, Y16
+	VADDPD        Y16, Y12, Y12
+	VPSLLQ        $0x20, Y15, Y15
+	VPSRAQ        $0x03, Y15, Y15
+	VPANDQ        Y7, Y15, Y15
+	VADDPD        Y15, Y11, Y11
+	VADDPD        Y12, Y14, Y14
+	VADDPD        Y11, Y13, Y13
+	VADDPD        Y13, Y14, Y14
+	VMULPD        Y6, Y14, Y14
+	VEXTRACTF32X4 $0x01, Y14, X11
+	VADDPD        X11, X14, X11
+	VUNPCKHPD     X11, X11, X12
+	VADDSD        X12, X11, X11
+	VADDSD        X11, X9, X9
+	VPANDD        absf64x2<>+0(SB), X9, X11
+	VADDSD        X11, X10, X10
+	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	DECQ          DX
+	JNZ           loopdotBF16VNNI256
+
+donedotBF16VNNI256:
+	VADDPS        Y3, Y2, Y2
+	VADDPS        Y5, Y4, Y4
+	VADDPS        Y4, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VCVTSS2SD     X0, X0, X0
+	VZEROUPPER
+	MOVSD         X9, sum+24(FP)
+	MOVSD         X10, prefix+32(FP)
+	MOVSD         X0, abs+40(FP)
+	RET
+
+// func dotSeqF32VNNI256(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqF32VNNI256(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF32VNNI256
+
+loopdotSeqF32VNNI256:
+	VMOVUPS       (AX), Y1
+	VMULPS        (CX), Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000020, AX
+	ADDQ          $0x00000020, CX
+	DECQ          DX
+	JNZ           loopdotSeqF32VNNI256
+
+donedotSeqF32VNNI256:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqF16VNNI256(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX512F, AVX512VL, F16C, SSE2
+TEXT ·dotSeqF16VNNI256(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqF16VNNI256
+
+loopdotSeqF16VNNI256:
+	VCVTPH2PS     (AX), Y1
+	VCVTPH2PS     (CX), Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqF16VNNI256
+
+donedotSeqF16VNNI256:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
+	RET
+
+// func dotSeqBF16VNNI256(w *byte, a *byte, n int) float64
+// Requires: AVX, AVX2, AVX512F, AVX512VL, SSE2
+TEXT ·dotSeqBF16VNNI256(SB), NOSPLIT, $0-32
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD X0, X0, X0
+	SHRQ   $0x03, DX
+	JZ     donedotSeqBF16VNNI256
+
+loopdotSeqBF16VNNI256:
+	VPMOVZXWD     (AX), Y1
+	VPMOVZXWD     (CX), Y2
+	VPSLLD        $0x10, Y1, Y1
+	VPSLLD        $0x10, Y2, Y2
+	VMULPS        Y2, Y1, Y1
+	VCVTPS2PD     X1, Y2
+	VEXTRACTF32X4 $0x01, Y1, X1
+	VCVTPS2PD     X1, Y1
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X2
+	VADDSD        X2, X0, X0
+	VADDSD        X3, X0, X0
+	VUNPCKHPD     X3, X3, X2
+	VADDSD        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDSD        X1, X0, X0
+	VUNPCKHPD     X1, X1, X1
+	VADDSD        X1, X0, X0
+	VADDSD        X2, X0, X0
+	VUNPCKHPD     X2, X2, X1
+	VADDSD        X1, X0, X0
+	ADDQ          $0x00000010, AX
+	ADDQ          $0x00000010, CX
+	DECQ          DX
+	JNZ           loopdotSeqBF16VNNI256
+
+donedotSeqBF16VNNI256:
+	VZEROUPPER
+	MOVSD X0, ret+24(FP)
 	RET
 
 // func quantizeQ8KAVX512(x *float32, y *byte, nb int)
@@ -12810,9 +14354,6 @@ GLOBL v32_7fffffff<>(SB), RODATA|NOPTR, $32
 
 DATA c32_c2fe0000<>+0(SB)/4, $0xc2fe0000
 GLOBL c32_c2fe0000<>(SB), RODATA|NOPTR, $4
-
-DATA c32_3f800000<>+0(SB)/4, $0x3f800000
-GLOBL c32_3f800000<>(SB), RODATA|NOPTR, $4
 
 DATA permQ8K<>+0(SB)/4, $0x00000000
 DATA permQ8K<>+4(SB)/4, $0x00000004

@@ -42,8 +42,8 @@ type xk struct {
 	// sumfMem, where set, holds sumf instead of a register: four rows on
 	// AVX2 need all sixteen.
 	sumfMem *Mem
-	idx  Op           // VPERMB or VPERMD index
-	tr   Op           // VPSHUFB transpose after VPERMD (no VBMI)
+	idx     Op // VPERMB or VPERMD index
+	tr      Op // VPSHUFB transpose after VPERMD (no VBMI)
 }
 
 // laneOrder is the byte permutation of one 32-byte run: byte 4l+g takes

@@ -66,7 +66,10 @@ func genAll(t *target) {
 	genExactB32(t, b32Q4_0)
 	genExactB32(t, b32Q5_0)
 	genExactB32(t, b32MXFP4)
-	genFloat(t, "F32")
-	genFloat(t, "F16")
-	genFloat(t, "BF16")
+	genExactFloat(t, "F32")
+	genExactFloat(t, "F16")
+	genExactFloat(t, "BF16")
+	genSeqFloat(t, "F32")
+	genSeqFloat(t, "F16")
+	genSeqFloat(t, "BF16")
 }

@@ -18,10 +18,12 @@ type Funcs struct {
 	// row; eight run side by side, and each activation block is read once.
 	Q8_0r8, Q4_0r8, Q5_0r8, MXFP4r8 func(w *byte, wstride int, a *byte, nb int, out *float32)
 
-	// F32, F16 and BF16 take n elements, a multiple of FloatStep (BF16: of
-	// twice FloatStep); the reference adds the rest of a row.
-	F32, F16, BF16 func(w, a *byte, n int) float32
-	FloatStep      int
+	// F32, F16 and BF16 take n elements, a multiple of floatChunk, and
+	// return what exactFloat needs (see exactfloat.go).
+	F32, F16, BF16 func(w, a *byte, n int) (sum, prefix, abs float64)
+	// F32Seq, F16Seq and BF16Seq are the reference's sequential sum of n
+	// products, n a multiple of 8: the fallback where the bound fails.
+	F32Seq, F16Seq, BF16Seq func(w, a *byte, n int) float64
 
 	// QuantizeQ8K quantizes nb blocks of 256 floats to Q8_K.
 	QuantizeQ8K func(x *float32, y *byte, nb int)
@@ -62,15 +64,12 @@ func (k *Kit) Add(name string, f Funcs) {
 			l.rows8[t] = block32r8(fn, t.TypeSize())
 		}
 	}
-	for t, fn := range map[quant.Type]func(w, a *byte, n int) float32{
+	for t, fn := range map[quant.Type]func(w, a *byte, n int) (sum, prefix, abs float64){
 		quant.F32: f.F32, quant.F16: f.F16, quant.BF16: f.BF16,
 	} {
+		seq := map[quant.Type]func(w, a *byte, n int) float64{quant.F32: f.F32Seq, quant.F16: f.F16Seq, quant.BF16: f.BF16Seq}[t]
 		if fn != nil {
-			step := f.FloatStep
-			if t == quant.BF16 {
-				step *= 2
-			}
-			l.dot[t] = float(fn, t, step)
+			l.dot[t] = exactFloat(fn, seq, t)
 		}
 	}
 	k.levels = append(k.levels, l)
@@ -103,24 +102,6 @@ func block32(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 		}
 		w, a = w[:nb*wsize], a[:nb*34]
 		return f(&w[0], &a[0], nb)
-	}
-}
-
-// float adapts a plain-float kernel that handles multiples of step
-// elements; the reference adds the rest.
-func float(f func(w, a *byte, n int) float32, t quant.Type, step int) dotFunc {
-	es := t.TypeSize()
-	return func(n int, w, a []byte) float32 {
-		m := n &^ (step - 1)
-		var s float32
-		if m > 0 {
-			w, a := w[:m*es], a[:m*es]
-			s = f(&w[0], &a[0], m)
-		}
-		if m < n {
-			s += refDot(t, n-m, w[m*es:], a[m*es:])
-		}
-		return s
 	}
 }
 

@@ -18,10 +18,7 @@ import (
 // checkDot accepts 1e-6 of the sum of |terms|; for every other type it
 // demands the reference's float bit for bit.
 var notExact = map[quant.Type]bool{
-	quant.Q2_K:  true,
-	quant.F32:   true,
-	quant.F16:   true,
-	quant.BF16:  true,
+	quant.Q2_K: true,
 }
 
 // sameFloat is bit equality, with any NaN equal to any NaN (ggml's and

@@ -1,0 +1,32 @@
+package kernelkit
+
+import (
+	"math"
+	"testing"
+)
+
+func TestExactFloatCheck(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	for _, c := range []struct {
+		s, prefix, abs float64
+		want           float32
+		ok             bool
+	}{
+		{0, 0, 0, 0, true},
+		{1, 1, 1, 1, true},
+		{1 + 0x1p-24, 1, 1, 0, false}, // a float32 midpoint
+		{1 + 0x1p-24 + 0x1p-40, 1, 1, 1 + 0x1p-23, true},
+		{1e-50, 1e-50, 1e-50, 0, true}, // +0, never -0
+		{-1e-50, 1e-50, 1e-50, float32(math.Copysign(0, -1)), true},
+		{0x1p-150, 0x1p-150, 0x1p-150, 0, false}, // the midpoint of 0 and the smallest subnormal
+		{inf, 1, 1, 0, false},
+		{nan, 1, 1, 0, false},
+		{1, 1, inf, 0, false},
+		{1, nan, 1, 0, false},
+	} {
+		got, ok := exactFloatCheck(c.s, c.prefix, c.abs)
+		if ok != c.ok || ok && math.Float32bits(got) != math.Float32bits(c.want) {
+			t.Errorf("exactFloatCheck(%g, %g, %g) = %g, %v; want %g, %v", c.s, c.prefix, c.abs, got, ok, c.want, c.ok)
+		}
+	}
+}
