@@ -242,21 +242,6 @@ func (k *b32k) hadd2(a, b VecVirtual) VecVirtual {
 	return d
 }
 
-// lanes8 turns two hadd2(hadd2(), hadd2()) results (each: per 128-bit
-// half, the half-sums of four blocks) into the eight blocks' sums.
-func (k *b32k) lanes8(v0, v1 VecVirtual) VecVirtual {
-	a, b := YMM(), YMM()
-	if k.t.evex() {
-		VSHUFI64X2(U8(0), v1, v0, a) // v0.lo, v1.lo
-		VSHUFI64X2(U8(3), v1, v0, b) // v0.hi, v1.hi
-	} else {
-		VPERM2I128(U8(0x20), v1, v0, a)
-		VPERM2I128(U8(0x31), v1, v0, b)
-	}
-	VPADDD(b, a, a)
-	return a
-}
-
 // fold4 adds the two 128-bit halves of v.
 func (k *b32k) fold4(v VecVirtual) VecVirtual {
 	h := XMM()
@@ -381,18 +366,15 @@ func genB32Row(t *target, ty *b32type) {
 	Label("loop" + name)
 	CMPQ(nb, U8(8))
 	JB(LabelRef("tail" + name))
-	var quad [2]VecVirtual
-	for q := range quad {
-		var pair [2]VecVirtual
-		for h := range pair {
-			i := 4*q + 2*h
-			s0 := k.rowSum(wm(i), k.prep(am(i), false))
-			s1 := k.rowSum(wm(i+1), k.prep(am(i+1), false))
-			pair[h] = k.hadd2(s0, s1)
-		}
-		quad[q] = k.hadd2(pair[0], pair[1])
+	// Blocks i and i+4 share a vector, one 128-bit half each, as the rows
+	// of the eight-row kernel do.
+	dot := func(i int) VecVirtual {
+		lo, hi := k.pairCodes(wm(i), wm(i+4))
+		return k.pairDot(lo, hi, k.prepPair2(am(i), am(i+4)))
 	}
-	p := k.products(8, k.lanes8(quad[0], quad[1]), wm, nil, am)
+	h01 := k.hadd2(dot(0), dot(1))
+	isum := k.hadd2(h01, k.hadd2(dot(2), dot(3)))
+	p := k.products(8, isum, wm, nil, am)
 	k.addLanes(8, p, sum)
 	ADDQ(U32(8*ty.wsize), wp)
 	ADDQ(U32(8*34), ap)
@@ -442,10 +424,20 @@ type pairPrep struct {
 }
 
 func (k *b32k) prepPair(a Mem) pairPrep {
-	t := k.t
 	p := pairPrep{lo: YMM(), hi: YMM()}
-	t.bcast16(a.Offset(2), p.lo)
-	t.bcast16(a.Offset(18), p.hi)
+	k.t.bcast16(a.Offset(2), p.lo)
+	k.t.bcast16(a.Offset(18), p.hi)
+	return k.prepCorr(p)
+}
+
+// prepPair2 is prepPair for two activation blocks, a for the low halves
+// and b for the high ones (the one-row kernel's two blocks per vector).
+func (k *b32k) prepPair2(a, b Mem) pairPrep {
+	return k.prepCorr(pairPrep{lo: k.pair(a.Offset(2), b.Offset(2)), hi: k.pair(a.Offset(18), b.Offset(18))})
+}
+
+func (k *b32k) prepCorr(p pairPrep) pairPrep {
+	t := k.t
 	switch {
 	case t.vnni:
 		o := k.off
