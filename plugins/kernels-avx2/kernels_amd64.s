@@ -2295,32 +2295,41 @@ loopdotQ8_0AVX2:
 	JMP          loopdotQ8_0AVX2
 
 taildotQ8_0AVX2:
-	TESTQ        DX, DX
-	JZ           donedotQ8_0AVX2
-	VMOVDQU      2(CX), Y2
-	VMOVDQU      2(AX), Y3
-	VPSIGNB      Y3, Y3, Y4
-	VPSIGNB      Y3, Y2, Y2
-	VPMADDUBSW   Y2, Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X2
-	VPADDD       X2, X4, X2
-	VPSHUFD      $0x4e, X2, X3
-	VPADDD       X3, X2, X2
-	VPSHUFD      $0xb1, X2, X3
-	VPADDD       X3, X2, X2
-	VCVTDQ2PS    X2, X2
-	VMOVD        (CX), X3
-	VCVTPH2PS    X3, X3
-	VMOVD        (AX), X4
-	VCVTPH2PS    X4, X4
-	VMULPS       X3, X4, X4
-	VMULPS       X4, X2, X2
-	VADDSS       X2, X1, X1
-	ADDQ         $0x00000022, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          taildotQ8_0AVX2
+	TESTQ       DX, DX
+	JZ          donedotQ8_0AVX2
+	VMOVDQU     2(AX), X2
+	VINSERTI128 $0x01, 2(AX), Y2, Y3
+	VMOVDQU     18(AX), X2
+	VINSERTI128 $0x01, 18(AX), Y2, Y4
+	VMOVDQU     2(CX), X2
+	VINSERTI128 $0x01, 2(CX), Y2, Y5
+	VMOVDQU     18(CX), X2
+	VINSERTI128 $0x01, 18(CX), Y2, Y6
+	VPSIGNB     Y3, Y5, Y5
+	VPSIGNB     Y3, Y3, Y3
+	VPMADDUBSW  Y5, Y3, Y3
+	VPMADDWD    Y0, Y3, Y3
+	VPSIGNB     Y4, Y6, Y5
+	VPSIGNB     Y4, Y4, Y4
+	VPMADDUBSW  Y5, Y4, Y4
+	VPMADDWD    Y0, Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VPSHUFD     $0x4e, X3, X2
+	VPADDD      X2, X3, X3
+	VPSHUFD     $0xb1, X3, X2
+	VPADDD      X2, X3, X3
+	VCVTDQ2PS   X3, X3
+	VMOVD       (CX), X2
+	VCVTPH2PS   X2, X2
+	VMOVD       (AX), X4
+	VCVTPH2PS   X4, X4
+	VMULPS      X2, X4, X4
+	VMULPS      X4, X3, X3
+	VADDSS      X3, X1, X1
+	ADDQ        $0x00000022, AX
+	ADDQ        $0x00000022, CX
+	DECQ        DX
+	JMP         taildotQ8_0AVX2
 
 donedotQ8_0AVX2:
 	MOVSS X1, ret+24(FP)
@@ -2563,34 +2572,41 @@ loopdotQ4_0AVX2:
 	JMP          loopdotQ4_0AVX2
 
 taildotQ4_0AVX2:
-	TESTQ        DX, DX
-	JZ           donedotQ4_0AVX2
-	VPMADDUBSW   2(CX), Y1, Y5
-	VMOVDQU      2(AX), X4
-	VPSRLW       $0x04, X4, X6
-	VINSERTI128  $0x01, X6, Y4, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   2(CX), Y6, Y6
-	VPSUBW       Y5, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VEXTRACTI128 $0x01, Y6, X4
-	VPADDD       X4, X6, X4
-	VPSHUFD      $0x4e, X4, X5
-	VPADDD       X5, X4, X4
-	VPSHUFD      $0xb1, X4, X5
-	VPADDD       X5, X4, X4
-	VCVTDQ2PS    X4, X4
-	VMOVD        (CX), X5
-	VCVTPH2PS    X5, X5
-	VMOVD        (AX), X6
-	VCVTPH2PS    X6, X6
-	VMULPS       X6, X4, X4
-	VMULPS       X5, X4, X4
-	VADDSS       X4, X3, X3
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          taildotQ4_0AVX2
+	TESTQ       DX, DX
+	JZ          donedotQ4_0AVX2
+	VMOVDQU     2(AX), X4
+	VINSERTI128 $0x01, 2(AX), Y4, Y5
+	VPSRLW      $0x04, Y5, Y6
+	VPAND       Y0, Y5, Y5
+	VPAND       Y0, Y6, Y6
+	VMOVDQU     2(CX), X4
+	VINSERTI128 $0x01, 2(CX), Y4, Y7
+	VMOVDQU     18(CX), X4
+	VINSERTI128 $0x01, 18(CX), Y4, Y8
+	VPMADDUBSW  Y7, Y1, Y9
+	VPMADDUBSW  Y8, Y1, Y10
+	VPADDW      Y10, Y9, Y9
+	VPMADDUBSW  Y7, Y5, Y5
+	VPMADDUBSW  Y8, Y6, Y6
+	VPADDW      Y6, Y5, Y5
+	VPSUBW      Y9, Y5, Y5
+	VPMADDWD    Y2, Y5, Y5
+	VPSHUFD     $0x4e, X5, X4
+	VPADDD      X4, X5, X5
+	VPSHUFD     $0xb1, X5, X4
+	VPADDD      X4, X5, X5
+	VCVTDQ2PS   X5, X5
+	VMOVD       (CX), X4
+	VCVTPH2PS   X4, X4
+	VMOVD       (AX), X6
+	VCVTPH2PS   X6, X6
+	VMULPS      X6, X5, X5
+	VMULPS      X4, X5, X5
+	VADDSS      X5, X3, X3
+	ADDQ        $0x00000012, AX
+	ADDQ        $0x00000022, CX
+	DECQ        DX
+	JMP         taildotQ4_0AVX2
 
 donedotQ4_0AVX2:
 	MOVSS X3, ret+24(FP)
@@ -2880,35 +2896,48 @@ loopdotQ5_0AVX2:
 taildotQ5_0AVX2:
 	TESTQ        DX, DX
 	JZ           donedotQ5_0AVX2
-	VPMADDUBSW   2(CX), Y1, Y7
 	VMOVDQU      6(AX), X6
-	VPSRLW       $0x04, X6, X8
-	VINSERTI128  $0x01, X8, Y6, Y8
+	VINSERTI128  $0x01, 6(AX), Y6, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
 	VPAND        Y0, Y8, Y8
-	VPBROADCASTD 2(AX), Y9
-	VPSHUFB      b32q5spread<>+0(SB), Y9, Y9
+	VMOVD        2(AX), X6
+	VPINSRD      $0x01, 2(AX), X6, X6
+	VPBROADCASTQ X6, Y9
+	VPSHUFB      b32q5lo<>+0(SB), Y9, Y10
+	VPOR         Y4, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPSHUFB      b32q5hi<>+0(SB), Y9, Y9
 	VPOR         Y4, Y9, Y9
-	VPCMPEQB     Y10, Y10, Y10
-	VPCMPEQB     Y10, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
 	VPAND        Y3, Y9, Y9
 	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   2(CX), Y8, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPMADDWD     Y2, Y8, Y8
-	VEXTRACTI128 $0x01, Y8, X6
-	VPADDD       X6, X8, X6
-	VPSHUFD      $0x4e, X6, X7
-	VPADDD       X7, X6, X6
-	VPSHUFD      $0xb1, X6, X7
-	VPADDD       X7, X6, X6
-	VCVTDQ2PS    X6, X6
-	VMOVD        (CX), X7
-	VCVTPH2PS    X7, X7
+	VMOVDQU      2(CX), X6
+	VINSERTI128  $0x01, 2(CX), Y6, Y9
+	VMOVDQU      18(CX), X6
+	VINSERTI128  $0x01, 18(CX), Y6, Y10
+	VPMADDUBSW   Y9, Y1, Y11
+	VPMADDUBSW   Y10, Y1, Y12
+	VPADDW       Y12, Y11, Y11
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDUBSW   Y10, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPSUBW       Y11, Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPSHUFD      $0x4e, X7, X6
+	VPADDD       X6, X7, X7
+	VPSHUFD      $0xb1, X7, X6
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMOVD        (CX), X6
+	VCVTPH2PS    X6, X6
 	VMOVD        (AX), X8
 	VCVTPH2PS    X8, X8
-	VMULPS       X7, X8, X8
-	VMULPS       X8, X6, X6
-	VADDSS       X6, X5, X5
+	VMULPS       X6, X8, X8
+	VMULPS       X8, X7, X7
+	VADDSS       X7, X5, X5
 	ADDQ         $0x00000016, AX
 	ADDQ         $0x00000022, CX
 	DECQ         DX
@@ -2952,16 +2981,6 @@ DATA b32q5hi<>+20(SB)/4, $0x06060606
 DATA b32q5hi<>+24(SB)/4, $0x07070707
 DATA b32q5hi<>+28(SB)/4, $0x07070707
 GLOBL b32q5hi<>(SB), RODATA|NOPTR, $32
-
-DATA b32q5spread<>+0(SB)/4, $0x00000000
-DATA b32q5spread<>+4(SB)/4, $0x00000000
-DATA b32q5spread<>+8(SB)/4, $0x01010101
-DATA b32q5spread<>+12(SB)/4, $0x01010101
-DATA b32q5spread<>+16(SB)/4, $0x02020202
-DATA b32q5spread<>+20(SB)/4, $0x02020202
-DATA b32q5spread<>+24(SB)/4, $0x03030303
-DATA b32q5spread<>+28(SB)/4, $0x03030303
-GLOBL b32q5spread<>(SB), RODATA|NOPTR, $32
 
 // func dotQ5_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
@@ -3257,40 +3276,48 @@ loopdotMXFP4AVX2:
 	JMP          loopdotMXFP4AVX2
 
 taildotMXFP4AVX2:
-	TESTQ        DX, DX
-	JZ           donedotMXFP4AVX2
-	VPMADDUBSW   2(CX), Y1, Y8
-	VMOVDQU      1(AX), X7
-	VPSRLW       $0x04, X7, X9
-	VINSERTI128  $0x01, X9, Y7, Y9
-	VPAND        Y0, Y9, Y9
-	VPSHUFB      Y9, Y3, Y9
-	VPMADDUBSW   2(CX), Y9, Y9
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y2, Y9, Y9
-	VEXTRACTI128 $0x01, Y9, X7
-	VPADDD       X7, X9, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMOVD        (CX), X8
-	VCVTPH2PS    X8, X8
-	VMOVD        (AX), X9
-	VPMOVZXBD    X9, X9
-	VPSUBD       X9, X4, X10
-	VPSRLVD      X10, X5, X10
-	VPSLLD       $0x17, X9, X9
-	VPSUBD       X5, X9, X9
-	VPMAXSD      X10, X9, X9
-	VMULPS       X8, X9, X9
-	VMULPS       X9, X7, X7
-	VADDSS       X7, X6, X6
-	ADDQ         $0x00000011, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          taildotMXFP4AVX2
+	TESTQ       DX, DX
+	JZ          donedotMXFP4AVX2
+	VMOVDQU     1(AX), X7
+	VINSERTI128 $0x01, 1(AX), Y7, Y8
+	VPSRLW      $0x04, Y8, Y9
+	VPAND       Y0, Y8, Y8
+	VPAND       Y0, Y9, Y9
+	VPSHUFB     Y8, Y3, Y8
+	VPSHUFB     Y9, Y3, Y9
+	VMOVDQU     2(CX), X7
+	VINSERTI128 $0x01, 2(CX), Y7, Y10
+	VMOVDQU     18(CX), X7
+	VINSERTI128 $0x01, 18(CX), Y7, Y11
+	VPMADDUBSW  Y10, Y1, Y12
+	VPMADDUBSW  Y11, Y1, Y13
+	VPADDW      Y13, Y12, Y12
+	VPMADDUBSW  Y10, Y8, Y8
+	VPMADDUBSW  Y11, Y9, Y9
+	VPADDW      Y9, Y8, Y8
+	VPSUBW      Y12, Y8, Y8
+	VPMADDWD    Y2, Y8, Y8
+	VPSHUFD     $0x4e, X8, X7
+	VPADDD      X7, X8, X8
+	VPSHUFD     $0xb1, X8, X7
+	VPADDD      X7, X8, X8
+	VCVTDQ2PS   X8, X8
+	VMOVD       (CX), X7
+	VCVTPH2PS   X7, X7
+	VMOVD       (AX), X9
+	VPMOVZXBD   X9, X9
+	VPSUBD      X9, X4, X10
+	VPSRLVD     X10, X5, X10
+	VPSLLD      $0x17, X9, X9
+	VPSUBD      X5, X9, X9
+	VPMAXSD     X10, X9, X9
+	VMULPS      X7, X9, X9
+	VMULPS      X9, X8, X8
+	VADDSS      X8, X6, X6
+	ADDQ        $0x00000011, AX
+	ADDQ        $0x00000022, CX
+	DECQ        DX
+	JMP         taildotMXFP4AVX2
 
 donedotMXFP4AVX2:
 	MOVSS X6, ret+24(FP)

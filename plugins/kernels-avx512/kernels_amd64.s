@@ -2227,32 +2227,41 @@ loopdotQ8_0AVX512:
 	JMP           loopdotQ8_0AVX512
 
 taildotQ8_0AVX512:
-	TESTQ         DX, DX
-	JZ            donedotQ8_0AVX512
-	VMOVDQU64     2(CX), Y2
-	VMOVDQU64     2(AX), Y3
-	VPSIGNB       Y3, Y3, Y4
-	VPSIGNB       Y3, Y2, Y2
-	VPMADDUBSW    Y2, Y4, Y4
-	VPMADDWD      Y0, Y4, Y4
-	VEXTRACTI32X4 $0x01, Y4, X2
-	VPADDD        X2, X4, X2
-	VPSHUFD       $0x4e, X2, X3
-	VPADDD        X3, X2, X2
-	VPSHUFD       $0xb1, X2, X3
-	VPADDD        X3, X2, X2
-	VCVTDQ2PS     X2, X2
-	VMOVD         (CX), X3
-	VCVTPH2PS     X3, X3
-	VMOVD         (AX), X4
-	VCVTPH2PS     X4, X4
-	VMULPS        X3, X4, X4
-	VMULPS        X4, X2, X2
-	VADDSS        X2, X1, X1
-	ADDQ          $0x00000022, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ8_0AVX512
+	TESTQ        DX, DX
+	JZ           donedotQ8_0AVX512
+	VMOVDQU64    2(AX), X2
+	VINSERTI32X4 $0x01, 2(AX), Y2, Y3
+	VMOVDQU64    18(AX), X2
+	VINSERTI32X4 $0x01, 18(AX), Y2, Y4
+	VMOVDQU64    2(CX), X2
+	VINSERTI32X4 $0x01, 2(CX), Y2, Y5
+	VMOVDQU64    18(CX), X2
+	VINSERTI32X4 $0x01, 18(CX), Y2, Y6
+	VPSIGNB      Y3, Y5, Y5
+	VPSIGNB      Y3, Y3, Y3
+	VPMADDUBSW   Y5, Y3, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPSIGNB      Y4, Y6, Y5
+	VPSIGNB      Y4, Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSHUFD      $0x4e, X3, X2
+	VPADDD       X2, X3, X3
+	VPSHUFD      $0xb1, X3, X2
+	VPADDD       X2, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X2, X4, X4
+	VMULPS       X4, X3, X3
+	VADDSS       X3, X1, X1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ8_0AVX512
 
 donedotQ8_0AVX512:
 	MOVSS X1, ret+24(FP)
@@ -2507,34 +2516,41 @@ loopdotQ4_0AVX512:
 	JMP           loopdotQ4_0AVX512
 
 taildotQ4_0AVX512:
-	TESTQ         DX, DX
-	JZ            donedotQ4_0AVX512
-	VPMADDUBSW    2(CX), Y1, Y5
-	VMOVDQU64     2(AX), X4
-	VPSRLW        $0x04, X4, X6
-	VINSERTI32X4  $0x01, X6, Y4, Y6
-	VPANDD        Y0, Y6, Y6
-	VPMADDUBSW    2(CX), Y6, Y6
-	VPSUBW        Y5, Y6, Y6
-	VPMADDWD      Y2, Y6, Y6
-	VEXTRACTI32X4 $0x01, Y6, X4
-	VPADDD        X4, X6, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
-	VMOVD         (CX), X5
-	VCVTPH2PS     X5, X5
-	VMOVD         (AX), X6
-	VCVTPH2PS     X6, X6
-	VMULPS        X6, X4, X4
-	VMULPS        X5, X4, X4
-	VADDSS        X4, X3, X3
-	ADDQ          $0x00000012, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ4_0AVX512
+	TESTQ        DX, DX
+	JZ           donedotQ4_0AVX512
+	VMOVDQU64    2(AX), X4
+	VINSERTI32X4 $0x01, 2(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPMADDUBSW   Y7, Y1, Y9
+	VPMADDUBSW   Y8, Y1, Y10
+	VPADDW       Y10, Y9, Y9
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDUBSW   Y8, Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPSUBW       Y9, Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ4_0AVX512
 
 donedotQ4_0AVX512:
 	MOVSS X3, ret+24(FP)
@@ -2833,36 +2849,54 @@ loopdotQ5_0AVX512:
 	JMP           loopdotQ5_0AVX512
 
 taildotQ5_0AVX512:
-	TESTQ         DX, DX
-	JZ            donedotQ5_0AVX512
-	VPMADDUBSW    2(CX), Y1, Y6
-	VMOVDQU64     6(AX), X5
-	VPSRLW        $0x04, X5, X7
-	VINSERTI32X4  $0x01, X7, Y5, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         2(AX), K1
-	VPADDB        Y3, Y7, K1, Y7
-	VPMADDUBSW    2(CX), Y7, Y7
-	VPSUBW        Y6, Y7, Y7
-	VPMADDWD      Y2, Y7, Y7
-	VEXTRACTI32X4 $0x01, Y7, X5
-	VPADDD        X5, X7, X5
-	VPSHUFD       $0x4e, X5, X6
-	VPADDD        X6, X5, X5
-	VPSHUFD       $0xb1, X5, X6
-	VPADDD        X6, X5, X5
-	VCVTDQ2PS     X5, X5
-	VMOVD         (CX), X6
-	VCVTPH2PS     X6, X6
-	VMOVD         (AX), X7
-	VCVTPH2PS     X7, X7
-	VMULPS        X6, X7, X7
-	VMULPS        X7, X5, X5
-	VADDSS        X5, X4, X4
-	ADDQ          $0x00000016, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ5_0AVX512
+	TESTQ        DX, DX
+	JZ           donedotQ5_0AVX512
+	VMOVDQU64    6(AX), X5
+	VINSERTI32X4 $0x01, 6(AX), Y5, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPANDD       Y0, Y6, Y6
+	VPANDD       Y0, Y7, Y7
+	MOVL         2(AX), BX
+	MOVL         2(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y3, Y6, K1, Y6
+	VPADDB       Y3, Y7, K2, Y7
+	VMOVDQU64    2(CX), X5
+	VINSERTI32X4 $0x01, 2(CX), Y5, Y8
+	VMOVDQU64    18(CX), X5
+	VINSERTI32X4 $0x01, 18(CX), Y5, Y9
+	VPMADDUBSW   Y8, Y1, Y10
+	VPMADDUBSW   Y9, Y1, Y11
+	VPADDW       Y11, Y10, Y10
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPSUBW       Y10, Y6, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMOVD        (CX), X5
+	VCVTPH2PS    X5, X5
+	VMOVD        (AX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X5, X7, X7
+	VMULPS       X7, X6, X6
+	VADDSS       X6, X4, X4
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ5_0AVX512
 
 donedotQ5_0AVX512:
 	MOVSS X4, ret+24(FP)
@@ -3174,40 +3208,48 @@ loopdotMXFP4AVX512:
 	JMP           loopdotMXFP4AVX512
 
 taildotMXFP4AVX512:
-	TESTQ         DX, DX
-	JZ            donedotMXFP4AVX512
-	VPMADDUBSW    2(CX), Y1, Y8
-	VMOVDQU64     1(AX), X7
-	VPSRLW        $0x04, X7, X9
-	VINSERTI32X4  $0x01, X9, Y7, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y3, Y9
-	VPMADDUBSW    2(CX), Y9, Y9
-	VPSUBW        Y8, Y9, Y9
-	VPMADDWD      Y2, Y9, Y9
-	VEXTRACTI32X4 $0x01, Y9, X7
-	VPADDD        X7, X9, X7
-	VPSHUFD       $0x4e, X7, X8
-	VPADDD        X8, X7, X7
-	VPSHUFD       $0xb1, X7, X8
-	VPADDD        X8, X7, X7
-	VCVTDQ2PS     X7, X7
-	VMOVD         (CX), X8
-	VCVTPH2PS     X8, X8
-	VMOVD         (AX), X9
-	VPMOVZXBD     X9, X9
-	VPSUBD        X9, X4, X10
-	VPSRLVD       X10, X5, X10
-	VPSLLD        $0x17, X9, X9
-	VPSUBD        X5, X9, X9
-	VPMAXSD       X10, X9, X9
-	VMULPS        X8, X9, X9
-	VMULPS        X9, X7, X7
-	VADDSS        X7, X6, X6
-	ADDQ          $0x00000011, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotMXFP4AVX512
+	TESTQ        DX, DX
+	JZ           donedotMXFP4AVX512
+	VMOVDQU64    1(AX), X7
+	VINSERTI32X4 $0x01, 1(AX), Y7, Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPANDD       Y0, Y8, Y8
+	VPANDD       Y0, Y9, Y9
+	VPSHUFB      Y8, Y3, Y8
+	VPSHUFB      Y9, Y3, Y9
+	VMOVDQU64    2(CX), X7
+	VINSERTI32X4 $0x01, 2(CX), Y7, Y10
+	VMOVDQU64    18(CX), X7
+	VINSERTI32X4 $0x01, 18(CX), Y7, Y11
+	VPMADDUBSW   Y10, Y1, Y12
+	VPMADDUBSW   Y11, Y1, Y13
+	VPADDW       Y13, Y12, Y12
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y11, Y9, Y9
+	VPADDW       Y9, Y8, Y8
+	VPSUBW       Y12, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPSHUFD      $0x4e, X8, X7
+	VPADDD       X7, X8, X8
+	VPSHUFD      $0xb1, X8, X7
+	VPADDD       X7, X8, X8
+	VCVTDQ2PS    X8, X8
+	VMOVD        (CX), X7
+	VCVTPH2PS    X7, X7
+	VMOVD        (AX), X9
+	VPMOVZXBD    X9, X9
+	VPSUBD       X9, X4, X10
+	VPSRLVD      X10, X5, X10
+	VPSLLD       $0x17, X9, X9
+	VPSUBD       X5, X9, X9
+	VPMAXSD      X10, X9, X9
+	VMULPS       X7, X9, X9
+	VMULPS       X9, X8, X8
+	VADDSS       X8, X6, X6
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotMXFP4AVX512
 
 donedotMXFP4AVX512:
 	MOVSS X6, ret+24(FP)
@@ -5191,34 +5233,42 @@ loopdotQ8_0VNNI:
 	JMP           loopdotQ8_0VNNI
 
 taildotQ8_0VNNI:
-	TESTQ         DX, DX
-	JZ            donedotQ8_0VNNI
-	VPXORD        Y16, Y16, Y16
-	VPDPBUSD      2(CX), Y0, Y16
-	VPXORD        Y17, Y17, Y17
-	VPSUBD        Y16, Y17, Y17
-	VMOVDQU64     2(AX), Y2
-	VPXORD        Y0, Y2, Y2
-	VMOVDQA64     Y17, Y3
-	VPDPBUSD      2(CX), Y2, Y3
-	VEXTRACTI32X4 $0x01, Y3, X2
-	VPADDD        X2, X3, X2
-	VPSHUFD       $0x4e, X2, X3
-	VPADDD        X3, X2, X2
-	VPSHUFD       $0xb1, X2, X3
-	VPADDD        X3, X2, X2
-	VCVTDQ2PS     X2, X2
-	VMOVD         (CX), X3
-	VCVTPH2PS     X3, X3
-	VMOVD         (AX), X4
-	VCVTPH2PS     X4, X4
-	VMULPS        X3, X4, X4
-	VMULPS        X4, X2, X2
-	VADDSS        X2, X1, X1
-	ADDQ          $0x00000022, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ8_0VNNI
+	TESTQ        DX, DX
+	JZ           donedotQ8_0VNNI
+	VMOVDQU64    2(AX), X2
+	VINSERTI32X4 $0x01, 2(AX), Y2, Y3
+	VMOVDQU64    18(AX), X2
+	VINSERTI32X4 $0x01, 18(AX), Y2, Y4
+	VMOVDQU64    2(CX), X2
+	VINSERTI32X4 $0x01, 2(CX), Y2, Y5
+	VMOVDQU64    18(CX), X2
+	VINSERTI32X4 $0x01, 18(CX), Y2, Y6
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y5, Y0, Y16
+	VPDPBUSD     Y6, Y0, Y16
+	VPXORD       Y17, Y17, Y17
+	VPSUBD       Y16, Y17, Y17
+	VPXORD       Y0, Y3, Y3
+	VPXORD       Y0, Y4, Y4
+	VMOVDQA64    Y17, Y7
+	VPDPBUSD     Y5, Y3, Y7
+	VPDPBUSD     Y6, Y4, Y7
+	VPSHUFD      $0x4e, X7, X2
+	VPADDD       X2, X7, X7
+	VPSHUFD      $0xb1, X7, X2
+	VPADDD       X2, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X2, X3, X3
+	VMULPS       X3, X7, X7
+	VADDSS       X7, X1, X1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ8_0VNNI
 
 donedotQ8_0VNNI:
 	MOVSS X1, ret+24(FP)
@@ -5461,36 +5511,41 @@ loopdotQ4_0VNNI:
 	JMP           loopdotQ4_0VNNI
 
 taildotQ4_0VNNI:
-	TESTQ         DX, DX
-	JZ            donedotQ4_0VNNI
-	VPXORD        Y14, Y14, Y14
-	VPDPBUSD      2(CX), Y1, Y14
-	VPXORD        Y15, Y15, Y15
-	VPSUBD        Y14, Y15, Y15
-	VMOVDQU64     2(AX), X3
-	VPSRLW        $0x04, X3, X4
-	VINSERTI32X4  $0x01, X4, Y3, Y4
-	VPANDD        Y0, Y4, Y4
-	VMOVDQA64     Y15, Y5
-	VPDPBUSD      2(CX), Y4, Y5
-	VEXTRACTI32X4 $0x01, Y5, X3
-	VPADDD        X3, X5, X3
-	VPSHUFD       $0x4e, X3, X4
-	VPADDD        X4, X3, X3
-	VPSHUFD       $0xb1, X3, X4
-	VPADDD        X4, X3, X3
-	VCVTDQ2PS     X3, X3
-	VMOVD         (CX), X4
-	VCVTPH2PS     X4, X4
-	VMOVD         (AX), X5
-	VCVTPH2PS     X5, X5
-	VMULPS        X5, X3, X3
-	VMULPS        X4, X3, X3
-	VADDSS        X3, X2, X2
-	ADDQ          $0x00000012, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ4_0VNNI
+	TESTQ        DX, DX
+	JZ           donedotQ4_0VNNI
+	VMOVDQU64    2(AX), X3
+	VINSERTI32X4 $0x01, 2(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	VMOVDQU64    2(CX), X3
+	VINSERTI32X4 $0x01, 2(CX), Y3, Y6
+	VMOVDQU64    18(CX), X3
+	VINSERTI32X4 $0x01, 18(CX), Y3, Y7
+	VPXORD       Y14, Y14, Y14
+	VPDPBUSD     Y6, Y1, Y14
+	VPDPBUSD     Y7, Y1, Y14
+	VPXORD       Y15, Y15, Y15
+	VPSUBD       Y14, Y15, Y15
+	VMOVDQA64    Y15, Y8
+	VPDPBUSD     Y6, Y4, Y8
+	VPDPBUSD     Y7, Y5, Y8
+	VPSHUFD      $0x4e, X8, X3
+	VPADDD       X3, X8, X8
+	VPSHUFD      $0xb1, X8, X3
+	VPADDD       X3, X8, X8
+	VCVTDQ2PS    X8, X8
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X8, X8
+	VMULPS       X3, X8, X8
+	VADDSS       X8, X2, X2
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ4_0VNNI
 
 donedotQ4_0VNNI:
 	MOVSS X2, ret+24(FP)
@@ -5778,38 +5833,54 @@ loopdotQ5_0VNNI:
 	JMP           loopdotQ5_0VNNI
 
 taildotQ5_0VNNI:
-	TESTQ         DX, DX
-	JZ            donedotQ5_0VNNI
-	VPXORD        Y15, Y15, Y15
-	VPDPBUSD      2(CX), Y1, Y15
-	VPXORD        Y16, Y16, Y16
-	VPSUBD        Y15, Y16, Y16
-	VMOVDQU64     6(AX), X4
-	VPSRLW        $0x04, X4, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	KMOVD         2(AX), K1
-	VPADDB        Y2, Y5, K1, Y5
-	VMOVDQA64     Y16, Y6
-	VPDPBUSD      2(CX), Y5, Y6
-	VEXTRACTI32X4 $0x01, Y6, X4
-	VPADDD        X4, X6, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
-	VMOVD         (CX), X5
-	VCVTPH2PS     X5, X5
-	VMOVD         (AX), X6
-	VCVTPH2PS     X6, X6
-	VMULPS        X5, X6, X6
-	VMULPS        X6, X4, X4
-	VADDSS        X4, X3, X3
-	ADDQ          $0x00000016, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ5_0VNNI
+	TESTQ        DX, DX
+	JZ           donedotQ5_0VNNI
+	VMOVDQU64    6(AX), X4
+	VINSERTI32X4 $0x01, 6(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	MOVL         2(AX), BX
+	MOVL         2(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y2, Y5, K1, Y5
+	VPADDB       Y2, Y6, K2, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y7, Y1, Y15
+	VPDPBUSD     Y8, Y1, Y15
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y15, Y16, Y16
+	VMOVDQA64    Y16, Y9
+	VPDPBUSD     Y7, Y5, Y9
+	VPDPBUSD     Y8, Y6, Y9
+	VPSHUFD      $0x4e, X9, X4
+	VPADDD       X4, X9, X9
+	VPSHUFD      $0xb1, X9, X4
+	VPADDD       X4, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMULPS       X5, X9, X9
+	VADDSS       X9, X3, X3
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ5_0VNNI
 
 donedotQ5_0VNNI:
 	MOVSS X3, ret+24(FP)
@@ -6113,42 +6184,48 @@ loopdotMXFP4VNNI:
 	JMP           loopdotMXFP4VNNI
 
 taildotMXFP4VNNI:
-	TESTQ         DX, DX
-	JZ            donedotMXFP4VNNI
-	VPXORD        Y17, Y17, Y17
-	VPDPBUSD      2(CX), Y1, Y17
-	VPXORD        Y18, Y18, Y18
-	VPSUBD        Y17, Y18, Y18
-	VMOVDQU64     1(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	VPSHUFB       Y7, Y2, Y7
-	VMOVDQA64     Y18, Y8
-	VPDPBUSD      2(CX), Y7, Y8
-	VEXTRACTI32X4 $0x01, Y8, X6
-	VPADDD        X6, X8, X6
-	VPSHUFD       $0x4e, X6, X7
-	VPADDD        X7, X6, X6
-	VPSHUFD       $0xb1, X6, X7
-	VPADDD        X7, X6, X6
-	VCVTDQ2PS     X6, X6
-	VMOVD         (CX), X7
-	VCVTPH2PS     X7, X7
-	VMOVD         (AX), X8
-	VPMOVZXBD     X8, X8
-	VPSUBD        X8, X3, X9
-	VPSRLVD       X9, X4, X9
-	VPSLLD        $0x17, X8, X8
-	VPSUBD        X4, X8, X8
-	VPMAXSD       X9, X8, X8
-	VMULPS        X7, X8, X8
-	VMULPS        X8, X6, X6
-	VADDSS        X6, X5, X5
-	ADDQ          $0x00000011, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotMXFP4VNNI
+	TESTQ        DX, DX
+	JZ           donedotMXFP4VNNI
+	VMOVDQU64    1(AX), X6
+	VINSERTI32X4 $0x01, 1(AX), Y6, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPANDD       Y0, Y7, Y7
+	VPANDD       Y0, Y8, Y8
+	VPSHUFB      Y7, Y2, Y7
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU64    2(CX), X6
+	VINSERTI32X4 $0x01, 2(CX), Y6, Y9
+	VMOVDQU64    18(CX), X6
+	VINSERTI32X4 $0x01, 18(CX), Y6, Y10
+	VPXORD       Y17, Y17, Y17
+	VPDPBUSD     Y9, Y1, Y17
+	VPDPBUSD     Y10, Y1, Y17
+	VPXORD       Y18, Y18, Y18
+	VPSUBD       Y17, Y18, Y18
+	VMOVDQA64    Y18, Y11
+	VPDPBUSD     Y9, Y7, Y11
+	VPDPBUSD     Y10, Y8, Y11
+	VPSHUFD      $0x4e, X11, X6
+	VPADDD       X6, X11, X11
+	VPSHUFD      $0xb1, X11, X6
+	VPADDD       X6, X11, X11
+	VCVTDQ2PS    X11, X11
+	VMOVD        (CX), X6
+	VCVTPH2PS    X6, X6
+	VMOVD        (AX), X7
+	VPMOVZXBD    X7, X7
+	VPSUBD       X7, X3, X8
+	VPSRLVD      X8, X4, X8
+	VPSLLD       $0x17, X7, X7
+	VPSUBD       X4, X7, X7
+	VPMAXSD      X8, X7, X7
+	VMULPS       X6, X7, X7
+	VMULPS       X7, X11, X11
+	VADDSS       X11, X5, X5
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotMXFP4VNNI
 
 donedotMXFP4VNNI:
 	MOVSS X5, ret+24(FP)
@@ -8237,34 +8314,42 @@ loopdotQ8_0VNNI256:
 	JMP           loopdotQ8_0VNNI256
 
 taildotQ8_0VNNI256:
-	TESTQ         DX, DX
-	JZ            donedotQ8_0VNNI256
-	VPXORD        Y16, Y16, Y16
-	VPDPBUSD      2(CX), Y0, Y16
-	VPXORD        Y17, Y17, Y17
-	VPSUBD        Y16, Y17, Y17
-	VMOVDQU64     2(AX), Y2
-	VPXORD        Y0, Y2, Y2
-	VMOVDQA64     Y17, Y3
-	VPDPBUSD      2(CX), Y2, Y3
-	VEXTRACTI32X4 $0x01, Y3, X2
-	VPADDD        X2, X3, X2
-	VPSHUFD       $0x4e, X2, X3
-	VPADDD        X3, X2, X2
-	VPSHUFD       $0xb1, X2, X3
-	VPADDD        X3, X2, X2
-	VCVTDQ2PS     X2, X2
-	VMOVD         (CX), X3
-	VCVTPH2PS     X3, X3
-	VMOVD         (AX), X4
-	VCVTPH2PS     X4, X4
-	VMULPS        X3, X4, X4
-	VMULPS        X4, X2, X2
-	VADDSS        X2, X1, X1
-	ADDQ          $0x00000022, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ8_0VNNI256
+	TESTQ        DX, DX
+	JZ           donedotQ8_0VNNI256
+	VMOVDQU64    2(AX), X2
+	VINSERTI32X4 $0x01, 2(AX), Y2, Y3
+	VMOVDQU64    18(AX), X2
+	VINSERTI32X4 $0x01, 18(AX), Y2, Y4
+	VMOVDQU64    2(CX), X2
+	VINSERTI32X4 $0x01, 2(CX), Y2, Y5
+	VMOVDQU64    18(CX), X2
+	VINSERTI32X4 $0x01, 18(CX), Y2, Y6
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y5, Y0, Y16
+	VPDPBUSD     Y6, Y0, Y16
+	VPXORD       Y17, Y17, Y17
+	VPSUBD       Y16, Y17, Y17
+	VPXORD       Y0, Y3, Y3
+	VPXORD       Y0, Y4, Y4
+	VMOVDQA64    Y17, Y7
+	VPDPBUSD     Y5, Y3, Y7
+	VPDPBUSD     Y6, Y4, Y7
+	VPSHUFD      $0x4e, X7, X2
+	VPADDD       X2, X7, X7
+	VPSHUFD      $0xb1, X7, X2
+	VPADDD       X2, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X2, X3, X3
+	VMULPS       X3, X7, X7
+	VADDSS       X7, X1, X1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ8_0VNNI256
 
 donedotQ8_0VNNI256:
 	MOVSS X1, ret+24(FP)
@@ -8504,36 +8589,41 @@ loopdotQ4_0VNNI256:
 	JMP           loopdotQ4_0VNNI256
 
 taildotQ4_0VNNI256:
-	TESTQ         DX, DX
-	JZ            donedotQ4_0VNNI256
-	VPXORD        Y14, Y14, Y14
-	VPDPBUSD      2(CX), Y1, Y14
-	VPXORD        Y15, Y15, Y15
-	VPSUBD        Y14, Y15, Y15
-	VMOVDQU64     2(AX), X3
-	VPSRLW        $0x04, X3, X4
-	VINSERTI32X4  $0x01, X4, Y3, Y4
-	VPANDD        Y0, Y4, Y4
-	VMOVDQA64     Y15, Y5
-	VPDPBUSD      2(CX), Y4, Y5
-	VEXTRACTI32X4 $0x01, Y5, X3
-	VPADDD        X3, X5, X3
-	VPSHUFD       $0x4e, X3, X4
-	VPADDD        X4, X3, X3
-	VPSHUFD       $0xb1, X3, X4
-	VPADDD        X4, X3, X3
-	VCVTDQ2PS     X3, X3
-	VMOVD         (CX), X4
-	VCVTPH2PS     X4, X4
-	VMOVD         (AX), X5
-	VCVTPH2PS     X5, X5
-	VMULPS        X5, X3, X3
-	VMULPS        X4, X3, X3
-	VADDSS        X3, X2, X2
-	ADDQ          $0x00000012, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ4_0VNNI256
+	TESTQ        DX, DX
+	JZ           donedotQ4_0VNNI256
+	VMOVDQU64    2(AX), X3
+	VINSERTI32X4 $0x01, 2(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	VMOVDQU64    2(CX), X3
+	VINSERTI32X4 $0x01, 2(CX), Y3, Y6
+	VMOVDQU64    18(CX), X3
+	VINSERTI32X4 $0x01, 18(CX), Y3, Y7
+	VPXORD       Y14, Y14, Y14
+	VPDPBUSD     Y6, Y1, Y14
+	VPDPBUSD     Y7, Y1, Y14
+	VPXORD       Y15, Y15, Y15
+	VPSUBD       Y14, Y15, Y15
+	VMOVDQA64    Y15, Y8
+	VPDPBUSD     Y6, Y4, Y8
+	VPDPBUSD     Y7, Y5, Y8
+	VPSHUFD      $0x4e, X8, X3
+	VPADDD       X3, X8, X8
+	VPSHUFD      $0xb1, X8, X3
+	VPADDD       X3, X8, X8
+	VCVTDQ2PS    X8, X8
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X8, X8
+	VMULPS       X3, X8, X8
+	VADDSS       X8, X2, X2
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ4_0VNNI256
 
 donedotQ4_0VNNI256:
 	MOVSS X2, ret+24(FP)
@@ -8821,38 +8911,54 @@ loopdotQ5_0VNNI256:
 	JMP           loopdotQ5_0VNNI256
 
 taildotQ5_0VNNI256:
-	TESTQ         DX, DX
-	JZ            donedotQ5_0VNNI256
-	VPXORD        Y15, Y15, Y15
-	VPDPBUSD      2(CX), Y1, Y15
-	VPXORD        Y16, Y16, Y16
-	VPSUBD        Y15, Y16, Y16
-	VMOVDQU64     6(AX), X4
-	VPSRLW        $0x04, X4, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	KMOVD         2(AX), K1
-	VPADDB        Y2, Y5, K1, Y5
-	VMOVDQA64     Y16, Y6
-	VPDPBUSD      2(CX), Y5, Y6
-	VEXTRACTI32X4 $0x01, Y6, X4
-	VPADDD        X4, X6, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
-	VMOVD         (CX), X5
-	VCVTPH2PS     X5, X5
-	VMOVD         (AX), X6
-	VCVTPH2PS     X6, X6
-	VMULPS        X5, X6, X6
-	VMULPS        X6, X4, X4
-	VADDSS        X4, X3, X3
-	ADDQ          $0x00000016, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ5_0VNNI256
+	TESTQ        DX, DX
+	JZ           donedotQ5_0VNNI256
+	VMOVDQU64    6(AX), X4
+	VINSERTI32X4 $0x01, 6(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	MOVL         2(AX), BX
+	MOVL         2(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y2, Y5, K1, Y5
+	VPADDB       Y2, Y6, K2, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y7, Y1, Y15
+	VPDPBUSD     Y8, Y1, Y15
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y15, Y16, Y16
+	VMOVDQA64    Y16, Y9
+	VPDPBUSD     Y7, Y5, Y9
+	VPDPBUSD     Y8, Y6, Y9
+	VPSHUFD      $0x4e, X9, X4
+	VPADDD       X4, X9, X9
+	VPSHUFD      $0xb1, X9, X4
+	VPADDD       X4, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMULPS       X5, X9, X9
+	VADDSS       X9, X3, X3
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ5_0VNNI256
 
 donedotQ5_0VNNI256:
 	MOVSS X3, ret+24(FP)
@@ -9156,42 +9262,48 @@ loopdotMXFP4VNNI256:
 	JMP           loopdotMXFP4VNNI256
 
 taildotMXFP4VNNI256:
-	TESTQ         DX, DX
-	JZ            donedotMXFP4VNNI256
-	VPXORD        Y17, Y17, Y17
-	VPDPBUSD      2(CX), Y1, Y17
-	VPXORD        Y18, Y18, Y18
-	VPSUBD        Y17, Y18, Y18
-	VMOVDQU64     1(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	VPSHUFB       Y7, Y2, Y7
-	VMOVDQA64     Y18, Y8
-	VPDPBUSD      2(CX), Y7, Y8
-	VEXTRACTI32X4 $0x01, Y8, X6
-	VPADDD        X6, X8, X6
-	VPSHUFD       $0x4e, X6, X7
-	VPADDD        X7, X6, X6
-	VPSHUFD       $0xb1, X6, X7
-	VPADDD        X7, X6, X6
-	VCVTDQ2PS     X6, X6
-	VMOVD         (CX), X7
-	VCVTPH2PS     X7, X7
-	VMOVD         (AX), X8
-	VPMOVZXBD     X8, X8
-	VPSUBD        X8, X3, X9
-	VPSRLVD       X9, X4, X9
-	VPSLLD        $0x17, X8, X8
-	VPSUBD        X4, X8, X8
-	VPMAXSD       X9, X8, X8
-	VMULPS        X7, X8, X8
-	VMULPS        X8, X6, X6
-	VADDSS        X6, X5, X5
-	ADDQ          $0x00000011, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotMXFP4VNNI256
+	TESTQ        DX, DX
+	JZ           donedotMXFP4VNNI256
+	VMOVDQU64    1(AX), X6
+	VINSERTI32X4 $0x01, 1(AX), Y6, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPANDD       Y0, Y7, Y7
+	VPANDD       Y0, Y8, Y8
+	VPSHUFB      Y7, Y2, Y7
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU64    2(CX), X6
+	VINSERTI32X4 $0x01, 2(CX), Y6, Y9
+	VMOVDQU64    18(CX), X6
+	VINSERTI32X4 $0x01, 18(CX), Y6, Y10
+	VPXORD       Y17, Y17, Y17
+	VPDPBUSD     Y9, Y1, Y17
+	VPDPBUSD     Y10, Y1, Y17
+	VPXORD       Y18, Y18, Y18
+	VPSUBD       Y17, Y18, Y18
+	VMOVDQA64    Y18, Y11
+	VPDPBUSD     Y9, Y7, Y11
+	VPDPBUSD     Y10, Y8, Y11
+	VPSHUFD      $0x4e, X11, X6
+	VPADDD       X6, X11, X11
+	VPSHUFD      $0xb1, X11, X6
+	VPADDD       X6, X11, X11
+	VCVTDQ2PS    X11, X11
+	VMOVD        (CX), X6
+	VCVTPH2PS    X6, X6
+	VMOVD        (AX), X7
+	VPMOVZXBD    X7, X7
+	VPSUBD       X7, X3, X8
+	VPSRLVD      X8, X4, X8
+	VPSLLD       $0x17, X7, X7
+	VPSUBD       X4, X7, X7
+	VPMAXSD      X8, X7, X7
+	VMULPS       X6, X7, X7
+	VMULPS       X7, X11, X11
+	VADDSS       X11, X5, X5
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotMXFP4VNNI256
 
 donedotMXFP4VNNI256:
 	MOVSS X5, ret+24(FP)
