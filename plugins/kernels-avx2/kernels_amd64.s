@@ -2254,23 +2254,51 @@ loopdotQ8_0AVX2:
 	VPHADDD      Y5, Y4, Y4
 	VPHADDD      Y4, Y3, Y3
 	VCVTDQ2PS    Y3, Y3
-	VMOVD        (CX), X2
-	VPINSRW      $0x01, 34(CX), X2, X2
-	VPINSRW      $0x02, 68(CX), X2, X2
-	VPINSRW      $0x03, 102(CX), X2, X2
-	VPINSRW      $0x04, 136(CX), X2, X2
-	VPINSRW      $0x05, 170(CX), X2, X2
-	VPINSRW      $0x06, 204(CX), X2, X2
-	VPINSRW      $0x07, 238(CX), X2, X2
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X2
+	VPINSRQ      $0x01, SI, X2, X2
 	VCVTPH2PS    X2, Y4
-	VMOVD        (AX), X2
-	VPINSRW      $0x01, 34(AX), X2, X2
-	VPINSRW      $0x02, 68(AX), X2, X2
-	VPINSRW      $0x03, 102(AX), X2, X2
-	VPINSRW      $0x04, 136(AX), X2, X2
-	VPINSRW      $0x05, 170(AX), X2, X2
-	VPINSRW      $0x06, 204(AX), X2, X2
-	VPINSRW      $0x07, 238(AX), X2, X2
+	MOVWQZX      (AX), BX
+	MOVWQZX      34(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(AX), SI
+	MOVWQZX      170(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X2
+	VPINSRQ      $0x01, SI, X2, X2
 	VCVTPH2PS    X2, Y5
 	VMULPS       Y4, Y5, Y5
 	VMULPS       Y5, Y3, Y3
@@ -2421,14 +2449,28 @@ loopdotQ8_0r8AVX2:
 	VPBROADCASTW   (DX), X3
 	VCVTPH2PS      X3, Y3
 	VCVTDQ2PS      Y2, Y2
-	VMOVD          (AX), X4
-	VPINSRW        $0x01, (AX)(CX*1), X4, X4
-	VPINSRW        $0x02, (AX)(CX*2), X4, X4
-	VPINSRW        $0x03, (AX)(SI*1), X4, X4
-	VPINSRW        $0x04, (DI), X4, X4
-	VPINSRW        $0x05, (DI)(CX*1), X4, X4
-	VPINSRW        $0x06, (DI)(CX*2), X4, X4
-	VPINSRW        $0x07, (DI)(SI*1), X4, X4
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X4
+	VPINSRQ        $0x01, R10, X4, X4
 	VCVTPH2PS      X4, Y5
 	VMULPS         Y3, Y5, Y5
 	VMULPS         Y5, Y2, Y2
@@ -2531,23 +2573,51 @@ loopdotQ4_0AVX2:
 	VPHADDD      Y7, Y6, Y6
 	VPHADDD      Y6, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VMOVD        (CX), X4
-	VPINSRW      $0x01, 34(CX), X4, X4
-	VPINSRW      $0x02, 68(CX), X4, X4
-	VPINSRW      $0x03, 102(CX), X4, X4
-	VPINSRW      $0x04, 136(CX), X4, X4
-	VPINSRW      $0x05, 170(CX), X4, X4
-	VPINSRW      $0x06, 204(CX), X4, X4
-	VPINSRW      $0x07, 238(CX), X4, X4
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X4
+	VPINSRQ      $0x01, SI, X4, X4
 	VCVTPH2PS    X4, Y6
-	VMOVD        (AX), X4
-	VPINSRW      $0x01, 18(AX), X4, X4
-	VPINSRW      $0x02, 36(AX), X4, X4
-	VPINSRW      $0x03, 54(AX), X4, X4
-	VPINSRW      $0x04, 72(AX), X4, X4
-	VPINSRW      $0x05, 90(AX), X4, X4
-	VPINSRW      $0x06, 108(AX), X4, X4
-	VPINSRW      $0x07, 126(AX), X4, X4
+	MOVWQZX      (AX), BX
+	MOVWQZX      18(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      36(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      54(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      72(AX), SI
+	MOVWQZX      90(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      108(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      126(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X4
+	VPINSRQ      $0x01, SI, X4, X4
 	VCVTPH2PS    X4, Y7
 	VMULPS       Y7, Y5, Y5
 	VMULPS       Y6, Y5, Y5
@@ -2689,14 +2759,28 @@ loopdotQ4_0r8AVX2:
 	VPBROADCASTW   (DX), X5
 	VCVTPH2PS      X5, Y5
 	VCVTDQ2PS      Y4, Y4
-	VMOVD          (AX), X6
-	VPINSRW        $0x01, (AX)(CX*1), X6, X6
-	VPINSRW        $0x02, (AX)(CX*2), X6, X6
-	VPINSRW        $0x03, (AX)(SI*1), X6, X6
-	VPINSRW        $0x04, (DI), X6, X6
-	VPINSRW        $0x05, (DI)(CX*1), X6, X6
-	VPINSRW        $0x06, (DI)(CX*2), X6, X6
-	VPINSRW        $0x07, (DI)(SI*1), X6, X6
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X6
+	VPINSRQ        $0x01, R10, X6, X6
 	VCVTPH2PS      X6, Y6
 	VMULPS         Y6, Y4, Y4
 	VMULPS         Y5, Y4, Y4
@@ -2853,23 +2937,51 @@ loopdotQ5_0AVX2:
 	VPHADDD      Y9, Y8, Y8
 	VPHADDD      Y8, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMOVD        (CX), X6
-	VPINSRW      $0x01, 34(CX), X6, X6
-	VPINSRW      $0x02, 68(CX), X6, X6
-	VPINSRW      $0x03, 102(CX), X6, X6
-	VPINSRW      $0x04, 136(CX), X6, X6
-	VPINSRW      $0x05, 170(CX), X6, X6
-	VPINSRW      $0x06, 204(CX), X6, X6
-	VPINSRW      $0x07, 238(CX), X6, X6
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X6
+	VPINSRQ      $0x01, SI, X6, X6
 	VCVTPH2PS    X6, Y8
-	VMOVD        (AX), X6
-	VPINSRW      $0x01, 22(AX), X6, X6
-	VPINSRW      $0x02, 44(AX), X6, X6
-	VPINSRW      $0x03, 66(AX), X6, X6
-	VPINSRW      $0x04, 88(AX), X6, X6
-	VPINSRW      $0x05, 110(AX), X6, X6
-	VPINSRW      $0x06, 132(AX), X6, X6
-	VPINSRW      $0x07, 154(AX), X6, X6
+	MOVWQZX      (AX), BX
+	MOVWQZX      22(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      44(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      66(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      88(AX), SI
+	MOVWQZX      110(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      132(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      154(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X6
+	VPINSRQ      $0x01, SI, X6, X6
 	VCVTPH2PS    X6, Y9
 	VMULPS       Y8, Y9, Y9
 	VMULPS       Y9, Y7, Y7
@@ -3109,14 +3221,28 @@ loopdotQ5_0r8AVX2:
 	VPBROADCASTW   (DX), X7
 	VCVTPH2PS      X7, Y7
 	VCVTDQ2PS      Y6, Y6
-	VMOVD          (AX), X8
-	VPINSRW        $0x01, (AX)(CX*1), X8, X8
-	VPINSRW        $0x02, (AX)(CX*2), X8, X8
-	VPINSRW        $0x03, (AX)(SI*1), X8, X8
-	VPINSRW        $0x04, (DI), X8, X8
-	VPINSRW        $0x05, (DI)(CX*1), X8, X8
-	VPINSRW        $0x06, (DI)(CX*2), X8, X8
-	VPINSRW        $0x07, (DI)(SI*1), X8, X8
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X8
+	VPINSRQ        $0x01, R10, X8, X8
 	VCVTPH2PS      X8, Y8
 	VMULPS         Y7, Y8, Y8
 	VMULPS         Y8, Y6, Y6
@@ -3230,23 +3356,52 @@ loopdotMXFP4AVX2:
 	VPHADDD      Y10, Y9, Y9
 	VPHADDD      Y9, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMOVD        (CX), X7
-	VPINSRW      $0x01, 34(CX), X7, X7
-	VPINSRW      $0x02, 68(CX), X7, X7
-	VPINSRW      $0x03, 102(CX), X7, X7
-	VPINSRW      $0x04, 136(CX), X7, X7
-	VPINSRW      $0x05, 170(CX), X7, X7
-	VPINSRW      $0x06, 204(CX), X7, X7
-	VPINSRW      $0x07, 238(CX), X7, X7
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X7
+	VPINSRQ      $0x01, SI, X7, X7
 	VCVTPH2PS    X7, Y9
-	VMOVD        (AX), X7
-	VPINSRB      $0x01, 17(AX), X7, X7
-	VPINSRB      $0x02, 34(AX), X7, X7
-	VPINSRB      $0x03, 51(AX), X7, X7
-	VPINSRB      $0x04, 68(AX), X7, X7
-	VPINSRB      $0x05, 85(AX), X7, X7
-	VPINSRB      $0x06, 102(AX), X7, X7
-	VPINSRB      $0x07, 119(AX), X7, X7
+	MOVBQZX      (AX), BX
+	MOVBQZX      17(AX), SI
+	SHLQ         $0x08, SI
+	ORQ          SI, BX
+	MOVBQZX      34(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVBQZX      51(AX), SI
+	SHLQ         $0x18, SI
+	ORQ          SI, BX
+	MOVBQZX      68(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVBQZX      85(AX), SI
+	SHLQ         $0x28, SI
+	ORQ          SI, BX
+	MOVBQZX      102(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVBQZX      119(AX), SI
+	SHLQ         $0x38, SI
+	ORQ          SI, BX
+	VMOVQ        BX, X7
 	VPMOVZXBD    X7, Y10
 	VPSUBD       Y10, Y4, Y11
 	VPSRLVD      Y11, Y5, Y11
@@ -3423,14 +3578,29 @@ loopdotMXFP4r8AVX2:
 	VPBROADCASTW   (DX), X8
 	VCVTPH2PS      X8, Y8
 	VCVTDQ2PS      Y7, Y7
-	VMOVD          (AX), X9
-	VPINSRB        $0x01, (AX)(CX*1), X9, X9
-	VPINSRB        $0x02, (AX)(CX*2), X9, X9
-	VPINSRB        $0x03, (AX)(SI*1), X9, X9
-	VPINSRB        $0x04, (DI), X9, X9
-	VPINSRB        $0x05, (DI)(CX*1), X9, X9
-	VPINSRB        $0x06, (DI)(CX*2), X9, X9
-	VPINSRB        $0x07, (DI)(SI*1), X9, X9
+	MOVBQZX        (AX), R9
+	MOVBQZX        (AX)(CX*1), R10
+	SHLQ           $0x08, R10
+	ORQ            R10, R9
+	MOVBQZX        (AX)(CX*2), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVBQZX        (AX)(SI*1), R10
+	SHLQ           $0x18, R10
+	ORQ            R10, R9
+	MOVBQZX        (DI), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVBQZX        (DI)(CX*1), R10
+	SHLQ           $0x28, R10
+	ORQ            R10, R9
+	MOVBQZX        (DI)(CX*2), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVBQZX        (DI)(SI*1), R10
+	SHLQ           $0x38, R10
+	ORQ            R10, R9
+	VMOVQ          R9, X9
 	VPMOVZXBD      X9, Y9
 	VPSUBD         Y9, Y4, Y10
 	VPSRLVD        Y10, Y5, Y10

@@ -126,12 +126,8 @@ func (k *b32k) hadd2(a, b VecVirtual) VecVirtual {
 
 // halves gathers the n fp16 values at m(0..n-1) as floats (n = 1, 4 or 8:
 // an xmm, or a ymm for 8).
-func halves(n int, m func(i int) Mem) VecVirtual {
-	x := XMM()
-	VMOVD(m(0), x) // every block has at least four bytes there
-	for i := 1; i < n; i++ {
-		VPINSRW(U8(i), m(i), x, x)
-	}
+func (k *b32k) halves(n int, m func(i int) Mem) VecVirtual {
+	x := k.gather(n, 2, m)
 	if n == 8 {
 		y := YMM()
 		VCVTPH2PS(x, y)
@@ -141,16 +137,59 @@ func halves(n int, m func(i int) Mem) VecVirtual {
 	return x
 }
 
+// gather packs the n values of size bytes (1 or 2) at m(0..n-1) into the
+// low bytes of an xmm. Eight are composed in general registers, which the
+// vector kernels mostly leave idle, rather than by seven inserts, which
+// cost a vector shuffle each (measured: MXFP4 12% faster, Q4_0 and Q8_0 the
+// same; AVX-512 Q5_0, which builds its masks there, 3% slower); fewer take
+// the inserts.
+func (k *b32k) gather(n, size int, m func(i int) Mem) VecVirtual {
+	x := XMM()
+	if n < 8 || (k.ty == b32Q5_0 && k.t.evex()) {
+		VMOVD(m(0), x) // every block has at least four bytes there
+		for i := 1; i < n; i++ {
+			if size == 1 {
+				VPINSRB(U8(i), m(i), x, x)
+			} else {
+				VPINSRW(U8(i), m(i), x, x)
+			}
+		}
+		return x
+	}
+	per := 8 / size // values per qword
+	var q []GPVirtual
+	for i := 0; i < n; i += per {
+		acc := GP64()
+		for j := 0; j < per && i+j < n; j++ {
+			v := acc
+			if j > 0 {
+				v = GP64()
+			}
+			if size == 1 {
+				MOVBQZX(m(i+j), v)
+			} else {
+				MOVWQZX(m(i+j), v)
+			}
+			if j > 0 {
+				SHLQ(U8(8*size*j), v)
+				ORQ(v, acc)
+			}
+		}
+		q = append(q, acc)
+	}
+	VMOVQ(q[0], x)
+	if len(q) > 1 {
+		VPINSRQ(U8(1), q[1], x, x)
+	}
+	return x
+}
+
 // e8m0Half returns e8m0half(e) = 2^(e-128) of the n exponent bytes at
 // m(i) as floats: (e-1)<<23 for e >= 2, and the subnormals 0x00800000>>(2-e)
 // for e < 2 (for e > 2 the variable shift count is >= 32 and gives 0; a
 // signed max picks the right one, as (e-1)<<23 is negative or 0 for e < 2).
 func (k *b32k) e8m0Half(n int, m func(i int) Mem) VecVirtual {
-	x := XMM()
-	VMOVD(m(0), x)
-	for i := 1; i < n; i++ {
-		VPINSRB(U8(i), m(i), x, x)
-	}
+	x := k.gather(n, 1, m)
 	var e, s VecVirtual = XMM(), XMM()
 	c2, c8 := Op(k.c2.AsX()), Op(k.c800000.AsX())
 	if n == 8 {
@@ -174,13 +213,13 @@ func (k *b32k) products(n int, isum VecVirtual, w func(i int) Mem, da VecVirtual
 	f := isum
 	VCVTDQ2PS(isum, f)
 	if da == nil {
-		da = halves(n, a)
+		da = k.halves(n, a)
 	}
 	var dw VecVirtual
 	if k.ty == b32MXFP4 {
 		dw = k.e8m0Half(n, w)
 	} else {
-		dw = halves(n, w)
+		dw = k.halves(n, w)
 	}
 	if k.ty == b32Q4_0 {
 		VMULPS(dw, f, f)
