@@ -2829,92 +2829,134 @@ TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
 loopdotQ8_0AVX2:
 	CMPQ         DX, $0x08
 	JB           taildotQ8_0AVX2
-	VMOVDQU      2(CX), Y2
-	VMOVDQU      2(AX), Y3
-	VPSIGNB      Y3, Y3, Y4
-	VPSIGNB      Y3, Y2, Y2
-	VPMADDUBSW   Y2, Y4, Y4
+	VMOVDQU      2(AX), X2
+	VINSERTI128  $0x01, 138(AX), Y2, Y3
+	VMOVDQU      18(AX), X2
+	VINSERTI128  $0x01, 154(AX), Y2, Y4
+	VMOVDQU      2(CX), X2
+	VINSERTI128  $0x01, 138(CX), Y2, Y5
+	VMOVDQU      18(CX), X2
+	VINSERTI128  $0x01, 154(CX), Y2, Y6
+	VPSIGNB      Y3, Y5, Y5
+	VPSIGNB      Y3, Y3, Y3
+	VPMADDUBSW   Y5, Y3, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPSIGNB      Y4, Y6, Y5
+	VPSIGNB      Y4, Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
 	VPMADDWD     Y0, Y4, Y4
-	VMOVDQU      36(CX), Y2
-	VMOVDQU      36(AX), Y3
-	VPSIGNB      Y3, Y3, Y5
-	VPSIGNB      Y3, Y2, Y2
-	VPMADDUBSW   Y2, Y5, Y5
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      36(AX), X2
+	VINSERTI128  $0x01, 172(AX), Y2, Y4
+	VMOVDQU      52(AX), X2
+	VINSERTI128  $0x01, 188(AX), Y2, Y5
+	VMOVDQU      36(CX), X2
+	VINSERTI128  $0x01, 172(CX), Y2, Y6
+	VMOVDQU      52(CX), X2
+	VINSERTI128  $0x01, 188(CX), Y2, Y7
+	VPSIGNB      Y4, Y6, Y6
+	VPSIGNB      Y4, Y4, Y4
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPSIGNB      Y5, Y7, Y6
+	VPSIGNB      Y5, Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
 	VPMADDWD     Y0, Y5, Y5
-	VPHADDD      Y5, Y4, Y2
-	VMOVDQU      70(CX), Y3
-	VMOVDQU      70(AX), Y4
-	VPSIGNB      Y4, Y4, Y5
-	VPSIGNB      Y4, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VMOVDQU      104(CX), Y3
-	VMOVDQU      104(AX), Y4
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y3, Y3
-	VPMADDUBSW   Y3, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VPHADDD      Y6, Y5, Y3
-	VPHADDD      Y3, Y2, Y2
-	VMOVDQU      138(CX), Y3
-	VMOVDQU      138(AX), Y4
-	VPSIGNB      Y4, Y4, Y5
-	VPSIGNB      Y4, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VMOVDQU      172(CX), Y3
-	VMOVDQU      172(AX), Y4
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y3, Y3
-	VPMADDUBSW   Y3, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VPHADDD      Y6, Y5, Y3
-	VMOVDQU      206(CX), Y4
-	VMOVDQU      206(AX), Y5
-	VPSIGNB      Y5, Y5, Y6
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VMOVDQU      240(CX), Y4
-	VMOVDQU      240(AX), Y5
-	VPSIGNB      Y5, Y5, Y7
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y7, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VPHADDD      Y7, Y6, Y4
+	VPADDD       Y5, Y4, Y4
 	VPHADDD      Y4, Y3, Y3
-	VPERM2I128   $0x20, Y3, Y2, Y4
-	VPERM2I128   $0x31, Y3, Y2, Y2
-	VPADDD       Y2, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VMOVD        (CX), X2
-	VPINSRW      $0x01, 34(CX), X2, X2
-	VPINSRW      $0x02, 68(CX), X2, X2
-	VPINSRW      $0x03, 102(CX), X2, X2
-	VPINSRW      $0x04, 136(CX), X2, X2
-	VPINSRW      $0x05, 170(CX), X2, X2
-	VPINSRW      $0x06, 204(CX), X2, X2
-	VPINSRW      $0x07, 238(CX), X2, X2
-	VCVTPH2PS    X2, Y2
-	VMOVD        (AX), X3
-	VPINSRW      $0x01, 34(AX), X3, X3
-	VPINSRW      $0x02, 68(AX), X3, X3
-	VPINSRW      $0x03, 102(AX), X3, X3
-	VPINSRW      $0x04, 136(AX), X3, X3
-	VPINSRW      $0x05, 170(AX), X3, X3
-	VPINSRW      $0x06, 204(AX), X3, X3
-	VPINSRW      $0x07, 238(AX), X3, X3
-	VCVTPH2PS    X3, Y3
-	VMULPS       Y2, Y3, Y3
-	VMULPS       Y3, Y4, Y4
-	VADDSS       X4, X1, X1
-	VMOVSHDUP    X4, X2
+	VMOVDQU      70(AX), X2
+	VINSERTI128  $0x01, 206(AX), Y2, Y4
+	VMOVDQU      86(AX), X2
+	VINSERTI128  $0x01, 222(AX), Y2, Y5
+	VMOVDQU      70(CX), X2
+	VINSERTI128  $0x01, 206(CX), Y2, Y6
+	VMOVDQU      86(CX), X2
+	VINSERTI128  $0x01, 222(CX), Y2, Y7
+	VPSIGNB      Y4, Y6, Y6
+	VPSIGNB      Y4, Y4, Y4
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPSIGNB      Y5, Y7, Y6
+	VPSIGNB      Y5, Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      104(AX), X2
+	VINSERTI128  $0x01, 240(AX), Y2, Y5
+	VMOVDQU      120(AX), X2
+	VINSERTI128  $0x01, 256(AX), Y2, Y6
+	VMOVDQU      104(CX), X2
+	VINSERTI128  $0x01, 240(CX), Y2, Y7
+	VMOVDQU      120(CX), X2
+	VINSERTI128  $0x01, 256(CX), Y2, Y8
+	VPSIGNB      Y5, Y7, Y7
+	VPSIGNB      Y5, Y5, Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPSIGNB      Y6, Y8, Y7
+	VPSIGNB      Y6, Y6, Y6
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X2
+	VPINSRQ      $0x01, SI, X2, X2
+	VCVTPH2PS    X2, Y4
+	MOVWQZX      (AX), BX
+	MOVWQZX      34(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(AX), SI
+	MOVWQZX      170(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X2
+	VPINSRQ      $0x01, SI, X2, X2
+	VCVTPH2PS    X2, Y5
+	VMULPS       Y4, Y5, Y5
+	VMULPS       Y5, Y3, Y3
+	VADDSS       X3, X1, X1
+	VMOVSHDUP    X3, X2
 	VADDSS       X2, X1, X1
-	VMOVHLPS     X4, X4, X2
+	VMOVHLPS     X3, X3, X2
 	VADDSS       X2, X1, X1
-	VPERMILPS    $0xff, X4, X2
+	VPERMILPS    $0xff, X3, X2
 	VADDSS       X2, X1, X1
-	VEXTRACTF128 $0x01, Y4, X2
+	VEXTRACTF128 $0x01, Y3, X2
 	VADDSS       X2, X1, X1
 	VMOVSHDUP    X2, X3
 	VADDSS       X3, X1, X1
@@ -2928,32 +2970,41 @@ loopdotQ8_0AVX2:
 	JMP          loopdotQ8_0AVX2
 
 taildotQ8_0AVX2:
-	TESTQ        DX, DX
-	JZ           donedotQ8_0AVX2
-	VMOVDQU      2(CX), Y2
-	VMOVDQU      2(AX), Y3
-	VPSIGNB      Y3, Y3, Y4
-	VPSIGNB      Y3, Y2, Y2
-	VPMADDUBSW   Y2, Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X2
-	VPADDD       X2, X4, X2
-	VPSHUFD      $0x4e, X2, X3
-	VPADDD       X3, X2, X2
-	VPSHUFD      $0xb1, X2, X3
-	VPADDD       X3, X2, X2
-	VCVTDQ2PS    X2, X2
-	VMOVD        (CX), X3
-	VCVTPH2PS    X3, X3
-	VMOVD        (AX), X4
-	VCVTPH2PS    X4, X4
-	VMULPS       X3, X4, X4
-	VMULPS       X4, X2, X2
-	VADDSS       X2, X1, X1
-	ADDQ         $0x00000022, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          taildotQ8_0AVX2
+	TESTQ       DX, DX
+	JZ          donedotQ8_0AVX2
+	VMOVDQU     2(AX), X2
+	VINSERTI128 $0x01, 2(AX), Y2, Y3
+	VMOVDQU     18(AX), X2
+	VINSERTI128 $0x01, 18(AX), Y2, Y4
+	VMOVDQU     2(CX), X2
+	VINSERTI128 $0x01, 2(CX), Y2, Y5
+	VMOVDQU     18(CX), X2
+	VINSERTI128 $0x01, 18(CX), Y2, Y6
+	VPSIGNB     Y3, Y5, Y5
+	VPSIGNB     Y3, Y3, Y3
+	VPMADDUBSW  Y5, Y3, Y3
+	VPMADDWD    Y0, Y3, Y3
+	VPSIGNB     Y4, Y6, Y5
+	VPSIGNB     Y4, Y4, Y4
+	VPMADDUBSW  Y5, Y4, Y4
+	VPMADDWD    Y0, Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VPSHUFD     $0x4e, X3, X2
+	VPADDD      X2, X3, X3
+	VPSHUFD     $0xb1, X3, X2
+	VPADDD      X2, X3, X3
+	VCVTDQ2PS   X3, X3
+	VMOVD       (CX), X2
+	VCVTPH2PS   X2, X2
+	VMOVD       (AX), X4
+	VCVTPH2PS   X4, X4
+	VMULPS      X2, X4, X4
+	VMULPS      X4, X3, X3
+	VADDSS      X3, X1, X1
+	ADDQ        $0x00000022, AX
+	ADDQ        $0x00000022, CX
+	DECQ        DX
+	JMP         taildotQ8_0AVX2
 
 donedotQ8_0AVX2:
 	MOVSS X1, ret+24(FP)
@@ -3045,14 +3096,28 @@ loopdotQ8_0r8AVX2:
 	VPBROADCASTW   (DX), X3
 	VCVTPH2PS      X3, Y3
 	VCVTDQ2PS      Y2, Y2
-	VMOVD          (AX), X4
-	VPINSRW        $0x01, (AX)(CX*1), X4, X4
-	VPINSRW        $0x02, (AX)(CX*2), X4, X4
-	VPINSRW        $0x03, (AX)(SI*1), X4, X4
-	VPINSRW        $0x04, (DI), X4, X4
-	VPINSRW        $0x05, (DI)(CX*1), X4, X4
-	VPINSRW        $0x06, (DI)(CX*2), X4, X4
-	VPINSRW        $0x07, (DI)(SI*1), X4, X4
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X4
+	VPINSRQ        $0x01, R10, X4, X4
 	VCVTPH2PS      X4, Y5
 	VMULPS         Y3, Y5, Y5
 	VMULPS         Y5, Y2, Y2
@@ -3083,108 +3148,134 @@ TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-28
 loopdotQ4_0AVX2:
 	CMPQ         DX, $0x08
 	JB           taildotQ4_0AVX2
-	VPMADDUBSW   2(CX), Y1, Y4
-	VMOVDQU      2(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
+	VMOVDQU      2(AX), X4
+	VINSERTI128  $0x01, 74(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
 	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   2(CX), Y6, Y6
-	VPSUBW       Y4, Y6, Y6
+	VMOVDQU      2(CX), X4
+	VINSERTI128  $0x01, 138(CX), Y4, Y7
+	VMOVDQU      18(CX), X4
+	VINSERTI128  $0x01, 154(CX), Y4, Y8
+	VPMADDUBSW   Y7, Y1, Y9
+	VPMADDUBSW   Y8, Y1, Y10
+	VPADDW       Y10, Y9, Y9
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDUBSW   Y8, Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPSUBW       Y9, Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VMOVDQU      20(AX), X4
+	VINSERTI128  $0x01, 92(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      36(CX), X4
+	VINSERTI128  $0x01, 172(CX), Y4, Y8
+	VMOVDQU      52(CX), X4
+	VINSERTI128  $0x01, 188(CX), Y4, Y9
+	VPMADDUBSW   Y8, Y1, Y10
+	VPMADDUBSW   Y9, Y1, Y11
+	VPADDW       Y11, Y10, Y10
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPSUBW       Y10, Y6, Y6
 	VPMADDWD     Y2, Y6, Y6
-	VPMADDUBSW   36(CX), Y1, Y4
-	VMOVDQU      20(AX), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
+	VPHADDD      Y6, Y5, Y5
+	VMOVDQU      38(AX), X4
+	VINSERTI128  $0x01, 110(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
 	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   36(CX), Y7, Y7
-	VPSUBW       Y4, Y7, Y7
-	VPMADDWD     Y2, Y7, Y7
-	VPHADDD      Y7, Y6, Y4
-	VPMADDUBSW   70(CX), Y1, Y6
-	VMOVDQU      38(AX), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
+	VMOVDQU      70(CX), X4
+	VINSERTI128  $0x01, 206(CX), Y4, Y8
+	VMOVDQU      86(CX), X4
+	VINSERTI128  $0x01, 222(CX), Y4, Y9
+	VPMADDUBSW   Y8, Y1, Y10
+	VPMADDUBSW   Y9, Y1, Y11
+	VPADDW       Y11, Y10, Y10
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPSUBW       Y10, Y6, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VMOVDQU      56(AX), X4
+	VINSERTI128  $0x01, 128(AX), Y4, Y7
+	VPSRLW       $0x04, Y7, Y8
 	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   70(CX), Y7, Y7
-	VPSUBW       Y6, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      104(CX), X4
+	VINSERTI128  $0x01, 240(CX), Y4, Y9
+	VMOVDQU      120(CX), X4
+	VINSERTI128  $0x01, 256(CX), Y4, Y10
+	VPMADDUBSW   Y9, Y1, Y11
+	VPMADDUBSW   Y10, Y1, Y12
+	VPADDW       Y12, Y11, Y11
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDUBSW   Y10, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPSUBW       Y11, Y7, Y7
 	VPMADDWD     Y2, Y7, Y7
-	VPMADDUBSW   104(CX), Y1, Y6
-	VMOVDQU      56(AX), X5
-	VPSRLW       $0x04, X5, X8
-	VINSERTI128  $0x01, X8, Y5, Y8
-	VPAND        Y0, Y8, Y8
-	VPMADDUBSW   104(CX), Y8, Y8
-	VPSUBW       Y6, Y8, Y8
-	VPMADDWD     Y2, Y8, Y8
-	VPHADDD      Y8, Y7, Y6
-	VPHADDD      Y6, Y4, Y4
-	VPMADDUBSW   138(CX), Y1, Y6
-	VMOVDQU      74(AX), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   138(CX), Y7, Y7
-	VPSUBW       Y6, Y7, Y7
-	VPMADDWD     Y2, Y7, Y7
-	VPMADDUBSW   172(CX), Y1, Y6
-	VMOVDQU      92(AX), X5
-	VPSRLW       $0x04, X5, X8
-	VINSERTI128  $0x01, X8, Y5, Y8
-	VPAND        Y0, Y8, Y8
-	VPMADDUBSW   172(CX), Y8, Y8
-	VPSUBW       Y6, Y8, Y8
-	VPMADDWD     Y2, Y8, Y8
-	VPHADDD      Y8, Y7, Y6
-	VPMADDUBSW   206(CX), Y1, Y7
-	VMOVDQU      110(AX), X5
-	VPSRLW       $0x04, X5, X8
-	VINSERTI128  $0x01, X8, Y5, Y8
-	VPAND        Y0, Y8, Y8
-	VPMADDUBSW   206(CX), Y8, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPMADDWD     Y2, Y8, Y8
-	VPMADDUBSW   240(CX), Y1, Y7
-	VMOVDQU      128(AX), X5
-	VPSRLW       $0x04, X5, X9
-	VINSERTI128  $0x01, X9, Y5, Y9
-	VPAND        Y0, Y9, Y9
-	VPMADDUBSW   240(CX), Y9, Y9
-	VPSUBW       Y7, Y9, Y9
-	VPMADDWD     Y2, Y9, Y9
-	VPHADDD      Y9, Y8, Y7
 	VPHADDD      Y7, Y6, Y6
-	VPERM2I128   $0x20, Y6, Y4, Y7
-	VPERM2I128   $0x31, Y6, Y4, Y4
-	VPADDD       Y4, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VMOVD        (CX), X4
-	VPINSRW      $0x01, 34(CX), X4, X4
-	VPINSRW      $0x02, 68(CX), X4, X4
-	VPINSRW      $0x03, 102(CX), X4, X4
-	VPINSRW      $0x04, 136(CX), X4, X4
-	VPINSRW      $0x05, 170(CX), X4, X4
-	VPINSRW      $0x06, 204(CX), X4, X4
-	VPINSRW      $0x07, 238(CX), X4, X4
-	VCVTPH2PS    X4, Y4
-	VMOVD        (AX), X5
-	VPINSRW      $0x01, 18(AX), X5, X5
-	VPINSRW      $0x02, 36(AX), X5, X5
-	VPINSRW      $0x03, 54(AX), X5, X5
-	VPINSRW      $0x04, 72(AX), X5, X5
-	VPINSRW      $0x05, 90(AX), X5, X5
-	VPINSRW      $0x06, 108(AX), X5, X5
-	VPINSRW      $0x07, 126(AX), X5, X5
-	VCVTPH2PS    X5, Y6
-	VMULPS       Y6, Y7, Y7
-	VMULPS       Y4, Y7, Y7
-	VADDSS       X7, X3, X3
-	VMOVSHDUP    X7, X4
+	VPHADDD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X4
+	VPINSRQ      $0x01, SI, X4, X4
+	VCVTPH2PS    X4, Y6
+	MOVWQZX      (AX), BX
+	MOVWQZX      18(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      36(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      54(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      72(AX), SI
+	MOVWQZX      90(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      108(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      126(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X4
+	VPINSRQ      $0x01, SI, X4, X4
+	VCVTPH2PS    X4, Y7
+	VMULPS       Y7, Y5, Y5
+	VMULPS       Y6, Y5, Y5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
 	VADDSS       X4, X3, X3
-	VMOVHLPS     X7, X7, X4
+	VMOVHLPS     X5, X5, X4
 	VADDSS       X4, X3, X3
-	VPERMILPS    $0xff, X7, X4
+	VPERMILPS    $0xff, X5, X4
 	VADDSS       X4, X3, X3
-	VEXTRACTF128 $0x01, Y7, X4
+	VEXTRACTF128 $0x01, Y5, X4
 	VADDSS       X4, X3, X3
 	VMOVSHDUP    X4, X5
 	VADDSS       X5, X3, X3
@@ -3198,34 +3289,41 @@ loopdotQ4_0AVX2:
 	JMP          loopdotQ4_0AVX2
 
 taildotQ4_0AVX2:
-	TESTQ        DX, DX
-	JZ           donedotQ4_0AVX2
-	VPMADDUBSW   2(CX), Y1, Y4
-	VMOVDQU      2(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   2(CX), Y6, Y6
-	VPSUBW       Y4, Y6, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VEXTRACTI128 $0x01, Y6, X4
-	VPADDD       X4, X6, X4
-	VPSHUFD      $0x4e, X4, X5
-	VPADDD       X5, X4, X4
-	VPSHUFD      $0xb1, X4, X5
-	VPADDD       X5, X4, X4
-	VCVTDQ2PS    X4, X4
-	VMOVD        (CX), X5
-	VCVTPH2PS    X5, X5
-	VMOVD        (AX), X6
-	VCVTPH2PS    X6, X6
-	VMULPS       X6, X4, X4
-	VMULPS       X5, X4, X4
-	VADDSS       X4, X3, X3
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          taildotQ4_0AVX2
+	TESTQ       DX, DX
+	JZ          donedotQ4_0AVX2
+	VMOVDQU     2(AX), X4
+	VINSERTI128 $0x01, 2(AX), Y4, Y5
+	VPSRLW      $0x04, Y5, Y6
+	VPAND       Y0, Y5, Y5
+	VPAND       Y0, Y6, Y6
+	VMOVDQU     2(CX), X4
+	VINSERTI128 $0x01, 2(CX), Y4, Y7
+	VMOVDQU     18(CX), X4
+	VINSERTI128 $0x01, 18(CX), Y4, Y8
+	VPMADDUBSW  Y7, Y1, Y9
+	VPMADDUBSW  Y8, Y1, Y10
+	VPADDW      Y10, Y9, Y9
+	VPMADDUBSW  Y7, Y5, Y5
+	VPMADDUBSW  Y8, Y6, Y6
+	VPADDW      Y6, Y5, Y5
+	VPSUBW      Y9, Y5, Y5
+	VPMADDWD    Y2, Y5, Y5
+	VPSHUFD     $0x4e, X5, X4
+	VPADDD      X4, X5, X5
+	VPSHUFD     $0xb1, X5, X4
+	VPADDD      X4, X5, X5
+	VCVTDQ2PS   X5, X5
+	VMOVD       (CX), X4
+	VCVTPH2PS   X4, X4
+	VMOVD       (AX), X6
+	VCVTPH2PS   X6, X6
+	VMULPS      X6, X5, X5
+	VMULPS      X4, X5, X5
+	VADDSS      X5, X3, X3
+	ADDQ        $0x00000012, AX
+	ADDQ        $0x00000022, CX
+	DECQ        DX
+	JMP         taildotQ4_0AVX2
 
 donedotQ4_0AVX2:
 	MOVSS X3, ret+24(FP)
@@ -3308,14 +3406,28 @@ loopdotQ4_0r8AVX2:
 	VPBROADCASTW   (DX), X5
 	VCVTPH2PS      X5, Y5
 	VCVTDQ2PS      Y4, Y4
-	VMOVD          (AX), X6
-	VPINSRW        $0x01, (AX)(CX*1), X6, X6
-	VPINSRW        $0x02, (AX)(CX*2), X6, X6
-	VPINSRW        $0x03, (AX)(SI*1), X6, X6
-	VPINSRW        $0x04, (DI), X6, X6
-	VPINSRW        $0x05, (DI)(CX*1), X6, X6
-	VPINSRW        $0x06, (DI)(CX*2), X6, X6
-	VPINSRW        $0x07, (DI)(SI*1), X6, X6
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X6
+	VPINSRQ        $0x01, R10, X6, X6
 	VCVTPH2PS      X6, Y6
 	VMULPS         Y6, Y4, Y4
 	VMULPS         Y5, Y4, Y4
@@ -3348,164 +3460,186 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
 loopdotQ5_0AVX2:
 	CMPQ         DX, $0x08
 	JB           taildotQ5_0AVX2
-	VPMADDUBSW   2(CX), Y1, Y6
-	VMOVDQU      6(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI128  $0x01, X8, Y7, Y8
+	VMOVDQU      6(AX), X6
+	VINSERTI128  $0x01, 94(AX), Y6, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
 	VPAND        Y0, Y8, Y8
-	VPBROADCASTD 2(AX), Y9
-	VPSHUFB      b32q5spread<>+0(SB), Y9, Y9
+	VMOVD        2(AX), X6
+	VPINSRD      $0x01, 90(AX), X6, X6
+	VPBROADCASTQ X6, Y9
+	VPSHUFB      b32q5lo<>+0(SB), Y9, Y10
+	VPOR         Y4, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPSHUFB      b32q5hi<>+0(SB), Y9, Y9
 	VPOR         Y4, Y9, Y9
-	VPCMPEQB     Y10, Y10, Y10
-	VPCMPEQB     Y10, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
 	VPAND        Y3, Y9, Y9
 	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   2(CX), Y8, Y8
-	VPSUBW       Y6, Y8, Y8
+	VMOVDQU      2(CX), X6
+	VINSERTI128  $0x01, 138(CX), Y6, Y9
+	VMOVDQU      18(CX), X6
+	VINSERTI128  $0x01, 154(CX), Y6, Y10
+	VPMADDUBSW   Y9, Y1, Y11
+	VPMADDUBSW   Y10, Y1, Y12
+	VPADDW       Y12, Y11, Y11
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDUBSW   Y10, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPSUBW       Y11, Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VMOVDQU      28(AX), X6
+	VINSERTI128  $0x01, 116(AX), Y6, Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y8, Y8
+	VPAND        Y0, Y9, Y9
+	VMOVD        24(AX), X6
+	VPINSRD      $0x01, 112(AX), X6, X6
+	VPBROADCASTQ X6, Y10
+	VPSHUFB      b32q5lo<>+0(SB), Y10, Y11
+	VPOR         Y4, Y11, Y11
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPSHUFB      b32q5hi<>+0(SB), Y10, Y10
+	VPOR         Y4, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      36(CX), X6
+	VINSERTI128  $0x01, 172(CX), Y6, Y10
+	VMOVDQU      52(CX), X6
+	VINSERTI128  $0x01, 188(CX), Y6, Y11
+	VPMADDUBSW   Y10, Y1, Y12
+	VPMADDUBSW   Y11, Y1, Y13
+	VPADDW       Y13, Y12, Y12
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y11, Y9, Y9
+	VPADDW       Y9, Y8, Y8
+	VPSUBW       Y12, Y8, Y8
 	VPMADDWD     Y2, Y8, Y8
-	VPMADDUBSW   36(CX), Y1, Y6
-	VMOVDQU      28(AX), X7
-	VPSRLW       $0x04, X7, X9
-	VINSERTI128  $0x01, X9, Y7, Y9
+	VPHADDD      Y8, Y7, Y7
+	VMOVDQU      50(AX), X6
+	VINSERTI128  $0x01, 138(AX), Y6, Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y8, Y8
 	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 24(AX), Y10
-	VPSHUFB      b32q5spread<>+0(SB), Y10, Y10
+	VMOVD        46(AX), X6
+	VPINSRD      $0x01, 134(AX), X6, X6
+	VPBROADCASTQ X6, Y10
+	VPSHUFB      b32q5lo<>+0(SB), Y10, Y11
+	VPOR         Y4, Y11, Y11
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPSHUFB      b32q5hi<>+0(SB), Y10, Y10
 	VPOR         Y4, Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
 	VPAND        Y3, Y10, Y10
 	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   36(CX), Y9, Y9
-	VPSUBW       Y6, Y9, Y9
-	VPMADDWD     Y2, Y9, Y9
-	VPHADDD      Y9, Y8, Y6
-	VPMADDUBSW   70(CX), Y1, Y8
-	VMOVDQU      50(AX), X7
-	VPSRLW       $0x04, X7, X9
-	VINSERTI128  $0x01, X9, Y7, Y9
+	VMOVDQU      70(CX), X6
+	VINSERTI128  $0x01, 206(CX), Y6, Y10
+	VMOVDQU      86(CX), X6
+	VINSERTI128  $0x01, 222(CX), Y6, Y11
+	VPMADDUBSW   Y10, Y1, Y12
+	VPMADDUBSW   Y11, Y1, Y13
+	VPADDW       Y13, Y12, Y12
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y11, Y9, Y9
+	VPADDW       Y9, Y8, Y8
+	VPSUBW       Y12, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VMOVDQU      72(AX), X6
+	VINSERTI128  $0x01, 160(AX), Y6, Y9
+	VPSRLW       $0x04, Y9, Y10
 	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 46(AX), Y10
-	VPSHUFB      b32q5spread<>+0(SB), Y10, Y10
-	VPOR         Y4, Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   70(CX), Y9, Y9
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y2, Y9, Y9
-	VPMADDUBSW   104(CX), Y1, Y8
-	VMOVDQU      72(AX), X7
-	VPSRLW       $0x04, X7, X10
-	VINSERTI128  $0x01, X10, Y7, Y10
 	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 68(AX), Y11
-	VPSHUFB      b32q5spread<>+0(SB), Y11, Y11
-	VPOR         Y4, Y11, Y11
-	VPCMPEQB     Y12, Y12, Y12
-	VPCMPEQB     Y12, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   104(CX), Y10, Y10
-	VPSUBW       Y8, Y10, Y10
-	VPMADDWD     Y2, Y10, Y10
-	VPHADDD      Y10, Y9, Y8
-	VPHADDD      Y8, Y6, Y6
-	VPMADDUBSW   138(CX), Y1, Y8
-	VMOVDQU      94(AX), X7
-	VPSRLW       $0x04, X7, X9
-	VINSERTI128  $0x01, X9, Y7, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 90(AX), Y10
-	VPSHUFB      b32q5spread<>+0(SB), Y10, Y10
-	VPOR         Y4, Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   138(CX), Y9, Y9
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y2, Y9, Y9
-	VPMADDUBSW   172(CX), Y1, Y8
-	VMOVDQU      116(AX), X7
-	VPSRLW       $0x04, X7, X10
-	VINSERTI128  $0x01, X10, Y7, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 112(AX), Y11
-	VPSHUFB      b32q5spread<>+0(SB), Y11, Y11
-	VPOR         Y4, Y11, Y11
-	VPCMPEQB     Y12, Y12, Y12
-	VPCMPEQB     Y12, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   172(CX), Y10, Y10
-	VPSUBW       Y8, Y10, Y10
-	VPMADDWD     Y2, Y10, Y10
-	VPHADDD      Y10, Y9, Y8
-	VPMADDUBSW   206(CX), Y1, Y9
-	VMOVDQU      138(AX), X7
-	VPSRLW       $0x04, X7, X10
-	VINSERTI128  $0x01, X10, Y7, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 134(AX), Y11
-	VPSHUFB      b32q5spread<>+0(SB), Y11, Y11
-	VPOR         Y4, Y11, Y11
-	VPCMPEQB     Y12, Y12, Y12
-	VPCMPEQB     Y12, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   206(CX), Y10, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPMADDWD     Y2, Y10, Y10
-	VPMADDUBSW   240(CX), Y1, Y9
-	VMOVDQU      160(AX), X7
-	VPSRLW       $0x04, X7, X11
-	VINSERTI128  $0x01, X11, Y7, Y11
-	VPAND        Y0, Y11, Y11
-	VPBROADCASTD 156(AX), Y12
-	VPSHUFB      b32q5spread<>+0(SB), Y12, Y12
+	VMOVD        68(AX), X6
+	VPINSRD      $0x01, 156(AX), X6, X6
+	VPBROADCASTQ X6, Y11
+	VPSHUFB      b32q5lo<>+0(SB), Y11, Y12
 	VPOR         Y4, Y12, Y12
-	VPCMPEQB     Y13, Y13, Y13
-	VPCMPEQB     Y13, Y12, Y12
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y12, Y12
 	VPAND        Y3, Y12, Y12
-	VPOR         Y12, Y11, Y11
-	VPMADDUBSW   240(CX), Y11, Y11
-	VPSUBW       Y9, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VPHADDD      Y11, Y10, Y9
+	VPOR         Y12, Y9, Y9
+	VPSHUFB      b32q5hi<>+0(SB), Y11, Y11
+	VPOR         Y4, Y11, Y11
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQU      104(CX), X6
+	VINSERTI128  $0x01, 240(CX), Y6, Y11
+	VMOVDQU      120(CX), X6
+	VINSERTI128  $0x01, 256(CX), Y6, Y12
+	VPMADDUBSW   Y11, Y1, Y13
+	VPMADDUBSW   Y12, Y1, Y14
+	VPADDW       Y14, Y13, Y13
+	VPMADDUBSW   Y11, Y9, Y9
+	VPMADDUBSW   Y12, Y10, Y10
+	VPADDW       Y10, Y9, Y9
+	VPSUBW       Y13, Y9, Y9
+	VPMADDWD     Y2, Y9, Y9
 	VPHADDD      Y9, Y8, Y8
-	VPERM2I128   $0x20, Y8, Y6, Y9
-	VPERM2I128   $0x31, Y8, Y6, Y6
-	VPADDD       Y6, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VMOVD        (CX), X6
-	VPINSRW      $0x01, 34(CX), X6, X6
-	VPINSRW      $0x02, 68(CX), X6, X6
-	VPINSRW      $0x03, 102(CX), X6, X6
-	VPINSRW      $0x04, 136(CX), X6, X6
-	VPINSRW      $0x05, 170(CX), X6, X6
-	VPINSRW      $0x06, 204(CX), X6, X6
-	VPINSRW      $0x07, 238(CX), X6, X6
-	VCVTPH2PS    X6, Y6
-	VMOVD        (AX), X7
-	VPINSRW      $0x01, 22(AX), X7, X7
-	VPINSRW      $0x02, 44(AX), X7, X7
-	VPINSRW      $0x03, 66(AX), X7, X7
-	VPINSRW      $0x04, 88(AX), X7, X7
-	VPINSRW      $0x05, 110(AX), X7, X7
-	VPINSRW      $0x06, 132(AX), X7, X7
-	VPINSRW      $0x07, 154(AX), X7, X7
-	VCVTPH2PS    X7, Y8
-	VMULPS       Y6, Y8, Y8
+	VPHADDD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X6
+	VPINSRQ      $0x01, SI, X6, X6
+	VCVTPH2PS    X6, Y8
+	MOVWQZX      (AX), BX
+	MOVWQZX      22(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      44(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      66(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      88(AX), SI
+	MOVWQZX      110(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      132(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      154(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X6
+	VPINSRQ      $0x01, SI, X6, X6
+	VCVTPH2PS    X6, Y9
 	VMULPS       Y8, Y9, Y9
-	VADDSS       X9, X5, X5
-	VMOVSHDUP    X9, X6
+	VMULPS       Y9, Y7, Y7
+	VADDSS       X7, X5, X5
+	VMOVSHDUP    X7, X6
 	VADDSS       X6, X5, X5
-	VMOVHLPS     X9, X9, X6
+	VMOVHLPS     X7, X7, X6
 	VADDSS       X6, X5, X5
-	VPERMILPS    $0xff, X9, X6
+	VPERMILPS    $0xff, X7, X6
 	VADDSS       X6, X5, X5
-	VEXTRACTF128 $0x01, Y9, X6
+	VEXTRACTF128 $0x01, Y7, X6
 	VADDSS       X6, X5, X5
 	VMOVSHDUP    X6, X7
 	VADDSS       X7, X5, X5
@@ -3521,35 +3655,48 @@ loopdotQ5_0AVX2:
 taildotQ5_0AVX2:
 	TESTQ        DX, DX
 	JZ           donedotQ5_0AVX2
-	VPMADDUBSW   2(CX), Y1, Y6
-	VMOVDQU      6(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI128  $0x01, X8, Y7, Y8
+	VMOVDQU      6(AX), X6
+	VINSERTI128  $0x01, 6(AX), Y6, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
 	VPAND        Y0, Y8, Y8
-	VPBROADCASTD 2(AX), Y9
-	VPSHUFB      b32q5spread<>+0(SB), Y9, Y9
+	VMOVD        2(AX), X6
+	VPINSRD      $0x01, 2(AX), X6, X6
+	VPBROADCASTQ X6, Y9
+	VPSHUFB      b32q5lo<>+0(SB), Y9, Y10
+	VPOR         Y4, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPSHUFB      b32q5hi<>+0(SB), Y9, Y9
 	VPOR         Y4, Y9, Y9
-	VPCMPEQB     Y10, Y10, Y10
-	VPCMPEQB     Y10, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
 	VPAND        Y3, Y9, Y9
 	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   2(CX), Y8, Y8
-	VPSUBW       Y6, Y8, Y8
-	VPMADDWD     Y2, Y8, Y8
-	VEXTRACTI128 $0x01, Y8, X6
-	VPADDD       X6, X8, X6
-	VPSHUFD      $0x4e, X6, X7
-	VPADDD       X7, X6, X6
-	VPSHUFD      $0xb1, X6, X7
-	VPADDD       X7, X6, X6
-	VCVTDQ2PS    X6, X6
-	VMOVD        (CX), X7
-	VCVTPH2PS    X7, X7
+	VMOVDQU      2(CX), X6
+	VINSERTI128  $0x01, 2(CX), Y6, Y9
+	VMOVDQU      18(CX), X6
+	VINSERTI128  $0x01, 18(CX), Y6, Y10
+	VPMADDUBSW   Y9, Y1, Y11
+	VPMADDUBSW   Y10, Y1, Y12
+	VPADDW       Y12, Y11, Y11
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDUBSW   Y10, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPSUBW       Y11, Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPSHUFD      $0x4e, X7, X6
+	VPADDD       X6, X7, X7
+	VPSHUFD      $0xb1, X7, X6
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMOVD        (CX), X6
+	VCVTPH2PS    X6, X6
 	VMOVD        (AX), X8
 	VCVTPH2PS    X8, X8
-	VMULPS       X7, X8, X8
-	VMULPS       X8, X6, X6
-	VADDSS       X6, X5, X5
+	VMULPS       X6, X8, X8
+	VMULPS       X8, X7, X7
+	VADDSS       X7, X5, X5
 	ADDQ         $0x00000016, AX
 	ADDQ         $0x00000022, CX
 	DECQ         DX
@@ -3564,15 +3711,35 @@ DATA b32q5bits<>+0(SB)/4, $0xf7fbfdfe
 DATA b32q5bits<>+4(SB)/4, $0x7fbfdfef
 GLOBL b32q5bits<>(SB), RODATA|NOPTR, $8
 
-DATA b32q5spread<>+0(SB)/4, $0x00000000
-DATA b32q5spread<>+4(SB)/4, $0x00000000
-DATA b32q5spread<>+8(SB)/4, $0x01010101
-DATA b32q5spread<>+12(SB)/4, $0x01010101
-DATA b32q5spread<>+16(SB)/4, $0x02020202
-DATA b32q5spread<>+20(SB)/4, $0x02020202
-DATA b32q5spread<>+24(SB)/4, $0x03030303
-DATA b32q5spread<>+28(SB)/4, $0x03030303
-GLOBL b32q5spread<>(SB), RODATA|NOPTR, $32
+DATA b32q5lo<>+0(SB)/4, $0x00000000
+DATA b32q5lo<>+4(SB)/4, $0x00000000
+DATA b32q5lo<>+8(SB)/4, $0x01010101
+DATA b32q5lo<>+12(SB)/4, $0x01010101
+DATA b32q5lo<>+16(SB)/4, $0x04040404
+DATA b32q5lo<>+20(SB)/4, $0x04040404
+DATA b32q5lo<>+24(SB)/4, $0x05050505
+DATA b32q5lo<>+28(SB)/4, $0x05050505
+GLOBL b32q5lo<>(SB), RODATA|NOPTR, $32
+
+DATA v32_ffffffff<>+0(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+4(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+8(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+12(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+16(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+20(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+24(SB)/4, $0xffffffff
+DATA v32_ffffffff<>+28(SB)/4, $0xffffffff
+GLOBL v32_ffffffff<>(SB), RODATA|NOPTR, $32
+
+DATA b32q5hi<>+0(SB)/4, $0x02020202
+DATA b32q5hi<>+4(SB)/4, $0x02020202
+DATA b32q5hi<>+8(SB)/4, $0x03030303
+DATA b32q5hi<>+12(SB)/4, $0x03030303
+DATA b32q5hi<>+16(SB)/4, $0x06060606
+DATA b32q5hi<>+20(SB)/4, $0x06060606
+DATA b32q5hi<>+24(SB)/4, $0x07070707
+DATA b32q5hi<>+28(SB)/4, $0x07070707
+GLOBL b32q5hi<>(SB), RODATA|NOPTR, $32
 
 // func dotQ5_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
@@ -3701,14 +3868,28 @@ loopdotQ5_0r8AVX2:
 	VPBROADCASTW   (DX), X7
 	VCVTPH2PS      X7, Y7
 	VCVTDQ2PS      Y6, Y6
-	VMOVD          (AX), X8
-	VPINSRW        $0x01, (AX)(CX*1), X8, X8
-	VPINSRW        $0x02, (AX)(CX*2), X8, X8
-	VPINSRW        $0x03, (AX)(SI*1), X8, X8
-	VPINSRW        $0x04, (DI), X8, X8
-	VPINSRW        $0x05, (DI)(CX*1), X8, X8
-	VPINSRW        $0x06, (DI)(CX*2), X8, X8
-	VPINSRW        $0x07, (DI)(SI*1), X8, X8
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X8
+	VPINSRQ        $0x01, R10, X8, X8
 	VCVTPH2PS      X8, Y8
 	VMULPS         Y7, Y8, Y8
 	VMULPS         Y8, Y6, Y6
@@ -3724,36 +3905,6 @@ donedotQ5_0r8AVX2:
 	VMOVUPS Y5, (AX)
 	VZEROUPPER
 	RET
-
-DATA b32q5lo<>+0(SB)/4, $0x00000000
-DATA b32q5lo<>+4(SB)/4, $0x00000000
-DATA b32q5lo<>+8(SB)/4, $0x01010101
-DATA b32q5lo<>+12(SB)/4, $0x01010101
-DATA b32q5lo<>+16(SB)/4, $0x04040404
-DATA b32q5lo<>+20(SB)/4, $0x04040404
-DATA b32q5lo<>+24(SB)/4, $0x05050505
-DATA b32q5lo<>+28(SB)/4, $0x05050505
-GLOBL b32q5lo<>(SB), RODATA|NOPTR, $32
-
-DATA v32_ffffffff<>+0(SB)/4, $0xffffffff
-DATA v32_ffffffff<>+4(SB)/4, $0xffffffff
-DATA v32_ffffffff<>+8(SB)/4, $0xffffffff
-DATA v32_ffffffff<>+12(SB)/4, $0xffffffff
-DATA v32_ffffffff<>+16(SB)/4, $0xffffffff
-DATA v32_ffffffff<>+20(SB)/4, $0xffffffff
-DATA v32_ffffffff<>+24(SB)/4, $0xffffffff
-DATA v32_ffffffff<>+28(SB)/4, $0xffffffff
-GLOBL v32_ffffffff<>(SB), RODATA|NOPTR, $32
-
-DATA b32q5hi<>+0(SB)/4, $0x02020202
-DATA b32q5hi<>+4(SB)/4, $0x02020202
-DATA b32q5hi<>+8(SB)/4, $0x03030303
-DATA b32q5hi<>+12(SB)/4, $0x03030303
-DATA b32q5hi<>+16(SB)/4, $0x06060606
-DATA b32q5hi<>+20(SB)/4, $0x06060606
-DATA b32q5hi<>+24(SB)/4, $0x07070707
-DATA b32q5hi<>+28(SB)/4, $0x07070707
-GLOBL b32q5hi<>(SB), RODATA|NOPTR, $32
 
 // func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
@@ -3772,121 +3923,148 @@ TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
 loopdotMXFP4AVX2:
 	CMPQ         DX, $0x08
 	JB           taildotMXFP4AVX2
-	VPMADDUBSW   2(CX), Y1, Y7
-	VMOVDQU      1(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VMOVDQU      1(AX), X7
+	VINSERTI128  $0x01, 69(AX), Y7, Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y8, Y8
 	VPAND        Y0, Y9, Y9
+	VPSHUFB      Y8, Y3, Y8
 	VPSHUFB      Y9, Y3, Y9
-	VPMADDUBSW   2(CX), Y9, Y9
-	VPSUBW       Y7, Y9, Y9
+	VMOVDQU      2(CX), X7
+	VINSERTI128  $0x01, 138(CX), Y7, Y10
+	VMOVDQU      18(CX), X7
+	VINSERTI128  $0x01, 154(CX), Y7, Y11
+	VPMADDUBSW   Y10, Y1, Y12
+	VPMADDUBSW   Y11, Y1, Y13
+	VPADDW       Y13, Y12, Y12
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y11, Y9, Y9
+	VPADDW       Y9, Y8, Y8
+	VPSUBW       Y12, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VMOVDQU      18(AX), X7
+	VINSERTI128  $0x01, 86(AX), Y7, Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y0, Y9, Y9
+	VPAND        Y0, Y10, Y10
+	VPSHUFB      Y9, Y3, Y9
+	VPSHUFB      Y10, Y3, Y10
+	VMOVDQU      36(CX), X7
+	VINSERTI128  $0x01, 172(CX), Y7, Y11
+	VMOVDQU      52(CX), X7
+	VINSERTI128  $0x01, 188(CX), Y7, Y12
+	VPMADDUBSW   Y11, Y1, Y13
+	VPMADDUBSW   Y12, Y1, Y14
+	VPADDW       Y14, Y13, Y13
+	VPMADDUBSW   Y11, Y9, Y9
+	VPMADDUBSW   Y12, Y10, Y10
+	VPADDW       Y10, Y9, Y9
+	VPSUBW       Y13, Y9, Y9
 	VPMADDWD     Y2, Y9, Y9
-	VPMADDUBSW   36(CX), Y1, Y7
-	VMOVDQU      18(AX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
+	VPHADDD      Y9, Y8, Y8
+	VMOVDQU      35(AX), X7
+	VINSERTI128  $0x01, 103(AX), Y7, Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y0, Y9, Y9
 	VPAND        Y0, Y10, Y10
+	VPSHUFB      Y9, Y3, Y9
 	VPSHUFB      Y10, Y3, Y10
-	VPMADDUBSW   36(CX), Y10, Y10
-	VPSUBW       Y7, Y10, Y10
-	VPMADDWD     Y2, Y10, Y10
-	VPHADDD      Y10, Y9, Y7
-	VPMADDUBSW   70(CX), Y1, Y9
-	VMOVDQU      35(AX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
+	VMOVDQU      70(CX), X7
+	VINSERTI128  $0x01, 206(CX), Y7, Y11
+	VMOVDQU      86(CX), X7
+	VINSERTI128  $0x01, 222(CX), Y7, Y12
+	VPMADDUBSW   Y11, Y1, Y13
+	VPMADDUBSW   Y12, Y1, Y14
+	VPADDW       Y14, Y13, Y13
+	VPMADDUBSW   Y11, Y9, Y9
+	VPMADDUBSW   Y12, Y10, Y10
+	VPADDW       Y10, Y9, Y9
+	VPSUBW       Y13, Y9, Y9
+	VPMADDWD     Y2, Y9, Y9
+	VMOVDQU      52(AX), X7
+	VINSERTI128  $0x01, 120(AX), Y7, Y10
+	VPSRLW       $0x04, Y10, Y11
 	VPAND        Y0, Y10, Y10
+	VPAND        Y0, Y11, Y11
 	VPSHUFB      Y10, Y3, Y10
-	VPMADDUBSW   70(CX), Y10, Y10
-	VPSUBW       Y9, Y10, Y10
+	VPSHUFB      Y11, Y3, Y11
+	VMOVDQU      104(CX), X7
+	VINSERTI128  $0x01, 240(CX), Y7, Y12
+	VMOVDQU      120(CX), X7
+	VINSERTI128  $0x01, 256(CX), Y7, Y13
+	VPMADDUBSW   Y12, Y1, Y14
+	VPMADDUBSW   Y13, Y1, Y15
+	VPADDW       Y15, Y14, Y14
+	VPMADDUBSW   Y12, Y10, Y10
+	VPMADDUBSW   Y13, Y11, Y11
+	VPADDW       Y11, Y10, Y10
+	VPSUBW       Y14, Y10, Y10
 	VPMADDWD     Y2, Y10, Y10
-	VPMADDUBSW   104(CX), Y1, Y9
-	VMOVDQU      52(AX), X8
-	VPSRLW       $0x04, X8, X11
-	VINSERTI128  $0x01, X11, Y8, Y11
-	VPAND        Y0, Y11, Y11
-	VPSHUFB      Y11, Y3, Y11
-	VPMADDUBSW   104(CX), Y11, Y11
-	VPSUBW       Y9, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VPHADDD      Y11, Y10, Y9
-	VPHADDD      Y9, Y7, Y7
-	VPMADDUBSW   138(CX), Y1, Y9
-	VMOVDQU      69(AX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPSHUFB      Y10, Y3, Y10
-	VPMADDUBSW   138(CX), Y10, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPMADDWD     Y2, Y10, Y10
-	VPMADDUBSW   172(CX), Y1, Y9
-	VMOVDQU      86(AX), X8
-	VPSRLW       $0x04, X8, X11
-	VINSERTI128  $0x01, X11, Y8, Y11
-	VPAND        Y0, Y11, Y11
-	VPSHUFB      Y11, Y3, Y11
-	VPMADDUBSW   172(CX), Y11, Y11
-	VPSUBW       Y9, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VPHADDD      Y11, Y10, Y9
-	VPMADDUBSW   206(CX), Y1, Y10
-	VMOVDQU      103(AX), X8
-	VPSRLW       $0x04, X8, X11
-	VINSERTI128  $0x01, X11, Y8, Y11
-	VPAND        Y0, Y11, Y11
-	VPSHUFB      Y11, Y3, Y11
-	VPMADDUBSW   206(CX), Y11, Y11
-	VPSUBW       Y10, Y11, Y11
-	VPMADDWD     Y2, Y11, Y11
-	VPMADDUBSW   240(CX), Y1, Y10
-	VMOVDQU      120(AX), X8
-	VPSRLW       $0x04, X8, X12
-	VINSERTI128  $0x01, X12, Y8, Y12
-	VPAND        Y0, Y12, Y12
-	VPSHUFB      Y12, Y3, Y12
-	VPMADDUBSW   240(CX), Y12, Y12
-	VPSUBW       Y10, Y12, Y12
-	VPMADDWD     Y2, Y12, Y12
-	VPHADDD      Y12, Y11, Y10
 	VPHADDD      Y10, Y9, Y9
-	VPERM2I128   $0x20, Y9, Y7, Y10
-	VPERM2I128   $0x31, Y9, Y7, Y7
-	VPADDD       Y7, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VMOVD        (CX), X7
-	VPINSRW      $0x01, 34(CX), X7, X7
-	VPINSRW      $0x02, 68(CX), X7, X7
-	VPINSRW      $0x03, 102(CX), X7, X7
-	VPINSRW      $0x04, 136(CX), X7, X7
-	VPINSRW      $0x05, 170(CX), X7, X7
-	VPINSRW      $0x06, 204(CX), X7, X7
-	VPINSRW      $0x07, 238(CX), X7, X7
-	VCVTPH2PS    X7, Y7
-	VMOVD        (AX), X8
-	VPINSRB      $0x01, 17(AX), X8, X8
-	VPINSRB      $0x02, 34(AX), X8, X8
-	VPINSRB      $0x03, 51(AX), X8, X8
-	VPINSRB      $0x04, 68(AX), X8, X8
-	VPINSRB      $0x05, 85(AX), X8, X8
-	VPINSRB      $0x06, 102(AX), X8, X8
-	VPINSRB      $0x07, 119(AX), X8, X8
-	VPMOVZXBD    X8, Y9
-	VPSUBD       Y9, Y4, Y11
+	VPHADDD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X7
+	VPINSRQ      $0x01, SI, X7, X7
+	VCVTPH2PS    X7, Y9
+	MOVBQZX      (AX), BX
+	MOVBQZX      17(AX), SI
+	SHLQ         $0x08, SI
+	ORQ          SI, BX
+	MOVBQZX      34(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVBQZX      51(AX), SI
+	SHLQ         $0x18, SI
+	ORQ          SI, BX
+	MOVBQZX      68(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVBQZX      85(AX), SI
+	SHLQ         $0x28, SI
+	ORQ          SI, BX
+	MOVBQZX      102(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVBQZX      119(AX), SI
+	SHLQ         $0x38, SI
+	ORQ          SI, BX
+	VMOVQ        BX, X7
+	VPMOVZXBD    X7, Y10
+	VPSUBD       Y10, Y4, Y11
 	VPSRLVD      Y11, Y5, Y11
-	VPSLLD       $0x17, Y9, Y9
-	VPSUBD       Y5, Y9, Y9
-	VPMAXSD      Y11, Y9, Y9
-	VMULPS       Y7, Y9, Y9
+	VPSLLD       $0x17, Y10, Y10
+	VPSUBD       Y5, Y10, Y10
+	VPMAXSD      Y11, Y10, Y10
 	VMULPS       Y9, Y10, Y10
-	VADDSS       X10, X6, X6
-	VMOVSHDUP    X10, X7
+	VMULPS       Y10, Y8, Y8
+	VADDSS       X8, X6, X6
+	VMOVSHDUP    X8, X7
 	VADDSS       X7, X6, X6
-	VMOVHLPS     X10, X10, X7
+	VMOVHLPS     X8, X8, X7
 	VADDSS       X7, X6, X6
-	VPERMILPS    $0xff, X10, X7
+	VPERMILPS    $0xff, X8, X7
 	VADDSS       X7, X6, X6
-	VEXTRACTF128 $0x01, Y10, X7
+	VEXTRACTF128 $0x01, Y8, X7
 	VADDSS       X7, X6, X6
 	VMOVSHDUP    X7, X8
 	VADDSS       X8, X6, X6
@@ -3900,40 +4078,48 @@ loopdotMXFP4AVX2:
 	JMP          loopdotMXFP4AVX2
 
 taildotMXFP4AVX2:
-	TESTQ        DX, DX
-	JZ           donedotMXFP4AVX2
-	VPMADDUBSW   2(CX), Y1, Y7
-	VMOVDQU      1(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPSHUFB      Y9, Y3, Y9
-	VPMADDUBSW   2(CX), Y9, Y9
-	VPSUBW       Y7, Y9, Y9
-	VPMADDWD     Y2, Y9, Y9
-	VEXTRACTI128 $0x01, Y9, X7
-	VPADDD       X7, X9, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMOVD        (CX), X8
-	VCVTPH2PS    X8, X8
-	VMOVD        (AX), X9
-	VPMOVZXBD    X9, X9
-	VPSUBD       X9, X4, X10
-	VPSRLVD      X10, X5, X10
-	VPSLLD       $0x17, X9, X9
-	VPSUBD       X5, X9, X9
-	VPMAXSD      X10, X9, X9
-	VMULPS       X8, X9, X9
-	VMULPS       X9, X7, X7
-	VADDSS       X7, X6, X6
-	ADDQ         $0x00000011, AX
-	ADDQ         $0x00000022, CX
-	DECQ         DX
-	JMP          taildotMXFP4AVX2
+	TESTQ       DX, DX
+	JZ          donedotMXFP4AVX2
+	VMOVDQU     1(AX), X7
+	VINSERTI128 $0x01, 1(AX), Y7, Y8
+	VPSRLW      $0x04, Y8, Y9
+	VPAND       Y0, Y8, Y8
+	VPAND       Y0, Y9, Y9
+	VPSHUFB     Y8, Y3, Y8
+	VPSHUFB     Y9, Y3, Y9
+	VMOVDQU     2(CX), X7
+	VINSERTI128 $0x01, 2(CX), Y7, Y10
+	VMOVDQU     18(CX), X7
+	VINSERTI128 $0x01, 18(CX), Y7, Y11
+	VPMADDUBSW  Y10, Y1, Y12
+	VPMADDUBSW  Y11, Y1, Y13
+	VPADDW      Y13, Y12, Y12
+	VPMADDUBSW  Y10, Y8, Y8
+	VPMADDUBSW  Y11, Y9, Y9
+	VPADDW      Y9, Y8, Y8
+	VPSUBW      Y12, Y8, Y8
+	VPMADDWD    Y2, Y8, Y8
+	VPSHUFD     $0x4e, X8, X7
+	VPADDD      X7, X8, X8
+	VPSHUFD     $0xb1, X8, X7
+	VPADDD      X7, X8, X8
+	VCVTDQ2PS   X8, X8
+	VMOVD       (CX), X7
+	VCVTPH2PS   X7, X7
+	VMOVD       (AX), X9
+	VPMOVZXBD   X9, X9
+	VPSUBD      X9, X4, X10
+	VPSRLVD     X10, X5, X10
+	VPSLLD      $0x17, X9, X9
+	VPSUBD      X5, X9, X9
+	VPMAXSD     X10, X9, X9
+	VMULPS      X7, X9, X9
+	VMULPS      X9, X8, X8
+	VADDSS      X8, X6, X6
+	ADDQ        $0x00000011, AX
+	ADDQ        $0x00000022, CX
+	DECQ        DX
+	JMP         taildotMXFP4AVX2
 
 donedotMXFP4AVX2:
 	MOVSS X6, ret+24(FP)
@@ -4039,14 +4225,29 @@ loopdotMXFP4r8AVX2:
 	VPBROADCASTW   (DX), X8
 	VCVTPH2PS      X8, Y8
 	VCVTDQ2PS      Y7, Y7
-	VMOVD          (AX), X9
-	VPINSRB        $0x01, (AX)(CX*1), X9, X9
-	VPINSRB        $0x02, (AX)(CX*2), X9, X9
-	VPINSRB        $0x03, (AX)(SI*1), X9, X9
-	VPINSRB        $0x04, (DI), X9, X9
-	VPINSRB        $0x05, (DI)(CX*1), X9, X9
-	VPINSRB        $0x06, (DI)(CX*2), X9, X9
-	VPINSRB        $0x07, (DI)(SI*1), X9, X9
+	MOVBQZX        (AX), R9
+	MOVBQZX        (AX)(CX*1), R10
+	SHLQ           $0x08, R10
+	ORQ            R10, R9
+	MOVBQZX        (AX)(CX*2), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVBQZX        (AX)(SI*1), R10
+	SHLQ           $0x18, R10
+	ORQ            R10, R9
+	MOVBQZX        (DI), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVBQZX        (DI)(CX*1), R10
+	SHLQ           $0x28, R10
+	ORQ            R10, R9
+	MOVBQZX        (DI)(CX*2), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVBQZX        (DI)(SI*1), R10
+	SHLQ           $0x38, R10
+	ORQ            R10, R9
+	VMOVQ          R9, X9
 	VPMOVZXBD      X9, Y9
 	VPSUBD         Y9, Y4, Y10
 	VPSRLVD        Y10, Y5, Y10

@@ -2483,104 +2483,140 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-28
 loopdotQ8_0AVX512:
 	CMPQ          DX, $0x08
 	JB            taildotQ8_0AVX512
-	VMOVDQU64     2(CX), Y2
-	VMOVDQU64     2(AX), Y3
-	VPSIGNB       Y3, Y3, Y4
-	VPSIGNB       Y3, Y2, Y2
-	VPMADDUBSW    Y2, Y4, Y4
+	VMOVDQU64     2(AX), X2
+	VINSERTI32X4  $0x01, 138(AX), Y2, Y3
+	VMOVDQU64     18(AX), X2
+	VINSERTI32X4  $0x01, 154(AX), Y2, Y4
+	VMOVDQU64     2(CX), X2
+	VINSERTI32X4  $0x01, 138(CX), Y2, Y5
+	VMOVDQU64     18(CX), X2
+	VINSERTI32X4  $0x01, 154(CX), Y2, Y6
+	VPSIGNB       Y3, Y5, Y5
+	VPSIGNB       Y3, Y3, Y3
+	VPMADDUBSW    Y5, Y3, Y3
+	VPMADDWD      Y0, Y3, Y3
+	VPSIGNB       Y4, Y6, Y5
+	VPSIGNB       Y4, Y4, Y4
+	VPMADDUBSW    Y5, Y4, Y4
 	VPMADDWD      Y0, Y4, Y4
-	VMOVDQU64     36(CX), Y2
-	VMOVDQU64     36(AX), Y3
-	VPSIGNB       Y3, Y3, Y5
-	VPSIGNB       Y3, Y2, Y2
-	VPMADDUBSW    Y2, Y5, Y5
+	VPADDD        Y4, Y3, Y3
+	VMOVDQU64     36(AX), X2
+	VINSERTI32X4  $0x01, 172(AX), Y2, Y4
+	VMOVDQU64     52(AX), X2
+	VINSERTI32X4  $0x01, 188(AX), Y2, Y5
+	VMOVDQU64     36(CX), X2
+	VINSERTI32X4  $0x01, 172(CX), Y2, Y6
+	VMOVDQU64     52(CX), X2
+	VINSERTI32X4  $0x01, 188(CX), Y2, Y7
+	VPSIGNB       Y4, Y6, Y6
+	VPSIGNB       Y4, Y4, Y4
+	VPMADDUBSW    Y6, Y4, Y4
+	VPMADDWD      Y0, Y4, Y4
+	VPSIGNB       Y5, Y7, Y6
+	VPSIGNB       Y5, Y5, Y5
+	VPMADDUBSW    Y6, Y5, Y5
 	VPMADDWD      Y0, Y5, Y5
-	VSHUFPS       $0x88, Y5, Y4, Y2
-	VSHUFPS       $0xdd, Y5, Y4, Y3
-	VPADDD        Y3, Y2, Y2
-	VMOVDQU64     70(CX), Y3
-	VMOVDQU64     70(AX), Y4
-	VPSIGNB       Y4, Y4, Y5
-	VPSIGNB       Y4, Y3, Y3
-	VPMADDUBSW    Y3, Y5, Y5
-	VPMADDWD      Y0, Y5, Y5
-	VMOVDQU64     104(CX), Y3
-	VMOVDQU64     104(AX), Y4
-	VPSIGNB       Y4, Y4, Y6
-	VPSIGNB       Y4, Y3, Y3
-	VPMADDUBSW    Y3, Y6, Y6
+	VPADDD        Y5, Y4, Y4
+	VSHUFPS       $0x88, Y4, Y3, Y5
+	VSHUFPS       $0xdd, Y4, Y3, Y3
+	VPADDD        Y3, Y5, Y5
+	VMOVDQU64     70(AX), X2
+	VINSERTI32X4  $0x01, 206(AX), Y2, Y3
+	VMOVDQU64     86(AX), X2
+	VINSERTI32X4  $0x01, 222(AX), Y2, Y4
+	VMOVDQU64     70(CX), X2
+	VINSERTI32X4  $0x01, 206(CX), Y2, Y6
+	VMOVDQU64     86(CX), X2
+	VINSERTI32X4  $0x01, 222(CX), Y2, Y7
+	VPSIGNB       Y3, Y6, Y6
+	VPSIGNB       Y3, Y3, Y3
+	VPMADDUBSW    Y6, Y3, Y3
+	VPMADDWD      Y0, Y3, Y3
+	VPSIGNB       Y4, Y7, Y6
+	VPSIGNB       Y4, Y4, Y4
+	VPMADDUBSW    Y6, Y4, Y4
+	VPMADDWD      Y0, Y4, Y4
+	VPADDD        Y4, Y3, Y3
+	VMOVDQU64     104(AX), X2
+	VINSERTI32X4  $0x01, 240(AX), Y2, Y4
+	VMOVDQU64     120(AX), X2
+	VINSERTI32X4  $0x01, 256(AX), Y2, Y6
+	VMOVDQU64     104(CX), X2
+	VINSERTI32X4  $0x01, 240(CX), Y2, Y7
+	VMOVDQU64     120(CX), X2
+	VINSERTI32X4  $0x01, 256(CX), Y2, Y8
+	VPSIGNB       Y4, Y7, Y7
+	VPSIGNB       Y4, Y4, Y4
+	VPMADDUBSW    Y7, Y4, Y4
+	VPMADDWD      Y0, Y4, Y4
+	VPSIGNB       Y6, Y8, Y7
+	VPSIGNB       Y6, Y6, Y6
+	VPMADDUBSW    Y7, Y6, Y6
 	VPMADDWD      Y0, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VSHUFPS       $0x88, Y4, Y3, Y6
+	VSHUFPS       $0xdd, Y4, Y3, Y3
+	VPADDD        Y3, Y6, Y6
 	VSHUFPS       $0x88, Y6, Y5, Y3
 	VSHUFPS       $0xdd, Y6, Y5, Y4
 	VPADDD        Y4, Y3, Y3
-	VSHUFPS       $0x88, Y3, Y2, Y4
-	VSHUFPS       $0xdd, Y3, Y2, Y2
-	VPADDD        Y2, Y4, Y4
-	VMOVDQU64     138(CX), Y2
-	VMOVDQU64     138(AX), Y3
-	VPSIGNB       Y3, Y3, Y5
-	VPSIGNB       Y3, Y2, Y2
-	VPMADDUBSW    Y2, Y5, Y5
-	VPMADDWD      Y0, Y5, Y5
-	VMOVDQU64     172(CX), Y2
-	VMOVDQU64     172(AX), Y3
-	VPSIGNB       Y3, Y3, Y6
-	VPSIGNB       Y3, Y2, Y2
-	VPMADDUBSW    Y2, Y6, Y6
-	VPMADDWD      Y0, Y6, Y6
-	VSHUFPS       $0x88, Y6, Y5, Y2
-	VSHUFPS       $0xdd, Y6, Y5, Y3
-	VPADDD        Y3, Y2, Y2
-	VMOVDQU64     206(CX), Y3
-	VMOVDQU64     206(AX), Y5
-	VPSIGNB       Y5, Y5, Y6
-	VPSIGNB       Y5, Y3, Y3
-	VPMADDUBSW    Y3, Y6, Y6
-	VPMADDWD      Y0, Y6, Y6
-	VMOVDQU64     240(CX), Y3
-	VMOVDQU64     240(AX), Y5
-	VPSIGNB       Y5, Y5, Y7
-	VPSIGNB       Y5, Y3, Y3
-	VPMADDUBSW    Y3, Y7, Y7
-	VPMADDWD      Y0, Y7, Y7
-	VSHUFPS       $0x88, Y7, Y6, Y3
-	VSHUFPS       $0xdd, Y7, Y6, Y5
-	VPADDD        Y5, Y3, Y3
-	VSHUFPS       $0x88, Y3, Y2, Y5
-	VSHUFPS       $0xdd, Y3, Y2, Y2
-	VPADDD        Y2, Y5, Y5
-	VSHUFI64X2    $0x00, Y5, Y4, Y2
-	VSHUFI64X2    $0x03, Y5, Y4, Y3
-	VPADDD        Y3, Y2, Y2
-	VCVTDQ2PS     Y2, Y2
-	VMOVD         (CX), X3
-	VPINSRW       $0x01, 34(CX), X3, X3
-	VPINSRW       $0x02, 68(CX), X3, X3
-	VPINSRW       $0x03, 102(CX), X3, X3
-	VPINSRW       $0x04, 136(CX), X3, X3
-	VPINSRW       $0x05, 170(CX), X3, X3
-	VPINSRW       $0x06, 204(CX), X3, X3
-	VPINSRW       $0x07, 238(CX), X3, X3
-	VCVTPH2PS     X3, Y3
-	VMOVD         (AX), X4
-	VPINSRW       $0x01, 34(AX), X4, X4
-	VPINSRW       $0x02, 68(AX), X4, X4
-	VPINSRW       $0x03, 102(AX), X4, X4
-	VPINSRW       $0x04, 136(AX), X4, X4
-	VPINSRW       $0x05, 170(AX), X4, X4
-	VPINSRW       $0x06, 204(AX), X4, X4
-	VPINSRW       $0x07, 238(AX), X4, X4
-	VCVTPH2PS     X4, Y4
-	VMULPS        Y3, Y4, Y4
-	VMULPS        Y4, Y2, Y2
+	VCVTDQ2PS     Y3, Y3
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	MOVWQZX       (AX), BX
+	MOVWQZX       34(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(AX), SI
+	MOVWQZX       170(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y5
+	VMULPS        Y4, Y5, Y5
+	VMULPS        Y5, Y3, Y3
+	VADDSS        X3, X1, X1
+	VMOVSHDUP     X3, X2
 	VADDSS        X2, X1, X1
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X1, X1
-	VMOVHLPS      X2, X2, X3
-	VADDSS        X3, X1, X1
-	VPERMILPS     $0xff, X2, X3
-	VADDSS        X3, X1, X1
-	VEXTRACTF32X4 $0x01, Y2, X2
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X1, X1
+	VPERMILPS     $0xff, X3, X2
+	VADDSS        X2, X1, X1
+	VEXTRACTF32X4 $0x01, Y3, X2
 	VADDSS        X2, X1, X1
 	VMOVSHDUP     X2, X3
 	VADDSS        X3, X1, X1
@@ -2594,32 +2630,41 @@ loopdotQ8_0AVX512:
 	JMP           loopdotQ8_0AVX512
 
 taildotQ8_0AVX512:
-	TESTQ         DX, DX
-	JZ            donedotQ8_0AVX512
-	VMOVDQU64     2(CX), Y2
-	VMOVDQU64     2(AX), Y3
-	VPSIGNB       Y3, Y3, Y4
-	VPSIGNB       Y3, Y2, Y2
-	VPMADDUBSW    Y2, Y4, Y4
-	VPMADDWD      Y0, Y4, Y4
-	VEXTRACTI32X4 $0x01, Y4, X2
-	VPADDD        X2, X4, X2
-	VPSHUFD       $0x4e, X2, X3
-	VPADDD        X3, X2, X2
-	VPSHUFD       $0xb1, X2, X3
-	VPADDD        X3, X2, X2
-	VCVTDQ2PS     X2, X2
-	VMOVD         (CX), X3
-	VCVTPH2PS     X3, X3
-	VMOVD         (AX), X4
-	VCVTPH2PS     X4, X4
-	VMULPS        X3, X4, X4
-	VMULPS        X4, X2, X2
-	VADDSS        X2, X1, X1
-	ADDQ          $0x00000022, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ8_0AVX512
+	TESTQ        DX, DX
+	JZ           donedotQ8_0AVX512
+	VMOVDQU64    2(AX), X2
+	VINSERTI32X4 $0x01, 2(AX), Y2, Y3
+	VMOVDQU64    18(AX), X2
+	VINSERTI32X4 $0x01, 18(AX), Y2, Y4
+	VMOVDQU64    2(CX), X2
+	VINSERTI32X4 $0x01, 2(CX), Y2, Y5
+	VMOVDQU64    18(CX), X2
+	VINSERTI32X4 $0x01, 18(CX), Y2, Y6
+	VPSIGNB      Y3, Y5, Y5
+	VPSIGNB      Y3, Y3, Y3
+	VPMADDUBSW   Y5, Y3, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPSIGNB      Y4, Y6, Y5
+	VPSIGNB      Y4, Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSHUFD      $0x4e, X3, X2
+	VPADDD       X2, X3, X3
+	VPSHUFD      $0xb1, X3, X2
+	VPADDD       X2, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X2, X4, X4
+	VMULPS       X4, X3, X3
+	VADDSS       X3, X1, X1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ8_0AVX512
 
 donedotQ8_0AVX512:
 	MOVSS X1, ret+24(FP)
@@ -2717,14 +2762,28 @@ loopdotQ8_0r8AVX512:
 	VPBROADCASTW    (DX), X2
 	VCVTPH2PS       X2, Y2
 	VCVTDQ2PS       Y3, Y3
-	VMOVD           (AX), X4
-	VPINSRW         $0x01, (AX)(CX*1), X4, X4
-	VPINSRW         $0x02, (AX)(CX*2), X4, X4
-	VPINSRW         $0x03, (AX)(SI*1), X4, X4
-	VPINSRW         $0x04, (DI), X4, X4
-	VPINSRW         $0x05, (DI)(CX*1), X4, X4
-	VPINSRW         $0x06, (DI)(CX*2), X4, X4
-	VPINSRW         $0x07, (DI)(SI*1), X4, X4
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
 	VCVTPH2PS       X4, Y5
 	VMULPS          Y2, Y5, Y5
 	VMULPS          Y5, Y3, Y3
@@ -2755,120 +2814,140 @@ TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-28
 loopdotQ4_0AVX512:
 	CMPQ          DX, $0x08
 	JB            taildotQ4_0AVX512
-	VPMADDUBSW    2(CX), Y1, Y4
-	VMOVDQU64     2(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VMOVDQU64     2(AX), X4
+	VINSERTI32X4  $0x01, 74(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
 	VPANDD        Y0, Y6, Y6
-	VPMADDUBSW    2(CX), Y6, Y6
-	VPSUBW        Y4, Y6, Y6
-	VPMADDWD      Y2, Y6, Y6
-	VPMADDUBSW    36(CX), Y1, Y4
-	VMOVDQU64     20(AX), X5
-	VPSRLW        $0x04, X5, X7
-	VINSERTI32X4  $0x01, X7, Y5, Y7
-	VPANDD        Y0, Y7, Y7
-	VPMADDUBSW    36(CX), Y7, Y7
-	VPSUBW        Y4, Y7, Y7
-	VPMADDWD      Y2, Y7, Y7
-	VSHUFPS       $0x88, Y7, Y6, Y4
-	VSHUFPS       $0xdd, Y7, Y6, Y6
-	VPADDD        Y6, Y4, Y4
-	VPMADDUBSW    70(CX), Y1, Y6
-	VMOVDQU64     38(AX), X5
-	VPSRLW        $0x04, X5, X7
-	VINSERTI32X4  $0x01, X7, Y5, Y7
-	VPANDD        Y0, Y7, Y7
-	VPMADDUBSW    70(CX), Y7, Y7
-	VPSUBW        Y6, Y7, Y7
-	VPMADDWD      Y2, Y7, Y7
-	VPMADDUBSW    104(CX), Y1, Y6
-	VMOVDQU64     56(AX), X5
-	VPSRLW        $0x04, X5, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y8
-	VPANDD        Y0, Y8, Y8
-	VPMADDUBSW    104(CX), Y8, Y8
-	VPSUBW        Y6, Y8, Y8
-	VPMADDWD      Y2, Y8, Y8
-	VSHUFPS       $0x88, Y8, Y7, Y6
-	VSHUFPS       $0xdd, Y8, Y7, Y7
-	VPADDD        Y7, Y6, Y6
-	VSHUFPS       $0x88, Y6, Y4, Y7
-	VSHUFPS       $0xdd, Y6, Y4, Y4
-	VPADDD        Y4, Y7, Y7
-	VPMADDUBSW    138(CX), Y1, Y4
-	VMOVDQU64     74(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
+	VMOVDQU64     2(CX), X4
+	VINSERTI32X4  $0x01, 138(CX), Y4, Y7
+	VMOVDQU64     18(CX), X4
+	VINSERTI32X4  $0x01, 154(CX), Y4, Y8
+	VPMADDUBSW    Y7, Y1, Y9
+	VPMADDUBSW    Y8, Y1, Y10
+	VPADDW        Y10, Y9, Y9
+	VPMADDUBSW    Y7, Y5, Y5
+	VPMADDUBSW    Y8, Y6, Y6
+	VPADDW        Y6, Y5, Y5
+	VPSUBW        Y9, Y5, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VMOVDQU64     20(AX), X4
+	VINSERTI32X4  $0x01, 92(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y7
 	VPANDD        Y0, Y6, Y6
-	VPMADDUBSW    138(CX), Y6, Y6
-	VPSUBW        Y4, Y6, Y6
+	VPANDD        Y0, Y7, Y7
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 172(CX), Y4, Y8
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 188(CX), Y4, Y9
+	VPMADDUBSW    Y8, Y1, Y10
+	VPMADDUBSW    Y9, Y1, Y11
+	VPADDW        Y11, Y10, Y10
+	VPMADDUBSW    Y8, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPADDW        Y7, Y6, Y6
+	VPSUBW        Y10, Y6, Y6
 	VPMADDWD      Y2, Y6, Y6
-	VPMADDUBSW    172(CX), Y1, Y4
-	VMOVDQU64     92(AX), X5
-	VPSRLW        $0x04, X5, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y8
+	VSHUFPS       $0x88, Y6, Y5, Y7
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y7, Y7
+	VMOVDQU64     38(AX), X4
+	VINSERTI32X4  $0x01, 110(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VMOVDQU64     70(CX), X4
+	VINSERTI32X4  $0x01, 206(CX), Y4, Y8
+	VMOVDQU64     86(CX), X4
+	VINSERTI32X4  $0x01, 222(CX), Y4, Y9
+	VPMADDUBSW    Y8, Y1, Y10
+	VPMADDUBSW    Y9, Y1, Y11
+	VPADDW        Y11, Y10, Y10
+	VPMADDUBSW    Y8, Y5, Y5
+	VPMADDUBSW    Y9, Y6, Y6
+	VPADDW        Y6, Y5, Y5
+	VPSUBW        Y10, Y5, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 128(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y8
+	VPANDD        Y0, Y6, Y6
 	VPANDD        Y0, Y8, Y8
-	VPMADDUBSW    172(CX), Y8, Y8
-	VPSUBW        Y4, Y8, Y8
-	VPMADDWD      Y2, Y8, Y8
-	VSHUFPS       $0x88, Y8, Y6, Y4
-	VSHUFPS       $0xdd, Y8, Y6, Y6
-	VPADDD        Y6, Y4, Y4
-	VPMADDUBSW    206(CX), Y1, Y6
-	VMOVDQU64     110(AX), X5
-	VPSRLW        $0x04, X5, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y8
-	VPANDD        Y0, Y8, Y8
-	VPMADDUBSW    206(CX), Y8, Y8
-	VPSUBW        Y6, Y8, Y8
-	VPMADDWD      Y2, Y8, Y8
-	VPMADDUBSW    240(CX), Y1, Y6
-	VMOVDQU64     128(AX), X5
-	VPSRLW        $0x04, X5, X9
-	VINSERTI32X4  $0x01, X9, Y5, Y9
-	VPANDD        Y0, Y9, Y9
-	VPMADDUBSW    240(CX), Y9, Y9
-	VPSUBW        Y6, Y9, Y9
-	VPMADDWD      Y2, Y9, Y9
-	VSHUFPS       $0x88, Y9, Y8, Y6
-	VSHUFPS       $0xdd, Y9, Y8, Y8
-	VPADDD        Y8, Y6, Y6
-	VSHUFPS       $0x88, Y6, Y4, Y8
-	VSHUFPS       $0xdd, Y6, Y4, Y4
-	VPADDD        Y4, Y8, Y8
-	VSHUFI64X2    $0x00, Y8, Y7, Y4
-	VSHUFI64X2    $0x03, Y8, Y7, Y6
-	VPADDD        Y6, Y4, Y4
-	VCVTDQ2PS     Y4, Y4
-	VMOVD         (CX), X5
-	VPINSRW       $0x01, 34(CX), X5, X5
-	VPINSRW       $0x02, 68(CX), X5, X5
-	VPINSRW       $0x03, 102(CX), X5, X5
-	VPINSRW       $0x04, 136(CX), X5, X5
-	VPINSRW       $0x05, 170(CX), X5, X5
-	VPINSRW       $0x06, 204(CX), X5, X5
-	VPINSRW       $0x07, 238(CX), X5, X5
-	VCVTPH2PS     X5, Y6
-	VMOVD         (AX), X5
-	VPINSRW       $0x01, 18(AX), X5, X5
-	VPINSRW       $0x02, 36(AX), X5, X5
-	VPINSRW       $0x03, 54(AX), X5, X5
-	VPINSRW       $0x04, 72(AX), X5, X5
-	VPINSRW       $0x05, 90(AX), X5, X5
-	VPINSRW       $0x06, 108(AX), X5, X5
-	VPINSRW       $0x07, 126(AX), X5, X5
-	VCVTPH2PS     X5, Y7
-	VMULPS        Y7, Y4, Y4
-	VMULPS        Y6, Y4, Y4
+	VMOVDQU64     104(CX), X4
+	VINSERTI32X4  $0x01, 240(CX), Y4, Y9
+	VMOVDQU64     120(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y10
+	VPMADDUBSW    Y9, Y1, Y11
+	VPMADDUBSW    Y10, Y1, Y12
+	VPADDW        Y12, Y11, Y11
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y10, Y8, Y8
+	VPADDW        Y8, Y6, Y6
+	VPSUBW        Y11, Y6, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y8
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y5
+	VSHUFPS       $0xdd, Y8, Y7, Y6
+	VPADDD        Y6, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y6
+	MOVWQZX       (AX), BX
+	MOVWQZX       18(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       36(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       54(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       72(AX), SI
+	MOVWQZX       90(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       108(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       126(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y7
+	VMULPS        Y7, Y5, Y5
+	VMULPS        Y6, Y5, Y5
+	VADDSS        X5, X3, X3
+	VMOVSHDUP     X5, X4
 	VADDSS        X4, X3, X3
-	VMOVSHDUP     X4, X5
-	VADDSS        X5, X3, X3
-	VMOVHLPS      X4, X4, X5
-	VADDSS        X5, X3, X3
-	VPERMILPS     $0xff, X4, X5
-	VADDSS        X5, X3, X3
-	VEXTRACTF32X4 $0x01, Y4, X4
+	VMOVHLPS      X5, X5, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X5, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y5, X4
 	VADDSS        X4, X3, X3
 	VMOVSHDUP     X4, X5
 	VADDSS        X5, X3, X3
@@ -2882,34 +2961,41 @@ loopdotQ4_0AVX512:
 	JMP           loopdotQ4_0AVX512
 
 taildotQ4_0AVX512:
-	TESTQ         DX, DX
-	JZ            donedotQ4_0AVX512
-	VPMADDUBSW    2(CX), Y1, Y4
-	VMOVDQU64     2(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
-	VPANDD        Y0, Y6, Y6
-	VPMADDUBSW    2(CX), Y6, Y6
-	VPSUBW        Y4, Y6, Y6
-	VPMADDWD      Y2, Y6, Y6
-	VEXTRACTI32X4 $0x01, Y6, X4
-	VPADDD        X4, X6, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
-	VMOVD         (CX), X5
-	VCVTPH2PS     X5, X5
-	VMOVD         (AX), X6
-	VCVTPH2PS     X6, X6
-	VMULPS        X6, X4, X4
-	VMULPS        X5, X4, X4
-	VADDSS        X4, X3, X3
-	ADDQ          $0x00000012, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ4_0AVX512
+	TESTQ        DX, DX
+	JZ           donedotQ4_0AVX512
+	VMOVDQU64    2(AX), X4
+	VINSERTI32X4 $0x01, 2(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPMADDUBSW   Y7, Y1, Y9
+	VPMADDUBSW   Y8, Y1, Y10
+	VPADDW       Y10, Y9, Y9
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDUBSW   Y8, Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPSUBW       Y9, Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ4_0AVX512
 
 donedotQ4_0AVX512:
 	MOVSS X3, ret+24(FP)
@@ -2998,14 +3084,28 @@ loopdotQ4_0r8AVX512:
 	VPBROADCASTW    (DX), X4
 	VCVTPH2PS       X4, Y4
 	VCVTDQ2PS       Y5, Y5
-	VMOVD           (AX), X6
-	VPINSRW         $0x01, (AX)(CX*1), X6, X6
-	VPINSRW         $0x02, (AX)(CX*2), X6, X6
-	VPINSRW         $0x03, (AX)(SI*1), X6, X6
-	VPINSRW         $0x04, (DI), X6, X6
-	VPINSRW         $0x05, (DI)(CX*1), X6, X6
-	VPINSRW         $0x06, (DI)(CX*2), X6, X6
-	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X6
+	VPINSRQ         $0x01, R10, X6, X6
 	VCVTPH2PS       X6, Y6
 	VMULPS          Y6, Y5, Y5
 	VMULPS          Y4, Y5, Y5
@@ -3037,136 +3137,164 @@ TEXT ·dotQ5_0AVX512(SB), NOSPLIT, $0-28
 loopdotQ5_0AVX512:
 	CMPQ          DX, $0x08
 	JB            taildotQ5_0AVX512
-	VPMADDUBSW    2(CX), Y1, Y5
-	VMOVDQU64     6(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
+	VMOVDQU64     6(AX), X5
+	VINSERTI32X4  $0x01, 94(AX), Y5, Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPANDD        Y0, Y6, Y6
 	VPANDD        Y0, Y7, Y7
-	KMOVD         2(AX), K1
-	VPADDB        Y3, Y7, K1, Y7
-	VPMADDUBSW    2(CX), Y7, Y7
-	VPSUBW        Y5, Y7, Y7
-	VPMADDWD      Y2, Y7, Y7
-	VPMADDUBSW    36(CX), Y1, Y5
-	VMOVDQU64     28(AX), X6
-	VPSRLW        $0x04, X6, X8
-	VINSERTI32X4  $0x01, X8, Y6, Y8
-	VPANDD        Y0, Y8, Y8
-	KMOVD         24(AX), K1
-	VPADDB        Y3, Y8, K1, Y8
-	VPMADDUBSW    36(CX), Y8, Y8
-	VPSUBW        Y5, Y8, Y8
-	VPMADDWD      Y2, Y8, Y8
-	VSHUFPS       $0x88, Y8, Y7, Y5
-	VSHUFPS       $0xdd, Y8, Y7, Y7
-	VPADDD        Y7, Y5, Y5
-	VPMADDUBSW    70(CX), Y1, Y7
-	VMOVDQU64     50(AX), X6
-	VPSRLW        $0x04, X6, X8
-	VINSERTI32X4  $0x01, X8, Y6, Y8
-	VPANDD        Y0, Y8, Y8
-	KMOVD         46(AX), K1
-	VPADDB        Y3, Y8, K1, Y8
-	VPMADDUBSW    70(CX), Y8, Y8
-	VPSUBW        Y7, Y8, Y8
-	VPMADDWD      Y2, Y8, Y8
-	VPMADDUBSW    104(CX), Y1, Y7
-	VMOVDQU64     72(AX), X6
-	VPSRLW        $0x04, X6, X9
-	VINSERTI32X4  $0x01, X9, Y6, Y9
-	VPANDD        Y0, Y9, Y9
-	KMOVD         68(AX), K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    104(CX), Y9, Y9
-	VPSUBW        Y7, Y9, Y9
-	VPMADDWD      Y2, Y9, Y9
-	VSHUFPS       $0x88, Y9, Y8, Y7
-	VSHUFPS       $0xdd, Y9, Y8, Y8
-	VPADDD        Y8, Y7, Y7
-	VSHUFPS       $0x88, Y7, Y5, Y8
-	VSHUFPS       $0xdd, Y7, Y5, Y5
-	VPADDD        Y5, Y8, Y8
-	VPMADDUBSW    138(CX), Y1, Y5
-	VMOVDQU64     94(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
+	MOVL          2(AX), BX
+	MOVL          90(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y3, Y6, K1, Y6
+	VPADDB        Y3, Y7, K2, Y7
+	VMOVDQU64     2(CX), X5
+	VINSERTI32X4  $0x01, 138(CX), Y5, Y8
+	VMOVDQU64     18(CX), X5
+	VINSERTI32X4  $0x01, 154(CX), Y5, Y9
+	VPMADDUBSW    Y8, Y1, Y10
+	VPMADDUBSW    Y9, Y1, Y11
+	VPADDW        Y11, Y10, Y10
+	VPMADDUBSW    Y8, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPADDW        Y7, Y6, Y6
+	VPSUBW        Y10, Y6, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VMOVDQU64     28(AX), X5
+	VINSERTI32X4  $0x01, 116(AX), Y5, Y7
+	VPSRLW        $0x04, Y7, Y8
 	VPANDD        Y0, Y7, Y7
-	KMOVD         90(AX), K1
+	VPANDD        Y0, Y8, Y8
+	MOVL          24(AX), BX
+	MOVL          112(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
 	VPADDB        Y3, Y7, K1, Y7
-	VPMADDUBSW    138(CX), Y7, Y7
-	VPSUBW        Y5, Y7, Y7
+	VPADDB        Y3, Y8, K2, Y8
+	VMOVDQU64     36(CX), X5
+	VINSERTI32X4  $0x01, 172(CX), Y5, Y9
+	VMOVDQU64     52(CX), X5
+	VINSERTI32X4  $0x01, 188(CX), Y5, Y10
+	VPMADDUBSW    Y9, Y1, Y11
+	VPMADDUBSW    Y10, Y1, Y12
+	VPADDW        Y12, Y11, Y11
+	VPMADDUBSW    Y9, Y7, Y7
+	VPMADDUBSW    Y10, Y8, Y8
+	VPADDW        Y8, Y7, Y7
+	VPSUBW        Y11, Y7, Y7
 	VPMADDWD      Y2, Y7, Y7
-	VPMADDUBSW    172(CX), Y1, Y5
-	VMOVDQU64     116(AX), X6
-	VPSRLW        $0x04, X6, X9
-	VINSERTI32X4  $0x01, X9, Y6, Y9
+	VSHUFPS       $0x88, Y7, Y6, Y8
+	VSHUFPS       $0xdd, Y7, Y6, Y6
+	VPADDD        Y6, Y8, Y8
+	VMOVDQU64     50(AX), X5
+	VINSERTI32X4  $0x01, 138(AX), Y5, Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y7, Y7
+	MOVL          46(AX), BX
+	MOVL          134(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y3, Y6, K1, Y6
+	VPADDB        Y3, Y7, K2, Y7
+	VMOVDQU64     70(CX), X5
+	VINSERTI32X4  $0x01, 206(CX), Y5, Y9
+	VMOVDQU64     86(CX), X5
+	VINSERTI32X4  $0x01, 222(CX), Y5, Y10
+	VPMADDUBSW    Y9, Y1, Y11
+	VPMADDUBSW    Y10, Y1, Y12
+	VPADDW        Y12, Y11, Y11
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y10, Y7, Y7
+	VPADDW        Y7, Y6, Y6
+	VPSUBW        Y11, Y6, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VMOVDQU64     72(AX), X5
+	VINSERTI32X4  $0x01, 160(AX), Y5, Y7
+	VPSRLW        $0x04, Y7, Y9
+	VPANDD        Y0, Y7, Y7
 	VPANDD        Y0, Y9, Y9
-	KMOVD         112(AX), K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    172(CX), Y9, Y9
-	VPSUBW        Y5, Y9, Y9
-	VPMADDWD      Y2, Y9, Y9
-	VSHUFPS       $0x88, Y9, Y7, Y5
-	VSHUFPS       $0xdd, Y9, Y7, Y7
-	VPADDD        Y7, Y5, Y5
-	VPMADDUBSW    206(CX), Y1, Y7
-	VMOVDQU64     138(AX), X6
-	VPSRLW        $0x04, X6, X9
-	VINSERTI32X4  $0x01, X9, Y6, Y9
-	VPANDD        Y0, Y9, Y9
-	KMOVD         134(AX), K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    206(CX), Y9, Y9
-	VPSUBW        Y7, Y9, Y9
-	VPMADDWD      Y2, Y9, Y9
-	VPMADDUBSW    240(CX), Y1, Y7
-	VMOVDQU64     160(AX), X6
-	VPSRLW        $0x04, X6, X10
-	VINSERTI32X4  $0x01, X10, Y6, Y10
-	VPANDD        Y0, Y10, Y10
-	KMOVD         156(AX), K1
-	VPADDB        Y3, Y10, K1, Y10
-	VPMADDUBSW    240(CX), Y10, Y10
-	VPSUBW        Y7, Y10, Y10
-	VPMADDWD      Y2, Y10, Y10
-	VSHUFPS       $0x88, Y10, Y9, Y7
-	VSHUFPS       $0xdd, Y10, Y9, Y9
-	VPADDD        Y9, Y7, Y7
-	VSHUFPS       $0x88, Y7, Y5, Y9
-	VSHUFPS       $0xdd, Y7, Y5, Y5
-	VPADDD        Y5, Y9, Y9
-	VSHUFI64X2    $0x00, Y9, Y8, Y5
-	VSHUFI64X2    $0x03, Y9, Y8, Y7
-	VPADDD        Y7, Y5, Y5
-	VCVTDQ2PS     Y5, Y5
-	VMOVD         (CX), X6
-	VPINSRW       $0x01, 34(CX), X6, X6
-	VPINSRW       $0x02, 68(CX), X6, X6
-	VPINSRW       $0x03, 102(CX), X6, X6
-	VPINSRW       $0x04, 136(CX), X6, X6
-	VPINSRW       $0x05, 170(CX), X6, X6
-	VPINSRW       $0x06, 204(CX), X6, X6
-	VPINSRW       $0x07, 238(CX), X6, X6
-	VCVTPH2PS     X6, Y7
-	VMOVD         (AX), X6
-	VPINSRW       $0x01, 22(AX), X6, X6
-	VPINSRW       $0x02, 44(AX), X6, X6
-	VPINSRW       $0x03, 66(AX), X6, X6
-	VPINSRW       $0x04, 88(AX), X6, X6
-	VPINSRW       $0x05, 110(AX), X6, X6
-	VPINSRW       $0x06, 132(AX), X6, X6
-	VPINSRW       $0x07, 154(AX), X6, X6
-	VCVTPH2PS     X6, Y8
+	MOVL          68(AX), BX
+	MOVL          156(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y3, Y7, K1, Y7
+	VPADDB        Y3, Y9, K2, Y9
+	VMOVDQU64     104(CX), X5
+	VINSERTI32X4  $0x01, 240(CX), Y5, Y10
+	VMOVDQU64     120(CX), X5
+	VINSERTI32X4  $0x01, 256(CX), Y5, Y11
+	VPMADDUBSW    Y10, Y1, Y12
+	VPMADDUBSW    Y11, Y1, Y13
+	VPADDW        Y13, Y12, Y12
+	VPMADDUBSW    Y10, Y7, Y7
+	VPMADDUBSW    Y11, Y9, Y9
+	VPADDW        Y9, Y7, Y7
+	VPSUBW        Y12, Y7, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VSHUFPS       $0x88, Y7, Y6, Y9
+	VSHUFPS       $0xdd, Y7, Y6, Y6
+	VPADDD        Y6, Y9, Y9
+	VSHUFPS       $0x88, Y9, Y8, Y6
+	VSHUFPS       $0xdd, Y9, Y8, Y7
+	VPADDD        Y7, Y6, Y6
+	VCVTDQ2PS     Y6, Y6
+	VMOVD         (CX), X5
+	VPINSRW       $0x01, 34(CX), X5, X5
+	VPINSRW       $0x02, 68(CX), X5, X5
+	VPINSRW       $0x03, 102(CX), X5, X5
+	VPINSRW       $0x04, 136(CX), X5, X5
+	VPINSRW       $0x05, 170(CX), X5, X5
+	VPINSRW       $0x06, 204(CX), X5, X5
+	VPINSRW       $0x07, 238(CX), X5, X5
+	VCVTPH2PS     X5, Y7
+	VMOVD         (AX), X5
+	VPINSRW       $0x01, 22(AX), X5, X5
+	VPINSRW       $0x02, 44(AX), X5, X5
+	VPINSRW       $0x03, 66(AX), X5, X5
+	VPINSRW       $0x04, 88(AX), X5, X5
+	VPINSRW       $0x05, 110(AX), X5, X5
+	VPINSRW       $0x06, 132(AX), X5, X5
+	VPINSRW       $0x07, 154(AX), X5, X5
+	VCVTPH2PS     X5, Y8
 	VMULPS        Y7, Y8, Y8
-	VMULPS        Y8, Y5, Y5
+	VMULPS        Y8, Y6, Y6
+	VADDSS        X6, X4, X4
+	VMOVSHDUP     X6, X5
 	VADDSS        X5, X4, X4
-	VMOVSHDUP     X5, X6
-	VADDSS        X6, X4, X4
-	VMOVHLPS      X5, X5, X6
-	VADDSS        X6, X4, X4
-	VPERMILPS     $0xff, X5, X6
-	VADDSS        X6, X4, X4
-	VEXTRACTF32X4 $0x01, Y5, X5
+	VMOVHLPS      X6, X6, X5
+	VADDSS        X5, X4, X4
+	VPERMILPS     $0xff, X6, X5
+	VADDSS        X5, X4, X4
+	VEXTRACTF32X4 $0x01, Y6, X5
 	VADDSS        X5, X4, X4
 	VMOVSHDUP     X5, X6
 	VADDSS        X6, X4, X4
@@ -3180,36 +3308,54 @@ loopdotQ5_0AVX512:
 	JMP           loopdotQ5_0AVX512
 
 taildotQ5_0AVX512:
-	TESTQ         DX, DX
-	JZ            donedotQ5_0AVX512
-	VPMADDUBSW    2(CX), Y1, Y5
-	VMOVDQU64     6(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         2(AX), K1
-	VPADDB        Y3, Y7, K1, Y7
-	VPMADDUBSW    2(CX), Y7, Y7
-	VPSUBW        Y5, Y7, Y7
-	VPMADDWD      Y2, Y7, Y7
-	VEXTRACTI32X4 $0x01, Y7, X5
-	VPADDD        X5, X7, X5
-	VPSHUFD       $0x4e, X5, X6
-	VPADDD        X6, X5, X5
-	VPSHUFD       $0xb1, X5, X6
-	VPADDD        X6, X5, X5
-	VCVTDQ2PS     X5, X5
-	VMOVD         (CX), X6
-	VCVTPH2PS     X6, X6
-	VMOVD         (AX), X7
-	VCVTPH2PS     X7, X7
-	VMULPS        X6, X7, X7
-	VMULPS        X7, X5, X5
-	VADDSS        X5, X4, X4
-	ADDQ          $0x00000016, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ5_0AVX512
+	TESTQ        DX, DX
+	JZ           donedotQ5_0AVX512
+	VMOVDQU64    6(AX), X5
+	VINSERTI32X4 $0x01, 6(AX), Y5, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPANDD       Y0, Y6, Y6
+	VPANDD       Y0, Y7, Y7
+	MOVL         2(AX), BX
+	MOVL         2(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y3, Y6, K1, Y6
+	VPADDB       Y3, Y7, K2, Y7
+	VMOVDQU64    2(CX), X5
+	VINSERTI32X4 $0x01, 2(CX), Y5, Y8
+	VMOVDQU64    18(CX), X5
+	VINSERTI32X4 $0x01, 18(CX), Y5, Y9
+	VPMADDUBSW   Y8, Y1, Y10
+	VPMADDUBSW   Y9, Y1, Y11
+	VPADDW       Y11, Y10, Y10
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPSUBW       Y10, Y6, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMOVD        (CX), X5
+	VCVTPH2PS    X5, X5
+	VMOVD        (AX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X5, X7, X7
+	VMULPS       X7, X6, X6
+	VADDSS       X6, X4, X4
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ5_0AVX512
 
 donedotQ5_0AVX512:
 	MOVSS X4, ret+24(FP)
@@ -3389,133 +3535,154 @@ TEXT ·dotMXFP4AVX512(SB), NOSPLIT, $0-28
 loopdotMXFP4AVX512:
 	CMPQ          DX, $0x08
 	JB            taildotMXFP4AVX512
-	VPMADDUBSW    2(CX), Y1, Y7
-	VMOVDQU64     1(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VMOVDQU64     1(AX), X7
+	VINSERTI32X4  $0x01, 69(AX), Y7, Y8
+	VPSRLW        $0x04, Y8, Y9
+	VPANDD        Y0, Y8, Y8
 	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y8, Y3, Y8
 	VPSHUFB       Y9, Y3, Y9
-	VPMADDUBSW    2(CX), Y9, Y9
-	VPSUBW        Y7, Y9, Y9
-	VPMADDWD      Y2, Y9, Y9
-	VPMADDUBSW    36(CX), Y1, Y7
-	VMOVDQU64     18(AX), X8
-	VPSRLW        $0x04, X8, X10
-	VINSERTI32X4  $0x01, X10, Y8, Y10
-	VPANDD        Y0, Y10, Y10
-	VPSHUFB       Y10, Y3, Y10
-	VPMADDUBSW    36(CX), Y10, Y10
-	VPSUBW        Y7, Y10, Y10
-	VPMADDWD      Y2, Y10, Y10
-	VSHUFPS       $0x88, Y10, Y9, Y7
-	VSHUFPS       $0xdd, Y10, Y9, Y9
-	VPADDD        Y9, Y7, Y7
-	VPMADDUBSW    70(CX), Y1, Y9
-	VMOVDQU64     35(AX), X8
-	VPSRLW        $0x04, X8, X10
-	VINSERTI32X4  $0x01, X10, Y8, Y10
-	VPANDD        Y0, Y10, Y10
-	VPSHUFB       Y10, Y3, Y10
-	VPMADDUBSW    70(CX), Y10, Y10
-	VPSUBW        Y9, Y10, Y10
-	VPMADDWD      Y2, Y10, Y10
-	VPMADDUBSW    104(CX), Y1, Y9
-	VMOVDQU64     52(AX), X8
-	VPSRLW        $0x04, X8, X11
-	VINSERTI32X4  $0x01, X11, Y8, Y11
-	VPANDD        Y0, Y11, Y11
-	VPSHUFB       Y11, Y3, Y11
-	VPMADDUBSW    104(CX), Y11, Y11
-	VPSUBW        Y9, Y11, Y11
-	VPMADDWD      Y2, Y11, Y11
-	VSHUFPS       $0x88, Y11, Y10, Y9
-	VSHUFPS       $0xdd, Y11, Y10, Y10
-	VPADDD        Y10, Y9, Y9
-	VSHUFPS       $0x88, Y9, Y7, Y10
-	VSHUFPS       $0xdd, Y9, Y7, Y7
-	VPADDD        Y7, Y10, Y10
-	VPMADDUBSW    138(CX), Y1, Y7
-	VMOVDQU64     69(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
+	VMOVDQU64     2(CX), X7
+	VINSERTI32X4  $0x01, 138(CX), Y7, Y10
+	VMOVDQU64     18(CX), X7
+	VINSERTI32X4  $0x01, 154(CX), Y7, Y11
+	VPMADDUBSW    Y10, Y1, Y12
+	VPMADDUBSW    Y11, Y1, Y13
+	VPADDW        Y13, Y12, Y12
+	VPMADDUBSW    Y10, Y8, Y8
+	VPMADDUBSW    Y11, Y9, Y9
+	VPADDW        Y9, Y8, Y8
+	VPSUBW        Y12, Y8, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VMOVDQU64     18(AX), X7
+	VINSERTI32X4  $0x01, 86(AX), Y7, Y9
+	VPSRLW        $0x04, Y9, Y10
 	VPANDD        Y0, Y9, Y9
+	VPANDD        Y0, Y10, Y10
 	VPSHUFB       Y9, Y3, Y9
-	VPMADDUBSW    138(CX), Y9, Y9
-	VPSUBW        Y7, Y9, Y9
+	VPSHUFB       Y10, Y3, Y10
+	VMOVDQU64     36(CX), X7
+	VINSERTI32X4  $0x01, 172(CX), Y7, Y11
+	VMOVDQU64     52(CX), X7
+	VINSERTI32X4  $0x01, 188(CX), Y7, Y12
+	VPMADDUBSW    Y11, Y1, Y13
+	VPMADDUBSW    Y12, Y1, Y14
+	VPADDW        Y14, Y13, Y13
+	VPMADDUBSW    Y11, Y9, Y9
+	VPMADDUBSW    Y12, Y10, Y10
+	VPADDW        Y10, Y9, Y9
+	VPSUBW        Y13, Y9, Y9
 	VPMADDWD      Y2, Y9, Y9
-	VPMADDUBSW    172(CX), Y1, Y7
-	VMOVDQU64     86(AX), X8
-	VPSRLW        $0x04, X8, X11
-	VINSERTI32X4  $0x01, X11, Y8, Y11
+	VSHUFPS       $0x88, Y9, Y8, Y10
+	VSHUFPS       $0xdd, Y9, Y8, Y8
+	VPADDD        Y8, Y10, Y10
+	VMOVDQU64     35(AX), X7
+	VINSERTI32X4  $0x01, 103(AX), Y7, Y8
+	VPSRLW        $0x04, Y8, Y9
+	VPANDD        Y0, Y8, Y8
+	VPANDD        Y0, Y9, Y9
+	VPSHUFB       Y8, Y3, Y8
+	VPSHUFB       Y9, Y3, Y9
+	VMOVDQU64     70(CX), X7
+	VINSERTI32X4  $0x01, 206(CX), Y7, Y11
+	VMOVDQU64     86(CX), X7
+	VINSERTI32X4  $0x01, 222(CX), Y7, Y12
+	VPMADDUBSW    Y11, Y1, Y13
+	VPMADDUBSW    Y12, Y1, Y14
+	VPADDW        Y14, Y13, Y13
+	VPMADDUBSW    Y11, Y8, Y8
+	VPMADDUBSW    Y12, Y9, Y9
+	VPADDW        Y9, Y8, Y8
+	VPSUBW        Y13, Y8, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VMOVDQU64     52(AX), X7
+	VINSERTI32X4  $0x01, 120(AX), Y7, Y9
+	VPSRLW        $0x04, Y9, Y11
+	VPANDD        Y0, Y9, Y9
 	VPANDD        Y0, Y11, Y11
+	VPSHUFB       Y9, Y3, Y9
 	VPSHUFB       Y11, Y3, Y11
-	VPMADDUBSW    172(CX), Y11, Y11
-	VPSUBW        Y7, Y11, Y11
-	VPMADDWD      Y2, Y11, Y11
-	VSHUFPS       $0x88, Y11, Y9, Y7
-	VSHUFPS       $0xdd, Y11, Y9, Y9
-	VPADDD        Y9, Y7, Y7
-	VPMADDUBSW    206(CX), Y1, Y9
-	VMOVDQU64     103(AX), X8
-	VPSRLW        $0x04, X8, X11
-	VINSERTI32X4  $0x01, X11, Y8, Y11
-	VPANDD        Y0, Y11, Y11
-	VPSHUFB       Y11, Y3, Y11
-	VPMADDUBSW    206(CX), Y11, Y11
-	VPSUBW        Y9, Y11, Y11
-	VPMADDWD      Y2, Y11, Y11
-	VPMADDUBSW    240(CX), Y1, Y9
-	VMOVDQU64     120(AX), X8
-	VPSRLW        $0x04, X8, X12
-	VINSERTI32X4  $0x01, X12, Y8, Y12
-	VPANDD        Y0, Y12, Y12
-	VPSHUFB       Y12, Y3, Y12
-	VPMADDUBSW    240(CX), Y12, Y12
-	VPSUBW        Y9, Y12, Y12
-	VPMADDWD      Y2, Y12, Y12
-	VSHUFPS       $0x88, Y12, Y11, Y9
-	VSHUFPS       $0xdd, Y12, Y11, Y11
-	VPADDD        Y11, Y9, Y9
-	VSHUFPS       $0x88, Y9, Y7, Y11
-	VSHUFPS       $0xdd, Y9, Y7, Y7
-	VPADDD        Y7, Y11, Y11
-	VSHUFI64X2    $0x00, Y11, Y10, Y7
-	VSHUFI64X2    $0x03, Y11, Y10, Y9
-	VPADDD        Y9, Y7, Y7
-	VCVTDQ2PS     Y7, Y7
-	VMOVD         (CX), X8
-	VPINSRW       $0x01, 34(CX), X8, X8
-	VPINSRW       $0x02, 68(CX), X8, X8
-	VPINSRW       $0x03, 102(CX), X8, X8
-	VPINSRW       $0x04, 136(CX), X8, X8
-	VPINSRW       $0x05, 170(CX), X8, X8
-	VPINSRW       $0x06, 204(CX), X8, X8
-	VPINSRW       $0x07, 238(CX), X8, X8
-	VCVTPH2PS     X8, Y9
-	VMOVD         (AX), X8
-	VPINSRB       $0x01, 17(AX), X8, X8
-	VPINSRB       $0x02, 34(AX), X8, X8
-	VPINSRB       $0x03, 51(AX), X8, X8
-	VPINSRB       $0x04, 68(AX), X8, X8
-	VPINSRB       $0x05, 85(AX), X8, X8
-	VPINSRB       $0x06, 102(AX), X8, X8
-	VPINSRB       $0x07, 119(AX), X8, X8
-	VPMOVZXBD     X8, Y10
+	VMOVDQU64     104(CX), X7
+	VINSERTI32X4  $0x01, 240(CX), Y7, Y12
+	VMOVDQU64     120(CX), X7
+	VINSERTI32X4  $0x01, 256(CX), Y7, Y13
+	VPMADDUBSW    Y12, Y1, Y14
+	VPMADDUBSW    Y13, Y1, Y15
+	VPADDW        Y15, Y14, Y14
+	VPMADDUBSW    Y12, Y9, Y9
+	VPMADDUBSW    Y13, Y11, Y11
+	VPADDW        Y11, Y9, Y9
+	VPSUBW        Y14, Y9, Y9
+	VPMADDWD      Y2, Y9, Y9
+	VSHUFPS       $0x88, Y9, Y8, Y11
+	VSHUFPS       $0xdd, Y9, Y8, Y8
+	VPADDD        Y8, Y11, Y11
+	VSHUFPS       $0x88, Y11, Y10, Y8
+	VSHUFPS       $0xdd, Y11, Y10, Y9
+	VPADDD        Y9, Y8, Y8
+	VCVTDQ2PS     Y8, Y8
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X7
+	VPINSRQ       $0x01, SI, X7, X7
+	VCVTPH2PS     X7, Y9
+	MOVBQZX       (AX), BX
+	MOVBQZX       17(AX), SI
+	SHLQ          $0x08, SI
+	ORQ           SI, BX
+	MOVBQZX       34(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVBQZX       51(AX), SI
+	SHLQ          $0x18, SI
+	ORQ           SI, BX
+	MOVBQZX       68(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVBQZX       85(AX), SI
+	SHLQ          $0x28, SI
+	ORQ           SI, BX
+	MOVBQZX       102(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVBQZX       119(AX), SI
+	SHLQ          $0x38, SI
+	ORQ           SI, BX
+	VMOVQ         BX, X7
+	VPMOVZXBD     X7, Y10
 	VPSUBD        Y10, Y4, Y11
 	VPSRLVD       Y11, Y5, Y11
 	VPSLLD        $0x17, Y10, Y10
 	VPSUBD        Y5, Y10, Y10
 	VPMAXSD       Y11, Y10, Y10
 	VMULPS        Y9, Y10, Y10
-	VMULPS        Y10, Y7, Y7
+	VMULPS        Y10, Y8, Y8
+	VADDSS        X8, X6, X6
+	VMOVSHDUP     X8, X7
 	VADDSS        X7, X6, X6
-	VMOVSHDUP     X7, X8
-	VADDSS        X8, X6, X6
-	VMOVHLPS      X7, X7, X8
-	VADDSS        X8, X6, X6
-	VPERMILPS     $0xff, X7, X8
-	VADDSS        X8, X6, X6
-	VEXTRACTF32X4 $0x01, Y7, X7
+	VMOVHLPS      X8, X8, X7
+	VADDSS        X7, X6, X6
+	VPERMILPS     $0xff, X8, X7
+	VADDSS        X7, X6, X6
+	VEXTRACTF32X4 $0x01, Y8, X7
 	VADDSS        X7, X6, X6
 	VMOVSHDUP     X7, X8
 	VADDSS        X8, X6, X6
@@ -3529,40 +3696,48 @@ loopdotMXFP4AVX512:
 	JMP           loopdotMXFP4AVX512
 
 taildotMXFP4AVX512:
-	TESTQ         DX, DX
-	JZ            donedotMXFP4AVX512
-	VPMADDUBSW    2(CX), Y1, Y7
-	VMOVDQU64     1(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y3, Y9
-	VPMADDUBSW    2(CX), Y9, Y9
-	VPSUBW        Y7, Y9, Y9
-	VPMADDWD      Y2, Y9, Y9
-	VEXTRACTI32X4 $0x01, Y9, X7
-	VPADDD        X7, X9, X7
-	VPSHUFD       $0x4e, X7, X8
-	VPADDD        X8, X7, X7
-	VPSHUFD       $0xb1, X7, X8
-	VPADDD        X8, X7, X7
-	VCVTDQ2PS     X7, X7
-	VMOVD         (CX), X8
-	VCVTPH2PS     X8, X8
-	VMOVD         (AX), X9
-	VPMOVZXBD     X9, X9
-	VPSUBD        X9, X4, X10
-	VPSRLVD       X10, X5, X10
-	VPSLLD        $0x17, X9, X9
-	VPSUBD        X5, X9, X9
-	VPMAXSD       X10, X9, X9
-	VMULPS        X8, X9, X9
-	VMULPS        X9, X7, X7
-	VADDSS        X7, X6, X6
-	ADDQ          $0x00000011, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotMXFP4AVX512
+	TESTQ        DX, DX
+	JZ           donedotMXFP4AVX512
+	VMOVDQU64    1(AX), X7
+	VINSERTI32X4 $0x01, 1(AX), Y7, Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPANDD       Y0, Y8, Y8
+	VPANDD       Y0, Y9, Y9
+	VPSHUFB      Y8, Y3, Y8
+	VPSHUFB      Y9, Y3, Y9
+	VMOVDQU64    2(CX), X7
+	VINSERTI32X4 $0x01, 2(CX), Y7, Y10
+	VMOVDQU64    18(CX), X7
+	VINSERTI32X4 $0x01, 18(CX), Y7, Y11
+	VPMADDUBSW   Y10, Y1, Y12
+	VPMADDUBSW   Y11, Y1, Y13
+	VPADDW       Y13, Y12, Y12
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y11, Y9, Y9
+	VPADDW       Y9, Y8, Y8
+	VPSUBW       Y12, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPSHUFD      $0x4e, X8, X7
+	VPADDD       X7, X8, X8
+	VPSHUFD      $0xb1, X8, X7
+	VPADDD       X7, X8, X8
+	VCVTDQ2PS    X8, X8
+	VMOVD        (CX), X7
+	VCVTPH2PS    X7, X7
+	VMOVD        (AX), X9
+	VPMOVZXBD    X9, X9
+	VPSUBD       X9, X4, X10
+	VPSRLVD      X10, X5, X10
+	VPSLLD       $0x17, X9, X9
+	VPSUBD       X5, X9, X9
+	VPMAXSD      X10, X9, X9
+	VMULPS       X7, X9, X9
+	VMULPS       X9, X8, X8
+	VADDSS       X8, X6, X6
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotMXFP4AVX512
 
 donedotMXFP4AVX512:
 	MOVSS X6, ret+24(FP)
@@ -3674,14 +3849,29 @@ loopdotMXFP4r8AVX512:
 	VPBROADCASTW    (DX), X7
 	VCVTPH2PS       X7, Y7
 	VCVTDQ2PS       Y8, Y8
-	VMOVD           (AX), X9
-	VPINSRB         $0x01, (AX)(CX*1), X9, X9
-	VPINSRB         $0x02, (AX)(CX*2), X9, X9
-	VPINSRB         $0x03, (AX)(SI*1), X9, X9
-	VPINSRB         $0x04, (DI), X9, X9
-	VPINSRB         $0x05, (DI)(CX*1), X9, X9
-	VPINSRB         $0x06, (DI)(CX*2), X9, X9
-	VPINSRB         $0x07, (DI)(SI*1), X9, X9
+	MOVBQZX         (AX), R9
+	MOVBQZX         (AX)(CX*1), R10
+	SHLQ            $0x08, R10
+	ORQ             R10, R9
+	MOVBQZX         (AX)(CX*2), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVBQZX         (AX)(SI*1), R10
+	SHLQ            $0x18, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI)(CX*1), R10
+	SHLQ            $0x28, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI)(CX*2), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI)(SI*1), R10
+	SHLQ            $0x38, R10
+	ORQ             R10, R9
+	VMOVQ           R9, X9
 	VPMOVZXBD       X9, Y9
 	VPSUBD          Y9, Y4, Y10
 	VPSRLVD         Y10, Y5, Y10
@@ -6791,161 +6981,193 @@ TEXT ·dotQ8_0VNNI(SB), NOSPLIT, $0-28
 loopdotQ8_0VNNI:
 	CMPQ          DX, $0x08
 	JB            taildotQ8_0VNNI
-	VPXORD        Y2, Y2, Y2
-	VPDPBUSD      2(CX), Y0, Y2
-	VPXORD        Y3, Y3, Y3
-	VPSUBD        Y2, Y3, Y3
-	VMOVDQU64     2(AX), Y4
-	VPXORD        Y0, Y4, Y4
-	VMOVDQA64     Y3, Y5
-	VPDPBUSD      2(CX), Y4, Y5
-	VPXORD        Y6, Y6, Y6
-	VPDPBUSD      36(CX), Y0, Y6
+	VMOVDQU64     2(AX), X2
+	VINSERTI32X4  $0x01, 138(AX), Y2, Y3
+	VMOVDQU64     18(AX), X2
+	VINSERTI32X4  $0x01, 154(AX), Y2, Y4
+	VMOVDQU64     2(CX), X2
+	VINSERTI32X4  $0x01, 138(CX), Y2, Y5
+	VMOVDQU64     18(CX), X2
+	VINSERTI32X4  $0x01, 154(CX), Y2, Y6
 	VPXORD        Y7, Y7, Y7
-	VPSUBD        Y6, Y7, Y7
-	VMOVDQU64     36(AX), Y4
-	VPXORD        Y0, Y4, Y4
-	VMOVDQA64     Y7, Y22
-	VPDPBUSD      36(CX), Y4, Y22
-	VSHUFPS       $0x88, Y22, Y5, Y4
-	VSHUFPS       $0xdd, Y22, Y5, Y5
-	VPADDD        Y5, Y4, Y4
+	VPDPBUSD      Y5, Y0, Y7
+	VPDPBUSD      Y6, Y0, Y7
 	VPXORD        Y8, Y8, Y8
-	VPDPBUSD      70(CX), Y0, Y8
-	VPXORD        Y9, Y9, Y9
-	VPSUBD        Y8, Y9, Y9
-	VMOVDQU64     70(AX), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y9, Y22
-	VPDPBUSD      70(CX), Y5, Y22
+	VPSUBD        Y7, Y8, Y8
+	VPXORD        Y0, Y3, Y3
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y8, Y9
+	VPDPBUSD      Y5, Y3, Y9
+	VPDPBUSD      Y6, Y4, Y9
+	VMOVDQU64     36(AX), X2
+	VINSERTI32X4  $0x01, 172(AX), Y2, Y3
+	VMOVDQU64     52(AX), X2
+	VINSERTI32X4  $0x01, 188(AX), Y2, Y4
+	VMOVDQU64     36(CX), X2
+	VINSERTI32X4  $0x01, 172(CX), Y2, Y5
+	VMOVDQU64     52(CX), X2
+	VINSERTI32X4  $0x01, 188(CX), Y2, Y6
 	VPXORD        Y10, Y10, Y10
-	VPDPBUSD      104(CX), Y0, Y10
+	VPDPBUSD      Y5, Y0, Y10
+	VPDPBUSD      Y6, Y0, Y10
 	VPXORD        Y11, Y11, Y11
 	VPSUBD        Y10, Y11, Y11
-	VMOVDQU64     104(AX), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y11, Y23
-	VPDPBUSD      104(CX), Y5, Y23
-	VSHUFPS       $0x88, Y23, Y22, Y5
-	VSHUFPS       $0xdd, Y23, Y22, Y22
-	VPADDD        Y22, Y5, Y5
-	VSHUFPS       $0x88, Y5, Y4, Y22
-	VSHUFPS       $0xdd, Y5, Y4, Y4
-	VPADDD        Y4, Y22, Y22
+	VPXORD        Y0, Y3, Y3
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y11, Y18
+	VPDPBUSD      Y5, Y3, Y18
+	VPDPBUSD      Y6, Y4, Y18
+	VSHUFPS       $0x88, Y18, Y9, Y3
+	VSHUFPS       $0xdd, Y18, Y9, Y4
+	VPADDD        Y4, Y3, Y3
+	VMOVDQU64     70(AX), X2
+	VINSERTI32X4  $0x01, 206(AX), Y2, Y4
+	VMOVDQU64     86(AX), X2
+	VINSERTI32X4  $0x01, 222(AX), Y2, Y5
+	VMOVDQU64     70(CX), X2
+	VINSERTI32X4  $0x01, 206(CX), Y2, Y6
+	VMOVDQU64     86(CX), X2
+	VINSERTI32X4  $0x01, 222(CX), Y2, Y9
 	VPXORD        Y12, Y12, Y12
-	VPDPBUSD      138(CX), Y0, Y12
+	VPDPBUSD      Y6, Y0, Y12
+	VPDPBUSD      Y9, Y0, Y12
 	VPXORD        Y13, Y13, Y13
 	VPSUBD        Y12, Y13, Y13
-	VMOVDQU64     138(AX), Y4
 	VPXORD        Y0, Y4, Y4
-	VMOVDQA64     Y13, Y5
-	VPDPBUSD      138(CX), Y4, Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y13, Y18
+	VPDPBUSD      Y6, Y4, Y18
+	VPDPBUSD      Y9, Y5, Y18
+	VMOVDQU64     104(AX), X2
+	VINSERTI32X4  $0x01, 240(AX), Y2, Y4
+	VMOVDQU64     120(AX), X2
+	VINSERTI32X4  $0x01, 256(AX), Y2, Y5
+	VMOVDQU64     104(CX), X2
+	VINSERTI32X4  $0x01, 240(CX), Y2, Y6
+	VMOVDQU64     120(CX), X2
+	VINSERTI32X4  $0x01, 256(CX), Y2, Y9
 	VPXORD        Y14, Y14, Y14
-	VPDPBUSD      172(CX), Y0, Y14
+	VPDPBUSD      Y6, Y0, Y14
+	VPDPBUSD      Y9, Y0, Y14
 	VPXORD        Y15, Y15, Y15
 	VPSUBD        Y14, Y15, Y15
-	VMOVDQU64     172(AX), Y4
 	VPXORD        Y0, Y4, Y4
-	VMOVDQA64     Y15, Y23
-	VPDPBUSD      172(CX), Y4, Y23
-	VSHUFPS       $0x88, Y23, Y5, Y4
-	VSHUFPS       $0xdd, Y23, Y5, Y5
-	VPADDD        Y5, Y4, Y4
-	VPXORD        Y16, Y16, Y16
-	VPDPBUSD      206(CX), Y0, Y16
-	VPXORD        Y17, Y17, Y17
-	VPSUBD        Y16, Y17, Y17
-	VMOVDQU64     206(AX), Y5
 	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y17, Y23
-	VPDPBUSD      206(CX), Y5, Y23
-	VPXORD        Y18, Y18, Y18
-	VPDPBUSD      240(CX), Y0, Y18
-	VPXORD        Y19, Y19, Y19
-	VPSUBD        Y18, Y19, Y19
-	VMOVDQU64     240(AX), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y19, Y24
-	VPDPBUSD      240(CX), Y5, Y24
-	VSHUFPS       $0x88, Y24, Y23, Y5
-	VSHUFPS       $0xdd, Y24, Y23, Y23
-	VPADDD        Y23, Y5, Y5
-	VSHUFPS       $0x88, Y5, Y4, Y23
-	VSHUFPS       $0xdd, Y5, Y4, Y4
-	VPADDD        Y4, Y23, Y23
-	VSHUFI64X2    $0x00, Y23, Y22, Y4
-	VSHUFI64X2    $0x03, Y23, Y22, Y5
+	VMOVDQA64     Y15, Y19
+	VPDPBUSD      Y6, Y4, Y19
+	VPDPBUSD      Y9, Y5, Y19
+	VSHUFPS       $0x88, Y19, Y18, Y4
+	VSHUFPS       $0xdd, Y19, Y18, Y5
 	VPADDD        Y5, Y4, Y4
-	VCVTDQ2PS     Y4, Y4
-	VMOVD         (CX), X5
-	VPINSRW       $0x01, 34(CX), X5, X5
-	VPINSRW       $0x02, 68(CX), X5, X5
-	VPINSRW       $0x03, 102(CX), X5, X5
-	VPINSRW       $0x04, 136(CX), X5, X5
-	VPINSRW       $0x05, 170(CX), X5, X5
-	VPINSRW       $0x06, 204(CX), X5, X5
-	VPINSRW       $0x07, 238(CX), X5, X5
-	VCVTPH2PS     X5, Y5
-	VMOVD         (AX), X22
-	VPINSRW       $0x01, 34(AX), X22, X22
-	VPINSRW       $0x02, 68(AX), X22, X22
-	VPINSRW       $0x03, 102(AX), X22, X22
-	VPINSRW       $0x04, 136(AX), X22, X22
-	VPINSRW       $0x05, 170(AX), X22, X22
-	VPINSRW       $0x06, 204(AX), X22, X22
-	VPINSRW       $0x07, 238(AX), X22, X22
-	VCVTPH2PS     X22, Y22
-	VMULPS        Y5, Y22, Y22
-	VMULPS        Y22, Y4, Y4
-	VADDSS        X4, X1, X1
-	VMOVSHDUP     X4, X5
+	VSHUFPS       $0x88, Y4, Y3, Y5
+	VSHUFPS       $0xdd, Y4, Y3, Y3
+	VPADDD        Y3, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       (AX), BX
+	MOVWQZX       34(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(AX), SI
+	MOVWQZX       170(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y3, Y4, Y4
+	VMULPS        Y4, Y5, Y5
 	VADDSS        X5, X1, X1
-	VMOVHLPS      X4, X4, X5
-	VADDSS        X5, X1, X1
-	VPERMILPS     $0xff, X4, X5
-	VADDSS        X5, X1, X1
-	VEXTRACTF32X4 $0x01, Y4, X4
-	VADDSS        X4, X1, X1
-	VMOVSHDUP     X4, X5
-	VADDSS        X5, X1, X1
-	VMOVHLPS      X4, X4, X5
-	VADDSS        X5, X1, X1
-	VPERMILPS     $0xff, X4, X4
-	VADDSS        X4, X1, X1
+	VMOVSHDUP     X5, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X5, X5, X2
+	VADDSS        X2, X1, X1
+	VPERMILPS     $0xff, X5, X2
+	VADDSS        X2, X1, X1
+	VEXTRACTF32X4 $0x01, Y5, X2
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X2, X2, X3
+	VADDSS        X3, X1, X1
+	VPERMILPS     $0xff, X2, X2
+	VADDSS        X2, X1, X1
 	ADDQ          $0x00000110, AX
 	ADDQ          $0x00000110, CX
 	SUBQ          $0x08, DX
 	JMP           loopdotQ8_0VNNI
 
 taildotQ8_0VNNI:
-	TESTQ         DX, DX
-	JZ            donedotQ8_0VNNI
-	VPXORD        Y20, Y20, Y20
-	VPDPBUSD      2(CX), Y0, Y20
-	VPXORD        Y21, Y21, Y21
-	VPSUBD        Y20, Y21, Y21
-	VMOVDQU64     2(AX), Y2
-	VPXORD        Y0, Y2, Y2
-	VMOVDQA64     Y21, Y3
-	VPDPBUSD      2(CX), Y2, Y3
-	VEXTRACTI32X4 $0x01, Y3, X2
-	VPADDD        X2, X3, X2
-	VPSHUFD       $0x4e, X2, X3
-	VPADDD        X3, X2, X2
-	VPSHUFD       $0xb1, X2, X3
-	VPADDD        X3, X2, X2
-	VCVTDQ2PS     X2, X2
-	VMOVD         (CX), X3
-	VCVTPH2PS     X3, X3
-	VMOVD         (AX), X4
-	VCVTPH2PS     X4, X4
-	VMULPS        X3, X4, X4
-	VMULPS        X4, X2, X2
-	VADDSS        X2, X1, X1
-	ADDQ          $0x00000022, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ8_0VNNI
+	TESTQ        DX, DX
+	JZ           donedotQ8_0VNNI
+	VMOVDQU64    2(AX), X2
+	VINSERTI32X4 $0x01, 2(AX), Y2, Y3
+	VMOVDQU64    18(AX), X2
+	VINSERTI32X4 $0x01, 18(AX), Y2, Y4
+	VMOVDQU64    2(CX), X2
+	VINSERTI32X4 $0x01, 2(CX), Y2, Y5
+	VMOVDQU64    18(CX), X2
+	VINSERTI32X4 $0x01, 18(CX), Y2, Y6
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y5, Y0, Y16
+	VPDPBUSD     Y6, Y0, Y16
+	VPXORD       Y17, Y17, Y17
+	VPSUBD       Y16, Y17, Y17
+	VPXORD       Y0, Y3, Y3
+	VPXORD       Y0, Y4, Y4
+	VMOVDQA64    Y17, Y7
+	VPDPBUSD     Y5, Y3, Y7
+	VPDPBUSD     Y6, Y4, Y7
+	VPSHUFD      $0x4e, X7, X2
+	VPADDD       X2, X7, X7
+	VPSHUFD      $0xb1, X7, X2
+	VPADDD       X2, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X2, X3, X3
+	VMULPS       X3, X7, X7
+	VADDSS       X7, X1, X1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ8_0VNNI
 
 donedotQ8_0VNNI:
 	MOVSS X1, ret+24(FP)
@@ -7032,14 +7254,28 @@ loopdotQ8_0r8VNNI:
 	VPBROADCASTW    (DX), X2
 	VCVTPH2PS       X2, Y2
 	VCVTDQ2PS       Y3, Y3
-	VMOVD           (AX), X6
-	VPINSRW         $0x01, (AX)(CX*1), X6, X6
-	VPINSRW         $0x02, (AX)(CX*2), X6, X6
-	VPINSRW         $0x03, (AX)(SI*1), X6, X6
-	VPINSRW         $0x04, (DI), X6, X6
-	VPINSRW         $0x05, (DI)(CX*1), X6, X6
-	VPINSRW         $0x06, (DI)(CX*2), X6, X6
-	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X6
+	VPINSRQ         $0x01, R10, X6, X6
 	VCVTPH2PS       X6, Y7
 	VMULPS          Y2, Y7, Y7
 	VMULPS          Y7, Y3, Y3
@@ -7069,179 +7305,188 @@ TEXT ·dotQ4_0VNNI(SB), NOSPLIT, $0-28
 loopdotQ4_0VNNI:
 	CMPQ          DX, $0x08
 	JB            taildotQ4_0VNNI
-	VPXORD        Y3, Y3, Y3
-	VPDPBUSD      2(CX), Y1, Y3
-	VPXORD        Y4, Y4, Y4
-	VPSUBD        Y3, Y4, Y4
-	VMOVDQU64     2(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
-	VPANDD        Y0, Y6, Y6
-	VMOVDQA64     Y4, Y23
-	VPDPBUSD      2(CX), Y6, Y23
+	VMOVDQU64     2(AX), X3
+	VINSERTI32X4  $0x01, 74(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     2(CX), X3
+	VINSERTI32X4  $0x01, 138(CX), Y3, Y16
+	VMOVDQU64     18(CX), X3
+	VINSERTI32X4  $0x01, 154(CX), Y3, Y17
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y16, Y1, Y6
+	VPDPBUSD      Y17, Y1, Y6
 	VPXORD        Y7, Y7, Y7
-	VPDPBUSD      36(CX), Y1, Y7
+	VPSUBD        Y6, Y7, Y7
+	VMOVDQA64     Y7, Y18
+	VPDPBUSD      Y16, Y4, Y18
+	VPDPBUSD      Y17, Y5, Y18
+	VMOVDQU64     20(AX), X3
+	VINSERTI32X4  $0x01, 92(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     36(CX), X3
+	VINSERTI32X4  $0x01, 172(CX), Y3, Y16
+	VMOVDQU64     52(CX), X3
+	VINSERTI32X4  $0x01, 188(CX), Y3, Y17
 	VPXORD        Y8, Y8, Y8
-	VPSUBD        Y7, Y8, Y8
-	VMOVDQU64     20(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
-	VPANDD        Y0, Y6, Y6
-	VMOVDQA64     Y8, Y24
-	VPDPBUSD      36(CX), Y6, Y24
-	VSHUFPS       $0x88, Y24, Y23, Y6
-	VSHUFPS       $0xdd, Y24, Y23, Y23
-	VPADDD        Y23, Y6, Y6
+	VPDPBUSD      Y16, Y1, Y8
+	VPDPBUSD      Y17, Y1, Y8
 	VPXORD        Y9, Y9, Y9
-	VPDPBUSD      70(CX), Y1, Y9
+	VPSUBD        Y8, Y9, Y9
+	VMOVDQA64     Y9, Y19
+	VPDPBUSD      Y16, Y4, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VSHUFPS       $0x88, Y19, Y18, Y4
+	VSHUFPS       $0xdd, Y19, Y18, Y5
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU64     38(AX), X3
+	VINSERTI32X4  $0x01, 110(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y16
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y16, Y16
+	VMOVDQU64     70(CX), X3
+	VINSERTI32X4  $0x01, 206(CX), Y3, Y17
+	VMOVDQU64     86(CX), X3
+	VINSERTI32X4  $0x01, 222(CX), Y3, Y18
 	VPXORD        Y10, Y10, Y10
-	VPSUBD        Y9, Y10, Y10
-	VMOVDQU64     38(AX), X5
-	VPSRLW        $0x04, X5, X23
-	VINSERTI32X4  $0x01, X23, Y5, Y23
-	VPANDD        Y0, Y23, Y23
-	VMOVDQA64     Y10, Y24
-	VPDPBUSD      70(CX), Y23, Y24
+	VPDPBUSD      Y17, Y1, Y10
+	VPDPBUSD      Y18, Y1, Y10
 	VPXORD        Y11, Y11, Y11
-	VPDPBUSD      104(CX), Y1, Y11
+	VPSUBD        Y10, Y11, Y11
+	VMOVDQA64     Y11, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VPDPBUSD      Y18, Y16, Y19
+	VMOVDQU64     56(AX), X3
+	VINSERTI32X4  $0x01, 128(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y16
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y16, Y16
+	VMOVDQU64     104(CX), X3
+	VINSERTI32X4  $0x01, 240(CX), Y3, Y17
+	VMOVDQU64     120(CX), X3
+	VINSERTI32X4  $0x01, 256(CX), Y3, Y18
 	VPXORD        Y12, Y12, Y12
-	VPSUBD        Y11, Y12, Y12
-	VMOVDQU64     56(AX), X5
-	VPSRLW        $0x04, X5, X23
-	VINSERTI32X4  $0x01, X23, Y5, Y23
-	VPANDD        Y0, Y23, Y23
-	VMOVDQA64     Y12, Y25
-	VPDPBUSD      104(CX), Y23, Y25
-	VSHUFPS       $0x88, Y25, Y24, Y23
-	VSHUFPS       $0xdd, Y25, Y24, Y24
-	VPADDD        Y24, Y23, Y23
-	VSHUFPS       $0x88, Y23, Y6, Y24
-	VSHUFPS       $0xdd, Y23, Y6, Y6
-	VPADDD        Y6, Y24, Y24
+	VPDPBUSD      Y17, Y1, Y12
+	VPDPBUSD      Y18, Y1, Y12
 	VPXORD        Y13, Y13, Y13
-	VPDPBUSD      138(CX), Y1, Y13
-	VPXORD        Y14, Y14, Y14
-	VPSUBD        Y13, Y14, Y14
-	VMOVDQU64     74(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
-	VPANDD        Y0, Y6, Y6
-	VMOVDQA64     Y14, Y23
-	VPDPBUSD      138(CX), Y6, Y23
-	VPXORD        Y15, Y15, Y15
-	VPDPBUSD      172(CX), Y1, Y15
-	VPXORD        Y16, Y16, Y16
-	VPSUBD        Y15, Y16, Y16
-	VMOVDQU64     92(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
-	VPANDD        Y0, Y6, Y6
-	VMOVDQA64     Y16, Y25
-	VPDPBUSD      172(CX), Y6, Y25
-	VSHUFPS       $0x88, Y25, Y23, Y6
-	VSHUFPS       $0xdd, Y25, Y23, Y23
-	VPADDD        Y23, Y6, Y6
-	VPXORD        Y17, Y17, Y17
-	VPDPBUSD      206(CX), Y1, Y17
-	VPXORD        Y18, Y18, Y18
-	VPSUBD        Y17, Y18, Y18
-	VMOVDQU64     110(AX), X5
-	VPSRLW        $0x04, X5, X23
-	VINSERTI32X4  $0x01, X23, Y5, Y23
-	VPANDD        Y0, Y23, Y23
-	VMOVDQA64     Y18, Y25
-	VPDPBUSD      206(CX), Y23, Y25
-	VPXORD        Y19, Y19, Y19
-	VPDPBUSD      240(CX), Y1, Y19
-	VPXORD        Y20, Y20, Y20
-	VPSUBD        Y19, Y20, Y20
-	VMOVDQU64     128(AX), X5
-	VPSRLW        $0x04, X5, X23
-	VINSERTI32X4  $0x01, X23, Y5, Y23
-	VPANDD        Y0, Y23, Y23
-	VMOVDQA64     Y20, Y26
-	VPDPBUSD      240(CX), Y23, Y26
-	VSHUFPS       $0x88, Y26, Y25, Y23
-	VSHUFPS       $0xdd, Y26, Y25, Y25
-	VPADDD        Y25, Y23, Y23
-	VSHUFPS       $0x88, Y23, Y6, Y25
-	VSHUFPS       $0xdd, Y23, Y6, Y6
-	VPADDD        Y6, Y25, Y25
-	VSHUFI64X2    $0x00, Y25, Y24, Y6
-	VSHUFI64X2    $0x03, Y25, Y24, Y23
-	VPADDD        Y23, Y6, Y6
-	VCVTDQ2PS     Y6, Y6
-	VMOVD         (CX), X5
-	VPINSRW       $0x01, 34(CX), X5, X5
-	VPINSRW       $0x02, 68(CX), X5, X5
-	VPINSRW       $0x03, 102(CX), X5, X5
-	VPINSRW       $0x04, 136(CX), X5, X5
-	VPINSRW       $0x05, 170(CX), X5, X5
-	VPINSRW       $0x06, 204(CX), X5, X5
-	VPINSRW       $0x07, 238(CX), X5, X5
-	VCVTPH2PS     X5, Y23
-	VMOVD         (AX), X5
-	VPINSRW       $0x01, 18(AX), X5, X5
-	VPINSRW       $0x02, 36(AX), X5, X5
-	VPINSRW       $0x03, 54(AX), X5, X5
-	VPINSRW       $0x04, 72(AX), X5, X5
-	VPINSRW       $0x05, 90(AX), X5, X5
-	VPINSRW       $0x06, 108(AX), X5, X5
-	VPINSRW       $0x07, 126(AX), X5, X5
-	VCVTPH2PS     X5, Y24
-	VMULPS        Y24, Y6, Y6
-	VMULPS        Y23, Y6, Y6
-	VADDSS        X6, X2, X2
-	VMOVSHDUP     X6, X5
-	VADDSS        X5, X2, X2
-	VMOVHLPS      X6, X6, X5
-	VADDSS        X5, X2, X2
-	VPERMILPS     $0xff, X6, X5
-	VADDSS        X5, X2, X2
-	VEXTRACTF32X4 $0x01, Y6, X5
-	VADDSS        X5, X2, X2
-	VMOVSHDUP     X5, X6
-	VADDSS        X6, X2, X2
-	VMOVHLPS      X5, X5, X6
-	VADDSS        X6, X2, X2
-	VPERMILPS     $0xff, X5, X5
-	VADDSS        X5, X2, X2
+	VPSUBD        Y12, Y13, Y13
+	VMOVDQA64     Y13, Y20
+	VPDPBUSD      Y17, Y5, Y20
+	VPDPBUSD      Y18, Y16, Y20
+	VSHUFPS       $0x88, Y20, Y19, Y5
+	VSHUFPS       $0xdd, Y20, Y19, Y16
+	VPADDD        Y16, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y16
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y16, Y16
+	VCVTDQ2PS     Y16, Y16
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y4
+	MOVWQZX       (AX), BX
+	MOVWQZX       18(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       36(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       54(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       72(AX), SI
+	MOVWQZX       90(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       108(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       126(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y5, Y16, Y16
+	VMULPS        Y4, Y16, Y16
+	VADDSS        X16, X2, X2
+	VMOVSHDUP     X16, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X16, X16, X3
+	VADDSS        X3, X2, X2
+	VPERMILPS     $0xff, X16, X3
+	VADDSS        X3, X2, X2
+	VEXTRACTF32X4 $0x01, Y16, X3
+	VADDSS        X3, X2, X2
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X2, X2
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X2, X2
+	VPERMILPS     $0xff, X3, X3
+	VADDSS        X3, X2, X2
 	ADDQ          $0x00000090, AX
 	ADDQ          $0x00000110, CX
 	SUBQ          $0x08, DX
 	JMP           loopdotQ4_0VNNI
 
 taildotQ4_0VNNI:
-	TESTQ         DX, DX
-	JZ            donedotQ4_0VNNI
-	VPXORD        Y21, Y21, Y21
-	VPDPBUSD      2(CX), Y1, Y21
-	VPXORD        Y22, Y22, Y22
-	VPSUBD        Y21, Y22, Y22
-	VMOVDQU64     2(AX), X5
-	VPSRLW        $0x04, X5, X3
-	VINSERTI32X4  $0x01, X3, Y5, Y3
-	VPANDD        Y0, Y3, Y3
-	VMOVDQA64     Y22, Y4
-	VPDPBUSD      2(CX), Y3, Y4
-	VEXTRACTI32X4 $0x01, Y4, X3
-	VPADDD        X3, X4, X3
-	VPSHUFD       $0x4e, X3, X4
-	VPADDD        X4, X3, X3
-	VPSHUFD       $0xb1, X3, X4
-	VPADDD        X4, X3, X3
-	VCVTDQ2PS     X3, X3
-	VMOVD         (CX), X4
-	VCVTPH2PS     X4, X4
-	VMOVD         (AX), X5
-	VCVTPH2PS     X5, X5
-	VMULPS        X5, X3, X3
-	VMULPS        X4, X3, X3
-	VADDSS        X3, X2, X2
-	ADDQ          $0x00000012, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ4_0VNNI
+	TESTQ        DX, DX
+	JZ           donedotQ4_0VNNI
+	VMOVDQU64    2(AX), X3
+	VINSERTI32X4 $0x01, 2(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	VMOVDQU64    2(CX), X3
+	VINSERTI32X4 $0x01, 2(CX), Y3, Y6
+	VMOVDQU64    18(CX), X3
+	VINSERTI32X4 $0x01, 18(CX), Y3, Y7
+	VPXORD       Y14, Y14, Y14
+	VPDPBUSD     Y6, Y1, Y14
+	VPDPBUSD     Y7, Y1, Y14
+	VPXORD       Y15, Y15, Y15
+	VPSUBD       Y14, Y15, Y15
+	VMOVDQA64    Y15, Y8
+	VPDPBUSD     Y6, Y4, Y8
+	VPDPBUSD     Y7, Y5, Y8
+	VPSHUFD      $0x4e, X8, X3
+	VPADDD       X3, X8, X8
+	VPSHUFD      $0xb1, X8, X3
+	VPADDD       X3, X8, X8
+	VCVTDQ2PS    X8, X8
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X8, X8
+	VMULPS       X3, X8, X8
+	VADDSS       X8, X2, X2
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ4_0VNNI
 
 donedotQ4_0VNNI:
 	MOVSS X2, ret+24(FP)
@@ -7320,14 +7565,28 @@ loopdotQ4_0r8VNNI:
 	VPBROADCASTW    (DX), X3
 	VCVTPH2PS       X3, Y3
 	VCVTDQ2PS       Y4, Y4
-	VMOVD           (AX), X7
-	VPINSRW         $0x01, (AX)(CX*1), X7, X7
-	VPINSRW         $0x02, (AX)(CX*2), X7, X7
-	VPINSRW         $0x03, (AX)(SI*1), X7, X7
-	VPINSRW         $0x04, (DI), X7, X7
-	VPINSRW         $0x05, (DI)(CX*1), X7, X7
-	VPINSRW         $0x06, (DI)(CX*2), X7, X7
-	VPINSRW         $0x07, (DI)(SI*1), X7, X7
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X7
+	VPINSRQ         $0x01, R10, X7, X7
 	VCVTPH2PS       X7, Y8
 	VMULPS          Y8, Y4, Y4
 	VMULPS          Y3, Y4, Y4
@@ -7358,197 +7617,225 @@ TEXT ·dotQ5_0VNNI(SB), NOSPLIT, $0-28
 loopdotQ5_0VNNI:
 	CMPQ          DX, $0x08
 	JB            taildotQ5_0VNNI
-	VPXORD        Y4, Y4, Y4
-	VPDPBUSD      2(CX), Y1, Y4
-	VPXORD        Y5, Y5, Y5
-	VPSUBD        Y4, Y5, Y5
-	VMOVDQU64     6(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         2(AX), K1
-	VPADDB        Y2, Y7, K1, Y7
-	VMOVDQA64     Y5, Y24
-	VPDPBUSD      2(CX), Y7, Y24
+	VMOVDQU64     6(AX), X4
+	VINSERTI32X4  $0x01, 94(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	MOVL          2(AX), BX
+	MOVL          90(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y5, K1, Y5
+	VPADDB        Y2, Y6, K2, Y6
+	VMOVDQU64     2(CX), X4
+	VINSERTI32X4  $0x01, 138(CX), Y4, Y17
+	VMOVDQU64     18(CX), X4
+	VINSERTI32X4  $0x01, 154(CX), Y4, Y18
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y17, Y1, Y7
+	VPDPBUSD      Y18, Y1, Y7
 	VPXORD        Y8, Y8, Y8
-	VPDPBUSD      36(CX), Y1, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQA64     Y8, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VPDPBUSD      Y18, Y6, Y19
+	VMOVDQU64     28(AX), X4
+	VINSERTI32X4  $0x01, 116(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	MOVL          24(AX), BX
+	MOVL          112(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y5, K1, Y5
+	VPADDB        Y2, Y6, K2, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 172(CX), Y4, Y17
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 188(CX), Y4, Y18
 	VPXORD        Y9, Y9, Y9
-	VPSUBD        Y8, Y9, Y9
-	VMOVDQU64     28(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         24(AX), K1
-	VPADDB        Y2, Y7, K1, Y7
-	VMOVDQA64     Y9, Y25
-	VPDPBUSD      36(CX), Y7, Y25
-	VSHUFPS       $0x88, Y25, Y24, Y7
-	VSHUFPS       $0xdd, Y25, Y24, Y24
-	VPADDD        Y24, Y7, Y7
+	VPDPBUSD      Y17, Y1, Y9
+	VPDPBUSD      Y18, Y1, Y9
 	VPXORD        Y10, Y10, Y10
-	VPDPBUSD      70(CX), Y1, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQA64     Y10, Y20
+	VPDPBUSD      Y17, Y5, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VSHUFPS       $0x88, Y20, Y19, Y5
+	VSHUFPS       $0xdd, Y20, Y19, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     50(AX), X4
+	VINSERTI32X4  $0x01, 138(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	MOVL          46(AX), BX
+	MOVL          134(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y6, K1, Y6
+	VPADDB        Y2, Y17, K2, Y17
+	VMOVDQU64     70(CX), X4
+	VINSERTI32X4  $0x01, 206(CX), Y4, Y18
+	VMOVDQU64     86(CX), X4
+	VINSERTI32X4  $0x01, 222(CX), Y4, Y19
 	VPXORD        Y11, Y11, Y11
-	VPSUBD        Y10, Y11, Y11
-	VMOVDQU64     50(AX), X6
-	VPSRLW        $0x04, X6, X24
-	VINSERTI32X4  $0x01, X24, Y6, Y24
-	VPANDD        Y0, Y24, Y24
-	KMOVD         46(AX), K1
-	VPADDB        Y2, Y24, K1, Y24
-	VMOVDQA64     Y11, Y25
-	VPDPBUSD      70(CX), Y24, Y25
+	VPDPBUSD      Y18, Y1, Y11
+	VPDPBUSD      Y19, Y1, Y11
 	VPXORD        Y12, Y12, Y12
-	VPDPBUSD      104(CX), Y1, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQA64     Y12, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VPDPBUSD      Y19, Y17, Y20
+	VMOVDQU64     72(AX), X4
+	VINSERTI32X4  $0x01, 160(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	MOVL          68(AX), BX
+	MOVL          156(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y6, K1, Y6
+	VPADDB        Y2, Y17, K2, Y17
+	VMOVDQU64     104(CX), X4
+	VINSERTI32X4  $0x01, 240(CX), Y4, Y18
+	VMOVDQU64     120(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y19
 	VPXORD        Y13, Y13, Y13
-	VPSUBD        Y12, Y13, Y13
-	VMOVDQU64     72(AX), X6
-	VPSRLW        $0x04, X6, X24
-	VINSERTI32X4  $0x01, X24, Y6, Y24
-	VPANDD        Y0, Y24, Y24
-	KMOVD         68(AX), K1
-	VPADDB        Y2, Y24, K1, Y24
-	VMOVDQA64     Y13, Y26
-	VPDPBUSD      104(CX), Y24, Y26
-	VSHUFPS       $0x88, Y26, Y25, Y24
-	VSHUFPS       $0xdd, Y26, Y25, Y25
-	VPADDD        Y25, Y24, Y24
-	VSHUFPS       $0x88, Y24, Y7, Y25
-	VSHUFPS       $0xdd, Y24, Y7, Y7
-	VPADDD        Y7, Y25, Y25
+	VPDPBUSD      Y18, Y1, Y13
+	VPDPBUSD      Y19, Y1, Y13
 	VPXORD        Y14, Y14, Y14
-	VPDPBUSD      138(CX), Y1, Y14
-	VPXORD        Y15, Y15, Y15
-	VPSUBD        Y14, Y15, Y15
-	VMOVDQU64     94(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         90(AX), K1
-	VPADDB        Y2, Y7, K1, Y7
-	VMOVDQA64     Y15, Y24
-	VPDPBUSD      138(CX), Y7, Y24
-	VPXORD        Y16, Y16, Y16
-	VPDPBUSD      172(CX), Y1, Y16
-	VPXORD        Y17, Y17, Y17
-	VPSUBD        Y16, Y17, Y17
-	VMOVDQU64     116(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         112(AX), K1
-	VPADDB        Y2, Y7, K1, Y7
-	VMOVDQA64     Y17, Y26
-	VPDPBUSD      172(CX), Y7, Y26
-	VSHUFPS       $0x88, Y26, Y24, Y7
-	VSHUFPS       $0xdd, Y26, Y24, Y24
-	VPADDD        Y24, Y7, Y7
-	VPXORD        Y18, Y18, Y18
-	VPDPBUSD      206(CX), Y1, Y18
-	VPXORD        Y19, Y19, Y19
-	VPSUBD        Y18, Y19, Y19
-	VMOVDQU64     138(AX), X6
-	VPSRLW        $0x04, X6, X24
-	VINSERTI32X4  $0x01, X24, Y6, Y24
-	VPANDD        Y0, Y24, Y24
-	KMOVD         134(AX), K1
-	VPADDB        Y2, Y24, K1, Y24
-	VMOVDQA64     Y19, Y26
-	VPDPBUSD      206(CX), Y24, Y26
-	VPXORD        Y20, Y20, Y20
-	VPDPBUSD      240(CX), Y1, Y20
-	VPXORD        Y21, Y21, Y21
-	VPSUBD        Y20, Y21, Y21
-	VMOVDQU64     160(AX), X6
-	VPSRLW        $0x04, X6, X24
-	VINSERTI32X4  $0x01, X24, Y6, Y24
-	VPANDD        Y0, Y24, Y24
-	KMOVD         156(AX), K1
-	VPADDB        Y2, Y24, K1, Y24
-	VMOVDQA64     Y21, Y27
-	VPDPBUSD      240(CX), Y24, Y27
-	VSHUFPS       $0x88, Y27, Y26, Y24
-	VSHUFPS       $0xdd, Y27, Y26, Y26
-	VPADDD        Y26, Y24, Y24
-	VSHUFPS       $0x88, Y24, Y7, Y26
-	VSHUFPS       $0xdd, Y24, Y7, Y7
-	VPADDD        Y7, Y26, Y26
-	VSHUFI64X2    $0x00, Y26, Y25, Y7
-	VSHUFI64X2    $0x03, Y26, Y25, Y24
-	VPADDD        Y24, Y7, Y7
-	VCVTDQ2PS     Y7, Y7
-	VMOVD         (CX), X6
-	VPINSRW       $0x01, 34(CX), X6, X6
-	VPINSRW       $0x02, 68(CX), X6, X6
-	VPINSRW       $0x03, 102(CX), X6, X6
-	VPINSRW       $0x04, 136(CX), X6, X6
-	VPINSRW       $0x05, 170(CX), X6, X6
-	VPINSRW       $0x06, 204(CX), X6, X6
-	VPINSRW       $0x07, 238(CX), X6, X6
-	VCVTPH2PS     X6, Y24
-	VMOVD         (AX), X6
-	VPINSRW       $0x01, 22(AX), X6, X6
-	VPINSRW       $0x02, 44(AX), X6, X6
-	VPINSRW       $0x03, 66(AX), X6, X6
-	VPINSRW       $0x04, 88(AX), X6, X6
-	VPINSRW       $0x05, 110(AX), X6, X6
-	VPINSRW       $0x06, 132(AX), X6, X6
-	VPINSRW       $0x07, 154(AX), X6, X6
-	VCVTPH2PS     X6, Y25
-	VMULPS        Y24, Y25, Y25
-	VMULPS        Y25, Y7, Y7
-	VADDSS        X7, X3, X3
-	VMOVSHDUP     X7, X6
-	VADDSS        X6, X3, X3
-	VMOVHLPS      X7, X7, X6
-	VADDSS        X6, X3, X3
-	VPERMILPS     $0xff, X7, X6
-	VADDSS        X6, X3, X3
-	VEXTRACTF32X4 $0x01, Y7, X6
-	VADDSS        X6, X3, X3
-	VMOVSHDUP     X6, X7
-	VADDSS        X7, X3, X3
-	VMOVHLPS      X6, X6, X7
-	VADDSS        X7, X3, X3
-	VPERMILPS     $0xff, X6, X6
-	VADDSS        X6, X3, X3
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQA64     Y14, Y21
+	VPDPBUSD      Y18, Y6, Y21
+	VPDPBUSD      Y19, Y17, Y21
+	VSHUFPS       $0x88, Y21, Y20, Y6
+	VSHUFPS       $0xdd, Y21, Y20, Y17
+	VPADDD        Y17, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y17
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y17, Y17
+	VCVTDQ2PS     Y17, Y17
+	VMOVD         (CX), X4
+	VPINSRW       $0x01, 34(CX), X4, X4
+	VPINSRW       $0x02, 68(CX), X4, X4
+	VPINSRW       $0x03, 102(CX), X4, X4
+	VPINSRW       $0x04, 136(CX), X4, X4
+	VPINSRW       $0x05, 170(CX), X4, X4
+	VPINSRW       $0x06, 204(CX), X4, X4
+	VPINSRW       $0x07, 238(CX), X4, X4
+	VCVTPH2PS     X4, Y5
+	VMOVD         (AX), X4
+	VPINSRW       $0x01, 22(AX), X4, X4
+	VPINSRW       $0x02, 44(AX), X4, X4
+	VPINSRW       $0x03, 66(AX), X4, X4
+	VPINSRW       $0x04, 88(AX), X4, X4
+	VPINSRW       $0x05, 110(AX), X4, X4
+	VPINSRW       $0x06, 132(AX), X4, X4
+	VPINSRW       $0x07, 154(AX), X4, X4
+	VCVTPH2PS     X4, Y6
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y17, Y17
+	VADDSS        X17, X3, X3
+	VMOVSHDUP     X17, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X17, X17, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X17, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y17, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
 	ADDQ          $0x000000b0, AX
 	ADDQ          $0x00000110, CX
 	SUBQ          $0x08, DX
 	JMP           loopdotQ5_0VNNI
 
 taildotQ5_0VNNI:
-	TESTQ         DX, DX
-	JZ            donedotQ5_0VNNI
-	VPXORD        Y22, Y22, Y22
-	VPDPBUSD      2(CX), Y1, Y22
-	VPXORD        Y23, Y23, Y23
-	VPSUBD        Y22, Y23, Y23
-	VMOVDQU64     6(AX), X6
-	VPSRLW        $0x04, X6, X4
-	VINSERTI32X4  $0x01, X4, Y6, Y4
-	VPANDD        Y0, Y4, Y4
-	KMOVD         2(AX), K1
-	VPADDB        Y2, Y4, K1, Y4
-	VMOVDQA64     Y23, Y5
-	VPDPBUSD      2(CX), Y4, Y5
-	VEXTRACTI32X4 $0x01, Y5, X4
-	VPADDD        X4, X5, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
-	VMOVD         (CX), X5
-	VCVTPH2PS     X5, X5
-	VMOVD         (AX), X6
-	VCVTPH2PS     X6, X6
-	VMULPS        X5, X6, X6
-	VMULPS        X6, X4, X4
-	VADDSS        X4, X3, X3
-	ADDQ          $0x00000016, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ5_0VNNI
+	TESTQ        DX, DX
+	JZ           donedotQ5_0VNNI
+	VMOVDQU64    6(AX), X4
+	VINSERTI32X4 $0x01, 6(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	MOVL         2(AX), BX
+	MOVL         2(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y2, Y5, K1, Y5
+	VPADDB       Y2, Y6, K2, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y7, Y1, Y15
+	VPDPBUSD     Y8, Y1, Y15
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y15, Y16, Y16
+	VMOVDQA64    Y16, Y9
+	VPDPBUSD     Y7, Y5, Y9
+	VPDPBUSD     Y8, Y6, Y9
+	VPSHUFD      $0x4e, X9, X4
+	VPADDD       X4, X9, X9
+	VPSHUFD      $0xb1, X9, X4
+	VPADDD       X4, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMULPS       X5, X9, X9
+	VADDSS       X9, X3, X3
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ5_0VNNI
 
 donedotQ5_0VNNI:
 	MOVSS X3, ret+24(FP)
@@ -7720,198 +8007,209 @@ TEXT ·dotMXFP4VNNI(SB), NOSPLIT, $0-28
 loopdotMXFP4VNNI:
 	CMPQ          DX, $0x08
 	JB            taildotMXFP4VNNI
-	VPXORD        Y6, Y6, Y6
-	VPDPBUSD      2(CX), Y1, Y6
-	VPXORD        Y7, Y7, Y7
-	VPSUBD        Y6, Y7, Y7
-	VMOVDQU64     1(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y2, Y9
-	VMOVDQA64     Y7, Y26
-	VPDPBUSD      2(CX), Y9, Y26
+	VMOVDQU64     1(AX), X6
+	VINSERTI32X4  $0x01, 69(AX), Y6, Y7
+	VPSRLW        $0x04, Y7, Y8
+	VPANDD        Y0, Y7, Y7
+	VPANDD        Y0, Y8, Y8
+	VPSHUFB       Y7, Y2, Y7
+	VPSHUFB       Y8, Y2, Y8
+	VMOVDQU64     2(CX), X6
+	VINSERTI32X4  $0x01, 138(CX), Y6, Y19
+	VMOVDQU64     18(CX), X6
+	VINSERTI32X4  $0x01, 154(CX), Y6, Y20
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y19, Y1, Y9
+	VPDPBUSD      Y20, Y1, Y9
 	VPXORD        Y10, Y10, Y10
-	VPDPBUSD      36(CX), Y1, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQA64     Y10, Y21
+	VPDPBUSD      Y19, Y7, Y21
+	VPDPBUSD      Y20, Y8, Y21
+	VMOVDQU64     18(AX), X6
+	VINSERTI32X4  $0x01, 86(AX), Y6, Y7
+	VPSRLW        $0x04, Y7, Y8
+	VPANDD        Y0, Y7, Y7
+	VPANDD        Y0, Y8, Y8
+	VPSHUFB       Y7, Y2, Y7
+	VPSHUFB       Y8, Y2, Y8
+	VMOVDQU64     36(CX), X6
+	VINSERTI32X4  $0x01, 172(CX), Y6, Y19
+	VMOVDQU64     52(CX), X6
+	VINSERTI32X4  $0x01, 188(CX), Y6, Y20
 	VPXORD        Y11, Y11, Y11
-	VPSUBD        Y10, Y11, Y11
-	VMOVDQU64     18(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y2, Y9
-	VMOVDQA64     Y11, Y27
-	VPDPBUSD      36(CX), Y9, Y27
-	VSHUFPS       $0x88, Y27, Y26, Y9
-	VSHUFPS       $0xdd, Y27, Y26, Y26
-	VPADDD        Y26, Y9, Y9
+	VPDPBUSD      Y19, Y1, Y11
+	VPDPBUSD      Y20, Y1, Y11
 	VPXORD        Y12, Y12, Y12
-	VPDPBUSD      70(CX), Y1, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQA64     Y12, Y22
+	VPDPBUSD      Y19, Y7, Y22
+	VPDPBUSD      Y20, Y8, Y22
+	VSHUFPS       $0x88, Y22, Y21, Y7
+	VSHUFPS       $0xdd, Y22, Y21, Y8
+	VPADDD        Y8, Y7, Y7
+	VMOVDQU64     35(AX), X6
+	VINSERTI32X4  $0x01, 103(AX), Y6, Y8
+	VPSRLW        $0x04, Y8, Y19
+	VPANDD        Y0, Y8, Y8
+	VPANDD        Y0, Y19, Y19
+	VPSHUFB       Y8, Y2, Y8
+	VPSHUFB       Y19, Y2, Y19
+	VMOVDQU64     70(CX), X6
+	VINSERTI32X4  $0x01, 206(CX), Y6, Y20
+	VMOVDQU64     86(CX), X6
+	VINSERTI32X4  $0x01, 222(CX), Y6, Y21
 	VPXORD        Y13, Y13, Y13
-	VPSUBD        Y12, Y13, Y13
-	VMOVDQU64     35(AX), X8
-	VPSRLW        $0x04, X8, X26
-	VINSERTI32X4  $0x01, X26, Y8, Y26
-	VPANDD        Y0, Y26, Y26
-	VPSHUFB       Y26, Y2, Y26
-	VMOVDQA64     Y13, Y27
-	VPDPBUSD      70(CX), Y26, Y27
+	VPDPBUSD      Y20, Y1, Y13
+	VPDPBUSD      Y21, Y1, Y13
 	VPXORD        Y14, Y14, Y14
-	VPDPBUSD      104(CX), Y1, Y14
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQA64     Y14, Y22
+	VPDPBUSD      Y20, Y8, Y22
+	VPDPBUSD      Y21, Y19, Y22
+	VMOVDQU64     52(AX), X6
+	VINSERTI32X4  $0x01, 120(AX), Y6, Y8
+	VPSRLW        $0x04, Y8, Y19
+	VPANDD        Y0, Y8, Y8
+	VPANDD        Y0, Y19, Y19
+	VPSHUFB       Y8, Y2, Y8
+	VPSHUFB       Y19, Y2, Y19
+	VMOVDQU64     104(CX), X6
+	VINSERTI32X4  $0x01, 240(CX), Y6, Y20
+	VMOVDQU64     120(CX), X6
+	VINSERTI32X4  $0x01, 256(CX), Y6, Y21
 	VPXORD        Y15, Y15, Y15
-	VPSUBD        Y14, Y15, Y15
-	VMOVDQU64     52(AX), X8
-	VPSRLW        $0x04, X8, X26
-	VINSERTI32X4  $0x01, X26, Y8, Y26
-	VPANDD        Y0, Y26, Y26
-	VPSHUFB       Y26, Y2, Y26
-	VMOVDQA64     Y15, Y28
-	VPDPBUSD      104(CX), Y26, Y28
-	VSHUFPS       $0x88, Y28, Y27, Y26
-	VSHUFPS       $0xdd, Y28, Y27, Y27
-	VPADDD        Y27, Y26, Y26
-	VSHUFPS       $0x88, Y26, Y9, Y27
-	VSHUFPS       $0xdd, Y26, Y9, Y9
-	VPADDD        Y9, Y27, Y27
+	VPDPBUSD      Y20, Y1, Y15
+	VPDPBUSD      Y21, Y1, Y15
 	VPXORD        Y16, Y16, Y16
-	VPDPBUSD      138(CX), Y1, Y16
-	VPXORD        Y17, Y17, Y17
-	VPSUBD        Y16, Y17, Y17
-	VMOVDQU64     69(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y2, Y9
-	VMOVDQA64     Y17, Y26
-	VPDPBUSD      138(CX), Y9, Y26
-	VPXORD        Y18, Y18, Y18
-	VPDPBUSD      172(CX), Y1, Y18
-	VPXORD        Y19, Y19, Y19
-	VPSUBD        Y18, Y19, Y19
-	VMOVDQU64     86(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y2, Y9
-	VMOVDQA64     Y19, Y28
-	VPDPBUSD      172(CX), Y9, Y28
-	VSHUFPS       $0x88, Y28, Y26, Y9
-	VSHUFPS       $0xdd, Y28, Y26, Y26
-	VPADDD        Y26, Y9, Y9
-	VPXORD        Y20, Y20, Y20
-	VPDPBUSD      206(CX), Y1, Y20
-	VPXORD        Y21, Y21, Y21
-	VPSUBD        Y20, Y21, Y21
-	VMOVDQU64     103(AX), X8
-	VPSRLW        $0x04, X8, X26
-	VINSERTI32X4  $0x01, X26, Y8, Y26
-	VPANDD        Y0, Y26, Y26
-	VPSHUFB       Y26, Y2, Y26
-	VMOVDQA64     Y21, Y28
-	VPDPBUSD      206(CX), Y26, Y28
-	VPXORD        Y22, Y22, Y22
-	VPDPBUSD      240(CX), Y1, Y22
-	VPXORD        Y23, Y23, Y23
-	VPSUBD        Y22, Y23, Y23
-	VMOVDQU64     120(AX), X8
-	VPSRLW        $0x04, X8, X26
-	VINSERTI32X4  $0x01, X26, Y8, Y26
-	VPANDD        Y0, Y26, Y26
-	VPSHUFB       Y26, Y2, Y26
-	VMOVDQA64     Y23, Y29
-	VPDPBUSD      240(CX), Y26, Y29
-	VSHUFPS       $0x88, Y29, Y28, Y26
-	VSHUFPS       $0xdd, Y29, Y28, Y28
-	VPADDD        Y28, Y26, Y26
-	VSHUFPS       $0x88, Y26, Y9, Y28
-	VSHUFPS       $0xdd, Y26, Y9, Y9
-	VPADDD        Y9, Y28, Y28
-	VSHUFI64X2    $0x00, Y28, Y27, Y9
-	VSHUFI64X2    $0x03, Y28, Y27, Y26
-	VPADDD        Y26, Y9, Y9
-	VCVTDQ2PS     Y9, Y9
-	VMOVD         (CX), X8
-	VPINSRW       $0x01, 34(CX), X8, X8
-	VPINSRW       $0x02, 68(CX), X8, X8
-	VPINSRW       $0x03, 102(CX), X8, X8
-	VPINSRW       $0x04, 136(CX), X8, X8
-	VPINSRW       $0x05, 170(CX), X8, X8
-	VPINSRW       $0x06, 204(CX), X8, X8
-	VPINSRW       $0x07, 238(CX), X8, X8
-	VCVTPH2PS     X8, Y26
-	VMOVD         (AX), X8
-	VPINSRB       $0x01, 17(AX), X8, X8
-	VPINSRB       $0x02, 34(AX), X8, X8
-	VPINSRB       $0x03, 51(AX), X8, X8
-	VPINSRB       $0x04, 68(AX), X8, X8
-	VPINSRB       $0x05, 85(AX), X8, X8
-	VPINSRB       $0x06, 102(AX), X8, X8
-	VPINSRB       $0x07, 119(AX), X8, X8
-	VPMOVZXBD     X8, Y27
-	VPSUBD        Y27, Y3, Y28
-	VPSRLVD       Y28, Y4, Y28
-	VPSLLD        $0x17, Y27, Y27
-	VPSUBD        Y4, Y27, Y27
-	VPMAXSD       Y28, Y27, Y27
-	VMULPS        Y26, Y27, Y27
-	VMULPS        Y27, Y9, Y9
-	VADDSS        X9, X5, X5
-	VMOVSHDUP     X9, X8
-	VADDSS        X8, X5, X5
-	VMOVHLPS      X9, X9, X8
-	VADDSS        X8, X5, X5
-	VPERMILPS     $0xff, X9, X8
-	VADDSS        X8, X5, X5
-	VEXTRACTF32X4 $0x01, Y9, X8
-	VADDSS        X8, X5, X5
-	VMOVSHDUP     X8, X9
-	VADDSS        X9, X5, X5
-	VMOVHLPS      X8, X8, X9
-	VADDSS        X9, X5, X5
-	VPERMILPS     $0xff, X8, X8
-	VADDSS        X8, X5, X5
+	VPSUBD        Y15, Y16, Y16
+	VMOVDQA64     Y16, Y23
+	VPDPBUSD      Y20, Y8, Y23
+	VPDPBUSD      Y21, Y19, Y23
+	VSHUFPS       $0x88, Y23, Y22, Y8
+	VSHUFPS       $0xdd, Y23, Y22, Y19
+	VPADDD        Y19, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y19
+	VSHUFPS       $0xdd, Y8, Y7, Y7
+	VPADDD        Y7, Y19, Y19
+	VCVTDQ2PS     Y19, Y19
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X6
+	VPINSRQ       $0x01, SI, X6, X6
+	VCVTPH2PS     X6, Y7
+	MOVBQZX       (AX), BX
+	MOVBQZX       17(AX), SI
+	SHLQ          $0x08, SI
+	ORQ           SI, BX
+	MOVBQZX       34(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVBQZX       51(AX), SI
+	SHLQ          $0x18, SI
+	ORQ           SI, BX
+	MOVBQZX       68(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVBQZX       85(AX), SI
+	SHLQ          $0x28, SI
+	ORQ           SI, BX
+	MOVBQZX       102(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVBQZX       119(AX), SI
+	SHLQ          $0x38, SI
+	ORQ           SI, BX
+	VMOVQ         BX, X6
+	VPMOVZXBD     X6, Y8
+	VPSUBD        Y8, Y3, Y20
+	VPSRLVD       Y20, Y4, Y20
+	VPSLLD        $0x17, Y8, Y8
+	VPSUBD        Y4, Y8, Y8
+	VPMAXSD       Y20, Y8, Y8
+	VMULPS        Y7, Y8, Y8
+	VMULPS        Y8, Y19, Y19
+	VADDSS        X19, X5, X5
+	VMOVSHDUP     X19, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X19, X19, X6
+	VADDSS        X6, X5, X5
+	VPERMILPS     $0xff, X19, X6
+	VADDSS        X6, X5, X5
+	VEXTRACTF32X4 $0x01, Y19, X6
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X6, X6, X7
+	VADDSS        X7, X5, X5
+	VPERMILPS     $0xff, X6, X6
+	VADDSS        X6, X5, X5
 	ADDQ          $0x00000088, AX
 	ADDQ          $0x00000110, CX
 	SUBQ          $0x08, DX
 	JMP           loopdotMXFP4VNNI
 
 taildotMXFP4VNNI:
-	TESTQ         DX, DX
-	JZ            donedotMXFP4VNNI
-	VPXORD        Y24, Y24, Y24
-	VPDPBUSD      2(CX), Y1, Y24
-	VPXORD        Y25, Y25, Y25
-	VPSUBD        Y24, Y25, Y25
-	VMOVDQU64     1(AX), X8
-	VPSRLW        $0x04, X8, X6
-	VINSERTI32X4  $0x01, X6, Y8, Y6
-	VPANDD        Y0, Y6, Y6
-	VPSHUFB       Y6, Y2, Y6
-	VMOVDQA64     Y25, Y7
-	VPDPBUSD      2(CX), Y6, Y7
-	VEXTRACTI32X4 $0x01, Y7, X6
-	VPADDD        X6, X7, X6
-	VPSHUFD       $0x4e, X6, X7
-	VPADDD        X7, X6, X6
-	VPSHUFD       $0xb1, X6, X7
-	VPADDD        X7, X6, X6
-	VCVTDQ2PS     X6, X6
-	VMOVD         (CX), X7
-	VCVTPH2PS     X7, X7
-	VMOVD         (AX), X8
-	VPMOVZXBD     X8, X8
-	VPSUBD        X8, X3, X9
-	VPSRLVD       X9, X4, X9
-	VPSLLD        $0x17, X8, X8
-	VPSUBD        X4, X8, X8
-	VPMAXSD       X9, X8, X8
-	VMULPS        X7, X8, X8
-	VMULPS        X8, X6, X6
-	VADDSS        X6, X5, X5
-	ADDQ          $0x00000011, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotMXFP4VNNI
+	TESTQ        DX, DX
+	JZ           donedotMXFP4VNNI
+	VMOVDQU64    1(AX), X6
+	VINSERTI32X4 $0x01, 1(AX), Y6, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPANDD       Y0, Y7, Y7
+	VPANDD       Y0, Y8, Y8
+	VPSHUFB      Y7, Y2, Y7
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU64    2(CX), X6
+	VINSERTI32X4 $0x01, 2(CX), Y6, Y9
+	VMOVDQU64    18(CX), X6
+	VINSERTI32X4 $0x01, 18(CX), Y6, Y10
+	VPXORD       Y17, Y17, Y17
+	VPDPBUSD     Y9, Y1, Y17
+	VPDPBUSD     Y10, Y1, Y17
+	VPXORD       Y18, Y18, Y18
+	VPSUBD       Y17, Y18, Y18
+	VMOVDQA64    Y18, Y11
+	VPDPBUSD     Y9, Y7, Y11
+	VPDPBUSD     Y10, Y8, Y11
+	VPSHUFD      $0x4e, X11, X6
+	VPADDD       X6, X11, X11
+	VPSHUFD      $0xb1, X11, X6
+	VPADDD       X6, X11, X11
+	VCVTDQ2PS    X11, X11
+	VMOVD        (CX), X6
+	VCVTPH2PS    X6, X6
+	VMOVD        (AX), X7
+	VPMOVZXBD    X7, X7
+	VPSUBD       X7, X3, X8
+	VPSRLVD      X8, X4, X8
+	VPSLLD       $0x17, X7, X7
+	VPSUBD       X4, X7, X7
+	VPMAXSD      X8, X7, X7
+	VMULPS       X6, X7, X7
+	VMULPS       X7, X11, X11
+	VADDSS       X11, X5, X5
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotMXFP4VNNI
 
 donedotMXFP4VNNI:
 	MOVSS X5, ret+24(FP)
@@ -8001,14 +8299,29 @@ loopdotMXFP4r8VNNI:
 	VPBROADCASTW    (DX), X6
 	VCVTPH2PS       X6, Y6
 	VCVTDQ2PS       Y7, Y7
-	VMOVD           (AX), X10
-	VPINSRB         $0x01, (AX)(CX*1), X10, X10
-	VPINSRB         $0x02, (AX)(CX*2), X10, X10
-	VPINSRB         $0x03, (AX)(SI*1), X10, X10
-	VPINSRB         $0x04, (DI), X10, X10
-	VPINSRB         $0x05, (DI)(CX*1), X10, X10
-	VPINSRB         $0x06, (DI)(CX*2), X10, X10
-	VPINSRB         $0x07, (DI)(SI*1), X10, X10
+	MOVBQZX         (AX), R9
+	MOVBQZX         (AX)(CX*1), R10
+	SHLQ            $0x08, R10
+	ORQ             R10, R9
+	MOVBQZX         (AX)(CX*2), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVBQZX         (AX)(SI*1), R10
+	SHLQ            $0x18, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI)(CX*1), R10
+	SHLQ            $0x28, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI)(CX*2), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI)(SI*1), R10
+	SHLQ            $0x38, R10
+	ORQ             R10, R9
+	VMOVQ           R9, X10
 	VPMOVZXBD       X10, Y11
 	VPSUBD          Y11, Y3, Y12
 	VPSRLVD         Y12, Y4, Y12
@@ -11793,161 +12106,193 @@ TEXT ·dotQ8_0VNNI256(SB), NOSPLIT, $0-28
 loopdotQ8_0VNNI256:
 	CMPQ          DX, $0x08
 	JB            taildotQ8_0VNNI256
-	VPXORD        Y2, Y2, Y2
-	VPDPBUSD      2(CX), Y0, Y2
-	VPXORD        Y3, Y3, Y3
-	VPSUBD        Y2, Y3, Y3
-	VMOVDQU64     2(AX), Y4
-	VPXORD        Y0, Y4, Y4
-	VMOVDQA64     Y3, Y5
-	VPDPBUSD      2(CX), Y4, Y5
-	VPXORD        Y6, Y6, Y6
-	VPDPBUSD      36(CX), Y0, Y6
+	VMOVDQU64     2(AX), X2
+	VINSERTI32X4  $0x01, 138(AX), Y2, Y3
+	VMOVDQU64     18(AX), X2
+	VINSERTI32X4  $0x01, 154(AX), Y2, Y4
+	VMOVDQU64     2(CX), X2
+	VINSERTI32X4  $0x01, 138(CX), Y2, Y5
+	VMOVDQU64     18(CX), X2
+	VINSERTI32X4  $0x01, 154(CX), Y2, Y6
 	VPXORD        Y7, Y7, Y7
-	VPSUBD        Y6, Y7, Y7
-	VMOVDQU64     36(AX), Y4
-	VPXORD        Y0, Y4, Y4
-	VMOVDQA64     Y7, Y22
-	VPDPBUSD      36(CX), Y4, Y22
-	VSHUFPS       $0x88, Y22, Y5, Y4
-	VSHUFPS       $0xdd, Y22, Y5, Y5
-	VPADDD        Y5, Y4, Y4
+	VPDPBUSD      Y5, Y0, Y7
+	VPDPBUSD      Y6, Y0, Y7
 	VPXORD        Y8, Y8, Y8
-	VPDPBUSD      70(CX), Y0, Y8
-	VPXORD        Y9, Y9, Y9
-	VPSUBD        Y8, Y9, Y9
-	VMOVDQU64     70(AX), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y9, Y22
-	VPDPBUSD      70(CX), Y5, Y22
+	VPSUBD        Y7, Y8, Y8
+	VPXORD        Y0, Y3, Y3
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y8, Y9
+	VPDPBUSD      Y5, Y3, Y9
+	VPDPBUSD      Y6, Y4, Y9
+	VMOVDQU64     36(AX), X2
+	VINSERTI32X4  $0x01, 172(AX), Y2, Y3
+	VMOVDQU64     52(AX), X2
+	VINSERTI32X4  $0x01, 188(AX), Y2, Y4
+	VMOVDQU64     36(CX), X2
+	VINSERTI32X4  $0x01, 172(CX), Y2, Y5
+	VMOVDQU64     52(CX), X2
+	VINSERTI32X4  $0x01, 188(CX), Y2, Y6
 	VPXORD        Y10, Y10, Y10
-	VPDPBUSD      104(CX), Y0, Y10
+	VPDPBUSD      Y5, Y0, Y10
+	VPDPBUSD      Y6, Y0, Y10
 	VPXORD        Y11, Y11, Y11
 	VPSUBD        Y10, Y11, Y11
-	VMOVDQU64     104(AX), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y11, Y23
-	VPDPBUSD      104(CX), Y5, Y23
-	VSHUFPS       $0x88, Y23, Y22, Y5
-	VSHUFPS       $0xdd, Y23, Y22, Y22
-	VPADDD        Y22, Y5, Y5
-	VSHUFPS       $0x88, Y5, Y4, Y22
-	VSHUFPS       $0xdd, Y5, Y4, Y4
-	VPADDD        Y4, Y22, Y22
+	VPXORD        Y0, Y3, Y3
+	VPXORD        Y0, Y4, Y4
+	VMOVDQA64     Y11, Y18
+	VPDPBUSD      Y5, Y3, Y18
+	VPDPBUSD      Y6, Y4, Y18
+	VSHUFPS       $0x88, Y18, Y9, Y3
+	VSHUFPS       $0xdd, Y18, Y9, Y4
+	VPADDD        Y4, Y3, Y3
+	VMOVDQU64     70(AX), X2
+	VINSERTI32X4  $0x01, 206(AX), Y2, Y4
+	VMOVDQU64     86(AX), X2
+	VINSERTI32X4  $0x01, 222(AX), Y2, Y5
+	VMOVDQU64     70(CX), X2
+	VINSERTI32X4  $0x01, 206(CX), Y2, Y6
+	VMOVDQU64     86(CX), X2
+	VINSERTI32X4  $0x01, 222(CX), Y2, Y9
 	VPXORD        Y12, Y12, Y12
-	VPDPBUSD      138(CX), Y0, Y12
+	VPDPBUSD      Y6, Y0, Y12
+	VPDPBUSD      Y9, Y0, Y12
 	VPXORD        Y13, Y13, Y13
 	VPSUBD        Y12, Y13, Y13
-	VMOVDQU64     138(AX), Y4
 	VPXORD        Y0, Y4, Y4
-	VMOVDQA64     Y13, Y5
-	VPDPBUSD      138(CX), Y4, Y5
+	VPXORD        Y0, Y5, Y5
+	VMOVDQA64     Y13, Y18
+	VPDPBUSD      Y6, Y4, Y18
+	VPDPBUSD      Y9, Y5, Y18
+	VMOVDQU64     104(AX), X2
+	VINSERTI32X4  $0x01, 240(AX), Y2, Y4
+	VMOVDQU64     120(AX), X2
+	VINSERTI32X4  $0x01, 256(AX), Y2, Y5
+	VMOVDQU64     104(CX), X2
+	VINSERTI32X4  $0x01, 240(CX), Y2, Y6
+	VMOVDQU64     120(CX), X2
+	VINSERTI32X4  $0x01, 256(CX), Y2, Y9
 	VPXORD        Y14, Y14, Y14
-	VPDPBUSD      172(CX), Y0, Y14
+	VPDPBUSD      Y6, Y0, Y14
+	VPDPBUSD      Y9, Y0, Y14
 	VPXORD        Y15, Y15, Y15
 	VPSUBD        Y14, Y15, Y15
-	VMOVDQU64     172(AX), Y4
 	VPXORD        Y0, Y4, Y4
-	VMOVDQA64     Y15, Y23
-	VPDPBUSD      172(CX), Y4, Y23
-	VSHUFPS       $0x88, Y23, Y5, Y4
-	VSHUFPS       $0xdd, Y23, Y5, Y5
-	VPADDD        Y5, Y4, Y4
-	VPXORD        Y16, Y16, Y16
-	VPDPBUSD      206(CX), Y0, Y16
-	VPXORD        Y17, Y17, Y17
-	VPSUBD        Y16, Y17, Y17
-	VMOVDQU64     206(AX), Y5
 	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y17, Y23
-	VPDPBUSD      206(CX), Y5, Y23
-	VPXORD        Y18, Y18, Y18
-	VPDPBUSD      240(CX), Y0, Y18
-	VPXORD        Y19, Y19, Y19
-	VPSUBD        Y18, Y19, Y19
-	VMOVDQU64     240(AX), Y5
-	VPXORD        Y0, Y5, Y5
-	VMOVDQA64     Y19, Y24
-	VPDPBUSD      240(CX), Y5, Y24
-	VSHUFPS       $0x88, Y24, Y23, Y5
-	VSHUFPS       $0xdd, Y24, Y23, Y23
-	VPADDD        Y23, Y5, Y5
-	VSHUFPS       $0x88, Y5, Y4, Y23
-	VSHUFPS       $0xdd, Y5, Y4, Y4
-	VPADDD        Y4, Y23, Y23
-	VSHUFI64X2    $0x00, Y23, Y22, Y4
-	VSHUFI64X2    $0x03, Y23, Y22, Y5
+	VMOVDQA64     Y15, Y19
+	VPDPBUSD      Y6, Y4, Y19
+	VPDPBUSD      Y9, Y5, Y19
+	VSHUFPS       $0x88, Y19, Y18, Y4
+	VSHUFPS       $0xdd, Y19, Y18, Y5
 	VPADDD        Y5, Y4, Y4
-	VCVTDQ2PS     Y4, Y4
-	VMOVD         (CX), X5
-	VPINSRW       $0x01, 34(CX), X5, X5
-	VPINSRW       $0x02, 68(CX), X5, X5
-	VPINSRW       $0x03, 102(CX), X5, X5
-	VPINSRW       $0x04, 136(CX), X5, X5
-	VPINSRW       $0x05, 170(CX), X5, X5
-	VPINSRW       $0x06, 204(CX), X5, X5
-	VPINSRW       $0x07, 238(CX), X5, X5
-	VCVTPH2PS     X5, Y5
-	VMOVD         (AX), X22
-	VPINSRW       $0x01, 34(AX), X22, X22
-	VPINSRW       $0x02, 68(AX), X22, X22
-	VPINSRW       $0x03, 102(AX), X22, X22
-	VPINSRW       $0x04, 136(AX), X22, X22
-	VPINSRW       $0x05, 170(AX), X22, X22
-	VPINSRW       $0x06, 204(AX), X22, X22
-	VPINSRW       $0x07, 238(AX), X22, X22
-	VCVTPH2PS     X22, Y22
-	VMULPS        Y5, Y22, Y22
-	VMULPS        Y22, Y4, Y4
-	VADDSS        X4, X1, X1
-	VMOVSHDUP     X4, X5
+	VSHUFPS       $0x88, Y4, Y3, Y5
+	VSHUFPS       $0xdd, Y4, Y3, Y3
+	VPADDD        Y3, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       (AX), BX
+	MOVWQZX       34(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(AX), SI
+	MOVWQZX       170(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y3, Y4, Y4
+	VMULPS        Y4, Y5, Y5
 	VADDSS        X5, X1, X1
-	VMOVHLPS      X4, X4, X5
-	VADDSS        X5, X1, X1
-	VPERMILPS     $0xff, X4, X5
-	VADDSS        X5, X1, X1
-	VEXTRACTF32X4 $0x01, Y4, X4
-	VADDSS        X4, X1, X1
-	VMOVSHDUP     X4, X5
-	VADDSS        X5, X1, X1
-	VMOVHLPS      X4, X4, X5
-	VADDSS        X5, X1, X1
-	VPERMILPS     $0xff, X4, X4
-	VADDSS        X4, X1, X1
+	VMOVSHDUP     X5, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X5, X5, X2
+	VADDSS        X2, X1, X1
+	VPERMILPS     $0xff, X5, X2
+	VADDSS        X2, X1, X1
+	VEXTRACTF32X4 $0x01, Y5, X2
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X2, X2, X3
+	VADDSS        X3, X1, X1
+	VPERMILPS     $0xff, X2, X2
+	VADDSS        X2, X1, X1
 	ADDQ          $0x00000110, AX
 	ADDQ          $0x00000110, CX
 	SUBQ          $0x08, DX
 	JMP           loopdotQ8_0VNNI256
 
 taildotQ8_0VNNI256:
-	TESTQ         DX, DX
-	JZ            donedotQ8_0VNNI256
-	VPXORD        Y20, Y20, Y20
-	VPDPBUSD      2(CX), Y0, Y20
-	VPXORD        Y21, Y21, Y21
-	VPSUBD        Y20, Y21, Y21
-	VMOVDQU64     2(AX), Y2
-	VPXORD        Y0, Y2, Y2
-	VMOVDQA64     Y21, Y3
-	VPDPBUSD      2(CX), Y2, Y3
-	VEXTRACTI32X4 $0x01, Y3, X2
-	VPADDD        X2, X3, X2
-	VPSHUFD       $0x4e, X2, X3
-	VPADDD        X3, X2, X2
-	VPSHUFD       $0xb1, X2, X3
-	VPADDD        X3, X2, X2
-	VCVTDQ2PS     X2, X2
-	VMOVD         (CX), X3
-	VCVTPH2PS     X3, X3
-	VMOVD         (AX), X4
-	VCVTPH2PS     X4, X4
-	VMULPS        X3, X4, X4
-	VMULPS        X4, X2, X2
-	VADDSS        X2, X1, X1
-	ADDQ          $0x00000022, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ8_0VNNI256
+	TESTQ        DX, DX
+	JZ           donedotQ8_0VNNI256
+	VMOVDQU64    2(AX), X2
+	VINSERTI32X4 $0x01, 2(AX), Y2, Y3
+	VMOVDQU64    18(AX), X2
+	VINSERTI32X4 $0x01, 18(AX), Y2, Y4
+	VMOVDQU64    2(CX), X2
+	VINSERTI32X4 $0x01, 2(CX), Y2, Y5
+	VMOVDQU64    18(CX), X2
+	VINSERTI32X4 $0x01, 18(CX), Y2, Y6
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y5, Y0, Y16
+	VPDPBUSD     Y6, Y0, Y16
+	VPXORD       Y17, Y17, Y17
+	VPSUBD       Y16, Y17, Y17
+	VPXORD       Y0, Y3, Y3
+	VPXORD       Y0, Y4, Y4
+	VMOVDQA64    Y17, Y7
+	VPDPBUSD     Y5, Y3, Y7
+	VPDPBUSD     Y6, Y4, Y7
+	VPSHUFD      $0x4e, X7, X2
+	VPADDD       X2, X7, X7
+	VPSHUFD      $0xb1, X7, X2
+	VPADDD       X2, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X2, X3, X3
+	VMULPS       X3, X7, X7
+	VADDSS       X7, X1, X1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ8_0VNNI256
 
 donedotQ8_0VNNI256:
 	MOVSS X1, ret+24(FP)
@@ -12031,14 +12376,28 @@ loopdotQ8_0r8VNNI256:
 	VPBROADCASTW    (DX), X2
 	VCVTPH2PS       X2, Y2
 	VCVTDQ2PS       Y3, Y3
-	VMOVD           (AX), X6
-	VPINSRW         $0x01, (AX)(CX*1), X6, X6
-	VPINSRW         $0x02, (AX)(CX*2), X6, X6
-	VPINSRW         $0x03, (AX)(SI*1), X6, X6
-	VPINSRW         $0x04, (DI), X6, X6
-	VPINSRW         $0x05, (DI)(CX*1), X6, X6
-	VPINSRW         $0x06, (DI)(CX*2), X6, X6
-	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X6
+	VPINSRQ         $0x01, R10, X6, X6
 	VCVTPH2PS       X6, Y7
 	VMULPS          Y2, Y7, Y7
 	VMULPS          Y7, Y3, Y3
@@ -12068,179 +12427,188 @@ TEXT ·dotQ4_0VNNI256(SB), NOSPLIT, $0-28
 loopdotQ4_0VNNI256:
 	CMPQ          DX, $0x08
 	JB            taildotQ4_0VNNI256
-	VPXORD        Y3, Y3, Y3
-	VPDPBUSD      2(CX), Y1, Y3
-	VPXORD        Y4, Y4, Y4
-	VPSUBD        Y3, Y4, Y4
-	VMOVDQU64     2(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
-	VPANDD        Y0, Y6, Y6
-	VMOVDQA64     Y4, Y23
-	VPDPBUSD      2(CX), Y6, Y23
+	VMOVDQU64     2(AX), X3
+	VINSERTI32X4  $0x01, 74(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     2(CX), X3
+	VINSERTI32X4  $0x01, 138(CX), Y3, Y16
+	VMOVDQU64     18(CX), X3
+	VINSERTI32X4  $0x01, 154(CX), Y3, Y17
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y16, Y1, Y6
+	VPDPBUSD      Y17, Y1, Y6
 	VPXORD        Y7, Y7, Y7
-	VPDPBUSD      36(CX), Y1, Y7
+	VPSUBD        Y6, Y7, Y7
+	VMOVDQA64     Y7, Y18
+	VPDPBUSD      Y16, Y4, Y18
+	VPDPBUSD      Y17, Y5, Y18
+	VMOVDQU64     20(AX), X3
+	VINSERTI32X4  $0x01, 92(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     36(CX), X3
+	VINSERTI32X4  $0x01, 172(CX), Y3, Y16
+	VMOVDQU64     52(CX), X3
+	VINSERTI32X4  $0x01, 188(CX), Y3, Y17
 	VPXORD        Y8, Y8, Y8
-	VPSUBD        Y7, Y8, Y8
-	VMOVDQU64     20(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
-	VPANDD        Y0, Y6, Y6
-	VMOVDQA64     Y8, Y24
-	VPDPBUSD      36(CX), Y6, Y24
-	VSHUFPS       $0x88, Y24, Y23, Y6
-	VSHUFPS       $0xdd, Y24, Y23, Y23
-	VPADDD        Y23, Y6, Y6
+	VPDPBUSD      Y16, Y1, Y8
+	VPDPBUSD      Y17, Y1, Y8
 	VPXORD        Y9, Y9, Y9
-	VPDPBUSD      70(CX), Y1, Y9
+	VPSUBD        Y8, Y9, Y9
+	VMOVDQA64     Y9, Y19
+	VPDPBUSD      Y16, Y4, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VSHUFPS       $0x88, Y19, Y18, Y4
+	VSHUFPS       $0xdd, Y19, Y18, Y5
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU64     38(AX), X3
+	VINSERTI32X4  $0x01, 110(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y16
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y16, Y16
+	VMOVDQU64     70(CX), X3
+	VINSERTI32X4  $0x01, 206(CX), Y3, Y17
+	VMOVDQU64     86(CX), X3
+	VINSERTI32X4  $0x01, 222(CX), Y3, Y18
 	VPXORD        Y10, Y10, Y10
-	VPSUBD        Y9, Y10, Y10
-	VMOVDQU64     38(AX), X5
-	VPSRLW        $0x04, X5, X23
-	VINSERTI32X4  $0x01, X23, Y5, Y23
-	VPANDD        Y0, Y23, Y23
-	VMOVDQA64     Y10, Y24
-	VPDPBUSD      70(CX), Y23, Y24
+	VPDPBUSD      Y17, Y1, Y10
+	VPDPBUSD      Y18, Y1, Y10
 	VPXORD        Y11, Y11, Y11
-	VPDPBUSD      104(CX), Y1, Y11
+	VPSUBD        Y10, Y11, Y11
+	VMOVDQA64     Y11, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VPDPBUSD      Y18, Y16, Y19
+	VMOVDQU64     56(AX), X3
+	VINSERTI32X4  $0x01, 128(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y16
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y16, Y16
+	VMOVDQU64     104(CX), X3
+	VINSERTI32X4  $0x01, 240(CX), Y3, Y17
+	VMOVDQU64     120(CX), X3
+	VINSERTI32X4  $0x01, 256(CX), Y3, Y18
 	VPXORD        Y12, Y12, Y12
-	VPSUBD        Y11, Y12, Y12
-	VMOVDQU64     56(AX), X5
-	VPSRLW        $0x04, X5, X23
-	VINSERTI32X4  $0x01, X23, Y5, Y23
-	VPANDD        Y0, Y23, Y23
-	VMOVDQA64     Y12, Y25
-	VPDPBUSD      104(CX), Y23, Y25
-	VSHUFPS       $0x88, Y25, Y24, Y23
-	VSHUFPS       $0xdd, Y25, Y24, Y24
-	VPADDD        Y24, Y23, Y23
-	VSHUFPS       $0x88, Y23, Y6, Y24
-	VSHUFPS       $0xdd, Y23, Y6, Y6
-	VPADDD        Y6, Y24, Y24
+	VPDPBUSD      Y17, Y1, Y12
+	VPDPBUSD      Y18, Y1, Y12
 	VPXORD        Y13, Y13, Y13
-	VPDPBUSD      138(CX), Y1, Y13
-	VPXORD        Y14, Y14, Y14
-	VPSUBD        Y13, Y14, Y14
-	VMOVDQU64     74(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
-	VPANDD        Y0, Y6, Y6
-	VMOVDQA64     Y14, Y23
-	VPDPBUSD      138(CX), Y6, Y23
-	VPXORD        Y15, Y15, Y15
-	VPDPBUSD      172(CX), Y1, Y15
-	VPXORD        Y16, Y16, Y16
-	VPSUBD        Y15, Y16, Y16
-	VMOVDQU64     92(AX), X5
-	VPSRLW        $0x04, X5, X6
-	VINSERTI32X4  $0x01, X6, Y5, Y6
-	VPANDD        Y0, Y6, Y6
-	VMOVDQA64     Y16, Y25
-	VPDPBUSD      172(CX), Y6, Y25
-	VSHUFPS       $0x88, Y25, Y23, Y6
-	VSHUFPS       $0xdd, Y25, Y23, Y23
-	VPADDD        Y23, Y6, Y6
-	VPXORD        Y17, Y17, Y17
-	VPDPBUSD      206(CX), Y1, Y17
-	VPXORD        Y18, Y18, Y18
-	VPSUBD        Y17, Y18, Y18
-	VMOVDQU64     110(AX), X5
-	VPSRLW        $0x04, X5, X23
-	VINSERTI32X4  $0x01, X23, Y5, Y23
-	VPANDD        Y0, Y23, Y23
-	VMOVDQA64     Y18, Y25
-	VPDPBUSD      206(CX), Y23, Y25
-	VPXORD        Y19, Y19, Y19
-	VPDPBUSD      240(CX), Y1, Y19
-	VPXORD        Y20, Y20, Y20
-	VPSUBD        Y19, Y20, Y20
-	VMOVDQU64     128(AX), X5
-	VPSRLW        $0x04, X5, X23
-	VINSERTI32X4  $0x01, X23, Y5, Y23
-	VPANDD        Y0, Y23, Y23
-	VMOVDQA64     Y20, Y26
-	VPDPBUSD      240(CX), Y23, Y26
-	VSHUFPS       $0x88, Y26, Y25, Y23
-	VSHUFPS       $0xdd, Y26, Y25, Y25
-	VPADDD        Y25, Y23, Y23
-	VSHUFPS       $0x88, Y23, Y6, Y25
-	VSHUFPS       $0xdd, Y23, Y6, Y6
-	VPADDD        Y6, Y25, Y25
-	VSHUFI64X2    $0x00, Y25, Y24, Y6
-	VSHUFI64X2    $0x03, Y25, Y24, Y23
-	VPADDD        Y23, Y6, Y6
-	VCVTDQ2PS     Y6, Y6
-	VMOVD         (CX), X5
-	VPINSRW       $0x01, 34(CX), X5, X5
-	VPINSRW       $0x02, 68(CX), X5, X5
-	VPINSRW       $0x03, 102(CX), X5, X5
-	VPINSRW       $0x04, 136(CX), X5, X5
-	VPINSRW       $0x05, 170(CX), X5, X5
-	VPINSRW       $0x06, 204(CX), X5, X5
-	VPINSRW       $0x07, 238(CX), X5, X5
-	VCVTPH2PS     X5, Y23
-	VMOVD         (AX), X5
-	VPINSRW       $0x01, 18(AX), X5, X5
-	VPINSRW       $0x02, 36(AX), X5, X5
-	VPINSRW       $0x03, 54(AX), X5, X5
-	VPINSRW       $0x04, 72(AX), X5, X5
-	VPINSRW       $0x05, 90(AX), X5, X5
-	VPINSRW       $0x06, 108(AX), X5, X5
-	VPINSRW       $0x07, 126(AX), X5, X5
-	VCVTPH2PS     X5, Y24
-	VMULPS        Y24, Y6, Y6
-	VMULPS        Y23, Y6, Y6
-	VADDSS        X6, X2, X2
-	VMOVSHDUP     X6, X5
-	VADDSS        X5, X2, X2
-	VMOVHLPS      X6, X6, X5
-	VADDSS        X5, X2, X2
-	VPERMILPS     $0xff, X6, X5
-	VADDSS        X5, X2, X2
-	VEXTRACTF32X4 $0x01, Y6, X5
-	VADDSS        X5, X2, X2
-	VMOVSHDUP     X5, X6
-	VADDSS        X6, X2, X2
-	VMOVHLPS      X5, X5, X6
-	VADDSS        X6, X2, X2
-	VPERMILPS     $0xff, X5, X5
-	VADDSS        X5, X2, X2
+	VPSUBD        Y12, Y13, Y13
+	VMOVDQA64     Y13, Y20
+	VPDPBUSD      Y17, Y5, Y20
+	VPDPBUSD      Y18, Y16, Y20
+	VSHUFPS       $0x88, Y20, Y19, Y5
+	VSHUFPS       $0xdd, Y20, Y19, Y16
+	VPADDD        Y16, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y16
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y16, Y16
+	VCVTDQ2PS     Y16, Y16
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y4
+	MOVWQZX       (AX), BX
+	MOVWQZX       18(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       36(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       54(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       72(AX), SI
+	MOVWQZX       90(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       108(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       126(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y5, Y16, Y16
+	VMULPS        Y4, Y16, Y16
+	VADDSS        X16, X2, X2
+	VMOVSHDUP     X16, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X16, X16, X3
+	VADDSS        X3, X2, X2
+	VPERMILPS     $0xff, X16, X3
+	VADDSS        X3, X2, X2
+	VEXTRACTF32X4 $0x01, Y16, X3
+	VADDSS        X3, X2, X2
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X2, X2
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X2, X2
+	VPERMILPS     $0xff, X3, X3
+	VADDSS        X3, X2, X2
 	ADDQ          $0x00000090, AX
 	ADDQ          $0x00000110, CX
 	SUBQ          $0x08, DX
 	JMP           loopdotQ4_0VNNI256
 
 taildotQ4_0VNNI256:
-	TESTQ         DX, DX
-	JZ            donedotQ4_0VNNI256
-	VPXORD        Y21, Y21, Y21
-	VPDPBUSD      2(CX), Y1, Y21
-	VPXORD        Y22, Y22, Y22
-	VPSUBD        Y21, Y22, Y22
-	VMOVDQU64     2(AX), X5
-	VPSRLW        $0x04, X5, X3
-	VINSERTI32X4  $0x01, X3, Y5, Y3
-	VPANDD        Y0, Y3, Y3
-	VMOVDQA64     Y22, Y4
-	VPDPBUSD      2(CX), Y3, Y4
-	VEXTRACTI32X4 $0x01, Y4, X3
-	VPADDD        X3, X4, X3
-	VPSHUFD       $0x4e, X3, X4
-	VPADDD        X4, X3, X3
-	VPSHUFD       $0xb1, X3, X4
-	VPADDD        X4, X3, X3
-	VCVTDQ2PS     X3, X3
-	VMOVD         (CX), X4
-	VCVTPH2PS     X4, X4
-	VMOVD         (AX), X5
-	VCVTPH2PS     X5, X5
-	VMULPS        X5, X3, X3
-	VMULPS        X4, X3, X3
-	VADDSS        X3, X2, X2
-	ADDQ          $0x00000012, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ4_0VNNI256
+	TESTQ        DX, DX
+	JZ           donedotQ4_0VNNI256
+	VMOVDQU64    2(AX), X3
+	VINSERTI32X4 $0x01, 2(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	VMOVDQU64    2(CX), X3
+	VINSERTI32X4 $0x01, 2(CX), Y3, Y6
+	VMOVDQU64    18(CX), X3
+	VINSERTI32X4 $0x01, 18(CX), Y3, Y7
+	VPXORD       Y14, Y14, Y14
+	VPDPBUSD     Y6, Y1, Y14
+	VPDPBUSD     Y7, Y1, Y14
+	VPXORD       Y15, Y15, Y15
+	VPSUBD       Y14, Y15, Y15
+	VMOVDQA64    Y15, Y8
+	VPDPBUSD     Y6, Y4, Y8
+	VPDPBUSD     Y7, Y5, Y8
+	VPSHUFD      $0x4e, X8, X3
+	VPADDD       X3, X8, X8
+	VPSHUFD      $0xb1, X8, X3
+	VPADDD       X3, X8, X8
+	VCVTDQ2PS    X8, X8
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X8, X8
+	VMULPS       X3, X8, X8
+	VADDSS       X8, X2, X2
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ4_0VNNI256
 
 donedotQ4_0VNNI256:
 	MOVSS X2, ret+24(FP)
@@ -12319,14 +12687,28 @@ loopdotQ4_0r8VNNI256:
 	VPBROADCASTW    (DX), X3
 	VCVTPH2PS       X3, Y3
 	VCVTDQ2PS       Y4, Y4
-	VMOVD           (AX), X7
-	VPINSRW         $0x01, (AX)(CX*1), X7, X7
-	VPINSRW         $0x02, (AX)(CX*2), X7, X7
-	VPINSRW         $0x03, (AX)(SI*1), X7, X7
-	VPINSRW         $0x04, (DI), X7, X7
-	VPINSRW         $0x05, (DI)(CX*1), X7, X7
-	VPINSRW         $0x06, (DI)(CX*2), X7, X7
-	VPINSRW         $0x07, (DI)(SI*1), X7, X7
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X7
+	VPINSRQ         $0x01, R10, X7, X7
 	VCVTPH2PS       X7, Y8
 	VMULPS          Y8, Y4, Y4
 	VMULPS          Y3, Y4, Y4
@@ -12357,197 +12739,225 @@ TEXT ·dotQ5_0VNNI256(SB), NOSPLIT, $0-28
 loopdotQ5_0VNNI256:
 	CMPQ          DX, $0x08
 	JB            taildotQ5_0VNNI256
-	VPXORD        Y4, Y4, Y4
-	VPDPBUSD      2(CX), Y1, Y4
-	VPXORD        Y5, Y5, Y5
-	VPSUBD        Y4, Y5, Y5
-	VMOVDQU64     6(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         2(AX), K1
-	VPADDB        Y2, Y7, K1, Y7
-	VMOVDQA64     Y5, Y24
-	VPDPBUSD      2(CX), Y7, Y24
+	VMOVDQU64     6(AX), X4
+	VINSERTI32X4  $0x01, 94(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	MOVL          2(AX), BX
+	MOVL          90(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y5, K1, Y5
+	VPADDB        Y2, Y6, K2, Y6
+	VMOVDQU64     2(CX), X4
+	VINSERTI32X4  $0x01, 138(CX), Y4, Y17
+	VMOVDQU64     18(CX), X4
+	VINSERTI32X4  $0x01, 154(CX), Y4, Y18
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y17, Y1, Y7
+	VPDPBUSD      Y18, Y1, Y7
 	VPXORD        Y8, Y8, Y8
-	VPDPBUSD      36(CX), Y1, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQA64     Y8, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VPDPBUSD      Y18, Y6, Y19
+	VMOVDQU64     28(AX), X4
+	VINSERTI32X4  $0x01, 116(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	MOVL          24(AX), BX
+	MOVL          112(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y5, K1, Y5
+	VPADDB        Y2, Y6, K2, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 172(CX), Y4, Y17
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 188(CX), Y4, Y18
 	VPXORD        Y9, Y9, Y9
-	VPSUBD        Y8, Y9, Y9
-	VMOVDQU64     28(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         24(AX), K1
-	VPADDB        Y2, Y7, K1, Y7
-	VMOVDQA64     Y9, Y25
-	VPDPBUSD      36(CX), Y7, Y25
-	VSHUFPS       $0x88, Y25, Y24, Y7
-	VSHUFPS       $0xdd, Y25, Y24, Y24
-	VPADDD        Y24, Y7, Y7
+	VPDPBUSD      Y17, Y1, Y9
+	VPDPBUSD      Y18, Y1, Y9
 	VPXORD        Y10, Y10, Y10
-	VPDPBUSD      70(CX), Y1, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQA64     Y10, Y20
+	VPDPBUSD      Y17, Y5, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VSHUFPS       $0x88, Y20, Y19, Y5
+	VSHUFPS       $0xdd, Y20, Y19, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     50(AX), X4
+	VINSERTI32X4  $0x01, 138(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	MOVL          46(AX), BX
+	MOVL          134(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y6, K1, Y6
+	VPADDB        Y2, Y17, K2, Y17
+	VMOVDQU64     70(CX), X4
+	VINSERTI32X4  $0x01, 206(CX), Y4, Y18
+	VMOVDQU64     86(CX), X4
+	VINSERTI32X4  $0x01, 222(CX), Y4, Y19
 	VPXORD        Y11, Y11, Y11
-	VPSUBD        Y10, Y11, Y11
-	VMOVDQU64     50(AX), X6
-	VPSRLW        $0x04, X6, X24
-	VINSERTI32X4  $0x01, X24, Y6, Y24
-	VPANDD        Y0, Y24, Y24
-	KMOVD         46(AX), K1
-	VPADDB        Y2, Y24, K1, Y24
-	VMOVDQA64     Y11, Y25
-	VPDPBUSD      70(CX), Y24, Y25
+	VPDPBUSD      Y18, Y1, Y11
+	VPDPBUSD      Y19, Y1, Y11
 	VPXORD        Y12, Y12, Y12
-	VPDPBUSD      104(CX), Y1, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQA64     Y12, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VPDPBUSD      Y19, Y17, Y20
+	VMOVDQU64     72(AX), X4
+	VINSERTI32X4  $0x01, 160(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	MOVL          68(AX), BX
+	MOVL          156(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y6, K1, Y6
+	VPADDB        Y2, Y17, K2, Y17
+	VMOVDQU64     104(CX), X4
+	VINSERTI32X4  $0x01, 240(CX), Y4, Y18
+	VMOVDQU64     120(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y19
 	VPXORD        Y13, Y13, Y13
-	VPSUBD        Y12, Y13, Y13
-	VMOVDQU64     72(AX), X6
-	VPSRLW        $0x04, X6, X24
-	VINSERTI32X4  $0x01, X24, Y6, Y24
-	VPANDD        Y0, Y24, Y24
-	KMOVD         68(AX), K1
-	VPADDB        Y2, Y24, K1, Y24
-	VMOVDQA64     Y13, Y26
-	VPDPBUSD      104(CX), Y24, Y26
-	VSHUFPS       $0x88, Y26, Y25, Y24
-	VSHUFPS       $0xdd, Y26, Y25, Y25
-	VPADDD        Y25, Y24, Y24
-	VSHUFPS       $0x88, Y24, Y7, Y25
-	VSHUFPS       $0xdd, Y24, Y7, Y7
-	VPADDD        Y7, Y25, Y25
+	VPDPBUSD      Y18, Y1, Y13
+	VPDPBUSD      Y19, Y1, Y13
 	VPXORD        Y14, Y14, Y14
-	VPDPBUSD      138(CX), Y1, Y14
-	VPXORD        Y15, Y15, Y15
-	VPSUBD        Y14, Y15, Y15
-	VMOVDQU64     94(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         90(AX), K1
-	VPADDB        Y2, Y7, K1, Y7
-	VMOVDQA64     Y15, Y24
-	VPDPBUSD      138(CX), Y7, Y24
-	VPXORD        Y16, Y16, Y16
-	VPDPBUSD      172(CX), Y1, Y16
-	VPXORD        Y17, Y17, Y17
-	VPSUBD        Y16, Y17, Y17
-	VMOVDQU64     116(AX), X6
-	VPSRLW        $0x04, X6, X7
-	VINSERTI32X4  $0x01, X7, Y6, Y7
-	VPANDD        Y0, Y7, Y7
-	KMOVD         112(AX), K1
-	VPADDB        Y2, Y7, K1, Y7
-	VMOVDQA64     Y17, Y26
-	VPDPBUSD      172(CX), Y7, Y26
-	VSHUFPS       $0x88, Y26, Y24, Y7
-	VSHUFPS       $0xdd, Y26, Y24, Y24
-	VPADDD        Y24, Y7, Y7
-	VPXORD        Y18, Y18, Y18
-	VPDPBUSD      206(CX), Y1, Y18
-	VPXORD        Y19, Y19, Y19
-	VPSUBD        Y18, Y19, Y19
-	VMOVDQU64     138(AX), X6
-	VPSRLW        $0x04, X6, X24
-	VINSERTI32X4  $0x01, X24, Y6, Y24
-	VPANDD        Y0, Y24, Y24
-	KMOVD         134(AX), K1
-	VPADDB        Y2, Y24, K1, Y24
-	VMOVDQA64     Y19, Y26
-	VPDPBUSD      206(CX), Y24, Y26
-	VPXORD        Y20, Y20, Y20
-	VPDPBUSD      240(CX), Y1, Y20
-	VPXORD        Y21, Y21, Y21
-	VPSUBD        Y20, Y21, Y21
-	VMOVDQU64     160(AX), X6
-	VPSRLW        $0x04, X6, X24
-	VINSERTI32X4  $0x01, X24, Y6, Y24
-	VPANDD        Y0, Y24, Y24
-	KMOVD         156(AX), K1
-	VPADDB        Y2, Y24, K1, Y24
-	VMOVDQA64     Y21, Y27
-	VPDPBUSD      240(CX), Y24, Y27
-	VSHUFPS       $0x88, Y27, Y26, Y24
-	VSHUFPS       $0xdd, Y27, Y26, Y26
-	VPADDD        Y26, Y24, Y24
-	VSHUFPS       $0x88, Y24, Y7, Y26
-	VSHUFPS       $0xdd, Y24, Y7, Y7
-	VPADDD        Y7, Y26, Y26
-	VSHUFI64X2    $0x00, Y26, Y25, Y7
-	VSHUFI64X2    $0x03, Y26, Y25, Y24
-	VPADDD        Y24, Y7, Y7
-	VCVTDQ2PS     Y7, Y7
-	VMOVD         (CX), X6
-	VPINSRW       $0x01, 34(CX), X6, X6
-	VPINSRW       $0x02, 68(CX), X6, X6
-	VPINSRW       $0x03, 102(CX), X6, X6
-	VPINSRW       $0x04, 136(CX), X6, X6
-	VPINSRW       $0x05, 170(CX), X6, X6
-	VPINSRW       $0x06, 204(CX), X6, X6
-	VPINSRW       $0x07, 238(CX), X6, X6
-	VCVTPH2PS     X6, Y24
-	VMOVD         (AX), X6
-	VPINSRW       $0x01, 22(AX), X6, X6
-	VPINSRW       $0x02, 44(AX), X6, X6
-	VPINSRW       $0x03, 66(AX), X6, X6
-	VPINSRW       $0x04, 88(AX), X6, X6
-	VPINSRW       $0x05, 110(AX), X6, X6
-	VPINSRW       $0x06, 132(AX), X6, X6
-	VPINSRW       $0x07, 154(AX), X6, X6
-	VCVTPH2PS     X6, Y25
-	VMULPS        Y24, Y25, Y25
-	VMULPS        Y25, Y7, Y7
-	VADDSS        X7, X3, X3
-	VMOVSHDUP     X7, X6
-	VADDSS        X6, X3, X3
-	VMOVHLPS      X7, X7, X6
-	VADDSS        X6, X3, X3
-	VPERMILPS     $0xff, X7, X6
-	VADDSS        X6, X3, X3
-	VEXTRACTF32X4 $0x01, Y7, X6
-	VADDSS        X6, X3, X3
-	VMOVSHDUP     X6, X7
-	VADDSS        X7, X3, X3
-	VMOVHLPS      X6, X6, X7
-	VADDSS        X7, X3, X3
-	VPERMILPS     $0xff, X6, X6
-	VADDSS        X6, X3, X3
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQA64     Y14, Y21
+	VPDPBUSD      Y18, Y6, Y21
+	VPDPBUSD      Y19, Y17, Y21
+	VSHUFPS       $0x88, Y21, Y20, Y6
+	VSHUFPS       $0xdd, Y21, Y20, Y17
+	VPADDD        Y17, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y17
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y17, Y17
+	VCVTDQ2PS     Y17, Y17
+	VMOVD         (CX), X4
+	VPINSRW       $0x01, 34(CX), X4, X4
+	VPINSRW       $0x02, 68(CX), X4, X4
+	VPINSRW       $0x03, 102(CX), X4, X4
+	VPINSRW       $0x04, 136(CX), X4, X4
+	VPINSRW       $0x05, 170(CX), X4, X4
+	VPINSRW       $0x06, 204(CX), X4, X4
+	VPINSRW       $0x07, 238(CX), X4, X4
+	VCVTPH2PS     X4, Y5
+	VMOVD         (AX), X4
+	VPINSRW       $0x01, 22(AX), X4, X4
+	VPINSRW       $0x02, 44(AX), X4, X4
+	VPINSRW       $0x03, 66(AX), X4, X4
+	VPINSRW       $0x04, 88(AX), X4, X4
+	VPINSRW       $0x05, 110(AX), X4, X4
+	VPINSRW       $0x06, 132(AX), X4, X4
+	VPINSRW       $0x07, 154(AX), X4, X4
+	VCVTPH2PS     X4, Y6
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y17, Y17
+	VADDSS        X17, X3, X3
+	VMOVSHDUP     X17, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X17, X17, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X17, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y17, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
 	ADDQ          $0x000000b0, AX
 	ADDQ          $0x00000110, CX
 	SUBQ          $0x08, DX
 	JMP           loopdotQ5_0VNNI256
 
 taildotQ5_0VNNI256:
-	TESTQ         DX, DX
-	JZ            donedotQ5_0VNNI256
-	VPXORD        Y22, Y22, Y22
-	VPDPBUSD      2(CX), Y1, Y22
-	VPXORD        Y23, Y23, Y23
-	VPSUBD        Y22, Y23, Y23
-	VMOVDQU64     6(AX), X6
-	VPSRLW        $0x04, X6, X4
-	VINSERTI32X4  $0x01, X4, Y6, Y4
-	VPANDD        Y0, Y4, Y4
-	KMOVD         2(AX), K1
-	VPADDB        Y2, Y4, K1, Y4
-	VMOVDQA64     Y23, Y5
-	VPDPBUSD      2(CX), Y4, Y5
-	VEXTRACTI32X4 $0x01, Y5, X4
-	VPADDD        X4, X5, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
-	VMOVD         (CX), X5
-	VCVTPH2PS     X5, X5
-	VMOVD         (AX), X6
-	VCVTPH2PS     X6, X6
-	VMULPS        X5, X6, X6
-	VMULPS        X6, X4, X4
-	VADDSS        X4, X3, X3
-	ADDQ          $0x00000016, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotQ5_0VNNI256
+	TESTQ        DX, DX
+	JZ           donedotQ5_0VNNI256
+	VMOVDQU64    6(AX), X4
+	VINSERTI32X4 $0x01, 6(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	MOVL         2(AX), BX
+	MOVL         2(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y2, Y5, K1, Y5
+	VPADDB       Y2, Y6, K2, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y7, Y1, Y15
+	VPDPBUSD     Y8, Y1, Y15
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y15, Y16, Y16
+	VMOVDQA64    Y16, Y9
+	VPDPBUSD     Y7, Y5, Y9
+	VPDPBUSD     Y8, Y6, Y9
+	VPSHUFD      $0x4e, X9, X4
+	VPADDD       X4, X9, X9
+	VPSHUFD      $0xb1, X9, X4
+	VPADDD       X4, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMULPS       X5, X9, X9
+	VADDSS       X9, X3, X3
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotQ5_0VNNI256
 
 donedotQ5_0VNNI256:
 	MOVSS X3, ret+24(FP)
@@ -12719,198 +13129,209 @@ TEXT ·dotMXFP4VNNI256(SB), NOSPLIT, $0-28
 loopdotMXFP4VNNI256:
 	CMPQ          DX, $0x08
 	JB            taildotMXFP4VNNI256
-	VPXORD        Y6, Y6, Y6
-	VPDPBUSD      2(CX), Y1, Y6
-	VPXORD        Y7, Y7, Y7
-	VPSUBD        Y6, Y7, Y7
-	VMOVDQU64     1(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y2, Y9
-	VMOVDQA64     Y7, Y26
-	VPDPBUSD      2(CX), Y9, Y26
+	VMOVDQU64     1(AX), X6
+	VINSERTI32X4  $0x01, 69(AX), Y6, Y7
+	VPSRLW        $0x04, Y7, Y8
+	VPANDD        Y0, Y7, Y7
+	VPANDD        Y0, Y8, Y8
+	VPSHUFB       Y7, Y2, Y7
+	VPSHUFB       Y8, Y2, Y8
+	VMOVDQU64     2(CX), X6
+	VINSERTI32X4  $0x01, 138(CX), Y6, Y19
+	VMOVDQU64     18(CX), X6
+	VINSERTI32X4  $0x01, 154(CX), Y6, Y20
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y19, Y1, Y9
+	VPDPBUSD      Y20, Y1, Y9
 	VPXORD        Y10, Y10, Y10
-	VPDPBUSD      36(CX), Y1, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQA64     Y10, Y21
+	VPDPBUSD      Y19, Y7, Y21
+	VPDPBUSD      Y20, Y8, Y21
+	VMOVDQU64     18(AX), X6
+	VINSERTI32X4  $0x01, 86(AX), Y6, Y7
+	VPSRLW        $0x04, Y7, Y8
+	VPANDD        Y0, Y7, Y7
+	VPANDD        Y0, Y8, Y8
+	VPSHUFB       Y7, Y2, Y7
+	VPSHUFB       Y8, Y2, Y8
+	VMOVDQU64     36(CX), X6
+	VINSERTI32X4  $0x01, 172(CX), Y6, Y19
+	VMOVDQU64     52(CX), X6
+	VINSERTI32X4  $0x01, 188(CX), Y6, Y20
 	VPXORD        Y11, Y11, Y11
-	VPSUBD        Y10, Y11, Y11
-	VMOVDQU64     18(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y2, Y9
-	VMOVDQA64     Y11, Y27
-	VPDPBUSD      36(CX), Y9, Y27
-	VSHUFPS       $0x88, Y27, Y26, Y9
-	VSHUFPS       $0xdd, Y27, Y26, Y26
-	VPADDD        Y26, Y9, Y9
+	VPDPBUSD      Y19, Y1, Y11
+	VPDPBUSD      Y20, Y1, Y11
 	VPXORD        Y12, Y12, Y12
-	VPDPBUSD      70(CX), Y1, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQA64     Y12, Y22
+	VPDPBUSD      Y19, Y7, Y22
+	VPDPBUSD      Y20, Y8, Y22
+	VSHUFPS       $0x88, Y22, Y21, Y7
+	VSHUFPS       $0xdd, Y22, Y21, Y8
+	VPADDD        Y8, Y7, Y7
+	VMOVDQU64     35(AX), X6
+	VINSERTI32X4  $0x01, 103(AX), Y6, Y8
+	VPSRLW        $0x04, Y8, Y19
+	VPANDD        Y0, Y8, Y8
+	VPANDD        Y0, Y19, Y19
+	VPSHUFB       Y8, Y2, Y8
+	VPSHUFB       Y19, Y2, Y19
+	VMOVDQU64     70(CX), X6
+	VINSERTI32X4  $0x01, 206(CX), Y6, Y20
+	VMOVDQU64     86(CX), X6
+	VINSERTI32X4  $0x01, 222(CX), Y6, Y21
 	VPXORD        Y13, Y13, Y13
-	VPSUBD        Y12, Y13, Y13
-	VMOVDQU64     35(AX), X8
-	VPSRLW        $0x04, X8, X26
-	VINSERTI32X4  $0x01, X26, Y8, Y26
-	VPANDD        Y0, Y26, Y26
-	VPSHUFB       Y26, Y2, Y26
-	VMOVDQA64     Y13, Y27
-	VPDPBUSD      70(CX), Y26, Y27
+	VPDPBUSD      Y20, Y1, Y13
+	VPDPBUSD      Y21, Y1, Y13
 	VPXORD        Y14, Y14, Y14
-	VPDPBUSD      104(CX), Y1, Y14
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQA64     Y14, Y22
+	VPDPBUSD      Y20, Y8, Y22
+	VPDPBUSD      Y21, Y19, Y22
+	VMOVDQU64     52(AX), X6
+	VINSERTI32X4  $0x01, 120(AX), Y6, Y8
+	VPSRLW        $0x04, Y8, Y19
+	VPANDD        Y0, Y8, Y8
+	VPANDD        Y0, Y19, Y19
+	VPSHUFB       Y8, Y2, Y8
+	VPSHUFB       Y19, Y2, Y19
+	VMOVDQU64     104(CX), X6
+	VINSERTI32X4  $0x01, 240(CX), Y6, Y20
+	VMOVDQU64     120(CX), X6
+	VINSERTI32X4  $0x01, 256(CX), Y6, Y21
 	VPXORD        Y15, Y15, Y15
-	VPSUBD        Y14, Y15, Y15
-	VMOVDQU64     52(AX), X8
-	VPSRLW        $0x04, X8, X26
-	VINSERTI32X4  $0x01, X26, Y8, Y26
-	VPANDD        Y0, Y26, Y26
-	VPSHUFB       Y26, Y2, Y26
-	VMOVDQA64     Y15, Y28
-	VPDPBUSD      104(CX), Y26, Y28
-	VSHUFPS       $0x88, Y28, Y27, Y26
-	VSHUFPS       $0xdd, Y28, Y27, Y27
-	VPADDD        Y27, Y26, Y26
-	VSHUFPS       $0x88, Y26, Y9, Y27
-	VSHUFPS       $0xdd, Y26, Y9, Y9
-	VPADDD        Y9, Y27, Y27
+	VPDPBUSD      Y20, Y1, Y15
+	VPDPBUSD      Y21, Y1, Y15
 	VPXORD        Y16, Y16, Y16
-	VPDPBUSD      138(CX), Y1, Y16
-	VPXORD        Y17, Y17, Y17
-	VPSUBD        Y16, Y17, Y17
-	VMOVDQU64     69(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y2, Y9
-	VMOVDQA64     Y17, Y26
-	VPDPBUSD      138(CX), Y9, Y26
-	VPXORD        Y18, Y18, Y18
-	VPDPBUSD      172(CX), Y1, Y18
-	VPXORD        Y19, Y19, Y19
-	VPSUBD        Y18, Y19, Y19
-	VMOVDQU64     86(AX), X8
-	VPSRLW        $0x04, X8, X9
-	VINSERTI32X4  $0x01, X9, Y8, Y9
-	VPANDD        Y0, Y9, Y9
-	VPSHUFB       Y9, Y2, Y9
-	VMOVDQA64     Y19, Y28
-	VPDPBUSD      172(CX), Y9, Y28
-	VSHUFPS       $0x88, Y28, Y26, Y9
-	VSHUFPS       $0xdd, Y28, Y26, Y26
-	VPADDD        Y26, Y9, Y9
-	VPXORD        Y20, Y20, Y20
-	VPDPBUSD      206(CX), Y1, Y20
-	VPXORD        Y21, Y21, Y21
-	VPSUBD        Y20, Y21, Y21
-	VMOVDQU64     103(AX), X8
-	VPSRLW        $0x04, X8, X26
-	VINSERTI32X4  $0x01, X26, Y8, Y26
-	VPANDD        Y0, Y26, Y26
-	VPSHUFB       Y26, Y2, Y26
-	VMOVDQA64     Y21, Y28
-	VPDPBUSD      206(CX), Y26, Y28
-	VPXORD        Y22, Y22, Y22
-	VPDPBUSD      240(CX), Y1, Y22
-	VPXORD        Y23, Y23, Y23
-	VPSUBD        Y22, Y23, Y23
-	VMOVDQU64     120(AX), X8
-	VPSRLW        $0x04, X8, X26
-	VINSERTI32X4  $0x01, X26, Y8, Y26
-	VPANDD        Y0, Y26, Y26
-	VPSHUFB       Y26, Y2, Y26
-	VMOVDQA64     Y23, Y29
-	VPDPBUSD      240(CX), Y26, Y29
-	VSHUFPS       $0x88, Y29, Y28, Y26
-	VSHUFPS       $0xdd, Y29, Y28, Y28
-	VPADDD        Y28, Y26, Y26
-	VSHUFPS       $0x88, Y26, Y9, Y28
-	VSHUFPS       $0xdd, Y26, Y9, Y9
-	VPADDD        Y9, Y28, Y28
-	VSHUFI64X2    $0x00, Y28, Y27, Y9
-	VSHUFI64X2    $0x03, Y28, Y27, Y26
-	VPADDD        Y26, Y9, Y9
-	VCVTDQ2PS     Y9, Y9
-	VMOVD         (CX), X8
-	VPINSRW       $0x01, 34(CX), X8, X8
-	VPINSRW       $0x02, 68(CX), X8, X8
-	VPINSRW       $0x03, 102(CX), X8, X8
-	VPINSRW       $0x04, 136(CX), X8, X8
-	VPINSRW       $0x05, 170(CX), X8, X8
-	VPINSRW       $0x06, 204(CX), X8, X8
-	VPINSRW       $0x07, 238(CX), X8, X8
-	VCVTPH2PS     X8, Y26
-	VMOVD         (AX), X8
-	VPINSRB       $0x01, 17(AX), X8, X8
-	VPINSRB       $0x02, 34(AX), X8, X8
-	VPINSRB       $0x03, 51(AX), X8, X8
-	VPINSRB       $0x04, 68(AX), X8, X8
-	VPINSRB       $0x05, 85(AX), X8, X8
-	VPINSRB       $0x06, 102(AX), X8, X8
-	VPINSRB       $0x07, 119(AX), X8, X8
-	VPMOVZXBD     X8, Y27
-	VPSUBD        Y27, Y3, Y28
-	VPSRLVD       Y28, Y4, Y28
-	VPSLLD        $0x17, Y27, Y27
-	VPSUBD        Y4, Y27, Y27
-	VPMAXSD       Y28, Y27, Y27
-	VMULPS        Y26, Y27, Y27
-	VMULPS        Y27, Y9, Y9
-	VADDSS        X9, X5, X5
-	VMOVSHDUP     X9, X8
-	VADDSS        X8, X5, X5
-	VMOVHLPS      X9, X9, X8
-	VADDSS        X8, X5, X5
-	VPERMILPS     $0xff, X9, X8
-	VADDSS        X8, X5, X5
-	VEXTRACTF32X4 $0x01, Y9, X8
-	VADDSS        X8, X5, X5
-	VMOVSHDUP     X8, X9
-	VADDSS        X9, X5, X5
-	VMOVHLPS      X8, X8, X9
-	VADDSS        X9, X5, X5
-	VPERMILPS     $0xff, X8, X8
-	VADDSS        X8, X5, X5
+	VPSUBD        Y15, Y16, Y16
+	VMOVDQA64     Y16, Y23
+	VPDPBUSD      Y20, Y8, Y23
+	VPDPBUSD      Y21, Y19, Y23
+	VSHUFPS       $0x88, Y23, Y22, Y8
+	VSHUFPS       $0xdd, Y23, Y22, Y19
+	VPADDD        Y19, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y19
+	VSHUFPS       $0xdd, Y8, Y7, Y7
+	VPADDD        Y7, Y19, Y19
+	VCVTDQ2PS     Y19, Y19
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X6
+	VPINSRQ       $0x01, SI, X6, X6
+	VCVTPH2PS     X6, Y7
+	MOVBQZX       (AX), BX
+	MOVBQZX       17(AX), SI
+	SHLQ          $0x08, SI
+	ORQ           SI, BX
+	MOVBQZX       34(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVBQZX       51(AX), SI
+	SHLQ          $0x18, SI
+	ORQ           SI, BX
+	MOVBQZX       68(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVBQZX       85(AX), SI
+	SHLQ          $0x28, SI
+	ORQ           SI, BX
+	MOVBQZX       102(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVBQZX       119(AX), SI
+	SHLQ          $0x38, SI
+	ORQ           SI, BX
+	VMOVQ         BX, X6
+	VPMOVZXBD     X6, Y8
+	VPSUBD        Y8, Y3, Y20
+	VPSRLVD       Y20, Y4, Y20
+	VPSLLD        $0x17, Y8, Y8
+	VPSUBD        Y4, Y8, Y8
+	VPMAXSD       Y20, Y8, Y8
+	VMULPS        Y7, Y8, Y8
+	VMULPS        Y8, Y19, Y19
+	VADDSS        X19, X5, X5
+	VMOVSHDUP     X19, X6
+	VADDSS        X6, X5, X5
+	VMOVHLPS      X19, X19, X6
+	VADDSS        X6, X5, X5
+	VPERMILPS     $0xff, X19, X6
+	VADDSS        X6, X5, X5
+	VEXTRACTF32X4 $0x01, Y19, X6
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X6, X6, X7
+	VADDSS        X7, X5, X5
+	VPERMILPS     $0xff, X6, X6
+	VADDSS        X6, X5, X5
 	ADDQ          $0x00000088, AX
 	ADDQ          $0x00000110, CX
 	SUBQ          $0x08, DX
 	JMP           loopdotMXFP4VNNI256
 
 taildotMXFP4VNNI256:
-	TESTQ         DX, DX
-	JZ            donedotMXFP4VNNI256
-	VPXORD        Y24, Y24, Y24
-	VPDPBUSD      2(CX), Y1, Y24
-	VPXORD        Y25, Y25, Y25
-	VPSUBD        Y24, Y25, Y25
-	VMOVDQU64     1(AX), X8
-	VPSRLW        $0x04, X8, X6
-	VINSERTI32X4  $0x01, X6, Y8, Y6
-	VPANDD        Y0, Y6, Y6
-	VPSHUFB       Y6, Y2, Y6
-	VMOVDQA64     Y25, Y7
-	VPDPBUSD      2(CX), Y6, Y7
-	VEXTRACTI32X4 $0x01, Y7, X6
-	VPADDD        X6, X7, X6
-	VPSHUFD       $0x4e, X6, X7
-	VPADDD        X7, X6, X6
-	VPSHUFD       $0xb1, X6, X7
-	VPADDD        X7, X6, X6
-	VCVTDQ2PS     X6, X6
-	VMOVD         (CX), X7
-	VCVTPH2PS     X7, X7
-	VMOVD         (AX), X8
-	VPMOVZXBD     X8, X8
-	VPSUBD        X8, X3, X9
-	VPSRLVD       X9, X4, X9
-	VPSLLD        $0x17, X8, X8
-	VPSUBD        X4, X8, X8
-	VPMAXSD       X9, X8, X8
-	VMULPS        X7, X8, X8
-	VMULPS        X8, X6, X6
-	VADDSS        X6, X5, X5
-	ADDQ          $0x00000011, AX
-	ADDQ          $0x00000022, CX
-	DECQ          DX
-	JMP           taildotMXFP4VNNI256
+	TESTQ        DX, DX
+	JZ           donedotMXFP4VNNI256
+	VMOVDQU64    1(AX), X6
+	VINSERTI32X4 $0x01, 1(AX), Y6, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPANDD       Y0, Y7, Y7
+	VPANDD       Y0, Y8, Y8
+	VPSHUFB      Y7, Y2, Y7
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU64    2(CX), X6
+	VINSERTI32X4 $0x01, 2(CX), Y6, Y9
+	VMOVDQU64    18(CX), X6
+	VINSERTI32X4 $0x01, 18(CX), Y6, Y10
+	VPXORD       Y17, Y17, Y17
+	VPDPBUSD     Y9, Y1, Y17
+	VPDPBUSD     Y10, Y1, Y17
+	VPXORD       Y18, Y18, Y18
+	VPSUBD       Y17, Y18, Y18
+	VMOVDQA64    Y18, Y11
+	VPDPBUSD     Y9, Y7, Y11
+	VPDPBUSD     Y10, Y8, Y11
+	VPSHUFD      $0x4e, X11, X6
+	VPADDD       X6, X11, X11
+	VPSHUFD      $0xb1, X11, X6
+	VPADDD       X6, X11, X11
+	VCVTDQ2PS    X11, X11
+	VMOVD        (CX), X6
+	VCVTPH2PS    X6, X6
+	VMOVD        (AX), X7
+	VPMOVZXBD    X7, X7
+	VPSUBD       X7, X3, X8
+	VPSRLVD      X8, X4, X8
+	VPSLLD       $0x17, X7, X7
+	VPSUBD       X4, X7, X7
+	VPMAXSD      X8, X7, X7
+	VMULPS       X6, X7, X7
+	VMULPS       X7, X11, X11
+	VADDSS       X11, X5, X5
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotMXFP4VNNI256
 
 donedotMXFP4VNNI256:
 	MOVSS X5, ret+24(FP)
@@ -13000,14 +13421,29 @@ loopdotMXFP4r8VNNI256:
 	VPBROADCASTW    (DX), X6
 	VCVTPH2PS       X6, Y6
 	VCVTDQ2PS       Y7, Y7
-	VMOVD           (AX), X10
-	VPINSRB         $0x01, (AX)(CX*1), X10, X10
-	VPINSRB         $0x02, (AX)(CX*2), X10, X10
-	VPINSRB         $0x03, (AX)(SI*1), X10, X10
-	VPINSRB         $0x04, (DI), X10, X10
-	VPINSRB         $0x05, (DI)(CX*1), X10, X10
-	VPINSRB         $0x06, (DI)(CX*2), X10, X10
-	VPINSRB         $0x07, (DI)(SI*1), X10, X10
+	MOVBQZX         (AX), R9
+	MOVBQZX         (AX)(CX*1), R10
+	SHLQ            $0x08, R10
+	ORQ             R10, R9
+	MOVBQZX         (AX)(CX*2), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVBQZX         (AX)(SI*1), R10
+	SHLQ            $0x18, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI)(CX*1), R10
+	SHLQ            $0x28, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI)(CX*2), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVBQZX         (DI)(SI*1), R10
+	SHLQ            $0x38, R10
+	ORQ             R10, R9
+	VMOVQ           R9, X10
 	VPMOVZXBD       X10, Y11
 	VPSUBD          Y11, Y3, Y12
 	VPSRLVD         Y12, Y4, Y12

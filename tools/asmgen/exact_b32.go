@@ -17,11 +17,13 @@ import (
 //     at once by a horizontal-add tree into one vector of eight sums, their
 //     eight scale products are computed lane-wise (IEEE multiplication is the
 //     same in a lane as in a scalar), and then eight dependent scalar adds
-//     run in block order. That add chain bounds one row to a block per add
-//     latency;
-//   - eight rows (dot<T>r8<suffix>): lane r of one ymm is row r's sumf, so
-//     one VADDPS per block advances eight independent chains, and every
-//     activation block is loaded and prepared once for the eight rows.
+//     run in block order. That add chain, and the per-block work around it,
+//     bound one row;
+//   - eight rows (dot<T>r8<suffix>, exact_b32pair.go): lane r of one ymm is
+//     row r's sumf, so one VADDPS per block advances eight independent
+//     chains, and every activation block is loaded and prepared once for
+//     the eight rows. kernelkit's MatVec and MatMul use it for all but the
+//     last rows of a range.
 //
 // Each type's scale product, in the reference's order:
 //
@@ -98,132 +100,12 @@ func newB32k(t *target, ty *b32type) *b32k {
 	return k
 }
 
-func (k *b32k) ld32(m Mem, dst Op) {
-	if k.t.evex() {
-		VMOVDQU64(m, dst)
-	} else {
-		VMOVDQU(m, dst)
-	}
-}
-
 func (k *b32k) xor(src2, src1, dst Op) {
 	if k.t.evex() {
 		VPXORD(src2, src1, dst)
 	} else {
 		VPXOR(src2, src1, dst)
 	}
-}
-
-// codes returns the unsigned codes (code+off = the signed value) of the
-// weight block at w as 32 bytes in element order.
-func (k *b32k) codes(w Mem) VecVirtual {
-	t := k.t
-	q, hi := XMM(), XMM()
-	t.mov(w.Offset(k.ty.qoff), q)
-	VPSRLW(U8(4), q, hi)
-	u := YMM()
-	if t.evex() {
-		VINSERTI32X4(U8(1), hi, q.AsY(), u)
-	} else {
-		VINSERTI128(U8(1), hi, q.AsY(), u)
-	}
-	t.and(k.c0F, u, u)
-	switch k.ty {
-	case b32Q5_0:
-		if t.evex() {
-			// qh as a byte mask: add 16 where its bit is set.
-			m := K()
-			KMOVD(w.Offset(2), m)
-			VPADDB(k.c10, u, m, u)
-		} else {
-			// Byte k of qh over elements 8k..8k+7; an OR with every bit but
-			// the element's own is all-ones exactly where that bit is set.
-			h, all1 := YMM(), YMM()
-			VPBROADCASTD(w.Offset(2), h)
-			VPSHUFB(constData("b32q5spread", []byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-				2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}), h, h)
-			VPOR(k.bits, h, h)
-			VPCMPEQB(all1, all1, all1)
-			VPCMPEQB(all1, h, h)
-			VPAND(k.c10, h, h)
-			VPOR(h, u, u)
-		}
-	case b32MXFP4:
-		VPSHUFB(u, k.table, u) // doubled E2M1 value + 12
-	}
-	return u
-}
-
-// actPrep is what every row shares of one activation block: its quants
-// and the offset's part of the integer sum.
-type actPrep struct {
-	y    Op         // the 32 signed quants (register or memory)
-	corr VecVirtual // VNNI: -off*y per lane; else off*y as int16 pairs (nil for Q8_0)
-}
-
-func (k *b32k) prep(a Mem, reg bool) actPrep {
-	t := k.t
-	p := actPrep{y: a.Offset(2)}
-	if reg || (k.ty == b32Q8_0 && !t.vnni) {
-		y := YMM()
-		k.ld32(a.Offset(2), y)
-		p.y = y
-	}
-	switch {
-	case t.vnni:
-		// Q8_0 runs its signed weights as x+128: subtract 128*y.
-		o := k.off
-		if k.ty == b32Q8_0 {
-			o = k.x80
-		}
-		c := YMM()
-		t.zero(c)
-		vnniOp("VPDPBUSD", p.y, o, c)
-		p.corr = YMM()
-		t.zero(p.corr)
-		VPSUBD(c, p.corr, p.corr)
-	case k.ty != b32Q8_0:
-		p.corr = YMM()
-		VPMADDUBSW(p.y, k.off, p.corr)
-	}
-	return p
-}
-
-// rowSum returns the weight block at w times the activation block as eight
-// int32 lanes that add up to the block's sumi.
-func (k *b32k) rowSum(w Mem, p actPrep) VecVirtual {
-	t := k.t
-	if k.ty == b32Q8_0 {
-		x := YMM()
-		k.ld32(w.Offset(2), x)
-		if t.vnni {
-			k.xor(k.x80, x, x)
-			acc := YMM()
-			t.copyv(p.corr, acc)
-			vnniOp("VPDPBUSD", p.y, x, acc)
-			return acc
-		}
-		// ggml's sign trick: |x| times y with x's sign; exact since no
-		// activation is -128 (the Q8_0 quantizer scales to ±127).
-		ax, sy := YMM(), YMM()
-		VPSIGNB(x, x, ax)
-		VPSIGNB(x, p.y, sy)
-		VPMADDUBSW(sy, ax, ax)
-		VPMADDWD(k.ones, ax, ax)
-		return ax
-	}
-	u := k.codes(w)
-	if t.vnni {
-		acc := YMM()
-		t.copyv(p.corr, acc)
-		vnniOp("VPDPBUSD", p.y, u, acc)
-		return acc
-	}
-	// Both VPMADDUBSW stay far from int16 saturation (codes <= 31).
-	VPMADDUBSW(p.y, u, u)
-	VPSUBW(p.corr, u, u)
-	VPMADDWD(k.ones, u, u)
-	return u
 }
 
 // hadd2 is VPHADDD(a, b): per 128-bit lane, a's pair sums then b's.
@@ -242,41 +124,10 @@ func (k *b32k) hadd2(a, b VecVirtual) VecVirtual {
 	return d
 }
 
-// lanes8 turns two hadd2(hadd2(), hadd2()) results (each: per 128-bit
-// half, the half-sums of four blocks) into the eight blocks' sums.
-func (k *b32k) lanes8(v0, v1 VecVirtual) VecVirtual {
-	a, b := YMM(), YMM()
-	if k.t.evex() {
-		VSHUFI64X2(U8(0), v1, v0, a) // v0.lo, v1.lo
-		VSHUFI64X2(U8(3), v1, v0, b) // v0.hi, v1.hi
-	} else {
-		VPERM2I128(U8(0x20), v1, v0, a)
-		VPERM2I128(U8(0x31), v1, v0, b)
-	}
-	VPADDD(b, a, a)
-	return a
-}
-
-// fold4 adds the two 128-bit halves of v.
-func (k *b32k) fold4(v VecVirtual) VecVirtual {
-	h := XMM()
-	if k.t.evex() {
-		VEXTRACTI32X4(U8(1), v, h)
-	} else {
-		VEXTRACTI128(U8(1), v, h)
-	}
-	VPADDD(h, v.AsX(), h)
-	return h
-}
-
 // halves gathers the n fp16 values at m(0..n-1) as floats (n = 1, 4 or 8:
 // an xmm, or a ymm for 8).
-func halves(n int, m func(i int) Mem) VecVirtual {
-	x := XMM()
-	VMOVD(m(0), x) // every block has at least four bytes there
-	for i := 1; i < n; i++ {
-		VPINSRW(U8(i), m(i), x, x)
-	}
+func (k *b32k) halves(n int, m func(i int) Mem) VecVirtual {
+	x := k.gather(n, 2, m)
 	if n == 8 {
 		y := YMM()
 		VCVTPH2PS(x, y)
@@ -286,16 +137,59 @@ func halves(n int, m func(i int) Mem) VecVirtual {
 	return x
 }
 
+// gather packs the n values of size bytes (1 or 2) at m(0..n-1) into the
+// low bytes of an xmm. Eight are composed in general registers, which the
+// vector kernels mostly leave idle, rather than by seven inserts, which
+// cost a vector shuffle each (measured: MXFP4 12% faster, Q4_0 and Q8_0 the
+// same; AVX-512 Q5_0, which builds its masks there, 3% slower); fewer take
+// the inserts.
+func (k *b32k) gather(n, size int, m func(i int) Mem) VecVirtual {
+	x := XMM()
+	if n < 8 || (k.ty == b32Q5_0 && k.t.evex()) {
+		VMOVD(m(0), x) // every block has at least four bytes there
+		for i := 1; i < n; i++ {
+			if size == 1 {
+				VPINSRB(U8(i), m(i), x, x)
+			} else {
+				VPINSRW(U8(i), m(i), x, x)
+			}
+		}
+		return x
+	}
+	per := 8 / size // values per qword
+	var q []GPVirtual
+	for i := 0; i < n; i += per {
+		acc := GP64()
+		for j := 0; j < per && i+j < n; j++ {
+			v := acc
+			if j > 0 {
+				v = GP64()
+			}
+			if size == 1 {
+				MOVBQZX(m(i+j), v)
+			} else {
+				MOVWQZX(m(i+j), v)
+			}
+			if j > 0 {
+				SHLQ(U8(8*size*j), v)
+				ORQ(v, acc)
+			}
+		}
+		q = append(q, acc)
+	}
+	VMOVQ(q[0], x)
+	if len(q) > 1 {
+		VPINSRQ(U8(1), q[1], x, x)
+	}
+	return x
+}
+
 // e8m0Half returns e8m0half(e) = 2^(e-128) of the n exponent bytes at
 // m(i) as floats: (e-1)<<23 for e >= 2, and the subnormals 0x00800000>>(2-e)
 // for e < 2 (for e > 2 the variable shift count is >= 32 and gives 0; a
 // signed max picks the right one, as (e-1)<<23 is negative or 0 for e < 2).
 func (k *b32k) e8m0Half(n int, m func(i int) Mem) VecVirtual {
-	x := XMM()
-	VMOVD(m(0), x)
-	for i := 1; i < n; i++ {
-		VPINSRB(U8(i), m(i), x, x)
-	}
+	x := k.gather(n, 1, m)
 	var e, s VecVirtual = XMM(), XMM()
 	c2, c8 := Op(k.c2.AsX()), Op(k.c800000.AsX())
 	if n == 8 {
@@ -319,13 +213,13 @@ func (k *b32k) products(n int, isum VecVirtual, w func(i int) Mem, da VecVirtual
 	f := isum
 	VCVTDQ2PS(isum, f)
 	if da == nil {
-		da = halves(n, a)
+		da = k.halves(n, a)
 	}
 	var dw VecVirtual
 	if k.ty == b32MXFP4 {
 		dw = k.e8m0Half(n, w)
 	} else {
-		dw = halves(n, w)
+		dw = k.halves(n, w)
 	}
 	if k.ty == b32Q4_0 {
 		VMULPS(dw, f, f)
@@ -381,18 +275,15 @@ func genB32Row(t *target, ty *b32type) {
 	Label("loop" + name)
 	CMPQ(nb, U8(8))
 	JB(LabelRef("tail" + name))
-	var quad [2]VecVirtual
-	for q := range quad {
-		var pair [2]VecVirtual
-		for h := range pair {
-			i := 4*q + 2*h
-			s0 := k.rowSum(wm(i), k.prep(am(i), false))
-			s1 := k.rowSum(wm(i+1), k.prep(am(i+1), false))
-			pair[h] = k.hadd2(s0, s1)
-		}
-		quad[q] = k.hadd2(pair[0], pair[1])
+	// Blocks i and i+4 share a vector, one 128-bit half each, as the rows
+	// of the eight-row kernel do.
+	dot := func(i int) VecVirtual {
+		lo, hi := k.pairCodes(wm(i), wm(i+4))
+		return k.pairDot(lo, hi, k.prepPair2(am(i), am(i+4)))
 	}
-	p := k.products(8, k.lanes8(quad[0], quad[1]), wm, nil, am)
+	h01 := k.hadd2(dot(0), dot(1))
+	isum := k.hadd2(h01, k.hadd2(dot(2), dot(3)))
+	p := k.products(8, isum, wm, nil, am)
 	k.addLanes(8, p, sum)
 	ADDQ(U32(8*ty.wsize), wp)
 	ADDQ(U32(8*34), ap)
@@ -402,7 +293,9 @@ func genB32Row(t *target, ty *b32type) {
 	Label("tail" + name)
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + name))
-	s := k.fold4(k.rowSum(wm(0), k.prep(am(0), false)))
+	// One block, in both halves: the low half's four lanes are its sum.
+	lo, hi := k.pairCodes(wm(0), wm(0))
+	s := k.pairDot(lo, hi, k.prepPair2(am(0), am(0))).AsX().(VecVirtual)
 	r := XMM()
 	VPSHUFD(U8(0x4e), s, r)
 	VPADDD(r, s, s)
@@ -418,248 +311,5 @@ func genB32Row(t *target, ty *b32type) {
 	Label("done" + name)
 	Store(sum, ReturnIndex(0))
 	VZEROUPPER() // Go code after us uses legacy SSE encodings
-	RET()
-}
-
-// pair loads the 16 bytes at ma and at mb as one ymm: [ma | mb].
-func (k *b32k) pair(ma, mb Mem) VecVirtual {
-	x, y := XMM(), YMM()
-	k.t.mov(ma, x)
-	if k.t.evex() {
-		VINSERTI32X4(U8(1), mb, x.AsY(), y)
-	} else {
-		VINSERTI128(U8(1), mb, x.AsY(), y)
-	}
-	return y
-}
-
-// pairPrep is an activation block for the two-row layout: its first and
-// second 16 quants in both 128-bit halves, and the offset's part of the
-// integer sum (see actPrep), which is the same for both halves.
-type pairPrep struct {
-	lo, hi VecVirtual
-	corr   VecVirtual
-}
-
-func (k *b32k) prepPair(a Mem) pairPrep {
-	t := k.t
-	p := pairPrep{lo: YMM(), hi: YMM()}
-	t.bcast16(a.Offset(2), p.lo)
-	t.bcast16(a.Offset(18), p.hi)
-	switch {
-	case t.vnni:
-		o := k.off
-		if k.ty == b32Q8_0 {
-			o = k.x80
-		}
-		c := YMM()
-		t.zero(c)
-		vnniOp("VPDPBUSD", p.lo, o, c)
-		vnniOp("VPDPBUSD", p.hi, o, c)
-		p.corr = YMM()
-		t.zero(p.corr)
-		VPSUBD(c, p.corr, p.corr)
-	case k.ty != b32Q8_0:
-		// Two VPMADDUBSW of codes <= 24 and one of the offset stay far
-		// from int16 saturation.
-		c, h := YMM(), YMM()
-		VPMADDUBSW(p.lo, k.off, c)
-		VPMADDUBSW(p.hi, k.off, h)
-		VPADDW(h, c, c)
-		p.corr = c
-	}
-	return p
-}
-
-// pairCodes returns the first and second 16 unsigned codes of weight
-// blocks wa and wb as [wa's | wb's] ymm pairs (Q8_0: the signed quants).
-func (k *b32k) pairCodes(wa, wb Mem) (lo, hi VecVirtual) {
-	t := k.t
-	if k.ty == b32Q8_0 {
-		return k.pair(wa.Offset(2), wb.Offset(2)), k.pair(wa.Offset(18), wb.Offset(18))
-	}
-	q := k.pair(wa.Offset(k.ty.qoff), wb.Offset(k.ty.qoff))
-	lo, hi = YMM(), YMM()
-	VPSRLW(U8(4), q, hi)
-	t.and(k.c0F, q, lo)
-	t.and(k.c0F, hi, hi)
-	switch k.ty {
-	case b32Q5_0:
-		k.q5Pair(wa.Offset(2), wb.Offset(2), lo, hi)
-	case b32MXFP4:
-		VPSHUFB(lo, k.table, lo)
-		VPSHUFB(hi, k.table, hi)
-	}
-	return lo, hi
-}
-
-// q5Pair adds 16 to the codes whose bit is set in the qh words at ha (the
-// low halves of lo, hi) and hb (their high halves).
-func (k *b32k) q5Pair(ha, hb Mem, lo, hi VecVirtual) {
-	if k.t.evex() {
-		// Byte masks: bits 0..15 of a's qh, then of b's (for lo); bits
-		// 16..31 of each (for hi). Built in general registers, which are
-		// idle here, rather than with mask-register shuffles.
-		a, b, l, c := GP32(), GP32(), GP32(), GP32()
-		MOVL(ha, a)
-		MOVL(hb, b)
-		MOVWLZX(a.As16(), l)
-		MOVL(b, c)
-		SHLL(U8(16), c)
-		ORL(c, l)
-		SHRL(U8(16), a)
-		ANDL(U32(0xffff0000), b)
-		ORL(a, b)
-		ml, mh := K(), K()
-		KMOVD(l, ml)
-		KMOVD(b, mh)
-		VPADDB(k.c10, lo, ml, lo)
-		VPADDB(k.c10, hi, mh, hi)
-		return
-	}
-	// qh of a in the low half, of b in the high one; byte j/8 over element
-	// j, an OR with every bit but the element's own is all-ones exactly
-	// where that bit is set.
-	x, h := XMM(), YMM()
-	VMOVD(ha, x)
-	VPINSRD(U8(1), hb, x, x)
-	VPBROADCASTQ(x, h) // every qword: qh of a, then of b
-	for i, v := range []VecVirtual{lo, hi} {
-		s := YMM()
-		VPSHUFB(constData(fmtB32Spread(i), b32Spread(i)), h, s)
-		VPOR(k.bits, s, s)
-		VPCMPEQB(constVec(0xffffffff), s, s) // from memory: AVX2 is short of registers here
-		VPAND(k.c10, s, s)
-		VPOR(s, v, v)
-	}
-}
-
-func fmtB32Spread(i int) string { return []string{"b32q5lo", "b32q5hi"}[i] }
-
-// b32Spread is the VPSHUFB control that puts, in each 128-bit half whose
-// qwords are [qh_a, qh_b] (low half: a's dword at byte 0; high half: b's
-// at byte 4), the qh byte of element j over element j: bytes 0,1 (first
-// 16 elements, i = 0) or 2,3 (i = 1), of dword 0 in the low half and of
-// dword 1 in the high half.
-func b32Spread(i int) []byte {
-	var b []byte
-	for half := 0; half < 2; half++ {
-		for j := 0; j < 16; j++ {
-			b = append(b, byte(4*half+2*i+j/8))
-		}
-	}
-	return b
-}
-
-// pairDot returns [a's | b's] int32 lanes: each half adds up to its row's
-// sumi.
-func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
-	t := k.t
-	if k.ty == b32Q8_0 {
-		if t.vnni {
-			k.xor(k.x80, lo, lo)
-			k.xor(k.x80, hi, hi)
-			acc := YMM()
-			t.copyv(p.corr, acc)
-			vnniOp("VPDPBUSD", p.lo, lo, acc)
-			vnniOp("VPDPBUSD", p.hi, hi, acc)
-			return acc
-		}
-		var r [2]VecVirtual
-		for i, x := range []VecVirtual{lo, hi} {
-			y := []VecVirtual{p.lo, p.hi}[i]
-			sy := YMM()
-			VPSIGNB(x, y, sy)
-			VPSIGNB(x, x, x)
-			VPMADDUBSW(sy, x, x)
-			VPMADDWD(k.ones, x, x)
-			r[i] = x
-		}
-		VPADDD(r[1], r[0], r[0])
-		return r[0]
-	}
-	if t.vnni {
-		acc := YMM()
-		t.copyv(p.corr, acc)
-		vnniOp("VPDPBUSD", p.lo, lo, acc)
-		vnniOp("VPDPBUSD", p.hi, hi, acc)
-		return acc
-	}
-	VPMADDUBSW(p.lo, lo, lo)
-	VPMADDUBSW(p.hi, hi, hi)
-	VPADDW(hi, lo, lo)
-	VPSUBW(p.corr, lo, lo)
-	VPMADDWD(k.ones, lo, lo)
-	return lo
-}
-
-// genB32Rows8 emits dot<T>r8<suffix>(w *byte, wstride int, a *byte, nb int,
-// out *float32): the eight weight rows at w, w+wstride, ... times the
-// activation row a into out[0:8]. Rows r and r+4 share a ymm (one 128-bit
-// half each) and one VPDPBUSD per half-block, so a block's four pair
-// vectors reduce to the eight rows' sums in three horizontal adds.
-func genB32Rows8(t *target, ty *b32type) {
-	name := "dot" + ty.name + "r8" + t.suffix
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, a *byte, nb int, out *float32)")
-	Pragma("noescape")
-	wp := Load(Param("w"), GP64())
-	ws := Load(Param("wstride"), GP64())
-	ap := Load(Param("a"), GP64())
-	nb := Load(Param("nb"), GP64())
-	ws3, wp4, pf := GP64(), GP64(), GP64()
-	LEAQ(Mem{Base: ws, Index: ws, Scale: 2}, ws3)
-	LEAQ(Mem{Base: wp, Index: ws, Scale: 4}, wp4)
-	LEAQ(Mem{Base: wp4, Index: ws, Scale: 4}, pf)
-	k := newB32k(t, ty)
-	acc := YMM()
-	t.zero(acc)
-	row := func(r int) Mem {
-		base := wp
-		if r >= 4 {
-			base, r = wp4, r-4
-		}
-		switch r {
-		case 0:
-			return Mem{Base: base}
-		case 3:
-			return Mem{Base: base, Index: ws3, Scale: 1}
-		}
-		return Mem{Base: base, Index: ws, Scale: uint8(r)}
-	}
-	TESTQ(nb, nb)
-	JZ(LabelRef("done" + name))
-	Label("loop" + name)
-	// The eight rows are one contiguous span, and so are the next call's:
-	// reading eight rows side by side from DRAM is much slower than one
-	// sequential stream (measured, Zen 4), so each block fetches its share
-	// of the next span, in order, while this one is read from the cache.
-	// PREFETCHT1 (into L2) measured faster than PREFETCHT0 here.
-	step := 8 * ty.wsize
-	for off := 0; off < step; off += 64 {
-		PREFETCHT1(Mem{Base: pf, Disp: off})
-	}
-	ADDQ(U32(step), pf)
-	p := k.prepPair(Mem{Base: ap})
-	dot := func(r int) VecVirtual {
-		lo, hi := k.pairCodes(row(r), row(r+4))
-		return k.pairDot(lo, hi, p)
-	}
-	// In this order only two pair sums are live at a time.
-	h01 := k.hadd2(dot(0), dot(1))
-	isum := k.hadd2(h01, k.hadd2(dot(2), dot(3)))
-	da := YMM()
-	VPBROADCASTW(Mem{Base: ap}, da.AsX())
-	VCVTPH2PS(da.AsX(), da)
-	prod := k.products(8, isum, row, da, nil)
-	VADDPS(prod, acc, acc)
-	ADDQ(U32(ty.wsize), wp)
-	ADDQ(U32(ty.wsize), wp4)
-	ADDQ(U32(34), ap)
-	DECQ(nb)
-	JNZ(LabelRef("loop" + name))
-	Label("done" + name)
-	out := Load(Param("out"), GP64())
-	VMOVUPS(acc, Mem{Base: out})
-	VZEROUPPER()
 	RET()
 }
