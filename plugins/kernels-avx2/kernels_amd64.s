@@ -1373,31 +1373,18 @@ loopdotQ4KAVX2:
 	VPSRLD         $0x02, Y5, Y5
 	VPAND          k4hm_y<>+0(SB), Y5, Y5
 	VPOR           Y5, Y6, Y6
-	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD       260(CX), Y5, Y5
-	VEXTRACTI128   $0x01, Y5, X7
-	VPADDD         X7, X5, X7
-	VPSHUFD        $0x4e, X7, X5
-	VPADDD         X5, X7, X7
-	VPSHUFD        $0xb1, X7, X5
-	VPADDD         X5, X7, X7
-	VCVTDQ2PS      X7, X7
 	VMOVD          (AX), X5
 	VCVTPH2PS      X5, X5
-	VBROADCASTSS   (CX), X8
-	VMULPS         X5, X8, X8
-	VMOVSHDUP      X8, X5
-	VMULSS         X7, X5, X5
-	VSUBSS         X5, X1, X1
-	VBROADCASTSS   X8, Y5
+	VBROADCASTSS   (CX), X7
+	VMULPS         X5, X7, X7
 	VPERMD         16(AX), Y3, Y8
 	VPSHUFB        Y2, Y8, Y8
-	VPAND          Y4, Y8, Y7
+	VPAND          Y4, Y8, Y5
 	VPSHUFB        scidx32<>+0(SB), Y6, Y9
 	VPERMD         4(CX), Y3, Y10
 	VPSHUFB        Y2, Y10, Y10
-	VPMADDUBSW     Y10, Y7, Y10
-	VPMADDWD       Y9, Y10, Y7
+	VPMADDUBSW     Y10, Y5, Y10
+	VPMADDWD       Y9, Y10, Y5
 	VPSRLW         $0x04, Y8, Y8
 	VPAND          Y4, Y8, Y8
 	VPSHUFB        scidx32<>+32(SB), Y6, Y9
@@ -1413,7 +1400,7 @@ loopdotQ4KAVX2:
 	VPSHUFB        Y2, Y12, Y12
 	VPMADDUBSW     Y12, Y9, Y12
 	VPMADDWD       Y11, Y12, Y12
-	VPADDD         Y12, Y7, Y7
+	VPADDD         Y12, Y5, Y5
 	VPSRLW         $0x04, Y10, Y9
 	VPAND          Y4, Y9, Y9
 	VPSHUFB        scidx32<>+96(SB), Y6, Y10
@@ -1430,7 +1417,7 @@ loopdotQ4KAVX2:
 	VPSHUFB        Y2, Y12, Y12
 	VPMADDUBSW     Y12, Y9, Y12
 	VPMADDWD       Y11, Y12, Y12
-	VPADDD         Y12, Y7, Y7
+	VPADDD         Y12, Y5, Y5
 	VPSRLW         $0x04, Y10, Y9
 	VPAND          Y4, Y9, Y9
 	VPSHUFB        scidx32<>+160(SB), Y6, Y10
@@ -1447,26 +1434,39 @@ loopdotQ4KAVX2:
 	VPSHUFB        Y2, Y12, Y12
 	VPMADDUBSW     Y12, Y9, Y12
 	VPMADDWD       Y11, Y12, Y12
-	VPADDD         Y12, Y7, Y7
+	VPADDD         Y12, Y5, Y5
 	VPSRLW         $0x04, Y10, Y9
 	VPAND          Y4, Y9, Y9
-	VPSHUFB        scidx32<>+224(SB), Y6, Y6
-	VPERMD         228(CX), Y3, Y10
-	VPSHUFB        Y2, Y10, Y10
-	VPMADDUBSW     Y10, Y9, Y10
-	VPMADDWD       Y6, Y10, Y10
-	VPADDD         Y10, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VCVTDQ2PS      Y7, Y7
-	VMULPS         Y5, Y7, Y7
-	VADDPS         Y7, Y0, Y0
+	VPSHUFB        scidx32<>+224(SB), Y6, Y10
+	VPERMD         228(CX), Y3, Y11
+	VPSHUFB        Y2, Y11, Y11
+	VPMADDUBSW     Y11, Y9, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPADDD         Y8, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   X7, Y8
+	VMULPS         Y8, Y5, Y5
+	VADDPS         Y5, Y0, Y0
+	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD       260(CX), Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0x4e, X6, X5
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0xb1, X6, X5
+	VPADDD         X5, X6, X6
+	VCVTDQ2PS      X6, X6
+	VUNPCKLPS      X7, X7, X5
+	VMULPS         X6, X5, X5
+	VSUBPS         X5, X1, X1
 	ADDQ           $0x00000090, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
 	JNZ            loopdotQ4KAVX2
 
 donedotQ4KAVX2:
-	VSHUFPS      $0x00, X1, X1, X1
+	VSHUFPS      $0xaa, X1, X1, X1
 	VEXTRACTF128 $0x01, Y0, X2
 	VADDSS       X0, X1, X1
 	VMOVSHDUP    X0, X3
@@ -1536,16 +1536,6 @@ DATA k4hm_y<>+24(SB)/4, $0x00000000
 DATA k4hm_y<>+28(SB)/4, $0x30303030
 GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
 
-DATA k4mdup<>+0(SB)/4, $0x80088008
-DATA k4mdup<>+4(SB)/4, $0x80098009
-DATA k4mdup<>+8(SB)/4, $0x800a800a
-DATA k4mdup<>+12(SB)/4, $0x800b800b
-DATA k4mdup<>+16(SB)/4, $0x800c800c
-DATA k4mdup<>+20(SB)/4, $0x800d800d
-DATA k4mdup<>+24(SB)/4, $0x800e800e
-DATA k4mdup<>+28(SB)/4, $0x800f800f
-GLOBL k4mdup<>(SB), RODATA|NOPTR, $32
-
 DATA scidx32<>+0(SB)/4, $0x80008000
 DATA scidx32<>+4(SB)/4, $0x80008000
 DATA scidx32<>+8(SB)/4, $0x80008000
@@ -1612,6 +1602,16 @@ DATA scidx32<>+248(SB)/4, $0x80078007
 DATA scidx32<>+252(SB)/4, $0x80078007
 GLOBL scidx32<>(SB), RODATA|NOPTR, $256
 
+DATA k4mdup<>+0(SB)/4, $0x80088008
+DATA k4mdup<>+4(SB)/4, $0x80098009
+DATA k4mdup<>+8(SB)/4, $0x800a800a
+DATA k4mdup<>+12(SB)/4, $0x800b800b
+DATA k4mdup<>+16(SB)/4, $0x800c800c
+DATA k4mdup<>+20(SB)/4, $0x800d800d
+DATA k4mdup<>+24(SB)/4, $0x800e800e
+DATA k4mdup<>+28(SB)/4, $0x800f800f
+GLOBL k4mdup<>(SB), RODATA|NOPTR, $32
+
 // func dotQ4Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
 TEXT ·dotQ4Kx4AVX2(SB), NOSPLIT, $16-40
@@ -1639,36 +1639,8 @@ loopdotQ4Kx4AVX2:
 	VPSRLD         $0x02, Y5, Y5
 	VPAND          k4hm_y<>+0(SB), Y5, Y5
 	VPOR           Y5, Y6, Y6
-	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD       260(CX), Y5, Y7
-	VPMADDWD       260(CX)(BX*1), Y5, Y8
-	VPMADDWD       260(CX)(BX*2), Y5, Y9
-	VPMADDWD       260(CX)(SI*1), Y5, Y5
-	VPUNPCKLDQ     Y8, Y7, Y10
-	VPUNPCKHDQ     Y8, Y7, Y7
-	VPADDD         Y7, Y10, Y10
-	VPUNPCKLDQ     Y5, Y9, Y7
-	VPUNPCKHDQ     Y5, Y9, Y5
-	VPADDD         Y5, Y7, Y7
-	VPUNPCKLQDQ    Y7, Y10, Y5
-	VPUNPCKHQDQ    Y7, Y10, Y7
-	VPADDD         Y7, Y5, Y5
-	VEXTRACTI128   $0x01, Y5, X7
-	VPADDD         X5, X7, X7
-	VCVTDQ2PS      X7, X7
 	VMOVD          (AX), X5
 	VCVTPH2PS      X5, X5
-	VMOVSS         (CX), X8
-	VINSERTPS      $0x10, (CX)(BX*1), X8, X8
-	VINSERTPS      $0x20, (CX)(BX*2), X8, X8
-	VINSERTPS      $0x30, (CX)(SI*1), X8, X8
-	VMOVSHDUP      X5, X9
-	VBROADCASTSS   X9, X9
-	VMULPS         X8, X9, X9
-	VMULPS         X7, X9, X9
-	VMOVUPS        (SP), X7
-	VSUBPS         X9, X7, X7
-	VMOVUPS        X7, (SP)
 	VPERMD         16(AX), Y4, Y8
 	VPSHUFB        xtr32<>+0(SB), Y8, Y8
 	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y7
@@ -1832,51 +1804,76 @@ loopdotQ4Kx4AVX2:
 	VPADDD         Y14, Y7, Y7
 	VPSRLW         $0x04, Y9, Y8
 	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSHUFB        scidx32<>+224(SB), Y6, Y6
-	VPERMD         228(CX), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPMADDWD       Y6, Y9, Y9
-	VPADDD         Y9, Y10, Y10
-	VPERMD         228(CX)(BX*1), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPMADDWD       Y6, Y9, Y9
-	VPADDD         Y9, Y11, Y11
-	VPERMD         228(CX)(BX*2), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPMADDWD       Y6, Y9, Y9
-	VPADDD         Y9, Y12, Y12
-	VPERMD         228(CX)(SI*1), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPMADDWD       Y6, Y9, Y9
-	VPADDD         Y9, Y7, Y7
+	VPSHUFB        scidx32<>+224(SB), Y6, Y9
+	VPERMD         228(CX), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y10, Y10
+	VPERMD         228(CX)(BX*1), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y11, Y11
+	VPERMD         228(CX)(BX*2), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y12, Y12
+	VPERMD         228(CX)(SI*1), Y4, Y13
+	VPSHUFB        xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y9, Y13, Y13
+	VPADDD         Y13, Y7, Y7
 	VCVTDQ2PS      Y10, Y10
-	VBROADCASTSS   X5, Y6
+	VBROADCASTSS   X5, Y9
 	VBROADCASTSS   (CX), Y8
-	VMULPS         Y8, Y6, Y6
-	VMULPS         Y6, Y10, Y10
+	VMULPS         Y9, Y8, Y8
+	VMULPS         Y8, Y10, Y10
 	VADDPS         Y10, Y0, Y0
 	VCVTDQ2PS      Y11, Y11
-	VBROADCASTSS   X5, Y6
 	VBROADCASTSS   (CX)(BX*1), Y8
-	VMULPS         Y8, Y6, Y6
-	VMULPS         Y6, Y11, Y11
+	VMULPS         Y9, Y8, Y8
+	VMULPS         Y8, Y11, Y11
 	VADDPS         Y11, Y1, Y1
 	VCVTDQ2PS      Y12, Y12
-	VBROADCASTSS   X5, Y6
 	VBROADCASTSS   (CX)(BX*2), Y8
-	VMULPS         Y8, Y6, Y6
-	VMULPS         Y6, Y12, Y12
+	VMULPS         Y9, Y8, Y8
+	VMULPS         Y8, Y12, Y12
 	VADDPS         Y12, Y2, Y2
 	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   X5, Y5
-	VBROADCASTSS   (CX)(SI*1), Y6
-	VMULPS         Y6, Y5, Y5
-	VMULPS         Y5, Y7, Y7
+	VBROADCASTSS   (CX)(SI*1), Y8
+	VMULPS         Y9, Y8, Y8
+	VMULPS         Y8, Y7, Y7
 	VADDPS         Y7, Y3, Y3
+	VPSHUFB        k4mdup<>+0(SB), Y6, Y6
+	VPMADDWD       260(CX), Y6, Y7
+	VPMADDWD       260(CX)(BX*1), Y6, Y8
+	VPMADDWD       260(CX)(BX*2), Y6, Y9
+	VPMADDWD       260(CX)(SI*1), Y6, Y6
+	VPUNPCKLDQ     Y8, Y7, Y10
+	VPUNPCKHDQ     Y8, Y7, Y7
+	VPADDD         Y7, Y10, Y10
+	VPUNPCKLDQ     Y6, Y9, Y7
+	VPUNPCKHDQ     Y6, Y9, Y6
+	VPADDD         Y6, Y7, Y7
+	VPUNPCKLQDQ    Y7, Y10, Y6
+	VPUNPCKHQDQ    Y7, Y10, Y7
+	VPADDD         Y7, Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X7
+	VPADDD         X6, X7, X7
+	VCVTDQ2PS      X7, X7
+	VMOVSS         (CX), X6
+	VINSERTPS      $0x10, (CX)(BX*1), X6, X6
+	VINSERTPS      $0x20, (CX)(BX*2), X6, X6
+	VINSERTPS      $0x30, (CX)(SI*1), X6, X6
+	VMOVSHDUP      X5, X5
+	VBROADCASTSS   X5, X5
+	VMULPS         X6, X5, X5
+	VMULPS         X7, X5, X5
+	VMOVUPS        (SP), X6
+	VSUBPS         X5, X6, X6
+	VMOVUPS        X6, (SP)
 	ADDQ           $0x00000090, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -1980,29 +1977,16 @@ loopdotQ5KAVX2:
 	VPSRLD         $0x02, Y6, Y6
 	VPAND          k4hm_y<>+0(SB), Y6, Y6
 	VPOR           Y6, Y7, Y7
-	VPSHUFB        k4mdup<>+0(SB), Y7, Y6
-	VPMADDWD       260(CX), Y6, Y6
-	VEXTRACTI128   $0x01, Y6, X8
-	VPADDD         X8, X6, X8
-	VPSHUFD        $0x4e, X8, X6
-	VPADDD         X6, X8, X8
-	VPSHUFD        $0xb1, X8, X6
-	VPADDD         X6, X8, X8
-	VCVTDQ2PS      X8, X8
 	VMOVD          (AX), X6
 	VCVTPH2PS      X6, X6
-	VBROADCASTSS   (CX), X9
-	VMULPS         X6, X9, X9
-	VMOVSHDUP      X9, X6
-	VMULSS         X8, X6, X6
-	VSUBSS         X6, X1, X1
-	VBROADCASTSS   X9, Y6
-	VPERMD         16(AX), Y3, Y8
-	VPSHUFB        Y2, Y8, Y8
+	VBROADCASTSS   (CX), X8
+	VMULPS         X6, X8, X8
+	VPERMD         16(AX), Y3, Y6
+	VPSHUFB        Y2, Y6, Y6
 	VPERMD         48(AX), Y3, Y10
 	VPSHUFB        Y2, Y10, Y10
 	VPAND          Y4, Y10, Y9
-	VPSLLW         $0x04, Y8, Y11
+	VPSLLW         $0x04, Y6, Y11
 	VPAND          Y5, Y11, Y11
 	VPOR           Y11, Y9, Y9
 	VPSHUFB        scidx32<>+0(SB), Y7, Y11
@@ -2012,7 +1996,7 @@ loopdotQ5KAVX2:
 	VPMADDWD       Y11, Y12, Y9
 	VPSRLW         $0x04, Y10, Y10
 	VPAND          Y4, Y10, Y10
-	VPSLLW         $0x03, Y8, Y11
+	VPSLLW         $0x03, Y6, Y11
 	VPAND          Y5, Y11, Y11
 	VPOR           Y11, Y10, Y10
 	VPSHUFB        scidx32<>+32(SB), Y7, Y11
@@ -2023,7 +2007,7 @@ loopdotQ5KAVX2:
 	VPERMD         80(AX), Y3, Y12
 	VPSHUFB        Y2, Y12, Y12
 	VPAND          Y4, Y12, Y11
-	VPSLLW         $0x02, Y8, Y13
+	VPSLLW         $0x02, Y6, Y13
 	VPAND          Y5, Y13, Y13
 	VPOR           Y13, Y11, Y11
 	VPSHUFB        scidx32<>+64(SB), Y7, Y13
@@ -2034,7 +2018,7 @@ loopdotQ5KAVX2:
 	VPADDD         Y14, Y9, Y9
 	VPSRLW         $0x04, Y12, Y11
 	VPAND          Y4, Y11, Y11
-	VPSLLW         $0x01, Y8, Y12
+	VPSLLW         $0x01, Y6, Y12
 	VPAND          Y5, Y12, Y12
 	VPOR           Y12, Y11, Y11
 	VPSHUFB        scidx32<>+96(SB), Y7, Y12
@@ -2046,7 +2030,7 @@ loopdotQ5KAVX2:
 	VPERMD         112(AX), Y3, Y12
 	VPSHUFB        Y2, Y12, Y12
 	VPAND          Y4, Y12, Y11
-	VMOVDQA        Y8, Y13
+	VMOVDQA        Y6, Y13
 	VPAND          Y5, Y13, Y13
 	VPOR           Y13, Y11, Y11
 	VPSHUFB        scidx32<>+128(SB), Y7, Y13
@@ -2057,7 +2041,7 @@ loopdotQ5KAVX2:
 	VPADDD         Y14, Y9, Y9
 	VPSRLW         $0x04, Y12, Y11
 	VPAND          Y4, Y11, Y11
-	VPSRLW         $0x01, Y8, Y12
+	VPSRLW         $0x01, Y6, Y12
 	VPAND          Y5, Y12, Y12
 	VPOR           Y12, Y11, Y11
 	VPSHUFB        scidx32<>+160(SB), Y7, Y12
@@ -2069,7 +2053,7 @@ loopdotQ5KAVX2:
 	VPERMD         144(AX), Y3, Y12
 	VPSHUFB        Y2, Y12, Y12
 	VPAND          Y4, Y12, Y11
-	VPSRLW         $0x02, Y8, Y13
+	VPSRLW         $0x02, Y6, Y13
 	VPAND          Y5, Y13, Y13
 	VPOR           Y13, Y11, Y11
 	VPSHUFB        scidx32<>+192(SB), Y7, Y13
@@ -2080,26 +2064,39 @@ loopdotQ5KAVX2:
 	VPADDD         Y14, Y9, Y9
 	VPSRLW         $0x04, Y12, Y11
 	VPAND          Y4, Y11, Y11
-	VPSRLW         $0x03, Y8, Y8
-	VPAND          Y5, Y8, Y8
-	VPOR           Y8, Y11, Y11
-	VPSHUFB        scidx32<>+224(SB), Y7, Y7
-	VPERMD         228(CX), Y3, Y8
-	VPSHUFB        Y2, Y8, Y8
-	VPMADDUBSW     Y8, Y11, Y8
-	VPMADDWD       Y7, Y8, Y8
-	VPADDD         Y8, Y10, Y10
+	VPSRLW         $0x03, Y6, Y6
+	VPAND          Y5, Y6, Y6
+	VPOR           Y6, Y11, Y11
+	VPSHUFB        scidx32<>+224(SB), Y7, Y6
+	VPERMD         228(CX), Y3, Y12
+	VPSHUFB        Y2, Y12, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPMADDWD       Y6, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPADDD         Y10, Y9, Y9
 	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   X8, Y6
 	VMULPS         Y6, Y9, Y9
 	VADDPS         Y9, Y0, Y0
+	VPSHUFB        k4mdup<>+0(SB), Y7, Y6
+	VPMADDWD       260(CX), Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X7
+	VPADDD         X6, X7, X7
+	VPSHUFD        $0x4e, X7, X6
+	VPADDD         X6, X7, X7
+	VPSHUFD        $0xb1, X7, X6
+	VPADDD         X6, X7, X7
+	VCVTDQ2PS      X7, X7
+	VUNPCKLPS      X8, X8, X6
+	VMULPS         X7, X6, X6
+	VSUBPS         X6, X1, X1
 	ADDQ           $0x000000b0, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
 	JNZ            loopdotQ5KAVX2
 
 donedotQ5KAVX2:
-	VSHUFPS      $0x00, X1, X1, X1
+	VSHUFPS      $0xaa, X1, X1, X1
 	VEXTRACTF128 $0x01, Y0, X2
 	VADDSS       X0, X1, X1
 	VMOVSHDUP    X0, X3
@@ -2149,36 +2146,8 @@ loopdotQ5Kx4AVX2:
 	VPSRLD         $0x02, Y5, Y5
 	VPAND          k4hm_y<>+0(SB), Y5, Y5
 	VPOR           Y5, Y6, Y6
-	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD       260(CX), Y5, Y7
-	VPMADDWD       260(CX)(BX*1), Y5, Y8
-	VPMADDWD       260(CX)(BX*2), Y5, Y9
-	VPMADDWD       260(CX)(SI*1), Y5, Y5
-	VPUNPCKLDQ     Y8, Y7, Y10
-	VPUNPCKHDQ     Y8, Y7, Y7
-	VPADDD         Y7, Y10, Y10
-	VPUNPCKLDQ     Y5, Y9, Y7
-	VPUNPCKHDQ     Y5, Y9, Y5
-	VPADDD         Y5, Y7, Y7
-	VPUNPCKLQDQ    Y7, Y10, Y5
-	VPUNPCKHQDQ    Y7, Y10, Y7
-	VPADDD         Y7, Y5, Y5
-	VEXTRACTI128   $0x01, Y5, X7
-	VPADDD         X5, X7, X7
-	VCVTDQ2PS      X7, X7
 	VMOVD          (AX), X5
 	VCVTPH2PS      X5, X5
-	VMOVSS         (CX), X8
-	VINSERTPS      $0x10, (CX)(BX*1), X8, X8
-	VINSERTPS      $0x20, (CX)(BX*2), X8, X8
-	VINSERTPS      $0x30, (CX)(SI*1), X8, X8
-	VMOVSHDUP      X5, X9
-	VBROADCASTSS   X9, X9
-	VMULPS         X8, X9, X9
-	VMULPS         X7, X9, X9
-	VMOVUPS        (SP), X7
-	VSUBPS         X9, X7, X7
-	VMOVUPS        X7, (SP)
 	VPERMD         16(AX), Y4, Y7
 	VPSHUFB        xtr32<>+0(SB), Y7, Y7
 	VPERMD         48(AX), Y4, Y9
@@ -2368,51 +2337,76 @@ loopdotQ5Kx4AVX2:
 	VPSRLW         $0x03, Y7, Y7
 	VPAND          v32_10101010<>+0(SB), Y7, Y7
 	VPOR           Y7, Y9, Y9
-	VPSHUFB        scidx32<>+224(SB), Y6, Y6
-	VPERMD         228(CX), Y4, Y7
-	VPSHUFB        xtr32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y9, Y7
-	VPMADDWD       Y6, Y7, Y7
-	VPADDD         Y7, Y11, Y11
-	VPERMD         228(CX)(BX*1), Y4, Y7
-	VPSHUFB        xtr32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y9, Y7
-	VPMADDWD       Y6, Y7, Y7
-	VPADDD         Y7, Y12, Y12
-	VPERMD         228(CX)(BX*2), Y4, Y7
-	VPSHUFB        xtr32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y9, Y7
-	VPMADDWD       Y6, Y7, Y7
-	VPADDD         Y7, Y13, Y13
-	VPERMD         228(CX)(SI*1), Y4, Y7
-	VPSHUFB        xtr32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y9, Y7
-	VPMADDWD       Y6, Y7, Y7
-	VPADDD         Y7, Y8, Y8
+	VPSHUFB        scidx32<>+224(SB), Y6, Y7
+	VPERMD         228(CX), Y4, Y10
+	VPSHUFB        xtr32<>+0(SB), Y10, Y10
+	VPMADDUBSW     Y10, Y9, Y10
+	VPMADDWD       Y7, Y10, Y10
+	VPADDD         Y10, Y11, Y11
+	VPERMD         228(CX)(BX*1), Y4, Y10
+	VPSHUFB        xtr32<>+0(SB), Y10, Y10
+	VPMADDUBSW     Y10, Y9, Y10
+	VPMADDWD       Y7, Y10, Y10
+	VPADDD         Y10, Y12, Y12
+	VPERMD         228(CX)(BX*2), Y4, Y10
+	VPSHUFB        xtr32<>+0(SB), Y10, Y10
+	VPMADDUBSW     Y10, Y9, Y10
+	VPMADDWD       Y7, Y10, Y10
+	VPADDD         Y10, Y13, Y13
+	VPERMD         228(CX)(SI*1), Y4, Y10
+	VPSHUFB        xtr32<>+0(SB), Y10, Y10
+	VPMADDUBSW     Y10, Y9, Y10
+	VPMADDWD       Y7, Y10, Y10
+	VPADDD         Y10, Y8, Y8
 	VCVTDQ2PS      Y11, Y11
-	VBROADCASTSS   X5, Y6
+	VBROADCASTSS   X5, Y9
 	VBROADCASTSS   (CX), Y7
-	VMULPS         Y7, Y6, Y6
-	VMULPS         Y6, Y11, Y11
+	VMULPS         Y9, Y7, Y7
+	VMULPS         Y7, Y11, Y11
 	VADDPS         Y11, Y0, Y0
 	VCVTDQ2PS      Y12, Y12
-	VBROADCASTSS   X5, Y6
 	VBROADCASTSS   (CX)(BX*1), Y7
-	VMULPS         Y7, Y6, Y6
-	VMULPS         Y6, Y12, Y12
+	VMULPS         Y9, Y7, Y7
+	VMULPS         Y7, Y12, Y12
 	VADDPS         Y12, Y1, Y1
 	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X5, Y6
 	VBROADCASTSS   (CX)(BX*2), Y7
-	VMULPS         Y7, Y6, Y6
-	VMULPS         Y6, Y13, Y13
+	VMULPS         Y9, Y7, Y7
+	VMULPS         Y7, Y13, Y13
 	VADDPS         Y13, Y2, Y2
 	VCVTDQ2PS      Y8, Y8
-	VBROADCASTSS   X5, Y5
-	VBROADCASTSS   (CX)(SI*1), Y6
-	VMULPS         Y6, Y5, Y5
-	VMULPS         Y5, Y8, Y8
+	VBROADCASTSS   (CX)(SI*1), Y7
+	VMULPS         Y9, Y7, Y7
+	VMULPS         Y7, Y8, Y8
 	VADDPS         Y8, Y3, Y3
+	VPSHUFB        k4mdup<>+0(SB), Y6, Y6
+	VPMADDWD       260(CX), Y6, Y7
+	VPMADDWD       260(CX)(BX*1), Y6, Y8
+	VPMADDWD       260(CX)(BX*2), Y6, Y9
+	VPMADDWD       260(CX)(SI*1), Y6, Y6
+	VPUNPCKLDQ     Y8, Y7, Y10
+	VPUNPCKHDQ     Y8, Y7, Y7
+	VPADDD         Y7, Y10, Y10
+	VPUNPCKLDQ     Y6, Y9, Y7
+	VPUNPCKHDQ     Y6, Y9, Y6
+	VPADDD         Y6, Y7, Y7
+	VPUNPCKLQDQ    Y7, Y10, Y6
+	VPUNPCKHQDQ    Y7, Y10, Y7
+	VPADDD         Y7, Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X7
+	VPADDD         X6, X7, X7
+	VCVTDQ2PS      X7, X7
+	VMOVSS         (CX), X6
+	VINSERTPS      $0x10, (CX)(BX*1), X6, X6
+	VINSERTPS      $0x20, (CX)(BX*2), X6, X6
+	VINSERTPS      $0x30, (CX)(SI*1), X6, X6
+	VMOVSHDUP      X5, X5
+	VBROADCASTSS   X5, X5
+	VMULPS         X6, X5, X5
+	VMULPS         X7, X5, X5
+	VMOVUPS        (SP), X6
+	VSUBPS         X5, X6, X6
+	VMOVUPS        X6, (SP)
 	ADDQ           $0x000000b0, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX

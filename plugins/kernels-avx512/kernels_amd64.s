@@ -1336,10 +1336,11 @@ TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
 	VMOVDQU64    xtr64<>+0(SB), Z2
 	VMOVDQU64    xpermd64<>+0(SB), Z3
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
-	TESTQ        DX, DX
-	JZ           donedotQ4KAVX512
+	CMPQ         DX, $0x02
+	JB           onedotQ4KAVX512
 
 loopdotQ4KAVX512:
+	LEAQ            144(AX), BX
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -1348,33 +1349,20 @@ loopdotQ4KAVX512:
 	VPSRLD          $0x02, Z5, Z5
 	VPANDD          k4hm_z<>+0(SB), Z5, Z5
 	VPORD           Z5, Z6, Z6
-	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD        260(CX), Y5, Y5
-	VEXTRACTI32X4   $0x01, Y5, X7
-	VPADDD          X7, X5, X7
-	VPSHUFD         $0x4e, X7, X5
-	VPADDD          X5, X7, X7
-	VPSHUFD         $0xb1, X7, X5
-	VPADDD          X5, X7, X7
-	VCVTDQ2PS       X7, X7
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X8
-	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X5
-	VMULSS          X7, X5, X5
-	VSUBSS          X5, X1, X1
-	VBROADCASTSS    X8, Y5
-	VBROADCASTI64X4 16(AX), Z7
-	VPERMD          Z7, Z3, Z7
-	VPSHUFB         Z2, Z7, Z7
-	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
-	VPANDD          Z4, Z7, Z7
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMD          Z5, Z3, Z5
+	VPSHUFB         Z2, Z5, Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z4, Z5, Z5
 	VPSHUFB         scidx32<>+0(SB), Z6, Z8
 	VPERMD          4(CX), Z3, Z9
 	VPSHUFB         Z2, Z9, Z9
-	VPMADDUBSW      Z9, Z7, Z9
-	VPMADDWD        Z8, Z9, Z7
+	VPMADDUBSW      Z9, Z5, Z9
+	VPMADDWD        Z8, Z9, Z5
 	VBROADCASTI64X4 48(AX), Z8
 	VPERMD          Z8, Z3, Z8
 	VPSHUFB         Z2, Z8, Z8
@@ -1395,31 +1383,188 @@ loopdotQ4KAVX512:
 	VPSHUFB         Z2, Z11, Z11
 	VPMADDUBSW      Z11, Z9, Z11
 	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z7, Z7
+	VPADDD          Z11, Z5, Z5
 	VBROADCASTI64X4 112(AX), Z9
 	VPERMD          Z9, Z3, Z9
 	VPSHUFB         Z2, Z9, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z4, Z9, Z9
-	VPSHUFB         scidx32<>+192(SB), Z6, Z6
-	VPERMD          196(CX), Z3, Z10
+	VPSHUFB         scidx32<>+192(SB), Z6, Z10
+	VPERMD          196(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z8, Z8
+	VPADDD          Z8, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y8
+	VPADDD          Y8, Y5, Y8
+	VCVTDQ2PS       Y8, Y8
+	VBROADCASTSS    X7, Y5
+	VMULPS          Y5, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD        260(CX), Y5, Y5
+	VBROADCASTI32X4 4(BX), Z6
+	VPSHUFD         $0x98, Z6, Z8
+	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
+	VPANDD          k4m_z<>+0(SB), Z8, Z8
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z8, Z8
+	VMOVD           (BX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    292(CX), X9
+	VMULPS          X6, X9, X9
+	VBROADCASTI64X4 16(BX), Z6
+	VPERMD          Z6, Z3, Z6
+	VPSHUFB         Z2, Z6, Z6
+	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
+	VPANDD          Z4, Z6, Z6
+	VPSHUFB         scidx32<>+0(SB), Z8, Z10
+	VPERMD          296(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z6, Z11
+	VPMADDWD        Z10, Z11, Z6
+	VBROADCASTI64X4 48(BX), Z10
+	VPERMD          Z10, Z3, Z10
 	VPSHUFB         Z2, Z10, Z10
-	VPMADDUBSW      Z10, Z9, Z10
-	VPMADDWD        Z6, Z10, Z10
-	VPADDD          Z10, Z8, Z8
-	VPADDD          Z8, Z7, Z7
-	VEXTRACTI64X4   $0x01, Z7, Y6
-	VPADDD          Y6, Y7, Y6
-	VCVTDQ2PS       Y6, Y6
-	VMULPS          Y5, Y6, Y6
-	VADDPS          Y6, Y0, Y0
-	ADDQ            $0x00000090, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ4KAVX512
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPSHUFB         scidx32<>+64(SB), Z8, Z11
+	VPERMD          360(CX), Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPMADDWD        Z11, Z12, Z10
+	VBROADCASTI64X4 80(BX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPSHUFB         scidx32<>+128(SB), Z8, Z12
+	VPERMD          424(CX), Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z6, Z6
+	VBROADCASTI64X4 112(BX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPSHUFB         scidx32<>+192(SB), Z8, Z12
+	VPERMD          488(CX), Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z10, Z10
+	VPADDD          Z10, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y10
+	VPADDD          Y10, Y6, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X9, Y6
+	VMULPS          Y6, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y6
+	VPMADDWD        552(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y8
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X5
+	VPADDD          X8, X5, X5
+	VPSHUFD         $0x4e, X5, X6
+	VPADDD          X6, X5, X5
+	VCVTDQ2PS       X5, X5
+	VUNPCKLPS       X9, X7, X6
+	VMULPS          X5, X6, X6
+	VSUBPS          X6, X1, X1
+	VMOVSHDUP       X6, X6
+	VSUBPS          X6, X1, X1
+	ADDQ            $0x00000120, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ4KAVX512
+
+onedotQ4KAVX512:
+	TESTQ           DX, DX
+	JZ              donedotQ4KAVX512
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMD          Z5, Z3, Z5
+	VPSHUFB         Z2, Z5, Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z4, Z5, Z5
+	VPSHUFB         scidx32<>+0(SB), Z6, Z8
+	VPERMD          4(CX), Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPMADDUBSW      Z9, Z5, Z9
+	VPMADDWD        Z8, Z9, Z5
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMD          Z8, Z3, Z8
+	VPSHUFB         Z2, Z8, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z4, Z8, Z8
+	VPSHUFB         scidx32<>+64(SB), Z6, Z9
+	VPERMD          68(CX), Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPMADDWD        Z9, Z10, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSHUFB         scidx32<>+128(SB), Z6, Z10
+	VPERMD          132(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z5, Z5
+	VBROADCASTI64X4 112(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSHUFB         scidx32<>+192(SB), Z6, Z4
+	VPERMD          196(CX), Z3, Z3
+	VPSHUFB         Z2, Z3, Z3
+	VPMADDUBSW      Z3, Z9, Z3
+	VPMADDWD        Z4, Z3, Z3
+	VPADDD          Z3, Z8, Z8
+	VPADDD          Z8, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y2
+	VPADDD          Y2, Y5, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X7, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X7, X7, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ4KAVX512:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -1529,16 +1674,6 @@ DATA k4hm_z<>+56(SB)/4, $0x00000000
 DATA k4hm_z<>+60(SB)/4, $0x30303030
 GLOBL k4hm_z<>(SB), RODATA|NOPTR, $64
 
-DATA k4mdup<>+0(SB)/4, $0x80088008
-DATA k4mdup<>+4(SB)/4, $0x80098009
-DATA k4mdup<>+8(SB)/4, $0x800a800a
-DATA k4mdup<>+12(SB)/4, $0x800b800b
-DATA k4mdup<>+16(SB)/4, $0x800c800c
-DATA k4mdup<>+20(SB)/4, $0x800d800d
-DATA k4mdup<>+24(SB)/4, $0x800e800e
-DATA k4mdup<>+28(SB)/4, $0x800f800f
-GLOBL k4mdup<>(SB), RODATA|NOPTR, $32
-
 DATA scidx32<>+0(SB)/4, $0x80008000
 DATA scidx32<>+4(SB)/4, $0x80008000
 DATA scidx32<>+8(SB)/4, $0x80008000
@@ -1623,6 +1758,16 @@ DATA shift_0_4<>+56(SB)/4, $0x00040004
 DATA shift_0_4<>+60(SB)/4, $0x00040004
 GLOBL shift_0_4<>(SB), RODATA|NOPTR, $64
 
+DATA k4mdup<>+0(SB)/4, $0x80088008
+DATA k4mdup<>+4(SB)/4, $0x80098009
+DATA k4mdup<>+8(SB)/4, $0x800a800a
+DATA k4mdup<>+12(SB)/4, $0x800b800b
+DATA k4mdup<>+16(SB)/4, $0x800c800c
+DATA k4mdup<>+20(SB)/4, $0x800d800d
+DATA k4mdup<>+24(SB)/4, $0x800e800e
+DATA k4mdup<>+28(SB)/4, $0x800f800f
+GLOBL k4mdup<>(SB), RODATA|NOPTR, $32
+
 // func dotQ4Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
 TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $0-40
@@ -1651,34 +1796,8 @@ loopdotQ4Kx4AVX512:
 	VPSRLD          $0x02, Z8, Z8
 	VPANDD          k4hm_z<>+0(SB), Z8, Z8
 	VPORD           Z8, Z9, Z9
-	VPSHUFB         k4mdup<>+0(SB), Y9, Y8
-	VPMADDWD        260(CX), Y8, Y10
-	VPMADDWD        260(CX)(BX*1), Y8, Y11
-	VPMADDWD        260(CX)(BX*2), Y8, Y12
-	VPMADDWD        260(CX)(SI*1), Y8, Y8
-	VPUNPCKLDQ      Y11, Y10, Y13
-	VPUNPCKHDQ      Y11, Y10, Y10
-	VPADDD          Y10, Y13, Y13
-	VPUNPCKLDQ      Y8, Y12, Y10
-	VPUNPCKHDQ      Y8, Y12, Y8
-	VPADDD          Y8, Y10, Y10
-	VPUNPCKLQDQ     Y10, Y13, Y8
-	VPUNPCKHQDQ     Y10, Y13, Y10
-	VPADDD          Y10, Y8, Y8
-	VEXTRACTI32X4   $0x01, Y8, X10
-	VPADDD          X8, X10, X10
-	VCVTDQ2PS       X10, X10
 	VMOVD           (AX), X8
 	VCVTPH2PS       X8, X8
-	VMOVSS          (CX), X11
-	VINSERTPS       $0x10, (CX)(BX*1), X11, X11
-	VINSERTPS       $0x20, (CX)(BX*2), X11, X11
-	VINSERTPS       $0x30, (CX)(SI*1), X11, X11
-	VMOVSHDUP       X8, X12
-	VBROADCASTSS    X12, X12
-	VMULPS          X11, X12, X12
-	VMULPS          X10, X12, X12
-	VSUBPS          X12, X4, X4
 	VBROADCASTI64X4 16(AX), Z10
 	VPERMD          Z10, Z6, Z10
 	VPSHUFB         Z5, Z10, Z10
@@ -1758,59 +1877,82 @@ loopdotQ4Kx4AVX512:
 	VPSHUFB         Z5, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
 	VPANDD          Z7, Z11, Z11
-	VPSHUFB         scidx32<>+192(SB), Z9, Z9
-	VPERMD          196(CX), Z6, Z15
-	VPSHUFB         Z5, Z15, Z15
-	VPMADDUBSW      Z15, Z11, Z15
-	VPMADDWD        Z9, Z15, Z15
-	VPADDD          Z15, Z12, Z12
-	VPERMD          196(CX)(BX*1), Z6, Z15
-	VPSHUFB         Z5, Z15, Z15
-	VPMADDUBSW      Z15, Z11, Z15
-	VPMADDWD        Z9, Z15, Z15
-	VPADDD          Z15, Z13, Z13
-	VPERMD          196(CX)(BX*2), Z6, Z15
-	VPSHUFB         Z5, Z15, Z15
-	VPMADDUBSW      Z15, Z11, Z15
-	VPMADDWD        Z9, Z15, Z15
-	VPADDD          Z15, Z14, Z14
-	VPERMD          196(CX)(SI*1), Z6, Z15
-	VPSHUFB         Z5, Z15, Z15
-	VPMADDUBSW      Z15, Z11, Z15
-	VPMADDWD        Z9, Z15, Z15
-	VPADDD          Z15, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z12, Y9
-	VPADDD          Y9, Y12, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y11
+	VPSHUFB         scidx32<>+192(SB), Z9, Z15
+	VPERMD          196(CX), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z12, Z12
+	VPERMD          196(CX)(BX*1), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z13, Z13
+	VPERMD          196(CX)(BX*2), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPERMD          196(CX)(SI*1), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z12, Y11
+	VPADDD          Y11, Y12, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    X8, Y15
 	VBROADCASTSS    (CX), Y12
+	VMULPS          Y15, Y12, Y12
 	VMULPS          Y12, Y11, Y11
-	VMULPS          Y11, Y9, Y9
-	VADDPS          Y9, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z13, Y9
-	VPADDD          Y9, Y13, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y11
+	VADDPS          Y11, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z13, Y11
+	VPADDD          Y11, Y13, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(BX*1), Y12
+	VMULPS          Y15, Y12, Y12
 	VMULPS          Y12, Y11, Y11
-	VMULPS          Y11, Y9, Y9
-	VADDPS          Y9, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z14, Y9
-	VPADDD          Y9, Y14, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y11
+	VADDPS          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z14, Y11
+	VPADDD          Y11, Y14, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(BX*2), Y12
+	VMULPS          Y15, Y12, Y12
 	VMULPS          Y12, Y11, Y11
-	VMULPS          Y11, Y9, Y9
-	VADDPS          Y9, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z10, Y9
-	VPADDD          Y9, Y10, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y8
+	VADDPS          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(SI*1), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y9, Y9
-	VADDPS          Y9, Y3, Y3
+	VMULPS          Y15, Y10, Y10
+	VMULPS          Y10, Y11, Y11
+	VADDPS          Y11, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y9
+	VPMADDWD        260(CX), Y9, Y10
+	VPMADDWD        260(CX)(BX*1), Y9, Y11
+	VPMADDWD        260(CX)(BX*2), Y9, Y12
+	VPMADDWD        260(CX)(SI*1), Y9, Y9
+	VPUNPCKLDQ      Y11, Y10, Y13
+	VPUNPCKHDQ      Y11, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VPUNPCKLDQ      Y9, Y12, Y10
+	VPUNPCKHDQ      Y9, Y12, Y9
+	VPADDD          Y9, Y10, Y10
+	VPUNPCKLQDQ     Y10, Y13, Y9
+	VPUNPCKHQDQ     Y10, Y13, Y10
+	VPADDD          Y10, Y9, Y9
+	VEXTRACTI32X4   $0x01, Y9, X10
+	VPADDD          X9, X10, X10
+	VCVTDQ2PS       X10, X10
+	VMOVSS          (CX), X9
+	VINSERTPS       $0x10, (CX)(BX*1), X9, X9
+	VINSERTPS       $0x20, (CX)(BX*2), X9, X9
+	VINSERTPS       $0x30, (CX)(SI*1), X9, X9
+	VMOVSHDUP       X8, X8
+	VBROADCASTSS    X8, X8
+	VMULPS          X9, X8, X8
+	VMULPS          X10, X8, X8
+	VSUBPS          X8, X4, X4
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -1901,10 +2043,11 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-28
 	VMOVDQU64    xpermd64<>+0(SB), Z3
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
 	VPBROADCASTD c32_10101010<>+0(SB), Z5
-	TESTQ        DX, DX
-	JZ           donedotQ5KAVX512
+	CMPQ         DX, $0x02
+	JB           onedotQ5KAVX512
 
 loopdotQ5KAVX512:
+	LEAQ            176(AX), BX
 	VBROADCASTI32X4 4(AX), Z6
 	VPSHUFD         $0x98, Z6, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
@@ -1913,32 +2056,19 @@ loopdotQ5KAVX512:
 	VPSRLD          $0x02, Z6, Z6
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z7, Z7
-	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
-	VPMADDWD        260(CX), Y6, Y6
-	VEXTRACTI32X4   $0x01, Y6, X8
-	VPADDD          X8, X6, X8
-	VPSHUFD         $0x4e, X8, X6
-	VPADDD          X6, X8, X8
-	VPSHUFD         $0xb1, X8, X6
-	VPADDD          X6, X8, X8
-	VCVTDQ2PS       X8, X8
 	VMOVD           (AX), X6
 	VCVTPH2PS       X6, X6
-	VBROADCASTSS    (CX), X9
-	VMULPS          X6, X9, X9
-	VMOVSHDUP       X9, X6
-	VMULSS          X8, X6, X6
-	VSUBSS          X6, X1, X1
-	VBROADCASTSS    X9, Y6
-	VBROADCASTI64X4 16(AX), Z8
-	VPERMD          Z8, Z3, Z8
-	VPSHUFB         Z2, Z8, Z8
+	VBROADCASTSS    (CX), X8
+	VMULPS          X6, X8, X8
+	VBROADCASTI64X4 16(AX), Z6
+	VPERMD          Z6, Z3, Z6
+	VPSHUFB         Z2, Z6, Z6
 	VBROADCASTI64X4 48(AX), Z9
 	VPERMD          Z9, Z3, Z9
 	VPSHUFB         Z2, Z9, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z4, Z9, Z9
-	VPTESTMB        runbits<>+0(SB), Z8, K1
+	VPTESTMB        runbits<>+0(SB), Z6, K1
 	VPADDB          Z5, Z9, K1, Z9
 	VPSHUFB         scidx32<>+0(SB), Z7, Z10
 	VPERMD          4(CX), Z3, Z11
@@ -1950,7 +2080,7 @@ loopdotQ5KAVX512:
 	VPSHUFB         Z2, Z10, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z4, Z10, Z10
-	VPTESTMB        runbits<>+64(SB), Z8, K1
+	VPTESTMB        runbits<>+64(SB), Z6, K1
 	VPADDB          Z5, Z10, K1, Z10
 	VPSHUFB         scidx32<>+64(SB), Z7, Z11
 	VPERMD          68(CX), Z3, Z12
@@ -1962,7 +2092,7 @@ loopdotQ5KAVX512:
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
 	VPANDD          Z4, Z11, Z11
-	VPTESTMB        runbits<>+128(SB), Z8, K1
+	VPTESTMB        runbits<>+128(SB), Z6, K1
 	VPADDB          Z5, Z11, K1, Z11
 	VPSHUFB         scidx32<>+128(SB), Z7, Z12
 	VPERMD          132(CX), Z3, Z13
@@ -1975,27 +2105,206 @@ loopdotQ5KAVX512:
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
 	VPANDD          Z4, Z11, Z11
-	VPTESTMB        runbits<>+192(SB), Z8, K1
+	VPTESTMB        runbits<>+192(SB), Z6, K1
 	VPADDB          Z5, Z11, K1, Z11
-	VPSHUFB         scidx32<>+192(SB), Z7, Z7
-	VPERMD          196(CX), Z3, Z8
-	VPSHUFB         Z2, Z8, Z8
-	VPMADDUBSW      Z8, Z11, Z8
-	VPMADDWD        Z7, Z8, Z8
-	VPADDD          Z8, Z10, Z10
+	VPSHUFB         scidx32<>+192(SB), Z7, Z6
+	VPERMD          196(CX), Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPMADDWD        Z6, Z12, Z12
+	VPADDD          Z12, Z10, Z10
 	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y7
-	VPADDD          Y7, Y9, Y7
+	VEXTRACTI64X4   $0x01, Z9, Y6
+	VPADDD          Y6, Y9, Y6
+	VCVTDQ2PS       Y6, Y6
+	VBROADCASTSS    X8, Y9
+	VMULPS          Y9, Y6, Y6
+	VADDPS          Y6, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
+	VPMADDWD        260(CX), Y6, Y6
+	VBROADCASTI32X4 4(BX), Z7
+	VPSHUFD         $0x98, Z7, Z9
+	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
+	VPANDD          k4m_z<>+0(SB), Z9, Z9
+	VPSHUFD         $0x50, Z7, Z7
+	VPSRLD          $0x02, Z7, Z7
+	VPANDD          k4hm_z<>+0(SB), Z7, Z7
+	VPORD           Z7, Z9, Z9
+	VMOVD           (BX), X7
+	VCVTPH2PS       X7, X7
+	VBROADCASTSS    292(CX), X10
+	VMULPS          X7, X10, X10
+	VBROADCASTI64X4 16(BX), Z7
+	VPERMD          Z7, Z3, Z7
+	VPSHUFB         Z2, Z7, Z7
+	VBROADCASTI64X4 48(BX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z7, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+0(SB), Z9, Z12
+	VPERMD          296(CX), Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z11
+	VBROADCASTI64X4 80(BX), Z12
+	VPERMD          Z12, Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z4, Z12, Z12
+	VPTESTMB        runbits<>+64(SB), Z7, K1
+	VPADDB          Z5, Z12, K1, Z12
+	VPSHUFB         scidx32<>+64(SB), Z9, Z13
+	VPERMD          360(CX), Z3, Z14
+	VPSHUFB         Z2, Z14, Z14
+	VPMADDUBSW      Z14, Z12, Z14
+	VPMADDWD        Z13, Z14, Z12
+	VBROADCASTI64X4 112(BX), Z13
+	VPERMD          Z13, Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	VPTESTMB        runbits<>+128(SB), Z7, K1
+	VPADDB          Z5, Z13, K1, Z13
+	VPSHUFB         scidx32<>+128(SB), Z9, Z14
+	VPERMD          424(CX), Z3, Z15
+	VPSHUFB         Z2, Z15, Z15
+	VPMADDUBSW      Z15, Z13, Z15
+	VPMADDWD        Z14, Z15, Z15
+	VPADDD          Z15, Z11, Z11
+	VBROADCASTI64X4 144(BX), Z13
+	VPERMD          Z13, Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	VPTESTMB        runbits<>+192(SB), Z7, K1
+	VPADDB          Z5, Z13, K1, Z13
+	VPSHUFB         scidx32<>+192(SB), Z9, Z7
+	VPERMD          488(CX), Z3, Z14
+	VPSHUFB         Z2, Z14, Z14
+	VPMADDUBSW      Z14, Z13, Z14
+	VPMADDWD        Z7, Z14, Z14
+	VPADDD          Z14, Z12, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y7
+	VPADDD          Y7, Y11, Y7
 	VCVTDQ2PS       Y7, Y7
-	VMULPS          Y6, Y7, Y7
+	VBROADCASTSS    X10, Y11
+	VMULPS          Y11, Y7, Y7
 	VADDPS          Y7, Y0, Y0
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ5KAVX512
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y7
+	VPMADDWD        552(CX), Y7, Y7
+	VPUNPCKLDQ      Y7, Y6, Y9
+	VPUNPCKHDQ      Y7, Y6, Y6
+	VPADDD          Y6, Y9, Y9
+	VEXTRACTI32X4   $0x01, Y9, X6
+	VPADDD          X9, X6, X6
+	VPSHUFD         $0x4e, X6, X7
+	VPADDD          X7, X6, X6
+	VCVTDQ2PS       X6, X6
+	VUNPCKLPS       X10, X8, X7
+	VMULPS          X6, X7, X7
+	VSUBPS          X7, X1, X1
+	VMOVSHDUP       X7, X7
+	VSUBPS          X7, X1, X1
+	ADDQ            $0x00000160, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ5KAVX512
+
+onedotQ5KAVX512:
+	TESTQ           DX, DX
+	JZ              donedotQ5KAVX512
+	VBROADCASTI32X4 4(AX), Z6
+	VPSHUFD         $0x98, Z6, Z7
+	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
+	VPANDD          k4m_z<>+0(SB), Z7, Z7
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z7, Z7
+	VMOVD           (AX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    (CX), X8
+	VMULPS          X6, X8, X8
+	VBROADCASTI64X4 16(AX), Z6
+	VPERMD          Z6, Z3, Z6
+	VPSHUFB         Z2, Z6, Z6
+	VBROADCASTI64X4 48(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPTESTMB        runbits<>+0(SB), Z6, K1
+	VPADDB          Z5, Z9, K1, Z9
+	VPSHUFB         scidx32<>+0(SB), Z7, Z10
+	VPERMD          4(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z9
+	VBROADCASTI64X4 80(AX), Z10
+	VPERMD          Z10, Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPTESTMB        runbits<>+64(SB), Z6, K1
+	VPADDB          Z5, Z10, K1, Z10
+	VPSHUFB         scidx32<>+64(SB), Z7, Z11
+	VPERMD          68(CX), Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPMADDWD        Z11, Z12, Z10
+	VBROADCASTI64X4 112(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+128(SB), Z6, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+128(SB), Z7, Z12
+	VPERMD          132(CX), Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z9, Z9
+	VBROADCASTI64X4 144(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+192(SB), Z6, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+192(SB), Z7, Z4
+	VPERMD          196(CX), Z3, Z3
+	VPSHUFB         Z2, Z3, Z3
+	VPMADDUBSW      Z3, Z11, Z3
+	VPMADDWD        Z4, Z3, Z3
+	VPADDD          Z3, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y2
+	VPADDD          Y2, Y9, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X8, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X8, X8, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ5KAVX512:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -2047,34 +2356,8 @@ loopdotQ5Kx4AVX512:
 	VPSRLD          $0x02, Z9, Z9
 	VPANDD          k4hm_z<>+0(SB), Z9, Z9
 	VPORD           Z9, Z10, Z10
-	VPSHUFB         k4mdup<>+0(SB), Y10, Y9
-	VPMADDWD        260(CX), Y9, Y11
-	VPMADDWD        260(CX)(BX*1), Y9, Y12
-	VPMADDWD        260(CX)(BX*2), Y9, Y13
-	VPMADDWD        260(CX)(SI*1), Y9, Y9
-	VPUNPCKLDQ      Y12, Y11, Y14
-	VPUNPCKHDQ      Y12, Y11, Y11
-	VPADDD          Y11, Y14, Y14
-	VPUNPCKLDQ      Y9, Y13, Y11
-	VPUNPCKHDQ      Y9, Y13, Y9
-	VPADDD          Y9, Y11, Y11
-	VPUNPCKLQDQ     Y11, Y14, Y9
-	VPUNPCKHQDQ     Y11, Y14, Y11
-	VPADDD          Y11, Y9, Y9
-	VEXTRACTI32X4   $0x01, Y9, X11
-	VPADDD          X9, X11, X11
-	VCVTDQ2PS       X11, X11
 	VMOVD           (AX), X9
 	VCVTPH2PS       X9, X9
-	VMOVSS          (CX), X12
-	VINSERTPS       $0x10, (CX)(BX*1), X12, X12
-	VINSERTPS       $0x20, (CX)(BX*2), X12, X12
-	VINSERTPS       $0x30, (CX)(SI*1), X12, X12
-	VMOVSHDUP       X9, X13
-	VBROADCASTSS    X13, X13
-	VMULPS          X12, X13, X13
-	VMULPS          X11, X13, X13
-	VSUBPS          X13, X4, X4
 	VBROADCASTI64X4 16(AX), Z11
 	VPERMD          Z11, Z6, Z11
 	VPSHUFB         Z5, Z11, Z11
@@ -2165,59 +2448,82 @@ loopdotQ5Kx4AVX512:
 	VPANDD          Z7, Z13, Z13
 	VPTESTMB        runbits<>+192(SB), Z11, K1
 	VPADDB          Z8, Z13, K1, Z13
-	VPSHUFB         scidx32<>+192(SB), Z10, Z10
-	VPERMD          196(CX), Z6, Z11
-	VPSHUFB         Z5, Z11, Z11
-	VPMADDUBSW      Z11, Z13, Z11
-	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z14, Z14
-	VPERMD          196(CX)(BX*1), Z6, Z11
-	VPSHUFB         Z5, Z11, Z11
-	VPMADDUBSW      Z11, Z13, Z11
-	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z15, Z15
-	VPERMD          196(CX)(BX*2), Z6, Z11
-	VPSHUFB         Z5, Z11, Z11
-	VPMADDUBSW      Z11, Z13, Z11
-	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z16, Z16
-	VPERMD          196(CX)(SI*1), Z6, Z11
-	VPSHUFB         Z5, Z11, Z11
-	VPMADDUBSW      Z11, Z13, Z11
-	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z14, Y10
-	VPADDD          Y10, Y14, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    X9, Y11
+	VPSHUFB         scidx32<>+192(SB), Z10, Z11
+	VPERMD          196(CX), Z6, Z17
+	VPSHUFB         Z5, Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z14, Z14
+	VPERMD          196(CX)(BX*1), Z6, Z17
+	VPSHUFB         Z5, Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z15, Z15
+	VPERMD          196(CX)(BX*2), Z6, Z17
+	VPSHUFB         Z5, Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z16, Z16
+	VPERMD          196(CX)(SI*1), Z6, Z17
+	VPSHUFB         Z5, Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z14, Y11
+	VPADDD          Y11, Y14, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    X9, Y14
 	VBROADCASTSS    (CX), Y13
+	VMULPS          Y14, Y13, Y13
 	VMULPS          Y13, Y11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z15, Y10
-	VPADDD          Y10, Y15, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    X9, Y11
+	VADDPS          Y11, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z15, Y11
+	VPADDD          Y11, Y15, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(BX*1), Y13
+	VMULPS          Y14, Y13, Y13
 	VMULPS          Y13, Y11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z16, Y10
-	VPADDD          Y10, Y16, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    X9, Y11
+	VADDPS          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z16, Y11
+	VPADDD          Y11, Y16, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(BX*2), Y13
+	VMULPS          Y14, Y13, Y13
 	VMULPS          Y13, Y11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z12, Y10
-	VPADDD          Y10, Y12, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    X9, Y9
-	VBROADCASTSS    (CX)(SI*1), Y11
-	VMULPS          Y11, Y9, Y9
-	VMULPS          Y9, Y10, Y10
-	VADDPS          Y10, Y3, Y3
+	VADDPS          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z12, Y11
+	VPADDD          Y11, Y12, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    (CX)(SI*1), Y12
+	VMULPS          Y14, Y12, Y12
+	VMULPS          Y12, Y11, Y11
+	VADDPS          Y11, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y10, Y10
+	VPMADDWD        260(CX), Y10, Y11
+	VPMADDWD        260(CX)(BX*1), Y10, Y12
+	VPMADDWD        260(CX)(BX*2), Y10, Y13
+	VPMADDWD        260(CX)(SI*1), Y10, Y10
+	VPUNPCKLDQ      Y12, Y11, Y14
+	VPUNPCKHDQ      Y12, Y11, Y11
+	VPADDD          Y11, Y14, Y14
+	VPUNPCKLDQ      Y10, Y13, Y11
+	VPUNPCKHDQ      Y10, Y13, Y10
+	VPADDD          Y10, Y11, Y11
+	VPUNPCKLQDQ     Y11, Y14, Y10
+	VPUNPCKHQDQ     Y11, Y14, Y11
+	VPADDD          Y11, Y10, Y10
+	VEXTRACTI32X4   $0x01, Y10, X11
+	VPADDD          X10, X11, X11
+	VCVTDQ2PS       X11, X11
+	VMOVSS          (CX), X10
+	VINSERTPS       $0x10, (CX)(BX*1), X10, X10
+	VINSERTPS       $0x20, (CX)(BX*2), X10, X10
+	VINSERTPS       $0x30, (CX)(SI*1), X10, X10
+	VMOVSHDUP       X9, X9
+	VBROADCASTSS    X9, X9
+	VMULPS          X10, X9, X9
+	VMULPS          X11, X9, X9
+	VSUBPS          X9, X4, X4
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -4196,10 +4502,11 @@ TEXT ·dotQ4KVNNI(SB), NOSPLIT, $0-28
 	VPXORD       X1, X1, X1
 	VMOVDQU64    xpermb64<>+0(SB), Z2
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z3
-	TESTQ        DX, DX
-	JZ           donedotQ4KVNNI
+	CMPQ         DX, $0x02
+	JB           onedotQ4KVNNI
 
 loopdotQ4KVNNI:
+	LEAQ            144(AX), BX
 	VBROADCASTI32X4 4(AX), Z4
 	VPSHUFD         $0x98, Z4, Z5
 	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
@@ -4208,31 +4515,18 @@ loopdotQ4KVNNI:
 	VPSRLD          $0x02, Z4, Z4
 	VPANDD          k4hm_z<>+0(SB), Z4, Z4
 	VPORD           Z4, Z5, Z5
-	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
-	VPMADDWD        260(CX), Y4, Y4
-	VEXTRACTI32X4   $0x01, Y4, X6
-	VPADDD          X6, X4, X6
-	VPSHUFD         $0x4e, X6, X4
-	VPADDD          X4, X6, X6
-	VPSHUFD         $0xb1, X6, X4
-	VPADDD          X4, X6, X6
-	VCVTDQ2PS       X6, X6
 	VMOVD           (AX), X4
 	VCVTPH2PS       X4, X4
-	VBROADCASTSS    (CX), X7
-	VMULPS          X4, X7, X7
-	VMOVSHDUP       X7, X4
-	VMULSS          X6, X4, X4
-	VSUBSS          X4, X1, X1
-	VBROADCASTSS    X7, Y4
-	VBROADCASTI64X4 16(AX), Z6
-	VPERMB          Z6, Z2, Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z3, Z6, Z6
+	VBROADCASTSS    (CX), X6
+	VMULPS          X4, X6, X6
+	VBROADCASTI64X4 16(AX), Z4
+	VPERMB          Z4, Z2, Z4
+	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
+	VPANDD          Z3, Z4, Z4
 	VPSHUFB         scidx32<>+0(SB), Z5, Z7
 	VPERMB          4(CX), Z2, Z8
-	VPMADDUBSW      Z8, Z6, Z8
-	VPMADDWD        Z7, Z8, Z6
+	VPMADDUBSW      Z8, Z4, Z8
+	VPMADDWD        Z7, Z8, Z4
 	VBROADCASTI64X4 48(AX), Z7
 	VPERMB          Z7, Z2, Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
@@ -4248,28 +4542,165 @@ loopdotQ4KVNNI:
 	VPSHUFB         scidx32<>+128(SB), Z5, Z9
 	VPERMB          132(CX), Z2, Z10
 	VPMADDUBSW      Z10, Z8, Z10
-	VPDPWSSD        Z9, Z10, Z6
+	VPDPWSSD        Z9, Z10, Z4
 	VBROADCASTI64X4 112(AX), Z8
 	VPERMB          Z8, Z2, Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z3, Z8, Z8
-	VPSHUFB         scidx32<>+192(SB), Z5, Z5
-	VPERMB          196(CX), Z2, Z9
-	VPMADDUBSW      Z9, Z8, Z9
-	VPDPWSSD        Z5, Z9, Z7
-	VPADDD          Z7, Z6, Z6
-	VEXTRACTI64X4   $0x01, Z6, Y5
-	VPADDD          Y5, Y6, Y5
-	VCVTDQ2PS       Y5, Y5
-	VMULPS          Y4, Y5, Y5
-	VADDPS          Y5, Y0, Y0
-	ADDQ            $0x00000090, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ4KVNNI
+	VPSHUFB         scidx32<>+192(SB), Z5, Z9
+	VPERMB          196(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPDPWSSD        Z9, Z10, Z7
+	VPADDD          Z7, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y7
+	VPADDD          Y7, Y4, Y7
+	VCVTDQ2PS       Y7, Y7
+	VBROADCASTSS    X6, Y4
+	VMULPS          Y4, Y7, Y7
+	VADDPS          Y7, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
+	VPMADDWD        260(CX), Y4, Y4
+	VBROADCASTI32X4 4(BX), Z5
+	VPSHUFD         $0x98, Z5, Z7
+	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
+	VPANDD          k4m_z<>+0(SB), Z7, Z7
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z7, Z7
+	VMOVD           (BX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    292(CX), X8
+	VMULPS          X5, X8, X8
+	VBROADCASTI64X4 16(BX), Z5
+	VPERMB          Z5, Z2, Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z3, Z5, Z5
+	VPSHUFB         scidx32<>+0(SB), Z7, Z9
+	VPERMB          296(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z5, Z10
+	VPMADDWD        Z9, Z10, Z5
+	VBROADCASTI64X4 48(BX), Z9
+	VPERMB          Z9, Z2, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z3, Z9, Z9
+	VPSHUFB         scidx32<>+64(SB), Z7, Z10
+	VPERMB          360(CX), Z2, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z9
+	VBROADCASTI64X4 80(BX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPSHUFB         scidx32<>+128(SB), Z7, Z11
+	VPERMB          424(CX), Z2, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPDPWSSD        Z11, Z12, Z5
+	VBROADCASTI64X4 112(BX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPSHUFB         scidx32<>+192(SB), Z7, Z11
+	VPERMB          488(CX), Z2, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPDPWSSD        Z11, Z12, Z9
+	VPADDD          Z9, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y9
+	VPADDD          Y9, Y5, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y5
+	VMULPS          Y5, Y9, Y9
+	VADDPS          Y9, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y5
+	VPMADDWD        552(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VEXTRACTI32X4   $0x01, Y7, X4
+	VPADDD          X7, X4, X4
+	VPSHUFD         $0x4e, X4, X5
+	VPADDD          X5, X4, X4
+	VCVTDQ2PS       X4, X4
+	VUNPCKLPS       X8, X6, X5
+	VMULPS          X4, X5, X5
+	VSUBPS          X5, X1, X1
+	VMOVSHDUP       X5, X5
+	VSUBPS          X5, X1, X1
+	ADDQ            $0x00000120, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ4KVNNI
+
+onedotQ4KVNNI:
+	TESTQ           DX, DX
+	JZ              donedotQ4KVNNI
+	VBROADCASTI32X4 4(AX), Z4
+	VPSHUFD         $0x98, Z4, Z5
+	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
+	VPANDD          k4m_z<>+0(SB), Z5, Z5
+	VPSHUFD         $0x50, Z4, Z4
+	VPSRLD          $0x02, Z4, Z4
+	VPANDD          k4hm_z<>+0(SB), Z4, Z4
+	VPORD           Z4, Z5, Z5
+	VMOVD           (AX), X4
+	VCVTPH2PS       X4, X4
+	VBROADCASTSS    (CX), X6
+	VMULPS          X4, X6, X6
+	VBROADCASTI64X4 16(AX), Z4
+	VPERMB          Z4, Z2, Z4
+	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
+	VPANDD          Z3, Z4, Z4
+	VPSHUFB         scidx32<>+0(SB), Z5, Z7
+	VPERMB          4(CX), Z2, Z8
+	VPMADDUBSW      Z8, Z4, Z8
+	VPMADDWD        Z7, Z8, Z4
+	VBROADCASTI64X4 48(AX), Z7
+	VPERMB          Z7, Z2, Z7
+	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
+	VPANDD          Z3, Z7, Z7
+	VPSHUFB         scidx32<>+64(SB), Z5, Z8
+	VPERMB          68(CX), Z2, Z9
+	VPMADDUBSW      Z9, Z7, Z9
+	VPMADDWD        Z8, Z9, Z7
+	VBROADCASTI64X4 80(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx32<>+128(SB), Z5, Z9
+	VPERMB          132(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPDPWSSD        Z9, Z10, Z4
+	VBROADCASTI64X4 112(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx32<>+192(SB), Z5, Z3
+	VPERMB          196(CX), Z2, Z2
+	VPMADDUBSW      Z2, Z8, Z2
+	VPDPWSSD        Z3, Z2, Z7
+	VPADDD          Z7, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y2
+	VPADDD          Y2, Y4, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X6, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X6, X6, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ4KVNNI:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -4334,34 +4765,8 @@ loopdotQ4Kx4VNNI:
 	VPSRLD          $0x02, Z7, Z7
 	VPANDD          k4hm_z<>+0(SB), Z7, Z7
 	VPORD           Z7, Z8, Z8
-	VPSHUFB         k4mdup<>+0(SB), Y8, Y7
-	VPMADDWD        260(CX), Y7, Y9
-	VPMADDWD        260(CX)(BX*1), Y7, Y10
-	VPMADDWD        260(CX)(BX*2), Y7, Y11
-	VPMADDWD        260(CX)(SI*1), Y7, Y7
-	VPUNPCKLDQ      Y10, Y9, Y12
-	VPUNPCKHDQ      Y10, Y9, Y9
-	VPADDD          Y9, Y12, Y12
-	VPUNPCKLDQ      Y7, Y11, Y9
-	VPUNPCKHDQ      Y7, Y11, Y7
-	VPADDD          Y7, Y9, Y9
-	VPUNPCKLQDQ     Y9, Y12, Y7
-	VPUNPCKHQDQ     Y9, Y12, Y9
-	VPADDD          Y9, Y7, Y7
-	VEXTRACTI32X4   $0x01, Y7, X9
-	VPADDD          X7, X9, X9
-	VCVTDQ2PS       X9, X9
 	VMOVD           (AX), X7
 	VCVTPH2PS       X7, X7
-	VMOVSS          (CX), X10
-	VINSERTPS       $0x10, (CX)(BX*1), X10, X10
-	VINSERTPS       $0x20, (CX)(BX*2), X10, X10
-	VINSERTPS       $0x30, (CX)(SI*1), X10, X10
-	VMOVSHDUP       X7, X11
-	VBROADCASTSS    X11, X11
-	VMULPS          X10, X11, X11
-	VMULPS          X9, X11, X11
-	VSUBPS          X11, X4, X4
 	VBROADCASTI64X4 16(AX), Z9
 	VPERMB          Z9, Z5, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
@@ -4417,51 +4822,74 @@ loopdotQ4Kx4VNNI:
 	VPERMB          Z10, Z5, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z6, Z10, Z10
-	VPSHUFB         scidx32<>+192(SB), Z8, Z8
-	VPERMB          196(CX), Z5, Z14
-	VPMADDUBSW      Z14, Z10, Z14
-	VPDPWSSD        Z8, Z14, Z11
-	VPERMB          196(CX)(BX*1), Z5, Z14
-	VPMADDUBSW      Z14, Z10, Z14
-	VPDPWSSD        Z8, Z14, Z12
-	VPERMB          196(CX)(BX*2), Z5, Z14
-	VPMADDUBSW      Z14, Z10, Z14
-	VPDPWSSD        Z8, Z14, Z13
-	VPERMB          196(CX)(SI*1), Z5, Z14
-	VPMADDUBSW      Z14, Z10, Z14
-	VPDPWSSD        Z8, Z14, Z9
-	VEXTRACTI64X4   $0x01, Z11, Y8
-	VPADDD          Y8, Y11, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y10
+	VPSHUFB         scidx32<>+192(SB), Z8, Z14
+	VPERMB          196(CX), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z11
+	VPERMB          196(CX)(BX*1), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z12
+	VPERMB          196(CX)(BX*2), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z13
+	VPERMB          196(CX)(SI*1), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z9
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X7, Y14
 	VBROADCASTSS    (CX), Y11
+	VMULPS          Y14, Y11, Y11
 	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y8, Y8
-	VADDPS          Y8, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z12, Y8
-	VPADDD          Y8, Y12, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y10
+	VADDPS          Y10, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z12, Y10
+	VPADDD          Y10, Y12, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(BX*1), Y11
+	VMULPS          Y14, Y11, Y11
 	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y8, Y8
-	VADDPS          Y8, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z13, Y8
-	VPADDD          Y8, Y13, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y10
+	VADDPS          Y10, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z13, Y10
+	VPADDD          Y10, Y13, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(BX*2), Y11
+	VMULPS          Y14, Y11, Y11
 	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y8, Y8
-	VADDPS          Y8, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z9, Y8
-	VPADDD          Y8, Y9, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y7
+	VADDPS          Y10, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(SI*1), Y9
-	VMULPS          Y9, Y7, Y7
-	VMULPS          Y7, Y8, Y8
-	VADDPS          Y8, Y3, Y3
+	VMULPS          Y14, Y9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y8
+	VPMADDWD        260(CX), Y8, Y9
+	VPMADDWD        260(CX)(BX*1), Y8, Y10
+	VPMADDWD        260(CX)(BX*2), Y8, Y11
+	VPMADDWD        260(CX)(SI*1), Y8, Y8
+	VPUNPCKLDQ      Y10, Y9, Y12
+	VPUNPCKHDQ      Y10, Y9, Y9
+	VPADDD          Y9, Y12, Y12
+	VPUNPCKLDQ      Y8, Y11, Y9
+	VPUNPCKHDQ      Y8, Y11, Y8
+	VPADDD          Y8, Y9, Y9
+	VPUNPCKLQDQ     Y9, Y12, Y8
+	VPUNPCKHQDQ     Y9, Y12, Y9
+	VPADDD          Y9, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X9
+	VPADDD          X8, X9, X9
+	VCVTDQ2PS       X9, X9
+	VMOVSS          (CX), X8
+	VINSERTPS       $0x10, (CX)(BX*1), X8, X8
+	VINSERTPS       $0x20, (CX)(BX*2), X8, X8
+	VINSERTPS       $0x30, (CX)(SI*1), X8, X8
+	VMOVSHDUP       X7, X7
+	VBROADCASTSS    X7, X7
+	VMULPS          X8, X7, X7
+	VMULPS          X9, X7, X7
+	VSUBPS          X7, X4, X4
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -4551,10 +4979,11 @@ TEXT ·dotQ5KVNNI(SB), NOSPLIT, $0-28
 	VMOVDQU64    xpermb64<>+0(SB), Z2
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z3
 	VPBROADCASTD c32_10101010<>+0(SB), Z4
-	TESTQ        DX, DX
-	JZ           donedotQ5KVNNI
+	CMPQ         DX, $0x02
+	JB           onedotQ5KVNNI
 
 loopdotQ5KVNNI:
+	LEAQ            176(AX), BX
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -4563,30 +4992,17 @@ loopdotQ5KVNNI:
 	VPSRLD          $0x02, Z5, Z5
 	VPANDD          k4hm_z<>+0(SB), Z5, Z5
 	VPORD           Z5, Z6, Z6
-	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD        260(CX), Y5, Y5
-	VEXTRACTI32X4   $0x01, Y5, X7
-	VPADDD          X7, X5, X7
-	VPSHUFD         $0x4e, X7, X5
-	VPADDD          X5, X7, X7
-	VPSHUFD         $0xb1, X7, X5
-	VPADDD          X5, X7, X7
-	VCVTDQ2PS       X7, X7
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X8
-	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X5
-	VMULSS          X7, X5, X5
-	VSUBSS          X5, X1, X1
-	VBROADCASTSS    X8, Y5
-	VBROADCASTI64X4 16(AX), Z7
-	VPERMB          Z7, Z2, Z7
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMB          Z5, Z2, Z5
 	VBROADCASTI64X4 48(AX), Z8
 	VPERMB          Z8, Z2, Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z3, Z8, Z8
-	VPTESTMB        runbits<>+0(SB), Z7, K1
+	VPTESTMB        runbits<>+0(SB), Z5, K1
 	VPADDB          Z4, Z8, K1, Z8
 	VPSHUFB         scidx32<>+0(SB), Z6, Z9
 	VPERMB          4(CX), Z2, Z10
@@ -4596,7 +5012,7 @@ loopdotQ5KVNNI:
 	VPERMB          Z9, Z2, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z3, Z9, Z9
-	VPTESTMB        runbits<>+64(SB), Z7, K1
+	VPTESTMB        runbits<>+64(SB), Z5, K1
 	VPADDB          Z4, Z9, K1, Z9
 	VPSHUFB         scidx32<>+64(SB), Z6, Z10
 	VPERMB          68(CX), Z2, Z11
@@ -4606,7 +5022,7 @@ loopdotQ5KVNNI:
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
-	VPTESTMB        runbits<>+128(SB), Z7, K1
+	VPTESTMB        runbits<>+128(SB), Z5, K1
 	VPADDB          Z4, Z10, K1, Z10
 	VPSHUFB         scidx32<>+128(SB), Z6, Z11
 	VPERMB          132(CX), Z2, Z12
@@ -4616,25 +5032,182 @@ loopdotQ5KVNNI:
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
-	VPTESTMB        runbits<>+192(SB), Z7, K1
+	VPTESTMB        runbits<>+192(SB), Z5, K1
 	VPADDB          Z4, Z10, K1, Z10
-	VPSHUFB         scidx32<>+192(SB), Z6, Z6
-	VPERMB          196(CX), Z2, Z7
-	VPMADDUBSW      Z7, Z10, Z7
-	VPDPWSSD        Z6, Z7, Z9
+	VPSHUFB         scidx32<>+192(SB), Z6, Z5
+	VPERMB          196(CX), Z2, Z11
+	VPMADDUBSW      Z11, Z10, Z11
+	VPDPWSSD        Z5, Z11, Z9
 	VPADDD          Z9, Z8, Z8
-	VEXTRACTI64X4   $0x01, Z8, Y6
-	VPADDD          Y6, Y8, Y6
+	VEXTRACTI64X4   $0x01, Z8, Y5
+	VPADDD          Y5, Y8, Y5
+	VCVTDQ2PS       Y5, Y5
+	VBROADCASTSS    X7, Y8
+	VMULPS          Y8, Y5, Y5
+	VADDPS          Y5, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD        260(CX), Y5, Y5
+	VBROADCASTI32X4 4(BX), Z6
+	VPSHUFD         $0x98, Z6, Z8
+	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
+	VPANDD          k4m_z<>+0(SB), Z8, Z8
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z8, Z8
+	VMOVD           (BX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    292(CX), X9
+	VMULPS          X6, X9, X9
+	VBROADCASTI64X4 16(BX), Z6
+	VPERMB          Z6, Z2, Z6
+	VBROADCASTI64X4 48(BX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+0(SB), Z6, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+0(SB), Z8, Z11
+	VPERMB          296(CX), Z2, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPMADDWD        Z11, Z12, Z10
+	VBROADCASTI64X4 80(BX), Z11
+	VPERMB          Z11, Z2, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z3, Z11, Z11
+	VPTESTMB        runbits<>+64(SB), Z6, K1
+	VPADDB          Z4, Z11, K1, Z11
+	VPSHUFB         scidx32<>+64(SB), Z8, Z12
+	VPERMB          360(CX), Z2, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z11
+	VBROADCASTI64X4 112(BX), Z12
+	VPERMB          Z12, Z2, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z3, Z12, Z12
+	VPTESTMB        runbits<>+128(SB), Z6, K1
+	VPADDB          Z4, Z12, K1, Z12
+	VPSHUFB         scidx32<>+128(SB), Z8, Z13
+	VPERMB          424(CX), Z2, Z14
+	VPMADDUBSW      Z14, Z12, Z14
+	VPDPWSSD        Z13, Z14, Z10
+	VBROADCASTI64X4 144(BX), Z12
+	VPERMB          Z12, Z2, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z3, Z12, Z12
+	VPTESTMB        runbits<>+192(SB), Z6, K1
+	VPADDB          Z4, Z12, K1, Z12
+	VPSHUFB         scidx32<>+192(SB), Z8, Z6
+	VPERMB          488(CX), Z2, Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPDPWSSD        Z6, Z13, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y6
+	VPADDD          Y6, Y10, Y6
 	VCVTDQ2PS       Y6, Y6
-	VMULPS          Y5, Y6, Y6
+	VBROADCASTSS    X9, Y10
+	VMULPS          Y10, Y6, Y6
 	VADDPS          Y6, Y0, Y0
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ5KVNNI
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y6
+	VPMADDWD        552(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y8
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X5
+	VPADDD          X8, X5, X5
+	VPSHUFD         $0x4e, X5, X6
+	VPADDD          X6, X5, X5
+	VCVTDQ2PS       X5, X5
+	VUNPCKLPS       X9, X7, X6
+	VMULPS          X5, X6, X6
+	VSUBPS          X6, X1, X1
+	VMOVSHDUP       X6, X6
+	VSUBPS          X6, X1, X1
+	ADDQ            $0x00000160, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ5KVNNI
+
+onedotQ5KVNNI:
+	TESTQ           DX, DX
+	JZ              donedotQ5KVNNI
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMB          Z5, Z2, Z5
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPTESTMB        runbits<>+0(SB), Z5, K1
+	VPADDB          Z4, Z8, K1, Z8
+	VPSHUFB         scidx32<>+0(SB), Z6, Z9
+	VPERMB          4(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPMADDWD        Z9, Z10, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMB          Z9, Z2, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z3, Z9, Z9
+	VPTESTMB        runbits<>+64(SB), Z5, K1
+	VPADDB          Z4, Z9, K1, Z9
+	VPSHUFB         scidx32<>+64(SB), Z6, Z10
+	VPERMB          68(CX), Z2, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z9
+	VBROADCASTI64X4 112(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+128(SB), Z5, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+128(SB), Z6, Z11
+	VPERMB          132(CX), Z2, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPDPWSSD        Z11, Z12, Z8
+	VBROADCASTI64X4 144(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+192(SB), Z5, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+192(SB), Z6, Z3
+	VPERMB          196(CX), Z2, Z2
+	VPMADDUBSW      Z2, Z10, Z2
+	VPDPWSSD        Z3, Z2, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y2
+	VPADDD          Y2, Y8, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X7, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X7, X7, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ5KVNNI:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -4682,34 +5255,8 @@ loopdotQ5Kx4VNNI:
 	VPSRLD          $0x02, Z8, Z8
 	VPANDD          k4hm_z<>+0(SB), Z8, Z8
 	VPORD           Z8, Z9, Z9
-	VPSHUFB         k4mdup<>+0(SB), Y9, Y8
-	VPMADDWD        260(CX), Y8, Y10
-	VPMADDWD        260(CX)(BX*1), Y8, Y11
-	VPMADDWD        260(CX)(BX*2), Y8, Y12
-	VPMADDWD        260(CX)(SI*1), Y8, Y8
-	VPUNPCKLDQ      Y11, Y10, Y13
-	VPUNPCKHDQ      Y11, Y10, Y10
-	VPADDD          Y10, Y13, Y13
-	VPUNPCKLDQ      Y8, Y12, Y10
-	VPUNPCKHDQ      Y8, Y12, Y8
-	VPADDD          Y8, Y10, Y10
-	VPUNPCKLQDQ     Y10, Y13, Y8
-	VPUNPCKHQDQ     Y10, Y13, Y10
-	VPADDD          Y10, Y8, Y8
-	VEXTRACTI32X4   $0x01, Y8, X10
-	VPADDD          X8, X10, X10
-	VCVTDQ2PS       X10, X10
 	VMOVD           (AX), X8
 	VCVTPH2PS       X8, X8
-	VMOVSS          (CX), X11
-	VINSERTPS       $0x10, (CX)(BX*1), X11, X11
-	VINSERTPS       $0x20, (CX)(BX*2), X11, X11
-	VINSERTPS       $0x30, (CX)(SI*1), X11, X11
-	VMOVSHDUP       X8, X12
-	VBROADCASTSS    X12, X12
-	VMULPS          X11, X12, X12
-	VMULPS          X10, X12, X12
-	VSUBPS          X12, X4, X4
 	VBROADCASTI64X4 16(AX), Z10
 	VPERMB          Z10, Z5, Z10
 	VBROADCASTI64X4 48(AX), Z11
@@ -4775,51 +5322,74 @@ loopdotQ5Kx4VNNI:
 	VPANDD          Z6, Z12, Z12
 	VPTESTMB        runbits<>+192(SB), Z10, K1
 	VPADDB          Z7, Z12, K1, Z12
-	VPSHUFB         scidx32<>+192(SB), Z9, Z9
-	VPERMB          196(CX), Z5, Z10
-	VPMADDUBSW      Z10, Z12, Z10
-	VPDPWSSD        Z9, Z10, Z13
-	VPERMB          196(CX)(BX*1), Z5, Z10
-	VPMADDUBSW      Z10, Z12, Z10
-	VPDPWSSD        Z9, Z10, Z14
-	VPERMB          196(CX)(BX*2), Z5, Z10
-	VPMADDUBSW      Z10, Z12, Z10
-	VPDPWSSD        Z9, Z10, Z15
-	VPERMB          196(CX)(SI*1), Z5, Z10
-	VPMADDUBSW      Z10, Z12, Z10
-	VPDPWSSD        Z9, Z10, Z11
-	VEXTRACTI64X4   $0x01, Z13, Y9
-	VPADDD          Y9, Y13, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y10
+	VPSHUFB         scidx32<>+192(SB), Z9, Z10
+	VPERMB          196(CX), Z5, Z16
+	VPMADDUBSW      Z16, Z12, Z16
+	VPDPWSSD        Z10, Z16, Z13
+	VPERMB          196(CX)(BX*1), Z5, Z16
+	VPMADDUBSW      Z16, Z12, Z16
+	VPDPWSSD        Z10, Z16, Z14
+	VPERMB          196(CX)(BX*2), Z5, Z16
+	VPMADDUBSW      Z16, Z12, Z16
+	VPDPWSSD        Z10, Z16, Z15
+	VPERMB          196(CX)(SI*1), Z5, Z16
+	VPMADDUBSW      Z16, Z12, Z16
+	VPDPWSSD        Z10, Z16, Z11
+	VEXTRACTI64X4   $0x01, Z13, Y10
+	VPADDD          Y10, Y13, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X8, Y13
 	VBROADCASTSS    (CX), Y12
+	VMULPS          Y13, Y12, Y12
 	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y9, Y9
-	VADDPS          Y9, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z14, Y9
-	VPADDD          Y9, Y14, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y10
+	VADDPS          Y10, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z14, Y10
+	VPADDD          Y10, Y14, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(BX*1), Y12
+	VMULPS          Y13, Y12, Y12
 	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y9, Y9
-	VADDPS          Y9, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z15, Y9
-	VPADDD          Y9, Y15, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y10
+	VADDPS          Y10, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z15, Y10
+	VPADDD          Y10, Y15, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(BX*2), Y12
+	VMULPS          Y13, Y12, Y12
 	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y9, Y9
-	VADDPS          Y9, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z11, Y9
-	VPADDD          Y9, Y11, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y8
-	VBROADCASTSS    (CX)(SI*1), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y9, Y9
-	VADDPS          Y9, Y3, Y3
+	VADDPS          Y10, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    (CX)(SI*1), Y11
+	VMULPS          Y13, Y11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y9
+	VPMADDWD        260(CX), Y9, Y10
+	VPMADDWD        260(CX)(BX*1), Y9, Y11
+	VPMADDWD        260(CX)(BX*2), Y9, Y12
+	VPMADDWD        260(CX)(SI*1), Y9, Y9
+	VPUNPCKLDQ      Y11, Y10, Y13
+	VPUNPCKHDQ      Y11, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VPUNPCKLDQ      Y9, Y12, Y10
+	VPUNPCKHDQ      Y9, Y12, Y9
+	VPADDD          Y9, Y10, Y10
+	VPUNPCKLQDQ     Y10, Y13, Y9
+	VPUNPCKHQDQ     Y10, Y13, Y10
+	VPADDD          Y10, Y9, Y9
+	VEXTRACTI32X4   $0x01, Y9, X10
+	VPADDD          X9, X10, X10
+	VCVTDQ2PS       X10, X10
+	VMOVSS          (CX), X9
+	VINSERTPS       $0x10, (CX)(BX*1), X9, X9
+	VINSERTPS       $0x20, (CX)(BX*2), X9, X9
+	VINSERTPS       $0x30, (CX)(SI*1), X9, X9
+	VMOVSHDUP       X8, X8
+	VBROADCASTSS    X8, X8
+	VMULPS          X9, X8, X8
+	VMULPS          X10, X8, X8
+	VSUBPS          X8, X4, X4
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -6599,7 +7169,7 @@ donedotQ6Kx4VNNI256:
 	RET
 
 // func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -6608,10 +7178,11 @@ TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
 	VPXORD       X1, X1, X1
 	VMOVDQU64    xpermb32<>+0(SB), Y2
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
-	TESTQ        DX, DX
-	JZ           donedotQ4KVNNI256
+	CMPQ         DX, $0x02
+	JB           onedotQ4KVNNI256
 
 loopdotQ4KVNNI256:
+	LEAQ            144(AX), BX
 	VBROADCASTI32X4 4(AX), Y4
 	VPSHUFD         $0x98, Y4, Y5
 	VPSRLVD         k4sh_y<>+0(SB), Y5, Y5
@@ -6620,31 +7191,17 @@ loopdotQ4KVNNI256:
 	VPSRLD          $0x02, Y4, Y4
 	VPANDD          k4hm_y<>+0(SB), Y4, Y4
 	VPORD           Y4, Y5, Y5
-	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
-	VPMADDWD        260(CX), Y4, Y4
-	VEXTRACTI32X4   $0x01, Y4, X6
-	VPADDD          X6, X4, X6
-	VPSHUFD         $0x4e, X6, X4
-	VPADDD          X4, X6, X6
-	VPSHUFD         $0xb1, X6, X4
-	VPADDD          X4, X6, X6
-	VCVTDQ2PS       X6, X6
 	VMOVD           (AX), X4
 	VCVTPH2PS       X4, X4
-	VBROADCASTSS    (CX), X7
-	VMULPS          X4, X7, X7
-	VMOVSHDUP       X7, X4
-	VMULSS          X6, X4, X4
-	VSUBSS          X4, X1, X1
-	VBROADCASTSS    X7, Y4
+	VBROADCASTSS    (CX), X6
+	VMULPS          X4, X6, X6
 	VPERMB          16(AX), Y2, Y7
-	VPANDD          Y3, Y7, Y6
+	VPANDD          Y3, Y7, Y4
 	VPSHUFB         scidx32<>+0(SB), Y5, Y8
 	VPERMB          4(CX), Y2, Y9
-	VPMADDUBSW      Y9, Y6, Y9
-	VPMADDWD        Y8, Y9, Y6
-	VPSRLW          $0x04, Y7, Y7
-	VPANDD          Y3, Y7, Y7
+	VPMADDUBSW      Y9, Y4, Y9
+	VPMADDWD        Y8, Y9, Y4
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y7, Y7
 	VPSHUFB         scidx32<>+32(SB), Y5, Y8
 	VPERMB          36(CX), Y2, Y9
 	VPMADDUBSW      Y9, Y7, Y9
@@ -6654,9 +7211,8 @@ loopdotQ4KVNNI256:
 	VPSHUFB         scidx32<>+64(SB), Y5, Y10
 	VPERMB          68(CX), Y2, Y11
 	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y6
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y3, Y8, Y8
+	VPDPWSSD        Y10, Y11, Y4
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
 	VPSHUFB         scidx32<>+96(SB), Y5, Y9
 	VPERMB          100(CX), Y2, Y10
 	VPMADDUBSW      Y10, Y8, Y10
@@ -6666,9 +7222,8 @@ loopdotQ4KVNNI256:
 	VPSHUFB         scidx32<>+128(SB), Y5, Y10
 	VPERMB          132(CX), Y2, Y11
 	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y6
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y3, Y8, Y8
+	VPDPWSSD        Y10, Y11, Y4
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
 	VPSHUFB         scidx32<>+160(SB), Y5, Y9
 	VPERMB          164(CX), Y2, Y10
 	VPMADDUBSW      Y10, Y8, Y10
@@ -6678,24 +7233,180 @@ loopdotQ4KVNNI256:
 	VPSHUFB         scidx32<>+192(SB), Y5, Y10
 	VPERMB          196(CX), Y2, Y11
 	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y6
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y3, Y8, Y8
-	VPSHUFB         scidx32<>+224(SB), Y5, Y5
-	VPERMB          228(CX), Y2, Y9
-	VPMADDUBSW      Y9, Y8, Y9
-	VPDPWSSD        Y5, Y9, Y7
-	VPADDD          Y7, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VMULPS          Y4, Y6, Y6
-	VADDPS          Y6, Y0, Y0
-	ADDQ            $0x00000090, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ4KVNNI256
+	VPDPWSSD        Y10, Y11, Y4
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
+	VPSHUFB         scidx32<>+224(SB), Y5, Y9
+	VPERMB          228(CX), Y2, Y10
+	VPMADDUBSW      Y10, Y8, Y10
+	VPDPWSSD        Y9, Y10, Y7
+	VPADDD          Y7, Y4, Y4
+	VCVTDQ2PS       Y4, Y4
+	VBROADCASTSS    X6, Y7
+	VMULPS          Y7, Y4, Y4
+	VADDPS          Y4, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
+	VPMADDWD        260(CX), Y4, Y4
+	VBROADCASTI32X4 4(BX), Y5
+	VPSHUFD         $0x98, Y5, Y7
+	VPSRLVD         k4sh_y<>+0(SB), Y7, Y7
+	VPANDD          k4m_y<>+0(SB), Y7, Y7
+	VPSHUFD         $0x50, Y5, Y5
+	VPSRLD          $0x02, Y5, Y5
+	VPANDD          k4hm_y<>+0(SB), Y5, Y5
+	VPORD           Y5, Y7, Y7
+	VMOVD           (BX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    292(CX), X8
+	VMULPS          X5, X8, X8
+	VPERMB          16(BX), Y2, Y9
+	VPANDD          Y3, Y9, Y5
+	VPSHUFB         scidx32<>+0(SB), Y7, Y10
+	VPERMB          296(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y5, Y11
+	VPMADDWD        Y10, Y11, Y5
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y9
+	VPSHUFB         scidx32<>+32(SB), Y7, Y10
+	VPERMB          328(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y9, Y11
+	VPMADDWD        Y10, Y11, Y9
+	VPERMB          48(BX), Y2, Y11
+	VPANDD          Y3, Y11, Y10
+	VPSHUFB         scidx32<>+64(SB), Y7, Y12
+	VPERMB          360(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y10, Y13
+	VPDPWSSD        Y12, Y13, Y5
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
+	VPSHUFB         scidx32<>+96(SB), Y7, Y11
+	VPERMB          392(CX), Y2, Y12
+	VPMADDUBSW      Y12, Y10, Y12
+	VPDPWSSD        Y11, Y12, Y9
+	VPERMB          80(BX), Y2, Y11
+	VPANDD          Y3, Y11, Y10
+	VPSHUFB         scidx32<>+128(SB), Y7, Y12
+	VPERMB          424(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y10, Y13
+	VPDPWSSD        Y12, Y13, Y5
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
+	VPSHUFB         scidx32<>+160(SB), Y7, Y11
+	VPERMB          456(CX), Y2, Y12
+	VPMADDUBSW      Y12, Y10, Y12
+	VPDPWSSD        Y11, Y12, Y9
+	VPERMB          112(BX), Y2, Y11
+	VPANDD          Y3, Y11, Y10
+	VPSHUFB         scidx32<>+192(SB), Y7, Y12
+	VPERMB          488(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y10, Y13
+	VPDPWSSD        Y12, Y13, Y5
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
+	VPSHUFB         scidx32<>+224(SB), Y7, Y11
+	VPERMB          520(CX), Y2, Y12
+	VPMADDUBSW      Y12, Y10, Y12
+	VPDPWSSD        Y11, Y12, Y9
+	VPADDD          Y9, Y5, Y5
+	VCVTDQ2PS       Y5, Y5
+	VBROADCASTSS    X8, Y9
+	VMULPS          Y9, Y5, Y5
+	VADDPS          Y5, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y5
+	VPMADDWD        552(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VEXTRACTI32X4   $0x01, Y7, X4
+	VPADDD          X7, X4, X4
+	VPSHUFD         $0x4e, X4, X5
+	VPADDD          X5, X4, X4
+	VCVTDQ2PS       X4, X4
+	VUNPCKLPS       X8, X6, X5
+	VMULPS          X4, X5, X5
+	VSUBPS          X5, X1, X1
+	VMOVSHDUP       X5, X5
+	VSUBPS          X5, X1, X1
+	ADDQ            $0x00000120, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ4KVNNI256
+
+onedotQ4KVNNI256:
+	TESTQ           DX, DX
+	JZ              donedotQ4KVNNI256
+	VBROADCASTI32X4 4(AX), Y4
+	VPSHUFD         $0x98, Y4, Y5
+	VPSRLVD         k4sh_y<>+0(SB), Y5, Y5
+	VPANDD          k4m_y<>+0(SB), Y5, Y5
+	VPSHUFD         $0x50, Y4, Y4
+	VPSRLD          $0x02, Y4, Y4
+	VPANDD          k4hm_y<>+0(SB), Y4, Y4
+	VPORD           Y4, Y5, Y5
+	VMOVD           (AX), X4
+	VCVTPH2PS       X4, X4
+	VBROADCASTSS    (CX), X6
+	VMULPS          X4, X6, X6
+	VPERMB          16(AX), Y2, Y7
+	VPANDD          Y3, Y7, Y4
+	VPSHUFB         scidx32<>+0(SB), Y5, Y8
+	VPERMB          4(CX), Y2, Y9
+	VPMADDUBSW      Y9, Y4, Y9
+	VPMADDWD        Y8, Y9, Y4
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y7, Y7
+	VPSHUFB         scidx32<>+32(SB), Y5, Y8
+	VPERMB          36(CX), Y2, Y9
+	VPMADDUBSW      Y9, Y7, Y9
+	VPMADDWD        Y8, Y9, Y7
+	VPERMB          48(AX), Y2, Y9
+	VPANDD          Y3, Y9, Y8
+	VPSHUFB         scidx32<>+64(SB), Y5, Y10
+	VPERMB          68(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y8, Y11
+	VPDPWSSD        Y10, Y11, Y4
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
+	VPSHUFB         scidx32<>+96(SB), Y5, Y9
+	VPERMB          100(CX), Y2, Y10
+	VPMADDUBSW      Y10, Y8, Y10
+	VPDPWSSD        Y9, Y10, Y7
+	VPERMB          80(AX), Y2, Y9
+	VPANDD          Y3, Y9, Y8
+	VPSHUFB         scidx32<>+128(SB), Y5, Y10
+	VPERMB          132(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y8, Y11
+	VPDPWSSD        Y10, Y11, Y4
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
+	VPSHUFB         scidx32<>+160(SB), Y5, Y9
+	VPERMB          164(CX), Y2, Y10
+	VPMADDUBSW      Y10, Y8, Y10
+	VPDPWSSD        Y9, Y10, Y7
+	VPERMB          112(AX), Y2, Y8
+	VPANDD          Y3, Y8, Y3
+	VPSHUFB         scidx32<>+192(SB), Y5, Y9
+	VPERMB          196(CX), Y2, Y10
+	VPMADDUBSW      Y10, Y3, Y10
+	VPDPWSSD        Y9, Y10, Y4
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y8, Y3
+	VPSHUFB         scidx32<>+224(SB), Y5, Y8
+	VPERMB          228(CX), Y2, Y2
+	VPMADDUBSW      Y2, Y3, Y2
+	VPDPWSSD        Y8, Y2, Y7
+	VPADDD          Y7, Y4, Y4
+	VCVTDQ2PS       Y4, Y4
+	VBROADCASTSS    X6, Y2
+	VMULPS          Y2, Y4, Y4
+	VADDPS          Y4, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X6, X6, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ4KVNNI256:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -6755,8 +7466,18 @@ DATA k4hm_y<>+24(SB)/4, $0x00000000
 DATA k4hm_y<>+28(SB)/4, $0x30303030
 GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
 
+DATA gfhinib<>+0(SB)/4, $0x00000000
+DATA gfhinib<>+4(SB)/4, $0x10204080
+DATA gfhinib<>+8(SB)/4, $0x00000000
+DATA gfhinib<>+12(SB)/4, $0x10204080
+DATA gfhinib<>+16(SB)/4, $0x00000000
+DATA gfhinib<>+20(SB)/4, $0x10204080
+DATA gfhinib<>+24(SB)/4, $0x00000000
+DATA gfhinib<>+28(SB)/4, $0x10204080
+GLOBL gfhinib<>(SB), RODATA|NOPTR, $32
+
 // func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI
 TEXT ·dotQ4Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -6782,34 +7503,8 @@ loopdotQ4Kx4VNNI256:
 	VPSRLD          $0x02, Y7, Y7
 	VPANDD          k4hm_y<>+0(SB), Y7, Y7
 	VPORD           Y7, Y8, Y8
-	VPSHUFB         k4mdup<>+0(SB), Y8, Y7
-	VPMADDWD        260(CX), Y7, Y9
-	VPMADDWD        260(CX)(BX*1), Y7, Y10
-	VPMADDWD        260(CX)(BX*2), Y7, Y11
-	VPMADDWD        260(CX)(SI*1), Y7, Y7
-	VPUNPCKLDQ      Y10, Y9, Y12
-	VPUNPCKHDQ      Y10, Y9, Y9
-	VPADDD          Y9, Y12, Y12
-	VPUNPCKLDQ      Y7, Y11, Y9
-	VPUNPCKHDQ      Y7, Y11, Y7
-	VPADDD          Y7, Y9, Y9
-	VPUNPCKLQDQ     Y9, Y12, Y7
-	VPUNPCKHQDQ     Y9, Y12, Y9
-	VPADDD          Y9, Y7, Y7
-	VEXTRACTI32X4   $0x01, Y7, X9
-	VPADDD          X7, X9, X9
-	VCVTDQ2PS       X9, X9
 	VMOVD           (AX), X7
 	VCVTPH2PS       X7, X7
-	VMOVSS          (CX), X10
-	VINSERTPS       $0x10, (CX)(BX*1), X10, X10
-	VINSERTPS       $0x20, (CX)(BX*2), X10, X10
-	VINSERTPS       $0x30, (CX)(SI*1), X10, X10
-	VMOVSHDUP       X7, X11
-	VBROADCASTSS    X11, X11
-	VMULPS          X10, X11, X11
-	VMULPS          X9, X11, X11
-	VSUBPS          X11, X4, X4
 	VPERMB          16(AX), Y5, Y10
 	VPANDD          Y6, Y10, Y9
 	VPSHUFB         scidx32<>+0(SB), Y8, Y11
@@ -6825,8 +7520,7 @@ loopdotQ4Kx4VNNI256:
 	VPERMB          4(CX)(SI*1), Y5, Y15
 	VPMADDUBSW      Y15, Y9, Y15
 	VPMADDWD        Y11, Y15, Y9
-	VPSRLW          $0x04, Y10, Y10
-	VPANDD          Y6, Y10, Y10
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y10, Y10
 	VPSHUFB         scidx32<>+32(SB), Y8, Y11
 	VPERMB          36(CX), Y5, Y15
 	VPMADDUBSW      Y15, Y10, Y15
@@ -6855,8 +7549,7 @@ loopdotQ4Kx4VNNI256:
 	VPERMB          68(CX)(SI*1), Y5, Y16
 	VPMADDUBSW      Y16, Y10, Y16
 	VPDPWSSD        Y15, Y16, Y9
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y6, Y10, Y10
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
 	VPSHUFB         scidx32<>+96(SB), Y8, Y11
 	VPERMB          100(CX), Y5, Y15
 	VPMADDUBSW      Y15, Y10, Y15
@@ -6885,8 +7578,7 @@ loopdotQ4Kx4VNNI256:
 	VPERMB          132(CX)(SI*1), Y5, Y16
 	VPMADDUBSW      Y16, Y10, Y16
 	VPDPWSSD        Y15, Y16, Y9
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y6, Y10, Y10
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
 	VPSHUFB         scidx32<>+160(SB), Y8, Y11
 	VPERMB          164(CX), Y5, Y15
 	VPMADDUBSW      Y15, Y10, Y15
@@ -6915,45 +7607,67 @@ loopdotQ4Kx4VNNI256:
 	VPERMB          196(CX)(SI*1), Y5, Y16
 	VPMADDUBSW      Y16, Y10, Y16
 	VPDPWSSD        Y15, Y16, Y9
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y6, Y10, Y10
-	VPSHUFB         scidx32<>+224(SB), Y8, Y8
-	VPERMB          228(CX), Y5, Y11
-	VPMADDUBSW      Y11, Y10, Y11
-	VPDPWSSD        Y8, Y11, Y12
-	VPERMB          228(CX)(BX*1), Y5, Y11
-	VPMADDUBSW      Y11, Y10, Y11
-	VPDPWSSD        Y8, Y11, Y13
-	VPERMB          228(CX)(BX*2), Y5, Y11
-	VPMADDUBSW      Y11, Y10, Y11
-	VPDPWSSD        Y8, Y11, Y14
-	VPERMB          228(CX)(SI*1), Y5, Y11
-	VPMADDUBSW      Y11, Y10, Y11
-	VPDPWSSD        Y8, Y11, Y9
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
+	VPSHUFB         scidx32<>+224(SB), Y8, Y11
+	VPERMB          228(CX), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y12
+	VPERMB          228(CX)(BX*1), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y13
+	VPERMB          228(CX)(BX*2), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y14
+	VPERMB          228(CX)(SI*1), Y5, Y15
+	VPMADDUBSW      Y15, Y10, Y15
+	VPDPWSSD        Y11, Y15, Y9
 	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    X7, Y8
+	VBROADCASTSS    X7, Y11
 	VBROADCASTSS    (CX), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y12, Y12
+	VMULPS          Y11, Y10, Y10
+	VMULPS          Y10, Y12, Y12
 	VADDPS          Y12, Y0, Y0
 	VCVTDQ2PS       Y13, Y13
-	VBROADCASTSS    X7, Y8
 	VBROADCASTSS    (CX)(BX*1), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y13, Y13
+	VMULPS          Y11, Y10, Y10
+	VMULPS          Y10, Y13, Y13
 	VADDPS          Y13, Y1, Y1
 	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    X7, Y8
 	VBROADCASTSS    (CX)(BX*2), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y14, Y14
+	VMULPS          Y11, Y10, Y10
+	VMULPS          Y10, Y14, Y14
 	VADDPS          Y14, Y2, Y2
 	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X7, Y7
-	VBROADCASTSS    (CX)(SI*1), Y8
-	VMULPS          Y8, Y7, Y7
-	VMULPS          Y7, Y9, Y9
+	VBROADCASTSS    (CX)(SI*1), Y10
+	VMULPS          Y11, Y10, Y10
+	VMULPS          Y10, Y9, Y9
 	VADDPS          Y9, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y8
+	VPMADDWD        260(CX), Y8, Y9
+	VPMADDWD        260(CX)(BX*1), Y8, Y10
+	VPMADDWD        260(CX)(BX*2), Y8, Y11
+	VPMADDWD        260(CX)(SI*1), Y8, Y8
+	VPUNPCKLDQ      Y10, Y9, Y12
+	VPUNPCKHDQ      Y10, Y9, Y9
+	VPADDD          Y9, Y12, Y12
+	VPUNPCKLDQ      Y8, Y11, Y9
+	VPUNPCKHDQ      Y8, Y11, Y8
+	VPADDD          Y8, Y9, Y9
+	VPUNPCKLQDQ     Y9, Y12, Y8
+	VPUNPCKHQDQ     Y9, Y12, Y9
+	VPADDD          Y9, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X9
+	VPADDD          X8, X9, X9
+	VCVTDQ2PS       X9, X9
+	VMOVSS          (CX), X8
+	VINSERTPS       $0x10, (CX)(BX*1), X8, X8
+	VINSERTPS       $0x20, (CX)(BX*2), X8, X8
+	VINSERTPS       $0x30, (CX)(SI*1), X8, X8
+	VMOVSHDUP       X7, X7
+	VBROADCASTSS    X7, X7
+	VMULPS          X8, X7, X7
+	VMULPS          X9, X7, X7
+	VSUBPS          X7, X4, X4
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -7033,7 +7747,7 @@ donedotQ4Kx4VNNI256:
 	RET
 
 // func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -7043,10 +7757,11 @@ TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
 	VMOVDQU64    xpermb32<>+0(SB), Y2
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
 	VPBROADCASTD c32_10101010<>+0(SB), Y4
-	TESTQ        DX, DX
-	JZ           donedotQ5KVNNI256
+	CMPQ         DX, $0x02
+	JB           onedotQ5KVNNI256
 
 loopdotQ5KVNNI256:
+	LEAQ            176(AX), BX
 	VBROADCASTI32X4 4(AX), Y5
 	VPSHUFD         $0x98, Y5, Y6
 	VPSRLVD         k4sh_y<>+0(SB), Y6, Y6
@@ -7055,35 +7770,21 @@ loopdotQ5KVNNI256:
 	VPSRLD          $0x02, Y5, Y5
 	VPANDD          k4hm_y<>+0(SB), Y5, Y5
 	VPORD           Y5, Y6, Y6
-	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD        260(CX), Y5, Y5
-	VEXTRACTI32X4   $0x01, Y5, X7
-	VPADDD          X7, X5, X7
-	VPSHUFD         $0x4e, X7, X5
-	VPADDD          X5, X7, X7
-	VPSHUFD         $0xb1, X7, X5
-	VPADDD          X5, X7, X7
-	VCVTDQ2PS       X7, X7
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X8
-	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X5
-	VMULSS          X7, X5, X5
-	VSUBSS          X5, X1, X1
-	VBROADCASTSS    X8, Y5
-	VPERMB          16(AX), Y2, Y7
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VPERMB          16(AX), Y2, Y5
 	VPERMB          48(AX), Y2, Y9
 	VPANDD          Y3, Y9, Y8
-	VPTESTMB        runbits<>+0(SB), Y7, K1
+	VPTESTMB        runbits<>+0(SB), Y5, K1
 	VPADDB          Y4, Y8, K1, Y8
 	VPSHUFB         scidx32<>+0(SB), Y6, Y10
 	VPERMB          4(CX), Y2, Y11
 	VPMADDUBSW      Y11, Y8, Y11
 	VPMADDWD        Y10, Y11, Y8
-	VPSRLW          $0x04, Y9, Y9
-	VPANDD          Y3, Y9, Y9
-	VPTESTMB        runbits<>+32(SB), Y7, K1
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y9
+	VPTESTMB        runbits<>+32(SB), Y5, K1
 	VPADDB          Y4, Y9, K1, Y9
 	VPSHUFB         scidx32<>+32(SB), Y6, Y10
 	VPERMB          36(CX), Y2, Y11
@@ -7091,15 +7792,14 @@ loopdotQ5KVNNI256:
 	VPMADDWD        Y10, Y11, Y9
 	VPERMB          80(AX), Y2, Y11
 	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPTESTMB        runbits<>+64(SB), Y5, K1
 	VPADDB          Y4, Y10, K1, Y10
 	VPSHUFB         scidx32<>+64(SB), Y6, Y12
 	VPERMB          68(CX), Y2, Y13
 	VPMADDUBSW      Y13, Y10, Y13
 	VPDPWSSD        Y12, Y13, Y8
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y3, Y10, Y10
-	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
+	VPTESTMB        runbits<>+96(SB), Y5, K1
 	VPADDB          Y4, Y10, K1, Y10
 	VPSHUFB         scidx32<>+96(SB), Y6, Y11
 	VPERMB          100(CX), Y2, Y12
@@ -7107,15 +7807,14 @@ loopdotQ5KVNNI256:
 	VPDPWSSD        Y11, Y12, Y9
 	VPERMB          112(AX), Y2, Y11
 	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+128(SB), Y7, K1
+	VPTESTMB        runbits<>+128(SB), Y5, K1
 	VPADDB          Y4, Y10, K1, Y10
 	VPSHUFB         scidx32<>+128(SB), Y6, Y12
 	VPERMB          132(CX), Y2, Y13
 	VPMADDUBSW      Y13, Y10, Y13
 	VPDPWSSD        Y12, Y13, Y8
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y3, Y10, Y10
-	VPTESTMB        runbits<>+160(SB), Y7, K1
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
+	VPTESTMB        runbits<>+160(SB), Y5, K1
 	VPADDB          Y4, Y10, K1, Y10
 	VPSHUFB         scidx32<>+160(SB), Y6, Y11
 	VPERMB          164(CX), Y2, Y12
@@ -7123,31 +7822,221 @@ loopdotQ5KVNNI256:
 	VPDPWSSD        Y11, Y12, Y9
 	VPERMB          144(AX), Y2, Y11
 	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+192(SB), Y7, K1
+	VPTESTMB        runbits<>+192(SB), Y5, K1
 	VPADDB          Y4, Y10, K1, Y10
 	VPSHUFB         scidx32<>+192(SB), Y6, Y12
 	VPERMB          196(CX), Y2, Y13
 	VPMADDUBSW      Y13, Y10, Y13
 	VPDPWSSD        Y12, Y13, Y8
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y3, Y10, Y10
-	VPTESTMB        runbits<>+224(SB), Y7, K1
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
+	VPTESTMB        runbits<>+224(SB), Y5, K1
 	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+224(SB), Y6, Y6
-	VPERMB          228(CX), Y2, Y7
-	VPMADDUBSW      Y7, Y10, Y7
-	VPDPWSSD        Y6, Y7, Y9
+	VPSHUFB         scidx32<>+224(SB), Y6, Y5
+	VPERMB          228(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y10, Y11
+	VPDPWSSD        Y5, Y11, Y9
 	VPADDD          Y9, Y8, Y8
 	VCVTDQ2PS       Y8, Y8
+	VBROADCASTSS    X7, Y5
 	VMULPS          Y5, Y8, Y8
 	VADDPS          Y8, Y0, Y0
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ5KVNNI256
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD        260(CX), Y5, Y5
+	VBROADCASTI32X4 4(BX), Y6
+	VPSHUFD         $0x98, Y6, Y8
+	VPSRLVD         k4sh_y<>+0(SB), Y8, Y8
+	VPANDD          k4m_y<>+0(SB), Y8, Y8
+	VPSHUFD         $0x50, Y6, Y6
+	VPSRLD          $0x02, Y6, Y6
+	VPANDD          k4hm_y<>+0(SB), Y6, Y6
+	VPORD           Y6, Y8, Y8
+	VMOVD           (BX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    292(CX), X9
+	VMULPS          X6, X9, X9
+	VPERMB          16(BX), Y2, Y6
+	VPERMB          48(BX), Y2, Y11
+	VPANDD          Y3, Y11, Y10
+	VPTESTMB        runbits<>+0(SB), Y6, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+0(SB), Y8, Y12
+	VPERMB          296(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y10, Y13
+	VPMADDWD        Y12, Y13, Y10
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y11
+	VPTESTMB        runbits<>+32(SB), Y6, K1
+	VPADDB          Y4, Y11, K1, Y11
+	VPSHUFB         scidx32<>+32(SB), Y8, Y12
+	VPERMB          328(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y11, Y13
+	VPMADDWD        Y12, Y13, Y11
+	VPERMB          80(BX), Y2, Y13
+	VPANDD          Y3, Y13, Y12
+	VPTESTMB        runbits<>+64(SB), Y6, K1
+	VPADDB          Y4, Y12, K1, Y12
+	VPSHUFB         scidx32<>+64(SB), Y8, Y14
+	VPERMB          360(CX), Y2, Y15
+	VPMADDUBSW      Y15, Y12, Y15
+	VPDPWSSD        Y14, Y15, Y10
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
+	VPTESTMB        runbits<>+96(SB), Y6, K1
+	VPADDB          Y4, Y12, K1, Y12
+	VPSHUFB         scidx32<>+96(SB), Y8, Y13
+	VPERMB          392(CX), Y2, Y14
+	VPMADDUBSW      Y14, Y12, Y14
+	VPDPWSSD        Y13, Y14, Y11
+	VPERMB          112(BX), Y2, Y13
+	VPANDD          Y3, Y13, Y12
+	VPTESTMB        runbits<>+128(SB), Y6, K1
+	VPADDB          Y4, Y12, K1, Y12
+	VPSHUFB         scidx32<>+128(SB), Y8, Y14
+	VPERMB          424(CX), Y2, Y15
+	VPMADDUBSW      Y15, Y12, Y15
+	VPDPWSSD        Y14, Y15, Y10
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
+	VPTESTMB        runbits<>+160(SB), Y6, K1
+	VPADDB          Y4, Y12, K1, Y12
+	VPSHUFB         scidx32<>+160(SB), Y8, Y13
+	VPERMB          456(CX), Y2, Y14
+	VPMADDUBSW      Y14, Y12, Y14
+	VPDPWSSD        Y13, Y14, Y11
+	VPERMB          144(BX), Y2, Y13
+	VPANDD          Y3, Y13, Y12
+	VPTESTMB        runbits<>+192(SB), Y6, K1
+	VPADDB          Y4, Y12, K1, Y12
+	VPSHUFB         scidx32<>+192(SB), Y8, Y14
+	VPERMB          488(CX), Y2, Y15
+	VPMADDUBSW      Y15, Y12, Y15
+	VPDPWSSD        Y14, Y15, Y10
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
+	VPTESTMB        runbits<>+224(SB), Y6, K1
+	VPADDB          Y4, Y12, K1, Y12
+	VPSHUFB         scidx32<>+224(SB), Y8, Y6
+	VPERMB          520(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y12, Y13
+	VPDPWSSD        Y6, Y13, Y11
+	VPADDD          Y11, Y10, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X9, Y6
+	VMULPS          Y6, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y6
+	VPMADDWD        552(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y8
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X5
+	VPADDD          X8, X5, X5
+	VPSHUFD         $0x4e, X5, X6
+	VPADDD          X6, X5, X5
+	VCVTDQ2PS       X5, X5
+	VUNPCKLPS       X9, X7, X6
+	VMULPS          X5, X6, X6
+	VSUBPS          X6, X1, X1
+	VMOVSHDUP       X6, X6
+	VSUBPS          X6, X1, X1
+	ADDQ            $0x00000160, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ5KVNNI256
+
+onedotQ5KVNNI256:
+	TESTQ           DX, DX
+	JZ              donedotQ5KVNNI256
+	VBROADCASTI32X4 4(AX), Y5
+	VPSHUFD         $0x98, Y5, Y6
+	VPSRLVD         k4sh_y<>+0(SB), Y6, Y6
+	VPANDD          k4m_y<>+0(SB), Y6, Y6
+	VPSHUFD         $0x50, Y5, Y5
+	VPSRLD          $0x02, Y5, Y5
+	VPANDD          k4hm_y<>+0(SB), Y5, Y5
+	VPORD           Y5, Y6, Y6
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VPERMB          16(AX), Y2, Y5
+	VPERMB          48(AX), Y2, Y9
+	VPANDD          Y3, Y9, Y8
+	VPTESTMB        runbits<>+0(SB), Y5, K1
+	VPADDB          Y4, Y8, K1, Y8
+	VPSHUFB         scidx32<>+0(SB), Y6, Y10
+	VPERMB          4(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y10, Y11, Y8
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y9
+	VPTESTMB        runbits<>+32(SB), Y5, K1
+	VPADDB          Y4, Y9, K1, Y9
+	VPSHUFB         scidx32<>+32(SB), Y6, Y10
+	VPERMB          36(CX), Y2, Y11
+	VPMADDUBSW      Y11, Y9, Y11
+	VPMADDWD        Y10, Y11, Y9
+	VPERMB          80(AX), Y2, Y11
+	VPANDD          Y3, Y11, Y10
+	VPTESTMB        runbits<>+64(SB), Y5, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+64(SB), Y6, Y12
+	VPERMB          68(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y10, Y13
+	VPDPWSSD        Y12, Y13, Y8
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
+	VPTESTMB        runbits<>+96(SB), Y5, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+96(SB), Y6, Y11
+	VPERMB          100(CX), Y2, Y12
+	VPMADDUBSW      Y12, Y10, Y12
+	VPDPWSSD        Y11, Y12, Y9
+	VPERMB          112(AX), Y2, Y11
+	VPANDD          Y3, Y11, Y10
+	VPTESTMB        runbits<>+128(SB), Y5, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+128(SB), Y6, Y12
+	VPERMB          132(CX), Y2, Y13
+	VPMADDUBSW      Y13, Y10, Y13
+	VPDPWSSD        Y12, Y13, Y8
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
+	VPTESTMB        runbits<>+160(SB), Y5, K1
+	VPADDB          Y4, Y10, K1, Y10
+	VPSHUFB         scidx32<>+160(SB), Y6, Y11
+	VPERMB          164(CX), Y2, Y12
+	VPMADDUBSW      Y12, Y10, Y12
+	VPDPWSSD        Y11, Y12, Y9
+	VPERMB          144(AX), Y2, Y10
+	VPANDD          Y3, Y10, Y3
+	VPTESTMB        runbits<>+192(SB), Y5, K1
+	VPADDB          Y4, Y3, K1, Y3
+	VPSHUFB         scidx32<>+192(SB), Y6, Y11
+	VPERMB          196(CX), Y2, Y12
+	VPMADDUBSW      Y12, Y3, Y12
+	VPDPWSSD        Y11, Y12, Y8
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y10, Y3
+	VPTESTMB        runbits<>+224(SB), Y5, K1
+	VPADDB          Y4, Y3, K1, Y3
+	VPSHUFB         scidx32<>+224(SB), Y6, Y4
+	VPERMB          228(CX), Y2, Y2
+	VPMADDUBSW      Y2, Y3, Y2
+	VPDPWSSD        Y4, Y2, Y9
+	VPADDD          Y9, Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VBROADCASTSS    X7, Y2
+	VMULPS          Y2, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X7, X7, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ5KVNNI256:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -7168,7 +8057,7 @@ donedotQ5KVNNI256:
 	RET
 
 // func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI
 TEXT ·dotQ5Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -7195,34 +8084,8 @@ loopdotQ5Kx4VNNI256:
 	VPSRLD          $0x02, Y8, Y8
 	VPANDD          k4hm_y<>+0(SB), Y8, Y8
 	VPORD           Y8, Y9, Y9
-	VPSHUFB         k4mdup<>+0(SB), Y9, Y8
-	VPMADDWD        260(CX), Y8, Y10
-	VPMADDWD        260(CX)(BX*1), Y8, Y11
-	VPMADDWD        260(CX)(BX*2), Y8, Y12
-	VPMADDWD        260(CX)(SI*1), Y8, Y8
-	VPUNPCKLDQ      Y11, Y10, Y13
-	VPUNPCKHDQ      Y11, Y10, Y10
-	VPADDD          Y10, Y13, Y13
-	VPUNPCKLDQ      Y8, Y12, Y10
-	VPUNPCKHDQ      Y8, Y12, Y8
-	VPADDD          Y8, Y10, Y10
-	VPUNPCKLQDQ     Y10, Y13, Y8
-	VPUNPCKHQDQ     Y10, Y13, Y10
-	VPADDD          Y10, Y8, Y8
-	VEXTRACTI32X4   $0x01, Y8, X10
-	VPADDD          X8, X10, X10
-	VCVTDQ2PS       X10, X10
 	VMOVD           (AX), X8
 	VCVTPH2PS       X8, X8
-	VMOVSS          (CX), X11
-	VINSERTPS       $0x10, (CX)(BX*1), X11, X11
-	VINSERTPS       $0x20, (CX)(BX*2), X11, X11
-	VINSERTPS       $0x30, (CX)(SI*1), X11, X11
-	VMOVSHDUP       X8, X12
-	VBROADCASTSS    X12, X12
-	VMULPS          X11, X12, X12
-	VMULPS          X10, X12, X12
-	VSUBPS          X12, X4, X4
 	VPERMB          16(AX), Y5, Y10
 	VPERMB          48(AX), Y5, Y12
 	VPANDD          Y6, Y12, Y11
@@ -7241,8 +8104,7 @@ loopdotQ5Kx4VNNI256:
 	VPERMB          4(CX)(SI*1), Y5, Y17
 	VPMADDUBSW      Y17, Y11, Y17
 	VPMADDWD        Y13, Y17, Y11
-	VPSRLW          $0x04, Y12, Y12
-	VPANDD          Y6, Y12, Y12
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y12, Y12
 	VPTESTMB        runbits<>+32(SB), Y10, K1
 	VPADDB          Y7, Y12, K1, Y12
 	VPSHUFB         scidx32<>+32(SB), Y9, Y13
@@ -7275,8 +8137,7 @@ loopdotQ5Kx4VNNI256:
 	VPERMB          68(CX)(SI*1), Y5, Y18
 	VPMADDUBSW      Y18, Y12, Y18
 	VPDPWSSD        Y17, Y18, Y11
-	VPSRLW          $0x04, Y13, Y12
-	VPANDD          Y6, Y12, Y12
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
 	VPTESTMB        runbits<>+96(SB), Y10, K1
 	VPADDB          Y7, Y12, K1, Y12
 	VPSHUFB         scidx32<>+96(SB), Y9, Y13
@@ -7309,8 +8170,7 @@ loopdotQ5Kx4VNNI256:
 	VPERMB          132(CX)(SI*1), Y5, Y18
 	VPMADDUBSW      Y18, Y12, Y18
 	VPDPWSSD        Y17, Y18, Y11
-	VPSRLW          $0x04, Y13, Y12
-	VPANDD          Y6, Y12, Y12
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
 	VPTESTMB        runbits<>+160(SB), Y10, K1
 	VPADDB          Y7, Y12, K1, Y12
 	VPSHUFB         scidx32<>+160(SB), Y9, Y13
@@ -7343,47 +8203,69 @@ loopdotQ5Kx4VNNI256:
 	VPERMB          196(CX)(SI*1), Y5, Y18
 	VPMADDUBSW      Y18, Y12, Y18
 	VPDPWSSD        Y17, Y18, Y11
-	VPSRLW          $0x04, Y13, Y12
-	VPANDD          Y6, Y12, Y12
+	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
 	VPTESTMB        runbits<>+224(SB), Y10, K1
 	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+224(SB), Y9, Y9
-	VPERMB          228(CX), Y5, Y10
-	VPMADDUBSW      Y10, Y12, Y10
-	VPDPWSSD        Y9, Y10, Y14
-	VPERMB          228(CX)(BX*1), Y5, Y10
-	VPMADDUBSW      Y10, Y12, Y10
-	VPDPWSSD        Y9, Y10, Y15
-	VPERMB          228(CX)(BX*2), Y5, Y10
-	VPMADDUBSW      Y10, Y12, Y10
-	VPDPWSSD        Y9, Y10, Y16
-	VPERMB          228(CX)(SI*1), Y5, Y10
-	VPMADDUBSW      Y10, Y12, Y10
-	VPDPWSSD        Y9, Y10, Y11
+	VPSHUFB         scidx32<>+224(SB), Y9, Y10
+	VPERMB          228(CX), Y5, Y13
+	VPMADDUBSW      Y13, Y12, Y13
+	VPDPWSSD        Y10, Y13, Y14
+	VPERMB          228(CX)(BX*1), Y5, Y13
+	VPMADDUBSW      Y13, Y12, Y13
+	VPDPWSSD        Y10, Y13, Y15
+	VPERMB          228(CX)(BX*2), Y5, Y13
+	VPMADDUBSW      Y13, Y12, Y13
+	VPDPWSSD        Y10, Y13, Y16
+	VPERMB          228(CX)(SI*1), Y5, Y13
+	VPMADDUBSW      Y13, Y12, Y13
+	VPDPWSSD        Y10, Y13, Y11
 	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    X8, Y9
+	VBROADCASTSS    X8, Y12
 	VBROADCASTSS    (CX), Y10
-	VMULPS          Y10, Y9, Y9
-	VMULPS          Y9, Y14, Y14
+	VMULPS          Y12, Y10, Y10
+	VMULPS          Y10, Y14, Y14
 	VADDPS          Y14, Y0, Y0
 	VCVTDQ2PS       Y15, Y15
-	VBROADCASTSS    X8, Y9
 	VBROADCASTSS    (CX)(BX*1), Y10
-	VMULPS          Y10, Y9, Y9
-	VMULPS          Y9, Y15, Y15
+	VMULPS          Y12, Y10, Y10
+	VMULPS          Y10, Y15, Y15
 	VADDPS          Y15, Y1, Y1
 	VCVTDQ2PS       Y16, Y16
-	VBROADCASTSS    X8, Y9
 	VBROADCASTSS    (CX)(BX*2), Y10
-	VMULPS          Y10, Y9, Y9
-	VMULPS          Y9, Y16, Y16
+	VMULPS          Y12, Y10, Y10
+	VMULPS          Y10, Y16, Y16
 	VADDPS          Y16, Y2, Y2
 	VCVTDQ2PS       Y11, Y11
-	VBROADCASTSS    X8, Y8
-	VBROADCASTSS    (CX)(SI*1), Y9
-	VMULPS          Y9, Y8, Y8
-	VMULPS          Y8, Y11, Y11
+	VBROADCASTSS    (CX)(SI*1), Y10
+	VMULPS          Y12, Y10, Y10
+	VMULPS          Y10, Y11, Y11
 	VADDPS          Y11, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y9
+	VPMADDWD        260(CX), Y9, Y10
+	VPMADDWD        260(CX)(BX*1), Y9, Y11
+	VPMADDWD        260(CX)(BX*2), Y9, Y12
+	VPMADDWD        260(CX)(SI*1), Y9, Y9
+	VPUNPCKLDQ      Y11, Y10, Y13
+	VPUNPCKHDQ      Y11, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VPUNPCKLDQ      Y9, Y12, Y10
+	VPUNPCKHDQ      Y9, Y12, Y9
+	VPADDD          Y9, Y10, Y10
+	VPUNPCKLQDQ     Y10, Y13, Y9
+	VPUNPCKHQDQ     Y10, Y13, Y10
+	VPADDD          Y10, Y9, Y9
+	VEXTRACTI32X4   $0x01, Y9, X10
+	VPADDD          X9, X10, X10
+	VCVTDQ2PS       X10, X10
+	VMOVSS          (CX), X9
+	VINSERTPS       $0x10, (CX)(BX*1), X9, X9
+	VINSERTPS       $0x20, (CX)(BX*2), X9, X9
+	VINSERTPS       $0x30, (CX)(SI*1), X9, X9
+	VMOVSHDUP       X8, X8
+	VBROADCASTSS    X8, X8
+	VMULPS          X9, X8, X8
+	VMULPS          X10, X8, X8
+	VSUBPS          X8, X4, X4
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
