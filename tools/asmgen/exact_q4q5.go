@@ -42,7 +42,7 @@ import (
 // xk is the state of one exact Q4_K/Q5_K kernel being emitted.
 type xk struct {
 	t    *target
-	vbmi bool
+	vbmi bool // VPERMB and GFNI: the VNNI targets
 	wp   Register
 	acts []Mem
 	sums []VecVirtual // per row: the reference's sums[0..7], a ymm
