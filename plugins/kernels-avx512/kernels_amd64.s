@@ -1674,6 +1674,24 @@ DATA k4hm_z<>+56(SB)/4, $0x00000000
 DATA k4hm_z<>+60(SB)/4, $0x30303030
 GLOBL k4hm_z<>(SB), RODATA|NOPTR, $64
 
+DATA shift_0_4<>+0(SB)/4, $0x00000000
+DATA shift_0_4<>+4(SB)/4, $0x00000000
+DATA shift_0_4<>+8(SB)/4, $0x00000000
+DATA shift_0_4<>+12(SB)/4, $0x00000000
+DATA shift_0_4<>+16(SB)/4, $0x00000000
+DATA shift_0_4<>+20(SB)/4, $0x00000000
+DATA shift_0_4<>+24(SB)/4, $0x00000000
+DATA shift_0_4<>+28(SB)/4, $0x00000000
+DATA shift_0_4<>+32(SB)/4, $0x00040004
+DATA shift_0_4<>+36(SB)/4, $0x00040004
+DATA shift_0_4<>+40(SB)/4, $0x00040004
+DATA shift_0_4<>+44(SB)/4, $0x00040004
+DATA shift_0_4<>+48(SB)/4, $0x00040004
+DATA shift_0_4<>+52(SB)/4, $0x00040004
+DATA shift_0_4<>+56(SB)/4, $0x00040004
+DATA shift_0_4<>+60(SB)/4, $0x00040004
+GLOBL shift_0_4<>(SB), RODATA|NOPTR, $64
+
 DATA scidx32<>+0(SB)/4, $0x80008000
 DATA scidx32<>+4(SB)/4, $0x80008000
 DATA scidx32<>+8(SB)/4, $0x80008000
@@ -1739,24 +1757,6 @@ DATA scidx32<>+244(SB)/4, $0x80078007
 DATA scidx32<>+248(SB)/4, $0x80078007
 DATA scidx32<>+252(SB)/4, $0x80078007
 GLOBL scidx32<>(SB), RODATA|NOPTR, $256
-
-DATA shift_0_4<>+0(SB)/4, $0x00000000
-DATA shift_0_4<>+4(SB)/4, $0x00000000
-DATA shift_0_4<>+8(SB)/4, $0x00000000
-DATA shift_0_4<>+12(SB)/4, $0x00000000
-DATA shift_0_4<>+16(SB)/4, $0x00000000
-DATA shift_0_4<>+20(SB)/4, $0x00000000
-DATA shift_0_4<>+24(SB)/4, $0x00000000
-DATA shift_0_4<>+28(SB)/4, $0x00000000
-DATA shift_0_4<>+32(SB)/4, $0x00040004
-DATA shift_0_4<>+36(SB)/4, $0x00040004
-DATA shift_0_4<>+40(SB)/4, $0x00040004
-DATA shift_0_4<>+44(SB)/4, $0x00040004
-DATA shift_0_4<>+48(SB)/4, $0x00040004
-DATA shift_0_4<>+52(SB)/4, $0x00040004
-DATA shift_0_4<>+56(SB)/4, $0x00040004
-DATA shift_0_4<>+60(SB)/4, $0x00040004
-GLOBL shift_0_4<>(SB), RODATA|NOPTR, $64
 
 DATA k4mdup<>+0(SB)/4, $0x80088008
 DATA k4mdup<>+4(SB)/4, $0x80098009
@@ -7177,233 +7177,294 @@ TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
 	VPXORD       Y0, Y0, Y0
 	VPXORD       X1, X1, X1
 	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
 	CMPQ         DX, $0x02
 	JB           onedotQ4KVNNI256
 
 loopdotQ4KVNNI256:
-	LEAQ            144(AX), BX
-	VBROADCASTI32X4 4(AX), Y4
-	VPSHUFD         $0x98, Y4, Y5
-	VPSRLVD         k4sh_y<>+0(SB), Y5, Y5
-	VPANDD          k4m_y<>+0(SB), Y5, Y5
-	VPSHUFD         $0x50, Y4, Y4
-	VPSRLD          $0x02, Y4, Y4
-	VPANDD          k4hm_y<>+0(SB), Y4, Y4
-	VPORD           Y4, Y5, Y5
-	VMOVD           (AX), X4
-	VCVTPH2PS       X4, X4
-	VBROADCASTSS    (CX), X6
-	VMULPS          X4, X6, X6
-	VPERMB          16(AX), Y2, Y7
-	VPANDD          Y3, Y7, Y4
-	VPSHUFB         scidx32<>+0(SB), Y5, Y8
-	VPERMB          4(CX), Y2, Y9
-	VPMADDUBSW      Y9, Y4, Y9
-	VPMADDWD        Y8, Y9, Y4
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y7, Y7
-	VPSHUFB         scidx32<>+32(SB), Y5, Y8
-	VPERMB          36(CX), Y2, Y9
-	VPMADDUBSW      Y9, Y7, Y9
-	VPMADDWD        Y8, Y9, Y7
-	VPERMB          48(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPSHUFB         scidx32<>+64(SB), Y5, Y10
-	VPERMB          68(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y4
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
-	VPSHUFB         scidx32<>+96(SB), Y5, Y9
-	VPERMB          100(CX), Y2, Y10
-	VPMADDUBSW      Y10, Y8, Y10
-	VPDPWSSD        Y9, Y10, Y7
-	VPERMB          80(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPSHUFB         scidx32<>+128(SB), Y5, Y10
-	VPERMB          132(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y4
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
-	VPSHUFB         scidx32<>+160(SB), Y5, Y9
-	VPERMB          164(CX), Y2, Y10
-	VPMADDUBSW      Y10, Y8, Y10
-	VPDPWSSD        Y9, Y10, Y7
-	VPERMB          112(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPSHUFB         scidx32<>+192(SB), Y5, Y10
-	VPERMB          196(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y4
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
-	VPSHUFB         scidx32<>+224(SB), Y5, Y9
-	VPERMB          228(CX), Y2, Y10
-	VPMADDUBSW      Y10, Y8, Y10
-	VPDPWSSD        Y9, Y10, Y7
-	VPADDD          Y7, Y4, Y4
-	VCVTDQ2PS       Y4, Y4
-	VBROADCASTSS    X6, Y7
-	VMULPS          Y7, Y4, Y4
-	VADDPS          Y4, Y0, Y0
-	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
-	VPMADDWD        260(CX), Y4, Y4
-	VBROADCASTI32X4 4(BX), Y5
-	VPSHUFD         $0x98, Y5, Y7
-	VPSRLVD         k4sh_y<>+0(SB), Y7, Y7
-	VPANDD          k4m_y<>+0(SB), Y7, Y7
-	VPSHUFD         $0x50, Y5, Y5
-	VPSRLD          $0x02, Y5, Y5
-	VPANDD          k4hm_y<>+0(SB), Y5, Y5
-	VPORD           Y5, Y7, Y7
-	VMOVD           (BX), X5
-	VCVTPH2PS       X5, X5
-	VBROADCASTSS    292(CX), X8
-	VMULPS          X5, X8, X8
-	VPERMB          16(BX), Y2, Y9
-	VPANDD          Y3, Y9, Y5
-	VPSHUFB         scidx32<>+0(SB), Y7, Y10
-	VPERMB          296(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y5, Y11
-	VPMADDWD        Y10, Y11, Y5
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y9
-	VPSHUFB         scidx32<>+32(SB), Y7, Y10
-	VPERMB          328(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y9, Y11
-	VPMADDWD        Y10, Y11, Y9
-	VPERMB          48(BX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPSHUFB         scidx32<>+64(SB), Y7, Y12
-	VPERMB          360(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y5
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPSHUFB         scidx32<>+96(SB), Y7, Y11
-	VPERMB          392(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y10, Y12
-	VPDPWSSD        Y11, Y12, Y9
-	VPERMB          80(BX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPSHUFB         scidx32<>+128(SB), Y7, Y12
-	VPERMB          424(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y5
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPSHUFB         scidx32<>+160(SB), Y7, Y11
-	VPERMB          456(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y10, Y12
-	VPDPWSSD        Y11, Y12, Y9
-	VPERMB          112(BX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPSHUFB         scidx32<>+192(SB), Y7, Y12
-	VPERMB          488(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y5
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPSHUFB         scidx32<>+224(SB), Y7, Y11
-	VPERMB          520(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y10, Y12
-	VPDPWSSD        Y11, Y12, Y9
-	VPADDD          Y9, Y5, Y5
-	VCVTDQ2PS       Y5, Y5
-	VBROADCASTSS    X8, Y9
-	VMULPS          Y9, Y5, Y5
-	VADDPS          Y5, Y0, Y0
-	VPSHUFB         k4mdup<>+0(SB), Y7, Y5
-	VPMADDWD        552(CX), Y5, Y5
-	VPUNPCKLDQ      Y5, Y4, Y7
-	VPUNPCKHDQ      Y5, Y4, Y4
-	VPADDD          Y4, Y7, Y7
-	VEXTRACTI32X4   $0x01, Y7, X4
-	VPADDD          X7, X4, X4
-	VPSHUFD         $0x4e, X4, X5
-	VPADDD          X5, X4, X4
-	VCVTDQ2PS       X4, X4
-	VUNPCKLPS       X8, X6, X5
-	VMULPS          X4, X5, X5
-	VSUBPS          X5, X1, X1
-	VMOVSHDUP       X5, X5
-	VSUBPS          X5, X1, X1
-	ADDQ            $0x00000120, AX
-	ADDQ            $0x00000248, CX
-	SUBQ            $0x02, DX
-	CMPQ            DX, $0x02
-	JAE             loopdotQ4KVNNI256
+	LEAQ           144(AX), SI
+	MOVL           4(AX), DI
+	MOVL           8(AX), R8
+	MOVL           12(AX), R9
+	MOVL           DI, R10
+	ANDL           $0x3f3f3f3f, R10
+	MOVL           R9, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R11
+	MOVL           R8, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x04, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R9
+	MOVL           R9, R8
+	SHLQ           $0x20, R8
+	ORQ            R8, DI
+	VMOVQ          DI, X4
+	VPBROADCASTQ   X4, Y4
+	VPSHUFB        k4mdupq<>+0(SB), Y4, Y4
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	MOVBQZX        R10, R9
+	SHRL           $0x08, R10
+	MOVBQZX        R11, R12
+	SHRL           $0x08, R11
+	MOVBQZX        R11, R13
+	SHRL           $0x08, R11
+	MOVBQZX        R11, R14
+	SHRL           $0x08, R11
+	VMOVD          (AX), X11
+	VCVTPH2PS      X11, X11
+	VBROADCASTSS   (CX), X12
+	VMULPS         X11, X12, X12
+	VPERMB         16(AX), Y2, Y13
+	VPANDD         Y3, Y13, Y11
+	VPXORD         Y5, Y5, Y5
+	VPERMB         4(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y11, Y14
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y5
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y13, Y11
+	VPXORD         Y6, Y6, Y6
+	VPERMB         36(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VPERMB         48(AX), Y2, Y13
+	VPANDD         Y3, Y13, Y11
+	VPERMB         68(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y11, Y14
+	VPDPWSSD.BCST  (BX)(R9*4), Y14, Y5
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y13, Y11
+	VPERMB         100(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPDPWSSD.BCST  (BX)(R10*4), Y13, Y6
+	VPERMB         80(AX), Y2, Y13
+	VPANDD         Y3, Y13, Y11
+	VPERMB         132(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y11, Y14
+	VPDPWSSD.BCST  (BX)(R12*4), Y14, Y5
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y13, Y11
+	VPERMB         164(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPDPWSSD.BCST  (BX)(R13*4), Y13, Y6
+	VPERMB         112(AX), Y2, Y13
+	VPANDD         Y3, Y13, Y11
+	VPERMB         196(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y11, Y14
+	VPDPWSSD.BCST  (BX)(R14*4), Y14, Y5
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y13, Y11
+	VPERMB         228(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y11, Y13
+	VPDPWSSD.BCST  (BX)(R11*4), Y13, Y6
+	VPADDD         Y6, Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   X12, Y11
+	VMULPS         Y11, Y5, Y5
+	VADDPS         Y5, Y0, Y0
+	VPMADDWD       260(CX), Y4, Y4
+	MOVL           4(SI), DI
+	MOVL           8(SI), R8
+	MOVL           12(SI), R9
+	MOVL           DI, R10
+	ANDL           $0x3f3f3f3f, R10
+	MOVL           R9, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R11
+	MOVL           R8, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x04, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R9
+	MOVL           R9, R8
+	SHLQ           $0x20, R8
+	ORQ            R8, DI
+	VMOVQ          DI, X11
+	VPBROADCASTQ   X11, Y11
+	VPSHUFB        k4mdupq<>+0(SB), Y11, Y11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	MOVBQZX        R10, R9
+	SHRL           $0x08, R10
+	MOVBQZX        R11, R12
+	SHRL           $0x08, R11
+	MOVBQZX        R11, R13
+	SHRL           $0x08, R11
+	MOVBQZX        R11, R14
+	SHRL           $0x08, R11
+	VMOVD          (SI), X13
+	VCVTPH2PS      X13, X13
+	VBROADCASTSS   292(CX), X14
+	VMULPS         X13, X14, X14
+	VPERMB         16(SI), Y2, Y15
+	VPANDD         Y3, Y15, Y13
+	VPXORD         Y7, Y7, Y7
+	VPERMB         296(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y13, Y16
+	VPDPWSSD.BCST  (BX)(DI*4), Y16, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y13
+	VPXORD         Y8, Y8, Y8
+	VPERMB         328(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
+	VPERMB         48(SI), Y2, Y15
+	VPANDD         Y3, Y15, Y13
+	VPERMB         360(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y13, Y16
+	VPDPWSSD.BCST  (BX)(R9*4), Y16, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y13
+	VPERMB         392(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R10*4), Y15, Y8
+	VPERMB         80(SI), Y2, Y15
+	VPANDD         Y3, Y15, Y13
+	VPERMB         424(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y13, Y16
+	VPDPWSSD.BCST  (BX)(R12*4), Y16, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y13
+	VPERMB         456(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R13*4), Y15, Y8
+	VPERMB         112(SI), Y2, Y15
+	VPANDD         Y3, Y15, Y13
+	VPERMB         488(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y13, Y16
+	VPDPWSSD.BCST  (BX)(R14*4), Y16, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y13
+	VPERMB         520(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R11*4), Y15, Y8
+	VPADDD         Y8, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   X14, Y13
+	VMULPS         Y13, Y7, Y7
+	VADDPS         Y7, Y0, Y0
+	VPMADDWD       552(CX), Y11, Y11
+	VPUNPCKLDQ     Y11, Y4, Y13
+	VPUNPCKHDQ     Y11, Y4, Y4
+	VPADDD         Y4, Y13, Y13
+	VEXTRACTI32X4  $0x01, Y13, X4
+	VPADDD         X13, X4, X4
+	VPSHUFD        $0x4e, X4, X11
+	VPADDD         X11, X4, X4
+	VCVTDQ2PS      X4, X4
+	VUNPCKLPS      X14, X12, X11
+	VMULPS         X4, X11, X11
+	VSUBPS         X11, X1, X1
+	VMOVSHDUP      X11, X11
+	VSUBPS         X11, X1, X1
+	ADDQ           $0x00000120, AX
+	ADDQ           $0x00000248, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopdotQ4KVNNI256
 
 onedotQ4KVNNI256:
-	TESTQ           DX, DX
-	JZ              donedotQ4KVNNI256
-	VBROADCASTI32X4 4(AX), Y4
-	VPSHUFD         $0x98, Y4, Y5
-	VPSRLVD         k4sh_y<>+0(SB), Y5, Y5
-	VPANDD          k4m_y<>+0(SB), Y5, Y5
-	VPSHUFD         $0x50, Y4, Y4
-	VPSRLD          $0x02, Y4, Y4
-	VPANDD          k4hm_y<>+0(SB), Y4, Y4
-	VPORD           Y4, Y5, Y5
-	VMOVD           (AX), X4
-	VCVTPH2PS       X4, X4
-	VBROADCASTSS    (CX), X6
-	VMULPS          X4, X6, X6
-	VPERMB          16(AX), Y2, Y7
-	VPANDD          Y3, Y7, Y4
-	VPSHUFB         scidx32<>+0(SB), Y5, Y8
-	VPERMB          4(CX), Y2, Y9
-	VPMADDUBSW      Y9, Y4, Y9
-	VPMADDWD        Y8, Y9, Y4
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y7, Y7
-	VPSHUFB         scidx32<>+32(SB), Y5, Y8
-	VPERMB          36(CX), Y2, Y9
-	VPMADDUBSW      Y9, Y7, Y9
-	VPMADDWD        Y8, Y9, Y7
-	VPERMB          48(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPSHUFB         scidx32<>+64(SB), Y5, Y10
-	VPERMB          68(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y4
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
-	VPSHUFB         scidx32<>+96(SB), Y5, Y9
-	VPERMB          100(CX), Y2, Y10
-	VPMADDUBSW      Y10, Y8, Y10
-	VPDPWSSD        Y9, Y10, Y7
-	VPERMB          80(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPSHUFB         scidx32<>+128(SB), Y5, Y10
-	VPERMB          132(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y4
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y8
-	VPSHUFB         scidx32<>+160(SB), Y5, Y9
-	VPERMB          164(CX), Y2, Y10
-	VPMADDUBSW      Y10, Y8, Y10
-	VPDPWSSD        Y9, Y10, Y7
-	VPERMB          112(AX), Y2, Y8
-	VPANDD          Y3, Y8, Y3
-	VPSHUFB         scidx32<>+192(SB), Y5, Y9
-	VPERMB          196(CX), Y2, Y10
-	VPMADDUBSW      Y10, Y3, Y10
-	VPDPWSSD        Y9, Y10, Y4
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y8, Y3
-	VPSHUFB         scidx32<>+224(SB), Y5, Y8
-	VPERMB          228(CX), Y2, Y2
-	VPMADDUBSW      Y2, Y3, Y2
-	VPDPWSSD        Y8, Y2, Y7
-	VPADDD          Y7, Y4, Y4
-	VCVTDQ2PS       Y4, Y4
-	VBROADCASTSS    X6, Y2
-	VMULPS          Y2, Y4, Y4
-	VADDPS          Y4, Y0, Y0
-	VPSHUFB         k4mdup<>+0(SB), Y5, Y2
-	VPMADDWD        260(CX), Y2, Y2
-	VEXTRACTI32X4   $0x01, Y2, X3
-	VPADDD          X2, X3, X3
-	VPSHUFD         $0x4e, X3, X2
-	VPADDD          X2, X3, X3
-	VPSHUFD         $0xb1, X3, X2
-	VPADDD          X2, X3, X3
-	VCVTDQ2PS       X3, X3
-	VUNPCKLPS       X6, X6, X2
-	VMULPS          X3, X2, X2
-	VSUBPS          X2, X1, X1
+	TESTQ          DX, DX
+	JZ             donedotQ4KVNNI256
+	MOVL           4(AX), DX
+	MOVL           8(AX), SI
+	MOVL           12(AX), DI
+	MOVL           DX, R8
+	ANDL           $0x3f3f3f3f, R8
+	MOVL           DI, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, DX
+	ANDL           $0x30303030, DX
+	ORL            DX, R9
+	MOVL           SI, DX
+	ANDL           $0x3f3f3f3f, DX
+	SHRL           $0x04, DI
+	ANDL           $0x0f0f0f0f, DI
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, DI
+	MOVL           DI, SI
+	SHLQ           $0x20, SI
+	ORQ            SI, DX
+	VMOVQ          DX, X4
+	VPBROADCASTQ   X4, Y4
+	VPSHUFB        k4mdupq<>+0(SB), Y4, Y4
+	MOVBQZX        R8, DX
+	SHRL           $0x08, R8
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	MOVBQZX        R8, DI
+	SHRL           $0x08, R8
+	MOVBQZX        R9, R10
+	SHRL           $0x08, R9
+	MOVBQZX        R9, R11
+	SHRL           $0x08, R9
+	MOVBQZX        R9, R12
+	SHRL           $0x08, R9
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y7
+	VPANDD         Y3, Y7, Y5
+	VPXORD         Y9, Y9, Y9
+	VPERMB         4(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y5, Y8
+	VPDPWSSD.BCST  (BX)(DX*4), Y8, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y7, Y5
+	VPXORD         Y10, Y10, Y10
+	VPERMB         36(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPDPWSSD.BCST  (BX)(SI*4), Y7, Y10
+	VPERMB         48(AX), Y2, Y7
+	VPANDD         Y3, Y7, Y5
+	VPERMB         68(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y5, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y8, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y7, Y5
+	VPERMB         100(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPDPWSSD.BCST  (BX)(R8*4), Y7, Y10
+	VPERMB         80(AX), Y2, Y7
+	VPANDD         Y3, Y7, Y5
+	VPERMB         132(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y5, Y8
+	VPDPWSSD.BCST  (BX)(R10*4), Y8, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y7, Y5
+	VPERMB         164(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y5, Y7
+	VPDPWSSD.BCST  (BX)(R11*4), Y7, Y10
+	VPERMB         112(AX), Y2, Y5
+	VPANDD         Y3, Y5, Y3
+	VPERMB         196(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y3, Y7
+	VPDPWSSD.BCST  (BX)(R12*4), Y7, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y5, Y3
+	VPERMB         228(CX), Y2, Y2
+	VPMADDUBSW     Y2, Y3, Y2
+	VPDPWSSD.BCST  (BX)(R9*4), Y2, Y10
+	VPADDD         Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   X6, Y2
+	VMULPS         Y2, Y9, Y9
+	VADDPS         Y9, Y0, Y0
+	VPMADDWD       260(CX), Y4, Y2
+	VEXTRACTI32X4  $0x01, Y2, X3
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0x4e, X3, X2
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0xb1, X3, X2
+	VPADDD         X2, X3, X3
+	VCVTDQ2PS      X3, X3
+	VUNPCKLPS      X6, X6, X2
+	VMULPS         X3, X2, X2
+	VSUBPS         X2, X1, X1
 
 donedotQ4KVNNI256:
 	VSHUFPS       $0xaa, X1, X1, X1
@@ -7436,35 +7497,81 @@ DATA xpermb32<>+24(SB)/4, $0x1e160e06
 DATA xpermb32<>+28(SB)/4, $0x1f170f07
 GLOBL xpermb32<>(SB), RODATA|NOPTR, $32
 
-DATA k4sh_y<>+0(SB)/4, $0x00000000
-DATA k4sh_y<>+4(SB)/4, $0x00000000
-DATA k4sh_y<>+8(SB)/4, $0x00000000
-DATA k4sh_y<>+12(SB)/4, $0x00000004
-DATA k4sh_y<>+16(SB)/4, $0x00000000
-DATA k4sh_y<>+20(SB)/4, $0x00000000
-DATA k4sh_y<>+24(SB)/4, $0x00000000
-DATA k4sh_y<>+28(SB)/4, $0x00000004
-GLOBL k4sh_y<>(SB), RODATA|NOPTR, $32
+DATA k4scalewords<>+0(SB)/4, $0x00000000
+DATA k4scalewords<>+4(SB)/4, $0x00010001
+DATA k4scalewords<>+8(SB)/4, $0x00020002
+DATA k4scalewords<>+12(SB)/4, $0x00030003
+DATA k4scalewords<>+16(SB)/4, $0x00040004
+DATA k4scalewords<>+20(SB)/4, $0x00050005
+DATA k4scalewords<>+24(SB)/4, $0x00060006
+DATA k4scalewords<>+28(SB)/4, $0x00070007
+DATA k4scalewords<>+32(SB)/4, $0x00080008
+DATA k4scalewords<>+36(SB)/4, $0x00090009
+DATA k4scalewords<>+40(SB)/4, $0x000a000a
+DATA k4scalewords<>+44(SB)/4, $0x000b000b
+DATA k4scalewords<>+48(SB)/4, $0x000c000c
+DATA k4scalewords<>+52(SB)/4, $0x000d000d
+DATA k4scalewords<>+56(SB)/4, $0x000e000e
+DATA k4scalewords<>+60(SB)/4, $0x000f000f
+DATA k4scalewords<>+64(SB)/4, $0x00100010
+DATA k4scalewords<>+68(SB)/4, $0x00110011
+DATA k4scalewords<>+72(SB)/4, $0x00120012
+DATA k4scalewords<>+76(SB)/4, $0x00130013
+DATA k4scalewords<>+80(SB)/4, $0x00140014
+DATA k4scalewords<>+84(SB)/4, $0x00150015
+DATA k4scalewords<>+88(SB)/4, $0x00160016
+DATA k4scalewords<>+92(SB)/4, $0x00170017
+DATA k4scalewords<>+96(SB)/4, $0x00180018
+DATA k4scalewords<>+100(SB)/4, $0x00190019
+DATA k4scalewords<>+104(SB)/4, $0x001a001a
+DATA k4scalewords<>+108(SB)/4, $0x001b001b
+DATA k4scalewords<>+112(SB)/4, $0x001c001c
+DATA k4scalewords<>+116(SB)/4, $0x001d001d
+DATA k4scalewords<>+120(SB)/4, $0x001e001e
+DATA k4scalewords<>+124(SB)/4, $0x001f001f
+DATA k4scalewords<>+128(SB)/4, $0x00200020
+DATA k4scalewords<>+132(SB)/4, $0x00210021
+DATA k4scalewords<>+136(SB)/4, $0x00220022
+DATA k4scalewords<>+140(SB)/4, $0x00230023
+DATA k4scalewords<>+144(SB)/4, $0x00240024
+DATA k4scalewords<>+148(SB)/4, $0x00250025
+DATA k4scalewords<>+152(SB)/4, $0x00260026
+DATA k4scalewords<>+156(SB)/4, $0x00270027
+DATA k4scalewords<>+160(SB)/4, $0x00280028
+DATA k4scalewords<>+164(SB)/4, $0x00290029
+DATA k4scalewords<>+168(SB)/4, $0x002a002a
+DATA k4scalewords<>+172(SB)/4, $0x002b002b
+DATA k4scalewords<>+176(SB)/4, $0x002c002c
+DATA k4scalewords<>+180(SB)/4, $0x002d002d
+DATA k4scalewords<>+184(SB)/4, $0x002e002e
+DATA k4scalewords<>+188(SB)/4, $0x002f002f
+DATA k4scalewords<>+192(SB)/4, $0x00300030
+DATA k4scalewords<>+196(SB)/4, $0x00310031
+DATA k4scalewords<>+200(SB)/4, $0x00320032
+DATA k4scalewords<>+204(SB)/4, $0x00330033
+DATA k4scalewords<>+208(SB)/4, $0x00340034
+DATA k4scalewords<>+212(SB)/4, $0x00350035
+DATA k4scalewords<>+216(SB)/4, $0x00360036
+DATA k4scalewords<>+220(SB)/4, $0x00370037
+DATA k4scalewords<>+224(SB)/4, $0x00380038
+DATA k4scalewords<>+228(SB)/4, $0x00390039
+DATA k4scalewords<>+232(SB)/4, $0x003a003a
+DATA k4scalewords<>+236(SB)/4, $0x003b003b
+DATA k4scalewords<>+240(SB)/4, $0x003c003c
+DATA k4scalewords<>+244(SB)/4, $0x003d003d
+DATA k4scalewords<>+248(SB)/4, $0x003e003e
+DATA k4scalewords<>+252(SB)/4, $0x003f003f
+GLOBL k4scalewords<>(SB), RODATA|NOPTR, $256
 
-DATA k4m_y<>+0(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+4(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+8(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+12(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+16(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+20(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+24(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+28(SB)/4, $0x0f0f0f0f
-GLOBL k4m_y<>(SB), RODATA|NOPTR, $32
-
-DATA k4hm_y<>+0(SB)/4, $0x00000000
-DATA k4hm_y<>+4(SB)/4, $0x30303030
-DATA k4hm_y<>+8(SB)/4, $0x00000000
-DATA k4hm_y<>+12(SB)/4, $0x30303030
-DATA k4hm_y<>+16(SB)/4, $0x00000000
-DATA k4hm_y<>+20(SB)/4, $0x30303030
-DATA k4hm_y<>+24(SB)/4, $0x00000000
-DATA k4hm_y<>+28(SB)/4, $0x30303030
-GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
+DATA k4mdupq<>+0(SB)/4, $0x80008000
+DATA k4mdupq<>+4(SB)/4, $0x80018001
+DATA k4mdupq<>+8(SB)/4, $0x80028002
+DATA k4mdupq<>+12(SB)/4, $0x80038003
+DATA k4mdupq<>+16(SB)/4, $0x80048004
+DATA k4mdupq<>+20(SB)/4, $0x80058005
+DATA k4mdupq<>+24(SB)/4, $0x80068006
+DATA k4mdupq<>+28(SB)/4, $0x80078007
+GLOBL k4mdupq<>(SB), RODATA|NOPTR, $32
 
 DATA gfhinib<>+0(SB)/4, $0x00000000
 DATA gfhinib<>+4(SB)/4, $0x10204080
@@ -7746,6 +7853,36 @@ donedotQ4Kx4VNNI256:
 	VZEROUPPER
 	RET
 
+DATA k4sh_y<>+0(SB)/4, $0x00000000
+DATA k4sh_y<>+4(SB)/4, $0x00000000
+DATA k4sh_y<>+8(SB)/4, $0x00000000
+DATA k4sh_y<>+12(SB)/4, $0x00000004
+DATA k4sh_y<>+16(SB)/4, $0x00000000
+DATA k4sh_y<>+20(SB)/4, $0x00000000
+DATA k4sh_y<>+24(SB)/4, $0x00000000
+DATA k4sh_y<>+28(SB)/4, $0x00000004
+GLOBL k4sh_y<>(SB), RODATA|NOPTR, $32
+
+DATA k4m_y<>+0(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+4(SB)/4, $0x0f0f0f0f
+DATA k4m_y<>+8(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+12(SB)/4, $0x0f0f0f0f
+DATA k4m_y<>+16(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+20(SB)/4, $0x0f0f0f0f
+DATA k4m_y<>+24(SB)/4, $0x3f3f3f3f
+DATA k4m_y<>+28(SB)/4, $0x0f0f0f0f
+GLOBL k4m_y<>(SB), RODATA|NOPTR, $32
+
+DATA k4hm_y<>+0(SB)/4, $0x00000000
+DATA k4hm_y<>+4(SB)/4, $0x30303030
+DATA k4hm_y<>+8(SB)/4, $0x00000000
+DATA k4hm_y<>+12(SB)/4, $0x30303030
+DATA k4hm_y<>+16(SB)/4, $0x00000000
+DATA k4hm_y<>+20(SB)/4, $0x30303030
+DATA k4hm_y<>+24(SB)/4, $0x00000000
+DATA k4hm_y<>+28(SB)/4, $0x30303030
+GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
+
 // func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
@@ -7755,285 +7892,346 @@ TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
 	VPXORD       Y0, Y0, Y0
 	VPXORD       X1, X1, X1
 	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
 	VPBROADCASTD c32_10101010<>+0(SB), Y4
 	CMPQ         DX, $0x02
 	JB           onedotQ5KVNNI256
 
 loopdotQ5KVNNI256:
-	LEAQ            176(AX), BX
-	VBROADCASTI32X4 4(AX), Y5
-	VPSHUFD         $0x98, Y5, Y6
-	VPSRLVD         k4sh_y<>+0(SB), Y6, Y6
-	VPANDD          k4m_y<>+0(SB), Y6, Y6
-	VPSHUFD         $0x50, Y5, Y5
-	VPSRLD          $0x02, Y5, Y5
-	VPANDD          k4hm_y<>+0(SB), Y5, Y5
-	VPORD           Y5, Y6, Y6
-	VMOVD           (AX), X5
-	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X7
-	VMULPS          X5, X7, X7
-	VPERMB          16(AX), Y2, Y5
-	VPERMB          48(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPTESTMB        runbits<>+0(SB), Y5, K1
-	VPADDB          Y4, Y8, K1, Y8
-	VPSHUFB         scidx32<>+0(SB), Y6, Y10
-	VPERMB          4(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPMADDWD        Y10, Y11, Y8
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y9
-	VPTESTMB        runbits<>+32(SB), Y5, K1
-	VPADDB          Y4, Y9, K1, Y9
-	VPSHUFB         scidx32<>+32(SB), Y6, Y10
-	VPERMB          36(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y9, Y11
-	VPMADDWD        Y10, Y11, Y9
-	VPERMB          80(AX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+64(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+64(SB), Y6, Y12
-	VPERMB          68(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y8
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPTESTMB        runbits<>+96(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+96(SB), Y6, Y11
-	VPERMB          100(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y10, Y12
-	VPDPWSSD        Y11, Y12, Y9
-	VPERMB          112(AX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+128(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+128(SB), Y6, Y12
-	VPERMB          132(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y8
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPTESTMB        runbits<>+160(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+160(SB), Y6, Y11
-	VPERMB          164(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y10, Y12
-	VPDPWSSD        Y11, Y12, Y9
-	VPERMB          144(AX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+192(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+192(SB), Y6, Y12
-	VPERMB          196(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y8
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPTESTMB        runbits<>+224(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+224(SB), Y6, Y5
-	VPERMB          228(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y10, Y11
-	VPDPWSSD        Y5, Y11, Y9
-	VPADDD          Y9, Y8, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y5
-	VMULPS          Y5, Y8, Y8
-	VADDPS          Y8, Y0, Y0
-	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD        260(CX), Y5, Y5
-	VBROADCASTI32X4 4(BX), Y6
-	VPSHUFD         $0x98, Y6, Y8
-	VPSRLVD         k4sh_y<>+0(SB), Y8, Y8
-	VPANDD          k4m_y<>+0(SB), Y8, Y8
-	VPSHUFD         $0x50, Y6, Y6
-	VPSRLD          $0x02, Y6, Y6
-	VPANDD          k4hm_y<>+0(SB), Y6, Y6
-	VPORD           Y6, Y8, Y8
-	VMOVD           (BX), X6
-	VCVTPH2PS       X6, X6
-	VBROADCASTSS    292(CX), X9
-	VMULPS          X6, X9, X9
-	VPERMB          16(BX), Y2, Y6
-	VPERMB          48(BX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+0(SB), Y6, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+0(SB), Y8, Y12
-	VPERMB          296(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPMADDWD        Y12, Y13, Y10
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y11
-	VPTESTMB        runbits<>+32(SB), Y6, K1
-	VPADDB          Y4, Y11, K1, Y11
-	VPSHUFB         scidx32<>+32(SB), Y8, Y12
-	VPERMB          328(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y11, Y13
-	VPMADDWD        Y12, Y13, Y11
-	VPERMB          80(BX), Y2, Y13
-	VPANDD          Y3, Y13, Y12
-	VPTESTMB        runbits<>+64(SB), Y6, K1
-	VPADDB          Y4, Y12, K1, Y12
-	VPSHUFB         scidx32<>+64(SB), Y8, Y14
-	VPERMB          360(CX), Y2, Y15
-	VPMADDUBSW      Y15, Y12, Y15
-	VPDPWSSD        Y14, Y15, Y10
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
-	VPTESTMB        runbits<>+96(SB), Y6, K1
-	VPADDB          Y4, Y12, K1, Y12
-	VPSHUFB         scidx32<>+96(SB), Y8, Y13
-	VPERMB          392(CX), Y2, Y14
-	VPMADDUBSW      Y14, Y12, Y14
-	VPDPWSSD        Y13, Y14, Y11
-	VPERMB          112(BX), Y2, Y13
-	VPANDD          Y3, Y13, Y12
-	VPTESTMB        runbits<>+128(SB), Y6, K1
-	VPADDB          Y4, Y12, K1, Y12
-	VPSHUFB         scidx32<>+128(SB), Y8, Y14
-	VPERMB          424(CX), Y2, Y15
-	VPMADDUBSW      Y15, Y12, Y15
-	VPDPWSSD        Y14, Y15, Y10
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
-	VPTESTMB        runbits<>+160(SB), Y6, K1
-	VPADDB          Y4, Y12, K1, Y12
-	VPSHUFB         scidx32<>+160(SB), Y8, Y13
-	VPERMB          456(CX), Y2, Y14
-	VPMADDUBSW      Y14, Y12, Y14
-	VPDPWSSD        Y13, Y14, Y11
-	VPERMB          144(BX), Y2, Y13
-	VPANDD          Y3, Y13, Y12
-	VPTESTMB        runbits<>+192(SB), Y6, K1
-	VPADDB          Y4, Y12, K1, Y12
-	VPSHUFB         scidx32<>+192(SB), Y8, Y14
-	VPERMB          488(CX), Y2, Y15
-	VPMADDUBSW      Y15, Y12, Y15
-	VPDPWSSD        Y14, Y15, Y10
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
-	VPTESTMB        runbits<>+224(SB), Y6, K1
-	VPADDB          Y4, Y12, K1, Y12
-	VPSHUFB         scidx32<>+224(SB), Y8, Y6
-	VPERMB          520(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y12, Y13
-	VPDPWSSD        Y6, Y13, Y11
-	VPADDD          Y11, Y10, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    X9, Y6
-	VMULPS          Y6, Y10, Y10
-	VADDPS          Y10, Y0, Y0
-	VPSHUFB         k4mdup<>+0(SB), Y8, Y6
-	VPMADDWD        552(CX), Y6, Y6
-	VPUNPCKLDQ      Y6, Y5, Y8
-	VPUNPCKHDQ      Y6, Y5, Y5
-	VPADDD          Y5, Y8, Y8
-	VEXTRACTI32X4   $0x01, Y8, X5
-	VPADDD          X8, X5, X5
-	VPSHUFD         $0x4e, X5, X6
-	VPADDD          X6, X5, X5
-	VCVTDQ2PS       X5, X5
-	VUNPCKLPS       X9, X7, X6
-	VMULPS          X5, X6, X6
-	VSUBPS          X6, X1, X1
-	VMOVSHDUP       X6, X6
-	VSUBPS          X6, X1, X1
-	ADDQ            $0x00000160, AX
-	ADDQ            $0x00000248, CX
-	SUBQ            $0x02, DX
-	CMPQ            DX, $0x02
-	JAE             loopdotQ5KVNNI256
+	LEAQ           176(AX), SI
+	MOVL           4(AX), DI
+	MOVL           8(AX), R8
+	MOVL           12(AX), R9
+	MOVL           DI, R10
+	ANDL           $0x3f3f3f3f, R10
+	MOVL           R9, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R11
+	MOVL           R8, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x04, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R9
+	MOVL           R9, R8
+	SHLQ           $0x20, R8
+	ORQ            R8, DI
+	VMOVQ          DI, X5
+	VPBROADCASTQ   X5, Y5
+	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	MOVBQZX        R10, R9
+	SHRL           $0x08, R10
+	MOVBQZX        R11, R12
+	SHRL           $0x08, R11
+	MOVBQZX        R11, R13
+	SHRL           $0x08, R11
+	MOVBQZX        R11, R14
+	SHRL           $0x08, R11
+	VMOVD          (AX), X12
+	VCVTPH2PS      X12, X12
+	VBROADCASTSS   (CX), X13
+	VMULPS         X12, X13, X13
+	VPERMB         16(AX), Y2, Y12
+	VPERMB         48(AX), Y2, Y15
+	VPANDD         Y3, Y15, Y14
+	VPTESTMB       runbits<>+0(SB), Y12, K1
+	VPADDB         Y4, Y14, K1, Y14
+	VPXORD         Y6, Y6, Y6
+	VPERMB         4(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y14, Y16
+	VPDPWSSD.BCST  (BX)(DI*4), Y16, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y14
+	VPTESTMB       runbits<>+32(SB), Y12, K1
+	VPADDB         Y4, Y14, K1, Y14
+	VPXORD         Y7, Y7, Y7
+	VPERMB         36(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y14, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VPERMB         80(AX), Y2, Y15
+	VPANDD         Y3, Y15, Y14
+	VPTESTMB       runbits<>+64(SB), Y12, K1
+	VPADDB         Y4, Y14, K1, Y14
+	VPERMB         68(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y14, Y16
+	VPDPWSSD.BCST  (BX)(R9*4), Y16, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y14
+	VPTESTMB       runbits<>+96(SB), Y12, K1
+	VPADDB         Y4, Y14, K1, Y14
+	VPERMB         100(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y14, Y15
+	VPDPWSSD.BCST  (BX)(R10*4), Y15, Y7
+	VPERMB         112(AX), Y2, Y15
+	VPANDD         Y3, Y15, Y14
+	VPTESTMB       runbits<>+128(SB), Y12, K1
+	VPADDB         Y4, Y14, K1, Y14
+	VPERMB         132(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y14, Y16
+	VPDPWSSD.BCST  (BX)(R12*4), Y16, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y14
+	VPTESTMB       runbits<>+160(SB), Y12, K1
+	VPADDB         Y4, Y14, K1, Y14
+	VPERMB         164(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y14, Y15
+	VPDPWSSD.BCST  (BX)(R13*4), Y15, Y7
+	VPERMB         144(AX), Y2, Y15
+	VPANDD         Y3, Y15, Y14
+	VPTESTMB       runbits<>+192(SB), Y12, K1
+	VPADDB         Y4, Y14, K1, Y14
+	VPERMB         196(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y14, Y16
+	VPDPWSSD.BCST  (BX)(R14*4), Y16, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y14
+	VPTESTMB       runbits<>+224(SB), Y12, K1
+	VPADDB         Y4, Y14, K1, Y14
+	VPERMB         228(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y14, Y12
+	VPDPWSSD.BCST  (BX)(R11*4), Y12, Y7
+	VPADDD         Y7, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   X13, Y12
+	VMULPS         Y12, Y6, Y6
+	VADDPS         Y6, Y0, Y0
+	VPMADDWD       260(CX), Y5, Y5
+	MOVL           4(SI), DI
+	MOVL           8(SI), R8
+	MOVL           12(SI), R9
+	MOVL           DI, R10
+	ANDL           $0x3f3f3f3f, R10
+	MOVL           R9, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R11
+	MOVL           R8, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x04, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R9
+	MOVL           R9, R8
+	SHLQ           $0x20, R8
+	ORQ            R8, DI
+	VMOVQ          DI, X12
+	VPBROADCASTQ   X12, Y12
+	VPSHUFB        k4mdupq<>+0(SB), Y12, Y12
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	MOVBQZX        R10, R9
+	SHRL           $0x08, R10
+	MOVBQZX        R11, R12
+	SHRL           $0x08, R11
+	MOVBQZX        R11, R13
+	SHRL           $0x08, R11
+	MOVBQZX        R11, R14
+	SHRL           $0x08, R11
+	VMOVD          (SI), X14
+	VCVTPH2PS      X14, X14
+	VBROADCASTSS   292(CX), X15
+	VMULPS         X14, X15, X15
+	VPERMB         16(SI), Y2, Y14
+	VPERMB         48(SI), Y2, Y17
+	VPANDD         Y3, Y17, Y16
+	VPTESTMB       runbits<>+0(SB), Y14, K1
+	VPADDB         Y4, Y16, K1, Y16
+	VPXORD         Y8, Y8, Y8
+	VPERMB         296(CX), Y2, Y18
+	VPMADDUBSW     Y18, Y16, Y18
+	VPDPWSSD.BCST  (BX)(DI*4), Y18, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y17, Y16
+	VPTESTMB       runbits<>+32(SB), Y14, K1
+	VPADDB         Y4, Y16, K1, Y16
+	VPXORD         Y9, Y9, Y9
+	VPERMB         328(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y16, Y17
+	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
+	VPERMB         80(SI), Y2, Y17
+	VPANDD         Y3, Y17, Y16
+	VPTESTMB       runbits<>+64(SB), Y14, K1
+	VPADDB         Y4, Y16, K1, Y16
+	VPERMB         360(CX), Y2, Y18
+	VPMADDUBSW     Y18, Y16, Y18
+	VPDPWSSD.BCST  (BX)(R9*4), Y18, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y17, Y16
+	VPTESTMB       runbits<>+96(SB), Y14, K1
+	VPADDB         Y4, Y16, K1, Y16
+	VPERMB         392(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y16, Y17
+	VPDPWSSD.BCST  (BX)(R10*4), Y17, Y9
+	VPERMB         112(SI), Y2, Y17
+	VPANDD         Y3, Y17, Y16
+	VPTESTMB       runbits<>+128(SB), Y14, K1
+	VPADDB         Y4, Y16, K1, Y16
+	VPERMB         424(CX), Y2, Y18
+	VPMADDUBSW     Y18, Y16, Y18
+	VPDPWSSD.BCST  (BX)(R12*4), Y18, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y17, Y16
+	VPTESTMB       runbits<>+160(SB), Y14, K1
+	VPADDB         Y4, Y16, K1, Y16
+	VPERMB         456(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y16, Y17
+	VPDPWSSD.BCST  (BX)(R13*4), Y17, Y9
+	VPERMB         144(SI), Y2, Y17
+	VPANDD         Y3, Y17, Y16
+	VPTESTMB       runbits<>+192(SB), Y14, K1
+	VPADDB         Y4, Y16, K1, Y16
+	VPERMB         488(CX), Y2, Y18
+	VPMADDUBSW     Y18, Y16, Y18
+	VPDPWSSD.BCST  (BX)(R14*4), Y18, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y17, Y16
+	VPTESTMB       runbits<>+224(SB), Y14, K1
+	VPADDB         Y4, Y16, K1, Y16
+	VPERMB         520(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y16, Y14
+	VPDPWSSD.BCST  (BX)(R11*4), Y14, Y9
+	VPADDD         Y9, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X15, Y14
+	VMULPS         Y14, Y8, Y8
+	VADDPS         Y8, Y0, Y0
+	VPMADDWD       552(CX), Y12, Y12
+	VPUNPCKLDQ     Y12, Y5, Y14
+	VPUNPCKHDQ     Y12, Y5, Y5
+	VPADDD         Y5, Y14, Y14
+	VEXTRACTI32X4  $0x01, Y14, X5
+	VPADDD         X14, X5, X5
+	VPSHUFD        $0x4e, X5, X12
+	VPADDD         X12, X5, X5
+	VCVTDQ2PS      X5, X5
+	VUNPCKLPS      X15, X13, X12
+	VMULPS         X5, X12, X12
+	VSUBPS         X12, X1, X1
+	VMOVSHDUP      X12, X12
+	VSUBPS         X12, X1, X1
+	ADDQ           $0x00000160, AX
+	ADDQ           $0x00000248, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopdotQ5KVNNI256
 
 onedotQ5KVNNI256:
-	TESTQ           DX, DX
-	JZ              donedotQ5KVNNI256
-	VBROADCASTI32X4 4(AX), Y5
-	VPSHUFD         $0x98, Y5, Y6
-	VPSRLVD         k4sh_y<>+0(SB), Y6, Y6
-	VPANDD          k4m_y<>+0(SB), Y6, Y6
-	VPSHUFD         $0x50, Y5, Y5
-	VPSRLD          $0x02, Y5, Y5
-	VPANDD          k4hm_y<>+0(SB), Y5, Y5
-	VPORD           Y5, Y6, Y6
-	VMOVD           (AX), X5
-	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X7
-	VMULPS          X5, X7, X7
-	VPERMB          16(AX), Y2, Y5
-	VPERMB          48(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPTESTMB        runbits<>+0(SB), Y5, K1
-	VPADDB          Y4, Y8, K1, Y8
-	VPSHUFB         scidx32<>+0(SB), Y6, Y10
-	VPERMB          4(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPMADDWD        Y10, Y11, Y8
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y9, Y9
-	VPTESTMB        runbits<>+32(SB), Y5, K1
-	VPADDB          Y4, Y9, K1, Y9
-	VPSHUFB         scidx32<>+32(SB), Y6, Y10
-	VPERMB          36(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y9, Y11
-	VPMADDWD        Y10, Y11, Y9
-	VPERMB          80(AX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+64(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+64(SB), Y6, Y12
-	VPERMB          68(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y8
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPTESTMB        runbits<>+96(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+96(SB), Y6, Y11
-	VPERMB          100(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y10, Y12
-	VPDPWSSD        Y11, Y12, Y9
-	VPERMB          112(AX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+128(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+128(SB), Y6, Y12
-	VPERMB          132(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y8
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPTESTMB        runbits<>+160(SB), Y5, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+160(SB), Y6, Y11
-	VPERMB          164(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y10, Y12
-	VPDPWSSD        Y11, Y12, Y9
-	VPERMB          144(AX), Y2, Y10
-	VPANDD          Y3, Y10, Y3
-	VPTESTMB        runbits<>+192(SB), Y5, K1
-	VPADDB          Y4, Y3, K1, Y3
-	VPSHUFB         scidx32<>+192(SB), Y6, Y11
-	VPERMB          196(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y3, Y12
-	VPDPWSSD        Y11, Y12, Y8
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y10, Y3
-	VPTESTMB        runbits<>+224(SB), Y5, K1
-	VPADDB          Y4, Y3, K1, Y3
-	VPSHUFB         scidx32<>+224(SB), Y6, Y4
-	VPERMB          228(CX), Y2, Y2
-	VPMADDUBSW      Y2, Y3, Y2
-	VPDPWSSD        Y4, Y2, Y9
-	VPADDD          Y9, Y8, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y2
-	VMULPS          Y2, Y8, Y8
-	VADDPS          Y8, Y0, Y0
-	VPSHUFB         k4mdup<>+0(SB), Y6, Y2
-	VPMADDWD        260(CX), Y2, Y2
-	VEXTRACTI32X4   $0x01, Y2, X3
-	VPADDD          X2, X3, X3
-	VPSHUFD         $0x4e, X3, X2
-	VPADDD          X2, X3, X3
-	VPSHUFD         $0xb1, X3, X2
-	VPADDD          X2, X3, X3
-	VCVTDQ2PS       X3, X3
-	VUNPCKLPS       X7, X7, X2
-	VMULPS          X3, X2, X2
-	VSUBPS          X2, X1, X1
+	TESTQ          DX, DX
+	JZ             donedotQ5KVNNI256
+	MOVL           4(AX), DX
+	MOVL           8(AX), SI
+	MOVL           12(AX), DI
+	MOVL           DX, R8
+	ANDL           $0x3f3f3f3f, R8
+	MOVL           DI, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, DX
+	ANDL           $0x30303030, DX
+	ORL            DX, R9
+	MOVL           SI, DX
+	ANDL           $0x3f3f3f3f, DX
+	SHRL           $0x04, DI
+	ANDL           $0x0f0f0f0f, DI
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, DI
+	MOVL           DI, SI
+	SHLQ           $0x20, SI
+	ORQ            SI, DX
+	VMOVQ          DX, X5
+	VPBROADCASTQ   X5, Y5
+	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
+	MOVBQZX        R8, DX
+	SHRL           $0x08, R8
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	MOVBQZX        R8, DI
+	SHRL           $0x08, R8
+	MOVBQZX        R9, R10
+	SHRL           $0x08, R9
+	MOVBQZX        R9, R11
+	SHRL           $0x08, R9
+	MOVBQZX        R9, R12
+	SHRL           $0x08, R9
+	VMOVD          (AX), X6
+	VCVTPH2PS      X6, X6
+	VBROADCASTSS   (CX), X7
+	VMULPS         X6, X7, X7
+	VPERMB         16(AX), Y2, Y6
+	VPERMB         48(AX), Y2, Y9
+	VPANDD         Y3, Y9, Y8
+	VPTESTMB       runbits<>+0(SB), Y6, K1
+	VPADDB         Y4, Y8, K1, Y8
+	VPXORD         Y10, Y10, Y10
+	VPERMB         4(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y8, Y12
+	VPDPWSSD.BCST  (BX)(DX*4), Y12, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y9, Y8
+	VPTESTMB       runbits<>+32(SB), Y6, K1
+	VPADDB         Y4, Y8, K1, Y8
+	VPXORD         Y11, Y11, Y11
+	VPERMB         36(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y8, Y9
+	VPDPWSSD.BCST  (BX)(SI*4), Y9, Y11
+	VPERMB         80(AX), Y2, Y9
+	VPANDD         Y3, Y9, Y8
+	VPTESTMB       runbits<>+64(SB), Y6, K1
+	VPADDB         Y4, Y8, K1, Y8
+	VPERMB         68(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y8, Y12
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y9, Y8
+	VPTESTMB       runbits<>+96(SB), Y6, K1
+	VPADDB         Y4, Y8, K1, Y8
+	VPERMB         100(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y8, Y9
+	VPDPWSSD.BCST  (BX)(R8*4), Y9, Y11
+	VPERMB         112(AX), Y2, Y9
+	VPANDD         Y3, Y9, Y8
+	VPTESTMB       runbits<>+128(SB), Y6, K1
+	VPADDB         Y4, Y8, K1, Y8
+	VPERMB         132(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y8, Y12
+	VPDPWSSD.BCST  (BX)(R10*4), Y12, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y9, Y8
+	VPTESTMB       runbits<>+160(SB), Y6, K1
+	VPADDB         Y4, Y8, K1, Y8
+	VPERMB         164(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y8, Y9
+	VPDPWSSD.BCST  (BX)(R11*4), Y9, Y11
+	VPERMB         144(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y3
+	VPTESTMB       runbits<>+192(SB), Y6, K1
+	VPADDB         Y4, Y3, K1, Y3
+	VPERMB         196(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y3, Y9
+	VPDPWSSD.BCST  (BX)(R12*4), Y9, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y3
+	VPTESTMB       runbits<>+224(SB), Y6, K1
+	VPADDB         Y4, Y3, K1, Y3
+	VPERMB         228(CX), Y2, Y2
+	VPMADDUBSW     Y2, Y3, Y2
+	VPDPWSSD.BCST  (BX)(R9*4), Y2, Y11
+	VPADDD         Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   X7, Y2
+	VMULPS         Y2, Y10, Y10
+	VADDPS         Y10, Y0, Y0
+	VPMADDWD       260(CX), Y5, Y2
+	VEXTRACTI32X4  $0x01, Y2, X3
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0x4e, X3, X2
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0xb1, X3, X2
+	VPADDD         X2, X3, X3
+	VCVTDQ2PS      X3, X3
+	VUNPCKLPS      X7, X7, X2
+	VMULPS         X3, X2, X2
+	VSUBPS         X2, X1, X1
 
 donedotQ5KVNNI256:
 	VSHUFPS       $0xaa, X1, X1, X1

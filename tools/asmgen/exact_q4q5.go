@@ -52,6 +52,9 @@ type xk struct {
 	sumfMem *Mem
 	idx     Op // VPERMB or VPERMD index
 	tr      Op // VPSHUFB transpose after VPERMD (no VBMI)
+	// table, where set, holds the address of scaleWords: one-row 256-bit
+	// VNNI kernels unpack the scales with integer instructions.
+	table Register
 }
 
 // laneOrder is the byte permutation of one 32-byte run: byte 4l+g takes
@@ -179,6 +182,10 @@ func xLoop(t *target, name string, wsize, m int, pre func(x *xk), block func(x *
 	r := t.vec()
 	t.mov(idx, r)
 	x.idx = r
+	if m == 1 && t.vnni && !t.zmm() {
+		x.table = GP64()
+		LEAQ(scaleWords(), x.table)
+	}
 	pre(x)
 	t.memConsts = false
 	if m == 1 && t.evex() {
@@ -365,7 +372,13 @@ func (x *xk) finishMins4(a kmins) {
 // hide VPDPWSSD's latency.
 func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirtual) kmins {
 	t := x.t
-	scb := t.k4Scales(wp)
+	var scb, mw VecVirtual
+	var sidx [8]Register
+	if x.table != nil {
+		sidx, mw = x.gprScales(wp)
+	} else {
+		scb = t.k4Scales(wp)
+	}
 	km := kmins{hd: halfs(Mem{Base: wp}, true)} // fp16 d, dmin as float32
 	if len(acts) == 1 {
 		km.dd = XMM()
@@ -376,11 +389,30 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 	for k := range sums {
 		sums[k] = t.newIsum(nacc)
 	}
-	sidx := t.scaleIndex(32)
 	for i := 0; i < 256/t.w; i++ {
 		u := quants(i)
+		if x.table != nil {
+			// One row, ymm, VNNI: the scale as VPDPWSSD's embedded
+			// broadcast of its table entry.
+			a := sums[0]
+			r := a.n % len(a.regs)
+			if a.n < len(a.regs) {
+				a.regs[r] = t.vec()
+				t.zero(a.regs[r])
+			}
+			a.n++
+			y := x.perm(acts[0].Offset(q8KQs + i*t.w))
+			VPMADDUBSW(y, u, y)
+			m := Mem{Base: x.table, Index: sidx[i], Scale: 4}
+			Instruction(&ir.Instruction{
+				Opcode: "VPDPWSSD", Suffixes: []string{"BCST"},
+				Operands: []Op{m, y, a.regs[r]}, Inputs: []Op{m, y, a.regs[r]},
+				Outputs: []Op{a.regs[r]}, ISA: []string{"AVX512_VNNI"},
+			})
+			continue
+		}
 		s := t.vec()
-		VPSHUFB(sidx.Offset(i*t.w), scb, s)
+		VPSHUFB(t.scaleIndex(32).Offset(i*t.w), scb, s)
 		for k, a := range acts {
 			y := x.perm(a.Offset(q8KQs + i*t.w))
 			VPMADDUBSW(y, u, y)
@@ -416,12 +448,14 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 
 	// The minimums' integer part, sum_j bsums[j]*mins[j/2], per row: after
 	// the products, whose chains are the longer ones.
-	mw := YMM()
-	var dup []byte
-	for j := 0; j < 16; j++ {
-		dup = append(dup, byte(8+j/2), 0x80)
+	if mw == nil {
+		mw = YMM()
+		var dup []byte
+		for j := 0; j < 16; j++ {
+			dup = append(dup, byte(8+j/2), 0x80)
+		}
+		VPSHUFB(constData("k4mdup", dup), scb.AsY(), mw)
 	}
-	VPSHUFB(constData("k4mdup", dup), scb.AsY(), mw)
 	for _, a := range acts {
 		p := YMM()
 		VPMADDWD(a.Offset(q8KBsums), mw, p)
@@ -506,4 +540,70 @@ func genQ5KExact(t *target) {
 			return u
 		})
 	})
+}
+
+// scaleWords is a table of 64 dwords, entry s holding s in both words:
+// what VPDPWSSD multiplies the word pairs of a sub-block scaled by s with.
+func scaleWords() Mem {
+	var b []byte
+	for v := 0; v < 64; v++ {
+		b = append(b, byte(v), 0, byte(v), 0)
+	}
+	return constData("k4scalewords", b)
+}
+
+// gprScales unpacks a block's 6-bit scales and mins (get_scale_min_k4)
+// with integer instructions, which leaves the vector units to the
+// products: it returns each scale zero-extended in a register, to index
+// scaleWords, and the mins as sixteen words m[j/2] for VPMADDWD with the
+// bsums. With a0, a1, a2 the three little-endian words at wp+4, bytewise:
+//
+//	sc[0:4] = a0&0x3f   sc[4:8] = a2&0x0f | (a0>>2)&0x30
+//	m[0:4]  = a1&0x3f   m[4:8]  = (a2>>4)&0x0f | (a1>>2)&0x30
+func (x *xk) gprScales(wp Register) (idx [8]Register, mw VecVirtual) {
+	a0, a1, a2 := GP32(), GP32(), GP32()
+	MOVL(Mem{Base: wp, Disp: 4}, a0)
+	MOVL(Mem{Base: wp, Disp: 8}, a1)
+	MOVL(Mem{Base: wp, Disp: 12}, a2)
+	sl, sh := GP32(), GP32()
+	MOVL(a0, sl)
+	ANDL(U32(0x3f3f3f3f), sl)
+	MOVL(a2, sh)
+	ANDL(U32(0x0f0f0f0f), sh)
+	SHRL(U8(2), a0)
+	ANDL(U32(0x30303030), a0)
+	ORL(a0, sh)
+	ml, mh := GP64(), GP64()
+	MOVL(a1, ml.As32())
+	ANDL(U32(0x3f3f3f3f), ml.As32())
+	SHRL(U8(4), a2)
+	ANDL(U32(0x0f0f0f0f), a2)
+	SHRL(U8(2), a1)
+	ANDL(U32(0x30303030), a1)
+	ORL(a1, a2)
+	MOVL(a2, mh.As32())
+	SHLQ(U8(32), mh)
+	ORQ(mh, ml)
+	xm := XMM()
+	VMOVQ(ml, xm)
+	mw = YMM()
+	VPBROADCASTQ(xm, mw)
+	var dup []byte
+	for j := 0; j < 16; j++ {
+		dup = append(dup, byte(j%8/2+4*(j/8)), 0x80)
+	}
+	VPSHUFB(constData("k4mdupq", dup), mw, mw)
+	for h, src := range []Register{sl, sh} {
+		for b := 0; b < 4; b++ {
+			r := GP64()
+			if b < 3 {
+				MOVBQZX(src.(GPVirtual).As8(), r)
+				SHRL(U8(8), src)
+			} else {
+				MOVL(src, r.As32())
+			}
+			idx[4*h+b] = r
+		}
+	}
+	return idx, mw
 }
