@@ -7204,68 +7204,70 @@ loopdotQ4KVNNI256:
 	MOVL           R9, R8
 	SHLQ           $0x20, R8
 	ORQ            R8, DI
+	VMOVD          (AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTSS   (CX), X5
+	VMULPS         X4, X5, X5
+	VPERMB         16(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y6, Y6, Y6
+	VPERMB         4(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y4, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y7, Y7, Y7
+	VPERMB         36(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y4, Y12
+	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPERMB         48(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPERMB         68(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y4, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVL           R10, R8
+	VPERMB         100(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y4, Y12
+	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPERMB         80(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         132(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y4, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         164(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y4, Y12
+	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPERMB         112(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         196(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y4, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVL           R11, R8
+	VPERMB         228(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y4, Y12
+	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPADDD         Y7, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   X5, Y4
+	VMULPS         Y4, Y6, Y6
+	VADDPS         Y6, Y0, Y0
 	VMOVQ          DI, X4
 	VPBROADCASTQ   X4, Y4
 	VPSHUFB        k4mdupq<>+0(SB), Y4, Y4
-	MOVBQZX        R10, DI
-	SHRL           $0x08, R10
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
-	MOVBQZX        R10, R9
-	SHRL           $0x08, R10
-	MOVBQZX        R11, R12
-	SHRL           $0x08, R11
-	MOVBQZX        R11, R13
-	SHRL           $0x08, R11
-	MOVBQZX        R11, R14
-	SHRL           $0x08, R11
-	VMOVD          (AX), X11
-	VCVTPH2PS      X11, X11
-	VBROADCASTSS   (CX), X12
-	VMULPS         X11, X12, X12
-	VPERMB         16(AX), Y2, Y13
-	VPANDD         Y3, Y13, Y11
-	VPXORD         Y5, Y5, Y5
-	VPERMB         4(CX), Y2, Y14
-	VPMADDUBSW     Y14, Y11, Y14
-	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y5
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y13, Y11
-	VPXORD         Y6, Y6, Y6
-	VPERMB         36(CX), Y2, Y13
-	VPMADDUBSW     Y13, Y11, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
-	VPERMB         48(AX), Y2, Y13
-	VPANDD         Y3, Y13, Y11
-	VPERMB         68(CX), Y2, Y14
-	VPMADDUBSW     Y14, Y11, Y14
-	VPDPWSSD.BCST  (BX)(R9*4), Y14, Y5
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y13, Y11
-	VPERMB         100(CX), Y2, Y13
-	VPMADDUBSW     Y13, Y11, Y13
-	VPDPWSSD.BCST  (BX)(R10*4), Y13, Y6
-	VPERMB         80(AX), Y2, Y13
-	VPANDD         Y3, Y13, Y11
-	VPERMB         132(CX), Y2, Y14
-	VPMADDUBSW     Y14, Y11, Y14
-	VPDPWSSD.BCST  (BX)(R12*4), Y14, Y5
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y13, Y11
-	VPERMB         164(CX), Y2, Y13
-	VPMADDUBSW     Y13, Y11, Y13
-	VPDPWSSD.BCST  (BX)(R13*4), Y13, Y6
-	VPERMB         112(AX), Y2, Y13
-	VPANDD         Y3, Y13, Y11
-	VPERMB         196(CX), Y2, Y14
-	VPMADDUBSW     Y14, Y11, Y14
-	VPDPWSSD.BCST  (BX)(R14*4), Y14, Y5
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y13, Y11
-	VPERMB         228(CX), Y2, Y13
-	VPMADDUBSW     Y13, Y11, Y13
-	VPDPWSSD.BCST  (BX)(R11*4), Y13, Y6
-	VPADDD         Y6, Y5, Y5
-	VCVTDQ2PS      Y5, Y5
-	VBROADCASTSS   X12, Y11
-	VMULPS         Y11, Y5, Y5
-	VADDPS         Y5, Y0, Y0
 	VPMADDWD       260(CX), Y4, Y4
 	MOVL           4(SI), DI
 	MOVL           8(SI), R8
@@ -7287,82 +7289,84 @@ loopdotQ4KVNNI256:
 	MOVL           R9, R8
 	SHLQ           $0x20, R8
 	ORQ            R8, DI
-	VMOVQ          DI, X11
-	VPBROADCASTQ   X11, Y11
-	VPSHUFB        k4mdupq<>+0(SB), Y11, Y11
-	MOVBQZX        R10, DI
-	SHRL           $0x08, R10
+	VMOVD          (SI), X12
+	VCVTPH2PS      X12, X12
+	VBROADCASTSS   292(CX), X13
+	VMULPS         X12, X13, X13
+	VPERMB         16(SI), Y2, Y14
+	VPANDD         Y3, Y14, Y12
 	MOVBQZX        R10, R8
 	SHRL           $0x08, R10
-	MOVBQZX        R10, R9
-	SHRL           $0x08, R10
-	MOVBQZX        R11, R12
-	SHRL           $0x08, R11
-	MOVBQZX        R11, R13
-	SHRL           $0x08, R11
-	MOVBQZX        R11, R14
-	SHRL           $0x08, R11
-	VMOVD          (SI), X13
-	VCVTPH2PS      X13, X13
-	VBROADCASTSS   292(CX), X14
-	VMULPS         X13, X14, X14
-	VPERMB         16(SI), Y2, Y15
-	VPANDD         Y3, Y15, Y13
-	VPXORD         Y7, Y7, Y7
-	VPERMB         296(CX), Y2, Y16
-	VPMADDUBSW     Y16, Y13, Y16
-	VPDPWSSD.BCST  (BX)(DI*4), Y16, Y7
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y13
 	VPXORD         Y8, Y8, Y8
-	VPERMB         328(CX), Y2, Y15
-	VPMADDUBSW     Y15, Y13, Y15
+	VPERMB         296(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y12, Y15
 	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
-	VPERMB         48(SI), Y2, Y15
-	VPANDD         Y3, Y15, Y13
-	VPERMB         360(CX), Y2, Y16
-	VPMADDUBSW     Y16, Y13, Y16
-	VPDPWSSD.BCST  (BX)(R9*4), Y16, Y7
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y13
-	VPERMB         392(CX), Y2, Y15
-	VPMADDUBSW     Y15, Y13, Y15
-	VPDPWSSD.BCST  (BX)(R10*4), Y15, Y8
-	VPERMB         80(SI), Y2, Y15
-	VPANDD         Y3, Y15, Y13
-	VPERMB         424(CX), Y2, Y16
-	VPMADDUBSW     Y16, Y13, Y16
-	VPDPWSSD.BCST  (BX)(R12*4), Y16, Y7
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y13
-	VPERMB         456(CX), Y2, Y15
-	VPMADDUBSW     Y15, Y13, Y15
-	VPDPWSSD.BCST  (BX)(R13*4), Y15, Y8
-	VPERMB         112(SI), Y2, Y15
-	VPANDD         Y3, Y15, Y13
-	VPERMB         488(CX), Y2, Y16
-	VPMADDUBSW     Y16, Y13, Y16
-	VPDPWSSD.BCST  (BX)(R14*4), Y16, Y7
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y13
-	VPERMB         520(CX), Y2, Y15
-	VPMADDUBSW     Y15, Y13, Y15
-	VPDPWSSD.BCST  (BX)(R11*4), Y15, Y8
-	VPADDD         Y8, Y7, Y7
-	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   X14, Y13
-	VMULPS         Y13, Y7, Y7
-	VADDPS         Y7, Y0, Y0
-	VPMADDWD       552(CX), Y11, Y11
-	VPUNPCKLDQ     Y11, Y4, Y13
-	VPUNPCKHDQ     Y11, Y4, Y4
-	VPADDD         Y4, Y13, Y13
-	VEXTRACTI32X4  $0x01, Y13, X4
-	VPADDD         X13, X4, X4
-	VPSHUFD        $0x4e, X4, X11
-	VPADDD         X11, X4, X4
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y9, Y9, Y9
+	VPERMB         328(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y12, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y9
+	VPERMB         48(SI), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPERMB         360(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y12, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVL           R10, R8
+	VPERMB         392(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y12, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y9
+	VPERMB         80(SI), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         424(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y12, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         456(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y12, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y9
+	VPERMB         112(SI), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R11, SI
+	SHRL           $0x08, R11
+	VPERMB         488(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y12, Y15
+	VPDPWSSD.BCST  (BX)(SI*4), Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVL           R11, SI
+	VPERMB         520(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y12, Y14
+	VPDPWSSD.BCST  (BX)(SI*4), Y14, Y9
+	VPADDD         Y9, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X13, Y12
+	VMULPS         Y12, Y8, Y8
+	VADDPS         Y8, Y0, Y0
+	VMOVQ          DI, X12
+	VPBROADCASTQ   X12, Y12
+	VPSHUFB        k4mdupq<>+0(SB), Y12, Y12
+	VPMADDWD       552(CX), Y12, Y12
+	VPUNPCKLDQ     Y12, Y4, Y14
+	VPUNPCKHDQ     Y12, Y4, Y4
+	VPADDD         Y4, Y14, Y14
+	VEXTRACTI32X4  $0x01, Y14, X4
+	VPADDD         X14, X4, X4
+	VPSHUFD        $0x4e, X4, X12
+	VPADDD         X12, X4, X4
 	VCVTDQ2PS      X4, X4
-	VUNPCKLPS      X14, X12, X11
-	VMULPS         X4, X11, X11
-	VSUBPS         X11, X1, X1
-	VMOVSHDUP      X11, X11
-	VSUBPS         X11, X1, X1
+	VUNPCKLPS      X13, X5, X5
+	VMULPS         X4, X5, X5
+	VSUBPS         X5, X1, X1
+	VMOVSHDUP      X5, X5
+	VSUBPS         X5, X1, X1
 	ADDQ           $0x00000120, AX
 	ADDQ           $0x00000248, CX
 	SUBQ           $0x02, DX
@@ -7392,69 +7396,71 @@ onedotQ4KVNNI256:
 	MOVL           DI, SI
 	SHLQ           $0x20, SI
 	ORQ            SI, DX
-	VMOVQ          DX, X4
-	VPBROADCASTQ   X4, Y4
-	VPSHUFB        k4mdupq<>+0(SB), Y4, Y4
-	MOVBQZX        R8, DX
-	SHRL           $0x08, R8
+	VMOVD          (AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTSS   (CX), X5
+	VMULPS         X4, X5, X5
+	VPERMB         16(AX), Y2, Y6
+	VPANDD         Y3, Y6, Y4
 	MOVBQZX        R8, SI
 	SHRL           $0x08, R8
-	MOVBQZX        R8, DI
-	SHRL           $0x08, R8
-	MOVBQZX        R9, R10
-	SHRL           $0x08, R9
-	MOVBQZX        R9, R11
-	SHRL           $0x08, R9
-	MOVBQZX        R9, R12
-	SHRL           $0x08, R9
-	VMOVD          (AX), X5
-	VCVTPH2PS      X5, X5
-	VBROADCASTSS   (CX), X6
-	VMULPS         X5, X6, X6
-	VPERMB         16(AX), Y2, Y7
-	VPANDD         Y3, Y7, Y5
-	VPXORD         Y9, Y9, Y9
-	VPERMB         4(CX), Y2, Y8
-	VPMADDUBSW     Y8, Y5, Y8
-	VPDPWSSD.BCST  (BX)(DX*4), Y8, Y9
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y7, Y5
 	VPXORD         Y10, Y10, Y10
-	VPERMB         36(CX), Y2, Y7
-	VPMADDUBSW     Y7, Y5, Y7
+	VPERMB         4(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y4, Y7
 	VPDPWSSD.BCST  (BX)(SI*4), Y7, Y10
-	VPERMB         48(AX), Y2, Y7
-	VPANDD         Y3, Y7, Y5
-	VPERMB         68(CX), Y2, Y8
-	VPMADDUBSW     Y8, Y5, Y8
-	VPDPWSSD.BCST  (BX)(DI*4), Y8, Y9
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y7, Y5
-	VPERMB         100(CX), Y2, Y7
-	VPMADDUBSW     Y7, Y5, Y7
-	VPDPWSSD.BCST  (BX)(R8*4), Y7, Y10
-	VPERMB         80(AX), Y2, Y7
-	VPANDD         Y3, Y7, Y5
-	VPERMB         132(CX), Y2, Y8
-	VPMADDUBSW     Y8, Y5, Y8
-	VPDPWSSD.BCST  (BX)(R10*4), Y8, Y9
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y7, Y5
-	VPERMB         164(CX), Y2, Y7
-	VPMADDUBSW     Y7, Y5, Y7
-	VPDPWSSD.BCST  (BX)(R11*4), Y7, Y10
-	VPERMB         112(AX), Y2, Y5
-	VPANDD         Y3, Y5, Y3
-	VPERMB         196(CX), Y2, Y7
-	VPMADDUBSW     Y7, Y3, Y7
-	VPDPWSSD.BCST  (BX)(R12*4), Y7, Y9
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y5, Y3
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y6, Y4
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPXORD         Y11, Y11, Y11
+	VPERMB         36(CX), Y2, Y6
+	VPMADDUBSW     Y6, Y4, Y6
+	VPDPWSSD.BCST  (BX)(SI*4), Y6, Y11
+	VPERMB         48(AX), Y2, Y6
+	VPANDD         Y3, Y6, Y4
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPERMB         68(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y4, Y7
+	VPDPWSSD.BCST  (BX)(SI*4), Y7, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y6, Y4
+	MOVL           R8, SI
+	VPERMB         100(CX), Y2, Y6
+	VPMADDUBSW     Y6, Y4, Y6
+	VPDPWSSD.BCST  (BX)(SI*4), Y6, Y11
+	VPERMB         80(AX), Y2, Y6
+	VPANDD         Y3, Y6, Y4
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPERMB         132(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y4, Y7
+	VPDPWSSD.BCST  (BX)(SI*4), Y7, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y6, Y4
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPERMB         164(CX), Y2, Y6
+	VPMADDUBSW     Y6, Y4, Y6
+	VPDPWSSD.BCST  (BX)(SI*4), Y6, Y11
+	VPERMB         112(AX), Y2, Y4
+	VPANDD         Y3, Y4, Y3
+	MOVBQZX        R9, AX
+	SHRL           $0x08, R9
+	VPERMB         196(CX), Y2, Y6
+	VPMADDUBSW     Y6, Y3, Y6
+	VPDPWSSD.BCST  (BX)(AX*4), Y6, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y4, Y3
+	MOVL           R9, AX
 	VPERMB         228(CX), Y2, Y2
 	VPMADDUBSW     Y2, Y3, Y2
-	VPDPWSSD.BCST  (BX)(R9*4), Y2, Y10
-	VPADDD         Y10, Y9, Y9
-	VCVTDQ2PS      Y9, Y9
-	VBROADCASTSS   X6, Y2
-	VMULPS         Y2, Y9, Y9
-	VADDPS         Y9, Y0, Y0
-	VPMADDWD       260(CX), Y4, Y2
+	VPDPWSSD.BCST  (BX)(AX*4), Y2, Y11
+	VPADDD         Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   X5, Y2
+	VMULPS         Y2, Y10, Y10
+	VADDPS         Y10, Y0, Y0
+	VMOVQ          DX, X2
+	VPBROADCASTQ   X2, Y2
+	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
+	VPMADDWD       260(CX), Y2, Y2
 	VEXTRACTI32X4  $0x01, Y2, X3
 	VPADDD         X2, X3, X3
 	VPSHUFD        $0x4e, X3, X2
@@ -7462,7 +7468,7 @@ onedotQ4KVNNI256:
 	VPSHUFD        $0xb1, X3, X2
 	VPADDD         X2, X3, X3
 	VCVTDQ2PS      X3, X3
-	VUNPCKLPS      X6, X6, X2
+	VUNPCKLPS      X5, X5, X2
 	VMULPS         X3, X2, X2
 	VSUBPS         X2, X1, X1
 
@@ -7563,16 +7569,6 @@ DATA k4scalewords<>+248(SB)/4, $0x003e003e
 DATA k4scalewords<>+252(SB)/4, $0x003f003f
 GLOBL k4scalewords<>(SB), RODATA|NOPTR, $256
 
-DATA k4mdupq<>+0(SB)/4, $0x80008000
-DATA k4mdupq<>+4(SB)/4, $0x80018001
-DATA k4mdupq<>+8(SB)/4, $0x80028002
-DATA k4mdupq<>+12(SB)/4, $0x80038003
-DATA k4mdupq<>+16(SB)/4, $0x80048004
-DATA k4mdupq<>+20(SB)/4, $0x80058005
-DATA k4mdupq<>+24(SB)/4, $0x80068006
-DATA k4mdupq<>+28(SB)/4, $0x80078007
-GLOBL k4mdupq<>(SB), RODATA|NOPTR, $32
-
 DATA gfhinib<>+0(SB)/4, $0x00000000
 DATA gfhinib<>+4(SB)/4, $0x10204080
 DATA gfhinib<>+8(SB)/4, $0x00000000
@@ -7582,6 +7578,16 @@ DATA gfhinib<>+20(SB)/4, $0x10204080
 DATA gfhinib<>+24(SB)/4, $0x00000000
 DATA gfhinib<>+28(SB)/4, $0x10204080
 GLOBL gfhinib<>(SB), RODATA|NOPTR, $32
+
+DATA k4mdupq<>+0(SB)/4, $0x80008000
+DATA k4mdupq<>+4(SB)/4, $0x80018001
+DATA k4mdupq<>+8(SB)/4, $0x80028002
+DATA k4mdupq<>+12(SB)/4, $0x80038003
+DATA k4mdupq<>+16(SB)/4, $0x80048004
+DATA k4mdupq<>+20(SB)/4, $0x80058005
+DATA k4mdupq<>+24(SB)/4, $0x80068006
+DATA k4mdupq<>+28(SB)/4, $0x80078007
+GLOBL k4mdupq<>(SB), RODATA|NOPTR, $32
 
 // func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI
@@ -7597,188 +7603,217 @@ TEXT ·dotQ4Kx4VNNI256(SB), NOSPLIT, $0-40
 	VPXORD       Y3, Y3, Y3
 	VPXORD       X4, X4, X4
 	VMOVDQU64    xpermb32<>+0(SB), Y5
+	LEAQ         k4scalewords<>+0(SB), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y6
 	TESTQ        DX, DX
 	JZ           donedotQ4Kx4VNNI256
 
 loopdotQ4Kx4VNNI256:
-	VBROADCASTI32X4 4(AX), Y7
-	VPSHUFD         $0x98, Y7, Y8
-	VPSRLVD         k4sh_y<>+0(SB), Y8, Y8
-	VPANDD          k4m_y<>+0(SB), Y8, Y8
-	VPSHUFD         $0x50, Y7, Y7
-	VPSRLD          $0x02, Y7, Y7
-	VPANDD          k4hm_y<>+0(SB), Y7, Y7
-	VPORD           Y7, Y8, Y8
-	VMOVD           (AX), X7
-	VCVTPH2PS       X7, X7
-	VPERMB          16(AX), Y5, Y10
-	VPANDD          Y6, Y10, Y9
-	VPSHUFB         scidx32<>+0(SB), Y8, Y11
-	VPERMB          4(CX), Y5, Y12
-	VPMADDUBSW      Y12, Y9, Y12
-	VPMADDWD        Y11, Y12, Y12
-	VPERMB          4(CX)(BX*1), Y5, Y13
-	VPMADDUBSW      Y13, Y9, Y13
-	VPMADDWD        Y11, Y13, Y13
-	VPERMB          4(CX)(BX*2), Y5, Y14
-	VPMADDUBSW      Y14, Y9, Y14
-	VPMADDWD        Y11, Y14, Y14
-	VPERMB          4(CX)(SI*1), Y5, Y15
-	VPMADDUBSW      Y15, Y9, Y15
-	VPMADDWD        Y11, Y15, Y9
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y10, Y10
-	VPSHUFB         scidx32<>+32(SB), Y8, Y11
-	VPERMB          36(CX), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPERMB          36(CX)(BX*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPERMB          36(CX)(BX*2), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPERMB          36(CX)(SI*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y9
-	VPERMB          48(AX), Y5, Y11
-	VPANDD          Y6, Y11, Y10
-	VPSHUFB         scidx32<>+64(SB), Y8, Y15
-	VPERMB          68(CX), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y12
-	VPERMB          68(CX)(BX*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y13
-	VPERMB          68(CX)(BX*2), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y14
-	VPERMB          68(CX)(SI*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y9
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPSHUFB         scidx32<>+96(SB), Y8, Y11
-	VPERMB          100(CX), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPERMB          100(CX)(BX*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPERMB          100(CX)(BX*2), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPERMB          100(CX)(SI*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y9
-	VPERMB          80(AX), Y5, Y11
-	VPANDD          Y6, Y11, Y10
-	VPSHUFB         scidx32<>+128(SB), Y8, Y15
-	VPERMB          132(CX), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y12
-	VPERMB          132(CX)(BX*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y13
-	VPERMB          132(CX)(BX*2), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y14
-	VPERMB          132(CX)(SI*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y9
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPSHUFB         scidx32<>+160(SB), Y8, Y11
-	VPERMB          164(CX), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPERMB          164(CX)(BX*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPERMB          164(CX)(BX*2), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPERMB          164(CX)(SI*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y9
-	VPERMB          112(AX), Y5, Y11
-	VPANDD          Y6, Y11, Y10
-	VPSHUFB         scidx32<>+192(SB), Y8, Y15
-	VPERMB          196(CX), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y12
-	VPERMB          196(CX)(BX*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y13
-	VPERMB          196(CX)(BX*2), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y14
-	VPERMB          196(CX)(SI*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y9
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y11, Y10
-	VPSHUFB         scidx32<>+224(SB), Y8, Y11
-	VPERMB          228(CX), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPERMB          228(CX)(BX*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPERMB          228(CX)(BX*2), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPERMB          228(CX)(SI*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y9
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    X7, Y11
-	VBROADCASTSS    (CX), Y10
-	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y12, Y12
-	VADDPS          Y12, Y0, Y0
-	VCVTDQ2PS       Y13, Y13
-	VBROADCASTSS    (CX)(BX*1), Y10
-	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y13, Y13
-	VADDPS          Y13, Y1, Y1
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    (CX)(BX*2), Y10
-	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y14, Y14
-	VADDPS          Y14, Y2, Y2
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    (CX)(SI*1), Y10
-	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y9, Y9
-	VADDPS          Y9, Y3, Y3
-	VPSHUFB         k4mdup<>+0(SB), Y8, Y8
-	VPMADDWD        260(CX), Y8, Y9
-	VPMADDWD        260(CX)(BX*1), Y8, Y10
-	VPMADDWD        260(CX)(BX*2), Y8, Y11
-	VPMADDWD        260(CX)(SI*1), Y8, Y8
-	VPUNPCKLDQ      Y10, Y9, Y12
-	VPUNPCKHDQ      Y10, Y9, Y9
-	VPADDD          Y9, Y12, Y12
-	VPUNPCKLDQ      Y8, Y11, Y9
-	VPUNPCKHDQ      Y8, Y11, Y8
-	VPADDD          Y8, Y9, Y9
-	VPUNPCKLQDQ     Y9, Y12, Y8
-	VPUNPCKHQDQ     Y9, Y12, Y9
-	VPADDD          Y9, Y8, Y8
-	VEXTRACTI32X4   $0x01, Y8, X9
-	VPADDD          X8, X9, X9
-	VCVTDQ2PS       X9, X9
-	VMOVSS          (CX), X8
-	VINSERTPS       $0x10, (CX)(BX*1), X8, X8
-	VINSERTPS       $0x20, (CX)(BX*2), X8, X8
-	VINSERTPS       $0x30, (CX)(SI*1), X8, X8
-	VMOVSHDUP       X7, X7
-	VBROADCASTSS    X7, X7
-	VMULPS          X8, X7, X7
-	VMULPS          X9, X7, X7
-	VSUBPS          X7, X4, X4
-	ADDQ            $0x00000090, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ4Kx4VNNI256
+	MOVL           4(AX), R8
+	MOVL           8(AX), R9
+	MOVL           12(AX), R10
+	MOVL           R8, R11
+	ANDL           $0x3f3f3f3f, R11
+	MOVL           R10, R12
+	ANDL           $0x0f0f0f0f, R12
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R12
+	MOVL           R9, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x04, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	ORL            R9, R10
+	MOVL           R10, R9
+	SHLQ           $0x20, R9
+	ORQ            R9, R8
+	VMOVD          (AX), X7
+	VCVTPH2PS      X7, X7
+	VPERMB         16(AX), Y5, Y9
+	VPANDD         Y6, Y9, Y8
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         4(CX), Y5, Y11
+	VPMADDUBSW     Y11, Y8, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPERMB         4(CX)(BX*1), Y5, Y12
+	VPMADDUBSW     Y12, Y8, Y12
+	VPMADDWD       Y10, Y12, Y12
+	VPERMB         4(CX)(BX*2), Y5, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y10, Y13, Y13
+	VPERMB         4(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y10, Y14, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y9, Y9
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         36(CX), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPERMB         36(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPERMB         36(CX)(BX*2), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPERMB         36(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y8
+	VPERMB         48(AX), Y5, Y10
+	VPANDD         Y6, Y10, Y9
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y14
+	VPERMB         68(CX), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y11
+	VPERMB         68(CX)(BX*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y12
+	VPERMB         68(CX)(BX*2), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y13
+	VPERMB         68(CX)(SI*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y10, Y9
+	MOVL           R11, R9
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         100(CX), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPERMB         100(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPERMB         100(CX)(BX*2), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPERMB         100(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y8
+	VPERMB         80(AX), Y5, Y10
+	VPANDD         Y6, Y10, Y9
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y14
+	VPERMB         132(CX), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y11
+	VPERMB         132(CX)(BX*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y12
+	VPERMB         132(CX)(BX*2), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y13
+	VPERMB         132(CX)(SI*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y10, Y9
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         164(CX), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPERMB         164(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPERMB         164(CX)(BX*2), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPERMB         164(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y8
+	VPERMB         112(AX), Y5, Y10
+	VPANDD         Y6, Y10, Y9
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y14
+	VPERMB         196(CX), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y11
+	VPERMB         196(CX)(BX*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y12
+	VPERMB         196(CX)(BX*2), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y13
+	VPERMB         196(CX)(SI*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y10, Y9
+	MOVL           R12, R9
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         228(CX), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPERMB         228(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPERMB         228(CX)(BX*2), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPERMB         228(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y8
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   X7, Y10
+	VBROADCASTSS   (CX), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y11, Y11
+	VADDPS         Y11, Y0, Y0
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   (CX)(BX*1), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y12, Y12
+	VADDPS         Y12, Y1, Y1
+	VCVTDQ2PS      Y13, Y13
+	VBROADCASTSS   (CX)(BX*2), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y13, Y13
+	VADDPS         Y13, Y2, Y2
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   (CX)(SI*1), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y8, Y8
+	VADDPS         Y8, Y3, Y3
+	VMOVQ          R8, X8
+	VPBROADCASTQ   X8, Y8
+	VPSHUFB        k4mdupq<>+0(SB), Y8, Y8
+	VPMADDWD       260(CX), Y8, Y9
+	VPMADDWD       260(CX)(BX*1), Y8, Y10
+	VPMADDWD       260(CX)(BX*2), Y8, Y11
+	VPMADDWD       260(CX)(SI*1), Y8, Y8
+	VPUNPCKLDQ     Y10, Y9, Y12
+	VPUNPCKHDQ     Y10, Y9, Y9
+	VPADDD         Y9, Y12, Y12
+	VPUNPCKLDQ     Y8, Y11, Y9
+	VPUNPCKHDQ     Y8, Y11, Y8
+	VPADDD         Y8, Y9, Y9
+	VPUNPCKLQDQ    Y9, Y12, Y8
+	VPUNPCKHQDQ    Y9, Y12, Y9
+	VPADDD         Y9, Y8, Y8
+	VEXTRACTI32X4  $0x01, Y8, X9
+	VPADDD         X8, X9, X9
+	VCVTDQ2PS      X9, X9
+	VMOVSS         (CX), X8
+	VINSERTPS      $0x10, (CX)(BX*1), X8, X8
+	VINSERTPS      $0x20, (CX)(BX*2), X8, X8
+	VINSERTPS      $0x30, (CX)(SI*1), X8, X8
+	VMOVSHDUP      X7, X7
+	VBROADCASTSS   X7, X7
+	VMULPS         X8, X7, X7
+	VMULPS         X9, X7, X7
+	VSUBPS         X7, X4, X4
+	ADDQ           $0x00000090, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ4Kx4VNNI256
 
 donedotQ4Kx4VNNI256:
 	MOVQ          out+32(FP), AX
@@ -7853,36 +7888,6 @@ donedotQ4Kx4VNNI256:
 	VZEROUPPER
 	RET
 
-DATA k4sh_y<>+0(SB)/4, $0x00000000
-DATA k4sh_y<>+4(SB)/4, $0x00000000
-DATA k4sh_y<>+8(SB)/4, $0x00000000
-DATA k4sh_y<>+12(SB)/4, $0x00000004
-DATA k4sh_y<>+16(SB)/4, $0x00000000
-DATA k4sh_y<>+20(SB)/4, $0x00000000
-DATA k4sh_y<>+24(SB)/4, $0x00000000
-DATA k4sh_y<>+28(SB)/4, $0x00000004
-GLOBL k4sh_y<>(SB), RODATA|NOPTR, $32
-
-DATA k4m_y<>+0(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+4(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+8(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+12(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+16(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+20(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+24(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+28(SB)/4, $0x0f0f0f0f
-GLOBL k4m_y<>(SB), RODATA|NOPTR, $32
-
-DATA k4hm_y<>+0(SB)/4, $0x00000000
-DATA k4hm_y<>+4(SB)/4, $0x30303030
-DATA k4hm_y<>+8(SB)/4, $0x00000000
-DATA k4hm_y<>+12(SB)/4, $0x30303030
-DATA k4hm_y<>+16(SB)/4, $0x00000000
-DATA k4hm_y<>+20(SB)/4, $0x30303030
-DATA k4hm_y<>+24(SB)/4, $0x00000000
-DATA k4hm_y<>+28(SB)/4, $0x30303030
-GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
-
 // func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
@@ -7920,85 +7925,87 @@ loopdotQ5KVNNI256:
 	MOVL           R9, R8
 	SHLQ           $0x20, R8
 	ORQ            R8, DI
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y5
+	VPERMB         48(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+0(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y7, Y7, Y7
+	VPERMB         4(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+32(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y8, Y8, Y8
+	VPERMB         36(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y13, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y8
+	VPERMB         80(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+64(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPERMB         68(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+96(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVL           R10, R8
+	VPERMB         100(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y13, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y8
+	VPERMB         112(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+128(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         132(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+160(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         164(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y13, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y8
+	VPERMB         144(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+192(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         196(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+224(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVL           R11, R8
+	VPERMB         228(CX), Y2, Y5
+	VPMADDUBSW     Y5, Y13, Y5
+	VPDPWSSD.BCST  (BX)(R8*4), Y5, Y8
+	VPADDD         Y8, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   X6, Y5
+	VMULPS         Y5, Y7, Y7
+	VADDPS         Y7, Y0, Y0
 	VMOVQ          DI, X5
 	VPBROADCASTQ   X5, Y5
 	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
-	MOVBQZX        R10, DI
-	SHRL           $0x08, R10
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
-	MOVBQZX        R10, R9
-	SHRL           $0x08, R10
-	MOVBQZX        R11, R12
-	SHRL           $0x08, R11
-	MOVBQZX        R11, R13
-	SHRL           $0x08, R11
-	MOVBQZX        R11, R14
-	SHRL           $0x08, R11
-	VMOVD          (AX), X12
-	VCVTPH2PS      X12, X12
-	VBROADCASTSS   (CX), X13
-	VMULPS         X12, X13, X13
-	VPERMB         16(AX), Y2, Y12
-	VPERMB         48(AX), Y2, Y15
-	VPANDD         Y3, Y15, Y14
-	VPTESTMB       runbits<>+0(SB), Y12, K1
-	VPADDB         Y4, Y14, K1, Y14
-	VPXORD         Y6, Y6, Y6
-	VPERMB         4(CX), Y2, Y16
-	VPMADDUBSW     Y16, Y14, Y16
-	VPDPWSSD.BCST  (BX)(DI*4), Y16, Y6
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y14
-	VPTESTMB       runbits<>+32(SB), Y12, K1
-	VPADDB         Y4, Y14, K1, Y14
-	VPXORD         Y7, Y7, Y7
-	VPERMB         36(CX), Y2, Y15
-	VPMADDUBSW     Y15, Y14, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
-	VPERMB         80(AX), Y2, Y15
-	VPANDD         Y3, Y15, Y14
-	VPTESTMB       runbits<>+64(SB), Y12, K1
-	VPADDB         Y4, Y14, K1, Y14
-	VPERMB         68(CX), Y2, Y16
-	VPMADDUBSW     Y16, Y14, Y16
-	VPDPWSSD.BCST  (BX)(R9*4), Y16, Y6
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y14
-	VPTESTMB       runbits<>+96(SB), Y12, K1
-	VPADDB         Y4, Y14, K1, Y14
-	VPERMB         100(CX), Y2, Y15
-	VPMADDUBSW     Y15, Y14, Y15
-	VPDPWSSD.BCST  (BX)(R10*4), Y15, Y7
-	VPERMB         112(AX), Y2, Y15
-	VPANDD         Y3, Y15, Y14
-	VPTESTMB       runbits<>+128(SB), Y12, K1
-	VPADDB         Y4, Y14, K1, Y14
-	VPERMB         132(CX), Y2, Y16
-	VPMADDUBSW     Y16, Y14, Y16
-	VPDPWSSD.BCST  (BX)(R12*4), Y16, Y6
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y14
-	VPTESTMB       runbits<>+160(SB), Y12, K1
-	VPADDB         Y4, Y14, K1, Y14
-	VPERMB         164(CX), Y2, Y15
-	VPMADDUBSW     Y15, Y14, Y15
-	VPDPWSSD.BCST  (BX)(R13*4), Y15, Y7
-	VPERMB         144(AX), Y2, Y15
-	VPANDD         Y3, Y15, Y14
-	VPTESTMB       runbits<>+192(SB), Y12, K1
-	VPADDB         Y4, Y14, K1, Y14
-	VPERMB         196(CX), Y2, Y16
-	VPMADDUBSW     Y16, Y14, Y16
-	VPDPWSSD.BCST  (BX)(R14*4), Y16, Y6
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y15, Y14
-	VPTESTMB       runbits<>+224(SB), Y12, K1
-	VPADDB         Y4, Y14, K1, Y14
-	VPERMB         228(CX), Y2, Y12
-	VPMADDUBSW     Y12, Y14, Y12
-	VPDPWSSD.BCST  (BX)(R11*4), Y12, Y7
-	VPADDD         Y7, Y6, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   X13, Y12
-	VMULPS         Y12, Y6, Y6
-	VADDPS         Y6, Y0, Y0
 	VPMADDWD       260(CX), Y5, Y5
 	MOVL           4(SI), DI
 	MOVL           8(SI), R8
@@ -8020,99 +8027,101 @@ loopdotQ5KVNNI256:
 	MOVL           R9, R8
 	SHLQ           $0x20, R8
 	ORQ            R8, DI
-	VMOVQ          DI, X12
-	VPBROADCASTQ   X12, Y12
-	VPSHUFB        k4mdupq<>+0(SB), Y12, Y12
-	MOVBQZX        R10, DI
-	SHRL           $0x08, R10
+	VMOVD          (SI), X13
+	VCVTPH2PS      X13, X13
+	VBROADCASTSS   292(CX), X14
+	VMULPS         X13, X14, X14
+	VPERMB         16(SI), Y2, Y13
+	VPERMB         48(SI), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+0(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
 	MOVBQZX        R10, R8
 	SHRL           $0x08, R10
-	MOVBQZX        R10, R9
-	SHRL           $0x08, R10
-	MOVBQZX        R11, R12
-	SHRL           $0x08, R11
-	MOVBQZX        R11, R13
-	SHRL           $0x08, R11
-	MOVBQZX        R11, R14
-	SHRL           $0x08, R11
-	VMOVD          (SI), X14
-	VCVTPH2PS      X14, X14
-	VBROADCASTSS   292(CX), X15
-	VMULPS         X14, X15, X15
-	VPERMB         16(SI), Y2, Y14
-	VPERMB         48(SI), Y2, Y17
-	VPANDD         Y3, Y17, Y16
-	VPTESTMB       runbits<>+0(SB), Y14, K1
-	VPADDB         Y4, Y16, K1, Y16
-	VPXORD         Y8, Y8, Y8
-	VPERMB         296(CX), Y2, Y18
-	VPMADDUBSW     Y18, Y16, Y18
-	VPDPWSSD.BCST  (BX)(DI*4), Y18, Y8
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y17, Y16
-	VPTESTMB       runbits<>+32(SB), Y14, K1
-	VPADDB         Y4, Y16, K1, Y16
 	VPXORD         Y9, Y9, Y9
-	VPERMB         328(CX), Y2, Y17
-	VPMADDUBSW     Y17, Y16, Y17
+	VPERMB         296(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y15, Y17
 	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
-	VPERMB         80(SI), Y2, Y17
-	VPANDD         Y3, Y17, Y16
-	VPTESTMB       runbits<>+64(SB), Y14, K1
-	VPADDB         Y4, Y16, K1, Y16
-	VPERMB         360(CX), Y2, Y18
-	VPMADDUBSW     Y18, Y16, Y18
-	VPDPWSSD.BCST  (BX)(R9*4), Y18, Y8
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y17, Y16
-	VPTESTMB       runbits<>+96(SB), Y14, K1
-	VPADDB         Y4, Y16, K1, Y16
-	VPERMB         392(CX), Y2, Y17
-	VPMADDUBSW     Y17, Y16, Y17
-	VPDPWSSD.BCST  (BX)(R10*4), Y17, Y9
-	VPERMB         112(SI), Y2, Y17
-	VPANDD         Y3, Y17, Y16
-	VPTESTMB       runbits<>+128(SB), Y14, K1
-	VPADDB         Y4, Y16, K1, Y16
-	VPERMB         424(CX), Y2, Y18
-	VPMADDUBSW     Y18, Y16, Y18
-	VPDPWSSD.BCST  (BX)(R12*4), Y18, Y8
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y17, Y16
-	VPTESTMB       runbits<>+160(SB), Y14, K1
-	VPADDB         Y4, Y16, K1, Y16
-	VPERMB         456(CX), Y2, Y17
-	VPMADDUBSW     Y17, Y16, Y17
-	VPDPWSSD.BCST  (BX)(R13*4), Y17, Y9
-	VPERMB         144(SI), Y2, Y17
-	VPANDD         Y3, Y17, Y16
-	VPTESTMB       runbits<>+192(SB), Y14, K1
-	VPADDB         Y4, Y16, K1, Y16
-	VPERMB         488(CX), Y2, Y18
-	VPMADDUBSW     Y18, Y16, Y18
-	VPDPWSSD.BCST  (BX)(R14*4), Y18, Y8
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y17, Y16
-	VPTESTMB       runbits<>+224(SB), Y14, K1
-	VPADDB         Y4, Y16, K1, Y16
-	VPERMB         520(CX), Y2, Y14
-	VPMADDUBSW     Y14, Y16, Y14
-	VPDPWSSD.BCST  (BX)(R11*4), Y14, Y9
-	VPADDD         Y9, Y8, Y8
-	VCVTDQ2PS      Y8, Y8
-	VBROADCASTSS   X15, Y14
-	VMULPS         Y14, Y8, Y8
-	VADDPS         Y8, Y0, Y0
-	VPMADDWD       552(CX), Y12, Y12
-	VPUNPCKLDQ     Y12, Y5, Y14
-	VPUNPCKHDQ     Y12, Y5, Y5
-	VPADDD         Y5, Y14, Y14
-	VEXTRACTI32X4  $0x01, Y14, X5
-	VPADDD         X14, X5, X5
-	VPSHUFD        $0x4e, X5, X12
-	VPADDD         X12, X5, X5
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+32(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y10, Y10, Y10
+	VPERMB         328(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y15, Y16
+	VPDPWSSD.BCST  (BX)(R8*4), Y16, Y10
+	VPERMB         80(SI), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+64(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPERMB         360(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y15, Y17
+	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+96(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVL           R10, R8
+	VPERMB         392(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y15, Y16
+	VPDPWSSD.BCST  (BX)(R8*4), Y16, Y10
+	VPERMB         112(SI), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+128(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         424(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y15, Y17
+	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+160(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         456(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y15, Y16
+	VPDPWSSD.BCST  (BX)(R8*4), Y16, Y10
+	VPERMB         144(SI), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+192(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R11, SI
+	SHRL           $0x08, R11
+	VPERMB         488(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y15, Y17
+	VPDPWSSD.BCST  (BX)(SI*4), Y17, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+224(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVL           R11, SI
+	VPERMB         520(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y15, Y13
+	VPDPWSSD.BCST  (BX)(SI*4), Y13, Y10
+	VPADDD         Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   X14, Y13
+	VMULPS         Y13, Y9, Y9
+	VADDPS         Y9, Y0, Y0
+	VMOVQ          DI, X13
+	VPBROADCASTQ   X13, Y13
+	VPSHUFB        k4mdupq<>+0(SB), Y13, Y13
+	VPMADDWD       552(CX), Y13, Y13
+	VPUNPCKLDQ     Y13, Y5, Y15
+	VPUNPCKHDQ     Y13, Y5, Y5
+	VPADDD         Y5, Y15, Y15
+	VEXTRACTI32X4  $0x01, Y15, X5
+	VPADDD         X15, X5, X5
+	VPSHUFD        $0x4e, X5, X13
+	VPADDD         X13, X5, X5
 	VCVTDQ2PS      X5, X5
-	VUNPCKLPS      X15, X13, X12
-	VMULPS         X5, X12, X12
-	VSUBPS         X12, X1, X1
-	VMOVSHDUP      X12, X12
-	VSUBPS         X12, X1, X1
+	VUNPCKLPS      X14, X6, X6
+	VMULPS         X5, X6, X6
+	VSUBPS         X6, X1, X1
+	VMOVSHDUP      X6, X6
+	VSUBPS         X6, X1, X1
 	ADDQ           $0x00000160, AX
 	ADDQ           $0x00000248, CX
 	SUBQ           $0x02, DX
@@ -8142,86 +8151,88 @@ onedotQ5KVNNI256:
 	MOVL           DI, SI
 	SHLQ           $0x20, SI
 	ORQ            SI, DX
-	VMOVQ          DX, X5
-	VPBROADCASTQ   X5, Y5
-	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
-	MOVBQZX        R8, DX
-	SHRL           $0x08, R8
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y5
+	VPERMB         48(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y7
+	VPTESTMB       runbits<>+0(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
 	MOVBQZX        R8, SI
 	SHRL           $0x08, R8
-	MOVBQZX        R8, DI
-	SHRL           $0x08, R8
-	MOVBQZX        R9, R10
-	SHRL           $0x08, R9
-	MOVBQZX        R9, R11
-	SHRL           $0x08, R9
-	MOVBQZX        R9, R12
-	SHRL           $0x08, R9
-	VMOVD          (AX), X6
-	VCVTPH2PS      X6, X6
-	VBROADCASTSS   (CX), X7
-	VMULPS         X6, X7, X7
-	VPERMB         16(AX), Y2, Y6
-	VPERMB         48(AX), Y2, Y9
-	VPANDD         Y3, Y9, Y8
-	VPTESTMB       runbits<>+0(SB), Y6, K1
-	VPADDB         Y4, Y8, K1, Y8
-	VPXORD         Y10, Y10, Y10
-	VPERMB         4(CX), Y2, Y12
-	VPMADDUBSW     Y12, Y8, Y12
-	VPDPWSSD.BCST  (BX)(DX*4), Y12, Y10
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y9, Y8
-	VPTESTMB       runbits<>+32(SB), Y6, K1
-	VPADDB         Y4, Y8, K1, Y8
 	VPXORD         Y11, Y11, Y11
-	VPERMB         36(CX), Y2, Y9
-	VPMADDUBSW     Y9, Y8, Y9
+	VPERMB         4(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y7, Y9
 	VPDPWSSD.BCST  (BX)(SI*4), Y9, Y11
-	VPERMB         80(AX), Y2, Y9
-	VPANDD         Y3, Y9, Y8
-	VPTESTMB       runbits<>+64(SB), Y6, K1
-	VPADDB         Y4, Y8, K1, Y8
-	VPERMB         68(CX), Y2, Y12
-	VPMADDUBSW     Y12, Y8, Y12
-	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y10
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y9, Y8
-	VPTESTMB       runbits<>+96(SB), Y6, K1
-	VPADDB         Y4, Y8, K1, Y8
-	VPERMB         100(CX), Y2, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPDPWSSD.BCST  (BX)(R8*4), Y9, Y11
-	VPERMB         112(AX), Y2, Y9
-	VPANDD         Y3, Y9, Y8
-	VPTESTMB       runbits<>+128(SB), Y6, K1
-	VPADDB         Y4, Y8, K1, Y8
-	VPERMB         132(CX), Y2, Y12
-	VPMADDUBSW     Y12, Y8, Y12
-	VPDPWSSD.BCST  (BX)(R10*4), Y12, Y10
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y9, Y8
-	VPTESTMB       runbits<>+160(SB), Y6, K1
-	VPADDB         Y4, Y8, K1, Y8
-	VPERMB         164(CX), Y2, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPDPWSSD.BCST  (BX)(R11*4), Y9, Y11
-	VPERMB         144(AX), Y2, Y8
-	VPANDD         Y3, Y8, Y3
-	VPTESTMB       runbits<>+192(SB), Y6, K1
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y7
+	VPTESTMB       runbits<>+32(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPXORD         Y12, Y12, Y12
+	VPERMB         36(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPDPWSSD.BCST  (BX)(SI*4), Y8, Y12
+	VPERMB         80(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y7
+	VPTESTMB       runbits<>+64(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPERMB         68(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPDPWSSD.BCST  (BX)(SI*4), Y9, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y7
+	VPTESTMB       runbits<>+96(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVL           R8, SI
+	VPERMB         100(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPDPWSSD.BCST  (BX)(SI*4), Y8, Y12
+	VPERMB         112(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y7
+	VPTESTMB       runbits<>+128(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPERMB         132(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPDPWSSD.BCST  (BX)(SI*4), Y9, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y7
+	VPTESTMB       runbits<>+160(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPERMB         164(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPDPWSSD.BCST  (BX)(SI*4), Y8, Y12
+	VPERMB         144(AX), Y2, Y7
+	VPANDD         Y3, Y7, Y3
+	VPTESTMB       runbits<>+192(SB), Y5, K1
 	VPADDB         Y4, Y3, K1, Y3
-	VPERMB         196(CX), Y2, Y9
-	VPMADDUBSW     Y9, Y3, Y9
-	VPDPWSSD.BCST  (BX)(R12*4), Y9, Y10
-	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y3
-	VPTESTMB       runbits<>+224(SB), Y6, K1
+	MOVBQZX        R9, AX
+	SHRL           $0x08, R9
+	VPERMB         196(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y3, Y8
+	VPDPWSSD.BCST  (BX)(AX*4), Y8, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y7, Y3
+	VPTESTMB       runbits<>+224(SB), Y5, K1
 	VPADDB         Y4, Y3, K1, Y3
+	MOVL           R9, AX
 	VPERMB         228(CX), Y2, Y2
 	VPMADDUBSW     Y2, Y3, Y2
-	VPDPWSSD.BCST  (BX)(R9*4), Y2, Y11
-	VPADDD         Y11, Y10, Y10
-	VCVTDQ2PS      Y10, Y10
-	VBROADCASTSS   X7, Y2
-	VMULPS         Y2, Y10, Y10
-	VADDPS         Y10, Y0, Y0
-	VPMADDWD       260(CX), Y5, Y2
+	VPDPWSSD.BCST  (BX)(AX*4), Y2, Y12
+	VPADDD         Y12, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   X6, Y2
+	VMULPS         Y2, Y11, Y11
+	VADDPS         Y11, Y0, Y0
+	VMOVQ          DX, X2
+	VPBROADCASTQ   X2, Y2
+	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
+	VPMADDWD       260(CX), Y2, Y2
 	VEXTRACTI32X4  $0x01, Y2, X3
 	VPADDD         X2, X3, X3
 	VPSHUFD        $0x4e, X3, X2
@@ -8229,7 +8240,7 @@ onedotQ5KVNNI256:
 	VPSHUFD        $0xb1, X3, X2
 	VPADDD         X2, X3, X3
 	VCVTDQ2PS      X3, X3
-	VUNPCKLPS      X7, X7, X2
+	VUNPCKLPS      X6, X6, X2
 	VMULPS         X3, X2, X2
 	VSUBPS         X2, X1, X1
 
@@ -8268,206 +8279,235 @@ TEXT ·dotQ5Kx4VNNI256(SB), NOSPLIT, $0-40
 	VPXORD       Y3, Y3, Y3
 	VPXORD       X4, X4, X4
 	VMOVDQU64    xpermb32<>+0(SB), Y5
+	LEAQ         k4scalewords<>+0(SB), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y6
 	VPBROADCASTD c32_10101010<>+0(SB), Y7
 	TESTQ        DX, DX
 	JZ           donedotQ5Kx4VNNI256
 
 loopdotQ5Kx4VNNI256:
-	VBROADCASTI32X4 4(AX), Y8
-	VPSHUFD         $0x98, Y8, Y9
-	VPSRLVD         k4sh_y<>+0(SB), Y9, Y9
-	VPANDD          k4m_y<>+0(SB), Y9, Y9
-	VPSHUFD         $0x50, Y8, Y8
-	VPSRLD          $0x02, Y8, Y8
-	VPANDD          k4hm_y<>+0(SB), Y8, Y8
-	VPORD           Y8, Y9, Y9
-	VMOVD           (AX), X8
-	VCVTPH2PS       X8, X8
-	VPERMB          16(AX), Y5, Y10
-	VPERMB          48(AX), Y5, Y12
-	VPANDD          Y6, Y12, Y11
-	VPTESTMB        runbits<>+0(SB), Y10, K1
-	VPADDB          Y7, Y11, K1, Y11
-	VPSHUFB         scidx32<>+0(SB), Y9, Y13
-	VPERMB          4(CX), Y5, Y14
-	VPMADDUBSW      Y14, Y11, Y14
-	VPMADDWD        Y13, Y14, Y14
-	VPERMB          4(CX)(BX*1), Y5, Y15
-	VPMADDUBSW      Y15, Y11, Y15
-	VPMADDWD        Y13, Y15, Y15
-	VPERMB          4(CX)(BX*2), Y5, Y16
-	VPMADDUBSW      Y16, Y11, Y16
-	VPMADDWD        Y13, Y16, Y16
-	VPERMB          4(CX)(SI*1), Y5, Y17
-	VPMADDUBSW      Y17, Y11, Y17
-	VPMADDWD        Y13, Y17, Y11
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y12, Y12
-	VPTESTMB        runbits<>+32(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+32(SB), Y9, Y13
-	VPERMB          36(CX), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y14
-	VPERMB          36(CX)(BX*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y15
-	VPERMB          36(CX)(BX*2), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y16
-	VPERMB          36(CX)(SI*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y11
-	VPERMB          80(AX), Y5, Y13
-	VPANDD          Y6, Y13, Y12
-	VPTESTMB        runbits<>+64(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+64(SB), Y9, Y17
-	VPERMB          68(CX), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y14
-	VPERMB          68(CX)(BX*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y15
-	VPERMB          68(CX)(BX*2), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y16
-	VPERMB          68(CX)(SI*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y11
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
-	VPTESTMB        runbits<>+96(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+96(SB), Y9, Y13
-	VPERMB          100(CX), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y14
-	VPERMB          100(CX)(BX*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y15
-	VPERMB          100(CX)(BX*2), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y16
-	VPERMB          100(CX)(SI*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y11
-	VPERMB          112(AX), Y5, Y13
-	VPANDD          Y6, Y13, Y12
-	VPTESTMB        runbits<>+128(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+128(SB), Y9, Y17
-	VPERMB          132(CX), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y14
-	VPERMB          132(CX)(BX*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y15
-	VPERMB          132(CX)(BX*2), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y16
-	VPERMB          132(CX)(SI*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y11
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
-	VPTESTMB        runbits<>+160(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+160(SB), Y9, Y13
-	VPERMB          164(CX), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y14
-	VPERMB          164(CX)(BX*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y15
-	VPERMB          164(CX)(BX*2), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y16
-	VPERMB          164(CX)(SI*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y11
-	VPERMB          144(AX), Y5, Y13
-	VPANDD          Y6, Y13, Y12
-	VPTESTMB        runbits<>+192(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+192(SB), Y9, Y17
-	VPERMB          196(CX), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y14
-	VPERMB          196(CX)(BX*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y15
-	VPERMB          196(CX)(BX*2), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y16
-	VPERMB          196(CX)(SI*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y11
-	VGF2P8AFFINEQB  $0x00, gfhinib<>+0(SB), Y13, Y12
-	VPTESTMB        runbits<>+224(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+224(SB), Y9, Y10
-	VPERMB          228(CX), Y5, Y13
-	VPMADDUBSW      Y13, Y12, Y13
-	VPDPWSSD        Y10, Y13, Y14
-	VPERMB          228(CX)(BX*1), Y5, Y13
-	VPMADDUBSW      Y13, Y12, Y13
-	VPDPWSSD        Y10, Y13, Y15
-	VPERMB          228(CX)(BX*2), Y5, Y13
-	VPMADDUBSW      Y13, Y12, Y13
-	VPDPWSSD        Y10, Y13, Y16
-	VPERMB          228(CX)(SI*1), Y5, Y13
-	VPMADDUBSW      Y13, Y12, Y13
-	VPDPWSSD        Y10, Y13, Y11
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    X8, Y12
-	VBROADCASTSS    (CX), Y10
-	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y14, Y14
-	VADDPS          Y14, Y0, Y0
-	VCVTDQ2PS       Y15, Y15
-	VBROADCASTSS    (CX)(BX*1), Y10
-	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y15, Y15
-	VADDPS          Y15, Y1, Y1
-	VCVTDQ2PS       Y16, Y16
-	VBROADCASTSS    (CX)(BX*2), Y10
-	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y16, Y16
-	VADDPS          Y16, Y2, Y2
-	VCVTDQ2PS       Y11, Y11
-	VBROADCASTSS    (CX)(SI*1), Y10
-	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y11, Y11
-	VADDPS          Y11, Y3, Y3
-	VPSHUFB         k4mdup<>+0(SB), Y9, Y9
-	VPMADDWD        260(CX), Y9, Y10
-	VPMADDWD        260(CX)(BX*1), Y9, Y11
-	VPMADDWD        260(CX)(BX*2), Y9, Y12
-	VPMADDWD        260(CX)(SI*1), Y9, Y9
-	VPUNPCKLDQ      Y11, Y10, Y13
-	VPUNPCKHDQ      Y11, Y10, Y10
-	VPADDD          Y10, Y13, Y13
-	VPUNPCKLDQ      Y9, Y12, Y10
-	VPUNPCKHDQ      Y9, Y12, Y9
-	VPADDD          Y9, Y10, Y10
-	VPUNPCKLQDQ     Y10, Y13, Y9
-	VPUNPCKHQDQ     Y10, Y13, Y10
-	VPADDD          Y10, Y9, Y9
-	VEXTRACTI32X4   $0x01, Y9, X10
-	VPADDD          X9, X10, X10
-	VCVTDQ2PS       X10, X10
-	VMOVSS          (CX), X9
-	VINSERTPS       $0x10, (CX)(BX*1), X9, X9
-	VINSERTPS       $0x20, (CX)(BX*2), X9, X9
-	VINSERTPS       $0x30, (CX)(SI*1), X9, X9
-	VMOVSHDUP       X8, X8
-	VBROADCASTSS    X8, X8
-	VMULPS          X9, X8, X8
-	VMULPS          X10, X8, X8
-	VSUBPS          X8, X4, X4
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ5Kx4VNNI256
+	MOVL           4(AX), R8
+	MOVL           8(AX), R9
+	MOVL           12(AX), R10
+	MOVL           R8, R11
+	ANDL           $0x3f3f3f3f, R11
+	MOVL           R10, R12
+	ANDL           $0x0f0f0f0f, R12
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R12
+	MOVL           R9, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x04, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	ORL            R9, R10
+	MOVL           R10, R9
+	SHLQ           $0x20, R9
+	ORQ            R9, R8
+	VMOVD          (AX), X8
+	VCVTPH2PS      X8, X8
+	VPERMB         16(AX), Y5, Y9
+	VPERMB         48(AX), Y5, Y11
+	VPANDD         Y6, Y11, Y10
+	VPTESTMB       runbits<>+0(SB), Y9, K1
+	VPADDB         Y7, Y10, K1, Y10
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y12
+	VPERMB         4(CX), Y5, Y13
+	VPMADDUBSW     Y13, Y10, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPERMB         4(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y10, Y14
+	VPMADDWD       Y12, Y14, Y14
+	VPERMB         4(CX)(BX*2), Y5, Y15
+	VPMADDUBSW     Y15, Y10, Y15
+	VPMADDWD       Y12, Y15, Y15
+	VPERMB         4(CX)(SI*1), Y5, Y16
+	VPMADDUBSW     Y16, Y10, Y16
+	VPMADDWD       Y12, Y16, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y11, Y11
+	VPTESTMB       runbits<>+32(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y12
+	VPERMB         36(CX), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y13
+	VPERMB         36(CX)(BX*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y14
+	VPERMB         36(CX)(BX*2), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y15
+	VPERMB         36(CX)(SI*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y10
+	VPERMB         80(AX), Y5, Y12
+	VPANDD         Y6, Y12, Y11
+	VPTESTMB       runbits<>+64(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y16
+	VPERMB         68(CX), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y13
+	VPERMB         68(CX)(BX*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y14
+	VPERMB         68(CX)(BX*2), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y15
+	VPERMB         68(CX)(SI*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y11
+	VPTESTMB       runbits<>+96(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVL           R11, R9
+	VPBROADCASTD   (DI)(R9*4), Y12
+	VPERMB         100(CX), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y13
+	VPERMB         100(CX)(BX*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y14
+	VPERMB         100(CX)(BX*2), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y15
+	VPERMB         100(CX)(SI*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y10
+	VPERMB         112(AX), Y5, Y12
+	VPANDD         Y6, Y12, Y11
+	VPTESTMB       runbits<>+128(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y16
+	VPERMB         132(CX), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y13
+	VPERMB         132(CX)(BX*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y14
+	VPERMB         132(CX)(BX*2), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y15
+	VPERMB         132(CX)(SI*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y11
+	VPTESTMB       runbits<>+160(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y12
+	VPERMB         164(CX), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y13
+	VPERMB         164(CX)(BX*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y14
+	VPERMB         164(CX)(BX*2), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y15
+	VPERMB         164(CX)(SI*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y10
+	VPERMB         144(AX), Y5, Y12
+	VPANDD         Y6, Y12, Y11
+	VPTESTMB       runbits<>+192(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y16
+	VPERMB         196(CX), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y13
+	VPERMB         196(CX)(BX*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y14
+	VPERMB         196(CX)(BX*2), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y15
+	VPERMB         196(CX)(SI*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y11
+	VPTESTMB       runbits<>+224(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVL           R12, R9
+	VPBROADCASTD   (DI)(R9*4), Y9
+	VPERMB         228(CX), Y5, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPDPWSSD       Y9, Y12, Y13
+	VPERMB         228(CX)(BX*1), Y5, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPDPWSSD       Y9, Y12, Y14
+	VPERMB         228(CX)(BX*2), Y5, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPDPWSSD       Y9, Y12, Y15
+	VPERMB         228(CX)(SI*1), Y5, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPDPWSSD       Y9, Y12, Y10
+	VCVTDQ2PS      Y13, Y13
+	VBROADCASTSS   X8, Y11
+	VBROADCASTSS   (CX), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y13, Y13
+	VADDPS         Y13, Y0, Y0
+	VCVTDQ2PS      Y14, Y14
+	VBROADCASTSS   (CX)(BX*1), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y14, Y14
+	VADDPS         Y14, Y1, Y1
+	VCVTDQ2PS      Y15, Y15
+	VBROADCASTSS   (CX)(BX*2), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y15, Y15
+	VADDPS         Y15, Y2, Y2
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (CX)(SI*1), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y10, Y10
+	VADDPS         Y10, Y3, Y3
+	VMOVQ          R8, X9
+	VPBROADCASTQ   X9, Y9
+	VPSHUFB        k4mdupq<>+0(SB), Y9, Y9
+	VPMADDWD       260(CX), Y9, Y10
+	VPMADDWD       260(CX)(BX*1), Y9, Y11
+	VPMADDWD       260(CX)(BX*2), Y9, Y12
+	VPMADDWD       260(CX)(SI*1), Y9, Y9
+	VPUNPCKLDQ     Y11, Y10, Y13
+	VPUNPCKHDQ     Y11, Y10, Y10
+	VPADDD         Y10, Y13, Y13
+	VPUNPCKLDQ     Y9, Y12, Y10
+	VPUNPCKHDQ     Y9, Y12, Y9
+	VPADDD         Y9, Y10, Y10
+	VPUNPCKLQDQ    Y10, Y13, Y9
+	VPUNPCKHQDQ    Y10, Y13, Y10
+	VPADDD         Y10, Y9, Y9
+	VEXTRACTI32X4  $0x01, Y9, X10
+	VPADDD         X9, X10, X10
+	VCVTDQ2PS      X10, X10
+	VMOVSS         (CX), X9
+	VINSERTPS      $0x10, (CX)(BX*1), X9, X9
+	VINSERTPS      $0x20, (CX)(BX*2), X9, X9
+	VINSERTPS      $0x30, (CX)(SI*1), X9, X9
+	VMOVSHDUP      X8, X8
+	VBROADCASTSS   X8, X8
+	VMULPS         X9, X8, X8
+	VMULPS         X10, X8, X8
+	VSUBPS         X8, X4, X4
+	ADDQ           $0x000000b0, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ5Kx4VNNI256
 
 donedotQ5Kx4VNNI256:
 	MOVQ          out+32(FP), AX

@@ -33,11 +33,13 @@ import (
 // byte transpose). For Q4_K the 32 packed bytes are permuted once for both
 // nibble sub-blocks; Q5_K's qh likewise for all eight.
 //
-// Measured on Zen 4, the kernels run out of vector issue slots rather
-// than any one unit, so the choices below count instructions: the scales
-// are splat with VPSHUFB (a broadcast from a table on the stack was
-// slower), and one-row kernels take the blocks in pairs so that one
-// transpose reduces both blocks' minimum sums.
+// Measured on Zen 4, the kernels run out of vector issue slots, so the
+// choices below move work off the vector units: the 256-bit kernels unpack
+// the 6-bit scales and mins with integer instructions and broadcast each
+// scale from a constant table (scaleWords) by its index, as a load, where
+// a VPSHUFB per sub-block was; and one-row kernels take the blocks in
+// pairs so that one transpose reduces both blocks' minimum sums. (A table
+// built on the stack per block was slower: its loads wait for the stores.)
 
 // xk is the state of one exact Q4_K/Q5_K kernel being emitted.
 type xk struct {
@@ -52,8 +54,8 @@ type xk struct {
 	sumfMem *Mem
 	idx     Op // VPERMB or VPERMD index
 	tr      Op // VPSHUFB transpose after VPERMD (no VBMI)
-	// table, where set, holds the address of scaleWords: one-row 256-bit
-	// VNNI kernels unpack the scales with integer instructions.
+	// table, where set, holds the address of scaleWords: the 256-bit
+	// kernels unpack the scales with integer instructions.
 	table Register
 }
 
@@ -182,7 +184,7 @@ func xLoop(t *target, name string, wsize, m int, pre func(x *xk), block func(x *
 	r := t.vec()
 	t.mov(idx, r)
 	x.idx = r
-	if m == 1 && t.vnni && !t.zmm() {
+	if !t.zmm() {
 		x.table = GP64()
 		LEAQ(scaleWords(), x.table)
 	}
@@ -372,10 +374,10 @@ func (x *xk) finishMins4(a kmins) {
 // hide VPDPWSSD's latency.
 func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirtual) kmins {
 	t := x.t
-	var scb, mw VecVirtual
-	var sidx [8]Register
+	var scb VecVirtual
+	var gs *gprScale
 	if x.table != nil {
-		sidx, mw = x.gprScales(wp)
+		gs = x.gprScales(wp)
 	} else {
 		scb = t.k4Scales(wp)
 	}
@@ -391,9 +393,11 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 	}
 	for i := 0; i < 256/t.w; i++ {
 		u := quants(i)
-		if x.table != nil {
-			// One row, ymm, VNNI: the scale as VPDPWSSD's embedded
-			// broadcast of its table entry.
+		var s VecVirtual
+		switch {
+		case gs != nil && t.vnni && len(acts) == 1:
+			// The scale as VPDPWSSD's embedded broadcast of its entry.
+			m := gs.next()
 			a := sums[0]
 			r := a.n % len(a.regs)
 			if a.n < len(a.regs) {
@@ -403,16 +407,19 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 			a.n++
 			y := x.perm(acts[0].Offset(q8KQs + i*t.w))
 			VPMADDUBSW(y, u, y)
-			m := Mem{Base: x.table, Index: sidx[i], Scale: 4}
 			Instruction(&ir.Instruction{
 				Opcode: "VPDPWSSD", Suffixes: []string{"BCST"},
 				Operands: []Op{m, y, a.regs[r]}, Inputs: []Op{m, y, a.regs[r]},
 				Outputs: []Op{a.regs[r]}, ISA: []string{"AVX512_VNNI"},
 			})
 			continue
+		case gs != nil:
+			s = t.vec()
+			VPBROADCASTD(gs.next(), s)
+		default:
+			s = t.vec()
+			VPSHUFB(t.scaleIndex(32).Offset(i*t.w), scb, s)
 		}
-		s := t.vec()
-		VPSHUFB(t.scaleIndex(32).Offset(i*t.w), scb, s)
 		for k, a := range acts {
 			y := x.perm(a.Offset(q8KQs + i*t.w))
 			VPMADDUBSW(y, u, y)
@@ -448,7 +455,10 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 
 	// The minimums' integer part, sum_j bsums[j]*mins[j/2], per row: after
 	// the products, whose chains are the longer ones.
-	if mw == nil {
+	var mw VecVirtual
+	if gs != nil {
+		mw = gs.mins()
+	} else {
 		mw = YMM()
 		var dup []byte
 		for j := 0; j < 16; j++ {
@@ -552,15 +562,54 @@ func scaleWords() Mem {
 	return constData("k4scalewords", b)
 }
 
+// gprScale is a block's scales and mins unpacked into integer registers
+// (gprScales): two words of four scale bytes, and the eight min bytes.
+type gprScale struct {
+	x      *xk
+	sc     [2]Register
+	m      Register
+	served int
+}
+
+// next emits the index of the next sub-block's scale and returns its
+// scaleWords entry, for a broadcast: sub-blocks in order.
+func (g *gprScale) next() Mem {
+	i := g.served
+	g.served++
+	src := g.sc[i/4]
+	r := GP64()
+	if i%4 < 3 {
+		MOVBQZX(src.(GPVirtual).As8(), r)
+		SHRL(U8(8), src)
+	} else {
+		MOVL(src, r.As32())
+	}
+	return Mem{Base: g.x.table, Index: r, Scale: 4}
+}
+
+// mins returns the mins as sixteen words m[j/2], for VPMADDWD with the
+// sixteen bsums.
+func (g *gprScale) mins() VecVirtual {
+	xm := XMM()
+	VMOVQ(g.m, xm)
+	mw := YMM()
+	VPBROADCASTQ(xm, mw)
+	var dup []byte
+	for j := 0; j < 16; j++ {
+		dup = append(dup, byte(j%8/2+4*(j/8)), 0x80)
+	}
+	VPSHUFB(constData("k4mdupq", dup), mw, mw)
+	return mw
+}
+
 // gprScales unpacks a block's 6-bit scales and mins (get_scale_min_k4)
 // with integer instructions, which leaves the vector units to the
-// products: it returns each scale zero-extended in a register, to index
-// scaleWords, and the mins as sixteen words m[j/2] for VPMADDWD with the
-// bsums. With a0, a1, a2 the three little-endian words at wp+4, bytewise:
+// products. With a0, a1, a2 the three little-endian words at wp+4,
+// bytewise:
 //
 //	sc[0:4] = a0&0x3f   sc[4:8] = a2&0x0f | (a0>>2)&0x30
 //	m[0:4]  = a1&0x3f   m[4:8]  = (a2>>4)&0x0f | (a1>>2)&0x30
-func (x *xk) gprScales(wp Register) (idx [8]Register, mw VecVirtual) {
+func (x *xk) gprScales(wp Register) *gprScale {
 	a0, a1, a2 := GP32(), GP32(), GP32()
 	MOVL(Mem{Base: wp, Disp: 4}, a0)
 	MOVL(Mem{Base: wp, Disp: 8}, a1)
@@ -584,26 +633,5 @@ func (x *xk) gprScales(wp Register) (idx [8]Register, mw VecVirtual) {
 	MOVL(a2, mh.As32())
 	SHLQ(U8(32), mh)
 	ORQ(mh, ml)
-	xm := XMM()
-	VMOVQ(ml, xm)
-	mw = YMM()
-	VPBROADCASTQ(xm, mw)
-	var dup []byte
-	for j := 0; j < 16; j++ {
-		dup = append(dup, byte(j%8/2+4*(j/8)), 0x80)
-	}
-	VPSHUFB(constData("k4mdupq", dup), mw, mw)
-	for h, src := range []Register{sl, sh} {
-		for b := 0; b < 4; b++ {
-			r := GP64()
-			if b < 3 {
-				MOVBQZX(src.(GPVirtual).As8(), r)
-				SHRL(U8(8), src)
-			} else {
-				MOVL(src, r.As32())
-			}
-			idx[4*h+b] = r
-		}
-	}
-	return idx, mw
+	return &gprScale{x: x, sc: [2]Register{sl, sh}, m: ml}
 }
