@@ -1685,113 +1685,142 @@ TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
 	VPXOR        X1, X1, X1
 	VMOVDQU      xtr32<>+0(SB), Y2
 	VMOVDQU      xpermd32<>+0(SB), Y3
+	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
 	TESTQ        DX, DX
 	JZ           donedotQ4KAVX2
 
 loopdotQ4KAVX2:
-	VBROADCASTI128 4(AX), Y5
-	VPSHUFD        $0x98, Y5, Y6
-	VPSRLVD        k4sh_y<>+0(SB), Y6, Y6
-	VPAND          k4m_y<>+0(SB), Y6, Y6
-	VPSHUFD        $0x50, Y5, Y5
-	VPSRLD         $0x02, Y5, Y5
-	VPAND          k4hm_y<>+0(SB), Y5, Y5
-	VPOR           Y5, Y6, Y6
-	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD       260(CX), Y5, Y5
-	VEXTRACTI128   $0x01, Y5, X7
-	VPADDD         X7, X5, X7
-	VPSHUFD        $0x4e, X7, X5
-	VPADDD         X5, X7, X7
-	VPSHUFD        $0xb1, X7, X5
-	VPADDD         X5, X7, X7
-	VCVTDQ2PS      X7, X7
-	VMOVD          (AX), X5
-	VCVTPH2PS      X5, X5
-	VBROADCASTSS   (CX), X8
-	VMULPS         X5, X8, X8
-	VMOVSHDUP      X8, X5
-	VMULSS         X7, X5, X5
-	VSUBSS         X5, X1, X1
-	VBROADCASTSS   X8, Y5
-	VPERMD         16(AX), Y3, Y8
-	VPSHUFB        Y2, Y8, Y8
-	VPAND          Y4, Y8, Y7
-	VPSHUFB        scidx32<>+0(SB), Y6, Y9
-	VPERMD         4(CX), Y3, Y10
-	VPSHUFB        Y2, Y10, Y10
-	VPMADDUBSW     Y10, Y7, Y10
-	VPMADDWD       Y9, Y10, Y7
-	VPSRLW         $0x04, Y8, Y8
-	VPAND          Y4, Y8, Y8
-	VPSHUFB        scidx32<>+32(SB), Y6, Y9
-	VPERMD         36(CX), Y3, Y10
-	VPSHUFB        Y2, Y10, Y10
-	VPMADDUBSW     Y10, Y8, Y10
-	VPMADDWD       Y9, Y10, Y8
-	VPERMD         48(AX), Y3, Y10
-	VPSHUFB        Y2, Y10, Y10
-	VPAND          Y4, Y10, Y9
-	VPSHUFB        scidx32<>+64(SB), Y6, Y11
-	VPERMD         68(CX), Y3, Y12
-	VPSHUFB        Y2, Y12, Y12
-	VPMADDUBSW     Y12, Y9, Y12
-	VPMADDWD       Y11, Y12, Y12
-	VPADDD         Y12, Y7, Y7
-	VPSRLW         $0x04, Y10, Y9
-	VPAND          Y4, Y9, Y9
-	VPSHUFB        scidx32<>+96(SB), Y6, Y10
-	VPERMD         100(CX), Y3, Y11
-	VPSHUFB        Y2, Y11, Y11
-	VPMADDUBSW     Y11, Y9, Y11
-	VPMADDWD       Y10, Y11, Y11
-	VPADDD         Y11, Y8, Y8
-	VPERMD         80(AX), Y3, Y10
-	VPSHUFB        Y2, Y10, Y10
-	VPAND          Y4, Y10, Y9
-	VPSHUFB        scidx32<>+128(SB), Y6, Y11
-	VPERMD         132(CX), Y3, Y12
-	VPSHUFB        Y2, Y12, Y12
-	VPMADDUBSW     Y12, Y9, Y12
-	VPMADDWD       Y11, Y12, Y12
-	VPADDD         Y12, Y7, Y7
-	VPSRLW         $0x04, Y10, Y9
-	VPAND          Y4, Y9, Y9
-	VPSHUFB        scidx32<>+160(SB), Y6, Y10
-	VPERMD         164(CX), Y3, Y11
-	VPSHUFB        Y2, Y11, Y11
-	VPMADDUBSW     Y11, Y9, Y11
-	VPMADDWD       Y10, Y11, Y11
-	VPADDD         Y11, Y8, Y8
-	VPERMD         112(AX), Y3, Y10
-	VPSHUFB        Y2, Y10, Y10
-	VPAND          Y4, Y10, Y9
-	VPSHUFB        scidx32<>+192(SB), Y6, Y11
-	VPERMD         196(CX), Y3, Y12
-	VPSHUFB        Y2, Y12, Y12
-	VPMADDUBSW     Y12, Y9, Y12
-	VPMADDWD       Y11, Y12, Y12
-	VPADDD         Y12, Y7, Y7
-	VPSRLW         $0x04, Y10, Y9
-	VPAND          Y4, Y9, Y9
-	VPSHUFB        scidx32<>+224(SB), Y6, Y6
-	VPERMD         228(CX), Y3, Y10
-	VPSHUFB        Y2, Y10, Y10
-	VPMADDUBSW     Y10, Y9, Y10
-	VPMADDWD       Y6, Y10, Y10
-	VPADDD         Y10, Y8, Y8
-	VPADDD         Y8, Y7, Y7
-	VCVTDQ2PS      Y7, Y7
-	VMULPS         Y5, Y7, Y7
-	VADDPS         Y7, Y0, Y0
-	ADDQ           $0x00000090, AX
-	ADDQ           $0x00000124, CX
-	DECQ           DX
-	JNZ            loopdotQ4KAVX2
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	MOVL         DI, SI
+	ANDL         $0x3f3f3f3f, SI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R8
+	MOVL         R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (CX), X6
+	VMULPS       X5, X6, X6
+	VPERMD       16(AX), Y3, Y7
+	VPSHUFB      Y2, Y7, Y7
+	VPAND        Y4, Y7, Y5
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y8
+	VPERMD       4(CX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y5
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y8
+	VPERMD       36(CX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y7
+	VPERMD       48(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPERMD       68(CX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	MOVL         R9, DI
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPERMD       100(CX), Y3, Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPERMD       80(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPERMD       132(CX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPERMD       164(CX), Y3, Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPERMD       112(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPERMD       196(CX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	MOVL         R10, DI
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPERMD       228(CX), Y3, Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS X6, Y7
+	VMULPS       Y7, Y5, Y5
+	VADDPS       Y5, Y0, Y0
+	VMOVQ        SI, X5
+	VPBROADCASTQ X5, Y5
+	VPSHUFB      k4mdupq<>+0(SB), Y5, Y5
+	VPMADDWD     260(CX), Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X5, X7, X7
+	VPSHUFD      $0x4e, X7, X5
+	VPADDD       X5, X7, X7
+	VPSHUFD      $0xb1, X7, X5
+	VPADDD       X5, X7, X7
+	VCVTDQ2PS    X7, X7
+	VUNPCKLPS    X6, X6, X5
+	VMULPS       X7, X5, X5
+	VSUBPS       X5, X1, X1
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotQ4KAVX2
 
 donedotQ4KAVX2:
-	VSHUFPS      $0x00, X1, X1, X1
+	VSHUFPS      $0xaa, X1, X1, X1
 	VEXTRACTF128 $0x01, Y0, X2
 	VADDSS       X0, X1, X1
 	VMOVSHDUP    X0, X3
@@ -1821,111 +1850,81 @@ DATA xtr32<>+24(SB)/4, $0x0e0a0602
 DATA xtr32<>+28(SB)/4, $0x0f0b0703
 GLOBL xtr32<>(SB), RODATA|NOPTR, $32
 
-DATA k4sh_y<>+0(SB)/4, $0x00000000
-DATA k4sh_y<>+4(SB)/4, $0x00000000
-DATA k4sh_y<>+8(SB)/4, $0x00000000
-DATA k4sh_y<>+12(SB)/4, $0x00000004
-DATA k4sh_y<>+16(SB)/4, $0x00000000
-DATA k4sh_y<>+20(SB)/4, $0x00000000
-DATA k4sh_y<>+24(SB)/4, $0x00000000
-DATA k4sh_y<>+28(SB)/4, $0x00000004
-GLOBL k4sh_y<>(SB), RODATA|NOPTR, $32
+DATA k4scalewords<>+0(SB)/4, $0x00000000
+DATA k4scalewords<>+4(SB)/4, $0x00010001
+DATA k4scalewords<>+8(SB)/4, $0x00020002
+DATA k4scalewords<>+12(SB)/4, $0x00030003
+DATA k4scalewords<>+16(SB)/4, $0x00040004
+DATA k4scalewords<>+20(SB)/4, $0x00050005
+DATA k4scalewords<>+24(SB)/4, $0x00060006
+DATA k4scalewords<>+28(SB)/4, $0x00070007
+DATA k4scalewords<>+32(SB)/4, $0x00080008
+DATA k4scalewords<>+36(SB)/4, $0x00090009
+DATA k4scalewords<>+40(SB)/4, $0x000a000a
+DATA k4scalewords<>+44(SB)/4, $0x000b000b
+DATA k4scalewords<>+48(SB)/4, $0x000c000c
+DATA k4scalewords<>+52(SB)/4, $0x000d000d
+DATA k4scalewords<>+56(SB)/4, $0x000e000e
+DATA k4scalewords<>+60(SB)/4, $0x000f000f
+DATA k4scalewords<>+64(SB)/4, $0x00100010
+DATA k4scalewords<>+68(SB)/4, $0x00110011
+DATA k4scalewords<>+72(SB)/4, $0x00120012
+DATA k4scalewords<>+76(SB)/4, $0x00130013
+DATA k4scalewords<>+80(SB)/4, $0x00140014
+DATA k4scalewords<>+84(SB)/4, $0x00150015
+DATA k4scalewords<>+88(SB)/4, $0x00160016
+DATA k4scalewords<>+92(SB)/4, $0x00170017
+DATA k4scalewords<>+96(SB)/4, $0x00180018
+DATA k4scalewords<>+100(SB)/4, $0x00190019
+DATA k4scalewords<>+104(SB)/4, $0x001a001a
+DATA k4scalewords<>+108(SB)/4, $0x001b001b
+DATA k4scalewords<>+112(SB)/4, $0x001c001c
+DATA k4scalewords<>+116(SB)/4, $0x001d001d
+DATA k4scalewords<>+120(SB)/4, $0x001e001e
+DATA k4scalewords<>+124(SB)/4, $0x001f001f
+DATA k4scalewords<>+128(SB)/4, $0x00200020
+DATA k4scalewords<>+132(SB)/4, $0x00210021
+DATA k4scalewords<>+136(SB)/4, $0x00220022
+DATA k4scalewords<>+140(SB)/4, $0x00230023
+DATA k4scalewords<>+144(SB)/4, $0x00240024
+DATA k4scalewords<>+148(SB)/4, $0x00250025
+DATA k4scalewords<>+152(SB)/4, $0x00260026
+DATA k4scalewords<>+156(SB)/4, $0x00270027
+DATA k4scalewords<>+160(SB)/4, $0x00280028
+DATA k4scalewords<>+164(SB)/4, $0x00290029
+DATA k4scalewords<>+168(SB)/4, $0x002a002a
+DATA k4scalewords<>+172(SB)/4, $0x002b002b
+DATA k4scalewords<>+176(SB)/4, $0x002c002c
+DATA k4scalewords<>+180(SB)/4, $0x002d002d
+DATA k4scalewords<>+184(SB)/4, $0x002e002e
+DATA k4scalewords<>+188(SB)/4, $0x002f002f
+DATA k4scalewords<>+192(SB)/4, $0x00300030
+DATA k4scalewords<>+196(SB)/4, $0x00310031
+DATA k4scalewords<>+200(SB)/4, $0x00320032
+DATA k4scalewords<>+204(SB)/4, $0x00330033
+DATA k4scalewords<>+208(SB)/4, $0x00340034
+DATA k4scalewords<>+212(SB)/4, $0x00350035
+DATA k4scalewords<>+216(SB)/4, $0x00360036
+DATA k4scalewords<>+220(SB)/4, $0x00370037
+DATA k4scalewords<>+224(SB)/4, $0x00380038
+DATA k4scalewords<>+228(SB)/4, $0x00390039
+DATA k4scalewords<>+232(SB)/4, $0x003a003a
+DATA k4scalewords<>+236(SB)/4, $0x003b003b
+DATA k4scalewords<>+240(SB)/4, $0x003c003c
+DATA k4scalewords<>+244(SB)/4, $0x003d003d
+DATA k4scalewords<>+248(SB)/4, $0x003e003e
+DATA k4scalewords<>+252(SB)/4, $0x003f003f
+GLOBL k4scalewords<>(SB), RODATA|NOPTR, $256
 
-DATA k4m_y<>+0(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+4(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+8(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+12(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+16(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+20(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+24(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+28(SB)/4, $0x0f0f0f0f
-GLOBL k4m_y<>(SB), RODATA|NOPTR, $32
-
-DATA k4hm_y<>+0(SB)/4, $0x00000000
-DATA k4hm_y<>+4(SB)/4, $0x30303030
-DATA k4hm_y<>+8(SB)/4, $0x00000000
-DATA k4hm_y<>+12(SB)/4, $0x30303030
-DATA k4hm_y<>+16(SB)/4, $0x00000000
-DATA k4hm_y<>+20(SB)/4, $0x30303030
-DATA k4hm_y<>+24(SB)/4, $0x00000000
-DATA k4hm_y<>+28(SB)/4, $0x30303030
-GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
-
-DATA k4mdup<>+0(SB)/4, $0x80088008
-DATA k4mdup<>+4(SB)/4, $0x80098009
-DATA k4mdup<>+8(SB)/4, $0x800a800a
-DATA k4mdup<>+12(SB)/4, $0x800b800b
-DATA k4mdup<>+16(SB)/4, $0x800c800c
-DATA k4mdup<>+20(SB)/4, $0x800d800d
-DATA k4mdup<>+24(SB)/4, $0x800e800e
-DATA k4mdup<>+28(SB)/4, $0x800f800f
-GLOBL k4mdup<>(SB), RODATA|NOPTR, $32
-
-DATA scidx32<>+0(SB)/4, $0x80008000
-DATA scidx32<>+4(SB)/4, $0x80008000
-DATA scidx32<>+8(SB)/4, $0x80008000
-DATA scidx32<>+12(SB)/4, $0x80008000
-DATA scidx32<>+16(SB)/4, $0x80008000
-DATA scidx32<>+20(SB)/4, $0x80008000
-DATA scidx32<>+24(SB)/4, $0x80008000
-DATA scidx32<>+28(SB)/4, $0x80008000
-DATA scidx32<>+32(SB)/4, $0x80018001
-DATA scidx32<>+36(SB)/4, $0x80018001
-DATA scidx32<>+40(SB)/4, $0x80018001
-DATA scidx32<>+44(SB)/4, $0x80018001
-DATA scidx32<>+48(SB)/4, $0x80018001
-DATA scidx32<>+52(SB)/4, $0x80018001
-DATA scidx32<>+56(SB)/4, $0x80018001
-DATA scidx32<>+60(SB)/4, $0x80018001
-DATA scidx32<>+64(SB)/4, $0x80028002
-DATA scidx32<>+68(SB)/4, $0x80028002
-DATA scidx32<>+72(SB)/4, $0x80028002
-DATA scidx32<>+76(SB)/4, $0x80028002
-DATA scidx32<>+80(SB)/4, $0x80028002
-DATA scidx32<>+84(SB)/4, $0x80028002
-DATA scidx32<>+88(SB)/4, $0x80028002
-DATA scidx32<>+92(SB)/4, $0x80028002
-DATA scidx32<>+96(SB)/4, $0x80038003
-DATA scidx32<>+100(SB)/4, $0x80038003
-DATA scidx32<>+104(SB)/4, $0x80038003
-DATA scidx32<>+108(SB)/4, $0x80038003
-DATA scidx32<>+112(SB)/4, $0x80038003
-DATA scidx32<>+116(SB)/4, $0x80038003
-DATA scidx32<>+120(SB)/4, $0x80038003
-DATA scidx32<>+124(SB)/4, $0x80038003
-DATA scidx32<>+128(SB)/4, $0x80048004
-DATA scidx32<>+132(SB)/4, $0x80048004
-DATA scidx32<>+136(SB)/4, $0x80048004
-DATA scidx32<>+140(SB)/4, $0x80048004
-DATA scidx32<>+144(SB)/4, $0x80048004
-DATA scidx32<>+148(SB)/4, $0x80048004
-DATA scidx32<>+152(SB)/4, $0x80048004
-DATA scidx32<>+156(SB)/4, $0x80048004
-DATA scidx32<>+160(SB)/4, $0x80058005
-DATA scidx32<>+164(SB)/4, $0x80058005
-DATA scidx32<>+168(SB)/4, $0x80058005
-DATA scidx32<>+172(SB)/4, $0x80058005
-DATA scidx32<>+176(SB)/4, $0x80058005
-DATA scidx32<>+180(SB)/4, $0x80058005
-DATA scidx32<>+184(SB)/4, $0x80058005
-DATA scidx32<>+188(SB)/4, $0x80058005
-DATA scidx32<>+192(SB)/4, $0x80068006
-DATA scidx32<>+196(SB)/4, $0x80068006
-DATA scidx32<>+200(SB)/4, $0x80068006
-DATA scidx32<>+204(SB)/4, $0x80068006
-DATA scidx32<>+208(SB)/4, $0x80068006
-DATA scidx32<>+212(SB)/4, $0x80068006
-DATA scidx32<>+216(SB)/4, $0x80068006
-DATA scidx32<>+220(SB)/4, $0x80068006
-DATA scidx32<>+224(SB)/4, $0x80078007
-DATA scidx32<>+228(SB)/4, $0x80078007
-DATA scidx32<>+232(SB)/4, $0x80078007
-DATA scidx32<>+236(SB)/4, $0x80078007
-DATA scidx32<>+240(SB)/4, $0x80078007
-DATA scidx32<>+244(SB)/4, $0x80078007
-DATA scidx32<>+248(SB)/4, $0x80078007
-DATA scidx32<>+252(SB)/4, $0x80078007
-GLOBL scidx32<>(SB), RODATA|NOPTR, $256
+DATA k4mdupq<>+0(SB)/4, $0x80008000
+DATA k4mdupq<>+4(SB)/4, $0x80018001
+DATA k4mdupq<>+8(SB)/4, $0x80028002
+DATA k4mdupq<>+12(SB)/4, $0x80038003
+DATA k4mdupq<>+16(SB)/4, $0x80048004
+DATA k4mdupq<>+20(SB)/4, $0x80058005
+DATA k4mdupq<>+24(SB)/4, $0x80068006
+DATA k4mdupq<>+28(SB)/4, $0x80078007
+GLOBL k4mdupq<>(SB), RODATA|NOPTR, $32
 
 // func dotQ4Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
@@ -1942,260 +1941,286 @@ TEXT ·dotQ4Kx4AVX2(SB), NOSPLIT, $16-40
 	VPXOR   X4, X4, X4
 	VMOVUPS X4, (SP)
 	VMOVDQU xpermd32<>+0(SB), Y4
+	LEAQ    k4scalewords<>+0(SB), DI
 	TESTQ   DX, DX
 	JZ      donedotQ4Kx4AVX2
 
 loopdotQ4Kx4AVX2:
-	VBROADCASTI128 4(AX), Y5
-	VPSHUFD        $0x98, Y5, Y6
-	VPSRLVD        k4sh_y<>+0(SB), Y6, Y6
-	VPAND          k4m_y<>+0(SB), Y6, Y6
-	VPSHUFD        $0x50, Y5, Y5
-	VPSRLD         $0x02, Y5, Y5
-	VPAND          k4hm_y<>+0(SB), Y5, Y5
-	VPOR           Y5, Y6, Y6
-	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD       260(CX), Y5, Y7
-	VPMADDWD       260(CX)(BX*1), Y5, Y8
-	VPMADDWD       260(CX)(BX*2), Y5, Y9
-	VPMADDWD       260(CX)(SI*1), Y5, Y5
-	VPUNPCKLDQ     Y8, Y7, Y10
-	VPUNPCKHDQ     Y8, Y7, Y7
-	VPADDD         Y7, Y10, Y10
-	VPUNPCKLDQ     Y5, Y9, Y7
-	VPUNPCKHDQ     Y5, Y9, Y5
-	VPADDD         Y5, Y7, Y7
-	VPUNPCKLQDQ    Y7, Y10, Y5
-	VPUNPCKHQDQ    Y7, Y10, Y7
-	VPADDD         Y7, Y5, Y5
-	VEXTRACTI128   $0x01, Y5, X7
-	VPADDD         X5, X7, X7
-	VCVTDQ2PS      X7, X7
-	VMOVD          (AX), X5
-	VCVTPH2PS      X5, X5
-	VMOVSS         (CX), X8
-	VINSERTPS      $0x10, (CX)(BX*1), X8, X8
-	VINSERTPS      $0x20, (CX)(BX*2), X8, X8
-	VINSERTPS      $0x30, (CX)(SI*1), X8, X8
-	VMOVSHDUP      X5, X9
-	VBROADCASTSS   X9, X9
-	VMULPS         X8, X9, X9
-	VMULPS         X7, X9, X9
-	VMOVUPS        (SP), X7
-	VSUBPS         X9, X7, X7
-	VMOVUPS        X7, (SP)
-	VPERMD         16(AX), Y4, Y8
-	VPSHUFB        xtr32<>+0(SB), Y8, Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y7
-	VPSHUFB        scidx32<>+0(SB), Y6, Y9
-	VPERMD         4(CX), Y4, Y10
-	VPSHUFB        xtr32<>+0(SB), Y10, Y10
-	VPMADDUBSW     Y10, Y7, Y10
-	VPMADDWD       Y9, Y10, Y10
-	VPERMD         4(CX)(BX*1), Y4, Y11
-	VPSHUFB        xtr32<>+0(SB), Y11, Y11
-	VPMADDUBSW     Y11, Y7, Y11
-	VPMADDWD       Y9, Y11, Y11
-	VPERMD         4(CX)(BX*2), Y4, Y12
-	VPSHUFB        xtr32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y12
-	VPMADDWD       Y9, Y12, Y12
-	VPERMD         4(CX)(SI*1), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y7, Y13
-	VPMADDWD       Y9, Y13, Y7
-	VPSRLW         $0x04, Y8, Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSHUFB        scidx32<>+32(SB), Y6, Y9
-	VPERMD         36(CX), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPERMD         36(CX)(BX*1), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPERMD         36(CX)(BX*2), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y12, Y12
-	VPERMD         36(CX)(SI*1), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y7, Y7
-	VPERMD         48(AX), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
-	VPSHUFB        scidx32<>+64(SB), Y6, Y13
-	VPERMD         68(CX), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPERMD         68(CX)(BX*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPERMD         68(CX)(BX*2), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPERMD         68(CX)(SI*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y7, Y7
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSHUFB        scidx32<>+96(SB), Y6, Y9
-	VPERMD         100(CX), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPERMD         100(CX)(BX*1), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPERMD         100(CX)(BX*2), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y12, Y12
-	VPERMD         100(CX)(SI*1), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y7, Y7
-	VPERMD         80(AX), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
-	VPSHUFB        scidx32<>+128(SB), Y6, Y13
-	VPERMD         132(CX), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPERMD         132(CX)(BX*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPERMD         132(CX)(BX*2), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPERMD         132(CX)(SI*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y7, Y7
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSHUFB        scidx32<>+160(SB), Y6, Y9
-	VPERMD         164(CX), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPERMD         164(CX)(BX*1), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPERMD         164(CX)(BX*2), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y12, Y12
-	VPERMD         164(CX)(SI*1), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y9, Y13, Y13
-	VPADDD         Y13, Y7, Y7
-	VPERMD         112(AX), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
-	VPSHUFB        scidx32<>+192(SB), Y6, Y13
-	VPERMD         196(CX), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y10, Y10
-	VPERMD         196(CX)(BX*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPERMD         196(CX)(BX*2), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPERMD         196(CX)(SI*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y7, Y7
-	VPSRLW         $0x04, Y9, Y8
-	VPAND          v32_0f0f0f0f<>+0(SB), Y8, Y8
-	VPSHUFB        scidx32<>+224(SB), Y6, Y6
-	VPERMD         228(CX), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPMADDWD       Y6, Y9, Y9
-	VPADDD         Y9, Y10, Y10
-	VPERMD         228(CX)(BX*1), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPMADDWD       Y6, Y9, Y9
-	VPADDD         Y9, Y11, Y11
-	VPERMD         228(CX)(BX*2), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPMADDWD       Y6, Y9, Y9
-	VPADDD         Y9, Y12, Y12
-	VPERMD         228(CX)(SI*1), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y8, Y9
-	VPMADDWD       Y6, Y9, Y9
-	VPADDD         Y9, Y7, Y7
-	VCVTDQ2PS      Y10, Y10
-	VBROADCASTSS   X5, Y6
-	VBROADCASTSS   (CX), Y8
-	VMULPS         Y8, Y6, Y6
-	VMULPS         Y6, Y10, Y10
-	VADDPS         Y10, Y0, Y0
-	VCVTDQ2PS      Y11, Y11
-	VBROADCASTSS   X5, Y6
-	VBROADCASTSS   (CX)(BX*1), Y8
-	VMULPS         Y8, Y6, Y6
-	VMULPS         Y6, Y11, Y11
-	VADDPS         Y11, Y1, Y1
-	VCVTDQ2PS      Y12, Y12
-	VBROADCASTSS   X5, Y6
-	VBROADCASTSS   (CX)(BX*2), Y8
-	VMULPS         Y8, Y6, Y6
-	VMULPS         Y6, Y12, Y12
-	VADDPS         Y12, Y2, Y2
-	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   X5, Y5
-	VBROADCASTSS   (CX)(SI*1), Y6
-	VMULPS         Y6, Y5, Y5
-	VMULPS         Y5, Y7, Y7
-	VADDPS         Y7, Y3, Y3
-	ADDQ           $0x00000090, AX
-	ADDQ           $0x00000124, CX
-	DECQ           DX
-	JNZ            loopdotQ4Kx4AVX2
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R10, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R8
+	ANDL         $0x30303030, R8
+	ORL          R8, R12
+	MOVL         R9, R8
+	ANDL         $0x3f3f3f3f, R8
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	MOVL         R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R8
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VPERMD       16(AX), Y4, Y7
+	VPSHUFB      xtr32<>+0(SB), Y7, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y6
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y8
+	VPERMD       4(CX), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPERMD       4(CX)(BX*1), Y4, Y10
+	VPSHUFB      xtr32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y6, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPERMD       4(CX)(BX*2), Y4, Y11
+	VPSHUFB      xtr32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPERMD       4(CX)(SI*1), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y6, Y12
+	VPMADDWD     Y8, Y12, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y8
+	VPERMD       36(CX), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPERMD       36(CX)(BX*1), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPERMD       36(CX)(BX*2), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPERMD       36(CX)(SI*1), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPERMD       48(AX), Y4, Y8
+	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y12
+	VPERMD       68(CX), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPERMD       68(CX)(BX*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPERMD       68(CX)(BX*2), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPERMD       68(CX)(SI*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
+	MOVL         R11, R9
+	VPBROADCASTD (DI)(R9*4), Y8
+	VPERMD       100(CX), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPERMD       100(CX)(BX*1), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPERMD       100(CX)(BX*2), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPERMD       100(CX)(SI*1), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPERMD       80(AX), Y4, Y8
+	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y12
+	VPERMD       132(CX), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPERMD       132(CX)(BX*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPERMD       132(CX)(BX*2), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPERMD       132(CX)(SI*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y8
+	VPERMD       164(CX), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPERMD       164(CX)(BX*1), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPERMD       164(CX)(BX*2), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPERMD       164(CX)(SI*1), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPERMD       112(AX), Y4, Y8
+	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y12
+	VPERMD       196(CX), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPERMD       196(CX)(BX*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPERMD       196(CX)(BX*2), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPERMD       196(CX)(SI*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
+	MOVL         R12, R9
+	VPBROADCASTD (DI)(R9*4), Y8
+	VPERMD       228(CX), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPERMD       228(CX)(BX*1), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPERMD       228(CX)(BX*2), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPERMD       228(CX)(SI*1), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS X5, Y8
+	VBROADCASTSS (CX), Y7
+	VMULPS       Y8, Y7, Y7
+	VMULPS       Y7, Y9, Y9
+	VADDPS       Y9, Y0, Y0
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (CX)(BX*1), Y7
+	VMULPS       Y8, Y7, Y7
+	VMULPS       Y7, Y10, Y10
+	VADDPS       Y10, Y1, Y1
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (CX)(BX*2), Y7
+	VMULPS       Y8, Y7, Y7
+	VMULPS       Y7, Y11, Y11
+	VADDPS       Y11, Y2, Y2
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (CX)(SI*1), Y7
+	VMULPS       Y8, Y7, Y7
+	VMULPS       Y7, Y6, Y6
+	VADDPS       Y6, Y3, Y3
+	VMOVQ        R8, X6
+	VPBROADCASTQ X6, Y6
+	VPSHUFB      k4mdupq<>+0(SB), Y6, Y6
+	VPMADDWD     260(CX), Y6, Y7
+	VPMADDWD     260(CX)(BX*1), Y6, Y8
+	VPMADDWD     260(CX)(BX*2), Y6, Y9
+	VPMADDWD     260(CX)(SI*1), Y6, Y6
+	VPUNPCKLDQ   Y8, Y7, Y10
+	VPUNPCKHDQ   Y8, Y7, Y7
+	VPADDD       Y7, Y10, Y10
+	VPUNPCKLDQ   Y6, Y9, Y7
+	VPUNPCKHDQ   Y6, Y9, Y6
+	VPADDD       Y6, Y7, Y7
+	VPUNPCKLQDQ  Y7, Y10, Y6
+	VPUNPCKHQDQ  Y7, Y10, Y7
+	VPADDD       Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMOVSS       (CX), X6
+	VINSERTPS    $0x10, (CX)(BX*1), X6, X6
+	VINSERTPS    $0x20, (CX)(BX*2), X6, X6
+	VINSERTPS    $0x30, (CX)(SI*1), X6, X6
+	VMOVSHDUP    X5, X5
+	VBROADCASTSS X5, X5
+	VMULPS       X6, X5, X5
+	VMULPS       X7, X5, X5
+	VMOVUPS      (SP), X6
+	VSUBPS       X5, X6, X6
+	VMOVUPS      X6, (SP)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotQ4Kx4AVX2
 
 donedotQ4Kx4AVX2:
 	VMOVUPS      (SP), X4
@@ -2281,140 +2306,169 @@ TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
 	VPXOR        X1, X1, X1
 	VMOVDQU      xtr32<>+0(SB), Y2
 	VMOVDQU      xpermd32<>+0(SB), Y3
+	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
 	VPBROADCASTD c32_10101010<>+0(SB), Y5
 	TESTQ        DX, DX
 	JZ           donedotQ5KAVX2
 
 loopdotQ5KAVX2:
-	VBROADCASTI128 4(AX), Y6
-	VPSHUFD        $0x98, Y6, Y7
-	VPSRLVD        k4sh_y<>+0(SB), Y7, Y7
-	VPAND          k4m_y<>+0(SB), Y7, Y7
-	VPSHUFD        $0x50, Y6, Y6
-	VPSRLD         $0x02, Y6, Y6
-	VPAND          k4hm_y<>+0(SB), Y6, Y6
-	VPOR           Y6, Y7, Y7
-	VPSHUFB        k4mdup<>+0(SB), Y7, Y6
-	VPMADDWD       260(CX), Y6, Y6
-	VEXTRACTI128   $0x01, Y6, X8
-	VPADDD         X8, X6, X8
-	VPSHUFD        $0x4e, X8, X6
-	VPADDD         X6, X8, X8
-	VPSHUFD        $0xb1, X8, X6
-	VPADDD         X6, X8, X8
-	VCVTDQ2PS      X8, X8
-	VMOVD          (AX), X6
-	VCVTPH2PS      X6, X6
-	VBROADCASTSS   (CX), X9
-	VMULPS         X6, X9, X9
-	VMOVSHDUP      X9, X6
-	VMULSS         X8, X6, X6
-	VSUBSS         X6, X1, X1
-	VBROADCASTSS   X9, Y6
-	VPERMD         16(AX), Y3, Y8
-	VPSHUFB        Y2, Y8, Y8
-	VPERMD         48(AX), Y3, Y10
-	VPSHUFB        Y2, Y10, Y10
-	VPAND          Y4, Y10, Y9
-	VPSLLW         $0x04, Y8, Y11
-	VPAND          Y5, Y11, Y11
-	VPOR           Y11, Y9, Y9
-	VPSHUFB        scidx32<>+0(SB), Y7, Y11
-	VPERMD         4(CX), Y3, Y12
-	VPSHUFB        Y2, Y12, Y12
-	VPMADDUBSW     Y12, Y9, Y12
-	VPMADDWD       Y11, Y12, Y9
-	VPSRLW         $0x04, Y10, Y10
-	VPAND          Y4, Y10, Y10
-	VPSLLW         $0x03, Y8, Y11
-	VPAND          Y5, Y11, Y11
-	VPOR           Y11, Y10, Y10
-	VPSHUFB        scidx32<>+32(SB), Y7, Y11
-	VPERMD         36(CX), Y3, Y12
-	VPSHUFB        Y2, Y12, Y12
-	VPMADDUBSW     Y12, Y10, Y12
-	VPMADDWD       Y11, Y12, Y10
-	VPERMD         80(AX), Y3, Y12
-	VPSHUFB        Y2, Y12, Y12
-	VPAND          Y4, Y12, Y11
-	VPSLLW         $0x02, Y8, Y13
-	VPAND          Y5, Y13, Y13
-	VPOR           Y13, Y11, Y11
-	VPSHUFB        scidx32<>+64(SB), Y7, Y13
-	VPERMD         68(CX), Y3, Y14
-	VPSHUFB        Y2, Y14, Y14
-	VPMADDUBSW     Y14, Y11, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y9, Y9
-	VPSRLW         $0x04, Y12, Y11
-	VPAND          Y4, Y11, Y11
-	VPSLLW         $0x01, Y8, Y12
-	VPAND          Y5, Y12, Y12
-	VPOR           Y12, Y11, Y11
-	VPSHUFB        scidx32<>+96(SB), Y7, Y12
-	VPERMD         100(CX), Y3, Y13
-	VPSHUFB        Y2, Y13, Y13
-	VPMADDUBSW     Y13, Y11, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPERMD         112(AX), Y3, Y12
-	VPSHUFB        Y2, Y12, Y12
-	VPAND          Y4, Y12, Y11
-	VMOVDQA        Y8, Y13
-	VPAND          Y5, Y13, Y13
-	VPOR           Y13, Y11, Y11
-	VPSHUFB        scidx32<>+128(SB), Y7, Y13
-	VPERMD         132(CX), Y3, Y14
-	VPSHUFB        Y2, Y14, Y14
-	VPMADDUBSW     Y14, Y11, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y9, Y9
-	VPSRLW         $0x04, Y12, Y11
-	VPAND          Y4, Y11, Y11
-	VPSRLW         $0x01, Y8, Y12
-	VPAND          Y5, Y12, Y12
-	VPOR           Y12, Y11, Y11
-	VPSHUFB        scidx32<>+160(SB), Y7, Y12
-	VPERMD         164(CX), Y3, Y13
-	VPSHUFB        Y2, Y13, Y13
-	VPMADDUBSW     Y13, Y11, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPERMD         144(AX), Y3, Y12
-	VPSHUFB        Y2, Y12, Y12
-	VPAND          Y4, Y12, Y11
-	VPSRLW         $0x02, Y8, Y13
-	VPAND          Y5, Y13, Y13
-	VPOR           Y13, Y11, Y11
-	VPSHUFB        scidx32<>+192(SB), Y7, Y13
-	VPERMD         196(CX), Y3, Y14
-	VPSHUFB        Y2, Y14, Y14
-	VPMADDUBSW     Y14, Y11, Y14
-	VPMADDWD       Y13, Y14, Y14
-	VPADDD         Y14, Y9, Y9
-	VPSRLW         $0x04, Y12, Y11
-	VPAND          Y4, Y11, Y11
-	VPSRLW         $0x03, Y8, Y8
-	VPAND          Y5, Y8, Y8
-	VPOR           Y8, Y11, Y11
-	VPSHUFB        scidx32<>+224(SB), Y7, Y7
-	VPERMD         228(CX), Y3, Y8
-	VPSHUFB        Y2, Y8, Y8
-	VPMADDUBSW     Y8, Y11, Y8
-	VPMADDWD       Y7, Y8, Y8
-	VPADDD         Y8, Y10, Y10
-	VPADDD         Y10, Y9, Y9
-	VCVTDQ2PS      Y9, Y9
-	VMULPS         Y6, Y9, Y9
-	VADDPS         Y9, Y0, Y0
-	ADDQ           $0x000000b0, AX
-	ADDQ           $0x00000124, CX
-	DECQ           DX
-	JNZ            loopdotQ5KAVX2
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	MOVL         DI, SI
+	ANDL         $0x3f3f3f3f, SI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R8
+	MOVL         R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	VMOVD        (AX), X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS (CX), X7
+	VMULPS       X6, X7, X7
+	VPERMD       16(AX), Y3, Y6
+	VPSHUFB      Y2, Y6, Y6
+	VPERMD       48(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	VPSLLW       $0x04, Y6, Y10
+	VPAND        Y5, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPERMD       4(CX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y8
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPSLLW       $0x03, Y6, Y10
+	VPAND        Y5, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPERMD       36(CX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y9
+	VPERMD       80(AX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y10
+	VPSLLW       $0x02, Y6, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y12
+	VPERMD       68(CX), Y3, Y13
+	VPSHUFB      Y2, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y4, Y10, Y10
+	VPSLLW       $0x01, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	MOVL         R9, DI
+	VPBROADCASTD (BX)(DI*4), Y11
+	VPERMD       100(CX), Y3, Y12
+	VPSHUFB      Y2, Y12, Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPERMD       112(AX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y10
+	VMOVDQA      Y6, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y12
+	VPERMD       132(CX), Y3, Y13
+	VPSHUFB      Y2, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y4, Y10, Y10
+	VPSRLW       $0x01, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y11
+	VPERMD       164(CX), Y3, Y12
+	VPSHUFB      Y2, Y12, Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPERMD       144(AX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y10
+	VPSRLW       $0x02, Y6, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y12
+	VPERMD       196(CX), Y3, Y13
+	VPSHUFB      Y2, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y4, Y10, Y10
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        Y5, Y6, Y6
+	VPOR         Y6, Y10, Y10
+	MOVL         R10, DI
+	VPBROADCASTD (BX)(DI*4), Y6
+	VPERMD       228(CX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y6, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS X7, Y6
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y0, Y0
+	VMOVQ        SI, X6
+	VPBROADCASTQ X6, Y6
+	VPSHUFB      k4mdupq<>+0(SB), Y6, Y6
+	VPMADDWD     260(CX), Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X8
+	VPADDD       X6, X8, X8
+	VPSHUFD      $0x4e, X8, X6
+	VPADDD       X6, X8, X8
+	VPSHUFD      $0xb1, X8, X6
+	VPADDD       X6, X8, X8
+	VCVTDQ2PS    X8, X8
+	VUNPCKLPS    X7, X7, X6
+	VMULPS       X8, X6, X6
+	VSUBPS       X6, X1, X1
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotQ5KAVX2
 
 donedotQ5KAVX2:
-	VSHUFPS      $0x00, X1, X1, X1
+	VSHUFPS      $0xaa, X1, X1, X1
 	VEXTRACTF128 $0x01, Y0, X2
 	VADDSS       X0, X1, X1
 	VMOVSHDUP    X0, X3
@@ -2452,286 +2506,312 @@ TEXT ·dotQ5Kx4AVX2(SB), NOSPLIT, $16-40
 	VPXOR   X4, X4, X4
 	VMOVUPS X4, (SP)
 	VMOVDQU xpermd32<>+0(SB), Y4
+	LEAQ    k4scalewords<>+0(SB), DI
 	TESTQ   DX, DX
 	JZ      donedotQ5Kx4AVX2
 
 loopdotQ5Kx4AVX2:
-	VBROADCASTI128 4(AX), Y5
-	VPSHUFD        $0x98, Y5, Y6
-	VPSRLVD        k4sh_y<>+0(SB), Y6, Y6
-	VPAND          k4m_y<>+0(SB), Y6, Y6
-	VPSHUFD        $0x50, Y5, Y5
-	VPSRLD         $0x02, Y5, Y5
-	VPAND          k4hm_y<>+0(SB), Y5, Y5
-	VPOR           Y5, Y6, Y6
-	VPSHUFB        k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD       260(CX), Y5, Y7
-	VPMADDWD       260(CX)(BX*1), Y5, Y8
-	VPMADDWD       260(CX)(BX*2), Y5, Y9
-	VPMADDWD       260(CX)(SI*1), Y5, Y5
-	VPUNPCKLDQ     Y8, Y7, Y10
-	VPUNPCKHDQ     Y8, Y7, Y7
-	VPADDD         Y7, Y10, Y10
-	VPUNPCKLDQ     Y5, Y9, Y7
-	VPUNPCKHDQ     Y5, Y9, Y5
-	VPADDD         Y5, Y7, Y7
-	VPUNPCKLQDQ    Y7, Y10, Y5
-	VPUNPCKHQDQ    Y7, Y10, Y7
-	VPADDD         Y7, Y5, Y5
-	VEXTRACTI128   $0x01, Y5, X7
-	VPADDD         X5, X7, X7
-	VCVTDQ2PS      X7, X7
-	VMOVD          (AX), X5
-	VCVTPH2PS      X5, X5
-	VMOVSS         (CX), X8
-	VINSERTPS      $0x10, (CX)(BX*1), X8, X8
-	VINSERTPS      $0x20, (CX)(BX*2), X8, X8
-	VINSERTPS      $0x30, (CX)(SI*1), X8, X8
-	VMOVSHDUP      X5, X9
-	VBROADCASTSS   X9, X9
-	VMULPS         X8, X9, X9
-	VMULPS         X7, X9, X9
-	VMOVUPS        (SP), X7
-	VSUBPS         X9, X7, X7
-	VMOVUPS        X7, (SP)
-	VPERMD         16(AX), Y4, Y7
-	VPSHUFB        xtr32<>+0(SB), Y7, Y7
-	VPERMD         48(AX), Y4, Y9
-	VPSHUFB        xtr32<>+0(SB), Y9, Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y8
-	VPSLLW         $0x04, Y7, Y10
-	VPAND          v32_10101010<>+0(SB), Y10, Y10
-	VPOR           Y10, Y8, Y8
-	VPSHUFB        scidx32<>+0(SB), Y6, Y10
-	VPERMD         4(CX), Y4, Y11
-	VPSHUFB        xtr32<>+0(SB), Y11, Y11
-	VPMADDUBSW     Y11, Y8, Y11
-	VPMADDWD       Y10, Y11, Y11
-	VPERMD         4(CX)(BX*1), Y4, Y12
-	VPSHUFB        xtr32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y8, Y12
-	VPMADDWD       Y10, Y12, Y12
-	VPERMD         4(CX)(BX*2), Y4, Y13
-	VPSHUFB        xtr32<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y13, Y8, Y13
-	VPMADDWD       Y10, Y13, Y13
-	VPERMD         4(CX)(SI*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y8, Y14
-	VPMADDWD       Y10, Y14, Y8
-	VPSRLW         $0x04, Y9, Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y9
-	VPSLLW         $0x03, Y7, Y10
-	VPAND          v32_10101010<>+0(SB), Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPSHUFB        scidx32<>+32(SB), Y6, Y10
-	VPERMD         36(CX), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPERMD         36(CX)(BX*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPERMD         36(CX)(BX*2), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y13, Y13
-	VPERMD         36(CX)(SI*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y8, Y8
-	VPERMD         80(AX), Y4, Y10
-	VPSHUFB        xtr32<>+0(SB), Y10, Y10
-	VPAND          v32_0f0f0f0f<>+0(SB), Y10, Y9
-	VPSLLW         $0x02, Y7, Y14
-	VPAND          v32_10101010<>+0(SB), Y14, Y14
-	VPOR           Y14, Y9, Y9
-	VPSHUFB        scidx32<>+64(SB), Y6, Y14
-	VPERMD         68(CX), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y11, Y11
-	VPERMD         68(CX)(BX*1), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y12, Y12
-	VPERMD         68(CX)(BX*2), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y13, Y13
-	VPERMD         68(CX)(SI*1), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y8, Y8
-	VPSRLW         $0x04, Y10, Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y9
-	VPSLLW         $0x01, Y7, Y10
-	VPAND          v32_10101010<>+0(SB), Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPSHUFB        scidx32<>+96(SB), Y6, Y10
-	VPERMD         100(CX), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPERMD         100(CX)(BX*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPERMD         100(CX)(BX*2), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y13, Y13
-	VPERMD         100(CX)(SI*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y8, Y8
-	VPERMD         112(AX), Y4, Y10
-	VPSHUFB        xtr32<>+0(SB), Y10, Y10
-	VPAND          v32_0f0f0f0f<>+0(SB), Y10, Y9
-	VMOVDQA        Y7, Y14
-	VPAND          v32_10101010<>+0(SB), Y14, Y14
-	VPOR           Y14, Y9, Y9
-	VPSHUFB        scidx32<>+128(SB), Y6, Y14
-	VPERMD         132(CX), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y11, Y11
-	VPERMD         132(CX)(BX*1), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y12, Y12
-	VPERMD         132(CX)(BX*2), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y13, Y13
-	VPERMD         132(CX)(SI*1), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y8, Y8
-	VPSRLW         $0x04, Y10, Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y9
-	VPSRLW         $0x01, Y7, Y10
-	VPAND          v32_10101010<>+0(SB), Y10, Y10
-	VPOR           Y10, Y9, Y9
-	VPSHUFB        scidx32<>+160(SB), Y6, Y10
-	VPERMD         164(CX), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y11, Y11
-	VPERMD         164(CX)(BX*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y12, Y12
-	VPERMD         164(CX)(BX*2), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y13, Y13
-	VPERMD         164(CX)(SI*1), Y4, Y14
-	VPSHUFB        xtr32<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y14, Y9, Y14
-	VPMADDWD       Y10, Y14, Y14
-	VPADDD         Y14, Y8, Y8
-	VPERMD         144(AX), Y4, Y10
-	VPSHUFB        xtr32<>+0(SB), Y10, Y10
-	VPAND          v32_0f0f0f0f<>+0(SB), Y10, Y9
-	VPSRLW         $0x02, Y7, Y14
-	VPAND          v32_10101010<>+0(SB), Y14, Y14
-	VPOR           Y14, Y9, Y9
-	VPSHUFB        scidx32<>+192(SB), Y6, Y14
-	VPERMD         196(CX), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y11, Y11
-	VPERMD         196(CX)(BX*1), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y12, Y12
-	VPERMD         196(CX)(BX*2), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y13, Y13
-	VPERMD         196(CX)(SI*1), Y4, Y15
-	VPSHUFB        xtr32<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y15, Y9, Y15
-	VPMADDWD       Y14, Y15, Y15
-	VPADDD         Y15, Y8, Y8
-	VPSRLW         $0x04, Y10, Y9
-	VPAND          v32_0f0f0f0f<>+0(SB), Y9, Y9
-	VPSRLW         $0x03, Y7, Y7
-	VPAND          v32_10101010<>+0(SB), Y7, Y7
-	VPOR           Y7, Y9, Y9
-	VPSHUFB        scidx32<>+224(SB), Y6, Y6
-	VPERMD         228(CX), Y4, Y7
-	VPSHUFB        xtr32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y9, Y7
-	VPMADDWD       Y6, Y7, Y7
-	VPADDD         Y7, Y11, Y11
-	VPERMD         228(CX)(BX*1), Y4, Y7
-	VPSHUFB        xtr32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y9, Y7
-	VPMADDWD       Y6, Y7, Y7
-	VPADDD         Y7, Y12, Y12
-	VPERMD         228(CX)(BX*2), Y4, Y7
-	VPSHUFB        xtr32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y9, Y7
-	VPMADDWD       Y6, Y7, Y7
-	VPADDD         Y7, Y13, Y13
-	VPERMD         228(CX)(SI*1), Y4, Y7
-	VPSHUFB        xtr32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y9, Y7
-	VPMADDWD       Y6, Y7, Y7
-	VPADDD         Y7, Y8, Y8
-	VCVTDQ2PS      Y11, Y11
-	VBROADCASTSS   X5, Y6
-	VBROADCASTSS   (CX), Y7
-	VMULPS         Y7, Y6, Y6
-	VMULPS         Y6, Y11, Y11
-	VADDPS         Y11, Y0, Y0
-	VCVTDQ2PS      Y12, Y12
-	VBROADCASTSS   X5, Y6
-	VBROADCASTSS   (CX)(BX*1), Y7
-	VMULPS         Y7, Y6, Y6
-	VMULPS         Y6, Y12, Y12
-	VADDPS         Y12, Y1, Y1
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X5, Y6
-	VBROADCASTSS   (CX)(BX*2), Y7
-	VMULPS         Y7, Y6, Y6
-	VMULPS         Y6, Y13, Y13
-	VADDPS         Y13, Y2, Y2
-	VCVTDQ2PS      Y8, Y8
-	VBROADCASTSS   X5, Y5
-	VBROADCASTSS   (CX)(SI*1), Y6
-	VMULPS         Y6, Y5, Y5
-	VMULPS         Y5, Y8, Y8
-	VADDPS         Y8, Y3, Y3
-	ADDQ           $0x000000b0, AX
-	ADDQ           $0x00000124, CX
-	DECQ           DX
-	JNZ            loopdotQ5Kx4AVX2
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R10, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R8
+	ANDL         $0x30303030, R8
+	ORL          R8, R12
+	MOVL         R9, R8
+	ANDL         $0x3f3f3f3f, R8
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	MOVL         R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R8
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VPERMD       16(AX), Y4, Y6
+	VPSHUFB      xtr32<>+0(SB), Y6, Y6
+	VPERMD       48(AX), Y4, Y8
+	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
+	VPSLLW       $0x04, Y6, Y9
+	VPAND        v32_10101010<>+0(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y9
+	VPERMD       4(CX), Y4, Y10
+	VPSHUFB      xtr32<>+0(SB), Y10, Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPERMD       4(CX)(BX*1), Y4, Y11
+	VPSHUFB      xtr32<>+0(SB), Y11, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPERMD       4(CX)(BX*2), Y4, Y12
+	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPMADDWD     Y9, Y12, Y12
+	VPERMD       4(CX)(SI*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y7, Y13
+	VPMADDWD     Y9, Y13, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSLLW       $0x03, Y6, Y9
+	VPAND        v32_10101010<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y9
+	VPERMD       36(CX), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPERMD       36(CX)(BX*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPERMD       36(CX)(BX*2), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VPERMD       36(CX)(SI*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPERMD       80(AX), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSLLW       $0x02, Y6, Y13
+	VPAND        v32_10101010<>+0(SB), Y13, Y13
+	VPOR         Y13, Y8, Y8
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y13
+	VPERMD       68(CX), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       68(CX)(BX*1), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       68(CX)(BX*2), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VPERMD       68(CX)(SI*1), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSLLW       $0x01, Y6, Y9
+	VPAND        v32_10101010<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	MOVL         R11, R9
+	VPBROADCASTD (DI)(R9*4), Y9
+	VPERMD       100(CX), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPERMD       100(CX)(BX*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPERMD       100(CX)(BX*2), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VPERMD       100(CX)(SI*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPERMD       112(AX), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VMOVDQA      Y6, Y13
+	VPAND        v32_10101010<>+0(SB), Y13, Y13
+	VPOR         Y13, Y8, Y8
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y13
+	VPERMD       132(CX), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       132(CX)(BX*1), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       132(CX)(BX*2), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VPERMD       132(CX)(SI*1), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSRLW       $0x01, Y6, Y9
+	VPAND        v32_10101010<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y9
+	VPERMD       164(CX), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPERMD       164(CX)(BX*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPERMD       164(CX)(BX*2), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VPERMD       164(CX)(SI*1), Y4, Y13
+	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPERMD       144(AX), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSRLW       $0x02, Y6, Y13
+	VPAND        v32_10101010<>+0(SB), Y13, Y13
+	VPOR         Y13, Y8, Y8
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y13
+	VPERMD       196(CX), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       196(CX)(BX*1), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       196(CX)(BX*2), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VPERMD       196(CX)(SI*1), Y4, Y14
+	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        v32_10101010<>+0(SB), Y6, Y6
+	VPOR         Y6, Y8, Y8
+	MOVL         R12, R9
+	VPBROADCASTD (DI)(R9*4), Y6
+	VPERMD       228(CX), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y10, Y10
+	VPERMD       228(CX)(BX*1), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y11, Y11
+	VPERMD       228(CX)(BX*2), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y12, Y12
+	VPERMD       228(CX)(SI*1), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS X5, Y8
+	VBROADCASTSS (CX), Y6
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y6, Y10, Y10
+	VADDPS       Y10, Y0, Y0
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (CX)(BX*1), Y6
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y6, Y11, Y11
+	VADDPS       Y11, Y1, Y1
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (CX)(BX*2), Y6
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y6, Y12, Y12
+	VADDPS       Y12, Y2, Y2
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (CX)(SI*1), Y6
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VMOVQ        R8, X6
+	VPBROADCASTQ X6, Y6
+	VPSHUFB      k4mdupq<>+0(SB), Y6, Y6
+	VPMADDWD     260(CX), Y6, Y7
+	VPMADDWD     260(CX)(BX*1), Y6, Y8
+	VPMADDWD     260(CX)(BX*2), Y6, Y9
+	VPMADDWD     260(CX)(SI*1), Y6, Y6
+	VPUNPCKLDQ   Y8, Y7, Y10
+	VPUNPCKHDQ   Y8, Y7, Y7
+	VPADDD       Y7, Y10, Y10
+	VPUNPCKLDQ   Y6, Y9, Y7
+	VPUNPCKHDQ   Y6, Y9, Y6
+	VPADDD       Y6, Y7, Y7
+	VPUNPCKLQDQ  Y7, Y10, Y6
+	VPUNPCKHQDQ  Y7, Y10, Y7
+	VPADDD       Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMOVSS       (CX), X6
+	VINSERTPS    $0x10, (CX)(BX*1), X6, X6
+	VINSERTPS    $0x20, (CX)(BX*2), X6, X6
+	VINSERTPS    $0x30, (CX)(SI*1), X6, X6
+	VMOVSHDUP    X5, X5
+	VBROADCASTSS X5, X5
+	VMULPS       X6, X5, X5
+	VMULPS       X7, X5, X5
+	VMOVUPS      (SP), X6
+	VSUBPS       X5, X6, X6
+	VMOVUPS      X6, (SP)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotQ5Kx4AVX2
 
 donedotQ5Kx4AVX2:
 	VMOVUPS      (SP), X4

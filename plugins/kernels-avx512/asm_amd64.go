@@ -15,6 +15,10 @@ var (
 	hasVNNI = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
 	// hasVBMI picks the Q3_K/Q6_K kernels that permute with one VPERMB.
 	hasVBMI = hasVNNI && cpuid.CPU.Supports(cpuid.AVX512VBMI)
+	// hasVBMIGFNI: the VNNI levels' Q4_K and Q5_K kernels permute bytes
+	// with VPERMB and split nibbles with GFNI; a VNNI CPU without them
+	// (Cascade Lake) gets the 512-bit AVX-512 ones, which are as exact.
+	hasVBMIGFNI = cpuid.CPU.Supports(cpuid.AVX512VBMI, cpuid.GFNI)
 )
 
 // preferred is the default level. Zen 4 executes 512-bit operations as two
@@ -51,9 +55,15 @@ func init() {
 			q3, q3x4, q6, q6x4 = dotQ3KVBMIVNNI, dotQ3KVBMIx4VNNI, dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI
 			q3y, q3x4y, q6y, q6x4y = dotQ3KVBMIVNNI256, dotQ3KVBMIx4VNNI256, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
 		}
+		q4, q5, q4x4, q5x4 := dotQ4KVNNI, dotQ5KVNNI, dotQ4Kx4VNNI, dotQ5Kx4VNNI
+		q4y, q5y, q4x4y, q5x4y := dotQ4KVNNI256, dotQ5KVNNI256, dotQ4Kx4VNNI256, dotQ5Kx4VNNI256
+		if !hasVBMIGFNI {
+			q4, q5, q4x4, q5x4 = dotQ4KAVX512, dotQ5KAVX512, dotQ4Kx4AVX512, dotQ5Kx4AVX512
+			q4y, q5y, q4x4y, q5x4y = q4, q5, q4x4, q5x4
+		}
 		kit.Add("vnni", kernelkit.Funcs{
-			Q2K: dotQ2KVNNI, Q3K: q3, Q4K: dotQ4KVNNI, Q5K: dotQ5KVNNI, Q6K: q6,
-			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: q3x4, Q4Kx4: dotQ4Kx4VNNI, Q5Kx4: dotQ5Kx4VNNI, Q6Kx4: q6x4,
+			Q2K: dotQ2KVNNI, Q3K: q3, Q4K: q4, Q5K: q5, Q6K: q6,
+			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: q3x4, Q4Kx4: q4x4, Q5Kx4: q5x4, Q6Kx4: q6x4,
 			Q8_0: dotQ8_0VNNI, Q4_0: dotQ4_0VNNI, Q5_0: dotQ5_0VNNI, MXFP4: dotMXFP4VNNI,
 			Q8_0r8: dotQ8_0r8VNNI, Q4_0r8: dotQ4_0r8VNNI, Q5_0r8: dotQ5_0r8VNNI, MXFP4r8: dotMXFP4r8VNNI,
 			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI,
@@ -61,8 +71,8 @@ func init() {
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 		kit.Add("vnni256", kernelkit.Funcs{
-			Q2K: dotQ2KVNNI256, Q3K: q3y, Q4K: dotQ4KVNNI256, Q5K: dotQ5KVNNI256, Q6K: q6y,
-			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: q3x4y, Q4Kx4: dotQ4Kx4VNNI256, Q5Kx4: dotQ5Kx4VNNI256, Q6Kx4: q6x4y,
+			Q2K: dotQ2KVNNI256, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
+			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,
 			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,
 			Q8_0r8: dotQ8_0r8VNNI256, Q4_0r8: dotQ4_0r8VNNI256, Q5_0r8: dotQ5_0r8VNNI256, MXFP4r8: dotMXFP4r8VNNI256,
 			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256,

@@ -1529,10 +1529,11 @@ TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
 	VMOVDQU64    xtr64<>+0(SB), Z2
 	VMOVDQU64    xpermd64<>+0(SB), Z3
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
-	TESTQ        DX, DX
-	JZ           donedotQ4KAVX512
+	CMPQ         DX, $0x02
+	JB           onedotQ4KAVX512
 
 loopdotQ4KAVX512:
+	LEAQ            144(AX), BX
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -1541,33 +1542,20 @@ loopdotQ4KAVX512:
 	VPSRLD          $0x02, Z5, Z5
 	VPANDD          k4hm_z<>+0(SB), Z5, Z5
 	VPORD           Z5, Z6, Z6
-	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD        260(CX), Y5, Y5
-	VEXTRACTI32X4   $0x01, Y5, X7
-	VPADDD          X7, X5, X7
-	VPSHUFD         $0x4e, X7, X5
-	VPADDD          X5, X7, X7
-	VPSHUFD         $0xb1, X7, X5
-	VPADDD          X5, X7, X7
-	VCVTDQ2PS       X7, X7
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X8
-	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X5
-	VMULSS          X7, X5, X5
-	VSUBSS          X5, X1, X1
-	VBROADCASTSS    X8, Y5
-	VBROADCASTI64X4 16(AX), Z7
-	VPERMD          Z7, Z3, Z7
-	VPSHUFB         Z2, Z7, Z7
-	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
-	VPANDD          Z4, Z7, Z7
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMD          Z5, Z3, Z5
+	VPSHUFB         Z2, Z5, Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z4, Z5, Z5
 	VPSHUFB         scidx32<>+0(SB), Z6, Z8
 	VPERMD          4(CX), Z3, Z9
 	VPSHUFB         Z2, Z9, Z9
-	VPMADDUBSW      Z9, Z7, Z9
-	VPMADDWD        Z8, Z9, Z7
+	VPMADDUBSW      Z9, Z5, Z9
+	VPMADDWD        Z8, Z9, Z5
 	VBROADCASTI64X4 48(AX), Z8
 	VPERMD          Z8, Z3, Z8
 	VPSHUFB         Z2, Z8, Z8
@@ -1588,31 +1576,188 @@ loopdotQ4KAVX512:
 	VPSHUFB         Z2, Z11, Z11
 	VPMADDUBSW      Z11, Z9, Z11
 	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z7, Z7
+	VPADDD          Z11, Z5, Z5
 	VBROADCASTI64X4 112(AX), Z9
 	VPERMD          Z9, Z3, Z9
 	VPSHUFB         Z2, Z9, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z4, Z9, Z9
-	VPSHUFB         scidx32<>+192(SB), Z6, Z6
-	VPERMD          196(CX), Z3, Z10
+	VPSHUFB         scidx32<>+192(SB), Z6, Z10
+	VPERMD          196(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z8, Z8
+	VPADDD          Z8, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y8
+	VPADDD          Y8, Y5, Y8
+	VCVTDQ2PS       Y8, Y8
+	VBROADCASTSS    X7, Y5
+	VMULPS          Y5, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD        260(CX), Y5, Y5
+	VBROADCASTI32X4 4(BX), Z6
+	VPSHUFD         $0x98, Z6, Z8
+	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
+	VPANDD          k4m_z<>+0(SB), Z8, Z8
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z8, Z8
+	VMOVD           (BX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    292(CX), X9
+	VMULPS          X6, X9, X9
+	VBROADCASTI64X4 16(BX), Z6
+	VPERMD          Z6, Z3, Z6
+	VPSHUFB         Z2, Z6, Z6
+	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
+	VPANDD          Z4, Z6, Z6
+	VPSHUFB         scidx32<>+0(SB), Z8, Z10
+	VPERMD          296(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z6, Z11
+	VPMADDWD        Z10, Z11, Z6
+	VBROADCASTI64X4 48(BX), Z10
+	VPERMD          Z10, Z3, Z10
 	VPSHUFB         Z2, Z10, Z10
-	VPMADDUBSW      Z10, Z9, Z10
-	VPMADDWD        Z6, Z10, Z10
-	VPADDD          Z10, Z8, Z8
-	VPADDD          Z8, Z7, Z7
-	VEXTRACTI64X4   $0x01, Z7, Y6
-	VPADDD          Y6, Y7, Y6
-	VCVTDQ2PS       Y6, Y6
-	VMULPS          Y5, Y6, Y6
-	VADDPS          Y6, Y0, Y0
-	ADDQ            $0x00000090, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ4KAVX512
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPSHUFB         scidx32<>+64(SB), Z8, Z11
+	VPERMD          360(CX), Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPMADDWD        Z11, Z12, Z10
+	VBROADCASTI64X4 80(BX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPSHUFB         scidx32<>+128(SB), Z8, Z12
+	VPERMD          424(CX), Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z6, Z6
+	VBROADCASTI64X4 112(BX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPSHUFB         scidx32<>+192(SB), Z8, Z12
+	VPERMD          488(CX), Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z10, Z10
+	VPADDD          Z10, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y10
+	VPADDD          Y10, Y6, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X9, Y6
+	VMULPS          Y6, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y6
+	VPMADDWD        552(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y8
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X5
+	VPADDD          X8, X5, X5
+	VPSHUFD         $0x4e, X5, X6
+	VPADDD          X6, X5, X5
+	VCVTDQ2PS       X5, X5
+	VUNPCKLPS       X9, X7, X6
+	VMULPS          X5, X6, X6
+	VSUBPS          X6, X1, X1
+	VMOVSHDUP       X6, X6
+	VSUBPS          X6, X1, X1
+	ADDQ            $0x00000120, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ4KAVX512
+
+onedotQ4KAVX512:
+	TESTQ           DX, DX
+	JZ              donedotQ4KAVX512
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMD          Z5, Z3, Z5
+	VPSHUFB         Z2, Z5, Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z4, Z5, Z5
+	VPSHUFB         scidx32<>+0(SB), Z6, Z8
+	VPERMD          4(CX), Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPMADDUBSW      Z9, Z5, Z9
+	VPMADDWD        Z8, Z9, Z5
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMD          Z8, Z3, Z8
+	VPSHUFB         Z2, Z8, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z4, Z8, Z8
+	VPSHUFB         scidx32<>+64(SB), Z6, Z9
+	VPERMD          68(CX), Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPMADDWD        Z9, Z10, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSHUFB         scidx32<>+128(SB), Z6, Z10
+	VPERMD          132(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPADDD          Z11, Z5, Z5
+	VBROADCASTI64X4 112(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSHUFB         scidx32<>+192(SB), Z6, Z4
+	VPERMD          196(CX), Z3, Z3
+	VPSHUFB         Z2, Z3, Z3
+	VPMADDUBSW      Z3, Z9, Z3
+	VPMADDWD        Z4, Z3, Z3
+	VPADDD          Z3, Z8, Z8
+	VPADDD          Z8, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y2
+	VPADDD          Y2, Y5, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X7, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X7, X7, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ4KAVX512:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -1704,15 +1849,23 @@ DATA k4hm_z<>+56(SB)/4, $0x00000000
 DATA k4hm_z<>+60(SB)/4, $0x30303030
 GLOBL k4hm_z<>(SB), RODATA|NOPTR, $64
 
-DATA k4mdup<>+0(SB)/4, $0x80088008
-DATA k4mdup<>+4(SB)/4, $0x80098009
-DATA k4mdup<>+8(SB)/4, $0x800a800a
-DATA k4mdup<>+12(SB)/4, $0x800b800b
-DATA k4mdup<>+16(SB)/4, $0x800c800c
-DATA k4mdup<>+20(SB)/4, $0x800d800d
-DATA k4mdup<>+24(SB)/4, $0x800e800e
-DATA k4mdup<>+28(SB)/4, $0x800f800f
-GLOBL k4mdup<>(SB), RODATA|NOPTR, $32
+DATA shift_0_4<>+0(SB)/4, $0x00000000
+DATA shift_0_4<>+4(SB)/4, $0x00000000
+DATA shift_0_4<>+8(SB)/4, $0x00000000
+DATA shift_0_4<>+12(SB)/4, $0x00000000
+DATA shift_0_4<>+16(SB)/4, $0x00000000
+DATA shift_0_4<>+20(SB)/4, $0x00000000
+DATA shift_0_4<>+24(SB)/4, $0x00000000
+DATA shift_0_4<>+28(SB)/4, $0x00000000
+DATA shift_0_4<>+32(SB)/4, $0x00040004
+DATA shift_0_4<>+36(SB)/4, $0x00040004
+DATA shift_0_4<>+40(SB)/4, $0x00040004
+DATA shift_0_4<>+44(SB)/4, $0x00040004
+DATA shift_0_4<>+48(SB)/4, $0x00040004
+DATA shift_0_4<>+52(SB)/4, $0x00040004
+DATA shift_0_4<>+56(SB)/4, $0x00040004
+DATA shift_0_4<>+60(SB)/4, $0x00040004
+GLOBL shift_0_4<>(SB), RODATA|NOPTR, $64
 
 DATA scidx32<>+0(SB)/4, $0x80008000
 DATA scidx32<>+4(SB)/4, $0x80008000
@@ -1780,23 +1933,15 @@ DATA scidx32<>+248(SB)/4, $0x80078007
 DATA scidx32<>+252(SB)/4, $0x80078007
 GLOBL scidx32<>(SB), RODATA|NOPTR, $256
 
-DATA shift_0_4<>+0(SB)/4, $0x00000000
-DATA shift_0_4<>+4(SB)/4, $0x00000000
-DATA shift_0_4<>+8(SB)/4, $0x00000000
-DATA shift_0_4<>+12(SB)/4, $0x00000000
-DATA shift_0_4<>+16(SB)/4, $0x00000000
-DATA shift_0_4<>+20(SB)/4, $0x00000000
-DATA shift_0_4<>+24(SB)/4, $0x00000000
-DATA shift_0_4<>+28(SB)/4, $0x00000000
-DATA shift_0_4<>+32(SB)/4, $0x00040004
-DATA shift_0_4<>+36(SB)/4, $0x00040004
-DATA shift_0_4<>+40(SB)/4, $0x00040004
-DATA shift_0_4<>+44(SB)/4, $0x00040004
-DATA shift_0_4<>+48(SB)/4, $0x00040004
-DATA shift_0_4<>+52(SB)/4, $0x00040004
-DATA shift_0_4<>+56(SB)/4, $0x00040004
-DATA shift_0_4<>+60(SB)/4, $0x00040004
-GLOBL shift_0_4<>(SB), RODATA|NOPTR, $64
+DATA k4mdup<>+0(SB)/4, $0x80088008
+DATA k4mdup<>+4(SB)/4, $0x80098009
+DATA k4mdup<>+8(SB)/4, $0x800a800a
+DATA k4mdup<>+12(SB)/4, $0x800b800b
+DATA k4mdup<>+16(SB)/4, $0x800c800c
+DATA k4mdup<>+20(SB)/4, $0x800d800d
+DATA k4mdup<>+24(SB)/4, $0x800e800e
+DATA k4mdup<>+28(SB)/4, $0x800f800f
+GLOBL k4mdup<>(SB), RODATA|NOPTR, $32
 
 // func dotQ4Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
@@ -1826,34 +1971,8 @@ loopdotQ4Kx4AVX512:
 	VPSRLD          $0x02, Z8, Z8
 	VPANDD          k4hm_z<>+0(SB), Z8, Z8
 	VPORD           Z8, Z9, Z9
-	VPSHUFB         k4mdup<>+0(SB), Y9, Y8
-	VPMADDWD        260(CX), Y8, Y10
-	VPMADDWD        260(CX)(BX*1), Y8, Y11
-	VPMADDWD        260(CX)(BX*2), Y8, Y12
-	VPMADDWD        260(CX)(SI*1), Y8, Y8
-	VPUNPCKLDQ      Y11, Y10, Y13
-	VPUNPCKHDQ      Y11, Y10, Y10
-	VPADDD          Y10, Y13, Y13
-	VPUNPCKLDQ      Y8, Y12, Y10
-	VPUNPCKHDQ      Y8, Y12, Y8
-	VPADDD          Y8, Y10, Y10
-	VPUNPCKLQDQ     Y10, Y13, Y8
-	VPUNPCKHQDQ     Y10, Y13, Y10
-	VPADDD          Y10, Y8, Y8
-	VEXTRACTI32X4   $0x01, Y8, X10
-	VPADDD          X8, X10, X10
-	VCVTDQ2PS       X10, X10
 	VMOVD           (AX), X8
 	VCVTPH2PS       X8, X8
-	VMOVSS          (CX), X11
-	VINSERTPS       $0x10, (CX)(BX*1), X11, X11
-	VINSERTPS       $0x20, (CX)(BX*2), X11, X11
-	VINSERTPS       $0x30, (CX)(SI*1), X11, X11
-	VMOVSHDUP       X8, X12
-	VBROADCASTSS    X12, X12
-	VMULPS          X11, X12, X12
-	VMULPS          X10, X12, X12
-	VSUBPS          X12, X4, X4
 	VBROADCASTI64X4 16(AX), Z10
 	VPERMD          Z10, Z6, Z10
 	VPSHUFB         Z5, Z10, Z10
@@ -1933,59 +2052,82 @@ loopdotQ4Kx4AVX512:
 	VPSHUFB         Z5, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
 	VPANDD          Z7, Z11, Z11
-	VPSHUFB         scidx32<>+192(SB), Z9, Z9
-	VPERMD          196(CX), Z6, Z15
-	VPSHUFB         Z5, Z15, Z15
-	VPMADDUBSW      Z15, Z11, Z15
-	VPMADDWD        Z9, Z15, Z15
-	VPADDD          Z15, Z12, Z12
-	VPERMD          196(CX)(BX*1), Z6, Z15
-	VPSHUFB         Z5, Z15, Z15
-	VPMADDUBSW      Z15, Z11, Z15
-	VPMADDWD        Z9, Z15, Z15
-	VPADDD          Z15, Z13, Z13
-	VPERMD          196(CX)(BX*2), Z6, Z15
-	VPSHUFB         Z5, Z15, Z15
-	VPMADDUBSW      Z15, Z11, Z15
-	VPMADDWD        Z9, Z15, Z15
-	VPADDD          Z15, Z14, Z14
-	VPERMD          196(CX)(SI*1), Z6, Z15
-	VPSHUFB         Z5, Z15, Z15
-	VPMADDUBSW      Z15, Z11, Z15
-	VPMADDWD        Z9, Z15, Z15
-	VPADDD          Z15, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z12, Y9
-	VPADDD          Y9, Y12, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y11
+	VPSHUFB         scidx32<>+192(SB), Z9, Z15
+	VPERMD          196(CX), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z12, Z12
+	VPERMD          196(CX)(BX*1), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z13, Z13
+	VPERMD          196(CX)(BX*2), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPERMD          196(CX)(SI*1), Z6, Z16
+	VPSHUFB         Z5, Z16, Z16
+	VPMADDUBSW      Z16, Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z12, Y11
+	VPADDD          Y11, Y12, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    X8, Y15
 	VBROADCASTSS    (CX), Y12
+	VMULPS          Y15, Y12, Y12
 	VMULPS          Y12, Y11, Y11
-	VMULPS          Y11, Y9, Y9
-	VADDPS          Y9, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z13, Y9
-	VPADDD          Y9, Y13, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y11
+	VADDPS          Y11, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z13, Y11
+	VPADDD          Y11, Y13, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(BX*1), Y12
+	VMULPS          Y15, Y12, Y12
 	VMULPS          Y12, Y11, Y11
-	VMULPS          Y11, Y9, Y9
-	VADDPS          Y9, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z14, Y9
-	VPADDD          Y9, Y14, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y11
+	VADDPS          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z14, Y11
+	VPADDD          Y11, Y14, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(BX*2), Y12
+	VMULPS          Y15, Y12, Y12
 	VMULPS          Y12, Y11, Y11
-	VMULPS          Y11, Y9, Y9
-	VADDPS          Y9, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z10, Y9
-	VPADDD          Y9, Y10, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y8
+	VADDPS          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(SI*1), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y9, Y9
-	VADDPS          Y9, Y3, Y3
+	VMULPS          Y15, Y10, Y10
+	VMULPS          Y10, Y11, Y11
+	VADDPS          Y11, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y9
+	VPMADDWD        260(CX), Y9, Y10
+	VPMADDWD        260(CX)(BX*1), Y9, Y11
+	VPMADDWD        260(CX)(BX*2), Y9, Y12
+	VPMADDWD        260(CX)(SI*1), Y9, Y9
+	VPUNPCKLDQ      Y11, Y10, Y13
+	VPUNPCKHDQ      Y11, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VPUNPCKLDQ      Y9, Y12, Y10
+	VPUNPCKHDQ      Y9, Y12, Y9
+	VPADDD          Y9, Y10, Y10
+	VPUNPCKLQDQ     Y10, Y13, Y9
+	VPUNPCKHQDQ     Y10, Y13, Y10
+	VPADDD          Y10, Y9, Y9
+	VEXTRACTI32X4   $0x01, Y9, X10
+	VPADDD          X9, X10, X10
+	VCVTDQ2PS       X10, X10
+	VMOVSS          (CX), X9
+	VINSERTPS       $0x10, (CX)(BX*1), X9, X9
+	VINSERTPS       $0x20, (CX)(BX*2), X9, X9
+	VINSERTPS       $0x30, (CX)(SI*1), X9, X9
+	VMOVSHDUP       X8, X8
+	VBROADCASTSS    X8, X8
+	VMULPS          X9, X8, X8
+	VMULPS          X10, X8, X8
+	VSUBPS          X8, X4, X4
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -2076,10 +2218,11 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-28
 	VMOVDQU64    xpermd64<>+0(SB), Z3
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
 	VPBROADCASTD c32_10101010<>+0(SB), Z5
-	TESTQ        DX, DX
-	JZ           donedotQ5KAVX512
+	CMPQ         DX, $0x02
+	JB           onedotQ5KAVX512
 
 loopdotQ5KAVX512:
+	LEAQ            176(AX), BX
 	VBROADCASTI32X4 4(AX), Z6
 	VPSHUFD         $0x98, Z6, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
@@ -2088,32 +2231,19 @@ loopdotQ5KAVX512:
 	VPSRLD          $0x02, Z6, Z6
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z7, Z7
-	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
-	VPMADDWD        260(CX), Y6, Y6
-	VEXTRACTI32X4   $0x01, Y6, X8
-	VPADDD          X8, X6, X8
-	VPSHUFD         $0x4e, X8, X6
-	VPADDD          X6, X8, X8
-	VPSHUFD         $0xb1, X8, X6
-	VPADDD          X6, X8, X8
-	VCVTDQ2PS       X8, X8
 	VMOVD           (AX), X6
 	VCVTPH2PS       X6, X6
-	VBROADCASTSS    (CX), X9
-	VMULPS          X6, X9, X9
-	VMOVSHDUP       X9, X6
-	VMULSS          X8, X6, X6
-	VSUBSS          X6, X1, X1
-	VBROADCASTSS    X9, Y6
-	VBROADCASTI64X4 16(AX), Z8
-	VPERMD          Z8, Z3, Z8
-	VPSHUFB         Z2, Z8, Z8
+	VBROADCASTSS    (CX), X8
+	VMULPS          X6, X8, X8
+	VBROADCASTI64X4 16(AX), Z6
+	VPERMD          Z6, Z3, Z6
+	VPSHUFB         Z2, Z6, Z6
 	VBROADCASTI64X4 48(AX), Z9
 	VPERMD          Z9, Z3, Z9
 	VPSHUFB         Z2, Z9, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z4, Z9, Z9
-	VPTESTMB        runbits<>+0(SB), Z8, K1
+	VPTESTMB        runbits<>+0(SB), Z6, K1
 	VPADDB          Z5, Z9, K1, Z9
 	VPSHUFB         scidx32<>+0(SB), Z7, Z10
 	VPERMD          4(CX), Z3, Z11
@@ -2125,7 +2255,7 @@ loopdotQ5KAVX512:
 	VPSHUFB         Z2, Z10, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z4, Z10, Z10
-	VPTESTMB        runbits<>+64(SB), Z8, K1
+	VPTESTMB        runbits<>+64(SB), Z6, K1
 	VPADDB          Z5, Z10, K1, Z10
 	VPSHUFB         scidx32<>+64(SB), Z7, Z11
 	VPERMD          68(CX), Z3, Z12
@@ -2137,7 +2267,7 @@ loopdotQ5KAVX512:
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
 	VPANDD          Z4, Z11, Z11
-	VPTESTMB        runbits<>+128(SB), Z8, K1
+	VPTESTMB        runbits<>+128(SB), Z6, K1
 	VPADDB          Z5, Z11, K1, Z11
 	VPSHUFB         scidx32<>+128(SB), Z7, Z12
 	VPERMD          132(CX), Z3, Z13
@@ -2150,27 +2280,206 @@ loopdotQ5KAVX512:
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
 	VPANDD          Z4, Z11, Z11
-	VPTESTMB        runbits<>+192(SB), Z8, K1
+	VPTESTMB        runbits<>+192(SB), Z6, K1
 	VPADDB          Z5, Z11, K1, Z11
-	VPSHUFB         scidx32<>+192(SB), Z7, Z7
-	VPERMD          196(CX), Z3, Z8
-	VPSHUFB         Z2, Z8, Z8
-	VPMADDUBSW      Z8, Z11, Z8
-	VPMADDWD        Z7, Z8, Z8
-	VPADDD          Z8, Z10, Z10
+	VPSHUFB         scidx32<>+192(SB), Z7, Z6
+	VPERMD          196(CX), Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPMADDWD        Z6, Z12, Z12
+	VPADDD          Z12, Z10, Z10
 	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y7
-	VPADDD          Y7, Y9, Y7
+	VEXTRACTI64X4   $0x01, Z9, Y6
+	VPADDD          Y6, Y9, Y6
+	VCVTDQ2PS       Y6, Y6
+	VBROADCASTSS    X8, Y9
+	VMULPS          Y9, Y6, Y6
+	VADDPS          Y6, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
+	VPMADDWD        260(CX), Y6, Y6
+	VBROADCASTI32X4 4(BX), Z7
+	VPSHUFD         $0x98, Z7, Z9
+	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
+	VPANDD          k4m_z<>+0(SB), Z9, Z9
+	VPSHUFD         $0x50, Z7, Z7
+	VPSRLD          $0x02, Z7, Z7
+	VPANDD          k4hm_z<>+0(SB), Z7, Z7
+	VPORD           Z7, Z9, Z9
+	VMOVD           (BX), X7
+	VCVTPH2PS       X7, X7
+	VBROADCASTSS    292(CX), X10
+	VMULPS          X7, X10, X10
+	VBROADCASTI64X4 16(BX), Z7
+	VPERMD          Z7, Z3, Z7
+	VPSHUFB         Z2, Z7, Z7
+	VBROADCASTI64X4 48(BX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z7, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+0(SB), Z9, Z12
+	VPERMD          296(CX), Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z11
+	VBROADCASTI64X4 80(BX), Z12
+	VPERMD          Z12, Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z4, Z12, Z12
+	VPTESTMB        runbits<>+64(SB), Z7, K1
+	VPADDB          Z5, Z12, K1, Z12
+	VPSHUFB         scidx32<>+64(SB), Z9, Z13
+	VPERMD          360(CX), Z3, Z14
+	VPSHUFB         Z2, Z14, Z14
+	VPMADDUBSW      Z14, Z12, Z14
+	VPMADDWD        Z13, Z14, Z12
+	VBROADCASTI64X4 112(BX), Z13
+	VPERMD          Z13, Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	VPTESTMB        runbits<>+128(SB), Z7, K1
+	VPADDB          Z5, Z13, K1, Z13
+	VPSHUFB         scidx32<>+128(SB), Z9, Z14
+	VPERMD          424(CX), Z3, Z15
+	VPSHUFB         Z2, Z15, Z15
+	VPMADDUBSW      Z15, Z13, Z15
+	VPMADDWD        Z14, Z15, Z15
+	VPADDD          Z15, Z11, Z11
+	VBROADCASTI64X4 144(BX), Z13
+	VPERMD          Z13, Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	VPTESTMB        runbits<>+192(SB), Z7, K1
+	VPADDB          Z5, Z13, K1, Z13
+	VPSHUFB         scidx32<>+192(SB), Z9, Z7
+	VPERMD          488(CX), Z3, Z14
+	VPSHUFB         Z2, Z14, Z14
+	VPMADDUBSW      Z14, Z13, Z14
+	VPMADDWD        Z7, Z14, Z14
+	VPADDD          Z14, Z12, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y7
+	VPADDD          Y7, Y11, Y7
 	VCVTDQ2PS       Y7, Y7
-	VMULPS          Y6, Y7, Y7
+	VBROADCASTSS    X10, Y11
+	VMULPS          Y11, Y7, Y7
 	VADDPS          Y7, Y0, Y0
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ5KAVX512
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y7
+	VPMADDWD        552(CX), Y7, Y7
+	VPUNPCKLDQ      Y7, Y6, Y9
+	VPUNPCKHDQ      Y7, Y6, Y6
+	VPADDD          Y6, Y9, Y9
+	VEXTRACTI32X4   $0x01, Y9, X6
+	VPADDD          X9, X6, X6
+	VPSHUFD         $0x4e, X6, X7
+	VPADDD          X7, X6, X6
+	VCVTDQ2PS       X6, X6
+	VUNPCKLPS       X10, X8, X7
+	VMULPS          X6, X7, X7
+	VSUBPS          X7, X1, X1
+	VMOVSHDUP       X7, X7
+	VSUBPS          X7, X1, X1
+	ADDQ            $0x00000160, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ5KAVX512
+
+onedotQ5KAVX512:
+	TESTQ           DX, DX
+	JZ              donedotQ5KAVX512
+	VBROADCASTI32X4 4(AX), Z6
+	VPSHUFD         $0x98, Z6, Z7
+	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
+	VPANDD          k4m_z<>+0(SB), Z7, Z7
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z7, Z7
+	VMOVD           (AX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    (CX), X8
+	VMULPS          X6, X8, X8
+	VBROADCASTI64X4 16(AX), Z6
+	VPERMD          Z6, Z3, Z6
+	VPSHUFB         Z2, Z6, Z6
+	VBROADCASTI64X4 48(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPTESTMB        runbits<>+0(SB), Z6, K1
+	VPADDB          Z5, Z9, K1, Z9
+	VPSHUFB         scidx32<>+0(SB), Z7, Z10
+	VPERMD          4(CX), Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z9
+	VBROADCASTI64X4 80(AX), Z10
+	VPERMD          Z10, Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPTESTMB        runbits<>+64(SB), Z6, K1
+	VPADDB          Z5, Z10, K1, Z10
+	VPSHUFB         scidx32<>+64(SB), Z7, Z11
+	VPERMD          68(CX), Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPMADDWD        Z11, Z12, Z10
+	VBROADCASTI64X4 112(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+128(SB), Z6, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+128(SB), Z7, Z12
+	VPERMD          132(CX), Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPADDD          Z13, Z9, Z9
+	VBROADCASTI64X4 144(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+192(SB), Z6, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+192(SB), Z7, Z4
+	VPERMD          196(CX), Z3, Z3
+	VPSHUFB         Z2, Z3, Z3
+	VPMADDUBSW      Z3, Z11, Z3
+	VPMADDWD        Z4, Z3, Z3
+	VPADDD          Z3, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y2
+	VPADDD          Y2, Y9, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X8, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X8, X8, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ5KAVX512:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -2222,34 +2531,8 @@ loopdotQ5Kx4AVX512:
 	VPSRLD          $0x02, Z9, Z9
 	VPANDD          k4hm_z<>+0(SB), Z9, Z9
 	VPORD           Z9, Z10, Z10
-	VPSHUFB         k4mdup<>+0(SB), Y10, Y9
-	VPMADDWD        260(CX), Y9, Y11
-	VPMADDWD        260(CX)(BX*1), Y9, Y12
-	VPMADDWD        260(CX)(BX*2), Y9, Y13
-	VPMADDWD        260(CX)(SI*1), Y9, Y9
-	VPUNPCKLDQ      Y12, Y11, Y14
-	VPUNPCKHDQ      Y12, Y11, Y11
-	VPADDD          Y11, Y14, Y14
-	VPUNPCKLDQ      Y9, Y13, Y11
-	VPUNPCKHDQ      Y9, Y13, Y9
-	VPADDD          Y9, Y11, Y11
-	VPUNPCKLQDQ     Y11, Y14, Y9
-	VPUNPCKHQDQ     Y11, Y14, Y11
-	VPADDD          Y11, Y9, Y9
-	VEXTRACTI32X4   $0x01, Y9, X11
-	VPADDD          X9, X11, X11
-	VCVTDQ2PS       X11, X11
 	VMOVD           (AX), X9
 	VCVTPH2PS       X9, X9
-	VMOVSS          (CX), X12
-	VINSERTPS       $0x10, (CX)(BX*1), X12, X12
-	VINSERTPS       $0x20, (CX)(BX*2), X12, X12
-	VINSERTPS       $0x30, (CX)(SI*1), X12, X12
-	VMOVSHDUP       X9, X13
-	VBROADCASTSS    X13, X13
-	VMULPS          X12, X13, X13
-	VMULPS          X11, X13, X13
-	VSUBPS          X13, X4, X4
 	VBROADCASTI64X4 16(AX), Z11
 	VPERMD          Z11, Z6, Z11
 	VPSHUFB         Z5, Z11, Z11
@@ -2340,59 +2623,82 @@ loopdotQ5Kx4AVX512:
 	VPANDD          Z7, Z13, Z13
 	VPTESTMB        runbits<>+192(SB), Z11, K1
 	VPADDB          Z8, Z13, K1, Z13
-	VPSHUFB         scidx32<>+192(SB), Z10, Z10
-	VPERMD          196(CX), Z6, Z11
-	VPSHUFB         Z5, Z11, Z11
-	VPMADDUBSW      Z11, Z13, Z11
-	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z14, Z14
-	VPERMD          196(CX)(BX*1), Z6, Z11
-	VPSHUFB         Z5, Z11, Z11
-	VPMADDUBSW      Z11, Z13, Z11
-	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z15, Z15
-	VPERMD          196(CX)(BX*2), Z6, Z11
-	VPSHUFB         Z5, Z11, Z11
-	VPMADDUBSW      Z11, Z13, Z11
-	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z16, Z16
-	VPERMD          196(CX)(SI*1), Z6, Z11
-	VPSHUFB         Z5, Z11, Z11
-	VPMADDUBSW      Z11, Z13, Z11
-	VPMADDWD        Z10, Z11, Z11
-	VPADDD          Z11, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z14, Y10
-	VPADDD          Y10, Y14, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    X9, Y11
+	VPSHUFB         scidx32<>+192(SB), Z10, Z11
+	VPERMD          196(CX), Z6, Z17
+	VPSHUFB         Z5, Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z14, Z14
+	VPERMD          196(CX)(BX*1), Z6, Z17
+	VPSHUFB         Z5, Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z15, Z15
+	VPERMD          196(CX)(BX*2), Z6, Z17
+	VPSHUFB         Z5, Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z16, Z16
+	VPERMD          196(CX)(SI*1), Z6, Z17
+	VPSHUFB         Z5, Z17, Z17
+	VPMADDUBSW      Z17, Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z14, Y11
+	VPADDD          Y11, Y14, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    X9, Y14
 	VBROADCASTSS    (CX), Y13
+	VMULPS          Y14, Y13, Y13
 	VMULPS          Y13, Y11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z15, Y10
-	VPADDD          Y10, Y15, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    X9, Y11
+	VADDPS          Y11, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z15, Y11
+	VPADDD          Y11, Y15, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(BX*1), Y13
+	VMULPS          Y14, Y13, Y13
 	VMULPS          Y13, Y11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z16, Y10
-	VPADDD          Y10, Y16, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    X9, Y11
+	VADDPS          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z16, Y11
+	VPADDD          Y11, Y16, Y11
+	VCVTDQ2PS       Y11, Y11
 	VBROADCASTSS    (CX)(BX*2), Y13
+	VMULPS          Y14, Y13, Y13
 	VMULPS          Y13, Y11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z12, Y10
-	VPADDD          Y10, Y12, Y10
-	VCVTDQ2PS       Y10, Y10
-	VBROADCASTSS    X9, Y9
-	VBROADCASTSS    (CX)(SI*1), Y11
-	VMULPS          Y11, Y9, Y9
-	VMULPS          Y9, Y10, Y10
-	VADDPS          Y10, Y3, Y3
+	VADDPS          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z12, Y11
+	VPADDD          Y11, Y12, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    (CX)(SI*1), Y12
+	VMULPS          Y14, Y12, Y12
+	VMULPS          Y12, Y11, Y11
+	VADDPS          Y11, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y10, Y10
+	VPMADDWD        260(CX), Y10, Y11
+	VPMADDWD        260(CX)(BX*1), Y10, Y12
+	VPMADDWD        260(CX)(BX*2), Y10, Y13
+	VPMADDWD        260(CX)(SI*1), Y10, Y10
+	VPUNPCKLDQ      Y12, Y11, Y14
+	VPUNPCKHDQ      Y12, Y11, Y11
+	VPADDD          Y11, Y14, Y14
+	VPUNPCKLDQ      Y10, Y13, Y11
+	VPUNPCKHDQ      Y10, Y13, Y10
+	VPADDD          Y10, Y11, Y11
+	VPUNPCKLQDQ     Y11, Y14, Y10
+	VPUNPCKHQDQ     Y11, Y14, Y11
+	VPADDD          Y11, Y10, Y10
+	VEXTRACTI32X4   $0x01, Y10, X11
+	VPADDD          X10, X11, X11
+	VCVTDQ2PS       X11, X11
+	VMOVSS          (CX), X10
+	VINSERTPS       $0x10, (CX)(BX*1), X10, X10
+	VINSERTPS       $0x20, (CX)(BX*2), X10, X10
+	VINSERTPS       $0x30, (CX)(SI*1), X10, X10
+	VMOVSHDUP       X9, X9
+	VBROADCASTSS    X9, X9
+	VMULPS          X10, X9, X9
+	VMULPS          X11, X9, X9
+	VSUBPS          X9, X4, X4
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -6285,10 +6591,11 @@ TEXT ·dotQ4KVNNI(SB), NOSPLIT, $0-28
 	VPXORD       X1, X1, X1
 	VMOVDQU64    xpermb64<>+0(SB), Z2
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z3
-	TESTQ        DX, DX
-	JZ           donedotQ4KVNNI
+	CMPQ         DX, $0x02
+	JB           onedotQ4KVNNI
 
 loopdotQ4KVNNI:
+	LEAQ            144(AX), BX
 	VBROADCASTI32X4 4(AX), Z4
 	VPSHUFD         $0x98, Z4, Z5
 	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
@@ -6297,31 +6604,18 @@ loopdotQ4KVNNI:
 	VPSRLD          $0x02, Z4, Z4
 	VPANDD          k4hm_z<>+0(SB), Z4, Z4
 	VPORD           Z4, Z5, Z5
-	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
-	VPMADDWD        260(CX), Y4, Y4
-	VEXTRACTI32X4   $0x01, Y4, X6
-	VPADDD          X6, X4, X6
-	VPSHUFD         $0x4e, X6, X4
-	VPADDD          X4, X6, X6
-	VPSHUFD         $0xb1, X6, X4
-	VPADDD          X4, X6, X6
-	VCVTDQ2PS       X6, X6
 	VMOVD           (AX), X4
 	VCVTPH2PS       X4, X4
-	VBROADCASTSS    (CX), X7
-	VMULPS          X4, X7, X7
-	VMOVSHDUP       X7, X4
-	VMULSS          X6, X4, X4
-	VSUBSS          X4, X1, X1
-	VBROADCASTSS    X7, Y4
-	VBROADCASTI64X4 16(AX), Z6
-	VPERMB          Z6, Z2, Z6
-	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
-	VPANDD          Z3, Z6, Z6
+	VBROADCASTSS    (CX), X6
+	VMULPS          X4, X6, X6
+	VBROADCASTI64X4 16(AX), Z4
+	VPERMB          Z4, Z2, Z4
+	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
+	VPANDD          Z3, Z4, Z4
 	VPSHUFB         scidx32<>+0(SB), Z5, Z7
 	VPERMB          4(CX), Z2, Z8
-	VPMADDUBSW      Z8, Z6, Z8
-	VPMADDWD        Z7, Z8, Z6
+	VPMADDUBSW      Z8, Z4, Z8
+	VPMADDWD        Z7, Z8, Z4
 	VBROADCASTI64X4 48(AX), Z7
 	VPERMB          Z7, Z2, Z7
 	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
@@ -6337,28 +6631,165 @@ loopdotQ4KVNNI:
 	VPSHUFB         scidx32<>+128(SB), Z5, Z9
 	VPERMB          132(CX), Z2, Z10
 	VPMADDUBSW      Z10, Z8, Z10
-	VPDPWSSD        Z9, Z10, Z6
+	VPDPWSSD        Z9, Z10, Z4
 	VBROADCASTI64X4 112(AX), Z8
 	VPERMB          Z8, Z2, Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z3, Z8, Z8
-	VPSHUFB         scidx32<>+192(SB), Z5, Z5
-	VPERMB          196(CX), Z2, Z9
-	VPMADDUBSW      Z9, Z8, Z9
-	VPDPWSSD        Z5, Z9, Z7
-	VPADDD          Z7, Z6, Z6
-	VEXTRACTI64X4   $0x01, Z6, Y5
-	VPADDD          Y5, Y6, Y5
-	VCVTDQ2PS       Y5, Y5
-	VMULPS          Y4, Y5, Y5
-	VADDPS          Y5, Y0, Y0
-	ADDQ            $0x00000090, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ4KVNNI
+	VPSHUFB         scidx32<>+192(SB), Z5, Z9
+	VPERMB          196(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPDPWSSD        Z9, Z10, Z7
+	VPADDD          Z7, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y7
+	VPADDD          Y7, Y4, Y7
+	VCVTDQ2PS       Y7, Y7
+	VBROADCASTSS    X6, Y4
+	VMULPS          Y4, Y7, Y7
+	VADDPS          Y7, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
+	VPMADDWD        260(CX), Y4, Y4
+	VBROADCASTI32X4 4(BX), Z5
+	VPSHUFD         $0x98, Z5, Z7
+	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
+	VPANDD          k4m_z<>+0(SB), Z7, Z7
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z7, Z7
+	VMOVD           (BX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    292(CX), X8
+	VMULPS          X5, X8, X8
+	VBROADCASTI64X4 16(BX), Z5
+	VPERMB          Z5, Z2, Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z3, Z5, Z5
+	VPSHUFB         scidx32<>+0(SB), Z7, Z9
+	VPERMB          296(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z5, Z10
+	VPMADDWD        Z9, Z10, Z5
+	VBROADCASTI64X4 48(BX), Z9
+	VPERMB          Z9, Z2, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z3, Z9, Z9
+	VPSHUFB         scidx32<>+64(SB), Z7, Z10
+	VPERMB          360(CX), Z2, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z9
+	VBROADCASTI64X4 80(BX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPSHUFB         scidx32<>+128(SB), Z7, Z11
+	VPERMB          424(CX), Z2, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPDPWSSD        Z11, Z12, Z5
+	VBROADCASTI64X4 112(BX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPSHUFB         scidx32<>+192(SB), Z7, Z11
+	VPERMB          488(CX), Z2, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPDPWSSD        Z11, Z12, Z9
+	VPADDD          Z9, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y9
+	VPADDD          Y9, Y5, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y5
+	VMULPS          Y5, Y9, Y9
+	VADDPS          Y9, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y5
+	VPMADDWD        552(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VEXTRACTI32X4   $0x01, Y7, X4
+	VPADDD          X7, X4, X4
+	VPSHUFD         $0x4e, X4, X5
+	VPADDD          X5, X4, X4
+	VCVTDQ2PS       X4, X4
+	VUNPCKLPS       X8, X6, X5
+	VMULPS          X4, X5, X5
+	VSUBPS          X5, X1, X1
+	VMOVSHDUP       X5, X5
+	VSUBPS          X5, X1, X1
+	ADDQ            $0x00000120, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ4KVNNI
+
+onedotQ4KVNNI:
+	TESTQ           DX, DX
+	JZ              donedotQ4KVNNI
+	VBROADCASTI32X4 4(AX), Z4
+	VPSHUFD         $0x98, Z4, Z5
+	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
+	VPANDD          k4m_z<>+0(SB), Z5, Z5
+	VPSHUFD         $0x50, Z4, Z4
+	VPSRLD          $0x02, Z4, Z4
+	VPANDD          k4hm_z<>+0(SB), Z4, Z4
+	VPORD           Z4, Z5, Z5
+	VMOVD           (AX), X4
+	VCVTPH2PS       X4, X4
+	VBROADCASTSS    (CX), X6
+	VMULPS          X4, X6, X6
+	VBROADCASTI64X4 16(AX), Z4
+	VPERMB          Z4, Z2, Z4
+	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
+	VPANDD          Z3, Z4, Z4
+	VPSHUFB         scidx32<>+0(SB), Z5, Z7
+	VPERMB          4(CX), Z2, Z8
+	VPMADDUBSW      Z8, Z4, Z8
+	VPMADDWD        Z7, Z8, Z4
+	VBROADCASTI64X4 48(AX), Z7
+	VPERMB          Z7, Z2, Z7
+	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
+	VPANDD          Z3, Z7, Z7
+	VPSHUFB         scidx32<>+64(SB), Z5, Z8
+	VPERMB          68(CX), Z2, Z9
+	VPMADDUBSW      Z9, Z7, Z9
+	VPMADDWD        Z8, Z9, Z7
+	VBROADCASTI64X4 80(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx32<>+128(SB), Z5, Z9
+	VPERMB          132(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPDPWSSD        Z9, Z10, Z4
+	VBROADCASTI64X4 112(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx32<>+192(SB), Z5, Z3
+	VPERMB          196(CX), Z2, Z2
+	VPMADDUBSW      Z2, Z8, Z2
+	VPDPWSSD        Z3, Z2, Z7
+	VPADDD          Z7, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y2
+	VPADDD          Y2, Y4, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X6, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X6, X6, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ4KVNNI:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -6405,34 +6836,8 @@ loopdotQ4Kx4VNNI:
 	VPSRLD          $0x02, Z7, Z7
 	VPANDD          k4hm_z<>+0(SB), Z7, Z7
 	VPORD           Z7, Z8, Z8
-	VPSHUFB         k4mdup<>+0(SB), Y8, Y7
-	VPMADDWD        260(CX), Y7, Y9
-	VPMADDWD        260(CX)(BX*1), Y7, Y10
-	VPMADDWD        260(CX)(BX*2), Y7, Y11
-	VPMADDWD        260(CX)(SI*1), Y7, Y7
-	VPUNPCKLDQ      Y10, Y9, Y12
-	VPUNPCKHDQ      Y10, Y9, Y9
-	VPADDD          Y9, Y12, Y12
-	VPUNPCKLDQ      Y7, Y11, Y9
-	VPUNPCKHDQ      Y7, Y11, Y7
-	VPADDD          Y7, Y9, Y9
-	VPUNPCKLQDQ     Y9, Y12, Y7
-	VPUNPCKHQDQ     Y9, Y12, Y9
-	VPADDD          Y9, Y7, Y7
-	VEXTRACTI32X4   $0x01, Y7, X9
-	VPADDD          X7, X9, X9
-	VCVTDQ2PS       X9, X9
 	VMOVD           (AX), X7
 	VCVTPH2PS       X7, X7
-	VMOVSS          (CX), X10
-	VINSERTPS       $0x10, (CX)(BX*1), X10, X10
-	VINSERTPS       $0x20, (CX)(BX*2), X10, X10
-	VINSERTPS       $0x30, (CX)(SI*1), X10, X10
-	VMOVSHDUP       X7, X11
-	VBROADCASTSS    X11, X11
-	VMULPS          X10, X11, X11
-	VMULPS          X9, X11, X11
-	VSUBPS          X11, X4, X4
 	VBROADCASTI64X4 16(AX), Z9
 	VPERMB          Z9, Z5, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
@@ -6488,51 +6893,74 @@ loopdotQ4Kx4VNNI:
 	VPERMB          Z10, Z5, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z6, Z10, Z10
-	VPSHUFB         scidx32<>+192(SB), Z8, Z8
-	VPERMB          196(CX), Z5, Z14
-	VPMADDUBSW      Z14, Z10, Z14
-	VPDPWSSD        Z8, Z14, Z11
-	VPERMB          196(CX)(BX*1), Z5, Z14
-	VPMADDUBSW      Z14, Z10, Z14
-	VPDPWSSD        Z8, Z14, Z12
-	VPERMB          196(CX)(BX*2), Z5, Z14
-	VPMADDUBSW      Z14, Z10, Z14
-	VPDPWSSD        Z8, Z14, Z13
-	VPERMB          196(CX)(SI*1), Z5, Z14
-	VPMADDUBSW      Z14, Z10, Z14
-	VPDPWSSD        Z8, Z14, Z9
-	VEXTRACTI64X4   $0x01, Z11, Y8
-	VPADDD          Y8, Y11, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y10
+	VPSHUFB         scidx32<>+192(SB), Z8, Z14
+	VPERMB          196(CX), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z11
+	VPERMB          196(CX)(BX*1), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z12
+	VPERMB          196(CX)(BX*2), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z13
+	VPERMB          196(CX)(SI*1), Z5, Z15
+	VPMADDUBSW      Z15, Z10, Z15
+	VPDPWSSD        Z14, Z15, Z9
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X7, Y14
 	VBROADCASTSS    (CX), Y11
+	VMULPS          Y14, Y11, Y11
 	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y8, Y8
-	VADDPS          Y8, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z12, Y8
-	VPADDD          Y8, Y12, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y10
+	VADDPS          Y10, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z12, Y10
+	VPADDD          Y10, Y12, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(BX*1), Y11
+	VMULPS          Y14, Y11, Y11
 	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y8, Y8
-	VADDPS          Y8, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z13, Y8
-	VPADDD          Y8, Y13, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y10
+	VADDPS          Y10, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z13, Y10
+	VPADDD          Y10, Y13, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(BX*2), Y11
+	VMULPS          Y14, Y11, Y11
 	VMULPS          Y11, Y10, Y10
-	VMULPS          Y10, Y8, Y8
-	VADDPS          Y8, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z9, Y8
-	VPADDD          Y8, Y9, Y8
-	VCVTDQ2PS       Y8, Y8
-	VBROADCASTSS    X7, Y7
+	VADDPS          Y10, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(SI*1), Y9
-	VMULPS          Y9, Y7, Y7
-	VMULPS          Y7, Y8, Y8
-	VADDPS          Y8, Y3, Y3
+	VMULPS          Y14, Y9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y8
+	VPMADDWD        260(CX), Y8, Y9
+	VPMADDWD        260(CX)(BX*1), Y8, Y10
+	VPMADDWD        260(CX)(BX*2), Y8, Y11
+	VPMADDWD        260(CX)(SI*1), Y8, Y8
+	VPUNPCKLDQ      Y10, Y9, Y12
+	VPUNPCKHDQ      Y10, Y9, Y9
+	VPADDD          Y9, Y12, Y12
+	VPUNPCKLDQ      Y8, Y11, Y9
+	VPUNPCKHDQ      Y8, Y11, Y8
+	VPADDD          Y8, Y9, Y9
+	VPUNPCKLQDQ     Y9, Y12, Y8
+	VPUNPCKHQDQ     Y9, Y12, Y9
+	VPADDD          Y9, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X9
+	VPADDD          X8, X9, X9
+	VCVTDQ2PS       X9, X9
+	VMOVSS          (CX), X8
+	VINSERTPS       $0x10, (CX)(BX*1), X8, X8
+	VINSERTPS       $0x20, (CX)(BX*2), X8, X8
+	VINSERTPS       $0x30, (CX)(SI*1), X8, X8
+	VMOVSHDUP       X7, X7
+	VBROADCASTSS    X7, X7
+	VMULPS          X8, X7, X7
+	VMULPS          X9, X7, X7
+	VSUBPS          X7, X4, X4
 	ADDQ            $0x00000090, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -6622,10 +7050,11 @@ TEXT ·dotQ5KVNNI(SB), NOSPLIT, $0-28
 	VMOVDQU64    xpermb64<>+0(SB), Z2
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z3
 	VPBROADCASTD c32_10101010<>+0(SB), Z4
-	TESTQ        DX, DX
-	JZ           donedotQ5KVNNI
+	CMPQ         DX, $0x02
+	JB           onedotQ5KVNNI
 
 loopdotQ5KVNNI:
+	LEAQ            176(AX), BX
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -6634,30 +7063,17 @@ loopdotQ5KVNNI:
 	VPSRLD          $0x02, Z5, Z5
 	VPANDD          k4hm_z<>+0(SB), Z5, Z5
 	VPORD           Z5, Z6, Z6
-	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD        260(CX), Y5, Y5
-	VEXTRACTI32X4   $0x01, Y5, X7
-	VPADDD          X7, X5, X7
-	VPSHUFD         $0x4e, X7, X5
-	VPADDD          X5, X7, X7
-	VPSHUFD         $0xb1, X7, X5
-	VPADDD          X5, X7, X7
-	VCVTDQ2PS       X7, X7
 	VMOVD           (AX), X5
 	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X8
-	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X5
-	VMULSS          X7, X5, X5
-	VSUBSS          X5, X1, X1
-	VBROADCASTSS    X8, Y5
-	VBROADCASTI64X4 16(AX), Z7
-	VPERMB          Z7, Z2, Z7
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMB          Z5, Z2, Z5
 	VBROADCASTI64X4 48(AX), Z8
 	VPERMB          Z8, Z2, Z8
 	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
 	VPANDD          Z3, Z8, Z8
-	VPTESTMB        runbits<>+0(SB), Z7, K1
+	VPTESTMB        runbits<>+0(SB), Z5, K1
 	VPADDB          Z4, Z8, K1, Z8
 	VPSHUFB         scidx32<>+0(SB), Z6, Z9
 	VPERMB          4(CX), Z2, Z10
@@ -6667,7 +7083,7 @@ loopdotQ5KVNNI:
 	VPERMB          Z9, Z2, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z3, Z9, Z9
-	VPTESTMB        runbits<>+64(SB), Z7, K1
+	VPTESTMB        runbits<>+64(SB), Z5, K1
 	VPADDB          Z4, Z9, K1, Z9
 	VPSHUFB         scidx32<>+64(SB), Z6, Z10
 	VPERMB          68(CX), Z2, Z11
@@ -6677,7 +7093,7 @@ loopdotQ5KVNNI:
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
-	VPTESTMB        runbits<>+128(SB), Z7, K1
+	VPTESTMB        runbits<>+128(SB), Z5, K1
 	VPADDB          Z4, Z10, K1, Z10
 	VPSHUFB         scidx32<>+128(SB), Z6, Z11
 	VPERMB          132(CX), Z2, Z12
@@ -6687,25 +7103,182 @@ loopdotQ5KVNNI:
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
-	VPTESTMB        runbits<>+192(SB), Z7, K1
+	VPTESTMB        runbits<>+192(SB), Z5, K1
 	VPADDB          Z4, Z10, K1, Z10
-	VPSHUFB         scidx32<>+192(SB), Z6, Z6
-	VPERMB          196(CX), Z2, Z7
-	VPMADDUBSW      Z7, Z10, Z7
-	VPDPWSSD        Z6, Z7, Z9
+	VPSHUFB         scidx32<>+192(SB), Z6, Z5
+	VPERMB          196(CX), Z2, Z11
+	VPMADDUBSW      Z11, Z10, Z11
+	VPDPWSSD        Z5, Z11, Z9
 	VPADDD          Z9, Z8, Z8
-	VEXTRACTI64X4   $0x01, Z8, Y6
-	VPADDD          Y6, Y8, Y6
+	VEXTRACTI64X4   $0x01, Z8, Y5
+	VPADDD          Y5, Y8, Y5
+	VCVTDQ2PS       Y5, Y5
+	VBROADCASTSS    X7, Y8
+	VMULPS          Y8, Y5, Y5
+	VADDPS          Y5, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD        260(CX), Y5, Y5
+	VBROADCASTI32X4 4(BX), Z6
+	VPSHUFD         $0x98, Z6, Z8
+	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
+	VPANDD          k4m_z<>+0(SB), Z8, Z8
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z8, Z8
+	VMOVD           (BX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    292(CX), X9
+	VMULPS          X6, X9, X9
+	VBROADCASTI64X4 16(BX), Z6
+	VPERMB          Z6, Z2, Z6
+	VBROADCASTI64X4 48(BX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+0(SB), Z6, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+0(SB), Z8, Z11
+	VPERMB          296(CX), Z2, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPMADDWD        Z11, Z12, Z10
+	VBROADCASTI64X4 80(BX), Z11
+	VPERMB          Z11, Z2, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z3, Z11, Z11
+	VPTESTMB        runbits<>+64(SB), Z6, K1
+	VPADDB          Z4, Z11, K1, Z11
+	VPSHUFB         scidx32<>+64(SB), Z8, Z12
+	VPERMB          360(CX), Z2, Z13
+	VPMADDUBSW      Z13, Z11, Z13
+	VPMADDWD        Z12, Z13, Z11
+	VBROADCASTI64X4 112(BX), Z12
+	VPERMB          Z12, Z2, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z3, Z12, Z12
+	VPTESTMB        runbits<>+128(SB), Z6, K1
+	VPADDB          Z4, Z12, K1, Z12
+	VPSHUFB         scidx32<>+128(SB), Z8, Z13
+	VPERMB          424(CX), Z2, Z14
+	VPMADDUBSW      Z14, Z12, Z14
+	VPDPWSSD        Z13, Z14, Z10
+	VBROADCASTI64X4 144(BX), Z12
+	VPERMB          Z12, Z2, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z3, Z12, Z12
+	VPTESTMB        runbits<>+192(SB), Z6, K1
+	VPADDB          Z4, Z12, K1, Z12
+	VPSHUFB         scidx32<>+192(SB), Z8, Z6
+	VPERMB          488(CX), Z2, Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPDPWSSD        Z6, Z13, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y6
+	VPADDD          Y6, Y10, Y6
 	VCVTDQ2PS       Y6, Y6
-	VMULPS          Y5, Y6, Y6
+	VBROADCASTSS    X9, Y10
+	VMULPS          Y10, Y6, Y6
 	VADDPS          Y6, Y0, Y0
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ5KVNNI
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y6
+	VPMADDWD        552(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y8
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X5
+	VPADDD          X8, X5, X5
+	VPSHUFD         $0x4e, X5, X6
+	VPADDD          X6, X5, X5
+	VCVTDQ2PS       X5, X5
+	VUNPCKLPS       X9, X7, X6
+	VMULPS          X5, X6, X6
+	VSUBPS          X6, X1, X1
+	VMOVSHDUP       X6, X6
+	VSUBPS          X6, X1, X1
+	ADDQ            $0x00000160, AX
+	ADDQ            $0x00000248, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ5KVNNI
+
+onedotQ5KVNNI:
+	TESTQ           DX, DX
+	JZ              donedotQ5KVNNI
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    (CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMB          Z5, Z2, Z5
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPTESTMB        runbits<>+0(SB), Z5, K1
+	VPADDB          Z4, Z8, K1, Z8
+	VPSHUFB         scidx32<>+0(SB), Z6, Z9
+	VPERMB          4(CX), Z2, Z10
+	VPMADDUBSW      Z10, Z8, Z10
+	VPMADDWD        Z9, Z10, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMB          Z9, Z2, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z3, Z9, Z9
+	VPTESTMB        runbits<>+64(SB), Z5, K1
+	VPADDB          Z4, Z9, K1, Z9
+	VPSHUFB         scidx32<>+64(SB), Z6, Z10
+	VPERMB          68(CX), Z2, Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPMADDWD        Z10, Z11, Z9
+	VBROADCASTI64X4 112(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+128(SB), Z5, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+128(SB), Z6, Z11
+	VPERMB          132(CX), Z2, Z12
+	VPMADDUBSW      Z12, Z10, Z12
+	VPDPWSSD        Z11, Z12, Z8
+	VBROADCASTI64X4 144(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+192(SB), Z5, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+192(SB), Z6, Z3
+	VPERMB          196(CX), Z2, Z2
+	VPMADDUBSW      Z2, Z10, Z2
+	VPDPWSSD        Z3, Z2, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y2
+	VPADDD          Y2, Y8, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X7, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y2
+	VPMADDWD        260(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X7, X7, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
 
 donedotQ5KVNNI:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -6753,34 +7326,8 @@ loopdotQ5Kx4VNNI:
 	VPSRLD          $0x02, Z8, Z8
 	VPANDD          k4hm_z<>+0(SB), Z8, Z8
 	VPORD           Z8, Z9, Z9
-	VPSHUFB         k4mdup<>+0(SB), Y9, Y8
-	VPMADDWD        260(CX), Y8, Y10
-	VPMADDWD        260(CX)(BX*1), Y8, Y11
-	VPMADDWD        260(CX)(BX*2), Y8, Y12
-	VPMADDWD        260(CX)(SI*1), Y8, Y8
-	VPUNPCKLDQ      Y11, Y10, Y13
-	VPUNPCKHDQ      Y11, Y10, Y10
-	VPADDD          Y10, Y13, Y13
-	VPUNPCKLDQ      Y8, Y12, Y10
-	VPUNPCKHDQ      Y8, Y12, Y8
-	VPADDD          Y8, Y10, Y10
-	VPUNPCKLQDQ     Y10, Y13, Y8
-	VPUNPCKHQDQ     Y10, Y13, Y10
-	VPADDD          Y10, Y8, Y8
-	VEXTRACTI32X4   $0x01, Y8, X10
-	VPADDD          X8, X10, X10
-	VCVTDQ2PS       X10, X10
 	VMOVD           (AX), X8
 	VCVTPH2PS       X8, X8
-	VMOVSS          (CX), X11
-	VINSERTPS       $0x10, (CX)(BX*1), X11, X11
-	VINSERTPS       $0x20, (CX)(BX*2), X11, X11
-	VINSERTPS       $0x30, (CX)(SI*1), X11, X11
-	VMOVSHDUP       X8, X12
-	VBROADCASTSS    X12, X12
-	VMULPS          X11, X12, X12
-	VMULPS          X10, X12, X12
-	VSUBPS          X12, X4, X4
 	VBROADCASTI64X4 16(AX), Z10
 	VPERMB          Z10, Z5, Z10
 	VBROADCASTI64X4 48(AX), Z11
@@ -6846,51 +7393,74 @@ loopdotQ5Kx4VNNI:
 	VPANDD          Z6, Z12, Z12
 	VPTESTMB        runbits<>+192(SB), Z10, K1
 	VPADDB          Z7, Z12, K1, Z12
-	VPSHUFB         scidx32<>+192(SB), Z9, Z9
-	VPERMB          196(CX), Z5, Z10
-	VPMADDUBSW      Z10, Z12, Z10
-	VPDPWSSD        Z9, Z10, Z13
-	VPERMB          196(CX)(BX*1), Z5, Z10
-	VPMADDUBSW      Z10, Z12, Z10
-	VPDPWSSD        Z9, Z10, Z14
-	VPERMB          196(CX)(BX*2), Z5, Z10
-	VPMADDUBSW      Z10, Z12, Z10
-	VPDPWSSD        Z9, Z10, Z15
-	VPERMB          196(CX)(SI*1), Z5, Z10
-	VPMADDUBSW      Z10, Z12, Z10
-	VPDPWSSD        Z9, Z10, Z11
-	VEXTRACTI64X4   $0x01, Z13, Y9
-	VPADDD          Y9, Y13, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y10
+	VPSHUFB         scidx32<>+192(SB), Z9, Z10
+	VPERMB          196(CX), Z5, Z16
+	VPMADDUBSW      Z16, Z12, Z16
+	VPDPWSSD        Z10, Z16, Z13
+	VPERMB          196(CX)(BX*1), Z5, Z16
+	VPMADDUBSW      Z16, Z12, Z16
+	VPDPWSSD        Z10, Z16, Z14
+	VPERMB          196(CX)(BX*2), Z5, Z16
+	VPMADDUBSW      Z16, Z12, Z16
+	VPDPWSSD        Z10, Z16, Z15
+	VPERMB          196(CX)(SI*1), Z5, Z16
+	VPMADDUBSW      Z16, Z12, Z16
+	VPDPWSSD        Z10, Z16, Z11
+	VEXTRACTI64X4   $0x01, Z13, Y10
+	VPADDD          Y10, Y13, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X8, Y13
 	VBROADCASTSS    (CX), Y12
+	VMULPS          Y13, Y12, Y12
 	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y9, Y9
-	VADDPS          Y9, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z14, Y9
-	VPADDD          Y9, Y14, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y10
+	VADDPS          Y10, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z14, Y10
+	VPADDD          Y10, Y14, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(BX*1), Y12
+	VMULPS          Y13, Y12, Y12
 	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y9, Y9
-	VADDPS          Y9, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z15, Y9
-	VPADDD          Y9, Y15, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y10
+	VADDPS          Y10, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z15, Y10
+	VPADDD          Y10, Y15, Y10
+	VCVTDQ2PS       Y10, Y10
 	VBROADCASTSS    (CX)(BX*2), Y12
+	VMULPS          Y13, Y12, Y12
 	VMULPS          Y12, Y10, Y10
-	VMULPS          Y10, Y9, Y9
-	VADDPS          Y9, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z11, Y9
-	VPADDD          Y9, Y11, Y9
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X8, Y8
-	VBROADCASTSS    (CX)(SI*1), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y9, Y9
-	VADDPS          Y9, Y3, Y3
+	VADDPS          Y10, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    (CX)(SI*1), Y11
+	VMULPS          Y13, Y11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y3, Y3
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y9
+	VPMADDWD        260(CX), Y9, Y10
+	VPMADDWD        260(CX)(BX*1), Y9, Y11
+	VPMADDWD        260(CX)(BX*2), Y9, Y12
+	VPMADDWD        260(CX)(SI*1), Y9, Y9
+	VPUNPCKLDQ      Y11, Y10, Y13
+	VPUNPCKHDQ      Y11, Y10, Y10
+	VPADDD          Y10, Y13, Y13
+	VPUNPCKLDQ      Y9, Y12, Y10
+	VPUNPCKHDQ      Y9, Y12, Y9
+	VPADDD          Y9, Y10, Y10
+	VPUNPCKLQDQ     Y10, Y13, Y9
+	VPUNPCKHQDQ     Y10, Y13, Y10
+	VPADDD          Y10, Y9, Y9
+	VEXTRACTI32X4   $0x01, Y9, X10
+	VPADDD          X9, X10, X10
+	VCVTDQ2PS       X10, X10
+	VMOVSS          (CX), X9
+	VINSERTPS       $0x10, (CX)(BX*1), X9, X9
+	VINSERTPS       $0x20, (CX)(BX*2), X9, X9
+	VINSERTPS       $0x30, (CX)(SI*1), X9, X9
+	VMOVSHDUP       X8, X8
+	VBROADCASTSS    X8, X8
+	VMULPS          X9, X8, X8
+	VMULPS          X10, X8, X8
+	VSUBPS          X8, X4, X4
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -11241,7 +11811,7 @@ donedotQ6KVBMIx4VNNI256:
 	RET
 
 // func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -11249,95 +11819,303 @@ TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
 	VPXORD       Y0, Y0, Y0
 	VPXORD       X1, X1, X1
 	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
-	TESTQ        DX, DX
-	JZ           donedotQ4KVNNI256
+	CMPQ         DX, $0x02
+	JB           onedotQ4KVNNI256
 
 loopdotQ4KVNNI256:
-	VBROADCASTI32X4 4(AX), Y4
-	VPSHUFD         $0x98, Y4, Y5
-	VPSRLVD         k4sh_y<>+0(SB), Y5, Y5
-	VPANDD          k4m_y<>+0(SB), Y5, Y5
-	VPSHUFD         $0x50, Y4, Y4
-	VPSRLD          $0x02, Y4, Y4
-	VPANDD          k4hm_y<>+0(SB), Y4, Y4
-	VPORD           Y4, Y5, Y5
-	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
-	VPMADDWD        260(CX), Y4, Y4
-	VEXTRACTI32X4   $0x01, Y4, X6
-	VPADDD          X6, X4, X6
-	VPSHUFD         $0x4e, X6, X4
-	VPADDD          X4, X6, X6
-	VPSHUFD         $0xb1, X6, X4
-	VPADDD          X4, X6, X6
-	VCVTDQ2PS       X6, X6
-	VMOVD           (AX), X4
-	VCVTPH2PS       X4, X4
-	VBROADCASTSS    (CX), X7
-	VMULPS          X4, X7, X7
-	VMOVSHDUP       X7, X4
-	VMULSS          X6, X4, X4
-	VSUBSS          X4, X1, X1
-	VBROADCASTSS    X7, Y4
-	VPERMB          16(AX), Y2, Y7
-	VPANDD          Y3, Y7, Y6
-	VPSHUFB         scidx32<>+0(SB), Y5, Y8
-	VPERMB          4(CX), Y2, Y9
-	VPMADDUBSW      Y9, Y6, Y9
-	VPMADDWD        Y8, Y9, Y6
-	VPSRLW          $0x04, Y7, Y7
-	VPANDD          Y3, Y7, Y7
-	VPSHUFB         scidx32<>+32(SB), Y5, Y8
-	VPERMB          36(CX), Y2, Y9
-	VPMADDUBSW      Y9, Y7, Y9
-	VPMADDWD        Y8, Y9, Y7
-	VPERMB          48(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPSHUFB         scidx32<>+64(SB), Y5, Y10
-	VPERMB          68(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y6
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y3, Y8, Y8
-	VPSHUFB         scidx32<>+96(SB), Y5, Y9
-	VPERMB          100(CX), Y2, Y10
-	VPMADDUBSW      Y10, Y8, Y10
-	VPDPWSSD        Y9, Y10, Y7
-	VPERMB          80(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPSHUFB         scidx32<>+128(SB), Y5, Y10
-	VPERMB          132(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y6
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y3, Y8, Y8
-	VPSHUFB         scidx32<>+160(SB), Y5, Y9
-	VPERMB          164(CX), Y2, Y10
-	VPMADDUBSW      Y10, Y8, Y10
-	VPDPWSSD        Y9, Y10, Y7
-	VPERMB          112(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPSHUFB         scidx32<>+192(SB), Y5, Y10
-	VPERMB          196(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPDPWSSD        Y10, Y11, Y6
-	VPSRLW          $0x04, Y9, Y8
-	VPANDD          Y3, Y8, Y8
-	VPSHUFB         scidx32<>+224(SB), Y5, Y5
-	VPERMB          228(CX), Y2, Y9
-	VPMADDUBSW      Y9, Y8, Y9
-	VPDPWSSD        Y5, Y9, Y7
-	VPADDD          Y7, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
-	VMULPS          Y4, Y6, Y6
-	VADDPS          Y6, Y0, Y0
-	ADDQ            $0x00000090, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ4KVNNI256
+	LEAQ           144(AX), SI
+	MOVL           4(AX), DI
+	MOVL           8(AX), R8
+	MOVL           12(AX), R9
+	MOVL           DI, R10
+	ANDL           $0x3f3f3f3f, R10
+	MOVL           R9, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R11
+	MOVL           R8, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x04, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R9
+	MOVL           R9, R8
+	SHLQ           $0x20, R8
+	ORQ            R8, DI
+	VMOVD          (AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTSS   (CX), X5
+	VMULPS         X4, X5, X5
+	VPERMB         16(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y6, Y6, Y6
+	VPERMB         4(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y4, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y7, Y7, Y7
+	VPERMB         36(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y4, Y12
+	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPERMB         48(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPERMB         68(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y4, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVL           R10, R8
+	VPERMB         100(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y4, Y12
+	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPERMB         80(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         132(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y4, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         164(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y4, Y12
+	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPERMB         112(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         196(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y4, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVL           R11, R8
+	VPERMB         228(CX), Y2, Y12
+	VPMADDUBSW     Y12, Y4, Y12
+	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPADDD         Y7, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   X5, Y4
+	VMULPS         Y4, Y6, Y6
+	VADDPS         Y6, Y0, Y0
+	VMOVQ          DI, X4
+	VPBROADCASTQ   X4, Y4
+	VPSHUFB        k4mdupq<>+0(SB), Y4, Y4
+	VPMADDWD       260(CX), Y4, Y4
+	MOVL           4(SI), DI
+	MOVL           8(SI), R8
+	MOVL           12(SI), R9
+	MOVL           DI, R10
+	ANDL           $0x3f3f3f3f, R10
+	MOVL           R9, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R11
+	MOVL           R8, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x04, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R9
+	MOVL           R9, R8
+	SHLQ           $0x20, R8
+	ORQ            R8, DI
+	VMOVD          (SI), X12
+	VCVTPH2PS      X12, X12
+	VBROADCASTSS   292(CX), X13
+	VMULPS         X12, X13, X13
+	VPERMB         16(SI), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y8, Y8, Y8
+	VPERMB         296(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y12, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y9, Y9, Y9
+	VPERMB         328(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y12, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y9
+	VPERMB         48(SI), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPERMB         360(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y12, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVL           R10, R8
+	VPERMB         392(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y12, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y9
+	VPERMB         80(SI), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         424(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y12, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         456(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y12, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y9
+	VPERMB         112(SI), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R11, SI
+	SHRL           $0x08, R11
+	VPERMB         488(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y12, Y15
+	VPDPWSSD.BCST  (BX)(SI*4), Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVL           R11, SI
+	VPERMB         520(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y12, Y14
+	VPDPWSSD.BCST  (BX)(SI*4), Y14, Y9
+	VPADDD         Y9, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X13, Y12
+	VMULPS         Y12, Y8, Y8
+	VADDPS         Y8, Y0, Y0
+	VMOVQ          DI, X12
+	VPBROADCASTQ   X12, Y12
+	VPSHUFB        k4mdupq<>+0(SB), Y12, Y12
+	VPMADDWD       552(CX), Y12, Y12
+	VPUNPCKLDQ     Y12, Y4, Y14
+	VPUNPCKHDQ     Y12, Y4, Y4
+	VPADDD         Y4, Y14, Y14
+	VEXTRACTI32X4  $0x01, Y14, X4
+	VPADDD         X14, X4, X4
+	VPSHUFD        $0x4e, X4, X12
+	VPADDD         X12, X4, X4
+	VCVTDQ2PS      X4, X4
+	VUNPCKLPS      X13, X5, X5
+	VMULPS         X4, X5, X5
+	VSUBPS         X5, X1, X1
+	VMOVSHDUP      X5, X5
+	VSUBPS         X5, X1, X1
+	ADDQ           $0x00000120, AX
+	ADDQ           $0x00000248, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopdotQ4KVNNI256
+
+onedotQ4KVNNI256:
+	TESTQ          DX, DX
+	JZ             donedotQ4KVNNI256
+	MOVL           4(AX), DX
+	MOVL           8(AX), SI
+	MOVL           12(AX), DI
+	MOVL           DX, R8
+	ANDL           $0x3f3f3f3f, R8
+	MOVL           DI, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, DX
+	ANDL           $0x30303030, DX
+	ORL            DX, R9
+	MOVL           SI, DX
+	ANDL           $0x3f3f3f3f, DX
+	SHRL           $0x04, DI
+	ANDL           $0x0f0f0f0f, DI
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, DI
+	MOVL           DI, SI
+	SHLQ           $0x20, SI
+	ORQ            SI, DX
+	VMOVD          (AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTSS   (CX), X5
+	VMULPS         X4, X5, X5
+	VPERMB         16(AX), Y2, Y6
+	VPANDD         Y3, Y6, Y4
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPXORD         Y10, Y10, Y10
+	VPERMB         4(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y4, Y7
+	VPDPWSSD.BCST  (BX)(SI*4), Y7, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y6, Y4
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPXORD         Y11, Y11, Y11
+	VPERMB         36(CX), Y2, Y6
+	VPMADDUBSW     Y6, Y4, Y6
+	VPDPWSSD.BCST  (BX)(SI*4), Y6, Y11
+	VPERMB         48(AX), Y2, Y6
+	VPANDD         Y3, Y6, Y4
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPERMB         68(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y4, Y7
+	VPDPWSSD.BCST  (BX)(SI*4), Y7, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y6, Y4
+	MOVL           R8, SI
+	VPERMB         100(CX), Y2, Y6
+	VPMADDUBSW     Y6, Y4, Y6
+	VPDPWSSD.BCST  (BX)(SI*4), Y6, Y11
+	VPERMB         80(AX), Y2, Y6
+	VPANDD         Y3, Y6, Y4
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPERMB         132(CX), Y2, Y7
+	VPMADDUBSW     Y7, Y4, Y7
+	VPDPWSSD.BCST  (BX)(SI*4), Y7, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y6, Y4
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPERMB         164(CX), Y2, Y6
+	VPMADDUBSW     Y6, Y4, Y6
+	VPDPWSSD.BCST  (BX)(SI*4), Y6, Y11
+	VPERMB         112(AX), Y2, Y4
+	VPANDD         Y3, Y4, Y3
+	MOVBQZX        R9, AX
+	SHRL           $0x08, R9
+	VPERMB         196(CX), Y2, Y6
+	VPMADDUBSW     Y6, Y3, Y6
+	VPDPWSSD.BCST  (BX)(AX*4), Y6, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y4, Y3
+	MOVL           R9, AX
+	VPERMB         228(CX), Y2, Y2
+	VPMADDUBSW     Y2, Y3, Y2
+	VPDPWSSD.BCST  (BX)(AX*4), Y2, Y11
+	VPADDD         Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   X5, Y2
+	VMULPS         Y2, Y10, Y10
+	VADDPS         Y10, Y0, Y0
+	VMOVQ          DX, X2
+	VPBROADCASTQ   X2, Y2
+	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
+	VPMADDWD       260(CX), Y2, Y2
+	VEXTRACTI32X4  $0x01, Y2, X3
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0x4e, X3, X2
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0xb1, X3, X2
+	VPADDD         X2, X3, X3
+	VCVTDQ2PS      X3, X3
+	VUNPCKLPS      X5, X5, X2
+	VMULPS         X3, X2, X2
+	VSUBPS         X2, X1, X1
 
 donedotQ4KVNNI256:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -11357,38 +12135,94 @@ donedotQ4KVNNI256:
 	VZEROUPPER
 	RET
 
-DATA k4sh_y<>+0(SB)/4, $0x00000000
-DATA k4sh_y<>+4(SB)/4, $0x00000000
-DATA k4sh_y<>+8(SB)/4, $0x00000000
-DATA k4sh_y<>+12(SB)/4, $0x00000004
-DATA k4sh_y<>+16(SB)/4, $0x00000000
-DATA k4sh_y<>+20(SB)/4, $0x00000000
-DATA k4sh_y<>+24(SB)/4, $0x00000000
-DATA k4sh_y<>+28(SB)/4, $0x00000004
-GLOBL k4sh_y<>(SB), RODATA|NOPTR, $32
+DATA k4scalewords<>+0(SB)/4, $0x00000000
+DATA k4scalewords<>+4(SB)/4, $0x00010001
+DATA k4scalewords<>+8(SB)/4, $0x00020002
+DATA k4scalewords<>+12(SB)/4, $0x00030003
+DATA k4scalewords<>+16(SB)/4, $0x00040004
+DATA k4scalewords<>+20(SB)/4, $0x00050005
+DATA k4scalewords<>+24(SB)/4, $0x00060006
+DATA k4scalewords<>+28(SB)/4, $0x00070007
+DATA k4scalewords<>+32(SB)/4, $0x00080008
+DATA k4scalewords<>+36(SB)/4, $0x00090009
+DATA k4scalewords<>+40(SB)/4, $0x000a000a
+DATA k4scalewords<>+44(SB)/4, $0x000b000b
+DATA k4scalewords<>+48(SB)/4, $0x000c000c
+DATA k4scalewords<>+52(SB)/4, $0x000d000d
+DATA k4scalewords<>+56(SB)/4, $0x000e000e
+DATA k4scalewords<>+60(SB)/4, $0x000f000f
+DATA k4scalewords<>+64(SB)/4, $0x00100010
+DATA k4scalewords<>+68(SB)/4, $0x00110011
+DATA k4scalewords<>+72(SB)/4, $0x00120012
+DATA k4scalewords<>+76(SB)/4, $0x00130013
+DATA k4scalewords<>+80(SB)/4, $0x00140014
+DATA k4scalewords<>+84(SB)/4, $0x00150015
+DATA k4scalewords<>+88(SB)/4, $0x00160016
+DATA k4scalewords<>+92(SB)/4, $0x00170017
+DATA k4scalewords<>+96(SB)/4, $0x00180018
+DATA k4scalewords<>+100(SB)/4, $0x00190019
+DATA k4scalewords<>+104(SB)/4, $0x001a001a
+DATA k4scalewords<>+108(SB)/4, $0x001b001b
+DATA k4scalewords<>+112(SB)/4, $0x001c001c
+DATA k4scalewords<>+116(SB)/4, $0x001d001d
+DATA k4scalewords<>+120(SB)/4, $0x001e001e
+DATA k4scalewords<>+124(SB)/4, $0x001f001f
+DATA k4scalewords<>+128(SB)/4, $0x00200020
+DATA k4scalewords<>+132(SB)/4, $0x00210021
+DATA k4scalewords<>+136(SB)/4, $0x00220022
+DATA k4scalewords<>+140(SB)/4, $0x00230023
+DATA k4scalewords<>+144(SB)/4, $0x00240024
+DATA k4scalewords<>+148(SB)/4, $0x00250025
+DATA k4scalewords<>+152(SB)/4, $0x00260026
+DATA k4scalewords<>+156(SB)/4, $0x00270027
+DATA k4scalewords<>+160(SB)/4, $0x00280028
+DATA k4scalewords<>+164(SB)/4, $0x00290029
+DATA k4scalewords<>+168(SB)/4, $0x002a002a
+DATA k4scalewords<>+172(SB)/4, $0x002b002b
+DATA k4scalewords<>+176(SB)/4, $0x002c002c
+DATA k4scalewords<>+180(SB)/4, $0x002d002d
+DATA k4scalewords<>+184(SB)/4, $0x002e002e
+DATA k4scalewords<>+188(SB)/4, $0x002f002f
+DATA k4scalewords<>+192(SB)/4, $0x00300030
+DATA k4scalewords<>+196(SB)/4, $0x00310031
+DATA k4scalewords<>+200(SB)/4, $0x00320032
+DATA k4scalewords<>+204(SB)/4, $0x00330033
+DATA k4scalewords<>+208(SB)/4, $0x00340034
+DATA k4scalewords<>+212(SB)/4, $0x00350035
+DATA k4scalewords<>+216(SB)/4, $0x00360036
+DATA k4scalewords<>+220(SB)/4, $0x00370037
+DATA k4scalewords<>+224(SB)/4, $0x00380038
+DATA k4scalewords<>+228(SB)/4, $0x00390039
+DATA k4scalewords<>+232(SB)/4, $0x003a003a
+DATA k4scalewords<>+236(SB)/4, $0x003b003b
+DATA k4scalewords<>+240(SB)/4, $0x003c003c
+DATA k4scalewords<>+244(SB)/4, $0x003d003d
+DATA k4scalewords<>+248(SB)/4, $0x003e003e
+DATA k4scalewords<>+252(SB)/4, $0x003f003f
+GLOBL k4scalewords<>(SB), RODATA|NOPTR, $256
 
-DATA k4m_y<>+0(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+4(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+8(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+12(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+16(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+20(SB)/4, $0x0f0f0f0f
-DATA k4m_y<>+24(SB)/4, $0x3f3f3f3f
-DATA k4m_y<>+28(SB)/4, $0x0f0f0f0f
-GLOBL k4m_y<>(SB), RODATA|NOPTR, $32
+DATA gfhinib<>+0(SB)/4, $0x00000000
+DATA gfhinib<>+4(SB)/4, $0x10204080
+DATA gfhinib<>+8(SB)/4, $0x00000000
+DATA gfhinib<>+12(SB)/4, $0x10204080
+DATA gfhinib<>+16(SB)/4, $0x00000000
+DATA gfhinib<>+20(SB)/4, $0x10204080
+DATA gfhinib<>+24(SB)/4, $0x00000000
+DATA gfhinib<>+28(SB)/4, $0x10204080
+GLOBL gfhinib<>(SB), RODATA|NOPTR, $32
 
-DATA k4hm_y<>+0(SB)/4, $0x00000000
-DATA k4hm_y<>+4(SB)/4, $0x30303030
-DATA k4hm_y<>+8(SB)/4, $0x00000000
-DATA k4hm_y<>+12(SB)/4, $0x30303030
-DATA k4hm_y<>+16(SB)/4, $0x00000000
-DATA k4hm_y<>+20(SB)/4, $0x30303030
-DATA k4hm_y<>+24(SB)/4, $0x00000000
-DATA k4hm_y<>+28(SB)/4, $0x30303030
-GLOBL k4hm_y<>(SB), RODATA|NOPTR, $32
+DATA k4mdupq<>+0(SB)/4, $0x80008000
+DATA k4mdupq<>+4(SB)/4, $0x80018001
+DATA k4mdupq<>+8(SB)/4, $0x80028002
+DATA k4mdupq<>+12(SB)/4, $0x80038003
+DATA k4mdupq<>+16(SB)/4, $0x80048004
+DATA k4mdupq<>+20(SB)/4, $0x80058005
+DATA k4mdupq<>+24(SB)/4, $0x80068006
+DATA k4mdupq<>+28(SB)/4, $0x80078007
+GLOBL k4mdupq<>(SB), RODATA|NOPTR, $32
 
 // func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI
 TEXT ·dotQ4Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -11401,195 +12235,217 @@ TEXT ·dotQ4Kx4VNNI256(SB), NOSPLIT, $0-40
 	VPXORD       Y3, Y3, Y3
 	VPXORD       X4, X4, X4
 	VMOVDQU64    xpermb32<>+0(SB), Y5
+	LEAQ         k4scalewords<>+0(SB), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y6
 	TESTQ        DX, DX
 	JZ           donedotQ4Kx4VNNI256
 
 loopdotQ4Kx4VNNI256:
-	VBROADCASTI32X4 4(AX), Y7
-	VPSHUFD         $0x98, Y7, Y8
-	VPSRLVD         k4sh_y<>+0(SB), Y8, Y8
-	VPANDD          k4m_y<>+0(SB), Y8, Y8
-	VPSHUFD         $0x50, Y7, Y7
-	VPSRLD          $0x02, Y7, Y7
-	VPANDD          k4hm_y<>+0(SB), Y7, Y7
-	VPORD           Y7, Y8, Y8
-	VPSHUFB         k4mdup<>+0(SB), Y8, Y7
-	VPMADDWD        260(CX), Y7, Y9
-	VPMADDWD        260(CX)(BX*1), Y7, Y10
-	VPMADDWD        260(CX)(BX*2), Y7, Y11
-	VPMADDWD        260(CX)(SI*1), Y7, Y7
-	VPUNPCKLDQ      Y10, Y9, Y12
-	VPUNPCKHDQ      Y10, Y9, Y9
-	VPADDD          Y9, Y12, Y12
-	VPUNPCKLDQ      Y7, Y11, Y9
-	VPUNPCKHDQ      Y7, Y11, Y7
-	VPADDD          Y7, Y9, Y9
-	VPUNPCKLQDQ     Y9, Y12, Y7
-	VPUNPCKHQDQ     Y9, Y12, Y9
-	VPADDD          Y9, Y7, Y7
-	VEXTRACTI32X4   $0x01, Y7, X9
-	VPADDD          X7, X9, X9
-	VCVTDQ2PS       X9, X9
-	VMOVD           (AX), X7
-	VCVTPH2PS       X7, X7
-	VMOVSS          (CX), X10
-	VINSERTPS       $0x10, (CX)(BX*1), X10, X10
-	VINSERTPS       $0x20, (CX)(BX*2), X10, X10
-	VINSERTPS       $0x30, (CX)(SI*1), X10, X10
-	VMOVSHDUP       X7, X11
-	VBROADCASTSS    X11, X11
-	VMULPS          X10, X11, X11
-	VMULPS          X9, X11, X11
-	VSUBPS          X11, X4, X4
-	VPERMB          16(AX), Y5, Y10
-	VPANDD          Y6, Y10, Y9
-	VPSHUFB         scidx32<>+0(SB), Y8, Y11
-	VPERMB          4(CX), Y5, Y12
-	VPMADDUBSW      Y12, Y9, Y12
-	VPMADDWD        Y11, Y12, Y12
-	VPERMB          4(CX)(BX*1), Y5, Y13
-	VPMADDUBSW      Y13, Y9, Y13
-	VPMADDWD        Y11, Y13, Y13
-	VPERMB          4(CX)(BX*2), Y5, Y14
-	VPMADDUBSW      Y14, Y9, Y14
-	VPMADDWD        Y11, Y14, Y14
-	VPERMB          4(CX)(SI*1), Y5, Y15
-	VPMADDUBSW      Y15, Y9, Y15
-	VPMADDWD        Y11, Y15, Y9
-	VPSRLW          $0x04, Y10, Y10
-	VPANDD          Y6, Y10, Y10
-	VPSHUFB         scidx32<>+32(SB), Y8, Y11
-	VPERMB          36(CX), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPERMB          36(CX)(BX*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPERMB          36(CX)(BX*2), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPERMB          36(CX)(SI*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y9
-	VPERMB          48(AX), Y5, Y11
-	VPANDD          Y6, Y11, Y10
-	VPSHUFB         scidx32<>+64(SB), Y8, Y15
-	VPERMB          68(CX), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y12
-	VPERMB          68(CX)(BX*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y13
-	VPERMB          68(CX)(BX*2), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y14
-	VPERMB          68(CX)(SI*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y9
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y6, Y10, Y10
-	VPSHUFB         scidx32<>+96(SB), Y8, Y11
-	VPERMB          100(CX), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPERMB          100(CX)(BX*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPERMB          100(CX)(BX*2), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPERMB          100(CX)(SI*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y9
-	VPERMB          80(AX), Y5, Y11
-	VPANDD          Y6, Y11, Y10
-	VPSHUFB         scidx32<>+128(SB), Y8, Y15
-	VPERMB          132(CX), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y12
-	VPERMB          132(CX)(BX*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y13
-	VPERMB          132(CX)(BX*2), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y14
-	VPERMB          132(CX)(SI*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y9
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y6, Y10, Y10
-	VPSHUFB         scidx32<>+160(SB), Y8, Y11
-	VPERMB          164(CX), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y12
-	VPERMB          164(CX)(BX*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y13
-	VPERMB          164(CX)(BX*2), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y14
-	VPERMB          164(CX)(SI*1), Y5, Y15
-	VPMADDUBSW      Y15, Y10, Y15
-	VPDPWSSD        Y11, Y15, Y9
-	VPERMB          112(AX), Y5, Y11
-	VPANDD          Y6, Y11, Y10
-	VPSHUFB         scidx32<>+192(SB), Y8, Y15
-	VPERMB          196(CX), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y12
-	VPERMB          196(CX)(BX*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y13
-	VPERMB          196(CX)(BX*2), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y14
-	VPERMB          196(CX)(SI*1), Y5, Y16
-	VPMADDUBSW      Y16, Y10, Y16
-	VPDPWSSD        Y15, Y16, Y9
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y6, Y10, Y10
-	VPSHUFB         scidx32<>+224(SB), Y8, Y8
-	VPERMB          228(CX), Y5, Y11
-	VPMADDUBSW      Y11, Y10, Y11
-	VPDPWSSD        Y8, Y11, Y12
-	VPERMB          228(CX)(BX*1), Y5, Y11
-	VPMADDUBSW      Y11, Y10, Y11
-	VPDPWSSD        Y8, Y11, Y13
-	VPERMB          228(CX)(BX*2), Y5, Y11
-	VPMADDUBSW      Y11, Y10, Y11
-	VPDPWSSD        Y8, Y11, Y14
-	VPERMB          228(CX)(SI*1), Y5, Y11
-	VPMADDUBSW      Y11, Y10, Y11
-	VPDPWSSD        Y8, Y11, Y9
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    X7, Y8
-	VBROADCASTSS    (CX), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y12, Y12
-	VADDPS          Y12, Y0, Y0
-	VCVTDQ2PS       Y13, Y13
-	VBROADCASTSS    X7, Y8
-	VBROADCASTSS    (CX)(BX*1), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y13, Y13
-	VADDPS          Y13, Y1, Y1
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    X7, Y8
-	VBROADCASTSS    (CX)(BX*2), Y10
-	VMULPS          Y10, Y8, Y8
-	VMULPS          Y8, Y14, Y14
-	VADDPS          Y14, Y2, Y2
-	VCVTDQ2PS       Y9, Y9
-	VBROADCASTSS    X7, Y7
-	VBROADCASTSS    (CX)(SI*1), Y8
-	VMULPS          Y8, Y7, Y7
-	VMULPS          Y7, Y9, Y9
-	VADDPS          Y9, Y3, Y3
-	ADDQ            $0x00000090, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ4Kx4VNNI256
+	MOVL           4(AX), R8
+	MOVL           8(AX), R9
+	MOVL           12(AX), R10
+	MOVL           R8, R11
+	ANDL           $0x3f3f3f3f, R11
+	MOVL           R10, R12
+	ANDL           $0x0f0f0f0f, R12
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R12
+	MOVL           R9, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x04, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	ORL            R9, R10
+	MOVL           R10, R9
+	SHLQ           $0x20, R9
+	ORQ            R9, R8
+	VMOVD          (AX), X7
+	VCVTPH2PS      X7, X7
+	VPERMB         16(AX), Y5, Y9
+	VPANDD         Y6, Y9, Y8
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         4(CX), Y5, Y11
+	VPMADDUBSW     Y11, Y8, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPERMB         4(CX)(BX*1), Y5, Y12
+	VPMADDUBSW     Y12, Y8, Y12
+	VPMADDWD       Y10, Y12, Y12
+	VPERMB         4(CX)(BX*2), Y5, Y13
+	VPMADDUBSW     Y13, Y8, Y13
+	VPMADDWD       Y10, Y13, Y13
+	VPERMB         4(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y8, Y14
+	VPMADDWD       Y10, Y14, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y9, Y9
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         36(CX), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPERMB         36(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPERMB         36(CX)(BX*2), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPERMB         36(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y8
+	VPERMB         48(AX), Y5, Y10
+	VPANDD         Y6, Y10, Y9
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y14
+	VPERMB         68(CX), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y11
+	VPERMB         68(CX)(BX*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y12
+	VPERMB         68(CX)(BX*2), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y13
+	VPERMB         68(CX)(SI*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y10, Y9
+	MOVL           R11, R9
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         100(CX), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPERMB         100(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPERMB         100(CX)(BX*2), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPERMB         100(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y8
+	VPERMB         80(AX), Y5, Y10
+	VPANDD         Y6, Y10, Y9
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y14
+	VPERMB         132(CX), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y11
+	VPERMB         132(CX)(BX*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y12
+	VPERMB         132(CX)(BX*2), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y13
+	VPERMB         132(CX)(SI*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y10, Y9
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         164(CX), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPERMB         164(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPERMB         164(CX)(BX*2), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPERMB         164(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y8
+	VPERMB         112(AX), Y5, Y10
+	VPANDD         Y6, Y10, Y9
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y14
+	VPERMB         196(CX), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y11
+	VPERMB         196(CX)(BX*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y12
+	VPERMB         196(CX)(BX*2), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y13
+	VPERMB         196(CX)(SI*1), Y5, Y15
+	VPMADDUBSW     Y15, Y9, Y15
+	VPDPWSSD       Y14, Y15, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y10, Y9
+	MOVL           R12, R9
+	VPBROADCASTD   (DI)(R9*4), Y10
+	VPERMB         228(CX), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPERMB         228(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPERMB         228(CX)(BX*2), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPERMB         228(CX)(SI*1), Y5, Y14
+	VPMADDUBSW     Y14, Y9, Y14
+	VPDPWSSD       Y10, Y14, Y8
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   X7, Y10
+	VBROADCASTSS   (CX), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y11, Y11
+	VADDPS         Y11, Y0, Y0
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   (CX)(BX*1), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y12, Y12
+	VADDPS         Y12, Y1, Y1
+	VCVTDQ2PS      Y13, Y13
+	VBROADCASTSS   (CX)(BX*2), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y13, Y13
+	VADDPS         Y13, Y2, Y2
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   (CX)(SI*1), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y8, Y8
+	VADDPS         Y8, Y3, Y3
+	VMOVQ          R8, X8
+	VPBROADCASTQ   X8, Y8
+	VPSHUFB        k4mdupq<>+0(SB), Y8, Y8
+	VPMADDWD       260(CX), Y8, Y9
+	VPMADDWD       260(CX)(BX*1), Y8, Y10
+	VPMADDWD       260(CX)(BX*2), Y8, Y11
+	VPMADDWD       260(CX)(SI*1), Y8, Y8
+	VPUNPCKLDQ     Y10, Y9, Y12
+	VPUNPCKHDQ     Y10, Y9, Y9
+	VPADDD         Y9, Y12, Y12
+	VPUNPCKLDQ     Y8, Y11, Y9
+	VPUNPCKHDQ     Y8, Y11, Y8
+	VPADDD         Y8, Y9, Y9
+	VPUNPCKLQDQ    Y9, Y12, Y8
+	VPUNPCKHQDQ    Y9, Y12, Y9
+	VPADDD         Y9, Y8, Y8
+	VEXTRACTI32X4  $0x01, Y8, X9
+	VPADDD         X8, X9, X9
+	VCVTDQ2PS      X9, X9
+	VMOVSS         (CX), X8
+	VINSERTPS      $0x10, (CX)(BX*1), X8, X8
+	VINSERTPS      $0x20, (CX)(BX*2), X8, X8
+	VINSERTPS      $0x30, (CX)(SI*1), X8, X8
+	VMOVSHDUP      X7, X7
+	VBROADCASTSS   X7, X7
+	VMULPS         X8, X7, X7
+	VMULPS         X9, X7, X7
+	VSUBPS         X7, X4, X4
+	ADDQ           $0x00000090, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ4Kx4VNNI256
 
 donedotQ4Kx4VNNI256:
 	MOVQ          out+32(FP), AX
@@ -11665,7 +12521,7 @@ donedotQ4Kx4VNNI256:
 	RET
 
 // func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -11673,113 +12529,355 @@ TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
 	VPXORD       Y0, Y0, Y0
 	VPXORD       X1, X1, X1
 	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
 	VPBROADCASTD c32_10101010<>+0(SB), Y4
-	TESTQ        DX, DX
-	JZ           donedotQ5KVNNI256
+	CMPQ         DX, $0x02
+	JB           onedotQ5KVNNI256
 
 loopdotQ5KVNNI256:
-	VBROADCASTI32X4 4(AX), Y5
-	VPSHUFD         $0x98, Y5, Y6
-	VPSRLVD         k4sh_y<>+0(SB), Y6, Y6
-	VPANDD          k4m_y<>+0(SB), Y6, Y6
-	VPSHUFD         $0x50, Y5, Y5
-	VPSRLD          $0x02, Y5, Y5
-	VPANDD          k4hm_y<>+0(SB), Y5, Y5
-	VPORD           Y5, Y6, Y6
-	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
-	VPMADDWD        260(CX), Y5, Y5
-	VEXTRACTI32X4   $0x01, Y5, X7
-	VPADDD          X7, X5, X7
-	VPSHUFD         $0x4e, X7, X5
-	VPADDD          X5, X7, X7
-	VPSHUFD         $0xb1, X7, X5
-	VPADDD          X5, X7, X7
-	VCVTDQ2PS       X7, X7
-	VMOVD           (AX), X5
-	VCVTPH2PS       X5, X5
-	VBROADCASTSS    (CX), X8
-	VMULPS          X5, X8, X8
-	VMOVSHDUP       X8, X5
-	VMULSS          X7, X5, X5
-	VSUBSS          X5, X1, X1
-	VBROADCASTSS    X8, Y5
-	VPERMB          16(AX), Y2, Y7
-	VPERMB          48(AX), Y2, Y9
-	VPANDD          Y3, Y9, Y8
-	VPTESTMB        runbits<>+0(SB), Y7, K1
-	VPADDB          Y4, Y8, K1, Y8
-	VPSHUFB         scidx32<>+0(SB), Y6, Y10
-	VPERMB          4(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y8, Y11
-	VPMADDWD        Y10, Y11, Y8
-	VPSRLW          $0x04, Y9, Y9
-	VPANDD          Y3, Y9, Y9
-	VPTESTMB        runbits<>+32(SB), Y7, K1
-	VPADDB          Y4, Y9, K1, Y9
-	VPSHUFB         scidx32<>+32(SB), Y6, Y10
-	VPERMB          36(CX), Y2, Y11
-	VPMADDUBSW      Y11, Y9, Y11
-	VPMADDWD        Y10, Y11, Y9
-	VPERMB          80(AX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+64(SB), Y7, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+64(SB), Y6, Y12
-	VPERMB          68(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y8
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y3, Y10, Y10
-	VPTESTMB        runbits<>+96(SB), Y7, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+96(SB), Y6, Y11
-	VPERMB          100(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y10, Y12
-	VPDPWSSD        Y11, Y12, Y9
-	VPERMB          112(AX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+128(SB), Y6, Y12
-	VPERMB          132(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y8
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y3, Y10, Y10
-	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+160(SB), Y6, Y11
-	VPERMB          164(CX), Y2, Y12
-	VPMADDUBSW      Y12, Y10, Y12
-	VPDPWSSD        Y11, Y12, Y9
-	VPERMB          144(AX), Y2, Y11
-	VPANDD          Y3, Y11, Y10
-	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+192(SB), Y6, Y12
-	VPERMB          196(CX), Y2, Y13
-	VPMADDUBSW      Y13, Y10, Y13
-	VPDPWSSD        Y12, Y13, Y8
-	VPSRLW          $0x04, Y11, Y10
-	VPANDD          Y3, Y10, Y10
-	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y4, Y10, K1, Y10
-	VPSHUFB         scidx32<>+224(SB), Y6, Y6
-	VPERMB          228(CX), Y2, Y7
-	VPMADDUBSW      Y7, Y10, Y7
-	VPDPWSSD        Y6, Y7, Y9
-	VPADDD          Y9, Y8, Y8
-	VCVTDQ2PS       Y8, Y8
-	VMULPS          Y5, Y8, Y8
-	VADDPS          Y8, Y0, Y0
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ5KVNNI256
+	LEAQ           176(AX), SI
+	MOVL           4(AX), DI
+	MOVL           8(AX), R8
+	MOVL           12(AX), R9
+	MOVL           DI, R10
+	ANDL           $0x3f3f3f3f, R10
+	MOVL           R9, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R11
+	MOVL           R8, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x04, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R9
+	MOVL           R9, R8
+	SHLQ           $0x20, R8
+	ORQ            R8, DI
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y5
+	VPERMB         48(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+0(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y7, Y7, Y7
+	VPERMB         4(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+32(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y8, Y8, Y8
+	VPERMB         36(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y13, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y8
+	VPERMB         80(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+64(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPERMB         68(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+96(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVL           R10, R8
+	VPERMB         100(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y13, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y8
+	VPERMB         112(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+128(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         132(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+160(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         164(CX), Y2, Y14
+	VPMADDUBSW     Y14, Y13, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y8
+	VPERMB         144(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+192(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         196(CX), Y2, Y15
+	VPMADDUBSW     Y15, Y13, Y15
+	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+224(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVL           R11, R8
+	VPERMB         228(CX), Y2, Y5
+	VPMADDUBSW     Y5, Y13, Y5
+	VPDPWSSD.BCST  (BX)(R8*4), Y5, Y8
+	VPADDD         Y8, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   X6, Y5
+	VMULPS         Y5, Y7, Y7
+	VADDPS         Y7, Y0, Y0
+	VMOVQ          DI, X5
+	VPBROADCASTQ   X5, Y5
+	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
+	VPMADDWD       260(CX), Y5, Y5
+	MOVL           4(SI), DI
+	MOVL           8(SI), R8
+	MOVL           12(SI), R9
+	MOVL           DI, R10
+	ANDL           $0x3f3f3f3f, R10
+	MOVL           R9, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R11
+	MOVL           R8, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x04, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R9
+	MOVL           R9, R8
+	SHLQ           $0x20, R8
+	ORQ            R8, DI
+	VMOVD          (SI), X13
+	VCVTPH2PS      X13, X13
+	VBROADCASTSS   292(CX), X14
+	VMULPS         X13, X14, X14
+	VPERMB         16(SI), Y2, Y13
+	VPERMB         48(SI), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+0(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y9, Y9, Y9
+	VPERMB         296(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y15, Y17
+	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+32(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPXORD         Y10, Y10, Y10
+	VPERMB         328(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y15, Y16
+	VPDPWSSD.BCST  (BX)(R8*4), Y16, Y10
+	VPERMB         80(SI), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+64(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPERMB         360(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y15, Y17
+	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+96(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVL           R10, R8
+	VPERMB         392(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y15, Y16
+	VPDPWSSD.BCST  (BX)(R8*4), Y16, Y10
+	VPERMB         112(SI), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+128(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         424(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y15, Y17
+	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+160(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R11, R8
+	SHRL           $0x08, R11
+	VPERMB         456(CX), Y2, Y16
+	VPMADDUBSW     Y16, Y15, Y16
+	VPDPWSSD.BCST  (BX)(R8*4), Y16, Y10
+	VPERMB         144(SI), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+192(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R11, SI
+	SHRL           $0x08, R11
+	VPERMB         488(CX), Y2, Y17
+	VPMADDUBSW     Y17, Y15, Y17
+	VPDPWSSD.BCST  (BX)(SI*4), Y17, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+224(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVL           R11, SI
+	VPERMB         520(CX), Y2, Y13
+	VPMADDUBSW     Y13, Y15, Y13
+	VPDPWSSD.BCST  (BX)(SI*4), Y13, Y10
+	VPADDD         Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   X14, Y13
+	VMULPS         Y13, Y9, Y9
+	VADDPS         Y9, Y0, Y0
+	VMOVQ          DI, X13
+	VPBROADCASTQ   X13, Y13
+	VPSHUFB        k4mdupq<>+0(SB), Y13, Y13
+	VPMADDWD       552(CX), Y13, Y13
+	VPUNPCKLDQ     Y13, Y5, Y15
+	VPUNPCKHDQ     Y13, Y5, Y5
+	VPADDD         Y5, Y15, Y15
+	VEXTRACTI32X4  $0x01, Y15, X5
+	VPADDD         X15, X5, X5
+	VPSHUFD        $0x4e, X5, X13
+	VPADDD         X13, X5, X5
+	VCVTDQ2PS      X5, X5
+	VUNPCKLPS      X14, X6, X6
+	VMULPS         X5, X6, X6
+	VSUBPS         X6, X1, X1
+	VMOVSHDUP      X6, X6
+	VSUBPS         X6, X1, X1
+	ADDQ           $0x00000160, AX
+	ADDQ           $0x00000248, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopdotQ5KVNNI256
+
+onedotQ5KVNNI256:
+	TESTQ          DX, DX
+	JZ             donedotQ5KVNNI256
+	MOVL           4(AX), DX
+	MOVL           8(AX), SI
+	MOVL           12(AX), DI
+	MOVL           DX, R8
+	ANDL           $0x3f3f3f3f, R8
+	MOVL           DI, R9
+	ANDL           $0x0f0f0f0f, R9
+	SHRL           $0x02, DX
+	ANDL           $0x30303030, DX
+	ORL            DX, R9
+	MOVL           SI, DX
+	ANDL           $0x3f3f3f3f, DX
+	SHRL           $0x04, DI
+	ANDL           $0x0f0f0f0f, DI
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, DI
+	MOVL           DI, SI
+	SHLQ           $0x20, SI
+	ORQ            SI, DX
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   (CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y5
+	VPERMB         48(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y7
+	VPTESTMB       runbits<>+0(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPXORD         Y11, Y11, Y11
+	VPERMB         4(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPDPWSSD.BCST  (BX)(SI*4), Y9, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y7
+	VPTESTMB       runbits<>+32(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPXORD         Y12, Y12, Y12
+	VPERMB         36(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPDPWSSD.BCST  (BX)(SI*4), Y8, Y12
+	VPERMB         80(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y7
+	VPTESTMB       runbits<>+64(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPERMB         68(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPDPWSSD.BCST  (BX)(SI*4), Y9, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y7
+	VPTESTMB       runbits<>+96(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVL           R8, SI
+	VPERMB         100(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPDPWSSD.BCST  (BX)(SI*4), Y8, Y12
+	VPERMB         112(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y7
+	VPTESTMB       runbits<>+128(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPERMB         132(CX), Y2, Y9
+	VPMADDUBSW     Y9, Y7, Y9
+	VPDPWSSD.BCST  (BX)(SI*4), Y9, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y7
+	VPTESTMB       runbits<>+160(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPERMB         164(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y7, Y8
+	VPDPWSSD.BCST  (BX)(SI*4), Y8, Y12
+	VPERMB         144(AX), Y2, Y7
+	VPANDD         Y3, Y7, Y3
+	VPTESTMB       runbits<>+192(SB), Y5, K1
+	VPADDB         Y4, Y3, K1, Y3
+	MOVBQZX        R9, AX
+	SHRL           $0x08, R9
+	VPERMB         196(CX), Y2, Y8
+	VPMADDUBSW     Y8, Y3, Y8
+	VPDPWSSD.BCST  (BX)(AX*4), Y8, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y7, Y3
+	VPTESTMB       runbits<>+224(SB), Y5, K1
+	VPADDB         Y4, Y3, K1, Y3
+	MOVL           R9, AX
+	VPERMB         228(CX), Y2, Y2
+	VPMADDUBSW     Y2, Y3, Y2
+	VPDPWSSD.BCST  (BX)(AX*4), Y2, Y12
+	VPADDD         Y12, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   X6, Y2
+	VMULPS         Y2, Y11, Y11
+	VADDPS         Y11, Y0, Y0
+	VMOVQ          DX, X2
+	VPBROADCASTQ   X2, Y2
+	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
+	VPMADDWD       260(CX), Y2, Y2
+	VEXTRACTI32X4  $0x01, Y2, X3
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0x4e, X3, X2
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0xb1, X3, X2
+	VPADDD         X2, X3, X3
+	VCVTDQ2PS      X3, X3
+	VUNPCKLPS      X6, X6, X2
+	VMULPS         X3, X2, X2
+	VSUBPS         X2, X1, X1
 
 donedotQ5KVNNI256:
-	VSHUFPS       $0x00, X1, X1, X1
+	VSHUFPS       $0xaa, X1, X1, X1
 	VEXTRACTF32X4 $0x01, Y0, X2
 	VADDSS        X0, X1, X1
 	VMOVSHDUP     X0, X3
@@ -11800,7 +12898,7 @@ donedotQ5KVNNI256:
 	RET
 
 // func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI
 TEXT ·dotQ5Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -11813,213 +12911,235 @@ TEXT ·dotQ5Kx4VNNI256(SB), NOSPLIT, $0-40
 	VPXORD       Y3, Y3, Y3
 	VPXORD       X4, X4, X4
 	VMOVDQU64    xpermb32<>+0(SB), Y5
+	LEAQ         k4scalewords<>+0(SB), DI
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y6
 	VPBROADCASTD c32_10101010<>+0(SB), Y7
 	TESTQ        DX, DX
 	JZ           donedotQ5Kx4VNNI256
 
 loopdotQ5Kx4VNNI256:
-	VBROADCASTI32X4 4(AX), Y8
-	VPSHUFD         $0x98, Y8, Y9
-	VPSRLVD         k4sh_y<>+0(SB), Y9, Y9
-	VPANDD          k4m_y<>+0(SB), Y9, Y9
-	VPSHUFD         $0x50, Y8, Y8
-	VPSRLD          $0x02, Y8, Y8
-	VPANDD          k4hm_y<>+0(SB), Y8, Y8
-	VPORD           Y8, Y9, Y9
-	VPSHUFB         k4mdup<>+0(SB), Y9, Y8
-	VPMADDWD        260(CX), Y8, Y10
-	VPMADDWD        260(CX)(BX*1), Y8, Y11
-	VPMADDWD        260(CX)(BX*2), Y8, Y12
-	VPMADDWD        260(CX)(SI*1), Y8, Y8
-	VPUNPCKLDQ      Y11, Y10, Y13
-	VPUNPCKHDQ      Y11, Y10, Y10
-	VPADDD          Y10, Y13, Y13
-	VPUNPCKLDQ      Y8, Y12, Y10
-	VPUNPCKHDQ      Y8, Y12, Y8
-	VPADDD          Y8, Y10, Y10
-	VPUNPCKLQDQ     Y10, Y13, Y8
-	VPUNPCKHQDQ     Y10, Y13, Y10
-	VPADDD          Y10, Y8, Y8
-	VEXTRACTI32X4   $0x01, Y8, X10
-	VPADDD          X8, X10, X10
-	VCVTDQ2PS       X10, X10
-	VMOVD           (AX), X8
-	VCVTPH2PS       X8, X8
-	VMOVSS          (CX), X11
-	VINSERTPS       $0x10, (CX)(BX*1), X11, X11
-	VINSERTPS       $0x20, (CX)(BX*2), X11, X11
-	VINSERTPS       $0x30, (CX)(SI*1), X11, X11
-	VMOVSHDUP       X8, X12
-	VBROADCASTSS    X12, X12
-	VMULPS          X11, X12, X12
-	VMULPS          X10, X12, X12
-	VSUBPS          X12, X4, X4
-	VPERMB          16(AX), Y5, Y10
-	VPERMB          48(AX), Y5, Y12
-	VPANDD          Y6, Y12, Y11
-	VPTESTMB        runbits<>+0(SB), Y10, K1
-	VPADDB          Y7, Y11, K1, Y11
-	VPSHUFB         scidx32<>+0(SB), Y9, Y13
-	VPERMB          4(CX), Y5, Y14
-	VPMADDUBSW      Y14, Y11, Y14
-	VPMADDWD        Y13, Y14, Y14
-	VPERMB          4(CX)(BX*1), Y5, Y15
-	VPMADDUBSW      Y15, Y11, Y15
-	VPMADDWD        Y13, Y15, Y15
-	VPERMB          4(CX)(BX*2), Y5, Y16
-	VPMADDUBSW      Y16, Y11, Y16
-	VPMADDWD        Y13, Y16, Y16
-	VPERMB          4(CX)(SI*1), Y5, Y17
-	VPMADDUBSW      Y17, Y11, Y17
-	VPMADDWD        Y13, Y17, Y11
-	VPSRLW          $0x04, Y12, Y12
-	VPANDD          Y6, Y12, Y12
-	VPTESTMB        runbits<>+32(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+32(SB), Y9, Y13
-	VPERMB          36(CX), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y14
-	VPERMB          36(CX)(BX*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y15
-	VPERMB          36(CX)(BX*2), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y16
-	VPERMB          36(CX)(SI*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y11
-	VPERMB          80(AX), Y5, Y13
-	VPANDD          Y6, Y13, Y12
-	VPTESTMB        runbits<>+64(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+64(SB), Y9, Y17
-	VPERMB          68(CX), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y14
-	VPERMB          68(CX)(BX*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y15
-	VPERMB          68(CX)(BX*2), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y16
-	VPERMB          68(CX)(SI*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y11
-	VPSRLW          $0x04, Y13, Y12
-	VPANDD          Y6, Y12, Y12
-	VPTESTMB        runbits<>+96(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+96(SB), Y9, Y13
-	VPERMB          100(CX), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y14
-	VPERMB          100(CX)(BX*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y15
-	VPERMB          100(CX)(BX*2), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y16
-	VPERMB          100(CX)(SI*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y11
-	VPERMB          112(AX), Y5, Y13
-	VPANDD          Y6, Y13, Y12
-	VPTESTMB        runbits<>+128(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+128(SB), Y9, Y17
-	VPERMB          132(CX), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y14
-	VPERMB          132(CX)(BX*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y15
-	VPERMB          132(CX)(BX*2), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y16
-	VPERMB          132(CX)(SI*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y11
-	VPSRLW          $0x04, Y13, Y12
-	VPANDD          Y6, Y12, Y12
-	VPTESTMB        runbits<>+160(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+160(SB), Y9, Y13
-	VPERMB          164(CX), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y14
-	VPERMB          164(CX)(BX*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y15
-	VPERMB          164(CX)(BX*2), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y16
-	VPERMB          164(CX)(SI*1), Y5, Y17
-	VPMADDUBSW      Y17, Y12, Y17
-	VPDPWSSD        Y13, Y17, Y11
-	VPERMB          144(AX), Y5, Y13
-	VPANDD          Y6, Y13, Y12
-	VPTESTMB        runbits<>+192(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+192(SB), Y9, Y17
-	VPERMB          196(CX), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y14
-	VPERMB          196(CX)(BX*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y15
-	VPERMB          196(CX)(BX*2), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y16
-	VPERMB          196(CX)(SI*1), Y5, Y18
-	VPMADDUBSW      Y18, Y12, Y18
-	VPDPWSSD        Y17, Y18, Y11
-	VPSRLW          $0x04, Y13, Y12
-	VPANDD          Y6, Y12, Y12
-	VPTESTMB        runbits<>+224(SB), Y10, K1
-	VPADDB          Y7, Y12, K1, Y12
-	VPSHUFB         scidx32<>+224(SB), Y9, Y9
-	VPERMB          228(CX), Y5, Y10
-	VPMADDUBSW      Y10, Y12, Y10
-	VPDPWSSD        Y9, Y10, Y14
-	VPERMB          228(CX)(BX*1), Y5, Y10
-	VPMADDUBSW      Y10, Y12, Y10
-	VPDPWSSD        Y9, Y10, Y15
-	VPERMB          228(CX)(BX*2), Y5, Y10
-	VPMADDUBSW      Y10, Y12, Y10
-	VPDPWSSD        Y9, Y10, Y16
-	VPERMB          228(CX)(SI*1), Y5, Y10
-	VPMADDUBSW      Y10, Y12, Y10
-	VPDPWSSD        Y9, Y10, Y11
-	VCVTDQ2PS       Y14, Y14
-	VBROADCASTSS    X8, Y9
-	VBROADCASTSS    (CX), Y10
-	VMULPS          Y10, Y9, Y9
-	VMULPS          Y9, Y14, Y14
-	VADDPS          Y14, Y0, Y0
-	VCVTDQ2PS       Y15, Y15
-	VBROADCASTSS    X8, Y9
-	VBROADCASTSS    (CX)(BX*1), Y10
-	VMULPS          Y10, Y9, Y9
-	VMULPS          Y9, Y15, Y15
-	VADDPS          Y15, Y1, Y1
-	VCVTDQ2PS       Y16, Y16
-	VBROADCASTSS    X8, Y9
-	VBROADCASTSS    (CX)(BX*2), Y10
-	VMULPS          Y10, Y9, Y9
-	VMULPS          Y9, Y16, Y16
-	VADDPS          Y16, Y2, Y2
-	VCVTDQ2PS       Y11, Y11
-	VBROADCASTSS    X8, Y8
-	VBROADCASTSS    (CX)(SI*1), Y9
-	VMULPS          Y9, Y8, Y8
-	VMULPS          Y8, Y11, Y11
-	VADDPS          Y11, Y3, Y3
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ5Kx4VNNI256
+	MOVL           4(AX), R8
+	MOVL           8(AX), R9
+	MOVL           12(AX), R10
+	MOVL           R8, R11
+	ANDL           $0x3f3f3f3f, R11
+	MOVL           R10, R12
+	ANDL           $0x0f0f0f0f, R12
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R12
+	MOVL           R9, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x04, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	ORL            R9, R10
+	MOVL           R10, R9
+	SHLQ           $0x20, R9
+	ORQ            R9, R8
+	VMOVD          (AX), X8
+	VCVTPH2PS      X8, X8
+	VPERMB         16(AX), Y5, Y9
+	VPERMB         48(AX), Y5, Y11
+	VPANDD         Y6, Y11, Y10
+	VPTESTMB       runbits<>+0(SB), Y9, K1
+	VPADDB         Y7, Y10, K1, Y10
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y12
+	VPERMB         4(CX), Y5, Y13
+	VPMADDUBSW     Y13, Y10, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPERMB         4(CX)(BX*1), Y5, Y14
+	VPMADDUBSW     Y14, Y10, Y14
+	VPMADDWD       Y12, Y14, Y14
+	VPERMB         4(CX)(BX*2), Y5, Y15
+	VPMADDUBSW     Y15, Y10, Y15
+	VPMADDWD       Y12, Y15, Y15
+	VPERMB         4(CX)(SI*1), Y5, Y16
+	VPMADDUBSW     Y16, Y10, Y16
+	VPMADDWD       Y12, Y16, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y11, Y11
+	VPTESTMB       runbits<>+32(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y12
+	VPERMB         36(CX), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y13
+	VPERMB         36(CX)(BX*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y14
+	VPERMB         36(CX)(BX*2), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y15
+	VPERMB         36(CX)(SI*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y10
+	VPERMB         80(AX), Y5, Y12
+	VPANDD         Y6, Y12, Y11
+	VPTESTMB       runbits<>+64(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPBROADCASTD   (DI)(R9*4), Y16
+	VPERMB         68(CX), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y13
+	VPERMB         68(CX)(BX*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y14
+	VPERMB         68(CX)(BX*2), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y15
+	VPERMB         68(CX)(SI*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y11
+	VPTESTMB       runbits<>+96(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVL           R11, R9
+	VPBROADCASTD   (DI)(R9*4), Y12
+	VPERMB         100(CX), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y13
+	VPERMB         100(CX)(BX*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y14
+	VPERMB         100(CX)(BX*2), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y15
+	VPERMB         100(CX)(SI*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y10
+	VPERMB         112(AX), Y5, Y12
+	VPANDD         Y6, Y12, Y11
+	VPTESTMB       runbits<>+128(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y16
+	VPERMB         132(CX), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y13
+	VPERMB         132(CX)(BX*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y14
+	VPERMB         132(CX)(BX*2), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y15
+	VPERMB         132(CX)(SI*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y11
+	VPTESTMB       runbits<>+160(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y12
+	VPERMB         164(CX), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y13
+	VPERMB         164(CX)(BX*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y14
+	VPERMB         164(CX)(BX*2), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y15
+	VPERMB         164(CX)(SI*1), Y5, Y16
+	VPMADDUBSW     Y16, Y11, Y16
+	VPDPWSSD       Y12, Y16, Y10
+	VPERMB         144(AX), Y5, Y12
+	VPANDD         Y6, Y12, Y11
+	VPTESTMB       runbits<>+192(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPBROADCASTD   (DI)(R9*4), Y16
+	VPERMB         196(CX), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y13
+	VPERMB         196(CX)(BX*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y14
+	VPERMB         196(CX)(BX*2), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y15
+	VPERMB         196(CX)(SI*1), Y5, Y17
+	VPMADDUBSW     Y17, Y11, Y17
+	VPDPWSSD       Y16, Y17, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y11
+	VPTESTMB       runbits<>+224(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVL           R12, R9
+	VPBROADCASTD   (DI)(R9*4), Y9
+	VPERMB         228(CX), Y5, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPDPWSSD       Y9, Y12, Y13
+	VPERMB         228(CX)(BX*1), Y5, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPDPWSSD       Y9, Y12, Y14
+	VPERMB         228(CX)(BX*2), Y5, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPDPWSSD       Y9, Y12, Y15
+	VPERMB         228(CX)(SI*1), Y5, Y12
+	VPMADDUBSW     Y12, Y11, Y12
+	VPDPWSSD       Y9, Y12, Y10
+	VCVTDQ2PS      Y13, Y13
+	VBROADCASTSS   X8, Y11
+	VBROADCASTSS   (CX), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y13, Y13
+	VADDPS         Y13, Y0, Y0
+	VCVTDQ2PS      Y14, Y14
+	VBROADCASTSS   (CX)(BX*1), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y14, Y14
+	VADDPS         Y14, Y1, Y1
+	VCVTDQ2PS      Y15, Y15
+	VBROADCASTSS   (CX)(BX*2), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y15, Y15
+	VADDPS         Y15, Y2, Y2
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (CX)(SI*1), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y10, Y10
+	VADDPS         Y10, Y3, Y3
+	VMOVQ          R8, X9
+	VPBROADCASTQ   X9, Y9
+	VPSHUFB        k4mdupq<>+0(SB), Y9, Y9
+	VPMADDWD       260(CX), Y9, Y10
+	VPMADDWD       260(CX)(BX*1), Y9, Y11
+	VPMADDWD       260(CX)(BX*2), Y9, Y12
+	VPMADDWD       260(CX)(SI*1), Y9, Y9
+	VPUNPCKLDQ     Y11, Y10, Y13
+	VPUNPCKHDQ     Y11, Y10, Y10
+	VPADDD         Y10, Y13, Y13
+	VPUNPCKLDQ     Y9, Y12, Y10
+	VPUNPCKHDQ     Y9, Y12, Y9
+	VPADDD         Y9, Y10, Y10
+	VPUNPCKLQDQ    Y10, Y13, Y9
+	VPUNPCKHQDQ    Y10, Y13, Y10
+	VPADDD         Y10, Y9, Y9
+	VEXTRACTI32X4  $0x01, Y9, X10
+	VPADDD         X9, X10, X10
+	VCVTDQ2PS      X10, X10
+	VMOVSS         (CX), X9
+	VINSERTPS      $0x10, (CX)(BX*1), X9, X9
+	VINSERTPS      $0x20, (CX)(BX*2), X9, X9
+	VINSERTPS      $0x30, (CX)(SI*1), X9, X9
+	VMOVSHDUP      X8, X8
+	VBROADCASTSS   X8, X8
+	VMULPS         X9, X8, X8
+	VMULPS         X10, X8, X8
+	VSUBPS         X8, X4, X4
+	ADDQ           $0x000000b0, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotQ5Kx4VNNI256
 
 donedotQ5Kx4VNNI256:
 	MOVQ          out+32(FP), AX

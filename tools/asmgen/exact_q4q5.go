@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
@@ -26,24 +27,36 @@ import (
 // kernels).
 //
 // The permutation is one VPERMB with AVX512_VBMI (the VNNI targets: the
-// plugin registers these kernels only where the CPU has VBMI), else VPERMD
+// plugin registers these kernels only where the CPU has VBMI and GFNI,
+// which also takes Q4_K's high nibbles in one instruction), else VPERMD
 // (dword l of each 8-byte group to its half) and an in-lane VPSHUFB (a 4×4
 // byte transpose). For Q4_K the 32 packed bytes are permuted once for both
 // nibble sub-blocks; Q5_K's qh likewise for all eight.
+//
+// Measured on Zen 4, the kernels run out of vector issue slots, so the
+// choices below move work off the vector units: the 256-bit kernels unpack
+// the 6-bit scales and mins with integer instructions and broadcast each
+// scale from a constant table (scaleWords) by its index, as a load, where
+// a VPSHUFB per sub-block was; and one-row kernels take the blocks in
+// pairs so that one transpose reduces both blocks' minimum sums. (A table
+// built on the stack per block was slower: its loads wait for the stores.)
 
 // xk is the state of one exact Q4_K/Q5_K kernel being emitted.
 type xk struct {
 	t    *target
-	vbmi bool
+	vbmi bool // VPERMB and GFNI: the VNNI targets
 	wp   Register
 	acts []Mem
 	sums []VecVirtual // per row: the reference's sums[0..7], a ymm
-	sumf VecVirtual   // lane k: row k's sumf
+	sumf VecVirtual   // four rows: lane k is row k's sumf; one row: lane 2
 	// sumfMem, where set, holds sumf instead of a register: four rows on
 	// AVX2 need all sixteen.
 	sumfMem *Mem
 	idx     Op // VPERMB or VPERMD index
 	tr      Op // VPSHUFB transpose after VPERMD (no VBMI)
+	// table, where set, holds the address of scaleWords: the 256-bit
+	// kernels unpack the scales with integer instructions.
+	table Register
 }
 
 // laneOrder is the byte permutation of one 32-byte run: byte 4l+g takes
@@ -121,8 +134,11 @@ func (x *xk) perm32(m Mem) VecVirtual {
 }
 
 // q45Loop emits an exact Q4_K/Q5_K kernel with the signatures of kLoop.
-// body emits one block; pre the loop-invariant constants.
-func q45Loop(t *target, name string, wsize, m int, pre func(x *xk), body func(x *xk)) {
+// block emits the work of one block, whose weights are at wp and whose
+// activation rows at acts, and returns the row(s)' minimum parts
+// (x.minSums) for the caller to finish: one row finishes two blocks' at
+// once (x.finishMins2). pre emits the loop-invariant constants.
+func q45Loop(t *target, name string, wsize, m int, pre func(x *xk), block func(x *xk, wp Register, acts []Mem) kmins) {
 	fn := "dot" + name + t.suffix
 	sig := "func(w, a *byte, nb int) float32"
 	if m > 1 {
@@ -168,16 +184,46 @@ func q45Loop(t *target, name string, wsize, m int, pre func(x *xk), body func(x 
 	r := t.vec()
 	t.mov(idx, r)
 	x.idx = r
+	if !t.zmm() {
+		x.table = GP64()
+		LEAQ(scaleWords(), x.table)
+	}
 	pre(x)
 	t.memConsts = false
-	TESTQ(nb, nb)
-	JZ(LabelRef("done" + fn))
-	Label("loop" + fn)
-	body(x)
-	ADDQ(U32(wsize), x.wp)
-	ADDQ(U32(q8KSize), ap)
-	DECQ(nb)
-	JNZ(LabelRef("loop" + fn))
+	if m == 1 && t.evex() {
+		// Two blocks per iteration, then the odd one. (AVX2 has too few
+		// registers to keep one block's minimum part across the next.)
+		CMPQ(nb, U8(2))
+		JB(LabelRef("one" + fn))
+		Label("loop" + fn)
+		w2 := GP64()
+		LEAQ(Mem{Base: x.wp, Disp: wsize}, w2)
+		a := block(x, x.wp, x.acts)
+		b := block(x, w2, []Mem{x.acts[0].Offset(q8KSize)})
+		x.finishMins2(a, b)
+		ADDQ(U32(2*wsize), x.wp)
+		ADDQ(U32(2*q8KSize), ap)
+		SUBQ(U8(2), nb)
+		CMPQ(nb, U8(2))
+		JAE(LabelRef("loop" + fn))
+		Label("one" + fn)
+		TESTQ(nb, nb)
+		JZ(LabelRef("done" + fn))
+		x.finishMins1(block(x, x.wp, x.acts))
+	} else {
+		TESTQ(nb, nb)
+		JZ(LabelRef("done" + fn))
+		Label("loop" + fn)
+		if m == 1 {
+			x.finishMins1(block(x, x.wp, x.acts))
+		} else {
+			x.finishMins4(block(x, x.wp, x.acts))
+		}
+		ADDQ(U32(wsize), x.wp)
+		ADDQ(U32(q8KSize), ap)
+		DECQ(nb)
+		JNZ(LabelRef("loop" + fn))
+	}
 	Label("done" + fn)
 	if x.sumfMem != nil {
 		VMOVUPS(*x.sumfMem, x.sumf)
@@ -187,8 +233,12 @@ func q45Loop(t *target, name string, wsize, m int, pre func(x *xk), body func(x 
 		outp = Load(Param("out"), GP64())
 	}
 	for k := range m {
+		lane := k
+		if m == 1 {
+			lane = 2
+		}
 		s := XMM()
-		VSHUFPS(U8(0x55*k), x.sumf, x.sumf, s) // row k's sumf into lane 0
+		VSHUFPS(U8(0x55*lane), x.sumf, x.sumf, s) // the row's sumf into lane 0
 		x.addLanes(x.sums[k], s)
 		if m == 1 {
 			Store(s, ReturnIndex(0))
@@ -232,109 +282,151 @@ func (x *xk) extract128(v VecVirtual) VecVirtual {
 	return h
 }
 
-// intSums reduces each row's eight int32 lanes (ymm) to one int32: lane k
-// of the returned xmm for row k. The order is free: integers.
-func (x *xk) intSums(p []VecVirtual) VecVirtual {
-	if len(p) == 1 {
-		h := x.extract128(p[0])
-		VPADDD(h, p[0].AsX(), h)
-		s := XMM()
-		VPSHUFD(U8(0x4e), h, s)
-		VPADDD(s, h, h)
-		VPSHUFD(U8(0xb1), h, s)
-		VPADDD(s, h, h)
-		return h
-	}
-	// A transpose: after the unpacks and adds, 128-bit lane L holds in
-	// dword k the partial sum of row k over that lane.
-	pair := func(a, b VecVirtual) VecVirtual {
-		lo, hi := YMM(), YMM()
-		VPUNPCKLDQ(b, a, lo)
-		VPUNPCKHDQ(b, a, hi)
-		VPADDD(hi, lo, lo)
-		return lo
-	}
-	t01, t23 := pair(p[0], p[1]), pair(p[2], p[3])
+// kmins is one block's minimum part before its reduction: per row, the
+// eight int32 lanes whose sum is sumi, and the block's fp16 d, dmin as
+// float32 (hd) with, for one row, their products with y.d (dd: d, dmin).
+type kmins struct {
+	prods  []VecVirtual
+	hd, dd VecVirtual
+}
+
+// pairSum adds the eight int32 lanes of a and of b (ymm) into dword 0 and
+// 1 of every 128-bit lane of the result: a transpose, then adds.
+func (x *xk) pairSum(a, b VecVirtual) VecVirtual {
+	lo, hi := YMM(), YMM()
+	VPUNPCKLDQ(b, a, lo)
+	VPUNPCKHDQ(b, a, hi)
+	VPADDD(hi, lo, lo)
+	return lo
+}
+
+// finishMins2 does sumf -= dmin*float(sumi) for two consecutive blocks of
+// one row, in order; sumf is lane 2 of x.sumf.
+func (x *xk) finishMins2(a, b kmins) {
+	p := x.pairSum(a.prods[0], b.prods[0]) // dwords a', b', a'', b''
+	h := x.extract128(p)
+	VPADDD(p.AsX(), h, h)
+	s := XMM()
+	VPSHUFD(U8(0x4e), h, s)
+	VPADDD(s, h, h) // lanes 2, 3: sumi of a, b
+	VCVTDQ2PS(h, h)
+	dm := XMM()
+	VUNPCKLPS(b.dd, a.dd, dm) // d_a, d_b, dmin_a, dmin_b
+	VMULPS(h, dm, dm)
+	VSUBPS(dm, x.sumf, x.sumf)
+	VMOVSHDUP(dm, dm) // lane 2: block b's
+	VSUBPS(dm, x.sumf, x.sumf)
+}
+
+// finishMins1 is finishMins2 for one block.
+func (x *xk) finishMins1(a kmins) {
+	p := a.prods[0]
+	h := x.extract128(p)
+	VPADDD(p.AsX(), h, h)
+	s := XMM()
+	VPSHUFD(U8(0x4e), h, s)
+	VPADDD(s, h, h)
+	VPSHUFD(U8(0xb1), h, s)
+	VPADDD(s, h, h)
+	VCVTDQ2PS(h, h)
+	dm := XMM()
+	VUNPCKLPS(a.dd, a.dd, dm) // lane 2: dmin
+	VMULPS(h, dm, dm)
+	VSUBPS(dm, x.sumf, x.sumf)
+}
+
+// finishMins4 does sumf -= dmin*float(sumi) for the four rows of one
+// block: lane k of sumf is row k's.
+func (x *xk) finishMins4(a kmins) {
+	p := a.prods
+	t01, t23 := x.pairSum(p[0], p[1]), x.pairSum(p[2], p[3])
 	lo, hi := YMM(), YMM()
 	VPUNPCKLQDQ(t23, t01, lo)
 	VPUNPCKHQDQ(t23, t01, hi)
 	VPADDD(hi, lo, lo)
-	h := x.extract128(lo)
-	VPADDD(lo.AsX(), h, h)
-	return h
+	sumi := x.extract128(lo)
+	VPADDD(lo.AsX(), sumi, sumi)
+	VCVTDQ2PS(sumi, sumi)
+	yd := XMM()
+	VMOVSS(x.acts[0], yd)
+	for k := 1; k < len(x.acts); k++ {
+		VINSERTPS(U8(k<<4), x.acts[k], yd, yd)
+	}
+	dm := XMM()
+	VMOVSHDUP(a.hd, dm)
+	VBROADCASTSS(dm, dm)
+	VMULPS(yd, dm, dm) // each row's dmin
+	VMULPS(sumi, dm, dm)
+	if x.sumfMem != nil {
+		f := XMM()
+		VMOVUPS(*x.sumfMem, f)
+		VSUBPS(dm, f, f)
+		VMOVUPS(f, *x.sumfMem)
+	} else {
+		VSUBPS(dm, x.sumf, x.sumf)
+	}
 }
 
-// block emits one block's work for every row. quants(i) returns vector i
-// of the block's permuted unsigned quants (one sub-block per 256 bits);
-// nacc integer accumulators per row hide VPDPWSSD's latency.
-func (x *xk) block(nacc int, quants func(i int) VecVirtual) {
-	t, wp := x.t, x.wp
-	scb := t.k4Scales(wp)
-
-	// sumf -= dmin*sumi, sumi = sum_j bsums[j]*mins[j/2].
-	mw := YMM()
-	var dup []byte
-	for j := 0; j < 16; j++ {
-		dup = append(dup, byte(8+j/2), 0x80)
-	}
-	VPSHUFB(constData("k4mdup", dup), scb.AsY(), mw)
-	var prods []VecVirtual
-	for _, a := range x.acts {
-		p := YMM()
-		VPMADDWD(a.Offset(q8KBsums), mw, p)
-		prods = append(prods, p)
-	}
-	sumi := x.intSums(prods)
-	VCVTDQ2PS(sumi, sumi)
-	hd := halfs(Mem{Base: wp}, true) // fp16 d, dmin as float32
-	var dsingle VecVirtual
-	if len(x.acts) == 1 {
-		dd := XMM()
-		VBROADCASTSS(x.acts[0], dd)
-		VMULPS(hd, dd, dd) // d, dmin
-		dm := XMM()
-		VMOVSHDUP(dd, dm)
-		VMULSS(sumi, dm, dm)
-		VSUBSS(dm, x.sumf, x.sumf)
-		dsingle = YMM()
-		VBROADCASTSS(dd, dsingle)
+// block emits one block's integer work for every activation row in acts
+// and sums[l] += d*float(aux32[l]); it returns the minimum part for
+// finishMins. quants(i) returns vector i of the block's permuted unsigned
+// quants (one sub-block per 256 bits); nacc integer accumulators per row
+// hide VPDPWSSD's latency.
+func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirtual) kmins {
+	t := x.t
+	var scb VecVirtual
+	var gs *gprScale
+	if x.table != nil {
+		gs = x.gprScales(wp)
 	} else {
-		yd := XMM()
-		VMOVSS(x.acts[0], yd)
-		for k := 1; k < len(x.acts); k++ {
-			VINSERTPS(U8(k<<4), x.acts[k], yd, yd)
-		}
-		dm := XMM()
-		VMOVSHDUP(hd, dm)
-		VBROADCASTSS(dm, dm)
-		VMULPS(yd, dm, dm) // each row's dmin
-		VMULPS(sumi, dm, dm)
-		if x.sumfMem != nil {
-			f := XMM()
-			VMOVUPS(*x.sumfMem, f)
-			VSUBPS(dm, f, f)
-			VMOVUPS(f, *x.sumfMem)
-		} else {
-			VSUBPS(dm, x.sumf, x.sumf)
-		}
+		scb = t.k4Scales(wp)
 	}
-
-	// aux32: the quants times the activations, scaled per sub-block.
-	sums := make([]*isumAcc, len(x.acts))
+	km := kmins{hd: halfs(Mem{Base: wp}, true)} // fp16 d, dmin as float32
+	if len(acts) == 1 {
+		km.dd = XMM()
+		VBROADCASTSS(acts[0], km.dd)
+		VMULPS(km.hd, km.dd, km.dd)
+	}
+	sums := make([]*isumAcc, len(acts))
 	for k := range sums {
 		sums[k] = t.newIsum(nacc)
 	}
-	sidx := t.scaleIndex(32)
 	for i := 0; i < 256/t.w; i++ {
 		u := quants(i)
-		s := t.vec()
-		VPSHUFB(sidx.Offset(i*t.w), scb, s)
-		for k, a := range x.acts {
+		var s VecVirtual
+		switch {
+		case gs != nil && t.vnni && len(acts) == 1:
+			// The scale as VPDPWSSD's embedded broadcast of its entry.
+			m := gs.next()
+			a := sums[0]
+			r := a.n % len(a.regs)
+			if a.n < len(a.regs) {
+				a.regs[r] = t.vec()
+				t.zero(a.regs[r])
+			}
+			a.n++
+			y := x.perm(acts[0].Offset(q8KQs + i*t.w))
+			VPMADDUBSW(y, u, y)
+			Instruction(&ir.Instruction{
+				Opcode: "VPDPWSSD", Suffixes: []string{"BCST"},
+				Operands: []Op{m, y, a.regs[r]}, Inputs: []Op{m, y, a.regs[r]},
+				Outputs: []Op{a.regs[r]}, ISA: []string{"AVX512_VNNI"},
+			})
+			continue
+		case gs != nil:
+			s = t.vec()
+			VPBROADCASTD(gs.next(), s)
+		default:
+			s = t.vec()
+			VPSHUFB(t.scaleIndex(32).Offset(i*t.w), scb, s)
+		}
+		for k, a := range acts {
 			y := x.perm(a.Offset(q8KQs + i*t.w))
 			VPMADDUBSW(y, u, y)
 			sums[k].add(y, s)
 		}
 	}
+	var fd VecVirtual
 	for k, sum := range sums {
 		v := sum.sum()
 		var y Register = v.AsY()
@@ -346,23 +438,47 @@ func (x *xk) block(nacc int, quants func(i int) VecVirtual) {
 			y = h
 		}
 		VCVTDQ2PS(y, y)
-		d := dsingle
-		if d == nil {
-			d = YMM()
-			VBROADCASTSS(hd, d)
-			f := YMM()
-			VBROADCASTSS(x.acts[k], f)
-			VMULPS(f, d, d) // fp16(d) * y.d, as the reference rounds it
+		d := YMM()
+		if km.dd != nil {
+			VBROADCASTSS(km.dd, d)
+		} else {
+			if fd == nil {
+				fd = YMM()
+				VBROADCASTSS(km.hd, fd)
+			}
+			VBROADCASTSS(acts[k], d)
+			VMULPS(fd, d, d) // fp16(d) * y.d, as the reference rounds it
 		}
 		VMULPS(d, y, y)
 		VADDPS(y, x.sums[k], x.sums[k])
 	}
+
+	// The minimums' integer part, sum_j bsums[j]*mins[j/2], per row: after
+	// the products, whose chains are the longer ones.
+	var mw VecVirtual
+	if gs != nil {
+		mw = gs.mins()
+	} else {
+		mw = YMM()
+		var dup []byte
+		for j := 0; j < 16; j++ {
+			dup = append(dup, byte(8+j/2), 0x80)
+		}
+		VPSHUFB(constData("k4mdup", dup), scb.AsY(), mw)
+	}
+	for _, a := range acts {
+		p := YMM()
+		VPMADDWD(a.Offset(q8KBsums), mw, p)
+		km.prods = append(km.prods, p)
+	}
+	return km
 }
 
-// genK exact: one row with two integer accumulators, four rows with one.
-func genExactK(t *target, name string, wsize int, pre func(x *xk), body func(x *xk, nacc int)) {
-	q45Loop(t, name, wsize, 1, pre, func(x *xk) { body(x, 2) })
-	q45Loop(t, name, wsize, 4, pre, func(x *xk) { body(x, 1) })
+// genExactK emits the one-row kernel (two integer accumulators per row)
+// and the four-row one (one each). body emits one block.
+func genExactK(t *target, name string, wsize int, pre func(x *xk), body func(x *xk, wp Register, acts []Mem, nacc int) kmins) {
+	q45Loop(t, name, wsize, 1, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 2) })
+	q45Loop(t, name, wsize, 4, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) })
 }
 
 // q4Quants returns vector i of the permuted 4-bit quants at qs (Q4_K's
@@ -380,6 +496,19 @@ func (x *xk) q4Quants(i int, qs Mem, q *VecVirtual, c0F Op) VecVirtual {
 			t.and(c0F, *q, u)
 			return u
 		}
+		if x.vbmi {
+			// GFNI: bit b of each byte of the result is bit b+4 of the
+			// source byte (an affine map over GF(2)), shift and mask in one.
+			var m []byte
+			for range 4 {
+				m = append(m, 0, 0, 0, 0, 0x80, 0x40, 0x20, 0x10)
+			}
+			Instruction(&ir.Instruction{
+				Opcode: "VGF2P8AFFINEQB", Operands: []Op{U8(0), constData("gfhinib", m), *q, u},
+				Inputs: []Op{constData("gfhinib", m), *q}, Outputs: []Op{u}, ISA: []string{"GFNI"},
+			})
+			return u
+		}
 		VPSRLW(U8(4), *q, u)
 	}
 	t.and(c0F, u, u)
@@ -389,10 +518,10 @@ func (x *xk) q4Quants(i int, qs Mem, q *VecVirtual, c0F Op) VecVirtual {
 func genQ4KExact(t *target) {
 	var c0F Op
 	pre := func(x *xk) { c0F = t.konst(0x0f0f0f0f) }
-	genExactK(t, "Q4K", 144, pre, func(x *xk, nacc int) {
+	genExactK(t, "Q4K", 144, pre, func(x *xk, wp Register, acts []Mem, nacc int) kmins {
 		var q VecVirtual
-		x.block(nacc, func(i int) VecVirtual {
-			return x.q4Quants(i, Mem{Base: x.wp, Disp: 16}, &q, c0F)
+		return x.block(wp, acts, nacc, func(i int) VecVirtual {
+			return x.q4Quants(i, Mem{Base: wp, Disp: 16}, &q, c0F)
 		})
 	})
 }
@@ -400,14 +529,13 @@ func genQ4KExact(t *target) {
 func genQ5KExact(t *target) {
 	var c0F, c10 Op
 	pre := func(x *xk) { c0F, c10 = t.konst(0x0f0f0f0f), t.konst(0x10101010) }
-	genExactK(t, "Q5K", 176, pre, func(x *xk, nacc int) {
+	genExactK(t, "Q5K", 176, pre, func(x *xk, wp Register, acts []Mem, nacc int) kmins {
 		var q, qh VecVirtual
-		x.block(nacc, func(i int) VecVirtual {
+		return x.block(wp, acts, nacc, func(i int) VecVirtual {
 			if i == 0 {
-				// Not before: the minimum part needs the registers.
-				qh = x.perm32(Mem{Base: x.wp, Disp: 16})
+				qh = x.perm32(Mem{Base: wp, Disp: 16})
 			}
-			u := x.q4Quants(i, Mem{Base: x.wp, Disp: 48}, &q, c0F)
+			u := x.q4Quants(i, Mem{Base: wp, Disp: 48}, &q, c0F)
 			if t.evex() {
 				// Bit r of qh is the fifth bit of sub-block r: add 16 where set.
 				m := K()
@@ -422,4 +550,88 @@ func genQ5KExact(t *target) {
 			return u
 		})
 	})
+}
+
+// scaleWords is a table of 64 dwords, entry s holding s in both words:
+// what VPDPWSSD multiplies the word pairs of a sub-block scaled by s with.
+func scaleWords() Mem {
+	var b []byte
+	for v := 0; v < 64; v++ {
+		b = append(b, byte(v), 0, byte(v), 0)
+	}
+	return constData("k4scalewords", b)
+}
+
+// gprScale is a block's scales and mins unpacked into integer registers
+// (gprScales): two words of four scale bytes, and the eight min bytes.
+type gprScale struct {
+	x      *xk
+	sc     [2]Register
+	m      Register
+	served int
+}
+
+// next emits the index of the next sub-block's scale and returns its
+// scaleWords entry, for a broadcast: sub-blocks in order.
+func (g *gprScale) next() Mem {
+	i := g.served
+	g.served++
+	src := g.sc[i/4]
+	r := GP64()
+	if i%4 < 3 {
+		MOVBQZX(src.(GPVirtual).As8(), r)
+		SHRL(U8(8), src)
+	} else {
+		MOVL(src, r.As32())
+	}
+	return Mem{Base: g.x.table, Index: r, Scale: 4}
+}
+
+// mins returns the mins as sixteen words m[j/2], for VPMADDWD with the
+// sixteen bsums.
+func (g *gprScale) mins() VecVirtual {
+	xm := XMM()
+	VMOVQ(g.m, xm)
+	mw := YMM()
+	VPBROADCASTQ(xm, mw)
+	var dup []byte
+	for j := 0; j < 16; j++ {
+		dup = append(dup, byte(j%8/2+4*(j/8)), 0x80)
+	}
+	VPSHUFB(constData("k4mdupq", dup), mw, mw)
+	return mw
+}
+
+// gprScales unpacks a block's 6-bit scales and mins (get_scale_min_k4)
+// with integer instructions, which leaves the vector units to the
+// products. With a0, a1, a2 the three little-endian words at wp+4,
+// bytewise:
+//
+//	sc[0:4] = a0&0x3f   sc[4:8] = a2&0x0f | (a0>>2)&0x30
+//	m[0:4]  = a1&0x3f   m[4:8]  = (a2>>4)&0x0f | (a1>>2)&0x30
+func (x *xk) gprScales(wp Register) *gprScale {
+	a0, a1, a2 := GP32(), GP32(), GP32()
+	MOVL(Mem{Base: wp, Disp: 4}, a0)
+	MOVL(Mem{Base: wp, Disp: 8}, a1)
+	MOVL(Mem{Base: wp, Disp: 12}, a2)
+	sl, sh := GP32(), GP32()
+	MOVL(a0, sl)
+	ANDL(U32(0x3f3f3f3f), sl)
+	MOVL(a2, sh)
+	ANDL(U32(0x0f0f0f0f), sh)
+	SHRL(U8(2), a0)
+	ANDL(U32(0x30303030), a0)
+	ORL(a0, sh)
+	ml, mh := GP64(), GP64()
+	MOVL(a1, ml.As32())
+	ANDL(U32(0x3f3f3f3f), ml.As32())
+	SHRL(U8(4), a2)
+	ANDL(U32(0x0f0f0f0f), a2)
+	SHRL(U8(2), a1)
+	ANDL(U32(0x30303030), a1)
+	ORL(a1, a2)
+	MOVL(a2, mh.As32())
+	SHLQ(U8(32), mh)
+	ORQ(mh, ml)
+	return &gprScale{x: x, sc: [2]Register{sl, sh}, m: ml}
 }
