@@ -1,0 +1,95 @@
+package ops
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// Each fast op against its reference copy in ref_test.go, bit for bit, on
+// random inputs and on inputs that reach the half range's edges.
+
+func sameBits(t *testing.T, name string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: [%d] = %g (%#08x), want %g (%#08x)", name, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}
+
+// halfCache fills rows of a cache with values of magnitude about mag.
+func halfCache(r *rand.Rand, rows, stride int, mag float64) []uint16 {
+	x := make([]float32, rows*stride)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * mag)
+		switch r.IntN(500) {
+		case 0:
+			x[i] = float32(r.NormFloat64() * 1e-6)
+		case 1:
+			x[i] = 0
+		}
+	}
+	h := make([]uint16, len(x))
+	PutHalf(h, x)
+	return h
+}
+
+func TestAttendExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	type layout struct {
+		name string
+		kv   HalfKV
+	}
+	layouts := []layout{
+		{"absorbed", HalfKV{Stride: 72, KOff: 0, DK: 72, VOff: 0, DV: 64}},
+		{"expanded", HalfKV{Stride: 3 * (24 + 16), KOff: 24, DK: 24, VOff: 3*24 + 16, DV: 16}},
+		{"odd", HalfKV{Stride: 37, KOff: 1, DK: 19, VOff: 20, DV: 17}},
+	}
+	for _, lay := range layouts {
+		for _, mag := range []float64{0.05, 1, 30, 3000} {
+			for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 13, 64, 65, 130, 300} {
+				kv := lay.kv
+				kv.Data = halfCache(r, n, kv.Stride, mag)
+				q := randVec(r, kv.DK)
+				for i := range q {
+					q[i] *= float32(mag)
+				}
+				scale := float32(1 / math.Sqrt(float64(kv.DK)))
+				got, want := make([]float32, kv.DV), make([]float32, kv.DV)
+				AttendHalf(q, kv, n, scale, got)
+				attendHalfRef(q, kv, n, scale, want)
+				sameBits(t, lay.name+"/half", got, want)
+				AttendTiled(q, kv, n, scale, got)
+				attendTiledRef(q, kv, n, scale, want)
+				sameBits(t, lay.name+"/tiled", got, want)
+				for _, nth := range []int{1, 2, 3, 8} {
+					nkv := max(512, (n+255)/256*256)
+					AttendHalfSplit(q, kv, n, nkv, nth, scale, got)
+					attendHalfSplitRef(q, kv, n, nkv, nth, scale, want)
+					sameBits(t, lay.name+"/split", got, want)
+					AttendHalfSplit(q, kv, n, n, nth, scale, got)
+					attendHalfSplitRef(q, kv, n, n, nth, scale, want)
+					sameBits(t, lay.name+"/split-n", got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestPutHalfExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	x := randVec(r, 1001)
+	for i := range x {
+		x[i] *= float32(math.Exp(r.NormFloat64() * 8))
+	}
+	x[0], x[1], x[2] = float32(math.NaN()), float32(math.Inf(-1)), 65520
+	got, want := make([]uint16, len(x)), make([]uint16, len(x))
+	PutHalf(got, x)
+	putHalfRef(want, x)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("PutHalf [%d] %g: %#04x, want %#04x", i, x[i], got[i], want[i])
+		}
+	}
+}
