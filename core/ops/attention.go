@@ -248,4 +248,3 @@ func AttendHalfSplit(q []float32, kv HalfKV, visible, nkv, nth int, scale float3
 		}
 	}
 }
-

@@ -93,3 +93,64 @@ func TestPutHalfExact(t *testing.T) {
 		}
 	}
 }
+
+func TestDeltaRuleExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, kda := range []bool{false, true} {
+		for _, s := range []int{1, 3, 4, 6, 16, 33} {
+			const h, n = 3, 5
+			state := randVec(r, h*s*s)
+			q, k, v := randVec(r, n*h*s), randVec(r, n*h*s), randVec(r, n*h*s)
+			L2Norm(q, s, 1e-6)
+			L2Norm(k, s, 1e-6)
+			g := randVec(r, n*h*s)
+			for i := range g {
+				g[i] = -float32(math.Abs(float64(g[i])))
+			}
+			beta := randVec(r, n*h)
+			for i := range beta {
+				beta[i] = Sigmoid(beta[i])
+			}
+			d := DeltaRule{Heads: h, Dim: s, KDA: kda}
+			st2 := append([]float32(nil), state...)
+			out, out2 := make([]float32, n*h*s), make([]float32, n*h*s)
+			d.Run(NewPool(2), state, q, k, v, g, beta, out, n)
+			deltaRunRef(d, st2, q, k, v, g, beta, out2, n)
+			sameBits(t, "delta out", out, out2)
+			sameBits(t, "delta state", state, st2)
+		}
+	}
+}
+
+func TestConvStepExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, n := range []int{1, 2, 7} {
+		for _, k := range []int{2, 4} {
+			const c = 37
+			state := randVec(r, c*(k-1))
+			x, w := randVec(r, n*c), randVec(r, c*k)
+			x[0], state[1], w[2], w[5] = 0, 0, -1, float32(math.Copysign(0, -1))
+			st2 := append([]float32(nil), state...)
+			out, out2 := make([]float32, n*c), make([]float32, n*c)
+			ConvStep(state, x, w, out, n, c, k)
+			convStepRef(st2, x, w, out2, n, c, k)
+			sameBits(t, "conv out", out, out2)
+			sameBits(t, "conv state", state, st2)
+		}
+	}
+}
+
+func TestSiTUExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, lb := range []float32{0, 7} {
+		g, u := randVec(r, 4099), randVec(r, 4099)
+		for i := range g {
+			g[i] *= float32(math.Exp(r.NormFloat64() * 3))
+			u[i] *= float32(math.Exp(r.NormFloat64() * 3))
+		}
+		g2 := append([]float32(nil), g...)
+		SiTU(g, u, 4, lb)
+		situRef(g2, u, 4, lb)
+		sameBits(t, "situ", g, g2)
+	}
+}
