@@ -72,9 +72,14 @@ func attendHalfRange(q []float32, kv HalfKV, lo, hi int, scale float32, out []fl
 	for ic := lo; ic < hi; ic += attnRows {
 		nr := min(attnRows, hi-ic)
 		if nr == attnRows {
-			sc = dotHalf4(kv, ic, qf)
+			sc = dotHalf8(kv, ic, qf)
 		} else {
-			for r := range nr {
+			r := 0
+			for ; r+4 <= nr; r += 4 {
+				s4 := dotHalf4(kv, ic+r, qf)
+				copy(sc[r:r+4], s4[:])
+			}
+			for ; r < nr; r++ {
 				sc[r] = dotHalf(kv.Data[(ic+r)*kv.Stride+kv.KOff:][:dk], qf)
 			}
 		}
@@ -88,17 +93,7 @@ func attendHalfRange(q []float32, kv HalfKV, lo, hi int, scale float32, out []fl
 			} else {
 				vs = Exp(s - M)
 			}
-			v := kv.Data[(ic+r)*kv.Stride+kv.VOff:][:len(acc)]
-			if ms != 1 {
-				for d, h := range v {
-					a := quant.RoundFP16(acc[d] * ms)
-					acc[d] = quant.RoundFP16(a + float32(quant.FP16ToFP32(h)*vs))
-				}
-			} else {
-				for d, h := range v {
-					acc[d] = quant.RoundFP16(acc[d] + float32(quant.FP16ToFP32(h)*vs))
-				}
-			}
+			halfAcc(acc, kv.Data[(ic+r)*kv.Stride+kv.VOff:][:len(acc)], ms, vs)
 			S = S*ms + vs
 		}
 	}
@@ -107,7 +102,18 @@ func attendHalfRange(q []float32, kv HalfKV, lo, hi int, scale float32, out []fl
 }
 
 // attnRows is how many cache rows' scores are summed side by side.
-const attnRows = 4
+const attnRows = 8
+
+// dotHalf8 is dotHalf of rows ic..ic+7 of kv's keys (assembly where the CPU
+// has F16C).
+var dotHalf8 = dotHalf8Go
+
+func dotHalf8Go(kv HalfKV, ic int, q []float32) (s [attnRows]float64) {
+	a, b := dotHalf4(kv, ic, q), dotHalf4(kv, ic+4, q)
+	copy(s[:4], a[:])
+	copy(s[4:], b[:])
+	return s
+}
 
 // dotHalf is ggml_vec_dot_f16 of a half row with q (already rounded to
 // half): float32 products summed in float64, in order.
@@ -121,7 +127,7 @@ func dotHalf(k []uint16, q []float32) float64 {
 }
 
 // dotHalf4 is dotHalf of rows ic..ic+3 of kv's keys.
-func dotHalf4(kv HalfKV, ic int, q []float32) (s [attnRows]float64) {
+func dotHalf4(kv HalfKV, ic int, q []float32) (s [4]float64) {
 	n, st := kv.DK, kv.Stride
 	base := ic*st + kv.KOff
 	k0 := kv.Data[base:][:n]
@@ -136,7 +142,7 @@ func dotHalf4(kv HalfKV, ic int, q []float32) (s [attnRows]float64) {
 		s2 += float64(quant.FP16ToFP32(k2[i]) * x)
 		s3 += float64(quant.FP16ToFP32(k3[i]) * x)
 	}
-	return [attnRows]float64{s0, s1, s2, s3}
+	return [4]float64{s0, s1, s2, s3}
 }
 
 // floatsPool recycles the per-call scratch of the attention kernels, which

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/k3-inference/k3/core/quant"
 )
 
 // Each fast op against its reference copy in ref_test.go, bit for bit, on
@@ -152,5 +154,60 @@ func TestSiTUExact(t *testing.T) {
 		SiTU(g, u, 4, lb)
 		situRef(g2, u, 4, lb)
 		sameBits(t, "situ", g, g2)
+	}
+}
+
+// TestHalfAccExact checks the accumulator step (the assembly one where the
+// CPU has it) against the reference's rounding on every kind of value: each
+// half as v, accumulators across the half range, Inf and NaN of both signs.
+func TestHalfAccExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	const n = 1 << 16
+	v := make([]uint16, n+5)
+	for i := range v {
+		v[i] = uint16(i)
+	}
+	acc := make([]float32, len(v))
+	for _, ms := range []float32{1, 0.75, 0, 1e-3, float32(math.Inf(1))} {
+		for _, vs := range []float32{1, 0.3, 0, 5e-5, 1e4, float32(math.NaN()), float32(math.Copysign(math.NaN(), -1)), float32(math.Inf(-1))} {
+			for i := range acc {
+				x := float32(r.NormFloat64() * math.Exp(r.NormFloat64()*6))
+				switch r.IntN(16) {
+				case 0:
+					x = float32(math.Inf(1 - 2*r.IntN(2)))
+				case 1:
+					x = float32(math.Copysign(math.NaN(), float64(1-2*r.IntN(2))))
+				case 2:
+					x = 0
+				}
+				acc[i] = quant.RoundFP16(x)
+			}
+			in := append([]float32(nil), acc...)
+			want := append([]float32(nil), acc...)
+			// When a NaN meets a NaN, which one comes out depends on the
+			// operand order the compiler picked (Go does not define it, and
+			// the reference copy and the old loop were compiled differently):
+			// both are accepted.
+			alt := append([]float32(nil), acc...)
+			for d := range want {
+				a := want[d]
+				if ms != 1 {
+					a = quant.RoundFP16(a * ms)
+				}
+				p := float32(quant.FP16ToFP32(v[d]) * vs)
+				want[d] = quant.RoundFP16(a + p)
+				if a != a && p != p {
+					want[d], alt[d] = quant.RoundFP16(a), quant.RoundFP16(p)
+				} else {
+					alt[d] = want[d]
+				}
+			}
+			halfAcc(acc, v, ms, vs)
+			for d := range want {
+				if g := math.Float32bits(acc[d]); g != math.Float32bits(want[d]) && g != math.Float32bits(alt[d]) {
+					t.Fatalf("halfAcc(acc %#08x, v %#04x, ms %g, vs %#08x) = %#08x, want %#08x", math.Float32bits(in[d]), v[d], ms, math.Float32bits(vs), math.Float32bits(acc[d]), math.Float32bits(want[d]))
+				}
+			}
+		}
 	}
 }
