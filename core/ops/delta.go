@@ -111,6 +111,9 @@ func (d DeltaRule) Run(p *Pool, state, q, k, v, g, beta, out []float32, n int) {
 				}
 				o := out[off : off+s]
 				j := 0
+				for ; j+8 <= s; j += 8 {
+					deltaRows8(st[j*s:(j+8)*s], decay, qt, kt, vt[j:j+8], o[j:j+8], b, scale)
+				}
 				for ; j+4 <= s; j += 4 {
 					deltaRows4(st[j*s:(j+4)*s], decay, qt, kt, vt[j:j+4], o[j:j+4], b, scale)
 				}
@@ -120,6 +123,15 @@ func (d DeltaRule) Run(p *Pool, state, q, k, v, g, beta, out []float32, n int) {
 			}
 		}
 	})
+}
+
+// deltaRows8 is deltaRows4 for eight rows (assembly where the CPU has AVX).
+var deltaRows8 = deltaRows8Go
+
+func deltaRows8Go(rows, decay, q, k, v, o []float32, b, scale float32) {
+	n := len(decay)
+	deltaRows4(rows[:4*n], decay, q, k, v[:4], o[:4], b, scale)
+	deltaRows4(rows[4*n:8*n], decay, q, k, v[4:8], o[4:8], b, scale)
 }
 
 // deltaRow is one token's step for row j of the stored state.

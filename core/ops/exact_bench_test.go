@@ -62,6 +62,14 @@ func BenchmarkDeltaRule(b *testing.B) {
 			d.Run(p, state, q, k, v, g, beta, out, 1)
 		}
 	})
+	b.Run("purego", func(b *testing.B) {
+		saved := deltaRows8
+		deltaRows8 = deltaRows8Go
+		defer func() { deltaRows8 = saved }()
+		for b.Loop() {
+			d.Run(p, state, q, k, v, g, beta, out, 1)
+		}
+	})
 	b.Run("ref", func(b *testing.B) {
 		for b.Loop() {
 			deltaRunRef(d, state, q, k, v, g, beta, out, 1)

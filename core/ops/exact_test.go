@@ -99,7 +99,7 @@ func TestPutHalfExact(t *testing.T) {
 func TestDeltaRuleExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, kda := range []bool{false, true} {
-		for _, s := range []int{1, 3, 4, 6, 16, 33} {
+		for _, s := range []int{1, 3, 4, 6, 8, 16, 33, 128} {
 			const h, n = 3, 5
 			state := randVec(r, h*s*s)
 			q, k, v := randVec(r, n*h*s), randVec(r, n*h*s), randVec(r, n*h*s)

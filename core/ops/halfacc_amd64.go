@@ -24,11 +24,29 @@ func halfAccF16C(acc *float32, v *uint16, n int, ms, vs float32)
 //go:noescape
 func dotHalf8F16C(k *uint16, stride int, q *float32, n int, sums *[8]float64)
 
+// deltaRows8AVX is deltaRows8Go for s a multiple of 8.
+//
+//go:noescape
+func deltaRows8AVX(rows *float32, s int, decay, k, q, v, o *float32, b, scale float32)
+
 func init() {
 	if cpuid.CPU.Supports(cpuid.AVX, cpuid.F16C) {
 		halfAcc = halfAccAsm
 		dotHalf8 = dotHalf8Asm
 	}
+	if cpuid.CPU.Supports(cpuid.AVX) {
+		deltaRows8 = deltaRows8Asm
+	}
+}
+
+func deltaRows8Asm(rows, decay, q, k, v, o []float32, b, scale float32) {
+	s := len(decay)
+	if s%8 != 0 {
+		deltaRows8Go(rows, decay, q, k, v, o, b, scale)
+		return
+	}
+	rows, q, k, v, o = rows[:8*s], q[:s], k[:s], v[:8], o[:8]
+	deltaRows8AVX(&rows[0], s, &decay[0], &k[0], &q[0], &v[0], &o[0], b, scale)
 }
 
 func dotHalf8Asm(kv HalfKV, ic int, q []float32) (s [8]float64) {

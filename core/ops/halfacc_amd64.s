@@ -154,3 +154,150 @@ loop:
 	VMOVUPD Y15, 32(AX)
 	VZEROUPPER
 	RET
+
+// TRANSADD transposes the products of eight rows by eight elements in Y0-Y7
+// and adds them, element after element, to the float64 sums of rows 0-3
+// (Y14) and 4-7 (Y15). Y9-Y11 are scratch.
+#define TRANSADD \
+	VUNPCKLPS Y1, Y0, Y9          \
+	VUNPCKHPS Y1, Y0, Y0          \
+	VUNPCKLPS Y3, Y2, Y1          \
+	VUNPCKHPS Y3, Y2, Y2          \
+	VSHUFPS   $0x44, Y1, Y9, Y3   \
+	VSHUFPS   $0xEE, Y1, Y9, Y9   \
+	VSHUFPS   $0x44, Y2, Y0, Y1   \
+	VSHUFPS   $0xEE, Y2, Y0, Y0   \
+	VUNPCKLPS Y5, Y4, Y2          \
+	VUNPCKHPS Y5, Y4, Y4          \
+	VUNPCKLPS Y7, Y6, Y5          \
+	VUNPCKHPS Y7, Y6, Y6          \
+	VSHUFPS   $0x44, Y5, Y2, Y7   \
+	VSHUFPS   $0xEE, Y5, Y2, Y2   \
+	VSHUFPS   $0x44, Y6, Y4, Y5   \
+	VSHUFPS   $0xEE, Y6, Y4, Y4   \
+	ADDEL(X3, X7)                 \
+	ADDEL(X9, X2)                 \
+	ADDEL(X1, X5)                 \
+	ADDEL(X0, X4)                 \
+	VEXTRACTF128 $1, Y3, X3       \
+	VEXTRACTF128 $1, Y7, X7       \
+	ADDEL(X3, X7)                 \
+	VEXTRACTF128 $1, Y9, X9       \
+	VEXTRACTF128 $1, Y2, X2       \
+	ADDEL(X9, X2)                 \
+	VEXTRACTF128 $1, Y1, X1       \
+	VEXTRACTF128 $1, Y5, X5       \
+	ADDEL(X1, X5)                 \
+	VEXTRACTF128 $1, Y0, X0       \
+	VEXTRACTF128 $1, Y4, X4       \
+	ADDEL(X0, X4)
+
+// DECAYROW decays row r (at BX) by Y12 in place and leaves its products
+// with k (Y13) in y.
+#define DECAYROW(y) \
+	VMOVUPS (BX), y    \
+	VMULPS  Y12, y, y  \
+	VMOVUPS y, (BX)    \
+	VMULPS  Y13, y, y
+
+// UPDATEROW adds k (Y13) times the row's delta (at d) to row r (at BX) and
+// leaves its products with q (Y12) in y.
+#define UPDATEROW(d, y) \
+	VBROADCASTSS d, Y8   \
+	VMULPS  Y8, Y13, Y8  \
+	VMOVUPS (BX), y      \
+	VADDPS  Y8, y, y     \
+	VMOVUPS y, (BX)      \
+	VMULPS  Y12, y, y
+
+// ROWS8 runs m on the eight rows: BX walks from SI by DX, row 4 from R9.
+#define ROWS8(m0, m1, m2, m3, m4, m5, m6, m7) \
+	MOVQ SI, BX \
+	m0          \
+	ADDQ DX, BX \
+	m1          \
+	ADDQ DX, BX \
+	m2          \
+	ADDQ DX, BX \
+	m3          \
+	MOVQ R9, BX \
+	m4          \
+	ADDQ DX, BX \
+	m5          \
+	ADDQ DX, BX \
+	m6          \
+	ADDQ DX, BX \
+	m7
+
+// func deltaRows8AVX(rows *float32, s int, decay, k, q, v, o *float32, b, scale float32)
+//
+// deltaRows4 for eight rows of s (a multiple of 8) floats, the rows' float64
+// sums in the lanes of Y14 and Y15.
+TEXT ·deltaRows8AVX(SB), NOSPLIT, $32-64
+	MOVQ rows+0(FP), R13
+	MOVQ s+8(FP), DX
+	SHLQ $2, DX
+	LEAQ (R13)(DX*4), R14 // row 4
+
+	// decay, dot with k
+	MOVQ   decay+16(FP), R10
+	MOVQ   k+24(FP), R11
+	MOVQ   s+8(FP), CX
+	MOVQ   R13, SI
+	MOVQ   R14, R9
+	VXORPD Y14, Y14, Y14
+	VXORPD Y15, Y15, Y15
+
+pass1:
+	VMOVUPS (R10), Y12
+	VMOVUPS (R11), Y13
+	ROWS8(DECAYROW(Y0), DECAYROW(Y1), DECAYROW(Y2), DECAYROW(Y3), DECAYROW(Y4), DECAYROW(Y5), DECAYROW(Y6), DECAYROW(Y7))
+	TRANSADD
+	ADDQ $32, SI
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $32, R11
+	SUBQ $8, CX
+	JNZ  pass1
+
+	// delta = (v - float32(sum)) * b, kept at 0(SP)
+	VCVTPD2PSY   Y14, X0
+	VCVTPD2PSY   Y15, X1
+	VINSERTF128  $1, X1, Y0, Y0
+	MOVQ         v+40(FP), AX
+	VMOVUPS      (AX), Y1
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS b+56(FP), Y2
+	VMULPS       Y2, Y1, Y1
+	VMOVUPS      Y1, 0(SP)
+
+	// update, dot with q
+	MOVQ   k+24(FP), R11
+	MOVQ   q+32(FP), R12
+	MOVQ   s+8(FP), CX
+	MOVQ   R13, SI
+	MOVQ   R14, R9
+	VXORPD Y14, Y14, Y14
+	VXORPD Y15, Y15, Y15
+
+pass2:
+	VMOVUPS (R11), Y13
+	VMOVUPS (R12), Y12
+	ROWS8(UPDATEROW(0(SP), Y0), UPDATEROW(4(SP), Y1), UPDATEROW(8(SP), Y2), UPDATEROW(12(SP), Y3), UPDATEROW(16(SP), Y4), UPDATEROW(20(SP), Y5), UPDATEROW(24(SP), Y6), UPDATEROW(28(SP), Y7))
+	TRANSADD
+	ADDQ $32, SI
+	ADDQ $32, R9
+	ADDQ $32, R11
+	ADDQ $32, R12
+	SUBQ $8, CX
+	JNZ  pass2
+
+	VCVTPD2PSY   Y14, X0
+	VCVTPD2PSY   Y15, X1
+	VINSERTF128  $1, X1, Y0, Y0
+	VBROADCASTSS scale+60(FP), Y2
+	VMULPS       Y2, Y0, Y0
+	MOVQ         o+48(FP), AX
+	VMOVUPS      Y0, (AX)
+	VZEROUPPER
+	RET
