@@ -170,7 +170,9 @@ func AttendTiled(q []float32, kv HalfKV, n int, scale float32, out []float32) {
 	var S float32
 	M := float32(math.Inf(-1))
 	var kq [flashTileKV]float32
-	kf := make([]float32, kv.DK)
+	kp := getFloats(kv.DK)
+	defer putFloats(kp)
+	kf := *kp
 	for ic := 0; ic < n; ic += flashTileKV {
 		tile := min(flashTileKV, n-ic)
 		tileMax := float32(math.Inf(-1))
@@ -229,7 +231,9 @@ func AttendHalfSplit(q []float32, kv HalfKV, visible, nkv, nth int, scale float3
 	clear(acc)
 	Mf := negInf
 	var Sf float32
-	part := make([]float32, kv.DV)
+	pp := getFloats(kv.DV)
+	defer putFloats(pp)
+	part := *pp
 	for c := 0; c < nth; c++ {
 		lo, hi := c*chunk, min((c+1)*chunk, nkv, visible)
 		if lo >= hi {

@@ -92,3 +92,21 @@ func BenchmarkConvStep(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkSiTU(b *testing.B) {
+	r := rand.New(rand.NewPCG(23, 24))
+	g, u := randVec(r, 18432), randVec(r, 18432)
+	g2 := make([]float32, len(g))
+	b.Run("new", func(b *testing.B) {
+		for b.Loop() {
+			copy(g2, g)
+			SiTU(g2, u, 4, 7)
+		}
+	})
+	b.Run("ref", func(b *testing.B) {
+		for b.Loop() {
+			copy(g2, g)
+			situRef(g2, u, 4, 7)
+		}
+	})
+}
