@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"sync"
 
 	"github.com/k3-inference/k3/core/quant"
 )
@@ -52,41 +53,112 @@ func AttendHalf(q []float32, kv HalfKV, n int, scale float32, out []float32) {
 // attendHalfRange runs the one-query kernel over rows [lo, hi) and returns
 // the running max and sum with the unnormalised values (widened from the
 // half accumulator) in out.
+//
+// The accumulator lives in out as float32 values that are all halves
+// (RoundFP16 after every step is FP32ToFP16 then FP16ToFP32). The scores of
+// attnRows rows are computed together: each keeps its own sequential
+// float64 sum, as ggml_vec_dot_f16 does, and the independent sums overlap.
 func attendHalfRange(q []float32, kv HalfKV, lo, hi int, scale float32, out []float32) (M, S float32) {
-	qh := make([]uint16, kv.DK)
-	PutHalf(qh, q[:kv.DK])
-	acc := make([]uint16, kv.DV)
+	dk := kv.DK
+	sp := getFloats(dk)
+	qf := (*sp)[:dk]
+	for i, x := range q[:dk] {
+		qf[i] = quant.RoundFP16(x)
+	}
+	acc := out[:kv.DV]
+	clear(acc)
 	M = negInf
-	for ic := lo; ic < hi; ic++ {
-		row := kv.Data[ic*kv.Stride:]
-		k := row[kv.KOff : kv.KOff+kv.DK]
-		var sum float64
-		for i, kh := range k {
-			sum += float64(quant.FP16ToFP32(kh) * quant.FP16ToFP32(qh[i]))
-		}
-		s := float32(sum) * scale
-		ms, vs := float32(1), float32(1)
-		if s > M {
-			Mold := M
-			M = s
-			ms = Exp(Mold - M)
-			for d := range acc {
-				acc[d] = quant.FP32ToFP16(quant.FP16ToFP32(acc[d]) * ms)
-			}
+	var sc [attnRows]float64
+	for ic := lo; ic < hi; ic += attnRows {
+		nr := min(attnRows, hi-ic)
+		if nr == attnRows {
+			sc = dotHalf8(kv, ic, qf)
 		} else {
-			vs = Exp(s - M)
+			r := 0
+			for ; r+4 <= nr; r += 4 {
+				s4 := dotHalf4(kv, ic+r, qf)
+				copy(sc[r:r+4], s4[:])
+			}
+			for ; r < nr; r++ {
+				sc[r] = dotHalf(kv.Data[(ic+r)*kv.Stride+kv.KOff:][:dk], qf)
+			}
 		}
-		v := row[kv.VOff : kv.VOff+kv.DV]
-		for d := range acc {
-			acc[d] = quant.FP32ToFP16(quant.FP16ToFP32(acc[d]) + quant.FP16ToFP32(v[d])*vs)
+		for r := range nr {
+			s := float32(sc[r]) * scale
+			ms, vs := float32(1), float32(1)
+			if s > M {
+				Mold := M
+				M = s
+				ms = Exp(Mold - M)
+			} else {
+				vs = Exp(s - M)
+			}
+			halfAcc(acc, kv.Data[(ic+r)*kv.Stride+kv.VOff:][:len(acc)], ms, vs)
+			S = S*ms + vs
 		}
-		S = S*ms + vs
 	}
-	for d := range acc {
-		out[d] = quant.FP16ToFP32(acc[d])
-	}
+	putFloats(sp)
 	return M, S
 }
+
+// attnRows is how many cache rows' scores are summed side by side.
+const attnRows = 8
+
+// dotHalf8 is dotHalf of rows ic..ic+7 of kv's keys (assembly where the CPU
+// has F16C).
+var dotHalf8 = dotHalf8Go
+
+func dotHalf8Go(kv HalfKV, ic int, q []float32) (s [attnRows]float64) {
+	a, b := dotHalf4(kv, ic, q), dotHalf4(kv, ic+4, q)
+	copy(s[:4], a[:])
+	copy(s[4:], b[:])
+	return s
+}
+
+// dotHalf is ggml_vec_dot_f16 of a half row with q (already rounded to
+// half): float32 products summed in float64, in order.
+func dotHalf(k []uint16, q []float32) float64 {
+	q = q[:len(k)]
+	var s float64
+	for i, h := range k {
+		s += float64(quant.FP16ToFP32(h) * q[i])
+	}
+	return s
+}
+
+// dotHalf4 is dotHalf of rows ic..ic+3 of kv's keys.
+func dotHalf4(kv HalfKV, ic int, q []float32) (s [4]float64) {
+	n, st := kv.DK, kv.Stride
+	base := ic*st + kv.KOff
+	k0 := kv.Data[base:][:n]
+	k1 := kv.Data[base+st:][:n]
+	k2 := kv.Data[base+2*st:][:n]
+	k3 := kv.Data[base+3*st:][:n]
+	q = q[:n]
+	var s0, s1, s2, s3 float64
+	for i, x := range q {
+		s0 += float64(quant.FP16ToFP32(k0[i]) * x)
+		s1 += float64(quant.FP16ToFP32(k1[i]) * x)
+		s2 += float64(quant.FP16ToFP32(k2[i]) * x)
+		s3 += float64(quant.FP16ToFP32(k3[i]) * x)
+	}
+	return [4]float64{s0, s1, s2, s3}
+}
+
+// floatsPool recycles the per-call scratch of the attention kernels, which
+// run once per head and token from short-lived pool goroutines.
+var floatsPool = sync.Pool{New: func() any { return new([]float32) }}
+
+func getFloats(n int) *[]float32 {
+	p := floatsPool.Get().(*[]float32)
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+func putFloats(p *[]float32) { floatsPool.Put(p) }
 
 // AttendTiled is ggml's tiled flash attention kernel (used for batches of at
 // least FlashTileQ queries) for one query over cache rows [0, n): q stays
@@ -98,7 +170,9 @@ func AttendTiled(q []float32, kv HalfKV, n int, scale float32, out []float32) {
 	var S float32
 	M := float32(math.Inf(-1))
 	var kq [flashTileKV]float32
-	kf := make([]float32, kv.DK)
+	kp := getFloats(kv.DK)
+	defer putFloats(kp)
+	kf := *kp
 	for ic := 0; ic < n; ic += flashTileKV {
 		tile := min(flashTileKV, n-ic)
 		tileMax := float32(math.Inf(-1))
@@ -157,7 +231,9 @@ func AttendHalfSplit(q []float32, kv HalfKV, visible, nkv, nth int, scale float3
 	clear(acc)
 	Mf := negInf
 	var Sf float32
-	part := make([]float32, kv.DV)
+	pp := getFloats(kv.DV)
+	defer putFloats(pp)
+	part := *pp
 	for c := 0; c < nth; c++ {
 		lo, hi := c*chunk, min((c+1)*chunk, nkv, visible)
 		if lo >= hi {

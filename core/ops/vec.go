@@ -81,12 +81,14 @@ func Tanh(x float32) float32 { return Tanhf(x) }
 // transform dropped when lb <= 0. The float32 steps follow the ggml graph
 // (scale, tanh, scale, mul by sigmoid, mul).
 func SiTU(gate, up []float32, beta, lb float32) {
+	ib, il := 1/beta, 1/lb // the same division once per call, not per element
+	up = up[:len(gate)]
 	for i, g := range gate {
-		a := Tanh(g*(1/beta)) * beta
+		a := Tanh(g*ib) * beta
 		a *= Sigmoid(g)
 		u := up[i]
 		if lb > 0 {
-			u = Tanh(u*(1/lb)) * lb
+			u = Tanh(u*il) * lb
 		}
 		gate[i] = a * u
 	}

@@ -44,30 +44,48 @@ func fp16ToFP32Compute(h uint16) float32 {
 
 // FP32ToFP16 narrows f to IEEE binary16, rounding to nearest even; values
 // past the half range become ±Inf and every NaN becomes the quiet NaN
-// 0x7E00 with f's sign, as in ggml's scalar conversion.
+// 0x7E00 with f's sign, as in ggml's scalar conversion. It gives the same
+// bits as ggml's float algorithm (kept in the tests as the reference, and
+// checked on every float32) with integer steps the compiler turns into
+// conditional moves: the attention cache rounds through it for every value.
 func FP32ToFP16(f float32) uint16 {
-	const scaleToInf = float32(0x1.0p+112)
-	const scaleToZero = float32(0x1.0p-110)
-	// Two separate roundings, as in C: the conversions stop Go from fusing.
-	base := float32(float32(abs32(f)*scaleToInf) * scaleToZero)
-
 	w := math.Float32bits(f)
-	shl1W := w + w
-	sign := w & 0x80000000
-	bias := shl1W & 0xFF000000
-	if bias < 0x71000000 {
-		bias = 0x71000000
+	a := w & 0x7fffffff
+	// Normal halves: round the low 13 mantissa bits to nearest even (a carry
+	// into the exponent is the correct result) and rebias the exponent.
+	h := (a + (a>>13)&1 - (0x38000000 - 0xfff)) >> 13
+	// Below 2^-14 the half is a multiple of 2^-24: adding 0.5, whose ulp
+	// that is, rounds to it in the hardware, and the mantissa is the count.
+	// It is computed for every input so that the choice is a move, not a jump.
+	sub := math.Float32bits(math.Float32frombits(a)+0.5) - 0x3f000000
+	if a < 0x38800000 {
+		h = sub
 	}
+	h = min(h, 0x7c00) // past 65520: Inf
+	if a > 0x7f800000 {
+		h = 0x7e00
+	}
+	return uint16(w>>16&0x8000 | h)
+}
 
-	base = math.Float32frombits((bias>>1)+0x07800000) + base
-	bits := math.Float32bits(base)
-	expBits := (bits >> 13) & 0x00007C00
-	mantissaBits := bits & 0x00000FFF
-	nonsign := expBits + mantissaBits
-	if shl1W > 0xFF000000 {
-		nonsign = 0x7E00
+// RoundFP16 is FP16ToFP32(FP32ToFP16(f)): f rounded to the nearest half,
+// kept as a float32, for accumulators that live in half precision.
+func RoundFP16(f float32) float32 {
+	w := math.Float32bits(f)
+	a := w & 0x7fffffff
+	r := (a + 0xfff + (a>>13)&1) &^ 0x1fff // as in FP32ToFP16
+	if a < 0x38800000 {
+		// A jump, not a move, to stay within the inlining budget: only a
+		// zero or a value below 2^-14 takes it.
+		r = math.Float32bits(math.Float32frombits(a) + 0.5 - 0.5)
 	}
-	return uint16(sign>>16) | uint16(nonsign)
+	if a >= 0x477ff000 { // rounds to 65536 or more
+		r = 0x7f800000
+	}
+	if a > 0x7f800000 {
+		r = 0x7fc00000
+	}
+	return math.Float32frombits(w ^ a | r)
 }
 
 // BF16ToFP32 widens a bfloat16 value (the top half of a float32).
