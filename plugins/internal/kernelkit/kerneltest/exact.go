@@ -18,7 +18,6 @@ import (
 // checkDot accepts 1e-6 of the sum of |terms|; for every other type it
 // demands the reference's float bit for bit.
 var notExact = map[quant.Type]bool{
-	quant.Q2_K:  true,
 	quant.Q3_K:  true,
 	quant.Q4_K:  true,
 	quant.Q5_K:  true,

@@ -1,0 +1,459 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Q2_K · Q8_K, bit for bit the reference (core/quant vecDotQ2K, ggml's
+// ggml_vec_dot_q2_K_q8_K_generic). Per block the reference forms two
+// integers, isum = sum of scale*q2*q8 and summs = sum of min*bsum, and
+// then, in float32, each rounded:
+//
+//	sumf += dall*float(isum) - dmin*float(summs)   dall, dmin = y.d*d, y.d*dmin
+//
+// Integers add exactly in any order, so the SIMD code may sum each block's
+// products in whatever lanes suit it; what it may not do is fold the
+// scales in before the lanes are summed. So every block ends in two int32
+// vectors whose lane sums are isum and summs. Reducing two vectors per
+// block to scalars is the cost; it is shared by reducing several at once
+// (a transpose-add: lane j of the result is the sum of vector j), after
+// which the float operations run on a vector of blocks (or rows) lane by
+// lane, exactly as the reference rounds them, and only the final add into
+// sumf is scalar and in block order. Four activation rows have four
+// independent sums, so there the add is one vector add per block.
+
+// genQ2KExact emits dotQ2K<suffix> and dotQ2Kx4<suffix>.
+func genQ2KExact(t *target) {
+	q2kOne(t)
+	q2kFour(t)
+}
+
+// q2kGroup is the number of blocks the single-row kernel reduces at once:
+// their isums and summs fill the eight int32 lanes of one ymm.
+const q2kGroup = 4
+
+// q2kOne emits dotQ2K<suffix>(w, a *byte, nb int) float32.
+func q2kOne(t *target) {
+	fn := "dotQ2K" + t.suffix
+	TEXT(fn, NOSPLIT, "func(w, a *byte, nb int) float32")
+	Pragma("noescape")
+	wp := Load(Param("w"), GP64())
+	ap := Load(Param("a"), GP64())
+	nb := Load(Param("nb"), GP64())
+	sumf := XMM()
+	t.zerof(sumf)
+	c0F, c03 := t.konst(0x0f0f0f0f), t.konst(0x03030303)
+	// Software-pipelined: an iteration sums the integers of its group and
+	// then does the float part of the group before, whose integers are long
+	// done, so that neither the reduction's latency nor the sequential adds
+	// hold up the next group's loads.
+	carry := YMM() // the previous group's isums and summs
+	CMPQ(nb, U8(q2kGroup))
+	JB(LabelRef("tail" + fn))
+	q2kGroupInts(t, wp, ap, c0F, c03, carry, nil)
+	ADDQ(U32(q2kGroup*84), wp)
+	ADDQ(U32(q2kGroup*q8KSize), ap)
+	SUBQ(U8(q2kGroup), nb)
+	Label("group" + fn)
+	CMPQ(nb, U8(q2kGroup))
+	JB(LabelRef("drain" + fn))
+	q2kGroupInts(t, wp, ap, c0F, c03, carry, func() { q2kGroupFloat(t, wp, ap, -q2kGroup, carry, sumf) })
+	ADDQ(U32(q2kGroup*84), wp)
+	ADDQ(U32(q2kGroup*q8KSize), ap)
+	SUBQ(U8(q2kGroup), nb)
+	JMP(LabelRef("group" + fn))
+	Label("drain" + fn)
+	q2kGroupFloat(t, wp, ap, -q2kGroup, carry, sumf)
+
+	Label("tail" + fn)
+	TESTQ(nb, nb)
+	JZ(LabelRef("done" + fn))
+	Label("one" + fn)
+	{
+		w, a := Mem{Base: wp}, Mem{Base: ap}
+		is := t.foldY(t.q2kInts(w, []Mem{a}, 2, c0F, c03)[0])
+		sm := q2kSumms(w, []Mem{a})[0]
+		// [isum, summs] in lanes 0 and 1.
+		m := t.pairSum(is, sm)
+		x := t.fold128(m)
+		h := XMM()
+		VPSHUFD(U8(0x4e), x, h)
+		VPADDD(h, x, x)
+		f := XMM()
+		VCVTDQ2PS(x, f)
+		dd := halfs(Mem{Base: wp, Disp: 80}, true) // d, dmin
+		yd := XMM()
+		VBROADCASTSS(a, yd)
+		VMULPS(dd, yd, dd) // dall, dmin
+		VMULPS(dd, f, f)
+		VMOVSHDUP(f, h)
+		VSUBSS(h, f, f)
+		VADDSS(f, sumf, sumf)
+	}
+	ADDQ(U32(84), wp)
+	ADDQ(U32(q8KSize), ap)
+	DECQ(nb)
+	JNZ(LabelRef("one" + fn))
+
+	Label("done" + fn)
+	Store(sumf, ReturnIndex(0))
+	VZEROUPPER() // Go code after us uses legacy SSE encodings
+	RET()
+}
+
+// q2kGroupInts sums the integers of the q2kGroup blocks at wp, ap into
+// dst: lanes 0..3 their isums, 4..7 their summs. between, if not nil, is
+// emitted before dst is written.
+func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, between func()) {
+	// Pairs of blocks are merged as soon as both are done, so that few
+	// vectors stay live.
+	var isums, summs []VecVirtual
+	for b := 0; b < q2kGroup; b++ {
+		w, a := Mem{Base: wp, Disp: 84 * b}, Mem{Base: ap, Disp: q8KSize * b}
+		is := t.q2kInts(w, []Mem{a}, 2, c0F, c03)
+		isums = append(isums, t.foldY(is[0]))
+		summs = append(summs, q2kSumms(w, []Mem{a})[0])
+		if b%2 == 1 {
+			n := len(isums)
+			isums = append(isums[:n-2], t.pairSum(isums[n-2], isums[n-1]))
+			summs = append(summs[:n-2], t.pairSum(summs[n-2], summs[n-1]))
+		}
+	}
+	x, y := t.quadSum(isums[0], isums[1]), t.quadSum(summs[0], summs[1])
+	if between != nil {
+		between()
+	}
+	t.halvesSum(x, y, dst)
+}
+
+// q2kGroupFloat adds the float results of the group whose sums are in iv
+// and whose blocks start blk blocks from wp, ap into sumf, in block order.
+func q2kGroupFloat(t *target, wp, ap Register, blk int, iv, sumf VecVirtual) {
+	dd := q2kScales4(t, Mem{Base: wp, Disp: 84 * blk})
+	yv := q2kActScales(t, func(b int) Mem { return Mem{Base: ap, Disp: q8KSize * (blk + b)} })
+	diff := q2kFloat(t, iv, dd, yv)
+	// The reference's sequential sum.
+	VADDSS(diff, sumf, sumf)
+	for _, lane := range []int{1, 2, 3} {
+		x := XMM()
+		switch lane {
+		case 1:
+			VMOVSHDUP(diff, x)
+		case 2:
+			VMOVHLPS(diff, diff, x)
+		case 3:
+			VPERMILPS(U8(3), diff, x)
+		}
+		VADDSS(x, sumf, sumf)
+	}
+}
+
+// q2kFour emits dotQ2Kx4<suffix>(w, a *byte, nb, astride int, out *float32):
+// four activation rows at a + k*astride against one weight row.
+func q2kFour(t *target) {
+	fn := "dotQ2Kx4" + t.suffix
+	TEXT(fn, NOSPLIT, "func(w, a *byte, nb, astride int, out *float32)")
+	Pragma("noescape")
+	wp := Load(Param("w"), GP64())
+	ap := Load(Param("a"), GP64())
+	nb := Load(Param("nb"), GP64())
+	s := Load(Param("astride"), GP64())
+	s3 := GP64()
+	LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
+	acts := []Mem{{Base: ap}, {Base: ap, Index: s, Scale: 1}, {Base: ap, Index: s, Scale: 2}, {Base: ap, Index: s3, Scale: 1}}
+	acc := XMM() // row k's sum in lane k
+	t.zerof(acc)
+	t.memConsts = true
+	c0F, c03 := t.konst(0x0f0f0f0f), t.konst(0x03030303)
+	t.memConsts = false
+	TESTQ(nb, nb)
+	JZ(LabelRef("done" + fn))
+	Label("loop" + fn)
+	w := Mem{Base: wp}
+	is := t.q2kInts(w, acts, 1, c0F, c03)
+	for k := range is {
+		is[k] = t.foldY(is[k])
+	}
+	sm := q2kSumms(w, acts)
+	// Lanes 0..3: the isums of rows 0..3; 4..7 their summs.
+	iv := t.halvesSum(
+		t.quadSum(t.pairSum(is[0], is[1]), t.pairSum(is[2], is[3])),
+		t.quadSum(t.pairSum(sm[0], sm[1]), t.pairSum(sm[2], sm[3])), nil)
+	// [d d d d dmin dmin dmin dmin]
+	x := XMM()
+	VMOVD(Mem{Base: wp, Disp: 80}, x)
+	VPSHUFB(constData("q2kdup", []byte{0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3}), x, x)
+	dd := YMM()
+	VCVTPH2PS(x, dd)
+	diff := q2kFloat(t, iv, dd, q2kActScales(t, func(k int) Mem { return acts[k] }))
+	VADDPS(diff, acc, acc)
+	ADDQ(U32(84), wp)
+	ADDQ(U32(q8KSize), ap)
+	DECQ(nb)
+	JNZ(LabelRef("loop" + fn))
+	Label("done" + fn)
+	outp := Load(Param("out"), GP64())
+	VMOVUPS(acc, Mem{Base: outp})
+	VZEROUPPER()
+	RET()
+}
+
+// q2kFloat is the reference's float part for four sums at once: iv holds
+// four isums (lanes 0..3) and their summs (4..7), dd the matching weight
+// scales d and dmin, yv the activation scales (the same four twice). It
+// returns dall*isum - dmin*summs for each of the four in an xmm.
+func q2kFloat(t *target, iv, dd, yv VecVirtual) VecVirtual {
+	VMULPS(dd, yv, dd) // dall, dmin
+	f := YMM()
+	VCVTDQ2PS(iv, f)
+	VMULPS(dd, f, f)
+	hi := XMM()
+	if t.evex() {
+		VEXTRACTF32X4(U8(1), f, hi)
+	} else {
+		VEXTRACTF128(U8(1), f, hi)
+	}
+	diff := XMM()
+	VSUBPS(hi, f.AsX(), diff)
+	return diff
+}
+
+// q2kActScales returns the four activation blocks' float32 scales (at
+// act(0..3)) in lanes 0..3 and again in 4..7.
+func q2kActScales(t *target, act func(k int) Mem) VecVirtual {
+	x := XMM()
+	VMOVSS(act(0), x)
+	for k := 1; k < 4; k++ {
+		VINSERTPS(U8(k<<4), act(k), x, x)
+	}
+	y := YMM()
+	if t.evex() {
+		VINSERTF32X4(U8(1), x, x.AsY(), y)
+	} else {
+		VINSERTF128(U8(1), x, x.AsY(), y)
+	}
+	return y
+}
+
+// q2kScales4 returns, as float32, the d of the four weight blocks at w
+// in lanes 0..3 and their dmin in 4..7.
+func q2kScales4(t *target, w Mem) VecVirtual {
+	x := XMM()
+	VMOVD(w.Offset(80), x)
+	for b := 1; b < 4; b++ {
+		// VINSERTPS moves the two halves as bits (VPINSRD's EVEX form
+		// would need AVX512DQ).
+		VINSERTPS(U8(b<<4), w.Offset(84*b+80), x, x)
+	}
+	// d0 m0 d1 m1 d2 m2 d3 m3 -> d0 d1 d2 d3 m0 m1 m2 m3
+	VPSHUFB(constData("q2kdeint", []byte{0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15}), x, x)
+	dd := YMM()
+	VCVTPH2PS(x, dd)
+	return dd
+}
+
+// q2kSumms returns, per activation row, an int32 ymm whose lanes sum to
+// the block's summs: the high scale nibbles times the bsums.
+func q2kSumms(w Mem, acts []Mem) []VecVirtual {
+	mw := YMM()
+	VPMOVZXBW(w, mw)
+	VPSRLW(U8(4), mw, mw)
+	var out []VecVirtual
+	for _, a := range acts {
+		p := YMM()
+		VPMADDWD(a.Offset(q8KBsums), mw, p)
+		out = append(out, p)
+	}
+	return out
+}
+
+// q2kInts is q2kLut with VNNI, else q2kRuns.
+func (t *target) q2kInts(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual {
+	if t.vnni {
+		return t.q2kLut(w, acts, nacc, c0F, c03)
+	}
+	return t.q2kRuns(w, acts, nacc, c0F, c03)
+}
+
+// q2kRuns returns, per activation row, an int32 vector (full width) whose
+// lanes sum to the block's isum: the 2-bit quants times the activations
+// (VPMADDUBSW) times the low scale nibbles (VPMADDWD or VPDPWSSD), with
+// nacc accumulators per row.
+func (t *target) q2kRuns(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual {
+	scb := t.vec()
+	t.bcast16(w, scb)
+	t.and(c0F, scb, scb)
+	idx := t.scaleIndex(16)
+	sums := make([]*isumAcc, len(acts))
+	for k := range sums {
+		sums[k] = t.newIsum(nacc)
+	}
+	var q VecVirtual
+	for i := 0; i < 256/t.w; i++ {
+		u := t.twoBit(i, w.Offset(16), &q, c03)
+		s := t.vec()
+		VPSHUFB(idx.Offset(i*t.w), scb, s)
+		for k, a := range acts {
+			p := t.vec()
+			VPMADDUBSW(a.Offset(q8KQs+i*t.w), u, p)
+			sums[k].add(p, s)
+		}
+	}
+	out := make([]VecVirtual, len(acts))
+	for k, sum := range sums {
+		out[k] = sum.sum()
+	}
+	return out
+}
+
+// q2kLut is q2kRuns with VNNI: a 2-bit quant times a 4-bit scale fits a
+// byte (at most 45), so the quants are mapped through a table of
+// [0, s, 2s, 3s] per sub-block (VPSHUFB) and one VPDPBUSD per vector and
+// row does the rest, instead of VPMADDUBSW and VPDPWSSD. Vector i holds,
+// per 128-bit lane, one sub-block: 8n+2j in even lanes and 8n+2j+1 in odd
+// ones (n = half of the block, j = the quants' shift/2), so the table
+// register of half n holds in its even lanes the tables of sub-blocks
+// 8n+0,2,4,6 and in its odd ones 8n+1,3,5,7, and a quant's index is
+// q + 4j.
+func (t *target) q2kLut(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual {
+	scb := t.vec()
+	t.bcast16(w, scb)
+	t.and(c0F, scb, scb)
+	// The 16-bit products of [s s] by 256 and by 258 are [0 s] and
+	// [2s 3s] (mod 2^16, 257 = [s s]/s being odd): one VPMULLW per table.
+	var mul []byte
+	for len(mul) < 64 {
+		mul = append(mul, 0, 1, 2, 1)
+	}
+	mulc := constData("q2kmul", mul)
+	var tables [2]VecVirtual
+	for n := range tables {
+		var idx []byte
+		for len(idx) < 64 {
+			for odd := 0; odd < 2; odd++ {
+				for k := 0; k < 4; k++ {
+					for range 4 {
+						idx = append(idx, byte(8*n+2*k+odd))
+					}
+				}
+			}
+		}
+		tables[n] = t.vec()
+		VPSHUFB(constData("q2kti"+string(rune('0'+n)), idx), scb, tables[n])
+		VPMULLW(mulc, tables[n], tables[n])
+	}
+	// offs[i]: 4j for the shift j of every byte of vector i.
+	var off []byte
+	for i := 0; i < 256/t.w; i++ {
+		for h := 0; h < t.w/32; h++ {
+			j := i%(128/t.w)*(t.w/32) + h
+			for range 32 {
+				off = append(off, byte(4*j))
+			}
+		}
+	}
+	offs := constData("q2koffs"+string(rune('0'+t.w/32)), off)
+	sums := make([]*isumAcc, len(acts))
+	for k := range sums {
+		sums[k] = t.newIsum(nacc)
+	}
+	var q VecVirtual
+	for i := 0; i < 256/t.w; i++ {
+		u := t.vec()
+		per := 128 / t.w // vectors per half block
+		n, r := i/per, i%per
+		if r == 0 {
+			q = t.vec()
+			t.load32(w.Offset(16+32*n), q)
+		}
+		if t.zmm() {
+			if r == 0 {
+				vshift(0, -2, q, u)
+			} else {
+				vshift(-4, -6, q, u)
+			}
+		} else {
+			t.shiftBits(-2*r, q, u)
+		}
+		if i%per == 0 && !t.zmm() {
+			t.and(c03, u, u) // j = 0: no offset
+		} else {
+			VPTERNLOGD(U8(0xea), offs.Offset(i*t.w), c03, u) // u&3 | 4j
+		}
+		VPSHUFB(u, tables[n], u)
+		for k, a := range acts {
+			sums[k].addBytes(u, a.Offset(q8KQs+i*t.w))
+		}
+	}
+	out := make([]VecVirtual, len(acts))
+	for k, sum := range sums {
+		out[k] = sum.sum()
+	}
+	return out
+}
+
+// foldY adds the halves of a zmm of int32 into a ymm; a ymm is returned as is.
+func (t *target) foldY(v VecVirtual) VecVirtual {
+	if !t.zmm() {
+		return v
+	}
+	hi, r := YMM(), YMM()
+	VEXTRACTI64X4(U8(1), v, hi)
+	VPADDD(hi, v.AsY(), r)
+	return r
+}
+
+// fold128 adds the 128-bit halves of a ymm of int32 into an xmm.
+func (t *target) fold128(v VecVirtual) VecVirtual {
+	hi, r := XMM(), XMM()
+	if t.evex() {
+		VEXTRACTI32X4(U8(1), v, hi)
+	} else {
+		VEXTRACTI128(U8(1), v, hi)
+	}
+	VPADDD(hi, v.AsX(), r)
+	return r
+}
+
+// The transpose-add: pairSum, quadSum and halvesSum turn eight int32 ymm
+// vectors v0..v7 into one whose lane j is the sum of vj's lanes:
+// halvesSum(quadSum(pairSum(v0,v1), pairSum(v2,v3)), quadSum(pairSum(v4,v5), pairSum(v6,v7))).
+// Unpacks rather than VPHADDD, which has no EVEX form (registers 16..31).
+
+// pairSum: per 128-bit lane, [a0+a2, b0+b2, a1+a3, b1+b3].
+func (t *target) pairSum(a, b VecVirtual) VecVirtual {
+	lo, hi := YMM(), YMM()
+	VPUNPCKLDQ(b, a, lo)
+	VPUNPCKHDQ(b, a, hi)
+	VPADDD(hi, lo, lo)
+	return lo
+}
+
+// quadSum: per 128-bit lane, the lane sums of a, b, c, d given ab = pairSum(a, b)
+// and cd = pairSum(c, d).
+func (t *target) quadSum(ab, cd VecVirtual) VecVirtual {
+	lo, hi := YMM(), YMM()
+	VPUNPCKLQDQ(cd, ab, lo)
+	VPUNPCKHQDQ(cd, ab, hi)
+	VPADDD(hi, lo, lo)
+	return lo
+}
+
+// halvesSum: [lo(x)+hi(x) | lo(y)+hi(y)].
+func (t *target) halvesSum(x, y, dst VecVirtual) VecVirtual {
+	lo, hi := YMM(), YMM()
+	if t.evex() {
+		VSHUFI64X2(U8(0x00), y, x, lo)
+		VSHUFI64X2(U8(0x03), y, x, hi)
+	} else {
+		VPERM2I128(U8(0x20), y, x, lo)
+		VPERM2I128(U8(0x31), y, x, hi)
+	}
+	if dst == nil {
+		dst = lo
+	}
+	VPADDD(hi, lo, dst)
+	return dst
+}
