@@ -593,19 +593,20 @@ onedotQ2KAVX2:
 	VPUNPCKLDQ     Y3, Y4, Y5
 	VPUNPCKHDQ     Y3, Y4, Y3
 	VPADDD         Y3, Y5, Y5
-	VEXTRACTI128   $0x01, Y5, X3
-	VPADDD         X3, X5, X3
-	VPSHUFD        $0x4e, X3, X4
+	VPUNPCKLQDQ    Y5, Y5, Y3
+	VPUNPCKHQDQ    Y5, Y5, Y4
+	VPADDD         Y4, Y3, Y3
+	VEXTRACTI128   $0x01, Y3, X4
 	VPADDD         X4, X3, X3
-	VCVTDQ2PS      X3, X3
-	VMOVD          80(AX), X4
-	VCVTPH2PS      X4, X4
+	VCVTDQ2PS      X3, X4
+	VMOVD          80(AX), X3
+	VCVTPH2PS      X3, X3
 	VBROADCASTSS   (CX), X5
-	VMULPS         X4, X5, X4
-	VMULPS         X4, X3, X3
-	VMOVSHDUP      X3, X4
-	VSUBSS         X4, X3, X3
-	VADDSS         X3, X0, X0
+	VMULPS         X3, X5, X3
+	VMULPS         X3, X4, X4
+	VMOVSHDUP      X4, X3
+	VSUBSS         X3, X4, X4
+	VADDSS         X4, X0, X0
 	ADDQ           $0x00000054, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX

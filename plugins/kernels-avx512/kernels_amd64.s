@@ -413,19 +413,20 @@ onedotQ2KAVX512:
 	VPUNPCKLDQ      Y4, Y3, Y5
 	VPUNPCKHDQ      Y4, Y3, Y3
 	VPADDD          Y3, Y5, Y5
-	VEXTRACTI32X4   $0x01, Y5, X3
-	VPADDD          X3, X5, X3
-	VPSHUFD         $0x4e, X3, X4
+	VPUNPCKLQDQ     Y5, Y5, Y3
+	VPUNPCKHQDQ     Y5, Y5, Y4
+	VPADDD          Y4, Y3, Y3
+	VEXTRACTI32X4   $0x01, Y3, X4
 	VPADDD          X4, X3, X3
-	VCVTDQ2PS       X3, X3
-	VMOVD           80(AX), X4
-	VCVTPH2PS       X4, X4
+	VCVTDQ2PS       X3, X4
+	VMOVD           80(AX), X3
+	VCVTPH2PS       X3, X3
 	VBROADCASTSS    (CX), X5
-	VMULPS          X4, X5, X4
-	VMULPS          X4, X3, X3
-	VMOVSHDUP       X3, X4
-	VSUBSS          X4, X3, X3
-	VADDSS          X3, X0, X0
+	VMULPS          X3, X5, X3
+	VMULPS          X3, X4, X4
+	VMOVSHDUP       X4, X3
+	VSUBSS          X3, X4, X4
+	VADDSS          X4, X0, X0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -3331,152 +3332,144 @@ TEXT ·dotQ2KVNNI(SB), NOSPLIT, $0-28
 	JB              taildotQ2KVNNI
 	VBROADCASTI32X4 (AX), Z3
 	VPANDD          Z1, Z3, Z3
-	VPSHUFB         q2kti0<>+0(SB), Z3, Z4
-	VPMULLW         q2kmul<>+0(SB), Z4, Z4
-	VPSHUFB         q2kti1<>+0(SB), Z3, Z3
-	VPMULLW         q2kmul<>+0(SB), Z3, Z3
-	VBROADCASTI64X4 16(AX), Z25
-	VPSRLVW         shift_0_2<>+0(SB), Z25, Z24
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z24
-	VPSHUFB         Z24, Z4, Z24
-	VPXORD          Z5, Z5, Z5
-	VPDPBUSD        4(CX), Z24, Z5
-	VPSRLVW         shift_4_6<>+0(SB), Z25, Z24
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z24
-	VPSHUFB         Z24, Z4, Z24
-	VPXORD          Z17, Z17, Z17
-	VPDPBUSD        68(CX), Z24, Z17
-	VBROADCASTI64X4 48(AX), Z24
-	VPSRLVW         shift_0_2<>+0(SB), Z24, Z4
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z4
-	VPSHUFB         Z4, Z3, Z4
-	VPDPBUSD        132(CX), Z4, Z5
-	VPSRLVW         shift_4_6<>+0(SB), Z24, Z4
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z4
-	VPSHUFB         Z4, Z3, Z4
-	VPDPBUSD        196(CX), Z4, Z17
-	VPADDD          Z17, Z5, Z5
-	VEXTRACTI64X4   $0x01, Z5, Y3
-	VPADDD          Y3, Y5, Y3
+	VBROADCASTI64X4 16(AX), Z5
+	VPSRLVW         shift_0_2<>+0(SB), Z5, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z6
+	VPMADDUBSW      4(CX), Z4, Z4
+	VPMADDWD        Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+64(SB), Z3, Z6
+	VPMADDUBSW      68(CX), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VBROADCASTI64X4 48(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+128(SB), Z3, Z9
+	VPMADDUBSW      132(CX), Z6, Z6
+	VPDPWSSD        Z9, Z6, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      196(CX), Z6, Z6
+	VPDPWSSD        Z3, Z6, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
 	VPMOVZXBW       (AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        260(CX), Y4, Y4
 	VBROADCASTI32X4 84(AX), Z5
 	VPANDD          Z1, Z5, Z5
-	VPSHUFB         q2kti0<>+0(SB), Z5, Z17
-	VPMULLW         q2kmul<>+0(SB), Z17, Z17
-	VPSHUFB         q2kti1<>+0(SB), Z5, Z5
-	VPMULLW         q2kmul<>+0(SB), Z5, Z5
-	VBROADCASTI64X4 100(AX), Z25
-	VPSRLVW         shift_0_2<>+0(SB), Z25, Z24
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z24
-	VPSHUFB         Z24, Z17, Z24
-	VPXORD          Z18, Z18, Z18
-	VPDPBUSD        296(CX), Z24, Z18
-	VPSRLVW         shift_4_6<>+0(SB), Z25, Z24
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z24
-	VPSHUFB         Z24, Z17, Z24
-	VPXORD          Z19, Z19, Z19
-	VPDPBUSD        360(CX), Z24, Z19
-	VBROADCASTI64X4 132(AX), Z24
-	VPSRLVW         shift_0_2<>+0(SB), Z24, Z17
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z17
-	VPSHUFB         Z17, Z5, Z17
-	VPDPBUSD        424(CX), Z17, Z18
-	VPSRLVW         shift_4_6<>+0(SB), Z24, Z17
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z17
-	VPSHUFB         Z17, Z5, Z17
-	VPDPBUSD        488(CX), Z17, Z19
-	VPADDD          Z19, Z18, Z18
-	VEXTRACTI64X4   $0x01, Z18, Y5
-	VPADDD          Y5, Y18, Y5
-	VPMOVZXBW       84(AX), Y17
-	VPSRLW          $0x04, Y17, Y17
-	VPMADDWD        552(CX), Y17, Y17
-	VPUNPCKLDQ      Y5, Y3, Y18
+	VBROADCASTI64X4 100(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z9
+	VPMADDUBSW      296(CX), Z6, Z6
+	VPMADDWD        Z9, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z5, Z9
+	VPMADDUBSW      360(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 132(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z5, Z11
+	VPMADDUBSW      424(CX), Z9, Z9
+	VPDPWSSD        Z11, Z9, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      488(CX), Z9, Z9
+	VPDPWSSD        Z5, Z9, Z7
+	VPADDD          Z7, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VPMOVZXBW       84(AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        552(CX), Y6, Y6
+	VPUNPCKLDQ      Y5, Y3, Y7
 	VPUNPCKHDQ      Y5, Y3, Y3
-	VPADDD          Y3, Y18, Y18
-	VPUNPCKLDQ      Y17, Y4, Y3
-	VPUNPCKHDQ      Y17, Y4, Y4
+	VPADDD          Y3, Y7, Y7
+	VPUNPCKLDQ      Y6, Y4, Y3
+	VPUNPCKHDQ      Y6, Y4, Y4
 	VPADDD          Y4, Y3, Y3
 	VBROADCASTI32X4 168(AX), Z4
 	VPANDD          Z1, Z4, Z4
-	VPSHUFB         q2kti0<>+0(SB), Z4, Z5
-	VPMULLW         q2kmul<>+0(SB), Z5, Z5
-	VPSHUFB         q2kti1<>+0(SB), Z4, Z4
-	VPMULLW         q2kmul<>+0(SB), Z4, Z4
-	VBROADCASTI64X4 184(AX), Z19
-	VPSRLVW         shift_0_2<>+0(SB), Z19, Z17
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z17
-	VPSHUFB         Z17, Z5, Z17
-	VPXORD          Z20, Z20, Z20
-	VPDPBUSD        588(CX), Z17, Z20
-	VPSRLVW         shift_4_6<>+0(SB), Z19, Z17
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z17
-	VPSHUFB         Z17, Z5, Z17
-	VPXORD          Z21, Z21, Z21
-	VPDPBUSD        652(CX), Z17, Z21
-	VBROADCASTI64X4 216(AX), Z17
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z5
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z5
-	VPSHUFB         Z5, Z4, Z5
-	VPDPBUSD        716(CX), Z5, Z20
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z5
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z5
-	VPSHUFB         Z5, Z4, Z5
-	VPDPBUSD        780(CX), Z5, Z21
-	VPADDD          Z21, Z20, Z20
-	VEXTRACTI64X4   $0x01, Z20, Y4
-	VPADDD          Y4, Y20, Y4
+	VBROADCASTI64X4 184(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPMADDUBSW      588(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPMADDUBSW      652(CX), Z6, Z6
+	VPMADDWD        Z9, Z6, Z6
+	VBROADCASTI64X4 216(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z4, Z11
+	VPMADDUBSW      716(CX), Z9, Z9
+	VPDPWSSD        Z11, Z9, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      780(CX), Z9, Z9
+	VPDPWSSD        Z4, Z9, Z6
+	VPADDD          Z6, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
 	VPMOVZXBW       168(AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        844(CX), Y5, Y5
-	VBROADCASTI32X4 252(AX), Z17
-	VPANDD          Z1, Z17, Z17
-	VPSHUFB         q2kti0<>+0(SB), Z17, Z19
-	VPMULLW         q2kmul<>+0(SB), Z19, Z19
-	VPSHUFB         q2kti1<>+0(SB), Z17, Z17
-	VPMULLW         q2kmul<>+0(SB), Z17, Z17
-	VBROADCASTI64X4 268(AX), Z21
-	VPSRLVW         shift_0_2<>+0(SB), Z21, Z20
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z20
-	VPSHUFB         Z20, Z19, Z20
-	VPXORD          Z22, Z22, Z22
-	VPDPBUSD        880(CX), Z20, Z22
-	VPSRLVW         shift_4_6<>+0(SB), Z21, Z20
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z20
-	VPSHUFB         Z20, Z19, Z20
-	VPXORD          Z23, Z23, Z23
-	VPDPBUSD        944(CX), Z20, Z23
-	VBROADCASTI64X4 300(AX), Z20
-	VPSRLVW         shift_0_2<>+0(SB), Z20, Z19
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z19
-	VPSHUFB         Z19, Z17, Z19
-	VPDPBUSD        1008(CX), Z19, Z22
-	VPSRLVW         shift_4_6<>+0(SB), Z20, Z19
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z19
-	VPSHUFB         Z19, Z17, Z19
-	VPDPBUSD        1072(CX), Z19, Z23
-	VPADDD          Z23, Z22, Z22
-	VEXTRACTI64X4   $0x01, Z22, Y17
-	VPADDD          Y17, Y22, Y17
-	VPMOVZXBW       252(AX), Y19
-	VPSRLW          $0x04, Y19, Y19
-	VPMADDWD        1136(CX), Y19, Y19
-	VPUNPCKLDQ      Y17, Y4, Y20
-	VPUNPCKHDQ      Y17, Y4, Y4
-	VPADDD          Y4, Y20, Y20
-	VPUNPCKLDQ      Y19, Y5, Y4
-	VPUNPCKHDQ      Y19, Y5, Y5
+	VBROADCASTI32X4 252(AX), Z6
+	VPANDD          Z1, Z6, Z6
+	VBROADCASTI64X4 268(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+0(SB), Z6, Z11
+	VPMADDUBSW      880(CX), Z9, Z9
+	VPMADDWD        Z11, Z9, Z9
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+64(SB), Z6, Z11
+	VPMADDUBSW      944(CX), Z10, Z10
+	VPMADDWD        Z11, Z10, Z10
+	VBROADCASTI64X4 300(AX), Z12
+	VPSRLVW         shift_0_2<>+0(SB), Z12, Z11
+	VPANDD          Z2, Z11, Z11
+	VPSHUFB         scidx16<>+128(SB), Z6, Z13
+	VPMADDUBSW      1008(CX), Z11, Z11
+	VPDPWSSD        Z13, Z11, Z9
+	VPSRLVW         shift_4_6<>+0(SB), Z12, Z11
+	VPANDD          Z2, Z11, Z11
+	VPSHUFB         scidx16<>+192(SB), Z6, Z6
+	VPMADDUBSW      1072(CX), Z11, Z11
+	VPDPWSSD        Z6, Z11, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y6
+	VPADDD          Y6, Y9, Y6
+	VPMOVZXBW       252(AX), Y9
+	VPSRLW          $0x04, Y9, Y9
+	VPMADDWD        1136(CX), Y9, Y9
+	VPUNPCKLDQ      Y6, Y4, Y10
+	VPUNPCKHDQ      Y6, Y4, Y4
+	VPADDD          Y4, Y10, Y10
+	VPUNPCKLDQ      Y9, Y5, Y4
+	VPUNPCKHDQ      Y9, Y5, Y5
 	VPADDD          Y5, Y4, Y4
-	VPUNPCKLQDQ     Y20, Y18, Y5
-	VPUNPCKHQDQ     Y20, Y18, Y17
-	VPADDD          Y17, Y5, Y5
-	VPUNPCKLQDQ     Y4, Y3, Y17
+	VPUNPCKLQDQ     Y10, Y7, Y5
+	VPUNPCKHQDQ     Y10, Y7, Y6
+	VPADDD          Y6, Y5, Y5
+	VPUNPCKLQDQ     Y4, Y3, Y6
 	VPUNPCKHQDQ     Y4, Y3, Y3
-	VPADDD          Y3, Y17, Y17
-	VSHUFI64X2      $0x00, Y17, Y5, Y3
-	VSHUFI64X2      $0x03, Y17, Y5, Y4
+	VPADDD          Y3, Y6, Y6
+	VSHUFI64X2      $0x00, Y6, Y5, Y3
+	VSHUFI64X2      $0x03, Y6, Y5, Y4
 	VPADDD          Y4, Y3, Y3
 	ADDQ            $0x00000150, AX
 	ADDQ            $0x00000490, CX
@@ -3487,161 +3480,153 @@ groupdotQ2KVNNI:
 	JB              draindotQ2KVNNI
 	VBROADCASTI32X4 (AX), Z4
 	VPANDD          Z1, Z4, Z4
-	VPSHUFB         q2kti0<>+0(SB), Z4, Z5
-	VPMULLW         q2kmul<>+0(SB), Z5, Z5
-	VPSHUFB         q2kti1<>+0(SB), Z4, Z4
-	VPMULLW         q2kmul<>+0(SB), Z4, Z4
-	VBROADCASTI64X4 16(AX), Z18
-	VPSRLVW         shift_0_2<>+0(SB), Z18, Z17
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z17
-	VPSHUFB         Z17, Z5, Z17
-	VPXORD          Z6, Z6, Z6
-	VPDPBUSD        4(CX), Z17, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z18, Z17
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z17
-	VPSHUFB         Z17, Z5, Z17
-	VPXORD          Z7, Z7, Z7
-	VPDPBUSD        68(CX), Z17, Z7
-	VBROADCASTI64X4 48(AX), Z17
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z5
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z5
-	VPSHUFB         Z5, Z4, Z5
-	VPDPBUSD        132(CX), Z5, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z5
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z5
-	VPSHUFB         Z5, Z4, Z5
-	VPDPBUSD        196(CX), Z5, Z7
-	VPADDD          Z7, Z6, Z6
-	VEXTRACTI64X4   $0x01, Z6, Y4
-	VPADDD          Y4, Y6, Y4
+	VBROADCASTI64X4 16(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z7
+	VPMADDUBSW      4(CX), Z5, Z5
+	VPMADDWD        Z7, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+64(SB), Z4, Z7
+	VPMADDUBSW      68(CX), Z6, Z6
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 48(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z4, Z10
+	VPMADDUBSW      132(CX), Z7, Z7
+	VPDPWSSD        Z10, Z7, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      196(CX), Z7, Z7
+	VPDPWSSD        Z4, Z7, Z6
+	VPADDD          Z6, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
 	VPMOVZXBW       (AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        260(CX), Y5, Y5
-	VBROADCASTI32X4 84(AX), Z17
-	VPANDD          Z1, Z17, Z17
-	VPSHUFB         q2kti0<>+0(SB), Z17, Z18
-	VPMULLW         q2kmul<>+0(SB), Z18, Z18
-	VPSHUFB         q2kti1<>+0(SB), Z17, Z17
-	VPMULLW         q2kmul<>+0(SB), Z17, Z17
-	VBROADCASTI64X4 100(AX), Z20
-	VPSRLVW         shift_0_2<>+0(SB), Z20, Z19
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z19
-	VPSHUFB         Z19, Z18, Z19
-	VPXORD          Z8, Z8, Z8
-	VPDPBUSD        296(CX), Z19, Z8
-	VPSRLVW         shift_4_6<>+0(SB), Z20, Z19
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z19
-	VPSHUFB         Z19, Z18, Z19
-	VPXORD          Z9, Z9, Z9
-	VPDPBUSD        360(CX), Z19, Z9
-	VBROADCASTI64X4 132(AX), Z19
-	VPSRLVW         shift_0_2<>+0(SB), Z19, Z18
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z18
-	VPSHUFB         Z18, Z17, Z18
-	VPDPBUSD        424(CX), Z18, Z8
-	VPSRLVW         shift_4_6<>+0(SB), Z19, Z18
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z18
-	VPSHUFB         Z18, Z17, Z18
-	VPDPBUSD        488(CX), Z18, Z9
-	VPADDD          Z9, Z8, Z8
-	VEXTRACTI64X4   $0x01, Z8, Y17
-	VPADDD          Y17, Y8, Y17
-	VPMOVZXBW       84(AX), Y18
-	VPSRLW          $0x04, Y18, Y18
-	VPMADDWD        552(CX), Y18, Y18
-	VPUNPCKLDQ      Y17, Y4, Y19
-	VPUNPCKHDQ      Y17, Y4, Y4
-	VPADDD          Y4, Y19, Y19
-	VPUNPCKLDQ      Y18, Y5, Y4
-	VPUNPCKHDQ      Y18, Y5, Y5
+	VBROADCASTI32X4 84(AX), Z6
+	VPANDD          Z1, Z6, Z6
+	VBROADCASTI64X4 100(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+0(SB), Z6, Z10
+	VPMADDUBSW      296(CX), Z7, Z7
+	VPMADDWD        Z10, Z7, Z7
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z6, Z10
+	VPMADDUBSW      360(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 132(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+128(SB), Z6, Z12
+	VPMADDUBSW      424(CX), Z10, Z10
+	VPDPWSSD        Z12, Z10, Z7
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+192(SB), Z6, Z6
+	VPMADDUBSW      488(CX), Z10, Z10
+	VPDPWSSD        Z6, Z10, Z9
+	VPADDD          Z9, Z7, Z7
+	VEXTRACTI64X4   $0x01, Z7, Y6
+	VPADDD          Y6, Y7, Y6
+	VPMOVZXBW       84(AX), Y7
+	VPSRLW          $0x04, Y7, Y7
+	VPMADDWD        552(CX), Y7, Y7
+	VPUNPCKLDQ      Y6, Y4, Y9
+	VPUNPCKHDQ      Y6, Y4, Y4
+	VPADDD          Y4, Y9, Y9
+	VPUNPCKLDQ      Y7, Y5, Y4
+	VPUNPCKHDQ      Y7, Y5, Y5
 	VPADDD          Y5, Y4, Y4
 	VBROADCASTI32X4 168(AX), Z5
 	VPANDD          Z1, Z5, Z5
-	VPSHUFB         q2kti0<>+0(SB), Z5, Z17
-	VPMULLW         q2kmul<>+0(SB), Z17, Z17
-	VPSHUFB         q2kti1<>+0(SB), Z5, Z5
-	VPMULLW         q2kmul<>+0(SB), Z5, Z5
-	VBROADCASTI64X4 184(AX), Z20
-	VPSRLVW         shift_0_2<>+0(SB), Z20, Z18
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z18
-	VPSHUFB         Z18, Z17, Z18
-	VPXORD          Z10, Z10, Z10
-	VPDPBUSD        588(CX), Z18, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z20, Z18
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z18
-	VPSHUFB         Z18, Z17, Z18
-	VPXORD          Z11, Z11, Z11
-	VPDPBUSD        652(CX), Z18, Z11
-	VBROADCASTI64X4 216(AX), Z18
-	VPSRLVW         shift_0_2<>+0(SB), Z18, Z17
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z17
-	VPSHUFB         Z17, Z5, Z17
-	VPDPBUSD        716(CX), Z17, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z18, Z17
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z17
-	VPSHUFB         Z17, Z5, Z17
-	VPDPBUSD        780(CX), Z17, Z11
+	VBROADCASTI64X4 184(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z10
+	VPMADDUBSW      588(CX), Z6, Z6
+	VPMADDWD        Z10, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z5, Z10
+	VPMADDUBSW      652(CX), Z7, Z7
+	VPMADDWD        Z10, Z7, Z7
+	VBROADCASTI64X4 216(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+128(SB), Z5, Z12
+	VPMADDUBSW      716(CX), Z10, Z10
+	VPDPWSSD        Z12, Z10, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      780(CX), Z10, Z10
+	VPDPWSSD        Z5, Z10, Z7
+	VPADDD          Z7, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VPMOVZXBW       168(AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        844(CX), Y6, Y6
+	VBROADCASTI32X4 252(AX), Z7
+	VPANDD          Z1, Z7, Z7
+	VBROADCASTI64X4 268(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+0(SB), Z7, Z12
+	VPMADDUBSW      880(CX), Z10, Z10
+	VPMADDWD        Z12, Z10, Z10
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z11
+	VPANDD          Z2, Z11, Z11
+	VPSHUFB         scidx16<>+64(SB), Z7, Z12
+	VPMADDUBSW      944(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VBROADCASTI64X4 300(AX), Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z12
+	VPANDD          Z2, Z12, Z12
+	VPSHUFB         scidx16<>+128(SB), Z7, Z14
+	VPMADDUBSW      1008(CX), Z12, Z12
+	VPDPWSSD        Z14, Z12, Z10
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z12
+	VPANDD          Z2, Z12, Z12
+	VPSHUFB         scidx16<>+192(SB), Z7, Z7
+	VPMADDUBSW      1072(CX), Z12, Z12
+	VPDPWSSD        Z7, Z12, Z11
 	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y5
-	VPADDD          Y5, Y10, Y5
-	VPMOVZXBW       168(AX), Y17
-	VPSRLW          $0x04, Y17, Y17
-	VPMADDWD        844(CX), Y17, Y17
-	VBROADCASTI32X4 252(AX), Z18
-	VPANDD          Z1, Z18, Z18
-	VPSHUFB         q2kti0<>+0(SB), Z18, Z20
-	VPMULLW         q2kmul<>+0(SB), Z20, Z20
-	VPSHUFB         q2kti1<>+0(SB), Z18, Z18
-	VPMULLW         q2kmul<>+0(SB), Z18, Z18
-	VBROADCASTI64X4 268(AX), Z22
-	VPSRLVW         shift_0_2<>+0(SB), Z22, Z21
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z21
-	VPSHUFB         Z21, Z20, Z21
-	VPXORD          Z12, Z12, Z12
-	VPDPBUSD        880(CX), Z21, Z12
-	VPSRLVW         shift_4_6<>+0(SB), Z22, Z21
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z21
-	VPSHUFB         Z21, Z20, Z21
-	VPXORD          Z13, Z13, Z13
-	VPDPBUSD        944(CX), Z21, Z13
-	VBROADCASTI64X4 300(AX), Z21
-	VPSRLVW         shift_0_2<>+0(SB), Z21, Z20
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z20
-	VPSHUFB         Z20, Z18, Z20
-	VPDPBUSD        1008(CX), Z20, Z12
-	VPSRLVW         shift_4_6<>+0(SB), Z21, Z20
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z20
-	VPSHUFB         Z20, Z18, Z20
-	VPDPBUSD        1072(CX), Z20, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y18
-	VPADDD          Y18, Y12, Y18
-	VPMOVZXBW       252(AX), Y20
-	VPSRLW          $0x04, Y20, Y20
-	VPMADDWD        1136(CX), Y20, Y20
-	VPUNPCKLDQ      Y18, Y5, Y21
-	VPUNPCKHDQ      Y18, Y5, Y5
-	VPADDD          Y5, Y21, Y21
-	VPUNPCKLDQ      Y20, Y17, Y5
-	VPUNPCKHDQ      Y20, Y17, Y17
-	VPADDD          Y17, Y5, Y5
-	VPUNPCKLQDQ     Y21, Y19, Y17
-	VPUNPCKHQDQ     Y21, Y19, Y18
-	VPADDD          Y18, Y17, Y17
-	VPUNPCKLQDQ     Y5, Y4, Y18
+	VEXTRACTI64X4   $0x01, Z10, Y7
+	VPADDD          Y7, Y10, Y7
+	VPMOVZXBW       252(AX), Y10
+	VPSRLW          $0x04, Y10, Y10
+	VPMADDWD        1136(CX), Y10, Y10
+	VPUNPCKLDQ      Y7, Y5, Y11
+	VPUNPCKHDQ      Y7, Y5, Y5
+	VPADDD          Y5, Y11, Y11
+	VPUNPCKLDQ      Y10, Y6, Y5
+	VPUNPCKHDQ      Y10, Y6, Y6
+	VPADDD          Y6, Y5, Y5
+	VPUNPCKLQDQ     Y11, Y9, Y6
+	VPUNPCKHQDQ     Y11, Y9, Y7
+	VPADDD          Y7, Y6, Y6
+	VPUNPCKLQDQ     Y5, Y4, Y7
 	VPUNPCKHQDQ     Y5, Y4, Y4
-	VPADDD          Y4, Y18, Y18
+	VPADDD          Y4, Y7, Y7
 	VMOVD           -256(AX), X4
 	VINSERTPS       $0x10, -172(AX), X4, X4
 	VINSERTPS       $0x20, -88(AX), X4, X4
 	VINSERTPS       $0x30, -4(AX), X4, X4
 	VPSHUFB         q2kdeint<>+0(SB), X4, X4
 	VCVTPH2PS       X4, Y4
-	VMOVSS          -1168(CX), X14
-	VINSERTPS       $0x10, -876(CX), X14, X14
-	VINSERTPS       $0x20, -584(CX), X14, X14
-	VINSERTPS       $0x30, -292(CX), X14, X14
-	VINSERTF32X4    $0x01, X14, Y14, Y5
+	VMOVSS          -1168(CX), X8
+	VINSERTPS       $0x10, -876(CX), X8, X8
+	VINSERTPS       $0x20, -584(CX), X8, X8
+	VINSERTPS       $0x30, -292(CX), X8, X8
+	VINSERTF32X4    $0x01, X8, Y8, Y5
 	VMULPS          Y4, Y5, Y4
 	VCVTDQ2PS       Y3, Y3
 	VMULPS          Y4, Y3, Y3
@@ -3654,8 +3639,8 @@ groupdotQ2KVNNI:
 	VADDSS          X4, X0, X0
 	VPERMILPS       $0x03, X3, X3
 	VADDSS          X3, X0, X0
-	VSHUFI64X2      $0x00, Y18, Y17, Y3
-	VSHUFI64X2      $0x03, Y18, Y17, Y4
+	VSHUFI64X2      $0x00, Y7, Y6, Y3
+	VSHUFI64X2      $0x03, Y7, Y6, Y4
 	VPADDD          Y4, Y3, Y3
 	ADDQ            $0x00000150, AX
 	ADDQ            $0x00000490, CX
@@ -3669,11 +3654,11 @@ draindotQ2KVNNI:
 	VINSERTPS     $0x30, -4(AX), X4, X4
 	VPSHUFB       q2kdeint<>+0(SB), X4, X4
 	VCVTPH2PS     X4, Y4
-	VMOVSS        -1168(CX), X14
-	VINSERTPS     $0x10, -876(CX), X14, X14
-	VINSERTPS     $0x20, -584(CX), X14, X14
-	VINSERTPS     $0x30, -292(CX), X14, X14
-	VINSERTF32X4  $0x01, X14, Y14, Y5
+	VMOVSS        -1168(CX), X8
+	VINSERTPS     $0x10, -876(CX), X8, X8
+	VINSERTPS     $0x20, -584(CX), X8, X8
+	VINSERTPS     $0x30, -292(CX), X8, X8
+	VINSERTF32X4  $0x01, X8, Y8, Y5
 	VMULPS        Y4, Y5, Y4
 	VCVTDQ2PS     Y3, Y3
 	VMULPS        Y4, Y3, Y3
@@ -3694,52 +3679,51 @@ taildotQ2KVNNI:
 onedotQ2KVNNI:
 	VBROADCASTI32X4 (AX), Z3
 	VPANDD          Z1, Z3, Z3
-	VPSHUFB         q2kti0<>+0(SB), Z3, Z4
-	VPMULLW         q2kmul<>+0(SB), Z4, Z4
-	VPSHUFB         q2kti1<>+0(SB), Z3, Z3
-	VPMULLW         q2kmul<>+0(SB), Z3, Z3
-	VBROADCASTI64X4 16(AX), Z6
-	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z5
-	VPSHUFB         Z5, Z4, Z5
-	VPXORD          Z15, Z15, Z15
-	VPDPBUSD        4(CX), Z5, Z15
-	VPSRLVW         shift_4_6<>+0(SB), Z6, Z5
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z5
-	VPSHUFB         Z5, Z4, Z5
-	VPXORD          Z16, Z16, Z16
-	VPDPBUSD        68(CX), Z5, Z16
-	VBROADCASTI64X4 48(AX), Z5
+	VBROADCASTI64X4 16(AX), Z5
 	VPSRLVW         shift_0_2<>+0(SB), Z5, Z4
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z4
-	VPSHUFB         Z4, Z3, Z4
-	VPDPBUSD        132(CX), Z4, Z15
-	VPSRLVW         shift_4_6<>+0(SB), Z5, Z4
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z4
-	VPSHUFB         Z4, Z3, Z4
-	VPDPBUSD        196(CX), Z4, Z16
-	VPADDD          Z16, Z15, Z15
-	VEXTRACTI64X4   $0x01, Z15, Y3
-	VPADDD          Y3, Y15, Y3
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z6
+	VPMADDUBSW      4(CX), Z4, Z4
+	VPMADDWD        Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+64(SB), Z3, Z6
+	VPMADDUBSW      68(CX), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VBROADCASTI64X4 48(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+128(SB), Z3, Z8
+	VPMADDUBSW      132(CX), Z6, Z6
+	VPDPWSSD        Z8, Z6, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      196(CX), Z6, Z6
+	VPDPWSSD        Z3, Z6, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
 	VPMOVZXBW       (AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        260(CX), Y4, Y4
 	VPUNPCKLDQ      Y4, Y3, Y5
 	VPUNPCKHDQ      Y4, Y3, Y3
 	VPADDD          Y3, Y5, Y5
-	VEXTRACTI32X4   $0x01, Y5, X3
-	VPADDD          X3, X5, X3
-	VPSHUFD         $0x4e, X3, X4
+	VPUNPCKLQDQ     Y5, Y5, Y3
+	VPUNPCKHQDQ     Y5, Y5, Y4
+	VPADDD          Y4, Y3, Y3
+	VEXTRACTI32X4   $0x01, Y3, X4
 	VPADDD          X4, X3, X3
-	VCVTDQ2PS       X3, X3
-	VMOVD           80(AX), X4
-	VCVTPH2PS       X4, X4
+	VCVTDQ2PS       X3, X4
+	VMOVD           80(AX), X3
+	VCVTPH2PS       X3, X3
 	VBROADCASTSS    (CX), X5
-	VMULPS          X4, X5, X4
-	VMULPS          X4, X3, X3
-	VMOVSHDUP       X3, X4
-	VSUBSS          X4, X3, X3
-	VADDSS          X3, X0, X0
+	VMULPS          X3, X5, X3
+	VMULPS          X3, X4, X4
+	VMOVSHDUP       X4, X3
+	VSUBSS          X3, X4, X4
+	VADDSS          X4, X0, X0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -3747,6 +3731,121 @@ onedotQ2KVNNI:
 
 donedotQ2KVNNI:
 	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ2Kx4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPXORD       X0, X0, X0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD c32_03030303<>+0(SB), Z2
+	TESTQ        DX, DX
+	JZ           donedotQ2Kx4VNNI
+
+loopdotQ2Kx4VNNI:
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VPSHUFB         q2kti0<>+0(SB), Z3, Z4
+	VPMULLW         q2kmul<>+0(SB), Z4, Z4
+	VPSHUFB         q2kti1<>+0(SB), Z3, Z3
+	VPMULLW         q2kmul<>+0(SB), Z3, Z3
+	VBROADCASTI64X4 16(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
+	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z10
+	VPSHUFB         Z10, Z4, Z10
+	VPXORD          Z5, Z5, Z5
+	VPDPBUSD        4(CX), Z10, Z5
+	VPXORD          Z6, Z6, Z6
+	VPDPBUSD        4(CX)(BX*1), Z10, Z6
+	VPXORD          Z7, Z7, Z7
+	VPDPBUSD        4(CX)(BX*2), Z10, Z7
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        4(CX)(SI*1), Z10, Z8
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
+	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z10
+	VPSHUFB         Z10, Z4, Z10
+	VPDPBUSD        68(CX), Z10, Z5
+	VPDPBUSD        68(CX)(BX*1), Z10, Z6
+	VPDPBUSD        68(CX)(BX*2), Z10, Z7
+	VPDPBUSD        68(CX)(SI*1), Z10, Z8
+	VBROADCASTI64X4 48(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z4
+	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z4
+	VPSHUFB         Z4, Z3, Z4
+	VPDPBUSD        132(CX), Z4, Z5
+	VPDPBUSD        132(CX)(BX*1), Z4, Z6
+	VPDPBUSD        132(CX)(BX*2), Z4, Z7
+	VPDPBUSD        132(CX)(SI*1), Z4, Z8
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z4
+	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z4
+	VPSHUFB         Z4, Z3, Z4
+	VPDPBUSD        196(CX), Z4, Z5
+	VPDPBUSD        196(CX)(BX*1), Z4, Z6
+	VPDPBUSD        196(CX)(BX*2), Z4, Z7
+	VPDPBUSD        196(CX)(SI*1), Z4, Z8
+	VEXTRACTI64X4   $0x01, Z5, Y3
+	VPADDD          Y3, Y5, Y3
+	VEXTRACTI64X4   $0x01, Z6, Y4
+	VPADDD          Y4, Y6, Y4
+	VEXTRACTI64X4   $0x01, Z7, Y10
+	VPADDD          Y10, Y7, Y10
+	VEXTRACTI64X4   $0x01, Z8, Y11
+	VPADDD          Y11, Y8, Y11
+	VPMOVZXBW       (AX), Y12
+	VPSRLW          $0x04, Y12, Y12
+	VPMADDWD        260(CX), Y12, Y13
+	VPMADDWD        260(CX)(BX*1), Y12, Y14
+	VPMADDWD        260(CX)(BX*2), Y12, Y15
+	VPMADDWD        260(CX)(SI*1), Y12, Y12
+	VPUNPCKLDQ      Y4, Y3, Y16
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y16, Y16
+	VPUNPCKLDQ      Y11, Y10, Y3
+	VPUNPCKHDQ      Y11, Y10, Y4
+	VPADDD          Y4, Y3, Y3
+	VPUNPCKLQDQ     Y3, Y16, Y4
+	VPUNPCKHQDQ     Y3, Y16, Y3
+	VPADDD          Y3, Y4, Y4
+	VPUNPCKLDQ      Y14, Y13, Y3
+	VPUNPCKHDQ      Y14, Y13, Y10
+	VPADDD          Y10, Y3, Y3
+	VPUNPCKLDQ      Y12, Y15, Y10
+	VPUNPCKHDQ      Y12, Y15, Y11
+	VPADDD          Y11, Y10, Y10
+	VPUNPCKLQDQ     Y10, Y3, Y11
+	VPUNPCKHQDQ     Y10, Y3, Y3
+	VPADDD          Y3, Y11, Y11
+	VSHUFI64X2      $0x00, Y11, Y4, Y3
+	VSHUFI64X2      $0x03, Y11, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VMOVD           80(AX), X4
+	VPSHUFB         q2kdup<>+0(SB), X4, X4
+	VCVTPH2PS       X4, Y4
+	VMOVSS          (CX), X9
+	VINSERTPS       $0x10, (CX)(BX*1), X9, X9
+	VINSERTPS       $0x20, (CX)(BX*2), X9, X9
+	VINSERTPS       $0x30, (CX)(SI*1), X9, X9
+	VINSERTF32X4    $0x01, X9, Y9, Y10
+	VMULPS          Y4, Y10, Y4
+	VCVTDQ2PS       Y3, Y3
+	VMULPS          Y4, Y3, Y3
+	VEXTRACTF32X4   $0x01, Y3, X4
+	VSUBPS          X4, X3, X3
+	VADDPS          X3, X0, X0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx4VNNI
+
+donedotQ2Kx4VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X0, (AX)
 	VZEROUPPER
 	RET
 
@@ -3869,121 +3968,6 @@ DATA q2koffs2<>+244(SB)/4, $0x0c0c0c0c
 DATA q2koffs2<>+248(SB)/4, $0x0c0c0c0c
 DATA q2koffs2<>+252(SB)/4, $0x0c0c0c0c
 GLOBL q2koffs2<>(SB), RODATA|NOPTR, $256
-
-// func dotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ2Kx4VNNI(SB), NOSPLIT, $0-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       X0, X0, X0
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
-	VPBROADCASTD c32_03030303<>+0(SB), Z2
-	TESTQ        DX, DX
-	JZ           donedotQ2Kx4VNNI
-
-loopdotQ2Kx4VNNI:
-	VBROADCASTI32X4 (AX), Z3
-	VPANDD          Z1, Z3, Z3
-	VPSHUFB         q2kti0<>+0(SB), Z3, Z4
-	VPMULLW         q2kmul<>+0(SB), Z4, Z4
-	VPSHUFB         q2kti1<>+0(SB), Z3, Z3
-	VPMULLW         q2kmul<>+0(SB), Z3, Z3
-	VBROADCASTI64X4 16(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z10
-	VPSHUFB         Z10, Z4, Z10
-	VPXORD          Z5, Z5, Z5
-	VPDPBUSD        4(CX), Z10, Z5
-	VPXORD          Z6, Z6, Z6
-	VPDPBUSD        4(CX)(BX*1), Z10, Z6
-	VPXORD          Z7, Z7, Z7
-	VPDPBUSD        4(CX)(BX*2), Z10, Z7
-	VPXORD          Z8, Z8, Z8
-	VPDPBUSD        4(CX)(SI*1), Z10, Z8
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z10
-	VPSHUFB         Z10, Z4, Z10
-	VPDPBUSD        68(CX), Z10, Z5
-	VPDPBUSD        68(CX)(BX*1), Z10, Z6
-	VPDPBUSD        68(CX)(BX*2), Z10, Z7
-	VPDPBUSD        68(CX)(SI*1), Z10, Z8
-	VBROADCASTI64X4 48(AX), Z10
-	VPSRLVW         shift_0_2<>+0(SB), Z10, Z4
-	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z4
-	VPSHUFB         Z4, Z3, Z4
-	VPDPBUSD        132(CX), Z4, Z5
-	VPDPBUSD        132(CX)(BX*1), Z4, Z6
-	VPDPBUSD        132(CX)(BX*2), Z4, Z7
-	VPDPBUSD        132(CX)(SI*1), Z4, Z8
-	VPSRLVW         shift_4_6<>+0(SB), Z10, Z4
-	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z4
-	VPSHUFB         Z4, Z3, Z4
-	VPDPBUSD        196(CX), Z4, Z5
-	VPDPBUSD        196(CX)(BX*1), Z4, Z6
-	VPDPBUSD        196(CX)(BX*2), Z4, Z7
-	VPDPBUSD        196(CX)(SI*1), Z4, Z8
-	VEXTRACTI64X4   $0x01, Z5, Y3
-	VPADDD          Y3, Y5, Y3
-	VEXTRACTI64X4   $0x01, Z6, Y4
-	VPADDD          Y4, Y6, Y4
-	VEXTRACTI64X4   $0x01, Z7, Y10
-	VPADDD          Y10, Y7, Y10
-	VEXTRACTI64X4   $0x01, Z8, Y11
-	VPADDD          Y11, Y8, Y11
-	VPMOVZXBW       (AX), Y12
-	VPSRLW          $0x04, Y12, Y12
-	VPMADDWD        260(CX), Y12, Y13
-	VPMADDWD        260(CX)(BX*1), Y12, Y14
-	VPMADDWD        260(CX)(BX*2), Y12, Y15
-	VPMADDWD        260(CX)(SI*1), Y12, Y12
-	VPUNPCKLDQ      Y4, Y3, Y16
-	VPUNPCKHDQ      Y4, Y3, Y3
-	VPADDD          Y3, Y16, Y16
-	VPUNPCKLDQ      Y11, Y10, Y3
-	VPUNPCKHDQ      Y11, Y10, Y4
-	VPADDD          Y4, Y3, Y3
-	VPUNPCKLQDQ     Y3, Y16, Y4
-	VPUNPCKHQDQ     Y3, Y16, Y3
-	VPADDD          Y3, Y4, Y4
-	VPUNPCKLDQ      Y14, Y13, Y3
-	VPUNPCKHDQ      Y14, Y13, Y10
-	VPADDD          Y10, Y3, Y3
-	VPUNPCKLDQ      Y12, Y15, Y10
-	VPUNPCKHDQ      Y12, Y15, Y11
-	VPADDD          Y11, Y10, Y10
-	VPUNPCKLQDQ     Y10, Y3, Y11
-	VPUNPCKHQDQ     Y10, Y3, Y3
-	VPADDD          Y3, Y11, Y11
-	VSHUFI64X2      $0x00, Y11, Y4, Y3
-	VSHUFI64X2      $0x03, Y11, Y4, Y4
-	VPADDD          Y4, Y3, Y3
-	VMOVD           80(AX), X4
-	VPSHUFB         q2kdup<>+0(SB), X4, X4
-	VCVTPH2PS       X4, Y4
-	VMOVSS          (CX), X9
-	VINSERTPS       $0x10, (CX)(BX*1), X9, X9
-	VINSERTPS       $0x20, (CX)(BX*2), X9, X9
-	VINSERTPS       $0x30, (CX)(SI*1), X9, X9
-	VINSERTF32X4    $0x01, X9, Y9, Y10
-	VMULPS          Y4, Y10, Y4
-	VCVTDQ2PS       Y3, Y3
-	VMULPS          Y4, Y3, Y3
-	VEXTRACTF32X4   $0x01, Y3, X4
-	VSUBPS          X4, X3, X3
-	VADDPS          X3, X0, X0
-	ADDQ            $0x00000054, AX
-	ADDQ            $0x00000124, CX
-	DECQ            DX
-	JNZ             loopdotQ2Kx4VNNI
-
-donedotQ2Kx4VNNI:
-	MOVQ    out+32(FP), AX
-	VMOVUPS X0, (AX)
-	VZEROUPPER
-	RET
 
 // func dotQ3KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
@@ -5875,95 +5859,95 @@ TEXT ·dotQ2KVNNI256(SB), NOSPLIT, $0-28
 	VPMULLW         q2kmul<>+0(SB), Y4, Y4
 	VPSHUFB         q2kti1<>+0(SB), Y3, Y3
 	VPMULLW         q2kmul<>+0(SB), Y3, Y3
-	VMOVDQU64       16(AX), Y25
-	VMOVDQA64       Y25, Y24
-	VPANDD          Y2, Y24, Y24
-	VPSHUFB         Y24, Y4, Y24
+	VBROADCASTI32X4 84(AX), Y24
+	VPANDD          Y1, Y24, Y24
+	VPSHUFB         q2kti0<>+0(SB), Y24, Y25
+	VPMULLW         q2kmul<>+0(SB), Y25, Y25
+	VPSHUFB         q2kti1<>+0(SB), Y24, Y24
+	VPMULLW         q2kmul<>+0(SB), Y24, Y24
+	VMOVDQU64       16(AX), Y27
+	VMOVDQA64       Y27, Y26
+	VPANDD          Y2, Y26, Y26
+	VPSHUFB         Y26, Y4, Y26
 	VPXORD          Y5, Y5, Y5
-	VPDPBUSD        4(CX), Y24, Y5
-	VPSRLW          $0x02, Y25, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y24
-	VPSHUFB         Y24, Y4, Y24
+	VPDPBUSD        4(CX), Y26, Y5
+	VMOVDQU64       100(AX), Y28
+	VMOVDQA64       Y28, Y26
+	VPANDD          Y2, Y26, Y26
+	VPSHUFB         Y26, Y25, Y26
 	VPXORD          Y17, Y17, Y17
-	VPDPBUSD        36(CX), Y24, Y17
-	VPSRLW          $0x04, Y25, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y24
-	VPSHUFB         Y24, Y4, Y24
-	VPDPBUSD        68(CX), Y24, Y5
-	VPSRLW          $0x06, Y25, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y24
-	VPSHUFB         Y24, Y4, Y24
-	VPDPBUSD        100(CX), Y24, Y17
-	VMOVDQU64       48(AX), Y24
-	VMOVDQA64       Y24, Y4
+	VPDPBUSD        296(CX), Y26, Y17
+	VPSRLW          $0x02, Y27, Y26
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y26
+	VPSHUFB         Y26, Y4, Y26
+	VPXORD          Y18, Y18, Y18
+	VPDPBUSD        36(CX), Y26, Y18
+	VPSRLW          $0x02, Y28, Y26
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y26
+	VPSHUFB         Y26, Y25, Y26
+	VPXORD          Y19, Y19, Y19
+	VPDPBUSD        328(CX), Y26, Y19
+	VPSRLW          $0x04, Y27, Y26
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y26
+	VPSHUFB         Y26, Y4, Y26
+	VPDPBUSD        68(CX), Y26, Y5
+	VPSRLW          $0x04, Y28, Y26
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y26
+	VPSHUFB         Y26, Y25, Y26
+	VPDPBUSD        360(CX), Y26, Y17
+	VPSRLW          $0x06, Y27, Y26
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y26
+	VPSHUFB         Y26, Y4, Y26
+	VPDPBUSD        100(CX), Y26, Y18
+	VPSRLW          $0x06, Y28, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y4
+	VPSHUFB         Y4, Y25, Y4
+	VPDPBUSD        392(CX), Y4, Y19
+	VMOVDQU64       48(AX), Y25
+	VMOVDQA64       Y25, Y4
 	VPANDD          Y2, Y4, Y4
 	VPSHUFB         Y4, Y3, Y4
 	VPDPBUSD        132(CX), Y4, Y5
-	VPSRLW          $0x02, Y24, Y4
+	VMOVDQU64       132(AX), Y26
+	VMOVDQA64       Y26, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y24, Y4
+	VPDPBUSD        424(CX), Y4, Y17
+	VPSRLW          $0x02, Y25, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        164(CX), Y4, Y17
-	VPSRLW          $0x04, Y24, Y4
+	VPDPBUSD        164(CX), Y4, Y18
+	VPSRLW          $0x02, Y26, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y24, Y4
+	VPDPBUSD        456(CX), Y4, Y19
+	VPSRLW          $0x04, Y25, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
 	VPDPBUSD        196(CX), Y4, Y5
-	VPSRLW          $0x06, Y24, Y4
+	VPSRLW          $0x04, Y26, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y24, Y4
+	VPDPBUSD        488(CX), Y4, Y17
+	VPSRLW          $0x06, Y25, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        228(CX), Y4, Y17
-	VPADDD          Y17, Y5, Y5
+	VPDPBUSD        228(CX), Y4, Y18
+	VPSRLW          $0x06, Y26, Y3
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y3
+	VPSHUFB         Y3, Y24, Y3
+	VPDPBUSD        520(CX), Y3, Y19
+	VPADDD          Y18, Y5, Y5
+	VPADDD          Y19, Y17, Y17
 	VPMOVZXBW       (AX), Y3
 	VPSRLW          $0x04, Y3, Y3
 	VPMADDWD        260(CX), Y3, Y3
-	VBROADCASTI32X4 84(AX), Y4
-	VPANDD          Y1, Y4, Y4
-	VPSHUFB         q2kti0<>+0(SB), Y4, Y17
-	VPMULLW         q2kmul<>+0(SB), Y17, Y17
-	VPSHUFB         q2kti1<>+0(SB), Y4, Y4
-	VPMULLW         q2kmul<>+0(SB), Y4, Y4
-	VMOVDQU64       100(AX), Y25
-	VMOVDQA64       Y25, Y24
-	VPANDD          Y2, Y24, Y24
-	VPSHUFB         Y24, Y17, Y24
-	VPXORD          Y18, Y18, Y18
-	VPDPBUSD        296(CX), Y24, Y18
-	VPSRLW          $0x02, Y25, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y24
-	VPSHUFB         Y24, Y17, Y24
-	VPXORD          Y19, Y19, Y19
-	VPDPBUSD        328(CX), Y24, Y19
-	VPSRLW          $0x04, Y25, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y24
-	VPSHUFB         Y24, Y17, Y24
-	VPDPBUSD        360(CX), Y24, Y18
-	VPSRLW          $0x06, Y25, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y24
-	VPSHUFB         Y24, Y17, Y24
-	VPDPBUSD        392(CX), Y24, Y19
-	VMOVDQU64       132(AX), Y24
-	VMOVDQA64       Y24, Y17
-	VPANDD          Y2, Y17, Y17
-	VPSHUFB         Y17, Y4, Y17
-	VPDPBUSD        424(CX), Y17, Y18
-	VPSRLW          $0x02, Y24, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y17
-	VPSHUFB         Y17, Y4, Y17
-	VPDPBUSD        456(CX), Y17, Y19
-	VPSRLW          $0x04, Y24, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y17
-	VPSHUFB         Y17, Y4, Y17
-	VPDPBUSD        488(CX), Y17, Y18
-	VPSRLW          $0x06, Y24, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y17
-	VPSHUFB         Y17, Y4, Y17
-	VPDPBUSD        520(CX), Y17, Y19
-	VPADDD          Y19, Y18, Y18
 	VPMOVZXBW       84(AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        552(CX), Y4, Y4
-	VPUNPCKLDQ      Y18, Y5, Y17
-	VPUNPCKHDQ      Y18, Y5, Y5
-	VPADDD          Y5, Y17, Y17
+	VPUNPCKLDQ      Y17, Y5, Y18
+	VPUNPCKHDQ      Y17, Y5, Y5
+	VPADDD          Y5, Y18, Y18
 	VPUNPCKLDQ      Y4, Y3, Y5
 	VPUNPCKHDQ      Y4, Y3, Y3
 	VPADDD          Y3, Y5, Y5
@@ -5973,100 +5957,100 @@ TEXT ·dotQ2KVNNI256(SB), NOSPLIT, $0-28
 	VPMULLW         q2kmul<>+0(SB), Y4, Y4
 	VPSHUFB         q2kti1<>+0(SB), Y3, Y3
 	VPMULLW         q2kmul<>+0(SB), Y3, Y3
-	VMOVDQU64       184(AX), Y19
-	VMOVDQA64       Y19, Y18
-	VPANDD          Y2, Y18, Y18
-	VPSHUFB         Y18, Y4, Y18
+	VBROADCASTI32X4 252(AX), Y17
+	VPANDD          Y1, Y17, Y17
+	VPSHUFB         q2kti0<>+0(SB), Y17, Y19
+	VPMULLW         q2kmul<>+0(SB), Y19, Y19
+	VPSHUFB         q2kti1<>+0(SB), Y17, Y17
+	VPMULLW         q2kmul<>+0(SB), Y17, Y17
+	VMOVDQU64       184(AX), Y25
+	VMOVDQA64       Y25, Y24
+	VPANDD          Y2, Y24, Y24
+	VPSHUFB         Y24, Y4, Y24
 	VPXORD          Y20, Y20, Y20
-	VPDPBUSD        588(CX), Y18, Y20
-	VPSRLW          $0x02, Y19, Y18
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y18
-	VPSHUFB         Y18, Y4, Y18
+	VPDPBUSD        588(CX), Y24, Y20
+	VMOVDQU64       268(AX), Y26
+	VMOVDQA64       Y26, Y24
+	VPANDD          Y2, Y24, Y24
+	VPSHUFB         Y24, Y19, Y24
 	VPXORD          Y21, Y21, Y21
-	VPDPBUSD        620(CX), Y18, Y21
-	VPSRLW          $0x04, Y19, Y18
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y18
-	VPSHUFB         Y18, Y4, Y18
-	VPDPBUSD        652(CX), Y18, Y20
-	VPSRLW          $0x06, Y19, Y18
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y18
-	VPSHUFB         Y18, Y4, Y18
-	VPDPBUSD        684(CX), Y18, Y21
-	VMOVDQU64       216(AX), Y18
-	VMOVDQA64       Y18, Y4
+	VPDPBUSD        880(CX), Y24, Y21
+	VPSRLW          $0x02, Y25, Y24
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y24
+	VPSHUFB         Y24, Y4, Y24
+	VPXORD          Y22, Y22, Y22
+	VPDPBUSD        620(CX), Y24, Y22
+	VPSRLW          $0x02, Y26, Y24
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y24
+	VPSHUFB         Y24, Y19, Y24
+	VPXORD          Y23, Y23, Y23
+	VPDPBUSD        912(CX), Y24, Y23
+	VPSRLW          $0x04, Y25, Y24
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y24
+	VPSHUFB         Y24, Y4, Y24
+	VPDPBUSD        652(CX), Y24, Y20
+	VPSRLW          $0x04, Y26, Y24
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y24
+	VPSHUFB         Y24, Y19, Y24
+	VPDPBUSD        944(CX), Y24, Y21
+	VPSRLW          $0x06, Y25, Y24
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y24
+	VPSHUFB         Y24, Y4, Y24
+	VPDPBUSD        684(CX), Y24, Y22
+	VPSRLW          $0x06, Y26, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y4
+	VPSHUFB         Y4, Y19, Y4
+	VPDPBUSD        976(CX), Y4, Y23
+	VMOVDQU64       216(AX), Y19
+	VMOVDQA64       Y19, Y4
 	VPANDD          Y2, Y4, Y4
 	VPSHUFB         Y4, Y3, Y4
 	VPDPBUSD        716(CX), Y4, Y20
-	VPSRLW          $0x02, Y18, Y4
+	VMOVDQU64       300(AX), Y24
+	VMOVDQA64       Y24, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y17, Y4
+	VPDPBUSD        1008(CX), Y4, Y21
+	VPSRLW          $0x02, Y19, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        748(CX), Y4, Y21
-	VPSRLW          $0x04, Y18, Y4
+	VPDPBUSD        748(CX), Y4, Y22
+	VPSRLW          $0x02, Y24, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y17, Y4
+	VPDPBUSD        1040(CX), Y4, Y23
+	VPSRLW          $0x04, Y19, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
 	VPDPBUSD        780(CX), Y4, Y20
-	VPSRLW          $0x06, Y18, Y4
+	VPSRLW          $0x04, Y24, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y17, Y4
+	VPDPBUSD        1072(CX), Y4, Y21
+	VPSRLW          $0x06, Y19, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        812(CX), Y4, Y21
-	VPADDD          Y21, Y20, Y20
+	VPDPBUSD        812(CX), Y4, Y22
+	VPSRLW          $0x06, Y24, Y3
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y3
+	VPSHUFB         Y3, Y17, Y3
+	VPDPBUSD        1104(CX), Y3, Y23
+	VPADDD          Y22, Y20, Y20
+	VPADDD          Y23, Y21, Y21
 	VPMOVZXBW       168(AX), Y3
 	VPSRLW          $0x04, Y3, Y3
 	VPMADDWD        844(CX), Y3, Y3
-	VBROADCASTI32X4 252(AX), Y4
-	VPANDD          Y1, Y4, Y4
-	VPSHUFB         q2kti0<>+0(SB), Y4, Y18
-	VPMULLW         q2kmul<>+0(SB), Y18, Y18
-	VPSHUFB         q2kti1<>+0(SB), Y4, Y4
-	VPMULLW         q2kmul<>+0(SB), Y4, Y4
-	VMOVDQU64       268(AX), Y21
-	VMOVDQA64       Y21, Y19
-	VPANDD          Y2, Y19, Y19
-	VPSHUFB         Y19, Y18, Y19
-	VPXORD          Y22, Y22, Y22
-	VPDPBUSD        880(CX), Y19, Y22
-	VPSRLW          $0x02, Y21, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
-	VPSHUFB         Y19, Y18, Y19
-	VPXORD          Y23, Y23, Y23
-	VPDPBUSD        912(CX), Y19, Y23
-	VPSRLW          $0x04, Y21, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
-	VPSHUFB         Y19, Y18, Y19
-	VPDPBUSD        944(CX), Y19, Y22
-	VPSRLW          $0x06, Y21, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y19
-	VPSHUFB         Y19, Y18, Y19
-	VPDPBUSD        976(CX), Y19, Y23
-	VMOVDQU64       300(AX), Y19
-	VMOVDQA64       Y19, Y18
-	VPANDD          Y2, Y18, Y18
-	VPSHUFB         Y18, Y4, Y18
-	VPDPBUSD        1008(CX), Y18, Y22
-	VPSRLW          $0x02, Y19, Y18
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y18
-	VPSHUFB         Y18, Y4, Y18
-	VPDPBUSD        1040(CX), Y18, Y23
-	VPSRLW          $0x04, Y19, Y18
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y18
-	VPSHUFB         Y18, Y4, Y18
-	VPDPBUSD        1072(CX), Y18, Y22
-	VPSRLW          $0x06, Y19, Y18
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y18
-	VPSHUFB         Y18, Y4, Y18
-	VPDPBUSD        1104(CX), Y18, Y23
-	VPADDD          Y23, Y22, Y22
 	VPMOVZXBW       252(AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        1136(CX), Y4, Y4
-	VPUNPCKLDQ      Y22, Y20, Y18
-	VPUNPCKHDQ      Y22, Y20, Y19
-	VPADDD          Y19, Y18, Y18
+	VPUNPCKLDQ      Y21, Y20, Y17
+	VPUNPCKHDQ      Y21, Y20, Y19
+	VPADDD          Y19, Y17, Y17
 	VPUNPCKLDQ      Y4, Y3, Y19
 	VPUNPCKHDQ      Y4, Y3, Y3
 	VPADDD          Y3, Y19, Y19
-	VPUNPCKLQDQ     Y18, Y17, Y3
-	VPUNPCKHQDQ     Y18, Y17, Y4
+	VPUNPCKLQDQ     Y17, Y18, Y3
+	VPUNPCKHQDQ     Y17, Y18, Y4
 	VPADDD          Y4, Y3, Y3
 	VPUNPCKLQDQ     Y19, Y5, Y4
 	VPUNPCKHQDQ     Y19, Y5, Y5
@@ -6087,94 +6071,94 @@ groupdotQ2KVNNI256:
 	VPMULLW         q2kmul<>+0(SB), Y5, Y5
 	VPSHUFB         q2kti1<>+0(SB), Y4, Y4
 	VPMULLW         q2kmul<>+0(SB), Y4, Y4
-	VMOVDQU64       16(AX), Y18
-	VMOVDQA64       Y18, Y17
-	VPANDD          Y2, Y17, Y17
-	VPSHUFB         Y17, Y5, Y17
+	VBROADCASTI32X4 84(AX), Y17
+	VPANDD          Y1, Y17, Y17
+	VPSHUFB         q2kti0<>+0(SB), Y17, Y18
+	VPMULLW         q2kmul<>+0(SB), Y18, Y18
+	VPSHUFB         q2kti1<>+0(SB), Y17, Y17
+	VPMULLW         q2kmul<>+0(SB), Y17, Y17
+	VMOVDQU64       16(AX), Y20
+	VMOVDQA64       Y20, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y5, Y19
 	VPXORD          Y6, Y6, Y6
-	VPDPBUSD        4(CX), Y17, Y6
-	VPSRLW          $0x02, Y18, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y17
-	VPSHUFB         Y17, Y5, Y17
+	VPDPBUSD        4(CX), Y19, Y6
+	VMOVDQU64       100(AX), Y21
+	VMOVDQA64       Y21, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y18, Y19
 	VPXORD          Y7, Y7, Y7
-	VPDPBUSD        36(CX), Y17, Y7
-	VPSRLW          $0x04, Y18, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        68(CX), Y17, Y6
-	VPSRLW          $0x06, Y18, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        100(CX), Y17, Y7
-	VMOVDQU64       48(AX), Y17
-	VMOVDQA64       Y17, Y5
+	VPDPBUSD        296(CX), Y19, Y7
+	VPSRLW          $0x02, Y20, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y5, Y19
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        36(CX), Y19, Y8
+	VPSRLW          $0x02, Y21, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y18, Y19
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        328(CX), Y19, Y9
+	VPSRLW          $0x04, Y20, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y5, Y19
+	VPDPBUSD        68(CX), Y19, Y6
+	VPSRLW          $0x04, Y21, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y18, Y19
+	VPDPBUSD        360(CX), Y19, Y7
+	VPSRLW          $0x06, Y20, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y19
+	VPSHUFB         Y19, Y5, Y19
+	VPDPBUSD        100(CX), Y19, Y8
+	VPSRLW          $0x06, Y21, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
+	VPSHUFB         Y5, Y18, Y5
+	VPDPBUSD        392(CX), Y5, Y9
+	VMOVDQU64       48(AX), Y18
+	VMOVDQA64       Y18, Y5
 	VPANDD          Y2, Y5, Y5
 	VPSHUFB         Y5, Y4, Y5
 	VPDPBUSD        132(CX), Y5, Y6
-	VPSRLW          $0x02, Y17, Y5
+	VMOVDQU64       132(AX), Y19
+	VMOVDQA64       Y19, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y17, Y5
+	VPDPBUSD        424(CX), Y5, Y7
+	VPSRLW          $0x02, Y18, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        164(CX), Y5, Y7
-	VPSRLW          $0x04, Y17, Y5
+	VPDPBUSD        164(CX), Y5, Y8
+	VPSRLW          $0x02, Y19, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y17, Y5
+	VPDPBUSD        456(CX), Y5, Y9
+	VPSRLW          $0x04, Y18, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
 	VPDPBUSD        196(CX), Y5, Y6
-	VPSRLW          $0x06, Y17, Y5
+	VPSRLW          $0x04, Y19, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y17, Y5
+	VPDPBUSD        488(CX), Y5, Y7
+	VPSRLW          $0x06, Y18, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        228(CX), Y5, Y7
-	VPADDD          Y7, Y6, Y6
+	VPDPBUSD        228(CX), Y5, Y8
+	VPSRLW          $0x06, Y19, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y17, Y4
+	VPDPBUSD        520(CX), Y4, Y9
+	VPADDD          Y8, Y6, Y6
+	VPADDD          Y9, Y7, Y7
 	VPMOVZXBW       (AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        260(CX), Y4, Y4
-	VBROADCASTI32X4 84(AX), Y5
-	VPANDD          Y1, Y5, Y5
-	VPSHUFB         q2kti0<>+0(SB), Y5, Y17
-	VPMULLW         q2kmul<>+0(SB), Y17, Y17
-	VPSHUFB         q2kti1<>+0(SB), Y5, Y5
-	VPMULLW         q2kmul<>+0(SB), Y5, Y5
-	VMOVDQU64       100(AX), Y19
-	VMOVDQA64       Y19, Y18
-	VPANDD          Y2, Y18, Y18
-	VPSHUFB         Y18, Y17, Y18
-	VPXORD          Y8, Y8, Y8
-	VPDPBUSD        296(CX), Y18, Y8
-	VPSRLW          $0x02, Y19, Y18
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y18
-	VPSHUFB         Y18, Y17, Y18
-	VPXORD          Y9, Y9, Y9
-	VPDPBUSD        328(CX), Y18, Y9
-	VPSRLW          $0x04, Y19, Y18
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y18
-	VPSHUFB         Y18, Y17, Y18
-	VPDPBUSD        360(CX), Y18, Y8
-	VPSRLW          $0x06, Y19, Y18
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y18
-	VPSHUFB         Y18, Y17, Y18
-	VPDPBUSD        392(CX), Y18, Y9
-	VMOVDQU64       132(AX), Y18
-	VMOVDQA64       Y18, Y17
-	VPANDD          Y2, Y17, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        424(CX), Y17, Y8
-	VPSRLW          $0x02, Y18, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        456(CX), Y17, Y9
-	VPSRLW          $0x04, Y18, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        488(CX), Y17, Y8
-	VPSRLW          $0x06, Y18, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        520(CX), Y17, Y9
-	VPADDD          Y9, Y8, Y8
 	VPMOVZXBW       84(AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        552(CX), Y5, Y5
-	VPUNPCKLDQ      Y8, Y6, Y17
-	VPUNPCKHDQ      Y8, Y6, Y18
+	VPUNPCKLDQ      Y7, Y6, Y17
+	VPUNPCKHDQ      Y7, Y6, Y18
 	VPADDD          Y18, Y17, Y17
 	VPUNPCKLDQ      Y5, Y4, Y18
 	VPUNPCKHDQ      Y5, Y4, Y4
@@ -6185,94 +6169,94 @@ groupdotQ2KVNNI256:
 	VPMULLW         q2kmul<>+0(SB), Y5, Y5
 	VPSHUFB         q2kti1<>+0(SB), Y4, Y4
 	VPMULLW         q2kmul<>+0(SB), Y4, Y4
-	VMOVDQU64       184(AX), Y20
-	VMOVDQA64       Y20, Y19
-	VPANDD          Y2, Y19, Y19
-	VPSHUFB         Y19, Y5, Y19
+	VBROADCASTI32X4 252(AX), Y19
+	VPANDD          Y1, Y19, Y19
+	VPSHUFB         q2kti0<>+0(SB), Y19, Y20
+	VPMULLW         q2kmul<>+0(SB), Y20, Y20
+	VPSHUFB         q2kti1<>+0(SB), Y19, Y19
+	VPMULLW         q2kmul<>+0(SB), Y19, Y19
+	VMOVDQU64       184(AX), Y22
+	VMOVDQA64       Y22, Y21
+	VPANDD          Y2, Y21, Y21
+	VPSHUFB         Y21, Y5, Y21
 	VPXORD          Y10, Y10, Y10
-	VPDPBUSD        588(CX), Y19, Y10
-	VPSRLW          $0x02, Y20, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
-	VPSHUFB         Y19, Y5, Y19
+	VPDPBUSD        588(CX), Y21, Y10
+	VMOVDQU64       268(AX), Y23
+	VMOVDQA64       Y23, Y21
+	VPANDD          Y2, Y21, Y21
+	VPSHUFB         Y21, Y20, Y21
 	VPXORD          Y11, Y11, Y11
-	VPDPBUSD        620(CX), Y19, Y11
-	VPSRLW          $0x04, Y20, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPDPBUSD        652(CX), Y19, Y10
-	VPSRLW          $0x06, Y20, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPDPBUSD        684(CX), Y19, Y11
-	VMOVDQU64       216(AX), Y19
-	VMOVDQA64       Y19, Y5
+	VPDPBUSD        880(CX), Y21, Y11
+	VPSRLW          $0x02, Y22, Y21
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y21
+	VPSHUFB         Y21, Y5, Y21
+	VPXORD          Y12, Y12, Y12
+	VPDPBUSD        620(CX), Y21, Y12
+	VPSRLW          $0x02, Y23, Y21
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y21
+	VPSHUFB         Y21, Y20, Y21
+	VPXORD          Y13, Y13, Y13
+	VPDPBUSD        912(CX), Y21, Y13
+	VPSRLW          $0x04, Y22, Y21
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y21
+	VPSHUFB         Y21, Y5, Y21
+	VPDPBUSD        652(CX), Y21, Y10
+	VPSRLW          $0x04, Y23, Y21
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y21
+	VPSHUFB         Y21, Y20, Y21
+	VPDPBUSD        944(CX), Y21, Y11
+	VPSRLW          $0x06, Y22, Y21
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y21
+	VPSHUFB         Y21, Y5, Y21
+	VPDPBUSD        684(CX), Y21, Y12
+	VPSRLW          $0x06, Y23, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
+	VPSHUFB         Y5, Y20, Y5
+	VPDPBUSD        976(CX), Y5, Y13
+	VMOVDQU64       216(AX), Y20
+	VMOVDQA64       Y20, Y5
 	VPANDD          Y2, Y5, Y5
 	VPSHUFB         Y5, Y4, Y5
 	VPDPBUSD        716(CX), Y5, Y10
-	VPSRLW          $0x02, Y19, Y5
+	VMOVDQU64       300(AX), Y21
+	VMOVDQA64       Y21, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y19, Y5
+	VPDPBUSD        1008(CX), Y5, Y11
+	VPSRLW          $0x02, Y20, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        748(CX), Y5, Y11
-	VPSRLW          $0x04, Y19, Y5
+	VPDPBUSD        748(CX), Y5, Y12
+	VPSRLW          $0x02, Y21, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y19, Y5
+	VPDPBUSD        1040(CX), Y5, Y13
+	VPSRLW          $0x04, Y20, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
 	VPDPBUSD        780(CX), Y5, Y10
-	VPSRLW          $0x06, Y19, Y5
+	VPSRLW          $0x04, Y21, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y19, Y5
+	VPDPBUSD        1072(CX), Y5, Y11
+	VPSRLW          $0x06, Y20, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        812(CX), Y5, Y11
-	VPADDD          Y11, Y10, Y10
+	VPDPBUSD        812(CX), Y5, Y12
+	VPSRLW          $0x06, Y21, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y19, Y4
+	VPDPBUSD        1104(CX), Y4, Y13
+	VPADDD          Y12, Y10, Y10
+	VPADDD          Y13, Y11, Y11
 	VPMOVZXBW       168(AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        844(CX), Y4, Y4
-	VBROADCASTI32X4 252(AX), Y5
-	VPANDD          Y1, Y5, Y5
-	VPSHUFB         q2kti0<>+0(SB), Y5, Y19
-	VPMULLW         q2kmul<>+0(SB), Y19, Y19
-	VPSHUFB         q2kti1<>+0(SB), Y5, Y5
-	VPMULLW         q2kmul<>+0(SB), Y5, Y5
-	VMOVDQU64       268(AX), Y21
-	VMOVDQA64       Y21, Y20
-	VPANDD          Y2, Y20, Y20
-	VPSHUFB         Y20, Y19, Y20
-	VPXORD          Y12, Y12, Y12
-	VPDPBUSD        880(CX), Y20, Y12
-	VPSRLW          $0x02, Y21, Y20
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y20
-	VPSHUFB         Y20, Y19, Y20
-	VPXORD          Y13, Y13, Y13
-	VPDPBUSD        912(CX), Y20, Y13
-	VPSRLW          $0x04, Y21, Y20
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y20
-	VPSHUFB         Y20, Y19, Y20
-	VPDPBUSD        944(CX), Y20, Y12
-	VPSRLW          $0x06, Y21, Y20
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y20
-	VPSHUFB         Y20, Y19, Y20
-	VPDPBUSD        976(CX), Y20, Y13
-	VMOVDQU64       300(AX), Y20
-	VMOVDQA64       Y20, Y19
-	VPANDD          Y2, Y19, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPDPBUSD        1008(CX), Y19, Y12
-	VPSRLW          $0x02, Y20, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPDPBUSD        1040(CX), Y19, Y13
-	VPSRLW          $0x04, Y20, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPDPBUSD        1072(CX), Y19, Y12
-	VPSRLW          $0x06, Y20, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPDPBUSD        1104(CX), Y19, Y13
-	VPADDD          Y13, Y12, Y12
 	VPMOVZXBW       252(AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        1136(CX), Y5, Y5
-	VPUNPCKLDQ      Y12, Y10, Y19
-	VPUNPCKHDQ      Y12, Y10, Y20
+	VPUNPCKLDQ      Y11, Y10, Y19
+	VPUNPCKHDQ      Y11, Y10, Y20
 	VPADDD          Y20, Y19, Y19
 	VPUNPCKLDQ      Y5, Y4, Y20
 	VPUNPCKHDQ      Y5, Y4, Y4
@@ -6393,19 +6377,20 @@ onedotQ2KVNNI256:
 	VPUNPCKLDQ      Y3, Y15, Y4
 	VPUNPCKHDQ      Y3, Y15, Y3
 	VPADDD          Y3, Y4, Y4
-	VEXTRACTI32X4   $0x01, Y4, X3
-	VPADDD          X3, X4, X3
-	VPSHUFD         $0x4e, X3, X4
+	VPUNPCKLQDQ     Y4, Y4, Y3
+	VPUNPCKHQDQ     Y4, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VEXTRACTI32X4   $0x01, Y3, X4
 	VPADDD          X4, X3, X3
-	VCVTDQ2PS       X3, X3
-	VMOVD           80(AX), X4
-	VCVTPH2PS       X4, X4
+	VCVTDQ2PS       X3, X4
+	VMOVD           80(AX), X3
+	VCVTPH2PS       X3, X3
 	VBROADCASTSS    (CX), X5
-	VMULPS          X4, X5, X4
-	VMULPS          X4, X3, X3
-	VMOVSHDUP       X3, X4
-	VSUBSS          X4, X3, X3
-	VADDSS          X3, X0, X0
+	VMULPS          X3, X5, X3
+	VMULPS          X3, X4, X4
+	VMOVSHDUP       X4, X3
+	VSUBSS          X3, X4, X4
+	VADDSS          X4, X0, X0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX

@@ -77,10 +77,8 @@ func q2kOne(t *target) {
 		sm := q2kSumms(w, []Mem{a})[0]
 		// [isum, summs] in lanes 0 and 1.
 		m := t.pairSum(is, sm)
-		x := t.fold128(m)
+		x := t.fold128(t.quadSum(m, m))
 		h := XMM()
-		VPSHUFD(U8(0x4e), x, h)
-		VPADDD(h, x, x)
 		f := XMM()
 		VCVTDQ2PS(x, f)
 		dd := halfs(Mem{Base: wp, Disp: 80}, true) // d, dmin
@@ -110,9 +108,21 @@ func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, betwe
 	// Pairs of blocks are merged as soon as both are done, so that few
 	// vectors stay live.
 	var isums, summs []VecVirtual
+	var pair [][]VecVirtual
 	for b := 0; b < q2kGroup; b++ {
 		w, a := Mem{Base: wp, Disp: 84 * b}, Mem{Base: ap, Disp: q8KSize * b}
-		is := t.q2kInts(w, []Mem{a}, 2, c0F, c03)
+		var is []VecVirtual
+		if t.vnni && !t.zmm() {
+			// Two blocks interleaved, so that their VPDPBUSD chains
+			// overlap (measured on Zen 4; AVX2's VPADDD chains and the
+			// 512-bit kernels gain nothing from it).
+			if b%2 == 0 {
+				pair = t.q2kLutN([]Mem{w, w.Offset(84)}, [][]Mem{{a}, {a.Offset(q8KSize)}}, 2, c0F, c03)
+			}
+			is = pair[b%2]
+		} else {
+			is = t.q2kInts(w, []Mem{a}, 2, c0F, c03)
+		}
 		isums = append(isums, t.foldY(is[0]))
 		summs = append(summs, q2kSumms(w, []Mem{a})[0])
 		if b%2 == 1 {
@@ -269,9 +279,10 @@ func q2kSumms(w Mem, acts []Mem) []VecVirtual {
 	return out
 }
 
-// q2kInts is q2kLut with VNNI, else q2kRuns.
+// q2kInts is q2kLut with VNNI, else q2kRuns; and q2kRuns for one row at
+// 512 bits, where the tables do not pay off (measured on Zen 4).
 func (t *target) q2kInts(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual {
-	if t.vnni {
+	if t.vnni && !(t.zmm() && len(acts) == 1) {
 		return t.q2kLut(w, acts, nacc, c0F, c03)
 	}
 	return t.q2kRuns(w, acts, nacc, c0F, c03)
@@ -318,9 +329,12 @@ func (t *target) q2kRuns(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual 
 // 8n+0,2,4,6 and in its odd ones 8n+1,3,5,7, and a quant's index is
 // q + 4j.
 func (t *target) q2kLut(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual {
-	scb := t.vec()
-	t.bcast16(w, scb)
-	t.and(c0F, scb, scb)
+	return t.q2kLutN([]Mem{w}, [][]Mem{acts}, nacc, c0F, c03)[0]
+}
+
+// q2kLutN is q2kLut for several weight blocks at once, their instructions
+// interleaved so that their accumulator chains overlap.
+func (t *target) q2kLutN(ws []Mem, acts [][]Mem, nacc int, c0F, c03 Op) [][]VecVirtual {
 	// The 16-bit products of [s s] by 256 and by 258 are [0 s] and
 	// [2s 3s] (mod 2^16, 257 = [s s]/s being odd): one VPMULLW per table.
 	var mul []byte
@@ -328,21 +342,26 @@ func (t *target) q2kLut(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual {
 		mul = append(mul, 0, 1, 2, 1)
 	}
 	mulc := constData("q2kmul", mul)
-	var tables [2]VecVirtual
-	for n := range tables {
-		var idx []byte
-		for len(idx) < 64 {
-			for odd := 0; odd < 2; odd++ {
-				for k := 0; k < 4; k++ {
-					for range 4 {
-						idx = append(idx, byte(8*n+2*k+odd))
+	tables := make([][2]VecVirtual, len(ws))
+	for b, w := range ws {
+		scb := t.vec()
+		t.bcast16(w, scb)
+		t.and(c0F, scb, scb)
+		for n := range tables[b] {
+			var idx []byte
+			for len(idx) < 64 {
+				for odd := 0; odd < 2; odd++ {
+					for k := 0; k < 4; k++ {
+						for range 4 {
+							idx = append(idx, byte(8*n+2*k+odd))
+						}
 					}
 				}
 			}
+			tables[b][n] = t.vec()
+			VPSHUFB(constData("q2kti"+string(rune('0'+n)), idx), scb, tables[b][n])
+			VPMULLW(mulc, tables[b][n], tables[b][n])
 		}
-		tables[n] = t.vec()
-		VPSHUFB(constData("q2kti"+string(rune('0'+n)), idx), scb, tables[n])
-		VPMULLW(mulc, tables[n], tables[n])
 	}
 	// offs[i]: 4j for the shift j of every byte of vector i.
 	var off []byte
@@ -355,41 +374,47 @@ func (t *target) q2kLut(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual {
 		}
 	}
 	offs := constData("q2koffs"+string(rune('0'+t.w/32)), off)
-	sums := make([]*isumAcc, len(acts))
-	for k := range sums {
-		sums[k] = t.newIsum(nacc)
+	sums := make([][]*isumAcc, len(ws))
+	for b := range ws {
+		for range acts[b] {
+			sums[b] = append(sums[b], t.newIsum(nacc))
+		}
 	}
-	var q VecVirtual
+	qs := make([]VecVirtual, len(ws))
 	for i := 0; i < 256/t.w; i++ {
-		u := t.vec()
-		per := 128 / t.w // vectors per half block
-		n, r := i/per, i%per
-		if r == 0 {
-			q = t.vec()
-			t.load32(w.Offset(16+32*n), q)
-		}
-		if t.zmm() {
+		for b, w := range ws {
+			u := t.vec()
+			per := 128 / t.w // vectors per half block
+			n, r := i/per, i%per
 			if r == 0 {
-				vshift(0, -2, q, u)
-			} else {
-				vshift(-4, -6, q, u)
+				qs[b] = t.vec()
+				t.load32(w.Offset(16+32*n), qs[b])
 			}
-		} else {
-			t.shiftBits(-2*r, q, u)
-		}
-		if i%per == 0 && !t.zmm() {
-			t.and(c03, u, u) // j = 0: no offset
-		} else {
-			VPTERNLOGD(U8(0xea), offs.Offset(i*t.w), c03, u) // u&3 | 4j
-		}
-		VPSHUFB(u, tables[n], u)
-		for k, a := range acts {
-			sums[k].addBytes(u, a.Offset(q8KQs+i*t.w))
+			if t.zmm() {
+				if r == 0 {
+					vshift(0, -2, qs[b], u)
+				} else {
+					vshift(-4, -6, qs[b], u)
+				}
+			} else {
+				t.shiftBits(-2*r, qs[b], u)
+			}
+			if r == 0 && !t.zmm() {
+				t.and(c03, u, u) // j = 0: no offset
+			} else {
+				VPTERNLOGD(U8(0xea), offs.Offset(i*t.w), c03, u) // u&3 | 4j
+			}
+			VPSHUFB(u, tables[b][n], u)
+			for k, a := range acts[b] {
+				sums[b][k].addBytes(u, a.Offset(q8KQs+i*t.w))
+			}
 		}
 	}
-	out := make([]VecVirtual, len(acts))
-	for k, sum := range sums {
-		out[k] = sum.sum()
+	out := make([][]VecVirtual, len(ws))
+	for b := range ws {
+		for _, sum := range sums[b] {
+			out[b] = append(out[b], sum.sum())
+		}
 	}
 	return out
 }
