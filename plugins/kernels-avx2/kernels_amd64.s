@@ -67,183 +67,183 @@ TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-28
 	VPMOVZXBW      (AX), Y3
 	VPSRLW         $0x04, Y3, Y3
 	VPMADDWD       260(CX), Y3, Y3
-	VBROADCASTI128 84(AX), Y5
-	VPAND          Y1, Y5, Y5
-	VMOVDQU        100(AX), Y7
-	VPAND          Y2, Y7, Y6
-	VPSHUFB        scidx16<>+0(SB), Y5, Y9
-	VPMADDUBSW     296(CX), Y6, Y6
+	VPUNPCKLDQ     Y3, Y4, Y5
+	VPUNPCKHDQ     Y3, Y4, Y3
+	VPADDD         Y3, Y5, Y5
+	VBROADCASTI128 84(AX), Y3
+	VPAND          Y1, Y3, Y3
+	VMOVDQU        100(AX), Y6
+	VPAND          Y2, Y6, Y4
+	VPSHUFB        scidx16<>+0(SB), Y3, Y7
+	VPMADDUBSW     296(CX), Y4, Y4
+	VPMADDWD       Y7, Y4, Y4
+	VPSRLW         $0x02, Y6, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+32(SB), Y3, Y9
+	VPMADDUBSW     328(CX), Y7, Y7
+	VPMADDWD       Y9, Y7, Y7
+	VPSRLW         $0x04, Y6, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y3, Y10
+	VPMADDUBSW     360(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
+	VPSRLW         $0x06, Y6, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+96(SB), Y3, Y9
+	VPMADDUBSW     392(CX), Y6, Y6
 	VPMADDWD       Y9, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VMOVDQU        132(AX), Y9
+	VPAND          Y2, Y9, Y6
+	VPSHUFB        scidx16<>+128(SB), Y3, Y10
+	VPMADDUBSW     424(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPSRLW         $0x02, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+160(SB), Y3, Y10
+	VPMADDUBSW     456(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPSRLW         $0x04, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+192(SB), Y3, Y10
+	VPMADDUBSW     488(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPSRLW         $0x06, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+224(SB), Y3, Y3
+	VPMADDUBSW     520(CX), Y6, Y6
+	VPMADDWD       Y3, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPMOVZXBW      84(AX), Y3
+	VPSRLW         $0x04, Y3, Y3
+	VPMADDWD       552(CX), Y3, Y3
+	VPUNPCKLDQ     Y3, Y4, Y6
+	VPUNPCKHDQ     Y3, Y4, Y3
+	VPADDD         Y3, Y6, Y6
+	VPUNPCKLQDQ    Y6, Y5, Y3
+	VPUNPCKHQDQ    Y6, Y5, Y4
+	VPADDD         Y4, Y3, Y3
+	VBROADCASTI128 168(AX), Y4
+	VPAND          Y1, Y4, Y4
+	VMOVDQU        184(AX), Y6
+	VPAND          Y2, Y6, Y5
+	VPSHUFB        scidx16<>+0(SB), Y4, Y7
+	VPMADDUBSW     588(CX), Y5, Y5
+	VPMADDWD       Y7, Y5, Y5
+	VPSRLW         $0x02, Y6, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+32(SB), Y4, Y9
+	VPMADDUBSW     620(CX), Y7, Y7
+	VPMADDWD       Y9, Y7, Y7
+	VPSRLW         $0x04, Y6, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y4, Y10
+	VPMADDUBSW     652(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPSRLW         $0x06, Y6, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+96(SB), Y4, Y9
+	VPMADDUBSW     684(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VMOVDQU        216(AX), Y9
+	VPAND          Y2, Y9, Y6
+	VPSHUFB        scidx16<>+128(SB), Y4, Y10
+	VPMADDUBSW     716(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VPSRLW         $0x02, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+160(SB), Y4, Y10
+	VPMADDUBSW     748(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPSRLW         $0x04, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+192(SB), Y4, Y10
+	VPMADDUBSW     780(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VPSRLW         $0x06, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+224(SB), Y4, Y4
+	VPMADDUBSW     812(CX), Y6, Y6
+	VPMADDWD       Y4, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPMOVZXBW      168(AX), Y4
+	VPSRLW         $0x04, Y4, Y4
+	VPMADDWD       844(CX), Y4, Y4
+	VPUNPCKLDQ     Y4, Y5, Y6
+	VPUNPCKHDQ     Y4, Y5, Y4
+	VPADDD         Y4, Y6, Y6
+	VBROADCASTI128 252(AX), Y4
+	VPAND          Y1, Y4, Y4
+	VMOVDQU        268(AX), Y7
+	VPAND          Y2, Y7, Y5
+	VPSHUFB        scidx16<>+0(SB), Y4, Y9
+	VPMADDUBSW     880(CX), Y5, Y5
+	VPMADDWD       Y9, Y5, Y5
 	VPSRLW         $0x02, Y7, Y9
 	VPAND          Y2, Y9, Y9
-	VPSHUFB        scidx16<>+32(SB), Y5, Y10
-	VPMADDUBSW     328(CX), Y9, Y9
+	VPSHUFB        scidx16<>+32(SB), Y4, Y10
+	VPMADDUBSW     912(CX), Y9, Y9
 	VPMADDWD       Y10, Y9, Y9
 	VPSRLW         $0x04, Y7, Y10
 	VPAND          Y2, Y10, Y10
-	VPSHUFB        scidx16<>+64(SB), Y5, Y11
-	VPMADDUBSW     360(CX), Y10, Y10
+	VPSHUFB        scidx16<>+64(SB), Y4, Y11
+	VPMADDUBSW     944(CX), Y10, Y10
 	VPMADDWD       Y11, Y10, Y10
-	VPADDD         Y10, Y6, Y6
+	VPADDD         Y10, Y5, Y5
 	VPSRLW         $0x06, Y7, Y7
 	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+96(SB), Y5, Y10
-	VPMADDUBSW     392(CX), Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y4, Y10
+	VPMADDUBSW     976(CX), Y7, Y7
 	VPMADDWD       Y10, Y7, Y7
 	VPADDD         Y7, Y9, Y9
-	VMOVDQU        132(AX), Y10
+	VMOVDQU        300(AX), Y10
 	VPAND          Y2, Y10, Y7
-	VPSHUFB        scidx16<>+128(SB), Y5, Y11
-	VPMADDUBSW     424(CX), Y7, Y7
+	VPSHUFB        scidx16<>+128(SB), Y4, Y11
+	VPMADDUBSW     1008(CX), Y7, Y7
 	VPMADDWD       Y11, Y7, Y7
-	VPADDD         Y7, Y6, Y6
+	VPADDD         Y7, Y5, Y5
 	VPSRLW         $0x02, Y10, Y7
 	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+160(SB), Y5, Y11
-	VPMADDUBSW     456(CX), Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y4, Y11
+	VPMADDUBSW     1040(CX), Y7, Y7
 	VPMADDWD       Y11, Y7, Y7
 	VPADDD         Y7, Y9, Y9
 	VPSRLW         $0x04, Y10, Y7
 	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+192(SB), Y5, Y11
-	VPMADDUBSW     488(CX), Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y4, Y11
+	VPMADDUBSW     1072(CX), Y7, Y7
 	VPMADDWD       Y11, Y7, Y7
-	VPADDD         Y7, Y6, Y6
+	VPADDD         Y7, Y5, Y5
 	VPSRLW         $0x06, Y10, Y7
 	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+224(SB), Y5, Y5
-	VPMADDUBSW     520(CX), Y7, Y7
-	VPMADDWD       Y5, Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y4, Y4
+	VPMADDUBSW     1104(CX), Y7, Y7
+	VPMADDWD       Y4, Y7, Y7
 	VPADDD         Y7, Y9, Y9
-	VPADDD         Y9, Y6, Y6
-	VPMOVZXBW      84(AX), Y5
-	VPSRLW         $0x04, Y5, Y5
-	VPMADDWD       552(CX), Y5, Y5
-	VPUNPCKLDQ     Y6, Y4, Y7
-	VPUNPCKHDQ     Y6, Y4, Y4
-	VPADDD         Y4, Y7, Y7
-	VPUNPCKLDQ     Y5, Y3, Y4
-	VPUNPCKHDQ     Y5, Y3, Y3
-	VPADDD         Y3, Y4, Y4
-	VBROADCASTI128 168(AX), Y3
-	VPAND          Y1, Y3, Y3
-	VMOVDQU        184(AX), Y6
-	VPAND          Y2, Y6, Y5
-	VPSHUFB        scidx16<>+0(SB), Y3, Y9
-	VPMADDUBSW     588(CX), Y5, Y5
-	VPMADDWD       Y9, Y5, Y5
-	VPSRLW         $0x02, Y6, Y9
-	VPAND          Y2, Y9, Y9
-	VPSHUFB        scidx16<>+32(SB), Y3, Y10
-	VPMADDUBSW     620(CX), Y9, Y9
-	VPMADDWD       Y10, Y9, Y9
-	VPSRLW         $0x04, Y6, Y10
-	VPAND          Y2, Y10, Y10
-	VPSHUFB        scidx16<>+64(SB), Y3, Y11
-	VPMADDUBSW     652(CX), Y10, Y10
-	VPMADDWD       Y11, Y10, Y10
-	VPADDD         Y10, Y5, Y5
-	VPSRLW         $0x06, Y6, Y6
-	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+96(SB), Y3, Y10
-	VPMADDUBSW     684(CX), Y6, Y6
-	VPMADDWD       Y10, Y6, Y6
-	VPADDD         Y6, Y9, Y9
-	VMOVDQU        216(AX), Y10
-	VPAND          Y2, Y10, Y6
-	VPSHUFB        scidx16<>+128(SB), Y3, Y11
-	VPMADDUBSW     716(CX), Y6, Y6
-	VPMADDWD       Y11, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPSRLW         $0x02, Y10, Y6
-	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+160(SB), Y3, Y11
-	VPMADDUBSW     748(CX), Y6, Y6
-	VPMADDWD       Y11, Y6, Y6
-	VPADDD         Y6, Y9, Y9
-	VPSRLW         $0x04, Y10, Y6
-	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+192(SB), Y3, Y11
-	VPMADDUBSW     780(CX), Y6, Y6
-	VPMADDWD       Y11, Y6, Y6
-	VPADDD         Y6, Y5, Y5
-	VPSRLW         $0x06, Y10, Y6
-	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+224(SB), Y3, Y3
-	VPMADDUBSW     812(CX), Y6, Y6
-	VPMADDWD       Y3, Y6, Y6
-	VPADDD         Y6, Y9, Y9
 	VPADDD         Y9, Y5, Y5
-	VPMOVZXBW      168(AX), Y3
-	VPSRLW         $0x04, Y3, Y3
-	VPMADDWD       844(CX), Y3, Y3
-	VBROADCASTI128 252(AX), Y6
-	VPAND          Y1, Y6, Y6
-	VMOVDQU        268(AX), Y10
-	VPAND          Y2, Y10, Y9
-	VPSHUFB        scidx16<>+0(SB), Y6, Y11
-	VPMADDUBSW     880(CX), Y9, Y9
-	VPMADDWD       Y11, Y9, Y9
-	VPSRLW         $0x02, Y10, Y11
-	VPAND          Y2, Y11, Y11
-	VPSHUFB        scidx16<>+32(SB), Y6, Y12
-	VPMADDUBSW     912(CX), Y11, Y11
-	VPMADDWD       Y12, Y11, Y11
-	VPSRLW         $0x04, Y10, Y12
-	VPAND          Y2, Y12, Y12
-	VPSHUFB        scidx16<>+64(SB), Y6, Y13
-	VPMADDUBSW     944(CX), Y12, Y12
-	VPMADDWD       Y13, Y12, Y12
-	VPADDD         Y12, Y9, Y9
-	VPSRLW         $0x06, Y10, Y10
-	VPAND          Y2, Y10, Y10
-	VPSHUFB        scidx16<>+96(SB), Y6, Y12
-	VPMADDUBSW     976(CX), Y10, Y10
-	VPMADDWD       Y12, Y10, Y10
-	VPADDD         Y10, Y11, Y11
-	VMOVDQU        300(AX), Y12
-	VPAND          Y2, Y12, Y10
-	VPSHUFB        scidx16<>+128(SB), Y6, Y13
-	VPMADDUBSW     1008(CX), Y10, Y10
-	VPMADDWD       Y13, Y10, Y10
-	VPADDD         Y10, Y9, Y9
-	VPSRLW         $0x02, Y12, Y10
-	VPAND          Y2, Y10, Y10
-	VPSHUFB        scidx16<>+160(SB), Y6, Y13
-	VPMADDUBSW     1040(CX), Y10, Y10
-	VPMADDWD       Y13, Y10, Y10
-	VPADDD         Y10, Y11, Y11
-	VPSRLW         $0x04, Y12, Y10
-	VPAND          Y2, Y10, Y10
-	VPSHUFB        scidx16<>+192(SB), Y6, Y13
-	VPMADDUBSW     1072(CX), Y10, Y10
-	VPMADDWD       Y13, Y10, Y10
-	VPADDD         Y10, Y9, Y9
-	VPSRLW         $0x06, Y12, Y10
-	VPAND          Y2, Y10, Y10
-	VPSHUFB        scidx16<>+224(SB), Y6, Y6
-	VPMADDUBSW     1104(CX), Y10, Y10
-	VPMADDWD       Y6, Y10, Y10
-	VPADDD         Y10, Y11, Y11
-	VPADDD         Y11, Y9, Y9
-	VPMOVZXBW      252(AX), Y6
-	VPSRLW         $0x04, Y6, Y6
-	VPMADDWD       1136(CX), Y6, Y6
-	VPUNPCKLDQ     Y9, Y5, Y10
-	VPUNPCKHDQ     Y9, Y5, Y5
-	VPADDD         Y5, Y10, Y10
-	VPUNPCKLDQ     Y6, Y3, Y5
-	VPUNPCKHDQ     Y6, Y3, Y3
-	VPADDD         Y3, Y5, Y5
-	VPUNPCKLQDQ    Y10, Y7, Y3
-	VPUNPCKHQDQ    Y10, Y7, Y6
-	VPADDD         Y6, Y3, Y3
-	VPUNPCKLQDQ    Y5, Y4, Y6
-	VPUNPCKHQDQ    Y5, Y4, Y4
-	VPADDD         Y4, Y6, Y6
-	VPERM2I128     $0x20, Y6, Y3, Y4
-	VPERM2I128     $0x31, Y6, Y3, Y3
-	VPADDD         Y3, Y4, Y3
+	VPMOVZXBW      252(AX), Y4
+	VPSRLW         $0x04, Y4, Y4
+	VPMADDWD       1136(CX), Y4, Y4
+	VPUNPCKLDQ     Y4, Y5, Y7
+	VPUNPCKHDQ     Y4, Y5, Y4
+	VPADDD         Y4, Y7, Y7
+	VPUNPCKLQDQ    Y7, Y6, Y4
+	VPUNPCKHQDQ    Y7, Y6, Y5
+	VPADDD         Y5, Y4, Y4
+	VPERM2I128     $0x20, Y4, Y3, Y5
+	VPERM2I128     $0x31, Y4, Y3, Y3
+	VPADDD         Y3, Y5, Y3
 	ADDQ           $0x00000150, AX
 	ADDQ           $0x00000490, CX
 	SUBQ           $0x04, DX
@@ -303,205 +303,206 @@ groupdotQ2KAVX2:
 	VPMOVZXBW      (AX), Y4
 	VPSRLW         $0x04, Y4, Y4
 	VPMADDWD       260(CX), Y4, Y4
-	VBROADCASTI128 84(AX), Y6
-	VPAND          Y1, Y6, Y6
-	VMOVDQU        100(AX), Y9
-	VPAND          Y2, Y9, Y7
-	VPSHUFB        scidx16<>+0(SB), Y6, Y10
-	VPMADDUBSW     296(CX), Y7, Y7
+	VPUNPCKLDQ     Y4, Y5, Y6
+	VPUNPCKHDQ     Y4, Y5, Y4
+	VPADDD         Y4, Y6, Y6
+	VBROADCASTI128 84(AX), Y4
+	VPAND          Y1, Y4, Y4
+	VMOVDQU        100(AX), Y7
+	VPAND          Y2, Y7, Y5
+	VPSHUFB        scidx16<>+0(SB), Y4, Y9
+	VPMADDUBSW     296(CX), Y5, Y5
+	VPMADDWD       Y9, Y5, Y5
+	VPSRLW         $0x02, Y7, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+32(SB), Y4, Y10
+	VPMADDUBSW     328(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPSRLW         $0x04, Y7, Y10
+	VPAND          Y2, Y10, Y10
+	VPSHUFB        scidx16<>+64(SB), Y4, Y11
+	VPMADDUBSW     360(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y5, Y5
+	VPSRLW         $0x06, Y7, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y4, Y10
+	VPMADDUBSW     392(CX), Y7, Y7
 	VPMADDWD       Y10, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VMOVDQU        132(AX), Y10
+	VPAND          Y2, Y10, Y7
+	VPSHUFB        scidx16<>+128(SB), Y4, Y11
+	VPMADDUBSW     424(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPSRLW         $0x02, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y4, Y11
+	VPMADDUBSW     456(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPSRLW         $0x04, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y4, Y11
+	VPMADDUBSW     488(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPSRLW         $0x06, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y4, Y4
+	VPMADDUBSW     520(CX), Y7, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPMOVZXBW      84(AX), Y4
+	VPSRLW         $0x04, Y4, Y4
+	VPMADDWD       552(CX), Y4, Y4
+	VPUNPCKLDQ     Y4, Y5, Y7
+	VPUNPCKHDQ     Y4, Y5, Y4
+	VPADDD         Y4, Y7, Y7
+	VPUNPCKLQDQ    Y7, Y6, Y4
+	VPUNPCKHQDQ    Y7, Y6, Y5
+	VPADDD         Y5, Y4, Y4
+	VBROADCASTI128 168(AX), Y5
+	VPAND          Y1, Y5, Y5
+	VMOVDQU        184(AX), Y7
+	VPAND          Y2, Y7, Y6
+	VPSHUFB        scidx16<>+0(SB), Y5, Y9
+	VPMADDUBSW     588(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPSRLW         $0x02, Y7, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+32(SB), Y5, Y10
+	VPMADDUBSW     620(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPSRLW         $0x04, Y7, Y10
+	VPAND          Y2, Y10, Y10
+	VPSHUFB        scidx16<>+64(SB), Y5, Y11
+	VPMADDUBSW     652(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y6, Y6
+	VPSRLW         $0x06, Y7, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y5, Y10
+	VPMADDUBSW     684(CX), Y7, Y7
+	VPMADDWD       Y10, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VMOVDQU        216(AX), Y10
+	VPAND          Y2, Y10, Y7
+	VPSHUFB        scidx16<>+128(SB), Y5, Y11
+	VPMADDUBSW     716(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x02, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y5, Y11
+	VPMADDUBSW     748(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPSRLW         $0x04, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y5, Y11
+	VPMADDUBSW     780(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x06, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y5, Y5
+	VPMADDUBSW     812(CX), Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VPMOVZXBW      168(AX), Y5
+	VPSRLW         $0x04, Y5, Y5
+	VPMADDWD       844(CX), Y5, Y5
+	VPUNPCKLDQ     Y5, Y6, Y7
+	VPUNPCKHDQ     Y5, Y6, Y5
+	VPADDD         Y5, Y7, Y7
+	VBROADCASTI128 252(AX), Y5
+	VPAND          Y1, Y5, Y5
+	VMOVDQU        268(AX), Y9
+	VPAND          Y2, Y9, Y6
+	VPSHUFB        scidx16<>+0(SB), Y5, Y10
+	VPMADDUBSW     880(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
 	VPSRLW         $0x02, Y9, Y10
 	VPAND          Y2, Y10, Y10
-	VPSHUFB        scidx16<>+32(SB), Y6, Y11
-	VPMADDUBSW     328(CX), Y10, Y10
+	VPSHUFB        scidx16<>+32(SB), Y5, Y11
+	VPMADDUBSW     912(CX), Y10, Y10
 	VPMADDWD       Y11, Y10, Y10
 	VPSRLW         $0x04, Y9, Y11
 	VPAND          Y2, Y11, Y11
-	VPSHUFB        scidx16<>+64(SB), Y6, Y12
-	VPMADDUBSW     360(CX), Y11, Y11
+	VPSHUFB        scidx16<>+64(SB), Y5, Y12
+	VPMADDUBSW     944(CX), Y11, Y11
 	VPMADDWD       Y12, Y11, Y11
-	VPADDD         Y11, Y7, Y7
+	VPADDD         Y11, Y6, Y6
 	VPSRLW         $0x06, Y9, Y9
 	VPAND          Y2, Y9, Y9
-	VPSHUFB        scidx16<>+96(SB), Y6, Y11
-	VPMADDUBSW     392(CX), Y9, Y9
+	VPSHUFB        scidx16<>+96(SB), Y5, Y11
+	VPMADDUBSW     976(CX), Y9, Y9
 	VPMADDWD       Y11, Y9, Y9
 	VPADDD         Y9, Y10, Y10
-	VMOVDQU        132(AX), Y11
+	VMOVDQU        300(AX), Y11
 	VPAND          Y2, Y11, Y9
-	VPSHUFB        scidx16<>+128(SB), Y6, Y12
-	VPMADDUBSW     424(CX), Y9, Y9
+	VPSHUFB        scidx16<>+128(SB), Y5, Y12
+	VPMADDUBSW     1008(CX), Y9, Y9
 	VPMADDWD       Y12, Y9, Y9
-	VPADDD         Y9, Y7, Y7
+	VPADDD         Y9, Y6, Y6
 	VPSRLW         $0x02, Y11, Y9
 	VPAND          Y2, Y9, Y9
-	VPSHUFB        scidx16<>+160(SB), Y6, Y12
-	VPMADDUBSW     456(CX), Y9, Y9
+	VPSHUFB        scidx16<>+160(SB), Y5, Y12
+	VPMADDUBSW     1040(CX), Y9, Y9
 	VPMADDWD       Y12, Y9, Y9
 	VPADDD         Y9, Y10, Y10
 	VPSRLW         $0x04, Y11, Y9
 	VPAND          Y2, Y9, Y9
-	VPSHUFB        scidx16<>+192(SB), Y6, Y12
-	VPMADDUBSW     488(CX), Y9, Y9
+	VPSHUFB        scidx16<>+192(SB), Y5, Y12
+	VPMADDUBSW     1072(CX), Y9, Y9
 	VPMADDWD       Y12, Y9, Y9
-	VPADDD         Y9, Y7, Y7
+	VPADDD         Y9, Y6, Y6
 	VPSRLW         $0x06, Y11, Y9
 	VPAND          Y2, Y9, Y9
-	VPSHUFB        scidx16<>+224(SB), Y6, Y6
-	VPMADDUBSW     520(CX), Y9, Y9
-	VPMADDWD       Y6, Y9, Y9
+	VPSHUFB        scidx16<>+224(SB), Y5, Y5
+	VPMADDUBSW     1104(CX), Y9, Y9
+	VPMADDWD       Y5, Y9, Y9
 	VPADDD         Y9, Y10, Y10
-	VPADDD         Y10, Y7, Y7
-	VPMOVZXBW      84(AX), Y6
-	VPSRLW         $0x04, Y6, Y6
-	VPMADDWD       552(CX), Y6, Y6
-	VPUNPCKLDQ     Y7, Y5, Y9
-	VPUNPCKHDQ     Y7, Y5, Y5
-	VPADDD         Y5, Y9, Y9
-	VPUNPCKLDQ     Y6, Y4, Y5
-	VPUNPCKHDQ     Y6, Y4, Y4
-	VPADDD         Y4, Y5, Y5
-	VBROADCASTI128 168(AX), Y4
-	VPAND          Y1, Y4, Y4
-	VMOVDQU        184(AX), Y7
-	VPAND          Y2, Y7, Y6
-	VPSHUFB        scidx16<>+0(SB), Y4, Y10
-	VPMADDUBSW     588(CX), Y6, Y6
-	VPMADDWD       Y10, Y6, Y6
-	VPSRLW         $0x02, Y7, Y10
-	VPAND          Y2, Y10, Y10
-	VPSHUFB        scidx16<>+32(SB), Y4, Y11
-	VPMADDUBSW     620(CX), Y10, Y10
-	VPMADDWD       Y11, Y10, Y10
-	VPSRLW         $0x04, Y7, Y11
-	VPAND          Y2, Y11, Y11
-	VPSHUFB        scidx16<>+64(SB), Y4, Y12
-	VPMADDUBSW     652(CX), Y11, Y11
-	VPMADDWD       Y12, Y11, Y11
-	VPADDD         Y11, Y6, Y6
-	VPSRLW         $0x06, Y7, Y7
-	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+96(SB), Y4, Y11
-	VPMADDUBSW     684(CX), Y7, Y7
-	VPMADDWD       Y11, Y7, Y7
-	VPADDD         Y7, Y10, Y10
-	VMOVDQU        216(AX), Y11
-	VPAND          Y2, Y11, Y7
-	VPSHUFB        scidx16<>+128(SB), Y4, Y12
-	VPMADDUBSW     716(CX), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x02, Y11, Y7
-	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+160(SB), Y4, Y12
-	VPMADDUBSW     748(CX), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y10, Y10
-	VPSRLW         $0x04, Y11, Y7
-	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+192(SB), Y4, Y12
-	VPMADDUBSW     780(CX), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x06, Y11, Y7
-	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+224(SB), Y4, Y4
-	VPMADDUBSW     812(CX), Y7, Y7
-	VPMADDWD       Y4, Y7, Y7
-	VPADDD         Y7, Y10, Y10
 	VPADDD         Y10, Y6, Y6
-	VPMOVZXBW      168(AX), Y4
-	VPSRLW         $0x04, Y4, Y4
-	VPMADDWD       844(CX), Y4, Y4
-	VBROADCASTI128 252(AX), Y7
-	VPAND          Y1, Y7, Y7
-	VMOVDQU        268(AX), Y11
-	VPAND          Y2, Y11, Y10
-	VPSHUFB        scidx16<>+0(SB), Y7, Y12
-	VPMADDUBSW     880(CX), Y10, Y10
-	VPMADDWD       Y12, Y10, Y10
-	VPSRLW         $0x02, Y11, Y12
-	VPAND          Y2, Y12, Y12
-	VPSHUFB        scidx16<>+32(SB), Y7, Y13
-	VPMADDUBSW     912(CX), Y12, Y12
-	VPMADDWD       Y13, Y12, Y12
-	VPSRLW         $0x04, Y11, Y13
-	VPAND          Y2, Y13, Y13
-	VPSHUFB        scidx16<>+64(SB), Y7, Y14
-	VPMADDUBSW     944(CX), Y13, Y13
-	VPMADDWD       Y14, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPSRLW         $0x06, Y11, Y11
-	VPAND          Y2, Y11, Y11
-	VPSHUFB        scidx16<>+96(SB), Y7, Y13
-	VPMADDUBSW     976(CX), Y11, Y11
-	VPMADDWD       Y13, Y11, Y11
-	VPADDD         Y11, Y12, Y12
-	VMOVDQU        300(AX), Y13
-	VPAND          Y2, Y13, Y11
-	VPSHUFB        scidx16<>+128(SB), Y7, Y14
-	VPMADDUBSW     1008(CX), Y11, Y11
-	VPMADDWD       Y14, Y11, Y11
-	VPADDD         Y11, Y10, Y10
-	VPSRLW         $0x02, Y13, Y11
-	VPAND          Y2, Y11, Y11
-	VPSHUFB        scidx16<>+160(SB), Y7, Y14
-	VPMADDUBSW     1040(CX), Y11, Y11
-	VPMADDWD       Y14, Y11, Y11
-	VPADDD         Y11, Y12, Y12
-	VPSRLW         $0x04, Y13, Y11
-	VPAND          Y2, Y11, Y11
-	VPSHUFB        scidx16<>+192(SB), Y7, Y14
-	VPMADDUBSW     1072(CX), Y11, Y11
-	VPMADDWD       Y14, Y11, Y11
-	VPADDD         Y11, Y10, Y10
-	VPSRLW         $0x06, Y13, Y11
-	VPAND          Y2, Y11, Y11
-	VPSHUFB        scidx16<>+224(SB), Y7, Y7
-	VPMADDUBSW     1104(CX), Y11, Y11
-	VPMADDWD       Y7, Y11, Y11
-	VPADDD         Y11, Y12, Y12
-	VPADDD         Y12, Y10, Y10
-	VPMOVZXBW      252(AX), Y7
-	VPSRLW         $0x04, Y7, Y7
-	VPMADDWD       1136(CX), Y7, Y7
-	VPUNPCKLDQ     Y10, Y6, Y11
-	VPUNPCKHDQ     Y10, Y6, Y6
-	VPADDD         Y6, Y11, Y11
-	VPUNPCKLDQ     Y7, Y4, Y6
-	VPUNPCKHDQ     Y7, Y4, Y4
-	VPADDD         Y4, Y6, Y6
-	VPUNPCKLQDQ    Y11, Y9, Y4
-	VPUNPCKHQDQ    Y11, Y9, Y7
-	VPADDD         Y7, Y4, Y4
-	VPUNPCKLQDQ    Y6, Y5, Y7
-	VPUNPCKHQDQ    Y6, Y5, Y5
-	VPADDD         Y5, Y7, Y7
-	VMOVD          -256(AX), X5
-	VINSERTPS      $0x10, -172(AX), X5, X5
-	VINSERTPS      $0x20, -88(AX), X5, X5
-	VINSERTPS      $0x30, -4(AX), X5, X5
-	VPSHUFB        q2kdeint<>+0(SB), X5, X5
-	VCVTPH2PS      X5, Y5
-	VMOVSS         -1168(CX), X8
-	VINSERTPS      $0x10, -876(CX), X8, X8
-	VINSERTPS      $0x20, -584(CX), X8, X8
-	VINSERTPS      $0x30, -292(CX), X8, X8
-	VINSERTF128    $0x01, X8, Y8, Y6
-	VMULPS         Y5, Y6, Y5
+	VPMOVZXBW      252(AX), Y5
+	VPSRLW         $0x04, Y5, Y5
+	VPMADDWD       1136(CX), Y5, Y5
+	VPUNPCKLDQ     Y5, Y6, Y9
+	VPUNPCKHDQ     Y5, Y6, Y5
+	VPADDD         Y5, Y9, Y9
+	VPUNPCKLQDQ    Y9, Y7, Y5
+	VPUNPCKHQDQ    Y9, Y7, Y6
+	VPADDD         Y6, Y5, Y5
+	VMOVD          -256(AX), X6
+	VINSERTPS      $0x10, -172(AX), X6, X6
+	VINSERTPS      $0x20, -88(AX), X6, X6
+	VINSERTPS      $0x30, -4(AX), X6, X6
+	VCVTPH2PS      X6, Y6
+	VBROADCASTSS   -1168(CX), X8
+	VBROADCASTSS   -876(CX), X10
+	VBROADCASTSS   -584(CX), X7
+	VBROADCASTSS   -292(CX), X9
+	VSHUFPS        $0x00, X10, X8, X8
+	VSHUFPS        $0x00, X9, X7, X7
+	VINSERTF128    $0x01, X7, Y8, Y7
+	VMULPS         Y6, Y7, Y6
 	VCVTDQ2PS      Y3, Y3
-	VMULPS         Y5, Y3, Y3
-	VEXTRACTF128   $0x01, Y3, X5
-	VSUBPS         X5, X3, X3
+	VMULPS         Y6, Y3, Y3
+	VMOVSHDUP      Y3, Y6
+	VSUBPS         Y6, Y3, Y3
 	VADDSS         X3, X0, X0
-	VMOVSHDUP      X3, X5
-	VADDSS         X5, X0, X0
-	VMOVHLPS       X3, X3, X5
-	VADDSS         X5, X0, X0
-	VPERMILPS      $0x03, X3, X3
+	VMOVHLPS       X3, X3, X6
+	VADDSS         X6, X0, X0
+	VEXTRACTF128   $0x01, Y3, X3
 	VADDSS         X3, X0, X0
-	VPERM2I128     $0x20, Y7, Y4, Y3
-	VPERM2I128     $0x31, Y7, Y4, Y4
+	VMOVHLPS       X3, X3, X3
+	VADDSS         X3, X0, X0
+	VPERM2I128     $0x20, Y5, Y4, Y3
+	VPERM2I128     $0x31, Y5, Y4, Y4
 	VPADDD         Y4, Y3, Y3
 	ADDQ           $0x00000150, AX
 	ADDQ           $0x00000490, CX
@@ -513,24 +514,25 @@ draindotQ2KAVX2:
 	VINSERTPS    $0x10, -172(AX), X4, X4
 	VINSERTPS    $0x20, -88(AX), X4, X4
 	VINSERTPS    $0x30, -4(AX), X4, X4
-	VPSHUFB      q2kdeint<>+0(SB), X4, X4
 	VCVTPH2PS    X4, Y4
-	VMOVSS       -1168(CX), X8
-	VINSERTPS    $0x10, -876(CX), X8, X8
-	VINSERTPS    $0x20, -584(CX), X8, X8
-	VINSERTPS    $0x30, -292(CX), X8, X8
-	VINSERTF128  $0x01, X8, Y8, Y5
+	VBROADCASTSS -1168(CX), X7
+	VBROADCASTSS -876(CX), X8
+	VBROADCASTSS -584(CX), X5
+	VBROADCASTSS -292(CX), X6
+	VSHUFPS      $0x00, X8, X7, X8
+	VSHUFPS      $0x00, X6, X5, X5
+	VINSERTF128  $0x01, X5, Y8, Y5
 	VMULPS       Y4, Y5, Y4
 	VCVTDQ2PS    Y3, Y3
 	VMULPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X4
-	VSUBPS       X4, X3, X3
+	VMOVSHDUP    Y3, Y4
+	VSUBPS       Y4, Y3, Y3
 	VADDSS       X3, X0, X0
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X0, X0
 	VMOVHLPS     X3, X3, X4
 	VADDSS       X4, X0, X0
-	VPERMILPS    $0x03, X3, X3
+	VEXTRACTF128 $0x01, Y3, X3
+	VADDSS       X3, X0, X0
+	VMOVHLPS     X3, X3, X3
 	VADDSS       X3, X0, X0
 
 taildotQ2KAVX2:
@@ -688,12 +690,6 @@ DATA scidx16<>+244(SB)/4, $0x800f800f
 DATA scidx16<>+248(SB)/4, $0x800f800f
 DATA scidx16<>+252(SB)/4, $0x800f800f
 GLOBL scidx16<>(SB), RODATA|NOPTR, $256
-
-DATA q2kdeint<>+0(SB)/4, $0x05040100
-DATA q2kdeint<>+4(SB)/4, $0x0d0c0908
-DATA q2kdeint<>+8(SB)/4, $0x07060302
-DATA q2kdeint<>+12(SB)/4, $0x0f0e0b0a
-GLOBL q2kdeint<>(SB), RODATA|NOPTR, $16
 
 // func dotQ2Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C

@@ -47,123 +47,123 @@ TEXT ·dotQ2KAVX512(SB), NOSPLIT, $0-28
 	VPMOVZXBW       (AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        260(CX), Y4, Y4
-	VBROADCASTI32X4 84(AX), Z5
-	VPANDD          Z1, Z5, Z5
-	VBROADCASTI64X4 100(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPUNPCKLDQ      Y4, Y3, Y5
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y5
+	VBROADCASTI32X4 84(AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 100(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z7
+	VPMADDUBSW      296(CX), Z4, Z4
+	VPMADDWD        Z7, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPSHUFB         scidx16<>+0(SB), Z5, Z9
-	VPMADDUBSW      296(CX), Z6, Z6
-	VPMADDWD        Z9, Z6, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z3, Z7
+	VPMADDUBSW      360(CX), Z6, Z6
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 132(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
 	VPANDD          Z2, Z7, Z7
-	VPSHUFB         scidx16<>+64(SB), Z5, Z9
-	VPMADDUBSW      360(CX), Z7, Z7
-	VPMADDWD        Z9, Z7, Z7
-	VBROADCASTI64X4 132(AX), Z10
-	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+128(SB), Z5, Z11
-	VPMADDUBSW      424(CX), Z9, Z9
-	VPMADDWD        Z11, Z9, Z9
-	VPADDD          Z9, Z6, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+192(SB), Z5, Z5
-	VPMADDUBSW      488(CX), Z9, Z9
-	VPMADDWD        Z5, Z9, Z9
-	VPADDD          Z9, Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z3, Z10
+	VPMADDUBSW      424(CX), Z7, Z7
+	VPMADDWD        Z10, Z7, Z7
+	VPADDD          Z7, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      488(CX), Z7, Z7
+	VPMADDWD        Z3, Z7, Z7
 	VPADDD          Z7, Z6, Z6
-	VEXTRACTI64X4   $0x01, Z6, Y5
-	VPADDD          Y5, Y6, Y5
-	VPMOVZXBW       84(AX), Y6
-	VPSRLW          $0x04, Y6, Y6
-	VPMADDWD        552(CX), Y6, Y6
-	VPUNPCKLDQ      Y5, Y3, Y7
-	VPUNPCKHDQ      Y5, Y3, Y3
-	VPADDD          Y3, Y7, Y7
-	VPUNPCKLDQ      Y6, Y4, Y3
-	VPUNPCKHDQ      Y6, Y4, Y4
+	VPADDD          Z6, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VPMOVZXBW       84(AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        552(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y3, Y6
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y6, Y6
+	VPUNPCKLQDQ     Y6, Y5, Y3
+	VPUNPCKHQDQ     Y6, Y5, Y4
 	VPADDD          Y4, Y3, Y3
 	VBROADCASTI32X4 168(AX), Z4
 	VPANDD          Z1, Z4, Z4
 	VBROADCASTI64X4 184(AX), Z6
 	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
 	VPANDD          Z2, Z5, Z5
-	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPSHUFB         scidx16<>+0(SB), Z4, Z7
 	VPMADDUBSW      588(CX), Z5, Z5
-	VPMADDWD        Z9, Z5, Z5
+	VPMADDWD        Z7, Z5, Z5
 	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPSHUFB         scidx16<>+64(SB), Z4, Z7
 	VPMADDUBSW      652(CX), Z6, Z6
-	VPMADDWD        Z9, Z6, Z6
-	VBROADCASTI64X4 216(AX), Z10
-	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+128(SB), Z4, Z11
-	VPMADDUBSW      716(CX), Z9, Z9
-	VPMADDWD        Z11, Z9, Z9
-	VPADDD          Z9, Z5, Z5
-	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
-	VPANDD          Z2, Z9, Z9
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 216(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z4, Z10
+	VPMADDUBSW      716(CX), Z7, Z7
+	VPMADDWD        Z10, Z7, Z7
+	VPADDD          Z7, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
 	VPSHUFB         scidx16<>+192(SB), Z4, Z4
-	VPMADDUBSW      780(CX), Z9, Z9
-	VPMADDWD        Z4, Z9, Z9
-	VPADDD          Z9, Z6, Z6
+	VPMADDUBSW      780(CX), Z7, Z7
+	VPMADDWD        Z4, Z7, Z7
+	VPADDD          Z7, Z6, Z6
 	VPADDD          Z6, Z5, Z5
 	VEXTRACTI64X4   $0x01, Z5, Y4
 	VPADDD          Y4, Y5, Y4
 	VPMOVZXBW       168(AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        844(CX), Y5, Y5
-	VBROADCASTI32X4 252(AX), Z6
-	VPANDD          Z1, Z6, Z6
-	VBROADCASTI64X4 268(AX), Z10
+	VPUNPCKLDQ      Y5, Y4, Y6
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y6, Y6
+	VBROADCASTI32X4 252(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 268(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPMADDUBSW      880(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPMADDUBSW      944(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 300(AX), Z10
 	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
 	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+0(SB), Z6, Z11
-	VPMADDUBSW      880(CX), Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z4, Z11
+	VPMADDUBSW      1008(CX), Z9, Z9
 	VPMADDWD        Z11, Z9, Z9
-	VPSRLVW         shift_4_6<>+0(SB), Z10, Z10
-	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+64(SB), Z6, Z11
-	VPMADDUBSW      944(CX), Z10, Z10
-	VPMADDWD        Z11, Z10, Z10
-	VBROADCASTI64X4 300(AX), Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z11
-	VPANDD          Z2, Z11, Z11
-	VPSHUFB         scidx16<>+128(SB), Z6, Z13
-	VPMADDUBSW      1008(CX), Z11, Z11
-	VPMADDWD        Z13, Z11, Z11
-	VPADDD          Z11, Z9, Z9
-	VPSRLVW         shift_4_6<>+0(SB), Z12, Z11
-	VPANDD          Z2, Z11, Z11
-	VPSHUFB         scidx16<>+192(SB), Z6, Z6
-	VPMADDUBSW      1072(CX), Z11, Z11
-	VPMADDWD        Z6, Z11, Z11
-	VPADDD          Z11, Z10, Z10
-	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y6
-	VPADDD          Y6, Y9, Y6
-	VPMOVZXBW       252(AX), Y9
-	VPSRLW          $0x04, Y9, Y9
-	VPMADDWD        1136(CX), Y9, Y9
-	VPUNPCKLDQ      Y6, Y4, Y10
-	VPUNPCKHDQ      Y6, Y4, Y4
-	VPADDD          Y4, Y10, Y10
-	VPUNPCKLDQ      Y9, Y5, Y4
-	VPUNPCKHDQ      Y9, Y5, Y5
+	VPADDD          Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      1072(CX), Z9, Z9
+	VPMADDWD        Z4, Z9, Z9
+	VPADDD          Z9, Z7, Z7
+	VPADDD          Z7, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       252(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        1136(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VPUNPCKLQDQ     Y7, Y6, Y4
+	VPUNPCKHQDQ     Y7, Y6, Y5
 	VPADDD          Y5, Y4, Y4
-	VPUNPCKLQDQ     Y10, Y7, Y5
-	VPUNPCKHQDQ     Y10, Y7, Y6
-	VPADDD          Y6, Y5, Y5
-	VPUNPCKLQDQ     Y4, Y3, Y6
-	VPUNPCKHQDQ     Y4, Y3, Y3
-	VPADDD          Y3, Y6, Y6
-	VSHUFI64X2      $0x00, Y6, Y5, Y3
-	VSHUFI64X2      $0x03, Y6, Y5, Y4
-	VPADDD          Y4, Y3, Y3
+	VSHUFI64X2      $0x00, Y4, Y3, Y5
+	VSHUFI64X2      $0x03, Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y3
 	ADDQ            $0x00000150, AX
 	ADDQ            $0x00000490, CX
 	SUBQ            $0x04, DX
@@ -203,145 +203,146 @@ groupdotQ2KAVX512:
 	VPMOVZXBW       (AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        260(CX), Y5, Y5
-	VBROADCASTI32X4 84(AX), Z6
-	VPANDD          Z1, Z6, Z6
-	VBROADCASTI64X4 100(AX), Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPUNPCKLDQ      Y5, Y4, Y6
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y6, Y6
+	VBROADCASTI32X4 84(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 100(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPMADDUBSW      296(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
-	VPSHUFB         scidx16<>+0(SB), Z6, Z10
-	VPMADDUBSW      296(CX), Z7, Z7
-	VPMADDWD        Z10, Z7, Z7
-	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPMADDUBSW      360(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 132(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
 	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+64(SB), Z6, Z10
-	VPMADDUBSW      360(CX), Z9, Z9
-	VPMADDWD        Z10, Z9, Z9
-	VBROADCASTI64X4 132(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+128(SB), Z6, Z12
-	VPMADDUBSW      424(CX), Z10, Z10
-	VPMADDWD        Z12, Z10, Z10
-	VPADDD          Z10, Z7, Z7
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+192(SB), Z6, Z6
-	VPMADDUBSW      488(CX), Z10, Z10
-	VPMADDWD        Z6, Z10, Z10
-	VPADDD          Z10, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z4, Z11
+	VPMADDUBSW      424(CX), Z9, Z9
+	VPMADDWD        Z11, Z9, Z9
+	VPADDD          Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      488(CX), Z9, Z9
+	VPMADDWD        Z4, Z9, Z9
 	VPADDD          Z9, Z7, Z7
-	VEXTRACTI64X4   $0x01, Z7, Y6
-	VPADDD          Y6, Y7, Y6
-	VPMOVZXBW       84(AX), Y7
-	VPSRLW          $0x04, Y7, Y7
-	VPMADDWD        552(CX), Y7, Y7
-	VPUNPCKLDQ      Y6, Y4, Y9
-	VPUNPCKHDQ      Y6, Y4, Y4
-	VPADDD          Y4, Y9, Y9
-	VPUNPCKLDQ      Y7, Y5, Y4
-	VPUNPCKHDQ      Y7, Y5, Y5
+	VPADDD          Z7, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       84(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        552(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VPUNPCKLQDQ     Y7, Y6, Y4
+	VPUNPCKHQDQ     Y7, Y6, Y5
 	VPADDD          Y5, Y4, Y4
 	VBROADCASTI32X4 168(AX), Z5
 	VPANDD          Z1, Z5, Z5
 	VBROADCASTI64X4 184(AX), Z7
 	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
 	VPANDD          Z2, Z6, Z6
-	VPSHUFB         scidx16<>+0(SB), Z5, Z10
+	VPSHUFB         scidx16<>+0(SB), Z5, Z9
 	VPMADDUBSW      588(CX), Z6, Z6
-	VPMADDWD        Z10, Z6, Z6
+	VPMADDWD        Z9, Z6, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
-	VPSHUFB         scidx16<>+64(SB), Z5, Z10
+	VPSHUFB         scidx16<>+64(SB), Z5, Z9
 	VPMADDUBSW      652(CX), Z7, Z7
-	VPMADDWD        Z10, Z7, Z7
-	VBROADCASTI64X4 216(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+128(SB), Z5, Z12
-	VPMADDUBSW      716(CX), Z10, Z10
-	VPMADDWD        Z12, Z10, Z10
-	VPADDD          Z10, Z6, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z2, Z10, Z10
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 216(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z5, Z11
+	VPMADDUBSW      716(CX), Z9, Z9
+	VPMADDWD        Z11, Z9, Z9
+	VPADDD          Z9, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
 	VPSHUFB         scidx16<>+192(SB), Z5, Z5
-	VPMADDUBSW      780(CX), Z10, Z10
-	VPMADDWD        Z5, Z10, Z10
-	VPADDD          Z10, Z7, Z7
+	VPMADDUBSW      780(CX), Z9, Z9
+	VPMADDWD        Z5, Z9, Z9
+	VPADDD          Z9, Z7, Z7
 	VPADDD          Z7, Z6, Z6
 	VEXTRACTI64X4   $0x01, Z6, Y5
 	VPADDD          Y5, Y6, Y5
 	VPMOVZXBW       168(AX), Y6
 	VPSRLW          $0x04, Y6, Y6
 	VPMADDWD        844(CX), Y6, Y6
-	VBROADCASTI32X4 252(AX), Z7
-	VPANDD          Z1, Z7, Z7
-	VBROADCASTI64X4 268(AX), Z11
+	VPUNPCKLDQ      Y6, Y5, Y7
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y7, Y7
+	VBROADCASTI32X4 252(AX), Z5
+	VPANDD          Z1, Z5, Z5
+	VBROADCASTI64X4 268(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z10
+	VPMADDUBSW      880(CX), Z6, Z6
+	VPMADDWD        Z10, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z5, Z10
+	VPMADDUBSW      944(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 300(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+0(SB), Z7, Z12
-	VPMADDUBSW      880(CX), Z10, Z10
+	VPSHUFB         scidx16<>+128(SB), Z5, Z12
+	VPMADDUBSW      1008(CX), Z10, Z10
 	VPMADDWD        Z12, Z10, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z11
-	VPANDD          Z2, Z11, Z11
-	VPSHUFB         scidx16<>+64(SB), Z7, Z12
-	VPMADDUBSW      944(CX), Z11, Z11
-	VPMADDWD        Z12, Z11, Z11
-	VBROADCASTI64X4 300(AX), Z13
-	VPSRLVW         shift_0_2<>+0(SB), Z13, Z12
-	VPANDD          Z2, Z12, Z12
-	VPSHUFB         scidx16<>+128(SB), Z7, Z14
-	VPMADDUBSW      1008(CX), Z12, Z12
-	VPMADDWD        Z14, Z12, Z12
-	VPADDD          Z12, Z10, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z13, Z12
-	VPANDD          Z2, Z12, Z12
-	VPSHUFB         scidx16<>+192(SB), Z7, Z7
-	VPMADDUBSW      1072(CX), Z12, Z12
-	VPMADDWD        Z7, Z12, Z12
-	VPADDD          Z12, Z11, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y7
-	VPADDD          Y7, Y10, Y7
-	VPMOVZXBW       252(AX), Y10
-	VPSRLW          $0x04, Y10, Y10
-	VPMADDWD        1136(CX), Y10, Y10
-	VPUNPCKLDQ      Y7, Y5, Y11
-	VPUNPCKHDQ      Y7, Y5, Y5
-	VPADDD          Y5, Y11, Y11
-	VPUNPCKLDQ      Y10, Y6, Y5
-	VPUNPCKHDQ      Y10, Y6, Y6
+	VPADDD          Z10, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      1072(CX), Z10, Z10
+	VPMADDWD        Z5, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VPADDD          Z9, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VPMOVZXBW       252(AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        1136(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y9
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y9, Y9
+	VPUNPCKLQDQ     Y9, Y7, Y5
+	VPUNPCKHQDQ     Y9, Y7, Y6
 	VPADDD          Y6, Y5, Y5
-	VPUNPCKLQDQ     Y11, Y9, Y6
-	VPUNPCKHQDQ     Y11, Y9, Y7
-	VPADDD          Y7, Y6, Y6
-	VPUNPCKLQDQ     Y5, Y4, Y7
-	VPUNPCKHQDQ     Y5, Y4, Y4
-	VPADDD          Y4, Y7, Y7
-	VMOVD           -256(AX), X4
-	VINSERTPS       $0x10, -172(AX), X4, X4
-	VINSERTPS       $0x20, -88(AX), X4, X4
-	VINSERTPS       $0x30, -4(AX), X4, X4
-	VPSHUFB         q2kdeint<>+0(SB), X4, X4
-	VCVTPH2PS       X4, Y4
-	VMOVSS          -1168(CX), X8
-	VINSERTPS       $0x10, -876(CX), X8, X8
-	VINSERTPS       $0x20, -584(CX), X8, X8
-	VINSERTPS       $0x30, -292(CX), X8, X8
-	VINSERTF32X4    $0x01, X8, Y8, Y5
-	VMULPS          Y4, Y5, Y4
+	VMOVD           -256(AX), X6
+	VINSERTPS       $0x10, -172(AX), X6, X6
+	VINSERTPS       $0x20, -88(AX), X6, X6
+	VINSERTPS       $0x30, -4(AX), X6, X6
+	VCVTPH2PS       X6, Y6
+	VBROADCASTSS    -1168(CX), X8
+	VBROADCASTSS    -876(CX), X10
+	VBROADCASTSS    -584(CX), X7
+	VBROADCASTSS    -292(CX), X9
+	VSHUFPS         $0x00, X10, X8, X8
+	VSHUFPS         $0x00, X9, X7, X7
+	VINSERTF32X4    $0x01, X7, Y8, Y7
+	VMULPS          Y6, Y7, Y6
 	VCVTDQ2PS       Y3, Y3
-	VMULPS          Y4, Y3, Y3
-	VEXTRACTF32X4   $0x01, Y3, X4
-	VSUBPS          X4, X3, X3
+	VMULPS          Y6, Y3, Y3
+	VMOVSHDUP       Y3, Y6
+	VSUBPS          Y6, Y3, Y3
 	VADDSS          X3, X0, X0
-	VMOVSHDUP       X3, X4
-	VADDSS          X4, X0, X0
-	VMOVHLPS        X3, X3, X4
-	VADDSS          X4, X0, X0
-	VPERMILPS       $0x03, X3, X3
+	VMOVHLPS        X3, X3, X6
+	VADDSS          X6, X0, X0
+	VEXTRACTF32X4   $0x01, Y3, X3
 	VADDSS          X3, X0, X0
-	VSHUFI64X2      $0x00, Y7, Y6, Y3
-	VSHUFI64X2      $0x03, Y7, Y6, Y4
+	VMOVHLPS        X3, X3, X3
+	VADDSS          X3, X0, X0
+	VSHUFI64X2      $0x00, Y5, Y4, Y3
+	VSHUFI64X2      $0x03, Y5, Y4, Y4
 	VPADDD          Y4, Y3, Y3
 	ADDQ            $0x00000150, AX
 	ADDQ            $0x00000490, CX
@@ -353,24 +354,25 @@ draindotQ2KAVX512:
 	VINSERTPS     $0x10, -172(AX), X4, X4
 	VINSERTPS     $0x20, -88(AX), X4, X4
 	VINSERTPS     $0x30, -4(AX), X4, X4
-	VPSHUFB       q2kdeint<>+0(SB), X4, X4
 	VCVTPH2PS     X4, Y4
-	VMOVSS        -1168(CX), X8
-	VINSERTPS     $0x10, -876(CX), X8, X8
-	VINSERTPS     $0x20, -584(CX), X8, X8
-	VINSERTPS     $0x30, -292(CX), X8, X8
-	VINSERTF32X4  $0x01, X8, Y8, Y5
+	VBROADCASTSS  -1168(CX), X7
+	VBROADCASTSS  -876(CX), X8
+	VBROADCASTSS  -584(CX), X5
+	VBROADCASTSS  -292(CX), X6
+	VSHUFPS       $0x00, X8, X7, X8
+	VSHUFPS       $0x00, X6, X5, X5
+	VINSERTF32X4  $0x01, X5, Y8, Y5
 	VMULPS        Y4, Y5, Y4
 	VCVTDQ2PS     Y3, Y3
 	VMULPS        Y4, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X4
-	VSUBPS        X4, X3, X3
+	VMOVSHDUP     Y3, Y4
+	VSUBPS        Y4, Y3, Y3
 	VADDSS        X3, X0, X0
-	VMOVSHDUP     X3, X4
-	VADDSS        X4, X0, X0
 	VMOVHLPS      X3, X3, X4
 	VADDSS        X4, X0, X0
-	VPERMILPS     $0x03, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X3
+	VADDSS        X3, X0, X0
+	VMOVHLPS      X3, X3, X3
 	VADDSS        X3, X0, X0
 
 taildotQ2KAVX512:
@@ -544,12 +546,6 @@ DATA shift_4_6<>+52(SB)/4, $0x00060006
 DATA shift_4_6<>+56(SB)/4, $0x00060006
 DATA shift_4_6<>+60(SB)/4, $0x00060006
 GLOBL shift_4_6<>(SB), RODATA|NOPTR, $64
-
-DATA q2kdeint<>+0(SB)/4, $0x05040100
-DATA q2kdeint<>+4(SB)/4, $0x0d0c0908
-DATA q2kdeint<>+8(SB)/4, $0x07060302
-DATA q2kdeint<>+12(SB)/4, $0x0f0e0b0a
-GLOBL q2kdeint<>(SB), RODATA|NOPTR, $16
 
 // func dotQ2Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
@@ -3360,117 +3356,117 @@ TEXT ·dotQ2KVNNI(SB), NOSPLIT, $0-28
 	VPMOVZXBW       (AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        260(CX), Y4, Y4
-	VBROADCASTI32X4 84(AX), Z5
-	VPANDD          Z1, Z5, Z5
-	VBROADCASTI64X4 100(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPUNPCKLDQ      Y4, Y3, Y5
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y5
+	VBROADCASTI32X4 84(AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 100(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z7
+	VPMADDUBSW      296(CX), Z4, Z4
+	VPMADDWD        Z7, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPSHUFB         scidx16<>+0(SB), Z5, Z9
-	VPMADDUBSW      296(CX), Z6, Z6
-	VPMADDWD        Z9, Z6, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z3, Z7
+	VPMADDUBSW      360(CX), Z6, Z6
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 132(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
 	VPANDD          Z2, Z7, Z7
-	VPSHUFB         scidx16<>+64(SB), Z5, Z9
-	VPMADDUBSW      360(CX), Z7, Z7
-	VPMADDWD        Z9, Z7, Z7
-	VBROADCASTI64X4 132(AX), Z10
-	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+128(SB), Z5, Z11
-	VPMADDUBSW      424(CX), Z9, Z9
-	VPDPWSSD        Z11, Z9, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+192(SB), Z5, Z5
-	VPMADDUBSW      488(CX), Z9, Z9
-	VPDPWSSD        Z5, Z9, Z7
-	VPADDD          Z7, Z6, Z6
-	VEXTRACTI64X4   $0x01, Z6, Y5
-	VPADDD          Y5, Y6, Y5
-	VPMOVZXBW       84(AX), Y6
-	VPSRLW          $0x04, Y6, Y6
-	VPMADDWD        552(CX), Y6, Y6
-	VPUNPCKLDQ      Y5, Y3, Y7
-	VPUNPCKHDQ      Y5, Y3, Y3
-	VPADDD          Y3, Y7, Y7
-	VPUNPCKLDQ      Y6, Y4, Y3
-	VPUNPCKHDQ      Y6, Y4, Y4
+	VPSHUFB         scidx16<>+128(SB), Z3, Z10
+	VPMADDUBSW      424(CX), Z7, Z7
+	VPDPWSSD        Z10, Z7, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      488(CX), Z7, Z7
+	VPDPWSSD        Z3, Z7, Z6
+	VPADDD          Z6, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VPMOVZXBW       84(AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        552(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y3, Y6
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y6, Y6
+	VPUNPCKLQDQ     Y6, Y5, Y3
+	VPUNPCKHQDQ     Y6, Y5, Y4
 	VPADDD          Y4, Y3, Y3
 	VBROADCASTI32X4 168(AX), Z4
 	VPANDD          Z1, Z4, Z4
 	VBROADCASTI64X4 184(AX), Z6
 	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
 	VPANDD          Z2, Z5, Z5
-	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPSHUFB         scidx16<>+0(SB), Z4, Z7
 	VPMADDUBSW      588(CX), Z5, Z5
-	VPMADDWD        Z9, Z5, Z5
+	VPMADDWD        Z7, Z5, Z5
 	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
 	VPANDD          Z2, Z6, Z6
-	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPSHUFB         scidx16<>+64(SB), Z4, Z7
 	VPMADDUBSW      652(CX), Z6, Z6
-	VPMADDWD        Z9, Z6, Z6
-	VBROADCASTI64X4 216(AX), Z10
-	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
-	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+128(SB), Z4, Z11
-	VPMADDUBSW      716(CX), Z9, Z9
-	VPDPWSSD        Z11, Z9, Z5
-	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
-	VPANDD          Z2, Z9, Z9
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 216(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z4, Z10
+	VPMADDUBSW      716(CX), Z7, Z7
+	VPDPWSSD        Z10, Z7, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
 	VPSHUFB         scidx16<>+192(SB), Z4, Z4
-	VPMADDUBSW      780(CX), Z9, Z9
-	VPDPWSSD        Z4, Z9, Z6
+	VPMADDUBSW      780(CX), Z7, Z7
+	VPDPWSSD        Z4, Z7, Z6
 	VPADDD          Z6, Z5, Z5
 	VEXTRACTI64X4   $0x01, Z5, Y4
 	VPADDD          Y4, Y5, Y4
 	VPMOVZXBW       168(AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        844(CX), Y5, Y5
-	VBROADCASTI32X4 252(AX), Z6
-	VPANDD          Z1, Z6, Z6
-	VBROADCASTI64X4 268(AX), Z10
+	VPUNPCKLDQ      Y5, Y4, Y6
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y6, Y6
+	VBROADCASTI32X4 252(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 268(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPMADDUBSW      880(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPMADDUBSW      944(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 300(AX), Z10
 	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
 	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+0(SB), Z6, Z11
-	VPMADDUBSW      880(CX), Z9, Z9
-	VPMADDWD        Z11, Z9, Z9
-	VPSRLVW         shift_4_6<>+0(SB), Z10, Z10
-	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+64(SB), Z6, Z11
-	VPMADDUBSW      944(CX), Z10, Z10
-	VPMADDWD        Z11, Z10, Z10
-	VBROADCASTI64X4 300(AX), Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z12, Z11
-	VPANDD          Z2, Z11, Z11
-	VPSHUFB         scidx16<>+128(SB), Z6, Z13
-	VPMADDUBSW      1008(CX), Z11, Z11
-	VPDPWSSD        Z13, Z11, Z9
-	VPSRLVW         shift_4_6<>+0(SB), Z12, Z11
-	VPANDD          Z2, Z11, Z11
-	VPSHUFB         scidx16<>+192(SB), Z6, Z6
-	VPMADDUBSW      1072(CX), Z11, Z11
-	VPDPWSSD        Z6, Z11, Z10
-	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y6
-	VPADDD          Y6, Y9, Y6
-	VPMOVZXBW       252(AX), Y9
-	VPSRLW          $0x04, Y9, Y9
-	VPMADDWD        1136(CX), Y9, Y9
-	VPUNPCKLDQ      Y6, Y4, Y10
-	VPUNPCKHDQ      Y6, Y4, Y4
-	VPADDD          Y4, Y10, Y10
-	VPUNPCKLDQ      Y9, Y5, Y4
-	VPUNPCKHDQ      Y9, Y5, Y5
+	VPSHUFB         scidx16<>+128(SB), Z4, Z11
+	VPMADDUBSW      1008(CX), Z9, Z9
+	VPDPWSSD        Z11, Z9, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      1072(CX), Z9, Z9
+	VPDPWSSD        Z4, Z9, Z7
+	VPADDD          Z7, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       252(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        1136(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VPUNPCKLQDQ     Y7, Y6, Y4
+	VPUNPCKHQDQ     Y7, Y6, Y5
 	VPADDD          Y5, Y4, Y4
-	VPUNPCKLQDQ     Y10, Y7, Y5
-	VPUNPCKHQDQ     Y10, Y7, Y6
-	VPADDD          Y6, Y5, Y5
-	VPUNPCKLQDQ     Y4, Y3, Y6
-	VPUNPCKHQDQ     Y4, Y3, Y3
-	VPADDD          Y3, Y6, Y6
-	VSHUFI64X2      $0x00, Y6, Y5, Y3
-	VSHUFI64X2      $0x03, Y6, Y5, Y4
-	VPADDD          Y4, Y3, Y3
+	VSHUFI64X2      $0x00, Y4, Y3, Y5
+	VSHUFI64X2      $0x03, Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y3
 	ADDQ            $0x00000150, AX
 	ADDQ            $0x00000490, CX
 	SUBQ            $0x04, DX
@@ -3508,139 +3504,140 @@ groupdotQ2KVNNI:
 	VPMOVZXBW       (AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        260(CX), Y5, Y5
-	VBROADCASTI32X4 84(AX), Z6
-	VPANDD          Z1, Z6, Z6
-	VBROADCASTI64X4 100(AX), Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPUNPCKLDQ      Y5, Y4, Y6
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y6, Y6
+	VBROADCASTI32X4 84(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 100(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPMADDUBSW      296(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
-	VPSHUFB         scidx16<>+0(SB), Z6, Z10
-	VPMADDUBSW      296(CX), Z7, Z7
-	VPMADDWD        Z10, Z7, Z7
-	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPMADDUBSW      360(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 132(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
 	VPANDD          Z2, Z9, Z9
-	VPSHUFB         scidx16<>+64(SB), Z6, Z10
-	VPMADDUBSW      360(CX), Z9, Z9
-	VPMADDWD        Z10, Z9, Z9
-	VBROADCASTI64X4 132(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+128(SB), Z6, Z12
-	VPMADDUBSW      424(CX), Z10, Z10
-	VPDPWSSD        Z12, Z10, Z7
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+192(SB), Z6, Z6
-	VPMADDUBSW      488(CX), Z10, Z10
-	VPDPWSSD        Z6, Z10, Z9
-	VPADDD          Z9, Z7, Z7
-	VEXTRACTI64X4   $0x01, Z7, Y6
-	VPADDD          Y6, Y7, Y6
-	VPMOVZXBW       84(AX), Y7
-	VPSRLW          $0x04, Y7, Y7
-	VPMADDWD        552(CX), Y7, Y7
-	VPUNPCKLDQ      Y6, Y4, Y9
-	VPUNPCKHDQ      Y6, Y4, Y4
-	VPADDD          Y4, Y9, Y9
-	VPUNPCKLDQ      Y7, Y5, Y4
-	VPUNPCKHDQ      Y7, Y5, Y5
+	VPSHUFB         scidx16<>+128(SB), Z4, Z11
+	VPMADDUBSW      424(CX), Z9, Z9
+	VPDPWSSD        Z11, Z9, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      488(CX), Z9, Z9
+	VPDPWSSD        Z4, Z9, Z7
+	VPADDD          Z7, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       84(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        552(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VPUNPCKLQDQ     Y7, Y6, Y4
+	VPUNPCKHQDQ     Y7, Y6, Y5
 	VPADDD          Y5, Y4, Y4
 	VBROADCASTI32X4 168(AX), Z5
 	VPANDD          Z1, Z5, Z5
 	VBROADCASTI64X4 184(AX), Z7
 	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
 	VPANDD          Z2, Z6, Z6
-	VPSHUFB         scidx16<>+0(SB), Z5, Z10
+	VPSHUFB         scidx16<>+0(SB), Z5, Z9
 	VPMADDUBSW      588(CX), Z6, Z6
-	VPMADDWD        Z10, Z6, Z6
+	VPMADDWD        Z9, Z6, Z6
 	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
 	VPANDD          Z2, Z7, Z7
-	VPSHUFB         scidx16<>+64(SB), Z5, Z10
+	VPSHUFB         scidx16<>+64(SB), Z5, Z9
 	VPMADDUBSW      652(CX), Z7, Z7
-	VPMADDWD        Z10, Z7, Z7
-	VBROADCASTI64X4 216(AX), Z11
-	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
-	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+128(SB), Z5, Z12
-	VPMADDUBSW      716(CX), Z10, Z10
-	VPDPWSSD        Z12, Z10, Z6
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
-	VPANDD          Z2, Z10, Z10
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 216(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z5, Z11
+	VPMADDUBSW      716(CX), Z9, Z9
+	VPDPWSSD        Z11, Z9, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
 	VPSHUFB         scidx16<>+192(SB), Z5, Z5
-	VPMADDUBSW      780(CX), Z10, Z10
-	VPDPWSSD        Z5, Z10, Z7
+	VPMADDUBSW      780(CX), Z9, Z9
+	VPDPWSSD        Z5, Z9, Z7
 	VPADDD          Z7, Z6, Z6
 	VEXTRACTI64X4   $0x01, Z6, Y5
 	VPADDD          Y5, Y6, Y5
 	VPMOVZXBW       168(AX), Y6
 	VPSRLW          $0x04, Y6, Y6
 	VPMADDWD        844(CX), Y6, Y6
-	VBROADCASTI32X4 252(AX), Z7
-	VPANDD          Z1, Z7, Z7
-	VBROADCASTI64X4 268(AX), Z11
+	VPUNPCKLDQ      Y6, Y5, Y7
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y7, Y7
+	VBROADCASTI32X4 252(AX), Z5
+	VPANDD          Z1, Z5, Z5
+	VBROADCASTI64X4 268(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z10
+	VPMADDUBSW      880(CX), Z6, Z6
+	VPMADDWD        Z10, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z5, Z10
+	VPMADDUBSW      944(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 300(AX), Z11
 	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
 	VPANDD          Z2, Z10, Z10
-	VPSHUFB         scidx16<>+0(SB), Z7, Z12
-	VPMADDUBSW      880(CX), Z10, Z10
-	VPMADDWD        Z12, Z10, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z11, Z11
-	VPANDD          Z2, Z11, Z11
-	VPSHUFB         scidx16<>+64(SB), Z7, Z12
-	VPMADDUBSW      944(CX), Z11, Z11
-	VPMADDWD        Z12, Z11, Z11
-	VBROADCASTI64X4 300(AX), Z13
-	VPSRLVW         shift_0_2<>+0(SB), Z13, Z12
-	VPANDD          Z2, Z12, Z12
-	VPSHUFB         scidx16<>+128(SB), Z7, Z14
-	VPMADDUBSW      1008(CX), Z12, Z12
-	VPDPWSSD        Z14, Z12, Z10
-	VPSRLVW         shift_4_6<>+0(SB), Z13, Z12
-	VPANDD          Z2, Z12, Z12
-	VPSHUFB         scidx16<>+192(SB), Z7, Z7
-	VPMADDUBSW      1072(CX), Z12, Z12
-	VPDPWSSD        Z7, Z12, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y7
-	VPADDD          Y7, Y10, Y7
-	VPMOVZXBW       252(AX), Y10
-	VPSRLW          $0x04, Y10, Y10
-	VPMADDWD        1136(CX), Y10, Y10
-	VPUNPCKLDQ      Y7, Y5, Y11
-	VPUNPCKHDQ      Y7, Y5, Y5
-	VPADDD          Y5, Y11, Y11
-	VPUNPCKLDQ      Y10, Y6, Y5
-	VPUNPCKHDQ      Y10, Y6, Y6
+	VPSHUFB         scidx16<>+128(SB), Z5, Z12
+	VPMADDUBSW      1008(CX), Z10, Z10
+	VPDPWSSD        Z12, Z10, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      1072(CX), Z10, Z10
+	VPDPWSSD        Z5, Z10, Z9
+	VPADDD          Z9, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VPMOVZXBW       252(AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        1136(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y9
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y9, Y9
+	VPUNPCKLQDQ     Y9, Y7, Y5
+	VPUNPCKHQDQ     Y9, Y7, Y6
 	VPADDD          Y6, Y5, Y5
-	VPUNPCKLQDQ     Y11, Y9, Y6
-	VPUNPCKHQDQ     Y11, Y9, Y7
-	VPADDD          Y7, Y6, Y6
-	VPUNPCKLQDQ     Y5, Y4, Y7
-	VPUNPCKHQDQ     Y5, Y4, Y4
-	VPADDD          Y4, Y7, Y7
-	VMOVD           -256(AX), X4
-	VINSERTPS       $0x10, -172(AX), X4, X4
-	VINSERTPS       $0x20, -88(AX), X4, X4
-	VINSERTPS       $0x30, -4(AX), X4, X4
-	VPSHUFB         q2kdeint<>+0(SB), X4, X4
-	VCVTPH2PS       X4, Y4
-	VMOVSS          -1168(CX), X8
-	VINSERTPS       $0x10, -876(CX), X8, X8
-	VINSERTPS       $0x20, -584(CX), X8, X8
-	VINSERTPS       $0x30, -292(CX), X8, X8
-	VINSERTF32X4    $0x01, X8, Y8, Y5
-	VMULPS          Y4, Y5, Y4
+	VMOVD           -256(AX), X6
+	VINSERTPS       $0x10, -172(AX), X6, X6
+	VINSERTPS       $0x20, -88(AX), X6, X6
+	VINSERTPS       $0x30, -4(AX), X6, X6
+	VCVTPH2PS       X6, Y6
+	VBROADCASTSS    -1168(CX), X8
+	VBROADCASTSS    -876(CX), X10
+	VBROADCASTSS    -584(CX), X7
+	VBROADCASTSS    -292(CX), X9
+	VSHUFPS         $0x00, X10, X8, X8
+	VSHUFPS         $0x00, X9, X7, X7
+	VINSERTF32X4    $0x01, X7, Y8, Y7
+	VMULPS          Y6, Y7, Y6
 	VCVTDQ2PS       Y3, Y3
-	VMULPS          Y4, Y3, Y3
-	VEXTRACTF32X4   $0x01, Y3, X4
-	VSUBPS          X4, X3, X3
+	VMULPS          Y6, Y3, Y3
+	VMOVSHDUP       Y3, Y6
+	VSUBPS          Y6, Y3, Y3
 	VADDSS          X3, X0, X0
-	VMOVSHDUP       X3, X4
-	VADDSS          X4, X0, X0
-	VMOVHLPS        X3, X3, X4
-	VADDSS          X4, X0, X0
-	VPERMILPS       $0x03, X3, X3
+	VMOVHLPS        X3, X3, X6
+	VADDSS          X6, X0, X0
+	VEXTRACTF32X4   $0x01, Y3, X3
 	VADDSS          X3, X0, X0
-	VSHUFI64X2      $0x00, Y7, Y6, Y3
-	VSHUFI64X2      $0x03, Y7, Y6, Y4
+	VMOVHLPS        X3, X3, X3
+	VADDSS          X3, X0, X0
+	VSHUFI64X2      $0x00, Y5, Y4, Y3
+	VSHUFI64X2      $0x03, Y5, Y4, Y4
 	VPADDD          Y4, Y3, Y3
 	ADDQ            $0x00000150, AX
 	ADDQ            $0x00000490, CX
@@ -3652,24 +3649,25 @@ draindotQ2KVNNI:
 	VINSERTPS     $0x10, -172(AX), X4, X4
 	VINSERTPS     $0x20, -88(AX), X4, X4
 	VINSERTPS     $0x30, -4(AX), X4, X4
-	VPSHUFB       q2kdeint<>+0(SB), X4, X4
 	VCVTPH2PS     X4, Y4
-	VMOVSS        -1168(CX), X8
-	VINSERTPS     $0x10, -876(CX), X8, X8
-	VINSERTPS     $0x20, -584(CX), X8, X8
-	VINSERTPS     $0x30, -292(CX), X8, X8
-	VINSERTF32X4  $0x01, X8, Y8, Y5
+	VBROADCASTSS  -1168(CX), X7
+	VBROADCASTSS  -876(CX), X8
+	VBROADCASTSS  -584(CX), X5
+	VBROADCASTSS  -292(CX), X6
+	VSHUFPS       $0x00, X8, X7, X8
+	VSHUFPS       $0x00, X6, X5, X5
+	VINSERTF32X4  $0x01, X5, Y8, Y5
 	VMULPS        Y4, Y5, Y4
 	VCVTDQ2PS     Y3, Y3
 	VMULPS        Y4, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X4
-	VSUBPS        X4, X3, X3
+	VMOVSHDUP     Y3, Y4
+	VSUBPS        Y4, Y3, Y3
 	VADDSS        X3, X0, X0
-	VMOVSHDUP     X3, X4
-	VADDSS        X4, X0, X0
 	VMOVHLPS      X3, X3, X4
 	VADDSS        X4, X0, X0
-	VPERMILPS     $0x03, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X3
+	VADDSS        X3, X0, X0
+	VMOVHLPS      X3, X3, X3
 	VADDSS        X3, X0, X0
 
 taildotQ2KVNNI:
@@ -5942,118 +5940,118 @@ TEXT ·dotQ2KVNNI256(SB), NOSPLIT, $0-28
 	VPMOVZXBW       (AX), Y3
 	VPSRLW          $0x04, Y3, Y3
 	VPMADDWD        260(CX), Y3, Y3
-	VPMOVZXBW       84(AX), Y4
-	VPSRLW          $0x04, Y4, Y4
-	VPMADDWD        552(CX), Y4, Y4
-	VPUNPCKLDQ      Y17, Y5, Y18
-	VPUNPCKHDQ      Y17, Y5, Y5
-	VPADDD          Y5, Y18, Y18
-	VPUNPCKLDQ      Y4, Y3, Y5
-	VPUNPCKHDQ      Y4, Y3, Y3
+	VPUNPCKLDQ      Y3, Y5, Y4
+	VPUNPCKHDQ      Y3, Y5, Y3
+	VPADDD          Y3, Y4, Y4
+	VPMOVZXBW       84(AX), Y3
+	VPSRLW          $0x04, Y3, Y3
+	VPMADDWD        552(CX), Y3, Y3
+	VPUNPCKLDQ      Y3, Y17, Y5
+	VPUNPCKHDQ      Y3, Y17, Y3
 	VPADDD          Y3, Y5, Y5
-	VBROADCASTI32X4 168(AX), Y3
-	VPANDD          Y1, Y3, Y3
-	VPSHUFB         q2kti0<>+0(SB), Y3, Y4
+	VPUNPCKLQDQ     Y5, Y4, Y3
+	VPUNPCKHQDQ     Y5, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VBROADCASTI32X4 168(AX), Y4
+	VPANDD          Y1, Y4, Y4
+	VPSHUFB         q2kti0<>+0(SB), Y4, Y5
+	VPMULLW         q2kmul<>+0(SB), Y5, Y5
+	VPSHUFB         q2kti1<>+0(SB), Y4, Y4
 	VPMULLW         q2kmul<>+0(SB), Y4, Y4
-	VPSHUFB         q2kti1<>+0(SB), Y3, Y3
-	VPMULLW         q2kmul<>+0(SB), Y3, Y3
 	VBROADCASTI32X4 252(AX), Y17
 	VPANDD          Y1, Y17, Y17
-	VPSHUFB         q2kti0<>+0(SB), Y17, Y19
-	VPMULLW         q2kmul<>+0(SB), Y19, Y19
+	VPSHUFB         q2kti0<>+0(SB), Y17, Y18
+	VPMULLW         q2kmul<>+0(SB), Y18, Y18
 	VPSHUFB         q2kti1<>+0(SB), Y17, Y17
 	VPMULLW         q2kmul<>+0(SB), Y17, Y17
-	VMOVDQU64       184(AX), Y25
-	VMOVDQA64       Y25, Y24
-	VPANDD          Y2, Y24, Y24
-	VPSHUFB         Y24, Y4, Y24
+	VMOVDQU64       184(AX), Y24
+	VMOVDQA64       Y24, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y5, Y19
 	VPXORD          Y20, Y20, Y20
-	VPDPBUSD        588(CX), Y24, Y20
-	VMOVDQU64       268(AX), Y26
-	VMOVDQA64       Y26, Y24
-	VPANDD          Y2, Y24, Y24
-	VPSHUFB         Y24, Y19, Y24
+	VPDPBUSD        588(CX), Y19, Y20
+	VMOVDQU64       268(AX), Y25
+	VMOVDQA64       Y25, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y18, Y19
 	VPXORD          Y21, Y21, Y21
-	VPDPBUSD        880(CX), Y24, Y21
-	VPSRLW          $0x02, Y25, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y24
-	VPSHUFB         Y24, Y4, Y24
+	VPDPBUSD        880(CX), Y19, Y21
+	VPSRLW          $0x02, Y24, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y5, Y19
 	VPXORD          Y22, Y22, Y22
-	VPDPBUSD        620(CX), Y24, Y22
-	VPSRLW          $0x02, Y26, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y24
-	VPSHUFB         Y24, Y19, Y24
+	VPDPBUSD        620(CX), Y19, Y22
+	VPSRLW          $0x02, Y25, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y18, Y19
 	VPXORD          Y23, Y23, Y23
-	VPDPBUSD        912(CX), Y24, Y23
-	VPSRLW          $0x04, Y25, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y24
-	VPSHUFB         Y24, Y4, Y24
-	VPDPBUSD        652(CX), Y24, Y20
-	VPSRLW          $0x04, Y26, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y24
-	VPSHUFB         Y24, Y19, Y24
-	VPDPBUSD        944(CX), Y24, Y21
-	VPSRLW          $0x06, Y25, Y24
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y24
-	VPSHUFB         Y24, Y4, Y24
-	VPDPBUSD        684(CX), Y24, Y22
-	VPSRLW          $0x06, Y26, Y4
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y4
-	VPSHUFB         Y4, Y19, Y4
-	VPDPBUSD        976(CX), Y4, Y23
-	VMOVDQU64       216(AX), Y19
-	VMOVDQA64       Y19, Y4
-	VPANDD          Y2, Y4, Y4
-	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        716(CX), Y4, Y20
-	VMOVDQU64       300(AX), Y24
-	VMOVDQA64       Y24, Y4
-	VPANDD          Y2, Y4, Y4
-	VPSHUFB         Y4, Y17, Y4
-	VPDPBUSD        1008(CX), Y4, Y21
-	VPSRLW          $0x02, Y19, Y4
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
-	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        748(CX), Y4, Y22
-	VPSRLW          $0x02, Y24, Y4
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
-	VPSHUFB         Y4, Y17, Y4
-	VPDPBUSD        1040(CX), Y4, Y23
-	VPSRLW          $0x04, Y19, Y4
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
-	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        780(CX), Y4, Y20
-	VPSRLW          $0x04, Y24, Y4
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
-	VPSHUFB         Y4, Y17, Y4
-	VPDPBUSD        1072(CX), Y4, Y21
+	VPDPBUSD        912(CX), Y19, Y23
+	VPSRLW          $0x04, Y24, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y5, Y19
+	VPDPBUSD        652(CX), Y19, Y20
+	VPSRLW          $0x04, Y25, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y18, Y19
+	VPDPBUSD        944(CX), Y19, Y21
+	VPSRLW          $0x06, Y24, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y19
+	VPSHUFB         Y19, Y5, Y19
+	VPDPBUSD        684(CX), Y19, Y22
+	VPSRLW          $0x06, Y25, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
+	VPSHUFB         Y5, Y18, Y5
+	VPDPBUSD        976(CX), Y5, Y23
+	VMOVDQU64       216(AX), Y18
+	VMOVDQA64       Y18, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        716(CX), Y5, Y20
+	VMOVDQU64       300(AX), Y19
+	VMOVDQA64       Y19, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y17, Y5
+	VPDPBUSD        1008(CX), Y5, Y21
+	VPSRLW          $0x02, Y18, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        748(CX), Y5, Y22
+	VPSRLW          $0x02, Y19, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y17, Y5
+	VPDPBUSD        1040(CX), Y5, Y23
+	VPSRLW          $0x04, Y18, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        780(CX), Y5, Y20
+	VPSRLW          $0x04, Y19, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y17, Y5
+	VPDPBUSD        1072(CX), Y5, Y21
+	VPSRLW          $0x06, Y18, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        812(CX), Y5, Y22
 	VPSRLW          $0x06, Y19, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
-	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        812(CX), Y4, Y22
-	VPSRLW          $0x06, Y24, Y3
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y3
-	VPSHUFB         Y3, Y17, Y3
-	VPDPBUSD        1104(CX), Y3, Y23
+	VPSHUFB         Y4, Y17, Y4
+	VPDPBUSD        1104(CX), Y4, Y23
 	VPADDD          Y22, Y20, Y20
 	VPADDD          Y23, Y21, Y21
-	VPMOVZXBW       168(AX), Y3
-	VPSRLW          $0x04, Y3, Y3
-	VPMADDWD        844(CX), Y3, Y3
+	VPMOVZXBW       168(AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        844(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y20, Y5
+	VPUNPCKHDQ      Y4, Y20, Y4
+	VPADDD          Y4, Y5, Y5
 	VPMOVZXBW       252(AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        1136(CX), Y4, Y4
-	VPUNPCKLDQ      Y21, Y20, Y17
-	VPUNPCKHDQ      Y21, Y20, Y19
-	VPADDD          Y19, Y17, Y17
-	VPUNPCKLDQ      Y4, Y3, Y19
-	VPUNPCKHDQ      Y4, Y3, Y3
-	VPADDD          Y3, Y19, Y19
-	VPUNPCKLQDQ     Y17, Y18, Y3
-	VPUNPCKHQDQ     Y17, Y18, Y4
-	VPADDD          Y4, Y3, Y3
-	VPUNPCKLQDQ     Y19, Y5, Y4
-	VPUNPCKHQDQ     Y19, Y5, Y5
+	VPUNPCKLDQ      Y4, Y21, Y17
+	VPUNPCKHDQ      Y4, Y21, Y4
+	VPADDD          Y4, Y17, Y17
+	VPUNPCKLQDQ     Y17, Y5, Y4
+	VPUNPCKHQDQ     Y17, Y5, Y5
 	VPADDD          Y5, Y4, Y4
 	VSHUFI64X2      $0x00, Y4, Y3, Y5
 	VSHUFI64X2      $0x03, Y4, Y3, Y3
@@ -6154,141 +6152,142 @@ groupdotQ2KVNNI256:
 	VPMOVZXBW       (AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        260(CX), Y4, Y4
-	VPMOVZXBW       84(AX), Y5
-	VPSRLW          $0x04, Y5, Y5
-	VPMADDWD        552(CX), Y5, Y5
-	VPUNPCKLDQ      Y7, Y6, Y17
-	VPUNPCKHDQ      Y7, Y6, Y18
-	VPADDD          Y18, Y17, Y17
-	VPUNPCKLDQ      Y5, Y4, Y18
-	VPUNPCKHDQ      Y5, Y4, Y4
-	VPADDD          Y4, Y18, Y18
-	VBROADCASTI32X4 168(AX), Y4
-	VPANDD          Y1, Y4, Y4
-	VPSHUFB         q2kti0<>+0(SB), Y4, Y5
+	VPUNPCKLDQ      Y4, Y6, Y5
+	VPUNPCKHDQ      Y4, Y6, Y4
+	VPADDD          Y4, Y5, Y5
+	VPMOVZXBW       84(AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        552(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y7, Y17
+	VPUNPCKHDQ      Y4, Y7, Y4
+	VPADDD          Y4, Y17, Y17
+	VPUNPCKLQDQ     Y17, Y5, Y4
+	VPUNPCKHQDQ     Y17, Y5, Y5
+	VPADDD          Y5, Y4, Y4
+	VBROADCASTI32X4 168(AX), Y5
+	VPANDD          Y1, Y5, Y5
+	VPSHUFB         q2kti0<>+0(SB), Y5, Y17
+	VPMULLW         q2kmul<>+0(SB), Y17, Y17
+	VPSHUFB         q2kti1<>+0(SB), Y5, Y5
 	VPMULLW         q2kmul<>+0(SB), Y5, Y5
-	VPSHUFB         q2kti1<>+0(SB), Y4, Y4
-	VPMULLW         q2kmul<>+0(SB), Y4, Y4
-	VBROADCASTI32X4 252(AX), Y19
-	VPANDD          Y1, Y19, Y19
-	VPSHUFB         q2kti0<>+0(SB), Y19, Y20
-	VPMULLW         q2kmul<>+0(SB), Y20, Y20
-	VPSHUFB         q2kti1<>+0(SB), Y19, Y19
+	VBROADCASTI32X4 252(AX), Y18
+	VPANDD          Y1, Y18, Y18
+	VPSHUFB         q2kti0<>+0(SB), Y18, Y19
 	VPMULLW         q2kmul<>+0(SB), Y19, Y19
-	VMOVDQU64       184(AX), Y22
-	VMOVDQA64       Y22, Y21
-	VPANDD          Y2, Y21, Y21
-	VPSHUFB         Y21, Y5, Y21
+	VPSHUFB         q2kti1<>+0(SB), Y18, Y18
+	VPMULLW         q2kmul<>+0(SB), Y18, Y18
+	VMOVDQU64       184(AX), Y21
+	VMOVDQA64       Y21, Y20
+	VPANDD          Y2, Y20, Y20
+	VPSHUFB         Y20, Y17, Y20
 	VPXORD          Y10, Y10, Y10
-	VPDPBUSD        588(CX), Y21, Y10
-	VMOVDQU64       268(AX), Y23
-	VMOVDQA64       Y23, Y21
-	VPANDD          Y2, Y21, Y21
-	VPSHUFB         Y21, Y20, Y21
+	VPDPBUSD        588(CX), Y20, Y10
+	VMOVDQU64       268(AX), Y22
+	VMOVDQA64       Y22, Y20
+	VPANDD          Y2, Y20, Y20
+	VPSHUFB         Y20, Y19, Y20
 	VPXORD          Y11, Y11, Y11
-	VPDPBUSD        880(CX), Y21, Y11
-	VPSRLW          $0x02, Y22, Y21
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y21
-	VPSHUFB         Y21, Y5, Y21
+	VPDPBUSD        880(CX), Y20, Y11
+	VPSRLW          $0x02, Y21, Y20
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y20
+	VPSHUFB         Y20, Y17, Y20
 	VPXORD          Y12, Y12, Y12
-	VPDPBUSD        620(CX), Y21, Y12
-	VPSRLW          $0x02, Y23, Y21
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y21
-	VPSHUFB         Y21, Y20, Y21
+	VPDPBUSD        620(CX), Y20, Y12
+	VPSRLW          $0x02, Y22, Y20
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y20
+	VPSHUFB         Y20, Y19, Y20
 	VPXORD          Y13, Y13, Y13
-	VPDPBUSD        912(CX), Y21, Y13
-	VPSRLW          $0x04, Y22, Y21
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y21
-	VPSHUFB         Y21, Y5, Y21
-	VPDPBUSD        652(CX), Y21, Y10
-	VPSRLW          $0x04, Y23, Y21
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y21
-	VPSHUFB         Y21, Y20, Y21
-	VPDPBUSD        944(CX), Y21, Y11
-	VPSRLW          $0x06, Y22, Y21
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y21
-	VPSHUFB         Y21, Y5, Y21
-	VPDPBUSD        684(CX), Y21, Y12
-	VPSRLW          $0x06, Y23, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
-	VPSHUFB         Y5, Y20, Y5
-	VPDPBUSD        976(CX), Y5, Y13
-	VMOVDQU64       216(AX), Y20
-	VMOVDQA64       Y20, Y5
-	VPANDD          Y2, Y5, Y5
-	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        716(CX), Y5, Y10
-	VMOVDQU64       300(AX), Y21
-	VMOVDQA64       Y21, Y5
-	VPANDD          Y2, Y5, Y5
-	VPSHUFB         Y5, Y19, Y5
-	VPDPBUSD        1008(CX), Y5, Y11
-	VPSRLW          $0x02, Y20, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
-	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        748(CX), Y5, Y12
-	VPSRLW          $0x02, Y21, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
-	VPSHUFB         Y5, Y19, Y5
-	VPDPBUSD        1040(CX), Y5, Y13
-	VPSRLW          $0x04, Y20, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
-	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        780(CX), Y5, Y10
-	VPSRLW          $0x04, Y21, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
-	VPSHUFB         Y5, Y19, Y5
-	VPDPBUSD        1072(CX), Y5, Y11
+	VPDPBUSD        912(CX), Y20, Y13
+	VPSRLW          $0x04, Y21, Y20
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y20
+	VPSHUFB         Y20, Y17, Y20
+	VPDPBUSD        652(CX), Y20, Y10
+	VPSRLW          $0x04, Y22, Y20
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y20
+	VPSHUFB         Y20, Y19, Y20
+	VPDPBUSD        944(CX), Y20, Y11
+	VPSRLW          $0x06, Y21, Y20
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y20
+	VPSHUFB         Y20, Y17, Y20
+	VPDPBUSD        684(CX), Y20, Y12
+	VPSRLW          $0x06, Y22, Y17
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y17
+	VPSHUFB         Y17, Y19, Y17
+	VPDPBUSD        976(CX), Y17, Y13
+	VMOVDQU64       216(AX), Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y2, Y17, Y17
+	VPSHUFB         Y17, Y5, Y17
+	VPDPBUSD        716(CX), Y17, Y10
+	VMOVDQU64       300(AX), Y20
+	VMOVDQA64       Y20, Y17
+	VPANDD          Y2, Y17, Y17
+	VPSHUFB         Y17, Y18, Y17
+	VPDPBUSD        1008(CX), Y17, Y11
+	VPSRLW          $0x02, Y19, Y17
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y17
+	VPSHUFB         Y17, Y5, Y17
+	VPDPBUSD        748(CX), Y17, Y12
+	VPSRLW          $0x02, Y20, Y17
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y17
+	VPSHUFB         Y17, Y18, Y17
+	VPDPBUSD        1040(CX), Y17, Y13
+	VPSRLW          $0x04, Y19, Y17
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y17
+	VPSHUFB         Y17, Y5, Y17
+	VPDPBUSD        780(CX), Y17, Y10
+	VPSRLW          $0x04, Y20, Y17
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y17
+	VPSHUFB         Y17, Y18, Y17
+	VPDPBUSD        1072(CX), Y17, Y11
+	VPSRLW          $0x06, Y19, Y17
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y17
+	VPSHUFB         Y17, Y5, Y17
+	VPDPBUSD        812(CX), Y17, Y12
 	VPSRLW          $0x06, Y20, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y5
-	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        812(CX), Y5, Y12
-	VPSRLW          $0x06, Y21, Y4
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
-	VPSHUFB         Y4, Y19, Y4
-	VPDPBUSD        1104(CX), Y4, Y13
+	VPSHUFB         Y5, Y18, Y5
+	VPDPBUSD        1104(CX), Y5, Y13
 	VPADDD          Y12, Y10, Y10
 	VPADDD          Y13, Y11, Y11
-	VPMOVZXBW       168(AX), Y4
-	VPSRLW          $0x04, Y4, Y4
-	VPMADDWD        844(CX), Y4, Y4
+	VPMOVZXBW       168(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        844(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y10, Y17
+	VPUNPCKHDQ      Y5, Y10, Y5
+	VPADDD          Y5, Y17, Y17
 	VPMOVZXBW       252(AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        1136(CX), Y5, Y5
-	VPUNPCKLDQ      Y11, Y10, Y19
-	VPUNPCKHDQ      Y11, Y10, Y20
-	VPADDD          Y20, Y19, Y19
-	VPUNPCKLDQ      Y5, Y4, Y20
-	VPUNPCKHDQ      Y5, Y4, Y4
-	VPADDD          Y4, Y20, Y20
-	VPUNPCKLQDQ     Y19, Y17, Y4
-	VPUNPCKHQDQ     Y19, Y17, Y5
-	VPADDD          Y5, Y4, Y4
-	VPUNPCKLQDQ     Y20, Y18, Y5
-	VPUNPCKHQDQ     Y20, Y18, Y17
+	VPUNPCKLDQ      Y5, Y11, Y18
+	VPUNPCKHDQ      Y5, Y11, Y5
+	VPADDD          Y5, Y18, Y18
+	VPUNPCKLQDQ     Y18, Y17, Y5
+	VPUNPCKHQDQ     Y18, Y17, Y17
 	VPADDD          Y17, Y5, Y5
 	VMOVD           -256(AX), X14
 	VINSERTPS       $0x10, -172(AX), X14, X14
 	VINSERTPS       $0x20, -88(AX), X14, X14
 	VINSERTPS       $0x30, -4(AX), X14, X14
-	VPSHUFB         q2kdeint<>+0(SB), X14, X14
 	VCVTPH2PS       X14, Y17
-	VMOVSS          -1168(CX), X14
-	VINSERTPS       $0x10, -876(CX), X14, X14
-	VINSERTPS       $0x20, -584(CX), X14, X14
-	VINSERTPS       $0x30, -292(CX), X14, X14
-	VINSERTF32X4    $0x01, X14, Y14, Y18
+	VBROADCASTSS    -1168(CX), X14
+	VBROADCASTSS    -876(CX), X20
+	VBROADCASTSS    -584(CX), X18
+	VBROADCASTSS    -292(CX), X19
+	VSHUFPS         $0x00, X20, X14, X14
+	VSHUFPS         $0x00, X19, X18, X18
+	VINSERTF32X4    $0x01, X18, Y14, Y18
 	VMULPS          Y17, Y18, Y17
 	VCVTDQ2PS       Y3, Y3
 	VMULPS          Y17, Y3, Y3
-	VEXTRACTF32X4   $0x01, Y3, X14
-	VSUBPS          X14, X3, X3
+	VMOVSHDUP       Y3, Y17
+	VSUBPS          Y17, Y3, Y3
 	VADDSS          X3, X0, X0
-	VMOVSHDUP       X3, X14
-	VADDSS          X14, X0, X0
 	VMOVHLPS        X3, X3, X14
 	VADDSS          X14, X0, X0
-	VPERMILPS       $0x03, X3, X3
+	VEXTRACTF32X4   $0x01, Y3, X3
+	VADDSS          X3, X0, X0
+	VMOVHLPS        X3, X3, X3
 	VADDSS          X3, X0, X0
 	VSHUFI64X2      $0x00, Y5, Y4, Y3
 	VSHUFI64X2      $0x03, Y5, Y4, Y4
@@ -6303,24 +6302,25 @@ draindotQ2KVNNI256:
 	VINSERTPS     $0x10, -172(AX), X4, X4
 	VINSERTPS     $0x20, -88(AX), X4, X4
 	VINSERTPS     $0x30, -4(AX), X4, X4
-	VPSHUFB       q2kdeint<>+0(SB), X4, X4
 	VCVTPH2PS     X4, Y4
-	VMOVSS        -1168(CX), X14
-	VINSERTPS     $0x10, -876(CX), X14, X14
-	VINSERTPS     $0x20, -584(CX), X14, X14
-	VINSERTPS     $0x30, -292(CX), X14, X14
-	VINSERTF32X4  $0x01, X14, Y14, Y5
+	VBROADCASTSS  -1168(CX), X7
+	VBROADCASTSS  -876(CX), X8
+	VBROADCASTSS  -584(CX), X5
+	VBROADCASTSS  -292(CX), X6
+	VSHUFPS       $0x00, X8, X7, X14
+	VSHUFPS       $0x00, X6, X5, X5
+	VINSERTF32X4  $0x01, X5, Y14, Y5
 	VMULPS        Y4, Y5, Y4
 	VCVTDQ2PS     Y3, Y3
 	VMULPS        Y4, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X4
-	VSUBPS        X4, X3, X3
+	VMOVSHDUP     Y3, Y4
+	VSUBPS        Y4, Y3, Y3
 	VADDSS        X3, X0, X0
-	VMOVSHDUP     X3, X4
-	VADDSS        X4, X0, X0
 	VMOVHLPS      X3, X3, X4
 	VADDSS        X4, X0, X0
-	VPERMILPS     $0x03, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X3
+	VADDSS        X3, X0, X0
+	VMOVHLPS      X3, X3, X3
 	VADDSS        X3, X0, X0
 
 taildotQ2KVNNI256:

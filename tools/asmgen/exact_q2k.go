@@ -102,12 +102,12 @@ func q2kOne(t *target) {
 }
 
 // q2kGroupInts sums the integers of the q2kGroup blocks at wp, ap into
-// dst: lanes 0..3 their isums, 4..7 their summs. between, if not nil, is
+// dst: lanes 2b and 2b+1 block b's isum and summs. between, if not nil, is
 // emitted before dst is written.
 func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, between func()) {
-	// Pairs of blocks are merged as soon as both are done, so that few
+	// Each block's pair is merged as soon as it is done, so that few
 	// vectors stay live.
-	var isums, summs []VecVirtual
+	var isums []VecVirtual
 	var pair [][]VecVirtual
 	for b := 0; b < q2kGroup; b++ {
 		w, a := Mem{Base: wp, Disp: 84 * b}, Mem{Base: ap, Disp: q8KSize * b}
@@ -123,15 +123,14 @@ func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, betwe
 		} else {
 			is = t.q2kInts(w, []Mem{a}, 2, c0F, c03)
 		}
-		isums = append(isums, t.foldY(is[0]))
-		summs = append(summs, q2kSumms(w, []Mem{a})[0])
-		if b%2 == 1 {
-			n := len(isums)
-			isums = append(isums[:n-2], t.pairSum(isums[n-2], isums[n-1]))
-			summs = append(summs[:n-2], t.pairSum(summs[n-2], summs[n-1]))
+		v := t.pairSum(t.foldY(is[0]), q2kSumms(w, []Mem{a})[0])
+		if b%2 == 0 {
+			isums = append(isums, v)
+		} else {
+			isums[b/2] = t.quadSum(isums[b/2], v)
 		}
 	}
-	x, y := t.quadSum(isums[0], isums[1]), t.quadSum(summs[0], summs[1])
+	x, y := isums[0], isums[1]
 	if between != nil {
 		between()
 	}
@@ -141,23 +140,55 @@ func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, betwe
 // q2kGroupFloat adds the float results of the group whose sums are in iv
 // and whose blocks start blk blocks from wp, ap into sumf, in block order.
 func q2kGroupFloat(t *target, wp, ap Register, blk int, iv, sumf VecVirtual) {
-	dd := q2kScales4(t, Mem{Base: wp, Disp: 84 * blk})
-	yv := q2kActScales(t, func(b int) Mem { return Mem{Base: ap, Disp: q8KSize * (blk + b)} })
-	diff := q2kFloat(t, iv, dd, yv)
-	// The reference's sequential sum.
-	VADDSS(diff, sumf, sumf)
-	for _, lane := range []int{1, 2, 3} {
-		x := XMM()
-		switch lane {
-		case 1:
-			VMOVSHDUP(diff, x)
-		case 2:
-			VMOVHLPS(diff, diff, x)
-		case 3:
-			VPERMILPS(U8(3), diff, x)
-		}
-		VADDSS(x, sumf, sumf)
+	w := Mem{Base: wp, Disp: 84 * blk}
+	// [d0 dmin0 d1 dmin1 | d2 dmin2 d3 dmin3]
+	x := XMM()
+	VMOVD(w.Offset(80), x)
+	for b := 1; b < 4; b++ {
+		// VINSERTPS moves the two halves as bits (VPINSRD's EVEX form
+		// would need AVX512DQ).
+		VINSERTPS(U8(b<<4), w.Offset(84*b+80), x, x)
 	}
+	dd := YMM()
+	VCVTPH2PS(x, dd)
+	// [y0 y0 y1 y1 | y2 y2 y3 y3]
+	var ys [4]VecVirtual
+	for b := range ys {
+		ys[b] = XMM()
+		VBROADCASTSS(Mem{Base: ap, Disp: q8KSize * (blk + b)}, ys[b])
+	}
+	y01, y23 := XMM(), XMM()
+	VSHUFPS(U8(0), ys[1], ys[0], y01)
+	VSHUFPS(U8(0), ys[3], ys[2], y23)
+	yy := YMM()
+	if t.evex() {
+		VINSERTF32X4(U8(1), y23, y01.AsY(), yy)
+	} else {
+		VINSERTF128(U8(1), y23, y01.AsY(), yy)
+	}
+	VMULPS(dd, yy, dd) // dall, dmin
+	f := YMM()
+	VCVTDQ2PS(iv, f)
+	VMULPS(dd, f, f)
+	sh := YMM()
+	VMOVSHDUP(f, sh)
+	diff := YMM()
+	VSUBPS(sh, f, diff) // lane 2b: dall*isum - dmin*summs of block b
+	// The reference's sequential sum.
+	VADDSS(diff.AsX(), sumf, sumf)
+	l2 := XMM()
+	VMOVHLPS(diff.AsX(), diff.AsX(), l2)
+	VADDSS(l2, sumf, sumf)
+	hi := XMM()
+	if t.evex() {
+		VEXTRACTF32X4(U8(1), diff, hi)
+	} else {
+		VEXTRACTF128(U8(1), diff, hi)
+	}
+	VADDSS(hi, sumf, sumf)
+	l6 := XMM()
+	VMOVHLPS(hi, hi, l6)
+	VADDSS(l6, sumf, sumf)
 }
 
 // q2kFour emits dotQ2Kx4<suffix>(w, a *byte, nb, astride int, out *float32):
@@ -245,23 +276,6 @@ func q2kActScales(t *target, act func(k int) Mem) VecVirtual {
 		VINSERTF128(U8(1), x, x.AsY(), y)
 	}
 	return y
-}
-
-// q2kScales4 returns, as float32, the d of the four weight blocks at w
-// in lanes 0..3 and their dmin in 4..7.
-func q2kScales4(t *target, w Mem) VecVirtual {
-	x := XMM()
-	VMOVD(w.Offset(80), x)
-	for b := 1; b < 4; b++ {
-		// VINSERTPS moves the two halves as bits (VPINSRD's EVEX form
-		// would need AVX512DQ).
-		VINSERTPS(U8(b<<4), w.Offset(84*b+80), x, x)
-	}
-	// d0 m0 d1 m1 d2 m2 d3 m3 -> d0 d1 d2 d3 m0 m1 m2 m3
-	VPSHUFB(constData("q2kdeint", []byte{0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15}), x, x)
-	dd := YMM()
-	VCVTPH2PS(x, dd)
-	return dd
 }
 
 // q2kSumms returns, per activation row, an int32 ymm whose lanes sum to
