@@ -151,29 +151,7 @@ func q2kGroupFloat(t *target, wp, ap Register, blk int, iv, sumf VecVirtual) {
 	}
 	dd := YMM()
 	VCVTPH2PS(x, dd)
-	// [y0 y0 y1 y1 | y2 y2 y3 y3]
-	var ys [4]VecVirtual
-	for b := range ys {
-		ys[b] = XMM()
-		VBROADCASTSS(Mem{Base: ap, Disp: q8KSize * (blk + b)}, ys[b])
-	}
-	y01, y23 := XMM(), XMM()
-	VSHUFPS(U8(0), ys[1], ys[0], y01)
-	VSHUFPS(U8(0), ys[3], ys[2], y23)
-	yy := YMM()
-	if t.evex() {
-		VINSERTF32X4(U8(1), y23, y01.AsY(), yy)
-	} else {
-		VINSERTF128(U8(1), y23, y01.AsY(), yy)
-	}
-	VMULPS(dd, yy, dd) // dall, dmin
-	f := YMM()
-	VCVTDQ2PS(iv, f)
-	VMULPS(dd, f, f)
-	sh := YMM()
-	VMOVSHDUP(f, sh)
-	diff := YMM()
-	VSUBPS(sh, f, diff) // lane 2b: dall*isum - dmin*summs of block b
+	diff := q2kPairsFloat(t, iv, dd, func(b int) Mem { return Mem{Base: ap, Disp: q8KSize * (blk + b)} })
 	// The reference's sequential sum.
 	VADDSS(diff.AsX(), sumf, sumf)
 	l2 := XMM()
@@ -204,7 +182,7 @@ func q2kFour(t *target) {
 	s3 := GP64()
 	LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
 	acts := []Mem{{Base: ap}, {Base: ap, Index: s, Scale: 1}, {Base: ap, Index: s, Scale: 2}, {Base: ap, Index: s3, Scale: 1}}
-	acc := XMM() // row k's sum in lane k
+	acc := YMM() // row k's sum in lane 2k
 	t.zerof(acc)
 	t.memConsts = true
 	c0F, c03 := t.konst(0x0f0f0f0f), t.konst(0x03030303)
@@ -218,17 +196,17 @@ func q2kFour(t *target) {
 		is[k] = t.foldY(is[k])
 	}
 	sm := q2kSumms(w, acts)
-	// Lanes 0..3: the isums of rows 0..3; 4..7 their summs.
-	iv := t.halvesSum(
-		t.quadSum(t.pairSum(is[0], is[1]), t.pairSum(is[2], is[3])),
-		t.quadSum(t.pairSum(sm[0], sm[1]), t.pairSum(sm[2], sm[3])), nil)
-	// [d d d d dmin dmin dmin dmin]
+	// Lanes 2k, 2k+1: row k's isum and summs.
+	var v [4]VecVirtual
+	for k := range v {
+		v[k] = t.pairSum(is[k], sm[k])
+	}
+	iv := t.halvesSum(t.quadSum(v[0], v[1]), t.quadSum(v[2], v[3]), nil)
 	x := XMM()
-	VMOVD(Mem{Base: wp, Disp: 80}, x)
-	VPSHUFB(constData("q2kdup", []byte{0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3}), x, x)
+	VPBROADCASTD(Mem{Base: wp, Disp: 80}, x)
 	dd := YMM()
-	VCVTPH2PS(x, dd)
-	diff := q2kFloat(t, iv, dd, q2kActScales(t, func(k int) Mem { return acts[k] }))
+	VCVTPH2PS(x, dd) // d, dmin four times
+	diff := q2kPairsFloat(t, iv, dd, func(k int) Mem { return acts[k] })
 	VADDPS(diff, acc, acc)
 	ADDQ(U32(84), wp)
 	ADDQ(U32(q8KSize), ap)
@@ -236,46 +214,47 @@ func q2kFour(t *target) {
 	JNZ(LabelRef("loop" + fn))
 	Label("done" + fn)
 	outp := Load(Param("out"), GP64())
-	VMOVUPS(acc, Mem{Base: outp})
+	hi, r := XMM(), XMM()
+	if t.evex() {
+		VEXTRACTF32X4(U8(1), acc, hi)
+	} else {
+		VEXTRACTF128(U8(1), acc, hi)
+	}
+	VSHUFPS(U8(0x88), hi, acc.AsX(), r) // lanes 0, 2, 4, 6
+	VMOVUPS(r, Mem{Base: outp})
 	VZEROUPPER()
 	RET()
 }
 
-// q2kFloat is the reference's float part for four sums at once: iv holds
-// four isums (lanes 0..3) and their summs (4..7), dd the matching weight
-// scales d and dmin, yv the activation scales (the same four twice). It
-// returns dall*isum - dmin*summs for each of the four in an xmm.
-func q2kFloat(t *target, iv, dd, yv VecVirtual) VecVirtual {
-	VMULPS(dd, yv, dd) // dall, dmin
+// q2kPairsFloat is the reference's float part for four blocks (or rows):
+// iv holds their isum and summs in lanes 2k and 2k+1, dd the matching
+// weight scales d and dmin as float32, and y(k) is where the activation
+// scale of k is. It returns dall*isum - dmin*summs of k in lane 2k.
+func q2kPairsFloat(t *target, iv, dd VecVirtual, y func(k int) Mem) VecVirtual {
+	// [y0 y0 y1 y1 | y2 y2 y3 y3]
+	var ys [4]VecVirtual
+	for k := range ys {
+		ys[k] = XMM()
+		VBROADCASTSS(y(k), ys[k])
+	}
+	y01, y23 := XMM(), XMM()
+	VSHUFPS(U8(0), ys[1], ys[0], y01)
+	VSHUFPS(U8(0), ys[3], ys[2], y23)
+	yy := YMM()
+	if t.evex() {
+		VINSERTF32X4(U8(1), y23, y01.AsY(), yy)
+	} else {
+		VINSERTF128(U8(1), y23, y01.AsY(), yy)
+	}
+	VMULPS(dd, yy, dd) // dall, dmin
 	f := YMM()
 	VCVTDQ2PS(iv, f)
 	VMULPS(dd, f, f)
-	hi := XMM()
-	if t.evex() {
-		VEXTRACTF32X4(U8(1), f, hi)
-	} else {
-		VEXTRACTF128(U8(1), f, hi)
-	}
-	diff := XMM()
-	VSUBPS(hi, f.AsX(), diff)
+	sh := YMM()
+	VMOVSHDUP(f, sh)
+	diff := YMM()
+	VSUBPS(sh, f, diff)
 	return diff
-}
-
-// q2kActScales returns the four activation blocks' float32 scales (at
-// act(0..3)) in lanes 0..3 and again in 4..7.
-func q2kActScales(t *target, act func(k int) Mem) VecVirtual {
-	x := XMM()
-	VMOVSS(act(0), x)
-	for k := 1; k < 4; k++ {
-		VINSERTPS(U8(k<<4), act(k), x, x)
-	}
-	y := YMM()
-	if t.evex() {
-		VINSERTF32X4(U8(1), x, x.AsY(), y)
-	} else {
-		VINSERTF128(U8(1), x, x.AsY(), y)
-	}
-	return y
 }
 
 // q2kSumms returns, per activation row, an int32 ymm whose lanes sum to
