@@ -5857,86 +5857,164 @@ TEXT ·dotQ2KVNNI256(SB), NOSPLIT, $0-28
 	VPMULLW         q2kmul<>+0(SB), Y4, Y4
 	VPSHUFB         q2kti1<>+0(SB), Y3, Y3
 	VPMULLW         q2kmul<>+0(SB), Y3, Y3
-	VBROADCASTI32X4 84(AX), Y24
-	VPANDD          Y1, Y24, Y24
-	VPSHUFB         q2kti0<>+0(SB), Y24, Y25
-	VPMULLW         q2kmul<>+0(SB), Y25, Y25
-	VPSHUFB         q2kti1<>+0(SB), Y24, Y24
-	VPMULLW         q2kmul<>+0(SB), Y24, Y24
-	VMOVDQU64       16(AX), Y27
-	VMOVDQA64       Y27, Y26
-	VPANDD          Y2, Y26, Y26
-	VPSHUFB         Y26, Y4, Y26
+	VBROADCASTI32X4 84(AX), Y16
+	VPANDD          Y1, Y16, Y16
+	VPSHUFB         q2kti0<>+0(SB), Y16, Y17
+	VPMULLW         q2kmul<>+0(SB), Y17, Y17
+	VPSHUFB         q2kti1<>+0(SB), Y16, Y16
+	VPMULLW         q2kmul<>+0(SB), Y16, Y16
+	VBROADCASTI32X4 168(AX), Y18
+	VPANDD          Y1, Y18, Y18
+	VPSHUFB         q2kti0<>+0(SB), Y18, Y19
+	VPMULLW         q2kmul<>+0(SB), Y19, Y19
+	VPSHUFB         q2kti1<>+0(SB), Y18, Y18
+	VPMULLW         q2kmul<>+0(SB), Y18, Y18
+	VBROADCASTI32X4 252(AX), Y20
+	VPANDD          Y1, Y20, Y20
+	VPSHUFB         q2kti0<>+0(SB), Y20, Y21
+	VPMULLW         q2kmul<>+0(SB), Y21, Y21
+	VPSHUFB         q2kti1<>+0(SB), Y20, Y20
+	VPMULLW         q2kmul<>+0(SB), Y20, Y20
+	VMOVDQU64       16(AX), Y23
+	VMOVDQA64       Y23, Y22
+	VPANDD          Y2, Y22, Y22
+	VPSHUFB         Y22, Y4, Y22
 	VPXORD          Y5, Y5, Y5
-	VPDPBUSD        4(CX), Y26, Y5
-	VMOVDQU64       100(AX), Y28
-	VMOVDQA64       Y28, Y26
-	VPANDD          Y2, Y26, Y26
-	VPSHUFB         Y26, Y25, Y26
-	VPXORD          Y17, Y17, Y17
-	VPDPBUSD        296(CX), Y26, Y17
-	VPSRLW          $0x02, Y27, Y26
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y26
-	VPSHUFB         Y26, Y4, Y26
-	VPXORD          Y18, Y18, Y18
-	VPDPBUSD        36(CX), Y26, Y18
-	VPSRLW          $0x02, Y28, Y26
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y26
-	VPSHUFB         Y26, Y25, Y26
-	VPXORD          Y19, Y19, Y19
-	VPDPBUSD        328(CX), Y26, Y19
-	VPSRLW          $0x04, Y27, Y26
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y26
-	VPSHUFB         Y26, Y4, Y26
-	VPDPBUSD        68(CX), Y26, Y5
-	VPSRLW          $0x04, Y28, Y26
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y26
-	VPSHUFB         Y26, Y25, Y26
-	VPDPBUSD        360(CX), Y26, Y17
-	VPSRLW          $0x06, Y27, Y26
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y26
-	VPSHUFB         Y26, Y4, Y26
-	VPDPBUSD        100(CX), Y26, Y18
-	VPSRLW          $0x06, Y28, Y4
+	VPDPBUSD        4(CX), Y22, Y5
+	VMOVDQU64       100(AX), Y24
+	VMOVDQA64       Y24, Y22
+	VPANDD          Y2, Y22, Y22
+	VPSHUFB         Y22, Y17, Y22
+	VPXORD          Y13, Y13, Y13
+	VPDPBUSD        296(CX), Y22, Y13
+	VMOVDQU64       184(AX), Y25
+	VMOVDQA64       Y25, Y22
+	VPANDD          Y2, Y22, Y22
+	VPSHUFB         Y22, Y19, Y22
+	VPXORD          Y14, Y14, Y14
+	VPDPBUSD        588(CX), Y22, Y14
+	VMOVDQU64       268(AX), Y26
+	VMOVDQA64       Y26, Y22
+	VPANDD          Y2, Y22, Y22
+	VPSHUFB         Y22, Y21, Y22
+	VPXORD          Y15, Y15, Y15
+	VPDPBUSD        880(CX), Y22, Y15
+	VPSRLW          $0x02, Y23, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y22
+	VPSHUFB         Y22, Y4, Y22
+	VPDPBUSD        36(CX), Y22, Y5
+	VPSRLW          $0x02, Y24, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y22
+	VPSHUFB         Y22, Y17, Y22
+	VPDPBUSD        328(CX), Y22, Y13
+	VPSRLW          $0x02, Y25, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y22
+	VPSHUFB         Y22, Y19, Y22
+	VPDPBUSD        620(CX), Y22, Y14
+	VPSRLW          $0x02, Y26, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y22
+	VPSHUFB         Y22, Y21, Y22
+	VPDPBUSD        912(CX), Y22, Y15
+	VPSRLW          $0x04, Y23, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y22
+	VPSHUFB         Y22, Y4, Y22
+	VPDPBUSD        68(CX), Y22, Y5
+	VPSRLW          $0x04, Y24, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y22
+	VPSHUFB         Y22, Y17, Y22
+	VPDPBUSD        360(CX), Y22, Y13
+	VPSRLW          $0x04, Y25, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y22
+	VPSHUFB         Y22, Y19, Y22
+	VPDPBUSD        652(CX), Y22, Y14
+	VPSRLW          $0x04, Y26, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y22
+	VPSHUFB         Y22, Y21, Y22
+	VPDPBUSD        944(CX), Y22, Y15
+	VPSRLW          $0x06, Y23, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y22
+	VPSHUFB         Y22, Y4, Y22
+	VPDPBUSD        100(CX), Y22, Y5
+	VPSRLW          $0x06, Y24, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y4
-	VPSHUFB         Y4, Y25, Y4
-	VPDPBUSD        392(CX), Y4, Y19
-	VMOVDQU64       48(AX), Y25
-	VMOVDQA64       Y25, Y4
+	VPSHUFB         Y4, Y17, Y4
+	VPDPBUSD        392(CX), Y4, Y13
+	VPSRLW          $0x06, Y25, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y4
+	VPSHUFB         Y4, Y19, Y4
+	VPDPBUSD        684(CX), Y4, Y14
+	VPSRLW          $0x06, Y26, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y4
+	VPSHUFB         Y4, Y21, Y4
+	VPDPBUSD        976(CX), Y4, Y15
+	VMOVDQU64       48(AX), Y17
+	VMOVDQA64       Y17, Y4
 	VPANDD          Y2, Y4, Y4
 	VPSHUFB         Y4, Y3, Y4
 	VPDPBUSD        132(CX), Y4, Y5
-	VMOVDQU64       132(AX), Y26
-	VMOVDQA64       Y26, Y4
+	VMOVDQU64       132(AX), Y19
+	VMOVDQA64       Y19, Y4
 	VPANDD          Y2, Y4, Y4
-	VPSHUFB         Y4, Y24, Y4
-	VPDPBUSD        424(CX), Y4, Y17
-	VPSRLW          $0x02, Y25, Y4
+	VPSHUFB         Y4, Y16, Y4
+	VPDPBUSD        424(CX), Y4, Y13
+	VMOVDQU64       216(AX), Y21
+	VMOVDQA64       Y21, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y18, Y4
+	VPDPBUSD        716(CX), Y4, Y14
+	VMOVDQU64       300(AX), Y22
+	VMOVDQA64       Y22, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y20, Y4
+	VPDPBUSD        1008(CX), Y4, Y15
+	VPSRLW          $0x02, Y17, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        164(CX), Y4, Y18
-	VPSRLW          $0x02, Y26, Y4
+	VPDPBUSD        164(CX), Y4, Y5
+	VPSRLW          $0x02, Y19, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
-	VPSHUFB         Y4, Y24, Y4
-	VPDPBUSD        456(CX), Y4, Y19
-	VPSRLW          $0x04, Y25, Y4
+	VPSHUFB         Y4, Y16, Y4
+	VPDPBUSD        456(CX), Y4, Y13
+	VPSRLW          $0x02, Y21, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y18, Y4
+	VPDPBUSD        748(CX), Y4, Y14
+	VPSRLW          $0x02, Y22, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y20, Y4
+	VPDPBUSD        1040(CX), Y4, Y15
+	VPSRLW          $0x04, Y17, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
 	VPDPBUSD        196(CX), Y4, Y5
-	VPSRLW          $0x04, Y26, Y4
+	VPSRLW          $0x04, Y19, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
-	VPSHUFB         Y4, Y24, Y4
-	VPDPBUSD        488(CX), Y4, Y17
-	VPSRLW          $0x06, Y25, Y4
+	VPSHUFB         Y4, Y16, Y4
+	VPDPBUSD        488(CX), Y4, Y13
+	VPSRLW          $0x04, Y21, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y18, Y4
+	VPDPBUSD        780(CX), Y4, Y14
+	VPSRLW          $0x04, Y22, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y20, Y4
+	VPDPBUSD        1072(CX), Y4, Y15
+	VPSRLW          $0x06, Y17, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        228(CX), Y4, Y18
-	VPSRLW          $0x06, Y26, Y3
+	VPDPBUSD        228(CX), Y4, Y5
+	VPSRLW          $0x06, Y19, Y3
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y3
-	VPSHUFB         Y3, Y24, Y3
-	VPDPBUSD        520(CX), Y3, Y19
-	VPADDD          Y18, Y5, Y5
-	VPADDD          Y19, Y17, Y17
+	VPSHUFB         Y3, Y16, Y3
+	VPDPBUSD        520(CX), Y3, Y13
+	VPSRLW          $0x06, Y21, Y3
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y3
+	VPSHUFB         Y3, Y18, Y3
+	VPDPBUSD        812(CX), Y3, Y14
+	VPSRLW          $0x06, Y22, Y3
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y3
+	VPSHUFB         Y3, Y20, Y3
+	VPDPBUSD        1104(CX), Y3, Y15
 	VPMOVZXBW       (AX), Y3
 	VPSRLW          $0x04, Y3, Y3
 	VPMADDWD        260(CX), Y3, Y3
@@ -5946,112 +6024,26 @@ TEXT ·dotQ2KVNNI256(SB), NOSPLIT, $0-28
 	VPMOVZXBW       84(AX), Y3
 	VPSRLW          $0x04, Y3, Y3
 	VPMADDWD        552(CX), Y3, Y3
-	VPUNPCKLDQ      Y3, Y17, Y5
-	VPUNPCKHDQ      Y3, Y17, Y3
+	VPUNPCKLDQ      Y3, Y13, Y5
+	VPUNPCKHDQ      Y3, Y13, Y3
 	VPADDD          Y3, Y5, Y5
 	VPUNPCKLQDQ     Y5, Y4, Y3
 	VPUNPCKHQDQ     Y5, Y4, Y4
 	VPADDD          Y4, Y3, Y3
-	VBROADCASTI32X4 168(AX), Y4
-	VPANDD          Y1, Y4, Y4
-	VPSHUFB         q2kti0<>+0(SB), Y4, Y5
-	VPMULLW         q2kmul<>+0(SB), Y5, Y5
-	VPSHUFB         q2kti1<>+0(SB), Y4, Y4
-	VPMULLW         q2kmul<>+0(SB), Y4, Y4
-	VBROADCASTI32X4 252(AX), Y17
-	VPANDD          Y1, Y17, Y17
-	VPSHUFB         q2kti0<>+0(SB), Y17, Y18
-	VPMULLW         q2kmul<>+0(SB), Y18, Y18
-	VPSHUFB         q2kti1<>+0(SB), Y17, Y17
-	VPMULLW         q2kmul<>+0(SB), Y17, Y17
-	VMOVDQU64       184(AX), Y24
-	VMOVDQA64       Y24, Y19
-	VPANDD          Y2, Y19, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPXORD          Y20, Y20, Y20
-	VPDPBUSD        588(CX), Y19, Y20
-	VMOVDQU64       268(AX), Y25
-	VMOVDQA64       Y25, Y19
-	VPANDD          Y2, Y19, Y19
-	VPSHUFB         Y19, Y18, Y19
-	VPXORD          Y21, Y21, Y21
-	VPDPBUSD        880(CX), Y19, Y21
-	VPSRLW          $0x02, Y24, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPXORD          Y22, Y22, Y22
-	VPDPBUSD        620(CX), Y19, Y22
-	VPSRLW          $0x02, Y25, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
-	VPSHUFB         Y19, Y18, Y19
-	VPXORD          Y23, Y23, Y23
-	VPDPBUSD        912(CX), Y19, Y23
-	VPSRLW          $0x04, Y24, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPDPBUSD        652(CX), Y19, Y20
-	VPSRLW          $0x04, Y25, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
-	VPSHUFB         Y19, Y18, Y19
-	VPDPBUSD        944(CX), Y19, Y21
-	VPSRLW          $0x06, Y24, Y19
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y19
-	VPSHUFB         Y19, Y5, Y19
-	VPDPBUSD        684(CX), Y19, Y22
-	VPSRLW          $0x06, Y25, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
-	VPSHUFB         Y5, Y18, Y5
-	VPDPBUSD        976(CX), Y5, Y23
-	VMOVDQU64       216(AX), Y18
-	VMOVDQA64       Y18, Y5
-	VPANDD          Y2, Y5, Y5
-	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        716(CX), Y5, Y20
-	VMOVDQU64       300(AX), Y19
-	VMOVDQA64       Y19, Y5
-	VPANDD          Y2, Y5, Y5
-	VPSHUFB         Y5, Y17, Y5
-	VPDPBUSD        1008(CX), Y5, Y21
-	VPSRLW          $0x02, Y18, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
-	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        748(CX), Y5, Y22
-	VPSRLW          $0x02, Y19, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
-	VPSHUFB         Y5, Y17, Y5
-	VPDPBUSD        1040(CX), Y5, Y23
-	VPSRLW          $0x04, Y18, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
-	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        780(CX), Y5, Y20
-	VPSRLW          $0x04, Y19, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
-	VPSHUFB         Y5, Y17, Y5
-	VPDPBUSD        1072(CX), Y5, Y21
-	VPSRLW          $0x06, Y18, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y5
-	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        812(CX), Y5, Y22
-	VPSRLW          $0x06, Y19, Y4
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
-	VPSHUFB         Y4, Y17, Y4
-	VPDPBUSD        1104(CX), Y4, Y23
-	VPADDD          Y22, Y20, Y20
-	VPADDD          Y23, Y21, Y21
 	VPMOVZXBW       168(AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        844(CX), Y4, Y4
-	VPUNPCKLDQ      Y4, Y20, Y5
-	VPUNPCKHDQ      Y4, Y20, Y4
+	VPUNPCKLDQ      Y4, Y14, Y5
+	VPUNPCKHDQ      Y4, Y14, Y4
 	VPADDD          Y4, Y5, Y5
 	VPMOVZXBW       252(AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        1136(CX), Y4, Y4
-	VPUNPCKLDQ      Y4, Y21, Y17
-	VPUNPCKHDQ      Y4, Y21, Y4
-	VPADDD          Y4, Y17, Y17
-	VPUNPCKLQDQ     Y17, Y5, Y4
-	VPUNPCKHQDQ     Y17, Y5, Y5
+	VPUNPCKLDQ      Y4, Y15, Y13
+	VPUNPCKHDQ      Y4, Y15, Y4
+	VPADDD          Y4, Y13, Y13
+	VPUNPCKLQDQ     Y13, Y5, Y4
+	VPUNPCKHQDQ     Y13, Y5, Y5
 	VPADDD          Y5, Y4, Y4
 	VSHUFI64X2      $0x00, Y4, Y3, Y5
 	VSHUFI64X2      $0x03, Y4, Y3, Y3
@@ -6069,7 +6061,19 @@ groupdotQ2KVNNI256:
 	VPMULLW         q2kmul<>+0(SB), Y5, Y5
 	VPSHUFB         q2kti1<>+0(SB), Y4, Y4
 	VPMULLW         q2kmul<>+0(SB), Y4, Y4
-	VBROADCASTI32X4 84(AX), Y17
+	VBROADCASTI32X4 84(AX), Y13
+	VPANDD          Y1, Y13, Y13
+	VPSHUFB         q2kti0<>+0(SB), Y13, Y14
+	VPMULLW         q2kmul<>+0(SB), Y14, Y14
+	VPSHUFB         q2kti1<>+0(SB), Y13, Y13
+	VPMULLW         q2kmul<>+0(SB), Y13, Y13
+	VBROADCASTI32X4 168(AX), Y15
+	VPANDD          Y1, Y15, Y15
+	VPSHUFB         q2kti0<>+0(SB), Y15, Y16
+	VPMULLW         q2kmul<>+0(SB), Y16, Y16
+	VPSHUFB         q2kti1<>+0(SB), Y15, Y15
+	VPMULLW         q2kmul<>+0(SB), Y15, Y15
+	VBROADCASTI32X4 252(AX), Y17
 	VPANDD          Y1, Y17, Y17
 	VPSHUFB         q2kti0<>+0(SB), Y17, Y18
 	VPMULLW         q2kmul<>+0(SB), Y18, Y18
@@ -6084,71 +6088,137 @@ groupdotQ2KVNNI256:
 	VMOVDQU64       100(AX), Y21
 	VMOVDQA64       Y21, Y19
 	VPANDD          Y2, Y19, Y19
-	VPSHUFB         Y19, Y18, Y19
+	VPSHUFB         Y19, Y14, Y19
 	VPXORD          Y7, Y7, Y7
 	VPDPBUSD        296(CX), Y19, Y7
+	VMOVDQU64       184(AX), Y22
+	VMOVDQA64       Y22, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y16, Y19
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        588(CX), Y19, Y8
+	VMOVDQU64       268(AX), Y23
+	VMOVDQA64       Y23, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y18, Y19
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        880(CX), Y19, Y9
 	VPSRLW          $0x02, Y20, Y19
 	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
 	VPSHUFB         Y19, Y5, Y19
-	VPXORD          Y8, Y8, Y8
-	VPDPBUSD        36(CX), Y19, Y8
+	VPDPBUSD        36(CX), Y19, Y6
 	VPSRLW          $0x02, Y21, Y19
 	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y14, Y19
+	VPDPBUSD        328(CX), Y19, Y7
+	VPSRLW          $0x02, Y22, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y16, Y19
+	VPDPBUSD        620(CX), Y19, Y8
+	VPSRLW          $0x02, Y23, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
 	VPSHUFB         Y19, Y18, Y19
-	VPXORD          Y9, Y9, Y9
-	VPDPBUSD        328(CX), Y19, Y9
+	VPDPBUSD        912(CX), Y19, Y9
 	VPSRLW          $0x04, Y20, Y19
 	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
 	VPSHUFB         Y19, Y5, Y19
 	VPDPBUSD        68(CX), Y19, Y6
 	VPSRLW          $0x04, Y21, Y19
 	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
-	VPSHUFB         Y19, Y18, Y19
+	VPSHUFB         Y19, Y14, Y19
 	VPDPBUSD        360(CX), Y19, Y7
+	VPSRLW          $0x04, Y22, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y16, Y19
+	VPDPBUSD        652(CX), Y19, Y8
+	VPSRLW          $0x04, Y23, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y18, Y19
+	VPDPBUSD        944(CX), Y19, Y9
 	VPSRLW          $0x06, Y20, Y19
 	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y19
 	VPSHUFB         Y19, Y5, Y19
-	VPDPBUSD        100(CX), Y19, Y8
+	VPDPBUSD        100(CX), Y19, Y6
 	VPSRLW          $0x06, Y21, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
+	VPSHUFB         Y5, Y14, Y5
+	VPDPBUSD        392(CX), Y5, Y7
+	VPSRLW          $0x06, Y22, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
+	VPSHUFB         Y5, Y16, Y5
+	VPDPBUSD        684(CX), Y5, Y8
+	VPSRLW          $0x06, Y23, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
 	VPSHUFB         Y5, Y18, Y5
-	VPDPBUSD        392(CX), Y5, Y9
-	VMOVDQU64       48(AX), Y18
-	VMOVDQA64       Y18, Y5
+	VPDPBUSD        976(CX), Y5, Y9
+	VMOVDQU64       48(AX), Y14
+	VMOVDQA64       Y14, Y5
 	VPANDD          Y2, Y5, Y5
 	VPSHUFB         Y5, Y4, Y5
 	VPDPBUSD        132(CX), Y5, Y6
-	VMOVDQU64       132(AX), Y19
+	VMOVDQU64       132(AX), Y16
+	VMOVDQA64       Y16, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y13, Y5
+	VPDPBUSD        424(CX), Y5, Y7
+	VMOVDQU64       216(AX), Y18
+	VMOVDQA64       Y18, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y15, Y5
+	VPDPBUSD        716(CX), Y5, Y8
+	VMOVDQU64       300(AX), Y19
 	VMOVDQA64       Y19, Y5
 	VPANDD          Y2, Y5, Y5
 	VPSHUFB         Y5, Y17, Y5
-	VPDPBUSD        424(CX), Y5, Y7
-	VPSRLW          $0x02, Y18, Y5
+	VPDPBUSD        1008(CX), Y5, Y9
+	VPSRLW          $0x02, Y14, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        164(CX), Y5, Y8
+	VPDPBUSD        164(CX), Y5, Y6
+	VPSRLW          $0x02, Y16, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y13, Y5
+	VPDPBUSD        456(CX), Y5, Y7
+	VPSRLW          $0x02, Y18, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y15, Y5
+	VPDPBUSD        748(CX), Y5, Y8
 	VPSRLW          $0x02, Y19, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
 	VPSHUFB         Y5, Y17, Y5
-	VPDPBUSD        456(CX), Y5, Y9
-	VPSRLW          $0x04, Y18, Y5
+	VPDPBUSD        1040(CX), Y5, Y9
+	VPSRLW          $0x04, Y14, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
 	VPDPBUSD        196(CX), Y5, Y6
+	VPSRLW          $0x04, Y16, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y13, Y5
+	VPDPBUSD        488(CX), Y5, Y7
+	VPSRLW          $0x04, Y18, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y15, Y5
+	VPDPBUSD        780(CX), Y5, Y8
 	VPSRLW          $0x04, Y19, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
 	VPSHUFB         Y5, Y17, Y5
-	VPDPBUSD        488(CX), Y5, Y7
-	VPSRLW          $0x06, Y18, Y5
+	VPDPBUSD        1072(CX), Y5, Y9
+	VPSRLW          $0x06, Y14, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        228(CX), Y5, Y8
+	VPDPBUSD        228(CX), Y5, Y6
+	VPSRLW          $0x06, Y16, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y13, Y4
+	VPDPBUSD        520(CX), Y4, Y7
+	VPSRLW          $0x06, Y18, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y15, Y4
+	VPDPBUSD        812(CX), Y4, Y8
 	VPSRLW          $0x06, Y19, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
 	VPSHUFB         Y4, Y17, Y4
-	VPDPBUSD        520(CX), Y4, Y9
-	VPADDD          Y8, Y6, Y6
-	VPADDD          Y9, Y7, Y7
+	VPDPBUSD        1104(CX), Y4, Y9
 	VPMOVZXBW       (AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        260(CX), Y4, Y4
@@ -6158,133 +6228,47 @@ groupdotQ2KVNNI256:
 	VPMOVZXBW       84(AX), Y4
 	VPSRLW          $0x04, Y4, Y4
 	VPMADDWD        552(CX), Y4, Y4
-	VPUNPCKLDQ      Y4, Y7, Y17
+	VPUNPCKLDQ      Y4, Y7, Y13
 	VPUNPCKHDQ      Y4, Y7, Y4
-	VPADDD          Y4, Y17, Y17
-	VPUNPCKLQDQ     Y17, Y5, Y4
-	VPUNPCKHQDQ     Y17, Y5, Y5
+	VPADDD          Y4, Y13, Y13
+	VPUNPCKLQDQ     Y13, Y5, Y4
+	VPUNPCKHQDQ     Y13, Y5, Y5
 	VPADDD          Y5, Y4, Y4
-	VBROADCASTI32X4 168(AX), Y5
-	VPANDD          Y1, Y5, Y5
-	VPSHUFB         q2kti0<>+0(SB), Y5, Y17
-	VPMULLW         q2kmul<>+0(SB), Y17, Y17
-	VPSHUFB         q2kti1<>+0(SB), Y5, Y5
-	VPMULLW         q2kmul<>+0(SB), Y5, Y5
-	VBROADCASTI32X4 252(AX), Y18
-	VPANDD          Y1, Y18, Y18
-	VPSHUFB         q2kti0<>+0(SB), Y18, Y19
-	VPMULLW         q2kmul<>+0(SB), Y19, Y19
-	VPSHUFB         q2kti1<>+0(SB), Y18, Y18
-	VPMULLW         q2kmul<>+0(SB), Y18, Y18
-	VMOVDQU64       184(AX), Y21
-	VMOVDQA64       Y21, Y20
-	VPANDD          Y2, Y20, Y20
-	VPSHUFB         Y20, Y17, Y20
-	VPXORD          Y10, Y10, Y10
-	VPDPBUSD        588(CX), Y20, Y10
-	VMOVDQU64       268(AX), Y22
-	VMOVDQA64       Y22, Y20
-	VPANDD          Y2, Y20, Y20
-	VPSHUFB         Y20, Y19, Y20
-	VPXORD          Y11, Y11, Y11
-	VPDPBUSD        880(CX), Y20, Y11
-	VPSRLW          $0x02, Y21, Y20
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y20
-	VPSHUFB         Y20, Y17, Y20
-	VPXORD          Y12, Y12, Y12
-	VPDPBUSD        620(CX), Y20, Y12
-	VPSRLW          $0x02, Y22, Y20
-	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y20
-	VPSHUFB         Y20, Y19, Y20
-	VPXORD          Y13, Y13, Y13
-	VPDPBUSD        912(CX), Y20, Y13
-	VPSRLW          $0x04, Y21, Y20
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y20
-	VPSHUFB         Y20, Y17, Y20
-	VPDPBUSD        652(CX), Y20, Y10
-	VPSRLW          $0x04, Y22, Y20
-	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y20
-	VPSHUFB         Y20, Y19, Y20
-	VPDPBUSD        944(CX), Y20, Y11
-	VPSRLW          $0x06, Y21, Y20
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y20
-	VPSHUFB         Y20, Y17, Y20
-	VPDPBUSD        684(CX), Y20, Y12
-	VPSRLW          $0x06, Y22, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y17
-	VPSHUFB         Y17, Y19, Y17
-	VPDPBUSD        976(CX), Y17, Y13
-	VMOVDQU64       216(AX), Y19
-	VMOVDQA64       Y19, Y17
-	VPANDD          Y2, Y17, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        716(CX), Y17, Y10
-	VMOVDQU64       300(AX), Y20
-	VMOVDQA64       Y20, Y17
-	VPANDD          Y2, Y17, Y17
-	VPSHUFB         Y17, Y18, Y17
-	VPDPBUSD        1008(CX), Y17, Y11
-	VPSRLW          $0x02, Y19, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        748(CX), Y17, Y12
-	VPSRLW          $0x02, Y20, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y17
-	VPSHUFB         Y17, Y18, Y17
-	VPDPBUSD        1040(CX), Y17, Y13
-	VPSRLW          $0x04, Y19, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        780(CX), Y17, Y10
-	VPSRLW          $0x04, Y20, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y17
-	VPSHUFB         Y17, Y18, Y17
-	VPDPBUSD        1072(CX), Y17, Y11
-	VPSRLW          $0x06, Y19, Y17
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y17
-	VPSHUFB         Y17, Y5, Y17
-	VPDPBUSD        812(CX), Y17, Y12
-	VPSRLW          $0x06, Y20, Y5
-	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y5
-	VPSHUFB         Y5, Y18, Y5
-	VPDPBUSD        1104(CX), Y5, Y13
-	VPADDD          Y12, Y10, Y10
-	VPADDD          Y13, Y11, Y11
 	VPMOVZXBW       168(AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        844(CX), Y5, Y5
-	VPUNPCKLDQ      Y5, Y10, Y17
-	VPUNPCKHDQ      Y5, Y10, Y5
-	VPADDD          Y5, Y17, Y17
+	VPUNPCKLDQ      Y5, Y8, Y13
+	VPUNPCKHDQ      Y5, Y8, Y5
+	VPADDD          Y5, Y13, Y13
 	VPMOVZXBW       252(AX), Y5
 	VPSRLW          $0x04, Y5, Y5
 	VPMADDWD        1136(CX), Y5, Y5
-	VPUNPCKLDQ      Y5, Y11, Y18
-	VPUNPCKHDQ      Y5, Y11, Y5
-	VPADDD          Y5, Y18, Y18
-	VPUNPCKLQDQ     Y18, Y17, Y5
-	VPUNPCKHQDQ     Y18, Y17, Y17
-	VPADDD          Y17, Y5, Y5
-	VMOVD           -256(AX), X14
-	VINSERTPS       $0x10, -172(AX), X14, X14
-	VINSERTPS       $0x20, -88(AX), X14, X14
-	VINSERTPS       $0x30, -4(AX), X14, X14
-	VCVTPH2PS       X14, Y17
-	VBROADCASTSS    -1168(CX), X14
-	VBROADCASTSS    -876(CX), X20
-	VBROADCASTSS    -584(CX), X18
-	VBROADCASTSS    -292(CX), X19
-	VSHUFPS         $0x00, X20, X14, X14
-	VSHUFPS         $0x00, X19, X18, X18
-	VINSERTF32X4    $0x01, X18, Y14, Y18
-	VMULPS          Y17, Y18, Y17
+	VPUNPCKLDQ      Y5, Y9, Y14
+	VPUNPCKHDQ      Y5, Y9, Y5
+	VPADDD          Y5, Y14, Y14
+	VPUNPCKLQDQ     Y14, Y13, Y5
+	VPUNPCKHQDQ     Y14, Y13, Y13
+	VPADDD          Y13, Y5, Y5
+	VMOVD           -256(AX), X10
+	VINSERTPS       $0x10, -172(AX), X10, X10
+	VINSERTPS       $0x20, -88(AX), X10, X10
+	VINSERTPS       $0x30, -4(AX), X10, X10
+	VCVTPH2PS       X10, Y13
+	VBROADCASTSS    -1168(CX), X10
+	VBROADCASTSS    -876(CX), X16
+	VBROADCASTSS    -584(CX), X14
+	VBROADCASTSS    -292(CX), X15
+	VSHUFPS         $0x00, X16, X10, X10
+	VSHUFPS         $0x00, X15, X14, X14
+	VINSERTF32X4    $0x01, X14, Y10, Y14
+	VMULPS          Y13, Y14, Y13
 	VCVTDQ2PS       Y3, Y3
-	VMULPS          Y17, Y3, Y3
-	VMOVSHDUP       Y3, Y17
-	VSUBPS          Y17, Y3, Y3
+	VMULPS          Y13, Y3, Y3
+	VMOVSHDUP       Y3, Y13
+	VSUBPS          Y13, Y3, Y3
 	VADDSS          X3, X0, X0
-	VMOVHLPS        X3, X3, X14
-	VADDSS          X14, X0, X0
+	VMOVHLPS        X3, X3, X10
+	VADDSS          X10, X0, X0
 	VEXTRACTF32X4   $0x01, Y3, X3
 	VADDSS          X3, X0, X0
 	VMOVHLPS        X3, X3, X3
@@ -6307,9 +6291,9 @@ draindotQ2KVNNI256:
 	VBROADCASTSS  -876(CX), X8
 	VBROADCASTSS  -584(CX), X5
 	VBROADCASTSS  -292(CX), X6
-	VSHUFPS       $0x00, X8, X7, X14
+	VSHUFPS       $0x00, X8, X7, X10
 	VSHUFPS       $0x00, X6, X5, X5
-	VINSERTF32X4  $0x01, X5, Y14, Y5
+	VINSERTF32X4  $0x01, X5, Y10, Y5
 	VMULPS        Y4, Y5, Y4
 	VCVTDQ2PS     Y3, Y3
 	VMULPS        Y4, Y3, Y3
@@ -6338,44 +6322,44 @@ onedotQ2KVNNI256:
 	VMOVDQA64       Y6, Y5
 	VPANDD          Y2, Y5, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPXORD          Y15, Y15, Y15
-	VPDPBUSD        4(CX), Y5, Y15
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        4(CX), Y5, Y11
 	VPSRLW          $0x02, Y6, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPXORD          Y16, Y16, Y16
-	VPDPBUSD        36(CX), Y5, Y16
+	VPXORD          Y12, Y12, Y12
+	VPDPBUSD        36(CX), Y5, Y12
 	VPSRLW          $0x04, Y6, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        68(CX), Y5, Y15
+	VPDPBUSD        68(CX), Y5, Y11
 	VPSRLW          $0x06, Y6, Y5
 	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
 	VPSHUFB         Y5, Y4, Y5
-	VPDPBUSD        100(CX), Y5, Y16
+	VPDPBUSD        100(CX), Y5, Y12
 	VMOVDQU64       48(AX), Y5
 	VMOVDQA64       Y5, Y4
 	VPANDD          Y2, Y4, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        132(CX), Y4, Y15
+	VPDPBUSD        132(CX), Y4, Y11
 	VPSRLW          $0x02, Y5, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        164(CX), Y4, Y16
+	VPDPBUSD        164(CX), Y4, Y12
 	VPSRLW          $0x04, Y5, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        196(CX), Y4, Y15
+	VPDPBUSD        196(CX), Y4, Y11
 	VPSRLW          $0x06, Y5, Y4
 	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
 	VPSHUFB         Y4, Y3, Y4
-	VPDPBUSD        228(CX), Y4, Y16
-	VPADDD          Y16, Y15, Y15
+	VPDPBUSD        228(CX), Y4, Y12
+	VPADDD          Y12, Y11, Y11
 	VPMOVZXBW       (AX), Y3
 	VPSRLW          $0x04, Y3, Y3
 	VPMADDWD        260(CX), Y3, Y3
-	VPUNPCKLDQ      Y3, Y15, Y4
-	VPUNPCKHDQ      Y3, Y15, Y3
+	VPUNPCKLDQ      Y3, Y11, Y4
+	VPUNPCKHDQ      Y3, Y11, Y3
 	VPADDD          Y3, Y4, Y4
 	VPUNPCKLQDQ     Y4, Y4, Y3
 	VPUNPCKHQDQ     Y4, Y4, Y4

@@ -108,18 +108,24 @@ func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, betwe
 	// Each block's pair is merged as soon as it is done, so that few
 	// vectors stay live.
 	var isums []VecVirtual
-	var pair [][]VecVirtual
+	var group [][]VecVirtual
 	for b := 0; b < q2kGroup; b++ {
 		w, a := Mem{Base: wp, Disp: 84 * b}, Mem{Base: ap, Disp: q8KSize * b}
 		var is []VecVirtual
 		if t.vnni && !t.zmm() {
-			// Two blocks interleaved, so that their VPDPBUSD chains
+			// The four blocks interleaved, so that their VPDPBUSD chains
 			// overlap (measured on Zen 4; AVX2's VPADDD chains and the
 			// 512-bit kernels gain nothing from it).
-			if b%2 == 0 {
-				pair = t.q2kLutN([]Mem{w, w.Offset(84)}, [][]Mem{{a}, {a.Offset(q8KSize)}}, 2, c0F, c03)
+			if b == 0 {
+				var ws []Mem
+				var as [][]Mem
+				for k := 0; k < q2kGroup; k++ {
+					ws = append(ws, w.Offset(84*k))
+					as = append(as, []Mem{a.Offset(q8KSize * k)})
+				}
+				group = t.q2kLutN(ws, as, 1, c0F, c03)
 			}
-			is = pair[b%2]
+			is = group[b]
 		} else {
 			is = t.q2kInts(w, []Mem{a}, 2, c0F, c03)
 		}
