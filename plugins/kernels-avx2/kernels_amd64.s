@@ -5,96 +5,617 @@
 #include "textflag.h"
 
 // func dotQ2KAVX2(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXOR        Y0, Y0, Y0
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
-	VPBROADCASTD c32_03030303<>+0(SB), Y2
-	TESTQ        DX, DX
-	JZ           donedotQ2KAVX2
-
-loopdotQ2KAVX2:
-	VMOVD          80(AX), X3
-	VCVTPH2PS      X3, X3
-	VMOVDQU        (AX), X4
-	VPSRLW         $0x04, X4, X4
-	VPAND          X1, X4, X4
-	VPMOVZXBW      X4, Y4
-	VPMADDWD       260(CX), Y4, Y4
-	VCVTDQ2PS      Y4, Y4
-	VBROADCASTSS   (CX), X5
-	VMULPS         X3, X5, X5
-	VMOVSHDUP      X5, X3
-	VBROADCASTSS   X3, Y3
-	VFNMADD231PS   Y4, Y3, Y0
+	MOVQ           w+0(FP), AX
+	MOVQ           a+8(FP), CX
+	MOVQ           nb+16(FP), DX
+	VPXOR          X0, X0, X0
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD   c32_03030303<>+0(SB), Y2
+	CMPQ           DX, $0x04
+	JB             taildotQ2KAVX2
 	VBROADCASTI128 (AX), Y3
 	VPAND          Y1, Y3, Y3
-	VMOVDQU        16(AX), Y6
+	VMOVDQU        16(AX), Y5
+	VPAND          Y2, Y5, Y4
+	VPSHUFB        scidx16<>+0(SB), Y3, Y6
+	VPMADDUBSW     4(CX), Y4, Y4
+	VPMADDWD       Y6, Y4, Y4
+	VPSRLW         $0x02, Y5, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+32(SB), Y3, Y7
+	VPMADDUBSW     36(CX), Y6, Y6
+	VPMADDWD       Y7, Y6, Y6
+	VPSRLW         $0x04, Y5, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+64(SB), Y3, Y9
+	VPMADDUBSW     68(CX), Y7, Y7
+	VPMADDWD       Y9, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPSRLW         $0x06, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPSHUFB        scidx16<>+96(SB), Y3, Y7
+	VPMADDUBSW     100(CX), Y5, Y5
+	VPMADDWD       Y7, Y5, Y5
+	VPADDD         Y5, Y6, Y6
+	VMOVDQU        48(AX), Y7
+	VPAND          Y2, Y7, Y5
+	VPSHUFB        scidx16<>+128(SB), Y3, Y9
+	VPMADDUBSW     132(CX), Y5, Y5
+	VPMADDWD       Y9, Y5, Y5
+	VPADDD         Y5, Y4, Y4
+	VPSRLW         $0x02, Y7, Y5
+	VPAND          Y2, Y5, Y5
+	VPSHUFB        scidx16<>+160(SB), Y3, Y9
+	VPMADDUBSW     164(CX), Y5, Y5
+	VPMADDWD       Y9, Y5, Y5
+	VPADDD         Y5, Y6, Y6
+	VPSRLW         $0x04, Y7, Y5
+	VPAND          Y2, Y5, Y5
+	VPSHUFB        scidx16<>+192(SB), Y3, Y9
+	VPMADDUBSW     196(CX), Y5, Y5
+	VPMADDWD       Y9, Y5, Y5
+	VPADDD         Y5, Y4, Y4
+	VPSRLW         $0x06, Y7, Y5
+	VPAND          Y2, Y5, Y5
+	VPSHUFB        scidx16<>+224(SB), Y3, Y3
+	VPMADDUBSW     228(CX), Y5, Y5
+	VPMADDWD       Y3, Y5, Y5
+	VPADDD         Y5, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPMOVZXBW      (AX), Y3
+	VPSRLW         $0x04, Y3, Y3
+	VPMADDWD       260(CX), Y3, Y3
+	VPUNPCKLDQ     Y3, Y4, Y5
+	VPUNPCKHDQ     Y3, Y4, Y3
+	VPADDD         Y3, Y5, Y5
+	VBROADCASTI128 84(AX), Y3
+	VPAND          Y1, Y3, Y3
+	VMOVDQU        100(AX), Y6
 	VPAND          Y2, Y6, Y4
 	VPSHUFB        scidx16<>+0(SB), Y3, Y7
-	VPMADDUBSW     4(CX), Y4, Y4
+	VPMADDUBSW     296(CX), Y4, Y4
 	VPMADDWD       Y7, Y4, Y4
 	VPSRLW         $0x02, Y6, Y7
 	VPAND          Y2, Y7, Y7
-	VPSHUFB        scidx16<>+32(SB), Y3, Y8
-	VPMADDUBSW     36(CX), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
-	VPSRLW         $0x04, Y6, Y8
-	VPAND          Y2, Y8, Y8
-	VPSHUFB        scidx16<>+64(SB), Y3, Y9
-	VPMADDUBSW     68(CX), Y8, Y8
-	VPMADDWD       Y9, Y8, Y8
-	VPADDD         Y8, Y4, Y4
+	VPSHUFB        scidx16<>+32(SB), Y3, Y9
+	VPMADDUBSW     328(CX), Y7, Y7
+	VPMADDWD       Y9, Y7, Y7
+	VPSRLW         $0x04, Y6, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y3, Y10
+	VPMADDUBSW     360(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y4, Y4
 	VPSRLW         $0x06, Y6, Y6
 	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+96(SB), Y3, Y8
-	VPMADDUBSW     100(CX), Y6, Y6
-	VPMADDWD       Y8, Y6, Y6
-	VPADDD         Y6, Y7, Y7
-	VMOVDQU        48(AX), Y8
-	VPAND          Y2, Y8, Y6
-	VPSHUFB        scidx16<>+128(SB), Y3, Y9
-	VPMADDUBSW     132(CX), Y6, Y6
-	VPMADDWD       Y9, Y6, Y6
-	VPADDD         Y6, Y4, Y4
-	VPSRLW         $0x02, Y8, Y6
-	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+160(SB), Y3, Y9
-	VPMADDUBSW     164(CX), Y6, Y6
+	VPSHUFB        scidx16<>+96(SB), Y3, Y9
+	VPMADDUBSW     392(CX), Y6, Y6
 	VPMADDWD       Y9, Y6, Y6
 	VPADDD         Y6, Y7, Y7
-	VPSRLW         $0x04, Y8, Y6
-	VPAND          Y2, Y6, Y6
-	VPSHUFB        scidx16<>+192(SB), Y3, Y9
-	VPMADDUBSW     196(CX), Y6, Y6
-	VPMADDWD       Y9, Y6, Y6
+	VMOVDQU        132(AX), Y9
+	VPAND          Y2, Y9, Y6
+	VPSHUFB        scidx16<>+128(SB), Y3, Y10
+	VPMADDUBSW     424(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
 	VPADDD         Y6, Y4, Y4
-	VPSRLW         $0x06, Y8, Y6
+	VPSRLW         $0x02, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+160(SB), Y3, Y10
+	VPMADDUBSW     456(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPSRLW         $0x04, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+192(SB), Y3, Y10
+	VPMADDUBSW     488(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPSRLW         $0x06, Y9, Y6
 	VPAND          Y2, Y6, Y6
 	VPSHUFB        scidx16<>+224(SB), Y3, Y3
-	VPMADDUBSW     228(CX), Y6, Y6
+	VPMADDUBSW     520(CX), Y6, Y6
 	VPMADDWD       Y3, Y6, Y6
 	VPADDD         Y6, Y7, Y7
 	VPADDD         Y7, Y4, Y4
-	VCVTDQ2PS      Y4, Y4
-	VBROADCASTSS   X5, Y3
-	VFMADD231PS    Y4, Y3, Y0
+	VPMOVZXBW      84(AX), Y3
+	VPSRLW         $0x04, Y3, Y3
+	VPMADDWD       552(CX), Y3, Y3
+	VPUNPCKLDQ     Y3, Y4, Y6
+	VPUNPCKHDQ     Y3, Y4, Y3
+	VPADDD         Y3, Y6, Y6
+	VPUNPCKLQDQ    Y6, Y5, Y3
+	VPUNPCKHQDQ    Y6, Y5, Y4
+	VPADDD         Y4, Y3, Y3
+	VBROADCASTI128 168(AX), Y4
+	VPAND          Y1, Y4, Y4
+	VMOVDQU        184(AX), Y6
+	VPAND          Y2, Y6, Y5
+	VPSHUFB        scidx16<>+0(SB), Y4, Y7
+	VPMADDUBSW     588(CX), Y5, Y5
+	VPMADDWD       Y7, Y5, Y5
+	VPSRLW         $0x02, Y6, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+32(SB), Y4, Y9
+	VPMADDUBSW     620(CX), Y7, Y7
+	VPMADDWD       Y9, Y7, Y7
+	VPSRLW         $0x04, Y6, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y4, Y10
+	VPMADDUBSW     652(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPSRLW         $0x06, Y6, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+96(SB), Y4, Y9
+	VPMADDUBSW     684(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VMOVDQU        216(AX), Y9
+	VPAND          Y2, Y9, Y6
+	VPSHUFB        scidx16<>+128(SB), Y4, Y10
+	VPMADDUBSW     716(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VPSRLW         $0x02, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+160(SB), Y4, Y10
+	VPMADDUBSW     748(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPSRLW         $0x04, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+192(SB), Y4, Y10
+	VPMADDUBSW     780(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VPSRLW         $0x06, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+224(SB), Y4, Y4
+	VPMADDUBSW     812(CX), Y6, Y6
+	VPMADDWD       Y4, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPMOVZXBW      168(AX), Y4
+	VPSRLW         $0x04, Y4, Y4
+	VPMADDWD       844(CX), Y4, Y4
+	VPUNPCKLDQ     Y4, Y5, Y6
+	VPUNPCKHDQ     Y4, Y5, Y4
+	VPADDD         Y4, Y6, Y6
+	VBROADCASTI128 252(AX), Y4
+	VPAND          Y1, Y4, Y4
+	VMOVDQU        268(AX), Y7
+	VPAND          Y2, Y7, Y5
+	VPSHUFB        scidx16<>+0(SB), Y4, Y9
+	VPMADDUBSW     880(CX), Y5, Y5
+	VPMADDWD       Y9, Y5, Y5
+	VPSRLW         $0x02, Y7, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+32(SB), Y4, Y10
+	VPMADDUBSW     912(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPSRLW         $0x04, Y7, Y10
+	VPAND          Y2, Y10, Y10
+	VPSHUFB        scidx16<>+64(SB), Y4, Y11
+	VPMADDUBSW     944(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y5, Y5
+	VPSRLW         $0x06, Y7, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y4, Y10
+	VPMADDUBSW     976(CX), Y7, Y7
+	VPMADDWD       Y10, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VMOVDQU        300(AX), Y10
+	VPAND          Y2, Y10, Y7
+	VPSHUFB        scidx16<>+128(SB), Y4, Y11
+	VPMADDUBSW     1008(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPSRLW         $0x02, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y4, Y11
+	VPMADDUBSW     1040(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPSRLW         $0x04, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y4, Y11
+	VPMADDUBSW     1072(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPSRLW         $0x06, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y4, Y4
+	VPMADDUBSW     1104(CX), Y7, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPMOVZXBW      252(AX), Y4
+	VPSRLW         $0x04, Y4, Y4
+	VPMADDWD       1136(CX), Y4, Y4
+	VPUNPCKLDQ     Y4, Y5, Y7
+	VPUNPCKHDQ     Y4, Y5, Y4
+	VPADDD         Y4, Y7, Y7
+	VPUNPCKLQDQ    Y7, Y6, Y4
+	VPUNPCKHQDQ    Y7, Y6, Y5
+	VPADDD         Y5, Y4, Y4
+	VPERM2I128     $0x20, Y4, Y3, Y5
+	VPERM2I128     $0x31, Y4, Y3, Y3
+	VPADDD         Y3, Y5, Y3
+	ADDQ           $0x00000150, AX
+	ADDQ           $0x00000490, CX
+	SUBQ           $0x04, DX
+
+groupdotQ2KAVX2:
+	CMPQ           DX, $0x04
+	JB             draindotQ2KAVX2
+	VBROADCASTI128 (AX), Y4
+	VPAND          Y1, Y4, Y4
+	VMOVDQU        16(AX), Y6
+	VPAND          Y2, Y6, Y5
+	VPSHUFB        scidx16<>+0(SB), Y4, Y7
+	VPMADDUBSW     4(CX), Y5, Y5
+	VPMADDWD       Y7, Y5, Y5
+	VPSRLW         $0x02, Y6, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+32(SB), Y4, Y9
+	VPMADDUBSW     36(CX), Y7, Y7
+	VPMADDWD       Y9, Y7, Y7
+	VPSRLW         $0x04, Y6, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+64(SB), Y4, Y10
+	VPMADDUBSW     68(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPSRLW         $0x06, Y6, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+96(SB), Y4, Y9
+	VPMADDUBSW     100(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VMOVDQU        48(AX), Y9
+	VPAND          Y2, Y9, Y6
+	VPSHUFB        scidx16<>+128(SB), Y4, Y10
+	VPMADDUBSW     132(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VPSRLW         $0x02, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+160(SB), Y4, Y10
+	VPMADDUBSW     164(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPSRLW         $0x04, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+192(SB), Y4, Y10
+	VPMADDUBSW     196(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPADDD         Y6, Y5, Y5
+	VPSRLW         $0x06, Y9, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+224(SB), Y4, Y4
+	VPMADDUBSW     228(CX), Y6, Y6
+	VPMADDWD       Y4, Y6, Y6
+	VPADDD         Y6, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPMOVZXBW      (AX), Y4
+	VPSRLW         $0x04, Y4, Y4
+	VPMADDWD       260(CX), Y4, Y4
+	VPUNPCKLDQ     Y4, Y5, Y6
+	VPUNPCKHDQ     Y4, Y5, Y4
+	VPADDD         Y4, Y6, Y6
+	VBROADCASTI128 84(AX), Y4
+	VPAND          Y1, Y4, Y4
+	VMOVDQU        100(AX), Y7
+	VPAND          Y2, Y7, Y5
+	VPSHUFB        scidx16<>+0(SB), Y4, Y9
+	VPMADDUBSW     296(CX), Y5, Y5
+	VPMADDWD       Y9, Y5, Y5
+	VPSRLW         $0x02, Y7, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+32(SB), Y4, Y10
+	VPMADDUBSW     328(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPSRLW         $0x04, Y7, Y10
+	VPAND          Y2, Y10, Y10
+	VPSHUFB        scidx16<>+64(SB), Y4, Y11
+	VPMADDUBSW     360(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y5, Y5
+	VPSRLW         $0x06, Y7, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y4, Y10
+	VPMADDUBSW     392(CX), Y7, Y7
+	VPMADDWD       Y10, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VMOVDQU        132(AX), Y10
+	VPAND          Y2, Y10, Y7
+	VPSHUFB        scidx16<>+128(SB), Y4, Y11
+	VPMADDUBSW     424(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPSRLW         $0x02, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y4, Y11
+	VPMADDUBSW     456(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPSRLW         $0x04, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y4, Y11
+	VPMADDUBSW     488(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y5, Y5
+	VPSRLW         $0x06, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y4, Y4
+	VPMADDUBSW     520(CX), Y7, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPMOVZXBW      84(AX), Y4
+	VPSRLW         $0x04, Y4, Y4
+	VPMADDWD       552(CX), Y4, Y4
+	VPUNPCKLDQ     Y4, Y5, Y7
+	VPUNPCKHDQ     Y4, Y5, Y4
+	VPADDD         Y4, Y7, Y7
+	VPUNPCKLQDQ    Y7, Y6, Y4
+	VPUNPCKHQDQ    Y7, Y6, Y5
+	VPADDD         Y5, Y4, Y4
+	VBROADCASTI128 168(AX), Y5
+	VPAND          Y1, Y5, Y5
+	VMOVDQU        184(AX), Y7
+	VPAND          Y2, Y7, Y6
+	VPSHUFB        scidx16<>+0(SB), Y5, Y9
+	VPMADDUBSW     588(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPSRLW         $0x02, Y7, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+32(SB), Y5, Y10
+	VPMADDUBSW     620(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPSRLW         $0x04, Y7, Y10
+	VPAND          Y2, Y10, Y10
+	VPSHUFB        scidx16<>+64(SB), Y5, Y11
+	VPMADDUBSW     652(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y6, Y6
+	VPSRLW         $0x06, Y7, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+96(SB), Y5, Y10
+	VPMADDUBSW     684(CX), Y7, Y7
+	VPMADDWD       Y10, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VMOVDQU        216(AX), Y10
+	VPAND          Y2, Y10, Y7
+	VPSHUFB        scidx16<>+128(SB), Y5, Y11
+	VPMADDUBSW     716(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x02, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+160(SB), Y5, Y11
+	VPMADDUBSW     748(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPSRLW         $0x04, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+192(SB), Y5, Y11
+	VPMADDUBSW     780(CX), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y6, Y6
+	VPSRLW         $0x06, Y10, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+224(SB), Y5, Y5
+	VPMADDUBSW     812(CX), Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VPMOVZXBW      168(AX), Y5
+	VPSRLW         $0x04, Y5, Y5
+	VPMADDWD       844(CX), Y5, Y5
+	VPUNPCKLDQ     Y5, Y6, Y7
+	VPUNPCKHDQ     Y5, Y6, Y5
+	VPADDD         Y5, Y7, Y7
+	VBROADCASTI128 252(AX), Y5
+	VPAND          Y1, Y5, Y5
+	VMOVDQU        268(AX), Y9
+	VPAND          Y2, Y9, Y6
+	VPSHUFB        scidx16<>+0(SB), Y5, Y10
+	VPMADDUBSW     880(CX), Y6, Y6
+	VPMADDWD       Y10, Y6, Y6
+	VPSRLW         $0x02, Y9, Y10
+	VPAND          Y2, Y10, Y10
+	VPSHUFB        scidx16<>+32(SB), Y5, Y11
+	VPMADDUBSW     912(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPSRLW         $0x04, Y9, Y11
+	VPAND          Y2, Y11, Y11
+	VPSHUFB        scidx16<>+64(SB), Y5, Y12
+	VPMADDUBSW     944(CX), Y11, Y11
+	VPMADDWD       Y12, Y11, Y11
+	VPADDD         Y11, Y6, Y6
+	VPSRLW         $0x06, Y9, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+96(SB), Y5, Y11
+	VPMADDUBSW     976(CX), Y9, Y9
+	VPMADDWD       Y11, Y9, Y9
+	VPADDD         Y9, Y10, Y10
+	VMOVDQU        300(AX), Y11
+	VPAND          Y2, Y11, Y9
+	VPSHUFB        scidx16<>+128(SB), Y5, Y12
+	VPMADDUBSW     1008(CX), Y9, Y9
+	VPMADDWD       Y12, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VPSRLW         $0x02, Y11, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+160(SB), Y5, Y12
+	VPMADDUBSW     1040(CX), Y9, Y9
+	VPMADDWD       Y12, Y9, Y9
+	VPADDD         Y9, Y10, Y10
+	VPSRLW         $0x04, Y11, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+192(SB), Y5, Y12
+	VPMADDUBSW     1072(CX), Y9, Y9
+	VPMADDWD       Y12, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VPSRLW         $0x06, Y11, Y9
+	VPAND          Y2, Y9, Y9
+	VPSHUFB        scidx16<>+224(SB), Y5, Y5
+	VPMADDUBSW     1104(CX), Y9, Y9
+	VPMADDWD       Y5, Y9, Y9
+	VPADDD         Y9, Y10, Y10
+	VPADDD         Y10, Y6, Y6
+	VPMOVZXBW      252(AX), Y5
+	VPSRLW         $0x04, Y5, Y5
+	VPMADDWD       1136(CX), Y5, Y5
+	VPUNPCKLDQ     Y5, Y6, Y9
+	VPUNPCKHDQ     Y5, Y6, Y5
+	VPADDD         Y5, Y9, Y9
+	VPUNPCKLQDQ    Y9, Y7, Y5
+	VPUNPCKHQDQ    Y9, Y7, Y6
+	VPADDD         Y6, Y5, Y5
+	VMOVD          -256(AX), X6
+	VINSERTPS      $0x10, -172(AX), X6, X6
+	VINSERTPS      $0x20, -88(AX), X6, X6
+	VINSERTPS      $0x30, -4(AX), X6, X6
+	VCVTPH2PS      X6, Y6
+	VBROADCASTSS   -1168(CX), X8
+	VBROADCASTSS   -876(CX), X10
+	VBROADCASTSS   -584(CX), X7
+	VBROADCASTSS   -292(CX), X9
+	VSHUFPS        $0x00, X10, X8, X8
+	VSHUFPS        $0x00, X9, X7, X7
+	VINSERTF128    $0x01, X7, Y8, Y7
+	VMULPS         Y6, Y7, Y6
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y6, Y3, Y3
+	VMOVSHDUP      Y3, Y6
+	VSUBPS         Y6, Y3, Y3
+	VADDSS         X3, X0, X0
+	VMOVHLPS       X3, X3, X6
+	VADDSS         X6, X0, X0
+	VEXTRACTF128   $0x01, Y3, X3
+	VADDSS         X3, X0, X0
+	VMOVHLPS       X3, X3, X3
+	VADDSS         X3, X0, X0
+	VPERM2I128     $0x20, Y5, Y4, Y3
+	VPERM2I128     $0x31, Y5, Y4, Y4
+	VPADDD         Y4, Y3, Y3
+	ADDQ           $0x00000150, AX
+	ADDQ           $0x00000490, CX
+	SUBQ           $0x04, DX
+	JMP            groupdotQ2KAVX2
+
+draindotQ2KAVX2:
+	VMOVD        -256(AX), X4
+	VINSERTPS    $0x10, -172(AX), X4, X4
+	VINSERTPS    $0x20, -88(AX), X4, X4
+	VINSERTPS    $0x30, -4(AX), X4, X4
+	VCVTPH2PS    X4, Y4
+	VBROADCASTSS -1168(CX), X7
+	VBROADCASTSS -876(CX), X8
+	VBROADCASTSS -584(CX), X5
+	VBROADCASTSS -292(CX), X6
+	VSHUFPS      $0x00, X8, X7, X8
+	VSHUFPS      $0x00, X6, X5, X5
+	VINSERTF128  $0x01, X5, Y8, Y5
+	VMULPS       Y4, Y5, Y4
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y4, Y3, Y3
+	VMOVSHDUP    Y3, Y4
+	VSUBPS       Y4, Y3, Y3
+	VADDSS       X3, X0, X0
+	VMOVHLPS     X3, X3, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y3, X3
+	VADDSS       X3, X0, X0
+	VMOVHLPS     X3, X3, X3
+	VADDSS       X3, X0, X0
+
+taildotQ2KAVX2:
+	TESTQ DX, DX
+	JZ    donedotQ2KAVX2
+
+onedotQ2KAVX2:
+	VBROADCASTI128 (AX), Y3
+	VPAND          Y1, Y3, Y3
+	VMOVDQU        16(AX), Y5
+	VPAND          Y2, Y5, Y4
+	VPSHUFB        scidx16<>+0(SB), Y3, Y6
+	VPMADDUBSW     4(CX), Y4, Y4
+	VPMADDWD       Y6, Y4, Y4
+	VPSRLW         $0x02, Y5, Y6
+	VPAND          Y2, Y6, Y6
+	VPSHUFB        scidx16<>+32(SB), Y3, Y7
+	VPMADDUBSW     36(CX), Y6, Y6
+	VPMADDWD       Y7, Y6, Y6
+	VPSRLW         $0x04, Y5, Y7
+	VPAND          Y2, Y7, Y7
+	VPSHUFB        scidx16<>+64(SB), Y3, Y8
+	VPMADDUBSW     68(CX), Y7, Y7
+	VPMADDWD       Y8, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPSRLW         $0x06, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPSHUFB        scidx16<>+96(SB), Y3, Y7
+	VPMADDUBSW     100(CX), Y5, Y5
+	VPMADDWD       Y7, Y5, Y5
+	VPADDD         Y5, Y6, Y6
+	VMOVDQU        48(AX), Y7
+	VPAND          Y2, Y7, Y5
+	VPSHUFB        scidx16<>+128(SB), Y3, Y8
+	VPMADDUBSW     132(CX), Y5, Y5
+	VPMADDWD       Y8, Y5, Y5
+	VPADDD         Y5, Y4, Y4
+	VPSRLW         $0x02, Y7, Y5
+	VPAND          Y2, Y5, Y5
+	VPSHUFB        scidx16<>+160(SB), Y3, Y8
+	VPMADDUBSW     164(CX), Y5, Y5
+	VPMADDWD       Y8, Y5, Y5
+	VPADDD         Y5, Y6, Y6
+	VPSRLW         $0x04, Y7, Y5
+	VPAND          Y2, Y5, Y5
+	VPSHUFB        scidx16<>+192(SB), Y3, Y8
+	VPMADDUBSW     196(CX), Y5, Y5
+	VPMADDWD       Y8, Y5, Y5
+	VPADDD         Y5, Y4, Y4
+	VPSRLW         $0x06, Y7, Y5
+	VPAND          Y2, Y5, Y5
+	VPSHUFB        scidx16<>+224(SB), Y3, Y3
+	VPMADDUBSW     228(CX), Y5, Y5
+	VPMADDWD       Y3, Y5, Y5
+	VPADDD         Y5, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPMOVZXBW      (AX), Y3
+	VPSRLW         $0x04, Y3, Y3
+	VPMADDWD       260(CX), Y3, Y3
+	VPUNPCKLDQ     Y3, Y4, Y5
+	VPUNPCKHDQ     Y3, Y4, Y3
+	VPADDD         Y3, Y5, Y5
+	VPUNPCKLQDQ    Y5, Y5, Y3
+	VPUNPCKHQDQ    Y5, Y5, Y4
+	VPADDD         Y4, Y3, Y3
+	VEXTRACTI128   $0x01, Y3, X4
+	VPADDD         X4, X3, X3
+	VCVTDQ2PS      X3, X4
+	VMOVD          80(AX), X3
+	VCVTPH2PS      X3, X3
+	VBROADCASTSS   (CX), X5
+	VMULPS         X3, X5, X3
+	VMULPS         X3, X4, X4
+	VMOVSHDUP      X4, X3
+	VSUBSS         X3, X4, X4
+	VADDSS         X4, X0, X0
 	ADDQ           $0x00000054, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
-	JNZ            loopdotQ2KAVX2
+	JNZ            onedotQ2KAVX2
 
 donedotQ2KAVX2:
-	VEXTRACTF128 $0x01, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	MOVSS        X0, ret+24(FP)
+	MOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -171,7 +692,7 @@ DATA scidx16<>+252(SB)/4, $0x800f800f
 GLOBL scidx16<>(SB), RODATA|NOPTR, $256
 
 // func dotQ2Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C
 TEXT ·dotQ2Kx4AVX2(SB), NOSPLIT, $0-40
 	MOVQ  w+0(FP), AX
 	MOVQ  a+8(FP), CX
@@ -179,185 +700,170 @@ TEXT ·dotQ2Kx4AVX2(SB), NOSPLIT, $0-40
 	MOVQ  astride+24(FP), BX
 	LEAQ  (BX)(BX*2), SI
 	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
 	TESTQ DX, DX
 	JZ    donedotQ2Kx4AVX2
 
 loopdotQ2Kx4AVX2:
-	VMOVD          80(AX), X4
-	VCVTPH2PS      X4, X4
-	VMOVDQU        (AX), X5
-	VPSRLW         $0x04, X5, X5
-	VPAND          v32_0f0f0f0f<>+0(SB), X5, X5
-	VPMOVZXBW      X5, Y5
-	VPMADDWD       260(CX), Y5, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX), X7
-	VMULPS         X4, X7, X7
-	VMOVSHDUP      X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y0
-	VPMADDWD       260(CX)(BX*1), Y5, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(BX*1), X7
-	VMULPS         X4, X7, X7
-	VMOVSHDUP      X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y1
-	VPMADDWD       260(CX)(BX*2), Y5, Y6
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(BX*2), X7
-	VMULPS         X4, X7, X7
-	VMOVSHDUP      X7, X7
-	VBROADCASTSS   X7, Y7
-	VFNMADD231PS   Y6, Y7, Y2
-	VPMADDWD       260(CX)(SI*1), Y5, Y5
-	VCVTDQ2PS      Y5, Y5
-	VBROADCASTSS   (CX)(SI*1), X6
-	VMULPS         X4, X6, X6
-	VMOVSHDUP      X6, X6
-	VBROADCASTSS   X6, Y6
-	VFNMADD231PS   Y5, Y6, Y3
-	VBROADCASTI128 (AX), Y5
-	VPAND          v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VMOVDQU        16(AX), Y7
-	VPAND          v32_03030303<>+0(SB), Y7, Y6
-	VPSHUFB        scidx16<>+0(SB), Y5, Y8
-	VPMADDUBSW     4(CX), Y6, Y9
-	VPMADDWD       Y8, Y9, Y9
-	VPMADDUBSW     4(CX)(BX*1), Y6, Y10
-	VPMADDWD       Y8, Y10, Y10
-	VPMADDUBSW     4(CX)(BX*2), Y6, Y11
-	VPMADDWD       Y8, Y11, Y11
-	VPMADDUBSW     4(CX)(SI*1), Y6, Y6
-	VPMADDWD       Y8, Y6, Y6
-	VPSRLW         $0x02, Y7, Y8
-	VPAND          v32_03030303<>+0(SB), Y8, Y8
-	VPSHUFB        scidx16<>+32(SB), Y5, Y12
-	VPMADDUBSW     36(CX), Y8, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     36(CX)(BX*1), Y8, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     36(CX)(BX*2), Y8, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     36(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y12, Y8, Y8
-	VPADDD         Y8, Y6, Y6
-	VPSRLW         $0x04, Y7, Y8
-	VPAND          v32_03030303<>+0(SB), Y8, Y8
-	VPSHUFB        scidx16<>+64(SB), Y5, Y12
-	VPMADDUBSW     68(CX), Y8, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     68(CX)(BX*1), Y8, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     68(CX)(BX*2), Y8, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     68(CX)(SI*1), Y8, Y8
-	VPMADDWD       Y12, Y8, Y8
-	VPADDD         Y8, Y6, Y6
-	VPSRLW         $0x06, Y7, Y7
-	VPAND          v32_03030303<>+0(SB), Y7, Y7
-	VPSHUFB        scidx16<>+96(SB), Y5, Y8
-	VPMADDUBSW     100(CX), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y9, Y9
-	VPMADDUBSW     100(CX)(BX*1), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y10, Y10
-	VPMADDUBSW     100(CX)(BX*2), Y7, Y12
-	VPMADDWD       Y8, Y12, Y12
-	VPADDD         Y12, Y11, Y11
-	VPMADDUBSW     100(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y8, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VMOVDQU        48(AX), Y8
-	VPAND          v32_03030303<>+0(SB), Y8, Y7
-	VPSHUFB        scidx16<>+128(SB), Y5, Y12
-	VPMADDUBSW     132(CX), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     132(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     132(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     132(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x02, Y8, Y7
-	VPAND          v32_03030303<>+0(SB), Y7, Y7
-	VPSHUFB        scidx16<>+160(SB), Y5, Y12
-	VPMADDUBSW     164(CX), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     164(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     164(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     164(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x04, Y8, Y7
-	VPAND          v32_03030303<>+0(SB), Y7, Y7
-	VPSHUFB        scidx16<>+192(SB), Y5, Y12
-	VPMADDUBSW     196(CX), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPMADDUBSW     196(CX)(BX*1), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y10, Y10
-	VPMADDUBSW     196(CX)(BX*2), Y7, Y13
-	VPMADDWD       Y12, Y13, Y13
-	VPADDD         Y13, Y11, Y11
-	VPMADDUBSW     196(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y12, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VPSRLW         $0x06, Y8, Y7
-	VPAND          v32_03030303<>+0(SB), Y7, Y7
-	VPSHUFB        scidx16<>+224(SB), Y5, Y5
-	VPMADDUBSW     228(CX), Y7, Y8
-	VPMADDWD       Y5, Y8, Y8
-	VPADDD         Y8, Y9, Y9
-	VPMADDUBSW     228(CX)(BX*1), Y7, Y8
-	VPMADDWD       Y5, Y8, Y8
-	VPADDD         Y8, Y10, Y10
-	VPMADDUBSW     228(CX)(BX*2), Y7, Y8
-	VPMADDWD       Y5, Y8, Y8
-	VPADDD         Y8, Y11, Y11
-	VPMADDUBSW     228(CX)(SI*1), Y7, Y7
-	VPMADDWD       Y5, Y7, Y7
-	VPADDD         Y7, Y6, Y6
-	VCVTDQ2PS      Y9, Y9
+	VBROADCASTI128 (AX), Y1
+	VPAND          v32_0f0f0f0f<>+0(SB), Y1, Y1
+	VMOVDQU        16(AX), Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y2
+	VPSHUFB        scidx16<>+0(SB), Y1, Y4
+	VPMADDUBSW     4(CX), Y2, Y5
+	VPMADDWD       Y4, Y5, Y5
+	VPMADDUBSW     4(CX)(BX*1), Y2, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VPMADDUBSW     4(CX)(BX*2), Y2, Y8
+	VPMADDWD       Y4, Y8, Y8
+	VPMADDUBSW     4(CX)(SI*1), Y2, Y2
+	VPMADDWD       Y4, Y2, Y2
+	VPSRLW         $0x02, Y3, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+32(SB), Y1, Y9
+	VPMADDUBSW     36(CX), Y4, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y5, Y5
+	VPMADDUBSW     36(CX)(BX*1), Y4, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y7, Y7
+	VPMADDUBSW     36(CX)(BX*2), Y4, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VPMADDUBSW     36(CX)(SI*1), Y4, Y4
+	VPMADDWD       Y9, Y4, Y4
+	VPADDD         Y4, Y2, Y2
+	VPSRLW         $0x04, Y3, Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y4
+	VPSHUFB        scidx16<>+64(SB), Y1, Y9
+	VPMADDUBSW     68(CX), Y4, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y5, Y5
+	VPMADDUBSW     68(CX)(BX*1), Y4, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y7, Y7
+	VPMADDUBSW     68(CX)(BX*2), Y4, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VPMADDUBSW     68(CX)(SI*1), Y4, Y4
+	VPMADDWD       Y9, Y4, Y4
+	VPADDD         Y4, Y2, Y2
+	VPSRLW         $0x06, Y3, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+96(SB), Y1, Y4
+	VPMADDUBSW     100(CX), Y3, Y9
+	VPMADDWD       Y4, Y9, Y9
+	VPADDD         Y9, Y5, Y5
+	VPMADDUBSW     100(CX)(BX*1), Y3, Y9
+	VPMADDWD       Y4, Y9, Y9
+	VPADDD         Y9, Y7, Y7
+	VPMADDUBSW     100(CX)(BX*2), Y3, Y9
+	VPMADDWD       Y4, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPMADDUBSW     100(CX)(SI*1), Y3, Y3
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VMOVDQU        48(AX), Y4
+	VPAND          v32_03030303<>+0(SB), Y4, Y3
+	VPSHUFB        scidx16<>+128(SB), Y1, Y9
+	VPMADDUBSW     132(CX), Y3, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y5, Y5
+	VPMADDUBSW     132(CX)(BX*1), Y3, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y7, Y7
+	VPMADDUBSW     132(CX)(BX*2), Y3, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VPMADDUBSW     132(CX)(SI*1), Y3, Y3
+	VPMADDWD       Y9, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPSRLW         $0x02, Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+160(SB), Y1, Y9
+	VPMADDUBSW     164(CX), Y3, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y5, Y5
+	VPMADDUBSW     164(CX)(BX*1), Y3, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y7, Y7
+	VPMADDUBSW     164(CX)(BX*2), Y3, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VPMADDUBSW     164(CX)(SI*1), Y3, Y3
+	VPMADDWD       Y9, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPSRLW         $0x04, Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+192(SB), Y1, Y9
+	VPMADDUBSW     196(CX), Y3, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y5, Y5
+	VPMADDUBSW     196(CX)(BX*1), Y3, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y7, Y7
+	VPMADDUBSW     196(CX)(BX*2), Y3, Y10
+	VPMADDWD       Y9, Y10, Y10
+	VPADDD         Y10, Y8, Y8
+	VPMADDUBSW     196(CX)(SI*1), Y3, Y3
+	VPMADDWD       Y9, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPSRLW         $0x06, Y4, Y3
+	VPAND          v32_03030303<>+0(SB), Y3, Y3
+	VPSHUFB        scidx16<>+224(SB), Y1, Y1
+	VPMADDUBSW     228(CX), Y3, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VPADDD         Y4, Y5, Y5
+	VPMADDUBSW     228(CX)(BX*1), Y3, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VPADDD         Y4, Y7, Y7
+	VPMADDUBSW     228(CX)(BX*2), Y3, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VPADDD         Y4, Y8, Y8
+	VPMADDUBSW     228(CX)(SI*1), Y3, Y3
+	VPMADDWD       Y1, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VPMOVZXBW      (AX), Y1
+	VPSRLW         $0x04, Y1, Y1
+	VPMADDWD       260(CX), Y1, Y3
+	VPMADDWD       260(CX)(BX*1), Y1, Y4
+	VPMADDWD       260(CX)(BX*2), Y1, Y9
+	VPMADDWD       260(CX)(SI*1), Y1, Y1
+	VPUNPCKLDQ     Y3, Y5, Y10
+	VPUNPCKHDQ     Y3, Y5, Y3
+	VPADDD         Y3, Y10, Y10
+	VPUNPCKLDQ     Y4, Y7, Y3
+	VPUNPCKHDQ     Y4, Y7, Y4
+	VPADDD         Y4, Y3, Y3
+	VPUNPCKLDQ     Y9, Y8, Y4
+	VPUNPCKHDQ     Y9, Y8, Y5
+	VPADDD         Y5, Y4, Y4
+	VPUNPCKLDQ     Y1, Y2, Y5
+	VPUNPCKHDQ     Y1, Y2, Y1
+	VPADDD         Y1, Y5, Y5
+	VPUNPCKLQDQ    Y3, Y10, Y1
+	VPUNPCKHQDQ    Y3, Y10, Y2
+	VPADDD         Y2, Y1, Y1
+	VPUNPCKLQDQ    Y5, Y4, Y2
+	VPUNPCKHQDQ    Y5, Y4, Y3
+	VPADDD         Y3, Y2, Y2
+	VPERM2I128     $0x20, Y2, Y1, Y3
+	VPERM2I128     $0x31, Y2, Y1, Y1
+	VPADDD         Y1, Y3, Y3
+	VPBROADCASTD   80(AX), X1
+	VCVTPH2PS      X1, Y1
 	VBROADCASTSS   (CX), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y9, Y5, Y0
-	VCVTDQ2PS      Y10, Y10
-	VBROADCASTSS   (CX)(BX*1), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y10, Y5, Y1
-	VCVTDQ2PS      Y11, Y11
-	VBROADCASTSS   (CX)(BX*2), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y5
-	VFMADD231PS    Y11, Y5, Y2
-	VCVTDQ2PS      Y6, Y6
-	VBROADCASTSS   (CX)(SI*1), X5
-	VMULPS         X4, X5, X5
-	VBROADCASTSS   X5, Y4
-	VFMADD231PS    Y6, Y4, Y3
+	VBROADCASTSS   (CX)(BX*1), X6
+	VBROADCASTSS   (CX)(BX*2), X2
+	VBROADCASTSS   (CX)(SI*1), X4
+	VSHUFPS        $0x00, X6, X5, X6
+	VSHUFPS        $0x00, X4, X2, X2
+	VINSERTF128    $0x01, X2, Y6, Y2
+	VMULPS         Y1, Y2, Y1
+	VCVTDQ2PS      Y3, Y2
+	VMULPS         Y1, Y2, Y2
+	VMOVSHDUP      Y2, Y1
+	VSUBPS         Y1, Y2, Y1
+	VADDPS         Y1, Y0, Y0
 	ADDQ           $0x00000054, AX
 	ADDQ           $0x00000124, CX
 	DECQ           DX
@@ -365,34 +871,9 @@ loopdotQ2Kx4AVX2:
 
 donedotQ2Kx4AVX2:
 	MOVQ         out+32(FP), AX
-	VEXTRACTF128 $0x01, Y0, X4
-	VADDPS       X4, X0, X0
-	VMOVHLPS     X0, X0, X4
-	VADDPS       X4, X0, X0
-	VMOVSHDUP    X0, X4
-	VADDSS       X4, X0, X0
-	VMOVSS       X0, (AX)
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(AX)
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 8(AX)
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VMOVSS       X0, 12(AX)
+	VEXTRACTF128 $0x01, Y0, X1
+	VSHUFPS      $0x88, X1, X0, X0
+	VMOVUPS      X0, (AX)
 	VZEROUPPER
 	RET
 

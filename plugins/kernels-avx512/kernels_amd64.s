@@ -5,84 +5,437 @@
 #include "textflag.h"
 
 // func dotQ2KAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ2KAVX512(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
-	VPBROADCASTD c32_03030303<>+0(SB), Z3
-	TESTQ        DX, DX
-	JZ           donedotQ2KAVX512
-
-loopdotQ2KAVX512:
-	VMOVD           80(AX), X4
-	VCVTPH2PS       X4, X4
-	VMOVDQU64       (AX), X5
-	VPSRLW          $0x04, X5, X5
-	VPANDD          X2, X5, X5
-	VPMOVZXBW       X5, Y5
-	VPMADDWD        260(CX), Y5, Y5
-	VCVTDQ2PS       Y5, Y5
-	VBROADCASTSS    (CX), X6
-	VMULPS          X4, X6, X6
-	VMOVSHDUP       X6, X4
-	VBROADCASTSS    X4, Y4
-	VFNMADD231PS    Y5, Y4, Y1
-	VBROADCASTI32X4 (AX), Z4
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPXORD          X0, X0, X0
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD    c32_03030303<>+0(SB), Z2
+	CMPQ            DX, $0x04
+	JB              taildotQ2KAVX512
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 16(AX), Z5
+	VPSRLVW         shift_0_2<>+0(SB), Z5, Z4
 	VPANDD          Z2, Z4, Z4
-	VBROADCASTI64X4 16(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
-	VPANDD          Z3, Z5, Z5
-	VPSHUFB         scidx16<>+0(SB), Z4, Z8
-	VPMADDUBSW      4(CX), Z5, Z5
-	VPMADDWD        Z8, Z5, Z5
-	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
-	VPANDD          Z3, Z7, Z7
-	VPSHUFB         scidx16<>+64(SB), Z4, Z8
-	VPMADDUBSW      68(CX), Z7, Z7
-	VPMADDWD        Z8, Z7, Z7
-	VBROADCASTI64X4 48(AX), Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
-	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx16<>+0(SB), Z3, Z6
+	VPMADDUBSW      4(CX), Z4, Z4
+	VPMADDWD        Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+64(SB), Z3, Z6
+	VPMADDUBSW      68(CX), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VBROADCASTI64X4 48(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+128(SB), Z3, Z9
+	VPMADDUBSW      132(CX), Z6, Z6
+	VPMADDWD        Z9, Z6, Z6
+	VPADDD          Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      196(CX), Z6, Z6
+	VPMADDWD        Z3, Z6, Z6
+	VPADDD          Z6, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VPMOVZXBW       (AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        260(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y3, Y5
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y5
+	VBROADCASTI32X4 84(AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 100(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z7
+	VPMADDUBSW      296(CX), Z4, Z4
+	VPMADDWD        Z7, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+64(SB), Z3, Z7
+	VPMADDUBSW      360(CX), Z6, Z6
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 132(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z3, Z10
+	VPMADDUBSW      424(CX), Z7, Z7
+	VPMADDWD        Z10, Z7, Z7
+	VPADDD          Z7, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      488(CX), Z7, Z7
+	VPMADDWD        Z3, Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VPADDD          Z6, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VPMOVZXBW       84(AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        552(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y3, Y6
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y6, Y6
+	VPUNPCKLQDQ     Y6, Y5, Y3
+	VPUNPCKHQDQ     Y6, Y5, Y4
+	VPADDD          Y4, Y3, Y3
+	VBROADCASTI32X4 168(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 184(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z7
+	VPMADDUBSW      588(CX), Z5, Z5
+	VPMADDWD        Z7, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+64(SB), Z4, Z7
+	VPMADDUBSW      652(CX), Z6, Z6
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 216(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
 	VPSHUFB         scidx16<>+128(SB), Z4, Z10
-	VPMADDUBSW      132(CX), Z8, Z8
-	VPMADDWD        Z10, Z8, Z8
-	VPADDD          Z8, Z5, Z5
-	VPSRLVW         shift_4_6<>+0(SB), Z9, Z8
-	VPANDD          Z3, Z8, Z8
-	VPSHUFB         scidx16<>+192(SB), Z4, Z4
-	VPMADDUBSW      196(CX), Z8, Z8
-	VPMADDWD        Z4, Z8, Z8
-	VPADDD          Z8, Z7, Z7
+	VPMADDUBSW      716(CX), Z7, Z7
+	VPMADDWD        Z10, Z7, Z7
 	VPADDD          Z7, Z5, Z5
-	VCVTDQ2PS       Z5, Z5
-	VBROADCASTSS    X6, Z4
-	VFMADD231PS     Z5, Z4, Z0
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      780(CX), Z7, Z7
+	VPMADDWD        Z4, Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VPADDD          Z6, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       168(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        844(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y6
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y6, Y6
+	VBROADCASTI32X4 252(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 268(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPMADDUBSW      880(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPMADDUBSW      944(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 300(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z4, Z11
+	VPMADDUBSW      1008(CX), Z9, Z9
+	VPMADDWD        Z11, Z9, Z9
+	VPADDD          Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      1072(CX), Z9, Z9
+	VPMADDWD        Z4, Z9, Z9
+	VPADDD          Z9, Z7, Z7
+	VPADDD          Z7, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       252(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        1136(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VPUNPCKLQDQ     Y7, Y6, Y4
+	VPUNPCKHQDQ     Y7, Y6, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFI64X2      $0x00, Y4, Y3, Y5
+	VSHUFI64X2      $0x03, Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y3
+	ADDQ            $0x00000150, AX
+	ADDQ            $0x00000490, CX
+	SUBQ            $0x04, DX
+
+groupdotQ2KAVX512:
+	CMPQ            DX, $0x04
+	JB              draindotQ2KAVX512
+	VBROADCASTI32X4 (AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 16(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z7
+	VPMADDUBSW      4(CX), Z5, Z5
+	VPMADDWD        Z7, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+64(SB), Z4, Z7
+	VPMADDUBSW      68(CX), Z6, Z6
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 48(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z4, Z10
+	VPMADDUBSW      132(CX), Z7, Z7
+	VPMADDWD        Z10, Z7, Z7
+	VPADDD          Z7, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      196(CX), Z7, Z7
+	VPMADDWD        Z4, Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VPADDD          Z6, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       (AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        260(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y6
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y6, Y6
+	VBROADCASTI32X4 84(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 100(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPMADDUBSW      296(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPMADDUBSW      360(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 132(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z4, Z11
+	VPMADDUBSW      424(CX), Z9, Z9
+	VPMADDWD        Z11, Z9, Z9
+	VPADDD          Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      488(CX), Z9, Z9
+	VPMADDWD        Z4, Z9, Z9
+	VPADDD          Z9, Z7, Z7
+	VPADDD          Z7, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       84(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        552(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VPUNPCKLQDQ     Y7, Y6, Y4
+	VPUNPCKHQDQ     Y7, Y6, Y5
+	VPADDD          Y5, Y4, Y4
+	VBROADCASTI32X4 168(AX), Z5
+	VPANDD          Z1, Z5, Z5
+	VBROADCASTI64X4 184(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z9
+	VPMADDUBSW      588(CX), Z6, Z6
+	VPMADDWD        Z9, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z5, Z9
+	VPMADDUBSW      652(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 216(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z5, Z11
+	VPMADDUBSW      716(CX), Z9, Z9
+	VPMADDWD        Z11, Z9, Z9
+	VPADDD          Z9, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      780(CX), Z9, Z9
+	VPMADDWD        Z5, Z9, Z9
+	VPADDD          Z9, Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VPMOVZXBW       168(AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        844(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y7
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y7, Y7
+	VBROADCASTI32X4 252(AX), Z5
+	VPANDD          Z1, Z5, Z5
+	VBROADCASTI64X4 268(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z10
+	VPMADDUBSW      880(CX), Z6, Z6
+	VPMADDWD        Z10, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z5, Z10
+	VPMADDUBSW      944(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 300(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+128(SB), Z5, Z12
+	VPMADDUBSW      1008(CX), Z10, Z10
+	VPMADDWD        Z12, Z10, Z10
+	VPADDD          Z10, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      1072(CX), Z10, Z10
+	VPMADDWD        Z5, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VPADDD          Z9, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VPMOVZXBW       252(AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        1136(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y9
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y9, Y9
+	VPUNPCKLQDQ     Y9, Y7, Y5
+	VPUNPCKHQDQ     Y9, Y7, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVD           -256(AX), X6
+	VINSERTPS       $0x10, -172(AX), X6, X6
+	VINSERTPS       $0x20, -88(AX), X6, X6
+	VINSERTPS       $0x30, -4(AX), X6, X6
+	VCVTPH2PS       X6, Y6
+	VBROADCASTSS    -1168(CX), X8
+	VBROADCASTSS    -876(CX), X10
+	VBROADCASTSS    -584(CX), X7
+	VBROADCASTSS    -292(CX), X9
+	VSHUFPS         $0x00, X10, X8, X8
+	VSHUFPS         $0x00, X9, X7, X7
+	VINSERTF32X4    $0x01, X7, Y8, Y7
+	VMULPS          Y6, Y7, Y6
+	VCVTDQ2PS       Y3, Y3
+	VMULPS          Y6, Y3, Y3
+	VMOVSHDUP       Y3, Y6
+	VSUBPS          Y6, Y3, Y3
+	VADDSS          X3, X0, X0
+	VMOVHLPS        X3, X3, X6
+	VADDSS          X6, X0, X0
+	VEXTRACTF32X4   $0x01, Y3, X3
+	VADDSS          X3, X0, X0
+	VMOVHLPS        X3, X3, X3
+	VADDSS          X3, X0, X0
+	VSHUFI64X2      $0x00, Y5, Y4, Y3
+	VSHUFI64X2      $0x03, Y5, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	ADDQ            $0x00000150, AX
+	ADDQ            $0x00000490, CX
+	SUBQ            $0x04, DX
+	JMP             groupdotQ2KAVX512
+
+draindotQ2KAVX512:
+	VMOVD         -256(AX), X4
+	VINSERTPS     $0x10, -172(AX), X4, X4
+	VINSERTPS     $0x20, -88(AX), X4, X4
+	VINSERTPS     $0x30, -4(AX), X4, X4
+	VCVTPH2PS     X4, Y4
+	VBROADCASTSS  -1168(CX), X7
+	VBROADCASTSS  -876(CX), X8
+	VBROADCASTSS  -584(CX), X5
+	VBROADCASTSS  -292(CX), X6
+	VSHUFPS       $0x00, X8, X7, X8
+	VSHUFPS       $0x00, X6, X5, X5
+	VINSERTF32X4  $0x01, X5, Y8, Y5
+	VMULPS        Y4, Y5, Y4
+	VCVTDQ2PS     Y3, Y3
+	VMULPS        Y4, Y3, Y3
+	VMOVSHDUP     Y3, Y4
+	VSUBPS        Y4, Y3, Y3
+	VADDSS        X3, X0, X0
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X0, X0
+	VEXTRACTF32X4 $0x01, Y3, X3
+	VADDSS        X3, X0, X0
+	VMOVHLPS      X3, X3, X3
+	VADDSS        X3, X0, X0
+
+taildotQ2KAVX512:
+	TESTQ DX, DX
+	JZ    donedotQ2KAVX512
+
+onedotQ2KAVX512:
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 16(AX), Z5
+	VPSRLVW         shift_0_2<>+0(SB), Z5, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z6
+	VPMADDUBSW      4(CX), Z4, Z4
+	VPMADDWD        Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+64(SB), Z3, Z6
+	VPMADDUBSW      68(CX), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VBROADCASTI64X4 48(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+128(SB), Z3, Z8
+	VPMADDUBSW      132(CX), Z6, Z6
+	VPMADDWD        Z8, Z6, Z6
+	VPADDD          Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      196(CX), Z6, Z6
+	VPMADDWD        Z3, Z6, Z6
+	VPADDD          Z6, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VPMOVZXBW       (AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        260(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y3, Y5
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y5
+	VPUNPCKLQDQ     Y5, Y5, Y3
+	VPUNPCKHQDQ     Y5, Y5, Y4
+	VPADDD          Y4, Y3, Y3
+	VEXTRACTI32X4   $0x01, Y3, X4
+	VPADDD          X4, X3, X3
+	VCVTDQ2PS       X3, X4
+	VMOVD           80(AX), X3
+	VCVTPH2PS       X3, X3
+	VBROADCASTSS    (CX), X5
+	VMULPS          X3, X5, X3
+	VMULPS          X3, X4, X4
+	VMOVSHDUP       X4, X3
+	VSUBSS          X3, X4, X4
+	VADDSS          X4, X0, X0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopdotQ2KAVX512
+	JNZ             onedotQ2KAVX512
 
 donedotQ2KAVX512:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	MOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -195,141 +548,130 @@ DATA shift_4_6<>+60(SB)/4, $0x00060006
 GLOBL shift_4_6<>(SB), RODATA|NOPTR, $64
 
 // func dotQ2Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
 TEXT ·dotQ2Kx4AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
-	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD c32_03030303<>+0(SB), Z2
 	TESTQ        DX, DX
 	JZ           donedotQ2Kx4AVX512
 
 loopdotQ2Kx4AVX512:
-	VMOVD           80(AX), X10
-	VCVTPH2PS       X10, X10
-	VMOVDQU64       (AX), X11
-	VPSRLW          $0x04, X11, X11
-	VPANDD          X8, X11, X11
-	VPMOVZXBW       X11, Y11
-	VPMADDWD        260(CX), Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX), X13
-	VMULPS          X10, X13, X13
-	VMOVSHDUP       X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y1
-	VPMADDWD        260(CX)(BX*1), Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*1), X13
-	VMULPS          X10, X13, X13
-	VMOVSHDUP       X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y3
-	VPMADDWD        260(CX)(BX*2), Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VBROADCASTSS    (CX)(BX*2), X13
-	VMULPS          X10, X13, X13
-	VMOVSHDUP       X13, X13
-	VBROADCASTSS    X13, Y13
-	VFNMADD231PS    Y12, Y13, Y5
-	VPMADDWD        260(CX)(SI*1), Y11, Y11
-	VCVTDQ2PS       Y11, Y11
-	VBROADCASTSS    (CX)(SI*1), X12
-	VMULPS          X10, X12, X12
-	VMOVSHDUP       X12, X12
-	VBROADCASTSS    X12, Y12
-	VFNMADD231PS    Y11, Y12, Y7
-	VBROADCASTI32X4 (AX), Z11
-	VPANDD          Z8, Z11, Z11
-	VBROADCASTI64X4 16(AX), Z13
-	VPSRLVW         shift_0_2<>+0(SB), Z13, Z12
-	VPANDD          Z9, Z12, Z12
-	VPSHUFB         scidx16<>+0(SB), Z11, Z14
-	VPMADDUBSW      4(CX), Z12, Z15
-	VPMADDWD        Z14, Z15, Z15
-	VPMADDUBSW      4(CX)(BX*1), Z12, Z16
-	VPMADDWD        Z14, Z16, Z16
-	VPMADDUBSW      4(CX)(BX*2), Z12, Z17
-	VPMADDWD        Z14, Z17, Z17
-	VPMADDUBSW      4(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z14, Z12, Z12
-	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
-	VPANDD          Z9, Z13, Z13
-	VPSHUFB         scidx16<>+64(SB), Z11, Z14
-	VPMADDUBSW      68(CX), Z13, Z18
-	VPMADDWD        Z14, Z18, Z18
-	VPADDD          Z18, Z15, Z15
-	VPMADDUBSW      68(CX)(BX*1), Z13, Z18
-	VPMADDWD        Z14, Z18, Z18
-	VPADDD          Z18, Z16, Z16
-	VPMADDUBSW      68(CX)(BX*2), Z13, Z18
-	VPMADDWD        Z14, Z18, Z18
-	VPADDD          Z18, Z17, Z17
-	VPMADDUBSW      68(CX)(SI*1), Z13, Z13
-	VPMADDWD        Z14, Z13, Z13
-	VPADDD          Z13, Z12, Z12
-	VBROADCASTI64X4 48(AX), Z14
-	VPSRLVW         shift_0_2<>+0(SB), Z14, Z13
-	VPANDD          Z9, Z13, Z13
-	VPSHUFB         scidx16<>+128(SB), Z11, Z18
-	VPMADDUBSW      132(CX), Z13, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPADDD          Z19, Z15, Z15
-	VPMADDUBSW      132(CX)(BX*1), Z13, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPADDD          Z19, Z16, Z16
-	VPMADDUBSW      132(CX)(BX*2), Z13, Z19
-	VPMADDWD        Z18, Z19, Z19
-	VPADDD          Z19, Z17, Z17
-	VPMADDUBSW      132(CX)(SI*1), Z13, Z13
-	VPMADDWD        Z18, Z13, Z13
-	VPADDD          Z13, Z12, Z12
-	VPSRLVW         shift_4_6<>+0(SB), Z14, Z13
-	VPANDD          Z9, Z13, Z13
-	VPSHUFB         scidx16<>+192(SB), Z11, Z11
-	VPMADDUBSW      196(CX), Z13, Z14
-	VPMADDWD        Z11, Z14, Z14
-	VPADDD          Z14, Z15, Z15
-	VPMADDUBSW      196(CX)(BX*1), Z13, Z14
-	VPMADDWD        Z11, Z14, Z14
-	VPADDD          Z14, Z16, Z16
-	VPMADDUBSW      196(CX)(BX*2), Z13, Z14
-	VPMADDWD        Z11, Z14, Z14
-	VPADDD          Z14, Z17, Z17
-	VPMADDUBSW      196(CX)(SI*1), Z13, Z13
-	VPMADDWD        Z11, Z13, Z13
-	VPADDD          Z13, Z12, Z12
-	VCVTDQ2PS       Z15, Z15
-	VBROADCASTSS    (CX), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z15, Z11, Z0
-	VCVTDQ2PS       Z16, Z16
-	VBROADCASTSS    (CX)(BX*1), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z16, Z11, Z2
-	VCVTDQ2PS       Z17, Z17
-	VBROADCASTSS    (CX)(BX*2), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z17, Z11, Z4
-	VCVTDQ2PS       Z12, Z12
-	VBROADCASTSS    (CX)(SI*1), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z10
-	VFMADD231PS     Z12, Z10, Z6
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 16(AX), Z5
+	VPSRLVW         shift_0_2<>+0(SB), Z5, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z6
+	VPMADDUBSW      4(CX), Z4, Z7
+	VPMADDWD        Z6, Z7, Z7
+	VPMADDUBSW      4(CX)(BX*1), Z4, Z9
+	VPMADDWD        Z6, Z9, Z9
+	VPMADDUBSW      4(CX)(BX*2), Z4, Z10
+	VPMADDWD        Z6, Z10, Z10
+	VPMADDUBSW      4(CX)(SI*1), Z4, Z4
+	VPMADDWD        Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+64(SB), Z3, Z6
+	VPMADDUBSW      68(CX), Z5, Z11
+	VPMADDWD        Z6, Z11, Z11
+	VPADDD          Z11, Z7, Z7
+	VPMADDUBSW      68(CX)(BX*1), Z5, Z11
+	VPMADDWD        Z6, Z11, Z11
+	VPADDD          Z11, Z9, Z9
+	VPMADDUBSW      68(CX)(BX*2), Z5, Z11
+	VPMADDWD        Z6, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VPMADDUBSW      68(CX)(SI*1), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VBROADCASTI64X4 48(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+128(SB), Z3, Z11
+	VPMADDUBSW      132(CX), Z5, Z12
+	VPMADDWD        Z11, Z12, Z12
+	VPADDD          Z12, Z7, Z7
+	VPMADDUBSW      132(CX)(BX*1), Z5, Z12
+	VPMADDWD        Z11, Z12, Z12
+	VPADDD          Z12, Z9, Z9
+	VPMADDUBSW      132(CX)(BX*2), Z5, Z12
+	VPMADDWD        Z11, Z12, Z12
+	VPADDD          Z12, Z10, Z10
+	VPMADDUBSW      132(CX)(SI*1), Z5, Z5
+	VPMADDWD        Z11, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      196(CX), Z5, Z6
+	VPMADDWD        Z3, Z6, Z6
+	VPADDD          Z6, Z7, Z7
+	VPMADDUBSW      196(CX)(BX*1), Z5, Z6
+	VPMADDWD        Z3, Z6, Z6
+	VPADDD          Z6, Z9, Z9
+	VPMADDUBSW      196(CX)(BX*2), Z5, Z6
+	VPMADDWD        Z3, Z6, Z6
+	VPADDD          Z6, Z10, Z10
+	VPMADDUBSW      196(CX)(SI*1), Z5, Z5
+	VPMADDWD        Z3, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z7, Y3
+	VPADDD          Y3, Y7, Y3
+	VEXTRACTI64X4   $0x01, Z9, Y5
+	VPADDD          Y5, Y9, Y5
+	VEXTRACTI64X4   $0x01, Z10, Y6
+	VPADDD          Y6, Y10, Y6
+	VEXTRACTI64X4   $0x01, Z4, Y7
+	VPADDD          Y7, Y4, Y4
+	VPMOVZXBW       (AX), Y7
+	VPSRLW          $0x04, Y7, Y7
+	VPMADDWD        260(CX), Y7, Y9
+	VPMADDWD        260(CX)(BX*1), Y7, Y10
+	VPMADDWD        260(CX)(BX*2), Y7, Y11
+	VPMADDWD        260(CX)(SI*1), Y7, Y7
+	VPUNPCKLDQ      Y9, Y3, Y12
+	VPUNPCKHDQ      Y9, Y3, Y3
+	VPADDD          Y3, Y12, Y12
+	VPUNPCKLDQ      Y10, Y5, Y3
+	VPUNPCKHDQ      Y10, Y5, Y5
+	VPADDD          Y5, Y3, Y3
+	VPUNPCKLDQ      Y11, Y6, Y5
+	VPUNPCKHDQ      Y11, Y6, Y6
+	VPADDD          Y6, Y5, Y5
+	VPUNPCKLDQ      Y7, Y4, Y6
+	VPUNPCKHDQ      Y7, Y4, Y4
+	VPADDD          Y4, Y6, Y6
+	VPUNPCKLQDQ     Y3, Y12, Y4
+	VPUNPCKHQDQ     Y3, Y12, Y3
+	VPADDD          Y3, Y4, Y4
+	VPUNPCKLQDQ     Y6, Y5, Y3
+	VPUNPCKHQDQ     Y6, Y5, Y5
+	VPADDD          Y5, Y3, Y3
+	VSHUFI64X2      $0x00, Y3, Y4, Y5
+	VSHUFI64X2      $0x03, Y3, Y4, Y3
+	VPADDD          Y3, Y5, Y5
+	VPBROADCASTD    80(AX), X3
+	VCVTPH2PS       X3, Y3
+	VBROADCASTSS    (CX), X7
+	VBROADCASTSS    (CX)(BX*1), X8
+	VBROADCASTSS    (CX)(BX*2), X4
+	VBROADCASTSS    (CX)(SI*1), X6
+	VSHUFPS         $0x00, X8, X7, X8
+	VSHUFPS         $0x00, X6, X4, X4
+	VINSERTF32X4    $0x01, X4, Y8, Y4
+	VMULPS          Y3, Y4, Y3
+	VCVTDQ2PS       Y5, Y4
+	VMULPS          Y3, Y4, Y4
+	VMOVSHDUP       Y4, Y3
+	VSUBPS          Y3, Y4, Y3
+	VADDPS          Y3, Y0, Y0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -337,70 +679,9 @@ loopdotQ2Kx4AVX512:
 
 donedotQ2Kx4AVX512:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 12(AX)
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
 	VZEROUPPER
 	RET
 
@@ -4795,212 +5076,527 @@ donedotSeqBF16AVX512:
 	RET
 
 // func dotQ2KVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ2KVNNI(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z2
-	VPBROADCASTD c32_03030303<>+0(SB), Z3
-	TESTQ        DX, DX
-	JZ           donedotQ2KVNNI
-
-loopdotQ2KVNNI:
-	VMOVD           80(AX), X4
-	VCVTPH2PS       X4, X4
-	VMOVDQU64       (AX), X5
-	VPSRLW          $0x04, X5, X5
-	VPANDD          X2, X5, X5
-	VPMOVZXBW       X5, Y5
-	VPMADDWD        260(CX), Y5, Y5
-	VCVTDQ2PS       Y5, Y5
-	VBROADCASTSS    (CX), X6
-	VMULPS          X4, X6, X6
-	VMOVSHDUP       X6, X4
-	VBROADCASTSS    X4, Y4
-	VFNMADD231PS    Y5, Y4, Y1
-	VBROADCASTI32X4 (AX), Z4
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPXORD          X0, X0, X0
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD    c32_03030303<>+0(SB), Z2
+	CMPQ            DX, $0x04
+	JB              taildotQ2KVNNI
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 16(AX), Z5
+	VPSRLVW         shift_0_2<>+0(SB), Z5, Z4
 	VPANDD          Z2, Z4, Z4
-	VBROADCASTI64X4 16(AX), Z7
-	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
-	VPANDD          Z3, Z5, Z5
-	VPSHUFB         scidx16<>+0(SB), Z4, Z8
-	VPMADDUBSW      4(CX), Z5, Z5
-	VPMADDWD        Z8, Z5, Z5
-	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
-	VPANDD          Z3, Z7, Z7
-	VPSHUFB         scidx16<>+64(SB), Z4, Z8
-	VPMADDUBSW      68(CX), Z7, Z7
-	VPMADDWD        Z8, Z7, Z7
-	VBROADCASTI64X4 48(AX), Z9
-	VPSRLVW         shift_0_2<>+0(SB), Z9, Z8
-	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx16<>+0(SB), Z3, Z6
+	VPMADDUBSW      4(CX), Z4, Z4
+	VPMADDWD        Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+64(SB), Z3, Z6
+	VPMADDUBSW      68(CX), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VBROADCASTI64X4 48(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+128(SB), Z3, Z9
+	VPMADDUBSW      132(CX), Z6, Z6
+	VPDPWSSD        Z9, Z6, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      196(CX), Z6, Z6
+	VPDPWSSD        Z3, Z6, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VPMOVZXBW       (AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        260(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y3, Y5
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y5
+	VBROADCASTI32X4 84(AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 100(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z7
+	VPMADDUBSW      296(CX), Z4, Z4
+	VPMADDWD        Z7, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+64(SB), Z3, Z7
+	VPMADDUBSW      360(CX), Z6, Z6
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 132(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z3, Z10
+	VPMADDUBSW      424(CX), Z7, Z7
+	VPDPWSSD        Z10, Z7, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      488(CX), Z7, Z7
+	VPDPWSSD        Z3, Z7, Z6
+	VPADDD          Z6, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VPMOVZXBW       84(AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        552(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y3, Y6
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y6, Y6
+	VPUNPCKLQDQ     Y6, Y5, Y3
+	VPUNPCKHQDQ     Y6, Y5, Y4
+	VPADDD          Y4, Y3, Y3
+	VBROADCASTI32X4 168(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 184(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z7
+	VPMADDUBSW      588(CX), Z5, Z5
+	VPMADDWD        Z7, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+64(SB), Z4, Z7
+	VPMADDUBSW      652(CX), Z6, Z6
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 216(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
 	VPSHUFB         scidx16<>+128(SB), Z4, Z10
-	VPMADDUBSW      132(CX), Z8, Z8
-	VPDPWSSD        Z10, Z8, Z5
-	VPSRLVW         shift_4_6<>+0(SB), Z9, Z8
-	VPANDD          Z3, Z8, Z8
+	VPMADDUBSW      716(CX), Z7, Z7
+	VPDPWSSD        Z10, Z7, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
 	VPSHUFB         scidx16<>+192(SB), Z4, Z4
-	VPMADDUBSW      196(CX), Z8, Z8
-	VPDPWSSD        Z4, Z8, Z7
+	VPMADDUBSW      780(CX), Z7, Z7
+	VPDPWSSD        Z4, Z7, Z6
+	VPADDD          Z6, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       168(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        844(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y6
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y6, Y6
+	VBROADCASTI32X4 252(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 268(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPMADDUBSW      880(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPMADDUBSW      944(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 300(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z4, Z11
+	VPMADDUBSW      1008(CX), Z9, Z9
+	VPDPWSSD        Z11, Z9, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      1072(CX), Z9, Z9
+	VPDPWSSD        Z4, Z9, Z7
 	VPADDD          Z7, Z5, Z5
-	VCVTDQ2PS       Z5, Z5
-	VBROADCASTSS    X6, Z4
-	VFMADD231PS     Z5, Z4, Z0
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       252(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        1136(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VPUNPCKLQDQ     Y7, Y6, Y4
+	VPUNPCKHQDQ     Y7, Y6, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFI64X2      $0x00, Y4, Y3, Y5
+	VSHUFI64X2      $0x03, Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y3
+	ADDQ            $0x00000150, AX
+	ADDQ            $0x00000490, CX
+	SUBQ            $0x04, DX
+
+groupdotQ2KVNNI:
+	CMPQ            DX, $0x04
+	JB              draindotQ2KVNNI
+	VBROADCASTI32X4 (AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 16(AX), Z6
+	VPSRLVW         shift_0_2<>+0(SB), Z6, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z7
+	VPMADDUBSW      4(CX), Z5, Z5
+	VPMADDWD        Z7, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+64(SB), Z4, Z7
+	VPMADDUBSW      68(CX), Z6, Z6
+	VPMADDWD        Z7, Z6, Z6
+	VBROADCASTI64X4 48(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+128(SB), Z4, Z10
+	VPMADDUBSW      132(CX), Z7, Z7
+	VPDPWSSD        Z10, Z7, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      196(CX), Z7, Z7
+	VPDPWSSD        Z4, Z7, Z6
+	VPADDD          Z6, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       (AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        260(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y6
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y6, Y6
+	VBROADCASTI32X4 84(AX), Z4
+	VPANDD          Z1, Z4, Z4
+	VBROADCASTI64X4 100(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+0(SB), Z4, Z9
+	VPMADDUBSW      296(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z4, Z9
+	VPMADDUBSW      360(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 132(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z4, Z11
+	VPMADDUBSW      424(CX), Z9, Z9
+	VPDPWSSD        Z11, Z9, Z5
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z4, Z4
+	VPMADDUBSW      488(CX), Z9, Z9
+	VPDPWSSD        Z4, Z9, Z7
+	VPADDD          Z7, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VPMOVZXBW       84(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        552(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VPUNPCKLQDQ     Y7, Y6, Y4
+	VPUNPCKHQDQ     Y7, Y6, Y5
+	VPADDD          Y5, Y4, Y4
+	VBROADCASTI32X4 168(AX), Z5
+	VPANDD          Z1, Z5, Z5
+	VBROADCASTI64X4 184(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z9
+	VPMADDUBSW      588(CX), Z6, Z6
+	VPMADDWD        Z9, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z7
+	VPANDD          Z2, Z7, Z7
+	VPSHUFB         scidx16<>+64(SB), Z5, Z9
+	VPMADDUBSW      652(CX), Z7, Z7
+	VPMADDWD        Z9, Z7, Z7
+	VBROADCASTI64X4 216(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+128(SB), Z5, Z11
+	VPMADDUBSW      716(CX), Z9, Z9
+	VPDPWSSD        Z11, Z9, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      780(CX), Z9, Z9
+	VPDPWSSD        Z5, Z9, Z7
+	VPADDD          Z7, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VPMOVZXBW       168(AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        844(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y7
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y7, Y7
+	VBROADCASTI32X4 252(AX), Z5
+	VPANDD          Z1, Z5, Z5
+	VBROADCASTI64X4 268(AX), Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z9, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+0(SB), Z5, Z10
+	VPMADDUBSW      880(CX), Z6, Z6
+	VPMADDWD        Z10, Z6, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z9, Z9
+	VPANDD          Z2, Z9, Z9
+	VPSHUFB         scidx16<>+64(SB), Z5, Z10
+	VPMADDUBSW      944(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 300(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+128(SB), Z5, Z12
+	VPMADDUBSW      1008(CX), Z10, Z10
+	VPDPWSSD        Z12, Z10, Z6
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
+	VPANDD          Z2, Z10, Z10
+	VPSHUFB         scidx16<>+192(SB), Z5, Z5
+	VPMADDUBSW      1072(CX), Z10, Z10
+	VPDPWSSD        Z5, Z10, Z9
+	VPADDD          Z9, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VPMOVZXBW       252(AX), Y6
+	VPSRLW          $0x04, Y6, Y6
+	VPMADDWD        1136(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y9
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y9, Y9
+	VPUNPCKLQDQ     Y9, Y7, Y5
+	VPUNPCKHQDQ     Y9, Y7, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVD           -256(AX), X6
+	VINSERTPS       $0x10, -172(AX), X6, X6
+	VINSERTPS       $0x20, -88(AX), X6, X6
+	VINSERTPS       $0x30, -4(AX), X6, X6
+	VCVTPH2PS       X6, Y6
+	VBROADCASTSS    -1168(CX), X8
+	VBROADCASTSS    -876(CX), X10
+	VBROADCASTSS    -584(CX), X7
+	VBROADCASTSS    -292(CX), X9
+	VSHUFPS         $0x00, X10, X8, X8
+	VSHUFPS         $0x00, X9, X7, X7
+	VINSERTF32X4    $0x01, X7, Y8, Y7
+	VMULPS          Y6, Y7, Y6
+	VCVTDQ2PS       Y3, Y3
+	VMULPS          Y6, Y3, Y3
+	VMOVSHDUP       Y3, Y6
+	VSUBPS          Y6, Y3, Y3
+	VADDSS          X3, X0, X0
+	VMOVHLPS        X3, X3, X6
+	VADDSS          X6, X0, X0
+	VEXTRACTF32X4   $0x01, Y3, X3
+	VADDSS          X3, X0, X0
+	VMOVHLPS        X3, X3, X3
+	VADDSS          X3, X0, X0
+	VSHUFI64X2      $0x00, Y5, Y4, Y3
+	VSHUFI64X2      $0x03, Y5, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	ADDQ            $0x00000150, AX
+	ADDQ            $0x00000490, CX
+	SUBQ            $0x04, DX
+	JMP             groupdotQ2KVNNI
+
+draindotQ2KVNNI:
+	VMOVD         -256(AX), X4
+	VINSERTPS     $0x10, -172(AX), X4, X4
+	VINSERTPS     $0x20, -88(AX), X4, X4
+	VINSERTPS     $0x30, -4(AX), X4, X4
+	VCVTPH2PS     X4, Y4
+	VBROADCASTSS  -1168(CX), X7
+	VBROADCASTSS  -876(CX), X8
+	VBROADCASTSS  -584(CX), X5
+	VBROADCASTSS  -292(CX), X6
+	VSHUFPS       $0x00, X8, X7, X8
+	VSHUFPS       $0x00, X6, X5, X5
+	VINSERTF32X4  $0x01, X5, Y8, Y5
+	VMULPS        Y4, Y5, Y4
+	VCVTDQ2PS     Y3, Y3
+	VMULPS        Y4, Y3, Y3
+	VMOVSHDUP     Y3, Y4
+	VSUBPS        Y4, Y3, Y3
+	VADDSS        X3, X0, X0
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X0, X0
+	VEXTRACTF32X4 $0x01, Y3, X3
+	VADDSS        X3, X0, X0
+	VMOVHLPS      X3, X3, X3
+	VADDSS        X3, X0, X0
+
+taildotQ2KVNNI:
+	TESTQ DX, DX
+	JZ    donedotQ2KVNNI
+
+onedotQ2KVNNI:
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VBROADCASTI64X4 16(AX), Z5
+	VPSRLVW         shift_0_2<>+0(SB), Z5, Z4
+	VPANDD          Z2, Z4, Z4
+	VPSHUFB         scidx16<>+0(SB), Z3, Z6
+	VPMADDUBSW      4(CX), Z4, Z4
+	VPMADDWD        Z6, Z4, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z5, Z5
+	VPANDD          Z2, Z5, Z5
+	VPSHUFB         scidx16<>+64(SB), Z3, Z6
+	VPMADDUBSW      68(CX), Z5, Z5
+	VPMADDWD        Z6, Z5, Z5
+	VBROADCASTI64X4 48(AX), Z7
+	VPSRLVW         shift_0_2<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+128(SB), Z3, Z8
+	VPMADDUBSW      132(CX), Z6, Z6
+	VPDPWSSD        Z8, Z6, Z4
+	VPSRLVW         shift_4_6<>+0(SB), Z7, Z6
+	VPANDD          Z2, Z6, Z6
+	VPSHUFB         scidx16<>+192(SB), Z3, Z3
+	VPMADDUBSW      196(CX), Z6, Z6
+	VPDPWSSD        Z3, Z6, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VPMOVZXBW       (AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        260(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y3, Y5
+	VPUNPCKHDQ      Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y5
+	VPUNPCKLQDQ     Y5, Y5, Y3
+	VPUNPCKHQDQ     Y5, Y5, Y4
+	VPADDD          Y4, Y3, Y3
+	VEXTRACTI32X4   $0x01, Y3, X4
+	VPADDD          X4, X3, X3
+	VCVTDQ2PS       X3, X4
+	VMOVD           80(AX), X3
+	VCVTPH2PS       X3, X3
+	VBROADCASTSS    (CX), X5
+	VMULPS          X3, X5, X3
+	VMULPS          X3, X4, X4
+	VMOVSHDUP       X4, X3
+	VSUBSS          X3, X4, X4
+	VADDSS          X4, X0, X0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopdotQ2KVNNI
+	JNZ             onedotQ2KVNNI
 
 donedotQ2KVNNI:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X2
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	MOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
 // func dotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
 TEXT ·dotQ2Kx4VNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Y3, Y3, Y3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Y5, Y5, Y5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Y7, Y7, Y7
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z8
-	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	VPXORD       Y0, Y0, Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z1
+	VPBROADCASTD c32_03030303<>+0(SB), Z2
 	TESTQ        DX, DX
 	JZ           donedotQ2Kx4VNNI
 
 loopdotQ2Kx4VNNI:
-	VMOVD           80(AX), X10
-	VCVTPH2PS       X10, X10
-	VMOVDQU64       (AX), X11
-	VPSRLW          $0x04, X11, X11
-	VPANDD          X8, X11, X11
-	VPMOVZXBW       X11, Y11
-	VPMADDWD        260(CX), Y11, Y17
-	VCVTDQ2PS       Y17, Y17
-	VBROADCASTSS    (CX), X18
-	VMULPS          X10, X18, X18
-	VMOVSHDUP       X18, X18
-	VBROADCASTSS    X18, Y18
-	VFNMADD231PS    Y17, Y18, Y1
-	VPMADDWD        260(CX)(BX*1), Y11, Y17
-	VCVTDQ2PS       Y17, Y17
-	VBROADCASTSS    (CX)(BX*1), X18
-	VMULPS          X10, X18, X18
-	VMOVSHDUP       X18, X18
-	VBROADCASTSS    X18, Y18
-	VFNMADD231PS    Y17, Y18, Y3
-	VPMADDWD        260(CX)(BX*2), Y11, Y17
-	VCVTDQ2PS       Y17, Y17
-	VBROADCASTSS    (CX)(BX*2), X18
-	VMULPS          X10, X18, X18
-	VMOVSHDUP       X18, X18
-	VBROADCASTSS    X18, Y18
-	VFNMADD231PS    Y17, Y18, Y5
-	VPMADDWD        260(CX)(SI*1), Y11, Y11
-	VCVTDQ2PS       Y11, Y11
-	VBROADCASTSS    (CX)(SI*1), X17
-	VMULPS          X10, X17, X17
-	VMOVSHDUP       X17, X17
-	VBROADCASTSS    X17, Y17
-	VFNMADD231PS    Y11, Y17, Y7
-	VMOVDQU64       (AX), X11
-	VPANDD          X8, X11, X11
-	VPADDB          X11, X11, X17
-	VPADDB          X11, X17, X18
-	VPXORD          X12, X12, X12
-	VPUNPCKLBW      X11, X12, X20
-	VPUNPCKLBW      X18, X17, X21
-	VPUNPCKLWD      X21, X20, X19
-	VPUNPCKHWD      X21, X20, X20
-	VPUNPCKHBW      X11, X12, X11
-	VPUNPCKHBW      X18, X17, X17
-	VPUNPCKLWD      X17, X11, X21
-	VPUNPCKHWD      X17, X11, X22
-	VBROADCASTI64X4 16(AX), Z17
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z11
-	VSHUFI64X2      $0x00, Z19, Z19, Z18
-	VPTERNLOGD      $0xea, q2koff<>+0(SB), Z9, Z11
-	VPSHUFB         Z11, Z18, Z11
-	VPXORD          Z13, Z13, Z13
-	VPDPBUSD        4(CX), Z11, Z13
-	VPXORD          Z14, Z14, Z14
-	VPDPBUSD        4(CX)(BX*1), Z11, Z14
-	VPXORD          Z15, Z15, Z15
-	VPDPBUSD        4(CX)(BX*2), Z11, Z15
-	VPXORD          Z16, Z16, Z16
-	VPDPBUSD        4(CX)(SI*1), Z11, Z16
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z11
-	VSHUFI64X2      $0x00, Z20, Z20, Z17
-	VPTERNLOGD      $0xea, q2koff<>+64(SB), Z9, Z11
-	VPSHUFB         Z11, Z17, Z11
-	VPDPBUSD        68(CX), Z11, Z13
-	VPDPBUSD        68(CX)(BX*1), Z11, Z14
-	VPDPBUSD        68(CX)(BX*2), Z11, Z15
-	VPDPBUSD        68(CX)(SI*1), Z11, Z16
-	VBROADCASTI64X4 48(AX), Z17
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z11
-	VSHUFI64X2      $0x00, Z21, Z21, Z18
-	VPTERNLOGD      $0xea, q2koff<>+128(SB), Z9, Z11
-	VPSHUFB         Z11, Z18, Z11
-	VPDPBUSD        132(CX), Z11, Z13
-	VPDPBUSD        132(CX)(BX*1), Z11, Z14
-	VPDPBUSD        132(CX)(BX*2), Z11, Z15
-	VPDPBUSD        132(CX)(SI*1), Z11, Z16
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z11
-	VSHUFI64X2      $0x00, Z22, Z22, Z17
-	VPTERNLOGD      $0xea, q2koff<>+192(SB), Z9, Z11
-	VPSHUFB         Z11, Z17, Z11
-	VPDPBUSD        196(CX), Z11, Z13
-	VPDPBUSD        196(CX)(BX*1), Z11, Z14
-	VPDPBUSD        196(CX)(BX*2), Z11, Z15
-	VPDPBUSD        196(CX)(SI*1), Z11, Z16
-	VCVTDQ2PS       Z13, Z13
-	VBROADCASTSS    (CX), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z13, Z11, Z0
-	VCVTDQ2PS       Z14, Z14
-	VBROADCASTSS    (CX)(BX*1), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z14, Z11, Z2
-	VCVTDQ2PS       Z15, Z15
-	VBROADCASTSS    (CX)(BX*2), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z11
-	VFMADD231PS     Z15, Z11, Z4
-	VCVTDQ2PS       Z16, Z16
+	VBROADCASTI32X4 (AX), Z3
+	VPANDD          Z1, Z3, Z3
+	VPSHUFB         q2kti0<>+0(SB), Z3, Z4
+	VPMULLW         q2kmul<>+0(SB), Z4, Z4
+	VPSHUFB         q2kti1<>+0(SB), Z3, Z3
+	VPMULLW         q2kmul<>+0(SB), Z3, Z3
+	VBROADCASTI64X4 16(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z10
+	VPTERNLOGD      $0xea, q2koffs2<>+0(SB), Z2, Z10
+	VPSHUFB         Z10, Z4, Z10
+	VPXORD          Z5, Z5, Z5
+	VPDPBUSD        4(CX), Z10, Z5
+	VPXORD          Z6, Z6, Z6
+	VPDPBUSD        4(CX)(BX*1), Z10, Z6
+	VPXORD          Z7, Z7, Z7
+	VPDPBUSD        4(CX)(BX*2), Z10, Z7
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        4(CX)(SI*1), Z10, Z8
+	VPSRLVW         shift_4_6<>+0(SB), Z11, Z10
+	VPTERNLOGD      $0xea, q2koffs2<>+64(SB), Z2, Z10
+	VPSHUFB         Z10, Z4, Z10
+	VPDPBUSD        68(CX), Z10, Z5
+	VPDPBUSD        68(CX)(BX*1), Z10, Z6
+	VPDPBUSD        68(CX)(BX*2), Z10, Z7
+	VPDPBUSD        68(CX)(SI*1), Z10, Z8
+	VBROADCASTI64X4 48(AX), Z10
+	VPSRLVW         shift_0_2<>+0(SB), Z10, Z4
+	VPTERNLOGD      $0xea, q2koffs2<>+128(SB), Z2, Z4
+	VPSHUFB         Z4, Z3, Z4
+	VPDPBUSD        132(CX), Z4, Z5
+	VPDPBUSD        132(CX)(BX*1), Z4, Z6
+	VPDPBUSD        132(CX)(BX*2), Z4, Z7
+	VPDPBUSD        132(CX)(SI*1), Z4, Z8
+	VPSRLVW         shift_4_6<>+0(SB), Z10, Z4
+	VPTERNLOGD      $0xea, q2koffs2<>+192(SB), Z2, Z4
+	VPSHUFB         Z4, Z3, Z4
+	VPDPBUSD        196(CX), Z4, Z5
+	VPDPBUSD        196(CX)(BX*1), Z4, Z6
+	VPDPBUSD        196(CX)(BX*2), Z4, Z7
+	VPDPBUSD        196(CX)(SI*1), Z4, Z8
+	VEXTRACTI64X4   $0x01, Z5, Y3
+	VPADDD          Y3, Y5, Y3
+	VEXTRACTI64X4   $0x01, Z6, Y4
+	VPADDD          Y4, Y6, Y4
+	VEXTRACTI64X4   $0x01, Z7, Y10
+	VPADDD          Y10, Y7, Y10
+	VEXTRACTI64X4   $0x01, Z8, Y11
+	VPADDD          Y11, Y8, Y11
+	VPMOVZXBW       (AX), Y12
+	VPSRLW          $0x04, Y12, Y12
+	VPMADDWD        260(CX), Y12, Y13
+	VPMADDWD        260(CX)(BX*1), Y12, Y14
+	VPMADDWD        260(CX)(BX*2), Y12, Y15
+	VPMADDWD        260(CX)(SI*1), Y12, Y12
+	VPUNPCKLDQ      Y13, Y3, Y16
+	VPUNPCKHDQ      Y13, Y3, Y3
+	VPADDD          Y3, Y16, Y16
+	VPUNPCKLDQ      Y14, Y4, Y3
+	VPUNPCKHDQ      Y14, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VPUNPCKLDQ      Y15, Y10, Y4
+	VPUNPCKHDQ      Y15, Y10, Y10
+	VPADDD          Y10, Y4, Y4
+	VPUNPCKLDQ      Y12, Y11, Y10
+	VPUNPCKHDQ      Y12, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VPUNPCKLQDQ     Y3, Y16, Y11
+	VPUNPCKHQDQ     Y3, Y16, Y3
+	VPADDD          Y3, Y11, Y11
+	VPUNPCKLQDQ     Y10, Y4, Y3
+	VPUNPCKHQDQ     Y10, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFI64X2      $0x00, Y3, Y11, Y4
+	VSHUFI64X2      $0x03, Y3, Y11, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTD    80(AX), X3
+	VCVTPH2PS       X3, Y3
+	VBROADCASTSS    (CX), X9
+	VBROADCASTSS    (CX)(BX*1), X12
+	VBROADCASTSS    (CX)(BX*2), X10
 	VBROADCASTSS    (CX)(SI*1), X11
-	VMULPS          X10, X11, X11
-	VBROADCASTSS    X11, Z10
-	VFMADD231PS     Z16, Z10, Z6
+	VSHUFPS         $0x00, X12, X9, X9
+	VSHUFPS         $0x00, X11, X10, X10
+	VINSERTF32X4    $0x01, X10, Y9, Y10
+	VMULPS          Y3, Y10, Y3
+	VCVTDQ2PS       Y4, Y4
+	VMULPS          Y3, Y4, Y4
+	VMOVSHDUP       Y4, Y3
+	VSUBPS          Y3, Y4, Y3
+	VADDPS          Y3, Y0, Y0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -5008,138 +5604,131 @@ loopdotQ2Kx4VNNI:
 
 donedotQ2Kx4VNNI:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VEXTRACTF32X4 $0x01, Y1, X8
-	VADDPS        X8, X1, X1
-	VMOVHLPS      X1, X1, X8
-	VADDPS        X8, X1, X1
-	VMOVSHDUP     X1, X8
-	VADDSS        X8, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y3, X1
-	VADDPS        X1, X3, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y5, X1
-	VADDPS        X1, X5, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 8(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VEXTRACTF32X4 $0x01, Y7, X1
-	VADDPS        X1, X7, X1
-	VMOVHLPS      X1, X1, X2
-	VADDPS        X2, X1, X1
-	VMOVSHDUP     X1, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 12(AX)
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
 	VZEROUPPER
 	RET
 
-DATA q2koff<>+0(SB)/4, $0x00000000
-DATA q2koff<>+4(SB)/4, $0x00000000
-DATA q2koff<>+8(SB)/4, $0x00000000
-DATA q2koff<>+12(SB)/4, $0x00000000
-DATA q2koff<>+16(SB)/4, $0x04040404
-DATA q2koff<>+20(SB)/4, $0x04040404
-DATA q2koff<>+24(SB)/4, $0x04040404
-DATA q2koff<>+28(SB)/4, $0x04040404
-DATA q2koff<>+32(SB)/4, $0x08080808
-DATA q2koff<>+36(SB)/4, $0x08080808
-DATA q2koff<>+40(SB)/4, $0x08080808
-DATA q2koff<>+44(SB)/4, $0x08080808
-DATA q2koff<>+48(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+52(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+56(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+60(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+64(SB)/4, $0x00000000
-DATA q2koff<>+68(SB)/4, $0x00000000
-DATA q2koff<>+72(SB)/4, $0x00000000
-DATA q2koff<>+76(SB)/4, $0x00000000
-DATA q2koff<>+80(SB)/4, $0x04040404
-DATA q2koff<>+84(SB)/4, $0x04040404
-DATA q2koff<>+88(SB)/4, $0x04040404
-DATA q2koff<>+92(SB)/4, $0x04040404
-DATA q2koff<>+96(SB)/4, $0x08080808
-DATA q2koff<>+100(SB)/4, $0x08080808
-DATA q2koff<>+104(SB)/4, $0x08080808
-DATA q2koff<>+108(SB)/4, $0x08080808
-DATA q2koff<>+112(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+116(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+120(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+124(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+128(SB)/4, $0x00000000
-DATA q2koff<>+132(SB)/4, $0x00000000
-DATA q2koff<>+136(SB)/4, $0x00000000
-DATA q2koff<>+140(SB)/4, $0x00000000
-DATA q2koff<>+144(SB)/4, $0x04040404
-DATA q2koff<>+148(SB)/4, $0x04040404
-DATA q2koff<>+152(SB)/4, $0x04040404
-DATA q2koff<>+156(SB)/4, $0x04040404
-DATA q2koff<>+160(SB)/4, $0x08080808
-DATA q2koff<>+164(SB)/4, $0x08080808
-DATA q2koff<>+168(SB)/4, $0x08080808
-DATA q2koff<>+172(SB)/4, $0x08080808
-DATA q2koff<>+176(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+180(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+184(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+188(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+192(SB)/4, $0x00000000
-DATA q2koff<>+196(SB)/4, $0x00000000
-DATA q2koff<>+200(SB)/4, $0x00000000
-DATA q2koff<>+204(SB)/4, $0x00000000
-DATA q2koff<>+208(SB)/4, $0x04040404
-DATA q2koff<>+212(SB)/4, $0x04040404
-DATA q2koff<>+216(SB)/4, $0x04040404
-DATA q2koff<>+220(SB)/4, $0x04040404
-DATA q2koff<>+224(SB)/4, $0x08080808
-DATA q2koff<>+228(SB)/4, $0x08080808
-DATA q2koff<>+232(SB)/4, $0x08080808
-DATA q2koff<>+236(SB)/4, $0x08080808
-DATA q2koff<>+240(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+244(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+248(SB)/4, $0x0c0c0c0c
-DATA q2koff<>+252(SB)/4, $0x0c0c0c0c
-GLOBL q2koff<>(SB), RODATA|NOPTR, $256
+DATA q2kmul<>+0(SB)/4, $0x01020100
+DATA q2kmul<>+4(SB)/4, $0x01020100
+DATA q2kmul<>+8(SB)/4, $0x01020100
+DATA q2kmul<>+12(SB)/4, $0x01020100
+DATA q2kmul<>+16(SB)/4, $0x01020100
+DATA q2kmul<>+20(SB)/4, $0x01020100
+DATA q2kmul<>+24(SB)/4, $0x01020100
+DATA q2kmul<>+28(SB)/4, $0x01020100
+DATA q2kmul<>+32(SB)/4, $0x01020100
+DATA q2kmul<>+36(SB)/4, $0x01020100
+DATA q2kmul<>+40(SB)/4, $0x01020100
+DATA q2kmul<>+44(SB)/4, $0x01020100
+DATA q2kmul<>+48(SB)/4, $0x01020100
+DATA q2kmul<>+52(SB)/4, $0x01020100
+DATA q2kmul<>+56(SB)/4, $0x01020100
+DATA q2kmul<>+60(SB)/4, $0x01020100
+GLOBL q2kmul<>(SB), RODATA|NOPTR, $64
+
+DATA q2kti0<>+0(SB)/4, $0x00000000
+DATA q2kti0<>+4(SB)/4, $0x02020202
+DATA q2kti0<>+8(SB)/4, $0x04040404
+DATA q2kti0<>+12(SB)/4, $0x06060606
+DATA q2kti0<>+16(SB)/4, $0x01010101
+DATA q2kti0<>+20(SB)/4, $0x03030303
+DATA q2kti0<>+24(SB)/4, $0x05050505
+DATA q2kti0<>+28(SB)/4, $0x07070707
+DATA q2kti0<>+32(SB)/4, $0x00000000
+DATA q2kti0<>+36(SB)/4, $0x02020202
+DATA q2kti0<>+40(SB)/4, $0x04040404
+DATA q2kti0<>+44(SB)/4, $0x06060606
+DATA q2kti0<>+48(SB)/4, $0x01010101
+DATA q2kti0<>+52(SB)/4, $0x03030303
+DATA q2kti0<>+56(SB)/4, $0x05050505
+DATA q2kti0<>+60(SB)/4, $0x07070707
+GLOBL q2kti0<>(SB), RODATA|NOPTR, $64
+
+DATA q2kti1<>+0(SB)/4, $0x08080808
+DATA q2kti1<>+4(SB)/4, $0x0a0a0a0a
+DATA q2kti1<>+8(SB)/4, $0x0c0c0c0c
+DATA q2kti1<>+12(SB)/4, $0x0e0e0e0e
+DATA q2kti1<>+16(SB)/4, $0x09090909
+DATA q2kti1<>+20(SB)/4, $0x0b0b0b0b
+DATA q2kti1<>+24(SB)/4, $0x0d0d0d0d
+DATA q2kti1<>+28(SB)/4, $0x0f0f0f0f
+DATA q2kti1<>+32(SB)/4, $0x08080808
+DATA q2kti1<>+36(SB)/4, $0x0a0a0a0a
+DATA q2kti1<>+40(SB)/4, $0x0c0c0c0c
+DATA q2kti1<>+44(SB)/4, $0x0e0e0e0e
+DATA q2kti1<>+48(SB)/4, $0x09090909
+DATA q2kti1<>+52(SB)/4, $0x0b0b0b0b
+DATA q2kti1<>+56(SB)/4, $0x0d0d0d0d
+DATA q2kti1<>+60(SB)/4, $0x0f0f0f0f
+GLOBL q2kti1<>(SB), RODATA|NOPTR, $64
+
+DATA q2koffs2<>+0(SB)/4, $0x00000000
+DATA q2koffs2<>+4(SB)/4, $0x00000000
+DATA q2koffs2<>+8(SB)/4, $0x00000000
+DATA q2koffs2<>+12(SB)/4, $0x00000000
+DATA q2koffs2<>+16(SB)/4, $0x00000000
+DATA q2koffs2<>+20(SB)/4, $0x00000000
+DATA q2koffs2<>+24(SB)/4, $0x00000000
+DATA q2koffs2<>+28(SB)/4, $0x00000000
+DATA q2koffs2<>+32(SB)/4, $0x04040404
+DATA q2koffs2<>+36(SB)/4, $0x04040404
+DATA q2koffs2<>+40(SB)/4, $0x04040404
+DATA q2koffs2<>+44(SB)/4, $0x04040404
+DATA q2koffs2<>+48(SB)/4, $0x04040404
+DATA q2koffs2<>+52(SB)/4, $0x04040404
+DATA q2koffs2<>+56(SB)/4, $0x04040404
+DATA q2koffs2<>+60(SB)/4, $0x04040404
+DATA q2koffs2<>+64(SB)/4, $0x08080808
+DATA q2koffs2<>+68(SB)/4, $0x08080808
+DATA q2koffs2<>+72(SB)/4, $0x08080808
+DATA q2koffs2<>+76(SB)/4, $0x08080808
+DATA q2koffs2<>+80(SB)/4, $0x08080808
+DATA q2koffs2<>+84(SB)/4, $0x08080808
+DATA q2koffs2<>+88(SB)/4, $0x08080808
+DATA q2koffs2<>+92(SB)/4, $0x08080808
+DATA q2koffs2<>+96(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+100(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+104(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+108(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+112(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+116(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+120(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+124(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+128(SB)/4, $0x00000000
+DATA q2koffs2<>+132(SB)/4, $0x00000000
+DATA q2koffs2<>+136(SB)/4, $0x00000000
+DATA q2koffs2<>+140(SB)/4, $0x00000000
+DATA q2koffs2<>+144(SB)/4, $0x00000000
+DATA q2koffs2<>+148(SB)/4, $0x00000000
+DATA q2koffs2<>+152(SB)/4, $0x00000000
+DATA q2koffs2<>+156(SB)/4, $0x00000000
+DATA q2koffs2<>+160(SB)/4, $0x04040404
+DATA q2koffs2<>+164(SB)/4, $0x04040404
+DATA q2koffs2<>+168(SB)/4, $0x04040404
+DATA q2koffs2<>+172(SB)/4, $0x04040404
+DATA q2koffs2<>+176(SB)/4, $0x04040404
+DATA q2koffs2<>+180(SB)/4, $0x04040404
+DATA q2koffs2<>+184(SB)/4, $0x04040404
+DATA q2koffs2<>+188(SB)/4, $0x04040404
+DATA q2koffs2<>+192(SB)/4, $0x08080808
+DATA q2koffs2<>+196(SB)/4, $0x08080808
+DATA q2koffs2<>+200(SB)/4, $0x08080808
+DATA q2koffs2<>+204(SB)/4, $0x08080808
+DATA q2koffs2<>+208(SB)/4, $0x08080808
+DATA q2koffs2<>+212(SB)/4, $0x08080808
+DATA q2koffs2<>+216(SB)/4, $0x08080808
+DATA q2koffs2<>+220(SB)/4, $0x08080808
+DATA q2koffs2<>+224(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+228(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+232(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+236(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+240(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+244(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+248(SB)/4, $0x0c0c0c0c
+DATA q2koffs2<>+252(SB)/4, $0x0c0c0c0c
+GLOBL q2koffs2<>(SB), RODATA|NOPTR, $256
 
 // func dotQ3KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
@@ -9486,95 +10075,618 @@ donedotSeqBF16VNNI:
 	RET
 
 // func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ2KVNNI256(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXORD       Y0, Y0, Y0
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
-	VPBROADCASTD c32_03030303<>+0(SB), Y2
-	TESTQ        DX, DX
-	JZ           donedotQ2KVNNI256
-
-loopdotQ2KVNNI256:
-	VMOVD           80(AX), X3
-	VCVTPH2PS       X3, X3
-	VMOVDQU64       (AX), X4
-	VPSRLW          $0x04, X4, X4
-	VPANDD          X1, X4, X4
-	VPMOVZXBW       X4, Y4
-	VPMADDWD        260(CX), Y4, Y4
-	VCVTDQ2PS       Y4, Y4
-	VBROADCASTSS    (CX), X5
-	VMULPS          X3, X5, X5
-	VMOVSHDUP       X5, X3
-	VBROADCASTSS    X3, Y3
-	VFNMADD231PS    Y4, Y3, Y0
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPXORD          X0, X0, X0
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD    c32_03030303<>+0(SB), Y2
+	CMPQ            DX, $0x04
+	JB              taildotQ2KVNNI256
 	VBROADCASTI32X4 (AX), Y3
 	VPANDD          Y1, Y3, Y3
+	VPSHUFB         q2kti0<>+0(SB), Y3, Y4
+	VPMULLW         q2kmul<>+0(SB), Y4, Y4
+	VPSHUFB         q2kti1<>+0(SB), Y3, Y3
+	VPMULLW         q2kmul<>+0(SB), Y3, Y3
+	VBROADCASTI32X4 84(AX), Y16
+	VPANDD          Y1, Y16, Y16
+	VPSHUFB         q2kti0<>+0(SB), Y16, Y17
+	VPMULLW         q2kmul<>+0(SB), Y17, Y17
+	VPSHUFB         q2kti1<>+0(SB), Y16, Y16
+	VPMULLW         q2kmul<>+0(SB), Y16, Y16
+	VBROADCASTI32X4 168(AX), Y18
+	VPANDD          Y1, Y18, Y18
+	VPSHUFB         q2kti0<>+0(SB), Y18, Y19
+	VPMULLW         q2kmul<>+0(SB), Y19, Y19
+	VPSHUFB         q2kti1<>+0(SB), Y18, Y18
+	VPMULLW         q2kmul<>+0(SB), Y18, Y18
+	VBROADCASTI32X4 252(AX), Y20
+	VPANDD          Y1, Y20, Y20
+	VPSHUFB         q2kti0<>+0(SB), Y20, Y21
+	VPMULLW         q2kmul<>+0(SB), Y21, Y21
+	VPSHUFB         q2kti1<>+0(SB), Y20, Y20
+	VPMULLW         q2kmul<>+0(SB), Y20, Y20
+	VMOVDQU64       16(AX), Y23
+	VMOVDQA64       Y23, Y22
+	VPANDD          Y2, Y22, Y22
+	VPSHUFB         Y22, Y4, Y22
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        4(CX), Y22, Y5
+	VMOVDQU64       100(AX), Y24
+	VMOVDQA64       Y24, Y22
+	VPANDD          Y2, Y22, Y22
+	VPSHUFB         Y22, Y17, Y22
+	VPXORD          Y13, Y13, Y13
+	VPDPBUSD        296(CX), Y22, Y13
+	VMOVDQU64       184(AX), Y25
+	VMOVDQA64       Y25, Y22
+	VPANDD          Y2, Y22, Y22
+	VPSHUFB         Y22, Y19, Y22
+	VPXORD          Y14, Y14, Y14
+	VPDPBUSD        588(CX), Y22, Y14
+	VMOVDQU64       268(AX), Y26
+	VMOVDQA64       Y26, Y22
+	VPANDD          Y2, Y22, Y22
+	VPSHUFB         Y22, Y21, Y22
+	VPXORD          Y15, Y15, Y15
+	VPDPBUSD        880(CX), Y22, Y15
+	VPSRLW          $0x02, Y23, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y22
+	VPSHUFB         Y22, Y4, Y22
+	VPDPBUSD        36(CX), Y22, Y5
+	VPSRLW          $0x02, Y24, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y22
+	VPSHUFB         Y22, Y17, Y22
+	VPDPBUSD        328(CX), Y22, Y13
+	VPSRLW          $0x02, Y25, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y22
+	VPSHUFB         Y22, Y19, Y22
+	VPDPBUSD        620(CX), Y22, Y14
+	VPSRLW          $0x02, Y26, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y22
+	VPSHUFB         Y22, Y21, Y22
+	VPDPBUSD        912(CX), Y22, Y15
+	VPSRLW          $0x04, Y23, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y22
+	VPSHUFB         Y22, Y4, Y22
+	VPDPBUSD        68(CX), Y22, Y5
+	VPSRLW          $0x04, Y24, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y22
+	VPSHUFB         Y22, Y17, Y22
+	VPDPBUSD        360(CX), Y22, Y13
+	VPSRLW          $0x04, Y25, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y22
+	VPSHUFB         Y22, Y19, Y22
+	VPDPBUSD        652(CX), Y22, Y14
+	VPSRLW          $0x04, Y26, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y22
+	VPSHUFB         Y22, Y21, Y22
+	VPDPBUSD        944(CX), Y22, Y15
+	VPSRLW          $0x06, Y23, Y22
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y22
+	VPSHUFB         Y22, Y4, Y22
+	VPDPBUSD        100(CX), Y22, Y5
+	VPSRLW          $0x06, Y24, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y4
+	VPSHUFB         Y4, Y17, Y4
+	VPDPBUSD        392(CX), Y4, Y13
+	VPSRLW          $0x06, Y25, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y4
+	VPSHUFB         Y4, Y19, Y4
+	VPDPBUSD        684(CX), Y4, Y14
+	VPSRLW          $0x06, Y26, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y4
+	VPSHUFB         Y4, Y21, Y4
+	VPDPBUSD        976(CX), Y4, Y15
+	VMOVDQU64       48(AX), Y17
+	VMOVDQA64       Y17, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        132(CX), Y4, Y5
+	VMOVDQU64       132(AX), Y19
+	VMOVDQA64       Y19, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y16, Y4
+	VPDPBUSD        424(CX), Y4, Y13
+	VMOVDQU64       216(AX), Y21
+	VMOVDQA64       Y21, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y18, Y4
+	VPDPBUSD        716(CX), Y4, Y14
+	VMOVDQU64       300(AX), Y22
+	VMOVDQA64       Y22, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y20, Y4
+	VPDPBUSD        1008(CX), Y4, Y15
+	VPSRLW          $0x02, Y17, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        164(CX), Y4, Y5
+	VPSRLW          $0x02, Y19, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y16, Y4
+	VPDPBUSD        456(CX), Y4, Y13
+	VPSRLW          $0x02, Y21, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y18, Y4
+	VPDPBUSD        748(CX), Y4, Y14
+	VPSRLW          $0x02, Y22, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y20, Y4
+	VPDPBUSD        1040(CX), Y4, Y15
+	VPSRLW          $0x04, Y17, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        196(CX), Y4, Y5
+	VPSRLW          $0x04, Y19, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y16, Y4
+	VPDPBUSD        488(CX), Y4, Y13
+	VPSRLW          $0x04, Y21, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y18, Y4
+	VPDPBUSD        780(CX), Y4, Y14
+	VPSRLW          $0x04, Y22, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y20, Y4
+	VPDPBUSD        1072(CX), Y4, Y15
+	VPSRLW          $0x06, Y17, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        228(CX), Y4, Y5
+	VPSRLW          $0x06, Y19, Y3
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y3
+	VPSHUFB         Y3, Y16, Y3
+	VPDPBUSD        520(CX), Y3, Y13
+	VPSRLW          $0x06, Y21, Y3
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y3
+	VPSHUFB         Y3, Y18, Y3
+	VPDPBUSD        812(CX), Y3, Y14
+	VPSRLW          $0x06, Y22, Y3
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y3
+	VPSHUFB         Y3, Y20, Y3
+	VPDPBUSD        1104(CX), Y3, Y15
+	VPMOVZXBW       (AX), Y3
+	VPSRLW          $0x04, Y3, Y3
+	VPMADDWD        260(CX), Y3, Y3
+	VPUNPCKLDQ      Y3, Y5, Y4
+	VPUNPCKHDQ      Y3, Y5, Y3
+	VPADDD          Y3, Y4, Y4
+	VPMOVZXBW       84(AX), Y3
+	VPSRLW          $0x04, Y3, Y3
+	VPMADDWD        552(CX), Y3, Y3
+	VPUNPCKLDQ      Y3, Y13, Y5
+	VPUNPCKHDQ      Y3, Y13, Y3
+	VPADDD          Y3, Y5, Y5
+	VPUNPCKLQDQ     Y5, Y4, Y3
+	VPUNPCKHQDQ     Y5, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VPMOVZXBW       168(AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        844(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y14, Y5
+	VPUNPCKHDQ      Y4, Y14, Y4
+	VPADDD          Y4, Y5, Y5
+	VPMOVZXBW       252(AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        1136(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y15, Y13
+	VPUNPCKHDQ      Y4, Y15, Y4
+	VPADDD          Y4, Y13, Y13
+	VPUNPCKLQDQ     Y13, Y5, Y4
+	VPUNPCKHQDQ     Y13, Y5, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFI64X2      $0x00, Y4, Y3, Y5
+	VSHUFI64X2      $0x03, Y4, Y3, Y3
+	VPADDD          Y3, Y5, Y3
+	ADDQ            $0x00000150, AX
+	ADDQ            $0x00000490, CX
+	SUBQ            $0x04, DX
+
+groupdotQ2KVNNI256:
+	CMPQ            DX, $0x04
+	JB              draindotQ2KVNNI256
+	VBROADCASTI32X4 (AX), Y4
+	VPANDD          Y1, Y4, Y4
+	VPSHUFB         q2kti0<>+0(SB), Y4, Y5
+	VPMULLW         q2kmul<>+0(SB), Y5, Y5
+	VPSHUFB         q2kti1<>+0(SB), Y4, Y4
+	VPMULLW         q2kmul<>+0(SB), Y4, Y4
+	VBROADCASTI32X4 84(AX), Y13
+	VPANDD          Y1, Y13, Y13
+	VPSHUFB         q2kti0<>+0(SB), Y13, Y14
+	VPMULLW         q2kmul<>+0(SB), Y14, Y14
+	VPSHUFB         q2kti1<>+0(SB), Y13, Y13
+	VPMULLW         q2kmul<>+0(SB), Y13, Y13
+	VBROADCASTI32X4 168(AX), Y15
+	VPANDD          Y1, Y15, Y15
+	VPSHUFB         q2kti0<>+0(SB), Y15, Y16
+	VPMULLW         q2kmul<>+0(SB), Y16, Y16
+	VPSHUFB         q2kti1<>+0(SB), Y15, Y15
+	VPMULLW         q2kmul<>+0(SB), Y15, Y15
+	VBROADCASTI32X4 252(AX), Y17
+	VPANDD          Y1, Y17, Y17
+	VPSHUFB         q2kti0<>+0(SB), Y17, Y18
+	VPMULLW         q2kmul<>+0(SB), Y18, Y18
+	VPSHUFB         q2kti1<>+0(SB), Y17, Y17
+	VPMULLW         q2kmul<>+0(SB), Y17, Y17
+	VMOVDQU64       16(AX), Y20
+	VMOVDQA64       Y20, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y5, Y19
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        4(CX), Y19, Y6
+	VMOVDQU64       100(AX), Y21
+	VMOVDQA64       Y21, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y14, Y19
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        296(CX), Y19, Y7
+	VMOVDQU64       184(AX), Y22
+	VMOVDQA64       Y22, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y16, Y19
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        588(CX), Y19, Y8
+	VMOVDQU64       268(AX), Y23
+	VMOVDQA64       Y23, Y19
+	VPANDD          Y2, Y19, Y19
+	VPSHUFB         Y19, Y18, Y19
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        880(CX), Y19, Y9
+	VPSRLW          $0x02, Y20, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y5, Y19
+	VPDPBUSD        36(CX), Y19, Y6
+	VPSRLW          $0x02, Y21, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y14, Y19
+	VPDPBUSD        328(CX), Y19, Y7
+	VPSRLW          $0x02, Y22, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y16, Y19
+	VPDPBUSD        620(CX), Y19, Y8
+	VPSRLW          $0x02, Y23, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y19
+	VPSHUFB         Y19, Y18, Y19
+	VPDPBUSD        912(CX), Y19, Y9
+	VPSRLW          $0x04, Y20, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y5, Y19
+	VPDPBUSD        68(CX), Y19, Y6
+	VPSRLW          $0x04, Y21, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y14, Y19
+	VPDPBUSD        360(CX), Y19, Y7
+	VPSRLW          $0x04, Y22, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y16, Y19
+	VPDPBUSD        652(CX), Y19, Y8
+	VPSRLW          $0x04, Y23, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y19
+	VPSHUFB         Y19, Y18, Y19
+	VPDPBUSD        944(CX), Y19, Y9
+	VPSRLW          $0x06, Y20, Y19
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y19
+	VPSHUFB         Y19, Y5, Y19
+	VPDPBUSD        100(CX), Y19, Y6
+	VPSRLW          $0x06, Y21, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
+	VPSHUFB         Y5, Y14, Y5
+	VPDPBUSD        392(CX), Y5, Y7
+	VPSRLW          $0x06, Y22, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
+	VPSHUFB         Y5, Y16, Y5
+	VPDPBUSD        684(CX), Y5, Y8
+	VPSRLW          $0x06, Y23, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
+	VPSHUFB         Y5, Y18, Y5
+	VPDPBUSD        976(CX), Y5, Y9
+	VMOVDQU64       48(AX), Y14
+	VMOVDQA64       Y14, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        132(CX), Y5, Y6
+	VMOVDQU64       132(AX), Y16
+	VMOVDQA64       Y16, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y13, Y5
+	VPDPBUSD        424(CX), Y5, Y7
+	VMOVDQU64       216(AX), Y18
+	VMOVDQA64       Y18, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y15, Y5
+	VPDPBUSD        716(CX), Y5, Y8
+	VMOVDQU64       300(AX), Y19
+	VMOVDQA64       Y19, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y17, Y5
+	VPDPBUSD        1008(CX), Y5, Y9
+	VPSRLW          $0x02, Y14, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        164(CX), Y5, Y6
+	VPSRLW          $0x02, Y16, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y13, Y5
+	VPDPBUSD        456(CX), Y5, Y7
+	VPSRLW          $0x02, Y18, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y15, Y5
+	VPDPBUSD        748(CX), Y5, Y8
+	VPSRLW          $0x02, Y19, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y5
+	VPSHUFB         Y5, Y17, Y5
+	VPDPBUSD        1040(CX), Y5, Y9
+	VPSRLW          $0x04, Y14, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        196(CX), Y5, Y6
+	VPSRLW          $0x04, Y16, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y13, Y5
+	VPDPBUSD        488(CX), Y5, Y7
+	VPSRLW          $0x04, Y18, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y15, Y5
+	VPDPBUSD        780(CX), Y5, Y8
+	VPSRLW          $0x04, Y19, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y5
+	VPSHUFB         Y5, Y17, Y5
+	VPDPBUSD        1072(CX), Y5, Y9
+	VPSRLW          $0x06, Y14, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        228(CX), Y5, Y6
+	VPSRLW          $0x06, Y16, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y13, Y4
+	VPDPBUSD        520(CX), Y4, Y7
+	VPSRLW          $0x06, Y18, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y15, Y4
+	VPDPBUSD        812(CX), Y4, Y8
+	VPSRLW          $0x06, Y19, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y17, Y4
+	VPDPBUSD        1104(CX), Y4, Y9
+	VPMOVZXBW       (AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        260(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y6, Y5
+	VPUNPCKHDQ      Y4, Y6, Y4
+	VPADDD          Y4, Y5, Y5
+	VPMOVZXBW       84(AX), Y4
+	VPSRLW          $0x04, Y4, Y4
+	VPMADDWD        552(CX), Y4, Y4
+	VPUNPCKLDQ      Y4, Y7, Y13
+	VPUNPCKHDQ      Y4, Y7, Y4
+	VPADDD          Y4, Y13, Y13
+	VPUNPCKLQDQ     Y13, Y5, Y4
+	VPUNPCKHQDQ     Y13, Y5, Y5
+	VPADDD          Y5, Y4, Y4
+	VPMOVZXBW       168(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        844(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y8, Y13
+	VPUNPCKHDQ      Y5, Y8, Y5
+	VPADDD          Y5, Y13, Y13
+	VPMOVZXBW       252(AX), Y5
+	VPSRLW          $0x04, Y5, Y5
+	VPMADDWD        1136(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y9, Y14
+	VPUNPCKHDQ      Y5, Y9, Y5
+	VPADDD          Y5, Y14, Y14
+	VPUNPCKLQDQ     Y14, Y13, Y5
+	VPUNPCKHQDQ     Y14, Y13, Y13
+	VPADDD          Y13, Y5, Y5
+	VMOVD           -256(AX), X10
+	VINSERTPS       $0x10, -172(AX), X10, X10
+	VINSERTPS       $0x20, -88(AX), X10, X10
+	VINSERTPS       $0x30, -4(AX), X10, X10
+	VCVTPH2PS       X10, Y13
+	VBROADCASTSS    -1168(CX), X10
+	VBROADCASTSS    -876(CX), X16
+	VBROADCASTSS    -584(CX), X14
+	VBROADCASTSS    -292(CX), X15
+	VSHUFPS         $0x00, X16, X10, X10
+	VSHUFPS         $0x00, X15, X14, X14
+	VINSERTF32X4    $0x01, X14, Y10, Y14
+	VMULPS          Y13, Y14, Y13
+	VCVTDQ2PS       Y3, Y3
+	VMULPS          Y13, Y3, Y3
+	VMOVSHDUP       Y3, Y13
+	VSUBPS          Y13, Y3, Y3
+	VADDSS          X3, X0, X0
+	VMOVHLPS        X3, X3, X10
+	VADDSS          X10, X0, X0
+	VEXTRACTF32X4   $0x01, Y3, X3
+	VADDSS          X3, X0, X0
+	VMOVHLPS        X3, X3, X3
+	VADDSS          X3, X0, X0
+	VSHUFI64X2      $0x00, Y5, Y4, Y3
+	VSHUFI64X2      $0x03, Y5, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	ADDQ            $0x00000150, AX
+	ADDQ            $0x00000490, CX
+	SUBQ            $0x04, DX
+	JMP             groupdotQ2KVNNI256
+
+draindotQ2KVNNI256:
+	VMOVD         -256(AX), X4
+	VINSERTPS     $0x10, -172(AX), X4, X4
+	VINSERTPS     $0x20, -88(AX), X4, X4
+	VINSERTPS     $0x30, -4(AX), X4, X4
+	VCVTPH2PS     X4, Y4
+	VBROADCASTSS  -1168(CX), X7
+	VBROADCASTSS  -876(CX), X8
+	VBROADCASTSS  -584(CX), X5
+	VBROADCASTSS  -292(CX), X6
+	VSHUFPS       $0x00, X8, X7, X10
+	VSHUFPS       $0x00, X6, X5, X5
+	VINSERTF32X4  $0x01, X5, Y10, Y5
+	VMULPS        Y4, Y5, Y4
+	VCVTDQ2PS     Y3, Y3
+	VMULPS        Y4, Y3, Y3
+	VMOVSHDUP     Y3, Y4
+	VSUBPS        Y4, Y3, Y3
+	VADDSS        X3, X0, X0
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X0, X0
+	VEXTRACTF32X4 $0x01, Y3, X3
+	VADDSS        X3, X0, X0
+	VMOVHLPS      X3, X3, X3
+	VADDSS        X3, X0, X0
+
+taildotQ2KVNNI256:
+	TESTQ DX, DX
+	JZ    donedotQ2KVNNI256
+
+onedotQ2KVNNI256:
+	VBROADCASTI32X4 (AX), Y3
+	VPANDD          Y1, Y3, Y3
+	VPSHUFB         q2kti0<>+0(SB), Y3, Y4
+	VPMULLW         q2kmul<>+0(SB), Y4, Y4
+	VPSHUFB         q2kti1<>+0(SB), Y3, Y3
+	VPMULLW         q2kmul<>+0(SB), Y3, Y3
 	VMOVDQU64       16(AX), Y6
-	VPANDD          Y2, Y6, Y4
-	VPSHUFB         scidx16<>+0(SB), Y3, Y7
-	VPMADDUBSW      4(CX), Y4, Y4
-	VPMADDWD        Y7, Y4, Y4
-	VPSRLW          $0x02, Y6, Y7
-	VPANDD          Y2, Y7, Y7
-	VPSHUFB         scidx16<>+32(SB), Y3, Y8
-	VPMADDUBSW      36(CX), Y7, Y7
-	VPMADDWD        Y8, Y7, Y7
-	VPSRLW          $0x04, Y6, Y8
-	VPANDD          Y2, Y8, Y8
-	VPSHUFB         scidx16<>+64(SB), Y3, Y9
-	VPMADDUBSW      68(CX), Y8, Y8
-	VPDPWSSD        Y9, Y8, Y4
-	VPSRLW          $0x06, Y6, Y6
-	VPANDD          Y2, Y6, Y6
-	VPSHUFB         scidx16<>+96(SB), Y3, Y8
-	VPMADDUBSW      100(CX), Y6, Y6
-	VPDPWSSD        Y8, Y6, Y7
-	VMOVDQU64       48(AX), Y8
-	VPANDD          Y2, Y8, Y6
-	VPSHUFB         scidx16<>+128(SB), Y3, Y9
-	VPMADDUBSW      132(CX), Y6, Y6
-	VPDPWSSD        Y9, Y6, Y4
-	VPSRLW          $0x02, Y8, Y6
-	VPANDD          Y2, Y6, Y6
-	VPSHUFB         scidx16<>+160(SB), Y3, Y9
-	VPMADDUBSW      164(CX), Y6, Y6
-	VPDPWSSD        Y9, Y6, Y7
-	VPSRLW          $0x04, Y8, Y6
-	VPANDD          Y2, Y6, Y6
-	VPSHUFB         scidx16<>+192(SB), Y3, Y9
-	VPMADDUBSW      196(CX), Y6, Y6
-	VPDPWSSD        Y9, Y6, Y4
-	VPSRLW          $0x06, Y8, Y6
-	VPANDD          Y2, Y6, Y6
-	VPSHUFB         scidx16<>+224(SB), Y3, Y3
-	VPMADDUBSW      228(CX), Y6, Y6
-	VPDPWSSD        Y3, Y6, Y7
-	VPADDD          Y7, Y4, Y4
-	VCVTDQ2PS       Y4, Y4
-	VBROADCASTSS    X5, Y3
-	VFMADD231PS     Y4, Y3, Y0
+	VMOVDQA64       Y6, Y5
+	VPANDD          Y2, Y5, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        4(CX), Y5, Y11
+	VPSRLW          $0x02, Y6, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPXORD          Y12, Y12, Y12
+	VPDPBUSD        36(CX), Y5, Y12
+	VPSRLW          $0x04, Y6, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        68(CX), Y5, Y11
+	VPSRLW          $0x06, Y6, Y5
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y5
+	VPSHUFB         Y5, Y4, Y5
+	VPDPBUSD        100(CX), Y5, Y12
+	VMOVDQU64       48(AX), Y5
+	VMOVDQA64       Y5, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        132(CX), Y4, Y11
+	VPSRLW          $0x02, Y5, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        164(CX), Y4, Y12
+	VPSRLW          $0x04, Y5, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        196(CX), Y4, Y11
+	VPSRLW          $0x06, Y5, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        228(CX), Y4, Y12
+	VPADDD          Y12, Y11, Y11
+	VPMOVZXBW       (AX), Y3
+	VPSRLW          $0x04, Y3, Y3
+	VPMADDWD        260(CX), Y3, Y3
+	VPUNPCKLDQ      Y3, Y11, Y4
+	VPUNPCKHDQ      Y3, Y11, Y3
+	VPADDD          Y3, Y4, Y4
+	VPUNPCKLQDQ     Y4, Y4, Y3
+	VPUNPCKHQDQ     Y4, Y4, Y4
+	VPADDD          Y4, Y3, Y3
+	VEXTRACTI32X4   $0x01, Y3, X4
+	VPADDD          X4, X3, X3
+	VCVTDQ2PS       X3, X4
+	VMOVD           80(AX), X3
+	VCVTPH2PS       X3, X3
+	VBROADCASTSS    (CX), X5
+	VMULPS          X3, X5, X3
+	VMULPS          X3, X4, X4
+	VMOVSHDUP       X4, X3
+	VSUBSS          X3, X4, X4
+	VADDSS          X4, X0, X0
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
-	JNZ             loopdotQ2KVNNI256
+	JNZ             onedotQ2KVNNI256
 
 donedotQ2KVNNI256:
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	MOVSS         X0, ret+24(FP)
+	MOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
+DATA q2koffs1<>+0(SB)/4, $0x00000000
+DATA q2koffs1<>+4(SB)/4, $0x00000000
+DATA q2koffs1<>+8(SB)/4, $0x00000000
+DATA q2koffs1<>+12(SB)/4, $0x00000000
+DATA q2koffs1<>+16(SB)/4, $0x00000000
+DATA q2koffs1<>+20(SB)/4, $0x00000000
+DATA q2koffs1<>+24(SB)/4, $0x00000000
+DATA q2koffs1<>+28(SB)/4, $0x00000000
+DATA q2koffs1<>+32(SB)/4, $0x04040404
+DATA q2koffs1<>+36(SB)/4, $0x04040404
+DATA q2koffs1<>+40(SB)/4, $0x04040404
+DATA q2koffs1<>+44(SB)/4, $0x04040404
+DATA q2koffs1<>+48(SB)/4, $0x04040404
+DATA q2koffs1<>+52(SB)/4, $0x04040404
+DATA q2koffs1<>+56(SB)/4, $0x04040404
+DATA q2koffs1<>+60(SB)/4, $0x04040404
+DATA q2koffs1<>+64(SB)/4, $0x08080808
+DATA q2koffs1<>+68(SB)/4, $0x08080808
+DATA q2koffs1<>+72(SB)/4, $0x08080808
+DATA q2koffs1<>+76(SB)/4, $0x08080808
+DATA q2koffs1<>+80(SB)/4, $0x08080808
+DATA q2koffs1<>+84(SB)/4, $0x08080808
+DATA q2koffs1<>+88(SB)/4, $0x08080808
+DATA q2koffs1<>+92(SB)/4, $0x08080808
+DATA q2koffs1<>+96(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+100(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+104(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+108(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+112(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+116(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+120(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+124(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+128(SB)/4, $0x00000000
+DATA q2koffs1<>+132(SB)/4, $0x00000000
+DATA q2koffs1<>+136(SB)/4, $0x00000000
+DATA q2koffs1<>+140(SB)/4, $0x00000000
+DATA q2koffs1<>+144(SB)/4, $0x00000000
+DATA q2koffs1<>+148(SB)/4, $0x00000000
+DATA q2koffs1<>+152(SB)/4, $0x00000000
+DATA q2koffs1<>+156(SB)/4, $0x00000000
+DATA q2koffs1<>+160(SB)/4, $0x04040404
+DATA q2koffs1<>+164(SB)/4, $0x04040404
+DATA q2koffs1<>+168(SB)/4, $0x04040404
+DATA q2koffs1<>+172(SB)/4, $0x04040404
+DATA q2koffs1<>+176(SB)/4, $0x04040404
+DATA q2koffs1<>+180(SB)/4, $0x04040404
+DATA q2koffs1<>+184(SB)/4, $0x04040404
+DATA q2koffs1<>+188(SB)/4, $0x04040404
+DATA q2koffs1<>+192(SB)/4, $0x08080808
+DATA q2koffs1<>+196(SB)/4, $0x08080808
+DATA q2koffs1<>+200(SB)/4, $0x08080808
+DATA q2koffs1<>+204(SB)/4, $0x08080808
+DATA q2koffs1<>+208(SB)/4, $0x08080808
+DATA q2koffs1<>+212(SB)/4, $0x08080808
+DATA q2koffs1<>+216(SB)/4, $0x08080808
+DATA q2koffs1<>+220(SB)/4, $0x08080808
+DATA q2koffs1<>+224(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+228(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+232(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+236(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+240(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+244(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+248(SB)/4, $0x0c0c0c0c
+DATA q2koffs1<>+252(SB)/4, $0x0c0c0c0c
+GLOBL q2koffs1<>(SB), RODATA|NOPTR, $256
+
 // func dotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
 TEXT ·dotQ2Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -9582,183 +10694,132 @@ TEXT ·dotQ2Kx4VNNI256(SB), NOSPLIT, $0-40
 	MOVQ         astride+24(FP), BX
 	LEAQ         (BX)(BX*2), SI
 	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
-	VPBROADCASTD c32_03030303<>+0(SB), Y5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
 	TESTQ        DX, DX
 	JZ           donedotQ2Kx4VNNI256
 
 loopdotQ2Kx4VNNI256:
-	VMOVD        80(AX), X6
-	VCVTPH2PS    X6, X6
-	VMOVDQU64    (AX), X7
-	VPSRLW       $0x04, X7, X7
-	VPANDD       X4, X7, X7
-	VPMOVZXBW    X7, Y7
-	VPMADDWD     260(CX), Y7, Y13
-	VCVTDQ2PS    Y13, Y13
-	VBROADCASTSS (CX), X14
-	VMULPS       X6, X14, X14
-	VMOVSHDUP    X14, X14
-	VBROADCASTSS X14, Y14
-	VFNMADD231PS Y13, Y14, Y0
-	VPMADDWD     260(CX)(BX*1), Y7, Y13
-	VCVTDQ2PS    Y13, Y13
-	VBROADCASTSS (CX)(BX*1), X14
-	VMULPS       X6, X14, X14
-	VMOVSHDUP    X14, X14
-	VBROADCASTSS X14, Y14
-	VFNMADD231PS Y13, Y14, Y1
-	VPMADDWD     260(CX)(BX*2), Y7, Y13
-	VCVTDQ2PS    Y13, Y13
-	VBROADCASTSS (CX)(BX*2), X14
-	VMULPS       X6, X14, X14
-	VMOVSHDUP    X14, X14
-	VBROADCASTSS X14, Y14
-	VFNMADD231PS Y13, Y14, Y2
-	VPMADDWD     260(CX)(SI*1), Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (CX)(SI*1), X13
-	VMULPS       X6, X13, X13
-	VMOVSHDUP    X13, X13
-	VBROADCASTSS X13, Y13
-	VFNMADD231PS Y7, Y13, Y3
-	VMOVDQU64    (AX), X7
-	VPANDD       X4, X7, X7
-	VPADDB       X7, X7, X13
-	VPADDB       X7, X13, X14
-	VPXORD       X8, X8, X8
-	VPUNPCKLBW   X7, X8, X16
-	VPUNPCKLBW   X14, X13, X17
-	VPUNPCKLWD   X17, X16, X15
-	VPUNPCKHWD   X17, X16, X16
-	VPUNPCKHBW   X7, X8, X7
-	VPUNPCKHBW   X14, X13, X13
-	VPUNPCKLWD   X13, X7, X17
-	VPUNPCKHWD   X13, X7, X18
-	VMOVDQU64    16(AX), Y13
-	VMOVDQA64    Y13, Y7
-	VPERMQ       $0x44, Y15, Y14
-	VPTERNLOGD   $0xea, q2koff<>+0(SB), Y5, Y7
-	VPSHUFB      Y7, Y14, Y7
-	VPXORD       Y9, Y9, Y9
-	VPDPBUSD     4(CX), Y7, Y9
-	VPXORD       Y10, Y10, Y10
-	VPDPBUSD     4(CX)(BX*1), Y7, Y10
-	VPXORD       Y11, Y11, Y11
-	VPDPBUSD     4(CX)(BX*2), Y7, Y11
-	VPXORD       Y12, Y12, Y12
-	VPDPBUSD     4(CX)(SI*1), Y7, Y12
-	VPSRLW       $0x02, Y13, Y7
-	VPTERNLOGD   $0xea, q2koff<>+32(SB), Y5, Y7
-	VPSHUFB      Y7, Y14, Y7
-	VPDPBUSD     36(CX), Y7, Y9
-	VPDPBUSD     36(CX)(BX*1), Y7, Y10
-	VPDPBUSD     36(CX)(BX*2), Y7, Y11
-	VPDPBUSD     36(CX)(SI*1), Y7, Y12
-	VPSRLW       $0x04, Y13, Y7
-	VPERMQ       $0x44, Y16, Y14
-	VPTERNLOGD   $0xea, q2koff<>+64(SB), Y5, Y7
-	VPSHUFB      Y7, Y14, Y7
-	VPDPBUSD     68(CX), Y7, Y9
-	VPDPBUSD     68(CX)(BX*1), Y7, Y10
-	VPDPBUSD     68(CX)(BX*2), Y7, Y11
-	VPDPBUSD     68(CX)(SI*1), Y7, Y12
-	VPSRLW       $0x06, Y13, Y7
-	VPTERNLOGD   $0xea, q2koff<>+96(SB), Y5, Y7
-	VPSHUFB      Y7, Y14, Y7
-	VPDPBUSD     100(CX), Y7, Y9
-	VPDPBUSD     100(CX)(BX*1), Y7, Y10
-	VPDPBUSD     100(CX)(BX*2), Y7, Y11
-	VPDPBUSD     100(CX)(SI*1), Y7, Y12
-	VMOVDQU64    48(AX), Y13
-	VMOVDQA64    Y13, Y7
-	VPERMQ       $0x44, Y17, Y14
-	VPTERNLOGD   $0xea, q2koff<>+128(SB), Y5, Y7
-	VPSHUFB      Y7, Y14, Y7
-	VPDPBUSD     132(CX), Y7, Y9
-	VPDPBUSD     132(CX)(BX*1), Y7, Y10
-	VPDPBUSD     132(CX)(BX*2), Y7, Y11
-	VPDPBUSD     132(CX)(SI*1), Y7, Y12
-	VPSRLW       $0x02, Y13, Y7
-	VPTERNLOGD   $0xea, q2koff<>+160(SB), Y5, Y7
-	VPSHUFB      Y7, Y14, Y7
-	VPDPBUSD     164(CX), Y7, Y9
-	VPDPBUSD     164(CX)(BX*1), Y7, Y10
-	VPDPBUSD     164(CX)(BX*2), Y7, Y11
-	VPDPBUSD     164(CX)(SI*1), Y7, Y12
-	VPSRLW       $0x04, Y13, Y7
-	VPERMQ       $0x44, Y18, Y14
-	VPTERNLOGD   $0xea, q2koff<>+192(SB), Y5, Y7
-	VPSHUFB      Y7, Y14, Y7
-	VPDPBUSD     196(CX), Y7, Y9
-	VPDPBUSD     196(CX)(BX*1), Y7, Y10
-	VPDPBUSD     196(CX)(BX*2), Y7, Y11
-	VPDPBUSD     196(CX)(SI*1), Y7, Y12
-	VPSRLW       $0x06, Y13, Y7
-	VPTERNLOGD   $0xea, q2koff<>+224(SB), Y5, Y7
-	VPSHUFB      Y7, Y14, Y7
-	VPDPBUSD     228(CX), Y7, Y9
-	VPDPBUSD     228(CX)(BX*1), Y7, Y10
-	VPDPBUSD     228(CX)(BX*2), Y7, Y11
-	VPDPBUSD     228(CX)(SI*1), Y7, Y12
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS (CX), X7
-	VMULPS       X6, X7, X7
-	VBROADCASTSS X7, Y7
-	VFMADD231PS  Y9, Y7, Y0
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (CX)(BX*1), X7
-	VMULPS       X6, X7, X7
-	VBROADCASTSS X7, Y7
-	VFMADD231PS  Y10, Y7, Y1
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS (CX)(BX*2), X7
-	VMULPS       X6, X7, X7
-	VBROADCASTSS X7, Y7
-	VFMADD231PS  Y11, Y7, Y2
-	VCVTDQ2PS    Y12, Y12
-	VBROADCASTSS (CX)(SI*1), X7
-	VMULPS       X6, X7, X7
-	VBROADCASTSS X7, Y6
-	VFMADD231PS  Y12, Y6, Y3
-	ADDQ         $0x00000054, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopdotQ2Kx4VNNI256
+	VBROADCASTI32X4 (AX), Y3
+	VPANDD          Y1, Y3, Y3
+	VPSHUFB         q2kti0<>+0(SB), Y3, Y4
+	VPMULLW         q2kmul<>+0(SB), Y4, Y4
+	VPSHUFB         q2kti1<>+0(SB), Y3, Y3
+	VPMULLW         q2kmul<>+0(SB), Y3, Y3
+	VMOVDQU64       16(AX), Y11
+	VMOVDQA64       Y11, Y10
+	VPANDD          Y2, Y10, Y10
+	VPSHUFB         Y10, Y4, Y10
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        4(CX), Y10, Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        4(CX)(BX*1), Y10, Y6
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        4(CX)(BX*2), Y10, Y7
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        4(CX)(SI*1), Y10, Y8
+	VPSRLW          $0x02, Y11, Y10
+	VPTERNLOGD      $0xea, q2koffs1<>+32(SB), Y2, Y10
+	VPSHUFB         Y10, Y4, Y10
+	VPDPBUSD        36(CX), Y10, Y5
+	VPDPBUSD        36(CX)(BX*1), Y10, Y6
+	VPDPBUSD        36(CX)(BX*2), Y10, Y7
+	VPDPBUSD        36(CX)(SI*1), Y10, Y8
+	VPSRLW          $0x04, Y11, Y10
+	VPTERNLOGD      $0xea, q2koffs1<>+64(SB), Y2, Y10
+	VPSHUFB         Y10, Y4, Y10
+	VPDPBUSD        68(CX), Y10, Y5
+	VPDPBUSD        68(CX)(BX*1), Y10, Y6
+	VPDPBUSD        68(CX)(BX*2), Y10, Y7
+	VPDPBUSD        68(CX)(SI*1), Y10, Y8
+	VPSRLW          $0x06, Y11, Y10
+	VPTERNLOGD      $0xea, q2koffs1<>+96(SB), Y2, Y10
+	VPSHUFB         Y10, Y4, Y10
+	VPDPBUSD        100(CX), Y10, Y5
+	VPDPBUSD        100(CX)(BX*1), Y10, Y6
+	VPDPBUSD        100(CX)(BX*2), Y10, Y7
+	VPDPBUSD        100(CX)(SI*1), Y10, Y8
+	VMOVDQU64       48(AX), Y10
+	VMOVDQA64       Y10, Y4
+	VPANDD          Y2, Y4, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        132(CX), Y4, Y5
+	VPDPBUSD        132(CX)(BX*1), Y4, Y6
+	VPDPBUSD        132(CX)(BX*2), Y4, Y7
+	VPDPBUSD        132(CX)(SI*1), Y4, Y8
+	VPSRLW          $0x02, Y10, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+160(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        164(CX), Y4, Y5
+	VPDPBUSD        164(CX)(BX*1), Y4, Y6
+	VPDPBUSD        164(CX)(BX*2), Y4, Y7
+	VPDPBUSD        164(CX)(SI*1), Y4, Y8
+	VPSRLW          $0x04, Y10, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+192(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        196(CX), Y4, Y5
+	VPDPBUSD        196(CX)(BX*1), Y4, Y6
+	VPDPBUSD        196(CX)(BX*2), Y4, Y7
+	VPDPBUSD        196(CX)(SI*1), Y4, Y8
+	VPSRLW          $0x06, Y10, Y4
+	VPTERNLOGD      $0xea, q2koffs1<>+224(SB), Y2, Y4
+	VPSHUFB         Y4, Y3, Y4
+	VPDPBUSD        228(CX), Y4, Y5
+	VPDPBUSD        228(CX)(BX*1), Y4, Y6
+	VPDPBUSD        228(CX)(BX*2), Y4, Y7
+	VPDPBUSD        228(CX)(SI*1), Y4, Y8
+	VPMOVZXBW       (AX), Y3
+	VPSRLW          $0x04, Y3, Y3
+	VPMADDWD        260(CX), Y3, Y4
+	VPMADDWD        260(CX)(BX*1), Y3, Y10
+	VPMADDWD        260(CX)(BX*2), Y3, Y11
+	VPMADDWD        260(CX)(SI*1), Y3, Y3
+	VPUNPCKLDQ      Y4, Y5, Y12
+	VPUNPCKHDQ      Y4, Y5, Y4
+	VPADDD          Y4, Y12, Y12
+	VPUNPCKLDQ      Y10, Y6, Y4
+	VPUNPCKHDQ      Y10, Y6, Y10
+	VPADDD          Y10, Y4, Y4
+	VPUNPCKLDQ      Y11, Y7, Y10
+	VPUNPCKHDQ      Y11, Y7, Y11
+	VPADDD          Y11, Y10, Y10
+	VPUNPCKLDQ      Y3, Y8, Y11
+	VPUNPCKHDQ      Y3, Y8, Y3
+	VPADDD          Y3, Y11, Y11
+	VPUNPCKLQDQ     Y4, Y12, Y3
+	VPUNPCKHQDQ     Y4, Y12, Y4
+	VPADDD          Y4, Y3, Y3
+	VPUNPCKLQDQ     Y11, Y10, Y4
+	VPUNPCKHQDQ     Y11, Y10, Y10
+	VPADDD          Y10, Y4, Y4
+	VSHUFI64X2      $0x00, Y4, Y3, Y10
+	VSHUFI64X2      $0x03, Y4, Y3, Y3
+	VPADDD          Y3, Y10, Y10
+	VPBROADCASTD    80(AX), X3
+	VCVTPH2PS       X3, Y3
+	VBROADCASTSS    (CX), X9
+	VBROADCASTSS    (CX)(BX*1), X12
+	VBROADCASTSS    (CX)(BX*2), X4
+	VBROADCASTSS    (CX)(SI*1), X11
+	VSHUFPS         $0x00, X12, X9, X9
+	VSHUFPS         $0x00, X11, X4, X4
+	VINSERTF32X4    $0x01, X4, Y9, Y4
+	VMULPS          Y3, Y4, Y3
+	VCVTDQ2PS       Y10, Y4
+	VMULPS          Y3, Y4, Y4
+	VMOVSHDUP       Y4, Y3
+	VSUBPS          Y3, Y4, Y3
+	VADDPS          Y3, Y0, Y0
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotQ2Kx4VNNI256
 
 donedotQ2Kx4VNNI256:
 	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VADDPS        X4, X0, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, 12(AX)
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VSHUFPS       $0x88, X1, X0, X0
+	VMOVUPS       X0, (AX)
 	VZEROUPPER
 	RET
 

@@ -90,25 +90,3 @@ func (t *target) twoBit(i int, qs Mem, q *VecVirtual, c03 Op) VecVirtual {
 	t.and(c03, u, u)
 	return u
 }
-
-// nibbles returns vector i of a Q4_K-style nibble array at qs (32 bytes per
-// 64 elements: low nibbles first, then high): the 4-bit quants as bytes.
-func (t *target) nibbles(i int, qs Mem, q *VecVirtual, c0F Op) VecVirtual {
-	u := t.vec()
-	if t.zmm() {
-		q := t.vec()
-		t.load32(qs.Offset(32*i), q)
-		vshift(0, -4, q, u)
-	} else {
-		k, s := i/2, i%2
-		if s == 0 {
-			*q = t.vec()
-			t.load32(qs.Offset(32*k), *q)
-			t.and(c0F, *q, u)
-			return u
-		}
-		VPSRLW(U8(4), *q, u)
-	}
-	t.and(c0F, u, u)
-	return u
-}

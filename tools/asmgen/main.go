@@ -53,7 +53,7 @@ func main() {
 
 // genAll emits every dot-product kernel for one target.
 func genAll(t *target) {
-	genQ2K(t)
+	genQ2KExact(t)
 	genQ3KExact(t, false)
 	genQ6KExact(t, false)
 	if t.vnni {

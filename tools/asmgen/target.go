@@ -191,37 +191,6 @@ func (t *target) scaleIndex(sub int) Mem {
 	return constData(fmt.Sprintf("scidx%d", sub), b)
 }
 
-// wordIndex is the VPSHUFB control that picks, for every 16-element lane
-// of a block's vectors, the signed 16-bit scale of its sub-block (16
-// elements each) from a register holding eight scale words per 128-bit
-// lane: sub-blocks 0..7 for the first half of the block, 8..15 for the
-// second (see halfScales).
-func wordIndex() Mem {
-	var b []byte
-	for off := 0; off < 256; off += 16 {
-		s := byte(off/16) % 8
-		for k := 0; k < 8; k++ {
-			b = append(b, 2*s, 2*s+1)
-		}
-	}
-	return constData("scidxw", b)
-}
-
-// halfScales returns the sixteen 16-bit scales in sw (a ymm: sub-blocks
-// 0..7 in its low lane, 8..15 in its high one) as two full-width
-// registers with every 128-bit lane holding sub-blocks 0..7, resp. 8..15.
-func (t *target) halfScales(sw VecVirtual) (lo, hi VecVirtual) {
-	lo, hi = t.vec(), t.vec()
-	if t.zmm() {
-		VSHUFI64X2(U8(0x00), sw.AsZ(), sw.AsZ(), lo)
-		VSHUFI64X2(U8(0x55), sw.AsZ(), sw.AsZ(), hi)
-	} else {
-		VPERMQ(U8(0x44), sw, lo)
-		VPERMQ(U8(0xee), sw, hi)
-	}
-	return lo, hi
-}
-
 // shiftCounts is a per-256-bit-half word shift count vector for VPSRLVW /
 // VPSLLVW: lo in the low half, hi in the high half.
 func shiftCounts(lo, hi uint16) Mem {
@@ -273,13 +242,6 @@ func (t *target) konst(v uint32) Op {
 		return constVec(v)
 	}
 	return t.splat(v)
-}
-
-func asX(o Op) Op {
-	if v, ok := o.(VecVirtual); ok {
-		return v.AsX()
-	}
-	return o
 }
 
 func asY(o Op) Op {

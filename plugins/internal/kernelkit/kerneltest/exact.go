@@ -1,25 +1,16 @@
 package kerneltest
 
-import (
-	"math"
+import "math"
 
-	"github.com/k3-inference/k3/core/quant"
-)
-
-// Every kernel is meant to return exactly what core/quant's reference
-// returns — which is ggml's scalar code, bit for bit — so that every level
-// (and llama.cpp's own reference build) gives the same logits and the same
-// greedy tokens. A kernel reaches that by keeping the reference's integer
-// partial sums (the same grouping of elements into lanes, in any order:
-// integers add exactly) and doing the reference's float operations in the
-// reference's order (no fused multiply-adds where it rounds twice).
-//
-// notExact lists the types whose kernels do not do so yet: for them
-// checkDot accepts 1e-6 of the sum of |terms|; for every other type it
-// demands the reference's float bit for bit.
-var notExact = map[quant.Type]bool{
-	quant.Q2_K: true,
-}
+// Every kernel returns exactly what core/quant's reference returns — which
+// is ggml's scalar code, bit for bit — so that every level (and llama.cpp's
+// own reference build) gives the same logits and the same greedy tokens.
+// A kernel reaches that by keeping the reference's integer partial sums
+// (the same grouping of elements into lanes, in any order: integers add
+// exactly) and doing the reference's float operations in the reference's
+// order (no fused multiply-adds where it rounds twice); the plain-float
+// kernels sum in another order and prove the rounding is the reference's
+// (kernelkit/exactfloat.go).
 
 // sameFloat is bit equality, with any NaN equal to any NaN (ggml's and
 // Go's NaN payloads differ).

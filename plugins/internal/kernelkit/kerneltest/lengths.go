@@ -18,9 +18,6 @@ func RowLengths(t *testing.T, k *kernelkit.Kit) {
 	forEachLevel(t, k, func(t *testing.T) {
 		for _, typ := range kernelTypes {
 			t.Run(typ.String(), func(t *testing.T) {
-				if notExact[typ] {
-					t.Skip("not exact yet (notExact)")
-				}
 				r := rand.New(rand.NewPCG(uint64(typ), 5))
 				bs := typ.BlockSize()
 				if bs == 1 {
