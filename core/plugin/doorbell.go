@@ -265,7 +265,9 @@ func (s *kernelsServer) OpenDoorbell(_ context.Context, r *pb.DoorbellRequest) (
 func serveDoorbell(mem doorbellMem, impl Kernels) {
 	defer unix.Munmap(mem)
 	reqSeq, wait := mem.word(dbReqSeq), mem.word(dbPlugWait)
-	last := atomic.LoadUint32(reqSeq)
+	// The last request answered, not the last posted: the host may post
+	// its first before this goroutine starts.
+	last := atomic.LoadUint32(mem.word(dbRespSeq))
 	var dec execDecoder
 	for {
 		if !spinUntil(reqSeq, last, plugSpin) {
