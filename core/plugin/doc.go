@@ -9,6 +9,10 @@
 // Locations in Regions (shard files or its own slot file) that the core
 // and kernels map; kernels read and write the Arena, which the core
 // creates, so a plugin that dies loses nothing and the step is re-issued.
+// A kernels plugin's Execute, made hundreds of times per token, skips gRPC
+// when the plugin accepts the doorbell the host offers at start: one
+// request slot in a shared file, with futex wake-ups (doorbell.go); a
+// plugin built on an older SDK is driven over gRPC.
 //
 // A backend is a Go program whose main is one call:
 //

@@ -152,6 +152,12 @@ func (k *axpyKernels) Execute(_ context.Context, req *plugin.ExecuteRequest) (*p
 	}
 	defer views.Close()
 	for _, op := range req.Ops {
+		if op.Name == "sleep" && len(op.Ints) == 1 {
+			// Not advertised: it holds a batch open for tests that kill
+			// the plugin in the middle of one.
+			time.Sleep(time.Duration(op.Ints[0]) * time.Millisecond)
+			continue
+		}
 		if op.Name != "axpy" || len(op.Inputs) != 1 || len(op.Outputs) != 1 || len(op.Weights) != 1 || len(op.Floats) != 1 {
 			return nil, fmt.Errorf("bad op %+v", op)
 		}

@@ -58,6 +58,8 @@ func (l Launch) command() (*exec.Cmd, error) {
 type Process struct {
 	name   string
 	client *goplugin.Client
+	// doorbell is the Execute fast path of a kernels plugin that took it.
+	doorbell *doorbellClient
 }
 
 // Pid is the plugin's process id, or 0 in-process.
@@ -78,8 +80,15 @@ func (p *Process) Exited() bool { return p != nil && p.client.Exited() }
 func (p *Process) Kill() {
 	if p != nil {
 		p.client.Kill()
+		if p.doorbell != nil {
+			p.doorbell.close() // after the kill, so a call in flight returns
+		}
 	}
 }
+
+// Doorbell reports whether Execute calls to this kernels plugin go through
+// shared memory rather than gRPC (see DoorbellEnv).
+func (p *Process) Doorbell() bool { return p != nil && p.doorbell != nil }
 
 // StartStager starts the stager l names and returns it with its process
 // (nil in-process).
@@ -124,6 +133,10 @@ func StartKernels(ctx context.Context, l Launch) (Kernels, *Process, error) {
 	if !ok {
 		p.Kill()
 		return nil, nil, fmt.Errorf("plugin %s: dispensed %T, not Kernels", l.Name, raw)
+	}
+	if kc, ok := raw.(*kernelsClient); ok {
+		kc.db = openDoorbell(ctx, kc.c, p.Exited, l.logger().With("plugin", l.Name))
+		p.doorbell = kc.db
 	}
 	return k, p, nil
 }

@@ -325,3 +325,42 @@ func BenchmarkAcquire(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExecute measures one empty Execute round trip, the kernels
+// boundary's fixed cost per batch: in-process, through the shared-memory
+// doorbell and over gRPC.
+func BenchmarkExecute(b *testing.B) {
+	ctx := context.Background()
+	arena, err := plugin.CreateArena(b.TempDir(), 1<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer arena.Close()
+	req := &plugin.ExecuteRequest{Arena: arena.Path(), Threads: 1}
+	for _, mode := range []string{"inprocess", "doorbell", "grpc"} {
+		b.Run(mode, func(b *testing.B) {
+			var k plugin.Kernels = &axpyKernels{}
+			if mode != "inprocess" {
+				l := subprocess("kernels", slog.New(slog.DiscardHandler))
+				if mode == "grpc" {
+					l.Env = append(l.Env, plugin.DoorbellEnv+"=off")
+				}
+				pk, proc, err := plugin.StartKernels(ctx, l)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer proc.Kill()
+				if proc.Doorbell() != (mode == "doorbell") {
+					b.Fatalf("doorbell %v", proc.Doorbell())
+				}
+				k = pk
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := k.Execute(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

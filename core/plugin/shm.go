@@ -24,7 +24,7 @@ func ShmDir() string {
 }
 
 // shmPattern is the os.CreateTemp / os.MkdirTemp pattern for kind
-// ("arena", "stager") owned by this process.
+// ("arena", "stager", "doorbell") owned by this process.
 func shmPattern(kind string) string {
 	return "k3-" + kind + "-" + strconv.Itoa(os.Getpid()) + "-*"
 }
@@ -52,7 +52,7 @@ func SweepShm(dir string) int {
 // shmOwner parses "k3-<kind>-<pid>-<random>".
 func shmOwner(name string) (int, bool) {
 	parts := strings.Split(name, "-")
-	if len(parts) != 4 || parts[0] != "k3" || (parts[1] != "arena" && parts[1] != "stager") {
+	if len(parts) != 4 || parts[0] != "k3" || (parts[1] != "arena" && parts[1] != "stager" && parts[1] != "doorbell") {
 		return 0, false
 	}
 	pid, err := strconv.Atoi(parts[2])

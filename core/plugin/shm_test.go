@@ -21,6 +21,8 @@ func TestSweepShmRemovesOnlyDeadOwners(t *testing.T) {
 	names := map[string]bool{ // name -> should survive
 		"k3-arena-" + dead + "-123":  false,
 		"k3-stager-" + dead + "-456": false,
+		"k3-doorbell-" + dead + "-7": false,
+		"k3-doorbell-" + mine + "-8": true,
 		"k3-arena-" + mine + "-789":  true,
 		"k3-stager-" + parent + "-1": true,
 		"k3-arena-notapid-1":         true,
@@ -34,8 +36,8 @@ func TestSweepShmRemovesOnlyDeadOwners(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(p, "slots"), []byte("x"), 0o600)
 	}
-	if got := SweepShm(dir); got != 2 {
-		t.Errorf("removed %d, want 2", got)
+	if got := SweepShm(dir); got != 3 {
+		t.Errorf("removed %d, want 3", got)
 	}
 	for n, keep := range names {
 		_, err := os.Stat(filepath.Join(dir, n))

@@ -1121,6 +1121,97 @@ func (x *ExecuteResponse) GetElapsedNanos() int64 {
 	return 0
 }
 
+type DoorbellRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path of the doorbell file the host created; the plugin maps it.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// layout is the doorbell's layout version; a plugin that does not know
+	// it answers Unimplemented and the host keeps to Execute.
+	Layout        uint32 `protobuf:"varint,2,opt,name=layout,proto3" json:"layout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DoorbellRequest) Reset() {
+	*x = DoorbellRequest{}
+	mi := &file_k3plugin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DoorbellRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DoorbellRequest) ProtoMessage() {}
+
+func (x *DoorbellRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_k3plugin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DoorbellRequest.ProtoReflect.Descriptor instead.
+func (*DoorbellRequest) Descriptor() ([]byte, []int) {
+	return file_k3plugin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DoorbellRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *DoorbellRequest) GetLayout() uint32 {
+	if x != nil {
+		return x.Layout
+	}
+	return 0
+}
+
+type DoorbellResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DoorbellResponse) Reset() {
+	*x = DoorbellResponse{}
+	mi := &file_k3plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DoorbellResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DoorbellResponse) ProtoMessage() {}
+
+func (x *DoorbellResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_k3plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DoorbellResponse.ProtoReflect.Descriptor instead.
+func (*DoorbellResponse) Descriptor() ([]byte, []int) {
+	return file_k3plugin_proto_rawDescGZIP(), []int{18}
+}
+
 var File_k3plugin_proto protoreflect.FileDescriptor
 
 const file_k3plugin_proto_rawDesc = "" +
@@ -1210,17 +1301,22 @@ const file_k3plugin_proto_rawDesc = "" +
 	"\athreads\x18\x03 \x01(\x05R\athreads\x12\"\n" +
 	"\x03ops\x18\x04 \x03(\v2\x10.k3.plugin.v1.OpR\x03ops\"6\n" +
 	"\x0fExecuteResponse\x12#\n" +
-	"\relapsed_nanos\x18\x01 \x01(\x03R\felapsedNanos2\xf3\x02\n" +
+	"\relapsed_nanos\x18\x01 \x01(\x03R\felapsedNanos\"=\n" +
+	"\x0fDoorbellRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06layout\x18\x02 \x01(\rR\x06layout\"\x12\n" +
+	"\x10DoorbellResponse2\xf3\x02\n" +
 	"\x06Stager\x12=\n" +
 	"\x04Open\x12\x19.k3.plugin.v1.OpenRequest\x1a\x1a.k3.plugin.v1.OpenResponse\x126\n" +
 	"\x04Hint\x12\x19.k3.plugin.v1.HintRequest\x1a\x13.k3.plugin.v1.Empty\x12F\n" +
 	"\aAcquire\x12\x1c.k3.plugin.v1.AcquireRequest\x1a\x1d.k3.plugin.v1.AcquireResponse\x12<\n" +
 	"\aRelease\x12\x1c.k3.plugin.v1.ReleaseRequest\x1a\x13.k3.plugin.v1.Empty\x129\n" +
 	"\x05Stats\x12\x13.k3.plugin.v1.Empty\x1a\x1b.k3.plugin.v1.StatsResponse\x121\n" +
-	"\x05Close\x12\x13.k3.plugin.v1.Empty\x1a\x13.k3.plugin.v1.Empty2\x8d\x01\n" +
+	"\x05Close\x12\x13.k3.plugin.v1.Empty\x1a\x13.k3.plugin.v1.Empty2\xdc\x01\n" +
 	"\aKernels\x12:\n" +
 	"\bDescribe\x12\x13.k3.plugin.v1.Empty\x1a\x19.k3.plugin.v1.KernelsInfo\x12F\n" +
-	"\aExecute\x12\x1c.k3.plugin.v1.ExecuteRequest\x1a\x1d.k3.plugin.v1.ExecuteResponseB4Z2github.com/k3-inference/k3/core/plugin/internal/pbb\x06proto3"
+	"\aExecute\x12\x1c.k3.plugin.v1.ExecuteRequest\x1a\x1d.k3.plugin.v1.ExecuteResponse\x12M\n" +
+	"\fOpenDoorbell\x12\x1d.k3.plugin.v1.DoorbellRequest\x1a\x1e.k3.plugin.v1.DoorbellResponseB4Z2github.com/k3-inference/k3/core/plugin/internal/pbb\x06proto3"
 
 var (
 	file_k3plugin_proto_rawDescOnce sync.Once
@@ -1234,30 +1330,32 @@ func file_k3plugin_proto_rawDescGZIP() []byte {
 	return file_k3plugin_proto_rawDescData
 }
 
-var file_k3plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_k3plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_k3plugin_proto_goTypes = []any{
-	(*Empty)(nil),           // 0: k3.plugin.v1.Empty
-	(*Tensor)(nil),          // 1: k3.plugin.v1.Tensor
-	(*OpenRequest)(nil),     // 2: k3.plugin.v1.OpenRequest
-	(*Region)(nil),          // 3: k3.plugin.v1.Region
-	(*OpenResponse)(nil),    // 4: k3.plugin.v1.OpenResponse
-	(*HintRequest)(nil),     // 5: k3.plugin.v1.HintRequest
-	(*AcquireRequest)(nil),  // 6: k3.plugin.v1.AcquireRequest
-	(*AcquireResponse)(nil), // 7: k3.plugin.v1.AcquireResponse
-	(*ReleaseRequest)(nil),  // 8: k3.plugin.v1.ReleaseRequest
-	(*StatsResponse)(nil),   // 9: k3.plugin.v1.StatsResponse
-	(*OpSupport)(nil),       // 10: k3.plugin.v1.OpSupport
-	(*KernelsInfo)(nil),     // 11: k3.plugin.v1.KernelsInfo
-	(*WeightRef)(nil),       // 12: k3.plugin.v1.WeightRef
-	(*ArenaRef)(nil),        // 13: k3.plugin.v1.ArenaRef
-	(*Op)(nil),              // 14: k3.plugin.v1.Op
-	(*ExecuteRequest)(nil),  // 15: k3.plugin.v1.ExecuteRequest
-	(*ExecuteResponse)(nil), // 16: k3.plugin.v1.ExecuteResponse
-	nil,                     // 17: k3.plugin.v1.OpenRequest.OptionsEntry
+	(*Empty)(nil),            // 0: k3.plugin.v1.Empty
+	(*Tensor)(nil),           // 1: k3.plugin.v1.Tensor
+	(*OpenRequest)(nil),      // 2: k3.plugin.v1.OpenRequest
+	(*Region)(nil),           // 3: k3.plugin.v1.Region
+	(*OpenResponse)(nil),     // 4: k3.plugin.v1.OpenResponse
+	(*HintRequest)(nil),      // 5: k3.plugin.v1.HintRequest
+	(*AcquireRequest)(nil),   // 6: k3.plugin.v1.AcquireRequest
+	(*AcquireResponse)(nil),  // 7: k3.plugin.v1.AcquireResponse
+	(*ReleaseRequest)(nil),   // 8: k3.plugin.v1.ReleaseRequest
+	(*StatsResponse)(nil),    // 9: k3.plugin.v1.StatsResponse
+	(*OpSupport)(nil),        // 10: k3.plugin.v1.OpSupport
+	(*KernelsInfo)(nil),      // 11: k3.plugin.v1.KernelsInfo
+	(*WeightRef)(nil),        // 12: k3.plugin.v1.WeightRef
+	(*ArenaRef)(nil),         // 13: k3.plugin.v1.ArenaRef
+	(*Op)(nil),               // 14: k3.plugin.v1.Op
+	(*ExecuteRequest)(nil),   // 15: k3.plugin.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),  // 16: k3.plugin.v1.ExecuteResponse
+	(*DoorbellRequest)(nil),  // 17: k3.plugin.v1.DoorbellRequest
+	(*DoorbellResponse)(nil), // 18: k3.plugin.v1.DoorbellResponse
+	nil,                      // 19: k3.plugin.v1.OpenRequest.OptionsEntry
 }
 var file_k3plugin_proto_depIdxs = []int32{
 	1,  // 0: k3.plugin.v1.OpenRequest.tensors:type_name -> k3.plugin.v1.Tensor
-	17, // 1: k3.plugin.v1.OpenRequest.options:type_name -> k3.plugin.v1.OpenRequest.OptionsEntry
+	19, // 1: k3.plugin.v1.OpenRequest.options:type_name -> k3.plugin.v1.OpenRequest.OptionsEntry
 	3,  // 2: k3.plugin.v1.OpenResponse.regions:type_name -> k3.plugin.v1.Region
 	10, // 3: k3.plugin.v1.KernelsInfo.ops:type_name -> k3.plugin.v1.OpSupport
 	12, // 4: k3.plugin.v1.Op.weights:type_name -> k3.plugin.v1.WeightRef
@@ -1273,16 +1371,18 @@ var file_k3plugin_proto_depIdxs = []int32{
 	0,  // 14: k3.plugin.v1.Stager.Close:input_type -> k3.plugin.v1.Empty
 	0,  // 15: k3.plugin.v1.Kernels.Describe:input_type -> k3.plugin.v1.Empty
 	15, // 16: k3.plugin.v1.Kernels.Execute:input_type -> k3.plugin.v1.ExecuteRequest
-	4,  // 17: k3.plugin.v1.Stager.Open:output_type -> k3.plugin.v1.OpenResponse
-	0,  // 18: k3.plugin.v1.Stager.Hint:output_type -> k3.plugin.v1.Empty
-	7,  // 19: k3.plugin.v1.Stager.Acquire:output_type -> k3.plugin.v1.AcquireResponse
-	0,  // 20: k3.plugin.v1.Stager.Release:output_type -> k3.plugin.v1.Empty
-	9,  // 21: k3.plugin.v1.Stager.Stats:output_type -> k3.plugin.v1.StatsResponse
-	0,  // 22: k3.plugin.v1.Stager.Close:output_type -> k3.plugin.v1.Empty
-	11, // 23: k3.plugin.v1.Kernels.Describe:output_type -> k3.plugin.v1.KernelsInfo
-	16, // 24: k3.plugin.v1.Kernels.Execute:output_type -> k3.plugin.v1.ExecuteResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
+	17, // 17: k3.plugin.v1.Kernels.OpenDoorbell:input_type -> k3.plugin.v1.DoorbellRequest
+	4,  // 18: k3.plugin.v1.Stager.Open:output_type -> k3.plugin.v1.OpenResponse
+	0,  // 19: k3.plugin.v1.Stager.Hint:output_type -> k3.plugin.v1.Empty
+	7,  // 20: k3.plugin.v1.Stager.Acquire:output_type -> k3.plugin.v1.AcquireResponse
+	0,  // 21: k3.plugin.v1.Stager.Release:output_type -> k3.plugin.v1.Empty
+	9,  // 22: k3.plugin.v1.Stager.Stats:output_type -> k3.plugin.v1.StatsResponse
+	0,  // 23: k3.plugin.v1.Stager.Close:output_type -> k3.plugin.v1.Empty
+	11, // 24: k3.plugin.v1.Kernels.Describe:output_type -> k3.plugin.v1.KernelsInfo
+	16, // 25: k3.plugin.v1.Kernels.Execute:output_type -> k3.plugin.v1.ExecuteResponse
+	18, // 26: k3.plugin.v1.Kernels.OpenDoorbell:output_type -> k3.plugin.v1.DoorbellResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1299,7 +1399,7 @@ func file_k3plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_k3plugin_proto_rawDesc), len(file_k3plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -298,8 +298,9 @@ var Stager_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Kernels_Describe_FullMethodName = "/k3.plugin.v1.Kernels/Describe"
-	Kernels_Execute_FullMethodName  = "/k3.plugin.v1.Kernels/Execute"
+	Kernels_Describe_FullMethodName     = "/k3.plugin.v1.Kernels/Describe"
+	Kernels_Execute_FullMethodName      = "/k3.plugin.v1.Kernels/Execute"
+	Kernels_OpenDoorbell_FullMethodName = "/k3.plugin.v1.Kernels/OpenDoorbell"
 )
 
 // KernelsClient is the client API for Kernels service.
@@ -308,6 +309,10 @@ const (
 type KernelsClient interface {
 	Describe(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*KernelsInfo, error)
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error)
+	// OpenDoorbell offers a shared-memory channel for Execute (see
+	// core/plugin/doorbell.go). Optional: a plugin that answers Unimplemented
+	// (any built on an SDK older than the doorbell) is driven over Execute.
+	OpenDoorbell(ctx context.Context, in *DoorbellRequest, opts ...grpc.CallOption) (*DoorbellResponse, error)
 }
 
 type kernelsClient struct {
@@ -336,12 +341,25 @@ func (c *kernelsClient) Execute(ctx context.Context, in *ExecuteRequest, opts ..
 	return out, nil
 }
 
+func (c *kernelsClient) OpenDoorbell(ctx context.Context, in *DoorbellRequest, opts ...grpc.CallOption) (*DoorbellResponse, error) {
+	out := new(DoorbellResponse)
+	err := c.cc.Invoke(ctx, Kernels_OpenDoorbell_FullMethodName, in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KernelsServer is the server API for Kernels service.
 // All implementations must embed UnimplementedKernelsServer
 // for forward compatibility
 type KernelsServer interface {
 	Describe(context.Context, *Empty) (*KernelsInfo, error)
 	Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error)
+	// OpenDoorbell offers a shared-memory channel for Execute (see
+	// core/plugin/doorbell.go). Optional: a plugin that answers Unimplemented
+	// (any built on an SDK older than the doorbell) is driven over Execute.
+	OpenDoorbell(context.Context, *DoorbellRequest) (*DoorbellResponse, error)
 	mustEmbedUnimplementedKernelsServer()
 }
 
@@ -354,6 +372,9 @@ func (UnimplementedKernelsServer) Describe(context.Context, *Empty) (*KernelsInf
 }
 func (UnimplementedKernelsServer) Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Execute not implemented")
+}
+func (UnimplementedKernelsServer) OpenDoorbell(context.Context, *DoorbellRequest) (*DoorbellResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method OpenDoorbell not implemented")
 }
 func (UnimplementedKernelsServer) mustEmbedUnimplementedKernelsServer() {}
 
@@ -404,6 +425,24 @@ func _Kernels_Execute_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Kernels_OpenDoorbell_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DoorbellRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KernelsServer).OpenDoorbell(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Kernels_OpenDoorbell_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KernelsServer).OpenDoorbell(ctx, req.(*DoorbellRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Kernels_ServiceDesc is the grpc.ServiceDesc for Kernels service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -418,6 +457,10 @@ var Kernels_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Execute",
 			Handler:    _Kernels_Execute_Handler,
+		},
+		{
+			MethodName: "OpenDoorbell",
+			Handler:    _Kernels_OpenDoorbell_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
