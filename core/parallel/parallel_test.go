@@ -69,8 +69,6 @@ func TestForConcurrentNested(t *testing.T) {
 // A worker that parked must wake for the next loop, and one that was
 // handed a loop it never started must come back for later ones.
 func TestForAfterPark(t *testing.T) {
-	old := workerSpin.Swap(0)
-	defer workerSpin.Store(old)
 	for i := 0; i < 50; i++ {
 		check(t, 1000, 10, 3)
 		if i%10 == 0 {
