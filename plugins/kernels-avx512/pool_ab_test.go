@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,14 @@ func TestPoolAB(t *testing.T) {
 	if os.Getenv("K3_POOL_AB") != "1" {
 		t.Skip("set K3_POOL_AB=1")
 	}
-	const rows, n, mats, tokens, threads = 4096, 4096, 36, 40, 2
+	// K3_POOL_AB_ROWS picks the matrices' rows (default 4096; an MoE
+	// expert's are fewer, where the cost per call weighs more).
+	rows, _ := strconv.Atoi(os.Getenv("K3_POOL_AB_ROWS"))
+	if rows <= 0 {
+		rows = 4096
+	}
+	const n, tokens, threads = 4096, 40, 2
+	mats := 36 * 4096 / rows
 	typ := quant.Q2_K
 	r := rand.New(rand.NewPCG(1, 2))
 	x := make([]float32, 256*n)
@@ -34,7 +42,7 @@ func TestPoolAB(t *testing.T) {
 	wrow := len(part) / 256
 	w := make([]byte, 0, mats*rows*wrow)
 	for len(w) < cap(w) {
-		w = append(w, part...)
+		w = append(w, part[:min(len(part), cap(w)-len(w))]...)
 	}
 	act := make([]byte, must(quant.RowSize(typ.VecDotType(), n)))
 	out := make([]float32, rows)
@@ -53,7 +61,7 @@ func TestPoolAB(t *testing.T) {
 	token := func(mv func([]byte)) time.Duration {
 		start := time.Now()
 		for i := range mats {
-			kit.QuantizeActivation(typ, x[i*n:(i+1)*n], act)
+			kit.QuantizeActivation(typ, x[i%256*n:(i%256+1)*n], act)
 			mv(w[i*rows*wrow : (i+1)*rows*wrow])
 		}
 		return time.Since(start)
