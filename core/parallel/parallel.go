@@ -172,6 +172,7 @@ func workersFor(want int) []*worker {
 	return ws
 }
 
+// loop runs the jobs handed to w, for the life of the process.
 func (w *worker) loop() {
 	for {
 		j := w.take()
