@@ -2,7 +2,8 @@ package ops
 
 import (
 	"runtime"
-	"sync"
+
+	"github.com/k3-inference/k3/core/parallel"
 )
 
 // Pool splits loops over rows between a fixed number of goroutines.
@@ -24,35 +25,22 @@ func (p *Pool) Threads() int { return p.threads }
 
 // For calls fn on disjoint ranges [lo, hi) covering [0, n), in parallel,
 // and returns when all calls have. Ranges are at least grain long so that
-// tiny loops stay on the caller's goroutine.
+// tiny loops stay on the caller's goroutine, and start at multiples of
+// grain. They are a few per worker, taken from a shared counter by the
+// caller and core/parallel's persistent workers, so rows of uneven cost and
+// a worker descheduled on a busy host balance out.
 func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
 	grain = max(grain, 1)
-	chunks := min(p.threads, (n+grain-1)/grain)
-	if chunks <= 1 {
+	if p.threads <= 1 || n <= grain {
 		fn(0, n)
 		return
 	}
-	// A few chunks per worker balance rows of uneven cost.
-	chunks = min(chunks*4, (n+grain-1)/grain)
-	size := (n + chunks - 1) / chunks
-	var wg sync.WaitGroup
-	next := make(chan int, chunks)
-	for c := 0; c < chunks; c++ {
-		next <- c
-	}
-	close(next)
-	for w := 0; w < min(p.threads, chunks); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range next {
-				lo := c * size
-				fn(lo, min(lo+size, n))
-			}
-		}()
-	}
-	wg.Wait()
+	per := max(1, n/(grain*p.threads*chunksPerThread))
+	parallel.For(n, per*grain, p.threads, fn)
 }
+
+// chunksPerThread is about how many ranges each thread takes.
+const chunksPerThread = 4

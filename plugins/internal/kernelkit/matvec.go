@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"sync"
 
+	"github.com/k3-inference/k3/core/parallel"
 	"github.com/k3-inference/k3/core/quant"
 )
 
@@ -114,31 +115,24 @@ func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0
 	}
 }
 
-// parallelRows splits [0, rows) into at most threads contiguous ranges of
-// whole rowAlign chunks and runs fn on each, the last on the calling
-// goroutine.
+// parallelRows runs fn on ranges covering [0, rows), on the calling
+// goroutine and up to threads-1 of core/parallel's workers. Ranges are whole
+// rowAlign chunks (but the last), a few per thread, taken from a shared
+// counter: a thread that runs late, descheduled on a busy host, takes fewer
+// instead of holding up the product.
 func parallelRows(rows, threads int, fn func(r0, r1 int)) {
-	chunks := (rows + rowAlign - 1) / rowAlign
-	if threads > chunks {
-		threads = chunks
+	aligned := (rows + rowAlign - 1) / rowAlign
+	if threads > aligned {
+		threads = aligned
 	}
 	if threads <= 1 {
 		fn(0, rows)
 		return
 	}
-	var wg sync.WaitGroup
-	for k := 0; k < threads; k++ {
-		r0 := chunks * k / threads * rowAlign
-		r1 := min(chunks*(k+1)/threads*rowAlign, rows)
-		if k == threads-1 {
-			fn(r0, r1)
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(r0, r1)
-		}()
-	}
-	wg.Wait()
+	per := max(1, aligned/(threads*chunksPerThread))
+	parallel.For(rows, per*rowAlign, threads, fn)
 }
+
+// chunksPerThread is about how many ranges each thread takes: more balance
+// threads better, fewer cost fewer trips to the shared counter.
+const chunksPerThread = 4
