@@ -12,16 +12,23 @@
 //     vec-dot type (Q8_K for the K-quants, Q8_0 for the 32-element types,
 //     F16/BF16/F32 for the float types), byte for byte as quant.Quantize.
 //   - Dot is one weight row times one quantized activation row.
-//   - MatVec multiplies rows weight rows by one activation row (decode);
+//   - MatVec multiplies rows weight rows by one activation row (decode),
+//     eight weight rows per kernel call for the 32-element block types;
 //     MatMul by several (prefill), tiling the weights so that they stream
 //     from memory once per batch and, for the K-quants, unpacking each
-//     weight block once for four activation rows. Both split the rows into
-//     contiguous ranges of whole 64-byte output lines across goroutines.
+//     weight block once for four activation rows. Both hand out chunks of
+//     whole 64-byte output lines to persistent workers (core/parallel).
 //   - Levels, Level and SetLevel name and switch the instruction-set path.
 //
-// Results agree with quant.VecDot: every block's integer sum exactly, the
-// float result up to the order of the float additions. MatMul's results
-// are bit-identical to MatVec's and Dot's. One precondition: Q8_0·Q8_0
+// Results are quant.VecDot's bit for bit — which is ggml's scalar code, so
+// every level, the reference and llama.cpp's reference CPU build compute
+// the same logits and the same greedy tokens. The kernels keep the
+// reference's integer partial sums (its grouping of elements into lanes,
+// e.g. the K-quants' eight lanes of index mod 8, reached by permuting each
+// 32-element run) and do its float operations in its order without fused
+// multiply-adds; the plain-float kernels sum in float64 in another order
+// and prove the float32 rounding is the reference's, or run the
+// reference's sequential sum when it might not be (kernelkit/exactfloat.go). One precondition: Q8_0·Q8_0
 // uses ggml's sign trick, exact for activation bytes in [-127, 127], which
 // is all QuantizeActivation produces; a hand-made -128 activation would be
 // taken as +128 where the weight is negative.
