@@ -8062,100 +8062,94 @@ loopdotQ3KVNNI256:
 	VPERMD          (AX), Y1, Y7
 	VPSHUFB         xpshufb32<>+0(SB), Y7, Y7
 	VMOVDQU64       Y6, (SP)
-	VPERMD          32(AX), Y1, Y8
-	VPSHUFB         xpshufb32<>+0(SB), Y8, Y8
-	VMOVDQA64       Y8, Y6
+	VPXORD          Y8, Y8, Y8
+	VPXORD          Y9, Y9, Y9
+	VPERMD          32(AX), Y1, Y10
+	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA64       Y10, Y6
 	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+0(SB), Y7, K1
 	VPADDB          Y3, Y6, K1, Y6
-	VPBROADCASTD    (SP), Y9
-	VPERMD          4(CX), Y1, Y10
+	VPERMD          4(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   (SP), Y6, Y8
+	VPSRLW          $0x02, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+32(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          36(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   4(SP), Y6, Y9
+	VPSRLW          $0x04, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          68(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   8(SP), Y6, Y8
+	VPSRLW          $0x06, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          100(CX), Y1, Y10
 	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
 	VPMADDUBSW      Y10, Y6, Y6
 	VPMADDUBSW      Y10, Y3, Y10
 	VPSUBW          Y10, Y6, Y6
-	VPMADDWD        Y9, Y6, Y6
-	VPSRLW          $0x02, Y8, Y9
-	VPANDD          Y2, Y9, Y9
-	VPTESTMB        runbits<>+32(SB), Y7, K1
-	VPADDB          Y3, Y9, K1, Y9
-	VPBROADCASTD    4(SP), Y10
-	VPERMD          36(CX), Y1, Y11
-	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW      Y11, Y9, Y9
-	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y9, Y9
-	VPMADDWD        Y10, Y9, Y9
-	VPSRLW          $0x04, Y8, Y10
-	VPANDD          Y2, Y10, Y10
-	VPTESTMB        runbits<>+64(SB), Y7, K1
-	VPADDB          Y3, Y10, K1, Y10
-	VPBROADCASTD    8(SP), Y11
-	VPERMD          68(CX), Y1, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y10, Y10
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y10, Y10
-	VPDPWSSD        Y11, Y10, Y6
-	VPSRLW          $0x06, Y8, Y8
-	VPANDD          Y2, Y8, Y8
-	VPTESTMB        runbits<>+96(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    12(SP), Y10
-	VPERMD          100(CX), Y1, Y11
-	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW      Y11, Y8, Y8
-	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y8, Y8
-	VPDPWSSD        Y10, Y8, Y9
+	VPDPWSSD.BCST   12(SP), Y6, Y9
 	VPERMD          64(AX), Y1, Y10
 	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
-	VMOVDQA64       Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VMOVDQA64       Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    16(SP), Y11
-	VPERMD          132(CX), Y1, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y6
-	VPSRLW          $0x02, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          132(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   16(SP), Y6, Y8
+	VPSRLW          $0x02, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    20(SP), Y11
-	VPERMD          164(CX), Y1, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y9
-	VPSRLW          $0x04, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          164(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   20(SP), Y6, Y9
+	VPSRLW          $0x04, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    24(SP), Y11
-	VPERMD          196(CX), Y1, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y6
-	VPSRLW          $0x06, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          196(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   24(SP), Y6, Y8
+	VPSRLW          $0x06, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    28(SP), Y7
-	VPERMD          228(CX), Y1, Y10
-	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
-	VPMADDUBSW      Y10, Y8, Y8
-	VPMADDUBSW      Y10, Y3, Y10
-	VPSUBW          Y10, Y8, Y8
-	VPDPWSSD        Y7, Y8, Y9
-	VPADDD          Y9, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          228(CX), Y1, Y7
+	VPSHUFB         xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW      Y7, Y6, Y6
+	VPMADDUBSW      Y7, Y3, Y7
+	VPSUBW          Y7, Y6, Y6
+	VPDPWSSD.BCST   28(SP), Y6, Y9
+	VPADDD          Y9, Y8, Y8
+	VCVTDQ2PS       Y8, Y6
 	VMULSS          (CX), X5, X5
 	VBROADCASTSS    X5, Y5
 	VMULPS          Y5, Y6, Y6
@@ -8656,114 +8650,104 @@ TEXT ·dotQ6KVNNI256(SB), NOSPLIT, $32-28
 	JZ           donedotQ6KVNNI256
 
 loopdotQ6KVNNI256:
-	VPBROADCASTW 208(AX), X4
-	VCVTPH2PS    X4, X4
-	VPMOVSXBW    192(AX), Y5
-	VMOVDQU64    Y5, (SP)
-	VPERMD       (AX), Y1, Y6
-	VPSHUFB      xpshufb32<>+0(SB), Y6, Y6
-	VPERMD       32(AX), Y1, Y7
-	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
-	VPERMD       128(AX), Y1, Y5
-	VPSHUFB      xpshufb32<>+0(SB), Y5, Y5
-	VPBROADCASTD c32_33333333<>+0(SB), Y8
-	VPANDD       Y8, Y5, Y8
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y9
-	VPANDD       Y9, Y5, Y9
-	VPSLLW       $0x04, Y8, Y5
-	VPTERNLOGD   $0xd8, Y2, Y6, Y5
-	VPBROADCASTD (SP), Y10
-	VPERMD       4(CX), Y1, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y5, Y5
-	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y5, Y5
-	VPMADDWD     Y10, Y5, Y5
-	VPSLLW       $0x02, Y9, Y10
-	VPTERNLOGD   $0xd8, Y2, Y7, Y10
-	VPBROADCASTD 4(SP), Y11
-	VPERMD       36(CX), Y1, Y12
-	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW   Y12, Y10, Y10
-	VPMADDUBSW   Y12, Y3, Y12
-	VPSUBW       Y12, Y10, Y10
-	VPMADDWD     Y11, Y10, Y10
-	VPSRLW       $0x04, Y6, Y6
-	VPTERNLOGD   $0xd8, Y2, Y6, Y8
-	VPBROADCASTD 8(SP), Y6
-	VPERMD       68(CX), Y1, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y8, Y8
-	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y8, Y8
-	VPDPWSSD     Y6, Y8, Y5
-	VPSRLW       $0x02, Y9, Y6
-	VPSRLW       $0x04, Y7, Y7
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 12(SP), Y7
-	VPERMD       100(CX), Y1, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y6, Y6
-	VPDPWSSD     Y7, Y6, Y10
-	VPERMD       64(AX), Y1, Y7
-	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
-	VPERMD       96(AX), Y1, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPERMD       160(AX), Y1, Y6
-	VPSHUFB      xpshufb32<>+0(SB), Y6, Y6
-	VPBROADCASTD c32_33333333<>+0(SB), Y9
-	VPANDD       Y9, Y6, Y9
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y11
-	VPANDD       Y11, Y6, Y11
-	VPSLLW       $0x04, Y9, Y6
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 16(SP), Y12
-	VPERMD       132(CX), Y1, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y6
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y6, Y6
-	VPDPWSSD     Y12, Y6, Y5
-	VPSLLW       $0x02, Y11, Y6
-	VPTERNLOGD   $0xd8, Y2, Y8, Y6
-	VPBROADCASTD 20(SP), Y12
-	VPERMD       164(CX), Y1, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y6
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y6, Y6
-	VPDPWSSD     Y12, Y6, Y10
-	VPSRLW       $0x04, Y7, Y6
-	VPTERNLOGD   $0xd8, Y2, Y6, Y9
-	VPBROADCASTD 24(SP), Y6
-	VPERMD       196(CX), Y1, Y7
-	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
-	VPMADDUBSW   Y7, Y9, Y9
-	VPMADDUBSW   Y7, Y3, Y7
-	VPSUBW       Y7, Y9, Y9
-	VPDPWSSD     Y6, Y9, Y5
-	VPSRLW       $0x02, Y11, Y6
-	VPSRLW       $0x04, Y8, Y7
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 28(SP), Y7
-	VPERMD       228(CX), Y1, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y6, Y6
-	VPDPWSSD     Y7, Y6, Y10
-	VPADDD       Y10, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULSS       (CX), X4, X4
-	VBROADCASTSS X4, Y4
-	VMULPS       Y4, Y5, Y5
-	VADDPS       Y5, Y0, Y0
-	ADDQ         $0x000000d2, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopdotQ6KVNNI256
+	VPBROADCASTW  208(AX), X6
+	VCVTPH2PS     X6, X6
+	VPMOVSXBW     192(AX), Y7
+	VMOVDQU64     Y7, (SP)
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPERMD        (AX), Y1, Y8
+	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
+	VPERMD        32(AX), Y1, Y9
+	VPSHUFB       xpshufb32<>+0(SB), Y9, Y9
+	VPERMD        128(AX), Y1, Y7
+	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
+	VPANDD.BCST   c32_33333333<>+0(SB), Y7, Y10
+	VPANDD.BCST   c32_cccccccc<>+0(SB), Y7, Y11
+	VPSLLW        $0x04, Y10, Y7
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMD        4(CX), Y1, Y12
+	VPSHUFB       xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST (SP), Y7, Y4
+	VPSLLW        $0x02, Y11, Y7
+	VPTERNLOGD    $0xd8, Y2, Y9, Y7
+	VPERMD        36(CX), Y1, Y12
+	VPSHUFB       xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 4(SP), Y7, Y5
+	VPSRLW        $0x04, Y8, Y7
+	VPTERNLOGD    $0xd8, Y2, Y7, Y10
+	VPERMD        68(CX), Y1, Y7
+	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW    Y7, Y10, Y8
+	VPMADDUBSW    Y7, Y3, Y7
+	VPSUBW        Y7, Y8, Y8
+	VPDPWSSD.BCST 8(SP), Y8, Y4
+	VPSRLW        $0x02, Y11, Y7
+	VPSRLW        $0x04, Y9, Y8
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMD        100(CX), Y1, Y8
+	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW    Y8, Y7, Y7
+	VPMADDUBSW    Y8, Y3, Y8
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD.BCST 12(SP), Y7, Y5
+	VPERMD        64(AX), Y1, Y8
+	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
+	VPERMD        96(AX), Y1, Y9
+	VPSHUFB       xpshufb32<>+0(SB), Y9, Y9
+	VPERMD        160(AX), Y1, Y7
+	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
+	VPANDD.BCST   c32_33333333<>+0(SB), Y7, Y10
+	VPANDD.BCST   c32_cccccccc<>+0(SB), Y7, Y11
+	VPSLLW        $0x04, Y10, Y7
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMD        132(CX), Y1, Y12
+	VPSHUFB       xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 16(SP), Y7, Y4
+	VPSLLW        $0x02, Y11, Y7
+	VPTERNLOGD    $0xd8, Y2, Y9, Y7
+	VPERMD        164(CX), Y1, Y12
+	VPSHUFB       xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 20(SP), Y7, Y5
+	VPSRLW        $0x04, Y8, Y7
+	VPTERNLOGD    $0xd8, Y2, Y7, Y10
+	VPERMD        196(CX), Y1, Y7
+	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW    Y7, Y10, Y8
+	VPMADDUBSW    Y7, Y3, Y7
+	VPSUBW        Y7, Y8, Y8
+	VPDPWSSD.BCST 24(SP), Y8, Y4
+	VPSRLW        $0x02, Y11, Y7
+	VPSRLW        $0x04, Y9, Y8
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMD        228(CX), Y1, Y8
+	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW    Y8, Y7, Y7
+	VPMADDUBSW    Y8, Y3, Y8
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD.BCST 28(SP), Y7, Y5
+	VPADDD        Y5, Y4, Y4
+	VCVTDQ2PS     Y4, Y7
+	VMULSS        (CX), X6, X6
+	VBROADCASTSS  X6, Y6
+	VMULPS        Y6, Y7, Y7
+	VADDPS        Y7, Y0, Y0
+	ADDQ          $0x000000d2, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotQ6KVNNI256
 
 donedotQ6KVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -8821,10 +8805,8 @@ loopdotQ6Kx4VNNI256:
 	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
 	VPERMD       128(AX), Y4, Y8
 	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPBROADCASTD c32_33333333<>+0(SB), Y11
-	VPANDD       Y11, Y8, Y11
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y12
-	VPANDD       Y12, Y8, Y12
+	VPANDD.BCST  c32_33333333<>+0(SB), Y8, Y11
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y8, Y12
 	VPSLLW       $0x04, Y11, Y8
 	VPTERNLOGD   $0xd8, Y5, Y9, Y8
 	VPBROADCASTD (SP), Y13
@@ -8940,10 +8922,8 @@ loopdotQ6Kx4VNNI256:
 	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
 	VPERMD       160(AX), Y4, Y9
 	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
-	VPBROADCASTD c32_33333333<>+0(SB), Y12
-	VPANDD       Y12, Y9, Y12
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y13
-	VPANDD       Y13, Y9, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y9, Y12
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y9, Y13
 	VPSLLW       $0x04, Y12, Y9
 	VPTERNLOGD   $0xd8, Y5, Y10, Y9
 	VPBROADCASTD 16(SP), Y17
@@ -9177,90 +9157,84 @@ loopdotQ3KVBMIVNNI256:
 	VPSUBW          Y4, Y6, Y6
 	VPERMB          (AX), Y1, Y7
 	VMOVDQU64       Y6, (SP)
-	VPERMB          32(AX), Y1, Y8
-	VMOVDQA64       Y8, Y6
+	VPXORD          Y8, Y8, Y8
+	VPXORD          Y9, Y9, Y9
+	VPERMB          32(AX), Y1, Y10
+	VMOVDQA64       Y10, Y6
 	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+0(SB), Y7, K1
 	VPADDB          Y3, Y6, K1, Y6
-	VPBROADCASTD    (SP), Y9
-	VPERMB          4(CX), Y1, Y10
+	VPERMB          4(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   (SP), Y6, Y8
+	VPSRLW          $0x02, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+32(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          36(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   4(SP), Y6, Y9
+	VPSRLW          $0x04, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          68(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   8(SP), Y6, Y8
+	VPSRLW          $0x06, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          100(CX), Y1, Y10
 	VPMADDUBSW      Y10, Y6, Y6
 	VPMADDUBSW      Y10, Y3, Y10
 	VPSUBW          Y10, Y6, Y6
-	VPMADDWD        Y9, Y6, Y6
-	VPSRLW          $0x02, Y8, Y9
-	VPANDD          Y2, Y9, Y9
-	VPTESTMB        runbits<>+32(SB), Y7, K1
-	VPADDB          Y3, Y9, K1, Y9
-	VPBROADCASTD    4(SP), Y10
-	VPERMB          36(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y9, Y9
-	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y9, Y9
-	VPMADDWD        Y10, Y9, Y9
-	VPSRLW          $0x04, Y8, Y10
-	VPANDD          Y2, Y10, Y10
-	VPTESTMB        runbits<>+64(SB), Y7, K1
-	VPADDB          Y3, Y10, K1, Y10
-	VPBROADCASTD    8(SP), Y11
-	VPERMB          68(CX), Y1, Y12
-	VPMADDUBSW      Y12, Y10, Y10
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y10, Y10
-	VPDPWSSD        Y11, Y10, Y6
-	VPSRLW          $0x06, Y8, Y8
-	VPANDD          Y2, Y8, Y8
-	VPTESTMB        runbits<>+96(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    12(SP), Y10
-	VPERMB          100(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y8, Y8
-	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y8, Y8
-	VPDPWSSD        Y10, Y8, Y9
+	VPDPWSSD.BCST   12(SP), Y6, Y9
 	VPERMB          64(AX), Y1, Y10
-	VMOVDQA64       Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VMOVDQA64       Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    16(SP), Y11
-	VPERMB          132(CX), Y1, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y6
-	VPSRLW          $0x02, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          132(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   16(SP), Y6, Y8
+	VPSRLW          $0x02, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    20(SP), Y11
-	VPERMB          164(CX), Y1, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y9
-	VPSRLW          $0x04, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          164(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   20(SP), Y6, Y9
+	VPSRLW          $0x04, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    24(SP), Y11
-	VPERMB          196(CX), Y1, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y6
-	VPSRLW          $0x06, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          196(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   24(SP), Y6, Y8
+	VPSRLW          $0x06, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    28(SP), Y7
-	VPERMB          228(CX), Y1, Y10
-	VPMADDUBSW      Y10, Y8, Y8
-	VPMADDUBSW      Y10, Y3, Y10
-	VPSUBW          Y10, Y8, Y8
-	VPDPWSSD        Y7, Y8, Y9
-	VPADDD          Y9, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          228(CX), Y1, Y7
+	VPMADDUBSW      Y7, Y6, Y6
+	VPMADDUBSW      Y7, Y3, Y7
+	VPSUBW          Y7, Y6, Y6
+	VPDPWSSD.BCST   28(SP), Y6, Y9
+	VPADDD          Y9, Y8, Y8
+	VCVTDQ2PS       Y8, Y6
 	VMULSS          (CX), X5, X5
 	VBROADCASTSS    X5, Y5
 	VMULPS          Y5, Y6, Y6
@@ -9646,100 +9620,90 @@ TEXT ·dotQ6KVBMIVNNI256(SB), NOSPLIT, $32-28
 	JZ           donedotQ6KVBMIVNNI256
 
 loopdotQ6KVBMIVNNI256:
-	VPBROADCASTW 208(AX), X4
-	VCVTPH2PS    X4, X4
-	VPMOVSXBW    192(AX), Y5
-	VMOVDQU64    Y5, (SP)
-	VPERMB       (AX), Y1, Y6
-	VPERMB       32(AX), Y1, Y7
-	VPERMB       128(AX), Y1, Y5
-	VPBROADCASTD c32_33333333<>+0(SB), Y8
-	VPANDD       Y8, Y5, Y8
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y9
-	VPANDD       Y9, Y5, Y9
-	VPSLLW       $0x04, Y8, Y5
-	VPTERNLOGD   $0xd8, Y2, Y6, Y5
-	VPBROADCASTD (SP), Y10
-	VPERMB       4(CX), Y1, Y11
-	VPMADDUBSW   Y11, Y5, Y5
-	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y5, Y5
-	VPMADDWD     Y10, Y5, Y5
-	VPSLLW       $0x02, Y9, Y10
-	VPTERNLOGD   $0xd8, Y2, Y7, Y10
-	VPBROADCASTD 4(SP), Y11
-	VPERMB       36(CX), Y1, Y12
-	VPMADDUBSW   Y12, Y10, Y10
-	VPMADDUBSW   Y12, Y3, Y12
-	VPSUBW       Y12, Y10, Y10
-	VPMADDWD     Y11, Y10, Y10
-	VPSRLW       $0x04, Y6, Y6
-	VPTERNLOGD   $0xd8, Y2, Y6, Y8
-	VPBROADCASTD 8(SP), Y6
-	VPERMB       68(CX), Y1, Y11
-	VPMADDUBSW   Y11, Y8, Y8
-	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y8, Y8
-	VPDPWSSD     Y6, Y8, Y5
-	VPSRLW       $0x02, Y9, Y6
-	VPSRLW       $0x04, Y7, Y7
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 12(SP), Y7
-	VPERMB       100(CX), Y1, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y6, Y6
-	VPDPWSSD     Y7, Y6, Y10
-	VPERMB       64(AX), Y1, Y7
-	VPERMB       96(AX), Y1, Y8
-	VPERMB       160(AX), Y1, Y6
-	VPBROADCASTD c32_33333333<>+0(SB), Y9
-	VPANDD       Y9, Y6, Y9
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y11
-	VPANDD       Y11, Y6, Y11
-	VPSLLW       $0x04, Y9, Y6
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 16(SP), Y12
-	VPERMB       132(CX), Y1, Y13
-	VPMADDUBSW   Y13, Y6, Y6
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y6, Y6
-	VPDPWSSD     Y12, Y6, Y5
-	VPSLLW       $0x02, Y11, Y6
-	VPTERNLOGD   $0xd8, Y2, Y8, Y6
-	VPBROADCASTD 20(SP), Y12
-	VPERMB       164(CX), Y1, Y13
-	VPMADDUBSW   Y13, Y6, Y6
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y6, Y6
-	VPDPWSSD     Y12, Y6, Y10
-	VPSRLW       $0x04, Y7, Y6
-	VPTERNLOGD   $0xd8, Y2, Y6, Y9
-	VPBROADCASTD 24(SP), Y6
-	VPERMB       196(CX), Y1, Y7
-	VPMADDUBSW   Y7, Y9, Y9
-	VPMADDUBSW   Y7, Y3, Y7
-	VPSUBW       Y7, Y9, Y9
-	VPDPWSSD     Y6, Y9, Y5
-	VPSRLW       $0x02, Y11, Y6
-	VPSRLW       $0x04, Y8, Y7
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 28(SP), Y7
-	VPERMB       228(CX), Y1, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y6, Y6
-	VPDPWSSD     Y7, Y6, Y10
-	VPADDD       Y10, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULSS       (CX), X4, X4
-	VBROADCASTSS X4, Y4
-	VMULPS       Y4, Y5, Y5
-	VADDPS       Y5, Y0, Y0
-	ADDQ         $0x000000d2, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopdotQ6KVBMIVNNI256
+	VPBROADCASTW  208(AX), X6
+	VCVTPH2PS     X6, X6
+	VPMOVSXBW     192(AX), Y7
+	VMOVDQU64     Y7, (SP)
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPERMB        (AX), Y1, Y8
+	VPERMB        32(AX), Y1, Y9
+	VPERMB        128(AX), Y1, Y7
+	VPANDD.BCST   c32_33333333<>+0(SB), Y7, Y10
+	VPANDD.BCST   c32_cccccccc<>+0(SB), Y7, Y11
+	VPSLLW        $0x04, Y10, Y7
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMB        4(CX), Y1, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST (SP), Y7, Y4
+	VPSLLW        $0x02, Y11, Y7
+	VPTERNLOGD    $0xd8, Y2, Y9, Y7
+	VPERMB        36(CX), Y1, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 4(SP), Y7, Y5
+	VPSRLW        $0x04, Y8, Y7
+	VPTERNLOGD    $0xd8, Y2, Y7, Y10
+	VPERMB        68(CX), Y1, Y7
+	VPMADDUBSW    Y7, Y10, Y8
+	VPMADDUBSW    Y7, Y3, Y7
+	VPSUBW        Y7, Y8, Y8
+	VPDPWSSD.BCST 8(SP), Y8, Y4
+	VPSRLW        $0x02, Y11, Y7
+	VPSRLW        $0x04, Y9, Y8
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMB        100(CX), Y1, Y8
+	VPMADDUBSW    Y8, Y7, Y7
+	VPMADDUBSW    Y8, Y3, Y8
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD.BCST 12(SP), Y7, Y5
+	VPERMB        64(AX), Y1, Y8
+	VPERMB        96(AX), Y1, Y9
+	VPERMB        160(AX), Y1, Y7
+	VPANDD.BCST   c32_33333333<>+0(SB), Y7, Y10
+	VPANDD.BCST   c32_cccccccc<>+0(SB), Y7, Y11
+	VPSLLW        $0x04, Y10, Y7
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMB        132(CX), Y1, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 16(SP), Y7, Y4
+	VPSLLW        $0x02, Y11, Y7
+	VPTERNLOGD    $0xd8, Y2, Y9, Y7
+	VPERMB        164(CX), Y1, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 20(SP), Y7, Y5
+	VPSRLW        $0x04, Y8, Y7
+	VPTERNLOGD    $0xd8, Y2, Y7, Y10
+	VPERMB        196(CX), Y1, Y7
+	VPMADDUBSW    Y7, Y10, Y8
+	VPMADDUBSW    Y7, Y3, Y7
+	VPSUBW        Y7, Y8, Y8
+	VPDPWSSD.BCST 24(SP), Y8, Y4
+	VPSRLW        $0x02, Y11, Y7
+	VPSRLW        $0x04, Y9, Y8
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMB        228(CX), Y1, Y8
+	VPMADDUBSW    Y8, Y7, Y7
+	VPMADDUBSW    Y8, Y3, Y8
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD.BCST 28(SP), Y7, Y5
+	VPADDD        Y5, Y4, Y4
+	VCVTDQ2PS     Y4, Y7
+	VMULSS        (CX), X6, X6
+	VBROADCASTSS  X6, Y6
+	VMULPS        Y6, Y7, Y7
+	VADDPS        Y7, Y0, Y0
+	ADDQ          $0x000000d2, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotQ6KVBMIVNNI256
 
 donedotQ6KVBMIVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -9788,10 +9752,8 @@ loopdotQ6KVBMIx4VNNI256:
 	VPERMB       (AX), Y4, Y9
 	VPERMB       32(AX), Y4, Y10
 	VPERMB       128(AX), Y4, Y8
-	VPBROADCASTD c32_33333333<>+0(SB), Y11
-	VPANDD       Y11, Y8, Y11
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y12
-	VPANDD       Y12, Y8, Y12
+	VPANDD.BCST  c32_33333333<>+0(SB), Y8, Y11
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y8, Y12
 	VPSLLW       $0x04, Y11, Y8
 	VPTERNLOGD   $0xd8, Y5, Y9, Y8
 	VPBROADCASTD (SP), Y13
@@ -9888,10 +9850,8 @@ loopdotQ6KVBMIx4VNNI256:
 	VPERMB       64(AX), Y4, Y10
 	VPERMB       96(AX), Y4, Y11
 	VPERMB       160(AX), Y4, Y9
-	VPBROADCASTD c32_33333333<>+0(SB), Y12
-	VPANDD       Y12, Y9, Y12
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y13
-	VPANDD       Y13, Y9, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y9, Y12
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y9, Y13
 	VPSLLW       $0x04, Y12, Y9
 	VPTERNLOGD   $0xd8, Y5, Y10, Y9
 	VPBROADCASTD 16(SP), Y17

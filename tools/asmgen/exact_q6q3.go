@@ -262,19 +262,36 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 			return s
 		}
 	}
+	// One 256-bit VNNI row takes its scales straight from the stack, as
+	// an embedded broadcast.
+	bcst := t.vnni && !t.zmm() && len(c.acts) == 1
 	sums := make([]*isumAcc, len(c.acts))
 	for k := range sums {
 		sums[k] = t.newIsum(nacc)
+		if bcst {
+			for r := range sums[k].regs {
+				sums[k].regs[r] = t.vec()
+				t.zero(sums[k].regs[r])
+			}
+			sums[k].n = nacc
+		}
 	}
 	for i := 0; i < 256/t.w; i++ {
 		u := quants(i)
-		s := scale(i)
+		var s VecVirtual
+		if !bcst {
+			s = scale(i)
+		}
 		for k, a := range c.acts {
 			y := c.perm(a.Offset(q8KQs + i*t.w))
 			p := t.vec()
 			VPMADDUBSW(y, u, p)
 			VPMADDUBSW(y, coff, y)
 			VPSUBW(y, p, p)
+			if bcst {
+				vnniOp("VPDPWSSD.BCST", c.stack.Offset(4*i), p, sums[k].regs[i%nacc])
+				continue
+			}
 			sums[k].add(p, s)
 		}
 	}
@@ -405,8 +422,8 @@ func q6KQuantsEVEX(c *xctx, i int, c0F VecVirtual, ql *[2]VecVirtual, qa, qb *Ve
 			ql[1] = c.perm(Mem{Base: wp, Disp: 64*h + 32})
 			qh := c.perm(Mem{Base: wp, Disp: 128 + 32*h})
 			*qa, *qb = t.vec(), t.vec()
-			t.and(t.splat(0x33333333), qh, *qa)
-			t.and(t.splat(0xcccccccc), qh, *qb)
+			VPANDD_BCST(constU32(0x33333333), qh, *qa)
+			VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
 		}
 		switch j {
 		case 0:
