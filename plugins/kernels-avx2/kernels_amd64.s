@@ -727,24 +727,24 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y7, Y7
 	VPOR           Y7, Y4, Y4
 	VPBROADCASTD   128(SP), Y7
-	VPERMD         4(CX), Y0, Y8
-	VPSHUFB        xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW     Y8, Y4, Y9
-	VPMADDUBSW     Y8, Y2, Y8
-	VPSUBW         Y8, Y9, Y9
-	VPMADDWD       Y7, Y9, Y8
-	VPERMD         4(CX)(BX*1), Y0, Y9
+	VPERMD         4(CX), Y0, Y9
 	VPSHUFB        xpshufb32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y4, Y10
+	VPMADDUBSW     Y9, Y4, Y8
 	VPMADDUBSW     Y9, Y2, Y9
-	VPSUBW         Y9, Y10, Y10
-	VPMADDWD       Y7, Y10, Y9
-	VPERMD         4(CX)(BX*2), Y0, Y10
+	VPSUBW         Y9, Y8, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPERMD         4(CX)(BX*1), Y0, Y10
 	VPSHUFB        xpshufb32<>+0(SB), Y10, Y10
-	VPMADDUBSW     Y10, Y4, Y11
+	VPMADDUBSW     Y10, Y4, Y9
 	VPMADDUBSW     Y10, Y2, Y10
-	VPSUBW         Y10, Y11, Y11
-	VPMADDWD       Y7, Y11, Y10
+	VPSUBW         Y10, Y9, Y9
+	VPMADDWD       Y7, Y9, Y9
+	VPERMD         4(CX)(BX*2), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y4, Y10
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y10, Y10
+	VPMADDWD       Y7, Y10, Y10
 	VPERMD         4(CX)(SI*1), Y0, Y11
 	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
 	VPMADDUBSW     Y11, Y4, Y4
@@ -757,27 +757,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y7, Y7
 	VPBROADCASTD   132(SP), Y11
-	VPERMD         36(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         36(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         36(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         36(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         36(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         36(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         36(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y7, Y7
@@ -791,27 +791,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y7, Y7
 	VPBROADCASTD   136(SP), Y11
-	VPERMD         68(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         68(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         68(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         68(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         68(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         68(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         68(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y7, Y7
@@ -825,27 +825,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y7, Y7
 	VPOR           Y7, Y6, Y6
 	VPBROADCASTD   140(SP), Y7
-	VPERMD         100(CX), Y0, Y11
-	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW     Y11, Y6, Y12
-	VPMADDUBSW     Y11, Y2, Y11
-	VPSUBW         Y11, Y12, Y12
-	VPMADDWD       Y7, Y12, Y12
-	VPADDD         Y12, Y8, Y8
-	VPERMD         100(CX)(BX*1), Y0, Y11
-	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW     Y11, Y6, Y12
-	VPMADDUBSW     Y11, Y2, Y11
-	VPSUBW         Y11, Y12, Y12
-	VPMADDWD       Y7, Y12, Y12
-	VPADDD         Y12, Y9, Y9
-	VPERMD         100(CX)(BX*2), Y0, Y11
-	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW     Y11, Y6, Y12
-	VPMADDUBSW     Y11, Y2, Y11
-	VPSUBW         Y11, Y12, Y12
-	VPMADDWD       Y7, Y12, Y12
-	VPADDD         Y12, Y10, Y10
+	VPERMD         100(CX), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y11
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y11, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPERMD         100(CX)(BX*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y11
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y11, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPADDD         Y11, Y9, Y9
+	VPERMD         100(CX)(BX*2), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y11
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y11, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPADDD         Y11, Y10, Y10
 	VPERMD         100(CX)(SI*1), Y0, Y11
 	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
 	VPMADDUBSW     Y11, Y6, Y6
@@ -861,27 +861,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y6, Y6
 	VPBROADCASTD   144(SP), Y11
-	VPERMD         132(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         132(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         132(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         132(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         132(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         132(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         132(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y6, Y6
@@ -895,27 +895,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y6, Y6
 	VPBROADCASTD   148(SP), Y11
-	VPERMD         164(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         164(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         164(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         164(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         164(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         164(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         164(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y6, Y6
@@ -929,27 +929,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y6, Y6
 	VPBROADCASTD   152(SP), Y11
-	VPERMD         196(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         196(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         196(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         196(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         196(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         196(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         196(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y6, Y6
@@ -963,27 +963,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y5, Y5
 	VPOR           Y5, Y6, Y6
 	VPBROADCASTD   156(SP), Y5
-	VPERMD         228(CX), Y0, Y7
-	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y6, Y11
-	VPMADDUBSW     Y7, Y2, Y7
-	VPSUBW         Y7, Y11, Y11
-	VPMADDWD       Y5, Y11, Y11
-	VPADDD         Y11, Y8, Y8
-	VPERMD         228(CX)(BX*1), Y0, Y7
-	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y6, Y11
-	VPMADDUBSW     Y7, Y2, Y7
-	VPSUBW         Y7, Y11, Y11
-	VPMADDWD       Y5, Y11, Y11
-	VPADDD         Y11, Y9, Y9
-	VPERMD         228(CX)(BX*2), Y0, Y7
-	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y6, Y11
-	VPMADDUBSW     Y7, Y2, Y7
-	VPSUBW         Y7, Y11, Y11
-	VPMADDWD       Y5, Y11, Y11
-	VPADDD         Y11, Y10, Y10
+	VPERMD         228(CX), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y7
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y8, Y8
+	VPERMD         228(CX)(BX*1), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y7
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPERMD         228(CX)(BX*2), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y7
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y10, Y10
 	VPERMD         228(CX)(SI*1), Y0, Y7
 	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
 	VPMADDUBSW     Y7, Y6, Y6
@@ -1102,6 +1102,467 @@ DATA v32_00200020<>+20(SB)/4, $0x00200020
 DATA v32_00200020<>+24(SB)/4, $0x00200020
 DATA v32_00200020<>+28(SB)/4, $0x00200020
 GLOBL v32_00200020<>(SB), RODATA|NOPTR, $32
+
+// func dotQ3KPAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ3KPAVX2(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           donedotQ3KPAVX2
+
+loopdotQ3KPAVX2:
+	VPBROADCASTW   108(AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTI128 94(AX), Y6
+	VPSHUFB        q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD        q3ash_y<>+0(SB), Y7, Y7
+	VPAND          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB        q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD        q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD        q3tr_y<>+0(SB), Y6, Y6
+	VPAND          q3tm_y<>+0(SB), Y6, Y6
+	VPOR           Y6, Y7, Y7
+	VPMOVZXBW      X7, Y6
+	VPSUBW         Y4, Y6, Y6
+	VPERMD         (AX), Y1, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VMOVDQU        Y6, (SP)
+	VPERMD         32(AX), Y1, Y8
+	VPSHUFB        xpshufb32<>+0(SB), Y8, Y8
+	VMOVDQA        Y8, Y6
+	VPAND          Y2, Y6, Y6
+	VPSLLW         $0x02, Y7, Y9
+	VPAND          Y3, Y9, Y9
+	VPOR           Y9, Y6, Y6
+	VPBROADCASTD   (SP), Y9
+	VPMADDUBSW     (CX), Y6, Y6
+	VPSUBW         256(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPSRLW         $0x02, Y8, Y9
+	VPAND          Y2, Y9, Y9
+	VPSLLW         $0x01, Y7, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPBROADCASTD   4(SP), Y10
+	VPMADDUBSW     32(CX), Y9, Y9
+	VPSUBW         288(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPSRLW         $0x04, Y8, Y10
+	VPAND          Y2, Y10, Y10
+	VMOVDQA        Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPBROADCASTD   8(SP), Y11
+	VPMADDUBSW     64(CX), Y10, Y10
+	VPSUBW         320(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y6, Y6
+	VPSRLW         $0x06, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x01, Y7, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPBROADCASTD   12(SP), Y10
+	VPMADDUBSW     96(CX), Y8, Y8
+	VPSUBW         352(CX), Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPERMD         64(AX), Y1, Y10
+	VPSHUFB        xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA        Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x02, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   16(SP), Y11
+	VPMADDUBSW     128(CX), Y8, Y8
+	VPSUBW         384(CX), Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y6, Y6
+	VPSRLW         $0x02, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x03, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   20(SP), Y11
+	VPMADDUBSW     160(CX), Y8, Y8
+	VPSUBW         416(CX), Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPSRLW         $0x04, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x04, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   24(SP), Y11
+	VPMADDUBSW     192(CX), Y8, Y8
+	VPSUBW         448(CX), Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y6, Y6
+	VPSRLW         $0x06, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x05, Y7, Y7
+	VPAND          Y3, Y7, Y7
+	VPOR           Y7, Y8, Y8
+	VPBROADCASTD   28(SP), Y7
+	VPMADDUBSW     224(CX), Y8, Y8
+	VPSUBW         480(CX), Y8, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VMULSS         512(CX), X5, X5
+	VBROADCASTSS   X5, Y5
+	VMULPS         Y5, Y6, Y6
+	VADDPS         Y6, Y0, Y0
+	ADDQ           $0x0000006e, AX
+	ADDQ           $0x00000240, CX
+	DECQ           DX
+	JNZ            loopdotQ3KPAVX2
+
+donedotQ3KPAVX2:
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	MOVSS        X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ3KPx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ3KPx4AVX2(SB), NOSPLIT, $160-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, (SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 32(SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 64(SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 96(SP)
+	VMOVDQU      xpermd32<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Y1
+	VPBROADCASTD c32_04040404<>+0(SB), Y2
+	TESTQ        DX, DX
+	JZ           donedotQ3KPx4AVX2
+
+loopdotQ3KPx4AVX2:
+	VPBROADCASTW   108(AX), X3
+	VCVTPH2PS      X3, X3
+	VBROADCASTI128 94(AX), Y4
+	VPSHUFB        q3a_y<>+0(SB), Y4, Y5
+	VPSRLVD        q3ash_y<>+0(SB), Y5, Y5
+	VPAND          q3am_y<>+0(SB), Y5, Y5
+	VPSHUFB        q3t_y<>+0(SB), Y4, Y4
+	VPSLLVD        q3tl_y<>+0(SB), Y4, Y4
+	VPSRLVD        q3tr_y<>+0(SB), Y4, Y4
+	VPAND          q3tm_y<>+0(SB), Y4, Y4
+	VPOR           Y4, Y5, Y5
+	VPMOVZXBW      X5, Y4
+	VPSUBW         v32_00200020<>+0(SB), Y4, Y4
+	VPERMD         (AX), Y0, Y5
+	VPSHUFB        xpshufb32<>+0(SB), Y5, Y5
+	VMOVDQU        Y4, 128(SP)
+	VPERMD         32(AX), Y0, Y6
+	VPSHUFB        xpshufb32<>+0(SB), Y6, Y6
+	VMOVDQA        Y6, Y4
+	VPAND          Y1, Y4, Y4
+	VPSLLW         $0x02, Y5, Y7
+	VPAND          Y2, Y7, Y7
+	VPOR           Y7, Y4, Y4
+	VPBROADCASTD   128(SP), Y7
+	VPMADDUBSW     (CX), Y4, Y8
+	VPSUBW         256(CX), Y8, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPMADDUBSW     (CX)(BX*1), Y4, Y9
+	VPSUBW         256(CX)(BX*1), Y9, Y9
+	VPMADDWD       Y7, Y9, Y9
+	VPMADDUBSW     (CX)(BX*2), Y4, Y10
+	VPSUBW         256(CX)(BX*2), Y10, Y10
+	VPMADDWD       Y7, Y10, Y10
+	VPMADDUBSW     (CX)(SI*1), Y4, Y4
+	VPSUBW         256(CX)(SI*1), Y4, Y4
+	VPMADDWD       Y7, Y4, Y4
+	VPSRLW         $0x02, Y6, Y7
+	VPAND          Y1, Y7, Y7
+	VPSLLW         $0x01, Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y7, Y7
+	VPBROADCASTD   132(SP), Y11
+	VPMADDUBSW     32(CX), Y7, Y12
+	VPSUBW         288(CX), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPMADDUBSW     32(CX)(BX*1), Y7, Y12
+	VPSUBW         288(CX)(BX*1), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPMADDUBSW     32(CX)(BX*2), Y7, Y12
+	VPSUBW         288(CX)(BX*2), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
+	VPMADDUBSW     32(CX)(SI*1), Y7, Y7
+	VPSUBW         288(CX)(SI*1), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPSRLW         $0x04, Y6, Y7
+	VPAND          Y1, Y7, Y7
+	VMOVDQA        Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y7, Y7
+	VPBROADCASTD   136(SP), Y11
+	VPMADDUBSW     64(CX), Y7, Y12
+	VPSUBW         320(CX), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPMADDUBSW     64(CX)(BX*1), Y7, Y12
+	VPSUBW         320(CX)(BX*1), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPMADDUBSW     64(CX)(BX*2), Y7, Y12
+	VPSUBW         320(CX)(BX*2), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
+	VPMADDUBSW     64(CX)(SI*1), Y7, Y7
+	VPSUBW         320(CX)(SI*1), Y7, Y7
+	VPMADDWD       Y11, Y7, Y7
+	VPADDD         Y7, Y4, Y4
+	VPSRLW         $0x06, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x01, Y5, Y7
+	VPAND          Y2, Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VPBROADCASTD   140(SP), Y7
+	VPMADDUBSW     96(CX), Y6, Y11
+	VPSUBW         352(CX), Y11, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPMADDUBSW     96(CX)(BX*1), Y6, Y11
+	VPSUBW         352(CX)(BX*1), Y11, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPADDD         Y11, Y9, Y9
+	VPMADDUBSW     96(CX)(BX*2), Y6, Y11
+	VPSUBW         352(CX)(BX*2), Y11, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPADDD         Y11, Y10, Y10
+	VPMADDUBSW     96(CX)(SI*1), Y6, Y6
+	VPSUBW         352(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y7, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPERMD         64(AX), Y0, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VMOVDQA        Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x02, Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y6, Y6
+	VPBROADCASTD   144(SP), Y11
+	VPMADDUBSW     128(CX), Y6, Y12
+	VPSUBW         384(CX), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPMADDUBSW     128(CX)(BX*1), Y6, Y12
+	VPSUBW         384(CX)(BX*1), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPMADDUBSW     128(CX)(BX*2), Y6, Y12
+	VPSUBW         384(CX)(BX*2), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
+	VPMADDUBSW     128(CX)(SI*1), Y6, Y6
+	VPSUBW         384(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y11, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPSRLW         $0x02, Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x03, Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y6, Y6
+	VPBROADCASTD   148(SP), Y11
+	VPMADDUBSW     160(CX), Y6, Y12
+	VPSUBW         416(CX), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPMADDUBSW     160(CX)(BX*1), Y6, Y12
+	VPSUBW         416(CX)(BX*1), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPMADDUBSW     160(CX)(BX*2), Y6, Y12
+	VPSUBW         416(CX)(BX*2), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
+	VPMADDUBSW     160(CX)(SI*1), Y6, Y6
+	VPSUBW         416(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y11, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPSRLW         $0x04, Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x04, Y5, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y6, Y6
+	VPBROADCASTD   152(SP), Y11
+	VPMADDUBSW     192(CX), Y6, Y12
+	VPSUBW         448(CX), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPMADDUBSW     192(CX)(BX*1), Y6, Y12
+	VPSUBW         448(CX)(BX*1), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPMADDUBSW     192(CX)(BX*2), Y6, Y12
+	VPSUBW         448(CX)(BX*2), Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
+	VPMADDUBSW     192(CX)(SI*1), Y6, Y6
+	VPSUBW         448(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y11, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VPSRLW         $0x06, Y7, Y6
+	VPAND          Y1, Y6, Y6
+	VPSRLW         $0x05, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPOR           Y5, Y6, Y6
+	VPBROADCASTD   156(SP), Y5
+	VPMADDUBSW     224(CX), Y6, Y7
+	VPSUBW         480(CX), Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y8, Y8
+	VPMADDUBSW     224(CX)(BX*1), Y6, Y7
+	VPSUBW         480(CX)(BX*1), Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPMADDUBSW     224(CX)(BX*2), Y6, Y7
+	VPSUBW         480(CX)(BX*2), Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y10, Y10
+	VPMADDUBSW     224(CX)(SI*1), Y6, Y6
+	VPSUBW         480(CX)(SI*1), Y6, Y6
+	VPMADDWD       Y5, Y6, Y6
+	VPADDD         Y6, Y4, Y4
+	VCVTDQ2PS      Y8, Y5
+	VMULSS         512(CX), X3, X6
+	VBROADCASTSS   X6, Y6
+	VMULPS         Y6, Y5, Y5
+	VADDPS         (SP), Y5, Y5
+	VMOVUPS        Y5, (SP)
+	VCVTDQ2PS      Y9, Y5
+	VMULSS         512(CX)(BX*1), X3, X6
+	VBROADCASTSS   X6, Y6
+	VMULPS         Y6, Y5, Y5
+	VADDPS         32(SP), Y5, Y5
+	VMOVUPS        Y5, 32(SP)
+	VCVTDQ2PS      Y10, Y5
+	VMULSS         512(CX)(BX*2), X3, X6
+	VBROADCASTSS   X6, Y6
+	VMULPS         Y6, Y5, Y5
+	VADDPS         64(SP), Y5, Y5
+	VMOVUPS        Y5, 64(SP)
+	VCVTDQ2PS      Y4, Y4
+	VMULSS         512(CX)(SI*1), X3, X3
+	VBROADCASTSS   X3, Y3
+	VMULPS         Y3, Y4, Y4
+	VADDPS         96(SP), Y4, Y4
+	VMOVUPS        Y4, 96(SP)
+	ADDQ           $0x0000006e, AX
+	ADDQ           $0x00000240, CX
+	DECQ           DX
+	JNZ            loopdotQ3KPx4AVX2
+
+donedotQ3KPx4AVX2:
+	MOVQ         out+32(FP), AX
+	VMOVUPS      (SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	VMOVUPS      32(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VMOVUPS      64(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VMOVUPS      96(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 12(AX)
+	VZEROUPPER
+	RET
 
 // func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
@@ -1308,24 +1769,24 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y6, Y6
 	VPOR         Y6, Y5, Y5
 	VPBROADCASTD 128(SP), Y6
-	VPERMD       4(CX), Y0, Y10
-	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
-	VPMADDUBSW   Y10, Y5, Y11
-	VPMADDUBSW   Y10, Y3, Y10
-	VPSUBW       Y10, Y11, Y11
-	VPMADDWD     Y6, Y11, Y10
-	VPERMD       4(CX)(BX*1), Y0, Y11
+	VPERMD       4(CX), Y0, Y11
 	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y5, Y12
+	VPMADDUBSW   Y11, Y5, Y10
 	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPMADDWD     Y6, Y12, Y11
-	VPERMD       4(CX)(BX*2), Y0, Y12
+	VPSUBW       Y11, Y10, Y10
+	VPMADDWD     Y6, Y10, Y10
+	VPERMD       4(CX)(BX*1), Y0, Y12
 	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW   Y12, Y5, Y13
+	VPMADDUBSW   Y12, Y5, Y11
 	VPMADDUBSW   Y12, Y3, Y12
-	VPSUBW       Y12, Y13, Y13
-	VPMADDWD     Y6, Y13, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPMADDWD     Y6, Y11, Y11
+	VPERMD       4(CX)(BX*2), Y0, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y12
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y6, Y12, Y12
 	VPERMD       4(CX)(SI*1), Y0, Y13
 	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y5, Y5
@@ -1337,27 +1798,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y13, Y13
 	VPOR         Y13, Y6, Y6
 	VPBROADCASTD 132(SP), Y13
-	VPERMD       36(CX), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y13, Y15, Y15
-	VPADDD       Y15, Y10, Y10
-	VPERMD       36(CX)(BX*1), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y13, Y15, Y15
-	VPADDD       Y15, Y11, Y11
-	VPERMD       36(CX)(BX*2), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y13, Y15, Y15
-	VPADDD       Y15, Y12, Y12
+	VPERMD       36(CX), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       36(CX)(BX*1), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       36(CX)(BX*2), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
 	VPERMD       36(CX)(SI*1), Y0, Y14
 	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y6, Y6
@@ -1371,27 +1832,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 136(SP), Y7
-	VPERMD       68(CX), Y0, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y14
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y10, Y10
-	VPERMD       68(CX)(BX*1), Y0, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y14
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y11, Y11
-	VPERMD       68(CX)(BX*2), Y0, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y14
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y12, Y12
+	VPERMD       68(CX), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y13
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y7, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPERMD       68(CX)(BX*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y13
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y7, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPERMD       68(CX)(BX*2), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y13
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y7, Y13, Y13
+	VPADDD       Y13, Y12, Y12
 	VPERMD       68(CX)(SI*1), Y0, Y13
 	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y6, Y6
@@ -1405,27 +1866,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 140(SP), Y7
-	VPERMD       100(CX), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y10, Y10
-	VPERMD       100(CX)(BX*1), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y11, Y11
-	VPERMD       100(CX)(BX*2), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y12, Y12
+	VPERMD       100(CX), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VPERMD       100(CX)(BX*1), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y11, Y11
+	VPERMD       100(CX)(BX*2), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y12, Y12
 	VPERMD       100(CX)(SI*1), Y0, Y8
 	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPMADDUBSW   Y8, Y6, Y6
@@ -1444,27 +1905,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 144(SP), Y7
-	VPERMD       132(CX), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y10, Y10
-	VPERMD       132(CX)(BX*1), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y11, Y11
-	VPERMD       132(CX)(BX*2), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y12, Y12
+	VPERMD       132(CX), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       132(CX)(BX*1), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       132(CX)(BX*2), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y12, Y12
 	VPERMD       132(CX)(SI*1), Y0, Y14
 	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y6, Y6
@@ -1477,27 +1938,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 148(SP), Y7
-	VPERMD       164(CX), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y10, Y10
-	VPERMD       164(CX)(BX*1), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y11, Y11
-	VPERMD       164(CX)(BX*2), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y12, Y12
+	VPERMD       164(CX), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       164(CX)(BX*1), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       164(CX)(BX*2), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y12, Y12
 	VPERMD       164(CX)(SI*1), Y0, Y14
 	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y6, Y6
@@ -1511,27 +1972,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 152(SP), Y7
-	VPERMD       196(CX), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y14
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y10, Y10
-	VPERMD       196(CX)(BX*1), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y14
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y11, Y11
-	VPERMD       196(CX)(BX*2), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y14
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y12, Y12
+	VPERMD       196(CX), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y8
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VPERMD       196(CX)(BX*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y8
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y11, Y11
+	VPERMD       196(CX)(BX*2), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y8
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y12, Y12
 	VPERMD       196(CX)(SI*1), Y0, Y8
 	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPMADDUBSW   Y8, Y6, Y6
@@ -1545,27 +2006,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 156(SP), Y7
-	VPERMD       228(CX), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y10, Y10
-	VPERMD       228(CX)(BX*1), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y11, Y11
-	VPERMD       228(CX)(BX*2), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y12, Y12
+	VPERMD       228(CX), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VPERMD       228(CX)(BX*1), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y11, Y11
+	VPERMD       228(CX)(BX*2), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y12, Y12
 	VPERMD       228(CX)(SI*1), Y0, Y8
 	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPMADDUBSW   Y8, Y6, Y6
@@ -1603,6 +2064,452 @@ loopdotQ6Kx4AVX2:
 	JNZ          loopdotQ6Kx4AVX2
 
 donedotQ6Kx4AVX2:
+	MOVQ         out+32(FP), AX
+	VMOVUPS      (SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	VMOVUPS      32(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VMOVUPS      64(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VMOVUPS      96(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KPAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ6KPAVX2(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	VPBROADCASTD c32_30303030<>+0(SB), Y3
+	VPBROADCASTD c32_20202020<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           donedotQ6KPAVX2
+
+loopdotQ6KPAVX2:
+	VPBROADCASTW 208(AX), X4
+	VCVTPH2PS    X4, X4
+	VPMOVSXBW    192(AX), Y5
+	VMOVDQU      Y5, (SP)
+	VPERMD       (AX), Y1, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
+	VPERMD       32(AX), Y1, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPERMD       128(AX), Y1, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPAND        Y2, Y7, Y5
+	VPSLLW       $0x04, Y9, Y6
+	VPAND        Y3, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD (SP), Y6
+	VPMADDUBSW   (CX), Y5, Y5
+	VPSUBW       256(CX), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPAND        Y2, Y8, Y6
+	VPSLLW       $0x02, Y9, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y6, Y6
+	VPBROADCASTD 4(SP), Y10
+	VPMADDUBSW   32(CX), Y6, Y6
+	VPSUBW       288(CX), Y6, Y6
+	VPMADDWD     Y10, Y6, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VMOVDQA      Y9, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPBROADCASTD 8(SP), Y10
+	VPMADDUBSW   64(CX), Y7, Y7
+	VPSUBW       320(CX), Y7, Y7
+	VPMADDWD     Y10, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        Y2, Y7, Y7
+	VPSRLW       $0x02, Y9, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 12(SP), Y8
+	VPMADDUBSW   96(CX), Y7, Y7
+	VPSUBW       352(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPERMD       64(AX), Y1, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPERMD       96(AX), Y1, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPERMD       160(AX), Y1, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPAND        Y2, Y9, Y7
+	VPSLLW       $0x04, Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 16(SP), Y8
+	VPMADDUBSW   128(CX), Y7, Y7
+	VPSUBW       384(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPAND        Y2, Y10, Y7
+	VPSLLW       $0x02, Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 20(SP), Y8
+	VPMADDUBSW   160(CX), Y7, Y7
+	VPSUBW       416(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSRLW       $0x04, Y9, Y7
+	VPAND        Y2, Y7, Y7
+	VMOVDQA      Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 24(SP), Y8
+	VPMADDUBSW   192(CX), Y7, Y7
+	VPSUBW       448(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y10, Y7
+	VPAND        Y2, Y7, Y7
+	VPSRLW       $0x02, Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 28(SP), Y8
+	VPMADDUBSW   224(CX), Y7, Y7
+	VPSUBW       480(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULSS       512(CX), X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ6KPAVX2
+
+donedotQ6KPAVX2:
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	MOVSS        X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ6KPx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ6KPx4AVX2(SB), NOSPLIT, $160-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, (SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 32(SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 64(SP)
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 96(SP)
+	VMOVDQU      xpermd32<>+0(SB), Y0
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y1
+	VPBROADCASTD c32_30303030<>+0(SB), Y2
+	VPBROADCASTD c32_20202020<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           donedotQ6KPx4AVX2
+
+loopdotQ6KPx4AVX2:
+	VPBROADCASTW 208(AX), X3
+	VCVTPH2PS    X3, X3
+	VPMOVSXBW    192(AX), Y4
+	VMOVDQU      Y4, 128(SP)
+	VPERMD       (AX), Y0, Y6
+	VPSHUFB      xpshufb32<>+0(SB), Y6, Y6
+	VPERMD       32(AX), Y0, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
+	VPERMD       128(AX), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPAND        Y1, Y6, Y4
+	VPSLLW       $0x04, Y8, Y5
+	VPAND        Y2, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPBROADCASTD 128(SP), Y5
+	VPMADDUBSW   (CX), Y4, Y9
+	VPSUBW       256(CX), Y9, Y9
+	VPMADDWD     Y5, Y9, Y9
+	VPMADDUBSW   (CX)(BX*1), Y4, Y10
+	VPSUBW       256(CX)(BX*1), Y10, Y10
+	VPMADDWD     Y5, Y10, Y10
+	VPMADDUBSW   (CX)(BX*2), Y4, Y11
+	VPSUBW       256(CX)(BX*2), Y11, Y11
+	VPMADDWD     Y5, Y11, Y11
+	VPMADDUBSW   (CX)(SI*1), Y4, Y4
+	VPSUBW       256(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPAND        Y1, Y7, Y5
+	VPSLLW       $0x02, Y8, Y12
+	VPAND        Y2, Y12, Y12
+	VPOR         Y12, Y5, Y5
+	VPBROADCASTD 132(SP), Y12
+	VPMADDUBSW   32(CX), Y5, Y13
+	VPSUBW       288(CX), Y13, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   32(CX)(BX*1), Y5, Y13
+	VPSUBW       288(CX)(BX*1), Y13, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   32(CX)(BX*2), Y5, Y13
+	VPSUBW       288(CX)(BX*2), Y13, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   32(CX)(SI*1), Y5, Y5
+	VPSUBW       288(CX)(SI*1), Y5, Y5
+	VPMADDWD     Y12, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSRLW       $0x04, Y6, Y5
+	VPAND        Y1, Y5, Y5
+	VMOVDQA      Y8, Y6
+	VPAND        Y2, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD 136(SP), Y6
+	VPMADDUBSW   64(CX), Y5, Y12
+	VPSUBW       320(CX), Y12, Y12
+	VPMADDWD     Y6, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   64(CX)(BX*1), Y5, Y12
+	VPSUBW       320(CX)(BX*1), Y12, Y12
+	VPMADDWD     Y6, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDUBSW   64(CX)(BX*2), Y5, Y12
+	VPSUBW       320(CX)(BX*2), Y12, Y12
+	VPMADDWD     Y6, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPMADDUBSW   64(CX)(SI*1), Y5, Y5
+	VPSUBW       320(CX)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSRLW       $0x04, Y7, Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLW       $0x02, Y8, Y6
+	VPAND        Y2, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD 140(SP), Y6
+	VPMADDUBSW   96(CX), Y5, Y7
+	VPSUBW       352(CX), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y9, Y9
+	VPMADDUBSW   96(CX)(BX*1), Y5, Y7
+	VPSUBW       352(CX)(BX*1), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y10, Y10
+	VPMADDUBSW   96(CX)(BX*2), Y5, Y7
+	VPSUBW       352(CX)(BX*2), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y11, Y11
+	VPMADDUBSW   96(CX)(SI*1), Y5, Y5
+	VPSUBW       352(CX)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPERMD       64(AX), Y0, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
+	VPERMD       96(AX), Y0, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPERMD       160(AX), Y0, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPAND        Y1, Y7, Y5
+	VPSLLW       $0x04, Y12, Y6
+	VPAND        Y2, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD 144(SP), Y6
+	VPMADDUBSW   128(CX), Y5, Y13
+	VPSUBW       384(CX), Y13, Y13
+	VPMADDWD     Y6, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   128(CX)(BX*1), Y5, Y13
+	VPSUBW       384(CX)(BX*1), Y13, Y13
+	VPMADDWD     Y6, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   128(CX)(BX*2), Y5, Y13
+	VPSUBW       384(CX)(BX*2), Y13, Y13
+	VPMADDWD     Y6, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   128(CX)(SI*1), Y5, Y5
+	VPSUBW       384(CX)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPAND        Y1, Y8, Y5
+	VPSLLW       $0x02, Y12, Y6
+	VPAND        Y2, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD 148(SP), Y6
+	VPMADDUBSW   160(CX), Y5, Y13
+	VPSUBW       416(CX), Y13, Y13
+	VPMADDWD     Y6, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   160(CX)(BX*1), Y5, Y13
+	VPSUBW       416(CX)(BX*1), Y13, Y13
+	VPMADDWD     Y6, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   160(CX)(BX*2), Y5, Y13
+	VPSUBW       416(CX)(BX*2), Y13, Y13
+	VPMADDWD     Y6, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   160(CX)(SI*1), Y5, Y5
+	VPSUBW       416(CX)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSRLW       $0x04, Y7, Y5
+	VPAND        Y1, Y5, Y5
+	VMOVDQA      Y12, Y6
+	VPAND        Y2, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD 152(SP), Y6
+	VPMADDUBSW   192(CX), Y5, Y7
+	VPSUBW       448(CX), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y9, Y9
+	VPMADDUBSW   192(CX)(BX*1), Y5, Y7
+	VPSUBW       448(CX)(BX*1), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y10, Y10
+	VPMADDUBSW   192(CX)(BX*2), Y5, Y7
+	VPSUBW       448(CX)(BX*2), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y11, Y11
+	VPMADDUBSW   192(CX)(SI*1), Y5, Y5
+	VPSUBW       448(CX)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSRLW       $0x04, Y8, Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLW       $0x02, Y12, Y6
+	VPAND        Y2, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD 156(SP), Y6
+	VPMADDUBSW   224(CX), Y5, Y7
+	VPSUBW       480(CX), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y9, Y9
+	VPMADDUBSW   224(CX)(BX*1), Y5, Y7
+	VPSUBW       480(CX)(BX*1), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y10, Y10
+	VPMADDUBSW   224(CX)(BX*2), Y5, Y7
+	VPSUBW       480(CX)(BX*2), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y11, Y11
+	VPMADDUBSW   224(CX)(SI*1), Y5, Y5
+	VPSUBW       480(CX)(SI*1), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y9, Y5
+	VMULSS       512(CX), X3, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VADDPS       (SP), Y5, Y5
+	VMOVUPS      Y5, (SP)
+	VCVTDQ2PS    Y10, Y5
+	VMULSS       512(CX)(BX*1), X3, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VADDPS       32(SP), Y5, Y5
+	VMOVUPS      Y5, 32(SP)
+	VCVTDQ2PS    Y11, Y5
+	VMULSS       512(CX)(BX*2), X3, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VADDPS       64(SP), Y5, Y5
+	VMOVUPS      Y5, 64(SP)
+	VCVTDQ2PS    Y4, Y4
+	VMULSS       512(CX)(SI*1), X3, X3
+	VBROADCASTSS X3, Y3
+	VMULPS       Y3, Y4, Y4
+	VADDPS       96(SP), Y4, Y4
+	VMOVUPS      Y4, 96(SP)
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ6KPx4AVX2
+
+donedotQ6KPx4AVX2:
 	MOVQ         out+32(FP), AX
 	VMOVUPS      (SP), Y0
 	VEXTRACTF128 $0x01, Y0, X1

@@ -9,6 +9,10 @@ type Funcs struct {
 	// kernels take four Q8_K rows astride bytes apart into out[0:4].
 	Q2K, Q3K, Q4K, Q5K, Q6K           func(w, a *byte, nb int) float32
 	Q2Kx4, Q3Kx4, Q4Kx4, Q5Kx4, Q6Kx4 func(w, a *byte, nb, astride int, out *float32)
+	// Q3KP..Q6KPx4 (optional) are Q3K..Q6Kx4 on prepared activation rows
+	// (prep.go); where set, Dot, MatVec and MatMul use them.
+	Q3KP, Q6KP     func(w, a *byte, nb int) float32
+	Q3KPx4, Q6KPx4 func(w, a *byte, nb, astride int, out *float32)
 
 	// Q8_0..MXFP4 are one weight row of nb 32-element blocks times a Q8_0 row.
 	Q8_0, Q4_0, Q5_0, MXFP4 func(w, a *byte, nb int) float32
@@ -73,6 +77,7 @@ func (k *Kit) Add(name string, f Funcs) {
 			l.dot[t] = float(fn, t, step)
 		}
 	}
+	l.addPrepared(f)
 	k.levels = append(k.levels, l)
 	k.active = l
 }
