@@ -185,6 +185,9 @@ func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
 func dotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func q63PrepQ8KVNNI256(a *byte, nb int, dst *byte, off int)
+
+//go:noescape
 func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape

@@ -9899,6 +9899,92 @@ donedotQ2Kx4VNNI256:
 	VZEROUPPER
 	RET
 
+// func q63PrepQ8KVNNI256(a *byte, nb int, dst *byte, off int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·q63PrepQ8KVNNI256(SB), NOSPLIT, $0-32
+	MOVQ         a+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVQ         off+24(FP), BX
+	MOVQ         BX, X0
+	VPBROADCASTB X0, Y0
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VMOVDQU      xpshufb32<>+0(SB), Y2
+	TESTQ        CX, CX
+	JZ           doneq63PrepQ8KVNNI256
+
+loopq63PrepQ8KVNNI256:
+	VPERMD     4(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, (DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 256(DX)
+	VPERMD     36(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 32(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 288(DX)
+	VPERMD     68(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 64(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 320(DX)
+	VPERMD     100(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 96(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 352(DX)
+	VPERMD     132(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 128(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 384(DX)
+	VPERMD     164(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 160(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 416(DX)
+	VPERMD     196(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 192(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 448(DX)
+	VPERMD     228(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 224(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 480(DX)
+	MOVL       (AX), BX
+	MOVL       BX, 512(DX)
+	ADDQ       $0x00000124, AX
+	ADDQ       $0x00000240, DX
+	DECQ       CX
+	JNZ        loopq63PrepQ8KVNNI256
+
+doneq63PrepQ8KVNNI256:
+	VZEROUPPER
+	RET
+
+DATA xpermd32<>+0(SB)/4, $0x00000000
+DATA xpermd32<>+4(SB)/4, $0x00000002
+DATA xpermd32<>+8(SB)/4, $0x00000004
+DATA xpermd32<>+12(SB)/4, $0x00000006
+DATA xpermd32<>+16(SB)/4, $0x00000001
+DATA xpermd32<>+20(SB)/4, $0x00000003
+DATA xpermd32<>+24(SB)/4, $0x00000005
+DATA xpermd32<>+28(SB)/4, $0x00000007
+GLOBL xpermd32<>(SB), RODATA|NOPTR, $32
+
+DATA xpshufb32<>+0(SB)/4, $0x0c080400
+DATA xpshufb32<>+4(SB)/4, $0x0d090501
+DATA xpshufb32<>+8(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+12(SB)/4, $0x0f0b0703
+DATA xpshufb32<>+16(SB)/4, $0x0c080400
+DATA xpshufb32<>+20(SB)/4, $0x0d090501
+DATA xpshufb32<>+24(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+28(SB)/4, $0x0f0b0703
+GLOBL xpshufb32<>(SB), RODATA|NOPTR, $32
+
 // func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ3KVNNI256(SB), NOSPLIT, $32-28
@@ -10046,26 +10132,6 @@ donedotQ3KVNNI256:
 	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
-
-DATA xpermd32<>+0(SB)/4, $0x00000000
-DATA xpermd32<>+4(SB)/4, $0x00000002
-DATA xpermd32<>+8(SB)/4, $0x00000004
-DATA xpermd32<>+12(SB)/4, $0x00000006
-DATA xpermd32<>+16(SB)/4, $0x00000001
-DATA xpermd32<>+20(SB)/4, $0x00000003
-DATA xpermd32<>+24(SB)/4, $0x00000005
-DATA xpermd32<>+28(SB)/4, $0x00000007
-GLOBL xpermd32<>(SB), RODATA|NOPTR, $32
-
-DATA xpshufb32<>+0(SB)/4, $0x0c080400
-DATA xpshufb32<>+4(SB)/4, $0x0d090501
-DATA xpshufb32<>+8(SB)/4, $0x0e0a0602
-DATA xpshufb32<>+12(SB)/4, $0x0f0b0703
-DATA xpshufb32<>+16(SB)/4, $0x0c080400
-DATA xpshufb32<>+20(SB)/4, $0x0d090501
-DATA xpshufb32<>+24(SB)/4, $0x0e0a0602
-DATA xpshufb32<>+28(SB)/4, $0x0f0b0703
-GLOBL xpshufb32<>(SB), RODATA|NOPTR, $32
 
 DATA q3a_y<>+0(SB)/4, $0x05040302
 DATA q3a_y<>+4(SB)/4, $0x09080706

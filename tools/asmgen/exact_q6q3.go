@@ -484,6 +484,9 @@ func genQ3KExact(t *target, vbmi bool) {
 	if vbmi {
 		name += "VBMI"
 	}
+	if t.w == 32 && !vbmi {
+		q63GenPrep(t) // once per plugin: avx2, or vnni256 among the AVX-512 targets
+	}
 	var c03, c04 VecVirtual
 	var c32w Op
 	pre := func() { c03, c04, c32w = t.splat(0x03030303), t.splat(0x04040404), t.konst(0x00200020) }

@@ -13,6 +13,9 @@ type Funcs struct {
 	// (prep.go); where set, Dot, MatVec and MatMul use them.
 	Q3KP, Q6KP     func(w, a *byte, nb int) float32
 	Q3KPx4, Q6KPx4 func(w, a *byte, nb, astride int, out *float32)
+	// PrepQ8K (optional) prepares nb Q8_K blocks for them with the quant
+	// offset off; nil: prep.go's Go version, which gives the same bytes.
+	PrepQ8K func(a *byte, nb int, dst *byte, off int)
 
 	// Q8_0..MXFP4 are one weight row of nb 32-element blocks times a Q8_0 row.
 	Q8_0, Q4_0, Q5_0, MXFP4 func(w, a *byte, nb int) float32

@@ -25,7 +25,8 @@ const (
 
 // prepared is one type's kernels on prepared rows.
 type prepared struct {
-	off  int // the weight quants' offset: 32 (Q6_K) or 4 (Q3_K)
+	off  int                                       // the weight quants' offset: 32 (Q6_K) or 4 (Q3_K)
+	prep func(a *byte, nb int, dst *byte, off int) // nil: prepRow
 	dot  dotFunc
 	dot4 dot4Func // nil: none
 }
@@ -45,7 +46,7 @@ func (l *level) addPrepared(f Funcs) {
 		if l.prep == nil {
 			l.prep = map[quant.Type]*prepared{}
 		}
-		pr := &prepared{off: p.off, dot: prepDot(p.dot, p.t.TypeSize())}
+		pr := &prepared{off: p.off, prep: f.PrepQ8K, dot: prepDot(p.dot, p.t.TypeSize())}
 		if p.dot4 != nil {
 			pr.dot4 = prepDot4(p.dot4, p.t.TypeSize())
 		}
@@ -75,10 +76,20 @@ func (p *prepared) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
 	al := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
 	dst := b[al : al+size]
 	for j := range m {
+		if p.prep != nil {
+			p.prep(&a[j*arow], nb, &dst[j*nb*prepBlock], p.off)
+			continue
+		}
 		prepRow(a[j*arow:j*arow+nb*q8KSize], nb, dst[j*nb*prepBlock:(j+1)*nb*prepBlock], p.off)
 	}
 	return dst
 }
+
+// PrepareQ8K prepares the nb Q8_K blocks of a into dst (nb*576 bytes) with
+// the quant offset off, in Go: the reference a plugin's Funcs.PrepQ8K
+// must match byte for byte (bytes 516..575 of each block are zero here and
+// never read).
+func PrepareQ8K(a []byte, nb int, dst []byte, off int) { prepRow(a, nb, dst, off) }
 
 // prepRow prepares the nb Q8_K blocks of a into dst.
 func prepRow(a []byte, nb int, dst []byte, off int) {
