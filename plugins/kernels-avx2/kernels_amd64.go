@@ -23,9 +23,6 @@ func dotQ3Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ3KPx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
-
-//go:noescape
 func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -33,9 +30,6 @@ func dotQ6Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPAVX2(w *byte, a *byte, nb int) float32
-
-//go:noescape
-func dotQ6KPx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ4KAVX2(w *byte, a *byte, nb int) float32

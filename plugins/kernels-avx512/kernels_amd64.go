@@ -20,9 +20,6 @@ func dotQ3Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ3KPx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
-
-//go:noescape
 func dotQ6KAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -30,9 +27,6 @@ func dotQ6Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPAVX512(w *byte, a *byte, nb int) float32
-
-//go:noescape
-func dotQ6KPx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ4KAVX512(w *byte, a *byte, nb int) float32
@@ -95,9 +89,6 @@ func dotQ3Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ3KPx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-
-//go:noescape
 func dotQ6KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -105,9 +96,6 @@ func dotQ6Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPVNNI(w *byte, a *byte, nb int) float32
-
-//go:noescape
-func dotQ6KPx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ3KVBMIVNNI(w *byte, a *byte, nb int) float32
@@ -119,9 +107,6 @@ func dotQ3KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVBMIVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ3KPVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-
-//go:noescape
 func dotQ6KVBMIVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -129,9 +114,6 @@ func dotQ6KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPVBMIVNNI(w *byte, a *byte, nb int) float32
-
-//go:noescape
-func dotQ6KPVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ4KVNNI(w *byte, a *byte, nb int) float32
@@ -197,9 +179,6 @@ func dotQ3Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ3KPx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-
-//go:noescape
 func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -207,9 +186,6 @@ func dotQ6Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPVNNI256(w *byte, a *byte, nb int) float32
-
-//go:noescape
-func dotQ6KPx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
@@ -221,9 +197,6 @@ func dotQ3KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func dotQ3KPVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-
-//go:noescape
 func dotQ6KVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -231,9 +204,6 @@ func dotQ6KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPVBMIVNNI256(w *byte, a *byte, nb int) float32
-
-//go:noescape
-func dotQ6KPVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ4KVNNI256(w *byte, a *byte, nb int) float32

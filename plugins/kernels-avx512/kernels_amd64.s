@@ -1214,234 +1214,6 @@ donedotQ3KPAVX512:
 	VZEROUPPER
 	RET
 
-// func dotQ3KPx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotQ3KPx4AVX512(SB), NOSPLIT, $0-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermd64<>+0(SB), Z4
-	VMOVDQU64    xsidx0<>+0(SB), Z5
-	VMOVDQU64    xsidx1<>+0(SB), Z6
-	VMOVDQU64    xsidx2<>+0(SB), Z7
-	VMOVDQU64    xsidx3<>+0(SB), Z8
-	VPBROADCASTD c32_03030303<>+0(SB), Z9
-	VPBROADCASTD c32_04040404<>+0(SB), Z10
-	VPBROADCASTD c32_00200020<>+0(SB), Z11
-	TESTQ        DX, DX
-	JZ           donedotQ3KPx4AVX512
-
-loopdotQ3KPx4AVX512:
-	VPBROADCASTW    108(AX), X12
-	VCVTPH2PS       X12, X12
-	VBROADCASTI32X4 94(AX), Z13
-	VPSHUFB         q3a_z<>+0(SB), Z13, Z14
-	VPSRLVD         q3ash_z<>+0(SB), Z14, Z14
-	VPANDD          q3am_z<>+0(SB), Z14, Z14
-	VPSHUFB         q3t_z<>+0(SB), Z13, Z13
-	VPSLLVD         q3tl_z<>+0(SB), Z13, Z13
-	VPSRLVD         q3tr_z<>+0(SB), Z13, Z13
-	VPANDD          q3tm_z<>+0(SB), Z13, Z13
-	VPORD           Z13, Z14, Z14
-	VPMOVZXBW       X14, Y15
-	VPSUBW          Y11, Y15, Y15
-	VBROADCASTI64X4 (AX), Z13
-	VPERMD          Z13, Z4, Z13
-	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
-	VBROADCASTI64X4 32(AX), Z14
-	VPERMD          Z14, Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPSRLVW         shift_0_2<>+0(SB), Z16, Z14
-	VPANDD          Z9, Z14, Z14
-	VPTESTMB        runbits<>+0(SB), Z13, K1
-	VPADDB          Z10, Z14, K1, Z14
-	VPERMD          Z15, Z5, Z17
-	VPMADDUBSW      (CX), Z14, Z18
-	VPSUBW          256(CX), Z18, Z18
-	VPMADDWD        Z17, Z18, Z18
-	VPMADDUBSW      (CX)(BX*1), Z14, Z19
-	VPSUBW          256(CX)(BX*1), Z19, Z19
-	VPMADDWD        Z17, Z19, Z19
-	VPMADDUBSW      (CX)(BX*2), Z14, Z20
-	VPSUBW          256(CX)(BX*2), Z20, Z20
-	VPMADDWD        Z17, Z20, Z20
-	VPMADDUBSW      (CX)(SI*1), Z14, Z14
-	VPSUBW          256(CX)(SI*1), Z14, Z14
-	VPMADDWD        Z17, Z14, Z14
-	VPSRLVW         shift_4_6<>+0(SB), Z16, Z16
-	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+64(SB), Z13, K1
-	VPADDB          Z10, Z16, K1, Z16
-	VPERMD          Z15, Z6, Z17
-	VPMADDUBSW      64(CX), Z16, Z21
-	VPSUBW          320(CX), Z21, Z21
-	VPMADDWD        Z17, Z21, Z21
-	VPADDD          Z21, Z18, Z18
-	VPMADDUBSW      64(CX)(BX*1), Z16, Z21
-	VPSUBW          320(CX)(BX*1), Z21, Z21
-	VPMADDWD        Z17, Z21, Z21
-	VPADDD          Z21, Z19, Z19
-	VPMADDUBSW      64(CX)(BX*2), Z16, Z21
-	VPSUBW          320(CX)(BX*2), Z21, Z21
-	VPMADDWD        Z17, Z21, Z21
-	VPADDD          Z21, Z20, Z20
-	VPMADDUBSW      64(CX)(SI*1), Z16, Z16
-	VPSUBW          320(CX)(SI*1), Z16, Z16
-	VPMADDWD        Z17, Z16, Z16
-	VPADDD          Z16, Z14, Z14
-	VBROADCASTI64X4 64(AX), Z16
-	VPERMD          Z16, Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
-	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+128(SB), Z13, K1
-	VPADDB          Z10, Z16, K1, Z16
-	VPERMD          Z15, Z7, Z21
-	VPMADDUBSW      128(CX), Z16, Z22
-	VPSUBW          384(CX), Z22, Z22
-	VPMADDWD        Z21, Z22, Z22
-	VPADDD          Z22, Z18, Z18
-	VPMADDUBSW      128(CX)(BX*1), Z16, Z22
-	VPSUBW          384(CX)(BX*1), Z22, Z22
-	VPMADDWD        Z21, Z22, Z22
-	VPADDD          Z22, Z19, Z19
-	VPMADDUBSW      128(CX)(BX*2), Z16, Z22
-	VPSUBW          384(CX)(BX*2), Z22, Z22
-	VPMADDWD        Z21, Z22, Z22
-	VPADDD          Z22, Z20, Z20
-	VPMADDUBSW      128(CX)(SI*1), Z16, Z16
-	VPSUBW          384(CX)(SI*1), Z16, Z16
-	VPMADDWD        Z21, Z16, Z16
-	VPADDD          Z16, Z14, Z14
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z16
-	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+192(SB), Z13, K1
-	VPADDB          Z10, Z16, K1, Z16
-	VPERMD          Z15, Z8, Z13
-	VPMADDUBSW      192(CX), Z16, Z17
-	VPSUBW          448(CX), Z17, Z17
-	VPMADDWD        Z13, Z17, Z17
-	VPADDD          Z17, Z18, Z18
-	VPMADDUBSW      192(CX)(BX*1), Z16, Z17
-	VPSUBW          448(CX)(BX*1), Z17, Z17
-	VPMADDWD        Z13, Z17, Z17
-	VPADDD          Z17, Z19, Z19
-	VPMADDUBSW      192(CX)(BX*2), Z16, Z17
-	VPSUBW          448(CX)(BX*2), Z17, Z17
-	VPMADDWD        Z13, Z17, Z17
-	VPADDD          Z17, Z20, Z20
-	VPMADDUBSW      192(CX)(SI*1), Z16, Z16
-	VPSUBW          448(CX)(SI*1), Z16, Z16
-	VPMADDWD        Z13, Z16, Z16
-	VPADDD          Z16, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z18, Y13
-	VPADDD          Y13, Y18, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX), X12, X15
-	VBROADCASTSS    X15, Y15
-	VMULPS          Y15, Y13, Y13
-	VADDPS          Y13, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z19, Y13
-	VPADDD          Y13, Y19, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX)(BX*1), X12, X15
-	VBROADCASTSS    X15, Y15
-	VMULPS          Y15, Y13, Y13
-	VADDPS          Y13, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z20, Y13
-	VPADDD          Y13, Y20, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX)(BX*2), X12, X15
-	VBROADCASTSS    X15, Y15
-	VMULPS          Y15, Y13, Y13
-	VADDPS          Y13, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z14, Y13
-	VPADDD          Y13, Y14, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX)(SI*1), X12, X12
-	VBROADCASTSS    X12, Y12
-	VMULPS          Y12, Y13, Y13
-	VADDPS          Y13, Y3, Y3
-	ADDQ            $0x0000006e, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ3KPx4AVX512
-
-donedotQ3KPx4AVX512:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
-	VZEROUPPER
-	RET
-
 // func dotQ6KAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-28
@@ -1946,221 +1718,6 @@ donedotQ6KPAVX512:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotQ6KPx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotQ6KPx4AVX512(SB), NOSPLIT, $0-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermd64<>+0(SB), Z4
-	VMOVDQU64    xsidx0<>+0(SB), Z5
-	VMOVDQU64    xsidx1<>+0(SB), Z6
-	VMOVDQU64    xsidx2<>+0(SB), Z7
-	VMOVDQU64    xsidx3<>+0(SB), Z8
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z9
-	VPBROADCASTD c32_30303030<>+0(SB), Z10
-	VPBROADCASTD c32_20202020<>+0(SB), Z10
-	TESTQ        DX, DX
-	JZ           donedotQ6KPx4AVX512
-
-loopdotQ6KPx4AVX512:
-	VPBROADCASTW    208(AX), X10
-	VCVTPH2PS       X10, X10
-	VPMOVSXBW       192(AX), Y11
-	VPERMD          (AX), Z4, Z13
-	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
-	VBROADCASTI64X4 128(AX), Z12
-	VPERMD          Z12, Z4, Z12
-	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
-	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z12, Z14
-	VPSLLVW         shift_4_2<>+0(SB), Z14, Z12
-	VPTERNLOGD      $0xd8, Z9, Z13, Z12
-	VPERMD          Z11, Z5, Z15
-	VPMADDUBSW      (CX), Z12, Z16
-	VPSUBW          256(CX), Z16, Z16
-	VPMADDWD        Z15, Z16, Z16
-	VPMADDUBSW      (CX)(BX*1), Z12, Z17
-	VPSUBW          256(CX)(BX*1), Z17, Z17
-	VPMADDWD        Z15, Z17, Z17
-	VPMADDUBSW      (CX)(BX*2), Z12, Z18
-	VPSUBW          256(CX)(BX*2), Z18, Z18
-	VPMADDWD        Z15, Z18, Z18
-	VPMADDUBSW      (CX)(SI*1), Z12, Z12
-	VPSUBW          256(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z15, Z12, Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z14, Z14
-	VPSRLW          $0x04, Z13, Z13
-	VPTERNLOGD      $0xd8, Z9, Z13, Z14
-	VPERMD          Z11, Z6, Z13
-	VPMADDUBSW      64(CX), Z14, Z15
-	VPSUBW          320(CX), Z15, Z15
-	VPMADDWD        Z13, Z15, Z15
-	VPADDD          Z15, Z16, Z16
-	VPMADDUBSW      64(CX)(BX*1), Z14, Z15
-	VPSUBW          320(CX)(BX*1), Z15, Z15
-	VPMADDWD        Z13, Z15, Z15
-	VPADDD          Z15, Z17, Z17
-	VPMADDUBSW      64(CX)(BX*2), Z14, Z15
-	VPSUBW          320(CX)(BX*2), Z15, Z15
-	VPMADDWD        Z13, Z15, Z15
-	VPADDD          Z15, Z18, Z18
-	VPMADDUBSW      64(CX)(SI*1), Z14, Z14
-	VPSUBW          320(CX)(SI*1), Z14, Z14
-	VPMADDWD        Z13, Z14, Z14
-	VPADDD          Z14, Z12, Z12
-	VPERMD          64(AX), Z4, Z14
-	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
-	VBROADCASTI64X4 160(AX), Z13
-	VPERMD          Z13, Z4, Z13
-	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
-	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z13, Z15
-	VPSLLVW         shift_4_2<>+0(SB), Z15, Z13
-	VPTERNLOGD      $0xd8, Z9, Z14, Z13
-	VPERMD          Z11, Z7, Z19
-	VPMADDUBSW      128(CX), Z13, Z20
-	VPSUBW          384(CX), Z20, Z20
-	VPMADDWD        Z19, Z20, Z20
-	VPADDD          Z20, Z16, Z16
-	VPMADDUBSW      128(CX)(BX*1), Z13, Z20
-	VPSUBW          384(CX)(BX*1), Z20, Z20
-	VPMADDWD        Z19, Z20, Z20
-	VPADDD          Z20, Z17, Z17
-	VPMADDUBSW      128(CX)(BX*2), Z13, Z20
-	VPSUBW          384(CX)(BX*2), Z20, Z20
-	VPMADDWD        Z19, Z20, Z20
-	VPADDD          Z20, Z18, Z18
-	VPMADDUBSW      128(CX)(SI*1), Z13, Z13
-	VPSUBW          384(CX)(SI*1), Z13, Z13
-	VPMADDWD        Z19, Z13, Z13
-	VPADDD          Z13, Z12, Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z15, Z13
-	VPSRLW          $0x04, Z14, Z14
-	VPTERNLOGD      $0xd8, Z9, Z14, Z13
-	VPERMD          Z11, Z8, Z14
-	VPMADDUBSW      192(CX), Z13, Z15
-	VPSUBW          448(CX), Z15, Z15
-	VPMADDWD        Z14, Z15, Z15
-	VPADDD          Z15, Z16, Z16
-	VPMADDUBSW      192(CX)(BX*1), Z13, Z15
-	VPSUBW          448(CX)(BX*1), Z15, Z15
-	VPMADDWD        Z14, Z15, Z15
-	VPADDD          Z15, Z17, Z17
-	VPMADDUBSW      192(CX)(BX*2), Z13, Z15
-	VPSUBW          448(CX)(BX*2), Z15, Z15
-	VPMADDWD        Z14, Z15, Z15
-	VPADDD          Z15, Z18, Z18
-	VPMADDUBSW      192(CX)(SI*1), Z13, Z13
-	VPSUBW          448(CX)(SI*1), Z13, Z13
-	VPMADDWD        Z14, Z13, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z16, Y11
-	VPADDD          Y11, Y16, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX), X10, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y11, Y11
-	VADDPS          Y11, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z17, Y11
-	VPADDD          Y11, Y17, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX)(BX*1), X10, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y11, Y11
-	VADDPS          Y11, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z18, Y11
-	VPADDD          Y11, Y18, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX)(BX*2), X10, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y11, Y11
-	VADDPS          Y11, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z12, Y11
-	VPADDD          Y11, Y12, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX)(SI*1), X10, X10
-	VBROADCASTSS    X10, Y10
-	VMULPS          Y10, Y11, Y11
-	VADDPS          Y11, Y3, Y3
-	ADDQ            $0x000000d2, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ6KPx4AVX512
-
-donedotQ6KPx4AVX512:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -5345,222 +4902,6 @@ donedotQ3KPVNNI:
 	VZEROUPPER
 	RET
 
-// func dotQ3KPx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ3KPx4VNNI(SB), NOSPLIT, $0-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermd64<>+0(SB), Z4
-	VMOVDQU64    xsidx0<>+0(SB), Z5
-	VMOVDQU64    xsidx1<>+0(SB), Z6
-	VMOVDQU64    xsidx2<>+0(SB), Z7
-	VMOVDQU64    xsidx3<>+0(SB), Z8
-	VPBROADCASTD c32_03030303<>+0(SB), Z9
-	VPBROADCASTD c32_04040404<>+0(SB), Z10
-	VPBROADCASTD c32_00200020<>+0(SB), Z11
-	TESTQ        DX, DX
-	JZ           donedotQ3KPx4VNNI
-
-loopdotQ3KPx4VNNI:
-	VPBROADCASTW    108(AX), X12
-	VCVTPH2PS       X12, X12
-	VBROADCASTI32X4 94(AX), Z13
-	VPSHUFB         q3a_z<>+0(SB), Z13, Z14
-	VPSRLVD         q3ash_z<>+0(SB), Z14, Z14
-	VPANDD          q3am_z<>+0(SB), Z14, Z14
-	VPSHUFB         q3t_z<>+0(SB), Z13, Z13
-	VPSLLVD         q3tl_z<>+0(SB), Z13, Z13
-	VPSRLVD         q3tr_z<>+0(SB), Z13, Z13
-	VPANDD          q3tm_z<>+0(SB), Z13, Z13
-	VPORD           Z13, Z14, Z14
-	VPMOVZXBW       X14, Y15
-	VPSUBW          Y11, Y15, Y15
-	VBROADCASTI64X4 (AX), Z13
-	VPERMD          Z13, Z4, Z13
-	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
-	VBROADCASTI64X4 32(AX), Z14
-	VPERMD          Z14, Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPSRLVW         shift_0_2<>+0(SB), Z16, Z14
-	VPANDD          Z9, Z14, Z14
-	VPTESTMB        runbits<>+0(SB), Z13, K1
-	VPADDB          Z10, Z14, K1, Z14
-	VPERMD          Z15, Z5, Z17
-	VPMADDUBSW      (CX), Z14, Z18
-	VPSUBW          256(CX), Z18, Z18
-	VPMADDWD        Z17, Z18, Z18
-	VPMADDUBSW      (CX)(BX*1), Z14, Z19
-	VPSUBW          256(CX)(BX*1), Z19, Z19
-	VPMADDWD        Z17, Z19, Z19
-	VPMADDUBSW      (CX)(BX*2), Z14, Z20
-	VPSUBW          256(CX)(BX*2), Z20, Z20
-	VPMADDWD        Z17, Z20, Z20
-	VPMADDUBSW      (CX)(SI*1), Z14, Z14
-	VPSUBW          256(CX)(SI*1), Z14, Z14
-	VPMADDWD        Z17, Z14, Z14
-	VPSRLVW         shift_4_6<>+0(SB), Z16, Z16
-	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+64(SB), Z13, K1
-	VPADDB          Z10, Z16, K1, Z16
-	VPERMD          Z15, Z6, Z17
-	VPMADDUBSW      64(CX), Z16, Z21
-	VPSUBW          320(CX), Z21, Z21
-	VPDPWSSD        Z17, Z21, Z18
-	VPMADDUBSW      64(CX)(BX*1), Z16, Z21
-	VPSUBW          320(CX)(BX*1), Z21, Z21
-	VPDPWSSD        Z17, Z21, Z19
-	VPMADDUBSW      64(CX)(BX*2), Z16, Z21
-	VPSUBW          320(CX)(BX*2), Z21, Z21
-	VPDPWSSD        Z17, Z21, Z20
-	VPMADDUBSW      64(CX)(SI*1), Z16, Z16
-	VPSUBW          320(CX)(SI*1), Z16, Z16
-	VPDPWSSD        Z17, Z16, Z14
-	VBROADCASTI64X4 64(AX), Z16
-	VPERMD          Z16, Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
-	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+128(SB), Z13, K1
-	VPADDB          Z10, Z16, K1, Z16
-	VPERMD          Z15, Z7, Z21
-	VPMADDUBSW      128(CX), Z16, Z22
-	VPSUBW          384(CX), Z22, Z22
-	VPDPWSSD        Z21, Z22, Z18
-	VPMADDUBSW      128(CX)(BX*1), Z16, Z22
-	VPSUBW          384(CX)(BX*1), Z22, Z22
-	VPDPWSSD        Z21, Z22, Z19
-	VPMADDUBSW      128(CX)(BX*2), Z16, Z22
-	VPSUBW          384(CX)(BX*2), Z22, Z22
-	VPDPWSSD        Z21, Z22, Z20
-	VPMADDUBSW      128(CX)(SI*1), Z16, Z16
-	VPSUBW          384(CX)(SI*1), Z16, Z16
-	VPDPWSSD        Z21, Z16, Z14
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z16
-	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+192(SB), Z13, K1
-	VPADDB          Z10, Z16, K1, Z16
-	VPERMD          Z15, Z8, Z13
-	VPMADDUBSW      192(CX), Z16, Z17
-	VPSUBW          448(CX), Z17, Z17
-	VPDPWSSD        Z13, Z17, Z18
-	VPMADDUBSW      192(CX)(BX*1), Z16, Z17
-	VPSUBW          448(CX)(BX*1), Z17, Z17
-	VPDPWSSD        Z13, Z17, Z19
-	VPMADDUBSW      192(CX)(BX*2), Z16, Z17
-	VPSUBW          448(CX)(BX*2), Z17, Z17
-	VPDPWSSD        Z13, Z17, Z20
-	VPMADDUBSW      192(CX)(SI*1), Z16, Z16
-	VPSUBW          448(CX)(SI*1), Z16, Z16
-	VPDPWSSD        Z13, Z16, Z14
-	VEXTRACTI64X4   $0x01, Z18, Y13
-	VPADDD          Y13, Y18, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX), X12, X15
-	VBROADCASTSS    X15, Y15
-	VMULPS          Y15, Y13, Y13
-	VADDPS          Y13, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z19, Y13
-	VPADDD          Y13, Y19, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX)(BX*1), X12, X15
-	VBROADCASTSS    X15, Y15
-	VMULPS          Y15, Y13, Y13
-	VADDPS          Y13, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z20, Y13
-	VPADDD          Y13, Y20, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX)(BX*2), X12, X15
-	VBROADCASTSS    X15, Y15
-	VMULPS          Y15, Y13, Y13
-	VADDPS          Y13, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z14, Y13
-	VPADDD          Y13, Y14, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX)(SI*1), X12, X12
-	VBROADCASTSS    X12, Y12
-	VMULPS          Y12, Y13, Y13
-	VADDPS          Y13, Y3, Y3
-	ADDQ            $0x0000006e, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ3KPx4VNNI
-
-donedotQ3KPx4VNNI:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
-	VZEROUPPER
-	RET
-
 // func dotQ6KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVNNI(SB), NOSPLIT, $0-28
@@ -6007,209 +5348,6 @@ donedotQ6KPVNNI:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotQ6KPx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ6KPx4VNNI(SB), NOSPLIT, $0-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermd64<>+0(SB), Z4
-	VMOVDQU64    xsidx0<>+0(SB), Z5
-	VMOVDQU64    xsidx1<>+0(SB), Z6
-	VMOVDQU64    xsidx2<>+0(SB), Z7
-	VMOVDQU64    xsidx3<>+0(SB), Z8
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z9
-	VPBROADCASTD c32_30303030<>+0(SB), Z10
-	VPBROADCASTD c32_20202020<>+0(SB), Z10
-	TESTQ        DX, DX
-	JZ           donedotQ6KPx4VNNI
-
-loopdotQ6KPx4VNNI:
-	VPBROADCASTW    208(AX), X10
-	VCVTPH2PS       X10, X10
-	VPMOVSXBW       192(AX), Y11
-	VPERMD          (AX), Z4, Z13
-	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
-	VBROADCASTI64X4 128(AX), Z12
-	VPERMD          Z12, Z4, Z12
-	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
-	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z12, Z14
-	VPSLLVW         shift_4_2<>+0(SB), Z14, Z12
-	VPTERNLOGD      $0xd8, Z9, Z13, Z12
-	VPERMD          Z11, Z5, Z15
-	VPMADDUBSW      (CX), Z12, Z16
-	VPSUBW          256(CX), Z16, Z16
-	VPMADDWD        Z15, Z16, Z16
-	VPMADDUBSW      (CX)(BX*1), Z12, Z17
-	VPSUBW          256(CX)(BX*1), Z17, Z17
-	VPMADDWD        Z15, Z17, Z17
-	VPMADDUBSW      (CX)(BX*2), Z12, Z18
-	VPSUBW          256(CX)(BX*2), Z18, Z18
-	VPMADDWD        Z15, Z18, Z18
-	VPMADDUBSW      (CX)(SI*1), Z12, Z12
-	VPSUBW          256(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z15, Z12, Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z14, Z14
-	VPSRLW          $0x04, Z13, Z13
-	VPTERNLOGD      $0xd8, Z9, Z13, Z14
-	VPERMD          Z11, Z6, Z13
-	VPMADDUBSW      64(CX), Z14, Z15
-	VPSUBW          320(CX), Z15, Z15
-	VPDPWSSD        Z13, Z15, Z16
-	VPMADDUBSW      64(CX)(BX*1), Z14, Z15
-	VPSUBW          320(CX)(BX*1), Z15, Z15
-	VPDPWSSD        Z13, Z15, Z17
-	VPMADDUBSW      64(CX)(BX*2), Z14, Z15
-	VPSUBW          320(CX)(BX*2), Z15, Z15
-	VPDPWSSD        Z13, Z15, Z18
-	VPMADDUBSW      64(CX)(SI*1), Z14, Z14
-	VPSUBW          320(CX)(SI*1), Z14, Z14
-	VPDPWSSD        Z13, Z14, Z12
-	VPERMD          64(AX), Z4, Z14
-	VPSHUFB         xpshufb64<>+0(SB), Z14, Z14
-	VBROADCASTI64X4 160(AX), Z13
-	VPERMD          Z13, Z4, Z13
-	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
-	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z13, Z15
-	VPSLLVW         shift_4_2<>+0(SB), Z15, Z13
-	VPTERNLOGD      $0xd8, Z9, Z14, Z13
-	VPERMD          Z11, Z7, Z19
-	VPMADDUBSW      128(CX), Z13, Z20
-	VPSUBW          384(CX), Z20, Z20
-	VPDPWSSD        Z19, Z20, Z16
-	VPMADDUBSW      128(CX)(BX*1), Z13, Z20
-	VPSUBW          384(CX)(BX*1), Z20, Z20
-	VPDPWSSD        Z19, Z20, Z17
-	VPMADDUBSW      128(CX)(BX*2), Z13, Z20
-	VPSUBW          384(CX)(BX*2), Z20, Z20
-	VPDPWSSD        Z19, Z20, Z18
-	VPMADDUBSW      128(CX)(SI*1), Z13, Z13
-	VPSUBW          384(CX)(SI*1), Z13, Z13
-	VPDPWSSD        Z19, Z13, Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z15, Z13
-	VPSRLW          $0x04, Z14, Z14
-	VPTERNLOGD      $0xd8, Z9, Z14, Z13
-	VPERMD          Z11, Z8, Z14
-	VPMADDUBSW      192(CX), Z13, Z15
-	VPSUBW          448(CX), Z15, Z15
-	VPDPWSSD        Z14, Z15, Z16
-	VPMADDUBSW      192(CX)(BX*1), Z13, Z15
-	VPSUBW          448(CX)(BX*1), Z15, Z15
-	VPDPWSSD        Z14, Z15, Z17
-	VPMADDUBSW      192(CX)(BX*2), Z13, Z15
-	VPSUBW          448(CX)(BX*2), Z15, Z15
-	VPDPWSSD        Z14, Z15, Z18
-	VPMADDUBSW      192(CX)(SI*1), Z13, Z13
-	VPSUBW          448(CX)(SI*1), Z13, Z13
-	VPDPWSSD        Z14, Z13, Z12
-	VEXTRACTI64X4   $0x01, Z16, Y11
-	VPADDD          Y11, Y16, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX), X10, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y11, Y11
-	VADDPS          Y11, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z17, Y11
-	VPADDD          Y11, Y17, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX)(BX*1), X10, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y11, Y11
-	VADDPS          Y11, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z18, Y11
-	VPADDD          Y11, Y18, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX)(BX*2), X10, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y11, Y11
-	VADDPS          Y11, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z12, Y11
-	VPADDD          Y11, Y12, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX)(SI*1), X10, X10
-	VBROADCASTSS    X10, Y10
-	VMULPS          Y10, Y11, Y11
-	VADDPS          Y11, Y3, Y3
-	ADDQ            $0x000000d2, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ6KPx4VNNI
-
-donedotQ6KPx4VNNI:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -6690,219 +5828,6 @@ donedotQ3KPVBMIVNNI:
 	VZEROUPPER
 	RET
 
-// func dotQ3KPVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ3KPVBMIx4VNNI(SB), NOSPLIT, $0-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermb64<>+0(SB), Z4
-	VMOVDQU64    xsidx0<>+0(SB), Z5
-	VMOVDQU64    xsidx1<>+0(SB), Z6
-	VMOVDQU64    xsidx2<>+0(SB), Z7
-	VMOVDQU64    xsidx3<>+0(SB), Z8
-	VPBROADCASTD c32_03030303<>+0(SB), Z9
-	VPBROADCASTD c32_04040404<>+0(SB), Z10
-	VPBROADCASTD c32_00200020<>+0(SB), Z11
-	TESTQ        DX, DX
-	JZ           donedotQ3KPVBMIx4VNNI
-
-loopdotQ3KPVBMIx4VNNI:
-	VPBROADCASTW    108(AX), X12
-	VCVTPH2PS       X12, X12
-	VBROADCASTI32X4 94(AX), Z13
-	VPSHUFB         q3a_z<>+0(SB), Z13, Z14
-	VPSRLVD         q3ash_z<>+0(SB), Z14, Z14
-	VPANDD          q3am_z<>+0(SB), Z14, Z14
-	VPSHUFB         q3t_z<>+0(SB), Z13, Z13
-	VPSLLVD         q3tl_z<>+0(SB), Z13, Z13
-	VPSRLVD         q3tr_z<>+0(SB), Z13, Z13
-	VPANDD          q3tm_z<>+0(SB), Z13, Z13
-	VPORD           Z13, Z14, Z14
-	VPMOVZXBW       X14, Y15
-	VPSUBW          Y11, Y15, Y15
-	VBROADCASTI64X4 (AX), Z13
-	VPERMB          Z13, Z4, Z13
-	VBROADCASTI64X4 32(AX), Z14
-	VPERMB          Z14, Z4, Z16
-	VPSRLVW         shift_0_2<>+0(SB), Z16, Z14
-	VPANDD          Z9, Z14, Z14
-	VPTESTMB        runbits<>+0(SB), Z13, K1
-	VPADDB          Z10, Z14, K1, Z14
-	VPERMD          Z15, Z5, Z17
-	VPMADDUBSW      (CX), Z14, Z18
-	VPSUBW          256(CX), Z18, Z18
-	VPMADDWD        Z17, Z18, Z18
-	VPMADDUBSW      (CX)(BX*1), Z14, Z19
-	VPSUBW          256(CX)(BX*1), Z19, Z19
-	VPMADDWD        Z17, Z19, Z19
-	VPMADDUBSW      (CX)(BX*2), Z14, Z20
-	VPSUBW          256(CX)(BX*2), Z20, Z20
-	VPMADDWD        Z17, Z20, Z20
-	VPMADDUBSW      (CX)(SI*1), Z14, Z14
-	VPSUBW          256(CX)(SI*1), Z14, Z14
-	VPMADDWD        Z17, Z14, Z14
-	VPSRLVW         shift_4_6<>+0(SB), Z16, Z16
-	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+64(SB), Z13, K1
-	VPADDB          Z10, Z16, K1, Z16
-	VPERMD          Z15, Z6, Z17
-	VPMADDUBSW      64(CX), Z16, Z21
-	VPSUBW          320(CX), Z21, Z21
-	VPDPWSSD        Z17, Z21, Z18
-	VPMADDUBSW      64(CX)(BX*1), Z16, Z21
-	VPSUBW          320(CX)(BX*1), Z21, Z21
-	VPDPWSSD        Z17, Z21, Z19
-	VPMADDUBSW      64(CX)(BX*2), Z16, Z21
-	VPSUBW          320(CX)(BX*2), Z21, Z21
-	VPDPWSSD        Z17, Z21, Z20
-	VPMADDUBSW      64(CX)(SI*1), Z16, Z16
-	VPSUBW          320(CX)(SI*1), Z16, Z16
-	VPDPWSSD        Z17, Z16, Z14
-	VBROADCASTI64X4 64(AX), Z16
-	VPERMB          Z16, Z4, Z17
-	VPSRLVW         shift_0_2<>+0(SB), Z17, Z16
-	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+128(SB), Z13, K1
-	VPADDB          Z10, Z16, K1, Z16
-	VPERMD          Z15, Z7, Z21
-	VPMADDUBSW      128(CX), Z16, Z22
-	VPSUBW          384(CX), Z22, Z22
-	VPDPWSSD        Z21, Z22, Z18
-	VPMADDUBSW      128(CX)(BX*1), Z16, Z22
-	VPSUBW          384(CX)(BX*1), Z22, Z22
-	VPDPWSSD        Z21, Z22, Z19
-	VPMADDUBSW      128(CX)(BX*2), Z16, Z22
-	VPSUBW          384(CX)(BX*2), Z22, Z22
-	VPDPWSSD        Z21, Z22, Z20
-	VPMADDUBSW      128(CX)(SI*1), Z16, Z16
-	VPSUBW          384(CX)(SI*1), Z16, Z16
-	VPDPWSSD        Z21, Z16, Z14
-	VPSRLVW         shift_4_6<>+0(SB), Z17, Z16
-	VPANDD          Z9, Z16, Z16
-	VPTESTMB        runbits<>+192(SB), Z13, K1
-	VPADDB          Z10, Z16, K1, Z16
-	VPERMD          Z15, Z8, Z13
-	VPMADDUBSW      192(CX), Z16, Z17
-	VPSUBW          448(CX), Z17, Z17
-	VPDPWSSD        Z13, Z17, Z18
-	VPMADDUBSW      192(CX)(BX*1), Z16, Z17
-	VPSUBW          448(CX)(BX*1), Z17, Z17
-	VPDPWSSD        Z13, Z17, Z19
-	VPMADDUBSW      192(CX)(BX*2), Z16, Z17
-	VPSUBW          448(CX)(BX*2), Z17, Z17
-	VPDPWSSD        Z13, Z17, Z20
-	VPMADDUBSW      192(CX)(SI*1), Z16, Z16
-	VPSUBW          448(CX)(SI*1), Z16, Z16
-	VPDPWSSD        Z13, Z16, Z14
-	VEXTRACTI64X4   $0x01, Z18, Y13
-	VPADDD          Y13, Y18, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX), X12, X15
-	VBROADCASTSS    X15, Y15
-	VMULPS          Y15, Y13, Y13
-	VADDPS          Y13, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z19, Y13
-	VPADDD          Y13, Y19, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX)(BX*1), X12, X15
-	VBROADCASTSS    X15, Y15
-	VMULPS          Y15, Y13, Y13
-	VADDPS          Y13, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z20, Y13
-	VPADDD          Y13, Y20, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX)(BX*2), X12, X15
-	VBROADCASTSS    X15, Y15
-	VMULPS          Y15, Y13, Y13
-	VADDPS          Y13, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z14, Y13
-	VPADDD          Y13, Y14, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULSS          512(CX)(SI*1), X12, X12
-	VBROADCASTSS    X12, Y12
-	VMULPS          Y12, Y13, Y13
-	VADDPS          Y13, Y3, Y3
-	ADDQ            $0x0000006e, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ3KPVBMIx4VNNI
-
-donedotQ3KPVBMIx4VNNI:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
-	VZEROUPPER
-	RET
-
 // func dotQ6KVBMIVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVBMIVNNI(SB), NOSPLIT, $0-28
@@ -7317,205 +6242,6 @@ donedotQ6KPVBMIVNNI:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotQ6KPVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ6KPVBMIx4VNNI(SB), NOSPLIT, $0-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermb64<>+0(SB), Z4
-	VMOVDQU64    xsidx0<>+0(SB), Z5
-	VMOVDQU64    xsidx1<>+0(SB), Z6
-	VMOVDQU64    xsidx2<>+0(SB), Z7
-	VMOVDQU64    xsidx3<>+0(SB), Z8
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z9
-	VPBROADCASTD c32_30303030<>+0(SB), Z10
-	VPBROADCASTD c32_20202020<>+0(SB), Z10
-	TESTQ        DX, DX
-	JZ           donedotQ6KPVBMIx4VNNI
-
-loopdotQ6KPVBMIx4VNNI:
-	VPBROADCASTW    208(AX), X10
-	VCVTPH2PS       X10, X10
-	VPMOVSXBW       192(AX), Y11
-	VPERMB          (AX), Z4, Z13
-	VBROADCASTI64X4 128(AX), Z12
-	VPERMB          Z12, Z4, Z12
-	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z12, Z14
-	VPSLLVW         shift_4_2<>+0(SB), Z14, Z12
-	VPTERNLOGD      $0xd8, Z9, Z13, Z12
-	VPERMD          Z11, Z5, Z15
-	VPMADDUBSW      (CX), Z12, Z16
-	VPSUBW          256(CX), Z16, Z16
-	VPMADDWD        Z15, Z16, Z16
-	VPMADDUBSW      (CX)(BX*1), Z12, Z17
-	VPSUBW          256(CX)(BX*1), Z17, Z17
-	VPMADDWD        Z15, Z17, Z17
-	VPMADDUBSW      (CX)(BX*2), Z12, Z18
-	VPSUBW          256(CX)(BX*2), Z18, Z18
-	VPMADDWD        Z15, Z18, Z18
-	VPMADDUBSW      (CX)(SI*1), Z12, Z12
-	VPSUBW          256(CX)(SI*1), Z12, Z12
-	VPMADDWD        Z15, Z12, Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z14, Z14
-	VPSRLW          $0x04, Z13, Z13
-	VPTERNLOGD      $0xd8, Z9, Z13, Z14
-	VPERMD          Z11, Z6, Z13
-	VPMADDUBSW      64(CX), Z14, Z15
-	VPSUBW          320(CX), Z15, Z15
-	VPDPWSSD        Z13, Z15, Z16
-	VPMADDUBSW      64(CX)(BX*1), Z14, Z15
-	VPSUBW          320(CX)(BX*1), Z15, Z15
-	VPDPWSSD        Z13, Z15, Z17
-	VPMADDUBSW      64(CX)(BX*2), Z14, Z15
-	VPSUBW          320(CX)(BX*2), Z15, Z15
-	VPDPWSSD        Z13, Z15, Z18
-	VPMADDUBSW      64(CX)(SI*1), Z14, Z14
-	VPSUBW          320(CX)(SI*1), Z14, Z14
-	VPDPWSSD        Z13, Z14, Z12
-	VPERMB          64(AX), Z4, Z14
-	VBROADCASTI64X4 160(AX), Z13
-	VPERMB          Z13, Z4, Z13
-	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z13, Z15
-	VPSLLVW         shift_4_2<>+0(SB), Z15, Z13
-	VPTERNLOGD      $0xd8, Z9, Z14, Z13
-	VPERMD          Z11, Z7, Z19
-	VPMADDUBSW      128(CX), Z13, Z20
-	VPSUBW          384(CX), Z20, Z20
-	VPDPWSSD        Z19, Z20, Z16
-	VPMADDUBSW      128(CX)(BX*1), Z13, Z20
-	VPSUBW          384(CX)(BX*1), Z20, Z20
-	VPDPWSSD        Z19, Z20, Z17
-	VPMADDUBSW      128(CX)(BX*2), Z13, Z20
-	VPSUBW          384(CX)(BX*2), Z20, Z20
-	VPDPWSSD        Z19, Z20, Z18
-	VPMADDUBSW      128(CX)(SI*1), Z13, Z13
-	VPSUBW          384(CX)(SI*1), Z13, Z13
-	VPDPWSSD        Z19, Z13, Z12
-	VPSRLVW         shift_0_2<>+0(SB), Z15, Z13
-	VPSRLW          $0x04, Z14, Z14
-	VPTERNLOGD      $0xd8, Z9, Z14, Z13
-	VPERMD          Z11, Z8, Z14
-	VPMADDUBSW      192(CX), Z13, Z15
-	VPSUBW          448(CX), Z15, Z15
-	VPDPWSSD        Z14, Z15, Z16
-	VPMADDUBSW      192(CX)(BX*1), Z13, Z15
-	VPSUBW          448(CX)(BX*1), Z15, Z15
-	VPDPWSSD        Z14, Z15, Z17
-	VPMADDUBSW      192(CX)(BX*2), Z13, Z15
-	VPSUBW          448(CX)(BX*2), Z15, Z15
-	VPDPWSSD        Z14, Z15, Z18
-	VPMADDUBSW      192(CX)(SI*1), Z13, Z13
-	VPSUBW          448(CX)(SI*1), Z13, Z13
-	VPDPWSSD        Z14, Z13, Z12
-	VEXTRACTI64X4   $0x01, Z16, Y11
-	VPADDD          Y11, Y16, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX), X10, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y11, Y11
-	VADDPS          Y11, Y0, Y0
-	VEXTRACTI64X4   $0x01, Z17, Y11
-	VPADDD          Y11, Y17, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX)(BX*1), X10, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y11, Y11
-	VADDPS          Y11, Y1, Y1
-	VEXTRACTI64X4   $0x01, Z18, Y11
-	VPADDD          Y11, Y18, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX)(BX*2), X10, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y11, Y11
-	VADDPS          Y11, Y2, Y2
-	VEXTRACTI64X4   $0x01, Z12, Y11
-	VPADDD          Y11, Y12, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULSS          512(CX)(SI*1), X10, X10
-	VBROADCASTSS    X10, Y10
-	VMULPS          Y10, Y11, Y11
-	VADDPS          Y11, Y3, Y3
-	ADDQ            $0x000000d2, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ6KPVBMIx4VNNI
-
-donedotQ6KPVBMIx4VNNI:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -10577,97 +9303,110 @@ TEXT ·dotQ3KPVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
 	VMOVDQU64    xpermd32<>+0(SB), Y1
-	VPBROADCASTD c32_03030303<>+0(SB), Y2
-	VPBROADCASTD c32_04040404<>+0(SB), Y3
-	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y12
 	TESTQ        DX, DX
 	JZ           donedotQ3KPVNNI256
 
 loopdotQ3KPVNNI256:
-	VPBROADCASTW    108(AX), X5
-	VCVTPH2PS       X5, X5
-	VBROADCASTI32X4 94(AX), Y6
-	VPSHUFB         q3a_y<>+0(SB), Y6, Y7
-	VPSRLVD         q3ash_y<>+0(SB), Y7, Y7
-	VPANDD          q3am_y<>+0(SB), Y7, Y7
-	VPSHUFB         q3t_y<>+0(SB), Y6, Y6
-	VPSLLVD         q3tl_y<>+0(SB), Y6, Y6
-	VPSRLVD         q3tr_y<>+0(SB), Y6, Y6
-	VPANDD          q3tm_y<>+0(SB), Y6, Y6
-	VPORD           Y6, Y7, Y7
-	VPMOVZXBW       X7, Y6
-	VPSUBW          Y4, Y6, Y6
-	VPERMD          (AX), Y1, Y7
-	VPSHUFB         xpshufb32<>+0(SB), Y7, Y7
-	VMOVDQU64       Y6, (SP)
-	VPXORD          Y8, Y8, Y8
-	VPXORD          Y9, Y9, Y9
-	VPERMD          32(AX), Y1, Y10
-	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
-	VMOVDQA64       Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+0(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      (CX), Y6, Y6
-	VPSUBW          256(CX), Y6, Y6
-	VPDPWSSD.BCST   (SP), Y6, Y8
-	VPSRLW          $0x02, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+32(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      32(CX), Y6, Y6
-	VPSUBW          288(CX), Y6, Y6
-	VPDPWSSD.BCST   4(SP), Y6, Y9
-	VPSRLW          $0x04, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+64(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      64(CX), Y6, Y6
-	VPSUBW          320(CX), Y6, Y6
-	VPDPWSSD.BCST   8(SP), Y6, Y8
-	VPSRLW          $0x06, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+96(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      96(CX), Y6, Y6
-	VPSUBW          352(CX), Y6, Y6
-	VPDPWSSD.BCST   12(SP), Y6, Y9
-	VPERMD          64(AX), Y1, Y10
-	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
-	VMOVDQA64       Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      128(CX), Y6, Y6
-	VPSUBW          384(CX), Y6, Y6
-	VPDPWSSD.BCST   16(SP), Y6, Y8
-	VPSRLW          $0x02, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      160(CX), Y6, Y6
-	VPSUBW          416(CX), Y6, Y6
-	VPDPWSSD.BCST   20(SP), Y6, Y9
-	VPSRLW          $0x04, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      192(CX), Y6, Y6
-	VPSUBW          448(CX), Y6, Y6
-	VPDPWSSD.BCST   24(SP), Y6, Y8
-	VPSRLW          $0x06, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      224(CX), Y6, Y6
-	VPSUBW          480(CX), Y6, Y6
-	VPDPWSSD.BCST   28(SP), Y6, Y9
-	VPADDD          Y9, Y8, Y8
-	VCVTDQ2PS       Y8, Y6
-	VMULSS          512(CX), X5, X5
-	VBROADCASTSS    X5, Y5
-	VMULPS          Y5, Y6, Y6
-	VADDPS          Y6, Y0, Y0
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPERMD          32(AX), Y1, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VMOVDQA64       Y17, Y16
+	VPANDD          Y10, Y16, Y16
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y16, K1, Y16
+	VPERMD          Y14, Y2, Y18
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y18, Y16, Y16
+	VPSRLW          $0x02, Y17, Y18
+	VPANDD          Y10, Y18, Y18
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y18, K1, Y18
+	VPERMD          Y14, Y3, Y19
+	VPMADDUBSW      32(CX), Y18, Y18
+	VPSUBW          288(CX), Y18, Y18
+	VPMADDWD        Y19, Y18, Y18
+	VPSRLW          $0x04, Y17, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y4, Y20
+	VPMADDUBSW      64(CX), Y19, Y19
+	VPSUBW          320(CX), Y19, Y19
+	VPDPWSSD        Y20, Y19, Y16
+	VPSRLW          $0x06, Y17, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y5, Y19
+	VPMADDUBSW      96(CX), Y17, Y17
+	VPSUBW          352(CX), Y17, Y17
+	VPDPWSSD        Y19, Y17, Y18
+	VPERMD          64(AX), Y1, Y19
+	VPSHUFB         xpshufb32<>+0(SB), Y19, Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y6, Y20
+	VPMADDUBSW      128(CX), Y17, Y17
+	VPSUBW          384(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x02, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y7, Y20
+	VPMADDUBSW      160(CX), Y17, Y17
+	VPSUBW          416(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y18
+	VPSRLW          $0x04, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y8, Y20
+	VPMADDUBSW      192(CX), Y17, Y17
+	VPSUBW          448(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x06, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y17, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y18
+	VPADDD          Y18, Y16, Y16
+	VCVTDQ2PS       Y16, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000240, CX
 	DECQ            DX
@@ -10693,275 +9432,26 @@ donedotQ3KPVNNI256:
 	VZEROUPPER
 	RET
 
-// func dotQ3KPx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ3KPx4VNNI256(SB), NOSPLIT, $32-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermd32<>+0(SB), Y4
-	VPBROADCASTD c32_03030303<>+0(SB), Y5
-	VPBROADCASTD c32_04040404<>+0(SB), Y6
-	VPBROADCASTD c32_00200020<>+0(SB), Y7
-	TESTQ        DX, DX
-	JZ           donedotQ3KPx4VNNI256
+DATA c32_00000000<>+0(SB)/4, $0x00000000
+GLOBL c32_00000000<>(SB), RODATA|NOPTR, $4
 
-loopdotQ3KPx4VNNI256:
-	VPBROADCASTW    108(AX), X8
-	VCVTPH2PS       X8, X8
-	VBROADCASTI32X4 94(AX), Y9
-	VPSHUFB         q3a_y<>+0(SB), Y9, Y10
-	VPSRLVD         q3ash_y<>+0(SB), Y10, Y10
-	VPANDD          q3am_y<>+0(SB), Y10, Y10
-	VPSHUFB         q3t_y<>+0(SB), Y9, Y9
-	VPSLLVD         q3tl_y<>+0(SB), Y9, Y9
-	VPSRLVD         q3tr_y<>+0(SB), Y9, Y9
-	VPANDD          q3tm_y<>+0(SB), Y9, Y9
-	VPORD           Y9, Y10, Y10
-	VPMOVZXBW       X10, Y9
-	VPSUBW          Y7, Y9, Y9
-	VPERMD          (AX), Y4, Y10
-	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
-	VMOVDQU64       Y9, (SP)
-	VPERMD          32(AX), Y4, Y11
-	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
-	VMOVDQA64       Y11, Y9
-	VPANDD          Y5, Y9, Y9
-	VPTESTMB        runbits<>+0(SB), Y10, K1
-	VPADDB          Y6, Y9, K1, Y9
-	VPBROADCASTD    (SP), Y12
-	VPMADDUBSW      (CX), Y9, Y13
-	VPSUBW          256(CX), Y13, Y13
-	VPMADDWD        Y12, Y13, Y13
-	VPMADDUBSW      (CX)(BX*1), Y9, Y14
-	VPSUBW          256(CX)(BX*1), Y14, Y14
-	VPMADDWD        Y12, Y14, Y14
-	VPMADDUBSW      (CX)(BX*2), Y9, Y15
-	VPSUBW          256(CX)(BX*2), Y15, Y15
-	VPMADDWD        Y12, Y15, Y15
-	VPMADDUBSW      (CX)(SI*1), Y9, Y9
-	VPSUBW          256(CX)(SI*1), Y9, Y9
-	VPMADDWD        Y12, Y9, Y9
-	VPSRLW          $0x02, Y11, Y12
-	VPANDD          Y5, Y12, Y12
-	VPTESTMB        runbits<>+32(SB), Y10, K1
-	VPADDB          Y6, Y12, K1, Y12
-	VPBROADCASTD    4(SP), Y16
-	VPMADDUBSW      32(CX), Y12, Y17
-	VPSUBW          288(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      32(CX)(BX*1), Y12, Y17
-	VPSUBW          288(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      32(CX)(BX*2), Y12, Y17
-	VPSUBW          288(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      32(CX)(SI*1), Y12, Y12
-	VPSUBW          288(CX)(SI*1), Y12, Y12
-	VPDPWSSD        Y16, Y12, Y9
-	VPSRLW          $0x04, Y11, Y12
-	VPANDD          Y5, Y12, Y12
-	VPTESTMB        runbits<>+64(SB), Y10, K1
-	VPADDB          Y6, Y12, K1, Y12
-	VPBROADCASTD    8(SP), Y16
-	VPMADDUBSW      64(CX), Y12, Y17
-	VPSUBW          320(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      64(CX)(BX*1), Y12, Y17
-	VPSUBW          320(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      64(CX)(BX*2), Y12, Y17
-	VPSUBW          320(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      64(CX)(SI*1), Y12, Y12
-	VPSUBW          320(CX)(SI*1), Y12, Y12
-	VPDPWSSD        Y16, Y12, Y9
-	VPSRLW          $0x06, Y11, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+96(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    12(SP), Y12
-	VPMADDUBSW      96(CX), Y11, Y16
-	VPSUBW          352(CX), Y16, Y16
-	VPDPWSSD        Y12, Y16, Y13
-	VPMADDUBSW      96(CX)(BX*1), Y11, Y16
-	VPSUBW          352(CX)(BX*1), Y16, Y16
-	VPDPWSSD        Y12, Y16, Y14
-	VPMADDUBSW      96(CX)(BX*2), Y11, Y16
-	VPSUBW          352(CX)(BX*2), Y16, Y16
-	VPDPWSSD        Y12, Y16, Y15
-	VPMADDUBSW      96(CX)(SI*1), Y11, Y11
-	VPSUBW          352(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y12, Y11, Y9
-	VPERMD          64(AX), Y4, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VMOVDQA64       Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+128(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    16(SP), Y16
-	VPMADDUBSW      128(CX), Y11, Y17
-	VPSUBW          384(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      128(CX)(BX*1), Y11, Y17
-	VPSUBW          384(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      128(CX)(BX*2), Y11, Y17
-	VPSUBW          384(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      128(CX)(SI*1), Y11, Y11
-	VPSUBW          384(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x02, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+160(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    20(SP), Y16
-	VPMADDUBSW      160(CX), Y11, Y17
-	VPSUBW          416(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      160(CX)(BX*1), Y11, Y17
-	VPSUBW          416(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      160(CX)(BX*2), Y11, Y17
-	VPSUBW          416(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      160(CX)(SI*1), Y11, Y11
-	VPSUBW          416(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x04, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+192(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    24(SP), Y16
-	VPMADDUBSW      192(CX), Y11, Y17
-	VPSUBW          448(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      192(CX)(BX*1), Y11, Y17
-	VPSUBW          448(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      192(CX)(BX*2), Y11, Y17
-	VPSUBW          448(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      192(CX)(SI*1), Y11, Y11
-	VPSUBW          448(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x06, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+224(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    28(SP), Y10
-	VPMADDUBSW      224(CX), Y11, Y12
-	VPSUBW          480(CX), Y12, Y12
-	VPDPWSSD        Y10, Y12, Y13
-	VPMADDUBSW      224(CX)(BX*1), Y11, Y12
-	VPSUBW          480(CX)(BX*1), Y12, Y12
-	VPDPWSSD        Y10, Y12, Y14
-	VPMADDUBSW      224(CX)(BX*2), Y11, Y12
-	VPSUBW          480(CX)(BX*2), Y12, Y12
-	VPDPWSSD        Y10, Y12, Y15
-	VPMADDUBSW      224(CX)(SI*1), Y11, Y11
-	VPSUBW          480(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y10, Y11, Y9
-	VCVTDQ2PS       Y13, Y10
-	VMULSS          512(CX), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y0, Y0
-	VCVTDQ2PS       Y14, Y10
-	VMULSS          512(CX)(BX*1), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y1, Y1
-	VCVTDQ2PS       Y15, Y10
-	VMULSS          512(CX)(BX*2), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y2, Y2
-	VCVTDQ2PS       Y9, Y9
-	VMULSS          512(CX)(SI*1), X8, X8
-	VBROADCASTSS    X8, Y8
-	VMULPS          Y8, Y9, Y9
-	VADDPS          Y9, Y3, Y3
-	ADDQ            $0x0000006e, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ3KPx4VNNI256
+DATA c32_00000001<>+0(SB)/4, $0x00000001
+GLOBL c32_00000001<>(SB), RODATA|NOPTR, $4
 
-donedotQ3KPx4VNNI256:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
-	VZEROUPPER
-	RET
+DATA c32_00000003<>+0(SB)/4, $0x00000003
+GLOBL c32_00000003<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000004<>+0(SB)/4, $0x00000004
+GLOBL c32_00000004<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000005<>+0(SB)/4, $0x00000005
+GLOBL c32_00000005<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000006<>+0(SB)/4, $0x00000006
+GLOBL c32_00000006<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000007<>+0(SB)/4, $0x00000007
+GLOBL c32_00000007<>(SB), RODATA|NOPTR, $4
 
 // func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
@@ -11463,87 +9953,100 @@ TEXT ·dotQ6KPVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
 	VMOVDQU64    xpermd32<>+0(SB), Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
-	VPBROADCASTD c32_30303030<>+0(SB), Y3
-	VPBROADCASTD c32_20202020<>+0(SB), Y3
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y10
+	VPBROADCASTD c32_30303030<>+0(SB), Y11
+	VPBROADCASTD c32_20202020<>+0(SB), Y11
 	TESTQ        DX, DX
 	JZ           donedotQ6KPVNNI256
 
 loopdotQ6KPVNNI256:
-	VPBROADCASTW  208(AX), X3
-	VCVTPH2PS     X3, X3
-	VPMOVSXBW     192(AX), Y6
-	VMOVDQU64     Y6, (SP)
-	VPXORD        Y4, Y4, Y4
-	VPXORD        Y5, Y5, Y5
-	VPERMD        (AX), Y1, Y7
-	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
-	VPERMD        32(AX), Y1, Y8
-	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
-	VPERMD        128(AX), Y1, Y6
-	VPSHUFB       xpshufb32<>+0(SB), Y6, Y6
-	VPANDD.BCST   c32_33333333<>+0(SB), Y6, Y9
-	VPANDD.BCST   c32_cccccccc<>+0(SB), Y6, Y10
-	VPSLLW        $0x04, Y9, Y6
-	VPTERNLOGD    $0xd8, Y2, Y7, Y6
-	VPMADDUBSW    (CX), Y6, Y6
-	VPSUBW        256(CX), Y6, Y6
-	VPDPWSSD.BCST (SP), Y6, Y4
-	VPSLLW        $0x02, Y10, Y6
-	VPTERNLOGD    $0xd8, Y2, Y8, Y6
-	VPMADDUBSW    32(CX), Y6, Y6
-	VPSUBW        288(CX), Y6, Y6
-	VPDPWSSD.BCST 4(SP), Y6, Y5
-	VPSRLW        $0x04, Y7, Y6
-	VPTERNLOGD    $0xd8, Y2, Y6, Y9
-	VPMADDUBSW    64(CX), Y9, Y6
-	VPSUBW        320(CX), Y6, Y6
-	VPDPWSSD.BCST 8(SP), Y6, Y4
-	VPSRLW        $0x02, Y10, Y6
-	VPSRLW        $0x04, Y8, Y7
-	VPTERNLOGD    $0xd8, Y2, Y7, Y6
-	VPMADDUBSW    96(CX), Y6, Y6
-	VPSUBW        352(CX), Y6, Y6
-	VPDPWSSD.BCST 12(SP), Y6, Y5
-	VPERMD        64(AX), Y1, Y7
-	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
-	VPERMD        96(AX), Y1, Y8
-	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
-	VPERMD        160(AX), Y1, Y6
-	VPSHUFB       xpshufb32<>+0(SB), Y6, Y6
-	VPANDD.BCST   c32_33333333<>+0(SB), Y6, Y9
-	VPANDD.BCST   c32_cccccccc<>+0(SB), Y6, Y10
-	VPSLLW        $0x04, Y9, Y6
-	VPTERNLOGD    $0xd8, Y2, Y7, Y6
-	VPMADDUBSW    128(CX), Y6, Y6
-	VPSUBW        384(CX), Y6, Y6
-	VPDPWSSD.BCST 16(SP), Y6, Y4
-	VPSLLW        $0x02, Y10, Y6
-	VPTERNLOGD    $0xd8, Y2, Y8, Y6
-	VPMADDUBSW    160(CX), Y6, Y6
-	VPSUBW        416(CX), Y6, Y6
-	VPDPWSSD.BCST 20(SP), Y6, Y5
-	VPSRLW        $0x04, Y7, Y6
-	VPTERNLOGD    $0xd8, Y2, Y6, Y9
-	VPMADDUBSW    192(CX), Y9, Y6
-	VPSUBW        448(CX), Y6, Y6
-	VPDPWSSD.BCST 24(SP), Y6, Y4
-	VPSRLW        $0x02, Y10, Y6
-	VPSRLW        $0x04, Y8, Y7
-	VPTERNLOGD    $0xd8, Y2, Y7, Y6
-	VPMADDUBSW    224(CX), Y6, Y6
-	VPSUBW        480(CX), Y6, Y6
-	VPDPWSSD.BCST 28(SP), Y6, Y5
-	VPADDD        Y5, Y4, Y4
-	VCVTDQ2PS     Y4, Y6
-	VMULSS        512(CX), X3, X3
-	VBROADCASTSS  X3, Y3
-	VMULPS        Y3, Y6, Y6
-	VADDPS        Y6, Y0, Y0
-	ADDQ          $0x000000d2, AX
-	ADDQ          $0x00000240, CX
-	DECQ          DX
-	JNZ           loopdotQ6KPVNNI256
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPERMD       (AX), Y1, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPERMD       32(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPERMD       128(AX), Y1, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y13, Y16
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y13, Y17
+	VPSLLW       $0x04, Y16, Y13
+	VPTERNLOGD   $0xd8, Y10, Y14, Y13
+	VPERMD       Y12, Y2, Y18
+	VPMADDUBSW   (CX), Y13, Y13
+	VPSUBW       256(CX), Y13, Y13
+	VPMADDWD     Y18, Y13, Y13
+	VPSLLW       $0x02, Y17, Y18
+	VPTERNLOGD   $0xd8, Y10, Y15, Y18
+	VPERMD       Y12, Y3, Y19
+	VPMADDUBSW   32(CX), Y18, Y18
+	VPSUBW       288(CX), Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPSRLW       $0x04, Y14, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y16
+	VPERMD       Y12, Y4, Y14
+	VPMADDUBSW   64(CX), Y16, Y16
+	VPSUBW       320(CX), Y16, Y16
+	VPDPWSSD     Y14, Y16, Y13
+	VPSRLW       $0x02, Y17, Y14
+	VPSRLW       $0x04, Y15, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y5, Y15
+	VPMADDUBSW   96(CX), Y14, Y14
+	VPSUBW       352(CX), Y14, Y14
+	VPDPWSSD     Y15, Y14, Y18
+	VPERMD       64(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPERMD       96(AX), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPERMD       160(AX), Y1, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPANDD.BCST  c32_33333333<>+0(SB), Y14, Y17
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y14, Y19
+	VPSLLW       $0x04, Y17, Y14
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y6, Y20
+	VPMADDUBSW   128(CX), Y14, Y14
+	VPSUBW       384(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y13
+	VPSLLW       $0x02, Y19, Y14
+	VPTERNLOGD   $0xd8, Y10, Y16, Y14
+	VPERMD       Y12, Y7, Y20
+	VPMADDUBSW   160(CX), Y14, Y14
+	VPSUBW       416(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y18
+	VPSRLW       $0x04, Y15, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y17
+	VPERMD       Y12, Y8, Y14
+	VPMADDUBSW   192(CX), Y17, Y15
+	VPSUBW       448(CX), Y15, Y15
+	VPDPWSSD     Y14, Y15, Y13
+	VPSRLW       $0x02, Y19, Y14
+	VPSRLW       $0x04, Y16, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y14, Y14
+	VPSUBW       480(CX), Y14, Y14
+	VPDPWSSD     Y12, Y14, Y18
+	VPADDD       Y18, Y13, Y13
+	VCVTDQ2PS    Y13, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ6KPVNNI256
 
 donedotQ6KPVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -11562,262 +10065,6 @@ donedotQ6KPVNNI256:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotQ6KPx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ6KPx4VNNI256(SB), NOSPLIT, $32-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermd32<>+0(SB), Y4
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y5
-	VPBROADCASTD c32_30303030<>+0(SB), Y6
-	VPBROADCASTD c32_20202020<>+0(SB), Y6
-	TESTQ        DX, DX
-	JZ           donedotQ6KPx4VNNI256
-
-loopdotQ6KPx4VNNI256:
-	VPBROADCASTW 208(AX), X6
-	VCVTPH2PS    X6, X6
-	VPMOVSXBW    192(AX), Y7
-	VMOVDQU64    Y7, (SP)
-	VPERMD       (AX), Y4, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPERMD       32(AX), Y4, Y9
-	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
-	VPERMD       128(AX), Y4, Y7
-	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
-	VPANDD.BCST  c32_33333333<>+0(SB), Y7, Y10
-	VPANDD.BCST  c32_cccccccc<>+0(SB), Y7, Y11
-	VPSLLW       $0x04, Y10, Y7
-	VPTERNLOGD   $0xd8, Y5, Y8, Y7
-	VPBROADCASTD (SP), Y12
-	VPMADDUBSW   (CX), Y7, Y13
-	VPSUBW       256(CX), Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPMADDUBSW   (CX)(BX*1), Y7, Y14
-	VPSUBW       256(CX)(BX*1), Y14, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPMADDUBSW   (CX)(BX*2), Y7, Y15
-	VPSUBW       256(CX)(BX*2), Y15, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPMADDUBSW   (CX)(SI*1), Y7, Y7
-	VPSUBW       256(CX)(SI*1), Y7, Y7
-	VPMADDWD     Y12, Y7, Y7
-	VPSLLW       $0x02, Y11, Y12
-	VPTERNLOGD   $0xd8, Y5, Y9, Y12
-	VPBROADCASTD 4(SP), Y16
-	VPMADDUBSW   32(CX), Y12, Y17
-	VPSUBW       288(CX), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y13
-	VPMADDUBSW   32(CX)(BX*1), Y12, Y17
-	VPSUBW       288(CX)(BX*1), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y14
-	VPMADDUBSW   32(CX)(BX*2), Y12, Y17
-	VPSUBW       288(CX)(BX*2), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y15
-	VPMADDUBSW   32(CX)(SI*1), Y12, Y12
-	VPSUBW       288(CX)(SI*1), Y12, Y12
-	VPDPWSSD     Y16, Y12, Y7
-	VPSRLW       $0x04, Y8, Y8
-	VPTERNLOGD   $0xd8, Y5, Y8, Y10
-	VPBROADCASTD 8(SP), Y8
-	VPMADDUBSW   64(CX), Y10, Y12
-	VPSUBW       320(CX), Y12, Y12
-	VPDPWSSD     Y8, Y12, Y13
-	VPMADDUBSW   64(CX)(BX*1), Y10, Y12
-	VPSUBW       320(CX)(BX*1), Y12, Y12
-	VPDPWSSD     Y8, Y12, Y14
-	VPMADDUBSW   64(CX)(BX*2), Y10, Y12
-	VPSUBW       320(CX)(BX*2), Y12, Y12
-	VPDPWSSD     Y8, Y12, Y15
-	VPMADDUBSW   64(CX)(SI*1), Y10, Y10
-	VPSUBW       320(CX)(SI*1), Y10, Y10
-	VPDPWSSD     Y8, Y10, Y7
-	VPSRLW       $0x02, Y11, Y8
-	VPSRLW       $0x04, Y9, Y9
-	VPTERNLOGD   $0xd8, Y5, Y9, Y8
-	VPBROADCASTD 12(SP), Y9
-	VPMADDUBSW   96(CX), Y8, Y10
-	VPSUBW       352(CX), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y13
-	VPMADDUBSW   96(CX)(BX*1), Y8, Y10
-	VPSUBW       352(CX)(BX*1), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y14
-	VPMADDUBSW   96(CX)(BX*2), Y8, Y10
-	VPSUBW       352(CX)(BX*2), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y15
-	VPMADDUBSW   96(CX)(SI*1), Y8, Y8
-	VPSUBW       352(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y9, Y8, Y7
-	VPERMD       64(AX), Y4, Y9
-	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
-	VPERMD       96(AX), Y4, Y10
-	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
-	VPERMD       160(AX), Y4, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPANDD.BCST  c32_33333333<>+0(SB), Y8, Y11
-	VPANDD.BCST  c32_cccccccc<>+0(SB), Y8, Y12
-	VPSLLW       $0x04, Y11, Y8
-	VPTERNLOGD   $0xd8, Y5, Y9, Y8
-	VPBROADCASTD 16(SP), Y16
-	VPMADDUBSW   128(CX), Y8, Y17
-	VPSUBW       384(CX), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y13
-	VPMADDUBSW   128(CX)(BX*1), Y8, Y17
-	VPSUBW       384(CX)(BX*1), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y14
-	VPMADDUBSW   128(CX)(BX*2), Y8, Y17
-	VPSUBW       384(CX)(BX*2), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y15
-	VPMADDUBSW   128(CX)(SI*1), Y8, Y8
-	VPSUBW       384(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y16, Y8, Y7
-	VPSLLW       $0x02, Y12, Y8
-	VPTERNLOGD   $0xd8, Y5, Y10, Y8
-	VPBROADCASTD 20(SP), Y16
-	VPMADDUBSW   160(CX), Y8, Y17
-	VPSUBW       416(CX), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y13
-	VPMADDUBSW   160(CX)(BX*1), Y8, Y17
-	VPSUBW       416(CX)(BX*1), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y14
-	VPMADDUBSW   160(CX)(BX*2), Y8, Y17
-	VPSUBW       416(CX)(BX*2), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y15
-	VPMADDUBSW   160(CX)(SI*1), Y8, Y8
-	VPSUBW       416(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y16, Y8, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPTERNLOGD   $0xd8, Y5, Y8, Y11
-	VPBROADCASTD 24(SP), Y8
-	VPMADDUBSW   192(CX), Y11, Y9
-	VPSUBW       448(CX), Y9, Y9
-	VPDPWSSD     Y8, Y9, Y13
-	VPMADDUBSW   192(CX)(BX*1), Y11, Y9
-	VPSUBW       448(CX)(BX*1), Y9, Y9
-	VPDPWSSD     Y8, Y9, Y14
-	VPMADDUBSW   192(CX)(BX*2), Y11, Y9
-	VPSUBW       448(CX)(BX*2), Y9, Y9
-	VPDPWSSD     Y8, Y9, Y15
-	VPMADDUBSW   192(CX)(SI*1), Y11, Y9
-	VPSUBW       448(CX)(SI*1), Y9, Y9
-	VPDPWSSD     Y8, Y9, Y7
-	VPSRLW       $0x02, Y12, Y8
-	VPSRLW       $0x04, Y10, Y9
-	VPTERNLOGD   $0xd8, Y5, Y9, Y8
-	VPBROADCASTD 28(SP), Y9
-	VPMADDUBSW   224(CX), Y8, Y10
-	VPSUBW       480(CX), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y13
-	VPMADDUBSW   224(CX)(BX*1), Y8, Y10
-	VPSUBW       480(CX)(BX*1), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y14
-	VPMADDUBSW   224(CX)(BX*2), Y8, Y10
-	VPSUBW       480(CX)(BX*2), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y15
-	VPMADDUBSW   224(CX)(SI*1), Y8, Y8
-	VPSUBW       480(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y9, Y8, Y7
-	VCVTDQ2PS    Y13, Y8
-	VMULSS       512(CX), X6, X9
-	VBROADCASTSS X9, Y9
-	VMULPS       Y9, Y8, Y8
-	VADDPS       Y8, Y0, Y0
-	VCVTDQ2PS    Y14, Y8
-	VMULSS       512(CX)(BX*1), X6, X9
-	VBROADCASTSS X9, Y9
-	VMULPS       Y9, Y8, Y8
-	VADDPS       Y8, Y1, Y1
-	VCVTDQ2PS    Y15, Y8
-	VMULSS       512(CX)(BX*2), X6, X9
-	VBROADCASTSS X9, Y9
-	VMULPS       Y9, Y8, Y8
-	VADDPS       Y8, Y2, Y2
-	VCVTDQ2PS    Y7, Y7
-	VMULSS       512(CX)(SI*1), X6, X6
-	VBROADCASTSS X6, Y6
-	VMULPS       Y6, Y7, Y7
-	VADDPS       Y7, Y3, Y3
-	ADDQ         $0x000000d2, AX
-	ADDQ         $0x00000240, CX
-	DECQ         DX
-	JNZ          loopdotQ6KPx4VNNI256
-
-donedotQ6KPx4VNNI256:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -12307,94 +10554,107 @@ TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
 	VMOVDQU64    xpermb32<>+0(SB), Y1
-	VPBROADCASTD c32_03030303<>+0(SB), Y2
-	VPBROADCASTD c32_04040404<>+0(SB), Y3
-	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y12
 	TESTQ        DX, DX
 	JZ           donedotQ3KPVBMIVNNI256
 
 loopdotQ3KPVBMIVNNI256:
-	VPBROADCASTW    108(AX), X5
-	VCVTPH2PS       X5, X5
-	VBROADCASTI32X4 94(AX), Y6
-	VPSHUFB         q3a_y<>+0(SB), Y6, Y7
-	VPSRLVD         q3ash_y<>+0(SB), Y7, Y7
-	VPANDD          q3am_y<>+0(SB), Y7, Y7
-	VPSHUFB         q3t_y<>+0(SB), Y6, Y6
-	VPSLLVD         q3tl_y<>+0(SB), Y6, Y6
-	VPSRLVD         q3tr_y<>+0(SB), Y6, Y6
-	VPANDD          q3tm_y<>+0(SB), Y6, Y6
-	VPORD           Y6, Y7, Y7
-	VPMOVZXBW       X7, Y6
-	VPSUBW          Y4, Y6, Y6
-	VPERMB          (AX), Y1, Y7
-	VMOVDQU64       Y6, (SP)
-	VPXORD          Y8, Y8, Y8
-	VPXORD          Y9, Y9, Y9
-	VPERMB          32(AX), Y1, Y10
-	VMOVDQA64       Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+0(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      (CX), Y6, Y6
-	VPSUBW          256(CX), Y6, Y6
-	VPDPWSSD.BCST   (SP), Y6, Y8
-	VPSRLW          $0x02, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+32(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      32(CX), Y6, Y6
-	VPSUBW          288(CX), Y6, Y6
-	VPDPWSSD.BCST   4(SP), Y6, Y9
-	VPSRLW          $0x04, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+64(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      64(CX), Y6, Y6
-	VPSUBW          320(CX), Y6, Y6
-	VPDPWSSD.BCST   8(SP), Y6, Y8
-	VPSRLW          $0x06, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+96(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      96(CX), Y6, Y6
-	VPSUBW          352(CX), Y6, Y6
-	VPDPWSSD.BCST   12(SP), Y6, Y9
-	VPERMB          64(AX), Y1, Y10
-	VMOVDQA64       Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      128(CX), Y6, Y6
-	VPSUBW          384(CX), Y6, Y6
-	VPDPWSSD.BCST   16(SP), Y6, Y8
-	VPSRLW          $0x02, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      160(CX), Y6, Y6
-	VPSUBW          416(CX), Y6, Y6
-	VPDPWSSD.BCST   20(SP), Y6, Y9
-	VPSRLW          $0x04, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      192(CX), Y6, Y6
-	VPSUBW          448(CX), Y6, Y6
-	VPDPWSSD.BCST   24(SP), Y6, Y8
-	VPSRLW          $0x06, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPMADDUBSW      224(CX), Y6, Y6
-	VPSUBW          480(CX), Y6, Y6
-	VPDPWSSD.BCST   28(SP), Y6, Y9
-	VPADDD          Y9, Y8, Y8
-	VCVTDQ2PS       Y8, Y6
-	VMULSS          512(CX), X5, X5
-	VBROADCASTSS    X5, Y5
-	VMULPS          Y5, Y6, Y6
-	VADDPS          Y6, Y0, Y0
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMB          (AX), Y1, Y15
+	VPERMB          32(AX), Y1, Y17
+	VMOVDQA64       Y17, Y16
+	VPANDD          Y10, Y16, Y16
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y16, K1, Y16
+	VPERMD          Y14, Y2, Y18
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y18, Y16, Y16
+	VPSRLW          $0x02, Y17, Y18
+	VPANDD          Y10, Y18, Y18
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y18, K1, Y18
+	VPERMD          Y14, Y3, Y19
+	VPMADDUBSW      32(CX), Y18, Y18
+	VPSUBW          288(CX), Y18, Y18
+	VPMADDWD        Y19, Y18, Y18
+	VPSRLW          $0x04, Y17, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y4, Y20
+	VPMADDUBSW      64(CX), Y19, Y19
+	VPSUBW          320(CX), Y19, Y19
+	VPDPWSSD        Y20, Y19, Y16
+	VPSRLW          $0x06, Y17, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y5, Y19
+	VPMADDUBSW      96(CX), Y17, Y17
+	VPSUBW          352(CX), Y17, Y17
+	VPDPWSSD        Y19, Y17, Y18
+	VPERMB          64(AX), Y1, Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y6, Y20
+	VPMADDUBSW      128(CX), Y17, Y17
+	VPSUBW          384(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x02, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y7, Y20
+	VPMADDUBSW      160(CX), Y17, Y17
+	VPSUBW          416(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y18
+	VPSRLW          $0x04, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y8, Y20
+	VPMADDUBSW      192(CX), Y17, Y17
+	VPSUBW          448(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x06, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y17, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y18
+	VPADDD          Y18, Y16, Y16
+	VCVTDQ2PS       Y16, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000240, CX
 	DECQ            DX
@@ -12417,273 +10677,6 @@ donedotQ3KPVBMIVNNI256:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotQ3KPVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ3KPVBMIx4VNNI256(SB), NOSPLIT, $32-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermb32<>+0(SB), Y4
-	VPBROADCASTD c32_03030303<>+0(SB), Y5
-	VPBROADCASTD c32_04040404<>+0(SB), Y6
-	VPBROADCASTD c32_00200020<>+0(SB), Y7
-	TESTQ        DX, DX
-	JZ           donedotQ3KPVBMIx4VNNI256
-
-loopdotQ3KPVBMIx4VNNI256:
-	VPBROADCASTW    108(AX), X8
-	VCVTPH2PS       X8, X8
-	VBROADCASTI32X4 94(AX), Y9
-	VPSHUFB         q3a_y<>+0(SB), Y9, Y10
-	VPSRLVD         q3ash_y<>+0(SB), Y10, Y10
-	VPANDD          q3am_y<>+0(SB), Y10, Y10
-	VPSHUFB         q3t_y<>+0(SB), Y9, Y9
-	VPSLLVD         q3tl_y<>+0(SB), Y9, Y9
-	VPSRLVD         q3tr_y<>+0(SB), Y9, Y9
-	VPANDD          q3tm_y<>+0(SB), Y9, Y9
-	VPORD           Y9, Y10, Y10
-	VPMOVZXBW       X10, Y9
-	VPSUBW          Y7, Y9, Y9
-	VPERMB          (AX), Y4, Y10
-	VMOVDQU64       Y9, (SP)
-	VPERMB          32(AX), Y4, Y11
-	VMOVDQA64       Y11, Y9
-	VPANDD          Y5, Y9, Y9
-	VPTESTMB        runbits<>+0(SB), Y10, K1
-	VPADDB          Y6, Y9, K1, Y9
-	VPBROADCASTD    (SP), Y12
-	VPMADDUBSW      (CX), Y9, Y13
-	VPSUBW          256(CX), Y13, Y13
-	VPMADDWD        Y12, Y13, Y13
-	VPMADDUBSW      (CX)(BX*1), Y9, Y14
-	VPSUBW          256(CX)(BX*1), Y14, Y14
-	VPMADDWD        Y12, Y14, Y14
-	VPMADDUBSW      (CX)(BX*2), Y9, Y15
-	VPSUBW          256(CX)(BX*2), Y15, Y15
-	VPMADDWD        Y12, Y15, Y15
-	VPMADDUBSW      (CX)(SI*1), Y9, Y9
-	VPSUBW          256(CX)(SI*1), Y9, Y9
-	VPMADDWD        Y12, Y9, Y9
-	VPSRLW          $0x02, Y11, Y12
-	VPANDD          Y5, Y12, Y12
-	VPTESTMB        runbits<>+32(SB), Y10, K1
-	VPADDB          Y6, Y12, K1, Y12
-	VPBROADCASTD    4(SP), Y16
-	VPMADDUBSW      32(CX), Y12, Y17
-	VPSUBW          288(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      32(CX)(BX*1), Y12, Y17
-	VPSUBW          288(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      32(CX)(BX*2), Y12, Y17
-	VPSUBW          288(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      32(CX)(SI*1), Y12, Y12
-	VPSUBW          288(CX)(SI*1), Y12, Y12
-	VPDPWSSD        Y16, Y12, Y9
-	VPSRLW          $0x04, Y11, Y12
-	VPANDD          Y5, Y12, Y12
-	VPTESTMB        runbits<>+64(SB), Y10, K1
-	VPADDB          Y6, Y12, K1, Y12
-	VPBROADCASTD    8(SP), Y16
-	VPMADDUBSW      64(CX), Y12, Y17
-	VPSUBW          320(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      64(CX)(BX*1), Y12, Y17
-	VPSUBW          320(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      64(CX)(BX*2), Y12, Y17
-	VPSUBW          320(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      64(CX)(SI*1), Y12, Y12
-	VPSUBW          320(CX)(SI*1), Y12, Y12
-	VPDPWSSD        Y16, Y12, Y9
-	VPSRLW          $0x06, Y11, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+96(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    12(SP), Y12
-	VPMADDUBSW      96(CX), Y11, Y16
-	VPSUBW          352(CX), Y16, Y16
-	VPDPWSSD        Y12, Y16, Y13
-	VPMADDUBSW      96(CX)(BX*1), Y11, Y16
-	VPSUBW          352(CX)(BX*1), Y16, Y16
-	VPDPWSSD        Y12, Y16, Y14
-	VPMADDUBSW      96(CX)(BX*2), Y11, Y16
-	VPSUBW          352(CX)(BX*2), Y16, Y16
-	VPDPWSSD        Y12, Y16, Y15
-	VPMADDUBSW      96(CX)(SI*1), Y11, Y11
-	VPSUBW          352(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y12, Y11, Y9
-	VPERMB          64(AX), Y4, Y12
-	VMOVDQA64       Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+128(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    16(SP), Y16
-	VPMADDUBSW      128(CX), Y11, Y17
-	VPSUBW          384(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      128(CX)(BX*1), Y11, Y17
-	VPSUBW          384(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      128(CX)(BX*2), Y11, Y17
-	VPSUBW          384(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      128(CX)(SI*1), Y11, Y11
-	VPSUBW          384(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x02, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+160(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    20(SP), Y16
-	VPMADDUBSW      160(CX), Y11, Y17
-	VPSUBW          416(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      160(CX)(BX*1), Y11, Y17
-	VPSUBW          416(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      160(CX)(BX*2), Y11, Y17
-	VPSUBW          416(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      160(CX)(SI*1), Y11, Y11
-	VPSUBW          416(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x04, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+192(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    24(SP), Y16
-	VPMADDUBSW      192(CX), Y11, Y17
-	VPSUBW          448(CX), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y13
-	VPMADDUBSW      192(CX)(BX*1), Y11, Y17
-	VPSUBW          448(CX)(BX*1), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y14
-	VPMADDUBSW      192(CX)(BX*2), Y11, Y17
-	VPSUBW          448(CX)(BX*2), Y17, Y17
-	VPDPWSSD        Y16, Y17, Y15
-	VPMADDUBSW      192(CX)(SI*1), Y11, Y11
-	VPSUBW          448(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x06, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+224(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    28(SP), Y10
-	VPMADDUBSW      224(CX), Y11, Y12
-	VPSUBW          480(CX), Y12, Y12
-	VPDPWSSD        Y10, Y12, Y13
-	VPMADDUBSW      224(CX)(BX*1), Y11, Y12
-	VPSUBW          480(CX)(BX*1), Y12, Y12
-	VPDPWSSD        Y10, Y12, Y14
-	VPMADDUBSW      224(CX)(BX*2), Y11, Y12
-	VPSUBW          480(CX)(BX*2), Y12, Y12
-	VPDPWSSD        Y10, Y12, Y15
-	VPMADDUBSW      224(CX)(SI*1), Y11, Y11
-	VPSUBW          480(CX)(SI*1), Y11, Y11
-	VPDPWSSD        Y10, Y11, Y9
-	VCVTDQ2PS       Y13, Y10
-	VMULSS          512(CX), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y0, Y0
-	VCVTDQ2PS       Y14, Y10
-	VMULSS          512(CX)(BX*1), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y1, Y1
-	VCVTDQ2PS       Y15, Y10
-	VMULSS          512(CX)(BX*2), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y2, Y2
-	VCVTDQ2PS       Y9, Y9
-	VMULSS          512(CX)(SI*1), X8, X8
-	VBROADCASTSS    X8, Y8
-	VMULPS          Y8, Y9, Y9
-	VADDPS          Y9, Y3, Y3
-	ADDQ            $0x0000006e, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ3KPVBMIx4VNNI256
-
-donedotQ3KPVBMIx4VNNI256:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -13129,81 +11122,94 @@ TEXT ·dotQ6KPVBMIVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
 	VMOVDQU64    xpermb32<>+0(SB), Y1
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
-	VPBROADCASTD c32_30303030<>+0(SB), Y3
-	VPBROADCASTD c32_20202020<>+0(SB), Y3
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y10
+	VPBROADCASTD c32_30303030<>+0(SB), Y11
+	VPBROADCASTD c32_20202020<>+0(SB), Y11
 	TESTQ        DX, DX
 	JZ           donedotQ6KPVBMIVNNI256
 
 loopdotQ6KPVBMIVNNI256:
-	VPBROADCASTW  208(AX), X3
-	VCVTPH2PS     X3, X3
-	VPMOVSXBW     192(AX), Y6
-	VMOVDQU64     Y6, (SP)
-	VPXORD        Y4, Y4, Y4
-	VPXORD        Y5, Y5, Y5
-	VPERMB        (AX), Y1, Y7
-	VPERMB        32(AX), Y1, Y8
-	VPERMB        128(AX), Y1, Y6
-	VPANDD.BCST   c32_33333333<>+0(SB), Y6, Y9
-	VPANDD.BCST   c32_cccccccc<>+0(SB), Y6, Y10
-	VPSLLW        $0x04, Y9, Y6
-	VPTERNLOGD    $0xd8, Y2, Y7, Y6
-	VPMADDUBSW    (CX), Y6, Y6
-	VPSUBW        256(CX), Y6, Y6
-	VPDPWSSD.BCST (SP), Y6, Y4
-	VPSLLW        $0x02, Y10, Y6
-	VPTERNLOGD    $0xd8, Y2, Y8, Y6
-	VPMADDUBSW    32(CX), Y6, Y6
-	VPSUBW        288(CX), Y6, Y6
-	VPDPWSSD.BCST 4(SP), Y6, Y5
-	VPSRLW        $0x04, Y7, Y6
-	VPTERNLOGD    $0xd8, Y2, Y6, Y9
-	VPMADDUBSW    64(CX), Y9, Y6
-	VPSUBW        320(CX), Y6, Y6
-	VPDPWSSD.BCST 8(SP), Y6, Y4
-	VPSRLW        $0x02, Y10, Y6
-	VPSRLW        $0x04, Y8, Y7
-	VPTERNLOGD    $0xd8, Y2, Y7, Y6
-	VPMADDUBSW    96(CX), Y6, Y6
-	VPSUBW        352(CX), Y6, Y6
-	VPDPWSSD.BCST 12(SP), Y6, Y5
-	VPERMB        64(AX), Y1, Y7
-	VPERMB        96(AX), Y1, Y8
-	VPERMB        160(AX), Y1, Y6
-	VPANDD.BCST   c32_33333333<>+0(SB), Y6, Y9
-	VPANDD.BCST   c32_cccccccc<>+0(SB), Y6, Y10
-	VPSLLW        $0x04, Y9, Y6
-	VPTERNLOGD    $0xd8, Y2, Y7, Y6
-	VPMADDUBSW    128(CX), Y6, Y6
-	VPSUBW        384(CX), Y6, Y6
-	VPDPWSSD.BCST 16(SP), Y6, Y4
-	VPSLLW        $0x02, Y10, Y6
-	VPTERNLOGD    $0xd8, Y2, Y8, Y6
-	VPMADDUBSW    160(CX), Y6, Y6
-	VPSUBW        416(CX), Y6, Y6
-	VPDPWSSD.BCST 20(SP), Y6, Y5
-	VPSRLW        $0x04, Y7, Y6
-	VPTERNLOGD    $0xd8, Y2, Y6, Y9
-	VPMADDUBSW    192(CX), Y9, Y6
-	VPSUBW        448(CX), Y6, Y6
-	VPDPWSSD.BCST 24(SP), Y6, Y4
-	VPSRLW        $0x02, Y10, Y6
-	VPSRLW        $0x04, Y8, Y7
-	VPTERNLOGD    $0xd8, Y2, Y7, Y6
-	VPMADDUBSW    224(CX), Y6, Y6
-	VPSUBW        480(CX), Y6, Y6
-	VPDPWSSD.BCST 28(SP), Y6, Y5
-	VPADDD        Y5, Y4, Y4
-	VCVTDQ2PS     Y4, Y6
-	VMULSS        512(CX), X3, X3
-	VBROADCASTSS  X3, Y3
-	VMULPS        Y3, Y6, Y6
-	VADDPS        Y6, Y0, Y0
-	ADDQ          $0x000000d2, AX
-	ADDQ          $0x00000240, CX
-	DECQ          DX
-	JNZ           loopdotQ6KPVBMIVNNI256
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPERMB       (AX), Y1, Y14
+	VPERMB       32(AX), Y1, Y15
+	VPERMB       128(AX), Y1, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y13, Y16
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y13, Y17
+	VPSLLW       $0x04, Y16, Y13
+	VPTERNLOGD   $0xd8, Y10, Y14, Y13
+	VPERMD       Y12, Y2, Y18
+	VPMADDUBSW   (CX), Y13, Y13
+	VPSUBW       256(CX), Y13, Y13
+	VPMADDWD     Y18, Y13, Y13
+	VPSLLW       $0x02, Y17, Y18
+	VPTERNLOGD   $0xd8, Y10, Y15, Y18
+	VPERMD       Y12, Y3, Y19
+	VPMADDUBSW   32(CX), Y18, Y18
+	VPSUBW       288(CX), Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPSRLW       $0x04, Y14, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y16
+	VPERMD       Y12, Y4, Y14
+	VPMADDUBSW   64(CX), Y16, Y16
+	VPSUBW       320(CX), Y16, Y16
+	VPDPWSSD     Y14, Y16, Y13
+	VPSRLW       $0x02, Y17, Y14
+	VPSRLW       $0x04, Y15, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y5, Y15
+	VPMADDUBSW   96(CX), Y14, Y14
+	VPSUBW       352(CX), Y14, Y14
+	VPDPWSSD     Y15, Y14, Y18
+	VPERMB       64(AX), Y1, Y15
+	VPERMB       96(AX), Y1, Y16
+	VPERMB       160(AX), Y1, Y14
+	VPANDD.BCST  c32_33333333<>+0(SB), Y14, Y17
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y14, Y19
+	VPSLLW       $0x04, Y17, Y14
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y6, Y20
+	VPMADDUBSW   128(CX), Y14, Y14
+	VPSUBW       384(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y13
+	VPSLLW       $0x02, Y19, Y14
+	VPTERNLOGD   $0xd8, Y10, Y16, Y14
+	VPERMD       Y12, Y7, Y20
+	VPMADDUBSW   160(CX), Y14, Y14
+	VPSUBW       416(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y18
+	VPSRLW       $0x04, Y15, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y17
+	VPERMD       Y12, Y8, Y14
+	VPMADDUBSW   192(CX), Y17, Y15
+	VPSUBW       448(CX), Y15, Y15
+	VPDPWSSD     Y14, Y15, Y13
+	VPSRLW       $0x02, Y19, Y14
+	VPSRLW       $0x04, Y16, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y14, Y14
+	VPSUBW       480(CX), Y14, Y14
+	VPDPWSSD     Y12, Y14, Y18
+	VPADDD       Y18, Y13, Y13
+	VCVTDQ2PS    Y13, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ6KPVBMIVNNI256
 
 donedotQ6KPVBMIVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -13222,256 +11228,6 @@ donedotQ6KPVBMIVNNI256:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotQ6KPVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotQ6KPVBMIx4VNNI256(SB), NOSPLIT, $32-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VPXORD       Y0, Y0, Y0
-	VPXORD       Y1, Y1, Y1
-	VPXORD       Y2, Y2, Y2
-	VPXORD       Y3, Y3, Y3
-	VMOVDQU64    xpermb32<>+0(SB), Y4
-	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y5
-	VPBROADCASTD c32_30303030<>+0(SB), Y6
-	VPBROADCASTD c32_20202020<>+0(SB), Y6
-	TESTQ        DX, DX
-	JZ           donedotQ6KPVBMIx4VNNI256
-
-loopdotQ6KPVBMIx4VNNI256:
-	VPBROADCASTW 208(AX), X6
-	VCVTPH2PS    X6, X6
-	VPMOVSXBW    192(AX), Y7
-	VMOVDQU64    Y7, (SP)
-	VPERMB       (AX), Y4, Y8
-	VPERMB       32(AX), Y4, Y9
-	VPERMB       128(AX), Y4, Y7
-	VPANDD.BCST  c32_33333333<>+0(SB), Y7, Y10
-	VPANDD.BCST  c32_cccccccc<>+0(SB), Y7, Y11
-	VPSLLW       $0x04, Y10, Y7
-	VPTERNLOGD   $0xd8, Y5, Y8, Y7
-	VPBROADCASTD (SP), Y12
-	VPMADDUBSW   (CX), Y7, Y13
-	VPSUBW       256(CX), Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPMADDUBSW   (CX)(BX*1), Y7, Y14
-	VPSUBW       256(CX)(BX*1), Y14, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPMADDUBSW   (CX)(BX*2), Y7, Y15
-	VPSUBW       256(CX)(BX*2), Y15, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPMADDUBSW   (CX)(SI*1), Y7, Y7
-	VPSUBW       256(CX)(SI*1), Y7, Y7
-	VPMADDWD     Y12, Y7, Y7
-	VPSLLW       $0x02, Y11, Y12
-	VPTERNLOGD   $0xd8, Y5, Y9, Y12
-	VPBROADCASTD 4(SP), Y16
-	VPMADDUBSW   32(CX), Y12, Y17
-	VPSUBW       288(CX), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y13
-	VPMADDUBSW   32(CX)(BX*1), Y12, Y17
-	VPSUBW       288(CX)(BX*1), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y14
-	VPMADDUBSW   32(CX)(BX*2), Y12, Y17
-	VPSUBW       288(CX)(BX*2), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y15
-	VPMADDUBSW   32(CX)(SI*1), Y12, Y12
-	VPSUBW       288(CX)(SI*1), Y12, Y12
-	VPDPWSSD     Y16, Y12, Y7
-	VPSRLW       $0x04, Y8, Y8
-	VPTERNLOGD   $0xd8, Y5, Y8, Y10
-	VPBROADCASTD 8(SP), Y8
-	VPMADDUBSW   64(CX), Y10, Y12
-	VPSUBW       320(CX), Y12, Y12
-	VPDPWSSD     Y8, Y12, Y13
-	VPMADDUBSW   64(CX)(BX*1), Y10, Y12
-	VPSUBW       320(CX)(BX*1), Y12, Y12
-	VPDPWSSD     Y8, Y12, Y14
-	VPMADDUBSW   64(CX)(BX*2), Y10, Y12
-	VPSUBW       320(CX)(BX*2), Y12, Y12
-	VPDPWSSD     Y8, Y12, Y15
-	VPMADDUBSW   64(CX)(SI*1), Y10, Y10
-	VPSUBW       320(CX)(SI*1), Y10, Y10
-	VPDPWSSD     Y8, Y10, Y7
-	VPSRLW       $0x02, Y11, Y8
-	VPSRLW       $0x04, Y9, Y9
-	VPTERNLOGD   $0xd8, Y5, Y9, Y8
-	VPBROADCASTD 12(SP), Y9
-	VPMADDUBSW   96(CX), Y8, Y10
-	VPSUBW       352(CX), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y13
-	VPMADDUBSW   96(CX)(BX*1), Y8, Y10
-	VPSUBW       352(CX)(BX*1), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y14
-	VPMADDUBSW   96(CX)(BX*2), Y8, Y10
-	VPSUBW       352(CX)(BX*2), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y15
-	VPMADDUBSW   96(CX)(SI*1), Y8, Y8
-	VPSUBW       352(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y9, Y8, Y7
-	VPERMB       64(AX), Y4, Y9
-	VPERMB       96(AX), Y4, Y10
-	VPERMB       160(AX), Y4, Y8
-	VPANDD.BCST  c32_33333333<>+0(SB), Y8, Y11
-	VPANDD.BCST  c32_cccccccc<>+0(SB), Y8, Y12
-	VPSLLW       $0x04, Y11, Y8
-	VPTERNLOGD   $0xd8, Y5, Y9, Y8
-	VPBROADCASTD 16(SP), Y16
-	VPMADDUBSW   128(CX), Y8, Y17
-	VPSUBW       384(CX), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y13
-	VPMADDUBSW   128(CX)(BX*1), Y8, Y17
-	VPSUBW       384(CX)(BX*1), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y14
-	VPMADDUBSW   128(CX)(BX*2), Y8, Y17
-	VPSUBW       384(CX)(BX*2), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y15
-	VPMADDUBSW   128(CX)(SI*1), Y8, Y8
-	VPSUBW       384(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y16, Y8, Y7
-	VPSLLW       $0x02, Y12, Y8
-	VPTERNLOGD   $0xd8, Y5, Y10, Y8
-	VPBROADCASTD 20(SP), Y16
-	VPMADDUBSW   160(CX), Y8, Y17
-	VPSUBW       416(CX), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y13
-	VPMADDUBSW   160(CX)(BX*1), Y8, Y17
-	VPSUBW       416(CX)(BX*1), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y14
-	VPMADDUBSW   160(CX)(BX*2), Y8, Y17
-	VPSUBW       416(CX)(BX*2), Y17, Y17
-	VPDPWSSD     Y16, Y17, Y15
-	VPMADDUBSW   160(CX)(SI*1), Y8, Y8
-	VPSUBW       416(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y16, Y8, Y7
-	VPSRLW       $0x04, Y9, Y8
-	VPTERNLOGD   $0xd8, Y5, Y8, Y11
-	VPBROADCASTD 24(SP), Y8
-	VPMADDUBSW   192(CX), Y11, Y9
-	VPSUBW       448(CX), Y9, Y9
-	VPDPWSSD     Y8, Y9, Y13
-	VPMADDUBSW   192(CX)(BX*1), Y11, Y9
-	VPSUBW       448(CX)(BX*1), Y9, Y9
-	VPDPWSSD     Y8, Y9, Y14
-	VPMADDUBSW   192(CX)(BX*2), Y11, Y9
-	VPSUBW       448(CX)(BX*2), Y9, Y9
-	VPDPWSSD     Y8, Y9, Y15
-	VPMADDUBSW   192(CX)(SI*1), Y11, Y9
-	VPSUBW       448(CX)(SI*1), Y9, Y9
-	VPDPWSSD     Y8, Y9, Y7
-	VPSRLW       $0x02, Y12, Y8
-	VPSRLW       $0x04, Y10, Y9
-	VPTERNLOGD   $0xd8, Y5, Y9, Y8
-	VPBROADCASTD 28(SP), Y9
-	VPMADDUBSW   224(CX), Y8, Y10
-	VPSUBW       480(CX), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y13
-	VPMADDUBSW   224(CX)(BX*1), Y8, Y10
-	VPSUBW       480(CX)(BX*1), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y14
-	VPMADDUBSW   224(CX)(BX*2), Y8, Y10
-	VPSUBW       480(CX)(BX*2), Y10, Y10
-	VPDPWSSD     Y9, Y10, Y15
-	VPMADDUBSW   224(CX)(SI*1), Y8, Y8
-	VPSUBW       480(CX)(SI*1), Y8, Y8
-	VPDPWSSD     Y9, Y8, Y7
-	VCVTDQ2PS    Y13, Y8
-	VMULSS       512(CX), X6, X9
-	VBROADCASTSS X9, Y9
-	VMULPS       Y9, Y8, Y8
-	VADDPS       Y8, Y0, Y0
-	VCVTDQ2PS    Y14, Y8
-	VMULSS       512(CX)(BX*1), X6, X9
-	VBROADCASTSS X9, Y9
-	VMULPS       Y9, Y8, Y8
-	VADDPS       Y8, Y1, Y1
-	VCVTDQ2PS    Y15, Y8
-	VMULSS       512(CX)(BX*2), X6, X9
-	VBROADCASTSS X9, Y9
-	VMULPS       Y9, Y8, Y8
-	VADDPS       Y8, Y2, Y2
-	VCVTDQ2PS    Y7, Y7
-	VMULSS       512(CX)(SI*1), X6, X6
-	VBROADCASTSS X6, Y6
-	VMULPS       Y6, Y7, Y7
-	VADDPS       Y7, Y3, Y3
-	ADDQ         $0x000000d2, AX
-	ADDQ         $0x00000240, CX
-	DECQ         DX
-	JNZ          loopdotQ6KPVBMIx4VNNI256
-
-donedotQ6KPVBMIx4VNNI256:
-	MOVQ          out+32(FP), AX
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VMOVAPS       X0, X5
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X5, X5
-	VMOVHLPS      X0, X0, X6
-	VADDSS        X6, X5, X5
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X5, X5
-	VADDSS        X4, X5, X5
-	VMOVSHDUP     X4, X0
-	VADDSS        X0, X5, X5
-	VMOVHLPS      X4, X4, X0
-	VADDSS        X0, X5, X5
-	VPSHUFD       $0xff, X4, X0
-	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VMOVAPS       X1, X4
-	VMOVSHDUP     X1, X5
-	VADDSS        X5, X4, X4
-	VMOVHLPS      X1, X1, X5
-	VADDSS        X5, X4, X4
-	VPSHUFD       $0xff, X1, X1
-	VADDSS        X1, X4, X4
-	VADDSS        X0, X4, X4
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X4, X4
-	VMOVHLPS      X0, X0, X1
-	VADDSS        X1, X4, X4
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X4, X4
-	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VMOVAPS       X2, X1
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X1, X1
-	VMOVHLPS      X2, X2, X4
-	VADDSS        X4, X1, X1
-	VPSHUFD       $0xff, X2, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VMOVAPS       X3, X1
-	VMOVSHDUP     X3, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X3, X3, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X3, X2
-	VADDSS        X2, X1, X1
-	VADDSS        X0, X1, X1
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X1, X1
-	VMOVHLPS      X0, X0, X2
-	VADDSS        X2, X1, X1
-	VPSHUFD       $0xff, X0, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
 

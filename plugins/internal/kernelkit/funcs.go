@@ -9,10 +9,10 @@ type Funcs struct {
 	// kernels take four Q8_K rows astride bytes apart into out[0:4].
 	Q2K, Q3K, Q4K, Q5K, Q6K           func(w, a *byte, nb int) float32
 	Q2Kx4, Q3Kx4, Q4Kx4, Q5Kx4, Q6Kx4 func(w, a *byte, nb, astride int, out *float32)
-	// Q3KP..Q6KPx4 (optional) are Q3K..Q6Kx4 on prepared activation rows
-	// (prep.go); where set, Dot, MatVec and MatMul use them.
-	Q3KP, Q6KP     func(w, a *byte, nb int) float32
-	Q3KPx4, Q6KPx4 func(w, a *byte, nb, astride int, out *float32)
+	// Q3KP and Q6KP (optional) are Q3K and Q6K on a prepared activation
+	// row (prep.go); where set, Dot, MatVec and MatMul below four
+	// activation rows use them.
+	Q3KP, Q6KP func(w, a *byte, nb int) float32
 	// PrepQ8K (optional) prepares nb Q8_K blocks for them with the quant
 	// offset off; nil: prep.go's Go version, which gives the same bytes.
 	PrepQ8K func(a *byte, nb int, dst *byte, off int)

@@ -28,18 +28,17 @@ type prepared struct {
 	off  int                                       // the weight quants' offset: 32 (Q6_K) or 4 (Q3_K)
 	prep func(a *byte, nb int, dst *byte, off int) // nil: prepRow
 	dot  dotFunc
-	dot4 dot4Func // nil: none
 }
 
 // addPrepared registers f's prepared-row kernels: Dot prepares its row and
-// calls them; MatVec and MatMul prepare every activation row once.
+// calls them; MatVec and MatMul with fewer than four activation rows (more
+// run the Q8_K four-row kernels) prepare every activation row once.
 func (l *level) addPrepared(f Funcs) {
 	for _, p := range []struct {
-		t    quant.Type
-		off  int
-		dot  func(w, a *byte, nb int) float32
-		dot4 func(w, a *byte, nb, astride int, out *float32)
-	}{{quant.Q3_K, 4, f.Q3KP, f.Q3KPx4}, {quant.Q6_K, 32, f.Q6KP, f.Q6KPx4}} {
+		t   quant.Type
+		off int
+		dot func(w, a *byte, nb int) float32
+	}{{quant.Q3_K, 4, f.Q3KP}, {quant.Q6_K, 32, f.Q6KP}} {
 		if p.dot == nil {
 			continue
 		}
@@ -47,9 +46,6 @@ func (l *level) addPrepared(f Funcs) {
 			l.prep = map[quant.Type]*prepared{}
 		}
 		pr := &prepared{off: p.off, prep: f.PrepQ8K, dot: prepDot(p.dot, p.t.TypeSize())}
-		if p.dot4 != nil {
-			pr.dot4 = prepDot4(p.dot4, p.t.TypeSize())
-		}
 		l.prep[p.t] = pr
 		l.dot[p.t] = func(n int, w, a []byte) float32 {
 			bp := prepPool.Get().(*[]byte)
@@ -120,17 +116,5 @@ func prepDot(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 		}
 		w, a = w[:nb*wsize], a[:nb*prepBlock]
 		return f(&w[0], &a[0], nb)
-	}
-}
-
-func prepDot4(f func(w, a *byte, nb, astride int, out *float32), wsize int) dot4Func {
-	return func(n int, w, a []byte, astride int, out *[4]float32) {
-		nb := n / quant.QK_K
-		if nb == 0 {
-			*out = [4]float32{}
-			return
-		}
-		w, a = w[:nb*wsize], a[:3*astride+nb*prepBlock]
-		f(&w[0], &a[0], nb, astride, &out[0])
 	}
 }
