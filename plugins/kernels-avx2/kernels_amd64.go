@@ -11,16 +11,25 @@ func dotQ2KAVX2(w *byte, a *byte, nb int) float32
 func dotQ2Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func q63PrepQ8KAVX2(a *byte, nb int, dst *byte, off int)
+
+//go:noescape
 func dotQ3KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ3Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ3KPAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ6Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ6KPAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ4KAVX2(w *byte, a *byte, nb int) float32

@@ -897,6 +897,92 @@ DATA v32_03030303<>+24(SB)/4, $0x03030303
 DATA v32_03030303<>+28(SB)/4, $0x03030303
 GLOBL v32_03030303<>(SB), RODATA|NOPTR, $32
 
+// func q63PrepQ8KAVX2(a *byte, nb int, dst *byte, off int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·q63PrepQ8KAVX2(SB), NOSPLIT, $0-32
+	MOVQ         a+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVQ         off+24(FP), BX
+	MOVQ         BX, X0
+	VPBROADCASTB X0, Y0
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VMOVDQU      xpshufb32<>+0(SB), Y2
+	TESTQ        CX, CX
+	JZ           doneq63PrepQ8KAVX2
+
+loopq63PrepQ8KAVX2:
+	VPERMD     4(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, (DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 256(DX)
+	VPERMD     36(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 32(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 288(DX)
+	VPERMD     68(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 64(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 320(DX)
+	VPERMD     100(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 96(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 352(DX)
+	VPERMD     132(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 128(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 384(DX)
+	VPERMD     164(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 160(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 416(DX)
+	VPERMD     196(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 192(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 448(DX)
+	VPERMD     228(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 224(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 480(DX)
+	MOVL       (AX), BX
+	MOVL       BX, 512(DX)
+	ADDQ       $0x00000124, AX
+	ADDQ       $0x00000240, DX
+	DECQ       CX
+	JNZ        loopq63PrepQ8KAVX2
+
+doneq63PrepQ8KAVX2:
+	VZEROUPPER
+	RET
+
+DATA xpermd32<>+0(SB)/4, $0x00000000
+DATA xpermd32<>+4(SB)/4, $0x00000002
+DATA xpermd32<>+8(SB)/4, $0x00000004
+DATA xpermd32<>+12(SB)/4, $0x00000006
+DATA xpermd32<>+16(SB)/4, $0x00000001
+DATA xpermd32<>+20(SB)/4, $0x00000003
+DATA xpermd32<>+24(SB)/4, $0x00000005
+DATA xpermd32<>+28(SB)/4, $0x00000007
+GLOBL xpermd32<>(SB), RODATA|NOPTR, $32
+
+DATA xpshufb32<>+0(SB)/4, $0x0c080400
+DATA xpshufb32<>+4(SB)/4, $0x0d090501
+DATA xpshufb32<>+8(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+12(SB)/4, $0x0f0b0703
+DATA xpshufb32<>+16(SB)/4, $0x0c080400
+DATA xpshufb32<>+20(SB)/4, $0x0d090501
+DATA xpshufb32<>+24(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+28(SB)/4, $0x0f0b0703
+GLOBL xpshufb32<>(SB), RODATA|NOPTR, $32
+
 // func dotQ3KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ3KAVX2(SB), NOSPLIT, $32-28
@@ -1065,26 +1151,6 @@ donedotQ3KAVX2:
 	VZEROUPPER
 	RET
 
-DATA xpermd32<>+0(SB)/4, $0x00000000
-DATA xpermd32<>+4(SB)/4, $0x00000002
-DATA xpermd32<>+8(SB)/4, $0x00000004
-DATA xpermd32<>+12(SB)/4, $0x00000006
-DATA xpermd32<>+16(SB)/4, $0x00000001
-DATA xpermd32<>+20(SB)/4, $0x00000003
-DATA xpermd32<>+24(SB)/4, $0x00000005
-DATA xpermd32<>+28(SB)/4, $0x00000007
-GLOBL xpermd32<>(SB), RODATA|NOPTR, $32
-
-DATA xpshufb32<>+0(SB)/4, $0x0c080400
-DATA xpshufb32<>+4(SB)/4, $0x0d090501
-DATA xpshufb32<>+8(SB)/4, $0x0e0a0602
-DATA xpshufb32<>+12(SB)/4, $0x0f0b0703
-DATA xpshufb32<>+16(SB)/4, $0x0c080400
-DATA xpshufb32<>+20(SB)/4, $0x0d090501
-DATA xpshufb32<>+24(SB)/4, $0x0e0a0602
-DATA xpshufb32<>+28(SB)/4, $0x0f0b0703
-GLOBL xpshufb32<>(SB), RODATA|NOPTR, $32
-
 DATA c32_04040404<>+0(SB)/4, $0x04040404
 GLOBL c32_04040404<>(SB), RODATA|NOPTR, $4
 
@@ -1208,24 +1274,24 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y7, Y7
 	VPOR           Y7, Y4, Y4
 	VPBROADCASTD   128(SP), Y7
-	VPERMD         4(CX), Y0, Y8
-	VPSHUFB        xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW     Y8, Y4, Y9
-	VPMADDUBSW     Y8, Y2, Y8
-	VPSUBW         Y8, Y9, Y9
-	VPMADDWD       Y7, Y9, Y8
-	VPERMD         4(CX)(BX*1), Y0, Y9
+	VPERMD         4(CX), Y0, Y9
 	VPSHUFB        xpshufb32<>+0(SB), Y9, Y9
-	VPMADDUBSW     Y9, Y4, Y10
+	VPMADDUBSW     Y9, Y4, Y8
 	VPMADDUBSW     Y9, Y2, Y9
-	VPSUBW         Y9, Y10, Y10
-	VPMADDWD       Y7, Y10, Y9
-	VPERMD         4(CX)(BX*2), Y0, Y10
+	VPSUBW         Y9, Y8, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPERMD         4(CX)(BX*1), Y0, Y10
 	VPSHUFB        xpshufb32<>+0(SB), Y10, Y10
-	VPMADDUBSW     Y10, Y4, Y11
+	VPMADDUBSW     Y10, Y4, Y9
 	VPMADDUBSW     Y10, Y2, Y10
-	VPSUBW         Y10, Y11, Y11
-	VPMADDWD       Y7, Y11, Y10
+	VPSUBW         Y10, Y9, Y9
+	VPMADDWD       Y7, Y9, Y9
+	VPERMD         4(CX)(BX*2), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y4, Y10
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y10, Y10
+	VPMADDWD       Y7, Y10, Y10
 	VPERMD         4(CX)(SI*1), Y0, Y11
 	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
 	VPMADDUBSW     Y11, Y4, Y4
@@ -1238,27 +1304,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y7, Y7
 	VPBROADCASTD   132(SP), Y11
-	VPERMD         36(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         36(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         36(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         36(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         36(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         36(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         36(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y7, Y7
@@ -1272,27 +1338,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y7, Y7
 	VPBROADCASTD   136(SP), Y11
-	VPERMD         68(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         68(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         68(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y7, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         68(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         68(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         68(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y7, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         68(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y7, Y7
@@ -1306,27 +1372,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y7, Y7
 	VPOR           Y7, Y6, Y6
 	VPBROADCASTD   140(SP), Y7
-	VPERMD         100(CX), Y0, Y11
-	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW     Y11, Y6, Y12
-	VPMADDUBSW     Y11, Y2, Y11
-	VPSUBW         Y11, Y12, Y12
-	VPMADDWD       Y7, Y12, Y12
-	VPADDD         Y12, Y8, Y8
-	VPERMD         100(CX)(BX*1), Y0, Y11
-	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW     Y11, Y6, Y12
-	VPMADDUBSW     Y11, Y2, Y11
-	VPSUBW         Y11, Y12, Y12
-	VPMADDWD       Y7, Y12, Y12
-	VPADDD         Y12, Y9, Y9
-	VPERMD         100(CX)(BX*2), Y0, Y11
-	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW     Y11, Y6, Y12
-	VPMADDUBSW     Y11, Y2, Y11
-	VPSUBW         Y11, Y12, Y12
-	VPMADDWD       Y7, Y12, Y12
-	VPADDD         Y12, Y10, Y10
+	VPERMD         100(CX), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y11
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y11, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPADDD         Y11, Y8, Y8
+	VPERMD         100(CX)(BX*1), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y11
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y11, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPADDD         Y11, Y9, Y9
+	VPERMD         100(CX)(BX*2), Y0, Y12
+	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y12, Y6, Y11
+	VPMADDUBSW     Y12, Y2, Y12
+	VPSUBW         Y12, Y11, Y11
+	VPMADDWD       Y7, Y11, Y11
+	VPADDD         Y11, Y10, Y10
 	VPERMD         100(CX)(SI*1), Y0, Y11
 	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
 	VPMADDUBSW     Y11, Y6, Y6
@@ -1342,27 +1408,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y6, Y6
 	VPBROADCASTD   144(SP), Y11
-	VPERMD         132(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         132(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         132(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         132(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         132(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         132(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         132(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y6, Y6
@@ -1376,27 +1442,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y6, Y6
 	VPBROADCASTD   148(SP), Y11
-	VPERMD         164(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         164(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         164(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         164(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         164(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         164(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         164(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y6, Y6
@@ -1410,27 +1476,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y11, Y11
 	VPOR           Y11, Y6, Y6
 	VPBROADCASTD   152(SP), Y11
-	VPERMD         196(CX), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y8, Y8
-	VPERMD         196(CX)(BX*1), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y9, Y9
-	VPERMD         196(CX)(BX*2), Y0, Y12
-	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW     Y12, Y6, Y13
-	VPMADDUBSW     Y12, Y2, Y12
-	VPSUBW         Y12, Y13, Y13
-	VPMADDWD       Y11, Y13, Y13
-	VPADDD         Y13, Y10, Y10
+	VPERMD         196(CX), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y8, Y8
+	VPERMD         196(CX)(BX*1), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y9, Y9
+	VPERMD         196(CX)(BX*2), Y0, Y13
+	VPSHUFB        xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y13, Y6, Y12
+	VPMADDUBSW     Y13, Y2, Y13
+	VPSUBW         Y13, Y12, Y12
+	VPMADDWD       Y11, Y12, Y12
+	VPADDD         Y12, Y10, Y10
 	VPERMD         196(CX)(SI*1), Y0, Y12
 	VPSHUFB        xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW     Y12, Y6, Y6
@@ -1444,27 +1510,27 @@ loopdotQ3Kx4AVX2:
 	VPAND          Y2, Y5, Y5
 	VPOR           Y5, Y6, Y6
 	VPBROADCASTD   156(SP), Y5
-	VPERMD         228(CX), Y0, Y7
-	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y6, Y11
-	VPMADDUBSW     Y7, Y2, Y7
-	VPSUBW         Y7, Y11, Y11
-	VPMADDWD       Y5, Y11, Y11
-	VPADDD         Y11, Y8, Y8
-	VPERMD         228(CX)(BX*1), Y0, Y7
-	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y6, Y11
-	VPMADDUBSW     Y7, Y2, Y7
-	VPSUBW         Y7, Y11, Y11
-	VPMADDWD       Y5, Y11, Y11
-	VPADDD         Y11, Y9, Y9
-	VPERMD         228(CX)(BX*2), Y0, Y7
-	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
-	VPMADDUBSW     Y7, Y6, Y11
-	VPMADDUBSW     Y7, Y2, Y7
-	VPSUBW         Y7, Y11, Y11
-	VPMADDWD       Y5, Y11, Y11
-	VPADDD         Y11, Y10, Y10
+	VPERMD         228(CX), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y7
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y8, Y8
+	VPERMD         228(CX)(BX*1), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y7
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y9, Y9
+	VPERMD         228(CX)(BX*2), Y0, Y11
+	VPSHUFB        xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y7
+	VPMADDUBSW     Y11, Y2, Y11
+	VPSUBW         Y11, Y7, Y7
+	VPMADDWD       Y5, Y7, Y7
+	VPADDD         Y7, Y10, Y10
 	VPERMD         228(CX)(SI*1), Y0, Y7
 	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
 	VPMADDUBSW     Y7, Y6, Y6
@@ -1583,6 +1649,150 @@ DATA v32_00200020<>+20(SB)/4, $0x00200020
 DATA v32_00200020<>+24(SB)/4, $0x00200020
 DATA v32_00200020<>+28(SB)/4, $0x00200020
 GLOBL v32_00200020<>(SB), RODATA|NOPTR, $32
+
+// func dotQ3KPAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ3KPAVX2(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           donedotQ3KPAVX2
+
+loopdotQ3KPAVX2:
+	VPBROADCASTW   108(AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTI128 94(AX), Y6
+	VPSHUFB        q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD        q3ash_y<>+0(SB), Y7, Y7
+	VPAND          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB        q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD        q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD        q3tr_y<>+0(SB), Y6, Y6
+	VPAND          q3tm_y<>+0(SB), Y6, Y6
+	VPOR           Y6, Y7, Y7
+	VPMOVZXBW      X7, Y6
+	VPSUBW         Y4, Y6, Y6
+	VPERMD         (AX), Y1, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VMOVDQU        Y6, (SP)
+	VPERMD         32(AX), Y1, Y8
+	VPSHUFB        xpshufb32<>+0(SB), Y8, Y8
+	VMOVDQA        Y8, Y6
+	VPAND          Y2, Y6, Y6
+	VPSLLW         $0x02, Y7, Y9
+	VPAND          Y3, Y9, Y9
+	VPOR           Y9, Y6, Y6
+	VPBROADCASTD   (SP), Y9
+	VPMADDUBSW     (CX), Y6, Y6
+	VPSUBW         256(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPSRLW         $0x02, Y8, Y9
+	VPAND          Y2, Y9, Y9
+	VPSLLW         $0x01, Y7, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPBROADCASTD   4(SP), Y10
+	VPMADDUBSW     32(CX), Y9, Y9
+	VPSUBW         288(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPSRLW         $0x04, Y8, Y10
+	VPAND          Y2, Y10, Y10
+	VMOVDQA        Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPBROADCASTD   8(SP), Y11
+	VPMADDUBSW     64(CX), Y10, Y10
+	VPSUBW         320(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y6, Y6
+	VPSRLW         $0x06, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x01, Y7, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPBROADCASTD   12(SP), Y10
+	VPMADDUBSW     96(CX), Y8, Y8
+	VPSUBW         352(CX), Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPERMD         64(AX), Y1, Y10
+	VPSHUFB        xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA        Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x02, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   16(SP), Y11
+	VPMADDUBSW     128(CX), Y8, Y8
+	VPSUBW         384(CX), Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y6, Y6
+	VPSRLW         $0x02, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x03, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   20(SP), Y11
+	VPMADDUBSW     160(CX), Y8, Y8
+	VPSUBW         416(CX), Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPSRLW         $0x04, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x04, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   24(SP), Y11
+	VPMADDUBSW     192(CX), Y8, Y8
+	VPSUBW         448(CX), Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y6, Y6
+	VPSRLW         $0x06, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x05, Y7, Y7
+	VPAND          Y3, Y7, Y7
+	VPOR           Y7, Y8, Y8
+	VPBROADCASTD   28(SP), Y7
+	VPMADDUBSW     224(CX), Y8, Y8
+	VPSUBW         480(CX), Y8, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VMULSS         512(CX), X5, X5
+	VBROADCASTSS   X5, Y5
+	VMULPS         Y5, Y6, Y6
+	VADDPS         Y6, Y0, Y0
+	ADDQ           $0x0000006e, AX
+	ADDQ           $0x00000240, CX
+	DECQ           DX
+	JNZ            loopdotQ3KPAVX2
+
+donedotQ3KPAVX2:
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	MOVSS        X2, ret+24(FP)
+	VZEROUPPER
+	RET
 
 // func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
@@ -1789,24 +1999,24 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y6, Y6
 	VPOR         Y6, Y5, Y5
 	VPBROADCASTD 128(SP), Y6
-	VPERMD       4(CX), Y0, Y10
-	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
-	VPMADDUBSW   Y10, Y5, Y11
-	VPMADDUBSW   Y10, Y3, Y10
-	VPSUBW       Y10, Y11, Y11
-	VPMADDWD     Y6, Y11, Y10
-	VPERMD       4(CX)(BX*1), Y0, Y11
+	VPERMD       4(CX), Y0, Y11
 	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y5, Y12
+	VPMADDUBSW   Y11, Y5, Y10
 	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPMADDWD     Y6, Y12, Y11
-	VPERMD       4(CX)(BX*2), Y0, Y12
+	VPSUBW       Y11, Y10, Y10
+	VPMADDWD     Y6, Y10, Y10
+	VPERMD       4(CX)(BX*1), Y0, Y12
 	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW   Y12, Y5, Y13
+	VPMADDUBSW   Y12, Y5, Y11
 	VPMADDUBSW   Y12, Y3, Y12
-	VPSUBW       Y12, Y13, Y13
-	VPMADDWD     Y6, Y13, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPMADDWD     Y6, Y11, Y11
+	VPERMD       4(CX)(BX*2), Y0, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y12
+	VPMADDUBSW   Y13, Y3, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y6, Y12, Y12
 	VPERMD       4(CX)(SI*1), Y0, Y13
 	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y5, Y5
@@ -1818,27 +2028,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y13, Y13
 	VPOR         Y13, Y6, Y6
 	VPBROADCASTD 132(SP), Y13
-	VPERMD       36(CX), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y13, Y15, Y15
-	VPADDD       Y15, Y10, Y10
-	VPERMD       36(CX)(BX*1), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y13, Y15, Y15
-	VPADDD       Y15, Y11, Y11
-	VPERMD       36(CX)(BX*2), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y13, Y15, Y15
-	VPADDD       Y15, Y12, Y12
+	VPERMD       36(CX), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       36(CX)(BX*1), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       36(CX)(BX*2), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
 	VPERMD       36(CX)(SI*1), Y0, Y14
 	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y6, Y6
@@ -1852,27 +2062,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 136(SP), Y7
-	VPERMD       68(CX), Y0, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y14
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y10, Y10
-	VPERMD       68(CX)(BX*1), Y0, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y14
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y11, Y11
-	VPERMD       68(CX)(BX*2), Y0, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y14
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y12, Y12
+	VPERMD       68(CX), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y13
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y7, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPERMD       68(CX)(BX*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y13
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y7, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPERMD       68(CX)(BX*2), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y13
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y7, Y13, Y13
+	VPADDD       Y13, Y12, Y12
 	VPERMD       68(CX)(SI*1), Y0, Y13
 	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y6, Y6
@@ -1886,27 +2096,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 140(SP), Y7
-	VPERMD       100(CX), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y10, Y10
-	VPERMD       100(CX)(BX*1), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y11, Y11
-	VPERMD       100(CX)(BX*2), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y12, Y12
+	VPERMD       100(CX), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VPERMD       100(CX)(BX*1), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y11, Y11
+	VPERMD       100(CX)(BX*2), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y12, Y12
 	VPERMD       100(CX)(SI*1), Y0, Y8
 	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPMADDUBSW   Y8, Y6, Y6
@@ -1925,27 +2135,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 144(SP), Y7
-	VPERMD       132(CX), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y10, Y10
-	VPERMD       132(CX)(BX*1), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y11, Y11
-	VPERMD       132(CX)(BX*2), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y12, Y12
+	VPERMD       132(CX), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       132(CX)(BX*1), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       132(CX)(BX*2), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y12, Y12
 	VPERMD       132(CX)(SI*1), Y0, Y14
 	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y6, Y6
@@ -1958,27 +2168,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 148(SP), Y7
-	VPERMD       164(CX), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y10, Y10
-	VPERMD       164(CX)(BX*1), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y11, Y11
-	VPERMD       164(CX)(BX*2), Y0, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y6, Y15
-	VPMADDUBSW   Y14, Y3, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y7, Y15, Y15
-	VPADDD       Y15, Y12, Y12
+	VPERMD       164(CX), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPERMD       164(CX)(BX*1), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPERMD       164(CX)(BX*2), Y0, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPMADDUBSW   Y15, Y6, Y14
+	VPMADDUBSW   Y15, Y3, Y15
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y7, Y14, Y14
+	VPADDD       Y14, Y12, Y12
 	VPERMD       164(CX)(SI*1), Y0, Y14
 	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y6, Y6
@@ -1992,27 +2202,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 152(SP), Y7
-	VPERMD       196(CX), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y14
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y10, Y10
-	VPERMD       196(CX)(BX*1), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y14
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y11, Y11
-	VPERMD       196(CX)(BX*2), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y14
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y14, Y14
-	VPMADDWD     Y7, Y14, Y14
-	VPADDD       Y14, Y12, Y12
+	VPERMD       196(CX), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y8
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VPERMD       196(CX)(BX*1), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y8
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y11, Y11
+	VPERMD       196(CX)(BX*2), Y0, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPMADDUBSW   Y14, Y6, Y8
+	VPMADDUBSW   Y14, Y3, Y14
+	VPSUBW       Y14, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y12, Y12
 	VPERMD       196(CX)(SI*1), Y0, Y8
 	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPMADDUBSW   Y8, Y6, Y6
@@ -2026,27 +2236,27 @@ loopdotQ6Kx4AVX2:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPBROADCASTD 156(SP), Y7
-	VPERMD       228(CX), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y10, Y10
-	VPERMD       228(CX)(BX*1), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y11, Y11
-	VPERMD       228(CX)(BX*2), Y0, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y9
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y12, Y12
+	VPERMD       228(CX), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VPERMD       228(CX)(BX*1), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y11, Y11
+	VPERMD       228(CX)(BX*2), Y0, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y8
+	VPMADDUBSW   Y9, Y3, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y12, Y12
 	VPERMD       228(CX)(SI*1), Y0, Y8
 	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPMADDUBSW   Y8, Y6, Y6
@@ -2153,6 +2363,142 @@ donedotQ6Kx4AVX2:
 	VPSHUFD      $0xff, X1, X0
 	VADDSS       X0, X2, X2
 	VMOVSS       X2, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KPAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ6KPAVX2(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	VPBROADCASTD c32_30303030<>+0(SB), Y3
+	VPBROADCASTD c32_20202020<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           donedotQ6KPAVX2
+
+loopdotQ6KPAVX2:
+	VPBROADCASTW 208(AX), X4
+	VCVTPH2PS    X4, X4
+	VPMOVSXBW    192(AX), Y5
+	VMOVDQU      Y5, (SP)
+	VPERMD       (AX), Y1, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
+	VPERMD       32(AX), Y1, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPERMD       128(AX), Y1, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPAND        Y2, Y7, Y5
+	VPSLLW       $0x04, Y9, Y6
+	VPAND        Y3, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD (SP), Y6
+	VPMADDUBSW   (CX), Y5, Y5
+	VPSUBW       256(CX), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPAND        Y2, Y8, Y6
+	VPSLLW       $0x02, Y9, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y6, Y6
+	VPBROADCASTD 4(SP), Y10
+	VPMADDUBSW   32(CX), Y6, Y6
+	VPSUBW       288(CX), Y6, Y6
+	VPMADDWD     Y10, Y6, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VMOVDQA      Y9, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPBROADCASTD 8(SP), Y10
+	VPMADDUBSW   64(CX), Y7, Y7
+	VPSUBW       320(CX), Y7, Y7
+	VPMADDWD     Y10, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        Y2, Y7, Y7
+	VPSRLW       $0x02, Y9, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 12(SP), Y8
+	VPMADDUBSW   96(CX), Y7, Y7
+	VPSUBW       352(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPERMD       64(AX), Y1, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPERMD       96(AX), Y1, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPERMD       160(AX), Y1, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPAND        Y2, Y9, Y7
+	VPSLLW       $0x04, Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 16(SP), Y8
+	VPMADDUBSW   128(CX), Y7, Y7
+	VPSUBW       384(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPAND        Y2, Y10, Y7
+	VPSLLW       $0x02, Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 20(SP), Y8
+	VPMADDUBSW   160(CX), Y7, Y7
+	VPSUBW       416(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSRLW       $0x04, Y9, Y7
+	VPAND        Y2, Y7, Y7
+	VMOVDQA      Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 24(SP), Y8
+	VPMADDUBSW   192(CX), Y7, Y7
+	VPSUBW       448(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y10, Y7
+	VPAND        Y2, Y7, Y7
+	VPSRLW       $0x02, Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 28(SP), Y8
+	VPMADDUBSW   224(CX), Y7, Y7
+	VPSUBW       480(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULSS       512(CX), X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ6KPAVX2
+
+donedotQ6KPAVX2:
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVAPS      X0, X2
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X2, X2
+	VPSHUFD      $0xff, X0, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X1, X2, X2
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X2, X2
+	VMOVHLPS     X1, X1, X0
+	VADDSS       X0, X2, X2
+	VPSHUFD      $0xff, X1, X0
+	VADDSS       X0, X2, X2
+	MOVSS        X2, ret+24(FP)
 	VZEROUPPER
 	RET
 

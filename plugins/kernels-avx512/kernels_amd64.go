@@ -17,10 +17,16 @@ func dotQ3KAVX512(w *byte, a *byte, nb int) float32
 func dotQ3Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ3KPAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ6KAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ6Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ6KPAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ4KAVX512(w *byte, a *byte, nb int) float32
@@ -89,10 +95,16 @@ func dotQ3KVNNI(w *byte, a *byte, nb int) float32
 func dotQ3Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ3KPVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ6KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ6Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ6KPVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ3KVBMIVNNI(w *byte, a *byte, nb int) float32
@@ -101,10 +113,16 @@ func dotQ3KVBMIVNNI(w *byte, a *byte, nb int) float32
 func dotQ3KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ3KPVBMIVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ6KVBMIVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ6KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ6KPVBMIVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ4KVNNI(w *byte, a *byte, nb int) float32
@@ -167,10 +185,16 @@ func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
 func dotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func q63PrepQ8KVNNI256(a *byte, nb int, dst *byte, off int)
+
+//go:noescape
 func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ3Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ3KPVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
@@ -179,16 +203,25 @@ func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 func dotQ6Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ6KPVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ3KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ6KVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ6KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ6KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ4KVNNI256(w *byte, a *byte, nb int) float32

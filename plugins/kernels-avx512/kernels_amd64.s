@@ -1159,24 +1159,24 @@ loopdotQ3Kx4AVX512:
 	VPTESTMB        runbits<>+0(SB), Z13, K1
 	VPADDB          Z10, Z14, K1, Z14
 	VPERMD          Z15, Z5, Z17
-	VPERMD          4(CX), Z4, Z18
-	VPSHUFB         xpshufb64<>+0(SB), Z18, Z18
-	VPMADDUBSW      Z18, Z14, Z19
-	VPMADDUBSW      Z18, Z10, Z18
-	VPSUBW          Z18, Z19, Z19
-	VPMADDWD        Z17, Z19, Z18
-	VPERMD          4(CX)(BX*1), Z4, Z19
+	VPERMD          4(CX), Z4, Z19
 	VPSHUFB         xpshufb64<>+0(SB), Z19, Z19
-	VPMADDUBSW      Z19, Z14, Z20
+	VPMADDUBSW      Z19, Z14, Z18
 	VPMADDUBSW      Z19, Z10, Z19
-	VPSUBW          Z19, Z20, Z20
-	VPMADDWD        Z17, Z20, Z19
-	VPERMD          4(CX)(BX*2), Z4, Z20
+	VPSUBW          Z19, Z18, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPERMD          4(CX)(BX*1), Z4, Z20
 	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
-	VPMADDUBSW      Z20, Z14, Z21
+	VPMADDUBSW      Z20, Z14, Z19
 	VPMADDUBSW      Z20, Z10, Z20
-	VPSUBW          Z20, Z21, Z21
-	VPMADDWD        Z17, Z21, Z20
+	VPSUBW          Z20, Z19, Z19
+	VPMADDWD        Z17, Z19, Z19
+	VPERMD          4(CX)(BX*2), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z20
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z20, Z20
+	VPMADDWD        Z17, Z20, Z20
 	VPERMD          4(CX)(SI*1), Z4, Z21
 	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
 	VPMADDUBSW      Z21, Z14, Z14
@@ -1188,27 +1188,27 @@ loopdotQ3Kx4AVX512:
 	VPTESTMB        runbits<>+64(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
 	VPERMD          Z15, Z6, Z17
-	VPERMD          68(CX), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z16, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPMADDWD        Z17, Z22, Z22
-	VPADDD          Z22, Z18, Z18
-	VPERMD          68(CX)(BX*1), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z16, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPMADDWD        Z17, Z22, Z22
-	VPADDD          Z22, Z19, Z19
-	VPERMD          68(CX)(BX*2), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z16, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPMADDWD        Z17, Z22, Z22
-	VPADDD          Z22, Z20, Z20
+	VPERMD          68(CX), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPMADDWD        Z17, Z21, Z21
+	VPADDD          Z21, Z18, Z18
+	VPERMD          68(CX)(BX*1), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPMADDWD        Z17, Z21, Z21
+	VPADDD          Z21, Z19, Z19
+	VPERMD          68(CX)(BX*2), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPMADDWD        Z17, Z21, Z21
+	VPADDD          Z21, Z20, Z20
 	VPERMD          68(CX)(SI*1), Z4, Z21
 	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
 	VPMADDUBSW      Z21, Z16, Z16
@@ -1224,27 +1224,27 @@ loopdotQ3Kx4AVX512:
 	VPTESTMB        runbits<>+128(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
 	VPERMD          Z15, Z7, Z21
-	VPERMD          132(CX), Z4, Z22
-	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
-	VPMADDUBSW      Z22, Z16, Z23
-	VPMADDUBSW      Z22, Z10, Z22
-	VPSUBW          Z22, Z23, Z23
-	VPMADDWD        Z21, Z23, Z23
-	VPADDD          Z23, Z18, Z18
-	VPERMD          132(CX)(BX*1), Z4, Z22
-	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
-	VPMADDUBSW      Z22, Z16, Z23
-	VPMADDUBSW      Z22, Z10, Z22
-	VPSUBW          Z22, Z23, Z23
-	VPMADDWD        Z21, Z23, Z23
-	VPADDD          Z23, Z19, Z19
-	VPERMD          132(CX)(BX*2), Z4, Z22
-	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
-	VPMADDUBSW      Z22, Z16, Z23
-	VPMADDUBSW      Z22, Z10, Z22
-	VPSUBW          Z22, Z23, Z23
-	VPMADDWD        Z21, Z23, Z23
-	VPADDD          Z23, Z20, Z20
+	VPERMD          132(CX), Z4, Z23
+	VPSHUFB         xpshufb64<>+0(SB), Z23, Z23
+	VPMADDUBSW      Z23, Z16, Z22
+	VPMADDUBSW      Z23, Z10, Z23
+	VPSUBW          Z23, Z22, Z22
+	VPMADDWD        Z21, Z22, Z22
+	VPADDD          Z22, Z18, Z18
+	VPERMD          132(CX)(BX*1), Z4, Z23
+	VPSHUFB         xpshufb64<>+0(SB), Z23, Z23
+	VPMADDUBSW      Z23, Z16, Z22
+	VPMADDUBSW      Z23, Z10, Z23
+	VPSUBW          Z23, Z22, Z22
+	VPMADDWD        Z21, Z22, Z22
+	VPADDD          Z22, Z19, Z19
+	VPERMD          132(CX)(BX*2), Z4, Z23
+	VPSHUFB         xpshufb64<>+0(SB), Z23, Z23
+	VPMADDUBSW      Z23, Z16, Z22
+	VPMADDUBSW      Z23, Z10, Z23
+	VPSUBW          Z23, Z22, Z22
+	VPMADDWD        Z21, Z22, Z22
+	VPADDD          Z22, Z20, Z20
 	VPERMD          132(CX)(SI*1), Z4, Z22
 	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
 	VPMADDUBSW      Z22, Z16, Z16
@@ -1257,27 +1257,27 @@ loopdotQ3Kx4AVX512:
 	VPTESTMB        runbits<>+192(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
 	VPERMD          Z15, Z8, Z13
-	VPERMD          196(CX), Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPMADDUBSW      Z17, Z16, Z21
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z21, Z21
-	VPMADDWD        Z13, Z21, Z21
-	VPADDD          Z21, Z18, Z18
-	VPERMD          196(CX)(BX*1), Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPMADDUBSW      Z17, Z16, Z21
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z21, Z21
-	VPMADDWD        Z13, Z21, Z21
-	VPADDD          Z21, Z19, Z19
-	VPERMD          196(CX)(BX*2), Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPMADDUBSW      Z17, Z16, Z21
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z21, Z21
-	VPMADDWD        Z13, Z21, Z21
-	VPADDD          Z21, Z20, Z20
+	VPERMD          196(CX), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z17
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z17, Z17
+	VPMADDWD        Z13, Z17, Z17
+	VPADDD          Z17, Z18, Z18
+	VPERMD          196(CX)(BX*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z17
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z17, Z17
+	VPMADDWD        Z13, Z17, Z17
+	VPADDD          Z17, Z19, Z19
+	VPERMD          196(CX)(BX*2), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z17
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z17, Z17
+	VPMADDWD        Z13, Z17, Z17
+	VPADDD          Z17, Z20, Z20
 	VPERMD          196(CX)(SI*1), Z4, Z17
 	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
 	VPMADDUBSW      Z17, Z16, Z16
@@ -1384,6 +1384,114 @@ donedotQ3Kx4AVX512:
 	VPSHUFD       $0xff, X0, X0
 	VADDSS        X0, X1, X1
 	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ3KPAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotQ3KPAVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	TESTQ        DX, DX
+	JZ           donedotQ3KPAVX512
+
+loopdotQ3KPAVX512:
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMD          Z11, Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPMADDUBSW      (CX), Z11, Z11
+	VPSUBW          256(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPMADDUBSW      64(CX), Z13, Z13
+	VPSUBW          320(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMD          Z14, Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPMADDUBSW      128(CX), Z14, Z14
+	VPSUBW          384(CX), Z14, Z14
+	VPMADDWD        Z16, Z14, Z14
+	VPADDD          Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPMADDUBSW      192(CX), Z14, Z14
+	VPSUBW          448(CX), Z14, Z14
+	VPMADDWD        Z10, Z14, Z14
+	VPADDD          Z14, Z13, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          512(CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ3KPAVX512
+
+donedotQ3KPAVX512:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -1572,24 +1680,24 @@ loopdotQ6Kx4AVX512:
 	VPSLLVW         shift_4_2<>+0(SB), Z15, Z13
 	VPTERNLOGD      $0xd8, Z9, Z14, Z13
 	VPERMD          Z11, Z5, Z16
-	VPERMD          4(CX), Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPMADDUBSW      Z17, Z13, Z18
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z18, Z18
-	VPMADDWD        Z16, Z18, Z17
-	VPERMD          4(CX)(BX*1), Z4, Z18
+	VPERMD          4(CX), Z4, Z18
 	VPSHUFB         xpshufb64<>+0(SB), Z18, Z18
-	VPMADDUBSW      Z18, Z13, Z19
+	VPMADDUBSW      Z18, Z13, Z17
 	VPMADDUBSW      Z18, Z10, Z18
-	VPSUBW          Z18, Z19, Z19
-	VPMADDWD        Z16, Z19, Z18
-	VPERMD          4(CX)(BX*2), Z4, Z19
+	VPSUBW          Z18, Z17, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPERMD          4(CX)(BX*1), Z4, Z19
 	VPSHUFB         xpshufb64<>+0(SB), Z19, Z19
-	VPMADDUBSW      Z19, Z13, Z20
+	VPMADDUBSW      Z19, Z13, Z18
 	VPMADDUBSW      Z19, Z10, Z19
-	VPSUBW          Z19, Z20, Z20
-	VPMADDWD        Z16, Z20, Z19
+	VPSUBW          Z19, Z18, Z18
+	VPMADDWD        Z16, Z18, Z18
+	VPERMD          4(CX)(BX*2), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z13, Z19
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z19, Z19
+	VPMADDWD        Z16, Z19, Z19
 	VPERMD          4(CX)(SI*1), Z4, Z20
 	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
 	VPMADDUBSW      Z20, Z13, Z13
@@ -1600,27 +1708,27 @@ loopdotQ6Kx4AVX512:
 	VPSRLW          $0x04, Z14, Z14
 	VPTERNLOGD      $0xd8, Z9, Z14, Z15
 	VPERMD          Z11, Z6, Z14
-	VPERMD          68(CX), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z15, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPMADDWD        Z14, Z20, Z20
-	VPADDD          Z20, Z17, Z17
-	VPERMD          68(CX)(BX*1), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z15, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPMADDWD        Z14, Z20, Z20
-	VPADDD          Z20, Z18, Z18
-	VPERMD          68(CX)(BX*2), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z15, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPMADDWD        Z14, Z20, Z20
-	VPADDD          Z20, Z19, Z19
+	VPERMD          68(CX), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z15, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPMADDWD        Z14, Z16, Z16
+	VPADDD          Z16, Z17, Z17
+	VPERMD          68(CX)(BX*1), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z15, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPMADDWD        Z14, Z16, Z16
+	VPADDD          Z16, Z18, Z18
+	VPERMD          68(CX)(BX*2), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z15, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPMADDWD        Z14, Z16, Z16
+	VPADDD          Z16, Z19, Z19
 	VPERMD          68(CX)(SI*1), Z4, Z16
 	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
 	VPMADDUBSW      Z16, Z15, Z15
@@ -1637,27 +1745,27 @@ loopdotQ6Kx4AVX512:
 	VPSLLVW         shift_4_2<>+0(SB), Z16, Z14
 	VPTERNLOGD      $0xd8, Z9, Z15, Z14
 	VPERMD          Z11, Z7, Z20
-	VPERMD          132(CX), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z14, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPMADDWD        Z20, Z22, Z22
-	VPADDD          Z22, Z17, Z17
-	VPERMD          132(CX)(BX*1), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z14, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPMADDWD        Z20, Z22, Z22
-	VPADDD          Z22, Z18, Z18
-	VPERMD          132(CX)(BX*2), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z14, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPMADDWD        Z20, Z22, Z22
-	VPADDD          Z22, Z19, Z19
+	VPERMD          132(CX), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z14, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPMADDWD        Z20, Z21, Z21
+	VPADDD          Z21, Z17, Z17
+	VPERMD          132(CX)(BX*1), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z14, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPMADDWD        Z20, Z21, Z21
+	VPADDD          Z21, Z18, Z18
+	VPERMD          132(CX)(BX*2), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z14, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPMADDWD        Z20, Z21, Z21
+	VPADDD          Z21, Z19, Z19
 	VPERMD          132(CX)(SI*1), Z4, Z21
 	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
 	VPMADDUBSW      Z21, Z14, Z14
@@ -1669,27 +1777,27 @@ loopdotQ6Kx4AVX512:
 	VPSRLW          $0x04, Z15, Z15
 	VPTERNLOGD      $0xd8, Z9, Z15, Z14
 	VPERMD          Z11, Z8, Z15
-	VPERMD          196(CX), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z14, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPMADDWD        Z15, Z20, Z20
-	VPADDD          Z20, Z17, Z17
-	VPERMD          196(CX)(BX*1), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z14, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPMADDWD        Z15, Z20, Z20
-	VPADDD          Z20, Z18, Z18
-	VPERMD          196(CX)(BX*2), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z14, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPMADDWD        Z15, Z20, Z20
-	VPADDD          Z20, Z19, Z19
+	VPERMD          196(CX), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z14, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z17, Z17
+	VPERMD          196(CX)(BX*1), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z14, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z18, Z18
+	VPERMD          196(CX)(BX*2), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z14, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z19, Z19
 	VPERMD          196(CX)(SI*1), Z4, Z16
 	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
 	VPMADDUBSW      Z16, Z14, Z14
@@ -1796,6 +1904,101 @@ donedotQ6Kx4AVX512:
 	VPSHUFD       $0xff, X0, X0
 	VADDSS        X0, X1, X1
 	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KPAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotQ6KPAVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	TESTQ        DX, DX
+	JZ           donedotQ6KPAVX512
+
+loopdotQ6KPAVX512:
+	VPBROADCASTW    208(AX), X7
+	VCVTPH2PS       X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPERMD          (AX), Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 128(AX), Z9
+	VPERMD          Z9, Z1, Z9
+	VPSHUFB         xpshufb64<>+0(SB), Z9, Z9
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z9, Z11
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPTERNLOGD      $0xd8, Z6, Z10, Z9
+	VPERMD          Z8, Z2, Z12
+	VPMADDUBSW      (CX), Z9, Z9
+	VPSUBW          256(CX), Z9, Z9
+	VPMADDWD        Z12, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPTERNLOGD      $0xd8, Z6, Z10, Z11
+	VPERMD          Z8, Z3, Z10
+	VPMADDUBSW      64(CX), Z11, Z11
+	VPSUBW          320(CX), Z11, Z11
+	VPMADDWD        Z10, Z11, Z10
+	VPERMD          64(AX), Z1, Z12
+	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
+	VBROADCASTI64X4 160(AX), Z11
+	VPERMD          Z11, Z1, Z11
+	VPSHUFB         xpshufb64<>+0(SB), Z11, Z11
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z11, Z13
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z4, Z14
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPSUBW          384(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPADDD          Z11, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPSRLW          $0x04, Z12, Z12
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z5, Z12
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPSUBW          448(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          512(CX), X7, X7
+	VBROADCASTSS    X7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ6KPAVX512
+
+donedotQ6KPAVX512:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -5896,24 +6099,24 @@ loopdotQ3Kx4VNNI:
 	VPTESTMB        runbits<>+0(SB), Z13, K1
 	VPADDB          Z10, Z14, K1, Z14
 	VPERMD          Z15, Z5, Z17
-	VPERMD          4(CX), Z4, Z18
-	VPSHUFB         xpshufb64<>+0(SB), Z18, Z18
-	VPMADDUBSW      Z18, Z14, Z19
-	VPMADDUBSW      Z18, Z10, Z18
-	VPSUBW          Z18, Z19, Z19
-	VPMADDWD        Z17, Z19, Z18
-	VPERMD          4(CX)(BX*1), Z4, Z19
+	VPERMD          4(CX), Z4, Z19
 	VPSHUFB         xpshufb64<>+0(SB), Z19, Z19
-	VPMADDUBSW      Z19, Z14, Z20
+	VPMADDUBSW      Z19, Z14, Z18
 	VPMADDUBSW      Z19, Z10, Z19
-	VPSUBW          Z19, Z20, Z20
-	VPMADDWD        Z17, Z20, Z19
-	VPERMD          4(CX)(BX*2), Z4, Z20
+	VPSUBW          Z19, Z18, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPERMD          4(CX)(BX*1), Z4, Z20
 	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
-	VPMADDUBSW      Z20, Z14, Z21
+	VPMADDUBSW      Z20, Z14, Z19
 	VPMADDUBSW      Z20, Z10, Z20
-	VPSUBW          Z20, Z21, Z21
-	VPMADDWD        Z17, Z21, Z20
+	VPSUBW          Z20, Z19, Z19
+	VPMADDWD        Z17, Z19, Z19
+	VPERMD          4(CX)(BX*2), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z14, Z20
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z20, Z20
+	VPMADDWD        Z17, Z20, Z20
 	VPERMD          4(CX)(SI*1), Z4, Z21
 	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
 	VPMADDUBSW      Z21, Z14, Z14
@@ -5925,24 +6128,24 @@ loopdotQ3Kx4VNNI:
 	VPTESTMB        runbits<>+64(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
 	VPERMD          Z15, Z6, Z17
-	VPERMD          68(CX), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z16, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z17, Z22, Z18
-	VPERMD          68(CX)(BX*1), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z16, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z17, Z22, Z19
-	VPERMD          68(CX)(BX*2), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z16, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z17, Z22, Z20
+	VPERMD          68(CX), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z17, Z21, Z18
+	VPERMD          68(CX)(BX*1), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z17, Z21, Z19
+	VPERMD          68(CX)(BX*2), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z16, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z17, Z21, Z20
 	VPERMD          68(CX)(SI*1), Z4, Z21
 	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
 	VPMADDUBSW      Z21, Z16, Z16
@@ -5957,24 +6160,24 @@ loopdotQ3Kx4VNNI:
 	VPTESTMB        runbits<>+128(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
 	VPERMD          Z15, Z7, Z21
-	VPERMD          132(CX), Z4, Z22
-	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
-	VPMADDUBSW      Z22, Z16, Z23
-	VPMADDUBSW      Z22, Z10, Z22
-	VPSUBW          Z22, Z23, Z23
-	VPDPWSSD        Z21, Z23, Z18
-	VPERMD          132(CX)(BX*1), Z4, Z22
-	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
-	VPMADDUBSW      Z22, Z16, Z23
-	VPMADDUBSW      Z22, Z10, Z22
-	VPSUBW          Z22, Z23, Z23
-	VPDPWSSD        Z21, Z23, Z19
-	VPERMD          132(CX)(BX*2), Z4, Z22
-	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
-	VPMADDUBSW      Z22, Z16, Z23
-	VPMADDUBSW      Z22, Z10, Z22
-	VPSUBW          Z22, Z23, Z23
-	VPDPWSSD        Z21, Z23, Z20
+	VPERMD          132(CX), Z4, Z23
+	VPSHUFB         xpshufb64<>+0(SB), Z23, Z23
+	VPMADDUBSW      Z23, Z16, Z22
+	VPMADDUBSW      Z23, Z10, Z23
+	VPSUBW          Z23, Z22, Z22
+	VPDPWSSD        Z21, Z22, Z18
+	VPERMD          132(CX)(BX*1), Z4, Z23
+	VPSHUFB         xpshufb64<>+0(SB), Z23, Z23
+	VPMADDUBSW      Z23, Z16, Z22
+	VPMADDUBSW      Z23, Z10, Z23
+	VPSUBW          Z23, Z22, Z22
+	VPDPWSSD        Z21, Z22, Z19
+	VPERMD          132(CX)(BX*2), Z4, Z23
+	VPSHUFB         xpshufb64<>+0(SB), Z23, Z23
+	VPMADDUBSW      Z23, Z16, Z22
+	VPMADDUBSW      Z23, Z10, Z23
+	VPSUBW          Z23, Z22, Z22
+	VPDPWSSD        Z21, Z22, Z20
 	VPERMD          132(CX)(SI*1), Z4, Z22
 	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
 	VPMADDUBSW      Z22, Z16, Z16
@@ -5986,24 +6189,24 @@ loopdotQ3Kx4VNNI:
 	VPTESTMB        runbits<>+192(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
 	VPERMD          Z15, Z8, Z13
-	VPERMD          196(CX), Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPMADDUBSW      Z17, Z16, Z21
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z21, Z21
-	VPDPWSSD        Z13, Z21, Z18
-	VPERMD          196(CX)(BX*1), Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPMADDUBSW      Z17, Z16, Z21
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z21, Z21
-	VPDPWSSD        Z13, Z21, Z19
-	VPERMD          196(CX)(BX*2), Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPMADDUBSW      Z17, Z16, Z21
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z21, Z21
-	VPDPWSSD        Z13, Z21, Z20
+	VPERMD          196(CX), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z17
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z17, Z17
+	VPDPWSSD        Z13, Z17, Z18
+	VPERMD          196(CX)(BX*1), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z17
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z17, Z17
+	VPDPWSSD        Z13, Z17, Z19
+	VPERMD          196(CX)(BX*2), Z4, Z21
+	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
+	VPMADDUBSW      Z21, Z16, Z17
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z17, Z17
+	VPDPWSSD        Z13, Z17, Z20
 	VPERMD          196(CX)(SI*1), Z4, Z17
 	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
 	VPMADDUBSW      Z17, Z16, Z16
@@ -6109,6 +6312,112 @@ donedotQ3Kx4VNNI:
 	VPSHUFD       $0xff, X0, X0
 	VADDSS        X0, X1, X1
 	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ3KPVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ3KPVNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	TESTQ        DX, DX
+	JZ           donedotQ3KPVNNI
+
+loopdotQ3KPVNNI:
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMD          Z11, Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPMADDUBSW      (CX), Z11, Z11
+	VPSUBW          256(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPMADDUBSW      64(CX), Z13, Z13
+	VPSUBW          320(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMD          Z14, Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPMADDUBSW      128(CX), Z14, Z14
+	VPSUBW          384(CX), Z14, Z14
+	VPDPWSSD        Z16, Z14, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPMADDUBSW      192(CX), Z14, Z14
+	VPSUBW          448(CX), Z14, Z14
+	VPDPWSSD        Z10, Z14, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          512(CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ3KPVNNI
+
+donedotQ3KPVNNI:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -6253,24 +6562,24 @@ loopdotQ6Kx4VNNI:
 	VPSLLVW         shift_4_2<>+0(SB), Z15, Z13
 	VPTERNLOGD      $0xd8, Z9, Z14, Z13
 	VPERMD          Z11, Z5, Z16
-	VPERMD          4(CX), Z4, Z17
-	VPSHUFB         xpshufb64<>+0(SB), Z17, Z17
-	VPMADDUBSW      Z17, Z13, Z18
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z18, Z18
-	VPMADDWD        Z16, Z18, Z17
-	VPERMD          4(CX)(BX*1), Z4, Z18
+	VPERMD          4(CX), Z4, Z18
 	VPSHUFB         xpshufb64<>+0(SB), Z18, Z18
-	VPMADDUBSW      Z18, Z13, Z19
+	VPMADDUBSW      Z18, Z13, Z17
 	VPMADDUBSW      Z18, Z10, Z18
-	VPSUBW          Z18, Z19, Z19
-	VPMADDWD        Z16, Z19, Z18
-	VPERMD          4(CX)(BX*2), Z4, Z19
+	VPSUBW          Z18, Z17, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPERMD          4(CX)(BX*1), Z4, Z19
 	VPSHUFB         xpshufb64<>+0(SB), Z19, Z19
-	VPMADDUBSW      Z19, Z13, Z20
+	VPMADDUBSW      Z19, Z13, Z18
 	VPMADDUBSW      Z19, Z10, Z19
-	VPSUBW          Z19, Z20, Z20
-	VPMADDWD        Z16, Z20, Z19
+	VPSUBW          Z19, Z18, Z18
+	VPMADDWD        Z16, Z18, Z18
+	VPERMD          4(CX)(BX*2), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z13, Z19
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z19, Z19
+	VPMADDWD        Z16, Z19, Z19
 	VPERMD          4(CX)(SI*1), Z4, Z20
 	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
 	VPMADDUBSW      Z20, Z13, Z13
@@ -6281,24 +6590,24 @@ loopdotQ6Kx4VNNI:
 	VPSRLW          $0x04, Z14, Z14
 	VPTERNLOGD      $0xd8, Z9, Z14, Z15
 	VPERMD          Z11, Z6, Z14
-	VPERMD          68(CX), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z15, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z14, Z20, Z17
-	VPERMD          68(CX)(BX*1), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z15, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z14, Z20, Z18
-	VPERMD          68(CX)(BX*2), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z15, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z14, Z20, Z19
+	VPERMD          68(CX), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z15, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z14, Z16, Z17
+	VPERMD          68(CX)(BX*1), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z15, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z14, Z16, Z18
+	VPERMD          68(CX)(BX*2), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z15, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z14, Z16, Z19
 	VPERMD          68(CX)(SI*1), Z4, Z16
 	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
 	VPMADDUBSW      Z16, Z15, Z15
@@ -6314,24 +6623,24 @@ loopdotQ6Kx4VNNI:
 	VPSLLVW         shift_4_2<>+0(SB), Z16, Z14
 	VPTERNLOGD      $0xd8, Z9, Z15, Z14
 	VPERMD          Z11, Z7, Z20
-	VPERMD          132(CX), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z14, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z20, Z22, Z17
-	VPERMD          132(CX)(BX*1), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z14, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z20, Z22, Z18
-	VPERMD          132(CX)(BX*2), Z4, Z21
-	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
-	VPMADDUBSW      Z21, Z14, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z20, Z22, Z19
+	VPERMD          132(CX), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z14, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z20, Z21, Z17
+	VPERMD          132(CX)(BX*1), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z14, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z20, Z21, Z18
+	VPERMD          132(CX)(BX*2), Z4, Z22
+	VPSHUFB         xpshufb64<>+0(SB), Z22, Z22
+	VPMADDUBSW      Z22, Z14, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z20, Z21, Z19
 	VPERMD          132(CX)(SI*1), Z4, Z21
 	VPSHUFB         xpshufb64<>+0(SB), Z21, Z21
 	VPMADDUBSW      Z21, Z14, Z14
@@ -6342,24 +6651,24 @@ loopdotQ6Kx4VNNI:
 	VPSRLW          $0x04, Z15, Z15
 	VPTERNLOGD      $0xd8, Z9, Z15, Z14
 	VPERMD          Z11, Z8, Z15
-	VPERMD          196(CX), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z14, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z15, Z20, Z17
-	VPERMD          196(CX)(BX*1), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z14, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z15, Z20, Z18
-	VPERMD          196(CX)(BX*2), Z4, Z16
-	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
-	VPMADDUBSW      Z16, Z14, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z15, Z20, Z19
+	VPERMD          196(CX), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z14, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z15, Z16, Z17
+	VPERMD          196(CX)(BX*1), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z14, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z15, Z16, Z18
+	VPERMD          196(CX)(BX*2), Z4, Z20
+	VPSHUFB         xpshufb64<>+0(SB), Z20, Z20
+	VPMADDUBSW      Z20, Z14, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z15, Z16, Z19
 	VPERMD          196(CX)(SI*1), Z4, Z16
 	VPSHUFB         xpshufb64<>+0(SB), Z16, Z16
 	VPMADDUBSW      Z16, Z14, Z14
@@ -6465,6 +6774,99 @@ donedotQ6Kx4VNNI:
 	VPSHUFD       $0xff, X0, X0
 	VADDSS        X0, X1, X1
 	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KPVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ6KPVNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	TESTQ        DX, DX
+	JZ           donedotQ6KPVNNI
+
+loopdotQ6KPVNNI:
+	VPBROADCASTW    208(AX), X7
+	VCVTPH2PS       X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPERMD          (AX), Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 128(AX), Z9
+	VPERMD          Z9, Z1, Z9
+	VPSHUFB         xpshufb64<>+0(SB), Z9, Z9
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z9, Z11
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPTERNLOGD      $0xd8, Z6, Z10, Z9
+	VPERMD          Z8, Z2, Z12
+	VPMADDUBSW      (CX), Z9, Z9
+	VPSUBW          256(CX), Z9, Z9
+	VPMADDWD        Z12, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPTERNLOGD      $0xd8, Z6, Z10, Z11
+	VPERMD          Z8, Z3, Z10
+	VPMADDUBSW      64(CX), Z11, Z11
+	VPSUBW          320(CX), Z11, Z11
+	VPMADDWD        Z10, Z11, Z10
+	VPERMD          64(AX), Z1, Z12
+	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
+	VBROADCASTI64X4 160(AX), Z11
+	VPERMD          Z11, Z1, Z11
+	VPSHUFB         xpshufb64<>+0(SB), Z11, Z11
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z11, Z13
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z4, Z14
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPSUBW          384(CX), Z11, Z11
+	VPDPWSSD        Z14, Z11, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPSRLW          $0x04, Z12, Z12
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z5, Z12
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPSUBW          448(CX), Z11, Z11
+	VPDPWSSD        Z12, Z11, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          512(CX), X7, X7
+	VBROADCASTSS    X7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ6KPVNNI
+
+donedotQ6KPVNNI:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -6643,21 +7045,21 @@ loopdotQ3KVBMIx4VNNI:
 	VPTESTMB        runbits<>+0(SB), Z13, K1
 	VPADDB          Z10, Z14, K1, Z14
 	VPERMD          Z15, Z5, Z17
-	VPERMB          4(CX), Z4, Z18
-	VPMADDUBSW      Z18, Z14, Z19
-	VPMADDUBSW      Z18, Z10, Z18
-	VPSUBW          Z18, Z19, Z19
-	VPMADDWD        Z17, Z19, Z18
-	VPERMB          4(CX)(BX*1), Z4, Z19
-	VPMADDUBSW      Z19, Z14, Z20
+	VPERMB          4(CX), Z4, Z19
+	VPMADDUBSW      Z19, Z14, Z18
 	VPMADDUBSW      Z19, Z10, Z19
-	VPSUBW          Z19, Z20, Z20
-	VPMADDWD        Z17, Z20, Z19
-	VPERMB          4(CX)(BX*2), Z4, Z20
-	VPMADDUBSW      Z20, Z14, Z21
+	VPSUBW          Z19, Z18, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPERMB          4(CX)(BX*1), Z4, Z20
+	VPMADDUBSW      Z20, Z14, Z19
 	VPMADDUBSW      Z20, Z10, Z20
-	VPSUBW          Z20, Z21, Z21
-	VPMADDWD        Z17, Z21, Z20
+	VPSUBW          Z20, Z19, Z19
+	VPMADDWD        Z17, Z19, Z19
+	VPERMB          4(CX)(BX*2), Z4, Z21
+	VPMADDUBSW      Z21, Z14, Z20
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z20, Z20
+	VPMADDWD        Z17, Z20, Z20
 	VPERMB          4(CX)(SI*1), Z4, Z21
 	VPMADDUBSW      Z21, Z14, Z14
 	VPMADDUBSW      Z21, Z10, Z21
@@ -6668,21 +7070,21 @@ loopdotQ3KVBMIx4VNNI:
 	VPTESTMB        runbits<>+64(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
 	VPERMD          Z15, Z6, Z17
-	VPERMB          68(CX), Z4, Z21
-	VPMADDUBSW      Z21, Z16, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z17, Z22, Z18
-	VPERMB          68(CX)(BX*1), Z4, Z21
-	VPMADDUBSW      Z21, Z16, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z17, Z22, Z19
-	VPERMB          68(CX)(BX*2), Z4, Z21
-	VPMADDUBSW      Z21, Z16, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z17, Z22, Z20
+	VPERMB          68(CX), Z4, Z22
+	VPMADDUBSW      Z22, Z16, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z17, Z21, Z18
+	VPERMB          68(CX)(BX*1), Z4, Z22
+	VPMADDUBSW      Z22, Z16, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z17, Z21, Z19
+	VPERMB          68(CX)(BX*2), Z4, Z22
+	VPMADDUBSW      Z22, Z16, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z17, Z21, Z20
 	VPERMB          68(CX)(SI*1), Z4, Z21
 	VPMADDUBSW      Z21, Z16, Z16
 	VPMADDUBSW      Z21, Z10, Z21
@@ -6695,21 +7097,21 @@ loopdotQ3KVBMIx4VNNI:
 	VPTESTMB        runbits<>+128(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
 	VPERMD          Z15, Z7, Z21
-	VPERMB          132(CX), Z4, Z22
-	VPMADDUBSW      Z22, Z16, Z23
-	VPMADDUBSW      Z22, Z10, Z22
-	VPSUBW          Z22, Z23, Z23
-	VPDPWSSD        Z21, Z23, Z18
-	VPERMB          132(CX)(BX*1), Z4, Z22
-	VPMADDUBSW      Z22, Z16, Z23
-	VPMADDUBSW      Z22, Z10, Z22
-	VPSUBW          Z22, Z23, Z23
-	VPDPWSSD        Z21, Z23, Z19
-	VPERMB          132(CX)(BX*2), Z4, Z22
-	VPMADDUBSW      Z22, Z16, Z23
-	VPMADDUBSW      Z22, Z10, Z22
-	VPSUBW          Z22, Z23, Z23
-	VPDPWSSD        Z21, Z23, Z20
+	VPERMB          132(CX), Z4, Z23
+	VPMADDUBSW      Z23, Z16, Z22
+	VPMADDUBSW      Z23, Z10, Z23
+	VPSUBW          Z23, Z22, Z22
+	VPDPWSSD        Z21, Z22, Z18
+	VPERMB          132(CX)(BX*1), Z4, Z23
+	VPMADDUBSW      Z23, Z16, Z22
+	VPMADDUBSW      Z23, Z10, Z23
+	VPSUBW          Z23, Z22, Z22
+	VPDPWSSD        Z21, Z22, Z19
+	VPERMB          132(CX)(BX*2), Z4, Z23
+	VPMADDUBSW      Z23, Z16, Z22
+	VPMADDUBSW      Z23, Z10, Z23
+	VPSUBW          Z23, Z22, Z22
+	VPDPWSSD        Z21, Z22, Z20
 	VPERMB          132(CX)(SI*1), Z4, Z22
 	VPMADDUBSW      Z22, Z16, Z16
 	VPMADDUBSW      Z22, Z10, Z22
@@ -6720,21 +7122,21 @@ loopdotQ3KVBMIx4VNNI:
 	VPTESTMB        runbits<>+192(SB), Z13, K1
 	VPADDB          Z10, Z16, K1, Z16
 	VPERMD          Z15, Z8, Z13
-	VPERMB          196(CX), Z4, Z17
-	VPMADDUBSW      Z17, Z16, Z21
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z21, Z21
-	VPDPWSSD        Z13, Z21, Z18
-	VPERMB          196(CX)(BX*1), Z4, Z17
-	VPMADDUBSW      Z17, Z16, Z21
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z21, Z21
-	VPDPWSSD        Z13, Z21, Z19
-	VPERMB          196(CX)(BX*2), Z4, Z17
-	VPMADDUBSW      Z17, Z16, Z21
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z21, Z21
-	VPDPWSSD        Z13, Z21, Z20
+	VPERMB          196(CX), Z4, Z21
+	VPMADDUBSW      Z21, Z16, Z17
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z17, Z17
+	VPDPWSSD        Z13, Z17, Z18
+	VPERMB          196(CX)(BX*1), Z4, Z21
+	VPMADDUBSW      Z21, Z16, Z17
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z17, Z17
+	VPDPWSSD        Z13, Z17, Z19
+	VPERMB          196(CX)(BX*2), Z4, Z21
+	VPMADDUBSW      Z21, Z16, Z17
+	VPMADDUBSW      Z21, Z10, Z21
+	VPSUBW          Z21, Z17, Z17
+	VPDPWSSD        Z13, Z17, Z20
 	VPERMB          196(CX)(SI*1), Z4, Z17
 	VPMADDUBSW      Z17, Z16, Z16
 	VPMADDUBSW      Z17, Z10, Z17
@@ -6839,6 +7241,109 @@ donedotQ3KVBMIx4VNNI:
 	VPSHUFD       $0xff, X0, X0
 	VADDSS        X0, X1, X1
 	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ3KPVBMIVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ3KPVBMIVNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermb64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	TESTQ        DX, DX
+	JZ           donedotQ3KPVBMIVNNI
+
+loopdotQ3KPVBMIVNNI:
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMB          Z10, Z1, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMB          Z11, Z1, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPMADDUBSW      (CX), Z11, Z11
+	VPSUBW          256(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPMADDUBSW      64(CX), Z13, Z13
+	VPSUBW          320(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMB          Z14, Z1, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPMADDUBSW      128(CX), Z14, Z14
+	VPSUBW          384(CX), Z14, Z14
+	VPDPWSSD        Z16, Z14, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPMADDUBSW      192(CX), Z14, Z14
+	VPSUBW          448(CX), Z14, Z14
+	VPDPWSSD        Z10, Z14, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          512(CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ3KPVBMIVNNI
+
+donedotQ3KPVBMIVNNI:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -6973,21 +7478,21 @@ loopdotQ6KVBMIx4VNNI:
 	VPSLLVW         shift_4_2<>+0(SB), Z15, Z13
 	VPTERNLOGD      $0xd8, Z9, Z14, Z13
 	VPERMD          Z11, Z5, Z16
-	VPERMB          4(CX), Z4, Z17
-	VPMADDUBSW      Z17, Z13, Z18
-	VPMADDUBSW      Z17, Z10, Z17
-	VPSUBW          Z17, Z18, Z18
-	VPMADDWD        Z16, Z18, Z17
-	VPERMB          4(CX)(BX*1), Z4, Z18
-	VPMADDUBSW      Z18, Z13, Z19
+	VPERMB          4(CX), Z4, Z18
+	VPMADDUBSW      Z18, Z13, Z17
 	VPMADDUBSW      Z18, Z10, Z18
-	VPSUBW          Z18, Z19, Z19
-	VPMADDWD        Z16, Z19, Z18
-	VPERMB          4(CX)(BX*2), Z4, Z19
-	VPMADDUBSW      Z19, Z13, Z20
+	VPSUBW          Z18, Z17, Z17
+	VPMADDWD        Z16, Z17, Z17
+	VPERMB          4(CX)(BX*1), Z4, Z19
+	VPMADDUBSW      Z19, Z13, Z18
 	VPMADDUBSW      Z19, Z10, Z19
-	VPSUBW          Z19, Z20, Z20
-	VPMADDWD        Z16, Z20, Z19
+	VPSUBW          Z19, Z18, Z18
+	VPMADDWD        Z16, Z18, Z18
+	VPERMB          4(CX)(BX*2), Z4, Z20
+	VPMADDUBSW      Z20, Z13, Z19
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z19, Z19
+	VPMADDWD        Z16, Z19, Z19
 	VPERMB          4(CX)(SI*1), Z4, Z20
 	VPMADDUBSW      Z20, Z13, Z13
 	VPMADDUBSW      Z20, Z10, Z20
@@ -6997,21 +7502,21 @@ loopdotQ6KVBMIx4VNNI:
 	VPSRLW          $0x04, Z14, Z14
 	VPTERNLOGD      $0xd8, Z9, Z14, Z15
 	VPERMD          Z11, Z6, Z14
-	VPERMB          68(CX), Z4, Z16
-	VPMADDUBSW      Z16, Z15, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z14, Z20, Z17
-	VPERMB          68(CX)(BX*1), Z4, Z16
-	VPMADDUBSW      Z16, Z15, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z14, Z20, Z18
-	VPERMB          68(CX)(BX*2), Z4, Z16
-	VPMADDUBSW      Z16, Z15, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z14, Z20, Z19
+	VPERMB          68(CX), Z4, Z20
+	VPMADDUBSW      Z20, Z15, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z14, Z16, Z17
+	VPERMB          68(CX)(BX*1), Z4, Z20
+	VPMADDUBSW      Z20, Z15, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z14, Z16, Z18
+	VPERMB          68(CX)(BX*2), Z4, Z20
+	VPMADDUBSW      Z20, Z15, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z14, Z16, Z19
 	VPERMB          68(CX)(SI*1), Z4, Z16
 	VPMADDUBSW      Z16, Z15, Z15
 	VPMADDUBSW      Z16, Z10, Z16
@@ -7024,21 +7529,21 @@ loopdotQ6KVBMIx4VNNI:
 	VPSLLVW         shift_4_2<>+0(SB), Z16, Z14
 	VPTERNLOGD      $0xd8, Z9, Z15, Z14
 	VPERMD          Z11, Z7, Z20
-	VPERMB          132(CX), Z4, Z21
-	VPMADDUBSW      Z21, Z14, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z20, Z22, Z17
-	VPERMB          132(CX)(BX*1), Z4, Z21
-	VPMADDUBSW      Z21, Z14, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z20, Z22, Z18
-	VPERMB          132(CX)(BX*2), Z4, Z21
-	VPMADDUBSW      Z21, Z14, Z22
-	VPMADDUBSW      Z21, Z10, Z21
-	VPSUBW          Z21, Z22, Z22
-	VPDPWSSD        Z20, Z22, Z19
+	VPERMB          132(CX), Z4, Z22
+	VPMADDUBSW      Z22, Z14, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z20, Z21, Z17
+	VPERMB          132(CX)(BX*1), Z4, Z22
+	VPMADDUBSW      Z22, Z14, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z20, Z21, Z18
+	VPERMB          132(CX)(BX*2), Z4, Z22
+	VPMADDUBSW      Z22, Z14, Z21
+	VPMADDUBSW      Z22, Z10, Z22
+	VPSUBW          Z22, Z21, Z21
+	VPDPWSSD        Z20, Z21, Z19
 	VPERMB          132(CX)(SI*1), Z4, Z21
 	VPMADDUBSW      Z21, Z14, Z14
 	VPMADDUBSW      Z21, Z10, Z21
@@ -7048,21 +7553,21 @@ loopdotQ6KVBMIx4VNNI:
 	VPSRLW          $0x04, Z15, Z15
 	VPTERNLOGD      $0xd8, Z9, Z15, Z14
 	VPERMD          Z11, Z8, Z15
-	VPERMB          196(CX), Z4, Z16
-	VPMADDUBSW      Z16, Z14, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z15, Z20, Z17
-	VPERMB          196(CX)(BX*1), Z4, Z16
-	VPMADDUBSW      Z16, Z14, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z15, Z20, Z18
-	VPERMB          196(CX)(BX*2), Z4, Z16
-	VPMADDUBSW      Z16, Z14, Z20
-	VPMADDUBSW      Z16, Z10, Z16
-	VPSUBW          Z16, Z20, Z20
-	VPDPWSSD        Z15, Z20, Z19
+	VPERMB          196(CX), Z4, Z20
+	VPMADDUBSW      Z20, Z14, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z15, Z16, Z17
+	VPERMB          196(CX)(BX*1), Z4, Z20
+	VPMADDUBSW      Z20, Z14, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z15, Z16, Z18
+	VPERMB          196(CX)(BX*2), Z4, Z20
+	VPMADDUBSW      Z20, Z14, Z16
+	VPMADDUBSW      Z20, Z10, Z20
+	VPSUBW          Z20, Z16, Z16
+	VPDPWSSD        Z15, Z16, Z19
 	VPERMB          196(CX)(SI*1), Z4, Z16
 	VPMADDUBSW      Z16, Z14, Z14
 	VPMADDUBSW      Z16, Z10, Z16
@@ -7167,6 +7672,95 @@ donedotQ6KVBMIx4VNNI:
 	VPSHUFD       $0xff, X0, X0
 	VADDSS        X0, X1, X1
 	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KPVBMIVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ6KPVBMIVNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermb64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	TESTQ        DX, DX
+	JZ           donedotQ6KPVBMIVNNI
+
+loopdotQ6KPVBMIVNNI:
+	VPBROADCASTW    208(AX), X7
+	VCVTPH2PS       X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPERMB          (AX), Z1, Z10
+	VBROADCASTI64X4 128(AX), Z9
+	VPERMB          Z9, Z1, Z9
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z9, Z11
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPTERNLOGD      $0xd8, Z6, Z10, Z9
+	VPERMD          Z8, Z2, Z12
+	VPMADDUBSW      (CX), Z9, Z9
+	VPSUBW          256(CX), Z9, Z9
+	VPMADDWD        Z12, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPTERNLOGD      $0xd8, Z6, Z10, Z11
+	VPERMD          Z8, Z3, Z10
+	VPMADDUBSW      64(CX), Z11, Z11
+	VPSUBW          320(CX), Z11, Z11
+	VPMADDWD        Z10, Z11, Z10
+	VPERMB          64(AX), Z1, Z12
+	VBROADCASTI64X4 160(AX), Z11
+	VPERMB          Z11, Z1, Z11
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z11, Z13
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z4, Z14
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPSUBW          384(CX), Z11, Z11
+	VPDPWSSD        Z14, Z11, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPSRLW          $0x04, Z12, Z12
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z5, Z12
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPSUBW          448(CX), Z11, Z11
+	VPDPWSSD        Z12, Z11, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          512(CX), X7, X7
+	VBROADCASTSS    X7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ6KPVBMIVNNI
+
+donedotQ6KPVBMIVNNI:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -10823,6 +11417,92 @@ donedotQ2Kx4VNNI256:
 	VZEROUPPER
 	RET
 
+// func q63PrepQ8KVNNI256(a *byte, nb int, dst *byte, off int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·q63PrepQ8KVNNI256(SB), NOSPLIT, $0-32
+	MOVQ         a+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVQ         off+24(FP), BX
+	MOVQ         BX, X0
+	VPBROADCASTB X0, Y0
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VMOVDQU      xpshufb32<>+0(SB), Y2
+	TESTQ        CX, CX
+	JZ           doneq63PrepQ8KVNNI256
+
+loopq63PrepQ8KVNNI256:
+	VPERMD     4(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, (DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 256(DX)
+	VPERMD     36(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 32(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 288(DX)
+	VPERMD     68(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 64(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 320(DX)
+	VPERMD     100(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 96(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 352(DX)
+	VPERMD     132(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 128(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 384(DX)
+	VPERMD     164(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 160(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 416(DX)
+	VPERMD     196(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 192(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 448(DX)
+	VPERMD     228(AX), Y1, Y3
+	VPSHUFB    Y2, Y3, Y3
+	VMOVDQU    Y3, 224(DX)
+	VPMADDUBSW Y3, Y0, Y3
+	VMOVDQU    Y3, 480(DX)
+	MOVL       (AX), BX
+	MOVL       BX, 512(DX)
+	ADDQ       $0x00000124, AX
+	ADDQ       $0x00000240, DX
+	DECQ       CX
+	JNZ        loopq63PrepQ8KVNNI256
+
+doneq63PrepQ8KVNNI256:
+	VZEROUPPER
+	RET
+
+DATA xpermd32<>+0(SB)/4, $0x00000000
+DATA xpermd32<>+4(SB)/4, $0x00000002
+DATA xpermd32<>+8(SB)/4, $0x00000004
+DATA xpermd32<>+12(SB)/4, $0x00000006
+DATA xpermd32<>+16(SB)/4, $0x00000001
+DATA xpermd32<>+20(SB)/4, $0x00000003
+DATA xpermd32<>+24(SB)/4, $0x00000005
+DATA xpermd32<>+28(SB)/4, $0x00000007
+GLOBL xpermd32<>(SB), RODATA|NOPTR, $32
+
+DATA xpshufb32<>+0(SB)/4, $0x0c080400
+DATA xpshufb32<>+4(SB)/4, $0x0d090501
+DATA xpshufb32<>+8(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+12(SB)/4, $0x0f0b0703
+DATA xpshufb32<>+16(SB)/4, $0x0c080400
+DATA xpshufb32<>+20(SB)/4, $0x0d090501
+DATA xpshufb32<>+24(SB)/4, $0x0e0a0602
+DATA xpshufb32<>+28(SB)/4, $0x0f0b0703
+GLOBL xpshufb32<>(SB), RODATA|NOPTR, $32
+
 // func dotQ3KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ3KVNNI256(SB), NOSPLIT, $32-28
@@ -10854,100 +11534,94 @@ loopdotQ3KVNNI256:
 	VPERMD          (AX), Y1, Y7
 	VPSHUFB         xpshufb32<>+0(SB), Y7, Y7
 	VMOVDQU64       Y6, (SP)
-	VPERMD          32(AX), Y1, Y8
-	VPSHUFB         xpshufb32<>+0(SB), Y8, Y8
-	VMOVDQA64       Y8, Y6
+	VPXORD          Y8, Y8, Y8
+	VPXORD          Y9, Y9, Y9
+	VPERMD          32(AX), Y1, Y10
+	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA64       Y10, Y6
 	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+0(SB), Y7, K1
 	VPADDB          Y3, Y6, K1, Y6
-	VPBROADCASTD    (SP), Y9
-	VPERMD          4(CX), Y1, Y10
+	VPERMD          4(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   (SP), Y6, Y8
+	VPSRLW          $0x02, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+32(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          36(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   4(SP), Y6, Y9
+	VPSRLW          $0x04, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          68(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   8(SP), Y6, Y8
+	VPSRLW          $0x06, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          100(CX), Y1, Y10
 	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
 	VPMADDUBSW      Y10, Y6, Y6
 	VPMADDUBSW      Y10, Y3, Y10
 	VPSUBW          Y10, Y6, Y6
-	VPMADDWD        Y9, Y6, Y6
-	VPSRLW          $0x02, Y8, Y9
-	VPANDD          Y2, Y9, Y9
-	VPTESTMB        runbits<>+32(SB), Y7, K1
-	VPADDB          Y3, Y9, K1, Y9
-	VPBROADCASTD    4(SP), Y10
-	VPERMD          36(CX), Y1, Y11
-	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW      Y11, Y9, Y9
-	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y9, Y9
-	VPMADDWD        Y10, Y9, Y9
-	VPSRLW          $0x04, Y8, Y10
-	VPANDD          Y2, Y10, Y10
-	VPTESTMB        runbits<>+64(SB), Y7, K1
-	VPADDB          Y3, Y10, K1, Y10
-	VPBROADCASTD    8(SP), Y11
-	VPERMD          68(CX), Y1, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y10, Y10
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y10, Y10
-	VPDPWSSD        Y11, Y10, Y6
-	VPSRLW          $0x06, Y8, Y8
-	VPANDD          Y2, Y8, Y8
-	VPTESTMB        runbits<>+96(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    12(SP), Y10
-	VPERMD          100(CX), Y1, Y11
-	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW      Y11, Y8, Y8
-	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y8, Y8
-	VPDPWSSD        Y10, Y8, Y9
+	VPDPWSSD.BCST   12(SP), Y6, Y9
 	VPERMD          64(AX), Y1, Y10
 	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
-	VMOVDQA64       Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VMOVDQA64       Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    16(SP), Y11
-	VPERMD          132(CX), Y1, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y6
-	VPSRLW          $0x02, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          132(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   16(SP), Y6, Y8
+	VPSRLW          $0x02, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    20(SP), Y11
-	VPERMD          164(CX), Y1, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y9
-	VPSRLW          $0x04, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          164(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   20(SP), Y6, Y9
+	VPSRLW          $0x04, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    24(SP), Y11
-	VPERMD          196(CX), Y1, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y6
-	VPSRLW          $0x06, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          196(CX), Y1, Y11
+	VPSHUFB         xpshufb32<>+0(SB), Y11, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   24(SP), Y6, Y8
+	VPSRLW          $0x06, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    28(SP), Y7
-	VPERMD          228(CX), Y1, Y10
-	VPSHUFB         xpshufb32<>+0(SB), Y10, Y10
-	VPMADDUBSW      Y10, Y8, Y8
-	VPMADDUBSW      Y10, Y3, Y10
-	VPSUBW          Y10, Y8, Y8
-	VPDPWSSD        Y7, Y8, Y9
-	VPADDD          Y9, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMD          228(CX), Y1, Y7
+	VPSHUFB         xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW      Y7, Y6, Y6
+	VPMADDUBSW      Y7, Y3, Y7
+	VPSUBW          Y7, Y6, Y6
+	VPDPWSSD.BCST   28(SP), Y6, Y9
+	VPADDD          Y9, Y8, Y8
+	VCVTDQ2PS       Y8, Y6
 	VMULSS          (CX), X5, X5
 	VBROADCASTSS    X5, Y5
 	VMULPS          Y5, Y6, Y6
@@ -10976,26 +11650,6 @@ donedotQ3KVNNI256:
 	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
-
-DATA xpermd32<>+0(SB)/4, $0x00000000
-DATA xpermd32<>+4(SB)/4, $0x00000002
-DATA xpermd32<>+8(SB)/4, $0x00000004
-DATA xpermd32<>+12(SB)/4, $0x00000006
-DATA xpermd32<>+16(SB)/4, $0x00000001
-DATA xpermd32<>+20(SB)/4, $0x00000003
-DATA xpermd32<>+24(SB)/4, $0x00000005
-DATA xpermd32<>+28(SB)/4, $0x00000007
-GLOBL xpermd32<>(SB), RODATA|NOPTR, $32
-
-DATA xpshufb32<>+0(SB)/4, $0x0c080400
-DATA xpshufb32<>+4(SB)/4, $0x0d090501
-DATA xpshufb32<>+8(SB)/4, $0x0e0a0602
-DATA xpshufb32<>+12(SB)/4, $0x0f0b0703
-DATA xpshufb32<>+16(SB)/4, $0x0c080400
-DATA xpshufb32<>+20(SB)/4, $0x0d090501
-DATA xpshufb32<>+24(SB)/4, $0x0e0a0602
-DATA xpshufb32<>+28(SB)/4, $0x0f0b0703
-GLOBL xpshufb32<>(SB), RODATA|NOPTR, $32
 
 DATA q3a_y<>+0(SB)/4, $0x05040302
 DATA q3a_y<>+4(SB)/4, $0x09080706
@@ -11110,24 +11764,24 @@ loopdotQ3Kx4VNNI256:
 	VPTESTMB        runbits<>+0(SB), Y10, K1
 	VPADDB          Y6, Y9, K1, Y9
 	VPBROADCASTD    (SP), Y12
-	VPERMD          4(CX), Y4, Y13
-	VPSHUFB         xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW      Y13, Y9, Y14
-	VPMADDUBSW      Y13, Y6, Y13
-	VPSUBW          Y13, Y14, Y14
-	VPMADDWD        Y12, Y14, Y13
-	VPERMD          4(CX)(BX*1), Y4, Y14
+	VPERMD          4(CX), Y4, Y14
 	VPSHUFB         xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW      Y14, Y9, Y15
+	VPMADDUBSW      Y14, Y9, Y13
 	VPMADDUBSW      Y14, Y6, Y14
-	VPSUBW          Y14, Y15, Y15
-	VPMADDWD        Y12, Y15, Y14
-	VPERMD          4(CX)(BX*2), Y4, Y15
+	VPSUBW          Y14, Y13, Y13
+	VPMADDWD        Y12, Y13, Y13
+	VPERMD          4(CX)(BX*1), Y4, Y15
 	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
-	VPMADDUBSW      Y15, Y9, Y16
+	VPMADDUBSW      Y15, Y9, Y14
 	VPMADDUBSW      Y15, Y6, Y15
-	VPSUBW          Y15, Y16, Y16
-	VPMADDWD        Y12, Y16, Y15
+	VPSUBW          Y15, Y14, Y14
+	VPMADDWD        Y12, Y14, Y14
+	VPERMD          4(CX)(BX*2), Y4, Y16
+	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW      Y16, Y9, Y15
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y15, Y15
+	VPMADDWD        Y12, Y15, Y15
 	VPERMD          4(CX)(SI*1), Y4, Y16
 	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
 	VPMADDUBSW      Y16, Y9, Y9
@@ -11139,24 +11793,24 @@ loopdotQ3Kx4VNNI256:
 	VPTESTMB        runbits<>+32(SB), Y10, K1
 	VPADDB          Y6, Y12, K1, Y12
 	VPBROADCASTD    4(SP), Y16
-	VPERMD          36(CX), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMD          36(CX)(BX*1), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMD          36(CX)(BX*2), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          36(CX), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMD          36(CX)(BX*1), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMD          36(CX)(BX*2), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMD          36(CX)(SI*1), Y4, Y17
 	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
 	VPMADDUBSW      Y17, Y12, Y12
@@ -11168,24 +11822,24 @@ loopdotQ3Kx4VNNI256:
 	VPTESTMB        runbits<>+64(SB), Y10, K1
 	VPADDB          Y6, Y12, K1, Y12
 	VPBROADCASTD    8(SP), Y16
-	VPERMD          68(CX), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMD          68(CX)(BX*1), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMD          68(CX)(BX*2), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          68(CX), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMD          68(CX)(BX*1), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMD          68(CX)(BX*2), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMD          68(CX)(SI*1), Y4, Y17
 	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
 	VPMADDUBSW      Y17, Y12, Y12
@@ -11197,24 +11851,24 @@ loopdotQ3Kx4VNNI256:
 	VPTESTMB        runbits<>+96(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    12(SP), Y12
-	VPERMD          100(CX), Y4, Y16
-	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
-	VPMADDUBSW      Y16, Y11, Y17
-	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y17, Y17
-	VPDPWSSD        Y12, Y17, Y13
-	VPERMD          100(CX)(BX*1), Y4, Y16
-	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
-	VPMADDUBSW      Y16, Y11, Y17
-	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y17, Y17
-	VPDPWSSD        Y12, Y17, Y14
-	VPERMD          100(CX)(BX*2), Y4, Y16
-	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
-	VPMADDUBSW      Y16, Y11, Y17
-	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y17, Y17
-	VPDPWSSD        Y12, Y17, Y15
+	VPERMD          100(CX), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y16, Y16
+	VPDPWSSD        Y12, Y16, Y13
+	VPERMD          100(CX)(BX*1), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y16, Y16
+	VPDPWSSD        Y12, Y16, Y14
+	VPERMD          100(CX)(BX*2), Y4, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y16, Y16
+	VPDPWSSD        Y12, Y16, Y15
 	VPERMD          100(CX)(SI*1), Y4, Y16
 	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
 	VPMADDUBSW      Y16, Y11, Y11
@@ -11228,24 +11882,24 @@ loopdotQ3Kx4VNNI256:
 	VPTESTMB        runbits<>+128(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    16(SP), Y16
-	VPERMD          132(CX), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMD          132(CX)(BX*1), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMD          132(CX)(BX*2), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          132(CX), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMD          132(CX)(BX*1), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMD          132(CX)(BX*2), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMD          132(CX)(SI*1), Y4, Y17
 	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
 	VPMADDUBSW      Y17, Y11, Y11
@@ -11257,24 +11911,24 @@ loopdotQ3Kx4VNNI256:
 	VPTESTMB        runbits<>+160(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    20(SP), Y16
-	VPERMD          164(CX), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMD          164(CX)(BX*1), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMD          164(CX)(BX*2), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          164(CX), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMD          164(CX)(BX*1), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMD          164(CX)(BX*2), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMD          164(CX)(SI*1), Y4, Y17
 	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
 	VPMADDUBSW      Y17, Y11, Y11
@@ -11286,24 +11940,24 @@ loopdotQ3Kx4VNNI256:
 	VPTESTMB        runbits<>+192(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    24(SP), Y16
-	VPERMD          196(CX), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMD          196(CX)(BX*1), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMD          196(CX)(BX*2), Y4, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMD          196(CX), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMD          196(CX)(BX*1), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMD          196(CX)(BX*2), Y4, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMD          196(CX)(SI*1), Y4, Y17
 	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
 	VPMADDUBSW      Y17, Y11, Y11
@@ -11315,24 +11969,24 @@ loopdotQ3Kx4VNNI256:
 	VPTESTMB        runbits<>+224(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    28(SP), Y10
-	VPERMD          228(CX), Y4, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y11, Y16
-	VPMADDUBSW      Y12, Y6, Y12
-	VPSUBW          Y12, Y16, Y16
-	VPDPWSSD        Y10, Y16, Y13
-	VPERMD          228(CX)(BX*1), Y4, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y11, Y16
-	VPMADDUBSW      Y12, Y6, Y12
-	VPSUBW          Y12, Y16, Y16
-	VPDPWSSD        Y10, Y16, Y14
-	VPERMD          228(CX)(BX*2), Y4, Y12
-	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW      Y12, Y11, Y16
-	VPMADDUBSW      Y12, Y6, Y12
-	VPSUBW          Y12, Y16, Y16
-	VPDPWSSD        Y10, Y16, Y15
+	VPERMD          228(CX), Y4, Y16
+	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y12, Y12
+	VPDPWSSD        Y10, Y12, Y13
+	VPERMD          228(CX)(BX*1), Y4, Y16
+	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y12, Y12
+	VPDPWSSD        Y10, Y12, Y14
+	VPERMD          228(CX)(BX*2), Y4, Y16
+	VPSHUFB         xpshufb32<>+0(SB), Y16, Y16
+	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y12, Y12
+	VPDPWSSD        Y10, Y12, Y15
 	VPERMD          228(CX)(SI*1), Y4, Y12
 	VPSHUFB         xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW      Y12, Y11, Y11
@@ -11433,6 +12087,164 @@ donedotQ3Kx4VNNI256:
 	VZEROUPPER
 	RET
 
+// func dotQ3KPVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ3KPVNNI256(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	TESTQ        DX, DX
+	JZ           donedotQ3KPVNNI256
+
+loopdotQ3KPVNNI256:
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPERMD          32(AX), Y1, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VMOVDQA64       Y17, Y16
+	VPANDD          Y10, Y16, Y16
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y16, K1, Y16
+	VPERMD          Y14, Y2, Y18
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y18, Y16, Y16
+	VPSRLW          $0x02, Y17, Y18
+	VPANDD          Y10, Y18, Y18
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y18, K1, Y18
+	VPERMD          Y14, Y3, Y19
+	VPMADDUBSW      32(CX), Y18, Y18
+	VPSUBW          288(CX), Y18, Y18
+	VPMADDWD        Y19, Y18, Y18
+	VPSRLW          $0x04, Y17, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y4, Y20
+	VPMADDUBSW      64(CX), Y19, Y19
+	VPSUBW          320(CX), Y19, Y19
+	VPDPWSSD        Y20, Y19, Y16
+	VPSRLW          $0x06, Y17, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y5, Y19
+	VPMADDUBSW      96(CX), Y17, Y17
+	VPSUBW          352(CX), Y17, Y17
+	VPDPWSSD        Y19, Y17, Y18
+	VPERMD          64(AX), Y1, Y19
+	VPSHUFB         xpshufb32<>+0(SB), Y19, Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y6, Y20
+	VPMADDUBSW      128(CX), Y17, Y17
+	VPSUBW          384(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x02, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y7, Y20
+	VPMADDUBSW      160(CX), Y17, Y17
+	VPSUBW          416(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y18
+	VPSRLW          $0x04, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y8, Y20
+	VPMADDUBSW      192(CX), Y17, Y17
+	VPSUBW          448(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x06, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y17, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y18
+	VPADDD          Y18, Y16, Y16
+	VCVTDQ2PS       Y16, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ3KPVNNI256
+
+donedotQ3KPVNNI256:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c32_00000000<>+0(SB)/4, $0x00000000
+GLOBL c32_00000000<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000001<>+0(SB)/4, $0x00000001
+GLOBL c32_00000001<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000003<>+0(SB)/4, $0x00000003
+GLOBL c32_00000003<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000004<>+0(SB)/4, $0x00000004
+GLOBL c32_00000004<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000005<>+0(SB)/4, $0x00000005
+GLOBL c32_00000005<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000006<>+0(SB)/4, $0x00000006
+GLOBL c32_00000006<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000007<>+0(SB)/4, $0x00000007
+GLOBL c32_00000007<>(SB), RODATA|NOPTR, $4
+
 // func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVNNI256(SB), NOSPLIT, $32-28
@@ -11448,114 +12260,104 @@ TEXT ·dotQ6KVNNI256(SB), NOSPLIT, $32-28
 	JZ           donedotQ6KVNNI256
 
 loopdotQ6KVNNI256:
-	VPBROADCASTW 208(AX), X4
-	VCVTPH2PS    X4, X4
-	VPMOVSXBW    192(AX), Y5
-	VMOVDQU64    Y5, (SP)
-	VPERMD       (AX), Y1, Y6
-	VPSHUFB      xpshufb32<>+0(SB), Y6, Y6
-	VPERMD       32(AX), Y1, Y7
-	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
-	VPERMD       128(AX), Y1, Y5
-	VPSHUFB      xpshufb32<>+0(SB), Y5, Y5
-	VPBROADCASTD c32_33333333<>+0(SB), Y8
-	VPANDD       Y8, Y5, Y8
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y9
-	VPANDD       Y9, Y5, Y9
-	VPSLLW       $0x04, Y8, Y5
-	VPTERNLOGD   $0xd8, Y2, Y6, Y5
-	VPBROADCASTD (SP), Y10
-	VPERMD       4(CX), Y1, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y5, Y5
-	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y5, Y5
-	VPMADDWD     Y10, Y5, Y5
-	VPSLLW       $0x02, Y9, Y10
-	VPTERNLOGD   $0xd8, Y2, Y7, Y10
-	VPBROADCASTD 4(SP), Y11
-	VPERMD       36(CX), Y1, Y12
-	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
-	VPMADDUBSW   Y12, Y10, Y10
-	VPMADDUBSW   Y12, Y3, Y12
-	VPSUBW       Y12, Y10, Y10
-	VPMADDWD     Y11, Y10, Y10
-	VPSRLW       $0x04, Y6, Y6
-	VPTERNLOGD   $0xd8, Y2, Y6, Y8
-	VPBROADCASTD 8(SP), Y6
-	VPERMD       68(CX), Y1, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y8, Y8
-	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y8, Y8
-	VPDPWSSD     Y6, Y8, Y5
-	VPSRLW       $0x02, Y9, Y6
-	VPSRLW       $0x04, Y7, Y7
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 12(SP), Y7
-	VPERMD       100(CX), Y1, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y6, Y6
-	VPDPWSSD     Y7, Y6, Y10
-	VPERMD       64(AX), Y1, Y7
-	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
-	VPERMD       96(AX), Y1, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPERMD       160(AX), Y1, Y6
-	VPSHUFB      xpshufb32<>+0(SB), Y6, Y6
-	VPBROADCASTD c32_33333333<>+0(SB), Y9
-	VPANDD       Y9, Y6, Y9
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y11
-	VPANDD       Y11, Y6, Y11
-	VPSLLW       $0x04, Y9, Y6
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 16(SP), Y12
-	VPERMD       132(CX), Y1, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y6
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y6, Y6
-	VPDPWSSD     Y12, Y6, Y5
-	VPSLLW       $0x02, Y11, Y6
-	VPTERNLOGD   $0xd8, Y2, Y8, Y6
-	VPBROADCASTD 20(SP), Y12
-	VPERMD       164(CX), Y1, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y6, Y6
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y6, Y6
-	VPDPWSSD     Y12, Y6, Y10
-	VPSRLW       $0x04, Y7, Y6
-	VPTERNLOGD   $0xd8, Y2, Y6, Y9
-	VPBROADCASTD 24(SP), Y6
-	VPERMD       196(CX), Y1, Y7
-	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
-	VPMADDUBSW   Y7, Y9, Y9
-	VPMADDUBSW   Y7, Y3, Y7
-	VPSUBW       Y7, Y9, Y9
-	VPDPWSSD     Y6, Y9, Y5
-	VPSRLW       $0x02, Y11, Y6
-	VPSRLW       $0x04, Y8, Y7
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 28(SP), Y7
-	VPERMD       228(CX), Y1, Y8
-	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y6, Y6
-	VPDPWSSD     Y7, Y6, Y10
-	VPADDD       Y10, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULSS       (CX), X4, X4
-	VBROADCASTSS X4, Y4
-	VMULPS       Y4, Y5, Y5
-	VADDPS       Y5, Y0, Y0
-	ADDQ         $0x000000d2, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopdotQ6KVNNI256
+	VPBROADCASTW  208(AX), X6
+	VCVTPH2PS     X6, X6
+	VPMOVSXBW     192(AX), Y7
+	VMOVDQU64     Y7, (SP)
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPERMD        (AX), Y1, Y8
+	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
+	VPERMD        32(AX), Y1, Y9
+	VPSHUFB       xpshufb32<>+0(SB), Y9, Y9
+	VPERMD        128(AX), Y1, Y7
+	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
+	VPANDD.BCST   c32_33333333<>+0(SB), Y7, Y10
+	VPANDD.BCST   c32_cccccccc<>+0(SB), Y7, Y11
+	VPSLLW        $0x04, Y10, Y7
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMD        4(CX), Y1, Y12
+	VPSHUFB       xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST (SP), Y7, Y4
+	VPSLLW        $0x02, Y11, Y7
+	VPTERNLOGD    $0xd8, Y2, Y9, Y7
+	VPERMD        36(CX), Y1, Y12
+	VPSHUFB       xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 4(SP), Y7, Y5
+	VPSRLW        $0x04, Y8, Y7
+	VPTERNLOGD    $0xd8, Y2, Y7, Y10
+	VPERMD        68(CX), Y1, Y7
+	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW    Y7, Y10, Y8
+	VPMADDUBSW    Y7, Y3, Y7
+	VPSUBW        Y7, Y8, Y8
+	VPDPWSSD.BCST 8(SP), Y8, Y4
+	VPSRLW        $0x02, Y11, Y7
+	VPSRLW        $0x04, Y9, Y8
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMD        100(CX), Y1, Y8
+	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW    Y8, Y7, Y7
+	VPMADDUBSW    Y8, Y3, Y8
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD.BCST 12(SP), Y7, Y5
+	VPERMD        64(AX), Y1, Y8
+	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
+	VPERMD        96(AX), Y1, Y9
+	VPSHUFB       xpshufb32<>+0(SB), Y9, Y9
+	VPERMD        160(AX), Y1, Y7
+	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
+	VPANDD.BCST   c32_33333333<>+0(SB), Y7, Y10
+	VPANDD.BCST   c32_cccccccc<>+0(SB), Y7, Y11
+	VPSLLW        $0x04, Y10, Y7
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMD        132(CX), Y1, Y12
+	VPSHUFB       xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 16(SP), Y7, Y4
+	VPSLLW        $0x02, Y11, Y7
+	VPTERNLOGD    $0xd8, Y2, Y9, Y7
+	VPERMD        164(CX), Y1, Y12
+	VPSHUFB       xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 20(SP), Y7, Y5
+	VPSRLW        $0x04, Y8, Y7
+	VPTERNLOGD    $0xd8, Y2, Y7, Y10
+	VPERMD        196(CX), Y1, Y7
+	VPSHUFB       xpshufb32<>+0(SB), Y7, Y7
+	VPMADDUBSW    Y7, Y10, Y8
+	VPMADDUBSW    Y7, Y3, Y7
+	VPSUBW        Y7, Y8, Y8
+	VPDPWSSD.BCST 24(SP), Y8, Y4
+	VPSRLW        $0x02, Y11, Y7
+	VPSRLW        $0x04, Y9, Y8
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMD        228(CX), Y1, Y8
+	VPSHUFB       xpshufb32<>+0(SB), Y8, Y8
+	VPMADDUBSW    Y8, Y7, Y7
+	VPMADDUBSW    Y8, Y3, Y8
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD.BCST 28(SP), Y7, Y5
+	VPADDD        Y5, Y4, Y4
+	VCVTDQ2PS     Y4, Y7
+	VMULSS        (CX), X6, X6
+	VBROADCASTSS  X6, Y6
+	VMULPS        Y6, Y7, Y7
+	VADDPS        Y7, Y0, Y0
+	ADDQ          $0x000000d2, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotQ6KVNNI256
 
 donedotQ6KVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -11613,31 +12415,29 @@ loopdotQ6Kx4VNNI256:
 	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
 	VPERMD       128(AX), Y4, Y8
 	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
-	VPBROADCASTD c32_33333333<>+0(SB), Y11
-	VPANDD       Y11, Y8, Y11
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y12
-	VPANDD       Y12, Y8, Y12
+	VPANDD.BCST  c32_33333333<>+0(SB), Y8, Y11
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y8, Y12
 	VPSLLW       $0x04, Y11, Y8
 	VPTERNLOGD   $0xd8, Y5, Y9, Y8
 	VPBROADCASTD (SP), Y13
-	VPERMD       4(CX), Y4, Y14
-	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
-	VPMADDUBSW   Y14, Y8, Y15
-	VPMADDUBSW   Y14, Y6, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y13, Y15, Y14
-	VPERMD       4(CX)(BX*1), Y4, Y15
+	VPERMD       4(CX), Y4, Y15
 	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
-	VPMADDUBSW   Y15, Y8, Y16
+	VPMADDUBSW   Y15, Y8, Y14
 	VPMADDUBSW   Y15, Y6, Y15
-	VPSUBW       Y15, Y16, Y16
-	VPMADDWD     Y13, Y16, Y15
-	VPERMD       4(CX)(BX*2), Y4, Y16
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPERMD       4(CX)(BX*1), Y4, Y16
 	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
-	VPMADDUBSW   Y16, Y8, Y17
+	VPMADDUBSW   Y16, Y8, Y15
 	VPMADDUBSW   Y16, Y6, Y16
-	VPSUBW       Y16, Y17, Y17
-	VPMADDWD     Y13, Y17, Y16
+	VPSUBW       Y16, Y15, Y15
+	VPMADDWD     Y13, Y15, Y15
+	VPERMD       4(CX)(BX*2), Y4, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW   Y17, Y8, Y16
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y16, Y16
+	VPMADDWD     Y13, Y16, Y16
 	VPERMD       4(CX)(SI*1), Y4, Y17
 	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
 	VPMADDUBSW   Y17, Y8, Y8
@@ -11647,24 +12447,24 @@ loopdotQ6Kx4VNNI256:
 	VPSLLW       $0x02, Y12, Y13
 	VPTERNLOGD   $0xd8, Y5, Y10, Y13
 	VPBROADCASTD 4(SP), Y17
-	VPERMD       36(CX), Y4, Y18
-	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
-	VPMADDUBSW   Y18, Y13, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y14
-	VPERMD       36(CX)(BX*1), Y4, Y18
-	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
-	VPMADDUBSW   Y18, Y13, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y15
-	VPERMD       36(CX)(BX*2), Y4, Y18
-	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
-	VPMADDUBSW   Y18, Y13, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y16
+	VPERMD       36(CX), Y4, Y19
+	VPSHUFB      xpshufb32<>+0(SB), Y19, Y19
+	VPMADDUBSW   Y19, Y13, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y14
+	VPERMD       36(CX)(BX*1), Y4, Y19
+	VPSHUFB      xpshufb32<>+0(SB), Y19, Y19
+	VPMADDUBSW   Y19, Y13, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y15
+	VPERMD       36(CX)(BX*2), Y4, Y19
+	VPSHUFB      xpshufb32<>+0(SB), Y19, Y19
+	VPMADDUBSW   Y19, Y13, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y16
 	VPERMD       36(CX)(SI*1), Y4, Y18
 	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
 	VPMADDUBSW   Y18, Y13, Y13
@@ -11674,24 +12474,24 @@ loopdotQ6Kx4VNNI256:
 	VPSRLW       $0x04, Y9, Y9
 	VPTERNLOGD   $0xd8, Y5, Y9, Y11
 	VPBROADCASTD 8(SP), Y9
-	VPERMD       68(CX), Y4, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y11, Y17
-	VPMADDUBSW   Y13, Y6, Y13
-	VPSUBW       Y13, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y14
-	VPERMD       68(CX)(BX*1), Y4, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y11, Y17
-	VPMADDUBSW   Y13, Y6, Y13
-	VPSUBW       Y13, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y15
-	VPERMD       68(CX)(BX*2), Y4, Y13
-	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
-	VPMADDUBSW   Y13, Y11, Y17
-	VPMADDUBSW   Y13, Y6, Y13
-	VPSUBW       Y13, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y16
+	VPERMD       68(CX), Y4, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW   Y17, Y11, Y13
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y13, Y13
+	VPDPWSSD     Y9, Y13, Y14
+	VPERMD       68(CX)(BX*1), Y4, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW   Y17, Y11, Y13
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y13, Y13
+	VPDPWSSD     Y9, Y13, Y15
+	VPERMD       68(CX)(BX*2), Y4, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW   Y17, Y11, Y13
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y13, Y13
+	VPDPWSSD     Y9, Y13, Y16
 	VPERMD       68(CX)(SI*1), Y4, Y13
 	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y11, Y11
@@ -11702,24 +12502,24 @@ loopdotQ6Kx4VNNI256:
 	VPSRLW       $0x04, Y10, Y10
 	VPTERNLOGD   $0xd8, Y5, Y10, Y9
 	VPBROADCASTD 12(SP), Y10
-	VPERMD       100(CX), Y4, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y14
-	VPERMD       100(CX)(BX*1), Y4, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y15
-	VPERMD       100(CX)(BX*2), Y4, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y16
+	VPERMD       100(CX), Y4, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y14
+	VPERMD       100(CX)(BX*1), Y4, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y15
+	VPERMD       100(CX)(BX*2), Y4, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y16
 	VPERMD       100(CX)(SI*1), Y4, Y11
 	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
 	VPMADDUBSW   Y11, Y9, Y9
@@ -11732,31 +12532,29 @@ loopdotQ6Kx4VNNI256:
 	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
 	VPERMD       160(AX), Y4, Y9
 	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
-	VPBROADCASTD c32_33333333<>+0(SB), Y12
-	VPANDD       Y12, Y9, Y12
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y13
-	VPANDD       Y13, Y9, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y9, Y12
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y9, Y13
 	VPSLLW       $0x04, Y12, Y9
 	VPTERNLOGD   $0xd8, Y5, Y10, Y9
 	VPBROADCASTD 16(SP), Y17
-	VPERMD       132(CX), Y4, Y18
-	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y14
-	VPERMD       132(CX)(BX*1), Y4, Y18
-	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y15
-	VPERMD       132(CX)(BX*2), Y4, Y18
-	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y16
+	VPERMD       132(CX), Y4, Y19
+	VPSHUFB      xpshufb32<>+0(SB), Y19, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y14
+	VPERMD       132(CX)(BX*1), Y4, Y19
+	VPSHUFB      xpshufb32<>+0(SB), Y19, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y15
+	VPERMD       132(CX)(BX*2), Y4, Y19
+	VPSHUFB      xpshufb32<>+0(SB), Y19, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y16
 	VPERMD       132(CX)(SI*1), Y4, Y18
 	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
 	VPMADDUBSW   Y18, Y9, Y9
@@ -11766,24 +12564,24 @@ loopdotQ6Kx4VNNI256:
 	VPSLLW       $0x02, Y13, Y9
 	VPTERNLOGD   $0xd8, Y5, Y11, Y9
 	VPBROADCASTD 20(SP), Y17
-	VPERMD       164(CX), Y4, Y18
-	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y14
-	VPERMD       164(CX)(BX*1), Y4, Y18
-	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y15
-	VPERMD       164(CX)(BX*2), Y4, Y18
-	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y16
+	VPERMD       164(CX), Y4, Y19
+	VPSHUFB      xpshufb32<>+0(SB), Y19, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y14
+	VPERMD       164(CX)(BX*1), Y4, Y19
+	VPSHUFB      xpshufb32<>+0(SB), Y19, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y15
+	VPERMD       164(CX)(BX*2), Y4, Y19
+	VPSHUFB      xpshufb32<>+0(SB), Y19, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y16
 	VPERMD       164(CX)(SI*1), Y4, Y18
 	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
 	VPMADDUBSW   Y18, Y9, Y9
@@ -11793,24 +12591,24 @@ loopdotQ6Kx4VNNI256:
 	VPSRLW       $0x04, Y10, Y9
 	VPTERNLOGD   $0xd8, Y5, Y9, Y12
 	VPBROADCASTD 24(SP), Y9
-	VPERMD       196(CX), Y4, Y10
-	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
-	VPMADDUBSW   Y10, Y12, Y17
-	VPMADDUBSW   Y10, Y6, Y10
-	VPSUBW       Y10, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y14
-	VPERMD       196(CX)(BX*1), Y4, Y10
-	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
-	VPMADDUBSW   Y10, Y12, Y17
-	VPMADDUBSW   Y10, Y6, Y10
-	VPSUBW       Y10, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y15
-	VPERMD       196(CX)(BX*2), Y4, Y10
-	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
-	VPMADDUBSW   Y10, Y12, Y17
-	VPMADDUBSW   Y10, Y6, Y10
-	VPSUBW       Y10, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y16
+	VPERMD       196(CX), Y4, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW   Y17, Y12, Y10
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y10, Y10
+	VPDPWSSD     Y9, Y10, Y14
+	VPERMD       196(CX)(BX*1), Y4, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW   Y17, Y12, Y10
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y10, Y10
+	VPDPWSSD     Y9, Y10, Y15
+	VPERMD       196(CX)(BX*2), Y4, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPMADDUBSW   Y17, Y12, Y10
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y10, Y10
+	VPDPWSSD     Y9, Y10, Y16
 	VPERMD       196(CX)(SI*1), Y4, Y10
 	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
 	VPMADDUBSW   Y10, Y12, Y12
@@ -11821,24 +12619,24 @@ loopdotQ6Kx4VNNI256:
 	VPSRLW       $0x04, Y11, Y10
 	VPTERNLOGD   $0xd8, Y5, Y10, Y9
 	VPBROADCASTD 28(SP), Y10
-	VPERMD       228(CX), Y4, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y14
-	VPERMD       228(CX)(BX*1), Y4, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y15
-	VPERMD       228(CX)(BX*2), Y4, Y11
-	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y16
+	VPERMD       228(CX), Y4, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y14
+	VPERMD       228(CX)(BX*1), Y4, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y15
+	VPERMD       228(CX)(BX*2), Y4, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y16
 	VPERMD       228(CX)(SI*1), Y4, Y11
 	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
 	VPMADDUBSW   Y11, Y9, Y9
@@ -11939,6 +12737,129 @@ donedotQ6Kx4VNNI256:
 	VZEROUPPER
 	RET
 
+// func dotQ6KPVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ6KPVNNI256(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y10
+	VPBROADCASTD c32_30303030<>+0(SB), Y11
+	VPBROADCASTD c32_20202020<>+0(SB), Y11
+	TESTQ        DX, DX
+	JZ           donedotQ6KPVNNI256
+
+loopdotQ6KPVNNI256:
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPERMD       (AX), Y1, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPERMD       32(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPERMD       128(AX), Y1, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y13, Y16
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y13, Y17
+	VPSLLW       $0x04, Y16, Y13
+	VPTERNLOGD   $0xd8, Y10, Y14, Y13
+	VPERMD       Y12, Y2, Y18
+	VPMADDUBSW   (CX), Y13, Y13
+	VPSUBW       256(CX), Y13, Y13
+	VPMADDWD     Y18, Y13, Y13
+	VPSLLW       $0x02, Y17, Y18
+	VPTERNLOGD   $0xd8, Y10, Y15, Y18
+	VPERMD       Y12, Y3, Y19
+	VPMADDUBSW   32(CX), Y18, Y18
+	VPSUBW       288(CX), Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPSRLW       $0x04, Y14, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y16
+	VPERMD       Y12, Y4, Y14
+	VPMADDUBSW   64(CX), Y16, Y16
+	VPSUBW       320(CX), Y16, Y16
+	VPDPWSSD     Y14, Y16, Y13
+	VPSRLW       $0x02, Y17, Y14
+	VPSRLW       $0x04, Y15, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y5, Y15
+	VPMADDUBSW   96(CX), Y14, Y14
+	VPSUBW       352(CX), Y14, Y14
+	VPDPWSSD     Y15, Y14, Y18
+	VPERMD       64(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPERMD       96(AX), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPERMD       160(AX), Y1, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPANDD.BCST  c32_33333333<>+0(SB), Y14, Y17
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y14, Y19
+	VPSLLW       $0x04, Y17, Y14
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y6, Y20
+	VPMADDUBSW   128(CX), Y14, Y14
+	VPSUBW       384(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y13
+	VPSLLW       $0x02, Y19, Y14
+	VPTERNLOGD   $0xd8, Y10, Y16, Y14
+	VPERMD       Y12, Y7, Y20
+	VPMADDUBSW   160(CX), Y14, Y14
+	VPSUBW       416(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y18
+	VPSRLW       $0x04, Y15, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y17
+	VPERMD       Y12, Y8, Y14
+	VPMADDUBSW   192(CX), Y17, Y15
+	VPSUBW       448(CX), Y15, Y15
+	VPDPWSSD     Y14, Y15, Y13
+	VPSRLW       $0x02, Y19, Y14
+	VPSRLW       $0x04, Y16, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y14, Y14
+	VPSUBW       480(CX), Y14, Y14
+	VPDPWSSD     Y12, Y14, Y18
+	VPADDD       Y18, Y13, Y13
+	VCVTDQ2PS    Y13, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ6KPVNNI256
+
+donedotQ6KPVNNI256:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
 // func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ3KVBMIVNNI256(SB), NOSPLIT, $32-28
@@ -11969,90 +12890,84 @@ loopdotQ3KVBMIVNNI256:
 	VPSUBW          Y4, Y6, Y6
 	VPERMB          (AX), Y1, Y7
 	VMOVDQU64       Y6, (SP)
-	VPERMB          32(AX), Y1, Y8
-	VMOVDQA64       Y8, Y6
+	VPXORD          Y8, Y8, Y8
+	VPXORD          Y9, Y9, Y9
+	VPERMB          32(AX), Y1, Y10
+	VMOVDQA64       Y10, Y6
 	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+0(SB), Y7, K1
 	VPADDB          Y3, Y6, K1, Y6
-	VPBROADCASTD    (SP), Y9
-	VPERMB          4(CX), Y1, Y10
+	VPERMB          4(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   (SP), Y6, Y8
+	VPSRLW          $0x02, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+32(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          36(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   4(SP), Y6, Y9
+	VPSRLW          $0x04, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+64(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          68(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   8(SP), Y6, Y8
+	VPSRLW          $0x06, Y10, Y6
+	VPANDD          Y2, Y6, Y6
+	VPTESTMB        runbits<>+96(SB), Y7, K1
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          100(CX), Y1, Y10
 	VPMADDUBSW      Y10, Y6, Y6
 	VPMADDUBSW      Y10, Y3, Y10
 	VPSUBW          Y10, Y6, Y6
-	VPMADDWD        Y9, Y6, Y6
-	VPSRLW          $0x02, Y8, Y9
-	VPANDD          Y2, Y9, Y9
-	VPTESTMB        runbits<>+32(SB), Y7, K1
-	VPADDB          Y3, Y9, K1, Y9
-	VPBROADCASTD    4(SP), Y10
-	VPERMB          36(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y9, Y9
-	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y9, Y9
-	VPMADDWD        Y10, Y9, Y9
-	VPSRLW          $0x04, Y8, Y10
-	VPANDD          Y2, Y10, Y10
-	VPTESTMB        runbits<>+64(SB), Y7, K1
-	VPADDB          Y3, Y10, K1, Y10
-	VPBROADCASTD    8(SP), Y11
-	VPERMB          68(CX), Y1, Y12
-	VPMADDUBSW      Y12, Y10, Y10
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y10, Y10
-	VPDPWSSD        Y11, Y10, Y6
-	VPSRLW          $0x06, Y8, Y8
-	VPANDD          Y2, Y8, Y8
-	VPTESTMB        runbits<>+96(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    12(SP), Y10
-	VPERMB          100(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y8, Y8
-	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y8, Y8
-	VPDPWSSD        Y10, Y8, Y9
+	VPDPWSSD.BCST   12(SP), Y6, Y9
 	VPERMB          64(AX), Y1, Y10
-	VMOVDQA64       Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VMOVDQA64       Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    16(SP), Y11
-	VPERMB          132(CX), Y1, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y6
-	VPSRLW          $0x02, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          132(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   16(SP), Y6, Y8
+	VPSRLW          $0x02, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    20(SP), Y11
-	VPERMB          164(CX), Y1, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y9
-	VPSRLW          $0x04, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          164(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   20(SP), Y6, Y9
+	VPSRLW          $0x04, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    24(SP), Y11
-	VPERMB          196(CX), Y1, Y12
-	VPMADDUBSW      Y12, Y8, Y8
-	VPMADDUBSW      Y12, Y3, Y12
-	VPSUBW          Y12, Y8, Y8
-	VPDPWSSD        Y11, Y8, Y6
-	VPSRLW          $0x06, Y10, Y8
-	VPANDD          Y2, Y8, Y8
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          196(CX), Y1, Y11
+	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y3, Y11
+	VPSUBW          Y11, Y6, Y6
+	VPDPWSSD.BCST   24(SP), Y6, Y8
+	VPSRLW          $0x06, Y10, Y6
+	VPANDD          Y2, Y6, Y6
 	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y3, Y8, K1, Y8
-	VPBROADCASTD    28(SP), Y7
-	VPERMB          228(CX), Y1, Y10
-	VPMADDUBSW      Y10, Y8, Y8
-	VPMADDUBSW      Y10, Y3, Y10
-	VPSUBW          Y10, Y8, Y8
-	VPDPWSSD        Y7, Y8, Y9
-	VPADDD          Y9, Y6, Y6
-	VCVTDQ2PS       Y6, Y6
+	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          228(CX), Y1, Y7
+	VPMADDUBSW      Y7, Y6, Y6
+	VPMADDUBSW      Y7, Y3, Y7
+	VPSUBW          Y7, Y6, Y6
+	VPDPWSSD.BCST   28(SP), Y6, Y9
+	VPADDD          Y9, Y8, Y8
+	VCVTDQ2PS       Y8, Y6
 	VMULSS          (CX), X5, X5
 	VBROADCASTSS    X5, Y5
 	VMULPS          Y5, Y6, Y6
@@ -12133,21 +13048,21 @@ loopdotQ3KVBMIx4VNNI256:
 	VPTESTMB        runbits<>+0(SB), Y10, K1
 	VPADDB          Y6, Y9, K1, Y9
 	VPBROADCASTD    (SP), Y12
-	VPERMB          4(CX), Y4, Y13
-	VPMADDUBSW      Y13, Y9, Y14
-	VPMADDUBSW      Y13, Y6, Y13
-	VPSUBW          Y13, Y14, Y14
-	VPMADDWD        Y12, Y14, Y13
-	VPERMB          4(CX)(BX*1), Y4, Y14
-	VPMADDUBSW      Y14, Y9, Y15
+	VPERMB          4(CX), Y4, Y14
+	VPMADDUBSW      Y14, Y9, Y13
 	VPMADDUBSW      Y14, Y6, Y14
-	VPSUBW          Y14, Y15, Y15
-	VPMADDWD        Y12, Y15, Y14
-	VPERMB          4(CX)(BX*2), Y4, Y15
-	VPMADDUBSW      Y15, Y9, Y16
+	VPSUBW          Y14, Y13, Y13
+	VPMADDWD        Y12, Y13, Y13
+	VPERMB          4(CX)(BX*1), Y4, Y15
+	VPMADDUBSW      Y15, Y9, Y14
 	VPMADDUBSW      Y15, Y6, Y15
-	VPSUBW          Y15, Y16, Y16
-	VPMADDWD        Y12, Y16, Y15
+	VPSUBW          Y15, Y14, Y14
+	VPMADDWD        Y12, Y14, Y14
+	VPERMB          4(CX)(BX*2), Y4, Y16
+	VPMADDUBSW      Y16, Y9, Y15
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y15, Y15
+	VPMADDWD        Y12, Y15, Y15
 	VPERMB          4(CX)(SI*1), Y4, Y16
 	VPMADDUBSW      Y16, Y9, Y9
 	VPMADDUBSW      Y16, Y6, Y16
@@ -12158,21 +13073,21 @@ loopdotQ3KVBMIx4VNNI256:
 	VPTESTMB        runbits<>+32(SB), Y10, K1
 	VPADDB          Y6, Y12, K1, Y12
 	VPBROADCASTD    4(SP), Y16
-	VPERMB          36(CX), Y4, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMB          36(CX)(BX*1), Y4, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMB          36(CX)(BX*2), Y4, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          36(CX), Y4, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMB          36(CX)(BX*1), Y4, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMB          36(CX)(BX*2), Y4, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          36(CX)(SI*1), Y4, Y17
 	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
@@ -12183,21 +13098,21 @@ loopdotQ3KVBMIx4VNNI256:
 	VPTESTMB        runbits<>+64(SB), Y10, K1
 	VPADDB          Y6, Y12, K1, Y12
 	VPBROADCASTD    8(SP), Y16
-	VPERMB          68(CX), Y4, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMB          68(CX)(BX*1), Y4, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMB          68(CX)(BX*2), Y4, Y17
-	VPMADDUBSW      Y17, Y12, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          68(CX), Y4, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMB          68(CX)(BX*1), Y4, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMB          68(CX)(BX*2), Y4, Y18
+	VPMADDUBSW      Y18, Y12, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          68(CX)(SI*1), Y4, Y17
 	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
@@ -12208,21 +13123,21 @@ loopdotQ3KVBMIx4VNNI256:
 	VPTESTMB        runbits<>+96(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    12(SP), Y12
-	VPERMB          100(CX), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y17
-	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y17, Y17
-	VPDPWSSD        Y12, Y17, Y13
-	VPERMB          100(CX)(BX*1), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y17
-	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y17, Y17
-	VPDPWSSD        Y12, Y17, Y14
-	VPERMB          100(CX)(BX*2), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y17
-	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y17, Y17
-	VPDPWSSD        Y12, Y17, Y15
+	VPERMB          100(CX), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y16, Y16
+	VPDPWSSD        Y12, Y16, Y13
+	VPERMB          100(CX)(BX*1), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y16, Y16
+	VPDPWSSD        Y12, Y16, Y14
+	VPERMB          100(CX)(BX*2), Y4, Y17
+	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y6, Y17
+	VPSUBW          Y17, Y16, Y16
+	VPDPWSSD        Y12, Y16, Y15
 	VPERMB          100(CX)(SI*1), Y4, Y16
 	VPMADDUBSW      Y16, Y11, Y11
 	VPMADDUBSW      Y16, Y6, Y16
@@ -12234,21 +13149,21 @@ loopdotQ3KVBMIx4VNNI256:
 	VPTESTMB        runbits<>+128(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    16(SP), Y16
-	VPERMB          132(CX), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMB          132(CX)(BX*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMB          132(CX)(BX*2), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          132(CX), Y4, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMB          132(CX)(BX*1), Y4, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMB          132(CX)(BX*2), Y4, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          132(CX)(SI*1), Y4, Y17
 	VPMADDUBSW      Y17, Y11, Y11
 	VPMADDUBSW      Y17, Y6, Y17
@@ -12259,21 +13174,21 @@ loopdotQ3KVBMIx4VNNI256:
 	VPTESTMB        runbits<>+160(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    20(SP), Y16
-	VPERMB          164(CX), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMB          164(CX)(BX*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMB          164(CX)(BX*2), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          164(CX), Y4, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMB          164(CX)(BX*1), Y4, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMB          164(CX)(BX*2), Y4, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          164(CX)(SI*1), Y4, Y17
 	VPMADDUBSW      Y17, Y11, Y11
 	VPMADDUBSW      Y17, Y6, Y17
@@ -12284,21 +13199,21 @@ loopdotQ3KVBMIx4VNNI256:
 	VPTESTMB        runbits<>+192(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    24(SP), Y16
-	VPERMB          196(CX), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y13
-	VPERMB          196(CX)(BX*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y14
-	VPERMB          196(CX)(BX*2), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y18
-	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y18, Y18
-	VPDPWSSD        Y16, Y18, Y15
+	VPERMB          196(CX), Y4, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y13
+	VPERMB          196(CX)(BX*1), Y4, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y14
+	VPERMB          196(CX)(BX*2), Y4, Y18
+	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y6, Y18
+	VPSUBW          Y18, Y17, Y17
+	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          196(CX)(SI*1), Y4, Y17
 	VPMADDUBSW      Y17, Y11, Y11
 	VPMADDUBSW      Y17, Y6, Y17
@@ -12309,21 +13224,21 @@ loopdotQ3KVBMIx4VNNI256:
 	VPTESTMB        runbits<>+224(SB), Y10, K1
 	VPADDB          Y6, Y11, K1, Y11
 	VPBROADCASTD    28(SP), Y10
-	VPERMB          228(CX), Y4, Y12
-	VPMADDUBSW      Y12, Y11, Y16
-	VPMADDUBSW      Y12, Y6, Y12
-	VPSUBW          Y12, Y16, Y16
-	VPDPWSSD        Y10, Y16, Y13
-	VPERMB          228(CX)(BX*1), Y4, Y12
-	VPMADDUBSW      Y12, Y11, Y16
-	VPMADDUBSW      Y12, Y6, Y12
-	VPSUBW          Y12, Y16, Y16
-	VPDPWSSD        Y10, Y16, Y14
-	VPERMB          228(CX)(BX*2), Y4, Y12
-	VPMADDUBSW      Y12, Y11, Y16
-	VPMADDUBSW      Y12, Y6, Y12
-	VPSUBW          Y12, Y16, Y16
-	VPDPWSSD        Y10, Y16, Y15
+	VPERMB          228(CX), Y4, Y16
+	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y12, Y12
+	VPDPWSSD        Y10, Y12, Y13
+	VPERMB          228(CX)(BX*1), Y4, Y16
+	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y12, Y12
+	VPDPWSSD        Y10, Y12, Y14
+	VPERMB          228(CX)(BX*2), Y4, Y16
+	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y6, Y16
+	VPSUBW          Y16, Y12, Y12
+	VPDPWSSD        Y10, Y12, Y15
 	VPERMB          228(CX)(SI*1), Y4, Y12
 	VPMADDUBSW      Y12, Y11, Y11
 	VPMADDUBSW      Y12, Y6, Y12
@@ -12423,6 +13338,140 @@ donedotQ3KVBMIx4VNNI256:
 	VZEROUPPER
 	RET
 
+// func dotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	TESTQ        DX, DX
+	JZ           donedotQ3KPVBMIVNNI256
+
+loopdotQ3KPVBMIVNNI256:
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMB          (AX), Y1, Y15
+	VPERMB          32(AX), Y1, Y17
+	VMOVDQA64       Y17, Y16
+	VPANDD          Y10, Y16, Y16
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y16, K1, Y16
+	VPERMD          Y14, Y2, Y18
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y18, Y16, Y16
+	VPSRLW          $0x02, Y17, Y18
+	VPANDD          Y10, Y18, Y18
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y18, K1, Y18
+	VPERMD          Y14, Y3, Y19
+	VPMADDUBSW      32(CX), Y18, Y18
+	VPSUBW          288(CX), Y18, Y18
+	VPMADDWD        Y19, Y18, Y18
+	VPSRLW          $0x04, Y17, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y4, Y20
+	VPMADDUBSW      64(CX), Y19, Y19
+	VPSUBW          320(CX), Y19, Y19
+	VPDPWSSD        Y20, Y19, Y16
+	VPSRLW          $0x06, Y17, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y5, Y19
+	VPMADDUBSW      96(CX), Y17, Y17
+	VPSUBW          352(CX), Y17, Y17
+	VPDPWSSD        Y19, Y17, Y18
+	VPERMB          64(AX), Y1, Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y6, Y20
+	VPMADDUBSW      128(CX), Y17, Y17
+	VPSUBW          384(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x02, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y7, Y20
+	VPMADDUBSW      160(CX), Y17, Y17
+	VPSUBW          416(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y18
+	VPSRLW          $0x04, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y8, Y20
+	VPMADDUBSW      192(CX), Y17, Y17
+	VPSUBW          448(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x06, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y17, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y18
+	VPADDD          Y18, Y16, Y16
+	VCVTDQ2PS       Y16, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ3KPVBMIVNNI256
+
+donedotQ3KPVBMIVNNI256:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
 // func dotQ6KVBMIVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVBMIVNNI256(SB), NOSPLIT, $32-28
@@ -12438,100 +13487,90 @@ TEXT ·dotQ6KVBMIVNNI256(SB), NOSPLIT, $32-28
 	JZ           donedotQ6KVBMIVNNI256
 
 loopdotQ6KVBMIVNNI256:
-	VPBROADCASTW 208(AX), X4
-	VCVTPH2PS    X4, X4
-	VPMOVSXBW    192(AX), Y5
-	VMOVDQU64    Y5, (SP)
-	VPERMB       (AX), Y1, Y6
-	VPERMB       32(AX), Y1, Y7
-	VPERMB       128(AX), Y1, Y5
-	VPBROADCASTD c32_33333333<>+0(SB), Y8
-	VPANDD       Y8, Y5, Y8
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y9
-	VPANDD       Y9, Y5, Y9
-	VPSLLW       $0x04, Y8, Y5
-	VPTERNLOGD   $0xd8, Y2, Y6, Y5
-	VPBROADCASTD (SP), Y10
-	VPERMB       4(CX), Y1, Y11
-	VPMADDUBSW   Y11, Y5, Y5
-	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y5, Y5
-	VPMADDWD     Y10, Y5, Y5
-	VPSLLW       $0x02, Y9, Y10
-	VPTERNLOGD   $0xd8, Y2, Y7, Y10
-	VPBROADCASTD 4(SP), Y11
-	VPERMB       36(CX), Y1, Y12
-	VPMADDUBSW   Y12, Y10, Y10
-	VPMADDUBSW   Y12, Y3, Y12
-	VPSUBW       Y12, Y10, Y10
-	VPMADDWD     Y11, Y10, Y10
-	VPSRLW       $0x04, Y6, Y6
-	VPTERNLOGD   $0xd8, Y2, Y6, Y8
-	VPBROADCASTD 8(SP), Y6
-	VPERMB       68(CX), Y1, Y11
-	VPMADDUBSW   Y11, Y8, Y8
-	VPMADDUBSW   Y11, Y3, Y11
-	VPSUBW       Y11, Y8, Y8
-	VPDPWSSD     Y6, Y8, Y5
-	VPSRLW       $0x02, Y9, Y6
-	VPSRLW       $0x04, Y7, Y7
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 12(SP), Y7
-	VPERMB       100(CX), Y1, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y6, Y6
-	VPDPWSSD     Y7, Y6, Y10
-	VPERMB       64(AX), Y1, Y7
-	VPERMB       96(AX), Y1, Y8
-	VPERMB       160(AX), Y1, Y6
-	VPBROADCASTD c32_33333333<>+0(SB), Y9
-	VPANDD       Y9, Y6, Y9
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y11
-	VPANDD       Y11, Y6, Y11
-	VPSLLW       $0x04, Y9, Y6
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 16(SP), Y12
-	VPERMB       132(CX), Y1, Y13
-	VPMADDUBSW   Y13, Y6, Y6
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y6, Y6
-	VPDPWSSD     Y12, Y6, Y5
-	VPSLLW       $0x02, Y11, Y6
-	VPTERNLOGD   $0xd8, Y2, Y8, Y6
-	VPBROADCASTD 20(SP), Y12
-	VPERMB       164(CX), Y1, Y13
-	VPMADDUBSW   Y13, Y6, Y6
-	VPMADDUBSW   Y13, Y3, Y13
-	VPSUBW       Y13, Y6, Y6
-	VPDPWSSD     Y12, Y6, Y10
-	VPSRLW       $0x04, Y7, Y6
-	VPTERNLOGD   $0xd8, Y2, Y6, Y9
-	VPBROADCASTD 24(SP), Y6
-	VPERMB       196(CX), Y1, Y7
-	VPMADDUBSW   Y7, Y9, Y9
-	VPMADDUBSW   Y7, Y3, Y7
-	VPSUBW       Y7, Y9, Y9
-	VPDPWSSD     Y6, Y9, Y5
-	VPSRLW       $0x02, Y11, Y6
-	VPSRLW       $0x04, Y8, Y7
-	VPTERNLOGD   $0xd8, Y2, Y7, Y6
-	VPBROADCASTD 28(SP), Y7
-	VPERMB       228(CX), Y1, Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPMADDUBSW   Y8, Y3, Y8
-	VPSUBW       Y8, Y6, Y6
-	VPDPWSSD     Y7, Y6, Y10
-	VPADDD       Y10, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULSS       (CX), X4, X4
-	VBROADCASTSS X4, Y4
-	VMULPS       Y4, Y5, Y5
-	VADDPS       Y5, Y0, Y0
-	ADDQ         $0x000000d2, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopdotQ6KVBMIVNNI256
+	VPBROADCASTW  208(AX), X6
+	VCVTPH2PS     X6, X6
+	VPMOVSXBW     192(AX), Y7
+	VMOVDQU64     Y7, (SP)
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPERMB        (AX), Y1, Y8
+	VPERMB        32(AX), Y1, Y9
+	VPERMB        128(AX), Y1, Y7
+	VPANDD.BCST   c32_33333333<>+0(SB), Y7, Y10
+	VPANDD.BCST   c32_cccccccc<>+0(SB), Y7, Y11
+	VPSLLW        $0x04, Y10, Y7
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMB        4(CX), Y1, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST (SP), Y7, Y4
+	VPSLLW        $0x02, Y11, Y7
+	VPTERNLOGD    $0xd8, Y2, Y9, Y7
+	VPERMB        36(CX), Y1, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 4(SP), Y7, Y5
+	VPSRLW        $0x04, Y8, Y7
+	VPTERNLOGD    $0xd8, Y2, Y7, Y10
+	VPERMB        68(CX), Y1, Y7
+	VPMADDUBSW    Y7, Y10, Y8
+	VPMADDUBSW    Y7, Y3, Y7
+	VPSUBW        Y7, Y8, Y8
+	VPDPWSSD.BCST 8(SP), Y8, Y4
+	VPSRLW        $0x02, Y11, Y7
+	VPSRLW        $0x04, Y9, Y8
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMB        100(CX), Y1, Y8
+	VPMADDUBSW    Y8, Y7, Y7
+	VPMADDUBSW    Y8, Y3, Y8
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD.BCST 12(SP), Y7, Y5
+	VPERMB        64(AX), Y1, Y8
+	VPERMB        96(AX), Y1, Y9
+	VPERMB        160(AX), Y1, Y7
+	VPANDD.BCST   c32_33333333<>+0(SB), Y7, Y10
+	VPANDD.BCST   c32_cccccccc<>+0(SB), Y7, Y11
+	VPSLLW        $0x04, Y10, Y7
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMB        132(CX), Y1, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 16(SP), Y7, Y4
+	VPSLLW        $0x02, Y11, Y7
+	VPTERNLOGD    $0xd8, Y2, Y9, Y7
+	VPERMB        164(CX), Y1, Y12
+	VPMADDUBSW    Y12, Y7, Y7
+	VPMADDUBSW    Y12, Y3, Y12
+	VPSUBW        Y12, Y7, Y7
+	VPDPWSSD.BCST 20(SP), Y7, Y5
+	VPSRLW        $0x04, Y8, Y7
+	VPTERNLOGD    $0xd8, Y2, Y7, Y10
+	VPERMB        196(CX), Y1, Y7
+	VPMADDUBSW    Y7, Y10, Y8
+	VPMADDUBSW    Y7, Y3, Y7
+	VPSUBW        Y7, Y8, Y8
+	VPDPWSSD.BCST 24(SP), Y8, Y4
+	VPSRLW        $0x02, Y11, Y7
+	VPSRLW        $0x04, Y9, Y8
+	VPTERNLOGD    $0xd8, Y2, Y8, Y7
+	VPERMB        228(CX), Y1, Y8
+	VPMADDUBSW    Y8, Y7, Y7
+	VPMADDUBSW    Y8, Y3, Y8
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD.BCST 28(SP), Y7, Y5
+	VPADDD        Y5, Y4, Y4
+	VCVTDQ2PS     Y4, Y7
+	VMULSS        (CX), X6, X6
+	VBROADCASTSS  X6, Y6
+	VMULPS        Y6, Y7, Y7
+	VADDPS        Y7, Y0, Y0
+	ADDQ          $0x000000d2, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotQ6KVBMIVNNI256
 
 donedotQ6KVBMIVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -12580,28 +13619,26 @@ loopdotQ6KVBMIx4VNNI256:
 	VPERMB       (AX), Y4, Y9
 	VPERMB       32(AX), Y4, Y10
 	VPERMB       128(AX), Y4, Y8
-	VPBROADCASTD c32_33333333<>+0(SB), Y11
-	VPANDD       Y11, Y8, Y11
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y12
-	VPANDD       Y12, Y8, Y12
+	VPANDD.BCST  c32_33333333<>+0(SB), Y8, Y11
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y8, Y12
 	VPSLLW       $0x04, Y11, Y8
 	VPTERNLOGD   $0xd8, Y5, Y9, Y8
 	VPBROADCASTD (SP), Y13
-	VPERMB       4(CX), Y4, Y14
-	VPMADDUBSW   Y14, Y8, Y15
-	VPMADDUBSW   Y14, Y6, Y14
-	VPSUBW       Y14, Y15, Y15
-	VPMADDWD     Y13, Y15, Y14
-	VPERMB       4(CX)(BX*1), Y4, Y15
-	VPMADDUBSW   Y15, Y8, Y16
+	VPERMB       4(CX), Y4, Y15
+	VPMADDUBSW   Y15, Y8, Y14
 	VPMADDUBSW   Y15, Y6, Y15
-	VPSUBW       Y15, Y16, Y16
-	VPMADDWD     Y13, Y16, Y15
-	VPERMB       4(CX)(BX*2), Y4, Y16
-	VPMADDUBSW   Y16, Y8, Y17
+	VPSUBW       Y15, Y14, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPERMB       4(CX)(BX*1), Y4, Y16
+	VPMADDUBSW   Y16, Y8, Y15
 	VPMADDUBSW   Y16, Y6, Y16
-	VPSUBW       Y16, Y17, Y17
-	VPMADDWD     Y13, Y17, Y16
+	VPSUBW       Y16, Y15, Y15
+	VPMADDWD     Y13, Y15, Y15
+	VPERMB       4(CX)(BX*2), Y4, Y17
+	VPMADDUBSW   Y17, Y8, Y16
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y16, Y16
+	VPMADDWD     Y13, Y16, Y16
 	VPERMB       4(CX)(SI*1), Y4, Y17
 	VPMADDUBSW   Y17, Y8, Y8
 	VPMADDUBSW   Y17, Y6, Y17
@@ -12610,21 +13647,21 @@ loopdotQ6KVBMIx4VNNI256:
 	VPSLLW       $0x02, Y12, Y13
 	VPTERNLOGD   $0xd8, Y5, Y10, Y13
 	VPBROADCASTD 4(SP), Y17
-	VPERMB       36(CX), Y4, Y18
-	VPMADDUBSW   Y18, Y13, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y14
-	VPERMB       36(CX)(BX*1), Y4, Y18
-	VPMADDUBSW   Y18, Y13, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y15
-	VPERMB       36(CX)(BX*2), Y4, Y18
-	VPMADDUBSW   Y18, Y13, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y16
+	VPERMB       36(CX), Y4, Y19
+	VPMADDUBSW   Y19, Y13, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y14
+	VPERMB       36(CX)(BX*1), Y4, Y19
+	VPMADDUBSW   Y19, Y13, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y15
+	VPERMB       36(CX)(BX*2), Y4, Y19
+	VPMADDUBSW   Y19, Y13, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y16
 	VPERMB       36(CX)(SI*1), Y4, Y18
 	VPMADDUBSW   Y18, Y13, Y13
 	VPMADDUBSW   Y18, Y6, Y18
@@ -12633,21 +13670,21 @@ loopdotQ6KVBMIx4VNNI256:
 	VPSRLW       $0x04, Y9, Y9
 	VPTERNLOGD   $0xd8, Y5, Y9, Y11
 	VPBROADCASTD 8(SP), Y9
-	VPERMB       68(CX), Y4, Y13
-	VPMADDUBSW   Y13, Y11, Y17
-	VPMADDUBSW   Y13, Y6, Y13
-	VPSUBW       Y13, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y14
-	VPERMB       68(CX)(BX*1), Y4, Y13
-	VPMADDUBSW   Y13, Y11, Y17
-	VPMADDUBSW   Y13, Y6, Y13
-	VPSUBW       Y13, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y15
-	VPERMB       68(CX)(BX*2), Y4, Y13
-	VPMADDUBSW   Y13, Y11, Y17
-	VPMADDUBSW   Y13, Y6, Y13
-	VPSUBW       Y13, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y16
+	VPERMB       68(CX), Y4, Y17
+	VPMADDUBSW   Y17, Y11, Y13
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y13, Y13
+	VPDPWSSD     Y9, Y13, Y14
+	VPERMB       68(CX)(BX*1), Y4, Y17
+	VPMADDUBSW   Y17, Y11, Y13
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y13, Y13
+	VPDPWSSD     Y9, Y13, Y15
+	VPERMB       68(CX)(BX*2), Y4, Y17
+	VPMADDUBSW   Y17, Y11, Y13
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y13, Y13
+	VPDPWSSD     Y9, Y13, Y16
 	VPERMB       68(CX)(SI*1), Y4, Y13
 	VPMADDUBSW   Y13, Y11, Y11
 	VPMADDUBSW   Y13, Y6, Y13
@@ -12657,21 +13694,21 @@ loopdotQ6KVBMIx4VNNI256:
 	VPSRLW       $0x04, Y10, Y10
 	VPTERNLOGD   $0xd8, Y5, Y10, Y9
 	VPBROADCASTD 12(SP), Y10
-	VPERMB       100(CX), Y4, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y14
-	VPERMB       100(CX)(BX*1), Y4, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y15
-	VPERMB       100(CX)(BX*2), Y4, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y16
+	VPERMB       100(CX), Y4, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y14
+	VPERMB       100(CX)(BX*1), Y4, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y15
+	VPERMB       100(CX)(BX*2), Y4, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y16
 	VPERMB       100(CX)(SI*1), Y4, Y11
 	VPMADDUBSW   Y11, Y9, Y9
 	VPMADDUBSW   Y11, Y6, Y11
@@ -12680,28 +13717,26 @@ loopdotQ6KVBMIx4VNNI256:
 	VPERMB       64(AX), Y4, Y10
 	VPERMB       96(AX), Y4, Y11
 	VPERMB       160(AX), Y4, Y9
-	VPBROADCASTD c32_33333333<>+0(SB), Y12
-	VPANDD       Y12, Y9, Y12
-	VPBROADCASTD c32_cccccccc<>+0(SB), Y13
-	VPANDD       Y13, Y9, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y9, Y12
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y9, Y13
 	VPSLLW       $0x04, Y12, Y9
 	VPTERNLOGD   $0xd8, Y5, Y10, Y9
 	VPBROADCASTD 16(SP), Y17
-	VPERMB       132(CX), Y4, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y14
-	VPERMB       132(CX)(BX*1), Y4, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y15
-	VPERMB       132(CX)(BX*2), Y4, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y16
+	VPERMB       132(CX), Y4, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y14
+	VPERMB       132(CX)(BX*1), Y4, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y15
+	VPERMB       132(CX)(BX*2), Y4, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y16
 	VPERMB       132(CX)(SI*1), Y4, Y18
 	VPMADDUBSW   Y18, Y9, Y9
 	VPMADDUBSW   Y18, Y6, Y18
@@ -12710,21 +13745,21 @@ loopdotQ6KVBMIx4VNNI256:
 	VPSLLW       $0x02, Y13, Y9
 	VPTERNLOGD   $0xd8, Y5, Y11, Y9
 	VPBROADCASTD 20(SP), Y17
-	VPERMB       164(CX), Y4, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y14
-	VPERMB       164(CX)(BX*1), Y4, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y15
-	VPERMB       164(CX)(BX*2), Y4, Y18
-	VPMADDUBSW   Y18, Y9, Y19
-	VPMADDUBSW   Y18, Y6, Y18
-	VPSUBW       Y18, Y19, Y19
-	VPDPWSSD     Y17, Y19, Y16
+	VPERMB       164(CX), Y4, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y14
+	VPERMB       164(CX)(BX*1), Y4, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y15
+	VPERMB       164(CX)(BX*2), Y4, Y19
+	VPMADDUBSW   Y19, Y9, Y18
+	VPMADDUBSW   Y19, Y6, Y19
+	VPSUBW       Y19, Y18, Y18
+	VPDPWSSD     Y17, Y18, Y16
 	VPERMB       164(CX)(SI*1), Y4, Y18
 	VPMADDUBSW   Y18, Y9, Y9
 	VPMADDUBSW   Y18, Y6, Y18
@@ -12733,21 +13768,21 @@ loopdotQ6KVBMIx4VNNI256:
 	VPSRLW       $0x04, Y10, Y9
 	VPTERNLOGD   $0xd8, Y5, Y9, Y12
 	VPBROADCASTD 24(SP), Y9
-	VPERMB       196(CX), Y4, Y10
-	VPMADDUBSW   Y10, Y12, Y17
-	VPMADDUBSW   Y10, Y6, Y10
-	VPSUBW       Y10, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y14
-	VPERMB       196(CX)(BX*1), Y4, Y10
-	VPMADDUBSW   Y10, Y12, Y17
-	VPMADDUBSW   Y10, Y6, Y10
-	VPSUBW       Y10, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y15
-	VPERMB       196(CX)(BX*2), Y4, Y10
-	VPMADDUBSW   Y10, Y12, Y17
-	VPMADDUBSW   Y10, Y6, Y10
-	VPSUBW       Y10, Y17, Y17
-	VPDPWSSD     Y9, Y17, Y16
+	VPERMB       196(CX), Y4, Y17
+	VPMADDUBSW   Y17, Y12, Y10
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y10, Y10
+	VPDPWSSD     Y9, Y10, Y14
+	VPERMB       196(CX)(BX*1), Y4, Y17
+	VPMADDUBSW   Y17, Y12, Y10
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y10, Y10
+	VPDPWSSD     Y9, Y10, Y15
+	VPERMB       196(CX)(BX*2), Y4, Y17
+	VPMADDUBSW   Y17, Y12, Y10
+	VPMADDUBSW   Y17, Y6, Y17
+	VPSUBW       Y17, Y10, Y10
+	VPDPWSSD     Y9, Y10, Y16
 	VPERMB       196(CX)(SI*1), Y4, Y10
 	VPMADDUBSW   Y10, Y12, Y12
 	VPMADDUBSW   Y10, Y6, Y10
@@ -12757,21 +13792,21 @@ loopdotQ6KVBMIx4VNNI256:
 	VPSRLW       $0x04, Y11, Y10
 	VPTERNLOGD   $0xd8, Y5, Y10, Y9
 	VPBROADCASTD 28(SP), Y10
-	VPERMB       228(CX), Y4, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y14
-	VPERMB       228(CX)(BX*1), Y4, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y15
-	VPERMB       228(CX)(BX*2), Y4, Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDUBSW   Y11, Y6, Y11
-	VPSUBW       Y11, Y12, Y12
-	VPDPWSSD     Y10, Y12, Y16
+	VPERMB       228(CX), Y4, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y14
+	VPERMB       228(CX)(BX*1), Y4, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y15
+	VPERMB       228(CX)(BX*2), Y4, Y12
+	VPMADDUBSW   Y12, Y9, Y11
+	VPMADDUBSW   Y12, Y6, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPDPWSSD     Y10, Y11, Y16
 	VPERMB       228(CX)(SI*1), Y4, Y11
 	VPMADDUBSW   Y11, Y9, Y9
 	VPMADDUBSW   Y11, Y6, Y11
@@ -12868,6 +13903,123 @@ donedotQ6KVBMIx4VNNI256:
 	VPSHUFD       $0xff, X0, X0
 	VADDSS        X0, X1, X1
 	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KPVBMIVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ6KPVBMIVNNI256(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y10
+	VPBROADCASTD c32_30303030<>+0(SB), Y11
+	VPBROADCASTD c32_20202020<>+0(SB), Y11
+	TESTQ        DX, DX
+	JZ           donedotQ6KPVBMIVNNI256
+
+loopdotQ6KPVBMIVNNI256:
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPERMB       (AX), Y1, Y14
+	VPERMB       32(AX), Y1, Y15
+	VPERMB       128(AX), Y1, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y13, Y16
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y13, Y17
+	VPSLLW       $0x04, Y16, Y13
+	VPTERNLOGD   $0xd8, Y10, Y14, Y13
+	VPERMD       Y12, Y2, Y18
+	VPMADDUBSW   (CX), Y13, Y13
+	VPSUBW       256(CX), Y13, Y13
+	VPMADDWD     Y18, Y13, Y13
+	VPSLLW       $0x02, Y17, Y18
+	VPTERNLOGD   $0xd8, Y10, Y15, Y18
+	VPERMD       Y12, Y3, Y19
+	VPMADDUBSW   32(CX), Y18, Y18
+	VPSUBW       288(CX), Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPSRLW       $0x04, Y14, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y16
+	VPERMD       Y12, Y4, Y14
+	VPMADDUBSW   64(CX), Y16, Y16
+	VPSUBW       320(CX), Y16, Y16
+	VPDPWSSD     Y14, Y16, Y13
+	VPSRLW       $0x02, Y17, Y14
+	VPSRLW       $0x04, Y15, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y5, Y15
+	VPMADDUBSW   96(CX), Y14, Y14
+	VPSUBW       352(CX), Y14, Y14
+	VPDPWSSD     Y15, Y14, Y18
+	VPERMB       64(AX), Y1, Y15
+	VPERMB       96(AX), Y1, Y16
+	VPERMB       160(AX), Y1, Y14
+	VPANDD.BCST  c32_33333333<>+0(SB), Y14, Y17
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y14, Y19
+	VPSLLW       $0x04, Y17, Y14
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y6, Y20
+	VPMADDUBSW   128(CX), Y14, Y14
+	VPSUBW       384(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y13
+	VPSLLW       $0x02, Y19, Y14
+	VPTERNLOGD   $0xd8, Y10, Y16, Y14
+	VPERMD       Y12, Y7, Y20
+	VPMADDUBSW   160(CX), Y14, Y14
+	VPSUBW       416(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y18
+	VPSRLW       $0x04, Y15, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y17
+	VPERMD       Y12, Y8, Y14
+	VPMADDUBSW   192(CX), Y17, Y15
+	VPSUBW       448(CX), Y15, Y15
+	VPDPWSSD     Y14, Y15, Y13
+	VPSRLW       $0x02, Y19, Y14
+	VPSRLW       $0x04, Y16, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y14, Y14
+	VPSUBW       480(CX), Y14, Y14
+	VPDPWSSD     Y12, Y14, Y18
+	VPADDD       Y18, Y13, Y13
+	VCVTDQ2PS    Y13, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ6KPVBMIVNNI256
+
+donedotQ6KPVBMIVNNI256:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
 

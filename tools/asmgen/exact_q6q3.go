@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -68,6 +69,7 @@ func (t *target) permLane() Mem {
 type xctx struct {
 	t     *target
 	vbmi  bool
+	prep  bool // activations in kernelkit's prepared layout (q63Prep*)
 	wp    Register
 	acts  []Mem
 	facc  []Op         // eight float lanes per row: ymm, or a stack slot
@@ -107,7 +109,11 @@ func (c *xctx) ydot(k int) VecVirtual {
 		return c.yd
 	}
 	y := XMM()
-	VMULSS(c.acts[k], c.dw, y)
+	dOff := 0
+	if c.prep {
+		dOff = q63PrepD
+	}
+	VMULSS(c.acts[k].Offset(dOff), c.dw, y)
 	if len(c.acts) == 1 {
 		c.yd = y
 	}
@@ -116,7 +122,10 @@ func (c *xctx) ydot(k int) VecVirtual {
 
 // xLoop emits an exact K-quant kernel with kLoop's signatures (m = 1 or
 // 4 activation rows); body emits one block.
-func xLoop(t *target, name string, wsize, m int, vbmi bool, pre func(), body func(c *xctx, nacc int)) {
+func xLoop(t *target, name string, wsize, m int, vbmi, prep bool, pre func(), body func(c *xctx, nacc int)) {
+	if prep {
+		name = strings.Replace(name, "K", "KP", 1)
+	}
 	fn := "dot" + name + t.suffix
 	sig := "func(w, a *byte, nb int) float32"
 	if m > 1 {
@@ -125,7 +134,7 @@ func xLoop(t *target, name string, wsize, m int, vbmi bool, pre func(), body fun
 	}
 	TEXT(fn, NOSPLIT, sig)
 	Pragma("noescape")
-	c := &xctx{t: t, vbmi: vbmi, wp: Load(Param("w"), GP64())}
+	c := &xctx{t: t, vbmi: vbmi, prep: prep, wp: Load(Param("w"), GP64())}
 	ap := Load(Param("a"), GP64())
 	nb := Load(Param("nb"), GP64())
 	c.acts = []Mem{{Base: ap}}
@@ -176,6 +185,15 @@ func xLoop(t *target, name string, wsize, m int, vbmi bool, pre func(), body fun
 			c.sidx = append(c.sidx, r)
 		}
 	}
+	// 256-bit EVEX kernels on prepared rows pick each vector's scale
+	// dwords with VPERMD from eight index registers: broadcasting them
+	// from a stack copy of the block's scales waits on store-to-load
+	// forwarding (measured: ~10% slower).
+	if prep && t.evex() && !t.zmm() {
+		for i := 0; i < 8; i++ {
+			c.sidx = append(c.sidx, t.splat(uint32(i)))
+		}
+	}
 	t.memConsts = m > 1
 	pre()
 	t.memConsts = false
@@ -185,7 +203,11 @@ func xLoop(t *target, name string, wsize, m int, vbmi bool, pre func(), body fun
 	c.yd = nil
 	body(c, map[bool]int{true: 1, false: 2}[m > 1])
 	ADDQ(U32(wsize), c.wp)
-	ADDQ(U32(q8KSize), ap)
+	if prep {
+		ADDQ(U32(q63PrepBlock), ap)
+	} else {
+		ADDQ(U32(q8KSize), ap)
+	}
 	DECQ(nb)
 	JNZ(LabelRef("loop" + fn))
 	Label("done" + fn)
@@ -254,7 +276,7 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 			VPERMD(sw.AsZ(), c.sidx[i], s)
 			return s
 		}
-	} else {
+	} else if c.sidx == nil {
 		t.movStore(sw, c.stack)
 		scale = func(i int) VecVirtual {
 			s := t.vec()
@@ -262,19 +284,49 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 			return s
 		}
 	}
+	// One 256-bit VNNI row takes its scales straight from the stack, as
+	// an embedded broadcast.
+	bcst := t.vnni && !t.zmm() && len(c.acts) == 1
+	if !t.zmm() && c.sidx != nil {
+		bcst = false
+		scale = func(i int) VecVirtual {
+			s := t.vec()
+			VPERMD(sw, c.sidx[i], s)
+			return s
+		}
+	}
 	sums := make([]*isumAcc, len(c.acts))
 	for k := range sums {
 		sums[k] = t.newIsum(nacc)
+		if bcst {
+			for r := range sums[k].regs {
+				sums[k].regs[r] = t.vec()
+				t.zero(sums[k].regs[r])
+			}
+			sums[k].n = nacc
+		}
 	}
 	for i := 0; i < 256/t.w; i++ {
 		u := quants(i)
-		s := scale(i)
+		var s VecVirtual
+		if !bcst {
+			s = scale(i)
+		}
 		for k, a := range c.acts {
-			y := c.perm(a.Offset(q8KQs + i*t.w))
 			p := t.vec()
-			VPMADDUBSW(y, u, p)
-			VPMADDUBSW(y, coff, y)
-			VPSUBW(y, p, p)
+			if c.prep {
+				VPMADDUBSW(a.Offset(i*t.w), u, p)
+				VPSUBW(a.Offset(q63PrepOff+i*t.w), p, p)
+			} else {
+				y := c.perm(a.Offset(q8KQs + i*t.w))
+				VPMADDUBSW(y, u, p)
+				VPMADDUBSW(y, coff, y)
+				VPSUBW(y, p, p)
+			}
+			if bcst {
+				vnniOp("VPDPWSSD.BCST", c.stack.Offset(4*i), p, sums[k].regs[i%nacc])
+				continue
+			}
 			sums[k].add(p, s)
 		}
 	}
@@ -327,8 +379,9 @@ func genQ6KExact(t *target, vbmi bool) {
 	}
 	var c0F, c30, c32 VecVirtual
 	pre := func() { c0F, c30, c32 = t.splat(0x0f0f0f0f), t.splat(0x30303030), t.splat(0x20202020) }
-	for _, m := range []int{1, 4} {
-		xLoop(t, name, 210, m, vbmi, pre, func(c *xctx, nacc int) {
+	for _, km := range q63Kinds {
+		prep, m := km.prep, km.m
+		xLoop(t, name, 210, m, vbmi, prep, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 208}, false)
 			sw := YMM()
@@ -405,8 +458,8 @@ func q6KQuantsEVEX(c *xctx, i int, c0F VecVirtual, ql *[2]VecVirtual, qa, qb *Ve
 			ql[1] = c.perm(Mem{Base: wp, Disp: 64*h + 32})
 			qh := c.perm(Mem{Base: wp, Disp: 128 + 32*h})
 			*qa, *qb = t.vec(), t.vec()
-			t.and(t.splat(0x33333333), qh, *qa)
-			t.and(t.splat(0xcccccccc), qh, *qb)
+			VPANDD_BCST(constU32(0x33333333), qh, *qa)
+			VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
 		}
 		switch j {
 		case 0:
@@ -448,11 +501,15 @@ func genQ3KExact(t *target, vbmi bool) {
 	if vbmi {
 		name += "VBMI"
 	}
+	if t.w == 32 && !vbmi {
+		q63GenPrep(t) // once per plugin: avx2, or vnni256 among the AVX-512 targets
+	}
 	var c03, c04 VecVirtual
 	var c32w Op
 	pre := func() { c03, c04, c32w = t.splat(0x03030303), t.splat(0x04040404), t.konst(0x00200020) }
-	for _, m := range []int{1, 4} {
-		xLoop(t, name, 110, m, vbmi, pre, func(c *xctx, nacc int) {
+	for _, km := range q63Kinds {
+		prep, m := km.prep, km.m
+		xLoop(t, name, 110, m, vbmi, prep, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 108}, false)
 			scb := t.q3KScales(wp)

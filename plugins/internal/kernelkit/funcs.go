@@ -9,6 +9,13 @@ type Funcs struct {
 	// kernels take four Q8_K rows astride bytes apart into out[0:4].
 	Q2K, Q3K, Q4K, Q5K, Q6K           func(w, a *byte, nb int) float32
 	Q2Kx4, Q3Kx4, Q4Kx4, Q5Kx4, Q6Kx4 func(w, a *byte, nb, astride int, out *float32)
+	// Q3KP and Q6KP (optional) are Q3K and Q6K on a prepared activation
+	// row (prep.go); where set, Dot, MatVec and MatMul below four
+	// activation rows use them.
+	Q3KP, Q6KP func(w, a *byte, nb int) float32
+	// PrepQ8K (optional) prepares nb Q8_K blocks for them with the quant
+	// offset off; nil: prep.go's Go version, which gives the same bytes.
+	PrepQ8K func(a *byte, nb int, dst *byte, off int)
 
 	// Q8_0..MXFP4 are one weight row of nb 32-element blocks times a Q8_0 row.
 	Q8_0, Q4_0, Q5_0, MXFP4 func(w, a *byte, nb int) float32
@@ -72,6 +79,7 @@ func (k *Kit) Add(name string, f Funcs) {
 			l.dot[t] = exactFloat(fn, seq, t)
 		}
 	}
+	l.addPrepared(f)
 	k.levels = append(k.levels, l)
 	k.active = l
 }

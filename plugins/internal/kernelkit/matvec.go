@@ -45,6 +45,14 @@ func (k *Kit) MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out
 	wrow, _ := quant.RowSize(t, int64(n))
 	arow, _ := quant.RowSize(t.VecDotType(), int64(n))
 	f, f4, fr := k.active.dotOf(t), k.active.dot4[t], k.active.rows8[t]
+	if p := k.active.prep[t]; p != nil && (f4 == nil || m < 4) {
+		// Prepare every activation row once; all weight rows reuse it.
+		bp := prepPool.Get().(*[]byte)
+		defer prepPool.Put(bp)
+		act = p.rows(act, n, int(arow), m, bp)
+		arow = int64(n / quant.QK_K * prepBlock)
+		f = p.dot
+	}
 	parallelRows(rows, threads, func(r0, r1 int) {
 		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
 	})

@@ -1,0 +1,120 @@
+package kernelkit
+
+import (
+	"encoding/binary"
+	"sync"
+	"unsafe"
+
+	"github.com/k3-inference/k3/core/quant"
+)
+
+// A prepared activation row is a Q8_K row rearranged once for the exact
+// Q3_K/Q6_K kernels' "P" variants (tools/asmgen/q63prep.go), which would
+// otherwise redo it for every weight row: per 256-element block, the 256
+// quants permuted within each run of 32 into the kernels' lane order
+// [0 8 16 24, 1 9 17 25, ..., 7 15 23 31]; then 128 int16 words, word i
+// being the type's quant offset times the sum of permuted quants 2i and
+// 2i+1 (what VPMADDUBSW of the offset with them gives, subtracted per
+// lane); then d. A MatVec reuses the row for every weight row, so the
+// kernels spend three operations per vector and row instead of five.
+const (
+	prepOff   = 256
+	prepD     = 512
+	prepBlock = 576 // a multiple of 64: every vector load stays aligned
+)
+
+// prepared is one type's kernels on prepared rows.
+type prepared struct {
+	off  int                                       // the weight quants' offset: 32 (Q6_K) or 4 (Q3_K)
+	prep func(a *byte, nb int, dst *byte, off int) // nil: prepRow
+	dot  dotFunc
+}
+
+// addPrepared registers f's prepared-row kernels: Dot prepares its row and
+// calls them; MatVec and MatMul with fewer than four activation rows (more
+// run the Q8_K four-row kernels) prepare every activation row once.
+func (l *level) addPrepared(f Funcs) {
+	for _, p := range []struct {
+		t   quant.Type
+		off int
+		dot func(w, a *byte, nb int) float32
+	}{{quant.Q3_K, 4, f.Q3KP}, {quant.Q6_K, 32, f.Q6KP}} {
+		if p.dot == nil {
+			continue
+		}
+		if l.prep == nil {
+			l.prep = map[quant.Type]*prepared{}
+		}
+		pr := &prepared{off: p.off, prep: f.PrepQ8K, dot: prepDot(p.dot, p.t.TypeSize())}
+		l.prep[p.t] = pr
+		l.dot[p.t] = func(n int, w, a []byte) float32 {
+			bp := prepPool.Get().(*[]byte)
+			pa := pr.rows(a, n, q8KSize*(n/quant.QK_K), 1, bp)
+			s := pr.dot(n, w, pa)
+			prepPool.Put(bp)
+			return s
+		}
+	}
+}
+
+var prepPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// rows prepares m Q8_K rows of n elements, arow bytes apart, into *bp
+// (grown as needed) and returns them back to back.
+func (p *prepared) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
+	nb := n / quant.QK_K
+	size := m * nb * prepBlock
+	if cap(*bp) < size+63 {
+		*bp = make([]byte, size+63)
+	}
+	b := *bp
+	b = b[:cap(b)]
+	al := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	dst := b[al : al+size]
+	for j := range m {
+		if p.prep != nil {
+			p.prep(&a[j*arow], nb, &dst[j*nb*prepBlock], p.off)
+			continue
+		}
+		prepRow(a[j*arow:j*arow+nb*q8KSize], nb, dst[j*nb*prepBlock:(j+1)*nb*prepBlock], p.off)
+	}
+	return dst
+}
+
+// PrepareQ8K prepares the nb Q8_K blocks of a into dst (nb*576 bytes) with
+// the quant offset off, in Go: the reference a plugin's Funcs.PrepQ8K
+// must match byte for byte (bytes 516..575 of each block are zero here and
+// never read).
+func PrepareQ8K(a []byte, nb int, dst []byte, off int) { prepRow(a, nb, dst, off) }
+
+// prepRow prepares the nb Q8_K blocks of a into dst.
+func prepRow(a []byte, nb int, dst []byte, off int) {
+	for b := range nb {
+		src := a[b*q8KSize : (b+1)*q8KSize]
+		d := dst[b*prepBlock : (b+1)*prepBlock]
+		qs := src[4 : 4+quant.QK_K]
+		for r := 0; r < quant.QK_K; r += 32 {
+			run, out := qs[r:r+32], d[r:r+32]
+			for p := range 32 {
+				out[p] = run[p/4+8*(p%4)]
+			}
+		}
+		for i := range quant.QK_K / 2 {
+			v := off * (int(int8(d[2*i])) + int(int8(d[2*i+1])))
+			binary.LittleEndian.PutUint16(d[prepOff+2*i:], uint16(int16(v)))
+		}
+		copy(d[prepD:prepD+4], src[:4])
+		clear(d[prepD+4:])
+	}
+}
+
+func prepDot(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
+	return func(n int, w, a []byte) float32 {
+		nb := n / quant.QK_K
+		if nb == 0 {
+			return 0
+		}
+		w, a = w[:nb*wsize], a[:nb*prepBlock]
+		return f(&w[0], &a[0], nb)
+	}
+}
