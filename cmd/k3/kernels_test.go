@@ -122,11 +122,8 @@ func maxRelDiff(a, b []float32) float64 {
 
 // TestKernelsBackends runs tiny models of each file type on the reference
 // and on every kernels plugin this CPU runs, in-process and as a `k3
-// plugin` process. The same kernels give bit-identical logits on both
-// sides of the boundary; every backend continues greedily with the same
-// tokens; SIMD logits are the reference's up to the order of float
-// additions (the SIMD kernels' integer block sums are exact, their float
-// sums are not in ggml's order).
+// plugin` process: every backend gives the reference's logits bit for bit
+// on both sides of the boundary and continues greedily with its tokens.
 func TestKernelsBackends(t *testing.T) {
 	const n = 12
 	for _, typ := range []synth.OutType{synth.TypeF32, synth.TypeQ8_0, synth.TypeQ4_K_M, synth.TypeQ2_K} {
@@ -155,25 +152,16 @@ func TestKernelsBackends(t *testing.T) {
 				if diff := cmp.Diff(ref.greedy, a.greedy); diff != "" {
 					t.Errorf("%s: greedy differs from the reference (-ref +%s):\n%s", name, name, diff)
 				}
-				// Float files differ only by the order of additions; in
-				// quantized ones an activation that lands on the other
-				// side of a Q8 rounding step amplifies that through the
-				// layers (measured: ~1e-5 for f32, 0.6-1.2% for q8_0,
-				// q4_k_m and q2_k on these tiny models).
-				tol := 5e-2
-				if typ == synth.TypeF32 {
-					tol = 1e-4
-				}
-				rel := maxRelDiff(ref.logits, a.logits)
-				if rel > tol {
-					t.Errorf("%s: logits differ from the reference by %g (relative to the largest)", name, rel)
+				// Every kernel returns the reference's float bit for bit, so the
+				// whole forward pass does.
+				if !bitsEqual(ref.logits, a.logits) {
+					t.Errorf("%s: logits differ from the reference (max rel %g)", name, maxRelDiff(ref.logits, a.logits))
 				}
 				st := out.(*engine.PluginKernels).Stats()
 				if st.Fallbacks != 0 || st.Batches == 0 {
 					t.Errorf("%s: %d batches, %d products fell back to the reference", name, st.Batches, st.Fallbacks)
 				}
-				t.Logf("%s (%s): identical in/out of process; max rel diff to reference %.3g; bit-identical to reference: %v",
-					name, in.Name(), rel, bitsEqual(ref.logits, a.logits))
+				t.Logf("%s (%s): identical in and out of process and to the reference", name, in.Name())
 			}
 		})
 	}
@@ -192,8 +180,8 @@ func bitsEqual(a, b []float32) bool {
 }
 
 // TestKernelsLevels forces every instruction-set level of each kernels
-// plugin (K3_KERNELS_LEVEL) in a plugin process: all continue greedily as
-// the reference does.
+// plugin (K3_KERNELS_LEVEL) in a plugin process: all give the reference's
+// logits bit for bit and continue greedily as it does.
 func TestKernelsLevels(t *testing.T) {
 	const n = 8
 	path := kernelsModel(t, synth.TypeQ2_K)
@@ -207,6 +195,9 @@ func TestKernelsLevels(t *testing.T) {
 					t.Fatalf("backend %q is not on level %s", b.Name(), level)
 				}
 				got := runKernels(t, path, b, n, nil)
+				if !bitsEqual(ref.logits, got.logits) {
+					t.Errorf("logits differ from the reference (max rel %g)", maxRelDiff(ref.logits, got.logits))
+				}
 				if diff := cmp.Diff(ref.greedy, got.greedy); diff != "" {
 					t.Errorf("greedy differs from the reference (-ref +got):\n%s", diff)
 				}
