@@ -36,27 +36,70 @@ func (k *Kit) MatVec(t quant.Type, w []byte, rows, n int, act []byte, out []floa
 // so each weight block is unpacked once for four. Results are bit-identical
 // to MatVec's.
 func (k *Kit) MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float32, threads int) error {
-	if err := k.checkRows(t, n, len(w), rows, len(act), m); err != nil {
+	run, release, err := k.matMulPlan(t, w, rows, n, act, m, out)
+	if err != nil {
 		return err
 	}
+	defer release()
+	parallelRows(rows, threads, run)
+	return nil
+}
+
+// matMulPlan checks one MatMul and returns the function that computes its
+// weight rows [r0, r1), and what to call once every row has run.
+func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float32) (run func(r0, r1 int), release func(), err error) {
+	if err := k.checkRows(t, n, len(w), rows, len(act), m); err != nil {
+		return nil, nil, err
+	}
 	if hi, need := bits.Mul64(uint64(rows), uint64(m)); hi != 0 || uint64(len(out)) < need {
-		return fmt.Errorf("%s: %d×%d outputs need len(out) >= %d, have %d", k.name, m, rows, need, len(out))
+		return nil, nil, fmt.Errorf("%s: %d×%d outputs need len(out) >= %d, have %d", k.name, m, rows, need, len(out))
 	}
 	wrow, _ := quant.RowSize(t, int64(n))
 	arow, _ := quant.RowSize(t.VecDotType(), int64(n))
 	f, f4, fr := k.active.dotOf(t), k.active.dot4[t], k.active.rows8[t]
+	release = func() {}
 	if p := k.active.prep[t]; p != nil && (f4 == nil || m < 4) {
 		// Prepare every activation row once; all weight rows reuse it.
 		bp := prepPool.Get().(*[]byte)
-		defer prepPool.Put(bp)
+		release = func() { prepPool.Put(bp) }
 		act = p.rows(act, n, int(arow), m, bp)
 		arow = int64(n / quant.QK_K * prepBlock)
 		f = p.dot
 	}
-	parallelRows(rows, threads, func(r0, r1 int) {
+	return func(r0, r1 int) {
 		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
-	})
-	return nil
+	}, release, nil
+}
+
+// parallelPlans runs several planned products in one parallel loop: their
+// rows, each product's padded to whole rowAlign chunks, are laid end to end
+// and handed out in chunks as parallelRows does, so a batch of small
+// products (a layer's experts) keeps every thread busy with one wait at
+// the end instead of one per product.
+func parallelPlans(rows []int, runs []func(r0, r1 int), threads int) {
+	starts := make([]int, len(rows)+1)
+	for i, r := range rows {
+		starts[i+1] = starts[i] + (r+rowAlign-1)/rowAlign*rowAlign
+	}
+	total := starts[len(rows)]
+	do := func(lo, hi int) {
+		for i := range runs {
+			a, b := max(lo, starts[i]), min(hi, starts[i]+rows[i])
+			if a < b {
+				runs[i](a-starts[i], b-starts[i])
+			}
+		}
+	}
+	aligned := total / rowAlign
+	if threads > aligned {
+		threads = aligned
+	}
+	if threads <= 1 {
+		do(0, total)
+		return
+	}
+	per := max(1, aligned/(threads*chunksPerThread))
+	parallel.For(total, per*rowAlign, threads, do)
 }
 
 // MatVecF32 is MatVec on an f32 activation row, quantized first.

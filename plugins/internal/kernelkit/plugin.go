@@ -40,7 +40,8 @@ type Plugin struct {
 	// checked holds the regions whose file was checked against its mapping
 	// in the current Execute: once per batch, not once per product.
 	checked map[string]*mapped
-	acts    []byte // quantized activations, reused between ops
+	acts    []byte // quantized activations of a batch's ops, reused between batches
+	actOff  int    // what the current batch uses of acts
 }
 
 // NewPlugin returns the kernels plugin over k, switched to the level
@@ -85,6 +86,15 @@ func (p *Plugin) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plug
 		req = &r
 	}
 	var cache actCache
+	p.actOff = 0
+	var rows []int
+	var runs []func(r0, r1 int)
+	var releases []func()
+	defer func() {
+		for _, r := range releases {
+			r()
+		}
+	}()
 	// Transient weights in shard files are forgotten after the batch, even
 	// a failed one, so that this process's mapping does not keep them in
 	// the page cache once the stager evicts them.
@@ -102,10 +112,15 @@ func (p *Plugin) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plug
 		if op.Name != OpMatMul {
 			return nil, fmt.Errorf("%s: op %d: %q is not an op this plugin advertises", p.kit.name, i, op.Name)
 		}
-		if err := p.matMul(a, req, op, &cache, forget); err != nil {
+		r, run, release, err := p.matMul(a, req, op, &cache, forget)
+		if err != nil {
 			return nil, fmt.Errorf("%s: op %d (%s): %w", p.kit.name, i, op.Name, err)
 		}
+		rows, runs, releases = append(rows, r), append(runs, run), append(releases, release)
 	}
+	// The batch's products are independent (the contract): all of them
+	// share one parallel loop.
+	parallelPlans(rows, runs, req.Threads)
 	return &plugin.ExecuteResponse{Elapsed: time.Since(start)}, nil
 }
 
@@ -118,52 +133,56 @@ type actCache struct {
 	data []byte
 }
 
-func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.Op, cache *actCache, forget map[*mapped][]plugin.Location) error {
+// matMul checks one product of a batch and quantizes its activations; it
+// returns the product's weight rows, the function that computes a range of
+// them, and what to call when the batch is done.
+func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.Op, cache *actCache, forget map[*mapped][]plugin.Location) (int, func(r0, r1 int), func(), error) {
 	if len(op.Weights) != 1 || len(op.Inputs) != 1 || len(op.Outputs) != 1 || len(op.Ints) < 1 {
-		return errors.New("want 1 weight, 1 input, 1 output and n")
+		return 0, nil, nil, errors.New("want 1 weight, 1 input, 1 output and n")
 	}
 	w := op.Weights[0]
 	if len(w.Shape) != 2 || w.Shape[0] <= 0 || w.Shape[1] <= 0 || w.Shape[0] > 1<<31 || w.Shape[1] > 1<<31 {
-		return fmt.Errorf("weight shape %v is not a matrix", w.Shape)
+		return 0, nil, nil, fmt.Errorf("weight shape %v is not a matrix", w.Shape)
 	}
 	cols, rows, n := int(w.Shape[0]), int(w.Shape[1]), op.Ints[0]
 	if n <= 0 || n > 1<<24 {
-		return fmt.Errorf("%d activation rows", n)
+		return 0, nil, nil, fmt.Errorf("%d activation rows", n)
 	}
 	rb, err := quant.RowSize(w.Type, int64(cols))
 	if err != nil {
-		return err
+		return 0, nil, nil, err
 	}
 	wb, m, err := p.weight(req.Regions, w, rb*int64(rows))
 	if err != nil {
-		return err
+		return 0, nil, nil, err
 	}
 	if len(op.Ints) > 1 && op.Ints[1] == 1 && req.Regions[w.Region].Kind == plugin.RegionShard {
 		forget[m] = append(forget[m], plugin.Location{Region: 0, Offset: w.Offset, Size: rb * int64(rows)})
 	}
 	in, out := op.Inputs[0], op.Outputs[0]
 	if in.Size < n*int64(cols)*4 || out.Size < n*int64(rows)*4 {
-		return fmt.Errorf("arena input of %d bytes, output of %d for %d rows of %dx%d", in.Size, out.Size, n, rows, cols)
+		return 0, nil, nil, fmt.Errorf("arena input of %d bytes, output of %d for %d rows of %dx%d", in.Size, out.Size, n, rows, cols)
 	}
 	if err := errors.Join(a.Check(in), a.Check(out)); err != nil {
-		return err
+		return 0, nil, nil, err
 	}
 	if in.Offset < out.Offset+out.Size && out.Offset < in.Offset+in.Size {
-		return errors.New("input and output overlap")
+		return 0, nil, nil, errors.New("input and output overlap")
 	}
 	x := f32(a.Bytes(in))[:int(n)*cols]
 	y := f32(a.Bytes(out))[:int(n)*rows]
 	act, err := p.quantize(cache, in, w.Type, x, int(n), cols, req.Threads)
 	if err != nil {
-		return err
+		return 0, nil, nil, err
 	}
-	if err := p.kit.MatMul(w.Type, wb, rows, cols, act, int(n), y, req.Threads); err != nil {
-		return err
+	run, release, err := p.kit.matMulPlan(w.Type, wb, rows, cols, act, int(n), y)
+	if err != nil {
+		return 0, nil, nil, err
 	}
 	if cache.in.Offset < out.Offset+out.Size && out.Offset < cache.in.Offset+cache.in.Size {
-		cache.in = plugin.ArenaRef{} // the cached input was overwritten
+		cache.in = plugin.ArenaRef{} // the cached input will be overwritten
 	}
-	return nil
+	return rows, run, release, nil
 }
 
 // quantize converts n rows of x to t's vec-dot type, reusing the last
@@ -184,10 +203,13 @@ func (p *Plugin) quantize(cache *actCache, in plugin.ArenaRef, t quant.Type, x [
 		*cache = actCache{}
 		return b, nil
 	}
-	if cap(p.acts) < size {
-		p.acts = make([]byte, size)
+	// Each op of a batch keeps its own activations until the batch runs.
+	if cap(p.acts)-p.actOff < size {
+		p.acts = make([]byte, max(size, 2*cap(p.acts)))
+		p.actOff = 0
 	}
-	buf := p.acts[:size]
+	buf := p.acts[p.actOff : p.actOff+size : p.actOff+size]
+	p.actOff += size
 	errs := make([]error, n)
 	parallelRows(n, min(threads, n), func(r0, r1 int) {
 		for r := r0; r < r1; r++ {
