@@ -1,0 +1,33 @@
+package kerneltest
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/k3-inference/k3/plugins/internal/kernelkit"
+)
+
+// PrepQ8K checks a plugin's assembly activation preparation (the prepared
+// Q8_K rows the exact Q3_K/Q6_K kernels read) against kernelkit's Go one
+// on random Q8_K bytes (the quants' whole range; d is copied as is), for
+// both quant offsets.
+func PrepQ8K(t *testing.T, prep func(a *byte, nb int, dst *byte, off int)) {
+	const nb, block = 5, 576
+	r := rand.New(rand.NewPCG(1, 2))
+	a := make([]byte, nb*292)
+	for i := range a {
+		a[i] = byte(r.Uint32())
+	}
+	for _, off := range []int{4, 32} {
+		want, got := make([]byte, nb*block), make([]byte, nb*block)
+		kernelkit.PrepareQ8K(a, nb, want, off)
+		prep(&a[0], nb, &got[0], off)
+		for b := range nb {
+			w, g := want[b*block:b*block+516], got[b*block:b*block+516]
+			if !bytes.Equal(w, g) {
+				t.Fatalf("off %d block %d: asm differs from Go\n got %x\nwant %x", off, b, g, w)
+			}
+		}
+	}
+}
