@@ -58,7 +58,7 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 	arow, _ := quant.RowSize(t.VecDotType(), int64(n))
 	f, f4, fr := k.active.dotOf(t), k.active.dot4[t], k.active.rows8[t]
 	release = func() {}
-	if p := k.active.prep[t]; p != nil && (f4 == nil || m < 4) {
+	if p := k.active.prep[t]; p != nil && (f4 == nil || m < 4) && p.use(n) {
 		// Prepare every activation row once; all weight rows reuse it.
 		bp := prepPool.Get().(*[]byte)
 		release = func() { prepPool.Put(bp) }
