@@ -24,3 +24,26 @@ func tanhfSlice(dst, src []float32) {
 		dst[i] = Tanhf(src[i])
 	}
 }
+
+// sigmoid8 is tanhf8 for Sigmoid; lanes where Expf takes its special-case
+// branch are left for sigmoidSlice to redo.
+var sigmoid8 func(dst, src []float32) int
+
+// sigmoidSlice writes Sigmoid of each element of src to dst, which must not
+// overlap src.
+func sigmoidSlice(dst, src []float32) {
+	src = src[:len(dst)]
+	n := 0
+	if sigmoid8 != nil {
+		n = sigmoid8(dst, src)
+	}
+	const lim = (0x42b00000 >> 20) & 0x7ff // Expf's test with 88's bits
+	for i, x := range src[:n] {
+		if (math.Float32bits(x)>>20)&0x7ff >= lim {
+			dst[i] = Sigmoid(x)
+		}
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = Sigmoid(src[i])
+	}
+}

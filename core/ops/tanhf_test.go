@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// checkTanhfRange compares Tanhf and tanhfSlice (the vector code where
-// the CPU has it) with the frozen fdlibm copy on the float bit patterns
-// [lo, hi) stepping by step, returning the first mismatch.
-func checkTanhfRange(lo, hi, step uint64) (uint32, bool) {
+// checkRange compares ref's scalar and slice versions with the frozen
+// oracle on the float bit patterns [lo, hi) stepping by step, returning
+// the first mismatch.
+func checkRange(fn, oracle func(float32) float32, slice func(dst, src []float32), lo, hi, step uint64) (uint32, bool) {
 	var src, dst [1024]float32
 	for b := lo; b < hi; {
 		n := 0
@@ -20,10 +20,10 @@ func checkTanhfRange(lo, hi, step uint64) (uint32, bool) {
 			src[n] = math.Float32frombits(uint32(b))
 			n++
 		}
-		tanhfSlice(dst[:n], src[:n])
+		slice(dst[:n], src[:n])
 		for i, x := range src[:n] {
-			want := math.Float32bits(tanhfFrozen(x))
-			if math.Float32bits(Tanhf(x)) != want || math.Float32bits(dst[i]) != want {
+			want := math.Float32bits(oracle(x))
+			if math.Float32bits(fn(x)) != want || math.Float32bits(dst[i]) != want {
 				return math.Float32bits(x), false
 			}
 		}
@@ -31,10 +31,9 @@ func checkTanhfRange(lo, hi, step uint64) (uint32, bool) {
 	return 0, true
 }
 
-// TestTanhfExhaustive checks all 2^32 arguments (a sampled subset with
-// -short): the fast paths must be glibc's tanhf bit for bit, NaN payloads
-// included.
-func TestTanhfExhaustive(t *testing.T) {
+// checkAll checks all 2^32 arguments (one in 4099 with -short) in parallel
+// and the neighbourhoods of edges in full.
+func checkAll(t *testing.T, name string, fn, oracle func(float32) float32, slice func(dst, src []float32), edges []uint32) {
 	step := uint64(1)
 	if testing.Short() {
 		step = 4099
@@ -51,7 +50,7 @@ func TestTanhfExhaustive(t *testing.T) {
 			defer func() { <-sem; wg.Done() }()
 			lo := p << 32 / parts
 			lo += (step - lo%step) % step
-			if b, ok := checkTanhfRange(lo, (p+1)<<32/parts, step); !ok {
+			if b, ok := checkRange(fn, oracle, slice, lo, (p+1)<<32/parts, step); !ok {
 				mu.Lock()
 				bad = append(bad, b)
 				mu.Unlock()
@@ -59,20 +58,29 @@ func TestTanhfExhaustive(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for _, b := range bad {
-		x := math.Float32frombits(b)
-		var v [1]float32
-		tanhfSlice(v[:], []float32{x})
-		t.Errorf("Tanhf(%g [%#08x]) = %#08x, fdlibm %#08x", x, b, math.Float32bits(Tanhf(x)), math.Float32bits(tanhfFrozen(x)))
-	}
-	// Around every range boundary, in full even with -short.
-	for _, c := range []uint32{0x32800000, 0x33000000, 0x3e317218, 0x3eb17218, 0x3F051592, 0x3f800000, 0x41b00000, 0x24000000} {
+	for _, c := range edges {
 		for _, s := range []uint32{0, 0x80000000} {
-			if b, ok := checkTanhfRange(uint64(c-1<<16|s), uint64(c+1<<16|s), 1); !ok {
-				t.Errorf("Tanhf mismatch at %#08x", b)
+			if b, ok := checkRange(fn, oracle, slice, uint64(c-1<<16|s), uint64(c+1<<16|s), 1); !ok {
+				bad = append(bad, b)
 			}
 		}
 	}
+	for _, b := range bad {
+		x := math.Float32frombits(b)
+		t.Errorf("%s(%g [%#08x]) mismatch: oracle %#08x, scalar %#08x", name, x, b, math.Float32bits(oracle(x)), math.Float32bits(fn(x)))
+	}
+}
+
+// TestTanhfExhaustive: Tanhf and tanhfSlice (its vector lanes and their
+// fallback) must be glibc's tanhf bit for bit, NaN payloads included.
+func TestTanhfExhaustive(t *testing.T) {
+	checkAll(t, "Tanhf", Tanhf, tanhfFrozen, tanhfSlice,
+		[]uint32{0x24000000, 0x32800000, 0x33000000, 0x3e317218, 0x3eb17218, 0x3F051592, 0x3f800000, 0x41b00000})
+}
+
+// TestSigmoidExhaustive: sigmoidSlice must be Sigmoid bit for bit.
+func TestSigmoidExhaustive(t *testing.T) {
+	checkAll(t, "Sigmoid", Sigmoid, Sigmoid, sigmoidSlice, []uint32{0x42b00000, 0x42b17218, 0x42cff1b4})
 }
 
 func TestSiTUFrozen(t *testing.T) {

@@ -83,9 +83,10 @@ func Tanh(x float32) float32 { return Tanhf(x) }
 func SiTU(gate, up []float32, beta, lb float32) {
 	ib, il := 1/beta, 1/lb // the same division once per call, not per element
 	up = up[:len(gate)]
-	// Chunks of arguments through tanhfSlice, which may do eight at a time.
+	// Chunks of arguments through tanhfSlice and sigmoidSlice, which may do
+	// eight at a time.
 	const chunk = 256
-	var arg, tg, tu [chunk]float32
+	var arg, tg, tu, sg [chunk]float32
 	for off := 0; off < len(gate); off += chunk {
 		g := gate[off:min(off+chunk, len(gate))]
 		u := up[off : off+len(g)]
@@ -93,6 +94,7 @@ func SiTU(gate, up []float32, beta, lb float32) {
 			arg[i] = v * ib
 		}
 		tanhfSlice(tg[:len(g)], arg[:len(g)])
+		sigmoidSlice(sg[:len(g)], g)
 		if lb > 0 {
 			for i, v := range u {
 				arg[i] = v * il
@@ -104,9 +106,9 @@ func SiTU(gate, up []float32, beta, lb float32) {
 		} else {
 			copy(tu[:], u)
 		}
-		for i, v := range g {
+		for i := range g {
 			a := tg[i] * beta
-			a *= Sigmoid(v)
+			a *= sg[i]
 			g[i] = a * tu[i]
 		}
 	}
