@@ -156,7 +156,8 @@ func expm1f(x float32) float32 {
 	}
 }
 
-// Tanhf is fdlibm's tanhf as glibc ships it.
+// Tanhf is fdlibm's tanhf as glibc ships it. (A branch-free scalar version
+// measured slower than these branches; tanhfSlice has an eight-lane one.)
 func Tanhf(x float32) float32 {
 	const one, two, tiny = float32(1), float32(2), float32(1e-30)
 	jx := int32(math.Float32bits(x))

@@ -227,11 +227,11 @@ func deltaRunRef(d DeltaRule, state, q, k, v, g, beta, out []float32, n int) {
 
 func situRef(gate, up []float32, beta, lb float32) {
 	for i, g := range gate {
-		a := Tanh(g*(1/beta)) * beta
+		a := tanhfFrozen(g*(1/beta)) * beta
 		a *= Sigmoid(g)
 		u := up[i]
 		if lb > 0 {
-			u = Tanh(u*(1/lb)) * lb
+			u = tanhfFrozen(u*(1/lb)) * lb
 		}
 		gate[i] = a * u
 	}

@@ -83,14 +83,34 @@ func Tanh(x float32) float32 { return Tanhf(x) }
 func SiTU(gate, up []float32, beta, lb float32) {
 	ib, il := 1/beta, 1/lb // the same division once per call, not per element
 	up = up[:len(gate)]
-	for i, g := range gate {
-		a := Tanh(g*ib) * beta
-		a *= Sigmoid(g)
-		u := up[i]
-		if lb > 0 {
-			u = Tanh(u*il) * lb
+	// Chunks of arguments through tanhfSlice and sigmoidSlice, which may do
+	// eight at a time.
+	const chunk = 256
+	var arg, tg, tu, sg [chunk]float32
+	for off := 0; off < len(gate); off += chunk {
+		g := gate[off:min(off+chunk, len(gate))]
+		u := up[off : off+len(g)]
+		for i, v := range g {
+			arg[i] = v * ib
 		}
-		gate[i] = a * u
+		tanhfSlice(tg[:len(g)], arg[:len(g)])
+		sigmoidSlice(sg[:len(g)], g)
+		if lb > 0 {
+			for i, v := range u {
+				arg[i] = v * il
+			}
+			tanhfSlice(tu[:len(g)], arg[:len(g)])
+			for i := range g {
+				tu[i] *= lb
+			}
+		} else {
+			copy(tu[:], u)
+		}
+		for i := range g {
+			a := tg[i] * beta
+			a *= sg[i]
+			g[i] = a * tu[i]
+		}
 	}
 }
 
