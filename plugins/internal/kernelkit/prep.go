@@ -17,6 +17,8 @@ import (
 // 2i+1 (what VPMADDUBSW of the offset with them gives, subtracted per
 // lane); then d. A MatVec reuses the row for every weight row, so the
 // kernels spend three operations per vector and row instead of five.
+// The Q4_K/Q5_K "P" kernels (tools/asmgen/q45prep.go) use the same
+// quants, prepared with offset 0, and the bsums copied to prepBsums.
 const (
 	prepOff   = 256
 	prepD     = 512
