@@ -38,10 +38,16 @@ func dotQ4KAVX2(w *byte, a *byte, nb int) float32
 func dotQ4Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ4KPAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ5KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ5KPAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ8_0AVX2(w *byte, a *byte, nb int) float32

@@ -3123,6 +3123,155 @@ donedotQ4Kx4AVX2:
 	VZEROUPPER
 	RET
 
+// func dotQ4KPAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ4KPAVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VPXOR        X1, X1, X1
+	VMOVDQU      xtr32<>+0(SB), Y2
+	VMOVDQU      xpermd32<>+0(SB), Y3
+	LEAQ         k4scalewords<>+0(SB), BX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           donedotQ4KPAVX2
+
+loopdotQ4KPAVX2:
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	MOVL         DI, SI
+	ANDL         $0x3f3f3f3f, SI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R8
+	MOVL         R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS 512(CX), X6
+	VMULPS       X5, X6, X6
+	VPERMD       16(AX), Y3, Y7
+	VPSHUFB      Y2, Y7, Y7
+	VPAND        Y4, Y7, Y5
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y8
+	VPMADDUBSW   (CX), Y5, Y5
+	VPMADDWD     Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y8
+	VPMADDUBSW   32(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPERMD       48(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPMADDUBSW   64(CX), Y8, Y8
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	MOVL         R9, DI
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPMADDUBSW   96(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPERMD       80(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPMADDUBSW   160(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPERMD       112(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPMADDUBSW   192(CX), Y8, Y8
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	MOVL         R10, DI
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPMADDUBSW   224(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS X6, Y7
+	VMULPS       Y7, Y5, Y5
+	VADDPS       Y5, Y0, Y0
+	VMOVQ        SI, X5
+	VPBROADCASTQ X5, Y5
+	VPSHUFB      k4mdupq<>+0(SB), Y5, Y5
+	VPMADDWD     516(CX), Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X5, X7, X7
+	VPSHUFD      $0x4e, X7, X5
+	VPADDD       X5, X7, X7
+	VPSHUFD      $0xb1, X7, X5
+	VPADDD       X5, X7, X7
+	VCVTDQ2PS    X7, X7
+	VUNPCKLPS    X6, X6, X5
+	VMULPS       X7, X5, X5
+	VSUBPS       X5, X1, X1
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ4KPAVX2
+
+donedotQ4KPAVX2:
+	VSHUFPS      $0xaa, X1, X1, X1
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDSS       X0, X1, X1
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X1, X1
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X1, X1
+	VSHUFPS      $0xff, X0, X0, X3
+	VADDSS       X3, X1, X1
+	VADDSS       X2, X1, X1
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X1, X1
+	VMOVHLPS     X2, X2, X0
+	VADDSS       X0, X1, X1
+	VSHUFPS      $0xff, X2, X2, X0
+	VADDSS       X0, X1, X1
+	MOVSS        X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
 // func dotQ5KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
@@ -3723,6 +3872,182 @@ DATA v32_10101010<>+20(SB)/4, $0x10101010
 DATA v32_10101010<>+24(SB)/4, $0x10101010
 DATA v32_10101010<>+28(SB)/4, $0x10101010
 GLOBL v32_10101010<>(SB), RODATA|NOPTR, $32
+
+// func dotQ5KPAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5KPAVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXOR        Y0, Y0, Y0
+	VPXOR        X1, X1, X1
+	VMOVDQU      xtr32<>+0(SB), Y2
+	VMOVDQU      xpermd32<>+0(SB), Y3
+	LEAQ         k4scalewords<>+0(SB), BX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	VPBROADCASTD c32_10101010<>+0(SB), Y5
+	TESTQ        DX, DX
+	JZ           donedotQ5KPAVX2
+
+loopdotQ5KPAVX2:
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	MOVL         DI, SI
+	ANDL         $0x3f3f3f3f, SI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R8
+	MOVL         R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	VMOVD        (AX), X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS 512(CX), X7
+	VMULPS       X6, X7, X7
+	VPERMD       16(AX), Y3, Y6
+	VPSHUFB      Y2, Y6, Y6
+	VPERMD       48(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	VPSLLW       $0x04, Y6, Y10
+	VPAND        Y5, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPMADDUBSW   (CX), Y8, Y8
+	VPMADDWD     Y10, Y8, Y8
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPSLLW       $0x03, Y6, Y10
+	VPAND        Y5, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y10
+	VPMADDUBSW   32(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPERMD       80(AX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y10
+	VPSLLW       $0x02, Y6, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y12
+	VPMADDUBSW   64(CX), Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y4, Y10, Y10
+	VPSLLW       $0x01, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	MOVL         R9, DI
+	VPBROADCASTD (BX)(DI*4), Y11
+	VPMADDUBSW   96(CX), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPERMD       112(AX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y10
+	VMOVDQA      Y6, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y12
+	VPMADDUBSW   128(CX), Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y4, Y10, Y10
+	VPSRLW       $0x01, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y11
+	VPMADDUBSW   160(CX), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPERMD       144(AX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y10
+	VPSRLW       $0x02, Y6, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y12
+	VPMADDUBSW   192(CX), Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y4, Y10, Y10
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        Y5, Y6, Y6
+	VPOR         Y6, Y10, Y10
+	MOVL         R10, DI
+	VPBROADCASTD (BX)(DI*4), Y6
+	VPMADDUBSW   224(CX), Y10, Y10
+	VPMADDWD     Y6, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS X7, Y6
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y0, Y0
+	VMOVQ        SI, X6
+	VPBROADCASTQ X6, Y6
+	VPSHUFB      k4mdupq<>+0(SB), Y6, Y6
+	VPMADDWD     516(CX), Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X8
+	VPADDD       X6, X8, X8
+	VPSHUFD      $0x4e, X8, X6
+	VPADDD       X6, X8, X8
+	VPSHUFD      $0xb1, X8, X6
+	VPADDD       X6, X8, X8
+	VCVTDQ2PS    X8, X8
+	VUNPCKLPS    X7, X7, X6
+	VMULPS       X8, X6, X6
+	VSUBPS       X6, X1, X1
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ5KPAVX2
+
+donedotQ5KPAVX2:
+	VSHUFPS      $0xaa, X1, X1, X1
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDSS       X0, X1, X1
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X1, X1
+	VMOVHLPS     X0, X0, X3
+	VADDSS       X3, X1, X1
+	VSHUFPS      $0xff, X0, X0, X3
+	VADDSS       X3, X1, X1
+	VADDSS       X2, X1, X1
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X1, X1
+	VMOVHLPS     X2, X2, X0
+	VADDSS       X0, X1, X1
+	VSHUFPS      $0xff, X2, X2, X0
+	VADDSS       X0, X1, X1
+	MOVSS        X1, ret+24(FP)
+	VZEROUPPER
+	RET
 
 // func dotQ8_0AVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE

@@ -42,7 +42,7 @@ func init() {
 	kit.Add("avx512", kernelkit.Funcs{
 		Q2K: dotQ2KAVX512, Q3K: dotQ3KAVX512, Q4K: dotQ4KAVX512, Q5K: dotQ5KAVX512, Q6K: dotQ6KAVX512,
 		Q2Kx4: dotQ2Kx4AVX512, Q3Kx4: dotQ3Kx4AVX512, Q4Kx4: dotQ4Kx4AVX512, Q5Kx4: dotQ5Kx4AVX512, Q6Kx4: dotQ6Kx4AVX512,
-		Q3KP: dotQ3KPAVX512, Q6KP: dotQ6KPAVX512, PrepQ8K: q63PrepQ8KVNNI256,
+		Q3KP: dotQ3KPAVX512, Q6KP: dotQ6KPAVX512, Q4KP: dotQ4KPAVX512, Q5KP: dotQ5KPAVX512, PrepQ8K: q63PrepQ8KVNNI256,
 		Q8_0: dotQ8_0AVX512, Q4_0: dotQ4_0AVX512, Q5_0: dotQ5_0AVX512, MXFP4: dotMXFP4AVX512,
 		Q8_0r8: dotQ8_0r8AVX512, Q4_0r8: dotQ4_0r8AVX512, Q5_0r8: dotQ5_0r8AVX512, MXFP4r8: dotMXFP4r8AVX512,
 		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512,
@@ -62,14 +62,17 @@ func init() {
 		}
 		q4, q5, q4x4, q5x4 := dotQ4KVNNI, dotQ5KVNNI, dotQ4Kx4VNNI, dotQ5Kx4VNNI
 		q4y, q5y, q4x4y, q5x4y := dotQ4KVNNI256, dotQ5KVNNI256, dotQ4Kx4VNNI256, dotQ5Kx4VNNI256
+		p4, p5, p4y, p5y := dotQ4KPVNNI, dotQ5KPVNNI, dotQ4KPVNNI256, dotQ5KPVNNI256
 		if !hasVBMIGFNI {
 			q4, q5, q4x4, q5x4 = dotQ4KAVX512, dotQ5KAVX512, dotQ4Kx4AVX512, dotQ5Kx4AVX512
 			q4y, q5y, q4x4y, q5x4y = q4, q5, q4x4, q5x4
+			p4, p5 = dotQ4KPAVX512, dotQ5KPAVX512
+			p4y, p5y = p4, p5
 		}
 		kit.Add("vnni", kernelkit.Funcs{
 			Q2K: dotQ2KVNNI, Q3K: q3, Q4K: q4, Q5K: q5, Q6K: q6,
 			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: q3x4, Q4Kx4: q4x4, Q5Kx4: q5x4, Q6Kx4: q6x4,
-			Q3KP: p3, Q6KP: p6, PrepQ8K: q63PrepQ8KVNNI256,
+			Q3KP: p3, Q6KP: p6, Q4KP: p4, Q5KP: p5, PrepQ8K: q63PrepQ8KVNNI256,
 			Q8_0: dotQ8_0VNNI, Q4_0: dotQ4_0VNNI, Q5_0: dotQ5_0VNNI, MXFP4: dotMXFP4VNNI,
 			Q8_0r8: dotQ8_0r8VNNI, Q4_0r8: dotQ4_0r8VNNI, Q5_0r8: dotQ5_0r8VNNI, MXFP4r8: dotMXFP4r8VNNI,
 			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI,
@@ -79,7 +82,7 @@ func init() {
 		kit.Add("vnni256", kernelkit.Funcs{
 			Q2K: dotQ2KVNNI256, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
 			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,
-			Q3KP: p3y, Q6KP: p6y, PrepQ8K: q63PrepQ8KVNNI256,
+			Q3KP: p3y, Q6KP: p6y, Q4KP: p4y, Q5KP: p5y, PrepQ8K: q63PrepQ8KVNNI256,
 			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,
 			Q8_0r8: dotQ8_0r8VNNI256, Q4_0r8: dotQ4_0r8VNNI256, Q5_0r8: dotQ5_0r8VNNI256, MXFP4r8: dotMXFP4r8VNNI256,
 			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256,

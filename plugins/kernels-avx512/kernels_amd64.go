@@ -35,10 +35,16 @@ func dotQ4KAVX512(w *byte, a *byte, nb int) float32
 func dotQ4Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ4KPAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ5KAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ5Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ5KPAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ8_0AVX512(w *byte, a *byte, nb int) float32
@@ -131,10 +137,16 @@ func dotQ4KVNNI(w *byte, a *byte, nb int) float32
 func dotQ4Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ4KPVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ5KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ5Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ5KPVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ8_0VNNI(w *byte, a *byte, nb int) float32
@@ -230,10 +242,16 @@ func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
 func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func dotQ4KPVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotQ5KPVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32

@@ -45,6 +45,7 @@ import (
 type xk struct {
 	t    *target
 	vbmi bool // VPERMB and GFNI: the VNNI targets
+	prep bool // one activation row, prepared (q45prep.go)
 	wp   Register
 	acts []Mem
 	sums []VecVirtual // per row: the reference's sums[0..7], a ymm
@@ -138,16 +139,19 @@ func (x *xk) perm32(m Mem) VecVirtual {
 // activation rows at acts, and returns the row(s)' minimum parts
 // (x.minSums) for the caller to finish: one row finishes two blocks' at
 // once (x.finishMins2). pre emits the loop-invariant constants.
-func q45Loop(t *target, name string, wsize, m int, pre func(x *xk), block func(x *xk, wp Register, acts []Mem) kmins) {
+func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), block func(x *xk, wp Register, acts []Mem) kmins) {
 	fn := "dot" + name + t.suffix
 	sig := "func(w, a *byte, nb int) float32"
+	if prep {
+		fn = "dot" + name + "P" + t.suffix
+	}
 	if m > 1 {
 		fn = "dot" + name + "x" + string(rune('0'+m)) + t.suffix
 		sig = "func(w, a *byte, nb, astride int, out *float32)"
 	}
 	TEXT(fn, NOSPLIT, sig)
 	Pragma("noescape")
-	x := &xk{t: t, vbmi: t.vnni, wp: Load(Param("w"), GP64())}
+	x := &xk{t: t, vbmi: t.vnni, prep: prep, wp: Load(Param("w"), GP64())}
 	ap := Load(Param("a"), GP64())
 	nb := Load(Param("nb"), GP64())
 	x.acts = []Mem{{Base: ap}}
@@ -199,10 +203,10 @@ func q45Loop(t *target, name string, wsize, m int, pre func(x *xk), block func(x
 		w2 := GP64()
 		LEAQ(Mem{Base: x.wp, Disp: wsize}, w2)
 		a := block(x, x.wp, x.acts)
-		b := block(x, w2, []Mem{x.acts[0].Offset(q8KSize)})
+		b := block(x, w2, []Mem{x.acts[0].Offset(x.q45pSize())})
 		x.finishMins2(a, b)
 		ADDQ(U32(2*wsize), x.wp)
-		ADDQ(U32(2*q8KSize), ap)
+		ADDQ(U32(2*x.q45pSize()), ap)
 		SUBQ(U8(2), nb)
 		CMPQ(nb, U8(2))
 		JAE(LabelRef("loop" + fn))
@@ -220,7 +224,7 @@ func q45Loop(t *target, name string, wsize, m int, pre func(x *xk), block func(x
 			x.finishMins4(block(x, x.wp, x.acts))
 		}
 		ADDQ(U32(wsize), x.wp)
-		ADDQ(U32(q8KSize), ap)
+		ADDQ(U32(x.q45pSize()), ap)
 		DECQ(nb)
 		JNZ(LabelRef("loop" + fn))
 	}
@@ -384,7 +388,7 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 	km := kmins{hd: halfs(Mem{Base: wp}, true)} // fp16 d, dmin as float32
 	if len(acts) == 1 {
 		km.dd = XMM()
-		VBROADCASTSS(acts[0], km.dd)
+		VBROADCASTSS(acts[0].Offset(x.q45pD()), km.dd)
 		VMULPS(km.hd, km.dd, km.dd)
 	}
 	sums := make([]*isumAcc, len(acts))
@@ -405,8 +409,7 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 				t.zero(a.regs[r])
 			}
 			a.n++
-			y := x.perm(acts[0].Offset(q8KQs + i*t.w))
-			VPMADDUBSW(y, u, y)
+			y := x.q45pProducts(acts[0], i, u)
 			Instruction(&ir.Instruction{
 				Opcode: "VPDPWSSD", Suffixes: []string{"BCST"},
 				Operands: []Op{m, y, a.regs[r]}, Inputs: []Op{m, y, a.regs[r]},
@@ -421,8 +424,7 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 			VPSHUFB(t.scaleIndex(32).Offset(i*t.w), scb, s)
 		}
 		for k, a := range acts {
-			y := x.perm(a.Offset(q8KQs + i*t.w))
-			VPMADDUBSW(y, u, y)
+			y := x.q45pProducts(a, i, u)
 			sums[k].add(y, s)
 		}
 	}
@@ -446,7 +448,7 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 				fd = YMM()
 				VBROADCASTSS(km.hd, fd)
 			}
-			VBROADCASTSS(acts[k], d)
+			VBROADCASTSS(acts[k].Offset(x.q45pD()), d)
 			VMULPS(fd, d, d) // fp16(d) * y.d, as the reference rounds it
 		}
 		VMULPS(d, y, y)
@@ -468,7 +470,7 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 	}
 	for _, a := range acts {
 		p := YMM()
-		VPMADDWD(a.Offset(q8KBsums), mw, p)
+		VPMADDWD(a.Offset(x.q45pBsums()), mw, p)
 		km.prods = append(km.prods, p)
 	}
 	return km
@@ -477,8 +479,10 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 // genExactK emits the one-row kernel (two integer accumulators per row)
 // and the four-row one (one each). body emits one block.
 func genExactK(t *target, name string, wsize int, pre func(x *xk), body func(x *xk, wp Register, acts []Mem, nacc int) kmins) {
-	q45Loop(t, name, wsize, 1, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 2) })
-	q45Loop(t, name, wsize, 4, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) })
+	one := func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 2) }
+	q45Loop(t, name, wsize, 1, false, pre, one)
+	q45Loop(t, name, wsize, 4, false, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) })
+	q45Loop(t, name, wsize, 1, true, pre, one)
 }
 
 // q4Quants returns vector i of the permuted 4-bit quants at qs (Q4_K's

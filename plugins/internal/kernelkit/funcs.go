@@ -13,6 +13,9 @@ type Funcs struct {
 	// row (prep.go); where set, Dot, MatVec and MatMul below four
 	// activation rows use them.
 	Q3KP, Q6KP func(w, a *byte, nb int) float32
+	// Q4KP and Q5KP (optional) are Q4K and Q5K on a prepared row, used the
+	// same way; their rows carry the bsums after d (prep.go).
+	Q4KP, Q5KP func(w, a *byte, nb int) float32
 	// PrepQ8K (optional) prepares nb Q8_K blocks for them with the quant
 	// offset off; nil: prep.go's Go version, which gives the same bytes.
 	PrepQ8K func(a *byte, nb int, dst *byte, off int)

@@ -17,15 +17,19 @@ import (
 // 2i+1 (what VPMADDUBSW of the offset with them gives, subtracted per
 // lane); then d. A MatVec reuses the row for every weight row, so the
 // kernels spend three operations per vector and row instead of five.
+// The Q4_K/Q5_K "P" kernels (tools/asmgen/q45prep.go) use the same
+// quants, prepared with offset 0, and the bsums copied to prepBsums.
 const (
 	prepOff   = 256
 	prepD     = 512
+	prepBsums = 516 // Q4_K/Q5_K only: the 16 int16 bsums
 	prepBlock = 576 // a multiple of 64: every vector load stays aligned
 )
 
 // prepared is one type's kernels on prepared rows.
 type prepared struct {
 	off  int                                       // the weight quants' offset: 32 (Q6_K) or 4 (Q3_K)
+	bsum bool                                      // Q4_K, Q5_K: the Q8_K bsums at prepBsums
 	prep func(a *byte, nb int, dst *byte, off int) // nil: prepRow
 	dot  dotFunc
 	raw  dotFunc // the kernel on plain Q8_K rows, for rows too long to prepare
@@ -48,17 +52,19 @@ func (p *prepared) use(n int) bool { return n/quant.QK_K <= prepMaxBlocks }
 // run the Q8_K four-row kernels) prepare every activation row once.
 func (l *level) addPrepared(f Funcs) {
 	for _, p := range []struct {
-		t   quant.Type
-		off int
-		dot func(w, a *byte, nb int) float32
-	}{{quant.Q3_K, 4, f.Q3KP}, {quant.Q6_K, 32, f.Q6KP}} {
+		t    quant.Type
+		off  int
+		dot  func(w, a *byte, nb int) float32
+		bsum bool
+	}{{quant.Q3_K, 4, f.Q3KP, false}, {quant.Q6_K, 32, f.Q6KP, false},
+		{quant.Q4_K, 0, f.Q4KP, true}, {quant.Q5_K, 0, f.Q5KP, true}} {
 		if p.dot == nil {
 			continue
 		}
 		if l.prep == nil {
 			l.prep = map[quant.Type]*prepared{}
 		}
-		pr := &prepared{off: p.off, prep: f.PrepQ8K, dot: prepDot(p.dot, p.t.TypeSize()), raw: l.dotOf(p.t)}
+		pr := &prepared{off: p.off, bsum: p.bsum, prep: f.PrepQ8K, dot: prepDot(p.dot, p.t.TypeSize()), raw: l.dotOf(p.t)}
 		l.prep[p.t] = pr
 		l.dot[p.t] = func(n int, w, a []byte) float32 {
 			if !pr.use(n) {
@@ -93,6 +99,17 @@ func (p *prepared) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
 			continue
 		}
 		prepRow(a[j*arow:j*arow+nb*q8KSize], nb, dst[j*nb*prepBlock:(j+1)*nb*prepBlock], p.off)
+	}
+	if p.bsum {
+		// The Q4_K/Q5_K kernels need no offset words (off 0) but the
+		// bsums for the mins: their sums over 32 elements are the same in
+		// lane order.
+		for j := range m {
+			for b := range nb {
+				src := a[j*arow+b*q8KSize+260 : j*arow+(b+1)*q8KSize] // Q8_K: d, 256 quants, 16 bsums
+				copy(dst[(j*nb+b)*prepBlock+prepBsums:], src)
+			}
+		}
 	}
 	return dst
 }
