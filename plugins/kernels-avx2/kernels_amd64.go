@@ -74,13 +74,13 @@ func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
 func dotMXFP4r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotF32AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotF32AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
-func dotF16AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
-func dotBF16AVX2(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotBF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
 func dotSeqF32AVX2(w *byte, a *byte, n int) float64

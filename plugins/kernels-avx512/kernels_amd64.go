@@ -71,13 +71,13 @@ func dotMXFP4AVX512(w *byte, a *byte, nb int) float32
 func dotMXFP4r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotF32AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
-func dotF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotF16AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
-func dotBF16AVX512(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotBF16AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
 func dotSeqF32AVX512(w *byte, a *byte, n int) float64
@@ -173,13 +173,13 @@ func dotMXFP4VNNI(w *byte, a *byte, nb int) float32
 func dotMXFP4r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotF32VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotF32VNNI(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
-func dotF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotF16VNNI(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
-func dotBF16VNNI(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotBF16VNNI(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
 func dotSeqF32VNNI(w *byte, a *byte, n int) float64
@@ -278,13 +278,13 @@ func dotMXFP4VNNI256(w *byte, a *byte, nb int) float32
 func dotMXFP4r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotF32VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotF32VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
-func dotF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotF16VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
-func dotBF16VNNI256(w *byte, a *byte, n int) (sum float64, prefix float64, abs float64)
+func dotBF16VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
 func dotSeqF32VNNI256(w *byte, a *byte, n int) float64

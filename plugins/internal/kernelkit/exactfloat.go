@@ -3,7 +3,9 @@ package kernelkit
 import (
 	"encoding/binary"
 	"math"
+	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/k3-inference/k3/core/quant"
 )
@@ -11,23 +13,30 @@ import (
 // The plain float types' reference (core/quant/float.go, ggml's scalar
 // ggml_vec_dot_f32/f16/bf16) rounds every product to float32 and adds the
 // products one after another in float64, from +0, then rounds to float32.
-// That chain is one dependent add per element; the kernels instead compute
-// the same float32 products, add them in another order and return what
-// exactFloat needs to prove that the order cannot change the float32
-// result. Where it cannot prove it, it runs the reference.
+// That chain is one dependent add per element; the kernels instead add the
+// same products in another order and return what exactFloatCheck needs to
+// prove that the order cannot change the float32 result. Where it cannot
+// prove it, the reference's sum runs.
+//
+// The kernels read a prepared activation row (floatPrep below): float64
+// values for F16 and BF16, whose products are exact in float64, so the
+// kernels multiply-add in float64 straight from the widened weights;
+// float32 for F32, whose products they round to float32 first as the
+// reference does. The row's header holds Σa², and the kernels return Σw²
+// over their part: by Cauchy-Schwarz, sqrt(Σw²·Σa²) >= Σ|w·a|, the bound's
+// A, at one multiply-add per vector.
 //
 // The kernels (tools/asmgen/exact_float.go) split the first m elements
 // (m a multiple of floatChunk = C) into chunks; each chunk's products,
-// widened to float64, are added in a tree where no product goes through
-// more than floatTree = h additions; the chunk sums go into a running
-// total T (one float64 add per chunk), and |T| after each chunk into
-// prefix. They return sum = T, prefix and abs, the float32-lane sum of
-// |products|. The Go code below adds the last n-m (< C) products to T
-// one by one, and |T| after each into prefix.
+// in float64, are added in a tree where no product goes through more than
+// floatTree = h roundings; the chunk sums go into a running total T (one
+// float64 add per chunk), and |T| after each chunk into prefix. They
+// return sum = T, prefix and w2. The Go code below adds the last n-m (< C)
+// products to T one by one, |T| after each into prefix and |p| into abs.
 //
 // Proof that float32(R) = float32(s), R the reference's float64 sum, s
-// ours, whenever the check below passes. u = 2^-53; p_k the products,
-// S_k = p_1+...+p_k exactly, A = Σ|p_k|, γ_k = ku/(1-ku).
+// ours, whenever the check below passes. u = 2^-53; p_k the reference's
+// products, S_k = p_1+...+p_k exactly, A = Σ|p_k|, γ_k = ku/(1-ku).
 //
 //  1. Round to nearest gives |fl(x) - x| <= u|fl(x)| (exact in the
 //     subnormal range; nothing overflows: |S_k| <= n·2^128). With r_k the
@@ -42,13 +51,20 @@ import (
 //     terms, relative error <= γ_n): Σ_c |S_cC| <= prefix(1+2γ_n) + (N+1)γ_n A.
 //  4. s - S_n: each chunk tree errs by at most γ_h A_c; each add into T
 //     (chunk sums, tail products) by at most u|new T|, all in prefix. So
-//     |s - S_n| <= γ_h A + u·prefix.
-//  5. abs is float32 sums of at most n/8+8 terms per value (the kernels'
-//     lanes and their reduction) plus float64 tail terms: for
-//     n <= 2^20, A <= abs·(1 + 2^-6.9) <= 1.01 abs.
+//     |s - S_n| <= γ_h A + u·prefix. BF16 only: the kernels add the exact
+//     products where the reference has them rounded to float32, which
+//     changes only products in float32's subnormal range (|p| < 2^-126;
+//     a bf16 times a bf16 has 16 significant bits), each by at most
+//     2^-150: at most n·2^-150 more, the extra term. A product that
+//     overflows float32 in the reference has |p| >= 2^128 > abs below:
+//     the check refuses abs >= 2^127.
+//  5. abs = sqrt(w2·Σa²) + the tail's Σ|p|: w2 is a float32 sum of at most
+//     n/8+8 squares per value (the kernels' lanes and their reduction),
+//     Σa² a float64 sum, for n <= 2^20 within 2^-7 and 2^-32 of the
+//     exact; F32's products are at most 2^-24 above |w·a|. So A <= 1.01 abs.
 //  6. Together, with n <= 2^20 making every γ_n term below 2^-10 A u:
-//     |R - s| <= u((C+1.01)·prefix + (C+h+1)·1.01·abs)
-//     <= u((C+2)·prefix + (C+h+4)·abs) = bound/1.125.
+//     |R - s| <= u((C+1.01)·prefix + (C+h+1)·1.01·abs) + extra
+//     <= u((C+2)·prefix + (C+h+4)·abs) + extra = bound/1.125 + extra.
 //     The computed bound errs by a few u of itself, s ± bound by u(|s| +
 //     bound) <= u(1.02 abs + bound), less than the margin bound/9 >=
 //     u(C+h+4)abs/8 = 18u·abs, so lo = fl(s-bound) <= R <= fl(s+bound) = hi.
@@ -73,60 +89,192 @@ const (
 // exactFloatCheck returns the float32 the reference's sequential float64
 // sum rounds to, given another order's float64 sum s, and ok false where
 // the bound above cannot decide.
-func exactFloatCheck(s, prefix, abs float64) (float32, bool) {
-	bound := 0x1.2p-53 * ((floatChunk+2)*prefix + (floatChunk+floatTree+4)*abs)
-	if s-s != 0 || !(bound <= math.MaxFloat64) {
+func exactFloatCheck(s, prefix, abs, extra float64) (float32, bool) {
+	bound := 0x1.2p-53*((floatChunk+2)*prefix+(floatChunk+floatTree+4)*abs) + extra
+	if s-s != 0 || !(bound <= math.MaxFloat64) || !(abs < 0x1p127) {
 		return 0, false
 	}
 	lo, hi := float32(s-bound), float32(s+bound)
 	return lo, math.Float32bits(lo) == math.Float32bits(hi)
 }
 
-// exactFloat adapts a plain-float kernel: it adds the tail of the row and
-// checks the bound, or falls back to the reference.
-func exactFloat(f func(w, a *byte, n int) (sum, prefix, abs float64), seq func(w, a *byte, n int) float64, t quant.Type) dotFunc {
-	es := t.TypeSize()
-	return func(n int, w, a []byte) float32 {
-		if n > maxExactN {
-			return refDot(t, n, w, a)
+// floatPrep prepares activation rows for one plain float type's kernel and
+// runs it. A prepared row is a 64-byte header (Σa² as a float64), then the
+// n values: for F32 its float32s; for F16 and BF16 float64s times 2^896
+// (the kernels widen the weights into float64s times 2^-896, by integer
+// ops), in the order the widening yields within the whole chunks: in each
+// 16 elements the 8 even ones then the 8 odd ones (F16), in each 32 the 8
+// with index 0 mod 4, then 2, 1 and 3 mod 4 (BF16); then, 64-byte aligned,
+// the plain row, for the reference's sum where the bound fails.
+type floatPrep struct {
+	t    quant.Type
+	size int // bytes of a prepared value
+	kern floatKernel
+	nrow int                              // the rows kern takes
+	seqK func(w, a *byte, n int) float64 // the reference's sum, on plain rows (nil: Go)
+}
+
+// floatKernel is a plain float kernel (Funcs.F32, F16, BF16): nrow weight
+// rows wstride bytes apart times a prepared row, row r's sum, prefix and
+// w2 into out[3r:3r+3].
+type floatKernel func(w *byte, wstride int, a *byte, n int, out *float64)
+
+// maxFloatRows bounds Funcs.FloatRows.
+const maxFloatRows = 8
+
+const (
+	floatHeader = 64
+	floatScale  = 0x1p896
+)
+
+func newFloatPrep(t quant.Type, kern floatKernel, nrow int, seq func(w, a *byte, n int) float64) *floatPrep {
+	p := &floatPrep{t: t, size: 8, kern: kern, nrow: min(max(nrow, 1), maxFloatRows), seqK: seq}
+	if t == quant.F32 {
+		p.size = 4
+	}
+	return p
+}
+
+// rowSize is a prepared row's bytes, a multiple of 64: rows stay aligned
+// back to back.
+func (p *floatPrep) rowSize(n int) int { return p.plainAt(n) + (n*p.t.TypeSize()+63)&^63 }
+
+// plainAt is where the plain row starts in a prepared row.
+func (p *floatPrep) plainAt(n int) int { return (floatHeader + n*p.size + 63) &^ 63 }
+
+// slot is where element i's value sits in a prepared row of n elements.
+func (p *floatPrep) slot(i, n int) int {
+	if i >= n&^(floatChunk-1) {
+		return i
+	}
+	switch p.t {
+	case quant.F16:
+		return i&^15 + i%2*8 + i%16/2
+	case quant.BF16:
+		return i&^31 + [4]int{0, 2, 1, 3}[i%4]*8 + i%32/4
+	}
+	return i
+}
+
+// rows prepares m activation rows of n elements, arow bytes apart, into
+// *bp (grown as needed) and returns them back to back, rowSize(n) apart.
+func (p *floatPrep) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
+	prow := p.rowSize(n)
+	size := m * prow
+	if cap(*bp) < size+63 {
+		*bp = make([]byte, size+63)
+	}
+	b := (*bp)[:cap(*bp)]
+	al := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	dst := b[al : al+size]
+	es := p.t.TypeSize()
+	for j := range m {
+		src, d := a[j*arow:j*arow+n*es], dst[j*prow:(j+1)*prow]
+		var x2 float64
+		for i := range n {
+			v := elem(p.t, src[i*es:])
+			x2 += float64(v) * float64(v)
+			k := floatHeader + p.slot(i, n)*p.size
+			if p.size == 8 {
+				binary.LittleEndian.PutUint64(d[k:], math.Float64bits(float64(v)*floatScale))
+			} else {
+				binary.LittleEndian.PutUint32(d[k:], math.Float32bits(v))
+			}
 		}
-		m := n &^ (floatChunk - 1)
-		var s, prefix, abs float64
-		if m > 0 {
-			w, a := w[:m*es], a[:m*es]
-			s, prefix, abs = f(&w[0], &a[0], m)
+		binary.LittleEndian.PutUint64(d, math.Float64bits(x2))
+		copy(d[p.plainAt(n):], src)
+	}
+	return dst
+}
+
+// dot is one weight row times the prepared row pa (the kernel runs it as
+// each of its rows).
+func (p *floatPrep) dot(n int, w, pa []byte) float32 {
+	var out [3 * maxFloatRows]float64
+	m := n &^ (floatChunk - 1)
+	if n <= maxExactN && m > 0 {
+		es := p.t.TypeSize()
+		w, a := w[:m*es], pa[floatHeader:floatHeader+m*p.size]
+		p.kern(&w[0], 0, &a[0], m, &out[0])
+	}
+	return p.finish(n, w, pa, out[:3])
+}
+
+// rows8 is eight weight rows, wrow bytes apart, times pa.
+func (p *floatPrep) rows8(n int, w []byte, wrow int, pa []byte, out *[8]float32) {
+	var o [3 * maxFloatRows]float64
+	m := n &^ (floatChunk - 1)
+	es := p.t.TypeSize()
+	for r0 := 0; r0 < 8; r0 += p.nrow {
+		if n <= maxExactN && m > 0 {
+			w, a := w[r0*wrow:(r0+p.nrow-1)*wrow+m*es], pa[floatHeader:floatHeader+m*p.size]
+			p.kern(&w[0], wrow, &a[0], m, &o[0])
 		}
-		for i := m; i < n; i++ {
-			p := float64(floatProduct(t, w[i*es:], a[i*es:]))
-			s += p
-			prefix += math.Abs(s)
-			abs += math.Abs(p)
+		for r := r0; r < r0+p.nrow; r++ {
+			out[r] = p.finish(n, w[r*wrow:], pa, o[3*(r-r0):3*(r-r0)+3])
 		}
-		if r, ok := exactFloatCheck(s, prefix, abs); ok {
-			return r
-		}
-		floatFallbacks.Add(1)
-		if seq == nil {
-			return refDot(t, n, w, a)
-		}
-		return seqFloat(seq, t, n, w, a)
 	}
 }
 
-// seqFloat is the reference's sum: the kernel seq adds the products of
-// the first multiple of 8 elements in order from +0, Go the rest.
-func seqFloat(seq func(w, a *byte, n int) float64, t quant.Type, n int, w, a []byte) float32 {
-	es := t.TypeSize()
-	m := n &^ 7
-	var s float64
+// finish adds the tail of the row to the kernel's k = (sum, prefix, w2) of
+// its first whole chunks and checks the bound, or runs the reference.
+func (p *floatPrep) finish(n int, w, pa []byte, k []float64) float32 {
+	if n > maxExactN {
+		return p.seq(n, w, pa)
+	}
+	es := p.t.TypeSize()
+	m := n &^ (floatChunk - 1)
+	plain := pa[p.plainAt(n):]
+	s, prefix := k[0], k[1]
+	var abs, extra float64
 	if m > 0 {
-		w, a := w[:m*es], a[:m*es]
-		s = seq(&w[0], &a[0], m)
+		x2 := math.Float64frombits(binary.LittleEndian.Uint64(pa))
+		abs = math.Sqrt(k[2] * x2)
+		if p.t == quant.BF16 {
+			extra = float64(m) * 0x1p-150
+		}
 	}
 	for i := m; i < n; i++ {
-		s += float64(floatProduct(t, w[i*es:], a[i*es:]))
+		q := float64(float32(elem(p.t, w[i*es:]) * elem(p.t, plain[i*es:])))
+		s += q
+		prefix += math.Abs(s)
+		abs += math.Abs(q)
+	}
+	if r, ok := exactFloatCheck(s, prefix, abs, extra); ok {
+		return r
+	}
+	floatFallbacks.Add(1)
+	return p.seq(n, w, pa)
+}
+
+// seq is the reference's sum over the plain rows: the products rounded to
+// float32, added in element order to a float64 from +0; the kernel seqK
+// adds the first multiple of 8, Go the rest.
+func (p *floatPrep) seq(n int, w, pa []byte) float32 {
+	es := p.t.TypeSize()
+	a := pa[p.plainAt(n):]
+	var s float64
+	i := 0
+	if m := n &^ 7; m > 0 && p.seqK != nil {
+		w, a := w[:m*es], a[:m*es]
+		s, i = p.seqK(&w[0], &a[0], m), m
+	}
+	for ; i < n; i++ {
+		s += float64(float32(elem(p.t, w[i*es:]) * elem(p.t, a[i*es:])))
 	}
 	return float32(s)
+}
+
+// floatPool holds Dot's prepared rows.
+var floatPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// dotFunc is Dot's kernel: it prepares its activation row first.
+func (p *floatPrep) dotFunc() dotFunc {
+	return func(n int, w, a []byte) float32 {
+		bp := floatPool.Get().(*[]byte)
+		defer floatPool.Put(bp)
+		return p.dot(n, w, p.rows(a, n, 0, 1, bp))
+	}
 }
 
 // floatFallbacks counts the rows the bound could not decide.
@@ -137,17 +285,14 @@ var floatFallbacks atomic.Int64
 // take that path.
 func FloatFallbacks() int64 { return floatFallbacks.Load() }
 
-// floatProduct is the reference's product of the elements at w and a,
-// rounded to float32.
-func floatProduct(t quant.Type, w, a []byte) float32 {
+// elem is the element of type t at b, as float32 (exact).
+func elem(t quant.Type, b []byte) float32 {
 	switch t {
 	case quant.F32:
-		x := math.Float32frombits(binary.LittleEndian.Uint32(w))
-		y := math.Float32frombits(binary.LittleEndian.Uint32(a))
-		return float32(x * y)
+		return math.Float32frombits(binary.LittleEndian.Uint32(b))
 	case quant.F16:
-		return float32(quant.FP16ToFP32(binary.LittleEndian.Uint16(w)) * quant.FP16ToFP32(binary.LittleEndian.Uint16(a)))
+		return quant.FP16ToFP32(binary.LittleEndian.Uint16(b))
 	default:
-		return float32(quant.BF16ToFP32(binary.LittleEndian.Uint16(w)) * quant.BF16ToFP32(binary.LittleEndian.Uint16(a)))
+		return quant.BF16ToFP32(binary.LittleEndian.Uint16(b))
 	}
 }

@@ -23,8 +23,9 @@ func TestExactFloatCheck(t *testing.T) {
 		{nan, 1, 1, 0, false},
 		{1, 1, inf, 0, false},
 		{1, nan, 1, 0, false},
+		{1, 1, 0x1p127, 0, false}, // a product may have overflowed float32
 	} {
-		got, ok := exactFloatCheck(c.s, c.prefix, c.abs)
+		got, ok := exactFloatCheck(c.s, c.prefix, c.abs, 0)
 		if ok != c.ok || ok && math.Float32bits(got) != math.Float32bits(c.want) {
 			t.Errorf("exactFloatCheck(%g, %g, %g) = %g, %v; want %g, %v", c.s, c.prefix, c.abs, got, ok, c.want, c.ok)
 		}

@@ -28,11 +28,14 @@ type Funcs struct {
 	// row; eight run side by side, and each activation block is read once.
 	Q8_0r8, Q4_0r8, Q5_0r8, MXFP4r8 func(w *byte, wstride int, a *byte, nb int, out *float32)
 
-	// F32, F16 and BF16 take n elements, a multiple of floatChunk, and
-	// return what exactFloat needs (see exactfloat.go).
-	F32, F16, BF16 func(w, a *byte, n int) (sum, prefix, abs float64)
+	// F32, F16 and BF16 take FloatRows weight rows (1 if unset) wstride
+	// bytes apart and a prepared activation row, n elements of each (a
+	// multiple of floatChunk), and put what exactFloatCheck needs into out
+	// (see exactfloat.go: floatKernel).
+	F32, F16, BF16 func(w *byte, wstride int, a *byte, n int, out *float64)
+	FloatRows      int
 	// F32Seq, F16Seq and BF16Seq are the reference's sequential sum of n
-	// products, n a multiple of 8: the fallback where the bound fails.
+	// products of plain rows, n a multiple of 8: where the bound fails.
 	F32Seq, F16Seq, BF16Seq func(w, a *byte, n int) float64
 
 	// QuantizeQ8K quantizes nb blocks of 256 floats to Q8_K.
@@ -74,12 +77,16 @@ func (k *Kit) Add(name string, f Funcs) {
 			l.rows8[t] = block32r8(fn, t.TypeSize())
 		}
 	}
-	for t, fn := range map[quant.Type]func(w, a *byte, n int) (sum, prefix, abs float64){
+	for t, fn := range map[quant.Type]func(w *byte, wstride int, a *byte, n int, out *float64){
 		quant.F32: f.F32, quant.F16: f.F16, quant.BF16: f.BF16,
 	} {
 		seq := map[quant.Type]func(w, a *byte, n int) float64{quant.F32: f.F32Seq, quant.F16: f.F16Seq, quant.BF16: f.BF16Seq}[t]
 		if fn != nil {
-			l.dot[t] = exactFloat(fn, seq, t)
+			if l.fprep == nil {
+				l.fprep = map[quant.Type]*floatPrep{}
+			}
+			l.fprep[t] = newFloatPrep(t, fn, f.FloatRows, seq)
+			l.dot[t] = l.fprep[t].dotFunc()
 		}
 	}
 	l.addPrepared(f)

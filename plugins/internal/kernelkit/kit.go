@@ -39,6 +39,7 @@ type level struct {
 	dot4        map[quant.Type]dot4Func           // optional, for MatMul
 	rows8       map[quant.Type]rows8Func          // optional, for MatVec
 	prep        map[quant.Type]*prepared          // optional: kernels on prepared rows
+	fprep       map[quant.Type]*floatPrep         // the plain float types' prepared rows
 	quantizeQ8K func(x *float32, y *byte, nb int) // nil: reference
 }
 

@@ -66,6 +66,13 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 		arow = int64(n / quant.QK_K * prepBlock)
 		f = p.dot
 	}
+	if p := k.active.fprep[t]; p != nil {
+		bp := floatPool.Get().(*[]byte)
+		release = func() { floatPool.Put(bp) }
+		act = p.rows(act, n, int(arow), m, bp)
+		arow = int64(p.rowSize(n))
+		f, fr = p.dot, p.rows8
+	}
 	return func(r0, r1 int) {
 		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
 	}, release, nil

@@ -94,15 +94,22 @@ func DotFloatBoundary(t *testing.T, k *kernelkit.Kit) {
 						if rep == 1 {
 							ib, ih = n-2, n-1 // the tinies first: they add up, then tip the tie
 						}
+						var mat []byte
+						var act []byte
 						for _, sign := range []float32{1, -1} {
 							for _, zero := range []bool{false, true} {
 								w, a := tieRow(typ, n, ib, ih, sign, zero)
 								checkDot(t, k, typ, n, w, a)
 								if zero {
-									ties++ // exactly on the boundary: no bound decides it
+									ties += 2 // exactly on the boundary: no bound decides it (here and in MatVec)
 								}
+								mat, act = append(mat, w...), a
+								// Random rows between the ties put them at every
+								// place of MatVec's row groups.
+								mat = append(mat, randWeights(r, typ, n*(rep%3))...)
 							}
 						}
+						checkMatVec(t, k, typ, n, mat, act)
 					}
 				}
 				if got := kernelkit.FloatFallbacks() - before; simd && got < int64(ties) {
@@ -174,5 +181,27 @@ func cancellingRows(t *testing.T, k *kernelkit.Kit, typ quant.Type, r *rand.Rand
 		wv[n-1], av[n-1] = float32(-s), 1
 		w, a := encodeFloats(typ, wv), encodeFloats(typ, av)
 		checkDot(t, k, typ, n, w, a)
+	}
+}
+
+// checkMatVec compares MatVec over the rows of w with the reference, row
+// by row.
+func checkMatVec(t *testing.T, k *kernelkit.Kit, typ quant.Type, n int, w, a []byte) {
+	t.Helper()
+	wrow, _ := quant.RowSize(typ, int64(n))
+	rows := len(w) / int(wrow)
+	out := make([]float32, rows)
+	if err := k.MatVec(typ, w, rows, n, a, out, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		want, err := quant.VecDot(typ, n, w[int64(i)*wrow:], a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameFloat(out[i], want) {
+			t.Fatalf("%s n=%d MatVec row %d of %d: got %g (%#08x), reference %g (%#08x)",
+				typ, n, i, rows, out[i], math.Float32bits(out[i]), want, math.Float32bits(want))
+		}
 	}
 }

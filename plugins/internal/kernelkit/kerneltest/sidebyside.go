@@ -56,6 +56,7 @@ func BenchSideBySide(b *testing.B, k *kernelkit.Kit) {
 				}
 				b.SetBytes(int64(len(w)))
 				var times []time.Duration
+				fb := kernelkit.FloatFallbacks()
 				for b.Loop() {
 					start := time.Now()
 					if err := k.MatVec(typ, w, rows, n, act, out, threads); err != nil {
@@ -69,6 +70,10 @@ func BenchSideBySide(b *testing.B, k *kernelkit.Kit) {
 				med := times[len(times)/2]
 				b.ReportMetric(float64(med.Nanoseconds()), "median-ns/op")
 				b.ReportMetric(float64(len(w))/float64(med.Nanoseconds()), "median-GB/s")
+				if fb := kernelkit.FloatFallbacks() - fb; fb > 0 {
+					// The plain float rows the exactness bound could not decide.
+					b.ReportMetric(float64(fb)/float64(len(times)*rows), "fallbacks/row")
+				}
 			})
 		}
 	}
