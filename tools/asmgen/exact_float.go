@@ -402,6 +402,7 @@ func (s *accSet) reduce() VecVirtual {
 	}
 	return r[0]
 }
+
 // genSeqFloat emits dotSeq<kind><suffix>(w, a *byte, n int) float64, the
 // reference's own sum for n a multiple of 8: the products in element
 // order, added one by one to a float64 from +0. It is the fallback where

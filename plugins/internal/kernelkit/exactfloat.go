@@ -110,7 +110,7 @@ type floatPrep struct {
 	t    quant.Type
 	size int // bytes of a prepared value
 	kern floatKernel
-	nrow int                              // the rows kern takes
+	nrow int                             // the rows kern takes
 	seqK func(w, a *byte, n int) float64 // the reference's sum, on plain rows (nil: Go)
 }
 
