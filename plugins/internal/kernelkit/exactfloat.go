@@ -139,8 +139,14 @@ func newFloatPrep(t quant.Type, kern floatKernel, nrow int, seq func(w, a *byte,
 // back to back.
 func (p *floatPrep) rowSize(n int) int { return p.plainAt(n) + (n*p.t.TypeSize()+63)&^63 }
 
-// plainAt is where the plain row starts in a prepared row.
-func (p *floatPrep) plainAt(n int) int { return (floatHeader + n*p.size + 63) &^ 63 }
+// plainAt is where the plain row starts in a prepared row (F32's values
+// are its plain row).
+func (p *floatPrep) plainAt(n int) int {
+	if p.t == quant.F32 {
+		return floatHeader
+	}
+	return (floatHeader + n*p.size + 63) &^ 63
+}
 
 // slot is where element i's value sits in a prepared row of n elements.
 func (p *floatPrep) slot(i, n int) int {
@@ -151,7 +157,7 @@ func (p *floatPrep) slot(i, n int) int {
 	case quant.F16:
 		return i&^15 + i%2*8 + i%16/2
 	case quant.BF16:
-		return i&^31 + [4]int{0, 2, 1, 3}[i%4]*8 + i%32/4
+		return i&^31 + bf16Block[i%4]*8 + i%32/4
 	}
 	return i
 }
@@ -170,22 +176,74 @@ func (p *floatPrep) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
 	es := p.t.TypeSize()
 	for j := range m {
 		src, d := a[j*arow:j*arow+n*es], dst[j*prow:(j+1)*prow]
-		var x2 float64
-		for i := range n {
-			v := elem(p.t, src[i*es:])
-			x2 += float64(v) * float64(v)
-			k := floatHeader + p.slot(i, n)*p.size
-			if p.size == 8 {
-				binary.LittleEndian.PutUint64(d[k:], math.Float64bits(float64(v)*floatScale))
-			} else {
-				binary.LittleEndian.PutUint32(d[k:], math.Float32bits(v))
-			}
-		}
+		x2 := p.prepRow(src, n, d[floatHeader:])
 		binary.LittleEndian.PutUint64(d, math.Float64bits(x2))
-		copy(d[p.plainAt(n):], src)
+		if p.t != quant.F32 {
+			copy(d[p.plainAt(n):], src)
+		}
 	}
 	return dst
 }
+
+// prepRow writes the values of the plain row src into d and returns Σa²
+// (four partial sums: one float64 add chain would cost four cycles an
+// element).
+func (p *floatPrep) prepRow(src []byte, n int, d []byte) float64 {
+	var s0, s1, s2, s3 float64
+	sq := func(v []float64) {
+		for i := 0; i+4 <= len(v); i += 4 {
+			s0 += v[i] * v[i]
+			s1 += v[i+1] * v[i+1]
+			s2 += v[i+2] * v[i+2]
+			s3 += v[i+3] * v[i+3]
+		}
+		for i := len(v) &^ 3; i < len(v); i++ {
+			s0 += v[i] * v[i]
+		}
+	}
+	var buf [floatChunk]float64
+	m := n &^ (floatChunk - 1)
+	for c := 0; c < n; c += floatChunk {
+		k := min(floatChunk, n-c)
+		v := buf[:k]
+		switch p.t {
+		case quant.F32:
+			for i := range v {
+				v[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*(c+i):])))
+			}
+			copy(d[4*c:], src[4*c:4*(c+k)])
+		case quant.F16:
+			for i := range v {
+				v[i] = float64(quant.FP16ToFP32(binary.LittleEndian.Uint16(src[2*(c+i):])))
+			}
+		default:
+			for i := range v {
+				v[i] = float64(quant.BF16ToFP32(binary.LittleEndian.Uint16(src[2*(c+i):])))
+			}
+		}
+		sq(v)
+		if p.t == quant.F32 {
+			continue
+		}
+		out := d[8*c : 8*(c+k)]
+		for i, x := range v {
+			slot := i
+			if c < m {
+				if p.t == quant.F16 {
+					slot = i&^15 + i%2*8 + i%16/2
+				} else {
+					slot = i&^31 + bf16Block[i%4]*8 + i%32/4
+				}
+			}
+			binary.LittleEndian.PutUint64(out[8*slot:], math.Float64bits(x*floatScale))
+		}
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// bf16Block is the quarter of a prepared BF16 group that element i of the
+// group goes to, by i mod 4.
+var bf16Block = [4]int{0, 2, 1, 3}
 
 // dot is one weight row times the prepared row pa (the kernel runs it as
 // each of its rows).

@@ -3,6 +3,8 @@ package kernelkit
 import (
 	"math"
 	"testing"
+
+	"github.com/k3-inference/k3/core/quant"
 )
 
 func TestExactFloatCheck(t *testing.T) {
@@ -29,5 +31,25 @@ func TestExactFloatCheck(t *testing.T) {
 		if ok != c.ok || ok && math.Float32bits(got) != math.Float32bits(c.want) {
 			t.Errorf("exactFloatCheck(%g, %g, %g) = %g, %v; want %g, %v", c.s, c.prefix, c.abs, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// BenchmarkFloatPrep is what a MatVec on a plain float type spends once
+// per activation row before its kernels run (a K3 router's 7168 columns).
+func BenchmarkFloatPrep(b *testing.B) {
+	for _, t := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
+		b.Run(t.String(), func(b *testing.B) {
+			p := newFloatPrep(t, nil, 4, nil)
+			n := 7168
+			a := make([]byte, n*t.TypeSize())
+			for i := range a {
+				a[i] = byte(i * 7)
+			}
+			bp := new([]byte)
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				p.rows(a, n, 0, 1, bp)
+			}
+		})
 	}
 }
