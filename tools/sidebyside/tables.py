@@ -33,7 +33,7 @@ def matvec(out, auto, shape):
                 if src == "repack":
                     repacked[t] = r["repacked"]
     line = re.compile(r"BenchmarkSideBySide/(\w+)/(\w+)/t\d+-\d+\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s"
-                      r"(?:\s+([\d.]+) median-GB/s)?")
+                      r"(?:.*?\s([\d.]+) median-GB/s)?")  # other metrics (fallbacks/row) may come first
     levels = set()
     for pkg in ("avx2", "avx512"):
         for path in rounds(out + "/k3-matvec-%s-%s-[0-9]*.txt" % (shape, pkg)):
