@@ -1,7 +1,6 @@
 package kerneltest
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -34,24 +33,10 @@ func RowLengths(t *testing.T, k *kernelkit.Kit) {
 						w = append(w, randWeights(r, typ, n)...)
 					}
 					act := randActs(r, typ, n)
+					checkMatVec(t, k, typ, n, w, act)
 					wrow, _ := quant.RowSize(typ, int64(n))
-					out := make([]float32, rows)
-					if err := k.MatVec(typ, w, rows, n, act, out, 1); err != nil {
-						t.Fatal(err)
-					}
 					for i := range rows {
-						want, err := quant.VecDot(typ, n, w[int64(i)*wrow:], act)
-						if err != nil {
-							t.Fatal(err)
-						}
-						got, err := k.Dot(typ, n, w[int64(i)*wrow:], act)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if !sameFloat(got, want) || !sameFloat(out[i], want) {
-							t.Fatalf("n=%d rows=%d row %d: Dot %g (%#08x), MatVec %g, reference %g (%#08x)",
-								n, rows, i, got, math.Float32bits(got), out[i], want, math.Float32bits(want))
-						}
+						checkDot(t, k, typ, n, w[int64(i)*wrow:int64(i+1)*wrow], act)
 					}
 				}
 			})
