@@ -45,7 +45,9 @@ import (
 type xk struct {
 	t    *target
 	vbmi bool // VPERMB and GFNI: the VNNI targets
-	prep bool // one activation row, prepared (q45prep.go)
+	prep bool // activation rows prepared (q45prep.go)
+	// compact: four prepared rows in the compact layout (q4mm.go)
+	compact bool
 	wp   Register
 	acts []Mem
 	sums []VecVirtual // per row: the reference's sums[0..7], a ymm
@@ -147,11 +149,14 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 	}
 	if m > 1 {
 		fn = "dot" + name + "x" + string(rune('0'+m)) + t.suffix
+		if prep {
+			fn = "dot" + name + "x" + string(rune('0'+m)) + "P" + t.suffix
+		}
 		sig = "func(w, a *byte, nb, astride int, out *float32)"
 	}
 	TEXT(fn, NOSPLIT, sig)
 	Pragma("noescape")
-	x := &xk{t: t, vbmi: t.vnni, prep: prep, wp: Load(Param("w"), GP64())}
+	x := &xk{t: t, vbmi: t.vnni, prep: prep, compact: prep && m > 1, wp: Load(Param("w"), GP64())}
 	ap := Load(Param("a"), GP64())
 	nb := Load(Param("nb"), GP64())
 	x.acts = []Mem{{Base: ap}}
@@ -352,9 +357,9 @@ func (x *xk) finishMins4(a kmins) {
 	VPADDD(lo.AsX(), sumi, sumi)
 	VCVTDQ2PS(sumi, sumi)
 	yd := XMM()
-	VMOVSS(x.acts[0], yd)
+	VMOVSS(x.acts[0].Offset(x.q45pD()), yd)
 	for k := 1; k < len(x.acts); k++ {
-		VINSERTPS(U8(k<<4), x.acts[k], yd, yd)
+		VINSERTPS(U8(k<<4), x.acts[k].Offset(x.q45pD()), yd, yd)
 	}
 	dm := XMM()
 	VMOVSHDUP(a.hd, dm)
@@ -483,6 +488,7 @@ func genExactK(t *target, name string, wsize int, pre func(x *xk), body func(x *
 	q45Loop(t, name, wsize, 1, false, pre, one)
 	q45Loop(t, name, wsize, 4, false, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) })
 	q45Loop(t, name, wsize, 1, true, pre, one)
+	q45Loop(t, name, wsize, 4, true, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) })
 }
 
 // q4Quants returns vector i of the permuted 4-bit quants at qs (Q4_K's

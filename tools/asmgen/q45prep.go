@@ -17,6 +17,9 @@ const q45pBsums = q63PrepD + 4
 // q45pQs, q45pD, q45pBsums and q45pSize are where x reads its activation
 // blocks' quants, d and bsums, and how far apart the blocks are.
 func (x *xk) q45pQs() int {
+	if x.compact {
+		return q4mmPrepQs
+	}
 	if x.prep {
 		return 0
 	}
@@ -24,6 +27,9 @@ func (x *xk) q45pQs() int {
 }
 
 func (x *xk) q45pD() int {
+	if x.compact {
+		return q4mmPrepD
+	}
 	if x.prep {
 		return q63PrepD
 	}
@@ -31,6 +37,9 @@ func (x *xk) q45pD() int {
 }
 
 func (x *xk) q45pBsums() int {
+	if x.compact {
+		return q4mmPrepBsums
+	}
 	if x.prep {
 		return q45pBsums
 	}
@@ -38,6 +47,9 @@ func (x *xk) q45pBsums() int {
 }
 
 func (x *xk) q45pSize() int {
+	if x.compact {
+		return q4mmPrepBlock
+	}
 	if x.prep {
 		return q63PrepBlock
 	}

@@ -39,6 +39,7 @@ type level struct {
 	dot4        map[quant.Type]dot4Func           // optional, for MatMul
 	rows8       map[quant.Type]rows8Func          // optional, for MatVec
 	prep        map[quant.Type]*prepared          // optional: kernels on prepared rows
+	prep4       map[quant.Type]*prepared4         // optional: MatMul's four-row kernels on compact prepared rows
 	quantizeQ8K func(x *float32, y *byte, nb int) // nil: reference
 }
 

@@ -66,8 +66,18 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 		arow = int64(n / quant.QK_K * prepBlock)
 		f = p.dot
 	}
+	act4, arow4 := act, int(arow)
+	if p4 := k.active.prep4[t]; p4 != nil && m >= 4 {
+		// The four-row passes read their rows prepared once (compactly:
+		// four fit where four Q8_K rows did); a tail of fewer than four
+		// keeps the Q8_K kernel.
+		bp, prev := prepPool.Get().(*[]byte), release
+		release = func() { prepPool.Put(bp); prev() }
+		act4, arow4 = p4.rows(act, n, int(arow), m&^3, bp)
+		f4 = p4.dot4
+	}
 	return func(r0, r1 int) {
-		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
+		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), act4, arow4, m, out, rows)
 	}, release, nil
 }
 
@@ -126,9 +136,10 @@ func (k *Kit) MatVecF32(t quant.Type, w []byte, rows, n int, x []float32, out []
 var actPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // matMulRange runs weight rows [r0, r1) over all m activation rows; f4
-// (nil: none) takes four activation rows at a time, fr (nil: none) eight
+// (nil: none) takes four activation rows at a time, from act4 (arow4 bytes
+// apart: act itself, or the rows prepared for f4), fr (nil: none) eight
 // weight rows of one activation row.
-func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, m int, out []float32, rows int) {
+func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow int, act4 []byte, arow4, m int, out []float32, rows int) {
 	// one runs weight rows [i0, i1) over activation row a into o[i0:i1].
 	one := func(a []byte, o []float32, i0, i1 int) {
 		i := i0
@@ -152,9 +163,9 @@ func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0
 		i1 := min(i0+tile, r1)
 		j := 0
 		for ; f4 != nil && j+4 <= m; j += 4 {
-			a := act[j*arow : (j+4)*arow]
+			a := act4[j*arow4 : (j+4)*arow4]
 			for i := i0; i < i1; i++ {
-				f4(n, w[i*wrow:(i+1)*wrow], a, arow, &r4)
+				f4(n, w[i*wrow:(i+1)*wrow], a, arow4, &r4)
 				for k, v := range r4 {
 					out[(j+k)*rows+i] = v
 				}

@@ -151,3 +151,91 @@ func prepDot(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 		return f(&w[0], &a[0], nb)
 	}
 }
+
+// The compact prepared layout of MatMul's Q4_K/Q5_K four-row kernels
+// (tools/asmgen/q4mm.go): per Q8_K block, the 256 quants in lane order (as
+// above), d, the 16 bsums, and padding to a multiple of 64 bytes. Without
+// the offset words four rows take about the room of four Q8_K rows.
+const (
+	prep45D     = 256
+	prep45Bsums = 260
+	prep45Block = 320
+)
+
+// prepared4 is one type's four-row kernel on compact prepared rows.
+type prepared4 struct {
+	prep func(a *byte, nb int, dst *byte) // nil: prepRow45
+	dot4 dot4Func
+}
+
+// addPrepared4 registers f's four-row kernels on compact prepared rows.
+func (l *level) addPrepared4(f Funcs) {
+	for t, fn := range map[quant.Type]func(w, a *byte, nb, astride int, out *float32){
+		quant.Q4_K: f.Q4Kx4P, quant.Q5_K: f.Q5Kx4P,
+	} {
+		if fn == nil {
+			continue
+		}
+		if l.prep4 == nil {
+			l.prep4 = map[quant.Type]*prepared4{}
+		}
+		wsize := t.TypeSize()
+		l.prep4[t] = &prepared4{prep: f.PrepQ45, dot4: func(n int, w, a []byte, astride int, out *[4]float32) {
+			nb := n / quant.QK_K
+			if nb == 0 {
+				*out = [4]float32{}
+				return
+			}
+			w, a = w[:nb*wsize], a[:3*astride+nb*prep45Block]
+			fn(&w[0], &a[0], nb, astride, &out[0])
+		}}
+	}
+}
+
+// rows prepares m Q8_K rows of n elements, arow bytes apart, into *bp
+// (grown as needed, 64-byte aligned) and returns them back to back with
+// their stride.
+func (p *prepared4) rows(a []byte, n, arow, m int, bp *[]byte) ([]byte, int) {
+	nb := n / quant.QK_K
+	stride := nb * prep45Block
+	size := m * stride
+	if cap(*bp) < size+63 {
+		*bp = make([]byte, size+63)
+	}
+	b := (*bp)[:cap(*bp)]
+	al := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	dst := b[al : al+size]
+	for j := range m {
+		if nb == 0 {
+			break
+		}
+		if p.prep != nil {
+			p.prep(&a[j*arow], nb, &dst[j*stride])
+			continue
+		}
+		prepRow45(a[j*arow:j*arow+nb*q8KSize], nb, dst[j*stride:(j+1)*stride])
+	}
+	return dst, stride
+}
+
+// PrepareQ45 prepares the nb Q8_K blocks of a into dst (nb*320 bytes) in
+// the compact layout, in Go: the reference a plugin's Funcs.PrepQ45 must
+// match byte for byte.
+func PrepareQ45(a []byte, nb int, dst []byte) { prepRow45(a, nb, dst) }
+
+func prepRow45(a []byte, nb int, dst []byte) {
+	for b := range nb {
+		src := a[b*q8KSize : (b+1)*q8KSize]
+		d := dst[b*prep45Block : (b+1)*prep45Block]
+		qs := src[4 : 4+quant.QK_K]
+		for r := 0; r < quant.QK_K; r += 32 {
+			run, out := qs[r:r+32], d[r:r+32]
+			for p := range 32 {
+				out[p] = run[p/4+8*(p%4)]
+			}
+		}
+		copy(d[prep45D:prep45D+4], src[:4])
+		copy(d[prep45Bsums:prep45Bsums+32], src[260:292])
+		clear(d[prep45Bsums+32:])
+	}
+}

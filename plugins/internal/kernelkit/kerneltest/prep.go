@@ -31,3 +31,24 @@ func PrepQ8K(t *testing.T, prep func(a *byte, nb int, dst *byte, off int)) {
 		}
 	}
 }
+
+// PrepQ45 checks a plugin's assembly preparation of the compact rows the
+// Q4_K/Q5_K four-row kernels read against kernelkit's Go one, padding
+// included.
+func PrepQ45(t *testing.T, prep func(a *byte, nb int, dst *byte)) {
+	const nb, block = 5, 320
+	r := rand.New(rand.NewPCG(3, 4))
+	a := make([]byte, nb*292)
+	for i := range a {
+		a[i] = byte(r.Uint32())
+	}
+	want, got := make([]byte, nb*block), make([]byte, nb*block)
+	for i := range got {
+		got[i] = 0xa5
+	}
+	kernelkit.PrepareQ45(a, nb, want)
+	prep(&a[0], nb, &got[0])
+	if !bytes.Equal(want, got) {
+		t.Fatalf("asm differs from Go\n got %x\nwant %x", got, want)
+	}
+}
