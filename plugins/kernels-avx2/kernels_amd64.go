@@ -56,7 +56,7 @@ func dotQ5KPAVX2(w *byte, a *byte, nb int) float32
 func dotQ5Kx4PAVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func q4mmPrepQ8KAVX2(a *byte, nb int, dst *byte)
+func q4mmPrepQ8KAVX2(a *byte, astride int, nb int, dst *byte)
 
 //go:noescape
 func dotQ8_0AVX2(w *byte, a *byte, nb int) float32

@@ -272,7 +272,7 @@ func dotQ5KPVNNI256(w *byte, a *byte, nb int) float32
 func dotQ5Kx4PVNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
-func q4mmPrepQ8KVNNI256(a *byte, nb int, dst *byte)
+func q4mmPrepQ8KVNNI256(a *byte, astride int, nb int, dst *byte)
 
 //go:noescape
 func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32

@@ -160,7 +160,9 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 	ap := Load(Param("a"), GP64())
 	nb := Load(Param("nb"), GP64())
 	x.acts = []Mem{{Base: ap}}
-	if m > 1 {
+	if x.compact {
+		x.acts = q4mmActs(ap)
+	} else if m > 1 {
 		s := Load(Param("astride"), GP64())
 		s3 := GP64()
 		LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
@@ -297,6 +299,7 @@ func (x *xk) extract128(v VecVirtual) VecVirtual {
 type kmins struct {
 	prods  []VecVirtual
 	hd, dd VecVirtual
+	sumi   VecVirtual // compact four rows: the rows' sumi, an xmm (q4mm.go)
 }
 
 // pairSum adds the eight int32 lanes of a and of b (ymm) into dword 0 and
@@ -347,6 +350,10 @@ func (x *xk) finishMins1(a kmins) {
 // finishMins4 does sumf -= dmin*float(sumi) for the four rows of one
 // block: lane k of sumf is row k's.
 func (x *xk) finishMins4(a kmins) {
+	if x.compact {
+		x.q4mmFinishMins(a)
+		return
+	}
 	p := a.prods
 	t01, t23 := x.pairSum(p[0], p[1]), x.pairSum(p[2], p[3])
 	lo, hi := YMM(), YMM()
@@ -453,7 +460,7 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 				fd = YMM()
 				VBROADCASTSS(km.hd, fd)
 			}
-			VBROADCASTSS(acts[k].Offset(x.q45pD()), d)
+			VBROADCASTSS(x.q4mmD(acts, k), d)
 			VMULPS(fd, d, d) // fp16(d) * y.d, as the reference rounds it
 		}
 		VMULPS(d, y, y)
@@ -462,6 +469,10 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 
 	// The minimums' integer part, sum_j bsums[j]*mins[j/2], per row: after
 	// the products, whose chains are the longer ones.
+	if x.compact {
+		km.sumi = x.q4mmMins(gs, scb)
+		return km
+	}
 	var mw VecVirtual
 	if gs != nil {
 		mw = gs.mins()

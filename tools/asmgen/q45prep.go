@@ -17,9 +17,6 @@ const q45pBsums = q63PrepD + 4
 // q45pQs, q45pD, q45pBsums and q45pSize are where x reads its activation
 // blocks' quants, d and bsums, and how far apart the blocks are.
 func (x *xk) q45pQs() int {
-	if x.compact {
-		return q4mmPrepQs
-	}
 	if x.prep {
 		return 0
 	}
@@ -27,9 +24,6 @@ func (x *xk) q45pQs() int {
 }
 
 func (x *xk) q45pD() int {
-	if x.compact {
-		return q4mmPrepD
-	}
 	if x.prep {
 		return q63PrepD
 	}
@@ -37,9 +31,6 @@ func (x *xk) q45pD() int {
 }
 
 func (x *xk) q45pBsums() int {
-	if x.compact {
-		return q4mmPrepBsums
-	}
 	if x.prep {
 		return q45pBsums
 	}
