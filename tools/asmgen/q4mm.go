@@ -11,7 +11,7 @@ import (
 // call by q4mmPrepQ8K, interleaved per block into a group of 1152 bytes:
 // the four rows' 256 quants, each permuted into lane order as the one-row
 // prepared layout (q45prep.go); the four d; the four rows' eight bsum
-// pairs bsums[2k]+bsums[2k+1] as words; padding to a multiple of 64, so
+// pairs bsums[2k]+bsums[2k+1] as words (rows 0 2 1 3); padding to a multiple of 64, so
 // every block and vector load stays aligned. The plain x4 kernels permute
 // each row's quants for every weight block (a third of their vector work
 // on the VNNI targets); these read them as they are. The mins need
@@ -24,6 +24,11 @@ const (
 	q4mmPrepPairs = 1040
 	q4mmPrepBlock = 1152
 )
+
+// q4mmPairSlot is where in a group each row's pairs are: rows 0 and 2,
+// then 1 and 3, so that the reduction of the products (q4mmMins) ends with
+// the rows in order.
+var q4mmPairSlot = [4]int{0, 2, 1, 3}
 
 // q4mmActs returns the four rows' addresses in a group at ap.
 func q4mmActs(ap Register) []Mem {
@@ -67,18 +72,20 @@ func (x *xk) q4mmMins(gs *gprScale, scb VecVirtual) VecVirtual {
 		VPSHUFB(constData("q4mmmdup", dup), scb.AsY(), mw)
 	}
 	a := x.acts[0]
-	p01, p23 := YMM(), YMM()
-	VPMADDWD(a.Offset(q4mmPrepPairs), mw, p01) // row 0 in lane 0, row 1 in lane 1
-	VPMADDWD(a.Offset(q4mmPrepPairs+32), mw, p23)
+	p02, p13 := YMM(), YMM()
+	VPMADDWD(a.Offset(q4mmPrepPairs), mw, p02) // row 0 in lane 0, row 2 in lane 1
+	VPMADDWD(a.Offset(q4mmPrepPairs+32), mw, p13)
 	lo, hi := YMM(), YMM()
-	VPUNPCKLQDQ(p23, p01, lo)
-	VPUNPCKHQDQ(p23, p01, hi)
-	VPADDD(hi, lo, lo) // lane 0: rows 0 0 2 2, lane 1: rows 1 1 3 3
+	VPUNPCKLQDQ(p13, p02, lo)
+	VPUNPCKHQDQ(p13, p02, hi)
+	VPADDD(hi, lo, lo) // lane 0: rows 0 0 1 1, lane 1: rows 2 2 3 3
 	sw := YMM()
 	VPSHUFD(U8(0xb1), lo, sw)
 	VPADDD(sw, lo, lo)
 	h := x.extract128(lo)
-	VPBLENDD(U8(0xa), h, lo.AsX(), h) // rows 0 1 2 3
+	// Rows 0 1 2 3. (VSHUFPS, not VPBLENDD, which has no EVEX form for
+	// registers 16..31.)
+	VSHUFPS(U8(0x88), h, lo.AsX(), h)
 	return h
 }
 
@@ -142,7 +149,7 @@ func q4mmGenPrep(t *target) {
 		h := XMM()
 		VEXTRACTI128(U8(1), p, h)
 		VPACKSSDW(h, p.AsX(), h) // |pair| <= 4096: exact
-		VMOVDQU(h, Mem{Base: dp, Disp: q4mmPrepPairs + 16*r})
+		VMOVDQU(h, Mem{Base: dp, Disp: q4mmPrepPairs + 16*q4mmPairSlot[r]})
 	}
 	for o := q4mmPrepPairs + 64; o < q4mmPrepBlock; o += 32 {
 		VMOVDQU(z, Mem{Base: dp, Disp: o})

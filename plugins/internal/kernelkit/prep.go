@@ -156,7 +156,8 @@ func prepDot(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 // (tools/asmgen/q4mm.go) holds four activation rows interleaved, per Q8_K
 // block a group of prep45Block bytes: the four rows' quants in lane order
 // (as above), their four d, their eight bsum pairs bsums[2k]+bsums[2k+1]
-// as int16 each, zero padding to a multiple of 64. A group is a little
+// as int16 each (rows 0, 2, 1, 3: the order the kernels reduce them in),
+// zero padding to a multiple of 64. A group is a little
 // smaller than four Q8_K blocks.
 const (
 	prep45D     = 1024
@@ -239,7 +240,7 @@ func prepGroup45(a []byte, arow, nb int, dst []byte) {
 			copy(g[prep45D+4*r:], src[:4])
 			for k := range 8 {
 				s := int16(binary.LittleEndian.Uint16(src[260+4*k:])) + int16(binary.LittleEndian.Uint16(src[262+4*k:]))
-				binary.LittleEndian.PutUint16(g[prep45Pairs+16*r+2*k:], uint16(s))
+				binary.LittleEndian.PutUint16(g[prep45Pairs+16*[4]int{0, 2, 1, 3}[r]+2*k:], uint16(s))
 			}
 		}
 	}
