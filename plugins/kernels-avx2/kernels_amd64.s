@@ -3068,33 +3068,32 @@ donedotQ4Kx4AVX2:
 	VADDSS       X0, X5, X5
 	VSHUFPS      $0xff, X6, X6, X0
 	VADDSS       X0, X5, X5
-	VMOVSS       X5, (AX)
 	VSHUFPS      $0x55, X4, X4, X0
-	VEXTRACTF128 $0x01, Y1, X5
+	VEXTRACTF128 $0x01, Y1, X6
 	VADDSS       X1, X0, X0
-	VMOVSHDUP    X1, X6
+	VMOVSHDUP    X1, X7
+	VADDSS       X7, X0, X0
+	VMOVHLPS     X1, X1, X7
+	VADDSS       X7, X0, X0
+	VSHUFPS      $0xff, X1, X1, X7
+	VADDSS       X7, X0, X0
 	VADDSS       X6, X0, X0
-	VMOVHLPS     X1, X1, X6
-	VADDSS       X6, X0, X0
-	VSHUFPS      $0xff, X1, X1, X6
-	VADDSS       X6, X0, X0
-	VADDSS       X5, X0, X0
-	VMOVSHDUP    X5, X1
+	VMOVSHDUP    X6, X1
 	VADDSS       X1, X0, X0
-	VMOVHLPS     X5, X5, X1
+	VMOVHLPS     X6, X6, X1
 	VADDSS       X1, X0, X0
-	VSHUFPS      $0xff, X5, X5, X1
+	VSHUFPS      $0xff, X6, X6, X1
 	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(AX)
+	VINSERTPS    $0x10, X0, X5, X5
 	VSHUFPS      $0xaa, X4, X4, X0
 	VEXTRACTF128 $0x01, Y2, X1
 	VADDSS       X2, X0, X0
-	VMOVSHDUP    X2, X5
-	VADDSS       X5, X0, X0
-	VMOVHLPS     X2, X2, X5
-	VADDSS       X5, X0, X0
-	VSHUFPS      $0xff, X2, X2, X5
-	VADDSS       X5, X0, X0
+	VMOVSHDUP    X2, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X2, X2, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X2, X2, X6
+	VADDSS       X6, X0, X0
 	VADDSS       X1, X0, X0
 	VMOVSHDUP    X1, X2
 	VADDSS       X2, X0, X0
@@ -3102,7 +3101,7 @@ donedotQ4Kx4AVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 8(AX)
+	VINSERTPS    $0x20, X0, X5, X5
 	VSHUFPS      $0xff, X4, X4, X0
 	VEXTRACTF128 $0x01, Y3, X1
 	VADDSS       X3, X0, X0
@@ -3119,7 +3118,8 @@ donedotQ4Kx4AVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 12(AX)
+	VINSERTPS    $0x30, X0, X5, X5
+	VMOVUPS      X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -3512,33 +3512,32 @@ donedotQ4Kx4PAVX2:
 	VADDSS       X0, X5, X5
 	VSHUFPS      $0xff, X6, X6, X0
 	VADDSS       X0, X5, X5
-	VMOVSS       X5, (AX)
 	VSHUFPS      $0x55, X4, X4, X0
-	VEXTRACTF128 $0x01, Y1, X5
+	VEXTRACTF128 $0x01, Y1, X6
 	VADDSS       X1, X0, X0
-	VMOVSHDUP    X1, X6
+	VMOVSHDUP    X1, X7
+	VADDSS       X7, X0, X0
+	VMOVHLPS     X1, X1, X7
+	VADDSS       X7, X0, X0
+	VSHUFPS      $0xff, X1, X1, X7
+	VADDSS       X7, X0, X0
 	VADDSS       X6, X0, X0
-	VMOVHLPS     X1, X1, X6
-	VADDSS       X6, X0, X0
-	VSHUFPS      $0xff, X1, X1, X6
-	VADDSS       X6, X0, X0
-	VADDSS       X5, X0, X0
-	VMOVSHDUP    X5, X1
+	VMOVSHDUP    X6, X1
 	VADDSS       X1, X0, X0
-	VMOVHLPS     X5, X5, X1
+	VMOVHLPS     X6, X6, X1
 	VADDSS       X1, X0, X0
-	VSHUFPS      $0xff, X5, X5, X1
+	VSHUFPS      $0xff, X6, X6, X1
 	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(AX)
+	VINSERTPS    $0x10, X0, X5, X5
 	VSHUFPS      $0xaa, X4, X4, X0
 	VEXTRACTF128 $0x01, Y2, X1
 	VADDSS       X2, X0, X0
-	VMOVSHDUP    X2, X5
-	VADDSS       X5, X0, X0
-	VMOVHLPS     X2, X2, X5
-	VADDSS       X5, X0, X0
-	VSHUFPS      $0xff, X2, X2, X5
-	VADDSS       X5, X0, X0
+	VMOVSHDUP    X2, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X2, X2, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X2, X2, X6
+	VADDSS       X6, X0, X0
 	VADDSS       X1, X0, X0
 	VMOVSHDUP    X1, X2
 	VADDSS       X2, X0, X0
@@ -3546,7 +3545,7 @@ donedotQ4Kx4PAVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 8(AX)
+	VINSERTPS    $0x20, X0, X5, X5
 	VSHUFPS      $0xff, X4, X4, X0
 	VEXTRACTF128 $0x01, Y3, X1
 	VADDSS       X3, X0, X0
@@ -3563,7 +3562,8 @@ donedotQ4Kx4PAVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 12(AX)
+	VINSERTPS    $0x30, X0, X5, X5
+	VMOVUPS      X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -4113,33 +4113,32 @@ donedotQ5Kx4AVX2:
 	VADDSS       X0, X5, X5
 	VSHUFPS      $0xff, X6, X6, X0
 	VADDSS       X0, X5, X5
-	VMOVSS       X5, (AX)
 	VSHUFPS      $0x55, X4, X4, X0
-	VEXTRACTF128 $0x01, Y1, X5
+	VEXTRACTF128 $0x01, Y1, X6
 	VADDSS       X1, X0, X0
-	VMOVSHDUP    X1, X6
+	VMOVSHDUP    X1, X7
+	VADDSS       X7, X0, X0
+	VMOVHLPS     X1, X1, X7
+	VADDSS       X7, X0, X0
+	VSHUFPS      $0xff, X1, X1, X7
+	VADDSS       X7, X0, X0
 	VADDSS       X6, X0, X0
-	VMOVHLPS     X1, X1, X6
-	VADDSS       X6, X0, X0
-	VSHUFPS      $0xff, X1, X1, X6
-	VADDSS       X6, X0, X0
-	VADDSS       X5, X0, X0
-	VMOVSHDUP    X5, X1
+	VMOVSHDUP    X6, X1
 	VADDSS       X1, X0, X0
-	VMOVHLPS     X5, X5, X1
+	VMOVHLPS     X6, X6, X1
 	VADDSS       X1, X0, X0
-	VSHUFPS      $0xff, X5, X5, X1
+	VSHUFPS      $0xff, X6, X6, X1
 	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(AX)
+	VINSERTPS    $0x10, X0, X5, X5
 	VSHUFPS      $0xaa, X4, X4, X0
 	VEXTRACTF128 $0x01, Y2, X1
 	VADDSS       X2, X0, X0
-	VMOVSHDUP    X2, X5
-	VADDSS       X5, X0, X0
-	VMOVHLPS     X2, X2, X5
-	VADDSS       X5, X0, X0
-	VSHUFPS      $0xff, X2, X2, X5
-	VADDSS       X5, X0, X0
+	VMOVSHDUP    X2, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X2, X2, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X2, X2, X6
+	VADDSS       X6, X0, X0
 	VADDSS       X1, X0, X0
 	VMOVSHDUP    X1, X2
 	VADDSS       X2, X0, X0
@@ -4147,7 +4146,7 @@ donedotQ5Kx4AVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 8(AX)
+	VINSERTPS    $0x20, X0, X5, X5
 	VSHUFPS      $0xff, X4, X4, X0
 	VEXTRACTF128 $0x01, Y3, X1
 	VADDSS       X3, X0, X0
@@ -4164,7 +4163,8 @@ donedotQ5Kx4AVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 12(AX)
+	VINSERTPS    $0x30, X0, X5, X5
+	VMOVUPS      X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -4620,33 +4620,32 @@ donedotQ5Kx4PAVX2:
 	VADDSS       X0, X5, X5
 	VSHUFPS      $0xff, X6, X6, X0
 	VADDSS       X0, X5, X5
-	VMOVSS       X5, (AX)
 	VSHUFPS      $0x55, X4, X4, X0
-	VEXTRACTF128 $0x01, Y1, X5
+	VEXTRACTF128 $0x01, Y1, X6
 	VADDSS       X1, X0, X0
-	VMOVSHDUP    X1, X6
+	VMOVSHDUP    X1, X7
+	VADDSS       X7, X0, X0
+	VMOVHLPS     X1, X1, X7
+	VADDSS       X7, X0, X0
+	VSHUFPS      $0xff, X1, X1, X7
+	VADDSS       X7, X0, X0
 	VADDSS       X6, X0, X0
-	VMOVHLPS     X1, X1, X6
-	VADDSS       X6, X0, X0
-	VSHUFPS      $0xff, X1, X1, X6
-	VADDSS       X6, X0, X0
-	VADDSS       X5, X0, X0
-	VMOVSHDUP    X5, X1
+	VMOVSHDUP    X6, X1
 	VADDSS       X1, X0, X0
-	VMOVHLPS     X5, X5, X1
+	VMOVHLPS     X6, X6, X1
 	VADDSS       X1, X0, X0
-	VSHUFPS      $0xff, X5, X5, X1
+	VSHUFPS      $0xff, X6, X6, X1
 	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(AX)
+	VINSERTPS    $0x10, X0, X5, X5
 	VSHUFPS      $0xaa, X4, X4, X0
 	VEXTRACTF128 $0x01, Y2, X1
 	VADDSS       X2, X0, X0
-	VMOVSHDUP    X2, X5
-	VADDSS       X5, X0, X0
-	VMOVHLPS     X2, X2, X5
-	VADDSS       X5, X0, X0
-	VSHUFPS      $0xff, X2, X2, X5
-	VADDSS       X5, X0, X0
+	VMOVSHDUP    X2, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X2, X2, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X2, X2, X6
+	VADDSS       X6, X0, X0
 	VADDSS       X1, X0, X0
 	VMOVSHDUP    X1, X2
 	VADDSS       X2, X0, X0
@@ -4654,7 +4653,7 @@ donedotQ5Kx4PAVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 8(AX)
+	VINSERTPS    $0x20, X0, X5, X5
 	VSHUFPS      $0xff, X4, X4, X0
 	VEXTRACTF128 $0x01, Y3, X1
 	VADDSS       X3, X0, X0
@@ -4671,7 +4670,8 @@ donedotQ5Kx4PAVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 12(AX)
+	VINSERTPS    $0x30, X0, X5, X5
+	VMOVUPS      X5, (AX)
 	VZEROUPPER
 	RET
 

@@ -2635,33 +2635,32 @@ donedotQ4Kx4AVX512:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -2669,7 +2668,7 @@ donedotQ4Kx4AVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -2686,7 +2685,8 @@ donedotQ4Kx4AVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -3090,33 +3090,32 @@ donedotQ4Kx4PAVX512:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -3124,7 +3123,7 @@ donedotQ4Kx4PAVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -3141,7 +3140,8 @@ donedotQ4Kx4PAVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -3671,33 +3671,32 @@ donedotQ5Kx4AVX512:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -3705,7 +3704,7 @@ donedotQ5Kx4AVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -3722,7 +3721,8 @@ donedotQ5Kx4AVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -4172,33 +4172,32 @@ donedotQ5Kx4PAVX512:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -4206,7 +4205,7 @@ donedotQ5Kx4PAVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -4223,7 +4222,8 @@ donedotQ5Kx4PAVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -9133,33 +9133,32 @@ donedotQ4Kx4VNNI:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -9167,7 +9166,7 @@ donedotQ4Kx4VNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -9184,7 +9183,8 @@ donedotQ4Kx4VNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -9552,33 +9552,32 @@ donedotQ4Kx4PVNNI:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -9586,7 +9585,7 @@ donedotQ4Kx4PVNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -9603,7 +9602,8 @@ donedotQ4Kx4PVNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -10052,33 +10052,32 @@ donedotQ5Kx4VNNI:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -10086,7 +10085,7 @@ donedotQ5Kx4VNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -10103,7 +10102,8 @@ donedotQ5Kx4VNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -10513,33 +10513,32 @@ donedotQ5Kx4PVNNI:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -10547,7 +10546,7 @@ donedotQ5Kx4PVNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -10564,7 +10563,8 @@ donedotQ5Kx4PVNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -16524,33 +16524,32 @@ donedotQ4Kx4VNNI256:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -16558,7 +16557,7 @@ donedotQ4Kx4VNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -16575,7 +16574,8 @@ donedotQ4Kx4VNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -17081,33 +17081,32 @@ donedotQ4Kx4PVNNI256:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -17115,7 +17114,7 @@ donedotQ4Kx4PVNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -17132,7 +17131,8 @@ donedotQ4Kx4PVNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -17785,33 +17785,32 @@ donedotQ5Kx4VNNI256:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -17819,7 +17818,7 @@ donedotQ5Kx4VNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -17836,7 +17835,8 @@ donedotQ5Kx4VNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -18412,33 +18412,32 @@ donedotQ5Kx4PVNNI256:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -18446,7 +18445,7 @@ donedotQ5Kx4PVNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -18463,7 +18462,8 @@ donedotQ5Kx4PVNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 

@@ -243,6 +243,7 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 	if m > 1 {
 		outp = Load(Param("out"), GP64())
 	}
+	var res VecVirtual
 	for k := range m {
 		lane := k
 		if m == 1 {
@@ -251,11 +252,19 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 		s := XMM()
 		VSHUFPS(U8(0x55*lane), x.sumf, x.sumf, s) // the row's sumf into lane 0
 		x.addLanes(x.sums[k], s)
-		if m == 1 {
+		switch {
+		case m == 1:
 			Store(s, ReturnIndex(0))
-		} else {
-			VMOVSS(s, Mem{Base: outp, Disp: 4 * k})
+		case k == 0:
+			res = s
+		default:
+			VINSERTPS(U8(k<<4), s, res, res)
 		}
+	}
+	if m > 1 {
+		// One store: the caller's 16-byte load of out would wait for four
+		// narrow stores to retire (no store forwarding).
+		VMOVUPS(res, Mem{Base: outp})
 	}
 	VZEROUPPER()
 	RET()
