@@ -48,10 +48,10 @@ type xk struct {
 	prep bool // activation rows prepared (q45prep.go)
 	// compact: four prepared rows in the compact layout (q4mm.go)
 	compact bool
-	wp   Register
-	acts []Mem
-	sums []VecVirtual // per row: the reference's sums[0..7], a ymm
-	sumf VecVirtual   // four rows: lane k is row k's sumf; one row: lane 2
+	wp      Register
+	acts    []Mem
+	sums    []VecVirtual // per row: the reference's sums[0..7], a ymm
+	sumf    VecVirtual   // four rows: lane k is row k's sumf; one row: lane 2
 	// sumfMem, where set, holds sumf instead of a register: four rows on
 	// AVX2 need all sixteen.
 	sumfMem *Mem
@@ -502,7 +502,9 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 }
 
 // genExactK emits the one-row kernel (two integer accumulators per row)
-// and the four-row one (one each). body emits one block.
+// and the four-row one (one each), on Q8_K rows, then both on prepared
+// rows (one row: q45prep.go; four, MatMul's: q4mm.go). body emits one
+// block.
 func genExactK(t *target, name string, wsize int, pre func(x *xk), body func(x *xk, wp Register, acts []Mem, nacc int) kmins) {
 	one := func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 2) }
 	q45Loop(t, name, wsize, 1, false, pre, one)
