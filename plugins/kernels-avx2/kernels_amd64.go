@@ -41,6 +41,9 @@ func dotQ4Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ4KPAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ4Kx4PAVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ5KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -48,6 +51,12 @@ func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ5KPAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5Kx4PAVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func q4mmPrepQ8KAVX2(a *byte, astride int, nb int, dst *byte)
 
 //go:noescape
 func dotQ8_0AVX2(w *byte, a *byte, nb int) float32

@@ -3068,33 +3068,32 @@ donedotQ4Kx4AVX2:
 	VADDSS       X0, X5, X5
 	VSHUFPS      $0xff, X6, X6, X0
 	VADDSS       X0, X5, X5
-	VMOVSS       X5, (AX)
 	VSHUFPS      $0x55, X4, X4, X0
-	VEXTRACTF128 $0x01, Y1, X5
+	VEXTRACTF128 $0x01, Y1, X6
 	VADDSS       X1, X0, X0
-	VMOVSHDUP    X1, X6
+	VMOVSHDUP    X1, X7
+	VADDSS       X7, X0, X0
+	VMOVHLPS     X1, X1, X7
+	VADDSS       X7, X0, X0
+	VSHUFPS      $0xff, X1, X1, X7
+	VADDSS       X7, X0, X0
 	VADDSS       X6, X0, X0
-	VMOVHLPS     X1, X1, X6
-	VADDSS       X6, X0, X0
-	VSHUFPS      $0xff, X1, X1, X6
-	VADDSS       X6, X0, X0
-	VADDSS       X5, X0, X0
-	VMOVSHDUP    X5, X1
+	VMOVSHDUP    X6, X1
 	VADDSS       X1, X0, X0
-	VMOVHLPS     X5, X5, X1
+	VMOVHLPS     X6, X6, X1
 	VADDSS       X1, X0, X0
-	VSHUFPS      $0xff, X5, X5, X1
+	VSHUFPS      $0xff, X6, X6, X1
 	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(AX)
+	VINSERTPS    $0x10, X0, X5, X5
 	VSHUFPS      $0xaa, X4, X4, X0
 	VEXTRACTF128 $0x01, Y2, X1
 	VADDSS       X2, X0, X0
-	VMOVSHDUP    X2, X5
-	VADDSS       X5, X0, X0
-	VMOVHLPS     X2, X2, X5
-	VADDSS       X5, X0, X0
-	VSHUFPS      $0xff, X2, X2, X5
-	VADDSS       X5, X0, X0
+	VMOVSHDUP    X2, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X2, X2, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X2, X2, X6
+	VADDSS       X6, X0, X0
 	VADDSS       X1, X0, X0
 	VMOVSHDUP    X1, X2
 	VADDSS       X2, X0, X0
@@ -3102,7 +3101,7 @@ donedotQ4Kx4AVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 8(AX)
+	VINSERTPS    $0x20, X0, X5, X5
 	VSHUFPS      $0xff, X4, X4, X0
 	VEXTRACTF128 $0x01, Y3, X1
 	VADDSS       X3, X0, X0
@@ -3119,7 +3118,8 @@ donedotQ4Kx4AVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 12(AX)
+	VINSERTPS    $0x30, X0, X5, X5
+	VMOVUPS      X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -3271,6 +3271,311 @@ donedotQ4KPAVX2:
 	MOVSS        X1, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func dotQ4Kx4PAVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ4Kx4PAVX2(SB), NOSPLIT, $16-40
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   X4, X4, X4
+	VMOVUPS X4, (SP)
+	VMOVDQU xpermd32<>+0(SB), Y4
+	LEAQ    k4scalewords<>+0(SB), BX
+	TESTQ   DX, DX
+	JZ      donedotQ4Kx4PAVX2
+
+loopdotQ4Kx4PAVX2:
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	MOVL         DI, SI
+	ANDL         $0x3f3f3f3f, SI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R8
+	MOVL         R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VPERMD       16(AX), Y4, Y7
+	VPSHUFB      xtr32<>+0(SB), Y7, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y6
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y8
+	VPMADDUBSW   (CX), Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPMADDUBSW   256(CX), Y6, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPMADDUBSW   512(CX), Y6, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPMADDUBSW   768(CX), Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y8
+	VPMADDUBSW   32(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   288(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDUBSW   544(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPMADDUBSW   800(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPERMD       48(AX), Y4, Y8
+	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y12
+	VPMADDUBSW   64(CX), Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   320(CX), Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   576(CX), Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   832(CX), Y7, Y7
+	VPMADDWD     Y12, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
+	MOVL         R9, DI
+	VPBROADCASTD (BX)(DI*4), Y8
+	VPMADDUBSW   96(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   352(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDUBSW   608(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPMADDUBSW   864(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPERMD       80(AX), Y4, Y8
+	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y12
+	VPMADDUBSW   128(CX), Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   384(CX), Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   640(CX), Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   896(CX), Y7, Y7
+	VPMADDWD     Y12, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y8
+	VPMADDUBSW   160(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   416(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDUBSW   672(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPMADDUBSW   928(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPERMD       112(AX), Y4, Y8
+	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y12
+	VPMADDUBSW   192(CX), Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   448(CX), Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   704(CX), Y7, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   960(CX), Y7, Y7
+	VPMADDWD     Y12, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y7
+	MOVL         R10, DI
+	VPBROADCASTD (BX)(DI*4), Y8
+	VPMADDUBSW   224(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   480(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDUBSW   736(CX), Y7, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPMADDUBSW   992(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS X5, Y8
+	VBROADCASTSS 1024(CX), Y7
+	VMULPS       Y8, Y7, Y7
+	VMULPS       Y7, Y9, Y9
+	VADDPS       Y9, Y0, Y0
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 1028(CX), Y7
+	VMULPS       Y8, Y7, Y7
+	VMULPS       Y7, Y10, Y10
+	VADDPS       Y10, Y1, Y1
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 1032(CX), Y7
+	VMULPS       Y8, Y7, Y7
+	VMULPS       Y7, Y11, Y11
+	VADDPS       Y11, Y2, Y2
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 1036(CX), Y7
+	VMULPS       Y8, Y7, Y7
+	VMULPS       Y7, Y6, Y6
+	VADDPS       Y6, Y3, Y3
+	VMOVQ        SI, X6
+	VPBROADCASTQ X6, Y6
+	VPSHUFB      q4mmmdupq<>+0(SB), Y6, Y6
+	VPMADDWD     1040(CX), Y6, Y7
+	VPMADDWD     1072(CX), Y6, Y6
+	VPUNPCKLQDQ  Y6, Y7, Y8
+	VPUNPCKHQDQ  Y6, Y7, Y6
+	VPADDD       Y6, Y8, Y8
+	VPSHUFD      $0xb1, Y8, Y6
+	VPADDD       Y6, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X6
+	VSHUFPS      $0x88, X6, X8, X6
+	VCVTDQ2PS    X6, X6
+	VMOVUPS      1024(CX), X7
+	VMOVSHDUP    X5, X5
+	VBROADCASTSS X5, X5
+	VMULPS       X7, X5, X5
+	VMULPS       X6, X5, X5
+	VMOVUPS      (SP), X6
+	VSUBPS       X5, X6, X6
+	VMOVUPS      X6, (SP)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000480, CX
+	DECQ         DX
+	JNZ          loopdotQ4Kx4PAVX2
+
+donedotQ4Kx4PAVX2:
+	VMOVUPS      (SP), X4
+	MOVQ         out+32(FP), AX
+	VSHUFPS      $0x00, X4, X4, X5
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDSS       X0, X5, X5
+	VMOVSHDUP    X0, X7
+	VADDSS       X7, X5, X5
+	VMOVHLPS     X0, X0, X7
+	VADDSS       X7, X5, X5
+	VSHUFPS      $0xff, X0, X0, X7
+	VADDSS       X7, X5, X5
+	VADDSS       X6, X5, X5
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X5, X5
+	VMOVHLPS     X6, X6, X0
+	VADDSS       X0, X5, X5
+	VSHUFPS      $0xff, X6, X6, X0
+	VADDSS       X0, X5, X5
+	VSHUFPS      $0x55, X4, X4, X0
+	VEXTRACTF128 $0x01, Y1, X6
+	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X7
+	VADDSS       X7, X0, X0
+	VMOVHLPS     X1, X1, X7
+	VADDSS       X7, X0, X0
+	VSHUFPS      $0xff, X1, X1, X7
+	VADDSS       X7, X0, X0
+	VADDSS       X6, X0, X0
+	VMOVSHDUP    X6, X1
+	VADDSS       X1, X0, X0
+	VMOVHLPS     X6, X6, X1
+	VADDSS       X1, X0, X0
+	VSHUFPS      $0xff, X6, X6, X1
+	VADDSS       X1, X0, X0
+	VINSERTPS    $0x10, X0, X5, X5
+	VSHUFPS      $0xaa, X4, X4, X0
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDSS       X2, X0, X0
+	VMOVSHDUP    X2, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X2, X2, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X2, X2, X6
+	VADDSS       X6, X0, X0
+	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X1, X1, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X1, X1, X2
+	VADDSS       X2, X0, X0
+	VINSERTPS    $0x20, X0, X5, X5
+	VSHUFPS      $0xff, X4, X4, X0
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDSS       X3, X0, X0
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X3, X3, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X3, X3, X2
+	VADDSS       X2, X0, X0
+	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X1, X1, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X1, X1, X2
+	VADDSS       X2, X0, X0
+	VINSERTPS    $0x30, X0, X5, X5
+	VMOVUPS      X5, (AX)
+	VZEROUPPER
+	RET
+
+DATA q4mmmdupq<>+0(SB)/4, $0x80018000
+DATA q4mmmdupq<>+4(SB)/4, $0x80038002
+DATA q4mmmdupq<>+8(SB)/4, $0x80058004
+DATA q4mmmdupq<>+12(SB)/4, $0x80078006
+DATA q4mmmdupq<>+16(SB)/4, $0x80018000
+DATA q4mmmdupq<>+20(SB)/4, $0x80038002
+DATA q4mmmdupq<>+24(SB)/4, $0x80058004
+DATA q4mmmdupq<>+28(SB)/4, $0x80078006
+GLOBL q4mmmdupq<>(SB), RODATA|NOPTR, $32
 
 // func dotQ5KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
@@ -3808,33 +4113,32 @@ donedotQ5Kx4AVX2:
 	VADDSS       X0, X5, X5
 	VSHUFPS      $0xff, X6, X6, X0
 	VADDSS       X0, X5, X5
-	VMOVSS       X5, (AX)
 	VSHUFPS      $0x55, X4, X4, X0
-	VEXTRACTF128 $0x01, Y1, X5
+	VEXTRACTF128 $0x01, Y1, X6
 	VADDSS       X1, X0, X0
-	VMOVSHDUP    X1, X6
+	VMOVSHDUP    X1, X7
+	VADDSS       X7, X0, X0
+	VMOVHLPS     X1, X1, X7
+	VADDSS       X7, X0, X0
+	VSHUFPS      $0xff, X1, X1, X7
+	VADDSS       X7, X0, X0
 	VADDSS       X6, X0, X0
-	VMOVHLPS     X1, X1, X6
-	VADDSS       X6, X0, X0
-	VSHUFPS      $0xff, X1, X1, X6
-	VADDSS       X6, X0, X0
-	VADDSS       X5, X0, X0
-	VMOVSHDUP    X5, X1
+	VMOVSHDUP    X6, X1
 	VADDSS       X1, X0, X0
-	VMOVHLPS     X5, X5, X1
+	VMOVHLPS     X6, X6, X1
 	VADDSS       X1, X0, X0
-	VSHUFPS      $0xff, X5, X5, X1
+	VSHUFPS      $0xff, X6, X6, X1
 	VADDSS       X1, X0, X0
-	VMOVSS       X0, 4(AX)
+	VINSERTPS    $0x10, X0, X5, X5
 	VSHUFPS      $0xaa, X4, X4, X0
 	VEXTRACTF128 $0x01, Y2, X1
 	VADDSS       X2, X0, X0
-	VMOVSHDUP    X2, X5
-	VADDSS       X5, X0, X0
-	VMOVHLPS     X2, X2, X5
-	VADDSS       X5, X0, X0
-	VSHUFPS      $0xff, X2, X2, X5
-	VADDSS       X5, X0, X0
+	VMOVSHDUP    X2, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X2, X2, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X2, X2, X6
+	VADDSS       X6, X0, X0
 	VADDSS       X1, X0, X0
 	VMOVSHDUP    X1, X2
 	VADDSS       X2, X0, X0
@@ -3842,7 +4146,7 @@ donedotQ5Kx4AVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 8(AX)
+	VINSERTPS    $0x20, X0, X5, X5
 	VSHUFPS      $0xff, X4, X4, X0
 	VEXTRACTF128 $0x01, Y3, X1
 	VADDSS       X3, X0, X0
@@ -3859,7 +4163,8 @@ donedotQ5Kx4AVX2:
 	VADDSS       X2, X0, X0
 	VSHUFPS      $0xff, X1, X1, X2
 	VADDSS       X2, X0, X0
-	VMOVSS       X0, 12(AX)
+	VINSERTPS    $0x30, X0, X5, X5
+	VMOVUPS      X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -4048,6 +4353,477 @@ donedotQ5KPAVX2:
 	MOVSS        X1, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func dotQ5Kx4PAVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5Kx4PAVX2(SB), NOSPLIT, $16-40
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   X4, X4, X4
+	VMOVUPS X4, (SP)
+	VMOVDQU xpermd32<>+0(SB), Y4
+	LEAQ    k4scalewords<>+0(SB), BX
+	TESTQ   DX, DX
+	JZ      donedotQ5Kx4PAVX2
+
+loopdotQ5Kx4PAVX2:
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	MOVL         DI, SI
+	ANDL         $0x3f3f3f3f, SI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R8
+	MOVL         R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VPERMD       16(AX), Y4, Y6
+	VPSHUFB      xtr32<>+0(SB), Y6, Y6
+	VPERMD       48(AX), Y4, Y8
+	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
+	VPSLLW       $0x04, Y6, Y9
+	VPAND        v32_10101010<>+0(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPMADDUBSW   (CX), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPMADDUBSW   256(CX), Y7, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPMADDUBSW   512(CX), Y7, Y12
+	VPMADDWD     Y9, Y12, Y12
+	VPMADDUBSW   768(CX), Y7, Y7
+	VPMADDWD     Y9, Y7, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSLLW       $0x03, Y6, Y9
+	VPAND        v32_10101010<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPMADDUBSW   32(CX), Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   288(CX), Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   544(CX), Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VPMADDUBSW   800(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPERMD       80(AX), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSLLW       $0x02, Y6, Y13
+	VPAND        v32_10101010<>+0(SB), Y13, Y13
+	VPOR         Y13, Y8, Y8
+	MOVBQZX      R9, DI
+	SHRL         $0x08, R9
+	VPBROADCASTD (BX)(DI*4), Y13
+	VPMADDUBSW   64(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPMADDUBSW   320(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPMADDUBSW   576(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDUBSW   832(CX), Y8, Y8
+	VPMADDWD     Y13, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSLLW       $0x01, Y6, Y9
+	VPAND        v32_10101010<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	MOVL         R9, DI
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPMADDUBSW   96(CX), Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   352(CX), Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   608(CX), Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VPMADDUBSW   864(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPERMD       112(AX), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VMOVDQA      Y6, Y13
+	VPAND        v32_10101010<>+0(SB), Y13, Y13
+	VPOR         Y13, Y8, Y8
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y13
+	VPMADDUBSW   128(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPMADDUBSW   384(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPMADDUBSW   640(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDUBSW   896(CX), Y8, Y8
+	VPMADDWD     Y13, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSRLW       $0x01, Y6, Y9
+	VPAND        v32_10101010<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y9
+	VPMADDUBSW   160(CX), Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   416(CX), Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   672(CX), Y8, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VPMADDUBSW   928(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPERMD       144(AX), Y4, Y9
+	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
+	VPSRLW       $0x02, Y6, Y13
+	VPAND        v32_10101010<>+0(SB), Y13, Y13
+	VPOR         Y13, Y8, Y8
+	MOVBQZX      R10, DI
+	SHRL         $0x08, R10
+	VPBROADCASTD (BX)(DI*4), Y13
+	VPMADDUBSW   192(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPMADDUBSW   448(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y11, Y11
+	VPMADDUBSW   704(CX), Y8, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDUBSW   960(CX), Y8, Y8
+	VPMADDWD     Y13, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        v32_10101010<>+0(SB), Y6, Y6
+	VPOR         Y6, Y8, Y8
+	MOVL         R10, DI
+	VPBROADCASTD (BX)(DI*4), Y6
+	VPMADDUBSW   224(CX), Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y10, Y10
+	VPMADDUBSW   480(CX), Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y11, Y11
+	VPMADDUBSW   736(CX), Y8, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y12, Y12
+	VPMADDUBSW   992(CX), Y8, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS X5, Y8
+	VBROADCASTSS 1024(CX), Y6
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y6, Y10, Y10
+	VADDPS       Y10, Y0, Y0
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 1028(CX), Y6
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y6, Y11, Y11
+	VADDPS       Y11, Y1, Y1
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 1032(CX), Y6
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y6, Y12, Y12
+	VADDPS       Y12, Y2, Y2
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 1036(CX), Y6
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VMOVQ        SI, X6
+	VPBROADCASTQ X6, Y6
+	VPSHUFB      q4mmmdupq<>+0(SB), Y6, Y6
+	VPMADDWD     1040(CX), Y6, Y7
+	VPMADDWD     1072(CX), Y6, Y6
+	VPUNPCKLQDQ  Y6, Y7, Y8
+	VPUNPCKHQDQ  Y6, Y7, Y6
+	VPADDD       Y6, Y8, Y8
+	VPSHUFD      $0xb1, Y8, Y6
+	VPADDD       Y6, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X6
+	VSHUFPS      $0x88, X6, X8, X6
+	VCVTDQ2PS    X6, X6
+	VMOVUPS      1024(CX), X7
+	VMOVSHDUP    X5, X5
+	VBROADCASTSS X5, X5
+	VMULPS       X7, X5, X5
+	VMULPS       X6, X5, X5
+	VMOVUPS      (SP), X6
+	VSUBPS       X5, X6, X6
+	VMOVUPS      X6, (SP)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000480, CX
+	DECQ         DX
+	JNZ          loopdotQ5Kx4PAVX2
+
+donedotQ5Kx4PAVX2:
+	VMOVUPS      (SP), X4
+	MOVQ         out+32(FP), AX
+	VSHUFPS      $0x00, X4, X4, X5
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDSS       X0, X5, X5
+	VMOVSHDUP    X0, X7
+	VADDSS       X7, X5, X5
+	VMOVHLPS     X0, X0, X7
+	VADDSS       X7, X5, X5
+	VSHUFPS      $0xff, X0, X0, X7
+	VADDSS       X7, X5, X5
+	VADDSS       X6, X5, X5
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X5, X5
+	VMOVHLPS     X6, X6, X0
+	VADDSS       X0, X5, X5
+	VSHUFPS      $0xff, X6, X6, X0
+	VADDSS       X0, X5, X5
+	VSHUFPS      $0x55, X4, X4, X0
+	VEXTRACTF128 $0x01, Y1, X6
+	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X7
+	VADDSS       X7, X0, X0
+	VMOVHLPS     X1, X1, X7
+	VADDSS       X7, X0, X0
+	VSHUFPS      $0xff, X1, X1, X7
+	VADDSS       X7, X0, X0
+	VADDSS       X6, X0, X0
+	VMOVSHDUP    X6, X1
+	VADDSS       X1, X0, X0
+	VMOVHLPS     X6, X6, X1
+	VADDSS       X1, X0, X0
+	VSHUFPS      $0xff, X6, X6, X1
+	VADDSS       X1, X0, X0
+	VINSERTPS    $0x10, X0, X5, X5
+	VSHUFPS      $0xaa, X4, X4, X0
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDSS       X2, X0, X0
+	VMOVSHDUP    X2, X6
+	VADDSS       X6, X0, X0
+	VMOVHLPS     X2, X2, X6
+	VADDSS       X6, X0, X0
+	VSHUFPS      $0xff, X2, X2, X6
+	VADDSS       X6, X0, X0
+	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X1, X1, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X1, X1, X2
+	VADDSS       X2, X0, X0
+	VINSERTPS    $0x20, X0, X5, X5
+	VSHUFPS      $0xff, X4, X4, X0
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDSS       X3, X0, X0
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X3, X3, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X3, X3, X2
+	VADDSS       X2, X0, X0
+	VADDSS       X1, X0, X0
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X0, X0
+	VMOVHLPS     X1, X1, X2
+	VADDSS       X2, X0, X0
+	VSHUFPS      $0xff, X1, X1, X2
+	VADDSS       X2, X0, X0
+	VINSERTPS    $0x30, X0, X5, X5
+	VMOVUPS      X5, (AX)
+	VZEROUPPER
+	RET
+
+// func q4mmPrepQ8KAVX2(a *byte, astride int, nb int, dst *byte)
+// Requires: AVX, AVX2
+TEXT ·q4mmPrepQ8KAVX2(SB), NOSPLIT, $0-32
+	MOVQ         a+0(FP), AX
+	MOVQ         astride+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	VMOVDQU      xpermd32<>+0(SB), Y0
+	VMOVDQU      xpshufb32<>+0(SB), Y1
+	VPXOR        Y2, Y2, Y2
+	VPBROADCASTD c32_00010001<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneq4mmPrepQ8KAVX2
+
+loopq4mmPrepQ8KAVX2:
+	VPERMD       4(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, (BX)
+	VPERMD       36(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 32(BX)
+	VPERMD       68(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 64(BX)
+	VPERMD       100(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 96(BX)
+	VPERMD       132(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 128(BX)
+	VPERMD       164(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 160(BX)
+	VPERMD       196(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 192(BX)
+	VPERMD       228(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 224(BX)
+	MOVL         (AX), DI
+	MOVL         DI, 1024(BX)
+	VPMADDWD     260(AX), Y3, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPACKSSDW    X5, X4, X5
+	VMOVDQU      X5, 1040(BX)
+	VPERMD       4(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 256(BX)
+	VPERMD       36(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 288(BX)
+	VPERMD       68(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 320(BX)
+	VPERMD       100(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 352(BX)
+	VPERMD       132(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 384(BX)
+	VPERMD       164(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 416(BX)
+	VPERMD       196(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 448(BX)
+	VPERMD       228(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 480(BX)
+	MOVL         (AX)(CX*1), DI
+	MOVL         DI, 1028(BX)
+	VPMADDWD     260(AX)(CX*1), Y3, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPACKSSDW    X5, X4, X5
+	VMOVDQU      X5, 1072(BX)
+	VPERMD       4(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 512(BX)
+	VPERMD       36(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 544(BX)
+	VPERMD       68(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 576(BX)
+	VPERMD       100(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 608(BX)
+	VPERMD       132(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 640(BX)
+	VPERMD       164(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 672(BX)
+	VPERMD       196(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 704(BX)
+	VPERMD       228(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 736(BX)
+	MOVL         (AX)(CX*2), DI
+	MOVL         DI, 1032(BX)
+	VPMADDWD     260(AX)(CX*2), Y3, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPACKSSDW    X5, X4, X5
+	VMOVDQU      X5, 1056(BX)
+	VPERMD       4(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 768(BX)
+	VPERMD       36(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 800(BX)
+	VPERMD       68(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 832(BX)
+	VPERMD       100(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 864(BX)
+	VPERMD       132(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 896(BX)
+	VPERMD       164(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 928(BX)
+	VPERMD       196(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 960(BX)
+	VPERMD       228(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 992(BX)
+	MOVL         (AX)(SI*1), DI
+	MOVL         DI, 1036(BX)
+	VPMADDWD     260(AX)(SI*1), Y3, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPACKSSDW    X5, X4, X5
+	VMOVDQU      X5, 1088(BX)
+	VMOVDQU      Y2, 1104(BX)
+	VMOVDQU      Y2, 1136(BX)
+	ADDQ         $0x00000124, AX
+	ADDQ         $0x00000480, BX
+	DECQ         DX
+	JNZ          loopq4mmPrepQ8KAVX2
+
+doneq4mmPrepQ8KAVX2:
+	VZEROUPPER
+	RET
+
+DATA c32_00010001<>+0(SB)/4, $0x00010001
+GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
 
 // func dotQ8_0AVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
@@ -4242,9 +5018,6 @@ donedotQ8_0AVX2:
 	MOVSS X1, ret+24(FP)
 	VZEROUPPER
 	RET
-
-DATA c32_00010001<>+0(SB)/4, $0x00010001
-GLOBL c32_00010001<>(SB), RODATA|NOPTR, $4
 
 // func dotQ8_0r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+

@@ -38,6 +38,9 @@ func dotQ4Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ4KPAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ4Kx4PAVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ5KAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -45,6 +48,9 @@ func dotQ5Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ5KPAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5Kx4PAVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ8_0AVX512(w *byte, a *byte, nb int) float32
@@ -140,6 +146,9 @@ func dotQ4Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ4KPVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ4Kx4PVNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ5KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -147,6 +156,9 @@ func dotQ5Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ5KPVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5Kx4PVNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ8_0VNNI(w *byte, a *byte, nb int) float32
@@ -245,6 +257,9 @@ func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ4KPVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotQ4Kx4PVNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -252,6 +267,12 @@ func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ5KPVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5Kx4PVNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func q4mmPrepQ8KVNNI256(a *byte, astride int, nb int, dst *byte)
 
 //go:noescape
 func dotQ8_0VNNI256(w *byte, a *byte, nb int) float32

@@ -2635,33 +2635,32 @@ donedotQ4Kx4AVX512:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -2669,7 +2668,7 @@ donedotQ4Kx4AVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -2686,7 +2685,8 @@ donedotQ4Kx4AVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -2924,6 +2924,236 @@ donedotQ4KPAVX512:
 	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func dotQ4Kx4PAVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotQ4Kx4PAVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xtr64<>+0(SB), Z5
+	VMOVDQU64    xpermd64<>+0(SB), Z6
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z7
+	TESTQ        DX, DX
+	JZ           donedotQ4Kx4PAVX512
+
+loopdotQ4Kx4PAVX512:
+	VBROADCASTI32X4 4(AX), Z8
+	VPSHUFD         $0x98, Z8, Z9
+	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
+	VPANDD          k4m_z<>+0(SB), Z9, Z9
+	VPSHUFD         $0x50, Z8, Z8
+	VPSRLD          $0x02, Z8, Z8
+	VPANDD          k4hm_z<>+0(SB), Z8, Z8
+	VPORD           Z8, Z9, Z9
+	VMOVD           (AX), X8
+	VCVTPH2PS       X8, X8
+	VBROADCASTI64X4 16(AX), Z10
+	VPERMD          Z10, Z6, Z10
+	VPSHUFB         Z5, Z10, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z7, Z10, Z10
+	VPSHUFB         scidx32<>+0(SB), Z9, Z11
+	VPMADDUBSW      (CX), Z10, Z12
+	VPMADDWD        Z11, Z12, Z12
+	VPMADDUBSW      256(CX), Z10, Z13
+	VPMADDWD        Z11, Z13, Z13
+	VPMADDUBSW      512(CX), Z10, Z14
+	VPMADDWD        Z11, Z14, Z14
+	VPMADDUBSW      768(CX), Z10, Z10
+	VPMADDWD        Z11, Z10, Z10
+	VBROADCASTI64X4 48(AX), Z11
+	VPERMD          Z11, Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPSHUFB         scidx32<>+64(SB), Z9, Z15
+	VPMADDUBSW      64(CX), Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z12, Z12
+	VPMADDUBSW      320(CX), Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z13, Z13
+	VPMADDUBSW      576(CX), Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPMADDUBSW      832(CX), Z11, Z11
+	VPMADDWD        Z15, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VBROADCASTI64X4 80(AX), Z11
+	VPERMD          Z11, Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPSHUFB         scidx32<>+128(SB), Z9, Z15
+	VPMADDUBSW      128(CX), Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z12, Z12
+	VPMADDUBSW      384(CX), Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z13, Z13
+	VPMADDUBSW      640(CX), Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPMADDUBSW      896(CX), Z11, Z11
+	VPMADDWD        Z15, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VBROADCASTI64X4 112(AX), Z11
+	VPERMD          Z11, Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPSHUFB         scidx32<>+192(SB), Z9, Z15
+	VPMADDUBSW      192(CX), Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z12, Z12
+	VPMADDUBSW      448(CX), Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z13, Z13
+	VPMADDUBSW      704(CX), Z11, Z16
+	VPMADDWD        Z15, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPMADDUBSW      960(CX), Z11, Z11
+	VPMADDWD        Z15, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z12, Y11
+	VPADDD          Y11, Y12, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    X8, Y15
+	VBROADCASTSS    1024(CX), Y12
+	VMULPS          Y15, Y12, Y12
+	VMULPS          Y12, Y11, Y11
+	VADDPS          Y11, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z13, Y11
+	VPADDD          Y11, Y13, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    1028(CX), Y12
+	VMULPS          Y15, Y12, Y12
+	VMULPS          Y12, Y11, Y11
+	VADDPS          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z14, Y11
+	VPADDD          Y11, Y14, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    1032(CX), Y12
+	VMULPS          Y15, Y12, Y12
+	VMULPS          Y12, Y11, Y11
+	VADDPS          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    1036(CX), Y10
+	VMULPS          Y15, Y10, Y10
+	VMULPS          Y10, Y11, Y11
+	VADDPS          Y11, Y3, Y3
+	VPSHUFB         q4mmmdup<>+0(SB), Y9, Y9
+	VPMADDWD        1040(CX), Y9, Y10
+	VPMADDWD        1072(CX), Y9, Y9
+	VPUNPCKLQDQ     Y9, Y10, Y11
+	VPUNPCKHQDQ     Y9, Y10, Y9
+	VPADDD          Y9, Y11, Y11
+	VPSHUFD         $0xb1, Y11, Y9
+	VPADDD          Y9, Y11, Y11
+	VEXTRACTI32X4   $0x01, Y11, X9
+	VSHUFPS         $0x88, X9, X11, X9
+	VCVTDQ2PS       X9, X9
+	VMOVUPS         1024(CX), X10
+	VMOVSHDUP       X8, X8
+	VBROADCASTSS    X8, X8
+	VMULPS          X10, X8, X8
+	VMULPS          X9, X8, X8
+	VSUBPS          X8, X4, X4
+	ADDQ            $0x00000090, AX
+	ADDQ            $0x00000480, CX
+	DECQ            DX
+	JNZ             loopdotQ4Kx4PAVX512
+
+donedotQ4Kx4PAVX512:
+	MOVQ          out+32(FP), AX
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
+	VADDSS        X6, X0, X0
+	VMOVSHDUP     X6, X1
+	VADDSS        X1, X0, X0
+	VMOVHLPS      X6, X6, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X6, X6, X1
+	VADDSS        X1, X0, X0
+	VINSERTPS     $0x10, X0, X5, X5
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x20, X0, X5, X5
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
+	VZEROUPPER
+	RET
+
+DATA q4mmmdup<>+0(SB)/4, $0x80098008
+DATA q4mmmdup<>+4(SB)/4, $0x800b800a
+DATA q4mmmdup<>+8(SB)/4, $0x800d800c
+DATA q4mmmdup<>+12(SB)/4, $0x800f800e
+DATA q4mmmdup<>+16(SB)/4, $0x80098008
+DATA q4mmmdup<>+20(SB)/4, $0x800b800a
+DATA q4mmmdup<>+24(SB)/4, $0x800d800c
+DATA q4mmmdup<>+28(SB)/4, $0x800f800e
+GLOBL q4mmmdup<>(SB), RODATA|NOPTR, $32
 
 // func dotQ5KAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
@@ -3441,33 +3671,32 @@ donedotQ5Kx4AVX512:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -3475,7 +3704,7 @@ donedotQ5Kx4AVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -3492,7 +3721,8 @@ donedotQ5Kx4AVX512:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -3762,6 +3992,238 @@ donedotQ5KPAVX512:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5Kx4PAVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotQ5Kx4PAVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xtr64<>+0(SB), Z5
+	VMOVDQU64    xpermd64<>+0(SB), Z6
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z7
+	VPBROADCASTD c32_10101010<>+0(SB), Z8
+	TESTQ        DX, DX
+	JZ           donedotQ5Kx4PAVX512
+
+loopdotQ5Kx4PAVX512:
+	VBROADCASTI32X4 4(AX), Z9
+	VPSHUFD         $0x98, Z9, Z10
+	VPSRLVD         k4sh_z<>+0(SB), Z10, Z10
+	VPANDD          k4m_z<>+0(SB), Z10, Z10
+	VPSHUFD         $0x50, Z9, Z9
+	VPSRLD          $0x02, Z9, Z9
+	VPANDD          k4hm_z<>+0(SB), Z9, Z9
+	VPORD           Z9, Z10, Z10
+	VMOVD           (AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI64X4 16(AX), Z11
+	VPERMD          Z11, Z6, Z11
+	VPSHUFB         Z5, Z11, Z11
+	VBROADCASTI64X4 48(AX), Z12
+	VPERMD          Z12, Z6, Z12
+	VPSHUFB         Z5, Z12, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPTESTMB        runbits<>+0(SB), Z11, K1
+	VPADDB          Z8, Z12, K1, Z12
+	VPSHUFB         scidx32<>+0(SB), Z10, Z13
+	VPMADDUBSW      (CX), Z12, Z14
+	VPMADDWD        Z13, Z14, Z14
+	VPMADDUBSW      256(CX), Z12, Z15
+	VPMADDWD        Z13, Z15, Z15
+	VPMADDUBSW      512(CX), Z12, Z16
+	VPMADDWD        Z13, Z16, Z16
+	VPMADDUBSW      768(CX), Z12, Z12
+	VPMADDWD        Z13, Z12, Z12
+	VBROADCASTI64X4 80(AX), Z13
+	VPERMD          Z13, Z6, Z13
+	VPSHUFB         Z5, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z11, K1
+	VPADDB          Z8, Z13, K1, Z13
+	VPSHUFB         scidx32<>+64(SB), Z10, Z17
+	VPMADDUBSW      64(CX), Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z14, Z14
+	VPMADDUBSW      320(CX), Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z15, Z15
+	VPMADDUBSW      576(CX), Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z16, Z16
+	VPMADDUBSW      832(CX), Z13, Z13
+	VPMADDWD        Z17, Z13, Z13
+	VPADDD          Z13, Z12, Z12
+	VBROADCASTI64X4 112(AX), Z13
+	VPERMD          Z13, Z6, Z13
+	VPSHUFB         Z5, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPTESTMB        runbits<>+128(SB), Z11, K1
+	VPADDB          Z8, Z13, K1, Z13
+	VPSHUFB         scidx32<>+128(SB), Z10, Z17
+	VPMADDUBSW      128(CX), Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z14, Z14
+	VPMADDUBSW      384(CX), Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z15, Z15
+	VPMADDUBSW      640(CX), Z13, Z18
+	VPMADDWD        Z17, Z18, Z18
+	VPADDD          Z18, Z16, Z16
+	VPMADDUBSW      896(CX), Z13, Z13
+	VPMADDWD        Z17, Z13, Z13
+	VPADDD          Z13, Z12, Z12
+	VBROADCASTI64X4 144(AX), Z13
+	VPERMD          Z13, Z6, Z13
+	VPSHUFB         Z5, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPTESTMB        runbits<>+192(SB), Z11, K1
+	VPADDB          Z8, Z13, K1, Z13
+	VPSHUFB         scidx32<>+192(SB), Z10, Z11
+	VPMADDUBSW      192(CX), Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z14, Z14
+	VPMADDUBSW      448(CX), Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z15, Z15
+	VPMADDUBSW      704(CX), Z13, Z17
+	VPMADDWD        Z11, Z17, Z17
+	VPADDD          Z17, Z16, Z16
+	VPMADDUBSW      960(CX), Z13, Z13
+	VPMADDWD        Z11, Z13, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z14, Y11
+	VPADDD          Y11, Y14, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    X9, Y14
+	VBROADCASTSS    1024(CX), Y13
+	VMULPS          Y14, Y13, Y13
+	VMULPS          Y13, Y11, Y11
+	VADDPS          Y11, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z15, Y11
+	VPADDD          Y11, Y15, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    1028(CX), Y13
+	VMULPS          Y14, Y13, Y13
+	VMULPS          Y13, Y11, Y11
+	VADDPS          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z16, Y11
+	VPADDD          Y11, Y16, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    1032(CX), Y13
+	VMULPS          Y14, Y13, Y13
+	VMULPS          Y13, Y11, Y11
+	VADDPS          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z12, Y11
+	VPADDD          Y11, Y12, Y11
+	VCVTDQ2PS       Y11, Y11
+	VBROADCASTSS    1036(CX), Y12
+	VMULPS          Y14, Y12, Y12
+	VMULPS          Y12, Y11, Y11
+	VADDPS          Y11, Y3, Y3
+	VPSHUFB         q4mmmdup<>+0(SB), Y10, Y10
+	VPMADDWD        1040(CX), Y10, Y11
+	VPMADDWD        1072(CX), Y10, Y10
+	VPUNPCKLQDQ     Y10, Y11, Y12
+	VPUNPCKHQDQ     Y10, Y11, Y10
+	VPADDD          Y10, Y12, Y12
+	VPSHUFD         $0xb1, Y12, Y10
+	VPADDD          Y10, Y12, Y12
+	VEXTRACTI32X4   $0x01, Y12, X10
+	VSHUFPS         $0x88, X10, X12, X10
+	VCVTDQ2PS       X10, X10
+	VMOVUPS         1024(CX), X11
+	VMOVSHDUP       X9, X9
+	VBROADCASTSS    X9, X9
+	VMULPS          X11, X9, X9
+	VMULPS          X10, X9, X9
+	VSUBPS          X9, X4, X4
+	ADDQ            $0x000000b0, AX
+	ADDQ            $0x00000480, CX
+	DECQ            DX
+	JNZ             loopdotQ5Kx4PAVX512
+
+donedotQ5Kx4PAVX512:
+	MOVQ          out+32(FP), AX
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
+	VADDSS        X6, X0, X0
+	VMOVSHDUP     X6, X1
+	VADDSS        X1, X0, X0
+	VMOVHLPS      X6, X6, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X6, X6, X1
+	VADDSS        X1, X0, X0
+	VINSERTPS     $0x10, X0, X5, X5
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x20, X0, X5, X5
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -9604,33 +10066,32 @@ donedotQ4Kx4VNNI:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -9638,7 +10099,7 @@ donedotQ4Kx4VNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -9655,7 +10116,8 @@ donedotQ4Kx4VNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -9872,6 +10334,209 @@ donedotQ4KPVNNI:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4Kx4PVNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ4Kx4PVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xpermb64<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	TESTQ        DX, DX
+	JZ           donedotQ4Kx4PVNNI
+
+loopdotQ4Kx4PVNNI:
+	VBROADCASTI32X4 4(AX), Z7
+	VPSHUFD         $0x98, Z7, Z8
+	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
+	VPANDD          k4m_z<>+0(SB), Z8, Z8
+	VPSHUFD         $0x50, Z7, Z7
+	VPSRLD          $0x02, Z7, Z7
+	VPANDD          k4hm_z<>+0(SB), Z7, Z7
+	VPORD           Z7, Z8, Z8
+	VMOVD           (AX), X7
+	VCVTPH2PS       X7, X7
+	VBROADCASTI64X4 16(AX), Z9
+	VPERMB          Z9, Z5, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VPSHUFB         scidx32<>+0(SB), Z8, Z10
+	VPMADDUBSW      (CX), Z9, Z11
+	VPMADDWD        Z10, Z11, Z11
+	VPMADDUBSW      256(CX), Z9, Z12
+	VPMADDWD        Z10, Z12, Z12
+	VPMADDUBSW      512(CX), Z9, Z13
+	VPMADDWD        Z10, Z13, Z13
+	VPMADDUBSW      768(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 48(AX), Z10
+	VPERMB          Z10, Z5, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z6, Z10, Z10
+	VPSHUFB         scidx32<>+64(SB), Z8, Z14
+	VPMADDUBSW      64(CX), Z10, Z15
+	VPDPWSSD        Z14, Z15, Z11
+	VPMADDUBSW      320(CX), Z10, Z15
+	VPDPWSSD        Z14, Z15, Z12
+	VPMADDUBSW      576(CX), Z10, Z15
+	VPDPWSSD        Z14, Z15, Z13
+	VPMADDUBSW      832(CX), Z10, Z10
+	VPDPWSSD        Z14, Z10, Z9
+	VBROADCASTI64X4 80(AX), Z10
+	VPERMB          Z10, Z5, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z6, Z10, Z10
+	VPSHUFB         scidx32<>+128(SB), Z8, Z14
+	VPMADDUBSW      128(CX), Z10, Z15
+	VPDPWSSD        Z14, Z15, Z11
+	VPMADDUBSW      384(CX), Z10, Z15
+	VPDPWSSD        Z14, Z15, Z12
+	VPMADDUBSW      640(CX), Z10, Z15
+	VPDPWSSD        Z14, Z15, Z13
+	VPMADDUBSW      896(CX), Z10, Z10
+	VPDPWSSD        Z14, Z10, Z9
+	VBROADCASTI64X4 112(AX), Z10
+	VPERMB          Z10, Z5, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z6, Z10, Z10
+	VPSHUFB         scidx32<>+192(SB), Z8, Z14
+	VPMADDUBSW      192(CX), Z10, Z15
+	VPDPWSSD        Z14, Z15, Z11
+	VPMADDUBSW      448(CX), Z10, Z15
+	VPDPWSSD        Z14, Z15, Z12
+	VPMADDUBSW      704(CX), Z10, Z15
+	VPDPWSSD        Z14, Z15, Z13
+	VPMADDUBSW      960(CX), Z10, Z10
+	VPDPWSSD        Z14, Z10, Z9
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X7, Y14
+	VBROADCASTSS    1024(CX), Y11
+	VMULPS          Y14, Y11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z12, Y10
+	VPADDD          Y10, Y12, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    1028(CX), Y11
+	VMULPS          Y14, Y11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z13, Y10
+	VPADDD          Y10, Y13, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    1032(CX), Y11
+	VMULPS          Y14, Y11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    1036(CX), Y9
+	VMULPS          Y14, Y9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y3, Y3
+	VPSHUFB         q4mmmdup<>+0(SB), Y8, Y8
+	VPMADDWD        1040(CX), Y8, Y9
+	VPMADDWD        1072(CX), Y8, Y8
+	VPUNPCKLQDQ     Y8, Y9, Y10
+	VPUNPCKHQDQ     Y8, Y9, Y8
+	VPADDD          Y8, Y10, Y10
+	VPSHUFD         $0xb1, Y10, Y8
+	VPADDD          Y8, Y10, Y10
+	VEXTRACTI32X4   $0x01, Y10, X8
+	VSHUFPS         $0x88, X8, X10, X8
+	VCVTDQ2PS       X8, X8
+	VMOVUPS         1024(CX), X9
+	VMOVSHDUP       X7, X7
+	VBROADCASTSS    X7, X7
+	VMULPS          X9, X7, X7
+	VMULPS          X8, X7, X7
+	VSUBPS          X7, X4, X4
+	ADDQ            $0x00000090, AX
+	ADDQ            $0x00000480, CX
+	DECQ            DX
+	JNZ             loopdotQ4Kx4PVNNI
+
+donedotQ4Kx4PVNNI:
+	MOVQ          out+32(FP), AX
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
+	VADDSS        X6, X0, X0
+	VMOVSHDUP     X6, X1
+	VADDSS        X1, X0, X0
+	VMOVHLPS      X6, X6, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X6, X6, X1
+	VADDSS        X1, X0, X0
+	VINSERTPS     $0x10, X0, X5, X5
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x20, X0, X5, X5
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -10320,33 +10985,32 @@ donedotQ5Kx4VNNI:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -10354,7 +11018,7 @@ donedotQ5Kx4VNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -10371,7 +11035,8 @@ donedotQ5Kx4VNNI:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -10619,6 +11284,220 @@ donedotQ5KPVNNI:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5Kx4PVNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotQ5Kx4PVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xpermb64<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_10101010<>+0(SB), Z7
+	TESTQ        DX, DX
+	JZ           donedotQ5Kx4PVNNI
+
+loopdotQ5Kx4PVNNI:
+	VBROADCASTI32X4 4(AX), Z8
+	VPSHUFD         $0x98, Z8, Z9
+	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
+	VPANDD          k4m_z<>+0(SB), Z9, Z9
+	VPSHUFD         $0x50, Z8, Z8
+	VPSRLD          $0x02, Z8, Z8
+	VPANDD          k4hm_z<>+0(SB), Z8, Z8
+	VPORD           Z8, Z9, Z9
+	VMOVD           (AX), X8
+	VCVTPH2PS       X8, X8
+	VBROADCASTI64X4 16(AX), Z10
+	VPERMB          Z10, Z5, Z10
+	VBROADCASTI64X4 48(AX), Z11
+	VPERMB          Z11, Z5, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPSHUFB         scidx32<>+0(SB), Z9, Z12
+	VPMADDUBSW      (CX), Z11, Z13
+	VPMADDWD        Z12, Z13, Z13
+	VPMADDUBSW      256(CX), Z11, Z14
+	VPMADDWD        Z12, Z14, Z14
+	VPMADDUBSW      512(CX), Z11, Z15
+	VPMADDWD        Z12, Z15, Z15
+	VPMADDUBSW      768(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VBROADCASTI64X4 80(AX), Z12
+	VPERMB          Z12, Z5, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z6, Z12, Z12
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z12, K1, Z12
+	VPSHUFB         scidx32<>+64(SB), Z9, Z16
+	VPMADDUBSW      64(CX), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z13
+	VPMADDUBSW      320(CX), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z14
+	VPMADDUBSW      576(CX), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z15
+	VPMADDUBSW      832(CX), Z12, Z12
+	VPDPWSSD        Z16, Z12, Z11
+	VBROADCASTI64X4 112(AX), Z12
+	VPERMB          Z12, Z5, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z6, Z12, Z12
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z12, K1, Z12
+	VPSHUFB         scidx32<>+128(SB), Z9, Z16
+	VPMADDUBSW      128(CX), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z13
+	VPMADDUBSW      384(CX), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z14
+	VPMADDUBSW      640(CX), Z12, Z17
+	VPDPWSSD        Z16, Z17, Z15
+	VPMADDUBSW      896(CX), Z12, Z12
+	VPDPWSSD        Z16, Z12, Z11
+	VBROADCASTI64X4 144(AX), Z12
+	VPERMB          Z12, Z5, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z6, Z12, Z12
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z12, K1, Z12
+	VPSHUFB         scidx32<>+192(SB), Z9, Z10
+	VPMADDUBSW      192(CX), Z12, Z16
+	VPDPWSSD        Z10, Z16, Z13
+	VPMADDUBSW      448(CX), Z12, Z16
+	VPDPWSSD        Z10, Z16, Z14
+	VPMADDUBSW      704(CX), Z12, Z16
+	VPDPWSSD        Z10, Z16, Z15
+	VPMADDUBSW      960(CX), Z12, Z12
+	VPDPWSSD        Z10, Z12, Z11
+	VEXTRACTI64X4   $0x01, Z13, Y10
+	VPADDD          Y10, Y13, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X8, Y13
+	VBROADCASTSS    1024(CX), Y12
+	VMULPS          Y13, Y12, Y12
+	VMULPS          Y12, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	VEXTRACTI64X4   $0x01, Z14, Y10
+	VPADDD          Y10, Y14, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    1028(CX), Y12
+	VMULPS          Y13, Y12, Y12
+	VMULPS          Y12, Y10, Y10
+	VADDPS          Y10, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z15, Y10
+	VPADDD          Y10, Y15, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    1032(CX), Y12
+	VMULPS          Y13, Y12, Y12
+	VMULPS          Y12, Y10, Y10
+	VADDPS          Y10, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    1036(CX), Y11
+	VMULPS          Y13, Y11, Y11
+	VMULPS          Y11, Y10, Y10
+	VADDPS          Y10, Y3, Y3
+	VPSHUFB         q4mmmdup<>+0(SB), Y9, Y9
+	VPMADDWD        1040(CX), Y9, Y10
+	VPMADDWD        1072(CX), Y9, Y9
+	VPUNPCKLQDQ     Y9, Y10, Y11
+	VPUNPCKHQDQ     Y9, Y10, Y9
+	VPADDD          Y9, Y11, Y11
+	VPSHUFD         $0xb1, Y11, Y9
+	VPADDD          Y9, Y11, Y11
+	VEXTRACTI32X4   $0x01, Y11, X9
+	VSHUFPS         $0x88, X9, X11, X9
+	VCVTDQ2PS       X9, X9
+	VMOVUPS         1024(CX), X10
+	VMOVSHDUP       X8, X8
+	VBROADCASTSS    X8, X8
+	VMULPS          X10, X8, X8
+	VMULPS          X9, X8, X8
+	VSUBPS          X8, X4, X4
+	ADDQ            $0x000000b0, AX
+	ADDQ            $0x00000480, CX
+	DECQ            DX
+	JNZ             loopdotQ5Kx4PVNNI
+
+donedotQ5Kx4PVNNI:
+	MOVQ          out+32(FP), AX
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
+	VADDSS        X6, X0, X0
+	VMOVSHDUP     X6, X1
+	VADDSS        X1, X0, X0
+	VMOVHLPS      X6, X6, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X6, X6, X1
+	VADDSS        X1, X0, X0
+	VINSERTPS     $0x10, X0, X5, X5
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x20, X0, X5, X5
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -17517,33 +18396,32 @@ donedotQ4Kx4VNNI256:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -17551,7 +18429,7 @@ donedotQ4Kx4VNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -17568,7 +18446,8 @@ donedotQ4Kx4VNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -17872,6 +18751,272 @@ donedotQ4KPVNNI256:
 	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func dotQ4Kx4PVNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI
+TEXT ·dotQ4Kx4PVNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xpermb32<>+0(SB), Y5
+	LEAQ         k4scalewords<>+0(SB), BX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y6
+	TESTQ        DX, DX
+	JZ           donedotQ4Kx4PVNNI256
+
+loopdotQ4Kx4PVNNI256:
+	MOVL           4(AX), SI
+	MOVL           8(AX), DI
+	MOVL           12(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R8
+	MOVL           R8, DI
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
+	VMOVD          (AX), X7
+	VCVTPH2PS      X7, X7
+	VPERMB         16(AX), Y5, Y9
+	VPANDD         Y6, Y9, Y8
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
+	VPBROADCASTD   (BX)(DI*4), Y10
+	VPMADDUBSW     (CX), Y8, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VPMADDUBSW     256(CX), Y8, Y12
+	VPMADDWD       Y10, Y12, Y12
+	VPMADDUBSW     512(CX), Y8, Y13
+	VPMADDWD       Y10, Y13, Y13
+	VPMADDUBSW     768(CX), Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y9, Y9
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
+	VPBROADCASTD   (BX)(DI*4), Y10
+	VPMADDUBSW     32(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPMADDUBSW     288(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPMADDUBSW     544(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPMADDUBSW     800(CX), Y9, Y9
+	VPDPWSSD       Y10, Y9, Y8
+	VPERMB         48(AX), Y5, Y10
+	VPANDD         Y6, Y10, Y9
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
+	VPBROADCASTD   (BX)(DI*4), Y14
+	VPMADDUBSW     64(CX), Y9, Y15
+	VPDPWSSD       Y14, Y15, Y11
+	VPMADDUBSW     320(CX), Y9, Y15
+	VPDPWSSD       Y14, Y15, Y12
+	VPMADDUBSW     576(CX), Y9, Y15
+	VPDPWSSD       Y14, Y15, Y13
+	VPMADDUBSW     832(CX), Y9, Y9
+	VPDPWSSD       Y14, Y9, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y10, Y9
+	MOVL           R9, DI
+	VPBROADCASTD   (BX)(DI*4), Y10
+	VPMADDUBSW     96(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPMADDUBSW     352(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPMADDUBSW     608(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPMADDUBSW     864(CX), Y9, Y9
+	VPDPWSSD       Y10, Y9, Y8
+	VPERMB         80(AX), Y5, Y10
+	VPANDD         Y6, Y10, Y9
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	VPBROADCASTD   (BX)(DI*4), Y14
+	VPMADDUBSW     128(CX), Y9, Y15
+	VPDPWSSD       Y14, Y15, Y11
+	VPMADDUBSW     384(CX), Y9, Y15
+	VPDPWSSD       Y14, Y15, Y12
+	VPMADDUBSW     640(CX), Y9, Y15
+	VPDPWSSD       Y14, Y15, Y13
+	VPMADDUBSW     896(CX), Y9, Y9
+	VPDPWSSD       Y14, Y9, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y10, Y9
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	VPBROADCASTD   (BX)(DI*4), Y10
+	VPMADDUBSW     160(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPMADDUBSW     416(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPMADDUBSW     672(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPMADDUBSW     928(CX), Y9, Y9
+	VPDPWSSD       Y10, Y9, Y8
+	VPERMB         112(AX), Y5, Y10
+	VPANDD         Y6, Y10, Y9
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	VPBROADCASTD   (BX)(DI*4), Y14
+	VPMADDUBSW     192(CX), Y9, Y15
+	VPDPWSSD       Y14, Y15, Y11
+	VPMADDUBSW     448(CX), Y9, Y15
+	VPDPWSSD       Y14, Y15, Y12
+	VPMADDUBSW     704(CX), Y9, Y15
+	VPDPWSSD       Y14, Y15, Y13
+	VPMADDUBSW     960(CX), Y9, Y9
+	VPDPWSSD       Y14, Y9, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y10, Y9
+	MOVL           R10, DI
+	VPBROADCASTD   (BX)(DI*4), Y10
+	VPMADDUBSW     224(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y11
+	VPMADDUBSW     480(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y12
+	VPMADDUBSW     736(CX), Y9, Y14
+	VPDPWSSD       Y10, Y14, Y13
+	VPMADDUBSW     992(CX), Y9, Y9
+	VPDPWSSD       Y10, Y9, Y8
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   X7, Y10
+	VBROADCASTSS   1024(CX), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y11, Y11
+	VADDPS         Y11, Y0, Y0
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   1028(CX), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y12, Y12
+	VADDPS         Y12, Y1, Y1
+	VCVTDQ2PS      Y13, Y13
+	VBROADCASTSS   1032(CX), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y13, Y13
+	VADDPS         Y13, Y2, Y2
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   1036(CX), Y9
+	VMULPS         Y10, Y9, Y9
+	VMULPS         Y9, Y8, Y8
+	VADDPS         Y8, Y3, Y3
+	VMOVQ          SI, X8
+	VPBROADCASTQ   X8, Y8
+	VPSHUFB        q4mmmdupq<>+0(SB), Y8, Y8
+	VPMADDWD       1040(CX), Y8, Y9
+	VPMADDWD       1072(CX), Y8, Y8
+	VPUNPCKLQDQ    Y8, Y9, Y10
+	VPUNPCKHQDQ    Y8, Y9, Y8
+	VPADDD         Y8, Y10, Y10
+	VPSHUFD        $0xb1, Y10, Y8
+	VPADDD         Y8, Y10, Y10
+	VEXTRACTI32X4  $0x01, Y10, X8
+	VSHUFPS        $0x88, X8, X10, X8
+	VCVTDQ2PS      X8, X8
+	VMOVUPS        1024(CX), X9
+	VMOVSHDUP      X7, X7
+	VBROADCASTSS   X7, X7
+	VMULPS         X9, X7, X7
+	VMULPS         X8, X7, X7
+	VSUBPS         X7, X4, X4
+	ADDQ           $0x00000090, AX
+	ADDQ           $0x00000480, CX
+	DECQ           DX
+	JNZ            loopdotQ4Kx4PVNNI256
+
+donedotQ4Kx4PVNNI256:
+	MOVQ          out+32(FP), AX
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
+	VADDSS        X6, X0, X0
+	VMOVSHDUP     X6, X1
+	VADDSS        X1, X0, X0
+	VMOVHLPS      X6, X6, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X6, X6, X1
+	VADDSS        X1, X0, X0
+	VINSERTPS     $0x10, X0, X5, X5
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x20, X0, X5, X5
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
+	VZEROUPPER
+	RET
+
+DATA q4mmmdupq<>+0(SB)/4, $0x80018000
+DATA q4mmmdupq<>+4(SB)/4, $0x80038002
+DATA q4mmmdupq<>+8(SB)/4, $0x80058004
+DATA q4mmmdupq<>+12(SB)/4, $0x80078006
+DATA q4mmmdupq<>+16(SB)/4, $0x80018000
+DATA q4mmmdupq<>+20(SB)/4, $0x80038002
+DATA q4mmmdupq<>+24(SB)/4, $0x80058004
+DATA q4mmmdupq<>+28(SB)/4, $0x80078006
+GLOBL q4mmmdupq<>(SB), RODATA|NOPTR, $32
 
 // func dotQ5KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
@@ -18512,33 +19657,32 @@ donedotQ5Kx4VNNI256:
 	VADDSS        X0, X5, X5
 	VSHUFPS       $0xff, X6, X6, X0
 	VADDSS        X0, X5, X5
-	VMOVSS        X5, (AX)
 	VSHUFPS       $0x55, X4, X4, X0
-	VEXTRACTF32X4 $0x01, Y1, X5
+	VEXTRACTF32X4 $0x01, Y1, X6
 	VADDSS        X1, X0, X0
-	VMOVSHDUP     X1, X6
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
 	VADDSS        X6, X0, X0
-	VMOVHLPS      X1, X1, X6
-	VADDSS        X6, X0, X0
-	VSHUFPS       $0xff, X1, X1, X6
-	VADDSS        X6, X0, X0
-	VADDSS        X5, X0, X0
-	VMOVSHDUP     X5, X1
+	VMOVSHDUP     X6, X1
 	VADDSS        X1, X0, X0
-	VMOVHLPS      X5, X5, X1
+	VMOVHLPS      X6, X6, X1
 	VADDSS        X1, X0, X0
-	VSHUFPS       $0xff, X5, X5, X1
+	VSHUFPS       $0xff, X6, X6, X1
 	VADDSS        X1, X0, X0
-	VMOVSS        X0, 4(AX)
+	VINSERTPS     $0x10, X0, X5, X5
 	VSHUFPS       $0xaa, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y2, X1
 	VADDSS        X2, X0, X0
-	VMOVSHDUP     X2, X5
-	VADDSS        X5, X0, X0
-	VMOVHLPS      X2, X2, X5
-	VADDSS        X5, X0, X0
-	VSHUFPS       $0xff, X2, X2, X5
-	VADDSS        X5, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
 	VADDSS        X1, X0, X0
 	VMOVSHDUP     X1, X2
 	VADDSS        X2, X0, X0
@@ -18546,7 +19690,7 @@ donedotQ5Kx4VNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 8(AX)
+	VINSERTPS     $0x20, X0, X5, X5
 	VSHUFPS       $0xff, X4, X4, X0
 	VEXTRACTF32X4 $0x01, Y3, X1
 	VADDSS        X3, X0, X0
@@ -18563,7 +19707,8 @@ donedotQ5Kx4VNNI256:
 	VADDSS        X2, X0, X0
 	VSHUFPS       $0xff, X1, X1, X2
 	VADDSS        X2, X0, X0
-	VMOVSS        X0, 12(AX)
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
 	VZEROUPPER
 	RET
 
@@ -18917,6 +20062,427 @@ donedotQ5KPVNNI256:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5Kx4PVNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI
+TEXT ·dotQ5Kx4PVNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       X4, X4, X4
+	VMOVDQU64    xpermb32<>+0(SB), Y5
+	LEAQ         k4scalewords<>+0(SB), BX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y6
+	VPBROADCASTD c32_10101010<>+0(SB), Y7
+	TESTQ        DX, DX
+	JZ           donedotQ5Kx4PVNNI256
+
+loopdotQ5Kx4PVNNI256:
+	MOVL           4(AX), SI
+	MOVL           8(AX), DI
+	MOVL           12(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	ORL            DI, R8
+	MOVL           R8, DI
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
+	VMOVD          (AX), X8
+	VCVTPH2PS      X8, X8
+	VPERMB         16(AX), Y5, Y9
+	VPERMB         48(AX), Y5, Y11
+	VPANDD         Y6, Y11, Y10
+	VPTESTMB       runbits<>+0(SB), Y9, K1
+	VPADDB         Y7, Y10, K1, Y10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
+	VPBROADCASTD   (BX)(DI*4), Y12
+	VPMADDUBSW     (CX), Y10, Y13
+	VPMADDWD       Y12, Y13, Y13
+	VPMADDUBSW     256(CX), Y10, Y14
+	VPMADDWD       Y12, Y14, Y14
+	VPMADDUBSW     512(CX), Y10, Y15
+	VPMADDWD       Y12, Y15, Y15
+	VPMADDUBSW     768(CX), Y10, Y10
+	VPMADDWD       Y12, Y10, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y11, Y11
+	VPTESTMB       runbits<>+32(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
+	VPBROADCASTD   (BX)(DI*4), Y12
+	VPMADDUBSW     32(CX), Y11, Y16
+	VPDPWSSD       Y12, Y16, Y13
+	VPMADDUBSW     288(CX), Y11, Y16
+	VPDPWSSD       Y12, Y16, Y14
+	VPMADDUBSW     544(CX), Y11, Y16
+	VPDPWSSD       Y12, Y16, Y15
+	VPMADDUBSW     800(CX), Y11, Y11
+	VPDPWSSD       Y12, Y11, Y10
+	VPERMB         80(AX), Y5, Y12
+	VPANDD         Y6, Y12, Y11
+	VPTESTMB       runbits<>+64(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
+	VPBROADCASTD   (BX)(DI*4), Y16
+	VPMADDUBSW     64(CX), Y11, Y17
+	VPDPWSSD       Y16, Y17, Y13
+	VPMADDUBSW     320(CX), Y11, Y17
+	VPDPWSSD       Y16, Y17, Y14
+	VPMADDUBSW     576(CX), Y11, Y17
+	VPDPWSSD       Y16, Y17, Y15
+	VPMADDUBSW     832(CX), Y11, Y11
+	VPDPWSSD       Y16, Y11, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y11
+	VPTESTMB       runbits<>+96(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVL           R9, DI
+	VPBROADCASTD   (BX)(DI*4), Y12
+	VPMADDUBSW     96(CX), Y11, Y16
+	VPDPWSSD       Y12, Y16, Y13
+	VPMADDUBSW     352(CX), Y11, Y16
+	VPDPWSSD       Y12, Y16, Y14
+	VPMADDUBSW     608(CX), Y11, Y16
+	VPDPWSSD       Y12, Y16, Y15
+	VPMADDUBSW     864(CX), Y11, Y11
+	VPDPWSSD       Y12, Y11, Y10
+	VPERMB         112(AX), Y5, Y12
+	VPANDD         Y6, Y12, Y11
+	VPTESTMB       runbits<>+128(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	VPBROADCASTD   (BX)(DI*4), Y16
+	VPMADDUBSW     128(CX), Y11, Y17
+	VPDPWSSD       Y16, Y17, Y13
+	VPMADDUBSW     384(CX), Y11, Y17
+	VPDPWSSD       Y16, Y17, Y14
+	VPMADDUBSW     640(CX), Y11, Y17
+	VPDPWSSD       Y16, Y17, Y15
+	VPMADDUBSW     896(CX), Y11, Y11
+	VPDPWSSD       Y16, Y11, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y11
+	VPTESTMB       runbits<>+160(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	VPBROADCASTD   (BX)(DI*4), Y12
+	VPMADDUBSW     160(CX), Y11, Y16
+	VPDPWSSD       Y12, Y16, Y13
+	VPMADDUBSW     416(CX), Y11, Y16
+	VPDPWSSD       Y12, Y16, Y14
+	VPMADDUBSW     672(CX), Y11, Y16
+	VPDPWSSD       Y12, Y16, Y15
+	VPMADDUBSW     928(CX), Y11, Y11
+	VPDPWSSD       Y12, Y11, Y10
+	VPERMB         144(AX), Y5, Y12
+	VPANDD         Y6, Y12, Y11
+	VPTESTMB       runbits<>+192(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	VPBROADCASTD   (BX)(DI*4), Y16
+	VPMADDUBSW     192(CX), Y11, Y17
+	VPDPWSSD       Y16, Y17, Y13
+	VPMADDUBSW     448(CX), Y11, Y17
+	VPDPWSSD       Y16, Y17, Y14
+	VPMADDUBSW     704(CX), Y11, Y17
+	VPDPWSSD       Y16, Y17, Y15
+	VPMADDUBSW     960(CX), Y11, Y11
+	VPDPWSSD       Y16, Y11, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y11
+	VPTESTMB       runbits<>+224(SB), Y9, K1
+	VPADDB         Y7, Y11, K1, Y11
+	MOVL           R10, DI
+	VPBROADCASTD   (BX)(DI*4), Y9
+	VPMADDUBSW     224(CX), Y11, Y12
+	VPDPWSSD       Y9, Y12, Y13
+	VPMADDUBSW     480(CX), Y11, Y12
+	VPDPWSSD       Y9, Y12, Y14
+	VPMADDUBSW     736(CX), Y11, Y12
+	VPDPWSSD       Y9, Y12, Y15
+	VPMADDUBSW     992(CX), Y11, Y11
+	VPDPWSSD       Y9, Y11, Y10
+	VCVTDQ2PS      Y13, Y13
+	VBROADCASTSS   X8, Y11
+	VBROADCASTSS   1024(CX), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y13, Y13
+	VADDPS         Y13, Y0, Y0
+	VCVTDQ2PS      Y14, Y14
+	VBROADCASTSS   1028(CX), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y14, Y14
+	VADDPS         Y14, Y1, Y1
+	VCVTDQ2PS      Y15, Y15
+	VBROADCASTSS   1032(CX), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y15, Y15
+	VADDPS         Y15, Y2, Y2
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   1036(CX), Y9
+	VMULPS         Y11, Y9, Y9
+	VMULPS         Y9, Y10, Y10
+	VADDPS         Y10, Y3, Y3
+	VMOVQ          SI, X9
+	VPBROADCASTQ   X9, Y9
+	VPSHUFB        q4mmmdupq<>+0(SB), Y9, Y9
+	VPMADDWD       1040(CX), Y9, Y10
+	VPMADDWD       1072(CX), Y9, Y9
+	VPUNPCKLQDQ    Y9, Y10, Y11
+	VPUNPCKHQDQ    Y9, Y10, Y9
+	VPADDD         Y9, Y11, Y11
+	VPSHUFD        $0xb1, Y11, Y9
+	VPADDD         Y9, Y11, Y11
+	VEXTRACTI32X4  $0x01, Y11, X9
+	VSHUFPS        $0x88, X9, X11, X9
+	VCVTDQ2PS      X9, X9
+	VMOVUPS        1024(CX), X10
+	VMOVSHDUP      X8, X8
+	VBROADCASTSS   X8, X8
+	VMULPS         X10, X8, X8
+	VMULPS         X9, X8, X8
+	VSUBPS         X8, X4, X4
+	ADDQ           $0x000000b0, AX
+	ADDQ           $0x00000480, CX
+	DECQ           DX
+	JNZ            loopdotQ5Kx4PVNNI256
+
+donedotQ5Kx4PVNNI256:
+	MOVQ          out+32(FP), AX
+	VSHUFPS       $0x00, X4, X4, X5
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDSS        X0, X5, X5
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X5, X5
+	VMOVHLPS      X0, X0, X7
+	VADDSS        X7, X5, X5
+	VSHUFPS       $0xff, X0, X0, X7
+	VADDSS        X7, X5, X5
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X5, X5
+	VMOVHLPS      X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0xff, X6, X6, X0
+	VADDSS        X0, X5, X5
+	VSHUFPS       $0x55, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X7
+	VADDSS        X7, X0, X0
+	VMOVHLPS      X1, X1, X7
+	VADDSS        X7, X0, X0
+	VSHUFPS       $0xff, X1, X1, X7
+	VADDSS        X7, X0, X0
+	VADDSS        X6, X0, X0
+	VMOVSHDUP     X6, X1
+	VADDSS        X1, X0, X0
+	VMOVHLPS      X6, X6, X1
+	VADDSS        X1, X0, X0
+	VSHUFPS       $0xff, X6, X6, X1
+	VADDSS        X1, X0, X0
+	VINSERTPS     $0x10, X0, X5, X5
+	VSHUFPS       $0xaa, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDSS        X2, X0, X0
+	VMOVSHDUP     X2, X6
+	VADDSS        X6, X0, X0
+	VMOVHLPS      X2, X2, X6
+	VADDSS        X6, X0, X0
+	VSHUFPS       $0xff, X2, X2, X6
+	VADDSS        X6, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x20, X0, X5, X5
+	VSHUFPS       $0xff, X4, X4, X0
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDSS        X3, X0, X0
+	VMOVSHDUP     X3, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X3, X3, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X3, X3, X2
+	VADDSS        X2, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X0, X0
+	VMOVHLPS      X1, X1, X2
+	VADDSS        X2, X0, X0
+	VSHUFPS       $0xff, X1, X1, X2
+	VADDSS        X2, X0, X0
+	VINSERTPS     $0x30, X0, X5, X5
+	VMOVUPS       X5, (AX)
+	VZEROUPPER
+	RET
+
+// func q4mmPrepQ8KVNNI256(a *byte, astride int, nb int, dst *byte)
+// Requires: AVX, AVX2
+TEXT ·q4mmPrepQ8KVNNI256(SB), NOSPLIT, $0-32
+	MOVQ         a+0(FP), AX
+	MOVQ         astride+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	VMOVDQU      xpermd32<>+0(SB), Y0
+	VMOVDQU      xpshufb32<>+0(SB), Y1
+	VPXOR        Y2, Y2, Y2
+	VPBROADCASTD c32_00010001<>+0(SB), Y3
+	TESTQ        DX, DX
+	JZ           doneq4mmPrepQ8KVNNI256
+
+loopq4mmPrepQ8KVNNI256:
+	VPERMD       4(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, (BX)
+	VPERMD       36(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 32(BX)
+	VPERMD       68(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 64(BX)
+	VPERMD       100(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 96(BX)
+	VPERMD       132(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 128(BX)
+	VPERMD       164(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 160(BX)
+	VPERMD       196(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 192(BX)
+	VPERMD       228(AX), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 224(BX)
+	MOVL         (AX), DI
+	MOVL         DI, 1024(BX)
+	VPMADDWD     260(AX), Y3, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPACKSSDW    X5, X4, X5
+	VMOVDQU      X5, 1040(BX)
+	VPERMD       4(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 256(BX)
+	VPERMD       36(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 288(BX)
+	VPERMD       68(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 320(BX)
+	VPERMD       100(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 352(BX)
+	VPERMD       132(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 384(BX)
+	VPERMD       164(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 416(BX)
+	VPERMD       196(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 448(BX)
+	VPERMD       228(AX)(CX*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 480(BX)
+	MOVL         (AX)(CX*1), DI
+	MOVL         DI, 1028(BX)
+	VPMADDWD     260(AX)(CX*1), Y3, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPACKSSDW    X5, X4, X5
+	VMOVDQU      X5, 1072(BX)
+	VPERMD       4(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 512(BX)
+	VPERMD       36(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 544(BX)
+	VPERMD       68(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 576(BX)
+	VPERMD       100(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 608(BX)
+	VPERMD       132(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 640(BX)
+	VPERMD       164(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 672(BX)
+	VPERMD       196(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 704(BX)
+	VPERMD       228(AX)(CX*2), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 736(BX)
+	MOVL         (AX)(CX*2), DI
+	MOVL         DI, 1032(BX)
+	VPMADDWD     260(AX)(CX*2), Y3, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPACKSSDW    X5, X4, X5
+	VMOVDQU      X5, 1056(BX)
+	VPERMD       4(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 768(BX)
+	VPERMD       36(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 800(BX)
+	VPERMD       68(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 832(BX)
+	VPERMD       100(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 864(BX)
+	VPERMD       132(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 896(BX)
+	VPERMD       164(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 928(BX)
+	VPERMD       196(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 960(BX)
+	VPERMD       228(AX)(SI*1), Y0, Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      Y4, 992(BX)
+	MOVL         (AX)(SI*1), DI
+	MOVL         DI, 1036(BX)
+	VPMADDWD     260(AX)(SI*1), Y3, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPACKSSDW    X5, X4, X5
+	VMOVDQU      X5, 1088(BX)
+	VMOVDQU      Y2, 1104(BX)
+	VMOVDQU      Y2, 1136(BX)
+	ADDQ         $0x00000124, AX
+	ADDQ         $0x00000480, BX
+	DECQ         DX
+	JNZ          loopq4mmPrepQ8KVNNI256
+
+doneq4mmPrepQ8KVNNI256:
 	VZEROUPPER
 	RET
 

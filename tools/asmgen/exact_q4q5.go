@@ -45,11 +45,13 @@ import (
 type xk struct {
 	t    *target
 	vbmi bool // VPERMB and GFNI: the VNNI targets
-	prep bool // one activation row, prepared (q45prep.go)
-	wp   Register
-	acts []Mem
-	sums []VecVirtual // per row: the reference's sums[0..7], a ymm
-	sumf VecVirtual   // four rows: lane k is row k's sumf; one row: lane 2
+	prep bool // activation rows prepared (q45prep.go)
+	// compact: four prepared rows in the compact layout (q4mm.go)
+	compact bool
+	wp      Register
+	acts    []Mem
+	sums    []VecVirtual // per row: the reference's sums[0..7], a ymm
+	sumf    VecVirtual   // four rows: lane k is row k's sumf; one row: lane 2
 	// sumfMem, where set, holds sumf instead of a register: four rows on
 	// AVX2 need all sixteen.
 	sumfMem *Mem
@@ -147,15 +149,20 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 	}
 	if m > 1 {
 		fn = "dot" + name + "x" + string(rune('0'+m)) + t.suffix
+		if prep {
+			fn = "dot" + name + "x" + string(rune('0'+m)) + "P" + t.suffix
+		}
 		sig = "func(w, a *byte, nb, astride int, out *float32)"
 	}
 	TEXT(fn, NOSPLIT, sig)
 	Pragma("noescape")
-	x := &xk{t: t, vbmi: t.vnni, prep: prep, wp: Load(Param("w"), GP64())}
+	x := &xk{t: t, vbmi: t.vnni, prep: prep, compact: prep && m > 1, wp: Load(Param("w"), GP64())}
 	ap := Load(Param("a"), GP64())
 	nb := Load(Param("nb"), GP64())
 	x.acts = []Mem{{Base: ap}}
-	if m > 1 {
+	if x.compact {
+		x.acts = q4mmActs(ap)
+	} else if m > 1 {
 		s := Load(Param("astride"), GP64())
 		s3 := GP64()
 		LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
@@ -236,6 +243,7 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 	if m > 1 {
 		outp = Load(Param("out"), GP64())
 	}
+	var res VecVirtual
 	for k := range m {
 		lane := k
 		if m == 1 {
@@ -244,11 +252,19 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 		s := XMM()
 		VSHUFPS(U8(0x55*lane), x.sumf, x.sumf, s) // the row's sumf into lane 0
 		x.addLanes(x.sums[k], s)
-		if m == 1 {
+		switch {
+		case m == 1:
 			Store(s, ReturnIndex(0))
-		} else {
-			VMOVSS(s, Mem{Base: outp, Disp: 4 * k})
+		case k == 0:
+			res = s
+		default:
+			VINSERTPS(U8(k<<4), s, res, res)
 		}
+	}
+	if m > 1 {
+		// One store: the caller's 16-byte load of out would wait for four
+		// narrow stores to retire (no store forwarding).
+		VMOVUPS(res, Mem{Base: outp})
 	}
 	VZEROUPPER()
 	RET()
@@ -292,6 +308,7 @@ func (x *xk) extract128(v VecVirtual) VecVirtual {
 type kmins struct {
 	prods  []VecVirtual
 	hd, dd VecVirtual
+	sumi   VecVirtual // compact four rows: the rows' sumi, an xmm (q4mm.go)
 }
 
 // pairSum adds the eight int32 lanes of a and of b (ymm) into dword 0 and
@@ -342,6 +359,10 @@ func (x *xk) finishMins1(a kmins) {
 // finishMins4 does sumf -= dmin*float(sumi) for the four rows of one
 // block: lane k of sumf is row k's.
 func (x *xk) finishMins4(a kmins) {
+	if x.compact {
+		x.q4mmFinishMins(a)
+		return
+	}
 	p := a.prods
 	t01, t23 := x.pairSum(p[0], p[1]), x.pairSum(p[2], p[3])
 	lo, hi := YMM(), YMM()
@@ -352,9 +373,9 @@ func (x *xk) finishMins4(a kmins) {
 	VPADDD(lo.AsX(), sumi, sumi)
 	VCVTDQ2PS(sumi, sumi)
 	yd := XMM()
-	VMOVSS(x.acts[0], yd)
+	VMOVSS(x.acts[0].Offset(x.q45pD()), yd)
 	for k := 1; k < len(x.acts); k++ {
-		VINSERTPS(U8(k<<4), x.acts[k], yd, yd)
+		VINSERTPS(U8(k<<4), x.acts[k].Offset(x.q45pD()), yd, yd)
 	}
 	dm := XMM()
 	VMOVSHDUP(a.hd, dm)
@@ -448,7 +469,7 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 				fd = YMM()
 				VBROADCASTSS(km.hd, fd)
 			}
-			VBROADCASTSS(acts[k].Offset(x.q45pD()), d)
+			VBROADCASTSS(x.q4mmD(acts, k), d)
 			VMULPS(fd, d, d) // fp16(d) * y.d, as the reference rounds it
 		}
 		VMULPS(d, y, y)
@@ -457,6 +478,10 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 
 	// The minimums' integer part, sum_j bsums[j]*mins[j/2], per row: after
 	// the products, whose chains are the longer ones.
+	if x.compact {
+		km.sumi = x.q4mmMins(gs, scb)
+		return km
+	}
 	var mw VecVirtual
 	if gs != nil {
 		mw = gs.mins()
@@ -477,12 +502,15 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 }
 
 // genExactK emits the one-row kernel (two integer accumulators per row)
-// and the four-row one (one each). body emits one block.
+// and the four-row one (one each), on Q8_K rows, then both on prepared
+// rows (one row: q45prep.go; four, MatMul's: q4mm.go). body emits one
+// block.
 func genExactK(t *target, name string, wsize int, pre func(x *xk), body func(x *xk, wp Register, acts []Mem, nacc int) kmins) {
 	one := func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 2) }
 	q45Loop(t, name, wsize, 1, false, pre, one)
 	q45Loop(t, name, wsize, 4, false, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) })
 	q45Loop(t, name, wsize, 1, true, pre, one)
+	q45Loop(t, name, wsize, 4, true, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) })
 }
 
 // q4Quants returns vector i of the permuted 4-bit quants at qs (Q4_K's

@@ -62,6 +62,9 @@ func genAll(t *target) {
 	}
 	genQ4KExact(t)
 	genQ5KExact(t)
+	if t.w == 32 {
+		q4mmGenPrep(t) // once per plugin: avx2, or vnni256 among the AVX-512 targets
+	}
 	genExactB32(t, b32Q8_0)
 	genExactB32(t, b32Q4_0)
 	genExactB32(t, b32Q5_0)

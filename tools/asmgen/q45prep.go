@@ -38,6 +38,9 @@ func (x *xk) q45pBsums() int {
 }
 
 func (x *xk) q45pSize() int {
+	if x.compact {
+		return q4mmPrepBlock
+	}
 	if x.prep {
 		return q63PrepBlock
 	}

@@ -19,6 +19,14 @@ type Funcs struct {
 	// PrepQ8K (optional) prepares nb Q8_K blocks for them with the quant
 	// offset off; nil: prep.go's Go version, which gives the same bytes.
 	PrepQ8K func(a *byte, nb int, dst *byte, off int)
+	// Q4Kx4P and Q5Kx4P (optional) are Q4Kx4 and Q5Kx4 on four rows in
+	// the compact prepared layout (prep.go, prep45*); where set, MatMul
+	// with four activation rows or more prepares them once and uses these.
+	Q4Kx4P, Q5Kx4P func(w, a *byte, nb, astride int, out *float32)
+	// PrepQ45 (optional) prepares four Q8_K rows of nb blocks, astride
+	// bytes apart, in that layout; nil: prep.go's Go version, which gives
+	// the same bytes.
+	PrepQ45 func(a *byte, astride, nb int, dst *byte)
 
 	// Q8_0..MXFP4 are one weight row of nb 32-element blocks times a Q8_0 row.
 	Q8_0, Q4_0, Q5_0, MXFP4 func(w, a *byte, nb int) float32
@@ -90,6 +98,7 @@ func (k *Kit) Add(name string, f Funcs) {
 		}
 	}
 	l.addPrepared(f)
+	l.addPrepared4(f)
 	k.levels = append(k.levels, l)
 	k.active = l
 }

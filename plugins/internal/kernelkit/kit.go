@@ -40,6 +40,7 @@ type level struct {
 	rows8       map[quant.Type]rows8Func          // optional, for MatVec
 	prep        map[quant.Type]*prepared          // optional: kernels on prepared rows
 	fprep       map[quant.Type]*floatPrep         // the plain float types' prepared rows
+	prep4       map[quant.Type]*prepared4         // optional: MatMul's four-row kernels on compact prepared rows
 	quantizeQ8K func(x *float32, y *byte, nb int) // nil: reference
 }
 

@@ -68,13 +68,37 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 	}
 	if p := k.active.fprep[t]; p != nil {
 		bp := floatPool.Get().(*[]byte)
-		release = func() { floatPool.Put(bp) }
+		prev := release
+		release = func() { floatPool.Put(bp); prev() }
 		act = p.rows(act, n, int(arow), m, bp)
 		arow = int64(p.rowSize(n))
 		f, fr = p.dot, p.rows8
 	}
+	act4, arow4, jt := act, int(arow), 0
+	if p4 := k.active.prep4[t]; p4 != nil && m >= 4 {
+		// The four-row passes read their rows prepared once (compactly:
+		// four fit where four Q8_K rows did).
+		m4 := m &^ 3
+		bp, prev := prepPool.Get().(*[]byte), release
+		release = func() { prepPool.Put(bp); prev() }
+		act4, arow4 = p4.rows(act, n, int(arow), m4, bp)
+		f4 = p4.dot4
+		if p := k.active.prep[t]; p != nil && m > m4 {
+			// A tail of fewer than four rows: prepared once for the
+			// one-row kernel where that pays, else the Q8_K kernel, not
+			// Dot's, which would prepare the row for every weight row.
+			act, jt, f = act[int64(m4)*arow:], m4, p.raw
+			if p.use(n) {
+				bt, prev := prepPool.Get().(*[]byte), release
+				release = func() { prepPool.Put(bt); prev() }
+				act = p.rows(act, n, int(arow), m-m4, bt)
+				arow = int64(n / quant.QK_K * prepBlock)
+				f = p.dot
+			}
+		}
+	}
 	return func(r0, r1 int) {
-		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
+		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), jt, act4, arow4, m, out, rows)
 	}, release, nil
 }
 
@@ -133,9 +157,11 @@ func (k *Kit) MatVecF32(t quant.Type, w []byte, rows, n int, x []float32, out []
 var actPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // matMulRange runs weight rows [r0, r1) over all m activation rows; f4
-// (nil: none) takes four activation rows at a time, fr (nil: none) eight
-// weight rows of one activation row.
-func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, m int, out []float32, rows int) {
+// (nil: none) takes four activation rows at a time, from act4 (arow4 bytes
+// apart: act itself, or the rows prepared for f4), fr (nil: none) eight
+// weight rows of one activation row. The rows f4 leaves to f are in act
+// from row jt on, arow bytes apart.
+func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0, r1 int, act []byte, arow, jt int, act4 []byte, arow4, m int, out []float32, rows int) {
 	// one runs weight rows [i0, i1) over activation row a into o[i0:i1].
 	one := func(a []byte, o []float32, i0, i1 int) {
 		i := i0
@@ -159,16 +185,16 @@ func matMulRange(f dotFunc, f4 dot4Func, fr rows8Func, n int, w []byte, wrow, r0
 		i1 := min(i0+tile, r1)
 		j := 0
 		for ; f4 != nil && j+4 <= m; j += 4 {
-			a := act[j*arow : (j+4)*arow]
+			a := act4[j*arow4 : (j+4)*arow4]
 			for i := i0; i < i1; i++ {
-				f4(n, w[i*wrow:(i+1)*wrow], a, arow, &r4)
+				f4(n, w[i*wrow:(i+1)*wrow], a, arow4, &r4)
 				for k, v := range r4 {
 					out[(j+k)*rows+i] = v
 				}
 			}
 		}
 		for ; j < m; j++ {
-			one(act[j*arow:(j+1)*arow], out[j*rows:(j+1)*rows], i0, i1)
+			one(act[(j-jt)*arow:(j-jt+1)*arow], out[j*rows:(j+1)*rows], i0, i1)
 		}
 	}
 }

@@ -151,3 +151,97 @@ func prepDot(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 		return f(&w[0], &a[0], nb)
 	}
 }
+
+// The compact prepared layout of MatMul's Q4_K/Q5_K four-row kernels
+// (tools/asmgen/q4mm.go) holds four activation rows interleaved, per Q8_K
+// block a group of prep45Block bytes: the four rows' quants in lane order
+// (as above), their four d, their eight bsum pairs bsums[2k]+bsums[2k+1]
+// as int16 each (rows 0, 2, 1, 3: the order the kernels reduce them in),
+// zero padding to a multiple of 64. A group is a little
+// smaller than four Q8_K blocks.
+const (
+	prep45D     = 1024
+	prep45Pairs = 1040
+	prep45Block = 1152
+)
+
+// prepared4 is one type's four-row kernel on compact prepared rows.
+type prepared4 struct {
+	prep func(a *byte, astride, nb int, dst *byte) // nil: prepGroup45
+	dot4 dot4Func
+}
+
+// addPrepared4 registers f's four-row kernels on compact prepared rows.
+func (l *level) addPrepared4(f Funcs) {
+	for t, fn := range map[quant.Type]func(w, a *byte, nb, astride int, out *float32){
+		quant.Q4_K: f.Q4Kx4P, quant.Q5_K: f.Q5Kx4P,
+	} {
+		if fn == nil {
+			continue
+		}
+		if l.prep4 == nil {
+			l.prep4 = map[quant.Type]*prepared4{}
+		}
+		wsize := t.TypeSize()
+		l.prep4[t] = &prepared4{prep: f.PrepQ45, dot4: func(n int, w, a []byte, astride int, out *[4]float32) {
+			nb := n / quant.QK_K
+			if nb == 0 {
+				*out = [4]float32{}
+				return
+			}
+			// The kernel reads one group of four rows; astride is a
+			// quarter of it.
+			w, a = w[:nb*wsize], a[:nb*prep45Block]
+			fn(&w[0], &a[0], nb, astride, &out[0])
+		}}
+	}
+}
+
+// rows prepares m Q8_K rows of n elements (m a multiple of four), arow
+// bytes apart, into *bp (grown as needed, 64-byte aligned) as m/4 groups
+// back to back, and returns them with a quarter of a group's size, what
+// MatMul advances by per row.
+func (p *prepared4) rows(a []byte, n, arow, m int, bp *[]byte) ([]byte, int) {
+	nb := n / quant.QK_K
+	group := nb * prep45Block
+	size := m / 4 * group
+	if cap(*bp) < size+63 {
+		*bp = make([]byte, size+63)
+	}
+	b := (*bp)[:cap(*bp)]
+	al := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	dst := b[al : al+size]
+	for g := 0; g < m/4 && nb > 0; g++ {
+		src := a[4*g*arow : 4*g*arow+3*arow+nb*q8KSize]
+		if p.prep != nil {
+			p.prep(&src[0], arow, nb, &dst[g*group])
+			continue
+		}
+		prepGroup45(src, arow, nb, dst[g*group:(g+1)*group])
+	}
+	return dst, group / 4
+}
+
+// PrepareQ45 prepares the four Q8_K rows of nb blocks at a, arow bytes
+// apart, into dst (nb*1152 bytes) in the compact layout, in Go: the
+// reference a plugin's Funcs.PrepQ45 must match byte for byte.
+func PrepareQ45(a []byte, arow, nb int, dst []byte) { prepGroup45(a, arow, nb, dst) }
+
+func prepGroup45(a []byte, arow, nb int, dst []byte) {
+	for b := range nb {
+		g := dst[b*prep45Block : (b+1)*prep45Block]
+		clear(g[prep45Pairs:])
+		for r := range 4 {
+			src := a[r*arow+b*q8KSize : r*arow+(b+1)*q8KSize]
+			qs, out := src[4:4+quant.QK_K], g[256*r:256*(r+1)]
+			for i := range quant.QK_K {
+				out[i] = qs[i&^31+i%32/4+8*(i%4)]
+			}
+			copy(g[prep45D+4*r:], src[:4])
+			for k := range 8 {
+				s := int16(binary.LittleEndian.Uint16(src[260+4*k:])) + int16(binary.LittleEndian.Uint16(src[262+4*k:]))
+				binary.LittleEndian.PutUint16(g[prep45Pairs+16*[4]int{0, 2, 1, 3}[r]+2*k:], uint16(s))
+			}
+		}
+	}
+}

@@ -91,11 +91,19 @@ func BenchDot(b *testing.B, k *kernelkit.Kit) {
 // BenchMatMul is a prefill-sized matrix × matrix: 1024 weight rows of
 // 4096 times 16 activation rows, one thread; bytes are weight bytes, so the
 // ratio to BenchmarkMatVec shows what running four activation rows per
-// pass over a weight block saves.
+// pass over a weight block saves. Q4_K and Q5_K, the prefill of a Q4_K_M
+// model, also run a 64-token batch on two of a model's shapes (named
+// rows×columns×tokens; not the generic level, which takes seconds).
 func BenchMatMul(b *testing.B, k *kernelkit.Kit) {
-	const rows, n, m = 1024, 4096, 16
 	keepLevel(b, k)
-	for _, typ := range kernelTypes {
+	benchMatMul(b, k, 1024, 4096, 16, "", kernelTypes)
+	for _, s := range [][3]int{{3072, 7168, 64}, {4096, 4096, 64}} {
+		benchMatMul(b, k, s[0], s[1], s[2], fmt.Sprintf("/%dx%dx%d", s[0], s[1], s[2]), []quant.Type{quant.Q4_K, quant.Q5_K})
+	}
+}
+
+func benchMatMul(b *testing.B, k *kernelkit.Kit, rows, n, m int, suffix string, types []quant.Type) {
+	for _, typ := range types {
 		r := rand.New(rand.NewPCG(8, uint64(typ)))
 		w := randWeights(r, typ, rows*n)
 		var act []byte
@@ -104,11 +112,14 @@ func BenchMatMul(b *testing.B, k *kernelkit.Kit) {
 		}
 		out := make([]float32, rows*m)
 		for _, lv := range k.Levels() {
-			b.Run(fmt.Sprintf("%s/%s", typ, lv), func(b *testing.B) {
+			if suffix != "" && lv == "generic" {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/%s%s", typ, lv, suffix), func(b *testing.B) {
 				if err := k.SetLevel(lv); err != nil {
 					b.Fatal(err)
 				}
-				b.SetBytes(int64(len(w)) * m)
+				b.SetBytes(int64(len(w)) * int64(m))
 				for b.Loop() {
 					if err := k.MatMul(typ, w, rows, n, act, m, out, 1); err != nil {
 						b.Fatal(err)

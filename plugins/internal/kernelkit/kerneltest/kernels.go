@@ -282,7 +282,16 @@ func MatMul(t *testing.T, k *kernelkit.Kit) {
 		r := rand.New(rand.NewPCG(4, 4))
 		for _, typ := range kernelTypes {
 			for _, rows := range []int{1, 17, 40} {
+				// Two blocks and six rows; five blocks and nine rows (two
+				// four-row passes and a tail); 24 blocks, too long to
+				// prepare for one row, and seven rows.
 				n, m := 512, 6
+				switch rows {
+				case 17:
+					n, m = 1280, 9
+				case 40:
+					n, m = 6144, 7
+				}
 				var w, act []byte
 				for range rows {
 					w = append(w, randWeights(r, typ, n)...)
