@@ -1495,6 +1495,105 @@ donedotQ3KPAVX512:
 	VZEROUPPER
 	RET
 
+// func lrDotQ3KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, MMX+
+TEXT ·lrDotQ3KPTAVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPTAVX512
+
+looplrDotQ3KPTAVX512:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMD          Z11, Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPMADDUBSW      (CX), Z11, Z11
+	VPSUBW          256(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPMADDUBSW      64(CX), Z13, Z13
+	VPSUBW          320(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMD          Z14, Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPMADDUBSW      128(CX), Z14, Z14
+	VPSUBW          384(CX), Z14, Z14
+	VPMADDWD        Z16, Z14, Z14
+	VPADDD          Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPMADDUBSW      192(CX), Z14, Z14
+	VPSUBW          448(CX), Z14, Z14
+	VPMADDWD        Z10, Z14, Z14
+	VPADDD          Z14, Z13, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          512(CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPTAVX512
+
+donelrDotQ3KPTAVX512:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ6KAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-28
@@ -1999,6 +2098,94 @@ donedotQ6KPAVX512:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ6KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, MMX+
+TEXT ·lrDotQ6KPTAVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPTAVX512
+
+looplrDotQ6KPTAVX512:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	ADDQ            $0x000000d2, BX
+	VPBROADCASTW    208(AX), X7
+	VCVTPH2PS       X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPERMD          (AX), Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 128(AX), Z9
+	VPERMD          Z9, Z1, Z9
+	VPSHUFB         xpshufb64<>+0(SB), Z9, Z9
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z9, Z11
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPTERNLOGD      $0xd8, Z6, Z10, Z9
+	VPERMD          Z8, Z2, Z12
+	VPMADDUBSW      (CX), Z9, Z9
+	VPSUBW          256(CX), Z9, Z9
+	VPMADDWD        Z12, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPTERNLOGD      $0xd8, Z6, Z10, Z11
+	VPERMD          Z8, Z3, Z10
+	VPMADDUBSW      64(CX), Z11, Z11
+	VPSUBW          320(CX), Z11, Z11
+	VPMADDWD        Z10, Z11, Z10
+	VPERMD          64(AX), Z1, Z12
+	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
+	VBROADCASTI64X4 160(AX), Z11
+	VPERMD          Z11, Z1, Z11
+	VPSHUFB         xpshufb64<>+0(SB), Z11, Z11
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z11, Z13
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z4, Z14
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPSUBW          384(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPADDD          Z11, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPSRLW          $0x04, Z12, Z12
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z5, Z12
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPSUBW          448(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          512(CX), X7, X7
+	VBROADCASTSS    X7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ6KPTAVX512
+
+donelrDotQ6KPTAVX512:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -6925,6 +7112,103 @@ donedotQ3KPVNNI:
 	VZEROUPPER
 	RET
 
+// func lrDotQ3KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ3KPTVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPTVNNI
+
+looplrDotQ3KPTVNNI:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMD          Z11, Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPMADDUBSW      (CX), Z11, Z11
+	VPSUBW          256(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPMADDUBSW      64(CX), Z13, Z13
+	VPSUBW          320(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMD          Z14, Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPMADDUBSW      128(CX), Z14, Z14
+	VPSUBW          384(CX), Z14, Z14
+	VPDPWSSD        Z16, Z14, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPMADDUBSW      192(CX), Z14, Z14
+	VPSUBW          448(CX), Z14, Z14
+	VPDPWSSD        Z10, Z14, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          512(CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPTVNNI
+
+donelrDotQ3KPTVNNI:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ6KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVNNI(SB), NOSPLIT, $0-28
@@ -7371,6 +7655,92 @@ donedotQ6KPVNNI:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ6KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ6KPTVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPTVNNI
+
+looplrDotQ6KPTVNNI:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	ADDQ            $0x000000d2, BX
+	VPBROADCASTW    208(AX), X7
+	VCVTPH2PS       X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPERMD          (AX), Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 128(AX), Z9
+	VPERMD          Z9, Z1, Z9
+	VPSHUFB         xpshufb64<>+0(SB), Z9, Z9
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z9, Z11
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPTERNLOGD      $0xd8, Z6, Z10, Z9
+	VPERMD          Z8, Z2, Z12
+	VPMADDUBSW      (CX), Z9, Z9
+	VPSUBW          256(CX), Z9, Z9
+	VPMADDWD        Z12, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPTERNLOGD      $0xd8, Z6, Z10, Z11
+	VPERMD          Z8, Z3, Z10
+	VPMADDUBSW      64(CX), Z11, Z11
+	VPSUBW          320(CX), Z11, Z11
+	VPMADDWD        Z10, Z11, Z10
+	VPERMD          64(AX), Z1, Z12
+	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
+	VBROADCASTI64X4 160(AX), Z11
+	VPERMD          Z11, Z1, Z11
+	VPSHUFB         xpshufb64<>+0(SB), Z11, Z11
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z11, Z13
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z4, Z14
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPSUBW          384(CX), Z11, Z11
+	VPDPWSSD        Z14, Z11, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPSRLW          $0x04, Z12, Z12
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z5, Z12
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPSUBW          448(CX), Z11, Z11
+	VPDPWSSD        Z12, Z11, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          512(CX), X7, X7
+	VBROADCASTSS    X7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ6KPTVNNI
+
+donelrDotQ6KPTVNNI:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -7851,6 +8221,100 @@ donedotQ3KPVBMIVNNI:
 	VZEROUPPER
 	RET
 
+// func lrDotQ3KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ3KPVBMITVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermb64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPVBMITVNNI
+
+looplrDotQ3KPVBMITVNNI:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMB          Z10, Z1, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMB          Z11, Z1, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPMADDUBSW      (CX), Z11, Z11
+	VPSUBW          256(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPMADDUBSW      64(CX), Z13, Z13
+	VPSUBW          320(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMB          Z14, Z1, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPMADDUBSW      128(CX), Z14, Z14
+	VPSUBW          384(CX), Z14, Z14
+	VPDPWSSD        Z16, Z14, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPMADDUBSW      192(CX), Z14, Z14
+	VPSUBW          448(CX), Z14, Z14
+	VPDPWSSD        Z10, Z14, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          512(CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPVBMITVNNI
+
+donelrDotQ3KPVBMITVNNI:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ6KVBMIVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVBMIVNNI(SB), NOSPLIT, $0-28
@@ -8265,6 +8729,88 @@ donedotQ6KPVBMIVNNI:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ6KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ6KPVBMITVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermb64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPVBMITVNNI
+
+looplrDotQ6KPVBMITVNNI:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	ADDQ            $0x000000d2, BX
+	VPBROADCASTW    208(AX), X7
+	VCVTPH2PS       X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPERMB          (AX), Z1, Z10
+	VBROADCASTI64X4 128(AX), Z9
+	VPERMB          Z9, Z1, Z9
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z9, Z11
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPTERNLOGD      $0xd8, Z6, Z10, Z9
+	VPERMD          Z8, Z2, Z12
+	VPMADDUBSW      (CX), Z9, Z9
+	VPSUBW          256(CX), Z9, Z9
+	VPMADDWD        Z12, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPTERNLOGD      $0xd8, Z6, Z10, Z11
+	VPERMD          Z8, Z3, Z10
+	VPMADDUBSW      64(CX), Z11, Z11
+	VPSUBW          320(CX), Z11, Z11
+	VPMADDWD        Z10, Z11, Z10
+	VPERMB          64(AX), Z1, Z12
+	VBROADCASTI64X4 160(AX), Z11
+	VPERMB          Z11, Z1, Z11
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z11, Z13
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z4, Z14
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPSUBW          384(CX), Z11, Z11
+	VPDPWSSD        Z14, Z11, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPSRLW          $0x04, Z12, Z12
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z5, Z12
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPSUBW          448(CX), Z11, Z11
+	VPDPWSSD        Z12, Z11, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          512(CX), X7, X7
+	VBROADCASTSS    X7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ6KPVBMITVNNI
+
+donelrDotQ6KPVBMITVNNI:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -13212,6 +13758,134 @@ GLOBL c32_00000006<>(SB), RODATA|NOPTR, $4
 DATA c32_00000007<>+0(SB)/4, $0x00000007
 GLOBL c32_00000007<>(SB), RODATA|NOPTR, $4
 
+// func lrDotQ3KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ3KPTVNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPTVNNI256
+
+looplrDotQ3KPTVNNI256:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPERMD          32(AX), Y1, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VMOVDQA64       Y17, Y16
+	VPANDD          Y10, Y16, Y16
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y16, K1, Y16
+	VPERMD          Y14, Y2, Y18
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y18, Y16, Y16
+	VPSRLW          $0x02, Y17, Y18
+	VPANDD          Y10, Y18, Y18
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y18, K1, Y18
+	VPERMD          Y14, Y3, Y19
+	VPMADDUBSW      32(CX), Y18, Y18
+	VPSUBW          288(CX), Y18, Y18
+	VPMADDWD        Y19, Y18, Y18
+	VPSRLW          $0x04, Y17, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y4, Y20
+	VPMADDUBSW      64(CX), Y19, Y19
+	VPSUBW          320(CX), Y19, Y19
+	VPDPWSSD        Y20, Y19, Y16
+	VPSRLW          $0x06, Y17, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y5, Y19
+	VPMADDUBSW      96(CX), Y17, Y17
+	VPSUBW          352(CX), Y17, Y17
+	VPDPWSSD        Y19, Y17, Y18
+	VPERMD          64(AX), Y1, Y19
+	VPSHUFB         xpshufb32<>+0(SB), Y19, Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y6, Y20
+	VPMADDUBSW      128(CX), Y17, Y17
+	VPSUBW          384(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x02, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y7, Y20
+	VPMADDUBSW      160(CX), Y17, Y17
+	VPSUBW          416(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y18
+	VPSRLW          $0x04, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y8, Y20
+	VPMADDUBSW      192(CX), Y17, Y17
+	VPSUBW          448(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x06, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y17, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y18
+	VPADDD          Y18, Y16, Y16
+	VCVTDQ2PS       Y16, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPTVNNI256
+
+donelrDotQ3KPTVNNI256:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVNNI256(SB), NOSPLIT, $32-28
@@ -13827,6 +14501,122 @@ donedotQ6KPVNNI256:
 	VZEROUPPER
 	RET
 
+// func lrDotQ6KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ6KPTVNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y10
+	VPBROADCASTD c32_30303030<>+0(SB), Y11
+	VPBROADCASTD c32_20202020<>+0(SB), Y11
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPTVNNI256
+
+looplrDotQ6KPTVNNI256:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	ADDQ         $0x000000d2, BX
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPERMD       (AX), Y1, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPERMD       32(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPERMD       128(AX), Y1, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y13, Y16
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y13, Y17
+	VPSLLW       $0x04, Y16, Y13
+	VPTERNLOGD   $0xd8, Y10, Y14, Y13
+	VPERMD       Y12, Y2, Y18
+	VPMADDUBSW   (CX), Y13, Y13
+	VPSUBW       256(CX), Y13, Y13
+	VPMADDWD     Y18, Y13, Y13
+	VPSLLW       $0x02, Y17, Y18
+	VPTERNLOGD   $0xd8, Y10, Y15, Y18
+	VPERMD       Y12, Y3, Y19
+	VPMADDUBSW   32(CX), Y18, Y18
+	VPSUBW       288(CX), Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPSRLW       $0x04, Y14, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y16
+	VPERMD       Y12, Y4, Y14
+	VPMADDUBSW   64(CX), Y16, Y16
+	VPSUBW       320(CX), Y16, Y16
+	VPDPWSSD     Y14, Y16, Y13
+	VPSRLW       $0x02, Y17, Y14
+	VPSRLW       $0x04, Y15, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y5, Y15
+	VPMADDUBSW   96(CX), Y14, Y14
+	VPSUBW       352(CX), Y14, Y14
+	VPDPWSSD     Y15, Y14, Y18
+	VPERMD       64(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPERMD       96(AX), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPERMD       160(AX), Y1, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPANDD.BCST  c32_33333333<>+0(SB), Y14, Y17
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y14, Y19
+	VPSLLW       $0x04, Y17, Y14
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y6, Y20
+	VPMADDUBSW   128(CX), Y14, Y14
+	VPSUBW       384(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y13
+	VPSLLW       $0x02, Y19, Y14
+	VPTERNLOGD   $0xd8, Y10, Y16, Y14
+	VPERMD       Y12, Y7, Y20
+	VPMADDUBSW   160(CX), Y14, Y14
+	VPSUBW       416(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y18
+	VPSRLW       $0x04, Y15, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y17
+	VPERMD       Y12, Y8, Y14
+	VPMADDUBSW   192(CX), Y17, Y15
+	VPSUBW       448(CX), Y15, Y15
+	VPDPWSSD     Y14, Y15, Y13
+	VPSRLW       $0x02, Y19, Y14
+	VPSRLW       $0x04, Y16, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y14, Y14
+	VPSUBW       480(CX), Y14, Y14
+	VPDPWSSD     Y12, Y14, Y18
+	VPADDD       Y18, Y13, Y13
+	VCVTDQ2PS    Y13, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          looplrDotQ6KPTVNNI256
+
+donelrDotQ6KPTVNNI256:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ3KVBMIVNNI256(SB), NOSPLIT, $32-28
@@ -14439,6 +15229,131 @@ donedotQ3KPVBMIVNNI256:
 	VZEROUPPER
 	RET
 
+// func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPVBMITVNNI256
+
+looplrDotQ3KPVBMITVNNI256:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMB          (AX), Y1, Y15
+	VPERMB          32(AX), Y1, Y17
+	VMOVDQA64       Y17, Y16
+	VPANDD          Y10, Y16, Y16
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y16, K1, Y16
+	VPERMD          Y14, Y2, Y18
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y18, Y16, Y16
+	VPSRLW          $0x02, Y17, Y18
+	VPANDD          Y10, Y18, Y18
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y18, K1, Y18
+	VPERMD          Y14, Y3, Y19
+	VPMADDUBSW      32(CX), Y18, Y18
+	VPSUBW          288(CX), Y18, Y18
+	VPMADDWD        Y19, Y18, Y18
+	VPSRLW          $0x04, Y17, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y4, Y20
+	VPMADDUBSW      64(CX), Y19, Y19
+	VPSUBW          320(CX), Y19, Y19
+	VPDPWSSD        Y20, Y19, Y16
+	VPSRLW          $0x06, Y17, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y5, Y19
+	VPMADDUBSW      96(CX), Y17, Y17
+	VPSUBW          352(CX), Y17, Y17
+	VPDPWSSD        Y19, Y17, Y18
+	VPERMB          64(AX), Y1, Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y6, Y20
+	VPMADDUBSW      128(CX), Y17, Y17
+	VPSUBW          384(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x02, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y7, Y20
+	VPMADDUBSW      160(CX), Y17, Y17
+	VPSUBW          416(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y18
+	VPSRLW          $0x04, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y8, Y20
+	VPMADDUBSW      192(CX), Y17, Y17
+	VPSUBW          448(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x06, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y17, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y18
+	VPADDD          Y18, Y16, Y16
+	VCVTDQ2PS       Y16, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPVBMITVNNI256
+
+donelrDotQ3KPVBMITVNNI256:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ6KVBMIVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVBMIVNNI256(SB), NOSPLIT, $32-28
@@ -14987,6 +15902,116 @@ donedotQ6KPVBMIVNNI256:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ6KPVBMITVNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y10
+	VPBROADCASTD c32_30303030<>+0(SB), Y11
+	VPBROADCASTD c32_20202020<>+0(SB), Y11
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPVBMITVNNI256
+
+looplrDotQ6KPVBMITVNNI256:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	ADDQ         $0x000000d2, BX
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPERMB       (AX), Y1, Y14
+	VPERMB       32(AX), Y1, Y15
+	VPERMB       128(AX), Y1, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y13, Y16
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y13, Y17
+	VPSLLW       $0x04, Y16, Y13
+	VPTERNLOGD   $0xd8, Y10, Y14, Y13
+	VPERMD       Y12, Y2, Y18
+	VPMADDUBSW   (CX), Y13, Y13
+	VPSUBW       256(CX), Y13, Y13
+	VPMADDWD     Y18, Y13, Y13
+	VPSLLW       $0x02, Y17, Y18
+	VPTERNLOGD   $0xd8, Y10, Y15, Y18
+	VPERMD       Y12, Y3, Y19
+	VPMADDUBSW   32(CX), Y18, Y18
+	VPSUBW       288(CX), Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPSRLW       $0x04, Y14, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y16
+	VPERMD       Y12, Y4, Y14
+	VPMADDUBSW   64(CX), Y16, Y16
+	VPSUBW       320(CX), Y16, Y16
+	VPDPWSSD     Y14, Y16, Y13
+	VPSRLW       $0x02, Y17, Y14
+	VPSRLW       $0x04, Y15, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y5, Y15
+	VPMADDUBSW   96(CX), Y14, Y14
+	VPSUBW       352(CX), Y14, Y14
+	VPDPWSSD     Y15, Y14, Y18
+	VPERMB       64(AX), Y1, Y15
+	VPERMB       96(AX), Y1, Y16
+	VPERMB       160(AX), Y1, Y14
+	VPANDD.BCST  c32_33333333<>+0(SB), Y14, Y17
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y14, Y19
+	VPSLLW       $0x04, Y17, Y14
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y6, Y20
+	VPMADDUBSW   128(CX), Y14, Y14
+	VPSUBW       384(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y13
+	VPSLLW       $0x02, Y19, Y14
+	VPTERNLOGD   $0xd8, Y10, Y16, Y14
+	VPERMD       Y12, Y7, Y20
+	VPMADDUBSW   160(CX), Y14, Y14
+	VPSUBW       416(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y18
+	VPSRLW       $0x04, Y15, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y17
+	VPERMD       Y12, Y8, Y14
+	VPMADDUBSW   192(CX), Y17, Y15
+	VPSUBW       448(CX), Y15, Y15
+	VPDPWSSD     Y14, Y15, Y13
+	VPSRLW       $0x02, Y19, Y14
+	VPSRLW       $0x04, Y16, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y14, Y14
+	VPSUBW       480(CX), Y14, Y14
+	VPDPWSSD     Y12, Y14, Y18
+	VPADDD       Y18, Y13, Y13
+	VCVTDQ2PS    Y13, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          looplrDotQ6KPVBMITVNNI256
+
+donelrDotQ6KPVBMITVNNI256:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 

@@ -122,12 +122,16 @@ func (c *xctx) ydot(k int) VecVirtual {
 
 // xLoop emits an exact K-quant kernel with kLoop's signatures (m = 1 or
 // 4 activation rows); body emits one block.
-func xLoop(t *target, name string, wsize, m int, vbmi, prep bool, pre func(), body func(c *xctx, nacc int)) {
+func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func(), body func(c *xctx, nacc int)) {
 	if prep {
 		name = strings.Replace(name, "K", "KP", 1)
 	}
 	fn := "dot" + name + t.suffix
 	sig := "func(w, a *byte, nb int) float32"
+	if tile {
+		fn = "lrDot" + name + "T" + t.suffix
+		sig = "func(w, a *byte, nb int, acc *[8]float32, pf *byte)"
+	}
 	if m > 1 {
 		fn = "dot" + name + "x" + string(rune('0'+m)) + t.suffix
 		sig = "func(w, a *byte, nb, astride int, out *float32)"
@@ -164,7 +168,11 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep bool, pre func(), bo
 			continue
 		}
 		a := YMM()
-		t.zerof(a)
+		if tile {
+			VMOVUPS(Mem{Base: Load(Param("acc"), GP64())}, a)
+		} else {
+			t.zerof(a)
+		}
 		c.facc = append(c.facc, a)
 	}
 	c.pidx = t.vec()
@@ -197,9 +205,22 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep bool, pre func(), bo
 	t.memConsts = m > 1
 	pre()
 	t.memConsts = false
+	var pf Register
+	if tile {
+		pf = Load(Param("pf"), GP64())
+	}
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
 	Label("loop" + fn)
+	if tile {
+		// The caller interleaves weight rows a tile at a time, which the
+		// hardware prefetchers do not follow: each block fetches its share
+		// of the weights to come, at pf, into L2 (kernelkit's tiledRange).
+		for off := 0; off < wsize; off += 64 {
+			PREFETCHT1(Mem{Base: pf, Disp: off})
+		}
+		ADDQ(U32(wsize), pf)
+	}
 	c.yd = nil
 	body(c, map[bool]int{true: 1, false: 2}[m > 1])
 	ADDQ(U32(wsize), c.wp)
@@ -211,6 +232,12 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep bool, pre func(), bo
 	DECQ(nb)
 	JNZ(LabelRef("loop" + fn))
 	Label("done" + fn)
+	if tile {
+		VMOVUPS(c.facc[0], Mem{Base: Load(Param("acc"), GP64())})
+		VZEROUPPER()
+		RET()
+		return
+	}
 	var outp Register
 	if m > 1 {
 		outp = Load(Param("out"), GP64())
@@ -381,7 +408,7 @@ func genQ6KExact(t *target, vbmi bool) {
 	pre := func() { c0F, c30, c32 = t.splat(0x0f0f0f0f), t.splat(0x30303030), t.splat(0x20202020) }
 	for _, km := range q63Kinds {
 		prep, m := km.prep, km.m
-		xLoop(t, name, 210, m, vbmi, prep, pre, func(c *xctx, nacc int) {
+		xLoop(t, name, 210, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 208}, false)
 			sw := YMM()
@@ -509,7 +536,7 @@ func genQ3KExact(t *target, vbmi bool) {
 	pre := func() { c03, c04, c32w = t.splat(0x03030303), t.splat(0x04040404), t.konst(0x00200020) }
 	for _, km := range q63Kinds {
 		prep, m := km.prep, km.m
-		xLoop(t, name, 110, m, vbmi, prep, pre, func(c *xctx, nacc int) {
+		xLoop(t, name, 110, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 108}, false)
 			scb := t.q3KScales(wp)

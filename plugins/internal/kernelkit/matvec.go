@@ -65,6 +65,13 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 		act = p.rows(act, n, int(arow), m, bp)
 		arow = int64(n / quant.QK_K * prepBlock)
 		f = p.dot
+		if p.tiled(n) {
+			return func(r0, r1 int) {
+				for j := range m {
+					p.tiledRange(n, w, int(wrow), r0, r1, act[j*int(arow):(j+1)*int(arow)], out[j*rows:(j+1)*rows])
+				}
+			}, release, nil
+		}
 	}
 	return func(r0, r1 int) {
 		matMulRange(f, f4, fr, n, w, int(wrow), r0, r1, act, int(arow), m, out, rows)
