@@ -13601,121 +13601,127 @@ donedotQ3Kx4VNNI256:
 	RET
 
 // func dotQ3KPVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotQ3KPVNNI256(SB), NOSPLIT, $32-28
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, CMOV, F16C, SSE
+TEXT ·dotQ3KPVNNI256(SB), NOSPLIT, $544-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
 	VMOVDQU64    xpermd32<>+0(SB), Y1
-	VPBROADCASTD c32_00000000<>+0(SB), Y2
-	VPBROADCASTD c32_00000001<>+0(SB), Y3
-	VPBROADCASTD c32_00000002<>+0(SB), Y4
-	VPBROADCASTD c32_00000003<>+0(SB), Y5
-	VPBROADCASTD c32_00000004<>+0(SB), Y6
-	VPBROADCASTD c32_00000005<>+0(SB), Y7
-	VPBROADCASTD c32_00000006<>+0(SB), Y8
-	VPBROADCASTD c32_00000007<>+0(SB), Y9
-	VPBROADCASTD c32_03030303<>+0(SB), Y10
-	VPBROADCASTD c32_04040404<>+0(SB), Y11
-	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
 	TESTQ        DX, DX
 	JZ           donedotQ3KPVNNI256
 
+lrouterdotQ3KPVNNI256:
+	MOVQ    $0x00000010, BX
+	CMPQ    DX, BX
+	CMOVQLT DX, BX
+	SUBQ    BX, DX
+	MOVQ    AX, DI
+	MOVQ    BX, R8
+	LEAQ    32(SP), SI
+
+lrscalesdotQ3KPVNNI256:
+	VBROADCASTI32X4 94(DI), Y5
+	VPSHUFB         q3a_y<>+0(SB), Y5, Y6
+	VPSRLVD         q3ash_y<>+0(SB), Y6, Y6
+	VPANDD          q3am_y<>+0(SB), Y6, Y6
+	VPSHUFB         q3t_y<>+0(SB), Y5, Y5
+	VPSLLVD         q3tl_y<>+0(SB), Y5, Y5
+	VPSRLVD         q3tr_y<>+0(SB), Y5, Y5
+	VPANDD          q3tm_y<>+0(SB), Y5, Y5
+	VPORD           Y5, Y6, Y6
+	VPMOVZXBW       X6, Y5
+	VPSUBW          Y4, Y5, Y5
+	VMOVDQU64       Y5, (SI)
+	ADDQ            $0x20, SI
+	ADDQ            $0x0000006e, DI
+	DECQ            R8
+	JNZ             lrscalesdotQ3KPVNNI256
+	LEAQ            32(SP), SI
+
 loopdotQ3KPVNNI256:
-	VPBROADCASTW    108(AX), X13
-	VCVTPH2PS       X13, X13
-	VBROADCASTI32X4 94(AX), Y14
-	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
-	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
-	VPANDD          q3am_y<>+0(SB), Y15, Y15
-	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
-	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
-	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
-	VPANDD          q3tm_y<>+0(SB), Y14, Y14
-	VPORD           Y14, Y15, Y15
-	VPMOVZXBW       X15, Y14
-	VPSUBW          Y12, Y14, Y14
-	VPERMD          (AX), Y1, Y15
-	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
-	VPERMD          32(AX), Y1, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VMOVDQA64       Y17, Y16
-	VPANDD          Y10, Y16, Y16
-	VPTESTMB        runbits<>+0(SB), Y15, K1
-	VPADDB          Y11, Y16, K1, Y16
-	VPERMD          Y14, Y2, Y18
-	VPMADDUBSW      (CX), Y16, Y16
-	VPSUBW          256(CX), Y16, Y16
-	VPMADDWD        Y18, Y16, Y16
-	VPSRLW          $0x02, Y17, Y18
-	VPANDD          Y10, Y18, Y18
-	VPTESTMB        runbits<>+32(SB), Y15, K1
-	VPADDB          Y11, Y18, K1, Y18
-	VPERMD          Y14, Y3, Y19
-	VPMADDUBSW      32(CX), Y18, Y18
-	VPSUBW          288(CX), Y18, Y18
-	VPMADDWD        Y19, Y18, Y18
-	VPSRLW          $0x04, Y17, Y19
-	VPANDD          Y10, Y19, Y19
-	VPTESTMB        runbits<>+64(SB), Y15, K1
-	VPADDB          Y11, Y19, K1, Y19
-	VPERMD          Y14, Y4, Y20
-	VPMADDUBSW      64(CX), Y19, Y19
-	VPSUBW          320(CX), Y19, Y19
-	VPDPWSSD        Y20, Y19, Y16
-	VPSRLW          $0x06, Y17, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+96(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y5, Y19
-	VPMADDUBSW      96(CX), Y17, Y17
-	VPSUBW          352(CX), Y17, Y17
-	VPDPWSSD        Y19, Y17, Y18
-	VPERMD          64(AX), Y1, Y19
-	VPSHUFB         xpshufb32<>+0(SB), Y19, Y19
-	VMOVDQA64       Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+128(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y6, Y20
-	VPMADDUBSW      128(CX), Y17, Y17
-	VPSUBW          384(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x02, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+160(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y7, Y20
-	VPMADDUBSW      160(CX), Y17, Y17
-	VPSUBW          416(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y18
-	VPSRLW          $0x04, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+192(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y8, Y20
-	VPMADDUBSW      192(CX), Y17, Y17
-	VPSUBW          448(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x06, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+224(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y9, Y14
-	VPMADDUBSW      224(CX), Y17, Y15
-	VPSUBW          480(CX), Y15, Y15
-	VPDPWSSD        Y14, Y15, Y18
-	VPADDD          Y18, Y16, Y16
-	VCVTDQ2PS       Y16, Y14
-	VMULSS          512(CX), X13, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y14, Y14
-	VADDPS          Y14, Y0, Y0
-	ADDQ            $0x0000006e, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ3KPVNNI256
+	VPBROADCASTW  108(AX), X5
+	VCVTPH2PS     X5, X5
+	VPERMD        (AX), Y1, Y6
+	VPSHUFB       xpshufb32<>+0(SB), Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPXORD        Y8, Y8, Y8
+	VPERMD        32(AX), Y1, Y10
+	VPSHUFB       xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA64     Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+0(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    (CX), Y9, Y9
+	VPSUBW        256(CX), Y9, Y9
+	VPDPWSSD.BCST (SI), Y9, Y7
+	VPSRLW        $0x02, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+32(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    32(CX), Y9, Y9
+	VPSUBW        288(CX), Y9, Y9
+	VPDPWSSD.BCST 4(SI), Y9, Y8
+	VPSRLW        $0x04, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+64(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    64(CX), Y9, Y9
+	VPSUBW        320(CX), Y9, Y9
+	VPDPWSSD.BCST 8(SI), Y9, Y7
+	VPSRLW        $0x06, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+96(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    96(CX), Y9, Y9
+	VPSUBW        352(CX), Y9, Y9
+	VPDPWSSD.BCST 12(SI), Y9, Y8
+	VPERMD        64(AX), Y1, Y10
+	VPSHUFB       xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA64     Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+128(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    128(CX), Y9, Y9
+	VPSUBW        384(CX), Y9, Y9
+	VPDPWSSD.BCST 16(SI), Y9, Y7
+	VPSRLW        $0x02, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+160(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    160(CX), Y9, Y9
+	VPSUBW        416(CX), Y9, Y9
+	VPDPWSSD.BCST 20(SI), Y9, Y8
+	VPSRLW        $0x04, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+192(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    192(CX), Y9, Y9
+	VPSUBW        448(CX), Y9, Y9
+	VPDPWSSD.BCST 24(SI), Y9, Y7
+	VPSRLW        $0x06, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+224(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    224(CX), Y9, Y6
+	VPSUBW        480(CX), Y6, Y6
+	VPDPWSSD.BCST 28(SI), Y6, Y8
+	VPADDD        Y8, Y7, Y7
+	VCVTDQ2PS     Y7, Y6
+	VMULSS        512(CX), X5, X5
+	VBROADCASTSS  X5, Y5
+	VMULPS        Y5, Y6, Y6
+	VADDPS        Y6, Y0, Y0
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000240, CX
+	ADDQ          $0x20, SI
+	DECQ          BX
+	JNZ           loopdotQ3KPVNNI256
+	TESTQ         DX, DX
+	JNZ           lrouterdotQ3KPVNNI256
 
 donedotQ3KPVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -13737,148 +13743,133 @@ donedotQ3KPVNNI256:
 	VZEROUPPER
 	RET
 
-DATA c32_00000000<>+0(SB)/4, $0x00000000
-GLOBL c32_00000000<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000001<>+0(SB)/4, $0x00000001
-GLOBL c32_00000001<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000003<>+0(SB)/4, $0x00000003
-GLOBL c32_00000003<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000004<>+0(SB)/4, $0x00000004
-GLOBL c32_00000004<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000005<>+0(SB)/4, $0x00000005
-GLOBL c32_00000005<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000006<>+0(SB)/4, $0x00000006
-GLOBL c32_00000006<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000007<>+0(SB)/4, $0x00000007
-GLOBL c32_00000007<>(SB), RODATA|NOPTR, $4
-
 // func lrDotQ3KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
-TEXT ·lrDotQ3KPTVNNI256(SB), NOSPLIT, $32-40
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, CMOV, F16C, MMX+
+TEXT ·lrDotQ3KPTVNNI256(SB), NOSPLIT, $544-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         acc+24(FP), BX
 	VMOVUPS      (BX), Y0
 	VMOVDQU64    xpermd32<>+0(SB), Y1
-	VPBROADCASTD c32_00000000<>+0(SB), Y2
-	VPBROADCASTD c32_00000001<>+0(SB), Y3
-	VPBROADCASTD c32_00000002<>+0(SB), Y4
-	VPBROADCASTD c32_00000003<>+0(SB), Y5
-	VPBROADCASTD c32_00000004<>+0(SB), Y6
-	VPBROADCASTD c32_00000005<>+0(SB), Y7
-	VPBROADCASTD c32_00000006<>+0(SB), Y8
-	VPBROADCASTD c32_00000007<>+0(SB), Y9
-	VPBROADCASTD c32_03030303<>+0(SB), Y10
-	VPBROADCASTD c32_04040404<>+0(SB), Y11
-	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
 	MOVQ         pf+32(FP), BX
 	TESTQ        DX, DX
 	JZ           donelrDotQ3KPTVNNI256
 
+lrouterlrDotQ3KPTVNNI256:
+	MOVQ    $0x00000010, SI
+	CMPQ    DX, SI
+	CMOVQLT DX, SI
+	SUBQ    SI, DX
+	MOVQ    AX, R8
+	MOVQ    SI, R9
+	LEAQ    32(SP), DI
+
+lrscaleslrDotQ3KPTVNNI256:
+	VBROADCASTI32X4 94(R8), Y5
+	VPSHUFB         q3a_y<>+0(SB), Y5, Y6
+	VPSRLVD         q3ash_y<>+0(SB), Y6, Y6
+	VPANDD          q3am_y<>+0(SB), Y6, Y6
+	VPSHUFB         q3t_y<>+0(SB), Y5, Y5
+	VPSLLVD         q3tl_y<>+0(SB), Y5, Y5
+	VPSRLVD         q3tr_y<>+0(SB), Y5, Y5
+	VPANDD          q3tm_y<>+0(SB), Y5, Y5
+	VPORD           Y5, Y6, Y6
+	VPMOVZXBW       X6, Y5
+	VPSUBW          Y4, Y5, Y5
+	VMOVDQU64       Y5, (DI)
+	ADDQ            $0x20, DI
+	ADDQ            $0x0000006e, R8
+	DECQ            R9
+	JNZ             lrscaleslrDotQ3KPTVNNI256
+	LEAQ            32(SP), DI
+
 looplrDotQ3KPTVNNI256:
-	PREFETCHT1      (BX)
-	PREFETCHT1      64(BX)
-	ADDQ            $0x0000006e, BX
-	VPBROADCASTW    108(AX), X13
-	VCVTPH2PS       X13, X13
-	VBROADCASTI32X4 94(AX), Y14
-	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
-	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
-	VPANDD          q3am_y<>+0(SB), Y15, Y15
-	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
-	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
-	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
-	VPANDD          q3tm_y<>+0(SB), Y14, Y14
-	VPORD           Y14, Y15, Y15
-	VPMOVZXBW       X15, Y14
-	VPSUBW          Y12, Y14, Y14
-	VPERMD          (AX), Y1, Y15
-	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
-	VPERMD          32(AX), Y1, Y17
-	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
-	VMOVDQA64       Y17, Y16
-	VPANDD          Y10, Y16, Y16
-	VPTESTMB        runbits<>+0(SB), Y15, K1
-	VPADDB          Y11, Y16, K1, Y16
-	VPERMD          Y14, Y2, Y18
-	VPMADDUBSW      (CX), Y16, Y16
-	VPSUBW          256(CX), Y16, Y16
-	VPMADDWD        Y18, Y16, Y16
-	VPSRLW          $0x02, Y17, Y18
-	VPANDD          Y10, Y18, Y18
-	VPTESTMB        runbits<>+32(SB), Y15, K1
-	VPADDB          Y11, Y18, K1, Y18
-	VPERMD          Y14, Y3, Y19
-	VPMADDUBSW      32(CX), Y18, Y18
-	VPSUBW          288(CX), Y18, Y18
-	VPMADDWD        Y19, Y18, Y18
-	VPSRLW          $0x04, Y17, Y19
-	VPANDD          Y10, Y19, Y19
-	VPTESTMB        runbits<>+64(SB), Y15, K1
-	VPADDB          Y11, Y19, K1, Y19
-	VPERMD          Y14, Y4, Y20
-	VPMADDUBSW      64(CX), Y19, Y19
-	VPSUBW          320(CX), Y19, Y19
-	VPDPWSSD        Y20, Y19, Y16
-	VPSRLW          $0x06, Y17, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+96(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y5, Y19
-	VPMADDUBSW      96(CX), Y17, Y17
-	VPSUBW          352(CX), Y17, Y17
-	VPDPWSSD        Y19, Y17, Y18
-	VPERMD          64(AX), Y1, Y19
-	VPSHUFB         xpshufb32<>+0(SB), Y19, Y19
-	VMOVDQA64       Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+128(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y6, Y20
-	VPMADDUBSW      128(CX), Y17, Y17
-	VPSUBW          384(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x02, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+160(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y7, Y20
-	VPMADDUBSW      160(CX), Y17, Y17
-	VPSUBW          416(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y18
-	VPSRLW          $0x04, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+192(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y8, Y20
-	VPMADDUBSW      192(CX), Y17, Y17
-	VPSUBW          448(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x06, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+224(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y9, Y14
-	VPMADDUBSW      224(CX), Y17, Y15
-	VPSUBW          480(CX), Y15, Y15
-	VPDPWSSD        Y14, Y15, Y18
-	VPADDD          Y18, Y16, Y16
-	VCVTDQ2PS       Y16, Y14
-	VMULSS          512(CX), X13, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y14, Y14
-	VADDPS          Y14, Y0, Y0
-	ADDQ            $0x0000006e, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             looplrDotQ3KPTVNNI256
+	PREFETCHT1    (BX)
+	PREFETCHT1    64(BX)
+	ADDQ          $0x0000006e, BX
+	VPBROADCASTW  108(AX), X5
+	VCVTPH2PS     X5, X5
+	VPERMD        (AX), Y1, Y6
+	VPSHUFB       xpshufb32<>+0(SB), Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPXORD        Y8, Y8, Y8
+	VPERMD        32(AX), Y1, Y10
+	VPSHUFB       xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA64     Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+0(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    (CX), Y9, Y9
+	VPSUBW        256(CX), Y9, Y9
+	VPDPWSSD.BCST (DI), Y9, Y7
+	VPSRLW        $0x02, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+32(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    32(CX), Y9, Y9
+	VPSUBW        288(CX), Y9, Y9
+	VPDPWSSD.BCST 4(DI), Y9, Y8
+	VPSRLW        $0x04, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+64(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    64(CX), Y9, Y9
+	VPSUBW        320(CX), Y9, Y9
+	VPDPWSSD.BCST 8(DI), Y9, Y7
+	VPSRLW        $0x06, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+96(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    96(CX), Y9, Y9
+	VPSUBW        352(CX), Y9, Y9
+	VPDPWSSD.BCST 12(DI), Y9, Y8
+	VPERMD        64(AX), Y1, Y10
+	VPSHUFB       xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA64     Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+128(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    128(CX), Y9, Y9
+	VPSUBW        384(CX), Y9, Y9
+	VPDPWSSD.BCST 16(DI), Y9, Y7
+	VPSRLW        $0x02, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+160(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    160(CX), Y9, Y9
+	VPSUBW        416(CX), Y9, Y9
+	VPDPWSSD.BCST 20(DI), Y9, Y8
+	VPSRLW        $0x04, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+192(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    192(CX), Y9, Y9
+	VPSUBW        448(CX), Y9, Y9
+	VPDPWSSD.BCST 24(DI), Y9, Y7
+	VPSRLW        $0x06, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+224(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    224(CX), Y9, Y6
+	VPSUBW        480(CX), Y6, Y6
+	VPDPWSSD.BCST 28(DI), Y6, Y8
+	VPADDD        Y8, Y7, Y7
+	VCVTDQ2PS     Y7, Y6
+	VMULSS        512(CX), X5, X5
+	VBROADCASTSS  X5, Y5
+	VMULPS        Y5, Y6, Y6
+	VADDPS        Y6, Y0, Y0
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000240, CX
+	ADDQ          $0x20, DI
+	DECQ          SI
+	JNZ           looplrDotQ3KPTVNNI256
+	TESTQ         DX, DX
+	JNZ           lrouterlrDotQ3KPTVNNI256
 
 donelrDotQ3KPTVNNI256:
 	MOVQ    acc+24(FP), AX
@@ -14501,6 +14492,27 @@ donedotQ6KPVNNI256:
 	VZEROUPPER
 	RET
 
+DATA c32_00000000<>+0(SB)/4, $0x00000000
+GLOBL c32_00000000<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000001<>+0(SB)/4, $0x00000001
+GLOBL c32_00000001<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000003<>+0(SB)/4, $0x00000003
+GLOBL c32_00000003<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000004<>+0(SB)/4, $0x00000004
+GLOBL c32_00000004<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000005<>+0(SB)/4, $0x00000005
+GLOBL c32_00000005<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000006<>+0(SB)/4, $0x00000006
+GLOBL c32_00000006<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000007<>+0(SB)/4, $0x00000007
+GLOBL c32_00000007<>(SB), RODATA|NOPTR, $4
+
 // func lrDotQ6KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·lrDotQ6KPTVNNI256(SB), NOSPLIT, $32-40
@@ -15096,118 +15108,124 @@ donedotQ3KVBMIx4VNNI256:
 	RET
 
 // func dotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $32-28
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, SSE
+TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $544-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
 	VMOVDQU64    xpermb32<>+0(SB), Y1
-	VPBROADCASTD c32_00000000<>+0(SB), Y2
-	VPBROADCASTD c32_00000001<>+0(SB), Y3
-	VPBROADCASTD c32_00000002<>+0(SB), Y4
-	VPBROADCASTD c32_00000003<>+0(SB), Y5
-	VPBROADCASTD c32_00000004<>+0(SB), Y6
-	VPBROADCASTD c32_00000005<>+0(SB), Y7
-	VPBROADCASTD c32_00000006<>+0(SB), Y8
-	VPBROADCASTD c32_00000007<>+0(SB), Y9
-	VPBROADCASTD c32_03030303<>+0(SB), Y10
-	VPBROADCASTD c32_04040404<>+0(SB), Y11
-	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
 	TESTQ        DX, DX
 	JZ           donedotQ3KPVBMIVNNI256
 
+lrouterdotQ3KPVBMIVNNI256:
+	MOVQ    $0x00000010, BX
+	CMPQ    DX, BX
+	CMOVQLT DX, BX
+	SUBQ    BX, DX
+	MOVQ    AX, DI
+	MOVQ    BX, R8
+	LEAQ    32(SP), SI
+
+lrscalesdotQ3KPVBMIVNNI256:
+	VBROADCASTI32X4 94(DI), Y5
+	VPSHUFB         q3a_y<>+0(SB), Y5, Y6
+	VPSRLVD         q3ash_y<>+0(SB), Y6, Y6
+	VPANDD          q3am_y<>+0(SB), Y6, Y6
+	VPSHUFB         q3t_y<>+0(SB), Y5, Y5
+	VPSLLVD         q3tl_y<>+0(SB), Y5, Y5
+	VPSRLVD         q3tr_y<>+0(SB), Y5, Y5
+	VPANDD          q3tm_y<>+0(SB), Y5, Y5
+	VPORD           Y5, Y6, Y6
+	VPMOVZXBW       X6, Y5
+	VPSUBW          Y4, Y5, Y5
+	VMOVDQU64       Y5, (SI)
+	ADDQ            $0x20, SI
+	ADDQ            $0x0000006e, DI
+	DECQ            R8
+	JNZ             lrscalesdotQ3KPVBMIVNNI256
+	LEAQ            32(SP), SI
+
 loopdotQ3KPVBMIVNNI256:
-	VPBROADCASTW    108(AX), X13
-	VCVTPH2PS       X13, X13
-	VBROADCASTI32X4 94(AX), Y14
-	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
-	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
-	VPANDD          q3am_y<>+0(SB), Y15, Y15
-	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
-	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
-	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
-	VPANDD          q3tm_y<>+0(SB), Y14, Y14
-	VPORD           Y14, Y15, Y15
-	VPMOVZXBW       X15, Y14
-	VPSUBW          Y12, Y14, Y14
-	VPERMB          (AX), Y1, Y15
-	VPERMB          32(AX), Y1, Y17
-	VMOVDQA64       Y17, Y16
-	VPANDD          Y10, Y16, Y16
-	VPTESTMB        runbits<>+0(SB), Y15, K1
-	VPADDB          Y11, Y16, K1, Y16
-	VPERMD          Y14, Y2, Y18
-	VPMADDUBSW      (CX), Y16, Y16
-	VPSUBW          256(CX), Y16, Y16
-	VPMADDWD        Y18, Y16, Y16
-	VPSRLW          $0x02, Y17, Y18
-	VPANDD          Y10, Y18, Y18
-	VPTESTMB        runbits<>+32(SB), Y15, K1
-	VPADDB          Y11, Y18, K1, Y18
-	VPERMD          Y14, Y3, Y19
-	VPMADDUBSW      32(CX), Y18, Y18
-	VPSUBW          288(CX), Y18, Y18
-	VPMADDWD        Y19, Y18, Y18
-	VPSRLW          $0x04, Y17, Y19
-	VPANDD          Y10, Y19, Y19
-	VPTESTMB        runbits<>+64(SB), Y15, K1
-	VPADDB          Y11, Y19, K1, Y19
-	VPERMD          Y14, Y4, Y20
-	VPMADDUBSW      64(CX), Y19, Y19
-	VPSUBW          320(CX), Y19, Y19
-	VPDPWSSD        Y20, Y19, Y16
-	VPSRLW          $0x06, Y17, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+96(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y5, Y19
-	VPMADDUBSW      96(CX), Y17, Y17
-	VPSUBW          352(CX), Y17, Y17
-	VPDPWSSD        Y19, Y17, Y18
-	VPERMB          64(AX), Y1, Y19
-	VMOVDQA64       Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+128(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y6, Y20
-	VPMADDUBSW      128(CX), Y17, Y17
-	VPSUBW          384(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x02, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+160(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y7, Y20
-	VPMADDUBSW      160(CX), Y17, Y17
-	VPSUBW          416(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y18
-	VPSRLW          $0x04, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+192(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y8, Y20
-	VPMADDUBSW      192(CX), Y17, Y17
-	VPSUBW          448(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x06, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+224(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y9, Y14
-	VPMADDUBSW      224(CX), Y17, Y15
-	VPSUBW          480(CX), Y15, Y15
-	VPDPWSSD        Y14, Y15, Y18
-	VPADDD          Y18, Y16, Y16
-	VCVTDQ2PS       Y16, Y14
-	VMULSS          512(CX), X13, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y14, Y14
-	VADDPS          Y14, Y0, Y0
-	ADDQ            $0x0000006e, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             loopdotQ3KPVBMIVNNI256
+	VPBROADCASTW  108(AX), X5
+	VCVTPH2PS     X5, X5
+	VPERMB        (AX), Y1, Y6
+	VPXORD        Y7, Y7, Y7
+	VPXORD        Y8, Y8, Y8
+	VPERMB        32(AX), Y1, Y10
+	VMOVDQA64     Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+0(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    (CX), Y9, Y9
+	VPSUBW        256(CX), Y9, Y9
+	VPDPWSSD.BCST (SI), Y9, Y7
+	VPSRLW        $0x02, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+32(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    32(CX), Y9, Y9
+	VPSUBW        288(CX), Y9, Y9
+	VPDPWSSD.BCST 4(SI), Y9, Y8
+	VPSRLW        $0x04, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+64(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    64(CX), Y9, Y9
+	VPSUBW        320(CX), Y9, Y9
+	VPDPWSSD.BCST 8(SI), Y9, Y7
+	VPSRLW        $0x06, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+96(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    96(CX), Y9, Y9
+	VPSUBW        352(CX), Y9, Y9
+	VPDPWSSD.BCST 12(SI), Y9, Y8
+	VPERMB        64(AX), Y1, Y10
+	VMOVDQA64     Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+128(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    128(CX), Y9, Y9
+	VPSUBW        384(CX), Y9, Y9
+	VPDPWSSD.BCST 16(SI), Y9, Y7
+	VPSRLW        $0x02, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+160(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    160(CX), Y9, Y9
+	VPSUBW        416(CX), Y9, Y9
+	VPDPWSSD.BCST 20(SI), Y9, Y8
+	VPSRLW        $0x04, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+192(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    192(CX), Y9, Y9
+	VPSUBW        448(CX), Y9, Y9
+	VPDPWSSD.BCST 24(SI), Y9, Y7
+	VPSRLW        $0x06, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+224(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    224(CX), Y9, Y6
+	VPSUBW        480(CX), Y6, Y6
+	VPDPWSSD.BCST 28(SI), Y6, Y8
+	VPADDD        Y8, Y7, Y7
+	VCVTDQ2PS     Y7, Y6
+	VMULSS        512(CX), X5, X5
+	VBROADCASTSS  X5, Y5
+	VMULPS        Y5, Y6, Y6
+	VADDPS        Y6, Y0, Y0
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000240, CX
+	ADDQ          $0x20, SI
+	DECQ          BX
+	JNZ           loopdotQ3KPVBMIVNNI256
+	TESTQ         DX, DX
+	JNZ           lrouterdotQ3KPVBMIVNNI256
 
 donedotQ3KPVBMIVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -15230,123 +15248,129 @@ donedotQ3KPVBMIVNNI256:
 	RET
 
 // func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, MMX+
-TEXT ·lrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $32-40
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, MMX+
+TEXT ·lrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $544-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         acc+24(FP), BX
 	VMOVUPS      (BX), Y0
 	VMOVDQU64    xpermb32<>+0(SB), Y1
-	VPBROADCASTD c32_00000000<>+0(SB), Y2
-	VPBROADCASTD c32_00000001<>+0(SB), Y3
-	VPBROADCASTD c32_00000002<>+0(SB), Y4
-	VPBROADCASTD c32_00000003<>+0(SB), Y5
-	VPBROADCASTD c32_00000004<>+0(SB), Y6
-	VPBROADCASTD c32_00000005<>+0(SB), Y7
-	VPBROADCASTD c32_00000006<>+0(SB), Y8
-	VPBROADCASTD c32_00000007<>+0(SB), Y9
-	VPBROADCASTD c32_03030303<>+0(SB), Y10
-	VPBROADCASTD c32_04040404<>+0(SB), Y11
-	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
 	MOVQ         pf+32(FP), BX
 	TESTQ        DX, DX
 	JZ           donelrDotQ3KPVBMITVNNI256
 
+lrouterlrDotQ3KPVBMITVNNI256:
+	MOVQ    $0x00000010, SI
+	CMPQ    DX, SI
+	CMOVQLT DX, SI
+	SUBQ    SI, DX
+	MOVQ    AX, R8
+	MOVQ    SI, R9
+	LEAQ    32(SP), DI
+
+lrscaleslrDotQ3KPVBMITVNNI256:
+	VBROADCASTI32X4 94(R8), Y5
+	VPSHUFB         q3a_y<>+0(SB), Y5, Y6
+	VPSRLVD         q3ash_y<>+0(SB), Y6, Y6
+	VPANDD          q3am_y<>+0(SB), Y6, Y6
+	VPSHUFB         q3t_y<>+0(SB), Y5, Y5
+	VPSLLVD         q3tl_y<>+0(SB), Y5, Y5
+	VPSRLVD         q3tr_y<>+0(SB), Y5, Y5
+	VPANDD          q3tm_y<>+0(SB), Y5, Y5
+	VPORD           Y5, Y6, Y6
+	VPMOVZXBW       X6, Y5
+	VPSUBW          Y4, Y5, Y5
+	VMOVDQU64       Y5, (DI)
+	ADDQ            $0x20, DI
+	ADDQ            $0x0000006e, R8
+	DECQ            R9
+	JNZ             lrscaleslrDotQ3KPVBMITVNNI256
+	LEAQ            32(SP), DI
+
 looplrDotQ3KPVBMITVNNI256:
-	PREFETCHT1      (BX)
-	PREFETCHT1      64(BX)
-	ADDQ            $0x0000006e, BX
-	VPBROADCASTW    108(AX), X13
-	VCVTPH2PS       X13, X13
-	VBROADCASTI32X4 94(AX), Y14
-	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
-	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
-	VPANDD          q3am_y<>+0(SB), Y15, Y15
-	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
-	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
-	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
-	VPANDD          q3tm_y<>+0(SB), Y14, Y14
-	VPORD           Y14, Y15, Y15
-	VPMOVZXBW       X15, Y14
-	VPSUBW          Y12, Y14, Y14
-	VPERMB          (AX), Y1, Y15
-	VPERMB          32(AX), Y1, Y17
-	VMOVDQA64       Y17, Y16
-	VPANDD          Y10, Y16, Y16
-	VPTESTMB        runbits<>+0(SB), Y15, K1
-	VPADDB          Y11, Y16, K1, Y16
-	VPERMD          Y14, Y2, Y18
-	VPMADDUBSW      (CX), Y16, Y16
-	VPSUBW          256(CX), Y16, Y16
-	VPMADDWD        Y18, Y16, Y16
-	VPSRLW          $0x02, Y17, Y18
-	VPANDD          Y10, Y18, Y18
-	VPTESTMB        runbits<>+32(SB), Y15, K1
-	VPADDB          Y11, Y18, K1, Y18
-	VPERMD          Y14, Y3, Y19
-	VPMADDUBSW      32(CX), Y18, Y18
-	VPSUBW          288(CX), Y18, Y18
-	VPMADDWD        Y19, Y18, Y18
-	VPSRLW          $0x04, Y17, Y19
-	VPANDD          Y10, Y19, Y19
-	VPTESTMB        runbits<>+64(SB), Y15, K1
-	VPADDB          Y11, Y19, K1, Y19
-	VPERMD          Y14, Y4, Y20
-	VPMADDUBSW      64(CX), Y19, Y19
-	VPSUBW          320(CX), Y19, Y19
-	VPDPWSSD        Y20, Y19, Y16
-	VPSRLW          $0x06, Y17, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+96(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y5, Y19
-	VPMADDUBSW      96(CX), Y17, Y17
-	VPSUBW          352(CX), Y17, Y17
-	VPDPWSSD        Y19, Y17, Y18
-	VPERMB          64(AX), Y1, Y19
-	VMOVDQA64       Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+128(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y6, Y20
-	VPMADDUBSW      128(CX), Y17, Y17
-	VPSUBW          384(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x02, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+160(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y7, Y20
-	VPMADDUBSW      160(CX), Y17, Y17
-	VPSUBW          416(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y18
-	VPSRLW          $0x04, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+192(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y8, Y20
-	VPMADDUBSW      192(CX), Y17, Y17
-	VPSUBW          448(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x06, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+224(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y9, Y14
-	VPMADDUBSW      224(CX), Y17, Y15
-	VPSUBW          480(CX), Y15, Y15
-	VPDPWSSD        Y14, Y15, Y18
-	VPADDD          Y18, Y16, Y16
-	VCVTDQ2PS       Y16, Y14
-	VMULSS          512(CX), X13, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y14, Y14
-	VADDPS          Y14, Y0, Y0
-	ADDQ            $0x0000006e, AX
-	ADDQ            $0x00000240, CX
-	DECQ            DX
-	JNZ             looplrDotQ3KPVBMITVNNI256
+	PREFETCHT1    (BX)
+	PREFETCHT1    64(BX)
+	ADDQ          $0x0000006e, BX
+	VPBROADCASTW  108(AX), X5
+	VCVTPH2PS     X5, X5
+	VPERMB        (AX), Y1, Y6
+	VPXORD        Y7, Y7, Y7
+	VPXORD        Y8, Y8, Y8
+	VPERMB        32(AX), Y1, Y10
+	VMOVDQA64     Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+0(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    (CX), Y9, Y9
+	VPSUBW        256(CX), Y9, Y9
+	VPDPWSSD.BCST (DI), Y9, Y7
+	VPSRLW        $0x02, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+32(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    32(CX), Y9, Y9
+	VPSUBW        288(CX), Y9, Y9
+	VPDPWSSD.BCST 4(DI), Y9, Y8
+	VPSRLW        $0x04, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+64(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    64(CX), Y9, Y9
+	VPSUBW        320(CX), Y9, Y9
+	VPDPWSSD.BCST 8(DI), Y9, Y7
+	VPSRLW        $0x06, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+96(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    96(CX), Y9, Y9
+	VPSUBW        352(CX), Y9, Y9
+	VPDPWSSD.BCST 12(DI), Y9, Y8
+	VPERMB        64(AX), Y1, Y10
+	VMOVDQA64     Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+128(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    128(CX), Y9, Y9
+	VPSUBW        384(CX), Y9, Y9
+	VPDPWSSD.BCST 16(DI), Y9, Y7
+	VPSRLW        $0x02, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+160(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    160(CX), Y9, Y9
+	VPSUBW        416(CX), Y9, Y9
+	VPDPWSSD.BCST 20(DI), Y9, Y8
+	VPSRLW        $0x04, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+192(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    192(CX), Y9, Y9
+	VPSUBW        448(CX), Y9, Y9
+	VPDPWSSD.BCST 24(DI), Y9, Y7
+	VPSRLW        $0x06, Y10, Y9
+	VPANDD        Y2, Y9, Y9
+	VPTESTMB      runbits<>+224(SB), Y6, K1
+	VPADDB        Y3, Y9, K1, Y9
+	VPMADDUBSW    224(CX), Y9, Y6
+	VPSUBW        480(CX), Y6, Y6
+	VPDPWSSD.BCST 28(DI), Y6, Y8
+	VPADDD        Y8, Y7, Y7
+	VCVTDQ2PS     Y7, Y6
+	VMULSS        512(CX), X5, X5
+	VBROADCASTSS  X5, Y5
+	VMULPS        Y5, Y6, Y6
+	VADDPS        Y6, Y0, Y0
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000240, CX
+	ADDQ          $0x20, DI
+	DECQ          SI
+	JNZ           looplrDotQ3KPVBMITVNNI256
+	TESTQ         DX, DX
+	JNZ           lrouterlrDotQ3KPVBMITVNNI256
 
 donelrDotQ3KPVBMITVNNI256:
 	MOVQ    acc+24(FP), AX

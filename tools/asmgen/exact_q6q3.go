@@ -79,6 +79,17 @@ type xctx struct {
 	sidx  []VecVirtual // 512-bit targets: VPERMD indexes picking scale dwords
 	dw    VecVirtual   // fp16 block scale as float32, xmm lane 0
 	yd    VecVirtual   // one row: its d, computed once per block
+	sp    Register     // non-nil: the block's scale words, made by a pre-pass (lrScalePass)
+}
+
+// scaleWords is the block's sixteen signed 16-bit scales (a ymm) that f
+// makes from the weights at c.wp, or nil where a pre-pass has stored them
+// at c.sp.
+func (c *xctx) scaleWords(f func(wp Register) VecVirtual) VecVirtual {
+	if c.sp != nil {
+		return nil
+	}
+	return f(c.wp)
 }
 
 // perm returns src (a register or memory) permuted run by run.
@@ -122,7 +133,7 @@ func (c *xctx) ydot(k int) VecVirtual {
 
 // xLoop emits an exact K-quant kernel with kLoop's signatures (m = 1 or
 // 4 activation rows); body emits one block.
-func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func(), body func(c *xctx, nacc int)) {
+func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func(), sws func(wp Register) VecVirtual, body func(c *xctx, nacc int)) {
 	if prep {
 		name = strings.Replace(name, "K", "KP", 1)
 	}
@@ -197,7 +208,14 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	// dwords with VPERMD from eight index registers: broadcasting them
 	// from a stack copy of the block's scales waits on store-to-load
 	// forwarding (measured: ~10% slower).
-	if prep && t.evex() && !t.zmm() {
+	// Where sws is given (Q3_K), 256-bit VNNI kernels on one prepared row
+	// do better still: a pre-pass stores the scale words of up to
+	// lrScaleBlocks blocks, and every VPDPWSSD takes its scales from there
+	// as an embedded broadcast, long after the stores (lrScalePass).
+	// Measured on Zen 4: Q3_K +5%, Q6_K (whose kernel is bound by loads
+	// more than by shuffles) -5%.
+	pass := prep && t.vnni && !t.zmm() && m == 1 && sws != nil
+	if prep && t.evex() && !t.zmm() && !pass {
 		for i := 0; i < 8; i++ {
 			c.sidx = append(c.sidx, t.splat(uint32(i)))
 		}
@@ -211,6 +229,19 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	}
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
+	cnt := nb
+	var sbuf Mem
+	if pass {
+		sbuf = AllocLocal(32 * lrScaleBlocks)
+		Label("lrouter" + fn)
+		cnt = GP64()
+		MOVQ(U32(lrScaleBlocks), cnt)
+		CMPQ(nb, cnt)
+		CMOVQLT(nb, cnt)
+		SUBQ(cnt, nb)
+		c.sp = GP64()
+		lrScalePass(fn, sbuf, c.wp, cnt, wsize, c.sp, sws)
+	}
 	Label("loop" + fn)
 	if tile {
 		// The caller interleaves weight rows a tile at a time, which the
@@ -229,8 +260,15 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	} else {
 		ADDQ(U32(q8KSize), ap)
 	}
-	DECQ(nb)
+	if pass {
+		ADDQ(U8(32), c.sp)
+	}
+	DECQ(cnt)
 	JNZ(LabelRef("loop" + fn))
+	if pass {
+		TESTQ(nb, nb)
+		JNZ(LabelRef("lrouter" + fn))
+	}
 	Label("done" + fn)
 	if tile {
 		VMOVUPS(c.facc[0], Mem{Base: Load(Param("acc"), GP64())})
@@ -297,7 +335,10 @@ func lanesInOrder(t *target, acc Op) VecVirtual {
 func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVirtual) {
 	t := c.t
 	var scale func(i int) VecVirtual
-	if t.zmm() {
+	smem := func(i int) Mem { return c.stack.Offset(4 * i) }
+	if c.sp != nil {
+		smem = func(i int) Mem { return Mem{Base: c.sp, Disp: 4 * i} }
+	} else if t.zmm() {
 		scale = func(i int) VecVirtual {
 			s := t.vec()
 			VPERMD(sw.AsZ(), c.sidx[i], s)
@@ -314,7 +355,7 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 	// One 256-bit VNNI row takes its scales straight from the stack, as
 	// an embedded broadcast.
 	bcst := t.vnni && !t.zmm() && len(c.acts) == 1
-	if !t.zmm() && c.sidx != nil {
+	if !t.zmm() && c.sidx != nil && c.sp == nil {
 		bcst = false
 		scale = func(i int) VecVirtual {
 			s := t.vec()
@@ -351,7 +392,7 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 				VPSUBW(y, p, p)
 			}
 			if bcst {
-				vnniOp("VPDPWSSD.BCST", c.stack.Offset(4*i), p, sums[k].regs[i%nacc])
+				vnniOp("VPDPWSSD.BCST", smem(i), p, sums[k].regs[i%nacc])
 				continue
 			}
 			sums[k].add(p, s)
@@ -406,13 +447,17 @@ func genQ6KExact(t *target, vbmi bool) {
 	}
 	var c0F, c30, c32 VecVirtual
 	pre := func() { c0F, c30, c32 = t.splat(0x0f0f0f0f), t.splat(0x30303030), t.splat(0x20202020) }
+	q6sw := func(wp Register) VecVirtual {
+		sw := YMM()
+		VPMOVSXBW(Mem{Base: wp, Disp: 192}, sw)
+		return sw
+	}
 	for _, km := range q63Kinds {
 		prep, m := km.prep, km.m
-		xLoop(t, name, 210, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
+		xLoop(t, name, 210, m, vbmi, prep, km.tile, pre, nil, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 208}, false)
-			sw := YMM()
-			VPMOVSXBW(Mem{Base: wp, Disp: 192}, sw)
+			sw := c.scaleWords(q6sw)
 			var ql [2]VecVirtual
 			var qh, qa, qb VecVirtual
 			c.block(nacc, c32, sw, func(i int) VecVirtual {
@@ -534,15 +579,19 @@ func genQ3KExact(t *target, vbmi bool) {
 	var c03, c04 VecVirtual
 	var c32w Op
 	pre := func() { c03, c04, c32w = t.splat(0x03030303), t.splat(0x04040404), t.konst(0x00200020) }
+	q3sw := func(wp Register) VecVirtual {
+		scb := t.q3KScales(wp)
+		sw := YMM()
+		VPMOVZXBW(scb.AsX(), sw)
+		VPSUBW(asY(c32w), sw, sw)
+		return sw
+	}
 	for _, km := range q63Kinds {
 		prep, m := km.prep, km.m
-		xLoop(t, name, 110, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
+		xLoop(t, name, 110, m, vbmi, prep, km.tile, pre, q3sw, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 108}, false)
-			scb := t.q3KScales(wp)
-			sw := YMM()
-			VPMOVZXBW(scb.AsX(), sw)
-			VPSUBW(asY(c32w), sw, sw)
+			sw := c.scaleWords(q3sw)
 			hm := c.permLoad32(Mem{Base: wp})
 			var q VecVirtual
 			c.block(nacc, c04, sw, func(i int) VecVirtual {
@@ -576,3 +625,29 @@ func genQ3KExact(t *target, vbmi bool) {
 		})
 	}
 }
+
+// lrScaleBlocks is how many blocks' scale words a pre-pass stores (half a
+// KiB at most: 32 bytes a block, on a NOSPLIT stack).
+const lrScaleBlocks = 16
+
+// lrScalePass stores the scale words of the cnt blocks at wp (wsize bytes
+// apart) into buf, 32 bytes a block, and leaves sp at buf. Broadcasting a
+// scale pair straight from memory costs no shuffle (VPERMD from a register
+// does, eight a block); storing the block's own words just before its
+// loads waited on store-to-load forwarding (measured ~10% slower).
+func lrScalePass(fn string, buf Mem, wp, cnt Register, wsize int, sp Register, sws func(wp Register) VecVirtual) {
+	wq, k := GP64(), GP64()
+	MOVQ(wp, wq)
+	MOVQ(cnt, k)
+	LEAQ(buf, sp)
+	Label("lrscales" + fn)
+	sw := sws(wq)
+	VMOVDQU64(sw, Mem{Base: sp})
+	ADDQ(U8(32), sp)
+	ADDQ(U32(wsize), wq)
+	DECQ(k)
+	JNZ(LabelRef("lrscales" + fn))
+	LEAQ(buf, sp)
+}
+
+var lrAccs = 8
