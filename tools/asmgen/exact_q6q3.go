@@ -246,9 +246,14 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	if tile {
 		// The caller interleaves weight rows a tile at a time, which the
 		// hardware prefetchers do not follow: each block fetches its share
-		// of the weights to come, at pf, into L2 (kernelkit's tiledRange).
+		// of the weights to come, at pf, into L2 (kernelkit's tiledRange),
+		// and this row's two blocks ahead into L1 (measured on Zen 4,
+		// 16384x7168 Q6_K: 25.6 GB/s, 20 without the second).
 		for off := 0; off < wsize; off += 64 {
 			PREFETCHT1(Mem{Base: pf, Disp: off})
+		}
+		for off := 0; off < wsize; off += 64 {
+			PREFETCHT0(Mem{Base: c.wp, Disp: 2*wsize + off})
 		}
 		ADDQ(U32(wsize), pf)
 	}
