@@ -15,6 +15,9 @@ var (
 	hasVNNI = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
 	// hasVBMI picks the Q3_K/Q6_K kernels that permute with one VPERMB.
 	hasVBMI = hasVNNI && cpuid.CPU.Supports(cpuid.AVX512VBMI)
+	// hasVBMIQ3: the 256-bit VBMI Q3_K kernels also use GFNI for the high
+	// bits; the VBMI Q3_K kernels are taken only with both.
+	hasVBMIQ3 = hasVBMI && cpuid.CPU.Supports(cpuid.GFNI)
 	// hasVBMIGFNI: the VNNI levels' Q4_K and Q5_K kernels permute bytes
 	// with VPERMB and split nibbles with GFNI; a VNNI CPU without them
 	// (Cascade Lake) gets the 512-bit AVX-512 ones, which are as exact.
@@ -55,12 +58,13 @@ func init() {
 		p3, p6 := dotQ3KPVNNI, dotQ6KPVNNI
 		p3y, p6y := dotQ3KPVNNI256, dotQ6KPVNNI256
 		t3, t6, t3y, t6y := lrDotQ3KPTVNNI, lrDotQ6KPTVNNI, lrDotQ3KPTVNNI256, lrDotQ6KPTVNNI256
+		if hasVBMIQ3 {
+			q3, q3x4, q3y, q3x4y = dotQ3KVBMIVNNI, dotQ3KVBMIx4VNNI, dotQ3KVBMIVNNI256, dotQ3KVBMIx4VNNI256
+			p3, p3y, t3, t3y = dotQ3KPVBMIVNNI, dotQ3KPVBMIVNNI256, lrDotQ3KPVBMITVNNI, lrDotQ3KPVBMITVNNI256
+		}
 		if hasVBMI {
-			q3, q3x4, q6, q6x4 = dotQ3KVBMIVNNI, dotQ3KVBMIx4VNNI, dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI
-			q3y, q3x4y, q6y, q6x4y = dotQ3KVBMIVNNI256, dotQ3KVBMIx4VNNI256, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
-			p3, p6 = dotQ3KPVBMIVNNI, dotQ6KPVBMIVNNI
-			p3y, p6y = dotQ3KPVBMIVNNI256, dotQ6KPVBMIVNNI256
-			t3, t6, t3y, t6y = lrDotQ3KPVBMITVNNI, lrDotQ6KPVBMITVNNI, lrDotQ3KPVBMITVNNI256, lrDotQ6KPVBMITVNNI256
+			q6, q6x4, q6y, q6x4y = dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
+			p6, p6y, t6, t6y = dotQ6KPVBMIVNNI, dotQ6KPVBMIVNNI256, lrDotQ6KPVBMITVNNI, lrDotQ6KPVBMITVNNI256
 		}
 		q4, q5, q4x4, q5x4 := dotQ4KVNNI, dotQ5KVNNI, dotQ4Kx4VNNI, dotQ5Kx4VNNI
 		q4y, q5y, q4x4y, q5x4y := dotQ4KVNNI256, dotQ5KVNNI256, dotQ4Kx4VNNI256, dotQ5Kx4VNNI256

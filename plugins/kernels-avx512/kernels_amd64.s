@@ -14654,7 +14654,7 @@ donelrDotQ6KPTVNNI256:
 	RET
 
 // func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ3KVBMIVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -14685,80 +14685,70 @@ loopdotQ3KVBMIVNNI256:
 	VMOVDQU64       Y6, (SP)
 	VPXORD          Y8, Y8, Y8
 	VPXORD          Y9, Y9, Y9
-	VPERMB          32(AX), Y1, Y10
-	VMOVDQA64       Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+0(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          32(AX), Y1, Y6
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y7, Y10
+	VPTERNLOGD      $0xd8, Y2, Y6, Y10
 	VPERMB          4(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   (SP), Y6, Y8
-	VPSRLW          $0x02, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+32(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   (SP), Y10, Y8
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y7, Y10
+	VPSRLW          $0x02, Y6, Y11
+	VPTERNLOGD      $0xd8, Y2, Y11, Y10
 	VPERMB          36(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   4(SP), Y6, Y9
-	VPSRLW          $0x04, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+64(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   4(SP), Y10, Y9
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y7, Y10
+	VPSRLW          $0x04, Y6, Y11
+	VPTERNLOGD      $0xd8, Y2, Y11, Y10
 	VPERMB          68(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   8(SP), Y6, Y8
-	VPSRLW          $0x06, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+96(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPERMB          100(CX), Y1, Y10
-	VPMADDUBSW      Y10, Y6, Y6
-	VPMADDUBSW      Y10, Y3, Y10
-	VPSUBW          Y10, Y6, Y6
-	VPDPWSSD.BCST   12(SP), Y6, Y9
-	VPERMB          64(AX), Y1, Y10
-	VMOVDQA64       Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   8(SP), Y10, Y8
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y7, Y10
+	VPSRLW          $0x06, Y6, Y6
+	VPTERNLOGD      $0xd8, Y2, Y6, Y10
+	VPERMB          100(CX), Y1, Y6
+	VPMADDUBSW      Y6, Y10, Y10
+	VPMADDUBSW      Y6, Y3, Y6
+	VPSUBW          Y6, Y10, Y10
+	VPDPWSSD.BCST   12(SP), Y10, Y9
+	VPERMB          64(AX), Y1, Y6
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y7, Y10
+	VPTERNLOGD      $0xd8, Y2, Y6, Y10
 	VPERMB          132(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   16(SP), Y6, Y8
-	VPSRLW          $0x02, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   16(SP), Y10, Y8
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y7, Y10
+	VPSRLW          $0x02, Y6, Y11
+	VPTERNLOGD      $0xd8, Y2, Y11, Y10
 	VPERMB          164(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   20(SP), Y6, Y9
-	VPSRLW          $0x04, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   20(SP), Y10, Y9
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y7, Y10
+	VPSRLW          $0x04, Y6, Y11
+	VPTERNLOGD      $0xd8, Y2, Y11, Y10
 	VPERMB          196(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   24(SP), Y6, Y8
-	VPSRLW          $0x06, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPERMB          228(CX), Y1, Y7
-	VPMADDUBSW      Y7, Y6, Y6
-	VPMADDUBSW      Y7, Y3, Y7
-	VPSUBW          Y7, Y6, Y6
-	VPDPWSSD.BCST   28(SP), Y6, Y9
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   24(SP), Y10, Y8
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y7, Y7
+	VPSRLW          $0x06, Y6, Y6
+	VPTERNLOGD      $0xd8, Y2, Y6, Y7
+	VPERMB          228(CX), Y1, Y6
+	VPMADDUBSW      Y6, Y7, Y7
+	VPMADDUBSW      Y6, Y3, Y6
+	VPSUBW          Y6, Y7, Y7
+	VPDPWSSD.BCST   28(SP), Y7, Y9
 	VPADDD          Y9, Y8, Y8
 	VCVTDQ2PS       Y8, Y6
 	VMULSS          (CX), X5, X5
@@ -14800,8 +14790,88 @@ DATA xpermb32<>+24(SB)/4, $0x1e160e06
 DATA xpermb32<>+28(SB)/4, $0x1f170f07
 GLOBL xpermb32<>(SB), RODATA|NOPTR, $32
 
+DATA lrq3hbit0<>+0(SB)/4, $0x00000000
+DATA lrq3hbit0<>+4(SB)/4, $0x00000100
+DATA lrq3hbit0<>+8(SB)/4, $0x00000000
+DATA lrq3hbit0<>+12(SB)/4, $0x00000100
+DATA lrq3hbit0<>+16(SB)/4, $0x00000000
+DATA lrq3hbit0<>+20(SB)/4, $0x00000100
+DATA lrq3hbit0<>+24(SB)/4, $0x00000000
+DATA lrq3hbit0<>+28(SB)/4, $0x00000100
+GLOBL lrq3hbit0<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit1<>+0(SB)/4, $0x00000000
+DATA lrq3hbit1<>+4(SB)/4, $0x00000200
+DATA lrq3hbit1<>+8(SB)/4, $0x00000000
+DATA lrq3hbit1<>+12(SB)/4, $0x00000200
+DATA lrq3hbit1<>+16(SB)/4, $0x00000000
+DATA lrq3hbit1<>+20(SB)/4, $0x00000200
+DATA lrq3hbit1<>+24(SB)/4, $0x00000000
+DATA lrq3hbit1<>+28(SB)/4, $0x00000200
+GLOBL lrq3hbit1<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit2<>+0(SB)/4, $0x00000000
+DATA lrq3hbit2<>+4(SB)/4, $0x00000400
+DATA lrq3hbit2<>+8(SB)/4, $0x00000000
+DATA lrq3hbit2<>+12(SB)/4, $0x00000400
+DATA lrq3hbit2<>+16(SB)/4, $0x00000000
+DATA lrq3hbit2<>+20(SB)/4, $0x00000400
+DATA lrq3hbit2<>+24(SB)/4, $0x00000000
+DATA lrq3hbit2<>+28(SB)/4, $0x00000400
+GLOBL lrq3hbit2<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit3<>+0(SB)/4, $0x00000000
+DATA lrq3hbit3<>+4(SB)/4, $0x00000800
+DATA lrq3hbit3<>+8(SB)/4, $0x00000000
+DATA lrq3hbit3<>+12(SB)/4, $0x00000800
+DATA lrq3hbit3<>+16(SB)/4, $0x00000000
+DATA lrq3hbit3<>+20(SB)/4, $0x00000800
+DATA lrq3hbit3<>+24(SB)/4, $0x00000000
+DATA lrq3hbit3<>+28(SB)/4, $0x00000800
+GLOBL lrq3hbit3<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit4<>+0(SB)/4, $0x00000000
+DATA lrq3hbit4<>+4(SB)/4, $0x00001000
+DATA lrq3hbit4<>+8(SB)/4, $0x00000000
+DATA lrq3hbit4<>+12(SB)/4, $0x00001000
+DATA lrq3hbit4<>+16(SB)/4, $0x00000000
+DATA lrq3hbit4<>+20(SB)/4, $0x00001000
+DATA lrq3hbit4<>+24(SB)/4, $0x00000000
+DATA lrq3hbit4<>+28(SB)/4, $0x00001000
+GLOBL lrq3hbit4<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit5<>+0(SB)/4, $0x00000000
+DATA lrq3hbit5<>+4(SB)/4, $0x00002000
+DATA lrq3hbit5<>+8(SB)/4, $0x00000000
+DATA lrq3hbit5<>+12(SB)/4, $0x00002000
+DATA lrq3hbit5<>+16(SB)/4, $0x00000000
+DATA lrq3hbit5<>+20(SB)/4, $0x00002000
+DATA lrq3hbit5<>+24(SB)/4, $0x00000000
+DATA lrq3hbit5<>+28(SB)/4, $0x00002000
+GLOBL lrq3hbit5<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit6<>+0(SB)/4, $0x00000000
+DATA lrq3hbit6<>+4(SB)/4, $0x00004000
+DATA lrq3hbit6<>+8(SB)/4, $0x00000000
+DATA lrq3hbit6<>+12(SB)/4, $0x00004000
+DATA lrq3hbit6<>+16(SB)/4, $0x00000000
+DATA lrq3hbit6<>+20(SB)/4, $0x00004000
+DATA lrq3hbit6<>+24(SB)/4, $0x00000000
+DATA lrq3hbit6<>+28(SB)/4, $0x00004000
+GLOBL lrq3hbit6<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit7<>+0(SB)/4, $0x00000000
+DATA lrq3hbit7<>+4(SB)/4, $0x00008000
+DATA lrq3hbit7<>+8(SB)/4, $0x00000000
+DATA lrq3hbit7<>+12(SB)/4, $0x00008000
+DATA lrq3hbit7<>+16(SB)/4, $0x00000000
+DATA lrq3hbit7<>+20(SB)/4, $0x00008000
+DATA lrq3hbit7<>+24(SB)/4, $0x00000000
+DATA lrq3hbit7<>+28(SB)/4, $0x00008000
+GLOBL lrq3hbit7<>(SB), RODATA|NOPTR, $32
+
 // func dotQ3KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI
 TEXT ·dotQ3KVBMIx4VNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -14835,36 +14905,33 @@ loopdotQ3KVBMIx4VNNI256:
 	VPSUBW          Y7, Y9, Y9
 	VPERMB          (AX), Y4, Y10
 	VMOVDQU64       Y9, (SP)
-	VPERMB          32(AX), Y4, Y11
-	VMOVDQA64       Y11, Y9
-	VPANDD          Y5, Y9, Y9
-	VPTESTMB        runbits<>+0(SB), Y10, K1
-	VPADDB          Y6, Y9, K1, Y9
+	VPERMB          32(AX), Y4, Y9
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y10, Y11
+	VPTERNLOGD      $0xd8, Y5, Y9, Y11
 	VPBROADCASTD    (SP), Y12
 	VPERMB          4(CX), Y4, Y14
-	VPMADDUBSW      Y14, Y9, Y13
+	VPMADDUBSW      Y14, Y11, Y13
 	VPMADDUBSW      Y14, Y6, Y14
 	VPSUBW          Y14, Y13, Y13
 	VPMADDWD        Y12, Y13, Y13
 	VPERMB          4(CX)(BX*1), Y4, Y15
-	VPMADDUBSW      Y15, Y9, Y14
+	VPMADDUBSW      Y15, Y11, Y14
 	VPMADDUBSW      Y15, Y6, Y15
 	VPSUBW          Y15, Y14, Y14
 	VPMADDWD        Y12, Y14, Y14
 	VPERMB          4(CX)(BX*2), Y4, Y16
-	VPMADDUBSW      Y16, Y9, Y15
+	VPMADDUBSW      Y16, Y11, Y15
 	VPMADDUBSW      Y16, Y6, Y16
 	VPSUBW          Y16, Y15, Y15
 	VPMADDWD        Y12, Y15, Y15
 	VPERMB          4(CX)(SI*1), Y4, Y16
-	VPMADDUBSW      Y16, Y9, Y9
+	VPMADDUBSW      Y16, Y11, Y11
 	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y9, Y9
-	VPMADDWD        Y12, Y9, Y9
-	VPSRLW          $0x02, Y11, Y12
-	VPANDD          Y5, Y12, Y12
-	VPTESTMB        runbits<>+32(SB), Y10, K1
-	VPADDB          Y6, Y12, K1, Y12
+	VPSUBW          Y16, Y11, Y11
+	VPMADDWD        Y12, Y11, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y10, Y12
+	VPSRLW          $0x02, Y9, Y16
+	VPTERNLOGD      $0xd8, Y5, Y16, Y12
 	VPBROADCASTD    4(SP), Y16
 	VPERMB          36(CX), Y4, Y18
 	VPMADDUBSW      Y18, Y12, Y17
@@ -14885,11 +14952,10 @@ loopdotQ3KVBMIx4VNNI256:
 	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y12, Y12
-	VPDPWSSD        Y16, Y12, Y9
-	VPSRLW          $0x04, Y11, Y12
-	VPANDD          Y5, Y12, Y12
-	VPTESTMB        runbits<>+64(SB), Y10, K1
-	VPADDB          Y6, Y12, K1, Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y10, Y12
+	VPSRLW          $0x04, Y9, Y16
+	VPTERNLOGD      $0xd8, Y5, Y16, Y12
 	VPBROADCASTD    8(SP), Y16
 	VPERMB          68(CX), Y4, Y18
 	VPMADDUBSW      Y18, Y12, Y17
@@ -14910,149 +14976,143 @@ loopdotQ3KVBMIx4VNNI256:
 	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y12, Y12
-	VPDPWSSD        Y16, Y12, Y9
-	VPSRLW          $0x06, Y11, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+96(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    12(SP), Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y10, Y12
+	VPSRLW          $0x06, Y9, Y9
+	VPTERNLOGD      $0xd8, Y5, Y9, Y12
+	VPBROADCASTD    12(SP), Y9
 	VPERMB          100(CX), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y12, Y16
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y16, Y16
-	VPDPWSSD        Y12, Y16, Y13
+	VPDPWSSD        Y9, Y16, Y13
 	VPERMB          100(CX)(BX*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y12, Y16
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y16, Y16
-	VPDPWSSD        Y12, Y16, Y14
+	VPDPWSSD        Y9, Y16, Y14
 	VPERMB          100(CX)(BX*2), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y12, Y16
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y16, Y16
-	VPDPWSSD        Y12, Y16, Y15
+	VPDPWSSD        Y9, Y16, Y15
 	VPERMB          100(CX)(SI*1), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y11
+	VPMADDUBSW      Y16, Y12, Y12
 	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y11, Y11
-	VPDPWSSD        Y12, Y11, Y9
-	VPERMB          64(AX), Y4, Y12
-	VMOVDQA64       Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+128(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
+	VPSUBW          Y16, Y12, Y12
+	VPDPWSSD        Y9, Y12, Y11
+	VPERMB          64(AX), Y4, Y9
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y10, Y12
+	VPTERNLOGD      $0xd8, Y5, Y9, Y12
 	VPBROADCASTD    16(SP), Y16
 	VPERMB          132(CX), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y13
 	VPERMB          132(CX)(BX*1), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y14
 	VPERMB          132(CX)(BX*2), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          132(CX)(SI*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x02, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+160(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y10, Y12
+	VPSRLW          $0x02, Y9, Y16
+	VPTERNLOGD      $0xd8, Y5, Y16, Y12
 	VPBROADCASTD    20(SP), Y16
 	VPERMB          164(CX), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y13
 	VPERMB          164(CX)(BX*1), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y14
 	VPERMB          164(CX)(BX*2), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          164(CX)(SI*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x04, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+192(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y10, Y12
+	VPSRLW          $0x04, Y9, Y16
+	VPTERNLOGD      $0xd8, Y5, Y16, Y12
 	VPBROADCASTD    24(SP), Y16
 	VPERMB          196(CX), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y13
 	VPERMB          196(CX)(BX*1), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y14
 	VPERMB          196(CX)(BX*2), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          196(CX)(SI*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x06, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+224(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    28(SP), Y10
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y10, Y10
+	VPSRLW          $0x06, Y9, Y9
+	VPTERNLOGD      $0xd8, Y5, Y9, Y10
+	VPBROADCASTD    28(SP), Y9
 	VPERMB          228(CX), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y10, Y12
 	VPMADDUBSW      Y16, Y6, Y16
 	VPSUBW          Y16, Y12, Y12
-	VPDPWSSD        Y10, Y12, Y13
+	VPDPWSSD        Y9, Y12, Y13
 	VPERMB          228(CX)(BX*1), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y10, Y12
 	VPMADDUBSW      Y16, Y6, Y16
 	VPSUBW          Y16, Y12, Y12
-	VPDPWSSD        Y10, Y12, Y14
+	VPDPWSSD        Y9, Y12, Y14
 	VPERMB          228(CX)(BX*2), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y10, Y12
 	VPMADDUBSW      Y16, Y6, Y16
 	VPSUBW          Y16, Y12, Y12
-	VPDPWSSD        Y10, Y12, Y15
+	VPDPWSSD        Y9, Y12, Y15
 	VPERMB          228(CX)(SI*1), Y4, Y12
-	VPMADDUBSW      Y12, Y11, Y11
+	VPMADDUBSW      Y12, Y10, Y10
 	VPMADDUBSW      Y12, Y6, Y12
-	VPSUBW          Y12, Y11, Y11
-	VPDPWSSD        Y10, Y11, Y9
-	VCVTDQ2PS       Y13, Y10
-	VMULSS          (CX), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y0, Y0
-	VCVTDQ2PS       Y14, Y10
-	VMULSS          (CX)(BX*1), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y1, Y1
-	VCVTDQ2PS       Y15, Y10
-	VMULSS          (CX)(BX*2), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y2, Y2
-	VCVTDQ2PS       Y9, Y9
+	VPSUBW          Y12, Y10, Y10
+	VPDPWSSD        Y9, Y10, Y11
+	VCVTDQ2PS       Y13, Y9
+	VMULSS          (CX), X8, X10
+	VBROADCASTSS    X10, Y10
+	VMULPS          Y10, Y9, Y9
+	VADDPS          Y9, Y0, Y0
+	VCVTDQ2PS       Y14, Y9
+	VMULSS          (CX)(BX*1), X8, X10
+	VBROADCASTSS    X10, Y10
+	VMULPS          Y10, Y9, Y9
+	VADDPS          Y9, Y1, Y1
+	VCVTDQ2PS       Y15, Y9
+	VMULSS          (CX)(BX*2), X8, X10
+	VBROADCASTSS    X10, Y10
+	VMULPS          Y10, Y9, Y9
+	VADDPS          Y9, Y2, Y2
+	VCVTDQ2PS       Y11, Y9
 	VMULSS          (CX)(SI*1), X8, X8
 	VBROADCASTSS    X8, Y8
 	VMULPS          Y8, Y9, Y9
@@ -15132,7 +15192,7 @@ donedotQ3KVBMIx4VNNI256:
 	RET
 
 // func dotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, GFNI, SSE
 TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $544-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -15141,7 +15201,7 @@ TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $544-28
 	VMOVDQU64    xpermb32<>+0(SB), Y1
 	VPBROADCASTD c32_03030303<>+0(SB), Y2
 	VPBROADCASTD c32_04040404<>+0(SB), Y3
-	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	VPBROADCASTD c32_00200020<>+0(SB), Y3
 	TESTQ        DX, DX
 	JZ           donedotQ3KPVBMIVNNI256
 
@@ -15155,18 +15215,18 @@ lrouterdotQ3KPVBMIVNNI256:
 	LEAQ    32(SP), SI
 
 lrscalesdotQ3KPVBMIVNNI256:
-	VBROADCASTI32X4 94(DI), Y5
-	VPSHUFB         q3a_y<>+0(SB), Y5, Y6
-	VPSRLVD         q3ash_y<>+0(SB), Y6, Y6
-	VPANDD          q3am_y<>+0(SB), Y6, Y6
-	VPSHUFB         q3t_y<>+0(SB), Y5, Y5
-	VPSLLVD         q3tl_y<>+0(SB), Y5, Y5
-	VPSRLVD         q3tr_y<>+0(SB), Y5, Y5
-	VPANDD          q3tm_y<>+0(SB), Y5, Y5
-	VPORD           Y5, Y6, Y6
-	VPMOVZXBW       X6, Y5
-	VPSUBW          Y4, Y5, Y5
-	VMOVDQU64       Y5, (SI)
+	VBROADCASTI32X4 94(DI), Y6
+	VPSHUFB         q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD         q3ash_y<>+0(SB), Y7, Y7
+	VPANDD          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB         q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD         q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD         q3tr_y<>+0(SB), Y6, Y6
+	VPANDD          q3tm_y<>+0(SB), Y6, Y6
+	VPORD           Y6, Y7, Y7
+	VPMOVZXBW       X7, Y6
+	VPSUBW          Y3, Y6, Y6
+	VMOVDQU64       Y6, (SI)
 	ADDQ            $0x20, SI
 	ADDQ            $0x0000006e, DI
 	DECQ            R8
@@ -15174,82 +15234,72 @@ lrscalesdotQ3KPVBMIVNNI256:
 	LEAQ            32(SP), SI
 
 loopdotQ3KPVBMIVNNI256:
-	VPBROADCASTW  108(AX), X5
-	VCVTPH2PS     X5, X5
-	VPERMB        (AX), Y1, Y6
-	VPXORD        Y7, Y7, Y7
-	VPXORD        Y8, Y8, Y8
-	VPERMB        32(AX), Y1, Y10
-	VMOVDQA64     Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+0(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    (CX), Y9, Y9
-	VPSUBW        256(CX), Y9, Y9
-	VPDPWSSD.BCST (SI), Y9, Y7
-	VPSRLW        $0x02, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+32(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    32(CX), Y9, Y9
-	VPSUBW        288(CX), Y9, Y9
-	VPDPWSSD.BCST 4(SI), Y9, Y8
-	VPSRLW        $0x04, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+64(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    64(CX), Y9, Y9
-	VPSUBW        320(CX), Y9, Y9
-	VPDPWSSD.BCST 8(SI), Y9, Y7
-	VPSRLW        $0x06, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+96(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    96(CX), Y9, Y9
-	VPSUBW        352(CX), Y9, Y9
-	VPDPWSSD.BCST 12(SI), Y9, Y8
-	VPERMB        64(AX), Y1, Y10
-	VMOVDQA64     Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+128(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    128(CX), Y9, Y9
-	VPSUBW        384(CX), Y9, Y9
-	VPDPWSSD.BCST 16(SI), Y9, Y7
-	VPSRLW        $0x02, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+160(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    160(CX), Y9, Y9
-	VPSUBW        416(CX), Y9, Y9
-	VPDPWSSD.BCST 20(SI), Y9, Y8
-	VPSRLW        $0x04, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+192(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    192(CX), Y9, Y9
-	VPSUBW        448(CX), Y9, Y9
-	VPDPWSSD.BCST 24(SI), Y9, Y7
-	VPSRLW        $0x06, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+224(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    224(CX), Y9, Y6
-	VPSUBW        480(CX), Y6, Y6
-	VPDPWSSD.BCST 28(SI), Y6, Y8
-	VPADDD        Y8, Y7, Y7
-	VCVTDQ2PS     Y7, Y6
-	VMULSS        512(CX), X5, X5
-	VBROADCASTSS  X5, Y5
-	VMULPS        Y5, Y6, Y6
-	VADDPS        Y6, Y0, Y0
-	ADDQ          $0x0000006e, AX
-	ADDQ          $0x00000240, CX
-	ADDQ          $0x20, SI
-	DECQ          BX
-	JNZ           loopdotQ3KPVBMIVNNI256
-	TESTQ         DX, DX
-	JNZ           lrouterdotQ3KPVBMIVNNI256
+	VPBROADCASTW   108(AX), X6
+	VCVTPH2PS      X6, X6
+	VPERMB         (AX), Y1, Y7
+	VPXORD         Y4, Y4, Y4
+	VPXORD         Y5, Y5, Y5
+	VPERMB         32(AX), Y1, Y8
+	VGF2P8AFFINEQB $0x00, lrq3hbit0<>+0(SB), Y7, Y9
+	VPTERNLOGD     $0xd8, Y2, Y8, Y9
+	VPMADDUBSW     (CX), Y9, Y9
+	VPSUBW         256(CX), Y9, Y9
+	VPDPWSSD.BCST  (SI), Y9, Y4
+	VGF2P8AFFINEQB $0x00, lrq3hbit1<>+0(SB), Y7, Y9
+	VPSRLW         $0x02, Y8, Y10
+	VPTERNLOGD     $0xd8, Y2, Y10, Y9
+	VPMADDUBSW     32(CX), Y9, Y9
+	VPSUBW         288(CX), Y9, Y9
+	VPDPWSSD.BCST  4(SI), Y9, Y5
+	VGF2P8AFFINEQB $0x00, lrq3hbit2<>+0(SB), Y7, Y9
+	VPSRLW         $0x04, Y8, Y10
+	VPTERNLOGD     $0xd8, Y2, Y10, Y9
+	VPMADDUBSW     64(CX), Y9, Y9
+	VPSUBW         320(CX), Y9, Y9
+	VPDPWSSD.BCST  8(SI), Y9, Y4
+	VGF2P8AFFINEQB $0x00, lrq3hbit3<>+0(SB), Y7, Y9
+	VPSRLW         $0x06, Y8, Y8
+	VPTERNLOGD     $0xd8, Y2, Y8, Y9
+	VPMADDUBSW     96(CX), Y9, Y8
+	VPSUBW         352(CX), Y8, Y8
+	VPDPWSSD.BCST  12(SI), Y8, Y5
+	VPERMB         64(AX), Y1, Y8
+	VGF2P8AFFINEQB $0x00, lrq3hbit4<>+0(SB), Y7, Y9
+	VPTERNLOGD     $0xd8, Y2, Y8, Y9
+	VPMADDUBSW     128(CX), Y9, Y9
+	VPSUBW         384(CX), Y9, Y9
+	VPDPWSSD.BCST  16(SI), Y9, Y4
+	VGF2P8AFFINEQB $0x00, lrq3hbit5<>+0(SB), Y7, Y9
+	VPSRLW         $0x02, Y8, Y10
+	VPTERNLOGD     $0xd8, Y2, Y10, Y9
+	VPMADDUBSW     160(CX), Y9, Y9
+	VPSUBW         416(CX), Y9, Y9
+	VPDPWSSD.BCST  20(SI), Y9, Y5
+	VGF2P8AFFINEQB $0x00, lrq3hbit6<>+0(SB), Y7, Y9
+	VPSRLW         $0x04, Y8, Y10
+	VPTERNLOGD     $0xd8, Y2, Y10, Y9
+	VPMADDUBSW     192(CX), Y9, Y9
+	VPSUBW         448(CX), Y9, Y9
+	VPDPWSSD.BCST  24(SI), Y9, Y4
+	VGF2P8AFFINEQB $0x00, lrq3hbit7<>+0(SB), Y7, Y7
+	VPSRLW         $0x06, Y8, Y8
+	VPTERNLOGD     $0xd8, Y2, Y8, Y7
+	VPMADDUBSW     224(CX), Y7, Y7
+	VPSUBW         480(CX), Y7, Y7
+	VPDPWSSD.BCST  28(SI), Y7, Y5
+	VPADDD         Y5, Y4, Y4
+	VCVTDQ2PS      Y4, Y7
+	VMULSS         512(CX), X6, X6
+	VBROADCASTSS   X6, Y6
+	VMULPS         Y6, Y7, Y7
+	VADDPS         Y7, Y0, Y0
+	ADDQ           $0x0000006e, AX
+	ADDQ           $0x00000240, CX
+	ADDQ           $0x20, SI
+	DECQ           BX
+	JNZ            loopdotQ3KPVBMIVNNI256
+	TESTQ          DX, DX
+	JNZ            lrouterdotQ3KPVBMIVNNI256
 
 donedotQ3KPVBMIVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -15272,7 +15322,7 @@ donedotQ3KPVBMIVNNI256:
 	RET
 
 // func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, GFNI, MMX+
 TEXT ·lrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $544-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -15282,7 +15332,7 @@ TEXT ·lrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $544-40
 	VMOVDQU64    xpermb32<>+0(SB), Y1
 	VPBROADCASTD c32_03030303<>+0(SB), Y2
 	VPBROADCASTD c32_04040404<>+0(SB), Y3
-	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	VPBROADCASTD c32_00200020<>+0(SB), Y3
 	MOVQ         pf+32(FP), BX
 	TESTQ        DX, DX
 	JZ           donelrDotQ3KPVBMITVNNI256
@@ -15297,18 +15347,18 @@ lrouterlrDotQ3KPVBMITVNNI256:
 	LEAQ    32(SP), DI
 
 lrscaleslrDotQ3KPVBMITVNNI256:
-	VBROADCASTI32X4 94(R8), Y5
-	VPSHUFB         q3a_y<>+0(SB), Y5, Y6
-	VPSRLVD         q3ash_y<>+0(SB), Y6, Y6
-	VPANDD          q3am_y<>+0(SB), Y6, Y6
-	VPSHUFB         q3t_y<>+0(SB), Y5, Y5
-	VPSLLVD         q3tl_y<>+0(SB), Y5, Y5
-	VPSRLVD         q3tr_y<>+0(SB), Y5, Y5
-	VPANDD          q3tm_y<>+0(SB), Y5, Y5
-	VPORD           Y5, Y6, Y6
-	VPMOVZXBW       X6, Y5
-	VPSUBW          Y4, Y5, Y5
-	VMOVDQU64       Y5, (DI)
+	VBROADCASTI32X4 94(R8), Y6
+	VPSHUFB         q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD         q3ash_y<>+0(SB), Y7, Y7
+	VPANDD          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB         q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD         q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD         q3tr_y<>+0(SB), Y6, Y6
+	VPANDD          q3tm_y<>+0(SB), Y6, Y6
+	VPORD           Y6, Y7, Y7
+	VPMOVZXBW       X7, Y6
+	VPSUBW          Y3, Y6, Y6
+	VMOVDQU64       Y6, (DI)
 	ADDQ            $0x20, DI
 	ADDQ            $0x0000006e, R8
 	DECQ            R9
@@ -15316,87 +15366,77 @@ lrscaleslrDotQ3KPVBMITVNNI256:
 	LEAQ            32(SP), DI
 
 looplrDotQ3KPVBMITVNNI256:
-	PREFETCHT1    (BX)
-	PREFETCHT1    64(BX)
-	PREFETCHT0    220(AX)
-	PREFETCHT0    284(AX)
-	ADDQ          $0x0000006e, BX
-	VPBROADCASTW  108(AX), X5
-	VCVTPH2PS     X5, X5
-	VPERMB        (AX), Y1, Y6
-	VPXORD        Y7, Y7, Y7
-	VPXORD        Y8, Y8, Y8
-	VPERMB        32(AX), Y1, Y10
-	VMOVDQA64     Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+0(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    (CX), Y9, Y9
-	VPSUBW        256(CX), Y9, Y9
-	VPDPWSSD.BCST (DI), Y9, Y7
-	VPSRLW        $0x02, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+32(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    32(CX), Y9, Y9
-	VPSUBW        288(CX), Y9, Y9
-	VPDPWSSD.BCST 4(DI), Y9, Y8
-	VPSRLW        $0x04, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+64(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    64(CX), Y9, Y9
-	VPSUBW        320(CX), Y9, Y9
-	VPDPWSSD.BCST 8(DI), Y9, Y7
-	VPSRLW        $0x06, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+96(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    96(CX), Y9, Y9
-	VPSUBW        352(CX), Y9, Y9
-	VPDPWSSD.BCST 12(DI), Y9, Y8
-	VPERMB        64(AX), Y1, Y10
-	VMOVDQA64     Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+128(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    128(CX), Y9, Y9
-	VPSUBW        384(CX), Y9, Y9
-	VPDPWSSD.BCST 16(DI), Y9, Y7
-	VPSRLW        $0x02, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+160(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    160(CX), Y9, Y9
-	VPSUBW        416(CX), Y9, Y9
-	VPDPWSSD.BCST 20(DI), Y9, Y8
-	VPSRLW        $0x04, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+192(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    192(CX), Y9, Y9
-	VPSUBW        448(CX), Y9, Y9
-	VPDPWSSD.BCST 24(DI), Y9, Y7
-	VPSRLW        $0x06, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+224(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    224(CX), Y9, Y6
-	VPSUBW        480(CX), Y6, Y6
-	VPDPWSSD.BCST 28(DI), Y6, Y8
-	VPADDD        Y8, Y7, Y7
-	VCVTDQ2PS     Y7, Y6
-	VMULSS        512(CX), X5, X5
-	VBROADCASTSS  X5, Y5
-	VMULPS        Y5, Y6, Y6
-	VADDPS        Y6, Y0, Y0
-	ADDQ          $0x0000006e, AX
-	ADDQ          $0x00000240, CX
-	ADDQ          $0x20, DI
-	DECQ          SI
-	JNZ           looplrDotQ3KPVBMITVNNI256
-	TESTQ         DX, DX
-	JNZ           lrouterlrDotQ3KPVBMITVNNI256
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT0     220(AX)
+	PREFETCHT0     284(AX)
+	ADDQ           $0x0000006e, BX
+	VPBROADCASTW   108(AX), X6
+	VCVTPH2PS      X6, X6
+	VPERMB         (AX), Y1, Y7
+	VPXORD         Y4, Y4, Y4
+	VPXORD         Y5, Y5, Y5
+	VPERMB         32(AX), Y1, Y8
+	VGF2P8AFFINEQB $0x00, lrq3hbit0<>+0(SB), Y7, Y9
+	VPTERNLOGD     $0xd8, Y2, Y8, Y9
+	VPMADDUBSW     (CX), Y9, Y9
+	VPSUBW         256(CX), Y9, Y9
+	VPDPWSSD.BCST  (DI), Y9, Y4
+	VGF2P8AFFINEQB $0x00, lrq3hbit1<>+0(SB), Y7, Y9
+	VPSRLW         $0x02, Y8, Y10
+	VPTERNLOGD     $0xd8, Y2, Y10, Y9
+	VPMADDUBSW     32(CX), Y9, Y9
+	VPSUBW         288(CX), Y9, Y9
+	VPDPWSSD.BCST  4(DI), Y9, Y5
+	VGF2P8AFFINEQB $0x00, lrq3hbit2<>+0(SB), Y7, Y9
+	VPSRLW         $0x04, Y8, Y10
+	VPTERNLOGD     $0xd8, Y2, Y10, Y9
+	VPMADDUBSW     64(CX), Y9, Y9
+	VPSUBW         320(CX), Y9, Y9
+	VPDPWSSD.BCST  8(DI), Y9, Y4
+	VGF2P8AFFINEQB $0x00, lrq3hbit3<>+0(SB), Y7, Y9
+	VPSRLW         $0x06, Y8, Y8
+	VPTERNLOGD     $0xd8, Y2, Y8, Y9
+	VPMADDUBSW     96(CX), Y9, Y8
+	VPSUBW         352(CX), Y8, Y8
+	VPDPWSSD.BCST  12(DI), Y8, Y5
+	VPERMB         64(AX), Y1, Y8
+	VGF2P8AFFINEQB $0x00, lrq3hbit4<>+0(SB), Y7, Y9
+	VPTERNLOGD     $0xd8, Y2, Y8, Y9
+	VPMADDUBSW     128(CX), Y9, Y9
+	VPSUBW         384(CX), Y9, Y9
+	VPDPWSSD.BCST  16(DI), Y9, Y4
+	VGF2P8AFFINEQB $0x00, lrq3hbit5<>+0(SB), Y7, Y9
+	VPSRLW         $0x02, Y8, Y10
+	VPTERNLOGD     $0xd8, Y2, Y10, Y9
+	VPMADDUBSW     160(CX), Y9, Y9
+	VPSUBW         416(CX), Y9, Y9
+	VPDPWSSD.BCST  20(DI), Y9, Y5
+	VGF2P8AFFINEQB $0x00, lrq3hbit6<>+0(SB), Y7, Y9
+	VPSRLW         $0x04, Y8, Y10
+	VPTERNLOGD     $0xd8, Y2, Y10, Y9
+	VPMADDUBSW     192(CX), Y9, Y9
+	VPSUBW         448(CX), Y9, Y9
+	VPDPWSSD.BCST  24(DI), Y9, Y4
+	VGF2P8AFFINEQB $0x00, lrq3hbit7<>+0(SB), Y7, Y7
+	VPSRLW         $0x06, Y8, Y8
+	VPTERNLOGD     $0xd8, Y2, Y8, Y7
+	VPMADDUBSW     224(CX), Y7, Y7
+	VPSUBW         480(CX), Y7, Y7
+	VPDPWSSD.BCST  28(DI), Y7, Y5
+	VPADDD         Y5, Y4, Y4
+	VCVTDQ2PS      Y4, Y7
+	VMULSS         512(CX), X6, X6
+	VBROADCASTSS   X6, Y6
+	VMULPS         Y6, Y7, Y7
+	VADDPS         Y7, Y0, Y0
+	ADDQ           $0x0000006e, AX
+	ADDQ           $0x00000240, CX
+	ADDQ           $0x20, DI
+	DECQ           SI
+	JNZ            looplrDotQ3KPVBMITVNNI256
+	TESTQ          DX, DX
+	JNZ            lrouterlrDotQ3KPVBMITVNNI256
 
 donelrDotQ3KPVBMITVNNI256:
 	MOVQ    acc+24(FP), AX
