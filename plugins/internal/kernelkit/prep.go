@@ -46,7 +46,11 @@ type prepared struct {
 // faster. Measured on Zen 4, 1 thread, 16384 rows, vnni256, GB/s prepared
 // / plain: 20 blocks (5120 columns) Q3_K 13.1 / 11.5, Q6_K 24.1 / 24.1;
 // 28 blocks (7168) Q3_K 9.0 / 11.7, Q6_K 17.3 / 23.0; 48 blocks Q3_K
-// 6.8 / 8.8, Q6_K 8.3 / 15.9.
+// 6.8 / 8.8, Q6_K 8.3 / 15.9. Types with tile kernels (Q3_K, Q6_K) run
+// longer rows a tile of at most tileBlocks at a time instead (tiledRange):
+// 4096 rows, GB/s tiled / plain, llama.cpp: 7168 columns Q3_K 13.3 / 12.0,
+// 13.2; Q6_K 27 / 26, 27; 12288 columns Q3_K 13 / 10, 10.5; Q6_K 21 / 16,
+// 15.5; 2048 rows of 18432 Q3_K 14 / 9, 9; Q6_K 19-26 / 10.5, 10.5.
 const prepMaxBlocks = 20
 
 // use reports whether rows of n elements are prepared: all of them where
