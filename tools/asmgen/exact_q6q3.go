@@ -81,6 +81,14 @@ type xctx struct {
 	dw    VecVirtual   // fp16 block scale as float32, xmm lane 0
 	yd    VecVirtual   // one row: its d, computed once per block
 	sp    Register     // non-nil: the block's scale words, made by a pre-pass (lrScalePass)
+	jobs  *[]lrJob     // non-nil: block records its work here instead of emitting it (lrPair)
+}
+
+// lrJob is one block's work split for interleaving: step(i) emits vector
+// i's integer work, finish the float work.
+type lrJob struct {
+	step   func(i int)
+	finish func()
 }
 
 // scaleWords is the block's sixteen signed 16-bit scales (a ymm) that f
@@ -216,6 +224,9 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	// Measured on Zen 4: Q3_K +5%, Q6_K (whose kernel is bound by loads
 	// more than by shuffles) -5%.
 	pass := prep && t.vnni && !t.zmm() && m == 1 && sws != nil
+	// Q6_K's 256-bit EVEX kernels on one prepared row run two blocks at a
+	// time, their vectors interleaved (lrPair; measured +1-3% on Zen 4).
+	pair := prep && t.evex() && !t.zmm() && m == 1 && sws == nil
 	if prep && t.evex() && !t.zmm() && !pass {
 		for i := 0; i < 8; i++ {
 			c.sidx = append(c.sidx, t.splat(uint32(i)))
@@ -242,6 +253,9 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		SUBQ(cnt, nb)
 		c.sp = GP64()
 		lrScalePass(fn, sbuf, c.wp, cnt, wsize, c.sp, sws)
+	}
+	if pair {
+		lrPair(c, fn, wsize, nb, ap, pf, body)
 	}
 	Label("loop" + fn)
 	if tile {
@@ -380,7 +394,7 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 			sums[k].n = nacc
 		}
 	}
-	for i := 0; i < 256/t.w; i++ {
+	step := func(i int) {
 		u := quants(i)
 		var s VecVirtual
 		if !bcst {
@@ -404,6 +418,21 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 			sums[k].add(p, s)
 		}
 	}
+	finish := func() { c.finish(sums) }
+	if c.jobs != nil {
+		*c.jobs = append(*c.jobs, lrJob{step, finish})
+		return
+	}
+	for i := 0; i < 256/t.w; i++ {
+		step(i)
+	}
+	finish()
+}
+
+// finish converts the block's integer lane sums and adds them, times d,
+// into each row's float lanes.
+func (c *xctx) finish(sums []*isumAcc) {
+	t := c.t
 	for k, sum := range sums {
 		isum := sum.sum()
 		iy := isum.AsY()
@@ -684,4 +713,49 @@ func lrQ3KQuantGFNI(i, j int, q, hm, c03 VecVirtual) VecVirtual {
 	}
 	VPTERNLOGD(U8(0xd8), c03, qs, h) // h = c03 ? qs : h
 	return h
+}
+
+// lrPair emits a loop over pairs of blocks while nb >= 2, leaving nb odd
+// blocks (0 or 1) to the one-block loop after it: both blocks' weights
+// are decoded and multiplied vector by vector side by side, so that the
+// second block's independent work is ready while the first one's chains
+// wait, and their float work is added in block order, as one block at a
+// time does.
+func lrPair(c *xctx, fn string, wsize int, nb, ap, pf Register, body func(c *xctx, nacc int)) {
+	Label("lrpair" + fn)
+	CMPQ(nb, U8(2))
+	JB(LabelRef("lrpaired" + fn))
+	if pf != nil {
+		for off := 0; off < 2*wsize; off += 64 {
+			PREFETCHT1(Mem{Base: pf, Disp: off})
+		}
+		for off := 0; off < 2*wsize; off += 64 {
+			PREFETCHT0(Mem{Base: c.wp, Disp: 2*wsize + off})
+		}
+		ADDQ(U32(2*wsize), pf)
+	}
+	var jobs []lrJob
+	a, b := *c, *c
+	a.jobs, b.jobs = &jobs, &jobs
+	a.yd, b.yd = nil, nil
+	b.wp = GP64()
+	LEAQ(Mem{Base: c.wp, Disp: wsize}, b.wp)
+	b.acts = []Mem{c.acts[0].Offset(q63PrepBlock)}
+	body(&a, 2)
+	body(&b, 2)
+	for i := 0; i < 256/c.t.w; i++ {
+		for _, j := range jobs {
+			j.step(i)
+		}
+	}
+	for _, j := range jobs {
+		j.finish()
+	}
+	ADDQ(U32(2*wsize), c.wp)
+	ADDQ(U32(2*q63PrepBlock), ap)
+	SUBQ(U8(2), nb)
+	JMP(LabelRef("lrpair" + fn))
+	Label("lrpaired" + fn)
+	TESTQ(nb, nb)
+	JZ(LabelRef("done" + fn))
 }
