@@ -13619,127 +13619,312 @@ donedotQ3Kx4VNNI256:
 	RET
 
 // func dotQ3KPVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, CMOV, F16C, SSE
-TEXT ·dotQ3KPVNNI256(SB), NOSPLIT, $544-28
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ3KPVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
 	VMOVDQU64    xpermd32<>+0(SB), Y1
-	VPBROADCASTD c32_03030303<>+0(SB), Y2
-	VPBROADCASTD c32_04040404<>+0(SB), Y3
-	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y12
 	TESTQ        DX, DX
 	JZ           donedotQ3KPVNNI256
 
-lrouterdotQ3KPVNNI256:
-	MOVQ    $0x00000010, BX
-	CMPQ    DX, BX
-	CMOVQLT DX, BX
-	SUBQ    BX, DX
-	MOVQ    AX, DI
-	MOVQ    BX, R8
-	LEAQ    32(SP), SI
+lrpairdotQ3KPVNNI256:
+	CMPQ            DX, $0x02
+	JB              lrpaireddotQ3KPVNNI256
+	LEAQ            110(AX), BX
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPBROADCASTW    108(BX), X16
+	VCVTPH2PS       X16, X16
+	VBROADCASTI32X4 94(BX), Y17
+	VPSHUFB         q3a_y<>+0(SB), Y17, Y18
+	VPSRLVD         q3ash_y<>+0(SB), Y18, Y18
+	VPANDD          q3am_y<>+0(SB), Y18, Y18
+	VPSHUFB         q3t_y<>+0(SB), Y17, Y17
+	VPSLLVD         q3tl_y<>+0(SB), Y17, Y17
+	VPSRLVD         q3tr_y<>+0(SB), Y17, Y17
+	VPANDD          q3tm_y<>+0(SB), Y17, Y17
+	VPORD           Y17, Y18, Y18
+	VPMOVZXBW       X18, Y17
+	VPSUBW          Y12, Y17, Y17
+	VPERMD          (BX), Y1, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPERMD          32(AX), Y1, Y20
+	VPSHUFB         xpshufb32<>+0(SB), Y20, Y20
+	VMOVDQA64       Y20, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y2, Y21
+	VPMADDUBSW      (CX), Y19, Y19
+	VPSUBW          256(CX), Y19, Y19
+	VPMADDWD        Y21, Y19, Y19
+	VPERMD          32(BX), Y1, Y22
+	VPSHUFB         xpshufb32<>+0(SB), Y22, Y22
+	VMOVDQA64       Y22, Y21
+	VPANDD          Y10, Y21, Y21
+	VPTESTMB        runbits<>+0(SB), Y18, K1
+	VPADDB          Y11, Y21, K1, Y21
+	VPERMD          Y17, Y2, Y23
+	VPMADDUBSW      576(CX), Y21, Y21
+	VPSUBW          832(CX), Y21, Y21
+	VPMADDWD        Y23, Y21, Y21
+	VPSRLW          $0x02, Y20, Y23
+	VPANDD          Y10, Y23, Y23
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y23, K1, Y23
+	VPERMD          Y14, Y3, Y24
+	VPMADDUBSW      32(CX), Y23, Y23
+	VPSUBW          288(CX), Y23, Y23
+	VPMADDWD        Y24, Y23, Y23
+	VPSRLW          $0x02, Y22, Y24
+	VPANDD          Y10, Y24, Y24
+	VPTESTMB        runbits<>+32(SB), Y18, K1
+	VPADDB          Y11, Y24, K1, Y24
+	VPERMD          Y17, Y3, Y25
+	VPMADDUBSW      608(CX), Y24, Y24
+	VPSUBW          864(CX), Y24, Y24
+	VPMADDWD        Y25, Y24, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPANDD          Y10, Y25, Y25
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y25, K1, Y25
+	VPERMD          Y14, Y4, Y26
+	VPMADDUBSW      64(CX), Y25, Y25
+	VPSUBW          320(CX), Y25, Y25
+	VPDPWSSD        Y26, Y25, Y19
+	VPSRLW          $0x04, Y22, Y25
+	VPANDD          Y10, Y25, Y25
+	VPTESTMB        runbits<>+64(SB), Y18, K1
+	VPADDB          Y11, Y25, K1, Y25
+	VPERMD          Y17, Y4, Y26
+	VPMADDUBSW      640(CX), Y25, Y25
+	VPSUBW          896(CX), Y25, Y25
+	VPDPWSSD        Y26, Y25, Y21
+	VPSRLW          $0x06, Y20, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y5, Y25
+	VPMADDUBSW      96(CX), Y20, Y20
+	VPSUBW          352(CX), Y20, Y20
+	VPDPWSSD        Y25, Y20, Y23
+	VPSRLW          $0x06, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+96(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y5, Y22
+	VPMADDUBSW      672(CX), Y20, Y20
+	VPSUBW          928(CX), Y20, Y20
+	VPDPWSSD        Y22, Y20, Y24
+	VPERMD          64(AX), Y1, Y22
+	VPSHUFB         xpshufb32<>+0(SB), Y22, Y22
+	VMOVDQA64       Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y6, Y25
+	VPMADDUBSW      128(CX), Y20, Y20
+	VPSUBW          384(CX), Y20, Y20
+	VPDPWSSD        Y25, Y20, Y19
+	VPERMD          64(BX), Y1, Y25
+	VPSHUFB         xpshufb32<>+0(SB), Y25, Y25
+	VMOVDQA64       Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+128(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y6, Y26
+	VPMADDUBSW      704(CX), Y20, Y20
+	VPSUBW          960(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y21
+	VPSRLW          $0x02, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y7, Y26
+	VPMADDUBSW      160(CX), Y20, Y20
+	VPSUBW          416(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y23
+	VPSRLW          $0x02, Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+160(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y7, Y26
+	VPMADDUBSW      736(CX), Y20, Y20
+	VPSUBW          992(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y24
+	VPSRLW          $0x04, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y8, Y26
+	VPMADDUBSW      192(CX), Y20, Y20
+	VPSUBW          448(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y19
+	VPSRLW          $0x04, Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+192(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y8, Y26
+	VPMADDUBSW      768(CX), Y20, Y20
+	VPSUBW          1024(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y21
+	VPSRLW          $0x06, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y20, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y23
+	VPSRLW          $0x06, Y25, Y14
+	VPANDD          Y10, Y14, Y14
+	VPTESTMB        runbits<>+224(SB), Y18, K1
+	VPADDB          Y11, Y14, K1, Y14
+	VPERMD          Y17, Y9, Y15
+	VPMADDUBSW      800(CX), Y14, Y14
+	VPSUBW          1056(CX), Y14, Y14
+	VPDPWSSD        Y15, Y14, Y24
+	VPADDD          Y23, Y19, Y19
+	VCVTDQ2PS       Y19, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	VPADDD          Y24, Y21, Y21
+	VCVTDQ2PS       Y21, Y13
+	VMULSS          1088(CX), X16, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	ADDQ            $0x000000dc, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	JMP             lrpairdotQ3KPVNNI256
 
-lrscalesdotQ3KPVNNI256:
-	VBROADCASTI32X4 94(DI), Y5
-	VPSHUFB         q3a_y<>+0(SB), Y5, Y6
-	VPSRLVD         q3ash_y<>+0(SB), Y6, Y6
-	VPANDD          q3am_y<>+0(SB), Y6, Y6
-	VPSHUFB         q3t_y<>+0(SB), Y5, Y5
-	VPSLLVD         q3tl_y<>+0(SB), Y5, Y5
-	VPSRLVD         q3tr_y<>+0(SB), Y5, Y5
-	VPANDD          q3tm_y<>+0(SB), Y5, Y5
-	VPORD           Y5, Y6, Y6
-	VPMOVZXBW       X6, Y5
-	VPSUBW          Y4, Y5, Y5
-	VMOVDQU64       Y5, (SI)
-	ADDQ            $0x20, SI
-	ADDQ            $0x0000006e, DI
-	DECQ            R8
-	JNZ             lrscalesdotQ3KPVNNI256
-	LEAQ            32(SP), SI
+lrpaireddotQ3KPVNNI256:
+	TESTQ DX, DX
+	JZ    donedotQ3KPVNNI256
 
 loopdotQ3KPVNNI256:
-	VPBROADCASTW  108(AX), X5
-	VCVTPH2PS     X5, X5
-	VPERMD        (AX), Y1, Y6
-	VPSHUFB       xpshufb32<>+0(SB), Y6, Y6
-	VPXORD        Y7, Y7, Y7
-	VPXORD        Y8, Y8, Y8
-	VPERMD        32(AX), Y1, Y10
-	VPSHUFB       xpshufb32<>+0(SB), Y10, Y10
-	VMOVDQA64     Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+0(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    (CX), Y9, Y9
-	VPSUBW        256(CX), Y9, Y9
-	VPDPWSSD.BCST (SI), Y9, Y7
-	VPSRLW        $0x02, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+32(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    32(CX), Y9, Y9
-	VPSUBW        288(CX), Y9, Y9
-	VPDPWSSD.BCST 4(SI), Y9, Y8
-	VPSRLW        $0x04, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+64(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    64(CX), Y9, Y9
-	VPSUBW        320(CX), Y9, Y9
-	VPDPWSSD.BCST 8(SI), Y9, Y7
-	VPSRLW        $0x06, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+96(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    96(CX), Y9, Y9
-	VPSUBW        352(CX), Y9, Y9
-	VPDPWSSD.BCST 12(SI), Y9, Y8
-	VPERMD        64(AX), Y1, Y10
-	VPSHUFB       xpshufb32<>+0(SB), Y10, Y10
-	VMOVDQA64     Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+128(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    128(CX), Y9, Y9
-	VPSUBW        384(CX), Y9, Y9
-	VPDPWSSD.BCST 16(SI), Y9, Y7
-	VPSRLW        $0x02, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+160(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    160(CX), Y9, Y9
-	VPSUBW        416(CX), Y9, Y9
-	VPDPWSSD.BCST 20(SI), Y9, Y8
-	VPSRLW        $0x04, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+192(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    192(CX), Y9, Y9
-	VPSUBW        448(CX), Y9, Y9
-	VPDPWSSD.BCST 24(SI), Y9, Y7
-	VPSRLW        $0x06, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+224(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    224(CX), Y9, Y6
-	VPSUBW        480(CX), Y6, Y6
-	VPDPWSSD.BCST 28(SI), Y6, Y8
-	VPADDD        Y8, Y7, Y7
-	VCVTDQ2PS     Y7, Y6
-	VMULSS        512(CX), X5, X5
-	VBROADCASTSS  X5, Y5
-	VMULPS        Y5, Y6, Y6
-	VADDPS        Y6, Y0, Y0
-	ADDQ          $0x0000006e, AX
-	ADDQ          $0x00000240, CX
-	ADDQ          $0x20, SI
-	DECQ          BX
-	JNZ           loopdotQ3KPVNNI256
-	TESTQ         DX, DX
-	JNZ           lrouterdotQ3KPVNNI256
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPERMD          32(AX), Y1, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VMOVDQA64       Y17, Y16
+	VPANDD          Y10, Y16, Y16
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y16, K1, Y16
+	VPERMD          Y14, Y2, Y18
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y18, Y16, Y16
+	VPSRLW          $0x02, Y17, Y18
+	VPANDD          Y10, Y18, Y18
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y18, K1, Y18
+	VPERMD          Y14, Y3, Y19
+	VPMADDUBSW      32(CX), Y18, Y18
+	VPSUBW          288(CX), Y18, Y18
+	VPMADDWD        Y19, Y18, Y18
+	VPSRLW          $0x04, Y17, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y4, Y20
+	VPMADDUBSW      64(CX), Y19, Y19
+	VPSUBW          320(CX), Y19, Y19
+	VPDPWSSD        Y20, Y19, Y16
+	VPSRLW          $0x06, Y17, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y5, Y19
+	VPMADDUBSW      96(CX), Y17, Y17
+	VPSUBW          352(CX), Y17, Y17
+	VPDPWSSD        Y19, Y17, Y18
+	VPERMD          64(AX), Y1, Y19
+	VPSHUFB         xpshufb32<>+0(SB), Y19, Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y6, Y20
+	VPMADDUBSW      128(CX), Y17, Y17
+	VPSUBW          384(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x02, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y7, Y20
+	VPMADDUBSW      160(CX), Y17, Y17
+	VPSUBW          416(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y18
+	VPSRLW          $0x04, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y8, Y20
+	VPMADDUBSW      192(CX), Y17, Y17
+	VPSUBW          448(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x06, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y17, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y18
+	VPADDD          Y18, Y16, Y16
+	VCVTDQ2PS       Y16, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ3KPVNNI256
 
 donedotQ3KPVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -13761,135 +13946,350 @@ donedotQ3KPVNNI256:
 	VZEROUPPER
 	RET
 
+DATA c32_00000000<>+0(SB)/4, $0x00000000
+GLOBL c32_00000000<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000001<>+0(SB)/4, $0x00000001
+GLOBL c32_00000001<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000003<>+0(SB)/4, $0x00000003
+GLOBL c32_00000003<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000004<>+0(SB)/4, $0x00000004
+GLOBL c32_00000004<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000005<>+0(SB)/4, $0x00000005
+GLOBL c32_00000005<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000006<>+0(SB)/4, $0x00000006
+GLOBL c32_00000006<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00000007<>+0(SB)/4, $0x00000007
+GLOBL c32_00000007<>(SB), RODATA|NOPTR, $4
+
 // func lrDotQ3KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, CMOV, F16C, MMX+
-TEXT ·lrDotQ3KPTVNNI256(SB), NOSPLIT, $544-40
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ3KPTVNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         acc+24(FP), BX
 	VMOVUPS      (BX), Y0
 	VMOVDQU64    xpermd32<>+0(SB), Y1
-	VPBROADCASTD c32_03030303<>+0(SB), Y2
-	VPBROADCASTD c32_04040404<>+0(SB), Y3
-	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y12
 	MOVQ         pf+32(FP), BX
 	TESTQ        DX, DX
 	JZ           donelrDotQ3KPTVNNI256
 
-lrouterlrDotQ3KPTVNNI256:
-	MOVQ    $0x00000010, SI
-	CMPQ    DX, SI
-	CMOVQLT DX, SI
-	SUBQ    SI, DX
-	MOVQ    AX, R8
-	MOVQ    SI, R9
-	LEAQ    32(SP), DI
+lrpairlrDotQ3KPTVNNI256:
+	CMPQ            DX, $0x02
+	JB              lrpairedlrDotQ3KPTVNNI256
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	PREFETCHT0      348(AX)
+	PREFETCHT0      412(AX)
+	ADDQ            $0x000000dc, BX
+	LEAQ            110(AX), SI
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPBROADCASTW    108(SI), X16
+	VCVTPH2PS       X16, X16
+	VBROADCASTI32X4 94(SI), Y17
+	VPSHUFB         q3a_y<>+0(SB), Y17, Y18
+	VPSRLVD         q3ash_y<>+0(SB), Y18, Y18
+	VPANDD          q3am_y<>+0(SB), Y18, Y18
+	VPSHUFB         q3t_y<>+0(SB), Y17, Y17
+	VPSLLVD         q3tl_y<>+0(SB), Y17, Y17
+	VPSRLVD         q3tr_y<>+0(SB), Y17, Y17
+	VPANDD          q3tm_y<>+0(SB), Y17, Y17
+	VPORD           Y17, Y18, Y18
+	VPMOVZXBW       X18, Y17
+	VPSUBW          Y12, Y17, Y17
+	VPERMD          (SI), Y1, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPERMD          32(AX), Y1, Y20
+	VPSHUFB         xpshufb32<>+0(SB), Y20, Y20
+	VMOVDQA64       Y20, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y2, Y21
+	VPMADDUBSW      (CX), Y19, Y19
+	VPSUBW          256(CX), Y19, Y19
+	VPMADDWD        Y21, Y19, Y19
+	VPERMD          32(SI), Y1, Y22
+	VPSHUFB         xpshufb32<>+0(SB), Y22, Y22
+	VMOVDQA64       Y22, Y21
+	VPANDD          Y10, Y21, Y21
+	VPTESTMB        runbits<>+0(SB), Y18, K1
+	VPADDB          Y11, Y21, K1, Y21
+	VPERMD          Y17, Y2, Y23
+	VPMADDUBSW      576(CX), Y21, Y21
+	VPSUBW          832(CX), Y21, Y21
+	VPMADDWD        Y23, Y21, Y21
+	VPSRLW          $0x02, Y20, Y23
+	VPANDD          Y10, Y23, Y23
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y23, K1, Y23
+	VPERMD          Y14, Y3, Y24
+	VPMADDUBSW      32(CX), Y23, Y23
+	VPSUBW          288(CX), Y23, Y23
+	VPMADDWD        Y24, Y23, Y23
+	VPSRLW          $0x02, Y22, Y24
+	VPANDD          Y10, Y24, Y24
+	VPTESTMB        runbits<>+32(SB), Y18, K1
+	VPADDB          Y11, Y24, K1, Y24
+	VPERMD          Y17, Y3, Y25
+	VPMADDUBSW      608(CX), Y24, Y24
+	VPSUBW          864(CX), Y24, Y24
+	VPMADDWD        Y25, Y24, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPANDD          Y10, Y25, Y25
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y25, K1, Y25
+	VPERMD          Y14, Y4, Y26
+	VPMADDUBSW      64(CX), Y25, Y25
+	VPSUBW          320(CX), Y25, Y25
+	VPDPWSSD        Y26, Y25, Y19
+	VPSRLW          $0x04, Y22, Y25
+	VPANDD          Y10, Y25, Y25
+	VPTESTMB        runbits<>+64(SB), Y18, K1
+	VPADDB          Y11, Y25, K1, Y25
+	VPERMD          Y17, Y4, Y26
+	VPMADDUBSW      640(CX), Y25, Y25
+	VPSUBW          896(CX), Y25, Y25
+	VPDPWSSD        Y26, Y25, Y21
+	VPSRLW          $0x06, Y20, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y5, Y25
+	VPMADDUBSW      96(CX), Y20, Y20
+	VPSUBW          352(CX), Y20, Y20
+	VPDPWSSD        Y25, Y20, Y23
+	VPSRLW          $0x06, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+96(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y5, Y22
+	VPMADDUBSW      672(CX), Y20, Y20
+	VPSUBW          928(CX), Y20, Y20
+	VPDPWSSD        Y22, Y20, Y24
+	VPERMD          64(AX), Y1, Y22
+	VPSHUFB         xpshufb32<>+0(SB), Y22, Y22
+	VMOVDQA64       Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y6, Y25
+	VPMADDUBSW      128(CX), Y20, Y20
+	VPSUBW          384(CX), Y20, Y20
+	VPDPWSSD        Y25, Y20, Y19
+	VPERMD          64(SI), Y1, Y25
+	VPSHUFB         xpshufb32<>+0(SB), Y25, Y25
+	VMOVDQA64       Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+128(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y6, Y26
+	VPMADDUBSW      704(CX), Y20, Y20
+	VPSUBW          960(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y21
+	VPSRLW          $0x02, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y7, Y26
+	VPMADDUBSW      160(CX), Y20, Y20
+	VPSUBW          416(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y23
+	VPSRLW          $0x02, Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+160(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y7, Y26
+	VPMADDUBSW      736(CX), Y20, Y20
+	VPSUBW          992(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y24
+	VPSRLW          $0x04, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y8, Y26
+	VPMADDUBSW      192(CX), Y20, Y20
+	VPSUBW          448(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y19
+	VPSRLW          $0x04, Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+192(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y8, Y26
+	VPMADDUBSW      768(CX), Y20, Y20
+	VPSUBW          1024(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y21
+	VPSRLW          $0x06, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y20, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y23
+	VPSRLW          $0x06, Y25, Y14
+	VPANDD          Y10, Y14, Y14
+	VPTESTMB        runbits<>+224(SB), Y18, K1
+	VPADDB          Y11, Y14, K1, Y14
+	VPERMD          Y17, Y9, Y15
+	VPMADDUBSW      800(CX), Y14, Y14
+	VPSUBW          1056(CX), Y14, Y14
+	VPDPWSSD        Y15, Y14, Y24
+	VPADDD          Y23, Y19, Y19
+	VCVTDQ2PS       Y19, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	VPADDD          Y24, Y21, Y21
+	VCVTDQ2PS       Y21, Y13
+	VMULSS          1088(CX), X16, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	ADDQ            $0x000000dc, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	JMP             lrpairlrDotQ3KPTVNNI256
 
-lrscaleslrDotQ3KPTVNNI256:
-	VBROADCASTI32X4 94(R8), Y5
-	VPSHUFB         q3a_y<>+0(SB), Y5, Y6
-	VPSRLVD         q3ash_y<>+0(SB), Y6, Y6
-	VPANDD          q3am_y<>+0(SB), Y6, Y6
-	VPSHUFB         q3t_y<>+0(SB), Y5, Y5
-	VPSLLVD         q3tl_y<>+0(SB), Y5, Y5
-	VPSRLVD         q3tr_y<>+0(SB), Y5, Y5
-	VPANDD          q3tm_y<>+0(SB), Y5, Y5
-	VPORD           Y5, Y6, Y6
-	VPMOVZXBW       X6, Y5
-	VPSUBW          Y4, Y5, Y5
-	VMOVDQU64       Y5, (DI)
-	ADDQ            $0x20, DI
-	ADDQ            $0x0000006e, R8
-	DECQ            R9
-	JNZ             lrscaleslrDotQ3KPTVNNI256
-	LEAQ            32(SP), DI
+lrpairedlrDotQ3KPTVNNI256:
+	TESTQ DX, DX
+	JZ    donelrDotQ3KPTVNNI256
 
 looplrDotQ3KPTVNNI256:
-	PREFETCHT1    (BX)
-	PREFETCHT1    64(BX)
-	PREFETCHT0    220(AX)
-	PREFETCHT0    284(AX)
-	ADDQ          $0x0000006e, BX
-	VPBROADCASTW  108(AX), X5
-	VCVTPH2PS     X5, X5
-	VPERMD        (AX), Y1, Y6
-	VPSHUFB       xpshufb32<>+0(SB), Y6, Y6
-	VPXORD        Y7, Y7, Y7
-	VPXORD        Y8, Y8, Y8
-	VPERMD        32(AX), Y1, Y10
-	VPSHUFB       xpshufb32<>+0(SB), Y10, Y10
-	VMOVDQA64     Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+0(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    (CX), Y9, Y9
-	VPSUBW        256(CX), Y9, Y9
-	VPDPWSSD.BCST (DI), Y9, Y7
-	VPSRLW        $0x02, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+32(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    32(CX), Y9, Y9
-	VPSUBW        288(CX), Y9, Y9
-	VPDPWSSD.BCST 4(DI), Y9, Y8
-	VPSRLW        $0x04, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+64(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    64(CX), Y9, Y9
-	VPSUBW        320(CX), Y9, Y9
-	VPDPWSSD.BCST 8(DI), Y9, Y7
-	VPSRLW        $0x06, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+96(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    96(CX), Y9, Y9
-	VPSUBW        352(CX), Y9, Y9
-	VPDPWSSD.BCST 12(DI), Y9, Y8
-	VPERMD        64(AX), Y1, Y10
-	VPSHUFB       xpshufb32<>+0(SB), Y10, Y10
-	VMOVDQA64     Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+128(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    128(CX), Y9, Y9
-	VPSUBW        384(CX), Y9, Y9
-	VPDPWSSD.BCST 16(DI), Y9, Y7
-	VPSRLW        $0x02, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+160(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    160(CX), Y9, Y9
-	VPSUBW        416(CX), Y9, Y9
-	VPDPWSSD.BCST 20(DI), Y9, Y8
-	VPSRLW        $0x04, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+192(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    192(CX), Y9, Y9
-	VPSUBW        448(CX), Y9, Y9
-	VPDPWSSD.BCST 24(DI), Y9, Y7
-	VPSRLW        $0x06, Y10, Y9
-	VPANDD        Y2, Y9, Y9
-	VPTESTMB      runbits<>+224(SB), Y6, K1
-	VPADDB        Y3, Y9, K1, Y9
-	VPMADDUBSW    224(CX), Y9, Y6
-	VPSUBW        480(CX), Y6, Y6
-	VPDPWSSD.BCST 28(DI), Y6, Y8
-	VPADDD        Y8, Y7, Y7
-	VCVTDQ2PS     Y7, Y6
-	VMULSS        512(CX), X5, X5
-	VBROADCASTSS  X5, Y5
-	VMULPS        Y5, Y6, Y6
-	VADDPS        Y6, Y0, Y0
-	ADDQ          $0x0000006e, AX
-	ADDQ          $0x00000240, CX
-	ADDQ          $0x20, DI
-	DECQ          SI
-	JNZ           looplrDotQ3KPTVNNI256
-	TESTQ         DX, DX
-	JNZ           lrouterlrDotQ3KPTVNNI256
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPERMD          32(AX), Y1, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VMOVDQA64       Y17, Y16
+	VPANDD          Y10, Y16, Y16
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y16, K1, Y16
+	VPERMD          Y14, Y2, Y18
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y18, Y16, Y16
+	VPSRLW          $0x02, Y17, Y18
+	VPANDD          Y10, Y18, Y18
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y18, K1, Y18
+	VPERMD          Y14, Y3, Y19
+	VPMADDUBSW      32(CX), Y18, Y18
+	VPSUBW          288(CX), Y18, Y18
+	VPMADDWD        Y19, Y18, Y18
+	VPSRLW          $0x04, Y17, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y4, Y20
+	VPMADDUBSW      64(CX), Y19, Y19
+	VPSUBW          320(CX), Y19, Y19
+	VPDPWSSD        Y20, Y19, Y16
+	VPSRLW          $0x06, Y17, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y5, Y19
+	VPMADDUBSW      96(CX), Y17, Y17
+	VPSUBW          352(CX), Y17, Y17
+	VPDPWSSD        Y19, Y17, Y18
+	VPERMD          64(AX), Y1, Y19
+	VPSHUFB         xpshufb32<>+0(SB), Y19, Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y6, Y20
+	VPMADDUBSW      128(CX), Y17, Y17
+	VPSUBW          384(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x02, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y7, Y20
+	VPMADDUBSW      160(CX), Y17, Y17
+	VPSUBW          416(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y18
+	VPSRLW          $0x04, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y8, Y20
+	VPMADDUBSW      192(CX), Y17, Y17
+	VPSUBW          448(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x06, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y17, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y18
+	VPADDD          Y18, Y16, Y16
+	VCVTDQ2PS       Y16, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPTVNNI256
 
 donelrDotQ3KPTVNNI256:
 	MOVQ    acc+24(FP), AX
@@ -14674,27 +15074,6 @@ donedotQ6KPVNNI256:
 	MOVSS         X2, ret+24(FP)
 	VZEROUPPER
 	RET
-
-DATA c32_00000000<>+0(SB)/4, $0x00000000
-GLOBL c32_00000000<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000001<>+0(SB)/4, $0x00000001
-GLOBL c32_00000001<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000003<>+0(SB)/4, $0x00000003
-GLOBL c32_00000003<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000004<>+0(SB)/4, $0x00000004
-GLOBL c32_00000004<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000005<>+0(SB)/4, $0x00000005
-GLOBL c32_00000005<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000006<>+0(SB)/4, $0x00000006
-GLOBL c32_00000006<>(SB), RODATA|NOPTR, $4
-
-DATA c32_00000007<>+0(SB)/4, $0x00000007
-GLOBL c32_00000007<>(SB), RODATA|NOPTR, $4
 
 // func lrDotQ6KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
@@ -15533,114 +15912,273 @@ donedotQ3KVBMIx4VNNI256:
 	RET
 
 // func dotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, GFNI, SSE
-TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $544-28
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
+TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPXORD       Y0, Y0, Y0
 	VMOVDQU64    xpermb32<>+0(SB), Y1
-	VPBROADCASTD c32_03030303<>+0(SB), Y2
-	VPBROADCASTD c32_04040404<>+0(SB), Y3
-	VPBROADCASTD c32_00200020<>+0(SB), Y3
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y11
 	TESTQ        DX, DX
 	JZ           donedotQ3KPVBMIVNNI256
 
-lrouterdotQ3KPVBMIVNNI256:
-	MOVQ    $0x00000010, BX
-	CMPQ    DX, BX
-	CMOVQLT DX, BX
-	SUBQ    BX, DX
-	MOVQ    AX, DI
-	MOVQ    BX, R8
-	LEAQ    32(SP), SI
+lrpairdotQ3KPVBMIVNNI256:
+	CMPQ            DX, $0x02
+	JB              lrpaireddotQ3KPVBMIVNNI256
+	LEAQ            110(AX), BX
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Y13
+	VPSHUFB         q3a_y<>+0(SB), Y13, Y14
+	VPSRLVD         q3ash_y<>+0(SB), Y14, Y14
+	VPANDD          q3am_y<>+0(SB), Y14, Y14
+	VPSHUFB         q3t_y<>+0(SB), Y13, Y13
+	VPSLLVD         q3tl_y<>+0(SB), Y13, Y13
+	VPSRLVD         q3tr_y<>+0(SB), Y13, Y13
+	VPANDD          q3tm_y<>+0(SB), Y13, Y13
+	VPORD           Y13, Y14, Y14
+	VPMOVZXBW       X14, Y13
+	VPSUBW          Y11, Y13, Y13
+	VPERMB          (AX), Y1, Y14
+	VPBROADCASTW    108(BX), X15
+	VCVTPH2PS       X15, X15
+	VBROADCASTI32X4 94(BX), Y16
+	VPSHUFB         q3a_y<>+0(SB), Y16, Y17
+	VPSRLVD         q3ash_y<>+0(SB), Y17, Y17
+	VPANDD          q3am_y<>+0(SB), Y17, Y17
+	VPSHUFB         q3t_y<>+0(SB), Y16, Y16
+	VPSLLVD         q3tl_y<>+0(SB), Y16, Y16
+	VPSRLVD         q3tr_y<>+0(SB), Y16, Y16
+	VPANDD          q3tm_y<>+0(SB), Y16, Y16
+	VPORD           Y16, Y17, Y17
+	VPMOVZXBW       X17, Y16
+	VPSUBW          Y11, Y16, Y16
+	VPERMB          (BX), Y1, Y17
+	VPERMB          32(AX), Y1, Y18
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y14, Y19
+	VPTERNLOGD      $0xd8, Y10, Y18, Y19
+	VPERMD          Y13, Y2, Y20
+	VPMADDUBSW      (CX), Y19, Y19
+	VPSUBW          256(CX), Y19, Y19
+	VPMADDWD        Y20, Y19, Y19
+	VPERMB          32(BX), Y1, Y20
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y17, Y21
+	VPTERNLOGD      $0xd8, Y10, Y20, Y21
+	VPERMD          Y16, Y2, Y22
+	VPMADDUBSW      576(CX), Y21, Y21
+	VPSUBW          832(CX), Y21, Y21
+	VPMADDWD        Y22, Y21, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y14, Y22
+	VPSRLW          $0x02, Y18, Y23
+	VPTERNLOGD      $0xd8, Y10, Y23, Y22
+	VPERMD          Y13, Y3, Y23
+	VPMADDUBSW      32(CX), Y22, Y22
+	VPSUBW          288(CX), Y22, Y22
+	VPMADDWD        Y23, Y22, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y17, Y23
+	VPSRLW          $0x02, Y20, Y24
+	VPTERNLOGD      $0xd8, Y10, Y24, Y23
+	VPERMD          Y16, Y3, Y24
+	VPMADDUBSW      608(CX), Y23, Y23
+	VPSUBW          864(CX), Y23, Y23
+	VPMADDWD        Y24, Y23, Y23
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y14, Y24
+	VPSRLW          $0x04, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y4, Y25
+	VPMADDUBSW      64(CX), Y24, Y24
+	VPSUBW          320(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y19
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y17, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y4, Y25
+	VPMADDUBSW      640(CX), Y24, Y24
+	VPSUBW          896(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y14, Y24
+	VPSRLW          $0x06, Y18, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y24
+	VPERMD          Y13, Y5, Y18
+	VPMADDUBSW      96(CX), Y24, Y24
+	VPSUBW          352(CX), Y24, Y24
+	VPDPWSSD        Y18, Y24, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y17, Y18
+	VPSRLW          $0x06, Y20, Y20
+	VPTERNLOGD      $0xd8, Y10, Y20, Y18
+	VPERMD          Y16, Y5, Y20
+	VPMADDUBSW      672(CX), Y18, Y18
+	VPSUBW          928(CX), Y18, Y18
+	VPDPWSSD        Y20, Y18, Y23
+	VPERMB          64(AX), Y1, Y18
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y14, Y20
+	VPTERNLOGD      $0xd8, Y10, Y18, Y20
+	VPERMD          Y13, Y6, Y24
+	VPMADDUBSW      128(CX), Y20, Y20
+	VPSUBW          384(CX), Y20, Y20
+	VPDPWSSD        Y24, Y20, Y19
+	VPERMB          64(BX), Y1, Y20
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y17, Y24
+	VPTERNLOGD      $0xd8, Y10, Y20, Y24
+	VPERMD          Y16, Y6, Y25
+	VPMADDUBSW      704(CX), Y24, Y24
+	VPSUBW          960(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y14, Y24
+	VPSRLW          $0x02, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y7, Y25
+	VPMADDUBSW      160(CX), Y24, Y24
+	VPSUBW          416(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y17, Y24
+	VPSRLW          $0x02, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y7, Y25
+	VPMADDUBSW      736(CX), Y24, Y24
+	VPSUBW          992(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y23
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y14, Y24
+	VPSRLW          $0x04, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y8, Y25
+	VPMADDUBSW      192(CX), Y24, Y24
+	VPSUBW          448(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y19
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y17, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y8, Y25
+	VPMADDUBSW      768(CX), Y24, Y24
+	VPSUBW          1024(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y14, Y14
+	VPSRLW          $0x06, Y18, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y14
+	VPERMD          Y13, Y9, Y13
+	VPMADDUBSW      224(CX), Y14, Y14
+	VPSUBW          480(CX), Y14, Y14
+	VPDPWSSD        Y13, Y14, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y17, Y13
+	VPSRLW          $0x06, Y20, Y14
+	VPTERNLOGD      $0xd8, Y10, Y14, Y13
+	VPERMD          Y16, Y9, Y14
+	VPMADDUBSW      800(CX), Y13, Y13
+	VPSUBW          1056(CX), Y13, Y13
+	VPDPWSSD        Y14, Y13, Y23
+	VPADDD          Y22, Y19, Y19
+	VCVTDQ2PS       Y19, Y13
+	VMULSS          512(CX), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	VPADDD          Y23, Y21, Y21
+	VCVTDQ2PS       Y21, Y12
+	VMULSS          1088(CX), X15, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y12, Y12
+	VADDPS          Y12, Y0, Y0
+	ADDQ            $0x000000dc, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	JMP             lrpairdotQ3KPVBMIVNNI256
 
-lrscalesdotQ3KPVBMIVNNI256:
-	VBROADCASTI32X4 94(DI), Y6
-	VPSHUFB         q3a_y<>+0(SB), Y6, Y7
-	VPSRLVD         q3ash_y<>+0(SB), Y7, Y7
-	VPANDD          q3am_y<>+0(SB), Y7, Y7
-	VPSHUFB         q3t_y<>+0(SB), Y6, Y6
-	VPSLLVD         q3tl_y<>+0(SB), Y6, Y6
-	VPSRLVD         q3tr_y<>+0(SB), Y6, Y6
-	VPANDD          q3tm_y<>+0(SB), Y6, Y6
-	VPORD           Y6, Y7, Y7
-	VPMOVZXBW       X7, Y6
-	VPSUBW          Y3, Y6, Y6
-	VMOVDQU64       Y6, (SI)
-	ADDQ            $0x20, SI
-	ADDQ            $0x0000006e, DI
-	DECQ            R8
-	JNZ             lrscalesdotQ3KPVBMIVNNI256
-	LEAQ            32(SP), SI
+lrpaireddotQ3KPVBMIVNNI256:
+	TESTQ DX, DX
+	JZ    donedotQ3KPVBMIVNNI256
 
 loopdotQ3KPVBMIVNNI256:
-	VPBROADCASTW   108(AX), X6
-	VCVTPH2PS      X6, X6
-	VPERMB         (AX), Y1, Y7
-	VPXORD         Y4, Y4, Y4
-	VPXORD         Y5, Y5, Y5
-	VPERMB         32(AX), Y1, Y8
-	VGF2P8AFFINEQB $0x00, lrq3hbit0<>+0(SB), Y7, Y9
-	VPTERNLOGD     $0xd8, Y2, Y8, Y9
-	VPMADDUBSW     (CX), Y9, Y9
-	VPSUBW         256(CX), Y9, Y9
-	VPDPWSSD.BCST  (SI), Y9, Y4
-	VGF2P8AFFINEQB $0x00, lrq3hbit1<>+0(SB), Y7, Y9
-	VPSRLW         $0x02, Y8, Y10
-	VPTERNLOGD     $0xd8, Y2, Y10, Y9
-	VPMADDUBSW     32(CX), Y9, Y9
-	VPSUBW         288(CX), Y9, Y9
-	VPDPWSSD.BCST  4(SI), Y9, Y5
-	VGF2P8AFFINEQB $0x00, lrq3hbit2<>+0(SB), Y7, Y9
-	VPSRLW         $0x04, Y8, Y10
-	VPTERNLOGD     $0xd8, Y2, Y10, Y9
-	VPMADDUBSW     64(CX), Y9, Y9
-	VPSUBW         320(CX), Y9, Y9
-	VPDPWSSD.BCST  8(SI), Y9, Y4
-	VGF2P8AFFINEQB $0x00, lrq3hbit3<>+0(SB), Y7, Y9
-	VPSRLW         $0x06, Y8, Y8
-	VPTERNLOGD     $0xd8, Y2, Y8, Y9
-	VPMADDUBSW     96(CX), Y9, Y8
-	VPSUBW         352(CX), Y8, Y8
-	VPDPWSSD.BCST  12(SI), Y8, Y5
-	VPERMB         64(AX), Y1, Y8
-	VGF2P8AFFINEQB $0x00, lrq3hbit4<>+0(SB), Y7, Y9
-	VPTERNLOGD     $0xd8, Y2, Y8, Y9
-	VPMADDUBSW     128(CX), Y9, Y9
-	VPSUBW         384(CX), Y9, Y9
-	VPDPWSSD.BCST  16(SI), Y9, Y4
-	VGF2P8AFFINEQB $0x00, lrq3hbit5<>+0(SB), Y7, Y9
-	VPSRLW         $0x02, Y8, Y10
-	VPTERNLOGD     $0xd8, Y2, Y10, Y9
-	VPMADDUBSW     160(CX), Y9, Y9
-	VPSUBW         416(CX), Y9, Y9
-	VPDPWSSD.BCST  20(SI), Y9, Y5
-	VGF2P8AFFINEQB $0x00, lrq3hbit6<>+0(SB), Y7, Y9
-	VPSRLW         $0x04, Y8, Y10
-	VPTERNLOGD     $0xd8, Y2, Y10, Y9
-	VPMADDUBSW     192(CX), Y9, Y9
-	VPSUBW         448(CX), Y9, Y9
-	VPDPWSSD.BCST  24(SI), Y9, Y4
-	VGF2P8AFFINEQB $0x00, lrq3hbit7<>+0(SB), Y7, Y7
-	VPSRLW         $0x06, Y8, Y8
-	VPTERNLOGD     $0xd8, Y2, Y8, Y7
-	VPMADDUBSW     224(CX), Y7, Y7
-	VPSUBW         480(CX), Y7, Y7
-	VPDPWSSD.BCST  28(SI), Y7, Y5
-	VPADDD         Y5, Y4, Y4
-	VCVTDQ2PS      Y4, Y7
-	VMULSS         512(CX), X6, X6
-	VBROADCASTSS   X6, Y6
-	VMULPS         Y6, Y7, Y7
-	VADDPS         Y7, Y0, Y0
-	ADDQ           $0x0000006e, AX
-	ADDQ           $0x00000240, CX
-	ADDQ           $0x20, SI
-	DECQ           BX
-	JNZ            loopdotQ3KPVBMIVNNI256
-	TESTQ          DX, DX
-	JNZ            lrouterdotQ3KPVBMIVNNI256
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Y13
+	VPSHUFB         q3a_y<>+0(SB), Y13, Y14
+	VPSRLVD         q3ash_y<>+0(SB), Y14, Y14
+	VPANDD          q3am_y<>+0(SB), Y14, Y14
+	VPSHUFB         q3t_y<>+0(SB), Y13, Y13
+	VPSLLVD         q3tl_y<>+0(SB), Y13, Y13
+	VPSRLVD         q3tr_y<>+0(SB), Y13, Y13
+	VPANDD          q3tm_y<>+0(SB), Y13, Y13
+	VPORD           Y13, Y14, Y14
+	VPMOVZXBW       X14, Y13
+	VPSUBW          Y11, Y13, Y13
+	VPERMB          (AX), Y1, Y14
+	VPERMB          32(AX), Y1, Y15
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y14, Y16
+	VPTERNLOGD      $0xd8, Y10, Y15, Y16
+	VPERMD          Y13, Y2, Y17
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y17, Y16, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y14, Y17
+	VPSRLW          $0x02, Y15, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y17
+	VPERMD          Y13, Y3, Y18
+	VPMADDUBSW      32(CX), Y17, Y17
+	VPSUBW          288(CX), Y17, Y17
+	VPMADDWD        Y18, Y17, Y17
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y14, Y18
+	VPSRLW          $0x04, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y4, Y19
+	VPMADDUBSW      64(CX), Y18, Y18
+	VPSUBW          320(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y14, Y18
+	VPSRLW          $0x06, Y15, Y15
+	VPTERNLOGD      $0xd8, Y10, Y15, Y18
+	VPERMD          Y13, Y5, Y15
+	VPMADDUBSW      96(CX), Y18, Y18
+	VPSUBW          352(CX), Y18, Y18
+	VPDPWSSD        Y15, Y18, Y17
+	VPERMB          64(AX), Y1, Y15
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y14, Y18
+	VPTERNLOGD      $0xd8, Y10, Y15, Y18
+	VPERMD          Y13, Y6, Y19
+	VPMADDUBSW      128(CX), Y18, Y18
+	VPSUBW          384(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y14, Y18
+	VPSRLW          $0x02, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y7, Y19
+	VPMADDUBSW      160(CX), Y18, Y18
+	VPSUBW          416(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y17
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y14, Y18
+	VPSRLW          $0x04, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y8, Y19
+	VPMADDUBSW      192(CX), Y18, Y18
+	VPSUBW          448(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y14, Y14
+	VPSRLW          $0x06, Y15, Y15
+	VPTERNLOGD      $0xd8, Y10, Y15, Y14
+	VPERMD          Y13, Y9, Y13
+	VPMADDUBSW      224(CX), Y14, Y14
+	VPSUBW          480(CX), Y14, Y14
+	VPDPWSSD        Y13, Y14, Y17
+	VPADDD          Y17, Y16, Y16
+	VCVTDQ2PS       Y16, Y13
+	VMULSS          512(CX), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             loopdotQ3KPVBMIVNNI256
 
 donedotQ3KPVBMIVNNI256:
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -15663,121 +16201,289 @@ donedotQ3KPVBMIVNNI256:
 	RET
 
 // func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
-// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, GFNI, MMX+
-TEXT ·lrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $544-40
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, MMX+
+TEXT ·lrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	MOVQ         acc+24(FP), BX
 	VMOVUPS      (BX), Y0
 	VMOVDQU64    xpermb32<>+0(SB), Y1
-	VPBROADCASTD c32_03030303<>+0(SB), Y2
-	VPBROADCASTD c32_04040404<>+0(SB), Y3
-	VPBROADCASTD c32_00200020<>+0(SB), Y3
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y11
 	MOVQ         pf+32(FP), BX
 	TESTQ        DX, DX
 	JZ           donelrDotQ3KPVBMITVNNI256
 
-lrouterlrDotQ3KPVBMITVNNI256:
-	MOVQ    $0x00000010, SI
-	CMPQ    DX, SI
-	CMOVQLT DX, SI
-	SUBQ    SI, DX
-	MOVQ    AX, R8
-	MOVQ    SI, R9
-	LEAQ    32(SP), DI
+lrpairlrDotQ3KPVBMITVNNI256:
+	CMPQ            DX, $0x02
+	JB              lrpairedlrDotQ3KPVBMITVNNI256
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	PREFETCHT0      348(AX)
+	PREFETCHT0      412(AX)
+	ADDQ            $0x000000dc, BX
+	LEAQ            110(AX), SI
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Y13
+	VPSHUFB         q3a_y<>+0(SB), Y13, Y14
+	VPSRLVD         q3ash_y<>+0(SB), Y14, Y14
+	VPANDD          q3am_y<>+0(SB), Y14, Y14
+	VPSHUFB         q3t_y<>+0(SB), Y13, Y13
+	VPSLLVD         q3tl_y<>+0(SB), Y13, Y13
+	VPSRLVD         q3tr_y<>+0(SB), Y13, Y13
+	VPANDD          q3tm_y<>+0(SB), Y13, Y13
+	VPORD           Y13, Y14, Y14
+	VPMOVZXBW       X14, Y13
+	VPSUBW          Y11, Y13, Y13
+	VPERMB          (AX), Y1, Y14
+	VPBROADCASTW    108(SI), X15
+	VCVTPH2PS       X15, X15
+	VBROADCASTI32X4 94(SI), Y16
+	VPSHUFB         q3a_y<>+0(SB), Y16, Y17
+	VPSRLVD         q3ash_y<>+0(SB), Y17, Y17
+	VPANDD          q3am_y<>+0(SB), Y17, Y17
+	VPSHUFB         q3t_y<>+0(SB), Y16, Y16
+	VPSLLVD         q3tl_y<>+0(SB), Y16, Y16
+	VPSRLVD         q3tr_y<>+0(SB), Y16, Y16
+	VPANDD          q3tm_y<>+0(SB), Y16, Y16
+	VPORD           Y16, Y17, Y17
+	VPMOVZXBW       X17, Y16
+	VPSUBW          Y11, Y16, Y16
+	VPERMB          (SI), Y1, Y17
+	VPERMB          32(AX), Y1, Y18
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y14, Y19
+	VPTERNLOGD      $0xd8, Y10, Y18, Y19
+	VPERMD          Y13, Y2, Y20
+	VPMADDUBSW      (CX), Y19, Y19
+	VPSUBW          256(CX), Y19, Y19
+	VPMADDWD        Y20, Y19, Y19
+	VPERMB          32(SI), Y1, Y20
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y17, Y21
+	VPTERNLOGD      $0xd8, Y10, Y20, Y21
+	VPERMD          Y16, Y2, Y22
+	VPMADDUBSW      576(CX), Y21, Y21
+	VPSUBW          832(CX), Y21, Y21
+	VPMADDWD        Y22, Y21, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y14, Y22
+	VPSRLW          $0x02, Y18, Y23
+	VPTERNLOGD      $0xd8, Y10, Y23, Y22
+	VPERMD          Y13, Y3, Y23
+	VPMADDUBSW      32(CX), Y22, Y22
+	VPSUBW          288(CX), Y22, Y22
+	VPMADDWD        Y23, Y22, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y17, Y23
+	VPSRLW          $0x02, Y20, Y24
+	VPTERNLOGD      $0xd8, Y10, Y24, Y23
+	VPERMD          Y16, Y3, Y24
+	VPMADDUBSW      608(CX), Y23, Y23
+	VPSUBW          864(CX), Y23, Y23
+	VPMADDWD        Y24, Y23, Y23
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y14, Y24
+	VPSRLW          $0x04, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y4, Y25
+	VPMADDUBSW      64(CX), Y24, Y24
+	VPSUBW          320(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y19
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y17, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y4, Y25
+	VPMADDUBSW      640(CX), Y24, Y24
+	VPSUBW          896(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y14, Y24
+	VPSRLW          $0x06, Y18, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y24
+	VPERMD          Y13, Y5, Y18
+	VPMADDUBSW      96(CX), Y24, Y24
+	VPSUBW          352(CX), Y24, Y24
+	VPDPWSSD        Y18, Y24, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y17, Y18
+	VPSRLW          $0x06, Y20, Y20
+	VPTERNLOGD      $0xd8, Y10, Y20, Y18
+	VPERMD          Y16, Y5, Y20
+	VPMADDUBSW      672(CX), Y18, Y18
+	VPSUBW          928(CX), Y18, Y18
+	VPDPWSSD        Y20, Y18, Y23
+	VPERMB          64(AX), Y1, Y18
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y14, Y20
+	VPTERNLOGD      $0xd8, Y10, Y18, Y20
+	VPERMD          Y13, Y6, Y24
+	VPMADDUBSW      128(CX), Y20, Y20
+	VPSUBW          384(CX), Y20, Y20
+	VPDPWSSD        Y24, Y20, Y19
+	VPERMB          64(SI), Y1, Y20
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y17, Y24
+	VPTERNLOGD      $0xd8, Y10, Y20, Y24
+	VPERMD          Y16, Y6, Y25
+	VPMADDUBSW      704(CX), Y24, Y24
+	VPSUBW          960(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y14, Y24
+	VPSRLW          $0x02, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y7, Y25
+	VPMADDUBSW      160(CX), Y24, Y24
+	VPSUBW          416(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y17, Y24
+	VPSRLW          $0x02, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y7, Y25
+	VPMADDUBSW      736(CX), Y24, Y24
+	VPSUBW          992(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y23
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y14, Y24
+	VPSRLW          $0x04, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y8, Y25
+	VPMADDUBSW      192(CX), Y24, Y24
+	VPSUBW          448(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y19
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y17, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y8, Y25
+	VPMADDUBSW      768(CX), Y24, Y24
+	VPSUBW          1024(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y14, Y14
+	VPSRLW          $0x06, Y18, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y14
+	VPERMD          Y13, Y9, Y13
+	VPMADDUBSW      224(CX), Y14, Y14
+	VPSUBW          480(CX), Y14, Y14
+	VPDPWSSD        Y13, Y14, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y17, Y13
+	VPSRLW          $0x06, Y20, Y14
+	VPTERNLOGD      $0xd8, Y10, Y14, Y13
+	VPERMD          Y16, Y9, Y14
+	VPMADDUBSW      800(CX), Y13, Y13
+	VPSUBW          1056(CX), Y13, Y13
+	VPDPWSSD        Y14, Y13, Y23
+	VPADDD          Y22, Y19, Y19
+	VCVTDQ2PS       Y19, Y13
+	VMULSS          512(CX), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	VPADDD          Y23, Y21, Y21
+	VCVTDQ2PS       Y21, Y12
+	VMULSS          1088(CX), X15, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y12, Y12
+	VADDPS          Y12, Y0, Y0
+	ADDQ            $0x000000dc, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	JMP             lrpairlrDotQ3KPVBMITVNNI256
 
-lrscaleslrDotQ3KPVBMITVNNI256:
-	VBROADCASTI32X4 94(R8), Y6
-	VPSHUFB         q3a_y<>+0(SB), Y6, Y7
-	VPSRLVD         q3ash_y<>+0(SB), Y7, Y7
-	VPANDD          q3am_y<>+0(SB), Y7, Y7
-	VPSHUFB         q3t_y<>+0(SB), Y6, Y6
-	VPSLLVD         q3tl_y<>+0(SB), Y6, Y6
-	VPSRLVD         q3tr_y<>+0(SB), Y6, Y6
-	VPANDD          q3tm_y<>+0(SB), Y6, Y6
-	VPORD           Y6, Y7, Y7
-	VPMOVZXBW       X7, Y6
-	VPSUBW          Y3, Y6, Y6
-	VMOVDQU64       Y6, (DI)
-	ADDQ            $0x20, DI
-	ADDQ            $0x0000006e, R8
-	DECQ            R9
-	JNZ             lrscaleslrDotQ3KPVBMITVNNI256
-	LEAQ            32(SP), DI
+lrpairedlrDotQ3KPVBMITVNNI256:
+	TESTQ DX, DX
+	JZ    donelrDotQ3KPVBMITVNNI256
 
 looplrDotQ3KPVBMITVNNI256:
-	PREFETCHT1     (BX)
-	PREFETCHT1     64(BX)
-	PREFETCHT0     220(AX)
-	PREFETCHT0     284(AX)
-	ADDQ           $0x0000006e, BX
-	VPBROADCASTW   108(AX), X6
-	VCVTPH2PS      X6, X6
-	VPERMB         (AX), Y1, Y7
-	VPXORD         Y4, Y4, Y4
-	VPXORD         Y5, Y5, Y5
-	VPERMB         32(AX), Y1, Y8
-	VGF2P8AFFINEQB $0x00, lrq3hbit0<>+0(SB), Y7, Y9
-	VPTERNLOGD     $0xd8, Y2, Y8, Y9
-	VPMADDUBSW     (CX), Y9, Y9
-	VPSUBW         256(CX), Y9, Y9
-	VPDPWSSD.BCST  (DI), Y9, Y4
-	VGF2P8AFFINEQB $0x00, lrq3hbit1<>+0(SB), Y7, Y9
-	VPSRLW         $0x02, Y8, Y10
-	VPTERNLOGD     $0xd8, Y2, Y10, Y9
-	VPMADDUBSW     32(CX), Y9, Y9
-	VPSUBW         288(CX), Y9, Y9
-	VPDPWSSD.BCST  4(DI), Y9, Y5
-	VGF2P8AFFINEQB $0x00, lrq3hbit2<>+0(SB), Y7, Y9
-	VPSRLW         $0x04, Y8, Y10
-	VPTERNLOGD     $0xd8, Y2, Y10, Y9
-	VPMADDUBSW     64(CX), Y9, Y9
-	VPSUBW         320(CX), Y9, Y9
-	VPDPWSSD.BCST  8(DI), Y9, Y4
-	VGF2P8AFFINEQB $0x00, lrq3hbit3<>+0(SB), Y7, Y9
-	VPSRLW         $0x06, Y8, Y8
-	VPTERNLOGD     $0xd8, Y2, Y8, Y9
-	VPMADDUBSW     96(CX), Y9, Y8
-	VPSUBW         352(CX), Y8, Y8
-	VPDPWSSD.BCST  12(DI), Y8, Y5
-	VPERMB         64(AX), Y1, Y8
-	VGF2P8AFFINEQB $0x00, lrq3hbit4<>+0(SB), Y7, Y9
-	VPTERNLOGD     $0xd8, Y2, Y8, Y9
-	VPMADDUBSW     128(CX), Y9, Y9
-	VPSUBW         384(CX), Y9, Y9
-	VPDPWSSD.BCST  16(DI), Y9, Y4
-	VGF2P8AFFINEQB $0x00, lrq3hbit5<>+0(SB), Y7, Y9
-	VPSRLW         $0x02, Y8, Y10
-	VPTERNLOGD     $0xd8, Y2, Y10, Y9
-	VPMADDUBSW     160(CX), Y9, Y9
-	VPSUBW         416(CX), Y9, Y9
-	VPDPWSSD.BCST  20(DI), Y9, Y5
-	VGF2P8AFFINEQB $0x00, lrq3hbit6<>+0(SB), Y7, Y9
-	VPSRLW         $0x04, Y8, Y10
-	VPTERNLOGD     $0xd8, Y2, Y10, Y9
-	VPMADDUBSW     192(CX), Y9, Y9
-	VPSUBW         448(CX), Y9, Y9
-	VPDPWSSD.BCST  24(DI), Y9, Y4
-	VGF2P8AFFINEQB $0x00, lrq3hbit7<>+0(SB), Y7, Y7
-	VPSRLW         $0x06, Y8, Y8
-	VPTERNLOGD     $0xd8, Y2, Y8, Y7
-	VPMADDUBSW     224(CX), Y7, Y7
-	VPSUBW         480(CX), Y7, Y7
-	VPDPWSSD.BCST  28(DI), Y7, Y5
-	VPADDD         Y5, Y4, Y4
-	VCVTDQ2PS      Y4, Y7
-	VMULSS         512(CX), X6, X6
-	VBROADCASTSS   X6, Y6
-	VMULPS         Y6, Y7, Y7
-	VADDPS         Y7, Y0, Y0
-	ADDQ           $0x0000006e, AX
-	ADDQ           $0x00000240, CX
-	ADDQ           $0x20, DI
-	DECQ           SI
-	JNZ            looplrDotQ3KPVBMITVNNI256
-	TESTQ          DX, DX
-	JNZ            lrouterlrDotQ3KPVBMITVNNI256
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Y13
+	VPSHUFB         q3a_y<>+0(SB), Y13, Y14
+	VPSRLVD         q3ash_y<>+0(SB), Y14, Y14
+	VPANDD          q3am_y<>+0(SB), Y14, Y14
+	VPSHUFB         q3t_y<>+0(SB), Y13, Y13
+	VPSLLVD         q3tl_y<>+0(SB), Y13, Y13
+	VPSRLVD         q3tr_y<>+0(SB), Y13, Y13
+	VPANDD          q3tm_y<>+0(SB), Y13, Y13
+	VPORD           Y13, Y14, Y14
+	VPMOVZXBW       X14, Y13
+	VPSUBW          Y11, Y13, Y13
+	VPERMB          (AX), Y1, Y14
+	VPERMB          32(AX), Y1, Y15
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y14, Y16
+	VPTERNLOGD      $0xd8, Y10, Y15, Y16
+	VPERMD          Y13, Y2, Y17
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y17, Y16, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y14, Y17
+	VPSRLW          $0x02, Y15, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y17
+	VPERMD          Y13, Y3, Y18
+	VPMADDUBSW      32(CX), Y17, Y17
+	VPSUBW          288(CX), Y17, Y17
+	VPMADDWD        Y18, Y17, Y17
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y14, Y18
+	VPSRLW          $0x04, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y4, Y19
+	VPMADDUBSW      64(CX), Y18, Y18
+	VPSUBW          320(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y14, Y18
+	VPSRLW          $0x06, Y15, Y15
+	VPTERNLOGD      $0xd8, Y10, Y15, Y18
+	VPERMD          Y13, Y5, Y15
+	VPMADDUBSW      96(CX), Y18, Y18
+	VPSUBW          352(CX), Y18, Y18
+	VPDPWSSD        Y15, Y18, Y17
+	VPERMB          64(AX), Y1, Y15
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y14, Y18
+	VPTERNLOGD      $0xd8, Y10, Y15, Y18
+	VPERMD          Y13, Y6, Y19
+	VPMADDUBSW      128(CX), Y18, Y18
+	VPSUBW          384(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y14, Y18
+	VPSRLW          $0x02, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y7, Y19
+	VPMADDUBSW      160(CX), Y18, Y18
+	VPSUBW          416(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y17
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y14, Y18
+	VPSRLW          $0x04, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y8, Y19
+	VPMADDUBSW      192(CX), Y18, Y18
+	VPSUBW          448(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y14, Y14
+	VPSRLW          $0x06, Y15, Y15
+	VPTERNLOGD      $0xd8, Y10, Y15, Y14
+	VPERMD          Y13, Y9, Y13
+	VPMADDUBSW      224(CX), Y14, Y14
+	VPSUBW          480(CX), Y14, Y14
+	VPDPWSSD        Y13, Y14, Y17
+	VPADDD          Y17, Y16, Y16
+	VCVTDQ2PS       Y16, Y13
+	VMULSS          512(CX), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPVBMITVNNI256
 
 donelrDotQ3KPVBMITVNNI256:
 	MOVQ    acc+24(FP), AX

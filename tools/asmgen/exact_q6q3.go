@@ -79,18 +79,7 @@ type xctx struct {
 	sidx  []VecVirtual // 512-bit targets: VPERMD indexes picking scale dwords
 	dw    VecVirtual   // fp16 block scale as float32, xmm lane 0
 	yd    VecVirtual   // one row: its d, computed once per block
-	sp    Register     // non-nil: the block's scale words, made by a pre-pass (lrScalePass)
 	jobs  *[]lrJob     // non-nil: block records its work here instead of emitting it (lrPair)
-}
-
-// scaleWords is the block's sixteen signed 16-bit scales (a ymm) that f
-// makes from the weights at c.wp, or nil where a pre-pass has stored them
-// at c.sp.
-func (c *xctx) scaleWords(f func(wp Register) VecVirtual) VecVirtual {
-	if c.sp != nil {
-		return nil
-	}
-	return f(c.wp)
 }
 
 // perm returns src (a register or memory) permuted run by run.
@@ -134,7 +123,7 @@ func (c *xctx) ydot(k int) VecVirtual {
 
 // xLoop emits an exact K-quant kernel with kLoop's signatures (m = 1 or
 // 4 activation rows); body emits one block.
-func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func(), sws func(wp Register) VecVirtual, body func(c *xctx, nacc int)) {
+func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func(), body func(c *xctx, nacc int)) {
 	if prep {
 		name = strings.Replace(name, "K", "KP", 1)
 	}
@@ -209,17 +198,10 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	// dwords with VPERMD from eight index registers: broadcasting them
 	// from a stack copy of the block's scales waits on store-to-load
 	// forwarding (measured: ~10% slower).
-	// Where sws is given (Q3_K), 256-bit VNNI kernels on one prepared row
-	// do better still: a pre-pass stores the scale words of up to
-	// lrScaleBlocks blocks, and every VPDPWSSD takes its scales from there
-	// as an embedded broadcast, long after the stores (lrScalePass).
-	// Measured on Zen 4: Q3_K +5%, Q6_K (whose kernel is bound by loads
-	// more than by shuffles) -5%.
-	pass := prep && t.vnni && !t.zmm() && m == 1 && sws != nil
-	// Q6_K's 256-bit EVEX kernels on one prepared row run two blocks at a
-	// time, their vectors interleaved (lrPair; measured +1-3% on Zen 4).
-	pair := prep && t.evex() && !t.zmm() && m == 1 && sws == nil
-	if prep && t.evex() && !t.zmm() && !pass {
+	// 256-bit EVEX kernels on one prepared row run two blocks at a time,
+	// their vectors interleaved (lrPair; measured +1-4% on Zen 4).
+	pair := prep && t.evex() && !t.zmm() && m == 1
+	if prep && t.evex() && !t.zmm() {
 		for i := 0; i < 8; i++ {
 			c.sidx = append(c.sidx, t.splat(uint32(i)))
 		}
@@ -233,21 +215,9 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	}
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
-	cnt := nb
-	var sbuf Mem
-	if pass {
-		sbuf = AllocLocal(32 * lrScaleBlocks)
-		Label("lrouter" + fn)
-		cnt = GP64()
-		MOVQ(U32(lrScaleBlocks), cnt)
-		CMPQ(nb, cnt)
-		CMOVQLT(nb, cnt)
-		SUBQ(cnt, nb)
-		c.sp = GP64()
-		lrScalePass(fn, sbuf, c.wp, cnt, wsize, c.sp, sws)
-	}
+
 	if pair {
-		lrPair(c, fn, wsize, nb, ap, pf, body)
+		lrPair(c, fn, nb, wsize, ap, pf, body)
 	}
 	Label("loop" + fn)
 	if tile {
@@ -272,15 +242,8 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	} else {
 		ADDQ(U32(q8KSize), ap)
 	}
-	if pass {
-		ADDQ(U8(32), c.sp)
-	}
-	DECQ(cnt)
+	DECQ(nb)
 	JNZ(LabelRef("loop" + fn))
-	if pass {
-		TESTQ(nb, nb)
-		JNZ(LabelRef("lrouter" + fn))
-	}
 	Label("done" + fn)
 	if tile {
 		VMOVUPS(c.facc[0], Mem{Base: Load(Param("acc"), GP64())})
@@ -347,10 +310,7 @@ func lanesInOrder(t *target, acc Op) VecVirtual {
 func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVirtual) {
 	t := c.t
 	var scale func(i int) VecVirtual
-	smem := func(i int) Mem { return c.stack.Offset(4 * i) }
-	if c.sp != nil {
-		smem = func(i int) Mem { return Mem{Base: c.sp, Disp: 4 * i} }
-	} else if t.zmm() {
+	if t.zmm() {
 		scale = func(i int) VecVirtual {
 			s := t.vec()
 			VPERMD(sw.AsZ(), c.sidx[i], s)
@@ -367,7 +327,7 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 	// One 256-bit VNNI row takes its scales straight from the stack, as
 	// an embedded broadcast.
 	bcst := t.vnni && !t.zmm() && len(c.acts) == 1
-	if !t.zmm() && c.sidx != nil && c.sp == nil {
+	if !t.zmm() && c.sidx != nil {
 		bcst = false
 		scale = func(i int) VecVirtual {
 			s := t.vec()
@@ -404,7 +364,7 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 				VPSUBW(y, p, p)
 			}
 			if bcst {
-				vnniOp("VPDPWSSD.BCST", smem(i), p, sums[k].regs[i%nacc])
+				vnniOp("VPDPWSSD.BCST", c.stack.Offset(4*i), p, sums[k].regs[i%nacc])
 				continue
 			}
 			sums[k].add(p, s)
@@ -481,10 +441,10 @@ func genQ6KExact(t *target, vbmi bool) {
 	}
 	for _, km := range q63Kinds {
 		prep, m := km.prep, km.m
-		xLoop(t, name, 210, m, vbmi, prep, km.tile, pre, nil, func(c *xctx, nacc int) {
+		xLoop(t, name, 210, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 208}, false)
-			sw := c.scaleWords(q6sw)
+			sw := q6sw(wp)
 			var ql [2]VecVirtual
 			var qh, qa, qb VecVirtual
 			c.block(nacc, c32, sw, func(i int) VecVirtual {
@@ -615,10 +575,10 @@ func genQ3KExact(t *target, vbmi bool) {
 	}
 	for _, km := range q63Kinds {
 		prep, m := km.prep, km.m
-		xLoop(t, name, 110, m, vbmi, prep, km.tile, pre, q3sw, func(c *xctx, nacc int) {
+		xLoop(t, name, 110, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 108}, false)
-			sw := c.scaleWords(q3sw)
+			sw := q3sw(wp)
 			hm := c.permLoad32(Mem{Base: wp})
 			var q VecVirtual
 			c.block(nacc, c04, sw, func(i int) VecVirtual {

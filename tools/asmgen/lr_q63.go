@@ -10,8 +10,8 @@ import (
 )
 
 // Speed-ups of the exact Q3_K/Q6_K kernels on prepared rows (xLoop and
-// block in exact_q6q3.go call them): a scale pre-pass, GFNI quants for
-// Q3_K, and two blocks at a time for Q6_K. None changes an operation the
+// block in exact_q6q3.go call them): GFNI quants for Q3_K, and two blocks
+// at a time. None changes an operation the
 // reference's result depends on: integer sums stay exact, and the float
 // work stays per block, in block order.
 
@@ -20,30 +20,6 @@ import (
 type lrJob struct {
 	step   func(i int)
 	finish func()
-}
-
-// lrScaleBlocks is how many blocks' scale words a pre-pass stores (half a
-// KiB at most: 32 bytes a block, on a NOSPLIT stack).
-const lrScaleBlocks = 16
-
-// lrScalePass stores the scale words of the cnt blocks at wp (wsize bytes
-// apart) into buf, 32 bytes a block, and leaves sp at buf. Broadcasting a
-// scale pair straight from memory costs no shuffle (VPERMD from a register
-// does, eight a block); storing the block's own words just before its
-// loads waited on store-to-load forwarding (measured ~10% slower).
-func lrScalePass(fn string, buf Mem, wp, cnt Register, wsize int, sp Register, sws func(wp Register) VecVirtual) {
-	wq, k := GP64(), GP64()
-	MOVQ(wp, wq)
-	MOVQ(cnt, k)
-	LEAQ(buf, sp)
-	Label("lrscales" + fn)
-	sw := sws(wq)
-	VMOVDQU64(sw, Mem{Base: sp})
-	ADDQ(U8(32), sp)
-	ADDQ(U32(wsize), wq)
-	DECQ(k)
-	JNZ(LabelRef("lrscales" + fn))
-	LEAQ(buf, sp)
 }
 
 // lrQ3KQuantGFNI is vector i (run j of its 128) of a 256-bit Q3_K block on
@@ -77,7 +53,7 @@ func lrQ3KQuantGFNI(i, j int, q, hm, c03 VecVirtual) VecVirtual {
 // second block's independent work is ready while the first one's chains
 // wait, and their float work is added in block order, as one block at a
 // time does.
-func lrPair(c *xctx, fn string, wsize int, nb, ap, pf Register, body func(c *xctx, nacc int)) {
+func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body func(c *xctx, nacc int)) {
 	Label("lrpair" + fn)
 	CMPQ(nb, U8(2))
 	JB(LabelRef("lrpaired" + fn))
