@@ -26,7 +26,7 @@ type lrJob struct {
 // a CPU with VBMI and GFNI (the VBMI kernels' gate): an affine map moves
 // bit i of each permuted hmask byte to bit 2 with all else clear, and one
 // VPTERNLOGD takes bits 0..1 from the run's 2-bit field shifted down, the
-// rest from it: three operations, two for run 0, instead of five.
+// rest from it: three operations, two for run 0, instead of four.
 func lrQ3KQuantGFNI(i, j int, q, hm, c03 VecVirtual) VecVirtual {
 	var m []byte
 	for range 4 {
