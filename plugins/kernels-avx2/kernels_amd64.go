@@ -23,6 +23,9 @@ func dotQ3Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func lrDotQ3KPTAVX2(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+
+//go:noescape
 func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -30,6 +33,9 @@ func dotQ6Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func lrDotQ6KPTAVX2(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
 
 //go:noescape
 func dotQ4KAVX2(w *byte, a *byte, nb int) float32

@@ -1794,6 +1794,143 @@ donedotQ3KPAVX2:
 	VZEROUPPER
 	RET
 
+// func lrDotQ3KPTAVX2(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·lrDotQ3KPTAVX2(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_03030303<>+0(SB), Y2
+	VPBROADCASTD c32_04040404<>+0(SB), Y3
+	VPBROADCASTD c32_00200020<>+0(SB), Y4
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPTAVX2
+
+looplrDotQ3KPTAVX2:
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT0     220(AX)
+	PREFETCHT0     284(AX)
+	ADDQ           $0x0000006e, BX
+	VPBROADCASTW   108(AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTI128 94(AX), Y6
+	VPSHUFB        q3a_y<>+0(SB), Y6, Y7
+	VPSRLVD        q3ash_y<>+0(SB), Y7, Y7
+	VPAND          q3am_y<>+0(SB), Y7, Y7
+	VPSHUFB        q3t_y<>+0(SB), Y6, Y6
+	VPSLLVD        q3tl_y<>+0(SB), Y6, Y6
+	VPSRLVD        q3tr_y<>+0(SB), Y6, Y6
+	VPAND          q3tm_y<>+0(SB), Y6, Y6
+	VPOR           Y6, Y7, Y7
+	VPMOVZXBW      X7, Y6
+	VPSUBW         Y4, Y6, Y6
+	VPERMD         (AX), Y1, Y7
+	VPSHUFB        xpshufb32<>+0(SB), Y7, Y7
+	VMOVDQU        Y6, (SP)
+	VPERMD         32(AX), Y1, Y8
+	VPSHUFB        xpshufb32<>+0(SB), Y8, Y8
+	VMOVDQA        Y8, Y6
+	VPAND          Y2, Y6, Y6
+	VPSLLW         $0x02, Y7, Y9
+	VPAND          Y3, Y9, Y9
+	VPOR           Y9, Y6, Y6
+	VPBROADCASTD   (SP), Y9
+	VPMADDUBSW     (CX), Y6, Y6
+	VPSUBW         256(CX), Y6, Y6
+	VPMADDWD       Y9, Y6, Y6
+	VPSRLW         $0x02, Y8, Y9
+	VPAND          Y2, Y9, Y9
+	VPSLLW         $0x01, Y7, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPBROADCASTD   4(SP), Y10
+	VPMADDUBSW     32(CX), Y9, Y9
+	VPSUBW         288(CX), Y9, Y9
+	VPMADDWD       Y10, Y9, Y9
+	VPSRLW         $0x04, Y8, Y10
+	VPAND          Y2, Y10, Y10
+	VMOVDQA        Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPBROADCASTD   8(SP), Y11
+	VPMADDUBSW     64(CX), Y10, Y10
+	VPSUBW         320(CX), Y10, Y10
+	VPMADDWD       Y11, Y10, Y10
+	VPADDD         Y10, Y6, Y6
+	VPSRLW         $0x06, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x01, Y7, Y10
+	VPAND          Y3, Y10, Y10
+	VPOR           Y10, Y8, Y8
+	VPBROADCASTD   12(SP), Y10
+	VPMADDUBSW     96(CX), Y8, Y8
+	VPSUBW         352(CX), Y8, Y8
+	VPMADDWD       Y10, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPERMD         64(AX), Y1, Y10
+	VPSHUFB        xpshufb32<>+0(SB), Y10, Y10
+	VMOVDQA        Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x02, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   16(SP), Y11
+	VPMADDUBSW     128(CX), Y8, Y8
+	VPSUBW         384(CX), Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y6, Y6
+	VPSRLW         $0x02, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x03, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   20(SP), Y11
+	VPMADDUBSW     160(CX), Y8, Y8
+	VPSUBW         416(CX), Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPSRLW         $0x04, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x04, Y7, Y11
+	VPAND          Y3, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPBROADCASTD   24(SP), Y11
+	VPMADDUBSW     192(CX), Y8, Y8
+	VPSUBW         448(CX), Y8, Y8
+	VPMADDWD       Y11, Y8, Y8
+	VPADDD         Y8, Y6, Y6
+	VPSRLW         $0x06, Y10, Y8
+	VPAND          Y2, Y8, Y8
+	VPSRLW         $0x05, Y7, Y7
+	VPAND          Y3, Y7, Y7
+	VPOR           Y7, Y8, Y8
+	VPBROADCASTD   28(SP), Y7
+	VPMADDUBSW     224(CX), Y8, Y8
+	VPSUBW         480(CX), Y8, Y8
+	VPMADDWD       Y7, Y8, Y8
+	VPADDD         Y8, Y9, Y9
+	VPADDD         Y9, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VMULSS         512(CX), X5, X5
+	VBROADCASTSS   X5, Y5
+	VMULPS         Y5, Y6, Y6
+	VADDPS         Y6, Y0, Y0
+	ADDQ           $0x0000006e, AX
+	ADDQ           $0x00000240, CX
+	DECQ           DX
+	JNZ            looplrDotQ3KPTAVX2
+
+donelrDotQ3KPTAVX2:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ6KAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ6KAVX2(SB), NOSPLIT, $32-28
@@ -2499,6 +2636,139 @@ donedotQ6KPAVX2:
 	VPSHUFD      $0xff, X1, X0
 	VADDSS       X0, X2, X2
 	MOVSS        X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ6KPTAVX2(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·lrDotQ6KPTAVX2(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU      xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y2
+	VPBROADCASTD c32_30303030<>+0(SB), Y3
+	VPBROADCASTD c32_20202020<>+0(SB), Y4
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPTAVX2
+
+looplrDotQ6KPTAVX2:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT0   420(AX)
+	PREFETCHT0   484(AX)
+	PREFETCHT0   548(AX)
+	PREFETCHT0   612(AX)
+	ADDQ         $0x000000d2, BX
+	VPBROADCASTW 208(AX), X4
+	VCVTPH2PS    X4, X4
+	VPMOVSXBW    192(AX), Y5
+	VMOVDQU      Y5, (SP)
+	VPERMD       (AX), Y1, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
+	VPERMD       32(AX), Y1, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
+	VPERMD       128(AX), Y1, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPAND        Y2, Y7, Y5
+	VPSLLW       $0x04, Y9, Y6
+	VPAND        Y3, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD (SP), Y6
+	VPMADDUBSW   (CX), Y5, Y5
+	VPSUBW       256(CX), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPAND        Y2, Y8, Y6
+	VPSLLW       $0x02, Y9, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y6, Y6
+	VPBROADCASTD 4(SP), Y10
+	VPMADDUBSW   32(CX), Y6, Y6
+	VPSUBW       288(CX), Y6, Y6
+	VPMADDWD     Y10, Y6, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VMOVDQA      Y9, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPBROADCASTD 8(SP), Y10
+	VPMADDUBSW   64(CX), Y7, Y7
+	VPSUBW       320(CX), Y7, Y7
+	VPMADDWD     Y10, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        Y2, Y7, Y7
+	VPSRLW       $0x02, Y9, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 12(SP), Y8
+	VPMADDUBSW   96(CX), Y7, Y7
+	VPSUBW       352(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPERMD       64(AX), Y1, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
+	VPERMD       96(AX), Y1, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
+	VPERMD       160(AX), Y1, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
+	VPAND        Y2, Y9, Y7
+	VPSLLW       $0x04, Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 16(SP), Y8
+	VPMADDUBSW   128(CX), Y7, Y7
+	VPSUBW       384(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPAND        Y2, Y10, Y7
+	VPSLLW       $0x02, Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 20(SP), Y8
+	VPMADDUBSW   160(CX), Y7, Y7
+	VPSUBW       416(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSRLW       $0x04, Y9, Y7
+	VPAND        Y2, Y7, Y7
+	VMOVDQA      Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 24(SP), Y8
+	VPMADDUBSW   192(CX), Y7, Y7
+	VPSUBW       448(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y10, Y7
+	VPAND        Y2, Y7, Y7
+	VPSRLW       $0x02, Y11, Y8
+	VPAND        Y3, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTD 28(SP), Y8
+	VPMADDUBSW   224(CX), Y7, Y7
+	VPSUBW       480(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULSS       512(CX), X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          looplrDotQ6KPTAVX2
+
+donelrDotQ6KPTAVX2:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 

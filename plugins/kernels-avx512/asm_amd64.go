@@ -15,6 +15,9 @@ var (
 	hasVNNI = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
 	// hasVBMI picks the Q3_K/Q6_K kernels that permute with one VPERMB.
 	hasVBMI = hasVNNI && cpuid.CPU.Supports(cpuid.AVX512VBMI)
+	// hasVBMIQ3: the 256-bit VBMI Q3_K kernels also use GFNI for the high
+	// bits; the VBMI Q3_K kernels are taken only with both.
+	hasVBMIQ3 = hasVBMI && cpuid.CPU.Supports(cpuid.GFNI)
 	// hasVBMIGFNI: the VNNI levels' Q4_K and Q5_K kernels permute bytes
 	// with VPERMB and split nibbles with GFNI; a VNNI CPU without them
 	// (Cascade Lake) gets the 512-bit AVX-512 ones, which are as exact.
@@ -42,7 +45,7 @@ func init() {
 	kit.Add("avx512", kernelkit.Funcs{
 		Q2K: dotQ2KAVX512, Q3K: dotQ3KAVX512, Q4K: dotQ4KAVX512, Q5K: dotQ5KAVX512, Q6K: dotQ6KAVX512,
 		Q2Kx4: dotQ2Kx4AVX512, Q3Kx4: dotQ3Kx4AVX512, Q4Kx4: dotQ4Kx4AVX512, Q5Kx4: dotQ5Kx4AVX512, Q6Kx4: dotQ6Kx4AVX512,
-		Q3KP: dotQ3KPAVX512, Q6KP: dotQ6KPAVX512, Q4KP: dotQ4KPAVX512, Q5KP: dotQ5KPAVX512, PrepQ8K: q63PrepQ8KVNNI256,
+		Q3KP: dotQ3KPAVX512, Q6KP: dotQ6KPAVX512, Q3KPT: lrDotQ3KPTAVX512, Q6KPT: lrDotQ6KPTAVX512, Q4KP: dotQ4KPAVX512, Q5KP: dotQ5KPAVX512, PrepQ8K: q63PrepQ8KVNNI256,
 		Q4Kx4P: dotQ4Kx4PAVX512, Q5Kx4P: dotQ5Kx4PAVX512, PrepQ45: q4mmPrepQ8KVNNI256,
 		Q8_0: dotQ8_0AVX512, Q4_0: dotQ4_0AVX512, Q5_0: dotQ5_0AVX512, MXFP4: dotMXFP4AVX512,
 		Q8_0r8: dotQ8_0r8AVX512, Q4_0r8: dotQ4_0r8AVX512, Q5_0r8: dotQ5_0r8AVX512, MXFP4r8: dotMXFP4r8AVX512,
@@ -55,11 +58,14 @@ func init() {
 		q3y, q3x4y, q6y, q6x4y := dotQ3KVNNI256, dotQ3Kx4VNNI256, dotQ6KVNNI256, dotQ6Kx4VNNI256
 		p3, p6 := dotQ3KPVNNI, dotQ6KPVNNI
 		p3y, p6y := dotQ3KPVNNI256, dotQ6KPVNNI256
+		t3, t6, t3y, t6y := lrDotQ3KPTVNNI, lrDotQ6KPTVNNI, lrDotQ3KPTVNNI256, lrDotQ6KPTVNNI256
+		if hasVBMIQ3 {
+			q3, q3x4, q3y, q3x4y = dotQ3KVBMIVNNI, dotQ3KVBMIx4VNNI, dotQ3KVBMIVNNI256, dotQ3KVBMIx4VNNI256
+			p3, p3y, t3, t3y = dotQ3KPVBMIVNNI, dotQ3KPVBMIVNNI256, lrDotQ3KPVBMITVNNI, lrDotQ3KPVBMITVNNI256
+		}
 		if hasVBMI {
-			q3, q3x4, q6, q6x4 = dotQ3KVBMIVNNI, dotQ3KVBMIx4VNNI, dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI
-			q3y, q3x4y, q6y, q6x4y = dotQ3KVBMIVNNI256, dotQ3KVBMIx4VNNI256, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
-			p3, p6 = dotQ3KPVBMIVNNI, dotQ6KPVBMIVNNI
-			p3y, p6y = dotQ3KPVBMIVNNI256, dotQ6KPVBMIVNNI256
+			q6, q6x4, q6y, q6x4y = dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
+			p6, p6y, t6, t6y = dotQ6KPVBMIVNNI, dotQ6KPVBMIVNNI256, lrDotQ6KPVBMITVNNI, lrDotQ6KPVBMITVNNI256
 		}
 		q4, q5, q4x4, q5x4 := dotQ4KVNNI, dotQ5KVNNI, dotQ4Kx4VNNI, dotQ5Kx4VNNI
 		q4y, q5y, q4x4y, q5x4y := dotQ4KVNNI256, dotQ5KVNNI256, dotQ4Kx4VNNI256, dotQ5Kx4VNNI256
@@ -76,7 +82,7 @@ func init() {
 		kit.Add("vnni", kernelkit.Funcs{
 			Q2K: dotQ2KVNNI, Q3K: q3, Q4K: q4, Q5K: q5, Q6K: q6,
 			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: q3x4, Q4Kx4: q4x4, Q5Kx4: q5x4, Q6Kx4: q6x4,
-			Q3KP: p3, Q6KP: p6, Q4KP: p4, Q5KP: p5, PrepQ8K: q63PrepQ8KVNNI256,
+			Q3KP: p3, Q6KP: p6, Q3KPT: t3, Q6KPT: t6, Q4KP: p4, Q5KP: p5, PrepQ8K: q63PrepQ8KVNNI256,
 			Q4Kx4P: m4, Q5Kx4P: m5, PrepQ45: q4mmPrepQ8KVNNI256,
 			Q8_0: dotQ8_0VNNI, Q4_0: dotQ4_0VNNI, Q5_0: dotQ5_0VNNI, MXFP4: dotMXFP4VNNI,
 			Q8_0r8: dotQ8_0r8VNNI, Q4_0r8: dotQ4_0r8VNNI, Q5_0r8: dotQ5_0r8VNNI, MXFP4r8: dotMXFP4r8VNNI,
@@ -87,7 +93,7 @@ func init() {
 		kit.Add("vnni256", kernelkit.Funcs{
 			Q2K: dotQ2KVNNI256, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
 			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,
-			Q3KP: p3y, Q6KP: p6y, Q4KP: p4y, Q5KP: p5y, PrepQ8K: q63PrepQ8KVNNI256,
+			Q3KP: p3y, Q6KP: p6y, Q3KPT: t3y, Q6KPT: t6y, Q4KP: p4y, Q5KP: p5y, PrepQ8K: q63PrepQ8KVNNI256,
 			Q4Kx4P: m4y, Q5Kx4P: m5y, PrepQ45: q4mmPrepQ8KVNNI256,
 			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,
 			Q8_0r8: dotQ8_0r8VNNI256, Q4_0r8: dotQ4_0r8VNNI256, Q5_0r8: dotQ5_0r8VNNI256, MXFP4r8: dotMXFP4r8VNNI256,

@@ -20,6 +20,9 @@ func dotQ3Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func lrDotQ3KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+
+//go:noescape
 func dotQ6KAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -27,6 +30,9 @@ func dotQ6Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func lrDotQ6KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
 
 //go:noescape
 func dotQ4KAVX512(w *byte, a *byte, nb int) float32
@@ -110,6 +116,9 @@ func dotQ3Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func lrDotQ3KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+
+//go:noescape
 func dotQ6KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -117,6 +126,9 @@ func dotQ6Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func lrDotQ6KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
 
 //go:noescape
 func dotQ3KVBMIVNNI(w *byte, a *byte, nb int) float32
@@ -128,6 +140,9 @@ func dotQ3KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVBMIVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func lrDotQ3KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+
+//go:noescape
 func dotQ6KVBMIVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -135,6 +150,9 @@ func dotQ6KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPVBMIVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func lrDotQ6KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
 
 //go:noescape
 func dotQ4KVNNI(w *byte, a *byte, nb int) float32
@@ -221,6 +239,9 @@ func dotQ3Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func lrDotQ3KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+
+//go:noescape
 func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -228,6 +249,9 @@ func dotQ6Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func lrDotQ6KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
 
 //go:noescape
 func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
@@ -239,6 +263,9 @@ func dotQ3KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+
+//go:noescape
 func dotQ6KVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -246,6 +273,9 @@ func dotQ6KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ6KPVBMIVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func lrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
 
 //go:noescape
 func dotQ4KVNNI256(w *byte, a *byte, nb int) float32

@@ -1495,6 +1495,107 @@ donedotQ3KPAVX512:
 	VZEROUPPER
 	RET
 
+// func lrDotQ3KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, MMX+
+TEXT ·lrDotQ3KPTAVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPTAVX512
+
+looplrDotQ3KPTAVX512:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMD          Z11, Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPMADDUBSW      (CX), Z11, Z11
+	VPSUBW          256(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPMADDUBSW      64(CX), Z13, Z13
+	VPSUBW          320(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMD          Z14, Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPMADDUBSW      128(CX), Z14, Z14
+	VPSUBW          384(CX), Z14, Z14
+	VPMADDWD        Z16, Z14, Z14
+	VPADDD          Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPMADDUBSW      192(CX), Z14, Z14
+	VPSUBW          448(CX), Z14, Z14
+	VPMADDWD        Z10, Z14, Z14
+	VPADDD          Z14, Z13, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          512(CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPTAVX512
+
+donelrDotQ3KPTAVX512:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ6KAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-28
@@ -1999,6 +2100,98 @@ donedotQ6KPAVX512:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ6KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, MMX+
+TEXT ·lrDotQ6KPTAVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPTAVX512
+
+looplrDotQ6KPTAVX512:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	PREFETCHT0      420(AX)
+	PREFETCHT0      484(AX)
+	PREFETCHT0      548(AX)
+	PREFETCHT0      612(AX)
+	ADDQ            $0x000000d2, BX
+	VPBROADCASTW    208(AX), X7
+	VCVTPH2PS       X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPERMD          (AX), Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 128(AX), Z9
+	VPERMD          Z9, Z1, Z9
+	VPSHUFB         xpshufb64<>+0(SB), Z9, Z9
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z9, Z11
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPTERNLOGD      $0xd8, Z6, Z10, Z9
+	VPERMD          Z8, Z2, Z12
+	VPMADDUBSW      (CX), Z9, Z9
+	VPSUBW          256(CX), Z9, Z9
+	VPMADDWD        Z12, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPTERNLOGD      $0xd8, Z6, Z10, Z11
+	VPERMD          Z8, Z3, Z10
+	VPMADDUBSW      64(CX), Z11, Z11
+	VPSUBW          320(CX), Z11, Z11
+	VPMADDWD        Z10, Z11, Z10
+	VPERMD          64(AX), Z1, Z12
+	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
+	VBROADCASTI64X4 160(AX), Z11
+	VPERMD          Z11, Z1, Z11
+	VPSHUFB         xpshufb64<>+0(SB), Z11, Z11
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z11, Z13
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z4, Z14
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPSUBW          384(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPADDD          Z11, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPSRLW          $0x04, Z12, Z12
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z5, Z12
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPSUBW          448(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          512(CX), X7, X7
+	VBROADCASTSS    X7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ6KPTAVX512
+
+donelrDotQ6KPTAVX512:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -8320,6 +8513,105 @@ donedotQ3KPVNNI:
 	VZEROUPPER
 	RET
 
+// func lrDotQ3KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ3KPTVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPTVNNI
+
+looplrDotQ3KPTVNNI:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMD          Z10, Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMD          Z11, Z1, Z13
+	VPSHUFB         xpshufb64<>+0(SB), Z13, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPMADDUBSW      (CX), Z11, Z11
+	VPSUBW          256(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPMADDUBSW      64(CX), Z13, Z13
+	VPSUBW          320(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMD          Z14, Z1, Z15
+	VPSHUFB         xpshufb64<>+0(SB), Z15, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPMADDUBSW      128(CX), Z14, Z14
+	VPSUBW          384(CX), Z14, Z14
+	VPDPWSSD        Z16, Z14, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPMADDUBSW      192(CX), Z14, Z14
+	VPSUBW          448(CX), Z14, Z14
+	VPDPWSSD        Z10, Z14, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          512(CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPTVNNI
+
+donelrDotQ3KPTVNNI:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ6KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVNNI(SB), NOSPLIT, $0-28
@@ -8766,6 +9058,96 @@ donedotQ6KPVNNI:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ6KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ6KPTVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPTVNNI
+
+looplrDotQ6KPTVNNI:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	PREFETCHT0      420(AX)
+	PREFETCHT0      484(AX)
+	PREFETCHT0      548(AX)
+	PREFETCHT0      612(AX)
+	ADDQ            $0x000000d2, BX
+	VPBROADCASTW    208(AX), X7
+	VCVTPH2PS       X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPERMD          (AX), Z1, Z10
+	VPSHUFB         xpshufb64<>+0(SB), Z10, Z10
+	VBROADCASTI64X4 128(AX), Z9
+	VPERMD          Z9, Z1, Z9
+	VPSHUFB         xpshufb64<>+0(SB), Z9, Z9
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z9, Z11
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPTERNLOGD      $0xd8, Z6, Z10, Z9
+	VPERMD          Z8, Z2, Z12
+	VPMADDUBSW      (CX), Z9, Z9
+	VPSUBW          256(CX), Z9, Z9
+	VPMADDWD        Z12, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPTERNLOGD      $0xd8, Z6, Z10, Z11
+	VPERMD          Z8, Z3, Z10
+	VPMADDUBSW      64(CX), Z11, Z11
+	VPSUBW          320(CX), Z11, Z11
+	VPMADDWD        Z10, Z11, Z10
+	VPERMD          64(AX), Z1, Z12
+	VPSHUFB         xpshufb64<>+0(SB), Z12, Z12
+	VBROADCASTI64X4 160(AX), Z11
+	VPERMD          Z11, Z1, Z11
+	VPSHUFB         xpshufb64<>+0(SB), Z11, Z11
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z11, Z13
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z4, Z14
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPSUBW          384(CX), Z11, Z11
+	VPDPWSSD        Z14, Z11, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPSRLW          $0x04, Z12, Z12
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z5, Z12
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPSUBW          448(CX), Z11, Z11
+	VPDPWSSD        Z12, Z11, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          512(CX), X7, X7
+	VBROADCASTSS    X7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ6KPTVNNI
+
+donelrDotQ6KPTVNNI:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -9246,6 +9628,102 @@ donedotQ3KPVBMIVNNI:
 	VZEROUPPER
 	RET
 
+// func lrDotQ3KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ3KPVBMITVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermb64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_04040404<>+0(SB), Z7
+	VPBROADCASTD c32_00200020<>+0(SB), Z8
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPVBMITVNNI
+
+looplrDotQ3KPVBMITVNNI:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X9
+	VCVTPH2PS       X9, X9
+	VBROADCASTI32X4 94(AX), Z10
+	VPSHUFB         q3a_z<>+0(SB), Z10, Z11
+	VPSRLVD         q3ash_z<>+0(SB), Z11, Z11
+	VPANDD          q3am_z<>+0(SB), Z11, Z11
+	VPSHUFB         q3t_z<>+0(SB), Z10, Z10
+	VPSLLVD         q3tl_z<>+0(SB), Z10, Z10
+	VPSRLVD         q3tr_z<>+0(SB), Z10, Z10
+	VPANDD          q3tm_z<>+0(SB), Z10, Z10
+	VPORD           Z10, Z11, Z11
+	VPMOVZXBW       X11, Y12
+	VPSUBW          Y8, Y12, Y12
+	VBROADCASTI64X4 (AX), Z10
+	VPERMB          Z10, Z1, Z10
+	VBROADCASTI64X4 32(AX), Z11
+	VPERMB          Z11, Z1, Z13
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPANDD          Z6, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z10, K1
+	VPADDB          Z7, Z11, K1, Z11
+	VPERMD          Z12, Z2, Z14
+	VPMADDUBSW      (CX), Z11, Z11
+	VPSUBW          256(CX), Z11, Z11
+	VPMADDWD        Z14, Z11, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPTESTMB        runbits<>+64(SB), Z10, K1
+	VPADDB          Z7, Z13, K1, Z13
+	VPERMD          Z12, Z3, Z14
+	VPMADDUBSW      64(CX), Z13, Z13
+	VPSUBW          320(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VBROADCASTI64X4 64(AX), Z14
+	VPERMB          Z14, Z1, Z15
+	VPSRLVW         shift_0_2<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+128(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z4, Z16
+	VPMADDUBSW      128(CX), Z14, Z14
+	VPSUBW          384(CX), Z14, Z14
+	VPDPWSSD        Z16, Z14, Z11
+	VPSRLVW         shift_4_6<>+0(SB), Z15, Z14
+	VPANDD          Z6, Z14, Z14
+	VPTESTMB        runbits<>+192(SB), Z10, K1
+	VPADDB          Z7, Z14, K1, Z14
+	VPERMD          Z12, Z5, Z10
+	VPMADDUBSW      192(CX), Z14, Z14
+	VPSUBW          448(CX), Z14, Z14
+	VPDPWSSD        Z10, Z14, Z13
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULSS          512(CX), X9, X9
+	VBROADCASTSS    X9, Y9
+	VMULPS          Y9, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPVBMITVNNI
+
+donelrDotQ3KPVBMITVNNI:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ6KVBMIVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ6KVBMIVNNI(SB), NOSPLIT, $0-28
@@ -9660,6 +10138,92 @@ donedotQ6KPVBMIVNNI:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ6KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ6KPVBMITVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermb64<>+0(SB), Z1
+	VMOVDQU64    xsidx0<>+0(SB), Z2
+	VMOVDQU64    xsidx1<>+0(SB), Z3
+	VMOVDQU64    xsidx2<>+0(SB), Z4
+	VMOVDQU64    xsidx3<>+0(SB), Z5
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z6
+	VPBROADCASTD c32_30303030<>+0(SB), Z7
+	VPBROADCASTD c32_20202020<>+0(SB), Z7
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPVBMITVNNI
+
+looplrDotQ6KPVBMITVNNI:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	PREFETCHT0      420(AX)
+	PREFETCHT0      484(AX)
+	PREFETCHT0      548(AX)
+	PREFETCHT0      612(AX)
+	ADDQ            $0x000000d2, BX
+	VPBROADCASTW    208(AX), X7
+	VCVTPH2PS       X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPERMB          (AX), Z1, Z10
+	VBROADCASTI64X4 128(AX), Z9
+	VPERMB          Z9, Z1, Z9
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z9, Z11
+	VPSLLVW         shift_4_2<>+0(SB), Z11, Z9
+	VPTERNLOGD      $0xd8, Z6, Z10, Z9
+	VPERMD          Z8, Z2, Z12
+	VPMADDUBSW      (CX), Z9, Z9
+	VPSUBW          256(CX), Z9, Z9
+	VPMADDWD        Z12, Z9, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPTERNLOGD      $0xd8, Z6, Z10, Z11
+	VPERMD          Z8, Z3, Z10
+	VPMADDUBSW      64(CX), Z11, Z11
+	VPSUBW          320(CX), Z11, Z11
+	VPMADDWD        Z10, Z11, Z10
+	VPERMB          64(AX), Z1, Z12
+	VBROADCASTI64X4 160(AX), Z11
+	VPERMB          Z11, Z1, Z11
+	VPANDD          halves64_33333333_cccccccc<>+0(SB), Z11, Z13
+	VPSLLVW         shift_4_2<>+0(SB), Z13, Z11
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z4, Z14
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPSUBW          384(CX), Z11, Z11
+	VPDPWSSD        Z14, Z11, Z9
+	VPSRLVW         shift_0_2<>+0(SB), Z13, Z11
+	VPSRLW          $0x04, Z12, Z12
+	VPTERNLOGD      $0xd8, Z6, Z12, Z11
+	VPERMD          Z8, Z5, Z12
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPSUBW          448(CX), Z11, Z11
+	VPDPWSSD        Z12, Z11, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULSS          512(CX), X7, X7
+	VBROADCASTSS    X7, Y7
+	VMULPS          Y7, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ6KPVBMITVNNI
+
+donelrDotQ6KPVBMITVNNI:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -15827,6 +16391,197 @@ TEXT ·dotQ3KPVNNI256(SB), NOSPLIT, $32-28
 	TESTQ        DX, DX
 	JZ           donedotQ3KPVNNI256
 
+lrpairdotQ3KPVNNI256:
+	CMPQ            DX, $0x02
+	JB              lrpaireddotQ3KPVNNI256
+	LEAQ            110(AX), BX
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPBROADCASTW    108(BX), X16
+	VCVTPH2PS       X16, X16
+	VBROADCASTI32X4 94(BX), Y17
+	VPSHUFB         q3a_y<>+0(SB), Y17, Y18
+	VPSRLVD         q3ash_y<>+0(SB), Y18, Y18
+	VPANDD          q3am_y<>+0(SB), Y18, Y18
+	VPSHUFB         q3t_y<>+0(SB), Y17, Y17
+	VPSLLVD         q3tl_y<>+0(SB), Y17, Y17
+	VPSRLVD         q3tr_y<>+0(SB), Y17, Y17
+	VPANDD          q3tm_y<>+0(SB), Y17, Y17
+	VPORD           Y17, Y18, Y18
+	VPMOVZXBW       X18, Y17
+	VPSUBW          Y12, Y17, Y17
+	VPERMD          (BX), Y1, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPERMD          32(AX), Y1, Y20
+	VPSHUFB         xpshufb32<>+0(SB), Y20, Y20
+	VMOVDQA64       Y20, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y2, Y21
+	VPMADDUBSW      (CX), Y19, Y19
+	VPSUBW          256(CX), Y19, Y19
+	VPMADDWD        Y21, Y19, Y19
+	VPERMD          32(BX), Y1, Y22
+	VPSHUFB         xpshufb32<>+0(SB), Y22, Y22
+	VMOVDQA64       Y22, Y21
+	VPANDD          Y10, Y21, Y21
+	VPTESTMB        runbits<>+0(SB), Y18, K1
+	VPADDB          Y11, Y21, K1, Y21
+	VPERMD          Y17, Y2, Y23
+	VPMADDUBSW      576(CX), Y21, Y21
+	VPSUBW          832(CX), Y21, Y21
+	VPMADDWD        Y23, Y21, Y21
+	VPSRLW          $0x02, Y20, Y23
+	VPANDD          Y10, Y23, Y23
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y23, K1, Y23
+	VPERMD          Y14, Y3, Y24
+	VPMADDUBSW      32(CX), Y23, Y23
+	VPSUBW          288(CX), Y23, Y23
+	VPMADDWD        Y24, Y23, Y23
+	VPSRLW          $0x02, Y22, Y24
+	VPANDD          Y10, Y24, Y24
+	VPTESTMB        runbits<>+32(SB), Y18, K1
+	VPADDB          Y11, Y24, K1, Y24
+	VPERMD          Y17, Y3, Y25
+	VPMADDUBSW      608(CX), Y24, Y24
+	VPSUBW          864(CX), Y24, Y24
+	VPMADDWD        Y25, Y24, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPANDD          Y10, Y25, Y25
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y25, K1, Y25
+	VPERMD          Y14, Y4, Y26
+	VPMADDUBSW      64(CX), Y25, Y25
+	VPSUBW          320(CX), Y25, Y25
+	VPDPWSSD        Y26, Y25, Y19
+	VPSRLW          $0x04, Y22, Y25
+	VPANDD          Y10, Y25, Y25
+	VPTESTMB        runbits<>+64(SB), Y18, K1
+	VPADDB          Y11, Y25, K1, Y25
+	VPERMD          Y17, Y4, Y26
+	VPMADDUBSW      640(CX), Y25, Y25
+	VPSUBW          896(CX), Y25, Y25
+	VPDPWSSD        Y26, Y25, Y21
+	VPSRLW          $0x06, Y20, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y5, Y25
+	VPMADDUBSW      96(CX), Y20, Y20
+	VPSUBW          352(CX), Y20, Y20
+	VPDPWSSD        Y25, Y20, Y23
+	VPSRLW          $0x06, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+96(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y5, Y22
+	VPMADDUBSW      672(CX), Y20, Y20
+	VPSUBW          928(CX), Y20, Y20
+	VPDPWSSD        Y22, Y20, Y24
+	VPERMD          64(AX), Y1, Y22
+	VPSHUFB         xpshufb32<>+0(SB), Y22, Y22
+	VMOVDQA64       Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y6, Y25
+	VPMADDUBSW      128(CX), Y20, Y20
+	VPSUBW          384(CX), Y20, Y20
+	VPDPWSSD        Y25, Y20, Y19
+	VPERMD          64(BX), Y1, Y25
+	VPSHUFB         xpshufb32<>+0(SB), Y25, Y25
+	VMOVDQA64       Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+128(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y6, Y26
+	VPMADDUBSW      704(CX), Y20, Y20
+	VPSUBW          960(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y21
+	VPSRLW          $0x02, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y7, Y26
+	VPMADDUBSW      160(CX), Y20, Y20
+	VPSUBW          416(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y23
+	VPSRLW          $0x02, Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+160(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y7, Y26
+	VPMADDUBSW      736(CX), Y20, Y20
+	VPSUBW          992(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y24
+	VPSRLW          $0x04, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y8, Y26
+	VPMADDUBSW      192(CX), Y20, Y20
+	VPSUBW          448(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y19
+	VPSRLW          $0x04, Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+192(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y8, Y26
+	VPMADDUBSW      768(CX), Y20, Y20
+	VPSUBW          1024(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y21
+	VPSRLW          $0x06, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y20, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y23
+	VPSRLW          $0x06, Y25, Y14
+	VPANDD          Y10, Y14, Y14
+	VPTESTMB        runbits<>+224(SB), Y18, K1
+	VPADDB          Y11, Y14, K1, Y14
+	VPERMD          Y17, Y9, Y15
+	VPMADDUBSW      800(CX), Y14, Y14
+	VPSUBW          1056(CX), Y14, Y14
+	VPDPWSSD        Y15, Y14, Y24
+	VPADDD          Y23, Y19, Y19
+	VCVTDQ2PS       Y19, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	VPADDD          Y24, Y21, Y21
+	VCVTDQ2PS       Y21, Y13
+	VMULSS          1088(CX), X16, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	ADDQ            $0x000000dc, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	JMP             lrpairdotQ3KPVNNI256
+
+lrpaireddotQ3KPVNNI256:
+	TESTQ DX, DX
+	JZ    donedotQ3KPVNNI256
+
 loopdotQ3KPVNNI256:
 	VPBROADCASTW    108(AX), X13
 	VCVTPH2PS       X13, X13
@@ -15962,6 +16717,336 @@ GLOBL c32_00000006<>(SB), RODATA|NOPTR, $4
 
 DATA c32_00000007<>+0(SB)/4, $0x00000007
 GLOBL c32_00000007<>(SB), RODATA|NOPTR, $4
+
+// func lrDotQ3KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ3KPTVNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPTVNNI256
+
+lrpairlrDotQ3KPTVNNI256:
+	CMPQ            DX, $0x02
+	JB              lrpairedlrDotQ3KPTVNNI256
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	PREFETCHT0      348(AX)
+	PREFETCHT0      412(AX)
+	ADDQ            $0x000000dc, BX
+	LEAQ            110(AX), SI
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPBROADCASTW    108(SI), X16
+	VCVTPH2PS       X16, X16
+	VBROADCASTI32X4 94(SI), Y17
+	VPSHUFB         q3a_y<>+0(SB), Y17, Y18
+	VPSRLVD         q3ash_y<>+0(SB), Y18, Y18
+	VPANDD          q3am_y<>+0(SB), Y18, Y18
+	VPSHUFB         q3t_y<>+0(SB), Y17, Y17
+	VPSLLVD         q3tl_y<>+0(SB), Y17, Y17
+	VPSRLVD         q3tr_y<>+0(SB), Y17, Y17
+	VPANDD          q3tm_y<>+0(SB), Y17, Y17
+	VPORD           Y17, Y18, Y18
+	VPMOVZXBW       X18, Y17
+	VPSUBW          Y12, Y17, Y17
+	VPERMD          (SI), Y1, Y18
+	VPSHUFB         xpshufb32<>+0(SB), Y18, Y18
+	VPERMD          32(AX), Y1, Y20
+	VPSHUFB         xpshufb32<>+0(SB), Y20, Y20
+	VMOVDQA64       Y20, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y2, Y21
+	VPMADDUBSW      (CX), Y19, Y19
+	VPSUBW          256(CX), Y19, Y19
+	VPMADDWD        Y21, Y19, Y19
+	VPERMD          32(SI), Y1, Y22
+	VPSHUFB         xpshufb32<>+0(SB), Y22, Y22
+	VMOVDQA64       Y22, Y21
+	VPANDD          Y10, Y21, Y21
+	VPTESTMB        runbits<>+0(SB), Y18, K1
+	VPADDB          Y11, Y21, K1, Y21
+	VPERMD          Y17, Y2, Y23
+	VPMADDUBSW      576(CX), Y21, Y21
+	VPSUBW          832(CX), Y21, Y21
+	VPMADDWD        Y23, Y21, Y21
+	VPSRLW          $0x02, Y20, Y23
+	VPANDD          Y10, Y23, Y23
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y23, K1, Y23
+	VPERMD          Y14, Y3, Y24
+	VPMADDUBSW      32(CX), Y23, Y23
+	VPSUBW          288(CX), Y23, Y23
+	VPMADDWD        Y24, Y23, Y23
+	VPSRLW          $0x02, Y22, Y24
+	VPANDD          Y10, Y24, Y24
+	VPTESTMB        runbits<>+32(SB), Y18, K1
+	VPADDB          Y11, Y24, K1, Y24
+	VPERMD          Y17, Y3, Y25
+	VPMADDUBSW      608(CX), Y24, Y24
+	VPSUBW          864(CX), Y24, Y24
+	VPMADDWD        Y25, Y24, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPANDD          Y10, Y25, Y25
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y25, K1, Y25
+	VPERMD          Y14, Y4, Y26
+	VPMADDUBSW      64(CX), Y25, Y25
+	VPSUBW          320(CX), Y25, Y25
+	VPDPWSSD        Y26, Y25, Y19
+	VPSRLW          $0x04, Y22, Y25
+	VPANDD          Y10, Y25, Y25
+	VPTESTMB        runbits<>+64(SB), Y18, K1
+	VPADDB          Y11, Y25, K1, Y25
+	VPERMD          Y17, Y4, Y26
+	VPMADDUBSW      640(CX), Y25, Y25
+	VPSUBW          896(CX), Y25, Y25
+	VPDPWSSD        Y26, Y25, Y21
+	VPSRLW          $0x06, Y20, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y5, Y25
+	VPMADDUBSW      96(CX), Y20, Y20
+	VPSUBW          352(CX), Y20, Y20
+	VPDPWSSD        Y25, Y20, Y23
+	VPSRLW          $0x06, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+96(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y5, Y22
+	VPMADDUBSW      672(CX), Y20, Y20
+	VPSUBW          928(CX), Y20, Y20
+	VPDPWSSD        Y22, Y20, Y24
+	VPERMD          64(AX), Y1, Y22
+	VPSHUFB         xpshufb32<>+0(SB), Y22, Y22
+	VMOVDQA64       Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y6, Y25
+	VPMADDUBSW      128(CX), Y20, Y20
+	VPSUBW          384(CX), Y20, Y20
+	VPDPWSSD        Y25, Y20, Y19
+	VPERMD          64(SI), Y1, Y25
+	VPSHUFB         xpshufb32<>+0(SB), Y25, Y25
+	VMOVDQA64       Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+128(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y6, Y26
+	VPMADDUBSW      704(CX), Y20, Y20
+	VPSUBW          960(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y21
+	VPSRLW          $0x02, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y7, Y26
+	VPMADDUBSW      160(CX), Y20, Y20
+	VPSUBW          416(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y23
+	VPSRLW          $0x02, Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+160(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y7, Y26
+	VPMADDUBSW      736(CX), Y20, Y20
+	VPSUBW          992(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y24
+	VPSRLW          $0x04, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y8, Y26
+	VPMADDUBSW      192(CX), Y20, Y20
+	VPSUBW          448(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y19
+	VPSRLW          $0x04, Y25, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+192(SB), Y18, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y17, Y8, Y26
+	VPMADDUBSW      768(CX), Y20, Y20
+	VPSUBW          1024(CX), Y20, Y20
+	VPDPWSSD        Y26, Y20, Y21
+	VPSRLW          $0x06, Y22, Y20
+	VPANDD          Y10, Y20, Y20
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y20, K1, Y20
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y20, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y23
+	VPSRLW          $0x06, Y25, Y14
+	VPANDD          Y10, Y14, Y14
+	VPTESTMB        runbits<>+224(SB), Y18, K1
+	VPADDB          Y11, Y14, K1, Y14
+	VPERMD          Y17, Y9, Y15
+	VPMADDUBSW      800(CX), Y14, Y14
+	VPSUBW          1056(CX), Y14, Y14
+	VPDPWSSD        Y15, Y14, Y24
+	VPADDD          Y23, Y19, Y19
+	VCVTDQ2PS       Y19, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	VPADDD          Y24, Y21, Y21
+	VCVTDQ2PS       Y21, Y13
+	VMULSS          1088(CX), X16, X14
+	VBROADCASTSS    X14, Y14
+	VMULPS          Y14, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	ADDQ            $0x000000dc, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	JMP             lrpairlrDotQ3KPTVNNI256
+
+lrpairedlrDotQ3KPTVNNI256:
+	TESTQ DX, DX
+	JZ    donelrDotQ3KPTVNNI256
+
+looplrDotQ3KPTVNNI256:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X13
+	VCVTPH2PS       X13, X13
+	VBROADCASTI32X4 94(AX), Y14
+	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
+	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
+	VPANDD          q3am_y<>+0(SB), Y15, Y15
+	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
+	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
+	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
+	VPANDD          q3tm_y<>+0(SB), Y14, Y14
+	VPORD           Y14, Y15, Y15
+	VPMOVZXBW       X15, Y14
+	VPSUBW          Y12, Y14, Y14
+	VPERMD          (AX), Y1, Y15
+	VPSHUFB         xpshufb32<>+0(SB), Y15, Y15
+	VPERMD          32(AX), Y1, Y17
+	VPSHUFB         xpshufb32<>+0(SB), Y17, Y17
+	VMOVDQA64       Y17, Y16
+	VPANDD          Y10, Y16, Y16
+	VPTESTMB        runbits<>+0(SB), Y15, K1
+	VPADDB          Y11, Y16, K1, Y16
+	VPERMD          Y14, Y2, Y18
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y18, Y16, Y16
+	VPSRLW          $0x02, Y17, Y18
+	VPANDD          Y10, Y18, Y18
+	VPTESTMB        runbits<>+32(SB), Y15, K1
+	VPADDB          Y11, Y18, K1, Y18
+	VPERMD          Y14, Y3, Y19
+	VPMADDUBSW      32(CX), Y18, Y18
+	VPSUBW          288(CX), Y18, Y18
+	VPMADDWD        Y19, Y18, Y18
+	VPSRLW          $0x04, Y17, Y19
+	VPANDD          Y10, Y19, Y19
+	VPTESTMB        runbits<>+64(SB), Y15, K1
+	VPADDB          Y11, Y19, K1, Y19
+	VPERMD          Y14, Y4, Y20
+	VPMADDUBSW      64(CX), Y19, Y19
+	VPSUBW          320(CX), Y19, Y19
+	VPDPWSSD        Y20, Y19, Y16
+	VPSRLW          $0x06, Y17, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+96(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y5, Y19
+	VPMADDUBSW      96(CX), Y17, Y17
+	VPSUBW          352(CX), Y17, Y17
+	VPDPWSSD        Y19, Y17, Y18
+	VPERMD          64(AX), Y1, Y19
+	VPSHUFB         xpshufb32<>+0(SB), Y19, Y19
+	VMOVDQA64       Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+128(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y6, Y20
+	VPMADDUBSW      128(CX), Y17, Y17
+	VPSUBW          384(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x02, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+160(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y7, Y20
+	VPMADDUBSW      160(CX), Y17, Y17
+	VPSUBW          416(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y18
+	VPSRLW          $0x04, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+192(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y8, Y20
+	VPMADDUBSW      192(CX), Y17, Y17
+	VPSUBW          448(CX), Y17, Y17
+	VPDPWSSD        Y20, Y17, Y16
+	VPSRLW          $0x06, Y19, Y17
+	VPANDD          Y10, Y17, Y17
+	VPTESTMB        runbits<>+224(SB), Y15, K1
+	VPADDB          Y11, Y17, K1, Y17
+	VPERMD          Y14, Y9, Y14
+	VPMADDUBSW      224(CX), Y17, Y15
+	VPSUBW          480(CX), Y15, Y15
+	VPDPWSSD        Y14, Y15, Y18
+	VPADDD          Y18, Y16, Y16
+	VCVTDQ2PS       Y16, Y14
+	VMULSS          512(CX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y14, Y14
+	VADDPS          Y14, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPTVNNI256
+
+donelrDotQ3KPTVNNI256:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
 
 // func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
@@ -16477,6 +17562,169 @@ TEXT ·dotQ6KPVNNI256(SB), NOSPLIT, $32-28
 	TESTQ        DX, DX
 	JZ           donedotQ6KPVNNI256
 
+lrpairdotQ6KPVNNI256:
+	CMPQ         DX, $0x02
+	JB           lrpaireddotQ6KPVNNI256
+	LEAQ         210(AX), BX
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPBROADCASTW 208(BX), X13
+	VCVTPH2PS    X13, X13
+	VPMOVSXBW    192(BX), Y14
+	VPERMD       (AX), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPERMD       32(AX), Y1, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPERMD       128(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPANDD.BCST  c32_33333333<>+0(SB), Y15, Y18
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y15, Y19
+	VPSLLW       $0x04, Y18, Y15
+	VPTERNLOGD   $0xd8, Y10, Y16, Y15
+	VPERMD       Y12, Y2, Y20
+	VPMADDUBSW   (CX), Y15, Y15
+	VPSUBW       256(CX), Y15, Y15
+	VPMADDWD     Y20, Y15, Y15
+	VPERMD       (BX), Y1, Y21
+	VPSHUFB      xpshufb32<>+0(SB), Y21, Y21
+	VPERMD       32(BX), Y1, Y22
+	VPSHUFB      xpshufb32<>+0(SB), Y22, Y22
+	VPERMD       128(BX), Y1, Y20
+	VPSHUFB      xpshufb32<>+0(SB), Y20, Y20
+	VPANDD.BCST  c32_33333333<>+0(SB), Y20, Y23
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y20, Y24
+	VPSLLW       $0x04, Y23, Y20
+	VPTERNLOGD   $0xd8, Y10, Y21, Y20
+	VPERMD       Y14, Y2, Y25
+	VPMADDUBSW   576(CX), Y20, Y20
+	VPSUBW       832(CX), Y20, Y20
+	VPMADDWD     Y25, Y20, Y20
+	VPSLLW       $0x02, Y19, Y25
+	VPTERNLOGD   $0xd8, Y10, Y17, Y25
+	VPERMD       Y12, Y3, Y26
+	VPMADDUBSW   32(CX), Y25, Y25
+	VPSUBW       288(CX), Y25, Y25
+	VPMADDWD     Y26, Y25, Y25
+	VPSLLW       $0x02, Y24, Y26
+	VPTERNLOGD   $0xd8, Y10, Y22, Y26
+	VPERMD       Y14, Y3, Y27
+	VPMADDUBSW   608(CX), Y26, Y26
+	VPSUBW       864(CX), Y26, Y26
+	VPMADDWD     Y27, Y26, Y26
+	VPSRLW       $0x04, Y16, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y18
+	VPERMD       Y12, Y4, Y16
+	VPMADDUBSW   64(CX), Y18, Y18
+	VPSUBW       320(CX), Y18, Y18
+	VPDPWSSD     Y16, Y18, Y15
+	VPSRLW       $0x04, Y21, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y23
+	VPERMD       Y14, Y4, Y16
+	VPMADDUBSW   640(CX), Y23, Y18
+	VPSUBW       896(CX), Y18, Y18
+	VPDPWSSD     Y16, Y18, Y20
+	VPSRLW       $0x02, Y19, Y16
+	VPSRLW       $0x04, Y17, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y5, Y17
+	VPMADDUBSW   96(CX), Y16, Y16
+	VPSUBW       352(CX), Y16, Y16
+	VPDPWSSD     Y17, Y16, Y25
+	VPSRLW       $0x02, Y24, Y16
+	VPSRLW       $0x04, Y22, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y14, Y5, Y17
+	VPMADDUBSW   672(CX), Y16, Y16
+	VPSUBW       928(CX), Y16, Y16
+	VPDPWSSD     Y17, Y16, Y26
+	VPERMD       64(AX), Y1, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPERMD       96(AX), Y1, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPERMD       160(AX), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPANDD.BCST  c32_33333333<>+0(SB), Y16, Y19
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y16, Y21
+	VPSLLW       $0x04, Y19, Y16
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y6, Y22
+	VPMADDUBSW   128(CX), Y16, Y16
+	VPSUBW       384(CX), Y16, Y16
+	VPDPWSSD     Y22, Y16, Y15
+	VPERMD       64(BX), Y1, Y22
+	VPSHUFB      xpshufb32<>+0(SB), Y22, Y22
+	VPERMD       96(BX), Y1, Y23
+	VPSHUFB      xpshufb32<>+0(SB), Y23, Y23
+	VPERMD       160(BX), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPANDD.BCST  c32_33333333<>+0(SB), Y16, Y24
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y16, Y27
+	VPSLLW       $0x04, Y24, Y16
+	VPTERNLOGD   $0xd8, Y10, Y22, Y16
+	VPERMD       Y14, Y6, Y28
+	VPMADDUBSW   704(CX), Y16, Y16
+	VPSUBW       960(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y20
+	VPSLLW       $0x02, Y21, Y16
+	VPTERNLOGD   $0xd8, Y10, Y18, Y16
+	VPERMD       Y12, Y7, Y28
+	VPMADDUBSW   160(CX), Y16, Y16
+	VPSUBW       416(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y25
+	VPSLLW       $0x02, Y27, Y16
+	VPTERNLOGD   $0xd8, Y10, Y23, Y16
+	VPERMD       Y14, Y7, Y28
+	VPMADDUBSW   736(CX), Y16, Y16
+	VPSUBW       992(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y26
+	VPSRLW       $0x04, Y17, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y19
+	VPERMD       Y12, Y8, Y16
+	VPMADDUBSW   192(CX), Y19, Y17
+	VPSUBW       448(CX), Y17, Y17
+	VPDPWSSD     Y16, Y17, Y15
+	VPSRLW       $0x04, Y22, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y24
+	VPERMD       Y14, Y8, Y16
+	VPMADDUBSW   768(CX), Y24, Y17
+	VPSUBW       1024(CX), Y17, Y17
+	VPDPWSSD     Y16, Y17, Y20
+	VPSRLW       $0x02, Y21, Y16
+	VPSRLW       $0x04, Y18, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y16, Y16
+	VPSUBW       480(CX), Y16, Y16
+	VPDPWSSD     Y12, Y16, Y25
+	VPSRLW       $0x02, Y27, Y12
+	VPSRLW       $0x04, Y23, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y12
+	VPERMD       Y14, Y9, Y14
+	VPMADDUBSW   800(CX), Y12, Y12
+	VPSUBW       1056(CX), Y12, Y12
+	VPDPWSSD     Y14, Y12, Y26
+	VPADDD       Y25, Y15, Y15
+	VCVTDQ2PS    Y15, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	VPADDD       Y26, Y20, Y20
+	VCVTDQ2PS    Y20, Y11
+	VMULSS       1088(CX), X13, X12
+	VBROADCASTSS X12, Y12
+	VMULPS       Y12, Y11, Y11
+	VADDPS       Y11, Y0, Y0
+	ADDQ         $0x000001a4, AX
+	ADDQ         $0x00000480, CX
+	SUBQ         $0x02, DX
+	JMP          lrpairdotQ6KPVNNI256
+
+lrpaireddotQ6KPVNNI256:
+	TESTQ DX, DX
+	JZ    donedotQ6KPVNNI256
+
 loopdotQ6KPVNNI256:
 	VPBROADCASTW 208(AX), X11
 	VCVTPH2PS    X11, X11
@@ -16578,8 +17826,306 @@ donedotQ6KPVNNI256:
 	VZEROUPPER
 	RET
 
+// func lrDotQ6KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ6KPTVNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermd32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y10
+	VPBROADCASTD c32_30303030<>+0(SB), Y11
+	VPBROADCASTD c32_20202020<>+0(SB), Y11
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPTVNNI256
+
+lrpairlrDotQ6KPTVNNI256:
+	CMPQ         DX, $0x02
+	JB           lrpairedlrDotQ6KPTVNNI256
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   256(BX)
+	PREFETCHT1   320(BX)
+	PREFETCHT1   384(BX)
+	PREFETCHT0   420(AX)
+	PREFETCHT0   484(AX)
+	PREFETCHT0   548(AX)
+	PREFETCHT0   612(AX)
+	PREFETCHT0   676(AX)
+	PREFETCHT0   740(AX)
+	PREFETCHT0   804(AX)
+	ADDQ         $0x000001a4, BX
+	LEAQ         210(AX), SI
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPBROADCASTW 208(SI), X13
+	VCVTPH2PS    X13, X13
+	VPMOVSXBW    192(SI), Y14
+	VPERMD       (AX), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPERMD       32(AX), Y1, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPERMD       128(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPANDD.BCST  c32_33333333<>+0(SB), Y15, Y18
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y15, Y19
+	VPSLLW       $0x04, Y18, Y15
+	VPTERNLOGD   $0xd8, Y10, Y16, Y15
+	VPERMD       Y12, Y2, Y20
+	VPMADDUBSW   (CX), Y15, Y15
+	VPSUBW       256(CX), Y15, Y15
+	VPMADDWD     Y20, Y15, Y15
+	VPERMD       (SI), Y1, Y21
+	VPSHUFB      xpshufb32<>+0(SB), Y21, Y21
+	VPERMD       32(SI), Y1, Y22
+	VPSHUFB      xpshufb32<>+0(SB), Y22, Y22
+	VPERMD       128(SI), Y1, Y20
+	VPSHUFB      xpshufb32<>+0(SB), Y20, Y20
+	VPANDD.BCST  c32_33333333<>+0(SB), Y20, Y23
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y20, Y24
+	VPSLLW       $0x04, Y23, Y20
+	VPTERNLOGD   $0xd8, Y10, Y21, Y20
+	VPERMD       Y14, Y2, Y25
+	VPMADDUBSW   576(CX), Y20, Y20
+	VPSUBW       832(CX), Y20, Y20
+	VPMADDWD     Y25, Y20, Y20
+	VPSLLW       $0x02, Y19, Y25
+	VPTERNLOGD   $0xd8, Y10, Y17, Y25
+	VPERMD       Y12, Y3, Y26
+	VPMADDUBSW   32(CX), Y25, Y25
+	VPSUBW       288(CX), Y25, Y25
+	VPMADDWD     Y26, Y25, Y25
+	VPSLLW       $0x02, Y24, Y26
+	VPTERNLOGD   $0xd8, Y10, Y22, Y26
+	VPERMD       Y14, Y3, Y27
+	VPMADDUBSW   608(CX), Y26, Y26
+	VPSUBW       864(CX), Y26, Y26
+	VPMADDWD     Y27, Y26, Y26
+	VPSRLW       $0x04, Y16, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y18
+	VPERMD       Y12, Y4, Y16
+	VPMADDUBSW   64(CX), Y18, Y18
+	VPSUBW       320(CX), Y18, Y18
+	VPDPWSSD     Y16, Y18, Y15
+	VPSRLW       $0x04, Y21, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y23
+	VPERMD       Y14, Y4, Y16
+	VPMADDUBSW   640(CX), Y23, Y18
+	VPSUBW       896(CX), Y18, Y18
+	VPDPWSSD     Y16, Y18, Y20
+	VPSRLW       $0x02, Y19, Y16
+	VPSRLW       $0x04, Y17, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y5, Y17
+	VPMADDUBSW   96(CX), Y16, Y16
+	VPSUBW       352(CX), Y16, Y16
+	VPDPWSSD     Y17, Y16, Y25
+	VPSRLW       $0x02, Y24, Y16
+	VPSRLW       $0x04, Y22, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y14, Y5, Y17
+	VPMADDUBSW   672(CX), Y16, Y16
+	VPSUBW       928(CX), Y16, Y16
+	VPDPWSSD     Y17, Y16, Y26
+	VPERMD       64(AX), Y1, Y17
+	VPSHUFB      xpshufb32<>+0(SB), Y17, Y17
+	VPERMD       96(AX), Y1, Y18
+	VPSHUFB      xpshufb32<>+0(SB), Y18, Y18
+	VPERMD       160(AX), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPANDD.BCST  c32_33333333<>+0(SB), Y16, Y19
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y16, Y21
+	VPSLLW       $0x04, Y19, Y16
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y6, Y22
+	VPMADDUBSW   128(CX), Y16, Y16
+	VPSUBW       384(CX), Y16, Y16
+	VPDPWSSD     Y22, Y16, Y15
+	VPERMD       64(SI), Y1, Y22
+	VPSHUFB      xpshufb32<>+0(SB), Y22, Y22
+	VPERMD       96(SI), Y1, Y23
+	VPSHUFB      xpshufb32<>+0(SB), Y23, Y23
+	VPERMD       160(SI), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPANDD.BCST  c32_33333333<>+0(SB), Y16, Y24
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y16, Y27
+	VPSLLW       $0x04, Y24, Y16
+	VPTERNLOGD   $0xd8, Y10, Y22, Y16
+	VPERMD       Y14, Y6, Y28
+	VPMADDUBSW   704(CX), Y16, Y16
+	VPSUBW       960(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y20
+	VPSLLW       $0x02, Y21, Y16
+	VPTERNLOGD   $0xd8, Y10, Y18, Y16
+	VPERMD       Y12, Y7, Y28
+	VPMADDUBSW   160(CX), Y16, Y16
+	VPSUBW       416(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y25
+	VPSLLW       $0x02, Y27, Y16
+	VPTERNLOGD   $0xd8, Y10, Y23, Y16
+	VPERMD       Y14, Y7, Y28
+	VPMADDUBSW   736(CX), Y16, Y16
+	VPSUBW       992(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y26
+	VPSRLW       $0x04, Y17, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y19
+	VPERMD       Y12, Y8, Y16
+	VPMADDUBSW   192(CX), Y19, Y17
+	VPSUBW       448(CX), Y17, Y17
+	VPDPWSSD     Y16, Y17, Y15
+	VPSRLW       $0x04, Y22, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y24
+	VPERMD       Y14, Y8, Y16
+	VPMADDUBSW   768(CX), Y24, Y17
+	VPSUBW       1024(CX), Y17, Y17
+	VPDPWSSD     Y16, Y17, Y20
+	VPSRLW       $0x02, Y21, Y16
+	VPSRLW       $0x04, Y18, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y16, Y16
+	VPSUBW       480(CX), Y16, Y16
+	VPDPWSSD     Y12, Y16, Y25
+	VPSRLW       $0x02, Y27, Y12
+	VPSRLW       $0x04, Y23, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y12
+	VPERMD       Y14, Y9, Y14
+	VPMADDUBSW   800(CX), Y12, Y12
+	VPSUBW       1056(CX), Y12, Y12
+	VPDPWSSD     Y14, Y12, Y26
+	VPADDD       Y25, Y15, Y15
+	VCVTDQ2PS    Y15, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	VPADDD       Y26, Y20, Y20
+	VCVTDQ2PS    Y20, Y11
+	VMULSS       1088(CX), X13, X12
+	VBROADCASTSS X12, Y12
+	VMULPS       Y12, Y11, Y11
+	VADDPS       Y11, Y0, Y0
+	ADDQ         $0x000001a4, AX
+	ADDQ         $0x00000480, CX
+	SUBQ         $0x02, DX
+	JMP          lrpairlrDotQ6KPTVNNI256
+
+lrpairedlrDotQ6KPTVNNI256:
+	TESTQ DX, DX
+	JZ    donelrDotQ6KPTVNNI256
+
+looplrDotQ6KPTVNNI256:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT0   420(AX)
+	PREFETCHT0   484(AX)
+	PREFETCHT0   548(AX)
+	PREFETCHT0   612(AX)
+	ADDQ         $0x000000d2, BX
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPERMD       (AX), Y1, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPERMD       32(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPERMD       128(AX), Y1, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y13, Y16
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y13, Y17
+	VPSLLW       $0x04, Y16, Y13
+	VPTERNLOGD   $0xd8, Y10, Y14, Y13
+	VPERMD       Y12, Y2, Y18
+	VPMADDUBSW   (CX), Y13, Y13
+	VPSUBW       256(CX), Y13, Y13
+	VPMADDWD     Y18, Y13, Y13
+	VPSLLW       $0x02, Y17, Y18
+	VPTERNLOGD   $0xd8, Y10, Y15, Y18
+	VPERMD       Y12, Y3, Y19
+	VPMADDUBSW   32(CX), Y18, Y18
+	VPSUBW       288(CX), Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPSRLW       $0x04, Y14, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y16
+	VPERMD       Y12, Y4, Y14
+	VPMADDUBSW   64(CX), Y16, Y16
+	VPSUBW       320(CX), Y16, Y16
+	VPDPWSSD     Y14, Y16, Y13
+	VPSRLW       $0x02, Y17, Y14
+	VPSRLW       $0x04, Y15, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y5, Y15
+	VPMADDUBSW   96(CX), Y14, Y14
+	VPSUBW       352(CX), Y14, Y14
+	VPDPWSSD     Y15, Y14, Y18
+	VPERMD       64(AX), Y1, Y15
+	VPSHUFB      xpshufb32<>+0(SB), Y15, Y15
+	VPERMD       96(AX), Y1, Y16
+	VPSHUFB      xpshufb32<>+0(SB), Y16, Y16
+	VPERMD       160(AX), Y1, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
+	VPANDD.BCST  c32_33333333<>+0(SB), Y14, Y17
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y14, Y19
+	VPSLLW       $0x04, Y17, Y14
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y6, Y20
+	VPMADDUBSW   128(CX), Y14, Y14
+	VPSUBW       384(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y13
+	VPSLLW       $0x02, Y19, Y14
+	VPTERNLOGD   $0xd8, Y10, Y16, Y14
+	VPERMD       Y12, Y7, Y20
+	VPMADDUBSW   160(CX), Y14, Y14
+	VPSUBW       416(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y18
+	VPSRLW       $0x04, Y15, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y17
+	VPERMD       Y12, Y8, Y14
+	VPMADDUBSW   192(CX), Y17, Y15
+	VPSUBW       448(CX), Y15, Y15
+	VPDPWSSD     Y14, Y15, Y13
+	VPSRLW       $0x02, Y19, Y14
+	VPSRLW       $0x04, Y16, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y14, Y14
+	VPSUBW       480(CX), Y14, Y14
+	VPDPWSSD     Y12, Y14, Y18
+	VPADDD       Y18, Y13, Y13
+	VCVTDQ2PS    Y13, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          looplrDotQ6KPTVNNI256
+
+donelrDotQ6KPTVNNI256:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ3KVBMIVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -16610,80 +18156,70 @@ loopdotQ3KVBMIVNNI256:
 	VMOVDQU64       Y6, (SP)
 	VPXORD          Y8, Y8, Y8
 	VPXORD          Y9, Y9, Y9
-	VPERMB          32(AX), Y1, Y10
-	VMOVDQA64       Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+0(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPERMB          32(AX), Y1, Y6
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y7, Y10
+	VPTERNLOGD      $0xd8, Y2, Y6, Y10
 	VPERMB          4(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   (SP), Y6, Y8
-	VPSRLW          $0x02, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+32(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   (SP), Y10, Y8
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y7, Y10
+	VPSRLW          $0x02, Y6, Y11
+	VPTERNLOGD      $0xd8, Y2, Y11, Y10
 	VPERMB          36(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   4(SP), Y6, Y9
-	VPSRLW          $0x04, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+64(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   4(SP), Y10, Y9
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y7, Y10
+	VPSRLW          $0x04, Y6, Y11
+	VPTERNLOGD      $0xd8, Y2, Y11, Y10
 	VPERMB          68(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   8(SP), Y6, Y8
-	VPSRLW          $0x06, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+96(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPERMB          100(CX), Y1, Y10
-	VPMADDUBSW      Y10, Y6, Y6
-	VPMADDUBSW      Y10, Y3, Y10
-	VPSUBW          Y10, Y6, Y6
-	VPDPWSSD.BCST   12(SP), Y6, Y9
-	VPERMB          64(AX), Y1, Y10
-	VMOVDQA64       Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+128(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   8(SP), Y10, Y8
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y7, Y10
+	VPSRLW          $0x06, Y6, Y6
+	VPTERNLOGD      $0xd8, Y2, Y6, Y10
+	VPERMB          100(CX), Y1, Y6
+	VPMADDUBSW      Y6, Y10, Y10
+	VPMADDUBSW      Y6, Y3, Y6
+	VPSUBW          Y6, Y10, Y10
+	VPDPWSSD.BCST   12(SP), Y10, Y9
+	VPERMB          64(AX), Y1, Y6
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y7, Y10
+	VPTERNLOGD      $0xd8, Y2, Y6, Y10
 	VPERMB          132(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   16(SP), Y6, Y8
-	VPSRLW          $0x02, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+160(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   16(SP), Y10, Y8
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y7, Y10
+	VPSRLW          $0x02, Y6, Y11
+	VPTERNLOGD      $0xd8, Y2, Y11, Y10
 	VPERMB          164(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   20(SP), Y6, Y9
-	VPSRLW          $0x04, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+192(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   20(SP), Y10, Y9
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y7, Y10
+	VPSRLW          $0x04, Y6, Y11
+	VPTERNLOGD      $0xd8, Y2, Y11, Y10
 	VPERMB          196(CX), Y1, Y11
-	VPMADDUBSW      Y11, Y6, Y6
+	VPMADDUBSW      Y11, Y10, Y10
 	VPMADDUBSW      Y11, Y3, Y11
-	VPSUBW          Y11, Y6, Y6
-	VPDPWSSD.BCST   24(SP), Y6, Y8
-	VPSRLW          $0x06, Y10, Y6
-	VPANDD          Y2, Y6, Y6
-	VPTESTMB        runbits<>+224(SB), Y7, K1
-	VPADDB          Y3, Y6, K1, Y6
-	VPERMB          228(CX), Y1, Y7
-	VPMADDUBSW      Y7, Y6, Y6
-	VPMADDUBSW      Y7, Y3, Y7
-	VPSUBW          Y7, Y6, Y6
-	VPDPWSSD.BCST   28(SP), Y6, Y9
+	VPSUBW          Y11, Y10, Y10
+	VPDPWSSD.BCST   24(SP), Y10, Y8
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y7, Y7
+	VPSRLW          $0x06, Y6, Y6
+	VPTERNLOGD      $0xd8, Y2, Y6, Y7
+	VPERMB          228(CX), Y1, Y6
+	VPMADDUBSW      Y6, Y7, Y7
+	VPMADDUBSW      Y6, Y3, Y6
+	VPSUBW          Y6, Y7, Y7
+	VPDPWSSD.BCST   28(SP), Y7, Y9
 	VPADDD          Y9, Y8, Y8
 	VCVTDQ2PS       Y8, Y6
 	VMULSS          (CX), X5, X5
@@ -16725,8 +18261,88 @@ DATA xpermb32<>+24(SB)/4, $0x1e160e06
 DATA xpermb32<>+28(SB)/4, $0x1f170f07
 GLOBL xpermb32<>(SB), RODATA|NOPTR, $32
 
+DATA lrq3hbit0<>+0(SB)/4, $0x00000000
+DATA lrq3hbit0<>+4(SB)/4, $0x00000100
+DATA lrq3hbit0<>+8(SB)/4, $0x00000000
+DATA lrq3hbit0<>+12(SB)/4, $0x00000100
+DATA lrq3hbit0<>+16(SB)/4, $0x00000000
+DATA lrq3hbit0<>+20(SB)/4, $0x00000100
+DATA lrq3hbit0<>+24(SB)/4, $0x00000000
+DATA lrq3hbit0<>+28(SB)/4, $0x00000100
+GLOBL lrq3hbit0<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit1<>+0(SB)/4, $0x00000000
+DATA lrq3hbit1<>+4(SB)/4, $0x00000200
+DATA lrq3hbit1<>+8(SB)/4, $0x00000000
+DATA lrq3hbit1<>+12(SB)/4, $0x00000200
+DATA lrq3hbit1<>+16(SB)/4, $0x00000000
+DATA lrq3hbit1<>+20(SB)/4, $0x00000200
+DATA lrq3hbit1<>+24(SB)/4, $0x00000000
+DATA lrq3hbit1<>+28(SB)/4, $0x00000200
+GLOBL lrq3hbit1<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit2<>+0(SB)/4, $0x00000000
+DATA lrq3hbit2<>+4(SB)/4, $0x00000400
+DATA lrq3hbit2<>+8(SB)/4, $0x00000000
+DATA lrq3hbit2<>+12(SB)/4, $0x00000400
+DATA lrq3hbit2<>+16(SB)/4, $0x00000000
+DATA lrq3hbit2<>+20(SB)/4, $0x00000400
+DATA lrq3hbit2<>+24(SB)/4, $0x00000000
+DATA lrq3hbit2<>+28(SB)/4, $0x00000400
+GLOBL lrq3hbit2<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit3<>+0(SB)/4, $0x00000000
+DATA lrq3hbit3<>+4(SB)/4, $0x00000800
+DATA lrq3hbit3<>+8(SB)/4, $0x00000000
+DATA lrq3hbit3<>+12(SB)/4, $0x00000800
+DATA lrq3hbit3<>+16(SB)/4, $0x00000000
+DATA lrq3hbit3<>+20(SB)/4, $0x00000800
+DATA lrq3hbit3<>+24(SB)/4, $0x00000000
+DATA lrq3hbit3<>+28(SB)/4, $0x00000800
+GLOBL lrq3hbit3<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit4<>+0(SB)/4, $0x00000000
+DATA lrq3hbit4<>+4(SB)/4, $0x00001000
+DATA lrq3hbit4<>+8(SB)/4, $0x00000000
+DATA lrq3hbit4<>+12(SB)/4, $0x00001000
+DATA lrq3hbit4<>+16(SB)/4, $0x00000000
+DATA lrq3hbit4<>+20(SB)/4, $0x00001000
+DATA lrq3hbit4<>+24(SB)/4, $0x00000000
+DATA lrq3hbit4<>+28(SB)/4, $0x00001000
+GLOBL lrq3hbit4<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit5<>+0(SB)/4, $0x00000000
+DATA lrq3hbit5<>+4(SB)/4, $0x00002000
+DATA lrq3hbit5<>+8(SB)/4, $0x00000000
+DATA lrq3hbit5<>+12(SB)/4, $0x00002000
+DATA lrq3hbit5<>+16(SB)/4, $0x00000000
+DATA lrq3hbit5<>+20(SB)/4, $0x00002000
+DATA lrq3hbit5<>+24(SB)/4, $0x00000000
+DATA lrq3hbit5<>+28(SB)/4, $0x00002000
+GLOBL lrq3hbit5<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit6<>+0(SB)/4, $0x00000000
+DATA lrq3hbit6<>+4(SB)/4, $0x00004000
+DATA lrq3hbit6<>+8(SB)/4, $0x00000000
+DATA lrq3hbit6<>+12(SB)/4, $0x00004000
+DATA lrq3hbit6<>+16(SB)/4, $0x00000000
+DATA lrq3hbit6<>+20(SB)/4, $0x00004000
+DATA lrq3hbit6<>+24(SB)/4, $0x00000000
+DATA lrq3hbit6<>+28(SB)/4, $0x00004000
+GLOBL lrq3hbit6<>(SB), RODATA|NOPTR, $32
+
+DATA lrq3hbit7<>+0(SB)/4, $0x00000000
+DATA lrq3hbit7<>+4(SB)/4, $0x00008000
+DATA lrq3hbit7<>+8(SB)/4, $0x00000000
+DATA lrq3hbit7<>+12(SB)/4, $0x00008000
+DATA lrq3hbit7<>+16(SB)/4, $0x00000000
+DATA lrq3hbit7<>+20(SB)/4, $0x00008000
+DATA lrq3hbit7<>+24(SB)/4, $0x00000000
+DATA lrq3hbit7<>+28(SB)/4, $0x00008000
+GLOBL lrq3hbit7<>(SB), RODATA|NOPTR, $32
+
 // func dotQ3KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI
 TEXT ·dotQ3KVBMIx4VNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -16760,36 +18376,33 @@ loopdotQ3KVBMIx4VNNI256:
 	VPSUBW          Y7, Y9, Y9
 	VPERMB          (AX), Y4, Y10
 	VMOVDQU64       Y9, (SP)
-	VPERMB          32(AX), Y4, Y11
-	VMOVDQA64       Y11, Y9
-	VPANDD          Y5, Y9, Y9
-	VPTESTMB        runbits<>+0(SB), Y10, K1
-	VPADDB          Y6, Y9, K1, Y9
+	VPERMB          32(AX), Y4, Y9
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y10, Y11
+	VPTERNLOGD      $0xd8, Y5, Y9, Y11
 	VPBROADCASTD    (SP), Y12
 	VPERMB          4(CX), Y4, Y14
-	VPMADDUBSW      Y14, Y9, Y13
+	VPMADDUBSW      Y14, Y11, Y13
 	VPMADDUBSW      Y14, Y6, Y14
 	VPSUBW          Y14, Y13, Y13
 	VPMADDWD        Y12, Y13, Y13
 	VPERMB          4(CX)(BX*1), Y4, Y15
-	VPMADDUBSW      Y15, Y9, Y14
+	VPMADDUBSW      Y15, Y11, Y14
 	VPMADDUBSW      Y15, Y6, Y15
 	VPSUBW          Y15, Y14, Y14
 	VPMADDWD        Y12, Y14, Y14
 	VPERMB          4(CX)(BX*2), Y4, Y16
-	VPMADDUBSW      Y16, Y9, Y15
+	VPMADDUBSW      Y16, Y11, Y15
 	VPMADDUBSW      Y16, Y6, Y16
 	VPSUBW          Y16, Y15, Y15
 	VPMADDWD        Y12, Y15, Y15
 	VPERMB          4(CX)(SI*1), Y4, Y16
-	VPMADDUBSW      Y16, Y9, Y9
+	VPMADDUBSW      Y16, Y11, Y11
 	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y9, Y9
-	VPMADDWD        Y12, Y9, Y9
-	VPSRLW          $0x02, Y11, Y12
-	VPANDD          Y5, Y12, Y12
-	VPTESTMB        runbits<>+32(SB), Y10, K1
-	VPADDB          Y6, Y12, K1, Y12
+	VPSUBW          Y16, Y11, Y11
+	VPMADDWD        Y12, Y11, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y10, Y12
+	VPSRLW          $0x02, Y9, Y16
+	VPTERNLOGD      $0xd8, Y5, Y16, Y12
 	VPBROADCASTD    4(SP), Y16
 	VPERMB          36(CX), Y4, Y18
 	VPMADDUBSW      Y18, Y12, Y17
@@ -16810,11 +18423,10 @@ loopdotQ3KVBMIx4VNNI256:
 	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y12, Y12
-	VPDPWSSD        Y16, Y12, Y9
-	VPSRLW          $0x04, Y11, Y12
-	VPANDD          Y5, Y12, Y12
-	VPTESTMB        runbits<>+64(SB), Y10, K1
-	VPADDB          Y6, Y12, K1, Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y10, Y12
+	VPSRLW          $0x04, Y9, Y16
+	VPTERNLOGD      $0xd8, Y5, Y16, Y12
 	VPBROADCASTD    8(SP), Y16
 	VPERMB          68(CX), Y4, Y18
 	VPMADDUBSW      Y18, Y12, Y17
@@ -16835,149 +18447,143 @@ loopdotQ3KVBMIx4VNNI256:
 	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y12, Y12
-	VPDPWSSD        Y16, Y12, Y9
-	VPSRLW          $0x06, Y11, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+96(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    12(SP), Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y10, Y12
+	VPSRLW          $0x06, Y9, Y9
+	VPTERNLOGD      $0xd8, Y5, Y9, Y12
+	VPBROADCASTD    12(SP), Y9
 	VPERMB          100(CX), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y12, Y16
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y16, Y16
-	VPDPWSSD        Y12, Y16, Y13
+	VPDPWSSD        Y9, Y16, Y13
 	VPERMB          100(CX)(BX*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y12, Y16
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y16, Y16
-	VPDPWSSD        Y12, Y16, Y14
+	VPDPWSSD        Y9, Y16, Y14
 	VPERMB          100(CX)(BX*2), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y16
+	VPMADDUBSW      Y17, Y12, Y16
 	VPMADDUBSW      Y17, Y6, Y17
 	VPSUBW          Y17, Y16, Y16
-	VPDPWSSD        Y12, Y16, Y15
+	VPDPWSSD        Y9, Y16, Y15
 	VPERMB          100(CX)(SI*1), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y11
+	VPMADDUBSW      Y16, Y12, Y12
 	VPMADDUBSW      Y16, Y6, Y16
-	VPSUBW          Y16, Y11, Y11
-	VPDPWSSD        Y12, Y11, Y9
-	VPERMB          64(AX), Y4, Y12
-	VMOVDQA64       Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+128(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
+	VPSUBW          Y16, Y12, Y12
+	VPDPWSSD        Y9, Y12, Y11
+	VPERMB          64(AX), Y4, Y9
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y10, Y12
+	VPTERNLOGD      $0xd8, Y5, Y9, Y12
 	VPBROADCASTD    16(SP), Y16
 	VPERMB          132(CX), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y13
 	VPERMB          132(CX)(BX*1), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y14
 	VPERMB          132(CX)(BX*2), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          132(CX)(SI*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x02, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+160(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y10, Y12
+	VPSRLW          $0x02, Y9, Y16
+	VPTERNLOGD      $0xd8, Y5, Y16, Y12
 	VPBROADCASTD    20(SP), Y16
 	VPERMB          164(CX), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y13
 	VPERMB          164(CX)(BX*1), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y14
 	VPERMB          164(CX)(BX*2), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          164(CX)(SI*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x04, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+192(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y10, Y12
+	VPSRLW          $0x04, Y9, Y16
+	VPTERNLOGD      $0xd8, Y5, Y16, Y12
 	VPBROADCASTD    24(SP), Y16
 	VPERMB          196(CX), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y13
 	VPERMB          196(CX)(BX*1), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y14
 	VPERMB          196(CX)(BX*2), Y4, Y18
-	VPMADDUBSW      Y18, Y11, Y17
+	VPMADDUBSW      Y18, Y12, Y17
 	VPMADDUBSW      Y18, Y6, Y18
 	VPSUBW          Y18, Y17, Y17
 	VPDPWSSD        Y16, Y17, Y15
 	VPERMB          196(CX)(SI*1), Y4, Y17
-	VPMADDUBSW      Y17, Y11, Y11
+	VPMADDUBSW      Y17, Y12, Y12
 	VPMADDUBSW      Y17, Y6, Y17
-	VPSUBW          Y17, Y11, Y11
-	VPDPWSSD        Y16, Y11, Y9
-	VPSRLW          $0x06, Y12, Y11
-	VPANDD          Y5, Y11, Y11
-	VPTESTMB        runbits<>+224(SB), Y10, K1
-	VPADDB          Y6, Y11, K1, Y11
-	VPBROADCASTD    28(SP), Y10
+	VPSUBW          Y17, Y12, Y12
+	VPDPWSSD        Y16, Y12, Y11
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y10, Y10
+	VPSRLW          $0x06, Y9, Y9
+	VPTERNLOGD      $0xd8, Y5, Y9, Y10
+	VPBROADCASTD    28(SP), Y9
 	VPERMB          228(CX), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y10, Y12
 	VPMADDUBSW      Y16, Y6, Y16
 	VPSUBW          Y16, Y12, Y12
-	VPDPWSSD        Y10, Y12, Y13
+	VPDPWSSD        Y9, Y12, Y13
 	VPERMB          228(CX)(BX*1), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y10, Y12
 	VPMADDUBSW      Y16, Y6, Y16
 	VPSUBW          Y16, Y12, Y12
-	VPDPWSSD        Y10, Y12, Y14
+	VPDPWSSD        Y9, Y12, Y14
 	VPERMB          228(CX)(BX*2), Y4, Y16
-	VPMADDUBSW      Y16, Y11, Y12
+	VPMADDUBSW      Y16, Y10, Y12
 	VPMADDUBSW      Y16, Y6, Y16
 	VPSUBW          Y16, Y12, Y12
-	VPDPWSSD        Y10, Y12, Y15
+	VPDPWSSD        Y9, Y12, Y15
 	VPERMB          228(CX)(SI*1), Y4, Y12
-	VPMADDUBSW      Y12, Y11, Y11
+	VPMADDUBSW      Y12, Y10, Y10
 	VPMADDUBSW      Y12, Y6, Y12
-	VPSUBW          Y12, Y11, Y11
-	VPDPWSSD        Y10, Y11, Y9
-	VCVTDQ2PS       Y13, Y10
-	VMULSS          (CX), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y0, Y0
-	VCVTDQ2PS       Y14, Y10
-	VMULSS          (CX)(BX*1), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y1, Y1
-	VCVTDQ2PS       Y15, Y10
-	VMULSS          (CX)(BX*2), X8, X11
-	VBROADCASTSS    X11, Y11
-	VMULPS          Y11, Y10, Y10
-	VADDPS          Y10, Y2, Y2
-	VCVTDQ2PS       Y9, Y9
+	VPSUBW          Y12, Y10, Y10
+	VPDPWSSD        Y9, Y10, Y11
+	VCVTDQ2PS       Y13, Y9
+	VMULSS          (CX), X8, X10
+	VBROADCASTSS    X10, Y10
+	VMULPS          Y10, Y9, Y9
+	VADDPS          Y9, Y0, Y0
+	VCVTDQ2PS       Y14, Y9
+	VMULSS          (CX)(BX*1), X8, X10
+	VBROADCASTSS    X10, Y10
+	VMULPS          Y10, Y9, Y9
+	VADDPS          Y9, Y1, Y1
+	VCVTDQ2PS       Y15, Y9
+	VMULSS          (CX)(BX*2), X8, X10
+	VBROADCASTSS    X10, Y10
+	VMULPS          Y10, Y9, Y9
+	VADDPS          Y9, Y2, Y2
+	VCVTDQ2PS       Y11, Y9
 	VMULSS          (CX)(SI*1), X8, X8
 	VBROADCASTSS    X8, Y8
 	VMULPS          Y8, Y9, Y9
@@ -17057,7 +18663,7 @@ donedotQ3KVBMIx4VNNI256:
 	RET
 
 // func dotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, SSE
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $32-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -17074,97 +18680,252 @@ TEXT ·dotQ3KPVBMIVNNI256(SB), NOSPLIT, $32-28
 	VPBROADCASTD c32_00000007<>+0(SB), Y9
 	VPBROADCASTD c32_03030303<>+0(SB), Y10
 	VPBROADCASTD c32_04040404<>+0(SB), Y11
-	VPBROADCASTD c32_00200020<>+0(SB), Y12
+	VPBROADCASTD c32_00200020<>+0(SB), Y11
 	TESTQ        DX, DX
 	JZ           donedotQ3KPVBMIVNNI256
 
+lrpairdotQ3KPVBMIVNNI256:
+	CMPQ            DX, $0x02
+	JB              lrpaireddotQ3KPVBMIVNNI256
+	LEAQ            110(AX), BX
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Y13
+	VPSHUFB         q3a_y<>+0(SB), Y13, Y14
+	VPSRLVD         q3ash_y<>+0(SB), Y14, Y14
+	VPANDD          q3am_y<>+0(SB), Y14, Y14
+	VPSHUFB         q3t_y<>+0(SB), Y13, Y13
+	VPSLLVD         q3tl_y<>+0(SB), Y13, Y13
+	VPSRLVD         q3tr_y<>+0(SB), Y13, Y13
+	VPANDD          q3tm_y<>+0(SB), Y13, Y13
+	VPORD           Y13, Y14, Y14
+	VPMOVZXBW       X14, Y13
+	VPSUBW          Y11, Y13, Y13
+	VPERMB          (AX), Y1, Y14
+	VPBROADCASTW    108(BX), X15
+	VCVTPH2PS       X15, X15
+	VBROADCASTI32X4 94(BX), Y16
+	VPSHUFB         q3a_y<>+0(SB), Y16, Y17
+	VPSRLVD         q3ash_y<>+0(SB), Y17, Y17
+	VPANDD          q3am_y<>+0(SB), Y17, Y17
+	VPSHUFB         q3t_y<>+0(SB), Y16, Y16
+	VPSLLVD         q3tl_y<>+0(SB), Y16, Y16
+	VPSRLVD         q3tr_y<>+0(SB), Y16, Y16
+	VPANDD          q3tm_y<>+0(SB), Y16, Y16
+	VPORD           Y16, Y17, Y17
+	VPMOVZXBW       X17, Y16
+	VPSUBW          Y11, Y16, Y16
+	VPERMB          (BX), Y1, Y17
+	VPERMB          32(AX), Y1, Y18
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y14, Y19
+	VPTERNLOGD      $0xd8, Y10, Y18, Y19
+	VPERMD          Y13, Y2, Y20
+	VPMADDUBSW      (CX), Y19, Y19
+	VPSUBW          256(CX), Y19, Y19
+	VPMADDWD        Y20, Y19, Y19
+	VPERMB          32(BX), Y1, Y20
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y17, Y21
+	VPTERNLOGD      $0xd8, Y10, Y20, Y21
+	VPERMD          Y16, Y2, Y22
+	VPMADDUBSW      576(CX), Y21, Y21
+	VPSUBW          832(CX), Y21, Y21
+	VPMADDWD        Y22, Y21, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y14, Y22
+	VPSRLW          $0x02, Y18, Y23
+	VPTERNLOGD      $0xd8, Y10, Y23, Y22
+	VPERMD          Y13, Y3, Y23
+	VPMADDUBSW      32(CX), Y22, Y22
+	VPSUBW          288(CX), Y22, Y22
+	VPMADDWD        Y23, Y22, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y17, Y23
+	VPSRLW          $0x02, Y20, Y24
+	VPTERNLOGD      $0xd8, Y10, Y24, Y23
+	VPERMD          Y16, Y3, Y24
+	VPMADDUBSW      608(CX), Y23, Y23
+	VPSUBW          864(CX), Y23, Y23
+	VPMADDWD        Y24, Y23, Y23
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y14, Y24
+	VPSRLW          $0x04, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y4, Y25
+	VPMADDUBSW      64(CX), Y24, Y24
+	VPSUBW          320(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y19
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y17, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y4, Y25
+	VPMADDUBSW      640(CX), Y24, Y24
+	VPSUBW          896(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y14, Y24
+	VPSRLW          $0x06, Y18, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y24
+	VPERMD          Y13, Y5, Y18
+	VPMADDUBSW      96(CX), Y24, Y24
+	VPSUBW          352(CX), Y24, Y24
+	VPDPWSSD        Y18, Y24, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y17, Y18
+	VPSRLW          $0x06, Y20, Y20
+	VPTERNLOGD      $0xd8, Y10, Y20, Y18
+	VPERMD          Y16, Y5, Y20
+	VPMADDUBSW      672(CX), Y18, Y18
+	VPSUBW          928(CX), Y18, Y18
+	VPDPWSSD        Y20, Y18, Y23
+	VPERMB          64(AX), Y1, Y18
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y14, Y20
+	VPTERNLOGD      $0xd8, Y10, Y18, Y20
+	VPERMD          Y13, Y6, Y24
+	VPMADDUBSW      128(CX), Y20, Y20
+	VPSUBW          384(CX), Y20, Y20
+	VPDPWSSD        Y24, Y20, Y19
+	VPERMB          64(BX), Y1, Y20
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y17, Y24
+	VPTERNLOGD      $0xd8, Y10, Y20, Y24
+	VPERMD          Y16, Y6, Y25
+	VPMADDUBSW      704(CX), Y24, Y24
+	VPSUBW          960(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y14, Y24
+	VPSRLW          $0x02, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y7, Y25
+	VPMADDUBSW      160(CX), Y24, Y24
+	VPSUBW          416(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y17, Y24
+	VPSRLW          $0x02, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y7, Y25
+	VPMADDUBSW      736(CX), Y24, Y24
+	VPSUBW          992(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y23
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y14, Y24
+	VPSRLW          $0x04, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y8, Y25
+	VPMADDUBSW      192(CX), Y24, Y24
+	VPSUBW          448(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y19
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y17, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y8, Y25
+	VPMADDUBSW      768(CX), Y24, Y24
+	VPSUBW          1024(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y14, Y14
+	VPSRLW          $0x06, Y18, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y14
+	VPERMD          Y13, Y9, Y13
+	VPMADDUBSW      224(CX), Y14, Y14
+	VPSUBW          480(CX), Y14, Y14
+	VPDPWSSD        Y13, Y14, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y17, Y13
+	VPSRLW          $0x06, Y20, Y14
+	VPTERNLOGD      $0xd8, Y10, Y14, Y13
+	VPERMD          Y16, Y9, Y14
+	VPMADDUBSW      800(CX), Y13, Y13
+	VPSUBW          1056(CX), Y13, Y13
+	VPDPWSSD        Y14, Y13, Y23
+	VPADDD          Y22, Y19, Y19
+	VCVTDQ2PS       Y19, Y13
+	VMULSS          512(CX), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	VPADDD          Y23, Y21, Y21
+	VCVTDQ2PS       Y21, Y12
+	VMULSS          1088(CX), X15, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y12, Y12
+	VADDPS          Y12, Y0, Y0
+	ADDQ            $0x000000dc, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	JMP             lrpairdotQ3KPVBMIVNNI256
+
+lrpaireddotQ3KPVBMIVNNI256:
+	TESTQ DX, DX
+	JZ    donedotQ3KPVBMIVNNI256
+
 loopdotQ3KPVBMIVNNI256:
-	VPBROADCASTW    108(AX), X13
-	VCVTPH2PS       X13, X13
-	VBROADCASTI32X4 94(AX), Y14
-	VPSHUFB         q3a_y<>+0(SB), Y14, Y15
-	VPSRLVD         q3ash_y<>+0(SB), Y15, Y15
-	VPANDD          q3am_y<>+0(SB), Y15, Y15
-	VPSHUFB         q3t_y<>+0(SB), Y14, Y14
-	VPSLLVD         q3tl_y<>+0(SB), Y14, Y14
-	VPSRLVD         q3tr_y<>+0(SB), Y14, Y14
-	VPANDD          q3tm_y<>+0(SB), Y14, Y14
-	VPORD           Y14, Y15, Y15
-	VPMOVZXBW       X15, Y14
-	VPSUBW          Y12, Y14, Y14
-	VPERMB          (AX), Y1, Y15
-	VPERMB          32(AX), Y1, Y17
-	VMOVDQA64       Y17, Y16
-	VPANDD          Y10, Y16, Y16
-	VPTESTMB        runbits<>+0(SB), Y15, K1
-	VPADDB          Y11, Y16, K1, Y16
-	VPERMD          Y14, Y2, Y18
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Y13
+	VPSHUFB         q3a_y<>+0(SB), Y13, Y14
+	VPSRLVD         q3ash_y<>+0(SB), Y14, Y14
+	VPANDD          q3am_y<>+0(SB), Y14, Y14
+	VPSHUFB         q3t_y<>+0(SB), Y13, Y13
+	VPSLLVD         q3tl_y<>+0(SB), Y13, Y13
+	VPSRLVD         q3tr_y<>+0(SB), Y13, Y13
+	VPANDD          q3tm_y<>+0(SB), Y13, Y13
+	VPORD           Y13, Y14, Y14
+	VPMOVZXBW       X14, Y13
+	VPSUBW          Y11, Y13, Y13
+	VPERMB          (AX), Y1, Y14
+	VPERMB          32(AX), Y1, Y15
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y14, Y16
+	VPTERNLOGD      $0xd8, Y10, Y15, Y16
+	VPERMD          Y13, Y2, Y17
 	VPMADDUBSW      (CX), Y16, Y16
 	VPSUBW          256(CX), Y16, Y16
-	VPMADDWD        Y18, Y16, Y16
-	VPSRLW          $0x02, Y17, Y18
-	VPANDD          Y10, Y18, Y18
-	VPTESTMB        runbits<>+32(SB), Y15, K1
-	VPADDB          Y11, Y18, K1, Y18
-	VPERMD          Y14, Y3, Y19
-	VPMADDUBSW      32(CX), Y18, Y18
-	VPSUBW          288(CX), Y18, Y18
-	VPMADDWD        Y19, Y18, Y18
-	VPSRLW          $0x04, Y17, Y19
-	VPANDD          Y10, Y19, Y19
-	VPTESTMB        runbits<>+64(SB), Y15, K1
-	VPADDB          Y11, Y19, K1, Y19
-	VPERMD          Y14, Y4, Y20
-	VPMADDUBSW      64(CX), Y19, Y19
-	VPSUBW          320(CX), Y19, Y19
-	VPDPWSSD        Y20, Y19, Y16
-	VPSRLW          $0x06, Y17, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+96(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y5, Y19
-	VPMADDUBSW      96(CX), Y17, Y17
-	VPSUBW          352(CX), Y17, Y17
-	VPDPWSSD        Y19, Y17, Y18
-	VPERMB          64(AX), Y1, Y19
-	VMOVDQA64       Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+128(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y6, Y20
-	VPMADDUBSW      128(CX), Y17, Y17
-	VPSUBW          384(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x02, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+160(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y7, Y20
-	VPMADDUBSW      160(CX), Y17, Y17
-	VPSUBW          416(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y18
-	VPSRLW          $0x04, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+192(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y8, Y20
-	VPMADDUBSW      192(CX), Y17, Y17
-	VPSUBW          448(CX), Y17, Y17
-	VPDPWSSD        Y20, Y17, Y16
-	VPSRLW          $0x06, Y19, Y17
-	VPANDD          Y10, Y17, Y17
-	VPTESTMB        runbits<>+224(SB), Y15, K1
-	VPADDB          Y11, Y17, K1, Y17
-	VPERMD          Y14, Y9, Y14
-	VPMADDUBSW      224(CX), Y17, Y15
-	VPSUBW          480(CX), Y15, Y15
-	VPDPWSSD        Y14, Y15, Y18
-	VPADDD          Y18, Y16, Y16
-	VCVTDQ2PS       Y16, Y14
-	VMULSS          512(CX), X13, X13
-	VBROADCASTSS    X13, Y13
-	VMULPS          Y13, Y14, Y14
-	VADDPS          Y14, Y0, Y0
+	VPMADDWD        Y17, Y16, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y14, Y17
+	VPSRLW          $0x02, Y15, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y17
+	VPERMD          Y13, Y3, Y18
+	VPMADDUBSW      32(CX), Y17, Y17
+	VPSUBW          288(CX), Y17, Y17
+	VPMADDWD        Y18, Y17, Y17
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y14, Y18
+	VPSRLW          $0x04, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y4, Y19
+	VPMADDUBSW      64(CX), Y18, Y18
+	VPSUBW          320(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y14, Y18
+	VPSRLW          $0x06, Y15, Y15
+	VPTERNLOGD      $0xd8, Y10, Y15, Y18
+	VPERMD          Y13, Y5, Y15
+	VPMADDUBSW      96(CX), Y18, Y18
+	VPSUBW          352(CX), Y18, Y18
+	VPDPWSSD        Y15, Y18, Y17
+	VPERMB          64(AX), Y1, Y15
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y14, Y18
+	VPTERNLOGD      $0xd8, Y10, Y15, Y18
+	VPERMD          Y13, Y6, Y19
+	VPMADDUBSW      128(CX), Y18, Y18
+	VPSUBW          384(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y14, Y18
+	VPSRLW          $0x02, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y7, Y19
+	VPMADDUBSW      160(CX), Y18, Y18
+	VPSUBW          416(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y17
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y14, Y18
+	VPSRLW          $0x04, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y8, Y19
+	VPMADDUBSW      192(CX), Y18, Y18
+	VPSUBW          448(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y14, Y14
+	VPSRLW          $0x06, Y15, Y15
+	VPTERNLOGD      $0xd8, Y10, Y15, Y14
+	VPERMD          Y13, Y9, Y13
+	VPMADDUBSW      224(CX), Y14, Y14
+	VPSUBW          480(CX), Y14, Y14
+	VPDPWSSD        Y13, Y14, Y17
+	VPADDD          Y17, Y16, Y16
+	VCVTDQ2PS       Y16, Y13
+	VMULSS          512(CX), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y0, Y0
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00000240, CX
 	DECQ            DX
@@ -17187,6 +18948,297 @@ donedotQ3KPVBMIVNNI256:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, MMX+
+TEXT ·lrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_03030303<>+0(SB), Y10
+	VPBROADCASTD c32_04040404<>+0(SB), Y11
+	VPBROADCASTD c32_00200020<>+0(SB), Y11
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ3KPVBMITVNNI256
+
+lrpairlrDotQ3KPVBMITVNNI256:
+	CMPQ            DX, $0x02
+	JB              lrpairedlrDotQ3KPVBMITVNNI256
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT1      128(BX)
+	PREFETCHT1      192(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	PREFETCHT0      348(AX)
+	PREFETCHT0      412(AX)
+	ADDQ            $0x000000dc, BX
+	LEAQ            110(AX), SI
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Y13
+	VPSHUFB         q3a_y<>+0(SB), Y13, Y14
+	VPSRLVD         q3ash_y<>+0(SB), Y14, Y14
+	VPANDD          q3am_y<>+0(SB), Y14, Y14
+	VPSHUFB         q3t_y<>+0(SB), Y13, Y13
+	VPSLLVD         q3tl_y<>+0(SB), Y13, Y13
+	VPSRLVD         q3tr_y<>+0(SB), Y13, Y13
+	VPANDD          q3tm_y<>+0(SB), Y13, Y13
+	VPORD           Y13, Y14, Y14
+	VPMOVZXBW       X14, Y13
+	VPSUBW          Y11, Y13, Y13
+	VPERMB          (AX), Y1, Y14
+	VPBROADCASTW    108(SI), X15
+	VCVTPH2PS       X15, X15
+	VBROADCASTI32X4 94(SI), Y16
+	VPSHUFB         q3a_y<>+0(SB), Y16, Y17
+	VPSRLVD         q3ash_y<>+0(SB), Y17, Y17
+	VPANDD          q3am_y<>+0(SB), Y17, Y17
+	VPSHUFB         q3t_y<>+0(SB), Y16, Y16
+	VPSLLVD         q3tl_y<>+0(SB), Y16, Y16
+	VPSRLVD         q3tr_y<>+0(SB), Y16, Y16
+	VPANDD          q3tm_y<>+0(SB), Y16, Y16
+	VPORD           Y16, Y17, Y17
+	VPMOVZXBW       X17, Y16
+	VPSUBW          Y11, Y16, Y16
+	VPERMB          (SI), Y1, Y17
+	VPERMB          32(AX), Y1, Y18
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y14, Y19
+	VPTERNLOGD      $0xd8, Y10, Y18, Y19
+	VPERMD          Y13, Y2, Y20
+	VPMADDUBSW      (CX), Y19, Y19
+	VPSUBW          256(CX), Y19, Y19
+	VPMADDWD        Y20, Y19, Y19
+	VPERMB          32(SI), Y1, Y20
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y17, Y21
+	VPTERNLOGD      $0xd8, Y10, Y20, Y21
+	VPERMD          Y16, Y2, Y22
+	VPMADDUBSW      576(CX), Y21, Y21
+	VPSUBW          832(CX), Y21, Y21
+	VPMADDWD        Y22, Y21, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y14, Y22
+	VPSRLW          $0x02, Y18, Y23
+	VPTERNLOGD      $0xd8, Y10, Y23, Y22
+	VPERMD          Y13, Y3, Y23
+	VPMADDUBSW      32(CX), Y22, Y22
+	VPSUBW          288(CX), Y22, Y22
+	VPMADDWD        Y23, Y22, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y17, Y23
+	VPSRLW          $0x02, Y20, Y24
+	VPTERNLOGD      $0xd8, Y10, Y24, Y23
+	VPERMD          Y16, Y3, Y24
+	VPMADDUBSW      608(CX), Y23, Y23
+	VPSUBW          864(CX), Y23, Y23
+	VPMADDWD        Y24, Y23, Y23
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y14, Y24
+	VPSRLW          $0x04, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y4, Y25
+	VPMADDUBSW      64(CX), Y24, Y24
+	VPSUBW          320(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y19
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y17, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y4, Y25
+	VPMADDUBSW      640(CX), Y24, Y24
+	VPSUBW          896(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y14, Y24
+	VPSRLW          $0x06, Y18, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y24
+	VPERMD          Y13, Y5, Y18
+	VPMADDUBSW      96(CX), Y24, Y24
+	VPSUBW          352(CX), Y24, Y24
+	VPDPWSSD        Y18, Y24, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y17, Y18
+	VPSRLW          $0x06, Y20, Y20
+	VPTERNLOGD      $0xd8, Y10, Y20, Y18
+	VPERMD          Y16, Y5, Y20
+	VPMADDUBSW      672(CX), Y18, Y18
+	VPSUBW          928(CX), Y18, Y18
+	VPDPWSSD        Y20, Y18, Y23
+	VPERMB          64(AX), Y1, Y18
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y14, Y20
+	VPTERNLOGD      $0xd8, Y10, Y18, Y20
+	VPERMD          Y13, Y6, Y24
+	VPMADDUBSW      128(CX), Y20, Y20
+	VPSUBW          384(CX), Y20, Y20
+	VPDPWSSD        Y24, Y20, Y19
+	VPERMB          64(SI), Y1, Y20
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y17, Y24
+	VPTERNLOGD      $0xd8, Y10, Y20, Y24
+	VPERMD          Y16, Y6, Y25
+	VPMADDUBSW      704(CX), Y24, Y24
+	VPSUBW          960(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y14, Y24
+	VPSRLW          $0x02, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y7, Y25
+	VPMADDUBSW      160(CX), Y24, Y24
+	VPSUBW          416(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y17, Y24
+	VPSRLW          $0x02, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y7, Y25
+	VPMADDUBSW      736(CX), Y24, Y24
+	VPSUBW          992(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y23
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y14, Y24
+	VPSRLW          $0x04, Y18, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y13, Y8, Y25
+	VPMADDUBSW      192(CX), Y24, Y24
+	VPSUBW          448(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y19
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y17, Y24
+	VPSRLW          $0x04, Y20, Y25
+	VPTERNLOGD      $0xd8, Y10, Y25, Y24
+	VPERMD          Y16, Y8, Y25
+	VPMADDUBSW      768(CX), Y24, Y24
+	VPSUBW          1024(CX), Y24, Y24
+	VPDPWSSD        Y25, Y24, Y21
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y14, Y14
+	VPSRLW          $0x06, Y18, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y14
+	VPERMD          Y13, Y9, Y13
+	VPMADDUBSW      224(CX), Y14, Y14
+	VPSUBW          480(CX), Y14, Y14
+	VPDPWSSD        Y13, Y14, Y22
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y17, Y13
+	VPSRLW          $0x06, Y20, Y14
+	VPTERNLOGD      $0xd8, Y10, Y14, Y13
+	VPERMD          Y16, Y9, Y14
+	VPMADDUBSW      800(CX), Y13, Y13
+	VPSUBW          1056(CX), Y13, Y13
+	VPDPWSSD        Y14, Y13, Y23
+	VPADDD          Y22, Y19, Y19
+	VCVTDQ2PS       Y19, Y13
+	VMULSS          512(CX), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	VPADDD          Y23, Y21, Y21
+	VCVTDQ2PS       Y21, Y12
+	VMULSS          1088(CX), X15, X13
+	VBROADCASTSS    X13, Y13
+	VMULPS          Y13, Y12, Y12
+	VADDPS          Y12, Y0, Y0
+	ADDQ            $0x000000dc, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	JMP             lrpairlrDotQ3KPVBMITVNNI256
+
+lrpairedlrDotQ3KPVBMITVNNI256:
+	TESTQ DX, DX
+	JZ    donelrDotQ3KPVBMITVNNI256
+
+looplrDotQ3KPVBMITVNNI256:
+	PREFETCHT1      (BX)
+	PREFETCHT1      64(BX)
+	PREFETCHT0      220(AX)
+	PREFETCHT0      284(AX)
+	ADDQ            $0x0000006e, BX
+	VPBROADCASTW    108(AX), X12
+	VCVTPH2PS       X12, X12
+	VBROADCASTI32X4 94(AX), Y13
+	VPSHUFB         q3a_y<>+0(SB), Y13, Y14
+	VPSRLVD         q3ash_y<>+0(SB), Y14, Y14
+	VPANDD          q3am_y<>+0(SB), Y14, Y14
+	VPSHUFB         q3t_y<>+0(SB), Y13, Y13
+	VPSLLVD         q3tl_y<>+0(SB), Y13, Y13
+	VPSRLVD         q3tr_y<>+0(SB), Y13, Y13
+	VPANDD          q3tm_y<>+0(SB), Y13, Y13
+	VPORD           Y13, Y14, Y14
+	VPMOVZXBW       X14, Y13
+	VPSUBW          Y11, Y13, Y13
+	VPERMB          (AX), Y1, Y14
+	VPERMB          32(AX), Y1, Y15
+	VGF2P8AFFINEQB  $0x00, lrq3hbit0<>+0(SB), Y14, Y16
+	VPTERNLOGD      $0xd8, Y10, Y15, Y16
+	VPERMD          Y13, Y2, Y17
+	VPMADDUBSW      (CX), Y16, Y16
+	VPSUBW          256(CX), Y16, Y16
+	VPMADDWD        Y17, Y16, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit1<>+0(SB), Y14, Y17
+	VPSRLW          $0x02, Y15, Y18
+	VPTERNLOGD      $0xd8, Y10, Y18, Y17
+	VPERMD          Y13, Y3, Y18
+	VPMADDUBSW      32(CX), Y17, Y17
+	VPSUBW          288(CX), Y17, Y17
+	VPMADDWD        Y18, Y17, Y17
+	VGF2P8AFFINEQB  $0x00, lrq3hbit2<>+0(SB), Y14, Y18
+	VPSRLW          $0x04, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y4, Y19
+	VPMADDUBSW      64(CX), Y18, Y18
+	VPSUBW          320(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit3<>+0(SB), Y14, Y18
+	VPSRLW          $0x06, Y15, Y15
+	VPTERNLOGD      $0xd8, Y10, Y15, Y18
+	VPERMD          Y13, Y5, Y15
+	VPMADDUBSW      96(CX), Y18, Y18
+	VPSUBW          352(CX), Y18, Y18
+	VPDPWSSD        Y15, Y18, Y17
+	VPERMB          64(AX), Y1, Y15
+	VGF2P8AFFINEQB  $0x00, lrq3hbit4<>+0(SB), Y14, Y18
+	VPTERNLOGD      $0xd8, Y10, Y15, Y18
+	VPERMD          Y13, Y6, Y19
+	VPMADDUBSW      128(CX), Y18, Y18
+	VPSUBW          384(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit5<>+0(SB), Y14, Y18
+	VPSRLW          $0x02, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y7, Y19
+	VPMADDUBSW      160(CX), Y18, Y18
+	VPSUBW          416(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y17
+	VGF2P8AFFINEQB  $0x00, lrq3hbit6<>+0(SB), Y14, Y18
+	VPSRLW          $0x04, Y15, Y19
+	VPTERNLOGD      $0xd8, Y10, Y19, Y18
+	VPERMD          Y13, Y8, Y19
+	VPMADDUBSW      192(CX), Y18, Y18
+	VPSUBW          448(CX), Y18, Y18
+	VPDPWSSD        Y19, Y18, Y16
+	VGF2P8AFFINEQB  $0x00, lrq3hbit7<>+0(SB), Y14, Y14
+	VPSRLW          $0x06, Y15, Y15
+	VPTERNLOGD      $0xd8, Y10, Y15, Y14
+	VPERMD          Y13, Y9, Y13
+	VPMADDUBSW      224(CX), Y14, Y14
+	VPSUBW          480(CX), Y14, Y14
+	VPDPWSSD        Y13, Y14, Y17
+	VPADDD          Y17, Y16, Y16
+	VCVTDQ2PS       Y16, Y13
+	VMULSS          512(CX), X12, X12
+	VBROADCASTSS    X12, Y12
+	VMULPS          Y12, Y13, Y13
+	VADDPS          Y13, Y0, Y0
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00000240, CX
+	DECQ            DX
+	JNZ             looplrDotQ3KPVBMITVNNI256
+
+donelrDotQ3KPVBMITVNNI256:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -17646,6 +19698,157 @@ TEXT ·dotQ6KPVBMIVNNI256(SB), NOSPLIT, $32-28
 	TESTQ        DX, DX
 	JZ           donedotQ6KPVBMIVNNI256
 
+lrpairdotQ6KPVBMIVNNI256:
+	CMPQ         DX, $0x02
+	JB           lrpaireddotQ6KPVBMIVNNI256
+	LEAQ         210(AX), BX
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPBROADCASTW 208(BX), X13
+	VCVTPH2PS    X13, X13
+	VPMOVSXBW    192(BX), Y14
+	VPERMB       (AX), Y1, Y16
+	VPERMB       32(AX), Y1, Y17
+	VPERMB       128(AX), Y1, Y15
+	VPANDD.BCST  c32_33333333<>+0(SB), Y15, Y18
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y15, Y19
+	VPSLLW       $0x04, Y18, Y15
+	VPTERNLOGD   $0xd8, Y10, Y16, Y15
+	VPERMD       Y12, Y2, Y20
+	VPMADDUBSW   (CX), Y15, Y15
+	VPSUBW       256(CX), Y15, Y15
+	VPMADDWD     Y20, Y15, Y15
+	VPERMB       (BX), Y1, Y21
+	VPERMB       32(BX), Y1, Y22
+	VPERMB       128(BX), Y1, Y20
+	VPANDD.BCST  c32_33333333<>+0(SB), Y20, Y23
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y20, Y24
+	VPSLLW       $0x04, Y23, Y20
+	VPTERNLOGD   $0xd8, Y10, Y21, Y20
+	VPERMD       Y14, Y2, Y25
+	VPMADDUBSW   576(CX), Y20, Y20
+	VPSUBW       832(CX), Y20, Y20
+	VPMADDWD     Y25, Y20, Y20
+	VPSLLW       $0x02, Y19, Y25
+	VPTERNLOGD   $0xd8, Y10, Y17, Y25
+	VPERMD       Y12, Y3, Y26
+	VPMADDUBSW   32(CX), Y25, Y25
+	VPSUBW       288(CX), Y25, Y25
+	VPMADDWD     Y26, Y25, Y25
+	VPSLLW       $0x02, Y24, Y26
+	VPTERNLOGD   $0xd8, Y10, Y22, Y26
+	VPERMD       Y14, Y3, Y27
+	VPMADDUBSW   608(CX), Y26, Y26
+	VPSUBW       864(CX), Y26, Y26
+	VPMADDWD     Y27, Y26, Y26
+	VPSRLW       $0x04, Y16, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y18
+	VPERMD       Y12, Y4, Y16
+	VPMADDUBSW   64(CX), Y18, Y18
+	VPSUBW       320(CX), Y18, Y18
+	VPDPWSSD     Y16, Y18, Y15
+	VPSRLW       $0x04, Y21, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y23
+	VPERMD       Y14, Y4, Y16
+	VPMADDUBSW   640(CX), Y23, Y18
+	VPSUBW       896(CX), Y18, Y18
+	VPDPWSSD     Y16, Y18, Y20
+	VPSRLW       $0x02, Y19, Y16
+	VPSRLW       $0x04, Y17, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y5, Y17
+	VPMADDUBSW   96(CX), Y16, Y16
+	VPSUBW       352(CX), Y16, Y16
+	VPDPWSSD     Y17, Y16, Y25
+	VPSRLW       $0x02, Y24, Y16
+	VPSRLW       $0x04, Y22, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y14, Y5, Y17
+	VPMADDUBSW   672(CX), Y16, Y16
+	VPSUBW       928(CX), Y16, Y16
+	VPDPWSSD     Y17, Y16, Y26
+	VPERMB       64(AX), Y1, Y17
+	VPERMB       96(AX), Y1, Y18
+	VPERMB       160(AX), Y1, Y16
+	VPANDD.BCST  c32_33333333<>+0(SB), Y16, Y19
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y16, Y21
+	VPSLLW       $0x04, Y19, Y16
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y6, Y22
+	VPMADDUBSW   128(CX), Y16, Y16
+	VPSUBW       384(CX), Y16, Y16
+	VPDPWSSD     Y22, Y16, Y15
+	VPERMB       64(BX), Y1, Y22
+	VPERMB       96(BX), Y1, Y23
+	VPERMB       160(BX), Y1, Y16
+	VPANDD.BCST  c32_33333333<>+0(SB), Y16, Y24
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y16, Y27
+	VPSLLW       $0x04, Y24, Y16
+	VPTERNLOGD   $0xd8, Y10, Y22, Y16
+	VPERMD       Y14, Y6, Y28
+	VPMADDUBSW   704(CX), Y16, Y16
+	VPSUBW       960(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y20
+	VPSLLW       $0x02, Y21, Y16
+	VPTERNLOGD   $0xd8, Y10, Y18, Y16
+	VPERMD       Y12, Y7, Y28
+	VPMADDUBSW   160(CX), Y16, Y16
+	VPSUBW       416(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y25
+	VPSLLW       $0x02, Y27, Y16
+	VPTERNLOGD   $0xd8, Y10, Y23, Y16
+	VPERMD       Y14, Y7, Y28
+	VPMADDUBSW   736(CX), Y16, Y16
+	VPSUBW       992(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y26
+	VPSRLW       $0x04, Y17, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y19
+	VPERMD       Y12, Y8, Y16
+	VPMADDUBSW   192(CX), Y19, Y17
+	VPSUBW       448(CX), Y17, Y17
+	VPDPWSSD     Y16, Y17, Y15
+	VPSRLW       $0x04, Y22, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y24
+	VPERMD       Y14, Y8, Y16
+	VPMADDUBSW   768(CX), Y24, Y17
+	VPSUBW       1024(CX), Y17, Y17
+	VPDPWSSD     Y16, Y17, Y20
+	VPSRLW       $0x02, Y21, Y16
+	VPSRLW       $0x04, Y18, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y16, Y16
+	VPSUBW       480(CX), Y16, Y16
+	VPDPWSSD     Y12, Y16, Y25
+	VPSRLW       $0x02, Y27, Y12
+	VPSRLW       $0x04, Y23, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y12
+	VPERMD       Y14, Y9, Y14
+	VPMADDUBSW   800(CX), Y12, Y12
+	VPSUBW       1056(CX), Y12, Y12
+	VPDPWSSD     Y14, Y12, Y26
+	VPADDD       Y25, Y15, Y15
+	VCVTDQ2PS    Y15, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	VPADDD       Y26, Y20, Y20
+	VCVTDQ2PS    Y20, Y11
+	VMULSS       1088(CX), X13, X12
+	VBROADCASTSS X12, Y12
+	VMULPS       Y12, Y11, Y11
+	VADDPS       Y11, Y0, Y0
+	ADDQ         $0x000001a4, AX
+	ADDQ         $0x00000480, CX
+	SUBQ         $0x02, DX
+	JMP          lrpairdotQ6KPVBMIVNNI256
+
+lrpaireddotQ6KPVBMIVNNI256:
+	TESTQ DX, DX
+	JZ    donedotQ6KPVBMIVNNI256
+
 loopdotQ6KPVBMIVNNI256:
 	VPBROADCASTW 208(AX), X11
 	VCVTPH2PS    X11, X11
@@ -17738,6 +19941,286 @@ donedotQ6KPVBMIVNNI256:
 	VPSHUFD       $0xff, X1, X0
 	VADDSS        X0, X2, X2
 	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·lrDotQ6KPVBMITVNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VPBROADCASTD c32_00000000<>+0(SB), Y2
+	VPBROADCASTD c32_00000001<>+0(SB), Y3
+	VPBROADCASTD c32_00000002<>+0(SB), Y4
+	VPBROADCASTD c32_00000003<>+0(SB), Y5
+	VPBROADCASTD c32_00000004<>+0(SB), Y6
+	VPBROADCASTD c32_00000005<>+0(SB), Y7
+	VPBROADCASTD c32_00000006<>+0(SB), Y8
+	VPBROADCASTD c32_00000007<>+0(SB), Y9
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y10
+	VPBROADCASTD c32_30303030<>+0(SB), Y11
+	VPBROADCASTD c32_20202020<>+0(SB), Y11
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           donelrDotQ6KPVBMITVNNI256
+
+lrpairlrDotQ6KPVBMITVNNI256:
+	CMPQ         DX, $0x02
+	JB           lrpairedlrDotQ6KPVBMITVNNI256
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   256(BX)
+	PREFETCHT1   320(BX)
+	PREFETCHT1   384(BX)
+	PREFETCHT0   420(AX)
+	PREFETCHT0   484(AX)
+	PREFETCHT0   548(AX)
+	PREFETCHT0   612(AX)
+	PREFETCHT0   676(AX)
+	PREFETCHT0   740(AX)
+	PREFETCHT0   804(AX)
+	ADDQ         $0x000001a4, BX
+	LEAQ         210(AX), SI
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPBROADCASTW 208(SI), X13
+	VCVTPH2PS    X13, X13
+	VPMOVSXBW    192(SI), Y14
+	VPERMB       (AX), Y1, Y16
+	VPERMB       32(AX), Y1, Y17
+	VPERMB       128(AX), Y1, Y15
+	VPANDD.BCST  c32_33333333<>+0(SB), Y15, Y18
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y15, Y19
+	VPSLLW       $0x04, Y18, Y15
+	VPTERNLOGD   $0xd8, Y10, Y16, Y15
+	VPERMD       Y12, Y2, Y20
+	VPMADDUBSW   (CX), Y15, Y15
+	VPSUBW       256(CX), Y15, Y15
+	VPMADDWD     Y20, Y15, Y15
+	VPERMB       (SI), Y1, Y21
+	VPERMB       32(SI), Y1, Y22
+	VPERMB       128(SI), Y1, Y20
+	VPANDD.BCST  c32_33333333<>+0(SB), Y20, Y23
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y20, Y24
+	VPSLLW       $0x04, Y23, Y20
+	VPTERNLOGD   $0xd8, Y10, Y21, Y20
+	VPERMD       Y14, Y2, Y25
+	VPMADDUBSW   576(CX), Y20, Y20
+	VPSUBW       832(CX), Y20, Y20
+	VPMADDWD     Y25, Y20, Y20
+	VPSLLW       $0x02, Y19, Y25
+	VPTERNLOGD   $0xd8, Y10, Y17, Y25
+	VPERMD       Y12, Y3, Y26
+	VPMADDUBSW   32(CX), Y25, Y25
+	VPSUBW       288(CX), Y25, Y25
+	VPMADDWD     Y26, Y25, Y25
+	VPSLLW       $0x02, Y24, Y26
+	VPTERNLOGD   $0xd8, Y10, Y22, Y26
+	VPERMD       Y14, Y3, Y27
+	VPMADDUBSW   608(CX), Y26, Y26
+	VPSUBW       864(CX), Y26, Y26
+	VPMADDWD     Y27, Y26, Y26
+	VPSRLW       $0x04, Y16, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y18
+	VPERMD       Y12, Y4, Y16
+	VPMADDUBSW   64(CX), Y18, Y18
+	VPSUBW       320(CX), Y18, Y18
+	VPDPWSSD     Y16, Y18, Y15
+	VPSRLW       $0x04, Y21, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y23
+	VPERMD       Y14, Y4, Y16
+	VPMADDUBSW   640(CX), Y23, Y18
+	VPSUBW       896(CX), Y18, Y18
+	VPDPWSSD     Y16, Y18, Y20
+	VPSRLW       $0x02, Y19, Y16
+	VPSRLW       $0x04, Y17, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y5, Y17
+	VPMADDUBSW   96(CX), Y16, Y16
+	VPSUBW       352(CX), Y16, Y16
+	VPDPWSSD     Y17, Y16, Y25
+	VPSRLW       $0x02, Y24, Y16
+	VPSRLW       $0x04, Y22, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y14, Y5, Y17
+	VPMADDUBSW   672(CX), Y16, Y16
+	VPSUBW       928(CX), Y16, Y16
+	VPDPWSSD     Y17, Y16, Y26
+	VPERMB       64(AX), Y1, Y17
+	VPERMB       96(AX), Y1, Y18
+	VPERMB       160(AX), Y1, Y16
+	VPANDD.BCST  c32_33333333<>+0(SB), Y16, Y19
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y16, Y21
+	VPSLLW       $0x04, Y19, Y16
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y6, Y22
+	VPMADDUBSW   128(CX), Y16, Y16
+	VPSUBW       384(CX), Y16, Y16
+	VPDPWSSD     Y22, Y16, Y15
+	VPERMB       64(SI), Y1, Y22
+	VPERMB       96(SI), Y1, Y23
+	VPERMB       160(SI), Y1, Y16
+	VPANDD.BCST  c32_33333333<>+0(SB), Y16, Y24
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y16, Y27
+	VPSLLW       $0x04, Y24, Y16
+	VPTERNLOGD   $0xd8, Y10, Y22, Y16
+	VPERMD       Y14, Y6, Y28
+	VPMADDUBSW   704(CX), Y16, Y16
+	VPSUBW       960(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y20
+	VPSLLW       $0x02, Y21, Y16
+	VPTERNLOGD   $0xd8, Y10, Y18, Y16
+	VPERMD       Y12, Y7, Y28
+	VPMADDUBSW   160(CX), Y16, Y16
+	VPSUBW       416(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y25
+	VPSLLW       $0x02, Y27, Y16
+	VPTERNLOGD   $0xd8, Y10, Y23, Y16
+	VPERMD       Y14, Y7, Y28
+	VPMADDUBSW   736(CX), Y16, Y16
+	VPSUBW       992(CX), Y16, Y16
+	VPDPWSSD     Y28, Y16, Y26
+	VPSRLW       $0x04, Y17, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y19
+	VPERMD       Y12, Y8, Y16
+	VPMADDUBSW   192(CX), Y19, Y17
+	VPSUBW       448(CX), Y17, Y17
+	VPDPWSSD     Y16, Y17, Y15
+	VPSRLW       $0x04, Y22, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y24
+	VPERMD       Y14, Y8, Y16
+	VPMADDUBSW   768(CX), Y24, Y17
+	VPSUBW       1024(CX), Y17, Y17
+	VPDPWSSD     Y16, Y17, Y20
+	VPSRLW       $0x02, Y21, Y16
+	VPSRLW       $0x04, Y18, Y17
+	VPTERNLOGD   $0xd8, Y10, Y17, Y16
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y16, Y16
+	VPSUBW       480(CX), Y16, Y16
+	VPDPWSSD     Y12, Y16, Y25
+	VPSRLW       $0x02, Y27, Y12
+	VPSRLW       $0x04, Y23, Y16
+	VPTERNLOGD   $0xd8, Y10, Y16, Y12
+	VPERMD       Y14, Y9, Y14
+	VPMADDUBSW   800(CX), Y12, Y12
+	VPSUBW       1056(CX), Y12, Y12
+	VPDPWSSD     Y14, Y12, Y26
+	VPADDD       Y25, Y15, Y15
+	VCVTDQ2PS    Y15, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	VPADDD       Y26, Y20, Y20
+	VCVTDQ2PS    Y20, Y11
+	VMULSS       1088(CX), X13, X12
+	VBROADCASTSS X12, Y12
+	VMULPS       Y12, Y11, Y11
+	VADDPS       Y11, Y0, Y0
+	ADDQ         $0x000001a4, AX
+	ADDQ         $0x00000480, CX
+	SUBQ         $0x02, DX
+	JMP          lrpairlrDotQ6KPVBMITVNNI256
+
+lrpairedlrDotQ6KPVBMITVNNI256:
+	TESTQ DX, DX
+	JZ    donelrDotQ6KPVBMITVNNI256
+
+looplrDotQ6KPVBMITVNNI256:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT0   420(AX)
+	PREFETCHT0   484(AX)
+	PREFETCHT0   548(AX)
+	PREFETCHT0   612(AX)
+	ADDQ         $0x000000d2, BX
+	VPBROADCASTW 208(AX), X11
+	VCVTPH2PS    X11, X11
+	VPMOVSXBW    192(AX), Y12
+	VPERMB       (AX), Y1, Y14
+	VPERMB       32(AX), Y1, Y15
+	VPERMB       128(AX), Y1, Y13
+	VPANDD.BCST  c32_33333333<>+0(SB), Y13, Y16
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y13, Y17
+	VPSLLW       $0x04, Y16, Y13
+	VPTERNLOGD   $0xd8, Y10, Y14, Y13
+	VPERMD       Y12, Y2, Y18
+	VPMADDUBSW   (CX), Y13, Y13
+	VPSUBW       256(CX), Y13, Y13
+	VPMADDWD     Y18, Y13, Y13
+	VPSLLW       $0x02, Y17, Y18
+	VPTERNLOGD   $0xd8, Y10, Y15, Y18
+	VPERMD       Y12, Y3, Y19
+	VPMADDUBSW   32(CX), Y18, Y18
+	VPSUBW       288(CX), Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPSRLW       $0x04, Y14, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y16
+	VPERMD       Y12, Y4, Y14
+	VPMADDUBSW   64(CX), Y16, Y16
+	VPSUBW       320(CX), Y16, Y16
+	VPDPWSSD     Y14, Y16, Y13
+	VPSRLW       $0x02, Y17, Y14
+	VPSRLW       $0x04, Y15, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y5, Y15
+	VPMADDUBSW   96(CX), Y14, Y14
+	VPSUBW       352(CX), Y14, Y14
+	VPDPWSSD     Y15, Y14, Y18
+	VPERMB       64(AX), Y1, Y15
+	VPERMB       96(AX), Y1, Y16
+	VPERMB       160(AX), Y1, Y14
+	VPANDD.BCST  c32_33333333<>+0(SB), Y14, Y17
+	VPANDD.BCST  c32_cccccccc<>+0(SB), Y14, Y19
+	VPSLLW       $0x04, Y17, Y14
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y6, Y20
+	VPMADDUBSW   128(CX), Y14, Y14
+	VPSUBW       384(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y13
+	VPSLLW       $0x02, Y19, Y14
+	VPTERNLOGD   $0xd8, Y10, Y16, Y14
+	VPERMD       Y12, Y7, Y20
+	VPMADDUBSW   160(CX), Y14, Y14
+	VPSUBW       416(CX), Y14, Y14
+	VPDPWSSD     Y20, Y14, Y18
+	VPSRLW       $0x04, Y15, Y14
+	VPTERNLOGD   $0xd8, Y10, Y14, Y17
+	VPERMD       Y12, Y8, Y14
+	VPMADDUBSW   192(CX), Y17, Y15
+	VPSUBW       448(CX), Y15, Y15
+	VPDPWSSD     Y14, Y15, Y13
+	VPSRLW       $0x02, Y19, Y14
+	VPSRLW       $0x04, Y16, Y15
+	VPTERNLOGD   $0xd8, Y10, Y15, Y14
+	VPERMD       Y12, Y9, Y12
+	VPMADDUBSW   224(CX), Y14, Y14
+	VPSUBW       480(CX), Y14, Y14
+	VPDPWSSD     Y12, Y14, Y18
+	VPADDD       Y18, Y13, Y13
+	VCVTDQ2PS    Y13, Y12
+	VMULSS       512(CX), X11, X11
+	VBROADCASTSS X11, Y11
+	VMULPS       Y11, Y12, Y12
+	VADDPS       Y12, Y0, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          looplrDotQ6KPVBMITVNNI256
+
+donelrDotQ6KPVBMITVNNI256:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
 

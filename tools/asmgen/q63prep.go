@@ -21,13 +21,15 @@ const (
 )
 
 // q63Kinds are the variants genQ3KExact and genQ6KExact emit: one and four
-// activation rows on Q8_K rows, one on a prepared row. Four prepared rows
+// activation rows on Q8_K rows, one on a prepared row, and that one as a
+// tile kernel (lrDot*T: its float lanes carried in and out through acc,
+// for rows too long for L1 that kernelkit runs a tile of blocks at a time). Four prepared rows
 // (twice the bytes of four Q8_K rows: 37 KiB at 4096 columns) no longer
 // fit L1 with the weights, and measured slower than the Q8_K kernel.
 var q63Kinds = []struct {
-	prep bool
-	m    int
-}{{false, 1}, {false, 4}, {true, 1}}
+	prep, tile bool
+	m          int
+}{{false, false, 1}, {false, false, 4}, {true, false, 1}, {true, true, 1}}
 
 // q63GenPrep emits q63PrepQ8K<suffix>(a *byte, nb int, dst *byte, off int):
 // kernelkit's row preparation for one Q8_K row of nb blocks with the quant

@@ -13,6 +13,11 @@ type Funcs struct {
 	// row (prep.go); where set, Dot, MatVec and MatMul below four
 	// activation rows use them.
 	Q3KP, Q6KP func(w, a *byte, nb int) float32
+	// Q3KPT and Q6KPT (optional) continue Q3KP and Q6KP: nb blocks of a
+	// row added into its eight float lanes acc, which they leave unsummed,
+	// so that MatVec can run rows too long to prepare a tile of blocks at
+	// a time (prep.go).
+	Q3KPT, Q6KPT func(w, a *byte, nb int, acc *[8]float32, pf *byte)
 	// Q4KP and Q5KP (optional) are Q4K and Q5K on a prepared row, used the
 	// same way; their rows carry the bsums after d (prep.go).
 	Q4KP, Q5KP func(w, a *byte, nb int) float32

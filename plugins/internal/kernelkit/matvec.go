@@ -65,6 +65,13 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 		act = p.rows(act, n, int(arow), m, bp)
 		arow = int64(n / quant.QK_K * prepBlock)
 		f = p.dot
+		if p.tiled(n) {
+			return func(r0, r1 int) {
+				for j := range m {
+					p.tiledRange(n, w, int(wrow), r0, r1, act[j*int(arow):(j+1)*int(arow)], out[j*rows:(j+1)*rows])
+				}
+			}, release, nil
+		}
 	}
 	if p := k.active.fprep[t]; p != nil {
 		bp := floatPool.Get().(*[]byte)
@@ -75,20 +82,22 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 		f, fr = p.dot, p.rows8
 	}
 	act4, arow4, jt := act, int(arow), 0
-	if p4 := k.active.prep4[t]; p4 != nil && m >= 4 {
-		// The four-row passes read their rows prepared once (compactly:
-		// four fit where four Q8_K rows did).
+	if f4 != nil && m >= 4 {
 		m4 := m &^ 3
-		bp, prev := prepPool.Get().(*[]byte), release
-		release = func() { prepPool.Put(bp); prev() }
-		act4, arow4 = p4.rows(act, n, int(arow), m4, bp)
-		f4 = p4.dot4
+		if p4 := k.active.prep4[t]; p4 != nil {
+			// The four-row passes read their rows prepared once (compactly:
+			// four fit where four Q8_K rows did).
+			bp, prev := prepPool.Get().(*[]byte), release
+			release = func() { prepPool.Put(bp); prev() }
+			act4, arow4 = p4.rows(act, n, int(arow), m4, bp)
+			f4 = p4.dot4
+		}
 		if p := k.active.prep[t]; p != nil && m > m4 {
 			// A tail of fewer than four rows: prepared once for the
 			// one-row kernel where that pays, else the Q8_K kernel, not
 			// Dot's, which would prepare the row for every weight row.
 			act, jt, f = act[int64(m4)*arow:], m4, p.raw
-			if p.use(n) {
+			if n/quant.QK_K <= prepMaxBlocks {
 				bt, prev := prepPool.Get().(*[]byte), release
 				release = func() { prepPool.Put(bt); prev() }
 				act = p.rows(act, n, int(arow), m-m4, bt)

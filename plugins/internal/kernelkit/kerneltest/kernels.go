@@ -276,22 +276,21 @@ func QuantizeQ8K(t *testing.T, k *kernelkit.Kit) {
 
 // MatMul checks MatVec and MatMul against row-by-row Dot, bit for bit,
 // for several thread counts, rows not a multiple of the row alignment, and
-// activation counts that use the four-row kernels and the single-row tail.
+// activation counts that use the four-row kernels and the single-row tail;
+// and rows of 24 blocks, which MatVec and MatMul below four activation rows
+// run a tile at a time where the level has tile kernels (Q3_K, Q6_K).
 func MatMul(t *testing.T, k *kernelkit.Kit) {
 	forEachLevel(t, k, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(4, 4))
 		for _, typ := range kernelTypes {
-			for _, rows := range []int{1, 17, 40} {
-				// Two blocks and six rows; five blocks and nine rows (two
-				// four-row passes and a tail); 24 blocks, too long to
-				// prepare for one row, and seven rows.
-				n, m := 512, 6
-				switch rows {
-				case 17:
-					n, m = 1280, 9
-				case 40:
-					n, m = 6144, 7
-				}
+			for _, shape := range []struct{ rows, n, m int }{
+				// Two blocks; five blocks and nine activation rows (two four-row
+				// passes and a tail); 24 blocks, too long to prepare for one
+				// row, run tile by tile with 1-3 activation rows, or seven.
+				{1, 512, 6}, {17, 512, 6}, {40, 512, 6}, {17, 1280, 9}, {40, 6144, 7},
+				{1, 6144, 3}, {17, 6144, 3}, {40, 6144, 2},
+			} {
+				rows, n, m := shape.rows, shape.n, shape.m
 				var w, act []byte
 				for range rows {
 					w = append(w, randWeights(r, typ, n)...)
@@ -318,8 +317,8 @@ func MatMul(t *testing.T, k *kernelkit.Kit) {
 					}
 					for i := range got {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) || (i < rows && vec[i] != want[i]) {
-							t.Fatalf("%s rows=%d threads=%d: output %d (row %d of activation %d) is %g, Dot gives %g",
-								typ, rows, threads, i, i%rows, i/rows, got[i], want[i])
+							t.Fatalf("%s rows=%d n=%d threads=%d: output %d (row %d of activation %d) is %g, Dot gives %g",
+								typ, rows, n, threads, i, i%rows, i/rows, got[i], want[i])
 						}
 					}
 				}
