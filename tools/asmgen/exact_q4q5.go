@@ -377,8 +377,15 @@ func (x *xk) finishMins4(a kmins) {
 	for k := 1; k < len(x.acts); k++ {
 		VINSERTPS(U8(k<<4), x.acts[k].Offset(x.q45pD()), yd, yd)
 	}
+	x.subMins(sumi, yd, a.hd)
+}
+
+// subMins does sumf -= dmin*sumi for four rows, lane k row k's: sumi
+// their float sums, yd their activation d, hd the block's half d pair
+// (dmin in the high half).
+func (x *xk) subMins(sumi, yd, hd VecVirtual) {
 	dm := XMM()
-	VMOVSHDUP(a.hd, dm)
+	VMOVSHDUP(hd, dm)
 	VBROADCASTSS(dm, dm)
 	VMULPS(yd, dm, dm) // each row's dmin
 	VMULPS(sumi, dm, dm)

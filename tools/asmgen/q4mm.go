@@ -96,19 +96,7 @@ func (x *xk) q4mmFinishMins(a kmins) {
 	VCVTDQ2PS(sumi, sumi)
 	yd := XMM()
 	VMOVUPS(x.acts[0].Offset(q4mmPrepD), yd)
-	dm := XMM()
-	VMOVSHDUP(a.hd, dm)
-	VBROADCASTSS(dm, dm)
-	VMULPS(yd, dm, dm) // each row's dmin
-	VMULPS(sumi, dm, dm)
-	if x.sumfMem != nil {
-		f := XMM()
-		VMOVUPS(*x.sumfMem, f)
-		VSUBPS(dm, f, f)
-		VMOVUPS(f, *x.sumfMem)
-	} else {
-		VSUBPS(dm, x.sumf, x.sumf)
-	}
+	x.subMins(sumi, yd, a.hd)
 }
 
 // q4mmGenPrep emits q4mmPrepQ8K<suffix>(a *byte, astride, nb int, dst
