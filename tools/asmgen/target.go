@@ -136,12 +136,7 @@ func (t *target) hsum(v VecVirtual) VecVirtual {
 }
 
 func (t *target) hsumY(y VecVirtual) VecVirtual {
-	x := XMM()
-	if t.evex() {
-		VEXTRACTF32X4(U8(1), y, x)
-	} else {
-		VEXTRACTF128(U8(1), y, x)
-	}
+	x := t.highHalfY(y)
 	s := XMM()
 	VADDPS(x, y.AsX(), s)
 	h := XMM()

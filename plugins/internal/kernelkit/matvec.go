@@ -130,16 +130,7 @@ func parallelPlans(rows []int, runs []func(r0, r1 int), threads int) {
 			}
 		}
 	}
-	aligned := total / rowAlign
-	if threads > aligned {
-		threads = aligned
-	}
-	if threads <= 1 {
-		do(0, total)
-		return
-	}
-	per := max(1, aligned/(threads*chunksPerThread))
-	parallel.For(total, per*rowAlign, threads, do)
+	parallelRows(total, threads, do)
 }
 
 // MatVecF32 is MatVec on an f32 activation row, quantized first.
