@@ -19,14 +19,15 @@ var kernelsEnv []string
 // kernelsFlags select the compute backend; each overrides the profile's
 // kernels key of the same name.
 type kernelsFlags struct {
-	name, mode, path *string
+	name, mode, path, float *string
 }
 
 func addKernelsFlags(fs *flag.FlagSet) *kernelsFlags {
 	return &kernelsFlags{
-		name: fs.String("kernels", "", "compute kernels: auto, avx512, avx2 or reference (default: the profile's; reference without a profile)"),
-		mode: fs.String("kernels-mode", "", "process (a 'k3 plugin kernels-NAME' subprocess) or inprocess (default: the profile's, else process)"),
-		path: fs.String("kernels-path", "", "an external kernels plugin binary"),
+		name:  fs.String("kernels", "", "compute kernels: auto, avx512, avx2 or reference (default: the profile's; reference without a profile)"),
+		mode:  fs.String("kernels-mode", "", "process (a 'k3 plugin kernels-NAME' subprocess) or inprocess (default: the profile's, else process)"),
+		path:  fs.String("kernels-path", "", "an external kernels plugin binary"),
+		float: fs.String("kernels-float", "", "F16/BF16 arithmetic of the SIMD kernels: exact (the reference's bits) or fast (float32 lanes, ~2x on F16/BF16 matrices) (default: the profile's, else exact)"),
 	}
 }
 
@@ -44,6 +45,9 @@ func (kf *kernelsFlags) settings(prof *config.Profile) config.Kernels {
 	}
 	if *kf.path != "" {
 		k.Path = *kf.path
+	}
+	if *kf.float != "" {
+		k.Float = *kf.float
 	}
 	return k
 }

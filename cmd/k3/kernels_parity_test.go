@@ -98,7 +98,41 @@ func TestKernelsParity(t *testing.T) {
 					}
 				}
 			}
+			if tc.typ == synth.TypeF16 {
+				fastParity(t, path, names, want, llama, n)
+			}
 		})
+	}
+}
+
+// fastParity runs kernels.float fast (F16/BF16 weights summed in float32
+// lanes, kernelkit/fastfloat.go) on every level: its logits are one set of
+// bits on all of them (the fast order is fixed), within 1e-3 relative of
+// the exact ones, and its greedy continuation is still llama.cpp's.
+func fastParity(t *testing.T, path string, names []string, exact kernelsRun, llama []int32, n int) {
+	var first *kernelsRun
+	for _, kn := range names {
+		for _, level := range append([]string{""}, kitLevels(kn)...) {
+			label, k, env := kn+"/"+level+"/fast", config.Kernels{Name: kn, Mode: "process", Float: "fast"}, []string{kernelsavx2.LevelEnv + "=" + level}
+			if level == "" {
+				label, k.Mode, env = kn+"/auto/fast", "inprocess", nil
+			}
+			b := openKernelsBackend(t, k, env...)
+			got := runKernels(t, path, b, n, nil)
+			if d := maxRelDiff(exact.logits, got.logits); d > 1e-3 {
+				t.Errorf("%s (%s): logits %.3g from the exact ones", label, b.Name(), d)
+			} else if first == nil {
+				t.Logf("float fast: logits within %.3g (max relative) of exact", d)
+			}
+			if first == nil {
+				first = &got
+			} else if !bitsEqual(first.logits, got.logits) {
+				t.Errorf("%s (%s): float fast logits differ between levels (max rel diff %.3g)", label, b.Name(), maxRelDiff(first.logits, got.logits))
+			}
+			if d := cmp.Diff(llama, got.greedy); d != "" {
+				t.Errorf("%s (%s): greedy differs from llama.cpp (-llama.cpp +k3):\n%s", label, b.Name(), d)
+			}
+		}
 	}
 }
 

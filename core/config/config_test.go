@@ -84,6 +84,7 @@ func TestValidationNamesField(t *testing.T) {
 	cases := []struct{ body, want string }{
 		{"stager:\n  name: floppy\n", "stager.name"},
 		{"kernels:\n  name: avx1024\n", "kernels.name"},
+		{"kernels:\n  float: sloppy\n", "kernels.float"},
 		{"stager:\n  direct_io: maybe\n", "stager.direct_io"},
 		{"threads: -1\n", "threads"},
 		{"batch: 16\nubatch: 32\n", "ubatch"},
@@ -166,9 +167,13 @@ func TestModeLine(t *testing.T) {
 	p := Defaults()
 	p.Memory.Budget = 55 << 30
 	got := p.ModeLine(8)
-	for _, want := range []string{"profile=default", "stager=pread(process)", "kernels=auto", "budget=55.0GiB", "direct-io=auto", "threads=8"} {
+	for _, want := range []string{"profile=default", "stager=pread(process)", "kernels=auto(process)", "budget=55.0GiB", "direct-io=auto", "threads=8"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("mode line %q lacks %q", got, want)
 		}
+	}
+	p.Kernels.Float = "fast"
+	if got := p.ModeLine(8); !strings.Contains(got, "kernels=auto(process,float=fast)") {
+		t.Errorf("float fast: mode line %q", got)
 	}
 }

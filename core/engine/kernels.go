@@ -75,6 +75,9 @@ type KernelsOptions struct {
 	// ScratchSize is the arena memory one forward pass may take for its
 	// buffers (default 256 MiB); beyond it buffers are copied in and out.
 	ScratchSize int64
+	// FastFloat lets the plugin run F16/BF16 weights in float mode fast
+	// (plugin.OpFastFloat; OpenKernels sets it from kernels.float).
+	FastFloat bool
 }
 
 // Kernels is a compute backend for the ops of a model, with the resources
@@ -94,6 +97,13 @@ func (referenceKernels) Close() error { return nil }
 // external binary with path) behind a supervisor that restarts it.
 func OpenKernels(ctx context.Context, k config.Kernels, o KernelsOptions) (Kernels, error) {
 	l := plugin.Launch{Name: k.Name, Path: k.Path, Env: o.Env, Logger: o.Logger, InProcess: k.Mode == "inprocess"}
+	switch k.Float {
+	case "", "exact":
+	case "fast":
+		o.FastFloat = true
+	default:
+		return nil, fmt.Errorf("engine: kernels.float %q is not exact or fast", k.Float)
+	}
 	if k.Path == "" {
 		cpu := HostCPU()
 		if o.CPU != nil {
@@ -135,7 +145,7 @@ func StartKernels(ctx context.Context, l plugin.Launch, o KernelsOptions) (*Plug
 		sup.Close()
 		return nil, fmt.Errorf("engine: kernels %s: %w", l.Name, err)
 	}
-	k := &PluginKernels{name: info.Name, sup: sup, arena: arena, scratch: o.ScratchSize, types: map[quant.Type]bool{}}
+	k := &PluginKernels{name: info.Name, sup: sup, arena: arena, scratch: o.ScratchSize, types: map[quant.Type]bool{}, fastFloat: o.FastFloat}
 	for _, op := range info.Ops {
 		if op.Op == ops.OpMatMul {
 			for _, t := range op.Types {

@@ -27,6 +27,7 @@ type PluginKernels struct {
 	scratch    int64
 	types      map[quant.Type]bool
 	files      fileMaps
+	fastFloat  bool // plugin.OpFastFloat on F16/BF16 products
 
 	warnScratch sync.Once
 
@@ -47,7 +48,12 @@ type KernelsStats struct {
 }
 
 // Name implements ops.Backend.
-func (k *PluginKernels) Name() string { return modeName(k.name, k.mode) }
+func (k *PluginKernels) Name() string {
+	if k.fastFloat {
+		return modeName(k.name, k.mode) + ", float fast"
+	}
+	return modeName(k.name, k.mode)
+}
 
 // Supervisor is the plugin's supervisor (tests kill its process).
 func (k *PluginKernels) Supervisor() *plugin.KernelsSupervisor { return k.sup }
@@ -180,11 +186,18 @@ func (b *batch) add(op *ops.MatMulOp) (plugin.Op, bool, error) {
 		return plugin.Op{}, false, err
 	}
 	ints := []int64{int64(op.N)}
+	var flags int64
 	if w.Transient {
 		// Staged for this step: the plugin unmaps it after the batch, or
 		// its mapping would keep the pages cached past the stager's
 		// eviction.
-		ints = append(ints, 1)
+		flags |= plugin.OpTransient
+	}
+	if b.k.fastFloat && (w.Type == quant.F16 || w.Type == quant.BF16) {
+		flags |= plugin.OpFastFloat
+	}
+	if flags != 0 {
+		ints = append(ints, flags)
 	}
 	return plugin.Op{
 		Name:    ops.OpMatMul,

@@ -51,13 +51,17 @@ type ExecuteRequest struct {
 // hold) is the core's reference op of the same name.
 //
 // For "matmul", Ints[0] is the number of activation rows and an optional
-// Ints[1] flags the weights: 1 says they are transient (a routed expert
-// staged for this step only), so the plugin drops them from its mappings
-// after the batch (plugin.Views.Forget for shard regions) — a page still
-// mapped by the plugin cannot leave the page cache when the stager evicts
-// it. 0 or absent: keep them mapped. A plugin that reads only Ints[0]
-// computes the same results but keeps the pages mapped (the kernelkit
-// plugins built before the flag existed rejected any second value).
+// Ints[1] holds flags. OpTransient says the weights are transient (a
+// routed expert staged for this step only), so the plugin drops them from
+// its mappings after the batch (plugin.Views.Forget for shard regions) — a
+// page still mapped by the plugin cannot leave the page cache when the
+// stager evicts it. OpFastFloat allows float mode fast for F16 and BF16
+// weights (kernelkit's fastfloat.go: float32 sums flushed to float64
+// every 64 elements, within 2^-21·Σ|products| of the exact result, the
+// same bits on every level). 0 or absent: keep the weights mapped, exact
+// results. A plugin that reads only Ints[0] computes exact results and
+// keeps the pages mapped (the kernelkit plugins built before the flags
+// existed rejected any second value).
 type Op struct {
 	Name    string
 	Weights []WeightRef
@@ -87,3 +91,9 @@ type ArenaRef struct {
 type ExecuteResponse struct {
 	Elapsed time.Duration
 }
+
+// Flags of a "matmul" op's Ints[1] (see Op).
+const (
+	OpTransient int64 = 1 << iota
+	OpFastFloat
+)

@@ -7315,6 +7315,128 @@ donedotSeqBF16AVX2:
 	MOVSD X0, ret+24(FP)
 	RET
 
+// func dotFastF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotFastF16AVX2(SB), NOSPLIT, $0-40
+	MOVQ  w+0(FP), AX
+	MOVQ  wstride+8(FP), CX
+	MOVQ  a+16(FP), CX
+	MOVQ  n+24(FP), DX
+	MOVQ  out+32(FP), BX
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	SHRQ  $0x06, DX
+	JZ    donedotFastF16AVX2
+
+loopdotFastF16AVX2:
+	VCVTPH2PS    (AX), Y0
+	VMULPS       (CX), Y0, Y0
+	VCVTPH2PS    16(AX), Y1
+	VMULPS       32(CX), Y1, Y1
+	VCVTPH2PS    32(AX), Y6
+	VFMADD231PS  64(CX), Y6, Y0
+	VCVTPH2PS    48(AX), Y6
+	VFMADD231PS  96(CX), Y6, Y1
+	VCVTPH2PS    64(AX), Y6
+	VFMADD231PS  128(CX), Y6, Y0
+	VCVTPH2PS    80(AX), Y6
+	VFMADD231PS  160(CX), Y6, Y1
+	VCVTPH2PS    96(AX), Y6
+	VFMADD231PS  192(CX), Y6, Y0
+	VCVTPH2PS    112(AX), Y6
+	VFMADD231PS  224(CX), Y6, Y1
+	VCVTPS2PD    X0, Y6
+	VEXTRACTF128 $0x01, Y0, X0
+	VCVTPS2PD    X0, Y0
+	VADDPD       Y6, Y2, Y2
+	VADDPD       Y0, Y3, Y3
+	VCVTPS2PD    X1, Y0
+	VEXTRACTF128 $0x01, Y1, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y4, Y4
+	VADDPD       Y1, Y5, Y5
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000100, CX
+	DECQ         DX
+	JNZ          loopdotFastF16AVX2
+
+donedotFastF16AVX2:
+	VADDPD       Y4, Y2, Y2
+	VADDPD       Y5, Y3, Y3
+	VADDPD       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPD       X0, X2, X0
+	VUNPCKHPD    X0, X0, X1
+	VADDSD       X1, X0, X0
+	VMOVSD       X0, (BX)
+	VZEROUPPER
+	RET
+
+// func dotFastBF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
+// Requires: AVX, AVX2, FMA3
+TEXT ·dotFastBF16AVX2(SB), NOSPLIT, $0-40
+	MOVQ  w+0(FP), AX
+	MOVQ  wstride+8(FP), CX
+	MOVQ  a+16(FP), CX
+	MOVQ  n+24(FP), DX
+	MOVQ  out+32(FP), BX
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	SHRQ  $0x06, DX
+	JZ    donedotFastBF16AVX2
+
+loopdotFastBF16AVX2:
+	VMOVDQU      (AX), Y1
+	VPSLLD       $0x10, Y1, Y0
+	VMULPS       (CX), Y0, Y0
+	VPAND        v32_ffff0000<>+0(SB), Y1, Y1
+	VFMADD231PS  64(CX), Y1, Y0
+	VMOVDQU      32(AX), Y6
+	VPSLLD       $0x10, Y6, Y1
+	VMULPS       32(CX), Y1, Y1
+	VPAND        v32_ffff0000<>+0(SB), Y6, Y6
+	VFMADD231PS  96(CX), Y6, Y1
+	VMOVDQU      64(AX), Y6
+	VPSLLD       $0x10, Y6, Y7
+	VFMADD231PS  128(CX), Y7, Y0
+	VPAND        v32_ffff0000<>+0(SB), Y6, Y6
+	VFMADD231PS  192(CX), Y6, Y0
+	VMOVDQU      96(AX), Y6
+	VPSLLD       $0x10, Y6, Y7
+	VFMADD231PS  160(CX), Y7, Y1
+	VPAND        v32_ffff0000<>+0(SB), Y6, Y6
+	VFMADD231PS  224(CX), Y6, Y1
+	VCVTPS2PD    X0, Y6
+	VEXTRACTF128 $0x01, Y0, X0
+	VCVTPS2PD    X0, Y0
+	VADDPD       Y6, Y2, Y2
+	VADDPD       Y0, Y3, Y3
+	VCVTPS2PD    X1, Y0
+	VEXTRACTF128 $0x01, Y1, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y4, Y4
+	VADDPD       Y1, Y5, Y5
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000100, CX
+	DECQ         DX
+	JNZ          loopdotFastBF16AVX2
+
+donedotFastBF16AVX2:
+	VADDPD       Y4, Y2, Y2
+	VADDPD       Y5, Y3, Y3
+	VADDPD       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPD       X0, X2, X0
+	VUNPCKHPD    X0, X0, X1
+	VADDSD       X1, X0, X0
+	VMOVSD       X0, (BX)
+	VZEROUPPER
+	RET
+
 // func quantizeQ8KAVX2(x *float32, y *byte, nb int)
 // Requires: AVX, AVX2
 TEXT ·quantizeQ8KAVX2(SB), NOSPLIT, $0-24

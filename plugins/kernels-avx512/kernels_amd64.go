@@ -101,6 +101,12 @@ func dotSeqF16AVX512(w *byte, a *byte, n int) float64
 func dotSeqBF16AVX512(w *byte, a *byte, n int) float64
 
 //go:noescape
+func dotFastF16AVX512(w *byte, wstride int, a *byte, n int, out *float64)
+
+//go:noescape
+func dotFastBF16AVX512(w *byte, wstride int, a *byte, n int, out *float64)
+
+//go:noescape
 func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -219,6 +225,12 @@ func dotSeqF16VNNI(w *byte, a *byte, n int) float64
 
 //go:noescape
 func dotSeqBF16VNNI(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotFastF16VNNI(w *byte, wstride int, a *byte, n int, out *float64)
+
+//go:noescape
+func dotFastBF16VNNI(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
 func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
@@ -345,6 +357,12 @@ func dotSeqF16VNNI256(w *byte, a *byte, n int) float64
 
 //go:noescape
 func dotSeqBF16VNNI256(w *byte, a *byte, n int) float64
+
+//go:noescape
+func dotFastF16VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
+
+//go:noescape
+func dotFastBF16VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
 func quantizeQ8KAVX512(x *float32, y *byte, nb int)

@@ -11,18 +11,20 @@ import (
 
 func TestMain(m *testing.M) { kerneltest.Main(m, kit) }
 
-func TestLevels(t *testing.T)           { kerneltest.Levels(t, kit) }
-func TestDotRandom(t *testing.T)        { kerneltest.DotRandom(t, kit) }
-func TestDotIntegerExact(t *testing.T)  { kerneltest.DotIntegerExact(t, kit) }
-func TestDotEdges(t *testing.T)         { kerneltest.DotEdges(t, kit) }
-func TestQuantizeQ8K(t *testing.T)      { kerneltest.QuantizeQ8K(t, kit) }
-func TestMatMul(t *testing.T)           { kerneltest.MatMul(t, kit) }
-func TestMatMulErrors(t *testing.T)     { kerneltest.MatMulErrors(t, kit) }
-func TestPluginExecute(t *testing.T)    { kerneltest.PluginExecute(t, kit) }
-func TestPluginRejects(t *testing.T)    { kerneltest.PluginRejects(t, kit) }
-func TestPluginLevelEnv(t *testing.T)   { kerneltest.PluginLevelEnv(t, kit) }
-func TestRowLengths(t *testing.T)       { kerneltest.RowLengths(t, kit) }
-func TestDotFloatBoundary(t *testing.T) { kerneltest.DotFloatBoundary(t, kit) }
+func TestLevels(t *testing.T)            { kerneltest.Levels(t, kit) }
+func TestDotRandom(t *testing.T)         { kerneltest.DotRandom(t, kit) }
+func TestDotIntegerExact(t *testing.T)   { kerneltest.DotIntegerExact(t, kit) }
+func TestDotEdges(t *testing.T)          { kerneltest.DotEdges(t, kit) }
+func TestQuantizeQ8K(t *testing.T)       { kerneltest.QuantizeQ8K(t, kit) }
+func TestMatMul(t *testing.T)            { kerneltest.MatMul(t, kit) }
+func TestMatMulErrors(t *testing.T)      { kerneltest.MatMulErrors(t, kit) }
+func TestPluginExecute(t *testing.T)     { kerneltest.PluginExecute(t, kit) }
+func TestPluginRejects(t *testing.T)     { kerneltest.PluginRejects(t, kit) }
+func TestPluginLevelEnv(t *testing.T)    { kerneltest.PluginLevelEnv(t, kit) }
+func TestRowLengths(t *testing.T)        { kerneltest.RowLengths(t, kit) }
+func TestDotFloatBoundary(t *testing.T)  { kerneltest.DotFloatBoundary(t, kit) }
+func TestFastFloat(t *testing.T)         { kerneltest.FastFloat(t, kit) }
+func TestFastFloatAccuracy(t *testing.T) { kerneltest.FastFloatAccuracy(t, kit) }
 
 func BenchmarkMatVec(b *testing.B)      { kerneltest.BenchMatVec(b, kit) }
 func BenchmarkQuantizeQ8K(b *testing.B) { kerneltest.BenchQuantizeQ8K(b, kit) }

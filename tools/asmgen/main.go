@@ -75,4 +75,6 @@ func genAll(t *target) {
 	genSeqFloat(t, "F32")
 	genSeqFloat(t, "F16")
 	genSeqFloat(t, "BF16")
+	genFastFloat(t, "F16")
+	genFastFloat(t, "BF16")
 }

@@ -50,6 +50,10 @@ type Funcs struct {
 	// F32Seq, F16Seq and BF16Seq are the reference's sequential sum of n
 	// products of plain rows, n a multiple of 8: where the bound fails.
 	F32Seq, F16Seq, BF16Seq func(w, a *byte, n int) float64
+	// FastF16 and FastBF16 are float mode fast's kernels (fastfloat.go):
+	// FloatRows weight rows wstride bytes apart times a prepared float32
+	// row, n a multiple of fastChunk, row r's float64 sum into out[r].
+	FastF16, FastBF16 func(w *byte, wstride int, a *byte, n int, out *float64)
 
 	// QuantizeQ8K quantizes nb blocks of 256 floats to Q8_K.
 	QuantizeQ8K func(x *float32, y *byte, nb int)
@@ -100,6 +104,14 @@ func (k *Kit) Add(name string, f Funcs) {
 			}
 			l.fprep[t] = newFloatPrep(t, fn, f.FloatRows, seq)
 			l.dot[t] = l.fprep[t].dotFunc()
+		}
+	}
+	for t, fn := range map[quant.Type]floatKernel{quant.F16: f.FastF16, quant.BF16: f.FastBF16} {
+		if fn != nil {
+			if l.fast == nil {
+				l.fast = map[quant.Type]*fastPrep{}
+			}
+			l.fast[t] = newFastPrep(t, fn, f.FloatRows)
 		}
 	}
 	l.addPrepared(f)

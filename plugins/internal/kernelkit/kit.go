@@ -40,6 +40,7 @@ type level struct {
 	rows8       map[quant.Type]rows8Func          // optional, for MatVec
 	prep        map[quant.Type]*prepared          // optional: kernels on prepared rows
 	fprep       map[quant.Type]*floatPrep         // the plain float types' prepared rows
+	fast        map[quant.Type]*fastPrep          // F16/BF16 in float mode fast (nil: fastSum in Go)
 	prep4       map[quant.Type]*prepared4         // optional: MatMul's four-row kernels on compact prepared rows
 	quantizeQ8K func(x *float32, y *byte, nb int) // nil: reference
 }
@@ -50,6 +51,9 @@ type Kit struct {
 	name   string   // the package name, which starts every error
 	levels []*level // worst first: the reference, then what Add added
 	active *level
+	// fastFloat is float mode fast (fastfloat.go) for MatVec, MatMul and
+	// Dot; the plugin sets it per op.
+	fastFloat bool
 }
 
 // New returns a Kit with only the reference level ("generic"); name (the
@@ -150,7 +154,18 @@ func (k *Kit) Dot(t quant.Type, n int, w, a []byte) (float32, error) {
 	if err := k.checkRows(t, n, len(w), 1, len(a), 1); err != nil {
 		return 0, err
 	}
+	if k.fastFloat && fastType(t) {
+		return k.active.fastOf(t).dotFunc()(n, w, a), nil
+	}
 	return k.active.dotOf(t)(n, w, a), nil
+}
+
+// fastOf returns l's float mode fast for t (F16 or BF16).
+func (l *level) fastOf(t quant.Type) *fastPrep {
+	if p := l.fast[t]; p != nil {
+		return p
+	}
+	return newFastPrep(t, nil, 1)
 }
 
 // shape is what checkRows needs of a weight type, precomputed so that a

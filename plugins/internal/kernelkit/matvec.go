@@ -36,7 +36,7 @@ func (k *Kit) MatVec(t quant.Type, w []byte, rows, n int, act []byte, out []floa
 // so each weight block is unpacked once for four. Results are bit-identical
 // to MatVec's.
 func (k *Kit) MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float32, threads int) error {
-	run, release, err := k.matMulPlan(t, w, rows, n, act, m, out)
+	run, release, err := k.matMulPlan(t, w, rows, n, act, m, out, k.fastFloat)
 	if err != nil {
 		return err
 	}
@@ -46,8 +46,9 @@ func (k *Kit) MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out
 }
 
 // matMulPlan checks one MatMul and returns the function that computes its
-// weight rows [r0, r1), and what to call once every row has run.
-func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float32) (run func(r0, r1 int), release func(), err error) {
+// weight rows [r0, r1), and what to call once every row has run. fast
+// selects float mode fast for F16 and BF16.
+func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float32, fast bool) (run func(r0, r1 int), release func(), err error) {
 	if err := k.checkRows(t, n, len(w), rows, len(act), m); err != nil {
 		return nil, nil, err
 	}
@@ -73,7 +74,14 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 			}, release, nil
 		}
 	}
-	if p := k.active.fprep[t]; p != nil {
+	if fast && fastType(t) {
+		p := k.active.fastOf(t)
+		bp := floatPool.Get().(*[]byte)
+		release = func() { floatPool.Put(bp) }
+		act = p.rows(act, n, int(arow), m, bp)
+		arow = int64(p.rowSize(n))
+		f, f4, fr = p.dot, nil, p.rows8
+	} else if p := k.active.fprep[t]; p != nil {
 		bp := floatPool.Get().(*[]byte)
 		prev := release
 		release = func() { floatPool.Put(bp); prev() }

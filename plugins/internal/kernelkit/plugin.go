@@ -18,9 +18,10 @@ import (
 
 // OpMatMul is the core's ops.OpMatMul (plugins may not import core/ops):
 // Weights[0] a matrix of Shape [cols, rows], Inputs[0] n rows of cols f32,
-// Outputs[0] n rows of rows f32, Ints[0] n, an optional Ints[1] 1 when
-// the weight is transient (see plugin.Op): its shard pages are dropped
-// from this process's mappings after the batch.
+// Outputs[0] n rows of rows f32, Ints[0] n, optional flags Ints[1] (see
+// plugin.Op): OpTransient, the weight's shard pages are dropped from this
+// process's mappings after the batch; OpFastFloat, F16/BF16 weights run in
+// float mode fast.
 const OpMatMul = "matmul"
 
 // LevelEnv names the environment variable that forces an instruction-set
@@ -156,7 +157,14 @@ func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	if len(op.Ints) > 1 && op.Ints[1] == 1 && req.Regions[w.Region].Kind == plugin.RegionShard {
+	var flags int64
+	if len(op.Ints) > 1 {
+		flags = op.Ints[1]
+	}
+	if flags&^(plugin.OpTransient|plugin.OpFastFloat) != 0 {
+		return 0, nil, nil, fmt.Errorf("unknown flags %#x", flags)
+	}
+	if flags&plugin.OpTransient != 0 && req.Regions[w.Region].Kind == plugin.RegionShard {
 		forget[m] = append(forget[m], plugin.Location{Region: 0, Offset: w.Offset, Size: rb * int64(rows)})
 	}
 	in, out := op.Inputs[0], op.Outputs[0]
@@ -175,7 +183,7 @@ func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	run, release, err := p.kit.matMulPlan(w.Type, wb, rows, cols, act, int(n), y)
+	run, release, err := p.kit.matMulPlan(w.Type, wb, rows, cols, act, int(n), y, flags&plugin.OpFastFloat != 0)
 	if err != nil {
 		return 0, nil, nil, err
 	}

@@ -39,7 +39,10 @@ type pluginCase struct {
 	want   [][]float32 // MatMul of each op, computed directly
 }
 
-func newPluginCase(t *testing.T, k *kernelkit.Kit, n int) *pluginCase {
+// newPluginCase builds one op per tested type over n activation rows; fast
+// flags the F16/BF16 ops plugin.OpFastFloat (and computes their wanted
+// outputs in float mode fast).
+func newPluginCase(t *testing.T, k *kernelkit.Kit, n int, fast bool) *pluginCase {
 	t.Helper()
 	const rows, cols = 48, 512
 	rng := rand.New(rand.NewPCG(1, uint64(n)))
@@ -51,7 +54,7 @@ func newPluginCase(t *testing.T, k *kernelkit.Kit, n int) *pluginCase {
 	t.Cleanup(func() { a.Close() })
 	c := &pluginCase{arena: a}
 	var file []byte
-	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q8_0, quant.Q4_K, quant.Q2_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q8_0, quant.Q4_K, quant.Q2_K, quant.Q6_K, quant.BF16} {
 		src := make([]float32, rows*cols)
 		for i := range src {
 			src[i] = float32(rng.NormFloat64())
@@ -81,13 +84,21 @@ func newPluginCase(t *testing.T, k *kernelkit.Kit, n int) *pluginCase {
 			}
 		}
 		want := make([]float32, n*rows)
-		if err := k.MatMul(typ, wb, rows, cols, act, n, want, 1); err != nil {
-			t.Fatal(err)
+		ints := []int64{int64(n)}
+		if fast && (typ == quant.F16 || typ == quant.BF16) {
+			ints = append(ints, plugin.OpFastFloat)
+			if err := k.SetFloatMode("fast"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err = k.MatMul(typ, wb, rows, cols, act, n, want, 1)
+		if err2 := k.SetFloatMode("exact"); err != nil || err2 != nil {
+			t.Fatal(err, err2)
 		}
 		c.want = append(c.want, want)
 		c.ops = append(c.ops, plugin.Op{Name: kernelkit.OpMatMul,
 			Weights: []plugin.WeightRef{{Region: 0, Offset: off, Type: typ, Shape: []int64{cols, rows}}},
-			Inputs:  []plugin.ArenaRef{in}, Outputs: []plugin.ArenaRef{out}, Ints: []int64{int64(n)}})
+			Inputs:  []plugin.ArenaRef{in}, Outputs: []plugin.ArenaRef{out}, Ints: ints})
 	}
 	path := filepath.Join(dir, "weights.bin")
 	if err := os.WriteFile(path, file, 0o600); err != nil {
@@ -115,37 +126,40 @@ func (c *pluginCase) outputs() [][]float32 {
 
 // PluginExecute runs one batch of products of every tested type in
 // this process and in a plugin subprocess, each equal bit for bit to
-// calling MatMul directly.
+// calling MatMul directly, in float mode exact and (the F16/BF16 ops
+// flagged plugin.OpFastFloat) fast.
 func PluginExecute(t *testing.T, k *kernelkit.Kit) {
 	for _, sub := range []bool{false, true} {
 		for _, n := range []int{1, 5} {
-			t.Run(fmt.Sprintf("subprocess=%v/n=%d", sub, n), func(t *testing.T) {
-				c := newPluginCase(t, k, n)
-				kp := plugin.Kernels(k.NewPlugin())
-				if sub {
-					exe, _ := os.Executable()
-					kk, proc, err := plugin.StartKernels(context.Background(), plugin.Launch{Name: "test", Path: exe, Env: []string{serveEnv + "=1"}})
+			for _, fast := range []bool{false, true} {
+				t.Run(fmt.Sprintf("subprocess=%v/n=%d/fast=%v", sub, n, fast), func(t *testing.T) {
+					c := newPluginCase(t, k, n, fast)
+					kp := plugin.Kernels(k.NewPlugin())
+					if sub {
+						exe, _ := os.Executable()
+						kk, proc, err := plugin.StartKernels(context.Background(), plugin.Launch{Name: "test", Path: exe, Env: []string{serveEnv + "=1"}})
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer proc.Kill()
+						kp = kk
+					}
+					info, err := kp.Describe(context.Background())
 					if err != nil {
 						t.Fatal(err)
 					}
-					defer proc.Kill()
-					kp = kk
-				}
-				info, err := kp.Describe(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(info.Ops) != 1 || info.Ops[0].Op != kernelkit.OpMatMul || !strings.Contains(info.Name, k.Level()) {
-					t.Errorf("Describe = %+v", info)
-				}
-				req := &plugin.ExecuteRequest{Arena: c.arena.Path(), Regions: []plugin.Region{c.region}, Threads: 2, Ops: c.ops}
-				if _, err := kp.Execute(context.Background(), req); err != nil {
-					t.Fatal(err)
-				}
-				if diff := cmp.Diff(c.want, c.outputs()); diff != "" {
-					t.Errorf("outputs differ from MatMul (-want +got):\n%s", diff)
-				}
-			})
+					if len(info.Ops) != 1 || info.Ops[0].Op != kernelkit.OpMatMul || !strings.Contains(info.Name, k.Level()) {
+						t.Errorf("Describe = %+v", info)
+					}
+					req := &plugin.ExecuteRequest{Arena: c.arena.Path(), Regions: []plugin.Region{c.region}, Threads: 2, Ops: c.ops}
+					if _, err := kp.Execute(context.Background(), req); err != nil {
+						t.Fatal(err)
+					}
+					if diff := cmp.Diff(c.want, c.outputs()); diff != "" {
+						t.Errorf("outputs differ from MatMul (-want +got):\n%s", diff)
+					}
+				})
+			}
 		}
 	}
 }
@@ -153,7 +167,7 @@ func PluginExecute(t *testing.T, k *kernelkit.Kit) {
 // PluginRejects checks that bad references are errors naming the
 // problem, not crashes.
 func PluginRejects(t *testing.T, k *kernelkit.Kit) {
-	c := newPluginCase(t, k, 1)
+	c := newPluginCase(t, k, 1, false)
 	op := c.ops[3]
 	bad := func(f func(*plugin.Op)) []plugin.Op {
 		o := op
@@ -175,6 +189,7 @@ func PluginRejects(t *testing.T, k *kernelkit.Kit) {
 		{"overlap", bad(func(o *plugin.Op) { o.Outputs = o.Inputs }), "overlap"},
 		{"shape", bad(func(o *plugin.Op) { o.Weights[0].Shape = []int64{512} }), "not a matrix"},
 		{"rows", bad(func(o *plugin.Op) { o.Ints = []int64{0} }), "0 activation rows"},
+		{"flags", bad(func(o *plugin.Op) { o.Ints = []int64{1, 4} }), "unknown flags 0x4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &plugin.ExecuteRequest{Arena: c.arena.Path(), Regions: []plugin.Region{c.region}, Ops: tc.ops}

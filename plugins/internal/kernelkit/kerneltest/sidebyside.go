@@ -1,6 +1,7 @@
 package kerneltest
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k3-inference/k3/core/quant"
 	"github.com/k3-inference/k3/plugins/internal/kernelkit"
 )
 
@@ -49,32 +51,43 @@ func BenchSideBySide(b *testing.B, k *kernelkit.Kit) {
 		w = w[:len(block)/part*rows]
 		act := randActs(r, typ, n)
 		out := make([]float32, rows)
-		for _, lv := range k.Levels() {
-			b.Run(fmt.Sprintf("%s/%s/t%d", typ, lv, threads), func(b *testing.B) {
-				if err := k.SetLevel(lv); err != nil {
-					b.Fatal(err)
-				}
-				b.SetBytes(int64(len(w)))
-				var times []time.Duration
-				fb := kernelkit.FloatFallbacks()
-				for b.Loop() {
-					start := time.Now()
-					if err := k.MatVec(typ, w, rows, n, act, out, threads); err != nil {
+		modes := []string{"exact"}
+		if typ == quant.F16 || typ == quant.BF16 {
+			modes = kernelkit.FloatModes
+		}
+		for _, mode := range modes {
+			name := typ.String()
+			if mode != "exact" {
+				name += "-" + mode // float mode fast: F16-fast, BF16-fast
+			}
+			for _, lv := range k.Levels() {
+				b.Run(fmt.Sprintf("%s/%s/t%d", name, lv, threads), func(b *testing.B) {
+					if err := errors.Join(k.SetLevel(lv), k.SetFloatMode(mode)); err != nil {
 						b.Fatal(err)
 					}
-					times = append(times, time.Since(start))
-				}
-				// The median, next to the mean go test prints, is robust to
-				// a shared machine's scheduling stalls; k3ref matvec reports both.
-				slices.Sort(times)
-				med := times[len(times)/2]
-				b.ReportMetric(float64(med.Nanoseconds()), "median-ns/op")
-				b.ReportMetric(float64(len(w))/float64(med.Nanoseconds()), "median-GB/s")
-				if fb := kernelkit.FloatFallbacks() - fb; fb > 0 {
-					// The plain float rows the exactness bound could not decide.
-					b.ReportMetric(float64(fb)/float64(len(times)*rows), "fallbacks/row")
-				}
-			})
+					defer k.SetFloatMode("exact")
+					b.SetBytes(int64(len(w)))
+					var times []time.Duration
+					fb := kernelkit.FloatFallbacks()
+					for b.Loop() {
+						start := time.Now()
+						if err := k.MatVec(typ, w, rows, n, act, out, threads); err != nil {
+							b.Fatal(err)
+						}
+						times = append(times, time.Since(start))
+					}
+					// The median, next to the mean go test prints, is robust to
+					// a shared machine's scheduling stalls; k3ref matvec reports both.
+					slices.Sort(times)
+					med := times[len(times)/2]
+					b.ReportMetric(float64(med.Nanoseconds()), "median-ns/op")
+					b.ReportMetric(float64(len(w))/float64(med.Nanoseconds()), "median-GB/s")
+					if fb := kernelkit.FloatFallbacks() - fb; fb > 0 {
+						// The plain float rows the exactness bound could not decide.
+						b.ReportMetric(float64(fb)/float64(len(times)*rows), "fallbacks/row")
+					}
+				})
+			}
 		}
 	}
 }
