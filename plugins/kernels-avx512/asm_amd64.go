@@ -51,7 +51,7 @@ func init() {
 		Q8_0r8: dotQ8_0r8AVX512, Q4_0r8: dotQ4_0r8AVX512, Q5_0r8: dotQ5_0r8AVX512, MXFP4r8: dotMXFP4r8AVX512,
 		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512, FloatRows: 4,
 		F32Seq: dotSeqF32AVX512, F16Seq: dotSeqF16AVX512, BF16Seq: dotSeqBF16AVX512,
-		FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512,
+		FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
 		QuantizeQ8K: quantizeQ8KAVX512,
 	})
 	if hasVNNI {
@@ -89,7 +89,7 @@ func init() {
 			Q8_0r8: dotQ8_0r8VNNI, Q4_0r8: dotQ4_0r8VNNI, Q5_0r8: dotQ5_0r8VNNI, MXFP4r8: dotMXFP4r8VNNI,
 			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatRows: 4,
 			F32Seq: dotSeqF32VNNI, F16Seq: dotSeqF16VNNI, BF16Seq: dotSeqBF16VNNI,
-			FastF16: dotFastF16VNNI, FastBF16: dotFastBF16VNNI,
+			FastF16: dotFastF16VNNI, FastBF16: dotFastBF16VNNI, FastRows: 4,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 		kit.Add("vnni256", kernelkit.Funcs{
@@ -101,7 +101,7 @@ func init() {
 			Q8_0r8: dotQ8_0r8VNNI256, Q4_0r8: dotQ4_0r8VNNI256, Q5_0r8: dotQ5_0r8VNNI256, MXFP4r8: dotMXFP4r8VNNI256,
 			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256, FloatRows: 4,
 			F32Seq: dotSeqF32VNNI256, F16Seq: dotSeqF16VNNI256, BF16Seq: dotSeqBF16VNNI256,
-			FastF16: dotFastF16VNNI256, FastBF16: dotFastBF16VNNI256,
+			FastF16: dotFastF16VNNI256, FastBF16: dotFastBF16VNNI256, FastRows: 4,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 	}

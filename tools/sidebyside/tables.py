@@ -32,7 +32,7 @@ def matvec(out, auto, shape):
                 keep(t, src, r["gbps_mean"], r["gbps_median"])
                 if src == "repack":
                     repacked[t] = r["repacked"]
-    line = re.compile(r"BenchmarkSideBySide/(\w+)/(\w+)/t\d+-\d+\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s"
+    line = re.compile(r"BenchmarkSideBySide/([\w-]+)/(\w+)/t\d+-\d+\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s"
                       r"(?:.*?\s([\d.]+) median-GB/s)?")  # other metrics (fallbacks/row) may come first
     levels = set()
     for pkg in ("avx2", "avx512"):
@@ -48,11 +48,13 @@ def matvec(out, auto, shape):
     rows = []
     div = lambda a, b: "%.2fx" % (a / b) if a and b else "-"
     f = lambda v: "%.1f" % v if v else "-"
-    for t in types:
-        g, rp, k = best[(t, "ggml")], best.get((t, "repack"), [0, 0]), best.get((t, auto), [0, 0])
-        kbest = max((best.get((t, lv), [0, 0])[1] for lv in levels), default=0)
+    # k3's float mode fast (F16-FAST, BF16-FAST) against the same ggml type
+    kt = [(t, t) for t in types] + [(t, t + "-FAST") for t in types if any(s == t + "-FAST" for (s, _) in best)]
+    for t, name in kt:
+        g, rp, k = best[(t, "ggml")], best.get((t, "repack"), [0, 0]), best.get((name, auto), [0, 0])
+        kbest = max((best.get((name, lv), [0, 0])[1] for lv in levels), default=0)
         mark = "" if repacked.get(t) else " (=)"
-        rows.append([t, f(g[0]), f(g[1]), f(rp[0]) + mark, f(rp[1]) + mark, f(k[0]), f(k[1]),
+        rows.append([name.replace("-FAST", " fast"), f(g[0]), f(g[1]), f(rp[0]) + mark, f(rp[1]) + mark, f(k[0]), f(k[1]),
                      div(k[0], g[0]), div(k[1], g[1]), div(k[1], rp[1]), div(kbest, max(g[1], rp[1]))])
     print("GB/s of weights, best round of each; k3 = level %s, what k3 runs on this CPU (other levels: raw files);" % auto)
     print("repack: weights in CPU_REPACK as llama.cpp loads them by default ((=): no repacked layout for the type,")

@@ -51,9 +51,10 @@ type Funcs struct {
 	// products of plain rows, n a multiple of 8: where the bound fails.
 	F32Seq, F16Seq, BF16Seq func(w, a *byte, n int) float64
 	// FastF16 and FastBF16 are float mode fast's kernels (fastfloat.go):
-	// FloatRows weight rows wstride bytes apart times a prepared float32
+	// FastRows weight rows wstride bytes apart times a prepared float32
 	// row, n a multiple of fastChunk, row r's float64 sum into out[r].
 	FastF16, FastBF16 func(w *byte, wstride int, a *byte, n int, out *float64)
+	FastRows          int
 
 	// QuantizeQ8K quantizes nb blocks of 256 floats to Q8_K.
 	QuantizeQ8K func(x *float32, y *byte, nb int)
@@ -111,7 +112,7 @@ func (k *Kit) Add(name string, f Funcs) {
 			if l.fast == nil {
 				l.fast = map[quant.Type]*fastPrep{}
 			}
-			l.fast[t] = newFastPrep(t, fn, f.FloatRows)
+			l.fast[t] = newFastPrep(t, fn, f.FastRows)
 		}
 	}
 	l.addPrepared(f)
