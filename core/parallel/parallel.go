@@ -13,8 +13,12 @@
 package parallel
 
 import (
+	"os"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // cacheLine pads what one thread writes away from what others read.
@@ -23,14 +27,39 @@ const cacheLine = 64
 // maxWorkers bounds the helpers one process starts, whatever threads ask.
 const maxWorkers = 256
 
-// Nobody spins: a worker with nothing to do parks at once, and so does a
-// caller waiting for its helpers. On a 2-core Zen 4 host, a decode-like run
-// of products was 2-3% faster without spinning than with 20-50 µs of it,
-// both with the host to ourselves (nice -20) and shared with ten times as
-// many runnable threads as cores. Parking costs little here: the caller
-// does not wait for helpers that have not started (see finish), and the
-// helper that finishes last readies the caller to run on its own thread
-// as it parks.
+// Workers spin only where loops come back to back. A worker with nothing
+// to do parks, and a parked worker takes a futex wake-up to start — tens of
+// microseconds on a VM, a good share of a loop of a few hundred. So a
+// worker whose last job was handed over within spinWindow of it going idle
+// polls for that long before parking, yielding its thread to other
+// goroutines between polls (runtime.Gosched: a tight loop would take the
+// SMT sibling's execution units from the thread doing the work). A worker
+// whose jobs come further apart parks at once, as before. Measured on a
+// 2-vCPU Zen 4 VM, 4 alternated rounds of back-to-back 4096x4096 MatVecs at
+// 2 threads: Q2_K 20-24 -> 28-29 GB/s, Q6_K 41-48 -> 49-58, Q8_0 45-67 ->
+// 69-74, Q4_0 35-39 -> 43-47, F16 (float fast) 46-53 -> 52-62; `k3 bench
+// -t 2` q2_k decode 17.1 -> 17.5 tok/s (5 alternations; within its noise). A tight spin
+// (no yield) or one after every job made the memory-bound F16 runs slower.
+// The caller's own wait for its helpers does not spin: the helper that
+// finishes last readies the caller to run on its own thread as it parks,
+// and the caller does not wait for helpers that have not started (finish).
+//
+// SpinEnv (microseconds, 0 to turn it off) overrides spinWindow.
+const SpinEnv = "K3_PARALLEL_SPIN_US"
+
+// spinWindow is how long a worker whose jobs come back to back polls.
+var spinWindow = func() int64 {
+	if v, err := strconv.Atoi(os.Getenv(SpinEnv)); err == nil && v >= 0 {
+		return int64(v) * int64(time.Microsecond)
+	}
+	return int64(100 * time.Microsecond)
+}()
+
+// epoch anchors nanotime.
+var epoch = time.Now()
+
+// nanotime is a monotonic clock in nanoseconds.
+func nanotime() int64 { return int64(time.Since(epoch)) }
 
 // For calls fn on disjoint ranges [lo, hi) covering [0, n), every range
 // chunk long (the last may be shorter) and starting at a multiple of chunk,
@@ -52,6 +81,7 @@ func For(n, chunk, threads int, fn func(lo, hi int)) {
 	}
 	j := jobs.Get().(*job)
 	j.fn, j.n, j.chunk = fn, n, chunk
+	j.at = nanotime()
 	j.next.Store(0)
 	j.claim(helpers)
 	j.run()
@@ -67,6 +97,7 @@ type job struct {
 	fn      func(lo, hi int)
 	n       int
 	chunk   int
+	at      int64         // when the caller handed it out (nanotime)
 	want    int32         // helpers asked for
 	pending atomic.Int32  // of want, those not accounted for yet
 	done    chan struct{} // the last helper to report sends here
@@ -137,7 +168,10 @@ type worker struct {
 	slot   atomic.Pointer[job]
 	parked atomic.Bool
 	wake   chan struct{}
-	_      [cacheLine]byte
+	// backToBack: its last job came within spinWindow of it going idle,
+	// so it polls that long before parking (owned by the worker).
+	backToBack bool
+	_          [cacheLine]byte
 }
 
 // running marks a worker's slot while it works on a job.
@@ -189,9 +223,25 @@ func (w *worker) loop() {
 // take returns the next job handed to w that it won the race against its
 // caller's revocation for, parking until one comes.
 func (w *worker) take() *job {
+	idle := nanotime()
+	got := func(j *job) *job {
+		w.backToBack = j.at-idle < spinWindow
+		return j
+	}
+	if w.backToBack {
+		for i := 0; ; i++ {
+			if j := w.poll(); j != nil {
+				return got(j)
+			}
+			runtime.Gosched()
+			if i%16 == 15 && nanotime()-idle > spinWindow {
+				break
+			}
+		}
+	}
 	for {
 		if j := w.poll(); j != nil {
-			return j
+			return got(j)
 		}
 		w.parked.Store(true)
 		if w.pending() && w.parked.Swap(false) {
