@@ -2780,7 +2780,7 @@ TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
 	VPXOR        X1, X1, X1
-	VMOVDQU      xtr32<>+0(SB), Y2
+	VMOVDQU      xpshufb32<>+0(SB), Y2
 	VMOVDQU      xpermd32<>+0(SB), Y3
 	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
@@ -2937,16 +2937,6 @@ donedotQ4KAVX2:
 	VZEROUPPER
 	RET
 
-DATA xtr32<>+0(SB)/4, $0x0c080400
-DATA xtr32<>+4(SB)/4, $0x0d090501
-DATA xtr32<>+8(SB)/4, $0x0e0a0602
-DATA xtr32<>+12(SB)/4, $0x0f0b0703
-DATA xtr32<>+16(SB)/4, $0x0c080400
-DATA xtr32<>+20(SB)/4, $0x0d090501
-DATA xtr32<>+24(SB)/4, $0x0e0a0602
-DATA xtr32<>+28(SB)/4, $0x0f0b0703
-GLOBL xtr32<>(SB), RODATA|NOPTR, $32
-
 DATA k4scalewords<>+0(SB)/4, $0x00000000
 DATA k4scalewords<>+4(SB)/4, $0x00010001
 DATA k4scalewords<>+8(SB)/4, $0x00020002
@@ -3066,25 +3056,25 @@ loopdotQ4Kx4AVX2:
 	VMOVD        (AX), X5
 	VCVTPH2PS    X5, X5
 	VPERMD       16(AX), Y4, Y7
-	VPSHUFB      xtr32<>+0(SB), Y7, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
 	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y6
 	MOVBQZX      R11, R9
 	SHRL         $0x08, R11
 	VPBROADCASTD (DI)(R9*4), Y8
 	VPERMD       4(CX), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPMADDUBSW   Y9, Y6, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VPERMD       4(CX)(BX*1), Y4, Y10
-	VPSHUFB      xtr32<>+0(SB), Y10, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
 	VPMADDUBSW   Y10, Y6, Y10
 	VPMADDWD     Y8, Y10, Y10
 	VPERMD       4(CX)(BX*2), Y4, Y11
-	VPSHUFB      xtr32<>+0(SB), Y11, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
 	VPMADDUBSW   Y11, Y6, Y11
 	VPMADDWD     Y8, Y11, Y11
 	VPERMD       4(CX)(SI*1), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y6, Y12
 	VPMADDWD     Y8, Y12, Y6
 	VPSRLW       $0x04, Y7, Y7
@@ -3093,48 +3083,48 @@ loopdotQ4Kx4AVX2:
 	SHRL         $0x08, R11
 	VPBROADCASTD (DI)(R9*4), Y8
 	VPERMD       36(CX), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y9, Y9
 	VPERMD       36(CX)(BX*1), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y10, Y10
 	VPERMD       36(CX)(BX*2), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y11, Y11
 	VPERMD       36(CX)(SI*1), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VPERMD       48(AX), Y4, Y8
-	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
 	MOVBQZX      R11, R9
 	SHRL         $0x08, R11
 	VPBROADCASTD (DI)(R9*4), Y12
 	VPERMD       68(CX), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y9, Y9
 	VPERMD       68(CX)(BX*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y10, Y10
 	VPERMD       68(CX)(BX*2), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y11, Y11
 	VPERMD       68(CX)(SI*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y6, Y6
@@ -3143,48 +3133,48 @@ loopdotQ4Kx4AVX2:
 	MOVL         R11, R9
 	VPBROADCASTD (DI)(R9*4), Y8
 	VPERMD       100(CX), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y9, Y9
 	VPERMD       100(CX)(BX*1), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y10, Y10
 	VPERMD       100(CX)(BX*2), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y11, Y11
 	VPERMD       100(CX)(SI*1), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VPERMD       80(AX), Y4, Y8
-	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
 	MOVBQZX      R12, R9
 	SHRL         $0x08, R12
 	VPBROADCASTD (DI)(R9*4), Y12
 	VPERMD       132(CX), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y9, Y9
 	VPERMD       132(CX)(BX*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y10, Y10
 	VPERMD       132(CX)(BX*2), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y11, Y11
 	VPERMD       132(CX)(SI*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y6, Y6
@@ -3194,48 +3184,48 @@ loopdotQ4Kx4AVX2:
 	SHRL         $0x08, R12
 	VPBROADCASTD (DI)(R9*4), Y8
 	VPERMD       164(CX), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y9, Y9
 	VPERMD       164(CX)(BX*1), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y10, Y10
 	VPERMD       164(CX)(BX*2), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y11, Y11
 	VPERMD       164(CX)(SI*1), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VPERMD       112(AX), Y4, Y8
-	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
 	MOVBQZX      R12, R9
 	SHRL         $0x08, R12
 	VPBROADCASTD (DI)(R9*4), Y12
 	VPERMD       196(CX), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y9, Y9
 	VPERMD       196(CX)(BX*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y10, Y10
 	VPERMD       196(CX)(BX*2), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y11, Y11
 	VPERMD       196(CX)(SI*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y12, Y13, Y13
 	VPADDD       Y13, Y6, Y6
@@ -3244,22 +3234,22 @@ loopdotQ4Kx4AVX2:
 	MOVL         R12, R9
 	VPBROADCASTD (DI)(R9*4), Y8
 	VPERMD       228(CX), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y9, Y9
 	VPERMD       228(CX)(BX*1), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y10, Y10
 	VPERMD       228(CX)(BX*2), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y11, Y11
 	VPERMD       228(CX)(SI*1), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y8, Y12, Y12
 	VPADDD       Y12, Y6, Y6
@@ -3401,7 +3391,7 @@ TEXT ·dotQ4KPAVX2(SB), NOSPLIT, $0-28
 	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
 	VPXOR        X1, X1, X1
-	VMOVDQU      xtr32<>+0(SB), Y2
+	VMOVDQU      xpshufb32<>+0(SB), Y2
 	VMOVDQU      xpermd32<>+0(SB), Y3
 	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
@@ -3583,7 +3573,7 @@ loopdotQ4Kx4PAVX2:
 	VMOVD        (AX), X5
 	VCVTPH2PS    X5, X5
 	VPERMD       16(AX), Y4, Y7
-	VPSHUFB      xtr32<>+0(SB), Y7, Y7
+	VPSHUFB      xpshufb32<>+0(SB), Y7, Y7
 	VPAND        v32_0f0f0f0f<>+0(SB), Y7, Y6
 	MOVBQZX      R9, DI
 	SHRL         $0x08, R9
@@ -3614,7 +3604,7 @@ loopdotQ4Kx4PAVX2:
 	VPMADDWD     Y8, Y7, Y7
 	VPADDD       Y7, Y6, Y6
 	VPERMD       48(AX), Y4, Y8
-	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
 	MOVBQZX      R9, DI
 	SHRL         $0x08, R9
@@ -3648,7 +3638,7 @@ loopdotQ4Kx4PAVX2:
 	VPMADDWD     Y8, Y7, Y7
 	VPADDD       Y7, Y6, Y6
 	VPERMD       80(AX), Y4, Y8
-	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
 	MOVBQZX      R10, DI
 	SHRL         $0x08, R10
@@ -3683,7 +3673,7 @@ loopdotQ4Kx4PAVX2:
 	VPMADDWD     Y8, Y7, Y7
 	VPADDD       Y7, Y6, Y6
 	VPERMD       112(AX), Y4, Y8
-	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
 	MOVBQZX      R10, DI
 	SHRL         $0x08, R10
@@ -3855,7 +3845,7 @@ TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
 	VPXOR        X1, X1, X1
-	VMOVDQU      xtr32<>+0(SB), Y2
+	VMOVDQU      xpshufb32<>+0(SB), Y2
 	VMOVDQU      xpermd32<>+0(SB), Y3
 	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
@@ -4085,9 +4075,9 @@ loopdotQ5Kx4AVX2:
 	VMOVD        (AX), X5
 	VCVTPH2PS    X5, X5
 	VPERMD       16(AX), Y4, Y6
-	VPSHUFB      xtr32<>+0(SB), Y6, Y6
+	VPSHUFB      xpshufb32<>+0(SB), Y6, Y6
 	VPERMD       48(AX), Y4, Y8
-	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
 	VPSLLW       $0x04, Y6, Y9
 	VPAND        v32_10101010<>+0(SB), Y9, Y9
@@ -4096,19 +4086,19 @@ loopdotQ5Kx4AVX2:
 	SHRL         $0x08, R11
 	VPBROADCASTD (DI)(R9*4), Y9
 	VPERMD       4(CX), Y4, Y10
-	VPSHUFB      xtr32<>+0(SB), Y10, Y10
+	VPSHUFB      xpshufb32<>+0(SB), Y10, Y10
 	VPMADDUBSW   Y10, Y7, Y10
 	VPMADDWD     Y9, Y10, Y10
 	VPERMD       4(CX)(BX*1), Y4, Y11
-	VPSHUFB      xtr32<>+0(SB), Y11, Y11
+	VPSHUFB      xpshufb32<>+0(SB), Y11, Y11
 	VPMADDUBSW   Y11, Y7, Y11
 	VPMADDWD     Y9, Y11, Y11
 	VPERMD       4(CX)(BX*2), Y4, Y12
-	VPSHUFB      xtr32<>+0(SB), Y12, Y12
+	VPSHUFB      xpshufb32<>+0(SB), Y12, Y12
 	VPMADDUBSW   Y12, Y7, Y12
 	VPMADDWD     Y9, Y12, Y12
 	VPERMD       4(CX)(SI*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y7, Y13
 	VPMADDWD     Y9, Y13, Y7
 	VPSRLW       $0x04, Y8, Y8
@@ -4120,27 +4110,27 @@ loopdotQ5Kx4AVX2:
 	SHRL         $0x08, R11
 	VPBROADCASTD (DI)(R9*4), Y9
 	VPERMD       36(CX), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y10, Y10
 	VPERMD       36(CX)(BX*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y11, Y11
 	VPERMD       36(CX)(BX*2), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y12, Y12
 	VPERMD       36(CX)(SI*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y7, Y7
 	VPERMD       80(AX), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
 	VPSLLW       $0x02, Y6, Y13
 	VPAND        v32_10101010<>+0(SB), Y13, Y13
@@ -4149,22 +4139,22 @@ loopdotQ5Kx4AVX2:
 	SHRL         $0x08, R11
 	VPBROADCASTD (DI)(R9*4), Y13
 	VPERMD       68(CX), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y10, Y10
 	VPERMD       68(CX)(BX*1), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y11, Y11
 	VPERMD       68(CX)(BX*2), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y12, Y12
 	VPERMD       68(CX)(SI*1), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y7, Y7
@@ -4176,27 +4166,27 @@ loopdotQ5Kx4AVX2:
 	MOVL         R11, R9
 	VPBROADCASTD (DI)(R9*4), Y9
 	VPERMD       100(CX), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y10, Y10
 	VPERMD       100(CX)(BX*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y11, Y11
 	VPERMD       100(CX)(BX*2), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y12, Y12
 	VPERMD       100(CX)(SI*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y7, Y7
 	VPERMD       112(AX), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
 	VMOVDQA      Y6, Y13
 	VPAND        v32_10101010<>+0(SB), Y13, Y13
@@ -4205,22 +4195,22 @@ loopdotQ5Kx4AVX2:
 	SHRL         $0x08, R12
 	VPBROADCASTD (DI)(R9*4), Y13
 	VPERMD       132(CX), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y10, Y10
 	VPERMD       132(CX)(BX*1), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y11, Y11
 	VPERMD       132(CX)(BX*2), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y12, Y12
 	VPERMD       132(CX)(SI*1), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y7, Y7
@@ -4233,27 +4223,27 @@ loopdotQ5Kx4AVX2:
 	SHRL         $0x08, R12
 	VPBROADCASTD (DI)(R9*4), Y9
 	VPERMD       164(CX), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y10, Y10
 	VPERMD       164(CX)(BX*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y11, Y11
 	VPERMD       164(CX)(BX*2), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y12, Y12
 	VPERMD       164(CX)(SI*1), Y4, Y13
-	VPSHUFB      xtr32<>+0(SB), Y13, Y13
+	VPSHUFB      xpshufb32<>+0(SB), Y13, Y13
 	VPMADDUBSW   Y13, Y8, Y13
 	VPMADDWD     Y9, Y13, Y13
 	VPADDD       Y13, Y7, Y7
 	VPERMD       144(AX), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
 	VPSRLW       $0x02, Y6, Y13
 	VPAND        v32_10101010<>+0(SB), Y13, Y13
@@ -4262,22 +4252,22 @@ loopdotQ5Kx4AVX2:
 	SHRL         $0x08, R12
 	VPBROADCASTD (DI)(R9*4), Y13
 	VPERMD       196(CX), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y10, Y10
 	VPERMD       196(CX)(BX*1), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y11, Y11
 	VPERMD       196(CX)(BX*2), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y12, Y12
 	VPERMD       196(CX)(SI*1), Y4, Y14
-	VPSHUFB      xtr32<>+0(SB), Y14, Y14
+	VPSHUFB      xpshufb32<>+0(SB), Y14, Y14
 	VPMADDUBSW   Y14, Y8, Y14
 	VPMADDWD     Y13, Y14, Y14
 	VPADDD       Y14, Y7, Y7
@@ -4289,22 +4279,22 @@ loopdotQ5Kx4AVX2:
 	MOVL         R12, R9
 	VPBROADCASTD (DI)(R9*4), Y6
 	VPERMD       228(CX), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPMADDUBSW   Y9, Y8, Y9
 	VPMADDWD     Y6, Y9, Y9
 	VPADDD       Y9, Y10, Y10
 	VPERMD       228(CX)(BX*1), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPMADDUBSW   Y9, Y8, Y9
 	VPMADDWD     Y6, Y9, Y9
 	VPADDD       Y9, Y11, Y11
 	VPERMD       228(CX)(BX*2), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPMADDUBSW   Y9, Y8, Y9
 	VPMADDWD     Y6, Y9, Y9
 	VPADDD       Y9, Y12, Y12
 	VPERMD       228(CX)(SI*1), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPMADDUBSW   Y9, Y8, Y9
 	VPMADDWD     Y6, Y9, Y9
 	VPADDD       Y9, Y7, Y7
@@ -4456,7 +4446,7 @@ TEXT ·dotQ5KPAVX2(SB), NOSPLIT, $0-28
 	MOVQ         nb+16(FP), DX
 	VPXOR        Y0, Y0, Y0
 	VPXOR        X1, X1, X1
-	VMOVDQU      xtr32<>+0(SB), Y2
+	VMOVDQU      xpshufb32<>+0(SB), Y2
 	VMOVDQU      xpermd32<>+0(SB), Y3
 	LEAQ         k4scalewords<>+0(SB), BX
 	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
@@ -4665,9 +4655,9 @@ loopdotQ5Kx4PAVX2:
 	VMOVD        (AX), X5
 	VCVTPH2PS    X5, X5
 	VPERMD       16(AX), Y4, Y6
-	VPSHUFB      xtr32<>+0(SB), Y6, Y6
+	VPSHUFB      xpshufb32<>+0(SB), Y6, Y6
 	VPERMD       48(AX), Y4, Y8
-	VPSHUFB      xtr32<>+0(SB), Y8, Y8
+	VPSHUFB      xpshufb32<>+0(SB), Y8, Y8
 	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y7
 	VPSLLW       $0x04, Y6, Y9
 	VPAND        v32_10101010<>+0(SB), Y9, Y9
@@ -4704,7 +4694,7 @@ loopdotQ5Kx4PAVX2:
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VPERMD       80(AX), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
 	VPSLLW       $0x02, Y6, Y13
 	VPAND        v32_10101010<>+0(SB), Y13, Y13
@@ -4744,7 +4734,7 @@ loopdotQ5Kx4PAVX2:
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VPERMD       112(AX), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
 	VMOVDQA      Y6, Y13
 	VPAND        v32_10101010<>+0(SB), Y13, Y13
@@ -4785,7 +4775,7 @@ loopdotQ5Kx4PAVX2:
 	VPMADDWD     Y9, Y8, Y8
 	VPADDD       Y8, Y7, Y7
 	VPERMD       144(AX), Y4, Y9
-	VPSHUFB      xtr32<>+0(SB), Y9, Y9
+	VPSHUFB      xpshufb32<>+0(SB), Y9, Y9
 	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y8
 	VPSRLW       $0x02, Y6, Y13
 	VPAND        v32_10101010<>+0(SB), Y13, Y13

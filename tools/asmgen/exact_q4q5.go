@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	. "github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
@@ -55,85 +53,10 @@ type xk struct {
 	// sumfMem, where set, holds sumf instead of a register: four rows on
 	// AVX2 need all sixteen.
 	sumfMem *Mem
-	idx     Op // VPERMB or VPERMD index
-	tr      Op // VPSHUFB transpose after VPERMD (no VBMI)
+	perm    *runPerm // every 32-byte run into lane order
 	// table, where set, holds the address of scaleWords: the 256-bit
 	// kernels unpack the scales with integer instructions.
 	table Register
-}
-
-// laneOrder is the byte permutation of one 32-byte run: byte 4l+g takes
-// byte 8g+l.
-func laneOrder() []byte {
-	var b []byte
-	for l := 0; l < 8; l++ {
-		for g := 0; g < 4; g++ {
-			b = append(b, byte(8*g+l))
-		}
-	}
-	return b
-}
-
-// permIndex returns the target's permutation index: for every 32-byte run
-// of a vector, laneOrder (VPERMB), or the dwords 0,2,4,6,1,3,5,7 (VPERMD).
-func (x *xk) permIndex() Mem {
-	var b []byte
-	for h := 0; h < x.t.w/32; h++ {
-		if x.vbmi {
-			for _, v := range laneOrder() {
-				b = append(b, v+byte(32*h))
-			}
-			continue
-		}
-		for _, d := range []int{0, 2, 4, 6, 1, 3, 5, 7} {
-			b = append(b, byte(d+8*h), 0, 0, 0)
-		}
-	}
-	kind := map[bool]string{true: "b", false: "d"}[x.vbmi]
-	return constData(fmt.Sprintf("xperm%s%d", kind, x.t.w), b)
-}
-
-// transpose is the in-lane VPSHUFB that finishes the VPERMD route: after
-// it, dword c of a 128-bit lane holds byte c of each of the lane's four
-// dwords.
-func (x *xk) transpose() Mem {
-	var b []byte
-	for lane := 0; lane < x.t.w/16; lane++ {
-		for c := 0; c < 4; c++ {
-			for g := 0; g < 4; g++ {
-				b = append(b, byte(4*g+c))
-			}
-		}
-	}
-	return constData(fmt.Sprintf("xtr%d", x.t.w), b)
-}
-
-// perm loads a full vector from m and permutes each 32-byte run of it.
-func (x *xk) perm(m Mem) VecVirtual {
-	d := x.t.vec()
-	if x.vbmi {
-		VPERMB(m, x.idx, d)
-		return d
-	}
-	VPERMD(m, x.idx, d)
-	VPSHUFB(x.tr, d, d)
-	return d
-}
-
-// perm32 loads the 32 bytes at m, permuted, into every 256-bit half.
-func (x *xk) perm32(m Mem) VecVirtual {
-	if !x.t.zmm() {
-		return x.perm(m)
-	}
-	d := x.t.vec()
-	x.t.load32(m, d)
-	if x.vbmi {
-		VPERMB(d, x.idx, d)
-	} else {
-		VPERMD(d, x.idx, d)
-		VPSHUFB(x.tr, d, d)
-	}
-	return d
 }
 
 // q45Loop emits an exact Q4_K/Q5_K kernel with the signatures of kLoop.
@@ -182,19 +105,9 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 		VMOVUPS(x.sumf, loc)
 		x.sumfMem = &loc
 	}
-	idx := x.permIndex()
-	if t.memConsts && !t.evex() {
-		// Four rows on AVX2 need every register; the transpose reads its
-		// control from memory.
-		x.tr = x.transpose()
-	} else if !x.vbmi {
-		r := t.vec()
-		t.mov(x.transpose(), r)
-		x.tr = r
-	}
-	r := t.vec()
-	t.mov(idx, r)
-	x.idx = r
+	// Four rows on AVX2 need every register; their transpose reads its
+	// control from memory.
+	x.perm = newRunPerm(t, x.vbmi, !(t.memConsts && !t.evex()))
 	if !t.zmm() {
 		x.table = GP64()
 		LEAQ(scaleWords(), x.table)
@@ -527,11 +440,11 @@ func (x *xk) q4Quants(i int, qs Mem, q *VecVirtual, c0F Op) VecVirtual {
 	t := x.t
 	u := t.vec()
 	if t.zmm() {
-		p := x.perm32(qs.Offset(32 * i))
+		p := x.perm.load32(qs.Offset(32 * i))
 		vshift(0, -4, p, u)
 	} else {
 		if i%2 == 0 {
-			*q = x.perm32(qs.Offset(32 * (i / 2)))
+			*q = x.perm.load32(qs.Offset(32 * (i / 2)))
 			t.and(c0F, *q, u)
 			return u
 		}
@@ -572,7 +485,7 @@ func genQ5KExact(t *target) {
 		var q, qh VecVirtual
 		return x.block(wp, acts, nacc, func(i int) VecVirtual {
 			if i == 0 {
-				qh = x.perm32(Mem{Base: wp, Disp: 16})
+				qh = x.perm.load32(Mem{Base: wp, Disp: 16})
 			}
 			u := x.q4Quants(i, Mem{Base: wp, Disp: 48}, &q, c0F)
 			if t.evex() {

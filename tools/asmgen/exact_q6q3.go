@@ -29,42 +29,6 @@ import (
 // The quants' offsets (-32, -4) go per lane too: VPMADDUBSW of the offset
 // with the same permuted activations, subtracted before the scales.
 
-// permIndex is VPERMB's index for t's width: each 256-bit half permuted
-// within itself.
-func (t *target) permIndex() Mem {
-	var b []byte
-	for h := 0; h < t.w/32; h++ {
-		for p := 0; p < 32; p++ {
-			b = append(b, byte(32*h+p/4+8*(p%4)))
-		}
-	}
-	return constData(fmt.Sprintf("xpermb%d", t.w), b)
-}
-
-// permDwords is VPERMD's index for t's width: dwords 0 2 4 6 1 3 5 7 of
-// each 256-bit half.
-func (t *target) permDwords() Mem {
-	var b []byte
-	for h := 0; h < t.w/32; h++ {
-		for _, d := range []int{0, 2, 4, 6, 1, 3, 5, 7} {
-			b = append(b, byte(8*h+d), 0, 0, 0)
-		}
-	}
-	return constData(fmt.Sprintf("xpermd%d", t.w), b)
-}
-
-// permLane is the VPSHUFB transpose after permDwords: byte 4l+k of a lane
-// takes byte 4k+l.
-func (t *target) permLane() Mem {
-	var b []byte
-	for i := 0; i < t.w/16; i++ {
-		for p := 0; p < 16; p++ {
-			b = append(b, byte(4*(p%4)+p/4))
-		}
-	}
-	return constData(fmt.Sprintf("xpshufb%d", t.w), b)
-}
-
 // xctx is what an exact K-quant block body works with.
 type xctx struct {
 	t     *target
@@ -73,35 +37,12 @@ type xctx struct {
 	wp    Register
 	acts  []Mem
 	facc  []Op         // eight float lanes per row: ymm, or a stack slot
-	pidx  VecVirtual   // VPERMB or VPERMD index
-	pctl  Mem          // VPSHUFB transpose (without VBMI)
+	perm  *runPerm     // every 32-byte run into lane order
 	stack Mem          // 256-bit targets: the block's scale words
 	sidx  []VecVirtual // 512-bit targets: VPERMD indexes picking scale dwords
 	dw    VecVirtual   // fp16 block scale as float32, xmm lane 0
 	yd    VecVirtual   // one row: its d, computed once per block
 	jobs  *[]lrJob     // non-nil: block records its work here instead of emitting it (lrPair)
-}
-
-// perm returns src (a register or memory) permuted run by run.
-func (c *xctx) perm(src Op) VecVirtual {
-	d := c.t.vec()
-	if c.vbmi {
-		VPERMB(src, c.pidx, d)
-		return d
-	}
-	VPERMD(src, c.pidx, d)
-	VPSHUFB(c.pctl, d, d)
-	return d
-}
-
-// permLoad32 loads 32 packed bytes (into both halves of a zmm) permuted.
-func (c *xctx) permLoad32(m Mem) VecVirtual {
-	if !c.t.zmm() {
-		return c.perm(m)
-	}
-	v := c.t.vec()
-	c.t.load32(m, v)
-	return c.perm(v)
 }
 
 // ydot is fp16(x.d)·y.d of row k, as ggml computes d, in xmm lane 0.
@@ -176,13 +117,7 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		}
 		c.facc = append(c.facc, a)
 	}
-	c.pidx = t.vec()
-	if vbmi {
-		t.mov(t.permIndex(), c.pidx)
-	} else {
-		t.mov(t.permDwords(), c.pidx)
-		c.pctl = t.permLane()
-	}
+	c.perm = newRunPerm(t, vbmi, false)
 	if t.zmm() {
 		for i := 0; i < 4; i++ {
 			var b []byte
@@ -358,7 +293,7 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 				VPMADDUBSW(a.Offset(i*t.w), u, p)
 				VPSUBW(a.Offset(q63PrepOff+i*t.w), p, p)
 			} else {
-				y := c.perm(a.Offset(q8KQs + i*t.w))
+				y := c.perm.perm(a.Offset(q8KQs + i*t.w))
 				VPMADDUBSW(y, u, p)
 				VPMADDUBSW(y, coff, y)
 				VPSUBW(y, p, p)
@@ -455,8 +390,8 @@ func genQ6KExact(t *target, vbmi bool) {
 				if t.zmm() {
 					h, sub := i/2, i%2
 					if sub == 0 {
-						ql[0] = c.perm(Mem{Base: wp, Disp: 64 * h})
-						qh = c.permLoad32(Mem{Base: wp, Disp: 128 + 32*h})
+						ql[0] = c.perm.perm(Mem{Base: wp, Disp: 64 * h})
+						qh = c.perm.load32(Mem{Base: wp, Disp: 128 + 32*h})
 						t.and(c0F, ql[0], lo)
 						vshift(4, 2, qh, hb)
 					} else {
@@ -467,9 +402,9 @@ func genQ6KExact(t *target, vbmi bool) {
 				} else {
 					h, j := i/4, i%4
 					if j == 0 {
-						ql[0] = c.perm(Mem{Base: wp, Disp: 64 * h})
-						ql[1] = c.perm(Mem{Base: wp, Disp: 64*h + 32})
-						qh = c.perm(Mem{Base: wp, Disp: 128 + 32*h})
+						ql[0] = c.perm.perm(Mem{Base: wp, Disp: 64 * h})
+						ql[1] = c.perm.perm(Mem{Base: wp, Disp: 64*h + 32})
+						qh = c.perm.perm(Mem{Base: wp, Disp: 128 + 32*h})
 					}
 					if j < 2 {
 						t.and(c0F, ql[j], lo)
@@ -499,8 +434,8 @@ func q6KQuantsEVEX(c *xctx, i int, c0F VecVirtual, ql *[2]VecVirtual, qa, qb *Ve
 		// Vector i holds runs 2i%4 and 2i%4+1 of half i/2 in its halves.
 		h, sub := i/2, i%2
 		if sub == 0 {
-			ql[0] = c.perm(Mem{Base: wp, Disp: 64 * h})
-			qh := c.permLoad32(Mem{Base: wp, Disp: 128 + 32*h})
+			ql[0] = c.perm.perm(Mem{Base: wp, Disp: 64 * h})
+			qh := c.perm.load32(Mem{Base: wp, Disp: 128 + 32*h})
 			*qa = t.vec()
 			t.and(t.halvesConst(0x33333333, 0xcccccccc), qh, *qa)
 			vshift(4, 2, *qa, hb)
@@ -513,9 +448,9 @@ func q6KQuantsEVEX(c *xctx, i int, c0F VecVirtual, ql *[2]VecVirtual, qa, qb *Ve
 	} else {
 		h, j := i/4, i%4
 		if j == 0 {
-			ql[0] = c.perm(Mem{Base: wp, Disp: 64 * h})
-			ql[1] = c.perm(Mem{Base: wp, Disp: 64*h + 32})
-			qh := c.perm(Mem{Base: wp, Disp: 128 + 32*h})
+			ql[0] = c.perm.perm(Mem{Base: wp, Disp: 64 * h})
+			ql[1] = c.perm.perm(Mem{Base: wp, Disp: 64*h + 32})
+			qh := c.perm.perm(Mem{Base: wp, Disp: 128 + 32*h})
 			*qa, *qb = t.vec(), t.vec()
 			VPANDD_BCST(constU32(0x33333333), qh, *qa)
 			VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
@@ -579,20 +514,20 @@ func genQ3KExact(t *target, vbmi bool) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 108}, false)
 			sw := q3sw(wp)
-			hm := c.permLoad32(Mem{Base: wp})
+			hm := c.perm.load32(Mem{Base: wp})
 			var q VecVirtual
 			c.block(nacc, c04, sw, func(i int) VecVirtual {
 				u := t.vec()
 				if t.zmm() {
 					k, j := i/2, 2*(i%2)
 					if i%2 == 0 {
-						q = c.permLoad32(Mem{Base: wp, Disp: 32 + 32*k})
+						q = c.perm.load32(Mem{Base: wp, Disp: 32 + 32*k})
 					}
 					vshift(-2*j, -2*j-2, q, u)
 				} else {
 					k, j := i/4, i%4
 					if j == 0 {
-						q = c.perm(Mem{Base: wp, Disp: 32 + 32*k})
+						q = c.perm.perm(Mem{Base: wp, Disp: 32 + 32*k})
 					}
 					if vbmi && t.evex() {
 						return lrQ3KQuantGFNI(i, j, q, hm, c03)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -91,4 +93,102 @@ func (t *target) runBits(i int) Mem {
 		}
 	}
 	return constData("runbits", b).Offset(i * t.w)
+}
+
+// runPerm permutes every 32-byte run of a vector into lane order: byte
+// 4l+g takes byte 8g+l, so dword l holds the run's four elements of lane
+// l (the exact K-quant kernels' grouping, exact_q4q5.go and
+// exact_q6q3.go). With AVX512_VBMI it is one VPERMB; otherwise VPERMD
+// (dwords 0 2 4 6 | 1 3 5 7 of each 256-bit half, giving each 128-bit lane
+// the residues it holds) and an in-lane VPSHUFB, a 4×4 byte transpose.
+type runPerm struct {
+	t    *target
+	vbmi bool
+	idx  VecVirtual // VPERMB or VPERMD index
+	tr   Op         // the VPSHUFB transpose (no VBMI): a register or memory
+}
+
+// newRunPerm loads the permutation's index; trReg keeps the transpose in
+// a register too rather than reading it from memory.
+func newRunPerm(t *target, vbmi, trReg bool) *runPerm {
+	p := &runPerm{t: t, vbmi: vbmi}
+	if !vbmi {
+		p.tr = t.permLane()
+		if trReg {
+			r := t.vec()
+			t.mov(t.permLane(), r)
+			p.tr = r
+		}
+	}
+	p.idx = t.vec()
+	if vbmi {
+		t.mov(t.permIndex(), p.idx)
+	} else {
+		t.mov(t.permDwords(), p.idx)
+	}
+	return p
+}
+
+// perm returns src (a register or memory) permuted run by run.
+func (p *runPerm) perm(src Op) VecVirtual {
+	d := p.t.vec()
+	p.into(src, d)
+	return d
+}
+
+// into permutes src run by run into d.
+func (p *runPerm) into(src Op, d VecVirtual) {
+	if p.vbmi {
+		VPERMB(src, p.idx, d)
+		return
+	}
+	VPERMD(src, p.idx, d)
+	VPSHUFB(p.tr, d, d)
+}
+
+// load32 loads the 32 bytes at m, permuted, into every 256-bit half.
+func (p *runPerm) load32(m Mem) VecVirtual {
+	if !p.t.zmm() {
+		return p.perm(m)
+	}
+	d := p.t.vec()
+	p.t.load32(m, d)
+	p.into(d, d)
+	return d
+}
+
+// permIndex is VPERMB's index for t's width: each 256-bit half permuted
+// within itself.
+func (t *target) permIndex() Mem {
+	var b []byte
+	for h := 0; h < t.w/32; h++ {
+		for p := 0; p < 32; p++ {
+			b = append(b, byte(32*h+p/4+8*(p%4)))
+		}
+	}
+	return constData(fmt.Sprintf("xpermb%d", t.w), b)
+}
+
+// permDwords is VPERMD's index for t's width: dwords 0 2 4 6 1 3 5 7 of
+// each 256-bit half.
+func (t *target) permDwords() Mem {
+	var b []byte
+	for h := 0; h < t.w/32; h++ {
+		for _, d := range []int{0, 2, 4, 6, 1, 3, 5, 7} {
+			b = append(b, byte(8*h+d), 0, 0, 0)
+		}
+	}
+	return constData(fmt.Sprintf("xpermd%d", t.w), b)
+}
+
+// permLane is the VPSHUFB transpose after permDwords: byte 4l+k of a lane
+// takes byte 4k+l.
+func (t *target) permLane() Mem {
+	var b []byte
+	for i := 0; i < t.w/16; i++ {
+		for p := 0; p < 16; p++ {
+			b = append(b, byte(4*(p%4)+p/4))
+		}
+	}
+	return constData(fmt.Sprintf("xpshufb%d", t.w), b)
 }

@@ -56,7 +56,7 @@ func (x *xk) q45pProducts(a Mem, i int, u VecVirtual) VecVirtual {
 		VPMADDUBSW(m, u, y)
 		return y
 	}
-	y := x.perm(m)
+	y := x.perm.perm(m)
 	VPMADDUBSW(y, u, y)
 	return y
 }
