@@ -9,8 +9,9 @@
 #       k3 synth models of ~3 GB read from the page cache;
 #   (c) where a decode step's time goes: go tool pprof -top of
 #       `k3 bench --cpuprofile`; (d) llama.cpp's, by perf, where perf exists.
-# k3 and llama.cpp runs alternate (ABAB...) within every round, so load
-# drift on a shared machine hits both; ratios are k3 / llama.cpp (> 1: k3
+# k3 and llama.cpp runs alternate (ABAB...) within every round — for
+# matrix × vector type by type — so load drift on a shared machine hits
+# both; ratios are k3 / llama.cpp (> 1: k3
 # faster). Run from anywhere; prints the tables and writes everything
 # (raw JSON, benchmark output, profile) under $OUT.
 #
@@ -66,22 +67,34 @@ echo "k3 kernels on this CPU (--kernels $KERNELS): $AUTO"
 
 # --- (a) matrix × vector ---
 if ! skip matvec; then
-	go_types="q2_K|q3_K|q4_K|q5_K|q6_K|q8_0|q4_0|q5_0|mxfp4|f16|bf16|f32"
-	ggml_types=q2_K,q3_K,q4_K,q5_K,q6_K,q8_0,q4_0,q5_0,mxfp4,f16,bf16,f32
+	mv_types="q2_K q3_K q4_K q5_K q6_K q8_0 q4_0 q5_0 mxfp4 f16 bf16 f32"
 	for shape in $SHAPES; do
 		rows=${shape%x*} cols=${shape#*x}
 		for r in $(seq "$ROUNDS"); do
 			log "matvec $shape round $r/$ROUNDS (load $(load))"
-			"$K3REF" matvec "$ggml_types" --rows "$rows" --cols "$cols" --threads "$THREADS" \
-				--seconds "$MATVEC_SECONDS" >"$OUT/ggml-matvec-$shape-$r.json"
-			K3_SBS=1 K3_SBS_ROWS=$rows K3_SBS_COLS=$cols K3_SBS_THREADS=$THREADS "$OUT/avx512.test" -test.run '^$' \
-				-test.bench "SideBySide/($go_types)/(avx512|vnni[a-z0-9]*)/" \
-				-test.benchtime "${MATVEC_SECONDS}s" >"$OUT/k3-matvec-$shape-avx512-$r.txt"
-			"$K3REF" matvec "$ggml_types" --rows "$rows" --cols "$cols" --threads "$THREADS" \
-				--seconds "$MATVEC_SECONDS" --repack >"$OUT/ggml-matvec-repack-$shape-$r.json"
-			K3_SBS=1 K3_SBS_ROWS=$rows K3_SBS_COLS=$cols K3_SBS_THREADS=$THREADS "$OUT/avx2.test" -test.run '^$' \
-				-test.bench "SideBySide/($go_types)/avx2/" \
-				-test.benchtime "${MATVEC_SECONDS}s" >"$OUT/k3-matvec-$shape-avx2-$r.txt"
+			# Type by type, each side right after the other (a type's
+			# ggml and k3 runs a few seconds apart, not a whole sweep):
+			# memory bandwidth on a shared host drifts within a minute.
+			ggml=() repack=()
+			for typ in $mv_types; do
+				# f16 also selects f16-fast (float mode fast) on the k3 side.
+				K3_SBS=1 K3_SBS_ROWS=$rows K3_SBS_COLS=$cols K3_SBS_THREADS=$THREADS "$OUT/avx512.test" -test.run '^$' \
+					-test.bench "SideBySide/^$typ(-fast)?\$/(avx512|vnni[a-z0-9]*)/" \
+					-test.benchtime "${MATVEC_SECONDS}s" >>"$OUT/k3-matvec-$shape-avx512-$r.txt"
+				"$K3REF" matvec "$typ" --rows "$rows" --cols "$cols" --threads "$THREADS" \
+					--seconds "$MATVEC_SECONDS" >"$OUT/.ggml-$typ.json"
+				ggml+=("$OUT/.ggml-$typ.json")
+				"$K3REF" matvec "$typ" --rows "$rows" --cols "$cols" --threads "$THREADS" \
+					--seconds "$MATVEC_SECONDS" --repack >"$OUT/.repack-$typ.json"
+				repack+=("$OUT/.repack-$typ.json")
+				K3_SBS=1 K3_SBS_ROWS=$rows K3_SBS_COLS=$cols K3_SBS_THREADS=$THREADS "$OUT/avx2.test" -test.run '^$' \
+					-test.bench "SideBySide/^$typ(-fast)?\$/avx2/" \
+					-test.benchtime "${MATVEC_SECONDS}s" >>"$OUT/k3-matvec-$shape-avx2-$r.txt"
+			done
+			merge='import json, sys; rs = [json.load(open(p)) for p in sys.argv[1:]]; rs[0]["results"] = [x for r in rs for x in r["results"]]; print(json.dumps(rs[0]))'
+			python3 -c "$merge" "${ggml[@]}" >"$OUT/ggml-matvec-$shape-$r.json"
+			python3 -c "$merge" "${repack[@]}" >"$OUT/ggml-matvec-repack-$shape-$r.json"
+			rm -f "${ggml[@]}" "${repack[@]}"
 		done
 		echo
 		echo "## (a) matrix × vector, $rows rows × $cols, $THREADS threads (load $(load) after)"

@@ -41,16 +41,25 @@ func BenchSideBySide(b *testing.B, k *kernelkit.Kit) {
 		if n%typ.BlockSize() != 0 {
 			continue
 		}
-		r := rand.New(rand.NewPCG(9, uint64(typ)))
-		part := min(rows, 256)
-		block := randWeights(r, typ, part*n)
-		w := make([]byte, 0, len(block)*((rows+part-1)/part))
-		for len(w) < cap(w) {
-			w = append(w, block...)
+		// The weights are made on the first sub-benchmark the -bench
+		// pattern selects, not for types it filters out.
+		var w, act []byte
+		var out []float32
+		setup := func() {
+			if w != nil {
+				return
+			}
+			r := rand.New(rand.NewPCG(9, uint64(typ)))
+			part := min(rows, 256)
+			block := randWeights(r, typ, part*n)
+			w = make([]byte, 0, len(block)*((rows+part-1)/part))
+			for len(w) < cap(w) {
+				w = append(w, block...)
+			}
+			w = w[:len(block)/part*rows]
+			act = randActs(r, typ, n)
+			out = make([]float32, rows)
 		}
-		w = w[:len(block)/part*rows]
-		act := randActs(r, typ, n)
-		out := make([]float32, rows)
 		modes := []string{"exact"}
 		if typ == quant.F16 || typ == quant.BF16 {
 			modes = kernelkit.FloatModes
@@ -66,6 +75,7 @@ func BenchSideBySide(b *testing.B, k *kernelkit.Kit) {
 						b.Fatal(err)
 					}
 					defer k.SetFloatMode("exact")
+					setup()
 					b.SetBytes(int64(len(w)))
 					var times []time.Duration
 					fb := kernelkit.FloatFallbacks()
