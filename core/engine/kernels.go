@@ -114,6 +114,9 @@ func OpenKernels(ctx context.Context, k config.Kernels, o KernelsOptions) (Kerne
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 		if name == "reference" {
+			if o.FastFloat && o.Logger != nil {
+				o.Logger.Warn("kernels.float fast has no effect on the reference kernels: they are always exact")
+			}
 			return referenceKernels{ops.Reference}, nil
 		}
 		l.Name = KernelsPlugin[name]

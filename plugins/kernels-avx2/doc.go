@@ -18,7 +18,8 @@
 //     from memory once per batch and, for the K-quants, unpacking each
 //     weight block once for four activation rows. Both hand out chunks of
 //     whole 64-byte output lines to persistent workers (core/parallel).
-//   - Levels, Level and SetLevel name and switch the instruction-set path.
+//   - Levels, Level and SetLevel name and switch the instruction-set path;
+//     SetFloatMode and FloatMode the F16/BF16 arithmetic (exact or fast).
 //
 // Results are quant.VecDot's bit for bit — which is ggml's scalar code, so
 // every level, the reference and llama.cpp's reference CPU build compute
@@ -28,7 +29,11 @@
 // 32-element run) and do its float operations in its order without fused
 // multiply-adds; the plain-float kernels sum in float64 in another order
 // and prove the float32 rounding is the reference's, or run the
-// reference's sequential sum when it might not be (kernelkit/exactfloat.go). One precondition: Q8_0·Q8_0
+// reference's sequential sum when it might not be (kernelkit/exactfloat.go).
+// Float mode fast (SetFloatMode, a profile's kernels.float, the plugin's
+// OpFastFloat flag) trades that for speed on F16 and BF16 weights only: a
+// fixed float32-lane order, the same bits on every level, within 2^-21 of
+// Σ|products| of the reference (kernelkit/fastfloat.go). One precondition: Q8_0·Q8_0
 // uses ggml's sign trick, exact for activation bytes in [-127, 127], which
 // is all QuantizeActivation produces; a hand-made -128 activation would be
 // taken as +128 where the weight is negative.
