@@ -25,6 +25,7 @@ func init() {
 		F32: dotF32AVX2, F16: dotF16AVX2, BF16: dotBF16AVX2, FloatRows: 1,
 		F32Seq: dotSeqF32AVX2, F16Seq: dotSeqF16AVX2, BF16Seq: dotSeqBF16AVX2,
 		FastF16: dotFastF16AVX2, FastBF16: dotFastBF16AVX2, FastRows: 1,
+		PrepFastF16: prepFastF16AVX2, PrepFastBF16: prepFastBF16AVX2,
 		QuantizeQ8K: quantizeQ8KAVX2,
 	})
 }

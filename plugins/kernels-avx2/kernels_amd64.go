@@ -113,4 +113,10 @@ func dotFastF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 func dotFastBF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
+func prepFastF16AVX2(src *byte, dst *byte, n int)
+
+//go:noescape
+func prepFastBF16AVX2(src *byte, dst *byte, n int)
+
+//go:noescape
 func quantizeQ8KAVX2(x *float32, y *byte, nb int)

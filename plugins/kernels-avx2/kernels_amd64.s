@@ -7427,6 +7427,80 @@ donedotFastBF16AVX2:
 	VZEROUPPER
 	RET
 
+// func prepFastF16AVX2(src *byte, dst *byte, n int)
+// Requires: AVX, F16C
+TEXT ·prepFastF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ dst+8(FP), CX
+	MOVQ n+16(FP), DX
+	SHRQ $0x06, DX
+	JZ   doneprepFastF16AVX2
+
+loopprepFastF16AVX2:
+	VCVTPH2PS (AX), Y0
+	VMOVUPS   Y0, (CX)
+	VCVTPH2PS 16(AX), Y0
+	VMOVUPS   Y0, 32(CX)
+	VCVTPH2PS 32(AX), Y0
+	VMOVUPS   Y0, 64(CX)
+	VCVTPH2PS 48(AX), Y0
+	VMOVUPS   Y0, 96(CX)
+	VCVTPH2PS 64(AX), Y0
+	VMOVUPS   Y0, 128(CX)
+	VCVTPH2PS 80(AX), Y0
+	VMOVUPS   Y0, 160(CX)
+	VCVTPH2PS 96(AX), Y0
+	VMOVUPS   Y0, 192(CX)
+	VCVTPH2PS 112(AX), Y0
+	VMOVUPS   Y0, 224(CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000100, CX
+	DECQ      DX
+	JNZ       loopprepFastF16AVX2
+
+doneprepFastF16AVX2:
+	VZEROUPPER
+	RET
+
+// func prepFastBF16AVX2(src *byte, dst *byte, n int)
+// Requires: AVX, AVX2
+TEXT ·prepFastBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ dst+8(FP), CX
+	MOVQ n+16(FP), DX
+	SHRQ $0x06, DX
+	JZ   doneprepFastBF16AVX2
+
+loopprepFastBF16AVX2:
+	VMOVDQU (AX), Y0
+	VPSLLD  $0x10, Y0, Y1
+	VPAND   v32_ffff0000<>+0(SB), Y0, Y0
+	VMOVUPS Y1, (CX)
+	VMOVUPS Y0, 64(CX)
+	VMOVDQU 32(AX), Y0
+	VPSLLD  $0x10, Y0, Y1
+	VPAND   v32_ffff0000<>+0(SB), Y0, Y0
+	VMOVUPS Y1, 32(CX)
+	VMOVUPS Y0, 96(CX)
+	VMOVDQU 64(AX), Y0
+	VPSLLD  $0x10, Y0, Y1
+	VPAND   v32_ffff0000<>+0(SB), Y0, Y0
+	VMOVUPS Y1, 128(CX)
+	VMOVUPS Y0, 192(CX)
+	VMOVDQU 96(AX), Y0
+	VPSLLD  $0x10, Y0, Y1
+	VPAND   v32_ffff0000<>+0(SB), Y0, Y0
+	VMOVUPS Y1, 160(CX)
+	VMOVUPS Y0, 224(CX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000100, CX
+	DECQ    DX
+	JNZ     loopprepFastBF16AVX2
+
+doneprepFastBF16AVX2:
+	VZEROUPPER
+	RET
+
 // func quantizeQ8KAVX2(x *float32, y *byte, nb int)
 // Requires: AVX, AVX2
 TEXT ·quantizeQ8KAVX2(SB), NOSPLIT, $0-24

@@ -52,6 +52,7 @@ func init() {
 		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512, FloatRows: 4,
 		F32Seq: dotSeqF32AVX512, F16Seq: dotSeqF16AVX512, BF16Seq: dotSeqBF16AVX512,
 		FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
+		PrepFastF16: prepFastF16AVX512, PrepFastBF16: prepFastBF16AVX512,
 		QuantizeQ8K: quantizeQ8KAVX512,
 	})
 	if hasVNNI {
@@ -90,6 +91,7 @@ func init() {
 			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatRows: 4,
 			F32Seq: dotSeqF32VNNI, F16Seq: dotSeqF16VNNI, BF16Seq: dotSeqBF16VNNI,
 			FastF16: dotFastF16VNNI, FastBF16: dotFastBF16VNNI, FastRows: 4,
+		PrepFastF16: prepFastF16VNNI, PrepFastBF16: prepFastBF16VNNI,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 		kit.Add("vnni256", kernelkit.Funcs{
@@ -102,6 +104,7 @@ func init() {
 			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256, FloatRows: 4,
 			F32Seq: dotSeqF32VNNI256, F16Seq: dotSeqF16VNNI256, BF16Seq: dotSeqBF16VNNI256,
 			FastF16: dotFastF16VNNI256, FastBF16: dotFastBF16VNNI256, FastRows: 4,
+		PrepFastF16: prepFastF16VNNI256, PrepFastBF16: prepFastBF16VNNI256,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 	}

@@ -107,6 +107,12 @@ func dotFastF16AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 func dotFastBF16AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
+func prepFastF16AVX512(src *byte, dst *byte, n int)
+
+//go:noescape
+func prepFastBF16AVX512(src *byte, dst *byte, n int)
+
+//go:noescape
 func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -231,6 +237,12 @@ func dotFastF16VNNI(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
 func dotFastBF16VNNI(w *byte, wstride int, a *byte, n int, out *float64)
+
+//go:noescape
+func prepFastF16VNNI(src *byte, dst *byte, n int)
+
+//go:noescape
+func prepFastBF16VNNI(src *byte, dst *byte, n int)
 
 //go:noescape
 func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
@@ -363,6 +375,12 @@ func dotFastF16VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
 func dotFastBF16VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
+
+//go:noescape
+func prepFastF16VNNI256(src *byte, dst *byte, n int)
+
+//go:noescape
+func prepFastBF16VNNI256(src *byte, dst *byte, n int)
 
 //go:noescape
 func quantizeQ8KAVX512(x *float32, y *byte, nb int)

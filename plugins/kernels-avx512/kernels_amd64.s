@@ -7617,6 +7617,63 @@ donedotFastBF16AVX512:
 	VZEROUPPER
 	RET
 
+// func prepFastF16AVX512(src *byte, dst *byte, n int)
+// Requires: AVX, AVX512F
+TEXT ·prepFastF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ dst+8(FP), CX
+	MOVQ n+16(FP), DX
+	SHRQ $0x06, DX
+	JZ   doneprepFastF16AVX512
+
+loopprepFastF16AVX512:
+	VCVTPH2PS (AX), Z0
+	VMOVUPS   Z0, (CX)
+	VCVTPH2PS 32(AX), Z0
+	VMOVUPS   Z0, 64(CX)
+	VCVTPH2PS 64(AX), Z0
+	VMOVUPS   Z0, 128(CX)
+	VCVTPH2PS 96(AX), Z0
+	VMOVUPS   Z0, 192(CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000100, CX
+	DECQ      DX
+	JNZ       loopprepFastF16AVX512
+
+doneprepFastF16AVX512:
+	VZEROUPPER
+	RET
+
+// func prepFastBF16AVX512(src *byte, dst *byte, n int)
+// Requires: AVX, AVX512F
+TEXT ·prepFastBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ         src+0(FP), AX
+	MOVQ         dst+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VPBROADCASTD c32_ffff0000<>+0(SB), Z0
+	SHRQ         $0x06, DX
+	JZ           doneprepFastBF16AVX512
+
+loopprepFastBF16AVX512:
+	VMOVDQU64 (AX), Z1
+	VPSLLD    $0x10, Z1, Z2
+	VPANDD    Z0, Z1, Z1
+	VMOVUPS   Z2, (CX)
+	VMOVUPS   Z1, 64(CX)
+	VMOVDQU64 64(AX), Z1
+	VPSLLD    $0x10, Z1, Z2
+	VPANDD    Z0, Z1, Z1
+	VMOVUPS   Z2, 128(CX)
+	VMOVUPS   Z1, 192(CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000100, CX
+	DECQ      DX
+	JNZ       loopprepFastBF16AVX512
+
+doneprepFastBF16AVX512:
+	VZEROUPPER
+	RET
+
 // func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ2KVNNI(SB), NOSPLIT, $0-28
@@ -15459,6 +15516,63 @@ donedotFastBF16VNNI:
 	VUNPCKHPD     X1, X1, X0
 	VADDSD        X0, X1, X1
 	VMOVSD        X1, 24(R9)
+	VZEROUPPER
+	RET
+
+// func prepFastF16VNNI(src *byte, dst *byte, n int)
+// Requires: AVX, AVX512F
+TEXT ·prepFastF16VNNI(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ dst+8(FP), CX
+	MOVQ n+16(FP), DX
+	SHRQ $0x06, DX
+	JZ   doneprepFastF16VNNI
+
+loopprepFastF16VNNI:
+	VCVTPH2PS (AX), Z0
+	VMOVUPS   Z0, (CX)
+	VCVTPH2PS 32(AX), Z0
+	VMOVUPS   Z0, 64(CX)
+	VCVTPH2PS 64(AX), Z0
+	VMOVUPS   Z0, 128(CX)
+	VCVTPH2PS 96(AX), Z0
+	VMOVUPS   Z0, 192(CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000100, CX
+	DECQ      DX
+	JNZ       loopprepFastF16VNNI
+
+doneprepFastF16VNNI:
+	VZEROUPPER
+	RET
+
+// func prepFastBF16VNNI(src *byte, dst *byte, n int)
+// Requires: AVX, AVX512F
+TEXT ·prepFastBF16VNNI(SB), NOSPLIT, $0-24
+	MOVQ         src+0(FP), AX
+	MOVQ         dst+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VPBROADCASTD c32_ffff0000<>+0(SB), Z0
+	SHRQ         $0x06, DX
+	JZ           doneprepFastBF16VNNI
+
+loopprepFastBF16VNNI:
+	VMOVDQU64 (AX), Z1
+	VPSLLD    $0x10, Z1, Z2
+	VPANDD    Z0, Z1, Z1
+	VMOVUPS   Z2, (CX)
+	VMOVUPS   Z1, 64(CX)
+	VMOVDQU64 64(AX), Z1
+	VPSLLD    $0x10, Z1, Z2
+	VPANDD    Z0, Z1, Z1
+	VMOVUPS   Z2, 128(CX)
+	VMOVUPS   Z1, 192(CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000100, CX
+	DECQ      DX
+	JNZ       loopprepFastBF16VNNI
+
+doneprepFastBF16VNNI:
 	VZEROUPPER
 	RET
 
@@ -27657,6 +27771,81 @@ donedotFastBF16VNNI256:
 	VUNPCKHPD     X0, X0, X1
 	VADDSD        X1, X0, X0
 	VMOVSD        X0, 24(R9)
+	VZEROUPPER
+	RET
+
+// func prepFastF16VNNI256(src *byte, dst *byte, n int)
+// Requires: AVX, F16C
+TEXT ·prepFastF16VNNI256(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ dst+8(FP), CX
+	MOVQ n+16(FP), DX
+	SHRQ $0x06, DX
+	JZ   doneprepFastF16VNNI256
+
+loopprepFastF16VNNI256:
+	VCVTPH2PS (AX), Y0
+	VMOVUPS   Y0, (CX)
+	VCVTPH2PS 16(AX), Y0
+	VMOVUPS   Y0, 32(CX)
+	VCVTPH2PS 32(AX), Y0
+	VMOVUPS   Y0, 64(CX)
+	VCVTPH2PS 48(AX), Y0
+	VMOVUPS   Y0, 96(CX)
+	VCVTPH2PS 64(AX), Y0
+	VMOVUPS   Y0, 128(CX)
+	VCVTPH2PS 80(AX), Y0
+	VMOVUPS   Y0, 160(CX)
+	VCVTPH2PS 96(AX), Y0
+	VMOVUPS   Y0, 192(CX)
+	VCVTPH2PS 112(AX), Y0
+	VMOVUPS   Y0, 224(CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000100, CX
+	DECQ      DX
+	JNZ       loopprepFastF16VNNI256
+
+doneprepFastF16VNNI256:
+	VZEROUPPER
+	RET
+
+// func prepFastBF16VNNI256(src *byte, dst *byte, n int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·prepFastBF16VNNI256(SB), NOSPLIT, $0-24
+	MOVQ         src+0(FP), AX
+	MOVQ         dst+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VPBROADCASTD c32_ffff0000<>+0(SB), Y0
+	SHRQ         $0x06, DX
+	JZ           doneprepFastBF16VNNI256
+
+loopprepFastBF16VNNI256:
+	VMOVDQU64 (AX), Y1
+	VPSLLD    $0x10, Y1, Y2
+	VPANDD    Y0, Y1, Y1
+	VMOVUPS   Y2, (CX)
+	VMOVUPS   Y1, 64(CX)
+	VMOVDQU64 32(AX), Y1
+	VPSLLD    $0x10, Y1, Y2
+	VPANDD    Y0, Y1, Y1
+	VMOVUPS   Y2, 32(CX)
+	VMOVUPS   Y1, 96(CX)
+	VMOVDQU64 64(AX), Y1
+	VPSLLD    $0x10, Y1, Y2
+	VPANDD    Y0, Y1, Y1
+	VMOVUPS   Y2, 128(CX)
+	VMOVUPS   Y1, 192(CX)
+	VMOVDQU64 96(AX), Y1
+	VPSLLD    $0x10, Y1, Y2
+	VPANDD    Y0, Y1, Y1
+	VMOVUPS   Y2, 160(CX)
+	VMOVUPS   Y1, 224(CX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000100, CX
+	DECQ      DX
+	JNZ       loopprepFastBF16VNNI256
+
+doneprepFastBF16VNNI256:
 	VZEROUPPER
 	RET
 

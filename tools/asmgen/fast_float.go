@@ -191,3 +191,52 @@ func genFastFloat(t *target, kind string) {
 	VZEROUPPER()
 	RET()
 }
+
+// genFastPrep emits prepFast<kind><suffix>(src *byte, dst *byte, n int):
+// the first n activations (n a multiple of fastChunk) of an F16 or BF16
+// row as the float32s the fast kernels read (kernelkit's fastPrep.rows:
+// F16 in order, BF16 each 32 elements' 16 even ones, then the 16 odd).
+func genFastPrep(t *target, kind string) {
+	name := "prepFast" + kind + t.suffix
+	TEXT(name, NOSPLIT, "func(src *byte, dst *byte, n int)")
+	Pragma("noescape")
+	sp := Load(Param("src"), GP64())
+	dp := Load(Param("dst"), GP64())
+	n := Load(Param("n"), GP64())
+	lanes := t.w / 4
+	var hiMask Op
+	if kind == "BF16" {
+		hiMask = t.konstMem(0xffff0000)
+	}
+	SHRQ(U8(6), n)
+	JZ(LabelRef("done" + name))
+	Label("loop" + name)
+	switch kind {
+	case "F16":
+		for i := 0; i < fastChunk; i += lanes {
+			v := t.vec()
+			VCVTPH2PS(Mem{Base: sp, Disp: 2 * i}, v)
+			VMOVUPS(v, Mem{Base: dp, Disp: 4 * i})
+		}
+	case "BF16":
+		for g := range 2 {
+			for h := range 16 / lanes {
+				d, e := t.vec(), t.vec()
+				t.mov(Mem{Base: sp, Disp: 2 * (32*g + 2*h*lanes)}, d)
+				VPSLLD(U8(16), d, e)
+				t.and(hiMask, d, d)
+				VMOVUPS(e, Mem{Base: dp, Disp: 4*32*g + h*t.w})
+				VMOVUPS(d, Mem{Base: dp, Disp: 4*(32*g+16) + h*t.w})
+			}
+		}
+	default:
+		panic("genFastPrep: " + kind)
+	}
+	ADDQ(U32(2*fastChunk), sp)
+	ADDQ(U32(4*fastChunk), dp)
+	DECQ(n)
+	JNZ(LabelRef("loop" + name))
+	Label("done" + name)
+	VZEROUPPER()
+	RET()
+}

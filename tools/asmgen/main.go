@@ -77,4 +77,6 @@ func genAll(t *target) {
 	genSeqFloat(t, "BF16")
 	genFastFloat(t, "F16")
 	genFastFloat(t, "BF16")
+	genFastPrep(t, "F16")
+	genFastPrep(t, "BF16")
 }

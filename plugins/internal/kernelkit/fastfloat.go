@@ -132,9 +132,10 @@ func fma32(x, y, z float32) float32 {
 // the kernel's order (BF16: each 32 elements' 16 even ones, then the 16
 // odd ones), 64-byte aligned rows back to back.
 type fastPrep struct {
-	t    quant.Type
-	kern floatKernel // nil: fastSum in Go
-	nrow int
+	t     quant.Type
+	kern  floatKernel                  // nil: fastSum in Go
+	prepK func(src, dst *byte, n int) // the whole chunks' prep (nil: Go)
+	nrow  int
 }
 
 func newFastPrep(t quant.Type, kern floatKernel, nrow int) *fastPrep {
@@ -164,13 +165,18 @@ func (p *fastPrep) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
 	dst := b[al : al+size]
 	for j := range m {
 		src, d := a[j*arow:j*arow+2*n], f32(dst[j*prow:(j+1)*prow])
+		i0 := 0
+		if c := n &^ (fastChunk - 1); p.prepK != nil && c > 0 {
+			p.prepK(&src[0], &dst[j*prow], c)
+			i0 = c
+		}
 		if p.t == quant.F16 {
-			for i := range n {
+			for i := i0; i < n; i++ {
 				d[i] = quant.FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
 			}
 			continue
 		}
-		for i := range n {
+		for i := i0; i < n; i++ {
 			d[p.slot(i, n)] = quant.BF16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	}

@@ -55,6 +55,9 @@ type Funcs struct {
 	// row, n a multiple of fastChunk, row r's float64 sum into out[r].
 	FastF16, FastBF16 func(w *byte, wstride int, a *byte, n int, out *float64)
 	FastRows          int
+	// PrepFastF16 and PrepFastBF16 write the first n activations (n a
+	// multiple of fastChunk) of a row as the fast kernels read them.
+	PrepFastF16, PrepFastBF16 func(src, dst *byte, n int)
 
 	// QuantizeQ8K quantizes nb blocks of 256 floats to Q8_K.
 	QuantizeQ8K func(x *float32, y *byte, nb int)
@@ -113,6 +116,7 @@ func (k *Kit) Add(name string, f Funcs) {
 				l.fast = map[quant.Type]*fastPrep{}
 			}
 			l.fast[t] = newFastPrep(t, fn, f.FastRows)
+			l.fast[t].prepK = map[quant.Type]func(src, dst *byte, n int){quant.F16: f.PrepFastF16, quant.BF16: f.PrepFastBF16}[t]
 		}
 	}
 	l.addPrepared(f)
