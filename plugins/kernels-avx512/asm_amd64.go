@@ -90,8 +90,8 @@ func init() {
 			Q8_0r8: dotQ8_0r8VNNI, Q4_0r8: dotQ4_0r8VNNI, Q5_0r8: dotQ5_0r8VNNI, MXFP4r8: dotMXFP4r8VNNI,
 			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatRows: 4,
 			F32Seq: dotSeqF32VNNI, F16Seq: dotSeqF16VNNI, BF16Seq: dotSeqBF16VNNI,
-			FastF16: dotFastF16VNNI, FastBF16: dotFastBF16VNNI, FastRows: 4,
-		PrepFastF16: prepFastF16VNNI, PrepFastBF16: prepFastBF16VNNI,
+			FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
+			PrepFastF16: prepFastF16AVX512, PrepFastBF16: prepFastBF16AVX512,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 		kit.Add("vnni256", kernelkit.Funcs{
@@ -103,8 +103,12 @@ func init() {
 			Q8_0r8: dotQ8_0r8VNNI256, Q4_0r8: dotQ4_0r8VNNI256, Q5_0r8: dotQ5_0r8VNNI256, MXFP4r8: dotMXFP4r8VNNI256,
 			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256, FloatRows: 4,
 			F32Seq: dotSeqF32VNNI256, F16Seq: dotSeqF16VNNI256, BF16Seq: dotSeqBF16VNNI256,
-			FastF16: dotFastF16VNNI256, FastBF16: dotFastBF16VNNI256, FastRows: 4,
-		PrepFastF16: prepFastF16VNNI256, PrepFastBF16: prepFastBF16VNNI256,
+			// The fast float kernels are the 512-bit ones (the same
+			// order, so the same bits; asmgen emits no 256-bit EVEX
+			// ones): on Zen 4 they stream F16/BF16 rows 5-15% faster
+			// than 256-bit ones did.
+			FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
+			PrepFastF16: prepFastF16AVX512, PrepFastBF16: prepFastBF16AVX512,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 	}

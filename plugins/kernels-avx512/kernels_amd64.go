@@ -233,18 +233,6 @@ func dotSeqF16VNNI(w *byte, a *byte, n int) float64
 func dotSeqBF16VNNI(w *byte, a *byte, n int) float64
 
 //go:noescape
-func dotFastF16VNNI(w *byte, wstride int, a *byte, n int, out *float64)
-
-//go:noescape
-func dotFastBF16VNNI(w *byte, wstride int, a *byte, n int, out *float64)
-
-//go:noescape
-func prepFastF16VNNI(src *byte, dst *byte, n int)
-
-//go:noescape
-func prepFastBF16VNNI(src *byte, dst *byte, n int)
-
-//go:noescape
 func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -369,18 +357,6 @@ func dotSeqF16VNNI256(w *byte, a *byte, n int) float64
 
 //go:noescape
 func dotSeqBF16VNNI256(w *byte, a *byte, n int) float64
-
-//go:noescape
-func dotFastF16VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
-
-//go:noescape
-func dotFastBF16VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
-
-//go:noescape
-func prepFastF16VNNI256(src *byte, dst *byte, n int)
-
-//go:noescape
-func prepFastBF16VNNI256(src *byte, dst *byte, n int)
 
 //go:noescape
 func quantizeQ8KAVX512(x *float32, y *byte, nb int)

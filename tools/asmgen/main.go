@@ -75,8 +75,12 @@ func genAll(t *target) {
 	genSeqFloat(t, "F32")
 	genSeqFloat(t, "F16")
 	genSeqFloat(t, "BF16")
-	genFastFloat(t, "F16")
-	genFastFloat(t, "BF16")
-	genFastPrep(t, "F16")
-	genFastPrep(t, "BF16")
+	if !t.vnni {
+		// Once per plugin: no VNNI in them; the VNNI levels run the
+		// 512-bit ones.
+		genFastFloat(t, "F16")
+		genFastFloat(t, "BF16")
+		genFastPrep(t, "F16")
+		genFastPrep(t, "BF16")
+	}
 }

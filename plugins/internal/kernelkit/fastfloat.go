@@ -133,7 +133,7 @@ func fma32(x, y, z float32) float32 {
 // odd ones), 64-byte aligned rows back to back.
 type fastPrep struct {
 	t     quant.Type
-	kern  floatKernel                  // nil: fastSum in Go
+	kern  floatKernel                 // nil: fastSum in Go
 	prepK func(src, dst *byte, n int) // the whole chunks' prep (nil: Go)
 	nrow  int
 }
