@@ -5832,10 +5832,10 @@ TEXT ·dotF32AVX512(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPBROADCASTQ widenmask<>+0(SB), Z0
 	VPXORD       X1, X1, X1
 	VPXORD       Z2, Z2, Z2
@@ -6332,10 +6332,10 @@ TEXT ·dotF16AVX512(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPBROADCASTQ widenmask<>+0(SB), Z0
 	VPXORD       X1, X1, X1
 	VPXORD       Z2, Z2, Z2
@@ -6782,10 +6782,10 @@ TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPBROADCASTQ widenmask<>+0(SB), Z0
 	VPBROADCASTD c32_ffff0000<>+0(SB), Z1
 	VPXORD       X2, X2, X2
@@ -7360,10 +7360,10 @@ TEXT ·dotFastF16AVX512(SB), NOSPLIT, $0-40
 	LEAQ   (AX)(CX*1), DX
 	LEAQ   (DX)(CX*1), BX
 	LEAQ   (BX)(CX*1), SI
+	SHLQ   $0x02, CX
 	MOVQ   a+16(FP), DI
 	MOVQ   n+24(FP), R8
 	MOVQ   out+32(FP), R9
-	SHLQ   $0x02, CX
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z4, Z4, Z4
@@ -7488,10 +7488,10 @@ TEXT ·dotFastBF16AVX512(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPXORD       Z1, Z1, Z1
 	VPXORD       Z2, Z2, Z2
 	VPXORD       Z4, Z4, Z4
@@ -13751,10 +13751,10 @@ TEXT ·dotF32VNNI(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPBROADCASTQ widenmask<>+0(SB), Z0
 	VPXORD       X1, X1, X1
 	VPXORD       Z2, Z2, Z2
@@ -14237,10 +14237,10 @@ TEXT ·dotF16VNNI(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPBROADCASTQ widenmask<>+0(SB), Z0
 	VPXORD       X1, X1, X1
 	VPXORD       Z2, Z2, Z2
@@ -14687,10 +14687,10 @@ TEXT ·dotBF16VNNI(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPBROADCASTQ widenmask<>+0(SB), Z0
 	VPBROADCASTD c32_ffff0000<>+0(SB), Z1
 	VPXORD       X2, X2, X2
@@ -24652,10 +24652,10 @@ TEXT ·dotF32VNNI256(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPBROADCASTQ widenmask<>+0(SB), Y0
 	VPXORD       X1, X1, X1
 	VPXORD       Y2, Y2, Y2
@@ -25450,10 +25450,10 @@ TEXT ·dotF16VNNI256(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPBROADCASTQ widenmask<>+0(SB), Y0
 	VPXORD       X1, X1, X1
 	VPXORD       Y2, Y2, Y2
@@ -26196,10 +26196,10 @@ TEXT ·dotBF16VNNI256(SB), NOSPLIT, $0-40
 	LEAQ         (AX)(CX*1), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
+	SHLQ         $0x02, CX
 	MOVQ         a+16(FP), DI
 	MOVQ         n+24(FP), R8
 	MOVQ         out+32(FP), R9
-	SHLQ         $0x02, CX
 	VPBROADCASTQ widenmask<>+0(SB), Y0
 	VPBROADCASTD c32_ffff0000<>+0(SB), Y1
 	VPXORD       X2, X2, X2

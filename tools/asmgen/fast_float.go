@@ -41,27 +41,10 @@ func genFastFloat(t *target, kind string) {
 	TEXT(name, NOSPLIT, "func(w *byte, wstride int, a *byte, n int, out *float64)")
 	Pragma("noescape")
 	R := t.floatRows()
-	wps := []Register{Load(Param("w"), GP64())}
-	stride := Load(Param("wstride"), GP64())
-	for r := 1; r < R; r++ {
-		p := GP64()
-		LEAQ(Mem{Base: wps[r-1], Index: stride, Scale: 1}, p)
-		wps = append(wps, p)
-	}
+	wps, prefetch := floatRowStreams(R)
 	ap := Load(Param("a"), GP64())
 	n := Load(Param("n"), GP64())
 	out := Load(Param("out"), GP64())
-	var gstride Register
-	if R > 1 {
-		gstride = GP64()
-		MOVQ(stride, gstride)
-		SHLQ(U8(log2ceil(R)), gstride)
-	}
-	prefetch := func(r, off int) {
-		if R > 1 && off%64 == 0 {
-			PREFETCHT1(Mem{Base: wps[r], Index: gstride, Scale: 1, Disp: off})
-		}
-	}
 	lanes := t.w / 4 // float32 lanes a register
 	nv := 16 / lanes // registers of the 16 float32 lanes
 	nd := 2 * nv     // registers of the 16 float64 lanes
