@@ -107,16 +107,13 @@ func dotSeqF16AVX2(w *byte, a *byte, n int) float64
 func dotSeqBF16AVX2(w *byte, a *byte, n int) float64
 
 //go:noescape
-func dotFastF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
+func dotFastF16AVX2(w *byte, wstride int, a *byte, n int, rows int, out *float64)
 
 //go:noescape
-func dotFastBF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
+func dotFastBF16AVX2(w *byte, wstride int, a *byte, n int, rows int, out *float64)
 
 //go:noescape
 func prepFastF16AVX2(src *byte, dst *byte, n int)
-
-//go:noescape
-func prepFastBF16AVX2(src *byte, dst *byte, n int)
 
 //go:noescape
 func quantizeQ8KAVX2(x *float32, y *byte, nb int)

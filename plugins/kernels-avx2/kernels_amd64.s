@@ -7305,125 +7305,337 @@ donedotSeqBF16AVX2:
 	MOVSD X0, ret+24(FP)
 	RET
 
-// func dotFastF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
-// Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotFastF16AVX2(SB), NOSPLIT, $0-40
+// func dotFastF16AVX2(w *byte, wstride int, a *byte, n int, rows int, out *float64)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotFastF16AVX2(SB), NOSPLIT, $0-48
 	MOVQ  w+0(FP), AX
 	MOVQ  wstride+8(FP), CX
-	MOVQ  a+16(FP), CX
-	MOVQ  n+24(FP), DX
-	MOVQ  out+32(FP), BX
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
+	MOVQ  a+16(FP), DX
+	MOVQ  n+24(FP), BX
+	MOVQ  rows+32(FP), SI
+	MOVQ  out+40(FP), DI
+	SHRQ  $0x06, BX
+	MOVQ  AX, R8
+	TESTQ SI, SI
+	JZ    enddotFastF16AVX2
+
+groupdotFastF16AVX2:
+	MOVQ  BX, R10
+	MOVQ  DX, R9
 	VPXOR Y4, Y4, Y4
 	VPXOR Y5, Y5, Y5
-	SHRQ  $0x06, DX
-	JZ    donedotFastF16AVX2
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
 
 loopdotFastF16AVX2:
+	CMPQ         R10, $0x02
+	JB           taildotFastF16AVX2
+	PREFETCHT0   256(AX)
 	VCVTPH2PS    (AX), Y0
-	VMULPS       (CX), Y0, Y0
+	VMULPS       (R9), Y0, Y0
 	VCVTPH2PS    16(AX), Y1
-	VMULPS       32(CX), Y1, Y1
-	VCVTPH2PS    32(AX), Y6
-	VFMADD231PS  64(CX), Y6, Y0
-	VCVTPH2PS    48(AX), Y6
-	VFMADD231PS  96(CX), Y6, Y1
-	VCVTPH2PS    64(AX), Y6
-	VFMADD231PS  128(CX), Y6, Y0
-	VCVTPH2PS    80(AX), Y6
-	VFMADD231PS  160(CX), Y6, Y1
-	VCVTPH2PS    96(AX), Y6
-	VFMADD231PS  192(CX), Y6, Y0
-	VCVTPH2PS    112(AX), Y6
-	VFMADD231PS  224(CX), Y6, Y1
-	VCVTPS2PD    X0, Y6
+	VMULPS       32(R9), Y1, Y1
+	VCVTPH2PS    32(AX), Y2
+	VFMADD231PS  64(R9), Y2, Y0
+	VCVTPH2PS    48(AX), Y2
+	VFMADD231PS  96(R9), Y2, Y1
+	PREFETCHT0   320(AX)
+	VCVTPH2PS    64(AX), Y2
+	VFMADD231PS  128(R9), Y2, Y0
+	VCVTPH2PS    80(AX), Y2
+	VFMADD231PS  160(R9), Y2, Y1
+	VCVTPH2PS    96(AX), Y2
+	VFMADD231PS  192(R9), Y2, Y0
+	VCVTPH2PS    112(AX), Y2
+	VFMADD231PS  224(R9), Y2, Y1
+	PREFETCHT0   384(AX)
+	VCVTPH2PS    128(AX), Y2
+	VMULPS       256(R9), Y2, Y2
+	VCVTPH2PS    144(AX), Y3
+	VMULPS       288(R9), Y3, Y3
+	VCVTPH2PS    160(AX), Y8
+	VFMADD231PS  320(R9), Y8, Y2
+	VCVTPH2PS    176(AX), Y8
+	VFMADD231PS  352(R9), Y8, Y3
+	PREFETCHT0   448(AX)
+	VCVTPH2PS    192(AX), Y8
+	VFMADD231PS  384(R9), Y8, Y2
+	VCVTPH2PS    208(AX), Y8
+	VFMADD231PS  416(R9), Y8, Y3
+	VCVTPH2PS    224(AX), Y8
+	VFMADD231PS  448(R9), Y8, Y2
+	VCVTPH2PS    240(AX), Y8
+	VFMADD231PS  480(R9), Y8, Y3
+	VCVTPS2PD    X0, Y8
 	VEXTRACTF128 $0x01, Y0, X0
 	VCVTPS2PD    X0, Y0
-	VADDPD       Y6, Y2, Y2
-	VADDPD       Y0, Y3, Y3
+	VADDPD       Y8, Y4, Y4
+	VADDPD       Y0, Y5, Y5
 	VCVTPS2PD    X1, Y0
 	VEXTRACTF128 $0x01, Y1, X1
 	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y6, Y6
+	VADDPD       Y1, Y7, Y7
+	VCVTPS2PD    X2, Y0
+	VEXTRACTF128 $0x01, Y2, X1
+	VCVTPS2PD    X1, Y1
 	VADDPD       Y0, Y4, Y4
 	VADDPD       Y1, Y5, Y5
+	VCVTPS2PD    X3, Y0
+	VEXTRACTF128 $0x01, Y3, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y6, Y6
+	VADDPD       Y1, Y7, Y7
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000200, R9
+	SUBQ         $0x02, R10
+	JMP          loopdotFastF16AVX2
+
+taildotFastF16AVX2:
+	TESTQ R10, R10
+	JZ    donedotFastF16AVX2
+
+onedotFastF16AVX2:
+	PREFETCHT0   256(AX)
+	VCVTPH2PS    (AX), Y0
+	VMULPS       (R9), Y0, Y0
+	VCVTPH2PS    16(AX), Y1
+	VMULPS       32(R9), Y1, Y1
+	VCVTPH2PS    32(AX), Y2
+	VFMADD231PS  64(R9), Y2, Y0
+	VCVTPH2PS    48(AX), Y2
+	VFMADD231PS  96(R9), Y2, Y1
+	PREFETCHT0   320(AX)
+	VCVTPH2PS    64(AX), Y2
+	VFMADD231PS  128(R9), Y2, Y0
+	VCVTPH2PS    80(AX), Y2
+	VFMADD231PS  160(R9), Y2, Y1
+	VCVTPH2PS    96(AX), Y2
+	VFMADD231PS  192(R9), Y2, Y0
+	VCVTPH2PS    112(AX), Y2
+	VFMADD231PS  224(R9), Y2, Y1
+	VCVTPS2PD    X0, Y2
+	VEXTRACTF128 $0x01, Y0, X0
+	VCVTPS2PD    X0, Y0
+	VADDPD       Y2, Y4, Y4
+	VADDPD       Y0, Y5, Y5
+	VCVTPS2PD    X1, Y0
+	VEXTRACTF128 $0x01, Y1, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y6, Y6
+	VADDPD       Y1, Y7, Y7
 	ADDQ         $0x00000080, AX
-	ADDQ         $0x00000100, CX
-	DECQ         DX
-	JNZ          loopdotFastF16AVX2
+	ADDQ         $0x00000100, R9
+	DECQ         R10
+	JNZ          onedotFastF16AVX2
 
 donedotFastF16AVX2:
-	VADDPD       Y4, Y2, Y2
-	VADDPD       Y5, Y3, Y3
-	VADDPD       Y3, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPD       X0, X2, X0
+	VADDPD       Y6, Y4, Y4
+	VADDPD       Y7, Y5, Y5
+	VADDPD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPD       X0, X4, X0
 	VUNPCKHPD    X0, X0, X1
 	VADDSD       X1, X0, X0
-	VMOVSD       X0, (BX)
+	VMOVSD       X0, (DI)
+	ADDQ         CX, R8
+	MOVQ         R8, AX
+	ADDQ         $0x08, DI
+	DECQ         SI
+	JNZ          groupdotFastF16AVX2
+
+enddotFastF16AVX2:
 	VZEROUPPER
 	RET
 
-// func dotFastBF16AVX2(w *byte, wstride int, a *byte, n int, out *float64)
-// Requires: AVX, AVX2, FMA3
-TEXT ·dotFastBF16AVX2(SB), NOSPLIT, $0-40
+// func dotFastBF16AVX2(w *byte, wstride int, a *byte, n int, rows int, out *float64)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·dotFastBF16AVX2(SB), NOSPLIT, $0-48
 	MOVQ  w+0(FP), AX
 	MOVQ  wstride+8(FP), CX
-	MOVQ  a+16(FP), CX
-	MOVQ  n+24(FP), DX
-	MOVQ  out+32(FP), BX
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
+	MOVQ  a+16(FP), DX
+	MOVQ  n+24(FP), BX
+	MOVQ  rows+32(FP), SI
+	MOVQ  out+40(FP), DI
+	SHRQ  $0x06, BX
+	MOVQ  AX, R8
+	TESTQ SI, SI
+	JZ    enddotFastBF16AVX2
+
+groupdotFastBF16AVX2:
+	MOVQ  BX, R10
+	MOVQ  DX, R9
 	VPXOR Y4, Y4, Y4
 	VPXOR Y5, Y5, Y5
-	SHRQ  $0x06, DX
-	JZ    donedotFastBF16AVX2
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
 
 loopdotFastBF16AVX2:
-	VMOVDQU      (AX), Y1
+	CMPQ         R10, $0x02
+	JB           taildotFastBF16AVX2
+	VMOVDQU      (R9), Y1
 	VPSLLD       $0x10, Y1, Y0
-	VMULPS       (CX), Y0, Y0
 	VPAND        v32_ffff0000<>+0(SB), Y1, Y1
-	VFMADD231PS  64(CX), Y1, Y0
-	VMOVDQU      32(AX), Y6
-	VPSLLD       $0x10, Y6, Y1
-	VMULPS       32(CX), Y1, Y1
-	VPAND        v32_ffff0000<>+0(SB), Y6, Y6
-	VFMADD231PS  96(CX), Y6, Y1
-	VMOVDQU      64(AX), Y6
-	VPSLLD       $0x10, Y6, Y7
-	VFMADD231PS  128(CX), Y7, Y0
-	VPAND        v32_ffff0000<>+0(SB), Y6, Y6
-	VFMADD231PS  192(CX), Y6, Y0
-	VMOVDQU      96(AX), Y6
-	VPSLLD       $0x10, Y6, Y7
-	VFMADD231PS  160(CX), Y7, Y1
-	VPAND        v32_ffff0000<>+0(SB), Y6, Y6
-	VFMADD231PS  224(CX), Y6, Y1
-	VCVTPS2PD    X0, Y6
+	PREFETCHT0   256(AX)
+	VMOVDQU      (AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VMULPS       Y0, Y3, Y0
+	VPAND        v32_ffff0000<>+0(SB), Y2, Y2
+	VFMADD231PS  Y1, Y2, Y0
+	VMOVDQU      32(R9), Y2
+	VPSLLD       $0x10, Y2, Y1
+	VPAND        v32_ffff0000<>+0(SB), Y2, Y2
+	VMOVDQU      32(AX), Y3
+	VPSLLD       $0x10, Y3, Y8
+	VMULPS       Y1, Y8, Y1
+	VPAND        v32_ffff0000<>+0(SB), Y3, Y3
+	VFMADD231PS  Y2, Y3, Y1
+	VMOVDQU      64(R9), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPAND        v32_ffff0000<>+0(SB), Y2, Y2
+	PREFETCHT0   320(AX)
+	VMOVDQU      64(AX), Y8
+	VPSLLD       $0x10, Y8, Y9
+	VFMADD231PS  Y3, Y9, Y0
+	VPAND        v32_ffff0000<>+0(SB), Y8, Y8
+	VFMADD231PS  Y2, Y8, Y0
+	VMOVDQU      96(R9), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPAND        v32_ffff0000<>+0(SB), Y2, Y2
+	VMOVDQU      96(AX), Y8
+	VPSLLD       $0x10, Y8, Y9
+	VFMADD231PS  Y3, Y9, Y1
+	VPAND        v32_ffff0000<>+0(SB), Y8, Y8
+	VFMADD231PS  Y2, Y8, Y1
+	VMOVDQU      128(R9), Y3
+	VPSLLD       $0x10, Y3, Y2
+	VPAND        v32_ffff0000<>+0(SB), Y3, Y3
+	PREFETCHT0   384(AX)
+	VMOVDQU      128(AX), Y8
+	VPSLLD       $0x10, Y8, Y9
+	VMULPS       Y2, Y9, Y2
+	VPAND        v32_ffff0000<>+0(SB), Y8, Y8
+	VFMADD231PS  Y3, Y8, Y2
+	VMOVDQU      160(R9), Y8
+	VPSLLD       $0x10, Y8, Y3
+	VPAND        v32_ffff0000<>+0(SB), Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VMULPS       Y3, Y10, Y3
+	VPAND        v32_ffff0000<>+0(SB), Y9, Y9
+	VFMADD231PS  Y8, Y9, Y3
+	VMOVDQU      192(R9), Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPAND        v32_ffff0000<>+0(SB), Y8, Y8
+	PREFETCHT0   448(AX)
+	VMOVDQU      192(AX), Y10
+	VPSLLD       $0x10, Y10, Y11
+	VFMADD231PS  Y9, Y11, Y2
+	VPAND        v32_ffff0000<>+0(SB), Y10, Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VMOVDQU      224(R9), Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPAND        v32_ffff0000<>+0(SB), Y8, Y8
+	VMOVDQU      224(AX), Y10
+	VPSLLD       $0x10, Y10, Y11
+	VFMADD231PS  Y9, Y11, Y3
+	VPAND        v32_ffff0000<>+0(SB), Y10, Y10
+	VFMADD231PS  Y8, Y10, Y3
+	VCVTPS2PD    X0, Y8
 	VEXTRACTF128 $0x01, Y0, X0
 	VCVTPS2PD    X0, Y0
-	VADDPD       Y6, Y2, Y2
-	VADDPD       Y0, Y3, Y3
+	VADDPD       Y8, Y4, Y4
+	VADDPD       Y0, Y5, Y5
 	VCVTPS2PD    X1, Y0
 	VEXTRACTF128 $0x01, Y1, X1
 	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y6, Y6
+	VADDPD       Y1, Y7, Y7
+	VCVTPS2PD    X2, Y0
+	VEXTRACTF128 $0x01, Y2, X1
+	VCVTPS2PD    X1, Y1
 	VADDPD       Y0, Y4, Y4
 	VADDPD       Y1, Y5, Y5
+	VCVTPS2PD    X3, Y0
+	VEXTRACTF128 $0x01, Y3, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y6, Y6
+	VADDPD       Y1, Y7, Y7
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000100, R9
+	SUBQ         $0x02, R10
+	JMP          loopdotFastBF16AVX2
+
+taildotFastBF16AVX2:
+	TESTQ R10, R10
+	JZ    donedotFastBF16AVX2
+
+onedotFastBF16AVX2:
+	VMOVDQU      (R9), Y1
+	VPSLLD       $0x10, Y1, Y0
+	VPAND        v32_ffff0000<>+0(SB), Y1, Y1
+	PREFETCHT0   256(AX)
+	VMOVDQU      (AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VMULPS       Y0, Y3, Y0
+	VPAND        v32_ffff0000<>+0(SB), Y2, Y2
+	VFMADD231PS  Y1, Y2, Y0
+	VMOVDQU      32(R9), Y2
+	VPSLLD       $0x10, Y2, Y1
+	VPAND        v32_ffff0000<>+0(SB), Y2, Y2
+	VMOVDQU      32(AX), Y3
+	VPSLLD       $0x10, Y3, Y8
+	VMULPS       Y1, Y8, Y1
+	VPAND        v32_ffff0000<>+0(SB), Y3, Y3
+	VFMADD231PS  Y2, Y3, Y1
+	VMOVDQU      64(R9), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPAND        v32_ffff0000<>+0(SB), Y2, Y2
+	PREFETCHT0   320(AX)
+	VMOVDQU      64(AX), Y8
+	VPSLLD       $0x10, Y8, Y9
+	VFMADD231PS  Y3, Y9, Y0
+	VPAND        v32_ffff0000<>+0(SB), Y8, Y8
+	VFMADD231PS  Y2, Y8, Y0
+	VMOVDQU      96(R9), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPAND        v32_ffff0000<>+0(SB), Y2, Y2
+	VMOVDQU      96(AX), Y8
+	VPSLLD       $0x10, Y8, Y9
+	VFMADD231PS  Y3, Y9, Y1
+	VPAND        v32_ffff0000<>+0(SB), Y8, Y8
+	VFMADD231PS  Y2, Y8, Y1
+	VCVTPS2PD    X0, Y2
+	VEXTRACTF128 $0x01, Y0, X0
+	VCVTPS2PD    X0, Y0
+	VADDPD       Y2, Y4, Y4
+	VADDPD       Y0, Y5, Y5
+	VCVTPS2PD    X1, Y0
+	VEXTRACTF128 $0x01, Y1, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y6, Y6
+	VADDPD       Y1, Y7, Y7
 	ADDQ         $0x00000080, AX
-	ADDQ         $0x00000100, CX
-	DECQ         DX
-	JNZ          loopdotFastBF16AVX2
+	ADDQ         $0x00000080, R9
+	DECQ         R10
+	JNZ          onedotFastBF16AVX2
 
 donedotFastBF16AVX2:
-	VADDPD       Y4, Y2, Y2
-	VADDPD       Y5, Y3, Y3
-	VADDPD       Y3, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPD       X0, X2, X0
+	VADDPD       Y6, Y4, Y4
+	VADDPD       Y7, Y5, Y5
+	VADDPD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPD       X0, X4, X0
 	VUNPCKHPD    X0, X0, X1
 	VADDSD       X1, X0, X0
-	VMOVSD       X0, (BX)
+	VMOVSD       X0, (DI)
+	ADDQ         CX, R8
+	MOVQ         R8, AX
+	ADDQ         $0x08, DI
+	DECQ         SI
+	JNZ          groupdotFastBF16AVX2
+
+enddotFastBF16AVX2:
 	VZEROUPPER
 	RET
 
@@ -7459,45 +7671,6 @@ loopprepFastF16AVX2:
 	JNZ       loopprepFastF16AVX2
 
 doneprepFastF16AVX2:
-	VZEROUPPER
-	RET
-
-// func prepFastBF16AVX2(src *byte, dst *byte, n int)
-// Requires: AVX, AVX2
-TEXT ·prepFastBF16AVX2(SB), NOSPLIT, $0-24
-	MOVQ src+0(FP), AX
-	MOVQ dst+8(FP), CX
-	MOVQ n+16(FP), DX
-	SHRQ $0x06, DX
-	JZ   doneprepFastBF16AVX2
-
-loopprepFastBF16AVX2:
-	VMOVDQU (AX), Y0
-	VPSLLD  $0x10, Y0, Y1
-	VPAND   v32_ffff0000<>+0(SB), Y0, Y0
-	VMOVUPS Y1, (CX)
-	VMOVUPS Y0, 64(CX)
-	VMOVDQU 32(AX), Y0
-	VPSLLD  $0x10, Y0, Y1
-	VPAND   v32_ffff0000<>+0(SB), Y0, Y0
-	VMOVUPS Y1, 32(CX)
-	VMOVUPS Y0, 96(CX)
-	VMOVDQU 64(AX), Y0
-	VPSLLD  $0x10, Y0, Y1
-	VPAND   v32_ffff0000<>+0(SB), Y0, Y0
-	VMOVUPS Y1, 128(CX)
-	VMOVUPS Y0, 192(CX)
-	VMOVDQU 96(AX), Y0
-	VPSLLD  $0x10, Y0, Y1
-	VPAND   v32_ffff0000<>+0(SB), Y0, Y0
-	VMOVUPS Y1, 160(CX)
-	VMOVUPS Y0, 224(CX)
-	ADDQ    $0x00000080, AX
-	ADDQ    $0x00000100, CX
-	DECQ    DX
-	JNZ     loopprepFastBF16AVX2
-
-doneprepFastBF16AVX2:
 	VZEROUPPER
 	RET
 

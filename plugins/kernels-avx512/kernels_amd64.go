@@ -101,16 +101,13 @@ func dotSeqF16AVX512(w *byte, a *byte, n int) float64
 func dotSeqBF16AVX512(w *byte, a *byte, n int) float64
 
 //go:noescape
-func dotFastF16AVX512(w *byte, wstride int, a *byte, n int, out *float64)
+func dotFastF16AVX512(w *byte, wstride int, a *byte, n int, rows int, out *float64)
 
 //go:noescape
-func dotFastBF16AVX512(w *byte, wstride int, a *byte, n int, out *float64)
+func dotFastBF16AVX512(w *byte, wstride int, a *byte, n int, rows int, out *float64)
 
 //go:noescape
 func prepFastF16AVX512(src *byte, dst *byte, n int)
-
-//go:noescape
-func prepFastBF16AVX512(src *byte, dst *byte, n int)
 
 //go:noescape
 func dotQ2KVNNI(w *byte, a *byte, nb int) float32

@@ -460,23 +460,45 @@ func (t *target) highHalfY(v VecVirtual) Register {
 // thread, 4096 columns: F32 17 -> 30 GB/s, F16 12 -> 15.5 (1024 columns:
 // F16 7 -> 13).
 func floatRowStreams(R int) ([]Register, func(r, off int)) {
-	wps := []Register{Load(Param("w"), GP64())}
-	stride := Load(Param("wstride"), GP64())
+	s := newRowStreams(R)
+	return s.wps, s.prefetch
+}
+
+// rowStreams are R weight rows read side by side: their pointers, the
+// row stride, and the group stride (R rows).
+type rowStreams struct {
+	wps             []Register
+	stride, gstride Register
+}
+
+func newRowStreams(R int) *rowStreams {
+	s := &rowStreams{wps: []Register{Load(Param("w"), GP64())}, stride: Load(Param("wstride"), GP64())}
 	for r := 1; r < R; r++ {
-		p := GP64()
-		LEAQ(Mem{Base: wps[r-1], Index: stride, Scale: 1}, p)
-		wps = append(wps, p)
+		s.wps = append(s.wps, GP64())
 	}
-	var gstride Register
+	s.reset(s.wps[0])
 	if R > 1 {
-		gstride = GP64()
-		MOVQ(stride, gstride)
-		SHLQ(U8(log2ceil(R)), gstride)
+		s.gstride = GP64()
+		MOVQ(s.stride, s.gstride)
+		SHLQ(U8(log2ceil(R)), s.gstride)
 	}
-	prefetch := func(r, off int) {
-		if R > 1 && off%64 == 0 {
-			PREFETCHT1(Mem{Base: wps[r], Index: gstride, Scale: 1, Disp: off})
-		}
+	return s
+}
+
+// reset points the rows at base, base+stride, ...
+func (s *rowStreams) reset(base Register) {
+	if base != s.wps[0] {
+		MOVQ(base, s.wps[0])
 	}
-	return wps, prefetch
+	for r := 1; r < len(s.wps); r++ {
+		LEAQ(Mem{Base: s.wps[r-1], Index: s.stride, Scale: 1}, s.wps[r])
+	}
+}
+
+// prefetch fetches into L2 the line at off of row r one group on (only
+// for R > 1: one row is a stream the hardware prefetchers follow).
+func (s *rowStreams) prefetch(r, off int) {
+	if len(s.wps) > 1 && off%64 == 0 {
+		PREFETCHT1(Mem{Base: s.wps[r], Index: s.gstride, Scale: 1, Disp: off})
+	}
 }

@@ -13,14 +13,13 @@ import (
 // as ggml's own SIMD code does, only 4 deep: 16 float32 lanes, lane j
 // taking one product of each 16 elements, are flushed into 16 float64
 // lanes every 64 elements. The order is fixed — the same on every level
-// and in kernelkit's Go reference (fastFloatRef), bit for bit:
+// and in kernelkit's Go reference (fastSum), bit for bit:
 //
-//   - F16: in each 64 elements, lane j takes elements j, 16+j, 32+j, 48+j
-//     (VCVTPH2PS order);
+//   - F16: in each 64 elements, lane j takes elements j, 16+j, 32+j,
+//     48+j (VCVTPH2PS order);
 //   - BF16: in each 64, lane j takes elements 2j, 2j+1, 32+2j, 33+2j (a
 //     dword holds an even and an odd element: shifted up 16 and masked,
-//     they are float32s); the prepared row holds each 32 elements'
-//     activations as the 16 even ones, then the 16 odd ones;
+//     they are float32s);
 //   - each product is added with one float32 rounding (an FMA: the first
 //     of the 64 is the product itself), the lane then added into its
 //     float64 lane D[j] (from +0);
@@ -30,113 +29,210 @@ import (
 // Error against the reference: three float32 roundings a lane per 64
 // elements, each at most 2^-24 of that lane's Σ|products| (kernelkit's
 // tests bound |fast - exact| by 2^-21·Σ|p| + the final rounding).
+//
+// (Flushing every 128 elements instead runs 15-20% faster from L3 but
+// 15-20% slower from DRAM on one Zen 4 thread, 4096 columns: measured.)
 const fastChunk = 64
 
+// fastRows is how many weight rows a fast kernel reads side by side:
+// AVX-512 shares each activation load among four rows (one row alone
+// measured 15% slower from L3 and 20% slower with two threads on Zen 4),
+// AVX2's 16 registers hold one row.
+func (t *target) fastRows(kind string) int {
+	if !t.evex() {
+		return 1
+	}
+	return 4
+}
+
+// fastUnroll is how many chunks a fast kernel computes at once: a lane's
+// eight FMAs are a chain, so one row needs several chunks in flight to
+// keep the FMA units busy (the chunks are flushed in order after).
+func (t *target) fastUnroll(kind string) int {
+	switch {
+	case t.fastRows(kind) > 1:
+		return 1
+	case t.zmm():
+		return 4
+	default:
+		return 2 // AVX2: 16 registers
+	}
+}
+
 // genFastFloat emits dotFast<kind><suffix>(w *byte, wstride int, a *byte,
-// n int, out *float64): floatRows() weight rows, wstride bytes apart, of
-// n elements (a multiple of fastChunk) times the prepared float32 row a;
-// row r's float64 sum to out[r].
+// n int, rows int, out *float64): rows weight rows (a multiple of
+// fastRows), wstride bytes apart, of n elements (a multiple of fastChunk)
+// times the activation row a (F16: prepared float32s; BF16: the bf16s as
+// they are); row r's float64 sum to out[r].
+//
+// A chunk's 16 float32 lanes depend only on that chunk: the loop computes
+// U chunks' lanes at once and then adds them into the float64 lanes in
+// chunk order — the same bits as one chunk at a time.
 func genFastFloat(t *target, kind string) {
 	name := "dotFast" + kind + t.suffix
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, a *byte, n int, out *float64)")
+	TEXT(name, NOSPLIT, "func(w *byte, wstride int, a *byte, n int, rows int, out *float64)")
 	Pragma("noescape")
-	R := t.floatRows()
-	wps, prefetch := floatRowStreams(R)
-	ap := Load(Param("a"), GP64())
-	n := Load(Param("n"), GP64())
+	R, U := t.fastRows(kind), t.fastUnroll(kind)
+	s := newRowStreams(R)
+	wps := s.wps
+	prefetch := s.prefetch
+	if R == 1 {
+		// One row: its next lines into L1, four ahead (Zen 4, AVX-512
+		// BF16 one row at a time, 32768×4096: 22-25 GB/s without, 25-29
+		// with; 512 bytes and more ahead are slower).
+		prefetch = func(_, off int) {
+			if off%64 == 0 {
+				PREFETCHT0(Mem{Base: wps[0], Disp: off + 256})
+			}
+		}
+	}
+	abase := Load(Param("a"), GP64())
+	nch := Load(Param("n"), GP64())
+	groups := Load(Param("rows"), GP64())
 	out := Load(Param("out"), GP64())
-	lanes := t.w / 4 // float32 lanes a register
-	nv := 16 / lanes // registers of the 16 float32 lanes
-	nd := 2 * nv     // registers of the 16 float64 lanes
-	L := make([][]VecVirtual, R)
+	if R > 1 {
+		SHRQ(U8(log2ceil(R)), groups)
+	}
+	SHRQ(U8(log2ceil(fastChunk)), nch) // chunks
+	wbase, ap, n := GP64(), GP64(), GP64()
+	MOVQ(wps[0], wbase)
+	lanes := t.w / 4               // float32 lanes a register
+	nv := 16 / lanes               // registers of the 16 float32 lanes
+	nd := 2 * nv                   // registers of the 16 float64 lanes
+	L := make([][][]VecVirtual, R) // [row][chunk in flight][lane set]
 	D := make([][]VecVirtual, R)
 	for r := range R {
-		for range nv {
-			L[r] = append(L[r], t.vec())
+		L[r] = make([][]VecVirtual, U)
+		for u := range U {
+			for range nv {
+				L[r][u] = append(L[r][u], t.vec())
+			}
 		}
 		for range nd {
-			v := t.vec()
-			t.zero(v)
-			D[r] = append(D[r], v)
+			D[r] = append(D[r], t.vec())
 		}
 	}
 	var hiMask Op
 	if kind == "BF16" {
 		hiMask = t.konstMem(0xffff0000)
 	}
-	SHRQ(U8(6), n) // chunks
-	JZ(LabelRef("done" + name))
-	Label("loop" + name)
-	// step adds the products of the weights get(r, h) yields and the
-	// activations at a+aoff+h·t.w into lane set h of every row.
-	first := true
-	step := func(get func(r, h int) VecVirtual, aoff int) {
-		for h := range nv {
-			am := Mem{Base: ap, Disp: aoff + h*t.w}
-			for r := range R {
-				w := get(r, h)
-				if first {
-					VMULPS(am, w, L[r][h])
-				} else {
-					VFMADD231PS(am, w, L[r][h])
-				}
-			}
+	// add puts the product w·a into lane set h of chunk u of row r: the
+	// chunk's first product as it is, the others by FMA.
+	add := func(first bool, a Op, w VecVirtual, dst VecVirtual) {
+		if first {
+			VMULPS(a, w, dst)
+		} else {
+			VFMADD231PS(a, w, dst)
 		}
-		first = false
 	}
-	switch kind {
-	case "F16":
-		for s := range 4 {
-			step(func(r, h int) VecVirtual {
-				off := 2 * (16*s + h*lanes)
-				prefetch(r, off)
-				w := t.vec()
-				VCVTPH2PS(Mem{Base: wps[r], Disp: off}, w)
-				return w
-			}, 4*16*s)
-		}
-	case "BF16":
-		// A register's dwords hold elements 32g + 2(h·lanes+j) and the
-		// next: shifted up 16, the even one is a float32, masked, the odd
-		// one. Both go into the lane, even first.
-		for g := range 2 {
-			for h := range nv {
-				ae := Mem{Base: ap, Disp: 4*32*g + h*t.w}
-				ao := Mem{Base: ap, Disp: 4*(32*g+16) + h*t.w}
-				for r := range R {
-					off := 2 * (32*g + 2*h*lanes)
-					prefetch(r, off)
-					d, e := t.vec(), t.vec()
-					t.mov(Mem{Base: wps[r], Disp: off}, d)
-					VPSLLD(U8(16), d, e)
-					if g == 0 {
-						VMULPS(ae, e, L[r][h])
-					} else {
-						VFMADD231PS(ae, e, L[r][h])
+	// chunk emits chunk u's products (weights at +u·2·fastChunk bytes)
+	// into L[·][u].
+	chunk := func(u int) {
+		woff := u * fastChunk * 2
+		switch kind {
+		case "F16":
+			for k := range fastChunk / 16 {
+				for h := range nv {
+					// Four rows share one load of the activations.
+					var am Op = Mem{Base: ap, Disp: 4 * (u*fastChunk + 16*k + h*lanes)}
+					if R > 1 {
+						v := t.vec()
+						VMOVUPS(am, v)
+						am = v
 					}
-					t.and(hiMask, d, d)
-					VFMADD231PS(ao, d, L[r][h])
+					for r := range R {
+						off := woff + 2*(16*k+h*lanes)
+						prefetch(r, off)
+						w := t.vec()
+						VCVTPH2PS(Mem{Base: wps[r], Disp: off}, w)
+						add(k == 0, am, w, L[r][u][h])
+					}
 				}
 			}
+		case "BF16":
+			// A register's dwords hold elements 32g + 2(h·lanes+j) and
+			// the next, of the weights and of the activations alike:
+			// shifted up 16, the even one is a float32, masked, the odd
+			// one. Both go into the lane, even first.
+			for g := range fastChunk / 32 {
+				for h := range nv {
+					off := woff + 2*(32*g+2*h*lanes)
+					a, ae := t.vec(), t.vec()
+					t.mov(Mem{Base: ap, Disp: off}, a)
+					VPSLLD(U8(16), a, ae)
+					t.and(hiMask, a, a)
+					for r := range R {
+						prefetch(r, off)
+						d, e := t.vec(), t.vec()
+						t.mov(Mem{Base: wps[r], Disp: off}, d)
+						VPSLLD(U8(16), d, e)
+						add(g == 0, ae, e, L[r][u][h])
+						t.and(hiMask, d, d)
+						VFMADD231PS(a, d, L[r][u][h])
+					}
+				}
+			}
+		default:
+			panic("genFastFloat: " + kind)
 		}
-	default:
-		panic("genFastFloat: " + kind)
 	}
-	// Flush: D[2h] gets the low half of lane set h widened, D[2h+1] the
-	// high half.
+	// flush adds chunk u's lanes into the float64 lanes: D[2h] gets the
+	// low half of lane set h widened, D[2h+1] the high half.
+	flush := func(u int) {
+		for r := range R {
+			for h := range nv {
+				lo, hi := t.vec(), t.vec()
+				VCVTPS2PD(t.lowHalf(L[r][u][h]), lo)
+				VCVTPS2PD(t.highHalf(L[r][u][h]), hi)
+				VADDPD(lo, D[r][2*h], D[r][2*h])
+				VADDPD(hi, D[r][2*h+1], D[r][2*h+1])
+			}
+		}
+	}
+	asize := 4 // activation bytes an element
+	if kind == "BF16" {
+		asize = 2
+	}
+	advance := func(chunks int) {
+		for r := range R {
+			ADDQ(U32(chunks*fastChunk*2), wps[r])
+		}
+		ADDQ(U32(chunks*fastChunk*asize), ap)
+	}
+
+	TESTQ(groups, groups)
+	JZ(LabelRef("end" + name))
+	Label("group" + name)
+	MOVQ(nch, n)
+	MOVQ(abase, ap)
 	for r := range R {
-		for h := range nv {
-			lo, hi := t.vec(), t.vec()
-			VCVTPS2PD(t.lowHalf(L[r][h]), lo)
-			VCVTPS2PD(t.highHalf(L[r][h]), hi)
-			VADDPD(lo, D[r][2*h], D[r][2*h])
-			VADDPD(hi, D[r][2*h+1], D[r][2*h+1])
+		for _, v := range D[r] {
+			t.zero(v)
 		}
-		ADDQ(U32(fastChunk*2), wps[r])
 	}
-	ADDQ(U32(fastChunk*4), ap)
+	if U > 1 {
+		Label("loop" + name)
+		CMPQ(n, U8(U))
+		JB(LabelRef("tail" + name))
+		for u := range U {
+			chunk(u)
+		}
+		for u := range U {
+			flush(u)
+		}
+		advance(U)
+		SUBQ(U8(U), n)
+		JMP(LabelRef("loop" + name))
+		Label("tail" + name)
+	}
+	TESTQ(n, n)
+	JZ(LabelRef("done" + name))
+	Label("one" + name)
+	chunk(0)
+	flush(0)
+	advance(1)
 	DECQ(n)
-	JNZ(LabelRef("loop" + name))
+	JNZ(LabelRef("one" + name))
 
 	Label("done" + name)
 	for r := range R {
@@ -171,49 +267,40 @@ func genFastFloat(t *target, kind string) {
 		}
 		VMOVSD(x, Mem{Base: out, Disp: 8 * r})
 	}
+	// The next group of rows.
+	if R > 1 {
+		ADDQ(s.gstride, wbase)
+	} else {
+		ADDQ(s.stride, wbase)
+	}
+	s.reset(wbase)
+	ADDQ(U8(8*R), out)
+	DECQ(groups)
+	JNZ(LabelRef("group" + name))
+	Label("end" + name)
 	VZEROUPPER()
 	RET()
 }
 
-// genFastPrep emits prepFast<kind><suffix>(src *byte, dst *byte, n int):
-// the first n activations (n a multiple of fastChunk) of an F16 or BF16
-// row as the float32s the fast kernels read (kernelkit's fastPrep.rows:
-// F16 in order, BF16 each 32 elements' 16 even ones, then the 16 odd).
-func genFastPrep(t *target, kind string) {
-	name := "prepFast" + kind + t.suffix
+// genFastPrep emits prepFastF16<suffix>(src *byte, dst *byte, n int): the
+// first n activations (n a multiple of fastChunk) of an F16 row as the
+// float32s the fast F16 kernels read (kernelkit's fastPrep.rows). BF16
+// activations need none: the kernels read them as they are.
+func genFastPrep(t *target) {
+	name := "prepFastF16" + t.suffix
 	TEXT(name, NOSPLIT, "func(src *byte, dst *byte, n int)")
 	Pragma("noescape")
 	sp := Load(Param("src"), GP64())
 	dp := Load(Param("dst"), GP64())
 	n := Load(Param("n"), GP64())
 	lanes := t.w / 4
-	var hiMask Op
-	if kind == "BF16" {
-		hiMask = t.konstMem(0xffff0000)
-	}
-	SHRQ(U8(6), n)
+	SHRQ(U8(log2ceil(fastChunk)), n)
 	JZ(LabelRef("done" + name))
 	Label("loop" + name)
-	switch kind {
-	case "F16":
-		for i := 0; i < fastChunk; i += lanes {
-			v := t.vec()
-			VCVTPH2PS(Mem{Base: sp, Disp: 2 * i}, v)
-			VMOVUPS(v, Mem{Base: dp, Disp: 4 * i})
-		}
-	case "BF16":
-		for g := range 2 {
-			for h := range 16 / lanes {
-				d, e := t.vec(), t.vec()
-				t.mov(Mem{Base: sp, Disp: 2 * (32*g + 2*h*lanes)}, d)
-				VPSLLD(U8(16), d, e)
-				t.and(hiMask, d, d)
-				VMOVUPS(e, Mem{Base: dp, Disp: 4*32*g + h*t.w})
-				VMOVUPS(d, Mem{Base: dp, Disp: 4*(32*g+16) + h*t.w})
-			}
-		}
-	default:
-		panic("genFastPrep: " + kind)
+	for i := 0; i < fastChunk; i += lanes {
+		v := t.vec()
+		VCVTPH2PS(Mem{Base: sp, Disp: 2 * i}, v)
+		VMOVUPS(v, Mem{Base: dp, Disp: 4 * i})
 	}
 	ADDQ(U32(2*fastChunk), sp)
 	ADDQ(U32(4*fastChunk), dp)

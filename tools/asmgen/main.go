@@ -80,7 +80,6 @@ func genAll(t *target) {
 		// 512-bit ones.
 		genFastFloat(t, "F16")
 		genFastFloat(t, "BF16")
-		genFastPrep(t, "F16")
-		genFastPrep(t, "BF16")
+		genFastPrep(t)
 	}
 }

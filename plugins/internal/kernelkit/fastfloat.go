@@ -53,8 +53,8 @@ func (k *Kit) FloatMode() string {
 // fastTypes are the types float mode fast changes.
 func fastType(t quant.Type) bool { return t == quant.F16 || t == quant.BF16 }
 
-// fastIndex is the element of a 64-element chunk that lane j takes at
-// step k (0..3).
+// fastIndex is the element of a chunk that lane j takes at step k
+// (0..fastChunk/16-1).
 func fastIndex(t quant.Type, k, j int) int {
 	if t == quant.F16 {
 		return 16*k + j
@@ -73,7 +73,7 @@ func fastSum(t quant.Type, n int, wv, av func(i int) float32) float64 {
 			i := c + fastIndex(t, 0, j)
 			l[j] = wv(i) * av(i)
 		}
-		for k := 1; k < 4; k++ {
+		for k := 1; k < fastChunk/16; k++ {
 			for j := range l {
 				i := c + fastIndex(t, k, j)
 				l[j] = fma32(wv(i), av(i), l[j])
@@ -127,29 +127,47 @@ func fma32(x, y, z float32) float32 {
 	return float32(s)
 }
 
-// fastPrep prepares activation rows for a fast kernel and runs it: a
-// prepared row is the n activations as float32s, in the whole chunks in
-// the kernel's order (BF16: each 32 elements' 16 even ones, then the 16
-// odd ones), 64-byte aligned rows back to back.
+// fastKernel is a fast kernel (Funcs.FastF16, FastBF16): rows weight rows
+// (a multiple of the rows it reads side by side), wstride bytes apart,
+// times one prepared activation row, n elements (a multiple of
+// fastChunk), row r's float64 sum into out[r].
+type fastKernel func(w *byte, wstride int, a *byte, n, rows int, out *float64)
+
+// fastPrep prepares activation rows for a fast kernel and runs it. A
+// prepared row is what the kernel reads: F16 activations as float32s,
+// BF16 ones as they are (the kernels split them like the weights); rows
+// 64-byte aligned, back to back.
 type fastPrep struct {
 	t     quant.Type
-	kern  floatKernel                 // nil: fastSum in Go
-	prepK func(src, dst *byte, n int) // the whole chunks' prep (nil: Go)
-	nrow  int
+	kern  fastKernel                  // nil: fastSum in Go
+	prepK func(src, dst *byte, n int) // F16's whole chunks (nil: Go)
+	nrow  int                         // rows kern reads side by side
 }
 
-func newFastPrep(t quant.Type, kern floatKernel, nrow int) *fastPrep {
-	return &fastPrep{t: t, kern: kern, nrow: min(max(nrow, 1), maxFloatRows)}
-}
-
-func (p *fastPrep) rowSize(n int) int { return (4*n + 63) &^ 63 }
-
-// slot is where element i's activation sits in a prepared row of n.
-func (p *fastPrep) slot(i, n int) int {
-	if p.t == quant.F16 || i >= n&^(fastChunk-1) {
-		return i
+func newFastPrep(t quant.Type, kern fastKernel, nrow int) *fastPrep {
+	nrow = min(max(nrow, 1), maxFloatRows)
+	if 8%nrow != 0 {
+		panic(fmt.Sprintf("kernelkit: fast %v kernel reads %d rows side by side, not a divisor of 8", t, nrow))
 	}
-	return i&^31 + i%2*16 + i%32/2
+	return &fastPrep{t: t, kern: kern, nrow: nrow}
+}
+
+// esize is the bytes of a prepared activation.
+func (p *fastPrep) esize() int {
+	if p.t == quant.BF16 {
+		return 2
+	}
+	return 4
+}
+
+func (p *fastPrep) rowSize(n int) int { return (p.esize()*n + 63) &^ 63 }
+
+// act is activation i of the prepared row pa.
+func (p *fastPrep) act(pa []byte, i int) float32 {
+	if p.t == quant.BF16 {
+		return elem(quant.BF16, pa[2*i:])
+	}
+	return math.Float32frombits(binary.LittleEndian.Uint32(pa[4*i:]))
 }
 
 // rows prepares m activation rows of n elements, arow bytes apart, into
@@ -164,20 +182,19 @@ func (p *fastPrep) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
 	al := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
 	dst := b[al : al+size]
 	for j := range m {
-		src, d := a[j*arow:j*arow+2*n], f32(dst[j*prow:(j+1)*prow])
+		src := a[j*arow : j*arow+2*n]
+		if p.t == quant.BF16 {
+			copy(dst[j*prow:], src)
+			continue
+		}
+		d := f32(dst[j*prow : (j+1)*prow])
 		i0 := 0
 		if c := n &^ (fastChunk - 1); p.prepK != nil && c > 0 {
 			p.prepK(&src[0], &dst[j*prow], c)
 			i0 = c
 		}
-		if p.t == quant.F16 {
-			for i := i0; i < n; i++ {
-				d[i] = quant.FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
-			}
-			continue
-		}
 		for i := i0; i < n; i++ {
-			d[p.slot(i, n)] = quant.BF16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+			d[i] = quant.FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	}
 	return dst
@@ -188,21 +205,19 @@ func (p *fastPrep) dot(n int, w, pa []byte) float32 {
 	var out [maxFloatRows]float64
 	m := n &^ (fastChunk - 1)
 	if p.kern == nil || m == 0 {
-		a := f32(pa)
 		return float32(fastSum(p.t, n, func(i int) float32 { return elem(p.t, w[2*i:]) },
-			func(i int) float32 { return a[p.slot(i, n)] }))
+			func(i int) float32 { return p.act(pa, i) }))
 	}
-	p.kern(&w[0], 0, &pa[0], m, &out[0])
+	// A kernel reading rows side by side reads this one nrow times (from
+	// the cache after the first).
+	p.kern(&w[0], 0, &pa[0], m, p.nrow, &out[0])
 	return p.tail(n, m, w, pa, out[0])
 }
 
 // tail adds the elements after the kernel's m to its sum s and rounds.
 func (p *fastPrep) tail(n, m int, w, pa []byte, s float64) float32 {
-	if m < n {
-		a := f32(pa)
-		for i := m; i < n; i++ {
-			s += float64(elem(p.t, w[2*i:]) * a[i])
-		}
+	for i := m; i < n; i++ {
+		s += float64(elem(p.t, w[2*i:]) * p.act(pa, i))
 	}
 	return float32(s)
 }
@@ -216,12 +231,11 @@ func (p *fastPrep) rows8(n int, w []byte, wrow int, pa []byte, out *[8]float32) 
 		}
 		return
 	}
-	var o [maxFloatRows]float64
-	for r0 := 0; r0 < 8; r0 += p.nrow {
-		p.kern(&w[r0*wrow], wrow, &pa[0], m, &o[0])
-		for r := r0; r < r0+p.nrow; r++ {
-			out[r] = p.tail(n, m, w[r*wrow:], pa, o[r-r0])
-		}
+	_ = w[7*wrow+2*m-1] // the kernel reads this far
+	var o [8]float64
+	p.kern(&w[0], wrow, &pa[0], m, 8, &o[0])
+	for r := range out {
+		out[r] = p.tail(n, m, w[r*wrow:], pa, o[r])
 	}
 }
 

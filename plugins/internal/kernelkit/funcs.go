@@ -50,14 +50,17 @@ type Funcs struct {
 	// F32Seq, F16Seq and BF16Seq are the reference's sequential sum of n
 	// products of plain rows, n a multiple of 8: where the bound fails.
 	F32Seq, F16Seq, BF16Seq func(w, a *byte, n int) float64
-	// FastF16 and FastBF16 are float mode fast's kernels (fastfloat.go):
-	// FastRows weight rows wstride bytes apart times a prepared float32
-	// row, n a multiple of fastChunk, row r's float64 sum into out[r].
-	FastF16, FastBF16 func(w *byte, wstride int, a *byte, n int, out *float64)
-	FastRows          int
-	// PrepFastF16 and PrepFastBF16 write the first n activations (n a
-	// multiple of fastChunk) of a row as the fast kernels read them.
-	PrepFastF16, PrepFastBF16 func(src, dst *byte, n int)
+	// FastF16 and FastBF16 are float mode fast's kernels (fastfloat.go:
+	// fastKernel): rows weight rows wstride bytes apart times one
+	// activation row (F16: PrepFastF16's float32s; BF16: the bf16s as
+	// they are), n a multiple of fastChunk, row r's float64 sum into
+	// out[r]. They read FastRowsF16 and FastRowsBF16 rows side by side (1
+	// if unset; a divisor of 8), and rows is a multiple of that.
+	FastF16, FastBF16         func(w *byte, wstride int, a *byte, n, rows int, out *float64)
+	FastRowsF16, FastRowsBF16 int
+	// PrepFastF16 writes the first n activations (n a multiple of
+	// fastChunk) of an F16 row as the float32s FastF16 reads.
+	PrepFastF16 func(src, dst *byte, n int)
 
 	// QuantizeQ8K quantizes nb blocks of 256 floats to Q8_K.
 	QuantizeQ8K func(x *float32, y *byte, nb int)
@@ -110,14 +113,15 @@ func (k *Kit) Add(name string, f Funcs) {
 			l.dot[t] = l.fprep[t].dotFunc()
 		}
 	}
-	for t, fn := range map[quant.Type]floatKernel{quant.F16: f.FastF16, quant.BF16: f.FastBF16} {
-		if fn != nil {
-			if l.fast == nil {
-				l.fast = map[quant.Type]*fastPrep{}
-			}
-			l.fast[t] = newFastPrep(t, fn, f.FastRows)
-			l.fast[t].prepK = map[quant.Type]func(src, dst *byte, n int){quant.F16: f.PrepFastF16, quant.BF16: f.PrepFastBF16}[t]
-		}
+	if f.FastF16 != nil || f.FastBF16 != nil {
+		l.fast = map[quant.Type]*fastPrep{}
+	}
+	if f.FastF16 != nil {
+		l.fast[quant.F16] = newFastPrep(quant.F16, f.FastF16, f.FastRowsF16)
+		l.fast[quant.F16].prepK = f.PrepFastF16
+	}
+	if f.FastBF16 != nil {
+		l.fast[quant.BF16] = newFastPrep(quant.BF16, f.FastBF16, f.FastRowsBF16)
 	}
 	l.addPrepared(f)
 	l.addPrepared4(f)

@@ -28,6 +28,15 @@ func fastRows(r *rand.Rand, typ quant.Type, n int) map[string][2][]byte {
 		return encodeFloats(typ, v)
 	}
 	gauss := func(int) float32 { return float32(r.NormFloat64()) }
+	const chunk = 64 // kernelkit's fastChunk
+	var chunkW, chunkA [4 * chunk]float32
+	for i := range chunkW {
+		scale := math.Pow(2, float64(13-26*(i/chunk%2)))
+		chunkW[i], chunkA[i] = float32(r.NormFloat64()*scale), float32(r.NormFloat64()*scale)
+		if i/chunk == 2 {
+			chunkW[i], chunkA[i] = -chunkW[i-2*chunk], chunkA[i-2*chunk]
+		}
+	}
 	octaves := func(int) float32 { return float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(20)-10))) }
 	rows := map[string][2][]byte{
 		"random":    {randWeights(r, typ, n), randActs(r, typ, n)},
@@ -36,6 +45,11 @@ func fastRows(r *rand.Rand, typ quant.Type, n int) map[string][2][]byte {
 		"cancel":    {row(func(i int) float32 { return float32(1 - 2*(i%2)) }), row(func(i int) float32 { return 1 + float32(i/2%7)/8 })},
 		"zeros":     {row(func(int) float32 { return 0 }), row(gauss)},
 		"neg-zeros": {row(func(int) float32 { return float32(math.Copysign(0, -1)) }), row(gauss)},
+		// Chunks of 64 alternately large and small (products 2^±26), the
+		// third chunk of each four the first negated: the large lanes
+		// cancel, what the small ones kept of their bits is the result, so
+		// the order of the chunks' float64 adds shows.
+		"chunk-cancel": {row(func(i int) float32 { return chunkW[i%len(chunkW)] }), row(func(i int) float32 { return chunkA[i%len(chunkA)] })},
 	}
 	if typ == quant.BF16 {
 		rows["subnormal"] = [2][]byte{row(func(int) float32 { return float32(r.NormFloat64()) * 0x1p-70 }), row(func(int) float32 { return float32(r.NormFloat64()) * 0x1p-60 })}
@@ -65,7 +79,9 @@ func FastFloat(t *testing.T, k *kernelkit.Kit) {
 	forEachLevel(t, k, func(t *testing.T) {
 		for _, typ := range []quant.Type{quant.F16, quant.BF16} {
 			r := rand.New(rand.NewPCG(31, uint64(typ)))
-			for _, n := range []int{1, 37, 64, 100, 128, 320, 4096, 7168 + 64 + 5} {
+			// 5·64+3: whole unrolled steps of 2 or 4 chunks, a chunk
+			// after them, and a tail.
+			for _, n := range []int{1, 37, 64, 100, 128, 5*64 + 3, 320, 4096, 7168 + 64 + 5} {
 				for name, wa := range fastRows(r, typ, n) {
 					w, a := wa[0], wa[1]
 					want := kernelkit.FastFloatRef(typ, n, w, a)
