@@ -23,7 +23,7 @@ func dotQ3Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ3KPTAVX2(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ3KPTAVX2(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ6KAVX2(w *byte, a *byte, nb int) float32
@@ -35,7 +35,7 @@ func dotQ6Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ6KPAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ6KPTAVX2(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ6KPTAVX2(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ4KAVX2(w *byte, a *byte, nb int) float32
@@ -45,6 +45,9 @@ func dotQ4Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ4KPAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4KPTAVX2(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ4Kx4PAVX2(w *byte, a *byte, nb int, astride int, out *float32)
@@ -57,6 +60,9 @@ func dotQ5Kx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ5KPAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5KPTAVX2(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ5Kx4PAVX2(w *byte, a *byte, nb int, astride int, out *float32)

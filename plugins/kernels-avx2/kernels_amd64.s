@@ -1794,7 +1794,7 @@ donedotQ3KPAVX2:
 	VZEROUPPER
 	RET
 
-// func lrDotQ3KPTAVX2(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ3KPTAVX2(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·lrDotQ3KPTAVX2(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
@@ -2639,7 +2639,7 @@ donedotQ6KPAVX2:
 	VZEROUPPER
 	RET
 
-// func lrDotQ6KPTAVX2(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ6KPTAVX2(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·lrDotQ6KPTAVX2(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
@@ -3529,6 +3529,149 @@ donedotQ4KPAVX2:
 	VSHUFPS      $0xff, X2, X2, X0
 	VADDSS       X0, X1, X1
 	MOVSS        X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4KPTAVX2(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ4KPTAVX2(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU      xpshufb32<>+0(SB), Y2
+	VMOVDQU      xpermd32<>+0(SB), Y3
+	LEAQ         k4scalewords<>+0(SB), DI
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           donedotQ4KPTAVX2
+
+loopdotQ4KPTAVX2:
+	PREFETCHT1   (SI)
+	PREFETCHT1   64(SI)
+	PREFETCHT1   128(SI)
+	PREFETCHT0   288(AX)
+	PREFETCHT0   352(AX)
+	PREFETCHT0   416(AX)
+	ADDQ         $0x00000090, SI
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R10, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R8
+	ANDL         $0x30303030, R8
+	ORL          R8, R12
+	MOVL         R9, R8
+	ANDL         $0x3f3f3f3f, R8
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	MOVL         R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R8
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS 512(CX), X6
+	VMULPS       X5, X6, X6
+	VPERMD       16(AX), Y3, Y7
+	VPSHUFB      Y2, Y7, Y7
+	VPAND        Y4, Y7, Y5
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y8
+	VPMADDUBSW   (CX), Y5, Y5
+	VPMADDWD     Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y8
+	VPMADDUBSW   32(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPERMD       48(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y10
+	VPMADDUBSW   64(CX), Y8, Y8
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	MOVL         R11, R9
+	VPBROADCASTD (DI)(R9*4), Y9
+	VPMADDUBSW   96(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPERMD       80(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y10
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y9
+	VPMADDUBSW   160(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPERMD       112(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y10
+	VPMADDUBSW   192(CX), Y8, Y8
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	MOVL         R12, R9
+	VPBROADCASTD (DI)(R9*4), Y9
+	VPMADDUBSW   224(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS X6, Y7
+	VMULPS       Y7, Y5, Y5
+	VADDPS       Y5, Y0, Y0
+	VMOVQ        R8, X5
+	VPBROADCASTQ X5, Y5
+	VPSHUFB      k4mdupq<>+0(SB), Y5, Y5
+	VPMADDWD     516(CX), Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X5, X7, X7
+	VPSHUFD      $0x4e, X7, X5
+	VPADDD       X5, X7, X7
+	VPSHUFD      $0xb1, X7, X5
+	VPADDD       X5, X7, X7
+	VCVTDQ2PS    X7, X7
+	VUNPCKLPS    X6, X6, X5
+	VMULPS       X7, X5, X5
+	VSUBPS       X5, X1, X1
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ4KPTAVX2
+
+donedotQ4KPTAVX2:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
 	VZEROUPPER
 	RET
 
@@ -4611,6 +4754,176 @@ donedotQ5KPAVX2:
 	VSHUFPS      $0xff, X2, X2, X0
 	VADDSS       X0, X1, X1
 	MOVSS        X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5KPTAVX2(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ5KPTAVX2(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU      xpshufb32<>+0(SB), Y2
+	VMOVDQU      xpermd32<>+0(SB), Y3
+	LEAQ         k4scalewords<>+0(SB), DI
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	VPBROADCASTD c32_10101010<>+0(SB), Y5
+	TESTQ        DX, DX
+	JZ           donedotQ5KPTAVX2
+
+loopdotQ5KPTAVX2:
+	PREFETCHT1   (SI)
+	PREFETCHT1   64(SI)
+	PREFETCHT1   128(SI)
+	PREFETCHT0   352(AX)
+	PREFETCHT0   416(AX)
+	PREFETCHT0   480(AX)
+	ADDQ         $0x000000b0, SI
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R10, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R8
+	ANDL         $0x30303030, R8
+	ORL          R8, R12
+	MOVL         R9, R8
+	ANDL         $0x3f3f3f3f, R8
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	MOVL         R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R8
+	VMOVD        (AX), X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS 512(CX), X7
+	VMULPS       X6, X7, X7
+	VPERMD       16(AX), Y3, Y6
+	VPSHUFB      Y2, Y6, Y6
+	VPERMD       48(AX), Y3, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y4, Y9, Y8
+	VPSLLW       $0x04, Y6, Y10
+	VPAND        Y5, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y10
+	VPMADDUBSW   (CX), Y8, Y8
+	VPMADDWD     Y10, Y8, Y8
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPSLLW       $0x03, Y6, Y10
+	VPAND        Y5, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y10
+	VPMADDUBSW   32(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPERMD       80(AX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y10
+	VPSLLW       $0x02, Y6, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	MOVBQZX      R11, R9
+	SHRL         $0x08, R11
+	VPBROADCASTD (DI)(R9*4), Y12
+	VPMADDUBSW   64(CX), Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y4, Y10, Y10
+	VPSLLW       $0x01, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	MOVL         R11, R9
+	VPBROADCASTD (DI)(R9*4), Y11
+	VPMADDUBSW   96(CX), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPERMD       112(AX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y10
+	VMOVDQA      Y6, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y12
+	VPMADDUBSW   128(CX), Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y4, Y10, Y10
+	VPSRLW       $0x01, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y11
+	VPMADDUBSW   160(CX), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPERMD       144(AX), Y3, Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y10
+	VPSRLW       $0x02, Y6, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y10, Y10
+	MOVBQZX      R12, R9
+	SHRL         $0x08, R12
+	VPBROADCASTD (DI)(R9*4), Y12
+	VPMADDUBSW   192(CX), Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y11, Y10
+	VPAND        Y4, Y10, Y10
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        Y5, Y6, Y6
+	VPOR         Y6, Y10, Y10
+	MOVL         R12, R9
+	VPBROADCASTD (DI)(R9*4), Y6
+	VPMADDUBSW   224(CX), Y10, Y10
+	VPMADDWD     Y6, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS X7, Y6
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y0, Y0
+	VMOVQ        R8, X6
+	VPBROADCASTQ X6, Y6
+	VPSHUFB      k4mdupq<>+0(SB), Y6, Y6
+	VPMADDWD     516(CX), Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X8
+	VPADDD       X6, X8, X8
+	VPSHUFD      $0x4e, X8, X6
+	VPADDD       X6, X8, X8
+	VPSHUFD      $0xb1, X8, X6
+	VPADDD       X6, X8, X8
+	VCVTDQ2PS    X8, X8
+	VUNPCKLPS    X7, X7, X6
+	VMULPS       X8, X6, X6
+	VSUBPS       X6, X1, X1
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000240, CX
+	DECQ         DX
+	JNZ          loopdotQ5KPTAVX2
+
+donedotQ5KPTAVX2:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
 	VZEROUPPER
 	RET
 

@@ -20,7 +20,7 @@ func dotQ3Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ3KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ3KPTAVX512(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ6KAVX512(w *byte, a *byte, nb int) float32
@@ -32,7 +32,7 @@ func dotQ6Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ6KPAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ6KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ6KPTAVX512(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ4KAVX512(w *byte, a *byte, nb int) float32
@@ -42,6 +42,9 @@ func dotQ4Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ4KPAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4KPTAVX512(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ4Kx4PAVX512(w *byte, a *byte, nb int, astride int, out *float32)
@@ -54,6 +57,9 @@ func dotQ5Kx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ5KPAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5KPTAVX512(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ5Kx4PAVX512(w *byte, a *byte, nb int, astride int, out *float32)
@@ -125,7 +131,7 @@ func dotQ3Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ3KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ3KPTVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ6KVNNI(w *byte, a *byte, nb int) float32
@@ -137,7 +143,7 @@ func dotQ6Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ6KPVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ6KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ6KPTVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ3KVBMIVNNI(w *byte, a *byte, nb int) float32
@@ -149,7 +155,7 @@ func dotQ3KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVBMIVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ3KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ3KPVBMITVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ6KVBMIVNNI(w *byte, a *byte, nb int) float32
@@ -161,7 +167,7 @@ func dotQ6KVBMIx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ6KPVBMIVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ6KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ6KPVBMITVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ4KVNNI(w *byte, a *byte, nb int) float32
@@ -171,6 +177,9 @@ func dotQ4Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ4KPVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4KPTVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ4Kx4PVNNI(w *byte, a *byte, nb int, astride int, out *float32)
@@ -183,6 +192,9 @@ func dotQ5Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ5KPVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5KPTVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ5Kx4PVNNI(w *byte, a *byte, nb int, astride int, out *float32)
@@ -248,7 +260,7 @@ func dotQ3Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ3KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ3KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ6KVNNI256(w *byte, a *byte, nb int) float32
@@ -260,7 +272,7 @@ func dotQ6Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ6KPVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ6KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ6KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ3KVBMIVNNI256(w *byte, a *byte, nb int) float32
@@ -272,7 +284,7 @@ func dotQ3KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ6KVBMIVNNI256(w *byte, a *byte, nb int) float32
@@ -284,7 +296,7 @@ func dotQ6KVBMIx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 func dotQ6KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
-func lrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+func lrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
@@ -294,6 +306,9 @@ func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ4KPVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ4Kx4PVNNI256(w *byte, a *byte, nb int, astride int, out *float32)
@@ -306,6 +321,9 @@ func dotQ5Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotQ5KPVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
 func dotQ5Kx4PVNNI256(w *byte, a *byte, nb int, astride int, out *float32)

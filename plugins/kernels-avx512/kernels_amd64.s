@@ -1495,7 +1495,7 @@ donedotQ3KPAVX512:
 	VZEROUPPER
 	RET
 
-// func lrDotQ3KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ3KPTAVX512(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, MMX+
 TEXT ·lrDotQ3KPTAVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
@@ -2103,7 +2103,7 @@ donedotQ6KPAVX512:
 	VZEROUPPER
 	RET
 
-// func lrDotQ6KPTAVX512(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ6KPTAVX512(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, MMX+
 TEXT ·lrDotQ6KPTAVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
@@ -3097,6 +3097,246 @@ donedotQ4KPAVX512:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4KPTAVX512(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KPTAVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU64    xpshufb64<>+0(SB), Z2
+	VMOVDQU64    xpermd64<>+0(SB), Z3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
+	CMPQ         DX, $0x02
+	JB           onedotQ4KPTAVX512
+
+loopdotQ4KPTAVX512:
+	PREFETCHT1      (SI)
+	PREFETCHT1      64(SI)
+	PREFETCHT1      128(SI)
+	PREFETCHT1      192(SI)
+	PREFETCHT1      256(SI)
+	PREFETCHT0      288(AX)
+	PREFETCHT0      352(AX)
+	PREFETCHT0      416(AX)
+	PREFETCHT0      480(AX)
+	PREFETCHT0      544(AX)
+	ADDQ            $0x00000120, SI
+	LEAQ            144(AX), DI
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    512(CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMD          Z5, Z3, Z5
+	VPSHUFB         Z2, Z5, Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z4, Z5, Z5
+	VPSHUFB         scidx32<>+0(SB), Z6, Z8
+	VPMADDUBSW      (CX), Z5, Z5
+	VPMADDWD        Z8, Z5, Z5
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMD          Z8, Z3, Z8
+	VPSHUFB         Z2, Z8, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z4, Z8, Z8
+	VPSHUFB         scidx32<>+64(SB), Z6, Z9
+	VPMADDUBSW      64(CX), Z8, Z8
+	VPMADDWD        Z9, Z8, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSHUFB         scidx32<>+128(SB), Z6, Z10
+	VPMADDUBSW      128(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z5, Z5
+	VBROADCASTI64X4 112(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSHUFB         scidx32<>+192(SB), Z6, Z10
+	VPMADDUBSW      192(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z8, Z8
+	VPADDD          Z8, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y8
+	VPADDD          Y8, Y5, Y8
+	VCVTDQ2PS       Y8, Y8
+	VBROADCASTSS    X7, Y5
+	VMULPS          Y5, Y8, Y8
+	VADDPS          Y8, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD        516(CX), Y5, Y5
+	VBROADCASTI32X4 4(DI), Z6
+	VPSHUFD         $0x98, Z6, Z8
+	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
+	VPANDD          k4m_z<>+0(SB), Z8, Z8
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z8, Z8
+	VMOVD           (DI), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    1088(CX), X9
+	VMULPS          X6, X9, X9
+	VBROADCASTI64X4 16(DI), Z6
+	VPERMD          Z6, Z3, Z6
+	VPSHUFB         Z2, Z6, Z6
+	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
+	VPANDD          Z4, Z6, Z6
+	VPSHUFB         scidx32<>+0(SB), Z8, Z10
+	VPMADDUBSW      576(CX), Z6, Z6
+	VPMADDWD        Z10, Z6, Z6
+	VBROADCASTI64X4 48(DI), Z10
+	VPERMD          Z10, Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPSHUFB         scidx32<>+64(SB), Z8, Z11
+	VPMADDUBSW      640(CX), Z10, Z10
+	VPMADDWD        Z11, Z10, Z10
+	VBROADCASTI64X4 80(DI), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPSHUFB         scidx32<>+128(SB), Z8, Z12
+	VPMADDUBSW      704(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VPADDD          Z11, Z6, Z6
+	VBROADCASTI64X4 112(DI), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPSHUFB         scidx32<>+192(SB), Z8, Z12
+	VPMADDUBSW      768(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VPADDD          Z10, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y10
+	VPADDD          Y10, Y6, Y10
+	VCVTDQ2PS       Y10, Y10
+	VBROADCASTSS    X9, Y6
+	VMULPS          Y6, Y10, Y10
+	VADDPS          Y10, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y6
+	VPMADDWD        1092(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y8
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X5
+	VPADDD          X8, X5, X5
+	VPSHUFD         $0x4e, X5, X6
+	VPADDD          X6, X5, X5
+	VCVTDQ2PS       X5, X5
+	VUNPCKLPS       X9, X7, X6
+	VMULPS          X5, X6, X6
+	VSUBPS          X6, X1, X1
+	VMOVSHDUP       X6, X6
+	VSUBPS          X6, X1, X1
+	ADDQ            $0x00000120, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ4KPTAVX512
+
+onedotQ4KPTAVX512:
+	TESTQ           DX, DX
+	JZ              donedotQ4KPTAVX512
+	PREFETCHT1      (SI)
+	PREFETCHT1      64(SI)
+	PREFETCHT1      128(SI)
+	PREFETCHT0      288(AX)
+	PREFETCHT0      352(AX)
+	PREFETCHT0      416(AX)
+	ADDQ            $0x00000090, SI
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    512(CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMD          Z5, Z3, Z5
+	VPSHUFB         Z2, Z5, Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z4, Z5, Z5
+	VPSHUFB         scidx32<>+0(SB), Z6, Z8
+	VPMADDUBSW      (CX), Z5, Z5
+	VPMADDWD        Z8, Z5, Z5
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMD          Z8, Z3, Z8
+	VPSHUFB         Z2, Z8, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z4, Z8, Z8
+	VPSHUFB         scidx32<>+64(SB), Z6, Z9
+	VPMADDUBSW      64(CX), Z8, Z8
+	VPMADDWD        Z9, Z8, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPSHUFB         scidx32<>+128(SB), Z6, Z10
+	VPMADDUBSW      128(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z5, Z5
+	VBROADCASTI64X4 112(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z2
+	VPANDD          Z4, Z2, Z2
+	VPSHUFB         scidx32<>+192(SB), Z6, Z3
+	VPMADDUBSW      192(CX), Z2, Z2
+	VPMADDWD        Z3, Z2, Z2
+	VPADDD          Z2, Z8, Z8
+	VPADDD          Z8, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y2
+	VPADDD          Y2, Y5, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X7, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y2
+	VPMADDWD        516(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X7, X7, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
+
+donedotQ4KPTAVX512:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
 	VZEROUPPER
 	RET
 
@@ -4167,6 +4407,282 @@ donedotQ5KPAVX512:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5KPTAVX512(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ5KPTAVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU64    xpshufb64<>+0(SB), Z2
+	VMOVDQU64    xpermd64<>+0(SB), Z3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z4
+	VPBROADCASTD c32_10101010<>+0(SB), Z5
+	CMPQ         DX, $0x02
+	JB           onedotQ5KPTAVX512
+
+loopdotQ5KPTAVX512:
+	PREFETCHT1      (SI)
+	PREFETCHT1      64(SI)
+	PREFETCHT1      128(SI)
+	PREFETCHT1      192(SI)
+	PREFETCHT1      256(SI)
+	PREFETCHT1      320(SI)
+	PREFETCHT0      352(AX)
+	PREFETCHT0      416(AX)
+	PREFETCHT0      480(AX)
+	PREFETCHT0      544(AX)
+	PREFETCHT0      608(AX)
+	PREFETCHT0      672(AX)
+	ADDQ            $0x00000160, SI
+	LEAQ            176(AX), DI
+	VBROADCASTI32X4 4(AX), Z6
+	VPSHUFD         $0x98, Z6, Z7
+	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
+	VPANDD          k4m_z<>+0(SB), Z7, Z7
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z7, Z7
+	VMOVD           (AX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    512(CX), X8
+	VMULPS          X6, X8, X8
+	VBROADCASTI64X4 16(AX), Z6
+	VPERMD          Z6, Z3, Z6
+	VPSHUFB         Z2, Z6, Z6
+	VBROADCASTI64X4 48(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPTESTMB        runbits<>+0(SB), Z6, K1
+	VPADDB          Z5, Z9, K1, Z9
+	VPSHUFB         scidx32<>+0(SB), Z7, Z10
+	VPMADDUBSW      (CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 80(AX), Z10
+	VPERMD          Z10, Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPTESTMB        runbits<>+64(SB), Z6, K1
+	VPADDB          Z5, Z10, K1, Z10
+	VPSHUFB         scidx32<>+64(SB), Z7, Z11
+	VPMADDUBSW      64(CX), Z10, Z10
+	VPMADDWD        Z11, Z10, Z10
+	VBROADCASTI64X4 112(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+128(SB), Z6, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+128(SB), Z7, Z12
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VPADDD          Z11, Z9, Z9
+	VBROADCASTI64X4 144(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+192(SB), Z6, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+192(SB), Z7, Z6
+	VPMADDUBSW      192(CX), Z11, Z11
+	VPMADDWD        Z6, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y6
+	VPADDD          Y6, Y9, Y6
+	VCVTDQ2PS       Y6, Y6
+	VBROADCASTSS    X8, Y9
+	VMULPS          Y9, Y6, Y6
+	VADDPS          Y6, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
+	VPMADDWD        516(CX), Y6, Y6
+	VBROADCASTI32X4 4(DI), Z7
+	VPSHUFD         $0x98, Z7, Z9
+	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
+	VPANDD          k4m_z<>+0(SB), Z9, Z9
+	VPSHUFD         $0x50, Z7, Z7
+	VPSRLD          $0x02, Z7, Z7
+	VPANDD          k4hm_z<>+0(SB), Z7, Z7
+	VPORD           Z7, Z9, Z9
+	VMOVD           (DI), X7
+	VCVTPH2PS       X7, X7
+	VBROADCASTSS    1088(CX), X10
+	VMULPS          X7, X10, X10
+	VBROADCASTI64X4 16(DI), Z7
+	VPERMD          Z7, Z3, Z7
+	VPSHUFB         Z2, Z7, Z7
+	VBROADCASTI64X4 48(DI), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+0(SB), Z7, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+0(SB), Z9, Z12
+	VPMADDUBSW      576(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VBROADCASTI64X4 80(DI), Z12
+	VPERMD          Z12, Z3, Z12
+	VPSHUFB         Z2, Z12, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z4, Z12, Z12
+	VPTESTMB        runbits<>+64(SB), Z7, K1
+	VPADDB          Z5, Z12, K1, Z12
+	VPSHUFB         scidx32<>+64(SB), Z9, Z13
+	VPMADDUBSW      640(CX), Z12, Z12
+	VPMADDWD        Z13, Z12, Z12
+	VBROADCASTI64X4 112(DI), Z13
+	VPERMD          Z13, Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	VPTESTMB        runbits<>+128(SB), Z7, K1
+	VPADDB          Z5, Z13, K1, Z13
+	VPSHUFB         scidx32<>+128(SB), Z9, Z14
+	VPMADDUBSW      704(CX), Z13, Z13
+	VPMADDWD        Z14, Z13, Z13
+	VPADDD          Z13, Z11, Z11
+	VBROADCASTI64X4 144(DI), Z13
+	VPERMD          Z13, Z3, Z13
+	VPSHUFB         Z2, Z13, Z13
+	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	VPTESTMB        runbits<>+192(SB), Z7, K1
+	VPADDB          Z5, Z13, K1, Z13
+	VPSHUFB         scidx32<>+192(SB), Z9, Z7
+	VPMADDUBSW      768(CX), Z13, Z13
+	VPMADDWD        Z7, Z13, Z13
+	VPADDD          Z13, Z12, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y7
+	VPADDD          Y7, Y11, Y7
+	VCVTDQ2PS       Y7, Y7
+	VBROADCASTSS    X10, Y11
+	VMULPS          Y11, Y7, Y7
+	VADDPS          Y7, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y9, Y7
+	VPMADDWD        1092(CX), Y7, Y7
+	VPUNPCKLDQ      Y7, Y6, Y9
+	VPUNPCKHDQ      Y7, Y6, Y6
+	VPADDD          Y6, Y9, Y9
+	VEXTRACTI32X4   $0x01, Y9, X6
+	VPADDD          X9, X6, X6
+	VPSHUFD         $0x4e, X6, X7
+	VPADDD          X7, X6, X6
+	VCVTDQ2PS       X6, X6
+	VUNPCKLPS       X10, X8, X7
+	VMULPS          X6, X7, X7
+	VSUBPS          X7, X1, X1
+	VMOVSHDUP       X7, X7
+	VSUBPS          X7, X1, X1
+	ADDQ            $0x00000160, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ5KPTAVX512
+
+onedotQ5KPTAVX512:
+	TESTQ           DX, DX
+	JZ              donedotQ5KPTAVX512
+	PREFETCHT1      (SI)
+	PREFETCHT1      64(SI)
+	PREFETCHT1      128(SI)
+	PREFETCHT0      352(AX)
+	PREFETCHT0      416(AX)
+	PREFETCHT0      480(AX)
+	ADDQ            $0x000000b0, SI
+	VBROADCASTI32X4 4(AX), Z6
+	VPSHUFD         $0x98, Z6, Z7
+	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
+	VPANDD          k4m_z<>+0(SB), Z7, Z7
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z7, Z7
+	VMOVD           (AX), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    512(CX), X8
+	VMULPS          X6, X8, X8
+	VBROADCASTI64X4 16(AX), Z6
+	VPERMD          Z6, Z3, Z6
+	VPSHUFB         Z2, Z6, Z6
+	VBROADCASTI64X4 48(AX), Z9
+	VPERMD          Z9, Z3, Z9
+	VPSHUFB         Z2, Z9, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z4, Z9, Z9
+	VPTESTMB        runbits<>+0(SB), Z6, K1
+	VPADDB          Z5, Z9, K1, Z9
+	VPSHUFB         scidx32<>+0(SB), Z7, Z10
+	VPMADDUBSW      (CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 80(AX), Z10
+	VPERMD          Z10, Z3, Z10
+	VPSHUFB         Z2, Z10, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z4, Z10, Z10
+	VPTESTMB        runbits<>+64(SB), Z6, K1
+	VPADDB          Z5, Z10, K1, Z10
+	VPSHUFB         scidx32<>+64(SB), Z7, Z11
+	VPMADDUBSW      64(CX), Z10, Z10
+	VPMADDWD        Z11, Z10, Z10
+	VBROADCASTI64X4 112(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z4, Z11, Z11
+	VPTESTMB        runbits<>+128(SB), Z6, K1
+	VPADDB          Z5, Z11, K1, Z11
+	VPSHUFB         scidx32<>+128(SB), Z7, Z12
+	VPMADDUBSW      128(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VPADDD          Z11, Z9, Z9
+	VBROADCASTI64X4 144(AX), Z11
+	VPERMD          Z11, Z3, Z11
+	VPSHUFB         Z2, Z11, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z2
+	VPANDD          Z4, Z2, Z2
+	VPTESTMB        runbits<>+192(SB), Z6, K1
+	VPADDB          Z5, Z2, K1, Z2
+	VPSHUFB         scidx32<>+192(SB), Z7, Z3
+	VPMADDUBSW      192(CX), Z2, Z2
+	VPMADDWD        Z3, Z2, Z2
+	VPADDD          Z2, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y2
+	VPADDD          Y2, Y9, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X8, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y2
+	VPMADDWD        516(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X8, X8, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
+
+donedotQ5KPTAVX512:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
 	VZEROUPPER
 	RET
 
@@ -8839,7 +9355,7 @@ donedotQ3KPVNNI:
 	VZEROUPPER
 	RET
 
-// func lrDotQ3KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ3KPTVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, MMX+
 TEXT ·lrDotQ3KPTVNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
@@ -9387,7 +9903,7 @@ donedotQ6KPVNNI:
 	VZEROUPPER
 	RET
 
-// func lrDotQ6KPTVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ6KPTVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, MMX+
 TEXT ·lrDotQ6KPTVNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
@@ -9954,7 +10470,7 @@ donedotQ3KPVBMIVNNI:
 	VZEROUPPER
 	RET
 
-// func lrDotQ3KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ3KPVBMITVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512_VNNI, F16C, MMX+
 TEXT ·lrDotQ3KPVBMITVNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
@@ -10467,7 +10983,7 @@ donedotQ6KPVBMIVNNI:
 	VZEROUPPER
 	RET
 
-// func lrDotQ6KPVBMITVNNI(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ6KPVBMITVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512_VNNI, F16C, MMX+
 TEXT ·lrDotQ6KPVBMITVNNI(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
@@ -11224,6 +11740,227 @@ donedotQ4KPVNNI:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4KPTVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ4KPTVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU64    xpermb64<>+0(SB), Z2
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z3
+	CMPQ         DX, $0x02
+	JB           onedotQ4KPTVNNI
+
+loopdotQ4KPTVNNI:
+	PREFETCHT1      (SI)
+	PREFETCHT1      64(SI)
+	PREFETCHT1      128(SI)
+	PREFETCHT1      192(SI)
+	PREFETCHT1      256(SI)
+	PREFETCHT0      288(AX)
+	PREFETCHT0      352(AX)
+	PREFETCHT0      416(AX)
+	PREFETCHT0      480(AX)
+	PREFETCHT0      544(AX)
+	ADDQ            $0x00000120, SI
+	LEAQ            144(AX), DI
+	VBROADCASTI32X4 4(AX), Z4
+	VPSHUFD         $0x98, Z4, Z5
+	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
+	VPANDD          k4m_z<>+0(SB), Z5, Z5
+	VPSHUFD         $0x50, Z4, Z4
+	VPSRLD          $0x02, Z4, Z4
+	VPANDD          k4hm_z<>+0(SB), Z4, Z4
+	VPORD           Z4, Z5, Z5
+	VMOVD           (AX), X4
+	VCVTPH2PS       X4, X4
+	VBROADCASTSS    512(CX), X6
+	VMULPS          X4, X6, X6
+	VBROADCASTI64X4 16(AX), Z4
+	VPERMB          Z4, Z2, Z4
+	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
+	VPANDD          Z3, Z4, Z4
+	VPSHUFB         scidx32<>+0(SB), Z5, Z7
+	VPMADDUBSW      (CX), Z4, Z4
+	VPMADDWD        Z7, Z4, Z4
+	VBROADCASTI64X4 48(AX), Z7
+	VPERMB          Z7, Z2, Z7
+	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
+	VPANDD          Z3, Z7, Z7
+	VPSHUFB         scidx32<>+64(SB), Z5, Z8
+	VPMADDUBSW      64(CX), Z7, Z7
+	VPMADDWD        Z8, Z7, Z7
+	VBROADCASTI64X4 80(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx32<>+128(SB), Z5, Z9
+	VPMADDUBSW      128(CX), Z8, Z8
+	VPDPWSSD        Z9, Z8, Z4
+	VBROADCASTI64X4 112(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx32<>+192(SB), Z5, Z9
+	VPMADDUBSW      192(CX), Z8, Z8
+	VPDPWSSD        Z9, Z8, Z7
+	VPADDD          Z7, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y7
+	VPADDD          Y7, Y4, Y7
+	VCVTDQ2PS       Y7, Y7
+	VBROADCASTSS    X6, Y4
+	VMULPS          Y4, Y7, Y7
+	VADDPS          Y7, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
+	VPMADDWD        516(CX), Y4, Y4
+	VBROADCASTI32X4 4(DI), Z5
+	VPSHUFD         $0x98, Z5, Z7
+	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
+	VPANDD          k4m_z<>+0(SB), Z7, Z7
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z7, Z7
+	VMOVD           (DI), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    1088(CX), X8
+	VMULPS          X5, X8, X8
+	VBROADCASTI64X4 16(DI), Z5
+	VPERMB          Z5, Z2, Z5
+	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
+	VPANDD          Z3, Z5, Z5
+	VPSHUFB         scidx32<>+0(SB), Z7, Z9
+	VPMADDUBSW      576(CX), Z5, Z5
+	VPMADDWD        Z9, Z5, Z5
+	VBROADCASTI64X4 48(DI), Z9
+	VPERMB          Z9, Z2, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z3, Z9, Z9
+	VPSHUFB         scidx32<>+64(SB), Z7, Z10
+	VPMADDUBSW      640(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 80(DI), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPSHUFB         scidx32<>+128(SB), Z7, Z11
+	VPMADDUBSW      704(CX), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z5
+	VBROADCASTI64X4 112(DI), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPSHUFB         scidx32<>+192(SB), Z7, Z11
+	VPMADDUBSW      768(CX), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z9
+	VPADDD          Z9, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y9
+	VPADDD          Y9, Y5, Y9
+	VCVTDQ2PS       Y9, Y9
+	VBROADCASTSS    X8, Y5
+	VMULPS          Y5, Y9, Y9
+	VADDPS          Y9, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y7, Y5
+	VPMADDWD        1092(CX), Y5, Y5
+	VPUNPCKLDQ      Y5, Y4, Y7
+	VPUNPCKHDQ      Y5, Y4, Y4
+	VPADDD          Y4, Y7, Y7
+	VEXTRACTI32X4   $0x01, Y7, X4
+	VPADDD          X7, X4, X4
+	VPSHUFD         $0x4e, X4, X5
+	VPADDD          X5, X4, X4
+	VCVTDQ2PS       X4, X4
+	VUNPCKLPS       X8, X6, X5
+	VMULPS          X4, X5, X5
+	VSUBPS          X5, X1, X1
+	VMOVSHDUP       X5, X5
+	VSUBPS          X5, X1, X1
+	ADDQ            $0x00000120, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ4KPTVNNI
+
+onedotQ4KPTVNNI:
+	TESTQ           DX, DX
+	JZ              donedotQ4KPTVNNI
+	PREFETCHT1      (SI)
+	PREFETCHT1      64(SI)
+	PREFETCHT1      128(SI)
+	PREFETCHT0      288(AX)
+	PREFETCHT0      352(AX)
+	PREFETCHT0      416(AX)
+	ADDQ            $0x00000090, SI
+	VBROADCASTI32X4 4(AX), Z4
+	VPSHUFD         $0x98, Z4, Z5
+	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
+	VPANDD          k4m_z<>+0(SB), Z5, Z5
+	VPSHUFD         $0x50, Z4, Z4
+	VPSRLD          $0x02, Z4, Z4
+	VPANDD          k4hm_z<>+0(SB), Z4, Z4
+	VPORD           Z4, Z5, Z5
+	VMOVD           (AX), X4
+	VCVTPH2PS       X4, X4
+	VBROADCASTSS    512(CX), X6
+	VMULPS          X4, X6, X6
+	VBROADCASTI64X4 16(AX), Z4
+	VPERMB          Z4, Z2, Z4
+	VPSRLVW         shift_0_4<>+0(SB), Z4, Z4
+	VPANDD          Z3, Z4, Z4
+	VPSHUFB         scidx32<>+0(SB), Z5, Z7
+	VPMADDUBSW      (CX), Z4, Z4
+	VPMADDWD        Z7, Z4, Z4
+	VBROADCASTI64X4 48(AX), Z7
+	VPERMB          Z7, Z2, Z7
+	VPSRLVW         shift_0_4<>+0(SB), Z7, Z7
+	VPANDD          Z3, Z7, Z7
+	VPSHUFB         scidx32<>+64(SB), Z5, Z8
+	VPMADDUBSW      64(CX), Z7, Z7
+	VPMADDWD        Z8, Z7, Z7
+	VBROADCASTI64X4 80(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPSHUFB         scidx32<>+128(SB), Z5, Z9
+	VPMADDUBSW      128(CX), Z8, Z8
+	VPDPWSSD        Z9, Z8, Z4
+	VBROADCASTI64X4 112(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z2
+	VPANDD          Z3, Z2, Z2
+	VPSHUFB         scidx32<>+192(SB), Z5, Z3
+	VPMADDUBSW      192(CX), Z2, Z2
+	VPDPWSSD        Z3, Z2, Z7
+	VPADDD          Z7, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y2
+	VPADDD          Y2, Y4, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X6, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y5, Y2
+	VPMADDWD        516(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X6, X6, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
+
+donedotQ4KPTVNNI:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
 	VZEROUPPER
 	RET
 
@@ -12174,6 +12911,260 @@ donedotQ5KPVNNI:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5KPTVNNI(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ5KPTVNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU64    xpermb64<>+0(SB), Z2
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Z3
+	VPBROADCASTD c32_10101010<>+0(SB), Z4
+	CMPQ         DX, $0x02
+	JB           onedotQ5KPTVNNI
+
+loopdotQ5KPTVNNI:
+	PREFETCHT1      (SI)
+	PREFETCHT1      64(SI)
+	PREFETCHT1      128(SI)
+	PREFETCHT1      192(SI)
+	PREFETCHT1      256(SI)
+	PREFETCHT1      320(SI)
+	PREFETCHT0      352(AX)
+	PREFETCHT0      416(AX)
+	PREFETCHT0      480(AX)
+	PREFETCHT0      544(AX)
+	PREFETCHT0      608(AX)
+	PREFETCHT0      672(AX)
+	ADDQ            $0x00000160, SI
+	LEAQ            176(AX), DI
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    512(CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMB          Z5, Z2, Z5
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPTESTMB        runbits<>+0(SB), Z5, K1
+	VPADDB          Z4, Z8, K1, Z8
+	VPSHUFB         scidx32<>+0(SB), Z6, Z9
+	VPMADDUBSW      (CX), Z8, Z8
+	VPMADDWD        Z9, Z8, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMB          Z9, Z2, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z3, Z9, Z9
+	VPTESTMB        runbits<>+64(SB), Z5, K1
+	VPADDB          Z4, Z9, K1, Z9
+	VPSHUFB         scidx32<>+64(SB), Z6, Z10
+	VPMADDUBSW      64(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 112(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+128(SB), Z5, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+128(SB), Z6, Z11
+	VPMADDUBSW      128(CX), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z8
+	VBROADCASTI64X4 144(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+192(SB), Z5, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+192(SB), Z6, Z5
+	VPMADDUBSW      192(CX), Z10, Z10
+	VPDPWSSD        Z5, Z10, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y5
+	VPADDD          Y5, Y8, Y5
+	VCVTDQ2PS       Y5, Y5
+	VBROADCASTSS    X7, Y8
+	VMULPS          Y8, Y5, Y5
+	VADDPS          Y5, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
+	VPMADDWD        516(CX), Y5, Y5
+	VBROADCASTI32X4 4(DI), Z6
+	VPSHUFD         $0x98, Z6, Z8
+	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
+	VPANDD          k4m_z<>+0(SB), Z8, Z8
+	VPSHUFD         $0x50, Z6, Z6
+	VPSRLD          $0x02, Z6, Z6
+	VPANDD          k4hm_z<>+0(SB), Z6, Z6
+	VPORD           Z6, Z8, Z8
+	VMOVD           (DI), X6
+	VCVTPH2PS       X6, X6
+	VBROADCASTSS    1088(CX), X9
+	VMULPS          X6, X9, X9
+	VBROADCASTI64X4 16(DI), Z6
+	VPERMB          Z6, Z2, Z6
+	VBROADCASTI64X4 48(DI), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+0(SB), Z6, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+0(SB), Z8, Z11
+	VPMADDUBSW      576(CX), Z10, Z10
+	VPMADDWD        Z11, Z10, Z10
+	VBROADCASTI64X4 80(DI), Z11
+	VPERMB          Z11, Z2, Z11
+	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
+	VPANDD          Z3, Z11, Z11
+	VPTESTMB        runbits<>+64(SB), Z6, K1
+	VPADDB          Z4, Z11, K1, Z11
+	VPSHUFB         scidx32<>+64(SB), Z8, Z12
+	VPMADDUBSW      640(CX), Z11, Z11
+	VPMADDWD        Z12, Z11, Z11
+	VBROADCASTI64X4 112(DI), Z12
+	VPERMB          Z12, Z2, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z3, Z12, Z12
+	VPTESTMB        runbits<>+128(SB), Z6, K1
+	VPADDB          Z4, Z12, K1, Z12
+	VPSHUFB         scidx32<>+128(SB), Z8, Z13
+	VPMADDUBSW      704(CX), Z12, Z12
+	VPDPWSSD        Z13, Z12, Z10
+	VBROADCASTI64X4 144(DI), Z12
+	VPERMB          Z12, Z2, Z12
+	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
+	VPANDD          Z3, Z12, Z12
+	VPTESTMB        runbits<>+192(SB), Z6, K1
+	VPADDB          Z4, Z12, K1, Z12
+	VPSHUFB         scidx32<>+192(SB), Z8, Z6
+	VPMADDUBSW      768(CX), Z12, Z12
+	VPDPWSSD        Z6, Z12, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y6
+	VPADDD          Y6, Y10, Y6
+	VCVTDQ2PS       Y6, Y6
+	VBROADCASTSS    X9, Y10
+	VMULPS          Y10, Y6, Y6
+	VADDPS          Y6, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y8, Y6
+	VPMADDWD        1092(CX), Y6, Y6
+	VPUNPCKLDQ      Y6, Y5, Y8
+	VPUNPCKHDQ      Y6, Y5, Y5
+	VPADDD          Y5, Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X5
+	VPADDD          X8, X5, X5
+	VPSHUFD         $0x4e, X5, X6
+	VPADDD          X6, X5, X5
+	VCVTDQ2PS       X5, X5
+	VUNPCKLPS       X9, X7, X6
+	VMULPS          X5, X6, X6
+	VSUBPS          X6, X1, X1
+	VMOVSHDUP       X6, X6
+	VSUBPS          X6, X1, X1
+	ADDQ            $0x00000160, AX
+	ADDQ            $0x00000480, CX
+	SUBQ            $0x02, DX
+	CMPQ            DX, $0x02
+	JAE             loopdotQ5KPTVNNI
+
+onedotQ5KPTVNNI:
+	TESTQ           DX, DX
+	JZ              donedotQ5KPTVNNI
+	PREFETCHT1      (SI)
+	PREFETCHT1      64(SI)
+	PREFETCHT1      128(SI)
+	PREFETCHT0      352(AX)
+	PREFETCHT0      416(AX)
+	PREFETCHT0      480(AX)
+	ADDQ            $0x000000b0, SI
+	VBROADCASTI32X4 4(AX), Z5
+	VPSHUFD         $0x98, Z5, Z6
+	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
+	VPANDD          k4m_z<>+0(SB), Z6, Z6
+	VPSHUFD         $0x50, Z5, Z5
+	VPSRLD          $0x02, Z5, Z5
+	VPANDD          k4hm_z<>+0(SB), Z5, Z5
+	VPORD           Z5, Z6, Z6
+	VMOVD           (AX), X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    512(CX), X7
+	VMULPS          X5, X7, X7
+	VBROADCASTI64X4 16(AX), Z5
+	VPERMB          Z5, Z2, Z5
+	VBROADCASTI64X4 48(AX), Z8
+	VPERMB          Z8, Z2, Z8
+	VPSRLVW         shift_0_4<>+0(SB), Z8, Z8
+	VPANDD          Z3, Z8, Z8
+	VPTESTMB        runbits<>+0(SB), Z5, K1
+	VPADDB          Z4, Z8, K1, Z8
+	VPSHUFB         scidx32<>+0(SB), Z6, Z9
+	VPMADDUBSW      (CX), Z8, Z8
+	VPMADDWD        Z9, Z8, Z8
+	VBROADCASTI64X4 80(AX), Z9
+	VPERMB          Z9, Z2, Z9
+	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
+	VPANDD          Z3, Z9, Z9
+	VPTESTMB        runbits<>+64(SB), Z5, K1
+	VPADDB          Z4, Z9, K1, Z9
+	VPSHUFB         scidx32<>+64(SB), Z6, Z10
+	VPMADDUBSW      64(CX), Z9, Z9
+	VPMADDWD        Z10, Z9, Z9
+	VBROADCASTI64X4 112(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
+	VPANDD          Z3, Z10, Z10
+	VPTESTMB        runbits<>+128(SB), Z5, K1
+	VPADDB          Z4, Z10, K1, Z10
+	VPSHUFB         scidx32<>+128(SB), Z6, Z11
+	VPMADDUBSW      128(CX), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z8
+	VBROADCASTI64X4 144(AX), Z10
+	VPERMB          Z10, Z2, Z10
+	VPSRLVW         shift_0_4<>+0(SB), Z10, Z2
+	VPANDD          Z3, Z2, Z2
+	VPTESTMB        runbits<>+192(SB), Z5, K1
+	VPADDB          Z4, Z2, K1, Z2
+	VPSHUFB         scidx32<>+192(SB), Z6, Z3
+	VPMADDUBSW      192(CX), Z2, Z2
+	VPDPWSSD        Z3, Z2, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y2
+	VPADDD          Y2, Y8, Y2
+	VCVTDQ2PS       Y2, Y2
+	VBROADCASTSS    X7, Y3
+	VMULPS          Y3, Y2, Y2
+	VADDPS          Y2, Y0, Y0
+	VPSHUFB         k4mdup<>+0(SB), Y6, Y2
+	VPMADDWD        516(CX), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X3
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0x4e, X3, X2
+	VPADDD          X2, X3, X3
+	VPSHUFD         $0xb1, X3, X2
+	VPADDD          X2, X3, X3
+	VCVTDQ2PS       X3, X3
+	VUNPCKLPS       X7, X7, X2
+	VMULPS          X3, X2, X2
+	VSUBPS          X2, X1, X1
+
+donedotQ5KPTVNNI:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
 	VZEROUPPER
 	RET
 
@@ -17044,7 +18035,7 @@ GLOBL c32_00000006<>(SB), RODATA|NOPTR, $4
 DATA c32_00000007<>+0(SB)/4, $0x00000007
 GLOBL c32_00000007<>(SB), RODATA|NOPTR, $4
 
-// func lrDotQ3KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ3KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·lrDotQ3KPTVNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
@@ -18152,7 +19143,7 @@ donedotQ6KPVNNI256:
 	VZEROUPPER
 	RET
 
-// func lrDotQ6KPTVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ6KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·lrDotQ6KPTVNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
@@ -19277,7 +20268,7 @@ donedotQ3KPVBMIVNNI256:
 	VZEROUPPER
 	RET
 
-// func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, MMX+
 TEXT ·lrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
@@ -20270,7 +21261,7 @@ donedotQ6KPVBMIVNNI256:
 	VZEROUPPER
 	RET
 
-// func lrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[8]float32, pf *byte)
+// func lrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·lrDotQ6KPVBMITVNNI256(SB), NOSPLIT, $32-40
 	MOVQ         w+0(FP), AX
@@ -21558,6 +22549,312 @@ donedotQ4KPVNNI256:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, MMX+
+TEXT ·dotQ4KPTVNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), DI
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
+	CMPQ         DX, $0x02
+	JB           onedotQ4KPTVNNI256
+
+loopdotQ4KPTVNNI256:
+	PREFETCHT1     (SI)
+	PREFETCHT1     64(SI)
+	PREFETCHT1     128(SI)
+	PREFETCHT1     192(SI)
+	PREFETCHT1     256(SI)
+	PREFETCHT0     288(AX)
+	PREFETCHT0     352(AX)
+	PREFETCHT0     416(AX)
+	PREFETCHT0     480(AX)
+	PREFETCHT0     544(AX)
+	ADDQ           $0x00000120, SI
+	LEAQ           144(AX), R8
+	MOVL           4(AX), R9
+	MOVL           8(AX), R10
+	MOVL           12(AX), R11
+	MOVL           R9, R12
+	ANDL           $0x3f3f3f3f, R12
+	MOVL           R11, R13
+	ANDL           $0x0f0f0f0f, R13
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	ORL            R9, R13
+	MOVL           R10, R9
+	ANDL           $0x3f3f3f3f, R9
+	SHRL           $0x04, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, R10
+	ANDL           $0x30303030, R10
+	ORL            R10, R11
+	MOVL           R11, R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	VMOVD          (AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTSS   512(CX), X5
+	VMULPS         X4, X5, X5
+	VPERMB         16(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPXORD         Y6, Y6, Y6
+	VPMADDUBSW     (CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPXORD         Y7, Y7, Y7
+	VPMADDUBSW     32(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y7
+	VPERMB         48(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPMADDUBSW     64(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVL           R12, R10
+	VPMADDUBSW     96(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y7
+	VPERMB         80(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     128(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     160(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y7
+	VPERMB         112(AX), Y2, Y12
+	VPANDD         Y3, Y12, Y4
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     192(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y6
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
+	MOVL           R13, R10
+	VPMADDUBSW     224(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y7
+	VPADDD         Y7, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   X5, Y4
+	VMULPS         Y4, Y6, Y6
+	VADDPS         Y6, Y0, Y0
+	VMOVQ          R9, X4
+	VPBROADCASTQ   X4, Y4
+	VPSHUFB        k4mdupq<>+0(SB), Y4, Y4
+	VPMADDWD       516(CX), Y4, Y4
+	MOVL           4(R8), R9
+	MOVL           8(R8), R10
+	MOVL           12(R8), R11
+	MOVL           R9, R12
+	ANDL           $0x3f3f3f3f, R12
+	MOVL           R11, R13
+	ANDL           $0x0f0f0f0f, R13
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	ORL            R9, R13
+	MOVL           R10, R9
+	ANDL           $0x3f3f3f3f, R9
+	SHRL           $0x04, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, R10
+	ANDL           $0x30303030, R10
+	ORL            R10, R11
+	MOVL           R11, R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	VMOVD          (R8), X12
+	VCVTPH2PS      X12, X12
+	VBROADCASTSS   1088(CX), X13
+	VMULPS         X12, X13, X13
+	VPERMB         16(R8), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPXORD         Y8, Y8, Y8
+	VPMADDUBSW     576(CX), Y12, Y12
+	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPXORD         Y9, Y9, Y9
+	VPMADDUBSW     608(CX), Y12, Y12
+	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y9
+	VPERMB         48(R8), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPMADDUBSW     640(CX), Y12, Y12
+	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVL           R12, R10
+	VPMADDUBSW     672(CX), Y12, Y12
+	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y9
+	VPERMB         80(R8), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     704(CX), Y12, Y12
+	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     736(CX), Y12, Y12
+	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y9
+	VPERMB         112(R8), Y2, Y14
+	VPANDD         Y3, Y14, Y12
+	MOVBQZX        R13, R8
+	SHRL           $0x08, R13
+	VPMADDUBSW     768(CX), Y12, Y12
+	VPDPWSSD.BCST  (DI)(R8*4), Y12, Y8
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
+	MOVL           R13, R8
+	VPMADDUBSW     800(CX), Y12, Y12
+	VPDPWSSD.BCST  (DI)(R8*4), Y12, Y9
+	VPADDD         Y9, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X13, Y12
+	VMULPS         Y12, Y8, Y8
+	VADDPS         Y8, Y0, Y0
+	VMOVQ          R9, X12
+	VPBROADCASTQ   X12, Y12
+	VPSHUFB        k4mdupq<>+0(SB), Y12, Y12
+	VPMADDWD       1092(CX), Y12, Y12
+	VPUNPCKLDQ     Y12, Y4, Y14
+	VPUNPCKHDQ     Y12, Y4, Y4
+	VPADDD         Y4, Y14, Y14
+	VEXTRACTI32X4  $0x01, Y14, X4
+	VPADDD         X14, X4, X4
+	VPSHUFD        $0x4e, X4, X12
+	VPADDD         X12, X4, X4
+	VCVTDQ2PS      X4, X4
+	VUNPCKLPS      X13, X5, X5
+	VMULPS         X4, X5, X5
+	VSUBPS         X5, X1, X1
+	VMOVSHDUP      X5, X5
+	VSUBPS         X5, X1, X1
+	ADDQ           $0x00000120, AX
+	ADDQ           $0x00000480, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopdotQ4KPTVNNI256
+
+onedotQ4KPTVNNI256:
+	TESTQ          DX, DX
+	JZ             donedotQ4KPTVNNI256
+	PREFETCHT1     (SI)
+	PREFETCHT1     64(SI)
+	PREFETCHT1     128(SI)
+	PREFETCHT0     288(AX)
+	PREFETCHT0     352(AX)
+	PREFETCHT0     416(AX)
+	ADDQ           $0x00000090, SI
+	MOVL           4(AX), DX
+	MOVL           8(AX), SI
+	MOVL           12(AX), R8
+	MOVL           DX, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, DX
+	ANDL           $0x30303030, DX
+	ORL            DX, R10
+	MOVL           SI, DX
+	ANDL           $0x3f3f3f3f, DX
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R8
+	MOVL           R8, SI
+	SHLQ           $0x20, SI
+	ORQ            SI, DX
+	VMOVD          (AX), X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTSS   512(CX), X5
+	VMULPS         X4, X5, X5
+	VPERMB         16(AX), Y2, Y6
+	VPANDD         Y3, Y6, Y4
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPXORD         Y10, Y10, Y10
+	VPMADDUBSW     (CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(SI*4), Y4, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y6, Y4
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPXORD         Y11, Y11, Y11
+	VPMADDUBSW     32(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(SI*4), Y4, Y11
+	VPERMB         48(AX), Y2, Y6
+	VPANDD         Y3, Y6, Y4
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPMADDUBSW     64(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(SI*4), Y4, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y6, Y4
+	MOVL           R9, SI
+	VPMADDUBSW     96(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(SI*4), Y4, Y11
+	VPERMB         80(AX), Y2, Y6
+	VPANDD         Y3, Y6, Y4
+	MOVBQZX        R10, SI
+	SHRL           $0x08, R10
+	VPMADDUBSW     128(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(SI*4), Y4, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y6, Y4
+	MOVBQZX        R10, SI
+	SHRL           $0x08, R10
+	VPMADDUBSW     160(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(SI*4), Y4, Y11
+	VPERMB         112(AX), Y2, Y2
+	VPANDD         Y3, Y2, Y3
+	MOVBQZX        R10, AX
+	SHRL           $0x08, R10
+	VPMADDUBSW     192(CX), Y3, Y3
+	VPDPWSSD.BCST  (DI)(AX*4), Y3, Y10
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y2, Y2
+	MOVL           R10, AX
+	VPMADDUBSW     224(CX), Y2, Y2
+	VPDPWSSD.BCST  (DI)(AX*4), Y2, Y11
+	VPADDD         Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   X5, Y2
+	VMULPS         Y2, Y10, Y10
+	VADDPS         Y10, Y0, Y0
+	VMOVQ          DX, X2
+	VPBROADCASTQ   X2, Y2
+	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
+	VPMADDWD       516(CX), Y2, Y2
+	VEXTRACTI32X4  $0x01, Y2, X3
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0x4e, X3, X2
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0xb1, X3, X2
+	VPADDD         X2, X3, X3
+	VCVTDQ2PS      X3, X3
+	VUNPCKLPS      X5, X5, X2
+	VMULPS         X3, X2, X2
+	VSUBPS         X2, X1, X1
+
+donedotQ4KPTVNNI256:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
 	VZEROUPPER
 	RET
 
@@ -22871,6 +24168,366 @@ donedotQ5KPVNNI256:
 	VSHUFPS       $0xff, X2, X2, X0
 	VADDSS        X0, X1, X1
 	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, MMX+
+TEXT ·dotQ5KPTVNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), DI
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y3
+	VPBROADCASTD c32_10101010<>+0(SB), Y4
+	CMPQ         DX, $0x02
+	JB           onedotQ5KPTVNNI256
+
+loopdotQ5KPTVNNI256:
+	PREFETCHT1     (SI)
+	PREFETCHT1     64(SI)
+	PREFETCHT1     128(SI)
+	PREFETCHT1     192(SI)
+	PREFETCHT1     256(SI)
+	PREFETCHT1     320(SI)
+	PREFETCHT0     352(AX)
+	PREFETCHT0     416(AX)
+	PREFETCHT0     480(AX)
+	PREFETCHT0     544(AX)
+	PREFETCHT0     608(AX)
+	PREFETCHT0     672(AX)
+	ADDQ           $0x00000160, SI
+	LEAQ           176(AX), R8
+	MOVL           4(AX), R9
+	MOVL           8(AX), R10
+	MOVL           12(AX), R11
+	MOVL           R9, R12
+	ANDL           $0x3f3f3f3f, R12
+	MOVL           R11, R13
+	ANDL           $0x0f0f0f0f, R13
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	ORL            R9, R13
+	MOVL           R10, R9
+	ANDL           $0x3f3f3f3f, R9
+	SHRL           $0x04, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, R10
+	ANDL           $0x30303030, R10
+	ORL            R10, R11
+	MOVL           R11, R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   512(CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y5
+	VPERMB         48(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+0(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPXORD         Y7, Y7, Y7
+	VPMADDUBSW     (CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+32(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPXORD         Y8, Y8, Y8
+	VPMADDUBSW     32(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y8
+	VPERMB         80(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+64(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPMADDUBSW     64(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+96(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVL           R12, R10
+	VPMADDUBSW     96(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y8
+	VPERMB         112(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+128(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     128(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+160(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     160(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y8
+	VPERMB         144(AX), Y2, Y14
+	VPANDD         Y3, Y14, Y13
+	VPTESTMB       runbits<>+192(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     192(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y7
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
+	VPTESTMB       runbits<>+224(SB), Y5, K1
+	VPADDB         Y4, Y13, K1, Y13
+	MOVL           R13, R10
+	VPMADDUBSW     224(CX), Y13, Y5
+	VPDPWSSD.BCST  (DI)(R10*4), Y5, Y8
+	VPADDD         Y8, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   X6, Y5
+	VMULPS         Y5, Y7, Y7
+	VADDPS         Y7, Y0, Y0
+	VMOVQ          R9, X5
+	VPBROADCASTQ   X5, Y5
+	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
+	VPMADDWD       516(CX), Y5, Y5
+	MOVL           4(R8), R9
+	MOVL           8(R8), R10
+	MOVL           12(R8), R11
+	MOVL           R9, R12
+	ANDL           $0x3f3f3f3f, R12
+	MOVL           R11, R13
+	ANDL           $0x0f0f0f0f, R13
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	ORL            R9, R13
+	MOVL           R10, R9
+	ANDL           $0x3f3f3f3f, R9
+	SHRL           $0x04, R11
+	ANDL           $0x0f0f0f0f, R11
+	SHRL           $0x02, R10
+	ANDL           $0x30303030, R10
+	ORL            R10, R11
+	MOVL           R11, R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	VMOVD          (R8), X13
+	VCVTPH2PS      X13, X13
+	VBROADCASTSS   1088(CX), X14
+	VMULPS         X13, X14, X14
+	VPERMB         16(R8), Y2, Y13
+	VPERMB         48(R8), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+0(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPXORD         Y9, Y9, Y9
+	VPMADDUBSW     576(CX), Y15, Y15
+	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+32(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPXORD         Y10, Y10, Y10
+	VPMADDUBSW     608(CX), Y15, Y15
+	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y10
+	VPERMB         80(R8), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+64(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R12, R10
+	SHRL           $0x08, R12
+	VPMADDUBSW     640(CX), Y15, Y15
+	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+96(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVL           R12, R10
+	VPMADDUBSW     672(CX), Y15, Y15
+	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y10
+	VPERMB         112(R8), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+128(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     704(CX), Y15, Y15
+	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+160(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R13, R10
+	SHRL           $0x08, R13
+	VPMADDUBSW     736(CX), Y15, Y15
+	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y10
+	VPERMB         144(R8), Y2, Y16
+	VPANDD         Y3, Y16, Y15
+	VPTESTMB       runbits<>+192(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVBQZX        R13, R8
+	SHRL           $0x08, R13
+	VPMADDUBSW     768(CX), Y15, Y15
+	VPDPWSSD.BCST  (DI)(R8*4), Y15, Y9
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
+	VPTESTMB       runbits<>+224(SB), Y13, K1
+	VPADDB         Y4, Y15, K1, Y15
+	MOVL           R13, R8
+	VPMADDUBSW     800(CX), Y15, Y13
+	VPDPWSSD.BCST  (DI)(R8*4), Y13, Y10
+	VPADDD         Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   X14, Y13
+	VMULPS         Y13, Y9, Y9
+	VADDPS         Y9, Y0, Y0
+	VMOVQ          R9, X13
+	VPBROADCASTQ   X13, Y13
+	VPSHUFB        k4mdupq<>+0(SB), Y13, Y13
+	VPMADDWD       1092(CX), Y13, Y13
+	VPUNPCKLDQ     Y13, Y5, Y15
+	VPUNPCKHDQ     Y13, Y5, Y5
+	VPADDD         Y5, Y15, Y15
+	VEXTRACTI32X4  $0x01, Y15, X5
+	VPADDD         X15, X5, X5
+	VPSHUFD        $0x4e, X5, X13
+	VPADDD         X13, X5, X5
+	VCVTDQ2PS      X5, X5
+	VUNPCKLPS      X14, X6, X6
+	VMULPS         X5, X6, X6
+	VSUBPS         X6, X1, X1
+	VMOVSHDUP      X6, X6
+	VSUBPS         X6, X1, X1
+	ADDQ           $0x00000160, AX
+	ADDQ           $0x00000480, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopdotQ5KPTVNNI256
+
+onedotQ5KPTVNNI256:
+	TESTQ          DX, DX
+	JZ             donedotQ5KPTVNNI256
+	PREFETCHT1     (SI)
+	PREFETCHT1     64(SI)
+	PREFETCHT1     128(SI)
+	PREFETCHT0     352(AX)
+	PREFETCHT0     416(AX)
+	PREFETCHT0     480(AX)
+	ADDQ           $0x000000b0, SI
+	MOVL           4(AX), DX
+	MOVL           8(AX), SI
+	MOVL           12(AX), R8
+	MOVL           DX, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, DX
+	ANDL           $0x30303030, DX
+	ORL            DX, R10
+	MOVL           SI, DX
+	ANDL           $0x3f3f3f3f, DX
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R8
+	MOVL           R8, SI
+	SHLQ           $0x20, SI
+	ORQ            SI, DX
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   512(CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y5
+	VPERMB         48(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y7
+	VPTESTMB       runbits<>+0(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPXORD         Y11, Y11, Y11
+	VPMADDUBSW     (CX), Y7, Y7
+	VPDPWSSD.BCST  (DI)(SI*4), Y7, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y7
+	VPTESTMB       runbits<>+32(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPXORD         Y12, Y12, Y12
+	VPMADDUBSW     32(CX), Y7, Y7
+	VPDPWSSD.BCST  (DI)(SI*4), Y7, Y12
+	VPERMB         80(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y7
+	VPTESTMB       runbits<>+64(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R9, SI
+	SHRL           $0x08, R9
+	VPMADDUBSW     64(CX), Y7, Y7
+	VPDPWSSD.BCST  (DI)(SI*4), Y7, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y7
+	VPTESTMB       runbits<>+96(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVL           R9, SI
+	VPMADDUBSW     96(CX), Y7, Y7
+	VPDPWSSD.BCST  (DI)(SI*4), Y7, Y12
+	VPERMB         112(AX), Y2, Y8
+	VPANDD         Y3, Y8, Y7
+	VPTESTMB       runbits<>+128(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R10, SI
+	SHRL           $0x08, R10
+	VPMADDUBSW     128(CX), Y7, Y7
+	VPDPWSSD.BCST  (DI)(SI*4), Y7, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y8, Y7
+	VPTESTMB       runbits<>+160(SB), Y5, K1
+	VPADDB         Y4, Y7, K1, Y7
+	MOVBQZX        R10, SI
+	SHRL           $0x08, R10
+	VPMADDUBSW     160(CX), Y7, Y7
+	VPDPWSSD.BCST  (DI)(SI*4), Y7, Y12
+	VPERMB         144(AX), Y2, Y2
+	VPANDD         Y3, Y2, Y3
+	VPTESTMB       runbits<>+192(SB), Y5, K1
+	VPADDB         Y4, Y3, K1, Y3
+	MOVBQZX        R10, AX
+	SHRL           $0x08, R10
+	VPMADDUBSW     192(CX), Y3, Y3
+	VPDPWSSD.BCST  (DI)(AX*4), Y3, Y11
+	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y2, Y2
+	VPTESTMB       runbits<>+224(SB), Y5, K1
+	VPADDB         Y4, Y2, K1, Y2
+	MOVL           R10, AX
+	VPMADDUBSW     224(CX), Y2, Y2
+	VPDPWSSD.BCST  (DI)(AX*4), Y2, Y12
+	VPADDD         Y12, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   X6, Y2
+	VMULPS         Y2, Y11, Y11
+	VADDPS         Y11, Y0, Y0
+	VMOVQ          DX, X2
+	VPBROADCASTQ   X2, Y2
+	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
+	VPMADDWD       516(CX), Y2, Y2
+	VEXTRACTI32X4  $0x01, Y2, X3
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0x4e, X3, X2
+	VPADDD         X2, X3, X3
+	VPSHUFD        $0xb1, X3, X2
+	VPADDD         X2, X3, X3
+	VCVTDQ2PS      X3, X3
+	VUNPCKLPS      X6, X6, X2
+	VMULPS         X3, X2, X2
+	VSUBPS         X2, X1, X1
+
+donedotQ5KPTVNNI256:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
 	VZEROUPPER
 	RET
 

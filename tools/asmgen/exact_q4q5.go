@@ -64,11 +64,26 @@ type xk struct {
 // activation rows at acts, and returns the row(s)' minimum parts
 // (x.minSums) for the caller to finish: one row finishes two blocks' at
 // once (x.finishMins2). pre emits the loop-invariant constants.
-func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), block func(x *xk, wp Register, acts []Mem) kmins) {
+//
+// tile (one row, prepared) emits dot<name>PT<suffix>(w, a *byte, nb int,
+// acc *[9]float32, pf *byte) instead: it continues a row from acc (its
+// eight float lanes, then sumf) and leaves it there unsummed, so that
+// MatVec can run long rows a tile of blocks at a time (kernelkit's
+// tiledRange), and prefetches, per block, the weights to come at pf into
+// L2 and its own row two blocks ahead into L1, as the Q3_K/Q6_K tile
+// kernels do.
+func q45Loop(t *target, name string, wsize, m int, prep, tile bool, pre func(x *xk), block func(x *xk, wp Register, acts []Mem) kmins) {
 	fn := "dot" + name + t.suffix
 	sig := "func(w, a *byte, nb int) float32"
 	if prep {
 		fn = "dot" + name + "P" + t.suffix
+	}
+	if tile {
+		if m != 1 || !prep {
+			panic("q45Loop: a tile kernel is one prepared row")
+		}
+		fn = "dot" + name + "PT" + t.suffix
+		sig = "func(w, a *byte, nb int, acc *[9]float32, pf *byte)"
 	}
 	if m > 1 {
 		fn = "dot" + name + "x" + string(rune('0'+m)) + t.suffix
@@ -92,13 +107,38 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 		x.acts = append(x.acts, Mem{Base: ap, Index: s, Scale: 1}, Mem{Base: ap, Index: s, Scale: 2},
 			Mem{Base: ap, Index: s3, Scale: 1})
 	}
+	var accp, pf Register
+	if tile {
+		accp, pf = Load(Param("acc"), GP64()), Load(Param("pf"), GP64())
+	}
 	for range m {
 		s := YMM()
-		t.zerof(s)
+		if tile {
+			VMOVUPS(Mem{Base: accp}, s)
+		} else {
+			t.zerof(s)
+		}
 		x.sums = append(x.sums, s)
 	}
 	x.sumf = XMM()
-	t.zerof(x.sumf)
+	if tile {
+		VBROADCASTSS(Mem{Base: accp, Disp: 32}, x.sumf) // lane 2 is one row's
+	} else {
+		t.zerof(x.sumf)
+	}
+	// fetch prefetches the next k blocks' share of the weights to come.
+	fetch := func(k int) {
+		if !tile {
+			return
+		}
+		for off := 0; off < k*wsize; off += 64 {
+			PREFETCHT1(Mem{Base: pf, Disp: off})
+		}
+		for off := 0; off < k*wsize; off += 64 {
+			PREFETCHT0(Mem{Base: x.wp, Disp: 2*wsize + off})
+		}
+		ADDQ(U32(k*wsize), pf)
+	}
 	t.memConsts = m > 1
 	if t.memConsts && !t.evex() {
 		loc := AllocLocal(16)
@@ -120,6 +160,7 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 		CMPQ(nb, U8(2))
 		JB(LabelRef("one" + fn))
 		Label("loop" + fn)
+		fetch(2)
 		w2 := GP64()
 		LEAQ(Mem{Base: x.wp, Disp: wsize}, w2)
 		a := block(x, x.wp, x.acts)
@@ -133,11 +174,13 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 		Label("one" + fn)
 		TESTQ(nb, nb)
 		JZ(LabelRef("done" + fn))
+		fetch(1)
 		x.finishMins1(block(x, x.wp, x.acts))
 	} else {
 		TESTQ(nb, nb)
 		JZ(LabelRef("done" + fn))
 		Label("loop" + fn)
+		fetch(1)
 		if m == 1 {
 			x.finishMins1(block(x, x.wp, x.acts))
 		} else {
@@ -149,6 +192,13 @@ func q45Loop(t *target, name string, wsize, m int, prep bool, pre func(x *xk), b
 		JNZ(LabelRef("loop" + fn))
 	}
 	Label("done" + fn)
+	if tile {
+		VMOVUPS(x.sums[0], Mem{Base: accp})
+		VEXTRACTPS(U8(2), x.sumf, Mem{Base: accp, Disp: 32})
+		VZEROUPPER()
+		RET()
+		return
+	}
 	if x.sumfMem != nil {
 		VMOVUPS(*x.sumfMem, x.sumf)
 	}
@@ -423,14 +473,16 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 
 // genExactK emits the one-row kernel (two integer accumulators per row)
 // and the four-row one (one each), on Q8_K rows, then both on prepared
-// rows (one row: q45prep.go; four, MatMul's: q4mm.go). body emits one
-// block.
+// rows (one row: q45prep.go, and its tile form; four, MatMul's: q4mm.go).
+// body emits one block.
 func genExactK(t *target, name string, wsize int, pre func(x *xk), body func(x *xk, wp Register, acts []Mem, nacc int) kmins) {
 	one := func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 2) }
-	q45Loop(t, name, wsize, 1, false, pre, one)
-	q45Loop(t, name, wsize, 4, false, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) })
-	q45Loop(t, name, wsize, 1, true, pre, one)
-	q45Loop(t, name, wsize, 4, true, pre, func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) })
+	four := func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) }
+	q45Loop(t, name, wsize, 1, false, false, pre, one)
+	q45Loop(t, name, wsize, 4, false, false, pre, four)
+	q45Loop(t, name, wsize, 1, true, false, pre, one)
+	q45Loop(t, name, wsize, 1, true, true, pre, one)
+	q45Loop(t, name, wsize, 4, true, false, pre, four)
 }
 
 // q4Quants returns vector i of the permuted 4-bit quants at qs (Q4_K's

@@ -72,7 +72,7 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	sig := "func(w, a *byte, nb int) float32"
 	if tile {
 		fn = "lrDot" + name + "T" + t.suffix
-		sig = "func(w, a *byte, nb int, acc *[8]float32, pf *byte)"
+		sig = "func(w, a *byte, nb int, acc *[9]float32, pf *byte)" // acc[8]: Q4_K/Q5_K's sumf, unused here
 	}
 	if m > 1 {
 		fn = "dot" + name + "x" + string(rune('0'+m)) + t.suffix

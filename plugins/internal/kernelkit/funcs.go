@@ -14,10 +14,12 @@ type Funcs struct {
 	// activation rows use them.
 	Q3KP, Q6KP func(w, a *byte, nb int) float32
 	// Q3KPT and Q6KPT (optional) continue Q3KP and Q6KP: nb blocks of a
-	// row added into its eight float lanes acc, which they leave unsummed,
-	// so that MatVec can run rows too long to prepare a tile of blocks at
-	// a time (prep.go).
-	Q3KPT, Q6KPT func(w, a *byte, nb int, acc *[8]float32, pf *byte)
+	// row added into its eight float lanes acc[0:8], which they leave
+	// unsummed, so that MatVec can run rows too long to prepare a tile of
+	// blocks at a time (prep.go); Q4KPT and Q5KPT likewise continue Q4KP
+	// and Q5KP, whose rows also carry sumf, in acc[8]. pf is where the
+	// weights to come are: a tile kernel prefetches its share of them.
+	Q3KPT, Q6KPT, Q4KPT, Q5KPT func(w, a *byte, nb int, acc *[9]float32, pf *byte)
 	// Q4KP and Q5KP (optional) are Q4K and Q5K on a prepared row, used the
 	// same way; their rows carry the bsums after d (prep.go).
 	Q4KP, Q5KP func(w, a *byte, nb int) float32

@@ -33,11 +33,12 @@ type prepared struct {
 	prep func(a *byte, nb int, dst *byte, off int) // nil: prepRow
 	dot  dotFunc
 	raw  dotFunc // the kernel on plain Q8_K rows, for rows too long to prepare
-	// tile (nil: none) continues a row's eight float lanes over nb blocks;
-	// with it MatVec prepares rows of any length and runs them a tile of
-	// blocks at a time (tiledRange).
-	tile  func(w, a *byte, nb int, acc *[8]float32, pf *byte)
-	wsize int
+	// tile (nil: none) continues a row's eight float lanes (and, Q4_K and
+	// Q5_K, its sumf: acc[8]) over nb blocks; with it MatVec prepares rows
+	// of any length and runs them a tile of blocks at a time (tiledRange).
+	tile    func(w, a *byte, nb int, acc *[9]float32, pf *byte)
+	tileMin int // blocks a row must exceed to run tile by tile
+	wsize   int
 }
 
 // prepMaxBlocks bounds the rows worth preparing: a prepared block is twice
@@ -53,25 +54,37 @@ type prepared struct {
 // 15.5; 2048 rows of 18432 Q3_K 14 / 9, 9; Q6_K 19-26 / 10.5, 10.5.
 const prepMaxBlocks = 20
 
-// use reports whether rows of n elements are prepared: all of them where
-// the type has a tile kernel, else those of up to prepMaxBlocks blocks.
+// q45TileBlocks is where Q4_K and Q5_K rows start to run tile by tile: up
+// to 32 blocks their plain kernels stream as fast (the activation row
+// still shares L1 with the weights), beyond they halve. Measured on Zen 4,
+// 1 thread, vnni256, GB/s tiled / plain, llama.cpp (with its Q4_K
+// repacked): 7168 columns Q4_K 14-19 / 21, 22; 8192 Q4_K 20 / 19-21;
+// 10240 Q4_K 22 / 21, Q5_K 20 / 18-19; 12288 Q4_K 20-21 / 13-15; 14336
+// Q4_K 21 / 12, 20, Q5_K 21 / 11, 11.5; 18432 (2048 rows) Q4_K 21 / 11,
+// 21, Q5_K 22 / 10, 9.
+const q45TileBlocks = 32
+
+// use reports whether rows of n elements are prepared: those of up to
+// prepMaxBlocks blocks, and those run tile by tile.
 func (p *prepared) use(n int) bool { return p.tiled(n) || n/quant.QK_K <= prepMaxBlocks }
 
-// tiled reports whether MatVec runs rows of n elements tile by tile.
-func (p *prepared) tiled(n int) bool { return p.tile != nil && n/quant.QK_K > prepMaxBlocks }
+// tiled reports whether MatVec runs rows of n elements tile by tile: the
+// type has a tile kernel and the rows are longer than tileMin blocks.
+func (p *prepared) tiled(n int) bool { return p.tile != nil && n/quant.QK_K > p.tileMin }
 
 // addPrepared registers f's prepared-row kernels: Dot prepares its row and
 // calls them; MatVec and MatMul with fewer than four activation rows (more
 // run the Q8_K four-row kernels) prepare every activation row once.
 func (l *level) addPrepared(f Funcs) {
 	for _, p := range []struct {
-		t    quant.Type
-		off  int
-		dot  func(w, a *byte, nb int) float32
-		bsum bool
-		tile func(w, a *byte, nb int, acc *[8]float32, pf *byte)
-	}{{quant.Q3_K, 4, f.Q3KP, false, f.Q3KPT}, {quant.Q6_K, 32, f.Q6KP, false, f.Q6KPT},
-		{quant.Q4_K, 0, f.Q4KP, true, nil}, {quant.Q5_K, 0, f.Q5KP, true, nil}} {
+		t       quant.Type
+		off     int
+		dot     func(w, a *byte, nb int) float32
+		bsum    bool
+		tile    func(w, a *byte, nb int, acc *[9]float32, pf *byte)
+		tileMin int
+	}{{quant.Q3_K, 4, f.Q3KP, false, f.Q3KPT, prepMaxBlocks}, {quant.Q6_K, 32, f.Q6KP, false, f.Q6KPT, prepMaxBlocks},
+		{quant.Q4_K, 0, f.Q4KP, true, f.Q4KPT, q45TileBlocks}, {quant.Q5_K, 0, f.Q5KP, true, f.Q5KPT, q45TileBlocks}} {
 		if p.dot == nil {
 			continue
 		}
@@ -79,7 +92,7 @@ func (l *level) addPrepared(f Funcs) {
 			l.prep = map[quant.Type]*prepared{}
 		}
 		pr := &prepared{off: p.off, bsum: p.bsum, prep: f.PrepQ8K, dot: prepDot(p.dot, p.t.TypeSize()), raw: l.dotOf(p.t),
-			tile: p.tile, wsize: p.t.TypeSize()}
+			tile: p.tile, tileMin: p.tileMin, wsize: p.t.TypeSize()}
 		l.prep[p.t] = pr
 		l.dot[p.t] = func(n int, w, a []byte) float32 {
 			// One row gains nothing from a tile: it reads the row once.
@@ -279,7 +292,7 @@ const tileBand = 8
 func (p *prepared) tiledRange(n int, w []byte, wrow, r0, r1 int, a []byte, out []float32) {
 	nb := n / quant.QK_K
 	tiles := (nb + tileBlocks - 1) / tileBlocks
-	var acc [tileBand][8]float32
+	var acc [tileBand][9]float32
 	for i0 := r0; i0 < r1; i0 += tileBand {
 		i1 := min(i0+tileBand, r1)
 		band := acc[:i1-i0]
@@ -305,9 +318,13 @@ func (p *prepared) tiledRange(n int, w []byte, wrow, r0, r1 int, a []byte, out [
 			b0 += tb
 		}
 		for k, l := range band {
-			// Lane 0 first, not +0: as the kernels do (lanesInOrder).
-			s := l[0]
-			for _, v := range l[1:] {
+			// The one-call kernels' final sum: Q3_K/Q6_K lane 0 first, not
+			// +0 (lanesInOrder); Q4_K/Q5_K sumf (l[8]) plus the lanes.
+			s, lanes := l[0], l[1:8]
+			if p.bsum {
+				s, lanes = l[8], l[:8]
+			}
+			for _, v := range lanes {
 				s += v
 			}
 			out[i0+k] = s

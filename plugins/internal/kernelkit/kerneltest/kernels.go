@@ -277,8 +277,10 @@ func QuantizeQ8K(t *testing.T, k *kernelkit.Kit) {
 // MatMul checks MatVec and MatMul against row-by-row Dot, bit for bit,
 // for several thread counts, rows not a multiple of the row alignment, and
 // activation counts that use the four-row kernels and the single-row tail;
-// and rows of 24 blocks, which MatVec and MatMul below four activation rows
-// run a tile at a time where the level has tile kernels (Q3_K, Q6_K).
+// and rows of 24 and 35 blocks, which MatVec and MatMul below four
+// activation rows run a tile at a time where the level has tile kernels
+// (Q3_K and Q6_K beyond 20 blocks, Q4_K and Q5_K beyond 32; 35 blocks:
+// tiles of 11, 12 and 12, odd and even).
 func MatMul(t *testing.T, k *kernelkit.Kit) {
 	forEachLevel(t, k, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(4, 4))
@@ -288,7 +290,7 @@ func MatMul(t *testing.T, k *kernelkit.Kit) {
 				// passes and a tail); 24 blocks, too long to prepare for one
 				// row, run tile by tile with 1-3 activation rows, or seven.
 				{1, 512, 6}, {17, 512, 6}, {40, 512, 6}, {17, 1280, 9}, {40, 6144, 7},
-				{1, 6144, 3}, {17, 6144, 3}, {40, 6144, 2},
+				{1, 6144, 3}, {17, 6144, 3}, {40, 6144, 2}, {17, 35 * 256, 2},
 			} {
 				rows, n, m := shape.rows, shape.n, shape.m
 				var w, act []byte
