@@ -3,7 +3,8 @@
 #   (a) matrix × vector per type: k3's kernels (BenchmarkSideBySide in
 #       plugins/kernels-avx2 and kernels-avx512) vs ggml's CPU backend
 #       (k3ref matvec, without and with CPU_REPACK), on a matrix that stays
-#       in L3 (4096×4096) and one that streams from memory (32768×4096);
+#       in L3 (4096×4096), one that streams from memory (32768×4096) and
+#       one of long rows (4096×14336, an FFN down projection's);
 #   (b) end to end: `k3 bench` vs `k3ref bench` (llama.cpp, llama-bench's
 #       method; with its default weight repacking and with --no-repack) on
 #       k3 synth models of ~3 GB read from the page cache;
@@ -18,7 +19,7 @@
 # Environment: THREADS (default: nproc), ROUNDS (3), P (64 prompt tokens),
 # N (32 decode steps), TYPES ("q2_k q4_k_m"), DIR (/tmp/k3-sidebyside: the
 # models), OUT ($DIR/run-TIMESTAMP), MATVEC_SECONDS (0.5 per type and
-# round), SHAPES ("4096x4096 32768x4096": rows x cols), SKIP ("matvec", "e2e", "profile", "perf": any, space separated),
+# round), SHAPES ("4096x4096 32768x4096 4096x14336": rows x cols), SKIP ("matvec", "e2e", "profile", "perf": any, space separated),
 # KERNELS (k3 bench --kernels, default auto), KERNELS_MODE (inprocess).
 set -euo pipefail
 
@@ -32,7 +33,7 @@ TYPES=${TYPES:-"q2_k q4_k_m"}
 DIR=${DIR:-/tmp/k3-sidebyside}
 OUT=${OUT:-$DIR/run-$(date -u +%Y%m%dT%H%M%S)}
 MATVEC_SECONDS=${MATVEC_SECONDS:-0.5}
-SHAPES=${SHAPES:-"4096x4096 32768x4096"}
+SHAPES=${SHAPES:-"4096x4096 32768x4096 4096x14336"}
 SKIP=${SKIP:-}
 KERNELS=${KERNELS:-auto}
 KERNELS_MODE=${KERNELS_MODE:-inprocess}
