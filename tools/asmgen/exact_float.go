@@ -62,7 +62,8 @@ func genExactFloat(t *target, kind string) {
 	TEXT(name, NOSPLIT, "func(w *byte, wstride int, a *byte, n int, out *float64)")
 	Pragma("noescape")
 	R := t.floatRows()
-	wps, prefetch := floatRowStreams(R)
+	rs := newRowStreams(R)
+	wps, prefetch := rs.wps, rs.prefetch
 	ap := Load(Param("a"), GP64())
 	n := Load(Param("n"), GP64())
 	out := Load(Param("out"), GP64())
@@ -452,20 +453,13 @@ func (t *target) highHalfY(v VecVirtual) Register {
 	return h
 }
 
-// floatRowStreams loads the R weight row pointers of a plain float kernel
-// (Params w and wstride) and returns them with its prefetch: four rows are
-// four short streams (a row of 4096 F16 elements is two pages), which the
-// hardware prefetchers learn too late, so each row prefetches, into L2,
-// the same line of the row one group of rows on. Measured on Zen 4, 1
-// thread, 4096 columns: F32 17 -> 30 GB/s, F16 12 -> 15.5 (1024 columns:
-// F16 7 -> 13).
-func floatRowStreams(R int) ([]Register, func(r, off int)) {
-	s := newRowStreams(R)
-	return s.wps, s.prefetch
-}
-
-// rowStreams are R weight rows read side by side: their pointers, the
-// row stride, and the group stride (R rows).
+// rowStreams are the R weight rows a plain float kernel reads side by
+// side (Params w and wstride): their pointers, the row stride and, for
+// R > 1, the group stride (R rows). Four rows are four short streams (a
+// row of 4096 F16 elements is two pages), which the hardware prefetchers
+// learn too late, so each row prefetches, into L2, the same line of the
+// row one group of rows on (prefetch). Measured on Zen 4, 1 thread, 4096
+// columns: F32 17 -> 30 GB/s, F16 12 -> 15.5 (1024 columns: F16 7 -> 13).
 type rowStreams struct {
 	wps             []Register
 	stride, gstride Register
@@ -483,6 +477,16 @@ func newRowStreams(R int) *rowStreams {
 		SHLQ(U8(log2ceil(R)), s.gstride)
 	}
 	return s
+}
+
+// nextGroup moves base on by R rows and points the rows there.
+func (s *rowStreams) nextGroup(base Register) {
+	if s.gstride != nil {
+		ADDQ(s.gstride, base)
+	} else {
+		ADDQ(s.stride, base)
+	}
+	s.reset(base)
 }
 
 // reset points the rows at base, base+stride, ...

@@ -126,18 +126,11 @@ func q45Loop(t *target, name string, wsize, m int, prep, tile bool, pre func(x *
 	} else {
 		t.zerof(x.sumf)
 	}
-	// fetch prefetches the next k blocks' share of the weights to come.
+	// fetch prefetches, in a tile kernel, for the next k blocks.
 	fetch := func(k int) {
-		if !tile {
-			return
+		if tile {
+			tileFetch(pf, x.wp, k, wsize)
 		}
-		for off := 0; off < k*wsize; off += 64 {
-			PREFETCHT1(Mem{Base: pf, Disp: off})
-		}
-		for off := 0; off < k*wsize; off += 64 {
-			PREFETCHT0(Mem{Base: x.wp, Disp: 2*wsize + off})
-		}
-		ADDQ(U32(k*wsize), pf)
 	}
 	t.memConsts = m > 1
 	if t.memConsts && !t.evex() {

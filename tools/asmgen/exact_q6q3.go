@@ -161,13 +161,7 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		// of the weights to come, at pf, into L2 (kernelkit's tiledRange),
 		// and this row's two blocks ahead into L1 (measured on Zen 4,
 		// 16384x7168 Q6_K: 25.6 GB/s, 20 without the second).
-		for off := 0; off < wsize; off += 64 {
-			PREFETCHT1(Mem{Base: pf, Disp: off})
-		}
-		for off := 0; off < wsize; off += 64 {
-			PREFETCHT0(Mem{Base: c.wp, Disp: 2*wsize + off})
-		}
-		ADDQ(U32(wsize), pf)
+		tileFetch(pf, c.wp, 1, wsize)
 	}
 	c.yd = nil
 	body(c, map[bool]int{true: 1, false: 2}[m > 1])
@@ -552,3 +546,16 @@ func genQ3KExact(t *target, vbmi bool) {
 }
 
 var lrAccs = 8
+
+// tileFetch is a tile kernel's prefetch before its next k blocks of wsize
+// bytes at wp: their share of the weights to come, at pf, into L2 (pf
+// advances), and the row's own blocks two ahead into L1.
+func tileFetch(pf, wp Register, k, wsize int) {
+	for off := 0; off < k*wsize; off += 64 {
+		PREFETCHT1(Mem{Base: pf, Disp: off})
+	}
+	for off := 0; off < k*wsize; off += 64 {
+		PREFETCHT0(Mem{Base: wp, Disp: 2*wsize + off})
+	}
+	ADDQ(U32(k*wsize), pf)
+}

@@ -34,34 +34,22 @@ import (
 // 15-20% slower from DRAM on one Zen 4 thread, 4096 columns: measured.)
 const fastChunk = 64
 
-// fastRows is how many weight rows a fast kernel reads side by side:
-// AVX-512 shares each activation load among four rows (one row alone
-// measured 15% slower from L3 and 20% slower with two threads on Zen 4),
-// AVX2's 16 registers hold one row.
-func (t *target) fastRows(kind string) int {
-	if !t.evex() {
-		return 1
-	}
-	return 4
-}
-
 // fastUnroll is how many chunks a fast kernel computes at once: a lane's
-// eight FMAs are a chain, so one row needs several chunks in flight to
-// keep the FMA units busy (the chunks are flushed in order after).
-func (t *target) fastUnroll(kind string) int {
-	switch {
-	case t.fastRows(kind) > 1:
+// four FMAs are a chain, so one row alone (AVX2: floatRows is 1, its 16
+// registers hold one row) needs two chunks in flight to keep the FMA
+// units busy; four rows side by side (AVX-512) have chains enough.
+func (t *target) fastUnroll() int {
+	if t.floatRows() > 1 {
 		return 1
-	case t.zmm():
-		return 4
-	default:
-		return 2 // AVX2: 16 registers
 	}
+	return 2
 }
 
 // genFastFloat emits dotFast<kind><suffix>(w *byte, wstride int, a *byte,
 // n int, rows int, out *float64): rows weight rows (a multiple of
-// fastRows), wstride bytes apart, of n elements (a multiple of fastChunk)
+// floatRows: AVX-512 shares each activation load among four rows; one row
+// alone measured 15% slower from L3 and 20% slower with two threads on
+// Zen 4), wstride bytes apart, of n elements (a multiple of fastChunk)
 // times the activation row a (F16: prepared float32s; BF16: the bf16s as
 // they are); row r's float64 sum to out[r].
 //
@@ -72,14 +60,15 @@ func genFastFloat(t *target, kind string) {
 	name := "dotFast" + kind + t.suffix
 	TEXT(name, NOSPLIT, "func(w *byte, wstride int, a *byte, n int, rows int, out *float64)")
 	Pragma("noescape")
-	R, U := t.fastRows(kind), t.fastUnroll(kind)
+	R, U := t.floatRows(), t.fastUnroll()
 	s := newRowStreams(R)
 	wps := s.wps
 	prefetch := s.prefetch
 	if R == 1 {
-		// One row: its next lines into L1, four ahead (Zen 4, AVX-512
+		// One row (AVX2): its next lines into L1, four ahead (Zen 4,
 		// BF16 one row at a time, 32768×4096: 22-25 GB/s without, 25-29
-		// with; 512 bytes and more ahead are slower).
+		// with; 512 bytes and more ahead are slower). The exact kernels'
+		// rows, compute-bound, take no prefetch.
 		prefetch = func(_, off int) {
 			if off%64 == 0 {
 				PREFETCHT0(Mem{Base: wps[0], Disp: off + 256})
@@ -268,12 +257,7 @@ func genFastFloat(t *target, kind string) {
 		VMOVSD(x, Mem{Base: out, Disp: 8 * r})
 	}
 	// The next group of rows.
-	if R > 1 {
-		ADDQ(s.gstride, wbase)
-	} else {
-		ADDQ(s.stride, wbase)
-	}
-	s.reset(wbase)
+	s.nextGroup(wbase)
 	ADDQ(U8(8*R), out)
 	DECQ(groups)
 	JNZ(LabelRef("group" + name))

@@ -58,13 +58,7 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 	CMPQ(nb, U8(2))
 	JB(LabelRef("lrpaired" + fn))
 	if pf != nil {
-		for off := 0; off < 2*wsize; off += 64 {
-			PREFETCHT1(Mem{Base: pf, Disp: off})
-		}
-		for off := 0; off < 2*wsize; off += 64 {
-			PREFETCHT0(Mem{Base: c.wp, Disp: 2*wsize + off})
-		}
-		ADDQ(U32(2*wsize), pf)
+		tileFetch(pf, c.wp, 2, wsize)
 	}
 	var jobs []lrJob
 	a, b := *c, *c

@@ -56,10 +56,10 @@ type Funcs struct {
 	// fastKernel): rows weight rows wstride bytes apart times one
 	// activation row (F16: PrepFastF16's float32s; BF16: the bf16s as
 	// they are), n a multiple of fastChunk, row r's float64 sum into
-	// out[r]. They read FastRowsF16 and FastRowsBF16 rows side by side (1
-	// if unset; a divisor of 8), and rows is a multiple of that.
-	FastF16, FastBF16         func(w *byte, wstride int, a *byte, n, rows int, out *float64)
-	FastRowsF16, FastRowsBF16 int
+	// out[r]. They read FastRows rows side by side (1 if unset; a divisor
+	// of 8), and rows is a multiple of that.
+	FastF16, FastBF16 func(w *byte, wstride int, a *byte, n, rows int, out *float64)
+	FastRows          int
 	// PrepFastF16 writes the first n activations (n a multiple of
 	// fastChunk) of an F16 row as the float32s FastF16 reads.
 	PrepFastF16 func(src, dst *byte, n int)
@@ -119,11 +119,11 @@ func (k *Kit) Add(name string, f Funcs) {
 		l.fast = map[quant.Type]*fastPrep{}
 	}
 	if f.FastF16 != nil {
-		l.fast[quant.F16] = newFastPrep(quant.F16, f.FastF16, f.FastRowsF16)
+		l.fast[quant.F16] = newFastPrep(quant.F16, f.FastF16, f.FastRows)
 		l.fast[quant.F16].prepK = f.PrepFastF16
 	}
 	if f.FastBF16 != nil {
-		l.fast[quant.BF16] = newFastPrep(quant.BF16, f.FastBF16, f.FastRowsBF16)
+		l.fast[quant.BF16] = newFastPrep(quant.BF16, f.FastBF16, f.FastRows)
 	}
 	l.addPrepared(f)
 	l.addPrepared4(f)
