@@ -35,12 +35,17 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	if req.Speculative {
 		prio = prioSpeculative
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, e := range req.Experts {
 		if e < 0 || e >= n {
 			return fmt.Errorf("staging-pread: hint: layer %d has %d experts, not %d", req.Layer, n, e)
 		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !req.Speculative {
+		s.dropStale(req.Layer, req.Experts)
+	}
+	for _, e := range req.Experts {
 		k := cache.Key{Layer: int32(req.Layer), Expert: int32(e)}
 		if _, ok := s.cache.Peek(k); ok {
 			continue
@@ -53,6 +58,39 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	}
 	s.work.Broadcast()
 	return nil
+}
+
+// dropStale forgets queued hint reads that a current hint of layer shows
+// to be of no use to this pass: guesses for that layer it did not choose,
+// and any hint for an earlier layer (the model is past it). Read anyway,
+// they would take bandwidth from the reads the model waits for and evict
+// cached experts to make room; when the pass comes back to them the model
+// hints them again. (Measured on a model 3.7x a memory cgroup, random
+// routers: tools/cgroup-bench; see the commit.) Guesses for later layers
+// stay. A layer the model hints in parts drops its other parts' guesses
+// too; they come back as the current hints of those parts. The caller
+// holds s.mu.
+func (s *Stager) dropStale(layer int, chosen []int) {
+	keep := make(map[int32]bool, len(chosen))
+	for _, e := range chosen {
+		keep[int32(e)] = true
+	}
+	for _, p := range []int{prioCurrent, prioSpeculative} {
+		q := s.queue[p][:0]
+		for _, j := range s.queue[p] {
+			l := int(j.key.Layer)
+			stale := l < layer || (p == prioSpeculative && l == layer && !keep[j.key.Expert])
+			if !stale || j.entry != nil {
+				q = append(q, j)
+				continue
+			}
+			if s.queued[j.key] == p {
+				delete(s.queued, j.key)
+			}
+		}
+		clear(s.queue[p][len(q):])
+		s.queue[p] = q
+	}
 }
 
 // insert makes room for k and gives it a slot, pinned for its read. The

@@ -3,6 +3,7 @@ package stagingpread
 import (
 	"context"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,19 +15,16 @@ import (
 	"github.com/k3-inference/k3/core/plugin/plugintest"
 )
 
-// TestReadOrder holds the only I/O worker inside a speculative read, queues
-// speculative, current and demand work behind it, and checks the order the
-// reads then run in: demand, current hints, speculative hints.
-func TestReadOrder(t *testing.T) {
-	ctx := context.Background()
-	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
-	budget, _ := Footprint(&m.Req, 16)
-	s := New()
-	if _, err := s.Open(ctx, m.Request(budget, t.TempDir(), map[string]string{"io_workers": "1"})); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+// readRecorder makes the stager's reads note which unit they read and
+// holds the first one until release is closed.
+type readRecorder struct {
+	mu      sync.Mutex
+	order   []cache.Key
+	blocked chan struct{} // closed when the first read is held
+	release chan struct{}
+}
 
+func recordReads(t *testing.T, s *Stager, m *plugintest.Model) *readRecorder {
 	// Which unit each file range belongs to (its first part's offset).
 	unitAt := map[[2]int64]cache.Key{}
 	for l := 0; l < m.Layers; l++ {
@@ -35,31 +33,65 @@ func TestReadOrder(t *testing.T) {
 			unitAt[[2]int64{int64(p.shard), p.fileOff}] = cache.Key{Layer: int32(l), Expert: int32(e)}
 		}
 	}
-	var mu sync.Mutex
-	var order []cache.Key
-	blocked, gate := make(chan struct{}), make(chan struct{})
+	r := &readRecorder{blocked: make(chan struct{}), release: make(chan struct{})}
 	orig := pread
 	t.Cleanup(func() { pread = orig })
 	first := true
 	pread = func(f *os.File, p []byte, off int64) (int, error) {
 		for i, name := range m.Req.Shards {
 			if k, ok := unitAt[[2]int64{int64(i), off}]; ok && sameFile(f.Name(), name) {
-				mu.Lock()
-				order = append(order, k)
+				r.mu.Lock()
+				r.order = append(r.order, k)
 				wait := first
 				first = false
-				mu.Unlock()
+				r.mu.Unlock()
 				if wait {
-					close(blocked)
-					<-gate
+					close(r.blocked)
+					<-r.release
 				}
 			}
 		}
 		return orig(f, p, off)
 	}
+	return r
+}
+
+// reads waits until the stager has nothing left to read and returns the
+// units it read, in order.
+func (r *readRecorder) reads(s *Stager) []cache.Key {
+	for idle := false; !idle; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		idle = s.inflight == 0 && len(s.queue[0])+len(s.queue[1])+len(s.queue[2]) == 0
+		s.mu.Unlock()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.order)
+}
+
+func openOneWorker(t *testing.T) (*Stager, *plugintest.Model) {
+	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
+	budget, _ := Footprint(&m.Req, 16)
+	s := New()
+	if _, err := s.Open(context.Background(), m.Request(budget, t.TempDir(), map[string]string{"io_workers": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s, m
+}
+
+func key(l, e int32) cache.Key { return cache.Key{Layer: l, Expert: e} }
+
+// TestReadOrder holds the only I/O worker inside a speculative read, queues
+// speculative, current and demand work behind it, and checks the order the
+// reads then run in: demand, current hints, speculative hints.
+func TestReadOrder(t *testing.T) {
+	ctx := context.Background()
+	s, m := openOneWorker(t)
+	r := recordReads(t, s, m)
 
 	s.Hint(ctx, &plugin.HintRequest{Layer: 1, Experts: []int{0, 1, 2}, Speculative: true})
-	<-blocked // the worker is inside L1/E0's read
+	<-r.blocked // the worker is inside L1/E0's read
 	s.Hint(ctx, &plugin.HintRequest{Layer: 0, Experts: []int{5, 6}})
 	done := make(chan error)
 	go func() {
@@ -71,21 +103,54 @@ func TestReadOrder(t *testing.T) {
 		queued = len(s.queue[prioDemand])
 		s.mu.Unlock()
 	}
-	close(gate)
+	close(r.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	for idle := false; !idle; time.Sleep(time.Millisecond) {
-		s.mu.Lock()
-		idle = s.inflight == 0 && len(s.queue[1])+len(s.queue[2]) == 0
-		s.mu.Unlock()
-	}
-	key := func(l, e int32) cache.Key { return cache.Key{Layer: l, Expert: e} }
 	want := []cache.Key{key(1, 0), key(2, 7), key(0, 5), key(0, 6), key(1, 1), key(1, 2)}
-	mu.Lock()
-	defer mu.Unlock()
-	if diff := cmp.Diff(want, order); diff != "" {
+	if diff := cmp.Diff(want, r.reads(s)); diff != "" {
 		t.Errorf("read order (-want +got):\n%s", diff)
+	}
+}
+
+// TestHintDropsStale: once a layer's router has chosen, the guesses for
+// that layer it did not choose and every hint for an earlier layer are
+// not read; guesses for later layers and the chosen experts are.
+func TestHintDropsStale(t *testing.T) {
+	ctx := context.Background()
+	s, m := openOneWorker(t)
+	r := recordReads(t, s, m)
+
+	hint := func(l int, e []int, spec bool) {
+		t.Helper()
+		if err := s.Hint(ctx, &plugin.HintRequest{Layer: l, Experts: e, Speculative: spec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hint(0, []int{7}, true)
+	<-r.blocked // the worker is inside L0/E7's read
+	hint(0, []int{1, 2}, true)
+	hint(0, []int{3}, false)
+	hint(1, []int{0, 1, 2}, true)
+	hint(2, []int{4}, true)
+	// Layer 1 chose 2 and 5: L0's current and speculative hints are past,
+	// L1's guesses 0 and 1 wrong, L2's guess still to come.
+	hint(1, []int{2, 5}, false)
+	close(r.release)
+	want := []cache.Key{key(0, 7), key(1, 2), key(1, 5), key(2, 4)}
+	if diff := cmp.Diff(want, r.reads(s)); diff != "" {
+		t.Errorf("reads (-want +got):\n%s", diff)
+	}
+	s.mu.Lock()
+	left := len(s.queued)
+	s.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d units still marked queued", left)
+	}
+	// A dropped guess can be hinted again and is then read.
+	hint(1, []int{0}, true)
+	if got := r.reads(s); got[len(got)-1] != key(1, 0) {
+		t.Errorf("re-hinted L1/E0 not read: %v", got)
 	}
 }
 
