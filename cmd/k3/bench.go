@@ -325,7 +325,7 @@ func newBenchMode(prof *config.Profile, k config.Kernels, kernels string, thread
 		m.Budget = int64(prof.Memory.Budget)
 		m.Line = prof.ModeLine(threads)
 	} else {
-		m.Line = fmt.Sprintf("k3: profile=none stager=none kernels=%s budget=unlimited direct-io=off threads=%d", kernels, threads)
+		m.Line = fmt.Sprintf("k3: profile=none stager=none kernels=%s budget=unlimited direct-io=off lookahead=0 threads=%d", kernels, threads)
 	}
 	return m
 }

@@ -42,7 +42,8 @@ var stageFlagKeys = []struct{ name, key, usage string }{
 	{"stager-path", "stager.path", "an external stager plugin binary"},
 	{"direct-io", "stager.direct_io", "auto, on or off"},
 	{"io-workers", "stager.io_workers", "concurrent storage readers"},
-	{"lookahead", "stager.lookahead", "predict the next layer's experts and prefetch them (true or false)"},
+	{"lookahead", "stager.lookahead", "predict the next layers' experts and prefetch them (true or false)"},
+	{"prefetch-depth", "stager.prefetch_depth", "how many layers ahead lookahead guesses (0: none)"},
 }
 
 func addStageFlags(fs *flag.FlagSet) *stageFlags {
@@ -76,7 +77,7 @@ func (sf *stageFlags) load(path string) (*config.Profile, error) {
 				if f.Name == "cpilot-memory" && isDigits(*v) {
 					val = *v + "G"
 				}
-			case "stager.io_workers":
+			case "stager.io_workers", "stager.prefetch_depth":
 				n, e := strconv.Atoi(*v)
 				if e != nil {
 					err = fmt.Errorf("--%s: %q is not an integer", f.Name, *v)
@@ -159,8 +160,10 @@ func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.
 func stageOptions(f *gguf.File, prof *config.Profile) (engine.StageOptions, error) {
 	s := prof.Stager
 	so := engine.StageOptions{
-		Launch:    plugin.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: slog.Default()},
-		Lookahead: s.Lookahead,
+		Launch: plugin.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: slog.Default()},
+		// prefetch_depth 0 turns the guesses off like lookahead false.
+		Lookahead:      s.Lookahead && s.PrefetchDepth > 0,
+		LookaheadDepth: s.PrefetchDepth,
 		Options: map[string]string{
 			"direct_io":      s.DirectIO,
 			"io_workers":     strconv.Itoa(s.IOWorkers),

@@ -191,6 +191,84 @@ func TestStagedForwardBitIdentical(t *testing.T) {
 	}
 }
 
+// hintLog is a stager that notes its hints: "L3" a layer's current hint,
+// "?3" a guess for it.
+type hintLog struct {
+	*engine.Staged
+	log []string
+}
+
+func (h *hintLog) HintExperts(layer int, experts []int32, speculative bool) error {
+	tag := "L"
+	if speculative {
+		tag = "?"
+	}
+	h.log = append(h.log, fmt.Sprint(tag, layer))
+	return h.Staged.HintExperts(layer, experts, speculative)
+}
+
+// TestStagedLookaheadDepth: with prefetch depth d, every routed layer's
+// experts are guessed after each of the d layers before it (from fresher
+// state each time), and the logits stay those of the plain mapping.
+func TestStagedLookaheadDepth(t *testing.T) {
+	path, cfg := stageModel(t)
+	want := plainTrace(t, path, engine.Batch, 2)
+	for _, depth := range []int{1, 2, 3} {
+		t.Run(fmt.Sprint("depth", depth), func(t *testing.T) {
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			req, err := ggufreq.OpenRequest(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			budget, err := stagingpread.Footprint(req, cfg.NLayer*cfg.NExpert)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: launch("staging-pread", true),
+				Budget: budget, Lookahead: true, LookaheadDepth: depth})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			h := &hintLog{Staged: st}
+			m, err := kimik3.New(f, h, model.Options{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameTrace(t, runTrace(t, m, engine.Batch, 2, nil), want)
+			// The first pass (the prompt): each routed layer's current
+			// hint comes after min(depth, layers before it) guesses.
+			var pass []string
+			for _, e := range h.log {
+				if e == fmt.Sprint("L", cfg.NLayer-1) {
+					pass = append(pass, e)
+					break
+				}
+				pass = append(pass, e)
+			}
+			for l := cfg.NDense; l < cfg.NLayer; l++ {
+				guesses, seen := 0, false
+				for _, e := range pass {
+					if e == fmt.Sprint("L", l) {
+						seen = true
+						break
+					}
+					if e == fmt.Sprint("?", l) {
+						guesses++
+					}
+				}
+				if wantG := min(depth, l); !seen || guesses != wantG {
+					t.Errorf("layer %d: %d guesses before its hint (seen %v), want %d; hints %v", l, guesses, seen, wantG, pass)
+				}
+			}
+		})
+	}
+}
+
 // TestStagedKill9 kills the stager process with SIGKILL during a
 // generation, once between decode steps and once at a moment inside one,
 // and wants the generation to complete with the same logits and tokens.

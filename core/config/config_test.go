@@ -167,7 +167,7 @@ func TestModeLine(t *testing.T) {
 	p := Defaults()
 	p.Memory.Budget = 55 << 30
 	got := p.ModeLine(8)
-	for _, want := range []string{"profile=default", "stager=pread(process)", "kernels=auto(process)", "budget=55.0GiB", "direct-io=auto", "threads=8"} {
+	for _, want := range []string{"profile=default", "stager=pread(process)", "kernels=auto(process)", "budget=55.0GiB", "direct-io=auto", "lookahead=1", "threads=8"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("mode line %q lacks %q", got, want)
 		}

@@ -57,10 +57,13 @@ type Stager struct {
 	IOWorkers int `koanf:"io_workers"`
 	// CachePolicy is the expert-cache eviction policy: "lfru" or "lru".
 	CachePolicy string `koanf:"cache_policy"`
-	// PrefetchDepth is how many layers ahead speculative hints may run.
+	// PrefetchDepth is how many layers ahead speculative hints run (with
+	// Lookahead; 0: none): after layer L the routers of L+1 .. L+depth
+	// guess their experts from L's hidden state. Further guesses are
+	// worse, but give a slow disk more time.
 	PrefetchDepth int `koanf:"prefetch_depth"`
 	// Lookahead runs layer L+1's router on layer L's hidden state to
-	// predict and prefetch L+1's experts.
+	// predict and prefetch L+1's experts (PrefetchDepth layers).
 	Lookahead bool `koanf:"lookahead"`
 }
 
@@ -197,6 +200,10 @@ func (p *Profile) ModeLine(threads int) string {
 	if p.Kernels.Float == "fast" {
 		kmode += ",float=fast"
 	}
-	return fmt.Sprintf("k3: profile=%s stager=%s(%s) kernels=%s(%s) budget=%s direct-io=%s threads=%d",
-		p.Name, stager, p.Stager.Mode, kernels, kmode, budget, p.Stager.DirectIO, threads)
+	lookahead := 0
+	if p.Stager.Lookahead {
+		lookahead = p.Stager.PrefetchDepth
+	}
+	return fmt.Sprintf("k3: profile=%s stager=%s(%s) kernels=%s(%s) budget=%s direct-io=%s lookahead=%d threads=%d",
+		p.Name, stager, p.Stager.Mode, kernels, kmode, budget, p.Stager.DirectIO, lookahead, threads)
 }

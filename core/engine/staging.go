@@ -34,9 +34,11 @@ type ExpertSource interface {
 	// for: a batch whose experts do not fit in the budget together runs in
 	// groups of this many.
 	MaxExperts(layer int) int
-	// Lookahead reports whether the model should predict the next layer's
-	// experts and hint them.
-	Lookahead() bool
+	// Lookahead is how many layers ahead the model should predict experts
+	// and hint them (0: none). After layer L it runs the routers of L+1 ..
+	// L+depth on L's output; a nearer layer's guess is remade from fresher
+	// state after each layer, and the stager keeps only a layer's latest.
+	Lookahead() int
 	// OnRemap registers fn to run when the always-needed bytes moved (the
 	// stager process was restarted): the model re-reads every TensorData.
 	// No byte slice obtained before the remap may be used after fn returns.
@@ -50,8 +52,10 @@ type StageOptions struct {
 	Budget int64
 	// Options are passed to the stager as OpenRequest.Options.
 	Options map[string]string
-	// Lookahead enables the next layer's speculative hints.
-	Lookahead bool
+	// Lookahead enables speculative hints, LookaheadDepth layers ahead
+	// (0: 1).
+	Lookahead      bool
+	LookaheadDepth int
 }
 
 // Staged is a model's weights served by a supervised stager: the
@@ -64,7 +68,7 @@ type Staged struct {
 	req       *plugin.OpenRequest
 	ids       map[string]int
 	mode      string
-	lookahead bool
+	lookahead int
 	ctx       context.Context
 
 	mu       sync.Mutex
@@ -103,8 +107,11 @@ func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, err
 		sup.Close(ctx)
 		return nil, fmt.Errorf("stager %s: open %s: %w", o.Launch.Name, f.Path(), err)
 	}
-	s := &Staged{f: f, sup: sup, req: req, ids: map[string]int{}, mode: resp.Mode, lookahead: o.Lookahead,
+	s := &Staged{f: f, sup: sup, req: req, ids: map[string]int{}, mode: resp.Mode,
 		ctx: context.WithoutCancel(ctx), step: residentStep, predicted: map[int][]int32{}}
+	if o.Lookahead {
+		s.lookahead = max(o.LookaheadDepth, 1)
+	}
 	for id, t := range req.Tensors {
 		s.ids[t.Name] = id
 	}
@@ -181,7 +188,7 @@ func (s *Staged) MaxExperts(layer int) int {
 }
 
 // Lookahead implements ExpertSource.
-func (s *Staged) Lookahead() bool { return s.lookahead }
+func (s *Staged) Lookahead() int { return s.lookahead }
 
 // OnRemap implements ExpertSource.
 func (s *Staged) OnRemap(fn func() error) {

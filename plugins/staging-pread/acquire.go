@@ -42,9 +42,7 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !req.Speculative {
-		s.dropStale(req.Layer, req.Experts)
-	}
+	s.dropStale(req.Layer, req.Experts, req.Speculative)
 	for _, e := range req.Experts {
 		k := cache.Key{Layer: int32(req.Layer), Expert: int32(e)}
 		if _, ok := s.cache.Peek(k); ok {
@@ -60,17 +58,17 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	return nil
 }
 
-// dropStale forgets queued hint reads that a current hint of layer shows
-// to be of no use to this pass: guesses for that layer it did not choose,
-// and any hint for an earlier layer (the model is past it). Read anyway,
+// dropStale forgets queued hint reads that a hint of layer shows to be of
+// no use. A current hint: guesses for its layer it did not choose, and
+// any hint for an earlier layer (the model is past it). A speculative
+// one: the layer's earlier guesses it does not repeat (the model guesses
+// a layer again, from fresher state, as it comes nearer). Read anyway,
 // they would take bandwidth from the reads the model waits for and evict
-// cached experts to make room; when the pass comes back to them the model
-// hints them again. (Measured on a model 3.7x a memory cgroup, random
-// routers: tools/cgroup-bench; see the commit.) Guesses for later layers
-// stay. A layer the model hints in parts drops its other parts' guesses
-// too; they come back as the current hints of those parts. The caller
-// holds s.mu.
-func (s *Stager) dropStale(layer int, chosen []int) {
+// cached experts to make room; when the model needs them it hints them
+// again. Guesses for later layers stay. A layer the model hints in parts
+// drops its other parts' guesses too; they come back as the current hints
+// of those parts. The caller holds s.mu.
+func (s *Stager) dropStale(layer int, chosen []int, speculative bool) {
 	keep := make(map[int32]bool, len(chosen))
 	for _, e := range chosen {
 		keep[int32(e)] = true
@@ -79,7 +77,10 @@ func (s *Stager) dropStale(layer int, chosen []int) {
 		q := s.queue[p][:0]
 		for _, j := range s.queue[p] {
 			l := int(j.key.Layer)
-			stale := l < layer || (p == prioSpeculative && l == layer && !keep[j.key.Expert])
+			stale := p == prioSpeculative && l == layer && !keep[j.key.Expert]
+			if !speculative && l < layer {
+				stale = true
+			}
 			if !stale || j.entry != nil {
 				q = append(q, j)
 				continue

@@ -115,7 +115,8 @@ func TestReadOrder(t *testing.T) {
 
 // TestHintDropsStale: once a layer's router has chosen, the guesses for
 // that layer it did not choose and every hint for an earlier layer are
-// not read; guesses for later layers and the chosen experts are.
+// not read; guesses for later layers and the chosen experts are. A new
+// guess for a layer replaces the old one.
 func TestHintDropsStale(t *testing.T) {
 	ctx := context.Background()
 	s, m := openOneWorker(t)
@@ -131,6 +132,9 @@ func TestHintDropsStale(t *testing.T) {
 	<-r.blocked // the worker is inside L0/E7's read
 	hint(0, []int{1, 2}, true)
 	hint(0, []int{3}, false)
+	hint(1, []int{0, 1, 3}, true)
+	hint(2, []int{6}, true)
+	// A second guess for a layer replaces the first: L1/E3 and L2/E6 go.
 	hint(1, []int{0, 1, 2}, true)
 	hint(2, []int{4}, true)
 	// Layer 1 chose 2 and 5: L0's current and speculative hints are past,

@@ -51,9 +51,12 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 		if x, err = ps.layer(il, x); err != nil {
 			return fmt.Errorf("kimi-k3: layer %d: %w", il, err)
 		}
-		if m.lookahead(il + 1) {
-			if err := ps.predict(il+1, x); err != nil {
-				return fmt.Errorf("kimi-k3: layer %d: lookahead: %w", il+1, err)
+		for ahead := 1; ahead <= m.lookaheadDepth(); ahead++ {
+			if !m.lookahead(il + ahead) {
+				continue
+			}
+			if err := ps.predict(il+ahead, x); err != nil {
+				return fmt.Errorf("kimi-k3: layer %d: lookahead: %w", il+ahead, err)
 			}
 		}
 	}

@@ -71,9 +71,17 @@ func (ps *pass) predict(il int, x []float32) error {
 	return ps.m.experts.HintExperts(il, slices.Clone(b.Experts), true)
 }
 
+// lookaheadDepth is how many layers ahead experts are predicted.
+func (m *Model) lookaheadDepth() int {
+	if m.experts == nil {
+		return 0
+	}
+	return m.experts.Lookahead()
+}
+
 // lookahead reports whether layer il's experts should be predicted.
 func (m *Model) lookahead(il int) bool {
-	return m.experts != nil && m.experts.Lookahead() && il < m.p.Layers && il >= m.p.DenseLead
+	return m.experts != nil && m.experts.Lookahead() > 0 && il < m.p.Layers && il >= m.p.DenseLead
 }
 
 // useStager makes the model read routed experts through w when w stages
