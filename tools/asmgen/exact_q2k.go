@@ -59,14 +59,15 @@ func q2kOne(t *target, gfni bool) {
 	carry := YMM() // the previous group's isums and summs
 	CMPQ(nb, U8(q2kGroup))
 	JB(LabelRef("tail" + fn))
-	q2kGroupInts(t, wp, ap, c0F, c03, carry, nil, gf)
+	pre, next := q2lPipeline(t, gf, wp, nb, c0F, fn)
+	q2kGroupInts(t, wp, ap, c0F, c03, carry, nil, gf, pre, next)
 	ADDQ(U32(q2kGroup*84), wp)
 	ADDQ(U32(q2kGroup*q8KSize), ap)
 	SUBQ(U8(q2kGroup), nb)
 	Label("group" + fn)
 	CMPQ(nb, U8(q2kGroup))
 	JB(LabelRef("drain" + fn))
-	q2kGroupInts(t, wp, ap, c0F, c03, carry, func() { q2kGroupFloat(t, wp, ap, -q2kGroup, carry, sumf) }, gf)
+	q2kGroupInts(t, wp, ap, c0F, c03, carry, func() { q2kGroupFloat(t, wp, ap, -q2kGroup, carry, sumf) }, gf, pre, next)
 	ADDQ(U32(q2kGroup*84), wp)
 	ADDQ(U32(q2kGroup*q8KSize), ap)
 	SUBQ(U8(q2kGroup), nb)
@@ -110,8 +111,9 @@ func q2kOne(t *target, gfni bool) {
 
 // q2kGroupInts sums the integers of the q2kGroup blocks at wp, ap into
 // dst: lanes 2b and 2b+1 block b's isum and summs. between, if not nil, is
-// emitted before dst is written.
-func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, between func(), gf *q2lRegs) {
+// emitted before dst is written. pre, if not nil, are the group's tables,
+// and next is emitted after the group's last use of them.
+func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, between func(), gf *q2lRegs, pre [][]VecVirtual, next func()) {
 	// Each block's pair is merged as soon as it is done, so that few
 	// vectors stay live.
 	var isums []VecVirtual
@@ -130,7 +132,10 @@ func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, betwe
 					ws = append(ws, w.Offset(84*k))
 					as = append(as, []Mem{a.Offset(q8KSize * k)})
 				}
-				group = t.q2kLutN(ws, as, 1, c0F, c03, gf)
+				group = t.q2kLutN(ws, as, 1, c0F, c03, gf, pre)
+				if next != nil {
+					next()
+				}
 			}
 			is = group[b]
 		} else {
@@ -338,34 +343,21 @@ func (t *target) q2kRuns(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual 
 // q + 4j. With gf (GFNI) one affine map makes the index (q2lgfni.go), and
 // a 512-bit block has one table.
 func (t *target) q2kLut(w Mem, acts []Mem, nacc int, c0F, c03 Op, gf *q2lRegs) []VecVirtual {
-	return t.q2kLutN([]Mem{w}, [][]Mem{acts}, nacc, c0F, c03, gf)[0]
+	return t.q2kLutN([]Mem{w}, [][]Mem{acts}, nacc, c0F, c03, gf, nil)[0]
 }
 
 // q2kLutN is q2kLut for several weight blocks at once, their instructions
-// interleaved so that their accumulator chains overlap.
-func (t *target) q2kLutN(ws []Mem, acts [][]Mem, nacc int, c0F, c03 Op, gf *q2lRegs) [][]VecVirtual {
-	var mulc Op = q2kMul()
-	if gf != nil && gf.mul != nil {
-		mulc = gf.mul
-	}
+// interleaved so that their accumulator chains overlap; tables, if not
+// nil, are their tables, made beforehand (q2kTables).
+func (t *target) q2kLutN(ws []Mem, acts [][]Mem, nacc int, c0F, c03 Op, gf *q2lRegs, tables [][]VecVirtual) [][]VecVirtual {
 	ntab := 2
 	if gf != nil && t.zmm() {
 		ntab = 1 // q2lZmmTable: both halves in one
 	}
-	tables := make([][]VecVirtual, len(ws))
-	for b, w := range ws {
-		scb := t.vec()
-		t.bcast16(w, scb)
-		t.and(c0F, scb, scb)
-		for n := 0; n < ntab; n++ {
-			tab := t.vec()
-			if ntab == 1 {
-				VPSHUFB(q2lZmmTable(), scb, tab)
-			} else {
-				VPSHUFB(q2kTi(n), scb, tab)
-			}
-			VPMULLW(mulc, tab, tab)
-			tables[b] = append(tables[b], tab)
+	if tables == nil {
+		tables = make([][]VecVirtual, len(ws))
+		for b, w := range ws {
+			tables[b] = t.q2kTables(w, c0F, gf, nil)
 		}
 	}
 	// offs[i]: 4j for the shift j of every byte of vector i.
@@ -519,4 +511,32 @@ func q2kTi(n int) Mem {
 		}
 	}
 	return constData("q2kti"+string(rune('0'+n)), idx)
+}
+
+// q2kTables makes the tables of the block at w (q2kLut): into dst if not
+// nil, else new registers.
+func (t *target) q2kTables(w Mem, c0F Op, gf *q2lRegs, dst []VecVirtual) []VecVirtual {
+	var mulc Op = q2kMul()
+	if gf != nil && gf.mul != nil {
+		mulc = gf.mul
+	}
+	ntab := 2
+	if gf != nil && t.zmm() {
+		ntab = 1
+	}
+	scb := t.vec()
+	t.bcast16(w, scb)
+	t.and(c0F, scb, scb)
+	for n := 0; n < ntab; n++ {
+		if len(dst) <= n {
+			dst = append(dst, t.vec())
+		}
+		if ntab == 1 {
+			VPSHUFB(q2lZmmTable(), scb, dst[n])
+		} else {
+			VPSHUFB(q2kTi(n), scb, dst[n])
+		}
+		VPMULLW(mulc, dst[n], dst[n])
+	}
+	return dst
 }
