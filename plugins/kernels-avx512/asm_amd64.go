@@ -22,6 +22,10 @@ var (
 	// with VPERMB and split nibbles with GFNI; a VNNI CPU without them
 	// (Cascade Lake) gets the 512-bit AVX-512 ones, which are as exact.
 	hasVBMIGFNI = cpuid.CPU.Supports(cpuid.AVX512VBMI, cpuid.GFNI)
+	// hasGFNI: the VNNI levels' Q2_K kernels make their table indices
+	// with one GFNI affine map per vector (q2l*); a VNNI CPU without GFNI
+	// (Cascade Lake) keeps the shift-and-merge ones, which are as exact.
+	hasGFNI = cpuid.CPU.Supports(cpuid.GFNI)
 )
 
 // preferred is the default level. Zen 4 executes 512-bit operations as two
@@ -69,6 +73,10 @@ func init() {
 			q6, q6x4, q6y, q6x4y = dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
 			p6, p6y, t6, t6y = dotQ6KPVBMIVNNI, dotQ6KPVBMIVNNI256, lrDotQ6KPVBMITVNNI, lrDotQ6KPVBMITVNNI256
 		}
+		q2, q2x4, q2y, q2x4y := dotQ2KVNNI, dotQ2Kx4VNNI, dotQ2KVNNI256, dotQ2Kx4VNNI256
+		if hasGFNI {
+			q2, q2x4, q2y, q2x4y = q2lDotQ2KVNNI, q2lDotQ2Kx4VNNI, q2lDotQ2KVNNI256, q2lDotQ2Kx4VNNI256
+		}
 		q4, q5, q4x4, q5x4 := dotQ4KVNNI, dotQ5KVNNI, dotQ4Kx4VNNI, dotQ5Kx4VNNI
 		q4y, q5y, q4x4y, q5x4y := dotQ4KVNNI256, dotQ5KVNNI256, dotQ4Kx4VNNI256, dotQ5Kx4VNNI256
 		p4, p5, p4y, p5y := dotQ4KPVNNI, dotQ5KPVNNI, dotQ4KPVNNI256, dotQ5KPVNNI256
@@ -85,8 +93,8 @@ func init() {
 			m4y, m5y = m4, m5
 		}
 		kit.Add("vnni", kernelkit.Funcs{
-			Q2K: dotQ2KVNNI, Q3K: q3, Q4K: q4, Q5K: q5, Q6K: q6,
-			Q2Kx4: dotQ2Kx4VNNI, Q3Kx4: q3x4, Q4Kx4: q4x4, Q5Kx4: q5x4, Q6Kx4: q6x4,
+			Q2K: q2, Q3K: q3, Q4K: q4, Q5K: q5, Q6K: q6,
+			Q2Kx4: q2x4, Q3Kx4: q3x4, Q4Kx4: q4x4, Q5Kx4: q5x4, Q6Kx4: q6x4,
 			Q3KP: p3, Q6KP: p6, Q3KPT: t3, Q6KPT: t6, Q4KP: p4, Q5KP: p5, Q4KPT: t4, Q5KPT: t5, PrepQ8K: q63PrepQ8KVNNI256,
 			Q4Kx4P: m4, Q5Kx4P: m5, PrepQ45: q4mmPrepQ8KVNNI256,
 			Q8_0: dotQ8_0VNNI, Q4_0: dotQ4_0VNNI, Q5_0: dotQ5_0VNNI, MXFP4: dotMXFP4VNNI,
@@ -98,8 +106,8 @@ func init() {
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
 		kit.Add("vnni256", kernelkit.Funcs{
-			Q2K: dotQ2KVNNI256, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
-			Q2Kx4: dotQ2Kx4VNNI256, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,
+			Q2K: q2y, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
+			Q2Kx4: q2x4y, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,
 			Q3KP: p3y, Q6KP: p6y, Q3KPT: t3y, Q6KPT: t6y, Q4KP: p4y, Q5KP: p5y, Q4KPT: t4y, Q5KPT: t5y, PrepQ8K: q63PrepQ8KVNNI256,
 			Q4Kx4P: m4y, Q5Kx4P: m5y, PrepQ45: q4mmPrepQ8KVNNI256,
 			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,

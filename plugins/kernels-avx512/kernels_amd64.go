@@ -122,6 +122,12 @@ func dotQ2KVNNI(w *byte, a *byte, nb int) float32
 func dotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
+func q2lDotQ2KVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func q2lDotQ2Kx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotQ3KVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -246,6 +252,12 @@ func dotQ2KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func q2lDotQ2KVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func q2lDotQ2Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func q63PrepQ8KVNNI256(a *byte, nb int, dst *byte, off int)

@@ -26,8 +26,14 @@ import (
 
 // genQ2KExact emits dotQ2K<suffix> and dotQ2Kx4<suffix>.
 func genQ2KExact(t *target) {
-	q2kOne(t)
-	q2kFour(t)
+	q2kOne(t, false)
+	q2kFour(t, false)
+	if t.vnni {
+		// q2lDotQ2K<suffix>, q2lDotQ2Kx4<suffix>: the same with GFNI
+		// table indices (q2lgfni.go), for CPUs that have it.
+		q2kOne(t, true)
+		q2kFour(t, true)
+	}
 }
 
 // q2kGroup is the number of blocks the single-row kernel reduces at once:
@@ -35,8 +41,8 @@ func genQ2KExact(t *target) {
 const q2kGroup = 4
 
 // q2kOne emits dotQ2K<suffix>(w, a *byte, nb int) float32.
-func q2kOne(t *target) {
-	fn := "dotQ2K" + t.suffix
+func q2kOne(t *target, gfni bool) {
+	fn := q2lName("dotQ2K", t, gfni)
 	TEXT(fn, NOSPLIT, "func(w, a *byte, nb int) float32")
 	Pragma("noescape")
 	wp := Load(Param("w"), GP64())
@@ -45,6 +51,7 @@ func q2kOne(t *target) {
 	sumf := XMM()
 	t.zerof(sumf)
 	c0F, c03 := t.konst(0x0f0f0f0f), t.konst(0x03030303)
+	gf := q2lLoad(t, gfni, true)
 	// Software-pipelined: an iteration sums the integers of its group and
 	// then does the float part of the group before, whose integers are long
 	// done, so that neither the reduction's latency nor the sequential adds
@@ -52,14 +59,15 @@ func q2kOne(t *target) {
 	carry := YMM() // the previous group's isums and summs
 	CMPQ(nb, U8(q2kGroup))
 	JB(LabelRef("tail" + fn))
-	q2kGroupInts(t, wp, ap, c0F, c03, carry, nil)
+	pre, next := q2lPipeline(t, gf, wp, nb, c0F, fn)
+	q2kGroupInts(t, wp, ap, c0F, c03, carry, nil, gf, pre, next)
 	ADDQ(U32(q2kGroup*84), wp)
 	ADDQ(U32(q2kGroup*q8KSize), ap)
 	SUBQ(U8(q2kGroup), nb)
 	Label("group" + fn)
 	CMPQ(nb, U8(q2kGroup))
 	JB(LabelRef("drain" + fn))
-	q2kGroupInts(t, wp, ap, c0F, c03, carry, func() { q2kGroupFloat(t, wp, ap, -q2kGroup, carry, sumf) })
+	q2kGroupInts(t, wp, ap, c0F, c03, carry, func() { q2kGroupFloat(t, wp, ap, -q2kGroup, carry, sumf) }, gf, pre, next)
 	ADDQ(U32(q2kGroup*84), wp)
 	ADDQ(U32(q2kGroup*q8KSize), ap)
 	SUBQ(U8(q2kGroup), nb)
@@ -73,7 +81,7 @@ func q2kOne(t *target) {
 	Label("one" + fn)
 	{
 		w, a := Mem{Base: wp}, Mem{Base: ap}
-		is := t.foldY(t.q2kInts(w, []Mem{a}, 2, c0F, c03)[0])
+		is := t.foldY(t.q2kInts(w, []Mem{a}, 2, c0F, c03, gf)[0])
 		sm := q2kSumms(w, []Mem{a})[0]
 		// [isum, summs] in lanes 0 and 1.
 		m := t.pairSum(is, sm)
@@ -103,8 +111,9 @@ func q2kOne(t *target) {
 
 // q2kGroupInts sums the integers of the q2kGroup blocks at wp, ap into
 // dst: lanes 2b and 2b+1 block b's isum and summs. between, if not nil, is
-// emitted before dst is written.
-func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, between func()) {
+// emitted before dst is written. pre, if not nil, are the group's tables,
+// and next is emitted after the group's last use of them.
+func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, between func(), gf *q2lRegs, pre [][]VecVirtual, next func()) {
 	// Each block's pair is merged as soon as it is done, so that few
 	// vectors stay live.
 	var isums []VecVirtual
@@ -123,11 +132,14 @@ func q2kGroupInts(t *target, wp, ap Register, c0F, c03 Op, dst VecVirtual, betwe
 					ws = append(ws, w.Offset(84*k))
 					as = append(as, []Mem{a.Offset(q8KSize * k)})
 				}
-				group = t.q2kLutN(ws, as, 1, c0F, c03)
+				group = t.q2kLutN(ws, as, 1, c0F, c03, gf, pre)
+				if next != nil {
+					next()
+				}
 			}
 			is = group[b]
 		} else {
-			is = t.q2kInts(w, []Mem{a}, 2, c0F, c03)
+			is = t.q2kInts(w, []Mem{a}, 2, c0F, c03, gf)
 		}
 		v := t.pairSum(t.foldY(is[0]), q2kSumms(w, []Mem{a})[0])
 		if b%2 == 0 {
@@ -177,8 +189,8 @@ func q2kGroupFloat(t *target, wp, ap Register, blk int, iv, sumf VecVirtual) {
 
 // q2kFour emits dotQ2Kx4<suffix>(w, a *byte, nb, astride int, out *float32):
 // four activation rows at a + k*astride against one weight row.
-func q2kFour(t *target) {
-	fn := "dotQ2Kx4" + t.suffix
+func q2kFour(t *target, gfni bool) {
+	fn := q2lName("dotQ2Kx4", t, gfni)
 	TEXT(fn, NOSPLIT, "func(w, a *byte, nb, astride int, out *float32)")
 	Pragma("noescape")
 	wp := Load(Param("w"), GP64())
@@ -193,11 +205,12 @@ func q2kFour(t *target) {
 	t.memConsts = true
 	c0F, c03 := t.konst(0x0f0f0f0f), t.konst(0x03030303)
 	t.memConsts = false
+	gf := q2lLoad(t, gfni, false)
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
 	Label("loop" + fn)
 	w := Mem{Base: wp}
-	is := t.q2kInts(w, acts, 1, c0F, c03)
+	is := t.q2kInts(w, acts, 1, c0F, c03, gf)
 	for k := range is {
 		is[k] = t.foldY(is[k])
 	}
@@ -279,10 +292,11 @@ func q2kSumms(w Mem, acts []Mem) []VecVirtual {
 }
 
 // q2kInts is q2kLut with VNNI, else q2kRuns; and q2kRuns for one row at
-// 512 bits, where the tables do not pay off (measured on Zen 4).
-func (t *target) q2kInts(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual {
-	if t.vnni && !(t.zmm() && len(acts) == 1) {
-		return t.q2kLut(w, acts, nacc, c0F, c03)
+// 512 bits without GFNI, where the tables do not pay off (measured on Zen
+// 4; with GFNI, one table per block, they do: 7%). gf is nil without GFNI.
+func (t *target) q2kInts(w Mem, acts []Mem, nacc int, c0F, c03 Op, gf *q2lRegs) []VecVirtual {
+	if t.vnni && !(t.zmm() && len(acts) == 1 && gf == nil) {
+		return t.q2kLut(w, acts, nacc, c0F, c03, gf)
 	}
 	return t.q2kRuns(w, acts, nacc, c0F, c03)
 }
@@ -326,40 +340,24 @@ func (t *target) q2kRuns(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual 
 // ones (n = half of the block, j = the quants' shift/2), so the table
 // register of half n holds in its even lanes the tables of sub-blocks
 // 8n+0,2,4,6 and in its odd ones 8n+1,3,5,7, and a quant's index is
-// q + 4j.
-func (t *target) q2kLut(w Mem, acts []Mem, nacc int, c0F, c03 Op) []VecVirtual {
-	return t.q2kLutN([]Mem{w}, [][]Mem{acts}, nacc, c0F, c03)[0]
+// q + 4j. With gf (GFNI) one affine map makes the index (q2lgfni.go), and
+// a 512-bit block has one table.
+func (t *target) q2kLut(w Mem, acts []Mem, nacc int, c0F, c03 Op, gf *q2lRegs) []VecVirtual {
+	return t.q2kLutN([]Mem{w}, [][]Mem{acts}, nacc, c0F, c03, gf, nil)[0]
 }
 
 // q2kLutN is q2kLut for several weight blocks at once, their instructions
-// interleaved so that their accumulator chains overlap.
-func (t *target) q2kLutN(ws []Mem, acts [][]Mem, nacc int, c0F, c03 Op) [][]VecVirtual {
-	// The 16-bit products of [s s] by 256 and by 258 are [0 s] and
-	// [2s 3s] (mod 2^16, 257 = [s s]/s being odd): one VPMULLW per table.
-	var mul []byte
-	for len(mul) < 64 {
-		mul = append(mul, 0, 1, 2, 1)
+// interleaved so that their accumulator chains overlap; tables, if not
+// nil, are their tables, made beforehand (q2kTables).
+func (t *target) q2kLutN(ws []Mem, acts [][]Mem, nacc int, c0F, c03 Op, gf *q2lRegs, tables [][]VecVirtual) [][]VecVirtual {
+	ntab := 2
+	if gf != nil && t.zmm() {
+		ntab = 1 // q2lZmmTable: both halves in one
 	}
-	mulc := constData("q2kmul", mul)
-	tables := make([][2]VecVirtual, len(ws))
-	for b, w := range ws {
-		scb := t.vec()
-		t.bcast16(w, scb)
-		t.and(c0F, scb, scb)
-		for n := range tables[b] {
-			var idx []byte
-			for len(idx) < 64 {
-				for odd := 0; odd < 2; odd++ {
-					for k := 0; k < 4; k++ {
-						for range 4 {
-							idx = append(idx, byte(8*n+2*k+odd))
-						}
-					}
-				}
-			}
-			tables[b][n] = t.vec()
-			VPSHUFB(constData("q2kti"+string(rune('0'+n)), idx), scb, tables[b][n])
-			VPMULLW(mulc, tables[b][n], tables[b][n])
+	if tables == nil {
+		tables = make([][]VecVirtual, len(ws))
+		for b, w := range ws {
+			tables[b] = t.q2kTables(w, c0F, gf, nil)
 		}
 	}
 	// offs[i]: 4j for the shift j of every byte of vector i.
@@ -388,6 +386,14 @@ func (t *target) q2kLutN(ws []Mem, acts [][]Mem, nacc int, c0F, c03 Op) [][]VecV
 			if r == 0 {
 				qs[b] = t.vec()
 				t.load32(w.Offset(16+32*n), qs[b])
+			}
+			if gf != nil {
+				u = gf.field(t, n, r, qs[b], c03)
+				VPSHUFB(u, tables[b][min(n, ntab-1)], u)
+				for k, a := range acts[b] {
+					sums[b][k].addBytes(u, a.Offset(q8KQs+i*t.w))
+				}
+				continue
 			}
 			if t.zmm() {
 				if r == 0 {
@@ -479,5 +485,58 @@ func (t *target) halvesSum(x, y, dst VecVirtual) VecVirtual {
 		dst = lo
 	}
 	VPADDD(hi, lo, dst)
+	return dst
+}
+
+// q2kMul: the 16-bit products of [s s] by 256 and by 258 are [0 s] and
+// [2s 3s] (mod 2^16, 257 = [s s]/s being odd): one VPMULLW per table.
+func q2kMul() Mem {
+	var mul []byte
+	for len(mul) < 64 {
+		mul = append(mul, 0, 1, 2, 1)
+	}
+	return constData("q2kmul", mul)
+}
+
+// q2kTi is the VPSHUFB control of half n's table (see q2kLut).
+func q2kTi(n int) Mem {
+	var idx []byte
+	for len(idx) < 64 {
+		for odd := 0; odd < 2; odd++ {
+			for k := 0; k < 4; k++ {
+				for range 4 {
+					idx = append(idx, byte(8*n+2*k+odd))
+				}
+			}
+		}
+	}
+	return constData("q2kti"+string(rune('0'+n)), idx)
+}
+
+// q2kTables makes the tables of the block at w (q2kLut): into dst if not
+// nil, else new registers.
+func (t *target) q2kTables(w Mem, c0F Op, gf *q2lRegs, dst []VecVirtual) []VecVirtual {
+	var mulc Op = q2kMul()
+	if gf != nil && gf.mul != nil {
+		mulc = gf.mul
+	}
+	ntab := 2
+	if gf != nil && t.zmm() {
+		ntab = 1
+	}
+	scb := t.vec()
+	t.bcast16(w, scb)
+	t.and(c0F, scb, scb)
+	for n := 0; n < ntab; n++ {
+		if len(dst) <= n {
+			dst = append(dst, t.vec())
+		}
+		if ntab == 1 {
+			VPSHUFB(q2lZmmTable(), scb, dst[n])
+		} else {
+			VPSHUFB(q2kTi(n), scb, dst[n])
+		}
+		VPMULLW(mulc, dst[n], dst[n])
+	}
 	return dst
 }
