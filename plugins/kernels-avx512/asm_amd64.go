@@ -7,26 +7,44 @@ import (
 	"github.com/klauspost/cpuid/v2"
 )
 
-// hasAVX512 is what the 512-bit kernels need; the activation quantizer and
-// a few block helpers are AVX2+FMA+F16C code, which such CPUs also have.
-var (
-	hasAVX512 = cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL,
-		cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
-	hasVNNI = hasAVX512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
-	// hasVBMI picks the Q3_K/Q6_K kernels that permute with one VPERMB.
-	hasVBMI = hasVNNI && cpuid.CPU.Supports(cpuid.AVX512VBMI)
-	// hasVBMIQ3: the 256-bit VBMI Q3_K kernels also use GFNI for the high
+// cpuCaps is what of the CPU picks the kernels: detected once at start;
+// tests register the kernels of CPUs with less (addLevels) to run them.
+type cpuCaps struct {
+	// avx512 is what the 512-bit kernels need; the activation quantizer
+	// and a few block helpers are AVX2+FMA+F16C code, which such CPUs
+	// also have.
+	avx512 bool
+	vnni   bool
+	// vbmi picks the Q3_K/Q6_K kernels that permute with one VPERMB.
+	vbmi bool
+	// vbmiQ3: the 256-bit VBMI Q3_K kernels also use GFNI for the high
 	// bits; the VBMI Q3_K kernels are taken only with both.
-	hasVBMIQ3 = hasVBMI && cpuid.CPU.Supports(cpuid.GFNI)
-	// hasVBMIGFNI: the VNNI levels' Q4_K and Q5_K kernels permute bytes
-	// with VPERMB and split nibbles with GFNI; a VNNI CPU without them
-	// (Cascade Lake) gets the 512-bit AVX-512 ones, which are as exact.
-	hasVBMIGFNI = cpuid.CPU.Supports(cpuid.AVX512VBMI, cpuid.GFNI)
-	// hasGFNI: the VNNI levels' Q2_K kernels make their table indices
-	// with one GFNI affine map per vector (q2l*); a VNNI CPU without GFNI
+	vbmiQ3 bool
+	// vbmiGFNI: the VNNI levels' Q4_K and Q5_K kernels permute bytes with
+	// VPERMB and split nibbles with GFNI; a VNNI CPU without them (Cascade
+	// Lake) gets the 512-bit AVX-512 ones, which are as exact.
+	vbmiGFNI bool
+	// gfni: the VNNI levels' Q2_K kernels make their table indices with
+	// one GFNI affine map per vector (q2l*); a VNNI CPU without GFNI
 	// (Cascade Lake) keeps the shift-and-merge ones, which are as exact.
-	hasGFNI = cpuid.CPU.Supports(cpuid.GFNI)
-)
+	gfni bool
+}
+
+var cpu = detect()
+
+func detect() cpuCaps {
+	var c cpuCaps
+	c.avx512 = cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
+	c.vnni = c.avx512 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
+	c.vbmi = c.vnni && cpuid.CPU.Supports(cpuid.AVX512VBMI)
+	c.vbmiQ3 = c.vbmi && cpuid.CPU.Supports(cpuid.GFNI)
+	c.vbmiGFNI = cpuid.CPU.Supports(cpuid.AVX512VBMI, cpuid.GFNI)
+	c.gfni = cpuid.CPU.Supports(cpuid.GFNI)
+	return c
+}
+
+// cascadeLake is a CPU with AVX-512 and VNNI but neither VBMI nor GFNI.
+var cascadeLake = cpuCaps{avx512: true, vnni: true}
 
 // preferred is the default level. Zen 4 executes 512-bit operations as two
 // 256-bit halves, so there the 256-bit VNNI kernels (fewer shuffles and
@@ -34,7 +52,7 @@ var (
 // later AMD ones have full-width units and get the 512-bit kernels.
 func preferred() string {
 	switch {
-	case !hasVNNI:
+	case !cpu.vnni:
 		return "avx512"
 	case cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family < 0x1a:
 		return "vnni256"
@@ -43,10 +61,21 @@ func preferred() string {
 }
 
 func init() {
-	if !hasAVX512 {
+	addLevels(kit, cpu)
+	if cpu.avx512 {
+		if err := kit.SetLevel(preferred()); err != nil {
+			panic(err) // unreachable: preferred names a level added above
+		}
+	}
+}
+
+// addLevels adds to k the levels a CPU with c runs, each with the kernels
+// for what c has.
+func addLevels(k *kernelkit.Kit, c cpuCaps) {
+	if !c.avx512 {
 		return
 	}
-	kit.Add("avx512", kernelkit.Funcs{
+	k.Add("avx512", kernelkit.Funcs{
 		Q2K: dotQ2KAVX512, Q3K: dotQ3KAVX512, Q4K: dotQ4KAVX512, Q5K: dotQ5KAVX512, Q6K: dotQ6KAVX512,
 		Q2Kx4: dotQ2Kx4AVX512, Q3Kx4: dotQ3Kx4AVX512, Q4Kx4: dotQ4Kx4AVX512, Q5Kx4: dotQ5Kx4AVX512, Q6Kx4: dotQ6Kx4AVX512,
 		Q3KP: dotQ3KPAVX512, Q6KP: dotQ6KPAVX512, Q3KPT: lrDotQ3KPTAVX512, Q6KPT: lrDotQ6KPTAVX512, Q4KP: dotQ4KPAVX512, Q5KP: dotQ5KPAVX512, Q4KPT: dotQ4KPTAVX512, Q5KPT: dotQ5KPTAVX512, PrepQ8K: q63PrepQ8KVNNI256,
@@ -59,22 +88,22 @@ func init() {
 		PrepFastF16: prepFastF16AVX512,
 		QuantizeQ8K: quantizeQ8KAVX512,
 	})
-	if hasVNNI {
+	if c.vnni {
 		q3, q3x4, q6, q6x4 := dotQ3KVNNI, dotQ3Kx4VNNI, dotQ6KVNNI, dotQ6Kx4VNNI
 		q3y, q3x4y, q6y, q6x4y := dotQ3KVNNI256, dotQ3Kx4VNNI256, dotQ6KVNNI256, dotQ6Kx4VNNI256
 		p3, p6 := dotQ3KPVNNI, dotQ6KPVNNI
 		p3y, p6y := dotQ3KPVNNI256, dotQ6KPVNNI256
 		t3, t6, t3y, t6y := lrDotQ3KPTVNNI, lrDotQ6KPTVNNI, lrDotQ3KPTVNNI256, lrDotQ6KPTVNNI256
-		if hasVBMIQ3 {
+		if c.vbmiQ3 {
 			q3, q3x4, q3y, q3x4y = dotQ3KVBMIVNNI, dotQ3KVBMIx4VNNI, dotQ3KVBMIVNNI256, dotQ3KVBMIx4VNNI256
 			p3, p3y, t3, t3y = dotQ3KPVBMIVNNI, dotQ3KPVBMIVNNI256, lrDotQ3KPVBMITVNNI, lrDotQ3KPVBMITVNNI256
 		}
-		if hasVBMI {
+		if c.vbmi {
 			q6, q6x4, q6y, q6x4y = dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
 			p6, p6y, t6, t6y = dotQ6KPVBMIVNNI, dotQ6KPVBMIVNNI256, lrDotQ6KPVBMITVNNI, lrDotQ6KPVBMITVNNI256
 		}
 		q2, q2x4, q2y, q2x4y := dotQ2KVNNI, dotQ2Kx4VNNI, dotQ2KVNNI256, dotQ2Kx4VNNI256
-		if hasGFNI {
+		if c.gfni {
 			q2, q2x4, q2y, q2x4y = q2lDotQ2KVNNI, q2lDotQ2Kx4VNNI, q2lDotQ2KVNNI256, q2lDotQ2Kx4VNNI256
 		}
 		q4, q5, q4x4, q5x4 := dotQ4KVNNI, dotQ5KVNNI, dotQ4Kx4VNNI, dotQ5Kx4VNNI
@@ -82,7 +111,7 @@ func init() {
 		p4, p5, p4y, p5y := dotQ4KPVNNI, dotQ5KPVNNI, dotQ4KPVNNI256, dotQ5KPVNNI256
 		t4, t5, t4y, t5y := dotQ4KPTVNNI, dotQ5KPTVNNI, dotQ4KPTVNNI256, dotQ5KPTVNNI256
 		m4, m5, m4y, m5y := dotQ4Kx4PVNNI, dotQ5Kx4PVNNI, dotQ4Kx4PVNNI256, dotQ5Kx4PVNNI256
-		if !hasVBMIGFNI {
+		if !c.vbmiGFNI {
 			q4, q5, q4x4, q5x4 = dotQ4KAVX512, dotQ5KAVX512, dotQ4Kx4AVX512, dotQ5Kx4AVX512
 			q4y, q5y, q4x4y, q5x4y = q4, q5, q4x4, q5x4
 			p4, p5 = dotQ4KPAVX512, dotQ5KPAVX512
@@ -92,7 +121,7 @@ func init() {
 			m4, m5 = dotQ4Kx4PAVX512, dotQ5Kx4PAVX512
 			m4y, m5y = m4, m5
 		}
-		kit.Add("vnni", kernelkit.Funcs{
+		k.Add("vnni", kernelkit.Funcs{
 			Q2K: q2, Q3K: q3, Q4K: q4, Q5K: q5, Q6K: q6,
 			Q2Kx4: q2x4, Q3Kx4: q3x4, Q4Kx4: q4x4, Q5Kx4: q5x4, Q6Kx4: q6x4,
 			Q3KP: p3, Q6KP: p6, Q3KPT: t3, Q6KPT: t6, Q4KP: p4, Q5KP: p5, Q4KPT: t4, Q5KPT: t5, PrepQ8K: q63PrepQ8KVNNI256,
@@ -105,7 +134,7 @@ func init() {
 			PrepFastF16: prepFastF16AVX512,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
-		kit.Add("vnni256", kernelkit.Funcs{
+		k.Add("vnni256", kernelkit.Funcs{
 			Q2K: q2y, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
 			Q2Kx4: q2x4y, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,
 			Q3KP: p3y, Q6KP: p6y, Q3KPT: t3y, Q6KPT: t6y, Q4KP: p4y, Q5KP: p5y, Q4KPT: t4y, Q5KPT: t5y, PrepQ8K: q63PrepQ8KVNNI256,
@@ -122,8 +151,5 @@ func init() {
 			PrepFastF16: prepFastF16AVX512,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
-	}
-	if err := kit.SetLevel(preferred()); err != nil {
-		panic(err) // unreachable: preferred names a level added above
 	}
 }

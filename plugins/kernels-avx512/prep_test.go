@@ -9,14 +9,14 @@ import (
 )
 
 func TestPrepQ8K(t *testing.T) {
-	if !hasAVX512 {
+	if !cpu.avx512 {
 		t.Skip("CPU lacks the instruction set")
 	}
 	kerneltest.PrepQ8K(t, q63PrepQ8KVNNI256)
 }
 
 func TestPrepQ45(t *testing.T) {
-	if !hasAVX512 {
+	if !cpu.avx512 {
 		t.Skip("CPU lacks the instruction set")
 	}
 	kerneltest.PrepQ45(t, q4mmPrepQ8KVNNI256)
