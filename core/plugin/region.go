@@ -41,11 +41,17 @@ func MapRegions(regions []Region) (*Views, error) {
 // cache (pages still mapped by any process stay cached). Call it before
 // Release; the bytes stay readable, at the cost of a fault.
 //
-// A fault maps not just its page but the cached pages around it (the
-// kernel's fault-around, 64 KiB by default), so the whole aligned window
-// around each location is dropped.
+// A fault maps not just its page but cached pages around it: the
+// kernel's fault-around (64 KiB by default, aligned in the address space)
+// and, where the page cache holds large folios (ext4 and xfs on 6.x
+// kernels), the whole folio (up to 2 MiB, aligned in the file). So the
+// aligned windows of both around each location are dropped; neighbours
+// dropped with them fault back in when next used.
 func (v *Views) Forget(locs []Location) {
-	const window = 64 << 10
+	const (
+		around = 64 << 10 // fault-around, in the address space
+		folio  = 2 << 20  // largest page-cache folio, in the file
+	)
 	for _, l := range locs {
 		if l.Region < 0 || l.Region >= len(v.mem) || v.regions[l.Region].Kind != RegionShard {
 			continue
@@ -54,10 +60,12 @@ func (v *Views) Forget(locs []Location) {
 		if len(m) == 0 {
 			continue
 		}
-		// The window is aligned in the address space, not the file.
+		// Shards are mapped from file offset 0: an offset in m is one in
+		// the file.
 		base := int64(uintptr(unsafe.Pointer(&m[0])))
-		start := max((base+l.Offset)&^(window-1)-base, 0)
-		end := min((base+l.Offset+l.Size+window-1)&^(window-1)-base, int64(len(m)))
+		start := min((base+l.Offset)&^(around-1)-base, l.Offset&^(folio-1))
+		end := max((base+l.Offset+l.Size+around-1)&^(around-1)-base, (l.Offset+l.Size+folio-1)&^(folio-1))
+		start, end = max(start, 0), min(end, int64(len(m)))
 		if start < end {
 			_ = unix.Madvise(m[start:end], unix.MADV_DONTNEED)
 		}

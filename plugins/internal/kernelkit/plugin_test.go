@@ -3,6 +3,7 @@ package kernelkit
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,6 +20,15 @@ import (
 // can drop them from the page cache; unmarked (or Ints[1] = 0) they stay
 // mapped, as before.
 func TestExecuteForgetsTransient(t *testing.T) {
+	// The weight unaligned, as in a GGUF, with other bytes on either
+	// side: less than a large folio (2 MiB; the page cache then holds
+	// folios of 64-512 KiB, mapped page by page) or more.
+	for _, margin := range []int{256 << 10, 3 << 20} {
+		t.Run(fmt.Sprint("margin", margin>>10, "KiB"), func(t *testing.T) { forgetsTransient(t, margin) })
+	}
+}
+
+func forgetsTransient(t *testing.T, margin int) {
 	const rows, cols = 256, 1024
 	k := New("kernelstest")
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -35,9 +45,9 @@ func TestExecuteForgetsTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	const off = 256<<10 + 7 // unaligned, as in a GGUF, with pages around it
+	off := margin + 7
 	file := append(make([]byte, off), wb...)
-	file = append(file, make([]byte, 256<<10)...)
+	file = append(file, make([]byte, margin)...)
 	path := filepath.Join(dir, "weights.bin")
 	if err := os.WriteFile(path, file, 0o600); err != nil {
 		t.Fatal(err)
@@ -65,12 +75,13 @@ func TestExecuteForgetsTransient(t *testing.T) {
 
 	p := k.NewPlugin()
 	// run executes the product and returns how many of the weight's pages
-	// the plugin's mapping has present, of how many.
-	run := func(ints []int64) (present, pages int) {
+	// the plugin's mapping has present, of how many, and how many of the
+	// whole file's.
+	run := func(ints []int64) (present, pages, around int) {
 		t.Helper()
 		req := &plugin.ExecuteRequest{Arena: a.Path(), Regions: []plugin.Region{region}, Threads: 1, Ops: []plugin.Op{{
 			Name:    OpMatMul,
-			Weights: []plugin.WeightRef{{Region: 0, Offset: off, Type: quant.Q8_0, Shape: []int64{cols, rows}}},
+			Weights: []plugin.WeightRef{{Region: 0, Offset: int64(off), Type: quant.Q8_0, Shape: []int64{cols, rows}}},
 			Inputs:  []plugin.ArenaRef{in}, Outputs: []plugin.ArenaRef{out}, Ints: ints,
 		}}}
 		if _, err := p.Execute(context.Background(), req); err != nil {
@@ -80,26 +91,35 @@ func TestExecuteForgetsTransient(t *testing.T) {
 		if m == nil {
 			t.Fatal("the plugin did not map the region")
 		}
-		w, err := m.views.Bytes(plugin.Location{Region: 0, Offset: off, Size: int64(len(wb))})
+		w, err := m.views.Bytes(plugin.Location{Region: 0, Offset: int64(off), Size: int64(len(wb))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return presentPages(t, uintptr(unsafe.Pointer(&w[0])), len(w))
+		present, pages = presentPages(t, uintptr(unsafe.Pointer(&w[0])), len(w))
+		all, err := m.views.Bytes(plugin.Location{Region: 0, Offset: 0, Size: int64(len(file))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		around, _ = presentPages(t, uintptr(unsafe.Pointer(&all[0])), len(all))
+		return present, pages, around
 	}
 
-	if n, of := run([]int64{1}); n != of {
+	if n, of, _ := run([]int64{1}); n != of {
 		t.Fatalf("after a product kept mapped, %d of the weight's %d pages are mapped; want all (the check below would prove nothing)", n, of)
 	}
 	kept := append([]float32(nil), y...)
-	if n, of := run([]int64{1, 1}); n != 0 {
-		t.Errorf("after a transient product, %d of the weight's %d pages are still mapped by the plugin, want 0", n, of)
+	// The faults of the kept product mapped pages around the weight too
+	// (fault-around, whole large folios): dropped as well, or the
+	// neighbouring experts' pages would stay cached.
+	if n, of, around := run([]int64{1, 1}); n != 0 || around != 0 {
+		t.Errorf("after a transient product, %d of the weight's %d pages and %d of the file's are still mapped by the plugin, want 0", n, of, around)
 	}
 	for i := range y {
 		if y[i] != kept[i] {
 			t.Fatalf("transient product row %d = %v, kept-mapped product gave %v", i, y[i], kept[i])
 		}
 	}
-	if n, of := run([]int64{1, 0}); n != of {
+	if n, of, _ := run([]int64{1, 0}); n != of {
 		t.Errorf("Ints[1] = 0: %d of the weight's %d pages mapped; only 1 marks a weight transient", n, of)
 	}
 }
