@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/cache"
@@ -47,6 +48,17 @@ func (s *Stager) insert(k cache.Key) (*cache.Entry, error) {
 	return e, nil
 }
 
+// hint is a queued HintRequest and where the model was when it came.
+type hint struct {
+	plugin.HintRequest
+	at hintPos
+}
+
+// hintPos orders hints: pass, then layer, then arrival.
+type hintPos struct {
+	pass, layer, seq int
+}
+
 // Hint queues readahead of a layer's experts and returns; current hints
 // are served before speculative ones.
 func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
@@ -59,15 +71,40 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 			return fmt.Errorf("staging-mmap: hint: layer %d has %d experts, not %d", req.Layer, n, e)
 		}
 	}
+	s.mu.Lock()
+	s.pos.seq++
 	q := s.current
 	if req.Speculative {
 		q = s.spec
+		s.guessed[req.Layer] = s.pos
+	} else {
+		if req.Layer < s.pos.layer {
+			s.pos.pass++
+		}
+		s.pos.layer = req.Layer
 	}
+	h := hint{*req, s.pos}
+	s.mu.Unlock()
 	select {
-	case q <- *req:
+	case q <- h:
 	default: // a whole queue behind: drop this hint
 	}
 	return nil
+}
+
+// stale reports whether h is of no use any more: a hint of a layer the
+// model is past or has reached (its current hint covers what it chose),
+// or a guess a later guess for the same layer replaces. Read anyway, it
+// would take the disk from the reads the model waits for and evict cached
+// experts. The caller holds s.mu.
+func (s *Stager) stale(h hint) bool {
+	if h.at.pass < s.pos.pass {
+		return true
+	}
+	if !h.Speculative {
+		return h.Layer < s.pos.layer
+	}
+	return h.Layer <= s.pos.layer || s.guessed[h.Layer] != h.at
 }
 
 // prefetcher serves hints, current ones first.
@@ -97,10 +134,14 @@ func (s *Stager) prefetcher() {
 // stay pinned until their pages are resident: unpinned while a read is in
 // flight, an eviction could not drop the pages (the kernel skips pages
 // under I/O) and they would arrive unaccounted.
-func (s *Stager) prefetch(h plugin.HintRequest) {
+func (s *Stager) prefetch(h hint) {
 	var pinned []*cache.Entry
-	var spans []span
+	var units [][]span
 	s.mu.Lock()
+	if s.stale(h) {
+		s.mu.Unlock()
+		return
+	}
 	for _, ex := range h.Experts {
 		k := cache.Key{Layer: int32(h.Layer), Expert: int32(ex)}
 		e, ok := s.cache.Peek(k)
@@ -110,13 +151,23 @@ func (s *Stager) prefetch(h plugin.HintRequest) {
 				continue // no unpinned room: skip this expert
 			}
 		}
+		if _, ok := s.loading[k]; ok {
+			continue // another hint's read
+		}
 		e.Pins++
 		s.inflight++
 		pinned = append(pinned, e)
-		spans = append(spans, s.unitSpans(h.Layer, ex)...)
+		units = append(units, s.unitSpans(h.Layer, ex))
+		s.loading[k] = make(chan struct{})
 	}
 	s.mu.Unlock()
-	s.fetchAll(spans)
+	s.fetchGroups(units, func(i int) {
+		s.mu.Lock()
+		k := pinned[i].Key
+		close(s.loading[k])
+		delete(s.loading, k)
+		s.mu.Unlock()
+	})
 	s.mu.Lock()
 	s.inflight -= len(pinned)
 	s.unpin(pinned)
@@ -136,6 +187,7 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 	resp := &plugin.AcquireResponse{Locations: make([]plugin.Location, len(req.Slices))}
 	var pinned []*cache.Entry
 	var fetch []span
+	var loads []chan struct{}
 	s.mu.Lock()
 	for i, sl := range req.Slices {
 		t := s.req.Tensors[sl.Tensor]
@@ -154,7 +206,13 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 		pinned = append(pinned, e)
 		off := t.Offset + int64(sl.Expert)*t.ExpertSize
 		sp := span{t.Shard, pageDown(off), pageUp(off + t.ExpertSize)}
-		if s.missing(sp) > 0 {
+		if ch, ok := s.loading[k]; ok {
+			// A hint's read is under way: wait for it, then fault in
+			// whatever it left (nothing, unless the read failed).
+			s.stats.Misses++
+			loads = append(loads, ch)
+			fetch = append(fetch, sp)
+		} else if s.missing(sp) > 0 {
 			s.stats.Misses++
 			fetch = append(fetch, sp)
 		} else {
@@ -165,7 +223,15 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 	s.pins[req.Step] = append(s.pins[req.Step], pinned...)
 	s.mu.Unlock()
 
-	if d := s.fetchAll(fetch); d > 0 {
+	start := time.Now()
+	for _, ch := range loads {
+		<-ch
+	}
+	waited := time.Duration(0)
+	if len(loads) > 0 {
+		waited = time.Since(start)
+	}
+	if d := s.fetchAll(fetch) + waited; d > 0 {
 		s.mu.Lock()
 		s.stats.WaitTime += d
 		s.mu.Unlock()

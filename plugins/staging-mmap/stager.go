@@ -53,11 +53,21 @@ type Stager struct {
 	inflight int        // entries pinned by a prefetch in progress
 	cache    *cache.Cache
 	pins     map[uint64][]*cache.Entry
-	stats    plugin.Stats
+	// loading holds the units a prefetch is reading, closed when read:
+	// an Acquire of one waits for that read instead of counting and
+	// faulting the same bytes again.
+	loading map[cache.Key]chan struct{}
+	stats   plugin.Stats
 
-	current, spec chan plugin.HintRequest // hints; speculative ones wait behind current ones
+	current, spec chan hint // hints; speculative ones wait behind current ones
 	done          chan struct{}
-	wg            sync.WaitGroup
+	// pos is where the model is: the pass (bumped when a current hint
+	// goes back to an earlier layer: the next token or batch) and the
+	// layer of the last current hint; guessed[l] the position of layer
+	// l's latest guess. Hints that fall behind them are not read (stale).
+	pos     hintPos
+	guessed map[int]hintPos
+	wg      sync.WaitGroup
 }
 
 // New returns a Stager ready to Open.
@@ -157,6 +167,7 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 	s.cache = cache.New(req.Budget-res, policy)
 	s.unpinned = sync.NewCond(&s.mu)
 	s.pins = map[uint64][]*cache.Entry{}
+	s.loading = map[cache.Key]chan struct{}{}
 	s.routed, s.experts = map[int][]int{}, map[int]int{}
 	s.stats.BudgetBytes = req.Budget
 	var spans []span
@@ -175,7 +186,8 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 	}
 	s.fetchAll(s.resident)
 	s.lockResident()
-	s.current, s.spec, s.done = make(chan plugin.HintRequest, 256), make(chan plugin.HintRequest, 256), make(chan struct{})
+	s.current, s.spec, s.done = make(chan hint, 256), make(chan hint, 256), make(chan struct{})
+	s.guessed = map[int]hintPos{}
 	for range prefetchers {
 		s.wg.Add(1)
 		go s.prefetcher()
