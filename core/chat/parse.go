@@ -261,3 +261,23 @@ func matchTag(s, opener string, final bool) (n int, body, kind string, ok bool) 
 	}
 	return len(opener), "", "", false
 }
+
+// ForcedCall is the text that, written after the generation prompt as if
+// the model had, makes the reply a call of the tool name: it closes the
+// section the prompt opened (an open think section stays empty), leaves
+// the response empty and opens the call. With name "" it stops inside the
+// call's tool attribute, so the model writes the name. This is how k3
+// honours tool_choice "required" or a named function without grammar
+// sampling: the choice is forced, the arguments are the model's.
+func ForcedCall(o ParseOptions, name string) string {
+	var b strings.Builder
+	if o.Thinking {
+		b.WriteString(markClose + "think" + markSep + markOpen + "response" + markSep)
+	}
+	b.WriteString(markClose + "response" + markSep + markOpen + "tools" + markSep + markOpen + `call tool="`)
+	if name != "" {
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(name, "&", "&amp;"), `"`, "&quot;"))
+		b.WriteString(`" index="1"` + markSep)
+	}
+	return b.String()
+}

@@ -366,3 +366,25 @@ func FuzzParser(f *testing.F) {
 		checkStream(t, text, chunks, o, whole)
 	})
 }
+
+// TestForcedCall: a reply that starts with ForcedCall parses as a call of
+// that tool (its name escaped in the tag and unescaped back), with or
+// without an open think section, and ForcedCall with no name leaves the
+// name to what follows.
+func TestForcedCall(t *testing.T) {
+	const rest = `<|open|>argument key="q" type="string"<|sep|>x<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>`
+	for _, thinking := range []bool{true, false} {
+		o := ParseOptions{Thinking: thinking}
+		for _, name := range []string{"search", `odd "name" & co`} {
+			got := Parse(ForcedCall(o, name)+rest, o)
+			if len(got.ToolCalls) != 1 || got.ToolCalls[0].Function.Name != name || got.ToolCalls[0].Function.Arguments != `{"q":"x"}` ||
+				got.Reasoning != "" || got.Content != "" {
+				t.Errorf("thinking %v, %q: %+v", thinking, name, got)
+			}
+		}
+		got := Parse(ForcedCall(o, "")+`lookup" index="1"<|sep|>`+rest, o)
+		if len(got.ToolCalls) != 1 || got.ToolCalls[0].Function.Name != "lookup" {
+			t.Errorf("thinking %v, unnamed: %+v", thinking, got)
+		}
+	}
+}

@@ -16,18 +16,19 @@ import (
 
 var knownRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
-// chatInput validates a chat request and turns it into template input.
-func chatInput(req *chatRequest, info ModelInfo) (chat.Input, *apiError) {
+// chatInput validates a chat request and turns it into template input,
+// with what its tool_choice forces.
+func chatInput(req *chatRequest, info ModelInfo) (chat.Input, toolForce, *apiError) {
 	in := chat.Input{AddGenerationPrompt: true, BOSToken: info.BOSToken, EOSToken: info.EOSToken, Kwargs: req.ChatTemplateKwargs}
 	if len(req.Messages) == 0 {
-		return in, errInvalid("messages must hold at least one message")
+		return in, toolForce{}, errInvalid("messages must hold at least one message")
 	}
 	for i, m := range req.Messages {
 		if !knownRoles[m.Role] {
-			return in, errInvalid(fmt.Sprintf("messages[%d]: unknown role %q (want system, developer, user, assistant or tool)", i, m.Role))
+			return in, toolForce{}, errInvalid(fmt.Sprintf("messages[%d]: unknown role %q (want system, developer, user, assistant or tool)", i, m.Role))
 		}
 		if !m.Content.isSet && len(m.ToolCalls) == 0 && m.Role != "assistant" {
-			return in, errInvalid(fmt.Sprintf("messages[%d]: %s message has no content", i, m.Role))
+			return in, toolForce{}, errInvalid(fmt.Sprintf("messages[%d]: %s message has no content", i, m.Role))
 		}
 		in.Messages = append(in.Messages, chat.Message{
 			Role: m.Role, Content: m.Content.Text, Parts: m.Content.Parts, ReasoningContent: m.ReasoningContent,
@@ -37,32 +38,41 @@ func chatInput(req *chatRequest, info ModelInfo) (chat.Input, *apiError) {
 	if v, ok := req.ChatTemplateKwargs["enable_thinking"]; ok {
 		var on bool
 		if err := json.Unmarshal(v, &on); err != nil {
-			return in, errInvalid("chat_template_kwargs.enable_thinking must be a boolean")
+			return in, toolForce{}, errInvalid("chat_template_kwargs.enable_thinking must be a boolean")
 		}
 		in.EnableThinking = &on
 	}
-	tools, aerr := chatTools(req)
+	tools, force, aerr := chatTools(req)
 	if aerr != nil {
-		return in, aerr
+		return in, force, aerr
 	}
 	in.Tools = tools
-	return in, nil
+	return in, force, nil
 }
 
-// chatTools returns the tools the template sees: none when tool_choice is
-// "none". "required" and a named function are accepted, but nothing
-// constrains the model to honour them (k3 has no grammar sampling yet).
-func chatTools(req *chatRequest) ([]chat.Tool, *apiError) {
+// toolForce is what tool_choice demands of a reply: nothing, a call of any
+// of the tools ("required" among several) or of the named one.
+type toolForce struct {
+	call bool
+	name string
+}
+
+// chatTools returns the tools the template sees (none when tool_choice is
+// "none") and what tool_choice forces: "required" with one tool and a
+// named function force a call of that tool, "required" among several a
+// call whose tool the model names (chat.ForcedCall).
+func chatTools(req *chatRequest) ([]chat.Tool, toolForce, *apiError) {
+	var force toolForce
 	var tools []chat.Tool
 	for i, t := range req.Tools {
 		if t.Type != "function" {
-			return nil, errInvalid(fmt.Sprintf("tools[%d]: type %q is not supported (want function)", i, t.Type))
+			return nil, force, errInvalid(fmt.Sprintf("tools[%d]: type %q is not supported (want function)", i, t.Type))
 		}
 		if t.Function.Name == "" {
-			return nil, errInvalid(fmt.Sprintf("tools[%d]: function has no name", i))
+			return nil, force, errInvalid(fmt.Sprintf("tools[%d]: function has no name", i))
 		}
 		if p := bytes.TrimSpace(t.Function.Parameters); len(p) > 0 && p[0] != '{' && !bytes.Equal(p, []byte("null")) {
-			return nil, errInvalid(fmt.Sprintf("tools[%d]: parameters must be a JSON Schema object", i))
+			return nil, force, errInvalid(fmt.Sprintf("tools[%d]: parameters must be a JSON Schema object", i))
 		}
 		tools = append(tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
@@ -74,10 +84,18 @@ func chatTools(req *chatRequest) ([]chat.Tool, *apiError) {
 		_ = json.Unmarshal(choice, &s)
 		switch s {
 		case "none":
-			return nil, nil
-		case "auto", "required":
+			return nil, force, nil
+		case "auto":
+		case "required":
+			if len(tools) == 0 {
+				return nil, force, errInvalid(`tool_choice "required" needs tools`)
+			}
+			force.call = true
+			if len(tools) == 1 {
+				force.name = tools[0].Name
+			}
 		default:
-			return nil, errInvalid(fmt.Sprintf("tool_choice %q is not none, auto, required or a function", s))
+			return nil, force, errInvalid(fmt.Sprintf("tool_choice %q is not none, auto, required or a function", s))
 		}
 	case choice[0] == '{':
 		var named struct {
@@ -86,19 +104,20 @@ func chatTools(req *chatRequest) ([]chat.Tool, *apiError) {
 			} `json:"function"`
 		}
 		if err := json.Unmarshal(choice, &named); err != nil || named.Function.Name == "" {
-			return nil, errInvalid("tool_choice object must name a function")
+			return nil, force, errInvalid("tool_choice object must name a function")
 		}
 		found := false
 		for _, t := range tools {
 			found = found || t.Name == named.Function.Name
 		}
 		if !found {
-			return nil, errInvalid(fmt.Sprintf("tool_choice names %q, which is not among the tools", named.Function.Name))
+			return nil, force, errInvalid(fmt.Sprintf("tool_choice names %q, which is not among the tools", named.Function.Name))
 		}
+		force = toolForce{call: true, name: named.Function.Name}
 	default:
-		return nil, errBadRequest("tool_choice must be a string or an object")
+		return nil, force, errBadRequest("tool_choice must be a string or an object")
 	}
-	return tools, nil
+	return tools, force, nil
 }
 
 // chatMessageOut is choices[].message of a whole reply.
@@ -159,7 +178,7 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		return aerr
 	}
 	info := b.ModelInfo()
-	in, aerr := chatInput(&req, info)
+	in, force, aerr := chatInput(&req, info)
 	if aerr != nil {
 		return aerr
 	}
@@ -171,6 +190,11 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	if err != nil {
 		return errInvalid("chat template: " + err.Error())
 	}
+	var forced string
+	if force.call {
+		forced = chat.ForcedCall(popts, force.name)
+		text += forced
+	}
 	j, aerr := s.newJob("chat", b, &req.samplingFields, text, nil)
 	if aerr != nil {
 		return aerr
@@ -179,9 +203,9 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	resp := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(),
 		Model: s.modelID(b), SystemFingerprint: "k3"}
 	if j.stream {
-		return s.streamChat(c, b, j, popts, resp)
+		return s.streamChat(c, b, j, popts, forced, resp)
 	}
-	return s.wholeChat(c, b, j, popts, resp)
+	return s.wholeChat(c, b, j, popts, forced, resp)
 }
 
 // newJob tokenizes a prompt (unless tokens are given) and validates the
@@ -250,8 +274,9 @@ func finishReason(r GenerateResult, parsed chat.Parsed) string {
 	return "stop"
 }
 
-func (s *Server) wholeChat(c echo.Context, b Backend, j *job, popts chat.ParseOptions, resp chatResponse) error {
+func (s *Server) wholeChat(c echo.Context, b Backend, j *job, popts chat.ParseOptions, forced string, resp chatResponse) error {
 	f := &replyFilter{stops: sample.NewStopMatcher(j.stops), parser: chat.NewParser(popts)}
+	f.parser.Feed(forced) // the reply's forced start, prompt for the model
 	res, err := s.run(c, b, j, func() error { return nil }, func(p Piece) error {
 		f.feed(p.Text)
 		if f.stopped {
@@ -302,7 +327,7 @@ func deltaOut(d chat.Delta) *chatDelta {
 	return nil
 }
 
-func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseOptions, resp chatResponse) error {
+func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseOptions, forced string, resp chatResponse) error {
 	resp.Object = "chat.completion.chunk"
 	chunk := func(d *chatDelta, finish *string) chatResponse {
 		r := resp
@@ -323,7 +348,10 @@ func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseO
 	}
 	start := func() error {
 		w = s.startSSE(c)
-		return w.send(chunk(&chatDelta{Role: "assistant", Content: strp("")}, nil))
+		if err := w.send(chunk(&chatDelta{Role: "assistant", Content: strp("")}, nil)); err != nil {
+			return err
+		}
+		return sendDeltas(f.parser.Feed(forced)) // the reply's forced start
 	}
 	res, err := s.run(c, b, j, start, func(p Piece) error {
 		if err := sendDeltas(f.feed(p.Text)); err != nil {

@@ -228,6 +228,93 @@ func TestChatParsesReply(t *testing.T) {
 	}
 }
 
+// TestToolChoiceForced: tool_choice "required" or a named function makes
+// the reply a tool call whatever the model would have written first: the
+// prompt goes on with the call's opening (chat.ForcedCall) and the reply,
+// parsed from there, is that call with the model's arguments.
+func TestToolChoiceForced(t *testing.T) {
+	var prompt string
+	s := server.New(server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestLog: io.Discard},
+		scriptBackend{Backend: tinyBackend(t), eog: true, prompt: &prompt,
+			reply: `<|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>`})
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	named := server.New(server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestLog: io.Discard},
+		scriptBackend{Backend: tinyBackend(t), eog: true, prompt: &prompt,
+			reply: `search" index="1"<|sep|><|open|>argument key="query" type="string"<|sep|>go<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>`})
+	tsAny := httptest.NewServer(named.Handler())
+	t.Cleanup(tsAny.Close)
+	twoTools := `"tools":[{"type":"function","function":{"name":"search","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}},` +
+		`{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
+	weather := reply{Calls: []string{`get_weather({"city":"Paris"})`}, Finish: "tool_calls"}
+	tests := []struct {
+		name, url, extra string
+		want             reply
+		opened           string // what the prompt ends with
+	}{
+		{"named", ts.URL, "," + twoTools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}}`, weather,
+			`<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>`},
+		{"required, one tool", ts.URL, "," + weatherTools + `,"tool_choice":"required"`, weather,
+			`<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>`},
+		{"required, the model names it", tsAny.URL, "," + twoTools + `,"tool_choice":"required"`,
+			reply{Calls: []string{`search({"query":"go"})`}, Finish: "tool_calls"}, `<|open|>tools<|sep|><|open|>call tool="`},
+		{"named, thinking off", ts.URL, "," + twoTools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}},"chat_template_kwargs":{"enable_thinking":false}`,
+			weather, `<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"messages":[{"role":"user","content":"Weather in Paris?"}]` + tt.extra + `}`
+			resp, err := http.Post(tt.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got, _ := wholeReply(t, b)
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("whole reply (-want +got):\n%s", d)
+			}
+			if !strings.HasSuffix(prompt, tt.opened) {
+				t.Errorf("prompt ends %q, want ...%q", prompt[max(0, len(prompt)-120):], tt.opened)
+			}
+			streamed, _ := streamReply(t, postStream(t, tt.url+"/v1/chat/completions", strings.TrimSuffix(body, "}")+`,"stream":true}`), false)
+			if d := cmp.Diff(got, streamed); d != "" {
+				t.Errorf("streamed reply differs from the whole one (-whole +streamed):\n%s", d)
+			}
+		})
+	}
+	// Without a forced choice the prompt ends at the generation prompt.
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"messages":[{"role":"user","content":"Hi"}],`+weatherTools+`,"tool_choice":"auto"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if strings.Contains(prompt, `call tool="`) {
+		t.Errorf("tool_choice auto forced a call: prompt ends %q", prompt[max(0, len(prompt)-120):])
+	}
+	code, _, b := (&testServer{Server: ts}).do(t, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"tool_choice":"required"}`)
+	if code != 422 || !strings.Contains(string(b), "needs tools") {
+		t.Errorf("required without tools: %d %s", code, b)
+	}
+}
+
+// TestToolChoiceRealModel: the random tiny model, which never writes a
+// tool call of its own, replies with a call of the named tool.
+func TestToolChoiceRealModel(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	body := `{"messages":[{"role":"user","content":"Weather?"}],` + weatherTools +
+		`,"tool_choice":{"type":"function","function":{"name":"get_weather"}},"max_tokens":8,"seed":1}`
+	code, _, b := ts.do(t, "POST", "/v1/chat/completions", body)
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	got, _ := wholeReply(t, b)
+	if len(got.Calls) != 1 || !strings.HasPrefix(got.Calls[0], "get_weather(") {
+		t.Errorf("reply %+v, want one call of get_weather", got)
+	}
+}
+
 // TestChatRealModel runs the random tiny model: shapes and invariants only.
 func TestChatRealModel(t *testing.T) {
 	ts := newTestServer(t, server.Options{Alias: "tiny-alias"})

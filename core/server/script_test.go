@@ -21,10 +21,19 @@ type scriptBackend struct {
 	// eog ends the reply with an end-of-generation token (finish "stop")
 	// when the whole text was emitted.
 	eog bool
+	// prompt, if set, receives the last prompt's text.
+	prompt *string
 }
 
 func (s scriptBackend) Generate(ctx context.Context, req server.GenerateRequest, emit func(server.Piece) error) (server.GenerateResult, error) {
 	res := server.GenerateResult{PromptTokens: len(req.Prompt)}
+	if s.prompt != nil {
+		text, err := s.Detokenize(req.Prompt)
+		if err != nil {
+			return res, err
+		}
+		*s.prompt = text
+	}
 	start := time.Now()
 	defer func() { res.GenTime = time.Since(start) }()
 	toks, err := s.Tokenize(s.reply, false, true)

@@ -131,6 +131,24 @@ test("tools: declared, with a tool-call history, reply well-formed", async () =>
   for await (const ch of stream) assert.equal(ch.object, "chat.completion.chunk");
 });
 
+test("tool_choice naming a function gets a call of it, whole and streamed", async () => {
+  const model = await modelID();
+  const tools = [
+    { type: "function", function: { name: "search", parameters: { type: "object", properties: { q: { type: "string" } } } } },
+    { type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } },
+  ];
+  const req = { model, messages: [{ role: "user", content: "Weather in Paris?" }], tools,
+    tool_choice: { type: "function", function: { name: "get_weather" } }, max_tokens: 8 };
+  const r = await client.chat.completions.create(req);
+  const calls = r.choices[0].message.tool_calls || [];
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].function.name, "get_weather");
+  let name = "";
+  const stream = await client.chat.completions.create({ ...req, stream: true });
+  for await (const ch of stream) for (const tc of ch.choices[0]?.delta?.tool_calls || []) name += tc.function?.name || "";
+  assert.equal(name, "get_weather");
+});
+
 test("a follow-up turn reuses the previous prompt (cached_tokens)", async () => {
   const model = await modelID();
   const kw = { chat_template_kwargs: { thinking: false }, max_tokens: 6, temperature: 0 };
