@@ -19,7 +19,6 @@ import (
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/model/kimik3"
 	"github.com/k3-inference/k3/core/plugin"
-	"github.com/k3-inference/k3/core/plugin/ggufreq"
 	"github.com/k3-inference/k3/core/synth"
 	kernelsavx2 "github.com/k3-inference/k3/plugins/kernels-avx2"
 )
@@ -319,24 +318,7 @@ func TestKernelsStaged(t *testing.T) {
 	}{{"staging-pread", false}, {"staging-mmap", false}, {"staging-pread", true}, {"staging-mmap", true}} {
 		name := tc.name
 		t.Run(fmt.Sprintf("%s/kill-stager=%v", name, tc.kill), func(t *testing.T) {
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			req, err := ggufreq.OpenRequest(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			budget, err := stageFootprint[name](req, cfg.NExpert)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: launch(name, false), Budget: budget, Lookahead: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st, f := openStager(t, path, name, false, cfg.NExpert, engine.StageOptions{Lookahead: true})
 			b := openKernelsBackend(t, k)
 			b.(*engine.PluginKernels).Follow(st)
 			m, err := kimik3.New(f, st, model.Options{Threads: 2, Backend: b})

@@ -117,9 +117,9 @@ func plainTrace(t *testing.T, path string, mode engine.Mode, n int) trace {
 	return runTrace(t, m, mode, n, nil)
 }
 
-// openStagedModel opens path through the stager name at a budget of units
-// expert units.
-func openStagedModel(t *testing.T, path, name string, inProcess bool, units int) (*engine.Staged, model.Model, *gguf.File) {
+// openStager opens path through the stager name at a budget of units
+// expert units, with o's other options; both close with the test.
+func openStager(t *testing.T, path, name string, inProcess bool, units int, o engine.StageOptions) (*engine.Staged, *gguf.File) {
 	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -130,15 +130,23 @@ func openStagedModel(t *testing.T, path, name string, inProcess bool, units int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget, err := stageFootprint[name](req, units)
-	if err != nil {
+	if o.Budget, err = stageFootprint[name](req, units); err != nil {
 		t.Fatal(err)
 	}
-	st, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: launch(name, inProcess), Budget: budget, Lookahead: true})
+	o.Launch = launch(name, inProcess)
+	st, err := engine.OpenStaged(context.Background(), f, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return st, f
+}
+
+// openStagedModel opens path through the stager name at a budget of units
+// expert units.
+func openStagedModel(t *testing.T, path, name string, inProcess bool, units int) (*engine.Staged, model.Model, *gguf.File) {
+	t.Helper()
+	st, f := openStager(t, path, name, inProcess, units, engine.StageOptions{Lookahead: true})
 	m, err := kimik3.New(f, st, model.Options{Threads: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -215,25 +223,8 @@ func TestStagedLookaheadDepth(t *testing.T) {
 	want := plainTrace(t, path, engine.Batch, 2)
 	for _, depth := range []int{1, 2, 3} {
 		t.Run(fmt.Sprint("depth", depth), func(t *testing.T) {
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			req, err := ggufreq.OpenRequest(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			budget, err := stagingpread.Footprint(req, cfg.NLayer*cfg.NExpert)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: launch("staging-pread", true),
-				Budget: budget, Lookahead: true, LookaheadDepth: depth})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st, f := openStager(t, path, "staging-pread", true, cfg.NLayer*cfg.NExpert,
+				engine.StageOptions{Lookahead: true, LookaheadDepth: depth})
 			h := &hintLog{Staged: st}
 			m, err := kimik3.New(f, h, model.Options{Threads: 2})
 			if err != nil {
