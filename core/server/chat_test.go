@@ -172,6 +172,20 @@ const scriptedReply = "Plan: call it.<|close|>think<|sep|><|open|>response<|sep|
 	"<|open|>argument key=\"days\" type=\"number\"<|sep|>3<|close|>argument<|sep|>" +
 	"<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>"
 
+// postChat posts a whole (not streamed) chat request to the server at url
+// and returns its reply.
+func postChat(t *testing.T, url, body string) reply {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	got, _ := wholeReply(t, b)
+	return got
+}
+
 func scriptedServer(t *testing.T, text string, eog bool) *httptest.Server {
 	t.Helper()
 	s := server.New(server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestLog: io.Discard},
@@ -199,13 +213,7 @@ func TestChatParsesReply(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := `{"messages":[{"role":"user","content":"Weather in Paris?"}]` + tt.extra + `}`
-			resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			got, _ := wholeReply(t, b)
+			got := postChat(t, ts.URL, body)
 			if tt.name == "max_tokens" {
 				// Three tokens of the reasoning, whatever the tokenizer made of it.
 				tt.want.Reasoning = got.Reasoning
@@ -264,13 +272,7 @@ func TestToolChoiceForced(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := `{"messages":[{"role":"user","content":"Weather in Paris?"}]` + tt.extra + `}`
-			resp, err := http.Post(tt.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			got, _ := wholeReply(t, b)
+			got := postChat(t, tt.url, body)
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Errorf("whole reply (-want +got):\n%s", d)
 			}
@@ -284,12 +286,7 @@ func TestToolChoiceForced(t *testing.T) {
 		})
 	}
 	// Without a forced choice the prompt ends at the generation prompt.
-	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"messages":[{"role":"user","content":"Hi"}],`+weatherTools+`,"tool_choice":"auto"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	postChat(t, ts.URL, `{"messages":[{"role":"user","content":"Hi"}],`+weatherTools+`,"tool_choice":"auto"}`)
 	if strings.Contains(prompt, `call tool="`) {
 		t.Errorf("tool_choice auto forced a call: prompt ends %q", prompt[max(0, len(prompt)-120):])
 	}
