@@ -121,7 +121,7 @@ func bench(ctx context.Context, a *benchArgs, stderr io.Writer) (*benchRecord, e
 	if err != nil {
 		return nil, err
 	}
-	lm, err := loadModel(ctx, f, prof, model.Options{Threads: threads, Backend: kb}, stderr)
+	lm, err := loadModel(ctx, f, prof, model.Options{Threads: threads, Backend: kb}, *a.prompt+*a.gen, stderr)
 	if err != nil {
 		kb.Close()
 		return nil, err

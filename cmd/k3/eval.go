@@ -124,7 +124,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer kb.Close()
-	lm, err := loadModel(context.Background(), f, prof, model.Options{Threads: *threads, Backend: kb}, stderr)
+	lm, err := loadModel(context.Background(), f, prof, model.Options{Threads: *threads, Backend: kb}, len(toks)+*n, stderr)
 	if err != nil {
 		return err
 	}

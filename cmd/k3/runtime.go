@@ -32,7 +32,7 @@ func openRuntime(ctx context.Context, f *gguf.File, prof *config.Profile, thread
 	if mapped {
 		stageProf = nil
 	}
-	lm, err := loadModel(ctx, f, stageProf, model.Options{Threads: threads, Backend: kb}, stderr)
+	lm, err := loadModel(ctx, f, stageProf, model.Options{Threads: threads, Backend: kb}, prof.Context, stderr)
 	if err != nil {
 		kb.Close()
 		return nil, err

@@ -26,6 +26,28 @@ import (
 // experts through a stager.
 var stagedArchs = map[string]model.New{"kimi-k3": kimik3.New}
 
+// stateSizes say, per architecture, what one sequence holds: fixed bytes
+// and bytes per position (kimik3.StateSize).
+var stateSizes = map[string]func(model.Config, model.Weights) (int64, int64, error){"kimi-k3": kimik3.StateSize}
+
+// stateReserve is the memory the core's sequence state can reach at seqLen
+// tokens (serve and run: the profile's context): the live sequence at a
+// full context and the prefix snapshots' copies of its fixed part
+// (engine.Options.Snapshots, one by default).
+func stateReserve(f *gguf.File, seqLen int) (int64, error) {
+	size, ok := stateSizes[f.Arch()]
+	if !ok {
+		return 0, nil
+	}
+	fixed, perToken, err := size(f, f)
+	if err != nil {
+		return 0, err
+	}
+	const snapshots = 1
+	ctx := int64(seqLen+255) / 256 * 256 // as engine.Runner.SetContext sizes it
+	return fixed*(1+snapshots) + perToken*ctx, nil
+}
+
 // stageFlags are the flags that select a profile and override its
 // staging settings; each sets the profile key it names.
 type stageFlags struct {
@@ -122,7 +144,7 @@ func (lm *loadedModel) Close() error {
 // loadModel builds f's model: on the plain mapping of the file without a
 // profile, through the profile's stager within its budget otherwise. It
 // prints the mode line.
-func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.Options, stderr io.Writer) (*loadedModel, error) {
+func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.Options, seqLen int, stderr io.Writer) (*loadedModel, error) {
 	if prof == nil {
 		m, err := model.Load(f, o)
 		if err != nil {
@@ -135,7 +157,7 @@ func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.
 	if !ok {
 		return nil, fmt.Errorf("%s: architecture %q cannot run through a stager yet (only kimi-k3)", f.Path(), f.Arch())
 	}
-	so, err := stageOptions(f, prof)
+	so, err := stageOptions(f, prof, seqLen)
 	if err != nil {
 		return nil, err
 	}
@@ -148,16 +170,18 @@ func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.
 		st.Close()
 		return nil, fmt.Errorf("model: %s: %w", f.Path(), err)
 	}
-	fmt.Fprintf(stderr, "%s stager-budget=%s stager-mode=%q\n", prof.ModeLine(o.Threads), config.Size(so.Budget), st.Mode())
+	state, _ := stateReserve(f, seqLen)
+	fmt.Fprintf(stderr, "%s stager-budget=%s state-reserve=%s stager-mode=%q\n", prof.ModeLine(o.Threads), config.Size(so.Budget), config.Size(state), st.Mode())
 	return &loadedModel{Model: m, staged: st}, nil
 }
 
 // stageOptions turns a profile into how to start and open its stager. The
-// stager gets the memory budget less a reserve for what the core keeps
-// (caches, activations, the Go heap): a tenth, within [128 MiB, 4 GiB],
-// and never more than half.
+// stager gets the memory budget less what the core keeps: the sequence
+// state at seqLen tokens (stateReserve: attention caches,
+// recurrent state, prefix snapshots) and, for activations and the Go heap,
+// a tenth of the budget within [128 MiB, 4 GiB] and never more than half.
 // Without a budget it gets room for the whole model.
-func stageOptions(f *gguf.File, prof *config.Profile) (engine.StageOptions, error) {
+func stageOptions(f *gguf.File, prof *config.Profile, seqLen int) (engine.StageOptions, error) {
 	s := prof.Stager
 	so := engine.StageOptions{
 		Launch: plugin.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: slog.Default()},
@@ -178,9 +202,14 @@ func stageOptions(f *gguf.File, prof *config.Profile) (engine.StageOptions, erro
 		so.Options["mlock"] = "true"
 	}
 	if b := int64(prof.Memory.Budget); b > 0 {
-		so.Budget = b - min(max(b/10, 128<<20), 4<<30, b/2)
+		state, err := stateReserve(f, seqLen)
+		if err != nil {
+			return so, err
+		}
+		so.Budget = b - min(max(b/10, 128<<20), 4<<30, b/2) - state
 		if so.Budget <= 0 {
-			return so, fmt.Errorf("memory budget %s leaves nothing for weights", prof.Memory.Budget)
+			return so, fmt.Errorf("memory budget %s leaves nothing for weights after %s of sequence state at context %d (lower the context or raise the budget)",
+				prof.Memory.Budget, config.Size(state), seqLen)
 		}
 		return so, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/model"
@@ -349,4 +350,41 @@ func runEvalText(t *testing.T, args ...string) string {
 		t.Fatalf("k3 eval %v: exit %d: %s", args, code, errb.String())
 	}
 	return out.String()
+}
+
+// TestStageBudgetReservesState: the stager's budget leaves room for the
+// sequence state at the context (the live sequence at a full
+// context and one snapshot's recurrent copy), and a budget that cannot
+// hold it is refused with the reason.
+func TestStageBudgetReservesState(t *testing.T) {
+	path, _ := stageModel(t)
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fixed, perToken, err := kimik3.StateSize(f, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := config.Defaults()
+	prof.Memory.Budget = config.Size(1 << 30)
+	budget := func(ctx int) int64 {
+		t.Helper()
+		so, err := stageOptions(f, &prof, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return so.Budget
+	}
+	small, large := budget(1000), budget(100000) // 1024 and 100096 rows
+	if got, want := small-large, perToken*(100096-1024); got != want {
+		t.Errorf("a context of 100000 instead of 1000 took %d bytes from the stager, want %d", got, want)
+	}
+	if got, want := int64(1<<30)-small, int64(128<<20)+2*fixed+1024*perToken; got != want { // 128 MiB: the floor of the rest
+		t.Errorf("reserve %d at context 1000, want %d", got, want)
+	}
+	if _, err := stageOptions(f, &prof, 1<<24); err == nil || !strings.Contains(err.Error(), "sequence state at context") {
+		t.Errorf("a context whose state exceeds the budget: %v", err)
+	}
 }

@@ -51,6 +51,11 @@ func NewRunner(m model.Model, mode Mode, ubatch int) *Runner {
 func (r *Runner) SetContext(n int) {
 	if s, ok := r.S.(*Sequence); ok {
 		s.Ctx = (n + 255) / 256 * 256
+		for _, c := range s.Cache {
+			if c != nil {
+				c.Max = s.Ctx
+			}
+		}
 	}
 }
 

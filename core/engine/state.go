@@ -6,6 +6,10 @@ type HalfRows struct {
 	Stride int
 	Data   []uint16
 	Len    int
+	// Max is the rows the sequence's context holds (0: unbounded):
+	// growth stops there, so a full context takes no more memory than
+	// its rows (the memory budget reserves that much).
+	Max int
 }
 
 // Grow makes room for n more rows and returns them; the caller fills them
@@ -13,7 +17,11 @@ type HalfRows struct {
 func (c *HalfRows) Grow(n int) []uint16 {
 	need := (c.Len + n) * c.Stride
 	if cap(c.Data) < need {
-		nd := make([]uint16, need, max(need, 2*cap(c.Data)))
+		want := max(need, 2*cap(c.Data))
+		if c.Max > 0 {
+			want = max(need, min(want, c.Max*c.Stride))
+		}
+		nd := make([]uint16, need, want)
 		copy(nd, c.Data)
 		c.Data = nd
 	}

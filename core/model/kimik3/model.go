@@ -147,11 +147,39 @@ func (m *Model) NewState() model.State {
 // cacheStride is the half values cached per position of an MLA layer: the
 // normed latent and the pe part when absorbed, else every head's K and V.
 func (m *Model) cacheStride(il int) int {
-	p := m.p
-	if m.layers[il].KVB == nil {
+	return m.p.cacheStride(m.layers[il].KVB != nil)
+}
+
+func (p *Params) cacheStride(expanded bool) int {
+	if !expanded {
 		return p.KVLora + p.Rot
 	}
 	return p.Heads * (p.kDim() + p.vDim())
+}
+
+// recurrentFloats is the float32 values of one KDA layer's state: the
+// delta-rule matrices and the three convolutions' last inputs.
+func (p *Params) recurrentFloats() int {
+	return p.Heads*p.KDAHead*p.KDAHead + 3*p.Heads*p.KDAHead*(p.ConvK-1)
+}
+
+// StateSize is what one sequence of the model in c and w holds, without
+// loading it: fixed bytes (the KDA layers' state, which a prefix snapshot
+// copies) and bytes per cached position (the MLA layers' rows).
+func StateSize(c model.Config, w model.Weights) (fixed, perToken int64, err error) {
+	p, err := readParams(c)
+	if err != nil {
+		return 0, 0, fmt.Errorf("kimi-k3: %w", err)
+	}
+	for il := range p.Layers {
+		if p.recurrent(il) {
+			fixed += 4 * int64(p.recurrentFloats())
+			continue
+		}
+		_, expanded := w.Tensor(fmt.Sprintf("blk.%d.attn_kv_b.weight", il))
+		perToken += 2 * int64(p.cacheStride(expanded))
+	}
+	return fixed, perToken, nil
 }
 
 func mat(t *T) ops.Matrix {
