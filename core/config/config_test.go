@@ -36,6 +36,19 @@ func TestShippedProfilesLoad(t *testing.T) {
 	}
 }
 
+// TestThreadsZeroIsPhysicalCores: threads 0 (the shipped profiles') comes
+// out of Load as the machine's physical cores; a number stays as it is.
+func TestThreadsZeroIsPhysicalCores(t *testing.T) {
+	p, err := Load(Options{Profile: "../../configs/nvme-64g.yaml", Machine: testMachine, Environ: []string{}})
+	if err != nil || p.Threads != testMachine.PhysicalCores {
+		t.Errorf("threads 0 loaded as %d (%v), want the %d physical cores", p.Threads, err, testMachine.PhysicalCores)
+	}
+	p, err = Load(Options{Profile: "../../configs/nvme-64g.yaml", Machine: testMachine, Environ: []string{"K3_THREADS=3"}})
+	if err != nil || p.Threads != 3 {
+		t.Errorf("K3_THREADS=3 loaded as %d (%v)", p.Threads, err)
+	}
+}
+
 func TestUnknownKeyNamesIt(t *testing.T) {
 	cases := map[string]string{
 		"top level": "thredas: 4\n",

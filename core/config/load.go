@@ -111,6 +111,17 @@ func Load(o Options) (*Profile, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if p.Threads == 0 {
+		// "one per physical core", as the profiles promise: the Go
+		// default would be one per logical CPU (SMT siblings share a
+		// core's vector units, which the kernels keep busy).
+		m := o.Machine
+		if m == nil {
+			d := Detect("")
+			m = &d
+		}
+		p.Threads = m.PhysicalCores
+	}
 	return &p, nil
 }
 
