@@ -22760,6 +22760,597 @@ donelrDotQ6KPVBMITVNNI256:
 	VZEROUPPER
 	RET
 
+// func q36DotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
+TEXT ·q36DotQ3KPVBMIVNNI256(SB), NOSPLIT, $32-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VMOVDQU64    lrq3hbit0<>+0(SB), Y2
+	VMOVDQU64    lrq3hbit1<>+0(SB), Y3
+	VMOVDQU64    lrq3hbit2<>+0(SB), Y4
+	VMOVDQU64    lrq3hbit3<>+0(SB), Y5
+	VMOVDQU64    lrq3hbit4<>+0(SB), Y6
+	VMOVDQU64    lrq3hbit5<>+0(SB), Y7
+	VMOVDQU64    lrq3hbit6<>+0(SB), Y8
+	VMOVDQU64    lrq3hbit7<>+0(SB), Y9
+	VMOVDQU64    q36q3ctl0<>+0(SB), Y10
+	VMOVDQU64    q36q3ctl1<>+0(SB), Y11
+	VPBROADCASTD c32_3c3c3c3c<>+0(SB), Y12
+	VPBROADCASTD c32_03030303<>+0(SB), Y13
+	VPBROADCASTD c32_04040404<>+0(SB), Y14
+	VPBROADCASTD c32_00200020<>+0(SB), Y14
+	TESTQ        DX, DX
+	JZ           doneq36DotQ3KPVBMIVNNI256
+
+lrpairq36DotQ3KPVBMIVNNI256:
+	CMPQ                DX, $0x02
+	JB                  lrpairedq36DotQ3KPVBMIVNNI256
+	LEAQ                110(AX), BX
+	VPBROADCASTW        108(AX), X14
+	VCVTPH2PS           X14, X14
+	VPMULTISHIFTQB.BCST 96(AX), Y10, Y15
+	VPMULTISHIFTQB.BCST 102(AX), Y11, Y16
+	VPTERNLOGD          $0xd8, Y12, Y15, Y16
+	VPXORD.BCST         c32_80808080<>+0(SB), Y16, Y16
+	VPUNPCKLBW          Y16, Y16, Y15
+	VPSRAW              $0x0a, Y15, Y15
+	VPUNPCKHBW          Y16, Y16, Y16
+	VPSRAW              $0x0a, Y16, Y16
+	VPERMB              (AX), Y1, Y17
+	VPBROADCASTW        108(BX), X18
+	VCVTPH2PS           X18, X18
+	VPMULTISHIFTQB.BCST 96(BX), Y10, Y19
+	VPMULTISHIFTQB.BCST 102(BX), Y11, Y20
+	VPTERNLOGD          $0xd8, Y12, Y19, Y20
+	VPXORD.BCST         c32_80808080<>+0(SB), Y20, Y20
+	VPUNPCKLBW          Y20, Y20, Y19
+	VPSRAW              $0x0a, Y19, Y19
+	VPUNPCKHBW          Y20, Y20, Y20
+	VPSRAW              $0x0a, Y20, Y20
+	VPERMB              (BX), Y1, Y21
+	VPERMB              32(AX), Y1, Y22
+	VGF2P8AFFINEQB      $0x00, Y2, Y17, Y23
+	VPTERNLOGD          $0xd8, Y13, Y22, Y23
+	VPSHUFD             $0x00, Y15, Y24
+	VPMADDUBSW          (CX), Y23, Y23
+	VPSUBW              256(CX), Y23, Y23
+	VPMADDWD            Y24, Y23, Y23
+	VPERMB              32(BX), Y1, Y24
+	VGF2P8AFFINEQB      $0x00, Y2, Y21, Y25
+	VPTERNLOGD          $0xd8, Y13, Y24, Y25
+	VPSHUFD             $0x00, Y19, Y26
+	VPMADDUBSW          576(CX), Y25, Y25
+	VPSUBW              832(CX), Y25, Y25
+	VPMADDWD            Y26, Y25, Y25
+	VGF2P8AFFINEQB      $0x00, Y3, Y17, Y26
+	VPSRLW              $0x02, Y22, Y27
+	VPTERNLOGD          $0xd8, Y13, Y27, Y26
+	VPSHUFD             $0x55, Y15, Y27
+	VPMADDUBSW          32(CX), Y26, Y26
+	VPSUBW              288(CX), Y26, Y26
+	VPMADDWD            Y27, Y26, Y26
+	VGF2P8AFFINEQB      $0x00, Y3, Y21, Y27
+	VPSRLW              $0x02, Y24, Y28
+	VPTERNLOGD          $0xd8, Y13, Y28, Y27
+	VPSHUFD             $0x55, Y19, Y28
+	VPMADDUBSW          608(CX), Y27, Y27
+	VPSUBW              864(CX), Y27, Y27
+	VPMADDWD            Y28, Y27, Y27
+	VGF2P8AFFINEQB      $0x00, Y4, Y17, Y28
+	VPSRLW              $0x04, Y22, Y29
+	VPTERNLOGD          $0xd8, Y13, Y29, Y28
+	VPSHUFD             $0xaa, Y15, Y29
+	VPMADDUBSW          64(CX), Y28, Y28
+	VPSUBW              320(CX), Y28, Y28
+	VPDPWSSD            Y29, Y28, Y23
+	VGF2P8AFFINEQB      $0x00, Y4, Y21, Y28
+	VPSRLW              $0x04, Y24, Y29
+	VPTERNLOGD          $0xd8, Y13, Y29, Y28
+	VPSHUFD             $0xaa, Y19, Y29
+	VPMADDUBSW          640(CX), Y28, Y28
+	VPSUBW              896(CX), Y28, Y28
+	VPDPWSSD            Y29, Y28, Y25
+	VGF2P8AFFINEQB      $0x00, Y5, Y17, Y28
+	VPSRLW              $0x06, Y22, Y22
+	VPTERNLOGD          $0xd8, Y13, Y22, Y28
+	VPSHUFD             $0xff, Y15, Y15
+	VPMADDUBSW          96(CX), Y28, Y22
+	VPSUBW              352(CX), Y22, Y22
+	VPDPWSSD            Y15, Y22, Y26
+	VGF2P8AFFINEQB      $0x00, Y5, Y21, Y15
+	VPSRLW              $0x06, Y24, Y22
+	VPTERNLOGD          $0xd8, Y13, Y22, Y15
+	VPSHUFD             $0xff, Y19, Y19
+	VPMADDUBSW          672(CX), Y15, Y15
+	VPSUBW              928(CX), Y15, Y15
+	VPDPWSSD            Y19, Y15, Y27
+	VPERMB              64(AX), Y1, Y15
+	VGF2P8AFFINEQB      $0x00, Y6, Y17, Y19
+	VPTERNLOGD          $0xd8, Y13, Y15, Y19
+	VPSHUFD             $0x00, Y16, Y22
+	VPMADDUBSW          128(CX), Y19, Y19
+	VPSUBW              384(CX), Y19, Y19
+	VPDPWSSD            Y22, Y19, Y23
+	VPERMB              64(BX), Y1, Y19
+	VGF2P8AFFINEQB      $0x00, Y6, Y21, Y22
+	VPTERNLOGD          $0xd8, Y13, Y19, Y22
+	VPSHUFD             $0x00, Y20, Y24
+	VPMADDUBSW          704(CX), Y22, Y22
+	VPSUBW              960(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y25
+	VGF2P8AFFINEQB      $0x00, Y7, Y17, Y22
+	VPSRLW              $0x02, Y15, Y24
+	VPTERNLOGD          $0xd8, Y13, Y24, Y22
+	VPSHUFD             $0x55, Y16, Y24
+	VPMADDUBSW          160(CX), Y22, Y22
+	VPSUBW              416(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y26
+	VGF2P8AFFINEQB      $0x00, Y7, Y21, Y22
+	VPSRLW              $0x02, Y19, Y24
+	VPTERNLOGD          $0xd8, Y13, Y24, Y22
+	VPSHUFD             $0x55, Y20, Y24
+	VPMADDUBSW          736(CX), Y22, Y22
+	VPSUBW              992(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y27
+	VGF2P8AFFINEQB      $0x00, Y8, Y17, Y22
+	VPSRLW              $0x04, Y15, Y24
+	VPTERNLOGD          $0xd8, Y13, Y24, Y22
+	VPSHUFD             $0xaa, Y16, Y24
+	VPMADDUBSW          192(CX), Y22, Y22
+	VPSUBW              448(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y23
+	VGF2P8AFFINEQB      $0x00, Y8, Y21, Y22
+	VPSRLW              $0x04, Y19, Y24
+	VPTERNLOGD          $0xd8, Y13, Y24, Y22
+	VPSHUFD             $0xaa, Y20, Y24
+	VPMADDUBSW          768(CX), Y22, Y22
+	VPSUBW              1024(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y25
+	VGF2P8AFFINEQB      $0x00, Y9, Y17, Y17
+	VPSRLW              $0x06, Y15, Y15
+	VPTERNLOGD          $0xd8, Y13, Y15, Y17
+	VPSHUFD             $0xff, Y16, Y15
+	VPMADDUBSW          224(CX), Y17, Y16
+	VPSUBW              480(CX), Y16, Y16
+	VPDPWSSD            Y15, Y16, Y26
+	VGF2P8AFFINEQB      $0x00, Y9, Y21, Y15
+	VPSRLW              $0x06, Y19, Y16
+	VPTERNLOGD          $0xd8, Y13, Y16, Y15
+	VPSHUFD             $0xff, Y20, Y16
+	VPMADDUBSW          800(CX), Y15, Y15
+	VPSUBW              1056(CX), Y15, Y15
+	VPDPWSSD            Y16, Y15, Y27
+	VPADDD              Y26, Y23, Y23
+	VCVTDQ2PS           Y23, Y15
+	VMULSS              512(CX), X14, X14
+	VBROADCASTSS        X14, Y14
+	VMULPS              Y14, Y15, Y15
+	VADDPS              Y15, Y0, Y0
+	VPADDD              Y27, Y25, Y25
+	VCVTDQ2PS           Y25, Y14
+	VMULSS              1088(CX), X18, X15
+	VBROADCASTSS        X15, Y15
+	VMULPS              Y15, Y14, Y14
+	VADDPS              Y14, Y0, Y0
+	ADDQ                $0x000000dc, AX
+	ADDQ                $0x00000480, CX
+	SUBQ                $0x02, DX
+	JMP                 lrpairq36DotQ3KPVBMIVNNI256
+
+lrpairedq36DotQ3KPVBMIVNNI256:
+	TESTQ DX, DX
+	JZ    doneq36DotQ3KPVBMIVNNI256
+
+loopq36DotQ3KPVBMIVNNI256:
+	VPBROADCASTW        108(AX), X14
+	VCVTPH2PS           X14, X14
+	VPMULTISHIFTQB.BCST 96(AX), Y10, Y15
+	VPMULTISHIFTQB.BCST 102(AX), Y11, Y16
+	VPTERNLOGD          $0xd8, Y12, Y15, Y16
+	VPXORD.BCST         c32_80808080<>+0(SB), Y16, Y16
+	VPUNPCKLBW          Y16, Y16, Y15
+	VPSRAW              $0x0a, Y15, Y15
+	VPUNPCKHBW          Y16, Y16, Y16
+	VPSRAW              $0x0a, Y16, Y16
+	VPERMB              (AX), Y1, Y17
+	VPERMB              32(AX), Y1, Y18
+	VGF2P8AFFINEQB      $0x00, Y2, Y17, Y19
+	VPTERNLOGD          $0xd8, Y13, Y18, Y19
+	VPSHUFD             $0x00, Y15, Y20
+	VPMADDUBSW          (CX), Y19, Y19
+	VPSUBW              256(CX), Y19, Y19
+	VPMADDWD            Y20, Y19, Y19
+	VGF2P8AFFINEQB      $0x00, Y3, Y17, Y20
+	VPSRLW              $0x02, Y18, Y21
+	VPTERNLOGD          $0xd8, Y13, Y21, Y20
+	VPSHUFD             $0x55, Y15, Y21
+	VPMADDUBSW          32(CX), Y20, Y20
+	VPSUBW              288(CX), Y20, Y20
+	VPMADDWD            Y21, Y20, Y20
+	VGF2P8AFFINEQB      $0x00, Y4, Y17, Y21
+	VPSRLW              $0x04, Y18, Y22
+	VPTERNLOGD          $0xd8, Y13, Y22, Y21
+	VPSHUFD             $0xaa, Y15, Y22
+	VPMADDUBSW          64(CX), Y21, Y21
+	VPSUBW              320(CX), Y21, Y21
+	VPDPWSSD            Y22, Y21, Y19
+	VGF2P8AFFINEQB      $0x00, Y5, Y17, Y21
+	VPSRLW              $0x06, Y18, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y21
+	VPSHUFD             $0xff, Y15, Y15
+	VPMADDUBSW          96(CX), Y21, Y18
+	VPSUBW              352(CX), Y18, Y18
+	VPDPWSSD            Y15, Y18, Y20
+	VPERMB              64(AX), Y1, Y15
+	VGF2P8AFFINEQB      $0x00, Y6, Y17, Y18
+	VPTERNLOGD          $0xd8, Y13, Y15, Y18
+	VPSHUFD             $0x00, Y16, Y21
+	VPMADDUBSW          128(CX), Y18, Y18
+	VPSUBW              384(CX), Y18, Y18
+	VPDPWSSD            Y21, Y18, Y19
+	VGF2P8AFFINEQB      $0x00, Y7, Y17, Y18
+	VPSRLW              $0x02, Y15, Y21
+	VPTERNLOGD          $0xd8, Y13, Y21, Y18
+	VPSHUFD             $0x55, Y16, Y21
+	VPMADDUBSW          160(CX), Y18, Y18
+	VPSUBW              416(CX), Y18, Y18
+	VPDPWSSD            Y21, Y18, Y20
+	VGF2P8AFFINEQB      $0x00, Y8, Y17, Y18
+	VPSRLW              $0x04, Y15, Y21
+	VPTERNLOGD          $0xd8, Y13, Y21, Y18
+	VPSHUFD             $0xaa, Y16, Y21
+	VPMADDUBSW          192(CX), Y18, Y18
+	VPSUBW              448(CX), Y18, Y18
+	VPDPWSSD            Y21, Y18, Y19
+	VGF2P8AFFINEQB      $0x00, Y9, Y17, Y17
+	VPSRLW              $0x06, Y15, Y15
+	VPTERNLOGD          $0xd8, Y13, Y15, Y17
+	VPSHUFD             $0xff, Y16, Y15
+	VPMADDUBSW          224(CX), Y17, Y16
+	VPSUBW              480(CX), Y16, Y16
+	VPDPWSSD            Y15, Y16, Y20
+	VPADDD              Y20, Y19, Y19
+	VCVTDQ2PS           Y19, Y15
+	VMULSS              512(CX), X14, X14
+	VBROADCASTSS        X14, Y14
+	VMULPS              Y14, Y15, Y15
+	VADDPS              Y15, Y0, Y0
+	ADDQ                $0x0000006e, AX
+	ADDQ                $0x00000240, CX
+	DECQ                DX
+	JNZ                 loopq36DotQ3KPVBMIVNNI256
+
+doneq36DotQ3KPVBMIVNNI256:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMOVAPS       X0, X2
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X2, X2
+	VPSHUFD       $0xff, X0, X0
+	VADDSS        X0, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X2, X2
+	VMOVHLPS      X1, X1, X0
+	VADDSS        X0, X2, X2
+	VPSHUFD       $0xff, X1, X0
+	VADDSS        X0, X2, X2
+	MOVSS         X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA q36q3ctl0<>+0(SB)/4, $0x160e063e
+DATA q36q3ctl0<>+4(SB)/4, $0x362e261e
+DATA q36q3ctl0<>+8(SB)/4, $0x1a120a02
+DATA q36q3ctl0<>+12(SB)/4, $0x3a322a22
+DATA q36q3ctl0<>+16(SB)/4, $0x160e063e
+DATA q36q3ctl0<>+20(SB)/4, $0x362e261e
+DATA q36q3ctl0<>+24(SB)/4, $0x1a120a02
+DATA q36q3ctl0<>+28(SB)/4, $0x3a322a22
+GLOBL q36q3ctl0<>(SB), RODATA|NOPTR, $32
+
+DATA q36q3ctl1<>+0(SB)/4, $0x221a120a
+DATA q36q3ctl1<>+4(SB)/4, $0x241c140c
+DATA q36q3ctl1<>+8(SB)/4, $0x261e160e
+DATA q36q3ctl1<>+12(SB)/4, $0x28201810
+DATA q36q3ctl1<>+16(SB)/4, $0x221a120a
+DATA q36q3ctl1<>+20(SB)/4, $0x241c140c
+DATA q36q3ctl1<>+24(SB)/4, $0x261e160e
+DATA q36q3ctl1<>+28(SB)/4, $0x28201810
+GLOBL q36q3ctl1<>(SB), RODATA|NOPTR, $32
+
+DATA c32_3c3c3c3c<>+0(SB)/4, $0x3c3c3c3c
+GLOBL c32_3c3c3c3c<>(SB), RODATA|NOPTR, $4
+
+// func q36LrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, MMX+
+TEXT ·q36LrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $32-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	VMOVUPS      (BX), Y0
+	VMOVDQU64    xpermb32<>+0(SB), Y1
+	VMOVDQU64    lrq3hbit0<>+0(SB), Y2
+	VMOVDQU64    lrq3hbit1<>+0(SB), Y3
+	VMOVDQU64    lrq3hbit2<>+0(SB), Y4
+	VMOVDQU64    lrq3hbit3<>+0(SB), Y5
+	VMOVDQU64    lrq3hbit4<>+0(SB), Y6
+	VMOVDQU64    lrq3hbit5<>+0(SB), Y7
+	VMOVDQU64    lrq3hbit6<>+0(SB), Y8
+	VMOVDQU64    lrq3hbit7<>+0(SB), Y9
+	VMOVDQU64    q36q3ctl0<>+0(SB), Y10
+	VMOVDQU64    q36q3ctl1<>+0(SB), Y11
+	VPBROADCASTD c32_3c3c3c3c<>+0(SB), Y12
+	VPBROADCASTD c32_03030303<>+0(SB), Y13
+	VPBROADCASTD c32_04040404<>+0(SB), Y14
+	VPBROADCASTD c32_00200020<>+0(SB), Y14
+	MOVQ         pf+32(FP), BX
+	TESTQ        DX, DX
+	JZ           doneq36LrDotQ3KPVBMITVNNI256
+
+lrpairq36LrDotQ3KPVBMITVNNI256:
+	CMPQ                DX, $0x02
+	JB                  lrpairedq36LrDotQ3KPVBMITVNNI256
+	PREFETCHT1          (BX)
+	PREFETCHT1          64(BX)
+	PREFETCHT1          128(BX)
+	PREFETCHT1          192(BX)
+	PREFETCHT0          220(AX)
+	PREFETCHT0          284(AX)
+	PREFETCHT0          348(AX)
+	PREFETCHT0          412(AX)
+	ADDQ                $0x000000dc, BX
+	LEAQ                110(AX), SI
+	VPBROADCASTW        108(AX), X14
+	VCVTPH2PS           X14, X14
+	VPMULTISHIFTQB.BCST 96(AX), Y10, Y15
+	VPMULTISHIFTQB.BCST 102(AX), Y11, Y16
+	VPTERNLOGD          $0xd8, Y12, Y15, Y16
+	VPXORD.BCST         c32_80808080<>+0(SB), Y16, Y16
+	VPUNPCKLBW          Y16, Y16, Y15
+	VPSRAW              $0x0a, Y15, Y15
+	VPUNPCKHBW          Y16, Y16, Y16
+	VPSRAW              $0x0a, Y16, Y16
+	VPERMB              (AX), Y1, Y17
+	VPBROADCASTW        108(SI), X18
+	VCVTPH2PS           X18, X18
+	VPMULTISHIFTQB.BCST 96(SI), Y10, Y19
+	VPMULTISHIFTQB.BCST 102(SI), Y11, Y20
+	VPTERNLOGD          $0xd8, Y12, Y19, Y20
+	VPXORD.BCST         c32_80808080<>+0(SB), Y20, Y20
+	VPUNPCKLBW          Y20, Y20, Y19
+	VPSRAW              $0x0a, Y19, Y19
+	VPUNPCKHBW          Y20, Y20, Y20
+	VPSRAW              $0x0a, Y20, Y20
+	VPERMB              (SI), Y1, Y21
+	VPERMB              32(AX), Y1, Y22
+	VGF2P8AFFINEQB      $0x00, Y2, Y17, Y23
+	VPTERNLOGD          $0xd8, Y13, Y22, Y23
+	VPSHUFD             $0x00, Y15, Y24
+	VPMADDUBSW          (CX), Y23, Y23
+	VPSUBW              256(CX), Y23, Y23
+	VPMADDWD            Y24, Y23, Y23
+	VPERMB              32(SI), Y1, Y24
+	VGF2P8AFFINEQB      $0x00, Y2, Y21, Y25
+	VPTERNLOGD          $0xd8, Y13, Y24, Y25
+	VPSHUFD             $0x00, Y19, Y26
+	VPMADDUBSW          576(CX), Y25, Y25
+	VPSUBW              832(CX), Y25, Y25
+	VPMADDWD            Y26, Y25, Y25
+	VGF2P8AFFINEQB      $0x00, Y3, Y17, Y26
+	VPSRLW              $0x02, Y22, Y27
+	VPTERNLOGD          $0xd8, Y13, Y27, Y26
+	VPSHUFD             $0x55, Y15, Y27
+	VPMADDUBSW          32(CX), Y26, Y26
+	VPSUBW              288(CX), Y26, Y26
+	VPMADDWD            Y27, Y26, Y26
+	VGF2P8AFFINEQB      $0x00, Y3, Y21, Y27
+	VPSRLW              $0x02, Y24, Y28
+	VPTERNLOGD          $0xd8, Y13, Y28, Y27
+	VPSHUFD             $0x55, Y19, Y28
+	VPMADDUBSW          608(CX), Y27, Y27
+	VPSUBW              864(CX), Y27, Y27
+	VPMADDWD            Y28, Y27, Y27
+	VGF2P8AFFINEQB      $0x00, Y4, Y17, Y28
+	VPSRLW              $0x04, Y22, Y29
+	VPTERNLOGD          $0xd8, Y13, Y29, Y28
+	VPSHUFD             $0xaa, Y15, Y29
+	VPMADDUBSW          64(CX), Y28, Y28
+	VPSUBW              320(CX), Y28, Y28
+	VPDPWSSD            Y29, Y28, Y23
+	VGF2P8AFFINEQB      $0x00, Y4, Y21, Y28
+	VPSRLW              $0x04, Y24, Y29
+	VPTERNLOGD          $0xd8, Y13, Y29, Y28
+	VPSHUFD             $0xaa, Y19, Y29
+	VPMADDUBSW          640(CX), Y28, Y28
+	VPSUBW              896(CX), Y28, Y28
+	VPDPWSSD            Y29, Y28, Y25
+	VGF2P8AFFINEQB      $0x00, Y5, Y17, Y28
+	VPSRLW              $0x06, Y22, Y22
+	VPTERNLOGD          $0xd8, Y13, Y22, Y28
+	VPSHUFD             $0xff, Y15, Y15
+	VPMADDUBSW          96(CX), Y28, Y22
+	VPSUBW              352(CX), Y22, Y22
+	VPDPWSSD            Y15, Y22, Y26
+	VGF2P8AFFINEQB      $0x00, Y5, Y21, Y15
+	VPSRLW              $0x06, Y24, Y22
+	VPTERNLOGD          $0xd8, Y13, Y22, Y15
+	VPSHUFD             $0xff, Y19, Y19
+	VPMADDUBSW          672(CX), Y15, Y15
+	VPSUBW              928(CX), Y15, Y15
+	VPDPWSSD            Y19, Y15, Y27
+	VPERMB              64(AX), Y1, Y15
+	VGF2P8AFFINEQB      $0x00, Y6, Y17, Y19
+	VPTERNLOGD          $0xd8, Y13, Y15, Y19
+	VPSHUFD             $0x00, Y16, Y22
+	VPMADDUBSW          128(CX), Y19, Y19
+	VPSUBW              384(CX), Y19, Y19
+	VPDPWSSD            Y22, Y19, Y23
+	VPERMB              64(SI), Y1, Y19
+	VGF2P8AFFINEQB      $0x00, Y6, Y21, Y22
+	VPTERNLOGD          $0xd8, Y13, Y19, Y22
+	VPSHUFD             $0x00, Y20, Y24
+	VPMADDUBSW          704(CX), Y22, Y22
+	VPSUBW              960(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y25
+	VGF2P8AFFINEQB      $0x00, Y7, Y17, Y22
+	VPSRLW              $0x02, Y15, Y24
+	VPTERNLOGD          $0xd8, Y13, Y24, Y22
+	VPSHUFD             $0x55, Y16, Y24
+	VPMADDUBSW          160(CX), Y22, Y22
+	VPSUBW              416(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y26
+	VGF2P8AFFINEQB      $0x00, Y7, Y21, Y22
+	VPSRLW              $0x02, Y19, Y24
+	VPTERNLOGD          $0xd8, Y13, Y24, Y22
+	VPSHUFD             $0x55, Y20, Y24
+	VPMADDUBSW          736(CX), Y22, Y22
+	VPSUBW              992(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y27
+	VGF2P8AFFINEQB      $0x00, Y8, Y17, Y22
+	VPSRLW              $0x04, Y15, Y24
+	VPTERNLOGD          $0xd8, Y13, Y24, Y22
+	VPSHUFD             $0xaa, Y16, Y24
+	VPMADDUBSW          192(CX), Y22, Y22
+	VPSUBW              448(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y23
+	VGF2P8AFFINEQB      $0x00, Y8, Y21, Y22
+	VPSRLW              $0x04, Y19, Y24
+	VPTERNLOGD          $0xd8, Y13, Y24, Y22
+	VPSHUFD             $0xaa, Y20, Y24
+	VPMADDUBSW          768(CX), Y22, Y22
+	VPSUBW              1024(CX), Y22, Y22
+	VPDPWSSD            Y24, Y22, Y25
+	VGF2P8AFFINEQB      $0x00, Y9, Y17, Y17
+	VPSRLW              $0x06, Y15, Y15
+	VPTERNLOGD          $0xd8, Y13, Y15, Y17
+	VPSHUFD             $0xff, Y16, Y15
+	VPMADDUBSW          224(CX), Y17, Y16
+	VPSUBW              480(CX), Y16, Y16
+	VPDPWSSD            Y15, Y16, Y26
+	VGF2P8AFFINEQB      $0x00, Y9, Y21, Y15
+	VPSRLW              $0x06, Y19, Y16
+	VPTERNLOGD          $0xd8, Y13, Y16, Y15
+	VPSHUFD             $0xff, Y20, Y16
+	VPMADDUBSW          800(CX), Y15, Y15
+	VPSUBW              1056(CX), Y15, Y15
+	VPDPWSSD            Y16, Y15, Y27
+	VPADDD              Y26, Y23, Y23
+	VCVTDQ2PS           Y23, Y15
+	VMULSS              512(CX), X14, X14
+	VBROADCASTSS        X14, Y14
+	VMULPS              Y14, Y15, Y15
+	VADDPS              Y15, Y0, Y0
+	VPADDD              Y27, Y25, Y25
+	VCVTDQ2PS           Y25, Y14
+	VMULSS              1088(CX), X18, X15
+	VBROADCASTSS        X15, Y15
+	VMULPS              Y15, Y14, Y14
+	VADDPS              Y14, Y0, Y0
+	ADDQ                $0x000000dc, AX
+	ADDQ                $0x00000480, CX
+	SUBQ                $0x02, DX
+	JMP                 lrpairq36LrDotQ3KPVBMITVNNI256
+
+lrpairedq36LrDotQ3KPVBMITVNNI256:
+	TESTQ DX, DX
+	JZ    doneq36LrDotQ3KPVBMITVNNI256
+
+loopq36LrDotQ3KPVBMITVNNI256:
+	PREFETCHT1          (BX)
+	PREFETCHT1          64(BX)
+	PREFETCHT0          220(AX)
+	PREFETCHT0          284(AX)
+	ADDQ                $0x0000006e, BX
+	VPBROADCASTW        108(AX), X14
+	VCVTPH2PS           X14, X14
+	VPMULTISHIFTQB.BCST 96(AX), Y10, Y15
+	VPMULTISHIFTQB.BCST 102(AX), Y11, Y16
+	VPTERNLOGD          $0xd8, Y12, Y15, Y16
+	VPXORD.BCST         c32_80808080<>+0(SB), Y16, Y16
+	VPUNPCKLBW          Y16, Y16, Y15
+	VPSRAW              $0x0a, Y15, Y15
+	VPUNPCKHBW          Y16, Y16, Y16
+	VPSRAW              $0x0a, Y16, Y16
+	VPERMB              (AX), Y1, Y17
+	VPERMB              32(AX), Y1, Y18
+	VGF2P8AFFINEQB      $0x00, Y2, Y17, Y19
+	VPTERNLOGD          $0xd8, Y13, Y18, Y19
+	VPSHUFD             $0x00, Y15, Y20
+	VPMADDUBSW          (CX), Y19, Y19
+	VPSUBW              256(CX), Y19, Y19
+	VPMADDWD            Y20, Y19, Y19
+	VGF2P8AFFINEQB      $0x00, Y3, Y17, Y20
+	VPSRLW              $0x02, Y18, Y21
+	VPTERNLOGD          $0xd8, Y13, Y21, Y20
+	VPSHUFD             $0x55, Y15, Y21
+	VPMADDUBSW          32(CX), Y20, Y20
+	VPSUBW              288(CX), Y20, Y20
+	VPMADDWD            Y21, Y20, Y20
+	VGF2P8AFFINEQB      $0x00, Y4, Y17, Y21
+	VPSRLW              $0x04, Y18, Y22
+	VPTERNLOGD          $0xd8, Y13, Y22, Y21
+	VPSHUFD             $0xaa, Y15, Y22
+	VPMADDUBSW          64(CX), Y21, Y21
+	VPSUBW              320(CX), Y21, Y21
+	VPDPWSSD            Y22, Y21, Y19
+	VGF2P8AFFINEQB      $0x00, Y5, Y17, Y21
+	VPSRLW              $0x06, Y18, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y21
+	VPSHUFD             $0xff, Y15, Y15
+	VPMADDUBSW          96(CX), Y21, Y18
+	VPSUBW              352(CX), Y18, Y18
+	VPDPWSSD            Y15, Y18, Y20
+	VPERMB              64(AX), Y1, Y15
+	VGF2P8AFFINEQB      $0x00, Y6, Y17, Y18
+	VPTERNLOGD          $0xd8, Y13, Y15, Y18
+	VPSHUFD             $0x00, Y16, Y21
+	VPMADDUBSW          128(CX), Y18, Y18
+	VPSUBW              384(CX), Y18, Y18
+	VPDPWSSD            Y21, Y18, Y19
+	VGF2P8AFFINEQB      $0x00, Y7, Y17, Y18
+	VPSRLW              $0x02, Y15, Y21
+	VPTERNLOGD          $0xd8, Y13, Y21, Y18
+	VPSHUFD             $0x55, Y16, Y21
+	VPMADDUBSW          160(CX), Y18, Y18
+	VPSUBW              416(CX), Y18, Y18
+	VPDPWSSD            Y21, Y18, Y20
+	VGF2P8AFFINEQB      $0x00, Y8, Y17, Y18
+	VPSRLW              $0x04, Y15, Y21
+	VPTERNLOGD          $0xd8, Y13, Y21, Y18
+	VPSHUFD             $0xaa, Y16, Y21
+	VPMADDUBSW          192(CX), Y18, Y18
+	VPSUBW              448(CX), Y18, Y18
+	VPDPWSSD            Y21, Y18, Y19
+	VGF2P8AFFINEQB      $0x00, Y9, Y17, Y17
+	VPSRLW              $0x06, Y15, Y15
+	VPTERNLOGD          $0xd8, Y13, Y15, Y17
+	VPSHUFD             $0xff, Y16, Y15
+	VPMADDUBSW          224(CX), Y17, Y16
+	VPSUBW              480(CX), Y16, Y16
+	VPDPWSSD            Y15, Y16, Y20
+	VPADDD              Y20, Y19, Y19
+	VCVTDQ2PS           Y19, Y15
+	VMULSS              512(CX), X14, X14
+	VBROADCASTSS        X14, Y14
+	VMULPS              Y14, Y15, Y15
+	VADDPS              Y15, Y0, Y0
+	ADDQ                $0x0000006e, AX
+	ADDQ                $0x00000240, CX
+	DECQ                DX
+	JNZ                 loopq36LrDotQ3KPVBMITVNNI256
+
+doneq36LrDotQ3KPVBMITVNNI256:
+	MOVQ    acc+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28

@@ -27,12 +27,10 @@ type lrJob struct {
 // bit i of each permuted hmask byte to bit 2 with all else clear, and one
 // VPTERNLOGD takes bits 0..1 from the run's 2-bit field shifted down, the
 // rest from it: three operations, two for run 0, instead of four.
-func lrQ3KQuantGFNI(i, j int, q, hm, c03 VecVirtual) VecVirtual {
-	var m []byte
-	for range 4 {
-		m = append(m, 0, 0, 0, 0, 0, 1<<i, 0, 0) // row 5 picks output bit 2
+func lrQ3KQuantGFNI(i, j int, q, hm, c03 VecVirtual, cm Op) VecVirtual {
+	if cm == nil {
+		cm = lrQ3KMatrix(i)
 	}
-	cm := constData(fmt.Sprintf("lrq3hbit%d", i), m)
 	h := YMM()
 	Instruction(&ir.Instruction{
 		Opcode: "VGF2P8AFFINEQB", Operands: []Op{U8(0), cm, hm, h},
@@ -45,6 +43,15 @@ func lrQ3KQuantGFNI(i, j int, q, hm, c03 VecVirtual) VecVirtual {
 	}
 	VPTERNLOGD(U8(0xd8), c03, qs, h) // h = c03 ? qs : h
 	return h
+}
+
+// lrQ3KMatrix is lrQ3KQuantGFNI's affine matrix of vector i.
+func lrQ3KMatrix(i int) Mem {
+	var m []byte
+	for range 4 {
+		m = append(m, 0, 0, 0, 0, 0, 1<<i, 0, 0) // row 5 picks output bit 2
+	}
+	return constData(fmt.Sprintf("lrq3hbit%d", i), m)
 }
 
 // lrPair emits a loop over pairs of blocks while nb >= 2, leaving nb odd
