@@ -22762,183 +22762,195 @@ donelrDotQ6KPVBMITVNNI256:
 
 // func q36DotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
-TEXT ·q36DotQ3KPVBMIVNNI256(SB), NOSPLIT, $32-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPXORD       Y0, Y0, Y0
-	VMOVDQU64    xpermb32<>+0(SB), Y1
-	VMOVDQU64    lrq3hbit0<>+0(SB), Y2
-	VMOVDQU64    lrq3hbit1<>+0(SB), Y3
-	VMOVDQU64    lrq3hbit2<>+0(SB), Y4
-	VMOVDQU64    lrq3hbit3<>+0(SB), Y5
-	VMOVDQU64    lrq3hbit4<>+0(SB), Y6
-	VMOVDQU64    lrq3hbit5<>+0(SB), Y7
-	VMOVDQU64    lrq3hbit6<>+0(SB), Y8
-	VMOVDQU64    lrq3hbit7<>+0(SB), Y9
-	VMOVDQU64    q36q3ctl0<>+0(SB), Y10
-	VMOVDQU64    q36q3ctl1<>+0(SB), Y11
-	VPBROADCASTD c32_3c3c3c3c<>+0(SB), Y12
-	VPBROADCASTD c32_03030303<>+0(SB), Y13
-	VPBROADCASTD c32_04040404<>+0(SB), Y14
-	VPBROADCASTD c32_00200020<>+0(SB), Y14
-	TESTQ        DX, DX
-	JZ           doneq36DotQ3KPVBMIVNNI256
+TEXT ·q36DotQ3KPVBMIVNNI256(SB), NOSPLIT, $128-28
+	MOVQ                w+0(FP), AX
+	MOVQ                a+8(FP), CX
+	MOVQ                nb+16(FP), DX
+	VPXORD              Y0, Y0, Y0
+	VMOVDQU64           xpermb32<>+0(SB), Y1
+	VMOVDQU64           lrq3hbit0<>+0(SB), Y2
+	VMOVDQU64           lrq3hbit1<>+0(SB), Y3
+	VMOVDQU64           lrq3hbit2<>+0(SB), Y4
+	VMOVDQU64           lrq3hbit3<>+0(SB), Y5
+	VMOVDQU64           lrq3hbit4<>+0(SB), Y6
+	VMOVDQU64           lrq3hbit5<>+0(SB), Y7
+	VMOVDQU64           lrq3hbit6<>+0(SB), Y8
+	VMOVDQU64           lrq3hbit7<>+0(SB), Y9
+	VMOVDQU64           q36q3ctl0<>+0(SB), Y10
+	VMOVDQU64           q36q3ctl1<>+0(SB), Y11
+	VPBROADCASTD        c32_3c3c3c3c<>+0(SB), Y12
+	VPBROADCASTD        c32_03030303<>+0(SB), Y13
+	VPBROADCASTD        c32_04040404<>+0(SB), Y14
+	VPBROADCASTD        c32_00200020<>+0(SB), Y14
+	TESTQ               DX, DX
+	JZ                  doneq36DotQ3KPVBMIVNNI256
+	LEAQ                (SP), BX
+	MOVQ                $0x00000040, SI
+	CMPQ                DX, $0x02
+	JB                  q36preq36DotQ3KPVBMIVNNI256
+	VPMULTISHIFTQB.BCST 96(AX), Y10, Y14
+	VPMULTISHIFTQB.BCST 102(AX), Y11, Y21
+	VPTERNLOGD          $0xd8, Y12, Y14, Y21
+	VPXORD.BCST         c32_80808080<>+0(SB), Y21, Y21
+	VPMOVSXBW           X21, Y14
+	VPSRAW              $0x02, Y14, Y14
+	VMOVDQU64           Y14, (BX)
+	VPMULTISHIFTQB.BCST 206(AX), Y10, Y14
+	VPMULTISHIFTQB.BCST 212(AX), Y11, Y21
+	VPTERNLOGD          $0xd8, Y12, Y14, Y21
+	VPXORD.BCST         c32_80808080<>+0(SB), Y21, Y21
+	VPMOVSXBW           X21, Y14
+	VPSRAW              $0x02, Y14, Y14
+	VMOVDQU64           Y14, 32(BX)
 
+q36preq36DotQ3KPVBMIVNNI256:
 lrpairq36DotQ3KPVBMIVNNI256:
 	CMPQ                DX, $0x02
 	JB                  lrpairedq36DotQ3KPVBMIVNNI256
-	LEAQ                110(AX), BX
-	VPBROADCASTW        108(AX), X14
-	VCVTPH2PS           X14, X14
-	VPMULTISHIFTQB.BCST 96(AX), Y10, Y15
-	VPMULTISHIFTQB.BCST 102(AX), Y11, Y16
-	VPTERNLOGD          $0xd8, Y12, Y15, Y16
-	VPXORD.BCST         c32_80808080<>+0(SB), Y16, Y16
-	VPUNPCKLBW          Y16, Y16, Y15
-	VPSRAW              $0x0a, Y15, Y15
-	VPUNPCKHBW          Y16, Y16, Y16
-	VPSRAW              $0x0a, Y16, Y16
-	VPERMB              (AX), Y1, Y17
-	VPBROADCASTW        108(BX), X18
-	VCVTPH2PS           X18, X18
-	VPMULTISHIFTQB.BCST 96(BX), Y10, Y19
-	VPMULTISHIFTQB.BCST 102(BX), Y11, Y20
-	VPTERNLOGD          $0xd8, Y12, Y19, Y20
-	VPXORD.BCST         c32_80808080<>+0(SB), Y20, Y20
-	VPUNPCKLBW          Y20, Y20, Y19
-	VPSRAW              $0x0a, Y19, Y19
-	VPUNPCKHBW          Y20, Y20, Y20
-	VPSRAW              $0x0a, Y20, Y20
-	VPERMB              (BX), Y1, Y21
-	VPERMB              32(AX), Y1, Y22
-	VGF2P8AFFINEQB      $0x00, Y2, Y17, Y23
-	VPTERNLOGD          $0xd8, Y13, Y22, Y23
-	VPSHUFD             $0x00, Y15, Y24
-	VPMADDUBSW          (CX), Y23, Y23
-	VPSUBW              256(CX), Y23, Y23
-	VPMADDWD            Y24, Y23, Y23
-	VPERMB              32(BX), Y1, Y24
-	VGF2P8AFFINEQB      $0x00, Y2, Y21, Y25
-	VPTERNLOGD          $0xd8, Y13, Y24, Y25
-	VPSHUFD             $0x00, Y19, Y26
-	VPMADDUBSW          576(CX), Y25, Y25
-	VPSUBW              832(CX), Y25, Y25
-	VPMADDWD            Y26, Y25, Y25
-	VGF2P8AFFINEQB      $0x00, Y3, Y17, Y26
-	VPSRLW              $0x02, Y22, Y27
-	VPTERNLOGD          $0xd8, Y13, Y27, Y26
-	VPSHUFD             $0x55, Y15, Y27
-	VPMADDUBSW          32(CX), Y26, Y26
-	VPSUBW              288(CX), Y26, Y26
-	VPMADDWD            Y27, Y26, Y26
-	VGF2P8AFFINEQB      $0x00, Y3, Y21, Y27
-	VPSRLW              $0x02, Y24, Y28
-	VPTERNLOGD          $0xd8, Y13, Y28, Y27
-	VPSHUFD             $0x55, Y19, Y28
-	VPMADDUBSW          608(CX), Y27, Y27
-	VPSUBW              864(CX), Y27, Y27
-	VPMADDWD            Y28, Y27, Y27
-	VGF2P8AFFINEQB      $0x00, Y4, Y17, Y28
-	VPSRLW              $0x04, Y22, Y29
-	VPTERNLOGD          $0xd8, Y13, Y29, Y28
-	VPSHUFD             $0xaa, Y15, Y29
-	VPMADDUBSW          64(CX), Y28, Y28
-	VPSUBW              320(CX), Y28, Y28
-	VPDPWSSD            Y29, Y28, Y23
-	VGF2P8AFFINEQB      $0x00, Y4, Y21, Y28
-	VPSRLW              $0x04, Y24, Y29
-	VPTERNLOGD          $0xd8, Y13, Y29, Y28
-	VPSHUFD             $0xaa, Y19, Y29
-	VPMADDUBSW          640(CX), Y28, Y28
-	VPSUBW              896(CX), Y28, Y28
-	VPDPWSSD            Y29, Y28, Y25
-	VGF2P8AFFINEQB      $0x00, Y5, Y17, Y28
-	VPSRLW              $0x06, Y22, Y22
-	VPTERNLOGD          $0xd8, Y13, Y22, Y28
-	VPSHUFD             $0xff, Y15, Y15
-	VPMADDUBSW          96(CX), Y28, Y22
-	VPSUBW              352(CX), Y22, Y22
-	VPDPWSSD            Y15, Y22, Y26
-	VGF2P8AFFINEQB      $0x00, Y5, Y21, Y15
-	VPSRLW              $0x06, Y24, Y22
-	VPTERNLOGD          $0xd8, Y13, Y22, Y15
-	VPSHUFD             $0xff, Y19, Y19
-	VPMADDUBSW          672(CX), Y15, Y15
-	VPSUBW              928(CX), Y15, Y15
-	VPDPWSSD            Y19, Y15, Y27
-	VPERMB              64(AX), Y1, Y15
-	VGF2P8AFFINEQB      $0x00, Y6, Y17, Y19
-	VPTERNLOGD          $0xd8, Y13, Y15, Y19
-	VPSHUFD             $0x00, Y16, Y22
-	VPMADDUBSW          128(CX), Y19, Y19
-	VPSUBW              384(CX), Y19, Y19
-	VPDPWSSD            Y22, Y19, Y23
-	VPERMB              64(BX), Y1, Y19
-	VGF2P8AFFINEQB      $0x00, Y6, Y21, Y22
-	VPTERNLOGD          $0xd8, Y13, Y19, Y22
-	VPSHUFD             $0x00, Y20, Y24
-	VPMADDUBSW          704(CX), Y22, Y22
-	VPSUBW              960(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y25
-	VGF2P8AFFINEQB      $0x00, Y7, Y17, Y22
-	VPSRLW              $0x02, Y15, Y24
-	VPTERNLOGD          $0xd8, Y13, Y24, Y22
-	VPSHUFD             $0x55, Y16, Y24
-	VPMADDUBSW          160(CX), Y22, Y22
-	VPSUBW              416(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y26
-	VGF2P8AFFINEQB      $0x00, Y7, Y21, Y22
-	VPSRLW              $0x02, Y19, Y24
-	VPTERNLOGD          $0xd8, Y13, Y24, Y22
-	VPSHUFD             $0x55, Y20, Y24
-	VPMADDUBSW          736(CX), Y22, Y22
-	VPSUBW              992(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y27
-	VGF2P8AFFINEQB      $0x00, Y8, Y17, Y22
-	VPSRLW              $0x04, Y15, Y24
-	VPTERNLOGD          $0xd8, Y13, Y24, Y22
-	VPSHUFD             $0xaa, Y16, Y24
-	VPMADDUBSW          192(CX), Y22, Y22
-	VPSUBW              448(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y23
-	VGF2P8AFFINEQB      $0x00, Y8, Y21, Y22
-	VPSRLW              $0x04, Y19, Y24
-	VPTERNLOGD          $0xd8, Y13, Y24, Y22
-	VPSHUFD             $0xaa, Y20, Y24
-	VPMADDUBSW          768(CX), Y22, Y22
-	VPSUBW              1024(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y25
-	VGF2P8AFFINEQB      $0x00, Y9, Y17, Y17
-	VPSRLW              $0x06, Y15, Y15
-	VPTERNLOGD          $0xd8, Y13, Y15, Y17
-	VPSHUFD             $0xff, Y16, Y15
-	VPMADDUBSW          224(CX), Y17, Y16
-	VPSUBW              480(CX), Y16, Y16
-	VPDPWSSD            Y15, Y16, Y26
-	VGF2P8AFFINEQB      $0x00, Y9, Y21, Y15
-	VPSRLW              $0x06, Y19, Y16
-	VPTERNLOGD          $0xd8, Y13, Y16, Y15
-	VPSHUFD             $0xff, Y20, Y16
-	VPMADDUBSW          800(CX), Y15, Y15
-	VPSUBW              1056(CX), Y15, Y15
-	VPDPWSSD            Y16, Y15, Y27
-	VPADDD              Y26, Y23, Y23
-	VCVTDQ2PS           Y23, Y15
-	VMULSS              512(CX), X14, X14
-	VBROADCASTSS        X14, Y14
-	VMULPS              Y14, Y15, Y15
-	VADDPS              Y15, Y0, Y0
-	VPADDD              Y27, Y25, Y25
-	VCVTDQ2PS           Y25, Y14
-	VMULSS              1088(CX), X18, X15
-	VBROADCASTSS        X15, Y15
-	VMULPS              Y15, Y14, Y14
-	VADDPS              Y14, Y0, Y0
-	ADDQ                $0x000000dc, AX
-	ADDQ                $0x00000480, CX
-	SUBQ                $0x02, DX
-	JMP                 lrpairq36DotQ3KPVBMIVNNI256
+	CMPQ                DX, $0x04
+	JB                  q36nextq36DotQ3KPVBMIVNNI256
+	LEAQ                (BX)(SI*1), DI
+	VPMULTISHIFTQB.BCST 316(AX), Y10, Y14
+	VPMULTISHIFTQB.BCST 322(AX), Y11, Y21
+	VPTERNLOGD          $0xd8, Y12, Y14, Y21
+	VPXORD.BCST         c32_80808080<>+0(SB), Y21, Y21
+	VPMOVSXBW           X21, Y14
+	VPSRAW              $0x02, Y14, Y14
+	VMOVDQU64           Y14, (DI)
+	VPMULTISHIFTQB.BCST 426(AX), Y10, Y14
+	VPMULTISHIFTQB.BCST 432(AX), Y11, Y21
+	VPTERNLOGD          $0xd8, Y12, Y14, Y21
+	VPXORD.BCST         c32_80808080<>+0(SB), Y21, Y21
+	VPMOVSXBW           X21, Y14
+	VPSRAW              $0x02, Y14, Y14
+	VMOVDQU64           Y14, 32(DI)
+
+q36nextq36DotQ3KPVBMIVNNI256:
+	LEAQ           110(AX), DI
+	VPBROADCASTW   108(AX), X14
+	VCVTPH2PS      X14, X14
+	VPERMB         (AX), Y1, Y21
+	VPXORD         Y15, Y15, Y15
+	VPXORD         Y16, Y16, Y16
+	VPBROADCASTW   108(DI), X22
+	VCVTPH2PS      X22, X22
+	VPERMB         (DI), Y1, Y23
+	VPXORD         Y17, Y17, Y17
+	VPXORD         Y18, Y18, Y18
+	VPERMB         32(AX), Y1, Y24
+	VGF2P8AFFINEQB $0x00, Y2, Y21, Y25
+	VPTERNLOGD     $0xd8, Y13, Y24, Y25
+	VPMADDUBSW     (CX), Y25, Y25
+	VPSUBW         256(CX), Y25, Y25
+	VPDPWSSD.BCST  (BX), Y25, Y15
+	VPERMB         32(DI), Y1, Y25
+	VGF2P8AFFINEQB $0x00, Y2, Y23, Y26
+	VPTERNLOGD     $0xd8, Y13, Y25, Y26
+	VPMADDUBSW     576(CX), Y26, Y26
+	VPSUBW         832(CX), Y26, Y26
+	VPDPWSSD.BCST  32(BX), Y26, Y17
+	VGF2P8AFFINEQB $0x00, Y3, Y21, Y26
+	VPSRLW         $0x02, Y24, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     32(CX), Y26, Y26
+	VPSUBW         288(CX), Y26, Y26
+	VPDPWSSD.BCST  4(BX), Y26, Y16
+	VGF2P8AFFINEQB $0x00, Y3, Y23, Y26
+	VPSRLW         $0x02, Y25, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     608(CX), Y26, Y26
+	VPSUBW         864(CX), Y26, Y26
+	VPDPWSSD.BCST  36(BX), Y26, Y18
+	VGF2P8AFFINEQB $0x00, Y4, Y21, Y26
+	VPSRLW         $0x04, Y24, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     64(CX), Y26, Y26
+	VPSUBW         320(CX), Y26, Y26
+	VPDPWSSD.BCST  8(BX), Y26, Y15
+	VGF2P8AFFINEQB $0x00, Y4, Y23, Y26
+	VPSRLW         $0x04, Y25, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     640(CX), Y26, Y26
+	VPSUBW         896(CX), Y26, Y26
+	VPDPWSSD.BCST  40(BX), Y26, Y17
+	VGF2P8AFFINEQB $0x00, Y5, Y21, Y26
+	VPSRLW         $0x06, Y24, Y24
+	VPTERNLOGD     $0xd8, Y13, Y24, Y26
+	VPMADDUBSW     96(CX), Y26, Y24
+	VPSUBW         352(CX), Y24, Y24
+	VPDPWSSD.BCST  12(BX), Y24, Y16
+	VGF2P8AFFINEQB $0x00, Y5, Y23, Y24
+	VPSRLW         $0x06, Y25, Y25
+	VPTERNLOGD     $0xd8, Y13, Y25, Y24
+	VPMADDUBSW     672(CX), Y24, Y24
+	VPSUBW         928(CX), Y24, Y24
+	VPDPWSSD.BCST  44(BX), Y24, Y18
+	VPERMB         64(AX), Y1, Y24
+	VGF2P8AFFINEQB $0x00, Y6, Y21, Y25
+	VPTERNLOGD     $0xd8, Y13, Y24, Y25
+	VPMADDUBSW     128(CX), Y25, Y25
+	VPSUBW         384(CX), Y25, Y25
+	VPDPWSSD.BCST  16(BX), Y25, Y15
+	VPERMB         64(DI), Y1, Y25
+	VGF2P8AFFINEQB $0x00, Y6, Y23, Y26
+	VPTERNLOGD     $0xd8, Y13, Y25, Y26
+	VPMADDUBSW     704(CX), Y26, Y26
+	VPSUBW         960(CX), Y26, Y26
+	VPDPWSSD.BCST  48(BX), Y26, Y17
+	VGF2P8AFFINEQB $0x00, Y7, Y21, Y26
+	VPSRLW         $0x02, Y24, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     160(CX), Y26, Y26
+	VPSUBW         416(CX), Y26, Y26
+	VPDPWSSD.BCST  20(BX), Y26, Y16
+	VGF2P8AFFINEQB $0x00, Y7, Y23, Y26
+	VPSRLW         $0x02, Y25, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     736(CX), Y26, Y26
+	VPSUBW         992(CX), Y26, Y26
+	VPDPWSSD.BCST  52(BX), Y26, Y18
+	VGF2P8AFFINEQB $0x00, Y8, Y21, Y26
+	VPSRLW         $0x04, Y24, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     192(CX), Y26, Y26
+	VPSUBW         448(CX), Y26, Y26
+	VPDPWSSD.BCST  24(BX), Y26, Y15
+	VGF2P8AFFINEQB $0x00, Y8, Y23, Y26
+	VPSRLW         $0x04, Y25, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     768(CX), Y26, Y26
+	VPSUBW         1024(CX), Y26, Y26
+	VPDPWSSD.BCST  56(BX), Y26, Y17
+	VGF2P8AFFINEQB $0x00, Y9, Y21, Y21
+	VPSRLW         $0x06, Y24, Y24
+	VPTERNLOGD     $0xd8, Y13, Y24, Y21
+	VPMADDUBSW     224(CX), Y21, Y21
+	VPSUBW         480(CX), Y21, Y21
+	VPDPWSSD.BCST  28(BX), Y21, Y16
+	VGF2P8AFFINEQB $0x00, Y9, Y23, Y21
+	VPSRLW         $0x06, Y25, Y23
+	VPTERNLOGD     $0xd8, Y13, Y23, Y21
+	VPMADDUBSW     800(CX), Y21, Y21
+	VPSUBW         1056(CX), Y21, Y21
+	VPDPWSSD.BCST  60(BX), Y21, Y18
+	VPADDD         Y16, Y15, Y15
+	VCVTDQ2PS      Y15, Y21
+	VMULSS         512(CX), X14, X14
+	VBROADCASTSS   X14, Y14
+	VMULPS         Y14, Y21, Y21
+	VADDPS         Y21, Y0, Y0
+	VPADDD         Y18, Y17, Y17
+	VCVTDQ2PS      Y17, Y14
+	VMULSS         1088(CX), X22, X21
+	VBROADCASTSS   X21, Y21
+	VMULPS         Y21, Y14, Y14
+	VADDPS         Y14, Y0, Y0
+	ADDQ           $0x000000dc, AX
+	ADDQ           $0x00000480, CX
+	ADDQ           SI, BX
+	NEGQ           SI
+	SUBQ           $0x02, DX
+	JMP            lrpairq36DotQ3KPVBMIVNNI256
 
 lrpairedq36DotQ3KPVBMIVNNI256:
 	TESTQ DX, DX
@@ -22951,67 +22963,60 @@ loopq36DotQ3KPVBMIVNNI256:
 	VPMULTISHIFTQB.BCST 102(AX), Y11, Y16
 	VPTERNLOGD          $0xd8, Y12, Y15, Y16
 	VPXORD.BCST         c32_80808080<>+0(SB), Y16, Y16
-	VPUNPCKLBW          Y16, Y16, Y15
-	VPSRAW              $0x0a, Y15, Y15
-	VPUNPCKHBW          Y16, Y16, Y16
-	VPSRAW              $0x0a, Y16, Y16
-	VPERMB              (AX), Y1, Y17
-	VPERMB              32(AX), Y1, Y18
-	VGF2P8AFFINEQB      $0x00, Y2, Y17, Y19
-	VPTERNLOGD          $0xd8, Y13, Y18, Y19
-	VPSHUFD             $0x00, Y15, Y20
-	VPMADDUBSW          (CX), Y19, Y19
-	VPSUBW              256(CX), Y19, Y19
-	VPMADDWD            Y20, Y19, Y19
-	VGF2P8AFFINEQB      $0x00, Y3, Y17, Y20
-	VPSRLW              $0x02, Y18, Y21
-	VPTERNLOGD          $0xd8, Y13, Y21, Y20
-	VPSHUFD             $0x55, Y15, Y21
-	VPMADDUBSW          32(CX), Y20, Y20
-	VPSUBW              288(CX), Y20, Y20
-	VPMADDWD            Y21, Y20, Y20
-	VGF2P8AFFINEQB      $0x00, Y4, Y17, Y21
-	VPSRLW              $0x04, Y18, Y22
-	VPTERNLOGD          $0xd8, Y13, Y22, Y21
-	VPSHUFD             $0xaa, Y15, Y22
-	VPMADDUBSW          64(CX), Y21, Y21
-	VPSUBW              320(CX), Y21, Y21
-	VPDPWSSD            Y22, Y21, Y19
-	VGF2P8AFFINEQB      $0x00, Y5, Y17, Y21
-	VPSRLW              $0x06, Y18, Y18
-	VPTERNLOGD          $0xd8, Y13, Y18, Y21
-	VPSHUFD             $0xff, Y15, Y15
-	VPMADDUBSW          96(CX), Y21, Y18
-	VPSUBW              352(CX), Y18, Y18
-	VPDPWSSD            Y15, Y18, Y20
-	VPERMB              64(AX), Y1, Y15
-	VGF2P8AFFINEQB      $0x00, Y6, Y17, Y18
-	VPTERNLOGD          $0xd8, Y13, Y15, Y18
-	VPSHUFD             $0x00, Y16, Y21
-	VPMADDUBSW          128(CX), Y18, Y18
-	VPSUBW              384(CX), Y18, Y18
-	VPDPWSSD            Y21, Y18, Y19
-	VGF2P8AFFINEQB      $0x00, Y7, Y17, Y18
-	VPSRLW              $0x02, Y15, Y21
-	VPTERNLOGD          $0xd8, Y13, Y21, Y18
-	VPSHUFD             $0x55, Y16, Y21
-	VPMADDUBSW          160(CX), Y18, Y18
-	VPSUBW              416(CX), Y18, Y18
-	VPDPWSSD            Y21, Y18, Y20
-	VGF2P8AFFINEQB      $0x00, Y8, Y17, Y18
-	VPSRLW              $0x04, Y15, Y21
-	VPTERNLOGD          $0xd8, Y13, Y21, Y18
-	VPSHUFD             $0xaa, Y16, Y21
-	VPMADDUBSW          192(CX), Y18, Y18
-	VPSUBW              448(CX), Y18, Y18
-	VPDPWSSD            Y21, Y18, Y19
-	VGF2P8AFFINEQB      $0x00, Y9, Y17, Y17
-	VPSRLW              $0x06, Y15, Y15
-	VPTERNLOGD          $0xd8, Y13, Y15, Y17
-	VPSHUFD             $0xff, Y16, Y15
-	VPMADDUBSW          224(CX), Y17, Y16
-	VPSUBW              480(CX), Y16, Y16
-	VPDPWSSD            Y15, Y16, Y20
+	VPMOVSXBW           X16, Y15
+	VPSRAW              $0x02, Y15, Y15
+	VMOVDQU64           Y15, (SP)
+	VPERMB              (AX), Y1, Y15
+	VPXORD              Y19, Y19, Y19
+	VPXORD              Y20, Y20, Y20
+	VPERMB              32(AX), Y1, Y16
+	VGF2P8AFFINEQB      $0x00, Y2, Y15, Y17
+	VPTERNLOGD          $0xd8, Y13, Y16, Y17
+	VPMADDUBSW          (CX), Y17, Y17
+	VPSUBW              256(CX), Y17, Y17
+	VPDPWSSD.BCST       (SP), Y17, Y19
+	VGF2P8AFFINEQB      $0x00, Y3, Y15, Y17
+	VPSRLW              $0x02, Y16, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y17
+	VPMADDUBSW          32(CX), Y17, Y17
+	VPSUBW              288(CX), Y17, Y17
+	VPDPWSSD.BCST       4(SP), Y17, Y20
+	VGF2P8AFFINEQB      $0x00, Y4, Y15, Y17
+	VPSRLW              $0x04, Y16, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y17
+	VPMADDUBSW          64(CX), Y17, Y17
+	VPSUBW              320(CX), Y17, Y17
+	VPDPWSSD.BCST       8(SP), Y17, Y19
+	VGF2P8AFFINEQB      $0x00, Y5, Y15, Y17
+	VPSRLW              $0x06, Y16, Y16
+	VPTERNLOGD          $0xd8, Y13, Y16, Y17
+	VPMADDUBSW          96(CX), Y17, Y16
+	VPSUBW              352(CX), Y16, Y16
+	VPDPWSSD.BCST       12(SP), Y16, Y20
+	VPERMB              64(AX), Y1, Y16
+	VGF2P8AFFINEQB      $0x00, Y6, Y15, Y17
+	VPTERNLOGD          $0xd8, Y13, Y16, Y17
+	VPMADDUBSW          128(CX), Y17, Y17
+	VPSUBW              384(CX), Y17, Y17
+	VPDPWSSD.BCST       16(SP), Y17, Y19
+	VGF2P8AFFINEQB      $0x00, Y7, Y15, Y17
+	VPSRLW              $0x02, Y16, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y17
+	VPMADDUBSW          160(CX), Y17, Y17
+	VPSUBW              416(CX), Y17, Y17
+	VPDPWSSD.BCST       20(SP), Y17, Y20
+	VGF2P8AFFINEQB      $0x00, Y8, Y15, Y17
+	VPSRLW              $0x04, Y16, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y17
+	VPMADDUBSW          192(CX), Y17, Y17
+	VPSUBW              448(CX), Y17, Y17
+	VPDPWSSD.BCST       24(SP), Y17, Y19
+	VGF2P8AFFINEQB      $0x00, Y9, Y15, Y15
+	VPSRLW              $0x06, Y16, Y16
+	VPTERNLOGD          $0xd8, Y13, Y16, Y15
+	VPMADDUBSW          224(CX), Y15, Y15
+	VPSUBW              480(CX), Y15, Y15
+	VPDPWSSD.BCST       28(SP), Y15, Y20
 	VPADDD              Y20, Y19, Y19
 	VCVTDQ2PS           Y19, Y15
 	VMULSS              512(CX), X14, X14
@@ -23068,194 +23073,206 @@ GLOBL c32_3c3c3c3c<>(SB), RODATA|NOPTR, $4
 
 // func q36LrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, MMX+
-TEXT ·q36LrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $32-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         acc+24(FP), BX
-	VMOVUPS      (BX), Y0
-	VMOVDQU64    xpermb32<>+0(SB), Y1
-	VMOVDQU64    lrq3hbit0<>+0(SB), Y2
-	VMOVDQU64    lrq3hbit1<>+0(SB), Y3
-	VMOVDQU64    lrq3hbit2<>+0(SB), Y4
-	VMOVDQU64    lrq3hbit3<>+0(SB), Y5
-	VMOVDQU64    lrq3hbit4<>+0(SB), Y6
-	VMOVDQU64    lrq3hbit5<>+0(SB), Y7
-	VMOVDQU64    lrq3hbit6<>+0(SB), Y8
-	VMOVDQU64    lrq3hbit7<>+0(SB), Y9
-	VMOVDQU64    q36q3ctl0<>+0(SB), Y10
-	VMOVDQU64    q36q3ctl1<>+0(SB), Y11
-	VPBROADCASTD c32_3c3c3c3c<>+0(SB), Y12
-	VPBROADCASTD c32_03030303<>+0(SB), Y13
-	VPBROADCASTD c32_04040404<>+0(SB), Y14
-	VPBROADCASTD c32_00200020<>+0(SB), Y14
-	MOVQ         pf+32(FP), BX
-	TESTQ        DX, DX
-	JZ           doneq36LrDotQ3KPVBMITVNNI256
+TEXT ·q36LrDotQ3KPVBMITVNNI256(SB), NOSPLIT, $128-40
+	MOVQ                w+0(FP), AX
+	MOVQ                a+8(FP), CX
+	MOVQ                nb+16(FP), DX
+	MOVQ                acc+24(FP), BX
+	VMOVUPS             (BX), Y0
+	VMOVDQU64           xpermb32<>+0(SB), Y1
+	VMOVDQU64           lrq3hbit0<>+0(SB), Y2
+	VMOVDQU64           lrq3hbit1<>+0(SB), Y3
+	VMOVDQU64           lrq3hbit2<>+0(SB), Y4
+	VMOVDQU64           lrq3hbit3<>+0(SB), Y5
+	VMOVDQU64           lrq3hbit4<>+0(SB), Y6
+	VMOVDQU64           lrq3hbit5<>+0(SB), Y7
+	VMOVDQU64           lrq3hbit6<>+0(SB), Y8
+	VMOVDQU64           lrq3hbit7<>+0(SB), Y9
+	VMOVDQU64           q36q3ctl0<>+0(SB), Y10
+	VMOVDQU64           q36q3ctl1<>+0(SB), Y11
+	VPBROADCASTD        c32_3c3c3c3c<>+0(SB), Y12
+	VPBROADCASTD        c32_03030303<>+0(SB), Y13
+	VPBROADCASTD        c32_04040404<>+0(SB), Y14
+	VPBROADCASTD        c32_00200020<>+0(SB), Y14
+	MOVQ                pf+32(FP), BX
+	TESTQ               DX, DX
+	JZ                  doneq36LrDotQ3KPVBMITVNNI256
+	LEAQ                (SP), SI
+	MOVQ                $0x00000040, DI
+	CMPQ                DX, $0x02
+	JB                  q36preq36LrDotQ3KPVBMITVNNI256
+	VPMULTISHIFTQB.BCST 96(AX), Y10, Y14
+	VPMULTISHIFTQB.BCST 102(AX), Y11, Y21
+	VPTERNLOGD          $0xd8, Y12, Y14, Y21
+	VPXORD.BCST         c32_80808080<>+0(SB), Y21, Y21
+	VPMOVSXBW           X21, Y14
+	VPSRAW              $0x02, Y14, Y14
+	VMOVDQU64           Y14, (SI)
+	VPMULTISHIFTQB.BCST 206(AX), Y10, Y14
+	VPMULTISHIFTQB.BCST 212(AX), Y11, Y21
+	VPTERNLOGD          $0xd8, Y12, Y14, Y21
+	VPXORD.BCST         c32_80808080<>+0(SB), Y21, Y21
+	VPMOVSXBW           X21, Y14
+	VPSRAW              $0x02, Y14, Y14
+	VMOVDQU64           Y14, 32(SI)
 
+q36preq36LrDotQ3KPVBMITVNNI256:
 lrpairq36LrDotQ3KPVBMITVNNI256:
 	CMPQ                DX, $0x02
 	JB                  lrpairedq36LrDotQ3KPVBMITVNNI256
-	PREFETCHT1          (BX)
-	PREFETCHT1          64(BX)
-	PREFETCHT1          128(BX)
-	PREFETCHT1          192(BX)
-	PREFETCHT0          220(AX)
-	PREFETCHT0          284(AX)
-	PREFETCHT0          348(AX)
-	PREFETCHT0          412(AX)
-	ADDQ                $0x000000dc, BX
-	LEAQ                110(AX), SI
-	VPBROADCASTW        108(AX), X14
-	VCVTPH2PS           X14, X14
-	VPMULTISHIFTQB.BCST 96(AX), Y10, Y15
-	VPMULTISHIFTQB.BCST 102(AX), Y11, Y16
-	VPTERNLOGD          $0xd8, Y12, Y15, Y16
-	VPXORD.BCST         c32_80808080<>+0(SB), Y16, Y16
-	VPUNPCKLBW          Y16, Y16, Y15
-	VPSRAW              $0x0a, Y15, Y15
-	VPUNPCKHBW          Y16, Y16, Y16
-	VPSRAW              $0x0a, Y16, Y16
-	VPERMB              (AX), Y1, Y17
-	VPBROADCASTW        108(SI), X18
-	VCVTPH2PS           X18, X18
-	VPMULTISHIFTQB.BCST 96(SI), Y10, Y19
-	VPMULTISHIFTQB.BCST 102(SI), Y11, Y20
-	VPTERNLOGD          $0xd8, Y12, Y19, Y20
-	VPXORD.BCST         c32_80808080<>+0(SB), Y20, Y20
-	VPUNPCKLBW          Y20, Y20, Y19
-	VPSRAW              $0x0a, Y19, Y19
-	VPUNPCKHBW          Y20, Y20, Y20
-	VPSRAW              $0x0a, Y20, Y20
-	VPERMB              (SI), Y1, Y21
-	VPERMB              32(AX), Y1, Y22
-	VGF2P8AFFINEQB      $0x00, Y2, Y17, Y23
-	VPTERNLOGD          $0xd8, Y13, Y22, Y23
-	VPSHUFD             $0x00, Y15, Y24
-	VPMADDUBSW          (CX), Y23, Y23
-	VPSUBW              256(CX), Y23, Y23
-	VPMADDWD            Y24, Y23, Y23
-	VPERMB              32(SI), Y1, Y24
-	VGF2P8AFFINEQB      $0x00, Y2, Y21, Y25
-	VPTERNLOGD          $0xd8, Y13, Y24, Y25
-	VPSHUFD             $0x00, Y19, Y26
-	VPMADDUBSW          576(CX), Y25, Y25
-	VPSUBW              832(CX), Y25, Y25
-	VPMADDWD            Y26, Y25, Y25
-	VGF2P8AFFINEQB      $0x00, Y3, Y17, Y26
-	VPSRLW              $0x02, Y22, Y27
-	VPTERNLOGD          $0xd8, Y13, Y27, Y26
-	VPSHUFD             $0x55, Y15, Y27
-	VPMADDUBSW          32(CX), Y26, Y26
-	VPSUBW              288(CX), Y26, Y26
-	VPMADDWD            Y27, Y26, Y26
-	VGF2P8AFFINEQB      $0x00, Y3, Y21, Y27
-	VPSRLW              $0x02, Y24, Y28
-	VPTERNLOGD          $0xd8, Y13, Y28, Y27
-	VPSHUFD             $0x55, Y19, Y28
-	VPMADDUBSW          608(CX), Y27, Y27
-	VPSUBW              864(CX), Y27, Y27
-	VPMADDWD            Y28, Y27, Y27
-	VGF2P8AFFINEQB      $0x00, Y4, Y17, Y28
-	VPSRLW              $0x04, Y22, Y29
-	VPTERNLOGD          $0xd8, Y13, Y29, Y28
-	VPSHUFD             $0xaa, Y15, Y29
-	VPMADDUBSW          64(CX), Y28, Y28
-	VPSUBW              320(CX), Y28, Y28
-	VPDPWSSD            Y29, Y28, Y23
-	VGF2P8AFFINEQB      $0x00, Y4, Y21, Y28
-	VPSRLW              $0x04, Y24, Y29
-	VPTERNLOGD          $0xd8, Y13, Y29, Y28
-	VPSHUFD             $0xaa, Y19, Y29
-	VPMADDUBSW          640(CX), Y28, Y28
-	VPSUBW              896(CX), Y28, Y28
-	VPDPWSSD            Y29, Y28, Y25
-	VGF2P8AFFINEQB      $0x00, Y5, Y17, Y28
-	VPSRLW              $0x06, Y22, Y22
-	VPTERNLOGD          $0xd8, Y13, Y22, Y28
-	VPSHUFD             $0xff, Y15, Y15
-	VPMADDUBSW          96(CX), Y28, Y22
-	VPSUBW              352(CX), Y22, Y22
-	VPDPWSSD            Y15, Y22, Y26
-	VGF2P8AFFINEQB      $0x00, Y5, Y21, Y15
-	VPSRLW              $0x06, Y24, Y22
-	VPTERNLOGD          $0xd8, Y13, Y22, Y15
-	VPSHUFD             $0xff, Y19, Y19
-	VPMADDUBSW          672(CX), Y15, Y15
-	VPSUBW              928(CX), Y15, Y15
-	VPDPWSSD            Y19, Y15, Y27
-	VPERMB              64(AX), Y1, Y15
-	VGF2P8AFFINEQB      $0x00, Y6, Y17, Y19
-	VPTERNLOGD          $0xd8, Y13, Y15, Y19
-	VPSHUFD             $0x00, Y16, Y22
-	VPMADDUBSW          128(CX), Y19, Y19
-	VPSUBW              384(CX), Y19, Y19
-	VPDPWSSD            Y22, Y19, Y23
-	VPERMB              64(SI), Y1, Y19
-	VGF2P8AFFINEQB      $0x00, Y6, Y21, Y22
-	VPTERNLOGD          $0xd8, Y13, Y19, Y22
-	VPSHUFD             $0x00, Y20, Y24
-	VPMADDUBSW          704(CX), Y22, Y22
-	VPSUBW              960(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y25
-	VGF2P8AFFINEQB      $0x00, Y7, Y17, Y22
-	VPSRLW              $0x02, Y15, Y24
-	VPTERNLOGD          $0xd8, Y13, Y24, Y22
-	VPSHUFD             $0x55, Y16, Y24
-	VPMADDUBSW          160(CX), Y22, Y22
-	VPSUBW              416(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y26
-	VGF2P8AFFINEQB      $0x00, Y7, Y21, Y22
-	VPSRLW              $0x02, Y19, Y24
-	VPTERNLOGD          $0xd8, Y13, Y24, Y22
-	VPSHUFD             $0x55, Y20, Y24
-	VPMADDUBSW          736(CX), Y22, Y22
-	VPSUBW              992(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y27
-	VGF2P8AFFINEQB      $0x00, Y8, Y17, Y22
-	VPSRLW              $0x04, Y15, Y24
-	VPTERNLOGD          $0xd8, Y13, Y24, Y22
-	VPSHUFD             $0xaa, Y16, Y24
-	VPMADDUBSW          192(CX), Y22, Y22
-	VPSUBW              448(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y23
-	VGF2P8AFFINEQB      $0x00, Y8, Y21, Y22
-	VPSRLW              $0x04, Y19, Y24
-	VPTERNLOGD          $0xd8, Y13, Y24, Y22
-	VPSHUFD             $0xaa, Y20, Y24
-	VPMADDUBSW          768(CX), Y22, Y22
-	VPSUBW              1024(CX), Y22, Y22
-	VPDPWSSD            Y24, Y22, Y25
-	VGF2P8AFFINEQB      $0x00, Y9, Y17, Y17
-	VPSRLW              $0x06, Y15, Y15
-	VPTERNLOGD          $0xd8, Y13, Y15, Y17
-	VPSHUFD             $0xff, Y16, Y15
-	VPMADDUBSW          224(CX), Y17, Y16
-	VPSUBW              480(CX), Y16, Y16
-	VPDPWSSD            Y15, Y16, Y26
-	VGF2P8AFFINEQB      $0x00, Y9, Y21, Y15
-	VPSRLW              $0x06, Y19, Y16
-	VPTERNLOGD          $0xd8, Y13, Y16, Y15
-	VPSHUFD             $0xff, Y20, Y16
-	VPMADDUBSW          800(CX), Y15, Y15
-	VPSUBW              1056(CX), Y15, Y15
-	VPDPWSSD            Y16, Y15, Y27
-	VPADDD              Y26, Y23, Y23
-	VCVTDQ2PS           Y23, Y15
-	VMULSS              512(CX), X14, X14
-	VBROADCASTSS        X14, Y14
-	VMULPS              Y14, Y15, Y15
-	VADDPS              Y15, Y0, Y0
-	VPADDD              Y27, Y25, Y25
-	VCVTDQ2PS           Y25, Y14
-	VMULSS              1088(CX), X18, X15
-	VBROADCASTSS        X15, Y15
-	VMULPS              Y15, Y14, Y14
-	VADDPS              Y14, Y0, Y0
-	ADDQ                $0x000000dc, AX
-	ADDQ                $0x00000480, CX
-	SUBQ                $0x02, DX
-	JMP                 lrpairq36LrDotQ3KPVBMITVNNI256
+	CMPQ                DX, $0x04
+	JB                  q36nextq36LrDotQ3KPVBMITVNNI256
+	LEAQ                (SI)(DI*1), R8
+	VPMULTISHIFTQB.BCST 316(AX), Y10, Y14
+	VPMULTISHIFTQB.BCST 322(AX), Y11, Y21
+	VPTERNLOGD          $0xd8, Y12, Y14, Y21
+	VPXORD.BCST         c32_80808080<>+0(SB), Y21, Y21
+	VPMOVSXBW           X21, Y14
+	VPSRAW              $0x02, Y14, Y14
+	VMOVDQU64           Y14, (R8)
+	VPMULTISHIFTQB.BCST 426(AX), Y10, Y14
+	VPMULTISHIFTQB.BCST 432(AX), Y11, Y21
+	VPTERNLOGD          $0xd8, Y12, Y14, Y21
+	VPXORD.BCST         c32_80808080<>+0(SB), Y21, Y21
+	VPMOVSXBW           X21, Y14
+	VPSRAW              $0x02, Y14, Y14
+	VMOVDQU64           Y14, 32(R8)
+
+q36nextq36LrDotQ3KPVBMITVNNI256:
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT0     220(AX)
+	PREFETCHT0     284(AX)
+	PREFETCHT0     348(AX)
+	PREFETCHT0     412(AX)
+	ADDQ           $0x000000dc, BX
+	LEAQ           110(AX), R8
+	VPBROADCASTW   108(AX), X14
+	VCVTPH2PS      X14, X14
+	VPERMB         (AX), Y1, Y21
+	VPXORD         Y15, Y15, Y15
+	VPXORD         Y16, Y16, Y16
+	VPBROADCASTW   108(R8), X22
+	VCVTPH2PS      X22, X22
+	VPERMB         (R8), Y1, Y23
+	VPXORD         Y17, Y17, Y17
+	VPXORD         Y18, Y18, Y18
+	VPERMB         32(AX), Y1, Y24
+	VGF2P8AFFINEQB $0x00, Y2, Y21, Y25
+	VPTERNLOGD     $0xd8, Y13, Y24, Y25
+	VPMADDUBSW     (CX), Y25, Y25
+	VPSUBW         256(CX), Y25, Y25
+	VPDPWSSD.BCST  (SI), Y25, Y15
+	VPERMB         32(R8), Y1, Y25
+	VGF2P8AFFINEQB $0x00, Y2, Y23, Y26
+	VPTERNLOGD     $0xd8, Y13, Y25, Y26
+	VPMADDUBSW     576(CX), Y26, Y26
+	VPSUBW         832(CX), Y26, Y26
+	VPDPWSSD.BCST  32(SI), Y26, Y17
+	VGF2P8AFFINEQB $0x00, Y3, Y21, Y26
+	VPSRLW         $0x02, Y24, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     32(CX), Y26, Y26
+	VPSUBW         288(CX), Y26, Y26
+	VPDPWSSD.BCST  4(SI), Y26, Y16
+	VGF2P8AFFINEQB $0x00, Y3, Y23, Y26
+	VPSRLW         $0x02, Y25, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     608(CX), Y26, Y26
+	VPSUBW         864(CX), Y26, Y26
+	VPDPWSSD.BCST  36(SI), Y26, Y18
+	VGF2P8AFFINEQB $0x00, Y4, Y21, Y26
+	VPSRLW         $0x04, Y24, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     64(CX), Y26, Y26
+	VPSUBW         320(CX), Y26, Y26
+	VPDPWSSD.BCST  8(SI), Y26, Y15
+	VGF2P8AFFINEQB $0x00, Y4, Y23, Y26
+	VPSRLW         $0x04, Y25, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     640(CX), Y26, Y26
+	VPSUBW         896(CX), Y26, Y26
+	VPDPWSSD.BCST  40(SI), Y26, Y17
+	VGF2P8AFFINEQB $0x00, Y5, Y21, Y26
+	VPSRLW         $0x06, Y24, Y24
+	VPTERNLOGD     $0xd8, Y13, Y24, Y26
+	VPMADDUBSW     96(CX), Y26, Y24
+	VPSUBW         352(CX), Y24, Y24
+	VPDPWSSD.BCST  12(SI), Y24, Y16
+	VGF2P8AFFINEQB $0x00, Y5, Y23, Y24
+	VPSRLW         $0x06, Y25, Y25
+	VPTERNLOGD     $0xd8, Y13, Y25, Y24
+	VPMADDUBSW     672(CX), Y24, Y24
+	VPSUBW         928(CX), Y24, Y24
+	VPDPWSSD.BCST  44(SI), Y24, Y18
+	VPERMB         64(AX), Y1, Y24
+	VGF2P8AFFINEQB $0x00, Y6, Y21, Y25
+	VPTERNLOGD     $0xd8, Y13, Y24, Y25
+	VPMADDUBSW     128(CX), Y25, Y25
+	VPSUBW         384(CX), Y25, Y25
+	VPDPWSSD.BCST  16(SI), Y25, Y15
+	VPERMB         64(R8), Y1, Y25
+	VGF2P8AFFINEQB $0x00, Y6, Y23, Y26
+	VPTERNLOGD     $0xd8, Y13, Y25, Y26
+	VPMADDUBSW     704(CX), Y26, Y26
+	VPSUBW         960(CX), Y26, Y26
+	VPDPWSSD.BCST  48(SI), Y26, Y17
+	VGF2P8AFFINEQB $0x00, Y7, Y21, Y26
+	VPSRLW         $0x02, Y24, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     160(CX), Y26, Y26
+	VPSUBW         416(CX), Y26, Y26
+	VPDPWSSD.BCST  20(SI), Y26, Y16
+	VGF2P8AFFINEQB $0x00, Y7, Y23, Y26
+	VPSRLW         $0x02, Y25, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     736(CX), Y26, Y26
+	VPSUBW         992(CX), Y26, Y26
+	VPDPWSSD.BCST  52(SI), Y26, Y18
+	VGF2P8AFFINEQB $0x00, Y8, Y21, Y26
+	VPSRLW         $0x04, Y24, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     192(CX), Y26, Y26
+	VPSUBW         448(CX), Y26, Y26
+	VPDPWSSD.BCST  24(SI), Y26, Y15
+	VGF2P8AFFINEQB $0x00, Y8, Y23, Y26
+	VPSRLW         $0x04, Y25, Y27
+	VPTERNLOGD     $0xd8, Y13, Y27, Y26
+	VPMADDUBSW     768(CX), Y26, Y26
+	VPSUBW         1024(CX), Y26, Y26
+	VPDPWSSD.BCST  56(SI), Y26, Y17
+	VGF2P8AFFINEQB $0x00, Y9, Y21, Y21
+	VPSRLW         $0x06, Y24, Y24
+	VPTERNLOGD     $0xd8, Y13, Y24, Y21
+	VPMADDUBSW     224(CX), Y21, Y21
+	VPSUBW         480(CX), Y21, Y21
+	VPDPWSSD.BCST  28(SI), Y21, Y16
+	VGF2P8AFFINEQB $0x00, Y9, Y23, Y21
+	VPSRLW         $0x06, Y25, Y23
+	VPTERNLOGD     $0xd8, Y13, Y23, Y21
+	VPMADDUBSW     800(CX), Y21, Y21
+	VPSUBW         1056(CX), Y21, Y21
+	VPDPWSSD.BCST  60(SI), Y21, Y18
+	VPADDD         Y16, Y15, Y15
+	VCVTDQ2PS      Y15, Y21
+	VMULSS         512(CX), X14, X14
+	VBROADCASTSS   X14, Y14
+	VMULPS         Y14, Y21, Y21
+	VADDPS         Y21, Y0, Y0
+	VPADDD         Y18, Y17, Y17
+	VCVTDQ2PS      Y17, Y14
+	VMULSS         1088(CX), X22, X21
+	VBROADCASTSS   X21, Y21
+	VMULPS         Y21, Y14, Y14
+	VADDPS         Y14, Y0, Y0
+	ADDQ           $0x000000dc, AX
+	ADDQ           $0x00000480, CX
+	ADDQ           DI, SI
+	NEGQ           DI
+	SUBQ           $0x02, DX
+	JMP            lrpairq36LrDotQ3KPVBMITVNNI256
 
 lrpairedq36LrDotQ3KPVBMITVNNI256:
 	TESTQ DX, DX
@@ -23273,67 +23290,60 @@ loopq36LrDotQ3KPVBMITVNNI256:
 	VPMULTISHIFTQB.BCST 102(AX), Y11, Y16
 	VPTERNLOGD          $0xd8, Y12, Y15, Y16
 	VPXORD.BCST         c32_80808080<>+0(SB), Y16, Y16
-	VPUNPCKLBW          Y16, Y16, Y15
-	VPSRAW              $0x0a, Y15, Y15
-	VPUNPCKHBW          Y16, Y16, Y16
-	VPSRAW              $0x0a, Y16, Y16
-	VPERMB              (AX), Y1, Y17
-	VPERMB              32(AX), Y1, Y18
-	VGF2P8AFFINEQB      $0x00, Y2, Y17, Y19
-	VPTERNLOGD          $0xd8, Y13, Y18, Y19
-	VPSHUFD             $0x00, Y15, Y20
-	VPMADDUBSW          (CX), Y19, Y19
-	VPSUBW              256(CX), Y19, Y19
-	VPMADDWD            Y20, Y19, Y19
-	VGF2P8AFFINEQB      $0x00, Y3, Y17, Y20
-	VPSRLW              $0x02, Y18, Y21
-	VPTERNLOGD          $0xd8, Y13, Y21, Y20
-	VPSHUFD             $0x55, Y15, Y21
-	VPMADDUBSW          32(CX), Y20, Y20
-	VPSUBW              288(CX), Y20, Y20
-	VPMADDWD            Y21, Y20, Y20
-	VGF2P8AFFINEQB      $0x00, Y4, Y17, Y21
-	VPSRLW              $0x04, Y18, Y22
-	VPTERNLOGD          $0xd8, Y13, Y22, Y21
-	VPSHUFD             $0xaa, Y15, Y22
-	VPMADDUBSW          64(CX), Y21, Y21
-	VPSUBW              320(CX), Y21, Y21
-	VPDPWSSD            Y22, Y21, Y19
-	VGF2P8AFFINEQB      $0x00, Y5, Y17, Y21
-	VPSRLW              $0x06, Y18, Y18
-	VPTERNLOGD          $0xd8, Y13, Y18, Y21
-	VPSHUFD             $0xff, Y15, Y15
-	VPMADDUBSW          96(CX), Y21, Y18
-	VPSUBW              352(CX), Y18, Y18
-	VPDPWSSD            Y15, Y18, Y20
-	VPERMB              64(AX), Y1, Y15
-	VGF2P8AFFINEQB      $0x00, Y6, Y17, Y18
-	VPTERNLOGD          $0xd8, Y13, Y15, Y18
-	VPSHUFD             $0x00, Y16, Y21
-	VPMADDUBSW          128(CX), Y18, Y18
-	VPSUBW              384(CX), Y18, Y18
-	VPDPWSSD            Y21, Y18, Y19
-	VGF2P8AFFINEQB      $0x00, Y7, Y17, Y18
-	VPSRLW              $0x02, Y15, Y21
-	VPTERNLOGD          $0xd8, Y13, Y21, Y18
-	VPSHUFD             $0x55, Y16, Y21
-	VPMADDUBSW          160(CX), Y18, Y18
-	VPSUBW              416(CX), Y18, Y18
-	VPDPWSSD            Y21, Y18, Y20
-	VGF2P8AFFINEQB      $0x00, Y8, Y17, Y18
-	VPSRLW              $0x04, Y15, Y21
-	VPTERNLOGD          $0xd8, Y13, Y21, Y18
-	VPSHUFD             $0xaa, Y16, Y21
-	VPMADDUBSW          192(CX), Y18, Y18
-	VPSUBW              448(CX), Y18, Y18
-	VPDPWSSD            Y21, Y18, Y19
-	VGF2P8AFFINEQB      $0x00, Y9, Y17, Y17
-	VPSRLW              $0x06, Y15, Y15
-	VPTERNLOGD          $0xd8, Y13, Y15, Y17
-	VPSHUFD             $0xff, Y16, Y15
-	VPMADDUBSW          224(CX), Y17, Y16
-	VPSUBW              480(CX), Y16, Y16
-	VPDPWSSD            Y15, Y16, Y20
+	VPMOVSXBW           X16, Y15
+	VPSRAW              $0x02, Y15, Y15
+	VMOVDQU64           Y15, (SP)
+	VPERMB              (AX), Y1, Y15
+	VPXORD              Y19, Y19, Y19
+	VPXORD              Y20, Y20, Y20
+	VPERMB              32(AX), Y1, Y16
+	VGF2P8AFFINEQB      $0x00, Y2, Y15, Y17
+	VPTERNLOGD          $0xd8, Y13, Y16, Y17
+	VPMADDUBSW          (CX), Y17, Y17
+	VPSUBW              256(CX), Y17, Y17
+	VPDPWSSD.BCST       (SP), Y17, Y19
+	VGF2P8AFFINEQB      $0x00, Y3, Y15, Y17
+	VPSRLW              $0x02, Y16, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y17
+	VPMADDUBSW          32(CX), Y17, Y17
+	VPSUBW              288(CX), Y17, Y17
+	VPDPWSSD.BCST       4(SP), Y17, Y20
+	VGF2P8AFFINEQB      $0x00, Y4, Y15, Y17
+	VPSRLW              $0x04, Y16, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y17
+	VPMADDUBSW          64(CX), Y17, Y17
+	VPSUBW              320(CX), Y17, Y17
+	VPDPWSSD.BCST       8(SP), Y17, Y19
+	VGF2P8AFFINEQB      $0x00, Y5, Y15, Y17
+	VPSRLW              $0x06, Y16, Y16
+	VPTERNLOGD          $0xd8, Y13, Y16, Y17
+	VPMADDUBSW          96(CX), Y17, Y16
+	VPSUBW              352(CX), Y16, Y16
+	VPDPWSSD.BCST       12(SP), Y16, Y20
+	VPERMB              64(AX), Y1, Y16
+	VGF2P8AFFINEQB      $0x00, Y6, Y15, Y17
+	VPTERNLOGD          $0xd8, Y13, Y16, Y17
+	VPMADDUBSW          128(CX), Y17, Y17
+	VPSUBW              384(CX), Y17, Y17
+	VPDPWSSD.BCST       16(SP), Y17, Y19
+	VGF2P8AFFINEQB      $0x00, Y7, Y15, Y17
+	VPSRLW              $0x02, Y16, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y17
+	VPMADDUBSW          160(CX), Y17, Y17
+	VPSUBW              416(CX), Y17, Y17
+	VPDPWSSD.BCST       20(SP), Y17, Y20
+	VGF2P8AFFINEQB      $0x00, Y8, Y15, Y17
+	VPSRLW              $0x04, Y16, Y18
+	VPTERNLOGD          $0xd8, Y13, Y18, Y17
+	VPMADDUBSW          192(CX), Y17, Y17
+	VPSUBW              448(CX), Y17, Y17
+	VPDPWSSD.BCST       24(SP), Y17, Y19
+	VGF2P8AFFINEQB      $0x00, Y9, Y15, Y15
+	VPSRLW              $0x06, Y16, Y16
+	VPTERNLOGD          $0xd8, Y13, Y16, Y15
+	VPMADDUBSW          224(CX), Y15, Y15
+	VPSUBW              480(CX), Y15, Y15
+	VPDPWSSD.BCST       28(SP), Y15, Y20
 	VPADDD              Y20, Y19, Y19
 	VCVTDQ2PS           Y19, Y15
 	VMULSS              512(CX), X14, X14

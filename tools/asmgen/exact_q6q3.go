@@ -103,7 +103,7 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		slots = AllocLocal(32 * m)
 	}
 	if !t.zmm() {
-		c.stack = AllocLocal(32)
+		c.stack = AllocLocal(32 * map[bool]int{true: 4, false: 1}[q36Gen != nil])
 	}
 	for k := 0; k < m; k++ {
 		if inMem {
@@ -263,8 +263,11 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 	// an embedded broadcast.
 	bcst := t.vnni && !t.zmm() && len(c.acts) == 1
 	if c.q36 != nil {
-		bcst = false
-		scale = c.q36.scales(t, sw)
+		bcst = c.q36.stored
+		c.q36.stored = false
+		if !bcst {
+			scale = c.q36.scales(t, sw)
+		}
 	} else if !t.zmm() && c.sidx != nil {
 		bcst = false
 		scale = func(i int) VecVirtual {
@@ -518,7 +521,7 @@ func genQ3KExact(t *target, vbmi bool) {
 			c.dw = halfs(Mem{Base: wp, Disp: 108}, false)
 			var sw VecVirtual
 			if c.q36 != nil {
-				c.q36.q3Scales(wp)
+				c.q36.q3Scales(wp, c.stack)
 			} else {
 				sw = q3sw(wp)
 			}

@@ -61,9 +61,32 @@ func lrQ3KMatrix(i int) Mem {
 // wait, and their float work is added in block order, as one block at a
 // time does.
 func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body func(c *xctx, nacc int)) {
+	pipe := c.q36 != nil && q36Store && q36Pipe
+	var slots, delta Register
+	if pipe {
+		// Two sets of two blocks' scale words, at slots and slots+delta,
+		// swapped every pair.
+		slots, delta = GP64(), GP64()
+		LEAQ(c.stack, slots)
+		MOVQ(U32(64), delta)
+		CMPQ(nb, U8(2))
+		JB(LabelRef("q36pre" + fn))
+		c.q36.q3Decode(Mem{Base: c.wp}, Mem{Base: slots})
+		c.q36.q3Decode(Mem{Base: c.wp, Disp: wsize}, Mem{Base: slots, Disp: 32})
+		Label("q36pre" + fn)
+	}
 	Label("lrpair" + fn)
 	CMPQ(nb, U8(2))
 	JB(LabelRef("lrpaired" + fn))
+	if pipe {
+		CMPQ(nb, U8(4))
+		JB(LabelRef("q36next" + fn))
+		next := GP64()
+		LEAQ(Mem{Base: slots, Index: delta, Scale: 1}, next)
+		c.q36.q3Decode(Mem{Base: c.wp, Disp: 2 * wsize}, Mem{Base: next})
+		c.q36.q3Decode(Mem{Base: c.wp, Disp: 3 * wsize}, Mem{Base: next, Disp: 32})
+		Label("q36next" + fn)
+	}
 	if pf != nil {
 		tileFetch(pf, c.wp, 2, wsize)
 	}
@@ -74,8 +97,18 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 	b.wp = GP64()
 	LEAQ(Mem{Base: c.wp, Disp: wsize}, b.wp)
 	b.acts = []Mem{c.acts[0].Offset(q63PrepBlock)}
+	if c.q36 != nil {
+		b.stack = c.stack.Offset(32)
+	}
+	if pipe {
+		a.stack, b.stack = Mem{Base: slots}, Mem{Base: slots, Disp: 32}
+		c.q36.pre = true
+	}
 	body(&a, 2)
 	body(&b, 2)
+	if pipe {
+		c.q36.pre = false
+	}
 	for i := 0; i < 256/c.t.w; i++ {
 		for _, j := range jobs {
 			j.step(i)
@@ -86,6 +119,10 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 	}
 	ADDQ(U32(2*wsize), c.wp)
 	ADDQ(U32(2*q63PrepBlock), ap)
+	if pipe {
+		ADDQ(delta, slots)
+		NEGQ(delta)
+	}
 	SUBQ(U8(2), nb)
 	JMP(LabelRef("lrpair" + fn))
 	Label("lrpaired" + fn)

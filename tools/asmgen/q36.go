@@ -24,7 +24,19 @@ type q36Regs struct {
 	// half, when set, is the block's scale words: half[h] holds words
 	// 8h..8h+7 in both 128-bit lanes.
 	half [2]VecVirtual
+	// stored: the block's scale words are on the stack instead (q36Store).
+	stored bool
+	// pre: lrPair stored them an iteration ahead (q36Pipe).
+	pre bool
 }
+
+// q36Pipe: lrPair decodes the next pair's scales to the stack while it
+// works on a pair, so that their stores are long done when loaded.
+var q36Pipe = true
+
+// q36Store: Q3_K scale words go to the stack, for VPDPWSSD's embedded
+// broadcast, rather than to registers for VPSHUFD.
+var q36Store = true
 
 func q36Name(fn string) string {
 	if strings.HasPrefix(fn, "dot") {
@@ -73,12 +85,29 @@ func q36Q3Ctl(h int) Mem {
 // land in bits 2..7 of a byte, its top bit flipped (so that, read as a
 // signed 6-bit number, it is the scale minus 32), and an arithmetic shift
 // of that byte as a word's high byte sign-extends it.
-func (r *q36Regs) q3Scales(wp Register) {
+func (r *q36Regs) q3Scales(wp Register, stack Mem) {
+	if r.pre {
+		r.stored = true
+		return
+	}
+	r.q3Decode(Mem{Base: wp}, stack)
+}
+
+// q3Decode decodes the scales of the block at w (q3Scales).
+func (r *q36Regs) q3Decode(w, stack Mem) {
 	lo, hi := YMM(), YMM()
-	VPMULTISHIFTQB_BCST(Mem{Base: wp, Disp: 96}, r.q3ctl[0], lo)
-	VPMULTISHIFTQB_BCST(Mem{Base: wp, Disp: 102}, r.q3ctl[1], hi)
+	VPMULTISHIFTQB_BCST(w.Offset(96), r.q3ctl[0], lo)
+	VPMULTISHIFTQB_BCST(w.Offset(102), r.q3ctl[1], hi)
 	VPTERNLOGD(U8(0xd8), r.q3mask, lo, hi) // hi = mask ? lo : hi
 	VPXORD_BCST(constU32(0x80808080), hi, hi)
+	if q36Store {
+		w := YMM()
+		VPMOVSXBW(hi.AsX(), w)
+		VPSRAW(U8(2), w, w)
+		VMOVDQU64(w, stack)
+		r.stored = true
+		return
+	}
 	for h := range r.half {
 		w := YMM()
 		if h == 0 {
