@@ -265,9 +265,6 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 	if c.q36 != nil {
 		bcst = c.q36.stored
 		c.q36.stored = false
-		if !bcst {
-			scale = c.q36.scales(t, sw)
-		}
 	} else if !t.zmm() && c.sidx != nil {
 		bcst = false
 		scale = func(i int) VecVirtual {
@@ -385,7 +382,12 @@ func genQ6KExact(t *target, vbmi bool) {
 		xLoop(t, name, 210, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 208}, false)
-			sw := q6sw(wp)
+			var sw VecVirtual
+			if c.q36 != nil {
+				c.q36.scalesTo(wp, c.stack)
+			} else {
+				sw = q6sw(wp)
+			}
 			var ql [2]VecVirtual
 			var qh, qa, qb VecVirtual
 			c.block(nacc, c32, sw, func(i int) VecVirtual {
@@ -458,17 +460,26 @@ func q6KQuantsEVEX(c *xctx, i int, c0F VecVirtual, ql *[2]VecVirtual, qa, qb *Ve
 			ql[1] = c.perm.perm(Mem{Base: wp, Disp: 64*h + 32})
 			qh := c.perm.perm(Mem{Base: wp, Disp: 128 + 32*h})
 			*qa, *qb = t.vec(), t.vec()
-			VPANDD_BCST(constU32(0x33333333), qh, *qa)
-			VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
+			if c.q36 != nil && c.q36.q6mats[0] != nil {
+				*qa = qh
+			} else if c.q36 != nil {
+				VPANDD(c.q36.q6hm[0], qh, *qa)
+				VPANDD(c.q36.q6hm[1], qh, *qb)
+			} else {
+				VPANDD_BCST(constU32(0x33333333), qh, *qa)
+				VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
+			}
 		}
-		switch j {
-		case 0:
+		switch {
+		case c.q36 != nil && c.q36.q6mats[0] != nil:
+			q2lAffine(0, c.q36.q6mats[j], *qa, hb)
+		case j == 0:
 			VPSLLW(U8(4), *qa, hb)
-		case 1:
+		case j == 1:
 			VPSLLW(U8(2), *qb, hb)
-		case 2:
+		case j == 2:
 			hb = *qa
-		case 3:
+		case j == 3:
 			VPSRLW(U8(2), *qb, hb)
 		}
 		lo = ql[j%2]
@@ -521,7 +532,7 @@ func genQ3KExact(t *target, vbmi bool) {
 			c.dw = halfs(Mem{Base: wp, Disp: 108}, false)
 			var sw VecVirtual
 			if c.q36 != nil {
-				c.q36.q3Scales(wp, c.stack)
+				c.q36.scalesTo(wp, c.stack)
 			} else {
 				sw = q3sw(wp)
 			}

@@ -61,7 +61,7 @@ func lrQ3KMatrix(i int) Mem {
 // wait, and their float work is added in block order, as one block at a
 // time does.
 func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body func(c *xctx, nacc int)) {
-	pipe := c.q36 != nil && q36Store && q36Pipe
+	pipe := c.q36 != nil && q36Pipe
 	var slots, delta Register
 	if pipe {
 		// Two sets of two blocks' scale words, at slots and slots+delta,
@@ -71,8 +71,8 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 		MOVQ(U32(64), delta)
 		CMPQ(nb, U8(2))
 		JB(LabelRef("q36pre" + fn))
-		c.q36.q3Decode(Mem{Base: c.wp}, Mem{Base: slots})
-		c.q36.q3Decode(Mem{Base: c.wp, Disp: wsize}, Mem{Base: slots, Disp: 32})
+		c.q36.decode(Mem{Base: c.wp}, Mem{Base: slots})
+		c.q36.decode(Mem{Base: c.wp, Disp: wsize}, Mem{Base: slots, Disp: 32})
 		Label("q36pre" + fn)
 	}
 	Label("lrpair" + fn)
@@ -83,8 +83,8 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 		JB(LabelRef("q36next" + fn))
 		next := GP64()
 		LEAQ(Mem{Base: slots, Index: delta, Scale: 1}, next)
-		c.q36.q3Decode(Mem{Base: c.wp, Disp: 2 * wsize}, Mem{Base: next})
-		c.q36.q3Decode(Mem{Base: c.wp, Disp: 3 * wsize}, Mem{Base: next, Disp: 32})
+		c.q36.decode(Mem{Base: c.wp, Disp: 2 * wsize}, Mem{Base: next})
+		c.q36.decode(Mem{Base: c.wp, Disp: 3 * wsize}, Mem{Base: next, Disp: 32})
 		Label("q36next" + fn)
 	}
 	if pf != nil {

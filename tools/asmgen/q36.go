@@ -21,22 +21,22 @@ type q36Regs struct {
 	q3mats [8]Op // Q3_K: the GFNI matrices of lrQ3KQuantGFNI, per vector
 	q3ctl  [2]VecVirtual
 	q3mask VecVirtual
-	// half, when set, is the block's scale words: half[h] holds words
-	// 8h..8h+7 in both 128-bit lanes.
-	half [2]VecVirtual
-	// stored: the block's scale words are on the stack instead (q36Store).
+	q6hm   [2]VecVirtual // Q6_K: the qh masks 0x33 and 0xcc
+	q6mats [4]Op         // Q6_K with GFNI: run j's two qh bits to bits 4..5
+	// stored: the block's scale words are on the stack, for VPDPWSSD's
+	// embedded broadcast (block consumes it).
 	stored bool
 	// pre: lrPair stored them an iteration ahead (q36Pipe).
 	pre bool
+	// decode stores the scale words of the block at a weight address.
+	decode func(w, stack Mem)
 }
 
 // q36Pipe: lrPair decodes the next pair's scales to the stack while it
 // works on a pair, so that their stores are long done when loaded.
 var q36Pipe = true
 
-// q36Store: Q3_K scale words go to the stack, for VPDPWSSD's embedded
-// broadcast, rather than to registers for VPSHUFD.
-var q36Store = true
+var q36Q6GFNI = true
 
 func q36Name(fn string) string {
 	if strings.HasPrefix(fn, "dot") {
@@ -59,6 +59,27 @@ func q36Q3Regs(t *target) *q36Regs {
 	}
 	r.q3mask = YMM()
 	VPBROADCASTD(constU32(0x3c3c3c3c), r.q3mask)
+	r.decode = r.q3Decode
+	return r
+}
+
+// q36Q6Regs is Q6_K's q36Regs.
+func q36Q6Regs(t *target) *q36Regs {
+	r := &q36Regs{}
+	if q36Q6GFNI {
+		for j := range r.q6mats {
+			var m []byte
+			for range 4 {
+				m = append(m, 0, 0, 2<<(2*j), 1<<(2*j), 0, 0, 0, 0)
+			}
+			v := YMM()
+			VMOVDQU64(constData(fmt.Sprintf("q36q6hb%d", j), m), v)
+			r.q6mats[j] = v
+		}
+	} else {
+		r.q6hm = [2]VecVirtual{t.splat(0x33333333), t.splat(0xcccccccc)}
+	}
+	r.decode = r.q6Decode
 	return r
 }
 
@@ -85,12 +106,21 @@ func q36Q3Ctl(h int) Mem {
 // land in bits 2..7 of a byte, its top bit flipped (so that, read as a
 // signed 6-bit number, it is the scale minus 32), and an arithmetic shift
 // of that byte as a word's high byte sign-extends it.
-func (r *q36Regs) q3Scales(wp Register, stack Mem) {
-	if r.pre {
-		r.stored = true
-		return
+// scalesTo stores the scale words of the block at wp at stack, unless
+// lrPair did (r.pre).
+func (r *q36Regs) scalesTo(wp Register, stack Mem) {
+	if !r.pre {
+		r.decode(Mem{Base: wp}, stack)
 	}
-	r.q3Decode(Mem{Base: wp}, stack)
+	r.stored = true
+}
+
+// q6Decode stores the sixteen int8 scales of the Q6_K block at w as
+// words.
+func (r *q36Regs) q6Decode(w, stack Mem) {
+	sw := YMM()
+	VPMOVSXBW(w.Offset(192), sw)
+	VMOVDQU64(sw, stack)
 }
 
 // q3Decode decodes the scales of the block at w (q3Scales).
@@ -100,48 +130,18 @@ func (r *q36Regs) q3Decode(w, stack Mem) {
 	VPMULTISHIFTQB_BCST(w.Offset(102), r.q3ctl[1], hi)
 	VPTERNLOGD(U8(0xd8), r.q3mask, lo, hi) // hi = mask ? lo : hi
 	VPXORD_BCST(constU32(0x80808080), hi, hi)
-	if q36Store {
-		w := YMM()
-		VPMOVSXBW(hi.AsX(), w)
-		VPSRAW(U8(2), w, w)
-		VMOVDQU64(w, stack)
-		r.stored = true
-		return
-	}
-	for h := range r.half {
-		w := YMM()
-		if h == 0 {
-			VPUNPCKLBW(hi, hi, w)
-		} else {
-			VPUNPCKHBW(hi, hi, w)
-		}
-		VPSRAW(U8(10), w, w)
-		r.half[h] = w
-	}
-}
-
-// scales returns the scale-word picker of a block: vector i's two scale
-// words in every dword, by an in-lane VPSHUFD from sw's low or high four
-// dwords copied to both lanes (VPERMD needs an index register per vector).
-func (r *q36Regs) scales(t *target, sw VecVirtual) func(i int) VecVirtual {
-	half := r.half
-	r.half = [2]VecVirtual{}
-	return func(i int) VecVirtual {
-		h := i / 4
-		if half[h] == nil {
-			half[h] = YMM()
-			VPERMQ(U8(0x44+0xaa*h), sw, half[h])
-		}
-		s := YMM()
-		VPSHUFD(U8(0x55*(i%4)), half[h], s)
-		return s
-	}
+	sw := YMM()
+	VPMOVSXBW(hi.AsX(), sw)
+	VPSRAW(U8(2), sw, sw)
+	VMOVDQU64(sw, stack)
 }
 
 // genQ36 emits the q36 kernels of a 256-bit EVEX target.
 func genQ36(t *target) {
 	q36Gen = q36Q3Regs
 	q36Kinds(func() { genQ3KExact(t, true) })
+	q36Gen = q36Q6Regs
+	q36Kinds(func() { genQ6KExact(t, true) })
 	q36Gen = nil
 }
 
