@@ -103,7 +103,11 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		slots = AllocLocal(32 * m)
 	}
 	if !t.zmm() {
-		c.stack = AllocLocal(32 * map[bool]int{true: 4, false: 1}[q36Gen != nil])
+		size := 32
+		if q36Gen != nil {
+			size = 128 // lrPair's two sets of two blocks' scale words
+		}
+		c.stack = AllocLocal(size)
 	}
 	for k := 0; k < m; k++ {
 		if inMem {
@@ -460,18 +464,15 @@ func q6KQuantsEVEX(c *xctx, i int, c0F VecVirtual, ql *[2]VecVirtual, qa, qb *Ve
 			ql[1] = c.perm.perm(Mem{Base: wp, Disp: 64*h + 32})
 			qh := c.perm.perm(Mem{Base: wp, Disp: 128 + 32*h})
 			*qa, *qb = t.vec(), t.vec()
-			if c.q36 != nil && c.q36.q6mats[0] != nil {
-				*qa = qh
-			} else if c.q36 != nil {
-				VPANDD(c.q36.q6hm[0], qh, *qa)
-				VPANDD(c.q36.q6hm[1], qh, *qb)
+			if c.q36 != nil {
+				*qa = qh // q36: GFNI picks each run's bits (q36Q6Regs)
 			} else {
 				VPANDD_BCST(constU32(0x33333333), qh, *qa)
 				VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
 			}
 		}
 		switch {
-		case c.q36 != nil && c.q36.q6mats[0] != nil:
+		case c.q36 != nil:
 			q2lAffine(0, c.q36.q6mats[j], *qa, hb)
 		case j == 0:
 			VPSLLW(U8(4), *qa, hb)

@@ -59,9 +59,10 @@ func lrQ3KMatrix(i int) Mem {
 // are decoded and multiplied vector by vector side by side, so that the
 // second block's independent work is ready while the first one's chains
 // wait, and their float work is added in block order, as one block at a
-// time does.
+// time does. A q36 kernel's pair takes its scale words from the stack,
+// where the pair before stored them (q36.go), and stores the next pair's.
 func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body func(c *xctx, nacc int)) {
-	pipe := c.q36 != nil && q36Pipe
+	pipe := c.q36 != nil
 	var slots, delta Register
 	if pipe {
 		// Two sets of two blocks' scale words, at slots and slots+delta,
@@ -97,9 +98,6 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 	b.wp = GP64()
 	LEAQ(Mem{Base: c.wp, Disp: wsize}, b.wp)
 	b.acts = []Mem{c.acts[0].Offset(q63PrepBlock)}
-	if c.q36 != nil {
-		b.stack = c.stack.Offset(32)
-	}
 	if pipe {
 		a.stack, b.stack = Mem{Base: slots}, Mem{Base: slots, Disp: 32}
 		c.q36.pre = true
