@@ -102,10 +102,6 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			q6, q6x4, q6y, q6x4y = dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
 			p6, p6y, t6, t6y = dotQ6KPVBMIVNNI, dotQ6KPVBMIVNNI256, lrDotQ6KPVBMITVNNI, lrDotQ6KPVBMITVNNI256
 		}
-		if c.vbmiQ3 {
-			// The q36 Q6_K kernels take the high bits with GFNI.
-			p6y, t6y = q36DotQ6KPVBMIVNNI256, q36LrDotQ6KPVBMITVNNI256
-		}
 		q2, q2x4, q2y, q2x4y := dotQ2KVNNI, dotQ2Kx4VNNI, dotQ2KVNNI256, dotQ2Kx4VNNI256
 		if c.gfni {
 			q2, q2x4, q2y, q2x4y = q2lDotQ2KVNNI, q2lDotQ2Kx4VNNI, q2lDotQ2KVNNI256, q2lDotQ2Kx4VNNI256

@@ -29,7 +29,6 @@ type q36Pair struct {
 func q36Pairs() []q36Pair {
 	return []q36Pair{
 		{"q3_K", 110, 4, dotQ3KPVBMIVNNI256, q36DotQ3KPVBMIVNNI256, lrDotQ3KPVBMITVNNI256, q36LrDotQ3KPVBMITVNNI256},
-		{"q6_K", 210, 32, dotQ6KPVBMIVNNI256, q36DotQ6KPVBMIVNNI256, lrDotQ6KPVBMITVNNI256, q36LrDotQ6KPVBMITVNNI256},
 	}
 }
 
@@ -135,6 +134,44 @@ func TestQ36Speed(t *testing.T) {
 		bytes := float64(rows * nb * p.bsize)
 		t.Logf("%s %dx%d: old %.2f GB/s new %.2f GB/s (min), new/old %.3f; medians %.2f %.2f", p.name, rows, nb,
 			bytes/ro[0], bytes/rn[0], ro[0]/rn[0], bytes/ro[len(ro)/2], bytes/rn[len(rn)/2])
+		_ = sink
+	}
+}
+
+// TestQ36DRAM: Q36_SPEED=1, rows from DRAM (Q36_MB MiB of weights, default
+// 64), one row of 16 blocks at a time, as MatVec walks them.
+func TestQ36DRAM(t *testing.T) {
+	if os.Getenv("Q36_SPEED") != "1" || !cpu.vbmiQ3 {
+		t.Skip("Q36_SPEED=1")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, p := range q36Pairs() {
+		if f := os.Getenv("Q36_TYPE"); f != "" && f != p.name {
+			continue
+		}
+		const nb = 16
+		rows := 64 << 20 / (nb * p.bsize)
+		w0, pa := q36Data(r, p.bsize, p.off, nb)
+		w := make([]byte, rows*nb*p.bsize)
+		for k := 0; k < rows; k++ {
+			copy(w[k*nb*p.bsize:], w0)
+		}
+		var sink float32
+		run := func(f func(w, a *byte, nb int) float32) float64 {
+			t0 := time.Now()
+			for k := 0; k < rows; k++ {
+				sink += f(&w[k*nb*p.bsize], &pa[0], nb)
+			}
+			return float64(len(w)) / float64(time.Since(t0))
+		}
+		var ro, rn []float64
+		for round := 0; round < 5; round++ {
+			ro = append(ro, run(p.old))
+			rn = append(rn, run(p.new))
+		}
+		sort.Float64s(ro)
+		sort.Float64s(rn)
+		t.Logf("%s DRAM %d MiB: old %.2f new %.2f GB/s (median)", p.name, len(w)>>20, ro[2], rn[2])
 		_ = sink
 	}
 }

@@ -386,12 +386,7 @@ func genQ6KExact(t *target, vbmi bool) {
 		xLoop(t, name, 210, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 208}, false)
-			var sw VecVirtual
-			if c.q36 != nil {
-				c.q36.scalesTo(wp, c.stack)
-			} else {
-				sw = q6sw(wp)
-			}
+			sw := q6sw(wp)
 			var ql [2]VecVirtual
 			var qh, qa, qb VecVirtual
 			c.block(nacc, c32, sw, func(i int) VecVirtual {
@@ -464,23 +459,17 @@ func q6KQuantsEVEX(c *xctx, i int, c0F VecVirtual, ql *[2]VecVirtual, qa, qb *Ve
 			ql[1] = c.perm.perm(Mem{Base: wp, Disp: 64*h + 32})
 			qh := c.perm.perm(Mem{Base: wp, Disp: 128 + 32*h})
 			*qa, *qb = t.vec(), t.vec()
-			if c.q36 != nil {
-				*qa = qh // q36: GFNI picks each run's bits (q36Q6Regs)
-			} else {
-				VPANDD_BCST(constU32(0x33333333), qh, *qa)
-				VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
-			}
+			VPANDD_BCST(constU32(0x33333333), qh, *qa)
+			VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
 		}
-		switch {
-		case c.q36 != nil:
-			q2lAffine(0, c.q36.q6mats[j], *qa, hb)
-		case j == 0:
+		switch j {
+		case 0:
 			VPSLLW(U8(4), *qa, hb)
-		case j == 1:
+		case 1:
 			VPSLLW(U8(2), *qb, hb)
-		case j == 2:
+		case 2:
 			hb = *qa
-		case j == 3:
+		case 3:
 			VPSRLW(U8(2), *qb, hb)
 		}
 		lo = ql[j%2]

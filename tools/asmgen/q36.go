@@ -9,26 +9,31 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The q36 variant of the 256-bit EVEX VBMI prepared Q3_K/Q6_K kernels
-// (xLoop with q36Gen set; registered where the CPU has VBMI and GFNI).
-// The loop was short of issue slots and loads rather than of any one
-// unit (Zen 4, 1 thread: each vector op or load taken out of a block
-// gained ~0.7-1%), so the variant takes work out of the block:
+// The q36 variant of the 256-bit EVEX VBMI prepared Q3_K kernels (xLoop
+// with q36Gen set; registered where the CPU has VBMI and GFNI). The loop
+// was short of issue slots and loads rather than of any one unit (Zen 4,
+// 1 thread: each vector op or load taken out of a block gained ~0.7-1%),
+// so the variant takes work out of the block:
 //
 //   - each vector's scale dword comes from the stack as VPDPWSSD's
 //     embedded broadcast, not from a VPERMD; lrPair stores the next
 //     pair's scale words while it works on a pair (stored and loaded in
 //     the same pair waits on store-to-load forwarding: slower than VPERMD);
-//   - Q3_K decodes its 6-bit scales with two VPMULTISHIFTQB (q3Decode),
-//     Q6_K takes each run's two high bits with one GFNI affine map;
+//   - the 6-bit scales are decoded by two VPMULTISHIFTQB (q3Decode);
 //   - the GFNI matrices are registers (VPERMD's eight index registers no
 //     longer are).
 //
 // The integer lanes and the float work are the plain kernels' (the same
 // VPMADDUBSW/VPSUBW/VPDPWSSD per vector, lrPair's block order), so the
 // result is the same float; TestQ36Exact compares them bit for bit.
-// Zen 4, 1 thread, vnni256 MatVec: Q3_K 4096x4096 14.8 -> 17.7 GB/s;
-// Q6_K +5% in L2, the same from L3 (memory-bound there).
+// Zen 4, 1 thread, vnni256 MatVec 4096x4096: 14.8 -> 17.7 GB/s.
+//
+// Q6_K got the same (its int8 scales need no decoding) and its qh bits
+// by GFNI: +5% in L2, the same from L3, but from DRAM (16384x4096) 20 ->
+// 13-15 GB/s: reading the scales of blocks two and three ahead (600-800
+// bytes) runs ahead of the hardware prefetcher's stream (a PREFETCHT0 of
+// the pair after made it 7; decoding at the end of the pair, -7% and no
+// gain in L2). Q3_K's are 300-400 bytes ahead and lose nothing from DRAM.
 
 // q36Gen, while set, makes xLoop emit the q36 variant: it loads the
 // registers the kernel keeps.
@@ -40,7 +45,6 @@ type q36Regs struct {
 	q3mats [8]Op // Q3_K: lrQ3KQuantGFNI's matrix of each vector
 	q3ctl  [2]VecVirtual
 	q3mask VecVirtual
-	q6mats [4]Op // Q6_K: run j's two qh bits to bits 4..5
 	// decode stores the scale words of the block at a weight address.
 	decode func(w, stack Mem)
 	// pre: lrPair has stored the block's scale words an iteration ahead.
@@ -68,8 +72,6 @@ func genQ36(t *target) {
 	}
 	q36Gen = q36Q3Regs
 	genQ3KExact(t, true)
-	q36Gen = q36Q6Regs
-	genQ6KExact(t, true)
 	q36Gen = nil
 	q63Kinds = all
 }
@@ -90,23 +92,6 @@ func q36Q3Regs(t *target) *q36Regs {
 	return r
 }
 
-func q36Q6Regs(t *target) *q36Regs {
-	r := &q36Regs{}
-	for j := range r.q6mats {
-		var m []byte
-		for range 4 {
-			// Byte 7-k of a qword's matrix picks the source bits of
-			// result bit k.
-			m = append(m, 0, 0, 2<<(2*j), 1<<(2*j), 0, 0, 0, 0)
-		}
-		v := YMM()
-		VMOVDQU64(constData(fmt.Sprintf("q36q6hb%d", j), m), v)
-		r.q6mats[j] = v
-	}
-	r.decode = r.q6Decode
-	return r
-}
-
 // scalesTo stores the scale words of the block at wp at stack, unless
 // lrPair did.
 func (r *q36Regs) scalesTo(wp Register, stack Mem) {
@@ -114,13 +99,6 @@ func (r *q36Regs) scalesTo(wp Register, stack Mem) {
 		r.decode(Mem{Base: wp}, stack)
 	}
 	r.stored = true
-}
-
-// q6Decode stores the sixteen int8 scales of the Q6_K block at w as words.
-func (r *q36Regs) q6Decode(w, stack Mem) {
-	sw := YMM()
-	VPMOVSXBW(w.Offset(192), sw)
-	VMOVDQU64(sw, stack)
 }
 
 // q3Decode stores the sixteen 6-bit scales of the Q3_K block at w, minus
