@@ -311,6 +311,12 @@ func dotQ6KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 func lrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
+func q36DotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func q36LrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+
+//go:noescape
 func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape

@@ -43,6 +43,7 @@ type xctx struct {
 	dw    VecVirtual   // fp16 block scale as float32, xmm lane 0
 	yd    VecVirtual   // one row: its d, computed once per block
 	jobs  *[]lrJob     // non-nil: block records its work here instead of emitting it (lrPair)
+	q36   *q36Regs     // non-nil: the q36 variant (q36.go)
 }
 
 // ydot is fp16(x.d)·y.d of row k, as ggml computes d, in xmm lane 0.
@@ -74,6 +75,9 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		fn = "lrDot" + name + "T" + t.suffix
 		sig = "func(w, a *byte, nb int, acc *[9]float32, pf *byte)" // acc[8]: Q4_K/Q5_K's sumf, unused here
 	}
+	if q36Gen != nil {
+		fn = q36Name(fn)
+	}
 	if m > 1 {
 		fn = "dot" + name + "x" + string(rune('0'+m)) + t.suffix
 		sig = "func(w, a *byte, nb, astride int, out *float32)"
@@ -99,7 +103,11 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		slots = AllocLocal(32 * m)
 	}
 	if !t.zmm() {
-		c.stack = AllocLocal(32)
+		size := 32
+		if q36Gen != nil {
+			size = 128 // lrPair's two sets of two blocks' scale words
+		}
+		c.stack = AllocLocal(size)
 	}
 	for k := 0; k < m; k++ {
 		if inMem {
@@ -136,7 +144,9 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	// 256-bit EVEX kernels on one prepared row run two blocks at a time,
 	// their vectors interleaved (lrPair; measured +1-4% on Zen 4).
 	pair := prep && t.evex() && !t.zmm() && m == 1
-	if prep && t.evex() && !t.zmm() {
+	if q36Gen != nil {
+		c.q36 = q36Gen(t)
+	} else if prep && t.evex() && !t.zmm() {
 		for i := 0; i < 8; i++ {
 			c.sidx = append(c.sidx, t.splat(uint32(i)))
 		}
@@ -245,7 +255,7 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 			VPERMD(sw.AsZ(), c.sidx[i], s)
 			return s
 		}
-	} else if c.sidx == nil {
+	} else if c.sidx == nil && c.q36 == nil {
 		t.movStore(sw, c.stack)
 		scale = func(i int) VecVirtual {
 			s := t.vec()
@@ -256,7 +266,10 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 	// One 256-bit VNNI row takes its scales straight from the stack, as
 	// an embedded broadcast.
 	bcst := t.vnni && !t.zmm() && len(c.acts) == 1
-	if !t.zmm() && c.sidx != nil {
+	if c.q36 != nil {
+		bcst = c.q36.stored
+		c.q36.stored = false
+	} else if !t.zmm() && c.sidx != nil {
 		bcst = false
 		scale = func(i int) VecVirtual {
 			s := t.vec()
@@ -507,7 +520,12 @@ func genQ3KExact(t *target, vbmi bool) {
 		xLoop(t, name, 110, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 108}, false)
-			sw := q3sw(wp)
+			var sw VecVirtual
+			if c.q36 != nil {
+				c.q36.scalesTo(wp, c.stack)
+			} else {
+				sw = q3sw(wp)
+			}
 			hm := c.perm.load32(Mem{Base: wp})
 			var q VecVirtual
 			c.block(nacc, c04, sw, func(i int) VecVirtual {
@@ -524,7 +542,11 @@ func genQ3KExact(t *target, vbmi bool) {
 						q = c.perm.perm(Mem{Base: wp, Disp: 32 + 32*k})
 					}
 					if vbmi && t.evex() {
-						return lrQ3KQuantGFNI(i, j, q, hm, c03)
+						var cm Op
+						if c.q36 != nil {
+							cm = c.q36.q3mats[i]
+						}
+						return lrQ3KQuantGFNI(i, j, q, hm, c03, cm)
 					}
 					t.shiftBits(-2*j, q, u)
 				}

@@ -27,12 +27,10 @@ type lrJob struct {
 // bit i of each permuted hmask byte to bit 2 with all else clear, and one
 // VPTERNLOGD takes bits 0..1 from the run's 2-bit field shifted down, the
 // rest from it: three operations, two for run 0, instead of four.
-func lrQ3KQuantGFNI(i, j int, q, hm, c03 VecVirtual) VecVirtual {
-	var m []byte
-	for range 4 {
-		m = append(m, 0, 0, 0, 0, 0, 1<<i, 0, 0) // row 5 picks output bit 2
+func lrQ3KQuantGFNI(i, j int, q, hm, c03 VecVirtual, cm Op) VecVirtual {
+	if cm == nil {
+		cm = lrQ3KMatrix(i)
 	}
-	cm := constData(fmt.Sprintf("lrq3hbit%d", i), m)
 	h := YMM()
 	Instruction(&ir.Instruction{
 		Opcode: "VGF2P8AFFINEQB", Operands: []Op{U8(0), cm, hm, h},
@@ -47,16 +45,49 @@ func lrQ3KQuantGFNI(i, j int, q, hm, c03 VecVirtual) VecVirtual {
 	return h
 }
 
+// lrQ3KMatrix is lrQ3KQuantGFNI's affine matrix of vector i.
+func lrQ3KMatrix(i int) Mem {
+	var m []byte
+	for range 4 {
+		m = append(m, 0, 0, 0, 0, 0, 1<<i, 0, 0) // row 5 picks output bit 2
+	}
+	return constData(fmt.Sprintf("lrq3hbit%d", i), m)
+}
+
 // lrPair emits a loop over pairs of blocks while nb >= 2, leaving nb odd
 // blocks (0 or 1) to the one-block loop after it: both blocks' weights
 // are decoded and multiplied vector by vector side by side, so that the
 // second block's independent work is ready while the first one's chains
 // wait, and their float work is added in block order, as one block at a
-// time does.
+// time does. A q36 kernel's pair takes its scale words from the stack,
+// where the pair before stored them (q36.go), and stores the next pair's.
 func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body func(c *xctx, nacc int)) {
+	pipe := c.q36 != nil
+	var slots, delta Register
+	if pipe {
+		// Two sets of two blocks' scale words, at slots and slots+delta,
+		// swapped every pair.
+		slots, delta = GP64(), GP64()
+		LEAQ(c.stack, slots)
+		MOVQ(U32(64), delta)
+		CMPQ(nb, U8(2))
+		JB(LabelRef("q36pre" + fn))
+		c.q36.decode(Mem{Base: c.wp}, Mem{Base: slots})
+		c.q36.decode(Mem{Base: c.wp, Disp: wsize}, Mem{Base: slots, Disp: 32})
+		Label("q36pre" + fn)
+	}
 	Label("lrpair" + fn)
 	CMPQ(nb, U8(2))
 	JB(LabelRef("lrpaired" + fn))
+	if pipe {
+		CMPQ(nb, U8(4))
+		JB(LabelRef("q36next" + fn))
+		next := GP64()
+		LEAQ(Mem{Base: slots, Index: delta, Scale: 1}, next)
+		c.q36.decode(Mem{Base: c.wp, Disp: 2 * wsize}, Mem{Base: next})
+		c.q36.decode(Mem{Base: c.wp, Disp: 3 * wsize}, Mem{Base: next, Disp: 32})
+		Label("q36next" + fn)
+	}
 	if pf != nil {
 		tileFetch(pf, c.wp, 2, wsize)
 	}
@@ -67,8 +98,15 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 	b.wp = GP64()
 	LEAQ(Mem{Base: c.wp, Disp: wsize}, b.wp)
 	b.acts = []Mem{c.acts[0].Offset(q63PrepBlock)}
+	if pipe {
+		a.stack, b.stack = Mem{Base: slots}, Mem{Base: slots, Disp: 32}
+		c.q36.pre = true
+	}
 	body(&a, 2)
 	body(&b, 2)
+	if pipe {
+		c.q36.pre = false
+	}
 	for i := 0; i < 256/c.t.w; i++ {
 		for _, j := range jobs {
 			j.step(i)
@@ -79,6 +117,10 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 	}
 	ADDQ(U32(2*wsize), c.wp)
 	ADDQ(U32(2*q63PrepBlock), ap)
+	if pipe {
+		ADDQ(delta, slots)
+		NEGQ(delta)
+	}
 	SUBQ(U8(2), nb)
 	JMP(LabelRef("lrpair" + fn))
 	Label("lrpaired" + fn)

@@ -59,6 +59,9 @@ func genAll(t *target) {
 	if t.vnni {
 		genQ3KExact(t, true)
 		genQ6KExact(t, true)
+		if !t.zmm() {
+			genQ36(t)
+		}
 	}
 	genQ4KExact(t)
 	genQ5KExact(t)
