@@ -266,9 +266,10 @@ func matchTag(s, opener string, final bool) (n int, body, kind string, ok bool) 
 // the model had, makes the reply a call of the tool name: it closes the
 // section the prompt opened (an open think section stays empty), leaves
 // the response empty and opens the call. With name "" it stops inside the
-// call's tool attribute, so the model writes the name. This is how k3
-// honours tool_choice "required" or a named function without grammar
-// sampling: the choice is forced, the arguments are the model's.
+// call's tool attribute, so the model writes the name (k3 serve holds it
+// to the declared tools with a sampling mask). This is how k3 honours
+// tool_choice "required" or a named function without grammar sampling:
+// the choice is forced, the arguments are the model's.
 func ForcedCall(o ParseOptions, name string) string {
 	var b strings.Builder
 	if o.Thinking {
@@ -276,8 +277,13 @@ func ForcedCall(o ParseOptions, name string) string {
 	}
 	b.WriteString(markClose + "response" + markSep + markOpen + "tools" + markSep + markOpen + `call tool="`)
 	if name != "" {
-		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(name, "&", "&amp;"), `"`, "&quot;"))
-		b.WriteString(`" index="1"` + markSep)
+		b.WriteString(CallNamed(name))
 	}
 	return b.String()
+}
+
+// CallNamed is the rest of ForcedCall(o, "") that names the tool and
+// closes the call's tag: what a model that chose name writes next.
+func CallNamed(name string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(name, "&", "&amp;"), `"`, "&quot;") + `" index="1"` + markSep
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -113,6 +115,11 @@ type Request struct {
 	// Special renders control tokens as their text (a chat reply parser
 	// needs the markers); otherwise they render as nothing.
 	Special bool
+	// Mask, if set, constrains each sampled token: it gets the tokens
+	// generated so far and a copy of the next token's logits, and sets
+	// the logits of the tokens not allowed to -Inf. A mask that allows
+	// nothing is ignored for that token.
+	Mask func(generated []int32, logits []float32)
 }
 
 // Piece is one generated token and the text it makes final: possibly
@@ -195,15 +202,27 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) err
 		smp.Accept(t)
 	}
 	out := &stream{dec: e.tok.NewDecoder(false, req.Special), stop: sample.NewStopMatcher(req.Stop), emit: emit}
+	var generated []int32
+	var masked []float32
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		tok, err := smp.Sample(logits)
+		next := logits
+		if req.Mask != nil {
+			// A copy: logits are the sequence's, kept for prefix reuse.
+			masked = append(masked[:0], logits...)
+			req.Mask(generated, masked)
+			if slices.ContainsFunc(masked, func(x float32) bool { return !math.IsInf(float64(x), -1) }) {
+				next = masked
+			}
+		}
+		tok, err := smp.Sample(next)
 		if err != nil {
 			return res, fmt.Errorf("engine: sample: %w", err)
 		}
 		smp.Accept(tok)
+		generated = append(generated, tok)
 		res.GeneratedTokens++
 		if e.tok.IsEOG(tok) {
 			res.Finish = sample.FinishStop

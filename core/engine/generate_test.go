@@ -205,3 +205,44 @@ func TestLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestMask: a mask decides what may be sampled, sees the tokens generated
+// so far, is ignored where it allows nothing, and leaves the sequence's
+// own logits as they were (a later request reusing the prompt samples as
+// if no mask had been).
+func TestMask(t *testing.T) {
+	e := newEngine(t, engine.Options{UBatch: 4})
+	p := prompt(t, e, "The quick brown fox")
+	bias := noEOG(e)
+	free := generate(e, context.Background(), engine.Request{Prompt: p, MaxTokens: 4, Sampling: sample.Config{LogitBias: bias}}, nil)
+	// Allow only tokens 11, 12, 13 in turn.
+	var seen [][]int32
+	masked := generate(e, context.Background(), engine.Request{Prompt: p, MaxTokens: 3, Sampling: sample.Config{LogitBias: bias},
+		Mask: func(gen []int32, logits []float32) {
+			seen = append(seen, append([]int32(nil), gen...))
+			for i := range logits {
+				if i != 11+len(gen) {
+					logits[i] = float32(math.Inf(-1))
+				}
+			}
+		}}, nil)
+	if d := cmp.Diff([]int32{11, 12, 13}, masked.tokens); d != "" || masked.err != nil {
+		t.Errorf("masked tokens (-want +got):\n%s %v", d, masked.err)
+	}
+	if d := cmp.Diff([][]int32{nil, {11}, {11, 12}}, seen); d != "" {
+		t.Errorf("the mask saw (-want +got):\n%s", d)
+	}
+	none := generate(e, context.Background(), engine.Request{Prompt: p, MaxTokens: 4, Sampling: sample.Config{LogitBias: bias},
+		Mask: func(_ []int32, logits []float32) {
+			for i := range logits {
+				logits[i] = float32(math.Inf(-1))
+			}
+		}}, nil)
+	again := generate(e, context.Background(), engine.Request{Prompt: p, MaxTokens: 4, Sampling: sample.Config{LogitBias: bias}}, nil)
+	if d := cmp.Diff(free.tokens, none.tokens); d != "" {
+		t.Errorf("a mask allowing nothing changed the tokens (-free +masked):\n%s", d)
+	}
+	if d := cmp.Diff(free.tokens, again.tokens); d != "" {
+		t.Errorf("after a masked request the same prompt samples differently (-before +after):\n%s", d)
+	}
+}

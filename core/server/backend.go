@@ -59,6 +59,8 @@ type GenerateRequest struct {
 	// Special renders control tokens as their text (the chat parser needs
 	// the markers); otherwise they render as nothing, as in llama-server.
 	Special bool
+	// Mask, if set, constrains sampling (engine.Request.Mask).
+	Mask func(generated []int32, logits []float32)
 }
 
 // Piece is one generated token and the text it completes (possibly empty

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -309,6 +310,20 @@ func TestToolChoiceRealModel(t *testing.T) {
 	got, _ := wholeReply(t, b)
 	if len(got.Calls) != 1 || !strings.HasPrefix(got.Calls[0], "get_weather(") {
 		t.Errorf("reply %+v, want one call of get_weather", got)
+	}
+	// "required" among several tools: the model writes the name, held to
+	// the declared ones.
+	two := `"tools":[{"type":"function","function":{"name":"search"}},{"type":"function","function":{"name":"get_weather"}}]`
+	for seed := range 4 {
+		body := fmt.Sprintf(`{"messages":[{"role":"user","content":"Weather?"}],%s,"tool_choice":"required","max_tokens":40,"seed":%d,"temperature":1}`, two, seed)
+		code, _, b := ts.do(t, "POST", "/v1/chat/completions", body)
+		if code != 200 {
+			t.Fatalf("status %d: %s", code, b)
+		}
+		got, _ := wholeReply(t, b)
+		if len(got.Calls) != 1 || !(strings.HasPrefix(got.Calls[0], "search(") || strings.HasPrefix(got.Calls[0], "get_weather(")) {
+			t.Errorf("seed %d: reply %+v, want one call of search or get_weather: %s", seed, got, b)
+		}
 	}
 }
 

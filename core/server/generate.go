@@ -31,6 +31,7 @@ type job struct {
 	maxTokens    int
 	stops        []string
 	special      bool
+	mask         func(generated []int32, logits []float32)
 	stream       bool
 	includeUsage bool
 }
@@ -144,7 +145,7 @@ func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, em
 		return GenerateResult{}, err
 	}
 	start := time.Now()
-	res, err := b.Generate(ctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special}, emit)
+	res, err := b.Generate(ctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask}, emit)
 	cancelled := ctx.Err() != nil || errors.Is(err, errClientGone)
 	s.metrics.record(res, cancelled)
 	s.logRequest(j, res, time.Since(start), cancelled, err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,7 +95,13 @@ type Server struct {
 	started time.Time
 }
 
-type backendBox struct{ b Backend }
+type backendBox struct {
+	b Backend
+	// texts is every token's text, made the first time a request needs
+	// it (toolNameMask).
+	textsOnce sync.Once
+	texts     []string
+}
 
 // New builds a server. b may be nil while the model loads.
 func New(o Options, b Backend) *Server {
@@ -108,7 +115,7 @@ func New(o Options, b Backend) *Server {
 }
 
 // SetBackend makes the server ready: /health turns 200.
-func (s *Server) SetBackend(b Backend) { s.backend.Store(&backendBox{b}) }
+func (s *Server) SetBackend(b Backend) { s.backend.Store(&backendBox{b: b}) }
 
 // Handler is the server's HTTP handler (tests use it with httptest).
 func (s *Server) Handler() http.Handler { return s.echo }
