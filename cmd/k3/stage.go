@@ -157,7 +157,11 @@ func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.
 	if !ok {
 		return nil, fmt.Errorf("%s: architecture %q cannot run through a stager yet (only kimi-k3)", f.Path(), f.Arch())
 	}
-	so, err := stageOptions(f, prof, seqLen)
+	state, err := stateReserve(f, seqLen)
+	if err != nil {
+		return nil, err
+	}
+	so, err := stageOptions(f, prof, seqLen, state)
 	if err != nil {
 		return nil, err
 	}
@@ -170,18 +174,17 @@ func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.
 		st.Close()
 		return nil, fmt.Errorf("model: %s: %w", f.Path(), err)
 	}
-	state, _ := stateReserve(f, seqLen)
 	fmt.Fprintf(stderr, "%s stager-budget=%s state-reserve=%s stager-mode=%q\n", prof.ModeLine(o.Threads), config.Size(so.Budget), config.Size(state), st.Mode())
 	return &loadedModel{Model: m, staged: st}, nil
 }
 
 // stageOptions turns a profile into how to start and open its stager. The
 // stager gets the memory budget less what the core keeps: the sequence
-// state at seqLen tokens (stateReserve: attention caches,
+// state at seqLen tokens (state, from stateReserve: attention caches,
 // recurrent state, prefix snapshots) and, for activations and the Go heap,
 // a tenth of the budget within [128 MiB, 4 GiB] and never more than half.
 // Without a budget it gets room for the whole model.
-func stageOptions(f *gguf.File, prof *config.Profile, seqLen int) (engine.StageOptions, error) {
+func stageOptions(f *gguf.File, prof *config.Profile, seqLen int, state int64) (engine.StageOptions, error) {
 	s := prof.Stager
 	so := engine.StageOptions{
 		Launch: plugin.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: slog.Default()},
@@ -202,10 +205,6 @@ func stageOptions(f *gguf.File, prof *config.Profile, seqLen int) (engine.StageO
 		so.Options["mlock"] = "true"
 	}
 	if b := int64(prof.Memory.Budget); b > 0 {
-		state, err := stateReserve(f, seqLen)
-		if err != nil {
-			return so, err
-		}
 		so.Budget = b - min(max(b/10, 128<<20), 4<<30, b/2) - state
 		if so.Budget <= 0 {
 			return so, fmt.Errorf("memory budget %s leaves nothing for weights after %s of sequence state at context %d (lower the context or raise the budget)",

@@ -371,7 +371,11 @@ func TestStageBudgetReservesState(t *testing.T) {
 	prof.Memory.Budget = config.Size(1 << 30)
 	budget := func(ctx int) int64 {
 		t.Helper()
-		so, err := stageOptions(f, &prof, ctx)
+		state, err := stateReserve(f, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		so, err := stageOptions(f, &prof, ctx, state)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,7 +388,11 @@ func TestStageBudgetReservesState(t *testing.T) {
 	if got, want := int64(1<<30)-small, int64(128<<20)+2*fixed+1024*perToken; got != want { // 128 MiB: the floor of the rest
 		t.Errorf("reserve %d at context 1000, want %d", got, want)
 	}
-	if _, err := stageOptions(f, &prof, 1<<24); err == nil || !strings.Contains(err.Error(), "sequence state at context") {
+	state, err := stateReserve(f, 1<<24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stageOptions(f, &prof, 1<<24, state); err == nil || !strings.Contains(err.Error(), "sequence state at context") {
 		t.Errorf("a context whose state exceeds the budget: %v", err)
 	}
 }
