@@ -18,7 +18,8 @@ type cpuCaps struct {
 	// vbmi picks the Q3_K/Q6_K kernels that permute with one VPERMB.
 	vbmi bool
 	// vbmiQ3: the 256-bit VBMI Q3_K kernels also use GFNI for the high
-	// bits; the VBMI Q3_K kernels are taken only with both.
+	// bits; the VBMI Q3_K kernels are taken only with both. So are the
+	// 256-bit prepared q36 Q6_K kernels (GFNI quants).
 	vbmiQ3 bool
 	// vbmiGFNI: the VNNI levels' Q4_K and Q5_K kernels permute bytes with
 	// VPERMB and split nibbles with GFNI; a VNNI CPU without them (Cascade
@@ -101,6 +102,10 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 		if c.vbmi {
 			q6, q6x4, q6y, q6x4y = dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
 			p6, p6y, t6, t6y = dotQ6KPVBMIVNNI, dotQ6KPVBMIVNNI256, lrDotQ6KPVBMITVNNI, lrDotQ6KPVBMITVNNI256
+		}
+		if c.vbmiQ3 {
+			// The q36 Q6_K kernels also need GFNI (their quants).
+			p6y, t6y = q36DotQ6KPVBMIVNNI256, q36LrDotQ6KPVBMITVNNI256
 		}
 		q2, q2x4, q2y, q2x4y := dotQ2KVNNI, dotQ2Kx4VNNI, dotQ2KVNNI256, dotQ2Kx4VNNI256
 		if c.gfni {

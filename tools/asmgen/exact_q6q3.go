@@ -386,7 +386,12 @@ func genQ6KExact(t *target, vbmi bool) {
 		xLoop(t, name, 210, m, vbmi, prep, km.tile, pre, func(c *xctx, nacc int) {
 			wp := c.wp
 			c.dw = halfs(Mem{Base: wp, Disp: 208}, false)
-			sw := q6sw(wp)
+			var sw VecVirtual
+			if c.q36 != nil {
+				c.q36.scalesTo(wp, c.stack)
+			} else {
+				sw = q6sw(wp)
+			}
 			var ql [2]VecVirtual
 			var qh, qa, qb VecVirtual
 			c.block(nacc, c32, sw, func(i int) VecVirtual {
@@ -458,9 +463,16 @@ func q6KQuantsEVEX(c *xctx, i int, c0F VecVirtual, ql *[2]VecVirtual, qa, qb *Ve
 			ql[0] = c.perm.perm(Mem{Base: wp, Disp: 64 * h})
 			ql[1] = c.perm.perm(Mem{Base: wp, Disp: 64*h + 32})
 			qh := c.perm.perm(Mem{Base: wp, Disp: 128 + 32*h})
-			*qa, *qb = t.vec(), t.vec()
-			VPANDD_BCST(constU32(0x33333333), qh, *qa)
-			VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
+			if c.q36 != nil {
+				*qa = qh
+			} else {
+				*qa, *qb = t.vec(), t.vec()
+				VPANDD_BCST(constU32(0x33333333), qh, *qa)
+				VPANDD_BCST(constU32(0xcccccccc), qh, *qb)
+			}
+		}
+		if c.q36 != nil {
+			return q36Q6Quant(c.q36, j, ql, *qa, c0F)
 		}
 		switch j {
 		case 0:

@@ -60,10 +60,16 @@ func lrQ3KMatrix(i int) Mem {
 // second block's independent work is ready while the first one's chains
 // wait, and their float work is added in block order, as one block at a
 // time does. A q36 kernel's pair takes its scale words from the stack,
-// where the pair before stored them (q36.go), and stores the next pair's.
+// where the pair before stored them (q36.go), and stores the next pair's;
+// a q36 Q6_K pair (same) stores its own at its start instead.
 func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body func(c *xctx, nacc int)) {
-	pipe := c.q36 != nil
+	pipe := c.q36 != nil && !c.q36.same
+	same := c.q36 != nil && c.q36.same
 	var slots, delta Register
+	if same {
+		slots = GP64()
+		LEAQ(c.stack, slots)
+	}
 	if pipe {
 		// Two sets of two blocks' scale words, at slots and slots+delta,
 		// swapped every pair.
@@ -88,8 +94,16 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 		c.q36.decode(Mem{Base: c.wp, Disp: 3 * wsize}, Mem{Base: next, Disp: 32})
 		Label("q36next" + fn)
 	}
+	if same {
+		c.q36.decode(Mem{Base: c.wp}, Mem{Base: slots})
+		c.q36.decode(Mem{Base: c.wp, Disp: wsize}, Mem{Base: slots, Disp: 32})
+	}
 	if pf != nil {
 		tileFetch(pf, c.wp, 2, wsize)
+	} else if c.q36 != nil && c.q36.pfDist > 0 {
+		for off := 0; off < 2*wsize; off += 64 {
+			PREFETCHT0(Mem{Base: c.wp, Disp: c.q36.pfDist + off})
+		}
 	}
 	var jobs []lrJob
 	a, b := *c, *c
@@ -98,13 +112,13 @@ func lrPair(c *xctx, fn string, nb Register, wsize int, ap, pf Register, body fu
 	b.wp = GP64()
 	LEAQ(Mem{Base: c.wp, Disp: wsize}, b.wp)
 	b.acts = []Mem{c.acts[0].Offset(q63PrepBlock)}
-	if pipe {
+	if pipe || same {
 		a.stack, b.stack = Mem{Base: slots}, Mem{Base: slots, Disp: 32}
 		c.q36.pre = true
 	}
 	body(&a, 2)
 	body(&b, 2)
-	if pipe {
+	if pipe || same {
 		c.q36.pre = false
 	}
 	for i := 0; i < 256/c.t.w; i++ {

@@ -28,12 +28,23 @@ import (
 // result is the same float; TestQ36Exact compares them bit for bit.
 // Zen 4, 1 thread, vnni256 MatVec 4096x4096: 14.8 -> 17.7 GB/s.
 //
-// Q6_K got the same (its int8 scales need no decoding) and its qh bits
-// by GFNI: +5% in L2, the same from L3, but from DRAM (16384x4096) 20 ->
-// 13-15 GB/s: reading the scales of blocks two and three ahead (600-800
-// bytes) runs ahead of the hardware prefetcher's stream (a PREFETCHT0 of
-// the pair after made it 7; decoding at the end of the pair, -7% and no
-// gain in L2). Q3_K's are 300-400 bytes ahead and lose nothing from DRAM.
+// Q6_K (q36Q6Regs) has its q36 kernels again, changed where session 6's
+// lost from DRAM (16384x4096: 20 -> 13-15 GB/s, its scale reads two and
+// three blocks ahead outrunning the prefetcher's stream):
+//
+//   - a pair stores its own scale words at its start (read from the
+//     lines being streamed) and loads them in the same pair;
+//   - the plain kernel prefetches the weights q36Q6Pf (4 KiB) ahead into
+//     L1, seven PREFETCHT0 a pair;
+//   - quants in two operations (three for run 3) by GFNI: q36Q6Quant.
+//
+// Measured on this session's machine (an Intel Xeon, family 6 model 207,
+// not the Zen 4 of the notes above; level vnni256 forced), 1 thread,
+// MatVec GB/s old -> new (llama.cpp), medians of 5 alternated runs:
+// 4096x4096 18.2 -> 23.2 (17.3); 32768x4096 8.6 -> 14.9 (7.7); 4096x14336
+// (tile kernel) 18.7 -> 19.7 (16.4). Without the prefetch: in L2 +13%, in
+// L3 +6%, from DRAM +3%; the prefetch alone at 512 bytes gained nothing
+// from DRAM, at 2-16 KiB +40-75% (noisy host bandwidth).
 
 // q36Gen, while set, makes xLoop emit the q36 variant: it loads the
 // registers the kernel keeps.
@@ -51,6 +62,18 @@ type q36Regs struct {
 	pre bool
 	// stored: the block's scale words are on the stack (block consumes it).
 	stored bool
+	// Q6_K (q6KQuantsEVEX): q6mats[j] moves run j's two qh bits (j 0, 1)
+	// to bits 4..5, q6hi ql's high nibble to bits 0..3 (runs 2 and 3);
+	// c30 is 0x30 in every byte.
+	q6mats [2]Op
+	q6hi   Op
+	c30    Op
+	// same: lrPair stores a pair's own scale words at its start (read
+	// from the lines being streamed) instead of the next pair's.
+	same bool
+	// pfDist > 0: lrPair prefetches the pair's bytes that far ahead (plain
+	// kernels; tile kernels have tileFetch).
+	pfDist int
 }
 
 func q36Name(fn string) string {
@@ -72,6 +95,8 @@ func genQ36(t *target) {
 	}
 	q36Gen = q36Q3Regs
 	genQ3KExact(t, true)
+	q36Gen = q36Q6Regs
+	genQ6KExact(t, true)
 	q36Gen = nil
 	q63Kinds = all
 }
@@ -136,4 +161,66 @@ func q36Q3Ctl(h int) Mem {
 		}
 	}
 	return constData(fmt.Sprintf("q36q3ctl%d", h), b)
+}
+
+// q36Q6Pf is how far ahead of the pair it works on a q36 Q6_K kernel
+// (not the tile one, which has tileFetch) prefetches the weights into L1.
+const q36Q6Pf = 4096
+
+// q36Q6Regs is Q6_K's q36Regs: GFNI matrices taking qh's fields of runs
+// 0 and 1 to bits 4..5 and ql's high nibble to bits 0..3, scales stored
+// at the start of the pair that uses them.
+func q36Q6Regs(t *target) *q36Regs {
+	r := &q36Regs{same: true, pfDist: q36Q6Pf}
+	for j := range 2 {
+		var m []byte
+		for range 4 {
+			m = append(m, 0, 0, 2<<(2*j), 1<<(2*j), 0, 0, 0, 0)
+		}
+		v := YMM()
+		VMOVDQU64(constData(fmt.Sprintf("q36q6hb%d", j), m), v)
+		r.q6mats[j] = v
+	}
+	var m []byte
+	for range 4 {
+		m = append(m, 0, 0, 0, 0, 1<<7, 1<<6, 1<<5, 1<<4) // bits 4..7 to 0..3
+	}
+	r.q6hi = YMM()
+	VMOVDQU64(constData("q36q6hi", m), r.q6hi)
+	r.c30 = t.splat(0x30303030)
+	r.decode = r.q6Decode
+	return r
+}
+
+// q6Decode stores the sixteen int8 scales of the Q6_K block at w as
+// words.
+func (r *q36Regs) q6Decode(w, stack Mem) {
+	sw := YMM()
+	VPMOVSXBW(w.Offset(192), sw)
+	VMOVDQU64(sw, stack)
+}
+
+// q36Q6Quant is vector i (run j of its half) of a Q6_K block, from the
+// half's permuted ql (two vectors) and qh: two operations, three for run
+// 3, instead of the plain kernel's two or three plus two masks a half.
+// Runs 0 and 1: qh's field moved to bits 4..5 (all else clear) by GFNI,
+// ql's low nibble selected under 0x0f. Runs 2 and 3: ql's high nibble
+// moved to bits 0..3 (all else clear) by GFNI, qh's field (in place for
+// run 2, shifted down for run 3) or'ed in under 0x30.
+func q36Q6Quant(r *q36Regs, j int, ql *[2]VecVirtual, qh, c0F VecVirtual) VecVirtual {
+	if j < 2 {
+		hb := YMM()
+		q2lAffine(0, r.q6mats[j], qh, hb)
+		VPTERNLOGD(U8(0xd8), c0F, ql[j], hb) // hb = c0F ? ql : hb
+		return hb
+	}
+	lo := YMM()
+	q2lAffine(0, r.q6hi, ql[j-2], lo)
+	f := qh
+	if j == 3 {
+		f = YMM()
+		VPSRLW(U8(2), qh, f)
+	}
+	VPTERNLOGD(U8(0xf8), r.c30, f, lo) // lo |= f & 0x30
+	return lo
 }
