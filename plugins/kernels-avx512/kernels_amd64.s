@@ -23463,9 +23463,9 @@ loopq4vDotQ4KPVNNI256:
 	VBROADCASTSS   X6, Y5
 	VMULPS         Y5, Y7, Y7
 	VADDPS         Y7, Y0, Y0
-	VPBROADCASTQ   SI, Y5
-	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
-	VPMADDWD       516(CX), Y5, Y5
+	VMOVQ          SI, X5
+	VPMOVZXBW      X5, X5
+	VPMADDWD       548(CX), X5, X5
 	LEAQ           288(AX), R12
 	CMPQ           DX, $0x03
 	CMOVQCS        AX, R12
@@ -23539,13 +23539,11 @@ loopq4vDotQ4KPVNNI256:
 	VBROADCASTSS   X14, Y13
 	VMULPS         Y13, Y9, Y9
 	VADDPS         Y9, Y0, Y0
-	VPBROADCASTQ   DI, Y13
-	VPSHUFB        k4mdupq<>+0(SB), Y13, Y13
-	VPMADDWD       1092(CX), Y13, Y13
-	VPUNPCKLDQ     Y13, Y5, Y15
-	VPUNPCKHDQ     Y13, Y5, Y5
-	VPADDD         Y5, Y15, Y15
-	VEXTRACTI32X4  $0x01, Y15, X5
+	VMOVQ          DI, X13
+	VPMOVZXBW      X13, X13
+	VPMADDWD       1124(CX), X13, X13
+	VPUNPCKLDQ     X13, X5, X15
+	VPUNPCKHDQ     X13, X5, X5
 	VPADDD         X15, X5, X5
 	VPSHUFD        $0x4e, X5, X13
 	VPADDD         X13, X5, X5
@@ -23617,19 +23615,17 @@ oneq4vDotQ4KPVNNI256:
 	VBROADCASTSS   X6, Y2
 	VMULPS         Y2, Y11, Y11
 	VADDPS         Y11, Y0, Y0
-	VPBROADCASTQ   SI, Y2
-	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
-	VPMADDWD       516(CX), Y2, Y2
-	VEXTRACTI32X4  $0x01, Y2, X3
-	VPADDD         X2, X3, X3
-	VPSHUFD        $0x4e, X3, X2
-	VPADDD         X2, X3, X3
-	VPSHUFD        $0xb1, X3, X2
-	VPADDD         X2, X3, X3
-	VCVTDQ2PS      X3, X3
-	VUNPCKLPS      X6, X6, X2
-	VMULPS         X3, X2, X2
-	VSUBPS         X2, X1, X1
+	VMOVQ          SI, X2
+	VPMOVZXBW      X2, X2
+	VPMADDWD       548(CX), X2, X2
+	VPSHUFD        $0x4e, X2, X3
+	VPADDD         X3, X2, X2
+	VPSHUFD        $0xb1, X2, X3
+	VPADDD         X3, X2, X2
+	VCVTDQ2PS      X2, X2
+	VUNPCKLPS      X6, X6, X3
+	VMULPS         X2, X3, X3
+	VSUBPS         X3, X1, X1
 
 doneq4vDotQ4KPVNNI256:
 	VSHUFPS       $0xaa, X1, X1, X1
@@ -23727,16 +23723,6 @@ DATA gfhinib<>+20(SB)/4, $0x10204080
 DATA gfhinib<>+24(SB)/4, $0x00000000
 DATA gfhinib<>+28(SB)/4, $0x10204080
 GLOBL gfhinib<>(SB), RODATA|NOPTR, $32
-
-DATA k4mdupq<>+0(SB)/4, $0x80008000
-DATA k4mdupq<>+4(SB)/4, $0x80018001
-DATA k4mdupq<>+8(SB)/4, $0x80028002
-DATA k4mdupq<>+12(SB)/4, $0x80038003
-DATA k4mdupq<>+16(SB)/4, $0x80048004
-DATA k4mdupq<>+20(SB)/4, $0x80058005
-DATA k4mdupq<>+24(SB)/4, $0x80068006
-DATA k4mdupq<>+28(SB)/4, $0x80078007
-GLOBL k4mdupq<>(SB), RODATA|NOPTR, $32
 
 // func q4vDotQ4KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, GFNI, MMX+
@@ -23860,9 +23846,9 @@ loopq4vDotQ4KPTVNNI256:
 	VBROADCASTSS   X6, Y5
 	VMULPS         Y5, Y7, Y7
 	VADDPS         Y7, Y0, Y0
-	VPBROADCASTQ   R8, Y5
-	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
-	VPMADDWD       516(CX), Y5, Y5
+	VMOVQ          R8, X5
+	VPMOVZXBW      X5, X5
+	VPMADDWD       548(CX), X5, X5
 	LEAQ           288(AX), R14
 	CMPQ           DX, $0x03
 	CMOVQCS        AX, R14
@@ -23936,13 +23922,11 @@ loopq4vDotQ4KPTVNNI256:
 	VBROADCASTSS   X14, Y13
 	VMULPS         Y13, Y9, Y9
 	VADDPS         Y9, Y0, Y0
-	VPBROADCASTQ   R9, Y13
-	VPSHUFB        k4mdupq<>+0(SB), Y13, Y13
-	VPMADDWD       1092(CX), Y13, Y13
-	VPUNPCKLDQ     Y13, Y5, Y15
-	VPUNPCKHDQ     Y13, Y5, Y5
-	VPADDD         Y5, Y15, Y15
-	VEXTRACTI32X4  $0x01, Y15, X5
+	VMOVQ          R9, X13
+	VPMOVZXBW      X13, X13
+	VPMADDWD       1124(CX), X13, X13
+	VPUNPCKLDQ     X13, X5, X15
+	VPUNPCKHDQ     X13, X5, X5
 	VPADDD         X15, X5, X5
 	VPSHUFD        $0x4e, X5, X13
 	VPADDD         X13, X5, X5
@@ -24021,19 +24005,17 @@ oneq4vDotQ4KPTVNNI256:
 	VBROADCASTSS   X6, Y2
 	VMULPS         Y2, Y11, Y11
 	VADDPS         Y11, Y0, Y0
-	VPBROADCASTQ   R8, Y2
-	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
-	VPMADDWD       516(CX), Y2, Y2
-	VEXTRACTI32X4  $0x01, Y2, X3
-	VPADDD         X2, X3, X3
-	VPSHUFD        $0x4e, X3, X2
-	VPADDD         X2, X3, X3
-	VPSHUFD        $0xb1, X3, X2
-	VPADDD         X2, X3, X3
-	VCVTDQ2PS      X3, X3
-	VUNPCKLPS      X6, X6, X2
-	VMULPS         X3, X2, X2
-	VSUBPS         X2, X1, X1
+	VMOVQ          R8, X2
+	VPMOVZXBW      X2, X2
+	VPMADDWD       548(CX), X2, X2
+	VPSHUFD        $0x4e, X2, X3
+	VPADDD         X3, X2, X2
+	VPSHUFD        $0xb1, X2, X3
+	VPADDD         X3, X2, X2
+	VCVTDQ2PS      X2, X2
+	VUNPCKLPS      X6, X6, X3
+	VMULPS         X2, X3, X3
+	VSUBPS         X3, X1, X1
 
 doneq4vDotQ4KPTVNNI256:
 	VMOVUPS    Y0, (BX)
@@ -24174,9 +24156,9 @@ loopq4vDotQ5KPVNNI256:
 	VBROADCASTSS   X7, Y6
 	VMULPS         Y6, Y8, Y8
 	VADDPS         Y8, Y0, Y0
-	VPBROADCASTQ   SI, Y6
-	VPSHUFB        k4mdupq<>+0(SB), Y6, Y6
-	VPMADDWD       516(CX), Y6, Y6
+	VMOVQ          SI, X6
+	VPMOVZXBW      X6, X6
+	VPMADDWD       548(CX), X6, X6
 	LEAQ           352(AX), R12
 	CMPQ           DX, $0x03
 	CMOVQCS        AX, R12
@@ -24267,13 +24249,11 @@ loopq4vDotQ5KPVNNI256:
 	VBROADCASTSS   X15, Y14
 	VMULPS         Y14, Y10, Y10
 	VADDPS         Y10, Y0, Y0
-	VPBROADCASTQ   DI, Y14
-	VPSHUFB        k4mdupq<>+0(SB), Y14, Y14
-	VPMADDWD       1092(CX), Y14, Y14
-	VPUNPCKLDQ     Y14, Y6, Y16
-	VPUNPCKHDQ     Y14, Y6, Y6
-	VPADDD         Y6, Y16, Y16
-	VEXTRACTI32X4  $0x01, Y16, X6
+	VMOVQ          DI, X14
+	VPMOVZXBW      X14, X14
+	VPMADDWD       1124(CX), X14, X14
+	VPUNPCKLDQ     X14, X6, X16
+	VPUNPCKHDQ     X14, X6, X6
 	VPADDD         X16, X6, X6
 	VPSHUFD        $0x4e, X6, X14
 	VPADDD         X14, X6, X6
@@ -24362,19 +24342,17 @@ oneq4vDotQ5KPVNNI256:
 	VBROADCASTSS   X7, Y2
 	VMULPS         Y2, Y12, Y12
 	VADDPS         Y12, Y0, Y0
-	VPBROADCASTQ   SI, Y2
-	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
-	VPMADDWD       516(CX), Y2, Y2
-	VEXTRACTI32X4  $0x01, Y2, X3
-	VPADDD         X2, X3, X3
-	VPSHUFD        $0x4e, X3, X2
-	VPADDD         X2, X3, X3
-	VPSHUFD        $0xb1, X3, X2
-	VPADDD         X2, X3, X3
-	VCVTDQ2PS      X3, X3
-	VUNPCKLPS      X7, X7, X2
-	VMULPS         X3, X2, X2
-	VSUBPS         X2, X1, X1
+	VMOVQ          SI, X2
+	VPMOVZXBW      X2, X2
+	VPMADDWD       548(CX), X2, X2
+	VPSHUFD        $0x4e, X2, X3
+	VPADDD         X3, X2, X2
+	VPSHUFD        $0xb1, X2, X3
+	VPADDD         X3, X2, X2
+	VCVTDQ2PS      X2, X2
+	VUNPCKLPS      X7, X7, X3
+	VMULPS         X2, X3, X3
+	VSUBPS         X3, X1, X1
 
 doneq4vDotQ5KPVNNI256:
 	VSHUFPS       $0xaa, X1, X1, X1
@@ -24539,9 +24517,9 @@ loopq4vDotQ5KPTVNNI256:
 	VBROADCASTSS   X7, Y6
 	VMULPS         Y6, Y8, Y8
 	VADDPS         Y8, Y0, Y0
-	VPBROADCASTQ   R8, Y6
-	VPSHUFB        k4mdupq<>+0(SB), Y6, Y6
-	VPMADDWD       516(CX), Y6, Y6
+	VMOVQ          R8, X6
+	VPMOVZXBW      X6, X6
+	VPMADDWD       548(CX), X6, X6
 	LEAQ           352(AX), R14
 	CMPQ           DX, $0x03
 	CMOVQCS        AX, R14
@@ -24632,13 +24610,11 @@ loopq4vDotQ5KPTVNNI256:
 	VBROADCASTSS   X15, Y14
 	VMULPS         Y14, Y10, Y10
 	VADDPS         Y10, Y0, Y0
-	VPBROADCASTQ   R9, Y14
-	VPSHUFB        k4mdupq<>+0(SB), Y14, Y14
-	VPMADDWD       1092(CX), Y14, Y14
-	VPUNPCKLDQ     Y14, Y6, Y16
-	VPUNPCKHDQ     Y14, Y6, Y6
-	VPADDD         Y6, Y16, Y16
-	VEXTRACTI32X4  $0x01, Y16, X6
+	VMOVQ          R9, X14
+	VPMOVZXBW      X14, X14
+	VPMADDWD       1124(CX), X14, X14
+	VPUNPCKLDQ     X14, X6, X16
+	VPUNPCKHDQ     X14, X6, X6
 	VPADDD         X16, X6, X6
 	VPSHUFD        $0x4e, X6, X14
 	VPADDD         X14, X6, X6
@@ -24734,19 +24710,17 @@ oneq4vDotQ5KPTVNNI256:
 	VBROADCASTSS   X7, Y2
 	VMULPS         Y2, Y12, Y12
 	VADDPS         Y12, Y0, Y0
-	VPBROADCASTQ   R8, Y2
-	VPSHUFB        k4mdupq<>+0(SB), Y2, Y2
-	VPMADDWD       516(CX), Y2, Y2
-	VEXTRACTI32X4  $0x01, Y2, X3
-	VPADDD         X2, X3, X3
-	VPSHUFD        $0x4e, X3, X2
-	VPADDD         X2, X3, X3
-	VPSHUFD        $0xb1, X3, X2
-	VPADDD         X2, X3, X3
-	VCVTDQ2PS      X3, X3
-	VUNPCKLPS      X7, X7, X2
-	VMULPS         X3, X2, X2
-	VSUBPS         X2, X1, X1
+	VMOVQ          R8, X2
+	VPMOVZXBW      X2, X2
+	VPMADDWD       548(CX), X2, X2
+	VPSHUFD        $0x4e, X2, X3
+	VPADDD         X3, X2, X2
+	VPSHUFD        $0xb1, X2, X3
+	VPADDD         X3, X2, X2
+	VCVTDQ2PS      X2, X2
+	VUNPCKLPS      X7, X7, X3
+	VMULPS         X2, X3, X3
+	VSUBPS         X3, X1, X1
 
 doneq4vDotQ5KPTVNNI256:
 	VMOVUPS    Y0, (BX)
@@ -25077,6 +25051,16 @@ donedotQ4KVNNI256:
 	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
+
+DATA k4mdupq<>+0(SB)/4, $0x80008000
+DATA k4mdupq<>+4(SB)/4, $0x80018001
+DATA k4mdupq<>+8(SB)/4, $0x80028002
+DATA k4mdupq<>+12(SB)/4, $0x80038003
+DATA k4mdupq<>+16(SB)/4, $0x80048004
+DATA k4mdupq<>+20(SB)/4, $0x80058005
+DATA k4mdupq<>+24(SB)/4, $0x80068006
+DATA k4mdupq<>+28(SB)/4, $0x80078007
+GLOBL k4mdupq<>(SB), RODATA|NOPTR, $32
 
 // func dotQ4Kx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI

@@ -64,6 +64,10 @@ func q4vData(r *rand.Rand, bsize, nb int) (w, pa []byte) {
 	kernelkit.PrepareQ8K(a, nb, pa, 0)
 	for b := 0; b < nb; b++ {
 		copy(pa[576*b+516:576*b+548], a[292*b+260:292*(b+1)])
+		for k := 0; k < 8; k++ {
+			s := int16(binary.LittleEndian.Uint16(a[292*b+260+4*k:])) + int16(binary.LittleEndian.Uint16(a[292*b+262+4*k:]))
+			binary.LittleEndian.PutUint16(pa[576*b+548+2*k:], uint16(s))
+		}
 	}
 	return w, pa
 }
