@@ -40,7 +40,10 @@ import (
 // block (0.97), one (0.985). d*y.d through the stack as VMULPS's
 // embedded broadcast instead of a VBROADCASTSS (0.97). The prefetch a
 // line in two (L3 +1%, DRAM -10%); the tile kernel's own prefetch four or
-// eight blocks ahead instead of two (4096x14336: no gain).
+// eight blocks ahead instead of two (4096x14336: no gain). BEXTR for the
+// scale indices of bytes 1 and 2 (three instructions fewer per four
+// scales, two more registers: 22.3 against 22.5 GB/s in L3).
+// q45TileBlocks 64 (4096x14336 untiled): 13.6-15.6 against 16.6-18.0.
 
 // q4vGen, while set, makes q45Loop emit the q4v variant.
 var q4vGen bool
@@ -48,7 +51,8 @@ var q4vGen bool
 // q4vFetchAhead is how far ahead of the block pair being read the q4v
 // kernel prefetches its weights (Zen 4, 1 thread, 1024 rows of 16 blocks
 // from L3, new/old: 256 B 1.0, 512 B 1.04-1.05, 1 KiB 1.05-1.07, 2 KiB
-// 1.06-1.07, 3-4 KiB 1.06; from DRAM 2 KiB beat 1 KiB).
+// 1.06-1.07, 3-4 KiB 1.06; from DRAM, shared with other benchmarks,
+// 2 KiB beat 1 KiB by 10-15%, 3-6 KiB were within the noise of 2 KiB).
 const q4vFetchAhead = 2048
 
 func q4vName(fn string) string { return "q4vD" + fn[1:] } // dotQ4KP... -> q4vDotQ4KP...

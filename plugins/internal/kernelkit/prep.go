@@ -18,7 +18,8 @@ import (
 // lane); then d. A MatVec reuses the row for every weight row, so the
 // kernels spend three operations per vector and row instead of five.
 // The Q4_K/Q5_K "P" kernels (tools/asmgen/q45prep.go) use the same
-// quants, prepared with offset 0, and the bsums copied to prepBsums.
+// quants, prepared with offset 0, and the bsums copied to prepBsums (and
+// their pair sums at prepPairs, for the vnni256 q4v kernels).
 const (
 	prepOff   = 256
 	prepD     = 512
