@@ -113,8 +113,11 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 		}
 		q4, q5, q4x4, q5x4 := dotQ4KVNNI, dotQ5KVNNI, dotQ4Kx4VNNI, dotQ5Kx4VNNI
 		q4y, q5y, q4x4y, q5x4y := dotQ4KVNNI256, dotQ5KVNNI256, dotQ4Kx4VNNI256, dotQ5Kx4VNNI256
-		p4, p5, p4y, p5y := dotQ4KPVNNI, dotQ5KPVNNI, dotQ4KPVNNI256, dotQ5KPVNNI256
-		t4, t5, t4y, t5y := dotQ4KPTVNNI, dotQ5KPTVNNI, dotQ4KPTVNNI256, dotQ5KPTVNNI256
+		// The 256-bit prepared one-row kernels are the q4v ones
+		// (tools/asmgen/q4v.go; the same bits as dotQ4KPVNNI256 and the
+		// rest, TestQ4VExact).
+		p4, p5, p4y, p5y := dotQ4KPVNNI, dotQ5KPVNNI, q4vDotQ4KPVNNI256, q4vDotQ5KPVNNI256
+		t4, t5, t4y, t5y := dotQ4KPTVNNI, dotQ5KPTVNNI, q4vDotQ4KPTVNNI256, q4vDotQ5KPTVNNI256
 		m4, m5, m4y, m5y := dotQ4Kx4PVNNI, dotQ5Kx4PVNNI, dotQ4Kx4PVNNI256, dotQ5Kx4PVNNI256
 		if !c.vbmiGFNI {
 			q4, q5, q4x4, q5x4 = dotQ4KAVX512, dotQ5KAVX512, dotQ4Kx4AVX512, dotQ5Kx4AVX512

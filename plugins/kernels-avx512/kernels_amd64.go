@@ -323,6 +323,18 @@ func q36DotQ6KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 func q36LrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
+func q4vDotQ4KPVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func q4vDotQ4KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+
+//go:noescape
+func q4vDotQ5KPVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func q4vDotQ5KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+
+//go:noescape
 func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape

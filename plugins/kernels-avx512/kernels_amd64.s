@@ -2210,7 +2210,6 @@ TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
 	JB           onedotQ4KAVX512
 
 loopdotQ4KAVX512:
-	LEAQ            144(AX), BX
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -2274,7 +2273,7 @@ loopdotQ4KAVX512:
 	VADDPS          Y8, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
 	VPMADDWD        260(CX), Y5, Y5
-	VBROADCASTI32X4 4(BX), Z6
+	VBROADCASTI32X4 148(AX), Z6
 	VPSHUFD         $0x98, Z6, Z8
 	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
 	VPANDD          k4m_z<>+0(SB), Z8, Z8
@@ -2282,11 +2281,11 @@ loopdotQ4KAVX512:
 	VPSRLD          $0x02, Z6, Z6
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z8, Z8
-	VMOVD           (BX), X6
+	VMOVD           144(AX), X6
 	VCVTPH2PS       X6, X6
 	VBROADCASTSS    292(CX), X9
 	VMULPS          X6, X9, X9
-	VBROADCASTI64X4 16(BX), Z6
+	VBROADCASTI64X4 160(AX), Z6
 	VPERMD          Z6, Z3, Z6
 	VPSHUFB         Z2, Z6, Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
@@ -2296,7 +2295,7 @@ loopdotQ4KAVX512:
 	VPSHUFB         Z2, Z11, Z11
 	VPMADDUBSW      Z11, Z6, Z11
 	VPMADDWD        Z10, Z11, Z6
-	VBROADCASTI64X4 48(BX), Z10
+	VBROADCASTI64X4 192(AX), Z10
 	VPERMD          Z10, Z3, Z10
 	VPSHUFB         Z2, Z10, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
@@ -2306,7 +2305,7 @@ loopdotQ4KAVX512:
 	VPSHUFB         Z2, Z12, Z12
 	VPMADDUBSW      Z12, Z10, Z12
 	VPMADDWD        Z11, Z12, Z10
-	VBROADCASTI64X4 80(BX), Z11
+	VBROADCASTI64X4 224(AX), Z11
 	VPERMD          Z11, Z3, Z11
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
@@ -2317,7 +2316,7 @@ loopdotQ4KAVX512:
 	VPMADDUBSW      Z13, Z11, Z13
 	VPMADDWD        Z12, Z13, Z13
 	VPADDD          Z13, Z6, Z6
-	VBROADCASTI64X4 112(BX), Z11
+	VBROADCASTI64X4 256(AX), Z11
 	VPERMD          Z11, Z3, Z11
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
@@ -2880,7 +2879,6 @@ TEXT ·dotQ4KPAVX512(SB), NOSPLIT, $0-28
 	JB           onedotQ4KPAVX512
 
 loopdotQ4KPAVX512:
-	LEAQ            144(AX), BX
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -2936,7 +2934,7 @@ loopdotQ4KPAVX512:
 	VADDPS          Y8, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
 	VPMADDWD        516(CX), Y5, Y5
-	VBROADCASTI32X4 4(BX), Z6
+	VBROADCASTI32X4 148(AX), Z6
 	VPSHUFD         $0x98, Z6, Z8
 	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
 	VPANDD          k4m_z<>+0(SB), Z8, Z8
@@ -2944,11 +2942,11 @@ loopdotQ4KPAVX512:
 	VPSRLD          $0x02, Z6, Z6
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z8, Z8
-	VMOVD           (BX), X6
+	VMOVD           144(AX), X6
 	VCVTPH2PS       X6, X6
 	VBROADCASTSS    1088(CX), X9
 	VMULPS          X6, X9, X9
-	VBROADCASTI64X4 16(BX), Z6
+	VBROADCASTI64X4 160(AX), Z6
 	VPERMD          Z6, Z3, Z6
 	VPSHUFB         Z2, Z6, Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
@@ -2956,7 +2954,7 @@ loopdotQ4KPAVX512:
 	VPSHUFB         scidx32<>+0(SB), Z8, Z10
 	VPMADDUBSW      576(CX), Z6, Z6
 	VPMADDWD        Z10, Z6, Z6
-	VBROADCASTI64X4 48(BX), Z10
+	VBROADCASTI64X4 192(AX), Z10
 	VPERMD          Z10, Z3, Z10
 	VPSHUFB         Z2, Z10, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
@@ -2964,7 +2962,7 @@ loopdotQ4KPAVX512:
 	VPSHUFB         scidx32<>+64(SB), Z8, Z11
 	VPMADDUBSW      640(CX), Z10, Z10
 	VPMADDWD        Z11, Z10, Z10
-	VBROADCASTI64X4 80(BX), Z11
+	VBROADCASTI64X4 224(AX), Z11
 	VPERMD          Z11, Z3, Z11
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
@@ -2973,7 +2971,7 @@ loopdotQ4KPAVX512:
 	VPMADDUBSW      704(CX), Z11, Z11
 	VPMADDWD        Z12, Z11, Z11
 	VPADDD          Z11, Z6, Z6
-	VBROADCASTI64X4 112(BX), Z11
+	VBROADCASTI64X4 256(AX), Z11
 	VPERMD          Z11, Z3, Z11
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
@@ -3128,7 +3126,6 @@ loopdotQ4KPTAVX512:
 	PREFETCHT0      480(AX)
 	PREFETCHT0      544(AX)
 	ADDQ            $0x00000120, SI
-	LEAQ            144(AX), DI
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -3184,7 +3181,7 @@ loopdotQ4KPTAVX512:
 	VADDPS          Y8, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
 	VPMADDWD        516(CX), Y5, Y5
-	VBROADCASTI32X4 4(DI), Z6
+	VBROADCASTI32X4 148(AX), Z6
 	VPSHUFD         $0x98, Z6, Z8
 	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
 	VPANDD          k4m_z<>+0(SB), Z8, Z8
@@ -3192,11 +3189,11 @@ loopdotQ4KPTAVX512:
 	VPSRLD          $0x02, Z6, Z6
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z8, Z8
-	VMOVD           (DI), X6
+	VMOVD           144(AX), X6
 	VCVTPH2PS       X6, X6
 	VBROADCASTSS    1088(CX), X9
 	VMULPS          X6, X9, X9
-	VBROADCASTI64X4 16(DI), Z6
+	VBROADCASTI64X4 160(AX), Z6
 	VPERMD          Z6, Z3, Z6
 	VPSHUFB         Z2, Z6, Z6
 	VPSRLVW         shift_0_4<>+0(SB), Z6, Z6
@@ -3204,7 +3201,7 @@ loopdotQ4KPTAVX512:
 	VPSHUFB         scidx32<>+0(SB), Z8, Z10
 	VPMADDUBSW      576(CX), Z6, Z6
 	VPMADDWD        Z10, Z6, Z6
-	VBROADCASTI64X4 48(DI), Z10
+	VBROADCASTI64X4 192(AX), Z10
 	VPERMD          Z10, Z3, Z10
 	VPSHUFB         Z2, Z10, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
@@ -3212,7 +3209,7 @@ loopdotQ4KPTAVX512:
 	VPSHUFB         scidx32<>+64(SB), Z8, Z11
 	VPMADDUBSW      640(CX), Z10, Z10
 	VPMADDWD        Z11, Z10, Z10
-	VBROADCASTI64X4 80(DI), Z11
+	VBROADCASTI64X4 224(AX), Z11
 	VPERMD          Z11, Z3, Z11
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
@@ -3221,7 +3218,7 @@ loopdotQ4KPTAVX512:
 	VPMADDUBSW      704(CX), Z11, Z11
 	VPMADDWD        Z12, Z11, Z11
 	VPADDD          Z11, Z6, Z6
-	VBROADCASTI64X4 112(DI), Z11
+	VBROADCASTI64X4 256(AX), Z11
 	VPERMD          Z11, Z3, Z11
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
@@ -3586,7 +3583,6 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-28
 	JB           onedotQ5KAVX512
 
 loopdotQ5KAVX512:
-	LEAQ            176(AX), BX
 	VBROADCASTI32X4 4(AX), Z6
 	VPSHUFD         $0x98, Z6, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
@@ -3661,7 +3657,7 @@ loopdotQ5KAVX512:
 	VADDPS          Y6, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
 	VPMADDWD        260(CX), Y6, Y6
-	VBROADCASTI32X4 4(BX), Z7
+	VBROADCASTI32X4 180(AX), Z7
 	VPSHUFD         $0x98, Z7, Z9
 	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
 	VPANDD          k4m_z<>+0(SB), Z9, Z9
@@ -3669,14 +3665,14 @@ loopdotQ5KAVX512:
 	VPSRLD          $0x02, Z7, Z7
 	VPANDD          k4hm_z<>+0(SB), Z7, Z7
 	VPORD           Z7, Z9, Z9
-	VMOVD           (BX), X7
+	VMOVD           176(AX), X7
 	VCVTPH2PS       X7, X7
 	VBROADCASTSS    292(CX), X10
 	VMULPS          X7, X10, X10
-	VBROADCASTI64X4 16(BX), Z7
+	VBROADCASTI64X4 192(AX), Z7
 	VPERMD          Z7, Z3, Z7
 	VPSHUFB         Z2, Z7, Z7
-	VBROADCASTI64X4 48(BX), Z11
+	VBROADCASTI64X4 224(AX), Z11
 	VPERMD          Z11, Z3, Z11
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
@@ -3688,7 +3684,7 @@ loopdotQ5KAVX512:
 	VPSHUFB         Z2, Z13, Z13
 	VPMADDUBSW      Z13, Z11, Z13
 	VPMADDWD        Z12, Z13, Z11
-	VBROADCASTI64X4 80(BX), Z12
+	VBROADCASTI64X4 256(AX), Z12
 	VPERMD          Z12, Z3, Z12
 	VPSHUFB         Z2, Z12, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
@@ -3700,7 +3696,7 @@ loopdotQ5KAVX512:
 	VPSHUFB         Z2, Z14, Z14
 	VPMADDUBSW      Z14, Z12, Z14
 	VPMADDWD        Z13, Z14, Z12
-	VBROADCASTI64X4 112(BX), Z13
+	VBROADCASTI64X4 288(AX), Z13
 	VPERMD          Z13, Z3, Z13
 	VPSHUFB         Z2, Z13, Z13
 	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
@@ -3713,7 +3709,7 @@ loopdotQ5KAVX512:
 	VPMADDUBSW      Z15, Z13, Z15
 	VPMADDWD        Z14, Z15, Z15
 	VPADDD          Z15, Z11, Z11
-	VBROADCASTI64X4 144(BX), Z13
+	VBROADCASTI64X4 320(AX), Z13
 	VPERMD          Z13, Z3, Z13
 	VPSHUFB         Z2, Z13, Z13
 	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
@@ -4157,7 +4153,6 @@ TEXT ·dotQ5KPAVX512(SB), NOSPLIT, $0-28
 	JB           onedotQ5KPAVX512
 
 loopdotQ5KPAVX512:
-	LEAQ            176(AX), BX
 	VBROADCASTI32X4 4(AX), Z6
 	VPSHUFD         $0x98, Z6, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
@@ -4224,7 +4219,7 @@ loopdotQ5KPAVX512:
 	VADDPS          Y6, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
 	VPMADDWD        516(CX), Y6, Y6
-	VBROADCASTI32X4 4(BX), Z7
+	VBROADCASTI32X4 180(AX), Z7
 	VPSHUFD         $0x98, Z7, Z9
 	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
 	VPANDD          k4m_z<>+0(SB), Z9, Z9
@@ -4232,14 +4227,14 @@ loopdotQ5KPAVX512:
 	VPSRLD          $0x02, Z7, Z7
 	VPANDD          k4hm_z<>+0(SB), Z7, Z7
 	VPORD           Z7, Z9, Z9
-	VMOVD           (BX), X7
+	VMOVD           176(AX), X7
 	VCVTPH2PS       X7, X7
 	VBROADCASTSS    1088(CX), X10
 	VMULPS          X7, X10, X10
-	VBROADCASTI64X4 16(BX), Z7
+	VBROADCASTI64X4 192(AX), Z7
 	VPERMD          Z7, Z3, Z7
 	VPSHUFB         Z2, Z7, Z7
-	VBROADCASTI64X4 48(BX), Z11
+	VBROADCASTI64X4 224(AX), Z11
 	VPERMD          Z11, Z3, Z11
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
@@ -4249,7 +4244,7 @@ loopdotQ5KPAVX512:
 	VPSHUFB         scidx32<>+0(SB), Z9, Z12
 	VPMADDUBSW      576(CX), Z11, Z11
 	VPMADDWD        Z12, Z11, Z11
-	VBROADCASTI64X4 80(BX), Z12
+	VBROADCASTI64X4 256(AX), Z12
 	VPERMD          Z12, Z3, Z12
 	VPSHUFB         Z2, Z12, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
@@ -4259,7 +4254,7 @@ loopdotQ5KPAVX512:
 	VPSHUFB         scidx32<>+64(SB), Z9, Z13
 	VPMADDUBSW      640(CX), Z12, Z12
 	VPMADDWD        Z13, Z12, Z12
-	VBROADCASTI64X4 112(BX), Z13
+	VBROADCASTI64X4 288(AX), Z13
 	VPERMD          Z13, Z3, Z13
 	VPSHUFB         Z2, Z13, Z13
 	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
@@ -4270,7 +4265,7 @@ loopdotQ5KPAVX512:
 	VPMADDUBSW      704(CX), Z13, Z13
 	VPMADDWD        Z14, Z13, Z13
 	VPADDD          Z13, Z11, Z11
-	VBROADCASTI64X4 144(BX), Z13
+	VBROADCASTI64X4 320(AX), Z13
 	VPERMD          Z13, Z3, Z13
 	VPSHUFB         Z2, Z13, Z13
 	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
@@ -4441,7 +4436,6 @@ loopdotQ5KPTAVX512:
 	PREFETCHT0      608(AX)
 	PREFETCHT0      672(AX)
 	ADDQ            $0x00000160, SI
-	LEAQ            176(AX), DI
 	VBROADCASTI32X4 4(AX), Z6
 	VPSHUFD         $0x98, Z6, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
@@ -4508,7 +4502,7 @@ loopdotQ5KPTAVX512:
 	VADDPS          Y6, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y7, Y6
 	VPMADDWD        516(CX), Y6, Y6
-	VBROADCASTI32X4 4(DI), Z7
+	VBROADCASTI32X4 180(AX), Z7
 	VPSHUFD         $0x98, Z7, Z9
 	VPSRLVD         k4sh_z<>+0(SB), Z9, Z9
 	VPANDD          k4m_z<>+0(SB), Z9, Z9
@@ -4516,14 +4510,14 @@ loopdotQ5KPTAVX512:
 	VPSRLD          $0x02, Z7, Z7
 	VPANDD          k4hm_z<>+0(SB), Z7, Z7
 	VPORD           Z7, Z9, Z9
-	VMOVD           (DI), X7
+	VMOVD           176(AX), X7
 	VCVTPH2PS       X7, X7
 	VBROADCASTSS    1088(CX), X10
 	VMULPS          X7, X10, X10
-	VBROADCASTI64X4 16(DI), Z7
+	VBROADCASTI64X4 192(AX), Z7
 	VPERMD          Z7, Z3, Z7
 	VPSHUFB         Z2, Z7, Z7
-	VBROADCASTI64X4 48(DI), Z11
+	VBROADCASTI64X4 224(AX), Z11
 	VPERMD          Z11, Z3, Z11
 	VPSHUFB         Z2, Z11, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
@@ -4533,7 +4527,7 @@ loopdotQ5KPTAVX512:
 	VPSHUFB         scidx32<>+0(SB), Z9, Z12
 	VPMADDUBSW      576(CX), Z11, Z11
 	VPMADDWD        Z12, Z11, Z11
-	VBROADCASTI64X4 80(DI), Z12
+	VBROADCASTI64X4 256(AX), Z12
 	VPERMD          Z12, Z3, Z12
 	VPSHUFB         Z2, Z12, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
@@ -4543,7 +4537,7 @@ loopdotQ5KPTAVX512:
 	VPSHUFB         scidx32<>+64(SB), Z9, Z13
 	VPMADDUBSW      640(CX), Z12, Z12
 	VPMADDWD        Z13, Z12, Z12
-	VBROADCASTI64X4 112(DI), Z13
+	VBROADCASTI64X4 288(AX), Z13
 	VPERMD          Z13, Z3, Z13
 	VPSHUFB         Z2, Z13, Z13
 	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
@@ -4554,7 +4548,7 @@ loopdotQ5KPTAVX512:
 	VPMADDUBSW      704(CX), Z13, Z13
 	VPMADDWD        Z14, Z13, Z13
 	VPADDD          Z13, Z11, Z11
-	VBROADCASTI64X4 144(DI), Z13
+	VBROADCASTI64X4 320(AX), Z13
 	VPERMD          Z13, Z3, Z13
 	VPSHUFB         Z2, Z13, Z13
 	VPSRLVW         shift_0_4<>+0(SB), Z13, Z13
@@ -11630,7 +11624,6 @@ TEXT ·dotQ4KVNNI(SB), NOSPLIT, $0-28
 	JB           onedotQ4KVNNI
 
 loopdotQ4KVNNI:
-	LEAQ            144(AX), BX
 	VBROADCASTI32X4 4(AX), Z4
 	VPSHUFD         $0x98, Z4, Z5
 	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
@@ -11684,7 +11677,7 @@ loopdotQ4KVNNI:
 	VADDPS          Y7, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
 	VPMADDWD        260(CX), Y4, Y4
-	VBROADCASTI32X4 4(BX), Z5
+	VBROADCASTI32X4 148(AX), Z5
 	VPSHUFD         $0x98, Z5, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
 	VPANDD          k4m_z<>+0(SB), Z7, Z7
@@ -11692,11 +11685,11 @@ loopdotQ4KVNNI:
 	VPSRLD          $0x02, Z5, Z5
 	VPANDD          k4hm_z<>+0(SB), Z5, Z5
 	VPORD           Z5, Z7, Z7
-	VMOVD           (BX), X5
+	VMOVD           144(AX), X5
 	VCVTPH2PS       X5, X5
 	VBROADCASTSS    292(CX), X8
 	VMULPS          X5, X8, X8
-	VBROADCASTI64X4 16(BX), Z5
+	VBROADCASTI64X4 160(AX), Z5
 	VPERMB          Z5, Z2, Z5
 	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
 	VPANDD          Z3, Z5, Z5
@@ -11704,7 +11697,7 @@ loopdotQ4KVNNI:
 	VPERMB          296(CX), Z2, Z10
 	VPMADDUBSW      Z10, Z5, Z10
 	VPMADDWD        Z9, Z10, Z5
-	VBROADCASTI64X4 48(BX), Z9
+	VBROADCASTI64X4 192(AX), Z9
 	VPERMB          Z9, Z2, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z3, Z9, Z9
@@ -11712,7 +11705,7 @@ loopdotQ4KVNNI:
 	VPERMB          360(CX), Z2, Z11
 	VPMADDUBSW      Z11, Z9, Z11
 	VPMADDWD        Z10, Z11, Z9
-	VBROADCASTI64X4 80(BX), Z10
+	VBROADCASTI64X4 224(AX), Z10
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
@@ -11720,7 +11713,7 @@ loopdotQ4KVNNI:
 	VPERMB          424(CX), Z2, Z12
 	VPMADDUBSW      Z12, Z10, Z12
 	VPDPWSSD        Z11, Z12, Z5
-	VBROADCASTI64X4 112(BX), Z10
+	VBROADCASTI64X4 256(AX), Z10
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
@@ -12088,7 +12081,6 @@ TEXT ·dotQ4KPVNNI(SB), NOSPLIT, $0-28
 	JB           onedotQ4KPVNNI
 
 loopdotQ4KPVNNI:
-	LEAQ            144(AX), BX
 	VBROADCASTI32X4 4(AX), Z4
 	VPSHUFD         $0x98, Z4, Z5
 	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
@@ -12138,7 +12130,7 @@ loopdotQ4KPVNNI:
 	VADDPS          Y7, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
 	VPMADDWD        516(CX), Y4, Y4
-	VBROADCASTI32X4 4(BX), Z5
+	VBROADCASTI32X4 148(AX), Z5
 	VPSHUFD         $0x98, Z5, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
 	VPANDD          k4m_z<>+0(SB), Z7, Z7
@@ -12146,32 +12138,32 @@ loopdotQ4KPVNNI:
 	VPSRLD          $0x02, Z5, Z5
 	VPANDD          k4hm_z<>+0(SB), Z5, Z5
 	VPORD           Z5, Z7, Z7
-	VMOVD           (BX), X5
+	VMOVD           144(AX), X5
 	VCVTPH2PS       X5, X5
 	VBROADCASTSS    1088(CX), X8
 	VMULPS          X5, X8, X8
-	VBROADCASTI64X4 16(BX), Z5
+	VBROADCASTI64X4 160(AX), Z5
 	VPERMB          Z5, Z2, Z5
 	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
 	VPANDD          Z3, Z5, Z5
 	VPSHUFB         scidx32<>+0(SB), Z7, Z9
 	VPMADDUBSW      576(CX), Z5, Z5
 	VPMADDWD        Z9, Z5, Z5
-	VBROADCASTI64X4 48(BX), Z9
+	VBROADCASTI64X4 192(AX), Z9
 	VPERMB          Z9, Z2, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z3, Z9, Z9
 	VPSHUFB         scidx32<>+64(SB), Z7, Z10
 	VPMADDUBSW      640(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
-	VBROADCASTI64X4 80(BX), Z10
+	VBROADCASTI64X4 224(AX), Z10
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
 	VPSHUFB         scidx32<>+128(SB), Z7, Z11
 	VPMADDUBSW      704(CX), Z10, Z10
 	VPDPWSSD        Z11, Z10, Z5
-	VBROADCASTI64X4 112(BX), Z10
+	VBROADCASTI64X4 256(AX), Z10
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
@@ -12317,7 +12309,6 @@ loopdotQ4KPTVNNI:
 	PREFETCHT0      480(AX)
 	PREFETCHT0      544(AX)
 	ADDQ            $0x00000120, SI
-	LEAQ            144(AX), DI
 	VBROADCASTI32X4 4(AX), Z4
 	VPSHUFD         $0x98, Z4, Z5
 	VPSRLVD         k4sh_z<>+0(SB), Z5, Z5
@@ -12367,7 +12358,7 @@ loopdotQ4KPTVNNI:
 	VADDPS          Y7, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y5, Y4
 	VPMADDWD        516(CX), Y4, Y4
-	VBROADCASTI32X4 4(DI), Z5
+	VBROADCASTI32X4 148(AX), Z5
 	VPSHUFD         $0x98, Z5, Z7
 	VPSRLVD         k4sh_z<>+0(SB), Z7, Z7
 	VPANDD          k4m_z<>+0(SB), Z7, Z7
@@ -12375,32 +12366,32 @@ loopdotQ4KPTVNNI:
 	VPSRLD          $0x02, Z5, Z5
 	VPANDD          k4hm_z<>+0(SB), Z5, Z5
 	VPORD           Z5, Z7, Z7
-	VMOVD           (DI), X5
+	VMOVD           144(AX), X5
 	VCVTPH2PS       X5, X5
 	VBROADCASTSS    1088(CX), X8
 	VMULPS          X5, X8, X8
-	VBROADCASTI64X4 16(DI), Z5
+	VBROADCASTI64X4 160(AX), Z5
 	VPERMB          Z5, Z2, Z5
 	VPSRLVW         shift_0_4<>+0(SB), Z5, Z5
 	VPANDD          Z3, Z5, Z5
 	VPSHUFB         scidx32<>+0(SB), Z7, Z9
 	VPMADDUBSW      576(CX), Z5, Z5
 	VPMADDWD        Z9, Z5, Z5
-	VBROADCASTI64X4 48(DI), Z9
+	VBROADCASTI64X4 192(AX), Z9
 	VPERMB          Z9, Z2, Z9
 	VPSRLVW         shift_0_4<>+0(SB), Z9, Z9
 	VPANDD          Z3, Z9, Z9
 	VPSHUFB         scidx32<>+64(SB), Z7, Z10
 	VPMADDUBSW      640(CX), Z9, Z9
 	VPMADDWD        Z10, Z9, Z9
-	VBROADCASTI64X4 80(DI), Z10
+	VBROADCASTI64X4 224(AX), Z10
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
 	VPSHUFB         scidx32<>+128(SB), Z7, Z11
 	VPMADDUBSW      704(CX), Z10, Z10
 	VPDPWSSD        Z11, Z10, Z5
-	VBROADCASTI64X4 112(DI), Z10
+	VBROADCASTI64X4 256(AX), Z10
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
@@ -12729,7 +12720,6 @@ TEXT ·dotQ5KVNNI(SB), NOSPLIT, $0-28
 	JB           onedotQ5KVNNI
 
 loopdotQ5KVNNI:
-	LEAQ            176(AX), BX
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -12793,7 +12783,7 @@ loopdotQ5KVNNI:
 	VADDPS          Y5, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
 	VPMADDWD        260(CX), Y5, Y5
-	VBROADCASTI32X4 4(BX), Z6
+	VBROADCASTI32X4 180(AX), Z6
 	VPSHUFD         $0x98, Z6, Z8
 	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
 	VPANDD          k4m_z<>+0(SB), Z8, Z8
@@ -12801,13 +12791,13 @@ loopdotQ5KVNNI:
 	VPSRLD          $0x02, Z6, Z6
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z8, Z8
-	VMOVD           (BX), X6
+	VMOVD           176(AX), X6
 	VCVTPH2PS       X6, X6
 	VBROADCASTSS    292(CX), X9
 	VMULPS          X6, X9, X9
-	VBROADCASTI64X4 16(BX), Z6
+	VBROADCASTI64X4 192(AX), Z6
 	VPERMB          Z6, Z2, Z6
-	VBROADCASTI64X4 48(BX), Z10
+	VBROADCASTI64X4 224(AX), Z10
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
@@ -12817,7 +12807,7 @@ loopdotQ5KVNNI:
 	VPERMB          296(CX), Z2, Z12
 	VPMADDUBSW      Z12, Z10, Z12
 	VPMADDWD        Z11, Z12, Z10
-	VBROADCASTI64X4 80(BX), Z11
+	VBROADCASTI64X4 256(AX), Z11
 	VPERMB          Z11, Z2, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
 	VPANDD          Z3, Z11, Z11
@@ -12827,7 +12817,7 @@ loopdotQ5KVNNI:
 	VPERMB          360(CX), Z2, Z13
 	VPMADDUBSW      Z13, Z11, Z13
 	VPMADDWD        Z12, Z13, Z11
-	VBROADCASTI64X4 112(BX), Z12
+	VBROADCASTI64X4 288(AX), Z12
 	VPERMB          Z12, Z2, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
 	VPANDD          Z3, Z12, Z12
@@ -12837,7 +12827,7 @@ loopdotQ5KVNNI:
 	VPERMB          424(CX), Z2, Z14
 	VPMADDUBSW      Z14, Z12, Z14
 	VPDPWSSD        Z13, Z14, Z10
-	VBROADCASTI64X4 144(BX), Z12
+	VBROADCASTI64X4 320(AX), Z12
 	VPERMB          Z12, Z2, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
 	VPANDD          Z3, Z12, Z12
@@ -13229,7 +13219,6 @@ TEXT ·dotQ5KPVNNI(SB), NOSPLIT, $0-28
 	JB           onedotQ5KPVNNI
 
 loopdotQ5KPVNNI:
-	LEAQ            176(AX), BX
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -13289,7 +13278,7 @@ loopdotQ5KPVNNI:
 	VADDPS          Y5, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
 	VPMADDWD        516(CX), Y5, Y5
-	VBROADCASTI32X4 4(BX), Z6
+	VBROADCASTI32X4 180(AX), Z6
 	VPSHUFD         $0x98, Z6, Z8
 	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
 	VPANDD          k4m_z<>+0(SB), Z8, Z8
@@ -13297,13 +13286,13 @@ loopdotQ5KPVNNI:
 	VPSRLD          $0x02, Z6, Z6
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z8, Z8
-	VMOVD           (BX), X6
+	VMOVD           176(AX), X6
 	VCVTPH2PS       X6, X6
 	VBROADCASTSS    1088(CX), X9
 	VMULPS          X6, X9, X9
-	VBROADCASTI64X4 16(BX), Z6
+	VBROADCASTI64X4 192(AX), Z6
 	VPERMB          Z6, Z2, Z6
-	VBROADCASTI64X4 48(BX), Z10
+	VBROADCASTI64X4 224(AX), Z10
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
@@ -13312,7 +13301,7 @@ loopdotQ5KPVNNI:
 	VPSHUFB         scidx32<>+0(SB), Z8, Z11
 	VPMADDUBSW      576(CX), Z10, Z10
 	VPMADDWD        Z11, Z10, Z10
-	VBROADCASTI64X4 80(BX), Z11
+	VBROADCASTI64X4 256(AX), Z11
 	VPERMB          Z11, Z2, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
 	VPANDD          Z3, Z11, Z11
@@ -13321,7 +13310,7 @@ loopdotQ5KPVNNI:
 	VPSHUFB         scidx32<>+64(SB), Z8, Z12
 	VPMADDUBSW      640(CX), Z11, Z11
 	VPMADDWD        Z12, Z11, Z11
-	VBROADCASTI64X4 112(BX), Z12
+	VBROADCASTI64X4 288(AX), Z12
 	VPERMB          Z12, Z2, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
 	VPANDD          Z3, Z12, Z12
@@ -13330,7 +13319,7 @@ loopdotQ5KPVNNI:
 	VPSHUFB         scidx32<>+128(SB), Z8, Z13
 	VPMADDUBSW      704(CX), Z12, Z12
 	VPDPWSSD        Z13, Z12, Z10
-	VBROADCASTI64X4 144(BX), Z12
+	VBROADCASTI64X4 320(AX), Z12
 	VPERMB          Z12, Z2, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
 	VPANDD          Z3, Z12, Z12
@@ -13491,7 +13480,6 @@ loopdotQ5KPTVNNI:
 	PREFETCHT0      608(AX)
 	PREFETCHT0      672(AX)
 	ADDQ            $0x00000160, SI
-	LEAQ            176(AX), DI
 	VBROADCASTI32X4 4(AX), Z5
 	VPSHUFD         $0x98, Z5, Z6
 	VPSRLVD         k4sh_z<>+0(SB), Z6, Z6
@@ -13551,7 +13539,7 @@ loopdotQ5KPTVNNI:
 	VADDPS          Y5, Y0, Y0
 	VPSHUFB         k4mdup<>+0(SB), Y6, Y5
 	VPMADDWD        516(CX), Y5, Y5
-	VBROADCASTI32X4 4(DI), Z6
+	VBROADCASTI32X4 180(AX), Z6
 	VPSHUFD         $0x98, Z6, Z8
 	VPSRLVD         k4sh_z<>+0(SB), Z8, Z8
 	VPANDD          k4m_z<>+0(SB), Z8, Z8
@@ -13559,13 +13547,13 @@ loopdotQ5KPTVNNI:
 	VPSRLD          $0x02, Z6, Z6
 	VPANDD          k4hm_z<>+0(SB), Z6, Z6
 	VPORD           Z6, Z8, Z8
-	VMOVD           (DI), X6
+	VMOVD           176(AX), X6
 	VCVTPH2PS       X6, X6
 	VBROADCASTSS    1088(CX), X9
 	VMULPS          X6, X9, X9
-	VBROADCASTI64X4 16(DI), Z6
+	VBROADCASTI64X4 192(AX), Z6
 	VPERMB          Z6, Z2, Z6
-	VBROADCASTI64X4 48(DI), Z10
+	VBROADCASTI64X4 224(AX), Z10
 	VPERMB          Z10, Z2, Z10
 	VPSRLVW         shift_0_4<>+0(SB), Z10, Z10
 	VPANDD          Z3, Z10, Z10
@@ -13574,7 +13562,7 @@ loopdotQ5KPTVNNI:
 	VPSHUFB         scidx32<>+0(SB), Z8, Z11
 	VPMADDUBSW      576(CX), Z10, Z10
 	VPMADDWD        Z11, Z10, Z10
-	VBROADCASTI64X4 80(DI), Z11
+	VBROADCASTI64X4 256(AX), Z11
 	VPERMB          Z11, Z2, Z11
 	VPSRLVW         shift_0_4<>+0(SB), Z11, Z11
 	VPANDD          Z3, Z11, Z11
@@ -13583,7 +13571,7 @@ loopdotQ5KPTVNNI:
 	VPSHUFB         scidx32<>+64(SB), Z8, Z12
 	VPMADDUBSW      640(CX), Z11, Z11
 	VPMADDWD        Z12, Z11, Z11
-	VBROADCASTI64X4 112(DI), Z12
+	VBROADCASTI64X4 288(AX), Z12
 	VPERMB          Z12, Z2, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
 	VPANDD          Z3, Z12, Z12
@@ -13592,7 +13580,7 @@ loopdotQ5KPTVNNI:
 	VPSHUFB         scidx32<>+128(SB), Z8, Z13
 	VPMADDUBSW      704(CX), Z12, Z12
 	VPDPWSSD        Z13, Z12, Z10
-	VBROADCASTI64X4 144(DI), Z12
+	VBROADCASTI64X4 320(AX), Z12
 	VPERMB          Z12, Z2, Z12
 	VPSRLVW         shift_0_4<>+0(SB), Z12, Z12
 	VPANDD          Z3, Z12, Z12
@@ -23886,6 +23874,1385 @@ doneq36LrDotQ6KPVBMITVNNI256:
 	VZEROUPPER
 	RET
 
+// func q4vDotQ4KPVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, GFNI, MMX+, SSE
+TEXT ·q4vDotQ4KPVNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VPXORD       X1, X1, X1
+	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), BX
+	VMOVDQU64    gfhinib<>+0(SB), Y3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           doneq4vDotQ4KPVNNI256
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	MOVL         DI, SI
+	ANDL         $0x3f3f3f3f, SI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R8
+	MOVL         R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	CMPQ         DX, $0x02
+	JB           oneq4vDotQ4KPVNNI256
+
+loopq4vDotQ4KPVNNI256:
+	PREFETCHT0     2048(AX)
+	PREFETCHT0     2112(AX)
+	PREFETCHT0     2176(AX)
+	PREFETCHT0     2240(AX)
+	PREFETCHT0     2304(AX)
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   512(CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y13
+	VPANDD         Y4, Y13, Y5
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
+	VPXORD         Y7, Y7, Y7
+	VPMADDUBSW     (CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(DI*4), Y5, Y7
+	MOVL           148(AX), DI
+	MOVL           156(AX), R8
+	MOVL           DI, R11
+	VGF2P8AFFINEQB $0x00, Y3, Y13, Y5
+	MOVBQZX        R9, R12
+	SHRL           $0x08, R9
+	VPXORD         Y8, Y8, Y8
+	VPMADDUBSW     32(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(R12*4), Y5, Y8
+	ANDL           $0x3f3f3f3f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	VPERMB         48(AX), Y2, Y13
+	VPANDD         Y4, Y13, Y5
+	MOVBQZX        R9, R12
+	SHRL           $0x08, R9
+	VPMADDUBSW     64(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(R12*4), Y5, Y7
+	MOVL           R8, R12
+	SHRL           $0x04, R12
+	ANDL           $0x0f0f0f0f, R12
+	VGF2P8AFFINEQB $0x00, Y3, Y13, Y5
+	VPMADDUBSW     96(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(R9*4), Y5, Y8
+	ANDL           $0x0f0f0f0f, R8
+	ORL            DI, R8
+	MOVL           152(AX), R9
+	VPERMB         80(AX), Y2, Y13
+	VPANDD         Y4, Y13, Y5
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	VPMADDUBSW     128(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(DI*4), Y5, Y7
+	MOVL           R9, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x02, R9
+	VGF2P8AFFINEQB $0x00, Y3, Y13, Y5
+	MOVBQZX        R10, R13
+	SHRL           $0x08, R10
+	VPMADDUBSW     160(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(R13*4), Y5, Y8
+	ANDL           $0x30303030, R9
+	ORL            R9, R12
+	SHLQ           $0x20, R12
+	VPERMB         112(AX), Y2, Y13
+	VPANDD         Y4, Y13, Y5
+	MOVBQZX        R10, R9
+	SHRL           $0x08, R10
+	VPMADDUBSW     192(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(R9*4), Y5, Y7
+	ORQ            R12, DI
+	VGF2P8AFFINEQB $0x00, Y3, Y13, Y5
+	MOVL           R10, R9
+	VPMADDUBSW     224(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(R9*4), Y5, Y8
+	VPADDD         Y8, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   X6, Y5
+	VMULPS         Y5, Y7, Y7
+	VADDPS         Y7, Y0, Y0
+	VMOVQ          SI, X5
+	VPMOVZXBW      X5, X5
+	VPMADDWD       548(CX), X5, X5
+	LEAQ           288(AX), R12
+	CMPQ           DX, $0x03
+	CMOVQCS        AX, R12
+	VMOVD          144(AX), X13
+	VCVTPH2PS      X13, X13
+	VBROADCASTSS   1088(CX), X14
+	VMULPS         X13, X14, X14
+	VPERMB         160(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y13
+	MOVBQZX        R11, SI
+	SHRL           $0x08, R11
+	VPXORD         Y9, Y9, Y9
+	VPMADDUBSW     576(CX), Y13, Y13
+	VPDPWSSD.BCST  (BX)(SI*4), Y13, Y9
+	MOVL           4(R12), SI
+	MOVL           12(R12), R10
+	MOVL           SI, R9
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y13
+	MOVBQZX        R11, R13
+	SHRL           $0x08, R11
+	VPXORD         Y10, Y10, Y10
+	VPMADDUBSW     608(CX), Y13, Y13
+	VPDPWSSD.BCST  (BX)(R13*4), Y13, Y10
+	ANDL           $0x3f3f3f3f, R9
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	VPERMB         192(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y13
+	MOVBQZX        R11, R13
+	SHRL           $0x08, R11
+	VPMADDUBSW     640(CX), Y13, Y13
+	VPDPWSSD.BCST  (BX)(R13*4), Y13, Y9
+	MOVL           R10, R13
+	SHRL           $0x04, R13
+	ANDL           $0x0f0f0f0f, R13
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y13
+	VPMADDUBSW     672(CX), Y13, Y13
+	VPDPWSSD.BCST  (BX)(R11*4), Y13, Y10
+	ANDL           $0x0f0f0f0f, R10
+	ORL            SI, R10
+	MOVL           8(R12), R11
+	VPERMB         224(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y13
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPMADDUBSW     704(CX), Y13, Y13
+	VPDPWSSD.BCST  (BX)(SI*4), Y13, Y9
+	MOVL           R11, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x02, R11
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y13
+	MOVBQZX        R8, R12
+	SHRL           $0x08, R8
+	VPMADDUBSW     736(CX), Y13, Y13
+	VPDPWSSD.BCST  (BX)(R12*4), Y13, Y10
+	ANDL           $0x30303030, R11
+	ORL            R11, R13
+	SHLQ           $0x20, R13
+	VPERMB         256(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y13
+	MOVBQZX        R8, R11
+	SHRL           $0x08, R8
+	VPMADDUBSW     768(CX), Y13, Y13
+	VPDPWSSD.BCST  (BX)(R11*4), Y13, Y9
+	ORQ            R13, SI
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y13
+	VPMADDUBSW     800(CX), Y13, Y13
+	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y10
+	VPADDD         Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   X14, Y13
+	VMULPS         Y13, Y9, Y9
+	VADDPS         Y9, Y0, Y0
+	VMOVQ          DI, X13
+	VPMOVZXBW      X13, X13
+	VPMADDWD       1124(CX), X13, X13
+	VPUNPCKLDQ     X13, X5, X15
+	VPUNPCKHDQ     X13, X5, X5
+	VPADDD         X15, X5, X5
+	VPSHUFD        $0x4e, X5, X13
+	VPADDD         X13, X5, X5
+	VCVTDQ2PS      X5, X5
+	VUNPCKLPS      X14, X6, X6
+	VMULPS         X5, X6, X6
+	VSUBPS         X6, X1, X1
+	VMOVSHDUP      X6, X6
+	VSUBPS         X6, X1, X1
+	ADDQ           $0x00000120, AX
+	ADDQ           $0x00000480, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopq4vDotQ4KPVNNI256
+
+oneq4vDotQ4KPVNNI256:
+	TESTQ          DX, DX
+	JZ             doneq4vDotQ4KPVNNI256
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   512(CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y7
+	VPANDD         Y4, Y7, Y5
+	MOVBQZX        R9, DX
+	SHRL           $0x08, R9
+	VPXORD         Y11, Y11, Y11
+	VPMADDUBSW     (CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(DX*4), Y5, Y11
+	VGF2P8AFFINEQB $0x00, Y3, Y7, Y5
+	MOVBQZX        R9, DX
+	SHRL           $0x08, R9
+	VPXORD         Y12, Y12, Y12
+	VPMADDUBSW     32(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(DX*4), Y5, Y12
+	VPERMB         48(AX), Y2, Y7
+	VPANDD         Y4, Y7, Y5
+	MOVBQZX        R9, DX
+	SHRL           $0x08, R9
+	VPMADDUBSW     64(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(DX*4), Y5, Y11
+	VGF2P8AFFINEQB $0x00, Y3, Y7, Y5
+	MOVL           R9, DX
+	VPMADDUBSW     96(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(DX*4), Y5, Y12
+	VPERMB         80(AX), Y2, Y7
+	VPANDD         Y4, Y7, Y5
+	MOVBQZX        R10, DX
+	SHRL           $0x08, R10
+	VPMADDUBSW     128(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(DX*4), Y5, Y11
+	VGF2P8AFFINEQB $0x00, Y3, Y7, Y5
+	MOVBQZX        R10, DX
+	SHRL           $0x08, R10
+	VPMADDUBSW     160(CX), Y5, Y5
+	VPDPWSSD.BCST  (BX)(DX*4), Y5, Y12
+	VPERMB         112(AX), Y2, Y2
+	VPANDD         Y4, Y2, Y4
+	MOVBQZX        R10, AX
+	SHRL           $0x08, R10
+	VPMADDUBSW     192(CX), Y4, Y4
+	VPDPWSSD.BCST  (BX)(AX*4), Y4, Y11
+	VGF2P8AFFINEQB $0x00, Y3, Y2, Y2
+	MOVL           R10, AX
+	VPMADDUBSW     224(CX), Y2, Y2
+	VPDPWSSD.BCST  (BX)(AX*4), Y2, Y12
+	VPADDD         Y12, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   X6, Y2
+	VMULPS         Y2, Y11, Y11
+	VADDPS         Y11, Y0, Y0
+	VMOVQ          SI, X2
+	VPMOVZXBW      X2, X2
+	VPMADDWD       548(CX), X2, X2
+	VPSHUFD        $0x4e, X2, X3
+	VPADDD         X3, X2, X2
+	VPSHUFD        $0xb1, X2, X3
+	VPADDD         X3, X2, X2
+	VCVTDQ2PS      X2, X2
+	VUNPCKLPS      X6, X6, X3
+	VMULPS         X2, X3, X3
+	VSUBPS         X3, X1, X1
+
+doneq4vDotQ4KPVNNI256:
+	VSHUFPS       $0xaa, X1, X1, X1
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X1, X1
+	VSHUFPS       $0xff, X0, X0, X3
+	VADDSS        X3, X1, X1
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X0
+	VADDSS        X0, X1, X1
+	VMOVHLPS      X2, X2, X0
+	VADDSS        X0, X1, X1
+	VSHUFPS       $0xff, X2, X2, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA k4scalewords<>+0(SB)/4, $0x00000000
+DATA k4scalewords<>+4(SB)/4, $0x00010001
+DATA k4scalewords<>+8(SB)/4, $0x00020002
+DATA k4scalewords<>+12(SB)/4, $0x00030003
+DATA k4scalewords<>+16(SB)/4, $0x00040004
+DATA k4scalewords<>+20(SB)/4, $0x00050005
+DATA k4scalewords<>+24(SB)/4, $0x00060006
+DATA k4scalewords<>+28(SB)/4, $0x00070007
+DATA k4scalewords<>+32(SB)/4, $0x00080008
+DATA k4scalewords<>+36(SB)/4, $0x00090009
+DATA k4scalewords<>+40(SB)/4, $0x000a000a
+DATA k4scalewords<>+44(SB)/4, $0x000b000b
+DATA k4scalewords<>+48(SB)/4, $0x000c000c
+DATA k4scalewords<>+52(SB)/4, $0x000d000d
+DATA k4scalewords<>+56(SB)/4, $0x000e000e
+DATA k4scalewords<>+60(SB)/4, $0x000f000f
+DATA k4scalewords<>+64(SB)/4, $0x00100010
+DATA k4scalewords<>+68(SB)/4, $0x00110011
+DATA k4scalewords<>+72(SB)/4, $0x00120012
+DATA k4scalewords<>+76(SB)/4, $0x00130013
+DATA k4scalewords<>+80(SB)/4, $0x00140014
+DATA k4scalewords<>+84(SB)/4, $0x00150015
+DATA k4scalewords<>+88(SB)/4, $0x00160016
+DATA k4scalewords<>+92(SB)/4, $0x00170017
+DATA k4scalewords<>+96(SB)/4, $0x00180018
+DATA k4scalewords<>+100(SB)/4, $0x00190019
+DATA k4scalewords<>+104(SB)/4, $0x001a001a
+DATA k4scalewords<>+108(SB)/4, $0x001b001b
+DATA k4scalewords<>+112(SB)/4, $0x001c001c
+DATA k4scalewords<>+116(SB)/4, $0x001d001d
+DATA k4scalewords<>+120(SB)/4, $0x001e001e
+DATA k4scalewords<>+124(SB)/4, $0x001f001f
+DATA k4scalewords<>+128(SB)/4, $0x00200020
+DATA k4scalewords<>+132(SB)/4, $0x00210021
+DATA k4scalewords<>+136(SB)/4, $0x00220022
+DATA k4scalewords<>+140(SB)/4, $0x00230023
+DATA k4scalewords<>+144(SB)/4, $0x00240024
+DATA k4scalewords<>+148(SB)/4, $0x00250025
+DATA k4scalewords<>+152(SB)/4, $0x00260026
+DATA k4scalewords<>+156(SB)/4, $0x00270027
+DATA k4scalewords<>+160(SB)/4, $0x00280028
+DATA k4scalewords<>+164(SB)/4, $0x00290029
+DATA k4scalewords<>+168(SB)/4, $0x002a002a
+DATA k4scalewords<>+172(SB)/4, $0x002b002b
+DATA k4scalewords<>+176(SB)/4, $0x002c002c
+DATA k4scalewords<>+180(SB)/4, $0x002d002d
+DATA k4scalewords<>+184(SB)/4, $0x002e002e
+DATA k4scalewords<>+188(SB)/4, $0x002f002f
+DATA k4scalewords<>+192(SB)/4, $0x00300030
+DATA k4scalewords<>+196(SB)/4, $0x00310031
+DATA k4scalewords<>+200(SB)/4, $0x00320032
+DATA k4scalewords<>+204(SB)/4, $0x00330033
+DATA k4scalewords<>+208(SB)/4, $0x00340034
+DATA k4scalewords<>+212(SB)/4, $0x00350035
+DATA k4scalewords<>+216(SB)/4, $0x00360036
+DATA k4scalewords<>+220(SB)/4, $0x00370037
+DATA k4scalewords<>+224(SB)/4, $0x00380038
+DATA k4scalewords<>+228(SB)/4, $0x00390039
+DATA k4scalewords<>+232(SB)/4, $0x003a003a
+DATA k4scalewords<>+236(SB)/4, $0x003b003b
+DATA k4scalewords<>+240(SB)/4, $0x003c003c
+DATA k4scalewords<>+244(SB)/4, $0x003d003d
+DATA k4scalewords<>+248(SB)/4, $0x003e003e
+DATA k4scalewords<>+252(SB)/4, $0x003f003f
+GLOBL k4scalewords<>(SB), RODATA|NOPTR, $256
+
+DATA gfhinib<>+0(SB)/4, $0x00000000
+DATA gfhinib<>+4(SB)/4, $0x10204080
+DATA gfhinib<>+8(SB)/4, $0x00000000
+DATA gfhinib<>+12(SB)/4, $0x10204080
+DATA gfhinib<>+16(SB)/4, $0x00000000
+DATA gfhinib<>+20(SB)/4, $0x10204080
+DATA gfhinib<>+24(SB)/4, $0x00000000
+DATA gfhinib<>+28(SB)/4, $0x10204080
+GLOBL gfhinib<>(SB), RODATA|NOPTR, $32
+
+// func q4vDotQ4KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, GFNI, MMX+
+TEXT ·q4vDotQ4KPTVNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), DI
+	VMOVDQU64    gfhinib<>+0(SB), Y3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	TESTQ        DX, DX
+	JZ           doneq4vDotQ4KPTVNNI256
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R10, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R8
+	ANDL         $0x30303030, R8
+	ORL          R8, R12
+	MOVL         R9, R8
+	ANDL         $0x3f3f3f3f, R8
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	MOVL         R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R8
+	CMPQ         DX, $0x02
+	JB           oneq4vDotQ4KPTVNNI256
+
+loopq4vDotQ4KPTVNNI256:
+	PREFETCHT1     (SI)
+	PREFETCHT1     64(SI)
+	PREFETCHT1     128(SI)
+	PREFETCHT1     192(SI)
+	PREFETCHT1     256(SI)
+	PREFETCHT0     288(AX)
+	PREFETCHT0     352(AX)
+	PREFETCHT0     416(AX)
+	PREFETCHT0     480(AX)
+	PREFETCHT0     544(AX)
+	ADDQ           $0x00000120, SI
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   512(CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y13
+	VPANDD         Y4, Y13, Y5
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPXORD         Y7, Y7, Y7
+	VPMADDUBSW     (CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(R9*4), Y5, Y7
+	MOVL           148(AX), R9
+	MOVL           156(AX), R10
+	MOVL           R9, R13
+	VGF2P8AFFINEQB $0x00, Y3, Y13, Y5
+	MOVBQZX        R11, R14
+	SHRL           $0x08, R11
+	VPXORD         Y8, Y8, Y8
+	VPMADDUBSW     32(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(R14*4), Y5, Y8
+	ANDL           $0x3f3f3f3f, R13
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	VPERMB         48(AX), Y2, Y13
+	VPANDD         Y4, Y13, Y5
+	MOVBQZX        R11, R14
+	SHRL           $0x08, R11
+	VPMADDUBSW     64(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(R14*4), Y5, Y7
+	MOVL           R10, R14
+	SHRL           $0x04, R14
+	ANDL           $0x0f0f0f0f, R14
+	VGF2P8AFFINEQB $0x00, Y3, Y13, Y5
+	VPMADDUBSW     96(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(R11*4), Y5, Y8
+	ANDL           $0x0f0f0f0f, R10
+	ORL            R9, R10
+	MOVL           152(AX), R11
+	VPERMB         80(AX), Y2, Y13
+	VPANDD         Y4, Y13, Y5
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPMADDUBSW     128(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(R9*4), Y5, Y7
+	MOVL           R11, R9
+	ANDL           $0x3f3f3f3f, R9
+	SHRL           $0x02, R11
+	VGF2P8AFFINEQB $0x00, Y3, Y13, Y5
+	MOVBQZX        R12, R15
+	SHRL           $0x08, R12
+	VPMADDUBSW     160(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(R15*4), Y5, Y8
+	ANDL           $0x30303030, R11
+	ORL            R11, R14
+	SHLQ           $0x20, R14
+	VPERMB         112(AX), Y2, Y13
+	VPANDD         Y4, Y13, Y5
+	MOVBQZX        R12, R11
+	SHRL           $0x08, R12
+	VPMADDUBSW     192(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(R11*4), Y5, Y7
+	ORQ            R14, R9
+	VGF2P8AFFINEQB $0x00, Y3, Y13, Y5
+	MOVL           R12, R11
+	VPMADDUBSW     224(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(R11*4), Y5, Y8
+	VPADDD         Y8, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   X6, Y5
+	VMULPS         Y5, Y7, Y7
+	VADDPS         Y7, Y0, Y0
+	VMOVQ          R8, X5
+	VPMOVZXBW      X5, X5
+	VPMADDWD       548(CX), X5, X5
+	LEAQ           288(AX), R14
+	CMPQ           DX, $0x03
+	CMOVQCS        AX, R14
+	VMOVD          144(AX), X13
+	VCVTPH2PS      X13, X13
+	VBROADCASTSS   1088(CX), X14
+	VMULPS         X13, X14, X14
+	VPERMB         160(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y13
+	MOVBQZX        R13, R8
+	SHRL           $0x08, R13
+	VPXORD         Y9, Y9, Y9
+	VPMADDUBSW     576(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R8*4), Y13, Y9
+	MOVL           4(R14), R8
+	MOVL           12(R14), R12
+	MOVL           R8, R11
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y13
+	MOVBQZX        R13, R15
+	SHRL           $0x08, R13
+	VPXORD         Y10, Y10, Y10
+	VPMADDUBSW     608(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R15*4), Y13, Y10
+	ANDL           $0x3f3f3f3f, R11
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	VPERMB         192(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y13
+	MOVBQZX        R13, R15
+	SHRL           $0x08, R13
+	VPMADDUBSW     640(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R15*4), Y13, Y9
+	MOVL           R12, R15
+	SHRL           $0x04, R15
+	ANDL           $0x0f0f0f0f, R15
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y13
+	VPMADDUBSW     672(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R13*4), Y13, Y10
+	ANDL           $0x0f0f0f0f, R12
+	ORL            R8, R12
+	MOVL           8(R14), R13
+	VPERMB         224(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y13
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPMADDUBSW     704(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R8*4), Y13, Y9
+	MOVL           R13, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x02, R13
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y13
+	MOVBQZX        R10, R14
+	SHRL           $0x08, R10
+	VPMADDUBSW     736(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R14*4), Y13, Y10
+	ANDL           $0x30303030, R13
+	ORL            R13, R15
+	SHLQ           $0x20, R15
+	VPERMB         256(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y13
+	MOVBQZX        R10, R13
+	SHRL           $0x08, R10
+	VPMADDUBSW     768(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R13*4), Y13, Y9
+	ORQ            R15, R8
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y13
+	VPMADDUBSW     800(CX), Y13, Y13
+	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y10
+	VPADDD         Y10, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   X14, Y13
+	VMULPS         Y13, Y9, Y9
+	VADDPS         Y9, Y0, Y0
+	VMOVQ          R9, X13
+	VPMOVZXBW      X13, X13
+	VPMADDWD       1124(CX), X13, X13
+	VPUNPCKLDQ     X13, X5, X15
+	VPUNPCKHDQ     X13, X5, X5
+	VPADDD         X15, X5, X5
+	VPSHUFD        $0x4e, X5, X13
+	VPADDD         X13, X5, X5
+	VCVTDQ2PS      X5, X5
+	VUNPCKLPS      X14, X6, X6
+	VMULPS         X5, X6, X6
+	VSUBPS         X6, X1, X1
+	VMOVSHDUP      X6, X6
+	VSUBPS         X6, X1, X1
+	ADDQ           $0x00000120, AX
+	ADDQ           $0x00000480, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopq4vDotQ4KPTVNNI256
+
+oneq4vDotQ4KPTVNNI256:
+	TESTQ          DX, DX
+	JZ             doneq4vDotQ4KPTVNNI256
+	PREFETCHT1     (SI)
+	PREFETCHT1     64(SI)
+	PREFETCHT1     128(SI)
+	PREFETCHT0     288(AX)
+	PREFETCHT0     352(AX)
+	PREFETCHT0     416(AX)
+	ADDQ           $0x00000090, SI
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VBROADCASTSS   512(CX), X6
+	VMULPS         X5, X6, X6
+	VPERMB         16(AX), Y2, Y7
+	VPANDD         Y4, Y7, Y5
+	MOVBQZX        R11, DX
+	SHRL           $0x08, R11
+	VPXORD         Y11, Y11, Y11
+	VPMADDUBSW     (CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(DX*4), Y5, Y11
+	VGF2P8AFFINEQB $0x00, Y3, Y7, Y5
+	MOVBQZX        R11, DX
+	SHRL           $0x08, R11
+	VPXORD         Y12, Y12, Y12
+	VPMADDUBSW     32(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(DX*4), Y5, Y12
+	VPERMB         48(AX), Y2, Y7
+	VPANDD         Y4, Y7, Y5
+	MOVBQZX        R11, DX
+	SHRL           $0x08, R11
+	VPMADDUBSW     64(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(DX*4), Y5, Y11
+	VGF2P8AFFINEQB $0x00, Y3, Y7, Y5
+	MOVL           R11, DX
+	VPMADDUBSW     96(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(DX*4), Y5, Y12
+	VPERMB         80(AX), Y2, Y7
+	VPANDD         Y4, Y7, Y5
+	MOVBQZX        R12, DX
+	SHRL           $0x08, R12
+	VPMADDUBSW     128(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(DX*4), Y5, Y11
+	VGF2P8AFFINEQB $0x00, Y3, Y7, Y5
+	MOVBQZX        R12, DX
+	SHRL           $0x08, R12
+	VPMADDUBSW     160(CX), Y5, Y5
+	VPDPWSSD.BCST  (DI)(DX*4), Y5, Y12
+	VPERMB         112(AX), Y2, Y2
+	VPANDD         Y4, Y2, Y4
+	MOVBQZX        R12, AX
+	SHRL           $0x08, R12
+	VPMADDUBSW     192(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(AX*4), Y4, Y11
+	VGF2P8AFFINEQB $0x00, Y3, Y2, Y2
+	MOVL           R12, AX
+	VPMADDUBSW     224(CX), Y2, Y2
+	VPDPWSSD.BCST  (DI)(AX*4), Y2, Y12
+	VPADDD         Y12, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   X6, Y2
+	VMULPS         Y2, Y11, Y11
+	VADDPS         Y11, Y0, Y0
+	VMOVQ          R8, X2
+	VPMOVZXBW      X2, X2
+	VPMADDWD       548(CX), X2, X2
+	VPSHUFD        $0x4e, X2, X3
+	VPADDD         X3, X2, X2
+	VPSHUFD        $0xb1, X2, X3
+	VPADDD         X3, X2, X2
+	VCVTDQ2PS      X2, X2
+	VUNPCKLPS      X6, X6, X3
+	VMULPS         X2, X3, X3
+	VSUBPS         X3, X1, X1
+
+doneq4vDotQ4KPTVNNI256:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
+	VZEROUPPER
+	RET
+
+// func q4vDotQ5KPVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, GFNI, MMX+, SSE
+TEXT ·q4vDotQ5KPVNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPXORD       Y0, Y0, Y0
+	VPXORD       X1, X1, X1
+	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), BX
+	VMOVDQU64    gfhinib<>+0(SB), Y3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	VPBROADCASTD c32_10101010<>+0(SB), Y5
+	TESTQ        DX, DX
+	JZ           doneq4vDotQ5KPVNNI256
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	MOVL         DI, SI
+	ANDL         $0x3f3f3f3f, SI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R8
+	MOVL         R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	CMPQ         DX, $0x02
+	JB           oneq4vDotQ5KPVNNI256
+
+loopq4vDotQ5KPVNNI256:
+	PREFETCHT0     2048(AX)
+	PREFETCHT0     2112(AX)
+	PREFETCHT0     2176(AX)
+	PREFETCHT0     2240(AX)
+	PREFETCHT0     2304(AX)
+	PREFETCHT0     2368(AX)
+	VMOVD          (AX), X6
+	VCVTPH2PS      X6, X6
+	VBROADCASTSS   512(CX), X7
+	VMULPS         X6, X7, X7
+	VPERMB         16(AX), Y2, Y6
+	VPERMB         48(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y14
+	VPTESTMB       runbits<>+0(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
+	VPXORD         Y8, Y8, Y8
+	VPMADDUBSW     (CX), Y14, Y14
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y8
+	MOVL           180(AX), DI
+	MOVL           188(AX), R8
+	MOVL           DI, R11
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y14
+	VPTESTMB       runbits<>+32(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R9, R12
+	SHRL           $0x08, R9
+	VPXORD         Y9, Y9, Y9
+	VPMADDUBSW     32(CX), Y14, Y14
+	VPDPWSSD.BCST  (BX)(R12*4), Y14, Y9
+	ANDL           $0x3f3f3f3f, R11
+	SHRL           $0x02, DI
+	ANDL           $0x30303030, DI
+	VPERMB         80(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y14
+	VPTESTMB       runbits<>+64(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R9, R12
+	SHRL           $0x08, R9
+	VPMADDUBSW     64(CX), Y14, Y14
+	VPDPWSSD.BCST  (BX)(R12*4), Y14, Y8
+	MOVL           R8, R12
+	SHRL           $0x04, R12
+	ANDL           $0x0f0f0f0f, R12
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y14
+	VPTESTMB       runbits<>+96(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	VPMADDUBSW     96(CX), Y14, Y14
+	VPDPWSSD.BCST  (BX)(R9*4), Y14, Y9
+	ANDL           $0x0f0f0f0f, R8
+	ORL            DI, R8
+	MOVL           184(AX), R9
+	VPERMB         112(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y14
+	VPTESTMB       runbits<>+128(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
+	VPMADDUBSW     128(CX), Y14, Y14
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y8
+	MOVL           R9, DI
+	ANDL           $0x3f3f3f3f, DI
+	SHRL           $0x02, R9
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y14
+	VPTESTMB       runbits<>+160(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R10, R13
+	SHRL           $0x08, R10
+	VPMADDUBSW     160(CX), Y14, Y14
+	VPDPWSSD.BCST  (BX)(R13*4), Y14, Y9
+	ANDL           $0x30303030, R9
+	ORL            R9, R12
+	SHLQ           $0x20, R12
+	VPERMB         144(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y14
+	VPTESTMB       runbits<>+192(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R10, R9
+	SHRL           $0x08, R10
+	VPMADDUBSW     192(CX), Y14, Y14
+	VPDPWSSD.BCST  (BX)(R9*4), Y14, Y8
+	ORQ            R12, DI
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y14
+	VPTESTMB       runbits<>+224(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVL           R10, R9
+	VPMADDUBSW     224(CX), Y14, Y6
+	VPDPWSSD.BCST  (BX)(R9*4), Y6, Y9
+	VPADDD         Y9, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X7, Y6
+	VMULPS         Y6, Y8, Y8
+	VADDPS         Y8, Y0, Y0
+	VMOVQ          SI, X6
+	VPMOVZXBW      X6, X6
+	VPMADDWD       548(CX), X6, X6
+	LEAQ           352(AX), R12
+	CMPQ           DX, $0x03
+	CMOVQCS        AX, R12
+	VMOVD          176(AX), X14
+	VCVTPH2PS      X14, X14
+	VBROADCASTSS   1088(CX), X15
+	VMULPS         X14, X15, X15
+	VPERMB         192(AX), Y2, Y14
+	VPERMB         224(AX), Y2, Y17
+	VPANDD         Y4, Y17, Y16
+	VPTESTMB       runbits<>+0(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R11, SI
+	SHRL           $0x08, R11
+	VPXORD         Y10, Y10, Y10
+	VPMADDUBSW     576(CX), Y16, Y16
+	VPDPWSSD.BCST  (BX)(SI*4), Y16, Y10
+	MOVL           4(R12), SI
+	MOVL           12(R12), R10
+	MOVL           SI, R9
+	VGF2P8AFFINEQB $0x00, Y3, Y17, Y16
+	VPTESTMB       runbits<>+32(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R11, R13
+	SHRL           $0x08, R11
+	VPXORD         Y11, Y11, Y11
+	VPMADDUBSW     608(CX), Y16, Y16
+	VPDPWSSD.BCST  (BX)(R13*4), Y16, Y11
+	ANDL           $0x3f3f3f3f, R9
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	VPERMB         256(AX), Y2, Y17
+	VPANDD         Y4, Y17, Y16
+	VPTESTMB       runbits<>+64(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R11, R13
+	SHRL           $0x08, R11
+	VPMADDUBSW     640(CX), Y16, Y16
+	VPDPWSSD.BCST  (BX)(R13*4), Y16, Y10
+	MOVL           R10, R13
+	SHRL           $0x04, R13
+	ANDL           $0x0f0f0f0f, R13
+	VGF2P8AFFINEQB $0x00, Y3, Y17, Y16
+	VPTESTMB       runbits<>+96(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	VPMADDUBSW     672(CX), Y16, Y16
+	VPDPWSSD.BCST  (BX)(R11*4), Y16, Y11
+	ANDL           $0x0f0f0f0f, R10
+	ORL            SI, R10
+	MOVL           8(R12), R11
+	VPERMB         288(AX), Y2, Y17
+	VPANDD         Y4, Y17, Y16
+	VPTESTMB       runbits<>+128(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R8, SI
+	SHRL           $0x08, R8
+	VPMADDUBSW     704(CX), Y16, Y16
+	VPDPWSSD.BCST  (BX)(SI*4), Y16, Y10
+	MOVL           R11, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x02, R11
+	VGF2P8AFFINEQB $0x00, Y3, Y17, Y16
+	VPTESTMB       runbits<>+160(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R8, R12
+	SHRL           $0x08, R8
+	VPMADDUBSW     736(CX), Y16, Y16
+	VPDPWSSD.BCST  (BX)(R12*4), Y16, Y11
+	ANDL           $0x30303030, R11
+	ORL            R11, R13
+	SHLQ           $0x20, R13
+	VPERMB         320(AX), Y2, Y17
+	VPANDD         Y4, Y17, Y16
+	VPTESTMB       runbits<>+192(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R8, R11
+	SHRL           $0x08, R8
+	VPMADDUBSW     768(CX), Y16, Y16
+	VPDPWSSD.BCST  (BX)(R11*4), Y16, Y10
+	ORQ            R13, SI
+	VGF2P8AFFINEQB $0x00, Y3, Y17, Y16
+	VPTESTMB       runbits<>+224(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	VPMADDUBSW     800(CX), Y16, Y14
+	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y11
+	VPADDD         Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   X15, Y14
+	VMULPS         Y14, Y10, Y10
+	VADDPS         Y10, Y0, Y0
+	VMOVQ          DI, X14
+	VPMOVZXBW      X14, X14
+	VPMADDWD       1124(CX), X14, X14
+	VPUNPCKLDQ     X14, X6, X16
+	VPUNPCKHDQ     X14, X6, X6
+	VPADDD         X16, X6, X6
+	VPSHUFD        $0x4e, X6, X14
+	VPADDD         X14, X6, X6
+	VCVTDQ2PS      X6, X6
+	VUNPCKLPS      X15, X7, X7
+	VMULPS         X6, X7, X7
+	VSUBPS         X7, X1, X1
+	VMOVSHDUP      X7, X7
+	VSUBPS         X7, X1, X1
+	ADDQ           $0x00000160, AX
+	ADDQ           $0x00000480, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopq4vDotQ5KPVNNI256
+
+oneq4vDotQ5KPVNNI256:
+	TESTQ          DX, DX
+	JZ             doneq4vDotQ5KPVNNI256
+	VMOVD          (AX), X6
+	VCVTPH2PS      X6, X6
+	VBROADCASTSS   512(CX), X7
+	VMULPS         X6, X7, X7
+	VPERMB         16(AX), Y2, Y6
+	VPERMB         48(AX), Y2, Y9
+	VPANDD         Y4, Y9, Y8
+	VPTESTMB       runbits<>+0(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R9, DX
+	SHRL           $0x08, R9
+	VPXORD         Y12, Y12, Y12
+	VPMADDUBSW     (CX), Y8, Y8
+	VPDPWSSD.BCST  (BX)(DX*4), Y8, Y12
+	VGF2P8AFFINEQB $0x00, Y3, Y9, Y8
+	VPTESTMB       runbits<>+32(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R9, DX
+	SHRL           $0x08, R9
+	VPXORD         Y13, Y13, Y13
+	VPMADDUBSW     32(CX), Y8, Y8
+	VPDPWSSD.BCST  (BX)(DX*4), Y8, Y13
+	VPERMB         80(AX), Y2, Y9
+	VPANDD         Y4, Y9, Y8
+	VPTESTMB       runbits<>+64(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R9, DX
+	SHRL           $0x08, R9
+	VPMADDUBSW     64(CX), Y8, Y8
+	VPDPWSSD.BCST  (BX)(DX*4), Y8, Y12
+	VGF2P8AFFINEQB $0x00, Y3, Y9, Y8
+	VPTESTMB       runbits<>+96(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVL           R9, DX
+	VPMADDUBSW     96(CX), Y8, Y8
+	VPDPWSSD.BCST  (BX)(DX*4), Y8, Y13
+	VPERMB         112(AX), Y2, Y9
+	VPANDD         Y4, Y9, Y8
+	VPTESTMB       runbits<>+128(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R10, DX
+	SHRL           $0x08, R10
+	VPMADDUBSW     128(CX), Y8, Y8
+	VPDPWSSD.BCST  (BX)(DX*4), Y8, Y12
+	VGF2P8AFFINEQB $0x00, Y3, Y9, Y8
+	VPTESTMB       runbits<>+160(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R10, DX
+	SHRL           $0x08, R10
+	VPMADDUBSW     160(CX), Y8, Y8
+	VPDPWSSD.BCST  (BX)(DX*4), Y8, Y13
+	VPERMB         144(AX), Y2, Y2
+	VPANDD         Y4, Y2, Y4
+	VPTESTMB       runbits<>+192(SB), Y6, K1
+	VPADDB         Y5, Y4, K1, Y4
+	MOVBQZX        R10, AX
+	SHRL           $0x08, R10
+	VPMADDUBSW     192(CX), Y4, Y4
+	VPDPWSSD.BCST  (BX)(AX*4), Y4, Y12
+	VGF2P8AFFINEQB $0x00, Y3, Y2, Y2
+	VPTESTMB       runbits<>+224(SB), Y6, K1
+	VPADDB         Y5, Y2, K1, Y2
+	MOVL           R10, AX
+	VPMADDUBSW     224(CX), Y2, Y2
+	VPDPWSSD.BCST  (BX)(AX*4), Y2, Y13
+	VPADDD         Y13, Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   X7, Y2
+	VMULPS         Y2, Y12, Y12
+	VADDPS         Y12, Y0, Y0
+	VMOVQ          SI, X2
+	VPMOVZXBW      X2, X2
+	VPMADDWD       548(CX), X2, X2
+	VPSHUFD        $0x4e, X2, X3
+	VPADDD         X3, X2, X2
+	VPSHUFD        $0xb1, X2, X3
+	VPADDD         X3, X2, X2
+	VCVTDQ2PS      X2, X2
+	VUNPCKLPS      X7, X7, X3
+	VMULPS         X2, X3, X3
+	VSUBPS         X3, X1, X1
+
+doneq4vDotQ5KPVNNI256:
+	VSHUFPS       $0xaa, X1, X1, X1
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDSS        X0, X1, X1
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X0, X0, X3
+	VADDSS        X3, X1, X1
+	VSHUFPS       $0xff, X0, X0, X3
+	VADDSS        X3, X1, X1
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X0
+	VADDSS        X0, X1, X1
+	VMOVHLPS      X2, X2, X0
+	VADDSS        X0, X1, X1
+	VSHUFPS       $0xff, X2, X2, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func q4vDotQ5KPTVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, CMOV, F16C, GFNI, MMX+
+TEXT ·q4vDotQ5KPTVNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         acc+24(FP), BX
+	MOVQ         pf+32(FP), SI
+	VMOVUPS      (BX), Y0
+	VBROADCASTSS 32(BX), X1
+	VMOVDQU64    xpermb32<>+0(SB), Y2
+	LEAQ         k4scalewords<>+0(SB), DI
+	VMOVDQU64    gfhinib<>+0(SB), Y3
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y4
+	VPBROADCASTD c32_10101010<>+0(SB), Y5
+	TESTQ        DX, DX
+	JZ           doneq4vDotQ5KPTVNNI256
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R10, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x02, R8
+	ANDL         $0x30303030, R8
+	ORL          R8, R12
+	MOVL         R9, R8
+	ANDL         $0x3f3f3f3f, R8
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, R9
+	ANDL         $0x30303030, R9
+	ORL          R9, R10
+	MOVL         R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R8
+	CMPQ         DX, $0x02
+	JB           oneq4vDotQ5KPTVNNI256
+
+loopq4vDotQ5KPTVNNI256:
+	PREFETCHT1     (SI)
+	PREFETCHT1     64(SI)
+	PREFETCHT1     128(SI)
+	PREFETCHT1     192(SI)
+	PREFETCHT1     256(SI)
+	PREFETCHT1     320(SI)
+	PREFETCHT0     352(AX)
+	PREFETCHT0     416(AX)
+	PREFETCHT0     480(AX)
+	PREFETCHT0     544(AX)
+	PREFETCHT0     608(AX)
+	PREFETCHT0     672(AX)
+	ADDQ           $0x00000160, SI
+	VMOVD          (AX), X6
+	VCVTPH2PS      X6, X6
+	VBROADCASTSS   512(CX), X7
+	VMULPS         X6, X7, X7
+	VPERMB         16(AX), Y2, Y6
+	VPERMB         48(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y14
+	VPTESTMB       runbits<>+0(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
+	VPXORD         Y8, Y8, Y8
+	VPMADDUBSW     (CX), Y14, Y14
+	VPDPWSSD.BCST  (DI)(R9*4), Y14, Y8
+	MOVL           180(AX), R9
+	MOVL           188(AX), R10
+	MOVL           R9, R13
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y14
+	VPTESTMB       runbits<>+32(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R11, R14
+	SHRL           $0x08, R11
+	VPXORD         Y9, Y9, Y9
+	VPMADDUBSW     32(CX), Y14, Y14
+	VPDPWSSD.BCST  (DI)(R14*4), Y14, Y9
+	ANDL           $0x3f3f3f3f, R13
+	SHRL           $0x02, R9
+	ANDL           $0x30303030, R9
+	VPERMB         80(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y14
+	VPTESTMB       runbits<>+64(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R11, R14
+	SHRL           $0x08, R11
+	VPMADDUBSW     64(CX), Y14, Y14
+	VPDPWSSD.BCST  (DI)(R14*4), Y14, Y8
+	MOVL           R10, R14
+	SHRL           $0x04, R14
+	ANDL           $0x0f0f0f0f, R14
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y14
+	VPTESTMB       runbits<>+96(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	VPMADDUBSW     96(CX), Y14, Y14
+	VPDPWSSD.BCST  (DI)(R11*4), Y14, Y9
+	ANDL           $0x0f0f0f0f, R10
+	ORL            R9, R10
+	MOVL           184(AX), R11
+	VPERMB         112(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y14
+	VPTESTMB       runbits<>+128(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
+	VPMADDUBSW     128(CX), Y14, Y14
+	VPDPWSSD.BCST  (DI)(R9*4), Y14, Y8
+	MOVL           R11, R9
+	ANDL           $0x3f3f3f3f, R9
+	SHRL           $0x02, R11
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y14
+	VPTESTMB       runbits<>+160(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R12, R15
+	SHRL           $0x08, R12
+	VPMADDUBSW     160(CX), Y14, Y14
+	VPDPWSSD.BCST  (DI)(R15*4), Y14, Y9
+	ANDL           $0x30303030, R11
+	ORL            R11, R14
+	SHLQ           $0x20, R14
+	VPERMB         144(AX), Y2, Y15
+	VPANDD         Y4, Y15, Y14
+	VPTESTMB       runbits<>+192(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVBQZX        R12, R11
+	SHRL           $0x08, R12
+	VPMADDUBSW     192(CX), Y14, Y14
+	VPDPWSSD.BCST  (DI)(R11*4), Y14, Y8
+	ORQ            R14, R9
+	VGF2P8AFFINEQB $0x00, Y3, Y15, Y14
+	VPTESTMB       runbits<>+224(SB), Y6, K1
+	VPADDB         Y5, Y14, K1, Y14
+	MOVL           R12, R11
+	VPMADDUBSW     224(CX), Y14, Y6
+	VPDPWSSD.BCST  (DI)(R11*4), Y6, Y9
+	VPADDD         Y9, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X7, Y6
+	VMULPS         Y6, Y8, Y8
+	VADDPS         Y8, Y0, Y0
+	VMOVQ          R8, X6
+	VPMOVZXBW      X6, X6
+	VPMADDWD       548(CX), X6, X6
+	LEAQ           352(AX), R14
+	CMPQ           DX, $0x03
+	CMOVQCS        AX, R14
+	VMOVD          176(AX), X14
+	VCVTPH2PS      X14, X14
+	VBROADCASTSS   1088(CX), X15
+	VMULPS         X14, X15, X15
+	VPERMB         192(AX), Y2, Y14
+	VPERMB         224(AX), Y2, Y17
+	VPANDD         Y4, Y17, Y16
+	VPTESTMB       runbits<>+0(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R13, R8
+	SHRL           $0x08, R13
+	VPXORD         Y10, Y10, Y10
+	VPMADDUBSW     576(CX), Y16, Y16
+	VPDPWSSD.BCST  (DI)(R8*4), Y16, Y10
+	MOVL           4(R14), R8
+	MOVL           12(R14), R12
+	MOVL           R8, R11
+	VGF2P8AFFINEQB $0x00, Y3, Y17, Y16
+	VPTESTMB       runbits<>+32(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R13, R15
+	SHRL           $0x08, R13
+	VPXORD         Y11, Y11, Y11
+	VPMADDUBSW     608(CX), Y16, Y16
+	VPDPWSSD.BCST  (DI)(R15*4), Y16, Y11
+	ANDL           $0x3f3f3f3f, R11
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	VPERMB         256(AX), Y2, Y17
+	VPANDD         Y4, Y17, Y16
+	VPTESTMB       runbits<>+64(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R13, R15
+	SHRL           $0x08, R13
+	VPMADDUBSW     640(CX), Y16, Y16
+	VPDPWSSD.BCST  (DI)(R15*4), Y16, Y10
+	MOVL           R12, R15
+	SHRL           $0x04, R15
+	ANDL           $0x0f0f0f0f, R15
+	VGF2P8AFFINEQB $0x00, Y3, Y17, Y16
+	VPTESTMB       runbits<>+96(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	VPMADDUBSW     672(CX), Y16, Y16
+	VPDPWSSD.BCST  (DI)(R13*4), Y16, Y11
+	ANDL           $0x0f0f0f0f, R12
+	ORL            R8, R12
+	MOVL           8(R14), R13
+	VPERMB         288(AX), Y2, Y17
+	VPANDD         Y4, Y17, Y16
+	VPTESTMB       runbits<>+128(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R10, R8
+	SHRL           $0x08, R10
+	VPMADDUBSW     704(CX), Y16, Y16
+	VPDPWSSD.BCST  (DI)(R8*4), Y16, Y10
+	MOVL           R13, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x02, R13
+	VGF2P8AFFINEQB $0x00, Y3, Y17, Y16
+	VPTESTMB       runbits<>+160(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R10, R14
+	SHRL           $0x08, R10
+	VPMADDUBSW     736(CX), Y16, Y16
+	VPDPWSSD.BCST  (DI)(R14*4), Y16, Y11
+	ANDL           $0x30303030, R13
+	ORL            R13, R15
+	SHLQ           $0x20, R15
+	VPERMB         320(AX), Y2, Y17
+	VPANDD         Y4, Y17, Y16
+	VPTESTMB       runbits<>+192(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	MOVBQZX        R10, R13
+	SHRL           $0x08, R10
+	VPMADDUBSW     768(CX), Y16, Y16
+	VPDPWSSD.BCST  (DI)(R13*4), Y16, Y10
+	ORQ            R15, R8
+	VGF2P8AFFINEQB $0x00, Y3, Y17, Y16
+	VPTESTMB       runbits<>+224(SB), Y14, K1
+	VPADDB         Y5, Y16, K1, Y16
+	VPMADDUBSW     800(CX), Y16, Y14
+	VPDPWSSD.BCST  (DI)(R10*4), Y14, Y11
+	VPADDD         Y11, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   X15, Y14
+	VMULPS         Y14, Y10, Y10
+	VADDPS         Y10, Y0, Y0
+	VMOVQ          R9, X14
+	VPMOVZXBW      X14, X14
+	VPMADDWD       1124(CX), X14, X14
+	VPUNPCKLDQ     X14, X6, X16
+	VPUNPCKHDQ     X14, X6, X6
+	VPADDD         X16, X6, X6
+	VPSHUFD        $0x4e, X6, X14
+	VPADDD         X14, X6, X6
+	VCVTDQ2PS      X6, X6
+	VUNPCKLPS      X15, X7, X7
+	VMULPS         X6, X7, X7
+	VSUBPS         X7, X1, X1
+	VMOVSHDUP      X7, X7
+	VSUBPS         X7, X1, X1
+	ADDQ           $0x00000160, AX
+	ADDQ           $0x00000480, CX
+	SUBQ           $0x02, DX
+	CMPQ           DX, $0x02
+	JAE            loopq4vDotQ5KPTVNNI256
+
+oneq4vDotQ5KPTVNNI256:
+	TESTQ          DX, DX
+	JZ             doneq4vDotQ5KPTVNNI256
+	PREFETCHT1     (SI)
+	PREFETCHT1     64(SI)
+	PREFETCHT1     128(SI)
+	PREFETCHT0     352(AX)
+	PREFETCHT0     416(AX)
+	PREFETCHT0     480(AX)
+	ADDQ           $0x000000b0, SI
+	VMOVD          (AX), X6
+	VCVTPH2PS      X6, X6
+	VBROADCASTSS   512(CX), X7
+	VMULPS         X6, X7, X7
+	VPERMB         16(AX), Y2, Y6
+	VPERMB         48(AX), Y2, Y9
+	VPANDD         Y4, Y9, Y8
+	VPTESTMB       runbits<>+0(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R11, DX
+	SHRL           $0x08, R11
+	VPXORD         Y12, Y12, Y12
+	VPMADDUBSW     (CX), Y8, Y8
+	VPDPWSSD.BCST  (DI)(DX*4), Y8, Y12
+	VGF2P8AFFINEQB $0x00, Y3, Y9, Y8
+	VPTESTMB       runbits<>+32(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R11, DX
+	SHRL           $0x08, R11
+	VPXORD         Y13, Y13, Y13
+	VPMADDUBSW     32(CX), Y8, Y8
+	VPDPWSSD.BCST  (DI)(DX*4), Y8, Y13
+	VPERMB         80(AX), Y2, Y9
+	VPANDD         Y4, Y9, Y8
+	VPTESTMB       runbits<>+64(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R11, DX
+	SHRL           $0x08, R11
+	VPMADDUBSW     64(CX), Y8, Y8
+	VPDPWSSD.BCST  (DI)(DX*4), Y8, Y12
+	VGF2P8AFFINEQB $0x00, Y3, Y9, Y8
+	VPTESTMB       runbits<>+96(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVL           R11, DX
+	VPMADDUBSW     96(CX), Y8, Y8
+	VPDPWSSD.BCST  (DI)(DX*4), Y8, Y13
+	VPERMB         112(AX), Y2, Y9
+	VPANDD         Y4, Y9, Y8
+	VPTESTMB       runbits<>+128(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R12, DX
+	SHRL           $0x08, R12
+	VPMADDUBSW     128(CX), Y8, Y8
+	VPDPWSSD.BCST  (DI)(DX*4), Y8, Y12
+	VGF2P8AFFINEQB $0x00, Y3, Y9, Y8
+	VPTESTMB       runbits<>+160(SB), Y6, K1
+	VPADDB         Y5, Y8, K1, Y8
+	MOVBQZX        R12, DX
+	SHRL           $0x08, R12
+	VPMADDUBSW     160(CX), Y8, Y8
+	VPDPWSSD.BCST  (DI)(DX*4), Y8, Y13
+	VPERMB         144(AX), Y2, Y2
+	VPANDD         Y4, Y2, Y4
+	VPTESTMB       runbits<>+192(SB), Y6, K1
+	VPADDB         Y5, Y4, K1, Y4
+	MOVBQZX        R12, AX
+	SHRL           $0x08, R12
+	VPMADDUBSW     192(CX), Y4, Y4
+	VPDPWSSD.BCST  (DI)(AX*4), Y4, Y12
+	VGF2P8AFFINEQB $0x00, Y3, Y2, Y2
+	VPTESTMB       runbits<>+224(SB), Y6, K1
+	VPADDB         Y5, Y2, K1, Y2
+	MOVL           R12, AX
+	VPMADDUBSW     224(CX), Y2, Y2
+	VPDPWSSD.BCST  (DI)(AX*4), Y2, Y13
+	VPADDD         Y13, Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   X7, Y2
+	VMULPS         Y2, Y12, Y12
+	VADDPS         Y12, Y0, Y0
+	VMOVQ          R8, X2
+	VPMOVZXBW      X2, X2
+	VPMADDWD       548(CX), X2, X2
+	VPSHUFD        $0x4e, X2, X3
+	VPADDD         X3, X2, X2
+	VPSHUFD        $0xb1, X2, X3
+	VPADDD         X3, X2, X2
+	VCVTDQ2PS      X2, X2
+	VUNPCKLPS      X7, X7, X3
+	VMULPS         X2, X3, X3
+	VSUBPS         X3, X1, X1
+
+doneq4vDotQ5KPTVNNI256:
+	VMOVUPS    Y0, (BX)
+	VEXTRACTPS $0x02, X1, 32(BX)
+	VZEROUPPER
+	RET
+
 // func dotQ4KVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, F16C, GFNI, SSE
 TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
@@ -23901,174 +25268,173 @@ TEXT ·dotQ4KVNNI256(SB), NOSPLIT, $0-28
 	JB           onedotQ4KVNNI256
 
 loopdotQ4KVNNI256:
-	LEAQ           144(AX), SI
-	MOVL           4(AX), DI
-	MOVL           8(AX), R8
-	MOVL           12(AX), R9
-	MOVL           DI, R10
-	ANDL           $0x3f3f3f3f, R10
-	MOVL           R9, R11
-	ANDL           $0x0f0f0f0f, R11
+	MOVL           4(AX), SI
+	MOVL           8(AX), DI
+	MOVL           12(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
 	SHRL           $0x02, DI
 	ANDL           $0x30303030, DI
-	ORL            DI, R11
+	ORL            DI, R8
 	MOVL           R8, DI
-	ANDL           $0x3f3f3f3f, DI
-	SHRL           $0x04, R9
-	ANDL           $0x0f0f0f0f, R9
-	SHRL           $0x02, R8
-	ANDL           $0x30303030, R8
-	ORL            R8, R9
-	MOVL           R9, R8
-	SHLQ           $0x20, R8
-	ORQ            R8, DI
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
 	VMOVD          (AX), X4
 	VCVTPH2PS      X4, X4
 	VBROADCASTSS   (CX), X5
 	VMULPS         X4, X5, X5
 	VPERMB         16(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y6, Y6, Y6
 	VPERMB         4(CX), Y2, Y13
 	VPMADDUBSW     Y13, Y4, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y7, Y7, Y7
 	VPERMB         36(CX), Y2, Y12
 	VPMADDUBSW     Y12, Y4, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y7
 	VPERMB         48(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPERMB         68(CX), Y2, Y13
 	VPMADDUBSW     Y13, Y4, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVL           R10, R8
+	MOVL           R9, DI
 	VPERMB         100(CX), Y2, Y12
 	VPMADDUBSW     Y12, Y4, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y7
 	VPERMB         80(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         132(CX), Y2, Y13
 	VPMADDUBSW     Y13, Y4, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         164(CX), Y2, Y12
 	VPMADDUBSW     Y12, Y4, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y7
 	VPERMB         112(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         196(CX), Y2, Y13
 	VPMADDUBSW     Y13, Y4, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y6
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVL           R11, R8
+	MOVL           R10, DI
 	VPERMB         228(CX), Y2, Y12
 	VPMADDUBSW     Y12, Y4, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y7
 	VPADDD         Y7, Y6, Y6
 	VCVTDQ2PS      Y6, Y6
 	VBROADCASTSS   X5, Y4
 	VMULPS         Y4, Y6, Y6
 	VADDPS         Y6, Y0, Y0
-	VMOVQ          DI, X4
+	VMOVQ          SI, X4
 	VPBROADCASTQ   X4, Y4
 	VPSHUFB        k4mdupq<>+0(SB), Y4, Y4
 	VPMADDWD       260(CX), Y4, Y4
-	MOVL           4(SI), DI
-	MOVL           8(SI), R8
-	MOVL           12(SI), R9
-	MOVL           DI, R10
-	ANDL           $0x3f3f3f3f, R10
-	MOVL           R9, R11
-	ANDL           $0x0f0f0f0f, R11
+	MOVL           148(AX), SI
+	MOVL           152(AX), DI
+	MOVL           156(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
 	SHRL           $0x02, DI
 	ANDL           $0x30303030, DI
-	ORL            DI, R11
+	ORL            DI, R8
 	MOVL           R8, DI
-	ANDL           $0x3f3f3f3f, DI
-	SHRL           $0x04, R9
-	ANDL           $0x0f0f0f0f, R9
-	SHRL           $0x02, R8
-	ANDL           $0x30303030, R8
-	ORL            R8, R9
-	MOVL           R9, R8
-	SHLQ           $0x20, R8
-	ORQ            R8, DI
-	VMOVD          (SI), X12
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
+	VMOVD          144(AX), X12
 	VCVTPH2PS      X12, X12
 	VBROADCASTSS   292(CX), X13
 	VMULPS         X12, X13, X13
-	VPERMB         16(SI), Y2, Y14
+	VPERMB         160(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y8, Y8, Y8
 	VPERMB         296(CX), Y2, Y15
 	VPMADDUBSW     Y15, Y12, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y9, Y9, Y9
 	VPERMB         328(CX), Y2, Y14
 	VPMADDUBSW     Y14, Y12, Y14
-	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y9
-	VPERMB         48(SI), Y2, Y14
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y9
+	VPERMB         192(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPERMB         360(CX), Y2, Y15
 	VPMADDUBSW     Y15, Y12, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVL           R10, R8
+	MOVL           R9, DI
 	VPERMB         392(CX), Y2, Y14
 	VPMADDUBSW     Y14, Y12, Y14
-	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y9
-	VPERMB         80(SI), Y2, Y14
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y9
+	VPERMB         224(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         424(CX), Y2, Y15
 	VPMADDUBSW     Y15, Y12, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         456(CX), Y2, Y14
 	VPMADDUBSW     Y14, Y12, Y14
-	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y9
-	VPERMB         112(SI), Y2, Y14
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y9
+	VPERMB         256(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R11, SI
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         488(CX), Y2, Y15
 	VPMADDUBSW     Y15, Y12, Y15
-	VPDPWSSD.BCST  (BX)(SI*4), Y15, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVL           R11, SI
+	MOVL           R10, DI
 	VPERMB         520(CX), Y2, Y14
 	VPMADDUBSW     Y14, Y12, Y14
-	VPDPWSSD.BCST  (BX)(SI*4), Y14, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y9
 	VPADDD         Y9, Y8, Y8
 	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   X13, Y12
 	VMULPS         Y12, Y8, Y8
 	VADDPS         Y8, Y0, Y0
-	VMOVQ          DI, X12
+	VMOVQ          SI, X12
 	VPBROADCASTQ   X12, Y12
 	VPSHUFB        k4mdupq<>+0(SB), Y12, Y12
 	VPMADDWD       552(CX), Y12, Y12
@@ -24210,82 +25576,6 @@ donedotQ4KVNNI256:
 	MOVSS         X1, ret+24(FP)
 	VZEROUPPER
 	RET
-
-DATA k4scalewords<>+0(SB)/4, $0x00000000
-DATA k4scalewords<>+4(SB)/4, $0x00010001
-DATA k4scalewords<>+8(SB)/4, $0x00020002
-DATA k4scalewords<>+12(SB)/4, $0x00030003
-DATA k4scalewords<>+16(SB)/4, $0x00040004
-DATA k4scalewords<>+20(SB)/4, $0x00050005
-DATA k4scalewords<>+24(SB)/4, $0x00060006
-DATA k4scalewords<>+28(SB)/4, $0x00070007
-DATA k4scalewords<>+32(SB)/4, $0x00080008
-DATA k4scalewords<>+36(SB)/4, $0x00090009
-DATA k4scalewords<>+40(SB)/4, $0x000a000a
-DATA k4scalewords<>+44(SB)/4, $0x000b000b
-DATA k4scalewords<>+48(SB)/4, $0x000c000c
-DATA k4scalewords<>+52(SB)/4, $0x000d000d
-DATA k4scalewords<>+56(SB)/4, $0x000e000e
-DATA k4scalewords<>+60(SB)/4, $0x000f000f
-DATA k4scalewords<>+64(SB)/4, $0x00100010
-DATA k4scalewords<>+68(SB)/4, $0x00110011
-DATA k4scalewords<>+72(SB)/4, $0x00120012
-DATA k4scalewords<>+76(SB)/4, $0x00130013
-DATA k4scalewords<>+80(SB)/4, $0x00140014
-DATA k4scalewords<>+84(SB)/4, $0x00150015
-DATA k4scalewords<>+88(SB)/4, $0x00160016
-DATA k4scalewords<>+92(SB)/4, $0x00170017
-DATA k4scalewords<>+96(SB)/4, $0x00180018
-DATA k4scalewords<>+100(SB)/4, $0x00190019
-DATA k4scalewords<>+104(SB)/4, $0x001a001a
-DATA k4scalewords<>+108(SB)/4, $0x001b001b
-DATA k4scalewords<>+112(SB)/4, $0x001c001c
-DATA k4scalewords<>+116(SB)/4, $0x001d001d
-DATA k4scalewords<>+120(SB)/4, $0x001e001e
-DATA k4scalewords<>+124(SB)/4, $0x001f001f
-DATA k4scalewords<>+128(SB)/4, $0x00200020
-DATA k4scalewords<>+132(SB)/4, $0x00210021
-DATA k4scalewords<>+136(SB)/4, $0x00220022
-DATA k4scalewords<>+140(SB)/4, $0x00230023
-DATA k4scalewords<>+144(SB)/4, $0x00240024
-DATA k4scalewords<>+148(SB)/4, $0x00250025
-DATA k4scalewords<>+152(SB)/4, $0x00260026
-DATA k4scalewords<>+156(SB)/4, $0x00270027
-DATA k4scalewords<>+160(SB)/4, $0x00280028
-DATA k4scalewords<>+164(SB)/4, $0x00290029
-DATA k4scalewords<>+168(SB)/4, $0x002a002a
-DATA k4scalewords<>+172(SB)/4, $0x002b002b
-DATA k4scalewords<>+176(SB)/4, $0x002c002c
-DATA k4scalewords<>+180(SB)/4, $0x002d002d
-DATA k4scalewords<>+184(SB)/4, $0x002e002e
-DATA k4scalewords<>+188(SB)/4, $0x002f002f
-DATA k4scalewords<>+192(SB)/4, $0x00300030
-DATA k4scalewords<>+196(SB)/4, $0x00310031
-DATA k4scalewords<>+200(SB)/4, $0x00320032
-DATA k4scalewords<>+204(SB)/4, $0x00330033
-DATA k4scalewords<>+208(SB)/4, $0x00340034
-DATA k4scalewords<>+212(SB)/4, $0x00350035
-DATA k4scalewords<>+216(SB)/4, $0x00360036
-DATA k4scalewords<>+220(SB)/4, $0x00370037
-DATA k4scalewords<>+224(SB)/4, $0x00380038
-DATA k4scalewords<>+228(SB)/4, $0x00390039
-DATA k4scalewords<>+232(SB)/4, $0x003a003a
-DATA k4scalewords<>+236(SB)/4, $0x003b003b
-DATA k4scalewords<>+240(SB)/4, $0x003c003c
-DATA k4scalewords<>+244(SB)/4, $0x003d003d
-DATA k4scalewords<>+248(SB)/4, $0x003e003e
-DATA k4scalewords<>+252(SB)/4, $0x003f003f
-GLOBL k4scalewords<>(SB), RODATA|NOPTR, $256
-
-DATA gfhinib<>+0(SB)/4, $0x00000000
-DATA gfhinib<>+4(SB)/4, $0x10204080
-DATA gfhinib<>+8(SB)/4, $0x00000000
-DATA gfhinib<>+12(SB)/4, $0x10204080
-DATA gfhinib<>+16(SB)/4, $0x00000000
-DATA gfhinib<>+20(SB)/4, $0x10204080
-DATA gfhinib<>+24(SB)/4, $0x00000000
-DATA gfhinib<>+28(SB)/4, $0x10204080
-GLOBL gfhinib<>(SB), RODATA|NOPTR, $32
 
 DATA k4mdupq<>+0(SB)/4, $0x80008000
 DATA k4mdupq<>+4(SB)/4, $0x80018001
@@ -24611,158 +25901,157 @@ TEXT ·dotQ4KPVNNI256(SB), NOSPLIT, $0-28
 	JB           onedotQ4KPVNNI256
 
 loopdotQ4KPVNNI256:
-	LEAQ           144(AX), SI
-	MOVL           4(AX), DI
-	MOVL           8(AX), R8
-	MOVL           12(AX), R9
-	MOVL           DI, R10
-	ANDL           $0x3f3f3f3f, R10
-	MOVL           R9, R11
-	ANDL           $0x0f0f0f0f, R11
+	MOVL           4(AX), SI
+	MOVL           8(AX), DI
+	MOVL           12(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
 	SHRL           $0x02, DI
 	ANDL           $0x30303030, DI
-	ORL            DI, R11
+	ORL            DI, R8
 	MOVL           R8, DI
-	ANDL           $0x3f3f3f3f, DI
-	SHRL           $0x04, R9
-	ANDL           $0x0f0f0f0f, R9
-	SHRL           $0x02, R8
-	ANDL           $0x30303030, R8
-	ORL            R8, R9
-	MOVL           R9, R8
-	SHLQ           $0x20, R8
-	ORQ            R8, DI
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
 	VMOVD          (AX), X4
 	VCVTPH2PS      X4, X4
 	VBROADCASTSS   512(CX), X5
 	VMULPS         X4, X5, X5
 	VPERMB         16(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y6, Y6, Y6
 	VPMADDUBSW     (CX), Y4, Y4
-	VPDPWSSD.BCST  (BX)(R8*4), Y4, Y6
+	VPDPWSSD.BCST  (BX)(DI*4), Y4, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y7, Y7, Y7
 	VPMADDUBSW     32(CX), Y4, Y4
-	VPDPWSSD.BCST  (BX)(R8*4), Y4, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y4, Y7
 	VPERMB         48(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPMADDUBSW     64(CX), Y4, Y4
-	VPDPWSSD.BCST  (BX)(R8*4), Y4, Y6
+	VPDPWSSD.BCST  (BX)(DI*4), Y4, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVL           R10, R8
+	MOVL           R9, DI
 	VPMADDUBSW     96(CX), Y4, Y4
-	VPDPWSSD.BCST  (BX)(R8*4), Y4, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y4, Y7
 	VPERMB         80(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     128(CX), Y4, Y4
-	VPDPWSSD.BCST  (BX)(R8*4), Y4, Y6
+	VPDPWSSD.BCST  (BX)(DI*4), Y4, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     160(CX), Y4, Y4
-	VPDPWSSD.BCST  (BX)(R8*4), Y4, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y4, Y7
 	VPERMB         112(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     192(CX), Y4, Y4
-	VPDPWSSD.BCST  (BX)(R8*4), Y4, Y6
+	VPDPWSSD.BCST  (BX)(DI*4), Y4, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVL           R11, R8
+	MOVL           R10, DI
 	VPMADDUBSW     224(CX), Y4, Y4
-	VPDPWSSD.BCST  (BX)(R8*4), Y4, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y4, Y7
 	VPADDD         Y7, Y6, Y6
 	VCVTDQ2PS      Y6, Y6
 	VBROADCASTSS   X5, Y4
 	VMULPS         Y4, Y6, Y6
 	VADDPS         Y6, Y0, Y0
-	VMOVQ          DI, X4
+	VMOVQ          SI, X4
 	VPBROADCASTQ   X4, Y4
 	VPSHUFB        k4mdupq<>+0(SB), Y4, Y4
 	VPMADDWD       516(CX), Y4, Y4
-	MOVL           4(SI), DI
-	MOVL           8(SI), R8
-	MOVL           12(SI), R9
-	MOVL           DI, R10
-	ANDL           $0x3f3f3f3f, R10
-	MOVL           R9, R11
-	ANDL           $0x0f0f0f0f, R11
+	MOVL           148(AX), SI
+	MOVL           152(AX), DI
+	MOVL           156(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
 	SHRL           $0x02, DI
 	ANDL           $0x30303030, DI
-	ORL            DI, R11
+	ORL            DI, R8
 	MOVL           R8, DI
-	ANDL           $0x3f3f3f3f, DI
-	SHRL           $0x04, R9
-	ANDL           $0x0f0f0f0f, R9
-	SHRL           $0x02, R8
-	ANDL           $0x30303030, R8
-	ORL            R8, R9
-	MOVL           R9, R8
-	SHLQ           $0x20, R8
-	ORQ            R8, DI
-	VMOVD          (SI), X12
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
+	VMOVD          144(AX), X12
 	VCVTPH2PS      X12, X12
 	VBROADCASTSS   1088(CX), X13
 	VMULPS         X12, X13, X13
-	VPERMB         16(SI), Y2, Y14
+	VPERMB         160(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y8, Y8, Y8
 	VPMADDUBSW     576(CX), Y12, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y9, Y9, Y9
 	VPMADDUBSW     608(CX), Y12, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y9
-	VPERMB         48(SI), Y2, Y14
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y9
+	VPERMB         192(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPMADDUBSW     640(CX), Y12, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVL           R10, R8
+	MOVL           R9, DI
 	VPMADDUBSW     672(CX), Y12, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y9
-	VPERMB         80(SI), Y2, Y14
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y9
+	VPERMB         224(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     704(CX), Y12, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     736(CX), Y12, Y12
-	VPDPWSSD.BCST  (BX)(R8*4), Y12, Y9
-	VPERMB         112(SI), Y2, Y14
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y9
+	VPERMB         256(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R11, SI
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     768(CX), Y12, Y12
-	VPDPWSSD.BCST  (BX)(SI*4), Y12, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVL           R11, SI
+	MOVL           R10, DI
 	VPMADDUBSW     800(CX), Y12, Y12
-	VPDPWSSD.BCST  (BX)(SI*4), Y12, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y12, Y9
 	VPADDD         Y9, Y8, Y8
 	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   X13, Y12
 	VMULPS         Y12, Y8, Y8
 	VADDPS         Y8, Y0, Y0
-	VMOVQ          DI, X12
+	VMOVQ          SI, X12
 	VPBROADCASTQ   X12, Y12
 	VPSHUFB        k4mdupq<>+0(SB), Y12, Y12
 	VPMADDWD       1092(CX), Y12, Y12
@@ -24925,158 +26214,157 @@ loopdotQ4KPTVNNI256:
 	PREFETCHT0     480(AX)
 	PREFETCHT0     544(AX)
 	ADDQ           $0x00000120, SI
-	LEAQ           144(AX), R8
-	MOVL           4(AX), R9
-	MOVL           8(AX), R10
-	MOVL           12(AX), R11
-	MOVL           R9, R12
-	ANDL           $0x3f3f3f3f, R12
-	MOVL           R11, R13
-	ANDL           $0x0f0f0f0f, R13
+	MOVL           4(AX), R8
+	MOVL           8(AX), R9
+	MOVL           12(AX), R10
+	MOVL           R8, R11
+	ANDL           $0x3f3f3f3f, R11
+	MOVL           R10, R12
+	ANDL           $0x0f0f0f0f, R12
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R12
+	MOVL           R9, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x04, R10
+	ANDL           $0x0f0f0f0f, R10
 	SHRL           $0x02, R9
 	ANDL           $0x30303030, R9
-	ORL            R9, R13
+	ORL            R9, R10
 	MOVL           R10, R9
-	ANDL           $0x3f3f3f3f, R9
-	SHRL           $0x04, R11
-	ANDL           $0x0f0f0f0f, R11
-	SHRL           $0x02, R10
-	ANDL           $0x30303030, R10
-	ORL            R10, R11
-	MOVL           R11, R10
-	SHLQ           $0x20, R10
-	ORQ            R10, R9
+	SHLQ           $0x20, R9
+	ORQ            R9, R8
 	VMOVD          (AX), X4
 	VCVTPH2PS      X4, X4
 	VBROADCASTSS   512(CX), X5
 	VMULPS         X4, X5, X5
 	VPERMB         16(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPXORD         Y6, Y6, Y6
 	VPMADDUBSW     (CX), Y4, Y4
-	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y6
+	VPDPWSSD.BCST  (DI)(R9*4), Y4, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPXORD         Y7, Y7, Y7
 	VPMADDUBSW     32(CX), Y4, Y4
-	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y7
+	VPDPWSSD.BCST  (DI)(R9*4), Y4, Y7
 	VPERMB         48(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPMADDUBSW     64(CX), Y4, Y4
-	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y6
+	VPDPWSSD.BCST  (DI)(R9*4), Y4, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVL           R12, R10
+	MOVL           R11, R9
 	VPMADDUBSW     96(CX), Y4, Y4
-	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y7
+	VPDPWSSD.BCST  (DI)(R9*4), Y4, Y7
 	VPERMB         80(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     128(CX), Y4, Y4
-	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y6
+	VPDPWSSD.BCST  (DI)(R9*4), Y4, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     160(CX), Y4, Y4
-	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y7
+	VPDPWSSD.BCST  (DI)(R9*4), Y4, Y7
 	VPERMB         112(AX), Y2, Y12
 	VPANDD         Y3, Y12, Y4
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     192(CX), Y4, Y4
-	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y6
+	VPDPWSSD.BCST  (DI)(R9*4), Y4, Y6
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y12, Y4
-	MOVL           R13, R10
+	MOVL           R12, R9
 	VPMADDUBSW     224(CX), Y4, Y4
-	VPDPWSSD.BCST  (DI)(R10*4), Y4, Y7
+	VPDPWSSD.BCST  (DI)(R9*4), Y4, Y7
 	VPADDD         Y7, Y6, Y6
 	VCVTDQ2PS      Y6, Y6
 	VBROADCASTSS   X5, Y4
 	VMULPS         Y4, Y6, Y6
 	VADDPS         Y6, Y0, Y0
-	VMOVQ          R9, X4
+	VMOVQ          R8, X4
 	VPBROADCASTQ   X4, Y4
 	VPSHUFB        k4mdupq<>+0(SB), Y4, Y4
 	VPMADDWD       516(CX), Y4, Y4
-	MOVL           4(R8), R9
-	MOVL           8(R8), R10
-	MOVL           12(R8), R11
-	MOVL           R9, R12
-	ANDL           $0x3f3f3f3f, R12
-	MOVL           R11, R13
-	ANDL           $0x0f0f0f0f, R13
+	MOVL           148(AX), R8
+	MOVL           152(AX), R9
+	MOVL           156(AX), R10
+	MOVL           R8, R11
+	ANDL           $0x3f3f3f3f, R11
+	MOVL           R10, R12
+	ANDL           $0x0f0f0f0f, R12
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R12
+	MOVL           R9, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x04, R10
+	ANDL           $0x0f0f0f0f, R10
 	SHRL           $0x02, R9
 	ANDL           $0x30303030, R9
-	ORL            R9, R13
+	ORL            R9, R10
 	MOVL           R10, R9
-	ANDL           $0x3f3f3f3f, R9
-	SHRL           $0x04, R11
-	ANDL           $0x0f0f0f0f, R11
-	SHRL           $0x02, R10
-	ANDL           $0x30303030, R10
-	ORL            R10, R11
-	MOVL           R11, R10
-	SHLQ           $0x20, R10
-	ORQ            R10, R9
-	VMOVD          (R8), X12
+	SHLQ           $0x20, R9
+	ORQ            R9, R8
+	VMOVD          144(AX), X12
 	VCVTPH2PS      X12, X12
 	VBROADCASTSS   1088(CX), X13
 	VMULPS         X12, X13, X13
-	VPERMB         16(R8), Y2, Y14
+	VPERMB         160(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPXORD         Y8, Y8, Y8
 	VPMADDUBSW     576(CX), Y12, Y12
-	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y8
+	VPDPWSSD.BCST  (DI)(R9*4), Y12, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPXORD         Y9, Y9, Y9
 	VPMADDUBSW     608(CX), Y12, Y12
-	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y9
-	VPERMB         48(R8), Y2, Y14
+	VPDPWSSD.BCST  (DI)(R9*4), Y12, Y9
+	VPERMB         192(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPMADDUBSW     640(CX), Y12, Y12
-	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y8
+	VPDPWSSD.BCST  (DI)(R9*4), Y12, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVL           R12, R10
+	MOVL           R11, R9
 	VPMADDUBSW     672(CX), Y12, Y12
-	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y9
-	VPERMB         80(R8), Y2, Y14
+	VPDPWSSD.BCST  (DI)(R9*4), Y12, Y9
+	VPERMB         224(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     704(CX), Y12, Y12
-	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y8
+	VPDPWSSD.BCST  (DI)(R9*4), Y12, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     736(CX), Y12, Y12
-	VPDPWSSD.BCST  (DI)(R10*4), Y12, Y9
-	VPERMB         112(R8), Y2, Y14
+	VPDPWSSD.BCST  (DI)(R9*4), Y12, Y9
+	VPERMB         256(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y12
-	MOVBQZX        R13, R8
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     768(CX), Y12, Y12
-	VPDPWSSD.BCST  (DI)(R8*4), Y12, Y8
+	VPDPWSSD.BCST  (DI)(R9*4), Y12, Y8
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y12
-	MOVL           R13, R8
+	MOVL           R12, R9
 	VPMADDUBSW     800(CX), Y12, Y12
-	VPDPWSSD.BCST  (DI)(R8*4), Y12, Y9
+	VPDPWSSD.BCST  (DI)(R9*4), Y12, Y9
 	VPADDD         Y9, Y8, Y8
 	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   X13, Y12
 	VMULPS         Y12, Y8, Y8
 	VADDPS         Y8, Y0, Y0
-	VMOVQ          R9, X12
+	VMOVQ          R8, X12
 	VPBROADCASTQ   X12, Y12
 	VPSHUFB        k4mdupq<>+0(SB), Y12, Y12
 	VPMADDWD       1092(CX), Y12, Y12
@@ -25485,27 +26773,26 @@ TEXT ·dotQ5KVNNI256(SB), NOSPLIT, $0-28
 	JB           onedotQ5KVNNI256
 
 loopdotQ5KVNNI256:
-	LEAQ           176(AX), SI
-	MOVL           4(AX), DI
-	MOVL           8(AX), R8
-	MOVL           12(AX), R9
-	MOVL           DI, R10
-	ANDL           $0x3f3f3f3f, R10
-	MOVL           R9, R11
-	ANDL           $0x0f0f0f0f, R11
+	MOVL           4(AX), SI
+	MOVL           8(AX), DI
+	MOVL           12(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
 	SHRL           $0x02, DI
 	ANDL           $0x30303030, DI
-	ORL            DI, R11
+	ORL            DI, R8
 	MOVL           R8, DI
-	ANDL           $0x3f3f3f3f, DI
-	SHRL           $0x04, R9
-	ANDL           $0x0f0f0f0f, R9
-	SHRL           $0x02, R8
-	ANDL           $0x30303030, R8
-	ORL            R8, R9
-	MOVL           R9, R8
-	SHLQ           $0x20, R8
-	ORQ            R8, DI
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
 	VMOVD          (AX), X5
 	VCVTPH2PS      X5, X5
 	VBROADCASTSS   (CX), X6
@@ -25515,178 +26802,178 @@ loopdotQ5KVNNI256:
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+0(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y7, Y7, Y7
 	VPERMB         4(CX), Y2, Y15
 	VPMADDUBSW     Y15, Y13, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+32(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y8, Y8, Y8
 	VPERMB         36(CX), Y2, Y14
 	VPMADDUBSW     Y14, Y13, Y14
-	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y8
 	VPERMB         80(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+64(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPERMB         68(CX), Y2, Y15
 	VPMADDUBSW     Y15, Y13, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+96(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVL           R10, R8
+	MOVL           R9, DI
 	VPERMB         100(CX), Y2, Y14
 	VPMADDUBSW     Y14, Y13, Y14
-	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y8
 	VPERMB         112(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+128(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         132(CX), Y2, Y15
 	VPMADDUBSW     Y15, Y13, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+160(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         164(CX), Y2, Y14
 	VPMADDUBSW     Y14, Y13, Y14
-	VPDPWSSD.BCST  (BX)(R8*4), Y14, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y14, Y8
 	VPERMB         144(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+192(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         196(CX), Y2, Y15
 	VPMADDUBSW     Y15, Y13, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+224(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVL           R11, R8
+	MOVL           R10, DI
 	VPERMB         228(CX), Y2, Y5
 	VPMADDUBSW     Y5, Y13, Y5
-	VPDPWSSD.BCST  (BX)(R8*4), Y5, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y5, Y8
 	VPADDD         Y8, Y7, Y7
 	VCVTDQ2PS      Y7, Y7
 	VBROADCASTSS   X6, Y5
 	VMULPS         Y5, Y7, Y7
 	VADDPS         Y7, Y0, Y0
-	VMOVQ          DI, X5
+	VMOVQ          SI, X5
 	VPBROADCASTQ   X5, Y5
 	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
 	VPMADDWD       260(CX), Y5, Y5
-	MOVL           4(SI), DI
-	MOVL           8(SI), R8
-	MOVL           12(SI), R9
-	MOVL           DI, R10
-	ANDL           $0x3f3f3f3f, R10
-	MOVL           R9, R11
-	ANDL           $0x0f0f0f0f, R11
+	MOVL           180(AX), SI
+	MOVL           184(AX), DI
+	MOVL           188(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
 	SHRL           $0x02, DI
 	ANDL           $0x30303030, DI
-	ORL            DI, R11
+	ORL            DI, R8
 	MOVL           R8, DI
-	ANDL           $0x3f3f3f3f, DI
-	SHRL           $0x04, R9
-	ANDL           $0x0f0f0f0f, R9
-	SHRL           $0x02, R8
-	ANDL           $0x30303030, R8
-	ORL            R8, R9
-	MOVL           R9, R8
-	SHLQ           $0x20, R8
-	ORQ            R8, DI
-	VMOVD          (SI), X13
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
+	VMOVD          176(AX), X13
 	VCVTPH2PS      X13, X13
 	VBROADCASTSS   292(CX), X14
 	VMULPS         X13, X14, X14
-	VPERMB         16(SI), Y2, Y13
-	VPERMB         48(SI), Y2, Y16
+	VPERMB         192(AX), Y2, Y13
+	VPERMB         224(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+0(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y9, Y9, Y9
 	VPERMB         296(CX), Y2, Y17
 	VPMADDUBSW     Y17, Y15, Y17
-	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y17, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+32(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y10, Y10, Y10
 	VPERMB         328(CX), Y2, Y16
 	VPMADDUBSW     Y16, Y15, Y16
-	VPDPWSSD.BCST  (BX)(R8*4), Y16, Y10
-	VPERMB         80(SI), Y2, Y16
+	VPDPWSSD.BCST  (BX)(DI*4), Y16, Y10
+	VPERMB         256(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+64(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPERMB         360(CX), Y2, Y17
 	VPMADDUBSW     Y17, Y15, Y17
-	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y17, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+96(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVL           R10, R8
+	MOVL           R9, DI
 	VPERMB         392(CX), Y2, Y16
 	VPMADDUBSW     Y16, Y15, Y16
-	VPDPWSSD.BCST  (BX)(R8*4), Y16, Y10
-	VPERMB         112(SI), Y2, Y16
+	VPDPWSSD.BCST  (BX)(DI*4), Y16, Y10
+	VPERMB         288(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+128(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         424(CX), Y2, Y17
 	VPMADDUBSW     Y17, Y15, Y17
-	VPDPWSSD.BCST  (BX)(R8*4), Y17, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y17, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+160(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         456(CX), Y2, Y16
 	VPMADDUBSW     Y16, Y15, Y16
-	VPDPWSSD.BCST  (BX)(R8*4), Y16, Y10
-	VPERMB         144(SI), Y2, Y16
+	VPDPWSSD.BCST  (BX)(DI*4), Y16, Y10
+	VPERMB         320(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+192(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R11, SI
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPERMB         488(CX), Y2, Y17
 	VPMADDUBSW     Y17, Y15, Y17
-	VPDPWSSD.BCST  (BX)(SI*4), Y17, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y17, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+224(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVL           R11, SI
+	MOVL           R10, DI
 	VPERMB         520(CX), Y2, Y13
 	VPMADDUBSW     Y13, Y15, Y13
-	VPDPWSSD.BCST  (BX)(SI*4), Y13, Y10
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y10
 	VPADDD         Y10, Y9, Y9
 	VCVTDQ2PS      Y9, Y9
 	VBROADCASTSS   X14, Y13
 	VMULPS         Y13, Y9, Y9
 	VADDPS         Y9, Y0, Y0
-	VMOVQ          DI, X13
+	VMOVQ          SI, X13
 	VPBROADCASTQ   X13, Y13
 	VPSHUFB        k4mdupq<>+0(SB), Y13, Y13
 	VPMADDWD       552(CX), Y13, Y13
@@ -26179,27 +27466,26 @@ TEXT ·dotQ5KPVNNI256(SB), NOSPLIT, $0-28
 	JB           onedotQ5KPVNNI256
 
 loopdotQ5KPVNNI256:
-	LEAQ           176(AX), SI
-	MOVL           4(AX), DI
-	MOVL           8(AX), R8
-	MOVL           12(AX), R9
-	MOVL           DI, R10
-	ANDL           $0x3f3f3f3f, R10
-	MOVL           R9, R11
-	ANDL           $0x0f0f0f0f, R11
+	MOVL           4(AX), SI
+	MOVL           8(AX), DI
+	MOVL           12(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
 	SHRL           $0x02, DI
 	ANDL           $0x30303030, DI
-	ORL            DI, R11
+	ORL            DI, R8
 	MOVL           R8, DI
-	ANDL           $0x3f3f3f3f, DI
-	SHRL           $0x04, R9
-	ANDL           $0x0f0f0f0f, R9
-	SHRL           $0x02, R8
-	ANDL           $0x30303030, R8
-	ORL            R8, R9
-	MOVL           R9, R8
-	SHLQ           $0x20, R8
-	ORQ            R8, DI
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
 	VMOVD          (AX), X5
 	VCVTPH2PS      X5, X5
 	VBROADCASTSS   512(CX), X6
@@ -26209,162 +27495,162 @@ loopdotQ5KPVNNI256:
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+0(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y7, Y7, Y7
 	VPMADDUBSW     (CX), Y13, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+32(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y8, Y8, Y8
 	VPMADDUBSW     32(CX), Y13, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y8
 	VPERMB         80(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+64(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPMADDUBSW     64(CX), Y13, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+96(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVL           R10, R8
+	MOVL           R9, DI
 	VPMADDUBSW     96(CX), Y13, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y8
 	VPERMB         112(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+128(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     128(CX), Y13, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+160(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     160(CX), Y13, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y8
 	VPERMB         144(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+192(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     192(CX), Y13, Y13
-	VPDPWSSD.BCST  (BX)(R8*4), Y13, Y7
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+224(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVL           R11, R8
+	MOVL           R10, DI
 	VPMADDUBSW     224(CX), Y13, Y5
-	VPDPWSSD.BCST  (BX)(R8*4), Y5, Y8
+	VPDPWSSD.BCST  (BX)(DI*4), Y5, Y8
 	VPADDD         Y8, Y7, Y7
 	VCVTDQ2PS      Y7, Y7
 	VBROADCASTSS   X6, Y5
 	VMULPS         Y5, Y7, Y7
 	VADDPS         Y7, Y0, Y0
-	VMOVQ          DI, X5
+	VMOVQ          SI, X5
 	VPBROADCASTQ   X5, Y5
 	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
 	VPMADDWD       516(CX), Y5, Y5
-	MOVL           4(SI), DI
-	MOVL           8(SI), R8
-	MOVL           12(SI), R9
-	MOVL           DI, R10
-	ANDL           $0x3f3f3f3f, R10
-	MOVL           R9, R11
-	ANDL           $0x0f0f0f0f, R11
+	MOVL           180(AX), SI
+	MOVL           184(AX), DI
+	MOVL           188(AX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, SI
+	ANDL           $0x3f3f3f3f, SI
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
 	SHRL           $0x02, DI
 	ANDL           $0x30303030, DI
-	ORL            DI, R11
+	ORL            DI, R8
 	MOVL           R8, DI
-	ANDL           $0x3f3f3f3f, DI
-	SHRL           $0x04, R9
-	ANDL           $0x0f0f0f0f, R9
-	SHRL           $0x02, R8
-	ANDL           $0x30303030, R8
-	ORL            R8, R9
-	MOVL           R9, R8
-	SHLQ           $0x20, R8
-	ORQ            R8, DI
-	VMOVD          (SI), X13
+	SHLQ           $0x20, DI
+	ORQ            DI, SI
+	VMOVD          176(AX), X13
 	VCVTPH2PS      X13, X13
 	VBROADCASTSS   1088(CX), X14
 	VMULPS         X13, X14, X14
-	VPERMB         16(SI), Y2, Y13
-	VPERMB         48(SI), Y2, Y16
+	VPERMB         192(AX), Y2, Y13
+	VPERMB         224(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+0(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y9, Y9, Y9
 	VPMADDUBSW     576(CX), Y15, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+32(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPXORD         Y10, Y10, Y10
 	VPMADDUBSW     608(CX), Y15, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y10
-	VPERMB         80(SI), Y2, Y16
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y10
+	VPERMB         256(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+64(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R10, R8
-	SHRL           $0x08, R10
+	MOVBQZX        R9, DI
+	SHRL           $0x08, R9
 	VPMADDUBSW     640(CX), Y15, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+96(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVL           R10, R8
+	MOVL           R9, DI
 	VPMADDUBSW     672(CX), Y15, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y10
-	VPERMB         112(SI), Y2, Y16
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y10
+	VPERMB         288(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+128(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     704(CX), Y15, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+160(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R11, R8
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     736(CX), Y15, Y15
-	VPDPWSSD.BCST  (BX)(R8*4), Y15, Y10
-	VPERMB         144(SI), Y2, Y16
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y10
+	VPERMB         320(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+192(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R11, SI
-	SHRL           $0x08, R11
+	MOVBQZX        R10, DI
+	SHRL           $0x08, R10
 	VPMADDUBSW     768(CX), Y15, Y15
-	VPDPWSSD.BCST  (BX)(SI*4), Y15, Y9
+	VPDPWSSD.BCST  (BX)(DI*4), Y15, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+224(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVL           R11, SI
+	MOVL           R10, DI
 	VPMADDUBSW     800(CX), Y15, Y13
-	VPDPWSSD.BCST  (BX)(SI*4), Y13, Y10
+	VPDPWSSD.BCST  (BX)(DI*4), Y13, Y10
 	VPADDD         Y10, Y9, Y9
 	VCVTDQ2PS      Y9, Y9
 	VBROADCASTSS   X14, Y13
 	VMULPS         Y13, Y9, Y9
 	VADDPS         Y9, Y0, Y0
-	VMOVQ          DI, X13
+	VMOVQ          SI, X13
 	VPBROADCASTQ   X13, Y13
 	VPSHUFB        k4mdupq<>+0(SB), Y13, Y13
 	VPMADDWD       1092(CX), Y13, Y13
@@ -26547,27 +27833,26 @@ loopdotQ5KPTVNNI256:
 	PREFETCHT0     608(AX)
 	PREFETCHT0     672(AX)
 	ADDQ           $0x00000160, SI
-	LEAQ           176(AX), R8
-	MOVL           4(AX), R9
-	MOVL           8(AX), R10
-	MOVL           12(AX), R11
-	MOVL           R9, R12
-	ANDL           $0x3f3f3f3f, R12
-	MOVL           R11, R13
-	ANDL           $0x0f0f0f0f, R13
+	MOVL           4(AX), R8
+	MOVL           8(AX), R9
+	MOVL           12(AX), R10
+	MOVL           R8, R11
+	ANDL           $0x3f3f3f3f, R11
+	MOVL           R10, R12
+	ANDL           $0x0f0f0f0f, R12
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R12
+	MOVL           R9, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x04, R10
+	ANDL           $0x0f0f0f0f, R10
 	SHRL           $0x02, R9
 	ANDL           $0x30303030, R9
-	ORL            R9, R13
+	ORL            R9, R10
 	MOVL           R10, R9
-	ANDL           $0x3f3f3f3f, R9
-	SHRL           $0x04, R11
-	ANDL           $0x0f0f0f0f, R11
-	SHRL           $0x02, R10
-	ANDL           $0x30303030, R10
-	ORL            R10, R11
-	MOVL           R11, R10
-	SHLQ           $0x20, R10
-	ORQ            R10, R9
+	SHLQ           $0x20, R9
+	ORQ            R9, R8
 	VMOVD          (AX), X5
 	VCVTPH2PS      X5, X5
 	VBROADCASTSS   512(CX), X6
@@ -26577,162 +27862,162 @@ loopdotQ5KPTVNNI256:
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+0(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPXORD         Y7, Y7, Y7
 	VPMADDUBSW     (CX), Y13, Y13
-	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y7
+	VPDPWSSD.BCST  (DI)(R9*4), Y13, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+32(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPXORD         Y8, Y8, Y8
 	VPMADDUBSW     32(CX), Y13, Y13
-	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y8
+	VPDPWSSD.BCST  (DI)(R9*4), Y13, Y8
 	VPERMB         80(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+64(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPMADDUBSW     64(CX), Y13, Y13
-	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y7
+	VPDPWSSD.BCST  (DI)(R9*4), Y13, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+96(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVL           R12, R10
+	MOVL           R11, R9
 	VPMADDUBSW     96(CX), Y13, Y13
-	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y8
+	VPDPWSSD.BCST  (DI)(R9*4), Y13, Y8
 	VPERMB         112(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+128(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     128(CX), Y13, Y13
-	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y7
+	VPDPWSSD.BCST  (DI)(R9*4), Y13, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+160(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     160(CX), Y13, Y13
-	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y8
+	VPDPWSSD.BCST  (DI)(R9*4), Y13, Y8
 	VPERMB         144(AX), Y2, Y14
 	VPANDD         Y3, Y14, Y13
 	VPTESTMB       runbits<>+192(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     192(CX), Y13, Y13
-	VPDPWSSD.BCST  (DI)(R10*4), Y13, Y7
+	VPDPWSSD.BCST  (DI)(R9*4), Y13, Y7
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y14, Y13
 	VPTESTMB       runbits<>+224(SB), Y5, K1
 	VPADDB         Y4, Y13, K1, Y13
-	MOVL           R13, R10
+	MOVL           R12, R9
 	VPMADDUBSW     224(CX), Y13, Y5
-	VPDPWSSD.BCST  (DI)(R10*4), Y5, Y8
+	VPDPWSSD.BCST  (DI)(R9*4), Y5, Y8
 	VPADDD         Y8, Y7, Y7
 	VCVTDQ2PS      Y7, Y7
 	VBROADCASTSS   X6, Y5
 	VMULPS         Y5, Y7, Y7
 	VADDPS         Y7, Y0, Y0
-	VMOVQ          R9, X5
+	VMOVQ          R8, X5
 	VPBROADCASTQ   X5, Y5
 	VPSHUFB        k4mdupq<>+0(SB), Y5, Y5
 	VPMADDWD       516(CX), Y5, Y5
-	MOVL           4(R8), R9
-	MOVL           8(R8), R10
-	MOVL           12(R8), R11
-	MOVL           R9, R12
-	ANDL           $0x3f3f3f3f, R12
-	MOVL           R11, R13
-	ANDL           $0x0f0f0f0f, R13
+	MOVL           180(AX), R8
+	MOVL           184(AX), R9
+	MOVL           188(AX), R10
+	MOVL           R8, R11
+	ANDL           $0x3f3f3f3f, R11
+	MOVL           R10, R12
+	ANDL           $0x0f0f0f0f, R12
+	SHRL           $0x02, R8
+	ANDL           $0x30303030, R8
+	ORL            R8, R12
+	MOVL           R9, R8
+	ANDL           $0x3f3f3f3f, R8
+	SHRL           $0x04, R10
+	ANDL           $0x0f0f0f0f, R10
 	SHRL           $0x02, R9
 	ANDL           $0x30303030, R9
-	ORL            R9, R13
+	ORL            R9, R10
 	MOVL           R10, R9
-	ANDL           $0x3f3f3f3f, R9
-	SHRL           $0x04, R11
-	ANDL           $0x0f0f0f0f, R11
-	SHRL           $0x02, R10
-	ANDL           $0x30303030, R10
-	ORL            R10, R11
-	MOVL           R11, R10
-	SHLQ           $0x20, R10
-	ORQ            R10, R9
-	VMOVD          (R8), X13
+	SHLQ           $0x20, R9
+	ORQ            R9, R8
+	VMOVD          176(AX), X13
 	VCVTPH2PS      X13, X13
 	VBROADCASTSS   1088(CX), X14
 	VMULPS         X13, X14, X14
-	VPERMB         16(R8), Y2, Y13
-	VPERMB         48(R8), Y2, Y16
+	VPERMB         192(AX), Y2, Y13
+	VPERMB         224(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+0(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPXORD         Y9, Y9, Y9
 	VPMADDUBSW     576(CX), Y15, Y15
-	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y9
+	VPDPWSSD.BCST  (DI)(R9*4), Y15, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+32(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPXORD         Y10, Y10, Y10
 	VPMADDUBSW     608(CX), Y15, Y15
-	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y10
-	VPERMB         80(R8), Y2, Y16
+	VPDPWSSD.BCST  (DI)(R9*4), Y15, Y10
+	VPERMB         256(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+64(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R12, R10
-	SHRL           $0x08, R12
+	MOVBQZX        R11, R9
+	SHRL           $0x08, R11
 	VPMADDUBSW     640(CX), Y15, Y15
-	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y9
+	VPDPWSSD.BCST  (DI)(R9*4), Y15, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+96(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVL           R12, R10
+	MOVL           R11, R9
 	VPMADDUBSW     672(CX), Y15, Y15
-	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y10
-	VPERMB         112(R8), Y2, Y16
+	VPDPWSSD.BCST  (DI)(R9*4), Y15, Y10
+	VPERMB         288(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+128(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     704(CX), Y15, Y15
-	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y9
+	VPDPWSSD.BCST  (DI)(R9*4), Y15, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+160(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R13, R10
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     736(CX), Y15, Y15
-	VPDPWSSD.BCST  (DI)(R10*4), Y15, Y10
-	VPERMB         144(R8), Y2, Y16
+	VPDPWSSD.BCST  (DI)(R9*4), Y15, Y10
+	VPERMB         320(AX), Y2, Y16
 	VPANDD         Y3, Y16, Y15
 	VPTESTMB       runbits<>+192(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVBQZX        R13, R8
-	SHRL           $0x08, R13
+	MOVBQZX        R12, R9
+	SHRL           $0x08, R12
 	VPMADDUBSW     768(CX), Y15, Y15
-	VPDPWSSD.BCST  (DI)(R8*4), Y15, Y9
+	VPDPWSSD.BCST  (DI)(R9*4), Y15, Y9
 	VGF2P8AFFINEQB $0x00, gfhinib<>+0(SB), Y16, Y15
 	VPTESTMB       runbits<>+224(SB), Y13, K1
 	VPADDB         Y4, Y15, K1, Y15
-	MOVL           R13, R8
+	MOVL           R12, R9
 	VPMADDUBSW     800(CX), Y15, Y13
-	VPDPWSSD.BCST  (DI)(R8*4), Y13, Y10
+	VPDPWSSD.BCST  (DI)(R9*4), Y13, Y10
 	VPADDD         Y10, Y9, Y9
 	VCVTDQ2PS      Y9, Y9
 	VBROADCASTSS   X14, Y13
 	VMULPS         Y13, Y9, Y9
 	VADDPS         Y9, Y0, Y0
-	VMOVQ          R9, X13
+	VMOVQ          R8, X13
 	VPBROADCASTQ   X13, Y13
 	VPSHUFB        k4mdupq<>+0(SB), Y13, Y13
 	VPMADDWD       1092(CX), Y13, Y13

@@ -57,6 +57,13 @@ type xk struct {
 	// table, where set, holds the address of scaleWords: the 256-bit
 	// kernels unpack the scales with integer instructions.
 	table Register
+	// q4v: the q4v variant (q4v.go): the GFNI matrix in gfm, each
+	// block's scales decoded between the vectors of the block before
+	// (between, preGS), a software prefetch on the weights.
+	q4v     bool
+	gfm     VecVirtual
+	between []func()  // what the next block emits between its vectors
+	preGS   *gprScale // the next block's scales, decoded before it
 }
 
 // q45Loop emits an exact Q4_K/Q5_K kernel with the signatures of kLoop.
@@ -72,7 +79,7 @@ type xk struct {
 // tiledRange), and prefetches, per block, the weights to come at pf into
 // L2 and its own row two blocks ahead into L1, as the Q3_K/Q6_K tile
 // kernels do.
-func q45Loop(t *target, name string, wsize, m int, prep, tile bool, pre func(x *xk), block func(x *xk, wp Register, acts []Mem) kmins) {
+func q45Loop(t *target, name string, wsize, m int, prep, tile bool, pre func(x *xk), block func(x *xk, wp Mem, acts []Mem) kmins) {
 	fn := "dot" + name + t.suffix
 	sig := "func(w, a *byte, nb int) float32"
 	if prep {
@@ -91,6 +98,12 @@ func q45Loop(t *target, name string, wsize, m int, prep, tile bool, pre func(x *
 			fn = "dot" + name + "x" + string(rune('0'+m)) + "P" + t.suffix
 		}
 		sig = "func(w, a *byte, nb, astride int, out *float32)"
+	}
+	if q4vGen {
+		if m != 1 || !prep || t.zmm() || !t.vnni {
+			panic("q45Loop: q4v is one prepared row, 256-bit VNNI")
+		}
+		fn = q4vName(fn)
 	}
 	TEXT(fn, NOSPLIT, sig)
 	Pragma("noescape")
@@ -145,18 +158,49 @@ func q45Loop(t *target, name string, wsize, m int, prep, tile bool, pre func(x *
 		x.table = GP64()
 		LEAQ(scaleWords(), x.table)
 	}
+	if q4vGen {
+		x.q4v = true
+		x.gfm = YMM()
+		VMOVDQU64(gfHiNib(), x.gfm)
+	}
 	pre(x)
 	t.memConsts = false
 	if m == 1 && t.evex() {
 		// Two blocks per iteration, then the odd one. (AVX2 has too few
 		// registers to keep one block's minimum part across the next.)
+		var gA *gprScale
+		if x.q4v {
+			// Block a's scales are decoded ahead: the first pair's here.
+			TESTQ(nb, nb)
+			JZ(LabelRef("done" + fn))
+			gA = x.gprScales(Mem{Base: x.wp})
+		}
 		CMPQ(nb, U8(2))
 		JB(LabelRef("one" + fn))
 		Label("loop" + fn)
 		fetch(2)
-		w2 := GP64()
-		LEAQ(Mem{Base: x.wp, Disp: wsize}, w2)
-		a := block(x, x.wp, x.acts)
+		if x.q4v && !tile {
+			q4vFetch(x.wp, 2*wsize)
+		}
+		w2 := Mem{Base: x.wp, Disp: wsize}
+		var gB *gprScale
+		if x.q4v {
+			// Block b's scales between block a's vectors, the next
+			// pair's block a's (into gA's registers, dead by then)
+			// between block b's: itself, or where none follows, this
+			// pair's block a again (a harmless read).
+			gB, x.between = x.gprScalesSteps(w2, nil)
+			x.preGS = gA.again()
+		}
+		a := block(x, Mem{Base: x.wp}, x.acts)
+		if x.q4v {
+			p := GP64()
+			LEAQ(Mem{Base: x.wp, Disp: 2 * wsize}, p)
+			CMPQ(nb, U8(3))
+			CMOVQCS(x.wp, p)
+			_, x.between = x.gprScalesSteps(Mem{Base: p}, gA)
+			x.preGS = gB
+		}
 		b := block(x, w2, []Mem{x.acts[0].Offset(x.q45pSize())})
 		x.finishMins2(a, b)
 		ADDQ(U32(2*wsize), x.wp)
@@ -168,16 +212,19 @@ func q45Loop(t *target, name string, wsize, m int, prep, tile bool, pre func(x *
 		TESTQ(nb, nb)
 		JZ(LabelRef("done" + fn))
 		fetch(1)
-		x.finishMins1(block(x, x.wp, x.acts))
+		if x.q4v {
+			x.preGS = gA.again()
+		}
+		x.finishMins1(block(x, Mem{Base: x.wp}, x.acts))
 	} else {
 		TESTQ(nb, nb)
 		JZ(LabelRef("done" + fn))
 		Label("loop" + fn)
 		fetch(1)
 		if m == 1 {
-			x.finishMins1(block(x, x.wp, x.acts))
+			x.finishMins1(block(x, Mem{Base: x.wp}, x.acts))
 		} else {
-			x.finishMins4(block(x, x.wp, x.acts))
+			x.finishMins4(block(x, Mem{Base: x.wp}, x.acts))
 		}
 		ADDQ(U32(wsize), x.wp)
 		ADDQ(U32(x.q45pSize()), ap)
@@ -280,9 +327,19 @@ func (x *xk) pairSum(a, b VecVirtual) VecVirtual {
 // finishMins2 does sumf -= dmin*float(sumi) for two consecutive blocks of
 // one row, in order; sumf is lane 2 of x.sumf.
 func (x *xk) finishMins2(a, b kmins) {
-	p := x.pairSum(a.prods[0], b.prods[0]) // dwords a', b', a'', b''
-	h := x.extract128(p)
-	VPADDD(p.AsX(), h, h)
+	var h VecVirtual
+	if a.prods[0].Size() == 16 {
+		// Four dwords a block (q4v): a0+a2, b0+b2, a1+a3, b1+b3.
+		h = XMM()
+		lo := XMM()
+		VPUNPCKLDQ(b.prods[0], a.prods[0], lo)
+		VPUNPCKHDQ(b.prods[0], a.prods[0], h)
+		VPADDD(lo, h, h)
+	} else {
+		p := x.pairSum(a.prods[0], b.prods[0]) // dwords a', b', a'', b''
+		h = x.extract128(p)
+		VPADDD(p.AsX(), h, h)
+	}
 	s := XMM()
 	VPSHUFD(U8(0x4e), h, s)
 	VPADDD(s, h, h) // lanes 2, 3: sumi of a, b
@@ -298,8 +355,11 @@ func (x *xk) finishMins2(a, b kmins) {
 // finishMins1 is finishMins2 for one block.
 func (x *xk) finishMins1(a kmins) {
 	p := a.prods[0]
-	h := x.extract128(p)
-	VPADDD(p.AsX(), h, h)
+	h := p
+	if p.Size() != 16 {
+		h = x.extract128(p)
+		VPADDD(p.AsX(), h, h)
+	}
 	s := XMM()
 	VPSHUFD(U8(0x4e), h, s)
 	VPADDD(s, h, h)
@@ -360,16 +420,18 @@ func (x *xk) subMins(sumi, yd, hd VecVirtual) {
 // finishMins. quants(i) returns vector i of the block's permuted unsigned
 // quants (one sub-block per 256 bits); nacc integer accumulators per row
 // hide VPDPWSSD's latency.
-func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirtual) kmins {
+func (x *xk) block(wp Mem, acts []Mem, nacc int, quants func(i int) VecVirtual) kmins {
 	t := x.t
 	var scb VecVirtual
 	var gs *gprScale
-	if x.table != nil {
+	if x.preGS != nil {
+		gs, x.preGS = x.preGS, nil
+	} else if x.table != nil {
 		gs = x.gprScales(wp)
 	} else {
 		scb = t.k4Scales(wp)
 	}
-	km := kmins{hd: halfs(Mem{Base: wp}, true)} // fp16 d, dmin as float32
+	km := kmins{hd: halfs(wp, true)} // fp16 d, dmin as float32
 	if len(acts) == 1 {
 		km.dd = XMM()
 		VBROADCASTSS(acts[0].Offset(x.q45pD()), km.dd)
@@ -399,6 +461,7 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 				Operands: []Op{m, y, a.regs[r]}, Inputs: []Op{m, y, a.regs[r]},
 				Outputs: []Op{a.regs[r]}, ISA: []string{"AVX512_VNNI"},
 			})
+			x.runBetween(i)
 			continue
 		case gs != nil:
 			s = t.vec()
@@ -412,6 +475,7 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 			sums[k].add(y, s)
 		}
 	}
+	x.runBetween(-1)
 	var fd VecVirtual
 	for k, sum := range sums {
 		v := sum.sum()
@@ -445,6 +509,17 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 		km.sumi = x.q4mmMins(gs, scb)
 		return km
 	}
+	if x.q4v && gs != nil && len(acts) == 1 {
+		// The eight mins as words times the eight pair sums (q45pPairs):
+		// 128 bits, whose four dwords finishMins reduces in fewer steps.
+		mw := XMM()
+		VMOVQ(gs.m, mw)
+		VPMOVZXBW(mw, mw)
+		p := XMM()
+		VPMADDWD(acts[0].Offset(q45pPairs), mw, p)
+		km.prods = append(km.prods, p)
+		return km
+	}
 	var mw VecVirtual
 	if gs != nil {
 		mw = gs.mins()
@@ -468,9 +543,14 @@ func (x *xk) block(wp Register, acts []Mem, nacc int, quants func(i int) VecVirt
 // and the four-row one (one each), on Q8_K rows, then both on prepared
 // rows (one row: q45prep.go, and its tile form; four, MatMul's: q4mm.go).
 // body emits one block.
-func genExactK(t *target, name string, wsize int, pre func(x *xk), body func(x *xk, wp Register, acts []Mem, nacc int) kmins) {
-	one := func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 2) }
-	four := func(x *xk, wp Register, acts []Mem) kmins { return body(x, wp, acts, 1) }
+func genExactK(t *target, name string, wsize int, pre func(x *xk), body func(x *xk, wp Mem, acts []Mem, nacc int) kmins) {
+	one := func(x *xk, wp Mem, acts []Mem) kmins { return body(x, wp, acts, 2) }
+	four := func(x *xk, wp Mem, acts []Mem) kmins { return body(x, wp, acts, 1) }
+	if q4vGen {
+		q45Loop(t, name, wsize, 1, true, false, pre, one)
+		q45Loop(t, name, wsize, 1, true, true, pre, one)
+		return
+	}
 	q45Loop(t, name, wsize, 1, false, false, pre, one)
 	q45Loop(t, name, wsize, 4, false, false, pre, four)
 	q45Loop(t, name, wsize, 1, true, false, pre, one)
@@ -496,13 +576,13 @@ func (x *xk) q4Quants(i int, qs Mem, q *VecVirtual, c0F Op) VecVirtual {
 		if x.vbmi {
 			// GFNI: bit b of each byte of the result is bit b+4 of the
 			// source byte (an affine map over GF(2)), shift and mask in one.
-			var m []byte
-			for range 4 {
-				m = append(m, 0, 0, 0, 0, 0x80, 0x40, 0x20, 0x10)
+			var m Op = gfHiNib()
+			if x.gfm != nil {
+				m = x.gfm
 			}
 			Instruction(&ir.Instruction{
-				Opcode: "VGF2P8AFFINEQB", Operands: []Op{U8(0), constData("gfhinib", m), *q, u},
-				Inputs: []Op{constData("gfhinib", m), *q}, Outputs: []Op{u}, ISA: []string{"GFNI"},
+				Opcode: "VGF2P8AFFINEQB", Operands: []Op{U8(0), m, *q, u},
+				Inputs: []Op{m, *q}, Outputs: []Op{u}, ISA: []string{"GFNI"},
 			})
 			return u
 		}
@@ -515,10 +595,10 @@ func (x *xk) q4Quants(i int, qs Mem, q *VecVirtual, c0F Op) VecVirtual {
 func genQ4KExact(t *target) {
 	var c0F Op
 	pre := func(x *xk) { c0F = t.konst(0x0f0f0f0f) }
-	genExactK(t, "Q4K", 144, pre, func(x *xk, wp Register, acts []Mem, nacc int) kmins {
+	genExactK(t, "Q4K", 144, pre, func(x *xk, wp Mem, acts []Mem, nacc int) kmins {
 		var q VecVirtual
 		return x.block(wp, acts, nacc, func(i int) VecVirtual {
-			return x.q4Quants(i, Mem{Base: wp, Disp: 16}, &q, c0F)
+			return x.q4Quants(i, wp.Offset(16), &q, c0F)
 		})
 	})
 }
@@ -526,13 +606,13 @@ func genQ4KExact(t *target) {
 func genQ5KExact(t *target) {
 	var c0F, c10 Op
 	pre := func(x *xk) { c0F, c10 = t.konst(0x0f0f0f0f), t.konst(0x10101010) }
-	genExactK(t, "Q5K", 176, pre, func(x *xk, wp Register, acts []Mem, nacc int) kmins {
+	genExactK(t, "Q5K", 176, pre, func(x *xk, wp Mem, acts []Mem, nacc int) kmins {
 		var q, qh VecVirtual
 		return x.block(wp, acts, nacc, func(i int) VecVirtual {
 			if i == 0 {
-				qh = x.perm.load32(Mem{Base: wp, Disp: 16})
+				qh = x.perm.load32(wp.Offset(16))
 			}
-			u := x.q4Quants(i, Mem{Base: wp, Disp: 48}, &q, c0F)
+			u := x.q4Quants(i, wp.Offset(48), &q, c0F)
 			if t.evex() {
 				// Bit r of qh is the fifth bit of sub-block r: add 16 where set.
 				m := K()
@@ -606,11 +686,11 @@ func (g *gprScale) mins() VecVirtual {
 //
 //	sc[0:4] = a0&0x3f   sc[4:8] = a2&0x0f | (a0>>2)&0x30
 //	m[0:4]  = a1&0x3f   m[4:8]  = (a2>>4)&0x0f | (a1>>2)&0x30
-func (x *xk) gprScales(wp Register) *gprScale {
+func (x *xk) gprScales(wp Mem) *gprScale {
 	a0, a1, a2 := GP32(), GP32(), GP32()
-	MOVL(Mem{Base: wp, Disp: 4}, a0)
-	MOVL(Mem{Base: wp, Disp: 8}, a1)
-	MOVL(Mem{Base: wp, Disp: 12}, a2)
+	MOVL(wp.Offset(4), a0)
+	MOVL(wp.Offset(8), a1)
+	MOVL(wp.Offset(12), a2)
 	sl, sh := GP32(), GP32()
 	MOVL(a0, sl)
 	ANDL(U32(0x3f3f3f3f), sl)
@@ -631,4 +711,75 @@ func (x *xk) gprScales(wp Register) *gprScale {
 	SHLQ(U8(32), mh)
 	ORQ(mh, ml)
 	return &gprScale{x: x, sc: [2]Register{sl, sh}, m: ml}
+}
+
+// again returns g's registers as a fresh gprScale, its scales served from
+// the first.
+func (g *gprScale) again() *gprScale { return &gprScale{x: g.x, sc: g.sc, m: g.m} }
+
+// runBetween emits the step x.between holds for vector i, or for i < 0
+// all that are left.
+func (x *xk) runBetween(i int) {
+	if i >= 0 {
+		if i < len(x.between) && x.between[i] != nil {
+			x.between[i]()
+			x.between[i] = nil
+		}
+		return
+	}
+	for _, f := range x.between {
+		if f != nil {
+			f()
+		}
+	}
+	x.between = nil
+}
+
+// gprScalesSteps is gprScales of the block at w as steps, for another
+// block to emit between its vectors (runBetween), into into's registers
+// where into is non-nil. It holds fewer registers at once than
+// gprScales: the mins end in a0's, the high scales in a2's.
+func (x *xk) gprScalesSteps(w Mem, into *gprScale) (*gprScale, []func()) {
+	a0, a1, a2 := GP32(), GP32(), GP32()
+	sl, t := GP32(), GP64()
+	if into != nil {
+		sl, a2 = into.sc[0].(GPVirtual), into.sc[1].(GPVirtual)
+		a0 = into.m.(GPVirtual).As32().(GPVirtual)
+	}
+	steps := []func(){
+		func() {
+			MOVL(w.Offset(4), a0)
+			MOVL(w.Offset(12), a2)
+			MOVL(a0, sl)
+		},
+		func() {
+			ANDL(U32(0x3f3f3f3f), sl) // sc[0:4]
+			SHRL(U8(2), a0)
+			ANDL(U32(0x30303030), a0)
+		},
+		func() {
+			MOVL(a2, t.As32())
+			SHRL(U8(4), t.As32())
+			ANDL(U32(0x0f0f0f0f), t.As32())
+		},
+		func() {
+			ANDL(U32(0x0f0f0f0f), a2)
+			ORL(a0, a2) // sc[4:8]
+			MOVL(w.Offset(8), a1)
+		},
+		func() {
+			MOVL(a1, a0)
+			ANDL(U32(0x3f3f3f3f), a0) // m[0:4]
+			SHRL(U8(2), a1)
+		},
+		func() {
+			ANDL(U32(0x30303030), a1)
+			ORL(a1, t.As32()) // m[4:8]
+			SHLQ(U8(32), t)
+		},
+		func() {
+			ORQ(t, a0.As64())
+		},
+	}
+	return &gprScale{x: x, sc: [2]Register{sl, a2}, m: a0.As64()}, steps
 }

@@ -51,9 +51,9 @@ func (t *target) q3KScales(wp Register) VecVirtual {
 //
 //	sc[0:4] = a0&0x3f   sc[4:8] = a2&0x0f | (a0>>2)&0x30
 //	m[0:4]  = a1&0x3f   m[4:8]  = (a2>>4)&0x0f | (a1>>2)&0x30
-func (t *target) k4Scales(wp Register) VecVirtual {
+func (t *target) k4Scales(wp Mem) VecVirtual {
 	v := t.vec()
-	t.bcast16(Mem{Base: wp, Disp: 4}, v)
+	t.bcast16(wp.Offset(4), v)
 	x, y := t.vec(), t.vec()
 	VPSHUFD(U8(0x98), v, x) // a0 a2 a1 a2
 	VPSRLVD(t.laneConst("k4sh", [4]uint32{0, 0, 0, 4}), x, x)

@@ -61,6 +61,7 @@ func genAll(t *target) {
 		genQ6KExact(t, true)
 		if !t.zmm() {
 			genQ36(t)
+			genQ4V(t)
 		}
 	}
 	genQ4KExact(t)

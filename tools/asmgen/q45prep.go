@@ -14,6 +14,11 @@ import (
 // copies the block's bsums, which the mins need, after d.
 const q45pBsums = q63PrepD + 4
 
+// q45pPairs is where kernelkit puts, after the bsums, their eight pair
+// sums bsums[2k]+bsums[2k+1] as words (|sum| <= 4064): the q4v kernels'
+// mins take one VPMADDWD of 128 bits with them (q4v.go).
+const q45pPairs = q45pBsums + 32
+
 // q45pQs, q45pD, q45pBsums and q45pSize are where x reads its activation
 // blocks' quants, d and bsums, and how far apart the blocks are.
 func (x *xk) q45pQs() int {

@@ -18,11 +18,13 @@ import (
 // lane); then d. A MatVec reuses the row for every weight row, so the
 // kernels spend three operations per vector and row instead of five.
 // The Q4_K/Q5_K "P" kernels (tools/asmgen/q45prep.go) use the same
-// quants, prepared with offset 0, and the bsums copied to prepBsums.
+// quants, prepared with offset 0, and the bsums copied to prepBsums (and
+// their pair sums at prepPairs, for the vnni256 q4v kernels).
 const (
 	prepOff   = 256
 	prepD     = 512
 	prepBsums = 516 // Q4_K/Q5_K only: the 16 int16 bsums
+	prepPairs = 548 // Q4_K/Q5_K only: bsums[2k]+bsums[2k+1], 8 int16 (q4v kernels)
 	prepBlock = 576 // a multiple of 64: every vector load stays aligned
 )
 
@@ -136,7 +138,12 @@ func (p *prepared) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
 		for j := range m {
 			for b := range nb {
 				src := a[j*arow+b*q8KSize+260 : j*arow+(b+1)*q8KSize] // Q8_K: d, 256 quants, 16 bsums
-				copy(dst[(j*nb+b)*prepBlock+prepBsums:], src)
+				d := dst[(j*nb+b)*prepBlock:]
+				copy(d[prepBsums:], src)
+				for k := range 8 {
+					s := int16(binary.LittleEndian.Uint16(src[4*k:])) + int16(binary.LittleEndian.Uint16(src[4*k+2:]))
+					binary.LittleEndian.PutUint16(d[prepPairs+2*k:], uint16(s))
+				}
 			}
 		}
 	}
