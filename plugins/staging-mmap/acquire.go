@@ -86,7 +86,10 @@ func (s *Stager) worker() {
 		close(s.loading[k])
 		delete(s.loading, k)
 		s.inflight--
-		e.Pins--
+		// The read's pin stays as a hold until the model reaches the
+		// layer (Acquire): freshly read units rank lowest in the cache
+		// and would otherwise be the next read's victims.
+		s.holds.Add(e)
 		s.unpinned.Broadcast()
 		s.mu.Unlock()
 	}
@@ -179,6 +182,9 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 		resp.Locations[i] = plugin.Location{Region: t.Shard, Offset: off, Size: t.ExpertSize}
 	}
 	s.pins[req.Step] = append(s.pins[req.Step], pinned...)
+	if layer := s.req.RoutedLayer(req.Slices); layer >= 0 && s.holds.Reached(layer) {
+		s.unpinned.Broadcast()
+	}
 	s.mu.Unlock()
 
 	start := time.Now()
@@ -200,16 +206,23 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 	return resp, nil
 }
 
-// lookup finds or inserts k; while prefetches hold pins it waits for them
-// rather than fail. The caller holds s.mu.
+// lookup finds or inserts k; when the cache is full of pins it gives up
+// the hint reads' holds, then waits for reads in flight, rather than
+// fail. The caller holds s.mu.
 func (s *Stager) lookup(k cache.Key) (*cache.Entry, error) {
 	for {
 		if e, ok := s.cache.Get(k); ok {
 			return e, nil
 		}
 		e, err := s.insert(k)
-		if err == nil || !errors.Is(err, cache.ErrFull) || s.inflight == 0 {
+		if err == nil || !errors.Is(err, cache.ErrFull) {
 			return e, err
+		}
+		if s.holds.ReleaseAll() {
+			continue
+		}
+		if s.inflight == 0 {
+			return nil, err
 		}
 		s.unpinned.Wait()
 	}

@@ -131,3 +131,14 @@ func TestHintReads(t *testing.T) {
 		t.Errorf("next token's reads (-want +got):\n%s", diff)
 	}
 }
+
+func TestHolds(t *testing.T) {
+	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
+	budget, _ := Footprint(&m.Req, 4)
+	s := New()
+	plugintest.CheckHolds(t, s, m, budget, map[string]string{"io_workers": "2"}, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inflight == 0 && s.queue.Len() == 0
+	})
+}

@@ -46,8 +46,9 @@ type Stager struct {
 	locked   string // mlock outcome for the mode line
 
 	mu       sync.Mutex
-	unpinned *sync.Cond // signalled when a prefetch drops its pin
-	inflight int        // entries pinned by a prefetch in progress
+	unpinned *sync.Cond  // signalled when a prefetch drops its pin
+	inflight int         // entries pinned by a prefetch in progress
+	holds    cache.Holds // hint-read units pinned until the model reaches their layer
 	cache    *cache.Cache
 	pins     map[uint64][]*cache.Entry
 	// loading holds the units a prefetch is reading, closed when read:
