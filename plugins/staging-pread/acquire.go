@@ -55,7 +55,7 @@ func (s *Stager) insert(k cache.Key) (*cache.Entry, error) {
 func (s *Stager) worker() {
 	defer s.wg.Done()
 	for {
-		j, ok := s.next()
+		j, hinted, ok := s.next()
 		if !ok {
 			return
 		}
@@ -69,11 +69,18 @@ func (s *Stager) worker() {
 		s.mu.Lock()
 		u.err = err
 		close(u.done)
-		j.Entry.Pins--
 		s.inflight--
-		if err != nil {
+		switch {
+		case err != nil:
+			j.Entry.Pins--
 			s.cache.Remove(j.Key)
 			s.free = append(s.free, j.Entry.Slot)
+		case hinted:
+			// The read's pin stays until the model reaches the layer
+			// (cache.Holds): else the next insertion evicts it first.
+			s.holds.Add(j.Entry)
+		default:
+			j.Entry.Pins--
 		}
 		s.loaded.Broadcast()
 		s.mu.Unlock()
@@ -81,8 +88,9 @@ func (s *Stager) worker() {
 }
 
 // next pops the most urgent job that still needs a read, giving hint jobs
-// a slot. It returns false when the stager is closing.
-func (s *Stager) next() (readq.Job, bool) {
+// a slot; hinted says it is a hint's. It returns false when the stager is
+// closing.
+func (s *Stager) next() (j readq.Job, hinted, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
@@ -90,11 +98,11 @@ func (s *Stager) next() (readq.Job, bool) {
 			s.work.Wait()
 		}
 		if s.closing {
-			return readq.Job{}, false
+			return readq.Job{}, false, false
 		}
-		j, _, _ := s.queue.Pop()
+		j, _, _ = s.queue.Pop()
 		if j.Entry != nil {
-			return j, true
+			return j, false, true
 		}
 		if _, ok := s.cache.Peek(j.Key); ok {
 			continue // already resident or being read
@@ -104,7 +112,7 @@ func (s *Stager) next() (readq.Job, bool) {
 			continue // no unpinned slot: drop the prefetch
 		}
 		j.Entry = e
-		return j, true
+		return j, true, true
 	}
 }
 
@@ -150,6 +158,9 @@ func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plug
 		resp.Locations[i] = plugin.Location{Offset: s.slotBase(e.Slot) + s.lay.partOff[sl.Tensor] + off - alignDown(off), Size: t.ExpertSize}
 	}
 	s.pins[req.Step] = append(s.pins[req.Step], pinned...)
+	if layer := s.req.RoutedLayer(req.Slices); layer >= 0 && s.holds.Reached(layer) {
+		s.loaded.Broadcast()
+	}
 	s.mu.Unlock()
 
 	if err := s.wait(ctx, waits); err != nil {
@@ -176,6 +187,9 @@ func (s *Stager) lookup(k cache.Key) (*cache.Entry, error) {
 			s.queue.Demand(readq.Job{Key: k, Entry: e})
 			s.work.Signal()
 			return e, nil
+		}
+		if errors.Is(err, cache.ErrFull) && s.holds.ReleaseAll() {
+			continue
 		}
 		if !errors.Is(err, cache.ErrFull) || s.inflight == 0 || s.closing {
 			return nil, fmt.Errorf("%w (budget %d bytes: %d expert slots of %d bytes)", err, s.req.Budget, s.slots, s.lay.slotSize)

@@ -167,3 +167,14 @@ func sameFile(a, b string) bool {
 	sb, err2 := os.Stat(b)
 	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
+
+func TestHolds(t *testing.T) {
+	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
+	budget, _ := Footprint(&m.Req, 4)
+	s := New()
+	plugintest.CheckHolds(t, s, m, budget, map[string]string{"io_workers": "2"}, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inflight == 0 && s.queue.Len() == 0
+	})
+}

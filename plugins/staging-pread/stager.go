@@ -37,6 +37,7 @@ type Stager struct {
 	work     *sync.Cond                // signals workers: queue not empty or closing
 	loaded   *sync.Cond                // signals waiters: a load finished, pins may have dropped
 	inflight int                       // entries pinned only by their read
+	holds    cache.Holds               // hint-read units pinned until the model reaches their layer
 	closing  bool
 	closed   chan struct{} // closed by Close, to wake blocked Acquires
 	wg       sync.WaitGroup
