@@ -90,6 +90,19 @@ func (r *OpenRequest) CheckSlices(slices []Slice) error {
 	return nil
 }
 
+// RoutedLayer is the highest layer of the slices' routed tensors (the
+// layer an Acquire reaches), -1 if none is routed. Slices must have
+// passed CheckSlices.
+func (r *OpenRequest) RoutedLayer(slices []Slice) int32 {
+	layer := int32(-1)
+	for _, sl := range slices {
+		if t := r.Tensors[sl.Tensor]; t.Routed() {
+			layer = max(layer, int32(t.Layer))
+		}
+	}
+	return layer
+}
+
 // Validate checks t against the shard count, naming the tensor at fault.
 func (t Tensor) Validate(shards int) error {
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/k3-inference/k3/core/plugin"
@@ -48,19 +49,8 @@ func (s *Stager) insert(k cache.Key) (*cache.Entry, error) {
 	return e, nil
 }
 
-// hint is a queued HintRequest and where the model was when it came.
-type hint struct {
-	plugin.HintRequest
-	at hintPos
-}
-
-// hintPos orders hints: pass, then layer, then arrival.
-type hintPos struct {
-	pass, layer, seq int
-}
-
-// Hint queues readahead of a layer's experts and returns; current hints
-// are served before speculative ones.
+// Hint queues the reads of a layer's experts (readq: current hints before
+// guesses, stale ones dropped) and returns.
 func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	n, ok := s.experts[req.Layer]
 	if !ok {
@@ -72,107 +62,71 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 		}
 	}
 	s.mu.Lock()
-	s.pos.seq++
-	q := s.current
-	if req.Speculative {
-		q = s.spec
-		s.guessed[req.Layer] = s.pos
-	} else {
-		if req.Layer < s.pos.layer {
-			s.pos.pass++
-		}
-		s.pos.layer = req.Layer
-	}
-	h := hint{*req, s.pos}
-	s.mu.Unlock()
-	select {
-	case q <- h:
-	default: // a whole queue behind: drop this hint
-	}
+	defer s.mu.Unlock()
+	s.queue.Hint(req.Layer, req.Experts, req.Speculative, func(k cache.Key) bool {
+		_, ok := s.cache.Peek(k)
+		return ok
+	})
+	s.work.Broadcast()
 	return nil
 }
 
-// stale reports whether h is of no use any more: a hint of a layer the
-// model is past or has reached (its current hint covers what it chose),
-// or a guess a later guess for the same layer replaces. Read anyway, it
-// would take the disk from the reads the model waits for and evict cached
-// experts. The caller holds s.mu.
-func (s *Stager) stale(h hint) bool {
-	if h.at.pass < s.pos.pass {
-		return true
-	}
-	if !h.Speculative {
-		return h.Layer < s.pos.layer
-	}
-	return h.Layer <= s.pos.layer || s.guessed[h.Layer] != h.at
-}
-
-// prefetcher serves hints, current ones first.
-func (s *Stager) prefetcher() {
+// worker reads hinted units, most urgent first, one at a time: each of
+// the workers has one unit's reads in flight.
+func (s *Stager) worker() {
 	defer s.wg.Done()
 	for {
-		select {
-		case h := <-s.current:
-			s.prefetch(h)
-			continue
-		case <-s.done:
-			return
-		default:
-		}
-		select {
-		case h := <-s.current:
-			s.prefetch(h)
-		case h := <-s.spec:
-			s.prefetch(h)
-		case <-s.done:
+		k, e, ok := s.next()
+		if !ok {
 			return
 		}
+		beforeRead(k)
+		s.fetchAll(s.unitSpans(int(k.Layer), int(k.Expert)))
+		s.mu.Lock()
+		close(s.loading[k])
+		delete(s.loading, k)
+		s.inflight--
+		// The read's pin stays as a hold until the model reaches the
+		// layer (Acquire): freshly read units rank lowest in the cache
+		// and would otherwise be the next read's victims.
+		s.holds.Add(e)
+		s.unpinned.Broadcast()
+		s.mu.Unlock()
 	}
 }
 
-// prefetch makes room for the hinted experts and reads them in. The units
-// stay pinned until their pages are resident: unpinned while a read is in
-// flight, an eviction could not drop the pages (the kernel skips pages
-// under I/O) and they would arrive unaccounted.
-func (s *Stager) prefetch(h hint) {
-	var pinned []*cache.Entry
-	var units [][]span
+// beforeRead is called by a worker with each unit it is about to read;
+// tests use it to see and hold the reads.
+var beforeRead = func(cache.Key) {}
+
+// next pops the most urgent hinted unit that has no cache entry yet and
+// makes room for it. The unit stays pinned until its pages are resident:
+// unpinned while a read is in flight, an eviction could not drop the
+// pages (the kernel skips pages under I/O) and they would arrive
+// unaccounted. It returns false when the stager is closing.
+func (s *Stager) next() (cache.Key, *cache.Entry, bool) {
 	s.mu.Lock()
-	if s.stale(h) {
-		s.mu.Unlock()
-		return
-	}
-	for _, ex := range h.Experts {
-		k := cache.Key{Layer: int32(h.Layer), Expert: int32(ex)}
-		e, ok := s.cache.Peek(k)
-		if !ok {
-			var err error
-			if e, err = s.insert(k); err != nil {
-				continue // no unpinned room: skip this expert
-			}
+	defer s.mu.Unlock()
+	for {
+		for !s.closing && s.queue.Len() == 0 {
+			s.work.Wait()
 		}
-		if _, ok := s.loading[k]; ok {
-			continue // another hint's read
+		if s.closing {
+			return cache.Key{}, nil, false
+		}
+		j, _, _ := s.queue.Pop()
+		if _, ok := s.cache.Peek(j.Key); ok {
+			continue // cached, or an Acquire or another worker is reading it
+		}
+		e, err := s.insert(j.Key)
+		if err != nil {
+			continue // no unpinned room: skip this expert
 		}
 		e.Pins++
 		s.inflight++
-		pinned = append(pinned, e)
-		units = append(units, s.unitSpans(h.Layer, ex))
-		s.loading[k] = make(chan struct{})
+		s.loading[j.Key] = make(chan struct{})
+		return j.Key, e, true
 	}
-	s.mu.Unlock()
-	s.fetchGroups(units, func(i int) {
-		s.mu.Lock()
-		k := pinned[i].Key
-		close(s.loading[k])
-		delete(s.loading, k)
-		s.mu.Unlock()
-	})
-	s.mu.Lock()
-	s.inflight -= len(pinned)
-	s.unpin(pinned)
-	s.unpinned.Broadcast()
-	s.mu.Unlock()
 }
 
 // Acquire pins the slices' units within the budget, then faults in
@@ -188,6 +142,7 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 	var pinned []*cache.Entry
 	var fetch []span
 	var loads []chan struct{}
+	var reading []cache.Key // units this Acquire reads: others wait for them
 	s.mu.Lock()
 	for i, sl := range req.Slices {
 		t := s.req.Tensors[sl.Tensor]
@@ -206,21 +161,30 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 		pinned = append(pinned, e)
 		off := t.Offset + int64(sl.Expert)*t.ExpertSize
 		sp := span{t.Shard, pageDown(off), pageUp(off + t.ExpertSize)}
-		if ch, ok := s.loading[k]; ok {
-			// A hint's read is under way: wait for it, then fault in
-			// whatever it left (nothing, unless the read failed).
+		if slices.Contains(reading, k) {
+			// Another tensor of a unit this Acquire reads.
+			s.stats.Misses++
+			fetch = append(fetch, sp)
+		} else if ch, ok := s.loading[k]; ok {
+			// A read is under way: wait for it, then fault in whatever
+			// it left (nothing, unless the read failed).
 			s.stats.Misses++
 			loads = append(loads, ch)
 			fetch = append(fetch, sp)
 		} else if s.missing(sp) > 0 {
 			s.stats.Misses++
 			fetch = append(fetch, sp)
+			reading = append(reading, k)
+			s.loading[k] = make(chan struct{})
 		} else {
 			s.stats.Hits++
 		}
 		resp.Locations[i] = plugin.Location{Region: t.Shard, Offset: off, Size: t.ExpertSize}
 	}
 	s.pins[req.Step] = append(s.pins[req.Step], pinned...)
+	if layer := s.req.RoutedLayer(req.Slices); layer >= 0 && s.holds.Reached(layer) {
+		s.unpinned.Broadcast()
+	}
 	s.mu.Unlock()
 
 	start := time.Now()
@@ -231,24 +195,34 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 	if len(loads) > 0 {
 		waited = time.Since(start)
 	}
-	if d := s.fetchAll(fetch) + waited; d > 0 {
-		s.mu.Lock()
-		s.stats.WaitTime += d
-		s.mu.Unlock()
+	d := s.fetchAll(fetch) + waited
+	s.mu.Lock()
+	s.stats.WaitTime += d
+	for _, k := range reading {
+		close(s.loading[k])
+		delete(s.loading, k)
 	}
+	s.mu.Unlock()
 	return resp, nil
 }
 
-// lookup finds or inserts k; while prefetches hold pins it waits for them
-// rather than fail. The caller holds s.mu.
+// lookup finds or inserts k; when the cache is full of pins it gives up
+// the hint reads' holds, then waits for reads in flight, rather than
+// fail. The caller holds s.mu.
 func (s *Stager) lookup(k cache.Key) (*cache.Entry, error) {
 	for {
 		if e, ok := s.cache.Get(k); ok {
 			return e, nil
 		}
 		e, err := s.insert(k)
-		if err == nil || !errors.Is(err, cache.ErrFull) || s.inflight == 0 {
+		if err == nil || !errors.Is(err, cache.ErrFull) {
 			return e, err
+		}
+		if s.holds.ReleaseAll() {
+			continue
+		}
+		if s.inflight == 0 {
+			return nil, err
 		}
 		s.unpinned.Wait()
 	}

@@ -2,72 +2,143 @@ package stagingmmap
 
 import (
 	"context"
-	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/cache"
+	"github.com/k3-inference/k3/core/plugin/plugintest"
 )
 
-// TestHintStale queues hints as a model makes them over two passes and
-// checks which the prefetcher would still read when it gets to them: not
-// guesses for a layer whose current hint came, nor guesses a later guess
-// replaced, nor anything of a layer or pass the model is past.
-func TestHintStale(t *testing.T) {
-	s := &Stager{experts: map[int]int{1: 8, 2: 8, 3: 8}, current: make(chan hint, 64), spec: make(chan hint, 64),
-		guessed: map[int]hintPos{}}
-	var queued []hint
-	hintAt := func(layer int, spec bool, experts ...int) string {
+func key(l, e int32) cache.Key { return cache.Key{Layer: l, Expert: e} }
+
+// readLog records the units the workers read and holds the first read
+// until release is closed.
+type readLog struct {
+	mu      sync.Mutex
+	order   []cache.Key
+	blocked chan struct{}
+	release chan struct{}
+}
+
+func logReads(t *testing.T) *readLog {
+	r := &readLog{blocked: make(chan struct{}), release: make(chan struct{})}
+	orig := beforeRead
+	t.Cleanup(func() { beforeRead = orig })
+	held := false
+	beforeRead = func(k cache.Key) {
+		r.mu.Lock()
+		r.order = append(r.order, k)
+		first := !held
+		held = true
+		r.mu.Unlock()
+		if first {
+			close(r.blocked)
+			<-r.release
+		}
+	}
+	return r
+}
+
+// reads waits until the stager has nothing left to read and returns the
+// units read, in order.
+func (r *readLog) reads(s *Stager) []cache.Key {
+	for idle := false; !idle; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		idle = s.inflight == 0 && s.queue.Len() == 0
+		s.mu.Unlock()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.order)
+}
+
+// TestHintReads holds the only worker inside a guess's read, hints as a
+// model does over two tokens and checks what is then read, in order: the
+// current hint before guesses; not the guesses for a layer its router did
+// not choose, nor a guess a later guess replaced, nor a layer the model
+// is past; nothing of the first token once the second starts; and an
+// Acquire of a unit a worker is reading waits for that read rather than
+// reading it again.
+func TestHintReads(t *testing.T) {
+	ctx := context.Background()
+	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
+	budget, _ := Footprint(&m.Req, 16)
+	s := New()
+	if _, err := s.Open(ctx, m.Request(budget, t.TempDir(), map[string]string{"io_workers": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(ctx) })
+	r := logReads(t)
+	hint := func(l int, e []int, spec bool) {
 		t.Helper()
-		if err := s.Hint(context.Background(), &plugin.HintRequest{Layer: layer, Experts: experts, Speculative: spec}); err != nil {
+		if err := s.Hint(ctx, &plugin.HintRequest{Layer: l, Experts: e, Speculative: spec}); err != nil {
 			t.Fatal(err)
 		}
-		q := s.current
-		if spec {
-			q = s.spec
-		}
-		queued = append(queued, <-q)
-		return name(queued[len(queued)-1])
 	}
-	// Pass 1: layer 1 (guessed before it), then guesses for 2 (twice,
-	// depth 2) and 3.
-	hintAt(1, true, 0, 1)
-	hintAt(1, false, 1, 2)
-	hintAt(2, true, 3)
-	hintAt(3, true, 4)
-	hintAt(2, true, 5)
-	hintAt(2, false, 5, 6)
-	hintAt(3, true, 7)
-	// Pass 2 starts at layer 1: everything of pass 1 is stale.
-	hintAt(1, false, 0)
-	hintAt(2, true, 1)
-
-	var live []string
-	for _, h := range queued {
-		if !s.stale(h) {
-			live = append(live, name(h))
-		}
+	hint(0, []int{7}, true)
+	<-r.blocked // the worker is inside L0/E7's read
+	// An Acquire of L0/E7 now waits for that read.
+	acquired := make(chan error)
+	go func() {
+		_, err := s.Acquire(ctx, &plugin.AcquireRequest{Step: 1, Slices: []plugin.Slice{{Tensor: m.Routed(0)[0], Expert: 7}}})
+		acquired <- err
+	}()
+	hint(0, []int{1, 2}, true)
+	hint(0, []int{3}, false)
+	hint(1, []int{0, 1, 3}, true)
+	hint(2, []int{6}, true)
+	hint(1, []int{0, 1, 2}, true) // replaces L1's guess: E3 goes
+	hint(2, []int{4}, true)       // and L2's: E6 goes
+	// Layer 1 chose 2 and 5: layer 0's hints are past, L1's guesses 0 and
+	// 1 wrong, L2's guess still to come.
+	hint(1, []int{2, 5}, false)
+	select {
+	case err := <-acquired:
+		t.Fatalf("Acquire returned (%v) while the read it needs was held", err)
+	case <-time.After(20 * time.Millisecond):
 	}
-	if got, want := fmt.Sprint(live), "[L1 ?2]"; got != want {
-		t.Errorf("hints still to read after both passes: %v, want %v", got, want)
+	close(r.release)
+	if err := <-acquired; err != nil {
+		t.Fatal(err)
 	}
-	// Within pass 1, right after layer 2's current hint: layer 3's first
-	// guess is replaced by its second only once that comes.
-	s2 := &Stager{experts: s.experts, current: make(chan hint, 64), spec: make(chan hint, 64), guessed: map[int]hintPos{}}
-	s, queued = s2, nil
-	hintAt(3, true, 4)
-	hintAt(2, false, 5)
-	if s.stale(queued[0]) || s.stale(queued[1]) {
-		t.Errorf("a guess for a later layer or the current hint was dropped")
+	want := []cache.Key{key(0, 7), key(1, 2), key(1, 5), key(2, 4)}
+	if diff := cmp.Diff(want, r.reads(s)); diff != "" {
+		t.Errorf("reads (-want +got):\n%s", diff)
 	}
-	hintAt(3, true, 7)
-	if !s.stale(queued[0]) || s.stale(queued[2]) {
-		t.Errorf("layer 3's first guess should give way to its second")
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if max := s.resBytes + 4*s.unitSize; st.BytesRead > max {
+		t.Errorf("read %d bytes: more than the always-needed %d and 4 units of at most %d", st.BytesRead, s.resBytes, s.unitSize)
+	}
+	// The next token: its first current hint drops what is left of the
+	// last one's hints (a guess for layer 3 made before).
+	r.mu.Lock()
+	r.order = nil
+	r.mu.Unlock()
+	s.mu.Lock() // hold the worker off while both hints are queued
+	s.queue.Hint(3, []int{0}, true, func(cache.Key) bool { return false })
+	s.queue.Hint(0, []int{4}, false, func(cache.Key) bool { return false })
+	s.work.Broadcast()
+	s.mu.Unlock()
+	if diff := cmp.Diff([]cache.Key{key(0, 4)}, r.reads(s)); diff != "" {
+		t.Errorf("next token's reads (-want +got):\n%s", diff)
 	}
 }
 
-func name(h hint) string {
-	if h.Speculative {
-		return fmt.Sprint("?", h.Layer)
-	}
-	return fmt.Sprint("L", h.Layer)
+func TestHolds(t *testing.T) {
+	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
+	budget, _ := Footprint(&m.Req, 4)
+	s := New()
+	plugintest.CheckHolds(t, s, m, budget, map[string]string{"io_workers": "2"}, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inflight == 0 && s.queue.Len() == 0
+	})
 }

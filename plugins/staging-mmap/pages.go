@@ -70,48 +70,28 @@ var touchSink atomic.Uint32
 // waited (0 if nothing was missing). Every read is started (WILLNEED)
 // before the first wait, so the device sees them all at once.
 func (s *Stager) fetchAll(spans []span) time.Duration {
-	return s.fetchGroups([][]span{spans}, nil)
-}
-
-// fetchGroups is fetchAll for groups of spans (a unit's), calling arrived
-// with each group's index as soon as that group is in, in order.
-func (s *Stager) fetchGroups(groups [][]span, arrived func(i int)) time.Duration {
 	var bytes int64
 	var reads uint64
-	missing := make([][]span, len(groups))
-	for i, g := range groups {
-		for _, sp := range g {
-			if miss := s.missing(sp); miss > 0 {
-				missing[i] = append(missing[i], sp)
-				bytes += miss
-				reads++
-			}
+	var missing []span
+	for _, sp := range spans {
+		if miss := s.missing(sp); miss > 0 {
+			missing = append(missing, sp)
+			bytes += miss
+			reads++
 		}
 	}
 	if reads == 0 {
-		for i := range groups {
-			if arrived != nil {
-				arrived(i)
-			}
-		}
 		return 0
 	}
 	start := time.Now()
-	for _, g := range missing {
-		for _, sp := range g {
-			_ = madviseWillNeed(s.view(sp))
-		}
+	for _, sp := range missing {
+		_ = madviseWillNeed(s.view(sp))
 	}
 	var x byte
-	for i, g := range missing {
-		for _, sp := range g {
-			v := s.view(sp)
-			for off := 0; off < len(v); off += page {
-				x += v[off]
-			}
-		}
-		if arrived != nil {
-			arrived(i)
+	for _, sp := range missing {
+		v := s.view(sp)
+		for off := 0; off < len(v); off += page {
+			x += v[off]
 		}
 	}
 	touchSink.Add(uint32(x))

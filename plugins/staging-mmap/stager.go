@@ -13,13 +13,10 @@ import (
 
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/cache"
+	"github.com/k3-inference/k3/core/plugin/readq"
 )
 
 const page = 4096
-
-// prefetchers is the number of goroutines serving hints; each has a hint's
-// reads in flight at once, so two keep the device busy between hints.
-const prefetchers = 2
 
 func pageDown(n int64) int64 { return n &^ (page - 1) }
 func pageUp(n int64) int64   { return (n + page - 1) &^ (page - 1) }
@@ -49,8 +46,9 @@ type Stager struct {
 	locked   string // mlock outcome for the mode line
 
 	mu       sync.Mutex
-	unpinned *sync.Cond // signalled when a prefetch drops its pin
-	inflight int        // entries pinned by a prefetch in progress
+	unpinned *sync.Cond  // signalled when a prefetch drops its pin
+	inflight int         // entries pinned by a prefetch in progress
+	holds    cache.Holds // hint-read units pinned until the model reaches their layer
 	cache    *cache.Cache
 	pins     map[uint64][]*cache.Entry
 	// loading holds the units a prefetch is reading, closed when read:
@@ -59,14 +57,9 @@ type Stager struct {
 	loading map[cache.Key]chan struct{}
 	stats   plugin.Stats
 
-	current, spec chan hint // hints; speculative ones wait behind current ones
-	done          chan struct{}
-	// pos is where the model is: the pass (bumped when a current hint
-	// goes back to an earlier layer: the next token or batch) and the
-	// layer of the last current hint; guessed[l] the position of layer
-	// l's latest guess. Hints that fall behind them are not read (stale).
-	pos     hintPos
-	guessed map[int]hintPos
+	queue   *readq.Queue // hinted units to read
+	work    *sync.Cond   // signals workers: queue not empty or closing
+	closing bool
 	wg      sync.WaitGroup
 }
 
@@ -80,10 +73,11 @@ type options struct {
 	halfLife float64
 	mlock    bool
 	evict    string // "dontneed" (drop from the page cache) or "cold" (MADV_COLD: let reclaim take it first)
+	workers  int    // goroutines reading hinted units, one unit each at a time
 }
 
 func parseOptions(m map[string]string) (options, error) {
-	o := options{policy: "lfru", halfLife: 8, evict: "dontneed"}
+	o := options{policy: "lfru", halfLife: 8, evict: "dontneed", workers: 4}
 	for k, v := range m {
 		var err error
 		switch k {
@@ -98,7 +92,12 @@ func parseOptions(m map[string]string) (options, error) {
 				err = errors.New("not dontneed or cold")
 			}
 			o.evict = v
-		case "direct_io", "io_workers", "prefetch_depth":
+		case "io_workers":
+			o.workers, err = strconv.Atoi(v)
+			if err == nil && (o.workers < 1 || o.workers > 256) {
+				err = errors.New("out of range 1..256")
+			}
+		case "direct_io", "prefetch_depth":
 			// Settings of other stagers, accepted so one profile section
 			// serves both; the page cache has no use for them.
 		default:
@@ -186,11 +185,10 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 	}
 	s.fetchAll(s.resident)
 	s.lockResident()
-	s.current, s.spec, s.done = make(chan hint, 256), make(chan hint, 256), make(chan struct{})
-	s.guessed = map[int]hintPos{}
-	for range prefetchers {
+	s.queue, s.work = readq.New(), sync.NewCond(&s.mu)
+	for range opt.workers {
 		s.wg.Add(1)
-		go s.prefetcher()
+		go s.worker()
 	}
 	regions := make([]plugin.Region, len(req.Shards))
 	for i, p := range req.Shards {
@@ -243,8 +241,8 @@ func (s *Stager) lockResident() {
 }
 
 func (s *Stager) mode() string {
-	return fmt.Sprintf("mmap policy=%s evict=%s mlock=%s unit=%dKiB resident=%dMiB",
-		s.opt.policy, s.opt.evict, s.locked, s.unitSize>>10, s.resBytes>>20)
+	return fmt.Sprintf("mmap workers=%d policy=%s evict=%s mlock=%s unit=%dKiB resident=%dMiB",
+		s.opt.workers, s.opt.policy, s.opt.evict, s.locked, s.unitSize>>10, s.resBytes>>20)
 }
 
 // Stats reports counters; ResidentBytes is what mincore says the page
@@ -268,10 +266,13 @@ func (s *Stager) Stats(context.Context) (*plugin.Stats, error) {
 
 // Close unmaps the shards. It leaves the page cache as it is.
 func (s *Stager) Close(context.Context) error {
-	if s.done != nil {
-		close(s.done)
+	if s.work != nil {
+		s.mu.Lock()
+		s.closing = true
+		s.work.Broadcast()
+		s.mu.Unlock()
 		s.wg.Wait()
-		s.done = nil
+		s.work = nil
 	}
 	var err error
 	for _, m := range s.maps {

@@ -8,32 +8,15 @@ import (
 
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/cache"
+	"github.com/k3-inference/k3/core/plugin/readq"
 )
 
-// Priorities of queued reads: what a blocked Acquire needs, then experts of
-// layers already routed, then guesses.
-const (
-	prioDemand = iota
-	prioCurrent
-	prioSpeculative
-)
-
-// job is one unit to read. Demand jobs come with their entry already in
-// the cache; hint jobs get one when a worker picks them up, if there is room.
-type job struct {
-	key   cache.Key
-	entry *cache.Entry
-}
-
-// Hint queues reads for experts of a layer.
+// Hint queues reads for experts of a layer (readq: current hints before
+// guesses, stale ones dropped).
 func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	n, ok := s.lay.experts[req.Layer]
 	if !ok {
 		return fmt.Errorf("staging-pread: hint: layer %d has no routed tensors", req.Layer)
-	}
-	prio := prioCurrent
-	if req.Speculative {
-		prio = prioSpeculative
 	}
 	for _, e := range req.Experts {
 		if e < 0 || e >= n {
@@ -42,56 +25,12 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.dropStale(req.Layer, req.Experts, req.Speculative)
-	for _, e := range req.Experts {
-		k := cache.Key{Layer: int32(req.Layer), Expert: int32(e)}
-		if _, ok := s.cache.Peek(k); ok {
-			continue
-		}
-		if q, ok := s.queued[k]; ok && q <= prio {
-			continue
-		}
-		s.queued[k] = prio
-		s.queue[prio] = append(s.queue[prio], job{key: k})
-	}
+	s.queue.Hint(req.Layer, req.Experts, req.Speculative, func(k cache.Key) bool {
+		_, ok := s.cache.Peek(k)
+		return ok
+	})
 	s.work.Broadcast()
 	return nil
-}
-
-// dropStale forgets queued hint reads that a hint of layer shows to be of
-// no use. A current hint: guesses for its layer it did not choose, and
-// any hint for an earlier layer (the model is past it). A speculative
-// one: the layer's earlier guesses it does not repeat (the model guesses
-// a layer again, from fresher state, as it comes nearer). Read anyway,
-// they would take bandwidth from the reads the model waits for and evict
-// cached experts to make room; when the model needs them it hints them
-// again. Guesses for later layers stay. A layer the model hints in parts
-// drops its other parts' guesses too; they come back as the current hints
-// of those parts. The caller holds s.mu.
-func (s *Stager) dropStale(layer int, chosen []int, speculative bool) {
-	keep := make(map[int32]bool, len(chosen))
-	for _, e := range chosen {
-		keep[int32(e)] = true
-	}
-	for _, p := range []int{prioCurrent, prioSpeculative} {
-		q := s.queue[p][:0]
-		for _, j := range s.queue[p] {
-			l := int(j.key.Layer)
-			stale := p == prioSpeculative && l == layer && !keep[j.key.Expert]
-			if !speculative && l < layer {
-				stale = true
-			}
-			if !stale || j.entry != nil {
-				q = append(q, j)
-				continue
-			}
-			if s.queued[j.key] == p {
-				delete(s.queued, j.key)
-			}
-		}
-		clear(s.queue[p][len(q):])
-		s.queue[p] = q
-	}
 }
 
 // insert makes room for k and gives it a slot, pinned for its read. The
@@ -116,13 +55,13 @@ func (s *Stager) insert(k cache.Key) (*cache.Entry, error) {
 func (s *Stager) worker() {
 	defer s.wg.Done()
 	for {
-		j, ok := s.next()
+		j, hinted, ok := s.next()
 		if !ok {
 			return
 		}
-		u := j.entry.Value.(*unit)
+		u := j.Entry.Value.(*unit)
 		var err error
-		for _, p := range s.lay.unitParts(s.req, int(j.key.Layer), int(j.key.Expert), s.slotBase(j.entry.Slot)) {
+		for _, p := range s.lay.unitParts(s.req, int(j.Key.Layer), int(j.Key.Expert), s.slotBase(j.Entry.Slot)) {
 			if err = s.read(p); err != nil {
 				break
 			}
@@ -130,11 +69,18 @@ func (s *Stager) worker() {
 		s.mu.Lock()
 		u.err = err
 		close(u.done)
-		j.entry.Pins--
 		s.inflight--
-		if err != nil {
-			s.cache.Remove(j.key)
-			s.free = append(s.free, j.entry.Slot)
+		switch {
+		case err != nil:
+			j.Entry.Pins--
+			s.cache.Remove(j.Key)
+			s.free = append(s.free, j.Entry.Slot)
+		case hinted:
+			// The read's pin stays until the model reaches the layer
+			// (cache.Holds): else the next insertion evicts it first.
+			s.holds.Add(j.Entry)
+		default:
+			j.Entry.Pins--
 		}
 		s.loaded.Broadcast()
 		s.mu.Unlock()
@@ -142,39 +88,31 @@ func (s *Stager) worker() {
 }
 
 // next pops the most urgent job that still needs a read, giving hint jobs
-// a slot. It returns false when the stager is closing.
-func (s *Stager) next() (job, bool) {
+// a slot; hinted says it is a hint's. It returns false when the stager is
+// closing.
+func (s *Stager) next() (j readq.Job, hinted, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
-		for !s.closing && len(s.queue[0])+len(s.queue[1])+len(s.queue[2]) == 0 {
+		for !s.closing && s.queue.Len() == 0 {
 			s.work.Wait()
 		}
 		if s.closing {
-			return job{}, false
+			return readq.Job{}, false, false
 		}
-		for p := range s.queue {
-			if len(s.queue[p]) == 0 {
-				continue
-			}
-			j := s.queue[p][0]
-			s.queue[p] = s.queue[p][1:]
-			if j.entry != nil {
-				return j, true
-			}
-			if q, ok := s.queued[j.key]; ok && q == p {
-				delete(s.queued, j.key)
-			}
-			if _, ok := s.cache.Peek(j.key); ok {
-				break // already resident or being read
-			}
-			e, err := s.insert(j.key)
-			if err != nil {
-				break // no unpinned slot: drop the prefetch
-			}
-			j.entry = e
-			return j, true
+		j, _, _ = s.queue.Pop()
+		if j.Entry != nil {
+			return j, false, true
 		}
+		if _, ok := s.cache.Peek(j.Key); ok {
+			continue // already resident or being read
+		}
+		e, err := s.insert(j.Key)
+		if err != nil {
+			continue // no unpinned slot: drop the prefetch
+		}
+		j.Entry = e
+		return j, true, true
 	}
 }
 
@@ -220,6 +158,9 @@ func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plug
 		resp.Locations[i] = plugin.Location{Offset: s.slotBase(e.Slot) + s.lay.partOff[sl.Tensor] + off - alignDown(off), Size: t.ExpertSize}
 	}
 	s.pins[req.Step] = append(s.pins[req.Step], pinned...)
+	if layer := s.req.RoutedLayer(req.Slices); layer >= 0 && s.holds.Reached(layer) {
+		s.loaded.Broadcast()
+	}
 	s.mu.Unlock()
 
 	if err := s.wait(ctx, waits); err != nil {
@@ -243,9 +184,12 @@ func (s *Stager) lookup(k cache.Key) (*cache.Entry, error) {
 		}
 		e, err := s.insert(k)
 		if err == nil {
-			s.queue[prioDemand] = append(s.queue[prioDemand], job{key: k, entry: e})
+			s.queue.Demand(readq.Job{Key: k, Entry: e})
 			s.work.Signal()
 			return e, nil
+		}
+		if errors.Is(err, cache.ErrFull) && s.holds.ReleaseAll() {
+			continue
 		}
 		if !errors.Is(err, cache.ErrFull) || s.inflight == 0 || s.closing {
 			return nil, fmt.Errorf("%w (budget %d bytes: %d expert slots of %d bytes)", err, s.req.Budget, s.slots, s.lay.slotSize)

@@ -13,6 +13,7 @@ import (
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/cache"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
+	"github.com/k3-inference/k3/core/plugin/readq"
 )
 
 // readRecorder makes the stager's reads note which unit they read and
@@ -61,7 +62,7 @@ func recordReads(t *testing.T, s *Stager, m *plugintest.Model) *readRecorder {
 func (r *readRecorder) reads(s *Stager) []cache.Key {
 	for idle := false; !idle; time.Sleep(time.Millisecond) {
 		s.mu.Lock()
-		idle = s.inflight == 0 && len(s.queue[0])+len(s.queue[1])+len(s.queue[2]) == 0
+		idle = s.inflight == 0 && s.queue.Len() == 0
 		s.mu.Unlock()
 	}
 	r.mu.Lock()
@@ -100,7 +101,7 @@ func TestReadOrder(t *testing.T) {
 	}()
 	for queued := 0; queued == 0; time.Sleep(time.Millisecond) {
 		s.mu.Lock()
-		queued = len(s.queue[prioDemand])
+		queued = s.queue.LenPrio(readq.Demand)
 		s.mu.Unlock()
 	}
 	close(r.release)
@@ -146,11 +147,14 @@ func TestHintDropsStale(t *testing.T) {
 		t.Errorf("reads (-want +got):\n%s", diff)
 	}
 	s.mu.Lock()
-	left := len(s.queued)
-	s.mu.Unlock()
-	if left != 0 {
-		t.Errorf("%d units still marked queued", left)
+	for l := range int32(3) {
+		for e := range int32(8) {
+			if s.queue.Queued(key(l, e)) {
+				t.Errorf("L%d/E%d still marked queued", l, e)
+			}
+		}
 	}
+	s.mu.Unlock()
 	// A dropped guess can be hinted again and is then read.
 	hint(1, []int{0}, true)
 	if got := r.reads(s); got[len(got)-1] != key(1, 0) {
@@ -162,4 +166,15 @@ func sameFile(a, b string) bool {
 	sa, err1 := os.Stat(a)
 	sb, err2 := os.Stat(b)
 	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+func TestHolds(t *testing.T) {
+	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
+	budget, _ := Footprint(&m.Req, 4)
+	s := New()
+	plugintest.CheckHolds(t, s, m, budget, map[string]string{"io_workers": "2"}, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inflight == 0 && s.queue.Len() == 0
+	})
 }

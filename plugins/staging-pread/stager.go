@@ -13,6 +13,7 @@ import (
 
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/cache"
+	"github.com/k3-inference/k3/core/plugin/readq"
 )
 
 // Stager keeps always-needed weights and a budgeted cache of routed experts
@@ -32,11 +33,11 @@ type Stager struct {
 	cache    *cache.Cache
 	free     []int                     // unused slot indexes
 	pins     map[uint64][]*cache.Entry // by step
-	queue    [3][]job                  // by priority: demand, current hint, speculative hint
-	queued   map[cache.Key]int         // lowest priority index a key is queued at
+	queue    *readq.Queue              // reads to do: demand, current hints, guesses
 	work     *sync.Cond                // signals workers: queue not empty or closing
 	loaded   *sync.Cond                // signals waiters: a load finished, pins may have dropped
 	inflight int                       // entries pinned only by their read
+	holds    cache.Holds               // hint-read units pinned until the model reaches their layer
 	closing  bool
 	closed   chan struct{} // closed by Close, to wake blocked Acquires
 	wg       sync.WaitGroup
@@ -85,7 +86,7 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 	if err != nil {
 		return nil, fmt.Errorf("staging-pread: %w", err)
 	}
-	*s = Stager{req: req, opt: opt, lay: lay, rd: rd, slots: slots, pins: map[uint64][]*cache.Entry{}, queued: map[cache.Key]int{}}
+	*s = Stager{req: req, opt: opt, lay: lay, rd: rd, slots: slots, pins: map[uint64][]*cache.Entry{}, queue: readq.New()}
 	s.work, s.loaded = sync.NewCond(&s.mu), sync.NewCond(&s.mu)
 	s.closed = make(chan struct{})
 	s.cache = cache.New(int64(slots)*lay.slotSize, policy)

@@ -17,6 +17,7 @@ KEEP=${KEEP:-0}               # 1: keep the model file afterwards
 # Runs of k3 eval, each STAGER:KERNELS:KERNELS_MODE[:nolookahead]. The
 # reference kernels are the core's Go ops on the core's own views; the
 # avx512 kernels plugin maps the weights itself.
+DEPTH=${DEPTH:-}              # --prefetch-depth for every k3 run (default: the auto profile's)
 RUNS=${RUNS-"pread:auto:inprocess pread:auto:process pread:auto:inprocess:nolookahead mmap:reference:inprocess mmap:auto:process"}
 LLAMA=${LLAMA:-1}             # 0: skip llama.cpp
 # llama.cpp variants: default (weights of some types repacked into anonymous
@@ -108,6 +109,10 @@ for r in $RUNS; do
 	if [ "$la" = nolookahead ]; then
 		extra=(--lookahead false)
 		name+="-nolookahead"
+	fi
+	if [ -n "$DEPTH" ]; then
+		extra+=(--prefetch-depth "$DEPTH")
+		name+="-depth$DEPTH"
 	fi
 	K3_KERNELS__NAME=$kn K3_KERNELS__MODE=$km incg "$name" "$K3" eval -m "$MODEL" --tokens "$PROMPT" -n "$N" -t "$THREADS" \
 		--profile auto --stager "$s" --stager-mode process --memory-budget "$BUDGET" --io-workers 4 "${extra[@]}"

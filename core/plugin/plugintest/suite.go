@@ -170,3 +170,55 @@ func MustEqual(t *testing.T, what string, a, b []byte) {
 		t.Logf("%s: identical (%x)", what, a[:6])
 	}
 }
+
+// CheckHolds: units hint reads bring in stay until the model reaches their
+// layer, however many guesses follow. budget must hold four units (a
+// stager may fit a fifth). Layer 1's current hint and two guesses for
+// layer 2 fill the cache; four guesses for layer 3 follow; the Acquires
+// of layers 1 and 2 must then read nothing (without the holds the guesses
+// evict the fresh units, which have the fewest accesses). idle reports
+// that the stager has no read queued or in flight.
+func CheckHolds(t *testing.T, st plugin.Stager, m *Model, budget int64, opts map[string]string, idle func() bool) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.Open(ctx, m.Request(budget, t.TempDir(), opts)); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	read := func() int64 {
+		s, err := st.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.BytesRead
+	}
+	hint := func(layer int, spec bool, experts ...int) {
+		if err := st.Hint(ctx, &plugin.HintRequest{Layer: layer, Experts: experts, Speculative: spec}); err != nil {
+			t.Fatal(err)
+		}
+		for !idle() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	hint(1, false, 0, 1)
+	hint(2, true, 2, 3)
+	hint(3, true, 4, 5, 6, 7)
+	before := read()
+	for step, layer := range []int{1, 2} {
+		var slices []plugin.Slice
+		for _, e := range []int{2 * step, 2*step + 1} {
+			for _, id := range m.Routed(layer) {
+				slices = append(slices, plugin.Slice{Tensor: id, Expert: e})
+			}
+		}
+		if _, err := st.Acquire(ctx, &plugin.AcquireRequest{Step: uint64(step + 1), Slices: slices}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Release(ctx, &plugin.ReleaseRequest{Step: uint64(step + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if more := read() - before; more != 0 {
+		t.Errorf("the Acquires of hinted units read %d bytes: guesses evicted them", more)
+	}
+}
