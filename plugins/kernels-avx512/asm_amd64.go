@@ -29,6 +29,10 @@ type cpuCaps struct {
 	// one GFNI affine map per vector (q2l*); a VNNI CPU without GFNI
 	// (Cascade Lake) keeps the shift-and-merge ones, which are as exact.
 	gfni bool
+	// halfWidth: the core runs 512-bit operations as two 256-bit halves
+	// (Zen 4). Elsewhere the 256-bit level keeps the 512-bit exact float
+	// kernels, which are faster there (measured, see preferred).
+	halfWidth bool
 }
 
 var cpu = detect()
@@ -41,21 +45,28 @@ func detect() cpuCaps {
 	c.vbmiQ3 = c.vbmi && cpuid.CPU.Supports(cpuid.GFNI)
 	c.vbmiGFNI = cpuid.CPU.Supports(cpuid.AVX512VBMI, cpuid.GFNI)
 	c.gfni = cpuid.CPU.Supports(cpuid.GFNI)
+	c.halfWidth = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family < 0x1a
 	return c
 }
 
 // cascadeLake is a CPU with AVX-512 and VNNI but neither VBMI nor GFNI.
 var cascadeLake = cpuCaps{avx512: true, vnni: true}
 
-// preferred is the default level. Zen 4 executes 512-bit operations as two
-// 256-bit halves, so there the 256-bit VNNI kernels (fewer shuffles and
-// broadcasts) are the fastest (measured: BenchmarkDot); Intel cores and
-// later AMD ones have full-width units and get the 512-bit kernels.
+// preferred is the default level. The 256-bit VNNI level is the fastest
+// wherever its K-quant kernels have what they need (VBMI and GFNI: the
+// q2l, q36 and q4v kernels), measured with BenchmarkSideBySide at 1
+// thread against the 512-bit level: on Zen 4, which executes 512-bit
+// operations as two halves, and on a Sapphire Rapids-class Xeon with
+// full-width units (4096², GB/s vnni256 / vnni: Q2_K 14.9/12.8, Q3_K
+// 11.9/9.8, Q4_K 21.9/14.8, Q5_K 19.4/14.6, Q6_K 24.3/20.6; Q8_0 and the
+// 32-blocks equal) — the K-quant loops are bound by shuffles, which do
+// not get wider. Without VBMI/GFNI the 512-bit level stays the choice
+// off Zen 4.
 func preferred() string {
 	switch {
 	case !cpu.vnni:
 		return "avx512"
-	case cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family < 0x1a:
+	case cpu.vbmiQ3, cpu.halfWidth:
 		return "vnni256"
 	}
 	return "vnni"
@@ -142,6 +153,15 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			PrepFastF16: prepFastF16AVX512,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
+		// The exact float kernels: 256-bit ones on Zen 4; elsewhere the
+		// 512-bit ones (on the Xeon, 4096² GB/s 512/256-bit: F32
+		// 23.6/21.6, F16 13.7/11.2, BF16 14.0/11.5).
+		f32y, f16y, bf16y := dotF32VNNI256, dotF16VNNI256, dotBF16VNNI256
+		f32sy, f16sy, bf16sy := dotSeqF32VNNI256, dotSeqF16VNNI256, dotSeqBF16VNNI256
+		if !c.halfWidth {
+			f32y, f16y, bf16y = dotF32VNNI, dotF16VNNI, dotBF16VNNI
+			f32sy, f16sy, bf16sy = dotSeqF32VNNI, dotSeqF16VNNI, dotSeqBF16VNNI
+		}
 		k.Add("vnni256", kernelkit.Funcs{
 			Q2K: q2y, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
 			Q2Kx4: q2x4y, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,
@@ -149,8 +169,8 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			Q4Kx4P: m4y, Q5Kx4P: m5y, PrepQ45: q4mmPrepQ8KVNNI256,
 			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,
 			Q8_0r8: dotQ8_0r8VNNI256, Q4_0r8: dotQ4_0r8VNNI256, Q5_0r8: dotQ5_0r8VNNI256, MXFP4r8: dotMXFP4r8VNNI256,
-			F32: dotF32VNNI256, F16: dotF16VNNI256, BF16: dotBF16VNNI256, FloatRows: 4,
-			F32Seq: dotSeqF32VNNI256, F16Seq: dotSeqF16VNNI256, BF16Seq: dotSeqBF16VNNI256,
+			F32: f32y, F16: f16y, BF16: bf16y, FloatRows: 4,
+			F32Seq: f32sy, F16Seq: f16sy, BF16Seq: bf16sy,
 			// The fast float kernels are the 512-bit ones (the same
 			// order, so the same bits; asmgen emits no 256-bit EVEX
 			// ones): on Zen 4 they stream F16/BF16 rows 5-15% faster
