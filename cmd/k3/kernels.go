@@ -27,7 +27,7 @@ func addKernelsFlags(fs *flag.FlagSet) *kernelsFlags {
 		name:  fs.String("kernels", "", "compute kernels: auto, avx512, avx2 or reference (default: the profile's; reference without a profile)"),
 		mode:  fs.String("kernels-mode", "", "process (a 'k3 plugin kernels-NAME' subprocess) or inprocess (default: the profile's, else process)"),
 		path:  fs.String("kernels-path", "", "an external kernels plugin binary"),
-		float: fs.String("kernels-float", "", "F16/BF16 arithmetic of the SIMD kernels: exact (the reference's bits) or fast (float32 lanes, ~2x on F16/BF16 matrices) (default: the profile's, else exact)"),
+		float: fs.String("kernels-float", "", "F32/F16/BF16 arithmetic of the SIMD kernels: exact (the reference's bits) or fast (float32 lanes: ~2x on F16/BF16 matrices, ~1.1-1.3x on F32) (default: the profile's, else exact)"),
 	}
 }
 

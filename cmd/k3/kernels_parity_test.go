@@ -39,7 +39,7 @@ func TestKernelsParity(t *testing.T) {
 		shape func(*synth.Config)
 	}{
 		{synth.TypeQ2_K, nil}, {synth.TypeQ2_K, k3heads}, {synth.TypeQ4_K_M, nil}, {synth.TypeQ4_K_M, k3heads},
-		{synth.TypeQ8_0, nil}, {synth.TypeF16, nil},
+		{synth.TypeQ8_0, nil}, {synth.TypeF16, nil}, {synth.TypeF32, nil},
 	} {
 		name := tc.typ.String()
 		if tc.shape != nil {
@@ -98,14 +98,14 @@ func TestKernelsParity(t *testing.T) {
 					}
 				}
 			}
-			if tc.typ == synth.TypeF16 {
+			if tc.typ == synth.TypeF16 || tc.typ == synth.TypeF32 {
 				fastParity(t, path, names, want, llama, n)
 			}
 		})
 	}
 }
 
-// fastParity runs kernels.float fast (F16/BF16 weights summed in float32
+// fastParity runs kernels.float fast (F32/F16/BF16 weights summed in float32
 // lanes, kernelkit/fastfloat.go) on every level: its logits are one set of
 // bits on all of them (the fast order is fixed), not the exact ones (the
 // mode reached the products) but within 1e-3 relative of them, and its
@@ -121,7 +121,7 @@ func fastParity(t *testing.T, path string, names []string, exact kernelsRun, lla
 			b := openKernelsBackend(t, k, env...)
 			got := runKernels(t, path, b, n, nil)
 			if bitsEqual(exact.logits, got.logits) {
-				t.Errorf("%s (%s): float fast gave the exact logits bit for bit: the mode did not reach the F16 products", label, b.Name())
+				t.Errorf("%s (%s): float fast gave the exact logits bit for bit: the mode did not reach the float products", label, b.Name())
 			}
 			if d := maxRelDiff(exact.logits, got.logits); d > 1e-3 {
 				t.Errorf("%s (%s): logits %.3g from the exact ones", label, b.Name(), d)

@@ -75,7 +75,7 @@ type KernelsOptions struct {
 	// ScratchSize is the arena memory one forward pass may take for its
 	// buffers (default 256 MiB); beyond it buffers are copied in and out.
 	ScratchSize int64
-	// FastFloat lets the plugin run F16/BF16 weights in float mode fast
+	// FastFloat lets the plugin run F32/F16/BF16 weights in float mode fast
 	// (plugin.OpFastFloat; OpenKernels sets it from kernels.float).
 	FastFloat bool
 }

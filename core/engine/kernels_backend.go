@@ -27,7 +27,7 @@ type PluginKernels struct {
 	scratch    int64
 	types      map[quant.Type]bool
 	files      fileMaps
-	fastFloat  bool // plugin.OpFastFloat on F16/BF16 products
+	fastFloat  bool // plugin.OpFastFloat on F32/F16/BF16 products
 
 	warnScratch sync.Once
 
@@ -193,7 +193,7 @@ func (b *batch) add(op *ops.MatMulOp) (plugin.Op, bool, error) {
 		// eviction.
 		flags |= plugin.OpTransient
 	}
-	if b.k.fastFloat && (w.Type == quant.F16 || w.Type == quant.BF16) {
+	if b.k.fastFloat && (w.Type == quant.F32 || w.Type == quant.F16 || w.Type == quant.BF16) {
 		flags |= plugin.OpFastFloat
 	}
 	if flags != 0 {

@@ -55,10 +55,11 @@ type ExecuteRequest struct {
 // routed expert staged for this step only), so the plugin drops them from
 // its mappings after the batch (plugin.Views.Forget for shard regions) — a
 // page still mapped by the plugin cannot leave the page cache when the
-// stager evicts it. OpFastFloat allows float mode fast for F16 and BF16
-// weights (kernelkit's fastfloat.go: float32 sums flushed to float64
+// stager evicts it. OpFastFloat allows float mode fast for F32, F16 and
+// BF16 weights (kernelkit's fastfloat.go: float32 sums flushed to float64
 // every 64 elements, within 2^-21·Σ|products| of the exact result, the
-// same bits on every level). 0 or absent: keep the weights mapped, exact
+// same bits on every level; a plugin built before F32 had a fast mode
+// keeps F32 exact). 0 or absent: keep the weights mapped, exact
 // results. A plugin that reads only Ints[0] computes exact results and
 // keeps the pages mapped (the kernelkit plugins built before the flags
 // existed rejected any second value).

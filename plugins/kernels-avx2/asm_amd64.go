@@ -24,7 +24,7 @@ func init() {
 		Q8_0r8: dotQ8_0r8AVX2, Q4_0r8: dotQ4_0r8AVX2, Q5_0r8: dotQ5_0r8AVX2, MXFP4r8: dotMXFP4r8AVX2,
 		F32: dotF32AVX2, F16: dotF16AVX2, BF16: dotBF16AVX2, FloatRows: 1,
 		F32Seq: dotSeqF32AVX2, F16Seq: dotSeqF16AVX2, BF16Seq: dotSeqBF16AVX2,
-		FastF16: dotFastF16AVX2, FastBF16: dotFastBF16AVX2, FastRows: 1,
+		FastF32: dotFastF32AVX2, FastF16: dotFastF16AVX2, FastBF16: dotFastBF16AVX2, FastRows: 1,
 		PrepFastF16: prepFastF16AVX2,
 		QuantizeQ8K: quantizeQ8KAVX2,
 	})

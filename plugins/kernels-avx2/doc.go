@@ -19,7 +19,7 @@
 //     weight block once for four activation rows. Both hand out chunks of
 //     whole 64-byte output lines to persistent workers (core/parallel).
 //   - Levels, Level and SetLevel name and switch the instruction-set path;
-//     SetFloatMode and FloatMode the F16/BF16 arithmetic (exact or fast).
+//     SetFloatMode and FloatMode the F32/F16/BF16 arithmetic (exact or fast).
 //
 // Results are quant.VecDot's bit for bit — which is ggml's scalar code, so
 // every level, the reference and llama.cpp's reference CPU build compute
@@ -31,7 +31,7 @@
 // and prove the float32 rounding is the reference's, or run the
 // reference's sequential sum when it might not be (kernelkit/exactfloat.go).
 // Float mode fast (SetFloatMode, a profile's kernels.float, the plugin's
-// OpFastFloat flag) trades that for speed on F16 and BF16 weights only: a
+// OpFastFloat flag) trades that for speed on F32, F16 and BF16 weights only: a
 // fixed float32-lane order, the same bits on every level, within 2^-21 of
 // Σ|products| of the reference (kernelkit/fastfloat.go). One precondition: Q8_0·Q8_0
 // uses ggml's sign trick, exact for activation bytes in [-127, 127], which

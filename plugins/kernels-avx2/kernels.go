@@ -30,7 +30,7 @@ func Level() string { return kit.Level() }
 // SetLevel switches every kernel to the named path; not while kernels run.
 func SetLevel(name string) error { return kit.SetLevel(name) }
 
-// SetFloatMode selects the F16/BF16 arithmetic: "exact" (the default, the
+// SetFloatMode selects the F32/F16/BF16 arithmetic: "exact" (the default, the
 // reference's bits) or "fast" (kernelkit's fastfloat.go); not while
 // kernels run. The plugin selects it per product (plugin.OpFastFloat).
 func SetFloatMode(mode string) error { return kit.SetFloatMode(mode) }

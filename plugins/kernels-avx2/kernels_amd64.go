@@ -113,6 +113,9 @@ func dotSeqF16AVX2(w *byte, a *byte, n int) float64
 func dotSeqBF16AVX2(w *byte, a *byte, n int) float64
 
 //go:noescape
+func dotFastF32AVX2(w *byte, wstride int, a *byte, n int, rows int, out *float64)
+
+//go:noescape
 func dotFastF16AVX2(w *byte, wstride int, a *byte, n int, rows int, out *float64)
 
 //go:noescape

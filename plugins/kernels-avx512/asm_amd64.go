@@ -96,7 +96,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 		Q8_0r8: dotQ8_0r8AVX512, Q4_0r8: dotQ4_0r8AVX512, Q5_0r8: dotQ5_0r8AVX512, MXFP4r8: dotMXFP4r8AVX512,
 		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512, FloatRows: 4,
 		F32Seq: dotSeqF32AVX512, F16Seq: dotSeqF16AVX512, BF16Seq: dotSeqBF16AVX512,
-		FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
+		FastF32: dotFastF32AVX512, FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
 		PrepFastF16: prepFastF16AVX512,
 		QuantizeQ8K: quantizeQ8KAVX512,
 	})
@@ -149,7 +149,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			Q8_0r8: dotQ8_0r8VNNI, Q4_0r8: dotQ4_0r8VNNI, Q5_0r8: dotQ5_0r8VNNI, MXFP4r8: dotMXFP4r8VNNI,
 			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatRows: 4,
 			F32Seq: dotSeqF32VNNI, F16Seq: dotSeqF16VNNI, BF16Seq: dotSeqBF16VNNI,
-			FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
+			FastF32: dotFastF32AVX512, FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
 			PrepFastF16: prepFastF16AVX512,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})
@@ -175,7 +175,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			// order, so the same bits; asmgen emits no 256-bit EVEX
 			// ones): on Zen 4 they stream F16/BF16 rows 5-15% faster
 			// than 256-bit ones did.
-			FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
+			FastF32: dotFastF32AVX512, FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
 			PrepFastF16: prepFastF16AVX512,
 			QuantizeQ8K: quantizeQ8KAVX512,
 		})

@@ -107,6 +107,9 @@ func dotSeqF16AVX512(w *byte, a *byte, n int) float64
 func dotSeqBF16AVX512(w *byte, a *byte, n int) float64
 
 //go:noescape
+func dotFastF32AVX512(w *byte, wstride int, a *byte, n int, rows int, out *float64)
+
+//go:noescape
 func dotFastF16AVX512(w *byte, wstride int, a *byte, n int, rows int, out *float64)
 
 //go:noescape

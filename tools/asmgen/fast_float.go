@@ -6,17 +6,19 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The fast F16 and BF16 dot products: the kernels' float mode "fast"
+// The fast F32, F16 and BF16 dot products: the kernels' float mode "fast"
 // (kernelkit/fastfloat.go), opted into where a model's half-precision
 // matrices matter more than bit-identity with the reference. They keep
-// the exact kernels' products (exact in float32) but add them in float32,
+// the exact kernels' products (F16, BF16: exact in float32; F32: the
+// first of a lane's four rounded to float32 as the reference's are, the
+// other three fused into the lane's add) but add them in float32,
 // as ggml's own SIMD code does, only 4 deep: 16 float32 lanes, lane j
 // taking one product of each 16 elements, are flushed into 16 float64
 // lanes every 64 elements. The order is fixed — the same on every level
 // and in kernelkit's Go reference (fastSum), bit for bit:
 //
-//   - F16: in each 64 elements, lane j takes elements j, 16+j, 32+j,
-//     48+j (VCVTPH2PS order);
+//   - F16 and F32: in each 64 elements, lane j takes elements j, 16+j,
+//     32+j, 48+j (VCVTPH2PS order; F32's floats as they lie);
 //   - BF16: in each 64, lane j takes elements 2j, 2j+1, 32+2j, 33+2j (a
 //     dword holds an even and an odd element: shifted up 16 and masked,
 //     they are float32s);
@@ -27,8 +29,10 @@ import (
 //     +2, +1 (hsum64's tree on 8 lanes after one add of the halves).
 //
 // Error against the reference: three float32 roundings a lane per 64
-// elements, each at most 2^-24 of that lane's Σ|products| (kernelkit's
-// tests bound |fast - exact| by 2^-21·Σ|p| + the final rounding).
+// elements, each at most 2^-24 of that lane's Σ|products| (F32: those,
+// plus the reference's own rounding of each product, which the fused
+// adds skip: at most 5·2^-24·Σ|p| to first order; kernelkit's tests bound
+// |fast - exact| by 2^-21·Σ|p| + the final rounding).
 //
 // (Flushing every 128 elements instead runs 15-20% faster from L3 but
 // 15-20% slower from DRAM on one Zen 4 thread, 4096 columns: measured.)
@@ -50,8 +54,8 @@ func (t *target) fastUnroll() int {
 // floatRows: AVX-512 shares each activation load among four rows; one row
 // alone measured 15% slower from L3 and 20% slower with two threads on
 // Zen 4), wstride bytes apart, of n elements (a multiple of fastChunk)
-// times the activation row a (F16: prepared float32s; BF16: the bf16s as
-// they are); row r's float64 sum to out[r].
+// times the activation row a (F32: the float32s; F16: prepared float32s;
+// BF16: the bf16s as they are); row r's float64 sum to out[r].
 //
 // A chunk's 16 float32 lanes depend only on that chunk: the loop computes
 // U chunks' lanes at once and then adds them into the float64 lanes in
@@ -64,7 +68,8 @@ func genFastFloat(t *target, kind string) {
 	s := newRowStreams(R)
 	wps := s.wps
 	prefetch := s.prefetch
-	if R == 1 {
+	switch {
+	case R == 1:
 		// One row (AVX2): its next lines into L1, four ahead (Zen 4,
 		// BF16 one row at a time, 32768×4096: 22-25 GB/s without, 25-29
 		// with; 512 bytes and more ahead are slower). The exact kernels'
@@ -72,6 +77,21 @@ func genFastFloat(t *target, kind string) {
 		prefetch = func(_, off int) {
 			if off%64 == 0 {
 				PREFETCHT0(Mem{Base: wps[0], Disp: off + 256})
+			}
+		}
+	case kind == "F32":
+		// F32's four rows stream twice F16's bytes: each row's line
+		// 1024 bytes on into L1 as well as the next group's into L2
+		// (Sapphire Rapids-class Xeon, 1 thread, alternated in one
+		// process, GB/s against the next group's alone: 4096²
+		// 1.01-1.03x, 32768×4096 1.01-1.04x, 4096×14336 1.02-1.04x;
+		// against no prefetch: 4096² 0.97-0.98x, 32768×4096 and
+		// 4096×14336 1.07-1.09x; the line alone, 512 or 2048 bytes on,
+		// two rows or one, 128-element chunks: no better).
+		prefetch = func(r, off int) {
+			s.prefetch(r, off)
+			if off%64 == 0 {
+				PREFETCHT0(Mem{Base: wps[r], Disp: off + 1024})
 			}
 		}
 	}
@@ -114,11 +134,41 @@ func genFastFloat(t *target, kind string) {
 			VFMADD231PS(a, w, dst)
 		}
 	}
-	// chunk emits chunk u's products (weights at +u·2·fastChunk bytes)
-	// into L[·][u].
+	wsize := 2 // weight bytes an element
+	if kind == "F32" {
+		wsize = 4
+	}
+	// chunk emits chunk u's products (weights at +u·wsize·fastChunk
+	// bytes) into L[·][u].
 	chunk := func(u int) {
-		woff := u * fastChunk * 2
+		woff := u * fastChunk * wsize
 		switch kind {
+		case "F32":
+			// F16's order on float32s as they are: the weights go
+			// straight from memory into the multiplies where the
+			// activations are in a register (four rows share its load).
+			for k := range fastChunk / 16 {
+				for h := range nv {
+					am := Mem{Base: ap, Disp: 4 * (u*fastChunk + 16*k + h*lanes)}
+					var av VecVirtual
+					if R > 1 {
+						av = t.vec()
+						VMOVUPS(am, av)
+					}
+					for r := range R {
+						off := woff + 4*(16*k+h*lanes)
+						prefetch(r, off)
+						wm := Mem{Base: wps[r], Disp: off}
+						if R > 1 {
+							add(k == 0, wm, av, L[r][u][h])
+							continue
+						}
+						w := t.vec()
+						VMOVUPS(wm, w)
+						add(k == 0, am, w, L[r][u][h])
+					}
+				}
+			}
 		case "F16":
 			for k := range fastChunk / 16 {
 				for h := range nv {
@@ -184,7 +234,7 @@ func genFastFloat(t *target, kind string) {
 	}
 	advance := func(chunks int) {
 		for r := range R {
-			ADDQ(U32(chunks*fastChunk*2), wps[r])
+			ADDQ(U32(chunks*fastChunk*wsize), wps[r])
 		}
 		ADDQ(U32(chunks*fastChunk*asize), ap)
 	}

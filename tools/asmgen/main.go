@@ -82,6 +82,7 @@ func genAll(t *target) {
 	if !t.vnni {
 		// Once per plugin: no VNNI in them; the VNNI levels run the
 		// 512-bit ones.
+		genFastFloat(t, "F32")
 		genFastFloat(t, "F16")
 		genFastFloat(t, "BF16")
 		genFastPrep(t)

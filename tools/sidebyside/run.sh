@@ -78,7 +78,7 @@ if ! skip matvec; then
 			# memory bandwidth on a shared host drifts within a minute.
 			ggml=() repack=()
 			for typ in $mv_types; do
-				# f16 also selects f16-fast (float mode fast) on the k3 side.
+				# f32/f16/bf16 also select f32-fast etc. (float mode fast) on the k3 side.
 				K3_SBS=1 K3_SBS_ROWS=$rows K3_SBS_COLS=$cols K3_SBS_THREADS=$THREADS "$OUT/avx512.test" -test.run '^$' \
 					-test.bench "SideBySide/^$typ(-fast)?\$/(avx512|vnni[a-z0-9]*)/" \
 					-test.benchtime "${MATVEC_SECONDS}s" >>"$OUT/k3-matvec-$shape-avx512-$r.txt"

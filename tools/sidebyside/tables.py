@@ -48,7 +48,7 @@ def matvec(out, auto, shape):
     rows = []
     div = lambda a, b: "%.2fx" % (a / b) if a and b else "-"
     f = lambda v: "%.1f" % v if v else "-"
-    # k3's float mode fast (F16-FAST, BF16-FAST) against the same ggml type
+    # k3's float mode fast (F32-FAST, F16-FAST, BF16-FAST) against the same ggml type
     kt = [(t, t) for t in types] + [(t, t + "-FAST") for t in types if any(s == t + "-FAST" for (s, _) in best)]
     for t, name in kt:
         g, rp, k = best[(t, "ggml")], best.get((t, "repack"), [0, 0]), best.get((name, auto), [0, 0])

@@ -9,25 +9,27 @@ import (
 	"github.com/k3-inference/k3/core/quant"
 )
 
-// Float mode "fast" (SetFloatMode; a profile's kernels.float): F16 and
-// BF16 weights take the fast kernels (tools/asmgen/fast_float.go) instead
-// of the exact ones. The exact kernels return the reference's float32 bit
-// for bit, which costs a widening of every weight to float64 and leaves
-// them compute-bound at about half of ggml's speed; the fast ones add the
-// same float32 products in float32 lanes, as ggml's SIMD code does, but
-// only four deep: every 64 elements each of the 16 lanes is flushed into
-// a float64 lane. The order is fixed (fast_float.go spells it out), so the
+// Float mode "fast" (SetFloatMode; a profile's kernels.float): F32, F16
+// and BF16 weights take the fast kernels (tools/asmgen/fast_float.go)
+// instead of the exact ones. The exact kernels return the reference's
+// float32 bit for bit, which costs a widening of every weight (F32: every
+// product) to float64 and leaves F16/BF16 compute-bound at about half of
+// ggml's speed and F32 about 10-20% below it; the fast ones add the
+// float32 products in float32 lanes, as ggml's SIMD code does, but only
+// four deep: every 64 elements each of the 16 lanes is flushed into a
+// float64 lane. The order is fixed (fast_float.go spells it out), so the
 // result is the same on every level, the pure-Go one included
 // (FastFloatRef), bit for bit; it differs from the reference by at most
-// three float32 roundings a lane per 64 elements: |fast - exact| <=
-// 2^-21·Σ|products| + the final rounding (tested on 100k random rows).
-// F32 keeps its exact kernels: they already run at memory speed.
+// three float32 roundings a lane per 64 elements (F32: and the product
+// roundings the fused adds skip, at most 5·2^-24·Σ|products| to first
+// order): |fast - exact| <= 2^-21·Σ|products| + the final rounding
+// (tested on 100k random rows of each type).
 const fastChunk = 64
 
 // FloatModes are the values SetFloatMode takes.
 var FloatModes = []string{"exact", "fast"}
 
-// SetFloatMode selects the F16/BF16 arithmetic of MatVec, MatMul and Dot:
+// SetFloatMode selects the F32/F16/BF16 arithmetic of MatVec, MatMul and Dot:
 // "exact" (the default: the reference's result, bit for bit) or "fast".
 // Like SetLevel it is not safe to call with kernels running.
 func (k *Kit) SetFloatMode(mode string) error {
@@ -50,13 +52,21 @@ func (k *Kit) FloatMode() string {
 	return "exact"
 }
 
-// fastTypes are the types float mode fast changes.
-func fastType(t quant.Type) bool { return t == quant.F16 || t == quant.BF16 }
+// fastType reports whether float mode fast changes t.
+func fastType(t quant.Type) bool { return t == quant.F32 || t == quant.F16 || t == quant.BF16 }
+
+// fsize is the bytes of an element of t (F32, F16 or BF16).
+func fsize(t quant.Type) int {
+	if t == quant.F32 {
+		return 4
+	}
+	return 2
+}
 
 // fastIndex is the element of a chunk that lane j takes at step k
 // (0..fastChunk/16-1).
 func fastIndex(t quant.Type, k, j int) int {
-	if t == quant.F16 {
+	if t != quant.BF16 {
 		return 16*k + j
 	}
 	return 32*(k/2) + 2*j + k%2
@@ -96,11 +106,12 @@ func fastSum(t quant.Type, n int, wv, av func(i int) float32) float64 {
 }
 
 // FastFloatRef is the fast order on plain rows: weight row w and
-// activation row a, both n elements of t (F16 or BF16). It is the fast
-// mode's test oracle and the pure-Go level's kernel.
+// activation row a, both n elements of t (F32, F16 or BF16). It is the
+// fast mode's test oracle and the pure-Go level's kernel.
 func FastFloatRef(t quant.Type, n int, w, a []byte) float32 {
-	return float32(fastSum(t, n, func(i int) float32 { return elem(t, w[2*i:]) },
-		func(i int) float32 { return elem(t, a[2*i:]) }))
+	es := fsize(t)
+	return float32(fastSum(t, n, func(i int) float32 { return elem(t, w[es*i:]) },
+		func(i int) float32 { return elem(t, a[es*i:]) }))
 }
 
 // fma32 is x·y+z rounded once to float32. The product is exact in
@@ -127,16 +138,16 @@ func fma32(x, y, z float32) float32 {
 	return float32(s)
 }
 
-// fastKernel is a fast kernel (Funcs.FastF16, FastBF16): rows weight rows
+// fastKernel is a fast kernel (Funcs.FastF32, FastF16, FastBF16): rows weight rows
 // (a multiple of the rows it reads side by side), wstride bytes apart,
 // times one prepared activation row, n elements (a multiple of
 // fastChunk), row r's float64 sum into out[r].
 type fastKernel func(w *byte, wstride int, a *byte, n, rows int, out *float64)
 
 // fastPrep prepares activation rows for a fast kernel and runs it. A
-// prepared row is what the kernel reads: F16 activations as float32s,
-// BF16 ones as they are (the kernels split them like the weights); rows
-// 64-byte aligned, back to back.
+// prepared row is what the kernel reads: F32 activations as they are, F16
+// ones as float32s, BF16 ones as they are (the kernels split them like the
+// weights); rows 64-byte aligned, back to back.
 type fastPrep struct {
 	t     quant.Type
 	kern  fastKernel                  // nil: fastSum in Go
@@ -182,8 +193,8 @@ func (p *fastPrep) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
 	al := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
 	dst := b[al : al+size]
 	for j := range m {
-		src := a[j*arow : j*arow+2*n]
-		if p.t == quant.BF16 {
+		src := a[j*arow : j*arow+fsize(p.t)*n]
+		if p.t != quant.F16 {
 			copy(dst[j*prow:], src)
 			continue
 		}
@@ -205,7 +216,8 @@ func (p *fastPrep) dot(n int, w, pa []byte) float32 {
 	var out [maxFloatRows]float64
 	m := n &^ (fastChunk - 1)
 	if p.kern == nil || m == 0 {
-		return float32(fastSum(p.t, n, func(i int) float32 { return elem(p.t, w[2*i:]) },
+		es := fsize(p.t)
+		return float32(fastSum(p.t, n, func(i int) float32 { return elem(p.t, w[es*i:]) },
 			func(i int) float32 { return p.act(pa, i) }))
 	}
 	// A kernel reading rows side by side reads this one nrow times (from
@@ -216,8 +228,9 @@ func (p *fastPrep) dot(n int, w, pa []byte) float32 {
 
 // tail adds the elements after the kernel's m to its sum s and rounds.
 func (p *fastPrep) tail(n, m int, w, pa []byte, s float64) float32 {
+	es := fsize(p.t)
 	for i := m; i < n; i++ {
-		s += float64(elem(p.t, w[2*i:]) * p.act(pa, i))
+		s += float64(elem(p.t, w[es*i:]) * p.act(pa, i))
 	}
 	return float32(s)
 }
@@ -231,7 +244,7 @@ func (p *fastPrep) rows8(n int, w []byte, wrow int, pa []byte, out *[8]float32) 
 		}
 		return
 	}
-	_ = w[7*wrow+2*m-1] // the kernel reads this far
+	_ = w[7*wrow+fsize(p.t)*m-1] // the kernel reads this far
 	var o [8]float64
 	p.kern(&w[0], wrow, &pa[0], m, 8, &o[0])
 	for r := range out {

@@ -52,14 +52,14 @@ type Funcs struct {
 	// F32Seq, F16Seq and BF16Seq are the reference's sequential sum of n
 	// products of plain rows, n a multiple of 8: where the bound fails.
 	F32Seq, F16Seq, BF16Seq func(w, a *byte, n int) float64
-	// FastF16 and FastBF16 are float mode fast's kernels (fastfloat.go:
-	// fastKernel): rows weight rows wstride bytes apart times one
-	// activation row (F16: PrepFastF16's float32s; BF16: the bf16s as
-	// they are), n a multiple of fastChunk, row r's float64 sum into
-	// out[r]. They read FastRows rows side by side (1 if unset; a divisor
-	// of 8), and rows is a multiple of that.
-	FastF16, FastBF16 func(w *byte, wstride int, a *byte, n, rows int, out *float64)
-	FastRows          int
+	// FastF32, FastF16 and FastBF16 are float mode fast's kernels
+	// (fastfloat.go: fastKernel): rows weight rows wstride bytes apart
+	// times one activation row (F32: the float32s; F16: PrepFastF16's
+	// float32s; BF16: the bf16s as they are), n a multiple of fastChunk,
+	// row r's float64 sum into out[r]. They read FastRows rows side by
+	// side (1 if unset; a divisor of 8), and rows is a multiple of that.
+	FastF32, FastF16, FastBF16 func(w *byte, wstride int, a *byte, n, rows int, out *float64)
+	FastRows                   int
 	// PrepFastF16 writes the first n activations (n a multiple of
 	// fastChunk) of an F16 row as the float32s FastF16 reads.
 	PrepFastF16 func(src, dst *byte, n int)
@@ -115,8 +115,11 @@ func (k *Kit) Add(name string, f Funcs) {
 			l.dot[t] = l.fprep[t].dotFunc()
 		}
 	}
-	if f.FastF16 != nil || f.FastBF16 != nil {
+	if f.FastF32 != nil || f.FastF16 != nil || f.FastBF16 != nil {
 		l.fast = map[quant.Type]*fastPrep{}
+	}
+	if f.FastF32 != nil {
+		l.fast[quant.F32] = newFastPrep(quant.F32, f.FastF32, f.FastRows)
 	}
 	if f.FastF16 != nil {
 		l.fast[quant.F16] = newFastPrep(quant.F16, f.FastF16, f.FastRows)

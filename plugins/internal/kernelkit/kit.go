@@ -40,7 +40,7 @@ type level struct {
 	rows8       map[quant.Type]rows8Func          // optional, for MatVec
 	prep        map[quant.Type]*prepared          // optional: kernels on prepared rows
 	fprep       map[quant.Type]*floatPrep         // the plain float types' prepared rows
-	fast        map[quant.Type]*fastPrep          // F16/BF16 in float mode fast (nil: fastSum in Go)
+	fast        map[quant.Type]*fastPrep          // F32/F16/BF16 in float mode fast (nil: fastSum in Go)
 	prep4       map[quant.Type]*prepared4         // optional: MatMul's four-row kernels on compact prepared rows
 	quantizeQ8K func(x *float32, y *byte, nb int) // nil: reference
 }
@@ -160,7 +160,7 @@ func (k *Kit) Dot(t quant.Type, n int, w, a []byte) (float32, error) {
 	return k.active.dotOf(t)(n, w, a), nil
 }
 
-// fastOf returns l's float mode fast for t (F16 or BF16).
+// fastOf returns l's float mode fast for t (F32, F16 or BF16).
 func (l *level) fastOf(t quant.Type) *fastPrep {
 	if p := l.fast[t]; p != nil {
 		return p

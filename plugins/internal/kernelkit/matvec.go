@@ -47,7 +47,7 @@ func (k *Kit) MatMul(t quant.Type, w []byte, rows, n int, act []byte, m int, out
 
 // matMulPlan checks one MatMul and returns the function that computes its
 // weight rows [r0, r1), and what to call once every row has run. fast
-// selects float mode fast for F16 and BF16.
+// selects float mode fast for F32, F16 and BF16.
 func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int, out []float32, fast bool) (run func(r0, r1 int), release func(), err error) {
 	if err := k.checkRows(t, n, len(w), rows, len(act), m); err != nil {
 		return nil, nil, err

@@ -20,7 +20,7 @@ import (
 // Weights[0] a matrix of Shape [cols, rows], Inputs[0] n rows of cols f32,
 // Outputs[0] n rows of rows f32, Ints[0] n, optional flags Ints[1] (see
 // plugin.Op): OpTransient, the weight's shard pages are dropped from this
-// process's mappings after the batch; OpFastFloat, F16/BF16 weights run in
+// process's mappings after the batch; OpFastFloat, F32/F16/BF16 weights run in
 // float mode fast.
 const OpMatMul = "matmul"
 

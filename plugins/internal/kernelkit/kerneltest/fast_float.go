@@ -11,14 +11,14 @@ import (
 )
 
 // Float mode fast (kernelkit/fastfloat.go) trades bit-identity with the
-// reference for speed on F16 and BF16 weights, but not determinism: every
+// reference for speed on F32, F16 and BF16 weights, but not determinism: every
 // level returns kernelkit.FastFloatRef's float bit for bit, and that stays
 // within 2^-21·Σ|products| (+ half an ulp of the final float32 rounding)
 // of the reference.
 
 // fastRows are special rows for the fast kernels: every product the same
-// sign, cancelling pairs, zeros of both signs, BF16's float32-subnormal
-// products, huge values that overflow float32 in a lane.
+// sign, cancelling pairs, zeros of both signs, float32-subnormal products
+// (F32: and weights), huge values that overflow float32 in a lane.
 func fastRows(r *rand.Rand, typ quant.Type, n int) map[string][2][]byte {
 	row := func(f func(i int) float32) []byte {
 		v := make([]float32, n)
@@ -51,10 +51,17 @@ func fastRows(r *rand.Rand, typ quant.Type, n int) map[string][2][]byte {
 		// the order of the chunks' float64 adds shows.
 		"chunk-cancel": {row(func(i int) float32 { return chunkW[i%len(chunkW)] }), row(func(i int) float32 { return chunkA[i%len(chunkA)] })},
 	}
-	if typ == quant.BF16 {
+	switch typ {
+	case quant.F32:
+		// Full 24-bit products: the fused adds' single rounding shows.
+		rows["subnormal"] = [2][]byte{row(func(int) float32 { return float32(r.NormFloat64()) * 0x1p-70 }), row(func(int) float32 { return float32(r.NormFloat64()) * 0x1p-60 })}
+		rows["subnormal-weights"] = [2][]byte{row(func(int) float32 { return float32(r.NormFloat64()) * 0x1p-135 }), row(func(int) float32 { return float32(r.NormFloat64()) * 0x1p10 })}
+		rows["overflow"] = [2][]byte{row(func(i int) float32 { return 0x1p100 * float32(1+i%3) }), row(func(i int) float32 { return 0x1p26 * float32(1-2*(i%5/4)) })}
+		rows["f32-max"] = [2][]byte{row(func(i int) float32 { return math.MaxFloat32 * float32(1-2*(i%2)) }), row(func(int) float32 { return 1 })}
+	case quant.BF16:
 		rows["subnormal"] = [2][]byte{row(func(int) float32 { return float32(r.NormFloat64()) * 0x1p-70 }), row(func(int) float32 { return float32(r.NormFloat64()) * 0x1p-60 })}
 		rows["overflow"] = [2][]byte{row(func(i int) float32 { return 0x1p100 * float32(1+i%3) }), row(func(i int) float32 { return 0x1p30 * float32(1-2*(i%5/4)) })}
-	} else {
+	default:
 		rows["f16-range"] = [2][]byte{row(func(i int) float32 { return 65504 * float32(1-2*(i%2)) }), row(func(int) float32 { return 65504 })}
 		rows["subnormal"] = [2][]byte{row(func(int) float32 { return float32(r.NormFloat64()) * 0x1p-20 }), row(gauss)}
 	}
@@ -77,8 +84,9 @@ func FastFloat(t *testing.T, k *kernelkit.Kit) {
 		t.Fatalf("SetFloatMode(fast): %v, mode %s", err, k.FloatMode())
 	}
 	forEachLevel(t, k, func(t *testing.T) {
-		for _, typ := range []quant.Type{quant.F16, quant.BF16} {
+		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
 			r := rand.New(rand.NewPCG(31, uint64(typ)))
+			es := typ.TypeSize()
 			// 5·64+3: whole unrolled steps of 2 or 4 chunks, a chunk
 			// after them, and a tail.
 			for _, n := range []int{1, 37, 64, 100, 128, 5*64 + 3, 320, 4096, 7168 + 64 + 5} {
@@ -96,11 +104,11 @@ func FastFloat(t *testing.T, k *kernelkit.Kit) {
 				// 17 rows: two groups of eight and a single row; 6
 				// activation rows.
 				const rows, m = 17, 6
-				w := make([]byte, 0, rows*2*n)
+				w := make([]byte, 0, rows*es*n)
 				for range rows {
 					w = append(w, randWeights(r, typ, n)...)
 				}
-				acts := make([]byte, 0, m*2*n)
+				acts := make([]byte, 0, m*es*n)
 				for range m {
 					acts = append(acts, randActs(r, typ, n)...)
 				}
@@ -111,7 +119,7 @@ func FastFloat(t *testing.T, k *kernelkit.Kit) {
 					}
 					for j := range mm {
 						for i := range rows {
-							want := kernelkit.FastFloatRef(typ, n, w[i*2*n:(i+1)*2*n], acts[j*2*n:(j+1)*2*n])
+							want := kernelkit.FastFloatRef(typ, n, w[i*es*n:(i+1)*es*n], acts[j*es*n:(j+1)*es*n])
 							if got := out[j*rows+i]; !sameFloat(got, want) {
 								t.Fatalf("%s n=%d m=%d: MatMul row %d act %d = %g, FastFloatRef %g", typ, n, mm, i, j, got, want)
 							}
@@ -138,13 +146,14 @@ func FastFloatAccuracy(t *testing.T, k *kernelkit.Kit) {
 	if testing.Short() {
 		rowsPer = 10_000
 	}
-	for _, typ := range []quant.Type{quant.F16, quant.BF16} {
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
 		r := rand.New(rand.NewPCG(77, uint64(typ)))
+		es := typ.TypeSize()
 		var worst, worstRel float64
 		done := 0
 		for _, n := range []int{64, 100, 256, 1500} {
 			rows := rowsPer / 4
-			w := make([]byte, 0, rows*2*n)
+			w := make([]byte, 0, rows*es*n)
 			for i := range rows {
 				if i%2 == 0 {
 					w = append(w, randWeights(r, typ, n)...)
@@ -162,14 +171,14 @@ func FastFloatAccuracy(t *testing.T, k *kernelkit.Kit) {
 				t.Fatal(err)
 			}
 			for i := range rows {
-				wr := w[i*2*n : (i+1)*2*n]
+				wr := w[i*es*n : (i+1)*es*n]
 				exact, err := quant.VecDot(typ, n, wr, a)
 				if err != nil {
 					t.Fatal(err)
 				}
 				var abs float64
 				for j := range n {
-					abs += math.Abs(float64(half(typ, wr, j)) * float64(half(typ, a, j)))
+					abs += math.Abs(float64(fl(typ, wr, j)) * float64(fl(typ, a, j)))
 				}
 				d := math.Abs(float64(out[i]) - float64(exact))
 				ulp := float64(math.Nextafter32(float32(math.Abs(float64(exact))), float32(math.Inf(1)))) - math.Abs(float64(exact))
@@ -193,8 +202,11 @@ func FastFloatAccuracy(t *testing.T, k *kernelkit.Kit) {
 	}
 }
 
-// half is element i of an F16 or BF16 row.
-func half(typ quant.Type, b []byte, i int) float32 {
+// fl is element i of an F32, F16 or BF16 row.
+func fl(typ quant.Type, b []byte, i int) float32 {
+	if typ == quant.F32 {
+		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
 	h := binary.LittleEndian.Uint16(b[2*i:])
 	if typ == quant.F16 {
 		return quant.FP16ToFP32(h)

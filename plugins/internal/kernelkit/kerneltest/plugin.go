@@ -40,7 +40,7 @@ type pluginCase struct {
 }
 
 // newPluginCase builds one op per tested type over n activation rows; fast
-// flags the F16/BF16 ops plugin.OpFastFloat (and computes their wanted
+// flags the F32/F16/BF16 ops plugin.OpFastFloat (and computes their wanted
 // outputs in float mode fast).
 func newPluginCase(t *testing.T, k *kernelkit.Kit, n int, fast bool) *pluginCase {
 	t.Helper()
@@ -85,7 +85,7 @@ func newPluginCase(t *testing.T, k *kernelkit.Kit, n int, fast bool) *pluginCase
 		}
 		want := make([]float32, n*rows)
 		ints := []int64{int64(n)}
-		if fast && (typ == quant.F16 || typ == quant.BF16) {
+		if fast && (typ == quant.F32 || typ == quant.F16 || typ == quant.BF16) {
 			ints = append(ints, plugin.OpFastFloat)
 			if err := k.SetFloatMode("fast"); err != nil {
 				t.Fatal(err)
@@ -126,7 +126,7 @@ func (c *pluginCase) outputs() [][]float32 {
 
 // PluginExecute runs one batch of products of every tested type in
 // this process and in a plugin subprocess, each equal bit for bit to
-// calling MatMul directly, in float mode exact and (the F16/BF16 ops
+// calling MatMul directly, in float mode exact and (the F32/F16/BF16 ops
 // flagged plugin.OpFastFloat) fast.
 func PluginExecute(t *testing.T, k *kernelkit.Kit) {
 	for _, sub := range []bool{false, true} {

@@ -61,13 +61,13 @@ func BenchSideBySide(b *testing.B, k *kernelkit.Kit) {
 			out = make([]float32, rows)
 		}
 		modes := []string{"exact"}
-		if typ == quant.F16 || typ == quant.BF16 {
+		if typ == quant.F32 || typ == quant.F16 || typ == quant.BF16 {
 			modes = kernelkit.FloatModes
 		}
 		for _, mode := range modes {
 			name := typ.String()
 			if mode != "exact" {
-				name += "-" + mode // float mode fast: F16-fast, BF16-fast
+				name += "-" + mode // float mode fast: f32-fast, f16-fast, bf16-fast
 			}
 			for _, lv := range k.Levels() {
 				b.Run(fmt.Sprintf("%s/%s/t%d", name, lv, threads), func(b *testing.B) {
