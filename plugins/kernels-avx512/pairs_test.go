@@ -3,12 +3,14 @@
 package kernelsavx512
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"os"
 	"sort"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // kernelPair is a kernel and the one it replaces (kept generated as its
@@ -126,4 +128,27 @@ func timePairs(t *testing.T, prefix string, pairs []kernelPair) {
 		t.Logf("%s memory %d MiB: old %.2f new %.2f GB/s (best); medians %.2f %.2f", p.name, len(w)>>20, ro[8], rn[8], ro[4], rn[4])
 		_ = sink
 	}
+}
+
+// randQ8K returns nb random Q8_K activation blocks (float32 d in
+// [2^-10, 1], 256 int8s in [-127, 127], the 16 int16 bsums) and a
+// 64-byte-aligned buffer of nb 576-byte prepared blocks for them.
+func randQ8K(r *rand.Rand, nb int) (a, prepared []byte) {
+	a = make([]byte, 292*nb)
+	for b := 0; b < nb; b++ {
+		d := float32(math.Pow(2, -10*r.Float64()))
+		binary.LittleEndian.PutUint32(a[292*b:], math.Float32bits(d))
+		for j := 0; j < 16; j++ {
+			s := 0
+			for i := 16 * j; i < 16*j+16; i++ {
+				v := int8(r.IntN(255) - 127)
+				a[292*b+4+i] = byte(v)
+				s += int(v)
+			}
+			binary.LittleEndian.PutUint16(a[292*b+260+2*j:], uint16(int16(s)))
+		}
+	}
+	buf := make([]byte, 576*nb+64)
+	al := int(-uintptr(unsafe.Pointer(&buf[0])) & 63)
+	return a, buf[al : al+576*nb]
 }

@@ -4,10 +4,8 @@ package kernelsavx512
 
 import (
 	"encoding/binary"
-	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/k3-inference/k3/plugins/internal/kernelkit"
 )
@@ -39,17 +37,7 @@ func q36Data(r *rand.Rand, bsize, off, nb int) (w, pa []byte) {
 		}
 		binary.LittleEndian.PutUint16(w[b*bsize+bsize-2:], h)
 	}
-	a := make([]byte, 292*nb)
-	for b := 0; b < nb; b++ {
-		d := float32(math.Pow(2, -10*r.Float64()))
-		binary.LittleEndian.PutUint32(a[292*b:], math.Float32bits(d))
-		for i := 0; i < 256; i++ {
-			a[292*b+4+i] = byte(int8(r.IntN(255) - 127))
-		}
-	}
-	buf := make([]byte, 576*nb+64)
-	al := int(-uintptr(unsafe.Pointer(&buf[0])) & 63)
-	pa = buf[al : al+576*nb]
+	a, pa := randQ8K(r, nb)
 	kernelkit.PrepareQ8K(a, nb, pa, off)
 	return w, pa
 }

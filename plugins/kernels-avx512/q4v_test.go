@@ -4,10 +4,8 @@ package kernelsavx512
 
 import (
 	"encoding/binary"
-	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/k3-inference/k3/plugins/internal/kernelkit"
 )
@@ -44,23 +42,7 @@ func q4vData(r *rand.Rand, bsize, nb int) (w, pa []byte) {
 			binary.LittleEndian.PutUint16(w[b*bsize+2*k:], h)
 		}
 	}
-	a := make([]byte, 292*nb)
-	for b := 0; b < nb; b++ {
-		d := float32(math.Pow(2, -10*r.Float64()))
-		binary.LittleEndian.PutUint32(a[292*b:], math.Float32bits(d))
-		for j := 0; j < 16; j++ {
-			s := 0
-			for i := 16 * j; i < 16*j+16; i++ {
-				v := int8(r.IntN(255) - 127)
-				a[292*b+4+i] = byte(v)
-				s += int(v)
-			}
-			binary.LittleEndian.PutUint16(a[292*b+260+2*j:], uint16(int16(s)))
-		}
-	}
-	buf := make([]byte, 576*nb+64)
-	al := int(-uintptr(unsafe.Pointer(&buf[0])) & 63)
-	pa = buf[al : al+576*nb]
+	a, pa := randQ8K(r, nb)
 	kernelkit.PrepareQ8K(a, nb, pa, 0)
 	for b := 0; b < nb; b++ {
 		copy(pa[576*b+516:576*b+548], a[292*b+260:292*(b+1)])
