@@ -55,14 +55,6 @@ func (k *Kit) FloatMode() string {
 // fastType reports whether float mode fast changes t.
 func fastType(t quant.Type) bool { return t == quant.F32 || t == quant.F16 || t == quant.BF16 }
 
-// fsize is the bytes of an element of t (F32, F16 or BF16).
-func fsize(t quant.Type) int {
-	if t == quant.F32 {
-		return 4
-	}
-	return 2
-}
-
 // fastIndex is the element of a chunk that lane j takes at step k
 // (0..fastChunk/16-1).
 func fastIndex(t quant.Type, k, j int) int {
@@ -109,7 +101,7 @@ func fastSum(t quant.Type, n int, wv, av func(i int) float32) float64 {
 // activation row a, both n elements of t (F32, F16 or BF16). It is the
 // fast mode's test oracle and the pure-Go level's kernel.
 func FastFloatRef(t quant.Type, n int, w, a []byte) float32 {
-	es := fsize(t)
+	es := t.TypeSize()
 	return float32(fastSum(t, n, func(i int) float32 { return elem(t, w[es*i:]) },
 		func(i int) float32 { return elem(t, a[es*i:]) }))
 }
@@ -193,7 +185,7 @@ func (p *fastPrep) rows(a []byte, n, arow, m int, bp *[]byte) []byte {
 	al := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
 	dst := b[al : al+size]
 	for j := range m {
-		src := a[j*arow : j*arow+fsize(p.t)*n]
+		src := a[j*arow : j*arow+p.t.TypeSize()*n]
 		if p.t != quant.F16 {
 			copy(dst[j*prow:], src)
 			continue
@@ -216,7 +208,7 @@ func (p *fastPrep) dot(n int, w, pa []byte) float32 {
 	var out [maxFloatRows]float64
 	m := n &^ (fastChunk - 1)
 	if p.kern == nil || m == 0 {
-		es := fsize(p.t)
+		es := p.t.TypeSize()
 		return float32(fastSum(p.t, n, func(i int) float32 { return elem(p.t, w[es*i:]) },
 			func(i int) float32 { return p.act(pa, i) }))
 	}
@@ -228,7 +220,7 @@ func (p *fastPrep) dot(n int, w, pa []byte) float32 {
 
 // tail adds the elements after the kernel's m to its sum s and rounds.
 func (p *fastPrep) tail(n, m int, w, pa []byte, s float64) float32 {
-	es := fsize(p.t)
+	es := p.t.TypeSize()
 	for i := m; i < n; i++ {
 		s += float64(elem(p.t, w[es*i:]) * p.act(pa, i))
 	}
@@ -244,7 +236,7 @@ func (p *fastPrep) rows8(n int, w []byte, wrow int, pa []byte, out *[8]float32) 
 		}
 		return
 	}
-	_ = w[7*wrow+fsize(p.t)*m-1] // the kernel reads this far
+	_ = w[7*wrow+p.t.TypeSize()*m-1] // the kernel reads this far
 	var o [8]float64
 	p.kern(&w[0], wrow, &pa[0], m, 8, &o[0])
 	for r := range out {
