@@ -59,17 +59,28 @@ type internalError struct {
 func (e *internalError) Error() string { return e.what + " failed: " + e.err.Error() }
 func (e *internalError) Unwrap() error { return e.err }
 
+// PublicReason is implemented by backend errors that can say in general
+// terms, without paths or other internals, what failed ("the staging
+// backend failed"); the client then sees that instead of "internal error".
+type PublicReason interface {
+	PublicReason() string
+}
+
 // publicError logs err in full under the request's id and returns what the
 // client may see of it.
 func (s *Server) publicError(c echo.Context, err error) *apiError {
 	id := requestIDOf(c)
-	what := "the request"
+	what, why := "the request", "internal error"
 	var ie *internalError
 	if errors.As(err, &ie) {
 		what = ie.what
 	}
+	var pr PublicReason
+	if errors.As(err, &pr) && pr.PublicReason() != "" {
+		why = pr.PublicReason()
+	}
 	s.log.Error("request failed", "request_id", id, "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-	ae := errServer(fmt.Sprintf("%s failed (internal error); see the server log, request id %s", what, id))
+	ae := errServer(fmt.Sprintf("%s failed: %s; see the server log, request id %s", what, why, id))
 	ae.RequestID = id
 	return ae
 }

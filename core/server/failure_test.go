@@ -18,7 +18,12 @@ import (
 // tokens, as it would if storage went away mid-request.
 type failingBackend struct{ *scriptBackend }
 
-var errStorage = errors.New("reading expert weights: input/output error")
+var errStorage error = stagingError{errors.New("reading expert weights: input/output error")}
+
+// stagingError is a backend error that says in general terms what failed.
+type stagingError struct{ error }
+
+func (stagingError) PublicReason() string { return "the staging backend failed" }
 
 func (f failingBackend) Generate(ctx context.Context, req server.GenerateRequest, emit func(server.Piece) error) (server.GenerateResult, error) {
 	n := 0
@@ -55,7 +60,7 @@ func TestGenerationFails(t *testing.T) {
 	if err := json.Unmarshal(b, &e); err != nil || code != 500 || e.Error.Type != "server_error" {
 		t.Fatalf("whole: %d %s", code, b)
 	}
-	if id == "" || e.Error.RequestID != id || !strings.Contains(e.Error.Message, "generation failed") ||
+	if id == "" || e.Error.RequestID != id || !strings.Contains(e.Error.Message, "generation failed: the staging backend failed; see the server log, request id ") ||
 		!strings.Contains(e.Error.Message, id) || strings.Contains(string(b), "input/output error") {
 		t.Errorf("whole: X-Request-Id %q, body %s", id, b)
 	}
