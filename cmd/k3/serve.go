@@ -42,6 +42,7 @@ var serveFlags = []struct {
 	{"server.port", "port to listen on", []string{"port"}, true},
 	{"server.api_key", "require Authorization: Bearer KEY on every route but /health", []string{"api-key"}, false},
 	{"server.alias", "model id shown to clients", []string{"alias", "a"}, false},
+	{"server.allowed_hosts", "comma-separated host names a server without --api-key answers besides its own (DNS rebinding guard; * for any)", []string{"allowed-hosts"}, false},
 	{"threads", "compute threads (0: one per physical core)", []string{"t", "threads"}, true},
 	{"context", "context size in tokens", []string{"c", "ctx-size"}, true},
 	{"batch", "logical prompt batch", []string{"b", "batch-size"}, true},

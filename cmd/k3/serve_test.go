@@ -21,6 +21,7 @@ func TestServeFlags(t *testing.T) {
 				"ubatch": 256, "memory.budget": "55G", "server.api_key": "k", "server.alias": "kimi"}, false},
 		{[]string{"--model", "x.gguf", "--ctx-size", "100", "--threads", "2", "--host", "/tmp/k3.sock"},
 			map[string]any{"context": 100, "threads": 2, "server.host": "/tmp/k3.sock"}, false},
+		{[]string{"-m", "x.gguf", "--allowed-hosts", "k3.lan,box"}, map[string]any{"server.allowed_hosts": "k3.lan,box"}, false},
 		{[]string{"-m", "x.gguf", "--port", "eighty"}, nil, true},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func writeFile(t *testing.T, name, body string) string {
@@ -188,5 +190,35 @@ func TestModeLine(t *testing.T) {
 	p.Kernels.Float = "fast"
 	if got := p.ModeLine(8); !strings.Contains(got, "kernels=auto(process,float=fast)") {
 		t.Errorf("float fast: mode line %q", got)
+	}
+}
+
+// TestAllowedHosts: server.allowed_hosts is a list in a profile and a
+// comma-separated string from the environment or a flag.
+func TestAllowedHosts(t *testing.T) {
+	prof := writeFile(t, "p.yaml", "server:\n  allowed_hosts: [a.example, b.example]\n")
+	for _, c := range []struct {
+		name    string
+		environ []string
+		flags   map[string]any
+		want    []string
+	}{
+		{"profile", nil, nil, []string{"a.example", "b.example"}},
+		{"env", []string{"K3_SERVER__ALLOWED_HOSTS=c.example, d.example"}, nil, []string{"c.example", "d.example"}},
+		{"flag", []string{"K3_SERVER__ALLOWED_HOSTS=c.example"}, map[string]any{"server.allowed_hosts": "e.example,*"}, []string{"e.example", "*"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			environ := c.environ
+			if environ == nil {
+				environ = []string{}
+			}
+			p, err := Load(Options{Profile: prof, Environ: environ, Flags: c.flags})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(c.want, p.Server.AllowedHosts); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
 	}
 }

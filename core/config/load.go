@@ -155,9 +155,25 @@ func unmarshal(k *koanf.Koanf, p *Profile) error {
 			TagName:          "koanf",
 			ErrorUnused:      true,
 			WeaklyTypedInput: true,
-			DecodeHook:       mapstructure.ComposeDecodeHookFunc(sizeHook),
+			DecodeHook:       mapstructure.ComposeDecodeHookFunc(sizeHook, listHook),
 		},
 	})
+}
+
+// listHook reads a string given for a list (a flag, an environment
+// variable) as comma-separated items.
+func listHook(from, to reflect.Type, data any) (any, error) {
+	s, ok := data.(string)
+	if !ok || to.Kind() != reflect.Slice || to.Elem().Kind() != reflect.String {
+		return data, nil
+	}
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out, nil
 }
 
 func sizeHook(from, to reflect.Type, data any) (any, error) {

@@ -91,6 +91,10 @@ type Server struct {
 	Port   int    `koanf:"port"`
 	APIKey string `koanf:"api_key"`
 	Alias  string `koanf:"alias"`
+	// AllowedHosts are extra names a server without an API key answers in
+	// the Host header (a guard against DNS rebinding); "*" allows any. A
+	// flag or environment variable gives them comma-separated.
+	AllowedHosts []string `koanf:"allowed_hosts"`
 }
 
 // Defaults returns the settings every profile starts from.

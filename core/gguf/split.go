@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -91,7 +92,7 @@ func (f *File) openSplits(h *header) error {
 		return fmt.Errorf("shard 1 of a %d-shard model must be named PREFIX%s", n, suffix)
 	}
 	prefix := strings.TrimSuffix(f.path, suffix)
-	if err := f.addShards(prefix, n, want); err != nil {
+	if err := f.addShards(h, prefix, n, want); err != nil {
 		return err
 	}
 	if int64(len(f.tensors)) != want {
@@ -101,8 +102,9 @@ func (f *File) openSplits(h *header) error {
 }
 
 // addShards opens shards 2..n concurrently (headers only; on a cold disk
-// the latency of each first read dominates) and adds them in order.
-func (f *File) addShards(prefix string, n int, tensors int64) error {
+// the latency of each first read dominates), checks that each belongs to
+// the model whose first header is first, and adds them in order.
+func (f *File) addShards(first *header, prefix string, n int, tensors int64) error {
 	type result struct {
 		s   *shard
 		h   *header
@@ -134,7 +136,7 @@ func (f *File) addShards(prefix string, n int, tensors int64) error {
 		}
 		r.s.path = SplitPath(prefix, i, n)
 		f.shards = append(f.shards, r.s)
-		if err := checkShardKeys(r.h, i, n, tensors); err != nil {
+		if err := checkShardKeys(first, r.h, i, n, tensors); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", r.s.path, err))
 			continue
 		}
@@ -145,26 +147,42 @@ func (f *File) addShards(prefix string, n int, tensors int64) error {
 	return errors.Join(errs...)
 }
 
-func checkShardKeys(h *header, i, n int, tensors int64) error {
-	no, has, err := splitKey(h, KeySplitNo)
-	if err != nil {
-		return err
+// checkShardKeys checks that shard i (0-based) of n belongs to the set
+// whose first header is first. llama-gguf-split (and gguf-py's splitting
+// writer) put split.no, split.count and split.tensors.count on every shard
+// and the model's metadata on the first only, so a shard of another model
+// with the same tensor names and shapes shows only where a shard carries
+// identity keys too (k3's writer copies general.architecture, .name, .uuid
+// and .file_type): every general.* key both headers have must agree.
+func checkShardKeys(first, h *header, i, n int, tensors int64) error {
+	for _, k := range []struct {
+		key  string
+		want int64
+	}{{KeySplitNo, int64(i)}, {KeySplitCount, int64(n)}, {KeySplitTensorsCount, tensors}} {
+		v, has, err := splitKey(h, k.key)
+		switch {
+		case err != nil:
+			return err
+		case !has:
+			return fmt.Errorf("key %q is missing; every shard of a split model has it", k.key)
+		case v == k.want:
+		case k.key == KeySplitNo:
+			return fmt.Errorf("key %q says shard %d, the name says shard %d", KeySplitNo, v+1, i+1)
+		default:
+			return fmt.Errorf("key %q is %d, shard 1 says %d: a shard of another model?", k.key, v, k.want)
+		}
 	}
-	if !has {
-		return fmt.Errorf("key %q is missing", KeySplitNo)
-	}
-	if no != int64(i) {
-		return fmt.Errorf("key %q says shard %d, the name says shard %d", KeySplitNo, no+1, i+1)
-	}
-	if c, has, err := splitKey(h, KeySplitCount); err != nil {
-		return err
-	} else if has && c != int64(n) {
-		return fmt.Errorf("key %q is %d, shard 1 says %d", KeySplitCount, c, n)
-	}
-	if c, has, err := splitKey(h, KeySplitTensorsCount); err != nil {
-		return err
-	} else if has && c != tensors {
-		return fmt.Errorf("key %q is %d, shard 1 says %d", KeySplitTensorsCount, c, tensors)
+	for _, kv := range h.kvs {
+		if !strings.HasPrefix(kv.Key, "general.") || kv.Key == "general.alignment" {
+			continue // general.alignment is the file's layout, not the model
+		}
+		j, ok := first.index[kv.Key]
+		if !ok {
+			continue
+		}
+		if want := first.kvs[j].Value; !reflect.DeepEqual(kv.Value, want) {
+			return fmt.Errorf("key %q is %s, shard 1 says %s: this shard belongs to another model", kv.Key, kv.Value, want)
+		}
 	}
 	return nil
 }

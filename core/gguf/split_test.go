@@ -18,7 +18,7 @@ func splitSpecs(n int) []TensorSpec {
 	return specs
 }
 
-var splitKVs = []KV{{"general.architecture", Str("llama")}, {"llama.block_count", U32(2)}}
+var splitKVs = []KV{{"general.architecture", Str("llama")}, {"general.uuid", Str("a")}, {"llama.block_count", U32(2)}}
 
 func TestSplitLayout(t *testing.T) {
 	specs := splitSpecs(7)
@@ -74,7 +74,8 @@ func TestSplitLayout(t *testing.T) {
 }
 
 // checkShardHeader checks the KVs gguf-split puts on shard i: everything on
-// shard 1, then split.no (u16), split.count (u16), split.tensors.count (i32).
+// shard 1, then split.no (u16), split.count (u16), split.tensors.count (i32);
+// k3 also puts shard 1's identity keys on the others.
 func checkShardHeader(t *testing.T, path string, i, n, tensors, total int) {
 	t.Helper()
 	fd, err := os.Open(path)
@@ -88,8 +89,10 @@ func checkShardHeader(t *testing.T, path string, i, n, tensors, total int) {
 		t.Fatal(err)
 	}
 	var want []KV
-	if i == 0 {
-		want = append(want, splitKVs...)
+	for _, kv := range splitKVs {
+		if i == 0 || kv.Key == "general.architecture" || kv.Key == "general.uuid" { // later shards: the identity keys
+			want = append(want, kv)
+		}
 	}
 	want = append(want, KV{KeySplitNo, U16(uint16(i))}, KV{KeySplitCount, U16(uint16(n))}, KV{KeySplitTensorsCount, I32(int32(total))})
 	if diff := cmp.Diff(want, h.kvs); diff != "" {
@@ -102,11 +105,39 @@ func checkShardHeader(t *testing.T, path string, i, n, tensors, total int) {
 
 // writeShard writes one file with the given split keys, to build broken sets.
 func writeShard(t *testing.T, path string, no, count, total int, specs []TensorSpec) {
-	kvs := []KV{{KeySplitNo, U16(uint16(no))}, {KeySplitCount, U16(uint16(count))}, {KeySplitTensorsCount, I32(int32(total))}}
+	writeShardKVs(t, path, no, specs, KV{KeySplitNo, U16(uint16(no))}, KV{KeySplitCount, U16(uint16(count))}, KV{KeySplitTensorsCount, I32(int32(total))})
+}
+
+// writeShardKVs writes shard no (0-based) with exactly the KVs given (shard
+// 1 gets the model's metadata first), as llama-gguf-split would.
+func writeShardKVs(t *testing.T, path string, no int, specs []TensorSpec, kvs ...KV) {
 	if no == 0 {
 		kvs = append(append([]KV(nil), splitKVs...), kvs...)
 	}
 	writeModel(t, path, kvs, specs, randomData(t, specs, 4), WriteOptions{})
+}
+
+// splitKeys are the split keys of shard no of a 3-shard, 6-tensor set.
+func splitKeys(no int) []KV {
+	return []KV{{KeySplitNo, U16(uint16(no))}, {KeySplitCount, U16(3)}, {KeySplitTensorsCount, I32(6)}}
+}
+
+// TestSplitWithoutIdentityKeys: a set as llama-gguf-split writes it, with
+// nothing but the split keys on shards 2..n, still loads.
+func TestSplitWithoutIdentityKeys(t *testing.T) {
+	specs := splitSpecs(6)
+	dir := t.TempDir()
+	for i := range 3 {
+		writeShard(t, filepath.Join(dir, SplitPath("m", i, 3)), i, 3, 6, specs[2*i:2*i+2])
+	}
+	f, err := Open(filepath.Join(dir, SplitPath("m", 0, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if len(f.Tensors()) != 6 {
+		t.Errorf("%d tensors", len(f.Tensors()))
+	}
 }
 
 func TestSplitErrors(t *testing.T) {
@@ -131,6 +162,21 @@ func TestSplitErrors(t *testing.T) {
 		{"count mismatch", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
 			writeShard(t, filepath.Join(dir, "m-00002-of-00003.gguf"), 1, 4, 6, specs[2:4])
 		}, `m-00002-of-00003.gguf: key "split.count" is 4, shard 1 says 3`},
+		{"split.count missing", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			writeShardKVs(t, filepath.Join(dir, "m-00002-of-00003.gguf"), 1, specs[2:4], KV{KeySplitNo, U16(1)}, KV{KeySplitTensorsCount, I32(6)})
+		}, `m-00002-of-00003.gguf: key "split.count" is missing`},
+		{"split.tensors.count missing", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			writeShardKVs(t, filepath.Join(dir, "m-00003-of-00003.gguf"), 2, specs[4:6], KV{KeySplitNo, U16(2)}, KV{KeySplitCount, U16(3)})
+		}, `m-00003-of-00003.gguf: key "split.tensors.count" is missing`},
+		{"split.tensors.count differs", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			writeShardKVs(t, filepath.Join(dir, "m-00003-of-00003.gguf"), 2, specs[4:6], KV{KeySplitNo, U16(2)}, KV{KeySplitCount, U16(3)}, KV{KeySplitTensorsCount, I32(7)})
+		}, `m-00003-of-00003.gguf: key "split.tensors.count" is 7, shard 1 says 6`},
+		{"another architecture", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			writeShardKVs(t, filepath.Join(dir, "m-00002-of-00003.gguf"), 1, specs[2:4], append([]KV{{"general.architecture", Str("qwen3moe")}}, splitKeys(1)...)...)
+		}, `m-00002-of-00003.gguf: key "general.architecture" is "qwen3moe", shard 1 says "llama": this shard belongs to another model`},
+		{"another model's uuid", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
+			writeShardKVs(t, filepath.Join(dir, "m-00003-of-00003.gguf"), 2, specs[4:6], append([]KV{{"general.architecture", Str("llama")}, {"general.uuid", Str("b")}}, splitKeys(2)...)...)
+		}, `m-00003-of-00003.gguf: key "general.uuid" is "b", shard 1 says "a"`},
 		{"wrong split.no", "m-00001-of-00003.gguf", func(t *testing.T, dir string) {
 			writeShard(t, filepath.Join(dir, "m-00002-of-00003.gguf"), 2, 3, 6, specs[2:4])
 		}, `key "split.no" says shard 3, the name says shard 2`},

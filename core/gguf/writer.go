@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/k3-inference/k3/core/quant"
@@ -168,7 +169,10 @@ func checkSpecs(kvs []KV, tensors []TensorSpec) ([]int64, error) {
 // planSplit cuts the tensor list the way llama-gguf-split does: shard 1
 // carries all metadata, every shard gets split.no (u16), split.count (u16)
 // and split.tensors.count (i32), appended after the other KVs (or replacing
-// existing split keys in place).
+// existing split keys in place). Unlike gguf-split, the other shards also
+// carry the identity keys of shard 1 (shardIdentity), so that a shard of
+// another model with the same tensors is caught at load; llama.cpp reads
+// only split.no from them.
 func planSplit(prefix string, kvs []KV, tensors []TensorSpec, sizes []int64, align int64, o SplitOptions) ([]shardPlan, error) {
 	if o.MaxTensors > 0 && o.MaxBytes > 0 {
 		return nil, errors.New("split by tensor count or by size, not both")
@@ -205,8 +209,15 @@ func planSplit(prefix string, kvs []KV, tensors []TensorSpec, sizes []int64, ali
 		var base []KV
 		if i == 0 {
 			base = kvs
-		} else if align != DefaultAlignment {
-			base = []KV{{"general.alignment", U32(uint32(align))}}
+		} else {
+			if align != DefaultAlignment {
+				base = []KV{{"general.alignment", U32(uint32(align))}}
+			}
+			for _, kv := range kvs {
+				if slices.Contains(shardIdentity, kv.Key) {
+					base = append(base, kv)
+				}
+			}
 		}
 		shards[i].kvs = setKVs(base,
 			KV{KeySplitNo, U16(uint16(i))},
@@ -216,6 +227,11 @@ func planSplit(prefix string, kvs []KV, tensors []TensorSpec, sizes []int64, ali
 	}
 	return shards, nil
 }
+
+// shardIdentity are the keys of shard 1 that k3 also writes on the other
+// shards of a split set: what tells one model (or one quantization of it)
+// from another with the same tensor names and shapes.
+var shardIdentity = []string{"general.architecture", "general.name", "general.uuid", "general.file_type"}
 
 // setKVs returns kvs with each of set replacing the KV of the same key in
 // place, or appended, like gguf_set_val_*.

@@ -440,7 +440,7 @@ func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseO
 	}
 	if err != nil {
 		if !errors.Is(err, errClientGone) {
-			w.sendError(errServer(err.Error()))
+			w.sendError(s.publicError(c, err))
 		}
 		return nil
 	}

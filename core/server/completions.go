@@ -92,7 +92,7 @@ func (s *Server) streamCompletion(c echo.Context, b Backend, j *job, stops *samp
 	}
 	if err != nil {
 		if !errors.Is(err, errClientGone) {
-			w.sendError(errServer(err.Error()))
+			w.sendError(s.publicError(c, err))
 		}
 		return nil
 	}

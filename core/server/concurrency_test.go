@@ -18,6 +18,7 @@ import (
 // reason and completion tokens, or an error.
 func streamText(ctx context.Context, url, body string) (text, finish string, tokens int, err error) {
 	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", "", 0, err
@@ -91,6 +92,7 @@ func TestConcurrentClients(t *testing.T) {
 	ctx, leave := context.WithCancel(context.Background())
 	defer leave()
 	req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/completions", strings.NewReader(body("The leaver", 1500)))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("leaver: %v %v", err, resp)
@@ -167,6 +169,7 @@ func TestWaiterLeaves(t *testing.T) {
 	go func() {
 		defer close(waiterDone)
 		req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/completions", strings.NewReader(`{"prompt":"waiter","max_tokens":5}`))
+		req.Header.Set("Content-Type", "application/json")
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}

@@ -16,4 +16,10 @@
 // server owns validation, queueing (one generation at a time, a bounded
 // queue, 429 past it), stop strings and reply parsing (core/chat), and
 // errors in OpenAI's {"error":{"message","type","code"}} shape.
+//
+// A server without an API key is meant for its own machine: bodies must be
+// sent as JSON (415 otherwise) and the Host header must name the server
+// (403 otherwise, see Options.AllowedHosts), so a web page the user visits
+// cannot drive it. A 5xx says what failed and gives the request id
+// (X-Request-Id); the details, which can name files, go to the log only.
 package server

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -14,6 +15,8 @@ type apiError struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
 	Code    any    `json:"code"`
+	// RequestID is the id the server log files the request under.
+	RequestID string `json:"request_id,omitempty"`
 	// RetryAfter, in seconds, is sent as a Retry-After header when set.
 	RetryAfter int `json:"-"`
 }
@@ -45,6 +48,43 @@ func errUnavailable(msg string) *apiError {
 	return newAPIError(http.StatusServiceUnavailable, "unavailable_error", msg)
 }
 
+// internalError is a failure inside the server or its backend. Its text
+// can name files, offsets, shared-memory regions and plugin sockets, so it
+// goes to the log only; the client learns what failed and the request id.
+type internalError struct {
+	what string // "generation", "detokenize": what the client asked for
+	err  error
+}
+
+func (e *internalError) Error() string { return e.what + " failed: " + e.err.Error() }
+func (e *internalError) Unwrap() error { return e.err }
+
+// PublicReason is implemented by backend errors that can say in general
+// terms, without paths or other internals, what failed ("the staging
+// backend failed"); the client then sees that instead of "internal error".
+type PublicReason interface {
+	PublicReason() string
+}
+
+// publicError logs err in full under the request's id and returns what the
+// client may see of it.
+func (s *Server) publicError(c echo.Context, err error) *apiError {
+	id := requestIDOf(c)
+	what, why := "the request", "internal error"
+	var ie *internalError
+	if errors.As(err, &ie) {
+		what = ie.what
+	}
+	var pr PublicReason
+	if errors.As(err, &pr) && pr.PublicReason() != "" {
+		why = pr.PublicReason()
+	}
+	s.log.Error("request failed", "request_id", id, "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	ae := errServer(fmt.Sprintf("%s failed: %s; see the server log, request id %s", what, why, id))
+	ae.RequestID = id
+	return ae
+}
+
 // handleError is Echo's error handler: every error leaves as JSON in
 // OpenAI's shape, whichever layer produced it.
 func (s *Server) handleError(err error, c echo.Context) {
@@ -58,9 +98,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case errors.As(err, &he):
 		ae = httpErrorToAPI(he)
 	default:
-		s.log.Error("request failed", "path", c.Request().URL.Path, "err", err)
-		ae = errServer("internal error: " + err.Error())
+		ae = s.publicError(c, err)
 	}
+	out := *ae // a copy: an apiError may be shared
+	ae = &out
+	ae.RequestID = requestIDOf(c)
 	if ae.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", itoa(ae.RetryAfter))
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -17,7 +18,12 @@ import (
 // tokens, as it would if storage went away mid-request.
 type failingBackend struct{ *scriptBackend }
 
-var errStorage = errors.New("reading expert weights: input/output error")
+var errStorage error = stagingError{errors.New("reading expert weights: input/output error")}
+
+// stagingError is a backend error that says in general terms what failed.
+type stagingError struct{ error }
+
+func (stagingError) PublicReason() string { return "the staging backend failed" }
 
 func (f failingBackend) Generate(ctx context.Context, req server.GenerateRequest, emit func(server.Piece) error) (server.GenerateResult, error) {
 	n := 0
@@ -30,18 +36,41 @@ func (f failingBackend) Generate(ctx context.Context, req server.GenerateRequest
 	return res, err
 }
 
+// TestGenerationFails: a failed generation answers 500 (or an error event
+// in a stream) that says what failed and gives the request id, but not the
+// error's text, which can name files and shared-memory regions; the log has
+// the text under the same id.
 func TestGenerationFails(t *testing.T) {
 	sb := &scriptBackend{Backend: tinyBackend(t), reply: "some reasoning that goes on for a while", eog: true}
-	s := server.New(server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestLog: io.Discard}, failingBackend{sb})
+	logs := &syncWriter{}
+	s := server.New(server.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), RequestLog: io.Discard}, failingBackend{sb})
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 	h := &testServer{Server: ts, srv: s}
 	body := `{"messages":[{"role":"user","content":"x"}]`
-	code, _, b := h.do(t, "POST", "/v1/chat/completions", body+`}`)
-	if code != 500 || decodeErr(t, b).Error.Type != "server_error" || !strings.Contains(string(b), "input/output error") {
-		t.Errorf("whole: %d %s", code, b)
+	code, hdr, b := h.do(t, "POST", "/v1/chat/completions", body+`}`)
+	id := hdr.Get("X-Request-Id")
+	var e struct {
+		Error struct {
+			Message   string `json:"message"`
+			Type      string `json:"type"`
+			RequestID string `json:"request_id"`
+		} `json:"error"`
 	}
-	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(body+`,"stream":true}`))
+	if err := json.Unmarshal(b, &e); err != nil || code != 500 || e.Error.Type != "server_error" {
+		t.Fatalf("whole: %d %s", code, b)
+	}
+	if id == "" || e.Error.RequestID != id || !strings.Contains(e.Error.Message, "generation failed: the staging backend failed; see the server log, request id ") ||
+		!strings.Contains(e.Error.Message, id) || strings.Contains(string(b), "input/output error") {
+		t.Errorf("whole: X-Request-Id %q, body %s", id, b)
+	}
+	if l := logs.String(); !strings.Contains(l, "request_id="+id) || !strings.Contains(l, "input/output error") {
+		t.Errorf("the log lacks the error under id %s:\n%s", id, l)
+	}
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/chat/completions", strings.NewReader(body+`,"stream":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", "client-42")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +78,12 @@ func TestGenerationFails(t *testing.T) {
 	resp.Body.Close()
 	events := strings.Split(strings.TrimSpace(string(data)), "\n\n")
 	last := events[len(events)-1]
-	if !strings.HasPrefix(last, `data: {"error":`) || !strings.Contains(last, "input/output error") || strings.Contains(string(data), "[DONE]") {
-		t.Errorf("stream should end in an error event, without [DONE]:\n%s", data)
+	if !strings.HasPrefix(last, `data: {"error":`) || !strings.Contains(last, `"request_id":"client-42"`) ||
+		strings.Contains(string(data), "input/output error") || strings.Contains(string(data), "[DONE]") {
+		t.Errorf("stream should end in an error event with the request id and no internals, without [DONE]:\n%s", data)
+	}
+	if resp.Header.Get("X-Request-Id") != "client-42" {
+		t.Errorf("the client's X-Request-Id was not kept: %q", resp.Header.Get("X-Request-Id"))
 	}
 	// The server is fine afterwards.
 	if code, _, _ := h.do(t, "GET", "/health", ""); code != 200 {
@@ -68,6 +101,7 @@ func TestWholeRequestClientLeaves(t *testing.T) {
 		defer close(done)
 		req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/completions",
 			strings.NewReader(`{"prompt":"x","max_tokens":1500,"ignore_eos":true}`))
+		req.Header.Set("Content-Type", "application/json")
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}

@@ -153,7 +153,7 @@ func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, em
 		return res, errClientGone
 	}
 	if err != nil {
-		return res, fmt.Errorf("generate: %w", err)
+		return res, &internalError{what: "generation", err: err}
 	}
 	return res, nil
 }

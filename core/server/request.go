@@ -245,7 +245,7 @@ func decodeJSON(body []byte, dst any) *apiError {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
+		return jsonError(body, err)
 	}
 	if dec.More() {
 		return errBadRequest("request body has data after the JSON object")
@@ -257,27 +257,113 @@ func decodeJSON(body []byte, dst any) *apiError {
 	return nil
 }
 
-func jsonError(err error) *apiError {
+func jsonError(body []byte, err error) *apiError {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
 		return errBadRequest(fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn))
 	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			return errBadRequest(fmt.Sprintf("request body must be a JSON object, not %s", typ.Value))
+		path := jsonPath(body, typ.Offset)
+		if path == "" {
+			return errBadRequest(fmt.Sprintf("request body must be a JSON object, not %s", valueName(typ.Value)))
 		}
-		return errBadRequest(fmt.Sprintf("field %q must be %s, not %s", field, typeName(typ.Type.Kind().String()), typ.Value))
+		return errBadRequest(fmt.Sprintf("%s: expected %s, got %s", path, typeName(typ.Type.Kind().String()), valueName(typ.Value)))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errBadRequest("malformed JSON: unexpected end of input")
 	}
 	return errBadRequest("invalid request body: " + strings.TrimPrefix(err.Error(), "json: "))
 }
 
+// jsonPath names, as messages[1].role, the value of a JSON document that
+// ends at byte offset end, or that is an array or object opening there
+// (where encoding/json reports a type mismatch). Go's own
+// UnmarshalTypeError.Field names Go structs and drops array indexes.
+func jsonPath(body []byte, end int64) string {
+	type level struct {
+		array bool
+		index int    // next element's index
+		key   string // current member's name
+		inKey bool   // the next string token is a member name
+	}
+	var stack []level
+	name := func() string {
+		var b strings.Builder
+		for _, l := range stack {
+			switch {
+			case l.array:
+				fmt.Fprintf(&b, "[%d]", l.index-1)
+			case b.Len() == 0:
+				b.WriteString(l.key)
+			default:
+				b.WriteString("." + l.key)
+			}
+		}
+		return b.String()
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if n := len(stack); n > 0 {
+			top := &stack[n-1]
+			if !top.array && top.inKey {
+				if d, ok := tok.(json.Delim); ok && d == '}' {
+					stack = stack[:n-1]
+					continue
+				}
+				top.key, top.inKey = fmt.Sprint(tok), false
+				continue
+			}
+			if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+				stack = stack[:n-1]
+				continue
+			}
+			if top.array {
+				top.index++
+			} else {
+				top.inKey = true
+			}
+		}
+		if dec.InputOffset() == end {
+			return name()
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, level{inKey: true})
+		case json.Delim('['):
+			stack = append(stack, level{array: true})
+		}
+	}
+}
+
+// valueName is encoding/json's description of a value ("string", "number
+// 1.5") as a phrase.
+func valueName(v string) string {
+	switch v {
+	case "string":
+		return "a string"
+	case "number":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "array":
+		return "an array"
+	case "object":
+		return "an object"
+	}
+	if n, ok := strings.CutPrefix(v, "number "); ok {
+		return "the number " + n
+	}
+	return v
+}
+
 func typeName(kind string) string {
 	switch kind {
-	case "int", "int32", "int64", "uint", "uint32", "uint64":
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
 		return "an integer"
 	case "float32", "float64":
 		return "a number"
@@ -285,7 +371,7 @@ func typeName(kind string) string {
 		return "a string"
 	case "bool":
 		return "a boolean"
-	case "slice":
+	case "slice", "array":
 		return "an array"
 	case "map", "struct":
 		return "an object"

@@ -133,3 +133,27 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeErrorNamesJSONPath: a value of the wrong type is named by its
+// JSON path, never by the Go struct that holds it.
+func TestDecodeErrorNamesJSONPath(t *testing.T) {
+	tests := []struct{ body, want string }{
+		{`{"max_tokens":"5"}`, `max_tokens: expected an integer, got a string`},
+		{`{ "max_tokens" : "5" , "n": 1}`, `max_tokens: expected an integer, got a string`},
+		{`{"max_tokens":1.5}`, `max_tokens: expected an integer, got the number 1.5`},
+		{`{"temperature":"hot"}`, `temperature: expected a number, got a string`},
+		{`{"messages":[{"role":"user","content":"a"},{"role":5}]}`, `messages[1].role: expected a string, got a number`},
+		{`{"messages":[{"role":["a"]}]}`, `messages[0].role: expected a string, got an array`},
+		{`{"messages":{"a":1}}`, `messages: expected an array, got an object`},
+		{`{"stream_options":{"include_usage":"yes"}}`, `stream_options.include_usage: expected a boolean, got a string`},
+		{`{"chat_template_kwargs":{"x":1},"tools":[{"type":"function","function":{"name":7}}]}`, `tools[0].function.name: expected a string, got a number`},
+		{`[1]`, `request body must be a JSON object, not an array`},
+	}
+	for _, tt := range tests {
+		var req chatRequest
+		err := decodeJSON([]byte(tt.body), &req)
+		if err == nil || err.Message != tt.want {
+			t.Errorf("%s: %v, want %q", tt.body, err, tt.want)
+		}
+	}
+}

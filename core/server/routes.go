@@ -76,7 +76,7 @@ func (s *Server) tokenize(c echo.Context) error {
 	for i, t := range toks {
 		text, derr := b.Detokenize([]int32{t})
 		if derr != nil {
-			return errServer("detokenize: " + derr.Error())
+			return &internalError{what: "detokenize", err: derr}
 		}
 		out[i] = tokenPiece{ID: t, Piece: text}
 		if !utf8.ValidString(text) {

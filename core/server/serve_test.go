@@ -82,8 +82,8 @@ func TestNonLoopbackWarning(t *testing.T) {
 func TestSlowClients(t *testing.T) {
 	addr, _ := serveReal(t, server.Options{ReadTimeout: 300 * time.Millisecond})
 	for _, tt := range []struct{ name, send string }{
-		{"slow headers", "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"},
-		{"slow body", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"prompt\":"},
+		{"slow headers", "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"},
+		{"slow body", "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"prompt\":"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr.String())

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +31,10 @@ type Options struct {
 	APIKey string
 	// Alias is the model id clients see; default the backend's ModelInfo.ID.
 	Alias string
+	// AllowedHosts are names, besides the bound address, localhost and
+	// (bound to 0.0.0.0 or ::) the machine's host name, that a server
+	// without an API key answers in the Host header; "*" allows any.
+	AllowedHosts []string
 	// MaxQueue is how many requests may wait for the engine behind the
 	// running one before new ones get 429; default 8.
 	MaxQueue int
@@ -53,7 +56,7 @@ type Options struct {
 
 // OptionsFromConfig takes the server settings of a profile.
 func OptionsFromConfig(c config.Server) Options {
-	return Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias}
+	return Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts}
 }
 
 func (o *Options) defaults() {
@@ -92,6 +95,7 @@ type Server struct {
 	backend atomic.Pointer[backendBox]
 	queue   *queue
 	metrics *metrics
+	hosts   hostPolicy
 	started time.Time
 }
 
@@ -106,7 +110,7 @@ type backendBox struct {
 // New builds a server. b may be nil while the model loads.
 func New(o Options, b Backend) *Server {
 	o.defaults()
-	s := &Server{opts: o, log: o.Logger, queue: newQueue(o.MaxQueue), metrics: &metrics{}, started: time.Now()}
+	s := &Server{opts: o, log: o.Logger, queue: newQueue(o.MaxQueue), metrics: &metrics{}, hosts: newHostPolicy(o), started: time.Now()}
 	if b != nil {
 		s.SetBackend(b)
 	}
@@ -138,63 +142,29 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.recoverPanics, s.authenticate)
+	e.Use(s.requestID, s.recoverPanics, s.checkHost, s.authenticate)
 
-	e.GET("/health", s.health)
-	e.GET("/v1/health", s.health)
+	get := func(path string, h echo.HandlerFunc) {
+		e.GET(path, h)
+		e.HEAD(path, h) // net/http drops the body
+	}
+	get("/health", s.health)
+	get("/v1/health", s.health)
 	for _, p := range []string{"/v1/models", "/models"} {
-		e.GET(p, s.models)
+		get(p, s.models)
 	}
 	for _, p := range []string{"/v1/chat/completions", "/chat/completions"} {
-		e.POST(p, s.chatCompletions)
+		e.POST(p, s.chatCompletions, requireJSON)
 	}
 	for _, p := range []string{"/v1/completions", "/completions"} {
-		e.POST(p, s.completions)
+		e.POST(p, s.completions, requireJSON)
 	}
-	e.POST("/tokenize", s.tokenize)
-	e.POST("/detokenize", s.detokenize)
-	e.GET("/metrics", s.serveMetrics)
-	e.GET("/status", s.status)
-	s.webRoutes(e)
+	e.POST("/tokenize", s.tokenize, requireJSON)
+	e.POST("/detokenize", s.detokenize, requireJSON)
+	get("/metrics", s.serveMetrics)
+	get("/status", s.status)
+	s.webRoutes(get)
 	return e
-}
-
-// publicPaths need no API key: the health probe, and the page's static
-// files so that a browser can load the page, which then asks for the key.
-func isPublic(path string) bool {
-	switch path {
-	case "/health", "/v1/health", "/", "/index.html", "/app.js", "/style.css", "/favicon.svg":
-		return true
-	}
-	return false
-}
-
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
-	key := []byte(s.opts.APIKey)
-	return func(c echo.Context) error {
-		if len(key) == 0 || isPublic(c.Request().URL.Path) {
-			return next(c)
-		}
-		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), key) != 1 {
-			return newAPIError(http.StatusUnauthorized, "authentication_error", "Invalid API Key")
-		}
-		return next(c)
-	}
-}
-
-// recoverPanics turns a handler panic into a 500 instead of a dropped
-// connection; the panic is a bug, so it is logged loudly.
-func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				s.log.Error("handler panic", "path", c.Request().URL.Path, "panic", r)
-				err = errServer(fmt.Sprint("internal error: ", r))
-			}
-		}()
-		return next(c)
-	}
 }
 
 // readBody reads at most MaxBodyBytes of the request body.

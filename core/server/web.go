@@ -14,12 +14,13 @@ import (
 //go:embed web
 var webFS embed.FS
 
-func (s *Server) webRoutes(e *echo.Echo) {
+// webRoutes registers the page's files with get (which adds HEAD).
+func (s *Server) webRoutes(get func(string, echo.HandlerFunc)) {
 	for path, file := range map[string]string{
 		"/": "web/index.html", "/index.html": "web/index.html", "/app.js": "web/app.js",
 		"/style.css": "web/style.css", "/favicon.svg": "web/favicon.svg",
 	} {
-		e.GET(path, func(c echo.Context) error {
+		get(path, func(c echo.Context) error {
 			b, err := webFS.ReadFile(file)
 			if err != nil {
 				return echo.ErrNotFound

@@ -1,6 +1,9 @@
 package synth
 
 import (
+	"crypto/sha256"
+	"fmt"
+
 	"github.com/k3-inference/k3/core/gguf"
 )
 
@@ -20,6 +23,7 @@ func metadata(cfg *Config, v *Vocab) []gguf.KV {
 	kvs := []gguf.KV{
 		{Key: "general.architecture", Value: gguf.Str(Arch)},
 		{Key: "general.name", Value: gguf.Str(cfg.Name)},
+		{Key: "general.uuid", Value: gguf.Str(modelUUID(cfg))},
 		{Key: "general.file_type", Value: gguf.U32(cfg.Type.FileType())},
 		{Key: "general.quantization_version", Value: gguf.U32(2)},
 		{Key: a("vocab_size"), Value: gguf.U32(uint32(cfg.NVocab))},
@@ -76,4 +80,15 @@ func metadata(cfg *Config, v *Vocab) []gguf.KV {
 		gguf.KV{Key: "tokenizer.chat_template", Value: gguf.Str(ChatTemplate)},
 	)
 	return kvs
+}
+
+// modelUUID names the model cfg describes (seed included), the same on
+// every run: the split writer copies it onto every shard, so a shard of
+// another synthetic model with the same shapes is refused at load.
+// It is an RFC 9562 version 8 (custom) UUID over a hash of cfg.
+func modelUUID(cfg *Config) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("k3 synth %+v", *cfg)))
+	h[6] = h[6]&0x0f | 0x80
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
