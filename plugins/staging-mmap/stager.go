@@ -155,8 +155,11 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 	if err != nil {
 		return nil, err
 	}
-	if req.Budget < res+largest {
-		return nil, fmt.Errorf("staging-mmap: budget %d bytes holds the always-needed %d bytes but not one %d-byte expert unit", req.Budget, res, largest)
+	switch {
+	case req.Budget < res:
+		return nil, fmt.Errorf("staging-mmap: budget %d bytes is under the always-needed %d bytes", req.Budget, res)
+	case req.Budget < res+largest:
+		return nil, fmt.Errorf("staging-mmap: budget %d bytes holds the always-needed %d bytes but not one %d-byte expert unit beside them", req.Budget, res, largest)
 	}
 	policy, err := cache.NewPolicy(opt.policy, opt.halfLife*float64((req.Budget-res)/max(largest, 1)))
 	if err != nil {

@@ -113,12 +113,14 @@ func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
 	one, _ := Footprint(&m.Req, 1)
+	res, _ := Footprint(&m.Req, 0)
 	tests := []struct {
 		name string
 		req  *plugin.OpenRequest
 		want string
 	}{
-		{"budget under one unit", m.Request(one-1, "", nil), "budget"},
+		{"budget under one unit", m.Request(one-1, "", nil), "holds the always-needed"},
+		{"budget under the always-needed bytes", m.Request(res-1, "", nil), "is under the always-needed"},
 		{"unknown option", m.Request(one, "", map[string]string{"mlok": "true"}), "mlok"},
 		{"bad evict", m.Request(one, "", map[string]string{"evict": "later"}), "evict"},
 	}
