@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
@@ -144,12 +145,12 @@ type BudgetError struct{ Budget }
 func (e *BudgetError) Error() string {
 	b := e.Budget
 	if b.Total == 0 {
-		return e.reason(fmt.Sprintf("stager budget %s (%d bytes)", size(b.Stager), b.Stager))
+		return e.reason(fmt.Sprintf("stager budget %s (%d bytes)", config.Size(b.Stager), b.Stager))
 	}
 	return fmt.Sprintf("memory budget %s (%d bytes) cannot run one step of the model: %s; "+
 		"it needs at least %s (%d bytes): always-needed %s + one step's experts %s (at least one %d-byte expert unit; a step with more experts runs them in groups that fit) + sequence state %s at context %d + %s for activations and the Go heap",
-		size(b.Total), b.Total, e.reason(fmt.Sprintf("the %s (%d bytes) left for the weights", size(b.Stager), b.Stager)),
-		size(b.MinTotal()), b.MinTotal(), size(b.Resident), size(b.Unit), b.Unit, size(b.State), b.Context, size(Headroom(b.MinTotal())))
+		config.Size(b.Total), b.Total, e.reason(fmt.Sprintf("the %s (%d bytes) left for the weights", config.Size(b.Stager), b.Stager)),
+		config.Size(b.MinTotal()), b.MinTotal(), config.Size(b.Resident), config.Size(b.Unit), b.Unit, config.Size(b.State), b.Context, config.Size(Headroom(b.MinTotal())))
 }
 
 // reason says which part falls short; left names the stager's part.
@@ -157,25 +158,11 @@ func (e *BudgetError) reason(left string) string {
 	b := e.Budget
 	switch {
 	case b.Stager <= 0:
-		return fmt.Sprintf("the sequence state (%s at context %d) and %s for activations and the Go heap leave nothing for the weights (lower the context or raise the budget)", size(b.State), b.Context, size(b.Headroom))
+		return fmt.Sprintf("the sequence state (%s at context %d) and %s for activations and the Go heap leave nothing for the weights (lower the context or raise the budget)", config.Size(b.State), b.Context, config.Size(b.Headroom))
 	case b.Stager < b.Resident:
 		return fmt.Sprintf("%s is below the always-needed %d bytes", left, b.Resident)
 	default:
 		return fmt.Sprintf("%s holds the always-needed %d bytes but not one %d-byte expert unit beside them", left, b.Resident, b.Unit)
-	}
-}
-
-// size writes a byte count the way profiles do (binary units).
-func size(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
-	default:
-		return fmt.Sprintf("%dB", n)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/k3-inference/k3/core/config"
 )
 
 // TestBudgetMessages: each way a budget falls short is named as it is,
@@ -51,8 +53,8 @@ func TestBudgetMessages(t *testing.T) {
 			if tc.b.Total > 0 {
 				// The breakdown of what it needs.
 				words = append(words, "needs at least", strconv.FormatInt(tc.b.MinTotal(), 10)+" bytes",
-					"always-needed "+size(tc.b.Resident), "one "+strconv.FormatInt(tc.b.Unit, 10)+"-byte expert unit",
-					"sequence state "+size(tc.b.State))
+					"always-needed "+config.Size(tc.b.Resident).String(), "one "+strconv.FormatInt(tc.b.Unit, 10)+"-byte expert unit",
+					"sequence state "+config.Size(tc.b.State).String())
 			}
 			for _, w := range words {
 				if !strings.Contains(msg, w) {
