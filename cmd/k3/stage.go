@@ -17,7 +17,6 @@ import (
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/model/kimik3"
 	"github.com/k3-inference/k3/core/plugin"
-	"github.com/k3-inference/k3/core/plugin/ggufreq"
 	stagingmmap "github.com/k3-inference/k3/plugins/staging-mmap"
 	stagingpread "github.com/k3-inference/k3/plugins/staging-pread"
 )
@@ -157,15 +156,15 @@ func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.
 	if !ok {
 		return nil, fmt.Errorf("%s: architecture %q cannot run through a stager yet (only kimi-k3)", f.Path(), f.Arch())
 	}
+	prof, err := fitBudget(prof, f.Path(), stderr)
+	if err != nil {
+		return nil, err
+	}
 	state, err := stateReserve(f, seqLen)
 	if err != nil {
 		return nil, err
 	}
-	so, err := stageOptions(f, prof, seqLen, state)
-	if err != nil {
-		return nil, err
-	}
-	st, err := engine.OpenStaged(ctx, f, so)
+	st, err := engine.OpenStaged(ctx, f, stageOptions(prof, seqLen, state))
 	if err != nil {
 		return nil, err
 	}
@@ -174,20 +173,49 @@ func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.
 		st.Close()
 		return nil, fmt.Errorf("model: %s: %w", f.Path(), err)
 	}
-	fmt.Fprintf(stderr, "%s stager-budget=%s state-reserve=%s stager-mode=%q\n", prof.ModeLine(o.Threads), config.Size(so.Budget), config.Size(state), st.Mode())
+	fmt.Fprintf(stderr, "%s %s stager-mode=%q\n", prof.ModeLine(o.Threads), budgetFields(st.Budget()), st.Mode())
 	return &loadedModel{Model: m, staged: st}, nil
 }
 
-// stageOptions turns a profile into how to start and open its stager. The
-// stager gets the memory budget less what the core keeps: the sequence
-// state at seqLen tokens (state, from stateReserve: attention caches,
-// recurrent state, prefix snapshots) and, for activations and the Go heap,
-// a tenth of the budget within [128 MiB, 4 GiB] and never more than half.
-// Without a budget it gets room for the whole model.
-func stageOptions(f *gguf.File, prof *config.Profile, seqLen int, state int64) (engine.StageOptions, error) {
+// budgetFields are the mode line's account of the budget: what the
+// always-needed weights, the experts the largest step pins at once and the
+// sequence state take of it, and the stager's part.
+func budgetFields(b engine.Budget) string {
+	return fmt.Sprintf("always-needed=%s step-pin=%s(%dx%s) state-reserve=%s stager-budget=%s",
+		config.Size(b.Resident), config.Size(b.StepPin()), b.Group(), config.Size(b.Unit), config.Size(b.State), config.Size(b.Stager))
+}
+
+// machine is what budgets are fitted to; tests replace it.
+var machine = config.Detect
+
+// fitBudget returns prof, or a copy with its budget lowered to what the
+// machine can give, saying so on stderr.
+func fitBudget(prof *config.Profile, path string, stderr io.Writer) (*config.Profile, error) {
+	b, warn, err := config.FitBudget(prof.Memory.Budget, machine(path))
+	if err != nil || warn == "" {
+		return prof, err
+	}
+	fmt.Fprintf(stderr, "k3: warning: %s\n", warn)
+	p := *prof
+	p.Memory.Budget = b
+	return &p, nil
+}
+
+// stagerFootprints are the built-in stagers' own sizing: the budget
+// check and the grouping of a step's experts use the arithmetic the
+// stager will.
+var stagerFootprints = map[string]engine.Footprint{"pread": stagingpread.Footprint, "mmap": stagingmmap.Footprint}
+
+// stageOptions turns a profile into how to start and open its stager: its
+// memory budget, of which the core keeps the sequence state at seqLen
+// tokens (state, from stateReserve: attention caches, recurrent state,
+// prefix snapshots) and headroom (engine.Headroom). Without a budget the
+// stager gets room for the whole model.
+func stageOptions(prof *config.Profile, seqLen int, state int64) engine.StageOptions {
 	s := prof.Stager
 	so := engine.StageOptions{
 		Launch: plugin.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: slog.Default()},
+		Memory: int64(prof.Memory.Budget), State: state, Context: seqLen, UBatch: prof.UBatch,
 		// prefetch_depth 0 turns the guesses off like lookahead false.
 		Lookahead:      s.Lookahead && s.PrefetchDepth > 0,
 		LookaheadDepth: s.PrefetchDepth,
@@ -200,32 +228,13 @@ func stageOptions(f *gguf.File, prof *config.Profile, seqLen int, state int64) (
 	}
 	if s.Path != "" {
 		so.Launch.Name = s.Name
+	} else {
+		so.Footprint = stagerFootprints[s.Name]
 	}
 	if s.Name == "mmap" && prof.Memory.Mlock {
 		so.Options["mlock"] = "true"
 	}
-	if b := int64(prof.Memory.Budget); b > 0 {
-		so.Budget = b - min(max(b/10, 128<<20), 4<<30, b/2) - state
-		if so.Budget <= 0 {
-			return so, fmt.Errorf("memory budget %s leaves nothing for weights after %s of sequence state at context %d (lower the context or raise the budget)",
-				prof.Memory.Budget, config.Size(state), seqLen)
-		}
-		return so, nil
-	}
-	req, err := ggufreq.OpenRequest(f)
-	if err != nil {
-		return so, err
-	}
-	units := 0
-	for _, t := range req.Tensors {
-		units = max(units, (t.Layer+1)*t.Experts)
-	}
-	foot := stagingpread.Footprint
-	if s.Name == "mmap" {
-		foot = stagingmmap.Footprint
-	}
-	so.Budget, err = foot(req, units)
-	return so, err
+	return so
 }
 
 // stagerReport is the stager's part of a run's numbers, printed as JSON.

@@ -131,7 +131,8 @@ func openStager(t *testing.T, path, name string, inProcess bool, units int, o en
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Budget, err = stageFootprint[name](req, units); err != nil {
+	o.Footprint = stageFootprint[name]
+	if o.Budget, err = o.Footprint(req, units); err != nil {
 		t.Fatal(err)
 	}
 	o.Launch = launch(name, inProcess)
@@ -375,11 +376,11 @@ func TestStageBudgetReservesState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		so, err := stageOptions(f, &prof, ctx, state)
+		b, err := engine.PlanBudget(f, stageOptions(&prof, ctx, state))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return so.Budget
+		return b.Stager
 	}
 	small, large := budget(1000), budget(100000) // 1024 and 100096 rows
 	if got, want := small-large, perToken*(100096-1024); got != want {
@@ -392,7 +393,11 @@ func TestStageBudgetReservesState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stageOptions(f, &prof, 1<<24, state); err == nil || !strings.Contains(err.Error(), "sequence state at context") {
+	b, err := engine.PlanBudget(f, stageOptions(&prof, 1<<24, state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Check(); err == nil || !strings.Contains(err.Error(), "sequence state") || !strings.Contains(err.Error(), "leave nothing for the weights") {
 		t.Errorf("a context whose state exceeds the budget: %v", err)
 	}
 }

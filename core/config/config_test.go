@@ -167,13 +167,13 @@ func TestCgroupFiles(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "memory.max"), []byte("max\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "user.slice", "memory.max"), []byte("4294967296\n"), 0o644)
-	if got := cgroupLimit(proc, root); got != 4<<30 {
+	if got, _ := cgroupMemory(proc, root); got != 4<<30 {
 		t.Fatalf("v2 ancestor limit = %d", got)
 	}
 	v1 := writeFile(t, "cgroup1", "5:memory:/job\n3:cpu:/job\n")
 	os.MkdirAll(filepath.Join(root, "memory", "job"), 0o755)
 	os.WriteFile(filepath.Join(root, "memory", "job", "memory.limit_in_bytes"), []byte("1073741824\n"), 0o644)
-	if got := cgroupLimit(v1, root); got != 1<<30 {
+	if got, _ := cgroupMemory(v1, root); got != 1<<30 {
 		t.Fatalf("v1 limit = %d", got)
 	}
 }

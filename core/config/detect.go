@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,11 +13,18 @@ import (
 
 // Machine is what auto-profiling looks at.
 type Machine struct {
-	// MemTotal is physical RAM in bytes (/proc/meminfo).
-	MemTotal int64
-	// CgroupLimit is the memory limit of the cgroup k3 runs in, page cache
-	// included; 0 when there is none.
-	CgroupLimit int64
+	// MemTotal is physical RAM in bytes; MemAvailable what the kernel can
+	// hand out without swapping (free memory and page cache it can drop);
+	// both from /proc/meminfo, 0 when unknown.
+	MemTotal, MemAvailable int64
+	// CgroupLimit is the tightest memory limit of the cgroup k3 runs in
+	// and its ancestors, page cache included; 0 when there is none.
+	// CgroupUsage is what that cgroup holds now, less its inactive page
+	// cache.
+	CgroupLimit, CgroupUsage int64
+	// Self is what this process holds already (resident bytes): counted
+	// in the usage above, yet k3's to spend.
+	Self int64
 	// PhysicalCores is the number of physical cores (compute threads).
 	PhysicalCores int
 	// AVX2 means AVX2+FMA+F16C; AVX512 means F+BW+VL.
@@ -29,9 +35,14 @@ type Machine struct {
 
 // Detect reads the machine k3 is running on. modelPath may be empty.
 func Detect(modelPath string) Machine {
+	info := meminfo("/proc/meminfo")
+	limit, usage := cgroupMemory("/proc/self/cgroup", "/sys/fs/cgroup")
 	m := Machine{
-		MemTotal:      memTotal(),
-		CgroupLimit:   CgroupMemoryLimit(),
+		MemTotal:      info["MemTotal"],
+		MemAvailable:  info["MemAvailable"],
+		CgroupLimit:   limit,
+		CgroupUsage:   usage,
+		Self:          selfRSS(),
 		PhysicalCores: cpuid.CPU.PhysicalCores,
 		AVX2:          cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C),
 		AVX512:        cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL),
@@ -90,64 +101,11 @@ func Auto(m Machine) Profile {
 	return p
 }
 
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // CgroupMemoryLimit returns the memory limit of this process's cgroup and
 // its ancestors (v2 memory.max or v1 memory.limit_in_bytes), or 0.
 func CgroupMemoryLimit() int64 {
-	return cgroupLimit("/proc/self/cgroup", "/sys/fs/cgroup")
-}
-
-func cgroupLimit(procFile, root string) int64 {
-	data, err := os.ReadFile(procFile)
-	if err != nil {
-		return 0
-	}
-	best := int64(0)
-	consider := func(v int64) {
-		if v > 0 && v < 1<<60 && (best == 0 || v < best) {
-			best = v
-		}
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		switch {
-		case parts[0] == "0" && parts[1] == "": // cgroup v2
-			for dir := filepath.Join(root, parts[2]); strings.HasPrefix(dir, root); dir = filepath.Dir(dir) {
-				consider(readLimit(filepath.Join(dir, "memory.max")))
-				if dir == root {
-					break
-				}
-			}
-		case strings.Contains(","+parts[1]+",", ",memory,"): // cgroup v1
-			base := filepath.Join(root, "memory")
-			for dir := filepath.Join(base, parts[2]); strings.HasPrefix(dir, base); dir = filepath.Dir(dir) {
-				consider(readLimit(filepath.Join(dir, "memory.limit_in_bytes")))
-				if dir == base {
-					break
-				}
-			}
-		}
-	}
-	return best
+	limit, _ := cgroupMemory("/proc/self/cgroup", "/sys/fs/cgroup")
+	return limit
 }
 
 func readLimit(path string) int64 {

@@ -48,8 +48,21 @@ type ExpertSource interface {
 // StageOptions say how to start and open a stager for a model.
 type StageOptions struct {
 	Launch plugin.Launch
-	// Budget is the stager's memory budget in bytes.
+	// Memory is the memory budget in bytes: the core keeps State and
+	// Headroom(Memory) of it, the stager gets the rest. OpenStaged refuses
+	// a budget that cannot run one step (BudgetError).
+	Memory int64
+	// State is what the sequence state can reach at Context tokens.
+	State   int64
+	Context int
+	// Budget, without Memory, is the stager's part given directly; with
+	// neither, the stager gets room for every expert.
 	Budget int64
+	// Footprint is how the stager sizes what it holds; nil: PageFootprint.
+	Footprint Footprint
+	// UBatch is the most tokens one forward call runs (<= 0:
+	// DefaultUBatch); it bounds the experts one step chooses.
+	UBatch int
 	// Options are passed to the stager as OpenRequest.Options.
 	Options map[string]string
 	// Lookahead enables speculative hints, LookaheadDepth layers ahead
@@ -66,6 +79,7 @@ type Staged struct {
 	f         *gguf.File
 	sup       *plugin.Supervisor
 	req       *plugin.OpenRequest
+	budget    Budget
 	ids       map[string]int
 	mode      string
 	lookahead int
@@ -89,14 +103,22 @@ type Staged struct {
 // residentStep pins the always-needed tensors; expert steps count up from it.
 const residentStep = 1
 
-// OpenStaged starts the stager o names, opens f's shards in it and pins the
-// always-needed tensors.
+// OpenStaged checks that o's budget runs one step of f's model, starts the
+// stager o names, opens f's shards in it and pins the always-needed
+// tensors.
 func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, error) {
 	req, err := ggufreq.OpenRequest(f)
 	if err != nil {
 		return nil, err
 	}
-	req.Budget, req.Options = o.Budget, o.Options
+	budget, err := planBudget(f, req, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := budget.Check(); err != nil {
+		return nil, err
+	}
+	req.Budget, req.Options = budget.Stager, o.Options
 	dropCached(req.Shards)
 	sup, err := plugin.SuperviseStager(ctx, o.Launch)
 	if err != nil {
@@ -107,7 +129,7 @@ func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, err
 		sup.Close(ctx)
 		return nil, fmt.Errorf("stager %s: open %s: %w", o.Launch.Name, f.Path(), err)
 	}
-	s := &Staged{f: f, sup: sup, req: req, ids: map[string]int{}, mode: resp.Mode,
+	s := &Staged{f: f, sup: sup, req: req, budget: budget, ids: map[string]int{}, mode: resp.Mode,
 		ctx: context.WithoutCancel(ctx), step: residentStep, predicted: map[int][]int32{}}
 	if o.Lookahead {
 		s.lookahead = max(o.LookaheadDepth, 1)
@@ -168,24 +190,17 @@ func (s *Staged) Routed(name string) bool {
 	return ok && s.req.Tensors[id].Routed()
 }
 
-// MaxExperts implements ExpertSource: three quarters of what the budget
-// left after the always-needed tensors holds, so that alignment padding
-// and speculative reads in flight still leave room.
+// MaxExperts implements ExpertSource: three quarters of the expert units
+// the stager's part holds beside the always-needed tensors, sized as the
+// stager lays them out (StageOptions.Footprint), so that the next group's
+// reads still find room. OpenStaged made sure that one unit fits.
 func (s *Staged) MaxExperts(layer int) int {
-	var resident, unit int64
-	for _, t := range s.req.Tensors {
-		switch {
-		case !t.Routed():
-			resident += t.Size
-		case t.Layer == layer:
-			unit += t.ExpertSize
-		}
-	}
-	if unit == 0 {
-		return 1
-	}
-	return max(1, int((s.req.Budget-resident)*3/4/unit))
+	return groupSize(s.budget.Stager-s.budget.Resident, s.budget.Unit)
 }
+
+// Budget is how the memory budget divided between the core and the
+// stager.
+func (s *Staged) Budget() Budget { return s.budget }
 
 // Lookahead implements ExpertSource.
 func (s *Staged) Lookahead() int { return s.lookahead }

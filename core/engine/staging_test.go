@@ -3,14 +3,17 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/ggufreq"
 	"github.com/k3-inference/k3/core/synth"
 )
 
@@ -199,5 +202,66 @@ func TestStagedMaxExperts(t *testing.T) {
 	ti, _ := f.Tensor("blk.1.ffn_up_exps.weight")
 	if n := int(ti.Shape[len(ti.Shape)-1]); s.MaxExperts(1) < n {
 		t.Errorf("MaxExperts = %d with a budget for all %d", s.MaxExperts(1), n)
+	}
+}
+
+// TestStagedGroupsByFootprint: the experts one acquire asks for are sized
+// by the stager's own footprint, alignment included, so a group never
+// asks for more units than the stager holds; a budget that cannot hold one
+// unit beside the always-needed bytes is refused before the stager starts.
+func TestStagedGroupsByFootprint(t *testing.T) {
+	cfg, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Type = synth.TypeQ2_K
+	res, err := synth.Write(filepath.Join(t.TempDir(), "k3.gguf"), cfg, synth.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(res.Paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A stager whose unit is 1 MiB, far more than the experts' bytes.
+	const unit = 1 << 20
+	foot := func(req *plugin.OpenRequest, units int) (int64, error) {
+		r, err := engine.PageFootprint(req, 0)
+		return r + int64(units)*unit, err
+	}
+	req, err := ggufreq.OpenRequest(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resident, _ := foot(req, 0)
+	for _, tc := range []struct{ units, want int }{{1, 1}, {2, 1}, {8, 6}} {
+		st := &shardStager{restart: -1}
+		name := fmt.Sprintf("engine-test-%s-%d", t.Name(), tc.units)
+		plugin.RegisterStager(name, func() plugin.Stager { return st })
+		s, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: plugin.Launch{Name: name, InProcess: true},
+			Budget: resident + int64(tc.units)*unit, Footprint: foot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.MaxExperts(1); got != tc.want {
+			t.Errorf("%d units: MaxExperts %d, want %d", tc.units, got, tc.want)
+		}
+		if b := s.Budget(); b.Unit != unit || b.Resident != resident {
+			t.Errorf("budget %+v: not the footprint's unit and always-needed bytes", b)
+		}
+		s.Close()
+	}
+	st := &shardStager{restart: -1}
+	name := "engine-test-" + t.Name()
+	plugin.RegisterStager(name, func() plugin.Stager { return st })
+	_, err = engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: plugin.Launch{Name: name, InProcess: true},
+		Budget: resident + unit - 1, Footprint: foot})
+	var be *engine.BudgetError
+	if !errors.As(err, &be) || !strings.Contains(err.Error(), "not one 1048576-byte expert unit") {
+		t.Errorf("a budget under one unit: %v", err)
+	}
+	if st.req != nil {
+		t.Error("the stager was opened for a budget that cannot run")
 	}
 }

@@ -42,11 +42,35 @@ func (s *Stager) insert(k cache.Key) (*cache.Entry, error) {
 		return nil, err
 	}
 	for _, v := range evicted {
-		for _, sp := range s.unitSpans(int(v.Key.Layer), int(v.Key.Expert)) {
-			s.drop(sp)
-		}
+		s.dropUnit(v.Key)
 	}
 	return e, nil
+}
+
+// dropUnit drops unit k's pages; if some stay cached, Release tries again.
+// The caller holds s.mu.
+func (s *Stager) dropUnit(k cache.Key) {
+	left := false
+	for _, sp := range s.unitSpans(int(k.Layer), int(k.Expert)) {
+		left = s.drop(sp) || left
+	}
+	if left {
+		s.undropped[k] = true
+	} else {
+		delete(s.undropped, k)
+	}
+}
+
+// redrop drops again the evicted units whose pages stayed cached, unless
+// they are cached (and so counted) again. The caller holds s.mu.
+func (s *Stager) redrop() {
+	for k := range s.undropped {
+		if _, ok := s.cache.Peek(k); ok {
+			delete(s.undropped, k)
+			continue
+		}
+		s.dropUnit(k)
+	}
 }
 
 // Hint queues the reads of a layer's experts (readq: current hints before
@@ -240,5 +264,6 @@ func (s *Stager) Release(_ context.Context, req *plugin.ReleaseRequest) error {
 	defer s.mu.Unlock()
 	s.unpin(s.pins[req.Step])
 	delete(s.pins, req.Step)
+	s.redrop()
 	return nil
 }

@@ -105,13 +105,18 @@ func (s *Stager) fetchAll(spans []span) time.Duration {
 }
 
 // drop takes sp out of this process's mapping and, with the dontneed
-// policy, out of the page cache (pages another process maps stay). Pages
+// policy, out of the page cache (pages another mapping holds stay). Pages
 // it shares with always-needed tensors stay: dropping them would cost a
-// re-read, and with mlock the kernel refuses the whole range.
-func (s *Stager) drop(sp span) {
+// re-read, and with mlock the kernel refuses the whole range. It reports
+// whether pages it should have dropped stayed cached.
+func (s *Stager) drop(sp span) (left bool) {
 	for _, part := range subtract(sp, s.resident) {
 		s.dropSpan(part)
+		if s.opt.evict == "dontneed" && residentBytes(s.view(part)) > 0 {
+			left = true
+		}
 	}
+	return left
 }
 
 // subtract returns the parts of sp outside the sorted, merged spans.

@@ -55,7 +55,12 @@ type Stager struct {
 	// an Acquire of one waits for that read instead of counting and
 	// faulting the same bytes again.
 	loading map[cache.Key]chan struct{}
-	stats   plugin.Stats
+	// undropped are evicted units whose pages stayed in the page cache
+	// because the core still mapped them (its faults on a pinned unit map
+	// the cached neighbours too); Release, once the core has let go of its
+	// mappings, drops them again.
+	undropped map[cache.Key]bool
+	stats     plugin.Stats
 
 	queue   *readq.Queue // hinted units to read
 	work    *sync.Cond   // signals workers: queue not empty or closing
@@ -155,8 +160,11 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 	if err != nil {
 		return nil, err
 	}
-	if req.Budget < res+largest {
-		return nil, fmt.Errorf("staging-mmap: budget %d bytes holds the always-needed %d bytes but not one %d-byte expert unit", req.Budget, res, largest)
+	switch {
+	case req.Budget < res:
+		return nil, fmt.Errorf("staging-mmap: budget %d bytes is under the always-needed %d bytes", req.Budget, res)
+	case req.Budget < res+largest:
+		return nil, fmt.Errorf("staging-mmap: budget %d bytes holds the always-needed %d bytes but not one %d-byte expert unit beside them", req.Budget, res, largest)
 	}
 	policy, err := cache.NewPolicy(opt.policy, opt.halfLife*float64((req.Budget-res)/max(largest, 1)))
 	if err != nil {
@@ -167,6 +175,7 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 	s.unpinned = sync.NewCond(&s.mu)
 	s.pins = map[uint64][]*cache.Entry{}
 	s.loading = map[cache.Key]chan struct{}{}
+	s.undropped = map[cache.Key]bool{}
 	s.routed, s.experts = map[int][]int{}, map[int]int{}
 	s.stats.BudgetBytes = req.Budget
 	var spans []span

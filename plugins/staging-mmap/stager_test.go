@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
 )
@@ -113,12 +115,14 @@ func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
 	one, _ := Footprint(&m.Req, 1)
+	res, _ := Footprint(&m.Req, 0)
 	tests := []struct {
 		name string
 		req  *plugin.OpenRequest
 		want string
 	}{
-		{"budget under one unit", m.Request(one-1, "", nil), "budget"},
+		{"budget under one unit", m.Request(one-1, "", nil), "holds the always-needed"},
+		{"budget under the always-needed bytes", m.Request(res-1, "", nil), "is under the always-needed"},
 		{"unknown option", m.Request(one, "", map[string]string{"mlok": "true"}), "mlok"},
 		{"bad evict", m.Request(one, "", map[string]string{"evict": "later"}), "evict"},
 	}
@@ -166,4 +170,60 @@ func TestSubtract(t *testing.T) {
 
 func BenchmarkColdExperts(b *testing.B) {
 	plugintest.BenchmarkColdExperts(b, New(), Footprint, nil)
+}
+
+// TestRedropAfterRelease: a unit evicted while another mapping (the
+// core's view, whose faults map cached neighbours) still holds its pages
+// stays in the page cache; once that mapping lets go, the next Release
+// drops it, so the page cache comes back within the budget.
+func TestRedropAfterRelease(t *testing.T) {
+	ctx := context.Background()
+	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
+	budget, _ := Footprint(&m.Req, 1)
+	s := New()
+	if _, err := s.Open(ctx, m.Request(budget, "", nil)); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	unit := func(e int) []plugin.Slice {
+		var out []plugin.Slice
+		for _, id := range m.Routed(0) {
+			out = append(out, plugin.Slice{Tensor: id, Expert: e})
+		}
+		return out
+	}
+	resp, err := s.Acquire(ctx, &plugin.AcquireRequest{Step: 1, Slices: unit(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another mapping of the shard holds expert 0's pages.
+	f, err := os.Open(m.Req.Shards[resp.Locations[0].Region])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	other, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x byte
+	for _, loc := range resp.Locations {
+		for off := loc.Offset; off < loc.Offset+loc.Size; off += page {
+			x += other[off]
+		}
+	}
+	touchSink.Add(uint32(x))
+	s.Release(ctx, &plugin.ReleaseRequest{Step: 1})
+	if _, err := s.Acquire(ctx, &plugin.AcquireRequest{Step: 2, Slices: unit(5)}); err != nil {
+		t.Fatal(err) // evicts expert 0, whose pages the other mapping keeps
+	}
+	if err := unix.Munmap(other); err != nil {
+		t.Fatal(err)
+	}
+	s.Release(ctx, &plugin.ReleaseRequest{Step: 2})
+	stats, _ := s.Stats(ctx)
+	if stats.ResidentBytes > budget {
+		t.Errorf("%d bytes of the shards in the page cache, budget %d", stats.ResidentBytes, budget)
+	}
 }

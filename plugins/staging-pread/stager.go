@@ -70,13 +70,14 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 		return nil, err
 	}
 	slots := 0
-	if lay.slotSize > 0 {
+	switch {
+	case lay.residentSize > req.Budget:
+		return nil, fmt.Errorf("staging-pread: budget %d bytes is under the always-needed %d bytes", req.Budget, lay.residentSize)
+	case lay.slotSize > 0:
 		slots = int((req.Budget - lay.residentSize) / lay.slotSize)
 		if slots < 1 {
-			return nil, fmt.Errorf("staging-pread: budget %d bytes holds the always-needed %d bytes but not one %d-byte expert slot", req.Budget, lay.residentSize, lay.slotSize)
+			return nil, fmt.Errorf("staging-pread: budget %d bytes holds the always-needed %d bytes but not one %d-byte expert slot beside them", req.Budget, lay.residentSize, lay.slotSize)
 		}
-	} else if lay.residentSize > req.Budget {
-		return nil, fmt.Errorf("staging-pread: budget %d bytes is under the always-needed %d bytes", req.Budget, lay.residentSize)
 	}
 	policy, err := cache.NewPolicy(opt.policy, opt.halfLife*float64(slots))
 	if err != nil {

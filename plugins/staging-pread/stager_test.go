@@ -129,8 +129,13 @@ func TestBudgetTooSmall(t *testing.T) {
 	ctx := context.Background()
 	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
 	one, _ := Footprint(&m.Req, 1)
-	if _, err := New().Open(ctx, m.Request(one-1, t.TempDir(), nil)); err == nil || !strings.Contains(err.Error(), "budget") {
+	res, _ := Footprint(&m.Req, 0)
+	// Each refusal says which part does not fit.
+	if _, err := New().Open(ctx, m.Request(one-1, t.TempDir(), nil)); err == nil || !strings.Contains(err.Error(), "holds the always-needed") {
 		t.Errorf("open under one slot: %v", err)
+	}
+	if _, err := New().Open(ctx, m.Request(res-1, t.TempDir(), nil)); err == nil || !strings.Contains(err.Error(), "is under the always-needed") {
+		t.Errorf("open under the always-needed bytes: %v", err)
 	}
 	// Fewer slots than one step's experts: the step fails and says why.
 	s := New()
