@@ -45,7 +45,11 @@ type Options struct {
 	WriteTimeout time.Duration
 	// IdleTimeout closes idle keep-alive connections; default 120s.
 	IdleTimeout time.Duration
-	Logger      *slog.Logger
+	// ShutdownGrace is how long running requests may go on once Serve's
+	// context is done before they are ended (see shutdown.go); default
+	// 10s, negative: end them at once.
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
 	// RequestLog receives llama.cpp's three timing lines at the end of each
 	// generation; default os.Stderr.
 	RequestLog io.Writer
@@ -53,7 +57,11 @@ type Options struct {
 
 // OptionsFromConfig takes the server settings of a profile.
 func OptionsFromConfig(c config.Server) Options {
-	return Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias}
+	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, ShutdownGrace: c.ShutdownGrace}
+	if c.ShutdownGrace == 0 {
+		o.ShutdownGrace = -1 // a profile's 0 means none, not the default
+	}
+	return o
 }
 
 func (o *Options) defaults() {
@@ -75,6 +83,9 @@ func (o *Options) defaults() {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 120 * time.Second
 	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 10 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -93,6 +104,13 @@ type Server struct {
 	queue   *queue
 	metrics *metrics
 	started time.Time
+
+	// Shutdown (shutdown.go): stopping refuses new requests; graceOver is
+	// done, by endGrace, when running generations must end.
+	stopping  atomic.Bool
+	graceOver context.Context
+	endGrace  context.CancelFunc
+	flight    *inflight
 }
 
 type backendBox struct {
@@ -106,7 +124,8 @@ type backendBox struct {
 // New builds a server. b may be nil while the model loads.
 func New(o Options, b Backend) *Server {
 	o.defaults()
-	s := &Server{opts: o, log: o.Logger, queue: newQueue(o.MaxQueue), metrics: &metrics{}, started: time.Now()}
+	s := &Server{opts: o, log: o.Logger, queue: newQueue(o.MaxQueue), metrics: &metrics{}, started: time.Now(), flight: newInflight()}
+	s.graceOver, s.endGrace = context.WithCancel(context.Background())
 	if b != nil {
 		s.SetBackend(b)
 	}
@@ -121,6 +140,9 @@ func (s *Server) SetBackend(b Backend) { s.backend.Store(&backendBox{b: b}) }
 func (s *Server) Handler() http.Handler { return s.echo }
 
 func (s *Server) ready() (Backend, *apiError) {
+	if s.stopping.Load() {
+		return nil, errShuttingDown()
+	}
 	if box := s.backend.Load(); box != nil {
 		return box.b, nil
 	}
@@ -257,11 +279,13 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Serve answers requests on ln until ctx is done, then shuts down,
-// giving running requests a few seconds to finish.
+// Serve answers requests on ln until ctx is done, then shuts down
+// gracefully (shutdown.go): once it returns, no request runs and none will
+// call the backend again. It serves once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
-		Handler:           s.echo,
+		Handler:           s.flight.track(s.echo),
+		ConnState:         s.flight.connState,
 		ReadHeaderTimeout: s.opts.ReadTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
@@ -273,14 +297,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("server listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
+		s.shutdown(hs, ln) // the listener failed: drain what runs all the same
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
+	s.shutdown(hs, ln)
 	return nil
 }
 
