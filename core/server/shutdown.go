@@ -61,6 +61,11 @@ func cutShort(err error) error {
 // microseconds) or a client sending a request too slowly to matter.
 const flushBound = time.Second
 
+// EndGrace ends the shutdown grace period now (k3 serve calls it on a
+// second Ctrl-C): running generations end as they would at its end. Call it
+// once Serve's context is done.
+func (s *Server) EndGrace() { s.endGrace() }
+
 // generationContext is ctx, cancelled as well when the shutdown grace
 // period ends; stop releases it.
 func (s *Server) generationContext(ctx context.Context) (gctx context.Context, stop func()) {
