@@ -45,14 +45,15 @@ type Options struct {
 	WriteTimeout time.Duration
 	// IdleTimeout closes idle keep-alive connections; default 120s.
 	IdleTimeout time.Duration
+	Logger      *slog.Logger
+	// RequestLog receives llama.cpp's three timing lines at the end of each
+	// generation; default os.Stderr.
+	RequestLog io.Writer
+
 	// ShutdownGrace is how long running requests may go on once Serve's
 	// context is done before they are ended (see shutdown.go); default
 	// 10s, negative: end them at once.
 	ShutdownGrace time.Duration
-	Logger        *slog.Logger
-	// RequestLog receives llama.cpp's three timing lines at the end of each
-	// generation; default os.Stderr.
-	RequestLog io.Writer
 }
 
 // OptionsFromConfig takes the server settings of a profile.

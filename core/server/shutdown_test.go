@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/server"
 )
 
@@ -341,5 +342,15 @@ func TestShutdownGrace(t *testing.T) {
 				t.Errorf("Serve: %v", ls.err)
 			}
 		})
+	}
+}
+
+// TestShutdownGraceFromConfig: a profile's shutdown_grace of 0 means no
+// grace, not the Options default.
+func TestShutdownGraceFromConfig(t *testing.T) {
+	for _, tt := range []struct{ in, want time.Duration }{{0, -1}, {time.Second, time.Second}} {
+		if got := server.OptionsFromConfig(config.Server{ShutdownGrace: tt.in}).ShutdownGrace; got != tt.want {
+			t.Errorf("shutdown_grace %v: Options.ShutdownGrace %v, want %v", tt.in, got, tt.want)
+		}
 	}
 }
