@@ -146,7 +146,9 @@ func serve(path string, prof *config.Profile, a *serveArgs, stderr io.Writer) er
 	}
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
-	go handleSignals(ctx, stop, srv, log)
+	done := make(chan struct{})
+	defer close(done)
+	go handleSignals(ctx, done, stop, srv, log)
 
 	// The port answers at once (/health says 503) while the model loads.
 	type loaded struct {
@@ -188,22 +190,28 @@ func serve(path string, prof *config.Profile, a *serveArgs, stderr io.Writer) er
 // handleSignals stops the server on SIGINT or SIGTERM: the first starts a
 // graceful shutdown (running requests get the grace period), a second ends
 // the running requests at once (still a clean exit), a third ends the
-// process on the spot. It returns early when ctx is done for another reason.
-func handleSignals(ctx context.Context, stop context.CancelCauseFunc, srv *server.Server, log *slog.Logger) {
+// process on the spot. It returns when done is closed (serve returns).
+func handleSignals(ctx context.Context, done <-chan struct{}, stop context.CancelCauseFunc, srv *server.Server, log *slog.Logger) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	select {
 	case sig := <-sigs:
 		log.Info("stopping: running requests may finish within the grace period; a second signal ends them now", "signal", sig.String())
 		stop(fmt.Errorf("%v", sig))
-	case <-ctx.Done():
-		signal.Stop(sigs)
+	case <-ctx.Done(): // the model failed to load
+	case <-done:
 		return
 	}
-	<-sigs
-	log.Warn("second signal: ending the running requests now; a third quits at once")
-	srv.EndGrace()
+	select {
+	case <-sigs:
+		log.Warn("second signal: ending the running requests now; a third quits at once")
+		srv.EndGrace()
+	case <-done:
+		return
+	}
 	signal.Stop(sigs) // the default action again: a third signal ends the process
+	<-done
 }
 
 // openBackend loads the model through the profile's stager, within its
