@@ -296,3 +296,65 @@ func TestServeShutdown(t *testing.T) {
 		})
 	}
 }
+
+// gone reports whether process pid has exited (a zombie nobody reaped yet
+// counts: an orphan's new parent may be slow to reap it).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) == 0 || fields[0] == "Z" || fields[0] == "X"
+}
+
+// TestPluginSIGTERMWithoutHost: a plugin ignores SIGTERM only while its
+// host lives; once the host is gone (kill -9), SIGTERM ends it as usual.
+func TestPluginSIGTERMWithoutHost(t *testing.T) {
+	path, _ := tinyModel(t)
+	p := startServe(t, "-m", path, "-c", "2048", "-t", "2")
+	host := p.cmd.Process.Pid
+	t.Cleanup(func() {
+		left, _ := filepath.Glob(filepath.Join(plugin.ShmDir(), fmt.Sprintf("k3-*-%d-*", host)))
+		for _, f := range left {
+			os.RemoveAll(f)
+		}
+	})
+	if len(p.plugins) == 0 {
+		t.Skip("no plugin processes")
+	}
+	for _, pid := range p.plugins {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
+	// A generation runs on both plugins, which therefore still serve it.
+	resp, err := http.Post(p.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, pid := range p.plugins {
+		if resp.StatusCode != 200 || gone(pid) || strings.Contains(p.log.String(), "restarting") {
+			t.Fatalf("plugin %d died of SIGTERM while its host lives (request: %d):\n%s", pid, resp.StatusCode, p.log)
+		}
+	}
+	syscall.Kill(host, syscall.SIGKILL)
+	<-p.exited
+	for _, pid := range p.plugins {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		alive := 0
+		for _, pid := range p.plugins {
+			if !gone(pid) {
+				alive++
+			}
+		}
+		if alive == 0 {
+			return
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("%d plugin processes outlive SIGTERM after their host died", alive)
+		}
+	}
+}
