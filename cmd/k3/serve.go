@@ -43,6 +43,7 @@ var serveFlags = []struct {
 	{"server.api_key", "require Authorization: Bearer KEY on every route but /health", []string{"api-key"}, false},
 	{"server.alias", "model id shown to clients", []string{"alias", "a"}, false},
 	{"server.allowed_hosts", "comma-separated host names a server without --api-key answers besides its own (DNS rebinding guard; * for any)", []string{"allowed-hosts"}, false},
+	{"server.shutdown_grace", "after SIGTERM or Ctrl-C, how long running requests may finish before they are ended (e.g. 30s; 0: at once; default 10s)", []string{"shutdown-grace"}, false},
 	{"threads", "compute threads (0: one per physical core)", []string{"t", "threads"}, true},
 	{"context", "context size in tokens", []string{"c", "ctx-size"}, true},
 	{"batch", "logical prompt batch", []string{"b", "batch-size"}, true},
@@ -144,40 +145,74 @@ func serve(path string, prof *config.Profile, a *serveArgs, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go handleSignals(ctx, done, stop, srv, log)
 
 	// The port answers at once (/health says 503) while the model loads.
-	loadErr := make(chan error, 1)
-	var closer io.Closer
+	type loaded struct {
+		closer io.Closer
+		err    error
+	}
+	loadc := make(chan loaded, 1)
 	go func() {
 		start := time.Now()
 		log.Info("loading model", "path", path)
 		be, c, err := openBackend(ctx, path, prof, threads, *a.mapped, stderr)
 		if err != nil {
-			loadErr <- err
-			stop()
-			return
+			stop(err)
+		} else {
+			info := be.ModelInfo()
+			log.Info("model ready", "id", info.ID, "arch", info.Arch, "context", info.ContextLength,
+				"params", info.Params, "bytes", info.Size, "load_seconds", time.Since(start).Seconds())
+			srv.SetBackend(be)
 		}
-		closer = c
-		info := be.ModelInfo()
-		log.Info("model ready", "id", info.ID, "arch", info.Arch, "context", info.ContextLength,
-			"params", info.Params, "bytes", info.Size, "load_seconds", time.Since(start).Seconds())
-		srv.SetBackend(be)
+		loadc <- loaded{c, err}
 	}()
 	err = srv.Serve(ctx, ln)
-	if closer != nil {
-		closer.Close()
+	// Serve has drained: no request runs and none will reach the engine, so
+	// its backends stop now, in order (openBackend's closer): the stager,
+	// the kernels, the model file. Each plugin's shared memory goes with it.
+	l := <-loadc // a load still under way sees ctx cancelled
+	if l.closer != nil {
+		if cerr := l.closer.Close(); cerr != nil {
+			log.Warn("closing the model", "err", cerr)
+		}
+	}
+	log.Info("stopped")
+	if l.err != nil && !errors.Is(l.err, context.Canceled) {
+		return fmt.Errorf("loading %s: %w", path, l.err)
+	}
+	return err
+}
+
+// handleSignals stops the server on SIGINT or SIGTERM: the first starts a
+// graceful shutdown (running requests get the grace period), a second ends
+// the running requests at once (still a clean exit), a third ends the
+// process on the spot. It returns when done is closed (serve returns).
+func handleSignals(ctx context.Context, done <-chan struct{}, stop context.CancelCauseFunc, srv *server.Server, log *slog.Logger) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case sig := <-sigs:
+		log.Info("stopping: running requests may finish within the grace period; a second signal ends them now", "signal", sig.String())
+		stop(fmt.Errorf("%v", sig))
+	case <-ctx.Done(): // the model failed to load
+	case <-done:
+		return
 	}
 	select {
-	case lerr := <-loadErr:
-		return fmt.Errorf("loading %s: %w", path, lerr)
-	default:
+	case <-sigs:
+		log.Warn("second signal: ending the running requests now; a third quits at once")
+		srv.EndGrace()
+	case <-done:
+		return
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	signal.Stop(sigs) // the default action again: a third signal ends the process
+	<-done
 }
 
 // openBackend loads the model through the profile's stager, within its

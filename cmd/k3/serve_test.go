@@ -16,9 +16,9 @@ func TestServeFlags(t *testing.T) {
 	}{
 		{[]string{"-m", "x.gguf"}, map[string]any{}, false},
 		{[]string{"-m", "x.gguf", "--host", "0.0.0.0", "--port", "9000", "-t", "4", "-c", "8192", "-b", "1024", "-ub", "256",
-			"--cpilot-memory", "55G", "--api-key", "k", "--alias", "kimi"},
+			"--cpilot-memory", "55G", "--api-key", "k", "--alias", "kimi", "--shutdown-grace", "30s"},
 			map[string]any{"server.host": "0.0.0.0", "server.port": 9000, "threads": 4, "context": 8192, "batch": 1024,
-				"ubatch": 256, "memory.budget": "55G", "server.api_key": "k", "server.alias": "kimi"}, false},
+				"ubatch": 256, "memory.budget": "55G", "server.api_key": "k", "server.alias": "kimi", "server.shutdown_grace": "30s"}, false},
 		{[]string{"--model", "x.gguf", "--ctx-size", "100", "--threads", "2", "--host", "/tmp/k3.sock"},
 			map[string]any{"context": 100, "threads": 2, "server.host": "/tmp/k3.sock"}, false},
 		{[]string{"-m", "x.gguf", "--allowed-hosts", "k3.lan,box"}, map[string]any{"server.allowed_hosts": "k3.lan,box"}, false},

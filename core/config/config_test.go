@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -218,6 +219,51 @@ func TestAllowedHosts(t *testing.T) {
 			}
 			if d := cmp.Diff(c.want, p.Server.AllowedHosts); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestShutdownGrace: server.shutdown_grace is a Go duration in every layer;
+// a bare number (10 nanoseconds?) and a negative one are refused.
+func TestShutdownGrace(t *testing.T) {
+	cases := []struct {
+		name, body string
+		env        []string
+		flags      map[string]any
+		want       time.Duration
+		err        string
+	}{
+		{name: "default", want: 10 * time.Second},
+		{name: "file", body: "server:\n  shutdown_grace: 1m30s\n", want: 90 * time.Second},
+		{name: "zero", body: "server:\n  shutdown_grace: 0\n", want: 0},
+		{name: "env", env: []string{"K3_SERVER__SHUTDOWN_GRACE=3s"}, want: 3 * time.Second},
+		{name: "flag", flags: map[string]any{"server.shutdown_grace": "250ms"}, want: 250 * time.Millisecond},
+		{name: "bare number", body: "server:\n  shutdown_grace: 10\n", err: "shutdown_grace"},
+		{name: "no unit flag", flags: map[string]any{"server.shutdown_grace": "ten"}, err: "not a duration"},
+		{name: "negative", body: "server:\n  shutdown_grace: -1s\n", err: "server.shutdown_grace"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := Options{Profile: "auto", Environ: c.env, Flags: c.flags, Machine: testMachine}
+			if o.Environ == nil {
+				o.Environ = []string{}
+			}
+			if c.body != "" {
+				o.Profile = writeFile(t, "p.yaml", c.body)
+			}
+			p, err := Load(o)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want mention of %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Server.ShutdownGrace != c.want {
+				t.Errorf("shutdown_grace = %v, want %v", p.Server.ShutdownGrace, c.want)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
@@ -155,7 +156,7 @@ func unmarshal(k *koanf.Koanf, p *Profile) error {
 			TagName:          "koanf",
 			ErrorUnused:      true,
 			WeaklyTypedInput: true,
-			DecodeHook:       mapstructure.ComposeDecodeHookFunc(sizeHook, listHook),
+			DecodeHook:       mapstructure.ComposeDecodeHookFunc(sizeHook, listHook, durationHook),
 		},
 	})
 }
@@ -193,6 +194,28 @@ func sizeHook(from, to reflect.Type, data any) (any, error) {
 		return Size(v), nil
 	case Size:
 		return v, nil
+	}
+	return data, nil
+}
+
+// durationHook reads a duration as Go writes it ("10s", "1m30s"). A bare
+// number other than 0 is refused: "10" would otherwise be 10 nanoseconds.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(time.Duration(0)) || from == to {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a duration such as 10s or 1m30s", v)
+		}
+		return d, nil
+	case int, int64, uint64, float64:
+		if reflect.ValueOf(v).IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, fmt.Errorf("%v is not a duration: write its unit, e.g. %vs", v, v)
 	}
 	return data, nil
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Profile is everything that says how k3 runs a model on a given machine.
@@ -95,6 +96,10 @@ type Server struct {
 	// the Host header (a guard against DNS rebinding); "*" allows any. A
 	// flag or environment variable gives them comma-separated.
 	AllowedHosts []string `koanf:"allowed_hosts"`
+	// ShutdownGrace is how long running requests may go on after SIGTERM
+	// or SIGINT before they are ended (streams with a final chunk); 0 ends
+	// them at once. Written as "10s", "1m30s".
+	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
 }
 
 // Defaults returns the settings every profile starts from.
@@ -108,7 +113,7 @@ func Defaults() Profile {
 		Context: 4096,
 		Batch:   2048,
 		UBatch:  512,
-		Server:  Server{Host: "127.0.0.1", Port: 8080},
+		Server:  Server{Host: "127.0.0.1", Port: 8080, ShutdownGrace: 10 * time.Second},
 	}
 }
 
@@ -182,6 +187,9 @@ func (p *Profile) Validate() error {
 	}
 	if p.Server.Host == "" {
 		return fmt.Errorf("config: server.host is empty")
+	}
+	if p.Server.ShutdownGrace < 0 {
+		return fmt.Errorf("config: server.shutdown_grace: %v is negative", p.Server.ShutdownGrace)
 	}
 	return nil
 }

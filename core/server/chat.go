@@ -228,6 +228,8 @@ type chatResponse struct {
 	Choices           []chatChoice `json:"choices"`
 	Usage             *usage       `json:"usage,omitempty"`
 	Timings           *timings     `json:"timings,omitempty"`
+	// Error marks a stream's last chunk when shutdown cut it short.
+	Error *apiError `json:"error,omitempty"`
 }
 
 func (s *Server) chatCompletions(c echo.Context) error {
@@ -358,7 +360,7 @@ func (s *Server) wholeChat(c echo.Context, b Backend, j *job, popts chat.ParseOp
 		return nil
 	})
 	if err != nil {
-		return quietIfGone(err)
+		return quietIfGone(cutShort(err))
 	}
 	f.close()
 	parsed := f.parser.Result()
@@ -438,7 +440,8 @@ func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseO
 	if w == nil { // never started: the error can still be a plain response
 		return quietIfGone(err)
 	}
-	if err != nil {
+	cut := errors.Is(err, errInterrupted)
+	if err != nil && !cut {
 		if !errors.Is(err, errClientGone) {
 			w.sendError(s.publicError(c, err))
 		}
@@ -450,6 +453,9 @@ func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseO
 	fr := finishReason(res, f.parser.Result())
 	last := chunk(&chatDelta{}, &fr)
 	last.Timings = timingsOf(res)
+	if cut {
+		fr, last.Error = "stop", errCutShort()
+	}
 	if w.send(last) != nil {
 		return nil
 	}

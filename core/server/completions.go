@@ -25,6 +25,8 @@ type completionResponse struct {
 	Choices           []completionChoice `json:"choices"`
 	Usage             *usage             `json:"usage,omitempty"`
 	Timings           *timings           `json:"timings,omitempty"`
+	// Error marks a stream's last chunk when shutdown cut it short.
+	Error *apiError `json:"error,omitempty"`
 }
 
 func (s *Server) completions(c echo.Context) error {
@@ -57,7 +59,7 @@ func (s *Server) completions(c echo.Context) error {
 			return nil
 		})
 		if err != nil {
-			return quietIfGone(err)
+			return quietIfGone(cutShort(err))
 		}
 		text = append(text, stops.Flush()...)
 		fr := string(res.Finish)
@@ -90,7 +92,8 @@ func (s *Server) streamCompletion(c echo.Context, b Backend, j *job, stops *samp
 	if w == nil {
 		return quietIfGone(err)
 	}
-	if err != nil {
+	cut := errors.Is(err, errInterrupted)
+	if err != nil && !cut {
 		if !errors.Is(err, errClientGone) {
 			w.sendError(s.publicError(c, err))
 		}
@@ -99,6 +102,9 @@ func (s *Server) streamCompletion(c echo.Context, b Backend, j *job, stops *samp
 	fr := string(res.Finish)
 	last := chunk(stops.Flush(), &fr)
 	last.Timings = timingsOf(res)
+	if cut {
+		fr, last.Error = "stop", errCutShort()
+	}
 	if w.send(last) != nil {
 		return nil
 	}

@@ -131,6 +131,7 @@ func maxTokens(f *samplingFields, promptLen, ctxLen int) (int, *apiError) {
 
 // run waits for the engine and generates. onStart runs once the engine is
 // ours (streams send their headers then, so a full queue can still be a 429).
+// A generation that shutdown ends returns errInterrupted with what it made.
 func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, emit func(Piece) error) (GenerateResult, error) {
 	ctx := c.Request().Context()
 	release, err := s.queue.acquire(ctx, s.metrics.retryAfter())
@@ -145,12 +146,20 @@ func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, em
 		return GenerateResult{}, err
 	}
 	start := time.Now()
-	res, err := b.Generate(ctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask}, emit)
+	gctx, stop := s.generationContext(ctx)
+	res, err := b.Generate(gctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask}, emit)
+	stop()
 	cancelled := ctx.Err() != nil || errors.Is(err, errClientGone)
-	s.metrics.record(res, cancelled)
+	if !cancelled && err != nil && interrupted(gctx) {
+		err = errInterrupted
+	}
+	s.metrics.record(res, cancelled || err == errInterrupted)
 	s.logRequest(j, res, time.Since(start), cancelled, err)
 	if cancelled {
 		return res, errClientGone
+	}
+	if err == errInterrupted {
+		return res, err
 	}
 	if err != nil {
 		return res, &internalError{what: "generation", err: err}

@@ -9,24 +9,43 @@ import (
 
 // queue admits one request to the engine at a time and lets at most max
 // more wait; a waiter whose client leaves gives up its place at once.
+// Once closed (shutdown), it admits no one: waiters and newcomers get 503.
 type queue struct {
-	slot chan struct{}
-	max  int
+	slot   chan struct{}
+	max    int
+	closed chan struct{}
 
 	mu       sync.Mutex
+	isClosed bool
 	waiting  int
 	running  int
 	rejected int64 // requests turned away with 429
 }
 
 func newQueue(max int) *queue {
-	return &queue{slot: make(chan struct{}, 1), max: max}
+	return &queue{slot: make(chan struct{}, 1), max: max, closed: make(chan struct{})}
+}
+
+// close turns away every request that waits or comes; the running one
+// goes on.
+func (q *queue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.isClosed {
+		q.isClosed = true
+		close(q.closed)
+	}
 }
 
 // acquire waits for the engine. It returns a release function, or a 429
-// when the queue is full, or ctx's error when the client leaves first.
+// when the queue is full, a 503 once it is closed, or ctx's error when the
+// client leaves first.
 func (q *queue) acquire(ctx context.Context, retryAfter int) (func(), error) {
 	q.mu.Lock()
+	if q.isClosed {
+		q.mu.Unlock()
+		return nil, errShuttingDown()
+	}
 	select {
 	case q.slot <- struct{}{}:
 		q.running++
@@ -49,9 +68,19 @@ func (q *queue) acquire(ctx context.Context, retryAfter int) (func(), error) {
 	case q.slot <- struct{}{}:
 		q.mu.Lock()
 		q.waiting--
+		if q.isClosed { // closed while this select chose the slot
+			q.mu.Unlock()
+			<-q.slot
+			return nil, errShuttingDown()
+		}
 		q.running++
 		q.mu.Unlock()
 		return q.release, nil
+	case <-q.closed:
+		q.mu.Lock()
+		q.waiting--
+		q.mu.Unlock()
+		return nil, errShuttingDown()
 	case <-ctx.Done():
 		q.mu.Lock()
 		q.waiting--

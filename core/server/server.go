@@ -52,11 +52,20 @@ type Options struct {
 	// RequestLog receives llama.cpp's three timing lines at the end of each
 	// generation; default os.Stderr.
 	RequestLog io.Writer
+
+	// ShutdownGrace is how long running requests may go on once Serve's
+	// context is done before they are ended (see shutdown.go); default
+	// 10s, negative: end them at once.
+	ShutdownGrace time.Duration
 }
 
 // OptionsFromConfig takes the server settings of a profile.
 func OptionsFromConfig(c config.Server) Options {
-	return Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts}
+	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace}
+	if c.ShutdownGrace == 0 {
+		o.ShutdownGrace = -1 // a profile's 0 means none, not the default
+	}
+	return o
 }
 
 func (o *Options) defaults() {
@@ -78,6 +87,9 @@ func (o *Options) defaults() {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 120 * time.Second
 	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 10 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -97,6 +109,13 @@ type Server struct {
 	metrics *metrics
 	hosts   hostPolicy
 	started time.Time
+
+	// Shutdown (shutdown.go): stopping refuses new requests; graceOver is
+	// done, by endGrace, when running generations must end.
+	stopping  atomic.Bool
+	graceOver context.Context
+	endGrace  context.CancelFunc
+	flight    *inflight
 }
 
 type backendBox struct {
@@ -110,7 +129,8 @@ type backendBox struct {
 // New builds a server. b may be nil while the model loads.
 func New(o Options, b Backend) *Server {
 	o.defaults()
-	s := &Server{opts: o, log: o.Logger, queue: newQueue(o.MaxQueue), metrics: &metrics{}, hosts: newHostPolicy(o), started: time.Now()}
+	s := &Server{opts: o, log: o.Logger, queue: newQueue(o.MaxQueue), metrics: &metrics{}, hosts: newHostPolicy(o), started: time.Now(), flight: newInflight()}
+	s.graceOver, s.endGrace = context.WithCancel(context.Background())
 	if b != nil {
 		s.SetBackend(b)
 	}
@@ -125,6 +145,9 @@ func (s *Server) SetBackend(b Backend) { s.backend.Store(&backendBox{b: b}) }
 func (s *Server) Handler() http.Handler { return s.echo }
 
 func (s *Server) ready() (Backend, *apiError) {
+	if s.stopping.Load() {
+		return nil, errShuttingDown()
+	}
 	if box := s.backend.Load(); box != nil {
 		return box.b, nil
 	}
@@ -227,11 +250,13 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Serve answers requests on ln until ctx is done, then shuts down,
-// giving running requests a few seconds to finish.
+// Serve answers requests on ln until ctx is done, then shuts down
+// gracefully (shutdown.go): once it returns, no request runs and none will
+// call the backend again. It serves once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
-		Handler:           s.echo,
+		Handler:           s.flight.track(s.echo),
+		ConnState:         s.flight.connState,
 		ReadHeaderTimeout: s.opts.ReadTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
@@ -243,14 +268,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("server listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
+		s.shutdown(hs, ln) // the listener failed: drain what runs all the same
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
+	s.shutdown(hs, ln)
 	return nil
 }
 
