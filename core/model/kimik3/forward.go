@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
 	"github.com/k3-inference/k3/core/quant"
+	"github.com/k3-inference/k3/core/state"
 )
 
 // pass is the working memory of one forward call over n tokens.
 type pass struct {
 	m   *Model
-	seq *engine.Sequence
+	seq *state.Sequence
 	n   int
 	pos int // position of the first token
 	// stack holds the banked layer inputs of the attention residuals.
@@ -26,7 +26,7 @@ type pass struct {
 
 // Forward implements model.Model.
 func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float32) error {
-	seq, ok := s.(*engine.Sequence)
+	seq, ok := s.(*state.Sequence)
 	if !ok || len(seq.Cache) != m.p.Layers {
 		return fmt.Errorf("kimi-k3: state %T is not a kimi-k3 sequence", s)
 	}

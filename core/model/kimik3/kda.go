@@ -1,8 +1,8 @@
 package kimik3
 
 import (
-	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/ops"
+	"github.com/k3-inference/k3/core/state"
 )
 
 // kda is a Kimi Delta Attention layer on the normed input x (n×Embd):
@@ -10,7 +10,7 @@ import (
 // and k, a per-channel decay gate, the gated delta rule, a per-head RMS
 // norm times the sigmoid of the full-rank output gate, and the output
 // projection.
-func (ps *pass) kda(l *layer, st *engine.Recurrent, x []float32) ([]float32, error) {
+func (ps *pass) kda(l *layer, st *state.Recurrent, x []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
 	H, S := p.Heads, p.KDAHead
 	di := H * S

@@ -3,8 +3,8 @@ package kimik3
 import (
 	"math"
 
-	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/ops"
+	"github.com/k3-inference/k3/core/state"
 )
 
 // mla is a nope-only multi-head latent attention layer on the normed input
@@ -12,7 +12,7 @@ import (
 // cached in half precision; with attn_k_b/attn_v_b the queries are
 // absorbed into the latent space and the heads share one cached row,
 // otherwise attn_kv_b expands every position into per-head K and V.
-func (ps *pass) mla(l *layer, cache *engine.HalfRows, x []float32) ([]float32, error) {
+func (ps *pass) mla(l *layer, cache *state.HalfRows, x []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
 	kv, rot := p.KVLora, p.Rot
 
@@ -88,7 +88,7 @@ func (ps *pass) attend(q []float32, qStride int, kvOf func(h int) ops.HalfKV, he
 	})
 }
 
-func (ps *pass) mlaAbsorbed(l *layer, cache *engine.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+func (ps *pass) mlaAbsorbed(l *layer, cache *state.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
 	H, kd, vd, kv, rot := p.Heads, p.kDim(), p.vDim(), p.KVLora, p.Rot
 	nope := kd - rot
@@ -154,7 +154,7 @@ func (ps *pass) mlaAbsorbed(l *layer, cache *engine.HalfRows, q, latent []float3
 
 // mlaExpanded is the attn_kv_b layout: K per head is [pe, k_nope] (the
 // order llama.cpp concatenates them in) and V its own slice.
-func (ps *pass) mlaExpanded(l *layer, cache *engine.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+func (ps *pass) mlaExpanded(l *layer, cache *state.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
 	H, kd, vd, rot := p.Heads, p.kDim(), p.vDim(), p.Rot
 	nope := kd - rot

@@ -7,6 +7,7 @@ import (
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
+	"github.com/k3-inference/k3/core/state"
 )
 
 func init() { model.Register("kimi-k3", New) }
@@ -128,18 +129,18 @@ func (m *Model) Params() model.Params {
 // conv + delta-rule state for each KDA layer.
 func (m *Model) NewState() model.State {
 	p := m.p
-	s := &engine.Sequence{Cache: make([]*engine.HalfRows, p.Layers), Rec: make([]*engine.Recurrent, p.Layers)}
+	s := &state.Sequence{Cache: make([]*state.HalfRows, p.Layers), Rec: make([]*state.Recurrent, p.Layers)}
 	dInner := p.Heads * p.KDAHead
 	for il := range m.layers {
 		if p.recurrent(il) {
-			r := &engine.Recurrent{SSM: make([]float32, p.Heads*p.KDAHead*p.KDAHead)}
+			r := &state.Recurrent{SSM: make([]float32, p.Heads*p.KDAHead*p.KDAHead)}
 			for range 3 {
 				r.Conv = append(r.Conv, make([]float32, dInner*(p.ConvK-1)))
 			}
 			s.Rec[il] = r
 			continue
 		}
-		s.Cache[il] = &engine.HalfRows{Stride: m.cacheStride(il)}
+		s.Cache[il] = &state.HalfRows{Stride: m.cacheStride(il)}
 	}
 	return s
 }
