@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/moe"
 )
 
 type shapeCheck struct {
@@ -155,11 +156,12 @@ func (m *Model) prepare() error {
 		l.attnNorm, l.ffnNorm, l.attnScore, l.ffnScore = fl(l.AttnNorm), fl(l.FFNNorm), fl(l.AttnScore), fl(l.FFNScore)
 		l.convQ, l.convK, l.convV, l.a, l.dtB, l.oNorm = fl(l.ConvQ), fl(l.ConvK), fl(l.ConvV), fl(l.A), fl(l.DtB), fl(l.ONorm)
 		l.qaNorm, l.kvaNorm, l.probsB, l.routedNorm = fl(l.QANorm), fl(l.KVANorm), fl(l.ProbsB), fl(l.RoutedNorm)
+		l.routed = moe.Layer{Index: il, GateInp: l.Router, Bias: l.probsB, GateExps: l.GateExps, UpExps: l.UpExps, DownExps: l.DownExps}
 		for _, t := range []*T{l.Out, l.Q, l.K, l.V, l.FA, l.FB, l.Beta, l.G, l.QA, l.QB, l.KVA, l.KVB, l.KB, l.VB, l.Gate,
 			l.FFNGate, l.FFNUp, l.FFNDown, l.Router, l.GateExps, l.UpExps, l.DownExps, l.RoutedDown, l.RoutedUp, l.GateSh, l.UpSh, l.DownSh} {
 			if t != nil {
 				w := mat(t)
-				if m.experts != nil && m.experts.Routed(t.Name) {
+				if m.experts.Routed(t.Name) {
 					w.Rows = 0 // a stager serves the bytes expert by expert
 				}
 				if err := w.Check(); err != nil {

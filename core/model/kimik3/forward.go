@@ -51,7 +51,7 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 		if x, err = ps.layer(il, x); err != nil {
 			return fmt.Errorf("kimi-k3: layer %d: %w", il, err)
 		}
-		for ahead := 1; ahead <= m.lookaheadDepth(); ahead++ {
+		for ahead := 1; ahead <= m.experts.Lookahead(); ahead++ {
 			if !m.lookahead(il + ahead) {
 				continue
 			}
@@ -136,7 +136,7 @@ func (ps *pass) layer(il int, x []float32) ([]float32, error) {
 	if il < p.DenseLead {
 		ffn, err = ps.denseFFN(l, normed)
 	} else {
-		ffn, err = ps.moe(il, l, normed)
+		ffn, err = ps.moe(l, normed)
 	}
 	if err != nil {
 		return nil, err

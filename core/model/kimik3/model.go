@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/moe"
 	"github.com/k3-inference/k3/core/ops"
 	"github.com/k3-inference/k3/core/state"
 )
@@ -71,6 +71,8 @@ type layer struct {
 	attnNorm, ffnNorm, attnScore, ffnScore []float32
 	convQ, convK, convV, a, dtB, oNorm     []float32
 	qaNorm, kvaNorm, probsB, routedNorm    []float32
+	// routed is the MoE layer's routed part, as the expert runner takes it
+	routed moe.Layer
 }
 
 type top struct {
@@ -90,9 +92,9 @@ type Model struct {
 	layers []layer
 	pool   *ops.Pool
 	chunk  int // model.Options.DeltaChunk
-	// experts, when set, serves the routed experts (a stager); the
-	// *_exps tensors then carry no data.
-	experts engine.ExpertSource
+	// experts runs the routed experts of the MoE layers; when a stager
+	// serves them (experts.Source), the *_exps tensors carry no data.
+	experts *moe.Runner
 }
 
 // New binds a kimi-k3 file's tensors and checks their shapes.
@@ -110,6 +112,7 @@ func New(c model.Config, w model.Weights, o model.Options) (model.Model, error) 
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("kimi-k3: %w", err)
 	}
+	m.experts = m.newRunner(w)
 	m.useStager(w)
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("kimi-k3: %w", err)
@@ -183,6 +186,4 @@ func StateSize(c model.Config, w model.Weights) (fixed, perToken int64, err erro
 	return fixed, perToken, nil
 }
 
-func mat(t *T) ops.Matrix {
-	return ops.Matrix{Type: t.Type, Rows: int(t.Elements() / t.Shape[0]), Cols: int(t.Shape[0]), Data: t.Data}
-}
+func mat(t *T) ops.Matrix { return t.Matrix() }
