@@ -111,13 +111,7 @@ func (ps *pass) layer(il int, x []float32) ([]float32, error) {
 	normed := ps.buf(len(cur))
 	ops.RMSNorm(normed, cur, l.attnNorm, E, p.Eps)
 
-	var attn []float32
-	var err error
-	if p.recurrent(il) {
-		attn, err = ps.kda(l, ps.seq.Rec[il], normed)
-	} else {
-		attn, err = ps.mla(l, ps.seq.Cache[il], normed)
-	}
+	attn, err := l.attn.forward(ps, il, normed)
 	if err != nil {
 		return nil, err
 	}
@@ -132,12 +126,7 @@ func (ps *pass) layer(il int, x []float32) ([]float32, error) {
 	}
 	normed = ps.buf(len(cur))
 	ops.RMSNorm(normed, cur, l.ffnNorm, E, p.Eps)
-	var ffn []float32
-	if il < p.DenseLead {
-		ffn, err = ps.denseFFN(l, normed)
-	} else {
-		ffn, err = ps.moe(l, normed)
-	}
+	ffn, err := l.ffn.forward(ps, normed)
 	if err != nil {
 		return nil, err
 	}

@@ -16,12 +16,16 @@ func (ps *pass) predict(il int, x []float32) error {
 	p, l := ps.m.p, &ps.m.layers[il]
 	normed := make([]float32, len(x))
 	ops.RMSNorm(normed, x, l.ffnNorm, p.Embd, p.Eps)
-	return ps.m.experts.Predict(&l.routed, normed, ps.n, ps.sc)
+	return ps.m.experts.Predict(&l.ffn.(*sparse).routed, normed, ps.n, ps.sc)
 }
 
 // lookahead reports whether layer il's experts should be predicted.
 func (m *Model) lookahead(il int) bool {
-	return m.experts.Lookahead() > 0 && il < m.p.Layers && il >= m.p.DenseLead
+	if m.experts.Lookahead() == 0 || il >= m.p.Layers {
+		return false
+	}
+	_, routed := m.layers[il].ffn.(*sparse)
+	return routed
 }
 
 // useStager makes the model re-read every tensor when a stager serving
@@ -38,7 +42,7 @@ func (m *Model) useStager(w model.Weights) {
 func (m *Model) rebind(w model.Weights) error {
 	errs := []error{model.Bind(w, "", &m.top)}
 	for il := range m.layers {
-		errs = append(errs, model.Bind(w, fmt.Sprintf("blk.%d.", il), &m.layers[il]))
+		errs = append(errs, m.layers[il].bind(w, il))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kimi-k3: rebind: %w", err)
