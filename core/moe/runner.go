@@ -106,6 +106,17 @@ func (r *Runner) route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 	return b, nil
 }
 
+// FFN is Route then Run on x itself: the routed experts of an
+// architecture with nothing between its router and its experts (deepseek2,
+// qwen3moe, ...). Shared experts stay the architecture's to add.
+func (r *Runner) FFN(l *Layer, x []float32, n int, sc *ops.Scratch) ([]float32, error) {
+	b, err := r.Route(l, x, n, sc)
+	if err != nil {
+		return nil, err
+	}
+	return r.Run(l, b, x, sc)
+}
+
 // Run runs the experts b chose on in (a row of the experts' input width
 // per token) and returns each token's sum of its experts' weighted outputs,
 // added in slot order as ggml adds them. When the source cannot hold all

@@ -93,8 +93,8 @@ func naive(l *Layer, r Router, x []float32, n int) []float32 {
 }
 
 // TestRunnerPlain: an architecture with plain experts (no latent
-// projection, SiLU, softmax gating) gets from Route and Run what a naive
-// token-by-token evaluation gives.
+// projection, SiLU, softmax gating) gets from FFN (Route and Run) what a
+// naive token-by-token evaluation gives.
 func TestRunnerPlain(t *testing.T) {
 	l, router := plainLayer(1)
 	r := &Runner{Router: router, Act: silu, Pool: ops.NewPool(2)}
@@ -104,11 +104,7 @@ func TestRunnerPlain(t *testing.T) {
 	for i := range x {
 		x[i] = rng.Float32()*2 - 1
 	}
-	b, err := r.Route(l, x, n, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := r.Run(l, b, x, nil)
+	got, err := r.FFN(l, x, n, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
