@@ -1,3 +1,4 @@
-// Package engine owns sequences and their state (KV / latent caches,
-// recurrent state), prefill and decode scheduling.
+// Package engine owns a model's sequence (core/state holds its memory),
+// prefill and decode scheduling, and prefix reuse through the sequence's
+// snapshots.
 package engine

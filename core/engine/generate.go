@@ -62,7 +62,7 @@ func New(m model.Model, tok *tokenizer.Tokenizer, o Options) (*Engine, error) {
 
 // Load builds the model and tokenizer of an open GGUF file. The model's
 // architecture must be registered (import its package, e.g.
-// core/model/kimik3, which itself depends on this package).
+// core/model/kimik3).
 func Load(f *gguf.File, o Options) (*Engine, error) {
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {

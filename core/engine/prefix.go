@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/k3-inference/k3/core/model"
 )
 
 // prefix is a snapshot of the sequence at the end of an earlier prompt,
 // with the logits that prompt ended on.
 type prefix struct {
-	snap   *Snapshot
+	snap   model.Snapshot
 	logits []float32
 }
 
@@ -62,14 +64,13 @@ func (e *Engine) reuse(prompt []int32) int {
 	for common < min(n, len(prompt)) && prompt[common] == e.seen[common] {
 		common++
 	}
-	seq, _ := e.run.S.(*Sequence)
-	for i := len(e.snaps) - 1; i >= 0 && seq != nil; i-- {
+	for i := len(e.snaps) - 1; i >= 0; i-- {
 		p := e.snaps[i]
 		pos := p.snap.Pos()
 		if pos == 0 || pos > common || (pos == len(prompt) && p.logits == nil) {
 			continue
 		}
-		if seq.Restore(p.snap) != nil {
+		if e.run.S.Restore(p.snap) != nil {
 			break
 		}
 		e.seen, e.last = e.seen[:pos], p.logits
@@ -83,14 +84,13 @@ func (e *Engine) reuse(prompt []int32) int {
 // keep snapshots the sequence at the end of a prompt, dropping the oldest
 // snapshot beyond the configured number.
 func (e *Engine) keep() {
-	seq, ok := e.run.S.(*Sequence)
-	if !ok || e.o.Snapshots < 0 || len(e.seen) == 0 {
+	if e.o.Snapshots < 0 || len(e.seen) == 0 {
 		return
 	}
 	if k := len(e.snaps); k > 0 && e.snaps[k-1].snap.Pos() == len(e.seen) {
 		return
 	}
-	e.snaps = append(e.snaps, prefix{snap: seq.Snapshot(), logits: e.last})
+	e.snaps = append(e.snaps, prefix{snap: e.run.S.Snapshot(), logits: e.last})
 	if len(e.snaps) > e.o.Snapshots {
 		e.snaps = slices.Delete(e.snaps, 0, 1)
 	}

@@ -49,14 +49,7 @@ func NewRunner(m model.Model, mode Mode, ubatch int) *Runner {
 // (n_ctx = n rounded up to 256), which fixes how its attention kernels
 // split long caches.
 func (r *Runner) SetContext(n int) {
-	if s, ok := r.S.(*Sequence); ok {
-		s.Ctx = (n + 255) / 256 * 256
-		for _, c := range s.Cache {
-			if c != nil {
-				c.Max = s.Ctx
-			}
-		}
-	}
+	r.S.SetContext((n + 255) / 256 * 256)
 }
 
 // Prefill feeds tokens and returns the logits of every position when all

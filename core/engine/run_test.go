@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/state"
 )
 
 // counter is a model whose logits favour (last token + 1) mod vocab and
@@ -12,10 +13,10 @@ import (
 type counter struct{ calls []int }
 
 func (c *counter) Params() model.Params  { return model.Params{Vocab: 5} }
-func (c *counter) NewState() model.State { return &Sequence{} }
+func (c *counter) NewState() model.State { return &state.Sequence{} }
 func (c *counter) Forward(s model.State, toks []int32, all bool, logits []float32) error {
 	c.calls = append(c.calls, len(toks))
-	seq := s.(*Sequence)
+	seq := s.(*state.Sequence)
 	rows := 1
 	if all {
 		rows = len(toks)

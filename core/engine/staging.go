@@ -12,38 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/moe"
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
 )
-
-// ExpertSource is how a model reads routed experts when its weights come
-// from a stager instead of a plain mapping of the file. The model calls it
-// from its forward pass, one call at a time.
-type ExpertSource interface {
-	// Routed reports whether the named tensor holds routed experts; such a
-	// tensor has no TensorData, its experts come from AcquireExperts.
-	Routed(name string) bool
-	// HintExperts says which experts of a layer the model will need: the
-	// layer's router has chosen them, or (speculative) a guess made by
-	// running the layer's router early.
-	HintExperts(layer int, experts []int32, speculative bool) error
-	// AcquireExperts makes the given experts of the named routed tensors
-	// resident and pins them until the set is released.
-	AcquireExperts(layer int, tensors []string, experts []int32) (*ExpertSet, error)
-	// MaxExperts is how many experts of a layer one AcquireExperts may ask
-	// for: a batch whose experts do not fit in the budget together runs in
-	// groups of this many.
-	MaxExperts(layer int) int
-	// Lookahead is how many layers ahead the model should predict experts
-	// and hint them (0: none). After layer L it runs the routers of L+1 ..
-	// L+depth on L's output; a nearer layer's guess is remade from fresher
-	// state after each layer, and the stager keeps only a layer's latest.
-	Lookahead() int
-	// OnRemap registers fn to run when the always-needed bytes moved (the
-	// stager process was restarted): the model re-reads every TensorData.
-	// No byte slice obtained before the remap may be used after fn returns.
-	OnRemap(fn func() error)
-}
 
 // StageOptions say how to start and open a stager for a model.
 type StageOptions struct {
@@ -74,7 +46,7 @@ type StageOptions struct {
 // Staged is a model's weights served by a supervised stager: the
 // always-needed tensors are acquired once and stay pinned for the session;
 // routed experts are acquired per layer and step, as the router picks them.
-// It implements model.Weights and ExpertSource.
+// It implements model.Weights and moe.ExpertSource.
 type Staged struct {
 	f         *gguf.File
 	sup       *plugin.Supervisor
@@ -99,6 +71,8 @@ type Staged struct {
 	acquireTime        time.Duration
 	acquires           uint64
 }
+
+var _ moe.ExpertSource = (*Staged)(nil)
 
 // residentStep pins the always-needed tensors; expert steps count up from it.
 const residentStep = 1
@@ -184,13 +158,13 @@ func (s *Staged) TensorData(t gguf.TensorInfo) ([]byte, error) {
 	return s.resident[id], nil
 }
 
-// Routed implements ExpertSource.
+// Routed implements moe.ExpertSource.
 func (s *Staged) Routed(name string) bool {
 	id, ok := s.ids[name]
 	return ok && s.req.Tensors[id].Routed()
 }
 
-// MaxExperts implements ExpertSource: three quarters of the expert units
+// MaxExperts implements moe.ExpertSource: three quarters of the expert units
 // the stager's part holds beside the always-needed tensors, sized as the
 // stager lays them out (StageOptions.Footprint), so that the next group's
 // reads still find room. OpenStaged made sure that one unit fits.
@@ -202,10 +176,10 @@ func (s *Staged) MaxExperts(layer int) int {
 // stager.
 func (s *Staged) Budget() Budget { return s.budget }
 
-// Lookahead implements ExpertSource.
+// Lookahead implements moe.ExpertSource.
 func (s *Staged) Lookahead() int { return s.lookahead }
 
-// OnRemap implements ExpertSource.
+// OnRemap implements moe.ExpertSource.
 func (s *Staged) OnRemap(fn func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -334,7 +308,7 @@ func (s *Staged) retry(what string, call func() error) error {
 	}
 }
 
-// HintExperts implements ExpertSource. A current hint of a layer that was
+// HintExperts implements moe.ExpertSource. A current hint of a layer that was
 // predicted scores the prediction.
 func (s *Staged) HintExperts(layer int, experts []int32, speculative bool) error {
 	s.mu.Lock()
@@ -355,8 +329,8 @@ func (s *Staged) HintExperts(layer int, experts []int32, speculative bool) error
 	return s.retry(fmt.Sprintf("hint layer %d", layer), func() error { return s.sup.Hint(s.ctx, req) })
 }
 
-// AcquireExperts implements ExpertSource.
-func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (*ExpertSet, error) {
+// AcquireExperts implements moe.ExpertSource.
+func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (moe.ExpertSet, error) {
 	ids := make([]int, len(tensors))
 	for i, name := range tensors {
 		id, ok := s.ids[name]
@@ -388,7 +362,7 @@ func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (*
 	defer s.mu.Unlock()
 	s.acquireTime += time.Since(start)
 	s.acquires++
-	set := &ExpertSet{s: s, step: step, n: len(experts), locs: resp.Locations, data: make([][]byte, len(req.Slices))}
+	set := &expertSet{s: s, step: step, n: len(experts), locs: resp.Locations, data: make([][]byte, len(req.Slices))}
 	for i, loc := range resp.Locations {
 		if set.data[i], err = s.views.Bytes(loc); err != nil {
 			return nil, fmt.Errorf("stager: layer %d expert %d of %q: %w", layer, req.Slices[i].Expert, s.req.Tensors[req.Slices[i].Tensor].Name, err)
@@ -397,8 +371,8 @@ func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (*
 	return set, nil
 }
 
-// ExpertSet is the pinned bytes of one layer's acquired experts.
-type ExpertSet struct {
+// expertSet is the pinned bytes of one layer's acquired experts.
+type expertSet struct {
 	s    *Staged
 	step uint64
 	n    int
@@ -407,10 +381,10 @@ type ExpertSet struct {
 }
 
 // Bytes is expert i (in the order asked for) of tensor t (likewise).
-func (x *ExpertSet) Bytes(t, i int) []byte { return x.data[t*x.n+i] }
+func (x *expertSet) Bytes(t, i int) []byte { return x.data[t*x.n+i] }
 
 // Release unpins the set; its bytes must not be used afterwards.
-func (x *ExpertSet) Release() error {
+func (x *expertSet) Release() error {
 	s := x.s
 	s.mu.Lock()
 	// Shard pages this process maps stay cached whatever the stager does.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/ops"
 	"github.com/k3-inference/k3/core/quant"
 )
 
@@ -106,4 +107,10 @@ func Bind(w Weights, prefix string, dst any) error {
 		v.Field(i).Set(reflect.ValueOf(&Tensor{TensorInfo: info, Data: data}))
 	}
 	return errors.Join(errs...)
+}
+
+// Matrix is the tensor as the left operand of a matrix product: a row per
+// slice of its first dimension.
+func (t *Tensor) Matrix() ops.Matrix {
+	return ops.Matrix{Type: t.Type, Rows: int(t.Elements() / t.Shape[0]), Cols: int(t.Shape[0]), Data: t.Data}
 }

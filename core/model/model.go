@@ -39,10 +39,31 @@ type Params struct {
 }
 
 // State is one sequence's memory inside a model (caches, recurrent
-// state). Its contents are the model's business.
+// state). Its contents are the model's business (core/state holds the
+// usual kinds); the engine positions, bounds and rewinds it through these
+// methods only.
 type State interface {
 	// Pos is the number of tokens the state has seen.
 	Pos() int
+	// SetContext sizes the sequence for n positions (llama.cpp's n_ctx):
+	// caches grow no further, and kernels that split long caches across
+	// threads split as llama.cpp does for that context.
+	SetContext(n int)
+	// Snapshot copies what Restore needs to come back to the current
+	// position, for a later request that shares the prefix.
+	Snapshot() Snapshot
+	// Restore brings the state back to the position of a snapshot taken
+	// from it while it held the same first Pos() tokens it holds now. The
+	// snapshot stays usable; on error the state is unchanged.
+	Restore(Snapshot) error
+}
+
+// Snapshot is a State at one position.
+type Snapshot interface {
+	// Pos is the number of tokens the snapshot covers.
+	Pos() int
+	// Bytes is the memory the snapshot holds.
+	Bytes() int64
 }
 
 // Model runs a forward pass.

@@ -1,6 +1,9 @@
 package kimik3
 
 import (
+	"errors"
+
+	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/moe"
 	"github.com/k3-inference/k3/core/ops"
 )
@@ -16,68 +19,113 @@ func (ps *pass) situFFN(gate, up, down *T, x []float32, n int) ([]float32, error
 	return ps.matmul(down, gu[0], n)
 }
 
-func (ps *pass) denseFFN(l *layer, x []float32) ([]float32, error) {
-	return ps.situFFN(l.FFNGate, l.FFNUp, l.FFNDown, x, ps.n)
+// dense is the FFN of the leading dense layers.
+type dense struct {
+	Gate *T `gguf:"ffn_gate"`
+	Up   *T `gguf:"ffn_up"`
+	Down *T `gguf:"ffn_down"`
 }
 
-// moe is the latent MoE: the router scores the full-width input, the routed
-// experts run on its down-projection to the latent width, their weighted
-// sum is normed and projected back up, and the shared experts add their
-// output at full width. Tokens are grouped by expert, so each chosen
-// expert's weights are read once for the whole batch.
-//
-// With staged weights the router runs first and its choice is hinted at
-// once; the latent down-projection and the shared experts, which need no
-// routed bytes, run while the stager reads.
-func (ps *pass) moe(il int, l *layer, x []float32) ([]float32, error) {
-	p, n := ps.m.p, ps.n
-	lat, k := p.latent(), p.Router.Used
+func (f *dense) checks(p *Params, il int) ([]shapeCheck, error) {
+	e, ff := int64(p.Embd), int64(p.FF[il])
+	return []shapeCheck{{f.Gate, []int64{e, ff}}, {f.Up, []int64{e, ff}}, {f.Down, []int64{ff, e}}}, nil
+}
 
-	b, err := ps.route(l, x)
+func (f *dense) prepare(func(*T) []float32) []*T { return []*T{f.Gate, f.Up, f.Down} }
+
+func (f *dense) forward(ps *pass, x []float32) ([]float32, error) {
+	return ps.situFFN(f.Gate, f.Up, f.Down, x, ps.n)
+}
+
+// sparse is the latent MoE FFN: routed experts at the latent width between
+// a down and an up projection, and shared experts at full width.
+type sparse struct {
+	Router     *T `gguf:"ffn_gate_inp"`
+	ProbsB     *T `gguf:"exp_probs_b.bias"`
+	GateExps   *T `gguf:"ffn_gate_exps"`
+	UpExps     *T `gguf:"ffn_up_exps"`
+	DownExps   *T `gguf:"ffn_down_exps"`
+	RoutedDown *T `gguf:"ffn_routed_down,optional"`
+	RoutedUp   *T `gguf:"ffn_routed_up,optional"`
+	RoutedNorm *T `gguf:"ffn_routed_norm,optional"`
+	GateSh     *T `gguf:"ffn_gate_shexp,optional"`
+	UpSh       *T `gguf:"ffn_up_shexp,optional"`
+	DownSh     *T `gguf:"ffn_down_shexp,optional"`
+
+	probsB, routedNorm []float32
+	// routed is the routed part as the expert runner takes it.
+	routed moe.Layer
+}
+
+func (f *sparse) checks(p *Params, il int) ([]shapeCheck, error) {
+	e, ne, fe, lat := int64(p.Embd), int64(p.Router.Experts), int64(p.FFExp), int64(p.latent())
+	var errs []error
+	cs := []shapeCheck{{f.Router, []int64{e, ne}}, {f.ProbsB, []int64{ne}},
+		{f.GateExps, []int64{lat, fe, ne}}, {f.UpExps, []int64{lat, fe, ne}}, {f.DownExps, []int64{fe, lat, ne}}}
+	if p.Latent > 0 {
+		errs = append(errs, need(il, f, "RoutedDown", "RoutedUp"))
+		cs = append(cs, shapeCheck{f.RoutedDown, []int64{e, lat}}, shapeCheck{f.RoutedUp, []int64{lat, e}})
+		if f.RoutedNorm != nil {
+			cs = append(cs, shapeCheck{f.RoutedNorm, []int64{lat}})
+		}
+	}
+	if f.GateSh != nil || f.UpSh != nil || f.DownSh != nil {
+		errs = append(errs, need(il, f, "GateSh", "UpSh", "DownSh"))
+		fs := fe * int64(max(p.Shared, 1))
+		cs = append(cs, shapeCheck{f.GateSh, []int64{e, fs}}, shapeCheck{f.UpSh, []int64{e, fs}}, shapeCheck{f.DownSh, []int64{fs, e}})
+	}
+	return cs, errors.Join(errs...)
+}
+
+func (f *sparse) prepare(fl func(*T) []float32) []*T {
+	f.probsB, f.routedNorm = fl(f.ProbsB), fl(f.RoutedNorm)
+	r := &f.routed // its Index is set when the layer is made
+	r.GateInp, r.Bias, r.GateExps, r.UpExps, r.DownExps = f.Router, f.probsB, f.GateExps, f.UpExps, f.DownExps
+	return []*T{f.Router, f.GateExps, f.UpExps, f.DownExps, f.RoutedDown, f.RoutedUp, f.GateSh, f.UpSh, f.DownSh}
+}
+
+// forward: the router scores the full-width input, the routed experts
+// (moe.Runner) run on its down-projection to the latent width, their
+// weighted sum is normed and projected back up, and the shared experts
+// add their output at full width.
+//
+// With staged weights the runner hints the router's choice at once; the
+// latent down-projection and the shared experts, which need no routed
+// bytes, run while the stager reads.
+func (f *sparse) forward(ps *pass, x []float32) ([]float32, error) {
+	p, n := ps.m.p, ps.n
+	lat := p.latent()
+
+	b, err := ps.m.experts.Route(&f.routed, x, n, ps.sc)
 	if err != nil {
 		return nil, err
 	}
-	src := ps.m.experts
-	if src != nil {
-		if err := src.HintExperts(il, b.Experts, false); err != nil {
-			return nil, err
-		}
-	}
 	// The latent down-projection and the shared experts' gate and up in
 	// one batch.
-	proj, err := ps.matmuls(x, n, l.RoutedDown, l.GateSh, l.UpSh)
+	proj, err := ps.matmuls(x, n, f.RoutedDown, f.GateSh, f.UpSh)
 	if err != nil {
 		return nil, err
 	}
 	in := x
-	if l.RoutedDown != nil {
+	if f.RoutedDown != nil {
 		in = proj[0]
 	}
 	var sh []float32
-	if l.GateSh != nil {
+	if f.GateSh != nil {
 		ops.SiTU(proj[1], proj[2], p.SituBeta, p.SituLB)
-		if sh, err = ps.matmul(l.DownSh, proj[1], n); err != nil {
+		if sh, err = ps.matmul(f.DownSh, proj[1], n); err != nil {
 			return nil, err
 		}
 	}
-	outs, err := ps.routed(il, l, b, in)
+	sum, err := ps.m.experts.Run(&f.routed, b, in, ps.sc)
 	if err != nil {
 		return nil, err
 	}
-	// ggml adds the experts' outputs in slot order.
-	sum := make([]float32, n*lat)
-	for t := 0; t < n; t++ {
-		o := sum[t*lat : (t+1)*lat]
-		copy(o, outs[t*k*lat:(t*k+1)*lat])
-		for s := 1; s < k; s++ {
-			ops.Add(o, outs[(t*k+s)*lat:(t*k+s+1)*lat])
-		}
+	if f.RoutedNorm != nil {
+		ops.RMSNorm(sum, sum, f.routedNorm, lat, p.Eps)
 	}
-	if l.RoutedNorm != nil {
-		ops.RMSNorm(sum, sum, l.routedNorm, lat, p.Eps)
-	}
-	if l.RoutedUp != nil {
-		if sum, err = ps.matmul(l.RoutedUp, sum, n); err != nil {
+	if f.RoutedUp != nil {
+		if sum, err = ps.matmul(f.RoutedUp, sum, n); err != nil {
 			return nil, err
 		}
 	}
@@ -87,123 +135,14 @@ func (ps *pass) moe(il int, l *layer, x []float32) ([]float32, error) {
 	return sum, nil
 }
 
-// route scores x with l's router and groups the batch's tokens by expert.
-func (ps *pass) route(l *layer, x []float32) (*moe.Batch, error) {
-	p, n := ps.m.p, ps.n
-	k, ne := p.Router.Used, p.Router.Experts
-	logits, err := ps.matmul(l.Router, x, n)
-	if err != nil {
-		return nil, err
+// newRunner is the expert runner of m's MoE layers: K3's router and SiTU
+// experts, reading routed experts through w when w stages them.
+func (m *Model) newRunner(w model.Weights) *moe.Runner {
+	p := m.p
+	return &moe.Runner{
+		Router: p.Router,
+		Act:    func(gate, up []float32) { ops.SiTU(gate, up, p.SituBeta, p.SituLB) },
+		Pool:   m.pool,
+		Source: moe.SourceOf(w),
 	}
-	b := new(moe.Batch)
-	b.Reset(n, k)
-	ps.m.pool.For(n, 8, func(lo, hi int) {
-		var s moe.Scratch
-		for t := lo; t < hi; t++ {
-			p.Router.Route(logits[t*ne:(t+1)*ne], l.probsB, b.IDs[t*k:(t+1)*k], b.Weights[t*k:(t+1)*k], &s)
-		}
-	})
-	b.Group(ne)
-	return b, nil
-}
-
-// routed runs each chosen expert on the tokens routed to it and returns
-// outs, where outs[(t*k+slot)*lat:] is expert slot's weighted output for
-// token t. When a stager cannot hold all of them at once, the experts run
-// in parts, each acquired (and the next one hinted) before it runs and
-// released after; every expert is still read once per batch.
-func (ps *pass) routed(il int, l *layer, b *moe.Batch, in []float32) ([]float32, error) {
-	p := ps.m.p
-	outs := make([]float32, ps.n*p.Router.Used*p.latent())
-	part := len(b.Experts)
-	if src := ps.m.experts; src != nil {
-		part = min(part, src.MaxExperts(il))
-	}
-	for lo := 0; lo < len(b.Experts); lo += part {
-		hi := min(lo+part, len(b.Experts))
-		ex, err := ps.m.expertMats(il, l, b.Experts, lo, hi)
-		if err != nil {
-			return nil, err
-		}
-		if hi < len(b.Experts) {
-			err = ps.m.experts.HintExperts(il, b.Experts[hi:min(hi+part, len(b.Experts))], false)
-		}
-		if err == nil {
-			err = ps.experts(b, ex, in, outs, lo, hi)
-		}
-		if rerr := ex.release(); err == nil {
-			err = rerr
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return outs, nil
-}
-
-// experts runs the chosen experts [lo, hi) into outs. The experts' gate and
-// up products go in one batch, their down products in another, in groups
-// whose buffers stay under groupBytes.
-func (ps *pass) experts(b *moe.Batch, ex *expertMats, in, outs []float32, lo, end int) error {
-	p := ps.m.p
-	lat, fe := p.latent(), p.FFExp
-	const groupBytes = 64 << 20
-	perRow := 4 * (2*lat + 2*fe)
-	for lo < end {
-		hi, rows := lo, 0
-		for hi < end && (hi == lo || (rows+int(b.Start[hi+1]-b.Start[hi]))*perRow <= groupBytes) {
-			rows += int(b.Start[hi+1] - b.Start[hi])
-			hi++
-		}
-		if err := ps.expertGroup(b, ex, in, outs, lo, hi); err != nil {
-			return err
-		}
-		lo = hi
-	}
-	return nil
-}
-
-// expertGroup runs experts [lo, hi) of the batch.
-func (ps *pass) expertGroup(b *moe.Batch, ex *expertMats, in, outs []float32, lo, hi int) error {
-	p := ps.m.p
-	lat, k, fe := p.latent(), p.Router.Used, p.FFExp
-	type run struct{ g, u, d []float32 }
-	runs := make([]run, hi-lo)
-	gu := make([]ops.MatMulOp, 0, 2*(hi-lo))
-	down := make([]ops.MatMulOp, 0, hi-lo)
-	for i := lo; i < hi; i++ {
-		sel := b.Rows[b.Start[i]:b.Start[i+1]]
-		m := len(sel)
-		xe := ps.buf(m * lat)
-		for r, row := range sel {
-			t := int(row) / k
-			copy(xe[r*lat:(r+1)*lat], in[t*lat:(t+1)*lat])
-		}
-		gate, up, dw := ex.mats(i)
-		r := run{g: ps.buf(m * fe), u: ps.buf(m * fe), d: ps.buf(m * lat)}
-		runs[i-lo] = r
-		gu = append(gu, ops.MatMulOp{W: gate, X: xe, N: m, Out: r.g}, ops.MatMulOp{W: up, X: xe, N: m, Out: r.u})
-		down = append(down, ops.MatMulOp{W: dw, X: r.g, N: m, Out: r.d})
-	}
-	if err := ps.m.pool.MatMuls(gu...); err != nil {
-		return err
-	}
-	for _, r := range runs {
-		ops.SiTU(r.g, r.u, p.SituBeta, p.SituLB)
-	}
-	if err := ps.m.pool.MatMuls(down...); err != nil {
-		return err
-	}
-	for i := lo; i < hi; i++ {
-		sel := b.Rows[b.Start[i]:b.Start[i+1]]
-		d := runs[i-lo].d
-		for r, row := range sel {
-			w := b.Weights[row]
-			dst := outs[int(row)*lat : (int(row)+1)*lat]
-			for j, v := range d[r*lat : (r+1)*lat] {
-				dst[j] = v * w
-			}
-		}
-	}
-	return nil
 }

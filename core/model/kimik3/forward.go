@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
 	"github.com/k3-inference/k3/core/quant"
+	"github.com/k3-inference/k3/core/state"
 )
 
 // pass is the working memory of one forward call over n tokens.
 type pass struct {
 	m   *Model
-	seq *engine.Sequence
+	seq *state.Sequence
 	n   int
 	pos int // position of the first token
 	// stack holds the banked layer inputs of the attention residuals.
@@ -26,7 +26,7 @@ type pass struct {
 
 // Forward implements model.Model.
 func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float32) error {
-	seq, ok := s.(*engine.Sequence)
+	seq, ok := s.(*state.Sequence)
 	if !ok || len(seq.Cache) != m.p.Layers {
 		return fmt.Errorf("kimi-k3: state %T is not a kimi-k3 sequence", s)
 	}
@@ -51,7 +51,7 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 		if x, err = ps.layer(il, x); err != nil {
 			return fmt.Errorf("kimi-k3: layer %d: %w", il, err)
 		}
-		for ahead := 1; ahead <= m.lookaheadDepth(); ahead++ {
+		for ahead := 1; ahead <= m.experts.Lookahead(); ahead++ {
 			if !m.lookahead(il + ahead) {
 				continue
 			}
@@ -111,13 +111,7 @@ func (ps *pass) layer(il int, x []float32) ([]float32, error) {
 	normed := ps.buf(len(cur))
 	ops.RMSNorm(normed, cur, l.attnNorm, E, p.Eps)
 
-	var attn []float32
-	var err error
-	if p.recurrent(il) {
-		attn, err = ps.kda(l, ps.seq.Rec[il], normed)
-	} else {
-		attn, err = ps.mla(l, ps.seq.Cache[il], normed)
-	}
+	attn, err := l.attn.forward(ps, il, normed)
 	if err != nil {
 		return nil, err
 	}
@@ -132,12 +126,7 @@ func (ps *pass) layer(il int, x []float32) ([]float32, error) {
 	}
 	normed = ps.buf(len(cur))
 	ops.RMSNorm(normed, cur, l.ffnNorm, E, p.Eps)
-	var ffn []float32
-	if il < p.DenseLead {
-		ffn, err = ps.denseFFN(l, normed)
-	} else {
-		ffn, err = ps.moe(il, l, normed)
-	}
+	ffn, err := l.ffn.forward(ps, normed)
 	if err != nil {
 		return nil, err
 	}

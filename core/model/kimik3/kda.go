@@ -1,17 +1,53 @@
 package kimik3
 
-import (
-	"github.com/k3-inference/k3/core/engine"
-	"github.com/k3-inference/k3/core/ops"
-)
+import "github.com/k3-inference/k3/core/ops"
 
-// kda is a Kimi Delta Attention layer on the normed input x (n×Embd):
-// q, k, v through their short causal convolutions with SiLU, L2-normed q
-// and k, a per-channel decay gate, the gated delta rule, a per-head RMS
-// norm times the sigmoid of the full-rank output gate, and the output
-// projection.
-func (ps *pass) kda(l *layer, st *engine.Recurrent, x []float32) ([]float32, error) {
+// kda is a Kimi Delta Attention layer: linear attention whose memory is a
+// recurrent state (state.Recurrent), not a cache.
+type kda struct {
+	ConvQ *T `gguf:"ssm_conv1d_q"`
+	ConvK *T `gguf:"ssm_conv1d_k"`
+	ConvV *T `gguf:"ssm_conv1d_v"`
+	Q     *T `gguf:"attn_q"`
+	K     *T `gguf:"attn_k"`
+	V     *T `gguf:"attn_v"`
+	FA    *T `gguf:"ssm_f_a"`
+	FB    *T `gguf:"ssm_f_b"`
+	Beta  *T `gguf:"ssm_beta"`
+	A     *T `gguf:"ssm_a,bare"`
+	DtB   *T `gguf:"ssm_dt.bias"`
+	G     *T `gguf:"ssm_g"`
+	ONorm *T `gguf:"ssm_norm"`
+	Out   *T `gguf:"attn_output"`
+
+	convQ, convK, convV, a, dtB, oNorm []float32
+}
+
+func (l *kda) checks(p *Params, il int) ([]shapeCheck, error) {
+	e, h := int64(p.Embd), int64(p.Heads)
+	hd, k := int64(p.KDAHead), int64(p.ConvK)
+	di := hd * h
+	return []shapeCheck{
+		{l.ConvQ, []int64{k, 1, di}}, {l.ConvK, []int64{k, 1, di}}, {l.ConvV, []int64{k, 1, di}},
+		{l.Q, []int64{e, di}}, {l.K, []int64{e, di}}, {l.V, []int64{e, di}},
+		{l.FA, []int64{e, hd}}, {l.FB, []int64{hd, di}}, {l.Beta, []int64{e, h}},
+		{l.A, []int64{h}}, {l.DtB, []int64{di}}, {l.G, []int64{e, di}},
+		{l.ONorm, []int64{hd}}, {l.Out, []int64{di, e}}}, nil
+}
+
+func (l *kda) prepare(fl func(*T) []float32) []*T {
+	l.convQ, l.convK, l.convV, l.a, l.dtB, l.oNorm = fl(l.ConvQ), fl(l.ConvK), fl(l.ConvV), fl(l.A), fl(l.DtB), fl(l.ONorm)
+	return []*T{l.Out, l.Q, l.K, l.V, l.FA, l.FB, l.Beta, l.G}
+}
+
+// forward runs the layer on the normed input x (n×Embd) with the
+// recurrent state of layer il: q, k, v through their short causal
+// convolutions with SiLU, L2-normed q and k, a per-channel decay gate, the
+// gated delta rule, a per-head RMS norm times the sigmoid of the
+// full-rank output gate, and the output projection.
+func (l *kda) forward(ps *pass, il int, x []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
+	st := ps.seq.Rec[il]
 	H, S := p.Heads, p.KDAHead
 	di := H * S
 

@@ -1,19 +1,71 @@
 package kimik3
 
 import (
+	"errors"
 	"math"
 
-	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/ops"
+	"github.com/k3-inference/k3/core/state"
 )
 
-// mla is a nope-only multi-head latent attention layer on the normed input
-// x (n×Embd). The latent (normed kv_cmpr plus the un-rotated pe part) is
+// mla is a nope-only multi-head latent attention layer. Its memory is a
+// cache of half rows (state.HalfRows): the latent when the queries are
+// absorbed (attn_k_b/attn_v_b), every head's K and V with attn_kv_b.
+type mla struct {
+	QANorm  *T `gguf:"attn_q_a_norm,optional"`
+	QA      *T `gguf:"attn_q_a,optional"`
+	QB      *T `gguf:"attn_q_b,optional"`
+	Q       *T `gguf:"attn_q,optional"` // the direct q projection, without q LoRA
+	KVANorm *T `gguf:"attn_kv_a_norm"`
+	KVA     *T `gguf:"attn_kv_a_mqa"`
+	KVB     *T `gguf:"attn_kv_b,optional"`
+	KB      *T `gguf:"attn_k_b,optional"`
+	VB      *T `gguf:"attn_v_b,optional"`
+	Gate    *T `gguf:"attn_gate,optional"`
+	Out     *T `gguf:"attn_output"`
+
+	qaNorm, kvaNorm []float32
+}
+
+func (l *mla) checks(p *Params, il int) ([]shapeCheck, error) {
+	e, h := int64(p.Embd), int64(p.Heads)
+	kd, vd, kv, rot := int64(p.kDim()), int64(p.vDim()), int64(p.KVLora), int64(p.Rot)
+	nope := kd - rot
+	var errs []error
+	cs := []shapeCheck{{l.KVANorm, []int64{kv}}, {l.KVA, []int64{e, kv + rot}}, {l.Out, []int64{h * vd, e}}}
+	if l.QANorm != nil {
+		errs = append(errs, need(il, l, "QA", "QB"))
+		cs = append(cs, shapeCheck{l.QANorm, []int64{int64(p.QLora)}}, shapeCheck{l.QA, []int64{e, int64(p.QLora)}},
+			shapeCheck{l.QB, []int64{int64(p.QLora), h * kd}})
+	} else {
+		errs = append(errs, need(il, l, "Q"))
+		cs = append(cs, shapeCheck{l.Q, []int64{e, h * kd}})
+	}
+	if l.KVB != nil {
+		cs = append(cs, shapeCheck{l.KVB, []int64{kv, h * (nope + vd)}})
+	} else {
+		errs = append(errs, need(il, l, "KB", "VB"))
+		cs = append(cs, shapeCheck{l.KB, []int64{nope, kv, h}}, shapeCheck{l.VB, []int64{kv, vd, h}})
+	}
+	if l.Gate != nil {
+		cs = append(cs, shapeCheck{l.Gate, []int64{e, h * vd}})
+	}
+	return cs, errors.Join(errs...)
+}
+
+func (l *mla) prepare(fl func(*T) []float32) []*T {
+	l.qaNorm, l.kvaNorm = fl(l.QANorm), fl(l.KVANorm)
+	return []*T{l.Out, l.Q, l.QA, l.QB, l.KVA, l.KVB, l.KB, l.VB, l.Gate}
+}
+
+// forward runs the layer on the normed input x (n×Embd) with the cache of
+// layer il. The latent (normed kv_cmpr plus the un-rotated pe part) is
 // cached in half precision; with attn_k_b/attn_v_b the queries are
 // absorbed into the latent space and the heads share one cached row,
 // otherwise attn_kv_b expands every position into per-head K and V.
-func (ps *pass) mla(l *layer, cache *engine.HalfRows, x []float32) ([]float32, error) {
+func (l *mla) forward(ps *pass, il int, x []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
+	cache := ps.seq.Cache[il]
 	kv, rot := p.KVLora, p.Rot
 
 	// Every projection of the input in one batch; a nil tensor is skipped.
@@ -38,9 +90,9 @@ func (ps *pass) mla(l *layer, cache *engine.HalfRows, x []float32) ([]float32, e
 
 	var out []float32
 	if l.KVB == nil {
-		out, err = ps.mlaAbsorbed(l, cache, q, latent, pe)
+		out, err = l.absorbed(ps, cache, q, latent, pe)
 	} else {
-		out, err = ps.mlaExpanded(l, cache, q, latent, pe)
+		out, err = l.expanded(ps, cache, q, latent, pe)
 	}
 	if err != nil {
 		return nil, err
@@ -88,7 +140,7 @@ func (ps *pass) attend(q []float32, qStride int, kvOf func(h int) ops.HalfKV, he
 	})
 }
 
-func (ps *pass) mlaAbsorbed(l *layer, cache *engine.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+func (l *mla) absorbed(ps *pass, cache *state.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
 	H, kd, vd, kv, rot := p.Heads, p.kDim(), p.vDim(), p.KVLora, p.Rot
 	nope := kd - rot
@@ -152,9 +204,9 @@ func (ps *pass) mlaAbsorbed(l *layer, cache *engine.HalfRows, q, latent []float3
 	return out, nil
 }
 
-// mlaExpanded is the attn_kv_b layout: K per head is [pe, k_nope] (the
+// expanded is the attn_kv_b layout: K per head is [pe, k_nope] (the
 // order llama.cpp concatenates them in) and V its own slice.
-func (ps *pass) mlaExpanded(l *layer, cache *engine.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+func (l *mla) expanded(ps *pass, cache *state.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
 	H, kd, vd, rot := p.Heads, p.kDim(), p.vDim(), p.Rot
 	nope := kd - rot

@@ -4,72 +4,76 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/moe"
 	"github.com/k3-inference/k3/core/ops"
+	"github.com/k3-inference/k3/core/state"
 )
 
 func init() { model.Register("kimi-k3", New) }
 
 type T = model.Tensor
 
-// layer names the tensors of one block; which ones are present depends on
-// the layer kind (KDA or MLA, dense or MoE) and on the file.
+// layer is one block: its norms and attention-residual scores, an
+// attention of one kind (*kda or *mla) and an FFN of one kind (*dense or
+// *sparse), each bound from the file under the block's prefix.
 type layer struct {
 	AttnNorm  *T `gguf:"attn_norm"`
 	FFNNorm   *T `gguf:"ffn_norm"`
 	AttnScore *T `gguf:"attn_res_score,optional"`
 	FFNScore  *T `gguf:"ffn_res_score,optional"`
-	Out       *T `gguf:"attn_output"`
 
-	// KDA
-	ConvQ *T `gguf:"ssm_conv1d_q,optional"`
-	ConvK *T `gguf:"ssm_conv1d_k,optional"`
-	ConvV *T `gguf:"ssm_conv1d_v,optional"`
-	Q     *T `gguf:"attn_q,optional"` // also MLA's direct q projection
-	K     *T `gguf:"attn_k,optional"`
-	V     *T `gguf:"attn_v,optional"`
-	FA    *T `gguf:"ssm_f_a,optional"`
-	FB    *T `gguf:"ssm_f_b,optional"`
-	Beta  *T `gguf:"ssm_beta,optional"`
-	A     *T `gguf:"ssm_a,bare,optional"`
-	DtB   *T `gguf:"ssm_dt.bias,optional"`
-	G     *T `gguf:"ssm_g,optional"`
-	ONorm *T `gguf:"ssm_norm,optional"`
-
-	// MLA
-	QANorm  *T `gguf:"attn_q_a_norm,optional"`
-	KVANorm *T `gguf:"attn_kv_a_norm,optional"`
-	QA      *T `gguf:"attn_q_a,optional"`
-	QB      *T `gguf:"attn_q_b,optional"`
-	KVA     *T `gguf:"attn_kv_a_mqa,optional"`
-	KVB     *T `gguf:"attn_kv_b,optional"`
-	KB      *T `gguf:"attn_k_b,optional"`
-	VB      *T `gguf:"attn_v_b,optional"`
-	Gate    *T `gguf:"attn_gate,optional"`
-
-	// dense FFN
-	FFNGate *T `gguf:"ffn_gate,optional"`
-	FFNUp   *T `gguf:"ffn_up,optional"`
-	FFNDown *T `gguf:"ffn_down,optional"`
-
-	// MoE
-	Router     *T `gguf:"ffn_gate_inp,optional"`
-	ProbsB     *T `gguf:"exp_probs_b.bias,optional"`
-	GateExps   *T `gguf:"ffn_gate_exps,optional"`
-	UpExps     *T `gguf:"ffn_up_exps,optional"`
-	DownExps   *T `gguf:"ffn_down_exps,optional"`
-	RoutedDown *T `gguf:"ffn_routed_down,optional"`
-	RoutedUp   *T `gguf:"ffn_routed_up,optional"`
-	RoutedNorm *T `gguf:"ffn_routed_norm,optional"`
-	GateSh     *T `gguf:"ffn_gate_shexp,optional"`
-	UpSh       *T `gguf:"ffn_up_shexp,optional"`
-	DownSh     *T `gguf:"ffn_down_shexp,optional"`
+	attn attention
+	ffn  ffn
 
 	// float views of the small tensors, filled by prepare
 	attnNorm, ffnNorm, attnScore, ffnScore []float32
-	convQ, convK, convV, a, dtB, oNorm     []float32
-	qaNorm, kvaNorm, probsB, routedNorm    []float32
+}
+
+// part is a layer's attention or FFN as loading sees it.
+type part interface {
+	// checks are the shapes llama.cpp's loader requires of the part's
+	// tensors, and an error naming required tensors that are missing.
+	checks(p *Params, il int) ([]shapeCheck, error)
+	// prepare makes the float views of the small tensors (fl views or
+	// dequantizes one) and returns the matrices, which need a dot product.
+	prepare(fl func(*T) []float32) []*T
+}
+
+// attention is a layer's token mixer.
+type attention interface {
+	part
+	// forward runs on the normed input x with layer il's memory in the
+	// pass's sequence.
+	forward(ps *pass, il int, x []float32) ([]float32, error)
+}
+
+// ffn is a layer's feed-forward part.
+type ffn interface {
+	part
+	forward(ps *pass, x []float32) ([]float32, error)
+}
+
+// newLayer makes layer il's parts of the kinds p gives it.
+func newLayer(p *Params, il int) layer {
+	var l layer
+	if p.recurrent(il) {
+		l.attn = &kda{}
+	} else {
+		l.attn = &mla{}
+	}
+	if il < p.DenseLead {
+		l.ffn = &dense{}
+	} else {
+		l.ffn = &sparse{routed: moe.Layer{Index: il}}
+	}
+	return l
+}
+
+// bind points the layer's tensors at w's bytes under the block's prefix.
+func (l *layer) bind(w model.Weights, il int) error {
+	prefix := fmt.Sprintf("blk.%d.", il)
+	return errors.Join(model.Bind(w, prefix, l), model.Bind(w, prefix, l.attn), model.Bind(w, prefix, l.ffn))
 }
 
 type top struct {
@@ -89,9 +93,9 @@ type Model struct {
 	layers []layer
 	pool   *ops.Pool
 	chunk  int // model.Options.DeltaChunk
-	// experts, when set, serves the routed experts (a stager); the
-	// *_exps tensors then carry no data.
-	experts engine.ExpertSource
+	// experts runs the routed experts of the MoE layers; when a stager
+	// serves them (experts.Source), the *_exps tensors carry no data.
+	experts *moe.Runner
 }
 
 // New binds a kimi-k3 file's tensors and checks their shapes.
@@ -104,11 +108,13 @@ func New(c model.Config, w model.Weights, o model.Options) (model.Model, error) 
 	m.pool.SetBackend(o.Backend)
 	errs := []error{model.Bind(w, "", &m.top)}
 	for il := range m.layers {
-		errs = append(errs, model.Bind(w, fmt.Sprintf("blk.%d.", il), &m.layers[il]))
+		m.layers[il] = newLayer(p, il)
+		errs = append(errs, m.layers[il].bind(w, il))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("kimi-k3: %w", err)
 	}
+	m.experts = m.newRunner(w)
 	m.useStager(w)
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("kimi-k3: %w", err)
@@ -128,28 +134,25 @@ func (m *Model) Params() model.Params {
 // conv + delta-rule state for each KDA layer.
 func (m *Model) NewState() model.State {
 	p := m.p
-	s := &engine.Sequence{Cache: make([]*engine.HalfRows, p.Layers), Rec: make([]*engine.Recurrent, p.Layers)}
+	s := &state.Sequence{Cache: make([]*state.HalfRows, p.Layers), Rec: make([]*state.Recurrent, p.Layers)}
 	dInner := p.Heads * p.KDAHead
-	for il := range m.layers {
-		if p.recurrent(il) {
-			r := &engine.Recurrent{SSM: make([]float32, p.Heads*p.KDAHead*p.KDAHead)}
+	for il, l := range m.layers {
+		switch a := l.attn.(type) {
+		case *kda:
+			r := &state.Recurrent{SSM: make([]float32, p.Heads*p.KDAHead*p.KDAHead)}
 			for range 3 {
 				r.Conv = append(r.Conv, make([]float32, dInner*(p.ConvK-1)))
 			}
 			s.Rec[il] = r
-			continue
+		case *mla:
+			s.Cache[il] = &state.HalfRows{Stride: p.cacheStride(a.KVB != nil)}
 		}
-		s.Cache[il] = &engine.HalfRows{Stride: m.cacheStride(il)}
 	}
 	return s
 }
 
 // cacheStride is the half values cached per position of an MLA layer: the
 // normed latent and the pe part when absorbed, else every head's K and V.
-func (m *Model) cacheStride(il int) int {
-	return m.p.cacheStride(m.layers[il].KVB != nil)
-}
-
 func (p *Params) cacheStride(expanded bool) int {
 	if !expanded {
 		return p.KVLora + p.Rot
@@ -182,6 +185,4 @@ func StateSize(c model.Config, w model.Weights) (fixed, perToken int64, err erro
 	return fixed, perToken, nil
 }
 
-func mat(t *T) ops.Matrix {
-	return ops.Matrix{Type: t.Type, Rows: int(t.Elements() / t.Shape[0]), Cols: int(t.Shape[0]), Data: t.Data}
-}
+func mat(t *T) ops.Matrix { return t.Matrix() }

@@ -7,6 +7,7 @@ import (
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/model/kimik3"
+	"github.com/k3-inference/k3/core/state"
 )
 
 // TestStateSize: what StateSize says from the file alone is what a
@@ -41,7 +42,7 @@ func TestStateSize(t *testing.T) {
 				t.Fatal(err)
 			}
 			var held, capacity int64
-			s := r.S.(*engine.Sequence)
+			s := r.S.(*state.Sequence)
 			for _, rc := range s.Rec {
 				if rc != nil {
 					held += 4 * int64(len(rc.SSM))

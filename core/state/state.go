@@ -1,4 +1,9 @@
-package engine
+// Package state holds a sequence's memory below the models: growing
+// attention (KV or latent) caches, recurrent (linear-attention) state, and
+// the snapshots that let a later request sharing a prefix restart from it.
+// An architecture builds a Sequence in NewState and reads its layers in
+// Forward; the engine sees it only as a model.State.
+package state
 
 // HalfRows is a growing attention cache of one layer: one row of Stride
 // IEEE half values per position, as llama.cpp's F16 KV cache holds them.
@@ -52,5 +57,16 @@ type Sequence struct {
 	Rec   []*Recurrent
 }
 
-// Pos is the number of tokens the sequence has seen.
+// Pos implements model.State.
 func (s *Sequence) Pos() int { return s.N }
+
+// SetContext implements model.State: the context is n positions and no
+// cache grows beyond n rows.
+func (s *Sequence) SetContext(n int) {
+	s.Ctx = n
+	for _, c := range s.Cache {
+		if c != nil {
+			c.Max = n
+		}
+	}
+}

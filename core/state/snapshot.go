@@ -1,6 +1,10 @@
-package engine
+package state
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/k3-inference/k3/core/model"
+)
 
 // Snapshot is a sequence's state at one position, kept so that a later
 // request sharing that prefix can restart from it. Attention caches only
@@ -31,9 +35,9 @@ func (p *Snapshot) Bytes() int64 {
 	return b
 }
 
-// Snapshot copies what Restore needs to bring s back to its current
-// position.
-func (s *Sequence) Snapshot() *Snapshot {
+// Snapshot implements model.State: it copies what Restore needs to bring
+// s back to its current position.
+func (s *Sequence) Snapshot() model.Snapshot {
 	p := &Snapshot{n: s.N, lens: make([]int, len(s.Cache)), rec: make([]*Recurrent, len(s.Rec))}
 	for i, c := range s.Cache {
 		if c != nil {
@@ -53,11 +57,15 @@ func (s *Sequence) Snapshot() *Snapshot {
 	return p
 }
 
-// Restore brings s back to the position of p, which must have been taken
-// from s while it held the same first p.Pos() tokens it holds now (the
-// caller tracks the tokens). The snapshot stays usable for further
-// restores. On error s is unchanged.
-func (s *Sequence) Restore(p *Snapshot) error {
+// Restore implements model.State: it brings s back to the position of
+// snap, which must have been taken from s while it held the same first
+// snap.Pos() tokens it holds now (the caller tracks the tokens). The
+// snapshot stays usable for further restores. On error s is unchanged.
+func (s *Sequence) Restore(snap model.Snapshot) error {
+	p, ok := snap.(*Snapshot)
+	if !ok {
+		return fmt.Errorf("state: snapshot %T is not a sequence's", snap)
+	}
 	if err := p.fits(s); err != nil {
 		return err
 	}
@@ -82,27 +90,27 @@ func (s *Sequence) Restore(p *Snapshot) error {
 
 func (p *Snapshot) fits(s *Sequence) error {
 	if p.n > s.N || len(p.lens) != len(s.Cache) || len(p.rec) != len(s.Rec) {
-		return fmt.Errorf("engine: snapshot at %d of %d layers does not fit a sequence at %d of %d layers", p.n, len(p.lens), s.N, len(s.Cache))
+		return fmt.Errorf("state: snapshot at %d of %d layers does not fit a sequence at %d of %d layers", p.n, len(p.lens), s.N, len(s.Cache))
 	}
 	for i, c := range s.Cache {
 		if c != nil && p.lens[i] > c.Len {
-			return fmt.Errorf("engine: snapshot holds %d rows of layer %d, the sequence %d", p.lens[i], i, c.Len)
+			return fmt.Errorf("state: snapshot holds %d rows of layer %d, the sequence %d", p.lens[i], i, c.Len)
 		}
 	}
 	for i, r := range s.Rec {
 		src := p.rec[i]
 		if (r == nil) != (src == nil) {
-			return fmt.Errorf("engine: snapshot and sequence disagree on layer %d's kind", i)
+			return fmt.Errorf("state: snapshot and sequence disagree on layer %d's kind", i)
 		}
 		if r == nil {
 			continue
 		}
 		if len(src.SSM) != len(r.SSM) || len(src.Conv) != len(r.Conv) {
-			return fmt.Errorf("engine: snapshot of layer %d has another recurrent shape", i)
+			return fmt.Errorf("state: snapshot of layer %d has another recurrent shape", i)
 		}
 		for j, c := range src.Conv {
 			if len(c) != len(r.Conv[j]) {
-				return fmt.Errorf("engine: snapshot of layer %d has another convolution shape", i)
+				return fmt.Errorf("state: snapshot of layer %d has another convolution shape", i)
 			}
 		}
 	}

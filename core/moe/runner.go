@@ -1,0 +1,236 @@
+package moe
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/ops"
+)
+
+// Layer is the routed part of one MoE FFN: the tensors llama.cpp's
+// build_moe_ffn takes. Shared experts, and whatever an architecture puts
+// around the routed experts (Kimi K3's latent down and up projections),
+// stay with the architecture.
+type Layer struct {
+	// Index is the block number, the layer an ExpertSource is told about.
+	Index int
+	// GateInp is the router, ffn_gate_inp [n_embd, n_expert].
+	GateInp *model.Tensor
+	// Bias is exp_probs_b: it shifts the selection, not the weights (nil:
+	// none).
+	Bias []float32
+	// GateExps and UpExps are [in, ff, n_expert], DownExps [ff, out,
+	// n_expert]: each expert is down(act(gate·x, up·x)).
+	GateExps, UpExps, DownExps *model.Tensor
+}
+
+// Runner is the streaming expert runner every MoE architecture calls, the
+// counterpart of llama.cpp's build_moe_ffn: it routes a batch, tells the
+// expert source at once which experts it will read, acquires them in
+// groups that fit the memory budget, runs each group's matrix products in
+// batches (every chosen expert's weights read once for the whole batch),
+// releases them, and guesses later layers' experts ahead.
+type Runner struct {
+	Router Router
+	// Act combines an expert's gate and up products into gate, in place:
+	// SiLU(gate)·up for most architectures, SiTU for Kimi K3.
+	Act func(gate, up []float32)
+	// Pool runs the matrix products.
+	Pool *ops.Pool
+	// Source serves the routed experts when a stager holds them; nil:
+	// the expert tensors are views of the mapped file.
+	Source ExpertSource
+}
+
+// Routed reports whether the named tensor's bytes come from the expert
+// source expert by expert; such a tensor carries no data of its own.
+func (r *Runner) Routed(name string) bool {
+	return r.Source != nil && r.Source.Routed(name)
+}
+
+// Lookahead is how many layers ahead the architecture should call Predict
+// after each layer (0: none).
+func (r *Runner) Lookahead() int {
+	if r.Source == nil {
+		return 0
+	}
+	return r.Source.Lookahead()
+}
+
+// Route scores x (n rows) with l's router, picks each token's experts and
+// groups the batch by expert. With an expert source the choice is hinted
+// at once, so the reads overlap whatever the architecture computes before
+// Run. Buffers come from sc, which must outlive the call to Run.
+func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, error) {
+	b, err := r.route(l, x, n, sc)
+	if err != nil {
+		return nil, err
+	}
+	if r.Source != nil {
+		if err := r.Source.HintExperts(l.Index, b.Experts, false); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// Predict guesses l's experts before its input exists: x is an earlier
+// layer's output, normed as l's router input would be. The guess goes to
+// the expert source as a speculative hint, so the reads overlap the
+// layers in between.
+func (r *Runner) Predict(l *Layer, x []float32, n int, sc *ops.Scratch) error {
+	b, err := r.route(l, x, n, sc)
+	if err != nil {
+		return err
+	}
+	return r.Source.HintExperts(l.Index, slices.Clone(b.Experts), true)
+}
+
+func (r *Runner) route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, error) {
+	k, ne := r.Router.Used, r.Router.Experts
+	w := l.GateInp.Matrix()
+	logits := sc.Floats(n * w.Rows)
+	if err := r.Pool.MatMul(w, x, n, logits); err != nil {
+		return nil, fmt.Errorf("%s: %w", l.GateInp.Name, err)
+	}
+	b := new(Batch)
+	b.Reset(n, k)
+	r.Pool.For(n, 8, func(lo, hi int) {
+		var s Scratch
+		for t := lo; t < hi; t++ {
+			r.Router.Route(logits[t*ne:(t+1)*ne], l.Bias, b.IDs[t*k:(t+1)*k], b.Weights[t*k:(t+1)*k], &s)
+		}
+	})
+	b.Group(ne)
+	return b, nil
+}
+
+// FFN is Route then Run on x itself: the routed experts of an
+// architecture with nothing between its router and its experts (deepseek2,
+// qwen3moe, ...). Shared experts stay the architecture's to add.
+func (r *Runner) FFN(l *Layer, x []float32, n int, sc *ops.Scratch) ([]float32, error) {
+	b, err := r.Route(l, x, n, sc)
+	if err != nil {
+		return nil, err
+	}
+	return r.Run(l, b, x, sc)
+}
+
+// Run runs the experts b chose on in (a row of the experts' input width
+// per token) and returns each token's sum of its experts' weighted outputs,
+// added in slot order as ggml adds them. When the source cannot hold all
+// of them at once, the experts run in parts, each acquired (and the next
+// one hinted) before it runs and released after; every expert is still
+// read once per batch.
+func (r *Runner) Run(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
+	k := b.Used
+	n, out := len(b.IDs)/k, l.out()
+	outs, err := r.routed(l, b, in, sc)
+	if err != nil {
+		return nil, err
+	}
+	sum := make([]float32, n*out)
+	for t := 0; t < n; t++ {
+		o := sum[t*out : (t+1)*out]
+		copy(o, outs[t*k*out:(t*k+1)*out])
+		for s := 1; s < k; s++ {
+			ops.Add(o, outs[(t*k+s)*out:(t*k+s+1)*out])
+		}
+	}
+	return sum, nil
+}
+
+// routed returns outs, where outs[(t*k+slot)*out:] is expert slot's
+// weighted output for token t.
+func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
+	outs := make([]float32, len(b.IDs)*l.out())
+	part := len(b.Experts)
+	if r.Source != nil {
+		part = min(part, r.Source.MaxExperts(l.Index))
+	}
+	for lo := 0; lo < len(b.Experts); lo += part {
+		hi := min(lo+part, len(b.Experts))
+		ex, err := r.acquire(l, b.Experts, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		if hi < len(b.Experts) {
+			err = r.Source.HintExperts(l.Index, b.Experts[hi:min(hi+part, len(b.Experts))], false)
+		}
+		if err == nil {
+			err = r.experts(b, ex, in, outs, lo, hi, sc)
+		}
+		if rerr := ex.release(); err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
+// experts runs the chosen experts [lo, end) into outs. The experts' gate
+// and up products go in one batch, their down products in another, in
+// groups whose buffers stay under groupBytes.
+func (r *Runner) experts(b *Batch, ex *expertMats, in, outs []float32, lo, end int, sc *ops.Scratch) error {
+	const groupBytes = 64 << 20
+	perRow := 4 * (ex.in + 2*ex.ff + ex.out)
+	for lo < end {
+		hi, rows := lo, 0
+		for hi < end && (hi == lo || (rows+int(b.Start[hi+1]-b.Start[hi]))*perRow <= groupBytes) {
+			rows += int(b.Start[hi+1] - b.Start[hi])
+			hi++
+		}
+		if err := r.group(b, ex, in, outs, lo, hi, sc); err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// group runs experts [lo, hi) of the batch.
+func (r *Runner) group(b *Batch, ex *expertMats, in, outs []float32, lo, hi int, sc *ops.Scratch) error {
+	k, din, ff, dout := b.Used, ex.in, ex.ff, ex.out
+	type run struct{ g, u, d []float32 }
+	runs := make([]run, hi-lo)
+	gu := make([]ops.MatMulOp, 0, 2*(hi-lo))
+	down := make([]ops.MatMulOp, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		sel := b.Rows[b.Start[i]:b.Start[i+1]]
+		m := len(sel)
+		xe := sc.Floats(m * din)
+		for r, row := range sel {
+			t := int(row) / k
+			copy(xe[r*din:(r+1)*din], in[t*din:(t+1)*din])
+		}
+		gate, up, dw := ex.mats(i)
+		ru := run{g: sc.Floats(m * ff), u: sc.Floats(m * ff), d: sc.Floats(m * dout)}
+		runs[i-lo] = ru
+		gu = append(gu, ops.MatMulOp{W: gate, X: xe, N: m, Out: ru.g}, ops.MatMulOp{W: up, X: xe, N: m, Out: ru.u})
+		down = append(down, ops.MatMulOp{W: dw, X: ru.g, N: m, Out: ru.d})
+	}
+	if err := r.Pool.MatMuls(gu...); err != nil {
+		return err
+	}
+	for _, ru := range runs {
+		r.Act(ru.g, ru.u)
+	}
+	if err := r.Pool.MatMuls(down...); err != nil {
+		return err
+	}
+	for i := lo; i < hi; i++ {
+		sel := b.Rows[b.Start[i]:b.Start[i+1]]
+		d := runs[i-lo].d
+		for r, row := range sel {
+			w := b.Weights[row]
+			dst := outs[int(row)*dout : (int(row)+1)*dout]
+			for j, v := range d[r*dout : (r+1)*dout] {
+				dst[j] = v * w
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package moe
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/ops"
+	"github.com/k3-inference/k3/core/quant"
+)
+
+// f32Tensor is a random F32 tensor of the given ggml shape.
+func f32Tensor(rng *rand.Rand, name string, shape ...int64) *model.Tensor {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	data := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(rng.Float32()*2-1))
+	}
+	return &model.Tensor{TensorInfo: gguf.TensorInfo{Name: name, Type: quant.F32, Shape: shape, Size: 4 * n}, Data: data}
+}
+
+func floats(t *model.Tensor) []float32 {
+	out := make([]float32, len(t.Data)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+	}
+	return out
+}
+
+// plainLayer is a qwen3moe-shaped layer: experts at the model width with
+// SiLU, softmax gating over normalised weights, no bias.
+const embd, ff, nExp, used = 8, 6, 6, 2
+
+func plainLayer(seed uint64) (*Layer, Router) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	l := &Layer{
+		Index:    3,
+		GateInp:  f32Tensor(rng, "blk.3.ffn_gate_inp.weight", embd, nExp),
+		GateExps: f32Tensor(rng, "blk.3.ffn_gate_exps.weight", embd, ff, nExp),
+		UpExps:   f32Tensor(rng, "blk.3.ffn_up_exps.weight", embd, ff, nExp),
+		DownExps: f32Tensor(rng, "blk.3.ffn_down_exps.weight", ff, embd, nExp),
+	}
+	return l, Router{Experts: nExp, Used: used, Gating: GatingSoftmax, NormWeights: true}
+}
+
+func silu(gate, up []float32) {
+	for i, g := range gate {
+		gate[i] = ops.SiLU(g) * up[i]
+	}
+}
+
+// naive is the layer's output computed token by token, expert by expert.
+func naive(l *Layer, r Router, x []float32, n int) []float32 {
+	dot := func(w []float32, row int, v []float32) float32 {
+		var s float32
+		for j, a := range v {
+			s += w[row*len(v)+j] * a
+		}
+		return s
+	}
+	gi, g, u, d := floats(l.GateInp), floats(l.GateExps), floats(l.UpExps), floats(l.DownExps)
+	out := make([]float32, n*embd)
+	var sc Scratch
+	for t := range n {
+		xt := x[t*embd : (t+1)*embd]
+		logits := make([]float32, nExp)
+		for e := range logits {
+			logits[e] = dot(gi, e, xt)
+		}
+		ids, ws := make([]int32, used), make([]float32, used)
+		r.Route(logits, nil, ids, ws, &sc)
+		for s, id := range ids {
+			h := make([]float32, ff)
+			for i := range h {
+				h[i] = ops.SiLU(dot(g, int(id)*ff+i, xt)) * dot(u, int(id)*ff+i, xt)
+			}
+			for o := range embd {
+				out[t*embd+o] += ws[s] * dot(d, int(id)*embd+o, h)
+			}
+		}
+	}
+	return out
+}
+
+// TestRunnerPlain: an architecture with plain experts (no latent
+// projection, SiLU, softmax gating) gets from FFN (Route and Run) what a
+// naive token-by-token evaluation gives.
+func TestRunnerPlain(t *testing.T) {
+	l, router := plainLayer(1)
+	r := &Runner{Router: router, Act: silu, Pool: ops.NewPool(2)}
+	const n = 5
+	rng := rand.New(rand.NewPCG(2, 2))
+	x := make([]float32, n*embd)
+	for i := range x {
+		x[i] = rng.Float32()*2 - 1
+	}
+	got, err := r.FFN(l, x, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(naive(l, router, x, n), got, cmpopts.EquateApprox(0, 1e-5)); d != "" {
+		t.Errorf("output (-naive +runner):\n%s", d)
+	}
+}
+
+// source serves a layer's experts from its full tensors, holding at most
+// max experts at once, and logs the calls.
+type source struct {
+	l      *Layer
+	max    int
+	log    []string
+	pinned int
+}
+
+func (s *source) Routed(name string) bool { return false }
+func (s *source) HintExperts(layer int, experts []int32, speculative bool) error {
+	s.log = append(s.log, fmt.Sprintf("hint %d %v %v", layer, experts, speculative))
+	return nil
+}
+func (s *source) MaxExperts(layer int) int { return s.max }
+func (s *source) Lookahead() int           { return 1 }
+func (s *source) OnRemap(func() error)     {}
+
+func (s *source) AcquireExperts(layer int, tensors []string, experts []int32) (ExpertSet, error) {
+	s.log = append(s.log, fmt.Sprintf("acquire %d %v", layer, experts))
+	if len(experts) > s.max || s.pinned > 0 {
+		return nil, fmt.Errorf("%d experts asked with %d pinned, budget %d", len(experts), s.pinned, s.max)
+	}
+	byName := map[string]*model.Tensor{s.l.GateExps.Name: s.l.GateExps, s.l.UpExps.Name: s.l.UpExps, s.l.DownExps.Name: s.l.DownExps}
+	set := &set{s: s}
+	for _, name := range tensors {
+		tn := byName[name]
+		per := len(tn.Data) / int(tn.Shape[2])
+		for _, e := range experts {
+			set.data = append(set.data, slices.Clone(tn.Data[int(e)*per:(int(e)+1)*per]))
+		}
+	}
+	set.n = len(experts)
+	s.pinned += len(experts)
+	return set, nil
+}
+
+type set struct {
+	s    *source
+	n    int
+	data [][]byte
+}
+
+func (x *set) Bytes(t, i int) []byte { return x.data[t*x.n+i] }
+func (x *set) Release() error {
+	x.s.pinned -= x.n
+	x.s.log = append(x.s.log, "release")
+	return nil
+}
+
+// TestRunnerStreaming: with a source that holds two experts at a time,
+// the runner hints the layer's choice, then acquires the chosen experts in
+// parts of two (hinting each next part before running the current one),
+// releases each part, reads every expert once, and computes exactly what
+// it computes from the mapped tensors. Predict hints speculatively.
+func TestRunnerStreaming(t *testing.T) {
+	l, router := plainLayer(3)
+	const n = 7
+	rng := rand.New(rand.NewPCG(4, 4))
+	x := make([]float32, n*embd)
+	for i := range x {
+		x[i] = rng.Float32()*2 - 1
+	}
+	plain := &Runner{Router: router, Act: silu, Pool: ops.NewPool(2)}
+	b, err := plain.Route(l, x, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plain.Run(l, b, x, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Experts) < 5 {
+		t.Fatalf("only %d experts chosen; the test wants three parts", len(b.Experts))
+	}
+
+	src := &source{l: l, max: 2}
+	r := &Runner{Router: router, Act: silu, Pool: ops.NewPool(2), Source: src}
+	if r.Lookahead() != 1 {
+		t.Errorf("lookahead %d", r.Lookahead())
+	}
+	sb, err := r.Route(l, x, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Run(l, sb, x, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("streamed output (-mapped +streamed):\n%s", d)
+	}
+	e := b.Experts
+	wantLog := []string{fmt.Sprintf("hint 3 %v false", e)}
+	for lo := 0; lo < len(e); lo += 2 {
+		hi := min(lo+2, len(e))
+		wantLog = append(wantLog, fmt.Sprintf("acquire 3 %v", e[lo:hi]))
+		if hi < len(e) {
+			wantLog = append(wantLog, fmt.Sprintf("hint 3 %v false", e[hi:min(hi+2, len(e))]))
+		}
+		wantLog = append(wantLog, "release")
+	}
+	if d := cmp.Diff(wantLog, src.log); d != "" {
+		t.Errorf("source calls (-want +got):\n%s", d)
+	}
+	src.log = nil
+	if err := r.Predict(l, x, n, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{fmt.Sprintf("hint 3 %v true", e)}, src.log); d != "" {
+		t.Errorf("predict (-want +got):\n%s", d)
+	}
+}
