@@ -261,6 +261,9 @@ func (s *Staged) remapOnce() error {
 		old.Close()
 	}
 	unmapAll(oldSpans)
+	// Nothing here reads the dead process's files any more, and the
+	// kernels now resolve weights to the new ones (the hooks).
+	s.sup.ReleaseStale()
 	return errors.Join(errs...)
 }
 
