@@ -127,6 +127,13 @@ func TestServeRecoversFromFailedRestart(t *testing.T) {
 			t.Fatalf("health after the file came back: %d %s", code, body)
 		}
 	}
+	// A /metrics scrape is the first stager call after the restart: it
+	// must not leave the generation on the dead process's mappings.
+	if resp, err := http.Get(ts.URL + "/metrics"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("metrics: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	for i := 0; i < 2; i++ {
 		if code, got := complete(); code != 200 || got != want {
 			t.Errorf("request %d after recovery: %d %q, want %q", i, code, got, want)

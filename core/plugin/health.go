@@ -119,6 +119,16 @@ func (s *supervisor[T]) Process() *Process {
 	return s.proc
 }
 
+// Generation numbers the process now running: it changes with every
+// restart, so a caller that keeps what a process handed out (mapped
+// regions) can tell that it must re-establish it, whichever call saw the
+// ErrRestarted.
+func (s *supervisor[T]) Generation() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.gen
+}
+
 // Restarts counts how often the plugin was restarted.
 func (s *supervisor[T]) Restarts() int { return s.Health().Restarts }
 
