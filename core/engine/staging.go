@@ -320,6 +320,11 @@ func (s *Staged) retry(what string, call func() error) error {
 			}
 		}
 		err := call()
+		if err == nil && s.sup.Generation() != s.mappedGen() {
+			// Another caller (a /metrics scrape) restarted it just before
+			// this call: the answer may name the new process's regions.
+			err = plugin.ErrRestarted
+		}
 		if !errors.Is(err, plugin.ErrRestarted) {
 			return err
 		}
