@@ -1,20 +1,25 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/k3-inference/k3/core/config"
+	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/server"
 	"github.com/k3-inference/k3/core/synth"
 )
@@ -144,5 +149,117 @@ func TestServeRecoversFromFailedRestart(t *testing.T) {
 	}
 	if sup.Restarts() != 1 {
 		t.Errorf("%d stager restarts, want 1", sup.Restarts())
+	}
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// exited reports whether pid is gone or a zombie (init may be slow to
+// reap an orphan).
+func exited(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(stat)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+}
+
+// TestServeKill9LeavesNoPlugins is issue 23's eighth case: `k3 serve -m
+// tiny.gguf` killed with SIGKILL. Its stager and kernels processes exit
+// by themselves and the shared-memory files of the dead server go.
+func TestServeKill9LeavesNoPlugins(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
+	cfg, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.Write(path, cfg, synth.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	host := exec.Command(os.Args[0], "serve", "-m", path, "--host", filepath.Join(dir, "k3.sock"),
+		"--memory-budget", "64M", "-c", "256", "-t", "2")
+	host.Env = append(os.Environ(), "K3_TEST_AS_K3=1", "K3_STAGER__NAME=pread", "K3_STAGER__MODE=process", "K3_KERNELS__MODE=process")
+	stderr, err := host.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer host.Process.Kill()
+	var log strings.Builder
+	ready := make(chan bool)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if !sent && strings.Contains(sc.Text(), "model ready") {
+				ready <- true
+				sent = true
+			}
+		}
+		if !sent {
+			close(ready)
+		}
+	}()
+	if !<-ready {
+		t.Fatalf("k3 serve did not get ready:\n%s", log.String())
+	}
+	plugins := children(host.Process.Pid)
+	shm := filepath.Join(plugin.ShmDir(), "k3-*-"+strconv.Itoa(host.Process.Pid)+"-*")
+	files, _ := filepath.Glob(shm)
+	if len(plugins) < 2 || len(files) < 2 {
+		t.Fatalf("before the kill: plugin processes %v, shared memory %v; want the stager's and the kernels'", plugins, files)
+	}
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	host.Wait()
+	// A generous deadline: the check is that they go at all.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var left []string
+		for _, p := range plugins {
+			if !exited(p) {
+				left = append(left, fmt.Sprint("plugin pid ", p))
+			}
+		}
+		files, _ := filepath.Glob(shm)
+		left = append(left, files...)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, p := range plugins {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+			for _, f := range files {
+				os.RemoveAll(f)
+			}
+			t.Fatalf("after kill -9 of the server, still there: %v", left)
+		}
 	}
 }
