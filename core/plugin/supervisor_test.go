@@ -195,3 +195,37 @@ func TestKernelsSupervisorRestartFails(t *testing.T) {
 		t.Errorf("describe after Close: %v", err)
 	}
 }
+
+// TestKernelsSupervisorCloseInFlight: Close during a batch ends the batch
+// with ErrClosed; the plugin is not restarted (shutdown is not a crash).
+func TestKernelsSupervisorCloseInFlight(t *testing.T) {
+	ctx := context.Background()
+	var logs logBuffer
+	sup, err := plugin.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arena, err := plugin.CreateArena(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arena.Close()
+	// Warm: the plugin has mapped the arena, so the next batch is in the
+	// plugin when Close comes.
+	if _, err := sup.Execute(ctx, &plugin.ExecuteRequest{Arena: arena.Path()}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := sup.Execute(ctx, &plugin.ExecuteRequest{Arena: arena.Path(), Ops: []plugin.Op{{Name: "sleep", Ints: []int64{60000}}}})
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the batch reach the plugin
+	sup.Close()
+	if err := <-done; !errors.Is(err, plugin.ErrClosed) {
+		t.Errorf("batch under Close: %v, want ErrClosed", err)
+	}
+	if sup.Restarts() != 0 || strings.Contains(logs.String(), "restarting") {
+		t.Errorf("Close restarted the plugin (%d restarts):\n%s", sup.Restarts(), logs.String())
+	}
+}
