@@ -218,7 +218,7 @@ func (s *supervisor[T]) revive(ctx context.Context, gen int, background bool) er
 			return fmt.Errorf("plugin %s: %w since %s (next restart in %v): %s", s.launch.Name, ErrDown,
 				h.Since.UTC().Format(time.RFC3339), wait.Round(time.Millisecond), h.Reason)
 		}
-		s.setHealth(Restarting, h.Reason)
+		// Health stays Down, since the first failure, through the retries.
 	} else {
 		log.Warn("plugin died; restarting", "pid", s.proc.Pid())
 		s.setHealth(Restarting, "the plugin process exited")
