@@ -61,23 +61,29 @@ func noteShmDir(dir string) {
 	ownShm.dirs = append(ownShm.dirs, dir)
 }
 
-// watchHost runs in a plugin process: when the host named by HostPIDEnv
-// is no longer its parent, it removes the plugin's shared memory and the
-// dead host's, and exits. Without HostPIDEnv (a host from before it) it
-// does nothing.
+// watchHost starts, in a plugin process, the watch for its host: when the
+// host named by HostPIDEnv is no longer its parent, it removes the
+// plugin's shared memory and the dead host's, and exits. Without
+// HostPIDEnv (a host from before it) it does nothing.
 func watchHost(log *slog.Logger) {
 	host, err := strconv.Atoi(os.Getenv(HostPIDEnv))
 	if err != nil || host <= 0 {
 		return
 	}
+	// At once: until then a parent-death signal would end the process
+	// with nothing removed.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go waitHostGone(log, host, term)
+}
+
+func waitHostGone(log *slog.Logger, host int, term chan os.Signal) {
 	// Started through a wrapper (a script that runs the plugin), the
 	// parent is not the host: then whether the host lives is the test.
 	gone := func() bool { return os.Getppid() != host }
 	if os.Getppid() != host {
 		gone = func() bool { return !alive(host) }
 	}
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
 	tick := time.NewTicker(hostCheckEvery)
 	defer tick.Stop()
 	for !gone() {

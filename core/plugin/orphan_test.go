@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,11 @@ import (
 
 	"github.com/k3-inference/k3/core/plugin"
 )
+
+// The main goroutine keeps the main thread, which Go never ends, so that
+// TestPluginSurvivesStarterThreadExit's goroutine runs on a thread that
+// does end with it.
+func init() { runtime.LockOSThread() }
 
 // runHost is the test binary as a k3 host: it starts a stager and a
 // kernels plugin, opens the stager and creates an arena (so there are
@@ -145,5 +151,36 @@ func TestPluginIgnoresTermWithHostAlive(t *testing.T) {
 	}
 	if p.Exited() || sup.Restarts() != 0 {
 		t.Errorf("SIGTERM stopped the plugin of a living host (exited %v, restarts %d)", p.Exited(), sup.Restarts())
+	}
+}
+
+// TestPluginSurvivesStarterThreadExit: the kernel sends the parent-death
+// signal when the thread that started the plugin exits, which Go does to
+// a thread whose goroutine ends locked to it. The host lives, so the
+// plugin must too.
+func TestPluginSurvivesStarterThreadExit(t *testing.T) {
+	ctx := context.Background()
+	started := make(chan *plugin.KernelsSupervisor)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		sup, err := plugin.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Error(err)
+		}
+		started <- sup
+	}()
+	sup := <-started
+	if sup == nil {
+		t.FailNow()
+	}
+	defer sup.Close()
+	p := sup.Process()
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, err := sup.Describe(ctx); err != nil {
+			t.Fatalf("describe after the starting thread exited: %v", err)
+		}
+	}
+	if p.Exited() || sup.Restarts() != 0 {
+		t.Errorf("the plugin died with the thread that started it (exited %v, restarts %d)", p.Exited(), sup.Restarts())
 	}
 }
