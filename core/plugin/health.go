@@ -27,6 +27,10 @@ var (
 	restartBackoffMax = 5 * time.Second
 )
 
+// watchEvery is how often a supervisor looks whether its plugin process
+// exited between calls.
+const watchEvery = 200 * time.Millisecond
+
 // HealthState is where a supervised plugin stands.
 type HealthState int
 
@@ -108,8 +112,34 @@ type supervisor[T any] struct {
 }
 
 func newSupervisor[T any](l Launch, start func(context.Context, Launch) (T, *Process, error), impl T, p *Process) *supervisor[T] {
-	return &supervisor[T]{launch: l, start: start, impl: impl, proc: p, stop: make(chan struct{}),
+	s := &supervisor[T]{launch: l, start: start, impl: impl, proc: p, stop: make(chan struct{}),
 		health: Health{Plugin: l.Name, State: Healthy, Since: time.Now()}}
+	if p != nil {
+		go s.watch()
+	}
+	return s
+}
+
+// watch restarts the plugin in the background as soon as its process
+// exits between calls, so that Health tells the truth about a plugin that
+// died while idle, and one that cannot come back is retried from then on.
+// The next call reports ErrRestarted as if it had found the process dead.
+func (s *supervisor[T]) watch() {
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.RLock()
+		p, gen, down := s.proc, s.gen, s.down
+		s.mu.RUnlock()
+		if !down && p.Exited() && !s.closed.Load() {
+			s.revive(context.Background(), gen, true)
+		}
+	}
 }
 
 // Process is the current plugin process (nil in-process or while down).

@@ -229,3 +229,30 @@ func TestKernelsSupervisorCloseInFlight(t *testing.T) {
 		t.Errorf("Close restarted the plugin (%d restarts):\n%s", sup.Restarts(), logs.String())
 	}
 }
+
+// TestSupervisorWatch: a plugin that dies between calls is restarted in
+// the background, without a call; the next call reports ErrRestarted, as
+// if it had found the process dead, and the one after runs.
+func TestSupervisorWatch(t *testing.T) {
+	ctx := context.Background()
+	sup, err := plugin.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	killAndWait(t, sup.Process())
+	for deadline := time.Now().Add(60 * time.Second); sup.Restarts() != 1 || sup.Health().State != plugin.Healthy; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not restarted in the background: %+v", sup.Health())
+		}
+	}
+	if _, err := sup.Describe(ctx); !errors.Is(err, plugin.ErrRestarted) {
+		t.Fatalf("first call after the background restart: %v, want ErrRestarted", err)
+	}
+	if _, err := sup.Describe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sup.Restarts() != 1 {
+		t.Errorf("%d restarts, want 1", sup.Restarts())
+	}
+}
