@@ -85,9 +85,9 @@ func (h Health) Err() error {
 }
 
 // supervisor is what Supervisor and KernelsSupervisor share: a plugin
-// process of type T, restarted when a call finds it dead; a restart that
-// fails is retried with backoff by the next calls and in the background
-// until it succeeds or Close.
+// process of type T, restarted when a call finds it dead or the watch sees
+// it exit; a restart that fails is retried with backoff by the next calls
+// and in the background until it succeeds or Close.
 type supervisor[T any] struct {
 	launch Launch
 	start  func(context.Context, Launch) (T, *Process, error)
