@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,6 +43,19 @@ func openRuntime(ctx context.Context, f *gguf.File, prof *config.Profile, thread
 	}
 	fmt.Fprintf(stderr, "k3: kernels=%s\n", kb.Name())
 	return &runtimeModel{loadedModel: lm, kernels: kb}, nil
+}
+
+// Health is nil while the stager and kernels plugins run, else which of
+// them is down or restarting and since when.
+func (rm *runtimeModel) Health() error {
+	var errs []error
+	if rm.staged != nil {
+		errs = append(errs, rm.staged.Supervisor().Health().Err())
+	}
+	if pk, ok := rm.kernels.(*engine.PluginKernels); ok {
+		errs = append(errs, pk.Supervisor().Health().Err())
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops the stager, then the kernels.

@@ -243,7 +243,7 @@ func openBackend(ctx context.Context, path string, prof *config.Profile, threads
 		closeAll.Close()
 		return nil, nil, err
 	}
-	o := local.Options{ID: prof.Server.Alias, Budget: int64(prof.Memory.Budget)}
+	o := local.Options{ID: prof.Server.Alias, Budget: int64(prof.Memory.Budget), Health: lm.Health}
 	if lm.staged != nil {
 		o.Stats = stagedStats(lm.staged)
 	}

@@ -30,6 +30,9 @@ type Options struct {
 	// Stats supplies the engine's storage counters (a stager's); nil means
 	// what /proc/self tells: resident memory and bytes read from storage.
 	Stats func() server.EngineStats
+	// Health reports a plugin the engine depends on that is down or
+	// restarting (see server.HealthReporter); nil: always healthy.
+	Health func() error
 }
 
 // Backend adapts an engine to the server.
@@ -154,6 +157,14 @@ func (b *Backend) Stats() server.EngineStats {
 		return b.opts.Stats()
 	}
 	return server.EngineStats{ResidentBytes: residentBytes(), BytesRead: storageReadBytes(), BudgetBytes: b.opts.Budget}
+}
+
+// Health implements server.HealthReporter with Options.Health.
+func (b *Backend) Health() error {
+	if b.opts.Health == nil {
+		return nil
+	}
+	return b.opts.Health()
 }
 
 func residentBytes() int64 {
