@@ -8,10 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,18 +87,22 @@ func TestChaos(t *testing.T) {
 		pid := srv.child(t, plug)
 		syscall.Kill(pid, syscall.SIGKILL)
 		waitGone(pid, 5*time.Second)
-		r := srv.chat(t, 16, true)
-		ok := r.wellFormed() && !r.complete()
+		// The stager must open the file to restart, so its requests fail;
+		// the kernels plugin maps what the stager staged (in shared memory)
+		// and may serve on: either way the answer is well-formed, and a
+		// complete one is the undisturbed text.
+		r := srv.chat(t, 96, true)
+		ok := r.wellFormed() && (!r.complete() || r.Text == ref.Text) && (plug != "staging-pread" || !r.complete())
 		sum.add("model moved, kill -9 "+plug, r, ok)
 		if !ok {
-			t.Errorf("model moved away, %s killed: %s; want a well-formed error", plug, r)
+			t.Errorf("model moved away, %s killed: %s; want a well-formed error (or, for kernels, the undisturbed text)", plug, r)
 		}
 		if bytes.Contains([]byte(r.Raw), []byte(dir)) {
 			t.Errorf("the error shows the model's path to the client: %s", r.Raw)
 		}
 		h := srv.health()
 		sum.note(fmt.Sprintf("/health with %s down: %d %s", plug, h.code, strings.TrimSpace(h.body)))
-		if h.code == http.StatusOK {
+		if h.code == http.StatusOK && !r.complete() {
 			t.Errorf("/health says %d %s with %s unable to restart", h.code, h.body, plug)
 		}
 		if err := os.Rename(aside, model); err != nil {
@@ -111,7 +112,7 @@ func TestChaos(t *testing.T) {
 		rec := srv.waitServes(t, back, 30*time.Second)
 		sum.recover("model back after "+plug+" failed to restart", rec)
 		if rec < 0 {
-			t.Fatalf("the server did not recover within 30s of the model coming back; log:\n%s", srv.log())
+			t.Fatalf("the server did not recover within 30s of the model coming back; log:\n%s", srv.log.String())
 		}
 		r = srv.chat(t, 96, true)
 		ok = r.complete() && r.Text == ref.Text
@@ -128,9 +129,9 @@ func TestChaos(t *testing.T) {
 	// has a finish_reason and [DONE] (or, queued, a clean 503), the process
 	// exits 0, its plugins are gone and so are its shared-memory files.
 	kids := []int{srv.child(t, "staging-pread"), srv.child(t, "kernels-avx512")}
-	var termAt time.Time
+	logFrom := 0
 	rs := srv.streams(2, 900, func() {
-		termAt = time.Now()
+		logFrom = len(srv.log.String())
 		srv.cmd.Process.Signal(syscall.SIGTERM)
 	})
 	for _, r := range rs {
@@ -140,100 +141,13 @@ func TestChaos(t *testing.T) {
 			t.Errorf("SIGTERM: stream %s; want a final chunk with finish_reason and [DONE]", r)
 		}
 	}
-	code, waited := srv.wait(15 * time.Second)
+	code, waited := srv.waitExit(15 * time.Second)
 	sum.recover("SIGTERM to exit", waited)
 	if code != 0 {
-		t.Errorf("k3 serve exited %d after SIGTERM; log:\n%s", code, srv.log())
+		t.Errorf("k3 serve exited %d after SIGTERM; log:\n%s", code, srv.log)
 	}
-	_ = termAt
-	for _, pid := range kids {
-		if !waitGone(pid, 5*time.Second) {
-			t.Errorf("plugin %d still runs after its server exited", pid)
-		}
-	}
-	if left := shmOf(srv.cmd.Process.Pid); len(left) > 0 {
-		t.Errorf("shared-memory files left by the server: %v", left)
-	}
-	if strings.Contains(srv.log(), "restarting") {
-		t.Errorf("a plugin was restarted during shutdown:\n%s", srv.log())
-	}
-}
-
-// serveProc is a `k3 serve` subprocess.
-type serveProc struct {
-	cmd  *exec.Cmd
-	url  string
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan struct{}
-	rc   int
-}
-
-func (s *serveProc) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.Write(p)
-}
-
-func (s *serveProc) log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.String()
-}
-
-var listenRE = regexp.MustCompile(`msg="server listening" addr=(\S+)`)
-
-// startServe starts `k3 serve --port 0 ARGS` and waits until /health is 200.
-func startServe(t *testing.T, args ...string) *serveProc {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &serveProc{done: make(chan struct{})}
-	s.cmd = exec.Command(exe, append([]string{"serve", "--port", "0"}, args...)...)
-	s.cmd.Env = append(os.Environ(), "K3_TEST_AS_K3=1")
-	s.cmd.Stdout, s.cmd.Stderr = s, s
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s.cmd.Wait()
-		s.rc = s.cmd.ProcessState.ExitCode()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-		<-s.done
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := listenRE.FindStringSubmatch(s.log()); m != nil && s.url == "" {
-			s.url = "http://" + m[1]
-		}
-		if s.url != "" && s.health().code == http.StatusOK {
-			return s
-		}
-		select {
-		case <-s.done:
-			t.Fatalf("k3 serve exited %d:\n%s", s.rc, s.log())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("k3 serve did not become healthy:\n%s", s.log())
-	return nil
-}
-
-// wait waits for the server to exit and returns its exit code and how long
-// that took (-1s if it did not).
-func (s *serveProc) wait(limit time.Duration) (int, time.Duration) {
-	start := time.Now()
-	select {
-	case <-s.done:
-		return s.rc, time.Since(start)
-	case <-time.After(limit):
-		return -1, -time.Second
-	}
+	srv.plugins = kids
+	srv.checkClean(t, logFrom)
 }
 
 type healthAnswer struct {
@@ -262,77 +176,6 @@ func (s *serveProc) waitServes(t *testing.T, since time.Time, limit time.Duratio
 		time.Sleep(100 * time.Millisecond)
 	}
 	return -time.Second
-}
-
-// child is the pid of the server's plugin subprocess `k3 plugin name`.
-func (s *serveProc) child(t *testing.T, name string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if pid := childPlugin(s.cmd.Process.Pid, name); pid != 0 {
-			return pid
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return 0
-}
-
-func childPlugin(parent int, name string) int {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
-			continue
-		}
-		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(string(cl), "plugin\x00"+name) {
-			return pid
-		}
-	}
-	return 0
-}
-
-// waitGone waits for pid to exit (or become a zombie) and reports whether it did.
-func waitGone(pid int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return true
-		}
-		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
-}
-
-// shmOf lists the shared-memory files and directories owned by pid.
-func shmOf(pid int) []string {
-	var left []string
-	for _, d := range []string{"/dev/shm", os.TempDir()} {
-		ents, _ := os.ReadDir(d)
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), "k3-") && strings.Contains(e.Name(), "-"+strconv.Itoa(pid)+"-") {
-				left = append(left, filepath.Join(d, e.Name()))
-			}
-		}
-	}
-	return left
 }
 
 // chatResult is what a client saw of one chat completion.

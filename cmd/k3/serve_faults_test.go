@@ -167,40 +167,6 @@ func recoversFromFailedRestart(t *testing.T, stager string) {
 	}
 }
 
-// children lists the processes whose parent is pid.
-func children(pid int) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// exited reports whether pid is gone or a zombie (init may be slow to
-// reap an orphan).
-func exited(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(stat)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
-}
-
 // TestServeKill9LeavesNoPlugins is issue 23's eighth case: `k3 serve -m
 // tiny.gguf` killed with SIGKILL. Its stager and kernels processes exit
 // by themselves and the shared-memory files of the dead server go.
@@ -244,7 +210,7 @@ func TestServeKill9LeavesNoPlugins(t *testing.T) {
 	if !<-ready {
 		t.Fatalf("k3 serve did not get ready:\n%s", log.String())
 	}
-	plugins := children(host.Process.Pid)
+	plugins := childPids(t, host.Process.Pid)
 	shm := filepath.Join(plugin.ShmDir(), "k3-*-"+strconv.Itoa(host.Process.Pid)+"-*")
 	files, _ := filepath.Glob(shm)
 	if len(plugins) < 2 || len(files) < 2 {
@@ -258,7 +224,7 @@ func TestServeKill9LeavesNoPlugins(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var left []string
 		for _, p := range plugins {
-			if !exited(p) {
+			if !gone(p) {
 				left = append(left, fmt.Sprint("plugin pid ", p))
 			}
 		}
