@@ -97,6 +97,9 @@ func TestChaos(t *testing.T) {
 		if !ok {
 			t.Errorf("model moved away, %s killed: %s; want a well-formed error (or, for kernels, the undisturbed text)", plug, r)
 		}
+		if plug == "staging-pread" && !strings.Contains(r.ErrMsg, "the staging backend (plugin staging-pread) failed") {
+			t.Errorf("the error does not say which backend failed: %q", r.ErrMsg)
+		}
 		if bytes.Contains([]byte(r.Raw), []byte(dir)) {
 			t.Errorf("the error shows the model's path to the client: %s", r.Raw)
 		}

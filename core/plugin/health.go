@@ -84,12 +84,30 @@ func (h Health) Err() error {
 	return fmt.Errorf("plugin %s %s since %s", h.Plugin, h.State, h.Since.UTC().Format(time.RFC3339))
 }
 
+// BackendError is what a supervised plugin's call fails with. Its text is
+// the full error, for the log (it may name files); PublicReason says only
+// which backend failed, which core/server shows to clients.
+type BackendError struct {
+	Plugin string // the Launch's name
+	Role   string // "staging" or "kernels"
+	Err    error
+}
+
+func (e *BackendError) Error() string { return e.Err.Error() }
+func (e *BackendError) Unwrap() error { return e.Err }
+
+// PublicReason implements core/server's PublicReason.
+func (e *BackendError) PublicReason() string {
+	return fmt.Sprintf("the %s backend (plugin %s) failed", e.Role, e.Plugin)
+}
+
 // supervisor is what Supervisor and KernelsSupervisor share: a plugin
 // process of type T, restarted when a call finds it dead or the watch sees
 // it exit; a restart that fails is retried with backoff by the next calls
 // and in the background until it succeeds or Close.
 type supervisor[T any] struct {
 	launch Launch
+	role   string // "staging" or "kernels", for BackendError
 	start  func(context.Context, Launch) (T, *Process, error)
 	// prepare readies a started process before it takes calls (a stager's
 	// re-open), with mu held; on an error the process is stopped.
@@ -111,8 +129,8 @@ type supervisor[T any] struct {
 	next     time.Time // while down, no attempt before this
 }
 
-func newSupervisor[T any](l Launch, start func(context.Context, Launch) (T, *Process, error), impl T, p *Process) *supervisor[T] {
-	s := &supervisor[T]{launch: l, start: start, impl: impl, proc: p, stop: make(chan struct{}),
+func newSupervisor[T any](l Launch, role string, start func(context.Context, Launch) (T, *Process, error), impl T, p *Process) *supervisor[T] {
+	s := &supervisor[T]{launch: l, role: role, start: start, impl: impl, proc: p, stop: make(chan struct{}),
 		health: Health{Plugin: l.Name, State: Healthy, Since: time.Now()}}
 	if p != nil {
 		go s.watch()
@@ -184,7 +202,12 @@ func (s *supervisor[T]) setHealth(st HealthState, reason string) {
 // what the dead process held and re-issues the call. While the plugin is
 // down, a call retries the restart once its backoff has passed, and
 // otherwise fails at once with ErrDown.
-func (s *supervisor[T]) call(ctx context.Context, fn func(T) error) error {
+func (s *supervisor[T]) call(ctx context.Context, fn func(T) error) (err error) {
+	defer func() {
+		if err != nil {
+			err = &BackendError{Plugin: s.launch.Name, Role: s.role, Err: err}
+		}
+	}()
 	if s.closed.Load() {
 		return fmt.Errorf("plugin %s: %w", s.launch.Name, ErrClosed)
 	}
@@ -200,7 +223,7 @@ func (s *supervisor[T]) call(ctx context.Context, fn func(T) error) error {
 		}
 		return fmt.Errorf("plugin %s: %w", s.launch.Name, ErrRestarted)
 	}
-	err := fn(impl)
+	err = fn(impl)
 	if err == nil || p == nil || !(errors.Is(err, ErrUnavailable) || p.Exited()) {
 		return err
 	}

@@ -40,7 +40,7 @@ func SuperviseStager(ctx context.Context, l Launch) (*Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Supervisor{supervisor: newSupervisor(l, StartStager, st, p)}
+	s := &Supervisor{supervisor: newSupervisor(l, "staging", StartStager, st, p)}
 	s.prepare = s.reopen
 	return s, nil
 }
@@ -203,7 +203,7 @@ func SuperviseKernels(ctx context.Context, l Launch) (*KernelsSupervisor, error)
 	if err != nil {
 		return nil, err
 	}
-	return &KernelsSupervisor{newSupervisor(l, StartKernels, k, p)}, nil
+	return &KernelsSupervisor{newSupervisor(l, "kernels", StartKernels, k, p)}, nil
 }
 
 func (s *KernelsSupervisor) Describe(ctx context.Context) (*KernelsInfo, error) {

@@ -78,6 +78,11 @@ func TestSupervisorRestartFails(t *testing.T) {
 				if err == nil || errors.Is(err, plugin.ErrRestarted) || !errors.Is(err, plugin.ErrDown) {
 					t.Fatalf("step with the plugin dead and its file gone: %v", err)
 				}
+				// What a client is shown names the backend, not the file.
+				var be *plugin.BackendError
+				if !errors.As(err, &be) || be.PublicReason() != "the staging backend (plugin test-stager) failed" {
+					t.Errorf("step error %v: BackendError %+v, want one naming the staging backend", err, be)
+				}
 				if h := sup.Health(); h.State != plugin.Down || !strings.Contains(h.Reason, "re-open") || h.Err() == nil {
 					t.Errorf("health while the file is gone: %+v", h)
 				}
