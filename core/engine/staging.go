@@ -67,6 +67,8 @@ type Staged struct {
 	step     uint64
 	onRemap  []func() error
 	restarts int
+	// gen is the stager process generation whose regions are mapped.
+	gen int
 	// predicted holds each layer's outstanding speculative hint, to score it
 	// when the layer's router has chosen.
 	predicted          map[int][]int32
@@ -211,6 +213,7 @@ func (s *Staged) remap() error {
 }
 
 func (s *Staged) remapOnce() error {
+	gen := s.sup.Generation()
 	views, err := plugin.MapRegions(s.sup.Regions())
 	if err != nil {
 		return err
@@ -249,7 +252,7 @@ func (s *Staged) remapOnce() error {
 	}
 	s.mu.Lock()
 	old, oldSpans := s.views, s.spans
-	s.views, s.resident, s.spans = views, resident, spans
+	s.views, s.resident, s.spans, s.gen = views, resident, spans, gen
 	hooks := s.onRemap
 	s.restarts++
 	s.predicted = map[int][]int32{}
@@ -262,6 +265,9 @@ func (s *Staged) remapOnce() error {
 		old.Close()
 	}
 	unmapAll(oldSpans)
+	// Nothing here reads the dead process's files any more, and the
+	// kernels now resolve weights to the new ones (the hooks).
+	s.sup.ReleaseStale()
 	return errors.Join(errs...)
 }
 
@@ -301,13 +307,25 @@ func unmapAll(spans [][]byte) {
 	}
 }
 
-// retry runs a stager call; when the process was restarted under it, it
-// re-maps (and re-pins the always-needed tensors) and runs it again. The
-// call is the whole of what a retry repeats: the model's state is not
-// touched by the stager, so the step goes on from where it was.
+// retry runs a stager call of the forward pass. When the process was
+// restarted, under this call or before it (by another call, or in the
+// background after a failed restart), it first re-maps (and re-pins the
+// always-needed tensors) and runs the call again. The call is the whole of
+// what a retry repeats: the model's state is not touched by the stager, so
+// the step goes on from where it was.
 func (s *Staged) retry(what string, call func() error) error {
 	for attempt := 0; ; attempt++ {
+		if s.sup.Generation() != s.mappedGen() {
+			if err := s.remap(); err != nil {
+				return fmt.Errorf("stager: %s: after a restart: %w", what, err)
+			}
+		}
 		err := call()
+		if err == nil && s.sup.Generation() != s.mappedGen() {
+			// Another caller (a /metrics scrape) restarted it just before
+			// this call: the answer may name the new process's regions.
+			err = plugin.ErrRestarted
+		}
 		if !errors.Is(err, plugin.ErrRestarted) {
 			return err
 		}
@@ -318,6 +336,12 @@ func (s *Staged) retry(what string, call func() error) error {
 			return fmt.Errorf("stager: %s: after a restart: %w", what, err)
 		}
 	}
+}
+
+func (s *Staged) mappedGen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
 }
 
 // HintExperts implements moe.ExpertSource. A current hint of a layer that was
@@ -429,15 +453,19 @@ func (st StageStats) Precision() float64 {
 	return float64(st.PredictedRight) / float64(st.Predicted)
 }
 
-// Stats reports the stager's counters and the core's.
+// Stats reports the stager's counters and the core's. It may run beside
+// a forward pass (/metrics), so it never re-maps: after a restart it asks
+// the new process, and the forward pass re-maps at its next stager call.
 func (s *Staged) Stats() (StageStats, error) {
 	var ps *plugin.Stats
-	err := s.retry("stats", func() (err error) {
-		ps, err = s.sup.Stats(s.ctx)
-		return err
-	})
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if ps, err = s.sup.Stats(s.ctx); !errors.Is(err, plugin.ErrRestarted) {
+			break
+		}
+	}
 	if err != nil {
-		return StageStats{}, err
+		return StageStats{}, fmt.Errorf("stager: stats: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

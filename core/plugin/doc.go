@@ -25,6 +25,11 @@
 // a built-in by name (the k3 binary re-executes itself as `k3 plugin NAME`),
 // an external binary by path, or the same implementation in-process with no
 // IPC. SuperviseStager and SuperviseKernels restart a plugin that dies and
-// report ErrRestarted so the caller re-issues its step. The plugin's slog
-// output comes out of the host's logger with the plugin's name.
+// report ErrRestarted so the caller re-issues its step; a restart that fails
+// is retried with backoff, on the next calls and in the background, and
+// their Health says ok, restarting or down (with the reason) meanwhile
+// (health.go). A plugin dies with its host however the host dies: it gets a
+// parent-death signal and the host's pid, and removes its shared memory and
+// exits once its parent is gone (orphan.go). The plugin's slog output comes
+// out of the host's logger with the plugin's name.
 package plugin

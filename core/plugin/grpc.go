@@ -64,7 +64,9 @@ type stagerServer struct {
 }
 
 func (s *stagerServer) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse, error) {
-	resp, err := s.impl.Open(ctx, fromprotoOpenRequest(r))
+	req := fromprotoOpenRequest(r)
+	noteShmDir(req.ShmDir) // removed with the plugin's files if the host dies
+	resp, err := s.impl.Open(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,8 @@ func TestMain(m *testing.M) {
 	case "kernels":
 		plugin.ServeKernels(&axpyKernels{})
 		os.Exit(0)
+	case "host":
+		runHost()
 	}
 	os.Exit(m.Run())
 }

@@ -50,6 +50,7 @@ func (l Launch) command() (*exec.Cmd, error) {
 		cmd = exec.Command(exe, "plugin", l.Name)
 	}
 	cmd.Env = append(os.Environ(), l.Env...)
+	setHostDeath(cmd)
 	return cmd, nil
 }
 

@@ -53,7 +53,7 @@ func serve(ps map[string]goplugin.Plugin) {
 	// original one, which the host reads line by line.
 	stderr := os.Stderr
 	slog.SetDefault(slog.New(newPluginLogHandler(stderr)))
-	ignoreHostSignals()
+	watchHost(slog.Default())
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         ps,

@@ -49,6 +49,25 @@ func SweepShm(dir string) int {
 	return n
 }
 
+// removeShmOf removes the k3 shared-memory files in dir that process pid
+// created; a plugin calls it for its host once it knows the host is dead.
+func removeShmOf(dir string, pid int) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		if owner, ok := shmOwner(e.Name()); !ok || owner != pid {
+			continue
+		}
+		if os.RemoveAll(filepath.Join(dir, e.Name())) == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // shmOwner parses "k3-<kind>-<pid>-<random>".
 func shmOwner(name string) (int, bool) {
 	parts := strings.Split(name, "-")
@@ -59,7 +78,18 @@ func shmOwner(name string) (int, bool) {
 	return pid, err == nil && pid > 0
 }
 
+// alive reports whether pid runs; a zombie (exited, not yet reaped) does
+// not.
 func alive(pid int) bool {
 	err := unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
+	if err != nil && !errors.Is(err, unix.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no /proc: kill says it is there
+	}
+	s := string(stat)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) == 0 || (f[0] != "Z" && f[0] != "X")
 }

@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestSweepShmRemovesOnlyDeadOwners(t *testing.T) {
@@ -62,5 +64,33 @@ func TestArenaNameCarriesPid(t *testing.T) {
 	}
 	if _, err := os.Stat(a.Path()); !os.IsNotExist(err) {
 		t.Fatalf("arena file left after Close: %v", err)
+	}
+}
+
+// TestSweepShmZombieOwner: the files of a host that exited but was not
+// reaped yet (its pid still answers kill 0) are swept too.
+func TestSweepShmZombieOwner(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no true(1):", err)
+	}
+	defer cmd.Wait()
+	pid := cmd.Process.Pid
+	zombie := func() bool {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err == nil && strings.Contains(string(stat), ") Z ")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !zombie(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Skip("no zombie to be seen in /proc")
+		}
+	}
+	name := filepath.Join(dir, "k3-stager-"+strconv.Itoa(pid)+"-1")
+	if err := os.Mkdir(name, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if got := SweepShm(dir); got != 1 {
+		t.Errorf("removed %d, want the zombie's directory", got)
 	}
 }

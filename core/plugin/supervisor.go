@@ -5,53 +5,44 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 )
 
 // ErrRestarted is returned by a Supervisor's call when the plugin died
-// under it and was restarted and re-opened. Nothing the dead process held is
-// valid any more: the caller re-maps Regions() and re-issues the step, whose
-// state lives in the arena and in files, not in the plugin.
+// under it (or was down) and a new process now runs, re-opened with the same
+// request. Nothing the dead process held is valid any more: the caller
+// re-maps Regions() and re-issues the step, whose state lives in the arena
+// and in files, not in the plugin.
 var ErrRestarted = errors.New("plugin restarted")
 
 // Supervisor runs a stager subprocess, restarts it when it dies and
-// re-opens it with the same request. It is itself a Stager. It also owns
-// the stager's shared-memory directory, so the files of a killed plugin do
-// not outlive it.
+// re-opens it with the same request; a restart that fails (the model file
+// is gone for a while) is retried with backoff until it succeeds, so the
+// caller recovers by itself once the cause is gone. It is itself a Stager.
+// It also owns the stager's shared-memory directory, so the files of a
+// killed plugin do not outlive it.
 type Supervisor struct {
-	launch Launch
+	*supervisor[Stager]
 
-	mu       sync.RWMutex
-	stager   Stager
-	proc     *Process
-	gen      int // incremented by each restart
-	req      *OpenRequest
-	resp     *OpenResponse
-	shmDir   string
-	restarts int
+	// Under supervisor.mu.
+	req  *OpenRequest
+	resp *OpenResponse
+	// shmRoot is the directory the Supervisor made (empty when the request
+	// named one); each process opens in a directory of its own below it,
+	// shmDir, so the files of a dead one stay until the caller no longer
+	// maps them (ReleaseStale): stale.
+	shmRoot, shmDir string
+	stale           []string
 }
 
 // SuperviseStager starts the stager l names under supervision.
 func SuperviseStager(ctx context.Context, l Launch) (*Supervisor, error) {
-	s, p, err := StartStager(ctx, l)
+	st, p, err := StartStager(ctx, l)
 	if err != nil {
 		return nil, err
 	}
-	return &Supervisor{launch: l, stager: s, proc: p}, nil
-}
-
-// Process is the current plugin process (nil in-process).
-func (s *Supervisor) Process() *Process {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.proc
-}
-
-// Restarts counts how often the plugin was restarted.
-func (s *Supervisor) Restarts() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.restarts
+	s := &Supervisor{supervisor: newSupervisor(l, "staging", StartStager, st, p)}
+	s.prepare = s.reopen
+	return s, nil
 }
 
 // Regions are the regions of the current plugin process, valid until the
@@ -75,23 +66,86 @@ func (s *Supervisor) Open(ctx context.Context, req *OpenRequest) (*OpenResponse,
 		if err != nil {
 			return nil, fmt.Errorf("plugin %s: shm dir: %w", s.launch.Name, err)
 		}
-		r.ShmDir = dir
 		s.mu.Lock()
-		s.shmDir = dir
+		s.shmRoot = dir
 		s.mu.Unlock()
 	}
 	var resp *OpenResponse
+	var dir string
 	err := s.call(ctx, func(st Stager) (err error) {
-		resp, err = st.Open(ctx, &r)
+		resp, dir, err = s.open(ctx, st, &r)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	s.req, s.resp = &r, resp
+	s.req = &r
+	s.retire(dir, resp)
 	s.mu.Unlock()
 	return resp, nil
+}
+
+// open opens st with r, in a directory of its own when the Supervisor owns
+// the shared memory; a failed open leaves no files.
+func (s *Supervisor) open(ctx context.Context, st Stager, r *OpenRequest) (*OpenResponse, string, error) {
+	if s.shmRoot == "" {
+		resp, err := st.Open(ctx, r)
+		return resp, "", err
+	}
+	dir, err := os.MkdirTemp(s.shmRoot, "p*")
+	if err != nil {
+		return nil, "", fmt.Errorf("plugin %s: shm dir: %w", s.launch.Name, err)
+	}
+	ro := *r
+	ro.ShmDir = dir
+	resp, err := st.Open(ctx, &ro)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	return resp, dir, nil
+}
+
+// reopen opens a restarted process with the remembered request; mu held.
+func (s *Supervisor) reopen(ctx context.Context, st Stager) error {
+	if s.req == nil {
+		return nil
+	}
+	resp, dir, err := s.open(ctx, st, s.req)
+	if err != nil {
+		return fmt.Errorf("re-open: %w", err)
+	}
+	s.retire(dir, resp)
+	return nil
+}
+
+// retire makes dir and resp the current process's; the previous process's
+// directory turns stale, and one older than that goes (its regions were
+// re-mapped at the restart between). mu held.
+func (s *Supervisor) retire(dir string, resp *OpenResponse) {
+	for _, d := range s.stale {
+		os.RemoveAll(d)
+	}
+	s.stale = nil
+	if s.shmDir != "" {
+		s.stale = []string{s.shmDir}
+	}
+	s.shmDir, s.resp = dir, resp
+}
+
+// ReleaseStale removes the shared-memory files of processes that died
+// before the current one. The caller calls it once it has re-mapped the
+// current Regions() after an ErrRestarted: until then the dead process's
+// files stay, so whatever still reads them by path (a kernels plugin given
+// the old regions) finds the bytes it expects.
+func (s *Supervisor) ReleaseStale() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.stale {
+		os.RemoveAll(d)
+	}
+	s.stale = nil
 }
 
 func (s *Supervisor) Hint(ctx context.Context, req *HintRequest) error {
@@ -120,84 +174,27 @@ func (s *Supervisor) Stats(ctx context.Context) (*Stats, error) {
 	return resp, err
 }
 
-// Close closes the stager, stops its process and removes its shm files.
+// Close closes the stager, stops its process and removes its shm files. No
+// call restarts the plugin afterwards; they return ErrClosed.
 func (s *Supervisor) Close(ctx context.Context) error {
+	err := s.close(func(st Stager) error { return st.Close(ctx) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.stager.Close(ctx)
-	s.proc.Kill()
-	if s.shmDir != "" {
-		if rerr := os.RemoveAll(s.shmDir); err == nil {
+	if s.shmRoot != "" {
+		if rerr := os.RemoveAll(s.shmRoot); err == nil {
 			err = rerr
 		}
 	}
 	return err
 }
 
-// call runs fn on the current stager; if the process turns out to be dead,
-// it restarts it once and reports ErrRestarted.
-func (s *Supervisor) call(ctx context.Context, fn func(Stager) error) error {
-	s.mu.RLock()
-	st, p, gen := s.stager, s.proc, s.gen
-	s.mu.RUnlock()
-	err := fn(st)
-	if err == nil || p == nil || !(errors.Is(err, ErrUnavailable) || p.Exited()) {
-		return err
-	}
-	if rerr := s.restart(ctx, gen); rerr != nil {
-		return fmt.Errorf("plugin %s died (%v) and did not restart: %w", s.launch.Name, err, rerr)
-	}
-	return fmt.Errorf("plugin %s: %w after: %v", s.launch.Name, ErrRestarted, err)
-}
-
-// restart replaces the process of generation gen; concurrent callers that
-// saw the same dead process restart it only once.
-func (s *Supervisor) restart(ctx context.Context, gen int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gen != gen {
-		return nil
-	}
-	s.launch.logger().Warn("plugin died; restarting", "plugin", s.launch.Name, "pid", s.proc.Pid())
-	s.proc.Kill()
-	st, p, err := StartStager(ctx, s.launch)
-	if err != nil {
-		return err
-	}
-	s.stager, s.proc = st, p
-	s.gen++
-	s.restarts++
-	if s.req == nil {
-		return nil
-	}
-	// The dead process's slot files are garbage; give the new one a clean
-	// directory.
-	if s.shmDir != "" {
-		os.RemoveAll(s.shmDir)
-		if err := os.MkdirAll(s.shmDir, 0o700); err != nil {
-			return err
-		}
-	}
-	resp, err := st.Open(ctx, s.req)
-	if err != nil {
-		return fmt.Errorf("re-open: %w", err)
-	}
-	s.resp = resp
-	return nil
-}
-
 // KernelsSupervisor runs a kernels subprocess and restarts it when it
-// dies. Kernels keep no state between batches (their inputs and outputs
-// live in the arena), so after ErrRestarted the caller re-issues the batch
-// as it was.
+// dies, retrying a restart that fails as Supervisor does. Kernels keep no
+// state between batches (their inputs and outputs live in the arena, each
+// batch names its regions), so after ErrRestarted the caller re-issues the
+// batch as it was.
 type KernelsSupervisor struct {
-	launch Launch
-
-	mu       sync.RWMutex
-	kernels  Kernels
-	proc     *Process
-	gen      int
-	restarts int
+	*supervisor[Kernels]
 }
 
 // SuperviseKernels starts the kernels l names under supervision.
@@ -206,21 +203,7 @@ func SuperviseKernels(ctx context.Context, l Launch) (*KernelsSupervisor, error)
 	if err != nil {
 		return nil, err
 	}
-	return &KernelsSupervisor{launch: l, kernels: k, proc: p}, nil
-}
-
-// Process is the current plugin process (nil in-process).
-func (s *KernelsSupervisor) Process() *Process {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.proc
-}
-
-// Restarts counts how often the plugin was restarted.
-func (s *KernelsSupervisor) Restarts() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.restarts
+	return &KernelsSupervisor{newSupervisor(l, "kernels", StartKernels, k, p)}, nil
 }
 
 func (s *KernelsSupervisor) Describe(ctx context.Context) (*KernelsInfo, error) {
@@ -241,33 +224,7 @@ func (s *KernelsSupervisor) Execute(ctx context.Context, req *ExecuteRequest) (*
 	return resp, err
 }
 
-// Close stops the plugin process.
+// Close stops the plugin process; no call restarts it afterwards.
 func (s *KernelsSupervisor) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.proc.Kill()
-}
-
-func (s *KernelsSupervisor) call(ctx context.Context, fn func(Kernels) error) error {
-	s.mu.RLock()
-	k, p, gen := s.kernels, s.proc, s.gen
-	s.mu.RUnlock()
-	err := fn(k)
-	if err == nil || p == nil || !(errors.Is(err, ErrUnavailable) || p.Exited()) {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gen == gen {
-		s.launch.logger().Warn("plugin died; restarting", "plugin", s.launch.Name, "pid", s.proc.Pid())
-		s.proc.Kill()
-		nk, np, rerr := StartKernels(ctx, s.launch)
-		if rerr != nil {
-			return fmt.Errorf("plugin %s died (%v) and did not restart: %w", s.launch.Name, err, rerr)
-		}
-		s.kernels, s.proc = nk, np
-		s.gen++
-		s.restarts++
-	}
-	return fmt.Errorf("plugin %s: %w after: %v", s.launch.Name, ErrRestarted, err)
+	s.close(nil)
 }

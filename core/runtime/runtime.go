@@ -265,6 +265,19 @@ func (r *Runtime) Engine(eo engine.Options) (*engine.Engine, error) {
 	return engine.New(r.Model, tok, eo)
 }
 
+// Health is nil while the stager and kernels plugins run, else which of
+// them is down or restarting and since when (the server's /health).
+func (r *Runtime) Health() error {
+	var errs []error
+	if r.Staged != nil {
+		errs = append(errs, r.Staged.Supervisor().Health().Err())
+	}
+	if pk, ok := r.Kernels.(*engine.PluginKernels); ok {
+		errs = append(errs, pk.Supervisor().Health().Err())
+	}
+	return errors.Join(errs...)
+}
+
 // Close stops the runtime: the stager, then the kernels (which may map
 // the stager's memory), then the file when Open opened it. Whatever uses
 // the model (an engine, a server draining its requests) must have stopped

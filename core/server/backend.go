@@ -32,6 +32,16 @@ type Backend interface {
 	Stats() EngineStats
 }
 
+// HealthReporter is implemented by a Backend that can be degraded while it
+// runs: a plugin process it depends on is down or restarting. /health
+// answers 503 "degraded" while Health returns an error.
+type HealthReporter interface {
+	// Health is nil while the backend can serve; otherwise it says which
+	// part is not ok and since when. It is shown to clients (/health needs
+	// no API key), so it names no files.
+	Health() error
+}
+
 // ErrStop is returned by an emit callback to end generation normally (a stop
 // string was found).
 var ErrStop = errors.New("server: stop generation")

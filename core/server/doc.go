@@ -6,7 +6,7 @@
 //	POST /v1/chat/completions   chat, whole or streamed (SSE), tools, reasoning
 //	POST /v1/completions        raw prompt (text or token ids), whole or streamed
 //	GET  /v1/models             the served model
-//	GET  /health                200 once the model is loaded, 503 before
+//	GET  /health                200 once the model is loaded, 503 before or while degraded
 //	POST /tokenize, /detokenize llama-server's token routes
 //	GET  /metrics               Prometheus text (k3_* counters and gauges)
 //	GET  /status                JSON for the page's status bar

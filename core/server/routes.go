@@ -7,9 +7,19 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
+// health answers as llama-server does: 503 "Loading model" until the
+// backend is set, then {"status":"ok"}, or 503 "degraded" with the reason
+// while a part of the backend is down or restarting (its requests fail).
 func (s *Server) health(c echo.Context) error {
-	if _, err := s.ready(); err != nil {
+	b, err := s.ready()
+	if err != nil {
 		return err
+	}
+	if h, ok := b.(HealthReporter); ok {
+		if herr := h.Health(); herr != nil {
+			return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "degraded",
+				"error": errUnavailable(herr.Error())})
+		}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }

@@ -31,6 +31,9 @@ type Options struct {
 	// runtime's stager's (FromRuntime), else what /proc/self tells:
 	// resident memory and bytes read from storage.
 	Stats func() server.EngineStats
+	// Health reports a plugin the engine depends on that is down or
+	// restarting (see server.HealthReporter); nil: always healthy.
+	Health func() error
 }
 
 // Backend adapts an engine to the server.
@@ -60,7 +63,7 @@ func Open(path string, o Options) (*Backend, error) {
 }
 
 // FromRuntime serves an engine on rt's model, with rt's context and
-// ubatch; the backend owns rt from then on and Close closes it (after the
+// ubatch, its stager's counters and its plugins' health; the backend owns rt from then on and Close closes it (after the
 // server drained). On error rt stays the caller's.
 func FromRuntime(rt *runtime.Runtime, o Options) (*Backend, error) {
 	eng, err := rt.Engine(engine.Options{})
@@ -72,6 +75,9 @@ func FromRuntime(rt *runtime.Runtime, o Options) (*Backend, error) {
 	}
 	if o.Budget == 0 {
 		o.Budget = int64(rt.Mode.Budget)
+	}
+	if o.Health == nil {
+		o.Health = rt.Health
 	}
 	b, err := New(eng, rt.File, o)
 	if err != nil {
@@ -188,6 +194,14 @@ func (b *Backend) Stats() server.EngineStats {
 		return b.opts.Stats()
 	}
 	return server.EngineStats{ResidentBytes: residentBytes(), BytesRead: storageReadBytes(), BudgetBytes: b.opts.Budget}
+}
+
+// Health implements server.HealthReporter with Options.Health.
+func (b *Backend) Health() error {
+	if b.opts.Health == nil {
+		return nil
+	}
+	return b.opts.Health()
 }
 
 func residentBytes() int64 {

@@ -269,6 +269,9 @@ func (p *Plugin) weight(regions []plugin.Region, w plugin.WeightRef, size int64)
 		return nil, nil, fmt.Errorf("region %s: %w", r.Path, err)
 	}
 	m, ok := p.regions[r.Path]
+	if !ok {
+		p.dropGone()
+	}
 	if !ok || m.ino != st.Ino || m.size != st.Size {
 		if ok {
 			m.views.Close()
@@ -284,6 +287,23 @@ func (p *Plugin) weight(regions []plugin.Region, w plugin.WeightRef, size int64)
 	p.checked[r.Path] = m
 	b, err := m.views.Bytes(plugin.Location{Region: 0, Offset: w.Offset, Size: size})
 	return b, m, err
+}
+
+// dropGone unmaps the regions whose file was removed or replaced, unless
+// the batch under way uses them. A new region shows up when a stager
+// restarted (its new slot files); the dead one's files are removed once the
+// host re-mapped, and a mapping kept here would hold their memory.
+func (p *Plugin) dropGone() {
+	for path, m := range p.regions {
+		if _, inBatch := p.checked[path]; inBatch {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil || st.Ino != m.ino {
+			m.views.Close()
+			delete(p.regions, path)
+		}
+	}
 }
 
 // f32 views arena bytes as float32s; arena refs are 64-byte aligned.

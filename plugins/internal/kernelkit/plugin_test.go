@@ -146,3 +146,47 @@ func presentPages(t *testing.T, addr uintptr, n int) (present, pages int) {
 	}
 	return present, len(buf) / 8
 }
+
+// TestExecuteDropsGoneRegions: a stager that restarted serves from new
+// slot files and the host removes the dead one's; the plugin unmaps a
+// region whose file is gone when a new region shows up, so its mapping does
+// not hold the dead stager's memory.
+func TestExecuteDropsGoneRegions(t *testing.T) {
+	const rows, cols = 4, 32
+	rb, err := quant.RowSize(quant.F32, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	a, err := plugin.CreateArena(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	in, _ := a.Alloc(cols * 4)
+	out, _ := a.Alloc(rows * 4)
+	p := New("kernelstest").NewPlugin()
+	run := func(path string) {
+		t.Helper()
+		if err := os.WriteFile(path, make([]byte, rb*rows), 0o600); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+		req := &plugin.ExecuteRequest{Arena: a.Path(), Regions: []plugin.Region{{Kind: plugin.RegionShm, Path: path, Size: rb * rows}}, Threads: 1,
+			Ops: []plugin.Op{{Name: OpMatMul, Weights: []plugin.WeightRef{{Region: 0, Type: quant.F32, Shape: []int64{cols, rows}}},
+				Inputs: []plugin.ArenaRef{in}, Outputs: []plugin.ArenaRef{out}, Ints: []int64{1}}}}
+		if _, err := p.Execute(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, kept, fresh := filepath.Join(dir, "old"), filepath.Join(dir, "kept"), filepath.Join(dir, "new")
+	run(old)
+	run(kept)
+	os.Remove(old)
+	run(fresh)
+	if _, ok := p.regions[old]; ok {
+		t.Error("the region of a removed file is still mapped")
+	}
+	if _, ok := p.regions[kept]; !ok {
+		t.Error("a region whose file is there was unmapped")
+	}
+}
