@@ -18,6 +18,7 @@ var webFS embed.FS
 func (s *Server) webRoutes(get func(string, echo.HandlerFunc)) {
 	for path, file := range map[string]string{
 		"/": "web/index.html", "/index.html": "web/index.html", "/app.js": "web/app.js",
+		"/markdown.js": "web/markdown.js", "/chats.js": "web/chats.js",
 		"/style.css": "web/style.css", "/favicon.svg": "web/favicon.svg",
 	} {
 		get(path, func(c echo.Context) error {
