@@ -151,6 +151,53 @@ test("chat page streams a reply and fills the status bar", async (t) => {
   assert.deepEqual(errors, []);
 });
 
+// The markdown subset, case by case: what each input becomes in the DOM.
+const A = (href, text, cls) => `<a href="${href}" target="_blank" rel="noopener noreferrer"${cls ? ` class="${cls}"` : ""}>${text}</a>`;
+const MD_CASES = [
+  ["plain **bold** *em* `code` ~~gone~~ __strong__ _em_ ***both***",
+    "<p>plain <strong>bold</strong> <em>em</em> <code>code</code> <del>gone</del> <strong>strong</strong> <em>em</em> <strong><em>both</em></strong></p>"],
+  ["snake_case_name and 2 * 3 * 4", "<p>snake_case_name and 2 * 3 * 4</p>"],
+  ["line one\nline two", "<p>line one<br>line two</p>"],
+  ["# H1\n###### H6 ##\n#hashtag", "<h1>H1</h1><h6>H6</h6><p>#hashtag</p>"],
+  ["- a\n- b\n  - c\n- d", "<ul><li>a</li><li>b<ul><li>c</li></ul></li><li>d</li></ul>"],
+  ["3. x\n4. y", '<ol start="3"><li>x</li><li>y</li></ol>'],
+  ["- a\n\n- b", "<ul><li><p>a</p></li><li><p>b</p></li></ul>"],
+  ["1. one\n   more\n2. two\n\nafter", "<ol><li>one<br>more</li><li>two</li></ol><p>after</p>"],
+  ["> quote\n> more\n\nout", "<blockquote><p>quote<br>more</p></blockquote><p>out</p>"],
+  ["a\n\n---\n\n* * *", "<p>a</p><hr><hr>"],
+  ["\\*not em\\* \\`not code\\`", "<p>*not em* `not code`</p>"],
+  ["- [ ] todo\n- [x] done",
+    '<ul><li class="task"><span class="box">☐ </span>todo</li><li class="task"><span class="box">☑ </span>done</li></ul>'],
+  ["a | b\n--|:-:\n1 | 2\n3", '<div class="tablewrap"><table><thead><tr><th>a</th><th style="text-align: center;">b</th></tr></thead>'
+    + '<tbody><tr><td>1</td><td style="text-align: center;">2</td></tr></tbody></table></div><p>3</p>'],
+  ["<b>x</b> & <i onclick=y>", "<p>&lt;b&gt;x&lt;/b&gt; &amp; &lt;i onclick=y&gt;</p>"],
+  ["[a](javascript:alert(1)) [d](data:text/html,x) [b](https://e.x/a_(b)) <https://e.x/c> see https://e.x/d. (https://e.x/y)",
+    `<p>a d ${A("https://e.x/a_(b)", "b")} ${A("https://e.x/c", "https://e.x/c")} see ${A("https://e.x/d", "https://e.x/d")}. (${A("https://e.x/y", "https://e.x/y")})</p>`],
+  ["![alt](https://e.x/i.png)", `<p>${A("https://e.x/i.png", "🖼 alt", "imglink")}</p>`],
+  ["**unclosed bold and `unclosed code", "<p>**unclosed bold and `unclosed code</p>"],
+  ["`` a ` b ``", "<p><code>a ` b</code></p>"],
+  ["text\n# heading\n- item\n```\n<code>\n```", '<p>text</p><h1>heading</h1><ul><li>item</li></ul><div class="codeblock"><div class="codehead">'
+    + '<span class="lang">text</span><button class="copy-code" type="button">Copy</button></div><pre><code class="hljs">&lt;code&gt;</code></pre></div>'],
+  // A fence still open (a reply mid-stream) is code to the end; a longer fence holds a shorter one.
+  ["~~~~\nx\n```\n~~~~\nafter", '<div class="codeblock"><div class="codehead"><span class="lang">text</span><button class="copy-code" type="button">Copy</button></div>'
+    + '<pre><code class="hljs">x\n```</code></pre></div><p>after</p>'],
+  ["```js\nlet s = 'it'", '<div class="codeblock"><div class="codehead"><span class="lang">js</span><button class="copy-code" type="button">Copy</button></div>'
+    + '<pre><code class="hljs language-js"><span class="hljs-keyword">let</span> s = <span class="hljs-string">\'it\'</span></code></pre></div>'],
+];
+
+test("the markdown subset renders each construct to the expected DOM", async (t) => {
+  const { page, errors } = await open(t);
+  for (const [src, want] of MD_CASES) {
+    const got = await page.evaluate((s) => {
+      const d = document.createElement("div");
+      d.appendChild(Markdown.render(s));
+      return d.innerHTML;
+    }, src);
+    assert.equal(got, want, "markdown " + JSON.stringify(src));
+  }
+  assert.deepEqual(errors, []);
+});
+
 test("a markdown reply renders headings, lists, tables and highlighted code", async (t) => {
   const { page, outside, errors } = await open(t);
   await canned(page, () => MARKDOWN);
@@ -250,6 +297,22 @@ test("conversations survive a reload and can be switched and deleted", async (t)
   await page.waitForSelector("#chat-list li.none", { state: "attached" });
   assert.equal(await page.locator("#chat-list .chat-item").count(), 0);
   assert.equal(await page.locator(".msg").count(), 0);
+
+  // A conversation deleted while its reply streams (from the real server)
+  // stays deleted: the stopped reply does not write it back.
+  await page.unroute("**/v1/chat/completions");
+  await page.fill("#s-max_tokens", "2000");
+  await page.fill("#input", "Deleted mid-reply");
+  await page.click("#send");
+  await page.waitForFunction(() => {
+    const a = document.querySelector(".msg.assistant");
+    return a && ((a.querySelector(".text")?.textContent || "") + (a.querySelector(".rtext")?.textContent || "")).length > 0;
+  }, null, { timeout: 60_000 });
+  await page.click('#chat-list li:has-text("Deleted mid-reply") .del');
+  await page.waitForSelector("body:not(.busy)");
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(await page.evaluate(() => localStorage.getItem("k3.chats")), "[]");
+  assert.equal(await page.locator("#chat-list .chat-item").count(), 0);
   assert.deepEqual(errors, []);
 });
 

@@ -261,7 +261,7 @@ async function generate() {
   el.insertBefore(div("meta", parts.join(" · ")), el.querySelector(".actions"));
   if (calls.length) reply.tool_calls = calls;
   if (!reply.reasoning_content) delete reply.reasoning_content;
-  if (reply.content || reply.reasoning_content || calls.length) {
+  if ((reply.content || reply.reasoning_content || calls.length) && !convo.deleted) {
     reply.meta = parts.join(" · ");
     convo.messages.push(reply);
     el.dataset.index = convo.messages.length - 1;
@@ -414,6 +414,7 @@ function switchTo(id) {
 
 function deleteChat(id) {
   if (chat && chat.id === id) {
+    chat.deleted = true; // a reply being stopped must not bring it back
     if (controller) controller.abort();
     chat = null;
   }

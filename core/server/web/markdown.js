@@ -186,7 +186,7 @@ const Markdown = (() => {
   }
 
   function emphasis(text, i) {
-    for (const [d, tag] of [["**", "strong"], ["__", "strong"], ["~~", "del"], ["*", "em"], ["_", "em"]]) {
+    for (const [d, tag] of [["***", "strong em"], ["**", "strong"], ["__", "strong"], ["~~", "del"], ["*", "em"], ["_", "em"]]) {
       if (!text.startsWith(d, i)) continue;
       const after = text[i + d.length];
       if (!after || /\s/.test(after) || after === d[0]) continue;
@@ -256,9 +256,9 @@ const Markdown = (() => {
         i = end + run.length;
       } else if ((c === "*" || c === "_" || c === "~") && (m = emphasis(text, i))) {
         flush();
-        const n = el(m.tag);
-        inline(m.inner, n);
-        out.appendChild(n);
+        const [outer, inner] = m.tag.split(" ");
+        const n = out.appendChild(el(outer));
+        inline(m.inner, inner ? n.appendChild(el(inner)) : n);
         i = m.end;
       } else if ((c === "[" || (c === "!" && text[i + 1] === "[")) && (m = link(text, i))) {
         flush();
