@@ -185,6 +185,18 @@ const MD_CASES = [
     + '<pre><code class="hljs language-js"><span class="hljs-keyword">let</span> s = <span class="hljs-string">\'it\'</span></code></pre></div>'],
 ];
 
+// The highlighter, one line per language family: hljs classes on tokens.
+const S = (cls, text) => `<span class="hljs-${cls}">${text}</span>`;
+const HL_CASES = [
+  ['{"a": 1, "b": [true, null]} // c', "json",
+    `{${S("attr", '"a"')}: ${S("number", "1")}, ${S("attr", '"b"')}: [${S("literal", "true")}, ${S("literal", "null")}]} ${S("comment", "// c")}`],
+  ['echo "$HOME" ${x#y} $1 # note', "bash", `echo ${S("string", '"$HOME"')} ${S("variable", "${x#y}")} ${S("variable", "$1")} ${S("comment", "# note")}`],
+  ["func f() error { return nil } /* x */", "go",
+    `${S("keyword", "func")} ${S("title function_", "f")}() ${S("keyword", "error")} { ${S("keyword", "return")} ${S("literal", "nil")} } ${S("comment", "/* x */")}`],
+  ["const s = `a\n${b}` // <i>", "ts", `${S("keyword", "const")} s = ${S("string", "`a\n${b}`")} ${S("comment", "// &lt;i&gt;")}`],
+  ["x = 1 # <b>", "nosuchlang", "x = 1 # &lt;b&gt;"],
+];
+
 test("the markdown subset renders each construct to the expected DOM", async (t) => {
   const { page, errors } = await open(t);
   for (const [src, want] of MD_CASES) {
@@ -194,6 +206,14 @@ test("the markdown subset renders each construct to the expected DOM", async (t)
       return d.innerHTML;
     }, src);
     assert.equal(got, want, "markdown " + JSON.stringify(src));
+  }
+  for (const [src, lang, want] of HL_CASES) {
+    const got = await page.evaluate(([s, l]) => {
+      const c = document.createElement("code");
+      Markdown.highlight(s, l, c);
+      return c.innerHTML;
+    }, [src, lang]);
+    assert.equal(got, want, lang + " " + JSON.stringify(src));
   }
   assert.deepEqual(errors, []);
 });

@@ -314,7 +314,7 @@ const Markdown = (() => {
       comment && "(?<c>" + comment + ")",
       "(?<s>" + str.join("|") + ")",
       "(?<n>\\b(?:0[xXbBoO][\\da-fA-F_]+|\\d[\\d_]*(?:\\.\\d+)?(?:[eE][+-]?\\d+)?)\\b)",
-      spec.vars && "(?<v>\\$\\{?[A-Za-z_]\\w*\\}?|\\$[0-9@#?*$!])",
+      spec.vars && "(?<v>\\$\\{[^}\\n]*\\}|\\$[A-Za-z_]\\w*|\\$[0-9@#?*$!])",
       "(?<w>[A-Za-z_$][\\w$]*)",
     ].filter(Boolean).join("|");
     const lang = Object.assign({ re: new RegExp(src, "gm") }, spec);
