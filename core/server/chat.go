@@ -301,11 +301,18 @@ func (s *Server) prepareChat(b Backend, req *chatRequest, route string) (*chatJo
 	return &chatJob{j: j, popts: popts, forced: forced}, nil
 }
 
+// chatOutcome is a finished chat generation.
+type chatOutcome struct {
+	res    GenerateResult
+	parsed chat.Parsed
+	stop   string // the stop string that ended it, if one did
+}
+
 // runChat generates a prepared chat: start runs once the engine is ours,
 // out (may be nil) gets the parsed reply's deltas as they come, the
 // forced start's first. A generation that shutdown cut short returns
 // errInterrupted with the reply so far, closed.
-func (s *Server) runChat(c echo.Context, b Backend, cj *chatJob, start func() error, out func([]chat.Delta) error) (GenerateResult, chat.Parsed, error) {
+func (s *Server) runChat(c echo.Context, b Backend, cj *chatJob, start func() error, out func([]chat.Delta) error) (chatOutcome, error) {
 	if out == nil {
 		out = func([]chat.Delta) error { return nil }
 	}
@@ -325,12 +332,12 @@ func (s *Server) runChat(c echo.Context, b Backend, cj *chatJob, start func() er
 		return nil
 	})
 	if err != nil && !errors.Is(err, errInterrupted) {
-		return res, chat.Parsed{}, err
+		return chatOutcome{res: res}, err
 	}
 	if cerr := out(f.close()); cerr != nil {
-		return res, chat.Parsed{}, cerr
+		return chatOutcome{res: res}, cerr
 	}
-	return res, f.parser.Result(), err
+	return chatOutcome{res: res, parsed: f.parser.Result(), stop: f.stops.Matched()}, err
 }
 
 // newJob tokenizes a prompt (unless tokens are given) and validates the
@@ -400,7 +407,8 @@ func finishReason(r GenerateResult, parsed chat.Parsed) string {
 }
 
 func (s *Server) wholeChat(c echo.Context, b Backend, cj *chatJob, resp chatResponse) error {
-	res, parsed, err := s.runChat(c, b, cj, func() error { return nil }, nil)
+	o, err := s.runChat(c, b, cj, func() error { return nil }, nil)
+	res, parsed := o.res, o.parsed
 	if err != nil {
 		return quietIfGone(cutShort(err))
 	}
@@ -464,7 +472,8 @@ func (s *Server) streamChat(c echo.Context, b Backend, cj *chatJob, resp chatRes
 		w = s.startSSE(c)
 		return w.send(chunk(&chatDelta{Role: "assistant", Content: strp("")}, nil))
 	}
-	res, parsed, err := s.runChat(c, b, cj, start, sendDeltas)
+	o, err := s.runChat(c, b, cj, start, sendDeltas)
+	res, parsed := o.res, o.parsed
 	if w == nil { // never started: the error can still be a plain response
 		return quietIfGone(err)
 	}
