@@ -96,7 +96,8 @@ func messagesChat(req *messagesRequest) (chatRequest, *apiError) {
 	if req.Thinking != nil {
 		on := req.Thinking.Type != "disabled"
 		b, _ := json.Marshal(on)
-		creq.ChatTemplateKwargs = map[string]json.RawMessage{"enable_thinking": b}
+		// enable_thinking is the common switch; Kimi's templates read "thinking".
+		creq.ChatTemplateKwargs = map[string]json.RawMessage{"enable_thinking": b, "thinking": b}
 	}
 	return creq, nil
 }

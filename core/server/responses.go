@@ -113,6 +113,9 @@ func (s *Server) responsesChat(req *responsesRequest) (chatRequest, []chatMessag
 	}
 	creq.Messages = append(creq.Messages, history...)
 	if req.MaxOutputTokens != nil {
+		if *req.MaxOutputTokens < 1 {
+			return chatRequest{}, nil, errInvalid(fmt.Sprintf("max_output_tokens = %d must be at least 1", *req.MaxOutputTokens))
+		}
 		creq.MaxTokens = req.MaxOutputTokens
 	}
 	for i, t := range req.Tools {
