@@ -119,6 +119,8 @@ func TestAPIKey(t *testing.T) {
 		{"GET", "/health", "", "", 200},
 		{"GET", "/", "", "", 200},
 		{"GET", "/app.js", "", "", 200},
+		{"GET", "/markdown.js", "", "", 200},
+		{"GET", "/chats.js", "", "", 200},
 		{"GET", "/v1/models", "", "", 401},
 		{"GET", "/v1/models", "", "Bearer wrong", 401},
 		{"GET", "/v1/models", "", "sekret", 401},

@@ -68,10 +68,11 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 // files so that a browser can load the page, which then asks for the key.
 func isPublic(path string) bool {
 	switch path {
-	case "/health", "/v1/health", "/", "/index.html", "/app.js", "/style.css", "/favicon.svg":
+	case "/health", "/v1/health":
 		return true
 	}
-	return false
+	_, page := webFiles[path]
+	return page
 }
 
 // authenticate requires the API key, when one is set, as a bearer token

@@ -14,12 +14,17 @@ import (
 //go:embed web
 var webFS embed.FS
 
+// webFiles maps the page's URL paths to its embedded files. They need no
+// API key (isPublic): the browser loads the page, which then asks for it.
+var webFiles = map[string]string{
+	"/": "web/index.html", "/index.html": "web/index.html", "/app.js": "web/app.js",
+	"/markdown.js": "web/markdown.js", "/chats.js": "web/chats.js",
+	"/style.css": "web/style.css", "/favicon.svg": "web/favicon.svg",
+}
+
 // webRoutes registers the page's files with get (which adds HEAD).
 func (s *Server) webRoutes(get func(string, echo.HandlerFunc)) {
-	for path, file := range map[string]string{
-		"/": "web/index.html", "/index.html": "web/index.html", "/app.js": "web/app.js",
-		"/style.css": "web/style.css", "/favicon.svg": "web/favicon.svg",
-	} {
+	for path, file := range webFiles {
 		get(path, func(c echo.Context) error {
 			b, err := webFS.ReadFile(file)
 			if err != nil {
