@@ -4,8 +4,8 @@
 #   tools/release/build.sh [-o DIR] [ARCH ...]     (default: dist, amd64 arm64)
 #
 # For each ARCH it writes DIR/k3-VERSION-linux-ARCH.tar.gz (the binary,
-# LICENSE, THIRD_PARTY_LICENSES, README.md, docs/deploy.md, packaging/) and
-# DIR/SHA256SUMS. Two runs on one commit produce the same bytes
+# LICENSE, THIRD_PARTY_LICENSES, README.md, docs/deploy.md, packaging/,
+# configs/) and DIR/SHA256SUMS. Two runs on one commit produce the same bytes
 # (tools/release/check-reproducible.sh checks it in CI):
 #   - CGO_ENABLED=0 -trimpath: no C toolchain, no local paths in the binary;
 #   - -ldflags "-buildid=": no build id derived from the action graph;
@@ -40,8 +40,9 @@ for arch in "${arches[@]}"; do
     -ldflags "-buildid= -X $pkg.version=$version" -o "$stage/k3" ./cmd/k3
   cp LICENSE THIRD_PARTY_LICENSES README.md "$stage/"
   mkdir -p "$stage/docs"
-  [ -f docs/deploy.md ] && cp docs/deploy.md "$stage/docs/"
-  [ -d packaging ] && cp -r packaging "$stage/"
+  cp docs/deploy.md "$stage/docs/"
+  cp -r packaging configs "$stage/"
+  find "$stage/packaging" -name '*.go' -delete
   tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
     --mode='u+rwX,go+rX,go-w' --format=gnu -C "$out" -cf - "$name" | gzip -n -9 >"$stage.tar.gz"
   rm -rf "$stage"
