@@ -38,6 +38,12 @@ for arch in "${arches[@]}"; do
   echo "build $name"
   CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -buildvcs=true \
     -ldflags "-buildid= -X $pkg.version=$version" -o "$stage/k3" ./cmd/k3
+  # Go stamps the commit only in a plain clone (not in a `git worktree`,
+  # whose .git is a file, nor in an unpacked source archive).
+  if ! go version -m "$stage/k3" | grep -q 'vcs.revision=' && [ -z "${K3_ALLOW_NOVCS:-}" ]; then
+    echo "build.sh: $name has no VCS revision (build from a git clone, or set K3_ALLOW_NOVCS=1)" >&2
+    exit 1
+  fi
   cp LICENSE THIRD_PARTY_LICENSES README.md "$stage/"
   mkdir -p "$stage/docs"
   cp docs/deploy.md "$stage/docs/"

@@ -27,13 +27,20 @@ echo "build a (the usual GOCACHE)"
 bash "$tmp/src-a/tools/release/build.sh" -o "$tmp/out-a" "$arch" >/dev/null
 echo "build b (an empty GOCACHE, another path)"
 GOCACHE="$tmp/gocache-b" bash "$tmp/src-b/tools/release/build.sh" -o "$tmp/out-b" "$arch" >/dev/null
+# The release binary names its commit (k3 version).
+tar -xzf "$tmp"/out-a/k3-*.tar.gz -C "$tmp/out-a"
+if [ "$arch" = "$(go env GOHOSTARCH)" ]; then
+  "$tmp"/out-a/k3-*/k3 version | tee "$tmp/version.txt"
+  grep -q "^commit:  $rev\$" "$tmp/version.txt" || { echo "k3 version does not print commit $rev" >&2; exit 1; }
+fi
+rm -rf "$tmp"/out-a/k3-*/
 if cmp -s "$tmp/out-a/SHA256SUMS" "$tmp/out-b/SHA256SUMS"; then
   echo "reproducible: $(cat "$tmp/out-a/SHA256SUMS")"
   exit 0
 fi
 echo "NOT reproducible:" >&2
 diff "$tmp/out-a/SHA256SUMS" "$tmp/out-b/SHA256SUMS" >&2 || true
-for n in a b; do tar -xzf "$tmp/out-$n"/*.tar.gz -C "$tmp/out-$n"; done
+for n in a b; do tar -xzf "$tmp/out-$n"/k3-*.tar.gz -C "$tmp/out-$n"; done
 for f in "$tmp"/out-a/k3-*/k3; do
   go version -m "$f" >&2
 done
