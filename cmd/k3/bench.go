@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/k3-inference/k3/core/buildinfo"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/runtime"
@@ -30,6 +31,7 @@ type benchArgs struct {
 	prompt, gen, threads, reps, ubatch *int
 	seed                               *uint64
 	asJSON, noWarmup                   *bool
+	report                             *string
 	stage                              *stageFlags
 	kernels                            *kernelsFlags
 }
@@ -46,6 +48,7 @@ func newBenchFlags(stderr io.Writer) (*benchArgs, func([]string) error) {
 		seed:       fs.Uint64("seed", 1, "seed of the random prompt and decode tokens"),
 		asJSON:     fs.Bool("json", false, "print one JSON record instead of a table"),
 		noWarmup:   fs.Bool("no-warmup", false, "skip the unmeasured warm-up run (a prefill and one decode step)"),
+		report:     fs.String("report", "", "also write PREFIX.md and PREFIX.html: a self-contained report of the machine, the storage (with a one-second read-bandwidth test) and the run, to paste into an issue"),
 		cpuprofile: fs.String("cpuprofile", "", "write a CPU profile of the last repetition's decode steps to this file"),
 	}
 	fs.StringVar(a.path, "model", "", "same as -m")
@@ -71,6 +74,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	rec, err := bench(context.Background(), a, stderr)
 	if err != nil {
 		return err
+	}
+	if *a.report != "" {
+		if err := writeReport(*a.report, rec); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+		fmt.Fprintf(stderr, "k3 bench: wrote %s.md and %s.html\n", *a.report, *a.report)
 	}
 	if *a.asJSON {
 		b, err := json.Marshal(rec)
@@ -106,10 +115,17 @@ func bench(ctx context.Context, a *benchArgs, stderr io.Writer) (*benchRecord, e
 		return nil, err
 	}
 	fmt.Fprintln(stderr, rt.Mode)
+	bi := buildinfo.Get()
 	rec := &benchRecord{
-		Time: time.Now().UTC().Format(time.RFC3339), GoVersion: goruntime.Version(),
+		Time: time.Now().UTC().Format(time.RFC3339), GoVersion: goruntime.Version(), K3Version: bi.Version, K3Revision: bi.ShortRevision(),
 		Prompt: *a.prompt, Gen: *a.gen, Reps: *a.reps, UBatch: *a.ubatch, Threads: rt.Threads, Seed: *a.seed,
 		CPU: hostCPU(), Model: describeModel(rt.File), Mode: newBenchMode(rt, ks.Mode),
+	}
+	if *a.report != "" {
+		// Before the run: the test reads with O_DIRECT where it can, so it
+		// leaves the page cache as it found it.
+		h := measureHost(rt.File.Paths())
+		rec.Host = &h
 	}
 	runErr := runReps(rec, rt, a)
 	if rt.Staged != nil && runErr == nil {
@@ -166,6 +182,9 @@ func runReps(rec *benchRecord, rt *runtime.Runtime, a *benchArgs) error {
 			rec.Decode.Runs = append(rec.Decode.Runs, float64(*a.gen)/dec.Seconds())
 		}
 		acc.decodeTime += dec
+		if n := len(acc.splits); rt.Staged != nil && n > 0 {
+			acc.splits[n-1].Decode = dec.Seconds()
+		}
 	}
 	rec.Prefill.summarize()
 	rec.Decode.summarize()
@@ -261,6 +280,7 @@ type stageAcc struct {
 	decodeTime                time.Duration
 	last                      engine.StageStats
 	predicted, predictedRight uint64
+	splits                    []benchSplit
 }
 
 func (a *stageAcc) add(at [3]engine.StageStats) {
@@ -276,6 +296,8 @@ func (a *stageAcc) add(at [3]engine.StageStats) {
 	a.predicted += at[2].Predicted - at[0].Predicted
 	a.predictedRight += at[2].PredictedRight - at[0].PredictedRight
 	a.last = at[2]
+	a.splits = append(a.splits, benchSplit{Acquire: (at[2].AcquireTime - at[1].AcquireTime).Seconds(),
+		Wait: (dec.WaitTime - pre.WaitTime).Seconds()})
 }
 
 func (a *stageAcc) report(prefillTokens, decodeTokens int) *benchStorage {
@@ -289,6 +311,7 @@ func (a *stageAcc) report(prefillTokens, decodeTokens int) *benchStorage {
 		DecodeWaitShare:      ratio(a.decodeWait.Seconds(), a.decodeTime.Seconds()),
 		DecodeAcquireShare:   ratio(a.decodeAcquire.Seconds(), a.decodeTime.Seconds()),
 		LookaheadPrecision:   ratio(float64(a.predictedRight), float64(a.predicted)),
+		DecodeSplit:          a.splits,
 	}
 	return s
 }

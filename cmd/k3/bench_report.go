@@ -24,12 +24,15 @@ import (
 type benchRecord struct {
 	Time      string `json:"time"`
 	GoVersion string `json:"go_version"`
-	Prompt    int    `json:"prompt_tokens"`
-	Gen       int    `json:"decode_tokens"`
-	Reps      int    `json:"reps"`
-	UBatch    int    `json:"ubatch"`
-	Threads   int    `json:"threads"`
-	Seed      uint64 `json:"seed"`
+	// K3Version and K3Revision name the build (core/buildinfo).
+	K3Version  string `json:"k3_version"`
+	K3Revision string `json:"k3_revision"`
+	Prompt     int    `json:"prompt_tokens"`
+	Gen        int    `json:"decode_tokens"`
+	Reps       int    `json:"reps"`
+	UBatch     int    `json:"ubatch"`
+	Threads    int    `json:"threads"`
+	Seed       uint64 `json:"seed"`
 
 	Prefill benchStat `json:"prefill_tok_s"`
 	Decode  benchStat `json:"decode_tok_s"`
@@ -40,6 +43,7 @@ type benchRecord struct {
 	Mode     benchMode      `json:"mode"`
 	CPU      benchCPU       `json:"cpu"`
 	Model    benchModel     `json:"model"`
+	Host     *benchHost     `json:"host,omitempty"` // with --report
 }
 
 // benchStat is a rate over the repetitions.
@@ -129,6 +133,16 @@ type benchStorage struct {
 	LookaheadPrecision   float64 `json:"lookahead_precision"`
 	ResidentBytes        int64   `json:"resident_bytes"`
 	BudgetBytes          int64   `json:"stager_budget_bytes"`
+	// DecodeSplit is each repetition's decode time and how much of it went
+	// to acquiring experts and, of that, to waiting on storage.
+	DecodeSplit []benchSplit `json:"decode_split,omitempty"`
+}
+
+// benchSplit is one repetition's decode wall time and its parts.
+type benchSplit struct {
+	Decode  float64 `json:"decode_seconds"`
+	Acquire float64 `json:"acquire_seconds"` // waits plus IPC
+	Wait    float64 `json:"wait_seconds"`    // blocked on storage reads
 }
 
 // benchBoundary is what a kernels plugin's boundary cost in the last

@@ -125,3 +125,53 @@ func TestBenchErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchReport: --report writes the Markdown and a self-contained HTML
+// page with the build, the machine, the storage test, the rates and the
+// decode-time chart for a staged run.
+func TestBenchReport(t *testing.T) {
+	t.Setenv("K3_TEST_AS_K3", "1")
+	path, _ := tinyModel(t)
+	prefix := filepath.Join(t.TempDir(), "report")
+	rec := runBenchJSON(t, "-m", path, "-p", "8", "-n", "4", "-r", "2", "-t", "2", "--no-warmup",
+		"--profile", "auto", "--memory-budget", "64M", "--stager", "pread", "--stager-mode", "inprocess",
+		"--kernels", "auto", "--kernels-mode", "inprocess", "--report", prefix)
+	if rec.Host == nil || rec.Host.MemTotal <= 0 || rec.Host.Storage == "" || rec.Host.Device == "" {
+		t.Errorf("host %+v", rec.Host)
+	}
+	if rec.K3Version == "" || rec.K3Revision == "" {
+		t.Errorf("the record does not name the build: %q %q", rec.K3Version, rec.K3Revision)
+	}
+	if s := rec.Storage; s == nil || len(s.DecodeSplit) != 2 {
+		t.Fatalf("storage %+v: want a decode split per repetition", s)
+	}
+	for _, sp := range rec.Storage.DecodeSplit {
+		if sp.Decode <= 0 || sp.Acquire < 0 || sp.Wait < 0 || sp.Acquire > sp.Decode {
+			t.Errorf("split %+v", sp)
+		}
+	}
+	md, err := os.ReadFile(prefix + ".md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(prefix + ".html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"read bandwidth", "decode wait share", "expert cache hit rate", "bytes read per token", "peak RSS", "rep  2 |", rec.K3Version} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	for _, want := range []string{"<svg", "waiting on storage", "repetition 2", "storage-bound decode rate", "</html>"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	// Self-contained: nothing to fetch (the SVG namespace is a name, not a fetch).
+	for _, ref := range []string{"src=", "href=", "<link", "@import", "url("} {
+		if strings.Contains(string(page), ref) {
+			t.Errorf("HTML refers to something outside itself: %q", ref)
+		}
+	}
+}

@@ -34,6 +34,9 @@ type Mode struct {
 	// itself (engine.Kernels.Name: plugin, CPU level, process or
 	// inprocess).
 	Kernels string
+	// Version and Revision are the binary's (core/buildinfo), so a logged
+	// or recorded mode line names the build that ran.
+	Version, Revision string
 }
 
 // String is the mode line. The kernels come last: their name has spaces.
@@ -55,6 +58,9 @@ func (m Mode) String() string {
 	}
 	if m.StagerSays != "" {
 		fmt.Fprintf(&b, " stager-mode=%q", m.StagerSays)
+	}
+	if m.Version != "" {
+		fmt.Fprintf(&b, " version=%s revision=%s", m.Version, m.Revision)
 	}
 	fmt.Fprintf(&b, " kernels=%s", m.Kernels)
 	return b.String()

@@ -13,6 +13,7 @@ import (
 	goruntime "runtime"
 	"sync"
 
+	"github.com/k3-inference/k3/core/buildinfo"
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
@@ -216,7 +217,9 @@ func OpenFile(ctx context.Context, f *gguf.File, prof *config.Profile, o Options
 
 // mode describes r for the mode line.
 func (r *Runtime) mode() Mode {
-	m := Mode{Profile: "none", Stager: "none", DirectIO: "off", Threads: r.Threads, Kernels: r.Kernels.Name()}
+	bi := buildinfo.Get()
+	m := Mode{Profile: "none", Stager: "none", DirectIO: "off", Threads: r.Threads, Kernels: r.Kernels.Name(),
+		Version: bi.Version, Revision: bi.ShortRevision()}
 	if r.Profile != nil {
 		m.Profile = r.Profile.Name
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3-inference/k3/core/buildinfo"
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
@@ -164,7 +165,8 @@ func TestOpenStaged(t *testing.T) {
 			}
 			line := rt.Mode.String()
 			for _, w := range []string{"k3: profile=rt ", " stager=rttest(" + mode + ") ", " budget=64.0MiB ", " threads=2 ",
-				" state-reserve=" + config.Size(state).String() + " ", ` stager-mode="shards"`, " kernels=rttest " + mode} {
+				" state-reserve=" + config.Size(state).String() + " ", ` stager-mode="shards"`,
+				" version=" + buildinfo.Get().Version + " revision=" + buildinfo.Get().ShortRevision() + " kernels=rttest " + mode} {
 				if !strings.Contains(line, w) {
 					t.Errorf("mode line lacks %q: %s", w, line)
 				}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/k3-inference/k3/core/buildinfo"
 	"github.com/labstack/echo/v4"
 )
 
@@ -103,6 +104,9 @@ func (s *Server) serveMetrics(c echo.Context) error {
 			return nil // the client left; nothing to report to it
 		}
 	}
+	bi := buildinfo.Get()
+	fmt.Fprintf(w, "# HELP k3_build_info The running build (core/buildinfo); always 1.\n# TYPE k3_build_info gauge\n"+
+		"k3_build_info{version=%q,revision=%q,go=%q} 1\n", bi.Version, bi.ShortRevision(), bi.Go)
 	return nil
 }
 
