@@ -173,7 +173,7 @@ func loadModel(ctx context.Context, f *gguf.File, prof *config.Profile, o model.
 		st.Close()
 		return nil, fmt.Errorf("model: %s: %w", f.Path(), err)
 	}
-	fmt.Fprintf(stderr, "%s %s stager-mode=%q\n", prof.ModeLine(o.Threads), budgetFields(st.Budget()), st.Mode())
+	fmt.Fprintf(stderr, "%s %s stager-options=%s stager-mode=%q\n", prof.ModeLine(o.Threads), budgetFields(st.Budget()), plugin.FormatOptions(st.Options()), st.Mode())
 	return &loadedModel{Model: m, staged: st}, nil
 }
 
@@ -219,20 +219,12 @@ func stageOptions(prof *config.Profile, seqLen int, state int64) engine.StageOpt
 		// prefetch_depth 0 turns the guesses off like lookahead false.
 		Lookahead:      s.Lookahead && s.PrefetchDepth > 0,
 		LookaheadDepth: s.PrefetchDepth,
-		Options: map[string]string{
-			"direct_io":      s.DirectIO,
-			"io_workers":     strconv.Itoa(s.IOWorkers),
-			"cache_policy":   s.CachePolicy,
-			"prefetch_depth": strconv.Itoa(s.PrefetchDepth),
-		},
 	}
+	so.Options, so.Implied = prof.StagerOptions()
 	if s.Path != "" {
 		so.Launch.Name = s.Name
 	} else {
 		so.Footprint = stagerFootprints[s.Name]
-	}
-	if s.Name == "mmap" && prof.Memory.Mlock {
-		so.Options["mlock"] = "true"
 	}
 	return so
 }

@@ -26,6 +26,10 @@ type shardStager struct {
 	acquires int
 }
 
+func (s *shardStager) Describe(context.Context) (*plugin.StagerInfo, error) {
+	return &plugin.StagerInfo{Name: "shards"}, nil
+}
+
 func (s *shardStager) Open(_ context.Context, req *plugin.OpenRequest) (*plugin.OpenResponse, error) {
 	s.req = req
 	resp := &plugin.OpenResponse{Mode: "shards"}

@@ -26,6 +26,8 @@ type KernelsInfo struct {
 	// Name is for the mode line, e.g. "avx512 (vnni)".
 	Name string
 	Ops  []OpSupport
+	// Options are the kernels' options, as for StagerInfo.Options.
+	Options []OptionSpec
 }
 
 // OpSupport says an op is implemented for the listed weight types (empty:

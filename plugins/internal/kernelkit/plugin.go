@@ -64,6 +64,8 @@ func (p *Plugin) Describe(ctx context.Context) (*plugin.KernelsInfo, error) {
 	return &plugin.KernelsInfo{
 		Name: strings.TrimPrefix(p.kit.name, "kernels") + " (" + p.kit.Level() + ")",
 		Ops:  []plugin.OpSupport{{Op: OpMatMul, Types: Types()}},
+		Options: []plugin.OptionSpec{{Name: "float", Type: plugin.OptionString, Default: "exact", Values: []string{"exact", "fast"},
+			Doc: "F32/F16/BF16 products: exact (the reference bit for bit) or fast (float32 sums flushed to float64 every 64 elements)"}},
 	}, nil
 }
 
