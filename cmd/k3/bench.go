@@ -7,14 +7,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"runtime"
+	goruntime "runtime"
 	"runtime/pprof"
 	"time"
 
-	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
-	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/runtime"
 )
 
 func init() {
@@ -92,23 +91,6 @@ func bench(ctx context.Context, a *benchArgs, stderr io.Writer) (*benchRecord, e
 	if err != nil {
 		return nil, err
 	}
-	f, err := gguf.Open(*a.path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	threads := *a.threads
-	if threads == 0 && prof != nil {
-		threads = prof.Threads
-	}
-	if threads <= 0 {
-		threads = runtime.NumCPU()
-	}
-	rec := &benchRecord{
-		Time: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
-		Prompt: *a.prompt, Gen: *a.gen, Reps: *a.reps, UBatch: *a.ubatch, Threads: threads, Seed: *a.seed,
-		CPU: hostCPU(), Model: describeModel(f),
-	}
 	if prof == nil && *a.kernels.name == "" && *a.kernels.path == "" {
 		// A benchmark measures what k3 can do: the best kernels this CPU
 		// has, in this process, unless flags or a profile say otherwise.
@@ -117,24 +99,25 @@ func bench(ctx context.Context, a *benchArgs, stderr io.Writer) (*benchRecord, e
 			*a.kernels.mode = "inprocess"
 		}
 	}
-	kb, err := a.kernels.open(ctx, prof, stderr)
+	ks := a.kernels.settings(prof)
+	o := runtime.Options{Threads: *a.threads, Context: *a.prompt + *a.gen, UBatch: *a.ubatch, Kernels: ks}
+	rt, err := runtime.Open(ctx, *a.path, prof, runtimeOptions(o, stderr))
 	if err != nil {
 		return nil, err
 	}
-	lm, err := loadModel(ctx, f, prof, model.Options{Threads: threads, Backend: kb}, *a.prompt+*a.gen, stderr)
-	if err != nil {
-		kb.Close()
-		return nil, err
+	fmt.Fprintln(stderr, rt.Mode)
+	rec := &benchRecord{
+		Time: time.Now().UTC().Format(time.RFC3339), GoVersion: goruntime.Version(),
+		Prompt: *a.prompt, Gen: *a.gen, Reps: *a.reps, UBatch: *a.ubatch, Threads: rt.Threads, Seed: *a.seed,
+		CPU: hostCPU(), Model: describeModel(rt.File), Mode: newBenchMode(rt, ks.Mode),
 	}
-	rec.Mode = newBenchMode(prof, a.kernels.settings(prof), kb.Name(), threads)
-	runErr := runReps(rec, lm, kb, a)
-	if lm.staged != nil && runErr == nil {
-		if st, err := lm.staged.Stats(); err == nil {
+	runErr := runReps(rec, rt, a)
+	if rt.Staged != nil && runErr == nil {
+		if st, err := rt.Staged.Stats(); err == nil {
 			rec.Mode.DirectIO = st.DirectIO
 		}
 	}
-	lm.Close()
-	kb.Close()
+	rt.Close()
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -144,8 +127,9 @@ func bench(ctx context.Context, a *benchArgs, stderr io.Writer) (*benchRecord, e
 
 // runReps runs the warm-up and the measured repetitions and fills in the
 // rates and the stager's and kernels boundary's numbers.
-func runReps(rec *benchRecord, lm *loadedModel, kb engine.Kernels, a *benchArgs) error {
+func runReps(rec *benchRecord, rt *runtime.Runtime, a *benchArgs) error {
 	rng := rand.New(rand.NewPCG(*a.seed, 0x6b3))
+	lm, kb := rt.Model, rt.Kernels
 	vocab := lm.Params().Vocab
 	tokens := func(n int) []int32 {
 		t := make([]int32, n)
@@ -163,8 +147,8 @@ func runReps(rec *benchRecord, lm *loadedModel, kb engine.Kernels, a *benchArgs)
 	var last *phaseHook
 	for i := range *a.reps {
 		var hook *phaseHook
-		if lm.staged != nil || i == *a.reps-1 {
-			hook = &phaseHook{staged: lm.staged, acc: &acc, kernels: kb}
+		if rt.Staged != nil || i == *a.reps-1 {
+			hook = &phaseHook{staged: rt.Staged, acc: &acc, kernels: kb}
 			if i == *a.reps-1 {
 				hook.profile = *a.cpuprofile
 				last = hook
@@ -185,7 +169,7 @@ func runReps(rec *benchRecord, lm *loadedModel, kb engine.Kernels, a *benchArgs)
 	}
 	rec.Prefill.summarize()
 	rec.Decode.summarize()
-	if lm.staged != nil {
+	if rt.Staged != nil {
 		rec.Storage = acc.report(*a.prompt**a.reps, *a.gen**a.reps)
 	}
 	rec.Boundary = newBoundary(last.kat[2], last.kat[1], *a.gen)
@@ -241,13 +225,13 @@ func (h *phaseHook) mark(phase int) {
 
 // benchRun evaluates prompt on a fresh sequence in ubatches, then feeds
 // each of gen as a decode step, and returns both phases' wall times.
-func benchRun(lm *loadedModel, prompt, gen []int32, ubatch int, hook *phaseHook) (prefill, decode time.Duration, err error) {
+func benchRun(lm model.Model, prompt, gen []int32, ubatch int, hook *phaseHook) (prefill, decode time.Duration, err error) {
 	mark := func(p int) {
 		if hook != nil {
 			hook.mark(p)
 		}
 	}
-	r := engine.NewRunner(lm.Model, engine.Batch, ubatch)
+	r := engine.NewRunner(lm, engine.Batch, ubatch)
 	r.SetContext(len(prompt) + len(gen))
 	mark(0)
 	start := time.Now()
@@ -316,16 +300,10 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// newBenchMode is the mode line's fields; without a profile the weights
-// are mapped from the file with no budget.
-func newBenchMode(prof *config.Profile, k config.Kernels, kernels string, threads int) benchMode {
-	m := benchMode{Profile: "none", Stager: "none", Kernels: kernels, KernelsMode: k.Mode, Threads: threads}
-	if prof != nil {
-		m.Profile, m.Stager, m.StagerMode = prof.Name, prof.Stager.Name, prof.Stager.Mode
-		m.Budget = int64(prof.Memory.Budget)
-		m.Line = prof.ModeLine(threads)
-	} else {
-		m.Line = fmt.Sprintf("k3: profile=none stager=none kernels=%s budget=unlimited direct-io=off lookahead=0 threads=%d", kernels, threads)
-	}
-	return m
+// newBenchMode is the mode line's fields; kernelsMode is how the kernels
+// were asked to run.
+func newBenchMode(rt *runtime.Runtime, kernelsMode string) benchMode {
+	m := rt.Mode
+	return benchMode{Line: m.String(), Profile: m.Profile, Stager: m.Stager, StagerMode: m.StagerMode,
+		Kernels: rt.Kernels.Name(), KernelsMode: kernelsMode, Budget: int64(m.Budget), Threads: m.Threads}
 }

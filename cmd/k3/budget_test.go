@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
+	"github.com/k3-inference/k3/core/runtime"
 )
 
 // budgetEval runs k3 eval on path through stager at a memory budget and
@@ -32,13 +32,9 @@ func minBudget(t *testing.T, path, stager string, seqLen int) int64 {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	state, err := stateReserve(f, seqLen)
-	if err != nil {
-		t.Fatal(err)
-	}
 	prof := config.Defaults()
 	prof.Stager.Name = stager
-	b, err := engine.PlanBudget(f, stageOptions(&prof, seqLen, state))
+	b, err := runtime.Plan(f, &prof, runtime.Options{Context: seqLen, Footprints: stagerFootprints})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,32 +110,6 @@ func TestBudgetClamped(t *testing.T) {
 		}
 		if !tc.ok && !strings.Contains(stderr, "cannot run one step") {
 			t.Errorf("available %d: no refusal:\n%s", tc.avail, stderr)
-		}
-	}
-}
-
-// TestShippedProfileClamped (issue 23): nvme-64g's 55 GiB on a 24 GiB box
-// comes down to what the box has free, with a warning that says both.
-func TestShippedProfileClamped(t *testing.T) {
-	prof, err := config.Load(config.Options{Profile: filepath.Join("..", "..", "configs", "nvme-64g.yaml"), Environ: []string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { machine = config.Detect })
-	machine = func(string) config.Machine {
-		return config.Machine{MemTotal: 24 << 30, MemAvailable: 20 << 30, Self: 64 << 20}
-	}
-	var stderr bytes.Buffer
-	got, err := fitBudget(prof, "model.gguf", &stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := config.Size(20<<30 + 64<<20); got.Memory.Budget != want || prof.Memory.Budget != 55<<30 {
-		t.Errorf("budget %v (profile's now %v), want %v (and the profile's 55GiB untouched)", got.Memory.Budget, prof.Memory.Budget, want)
-	}
-	for _, w := range []string{"55.0GiB", "20.1GiB", "MemTotal 24.0GiB"} {
-		if !strings.Contains(stderr.String(), w) {
-			t.Errorf("warning lacks %q: %s", w, stderr.String())
 		}
 	}
 }

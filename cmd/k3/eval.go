@@ -13,9 +13,7 @@ import (
 	"time"
 
 	"github.com/k3-inference/k3/core/engine"
-	"github.com/k3-inference/k3/core/gguf"
-	"github.com/k3-inference/k3/core/model"
-	_ "github.com/k3-inference/k3/core/model/kimik3"
+	"github.com/k3-inference/k3/core/runtime"
 )
 
 func init() {
@@ -111,28 +109,14 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f, err := gguf.Open(*path)
+	o := runtime.Options{Threads: *threads, Context: len(toks) + *n, UBatch: *ubatch, Kernels: kf.settings(prof)}
+	rt, err := runtime.Open(context.Background(), *path, prof, runtimeOptions(o, stderr))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if prof != nil && *threads == 0 {
-		*threads = prof.Threads
-	}
-	kb, err := kf.open(context.Background(), prof, stderr)
-	if err != nil {
-		return err
-	}
-	defer kb.Close()
-	lm, err := loadModel(context.Background(), f, prof, model.Options{Threads: *threads, Backend: kb}, len(toks)+*n, stderr)
-	if err != nil {
-		return err
-	}
-	defer lm.Close()
-	if pk, ok := kb.(*engine.PluginKernels); ok && lm.staged != nil {
-		pk.Follow(lm.staged)
-	}
-	m := lm.Model
+	defer rt.Close()
+	fmt.Fprintln(stderr, rt.Mode)
+	m, kb := rt.Model, rt.Kernels
 	r := engine.NewRunner(m, md, *ubatch)
 	r.SetContext(len(toks) + *n)
 	v := m.Params().Vocab
@@ -158,8 +142,8 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	var atDecode engine.StageStats
-	if lm.staged != nil {
-		if atDecode, err = lm.staged.Stats(); err != nil {
+	if rt.Staged != nil {
+		if atDecode, err = rt.Staged.Stats(); err != nil {
 			return err
 		}
 	}
@@ -185,8 +169,8 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if rep := kernelsReport(kb, atDecodeK, decoded); rep != nil {
 		slog.Info("eval decode boundary", rep...)
 	}
-	if lm.staged != nil {
-		end, err := lm.staged.Stats()
+	if rt.Staged != nil {
+		end, err := rt.Staged.Stats()
 		if err != nil {
 			return err
 		}

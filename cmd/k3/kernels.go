@@ -1,11 +1,7 @@
 package main
 
 import (
-	"context"
 	"flag"
-	"fmt"
-	"io"
-	"log/slog"
 	"time"
 
 	"github.com/k3-inference/k3/core/config"
@@ -50,23 +46,6 @@ func (kf *kernelsFlags) settings(prof *config.Profile) config.Kernels {
 		k.Float = *kf.float
 	}
 	return k
-}
-
-// open starts the backend and prints what it is.
-func (kf *kernelsFlags) open(ctx context.Context, prof *config.Profile, stderr io.Writer) (engine.Kernels, error) {
-	k := kf.settings(prof)
-	if k.Mode != "process" && k.Mode != "inprocess" {
-		return nil, fmt.Errorf("--kernels-mode: %q is not process or inprocess", k.Mode)
-	}
-	if prof != nil {
-		prof.Kernels = k // so the profile's mode line says what runs
-	}
-	b, err := engine.OpenKernels(ctx, k, engine.KernelsOptions{Env: kernelsEnv, Logger: slog.Default()})
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(stderr, "k3: kernels=%s\n", b.Name())
-	return b, nil
 }
 
 // kernelsStats are b's boundary counters (zero for the reference).

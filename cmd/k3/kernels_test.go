@@ -280,7 +280,7 @@ func TestEvalKernelsFlag(t *testing.T) {
 			if code := runMain(args, &out, &errs); code != 0 {
 				t.Fatalf("%v: exit %d: %s", args, code, errs.String())
 			}
-			if !strings.Contains(errs.String(), "k3: kernels="+name) {
+			if !strings.Contains(errs.String(), " kernels="+name) {
 				t.Errorf("%s/%s: no kernels mode line in %q", name, mode, errs.String())
 			}
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")

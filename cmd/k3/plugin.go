@@ -5,12 +5,18 @@ import (
 	"io"
 	"strings"
 
+	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/plugin"
 	kernelsavx2 "github.com/k3-inference/k3/plugins/kernels-avx2"
 	kernelsavx512 "github.com/k3-inference/k3/plugins/kernels-avx512"
 	stagingmmap "github.com/k3-inference/k3/plugins/staging-mmap"
 	stagingpread "github.com/k3-inference/k3/plugins/staging-pread"
 )
+
+// stagerFootprints are the built-in stagers' own sizing, by profile
+// stager name (runtime.Options.Footprints): the budget check and the
+// grouping of a step's experts use the arithmetic the stager will.
+var stagerFootprints = map[string]engine.Footprint{"pread": stagingpread.Footprint, "mmap": stagingmmap.Footprint}
 
 // The built-in plugins travel inside the k3 binary; the host starts them by
 // re-executing it as `k3 plugin NAME`, so a release is one file.

@@ -10,16 +10,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 
 	"github.com/k3-inference/k3/core/chat"
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
-	_ "github.com/k3-inference/k3/core/model/kimik3"
+	"github.com/k3-inference/k3/core/runtime"
 	"github.com/k3-inference/k3/core/sample"
-	"github.com/k3-inference/k3/core/tokenizer"
 )
 
 func init() {
@@ -139,7 +137,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 type session struct {
 	o      runOptions
 	f      *gguf.File
-	rt     *runtimeModel // the model on the profile's stager and kernels
+	rt     *runtime.Runtime // the model on the profile's stager and kernels
 	eng    *engine.Engine
 	tmpl   *chat.Template
 	stdout io.Writer
@@ -148,11 +146,6 @@ type session struct {
 }
 
 func openSession(o runOptions, prof *config.Profile, stdout, stderr io.Writer) (*session, error) {
-	threads := prof.Threads
-	if threads <= 0 {
-		threads = runtime.NumCPU()
-	}
-	fmt.Fprintln(stderr, prof.ModeLine(threads))
 	f, err := gguf.Open(o.path)
 	if err != nil {
 		return nil, err
@@ -169,22 +162,20 @@ func openSession(o runOptions, prof *config.Profile, stdout, stderr io.Writer) (
 			return nil, fmt.Errorf("%s: tokenizer.chat_template: %w", o.path, err)
 		}
 	}
-	s.rt, err = openRuntime(context.Background(), f, prof, threads, o.mapped, stderr)
+	s.rt, err = runtime.OpenFile(context.Background(), f, prof, runtimeOptions(runtime.Options{Mapped: o.mapped}, stderr))
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	tok, err := tokenizer.FromGGUF(f)
-	if err == nil {
-		s.eng, err = engine.New(s.rt, tok, engine.Options{Threads: threads, Context: prof.Context, UBatch: prof.UBatch})
-	}
-	if err != nil {
+	fmt.Fprintln(stderr, s.rt.Mode)
+	if s.eng, err = s.rt.Engine(engine.Options{}); err != nil {
 		s.close()
 		return nil, err
 	}
 	return s, nil
 }
 
+// close stops the runtime, then closes the file.
 func (s *session) close() {
 	if s.rt != nil {
 		s.rt.Close()

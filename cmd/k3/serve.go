@@ -10,17 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/k3-inference/k3/core/config"
-	"github.com/k3-inference/k3/core/engine"
-	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/runtime"
 	"github.com/k3-inference/k3/core/server"
 	"github.com/k3-inference/k3/core/server/local"
 	"github.com/k3-inference/k3/core/synth"
-	"github.com/k3-inference/k3/core/tokenizer"
 )
 
 func init() {
@@ -133,10 +130,6 @@ func setFlags(fs *flag.FlagSet, values map[string]*string) (map[string]any, erro
 }
 
 func serve(path string, prof *config.Profile, a *serveArgs, stderr io.Writer) error {
-	threads := prof.Threads
-	if threads <= 0 {
-		threads = runtime.NumCPU()
-	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opts := server.OptionsFromConfig(prof.Server)
 	opts.MaxQueue, opts.Logger, opts.RequestLog = *a.maxQueue, log, stderr
@@ -153,14 +146,14 @@ func serve(path string, prof *config.Profile, a *serveArgs, stderr io.Writer) er
 
 	// The port answers at once (/health says 503) while the model loads.
 	type loaded struct {
-		closer io.Closer
-		err    error
+		be  *local.Backend
+		err error
 	}
 	loadc := make(chan loaded, 1)
 	go func() {
 		start := time.Now()
 		log.Info("loading model", "path", path)
-		be, c, err := openBackend(ctx, path, prof, threads, *a.mapped, stderr)
+		be, err := openBackend(ctx, path, prof, *a.mapped, stderr)
 		if err != nil {
 			stop(err)
 		} else {
@@ -169,15 +162,15 @@ func serve(path string, prof *config.Profile, a *serveArgs, stderr io.Writer) er
 				"params", info.Params, "bytes", info.Size, "load_seconds", time.Since(start).Seconds())
 			srv.SetBackend(be)
 		}
-		loadc <- loaded{c, err}
+		loadc <- loaded{be, err}
 	}()
 	err = srv.Serve(ctx, ln)
 	// Serve has drained: no request runs and none will reach the engine, so
-	// its backends stop now, in order (openBackend's closer): the stager,
-	// the kernels, the model file. Each plugin's shared memory goes with it.
+	// its runtime stops now, in order (runtime.Close): the stager, the
+	// kernels, the model file. Each plugin's shared memory goes with it.
 	l := <-loadc // a load still under way sees ctx cancelled
-	if l.closer != nil {
-		if cerr := l.closer.Close(); cerr != nil {
+	if l.be != nil {
+		if cerr := l.be.Close(); cerr != nil {
 			log.Warn("closing the model", "err", cerr)
 		}
 	}
@@ -217,65 +210,20 @@ func handleSignals(ctx context.Context, done <-chan struct{}, stop context.Cance
 
 // openBackend loads the model through the profile's stager, within its
 // memory budget (or, with mapped, on a plain mapping of the file), and
-// wraps it in an engine for the server. It prints the mode line.
-func openBackend(ctx context.Context, path string, prof *config.Profile, threads int, mapped bool, stderr io.Writer) (*local.Backend, io.Closer, error) {
-	f, err := gguf.Open(path)
+// wraps it in an engine for the server. It prints the mode line. The
+// backend's Close stops the runtime: the stager, the kernels, the file.
+func openBackend(ctx context.Context, path string, prof *config.Profile, mapped bool, stderr io.Writer) (*local.Backend, error) {
+	rt, err := runtime.Open(ctx, path, prof, runtimeOptions(runtime.Options{Mapped: mapped}, stderr))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	lm, err := openRuntime(ctx, f, prof, threads, mapped, stderr)
+	fmt.Fprintln(stderr, rt.Mode)
+	be, err := local.FromRuntime(rt, local.Options{ID: prof.Server.Alias})
 	if err != nil {
-		f.Close()
-		return nil, nil, err
+		rt.Close()
+		return nil, err
 	}
-	closeAll := closers{lm, f}
-	tok, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		closeAll.Close()
-		return nil, nil, err
-	}
-	ctxLen := prof.Context
-	if ctxLen <= 0 {
-		ctxLen = int(f.Uint("context_length", 0))
-	}
-	eng, err := engine.New(lm, tok, engine.Options{Context: ctxLen, UBatch: prof.UBatch})
-	if err != nil {
-		closeAll.Close()
-		return nil, nil, err
-	}
-	o := local.Options{ID: prof.Server.Alias, Budget: int64(prof.Memory.Budget), Health: lm.Health}
-	if lm.staged != nil {
-		o.Stats = stagedStats(lm.staged)
-	}
-	be, err := local.New(eng, f, o)
-	if err != nil {
-		closeAll.Close()
-		return nil, nil, err
-	}
-	return be, closeAll, nil
-}
-
-// stagedStats reports a stager's counters to /metrics and the page.
-func stagedStats(st *engine.Staged) func() server.EngineStats {
-	return func() server.EngineStats {
-		s, err := st.Stats()
-		if err != nil {
-			return server.EngineStats{}
-		}
-		return server.EngineStats{CacheHits: int64(s.Hits), CacheMisses: int64(s.Misses), BytesRead: s.BytesRead,
-			StorageWaitSeconds: s.WaitTime.Seconds(), ResidentBytes: s.ResidentBytes, BudgetBytes: s.BudgetBytes}
-	}
-}
-
-// closers closes its members in order.
-type closers []io.Closer
-
-func (cs closers) Close() error {
-	var errs []error
-	for _, c := range cs {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
+	return be, nil
 }
 
 // demoModel writes the tiny synthetic checkpoint into the user's cache

@@ -50,18 +50,17 @@ func recoversFromFailedRestart(t *testing.T, stager string) {
 		t.Fatal(err)
 	}
 	prof, err := config.Load(config.Options{Profile: "auto", ModelPath: path, Flags: map[string]any{
-		"memory.budget": "6M", "context": 1024, "stager.name": stager, "stager.mode": "process"}})
+		"memory.budget": "6M", "context": 1024, "threads": 2, "stager.name": stager, "stager.mode": "process"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	be, closer, err := openBackend(ctx, path, prof, 2, false, io.Discard)
+	be, err := openBackend(ctx, path, prof, false, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closer.Close()
-	rm := closer.(closers)[0].(*runtimeModel)
-	sup := rm.staged.Supervisor()
+	defer be.Close()
+	sup := be.Runtime().Staged.Supervisor()
 	srv := server.New(server.Options{Logger: slog.New(slog.DiscardHandler)}, be)
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()

@@ -19,6 +19,7 @@ import (
 	"github.com/k3-inference/k3/core/model/kimik3"
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
+	"github.com/k3-inference/k3/core/runtime"
 	"github.com/k3-inference/k3/core/synth"
 	stagingmmap "github.com/k3-inference/k3/plugins/staging-mmap"
 	stagingpread "github.com/k3-inference/k3/plugins/staging-pread"
@@ -372,11 +373,7 @@ func TestStageBudgetReservesState(t *testing.T) {
 	prof.Memory.Budget = config.Size(1 << 30)
 	budget := func(ctx int) int64 {
 		t.Helper()
-		state, err := stateReserve(f, ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := engine.PlanBudget(f, stageOptions(&prof, ctx, state))
+		b, err := runtime.Plan(f, &prof, runtime.Options{Context: ctx, Footprints: stagerFootprints})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,11 +386,7 @@ func TestStageBudgetReservesState(t *testing.T) {
 	if got, want := int64(1<<30)-small, int64(128<<20)+2*fixed+1024*perToken; got != want { // 128 MiB: the floor of the rest
 		t.Errorf("reserve %d at context 1000, want %d", got, want)
 	}
-	state, err := stateReserve(f, 1<<24)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := engine.PlanBudget(f, stageOptions(&prof, 1<<24, state))
+	b, err := runtime.Plan(f, &prof, runtime.Options{Context: 1 << 24, Footprints: stagerFootprints})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/plugin"
-	"github.com/k3-inference/k3/core/plugin/ggufreq"
 )
 
 // Footprint is the budget a stager needs to keep a model's always-needed
@@ -171,7 +170,7 @@ func (e *BudgetError) reason(left string) string {
 // (PageFootprint when it has none). Without a budget the stager gets room
 // for every expert.
 func PlanBudget(f *gguf.File, o StageOptions) (Budget, error) {
-	req, err := ggufreq.OpenRequest(f)
+	req, err := o.openRequest(f)
 	if err != nil {
 		return Budget{}, err
 	}

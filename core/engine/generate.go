@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/sample"
 	"github.com/k3-inference/k3/core/tokenizer"
@@ -17,9 +16,8 @@ import (
 
 // Options are the run-time settings of an Engine.
 type Options struct {
-	Threads int // compute threads for Load; <= 0: one per CPU
 	// Context is the most tokens the sequence may hold (prompt and
-	// generated); <= 0 takes the file's training context (Load only).
+	// generated).
 	Context int
 	Mode    Mode // how prompts are fed (Batch by default)
 	UBatch  int  // prompt tokens per forward call; <= 0: DefaultUBatch
@@ -58,27 +56,6 @@ func New(m model.Model, tok *tokenizer.Tokenizer, o Options) (*Engine, error) {
 		o.Snapshots = 1
 	}
 	return &Engine{m: m, tok: tok, ctxLen: o.Context, o: o}, nil
-}
-
-// Load builds the model and tokenizer of an open GGUF file. The model's
-// architecture must be registered (import its package, e.g.
-// core/model/kimik3).
-func Load(f *gguf.File, o Options) (*Engine, error) {
-	tok, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %s: %w", f.Path(), err)
-	}
-	m, err := model.Load(f, model.Options{Threads: o.Threads})
-	if err != nil {
-		return nil, err
-	}
-	if o.Context <= 0 {
-		o.Context = int(f.Uint("context_length", 0))
-	}
-	if o.Context <= 0 {
-		return nil, fmt.Errorf("engine: %s: no context_length in the file; set one", f.Path())
-	}
-	return New(m, tok, o)
 }
 
 // Model is the engine's model.

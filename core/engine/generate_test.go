@@ -13,6 +13,7 @@ import (
 
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/model"
 	_ "github.com/k3-inference/k3/core/model/kimik3"
 	"github.com/k3-inference/k3/core/sample"
 	"github.com/k3-inference/k3/core/synth"
@@ -44,13 +45,18 @@ func newEngine(t *testing.T, o engine.Options) *engine.Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	if o.Threads == 0 {
-		o.Threads = 1
-	}
 	if o.Context == 0 {
 		o.Context = 256
 	}
-	e, err := engine.Load(f, o)
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(f, model.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(m, tok, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,9 @@ type StageOptions struct {
 	// UBatch is the most tokens one forward call runs (<= 0:
 	// DefaultUBatch); it bounds the experts one step chooses.
 	UBatch int
+	// Experts says which tensors are routed experts (the architecture's
+	// model.Arch.Experts); nil: llama.cpp's naming, model.LlamaExperts.
+	Experts func(name string, shape []int64) bool
 	// Options are the stager options the profile sets: each must be one
 	// the stager declares (plugin.StagerInfo.Options), or OpenStaged
 	// refuses it before any other work, naming the stager and the key.
@@ -89,7 +92,7 @@ const residentStep = 1
 // stager o names, opens f's shards in it and pins the always-needed
 // tensors.
 func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, error) {
-	req, err := ggufreq.OpenRequest(f)
+	req, err := o.openRequest(f)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +138,15 @@ func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, err
 	}
 	s.restarts = 0
 	return s, nil
+}
+
+// openRequest describes f to a stager, its routed experts as o.Experts
+// says.
+func (o StageOptions) openRequest(f *gguf.File) (*plugin.OpenRequest, error) {
+	if o.Experts == nil {
+		return ggufreq.OpenRequest(f)
+	}
+	return ggufreq.OpenRequestWith(f, o.Experts)
 }
 
 // dropCached asks the kernel to drop the shards' cached pages. Parsing

@@ -82,7 +82,11 @@ func TestBind(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	Register("test-arch", func(Config, Weights, Options) (Model, error) { return nil, nil })
+	newNil := func(Config, Weights, Options) (Model, error) { return nil, nil }
+	Register(Arch{Name: "test-arch", New: newNil})
+	if a, ok := Lookup("test-arch"); !ok || a.Staged() {
+		t.Errorf("Lookup: %+v %v; an architecture without Experts does not stage", a, ok)
+	}
 	found := false
 	for _, a := range Architectures() {
 		found = found || a == "test-arch"
@@ -95,5 +99,22 @@ func TestRegistry(t *testing.T) {
 			t.Error("duplicate registration did not panic")
 		}
 	}()
-	Register("test-arch", nil)
+	Register(Arch{Name: "test-arch", New: newNil})
+}
+
+func TestLlamaExperts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shape []int64
+		want  bool
+	}{
+		{"blk.3.ffn_up_exps.weight", []int64{8, 3, 4}, true},
+		{"blk.3.ffn_down_shexp.weight", []int64{8, 3}, false},
+		{"blk.3.ffn_up_exps.weight", []int64{8}, false},
+		{"output.ffn_up_exps.weight", []int64{8, 3, 4}, false},
+	} {
+		if got := LlamaExperts(tc.name, tc.shape); got != tc.want {
+			t.Errorf("LlamaExperts(%q, %v) = %v", tc.name, tc.shape, got)
+		}
+	}
 }

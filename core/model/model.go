@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/k3-inference/k3/core/gguf"
@@ -94,20 +95,61 @@ type Options struct {
 // New builds an architecture's model from a file's metadata and weights.
 type New func(c Config, w Weights, o Options) (Model, error)
 
+// Arch is what the runtime needs to know of an architecture to run it:
+// how to build its model, how much memory a sequence takes, and which of
+// its tensors a stager streams.
+type Arch struct {
+	// Name is the file's general.architecture.
+	Name string
+	New  New
+	// StateSize is what one sequence holds, read from the file without
+	// loading the model: fixed bytes (copied again by each prefix
+	// snapshot) and bytes per cached position. nil: nothing is reserved
+	// for the state beside the weights.
+	StateSize func(c Config, w Weights) (fixed, perToken int64, err error)
+	// Experts says which tensors hold routed experts, one slice per expert
+	// along the last dimension, that a stager serves as the router picks
+	// them (usually LlamaExperts). nil: the architecture runs only on a
+	// plain mapping of the file. With it, New must accept weights that
+	// are a moe.ExpertSource and read those tensors through it.
+	Experts func(name string, shape []int64) bool
+}
+
+// Staged reports whether the architecture can run through a stager.
+func (a Arch) Staged() bool { return a.Experts != nil }
+
+// LlamaExperts is llama.cpp's naming of routed experts: a tensor of two
+// or more dimensions named blk.N.*_exps.* (e.g. blk.3.ffn_up_exps.weight).
+func LlamaExperts(name string, shape []int64) bool {
+	return strings.HasPrefix(name, "blk.") && strings.Contains(name, "_exps.") && len(shape) >= 2
+}
+
 var (
 	regMu    sync.RWMutex
-	registry = map[string]New{}
+	registry = map[string]Arch{}
 )
 
 // Register makes an architecture available under its general.architecture
-// name; architectures call it from init.
-func Register(arch string, fn New) {
+// name; architectures call it from init, and core/runtime's archs.go lists
+// the packages compiled in.
+func Register(a Arch) {
 	regMu.Lock()
 	defer regMu.Unlock()
-	if _, dup := registry[arch]; dup {
-		panic("model: architecture registered twice: " + arch)
+	if a.Name == "" || a.New == nil {
+		panic("model: an architecture needs a name and a constructor")
 	}
-	registry[arch] = fn
+	if _, dup := registry[a.Name]; dup {
+		panic("model: architecture registered twice: " + a.Name)
+	}
+	registry[a.Name] = a
+}
+
+// Lookup returns the registration of an architecture.
+func Lookup(arch string) (Arch, bool) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	a, ok := registry[arch]
+	return a, ok
 }
 
 // Architectures lists the registered architecture names.
@@ -122,16 +164,24 @@ func Architectures() []string {
 	return names
 }
 
-// Load builds the model of an open GGUF file with the constructor
-// registered for its architecture.
-func Load(f *gguf.File, o Options) (Model, error) {
-	regMu.RLock()
-	fn, ok := registry[f.Arch()]
-	regMu.RUnlock()
+// Find returns the registration of f's architecture, or an error naming
+// the ones compiled in.
+func Find(f *gguf.File) (Arch, error) {
+	a, ok := Lookup(f.Arch())
 	if !ok {
-		return nil, fmt.Errorf("model: %s: architecture %q is not supported (have %v)", f.Path(), f.Arch(), Architectures())
+		return Arch{}, fmt.Errorf("model: %s: architecture %q is not supported (have %v)", f.Path(), f.Arch(), Architectures())
 	}
-	m, err := fn(f, f, o)
+	return a, nil
+}
+
+// Load builds the model of an open GGUF file, on a plain mapping of it,
+// with the constructor registered for its architecture.
+func Load(f *gguf.File, o Options) (Model, error) {
+	a, err := Find(f)
+	if err != nil {
+		return nil, err
+	}
+	m, err := a.New(f, f, o)
 	if err != nil {
 		return nil, fmt.Errorf("model: %s: %w", f.Path(), err)
 	}

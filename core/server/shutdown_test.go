@@ -323,7 +323,7 @@ func TestShutdownGrace(t *testing.T) {
 				t.Errorf("queued request: %s", b)
 			}
 			body := `{"prompt":"late","max_tokens":5}`
-			fmt.Fprintf(late, "POST /v1/completions HTTP/1.1\r\nHost: k3\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			fmt.Fprintf(late, "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 			resp, err := http.ReadResponse(bufio.NewReader(late), nil)
 			if err != nil {
 				t.Fatalf("late request: %v", err)

@@ -10,7 +10,9 @@ import (
 	"github.com/k3-inference/k3/core/state"
 )
 
-func init() { model.Register("kimi-k3", New) }
+func init() {
+	model.Register(model.Arch{Name: "kimi-k3", New: New, StateSize: StateSize, Experts: model.LlamaExperts})
+}
 
 type T = model.Tensor
 

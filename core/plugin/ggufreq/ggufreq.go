@@ -10,19 +10,27 @@ import (
 	"strings"
 
 	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/plugin"
 )
 
-// OpenRequest lists every tensor of f as a byte range of its shard. A
-// tensor named blk.N.*_exps.* (llama.cpp's naming for routed experts,
-// e.g. blk.3.ffn_up_exps.weight) with two or more dimensions is routed: its
-// last dimension counts the experts, each a contiguous slice. Everything
-// else is always-needed. Budget, ShmDir and Options are the caller's.
+// OpenRequest lists every tensor of f as a byte range of its shard, with
+// llama.cpp's naming of routed experts (model.LlamaExperts): see
+// OpenRequestWith.
 func OpenRequest(f *gguf.File) (*plugin.OpenRequest, error) {
+	return OpenRequestWith(f, model.LlamaExperts)
+}
+
+// OpenRequestWith lists every tensor of f as a byte range of its shard. A
+// tensor of a layer (blk.N.…) that routed says holds routed experts is
+// routed: its last dimension counts the experts, each a contiguous slice.
+// Everything else is always-needed. Budget, ShmDir and Options are the
+// caller's.
+func OpenRequestWith(f *gguf.File, routed func(name string, shape []int64) bool) (*plugin.OpenRequest, error) {
 	req := &plugin.OpenRequest{Shards: f.Paths()}
 	for _, ti := range f.Tensors() {
 		t := plugin.Tensor{Name: ti.Name, Shard: ti.Shard, Offset: ti.Offset, Size: ti.Size, Layer: layerOf(ti.Name)}
-		if strings.Contains(ti.Name, "_exps.") && len(ti.Shape) >= 2 && t.Layer >= 0 {
+		if t.Layer >= 0 && len(ti.Shape) >= 1 && routed(ti.Name, ti.Shape) {
 			n := ti.Shape[len(ti.Shape)-1]
 			if n <= 0 || ti.Size%n != 0 {
 				return nil, fmt.Errorf("ggufreq: tensor %q: %d bytes do not split into %d experts", ti.Name, ti.Size, n)

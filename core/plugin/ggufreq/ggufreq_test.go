@@ -81,6 +81,47 @@ func TestOpenRequest(t *testing.T) {
 	}
 }
 
+// TestOpenRequestWith: the architecture's predicate, not the name
+// convention, decides which tensors are routed.
+func TestOpenRequestWith(t *testing.T) {
+	specs := []gguf.TensorSpec{
+		{Name: "blk.0.ffn_up_exps.weight", Type: quant.F32, Shape: []int64{8, 3, 4}},
+		{Name: "blk.0.ffn_up_experts.weight", Type: quant.F32, Shape: []int64{8, 3, 4}},
+		{Name: "token_embd.weight", Type: quant.F32, Shape: []int64{8, 4}},
+	}
+	w, err := gguf.Create(filepath.Join(t.TempDir(), "m"), []gguf.KV{{Key: "general.architecture", Value: gguf.Str("other")}}, specs, gguf.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		n := int64(4)
+		for _, d := range s.Shape {
+			n *= d
+		}
+		if err := w.WriteTensor(s.Name, make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(w.Paths()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// token_embd has no layer: never routed, whatever the predicate says.
+	req, err := OpenRequestWith(f, func(name string, _ []int64) bool { return name != "blk.0.ffn_up_exps.weight" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range req.Tensors {
+		if want := tn.Name == "blk.0.ffn_up_experts.weight"; tn.Routed() != want || (want && tn.Experts != 4) {
+			t.Errorf("%s: routed %v with %d experts", tn.Name, tn.Routed(), tn.Experts)
+		}
+	}
+}
+
 func TestLayerOf(t *testing.T) {
 	for name, want := range map[string]int{"blk.7.x": 7, "blk.x.y": -1, "output.weight": -1, "blk.": -1, "blk.93.ffn_up_exps.weight": 93, "blk.-1.a": -1} {
 		if got := layerOf(name); got != want {

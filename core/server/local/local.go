@@ -1,6 +1,6 @@
 // Package local is the server.Backend of a model running in this process:
-// an engine.Engine (sequence, prefix reuse, sampling loop) plus the model
-// file's chat template.
+// an engine.Engine (sequence, prefix reuse, sampling loop) on a
+// runtime.Runtime, plus the model file's chat template.
 package local
 
 import (
@@ -15,7 +15,7 @@ import (
 	"github.com/k3-inference/k3/core/chat"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
-	_ "github.com/k3-inference/k3/core/model/kimik3" // the architectures k3 runs
+	"github.com/k3-inference/k3/core/runtime"
 	"github.com/k3-inference/k3/core/server"
 	"github.com/k3-inference/k3/core/tokenizer"
 )
@@ -27,8 +27,9 @@ type Options struct {
 	Context int    // Open only; tokens per sequence; <= 0: the model's training context
 	UBatch  int    // Open only; prompt tokens per forward call; <= 0: engine.DefaultUBatch
 	Budget  int64  // memory budget in bytes, reported when Stats is nil
-	// Stats supplies the engine's storage counters (a stager's); nil means
-	// what /proc/self tells: resident memory and bytes read from storage.
+	// Stats supplies the engine's storage counters; nil means the
+	// runtime's stager's (FromRuntime), else what /proc/self tells:
+	// resident memory and bytes read from storage.
 	Stats func() server.EngineStats
 	// Health reports a plugin the engine depends on that is down or
 	// restarting (see server.HealthReporter); nil: always healthy.
@@ -42,29 +43,64 @@ type Backend struct {
 	tmpl *chat.Template
 	info server.ModelInfo
 	opts Options
-	f    *gguf.File // closed by Close when Open opened it
+	rt   *runtime.Runtime // closed by Close when FromRuntime was given it
 }
 
 // Open loads the model at path (the first shard of a split set) on a plain
-// mapping of the file.
+// mapping of the file with the reference kernels (runtime.Open without a
+// profile) and serves it.
 func Open(path string, o Options) (*Backend, error) {
-	f, err := gguf.Open(path)
+	rt, err := runtime.Open(context.Background(), path, nil, runtime.Options{Threads: o.Threads, Context: o.Context, UBatch: o.UBatch})
 	if err != nil {
 		return nil, err
 	}
-	eng, err := engine.Load(f, engine.Options{Threads: o.Threads, Context: o.Context, UBatch: o.UBatch})
+	b, err := FromRuntime(rt, o)
 	if err != nil {
-		f.Close()
+		rt.Close()
 		return nil, err
 	}
-	b, err := New(eng, f, o)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	b.f = f
 	return b, nil
 }
+
+// FromRuntime serves an engine on rt's model, with rt's context and
+// ubatch, its stager's counters and its plugins' health; the backend owns rt from then on and Close closes it (after the
+// server drained). On error rt stays the caller's.
+func FromRuntime(rt *runtime.Runtime, o Options) (*Backend, error) {
+	eng, err := rt.Engine(engine.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if o.Stats == nil && rt.Staged != nil {
+		o.Stats = stagedStats(rt.Staged)
+	}
+	if o.Budget == 0 {
+		o.Budget = int64(rt.Mode.Budget)
+	}
+	if o.Health == nil {
+		o.Health = rt.Health
+	}
+	b, err := New(eng, rt.File, o)
+	if err != nil {
+		return nil, err
+	}
+	b.rt = rt
+	return b, nil
+}
+
+// stagedStats reports a stager's counters to /metrics and the page.
+func stagedStats(st *engine.Staged) func() server.EngineStats {
+	return func() server.EngineStats {
+		s, err := st.Stats()
+		if err != nil {
+			return server.EngineStats{}
+		}
+		return server.EngineStats{CacheHits: int64(s.Hits), CacheMisses: int64(s.Misses), BytesRead: s.BytesRead,
+			StorageWaitSeconds: s.WaitTime.Seconds(), ResidentBytes: s.ResidentBytes, BudgetBytes: s.BudgetBytes}
+	}
+}
+
+// Runtime is the runtime the backend serves (nil when built with New).
+func (b *Backend) Runtime() *runtime.Runtime { return b.rt }
 
 // New serves eng, whose model and tokenizer come from f (read here for the
 // chat template and model facts; f stays the caller's).
@@ -107,10 +143,11 @@ func modelName(path string) string {
 	return name
 }
 
-// Close releases the model file if Open opened it.
+// Close stops the runtime (stager, kernels, model file) when the backend
+// owns one; the server must have drained.
 func (b *Backend) Close() error {
-	if b.f != nil {
-		return b.f.Close()
+	if b.rt != nil {
+		return b.rt.Close()
 	}
 	return nil
 }

@@ -1,0 +1,68 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/k3-inference/k3/core/config"
+	"github.com/k3-inference/k3/core/engine"
+	"github.com/k3-inference/k3/core/plugin"
+)
+
+// Mode is how a runtime runs, the facts of the line every command prints
+// (String) and k3 bench records.
+type Mode struct {
+	// Profile is the profile's name; "none" without one.
+	Profile string
+	// Stager is the stager's name (with @path for an external binary) and
+	// StagerMode process or inprocess; "none" and "" on a plain mapping of
+	// the file.
+	Stager, StagerMode string
+	// StagerSays is the stager's description of itself.
+	StagerSays string
+	// StagerOptions are the options the stager was opened with (every one
+	// it declares, defaults filled in); nil on a plain mapping.
+	StagerOptions map[string]string
+	// Budget is the memory budget after fitting it to the machine; 0:
+	// unlimited (a plain mapping, or a profile without one).
+	Budget config.Size
+	// DirectIO is the profile's direct I/O setting ("off" on a plain
+	// mapping); Lookahead how many layers ahead experts are guessed.
+	DirectIO  string
+	Lookahead int
+	Threads   int
+	// Split is how the budget divides between the core and the stager
+	// (nil on a plain mapping).
+	Split *engine.Budget
+	// Kernels is the backend that runs the matrix products, as it names
+	// itself (engine.Kernels.Name: plugin, CPU level, process or
+	// inprocess).
+	Kernels string
+}
+
+// String is the mode line. The kernels come last: their name has spaces.
+func (m Mode) String() string {
+	var b strings.Builder
+	stager := m.Stager
+	if m.StagerMode != "" {
+		stager += "(" + m.StagerMode + ")"
+	}
+	budget := "unlimited"
+	if m.Budget > 0 {
+		budget = m.Budget.String()
+	}
+	fmt.Fprintf(&b, "k3: profile=%s stager=%s budget=%s direct-io=%s lookahead=%d threads=%d",
+		m.Profile, stager, budget, m.DirectIO, m.Lookahead, m.Threads)
+	if s := m.Split; s != nil {
+		fmt.Fprintf(&b, " always-needed=%s step-pin=%s(%dx%s) state-reserve=%s stager-budget=%s",
+			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), config.Size(s.Stager))
+	}
+	if m.Split != nil {
+		fmt.Fprintf(&b, " stager-options=%s", plugin.FormatOptions(m.StagerOptions))
+	}
+	if m.StagerSays != "" {
+		fmt.Fprintf(&b, " stager-mode=%q", m.StagerSays)
+	}
+	fmt.Fprintf(&b, " kernels=%s", m.Kernels)
+	return b.String()
+}
