@@ -91,6 +91,20 @@ func TestThirdPartyPlugins(t *testing.T) {
 			}
 		}
 	})
+	t.Run("examples f32", func(t *testing.T) {
+		// Every product of an F32 model goes to the example kernels (with
+		// Q2_K above, the activations' quantization hides small errors).
+		f32 := kernelsModel(t, synth.TypeF32)
+		a := []string{"-m", f32, "--tokens", "5,17,300,2,99,42,7", "--full", "-n", "4", "-t", "2"}
+		var out, errb bytes.Buffer
+		prof := writeProfile(t, fmt.Sprintf("stager: {name: example, path: %s}\nkernels: {name: example, path: %s}\n", stager, kernels))
+		if code := runMain(append(append([]string{"eval"}, a...), "--profile", prof), &out, &errb); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		if out.String() != runEvalText(t, a...) {
+			t.Error("example plugins' output on an F32 model differs from the plain path's")
+		}
+	})
 	t.Run("run", func(t *testing.T) {
 		// The reproduction: a profile naming the example stager
 		// and nothing else; the profile's stager settings (io_workers,
