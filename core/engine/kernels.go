@@ -76,7 +76,7 @@ type KernelsOptions struct {
 	// buffers (default 256 MiB); beyond it buffers are copied in and out.
 	ScratchSize int64
 	// FastFloat lets the plugin run F32/F16/BF16 weights in float mode fast
-	// (plugin.OpFastFloat; OpenKernels sets it from kernels.float).
+	// (plugin.MatMul.FastFloat; OpenKernels sets it from kernels.float).
 	FastFloat bool
 }
 
@@ -172,7 +172,7 @@ func StartKernels(ctx context.Context, l plugin.Launch, o KernelsOptions) (*Plug
 // plugin declares: float fast must be declared (a plugin that does not
 // know the mode would compute exact results under a mode line that says
 // fast); float exact is what a plugin that declares nothing does anyway.
-// The resolved float travels with each product (plugin.OpFastFloat).
+// The resolved float travels with each product (plugin.MatMul.FastFloat).
 func kernelsOptions(name string, info *plugin.KernelsInfo, fast bool) (map[string]string, error) {
 	set, implied := map[string]string{}, map[string]string{"float": "exact"}
 	if fast {

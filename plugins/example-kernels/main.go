@@ -23,11 +23,6 @@ import (
 	"github.com/k3-inference/k3/core/quant"
 )
 
-// opMatMul is the core's matrix product: Weights[0] a [cols, rows]
-// matrix, Inputs[0] n rows of cols float32, Outputs[0] n rows of rows
-// float32, Ints[0] n (see plugin.Op).
-const opMatMul = "matmul"
-
 func main() {
 	plugin.ServeKernels(&kernels{arenas: map[string]*plugin.Arena{}})
 }
@@ -40,7 +35,7 @@ type kernels struct {
 // Describe advertises matmul on F32 weights and declares no options, so
 // the host refuses a profile that asks for kernels.float fast.
 func (k *kernels) Describe(context.Context) (*plugin.KernelsInfo, error) {
-	return &plugin.KernelsInfo{Name: "example (pure Go, F32)", Ops: []plugin.OpSupport{{Op: opMatMul, Types: []quant.Type{quant.F32}}}}, nil
+	return &plugin.KernelsInfo{Name: "example (pure Go, F32)", Ops: []plugin.OpSupport{{Op: plugin.MatMulOp, Types: []quant.Type{quant.F32}}}}, nil
 }
 
 func (k *kernels) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plugin.ExecuteResponse, error) {
@@ -71,32 +66,35 @@ func (k *kernels) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plu
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := matMul(a, views, op, threads); err != nil {
+		mm, err := op.MatMul()
+		if err == nil {
+			err = matMul(a, views, mm, threads)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("example-kernels: op %d (%s): %w", i, op.Name, err)
 		}
 	}
 	return &plugin.ExecuteResponse{Elapsed: time.Since(start)}, nil
 }
 
-func matMul(a *plugin.Arena, views *plugin.Views, op plugin.Op, threads int) error {
-	if op.Name != opMatMul || len(op.Weights) != 1 || len(op.Inputs) != 1 || len(op.Outputs) != 1 || len(op.Ints) < 1 {
-		return fmt.Errorf("not a matmul this plugin advertises")
+// matMul computes op; Transient needs nothing more (regions are mapped
+// per batch) and FastFloat is never set (no "float" option is declared).
+func matMul(a *plugin.Arena, views *plugin.Views, op plugin.MatMul, threads int) error {
+	w := op.Weight
+	if w.Type != quant.F32 {
+		return fmt.Errorf("weights of type %s: only F32 is advertised", w.Type)
 	}
-	w := op.Weights[0]
-	if w.Type != quant.F32 || len(w.Shape) != 2 {
-		return fmt.Errorf("weights %s of shape %v: only 2-d F32 is advertised", w.Type, w.Shape)
-	}
-	cols, rows, n := int(w.Shape[0]), int(w.Shape[1]), int(op.Ints[0])
+	cols, rows, n := int(w.Shape[0]), int(w.Shape[1]), op.Rows
 	wb, err := views.Bytes(plugin.Location{Region: w.Region, Offset: w.Offset, Size: int64(rows) * int64(cols) * 4})
 	if err != nil {
 		return err
 	}
-	for _, r := range []plugin.ArenaRef{op.Inputs[0], op.Outputs[0]} {
+	for _, r := range []plugin.ArenaRef{op.Input, op.Output} {
 		if err := a.Check(r); err != nil {
 			return err
 		}
 	}
-	x, y := floats(a.Bytes(op.Inputs[0])), floats(a.Bytes(op.Outputs[0]))
+	x, y := floats(a.Bytes(op.Input)), floats(a.Bytes(op.Output))
 	if len(x) < n*cols || len(y) < n*rows {
 		return fmt.Errorf("%d rows of %d and %d floats do not fit %d and %d floats", n, cols, rows, len(x), len(y))
 	}
