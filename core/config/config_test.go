@@ -268,3 +268,28 @@ func TestShutdownGrace(t *testing.T) {
 		})
 	}
 }
+
+// TestStagerOptions: the stager settings a profile file, variable or flag
+// set are offered as set (the stager must declare them), the rest as
+// implied; stager.options passes free keys through as set.
+func TestStagerOptions(t *testing.T) {
+	prof := writeFile(t, "p.yaml", "stager:\n  name: example\n  path: ./example-stager\n  io_workers: 8\n  options:\n    warm: false\n    depth: 3\n")
+	p, err := Load(Options{Profile: prof, Environ: []string{"K3_STAGER__CACHE_POLICY=lru"}, Machine: &Machine{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, implied := p.StagerOptions()
+	if d := cmp.Diff(map[string]string{"io_workers": "8", "cache_policy": "lru", "warm": "false", "depth": "3"}, set); d != "" {
+		t.Errorf("set (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]string{"direct_io": "auto", "mlock": "false"}, implied); d != "" {
+		t.Errorf("implied (-want +got):\n%s", d)
+	}
+	d := Defaults()
+	if set, _ := d.StagerOptions(); len(set) != 0 {
+		t.Errorf("defaults set %v", set)
+	}
+	if _, err := Load(Options{Profile: writeFile(t, "q.yaml", "stager:\n  optoins:\n    warm: false\n"), Machine: &Machine{}}); err == nil || !strings.Contains(err.Error(), "stager.optoins.warm") {
+		t.Errorf("misspelt map key: %v", err)
+	}
+}

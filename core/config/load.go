@@ -38,6 +38,7 @@ type Options struct {
 // were set. Unknown keys in any layer are errors that name the key.
 func Load(o Options) (*Profile, error) {
 	k := koanf.New(".")
+	var set []string // keys set by a file, the environment or flags
 
 	base := Defaults()
 	if o.Profile == "" || o.Profile == "auto" {
@@ -66,6 +67,7 @@ func Load(o Options) (*Profile, error) {
 		if err := k.Merge(fk); err != nil {
 			return nil, fmt.Errorf("config: profile %s: %w", o.Profile, err)
 		}
+		set = append(set, fk.Keys()...)
 	}
 
 	environ := o.Environ
@@ -73,13 +75,12 @@ func Load(o Options) (*Profile, error) {
 		environ = os.Environ()
 	}
 	ek := koanf.New(".")
-	known := knownKeys()
 	err := ek.Load(env.Provider(".", env.Opt{
 		Prefix:      "K3_",
 		EnvironFunc: func() []string { return environ },
 		TransformFunc: func(name, v string) (string, any) {
 			key := envKey(name)
-			if !known[key] {
+			if !isKnown(key) {
 				return "", nil // K3_PARITY and friends are not profile keys
 			}
 			return key, v
@@ -91,6 +92,7 @@ func Load(o Options) (*Profile, error) {
 	if err := k.Merge(ek); err != nil {
 		return nil, fmt.Errorf("config: environment: %w", err)
 	}
+	set = append(set, ek.Keys()...)
 
 	if len(o.Flags) > 0 {
 		fk := koanf.New(".")
@@ -103,6 +105,7 @@ func Load(o Options) (*Profile, error) {
 		if err := k.Merge(fk); err != nil {
 			return nil, fmt.Errorf("config: flags: %w", err)
 		}
+		set = append(set, fk.Keys()...)
 	}
 
 	var p Profile
@@ -111,6 +114,10 @@ func Load(o Options) (*Profile, error) {
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	p.set = map[string]bool{}
+	for _, key := range set {
+		p.set[key] = true
 	}
 	if p.Threads == 0 {
 		// "one per physical core", as the profiles promise: the Go
@@ -134,10 +141,9 @@ func envKey(name string) string {
 }
 
 func checkKeys(k *koanf.Koanf, source string) error {
-	known := knownKeys()
 	var bad []string
 	for _, key := range k.Keys() {
-		if !known[key] {
+		if !isKnown(key) {
 			bad = append(bad, key)
 		}
 	}
@@ -228,6 +234,24 @@ func KnownKeys() []string {
 	return keys
 }
 
+// isKnown reports whether key is a profile key or lies under a map one
+// (stager.options.warm).
+func isKnown(key string) bool {
+	known := knownKeys()
+	if known[key] {
+		return true
+	}
+	for _, m := range mapKeys {
+		if strings.HasPrefix(key, m+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// mapKeys are the profile keys whose value is a map of free keys.
+var mapKeys = []string{"stager.options"}
+
 func knownKeys() map[string]bool {
 	m := map[string]bool{}
 	for _, k := range KnownKeys() {
@@ -263,6 +287,9 @@ func toMap(p Profile) map[string]any {
 				continue
 			}
 			fv := v.Field(i)
+			if fv.Kind() == reflect.Map && fv.Len() == 0 {
+				continue
+			}
 			if fv.Kind() == reflect.Struct {
 				walk(fv, prefix+name+".")
 				continue

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,7 +30,15 @@ type Profile struct {
 	UBatch int `koanf:"ubatch"`
 
 	Server Server `koanf:"server"`
+
+	// set holds the keys a profile file, the environment or a flag set
+	// (not defaults or auto detection): Load fills it, Explicit reads it.
+	set map[string]bool
 }
+
+// Explicit reports whether key ("stager.io_workers") was set by a profile
+// file, a K3_* variable or a flag rather than by defaults or detection.
+func (p *Profile) Explicit(key string) bool { return p.set[key] }
 
 // Memory bounds what k3 keeps resident.
 type Memory struct {
@@ -66,6 +75,33 @@ type Stager struct {
 	// Lookahead runs layer L+1's router on layer L's hidden state to
 	// predict and prefetch L+1's experts (PrefetchDepth layers).
 	Lookahead bool `koanf:"lookahead"`
+	// Options are settings of the stager itself, checked against what it
+	// declares (plugin.OptionSpec): `options: {warm: false}`.
+	Options map[string]any `koanf:"options"`
+}
+
+// StagerOptions are the options the host offers the stager: set, which
+// it must declare (the stager section's options, and direct_io,
+// io_workers, cache_policy where a profile file, variable or flag set
+// them), and implied, which it gets only if it declares them (those
+// settings' defaults, memory.mlock).
+func (p *Profile) StagerOptions() (set, implied map[string]string) {
+	set, implied = map[string]string{}, map[string]string{}
+	s := p.Stager
+	for _, o := range []struct{ key, v string }{
+		{"direct_io", s.DirectIO}, {"io_workers", strconv.Itoa(s.IOWorkers)}, {"cache_policy", s.CachePolicy},
+	} {
+		if p.Explicit("stager." + o.key) {
+			set[o.key] = o.v
+		} else {
+			implied[o.key] = o.v
+		}
+	}
+	implied["mlock"] = strconv.FormatBool(p.Memory.Mlock)
+	for k, v := range s.Options {
+		set[k] = fmt.Sprint(v)
+	}
+	return set, implied
 }
 
 // Kernels selects the compute backend.

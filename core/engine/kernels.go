@@ -76,7 +76,7 @@ type KernelsOptions struct {
 	// buffers (default 256 MiB); beyond it buffers are copied in and out.
 	ScratchSize int64
 	// FastFloat lets the plugin run F32/F16/BF16 weights in float mode fast
-	// (plugin.OpFastFloat; OpenKernels sets it from kernels.float).
+	// (plugin.MatMul.FastFloat; OpenKernels sets it from kernels.float).
 	FastFloat bool
 }
 
@@ -143,12 +143,17 @@ func StartKernels(ctx context.Context, l plugin.Launch, o KernelsOptions) (*Plug
 		sup.Close()
 		return nil, fmt.Errorf("engine: kernels %s: describe: %w", l.Name, err)
 	}
+	opts, err := kernelsOptions(l.Name, info, o.FastFloat)
+	if err != nil {
+		sup.Close()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	arena, err := plugin.CreateArena(plugin.ShmDir(), o.ArenaSize)
 	if err != nil {
 		sup.Close()
 		return nil, fmt.Errorf("engine: kernels %s: %w", l.Name, err)
 	}
-	k := &PluginKernels{name: info.Name, sup: sup, arena: arena, scratch: o.ScratchSize, types: map[quant.Type]bool{}, fastFloat: o.FastFloat}
+	k := &PluginKernels{name: info.Name, sup: sup, arena: arena, scratch: o.ScratchSize, types: map[quant.Type]bool{}, fastFloat: opts["float"] == "fast"}
 	for _, op := range info.Ops {
 		if op.Op == ops.OpMatMul {
 			for _, t := range op.Types {
@@ -161,6 +166,19 @@ func StartKernels(ctx context.Context, l plugin.Launch, o KernelsOptions) (*Plug
 		k.mode = "inprocess"
 	}
 	return k, nil
+}
+
+// kernelsOptions checks the profile's kernels settings against what the
+// plugin declares: float fast must be declared (a plugin that does not
+// know the mode would compute exact results under a mode line that says
+// fast); float exact is what a plugin that declares nothing does anyway.
+// The resolved float travels with each product (plugin.MatMul.FastFloat).
+func kernelsOptions(name string, info *plugin.KernelsInfo, fast bool) (map[string]string, error) {
+	set, implied := map[string]string{}, map[string]string{"float": "exact"}
+	if fast {
+		set["float"] = "fast"
+	}
+	return plugin.ResolveOptions("kernels "+name, info.Options, set, implied)
 }
 
 // ErrKernelsRestarts is returned when a batch failed on every restart of

@@ -27,7 +27,7 @@ type PluginKernels struct {
 	scratch    int64
 	types      map[quant.Type]bool
 	files      fileMaps
-	fastFloat  bool // plugin.OpFastFloat on F32/F16/BF16 products
+	fastFloat  bool // plugin.MatMul.FastFloat on F32/F16/BF16 products
 
 	warnScratch sync.Once
 
@@ -185,27 +185,15 @@ func (b *batch) add(op *ops.MatMulOp) (plugin.Op, bool, error) {
 	if err != nil {
 		return plugin.Op{}, false, err
 	}
-	ints := []int64{int64(op.N)}
-	var flags int64
-	if w.Transient {
+	return plugin.MatMul{
+		Weight: plugin.WeightRef{Region: ri, Offset: off, Type: w.Type, Shape: []int64{int64(w.Cols), int64(w.Rows)}},
+		Input:  in, Output: out, Rows: op.N,
 		// Staged for this step: the plugin unmaps it after the batch, or
 		// its mapping would keep the pages cached past the stager's
 		// eviction.
-		flags |= plugin.OpTransient
-	}
-	if b.k.fastFloat && (w.Type == quant.F32 || w.Type == quant.F16 || w.Type == quant.BF16) {
-		flags |= plugin.OpFastFloat
-	}
-	if flags != 0 {
-		ints = append(ints, flags)
-	}
-	return plugin.Op{
-		Name:    ops.OpMatMul,
-		Weights: []plugin.WeightRef{{Region: ri, Offset: off, Type: w.Type, Shape: []int64{int64(w.Cols), int64(w.Rows)}}},
-		Inputs:  []plugin.ArenaRef{in},
-		Outputs: []plugin.ArenaRef{out},
-		Ints:    ints,
-	}, true, nil
+		Transient: w.Transient,
+		FastFloat: b.k.fastFloat && (w.Type == quant.F32 || w.Type == quant.F16 || w.Type == quant.BF16),
+	}.Op(), true, nil
 }
 
 // arenaRef returns where x is in the arena, copying it there first (and,

@@ -38,8 +38,13 @@ type StageOptions struct {
 	// Experts says which tensors are routed experts (the architecture's
 	// model.Arch.Experts); nil: llama.cpp's naming, model.LlamaExperts.
 	Experts func(name string, shape []int64) bool
-	// Options are passed to the stager as OpenRequest.Options.
+	// Options are the stager options the profile sets: each must be one
+	// the stager declares (plugin.StagerInfo.Options), or OpenStaged
+	// refuses it before any other work, naming the stager and the key.
 	Options map[string]string
+	// Implied are settings any stager may take (config's StagerOptions):
+	// sent to a stager that declares them, dropped otherwise.
+	Implied map[string]string
 	// Lookahead enables speculative hints, LookaheadDepth layers ahead
 	// (0: 1).
 	Lookahead      bool
@@ -57,6 +62,7 @@ type Staged struct {
 	budget    Budget
 	ids       map[string]int
 	mode      string
+	options   map[string]string
 	lookahead int
 	ctx       context.Context
 
@@ -97,18 +103,28 @@ func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, err
 	if err := budget.Check(); err != nil {
 		return nil, err
 	}
-	req.Budget, req.Options = budget.Stager, o.Options
-	dropCached(req.Shards)
 	sup, err := plugin.SuperviseStager(ctx, o.Launch)
 	if err != nil {
 		return nil, err
 	}
+	info, err := sup.Describe(ctx)
+	if err == nil {
+		req.Options, err = plugin.ResolveOptions("stager "+o.Launch.Name, info.Options, o.Options, o.Implied)
+	} else {
+		err = fmt.Errorf("stager %s: %w", o.Launch.Name, err)
+	}
+	if err != nil {
+		sup.Close(ctx)
+		return nil, err
+	}
+	req.Budget = budget.Stager
+	dropCached(req.Shards)
 	resp, err := sup.Open(ctx, req)
 	if err != nil {
 		sup.Close(ctx)
 		return nil, fmt.Errorf("stager %s: open %s: %w", o.Launch.Name, f.Path(), err)
 	}
-	s := &Staged{f: f, sup: sup, req: req, budget: budget, ids: map[string]int{}, mode: resp.Mode,
+	s := &Staged{f: f, sup: sup, req: req, budget: budget, ids: map[string]int{}, mode: resp.Mode, options: req.Options,
 		ctx: context.WithoutCancel(ctx), step: residentStep, predicted: map[int][]int32{}}
 	if o.Lookahead {
 		s.lookahead = max(o.LookaheadDepth, 1)
@@ -150,6 +166,10 @@ func dropCached(paths []string) {
 
 // Mode is the stager's description of itself for the mode line.
 func (s *Staged) Mode() string { return s.mode }
+
+// Options are the options the stager was opened with: every one it
+// declares, checked, defaults filled in.
+func (s *Staged) Options() map[string]string { return s.options }
 
 // Supervisor is the stager's supervisor (tests kill its process).
 func (s *Staged) Supervisor() *plugin.Supervisor { return s.sup }

@@ -18,8 +18,13 @@
 //
 //	func main() { plugin.ServeStager(mystager.New()) }
 //
-// plugins/example-stager is a complete one, and plugintest checks any
-// Stager against the files it serves (CheckBudgets, CheckKillRestart).
+// plugins/example-stager and plugins/example-kernels are complete ones,
+// each a module of its own built as a third party builds it, and
+// plugintest checks any Stager against the files it serves (CheckBudgets,
+// CheckKillRestart). A plugin declares the options it takes (OptionSpec in
+// StagerInfo and KernelsInfo); the host checks the profile against the
+// declaration before Open and sends only those. docs/plugins.md is the
+// guide.
 //
 // The host starts a plugin with StartStager or StartKernels from a Launch:
 // a built-in by name (the k3 binary re-executes itself as `k3 plugin NAME`),

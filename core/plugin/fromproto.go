@@ -71,13 +71,28 @@ func fromprotoStats(s *pb.StatsResponse) *Stats {
 }
 
 func fromprotoKernelsInfo(k *pb.KernelsInfo) *KernelsInfo {
-	out := &KernelsInfo{Name: k.GetName(), Ops: make([]OpSupport, len(k.GetOps()))}
+	out := &KernelsInfo{Name: k.GetName(), Ops: make([]OpSupport, len(k.GetOps())), Options: fromprotoOptionSpecs(k.GetOptions())}
 	for i, o := range k.GetOps() {
 		ts := make([]quant.Type, len(o.GetTypes()))
 		for j, t := range o.GetTypes() {
 			ts[j] = quant.Type(t)
 		}
 		out.Ops[i] = OpSupport{Op: o.GetOp(), Types: ts}
+	}
+	return out
+}
+
+func fromprotoStagerInfo(s *pb.StagerInfo) *StagerInfo {
+	return &StagerInfo{Name: s.GetName(), Options: fromprotoOptionSpecs(s.GetOptions())}
+}
+
+func fromprotoOptionSpecs(ps []*pb.OptionSpec) []OptionSpec {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]OptionSpec, len(ps))
+	for i, p := range ps {
+		out[i] = OptionSpec{Name: p.GetName(), Type: OptionType(p.GetType()), Default: p.GetDefault(), Doc: p.GetDoc(), Values: p.GetValues()}
 	}
 	return out
 }

@@ -63,6 +63,14 @@ type stagerServer struct {
 	impl Stager
 }
 
+func (s *stagerServer) Describe(ctx context.Context, _ *pb.Empty) (*pb.StagerInfo, error) {
+	info, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return toprotoStagerInfo(info), nil
+}
+
 func (s *stagerServer) Open(ctx context.Context, r *pb.OpenRequest) (*pb.OpenResponse, error) {
 	req := fromprotoOpenRequest(r)
 	noteShmDir(req.ShmDir) // removed with the plugin's files if the host dies
@@ -138,6 +146,14 @@ func (c *stagerClient) flush(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func (c *stagerClient) Describe(ctx context.Context) (*StagerInfo, error) {
+	info, err := c.c.Describe(ctx, &pb.Empty{})
+	if err != nil {
+		return nil, wireErr(ctx, "describe", err)
+	}
+	return fromprotoStagerInfo(info), nil
 }
 
 func (c *stagerClient) Open(ctx context.Context, r *OpenRequest) (*OpenResponse, error) {

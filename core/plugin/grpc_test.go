@@ -24,8 +24,13 @@ var (
 	cannedOpen    = &OpenResponse{Regions: []Region{{Kind: RegionShard, Path: "/m/a.gguf", Size: 1 << 40}, {Kind: RegionShm, Path: "/dev/shm/x", Size: 12345}}, Mode: "test mode"}
 	cannedAcquire = &AcquireResponse{Locations: []Location{{Region: 1, Offset: 4096, Size: 5003}, {Region: 0, Offset: 1<<39 + 7, Size: 1}}}
 	cannedStats   = &Stats{Hits: 1, Misses: 2, Evictions: 3, Reads: 4, BytesRead: 5, ReadTime: 6, WaitTime: 7, ResidentBytes: 8, BudgetBytes: 9, DirectIO: true, Mode: "m"}
-	cannedInfo    = &KernelsInfo{Name: "k", Ops: []OpSupport{{Op: "mul_mat", Types: []quant.Type{quant.Q2_K, quant.Q3_K}}, {Op: "rms_norm", Types: []quant.Type{}}}}
+	cannedInfo    = &KernelsInfo{Name: "k", Ops: []OpSupport{{Op: "mul_mat", Types: []quant.Type{quant.Q2_K, quant.Q3_K}}, {Op: "rms_norm", Types: []quant.Type{}}},
+		Options: []OptionSpec{{Name: "float", Type: OptionString, Default: "exact", Doc: "d", Values: []string{"exact", "fast"}}}}
+	cannedStager = &StagerInfo{Name: "s", Options: []OptionSpec{
+		{Name: "io_workers", Type: OptionInt, Default: "4", Doc: "readers"}, {Name: "warm", Type: OptionBool, Default: "true"}}}
 )
+
+func (r *recorder) Describe(context.Context) (*StagerInfo, error) { return cannedStager, r.fail }
 
 func (r *recorder) Open(_ context.Context, req *OpenRequest) (*OpenResponse, error) {
 	r.got = append(r.got, req)
@@ -48,7 +53,12 @@ func (r *recorder) Release(_ context.Context, req *ReleaseRequest) error {
 }
 func (r *recorder) Stats(context.Context) (*Stats, error) { return cannedStats, r.fail }
 func (r *recorder) Close(context.Context) error           { return r.fail }
-func (r *recorder) Describe(context.Context) (*KernelsInfo, error) {
+
+// recordingKernels is the Kernels side of a recorder (a type cannot have
+// both contracts' Describe).
+type recordingKernels struct{ *recorder }
+
+func (r recordingKernels) Describe(context.Context) (*KernelsInfo, error) {
 	return cannedInfo, r.fail
 }
 func (r *recorder) Execute(_ context.Context, req *ExecuteRequest) (*ExecuteResponse, error) {
@@ -61,7 +71,7 @@ func (r *recorder) Execute(_ context.Context, req *ExecuteRequest) (*ExecuteResp
 func grpcPair(t testing.TB, impl *recorder) (Stager, Kernels) {
 	client, server := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
 		stagerKey:  &stagerPlugin{impl: impl},
-		kernelsKey: &kernelsPlugin{impl: impl},
+		kernelsKey: &kernelsPlugin{impl: recordingKernels{impl}},
 	})
 	// Closing the client shuts the server down through go-plugin's
 	// controller; stopping it here as well races inside go-plugin.
@@ -98,6 +108,8 @@ func TestWireRoundTrip(t *testing.T) {
 		Ints: []int64{-1, 2}, Floats: []float32{0.5},
 	}}}
 
+	gotStager, err := s.Describe(ctx)
+	check(t, "describe stager", err, gotStager, cannedStager)
 	gotOpen, err := s.Open(ctx, openReq)
 	check(t, "open", err, gotOpen, cannedOpen)
 	check(t, "hint", s.Hint(ctx, hint), nil, nil)

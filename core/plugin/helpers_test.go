@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/quant"
 )
@@ -24,6 +27,9 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "kernels":
 		plugin.ServeKernels(&axpyKernels{})
+		os.Exit(0)
+	case "old":
+		serveOld()
 		os.Exit(0)
 	case "host":
 		runHost()
@@ -45,6 +51,10 @@ type copyStager struct {
 	offsets []int64
 	hits    uint64
 	pinned  map[uint64]int
+}
+
+func (s *copyStager) Describe(context.Context) (*plugin.StagerInfo, error) {
+	return &plugin.StagerInfo{Name: "copy"}, nil
 }
 
 func (s *copyStager) Open(_ context.Context, req *plugin.OpenRequest) (*plugin.OpenResponse, error) {
@@ -181,4 +191,26 @@ func (k *axpyKernels) Execute(_ context.Context, req *plugin.ExecuteRequest) (*p
 		}
 	}
 	return &plugin.ExecuteResponse{Elapsed: time.Since(start)}, nil
+}
+
+// oldPlugin stands for a plugin built against an SDK of protocol
+// version-1: it answers the handshake with that version (nothing after
+// the handshake is reached).
+type oldPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+}
+
+func (oldPlugin) GRPCServer(*goplugin.GRPCBroker, *grpc.Server) error { return nil }
+func (oldPlugin) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, nil
+}
+
+func serveOld() {
+	h := plugin.Handshake
+	h.ProtocolVersion = plugin.ProtocolVersion - 1
+	goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig: h,
+		Plugins:         map[string]goplugin.Plugin{"stager": oldPlugin{}},
+		GRPCServer:      goplugin.DefaultGRPCServer,
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"regexp"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -142,6 +143,21 @@ func StartKernels(ctx context.Context, l Launch) (Kernels, *Process, error) {
 	return k, p, nil
 }
 
+// pluginVersion finds the plugin's protocol version in go-plugin's
+// handshake error.
+var pluginVersion = regexp.MustCompile(`(?i)incompatible API version with plugin\. Plugin version: (\d+)`)
+
+// versionError explains a handshake refused for its protocol version: a
+// plugin built against another SDK than this host's.
+func versionError(err error) error {
+	m := pluginVersion.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	return fmt.Errorf("the plugin speaks protocol %s and this k3 speaks %d: rebuild it against an SDK of protocol %d (see docs/plugins.md, Protocol versions): %w",
+		m[1], ProtocolVersion, ProtocolVersion, err)
+}
+
 func start(ctx context.Context, l Launch, key string, gp goplugin.Plugin) (any, *Process, error) {
 	cmd, err := l.command()
 	if err != nil {
@@ -159,7 +175,7 @@ func start(ctx context.Context, l Launch, key string, gp goplugin.Plugin) (any, 
 	rpc, err := client.Client()
 	if err != nil {
 		client.Kill()
-		return nil, nil, fmt.Errorf("plugin %s: start: %w", l.Name, err)
+		return nil, nil, fmt.Errorf("plugin %s: start: %w", l.Name, versionError(err))
 	}
 	raw, err := rpc.Dispense(key)
 	if err != nil {

@@ -2,6 +2,9 @@ package plugin
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/k3-inference/k3/core/quant"
@@ -26,6 +29,8 @@ type KernelsInfo struct {
 	// Name is for the mode line, e.g. "avx512 (vnni)".
 	Name string
 	Ops  []OpSupport
+	// Options are the kernels' options, as for StagerInfo.Options.
+	Options []OptionSpec
 }
 
 // OpSupport says an op is implemented for the listed weight types (empty:
@@ -47,22 +52,11 @@ type ExecuteRequest struct {
 	Ops     []Op
 }
 
-// Op is one operation. Its meaning (operand order, what Ints and Floats
-// hold) is the core's reference op of the same name.
-//
-// For "matmul", Ints[0] is the number of activation rows and an optional
-// Ints[1] holds flags. OpTransient says the weights are transient (a
-// routed expert staged for this step only), so the plugin drops them from
-// its mappings after the batch (plugin.Views.Forget for shard regions) — a
-// page still mapped by the plugin cannot leave the page cache when the
-// stager evicts it. OpFastFloat allows float mode fast for F32, F16 and
-// BF16 weights (kernelkit's fastfloat.go: float32 sums flushed to float64
-// every 64 elements, within 2^-21·Σ|products| of the exact result, the
-// same bits on every level; a plugin built before F32 had a fast mode
-// keeps F32 exact). 0 or absent: keep the weights mapped, exact
-// results. A plugin that reads only Ints[0] computes exact results and
-// keeps the pages mapped (the kernelkit plugins built before the flags
-// existed rejected any second value).
+// Op is one operation of a batch, in the form it travels in: a name and
+// operands, its meaning the core's reference op of the same name. The
+// matrix product, the op kernels take, has a typed form: build it with
+// MatMul.Op and read it with Op.MatMul rather than through Ints. Ops the
+// SDK has no type for yet use the fields directly.
 type Op struct {
 	Name    string
 	Weights []WeightRef
@@ -93,8 +87,79 @@ type ExecuteResponse struct {
 	Elapsed time.Duration
 }
 
-// Flags of a "matmul" op's Ints[1] (see Op).
+// MatMulOp is the matrix product's Op.Name (the core's ops.OpMatMul).
+const MatMulOp = "matmul"
+
+// MatMul is the matrix product: Output holds Rows rows of Weight.Shape[1]
+// float32, each the dot products of an Input row (Weight.Shape[0]
+// float32) with the weight's rows, as the core's reference computes them.
+type MatMul struct {
+	// Weight is a matrix of Shape [cols, rows] in a region.
+	Weight WeightRef
+	// Input and Output are arena ranges of float32 rows.
+	Input, Output ArenaRef
+	// Rows is the number of activation rows.
+	Rows int
+	// Transient says the weight is staged for this step only (a routed
+	// expert): the plugin drops it from its mappings after the batch
+	// (Views.Forget for shard regions), or a page it still maps could not
+	// leave the page cache when the stager evicts it.
+	Transient bool
+	// FastFloat allows float mode fast for F32, F16 and BF16 weights
+	// (float32 sums flushed to float64 every 64 elements, within
+	// 2^-21·Σ|products| of the exact result). The host sets it only for a
+	// plugin that declares the option "float"; false: exact results.
+	FastFloat bool
+}
+
+// Flags of a matrix product's Ints[1] on the wire: protocol 2 carried
+// them there, and the wire has not changed.
 const (
-	OpTransient int64 = 1 << iota
-	OpFastFloat
+	flagTransient int64 = 1 << iota
+	flagFastFloat
 )
+
+// Op is m in the form an ExecuteRequest carries.
+func (m MatMul) Op() Op {
+	ints := []int64{int64(m.Rows)}
+	var flags int64
+	if m.Transient {
+		flags |= flagTransient
+	}
+	if m.FastFloat {
+		flags |= flagFastFloat
+	}
+	if flags != 0 {
+		ints = append(ints, flags)
+	}
+	return Op{Name: MatMulOp, Weights: []WeightRef{m.Weight}, Inputs: []ArenaRef{m.Input}, Outputs: []ArenaRef{m.Output}, Ints: ints}
+}
+
+// MatMul reads op as a matrix product, refusing one that is not a
+// well-formed one: another op, operands missing, a weight that is not a
+// matrix, no rows, flags this SDK does not know.
+func (op *Op) MatMul() (MatMul, error) {
+	if op.Name != MatMulOp {
+		return MatMul{}, fmt.Errorf("%q is not %q", op.Name, MatMulOp)
+	}
+	if len(op.Weights) != 1 || len(op.Inputs) != 1 || len(op.Outputs) != 1 || len(op.Ints) < 1 || len(op.Ints) > 2 {
+		return MatMul{}, errors.New("want 1 weight, 1 input, 1 output and n")
+	}
+	w := op.Weights[0]
+	if len(w.Shape) != 2 || w.Shape[0] <= 0 || w.Shape[1] <= 0 {
+		return MatMul{}, fmt.Errorf("weight shape %v is not a matrix", w.Shape)
+	}
+	n := op.Ints[0]
+	if n <= 0 || n > math.MaxInt32 {
+		return MatMul{}, fmt.Errorf("%d activation rows", n)
+	}
+	var flags int64
+	if len(op.Ints) > 1 {
+		flags = op.Ints[1]
+	}
+	if flags&^(flagTransient|flagFastFloat) != 0 {
+		return MatMul{}, fmt.Errorf("unknown flags %#x", flags)
+	}
+	return MatMul{Weight: w, Input: op.Inputs[0], Output: op.Outputs[0], Rows: int(n),
+		Transient: flags&flagTransient != 0, FastFloat: flags&flagFastFloat != 0}, nil
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"os"
@@ -362,5 +363,16 @@ func BenchmarkExecute(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestOlderProtocolRefused: a plugin built against an SDK of the previous
+// protocol version is refused at the handshake with an error that says
+// which versions met and what to do.
+func TestOlderProtocolRefused(t *testing.T) {
+	_, _, err := plugin.StartStager(context.Background(), subprocess("old", slog.New(slog.DiscardHandler)))
+	want := fmt.Sprintf("plugin test-old: start: the plugin speaks protocol %d and this k3 speaks %d: rebuild it", plugin.ProtocolVersion-1, plugin.ProtocolVersion)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one with %q", err, want)
 	}
 }

@@ -20,7 +20,12 @@ import (
 // Version 2: a matmul Op may carry Ints[1] = 1 (transient weights the plugin
 // must drop from its mappings after the batch); version-1 kernels plugins
 // reject that, so they are refused at the handshake instead.
-const ProtocolVersion = 2
+//
+// Version 3: options are declared (StagerInfo.Options, KernelsInfo.Options)
+// and the host calls Stager.Describe before Open, sending only declared
+// options; a version-2 stager has no Describe and would be sent none, so
+// it is refused at the handshake with an error that says to rebuild it.
+const ProtocolVersion = 3
 
 // Handshake is what host and plugin check before anything else. The cookie
 // only keeps a plugin binary from being run by hand by mistake; it is not a

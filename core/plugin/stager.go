@@ -15,6 +15,10 @@ import (
 // A Stager's methods may be called concurrently; Acquire of one step may
 // overlap Hint of another.
 type Stager interface {
+	// Describe says which options the stager takes. The host calls it
+	// first, checks the profile against it and sends Open only the
+	// declared options.
+	Describe(ctx context.Context) (*StagerInfo, error)
 	// Open opens the shards and prepares the cache within the budget. It
 	// reads the always-needed tensors before it returns.
 	Open(ctx context.Context, req *OpenRequest) (*OpenResponse, error)
@@ -34,6 +38,15 @@ type Stager interface {
 	Close(ctx context.Context) error
 }
 
+// StagerInfo advertises a Stager.
+type StagerInfo struct {
+	// Name is for logs and errors, e.g. "staging-pread".
+	Name string
+	// Options are the options the stager takes (none: it takes none, and a
+	// profile that sets one is refused).
+	Options []OptionSpec
+}
+
 // OpenRequest describes the model's weights as byte ranges of shard files:
 // the stager needs no GGUF parsing, only where each tensor lies.
 type OpenRequest struct {
@@ -49,9 +62,9 @@ type OpenRequest struct {
 	// Tensors lists every weight the core will Acquire; a tensor's index is
 	// its ID in Slice.Tensor.
 	Tensors []Tensor
-	// Options are backend settings from the profile (e.g. "direct_io":
-	// "auto", "io_workers": "4", "cache_policy": "lfru"). Unknown keys are an
-	// error, so a typo is not ignored.
+	// Options holds every option the stager declared (StagerInfo.Options),
+	// each checked against its type, defaults filled in: the host refuses a
+	// profile with an undeclared key before it starts any work.
 	Options map[string]string
 }
 

@@ -148,6 +148,15 @@ func (s *Supervisor) ReleaseStale() {
 	s.stale = nil
 }
 
+func (s *Supervisor) Describe(ctx context.Context) (*StagerInfo, error) {
+	var info *StagerInfo
+	err := s.call(ctx, func(st Stager) (err error) {
+		info, err = st.Describe(ctx)
+		return err
+	})
+	return info, err
+}
+
 func (s *Supervisor) Hint(ctx context.Context, req *HintRequest) error {
 	return s.call(ctx, func(st Stager) error { return st.Hint(ctx, req) })
 }

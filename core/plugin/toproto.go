@@ -63,13 +63,25 @@ func toprotoStats(s *Stats) *pb.StatsResponse {
 }
 
 func toprotoKernelsInfo(k *KernelsInfo) *pb.KernelsInfo {
-	out := &pb.KernelsInfo{Name: k.Name, Ops: make([]*pb.OpSupport, len(k.Ops))}
+	out := &pb.KernelsInfo{Name: k.Name, Ops: make([]*pb.OpSupport, len(k.Ops)), Options: toprotoOptionSpecs(k.Options)}
 	for i, o := range k.Ops {
 		ts := make([]uint32, len(o.Types))
 		for j, t := range o.Types {
 			ts[j] = uint32(t)
 		}
 		out.Ops[i] = &pb.OpSupport{Op: o.Op, Types: ts}
+	}
+	return out
+}
+
+func toprotoStagerInfo(s *StagerInfo) *pb.StagerInfo {
+	return &pb.StagerInfo{Name: s.Name, Options: toprotoOptionSpecs(s.Options)}
+}
+
+func toprotoOptionSpecs(os []OptionSpec) []*pb.OptionSpec {
+	out := make([]*pb.OptionSpec, len(os))
+	for i, o := range os {
+		out[i] = &pb.OptionSpec{Name: o.Name, Type: int32(o.Type), Default: o.Default, Doc: o.Doc, Values: o.Values}
 	}
 	return out
 }

@@ -3,7 +3,6 @@ package runtime
 import (
 	"fmt"
 	"log/slog"
-	"strconv"
 
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
@@ -77,20 +76,14 @@ func stageOptions(f *gguf.File, arch model.Arch, prof *config.Profile, o Options
 		// prefetch_depth 0 turns the guesses off like lookahead false.
 		Lookahead:      s.Lookahead && s.PrefetchDepth > 0,
 		LookaheadDepth: s.PrefetchDepth,
-		Options: map[string]string{
-			"direct_io":      s.DirectIO,
-			"io_workers":     strconv.Itoa(s.IOWorkers),
-			"cache_policy":   s.CachePolicy,
-			"prefetch_depth": strconv.Itoa(s.PrefetchDepth),
-		},
 	}
+	// The stager gets the options it declares (engine.OpenStaged checks
+	// the profile against its declaration).
+	so.Options, so.Implied = prof.StagerOptions()
 	if s.Path != "" {
 		so.Launch.Name = s.Name
 	} else {
 		so.Footprint = o.Footprints[s.Name]
-	}
-	if s.Name == "mmap" && prof.Memory.Mlock {
-		so.Options["mlock"] = "true"
 	}
 	return so, nil
 }

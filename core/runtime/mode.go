@@ -6,6 +6,7 @@ import (
 
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
+	"github.com/k3-inference/k3/core/plugin"
 )
 
 // Mode is how a runtime runs, the facts of the line every command prints
@@ -19,6 +20,9 @@ type Mode struct {
 	Stager, StagerMode string
 	// StagerSays is the stager's description of itself.
 	StagerSays string
+	// StagerOptions are the options the stager was opened with (every one
+	// it declares, defaults filled in); nil on a plain mapping.
+	StagerOptions map[string]string
 	// Budget is the memory budget after fitting it to the machine; 0:
 	// unlimited (a plain mapping, or a profile without one).
 	Budget config.Size
@@ -55,6 +59,9 @@ func (m Mode) String() string {
 	if s := m.Split; s != nil {
 		fmt.Fprintf(&b, " always-needed=%s step-pin=%s(%dx%s) state-reserve=%s stager-budget=%s",
 			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), config.Size(s.Stager))
+	}
+	if m.Split != nil {
+		fmt.Fprintf(&b, " stager-options=%s", plugin.FormatOptions(m.StagerOptions))
 	}
 	if m.StagerSays != "" {
 		fmt.Fprintf(&b, " stager-mode=%q", m.StagerSays)

@@ -227,7 +227,7 @@ func (r *Runtime) mode() Mode {
 		return m
 	}
 	s := r.Profile.Stager
-	m.Stager, m.StagerMode, m.StagerSays = s.Name, s.Mode, r.Staged.Mode()
+	m.Stager, m.StagerMode, m.StagerSays, m.StagerOptions = s.Name, s.Mode, r.Staged.Mode(), r.Staged.Options()
 	if s.Path != "" {
 		m.Stager += "@" + s.Path
 	}

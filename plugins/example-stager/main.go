@@ -5,8 +5,11 @@
 //
 // Build it as its own binary and name it in a profile:
 //
-//	go build -o example-stager ./plugins/example-stager
-//	# profile: stager: {name: example, path: ./example-stager}
+//	cd plugins/example-stager && go build -o example-stager .
+//	# profile: stager: {name: example, path: ./example-stager, options: {warm: true}}
+//
+// It is a module of its own, built against the SDK as a third party
+// builds it (go.mod's replace directive points at this checkout).
 package main
 
 import (
@@ -26,18 +29,33 @@ func main() {
 	plugin.ServeStager(&stager{})
 }
 
+// options are what the stager takes: the host refuses a profile that sets
+// anything else, and sends these (defaults filled in) in Open.
+var options = []plugin.OptionSpec{
+	{Name: "warm", Type: plugin.OptionBool, Default: "true",
+		Doc: "read each acquired range once, so it is in the page cache before Acquire returns"},
+}
+
 type stager struct {
 	mu      sync.Mutex
 	req     *plugin.OpenRequest
+	warm    bool
 	files   []*os.File
 	scratch []byte
 	stats   plugin.Stats
 }
 
+// Describe declares the options.
+func (s *stager) Describe(context.Context) (*plugin.StagerInfo, error) {
+	return &plugin.StagerInfo{Name: "example-stager", Options: options}, nil
+}
+
 func (s *stager) Open(_ context.Context, req *plugin.OpenRequest) (*plugin.OpenResponse, error) {
-	if len(req.Options) > 0 {
-		return nil, fmt.Errorf("example-stager: takes no options, got %v", req.Options)
+	opts, err := plugin.ParseOptions(options, req.Options)
+	if err != nil {
+		return nil, fmt.Errorf("example-stager: %w", err)
 	}
+	s.warm = opts.Bool("warm")
 	resp := &plugin.OpenResponse{Mode: "example (page cache, no budget)"}
 	for _, p := range req.Shards {
 		f, err := os.Open(p)
@@ -88,6 +106,10 @@ func (s *stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 			loc.Size = t.ExpertSize
 			s.stats.Misses++
 		}
+		resp.Locations = append(resp.Locations, loc)
+		if !s.warm {
+			continue // the host's mapping faults the pages in
+		}
 		// Reading the range is what makes it resident before Acquire
 		// returns; the page cache keeps it for the host's mapping.
 		if int64(len(s.scratch)) < loc.Size {
@@ -98,7 +120,6 @@ func (s *stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 		}
 		s.stats.Reads++
 		s.stats.BytesRead += loc.Size
-		resp.Locations = append(resp.Locations, loc)
 	}
 	s.stats.ReadTime += time.Since(start)
 	s.stats.WaitTime += time.Since(start)

@@ -31,7 +31,7 @@
 // and prove the float32 rounding is the reference's, or run the
 // reference's sequential sum when it might not be (kernelkit/exactfloat.go).
 // Float mode fast (SetFloatMode, a profile's kernels.float, the plugin's
-// OpFastFloat flag) trades that for speed on F32, F16 and BF16 weights only: a
+// MatMul.FastFloat) trades that for speed on F32, F16 and BF16 weights only: a
 // fixed float32-lane order, the same bits on every level, within 2^-21 of
 // Σ|products| of the reference (kernelkit/fastfloat.go). One precondition: Q8_0·Q8_0
 // uses ggml's sign trick, exact for activation bytes in [-127, 127], which

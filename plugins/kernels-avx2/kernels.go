@@ -32,7 +32,7 @@ func SetLevel(name string) error { return kit.SetLevel(name) }
 
 // SetFloatMode selects the F32/F16/BF16 arithmetic: "exact" (the default, the
 // reference's bits) or "fast" (kernelkit's fastfloat.go); not while
-// kernels run. The plugin selects it per product (plugin.OpFastFloat).
+// kernels run. The plugin selects it per product (plugin.MatMul.FastFloat).
 func SetFloatMode(mode string) error { return kit.SetFloatMode(mode) }
 
 // FloatMode names the float mode in use.

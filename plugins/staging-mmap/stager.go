@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -73,6 +72,22 @@ func New() *Stager { return &Stager{} }
 
 var _ plugin.Stager = (*Stager)(nil)
 
+// Describe declares Options.
+func (s *Stager) Describe(context.Context) (*plugin.StagerInfo, error) {
+	return &plugin.StagerInfo{Name: "staging-mmap", Options: Options}, nil
+}
+
+// Options are the options staging-mmap declares (Describe). It takes no
+// direct_io: mapped reads always go through the page cache.
+var Options = []plugin.OptionSpec{
+	{Name: "cache_policy", Type: plugin.OptionString, Default: "lfru", Values: []string{"lfru", "lru"}, Doc: "expert-cache eviction policy"},
+	{Name: "lfru_half_life", Type: plugin.OptionFloat, Default: "8", Doc: "LFRU frequency half-life in unit lookups, as a multiple of the units that fit"},
+	{Name: "mlock", Type: plugin.OptionBool, Default: "false", Doc: "lock the always-needed weights in memory (memory.mlock)"},
+	{Name: "evict", Type: plugin.OptionString, Default: "dontneed", Values: []string{"dontneed", "cold"},
+		Doc: "how an evicted unit leaves: dontneed (dropped from the page cache) or cold (MADV_COLD: reclaim takes it first)"},
+	{Name: "io_workers", Type: plugin.OptionInt, Default: "4", Doc: "goroutines reading hinted units, 1..256"},
+}
+
 type options struct {
 	policy   string
 	halfLife float64
@@ -82,35 +97,13 @@ type options struct {
 }
 
 func parseOptions(m map[string]string) (options, error) {
-	o := options{policy: "lfru", halfLife: 8, evict: "dontneed", workers: 4}
-	for k, v := range m {
-		var err error
-		switch k {
-		case "cache_policy":
-			o.policy = v
-		case "lfru_half_life":
-			o.halfLife, err = strconv.ParseFloat(v, 64)
-		case "mlock":
-			o.mlock, err = strconv.ParseBool(v)
-		case "evict":
-			if v != "dontneed" && v != "cold" {
-				err = errors.New("not dontneed or cold")
-			}
-			o.evict = v
-		case "io_workers":
-			o.workers, err = strconv.Atoi(v)
-			if err == nil && (o.workers < 1 || o.workers > 256) {
-				err = errors.New("out of range 1..256")
-			}
-		case "direct_io", "prefetch_depth":
-			// Settings of other stagers, accepted so one profile section
-			// serves both; the page cache has no use for them.
-		default:
-			err = errors.New("unknown option")
-		}
-		if err != nil {
-			return o, fmt.Errorf("staging-mmap: option %s=%q: %w", k, v, err)
-		}
+	v, err := plugin.ParseOptions(Options, m)
+	if err != nil {
+		return options{}, fmt.Errorf("staging-mmap: %w", err)
+	}
+	o := options{policy: v.String("cache_policy"), halfLife: v.Float("lfru_half_life"), mlock: v.Bool("mlock"), evict: v.String("evict"), workers: v.Int("io_workers")}
+	if o.workers < 1 || o.workers > 256 {
+		return o, fmt.Errorf("staging-mmap: option io_workers=%d: out of range 1..256", o.workers)
 	}
 	return o, nil
 }

@@ -2,10 +2,18 @@ package stagingpread
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/k3-inference/k3/core/plugin"
 )
+
+// Options are the options staging-pread declares (Describe).
+var Options = []plugin.OptionSpec{
+	{Name: "direct_io", Type: plugin.OptionString, Default: "auto", Values: []string{"auto", "on", "off"},
+		Doc: "O_DIRECT reads: auto (where the filesystem allows them), on (fail where it does not), off"},
+	{Name: "io_workers", Type: plugin.OptionInt, Default: "4", Doc: "concurrent reads (queue depth), 1..256"},
+	{Name: "cache_policy", Type: plugin.OptionString, Default: "lfru", Values: []string{"lfru", "lru"}, Doc: "expert-cache eviction policy"},
+	{Name: "lfru_half_life", Type: plugin.OptionFloat, Default: "8", Doc: "LFRU frequency half-life in slot lookups, as a multiple of the slot count"},
+}
 
 // options are the stager's settings from OpenRequest.Options.
 type options struct {
@@ -16,33 +24,13 @@ type options struct {
 }
 
 func parseOptions(m map[string]string) (options, error) {
-	o := options{directIO: "auto", workers: 4, policy: "lfru", halfLife: 8}
-	for k, v := range m {
-		var err error
-		switch k {
-		case "direct_io":
-			if v != "auto" && v != "on" && v != "off" {
-				err = fmt.Errorf("not auto, on or off")
-			}
-			o.directIO = v
-		case "io_workers":
-			o.workers, err = strconv.Atoi(v)
-			if err == nil && (o.workers < 1 || o.workers > 256) {
-				err = fmt.Errorf("out of range 1..256")
-			}
-		case "cache_policy":
-			o.policy = v
-		case "lfru_half_life":
-			o.halfLife, err = strconv.ParseFloat(v, 64)
-		case "prefetch_depth":
-			// The core decides how far ahead it hints; accepted so one
-			// profile section serves every stager.
-		default:
-			err = fmt.Errorf("unknown option")
-		}
-		if err != nil {
-			return o, fmt.Errorf("staging-pread: option %s=%q: %w", k, v, err)
-		}
+	v, err := plugin.ParseOptions(Options, m)
+	if err != nil {
+		return options{}, fmt.Errorf("staging-pread: %w", err)
+	}
+	o := options{directIO: v.String("direct_io"), workers: v.Int("io_workers"), policy: v.String("cache_policy"), halfLife: v.Float("lfru_half_life")}
+	if o.workers < 1 || o.workers > 256 {
+		return o, fmt.Errorf("staging-pread: option io_workers=%d: out of range 1..256", o.workers)
 	}
 	return o, nil
 }

@@ -49,6 +49,11 @@ func New() *Stager { return &Stager{} }
 
 var _ plugin.Stager = (*Stager)(nil)
 
+// Describe declares Options.
+func (s *Stager) Describe(context.Context) (*plugin.StagerInfo, error) {
+	return &plugin.StagerInfo{Name: "staging-pread", Options: Options}, nil
+}
+
 // unit is the state of one cache entry's bytes.
 type unit struct {
 	done chan struct{} // closed when the read finished

@@ -25,8 +25,19 @@ type Runner struct {
 	sum hash.Hash
 }
 
-// NewRunner opens st with req and maps its regions.
+// NewRunner opens st with req and maps its regions. Like the host, it
+// asks st which options it declares first and opens it with req.Options
+// checked against them, defaults filled in.
 func NewRunner(ctx context.Context, st plugin.Stager, m *Model, req *plugin.OpenRequest) (*Runner, *plugin.OpenResponse, error) {
+	info, err := st.Describe(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("describe: %w", err)
+	}
+	r0 := *req
+	if r0.Options, err = plugin.ResolveOptions(info.Name, info.Options, req.Options, nil); err != nil {
+		return nil, nil, err
+	}
+	req = &r0
 	resp, err := st.Open(ctx, req)
 	if err != nil {
 		return nil, nil, err

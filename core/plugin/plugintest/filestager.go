@@ -14,6 +14,11 @@ type FileStager struct {
 	Req *plugin.OpenRequest
 }
 
+// Describe declares no options.
+func (s *FileStager) Describe(context.Context) (*plugin.StagerInfo, error) {
+	return &plugin.StagerInfo{Name: "files"}, nil
+}
+
 func (s *FileStager) Open(_ context.Context, req *plugin.OpenRequest) (*plugin.OpenResponse, error) {
 	s.Req = req
 	resp := &plugin.OpenResponse{Mode: "shards"}

@@ -25,11 +25,36 @@ type Budget struct {
 // comparisons across stagers.
 func CheckBudgets(t *testing.T, newStager func() plugin.Stager, m *Model, tr Trace, budgets []Budget, opts map[string]string) []byte {
 	t.Helper()
+	return checkBudgets(t, func() (plugin.Stager, error) { return newStager(), nil }, m, tr, budgets, opts)
+}
+
+// CheckBudgetsProcess is CheckBudgets on the stager plugin l starts (a
+// binary, for a third party), in a process of its own for each budget
+// under a Supervisor, as k3 runs it.
+func CheckBudgetsProcess(t *testing.T, l plugin.Launch, m *Model, tr Trace, budgets []Budget, opts map[string]string) []byte {
+	t.Helper()
+	if l.Logger == nil {
+		l.Logger = slog.New(slog.DiscardHandler)
+	}
+	return checkBudgets(t, func() (plugin.Stager, error) {
+		sup, err := plugin.SuperviseStager(context.Background(), l)
+		if err != nil {
+			return nil, err
+		}
+		return sup, nil
+	}, m, tr, budgets, opts)
+}
+
+func checkBudgets(t *testing.T, newStager func() (plugin.Stager, error), m *Model, tr Trace, budgets []Budget, opts map[string]string) []byte {
+	t.Helper()
 	var first []byte
 	for _, b := range budgets {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			st := newStager()
+			st, err := newStager()
+			if err != nil {
+				t.Fatal(err)
+			}
 			r, _, err := NewRunner(ctx, st, m, m.Request(b.Bytes, t.TempDir(), opts))
 			if err != nil {
 				t.Fatal(err)

@@ -16,13 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// OpMatMul is the core's ops.OpMatMul (plugins may not import core/ops):
-// Weights[0] a matrix of Shape [cols, rows], Inputs[0] n rows of cols f32,
-// Outputs[0] n rows of rows f32, Ints[0] n, optional flags Ints[1] (see
-// plugin.Op): OpTransient, the weight's shard pages are dropped from this
-// process's mappings after the batch; OpFastFloat, F32/F16/BF16 weights run in
-// float mode fast.
-const OpMatMul = "matmul"
+// OpMatMul is the core's ops.OpMatMul (plugins may not import core/ops),
+// read as a plugin.MatMul: Transient drops the weight's shard pages from
+// this process's mappings after the batch; FastFloat runs F32/F16/BF16
+// weights in float mode fast.
+const OpMatMul = plugin.MatMulOp
 
 // LevelEnv names the environment variable that forces an instruction-set
 // level (see Levels) in a kernels process, so tests and users can run a
@@ -64,6 +62,8 @@ func (p *Plugin) Describe(ctx context.Context) (*plugin.KernelsInfo, error) {
 	return &plugin.KernelsInfo{
 		Name: strings.TrimPrefix(p.kit.name, "kernels") + " (" + p.kit.Level() + ")",
 		Ops:  []plugin.OpSupport{{Op: OpMatMul, Types: Types()}},
+		Options: []plugin.OptionSpec{{Name: "float", Type: plugin.OptionString, Default: "exact", Values: []string{"exact", "fast"},
+			Doc: "F32/F16/BF16 products: exact (the reference bit for bit) or fast (float32 sums flushed to float64 every 64 elements)"}},
 	}, nil
 }
 
@@ -138,15 +138,16 @@ type actCache struct {
 // returns the product's weight rows, the function that computes a range of
 // them, and what to call when the batch is done.
 func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.Op, cache *actCache, forget map[*mapped][]plugin.Location) (int, func(r0, r1 int), func(), error) {
-	if len(op.Weights) != 1 || len(op.Inputs) != 1 || len(op.Outputs) != 1 || len(op.Ints) < 1 {
-		return 0, nil, nil, errors.New("want 1 weight, 1 input, 1 output and n")
+	mm, err := op.MatMul()
+	if err != nil {
+		return 0, nil, nil, err
 	}
-	w := op.Weights[0]
-	if len(w.Shape) != 2 || w.Shape[0] <= 0 || w.Shape[1] <= 0 || w.Shape[0] > 1<<31 || w.Shape[1] > 1<<31 {
+	w := mm.Weight
+	if w.Shape[0] > 1<<31 || w.Shape[1] > 1<<31 {
 		return 0, nil, nil, fmt.Errorf("weight shape %v is not a matrix", w.Shape)
 	}
-	cols, rows, n := int(w.Shape[0]), int(w.Shape[1]), op.Ints[0]
-	if n <= 0 || n > 1<<24 {
+	cols, rows, n := int(w.Shape[0]), int(w.Shape[1]), int64(mm.Rows)
+	if n > 1<<24 {
 		return 0, nil, nil, fmt.Errorf("%d activation rows", n)
 	}
 	rb, err := quant.RowSize(w.Type, int64(cols))
@@ -157,17 +158,10 @@ func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	var flags int64
-	if len(op.Ints) > 1 {
-		flags = op.Ints[1]
-	}
-	if flags&^(plugin.OpTransient|plugin.OpFastFloat) != 0 {
-		return 0, nil, nil, fmt.Errorf("unknown flags %#x", flags)
-	}
-	if flags&plugin.OpTransient != 0 && req.Regions[w.Region].Kind == plugin.RegionShard {
+	if mm.Transient && req.Regions[w.Region].Kind == plugin.RegionShard {
 		forget[m] = append(forget[m], plugin.Location{Region: 0, Offset: w.Offset, Size: rb * int64(rows)})
 	}
-	in, out := op.Inputs[0], op.Outputs[0]
+	in, out := mm.Input, mm.Output
 	if in.Size < n*int64(cols)*4 || out.Size < n*int64(rows)*4 {
 		return 0, nil, nil, fmt.Errorf("arena input of %d bytes, output of %d for %d rows of %dx%d", in.Size, out.Size, n, rows, cols)
 	}
@@ -183,7 +177,7 @@ func (p *Plugin) matMul(a *plugin.Arena, req *plugin.ExecuteRequest, op *plugin.
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	run, release, err := p.kit.matMulPlan(w.Type, wb, rows, cols, act, int(n), y, flags&plugin.OpFastFloat != 0)
+	run, release, err := p.kit.matMulPlan(w.Type, wb, rows, cols, act, int(n), y, mm.FastFloat)
 	if err != nil {
 		return 0, nil, nil, err
 	}

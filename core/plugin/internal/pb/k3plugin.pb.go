@@ -153,6 +153,136 @@ func (x *Tensor) GetExpertSize() int64 {
 	return 0
 }
 
+// OptionSpec declares one option a plugin accepts (core/plugin.OptionSpec).
+type OptionSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// type is core/plugin.OptionType: 1 string, 2 int, 3 float, 4 bool.
+	Type          int32    `protobuf:"varint,2,opt,name=type,proto3" json:"type,omitempty"`
+	Default       string   `protobuf:"bytes,3,opt,name=default,proto3" json:"default,omitempty"`
+	Doc           string   `protobuf:"bytes,4,opt,name=doc,proto3" json:"doc,omitempty"`
+	Values        []string `protobuf:"bytes,5,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OptionSpec) Reset() {
+	*x = OptionSpec{}
+	mi := &file_k3plugin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OptionSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OptionSpec) ProtoMessage() {}
+
+func (x *OptionSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_k3plugin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OptionSpec.ProtoReflect.Descriptor instead.
+func (*OptionSpec) Descriptor() ([]byte, []int) {
+	return file_k3plugin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *OptionSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OptionSpec) GetType() int32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *OptionSpec) GetDefault() string {
+	if x != nil {
+		return x.Default
+	}
+	return ""
+}
+
+func (x *OptionSpec) GetDoc() string {
+	if x != nil {
+		return x.Doc
+	}
+	return ""
+}
+
+func (x *OptionSpec) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type StagerInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Options       []*OptionSpec          `protobuf:"bytes,2,rep,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StagerInfo) Reset() {
+	*x = StagerInfo{}
+	mi := &file_k3plugin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StagerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StagerInfo) ProtoMessage() {}
+
+func (x *StagerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_k3plugin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StagerInfo.ProtoReflect.Descriptor instead.
+func (*StagerInfo) Descriptor() ([]byte, []int) {
+	return file_k3plugin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StagerInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StagerInfo) GetOptions() []*OptionSpec {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
 type OpenRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Shards        []string               `protobuf:"bytes,1,rep,name=shards,proto3" json:"shards,omitempty"`
@@ -166,7 +296,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_k3plugin_proto_msgTypes[2]
+	mi := &file_k3plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +308,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[2]
+	mi := &file_k3plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +321,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{2}
+	return file_k3plugin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OpenRequest) GetShards() []string {
@@ -240,7 +370,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_k3plugin_proto_msgTypes[3]
+	mi := &file_k3plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +382,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[3]
+	mi := &file_k3plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +395,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{3}
+	return file_k3plugin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Region) GetKind() int32 {
@@ -299,7 +429,7 @@ type OpenResponse struct {
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_k3plugin_proto_msgTypes[4]
+	mi := &file_k3plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +441,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[4]
+	mi := &file_k3plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +454,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{4}
+	return file_k3plugin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OpenResponse) GetRegions() []*Region {
@@ -352,7 +482,7 @@ type HintRequest struct {
 
 func (x *HintRequest) Reset() {
 	*x = HintRequest{}
-	mi := &file_k3plugin_proto_msgTypes[5]
+	mi := &file_k3plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +494,7 @@ func (x *HintRequest) String() string {
 func (*HintRequest) ProtoMessage() {}
 
 func (x *HintRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[5]
+	mi := &file_k3plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +507,7 @@ func (x *HintRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintRequest.ProtoReflect.Descriptor instead.
 func (*HintRequest) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{5}
+	return file_k3plugin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HintRequest) GetLayer() int32 {
@@ -417,7 +547,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_k3plugin_proto_msgTypes[6]
+	mi := &file_k3plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +559,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[6]
+	mi := &file_k3plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +572,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{6}
+	return file_k3plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AcquireRequest) GetStep() uint64 {
@@ -484,7 +614,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_k3plugin_proto_msgTypes[7]
+	mi := &file_k3plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +626,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[7]
+	mi := &file_k3plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +639,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{7}
+	return file_k3plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AcquireResponse) GetRegions() []int32 {
@@ -542,7 +672,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_k3plugin_proto_msgTypes[8]
+	mi := &file_k3plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +684,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[8]
+	mi := &file_k3plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +697,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{8}
+	return file_k3plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseRequest) GetStep() uint64 {
@@ -596,7 +726,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_k3plugin_proto_msgTypes[9]
+	mi := &file_k3plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +738,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[9]
+	mi := &file_k3plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +751,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{9}
+	return file_k3plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatsResponse) GetHits() uint64 {
@@ -711,7 +841,7 @@ type OpSupport struct {
 
 func (x *OpSupport) Reset() {
 	*x = OpSupport{}
-	mi := &file_k3plugin_proto_msgTypes[10]
+	mi := &file_k3plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +853,7 @@ func (x *OpSupport) String() string {
 func (*OpSupport) ProtoMessage() {}
 
 func (x *OpSupport) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[10]
+	mi := &file_k3plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +866,7 @@ func (x *OpSupport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpSupport.ProtoReflect.Descriptor instead.
 func (*OpSupport) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{10}
+	return file_k3plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OpSupport) GetOp() string {
@@ -757,13 +887,14 @@ type KernelsInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Ops           []*OpSupport           `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	Options       []*OptionSpec          `protobuf:"bytes,3,rep,name=options,proto3" json:"options,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KernelsInfo) Reset() {
 	*x = KernelsInfo{}
-	mi := &file_k3plugin_proto_msgTypes[11]
+	mi := &file_k3plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +906,7 @@ func (x *KernelsInfo) String() string {
 func (*KernelsInfo) ProtoMessage() {}
 
 func (x *KernelsInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[11]
+	mi := &file_k3plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +919,7 @@ func (x *KernelsInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KernelsInfo.ProtoReflect.Descriptor instead.
 func (*KernelsInfo) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{11}
+	return file_k3plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KernelsInfo) GetName() string {
@@ -805,6 +936,13 @@ func (x *KernelsInfo) GetOps() []*OpSupport {
 	return nil
 }
 
+func (x *KernelsInfo) GetOptions() []*OptionSpec {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
 type WeightRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Region        int32                  `protobuf:"varint,1,opt,name=region,proto3" json:"region,omitempty"`
@@ -817,7 +955,7 @@ type WeightRef struct {
 
 func (x *WeightRef) Reset() {
 	*x = WeightRef{}
-	mi := &file_k3plugin_proto_msgTypes[12]
+	mi := &file_k3plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +967,7 @@ func (x *WeightRef) String() string {
 func (*WeightRef) ProtoMessage() {}
 
 func (x *WeightRef) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[12]
+	mi := &file_k3plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +980,7 @@ func (x *WeightRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightRef.ProtoReflect.Descriptor instead.
 func (*WeightRef) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{12}
+	return file_k3plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WeightRef) GetRegion() int32 {
@@ -883,7 +1021,7 @@ type ArenaRef struct {
 
 func (x *ArenaRef) Reset() {
 	*x = ArenaRef{}
-	mi := &file_k3plugin_proto_msgTypes[13]
+	mi := &file_k3plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1033,7 @@ func (x *ArenaRef) String() string {
 func (*ArenaRef) ProtoMessage() {}
 
 func (x *ArenaRef) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[13]
+	mi := &file_k3plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1046,7 @@ func (x *ArenaRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArenaRef.ProtoReflect.Descriptor instead.
 func (*ArenaRef) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{13}
+	return file_k3plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ArenaRef) GetOffset() int64 {
@@ -939,7 +1077,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_k3plugin_proto_msgTypes[14]
+	mi := &file_k3plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1089,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[14]
+	mi := &file_k3plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1102,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{14}
+	return file_k3plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Op) GetName() string {
@@ -1021,7 +1159,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_k3plugin_proto_msgTypes[15]
+	mi := &file_k3plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1171,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[15]
+	mi := &file_k3plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1184,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{15}
+	return file_k3plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExecuteRequest) GetArena() string {
@@ -1086,7 +1224,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_k3plugin_proto_msgTypes[16]
+	mi := &file_k3plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1236,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[16]
+	mi := &file_k3plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1249,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{16}
+	return file_k3plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExecuteResponse) GetElapsedNanos() int64 {
@@ -1134,7 +1272,7 @@ type DoorbellRequest struct {
 
 func (x *DoorbellRequest) Reset() {
 	*x = DoorbellRequest{}
-	mi := &file_k3plugin_proto_msgTypes[17]
+	mi := &file_k3plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1284,7 @@ func (x *DoorbellRequest) String() string {
 func (*DoorbellRequest) ProtoMessage() {}
 
 func (x *DoorbellRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[17]
+	mi := &file_k3plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1297,7 @@ func (x *DoorbellRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoorbellRequest.ProtoReflect.Descriptor instead.
 func (*DoorbellRequest) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{17}
+	return file_k3plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DoorbellRequest) GetPath() string {
@@ -1184,7 +1322,7 @@ type DoorbellResponse struct {
 
 func (x *DoorbellResponse) Reset() {
 	*x = DoorbellResponse{}
-	mi := &file_k3plugin_proto_msgTypes[18]
+	mi := &file_k3plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1334,7 @@ func (x *DoorbellResponse) String() string {
 func (*DoorbellResponse) ProtoMessage() {}
 
 func (x *DoorbellResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[18]
+	mi := &file_k3plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1347,7 @@ func (x *DoorbellResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoorbellResponse.ProtoReflect.Descriptor instead.
 func (*DoorbellResponse) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{18}
+	return file_k3plugin_proto_rawDescGZIP(), []int{20}
 }
 
 var File_k3plugin_proto protoreflect.FileDescriptor
@@ -1226,7 +1364,18 @@ const file_k3plugin_proto_rawDesc = "" +
 	"\x05layer\x18\x05 \x01(\x05R\x05layer\x12\x18\n" +
 	"\aexperts\x18\x06 \x01(\x05R\aexperts\x12\x1f\n" +
 	"\vexpert_size\x18\a \x01(\x03R\n" +
-	"expertSize\"\x84\x02\n" +
+	"expertSize\"x\n" +
+	"\n" +
+	"OptionSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\x05R\x04type\x12\x18\n" +
+	"\adefault\x18\x03 \x01(\tR\adefault\x12\x10\n" +
+	"\x03doc\x18\x04 \x01(\tR\x03doc\x12\x16\n" +
+	"\x06values\x18\x05 \x03(\tR\x06values\"T\n" +
+	"\n" +
+	"StagerInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
+	"\aoptions\x18\x02 \x03(\v2\x18.k3.plugin.v1.OptionSpecR\aoptions\"\x84\x02\n" +
 	"\vOpenRequest\x12\x16\n" +
 	"\x06shards\x18\x01 \x03(\tR\x06shards\x12\x16\n" +
 	"\x06budget\x18\x02 \x01(\x03R\x06budget\x12\x17\n" +
@@ -1276,10 +1425,11 @@ const file_k3plugin_proto_rawDesc = "" +
 	"\x04mode\x18\v \x01(\tR\x04mode\"1\n" +
 	"\tOpSupport\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\tR\x02op\x12\x14\n" +
-	"\x05types\x18\x02 \x03(\rR\x05types\"L\n" +
+	"\x05types\x18\x02 \x03(\rR\x05types\"\x80\x01\n" +
 	"\vKernelsInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
-	"\x03ops\x18\x02 \x03(\v2\x17.k3.plugin.v1.OpSupportR\x03ops\"e\n" +
+	"\x03ops\x18\x02 \x03(\v2\x17.k3.plugin.v1.OpSupportR\x03ops\x122\n" +
+	"\aoptions\x18\x03 \x03(\v2\x18.k3.plugin.v1.OptionSpecR\aoptions\"e\n" +
 	"\tWeightRef\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\x05R\x06region\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
@@ -1305,8 +1455,9 @@ const file_k3plugin_proto_rawDesc = "" +
 	"\x0fDoorbellRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06layout\x18\x02 \x01(\rR\x06layout\"\x12\n" +
-	"\x10DoorbellResponse2\xf3\x02\n" +
-	"\x06Stager\x12=\n" +
+	"\x10DoorbellResponse2\xae\x03\n" +
+	"\x06Stager\x129\n" +
+	"\bDescribe\x12\x13.k3.plugin.v1.Empty\x1a\x18.k3.plugin.v1.StagerInfo\x12=\n" +
 	"\x04Open\x12\x19.k3.plugin.v1.OpenRequest\x1a\x1a.k3.plugin.v1.OpenResponse\x126\n" +
 	"\x04Hint\x12\x19.k3.plugin.v1.HintRequest\x1a\x13.k3.plugin.v1.Empty\x12F\n" +
 	"\aAcquire\x12\x1c.k3.plugin.v1.AcquireRequest\x1a\x1d.k3.plugin.v1.AcquireResponse\x12<\n" +
@@ -1330,62 +1481,68 @@ func file_k3plugin_proto_rawDescGZIP() []byte {
 	return file_k3plugin_proto_rawDescData
 }
 
-var file_k3plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_k3plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_k3plugin_proto_goTypes = []any{
 	(*Empty)(nil),            // 0: k3.plugin.v1.Empty
 	(*Tensor)(nil),           // 1: k3.plugin.v1.Tensor
-	(*OpenRequest)(nil),      // 2: k3.plugin.v1.OpenRequest
-	(*Region)(nil),           // 3: k3.plugin.v1.Region
-	(*OpenResponse)(nil),     // 4: k3.plugin.v1.OpenResponse
-	(*HintRequest)(nil),      // 5: k3.plugin.v1.HintRequest
-	(*AcquireRequest)(nil),   // 6: k3.plugin.v1.AcquireRequest
-	(*AcquireResponse)(nil),  // 7: k3.plugin.v1.AcquireResponse
-	(*ReleaseRequest)(nil),   // 8: k3.plugin.v1.ReleaseRequest
-	(*StatsResponse)(nil),    // 9: k3.plugin.v1.StatsResponse
-	(*OpSupport)(nil),        // 10: k3.plugin.v1.OpSupport
-	(*KernelsInfo)(nil),      // 11: k3.plugin.v1.KernelsInfo
-	(*WeightRef)(nil),        // 12: k3.plugin.v1.WeightRef
-	(*ArenaRef)(nil),         // 13: k3.plugin.v1.ArenaRef
-	(*Op)(nil),               // 14: k3.plugin.v1.Op
-	(*ExecuteRequest)(nil),   // 15: k3.plugin.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),  // 16: k3.plugin.v1.ExecuteResponse
-	(*DoorbellRequest)(nil),  // 17: k3.plugin.v1.DoorbellRequest
-	(*DoorbellResponse)(nil), // 18: k3.plugin.v1.DoorbellResponse
-	nil,                      // 19: k3.plugin.v1.OpenRequest.OptionsEntry
+	(*OptionSpec)(nil),       // 2: k3.plugin.v1.OptionSpec
+	(*StagerInfo)(nil),       // 3: k3.plugin.v1.StagerInfo
+	(*OpenRequest)(nil),      // 4: k3.plugin.v1.OpenRequest
+	(*Region)(nil),           // 5: k3.plugin.v1.Region
+	(*OpenResponse)(nil),     // 6: k3.plugin.v1.OpenResponse
+	(*HintRequest)(nil),      // 7: k3.plugin.v1.HintRequest
+	(*AcquireRequest)(nil),   // 8: k3.plugin.v1.AcquireRequest
+	(*AcquireResponse)(nil),  // 9: k3.plugin.v1.AcquireResponse
+	(*ReleaseRequest)(nil),   // 10: k3.plugin.v1.ReleaseRequest
+	(*StatsResponse)(nil),    // 11: k3.plugin.v1.StatsResponse
+	(*OpSupport)(nil),        // 12: k3.plugin.v1.OpSupport
+	(*KernelsInfo)(nil),      // 13: k3.plugin.v1.KernelsInfo
+	(*WeightRef)(nil),        // 14: k3.plugin.v1.WeightRef
+	(*ArenaRef)(nil),         // 15: k3.plugin.v1.ArenaRef
+	(*Op)(nil),               // 16: k3.plugin.v1.Op
+	(*ExecuteRequest)(nil),   // 17: k3.plugin.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),  // 18: k3.plugin.v1.ExecuteResponse
+	(*DoorbellRequest)(nil),  // 19: k3.plugin.v1.DoorbellRequest
+	(*DoorbellResponse)(nil), // 20: k3.plugin.v1.DoorbellResponse
+	nil,                      // 21: k3.plugin.v1.OpenRequest.OptionsEntry
 }
 var file_k3plugin_proto_depIdxs = []int32{
-	1,  // 0: k3.plugin.v1.OpenRequest.tensors:type_name -> k3.plugin.v1.Tensor
-	19, // 1: k3.plugin.v1.OpenRequest.options:type_name -> k3.plugin.v1.OpenRequest.OptionsEntry
-	3,  // 2: k3.plugin.v1.OpenResponse.regions:type_name -> k3.plugin.v1.Region
-	10, // 3: k3.plugin.v1.KernelsInfo.ops:type_name -> k3.plugin.v1.OpSupport
-	12, // 4: k3.plugin.v1.Op.weights:type_name -> k3.plugin.v1.WeightRef
-	13, // 5: k3.plugin.v1.Op.inputs:type_name -> k3.plugin.v1.ArenaRef
-	13, // 6: k3.plugin.v1.Op.outputs:type_name -> k3.plugin.v1.ArenaRef
-	3,  // 7: k3.plugin.v1.ExecuteRequest.regions:type_name -> k3.plugin.v1.Region
-	14, // 8: k3.plugin.v1.ExecuteRequest.ops:type_name -> k3.plugin.v1.Op
-	2,  // 9: k3.plugin.v1.Stager.Open:input_type -> k3.plugin.v1.OpenRequest
-	5,  // 10: k3.plugin.v1.Stager.Hint:input_type -> k3.plugin.v1.HintRequest
-	6,  // 11: k3.plugin.v1.Stager.Acquire:input_type -> k3.plugin.v1.AcquireRequest
-	8,  // 12: k3.plugin.v1.Stager.Release:input_type -> k3.plugin.v1.ReleaseRequest
-	0,  // 13: k3.plugin.v1.Stager.Stats:input_type -> k3.plugin.v1.Empty
-	0,  // 14: k3.plugin.v1.Stager.Close:input_type -> k3.plugin.v1.Empty
-	0,  // 15: k3.plugin.v1.Kernels.Describe:input_type -> k3.plugin.v1.Empty
-	15, // 16: k3.plugin.v1.Kernels.Execute:input_type -> k3.plugin.v1.ExecuteRequest
-	17, // 17: k3.plugin.v1.Kernels.OpenDoorbell:input_type -> k3.plugin.v1.DoorbellRequest
-	4,  // 18: k3.plugin.v1.Stager.Open:output_type -> k3.plugin.v1.OpenResponse
-	0,  // 19: k3.plugin.v1.Stager.Hint:output_type -> k3.plugin.v1.Empty
-	7,  // 20: k3.plugin.v1.Stager.Acquire:output_type -> k3.plugin.v1.AcquireResponse
-	0,  // 21: k3.plugin.v1.Stager.Release:output_type -> k3.plugin.v1.Empty
-	9,  // 22: k3.plugin.v1.Stager.Stats:output_type -> k3.plugin.v1.StatsResponse
-	0,  // 23: k3.plugin.v1.Stager.Close:output_type -> k3.plugin.v1.Empty
-	11, // 24: k3.plugin.v1.Kernels.Describe:output_type -> k3.plugin.v1.KernelsInfo
-	16, // 25: k3.plugin.v1.Kernels.Execute:output_type -> k3.plugin.v1.ExecuteResponse
-	18, // 26: k3.plugin.v1.Kernels.OpenDoorbell:output_type -> k3.plugin.v1.DoorbellResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	2,  // 0: k3.plugin.v1.StagerInfo.options:type_name -> k3.plugin.v1.OptionSpec
+	1,  // 1: k3.plugin.v1.OpenRequest.tensors:type_name -> k3.plugin.v1.Tensor
+	21, // 2: k3.plugin.v1.OpenRequest.options:type_name -> k3.plugin.v1.OpenRequest.OptionsEntry
+	5,  // 3: k3.plugin.v1.OpenResponse.regions:type_name -> k3.plugin.v1.Region
+	12, // 4: k3.plugin.v1.KernelsInfo.ops:type_name -> k3.plugin.v1.OpSupport
+	2,  // 5: k3.plugin.v1.KernelsInfo.options:type_name -> k3.plugin.v1.OptionSpec
+	14, // 6: k3.plugin.v1.Op.weights:type_name -> k3.plugin.v1.WeightRef
+	15, // 7: k3.plugin.v1.Op.inputs:type_name -> k3.plugin.v1.ArenaRef
+	15, // 8: k3.plugin.v1.Op.outputs:type_name -> k3.plugin.v1.ArenaRef
+	5,  // 9: k3.plugin.v1.ExecuteRequest.regions:type_name -> k3.plugin.v1.Region
+	16, // 10: k3.plugin.v1.ExecuteRequest.ops:type_name -> k3.plugin.v1.Op
+	0,  // 11: k3.plugin.v1.Stager.Describe:input_type -> k3.plugin.v1.Empty
+	4,  // 12: k3.plugin.v1.Stager.Open:input_type -> k3.plugin.v1.OpenRequest
+	7,  // 13: k3.plugin.v1.Stager.Hint:input_type -> k3.plugin.v1.HintRequest
+	8,  // 14: k3.plugin.v1.Stager.Acquire:input_type -> k3.plugin.v1.AcquireRequest
+	10, // 15: k3.plugin.v1.Stager.Release:input_type -> k3.plugin.v1.ReleaseRequest
+	0,  // 16: k3.plugin.v1.Stager.Stats:input_type -> k3.plugin.v1.Empty
+	0,  // 17: k3.plugin.v1.Stager.Close:input_type -> k3.plugin.v1.Empty
+	0,  // 18: k3.plugin.v1.Kernels.Describe:input_type -> k3.plugin.v1.Empty
+	17, // 19: k3.plugin.v1.Kernels.Execute:input_type -> k3.plugin.v1.ExecuteRequest
+	19, // 20: k3.plugin.v1.Kernels.OpenDoorbell:input_type -> k3.plugin.v1.DoorbellRequest
+	3,  // 21: k3.plugin.v1.Stager.Describe:output_type -> k3.plugin.v1.StagerInfo
+	6,  // 22: k3.plugin.v1.Stager.Open:output_type -> k3.plugin.v1.OpenResponse
+	0,  // 23: k3.plugin.v1.Stager.Hint:output_type -> k3.plugin.v1.Empty
+	9,  // 24: k3.plugin.v1.Stager.Acquire:output_type -> k3.plugin.v1.AcquireResponse
+	0,  // 25: k3.plugin.v1.Stager.Release:output_type -> k3.plugin.v1.Empty
+	11, // 26: k3.plugin.v1.Stager.Stats:output_type -> k3.plugin.v1.StatsResponse
+	0,  // 27: k3.plugin.v1.Stager.Close:output_type -> k3.plugin.v1.Empty
+	13, // 28: k3.plugin.v1.Kernels.Describe:output_type -> k3.plugin.v1.KernelsInfo
+	18, // 29: k3.plugin.v1.Kernels.Execute:output_type -> k3.plugin.v1.ExecuteResponse
+	20, // 30: k3.plugin.v1.Kernels.OpenDoorbell:output_type -> k3.plugin.v1.DoorbellResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_k3plugin_proto_init() }
@@ -1399,7 +1556,7 @@ func file_k3plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_k3plugin_proto_rawDesc), len(file_k3plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

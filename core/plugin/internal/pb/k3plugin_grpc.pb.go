@@ -23,18 +23,22 @@ import (
 const _ = grpc.SupportPackageIsVersion7
 
 const (
-	Stager_Open_FullMethodName    = "/k3.plugin.v1.Stager/Open"
-	Stager_Hint_FullMethodName    = "/k3.plugin.v1.Stager/Hint"
-	Stager_Acquire_FullMethodName = "/k3.plugin.v1.Stager/Acquire"
-	Stager_Release_FullMethodName = "/k3.plugin.v1.Stager/Release"
-	Stager_Stats_FullMethodName   = "/k3.plugin.v1.Stager/Stats"
-	Stager_Close_FullMethodName   = "/k3.plugin.v1.Stager/Close"
+	Stager_Describe_FullMethodName = "/k3.plugin.v1.Stager/Describe"
+	Stager_Open_FullMethodName     = "/k3.plugin.v1.Stager/Open"
+	Stager_Hint_FullMethodName     = "/k3.plugin.v1.Stager/Hint"
+	Stager_Acquire_FullMethodName  = "/k3.plugin.v1.Stager/Acquire"
+	Stager_Release_FullMethodName  = "/k3.plugin.v1.Stager/Release"
+	Stager_Stats_FullMethodName    = "/k3.plugin.v1.Stager/Stats"
+	Stager_Close_FullMethodName    = "/k3.plugin.v1.Stager/Close"
 )
 
 // StagerClient is the client API for Stager service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type StagerClient interface {
+	// Describe says which options the stager takes (protocol 3); the host
+	// calls it before Open and sends only declared options.
+	Describe(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*StagerInfo, error)
 	Open(ctx context.Context, in *OpenRequest, opts ...grpc.CallOption) (*OpenResponse, error)
 	Hint(ctx context.Context, in *HintRequest, opts ...grpc.CallOption) (*Empty, error)
 	Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
@@ -49,6 +53,15 @@ type stagerClient struct {
 
 func NewStagerClient(cc grpc.ClientConnInterface) StagerClient {
 	return &stagerClient{cc}
+}
+
+func (c *stagerClient) Describe(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*StagerInfo, error) {
+	out := new(StagerInfo)
+	err := c.cc.Invoke(ctx, Stager_Describe_FullMethodName, in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *stagerClient) Open(ctx context.Context, in *OpenRequest, opts ...grpc.CallOption) (*OpenResponse, error) {
@@ -109,6 +122,9 @@ func (c *stagerClient) Close(ctx context.Context, in *Empty, opts ...grpc.CallOp
 // All implementations must embed UnimplementedStagerServer
 // for forward compatibility
 type StagerServer interface {
+	// Describe says which options the stager takes (protocol 3); the host
+	// calls it before Open and sends only declared options.
+	Describe(context.Context, *Empty) (*StagerInfo, error)
 	Open(context.Context, *OpenRequest) (*OpenResponse, error)
 	Hint(context.Context, *HintRequest) (*Empty, error)
 	Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error)
@@ -122,6 +138,9 @@ type StagerServer interface {
 type UnimplementedStagerServer struct {
 }
 
+func (UnimplementedStagerServer) Describe(context.Context, *Empty) (*StagerInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Describe not implemented")
+}
 func (UnimplementedStagerServer) Open(context.Context, *OpenRequest) (*OpenResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Open not implemented")
 }
@@ -151,6 +170,24 @@ type UnsafeStagerServer interface {
 
 func RegisterStagerServer(s grpc.ServiceRegistrar, srv StagerServer) {
 	s.RegisterService(&Stager_ServiceDesc, srv)
+}
+
+func _Stager_Describe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StagerServer).Describe(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Stager_Describe_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StagerServer).Describe(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
 }
 
 func _Stager_Open_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -268,6 +305,10 @@ var Stager_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "k3.plugin.v1.Stager",
 	HandlerType: (*StagerServer)(nil),
 	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Describe",
+			Handler:    _Stager_Describe_Handler,
+		},
 		{
 			MethodName: "Open",
 			Handler:    _Stager_Open_Handler,

@@ -40,7 +40,7 @@ type pluginCase struct {
 }
 
 // newPluginCase builds one op per tested type over n activation rows; fast
-// flags the F32/F16/BF16 ops plugin.OpFastFloat (and computes their wanted
+// flags the F32/F16/BF16 ops plugin.MatMul.FastFloat (and computes their wanted
 // outputs in float mode fast).
 func newPluginCase(t *testing.T, k *kernelkit.Kit, n int, fast bool) *pluginCase {
 	t.Helper()
@@ -84,9 +84,8 @@ func newPluginCase(t *testing.T, k *kernelkit.Kit, n int, fast bool) *pluginCase
 			}
 		}
 		want := make([]float32, n*rows)
-		ints := []int64{int64(n)}
-		if fast && (typ == quant.F32 || typ == quant.F16 || typ == quant.BF16) {
-			ints = append(ints, plugin.OpFastFloat)
+		fastOp := fast && (typ == quant.F32 || typ == quant.F16 || typ == quant.BF16)
+		if fastOp {
 			if err := k.SetFloatMode("fast"); err != nil {
 				t.Fatal(err)
 			}
@@ -96,9 +95,9 @@ func newPluginCase(t *testing.T, k *kernelkit.Kit, n int, fast bool) *pluginCase
 			t.Fatal(err, err2)
 		}
 		c.want = append(c.want, want)
-		c.ops = append(c.ops, plugin.Op{Name: kernelkit.OpMatMul,
-			Weights: []plugin.WeightRef{{Region: 0, Offset: off, Type: typ, Shape: []int64{cols, rows}}},
-			Inputs:  []plugin.ArenaRef{in}, Outputs: []plugin.ArenaRef{out}, Ints: ints})
+		c.ops = append(c.ops, plugin.MatMul{
+			Weight: plugin.WeightRef{Region: 0, Offset: off, Type: typ, Shape: []int64{cols, rows}},
+			Input:  in, Output: out, Rows: n, FastFloat: fastOp}.Op())
 	}
 	path := filepath.Join(dir, "weights.bin")
 	if err := os.WriteFile(path, file, 0o600); err != nil {
@@ -127,7 +126,7 @@ func (c *pluginCase) outputs() [][]float32 {
 // PluginExecute runs one batch of products of every tested type in
 // this process and in a plugin subprocess, each equal bit for bit to
 // calling MatMul directly, in float mode exact and (the F32/F16/BF16 ops
-// flagged plugin.OpFastFloat) fast.
+// flagged plugin.MatMul.FastFloat) fast.
 func PluginExecute(t *testing.T, k *kernelkit.Kit) {
 	for _, sub := range []bool{false, true} {
 		for _, n := range []int{1, 5} {

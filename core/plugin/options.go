@@ -1,0 +1,219 @@
+package plugin
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// OptionType is the type of an option's value. Values travel as strings;
+// the host checks that each parses as its type before the plugin sees it,
+// so a plugin's own parsing of a declared option cannot fail.
+type OptionType int
+
+const (
+	// OptionString accepts any text (or, with OptionSpec.Values, one of
+	// those).
+	OptionString OptionType = iota + 1
+	// OptionInt accepts a base-10 integer (strconv.Atoi).
+	OptionInt
+	// OptionFloat accepts a float (strconv.ParseFloat).
+	OptionFloat
+	// OptionBool accepts what strconv.ParseBool does.
+	OptionBool
+)
+
+func (t OptionType) String() string {
+	switch t {
+	case OptionString:
+		return "string"
+	case OptionInt:
+		return "int"
+	case OptionFloat:
+		return "float"
+	case OptionBool:
+		return "bool"
+	}
+	return fmt.Sprintf("OptionType(%d)", int(t))
+}
+
+// OptionSpec declares one option a plugin accepts. A plugin lists its
+// options in StagerInfo or KernelsInfo; the host validates the profile
+// against them before any other call, rejects a key the plugin does not
+// declare, and sends every declared option, the default filled in where
+// the profile gives none.
+type OptionSpec struct {
+	// Name is the key in the profile, e.g. "io_workers".
+	Name string
+	Type OptionType
+	// Default is the value sent when the profile gives none; it must be of
+	// Type (and one of Values).
+	Default string
+	// Doc is one line for the guide and for error messages.
+	Doc string
+	// Values, when set, are the only values accepted (an enumeration).
+	Values []string
+}
+
+// Check reports whether v is a valid value for o.
+func (o OptionSpec) Check(v string) error {
+	var err error
+	switch o.Type {
+	case OptionString:
+	case OptionInt:
+		_, err = strconv.Atoi(v)
+	case OptionFloat:
+		_, err = strconv.ParseFloat(v, 64)
+	case OptionBool:
+		_, err = strconv.ParseBool(v)
+	default:
+		return fmt.Errorf("option %s: unknown type %d", o.Name, int(o.Type))
+	}
+	if err != nil {
+		return fmt.Errorf("option %s=%q: not %s %s", o.Name, v, article(o.Type), o.Type)
+	}
+	if len(o.Values) > 0 && !slices.Contains(o.Values, v) {
+		return fmt.Errorf("option %s=%q: not one of %s", o.Name, v, strings.Join(o.Values, ", "))
+	}
+	return nil
+}
+
+func article(t OptionType) string {
+	if t == OptionInt {
+		return "an"
+	}
+	return "a"
+}
+
+// CheckOptions checks a declaration: names unique and not empty, types
+// known, defaults valid. The host calls it on what a plugin declares.
+func CheckOptions(specs []OptionSpec) error {
+	seen := map[string]bool{}
+	for _, o := range specs {
+		if o.Name == "" {
+			return fmt.Errorf("an option without a name")
+		}
+		if seen[o.Name] {
+			return fmt.Errorf("option %s declared twice", o.Name)
+		}
+		seen[o.Name] = true
+		if err := o.Check(o.Default); err != nil {
+			return fmt.Errorf("default: %w", err)
+		}
+	}
+	return nil
+}
+
+// ResolveOptions is what the host sends a plugin: every option specs
+// declares, valued from set (the profile's explicit settings), then from
+// implied (settings every plugin may use, sent only to one that declares
+// them: a profile's defaults or auto-detected values), then from the
+// declared default. A key of set that specs does not declare is an error
+// naming the plugin and the key, as is a value that is not of its type.
+func ResolveOptions(plugin string, specs []OptionSpec, set, implied map[string]string) (map[string]string, error) {
+	prefix := ""
+	if plugin != "" {
+		prefix = plugin + ": "
+	}
+	if err := CheckOptions(specs); err != nil {
+		return nil, fmt.Errorf("%sbad option declaration: %w", prefix, err)
+	}
+	byName := map[string]OptionSpec{}
+	for _, o := range specs {
+		byName[o.Name] = o
+	}
+	for _, k := range sortedKeys(set) {
+		if _, ok := byName[k]; !ok {
+			return nil, fmt.Errorf("%sunknown option %s (it takes %s)", prefix, k, OptionNames(specs))
+		}
+	}
+	out := make(map[string]string, len(specs))
+	for _, o := range specs {
+		v, ok := set[o.Name]
+		if !ok {
+			v, ok = implied[o.Name]
+		}
+		if !ok {
+			v = o.Default
+		}
+		if err := o.Check(v); err != nil {
+			return nil, fmt.Errorf("%s%w", prefix, err)
+		}
+		out[o.Name] = v
+	}
+	return out, nil
+}
+
+// OptionNames lists the declared names for a message: "a, b" or "no
+// options".
+func OptionNames(specs []OptionSpec) string {
+	if len(specs) == 0 {
+		return "no options"
+	}
+	names := make([]string, len(specs))
+	for i, o := range specs {
+		names[i] = o.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// FormatOptions is resolved options as one mode-line field value:
+// "k=v,k=v" in key order, "none" when empty.
+func FormatOptions(m map[string]string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + m[k])
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// OptionValues are a plugin's options checked against its declaration,
+// defaults filled in. A plugin reads them in Open with the typed getters,
+// which cannot fail on a declared option.
+type OptionValues map[string]string
+
+// ParseOptions checks m (OpenRequest.Options) against specs and fills in
+// defaults. The host has done the same before Open; a plugin calls it so
+// that a direct caller (its own tests, plugintest) gets the same checks.
+func ParseOptions(specs []OptionSpec, m map[string]string) (OptionValues, error) {
+	v, err := ResolveOptions("", specs, m, nil)
+	return OptionValues(v), err
+}
+
+// String is the value of option name.
+func (v OptionValues) String(name string) string { return v[name] }
+
+// Int is the value of an OptionInt option (0 if it is not one).
+func (v OptionValues) Int(name string) int {
+	n, _ := strconv.Atoi(v[name])
+	return n
+}
+
+// Float is the value of an OptionFloat option (0 if it is not one).
+func (v OptionValues) Float(name string) float64 {
+	f, _ := strconv.ParseFloat(v[name], 64)
+	return f
+}
+
+// Bool is the value of an OptionBool option (false if it is not one).
+func (v OptionValues) Bool(name string) bool {
+	b, _ := strconv.ParseBool(v[name])
+	return b
+}
