@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -213,6 +214,14 @@ func hostCPU() benchCPU {
 		PhysicalCores: c.PhysicalCores, LogicalCores: c.LogicalCores, L2: c.Cache.L2, L3: c.Cache.L3,
 		Flags: []string{},
 	}
+	// In a VM cpuid can describe the host's package (254 cores on a 2-vCPU
+	// guest): the record names the CPUs this process can run on.
+	if n := runtime.NumCPU(); out.LogicalCores <= 0 || out.LogicalCores > n {
+		out.LogicalCores = n
+	}
+	if out.PhysicalCores <= 0 || out.PhysicalCores > out.LogicalCores {
+		out.PhysicalCores = out.LogicalCores
+	}
 	for _, f := range simdFeatures {
 		if c.Supports(f) {
 			out.Flags = append(out.Flags, f.String())
@@ -294,7 +303,11 @@ func (r *benchRecord) writeTable(w io.Writer) error {
 	sort.Strings(types)
 	fmt.Fprintf(tw, "model\t%s (%s, %s, %s in %d file(s))\n", r.Model.Path, r.Model.Arch, r.Model.FileType, gib(r.Model.Bytes), r.Model.Files)
 	fmt.Fprintf(tw, "weights\t%s\n", strings.Join(types, ", "))
-	fmt.Fprintf(tw, "cpu\t%s, %d cores, %d threads, L2 %d KiB, L3 %d MiB\n", r.CPU.Brand, r.CPU.PhysicalCores, r.CPU.LogicalCores, r.CPU.L2>>10, r.CPU.L3>>20)
+	l3 := "unknown"
+	if r.CPU.L3 > 0 {
+		l3 = fmt.Sprintf("%d MiB", r.CPU.L3>>20)
+	}
+	fmt.Fprintf(tw, "cpu\t%s, %d cores, %d threads, L2 %d KiB, L3 %s\n", r.CPU.Brand, r.CPU.PhysicalCores, r.CPU.LogicalCores, r.CPU.L2>>10, l3)
 	fmt.Fprintf(tw, "cpu flags\t%s\n", strings.Join(r.CPU.Flags, " "))
 	fmt.Fprintf(tw, "mode\t%s\n", r.Mode.Line)
 	fmt.Fprintf(tw, "run\tp=%d n=%d ub=%d threads=%d reps=%d\n", r.Prompt, r.Gen, r.UBatch, r.Threads, r.Reps)
