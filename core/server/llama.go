@@ -40,7 +40,7 @@ func generationSettings(cfg sample.Config, nPredict int, stream bool) map[string
 		"mirostat": 0, "mirostat_tau": 5.0, "mirostat_eta": 0.1,
 		"max_tokens": nPredict, "n_predict": nPredict, "n_keep": 0, "n_discard": 0,
 		"ignore_eos": false, "stream": stream, "n_probs": 0, "min_keep": cfg.MinKeep,
-		"samplers": []string{"penalties", "top_k", "top_p", "min_p", "temperature"},
+		"samplers":          []string{"penalties", "top_k", "top_p", "min_p", "temperature"},
 		"timings_per_token": false, "post_sampling_probs": false, "lora": []any{},
 	}
 }

@@ -142,10 +142,13 @@ func (s *Server) runNative(c echo.Context, b Backend, req *nativeRequest, toks [
 	res, err := s.run(c, b, j, onStart, func(p Piece) error {
 		out, stopped := stops.Feed(p.Text)
 		text.WriteString(out)
-		generated = append(generated, p.Token)
-		if w != nil && (out != "" || req.ReturnTokens) {
+		real := p.Token >= 0 // not the flush of an incomplete character
+		if real {
+			generated = append(generated, p.Token)
+		}
+		if w != nil && (out != "" || (req.ReturnTokens && real)) {
 			chunk := nativeResult{Content: out, Tokens: []int32{}, TokensPredicted: len(generated), TokensEvaluated: len(j.prompt)}
-			if req.ReturnTokens {
+			if req.ReturnTokens && real {
 				chunk.Tokens = []int32{p.Token}
 			}
 			if err := w.send(chunk); err != nil {
