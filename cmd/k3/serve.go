@@ -79,6 +79,8 @@ func newServeFlags(stderr io.Writer) (*flag.FlagSet, *serveArgs) {
 	// prompts, and k3's page and monitoring read it).
 	fs.Bool("jinja", true, "accepted for llama-server compatibility: k3 always uses Jinja chat templates")
 	fs.Bool("metrics", true, "accepted for llama-server compatibility: /metrics is always served")
+	fs.Bool("slots", true, "serve GET /slots (the default)")
+	fs.Bool("no-slots", false, "do not serve GET /slots (501)")
 	for _, f := range serveFlags {
 		v := new(string)
 		a.values[f.key] = v
@@ -128,6 +130,11 @@ func setFlags(fs *flag.FlagSet, values map[string]*string) (map[string]any, erro
 	set := map[string]any{}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
+		switch f.Name { // llama-server's switch pair
+		case "slots", "no-slots":
+			on := f.Value.String() == "true"
+			set["server.slots"] = on == (f.Name == "slots")
+		}
 		for _, sf := range serveFlags {
 			for _, n := range sf.names {
 				if n != f.Name {

@@ -29,6 +29,8 @@ func TestServeFlags(t *testing.T) {
 			"--chat-template-file", "t.jinja", "-np", "1", "-b", "32"},
 			map[string]any{"server.temperature": "0.2", "server.seed": 7, "server.n_predict": 64, "server.cors_origins": "https://a.example",
 				"server.chat_template_file": "t.jinja", "server.parallel": 1, "batch": 32}, false},
+		{[]string{"-m", "x.gguf", "--no-slots"}, map[string]any{"server.slots": false}, false},
+		{[]string{"-m", "x.gguf", "--slots"}, map[string]any{"server.slots": true}, false},
 		{[]string{"-m", "x.gguf", "-s", "3", "--n-predict", "5", "--parallel", "2", "--temperature", "1"},
 			map[string]any{"server.seed": 3, "server.n_predict": 5, "server.parallel": 2, "server.temperature": "1"}, false},
 	}

@@ -110,6 +110,8 @@ type Server struct {
 	// Parallel is the number of sequences served at once (llama-server's
 	// -np); k3 has one sequence, so only 1 is accepted.
 	Parallel int `koanf:"parallel"`
+	// Slots serves GET /slots (llama-server's --slots / --no-slots).
+	Slots bool `koanf:"slots"`
 	// Temperature, Seed and NPredict are what a request gets when it does
 	// not say (llama-server's --temp, --seed, -n); seed -1 is a random
 	// seed per request, n_predict -1 is until the context is full.
@@ -130,7 +132,7 @@ func Defaults() Profile {
 		Batch:   2048,
 		UBatch:  512,
 		Server: Server{Host: "127.0.0.1", Port: 8080, ShutdownGrace: 10 * time.Second,
-			Parallel: 1, Temperature: 0.8, Seed: -1, NPredict: -1},
+			Parallel: 1, Slots: true, Temperature: 0.8, Seed: -1, NPredict: -1},
 	}
 }
 

@@ -78,7 +78,7 @@ func (s *Server) props(c echo.Context) error {
 		"model_alias":                 s.modelID(b),
 		"model_path":                  info.File,
 		"modalities":                  map[string]bool{"vision": false, "video": false, "audio": false},
-		"endpoint_slots":              true,
+		"endpoint_slots":              !s.opts.NoSlots,
 		"endpoint_props":              false,
 		"endpoint_metrics":            true,
 		"chat_template":               tmpl,
@@ -101,6 +101,9 @@ func (s *Server) slots(c echo.Context) error {
 	b, aerr := s.ready()
 	if aerr != nil {
 		return aerr
+	}
+	if s.opts.NoSlots {
+		return errNotSupported("This server does not support slots endpoint. Start it with `--slots`")
 	}
 	running, _ := s.queue.counts()
 	if c.QueryParam("fail_on_no_slot") != "" && running > 0 {

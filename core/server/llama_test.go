@@ -62,6 +62,15 @@ func TestSlots(t *testing.T) {
 	}
 }
 
+// TestNoSlots: --no-slots answers llama-server's 501.
+func TestNoSlots(t *testing.T) {
+	ts := newTestServer(t, server.Options{NoSlots: true})
+	code, _, body := ts.do(t, "GET", "/slots", "")
+	if code != 501 || !strings.Contains(decodeErr(t, body).Error.Message, "slots endpoint") {
+		t.Errorf("%d %s", code, body)
+	}
+}
+
 // TestModelByID: client.models.retrieve(id) works for the served id and
 // gets OpenAI's 404 for another.
 func TestModelByID(t *testing.T) {

@@ -56,6 +56,8 @@ type Options struct {
 	// CORSOrigins are the origins whose pages may read the answers
 	// (cors.go); none by default, "*" for any.
 	CORSOrigins []string
+	// NoSlots turns GET /slots off (llama-server's --no-slots): 501.
+	NoSlots bool
 	// Defaults are what a request gets for the sampling fields it leaves
 	// out (llama-server's --temp, --seed, -n).
 	Defaults RequestDefaults
@@ -69,7 +71,7 @@ type Options struct {
 // OptionsFromConfig takes the server settings of a profile.
 func OptionsFromConfig(c config.Server) Options {
 	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace,
-		CORSOrigins: c.CORSOrigins, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
+		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
 	if c.ShutdownGrace == 0 {
 		o.ShutdownGrace = -1 // a profile's 0 means none, not the default
 	}
