@@ -340,7 +340,7 @@ func (s *Server) newJob(route string, b Backend, f *samplingFields, text string,
 			return nil, errInvalid(fmt.Sprintf("stop[%d] is empty", i))
 		}
 	}
-	return &job{route: route, prompt: tokens, sampling: cfg, maxTokens: n, stops: f.Stop, stream: f.Stream,
+	return &job{route: route, prompt: tokens, sampling: cfg, maxTokens: n, stops: f.Stop, ignoreEOS: f.IgnoreEOS, stream: f.Stream,
 		includeUsage: f.StreamOptions != nil && f.StreamOptions.IncludeUsage}, nil
 }
 

@@ -262,3 +262,48 @@ func TestChatTurnRules(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeSettingsEcho: generation_settings carries the request's stop
+// strings, ignore_eos and logit_bias (banned tokens as null), as
+// llama-server's test_ignore_eos reads them.
+func TestNativeSettingsEcho(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	code, _, body := ts.do(t, "POST", "/completion", `{"prompt":"Once","n_predict":1,"ignore_eos":true,"stop":["\n\n"],"logit_bias":[[5,1.5]]}`)
+	var r struct {
+		Settings struct {
+			Stop      []string `json:"stop"`
+			IgnoreEOS bool     `json:"ignore_eos"`
+			LogitBias []struct {
+				Bias  *float64 `json:"bias"`
+				Token int32    `json:"token"`
+			} `json:"logit_bias"`
+		} `json:"generation_settings"`
+	}
+	decodeTo(t, body, &r)
+	st := r.Settings
+	banned, five := 0, false
+	for _, lb := range st.LogitBias {
+		if lb.Bias == nil {
+			banned++
+		}
+		five = five || (lb.Token == 5 && lb.Bias != nil && *lb.Bias == 1.5)
+	}
+	if code != 200 || !st.IgnoreEOS || len(st.Stop) != 1 || st.Stop[0] != "\n\n" || banned == 0 || !five {
+		t.Errorf("%d %s", code, body)
+	}
+	_, _, body = ts.do(t, "POST", "/completion", `{"prompt":"Once","n_predict":1}`)
+	decodeTo(t, body, &r)
+	if len(r.Settings.LogitBias) != 0 || r.Settings.IgnoreEOS {
+		t.Errorf("without ignore_eos: %s", body)
+	}
+}
+
+// TestMetricsStartTime: /metrics carries llama-server's
+// Process-Start-Time-Unix header.
+func TestMetricsStartTime(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	code, hdr, _ := ts.do(t, "GET", "/metrics", "")
+	if code != 200 || len(hdr.Get("Process-Start-Time-Unix")) < 10 {
+		t.Errorf("%d %v", code, hdr)
+	}
+}

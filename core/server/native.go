@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -201,8 +203,13 @@ func (s *Server) nativeFinal(b Backend, j *job, res GenerateResult, word bool) n
 	prompt, _ := b.Detokenize(j.prompt)
 	f, no, empty := false, false, ""
 	cached := res.CachedTokens
+	settings := generationSettings(j.sampling, j.maxTokens, j.stream)
+	// The full form (task_params::to_json) adds what the request asked for.
+	settings["stop"] = append([]string{}, j.stops...)
+	settings["ignore_eos"] = j.ignoreEOS
+	settings["logit_bias"] = logitBiasJSON(j.sampling.LogitBias)
 	return nativeResult{Tokens: []int32{}, Stop: true, Model: s.modelID(b), TokensPredicted: res.GeneratedTokens,
-		TokensEvaluated: res.PromptTokens, GenerationSettings: generationSettings(j.sampling, j.maxTokens, j.stream),
+		TokensEvaluated: res.PromptTokens, GenerationSettings: settings,
 		Prompt: &prompt, HasNewLine: &f, Truncated: &no, StopType: stopType, StoppingWord: &empty,
 		TokensCached: &cached, Timings: timingsOf(res)}
 }
@@ -275,4 +282,19 @@ func (s *Server) infill(c echo.Context) error {
 		toks = append(toks, pt...)
 	}
 	return s.runNative(c, b, &req, toks)
+}
+
+// logitBiasJSON is llama-server's format_logit_bias, sorted by token: a
+// banned token's -inf bias is null, as nlohmann's JSON writes it.
+func logitBiasJSON(bias map[int32]float32) []map[string]any {
+	out := make([]map[string]any, 0, len(bias))
+	for tok, b := range bias {
+		var v any = b
+		if math.IsInf(float64(b), 0) || math.IsNaN(float64(b)) {
+			v = nil
+		}
+		out = append(out, map[string]any{"bias": v, "token": tok})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i]["token"].(int32) < out[k]["token"].(int32) })
+	return out
 }
