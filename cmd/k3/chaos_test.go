@@ -104,7 +104,7 @@ func TestChaos(t *testing.T) {
 			t.Errorf("the error shows the model's path to the client: %s", r.Raw)
 		}
 		h := srv.health()
-		sum.note(fmt.Sprintf("/health with %s down: %d %s", plug, h.code, strings.TrimSpace(h.body)))
+		sum.note(fmt.Sprintf("/health, model away, %s killed: %d %s", plug, h.code, strings.TrimSpace(h.body)))
 		if h.code == http.StatusOK && !r.complete() {
 			t.Errorf("/health says %d %s with %s unable to restart", h.code, h.body, plug)
 		}
@@ -113,7 +113,7 @@ func TestChaos(t *testing.T) {
 		}
 		back := time.Now()
 		rec := srv.waitServes(t, back, 30*time.Second)
-		sum.recover("model back after "+plug+" failed to restart", rec)
+		sum.recover("model back (it was away during kill -9 "+plug+")", rec)
 		if rec < 0 {
 			t.Fatalf("the server did not recover within 30s of the model coming back; log:\n%s", srv.log.String())
 		}

@@ -14,30 +14,20 @@ import (
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
+	"github.com/k3-inference/k3/core/plugin/plugintest"
 	"github.com/k3-inference/k3/core/synth"
 )
 
 // shardStager serves every slice from the shard files themselves and can
 // be told to report a restart, as a Supervisor does after its process died.
 type shardStager struct {
+	plugintest.FileStager
 	mu       sync.Mutex
-	req      *plugin.OpenRequest
 	restart  int // Acquire calls left before one reports ErrRestarted; <0 never
 	acquires int
 }
 
-func (s *shardStager) Open(_ context.Context, req *plugin.OpenRequest) (*plugin.OpenResponse, error) {
-	s.req = req
-	resp := &plugin.OpenResponse{Mode: "shards"}
-	for _, p := range req.Shards {
-		resp.Regions = append(resp.Regions, plugin.Region{Kind: plugin.RegionShard, Path: p})
-	}
-	return resp, nil
-}
-
-func (s *shardStager) Hint(context.Context, *plugin.HintRequest) error { return nil }
-
-func (s *shardStager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
+func (s *shardStager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.acquires++
@@ -48,21 +38,8 @@ func (s *shardStager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*p
 	if s.restart > 0 {
 		s.restart--
 	}
-	resp := &plugin.AcquireResponse{}
-	for _, sl := range req.Slices {
-		t := s.req.Tensors[sl.Tensor]
-		loc := plugin.Location{Region: t.Shard, Offset: t.Offset, Size: t.Size}
-		if t.Routed() {
-			loc.Offset, loc.Size = t.Offset+int64(sl.Expert)*t.ExpertSize, t.ExpertSize
-		}
-		resp.Locations = append(resp.Locations, loc)
-	}
-	return resp, nil
+	return s.FileStager.Acquire(ctx, req)
 }
-
-func (s *shardStager) Release(context.Context, *plugin.ReleaseRequest) error { return nil }
-func (s *shardStager) Stats(context.Context) (*plugin.Stats, error)          { return &plugin.Stats{}, nil }
-func (s *shardStager) Close(context.Context) error                           { return nil }
 
 func openShardStaged(t *testing.T, restartAfter int) (*engine.Staged, *gguf.File, *shardStager) {
 	t.Helper()
@@ -261,7 +238,7 @@ func TestStagedGroupsByFootprint(t *testing.T) {
 	if !errors.As(err, &be) || !strings.Contains(err.Error(), "not one 1048576-byte expert unit") {
 		t.Errorf("a budget under one unit: %v", err)
 	}
-	if st.req != nil {
+	if st.Req != nil {
 		t.Error("the stager was opened for a budget that cannot run")
 	}
 }

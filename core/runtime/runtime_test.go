@@ -16,6 +16,7 @@ import (
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/model/kimik3"
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/plugintest"
 	"github.com/k3-inference/k3/core/synth"
 )
 
@@ -50,40 +51,18 @@ func TestMain(m *testing.M) {
 // the test kernels.
 var testKernelsEnv = []string{"K3_RTTEST_PLUGIN=kernels-rttest"}
 
-type shardStager struct{ req *plugin.OpenRequest }
+// shardStager is plugintest.FileStager that also leaves a file in the
+// shared-memory directory the host gave it, as a real stager's slots.
+type shardStager struct{ plugintest.FileStager }
 
-func (s *shardStager) Open(_ context.Context, req *plugin.OpenRequest) (*plugin.OpenResponse, error) {
-	s.req = req
+func (s *shardStager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.OpenResponse, error) {
 	if req.ShmDir != "" {
 		if err := os.WriteFile(filepath.Join(req.ShmDir, "slots"), []byte("x"), 0o600); err != nil {
 			return nil, err
 		}
 	}
-	resp := &plugin.OpenResponse{Mode: "shards"}
-	for _, p := range req.Shards {
-		resp.Regions = append(resp.Regions, plugin.Region{Kind: plugin.RegionShard, Path: p})
-	}
-	return resp, nil
+	return s.FileStager.Open(ctx, req)
 }
-
-func (s *shardStager) Hint(context.Context, *plugin.HintRequest) error { return nil }
-
-func (s *shardStager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
-	resp := &plugin.AcquireResponse{}
-	for _, sl := range req.Slices {
-		t := s.req.Tensors[sl.Tensor]
-		loc := plugin.Location{Region: t.Shard, Offset: t.Offset, Size: t.Size}
-		if t.Routed() {
-			loc.Offset, loc.Size = t.Offset+int64(sl.Expert)*t.ExpertSize, t.ExpertSize
-		}
-		resp.Locations = append(resp.Locations, loc)
-	}
-	return resp, nil
-}
-
-func (s *shardStager) Release(context.Context, *plugin.ReleaseRequest) error { return nil }
-func (s *shardStager) Stats(context.Context) (*plugin.Stats, error)          { return &plugin.Stats{}, nil }
-func (s *shardStager) Close(context.Context) error                           { return nil }
 
 type noKernels struct{}
 

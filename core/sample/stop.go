@@ -9,6 +9,7 @@ type StopMatcher struct {
 	stops   []string
 	held    string
 	stopped bool
+	matched string
 }
 
 // NewStopMatcher returns a matcher for the non-empty strings in stops.
@@ -30,14 +31,17 @@ func (m *StopMatcher) Feed(piece string) (emit string, stopped bool) {
 		return "", true
 	}
 	text := m.held + piece
-	if i := m.earliest(text); i >= 0 {
-		m.held, m.stopped = "", true
+	if i, stop := m.earliest(text); i >= 0 {
+		m.held, m.stopped, m.matched = "", true, stop
 		return text[:i], true
 	}
 	h := m.holdFrom(text)
 	m.held = text[h:]
 	return text[:h], false
 }
+
+// Matched is the stop string that was found, "" while none was.
+func (m *StopMatcher) Matched() string { return m.matched }
 
 // Flush releases held-back text when generation ends for another reason.
 func (m *StopMatcher) Flush() string {
@@ -50,18 +54,18 @@ func (m *StopMatcher) Flush() string {
 // when two end together), or -1. Deciding by the end, which is where a
 // streamed match completes, makes the result independent of how the text
 // was split into pieces.
-func (m *StopMatcher) earliest(text string) int {
-	start, end := -1, 0
+func (m *StopMatcher) earliest(text string) (int, string) {
+	start, end, stop := -1, 0, ""
 	for _, s := range m.stops {
 		i := strings.Index(text, s)
 		if i < 0 {
 			continue
 		}
 		if e := i + len(s); start < 0 || e < end || (e == end && i < start) {
-			start, end = i, e
+			start, end, stop = i, e, s
 		}
 	}
-	return start
+	return start, stop
 }
 
 // holdFrom is where the longest suffix of text that is a proper prefix of a

@@ -92,6 +92,24 @@ func TestStopMatcherHoldsOnlyPossiblePrefixes(t *testing.T) {
 	}
 }
 
+// TestStopMatcherMatched: Matched names the stop string that ended the
+// text (the one that ends first, the longer of two that end together), and
+// nothing before a stop.
+func TestStopMatcherMatched(t *testing.T) {
+	m := NewStopMatcher([]string{"long stop", "stop"})
+	m.Feed("a long st")
+	if got := m.Matched(); got != "" {
+		t.Fatalf("Matched %q before any stop", got)
+	}
+	if _, s := m.Feed("op"); !s || m.Matched() != "long stop" {
+		t.Fatalf("stopped %v, Matched %q, want \"long stop\" (it ends with \"stop\" and is longer)", s, m.Matched())
+	}
+	m = NewStopMatcher([]string{"long stop", "lo"})
+	if _, s := m.Feed("a long stop"); !s || m.Matched() != "lo" {
+		t.Fatalf("stopped %v, Matched %q, want \"lo\" (it ends first)", s, m.Matched())
+	}
+}
+
 func TestStopper(t *testing.T) {
 	type step struct {
 		tok   int32

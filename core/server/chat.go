@@ -262,35 +262,58 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	tmpl := b.Template()
-	if tmpl == nil {
-		return newAPIError(http.StatusNotImplemented, "not_supported_error", "the model has no chat template; use /v1/completions")
-	}
 	var req chatRequest
 	if aerr := s.readJSON(c, &req); aerr != nil {
 		return aerr
 	}
-	info := b.ModelInfo()
-	in, force, aerr := chatInput(&req, info)
+	cj, aerr := s.prepareChat(b, &req, "chat")
 	if aerr != nil {
 		return aerr
 	}
+	resp := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(),
+		Model: s.modelID(b), SystemFingerprint: "k3"}
+	if cj.j.stream {
+		return s.streamChat(c, b, cj, resp)
+	}
+	return s.wholeChat(c, b, cj, resp)
+}
+
+// chatJob is a chat request ready to run: the job and how its reply is
+// parsed. Every chat-shaped API (chat completions, responses, messages)
+// turns its request into a chatRequest and runs it through here.
+type chatJob struct {
+	j      *job
+	popts  chat.ParseOptions
+	forced string // the reply's start that tool_choice wrote into the prompt
+}
+
+// prepareChat renders a chat request with the model's template and makes
+// its job.
+func (s *Server) prepareChat(b Backend, req *chatRequest, route string) (*chatJob, *apiError) {
+	tmpl := b.Template()
+	if tmpl == nil {
+		return nil, newAPIError(http.StatusNotImplemented, "not_supported_error", "the model has no chat template; use /v1/completions")
+	}
+	in, force, aerr := chatInput(req, b.ModelInfo())
+	if aerr != nil {
+		return nil, aerr
+	}
 	text, err := tmpl.Render(in)
 	if err != nil {
-		return errInvalid("chat template: " + err.Error())
+		return nil, errInvalid("chat template: " + err.Error())
 	}
 	popts, err := tmpl.ParseOptions(in)
 	if err != nil {
-		return errInvalid("chat template: " + err.Error())
+		return nil, errInvalid("chat template: " + err.Error())
 	}
 	var forced string
 	if force.call {
 		forced = chat.ForcedCall(popts, force.name)
 		text += forced
 	}
-	j, aerr := s.newJob("chat", b, &req.samplingFields, text, nil)
+	j, aerr := s.newJob(route, b, &req.samplingFields, text, nil)
 	if aerr != nil {
-		return aerr
+		return nil, aerr
 	}
 	if force.call && force.name == "" {
 		var names []string
@@ -300,12 +323,46 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		j.mask = toolNameMask(s.tokenTexts(), names)
 	}
 	j.special = true
-	resp := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(),
-		Model: s.modelID(b), SystemFingerprint: "k3"}
-	if j.stream {
-		return s.streamChat(c, b, j, popts, forced, resp)
+	return &chatJob{j: j, popts: popts, forced: forced}, nil
+}
+
+// chatOutcome is a finished chat generation.
+type chatOutcome struct {
+	res    GenerateResult
+	parsed chat.Parsed
+	stop   string // the stop string that ended it, if one did
+}
+
+// runChat generates a prepared chat: start runs once the engine is ours,
+// out (may be nil) gets the parsed reply's deltas as they come, the
+// forced start's first. A generation that shutdown cut short returns
+// errInterrupted with the reply so far, closed.
+func (s *Server) runChat(c echo.Context, b Backend, cj *chatJob, start func() error, out func([]chat.Delta) error) (chatOutcome, error) {
+	if out == nil {
+		out = func([]chat.Delta) error { return nil }
 	}
-	return s.wholeChat(c, b, j, popts, forced, resp)
+	f := &replyFilter{stops: sample.NewStopMatcher(cj.j.stops), parser: chat.NewParser(cj.popts)}
+	res, err := s.run(c, b, cj.j, func() error {
+		if err := start(); err != nil {
+			return err
+		}
+		return out(f.parser.Feed(cj.forced))
+	}, func(p Piece) error {
+		if err := out(f.feed(p.Text)); err != nil {
+			return err
+		}
+		if f.stopped {
+			return ErrStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errInterrupted) {
+		return chatOutcome{res: res}, err
+	}
+	if cerr := out(f.close()); cerr != nil {
+		return chatOutcome{res: res}, cerr
+	}
+	return chatOutcome{res: res, parsed: f.parser.Result(), stop: f.stops.Matched()}, err
 }
 
 // newJob tokenizes a prompt (unless tokens are given) and validates the
@@ -375,21 +432,12 @@ func finishReason(r GenerateResult, parsed chat.Parsed) string {
 	return "stop"
 }
 
-func (s *Server) wholeChat(c echo.Context, b Backend, j *job, popts chat.ParseOptions, forced string, resp chatResponse) error {
-	f := &replyFilter{stops: sample.NewStopMatcher(j.stops), parser: chat.NewParser(popts)}
-	f.parser.Feed(forced) // the reply's forced start, prompt for the model
-	res, err := s.run(c, b, j, func() error { return nil }, func(p Piece) error {
-		f.feed(p.Text)
-		if f.stopped {
-			return ErrStop
-		}
-		return nil
-	})
+func (s *Server) wholeChat(c echo.Context, b Backend, cj *chatJob, resp chatResponse) error {
+	o, err := s.runChat(c, b, cj, func() error { return nil }, nil)
+	res, parsed := o.res, o.parsed
 	if err != nil {
 		return quietIfGone(cutShort(err))
 	}
-	f.close()
-	parsed := f.parser.Result()
 	msg := &chatMessageOut{Role: "assistant", ReasoningContent: parsed.Reasoning, ToolCalls: parsed.ToolCalls}
 	if parsed.Content != "" || len(parsed.ToolCalls) == 0 {
 		msg.Content = &parsed.Content
@@ -428,7 +476,7 @@ func deltaOut(d chat.Delta) *chatDelta {
 	return nil
 }
 
-func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseOptions, forced string, resp chatResponse) error {
+func (s *Server) streamChat(c echo.Context, b Backend, cj *chatJob, resp chatResponse) error {
 	resp.Object = "chat.completion.chunk"
 	chunk := func(d *chatDelta, finish *string) chatResponse {
 		r := resp
@@ -436,7 +484,6 @@ func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseO
 		return r
 	}
 	var w *sse
-	f := &replyFilter{stops: sample.NewStopMatcher(j.stops), parser: chat.NewParser(popts)}
 	sendDeltas := func(ds []chat.Delta) error {
 		for _, d := range ds {
 			if out := deltaOut(d); out != nil {
@@ -449,20 +496,10 @@ func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseO
 	}
 	start := func() error {
 		w = s.startSSE(c)
-		if err := w.send(chunk(&chatDelta{Role: "assistant", Content: strp("")}, nil)); err != nil {
-			return err
-		}
-		return sendDeltas(f.parser.Feed(forced)) // the reply's forced start
+		return w.send(chunk(&chatDelta{Role: "assistant", Content: strp("")}, nil))
 	}
-	res, err := s.run(c, b, j, start, func(p Piece) error {
-		if err := sendDeltas(f.feed(p.Text)); err != nil {
-			return err
-		}
-		if f.stopped {
-			return ErrStop
-		}
-		return nil
-	})
+	o, err := s.runChat(c, b, cj, start, sendDeltas)
+	res, parsed := o.res, o.parsed
 	if w == nil { // never started: the error can still be a plain response
 		return quietIfGone(err)
 	}
@@ -473,10 +510,7 @@ func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseO
 		}
 		return nil
 	}
-	if err := sendDeltas(f.close()); err != nil {
-		return nil
-	}
-	fr := finishReason(res, f.parser.Result())
+	fr := finishReason(res, parsed)
 	last := chunk(&chatDelta{}, &fr)
 	last.Timings = timingsOf(res)
 	if cut {
@@ -485,7 +519,7 @@ func (s *Server) streamChat(c echo.Context, b Backend, j *job, popts chat.ParseO
 	if w.send(last) != nil {
 		return nil
 	}
-	if j.includeUsage {
+	if cj.j.includeUsage {
 		u := resp
 		u.Choices = []chatChoice{}
 		u.Usage = usageOf(res)

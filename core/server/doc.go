@@ -5,6 +5,10 @@
 //
 //	POST /v1/chat/completions   chat, whole or streamed (SSE), tools, reasoning
 //	POST /v1/completions        raw prompt (text or token ids), whole or streamed
+//	POST /v1/responses          OpenAI's Responses API: items, tools, reasoning items,
+//	                            stream events, previous_response_id (kept in memory, LRU)
+//	POST /v1/messages           Anthropic's Messages API: blocks, tools, thinking, stream
+//	                            events, errors in Anthropic's shape; .../count_tokens
 //	GET  /v1/models             the served model
 //	GET  /health                200 once the model is loaded, 503 before or while degraded
 //	POST /tokenize, /detokenize llama-server's token routes
@@ -15,7 +19,11 @@
 // The model side is a Backend (package local runs one in process). The
 // server owns validation, queueing (one generation at a time, a bounded
 // queue, 429 past it), stop strings and reply parsing (core/chat), and
-// errors in OpenAI's {"error":{"message","type","code"}} shape.
+// errors in OpenAI's {"error":{"message","type","code"}} shape. The
+// Responses and Messages APIs are translations onto the chat path
+// (prepareChat, runChat): one template, tool forcing, sampling and parser.
+// The API key is taken as a bearer token or, as llama-server does, from
+// x-api-key (Anthropic's clients send it so).
 //
 // A server without an API key is meant for its own machine: bodies must be
 // sent as JSON (415 otherwise) and the Host header must name the server

@@ -115,6 +115,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.NoContent(ae.Status)
 		return
 	}
+	if isAnthropicPath(c.Request().URL.Path) {
+		_ = c.JSON(anthropicError(ae))
+		return
+	}
 	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})
 }
 

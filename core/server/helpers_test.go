@@ -113,27 +113,10 @@ func (s *syncWriter) String() string {
 	return s.buf.String()
 }
 
-// do sends a raw request and returns status, headers and body.
+// do sends a raw request as JSON and returns status, headers and body.
 func (ts *testServer) do(t *testing.T, method, path, body string, hdr ...string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, b
+	return ts.send(t, method, path, "", body, append([]string{"Content-Type", "application/json"}, hdr...)...)
 }
 
 // apiErr is the error body every failure must have.

@@ -85,6 +85,10 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		scheme, token, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		if xk := r.Header.Get("X-Api-Key"); xk != "" && scheme == "" {
+			// Anthropic's clients send the key so; llama-server takes it on every route.
+			scheme, token = "Bearer", xk
+		}
 		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), key) != 1 {
 			challenge := `Bearer realm="k3"`
 			if scheme != "" {

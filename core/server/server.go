@@ -119,6 +119,8 @@ type Server struct {
 	metrics *metrics
 	hosts   hostPolicy
 	started time.Time
+	// respStore keeps stored Responses for previous_response_id.
+	respStore responseStore
 
 	// Shutdown (shutdown.go): stopping refuses new requests; graceOver is
 	// done, by endGrace, when running generations must end.
@@ -192,6 +194,7 @@ func (s *Server) routes() *echo.Echo {
 	for _, p := range []string{"/v1/completions", "/completions"} {
 		e.POST(p, s.completions, requireJSON)
 	}
+	s.agentRoutes(e)
 	e.POST("/tokenize", s.tokenize, requireJSON)
 	e.POST("/detokenize", s.detokenize, requireJSON)
 	get("/metrics", s.serveMetrics)
