@@ -251,7 +251,7 @@ func anthropicErrorType(status int) string {
 }
 
 // anthropicError is an error in Anthropic's shape. A request Anthropic
-// would call invalid is a 400 there, where chat completions says 422.
+// is a 400 there (as everywhere in k3 now); a 422 from elsewhere is mapped too.
 func anthropicError(e *apiError) (int, map[string]any) {
 	status := e.Status
 	if status == http.StatusUnprocessableEntity {
