@@ -136,7 +136,7 @@ func TestNativeCompletion(t *testing.T) {
 	}{
 		{`{"prompt":["a","b"]}`, 400},
 		{`{"n_predict":2}`, 400},
-		{`{"prompt":"x","n_probs":2}`, 501},
+		{`{"prompt":"x","n_probs":2,"post_sampling_probs":true}`, 501},
 		{`{"prompt":[1,{}]}`, 400},
 	} {
 		if code, _, body := ts.do(t, "POST", "/completion", c.body); code != c.code {
@@ -305,5 +305,77 @@ func TestMetricsStartTime(t *testing.T) {
 	code, hdr, _ := ts.do(t, "GET", "/metrics", "")
 	if code != 200 || len(hdr.Get("Process-Start-Time-Unix")) < 10 {
 		t.Errorf("%d %v", code, hdr)
+	}
+}
+
+type probEntry struct {
+	ID          int32       `json:"id"`
+	Token       string      `json:"token"`
+	Bytes       []int       `json:"bytes"`
+	Logprob     float64     `json:"logprob"`
+	TopLogprobs []probEntry `json:"top_logprobs"`
+}
+
+// TestNativeProbs: n_probs gives each generated token its log-probability
+// and the n most likely tokens (descending; with greedy sampling the
+// chosen one is the first), whole and per stream chunk, and watching the
+// logits changes nothing that is sampled.
+func TestNativeProbs(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	const req = `{"prompt":"Once upon","n_predict":3,"temperature":0,"ignore_eos":true,"return_tokens":true`
+	code, _, body := ts.do(t, "POST", "/completion", req+`,"n_probs":4}`)
+	var r struct {
+		Tokens   []int32     `json:"tokens"`
+		Probs    []probEntry `json:"completion_probabilities"`
+		Settings struct {
+			NProbs int `json:"n_probs"`
+		} `json:"generation_settings"`
+	}
+	decodeTo(t, body, &r)
+	if code != 200 || len(r.Probs) != 3 || len(r.Tokens) != 3 || r.Settings.NProbs != 4 {
+		t.Fatalf("%d %s", code, body)
+	}
+	for i, p := range r.Probs {
+		if p.ID != r.Tokens[i] || len(p.TopLogprobs) != 4 || p.TopLogprobs[0].ID != p.ID || p.Logprob > 0 || p.Logprob != p.TopLogprobs[0].Logprob {
+			t.Errorf("entry %d: %+v", i, p)
+		}
+		for k := 1; k < len(p.TopLogprobs); k++ {
+			if p.TopLogprobs[k].Logprob > p.TopLogprobs[k-1].Logprob {
+				t.Errorf("entry %d: top_logprobs not descending: %+v", i, p.TopLogprobs)
+			}
+		}
+		if len(p.Bytes) == 0 && p.Token != "" {
+			t.Errorf("entry %d: no bytes", i)
+		}
+	}
+	var plain struct{ Tokens []int32 }
+	_, _, body = ts.do(t, "POST", "/completion", req+`}`)
+	decodeTo(t, body, &plain)
+	if len(plain.Tokens) != 3 || plain.Tokens[0] != r.Tokens[0] || plain.Tokens[1] != r.Tokens[1] || plain.Tokens[2] != r.Tokens[2] {
+		t.Errorf("n_probs changed what was sampled: %v vs %v", plain.Tokens, r.Tokens)
+	}
+	hreq, _ := http.NewRequest("POST", ts.URL+"/completion", strings.NewReader(req+`,"n_probs":2,"stream":true}`))
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n := 0
+	for _, ev := range sseEvents(t, resp.Body) {
+		var c struct {
+			Tokens []int32     `json:"tokens"`
+			Probs  []probEntry `json:"completion_probabilities"`
+		}
+		decodeTo(t, []byte(ev), &c)
+		if len(c.Tokens) == 1 {
+			n++
+			if len(c.Probs) != 1 || c.Probs[0].ID != c.Tokens[0] || len(c.Probs[0].TopLogprobs) != 2 {
+				t.Errorf("chunk: %s", ev)
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d token chunks, want 3", n)
 	}
 }

@@ -18,12 +18,13 @@ import (
 type nativeRequest struct {
 	Prompt json.RawMessage `json:"prompt"`
 	samplingFields
-	NProbs       int             `json:"n_probs"`
-	CachePrompt  *bool           `json:"cache_prompt"` // k3 always reuses the cached prefix
-	ReturnTokens bool            `json:"return_tokens"`
-	InputPrefix  *string         `json:"input_prefix"`
-	InputSuffix  *string         `json:"input_suffix"`
-	InputExtra   json.RawMessage `json:"input_extra"`
+	NProbs            int             `json:"n_probs"`
+	PostSamplingProbs bool            `json:"post_sampling_probs"`
+	CachePrompt       *bool           `json:"cache_prompt"` // k3 always reuses the cached prefix
+	ReturnTokens      bool            `json:"return_tokens"`
+	InputPrefix       *string         `json:"input_prefix"`
+	InputSuffix       *string         `json:"input_suffix"`
+	InputExtra        json.RawMessage `json:"input_extra"`
 }
 
 // nativeResult is llama-server's non-OAI completion result (final, or a
@@ -45,6 +46,7 @@ type nativeResult struct {
 	StoppingWord       *string        `json:"stopping_word,omitempty"`
 	TokensCached       *int           `json:"tokens_cached,omitempty"`
 	Timings            *timings       `json:"timings,omitempty"`
+	Probs              []tokenProb    `json:"completion_probabilities,omitempty"`
 	Error              *apiError      `json:"error,omitempty"`
 }
 
@@ -123,12 +125,18 @@ func mixedPrompt(b Backend, raw json.RawMessage) ([]int32, *apiError) {
 // runNative generates for /completion and /infill and answers in
 // llama-server's native shape, streamed as data: lines without [DONE].
 func (s *Server) runNative(c echo.Context, b Backend, req *nativeRequest, toks []int32) error {
-	if req.NProbs > 0 {
-		return errNotSupported("n_probs is not supported: k3's engine does not return token probabilities yet")
+	if req.PostSamplingProbs {
+		return errNotSupported("post_sampling_probs is not supported: k3 reports n_probs before sampling")
 	}
 	j, aerr := s.newJob("completion", b, &req.samplingFields, "", toks)
 	if aerr != nil {
 		return aerr
+	}
+	var rec *probRecorder
+	var probs []tokenProb
+	if req.NProbs > 0 {
+		rec = &probRecorder{n: min(req.NProbs, b.ModelInfo().Vocab), texts: s.tokenTexts()}
+		j.mask = rec.observe
 	}
 	stops := sample.NewStopMatcher(j.stops)
 	var text strings.Builder
@@ -145,14 +153,20 @@ func (s *Server) runNative(c echo.Context, b Backend, req *nativeRequest, toks [
 		out, stopped := stops.Feed(p.Text)
 		text.WriteString(out)
 		real := p.Token >= 0 // not the flush of an incomplete character
+		var prob []tokenProb
 		if real {
 			generated = append(generated, p.Token)
+			if rec != nil {
+				prob = []tokenProb{rec.entry(p.Token)}
+				probs = append(probs, prob[0])
+			}
 		}
-		if w != nil && (out != "" || (req.ReturnTokens && real)) {
+		if w != nil && (out != "" || prob != nil || (req.ReturnTokens && real)) {
 			chunk := nativeResult{Content: out, Tokens: []int32{}, TokensPredicted: len(generated), TokensEvaluated: len(j.prompt)}
 			if req.ReturnTokens && real {
 				chunk.Tokens = []int32{p.Token}
 			}
+			chunk.Probs = prob
 			if err := w.send(chunk); err != nil {
 				return err
 			}
@@ -180,6 +194,10 @@ func (s *Server) runNative(c echo.Context, b Backend, req *nativeRequest, toks [
 	if req.ReturnTokens {
 		final.Tokens = generated
 	}
+	if rec != nil && w == nil {
+		final.Probs = probs
+	}
+	final.GenerationSettings["n_probs"] = req.NProbs
 	if cut {
 		final.Error = errCutShort()
 	}
