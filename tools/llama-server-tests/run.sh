@@ -34,14 +34,14 @@ if [ "${1:-}" = --gate ]; then
 fi
 if [ $# -eq 0 ]; then set -- "${files[@]}"; fi
 "$py" -m pytest -p no:cacheprovider -q -rA --continue-on-collection-errors "$@" >"$work/out.txt" 2>&1 || true
-grep -E '^(PASSED|FAILED|ERROR) ' "$work/out.txt" | sed 's/ - .*//' | sort -u >"$work/results.txt"
+grep -a -E '^(PASSED|FAILED|ERROR) ' "$work/out.txt" | sed 's/ - .*//' | sort -u >"$work/results.txt"
 echo "per file: passed failed"
 awk '{split($2, a, "::"); f=a[1]; if ($1=="PASSED") p[f]++; else x[f]++; all[f]=1}
      END {for (f in all) printf "  %-32s %4d %4d\n", f, p[f], x[f]}' "$work/results.txt" | sort
 missing=0
 while read -r t; do
   case "$t" in ''|'#'*) continue ;; esac
-  if ! grep -qxF "PASSED $t" "$work/results.txt"; then
+  if ! grep -aqxF "PASSED $t" "$work/results.txt"; then
     echo "expected to pass, did not: $t"; missing=1
   fi
 done <"$here/pass.txt"
