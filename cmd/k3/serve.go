@@ -41,6 +41,12 @@ var serveFlags = []struct {
 	{"server.alias", "model id shown to clients", []string{"alias", "a"}, false},
 	{"server.allowed_hosts", "comma-separated host names a server without --api-key answers besides its own (DNS rebinding guard; * for any)", []string{"allowed-hosts"}, false},
 	{"server.shutdown_grace", "after SIGTERM or Ctrl-C, how long running requests may finish before they are ended (e.g. 30s; 0: at once; default 10s)", []string{"shutdown-grace"}, false},
+	{"server.cors_origins", "comma-separated origins whose web pages may call the API (CORS; none by default, * for any)", []string{"cors-origins"}, false},
+	{"server.chat_template_file", "chat template (Jinja) to use instead of the model's", []string{"chat-template-file"}, false},
+	{"server.parallel", "sequences served at once; k3 serves one (only 1 is accepted)", []string{"np", "parallel"}, true},
+	{"server.temperature", "temperature of requests that set none (default 0.8)", []string{"temp", "temperature"}, false},
+	{"server.seed", "sampling seed of requests that set none (-1: random per request)", []string{"s", "seed"}, true},
+	{"server.n_predict", "tokens to generate for requests that set no limit (-1: until the context is full)", []string{"n", "n-predict"}, true},
 	{"threads", "compute threads (0: one per physical core)", []string{"t", "threads"}, true},
 	{"context", "context size in tokens", []string{"c", "ctx-size"}, true},
 	{"batch", "logical prompt batch", []string{"b", "batch-size"}, true},
@@ -55,6 +61,7 @@ type serveArgs struct {
 	maxQueue      *int
 	mapped        *bool
 	values        map[string]*string // by profile key
+	chatTemplate  string             // read from --chat-template-file
 }
 
 func newServeFlags(stderr io.Writer) (*flag.FlagSet, *serveArgs) {
@@ -66,6 +73,14 @@ func newServeFlags(stderr io.Writer) (*flag.FlagSet, *serveArgs) {
 	a.demo = fs.Bool("demo", false, "serve a small synthetic model (random weights) written to the cache directory on first use")
 	a.maxQueue = fs.Int("max-queue", 8, "requests that may wait for the engine before new ones get 429")
 	a.mapped = fs.Bool("mapped", false, "map the model file directly instead of going through the profile's stager (no memory budget)")
+	// Accepted so that llama-server command lines work unchanged: k3 always
+	// renders chat templates with its Jinja engine, and /metrics is always
+	// on (behind the API key when one is set; it holds counters only, no
+	// prompts, and k3's page and monitoring read it).
+	fs.Bool("jinja", true, "accepted for llama-server compatibility: k3 always uses Jinja chat templates")
+	fs.Bool("metrics", true, "accepted for llama-server compatibility: /metrics is always served")
+	fs.Bool("slots", true, "serve GET /slots (the default)")
+	fs.Bool("no-slots", false, "do not serve GET /slots (501)")
 	for _, f := range serveFlags {
 		v := new(string)
 		a.values[f.key] = v
@@ -100,6 +115,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f := prof.Server.ChatTemplateFile; f != "" {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("--chat-template-file: %w", err)
+		}
+		a.chatTemplate = string(src)
+	}
 	return serve(path, prof, a, stderr)
 }
 
@@ -108,6 +130,11 @@ func setFlags(fs *flag.FlagSet, values map[string]*string) (map[string]any, erro
 	set := map[string]any{}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
+		switch f.Name { // llama-server's switch pair
+		case "slots", "no-slots":
+			on := f.Value.String() == "true"
+			set["server.slots"] = on == (f.Name == "slots")
+		}
 		for _, sf := range serveFlags {
 			for _, n := range sf.names {
 				if n != f.Name {
@@ -153,7 +180,7 @@ func serve(path string, prof *config.Profile, a *serveArgs, stderr io.Writer) er
 	go func() {
 		start := time.Now()
 		log.Info("loading model", "path", path)
-		be, err := openBackend(ctx, path, prof, *a.mapped, stderr)
+		be, err := openBackend(ctx, path, prof, *a.mapped, a.chatTemplate, stderr)
 		if err != nil {
 			stop(err)
 		} else {
@@ -210,15 +237,16 @@ func handleSignals(ctx context.Context, done <-chan struct{}, stop context.Cance
 
 // openBackend loads the model through the profile's stager, within its
 // memory budget (or, with mapped, on a plain mapping of the file), and
+// with chatTemplate (when set) instead of the model's template,
 // wraps it in an engine for the server. It prints the mode line. The
 // backend's Close stops the runtime: the stager, the kernels, the file.
-func openBackend(ctx context.Context, path string, prof *config.Profile, mapped bool, stderr io.Writer) (*local.Backend, error) {
+func openBackend(ctx context.Context, path string, prof *config.Profile, mapped bool, chatTemplate string, stderr io.Writer) (*local.Backend, error) {
 	rt, err := runtime.Open(ctx, path, prof, runtimeOptions(runtime.Options{Mapped: mapped}, stderr))
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintln(stderr, rt.Mode)
-	be, err := local.FromRuntime(rt, local.Options{ID: prof.Server.Alias})
+	be, err := local.FromRuntime(rt, local.Options{ID: prof.Server.Alias, ChatTemplate: chatTemplate})
 	if err != nil {
 		rt.Close()
 		return nil, err

@@ -55,7 +55,7 @@ func recoversFromFailedRestart(t *testing.T, stager string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	be, err := openBackend(ctx, path, prof, false, io.Discard)
+	be, err := openBackend(ctx, path, prof, false, "", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

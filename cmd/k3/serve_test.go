@@ -23,6 +23,16 @@ func TestServeFlags(t *testing.T) {
 			map[string]any{"context": 100, "threads": 2, "server.host": "/tmp/k3.sock"}, false},
 		{[]string{"-m", "x.gguf", "--allowed-hosts", "k3.lan,box"}, map[string]any{"server.allowed_hosts": "k3.lan,box"}, false},
 		{[]string{"-m", "x.gguf", "--port", "eighty"}, nil, true},
+		// llama-server's flags (issue 19): request defaults, CORS, template
+		// file, -np; --jinja and --metrics are accepted and set nothing.
+		{[]string{"-m", "x.gguf", "--temp", "0.2", "--seed", "7", "-n", "64", "--cors-origins", "https://a.example", "--jinja", "--metrics",
+			"--chat-template-file", "t.jinja", "-np", "1", "-b", "32"},
+			map[string]any{"server.temperature": "0.2", "server.seed": 7, "server.n_predict": 64, "server.cors_origins": "https://a.example",
+				"server.chat_template_file": "t.jinja", "server.parallel": 1, "batch": 32}, false},
+		{[]string{"-m", "x.gguf", "--no-slots"}, map[string]any{"server.slots": false}, false},
+		{[]string{"-m", "x.gguf", "--slots"}, map[string]any{"server.slots": true}, false},
+		{[]string{"-m", "x.gguf", "-s", "3", "--n-predict", "5", "--parallel", "2", "--temperature", "1"},
+			map[string]any{"server.seed": 3, "server.n_predict": 5, "server.parallel": 2, "server.temperature": "1"}, false},
 	}
 	for _, tt := range tests {
 		fs, a := newServeFlags(&bytes.Buffer{})
@@ -49,5 +59,33 @@ func TestServeNeedsModel(t *testing.T) {
 	}
 	if !bytes.Contains(stderr.Bytes(), []byte("--demo")) {
 		t.Errorf("usage does not mention --demo: %s", stderr.String())
+	}
+}
+
+// TestServeUnknownFlagFails: a flag k3 does not know still stops it, loudly.
+func TestServeUnknownFlagFails(t *testing.T) {
+	var stderr bytes.Buffer
+	if err := runServe([]string{"-m", "x.gguf", "--flash-attn-nonsense"}, &bytes.Buffer{}, &stderr); err == nil {
+		t.Fatal("unknown flag accepted")
+	}
+	if !bytes.Contains(stderr.Bytes(), []byte("flash-attn-nonsense")) {
+		t.Errorf("stderr does not name the flag: %s", stderr.String())
+	}
+}
+
+// TestServeParallelRefused: -np 2 fails before loading, pointing at slots.
+func TestServeParallelRefused(t *testing.T) {
+	err := runServe([]string{"-m", "x.gguf", "--profile", "auto", "-np", "2"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("only 1 is accepted")) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestServeChatTemplateFileMissing: a template file that cannot be read
+// fails at start, naming the flag.
+func TestServeChatTemplateFileMissing(t *testing.T) {
+	err := runServe([]string{"-m", "x.gguf", "--profile", "auto", "--chat-template-file", "/nonexistent/t.jinja"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("--chat-template-file")) {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -103,7 +103,9 @@ func TestValidationNamesField(t *testing.T) {
 		{"kernels:\n  float: sloppy\n", "kernels.float"},
 		{"stager:\n  direct_io: maybe\n", "stager.direct_io"},
 		{"threads: -1\n", "threads"},
-		{"batch: 16\nubatch: 32\n", "ubatch"},
+		{"server:\n  parallel: 4\n", "only 1 is accepted"},
+		{"server:\n  temperature: -1\n", "server.temperature"},
+		{"server:\n  n_predict: 0\n", "server.n_predict"},
 		{"memory:\n  budget: 12Q\n", "unknown unit"},
 		{"server:\n  port: 70000\n", "server.port"},
 	}
@@ -291,5 +293,52 @@ func TestStagerOptions(t *testing.T) {
 	}
 	if _, err := Load(Options{Profile: writeFile(t, "q.yaml", "stager:\n  optoins:\n    warm: false\n"), Machine: &Machine{}}); err == nil || !strings.Contains(err.Error(), "stager.optoins.warm") {
 		t.Errorf("misspelt map key: %v", err)
+	}
+}
+
+// TestUBatchClampedToBatch: as llama.cpp (n_ubatch = min(n_batch,
+// n_ubatch)), a batch below the default ubatch lowers the ubatch instead
+// of refusing to start ("k3 serve -b 32").
+func TestUBatchClampedToBatch(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		flags         map[string]any
+		batch, ubatch int
+	}{
+		{"batch only", map[string]any{"batch": 32}, 32, 32},
+		{"both, ubatch larger", map[string]any{"batch": 16, "ubatch": 64}, 16, 16},
+		{"ubatch smaller", map[string]any{"batch": 64, "ubatch": 8}, 64, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Load(Options{Profile: "auto", Environ: []string{}, Flags: c.flags, Machine: testMachine})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Batch != c.batch || p.UBatch != c.ubatch {
+				t.Fatalf("batch, ubatch = %d, %d; want %d, %d", p.Batch, p.UBatch, c.batch, c.ubatch)
+			}
+		})
+	}
+}
+
+// TestRequestDefaults: --temp, --seed, -n and --cors-origins reach the
+// profile from flags (strings, as the flag parser gives them) and the
+// environment.
+func TestRequestDefaults(t *testing.T) {
+	p, err := Load(Options{Profile: "auto", Environ: []string{"K3_SERVER__CORS_ORIGINS=https://a.example, https://b.example"},
+		Flags: map[string]any{"server.temperature": "0.25", "server.seed": 42, "server.n_predict": 7}, Machine: testMachine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Server
+	if s.Temperature != 0.25 || s.Seed != 42 || s.NPredict != 7 || s.Parallel != 1 {
+		t.Fatalf("temperature, seed, n_predict, parallel = %g, %d, %d, %d", s.Temperature, s.Seed, s.NPredict, s.Parallel)
+	}
+	if d := cmp.Diff([]string{"https://a.example", "https://b.example"}, s.CORSOrigins); d != "" {
+		t.Errorf("cors_origins (-want +got):\n%s", d)
+	}
+	d := Defaults()
+	if d.Server.Temperature != 0.8 || d.Server.Seed != -1 || d.Server.NPredict != -1 || d.Server.CORSOrigins != nil {
+		t.Errorf("defaults: %+v", d.Server)
 	}
 }

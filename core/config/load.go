@@ -112,6 +112,9 @@ func Load(o Options) (*Profile, error) {
 	if err := unmarshal(k, &p); err != nil {
 		return nil, err
 	}
+	// llama.cpp clamps the physical batch to the logical one
+	// (n_ubatch = min(n_batch, n_ubatch)), so "-b 32" alone starts.
+	p.UBatch = min(p.UBatch, p.Batch)
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

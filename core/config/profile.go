@@ -136,6 +136,24 @@ type Server struct {
 	// or SIGINT before they are ended (streams with a final chunk); 0 ends
 	// them at once. Written as "10s", "1m30s".
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
+	// CORSOrigins are the origins whose pages may read k3's answers
+	// (Access-Control-Allow-Origin); none by default, "*" for any. A flag
+	// gives them comma-separated (llama-server's --cors-origins).
+	CORSOrigins []string `koanf:"cors_origins"`
+	// ChatTemplateFile, when set, replaces the model's chat template
+	// (llama-server's --chat-template-file).
+	ChatTemplateFile string `koanf:"chat_template_file"`
+	// Parallel is the number of sequences served at once (llama-server's
+	// -np); k3 has one sequence, so only 1 is accepted.
+	Parallel int `koanf:"parallel"`
+	// Slots serves GET /slots (llama-server's --slots / --no-slots).
+	Slots bool `koanf:"slots"`
+	// Temperature, Seed and NPredict are what a request gets when it does
+	// not say (llama-server's --temp, --seed, -n); seed -1 is a random
+	// seed per request, n_predict -1 is until the context is full.
+	Temperature float64 `koanf:"temperature"`
+	Seed        int64   `koanf:"seed"`
+	NPredict    int     `koanf:"n_predict"`
 }
 
 // Defaults returns the settings every profile starts from.
@@ -149,7 +167,8 @@ func Defaults() Profile {
 		Context: 4096,
 		Batch:   2048,
 		UBatch:  512,
-		Server:  Server{Host: "127.0.0.1", Port: 8080, ShutdownGrace: 10 * time.Second},
+		Server: Server{Host: "127.0.0.1", Port: 8080, ShutdownGrace: 10 * time.Second,
+			Parallel: 1, Slots: true, Temperature: 0.8, Seed: -1, NPredict: -1},
 	}
 }
 
@@ -223,6 +242,15 @@ func (p *Profile) Validate() error {
 	}
 	if p.Server.Host == "" {
 		return fmt.Errorf("config: server.host is empty")
+	}
+	if p.Server.Parallel != 1 {
+		return fmt.Errorf("config: server.parallel: %d: k3 serves one sequence at a time, so only 1 is accepted (-np/--parallel); concurrent requests queue (--max-queue) until multi-slot serving lands", p.Server.Parallel)
+	}
+	if t := p.Server.Temperature; t < 0 || t > 100 || t != t {
+		return fmt.Errorf("config: server.temperature: %g is outside [0, 100]", t)
+	}
+	if p.Server.NPredict < -1 || p.Server.NPredict == 0 {
+		return fmt.Errorf("config: server.n_predict: %d must be -1 (until the context is full) or at least 1", p.Server.NPredict)
 	}
 	if p.Server.ShutdownGrace < 0 {
 		return fmt.Errorf("config: server.shutdown_grace: %v is negative", p.Server.ShutdownGrace)

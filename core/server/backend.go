@@ -42,6 +42,12 @@ type HealthReporter interface {
 	Health() error
 }
 
+// FIMBackend is implemented by a Backend that can tell its vocabulary's
+// fill-in-the-middle tokens (/infill); each is -1 when the model has none.
+type FIMBackend interface {
+	FIMTokens() (pre, suf, mid int32)
+}
+
 // ErrStop is returned by an emit callback to end generation normally (a stop
 // string was found).
 var ErrStop = errors.New("server: stop generation")
@@ -49,6 +55,7 @@ var ErrStop = errors.New("server: stop generation")
 // ModelInfo describes the loaded model.
 type ModelInfo struct {
 	ID            string // the name clients use (--alias, else the file name)
+	File          string // the model file's name, without its directory (/props)
 	Arch          string
 	ContextLength int // tokens a sequence may hold (prompt + generated)
 	Vocab         int

@@ -25,6 +25,10 @@ func chatInput(req *chatRequest, info ModelInfo) (chat.Input, toolForce, *apiErr
 	if len(req.Messages) == 0 {
 		return in, toolForce{}, errInvalid("messages must hold at least one message")
 	}
+	if aerr := checkTurns(req); aerr != nil {
+		return in, toolForce{}, aerr
+	}
+	in.AddGenerationPrompt = req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
 	for i, m := range req.Messages {
 		if !knownRoles[m.Role] {
 			return in, toolForce{}, errInvalid(fmt.Sprintf("messages[%d]: unknown role %q (want system, developer, user, assistant or tool)", i, m.Role))
@@ -50,6 +54,27 @@ func chatInput(req *chatRequest, info ModelInfo) (chat.Input, toolForce, *apiErr
 	}
 	in.Tools = tools
 	return in, force, nil
+}
+
+// checkTurns applies llama-server's rules on how a conversation may end
+// (oaicompat_chat_params_parse), with its messages.
+func checkTurns(req *chatRequest) *apiError {
+	msgs := req.Messages
+	cont := false
+	if v := bytes.TrimSpace(req.ContinueFinalMessage); len(v) > 0 {
+		cont = !bytes.Equal(v, []byte("false")) && !bytes.Equal(v, []byte("null")) && !bytes.Equal(v, []byte(`""`))
+	}
+	n := len(msgs)
+	if !cont && msgs[n-1].Role == "assistant" && n >= 2 && msgs[n-2].Role == "assistant" {
+		return errInvalid("Cannot have 2 or more assistant messages at the end of the list.")
+	}
+	if cont && (req.AddGenerationPrompt == nil || *req.AddGenerationPrompt) {
+		return errInvalid("Cannot set both add_generation_prompt and continue_final_message to true.")
+	}
+	if cont {
+		return errNotSupported("continue_final_message is not supported yet: k3's chat templates cannot leave the last assistant message open")
+	}
+	return nil
 }
 
 // toolForce is what tool_choice demands of a reply: nothing, a call of any
@@ -344,6 +369,7 @@ func (s *Server) runChat(c echo.Context, b Backend, cj *chatJob, start func() er
 // sampling fields against it.
 func (s *Server) newJob(route string, b Backend, f *samplingFields, text string, tokens []int32) (*job, *apiError) {
 	info := b.ModelInfo()
+	s.opts.Defaults.apply(f, info.ContextLength)
 	if tokens == nil {
 		var err error
 		if tokens, err = b.Tokenize(text, true, true); err != nil {
@@ -371,7 +397,7 @@ func (s *Server) newJob(route string, b Backend, f *samplingFields, text string,
 			return nil, errInvalid(fmt.Sprintf("stop[%d] is empty", i))
 		}
 	}
-	return &job{route: route, prompt: tokens, sampling: cfg, maxTokens: n, stops: f.Stop, stream: f.Stream,
+	return &job{route: route, prompt: tokens, sampling: cfg, maxTokens: n, stops: f.Stop, ignoreEOS: f.IgnoreEOS, stream: f.Stream,
 		includeUsage: f.StreamOptions != nil && f.StreamOptions.IncludeUsage}, nil
 }
 

@@ -292,7 +292,7 @@ func TestToolChoiceForced(t *testing.T) {
 		t.Errorf("tool_choice auto forced a call: prompt ends %q", prompt[max(0, len(prompt)-120):])
 	}
 	code, _, b := (&testServer{Server: ts}).do(t, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"tool_choice":"required"}`)
-	if code != 422 || !strings.Contains(string(b), "needs tools") {
+	if code != 400 || !strings.Contains(string(b), "needs tools") {
 		t.Errorf("required without tools: %d %s", code, b)
 	}
 }

@@ -31,9 +31,14 @@ func errBadRequest(msg string) *apiError {
 	return newAPIError(http.StatusBadRequest, "invalid_request_error", msg)
 }
 
-// errInvalid is for a well-formed request whose values cannot be served.
+// errInvalid is for a well-formed request whose values cannot be served:
+// 400, as OpenAI and llama-server answer (neither uses 422).
 func errInvalid(msg string) *apiError {
-	return newAPIError(http.StatusUnprocessableEntity, "invalid_request_error", msg)
+	return newAPIError(http.StatusBadRequest, "invalid_request_error", msg)
+}
+
+func errNotSupported(msg string) *apiError {
+	return newAPIError(http.StatusNotImplemented, "not_supported_error", msg)
 }
 
 func errContext(msg string) *apiError {

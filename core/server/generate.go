@@ -30,6 +30,7 @@ type job struct {
 	sampling     sample.Config
 	maxTokens    int
 	stops        []string
+	ignoreEOS    bool
 	special      bool
 	mask         func(generated []int32, logits []float32)
 	stream       bool

@@ -251,7 +251,8 @@ func anthropicErrorType(status int) string {
 }
 
 // anthropicError is an error in Anthropic's shape. A request Anthropic
-// would call invalid is a 400 there, where chat completions says 422.
+// would call invalid is a 400 there, as in the rest of k3; a 422 is mapped
+// all the same.
 func anthropicError(e *apiError) (int, map[string]any) {
 	status := e.Status
 	if status == http.StatusUnprocessableEntity {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -76,6 +77,7 @@ func (s *Server) serveMetrics(c echo.Context) error {
 	}
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "text/plain; version=0.0.4; charset=utf-8")
+	w.Header().Set("Process-Start-Time-Unix", strconv.FormatInt(s.started.Unix(), 10)) // llama-server's
 	w.WriteHeader(http.StatusOK)
 	for _, x := range []struct {
 		name, kind, help string

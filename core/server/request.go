@@ -49,6 +49,10 @@ type chatRequest struct {
 	Tools              []toolDecl                 `json:"tools"`
 	ToolChoice         json.RawMessage            `json:"tool_choice"`
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
+	// AddGenerationPrompt (default true) and ContinueFinalMessage are
+	// llama-server's; the latter is a boolean or "auto"/"content".
+	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
+	ContinueFinalMessage json.RawMessage `json:"continue_final_message"`
 }
 
 // completionRequest is the body of POST /v1/completions.

@@ -79,8 +79,8 @@ func TestMaxTokens(t *testing.T) {
 		{"clamped to room", samplingFields{MaxTokens: p(95)}, 10, 90, 0},
 		{"max_completion_tokens wins", samplingFields{MaxCompletionTokens: p(3), MaxTokens: p(50)}, 10, 3, 0},
 		{"minus one is no limit", samplingFields{NPredict: p(-1)}, 10, 90, 0},
-		{"zero", samplingFields{MaxTokens: p(0)}, 10, 0, 422},
-		{"more than the context", samplingFields{MaxTokens: p(101)}, 10, 0, 422},
+		{"zero", samplingFields{MaxTokens: p(0)}, 10, 0, 400},
+		{"more than the context", samplingFields{MaxTokens: p(101)}, 10, 0, 400},
 		{"prompt fills the context", samplingFields{}, 100, 0, 400},
 	}
 	for _, tt := range tests {

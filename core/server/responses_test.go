@@ -214,10 +214,10 @@ func TestResponsesErrors(t *testing.T) {
 		{"unknown role", `{"input":[{"role":"robot","content":"x"}]}`, 400, `"robot"`},
 		{"image part", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, 400, `"input_image"`},
 		{"function_call without call_id", `{"input":[{"type":"function_call","name":"f","arguments":"{}"}]}`, 400, "call_id"},
-		{"tool type", `{"input":"x","tools":[{"type":"web_search"}]}`, 422, `"web_search"`},
+		{"tool type", `{"input":"x","tools":[{"type":"web_search"}]}`, 400, `"web_search"`},
 		{"tool_choice object", `{"input":"x","tool_choice":{"type":"file_search"}}`, 400, "tool_choice"},
-		{"tool_choice names no tool", `{"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, 422, `"g"`},
-		{"max_output_tokens 0", `{"input":"x","max_output_tokens":0}`, 422, "max_output_tokens = 0"},
+		{"tool_choice names no tool", `{"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, 400, `"g"`},
+		{"max_output_tokens 0", `{"input":"x","max_output_tokens":0}`, 400, "max_output_tokens = 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

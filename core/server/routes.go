@@ -37,15 +37,16 @@ func (s *Server) models(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	info := b.ModelInfo()
 	return c.JSON(http.StatusOK, map[string]any{
 		"object": "list",
-		"data": []modelEntry{{
-			ID: s.modelID(b), Object: "model", Created: s.started.Unix(), OwnedBy: "k3",
-			Meta: map[string]any{"arch": info.Arch, "n_vocab": info.Vocab, "n_ctx": info.ContextLength,
-				"n_params": info.Params, "size": info.Size},
-		}},
+		"data":   []modelEntry{{ID: s.modelID(b), Object: "model", Created: s.started.Unix(), OwnedBy: "k3", Meta: s.modelMeta(b)}},
 	})
+}
+
+func (s *Server) modelMeta(b Backend) map[string]any {
+	info := b.ModelInfo()
+	return map[string]any{"arch": info.Arch, "n_vocab": info.Vocab, "n_ctx": info.ContextLength,
+		"n_params": info.Params, "size": info.Size}
 }
 
 type tokenizeRequest struct {

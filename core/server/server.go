@@ -53,6 +53,15 @@ type Options struct {
 	// generation; default os.Stderr.
 	RequestLog io.Writer
 
+	// CORSOrigins are the origins whose pages may read the answers
+	// (cors.go); none by default, "*" for any.
+	CORSOrigins []string
+	// NoSlots turns GET /slots off (llama-server's --no-slots): 501.
+	NoSlots bool
+	// Defaults are what a request gets for the sampling fields it leaves
+	// out (llama-server's --temp, --seed, -n).
+	Defaults RequestDefaults
+
 	// ShutdownGrace is how long running requests may go on once Serve's
 	// context is done before they are ended (see shutdown.go); default
 	// 10s, negative: end them at once.
@@ -61,7 +70,8 @@ type Options struct {
 
 // OptionsFromConfig takes the server settings of a profile.
 func OptionsFromConfig(c config.Server) Options {
-	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace}
+	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace,
+		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
 	if c.ShutdownGrace == 0 {
 		o.ShutdownGrace = -1 // a profile's 0 means none, not the default
 	}
@@ -167,7 +177,7 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.requestID, s.recoverPanics, s.checkHost, s.authenticate)
+	e.Use(s.requestID, s.recoverPanics, s.checkHost, s.cors, s.authenticate)
 
 	get := func(path string, h echo.HandlerFunc) {
 		e.GET(path, h)
@@ -189,6 +199,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/detokenize", s.detokenize, requireJSON)
 	get("/metrics", s.serveMetrics)
 	get("/status", s.status)
+	s.llamaRoutes(e, get)
 	s.webRoutes(get)
 	return e
 }

@@ -323,6 +323,12 @@ func (t *Tokenizer) Lookup(s string) (int32, bool) {
 // BOS returns the beginning-of-sequence id, or NoToken.
 func (t *Tokenizer) BOS() int32 { return t.special.bos }
 
+// FIM returns the fill-in-the-middle prefix, suffix and middle tokens,
+// NoToken for each the vocabulary lacks.
+func (t *Tokenizer) FIM() (pre, suf, mid int32) {
+	return t.special.fimPre, t.special.fimSuf, t.special.fimMid
+}
+
 // EOS returns the end-of-sequence id, or NoToken.
 func (t *Tokenizer) EOS() int32 { return t.special.eos }
 

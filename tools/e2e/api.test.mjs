@@ -13,6 +13,10 @@ test("models lists the served model", async () => {
   assert.equal(list.data.length, 1);
   assert.equal(list.data[0].object, "model");
   assert.ok(list.data[0].id);
+  // client.models.retrieve (GET /v1/models/{id}), and OpenAI's 404 for another id.
+  const one = await client.models.retrieve(list.data[0].id);
+  assert.equal(one.id, list.data[0].id);
+  await assert.rejects(client.models.retrieve("no-such-model"), (e) => e.status === 404 && e.code === "model_not_found");
 });
 
 test("chat completion, not streamed", async () => {
@@ -165,9 +169,9 @@ test("errors are OpenAI-shaped with the right status", async () => {
     ["GET", "/no/such/route", undefined, 404],
     ["POST", "/v1/chat/completions", "{not json", 400],
     ["POST", "/v1/chat/completions", JSON.stringify({ messages: "hi" }), 400],
-    ["POST", "/v1/chat/completions", JSON.stringify({ messages: [] }), 422],
-    ["POST", "/v1/chat/completions", JSON.stringify({ messages: [{ role: "wizard", content: "x" }] }), 422],
-    ["POST", "/v1/chat/completions", JSON.stringify({ messages: user, max_tokens: 1e12 }), 422],
+    ["POST", "/v1/chat/completions", JSON.stringify({ messages: [] }), 400],
+    ["POST", "/v1/chat/completions", JSON.stringify({ messages: [{ role: "wizard", content: "x" }] }), 400],
+    ["POST", "/v1/chat/completions", JSON.stringify({ messages: user, max_tokens: 1e12 }), 400],
     ["POST", "/v1/completions", JSON.stringify({ prompt: "hello ".repeat(5000) }), 400],
     ["POST", "/v1/completions", "x".repeat(9 << 20), 413],
   ];
@@ -180,7 +184,7 @@ test("errors are OpenAI-shaped with the right status", async () => {
     await client.chat.completions.create({ model: "x", messages: [] });
     assert.fail("empty messages accepted");
   } catch (e) {
-    assert.equal(e.status, 422);
+    assert.equal(e.status, 400);
   }
 });
 

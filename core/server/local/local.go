@@ -31,6 +31,9 @@ type Options struct {
 	// runtime's stager's (FromRuntime), else what /proc/self tells:
 	// resident memory and bytes read from storage.
 	Stats func() server.EngineStats
+	// ChatTemplate, when set, replaces the model's chat template
+	// (--chat-template-file).
+	ChatTemplate string
 	// Health reports a plugin the engine depends on that is down or
 	// restarting (see server.HealthReporter); nil: always healthy.
 	Health func() error
@@ -107,16 +110,22 @@ func (b *Backend) Runtime() *runtime.Runtime { return b.rt }
 func New(eng *engine.Engine, f *gguf.File, o Options) (*Backend, error) {
 	tok := eng.Tokenizer()
 	var tmpl *chat.Template
-	if src := f.String("tokenizer.chat_template", ""); src != "" {
+	if src := f.String("tokenizer.chat_template", ""); src != "" && o.ChatTemplate == "" {
 		var err error
 		if tmpl, err = chat.New(src); err != nil {
 			return nil, fmt.Errorf("local: %s: tokenizer.chat_template: %w", f.Path(), err)
 		}
 	}
+	if o.ChatTemplate != "" {
+		var err error
+		if tmpl, err = chat.New(o.ChatTemplate); err != nil {
+			return nil, fmt.Errorf("local: chat template: %w", err)
+		}
+	}
 	if o.ID == "" {
 		o.ID = modelName(f.Path())
 	}
-	info := server.ModelInfo{ID: o.ID, Arch: f.Arch(), ContextLength: eng.Context(), Vocab: eng.Model().Params().Vocab, EOG: tok.EOG()}
+	info := server.ModelInfo{ID: o.ID, File: filepath.Base(f.Path()), Arch: f.Arch(), ContextLength: eng.Context(), Vocab: eng.Model().Params().Vocab, EOG: tok.EOG()}
 	for _, t := range f.Tensors() {
 		n := int64(1)
 		for _, d := range t.Shape {
@@ -187,6 +196,10 @@ func (b *Backend) Generate(ctx context.Context, req server.GenerateRequest, emit
 	return server.GenerateResult{PromptTokens: r.PromptTokens, CachedTokens: r.ReusedTokens, GeneratedTokens: r.GeneratedTokens,
 		PromptTime: r.PrefillTime, GenTime: r.DecodeTime, Finish: r.Finish}, err
 }
+
+// FIMTokens implements server.FIMBackend with the vocabulary's
+// fill-in-the-middle tokens.
+func (b *Backend) FIMTokens() (pre, suf, mid int32) { return b.tok.FIM() }
 
 // Stats implements server.Backend.
 func (b *Backend) Stats() server.EngineStats {

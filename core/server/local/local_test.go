@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/k3-inference/k3/core/chat"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/model"
@@ -161,5 +163,30 @@ func TestModelInfo(t *testing.T) {
 	}
 	if st := b.Stats(); st.ResidentBytes <= 0 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestChatTemplateOverride: Options.ChatTemplate (--chat-template-file)
+// replaces the model's template; one that does not compile fails the open.
+// The model file's name (for /props) and its FIM tokens (none) are reported.
+func TestChatTemplateOverride(t *testing.T) {
+	_, path := tiny(t)
+	b, err := Open(path, Options{Threads: 1, Context: 256, ChatTemplate: "{{ messages[0].content }}!"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, err := b.Template().Render(chat.Input{Messages: []chat.Message{{Role: "user", Content: "hi"}}})
+	if err != nil || got != "hi!" {
+		t.Errorf("render = %q, %v", got, err)
+	}
+	if f := b.ModelInfo().File; f != "tiny-00001-of-00001.gguf" {
+		t.Errorf("File = %q", f)
+	}
+	if pre, suf, mid := b.FIMTokens(); pre != -1 || suf != -1 || mid != -1 {
+		t.Errorf("FIM tokens %d %d %d on a model without them", pre, suf, mid)
+	}
+	if _, err := Open(path, Options{Threads: 1, Context: 256, ChatTemplate: "{% if %}"}); err == nil || !strings.Contains(err.Error(), "chat template") {
+		t.Errorf("bad template: %v", err)
 	}
 }

@@ -1,0 +1,381 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/k3-inference/k3/core/server"
+	"github.com/k3-inference/k3/core/server/local"
+)
+
+func decodeTo(t *testing.T, body []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("decoding %s: %v", body, err)
+	}
+}
+
+// TestProps: GET /props in llama-server's shape, with the server's request
+// defaults (--temp) and the model file's name only; POST /props refused
+// as llama-server refuses it without --props.
+func TestProps(t *testing.T) {
+	temp := 0.3
+	ts := newTestServer(t, server.Options{Defaults: server.RequestDefaults{Temperature: &temp}})
+	code, _, body := ts.do(t, "GET", "/props", "")
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	var p struct {
+		DGS struct {
+			Params map[string]any `json:"params"`
+			NCtx   int            `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+		TotalSlots   int             `json:"total_slots"`
+		ModelPath    string          `json:"model_path"`
+		ChatTemplate string          `json:"chat_template"`
+		BuildInfo    string          `json:"build_info"`
+		Modalities   map[string]bool `json:"modalities"`
+	}
+	decodeTo(t, body, &p)
+	if p.TotalSlots != 1 || p.ModelPath != "tiny.gguf" || p.DGS.NCtx != 2048 || p.ChatTemplate == "" || p.BuildInfo == "" || p.Modalities["vision"] {
+		t.Errorf("props: %s", body)
+	}
+	if got := p.DGS.Params["temperature"]; got != 0.3 {
+		t.Errorf("temperature = %v, want the server default 0.3", got)
+	}
+	code, _, body = ts.do(t, "POST", "/props", "{}")
+	if code != 501 || decodeErr(t, body).Error.Type != "not_supported_error" {
+		t.Errorf("POST /props: %d %s", code, body)
+	}
+}
+
+// TestSlots: one idle slot in llama-server's shape.
+func TestSlots(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	code, _, body := ts.do(t, "GET", "/slots", "")
+	var slots []map[string]any
+	decodeTo(t, body, &slots)
+	if code != 200 || len(slots) != 1 || slots[0]["id"] != 0.0 || slots[0]["is_processing"] != false || slots[0]["n_ctx"] != 2048.0 {
+		t.Errorf("%d %s", code, body)
+	}
+}
+
+// TestNoSlots: --no-slots answers llama-server's 501.
+func TestNoSlots(t *testing.T) {
+	ts := newTestServer(t, server.Options{NoSlots: true})
+	code, _, body := ts.do(t, "GET", "/slots", "")
+	if code != 501 || !strings.Contains(decodeErr(t, body).Error.Message, "slots endpoint") {
+		t.Errorf("%d %s", code, body)
+	}
+}
+
+// TestModelByID: client.models.retrieve(id) works for the served id and
+// gets OpenAI's 404 for another.
+func TestModelByID(t *testing.T) {
+	ts := newTestServer(t, server.Options{Alias: "kimi"})
+	code, _, body := ts.do(t, "GET", "/v1/models/kimi", "")
+	var m struct{ ID, Object string }
+	decodeTo(t, body, &m)
+	if code != 200 || m.ID != "kimi" || m.Object != "model" {
+		t.Errorf("%d %s", code, body)
+	}
+	code, _, body = ts.do(t, "GET", "/v1/models/gpt-4o", "")
+	var e struct {
+		Error struct{ Message, Type, Code string }
+	}
+	decodeTo(t, body, &e)
+	if code != 404 || e.Error.Code != "model_not_found" || !strings.Contains(e.Error.Message, "gpt-4o") {
+		t.Errorf("%d %s", code, body)
+	}
+}
+
+type nativeOut struct {
+	Content         string         `json:"content"`
+	Tokens          []int32        `json:"tokens"`
+	Stop            bool           `json:"stop"`
+	TokensPredicted int            `json:"tokens_predicted"`
+	TokensEvaluated int            `json:"tokens_evaluated"`
+	StopType        string         `json:"stop_type"`
+	Prompt          string         `json:"prompt"`
+	Settings        map[string]any `json:"generation_settings"`
+	Timings         map[string]any `json:"timings"`
+}
+
+// TestNativeCompletion: /completion with a string, token ids and a mix,
+// return_tokens, the limit reported as stop_type "limit", and its errors.
+func TestNativeCompletion(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	code, _, body := ts.do(t, "POST", "/completion", `{"prompt":"Hello","n_predict":3,"return_tokens":true,"seed":1,"cache_prompt":true}`)
+	var r nativeOut
+	decodeTo(t, body, &r)
+	if code != 200 || !r.Stop || r.TokensPredicted != 3 || len(r.Tokens) != 3 || r.StopType != "limit" || r.Timings == nil || r.Settings["n_predict"] != 3.0 || !strings.Contains(r.Prompt, "Hello") {
+		t.Fatalf("%d %s", code, body)
+	}
+	hello := r.TokensEvaluated
+	// The same prompt as ids, then mixed: ids followed by text.
+	code, _, body = ts.do(t, "POST", "/tokenize", `{"content":"Hello","add_special":true}`)
+	var tk struct{ Tokens []int32 }
+	decodeTo(t, body, &tk)
+	ids, _ := json.Marshal(tk.Tokens)
+	code, _, body = ts.do(t, "POST", "/completion", `{"prompt":`+string(ids)+`,"n_predict":1}`)
+	decodeTo(t, body, &r)
+	if code != 200 || r.TokensEvaluated != hello {
+		t.Errorf("token prompt: %d %s (want %d evaluated)", code, body, hello)
+	}
+	mixed := strings.TrimSuffix(string(ids), "]") + `," world"]`
+	code, _, body = ts.do(t, "POST", "/completion", `{"prompt":`+mixed+`,"n_predict":1}`)
+	decodeTo(t, body, &r)
+	if code != 200 || r.TokensEvaluated <= hello || len(r.Tokens) != 0 {
+		t.Errorf("mixed prompt: %d %s", code, body)
+	}
+	for _, c := range []struct {
+		body string
+		code int
+	}{
+		{`{"prompt":["a","b"]}`, 400},
+		{`{"n_predict":2}`, 400},
+		{`{"prompt":"x","n_probs":2,"post_sampling_probs":true}`, 501},
+		{`{"prompt":[1,{}]}`, 400},
+	} {
+		if code, _, body := ts.do(t, "POST", "/completion", c.body); code != c.code {
+			t.Errorf("%s: %d %s, want %d", c.body, code, body, c.code)
+		}
+	}
+}
+
+// TestNativeCompletionStream: partial chunks with stop false, then the
+// final result with stop true and timings; no [DONE] (llama-server's
+// native stream has none).
+func TestNativeCompletionStream(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	req, _ := http.NewRequest("POST", ts.URL+"/completion", strings.NewReader(`{"prompt":"Hi","n_predict":4,"stream":true,"return_tokens":true,"seed":3}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := sseEvents(t, resp.Body)
+	n := 0
+	for i, ev := range events {
+		var r nativeOut
+		decodeTo(t, []byte(ev), &r)
+		last := i == len(events)-1
+		if !last {
+			n += len(r.Tokens)
+		}
+		if r.Stop != last || (!last && len(r.Tokens) > 1) || (last && (r.Timings == nil || r.TokensPredicted != 4)) {
+			t.Errorf("event %d: %s", i, ev)
+		}
+	}
+	if n != 4 || len(events) < 5 {
+		t.Errorf("want the 4 tokens in partial chunks and a final one, got %q", events)
+	}
+}
+
+// TestRequestDefaults: the server's --seed, --temp and -n apply to
+// requests that set none, and a request's own values win.
+func TestRequestDefaults(t *testing.T) {
+	temp, seed := 1.5, int64(11)
+	ts := newTestServer(t, server.Options{Defaults: server.RequestDefaults{Temperature: &temp, Seed: &seed, NPredict: 2}})
+	var a, b nativeOut
+	_, _, body := ts.do(t, "POST", "/completion", `{"prompt":"Once","return_tokens":true}`)
+	decodeTo(t, body, &a)
+	_, _, body = ts.do(t, "POST", "/completion", `{"prompt":"Once","return_tokens":true}`)
+	decodeTo(t, body, &b)
+	if a.TokensPredicted != 2 || a.Settings["seed"] != 11.0 || a.Settings["temperature"] != 1.5 {
+		t.Fatalf("defaults not applied: %+v", a)
+	}
+	if a.Content != b.Content || len(a.Tokens) != 2 || a.Tokens[0] != b.Tokens[0] || a.Tokens[1] != b.Tokens[1] {
+		t.Errorf("same default seed, different tokens: %v %v", a.Tokens, b.Tokens)
+	}
+	_, _, body = ts.do(t, "POST", "/completion", `{"prompt":"Once","n_predict":3,"seed":4,"temperature":0}`)
+	decodeTo(t, body, &a)
+	if a.TokensPredicted != 3 || a.Settings["seed"] != 4.0 || a.Settings["temperature"] != 0.0 {
+		t.Errorf("request values lost: %+v", a.Settings)
+	}
+}
+
+// fimBackend gives the tiny model fill-in-the-middle tokens.
+type fimBackend struct{ *local.Backend }
+
+func (fimBackend) FIMTokens() (pre, suf, mid int32) { return 10, 11, 12 }
+
+// TestInfill: a model without FIM tokens gets llama-server's 501; one with
+// them evaluates [BOS] pre prefix suf suffix mid.
+func TestInfill(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	code, _, body := ts.do(t, "POST", "/infill", `{"input_prefix":"def f(","input_suffix":"):"}`)
+	if code != 501 || !strings.Contains(decodeErr(t, body).Error.Message, "Infill is not supported by this model: prefix token is missing.") {
+		t.Errorf("%d %s", code, body)
+	}
+	be := tinyBackend(t)
+	s := server.New(server.Options{RequestLog: &syncWriter{}}, fimBackend{be})
+	ts.Server.Config.Handler = s.Handler()
+	code, _, body = ts.do(t, "POST", "/infill", `{"input_prefix":"def f(","input_suffix":"):","n_predict":1}`)
+	var r nativeOut
+	decodeTo(t, body, &r)
+	pre, _ := be.Tokenize("def f(", false, false)
+	suf, _ := be.Tokenize("):", false, false)
+	bos, _ := be.Tokenize("", true, false)
+	if want := len(bos) + 3 + len(pre) + len(suf); code != 200 || r.TokensEvaluated != want {
+		t.Errorf("%d %s, want %d tokens evaluated", code, body, want)
+	}
+	if code, _, body := ts.do(t, "POST", "/infill", `{"n_predict":1}`); code != 400 {
+		t.Errorf("no input: %d %s", code, body)
+	}
+}
+
+// TestApplyTemplate: the chat template's prompt, nothing generated.
+func TestApplyTemplate(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	code, _, body := ts.do(t, "POST", "/apply-template", `{"messages":[{"role":"user","content":"hello there"}]}`)
+	var r struct{ Prompt string }
+	decodeTo(t, body, &r)
+	if code != 200 || !strings.Contains(r.Prompt, "hello there") {
+		t.Errorf("%d %s", code, body)
+	}
+}
+
+// TestChatTurnRules: llama-server's 400s for how a conversation may end.
+func TestChatTurnRules(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	u := `{"role":"user","content":"hi"}`
+	a := `{"role":"assistant","content":"yo"}`
+	for _, c := range []struct {
+		name, body, msg string
+		code            int
+	}{
+		{"two assistants at the end", `{"messages":[` + u + `,` + a + `,` + a + `]}`, "Cannot have 2 or more assistant messages at the end of the list.", 400},
+		{"continue and generation prompt", `{"messages":[` + u + `,` + a + `],"continue_final_message":true}`, "Cannot set both add_generation_prompt and continue_final_message to true.", 400},
+		{"continue alone", `{"messages":[` + u + `,` + a + `],"continue_final_message":true,"add_generation_prompt":false}`, "continue_final_message", 501},
+		{"unknown role", `{"messages":[{"role":"wizard","content":"x"}]}`, "unknown role", 400},
+		{"messages not an array", `{"messages":{"role":"user"}}`, "messages", 400},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, body := ts.do(t, "POST", "/v1/chat/completions", c.body)
+			if code != c.code || !strings.Contains(decodeErr(t, body).Error.Message, c.msg) {
+				t.Errorf("%d %s", code, body)
+			}
+		})
+	}
+}
+
+// TestNativeSettingsEcho: generation_settings carries the request's stop
+// strings, ignore_eos and logit_bias (banned tokens as null), as
+// llama-server's test_ignore_eos reads them.
+func TestNativeSettingsEcho(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	code, _, body := ts.do(t, "POST", "/completion", `{"prompt":"Once","n_predict":1,"ignore_eos":true,"stop":["\n\n"],"logit_bias":[[5,1.5]]}`)
+	var r struct {
+		Settings struct {
+			Stop      []string `json:"stop"`
+			IgnoreEOS bool     `json:"ignore_eos"`
+			LogitBias []struct {
+				Bias  *float64 `json:"bias"`
+				Token int32    `json:"token"`
+			} `json:"logit_bias"`
+		} `json:"generation_settings"`
+	}
+	decodeTo(t, body, &r)
+	st := r.Settings
+	banned, five := 0, false
+	for _, lb := range st.LogitBias {
+		if lb.Bias == nil {
+			banned++
+		}
+		five = five || (lb.Token == 5 && lb.Bias != nil && *lb.Bias == 1.5)
+	}
+	if code != 200 || !st.IgnoreEOS || len(st.Stop) != 1 || st.Stop[0] != "\n\n" || banned == 0 || !five {
+		t.Errorf("%d %s", code, body)
+	}
+	_, _, body = ts.do(t, "POST", "/completion", `{"prompt":"Once","n_predict":1}`)
+	decodeTo(t, body, &r)
+	if len(r.Settings.LogitBias) != 0 || r.Settings.IgnoreEOS {
+		t.Errorf("without ignore_eos: %s", body)
+	}
+}
+
+// TestMetricsStartTime: /metrics carries llama-server's
+// Process-Start-Time-Unix header.
+func TestMetricsStartTime(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	code, hdr, _ := ts.do(t, "GET", "/metrics", "")
+	if code != 200 || len(hdr.Get("Process-Start-Time-Unix")) < 10 {
+		t.Errorf("%d %v", code, hdr)
+	}
+}
+
+type probEntry struct {
+	ID          int32       `json:"id"`
+	Token       string      `json:"token"`
+	Bytes       []int       `json:"bytes"`
+	Logprob     float64     `json:"logprob"`
+	TopLogprobs []probEntry `json:"top_logprobs"`
+}
+
+// TestNativeProbs: n_probs gives each generated token its log-probability
+// and the n most likely tokens (descending; with greedy sampling the
+// chosen one is the first), whole and per stream chunk, and watching the
+// logits changes nothing that is sampled.
+func TestNativeProbs(t *testing.T) {
+	ts := newTestServer(t, server.Options{})
+	const req = `{"prompt":"Once upon","n_predict":3,"temperature":0,"ignore_eos":true,"return_tokens":true`
+	code, _, body := ts.do(t, "POST", "/completion", req+`,"n_probs":4}`)
+	var r struct {
+		Tokens   []int32     `json:"tokens"`
+		Probs    []probEntry `json:"completion_probabilities"`
+		Settings struct {
+			NProbs int `json:"n_probs"`
+		} `json:"generation_settings"`
+	}
+	decodeTo(t, body, &r)
+	if code != 200 || len(r.Probs) != 3 || len(r.Tokens) != 3 || r.Settings.NProbs != 4 {
+		t.Fatalf("%d %s", code, body)
+	}
+	for i, p := range r.Probs {
+		if p.ID != r.Tokens[i] || len(p.TopLogprobs) != 4 || p.TopLogprobs[0].ID != p.ID || p.Logprob > 0 || p.Logprob != p.TopLogprobs[0].Logprob {
+			t.Errorf("entry %d: %+v", i, p)
+		}
+		for k := 1; k < len(p.TopLogprobs); k++ {
+			if p.TopLogprobs[k].Logprob > p.TopLogprobs[k-1].Logprob {
+				t.Errorf("entry %d: top_logprobs not descending: %+v", i, p.TopLogprobs)
+			}
+		}
+		if len(p.Bytes) == 0 && p.Token != "" {
+			t.Errorf("entry %d: no bytes", i)
+		}
+	}
+	var plain struct{ Tokens []int32 }
+	_, _, body = ts.do(t, "POST", "/completion", req+`}`)
+	decodeTo(t, body, &plain)
+	if len(plain.Tokens) != 3 || plain.Tokens[0] != r.Tokens[0] || plain.Tokens[1] != r.Tokens[1] || plain.Tokens[2] != r.Tokens[2] {
+		t.Errorf("n_probs changed what was sampled: %v vs %v", plain.Tokens, r.Tokens)
+	}
+	hreq, _ := http.NewRequest("POST", ts.URL+"/completion", strings.NewReader(req+`,"n_probs":2,"stream":true}`))
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n := 0
+	for _, ev := range sseEvents(t, resp.Body) {
+		var c struct {
+			Tokens []int32     `json:"tokens"`
+			Probs  []probEntry `json:"completion_probabilities"`
+		}
+		decodeTo(t, []byte(ev), &c)
+		if len(c.Tokens) == 1 {
+			n++
+			if len(c.Probs) != 1 || c.Probs[0].ID != c.Tokens[0] || len(c.Probs[0].TopLogprobs) != 2 {
+				t.Errorf("chunk: %s", ev)
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d token chunks, want 3", n)
+	}
+}
