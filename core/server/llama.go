@@ -1,8 +1,8 @@
 package server
 
 import (
+	"github.com/k3-inference/k3/core/buildinfo"
 	"net/http"
-	"runtime/debug"
 
 	"github.com/labstack/echo/v4"
 
@@ -138,18 +138,14 @@ func (s *Server) embeddings(c echo.Context) error {
 	return errNotSupported("embeddings are not supported: k3's engine does not expose pooled hidden states for this model (llama-server needs --embeddings and an embedding model)")
 }
 
-// buildInfo is llama-server's build_info ("b1234-abcdef0") for k3.
+// buildInfo is llama-server's build_info ("b1234-abcdef0") for k3: its
+// version and short commit, from core/buildinfo as /metrics and k3 version.
 func buildInfo() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "k3"
+	bi := buildinfo.Get()
+	if r := bi.ShortRevision(); r != "" {
+		return "k3-" + bi.Version + "-" + r
 	}
-	for _, st := range bi.Settings {
-		if st.Key == "vcs.revision" && len(st.Value) >= 7 {
-			return "k3-" + st.Value[:7]
-		}
-	}
-	return "k3-" + bi.Main.Version
+	return "k3-" + bi.Version
 }
 
 // applyTemplate answers /apply-template: the prompt the chat template
