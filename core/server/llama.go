@@ -1,11 +1,11 @@
 package server
 
 import (
-	"github.com/k3-inference/k3/core/buildinfo"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/k3-inference/k3/core/buildinfo"
 	"github.com/k3-inference/k3/core/sample"
 )
 
