@@ -395,10 +395,13 @@ test("an attached text file is read in the browser and sent in the message", asy
   const { page, errors } = await open(t);
   const seen = await canned(page, () => "Got it.");
   const file = "x = 1\nprint(```)\n";
+  // The browser reads files asynchronously: wait for what reading shows.
   await page.setInputFiles("#file", { name: "notes.py", mimeType: "text/x-python", buffer: Buffer.from(file) });
+  await page.waitForSelector("#attachments .chip");
   assert.match(await page.textContent("#attachments"), /notes\.py · 17 B/);
   // A binary file is refused with a note, not sent.
   await page.setInputFiles("#file", { name: "blob.bin", mimeType: "application/octet-stream", buffer: Buffer.from([1, 0, 2]) });
+  await page.waitForFunction(() => document.getElementById("attach-note").textContent.includes("blob.bin"));
   assert.match(await page.textContent("#attach-note"), /blob\.bin is not a text file/);
   assert.equal(await page.locator("#attachments .chip").count(), 1);
   await say(page, "What does this do?");
@@ -409,6 +412,7 @@ test("an attached text file is read in the browser and sent in the message", asy
   // A removed attachment is not sent; a file alone is a message.
   await page.setInputFiles("#file", [{ name: "a.txt", mimeType: "text/plain", buffer: Buffer.from("aaa") },
     { name: "b.txt", mimeType: "text/plain", buffer: Buffer.from("bbb") }]);
+  await page.waitForFunction(() => document.querySelectorAll("#attachments .chip").length === 2);
   await page.click("#attachments .chip:has-text('a.txt') .unattach");
   await page.click("#send");
   await page.waitForFunction(() => document.querySelectorAll(".msg.assistant[data-index]").length === 2);
