@@ -4,9 +4,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,32 +30,9 @@ type benchHost struct {
 
 func measureHost(paths []string) benchHost {
 	m := config.Detect(paths[0])
-	h := benchHost{MemTotal: m.MemTotal, CgroupLimit: m.CgroupLimit, Storage: m.Storage, Device: storageDevice(paths[0])}
+	h := benchHost{MemTotal: m.MemTotal, CgroupLimit: m.CgroupLimit, Storage: m.Storage, Device: config.StorageDevice(paths[0])}
 	h.ReadBandwidth, h.ReadDirect = readBandwidth(paths, time.Second, 1<<30)
 	return h
-}
-
-// storageDevice names the block device holding path and its model from
-// sysfs ("nvme0n1 (Samsung SSD 990 PRO 2TB)"); "unknown" off a block
-// device (tmpfs, overlay).
-func storageDevice(path string) string {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return "unknown"
-	}
-	dev := filepath.Join("/sys/dev/block", strconv.FormatUint(uint64(unix.Major(st.Dev)), 10)+":"+strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10))
-	real, err := filepath.EvalSymlinks(dev)
-	if err != nil {
-		return "unknown"
-	}
-	for _, dir := range []string{real, filepath.Dir(real)} {
-		for _, f := range []string{"device/model", "device/device/model"} {
-			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil && strings.TrimSpace(string(b)) != "" {
-				return filepath.Base(dir) + " (" + strings.TrimSpace(string(b)) + ")"
-			}
-		}
-	}
-	return filepath.Base(real)
 }
 
 // readBandwidth reads the files with 4 readers of 4 MiB blocks at random

@@ -124,16 +124,24 @@ func readLimit(path string) int64 {
 	return v
 }
 
-// StorageKind says what kind of device holds path: "nvme", "ssd", "hdd"
-// or "unknown" (e.g. tmpfs, overlay without a block device).
-func StorageKind(path string) string {
+// blockDevice is the sysfs directory of the block device holding path
+// (/sys/devices/.../nvme0n1/nvme0n1p2 for a partition), or false off a
+// block device (tmpfs, overlay).
+func blockDevice(path string) (string, bool) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return "unknown"
+		return "", false
 	}
 	dev := filepath.Join("/sys/dev/block", strconv.FormatUint(uint64(unix.Major(st.Dev)), 10)+":"+strconv.FormatUint(uint64(unix.Minor(st.Dev)), 10))
 	real, err := filepath.EvalSymlinks(dev)
-	if err != nil {
+	return real, err == nil
+}
+
+// StorageKind says what kind of device holds path: "nvme", "ssd", "hdd"
+// or "unknown" (e.g. tmpfs, overlay without a block device).
+func StorageKind(path string) string {
+	real, ok := blockDevice(path)
+	if !ok {
 		return "unknown"
 	}
 	// A partition's queue/ lives in its parent disk's directory.
@@ -151,4 +159,22 @@ func StorageKind(path string) string {
 		return "ssd"
 	}
 	return "unknown"
+}
+
+// StorageDevice names the block device holding path and its model from
+// sysfs ("nvme0n1 (Samsung SSD 990 PRO 2TB)"); "unknown" off a block
+// device (tmpfs, overlay).
+func StorageDevice(path string) string {
+	real, ok := blockDevice(path)
+	if !ok {
+		return "unknown"
+	}
+	for _, dir := range []string{real, filepath.Dir(real)} {
+		for _, f := range []string{"device/model", "device/device/model"} {
+			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil && strings.TrimSpace(string(b)) != "" {
+				return filepath.Base(dir) + " (" + strings.TrimSpace(string(b)) + ")"
+			}
+		}
+	}
+	return filepath.Base(real)
 }
