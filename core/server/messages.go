@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -89,11 +88,7 @@ func (s *Server) messages(c echo.Context) error {
 		return quietIfGone(cutShort(err))
 	}
 	if err != nil {
-		if !errors.Is(err, errClientGone) {
-			e := s.publicError(c, err)
-			if errors.Is(err, errInterrupted) {
-				e = errCutShort()
-			}
+		if e := s.streamError(c, err); e != nil {
 			_, body := anthropicError(e)
 			_ = out.event("error", body)
 		}

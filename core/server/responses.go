@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -189,11 +188,7 @@ func (s *Server) responses(c echo.Context) error {
 		return quietIfGone(cutShort(err))
 	}
 	if err != nil {
-		if !errors.Is(err, errClientGone) {
-			e := s.publicError(c, err)
-			if errors.Is(err, errInterrupted) {
-				e = errCutShort()
-			}
+		if e := s.streamError(c, err); e != nil {
 			_ = out.event("error", map[string]any{"code": e.Type, "message": e.Message, "param": nil})
 		}
 		return nil

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/labstack/echo/v4"
 )
 
 // Shutdown drains in this order, so that the caller may stop the engine and
@@ -54,6 +56,19 @@ func cutShort(err error) error {
 		return errCutShort()
 	}
 	return err
+}
+
+// streamError is what a stream that already started tells its client
+// about err: nil when the client is gone, the shutdown's words when
+// shutdown ended the generation, else the public form of err.
+func (s *Server) streamError(c echo.Context, err error) *apiError {
+	switch {
+	case errors.Is(err, errClientGone):
+		return nil
+	case errors.Is(err, errInterrupted):
+		return errCutShort()
+	}
+	return s.publicError(c, err)
 }
 
 // flushBound bounds how long Serve waits, once no handler runs, for
