@@ -16,6 +16,7 @@ import (
 
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/server"
+	"github.com/k3-inference/k3/core/server/local"
 )
 
 // liveServer is a server on a real listener whose Serve the test stops.
@@ -48,10 +49,16 @@ func (l acceptLog) Accept() (net.Conn, error) {
 
 func serveStoppable(t *testing.T, o server.Options) *liveServer {
 	t.Helper()
+	return serveBackend(t, o, tinyBackend(t))
+}
+
+// serveBackend is serveStoppable over a given backend.
+func serveBackend(t *testing.T, o server.Options, be server.Backend) *liveServer {
+	t.Helper()
 	ls := &liveServer{done: make(chan struct{}), accepted: make(chan net.Conn, 64), logs: &syncWriter{}}
 	o.Logger = slog.New(slog.NewTextHandler(ls.logs, nil))
 	o.RequestLog = io.Discard
-	s := server.New(o, tinyBackend(t))
+	s := server.New(o, be)
 	ln, err := s.Listen()
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +297,12 @@ func TestShutdownGrace(t *testing.T) {
 	for _, tt := range shutdownStreams {
 		t.Run(tt.name, func(t *testing.T) {
 			const n = 150
-			ls := serveStoppable(t, server.Options{ShutdownGrace: time.Hour})
+			// The stream holds the engine after its first token until the
+			// test has seen the queued request deferred and the drain
+			// refuse the late one: without the gate a fast machine could
+			// finish all n tokens before the queued request arrived.
+			gate := &gatedBackend{Backend: tinyBackend(t), release: make(chan struct{})}
+			ls := serveBackend(t, server.Options{ShutdownGrace: time.Hour}, gate)
 			r, closeBody := startStream(t, ls.url, tt.path, fmt.Sprintf(tt.body, n))
 			defer closeBody()
 
@@ -334,6 +346,7 @@ func TestShutdownGrace(t *testing.T) {
 				t.Errorf("late request: %d %s", resp.StatusCode, b)
 			}
 
+			close(gate.release)
 			end := readToEnd(t, r)
 			if !end.done || end.finish != "length" || end.err != nil || end.usage != n {
 				t.Errorf("stream ended with finish %q after %d tokens, error %+v, [DONE] %v", end.finish, end.usage, end.err, end.done)
@@ -353,4 +366,29 @@ func TestShutdownGraceFromConfig(t *testing.T) {
 			t.Errorf("shutdown_grace %v: Options.ShutdownGrace %v, want %v", tt.in, got, tt.want)
 		}
 	}
+}
+
+// gatedBackend holds each generation after its first piece until release
+// is closed, so a test can act while a request is known to hold the
+// engine.
+type gatedBackend struct {
+	*local.Backend
+	release chan struct{}
+}
+
+func (g *gatedBackend) Generate(ctx context.Context, req server.GenerateRequest, emit func(server.Piece) error) (server.GenerateResult, error) {
+	first := true
+	return g.Backend.Generate(ctx, req, func(p server.Piece) error {
+		if err := emit(p); err != nil {
+			return err
+		}
+		if first {
+			first = false
+			select {
+			case <-g.release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
 }
