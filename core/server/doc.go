@@ -14,7 +14,10 @@
 //	POST /tokenize, /detokenize llama-server's token routes
 //	GET  /metrics               Prometheus text (k3_* counters and gauges)
 //	GET  /status                JSON for the page's status bar
+//	GET  /status/history        a sample a second of the last ten minutes
 //	GET  /                      the chat page (web/, embedded)
+//	GET  /stats.html            live charts: decode rate, disk throughput,
+//	                            hit rate, wait share, memory over time
 //
 // The model side is a Backend (package local runs one in process). The
 // server owns validation, queueing (one generation at a time, a bounded

@@ -148,7 +148,11 @@ func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, em
 	}
 	start := time.Now()
 	gctx, stop := s.generationContext(ctx)
-	res, err := b.Generate(gctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask}, emit)
+	counted := func(p Piece) error {
+		s.metrics.emitted.Add(1)
+		return emit(p)
+	}
+	res, err := b.Generate(gctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask}, counted)
 	stop()
 	cancelled := ctx.Err() != nil || errors.Is(err, errClientGone)
 	if !cancelled && err != nil && interrupted(gctx) {

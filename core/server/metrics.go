@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/k3-inference/k3/core/buildinfo"
@@ -23,6 +24,9 @@ type metrics struct {
 	genTokens     int64
 	genSeconds    float64
 	last          GenerateResult // the latest finished generation
+	// emitted counts generated tokens as they are sent, for the live
+	// charts; the fields above move when a request ends.
+	emitted atomic.Int64
 }
 
 func (m *metrics) record(r GenerateResult, cancelled bool) {

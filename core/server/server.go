@@ -117,6 +117,7 @@ type Server struct {
 	backend atomic.Pointer[backendBox]
 	queue   *queue
 	metrics *metrics
+	history history
 	hosts   hostPolicy
 	started time.Time
 	// respStore keeps stored Responses for previous_response_id.
@@ -199,6 +200,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/detokenize", s.detokenize, requireJSON)
 	get("/metrics", s.serveMetrics)
 	get("/status", s.status)
+	get("/status/history", s.serveHistory)
 	s.llamaRoutes(e, get)
 	s.webRoutes(get)
 	return e
@@ -279,6 +281,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	hctx, stopHistory := context.WithCancel(ctx)
+	defer stopHistory()
+	go s.recordHistory(hctx, historyInterval)
 	s.log.Info("server listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:

@@ -20,6 +20,7 @@ var webFiles = map[string]string{
 	"/": "web/index.html", "/index.html": "web/index.html", "/app.js": "web/app.js",
 	"/markdown.js": "web/markdown.js", "/chats.js": "web/chats.js",
 	"/style.css": "web/style.css", "/favicon.svg": "web/favicon.svg",
+	"/stats.html": "web/stats.html", "/stats.js": "web/stats.js",
 }
 
 // webRoutes registers the page's files with get (which adds HEAD).

@@ -197,6 +197,32 @@ const HL_CASES = [
   ["x = 1 # <b>", "nosuchlang", "x = 1 # &lt;b&gt;"],
 ];
 
+test("the charts page draws the server's live history while a reply streams", async (t) => {
+  const { context, errors, outside } = await open(t);
+  const charts = await context.newPage();
+  charts.on("pageerror", (e) => errors.push(String(e)));
+  await charts.goto(baseURL + "/stats.html");
+  // A generation while the page watches: decode and disk lines get points.
+  const gen = raw("POST", "/v1/completions", JSON.stringify({ prompt: "Once upon a time", max_tokens: 64, ignore_eos: true }));
+  await charts.waitForFunction(() => /tok\/s/.test(document.querySelector("#c-decode .now").textContent)
+    && /B/.test(document.querySelector("#c-mem .now").textContent), null, { timeout: 30_000 });
+  await gen;
+  // Each canvas has pixels drawn (axes at least, lines where data exist).
+  const drawn = await charts.evaluate(() => [...document.querySelectorAll("canvas")].map((c) => {
+    const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i]) n++;
+    return n;
+  }));
+  assert.equal(drawn.length, 5);
+  for (const n of drawn) assert.ok(n > 100, `a canvas has only ${n} drawn pixels`);
+  assert.match(await charts.textContent("#model-name"), /\S/);
+  fs.mkdirSync(outDir, { recursive: true });
+  await charts.screenshot({ path: path.join(outDir, "charts.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  assert.deepEqual(outside, []);
+});
+
 test("the markdown subset renders each construct to the expected DOM", async (t) => {
   const { page, errors } = await open(t);
   for (const [src, want] of MD_CASES) {
