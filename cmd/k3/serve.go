@@ -81,6 +81,8 @@ func newServeFlags(stderr io.Writer) (*flag.FlagSet, *serveArgs) {
 	fs.Bool("metrics", true, "accepted for llama-server compatibility: /metrics is always served")
 	fs.Bool("slots", true, "serve GET /slots (the default)")
 	fs.Bool("no-slots", false, "do not serve GET /slots (501)")
+	fs.Bool("prefill-assistant", true, "continue a conversation's final assistant message (the default)")
+	fs.Bool("no-prefill-assistant", false, "treat a final assistant message as finished and start a new one")
 	for _, f := range serveFlags {
 		v := new(string)
 		a.values[f.key] = v
@@ -134,6 +136,9 @@ func setFlags(fs *flag.FlagSet, values map[string]*string) (map[string]any, erro
 		case "slots", "no-slots":
 			on := f.Value.String() == "true"
 			set["server.slots"] = on == (f.Name == "slots")
+		case "prefill-assistant", "no-prefill-assistant":
+			on := f.Value.String() == "true"
+			set["server.prefill_assistant"] = on == (f.Name == "prefill-assistant")
 		}
 		for _, sf := range serveFlags {
 			for _, n := range sf.names {

@@ -31,6 +31,8 @@ func TestServeFlags(t *testing.T) {
 				"server.chat_template_file": "t.jinja", "server.parallel": 1, "batch": 32}, false},
 		{[]string{"-m", "x.gguf", "--no-slots"}, map[string]any{"server.slots": false}, false},
 		{[]string{"-m", "x.gguf", "--slots"}, map[string]any{"server.slots": true}, false},
+		{[]string{"-m", "x.gguf", "--no-prefill-assistant"}, map[string]any{"server.prefill_assistant": false}, false},
+		{[]string{"-m", "x.gguf", "--prefill-assistant"}, map[string]any{"server.prefill_assistant": true}, false},
 		{[]string{"-m", "x.gguf", "-s", "3", "--n-predict", "5", "--parallel", "2", "--temperature", "1"},
 			map[string]any{"server.seed": 3, "server.n_predict": 5, "server.parallel": 2, "server.temperature": "1"}, false},
 	}

@@ -64,6 +64,10 @@ type Input struct {
 	Kwargs map[string]json.RawMessage
 	// Now dates the datetime/date_string variables; zero means time.Now().
 	Now time.Time
+	// Continue, when set, leaves the last message (an assistant's) open for
+	// the model to continue instead of starting a new one; the generation
+	// prompt is then not added (see Template.Render).
+	Continue Continue
 }
 
 // orderedObject is a JSON object that keeps insertion order and lets a later

@@ -51,8 +51,13 @@ func (t *Template) Source() string { return t.src }
 // Caps returns what the load-time probes found.
 func (t *Template) Caps() Caps { return t.caps }
 
-// Render renders the template for in.
+// Render renders the template for in. With in.Continue set, the last
+// message is left open for the model to continue (see Continue).
 func (t *Template) Render(in Input) (string, error) {
+	if in.Continue != ContinueNone {
+		prompt, _, err := t.continuation(in)
+		return prompt, err
+	}
 	ctx, err := t.Context(in)
 	if err != nil {
 		return "", err
@@ -165,6 +170,10 @@ func (t *Template) probeCaps() Caps {
 // ParseOptions returns how to parse the reply to in: whether the generation
 // prompt opened the think section, and the declared tools.
 func (t *Template) ParseOptions(in Input) (ParseOptions, error) {
+	if in.Continue != ContinueNone {
+		_, o, err := t.continuation(in)
+		return o, err
+	}
 	gen, err := t.GenerationPrompt(in)
 	if err != nil {
 		return ParseOptions{}, err

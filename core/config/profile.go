@@ -148,6 +148,10 @@ type Server struct {
 	Parallel int `koanf:"parallel"`
 	// Slots serves GET /slots (llama-server's --slots / --no-slots).
 	Slots bool `koanf:"slots"`
+	// PrefillAssistant continues a conversation's final assistant message
+	// instead of starting a new one (llama-server's --prefill-assistant /
+	// --no-prefill-assistant; on by default).
+	PrefillAssistant bool `koanf:"prefill_assistant"`
 	// Temperature, Seed and NPredict are what a request gets when it does
 	// not say (llama-server's --temp, --seed, -n); seed -1 is a random
 	// seed per request, n_predict -1 is until the context is full.
@@ -168,7 +172,7 @@ func Defaults() Profile {
 		Batch:   2048,
 		UBatch:  512,
 		Server: Server{Host: "127.0.0.1", Port: 8080, ShutdownGrace: 10 * time.Second,
-			Parallel: 1, Slots: true, Temperature: 0.8, Seed: -1, NPredict: -1},
+			Parallel: 1, Slots: true, PrefillAssistant: true, Temperature: 0.8, Seed: -1, NPredict: -1},
 	}
 }
 

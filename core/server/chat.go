@@ -20,15 +20,17 @@ var knownRoles = map[string]bool{"system": true, "developer": true, "user": true
 
 // chatInput validates a chat request and turns it into template input,
 // with what its tool_choice forces.
-func chatInput(req *chatRequest, info ModelInfo) (chat.Input, toolForce, *apiError) {
+func chatInput(req *chatRequest, info ModelInfo, o *Options) (chat.Input, toolForce, *apiError) {
 	in := chat.Input{AddGenerationPrompt: true, BOSToken: info.BOSToken, EOSToken: info.EOSToken, Kwargs: req.ChatTemplateKwargs}
 	if len(req.Messages) == 0 {
 		return in, toolForce{}, errInvalid("messages must hold at least one message")
 	}
-	if aerr := checkTurns(req); aerr != nil {
+	cont, aerr := checkTurns(req, !o.NoPrefillAssistant)
+	if aerr != nil {
 		return in, toolForce{}, aerr
 	}
-	in.AddGenerationPrompt = req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+	in.Continue = cont
+	in.AddGenerationPrompt = cont == chat.ContinueNone && (req.AddGenerationPrompt == nil || *req.AddGenerationPrompt)
 	for i, m := range req.Messages {
 		if !knownRoles[m.Role] {
 			return in, toolForce{}, errInvalid(fmt.Sprintf("messages[%d]: unknown role %q (want system, developer, user, assistant or tool)", i, m.Role))
@@ -57,24 +59,41 @@ func chatInput(req *chatRequest, info ModelInfo) (chat.Input, toolForce, *apiErr
 }
 
 // checkTurns applies llama-server's rules on how a conversation may end
-// (oaicompat_chat_params_parse), with its messages.
-func checkTurns(req *chatRequest) *apiError {
+// (oaicompat_chat_params_parse), with its messages, and says whether the
+// last message is to be continued: when continue_final_message asks, or,
+// with prefill (llama-server's default, --no-prefill-assistant turns it
+// off), when the conversation ends with an assistant message.
+func checkTurns(req *chatRequest, prefill bool) (chat.Continue, *apiError) {
 	msgs := req.Messages
-	cont := false
+	cont := chat.ContinueNone
 	if v := bytes.TrimSpace(req.ContinueFinalMessage); len(v) > 0 {
-		cont = !bytes.Equal(v, []byte("false")) && !bytes.Equal(v, []byte("null")) && !bytes.Equal(v, []byte(`""`))
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return cont, errInvalid("continue_final_message must be a boolean or \"content\" / \"reasoning_content\"")
+		}
+		cont = chat.ParseContinue(x)
 	}
 	n := len(msgs)
-	if !cont && msgs[n-1].Role == "assistant" && n >= 2 && msgs[n-2].Role == "assistant" {
-		return errInvalid("Cannot have 2 or more assistant messages at the end of the list.")
+	last := msgs[n-1].Role == "assistant"
+	if cont == chat.ContinueNone && last && n >= 2 && msgs[n-2].Role == "assistant" {
+		return cont, errInvalid("Cannot have 2 or more assistant messages at the end of the list.")
 	}
-	if cont && (req.AddGenerationPrompt == nil || *req.AddGenerationPrompt) {
-		return errInvalid("Cannot set both add_generation_prompt and continue_final_message to true.")
+	if cont == chat.ContinueNone && prefill && last {
+		return chat.ContinueAuto, nil
 	}
-	if cont {
-		return errNotSupported("continue_final_message is not supported yet: k3's chat templates cannot leave the last assistant message open")
+	if cont == chat.ContinueNone {
+		return cont, nil
 	}
-	return nil
+	if req.AddGenerationPrompt == nil || *req.AddGenerationPrompt {
+		return cont, errInvalid("Cannot set both add_generation_prompt and continue_final_message to true.")
+	}
+	if !last {
+		return cont, errInvalid("continue_final_message needs the conversation to end with an assistant message")
+	}
+	if len(msgs[n-1].ToolCalls) > 0 {
+		return cont, errInvalid(chat.ErrContinueToolCalls.Error())
+	}
+	return cont, nil
 }
 
 // toolForce is what tool_choice demands of a reply: nothing, a call of any
@@ -294,7 +313,7 @@ func (s *Server) prepareChat(b Backend, req *chatRequest, route string) (*chatJo
 	if tmpl == nil {
 		return nil, newAPIError(http.StatusNotImplemented, "not_supported_error", "the model has no chat template; use /v1/completions")
 	}
-	in, force, aerr := chatInput(req, b.ModelInfo())
+	in, force, aerr := chatInput(req, b.ModelInfo(), &s.opts)
 	if aerr != nil {
 		return nil, aerr
 	}

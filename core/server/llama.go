@@ -163,7 +163,7 @@ func (s *Server) applyTemplate(c echo.Context) error {
 	if aerr := s.readJSON(c, &req); aerr != nil {
 		return aerr
 	}
-	in, _, aerr := chatInput(&req, b.ModelInfo())
+	in, _, aerr := chatInput(&req, b.ModelInfo(), &s.opts)
 	if aerr != nil {
 		return aerr
 	}

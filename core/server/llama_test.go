@@ -250,7 +250,8 @@ func TestChatTurnRules(t *testing.T) {
 	}{
 		{"two assistants at the end", `{"messages":[` + u + `,` + a + `,` + a + `]}`, "Cannot have 2 or more assistant messages at the end of the list.", 400},
 		{"continue and generation prompt", `{"messages":[` + u + `,` + a + `],"continue_final_message":true}`, "Cannot set both add_generation_prompt and continue_final_message to true.", 400},
-		{"continue alone", `{"messages":[` + u + `,` + a + `],"continue_final_message":true,"add_generation_prompt":false}`, "continue_final_message", 501},
+		{"continue a user message", `{"messages":[` + u + `],"continue_final_message":true,"add_generation_prompt":false}`, "continue_final_message needs", 400},
+		{"continue a tool call", `{"messages":[` + u + `,{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}],"continue_final_message":true,"add_generation_prompt":false}`, "Cannot continue an assistant message that contains tool calls.", 400},
 		{"unknown role", `{"messages":[{"role":"wizard","content":"x"}]}`, "unknown role", 400},
 		{"messages not an array", `{"messages":{"role":"user"}}`, "messages", 400},
 	} {
@@ -260,6 +261,56 @@ func TestChatTurnRules(t *testing.T) {
 				t.Errorf("%d %s", code, body)
 			}
 		})
+	}
+}
+
+// TestContinueFinalMessage: a conversation that ends with an assistant
+// message continues it (llama-server's default prefill, or asked with
+// continue_final_message): the prompt ends inside the message, and the
+// reply holds only what the model wrote after it. --no-prefill-assistant
+// renders that message as finished and opens a new one.
+func TestContinueFinalMessage(t *testing.T) {
+	u := `{"role":"user","content":"Write a haiku."}`
+	a := `{"role":"assistant","content":"Autumn moon rises"}`
+	prompt := func(ts *testServer, body string) string {
+		t.Helper()
+		code, _, b := ts.do(t, "POST", "/apply-template", body)
+		var r struct{ Prompt string }
+		decodeTo(t, b, &r)
+		if code != 200 {
+			t.Fatalf("%d %s", code, b)
+		}
+		return r.Prompt
+	}
+	ts := newTestServer(t, server.Options{})
+	open := "<|open|>response<|sep|>Autumn moon rises"
+	for _, body := range []string{
+		`{"messages":[` + u + `,` + a + `]}`,
+		`{"messages":[` + u + `,` + a + `],"continue_final_message":true,"add_generation_prompt":false}`,
+		`{"messages":[` + u + `,` + a + `],"continue_final_message":"content","add_generation_prompt":false}`,
+	} {
+		if p := prompt(ts, body); !strings.HasSuffix(p, open) {
+			t.Errorf("%s: prompt ends %q, want the message left open", body, p[max(0, len(p)-80):])
+		}
+	}
+	reasoning := `{"role":"assistant","reasoning_content":"Five syllables"}`
+	if p := prompt(ts, `{"messages":[`+u+`,`+reasoning+`]}`); !strings.HasSuffix(p, "<|open|>think<|sep|>Five syllables") {
+		t.Errorf("reasoning continuation ends %q", p[max(0, len(p)-80):])
+	}
+
+	code, _, body := ts.do(t, "POST", "/v1/chat/completions", `{"messages":[`+u+`,`+a+`],"max_tokens":4,"temperature":0}`)
+	var r struct {
+		Choices []struct{ Message struct{ Content string } }
+		Usage   struct{ PromptTokens int `json:"prompt_tokens"` }
+	}
+	decodeTo(t, body, &r)
+	if code != 200 || strings.Contains(r.Choices[0].Message.Content, "Autumn moon rises") {
+		t.Errorf("continued chat: %d %s", code, body)
+	}
+
+	off := newTestServer(t, server.Options{NoPrefillAssistant: true})
+	if p := prompt(off, `{"messages":[`+u+`,`+a+`]}`); strings.HasSuffix(p, open) || !strings.Contains(p, "Autumn moon rises<|close|>response<|sep|>") {
+		t.Errorf("without prefill the message is closed and a new one opened: %q", p[max(0, len(p)-120):])
 	}
 }
 

@@ -111,7 +111,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var cr chatRequest
 		if err := decodeJSON(body, &cr); err == nil {
-			if _, _, aerr := chatInput(&cr, info); aerr != nil && aerr.Status == 0 {
+			if _, _, aerr := chatInput(&cr, info, &Options{}); aerr != nil && aerr.Status == 0 {
 				t.Fatal("error without status")
 			}
 			if n, aerr := maxTokens(&cr.samplingFields, 10, info.ContextLength); aerr == nil && (n < 1 || n > 54) {

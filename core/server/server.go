@@ -58,6 +58,10 @@ type Options struct {
 	CORSOrigins []string
 	// NoSlots turns GET /slots off (llama-server's --no-slots): 501.
 	NoSlots bool
+	// NoPrefillAssistant renders a conversation that ends with an
+	// assistant message as finished, with a new generation prompt, instead
+	// of continuing that message (llama-server's --no-prefill-assistant).
+	NoPrefillAssistant bool
 	// Defaults are what a request gets for the sampling fields it leaves
 	// out (llama-server's --temp, --seed, -n).
 	Defaults RequestDefaults
@@ -71,7 +75,7 @@ type Options struct {
 // OptionsFromConfig takes the server settings of a profile.
 func OptionsFromConfig(c config.Server) Options {
 	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace,
-		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
+		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, NoPrefillAssistant: !c.PrefillAssistant, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
 	if c.ShutdownGrace == 0 {
 		o.ShutdownGrace = -1 // a profile's 0 means none, not the default
 	}
