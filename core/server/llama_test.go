@@ -301,7 +301,9 @@ func TestContinueFinalMessage(t *testing.T) {
 	code, _, body := ts.do(t, "POST", "/v1/chat/completions", `{"messages":[`+u+`,`+a+`],"max_tokens":4,"temperature":0}`)
 	var r struct {
 		Choices []struct{ Message struct{ Content string } }
-		Usage   struct{ PromptTokens int `json:"prompt_tokens"` }
+		Usage   struct {
+			PromptTokens int `json:"prompt_tokens"`
+		}
 	}
 	decodeTo(t, body, &r)
 	if code != 200 || strings.Contains(r.Choices[0].Message.Content, "Autumn moon rises") {
