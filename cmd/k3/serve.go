@@ -83,6 +83,7 @@ func newServeFlags(stderr io.Writer) (*flag.FlagSet, *serveArgs) {
 	fs.Bool("no-slots", false, "do not serve GET /slots (501)")
 	fs.Bool("prefill-assistant", true, "continue a conversation's final assistant message (the default)")
 	fs.Bool("no-prefill-assistant", false, "treat a final assistant message as finished and start a new one")
+	fs.Bool("spm-infill", false, "/infill prompts put the suffix before the prefix (Suffix/Prefix/Middle)")
 	for _, f := range serveFlags {
 		v := new(string)
 		a.values[f.key] = v
@@ -136,6 +137,8 @@ func setFlags(fs *flag.FlagSet, values map[string]*string) (map[string]any, erro
 		case "slots", "no-slots":
 			on := f.Value.String() == "true"
 			set["server.slots"] = on == (f.Name == "slots")
+		case "spm-infill":
+			set["server.spm_infill"] = f.Value.String() == "true"
 		case "prefill-assistant", "no-prefill-assistant":
 			on := f.Value.String() == "true"
 			set["server.prefill_assistant"] = on == (f.Name == "prefill-assistant")
@@ -163,7 +166,7 @@ func setFlags(fs *flag.FlagSet, values map[string]*string) (map[string]any, erro
 
 func serve(path string, prof *config.Profile, a *serveArgs, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := server.OptionsFromConfig(prof.Server)
+	opts := server.OptionsFromConfig(*prof)
 	opts.MaxQueue, opts.Logger, opts.RequestLog = *a.maxQueue, log, stderr
 	srv := server.New(opts, nil)
 	ln, err := srv.Listen()

@@ -152,6 +152,9 @@ type Server struct {
 	// instead of starting a new one (llama-server's --prefill-assistant /
 	// --no-prefill-assistant; on by default).
 	PrefillAssistant bool `koanf:"prefill_assistant"`
+	// SPMInfill lays out /infill prompts suffix first (llama-server's
+	// --spm-infill).
+	SPMInfill bool `koanf:"spm_infill"`
 	// Temperature, Seed and NPredict are what a request gets when it does
 	// not say (llama-server's --temp, --seed, -n); seed -1 is a random
 	// seed per request, n_predict -1 is until the context is full.

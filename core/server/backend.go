@@ -45,7 +45,7 @@ type HealthReporter interface {
 // FIMBackend is implemented by a Backend that can tell its vocabulary's
 // fill-in-the-middle tokens (/infill); each is -1 when the model has none.
 type FIMBackend interface {
-	FIMTokens() (pre, suf, mid int32)
+	FIMTokens() FIM
 }
 
 // ErrStop is returned by an emit callback to end generation normally (a stop

@@ -201,10 +201,11 @@ func TestRequestDefaults(t *testing.T) {
 // fimBackend gives the tiny model fill-in-the-middle tokens.
 type fimBackend struct{ *local.Backend }
 
-func (fimBackend) FIMTokens() (pre, suf, mid int32) { return 10, 11, 12 }
+func (fimBackend) FIMTokens() server.FIM { return server.FIM{Pre: 10, Suf: 11, Mid: 12, Rep: 13, Sep: 14} }
 
 // TestInfill: a model without FIM tokens gets llama-server's 501; one with
-// them evaluates [BOS] pre prefix suf suffix mid.
+// them evaluates [repository context] [BOS] pre prefix suf suffix mid
+// (TestInfillPrompt checks the order).
 func TestInfill(t *testing.T) {
 	ts := newTestServer(t, server.Options{})
 	code, _, body := ts.do(t, "POST", "/infill", `{"input_prefix":"def f(","input_suffix":"):"}`)
@@ -212,19 +213,43 @@ func TestInfill(t *testing.T) {
 		t.Errorf("%d %s", code, body)
 	}
 	be := tinyBackend(t)
-	s := server.New(server.Options{RequestLog: &syncWriter{}}, fimBackend{be})
+	// A batch of 512 in a context of 2048 leaves room for all the
+	// repository context (llama-server takes n_ctx - n_batch - 2*n_predict).
+	s := server.New(server.Options{RequestLog: &syncWriter{}, Batch: 512}, fimBackend{be})
 	ts.Server.Config.Handler = s.Handler()
+	repo := 0 // [REP]myproject\n ... [SEP]filename\n, there with FIM_REP and FIM_SEP
+	for _, s := range []string{"myproject\n", "filename\n"} {
+		tk, _ := be.Tokenize(s, false, false)
+		repo += 1 + len(tk)
+	}
 	code, _, body = ts.do(t, "POST", "/infill", `{"input_prefix":"def f(","input_suffix":"):","n_predict":1}`)
 	var r nativeOut
 	decodeTo(t, body, &r)
 	pre, _ := be.Tokenize("def f(", false, false)
 	suf, _ := be.Tokenize("):", false, false)
 	bos, _ := be.Tokenize("", true, false)
-	if want := len(bos) + 3 + len(pre) + len(suf); code != 200 || r.TokensEvaluated != want {
+	if want := len(bos) + 3 + len(pre) + len(suf) + repo; code != 200 || r.TokensEvaluated != want {
 		t.Errorf("%d %s, want %d tokens evaluated", code, body, want)
 	}
 	if code, _, body := ts.do(t, "POST", "/infill", `{"n_predict":1}`); code != 400 {
 		t.Errorf("no input: %d %s", code, body)
+	}
+	// Repository context: [REP]myproject\n [SEP]a.py\n text [SEP]filename\n before it.
+	code, _, body = ts.do(t, "POST", "/infill", `{"input_prefix":"def f(","input_suffix":"):","n_predict":1,"input_extra":[{"filename":"a.py","text":"x = 1"}]}`)
+	decodeTo(t, body, &r)
+	extra := 1 // [SEP]a.py\n x = 1
+	for _, s := range []string{"a.py\n", "x = 1"} {
+		tk, _ := be.Tokenize(s, false, false)
+		extra += len(tk)
+	}
+	if want := len(bos) + 3 + len(pre) + len(suf) + repo + extra; code != 200 || r.TokensEvaluated != want {
+		t.Errorf("with input_extra: %d %s, want %d tokens evaluated", code, body, want)
+	}
+	for _, bad := range []string{`{"input_prefix":"a","input_extra":{"text":"x"}}`, `{"input_prefix":"a","input_extra":[{"filename":"a.py"}]}`,
+		`{"input_prefix":"a","input_extra":[{"text":"x","filename":3}]}`} {
+		if code, _, body := ts.do(t, "POST", "/infill", bad); code != 400 || !strings.Contains(string(body), "must") {
+			t.Errorf("%s: %d %s", bad, code, body)
+		}
 	}
 }
 

@@ -240,20 +240,11 @@ func (s *Server) infill(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
-	pre, suf, mid := int32(-1), int32(-1), int32(-1)
+	fim := FIM{Pre: -1, Suf: -1, Mid: -1, Rep: -1, Sep: -1}
 	if fb, ok := b.(FIMBackend); ok {
-		pre, suf, mid = fb.FIMTokens()
+		fim = fb.FIMTokens()
 	}
-	var missing string
-	for _, m := range []struct {
-		tok  int32
-		what string
-	}{{pre, "prefix"}, {suf, "suffix"}, {mid, "middle"}} {
-		if m.tok < 0 {
-			missing += m.what + " token is missing. "
-		}
-	}
-	if missing != "" {
+	if missing := fim.missing(); missing != "" {
 		return errNotSupported("Infill is not supported by this model: " + missing)
 	}
 	var req nativeRequest
@@ -263,41 +254,34 @@ func (s *Server) infill(c echo.Context) error {
 	if req.InputPrefix == nil && req.InputSuffix == nil {
 		return errInvalid(`"input_prefix" or "input_suffix" must be provided`)
 	}
-	if e := bytes.TrimSpace(req.InputExtra); len(e) > 0 && !bytes.Equal(e, []byte("null")) && !bytes.Equal(e, []byte("[]")) {
-		return errNotSupported("input_extra (repository context) is not supported yet")
-	}
-	tok := func(p *string) ([]int32, *apiError) {
-		if p == nil || *p == "" {
-			return nil, nil
-		}
-		t, err := b.Tokenize(*p, false, false)
-		if err != nil {
-			return nil, errInvalid("tokenize: " + err.Error())
-		}
-		return t, nil
-	}
-	prefix, aerr := tok(req.InputPrefix)
+	extra, aerr := parseInputExtra(req.InputExtra)
 	if aerr != nil {
 		return aerr
 	}
-	suffix, aerr := tok(req.InputSuffix)
-	if aerr != nil {
-		return aerr
-	}
-	bos, _ := b.Tokenize("", true, false) // the BOS the model adds, if any
-	toks := append(append([]int32{}, bos...), pre)
-	toks = append(append(toks, prefix...), suf)
-	toks = append(append(toks, suffix...), mid)
+	var prompt []int32
 	if p := bytes.TrimSpace(req.Prompt); len(p) > 0 && !bytes.Equal(p, []byte("null")) && !bytes.Equal(p, []byte(`""`)) {
 		var text string
 		if err := json.Unmarshal(p, &text); err != nil {
 			return errBadRequest("prompt must be a string")
 		}
-		pt, aerr := tok(&text)
-		if aerr != nil {
-			return aerr
+		var err error
+		if prompt, err = b.Tokenize(text, false, true); err != nil {
+			return errInvalid("tokenize: " + err.Error())
 		}
-		toks = append(toks, pt...)
+	}
+	bos, _ := b.Tokenize("", true, false) // the BOS the model adds, if any
+	l := infillLayout{fim: fim, bos: bos, nBatch: s.opts.Batch, nPredict: s.opts.Defaults.NPredict,
+		nCtx: b.ModelInfo().ContextLength, spm: s.opts.SPMInfill}
+	if l.nBatch <= 0 {
+		l.nBatch = DefaultBatch
+	}
+	if l.nPredict == 0 {
+		l.nPredict = -1
+	}
+	toks, err := infillPrompt(func(text string) ([]int32, error) { return b.Tokenize(text, false, false) },
+		l, deref(req.InputPrefix), deref(req.InputSuffix), extra, prompt)
+	if err != nil {
+		return errInvalid("tokenize: " + err.Error())
 	}
 	return s.runNative(c, b, &req, toks)
 }

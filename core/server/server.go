@@ -62,6 +62,12 @@ type Options struct {
 	// assistant message as finished, with a new generation prompt, instead
 	// of continuing that message (llama-server's --no-prefill-assistant).
 	NoPrefillAssistant bool
+	// Batch is llama-server's -b (logical batch, default DefaultBatch):
+	// /infill fits the prefix and suffix into it, 3:1.
+	Batch int
+	// SPMInfill puts the suffix before the prefix in /infill prompts
+	// (llama-server's --spm-infill).
+	SPMInfill bool
 	// Defaults are what a request gets for the sampling fields it leaves
 	// out (llama-server's --temp, --seed, -n).
 	Defaults RequestDefaults
@@ -72,10 +78,14 @@ type Options struct {
 	ShutdownGrace time.Duration
 }
 
+// DefaultBatch is llama-server's default -b.
+const DefaultBatch = 2048
+
 // OptionsFromConfig takes the server settings of a profile.
-func OptionsFromConfig(c config.Server) Options {
+func OptionsFromConfig(p config.Profile) Options {
+	c := p.Server
 	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace,
-		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, NoPrefillAssistant: !c.PrefillAssistant, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
+		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, NoPrefillAssistant: !c.PrefillAssistant, Batch: p.Batch, SPMInfill: c.SPMInfill, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
 	if c.ShutdownGrace == 0 {
 		o.ShutdownGrace = -1 // a profile's 0 means none, not the default
 	}

@@ -362,7 +362,7 @@ func TestShutdownGrace(t *testing.T) {
 // grace, not the Options default.
 func TestShutdownGraceFromConfig(t *testing.T) {
 	for _, tt := range []struct{ in, want time.Duration }{{0, -1}, {time.Second, time.Second}} {
-		if got := server.OptionsFromConfig(config.Server{ShutdownGrace: tt.in}).ShutdownGrace; got != tt.want {
+		if got := server.OptionsFromConfig(config.Profile{Server: config.Server{ShutdownGrace: tt.in}}).ShutdownGrace; got != tt.want {
 			t.Errorf("shutdown_grace %v: Options.ShutdownGrace %v, want %v", tt.in, got, tt.want)
 		}
 	}

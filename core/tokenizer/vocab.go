@@ -329,6 +329,10 @@ func (t *Tokenizer) FIM() (pre, suf, mid int32) {
 	return t.special.fimPre, t.special.fimSuf, t.special.fimMid
 }
 
+// FIMRepo returns the repository and file separator tokens of
+// repository-level fill-in-the-middle prompts, NoToken where missing.
+func (t *Tokenizer) FIMRepo() (rep, sep int32) { return t.special.fimRep, t.special.fimSep }
+
 // EOS returns the end-of-sequence id, or NoToken.
 func (t *Tokenizer) EOS() int32 { return t.special.eos }
 

@@ -199,7 +199,11 @@ func (b *Backend) Generate(ctx context.Context, req server.GenerateRequest, emit
 
 // FIMTokens implements server.FIMBackend with the vocabulary's
 // fill-in-the-middle tokens.
-func (b *Backend) FIMTokens() (pre, suf, mid int32) { return b.tok.FIM() }
+func (b *Backend) FIMTokens() server.FIM {
+	pre, suf, mid := b.tok.FIM()
+	rep, sep := b.tok.FIMRepo()
+	return server.FIM{Pre: pre, Suf: suf, Mid: mid, Rep: rep, Sep: sep}
+}
 
 // Stats implements server.Backend.
 func (b *Backend) Stats() server.EngineStats {
