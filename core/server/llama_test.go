@@ -201,7 +201,9 @@ func TestRequestDefaults(t *testing.T) {
 // fimBackend gives the tiny model fill-in-the-middle tokens.
 type fimBackend struct{ *local.Backend }
 
-func (fimBackend) FIMTokens() server.FIM { return server.FIM{Pre: 10, Suf: 11, Mid: 12, Rep: 13, Sep: 14} }
+func (fimBackend) FIMTokens() server.FIM {
+	return server.FIM{Pre: 10, Suf: 11, Mid: 12, Rep: 13, Sep: 14}
+}
 
 // TestInfill: a model without FIM tokens gets llama-server's 501; one with
 // them evaluates [repository context] [BOS] pre prefix suf suffix mid
