@@ -25,7 +25,7 @@ import (
 // and the host calls Stager.Describe before Open, sending only declared
 // options; a version-2 stager has no Describe and would be sent none, so
 // it is refused at the handshake with an error that says to rebuild it.
-const ProtocolVersion = wire.ProtocolVersion
+const ProtocolVersion = 3
 
 // The host reaches the client ends of the wire, which live here next to
 // the server ends, through wire.Client.
@@ -64,7 +64,7 @@ func serve(ps map[string]goplugin.Plugin) {
 	slog.SetDefault(slog.New(newPluginLogHandler(stderr)))
 	watchHost(slog.Default())
 	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig: wire.Handshake,
+		HandshakeConfig: wire.Handshake(ProtocolVersion),
 		Plugins:         ps,
 		GRPCServer:      goplugin.DefaultGRPCServer,
 		Logger:          hclog.New(&hclog.LoggerOptions{Output: stderr, JSONFormat: true, Level: hclog.Info}),

@@ -208,7 +208,7 @@ func (oldPlugin) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.ClientC
 }
 
 func serveOld() {
-	h := wire.Handshake
+	h := wire.Handshake(plugin.ProtocolVersion)
 	h.ProtocolVersion = plugin.ProtocolVersion - 1
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: h,

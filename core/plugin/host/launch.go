@@ -177,7 +177,7 @@ func start(ctx context.Context, l Launch, key string) (any, *Process, error) {
 		return nil, nil, err
 	}
 	client := goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig:  wire.Handshake,
+		HandshakeConfig:  wire.Handshake(plugin.ProtocolVersion),
 		Plugins:          map[string]goplugin.Plugin{key: wire.Client.Plugins()[key]},
 		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},

@@ -16,16 +16,15 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 )
 
-// ProtocolVersion is core/plugin's ProtocolVersion (documented there).
-const ProtocolVersion = 3
-
-// Handshake is what host and plugin check before anything else. The cookie
-// only keeps a plugin binary from being run by hand by mistake; it is not a
-// secret.
-var Handshake = goplugin.HandshakeConfig{
-	ProtocolVersion:  ProtocolVersion,
-	MagicCookieKey:   "K3_PLUGIN_COOKIE",
-	MagicCookieValue: "0c0d6e1f3b9a4c57a1e2f0b8d95c7a3e-k3-plugin",
+// Handshake is what host and plugin check before anything else, at
+// protocol version (core/plugin's ProtocolVersion). The cookie only keeps a
+// plugin binary from being run by hand by mistake; it is not a secret.
+func Handshake(version uint) goplugin.HandshakeConfig {
+	return goplugin.HandshakeConfig{
+		ProtocolVersion:  version,
+		MagicCookieKey:   "K3_PLUGIN_COOKIE",
+		MagicCookieValue: "0c0d6e1f3b9a4c57a1e2f0b8d95c7a3e-k3-plugin",
+	}
 }
 
 // The names under which each contract is dispensed by go-plugin.
