@@ -25,3 +25,11 @@ func TestArenaNameCarriesPid(t *testing.T) {
 		t.Fatalf("arena file left after Close: %v", err)
 	}
 }
+
+// TestDoorbellEnvName: the name the host documents is the one both ends
+// read.
+func TestDoorbellEnvName(t *testing.T) {
+	if DoorbellEnv != wire.DoorbellEnv {
+		t.Errorf("host.DoorbellEnv %q, the SDK reads %q", DoorbellEnv, wire.DoorbellEnv)
+	}
+}

@@ -22,5 +22,5 @@ var ErrUnavailable = wire.ErrUnavailable
 
 // DoorbellEnv set to "off" in the host's environment keeps every Execute
 // to a kernels plugin on gRPC; in a plugin's, it refuses the doorbell as an
-// older plugin does.
-const DoorbellEnv = wire.DoorbellEnv
+// older plugin does. (The SDK reads the same name, wire.DoorbellEnv.)
+const DoorbellEnv = "K3_PLUGIN_DOORBELL"
