@@ -14,6 +14,7 @@ import (
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
 	"github.com/k3-inference/k3/core/synth"
 	stagingmmap "github.com/k3-inference/k3/plugins/staging-mmap"
@@ -35,8 +36,8 @@ func TestMain(m *testing.M) {
 
 // launch starts a built-in plugin the way k3 does: by re-executing itself
 // as `k3 plugin NAME`.
-func launch(name string, inProcess bool) plugin.Launch {
-	return plugin.Launch{Name: name, InProcess: inProcess, Env: []string{"K3_TEST_AS_K3=1"}, Logger: slog.New(slog.DiscardHandler)}
+func launch(name string, inProcess bool) host.Launch {
+	return host.Launch{Name: name, InProcess: inProcess, Env: []string{"K3_TEST_AS_K3=1"}, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // TestBuiltinStagers runs both built-in stagers in-process and as
@@ -60,7 +61,7 @@ func TestBuiltinStagers(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					sup, err := plugin.SuperviseStager(ctx, launch(name, inProcess))
+					sup, err := host.SuperviseStager(ctx, launch(name, inProcess))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -112,7 +113,7 @@ func BenchmarkStagerAcquire(b *testing.B) {
 	for _, name := range []string{"staging-pread", "staging-mmap"} {
 		for _, inProcess := range []bool{true, false} {
 			b.Run(fmt.Sprintf("%s/inprocess=%v", name, inProcess), func(b *testing.B) {
-				st, proc, err := plugin.StartStager(ctx, launch(name, inProcess))
+				st, proc, err := host.StartStager(ctx, launch(name, inProcess))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -149,7 +150,7 @@ func BenchmarkDecodeTokenIPC(b *testing.B) {
 	tr := plugintest.ZipfTrace(1, 1, layers, experts, topK, 1.0)
 	for _, inProcess := range []bool{true, false} {
 		b.Run(fmt.Sprintf("staging-pread/inprocess=%v", inProcess), func(b *testing.B) {
-			st, proc, err := plugin.StartStager(ctx, launch("staging-pread", inProcess))
+			st, proc, err := host.StartStager(ctx, launch("staging-pread", inProcess))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -249,7 +250,7 @@ func TestStagersOnSyntheticKimiK3(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sup, err := plugin.SuperviseStager(ctx, launch(name, inProcess))
+				sup, err := host.SuperviseStager(ctx, launch(name, inProcess))
 				if err != nil {
 					t.Fatal(err)
 				}

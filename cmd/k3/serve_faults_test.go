@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/k3-inference/k3/core/config"
-	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/server"
 	"github.com/k3-inference/k3/core/synth"
 )
@@ -179,17 +179,17 @@ func TestServeKill9LeavesNoPlugins(t *testing.T) {
 	if _, err := synth.Write(path, cfg, synth.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	host := exec.Command(os.Args[0], "serve", "-m", path, "--host", filepath.Join(dir, "k3.sock"),
+	k3 := exec.Command(os.Args[0], "serve", "-m", path, "--host", filepath.Join(dir, "k3.sock"),
 		"--memory-budget", "64M", "-c", "256", "-t", "2")
-	host.Env = append(os.Environ(), "K3_TEST_AS_K3=1", "K3_STAGER__NAME=pread", "K3_STAGER__MODE=process", "K3_KERNELS__MODE=process")
-	stderr, err := host.StderrPipe()
+	k3.Env = append(os.Environ(), "K3_TEST_AS_K3=1", "K3_STAGER__NAME=pread", "K3_STAGER__MODE=process", "K3_KERNELS__MODE=process")
+	stderr, err := k3.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := host.Start(); err != nil {
+	if err := k3.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer host.Process.Kill()
+	defer k3.Process.Kill()
 	var log strings.Builder
 	ready := make(chan bool)
 	go func() {
@@ -209,16 +209,16 @@ func TestServeKill9LeavesNoPlugins(t *testing.T) {
 	if !<-ready {
 		t.Fatalf("k3 serve did not get ready:\n%s", log.String())
 	}
-	plugins := childPids(t, host.Process.Pid)
-	shm := filepath.Join(plugin.ShmDir(), "k3-*-"+strconv.Itoa(host.Process.Pid)+"-*")
+	plugins := childPids(t, k3.Process.Pid)
+	shm := filepath.Join(host.ShmDir(), "k3-*-"+strconv.Itoa(k3.Process.Pid)+"-*")
 	files, _ := filepath.Glob(shm)
 	if len(plugins) < 2 || len(files) < 2 {
 		t.Fatalf("before the kill: plugin processes %v, shared memory %v; want the stager's and the kernels'", plugins, files)
 	}
-	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := k3.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	host.Wait()
+	k3.Wait()
 	// A generous deadline: the check is that they go at all.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var left []string

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 )
 
 // streamEvents posts a streaming completion and returns a function that
@@ -139,9 +139,9 @@ func TestServeShutdown(t *testing.T) {
 func TestPluginSIGTERMWithoutHost(t *testing.T) {
 	path, _ := tinyModel(t)
 	p := startServe(t, "-m", path, "-c", "2048", "-t", "2")
-	host := p.cmd.Process.Pid
+	hostPid := p.cmd.Process.Pid
 	t.Cleanup(func() {
-		left, _ := filepath.Glob(filepath.Join(plugin.ShmDir(), fmt.Sprintf("k3-*-%d-*", host)))
+		left, _ := filepath.Glob(filepath.Join(host.ShmDir(), fmt.Sprintf("k3-*-%d-*", hostPid)))
 		for _, f := range left {
 			os.RemoveAll(f)
 		}
@@ -163,7 +163,7 @@ func TestPluginSIGTERMWithoutHost(t *testing.T) {
 			t.Fatalf("plugin %d died of SIGTERM while its host lives (request: %d):\n%s", pid, resp.StatusCode, p.log)
 		}
 	}
-	syscall.Kill(host, syscall.SIGKILL)
+	syscall.Kill(hostPid, syscall.SIGKILL)
 	<-p.exited
 	for _, pid := range p.plugins {
 		syscall.Kill(pid, syscall.SIGTERM)

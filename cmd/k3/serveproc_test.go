@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 )
 
 // serveProc is `k3 serve` running as a real process (this test binary
@@ -171,7 +171,7 @@ func (p *serveProc) checkClean(t *testing.T, logFrom int) {
 			t.Errorf("plugin process %d outlived k3 serve (kill 0: %v)", pid, err)
 		}
 	}
-	left, _ := filepath.Glob(filepath.Join(plugin.ShmDir(), fmt.Sprintf("k3-*-%d-*", p.cmd.Process.Pid)))
+	left, _ := filepath.Glob(filepath.Join(host.ShmDir(), fmt.Sprintf("k3-*-%d-*", p.cmd.Process.Pid)))
 	if len(left) > 0 {
 		t.Errorf("shared memory left behind: %v", left)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
-	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
 	"github.com/k3-inference/k3/core/synth"
 )
@@ -140,7 +140,7 @@ func TestThirdPartyPlugins(t *testing.T) {
 // reference's).
 func TestThirdPartyConformance(t *testing.T) {
 	stager, kernels := buildOutOfTree(t, "example-stager"), buildOutOfTree(t, "example-kernels")
-	l := plugin.Launch{Name: "example", Path: stager}
+	l := host.Launch{Name: "example", Path: stager}
 	t.Run("stager", func(t *testing.T) {
 		m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
 		tr := plugintest.ZipfTrace(1, 6, m.Layers, m.Experts, m.TopK, 1.0)

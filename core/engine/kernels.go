@@ -12,6 +12,7 @@ import (
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/ops"
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/quant"
 )
 
@@ -96,7 +97,7 @@ func (referenceKernels) Close() error { return nil }
 // `k3 plugin kernels-NAME`, in this process with mode inprocess, or an
 // external binary with path) behind a supervisor that restarts it.
 func OpenKernels(ctx context.Context, k config.Kernels, o KernelsOptions) (Kernels, error) {
-	l := plugin.Launch{Name: k.Name, Path: k.Path, Env: o.Env, Logger: o.Logger, InProcess: k.Mode == "inprocess"}
+	l := host.Launch{Name: k.Name, Path: k.Path, Env: o.Env, Logger: o.Logger, InProcess: k.Mode == "inprocess"}
 	switch k.Float {
 	case "", "exact":
 	case "fast":
@@ -126,7 +127,7 @@ func OpenKernels(ctx context.Context, k config.Kernels, o KernelsOptions) (Kerne
 
 // StartKernels starts the kernels plugin l names under supervision and
 // creates the arena it computes in.
-func StartKernels(ctx context.Context, l plugin.Launch, o KernelsOptions) (*PluginKernels, error) {
+func StartKernels(ctx context.Context, l host.Launch, o KernelsOptions) (*PluginKernels, error) {
 	if o.ArenaSize <= 0 {
 		o.ArenaSize = 1 << 30
 	}
@@ -134,7 +135,7 @@ func StartKernels(ctx context.Context, l plugin.Launch, o KernelsOptions) (*Plug
 		o.ScratchSize = 256 << 20
 	}
 	o.ScratchSize = min(o.ScratchSize, o.ArenaSize/2)
-	sup, err := plugin.SuperviseKernels(ctx, l)
+	sup, err := host.SuperviseKernels(ctx, l)
 	if err != nil {
 		return nil, fmt.Errorf("engine: kernels %s: %w", l.Name, err)
 	}
@@ -148,7 +149,7 @@ func StartKernels(ctx context.Context, l plugin.Launch, o KernelsOptions) (*Plug
 		sup.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	arena, err := plugin.CreateArena(plugin.ShmDir(), o.ArenaSize)
+	arena, err := host.CreateArena(host.ShmDir(), o.ArenaSize)
 	if err != nil {
 		sup.Close()
 		return nil, fmt.Errorf("engine: kernels %s: %w", l.Name, err)
@@ -178,7 +179,7 @@ func kernelsOptions(name string, info *plugin.KernelsInfo, fast bool) (map[strin
 	if fast {
 		set["float"] = "fast"
 	}
-	return plugin.ResolveOptions("kernels "+name, info.Options, set, implied)
+	return host.ResolveOptions("kernels "+name, info.Options, set, implied)
 }
 
 // ErrKernelsRestarts is returned when a batch failed on every restart of
@@ -194,7 +195,7 @@ func (k *PluginKernels) execute(ctx context.Context, req *plugin.ExecuteRequest)
 		if err == nil {
 			return resp, nil
 		}
-		if !errors.Is(err, plugin.ErrRestarted) {
+		if !errors.Is(err, host.ErrRestarted) {
 			return nil, fmt.Errorf("engine: kernels %s: %w", k.name, err)
 		}
 		k.stats.Restarts++

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/k3-inference/k3/core/ops"
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/quant"
 )
 
@@ -22,8 +24,8 @@ import (
 // advertise, or of weights in no file, run on the core's reference.
 type PluginKernels struct {
 	name, mode string
-	sup        *plugin.KernelsSupervisor
-	arena      *plugin.Arena
+	sup        *host.KernelsSupervisor
+	arena      *host.Arena
 	scratch    int64
 	types      map[quant.Type]bool
 	files      fileMaps
@@ -31,8 +33,9 @@ type PluginKernels struct {
 
 	warnScratch sync.Once
 
-	mu    sync.Mutex
-	stats KernelsStats
+	mu       sync.Mutex
+	stats    KernelsStats
+	followed []*Staged // the stagers Follow tied k to
 }
 
 // KernelsStats count what crossed the boundary.
@@ -56,20 +59,31 @@ func (k *PluginKernels) Name() string {
 }
 
 // Supervisor is the plugin's supervisor (tests kill its process).
-func (k *PluginKernels) Supervisor() *plugin.KernelsSupervisor { return k.sup }
+func (k *PluginKernels) Supervisor() *host.KernelsSupervisor { return k.sup }
 
 // Follow makes k forget where weights were mapped whenever s moves them
 // (its stager restarted): a new mapping can take the address of an old
 // one, which the table of mappings would otherwise still name.
 func (k *PluginKernels) Follow(s *Staged) {
+	k.mu.Lock()
+	k.followed = append(k.followed, s)
+	k.mu.Unlock()
 	s.OnRemap(func() error {
 		k.files.reset()
 		return nil
 	})
 }
 
+// Follows reports whether Follow tied k to s: whoever assembles a runtime
+// of plugin kernels over a stager checks it (core/runtime's tests do).
+func (k *PluginKernels) Follows(s *Staged) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Contains(k.followed, s)
+}
+
 // Arena is the shared memory the plugin computes in.
-func (k *PluginKernels) Arena() *plugin.Arena { return k.arena }
+func (k *PluginKernels) Arena() *host.Arena { return k.arena }
 
 // Stats returns the counters so far.
 func (k *PluginKernels) Stats() KernelsStats {

@@ -12,6 +12,7 @@ import (
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/quant"
 )
 
@@ -61,13 +62,13 @@ func (f32Kernels) Execute(_ context.Context, req *plugin.ExecuteRequest) (*plugi
 // arena, every quantized one runs on the core's reference, and the logits
 // are the reference's bit for bit.
 func TestKernelsFallback(t *testing.T) {
-	plugin.RegisterKernels("test-f32-only", func() plugin.Kernels { return f32Kernels{} })
+	host.RegisterKernels("test-f32-only", func() plugin.Kernels { return f32Kernels{} })
 	f, err := gguf.Open(tinyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	k, err := engine.StartKernels(context.Background(), plugin.Launch{Name: "test-f32-only", InProcess: true}, engine.KernelsOptions{ArenaSize: 16 << 20})
+	k, err := engine.StartKernels(context.Background(), host.Launch{Name: "test-f32-only", InProcess: true}, engine.KernelsOptions{ArenaSize: 16 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,3 +76,30 @@ func TestFileMapsResolve(t *testing.T) {
 		t.Error("Go heap memory resolved to a file")
 	}
 }
+
+// TestFollowResetsFileMaps: Follow ties the kernels' table of mappings to
+// the stager's remaps (a restarted stager maps its regions anew, and a new
+// mapping can take an old one's address), and Follows says so.
+func TestFollowResetsFileMaps(t *testing.T) {
+	k, s := &PluginKernels{}, &Staged{}
+	if k.Follows(s) {
+		t.Fatal("follows a stager before Follow")
+	}
+	k.Follow(s)
+	if !k.Follows(s) || k.Follows(&Staged{}) {
+		t.Fatal("Follows does not name the stager Follow was given")
+	}
+	k.files.maps = []fileMap{{start: 4096, end: 8192, path: "/dev/shm/old-slots"}}
+	k.files.misses = map[uintptr]bool{1: true}
+	if len(s.onRemap) != 1 {
+		t.Fatalf("%d remap hooks, want Follow's", len(s.onRemap))
+	}
+	for _, fn := range s.onRemap {
+		if err := fn(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k.files.maps != nil || k.files.misses != nil {
+		t.Error("a remap left the kernels' table of mappings in place")
+	}
+}

@@ -15,11 +15,12 @@ import (
 	"github.com/k3-inference/k3/core/moe"
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
+	"github.com/k3-inference/k3/core/plugin/host"
 )
 
 // StageOptions say how to start and open a stager for a model.
 type StageOptions struct {
-	Launch plugin.Launch
+	Launch host.Launch
 	// Memory is the memory budget in bytes: the core keeps State and
 	// Headroom(Memory) of it, the stager gets the rest. OpenStaged refuses
 	// a budget that cannot run one step (BudgetError).
@@ -57,7 +58,7 @@ type StageOptions struct {
 // It implements model.Weights and moe.ExpertSource.
 type Staged struct {
 	f         *gguf.File
-	sup       *plugin.Supervisor
+	sup       *host.Supervisor
 	req       *plugin.OpenRequest
 	budget    Budget
 	ids       map[string]int
@@ -103,13 +104,13 @@ func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, err
 	if err := budget.Check(); err != nil {
 		return nil, err
 	}
-	sup, err := plugin.SuperviseStager(ctx, o.Launch)
+	sup, err := host.SuperviseStager(ctx, o.Launch)
 	if err != nil {
 		return nil, err
 	}
 	info, err := sup.Describe(ctx)
 	if err == nil {
-		req.Options, err = plugin.ResolveOptions("stager "+o.Launch.Name, info.Options, o.Options, o.Implied)
+		req.Options, err = host.ResolveOptions("stager "+o.Launch.Name, info.Options, o.Options, o.Implied)
 	} else {
 		err = fmt.Errorf("stager %s: %w", o.Launch.Name, err)
 	}
@@ -172,7 +173,7 @@ func (s *Staged) Mode() string { return s.mode }
 func (s *Staged) Options() map[string]string { return s.options }
 
 // Supervisor is the stager's supervisor (tests kill its process).
-func (s *Staged) Supervisor() *plugin.Supervisor { return s.sup }
+func (s *Staged) Supervisor() *host.Supervisor { return s.sup }
 
 // Tensor implements model.Weights.
 func (s *Staged) Tensor(name string) (gguf.TensorInfo, bool) { return s.f.Tensor(name) }
@@ -225,7 +226,7 @@ func (s *Staged) OnRemap(fn func() error) {
 func (s *Staged) remap() error {
 	for attempt := 0; ; attempt++ {
 		err := s.remapOnce()
-		if errors.Is(err, plugin.ErrRestarted) && attempt < 3 {
+		if errors.Is(err, host.ErrRestarted) && attempt < 3 {
 			continue
 		}
 		return err
@@ -344,9 +345,9 @@ func (s *Staged) retry(what string, call func() error) error {
 		if err == nil && s.sup.Generation() != s.mappedGen() {
 			// Another caller (a /metrics scrape) restarted it just before
 			// this call: the answer may name the new process's regions.
-			err = plugin.ErrRestarted
+			err = host.ErrRestarted
 		}
-		if !errors.Is(err, plugin.ErrRestarted) {
+		if !errors.Is(err, host.ErrRestarted) {
 			return err
 		}
 		if attempt >= 3 {
@@ -480,7 +481,7 @@ func (s *Staged) Stats() (StageStats, error) {
 	var ps *plugin.Stats
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if ps, err = s.sup.Stats(s.ctx); !errors.Is(err, plugin.ErrRestarted) {
+		if ps, err = s.sup.Stats(s.ctx); !errors.Is(err, host.ErrRestarted) {
 			break
 		}
 	}

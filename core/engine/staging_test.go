@@ -14,6 +14,7 @@ import (
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
 	"github.com/k3-inference/k3/core/synth"
 )
@@ -33,7 +34,7 @@ func (s *shardStager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (
 	s.acquires++
 	if s.restart == 0 {
 		s.restart = -1
-		return nil, fmt.Errorf("test: %w", plugin.ErrRestarted)
+		return nil, fmt.Errorf("test: %w", host.ErrRestarted)
 	}
 	if s.restart > 0 {
 		s.restart--
@@ -59,8 +60,8 @@ func openShardStaged(t *testing.T, restartAfter int) (*engine.Staged, *gguf.File
 	t.Cleanup(func() { f.Close() })
 	st := &shardStager{restart: restartAfter}
 	name := "engine-test-" + t.Name()
-	plugin.RegisterStager(name, func() plugin.Stager { return st })
-	s, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: plugin.Launch{Name: name, InProcess: true}, Budget: 1 << 30})
+	host.RegisterStager(name, func() plugin.Stager { return st })
+	s, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: host.Launch{Name: name, InProcess: true}, Budget: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +216,8 @@ func TestStagedGroupsByFootprint(t *testing.T) {
 	for _, tc := range []struct{ units, want int }{{1, 1}, {2, 1}, {8, 6}} {
 		st := &shardStager{restart: -1}
 		name := fmt.Sprintf("engine-test-%s-%d", t.Name(), tc.units)
-		plugin.RegisterStager(name, func() plugin.Stager { return st })
-		s, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: plugin.Launch{Name: name, InProcess: true},
+		host.RegisterStager(name, func() plugin.Stager { return st })
+		s, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: host.Launch{Name: name, InProcess: true},
 			Budget: resident + int64(tc.units)*unit, Footprint: foot})
 		if err != nil {
 			t.Fatal(err)
@@ -231,8 +232,8 @@ func TestStagedGroupsByFootprint(t *testing.T) {
 	}
 	st := &shardStager{restart: -1}
 	name := "engine-test-" + t.Name()
-	plugin.RegisterStager(name, func() plugin.Stager { return st })
-	_, err = engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: plugin.Launch{Name: name, InProcess: true},
+	host.RegisterStager(name, func() plugin.Stager { return st })
+	_, err = engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: host.Launch{Name: name, InProcess: true},
 		Budget: resident + unit - 1, Footprint: foot})
 	var be *engine.BudgetError
 	if !errors.As(err, &be) || !strings.Contains(err.Error(), "not one 1048576-byte expert unit") {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/k3-inference/k3/core/plugin/internal/pb"
+	"github.com/k3-inference/k3/core/plugin/internal/wire"
 )
 
 // The doorbell is a shared-memory channel for Execute. A gRPC round trip
@@ -40,11 +41,11 @@ import (
 // doorbell, and every call to a plugin that does not answer OpenDoorbell.
 // A plugin that dies mid-request is noticed by its process exiting, which
 // the waiting host checks every doorbellPoll, and fails the call with
-// ErrUnavailable just as the broken gRPC connection would.
+// wire.ErrUnavailable just as the broken gRPC connection would.
 
-// DoorbellEnv set to "off" in the host's environment keeps every Execute
-// on gRPC; in a plugin's, it refuses the doorbell as an older plugin does.
-const DoorbellEnv = "K3_PLUGIN_DOORBELL"
+// wire.DoorbellEnv set to "off" in the host's environment keeps every
+// Execute on gRPC; in a plugin's, it refuses the doorbell as an older
+// plugin does.
 
 // doorbellLayout versions the file's layout. A plugin that does not know
 // the host's layout refuses the doorbell and is driven over gRPC.
@@ -94,7 +95,7 @@ func doorbellSpins() (time.Duration, time.Duration) {
 	return h, p
 }
 
-func doorbellOff() bool { return os.Getenv(DoorbellEnv) == "off" }
+func doorbellOff() bool { return os.Getenv(wire.DoorbellEnv) == "off" }
 
 type doorbellMem []byte
 
@@ -128,13 +129,13 @@ type doorbellClient struct {
 }
 
 // openDoorbell offers a doorbell to the plugin behind c and returns it, or
-// nil if the plugin does not take it (an older SDK, DoorbellEnv, no futex
+// nil if the plugin does not take it (an older SDK, wire.DoorbellEnv, no futex
 // on this OS) or it could not be set up; the caller then stays on gRPC.
 func openDoorbell(ctx context.Context, c pb.KernelsClient, exited func() bool, log *slog.Logger) *doorbellClient {
 	if !haveFutex || doorbellOff() {
 		return nil
 	}
-	f, err := os.CreateTemp(ShmDir(), shmPattern("doorbell"))
+	f, err := os.CreateTemp(wire.ShmDir(), wire.ShmPattern("doorbell"))
 	if err != nil {
 		log.Debug("kernels doorbell: staying on gRPC", "err", err)
 		return nil
@@ -184,7 +185,7 @@ func (d *doorbellClient) execute(r *ExecuteRequest) (resp *ExecuteResponse, err 
 	}
 	if !d.await(seq) {
 		d.broken = true
-		return nil, fmt.Errorf("%w: plugin process exited during the request", ErrUnavailable), true
+		return nil, fmt.Errorf("%w: plugin process exited during the request", wire.ErrUnavailable), true
 	}
 	code := codes.Code(atomic.LoadUint32(d.mem.word(dbRespCode)))
 	if code != codes.OK {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/k3-inference/k3/core/plugin/internal/pb"
+	"github.com/k3-inference/k3/core/plugin/internal/wire"
 )
 
 // loopback is a KernelsClient that calls a kernelsServer in this process,
@@ -92,7 +93,7 @@ func TestDoorbellProtocol(t *testing.T) {
 		req := &ExecuteRequest{Ops: []Op{{Name: name}}}
 		_, viaBell := k.Execute(ctx, req)
 		_, viaGRPC := (&kernelsClient{c: lb}).Execute(ctx, req)
-		if viaBell == nil || viaGRPC == nil || viaBell.Error() != viaGRPC.Error() || errors.Is(viaBell, ErrUnavailable) != errors.Is(viaGRPC, ErrUnavailable) {
+		if viaBell == nil || viaGRPC == nil || viaBell.Error() != viaGRPC.Error() || errors.Is(viaBell, wire.ErrUnavailable) != errors.Is(viaGRPC, wire.ErrUnavailable) {
 			t.Errorf("%s: doorbell %v, gRPC %v", name, viaBell, viaGRPC)
 		}
 	}
@@ -134,7 +135,7 @@ func TestDoorbellProtocol(t *testing.T) {
 	defer db.close()
 	time.AfterFunc(20*time.Millisecond, func() { dead.Store(true) })
 	k = &kernelsClient{c: mute, db: db}
-	if _, err := k.Execute(ctx, &ExecuteRequest{}); !errors.Is(err, ErrUnavailable) {
+	if _, err := k.Execute(ctx, &ExecuteRequest{}); !errors.Is(err, wire.ErrUnavailable) {
 		t.Errorf("unanswered doorbell: %v", err)
 	}
 	if _, err := k.Execute(ctx, &ExecuteRequest{}); err != nil || mute.grpc.Load() != 1 {

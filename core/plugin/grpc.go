@@ -13,15 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/k3-inference/k3/core/plugin/internal/pb"
+	"github.com/k3-inference/k3/core/plugin/internal/wire"
 )
 
-// ErrUnavailable marks a call that failed because the plugin process could
-// not be reached (it died or is restarting), as opposed to an error the
-// plugin returned. A Supervisor restarts the plugin on it.
-var ErrUnavailable = errors.New("plugin unavailable")
-
 // wireErr turns a gRPC error into a plain one: the plugin's own message, or
-// ErrUnavailable for transport failures.
+// wire.ErrUnavailable for transport failures.
 func wireErr(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
@@ -35,7 +31,7 @@ func wireErr(ctx context.Context, op string, err error) error {
 	}
 	switch st.Code() {
 	case codes.Unavailable, codes.Canceled:
-		return fmt.Errorf("%s: %w: %s", op, ErrUnavailable, st.Message())
+		return fmt.Errorf("%s: %w: %s", op, wire.ErrUnavailable, st.Message())
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %w", op, context.DeadlineExceeded)
 	}
@@ -261,7 +257,7 @@ func (c *kernelsClient) Execute(ctx context.Context, r *ExecuteRequest) (*Execut
 	if c.db != nil && ctx.Done() == nil {
 		if resp, err, ok := c.db.execute(r); ok {
 			if err != nil {
-				if errors.Is(err, ErrUnavailable) {
+				if errors.Is(err, wire.ErrUnavailable) {
 					return nil, fmt.Errorf("execute: %w", err)
 				}
 				return nil, wireErr(ctx, "execute", err)

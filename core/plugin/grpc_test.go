@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	goplugin "github.com/hashicorp/go-plugin"
 
+	"github.com/k3-inference/k3/core/plugin/internal/wire"
 	"github.com/k3-inference/k3/core/quant"
 )
 
@@ -70,18 +71,18 @@ func (r *recorder) Execute(_ context.Context, req *ExecuteRequest) (*ExecuteResp
 // gRPC test connection.
 func grpcPair(t testing.TB, impl *recorder) (Stager, Kernels) {
 	client, server := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
-		stagerKey:  &stagerPlugin{impl: impl},
-		kernelsKey: &kernelsPlugin{impl: recordingKernels{impl}},
+		wire.StagerKey:  &stagerPlugin{impl: impl},
+		wire.KernelsKey: &kernelsPlugin{impl: recordingKernels{impl}},
 	})
 	// Closing the client shuts the server down through go-plugin's
 	// controller; stopping it here as well races inside go-plugin.
 	_ = server
 	t.Cleanup(func() { client.Close() })
-	s, err := client.Dispense(stagerKey)
+	s, err := client.Dispense(wire.StagerKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := client.Dispense(kernelsKey)
+	k, err := client.Dispense(wire.KernelsKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestWireErrors(t *testing.T) {
 	if err == nil || err.Error() != `acquire: tensor "blk.0.x": shard 7 of 2` {
 		t.Errorf("plugin error came back as %v", err)
 	}
-	if errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, wire.ErrUnavailable) {
 		t.Errorf("a plugin's own error reads as unavailable: %v", err)
 	}
 }

@@ -87,9 +87,9 @@ func article(t OptionType) string {
 	return "a"
 }
 
-// CheckOptions checks a declaration: names unique and not empty, types
-// known, defaults valid. The host calls it on what a plugin declares.
-func CheckOptions(specs []OptionSpec) error {
+// checkOptions checks a declaration: names unique and not empty, types
+// known, defaults valid.
+func checkOptions(specs []OptionSpec) error {
 	seen := map[string]bool{}
 	for _, o := range specs {
 		if o.Name == "" {
@@ -106,19 +106,14 @@ func CheckOptions(specs []OptionSpec) error {
 	return nil
 }
 
-// ResolveOptions is what the host sends a plugin: every option specs
-// declares, valued from set (the profile's explicit settings), then from
-// implied (settings every plugin may use, sent only to one that declares
-// them: a profile's defaults or auto-detected values), then from the
-// declared default. A key of set that specs does not declare is an error
-// naming the plugin and the key, as is a value that is not of its type.
-func ResolveOptions(plugin string, specs []OptionSpec, set, implied map[string]string) (map[string]string, error) {
-	prefix := ""
-	if plugin != "" {
-		prefix = plugin + ": "
-	}
-	if err := CheckOptions(specs); err != nil {
-		return nil, fmt.Errorf("%sbad option declaration: %w", prefix, err)
+// resolveOptions is every option specs declares, valued from set, then
+// from the declared default. A key of set that specs does not declare is an
+// error, as is a value that is not of its type or a bad declaration.
+// (core/plugin/host's ResolveOptions adds the settings a profile implies
+// and the plugin's name to the errors.)
+func resolveOptions(specs []OptionSpec, set map[string]string) (map[string]string, error) {
+	if err := checkOptions(specs); err != nil {
+		return nil, fmt.Errorf("bad option declaration: %w", err)
 	}
 	byName := map[string]OptionSpec{}
 	for _, o := range specs {
@@ -126,29 +121,26 @@ func ResolveOptions(plugin string, specs []OptionSpec, set, implied map[string]s
 	}
 	for _, k := range sortedKeys(set) {
 		if _, ok := byName[k]; !ok {
-			return nil, fmt.Errorf("%sunknown option %s (it takes %s)", prefix, k, OptionNames(specs))
+			return nil, fmt.Errorf("unknown option %s (it takes %s)", k, optionNames(specs))
 		}
 	}
 	out := make(map[string]string, len(specs))
 	for _, o := range specs {
 		v, ok := set[o.Name]
 		if !ok {
-			v, ok = implied[o.Name]
-		}
-		if !ok {
 			v = o.Default
 		}
 		if err := o.Check(v); err != nil {
-			return nil, fmt.Errorf("%s%w", prefix, err)
+			return nil, err
 		}
 		out[o.Name] = v
 	}
 	return out, nil
 }
 
-// OptionNames lists the declared names for a message: "a, b" or "no
+// optionNames lists the declared names for a message: "a, b" or "no
 // options".
-func OptionNames(specs []OptionSpec) string {
+func optionNames(specs []OptionSpec) string {
 	if len(specs) == 0 {
 		return "no options"
 	}
@@ -157,22 +149,6 @@ func OptionNames(specs []OptionSpec) string {
 		names[i] = o.Name
 	}
 	return strings.Join(names, ", ")
-}
-
-// FormatOptions is resolved options as one mode-line field value:
-// "k=v,k=v" in key order, "none" when empty.
-func FormatOptions(m map[string]string) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var b strings.Builder
-	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(k + "=" + m[k])
-	}
-	return b.String()
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -193,7 +169,7 @@ type OptionValues map[string]string
 // defaults. The host has done the same before Open; a plugin calls it so
 // that a direct caller (its own tests, plugintest) gets the same checks.
 func ParseOptions(specs []OptionSpec, m map[string]string) (OptionValues, error) {
-	v, err := ResolveOptions("", specs, m, nil)
+	v, err := resolveOptions(specs, m)
 	return OptionValues(v), err
 }
 

@@ -3,21 +3,22 @@ package plugin
 import (
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/k3-inference/k3/core/plugin/internal/wire"
 )
 
 // A plugin must not outlive its host, however the host dies (kill -9, a
 // panic, the OOM killer): an orphaned stager holds up to the whole expert
 // cache in memory and shared-memory files. So the host asks the kernel for
-// a signal to the plugin when it dies (parentDeathSignal), tells the plugin
-// its pid (HostPIDEnv), and the plugin, on that signal or when a periodic
-// check finds its parent changed, removes the shared memory of its dead
-// host and exits.
+// a signal to the plugin when it dies and tells the plugin its pid
+// (wire.HostPIDEnv; both done by core/plugin/host), and the plugin, on that
+// signal or when a periodic check finds its parent changed, removes the
+// shared memory of its dead host and exits.
 //
 // The kernel sends the parent-death signal when the *thread* that started
 // the child exits, not only the process, and Go may run the start on any
@@ -28,22 +29,9 @@ import (
 // k3) from stopping the plugins under a host that is still finishing its
 // requests: the host stops them itself, last.
 
-// HostPIDEnv names the variable that carries the host's pid to a plugin.
-const HostPIDEnv = "K3_PLUGIN_HOST_PID"
-
 // hostCheckEvery is how often a plugin checks its parent besides the
 // signal.
 const hostCheckEvery = time.Second
-
-// setHostDeath prepares cmd so that the plugin learns of its host's death.
-func setHostDeath(cmd *exec.Cmd) {
-	// go-plugin appends the host's own environment after cmd.Env: a
-	// stale value there (a host started from a plugin's environment) would
-	// win and name a host that is not this one.
-	os.Unsetenv(HostPIDEnv)
-	cmd.Env = append(cmd.Env, HostPIDEnv+"="+strconv.Itoa(os.Getpid()))
-	parentDeathSignal(cmd, syscall.SIGTERM)
-}
 
 // ownShm holds the shared-memory directories the host gave this plugin
 // (a stager's OpenRequest.ShmDir), removed when the host is gone.
@@ -62,11 +50,11 @@ func noteShmDir(dir string) {
 }
 
 // watchHost starts, in a plugin process, the watch for its host: when the
-// host named by HostPIDEnv is no longer its parent, it removes the
+// host named by wire.HostPIDEnv is no longer its parent, it removes the
 // plugin's shared memory and the dead host's, and exits. Without
-// HostPIDEnv (a host from before it) it does nothing.
+// wire.HostPIDEnv (a host from before it) it does nothing.
 func watchHost(log *slog.Logger) {
-	host, err := strconv.Atoi(os.Getenv(HostPIDEnv))
+	host, err := strconv.Atoi(os.Getenv(wire.HostPIDEnv))
 	if err != nil || host <= 0 {
 		return
 	}
@@ -82,7 +70,7 @@ func waitHostGone(log *slog.Logger, host int, term chan os.Signal) {
 	// parent is not the host: then whether the host lives is the test.
 	gone := func() bool { return os.Getppid() != host }
 	if os.Getppid() != host {
-		gone = func() bool { return !alive(host) }
+		gone = func() bool { return !wire.Alive(host) }
 	}
 	tick := time.NewTicker(hostCheckEvery)
 	defer tick.Stop()
@@ -104,7 +92,7 @@ func waitHostGone(log *slog.Logger, host int, term chan os.Signal) {
 	ownShm.Unlock()
 	// The host's files by its pid: it may not have been reaped yet, and a
 	// zombie's pid still answers.
-	removeShmOf(ShmDir(), host)
-	SweepShm(ShmDir())
+	wire.RemoveShmOf(wire.ShmDir(), host)
+	wire.SweepShm(wire.ShmDir())
 	os.Exit(1)
 }

@@ -1,16 +1,16 @@
 package plugin
 
 import (
-	"fmt"
+	"context"
 	"io"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/k3-inference/k3/core/plugin/internal/wire"
 )
 
 // ProtocolVersion is the version of the plugin protocol. It changes whenever
@@ -27,30 +27,34 @@ import (
 // it is refused at the handshake with an error that says to rebuild it.
 const ProtocolVersion = 3
 
-// Handshake is what host and plugin check before anything else. The cookie
-// only keeps a plugin binary from being run by hand by mistake; it is not a
-// secret.
-var Handshake = goplugin.HandshakeConfig{
-	ProtocolVersion:  ProtocolVersion,
-	MagicCookieKey:   "K3_PLUGIN_COOKIE",
-	MagicCookieValue: "0c0d6e1f3b9a4c57a1e2f0b8d95c7a3e-k3-plugin",
+// The host reaches the client ends of the wire, which live here next to
+// the server ends, through wire.Client.
+func init() {
+	wire.Client.Plugins = func() map[string]goplugin.Plugin {
+		return map[string]goplugin.Plugin{wire.StagerKey: &stagerPlugin{}, wire.KernelsKey: &kernelsPlugin{}}
+	}
+	wire.Client.Doorbell = func(ctx context.Context, raw any, exited func() bool, log *slog.Logger) func() {
+		kc, ok := raw.(*kernelsClient)
+		if !ok {
+			return nil
+		}
+		kc.db = openDoorbell(ctx, kc.c, exited, log)
+		if kc.db == nil {
+			return nil
+		}
+		return kc.db.close
+	}
 }
-
-// The names under which each contract is dispensed by go-plugin.
-const (
-	stagerKey  = "stager"
-	kernelsKey = "kernels"
-)
 
 // ServeStager serves impl to a k3 host over go-plugin and returns when the
 // host goes away. It is the whole main function of a third-party stager.
 func ServeStager(impl Stager) {
-	serve(map[string]goplugin.Plugin{stagerKey: &stagerPlugin{impl: impl}})
+	serve(map[string]goplugin.Plugin{wire.StagerKey: &stagerPlugin{impl: impl}})
 }
 
 // ServeKernels serves impl to a k3 host; see ServeStager.
 func ServeKernels(impl Kernels) {
-	serve(map[string]goplugin.Plugin{kernelsKey: &kernelsPlugin{impl: impl}})
+	serve(map[string]goplugin.Plugin{wire.KernelsKey: &kernelsPlugin{impl: impl}})
 }
 
 func serve(ps map[string]goplugin.Plugin) {
@@ -60,7 +64,7 @@ func serve(ps map[string]goplugin.Plugin) {
 	slog.SetDefault(slog.New(newPluginLogHandler(stderr)))
 	watchHost(slog.Default())
 	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig: Handshake,
+		HandshakeConfig: wire.Handshake(ProtocolVersion),
 		Plugins:         ps,
 		GRPCServer:      goplugin.DefaultGRPCServer,
 		Logger:          hclog.New(&hclog.LoggerOptions{Output: stderr, JSONFormat: true, Level: hclog.Info}),
@@ -88,60 +92,4 @@ func newPluginLogHandler(w io.Writer) slog.Handler {
 			return a
 		},
 	})
-}
-
-// The built-in plugins, registered by the k3 binary (cmd/k3) so that core
-// packages can start them by name without importing plugins/.
-var (
-	builtinMu      sync.Mutex
-	builtinStagers = map[string]func() Stager{}
-	builtinKernels = map[string]func() Kernels{}
-)
-
-// RegisterStager makes a built-in stager available under name, both for
-// `k3 plugin NAME` and for in-process use.
-func RegisterStager(name string, newImpl func() Stager) {
-	builtinMu.Lock()
-	defer builtinMu.Unlock()
-	builtinStagers[name] = newImpl
-}
-
-// RegisterKernels makes built-in kernels available under name.
-func RegisterKernels(name string, newImpl func() Kernels) {
-	builtinMu.Lock()
-	defer builtinMu.Unlock()
-	builtinKernels[name] = newImpl
-}
-
-// Builtins lists the registered plugin names, sorted.
-func Builtins() []string {
-	builtinMu.Lock()
-	defer builtinMu.Unlock()
-	var names []string
-	for n := range builtinStagers {
-		names = append(names, n)
-	}
-	for n := range builtinKernels {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// ServeBuiltin serves the built-in plugin called name; it is what
-// `k3 plugin NAME` runs in the re-executed binary.
-func ServeBuiltin(name string) error {
-	builtinMu.Lock()
-	s, isStager := builtinStagers[name]
-	k, isKernels := builtinKernels[name]
-	builtinMu.Unlock()
-	switch {
-	case isStager:
-		ServeStager(s())
-	case isKernels:
-		ServeKernels(k())
-	default:
-		return fmt.Errorf("plugin: no built-in plugin %q (have %s)", name, strings.Join(Builtins(), ", "))
-	}
-	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/model"
-	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 )
 
 // snapshots is how many prefix snapshots an engine keeps by default
@@ -70,7 +70,7 @@ func stageOptions(f *gguf.File, arch model.Arch, prof *config.Profile, o Options
 	}
 	s := prof.Stager
 	so := engine.StageOptions{
-		Launch: plugin.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: o.Logger},
+		Launch: host.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: o.Logger},
 		Memory: int64(prof.Memory.Budget), State: state, Context: o.Context, UBatch: o.UBatch,
 		Experts: arch.Experts,
 		// prefetch_depth 0 turns the guesses off like lookahead false.

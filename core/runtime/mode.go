@@ -6,7 +6,7 @@ import (
 
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
-	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 )
 
 // Mode is how a runtime runs, the facts of the line every command prints
@@ -61,7 +61,7 @@ func (m Mode) String() string {
 			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), config.Size(s.Stager))
 	}
 	if m.Split != nil {
-		fmt.Fprintf(&b, " stager-options=%s", plugin.FormatOptions(m.StagerOptions))
+		fmt.Fprintf(&b, " stager-options=%s", host.FormatOptions(m.StagerOptions))
 	}
 	if m.StagerSays != "" {
 		fmt.Fprintf(&b, " stager-mode=%q", m.StagerSays)

@@ -17,6 +17,7 @@ import (
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/model/kimik3"
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
 	"github.com/k3-inference/k3/core/synth"
 )
@@ -26,8 +27,8 @@ import (
 // kernels that advertise no type (every product falls back to the core's
 // reference) but hold an arena like any kernels plugin.
 func init() {
-	plugin.RegisterStager("staging-rttest", func() plugin.Stager { return &shardStager{} })
-	plugin.RegisterKernels("kernels-rttest", func() plugin.Kernels { return noKernels{} })
+	host.RegisterStager("staging-rttest", func() plugin.Stager { return &shardStager{} })
+	host.RegisterKernels("kernels-rttest", func() plugin.Kernels { return noKernels{} })
 }
 
 // TestMain serves a test plugin when the host re-executes this binary as
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 		name = os.Args[2]
 	}
 	if name != "" {
-		if err := plugin.ServeBuiltin(name); err != nil {
+		if err := host.ServeBuiltin(name); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -105,7 +106,7 @@ func shmFiles(t *testing.T, pids ...int) []string {
 	t.Helper()
 	var out []string
 	for _, pid := range pids {
-		m, err := filepath.Glob(filepath.Join(plugin.ShmDir(), fmt.Sprintf("k3-*-%d-*", pid)))
+		m, err := filepath.Glob(filepath.Join(host.ShmDir(), fmt.Sprintf("k3-*-%d-*", pid)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,6 +171,15 @@ func TestOpenStaged(t *testing.T) {
 				if !strings.Contains(line, w) {
 					t.Errorf("mode line lacks %q: %s", w, line)
 				}
+			}
+			// Plugin kernels over a stager resolve weights through the
+			// process's mappings, which a restarted stager replaces: they
+			// must follow its remaps (the runtime's copy in bench once did
+			// not).
+			if pk, ok := rt.Kernels.(*engine.PluginKernels); !ok {
+				t.Errorf("kernels %T, want the plugin's", rt.Kernels)
+			} else if !pk.Follows(rt.Staged) {
+				t.Error("the plugin kernels do not follow the stager's remaps (PluginKernels.Follow)")
 			}
 			if got := forward(t, rt.Model); !equal(got, want) {
 				t.Error("logits through the stager differ from the plain mapping's")

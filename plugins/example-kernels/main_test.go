@@ -11,6 +11,7 @@ import (
 	"github.com/k3-inference/k3/core/model"
 	_ "github.com/k3-inference/k3/core/model/kimik3" // registers the architecture
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/synth"
 )
 
@@ -21,7 +22,7 @@ import (
 // one, whose quantized products fall back. (cmd/k3's TestThirdPartyPlugins
 // runs the built binary through k3 eval.)
 func TestLogitsMatchReference(t *testing.T) {
-	plugin.RegisterKernels("example-test", func() plugin.Kernels { return &kernels{arenas: map[string]*plugin.Arena{}} })
+	host.RegisterKernels("example-test", func() plugin.Kernels { return &kernels{arenas: map[string]*plugin.Arena{}} })
 	for _, typ := range []synth.OutType{synth.TypeF32, synth.TypeQ2_K} {
 		t.Run(typ.String(), func(t *testing.T) { checkLogits(t, typ, typ != synth.TypeF32) })
 	}
@@ -39,7 +40,7 @@ func checkLogits(t *testing.T, typ synth.OutType, fallback bool) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	k, err := engine.StartKernels(context.Background(), plugin.Launch{Name: "example-test", InProcess: true}, engine.KernelsOptions{ArenaSize: 16 << 20})
+	k, err := engine.StartKernels(context.Background(), host.Launch{Name: "example-test", InProcess: true}, engine.KernelsOptions{ArenaSize: 16 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

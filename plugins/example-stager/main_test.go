@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
 )
 
@@ -45,7 +45,7 @@ func TestAsExternalPlugin(t *testing.T) {
 	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
 	tr := plugintest.ZipfTrace(1, 3, m.Layers, m.Experts, m.TopK, 1.0)
 	var logs syncBuffer
-	sup, err := plugin.SuperviseStager(ctx, plugin.Launch{Name: "example", Path: bin, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	sup, err := host.SuperviseStager(ctx, host.Launch{Name: "example", Path: bin, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

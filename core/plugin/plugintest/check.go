@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 )
 
 // Runner drives a Stager through a decode-like sequence the way the engine
@@ -34,7 +35,7 @@ func NewRunner(ctx context.Context, st plugin.Stager, m *Model, req *plugin.Open
 		return nil, nil, fmt.Errorf("describe: %w", err)
 	}
 	r0 := *req
-	if r0.Options, err = plugin.ResolveOptions(info.Name, info.Options, req.Options, nil); err != nil {
+	if r0.Options, err = host.ResolveOptions(info.Name, info.Options, req.Options, nil); err != nil {
 		return nil, nil, err
 	}
 	req = &r0

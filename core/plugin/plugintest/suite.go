@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 )
 
 // Budget is a named memory budget for CheckBudgets.
@@ -31,13 +32,13 @@ func CheckBudgets(t *testing.T, newStager func() plugin.Stager, m *Model, tr Tra
 // CheckBudgetsProcess is CheckBudgets on the stager plugin l starts (a
 // binary, for a third party), in a process of its own for each budget
 // under a Supervisor, as k3 runs it.
-func CheckBudgetsProcess(t *testing.T, l plugin.Launch, m *Model, tr Trace, budgets []Budget, opts map[string]string) []byte {
+func CheckBudgetsProcess(t *testing.T, l host.Launch, m *Model, tr Trace, budgets []Budget, opts map[string]string) []byte {
 	t.Helper()
 	if l.Logger == nil {
 		l.Logger = slog.New(slog.DiscardHandler)
 	}
 	return checkBudgets(t, func() (plugin.Stager, error) {
-		sup, err := plugin.SuperviseStager(context.Background(), l)
+		sup, err := host.SuperviseStager(context.Background(), l)
 		if err != nil {
 			return nil, err
 		}
@@ -87,13 +88,13 @@ func checkBudgets(t *testing.T, newStager func() (plugin.Stager, error), m *Mode
 // killing the process with SIGKILL at two points of the sequence; every
 // step interrupted by the kill is re-issued after the restart. It returns
 // the digest, which must equal an undisturbed run's.
-func CheckKillRestart(t *testing.T, l plugin.Launch, m *Model, tr Trace, budget int64, opts map[string]string) []byte {
+func CheckKillRestart(t *testing.T, l host.Launch, m *Model, tr Trace, budget int64, opts map[string]string) []byte {
 	t.Helper()
 	ctx := context.Background()
 	if l.Logger == nil {
 		l.Logger = slog.New(slog.DiscardHandler)
 	}
-	sup, err := plugin.SuperviseStager(ctx, l)
+	sup, err := host.SuperviseStager(ctx, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func CheckKillRestart(t *testing.T, l plugin.Launch, m *Model, tr Trace, budget 
 				}
 			}
 			err := r.TraceStep(ctx, tr, tok, l)
-			if errors.Is(err, plugin.ErrRestarted) {
+			if errors.Is(err, host.ErrRestarted) {
 				restarted++
 				if err := r.Remap(sup.Regions()); err != nil {
 					t.Fatal(err)
@@ -135,7 +136,7 @@ func CheckKillRestart(t *testing.T, l plugin.Launch, m *Model, tr Trace, budget 
 	}
 	<-killed
 	stats, err := sup.Stats(ctx)
-	if errors.Is(err, plugin.ErrRestarted) { // the last kill came after the last step
+	if errors.Is(err, host.ErrRestarted) { // the last kill came after the last step
 		restarted++
 		stats, err = sup.Stats(ctx)
 	}
@@ -182,8 +183,8 @@ func SelfTest(serve func()) {
 
 // Subprocess is a Launch that re-executes the test binary as the plugin
 // (see SelfTest).
-func Subprocess(name string) plugin.Launch {
-	return plugin.Launch{Name: name, Path: os.Args[0], Env: []string{"K3_PLUGINTEST_SERVE=1"}}
+func Subprocess(name string) host.Launch {
+	return host.Launch{Name: name, Path: os.Args[0], Env: []string{"K3_PLUGINTEST_SERVE=1"}}
 }
 
 // MustEqual fails t if two digests differ.

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/quant"
 )
 
@@ -54,7 +55,7 @@ func forgetsTransient(t *testing.T, margin int) {
 	}
 	region := plugin.Region{Kind: plugin.RegionShard, Path: path, Size: int64(len(file))}
 
-	a, err := plugin.CreateArena(dir, 1<<20)
+	a, err := host.CreateArena(dir, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestExecuteDropsGoneRegions(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	a, err := plugin.CreateArena(dir, 1<<20)
+	a, err := host.CreateArena(dir, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/quant"
 	"github.com/k3-inference/k3/plugins/internal/kernelkit"
 )
@@ -34,7 +35,7 @@ func Main(m *testing.M, k *kernelkit.Kit) {
 // holding activations for them.
 type pluginCase struct {
 	region plugin.Region
-	arena  *plugin.Arena
+	arena  *host.Arena
 	ops    []plugin.Op
 	want   [][]float32 // MatMul of each op, computed directly
 }
@@ -47,7 +48,7 @@ func newPluginCase(t *testing.T, k *kernelkit.Kit, n int, fast bool) *pluginCase
 	const rows, cols = 48, 512
 	rng := rand.New(rand.NewPCG(1, uint64(n)))
 	dir := t.TempDir()
-	a, err := plugin.CreateArena(dir, 8<<20)
+	a, err := host.CreateArena(dir, 8<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func PluginExecute(t *testing.T, k *kernelkit.Kit) {
 					kp := plugin.Kernels(k.NewPlugin())
 					if sub {
 						exe, _ := os.Executable()
-						kk, proc, err := plugin.StartKernels(context.Background(), plugin.Launch{Name: "test", Path: exe, Env: []string{serveEnv + "=1"}})
+						kk, proc, err := host.StartKernels(context.Background(), host.Launch{Name: "test", Path: exe, Env: []string{serveEnv + "=1"}})
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -1,10 +1,13 @@
-package plugin
+package host
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/internal/wire"
 )
 
 // ErrRestarted is returned by a Supervisor's call when the plugin died
@@ -21,11 +24,11 @@ var ErrRestarted = errors.New("plugin restarted")
 // It also owns the stager's shared-memory directory, so the files of a
 // killed plugin do not outlive it.
 type Supervisor struct {
-	*supervisor[Stager]
+	*supervisor[plugin.Stager]
 
 	// Under supervisor.mu.
-	req  *OpenRequest
-	resp *OpenResponse
+	req  *plugin.OpenRequest
+	resp *plugin.OpenResponse
 	// shmRoot is the directory the Supervisor made (empty when the request
 	// named one); each process opens in a directory of its own below it,
 	// shmDir, so the files of a dead one stay until the caller no longer
@@ -47,7 +50,7 @@ func SuperviseStager(ctx context.Context, l Launch) (*Supervisor, error) {
 
 // Regions are the regions of the current plugin process, valid until the
 // next ErrRestarted.
-func (s *Supervisor) Regions() []Region {
+func (s *Supervisor) Regions() []plugin.Region {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.resp == nil {
@@ -58,11 +61,11 @@ func (s *Supervisor) Regions() []Region {
 
 // Open opens the stager and remembers req for restarts. An empty ShmDir is
 // replaced by a fresh directory under /dev/shm that the Supervisor removes.
-func (s *Supervisor) Open(ctx context.Context, req *OpenRequest) (*OpenResponse, error) {
+func (s *Supervisor) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.OpenResponse, error) {
 	r := *req
 	if r.ShmDir == "" {
-		SweepShm(ShmDir())
-		dir, err := os.MkdirTemp(ShmDir(), shmPattern("stager"))
+		wire.SweepShm(wire.ShmDir())
+		dir, err := os.MkdirTemp(wire.ShmDir(), wire.ShmPattern("stager"))
 		if err != nil {
 			return nil, fmt.Errorf("plugin %s: shm dir: %w", s.launch.Name, err)
 		}
@@ -70,9 +73,9 @@ func (s *Supervisor) Open(ctx context.Context, req *OpenRequest) (*OpenResponse,
 		s.shmRoot = dir
 		s.mu.Unlock()
 	}
-	var resp *OpenResponse
+	var resp *plugin.OpenResponse
 	var dir string
-	err := s.call(ctx, func(st Stager) (err error) {
+	err := s.call(ctx, func(st plugin.Stager) (err error) {
 		resp, dir, err = s.open(ctx, st, &r)
 		return err
 	})
@@ -88,7 +91,7 @@ func (s *Supervisor) Open(ctx context.Context, req *OpenRequest) (*OpenResponse,
 
 // open opens st with r, in a directory of its own when the Supervisor owns
 // the shared memory; a failed open leaves no files.
-func (s *Supervisor) open(ctx context.Context, st Stager, r *OpenRequest) (*OpenResponse, string, error) {
+func (s *Supervisor) open(ctx context.Context, st plugin.Stager, r *plugin.OpenRequest) (*plugin.OpenResponse, string, error) {
 	if s.shmRoot == "" {
 		resp, err := st.Open(ctx, r)
 		return resp, "", err
@@ -108,7 +111,7 @@ func (s *Supervisor) open(ctx context.Context, st Stager, r *OpenRequest) (*Open
 }
 
 // reopen opens a restarted process with the remembered request; mu held.
-func (s *Supervisor) reopen(ctx context.Context, st Stager) error {
+func (s *Supervisor) reopen(ctx context.Context, st plugin.Stager) error {
 	if s.req == nil {
 		return nil
 	}
@@ -123,7 +126,7 @@ func (s *Supervisor) reopen(ctx context.Context, st Stager) error {
 // retire makes dir and resp the current process's; the previous process's
 // directory turns stale, and one older than that goes (its regions were
 // re-mapped at the restart between). mu held.
-func (s *Supervisor) retire(dir string, resp *OpenResponse) {
+func (s *Supervisor) retire(dir string, resp *plugin.OpenResponse) {
 	for _, d := range s.stale {
 		os.RemoveAll(d)
 	}
@@ -148,35 +151,35 @@ func (s *Supervisor) ReleaseStale() {
 	s.stale = nil
 }
 
-func (s *Supervisor) Describe(ctx context.Context) (*StagerInfo, error) {
-	var info *StagerInfo
-	err := s.call(ctx, func(st Stager) (err error) {
+func (s *Supervisor) Describe(ctx context.Context) (*plugin.StagerInfo, error) {
+	var info *plugin.StagerInfo
+	err := s.call(ctx, func(st plugin.Stager) (err error) {
 		info, err = st.Describe(ctx)
 		return err
 	})
 	return info, err
 }
 
-func (s *Supervisor) Hint(ctx context.Context, req *HintRequest) error {
-	return s.call(ctx, func(st Stager) error { return st.Hint(ctx, req) })
+func (s *Supervisor) Hint(ctx context.Context, req *plugin.HintRequest) error {
+	return s.call(ctx, func(st plugin.Stager) error { return st.Hint(ctx, req) })
 }
 
-func (s *Supervisor) Acquire(ctx context.Context, req *AcquireRequest) (*AcquireResponse, error) {
-	var resp *AcquireResponse
-	err := s.call(ctx, func(st Stager) (err error) {
+func (s *Supervisor) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
+	var resp *plugin.AcquireResponse
+	err := s.call(ctx, func(st plugin.Stager) (err error) {
 		resp, err = st.Acquire(ctx, req)
 		return err
 	})
 	return resp, err
 }
 
-func (s *Supervisor) Release(ctx context.Context, req *ReleaseRequest) error {
-	return s.call(ctx, func(st Stager) error { return st.Release(ctx, req) })
+func (s *Supervisor) Release(ctx context.Context, req *plugin.ReleaseRequest) error {
+	return s.call(ctx, func(st plugin.Stager) error { return st.Release(ctx, req) })
 }
 
-func (s *Supervisor) Stats(ctx context.Context) (*Stats, error) {
-	var resp *Stats
-	err := s.call(ctx, func(st Stager) (err error) {
+func (s *Supervisor) Stats(ctx context.Context) (*plugin.Stats, error) {
+	var resp *plugin.Stats
+	err := s.call(ctx, func(st plugin.Stager) (err error) {
 		resp, err = st.Stats(ctx)
 		return err
 	})
@@ -186,7 +189,7 @@ func (s *Supervisor) Stats(ctx context.Context) (*Stats, error) {
 // Close closes the stager, stops its process and removes its shm files. No
 // call restarts the plugin afterwards; they return ErrClosed.
 func (s *Supervisor) Close(ctx context.Context) error {
-	err := s.close(func(st Stager) error { return st.Close(ctx) })
+	err := s.close(func(st plugin.Stager) error { return st.Close(ctx) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shmRoot != "" {
@@ -203,7 +206,7 @@ func (s *Supervisor) Close(ctx context.Context) error {
 // batch names its regions), so after ErrRestarted the caller re-issues the
 // batch as it was.
 type KernelsSupervisor struct {
-	*supervisor[Kernels]
+	*supervisor[plugin.Kernels]
 }
 
 // SuperviseKernels starts the kernels l names under supervision.
@@ -215,18 +218,18 @@ func SuperviseKernels(ctx context.Context, l Launch) (*KernelsSupervisor, error)
 	return &KernelsSupervisor{newSupervisor(l, "kernels", StartKernels, k, p)}, nil
 }
 
-func (s *KernelsSupervisor) Describe(ctx context.Context) (*KernelsInfo, error) {
-	var info *KernelsInfo
-	err := s.call(ctx, func(k Kernels) (err error) {
+func (s *KernelsSupervisor) Describe(ctx context.Context) (*plugin.KernelsInfo, error) {
+	var info *plugin.KernelsInfo
+	err := s.call(ctx, func(k plugin.Kernels) (err error) {
 		info, err = k.Describe(ctx)
 		return err
 	})
 	return info, err
 }
 
-func (s *KernelsSupervisor) Execute(ctx context.Context, req *ExecuteRequest) (*ExecuteResponse, error) {
-	var resp *ExecuteResponse
-	err := s.call(ctx, func(k Kernels) (err error) {
+func (s *KernelsSupervisor) Execute(ctx context.Context, req *plugin.ExecuteRequest) (*plugin.ExecuteResponse, error) {
+	var resp *plugin.ExecuteResponse
+	err := s.call(ctx, func(k plugin.Kernels) (err error) {
 		resp, err = k.Execute(ctx, req)
 		return err
 	})

@@ -1,4 +1,4 @@
-package plugin
+package host
 
 import (
 	"context"
@@ -7,10 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/internal/wire"
 )
 
 // Launch says how to start one plugin.
@@ -55,13 +60,24 @@ func (l Launch) command() (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// setHostDeath prepares cmd so that the plugin learns of its host's death.
+func setHostDeath(cmd *exec.Cmd) {
+	// go-plugin appends the host's own environment after cmd.Env: a
+	// stale value there (a host started from a plugin's environment) would
+	// win and name a host that is not this one.
+	os.Unsetenv(wire.HostPIDEnv)
+	cmd.Env = append(cmd.Env, wire.HostPIDEnv+"="+strconv.Itoa(os.Getpid()))
+	parentDeathSignal(cmd, syscall.SIGTERM)
+}
+
 // Process is a running plugin subprocess. A nil *Process stands for an
 // in-process plugin, and its methods are no-ops.
 type Process struct {
 	name   string
 	client *goplugin.Client
-	// doorbell is the Execute fast path of a kernels plugin that took it.
-	doorbell *doorbellClient
+	// closeDoorbell closes the Execute fast path of a kernels plugin that
+	// took it (nil: none).
+	closeDoorbell func()
 }
 
 // Pid is the plugin's process id, or 0 in-process.
@@ -82,19 +98,19 @@ func (p *Process) Exited() bool { return p != nil && p.client.Exited() }
 func (p *Process) Kill() {
 	if p != nil {
 		p.client.Kill()
-		if p.doorbell != nil {
-			p.doorbell.close() // after the kill, so a call in flight returns
+		if p.closeDoorbell != nil {
+			p.closeDoorbell() // after the kill, so a call in flight returns
 		}
 	}
 }
 
 // Doorbell reports whether Execute calls to this kernels plugin go through
 // shared memory rather than gRPC (see DoorbellEnv).
-func (p *Process) Doorbell() bool { return p != nil && p.doorbell != nil }
+func (p *Process) Doorbell() bool { return p != nil && p.closeDoorbell != nil }
 
 // StartStager starts the stager l names and returns it with its process
 // (nil in-process).
-func StartStager(ctx context.Context, l Launch) (Stager, *Process, error) {
+func StartStager(ctx context.Context, l Launch) (plugin.Stager, *Process, error) {
 	if l.InProcess {
 		builtinMu.Lock()
 		newImpl, ok := builtinStagers[l.Name]
@@ -104,11 +120,11 @@ func StartStager(ctx context.Context, l Launch) (Stager, *Process, error) {
 		}
 		return newImpl(), nil, nil
 	}
-	raw, p, err := start(ctx, l, stagerKey, &stagerPlugin{})
+	raw, p, err := start(ctx, l, wire.StagerKey)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, ok := raw.(Stager)
+	s, ok := raw.(plugin.Stager)
 	if !ok {
 		p.Kill()
 		return nil, nil, fmt.Errorf("plugin %s: dispensed %T, not a Stager", l.Name, raw)
@@ -117,7 +133,7 @@ func StartStager(ctx context.Context, l Launch) (Stager, *Process, error) {
 }
 
 // StartKernels starts the kernels l names; see StartStager.
-func StartKernels(ctx context.Context, l Launch) (Kernels, *Process, error) {
+func StartKernels(ctx context.Context, l Launch) (plugin.Kernels, *Process, error) {
 	if l.InProcess {
 		builtinMu.Lock()
 		newImpl, ok := builtinKernels[l.Name]
@@ -127,19 +143,16 @@ func StartKernels(ctx context.Context, l Launch) (Kernels, *Process, error) {
 		}
 		return newImpl(), nil, nil
 	}
-	raw, p, err := start(ctx, l, kernelsKey, &kernelsPlugin{})
+	raw, p, err := start(ctx, l, wire.KernelsKey)
 	if err != nil {
 		return nil, nil, err
 	}
-	k, ok := raw.(Kernels)
+	k, ok := raw.(plugin.Kernels)
 	if !ok {
 		p.Kill()
 		return nil, nil, fmt.Errorf("plugin %s: dispensed %T, not Kernels", l.Name, raw)
 	}
-	if kc, ok := raw.(*kernelsClient); ok {
-		kc.db = openDoorbell(ctx, kc.c, p.Exited, l.logger().With("plugin", l.Name))
-		p.doorbell = kc.db
-	}
+	p.closeDoorbell = wire.Client.Doorbell(ctx, raw, p.Exited, l.logger().With("plugin", l.Name))
 	return k, p, nil
 }
 
@@ -155,17 +168,17 @@ func versionError(err error) error {
 		return err
 	}
 	return fmt.Errorf("the plugin speaks protocol %s and this k3 speaks %d: rebuild it against an SDK of protocol %d (see docs/plugins.md, Protocol versions): %w",
-		m[1], ProtocolVersion, ProtocolVersion, err)
+		m[1], plugin.ProtocolVersion, plugin.ProtocolVersion, err)
 }
 
-func start(ctx context.Context, l Launch, key string, gp goplugin.Plugin) (any, *Process, error) {
+func start(ctx context.Context, l Launch, key string) (any, *Process, error) {
 	cmd, err := l.command()
 	if err != nil {
 		return nil, nil, err
 	}
 	client := goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig:  Handshake,
-		Plugins:          map[string]goplugin.Plugin{key: gp},
+		HandshakeConfig:  wire.Handshake(plugin.ProtocolVersion),
+		Plugins:          map[string]goplugin.Plugin{key: wire.Client.Plugins()[key]},
 		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           newHostLogger(l.logger(), l.Name),

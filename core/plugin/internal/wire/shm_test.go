@@ -1,4 +1,4 @@
-package plugin
+package wire
 
 import (
 	"os"
@@ -46,24 +46,6 @@ func TestSweepShmRemovesOnlyDeadOwners(t *testing.T) {
 		if exists := err == nil; exists != keep {
 			t.Errorf("%s: exists=%v, want %v", n, exists, keep)
 		}
-	}
-}
-
-func TestArenaNameCarriesPid(t *testing.T) {
-	dir := t.TempDir()
-	a, err := CreateArena(dir, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, ok := shmOwner(filepath.Base(a.Path()))
-	if !ok || pid != os.Getpid() {
-		t.Fatalf("arena %s: owner %d %v", a.Path(), pid, ok)
-	}
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(a.Path()); !os.IsNotExist(err) {
-		t.Fatalf("arena file left after Close: %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package plugin_test
+package host_test
 
 import (
 	"bytes"
@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
 )
 
 // killAndWait kills the plugin process with SIGKILL and waits until its
 // supervisor's client has seen it exit.
-func killAndWait(t *testing.T, p *plugin.Process) {
+func killAndWait(t *testing.T, p *host.Process) {
 	t.Helper()
 	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 %d: %v", p.Pid(), err)
@@ -32,9 +33,9 @@ func killAndWait(t *testing.T, p *plugin.Process) {
 
 // waitHealthy polls h until the plugin is Healthy again (the background
 // retry brought it back) or a generous deadline passes.
-func waitHealthy(t *testing.T, h func() plugin.Health) {
+func waitHealthy(t *testing.T, h func() host.Health) {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); h().State != plugin.Healthy; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); h().State != host.Healthy; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("plugin not healthy again: %+v", h())
 		}
@@ -55,7 +56,7 @@ func TestSupervisorRestartFails(t *testing.T) {
 	ref := plugintest.Reference(t, m, tr)
 
 	var logs logBuffer
-	sup, err := plugin.SuperviseStager(ctx, subprocess("stager", slog.New(slog.NewTextHandler(&logs, nil))))
+	sup, err := host.SuperviseStager(ctx, subprocess("stager", slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,15 +76,15 @@ func TestSupervisorRestartFails(t *testing.T) {
 				}
 				killAndWait(t, sup.Process())
 				err := r.TraceStep(ctx, tr, tok, l)
-				if err == nil || errors.Is(err, plugin.ErrRestarted) || !errors.Is(err, plugin.ErrDown) {
+				if err == nil || errors.Is(err, host.ErrRestarted) || !errors.Is(err, host.ErrDown) {
 					t.Fatalf("step with the plugin dead and its file gone: %v", err)
 				}
 				// What a client is shown names the backend, not the file.
-				var be *plugin.BackendError
+				var be *host.BackendError
 				if !errors.As(err, &be) || be.PublicReason() != "the staging backend (plugin test-stager) failed" {
 					t.Errorf("step error %v: BackendError %+v, want one naming the staging backend", err, be)
 				}
-				if h := sup.Health(); h.State != plugin.Down || !strings.Contains(h.Reason, "re-open") || h.Err() == nil {
+				if h := sup.Health(); h.State != host.Down || !strings.Contains(h.Reason, "re-open") || h.Err() == nil {
 					t.Errorf("health while the file is gone: %+v", h)
 				}
 				// The dead process's files stay: the caller still maps them.
@@ -98,7 +99,7 @@ func TestSupervisorRestartFails(t *testing.T) {
 					t.Errorf("health after the file came back: %+v, err %v", h, h.Err())
 				}
 				err = r.TraceStep(ctx, tr, tok, l)
-				if !errors.Is(err, plugin.ErrRestarted) {
+				if !errors.Is(err, host.ErrRestarted) {
 					t.Fatalf("first step after the background restart: %v, want ErrRestarted", err)
 				}
 				if err := r.Remap(sup.Regions()); err != nil {
@@ -134,7 +135,7 @@ func TestSupervisorClose(t *testing.T) {
 	ctx := context.Background()
 	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
 	var logs logBuffer
-	sup, err := plugin.SuperviseStager(ctx, subprocess("stager", slog.New(slog.NewTextHandler(&logs, nil))))
+	sup, err := host.SuperviseStager(ctx, subprocess("stager", slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,13 +148,13 @@ func TestSupervisorClose(t *testing.T) {
 	if err := sup.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sup.Stats(ctx); !errors.Is(err, plugin.ErrClosed) {
+	if _, err := sup.Stats(ctx); !errors.Is(err, host.ErrClosed) {
 		t.Errorf("stats after Close: %v, want ErrClosed", err)
 	}
 	if !p.Exited() {
 		t.Error("the plugin process runs after Close")
 	}
-	if h := sup.Health(); h.State != plugin.Closed || h.Restarts != 0 {
+	if h := sup.Health(); h.State != host.Closed || h.Restarts != 0 {
 		t.Errorf("health after Close: %+v", h)
 	}
 	if strings.Contains(logs.String(), "restarting") {
@@ -172,31 +173,31 @@ func TestKernelsSupervisorRestartFails(t *testing.T) {
 	}
 	l := subprocess("kernels", slog.New(slog.DiscardHandler))
 	l.Path = bin
-	sup, err := plugin.SuperviseKernels(ctx, l)
+	sup, err := host.SuperviseKernels(ctx, l)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sup.Close()
 	os.Remove(bin)
 	killAndWait(t, sup.Process())
-	if _, err := sup.Describe(ctx); !errors.Is(err, plugin.ErrDown) {
+	if _, err := sup.Describe(ctx); !errors.Is(err, host.ErrDown) {
 		t.Fatalf("describe with the plugin dead and its binary gone: %v", err)
 	}
-	if h := sup.Health(); h.State != plugin.Down || h.Err() == nil || !strings.Contains(h.Err().Error(), "test-kernels down since") {
+	if h := sup.Health(); h.State != host.Down || h.Err() == nil || !strings.Contains(h.Err().Error(), "test-kernels down since") {
 		t.Errorf("health while the binary is gone: %+v (%v)", h, h.Err())
 	}
 	if err := os.Symlink(os.Args[0], bin); err != nil {
 		t.Fatal(err)
 	}
 	waitHealthy(t, sup.Health)
-	if _, err := sup.Describe(ctx); !errors.Is(err, plugin.ErrRestarted) {
+	if _, err := sup.Describe(ctx); !errors.Is(err, host.ErrRestarted) {
 		t.Fatalf("first call after the background restart: %v, want ErrRestarted", err)
 	}
 	if info, err := sup.Describe(ctx); err != nil || info.Name != "axpy-test" {
 		t.Fatalf("describe after the restart: %v %v", info, err)
 	}
 	sup.Close()
-	if _, err := sup.Describe(ctx); !errors.Is(err, plugin.ErrClosed) {
+	if _, err := sup.Describe(ctx); !errors.Is(err, host.ErrClosed) {
 		t.Errorf("describe after Close: %v", err)
 	}
 }
@@ -206,11 +207,11 @@ func TestKernelsSupervisorRestartFails(t *testing.T) {
 func TestKernelsSupervisorCloseInFlight(t *testing.T) {
 	ctx := context.Background()
 	var logs logBuffer
-	sup, err := plugin.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.NewTextHandler(&logs, nil))))
+	sup, err := host.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	arena, err := plugin.CreateArena(t.TempDir(), 1<<20)
+	arena, err := host.CreateArena(t.TempDir(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestKernelsSupervisorCloseInFlight(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond) // let the batch reach the plugin
 	sup.Close()
-	if err := <-done; !errors.Is(err, plugin.ErrClosed) {
+	if err := <-done; !errors.Is(err, host.ErrClosed) {
 		t.Errorf("batch under Close: %v, want ErrClosed", err)
 	}
 	if sup.Restarts() != 0 || strings.Contains(logs.String(), "restarting") {
@@ -240,18 +241,18 @@ func TestKernelsSupervisorCloseInFlight(t *testing.T) {
 // if it had found the process dead, and the one after runs.
 func TestSupervisorWatch(t *testing.T) {
 	ctx := context.Background()
-	sup, err := plugin.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
+	sup, err := host.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sup.Close()
 	killAndWait(t, sup.Process())
-	for deadline := time.Now().Add(60 * time.Second); sup.Restarts() != 1 || sup.Health().State != plugin.Healthy; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); sup.Restarts() != 1 || sup.Health().State != host.Healthy; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("not restarted in the background: %+v", sup.Health())
 		}
 	}
-	if _, err := sup.Describe(ctx); !errors.Is(err, plugin.ErrRestarted) {
+	if _, err := sup.Describe(ctx); !errors.Is(err, host.ErrRestarted) {
 		t.Fatalf("first call after the background restart: %v, want ErrRestarted", err)
 	}
 	if _, err := sup.Describe(ctx); err != nil {

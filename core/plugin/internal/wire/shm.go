@@ -1,4 +1,4 @@
-package plugin
+package wire
 
 import (
 	"errors"
@@ -23,9 +23,9 @@ func ShmDir() string {
 	return os.TempDir()
 }
 
-// shmPattern is the os.CreateTemp / os.MkdirTemp pattern for kind
+// ShmPattern is the os.CreateTemp / os.MkdirTemp pattern for kind
 // ("arena", "stager", "doorbell") owned by this process.
-func shmPattern(kind string) string {
+func ShmPattern(kind string) string {
 	return "k3-" + kind + "-" + strconv.Itoa(os.Getpid()) + "-*"
 }
 
@@ -38,8 +38,8 @@ func SweepShm(dir string) int {
 	}
 	n := 0
 	for _, e := range entries {
-		pid, ok := shmOwner(e.Name())
-		if !ok || pid == os.Getpid() || alive(pid) {
+		pid, ok := ShmOwner(e.Name())
+		if !ok || pid == os.Getpid() || Alive(pid) {
 			continue
 		}
 		if os.RemoveAll(filepath.Join(dir, e.Name())) == nil {
@@ -49,16 +49,16 @@ func SweepShm(dir string) int {
 	return n
 }
 
-// removeShmOf removes the k3 shared-memory files in dir that process pid
+// RemoveShmOf removes the k3 shared-memory files in dir that process pid
 // created; a plugin calls it for its host once it knows the host is dead.
-func removeShmOf(dir string, pid int) int {
+func RemoveShmOf(dir string, pid int) int {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
 	}
 	n := 0
 	for _, e := range entries {
-		if owner, ok := shmOwner(e.Name()); !ok || owner != pid {
+		if owner, ok := ShmOwner(e.Name()); !ok || owner != pid {
 			continue
 		}
 		if os.RemoveAll(filepath.Join(dir, e.Name())) == nil {
@@ -68,8 +68,8 @@ func removeShmOf(dir string, pid int) int {
 	return n
 }
 
-// shmOwner parses "k3-<kind>-<pid>-<random>".
-func shmOwner(name string) (int, bool) {
+// ShmOwner parses "k3-<kind>-<pid>-<random>".
+func ShmOwner(name string) (int, bool) {
 	parts := strings.Split(name, "-")
 	if len(parts) != 4 || parts[0] != "k3" || (parts[1] != "arena" && parts[1] != "stager" && parts[1] != "doorbell") {
 		return 0, false
@@ -78,9 +78,9 @@ func shmOwner(name string) (int, bool) {
 	return pid, err == nil && pid > 0
 }
 
-// alive reports whether pid runs; a zombie (exited, not yet reaped) does
+// Alive reports whether pid runs; a zombie (exited, not yet reaped) does
 // not.
-func alive(pid int) bool {
+func Alive(pid int) bool {
 	err := unix.Kill(pid, 0)
 	if err != nil && !errors.Is(err, unix.EPERM) {
 		return false

@@ -1,4 +1,4 @@
-package plugin_test
+package host_test
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 )
 
 // The main goroutine keeps the main thread, which Go never ends, so that
@@ -37,18 +38,18 @@ func runHost() {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	st, err := plugin.SuperviseStager(ctx, subprocess("stager", log))
+	st, err := host.SuperviseStager(ctx, subprocess("stager", log))
 	if err != nil {
 		fail(err)
 	}
 	if _, err := st.Open(ctx, &plugin.OpenRequest{}); err != nil {
 		fail(err)
 	}
-	k, err := plugin.SuperviseKernels(ctx, subprocess("kernels", log))
+	k, err := host.SuperviseKernels(ctx, subprocess("kernels", log))
 	if err != nil {
 		fail(err)
 	}
-	if _, err := plugin.CreateArena(plugin.ShmDir(), 1<<20); err != nil {
+	if _, err := host.CreateArena(host.ShmDir(), 1<<20); err != nil {
 		fail(err)
 	}
 	fmt.Println(st.Process().Pid(), k.Process().Pid())
@@ -70,16 +71,16 @@ func gone(pid int) bool {
 // exit by themselves and the shared-memory files of the host and its
 // plugins are removed.
 func TestPluginsDieWithHost(t *testing.T) {
-	host := exec.Command(os.Args[0])
-	host.Env = append(os.Environ(), "K3_PLUGIN_TEST=host")
-	out, err := host.StdoutPipe()
+	hostCmd := exec.Command(os.Args[0])
+	hostCmd.Env = append(os.Environ(), "K3_PLUGIN_TEST=host")
+	out, err := hostCmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := host.Start(); err != nil {
+	if err := hostCmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer host.Process.Kill()
+	defer hostCmd.Process.Kill()
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		t.Fatalf("host: %q %v", line, err)
@@ -92,14 +93,14 @@ func TestPluginsDieWithHost(t *testing.T) {
 		}
 		pids = append(pids, pid)
 	}
-	shm := filepath.Join(plugin.ShmDir(), "k3-*-"+strconv.Itoa(host.Process.Pid)+"-*")
+	shm := filepath.Join(host.ShmDir(), "k3-*-"+strconv.Itoa(hostCmd.Process.Pid)+"-*")
 	if files, _ := filepath.Glob(shm); len(files) < 2 {
 		t.Fatalf("host's shared memory before the kill: %v, want an arena and a stager directory", files)
 	}
-	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := hostCmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	host.Wait()
+	hostCmd.Wait()
 	killed := time.Now()
 	defer func() { t.Logf("plugins and files gone %v after the kill", time.Since(killed)) }()
 	// Deadlines here are generous: the check is that it happens at all.
@@ -133,7 +134,7 @@ func TestPluginsDieWithHost(t *testing.T) {
 // host stops its plugins itself.
 func TestPluginIgnoresTermWithHostAlive(t *testing.T) {
 	ctx := context.Background()
-	sup, err := plugin.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
+	sup, err := host.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +161,10 @@ func TestPluginIgnoresTermWithHostAlive(t *testing.T) {
 // plugin must too.
 func TestPluginSurvivesStarterThreadExit(t *testing.T) {
 	ctx := context.Background()
-	started := make(chan *plugin.KernelsSupervisor)
+	started := make(chan *host.KernelsSupervisor)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		sup, err := plugin.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
+		sup, err := host.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Error(err)
 		}

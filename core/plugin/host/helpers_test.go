@@ -1,4 +1,4 @@
-package plugin_test
+package host_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
+	"github.com/k3-inference/k3/core/plugin/internal/wire"
 	"github.com/k3-inference/k3/core/quant"
 )
 
@@ -37,8 +39,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func subprocess(kind string, log *slog.Logger) plugin.Launch {
-	return plugin.Launch{Name: "test-" + kind, Path: os.Args[0], Env: []string{"K3_PLUGIN_TEST=" + kind}, Logger: log}
+func subprocess(kind string, log *slog.Logger) host.Launch {
+	return host.Launch{Name: "test-" + kind, Path: os.Args[0], Env: []string{"K3_PLUGIN_TEST=" + kind}, Logger: log}
 }
 
 // copyStager is the simplest correct Stager: it copies every tensor into
@@ -206,7 +208,7 @@ func (oldPlugin) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.ClientC
 }
 
 func serveOld() {
-	h := plugin.Handshake
+	h := wire.Handshake(plugin.ProtocolVersion)
 	h.ProtocolVersion = plugin.ProtocolVersion - 1
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: h,

@@ -1,4 +1,4 @@
-package plugin_test
+package host_test
 
 import (
 	"context"
@@ -14,19 +14,20 @@ import (
 	"time"
 
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/quant"
 )
 
 // axpyJob is an axpy batch over its own slice of an arena: out = a*in + w.
 type axpyJob struct {
-	arena   *plugin.Arena
+	arena   *host.Arena
 	in, out plugin.ArenaRef
 	n       int
 	a       float32
 	req     *plugin.ExecuteRequest
 }
 
-func newAxpyJob(t *testing.T, arena *plugin.Arena, wpath string, n int, a float32) *axpyJob {
+func newAxpyJob(t *testing.T, arena *host.Arena, wpath string, n int, a float32) *axpyJob {
 	t.Helper()
 	in, err := arena.Alloc(int64(4 * n))
 	if err != nil {
@@ -77,7 +78,7 @@ func axpyWeights(t *testing.T, n int) string {
 func TestDoorbell(t *testing.T) {
 	ctx := context.Background()
 	const n = 1000
-	arena, err := plugin.CreateArena(t.TempDir(), 4<<20)
+	arena, err := host.CreateArena(t.TempDir(), 4<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +90,11 @@ func TestDoorbell(t *testing.T) {
 			l := subprocess("kernels", slog.New(slog.DiscardHandler))
 			switch mode {
 			case "plugin without":
-				l.Env = append(l.Env, plugin.DoorbellEnv+"=off")
+				l.Env = append(l.Env, host.DoorbellEnv+"=off")
 			case "host off":
-				t.Setenv(plugin.DoorbellEnv, "off")
+				t.Setenv(host.DoorbellEnv, "off")
 			}
-			k, proc, err := plugin.StartKernels(ctx, l)
+			k, proc, err := host.StartKernels(ctx, l)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +130,7 @@ func TestDoorbell(t *testing.T) {
 			bad := newAxpyJob(t, arena, wpath, n, 1)
 			bad.req.Ops[0].Outputs[0].Offset = 1 << 30
 			_, err = k.Execute(ctx, bad.req)
-			if err == nil || errors.Is(err, plugin.ErrUnavailable) {
+			if err == nil || errors.Is(err, host.ErrUnavailable) {
 				t.Fatalf("out-of-arena op: %v", err)
 			}
 			errs[mode] = err.Error()
@@ -147,7 +148,7 @@ func TestDoorbell(t *testing.T) {
 func TestDoorbellKill9(t *testing.T) {
 	ctx := context.Background()
 	const n = 1000
-	arena, err := plugin.CreateArena(t.TempDir(), 1<<20)
+	arena, err := host.CreateArena(t.TempDir(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestDoorbellKill9(t *testing.T) {
 	slow := *job.req
 	slow.Ops = append([]plugin.Op{{Name: "sleep", Ints: []int64{10000}}}, job.req.Ops...)
 
-	sup, err := plugin.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
+	sup, err := host.SuperviseKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestDoorbellKill9(t *testing.T) {
 		time.AfterFunc(200*time.Millisecond, func() { syscall.Kill(pid, syscall.SIGKILL) })
 		start := time.Now()
 		_, err := sup.Execute(ctx, &slow)
-		if !errors.Is(err, plugin.ErrRestarted) {
+		if !errors.Is(err, host.ErrRestarted) {
 			t.Fatalf("round %d: execute on a plugin killed mid-batch: %v", round, err)
 		}
 		if d := time.Since(start); d > 5*time.Second {
@@ -188,17 +189,17 @@ func TestDoorbellKill9(t *testing.T) {
 	}
 
 	// Without a supervisor, the call reports the plugin unavailable.
-	k, proc, err := plugin.StartKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
+	k, proc, err := host.StartKernels(ctx, subprocess("kernels", slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer proc.Kill()
 	pid := proc.Pid()
 	time.AfterFunc(100*time.Millisecond, func() { syscall.Kill(pid, syscall.SIGKILL) })
-	if _, err := k.Execute(ctx, &slow); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := k.Execute(ctx, &slow); !errors.Is(err, host.ErrUnavailable) {
 		t.Errorf("execute on a plugin killed mid-batch: %v", err)
 	}
-	if _, err := k.Execute(ctx, job.req); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := k.Execute(ctx, job.req); !errors.Is(err, host.ErrUnavailable) {
 		t.Errorf("execute on a dead plugin: %v", err)
 	}
 }
