@@ -2,8 +2,8 @@ package plugin
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -119,7 +119,7 @@ func resolveOptions(specs []OptionSpec, set map[string]string) (map[string]strin
 	for _, o := range specs {
 		byName[o.Name] = o
 	}
-	for _, k := range sortedKeys(set) {
+	for _, k := range slices.Sorted(maps.Keys(set)) {
 		if _, ok := byName[k]; !ok {
 			return nil, fmt.Errorf("unknown option %s (it takes %s)", k, optionNames(specs))
 		}
@@ -149,15 +149,6 @@ func optionNames(specs []OptionSpec) string {
 		names[i] = o.Name
 	}
 	return strings.Join(names, ", ")
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // OptionValues are a plugin's options checked against its declaration,

@@ -2,7 +2,8 @@ package host
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/k3-inference/k3/core/plugin"
@@ -45,20 +46,11 @@ func FormatOptions(m map[string]string) string {
 		return "none"
 	}
 	var b strings.Builder
-	for i, k := range sortedKeys(m) {
+	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(k + "=" + m[k])
 	}
 	return b.String()
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
