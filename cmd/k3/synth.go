@@ -73,11 +73,11 @@ var synthBoolFlags = []struct {
 // synthArgs holds the parsed flags of k3 synth.
 type synthArgs struct {
 	arch, preset, out, typ, splitSize, name, mlaLayers *string
-	seed                                         *uint64
-	splitTensors, workers                        *int
-	ints                                         map[string]*int
-	floats                                       map[string]*float64
-	bools                                        map[string]*bool
+	seed                                               *uint64
+	splitTensors, workers                              *int
+	ints                                               map[string]*int
+	floats                                             map[string]*float64
+	bools                                              map[string]*bool
 }
 
 func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
