@@ -1,9 +1,15 @@
 package synth
 
 import (
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/quant"
+	"github.com/k3-inference/k3/core/tokenizer"
+	"github.com/k3-inference/k3/tools/parity"
 )
 
 // TestDeepSeek2Presets plans the real-shape presets: every tensor
@@ -77,4 +83,95 @@ func TestDeepSeek2Presets(t *testing.T) {
 			t.Errorf("accepted %+v", c.DeepSeek2)
 		}
 	}
+}
+
+// TestDeepSeek2LlamaLoadsAndTokenizes writes the real-shape presets at
+// small sizes (Q2_K, split by size), has llama.cpp load and run them, and
+// tokenizes text with control tokens as k3 and llama.cpp do: the
+// pre-tokenizer names (deepseek-v3, kimi-k2) and the special tokens the
+// chat templates use are ones llama.cpp knows.
+func TestDeepSeek2LlamaLoadsAndTokenizes(t *testing.T) {
+	r := parity.Require(t)
+	texts := map[string][]string{
+		"kimi-k2": {"<|im_user|>user<|im_middle|>Hello, 世界 123456!<|im_end|><|im_assistant|>assistant<|im_middle|>",
+			"<|tool_calls_section_begin|><|tool_call_begin|>functions.get:0<|tool_call_argument_begin|>{\"a\": 1}<|tool_call_end|>"},
+		"deepseek-v3": {"<｜User｜>Hello, 世界 123456!<｜Assistant｜><think>\n\n</think>ok<｜end▁of▁sentence｜>",
+			"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get<｜tool▁sep｜>{\"a\": 1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+	}
+	for _, preset := range []string{"kimi-k2", "deepseek-v3"} {
+		t.Run(preset, func(t *testing.T) {
+			c, err := ArchPreset(ArchDeepSeek2, preset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.NLayer, c.NEmbd, c.NHead, c.NVocab, c.NFF, c.NExpert, c.NFFExp = 4, 256, 2, 1024, 256, 16, 256
+			c.QLoRA, c.KVLoRA, c.QKNope, c.QKRope, c.VHead, c.NDense = 64, 64, 32, 16, 32, 1
+			if c.ExpertGroups > 0 {
+				c.ExpertGroups, c.ExpertGroupsUsed = 8, 4
+			}
+			res, err := Write(filepath.Join(t.TempDir(), "m.gguf"), c, WriteOptions{Split: gguf.SplitOptions{MaxBytes: 2_000_000}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Paths) < 2 {
+				t.Fatalf("%d shards, want a split file", len(res.Paths))
+			}
+			path := res.Paths[0]
+			if _, err := r.Greedy(path, []int32{5, 300, 17}, 4, 2); err != nil {
+				t.Fatalf("llama.cpp: %v", err)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			tk, err := tokenizer.FromGGUF(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, text := range texts[preset] {
+				for _, special := range []bool{false, true} {
+					want, err := r.Tokenize(path, []byte(text), true, special)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := tk.Tokenize(text, true, special)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(want, got) {
+						t.Errorf("%q special=%v:\nllama.cpp %v\nk3        %v", text, special, want, got)
+					}
+					if !special {
+						continue
+					}
+					// every control token written in the text is one token
+					sp := deepseek2Specials(c.Tokenizer)
+					for _, ct := range sp.tokens {
+						id, ok := tk.Lookup(ct)
+						if !ok {
+							t.Fatalf("%s not in the vocabulary", ct)
+						}
+						n := strings.Count(text, ct)
+						if ct == sp.bos && sp.addBOS {
+							n++ // add_special puts DeepSeek's BOS in front
+						}
+						if m := countOf(got, id); n != m {
+							t.Errorf("%q: %s (id %d) %d times in the text, %d in the tokens", text, ct, id, n, m)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func countOf(ids []int32, id int32) int {
+	n := 0
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
 }
