@@ -6,7 +6,6 @@ import (
 
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
-	"github.com/k3-inference/k3/core/quant"
 	"github.com/k3-inference/k3/core/state"
 )
 
@@ -73,21 +72,9 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 }
 
 func (m *Model) embed(tokens []int32) ([]float32, error) {
-	E := m.p.Embd
-	t := m.top.Embd
-	rb, err := quant.RowSize(t.Type, int64(E))
+	x, err := model.Embed(m.top.Embd, tokens)
 	if err != nil {
-		return nil, err
-	}
-	x := make([]float32, len(tokens)*E)
-	for i, tok := range tokens {
-		if tok < 0 || int(tok) >= m.vocab {
-			return nil, fmt.Errorf("kimi-k3: token %d out of range [0, %d)", tok, m.vocab)
-		}
-		row := t.Data[int64(tok)*rb : int64(tok+1)*rb]
-		if err := quant.Dequantize(t.Type, row, x[i*E:(i+1)*E]); err != nil {
-			return nil, fmt.Errorf("kimi-k3: %s: %w", t.Name, err)
-		}
+		return nil, fmt.Errorf("kimi-k3: %w", err)
 	}
 	return x, nil
 }
