@@ -11,7 +11,7 @@ import (
 
 // rewrite copies a model file with its metadata edited (edit returns
 // false to drop a key) and without the tensor named drop.
-func rewrite(t *testing.T, src string, edit func(*gguf.KV) bool, drop string) string {
+func rewrite(t *testing.T, src string, edit func(*gguf.KV) bool, drop string, extra ...gguf.KV) string {
 	t.Helper()
 	f, err := gguf.Open(src)
 	if err != nil {
@@ -24,6 +24,7 @@ func rewrite(t *testing.T, src string, edit func(*gguf.KV) bool, drop string) st
 			kvs = append(kvs, kv)
 		}
 	}
+	kvs = append(kvs, extra...)
 	var specs []gguf.TensorSpec
 	for _, ti := range f.Tensors() {
 		if ti.Name != drop {
@@ -103,4 +104,10 @@ func TestLoadErrors(t *testing.T) {
 			t.Log(err)
 		})
 	}
+}
+
+// withExtra copies a model file with metadata added.
+func withExtra(t *testing.T, src string, extra ...gguf.KV) string {
+	t.Helper()
+	return rewrite(t, src, nil, "", extra...)
 }

@@ -223,3 +223,24 @@ func TestBatchVsStep(t *testing.T) {
 		t.Errorf("batch and step differ by %.3g at position %d", d, at)
 	}
 }
+
+// TestParityLinearRope: linear RoPE scaling (rope.scaling.type linear),
+// where deepseek2's kq_scale still takes the (1 + 0.1·ln factor) mscale.
+func TestParityLinearRope(t *testing.T) {
+	ref := parity.Require(t)
+	c := small()
+	c.YarnFactor = 0
+	path := withExtra(t, writeModel(t, c), gguf.KV{Key: "deepseek2.rope.scaling.type", Value: gguf.Str("linear")},
+		gguf.KV{Key: "deepseek2.rope.scaling.factor", Value: gguf.F32(4)})
+	m := load(t, path, model.Options{Threads: 2})
+	toks := prompt(20, c.NVocab)
+	want, err := ref.Logits(path, toks, parity.LogitsOptions{Threads: 2, All: true, CPU: "generic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, at := maxAbs(want, batchLogits(t, m, toks, 512))
+	t.Logf("linear rope n=20 vs generic: max|Δlogit| = %.3g (at pos %d)", d, at)
+	if d > 1e-4 {
+		t.Errorf("max|Δlogit| %.3g at position %d", d, at)
+	}
+}
