@@ -15,7 +15,7 @@ import (
 func init() {
 	register(&command{
 		name:    "synth",
-		summary: "write a synthetic kimi-k3 GGUF checkpoint (random weights) for tests and benchmarks",
+		summary: "write a synthetic GGUF checkpoint (kimi-k3 or deepseek2, random weights) for tests and benchmarks",
 		run:     runSynth,
 	})
 }
@@ -72,18 +72,19 @@ var synthBoolFlags = []struct {
 
 // synthArgs holds the parsed flags of k3 synth.
 type synthArgs struct {
-	preset, out, typ, splitSize, name, mlaLayers *string
-	seed                                         *uint64
-	splitTensors, workers                        *int
-	ints                                         map[string]*int
-	floats                                       map[string]*float64
-	bools                                        map[string]*bool
+	arch, preset, out, typ, splitSize, name, mlaLayers *string
+	seed                                               *uint64
+	splitTensors, workers                              *int
+	ints                                               map[string]*int
+	floats                                             map[string]*float64
+	bools                                              map[string]*bool
 }
 
 func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 	fs := newFlags("synth", stderr)
 	a := &synthArgs{
-		preset:       fs.String("preset", "tiny", "base configuration: "+strings.Join(synth.Presets, ", ")),
+		arch:         fs.String("arch", synth.Arch, "architecture: "+strings.Join(synth.Archs, ", ")),
+		preset:       fs.String("preset", "tiny", "base configuration: "+strings.Join(synth.Presets, ", ")+" (kimi-k3); tiny, kimi-k2, deepseek-v3 (deepseek2)"),
 		out:          fs.String("o", "", "output file (with splitting: the shard name prefix)"),
 		typ:          fs.String("type", "", "output type: "+strings.Join(synth.OutTypes(), ", ")+" (default: the preset's)"),
 		seed:         fs.Uint64("seed", 1, "random seed; the same seed and flags give the same bytes"),
@@ -111,7 +112,7 @@ func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 // config builds the configuration: the preset, then every flag given.
 func (a *synthArgs) config(fs *flag.FlagSet) (synth.Config, synth.WriteOptions, error) {
 	var opts synth.WriteOptions
-	cfg, err := synth.Preset(*a.preset)
+	cfg, err := synth.ArchPreset(*a.arch, *a.preset)
 	if err != nil {
 		return cfg, opts, err
 	}

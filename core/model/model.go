@@ -18,6 +18,7 @@ type Config interface {
 	Uint(key string, def uint64) uint64
 	Float(key string, def float64) float64
 	Bool(key string, def bool) bool
+	String(key string, def string) string
 	Ints(key string) []int64
 	Has(key string) bool
 	Err() error

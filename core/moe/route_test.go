@@ -2,6 +2,7 @@ package moe
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -113,5 +114,103 @@ func TestGroup(t *testing.T) {
 	}
 	if d := cmp.Diff([]int32{3, 1, 2, 5, 0, 4}, b.Rows); d != "" {
 		t.Errorf("rows: %s", d)
+	}
+}
+
+// plainRoute is build_moe_ffn's routing written out step by step, with
+// explicit loops instead of Route's shared sorting: the reference the
+// group-limited routing is checked against.
+func plainRoute(r Router, logits, bias []float32) []int32 {
+	n := r.Experts
+	probs := make([]float32, n)
+	switch r.Gating {
+	case GatingSigmoid:
+		for i, x := range logits {
+			probs[i] = sigmoid(x)
+		}
+	default:
+		softmax(probs, logits)
+	}
+	sel := make([]float32, n)
+	for i := range sel {
+		sel[i] = probs[i]
+		if bias != nil {
+			sel[i] += bias[i]
+		}
+	}
+	if r.Groups > 1 {
+		per := n / r.Groups
+		score := make([]float32, r.Groups)
+		for g := range score {
+			best, second := float32(math.Inf(-1)), float32(math.Inf(-1))
+			for _, v := range sel[g*per : (g+1)*per] {
+				if v > best {
+					best, second = v, best
+				} else if v > second {
+					second = v
+				}
+			}
+			score[g] = best + second
+		}
+		kept := make([]bool, r.Groups)
+		for range r.GroupsUsed {
+			bi := -1
+			for g, s := range score {
+				if !kept[g] && (bi < 0 || s > score[bi]) {
+					bi = g
+				}
+			}
+			kept[bi] = true
+		}
+		for g, k := range kept {
+			if !k {
+				for i := g * per; i < (g+1)*per; i++ {
+					sel[i] = float32(math.Inf(-1))
+				}
+			}
+		}
+	}
+	ids := make([]int32, 0, r.Used)
+	taken := make([]bool, n)
+	for range r.Used {
+		bi := -1
+		for i, v := range sel {
+			if !taken[i] && (bi < 0 || v > sel[bi]) {
+				bi = i
+			}
+		}
+		taken[bi] = true
+		ids = append(ids, int32(bi))
+	}
+	return ids
+}
+
+// TestRouteGroupsReference checks group-limited routing (DeepSeek V3's 8
+// groups of 32 with 4 used, and smaller shapes) against plainRoute on
+// random logits, with and without the selection bias.
+func TestRouteGroupsReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, r := range []Router{
+		{Experts: 256, Used: 8, Gating: GatingSigmoid, Groups: 8, GroupsUsed: 4, NormWeights: true, Scale: 2.5},
+		{Experts: 16, Used: 4, Gating: GatingSigmoid, Groups: 4, GroupsUsed: 2},
+		{Experts: 64, Used: 6, Gating: GatingSoftmax, Groups: 8, GroupsUsed: 3},
+	} {
+		if err := r.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		var s Scratch
+		for trial := range 200 {
+			logits, bias := make([]float32, r.Experts), make([]float32, r.Experts)
+			for i := range logits {
+				logits[i], bias[i] = rng.Float32()*6-3, rng.Float32()*0.2-0.1
+			}
+			for _, b := range [][]float32{nil, bias} {
+				ids, w := make([]int32, r.Used), make([]float32, r.Used)
+				r.Route(logits, b, ids, w, &s)
+				if want := plainRoute(r, logits, b); !cmp.Equal(want, ids) {
+					t.Fatalf("%+v trial %d bias=%v: ids %v, want %v", r, trial, b != nil, ids, want)
+				}
+			}
+		}
 	}
 }

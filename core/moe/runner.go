@@ -234,3 +234,16 @@ func (r *Runner) group(b *Batch, ex *expertMats, in, outs []float32, lo, hi int,
 	}
 	return nil
 }
+
+// Dense is down(Act(gate·x, up·x)) over n rows of x: the FFN of an
+// architecture's dense layers and of its shared experts, which use the
+// routed experts' activation.
+func (r *Runner) Dense(gate, up, down *model.Tensor, x []float32, n int, sc *ops.Scratch) ([]float32, error) {
+	w := model.Work{Pool: r.Pool, Sc: sc}
+	gu, err := w.MatMuls(x, n, gate, up)
+	if err != nil {
+		return nil, err
+	}
+	r.Act(gu[0], gu[1])
+	return w.MatMul(down, gu[0], n)
+}

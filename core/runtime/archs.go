@@ -4,5 +4,6 @@ package runtime
 // model.Register from init. A new architecture is its package under
 // core/model and one line here.
 import (
+	_ "github.com/k3-inference/k3/core/model/deepseek2"
 	_ "github.com/k3-inference/k3/core/model/kimik3"
 )

@@ -14,6 +14,9 @@ import (
 // Config holds every dimension of a synthetic checkpoint. Field comments
 // name the GGUF key each one becomes.
 type Config struct {
+	// Arch is the file's general.architecture: "" or Arch (kimi-k3), or
+	// ArchDeepSeek2 (with the fields of DeepSeek2).
+	Arch string
 	Name string // general.name
 
 	NEmbd   int // embedding_length
@@ -59,6 +62,8 @@ type Config struct {
 	// selects the softplus decay-gate form (kimi-linear's).
 	GateLowerBound float32
 
+	DeepSeek2
+
 	Seed uint64
 	Type OutType
 }
@@ -75,6 +80,21 @@ func Preset(name string) (Config, error) {
 		return k3Config(), nil
 	}
 	return Config{}, fmt.Errorf("synth: unknown preset %q (have %v)", name, Presets)
+}
+
+// Archs lists the architectures synth writes.
+var Archs = []string{Arch, ArchDeepSeek2}
+
+// ArchPreset returns a named configuration of an architecture ("" is
+// kimi-k3).
+func ArchPreset(arch, name string) (Config, error) {
+	switch arch {
+	case "", Arch:
+		return Preset(name)
+	case ArchDeepSeek2:
+		return deepseek2Preset(name)
+	}
+	return Config{}, fmt.Errorf("synth: unknown architecture %q (have %v)", arch, Archs)
 }
 
 // tinyConfig is a few MB: big enough that the main row lengths are
@@ -136,6 +156,9 @@ func (c *Config) latent() int {
 // Validate rejects configurations llama.cpp's kimi-k3 loader or graph
 // cannot run, and ones k3 cannot write.
 func (c *Config) Validate() error {
+	if c.Arch == ArchDeepSeek2 {
+		return c.validateDeepSeek2()
+	}
 	if err := c.checkSizes(); err != nil {
 		return err
 	}

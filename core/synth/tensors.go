@@ -69,6 +69,10 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 	add := func(name string, init initDist, shape ...int64) {
 		defs = append(defs, tensorDef{Name: name, Shape: shape, Init: init})
 	}
+	if cfg.Arch == ArchDeepSeek2 {
+		deepseek2Defs(cfg, add)
+		return chooseTypes(cfg, defs), nil
+	}
 	E, V := int64(cfg.NEmbd), int64(cfg.NVocab)
 	add("token_embd.weight", std(1), E, V)
 	add("output_norm.weight", norm, E)
@@ -98,6 +102,11 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 			moeDefs(cfg, layerAdd)
 		}
 	}
+	return chooseTypes(cfg, defs), nil
+}
+
+// chooseTypes sorts defs into file order and gives each its type.
+func chooseTypes(cfg *Config, defs []tensorDef) []tensorDef {
 	sortTensors(defs)
 	names := make([]string, len(defs))
 	for i := range defs {
@@ -107,7 +116,7 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 	for i := range defs {
 		defs[i].Type = tc.choose(defs[i].Name, defs[i].Shape)
 	}
-	return defs, nil
+	return defs
 }
 
 type adder func(name string, init initDist, shape ...int64)

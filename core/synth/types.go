@@ -103,8 +103,8 @@ func categoryOf(name string) category {
 		return catOutput
 	case name == "token_embd.weight":
 		return catTokenEmbd
-	case strings.Contains(name, "attn_v.weight"):
-		return catAttnV
+	case strings.Contains(name, "attn_v.weight"), strings.Contains(name, "attn_kv_b.weight"):
+		return catAttnV // category_is_attn_v: ATTENTION_V and ATTENTION_KV_B
 	case strings.Contains(name, "attn_k.weight"):
 		return catAttnK
 	case strings.Contains(name, "attn_q.weight"):
@@ -150,6 +150,11 @@ func newTypeChooser(cfg *Config, names []string) *typeChooser {
 // nGQA is hparams.n_gqa() with its default il = 0: n_head / n_head_kv of
 // layer 0, or 0 when layer 0 is KDA (n_head_kv 0).
 func (tc *typeChooser) nGQA() int {
+	if tc.cfg.Arch == ArchDeepSeek2 && !tc.cfg.KVB {
+		return tc.cfg.NHead // absorbed MLA: head_count_kv 1
+	} else if tc.cfg.Arch == ArchDeepSeek2 {
+		return 1
+	}
 	if tc.cfg.IsMLA(0) {
 		return tc.cfg.NHead
 	}

@@ -63,7 +63,13 @@ func (v *Vocab) ID(s string) int {
 // block of ids, where Kimi keeps its specials (the last 256 ids when the
 // vocabulary is large, right after the normal tokens when it is small).
 func NewVocab(n int) (*Vocab, error) {
-	if n < minVocab {
+	return newVocab(n, controlTokens, bosToken, eosToken, padToken)
+}
+
+// newVocab is NewVocab with another model's control tokens (bos, eos and
+// pad among them).
+func newVocab(n int, controlTokens []string, bosToken, eosToken, padToken string) (*Vocab, error) {
+	if minVocab := 256 + len(controlTokens); n < minVocab {
 		return nil, fmt.Errorf("synth: vocabulary of %d is below the minimum %d", n, minVocab)
 	}
 	specialBase := n - len(controlTokens)

@@ -77,7 +77,11 @@ func Write(path string, cfg Config, o WriteOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	vocab, err := NewVocab(cfg.NVocab)
+	newVocab := func(c *Config) (*Vocab, error) { return NewVocab(c.NVocab) }
+	if cfg.Arch == ArchDeepSeek2 {
+		newVocab = deepseek2Vocab
+	}
+	vocab, err := newVocab(&cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,6 @@ package kimik3
 import (
 	"errors"
 	"fmt"
-	"reflect"
-	"strconv"
-	"strings"
 
 	"github.com/k3-inference/k3/core/model"
 )
@@ -50,21 +47,7 @@ func (m *Model) check() error {
 
 // need returns an error naming the tensors of part (a pointer to a
 // struct of tagged tensor fields) that are nil.
-func need(il int, part any, fields ...string) error {
-	var missing []string
-	v := reflect.ValueOf(part).Elem()
-	for _, f := range fields {
-		if v.FieldByName(f).IsNil() {
-			sf, _ := v.Type().FieldByName(f)
-			name, _ := model.TensorName(fmt.Sprintf("blk.%d.", il), sf.Tag.Get("gguf"))
-			missing = append(missing, strconv.Quote(name))
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("layer %d: missing tensors %s", il, strings.Join(missing, ", "))
-	}
-	return nil
-}
+func need(il int, part any, fields ...string) error { return model.Need(il, part, fields...) }
 
 // layerChecks are layer il's checks: its own tensors' and its parts'.
 func (m *Model) layerChecks(il int) ([]shapeCheck, error) {

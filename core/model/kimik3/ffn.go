@@ -8,17 +8,6 @@ import (
 	"github.com/k3-inference/k3/core/ops"
 )
 
-// situFFN is down(situ(gate·x, up·x)), the FFN of the dense lead layers and
-// of the shared experts.
-func (ps *pass) situFFN(gate, up, down *T, x []float32, n int) ([]float32, error) {
-	gu, err := ps.matmuls(x, n, gate, up)
-	if err != nil {
-		return nil, err
-	}
-	ops.SiTU(gu[0], gu[1], ps.m.p.SituBeta, ps.m.p.SituLB)
-	return ps.matmul(down, gu[0], n)
-}
-
 // dense is the FFN of the leading dense layers.
 type dense struct {
 	Gate *T `gguf:"ffn_gate"`
@@ -34,7 +23,7 @@ func (f *dense) checks(p *Params, il int) ([]shapeCheck, error) {
 func (f *dense) prepare(func(*T) []float32) []*T { return []*T{f.Gate, f.Up, f.Down} }
 
 func (f *dense) forward(ps *pass, x []float32) ([]float32, error) {
-	return ps.situFFN(f.Gate, f.Up, f.Down, x, ps.n)
+	return ps.m.experts.Dense(f.Gate, f.Up, f.Down, x, ps.n, ps.sc)
 }
 
 // sparse is the latent MoE FFN: routed experts at the latent width between

@@ -6,7 +6,6 @@ import (
 
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
-	"github.com/k3-inference/k3/core/quant"
 	"github.com/k3-inference/k3/core/state"
 )
 
@@ -73,21 +72,9 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 }
 
 func (m *Model) embed(tokens []int32) ([]float32, error) {
-	E := m.p.Embd
-	t := m.top.Embd
-	rb, err := quant.RowSize(t.Type, int64(E))
+	x, err := model.Embed(m.top.Embd, tokens)
 	if err != nil {
-		return nil, err
-	}
-	x := make([]float32, len(tokens)*E)
-	for i, tok := range tokens {
-		if tok < 0 || int(tok) >= m.vocab {
-			return nil, fmt.Errorf("kimi-k3: token %d out of range [0, %d)", tok, m.vocab)
-		}
-		row := t.Data[int64(tok)*rb : int64(tok+1)*rb]
-		if err := quant.Dequantize(t.Type, row, x[i*E:(i+1)*E]); err != nil {
-			return nil, fmt.Errorf("kimi-k3: %s: %w", t.Name, err)
-		}
+		return nil, fmt.Errorf("kimi-k3: %w", err)
 	}
 	return x, nil
 }
@@ -182,38 +169,17 @@ func (ps *pass) resMix(cur, score []float32) []float32 {
 	return out
 }
 
+// work is the pass's matrix products, on the layer's scratch.
+func (ps *pass) work() model.Work { return model.Work{Pool: ps.m.pool, Sc: ps.sc} }
+
 func (ps *pass) matmul(t *T, x []float32, rows int) ([]float32, error) {
-	w := mat(t)
-	out := ps.buf(rows * w.Rows)
-	if err := ps.m.pool.MatMul(w, x, rows, out); err != nil {
-		return nil, fmt.Errorf("%s: %w", t.Name, err)
-	}
-	return out, nil
+	return ps.work().MatMul(t, x, rows)
 }
 
 // matmuls multiplies x by each of ts in one batch (one round trip to a
 // kernels plugin); a nil tensor gives a nil output.
 func (ps *pass) matmuls(x []float32, rows int, ts ...*T) ([][]float32, error) {
-	outs := make([][]float32, len(ts))
-	batch := make([]ops.MatMulOp, 0, len(ts))
-	for i, t := range ts {
-		if t == nil {
-			continue
-		}
-		w := mat(t)
-		outs[i] = ps.buf(rows * w.Rows)
-		batch = append(batch, ops.MatMulOp{W: w, X: x, N: rows, Out: outs[i]})
-	}
-	if err := ps.m.pool.MatMuls(batch...); err != nil {
-		var names []string
-		for _, t := range ts {
-			if t != nil {
-				names = append(names, t.Name)
-			}
-		}
-		return nil, fmt.Errorf("%v: %w", names, err)
-	}
-	return outs, nil
+	return ps.work().MatMuls(x, rows, ts...)
 }
 
 // buf is working memory that lives until the next layer starts.

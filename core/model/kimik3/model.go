@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/model/mla"
 	"github.com/k3-inference/k3/core/moe"
 	"github.com/k3-inference/k3/core/ops"
 	"github.com/k3-inference/k3/core/state"
@@ -62,7 +63,7 @@ func newLayer(p *Params, il int) layer {
 	if p.recurrent(il) {
 		l.attn = &kda{}
 	} else {
-		l.attn = &mla{}
+		l.attn = &mlaAttn{}
 	}
 	if il < p.DenseLead {
 		l.ffn = &dense{}
@@ -75,7 +76,11 @@ func newLayer(p *Params, il int) layer {
 // bind points the layer's tensors at w's bytes under the block's prefix.
 func (l *layer) bind(w model.Weights, il int) error {
 	prefix := fmt.Sprintf("blk.%d.", il)
-	return errors.Join(model.Bind(w, prefix, l), model.Bind(w, prefix, l.attn), model.Bind(w, prefix, l.ffn))
+	var attn any = l.attn
+	if a, ok := l.attn.(*mlaAttn); ok {
+		attn = &a.Layer
+	}
+	return errors.Join(model.Bind(w, prefix, l), model.Bind(w, prefix, attn), model.Bind(w, prefix, l.ffn))
 }
 
 type top struct {
@@ -95,6 +100,7 @@ type Model struct {
 	layers []layer
 	pool   *ops.Pool
 	chunk  int // model.Options.DeltaChunk
+	mla    *mla.Shape
 	// experts runs the routed experts of the MoE layers; when a stager
 	// serves them (experts.Source), the *_exps tensors carry no data.
 	experts *moe.Runner
@@ -106,7 +112,7 @@ func New(c model.Config, w model.Weights, o model.Options) (model.Model, error) 
 	if err != nil {
 		return nil, fmt.Errorf("kimi-k3: %w", err)
 	}
-	m := &Model{p: p, layers: make([]layer, p.Layers), pool: ops.NewPool(o.Threads), chunk: o.DeltaChunk}
+	m := &Model{p: p, layers: make([]layer, p.Layers), pool: ops.NewPool(o.Threads), chunk: o.DeltaChunk, mla: p.mlaShape()}
 	m.pool.SetBackend(o.Backend)
 	errs := []error{model.Bind(w, "", &m.top)}
 	for il := range m.layers {
@@ -146,20 +152,11 @@ func (m *Model) NewState() model.State {
 				r.Conv = append(r.Conv, make([]float32, dInner*(p.ConvK-1)))
 			}
 			s.Rec[il] = r
-		case *mla:
-			s.Cache[il] = &state.HalfRows{Stride: p.cacheStride(a.KVB != nil)}
+		case *mlaAttn:
+			s.Cache[il] = &state.HalfRows{Stride: m.mla.CacheStride(a.Expanded())}
 		}
 	}
 	return s
-}
-
-// cacheStride is the half values cached per position of an MLA layer: the
-// normed latent and the pe part when absorbed, else every head's K and V.
-func (p *Params) cacheStride(expanded bool) int {
-	if !expanded {
-		return p.KVLora + p.Rot
-	}
-	return p.Heads * (p.kDim() + p.vDim())
 }
 
 // recurrentFloats is the float32 values of one KDA layer's state: the
@@ -182,7 +179,7 @@ func StateSize(c model.Config, w model.Weights) (fixed, perToken int64, err erro
 			continue
 		}
 		_, expanded := w.Tensor(fmt.Sprintf("blk.%d.attn_kv_b.weight", il))
-		perToken += 2 * int64(p.cacheStride(expanded))
+		perToken += 2 * int64(p.mlaShape().CacheStride(expanded))
 	}
 	return fixed, perToken, nil
 }

@@ -1,0 +1,202 @@
+package mla
+
+import (
+	"github.com/k3-inference/k3/core/ops"
+)
+
+// Forward runs the layer on the normed input x (N×Embd) and returns its
+// output (N×Embd). The latent (normed kv_cmpr plus the pe part) is cached
+// in half precision; with attn_k_b/attn_v_b the queries are absorbed into
+// the latent space and the heads share one cached row, otherwise attn_kv_b
+// expands every position into per-head K and V.
+func (l *Layer) Forward(s *Shape, ps *Pass, x []float32) ([]float32, error) {
+	n := ps.N
+	kv, rot := s.KVLora, s.Rot
+
+	// Every projection of the input in one batch; a nil tensor is skipped.
+	proj, err := ps.MatMuls(x, n, l.QA, l.Q, l.KVA, l.Gate)
+	if err != nil {
+		return nil, err
+	}
+	q, kvpe, gate := proj[1], proj[2], proj[3]
+	if l.QA != nil {
+		qa := proj[0]
+		ops.RMSNorm(qa, qa, l.qaNorm, s.QLora, s.Eps)
+		if q, err = ps.MatMul(l.QB, qa, n); err != nil {
+			return nil, err
+		}
+	}
+	if s.Rope != nil {
+		s.rope(ps, q, kvpe)
+	}
+	latent := ps.Buf(n * kv)
+	for t := 0; t < n; t++ {
+		copy(latent[t*kv:(t+1)*kv], kvpe[t*(kv+rot):])
+	}
+	ops.RMSNorm(latent, latent, l.kvaNorm, kv, s.Eps)
+	pe := func(t int) []float32 { return kvpe[t*(kv+rot)+kv : (t+1)*(kv+rot)] }
+
+	var out []float32
+	if l.KVB == nil {
+		out, err = l.absorbed(s, ps, q, latent, pe)
+	} else {
+		out, err = l.expanded(s, ps, q, latent, pe)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if l.Gate != nil {
+		for i := range out {
+			out[i] *= ops.Sigmoid(gate[i])
+		}
+	}
+	return ps.MatMul(l.Out, out, n)
+}
+
+// rope rotates, for every token, each head's query pe part (the last Rot
+// values of its KDim) and the key pe part after the latent.
+func (s *Shape) rope(ps *Pass, q, kvpe []float32) {
+	H, kd, kv, rot := s.Heads, s.KDim, s.KVLora, s.Rot
+	ps.Pool.For(ps.N, 1, func(lo, hi int) {
+		cache := make([]float32, rot)
+		for t := lo; t < hi; t++ {
+			s.Rope.Cache(ps.Pos+t, cache)
+			for h := 0; h < H; h++ {
+				off := t*H*kd + h*kd + kd - rot
+				s.Rope.Apply(q[off:off+rot], cache)
+			}
+			s.Rope.Apply(kvpe[t*(kv+rot)+kv:(t+1)*(kv+rot)], cache)
+		}
+	})
+}
+
+// attend runs causal attention for every (token, head) of the batch over
+// the cache, with ggml's CPU flash-attention kernel for a batch this size.
+func (s *Shape) attend(ps *Pass, q []float32, qStride int, kvOf func(h int) ops.HalfKV, heads int, rows []uint16, out []float32, outStride int) {
+	n := ps.N
+	scale := s.Scale
+	// ggml's SIMD builds also require DV to be a multiple of their vector
+	// width for the tiled kernel; the scalar build, which k3 follows, does not.
+	tiled := n >= ops.FlashTileQ
+	// llama.cpp's KV view covers max(256, used rounded up to 256) cells,
+	// at most the context; one query over 512+ cells takes the split path.
+	nkv := max(256, (ps.Pos+n+255)/256*256)
+	if ps.Ctx > 0 {
+		nkv = min(nkv, ps.Ctx)
+	}
+	split := n == 1 && nkv >= 512
+	ps.Pool.For(n*heads, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t, h := i/heads, i%heads
+			kvh := kvOf(h)
+			kvh.Data = rows
+			visible := ps.Pos + t + 1
+			qr := q[t*qStride+h*kvh.DK : t*qStride+(h+1)*kvh.DK]
+			o := out[t*outStride+h*kvh.DV : t*outStride+(h+1)*kvh.DV]
+			switch {
+			case tiled:
+				ops.AttendTiled(qr, kvh, visible, scale, o)
+			case split:
+				ops.AttendHalfSplit(qr, kvh, visible, nkv, ps.Pool.Threads(), scale, o)
+			default:
+				ops.AttendHalf(qr, kvh, visible, scale, o)
+			}
+		}
+	})
+}
+
+func (l *Layer) absorbed(s *Shape, ps *Pass, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+	n, cache := ps.N, ps.Cache
+	H, kd, vd, kv, rot := s.Heads, s.KDim, s.VDim, s.KVLora, s.Rot
+	nope := kd - rot
+	dk := kv + rot
+
+	// absorb: per head, q_nope through attn_k_b into the latent space
+	qa := ps.Buf(n * H * dk)
+	kb, vb := l.KB.Matrix(), l.VB.Matrix()
+	// Every head's product in one batch, each on its own buffers.
+	qns, qhs := ps.Buf(H*n*nope), ps.Buf(H*n*kv)
+	batch := make([]ops.MatMulOp, H)
+	for h := 0; h < H; h++ {
+		qn := qns[h*n*nope : (h+1)*n*nope]
+		for t := 0; t < n; t++ {
+			copy(qn[t*nope:(t+1)*nope], q[t*H*kd+h*kd:])
+		}
+		batch[h] = ops.MatMulOp{W: kb.Slice(h*kv, (h+1)*kv), X: qn, N: n, Out: qhs[h*n*kv : (h+1)*n*kv]}
+	}
+	if err := ps.Pool.MatMuls(batch...); err != nil {
+		return nil, err
+	}
+	for h := 0; h < H; h++ {
+		qh := qhs[h*n*kv : (h+1)*n*kv]
+		for t := 0; t < n; t++ {
+			dst := qa[t*H*dk+h*dk:]
+			copy(dst[:kv], qh[t*kv:(t+1)*kv])
+			copy(dst[kv:dk], q[t*H*kd+h*kd+nope:t*H*kd+(h+1)*kd])
+		}
+	}
+
+	rows := cache.Grow(n)
+	for t := 0; t < n; t++ {
+		r := rows[t*dk : (t+1)*dk]
+		ops.PutHalf(r[:kv], latent[t*kv:(t+1)*kv])
+		ops.PutHalf(r[kv:], pe(t))
+	}
+	att := ps.Buf(n * H * kv)
+	s.attend(ps, qa, H*dk, func(int) ops.HalfKV {
+		return ops.HalfKV{Stride: dk, KOff: 0, DK: dk, VOff: 0, DV: kv}
+	}, H, cache.Data, att, H*kv)
+
+	// decompress: per head, the latent output through attn_v_b
+	out := ps.Buf(n * H * vd)
+	ahs, ohs := ps.Buf(H*n*kv), ps.Buf(H*n*vd)
+	for h := 0; h < H; h++ {
+		ah := ahs[h*n*kv : (h+1)*n*kv]
+		for t := 0; t < n; t++ {
+			copy(ah[t*kv:(t+1)*kv], att[t*H*kv+h*kv:])
+		}
+		batch[h] = ops.MatMulOp{W: vb.Slice(h*vd, (h+1)*vd), X: ah, N: n, Out: ohs[h*n*vd : (h+1)*n*vd]}
+	}
+	if err := ps.Pool.MatMuls(batch...); err != nil {
+		return nil, err
+	}
+	for h := 0; h < H; h++ {
+		oh := ohs[h*n*vd : (h+1)*n*vd]
+		for t := 0; t < n; t++ {
+			copy(out[t*H*vd+h*vd:t*H*vd+(h+1)*vd], oh[t*vd:(t+1)*vd])
+		}
+	}
+	return out, nil
+}
+
+// expanded is the attn_kv_b layout: K per head is the pe part and k_nope
+// in the architecture's order (Shape.PeFirst), V its own slice.
+func (l *Layer) expanded(s *Shape, ps *Pass, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+	n, cache := ps.N, ps.Cache
+	H, kd, vd, rot := s.Heads, s.KDim, s.VDim, s.Rot
+	nope := kd - rot
+	kvx, err := ps.MatMul(l.KVB, latent, n)
+	if err != nil {
+		return nil, err
+	}
+	peOff, nopeOff := 0, rot
+	if !s.PeFirst {
+		peOff, nopeOff = nope, 0
+	}
+	stride := H * (kd + vd)
+	rows := cache.Grow(n)
+	for t := 0; t < n; t++ {
+		r := rows[t*stride : (t+1)*stride]
+		for h := 0; h < H; h++ {
+			src := kvx[t*H*(nope+vd)+h*(nope+vd):]
+			ops.PutHalf(r[h*kd+peOff:h*kd+peOff+rot], pe(t))
+			ops.PutHalf(r[h*kd+nopeOff:h*kd+nopeOff+nope], src[:nope])
+			ops.PutHalf(r[H*kd+h*vd:H*kd+(h+1)*vd], src[nope:nope+vd])
+		}
+	}
+	out := ps.Buf(n * H * vd)
+	s.attend(ps, q, H*kd, func(h int) ops.HalfKV {
+		return ops.HalfKV{Stride: stride, KOff: h * kd, DK: kd, VOff: H*kd + h*vd, DV: vd}
+	}, H, cache.Data, out, H*vd)
+	return out, nil
+}
