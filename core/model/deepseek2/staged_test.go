@@ -13,6 +13,7 @@ import (
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/ggufreq"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/plugin/plugintest"
 	"github.com/k3-inference/k3/core/synth"
 )
@@ -64,8 +65,8 @@ func TestStagedBudget(t *testing.T) {
 	resident, _ := foot(req, 0)
 	st := &countingStager{}
 	name := "deepseek2-test-" + t.Name()
-	plugin.RegisterStager(name, func() plugin.Stager { return st })
-	s, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: plugin.Launch{Name: name, InProcess: true},
+	host.RegisterStager(name, func() plugin.Stager { return st })
+	s, err := engine.OpenStaged(context.Background(), f, engine.StageOptions{Launch: host.Launch{Name: name, InProcess: true},
 		Budget: resident + 3*unit, Footprint: foot})
 	if err != nil {
 		t.Fatal(err)
