@@ -28,6 +28,14 @@ type state struct {
 
 const deadSet = 0
 
+// sigKey memoizes a set's transition on a character: by the signature of
+// the top classes it matches, or by the code point itself.
+type sigKey struct {
+	set    int32
+	byRune bool
+	sig    uint64
+}
+
 // Matcher follows generated text through a grammar and tells which tokens
 // may come next. It is not safe for concurrent use; one per generation.
 type Matcher struct {
@@ -40,7 +48,7 @@ type Matcher struct {
 	sets     [][]int32
 	setID    map[string]int32
 	ascii    [][]int32 // per set, the set after each ASCII character (-1: not computed)
-	steps    map[uint64]int32
+	steps    map[sigKey]int32
 	masks    map[state]Bitset
 
 	cur state
@@ -53,7 +61,7 @@ const maxMasks = 256
 // NewMatcher starts matching g's root rule against v's tokens.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
 	m := &Matcher{g: g, v: v, nodes: []node{{pos: -1}}, nodeID: map[uint64]int32{}, expanded: map[int32][]int32{},
-		setID: map[string]int32{}, steps: map[uint64]int32{}, masks: map[state]Bitset{}}
+		setID: map[string]int32{}, steps: map[sigKey]int32{}, masks: map[state]Bitset{}}
 	m.intern(nil) // set 0: dead
 	var start []int32
 	g.alts(g.root, func(pos int32) {
@@ -137,7 +145,21 @@ func (m *Matcher) stepRune(set int32, r rune) int32 {
 			return t[r]
 		}
 	}
-	key := uint64(uint32(set))<<32 | uint64(uint32(r))
+	// Beyond ASCII, the next set depends only on which of the stacks' top
+	// classes r is in: memoize on that signature (stacks past the 64th
+	// fall back to the code point itself).
+	key := sigKey{set: set, sig: uint64(r), byRune: true}
+	if r >= 128 && len(m.sets[set]) <= 64 {
+		key = sigKey{set: set}
+		for i, s := range m.sets[set] {
+			if s == 0 {
+				continue
+			}
+			if e := m.g.elems[m.nodes[s].pos]; e.kind == kChars && m.g.classes[e.val].match(r) {
+				key.sig |= 1 << i
+			}
+		}
+	}
 	next, ok := m.steps[key]
 	if !ok {
 		var out []int32
@@ -182,6 +204,9 @@ func (m *Matcher) stepByte(st state, b byte) state {
 		}
 		st.cp = st.cp<<6 | uint32(b&0x3F)
 		if st.remain--; st.remain > 0 {
+			if !m.partialOK(st) {
+				return state{}
+			}
 			return st
 		}
 		r := rune(st.cp)
@@ -194,13 +219,18 @@ func (m *Matcher) stepByte(st state, b byte) state {
 	case b < 0x80:
 		return state{set: m.stepRune(st.set, rune(b))}
 	case b&0xE0 == 0xC0 && b >= 0xC2:
-		return state{set: st.set, cp: uint32(b & 0x1F), remain: 1}
+		st = state{set: st.set, cp: uint32(b & 0x1F), remain: 1}
 	case b&0xF0 == 0xE0:
-		return state{set: st.set, cp: uint32(b & 0x0F), remain: 2}
+		st = state{set: st.set, cp: uint32(b & 0x0F), remain: 2}
 	case b&0xF8 == 0xF0 && b <= 0xF4:
-		return state{set: st.set, cp: uint32(b & 0x07), remain: 3}
+		st = state{set: st.set, cp: uint32(b & 0x07), remain: 3}
+	default:
+		return state{}
 	}
-	return state{}
+	if !m.partialOK(st) {
+		return state{}
+	}
+	return st
 }
 
 // partialOK reports whether some completion of st's incomplete character
@@ -358,11 +388,16 @@ func (m *Matcher) compute(st state) Bitset {
 	states[0] = st
 	valid := 0 // states[0..valid] hold the previous token's prefixes
 	for i := 0; i < len(v.order); {
-		id := v.order[i]
-		p := v.pieces[id]
+		p := v.sorted[v.off[i]:v.off[i+1]]
 		d := min(int(v.lcp[i]), valid)
 		for d < len(p) {
-			s := m.stepByte(states[d], p[d])
+			var s state
+			// ASCII from a whole character: the set's transition table.
+			if c, at := p[d], states[d]; c < 0x80 && at.remain == 0 && m.ascii[at.set] != nil && m.ascii[at.set][c] >= 0 {
+				s.set = m.ascii[at.set][c]
+			} else {
+				s = m.stepByte(at, c)
+			}
 			if s.set == deadSet {
 				break
 			}
@@ -379,7 +414,7 @@ func (m *Matcher) compute(st state) Bitset {
 			continue
 		}
 		if end := states[d]; end.remain == 0 || m.partialOK(end) {
-			out.set(id)
+			out.set(v.order[i])
 		}
 		i++
 	}

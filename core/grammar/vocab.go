@@ -17,6 +17,10 @@ type Vocab struct {
 	order  []int32
 	lcp    []int32
 	maxLen int
+	// The sorted tokens' bytes back to back (token i of order is
+	// sorted[off[i]:off[i+1]]): the mask walk reads memory in order.
+	sorted []byte
+	off    []int32
 }
 
 // NewVocab indexes pieces (token id -> bytes); eog lists the
@@ -37,6 +41,12 @@ func NewVocab(pieces []string, eog []int32) *Vocab {
 		}
 	}
 	slices.SortFunc(v.order, func(a, b int32) int { return bytes.Compare(v.pieces[a], v.pieces[b]) })
+	v.off = make([]int32, 0, len(v.order)+1)
+	for _, id := range v.order {
+		v.off = append(v.off, int32(len(v.sorted)))
+		v.sorted = append(v.sorted, v.pieces[id]...)
+	}
+	v.off = append(v.off, int32(len(v.sorted)))
 	v.lcp = make([]int32, len(v.order))
 	for i := 1; i < len(v.order); i++ {
 		a, b := v.pieces[v.order[i-1]], v.pieces[v.order[i]]
