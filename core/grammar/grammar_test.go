@@ -183,7 +183,7 @@ func smallVocab() []string {
 	for b := 0x20; b < 0x7f; b++ {
 		p = append(p, string(rune(b)))
 	}
-	p = append(p, "\n", "é", "日", "\xe6", "\x97\xa5", "\xc3", "\xa9", "\xe6\x97", "\xa5x", "true", "tr", "fal", "false", `"a`, `":`, `", "`,
+	p = append(p, "\n", "é", "日", "\xe6", "\x97\xa5", "\xc3", "\xa9", "\xe6\x97", "\xa5x", "\xed", "\xa3", "\x9f", "\xbf", "\xf4", "\x90", "\x8f", "\xf0", "true", "tr", "fal", "false", `"a`, `":`, `", "`,
 		"null", "nu", `{"`, `}`, `"}`, "12", "1.5", "e+", " ", "  ", "\n  ", `\u00`, `\n`, "ab", "abc", "abd", "")
 	return p
 }
@@ -240,4 +240,41 @@ func text(v *Vocab, toks []int32) string {
 		b.Write(v.Piece(t))
 	}
 	return b.String()
+}
+
+// TestNoDeadEnds: with every byte a token, an allowed token never leads
+// to a state that allows nothing (a lead byte whose every completion is
+// invalid UTF-8, such as a surrogate, must not be allowed).
+func TestNoDeadEnds(t *testing.T) {
+	var pieces []string
+	for b := range 256 {
+		pieces = append(pieces, string([]byte{byte(b)}))
+	}
+	pieces[0] = "</s>"
+	v := NewVocab(pieces, []int32{0})
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, src := range []string{jsonGBNF, `root ::= [^"\x00-\x1F]{0,30} "."`, `root ::= [\U00010000-\U0010FFFF]+ "."`, `root ::= . . . "."`} {
+		g := mustParse(t, src)
+		for range 30 {
+			m := NewMatcher(g, v)
+			for step := 0; step < 60 && !m.Done(); step++ {
+				a := m.Allowed()
+				if a.Count() == 0 {
+					t.Fatalf("%s: nothing allowed at step %d", src, step)
+				}
+				var cands []int32
+				for id := range int32(256) {
+					if a.Has(id) && id != 0 {
+						cands = append(cands, id)
+					}
+				}
+				if len(cands) == 0 {
+					break
+				}
+				if err := m.Accept(cands[rng.IntN(len(cands))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 }

@@ -245,13 +245,20 @@ func (m *Matcher) partialOK(st state) bool {
 		lo = 0x10000
 	}
 	hi = min(hi, utf8.MaxRune)
+	// Surrogates are not characters: what completes into them is invalid.
+	ranges := [][2]rune{{lo, min(hi, 0xD7FF)}, {max(lo, 0xE000), hi}}
 	for _, s := range m.sets[st.set] {
 		if s == 0 {
 			continue
 		}
 		e := m.g.elems[m.nodes[s].pos]
-		if e.kind == kChars && m.g.classes[e.val].matchRange(lo, hi) {
-			return true
+		if e.kind != kChars {
+			continue
+		}
+		for _, r := range ranges {
+			if r[0] <= r[1] && m.g.classes[e.val].matchRange(r[0], r[1]) {
+				return true
+			}
 		}
 	}
 	return false

@@ -225,3 +225,21 @@ func TestSchemaErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestUntil(t *testing.T) {
+	for _, marker := range []string{"</think>", "<|close|>think<|sep|>", "aab", "abab", "x"} {
+		b := NewSchemaBuilder()
+		b.Rule("root", b.Until("body", marker))
+		g := mustParse(t, b.String())
+		for _, body := range []string{"", "hello", "<", "</thin", "aa", "aba", "<|close|>thin", "a\nb日本"} {
+			s := body + marker
+			want := !strings.Contains(s[:len(s)-1], marker)
+			if matches(g, s) != want {
+				t.Errorf("until %q: %q matches = %v, want %v\n%s", marker, s, !want, want, b)
+			}
+		}
+		if matches(g, marker+"x"+marker) || matches(g, "abc") {
+			t.Errorf("until %q: text past the first marker, or without it, matches", marker)
+		}
+	}
+}

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -84,52 +82,6 @@ type toolForce struct {
 	name string
 }
 
-// toolNameMask constrains the model, writing the tool attribute a
-// "required" tool_choice left open (chat.ForcedCall), to one of names and
-// the rest of the call's tag (chat.CallNamed): a token is allowed while the
-// text so far plus its own is a prefix of some target, or goes past one
-// (the tag written, the rest is the model's). texts are the tokens' texts.
-func toolNameMask(texts []string, names []string) func(generated []int32, logits []float32) {
-	var targets []string
-	for _, n := range names {
-		targets = append(targets, chat.CallNamed(n))
-	}
-	return func(generated []int32, logits []float32) {
-		var sb strings.Builder
-		for _, t := range generated {
-			if int(t) < len(texts) {
-				sb.WriteString(texts[t])
-			}
-		}
-		so := sb.String()
-		var rests []string // what each target still needs after so
-		for _, target := range targets {
-			if strings.HasPrefix(so, target) {
-				return // the tag is written
-			}
-			if rest, ok := strings.CutPrefix(target, so); ok {
-				rests = append(rests, rest)
-			}
-		}
-		inf := float32(math.Inf(-1))
-		for t := range logits {
-			ok := false
-			if t < len(texts) && texts[t] != "" {
-				x := texts[t]
-				for _, rest := range rests {
-					if strings.HasPrefix(rest, x) || strings.HasPrefix(x, rest) {
-						ok = true
-						break
-					}
-				}
-			}
-			if !ok {
-				logits[t] = inf
-			}
-		}
-	}
-}
-
 // tokenTexts is every token's text (with control tokens as their text),
 // made once per backend.
 func (s *Server) tokenTexts() []string {
@@ -151,7 +103,7 @@ func (s *Server) tokenTexts() []string {
 // "none") and what tool_choice forces: "required" with one tool and a
 // named function force a call of that tool, "required" among several a
 // call whose tool the model names, held to the declared ones
-// (chat.ForcedCall, toolNameMask).
+// (chat.ForcedCall, chatConstraint).
 func chatTools(req *chatRequest) ([]chat.Tool, toolForce, *apiError) {
 	var force toolForce
 	var tools []chat.Tool
@@ -315,12 +267,8 @@ func (s *Server) prepareChat(b Backend, req *chatRequest, route string) (*chatJo
 	if aerr != nil {
 		return nil, aerr
 	}
-	if force.call && force.name == "" {
-		var names []string
-		for _, t := range in.Tools {
-			names = append(names, t.Name)
-		}
-		j.mask = toolNameMask(s.tokenTexts(), names)
+	if j.mask, aerr = s.chatConstraint(req, popts, force); aerr != nil {
+		return nil, aerr
 	}
 	j.special = true
 	return &chatJob{j: j, popts: popts, forced: forced}, nil

@@ -45,6 +45,9 @@ func (s *Server) completions(c echo.Context) error {
 	if aerr != nil {
 		return aerr
 	}
+	if aerr := s.constrainText(j, &req.samplingFields); aerr != nil {
+		return aerr
+	}
 	resp := completionResponse{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
 		Model: s.modelID(b), SystemFingerprint: "k3"}
 	stops := sample.NewStopMatcher(j.stops)
