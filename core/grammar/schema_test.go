@@ -136,14 +136,14 @@ func TestSchemaGeneratesValidDocuments(t *testing.T) {
 
 func TestSchemaRejects(t *testing.T) {
 	for _, tc := range []struct{ schema, doc string }{
-		{schemaCases[0].schema, `{"name":"x","age":3,"kind":"person"}`},                                      // address missing
-		{schemaCases[0].schema, `{"name":"x","age":151,"address":{"city":"a"},"kind":"person"}`},             // age > max
-		{schemaCases[0].schema, `{"name":"","age":1,"address":{"city":"a"},"kind":"person"}`},                // minLength
-		{schemaCases[0].schema, `{"name":"x","age":1,"address":{"city":"a"},"kind":"person","extra":1}`},     // additional
-		{schemaCases[0].schema, `{"age":1,"name":"x","address":{"city":"a"},"kind":"person"}`},               // order
-		{schemaCases[1].schema, `{"a":{"x":1,"y":5}}`},                                                       // exclusiveMaximum
-		{schemaCases[4].schema, `{"id":1,"id":2}`},                                                           // a declared key as an extra
-		{schemaCases[8].schema, `[99,"a"]`},                                                                  // minimum 100
+		{schemaCases[0].schema, `{"name":"x","age":3,"kind":"person"}`},                                  // address missing
+		{schemaCases[0].schema, `{"name":"x","age":151,"address":{"city":"a"},"kind":"person"}`},         // age > max
+		{schemaCases[0].schema, `{"name":"","age":1,"address":{"city":"a"},"kind":"person"}`},            // minLength
+		{schemaCases[0].schema, `{"name":"x","age":1,"address":{"city":"a"},"kind":"person","extra":1}`}, // additional
+		{schemaCases[0].schema, `{"age":1,"name":"x","address":{"city":"a"},"kind":"person"}`},           // order
+		{schemaCases[1].schema, `{"a":{"x":1,"y":5}}`},                                                   // exclusiveMaximum
+		{schemaCases[4].schema, `{"id":1,"id":2}`},                                                       // a declared key as an extra
+		{schemaCases[8].schema, `[99,"a"]`},                                                              // minimum 100
 	} {
 		src, err := FromJSONSchema([]byte(tc.schema))
 		if err != nil {

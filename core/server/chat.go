@@ -237,6 +237,11 @@ type chatJob struct {
 	j      *job
 	popts  chat.ParseOptions
 	forced string // the reply's start that tool_choice wrote into the prompt
+	// probs, when logprobs were asked for, records each step; logprobs
+	// are the generated tokens' entries so far, sent of them streamed.
+	probs    *probRecorder
+	logprobs []tokenProb
+	sent     int
 }
 
 // prepareChat renders a chat request with the model's template and makes
@@ -271,7 +276,36 @@ func (s *Server) prepareChat(b Backend, req *chatRequest, route string) (*chatJo
 		return nil, aerr
 	}
 	j.special = true
-	return &chatJob{j: j, popts: popts, forced: forced}, nil
+	cj := &chatJob{j: j, popts: popts, forced: forced}
+	top, aerr := chatTopLogprobs(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if top >= 0 {
+		cj.probs = &probRecorder{n: top, texts: s.tokenTexts()}
+		j.mask = chainMasks(cj.probs.observe, j.mask) // raw logits, before the grammar
+	}
+	return cj, nil
+}
+
+// chatTopLogprobs validates logprobs and top_logprobs: -1 when no
+// log-probabilities are wanted, else how many alternatives (0..20, as
+// OpenAI allows).
+func chatTopLogprobs(req *chatRequest) (int, *apiError) {
+	on := req.Logprobs != nil && *req.Logprobs
+	if req.TopLogprobs != nil && !on {
+		return -1, errInvalid("top_logprobs requires logprobs to be set to true")
+	}
+	if !on {
+		return -1, nil
+	}
+	if req.TopLogprobs == nil {
+		return 0, nil
+	}
+	if n := *req.TopLogprobs; n < 0 || n > 20 {
+		return -1, errInvalid(fmt.Sprintf("top_logprobs = %d is outside [0, 20]", n))
+	}
+	return *req.TopLogprobs, nil
 }
 
 // chatOutcome is a finished chat generation.
@@ -296,6 +330,9 @@ func (s *Server) runChat(c echo.Context, b Backend, cj *chatJob, start func() er
 		}
 		return out(f.parser.Feed(cj.forced))
 	}, func(p Piece) error {
+		if cj.probs != nil && p.Token >= 0 {
+			cj.logprobs = append(cj.logprobs, cj.probs.entry(p.Token))
+		}
 		if err := out(f.feed(p.Text)); err != nil {
 			return err
 		}
@@ -392,6 +429,9 @@ func (s *Server) wholeChat(c echo.Context, b Backend, cj *chatJob, resp chatResp
 	}
 	fr := finishReason(res, parsed)
 	resp.Choices = []chatChoice{{Message: msg, FinishReason: &fr}}
+	if cj.probs != nil {
+		resp.Choices[0].Logprobs = chatLogprobsOf(cj.logprobs)
+	}
 	resp.Usage, resp.Timings = usageOf(res), timingsOf(res)
 	return s.writeJSON(c, resp)
 }
@@ -431,13 +471,29 @@ func (s *Server) streamChat(c echo.Context, b Backend, cj *chatJob, resp chatRes
 		r.Choices = []chatChoice{{Delta: d, FinishReason: finish}}
 		return r
 	}
+	// pending attaches the log-probabilities of the tokens not yet sent
+	// to a chunk: a chunk carries those of the tokens up to its text.
+	pending := func(r *chatResponse) {
+		if cj.probs != nil && cj.sent < len(cj.logprobs) {
+			r.Choices[0].Logprobs = chatLogprobsOf(cj.logprobs[cj.sent:])
+			cj.sent = len(cj.logprobs)
+		}
+	}
 	var w *sse
 	sendDeltas := func(ds []chat.Delta) error {
+		var outs []*chatDelta
 		for _, d := range ds {
 			if out := deltaOut(d); out != nil {
-				if err := w.send(chunk(out, nil)); err != nil {
-					return err
-				}
+				outs = append(outs, out)
+			}
+		}
+		for i, out := range outs {
+			c := chunk(out, nil)
+			if i == len(outs)-1 {
+				pending(&c)
+			}
+			if err := w.send(c); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -460,6 +516,7 @@ func (s *Server) streamChat(c echo.Context, b Backend, cj *chatJob, resp chatRes
 	}
 	fr := finishReason(res, parsed)
 	last := chunk(&chatDelta{}, &fr)
+	pending(&last)
 	last.Timings = timingsOf(res)
 	if cut {
 		fr, last.Error = "stop", errCutShort()

@@ -33,6 +33,7 @@ type job struct {
 	ignoreEOS    bool
 	special      bool
 	mask         func(generated []int32, logits []float32)
+	promptLogits func(i int, logits []float32)
 	stream       bool
 	includeUsage bool
 }
@@ -148,7 +149,7 @@ func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, em
 	}
 	start := time.Now()
 	gctx, stop := s.generationContext(ctx)
-	res, err := b.Generate(gctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask}, emit)
+	res, err := b.Generate(gctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask, PromptLogits: j.promptLogits}, emit)
 	stop()
 	cancelled := ctx.Err() != nil || errors.Is(err, errClientGone)
 	if !cancelled && err != nil && interrupted(gctx) {
