@@ -85,9 +85,9 @@ func (s *Server) completions(c echo.Context) error {
 type cmplProbs struct {
 	rec     *probRecorder // nil: no logprobs wanted
 	texts   []string
-	echo    string // the prompt as it comes back (its tokens' texts)
-	prompt  []*tokenProb // echoed prompt entries, by position
-	tokens  []int32      // the prompt
+	echo    string              // the prompt as it comes back (its tokens' texts)
+	prompt  []*tokenProb        // echoed prompt entries, by position
+	tokens  []int32             // the prompt
 	lp      *completionLogprobs // of the generated tokens
 	offset  int                 // text offset of the next generated token
 	sent    int                 // entries of lp already streamed
