@@ -40,10 +40,11 @@ func grammarMask(v *grammar.Vocab, g *grammar.Grammar, trigger string) func(gene
 				_ = m.Accept(t)
 				continue
 			}
+			from := max(0, len(text)-len(trigger)+1) // earlier text was searched
 			text = append(text, v.Piece(t)...)
-			if i := bytes.Index(text, []byte(trigger)); i >= 0 {
+			if i := bytes.Index(text[from:], []byte(trigger)); i >= 0 {
 				active = true
-				_ = m.AcceptString(string(text[i+len(trigger):]))
+				_ = m.AcceptString(string(text[from+i+len(trigger):]))
 			}
 		}
 		if active && m.Err() == nil {
