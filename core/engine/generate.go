@@ -97,6 +97,11 @@ type Request struct {
 	// the logits of the tokens not allowed to -Inf. A mask that allows
 	// nothing is ignored for that token.
 	Mask func(generated []int32, logits []float32)
+	// PromptLogits, if set, gets for each prompt position i >= 1 the
+	// logits the model gives prompt[i] (those after position i-1): the
+	// prompt's log-probabilities (echo). The whole prompt is then
+	// evaluated, nothing reused, since reused positions have no logits.
+	PromptLogits func(i int, logits []float32)
 }
 
 // Piece is one generated token and the text it makes final: possibly
@@ -166,7 +171,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) err
 	}
 
 	start := time.Now()
-	logits, err := e.prefill(ctx, prompt, &res)
+	logits, err := e.prefill(ctx, prompt, req.PromptLogits, &res)
 	res.PrefillTime = time.Since(start)
 	if err != nil {
 		return res, err

@@ -252,3 +252,42 @@ func TestMask(t *testing.T) {
 		t.Errorf("after a masked request the same prompt samples differently (-before +after):\n%s", d)
 	}
 }
+
+// TestPromptLogits: the logits reported for each prompt position are the
+// ones stepping through the prompt token by token gives, across ubatch
+// boundaries, and a warm sequence is not reused for them.
+func TestPromptLogits(t *testing.T) {
+	e := newEngine(t, engine.Options{UBatch: 3})
+	prompt := []int32{1, 20, 30, 40, 50, 60, 70, 80}
+	ref := engine.NewRunner(e.Model(), engine.Step, 1)
+	ref.SetContext(e.Context())
+	var want [][]float32
+	for _, tok := range prompt[:len(prompt)-1] {
+		l, err := ref.Decode(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, l)
+	}
+	// Warm the sequence with the same prompt: it must still be evaluated.
+	if _, err := e.Generate(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 1}, func(engine.Piece) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int][]float32{}
+	res, err := e.Generate(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 1,
+		PromptLogits: func(i int, l []float32) { got[i] = slices.Clone(l) }}, func(engine.Piece) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ReusedTokens != 0 || len(got) != len(prompt)-1 {
+		t.Fatalf("reused %d, got %d positions, want 0 and %d", res.ReusedTokens, len(got), len(prompt)-1)
+	}
+	for i := 1; i < len(prompt); i++ {
+		w, g := want[i-1], got[i]
+		for k := range w {
+			if d := math.Abs(float64(w[k] - g[k])); d > 1e-3*(1+math.Abs(float64(w[k]))) {
+				t.Fatalf("position %d logit %d: %g, stepping gives %g", i, k, g[k], w[k])
+			}
+		}
+	}
+}

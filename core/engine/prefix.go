@@ -20,8 +20,13 @@ type prefix struct {
 // evaluated. After a failed forward pass the sequence is dropped (its
 // state is undefined); after cancellation it keeps the prompt batches that
 // completed.
-func (e *Engine) prefill(ctx context.Context, prompt []int32, res *Result) ([]float32, error) {
-	reused := e.reuse(prompt)
+func (e *Engine) prefill(ctx context.Context, prompt []int32, promptLogits func(int, []float32), res *Result) ([]float32, error) {
+	var reused int
+	if promptLogits != nil {
+		e.start()
+	} else {
+		reused = e.reuse(prompt)
+	}
 	res.ReusedTokens = reused
 	ub := e.o.UBatch
 	if ub <= 0 {
@@ -32,10 +37,20 @@ func (e *Engine) prefill(ctx context.Context, prompt []int32, res *Result) ([]fl
 			return nil, err
 		}
 		part := rest[:min(ub, len(rest))]
-		logits, err := e.run.Prefill(part, false)
+		logits, err := e.run.Prefill(part, promptLogits != nil)
 		if err != nil {
 			e.drop()
 			return nil, fmt.Errorf("engine: prefill: %w", err)
+		}
+		if promptLogits != nil {
+			v := len(logits) / len(part)
+			at := len(e.seen) // position of part[0]
+			for r := range part {
+				if at+r+1 < len(prompt) {
+					promptLogits(at+r+1, logits[r*v:(r+1)*v])
+				}
+			}
+			logits = slices.Clone(logits[(len(part)-1)*v:]) // not the whole batch's rows
 		}
 		e.seen = append(e.seen, part...)
 		e.last = logits

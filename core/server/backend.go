@@ -78,6 +78,9 @@ type GenerateRequest struct {
 	Special bool
 	// Mask, if set, constrains sampling (engine.Request.Mask).
 	Mask func(generated []int32, logits []float32)
+	// PromptLogits, if set, gets the logits that predict each prompt token
+	// after the first (engine.Request.PromptLogits; for echo).
+	PromptLogits func(i int, logits []float32)
 }
 
 // Piece is one generated token and the text it completes (possibly empty

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -103,52 +101,6 @@ type toolForce struct {
 	name string
 }
 
-// toolNameMask constrains the model, writing the tool attribute a
-// "required" tool_choice left open (chat.ForcedCall), to one of names and
-// the rest of the call's tag (chat.CallNamed): a token is allowed while the
-// text so far plus its own is a prefix of some target, or goes past one
-// (the tag written, the rest is the model's). texts are the tokens' texts.
-func toolNameMask(texts []string, names []string) func(generated []int32, logits []float32) {
-	var targets []string
-	for _, n := range names {
-		targets = append(targets, chat.CallNamed(n))
-	}
-	return func(generated []int32, logits []float32) {
-		var sb strings.Builder
-		for _, t := range generated {
-			if int(t) < len(texts) {
-				sb.WriteString(texts[t])
-			}
-		}
-		so := sb.String()
-		var rests []string // what each target still needs after so
-		for _, target := range targets {
-			if strings.HasPrefix(so, target) {
-				return // the tag is written
-			}
-			if rest, ok := strings.CutPrefix(target, so); ok {
-				rests = append(rests, rest)
-			}
-		}
-		inf := float32(math.Inf(-1))
-		for t := range logits {
-			ok := false
-			if t < len(texts) && texts[t] != "" {
-				x := texts[t]
-				for _, rest := range rests {
-					if strings.HasPrefix(rest, x) || strings.HasPrefix(x, rest) {
-						ok = true
-						break
-					}
-				}
-			}
-			if !ok {
-				logits[t] = inf
-			}
-		}
-	}
-}
-
 // tokenTexts is every token's text (with control tokens as their text),
 // made once per backend.
 func (s *Server) tokenTexts() []string {
@@ -170,7 +122,7 @@ func (s *Server) tokenTexts() []string {
 // "none") and what tool_choice forces: "required" with one tool and a
 // named function force a call of that tool, "required" among several a
 // call whose tool the model names, held to the declared ones
-// (chat.ForcedCall, toolNameMask).
+// (chat.ForcedCall, chatConstraint).
 func chatTools(req *chatRequest) ([]chat.Tool, toolForce, *apiError) {
 	var force toolForce
 	var tools []chat.Tool
@@ -304,6 +256,11 @@ type chatJob struct {
 	j      *job
 	popts  chat.ParseOptions
 	forced string // the reply's start that tool_choice wrote into the prompt
+	// probs, when logprobs were asked for, records each step; logprobs
+	// are the generated tokens' entries so far, sent of them streamed.
+	probs    *probRecorder
+	logprobs []tokenProb
+	sent     int
 }
 
 // prepareChat renders a chat request with the model's template and makes
@@ -334,15 +291,40 @@ func (s *Server) prepareChat(b Backend, req *chatRequest, route string) (*chatJo
 	if aerr != nil {
 		return nil, aerr
 	}
-	if force.call && force.name == "" {
-		var names []string
-		for _, t := range in.Tools {
-			names = append(names, t.Name)
-		}
-		j.mask = toolNameMask(s.tokenTexts(), names)
+	if j.mask, aerr = s.chatConstraint(req, popts, force); aerr != nil {
+		return nil, aerr
 	}
 	j.special = true
-	return &chatJob{j: j, popts: popts, forced: forced}, nil
+	cj := &chatJob{j: j, popts: popts, forced: forced}
+	top, aerr := chatTopLogprobs(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if top >= 0 {
+		cj.probs = &probRecorder{n: top, texts: s.tokenTexts()}
+		j.mask = chainMasks(cj.probs.observe, j.mask) // raw logits, before the grammar
+	}
+	return cj, nil
+}
+
+// chatTopLogprobs validates logprobs and top_logprobs: -1 when no
+// log-probabilities are wanted, else how many alternatives (0..20, as
+// OpenAI allows).
+func chatTopLogprobs(req *chatRequest) (int, *apiError) {
+	on := req.Logprobs != nil && *req.Logprobs
+	if req.TopLogprobs != nil && !on {
+		return -1, errInvalid("top_logprobs requires logprobs to be set to true")
+	}
+	if !on {
+		return -1, nil
+	}
+	if req.TopLogprobs == nil {
+		return 0, nil
+	}
+	if n := *req.TopLogprobs; n < 0 || n > 20 {
+		return -1, errInvalid(fmt.Sprintf("top_logprobs = %d is outside [0, 20]", n))
+	}
+	return *req.TopLogprobs, nil
 }
 
 // chatOutcome is a finished chat generation.
@@ -367,6 +349,9 @@ func (s *Server) runChat(c echo.Context, b Backend, cj *chatJob, start func() er
 		}
 		return out(f.parser.Feed(cj.forced))
 	}, func(p Piece) error {
+		if cj.probs != nil && p.Token >= 0 {
+			cj.logprobs = append(cj.logprobs, cj.probs.entry(p.Token))
+		}
 		if err := out(f.feed(p.Text)); err != nil {
 			return err
 		}
@@ -463,6 +448,9 @@ func (s *Server) wholeChat(c echo.Context, b Backend, cj *chatJob, resp chatResp
 	}
 	fr := finishReason(res, parsed)
 	resp.Choices = []chatChoice{{Message: msg, FinishReason: &fr}}
+	if cj.probs != nil {
+		resp.Choices[0].Logprobs = chatLogprobsOf(cj.logprobs)
+	}
 	resp.Usage, resp.Timings = usageOf(res), timingsOf(res)
 	return s.writeJSON(c, resp)
 }
@@ -502,13 +490,29 @@ func (s *Server) streamChat(c echo.Context, b Backend, cj *chatJob, resp chatRes
 		r.Choices = []chatChoice{{Delta: d, FinishReason: finish}}
 		return r
 	}
+	// pending attaches the log-probabilities of the tokens not yet sent
+	// to a chunk: a chunk carries those of the tokens up to its text.
+	pending := func(r *chatResponse) {
+		if cj.probs != nil && cj.sent < len(cj.logprobs) {
+			r.Choices[0].Logprobs = chatLogprobsOf(cj.logprobs[cj.sent:])
+			cj.sent = len(cj.logprobs)
+		}
+	}
 	var w *sse
 	sendDeltas := func(ds []chat.Delta) error {
+		var outs []*chatDelta
 		for _, d := range ds {
 			if out := deltaOut(d); out != nil {
-				if err := w.send(chunk(out, nil)); err != nil {
-					return err
-				}
+				outs = append(outs, out)
+			}
+		}
+		for i, out := range outs {
+			c := chunk(out, nil)
+			if i == len(outs)-1 {
+				pending(&c)
+			}
+			if err := w.send(c); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -531,6 +535,7 @@ func (s *Server) streamChat(c echo.Context, b Backend, cj *chatJob, resp chatRes
 	}
 	fr := finishReason(res, parsed)
 	last := chunk(&chatDelta{}, &fr)
+	pending(&last)
 	last.Timings = timingsOf(res)
 	if cut {
 		fr, last.Error = "stop", errCutShort()

@@ -28,6 +28,17 @@
 // The API key is taken as a bearer token or, as llama-server does, from
 // x-api-key (Anthropic's clients send it so).
 //
+// Constrained output (constrain.go) is a grammar (core/grammar) applied
+// through the engine's mask: response_format json_object/json_schema,
+// the Responses API's text.format and llama-server's json_schema and
+// grammar fields; with tools, each call's arguments are held to its
+// tool's parameter schema (chat.ReplyGrammar writes the template's reply
+// format around them). A schema or grammar that cannot be enforced is a
+// 400 naming where. Log-probabilities (probs.go) are the log-softmax of
+// the raw logits, recorded by one mask that runs before any grammar:
+// chat logprobs/top_logprobs, completions logprobs and echo, and
+// /completion's n_probs.
+//
 // A server without an API key is meant for its own machine: bodies must be
 // sent as JSON (415 otherwise) and the Host header must name the server
 // (403 otherwise, see Options.AllowedHosts), so a web page the user visits

@@ -33,6 +33,7 @@ type job struct {
 	ignoreEOS    bool
 	special      bool
 	mask         func(generated []int32, logits []float32)
+	promptLogits func(i int, logits []float32)
 	stream       bool
 	includeUsage bool
 }
@@ -152,7 +153,7 @@ func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, em
 		s.metrics.emitted.Add(1)
 		return emit(p)
 	}
-	res, err := b.Generate(gctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask}, counted)
+	res, err := b.Generate(gctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask, PromptLogits: j.promptLogits}, counted)
 	stop()
 	cancelled := ctx.Err() != nil || errors.Is(err, errClientGone)
 	if !cancelled && err != nil && interrupted(gctx) {

@@ -138,6 +138,9 @@ func (s *Server) runNative(c echo.Context, b Backend, req *nativeRequest, toks [
 		rec = &probRecorder{n: min(req.NProbs, b.ModelInfo().Vocab), texts: s.tokenTexts()}
 		j.mask = rec.observe
 	}
+	if aerr := s.constrainText(j, &req.samplingFields); aerr != nil {
+		return aerr
+	}
 	stops := sample.NewStopMatcher(j.stops)
 	var text strings.Builder
 	var generated []int32

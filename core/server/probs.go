@@ -2,7 +2,7 @@ package server
 
 import (
 	"math"
-	"sort"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -17,38 +17,82 @@ type tokenProb struct {
 }
 
 // probRecorder watches each step's logits through the engine's mask hook
-// (changing nothing) and keeps the softmax of the last step, so that the
-// token emitted next can be given its probability and the n most likely
-// alternatives, as llama-server's n_probs does (softmax of the raw
-// logits, before temperature and the samplers).
+// (changing nothing; it runs before any grammar) and keeps the last one,
+// so that the token emitted next can be given its log-probability and
+// the n most likely alternatives. Like llama-server's n_probs and
+// OpenAI's logprobs, these are the log-softmax of the model's raw logits:
+// before temperature, the samplers and any grammar. One implementation
+// serves /completion, /v1/completions and /v1/chat/completions.
 type probRecorder struct {
-	n     int
-	texts []string
-	probs []float32
-	top   []int32
+	n      int
+	texts  []string
+	logits []float32
+	lse    float64 // log of the sum of exp(logits)
+	top    []int32
 }
 
 func (r *probRecorder) observe(_ []int32, logits []float32) {
-	r.probs = r.probs[:0]
+	r.logits = append(r.logits[:0], logits...)
 	mx := float32(math.Inf(-1))
 	for _, l := range logits {
 		mx = max(mx, l)
 	}
 	var sum float64
 	for _, l := range logits {
-		p := float32(math.Exp(float64(l - mx)))
-		r.probs = append(r.probs, p)
-		sum += float64(p)
+		sum += math.Exp(float64(l - mx))
 	}
-	for i := range r.probs {
-		r.probs[i] = float32(float64(r.probs[i]) / sum)
+	r.lse = float64(mx) + math.Log(sum)
+	r.top = topN(r.top[:0], logits, r.n)
+}
+
+// topN appends to dst the n largest of x's indexes, largest first, the
+// lower index first on ties.
+func topN(dst []int32, x []float32, n int) []int32 {
+	n = min(n, len(x))
+	if n <= 0 {
+		return dst
 	}
-	r.top = r.top[:0]
-	for i := range r.probs {
-		r.top = append(r.top, int32(i))
+	if n > 64 {
+		idx := make([]int32, len(x))
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		slices.SortStableFunc(idx, func(a, b int32) int {
+			switch {
+			case x[a] > x[b]:
+				return -1
+			case x[a] < x[b]:
+				return 1
+			}
+			return 0
+		})
+		return append(dst, idx[:n]...)
 	}
-	sort.SliceStable(r.top, func(a, b int) bool { return r.probs[r.top[a]] > r.probs[r.top[b]] })
-	r.top = r.top[:min(r.n, len(r.top))]
+	for i, v := range x {
+		if len(dst) == n && v <= x[dst[n-1]] {
+			continue
+		}
+		at := len(dst)
+		for at > 0 && v > x[dst[at-1]] {
+			at--
+		}
+		if len(dst) < n {
+			dst = append(dst, 0)
+		}
+		copy(dst[at+1:], dst[at:len(dst)-1])
+		dst[at] = int32(i)
+	}
+	return dst
+}
+
+// logprob is tok's log-probability at the last observed step; a token
+// of probability 0 gets llama-server's stand-in for log(0), which JSON
+// cannot hold.
+func (r *probRecorder) logprob(tok int32) float64 {
+	if tok < 0 || int(tok) >= len(r.logits) || math.IsInf(float64(r.logits[tok]), -1) {
+		return -math.MaxFloat32
+	}
+	return float64(r.logits[tok]) - r.lse
 }
 
 // entry is the completion_probabilities entry of tok, sampled from the
@@ -64,19 +108,87 @@ func (r *probRecorder) entry(tok int32) tokenProb {
 
 func (r *probRecorder) one(tok int32) tokenProb {
 	var text string
-	if int(tok) < len(r.texts) {
+	if int(tok) < len(r.texts) && tok >= 0 {
 		text = r.texts[tok]
 	}
 	b := make([]int, len(text))
 	for i := 0; i < len(text); i++ {
 		b[i] = int(text[i])
 	}
-	lp := math.MaxFloat32 * -1 // llama-server's stand-in for log(0), which JSON cannot hold
-	if int(tok) < len(r.probs) && r.probs[tok] > 0 {
-		lp = math.Log(float64(r.probs[tok]))
+	return tokenProb{ID: tok, Token: validUTF8Prefix(text), Bytes: b, Logprob: r.logprob(tok)}
+}
+
+// validUTF8Prefix drops an incomplete character at the end (llama-server's
+// validate_utf8): a token can end inside one.
+func validUTF8Prefix(s string) string {
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
 	}
-	for !utf8.ValidString(text) && len(text) > 0 { // validate_utf8: drop an incomplete tail
-		text = text[:len(text)-1]
+	return s
+}
+
+// chatLogprobs is OpenAI's choices[].logprobs of a chat completion.
+type chatLogprobs struct {
+	Content []chatLogprob `json:"content"`
+	Refusal any           `json:"refusal"`
+}
+
+type chatLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float64          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+func chatLogprobsOf(entries []tokenProb) *chatLogprobs {
+	out := &chatLogprobs{Content: []chatLogprob{}}
+	for _, e := range entries {
+		c := chatLogprob{Token: e.Token, Logprob: e.Logprob, Bytes: e.Bytes, TopLogprobs: []chatTopLogprob{}}
+		for _, t := range e.TopLogprobs {
+			c.TopLogprobs = append(c.TopLogprobs, chatTopLogprob{Token: t.Token, Logprob: t.Logprob, Bytes: t.Bytes})
+		}
+		out.Content = append(out.Content, c)
 	}
-	return tokenProb{ID: tok, Token: text, Bytes: b, Logprob: lp}
+	return out
+}
+
+// completionLogprobs is OpenAI's choices[].logprobs of a (legacy)
+// completion: parallel lists, with null for the first prompt token's
+// log-probability when the prompt is echoed (nothing predicts it).
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// add appends e, whose text starts at offset in the choice's text; a nil
+// e is a token nothing predicted (text given).
+func (l *completionLogprobs) add(e *tokenProb, text string, offset int) {
+	l.Tokens = append(l.Tokens, text)
+	l.TextOffset = append(l.TextOffset, offset)
+	if e == nil {
+		l.TokenLogprobs = append(l.TokenLogprobs, nil)
+		l.TopLogprobs = append(l.TopLogprobs, nil)
+		return
+	}
+	lp := e.Logprob
+	l.TokenLogprobs = append(l.TokenLogprobs, &lp)
+	top := map[string]float64{}
+	for _, t := range e.TopLogprobs {
+		if _, dup := top[t.Token]; !dup {
+			top[t.Token] = t.Logprob
+		}
+	}
+	l.TopLogprobs = append(l.TopLogprobs, top)
+}
+
+func newCompletionLogprobs() *completionLogprobs {
+	return &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 }

@@ -35,6 +35,10 @@ type samplingFields struct {
 	Stream              bool            `json:"stream"`
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	User                json.RawMessage `json:"user"`
+	// JSONSchema and Grammar are llama-server's constraints on the
+	// generated text: a JSON Schema, or GBNF.
+	JSONSchema json.RawMessage `json:"json_schema"`
+	Grammar    *string         `json:"grammar"`
 }
 
 type streamOptions struct {
@@ -53,6 +57,10 @@ type chatRequest struct {
 	// llama-server's; the latter is a boolean or "auto"/"content".
 	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
 	ContinueFinalMessage json.RawMessage `json:"continue_final_message"`
+	// ResponseFormat is OpenAI's {type: text | json_object | json_schema}.
+	ResponseFormat json.RawMessage `json:"response_format"`
+	Logprobs       *bool           `json:"logprobs"`
+	TopLogprobs    *int            `json:"top_logprobs"`
 }
 
 // completionRequest is the body of POST /v1/completions.
@@ -60,6 +68,10 @@ type completionRequest struct {
 	Model  string `json:"model"`
 	Prompt prompt `json:"prompt"`
 	samplingFields
+	// Logprobs is how many alternatives to report per token (OpenAI's
+	// legacy completions form); Echo puts the prompt before the text.
+	Logprobs *int `json:"logprobs"`
+	Echo     bool `json:"echo"`
 }
 
 // chatMessage accepts content as a string, null or an array of parts.

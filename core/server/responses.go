@@ -130,6 +130,9 @@ func (s *Server) responsesChat(req *responsesRequest) (chatRequest, []chatMessag
 	if aerr != nil {
 		return chatRequest{}, nil, aerr
 	}
+	if creq.ResponseFormat, aerr = responsesFormat(req.Text); aerr != nil {
+		return chatRequest{}, nil, aerr
+	}
 	creq.StreamOptions = nil
 	return creq, history, nil
 }
@@ -156,6 +159,9 @@ func (s *Server) responses(c echo.Context) error {
 		ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls, Store: req.Store == nil || *req.Store,
 		Temperature: valueOr(req.Temperature, defaultTemperature), TopP: valueOr(req.TopP, defaultTopP), ToolChoice: "auto",
 		Tools: req.Tools, Text: json.RawMessage(`{"format":{"type":"text"}}`), Truncation: "disabled", Metadata: req.Metadata}
+	if present(req.Text) {
+		resp.Text = req.Text
+	}
 	if resp.Tools == nil {
 		resp.Tools = []responseTool{}
 	}

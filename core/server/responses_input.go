@@ -24,6 +24,9 @@ type responsesRequest struct {
 	ToolChoice         json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
 	Metadata           map[string]any  `json:"metadata"`
+	// Text holds the output format: {"format": {"type": "text" |
+	// "json_object" | "json_schema", "name", "schema", "strict"}}.
+	Text json.RawMessage `json:"text"`
 	samplingFields
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 }
@@ -225,4 +228,41 @@ func (s *responseStore) get(id string) ([]chatMessage, bool) {
 	}
 	s.order.MoveToFront(e)
 	return e.Value.(*storedResponse).history, true
+}
+
+// responsesFormat turns the Responses API's text.format into the chat
+// response_format (its json_schema form is flat: name and schema beside
+// the type).
+func responsesFormat(text json.RawMessage) (json.RawMessage, *apiError) {
+	if !present(text) {
+		return nil, nil
+	}
+	var t struct {
+		Format json.RawMessage `json:"format"`
+	}
+	if err := json.Unmarshal(text, &t); err != nil {
+		return nil, errInvalid("text must be an object")
+	}
+	if !present(t.Format) {
+		return nil, nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if err := json.Unmarshal(t.Format, &f); err != nil {
+		return nil, errInvalid("text.format must be an object with a type")
+	}
+	switch f.Type {
+	case "text", "json_object":
+		return json.RawMessage(`{"type":"` + f.Type + `"}`), nil
+	case "json_schema":
+		if !present(f.Schema) {
+			return nil, errInvalid("text.format.schema is required for type json_schema")
+		}
+		b, _ := json.Marshal(map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": f.Name, "schema": f.Schema}})
+		return b, nil
+	}
+	return nil, errInvalid(`text.format.type must be "text", "json_object" or "json_schema", not "` + f.Type + `"`)
 }

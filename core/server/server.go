@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/k3-inference/k3/core/grammar"
 	"io"
 	"log/slog"
 	"net"
@@ -148,9 +149,11 @@ type Server struct {
 type backendBox struct {
 	b Backend
 	// texts is every token's text, made the first time a request needs
-	// it (toolNameMask).
+	// it (logprobs, grammars); vocab indexes them for grammars.
 	textsOnce sync.Once
 	texts     []string
+	vocabOnce sync.Once
+	vocab     *grammar.Vocab
 }
 
 // New builds a server. b may be nil while the model loads.

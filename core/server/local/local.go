@@ -185,7 +185,7 @@ func (b *Backend) Detokenize(tokens []int32) (string, error) {
 // Generate implements server.Backend on the engine. Stop strings are the
 // server's business, so the engine gets none.
 func (b *Backend) Generate(ctx context.Context, req server.GenerateRequest, emit func(server.Piece) error) (server.GenerateResult, error) {
-	r, err := b.eng.Generate(ctx, engine.Request{Prompt: req.Prompt, Sampling: req.Sampling, MaxTokens: req.MaxTokens, Special: req.Special, Mask: req.Mask},
+	r, err := b.eng.Generate(ctx, engine.Request{Prompt: req.Prompt, Sampling: req.Sampling, MaxTokens: req.MaxTokens, Special: req.Special, Mask: req.Mask, PromptLogits: req.PromptLogits},
 		func(p engine.Piece) error {
 			err := emit(server.Piece{Token: p.Token, Text: p.Text})
 			if errors.Is(err, server.ErrStop) {

@@ -183,8 +183,8 @@ func TestChatTemplateOverride(t *testing.T) {
 	if f := b.ModelInfo().File; f != "tiny-00001-of-00001.gguf" {
 		t.Errorf("File = %q", f)
 	}
-	if pre, suf, mid := b.FIMTokens(); pre != -1 || suf != -1 || mid != -1 {
-		t.Errorf("FIM tokens %d %d %d on a model without them", pre, suf, mid)
+	if f := b.FIMTokens(); f != (server.FIM{Pre: -1, Suf: -1, Mid: -1, Rep: -1, Sep: -1}) {
+		t.Errorf("FIM tokens %+v on a model without them", f)
 	}
 	if _, err := Open(path, Options{Threads: 1, Context: 256, ChatTemplate: "{% if %}"}); err == nil || !strings.Contains(err.Error(), "chat template") {
 		t.Errorf("bad template: %v", err)
