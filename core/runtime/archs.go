@@ -5,4 +5,5 @@ package runtime
 // core/model and one line here.
 import (
 	_ "github.com/k3-inference/k3/core/model/kimik3"
+	_ "github.com/k3-inference/k3/core/model/qwen3moe"
 )

@@ -15,6 +15,9 @@ import (
 // name the GGUF key each one becomes.
 type Config struct {
 	Name string // general.name
+	// Arch is general.architecture: "" (kimi-k3) or ArchQwen3MoE, whose
+	// own fields and files are qwen3moe*.go.
+	Arch string
 
 	NEmbd   int // embedding_length
 	NLayer  int // block_count
@@ -59,6 +62,11 @@ type Config struct {
 	// selects the softplus decay-gate form (kimi-linear's).
 	GateLowerBound float32
 
+	// qwen3moe: GQA attention (qwen3moe.go)
+	NHeadKV  int     // attention.head_count_kv
+	HeadDim  int     // attention.key_length = value_length
+	RopeBase float32 // rope.freq_base
+
 	Seed uint64
 	Type OutType
 }
@@ -75,6 +83,21 @@ func Preset(name string) (Config, error) {
 		return k3Config(), nil
 	}
 	return Config{}, fmt.Errorf("synth: unknown preset %q (have %v)", name, Presets)
+}
+
+// PresetFor returns a named configuration of an architecture ("" or
+// kimi-k3: Preset's).
+func PresetFor(arch, name string) (Config, error) {
+	switch arch {
+	case "", Arch:
+		return Preset(name)
+	case ArchQwen3MoE:
+		if c, ok := qwen3moePreset(name); ok {
+			return c, nil
+		}
+		return Config{}, fmt.Errorf("synth: unknown %s preset %q (have %v)", arch, name, Qwen3MoEPresets)
+	}
+	return Config{}, fmt.Errorf("synth: architecture %q is not supported (have %s, %s)", arch, Arch, ArchQwen3MoE)
 }
 
 // tinyConfig is a few MB: big enough that the main row lengths are
@@ -136,6 +159,9 @@ func (c *Config) latent() int {
 // Validate rejects configurations llama.cpp's kimi-k3 loader or graph
 // cannot run, and ones k3 cannot write.
 func (c *Config) Validate() error {
+	if c.Arch == ArchQwen3MoE {
+		return c.validateQwen3MoE()
+	}
 	if err := c.checkSizes(); err != nil {
 		return err
 	}

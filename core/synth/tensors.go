@@ -65,6 +65,9 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Arch == ArchQwen3MoE {
+		return typed(cfg, qwen3moeTensorDefs(cfg)), nil
+	}
 	var defs []tensorDef
 	add := func(name string, init initDist, shape ...int64) {
 		defs = append(defs, tensorDef{Name: name, Shape: shape, Init: init})
@@ -98,6 +101,11 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 			moeDefs(cfg, layerAdd)
 		}
 	}
+	return typed(cfg, defs), nil
+}
+
+// typed puts defs in file order and gives each its type.
+func typed(cfg *Config, defs []tensorDef) []tensorDef {
 	sortTensors(defs)
 	names := make([]string, len(defs))
 	for i := range defs {
@@ -107,7 +115,7 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 	for i := range defs {
 		defs[i].Type = tc.choose(defs[i].Name, defs[i].Shape)
 	}
-	return defs, nil
+	return defs
 }
 
 type adder func(name string, init initDist, shape ...int64)

@@ -150,6 +150,9 @@ func newTypeChooser(cfg *Config, names []string) *typeChooser {
 // nGQA is hparams.n_gqa() with its default il = 0: n_head / n_head_kv of
 // layer 0, or 0 when layer 0 is KDA (n_head_kv 0).
 func (tc *typeChooser) nGQA() int {
+	if tc.cfg.Arch == ArchQwen3MoE {
+		return tc.cfg.NHead / tc.cfg.NHeadKV
+	}
 	if tc.cfg.IsMLA(0) {
 		return tc.cfg.NHead
 	}

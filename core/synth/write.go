@@ -77,7 +77,11 @@ func Write(path string, cfg Config, o WriteOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	vocab, err := NewVocab(cfg.NVocab)
+	newVocab := NewVocab
+	if cfg.Arch == ArchQwen3MoE {
+		newVocab = newQwenVocab
+	}
+	vocab, err := newVocab(cfg.NVocab)
 	if err != nil {
 		return nil, err
 	}
