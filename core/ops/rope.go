@@ -43,8 +43,8 @@ func (r *Rope) cache(p int, corr [2]float32, thetaScale float32, cs []float32) {
 			t = interp*(1-mix) + theta*mix
 			ms *= 1 + 0.1*Logf(1/scale)
 		}
-		cs[i0] = float32(math.Cos(float64(t))) * ms
-		cs[i0+1] = float32(math.Sin(float64(t))) * ms
+		cs[i0] = Cosf(t) * ms
+		cs[i0+1] = Sinf(t) * ms
 		theta *= thetaScale
 	}
 }
