@@ -15,7 +15,7 @@ import (
 func init() {
 	register(&command{
 		name:    "synth",
-		summary: "write a synthetic kimi-k3 GGUF checkpoint (random weights) for tests and benchmarks",
+		summary: "write a synthetic GGUF checkpoint (kimi-k3 or qwen3moe, random weights) for tests and benchmarks",
 		run:     runSynth,
 	})
 }
@@ -47,6 +47,8 @@ var synthIntFlags = []struct {
 	{"n-latent", "routed-expert latent width; 0 = no latent MoE", func(c *synth.Config) *int { return &c.NLatent }},
 	{"gating-func", "expert gating: 1 softmax, 2 sigmoid", func(c *synth.Config) *int { return &c.GatingFunc }},
 	{"attn-res-block", "attention-residual block size; 0 = none", func(c *synth.Config) *int { return &c.AttnResBlock }},
+	{"n-head-kv", "qwen3moe: KV heads (GQA)", func(c *synth.Config) *int { return &c.NHeadKV }},
+	{"head-dim", "qwen3moe: attention head size", func(c *synth.Config) *int { return &c.HeadDim }},
 }
 
 var synthFloatFlags = []struct {
@@ -58,6 +60,7 @@ var synthFloatFlags = []struct {
 	{"situ-beta", "SiTU beta", func(c *synth.Config) *float32 { return &c.SituBeta }},
 	{"situ-linear-beta", "SiTU linear beta; 0 = off", func(c *synth.Config) *float32 { return &c.SituLinearBeta }},
 	{"gate-lower-bound", "KDA gate lower bound; 0 = unset (softplus gate)", func(c *synth.Config) *float32 { return &c.GateLowerBound }},
+	{"rope-freq-base", "qwen3moe: rope frequency base", func(c *synth.Config) *float32 { return &c.RopeBase }},
 }
 
 var synthBoolFlags = []struct {
@@ -72,18 +75,20 @@ var synthBoolFlags = []struct {
 
 // synthArgs holds the parsed flags of k3 synth.
 type synthArgs struct {
-	preset, out, typ, splitSize, name, mlaLayers *string
-	seed                                         *uint64
-	splitTensors, workers                        *int
-	ints                                         map[string]*int
-	floats                                       map[string]*float64
-	bools                                        map[string]*bool
+	arch, preset, out, typ, splitSize, name, mlaLayers *string
+	seed                                               *uint64
+	splitTensors, workers                              *int
+	ints                                               map[string]*int
+	floats                                             map[string]*float64
+	bools                                              map[string]*bool
 }
 
 func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 	fs := newFlags("synth", stderr)
 	a := &synthArgs{
-		preset:       fs.String("preset", "tiny", "base configuration: "+strings.Join(synth.Presets, ", ")),
+		arch: fs.String("arch", synth.Arch, "architecture: "+synth.Arch+", "+synth.ArchQwen3MoE),
+		preset: fs.String("preset", "tiny", "base configuration: "+strings.Join(synth.Presets, ", ")+" (kimi-k3); "+
+			strings.Join(synth.Qwen3MoEPresets, ", ")+" (qwen3moe)"),
 		out:          fs.String("o", "", "output file (with splitting: the shard name prefix)"),
 		typ:          fs.String("type", "", "output type: "+strings.Join(synth.OutTypes(), ", ")+" (default: the preset's)"),
 		seed:         fs.Uint64("seed", 1, "random seed; the same seed and flags give the same bytes"),
@@ -111,7 +116,7 @@ func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 // config builds the configuration: the preset, then every flag given.
 func (a *synthArgs) config(fs *flag.FlagSet) (synth.Config, synth.WriteOptions, error) {
 	var opts synth.WriteOptions
-	cfg, err := synth.Preset(*a.preset)
+	cfg, err := synth.PresetFor(*a.arch, *a.preset)
 	if err != nil {
 		return cfg, opts, err
 	}
@@ -160,7 +165,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, p)
 	}
 	fmt.Fprintf(stdout, "wrote %d tensors, %d bytes in %d file(s), %.2fs, %.3f GB/s (%s, %s, seed %d)\n",
-		res.Tensors, res.Bytes, len(res.Paths), res.Elapsed.Seconds(), res.GBps(), *a.preset, cfg.Type, cfg.Seed)
+		res.Tensors, res.Bytes, len(res.Paths), res.Elapsed.Seconds(), res.GBps(), *a.arch+" "+*a.preset, cfg.Type, cfg.Seed)
 	return nil
 }
 
