@@ -190,3 +190,36 @@ func TestParityQuantized(t *testing.T) {
 		}
 	}
 }
+
+// TestParityLongDecode decodes past 512 cached positions, where llama.cpp
+// splits each decode step's attention across its threads, and checks
+// every step's logits and the greedy tokens.
+func TestParityLongDecode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decoding past 512 positions on both sides; skipped with -short")
+	}
+	ref := parity.Require(t)
+	c := small()
+	c.Type = synth.TypeQ8_0
+	path := writeModel(t, c)
+	m := load(t, path, model.Options{Threads: 2})
+	toks := prompt(520, c.NVocab)
+	const n = 12
+	want, err := ref.GreedyOpts(path, toks, n, parity.LogitsOptions{Threads: 2, CPU: "generic", IgnoreEOG: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := engine.NewRunner(m, engine.Batch, 0)
+	r.SetContext(len(toks) + n)
+	last, err := r.Prefill(toks, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Greedy(last, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("greedy after 520 tokens (-llama.cpp +k3):\n%s", d)
+	}
+}
