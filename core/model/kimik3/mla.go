@@ -106,38 +106,11 @@ func (l *mla) forward(ps *pass, il int, x []float32) ([]float32, error) {
 }
 
 // attend runs causal attention for every (token, head) of the batch over
-// the cache, with ggml's CPU flash-attention kernel for a batch this size.
+// the cache, with the kernel ggml's CPU flash attention takes for a batch
+// this size (ops.Pool.Attend).
 func (ps *pass) attend(q []float32, qStride int, kvOf func(h int) ops.HalfKV, heads int, rows []uint16, out []float32, outStride int) {
-	p, n := ps.m.p, ps.n
-	scale := 1 / float32(math.Sqrt(float64(p.kDim())))
-	// ggml's SIMD builds also require DV to be a multiple of their vector
-	// width for the tiled kernel; the scalar build, which k3 follows, does not.
-	tiled := n >= ops.FlashTileQ
-	// llama.cpp's KV view covers max(256, used rounded up to 256) cells,
-	// at most the context; one query over 512+ cells takes the split path.
-	nkv := max(256, (ps.pos+n+255)/256*256)
-	if ps.seq.Ctx > 0 {
-		nkv = min(nkv, ps.seq.Ctx)
-	}
-	split := n == 1 && nkv >= 512
-	ps.m.pool.For(n*heads, 1, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			t, h := i/heads, i%heads
-			kvh := kvOf(h)
-			kvh.Data = rows
-			visible := ps.pos + t + 1
-			qr := q[t*qStride+h*kvh.DK : t*qStride+(h+1)*kvh.DK]
-			o := out[t*outStride+h*kvh.DV : t*outStride+(h+1)*kvh.DV]
-			switch {
-			case tiled:
-				ops.AttendTiled(qr, kvh, visible, scale, o)
-			case split:
-				ops.AttendHalfSplit(qr, kvh, visible, nkv, ps.m.pool.Threads(), scale, o)
-			default:
-				ops.AttendHalf(qr, kvh, visible, scale, o)
-			}
-		}
-	})
+	c := ops.Causal{N: ps.n, Pos: ps.pos, Heads: heads, Scale: 1 / float32(math.Sqrt(float64(ps.m.p.kDim()))), Ctx: ps.seq.Ctx}
+	ps.m.pool.Attend(c, q, qStride, kvOf, rows, out, outStride)
 }
 
 func (l *mla) absorbed(ps *pass, cache *state.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
