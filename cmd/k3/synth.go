@@ -15,7 +15,7 @@ import (
 func init() {
 	register(&command{
 		name:    "synth",
-		summary: "write a synthetic GGUF checkpoint (kimi-k3 or deepseek2, random weights) for tests and benchmarks",
+		summary: "write a synthetic GGUF checkpoint (kimi-k3, deepseek2 or qwen3moe, random weights) for tests and benchmarks",
 		run:     runSynth,
 	})
 }
@@ -47,6 +47,8 @@ var synthIntFlags = []struct {
 	{"n-latent", "routed-expert latent width; 0 = no latent MoE", func(c *synth.Config) *int { return &c.NLatent }},
 	{"gating-func", "expert gating: 1 softmax, 2 sigmoid", func(c *synth.Config) *int { return &c.GatingFunc }},
 	{"attn-res-block", "attention-residual block size; 0 = none", func(c *synth.Config) *int { return &c.AttnResBlock }},
+	{"n-head-kv", "qwen3moe: KV heads (GQA)", func(c *synth.Config) *int { return &c.NHeadKV }},
+	{"head-dim", "qwen3moe: attention head size", func(c *synth.Config) *int { return &c.HeadDim }},
 }
 
 var synthFloatFlags = []struct {
@@ -58,6 +60,7 @@ var synthFloatFlags = []struct {
 	{"situ-beta", "SiTU beta", func(c *synth.Config) *float32 { return &c.SituBeta }},
 	{"situ-linear-beta", "SiTU linear beta; 0 = off", func(c *synth.Config) *float32 { return &c.SituLinearBeta }},
 	{"gate-lower-bound", "KDA gate lower bound; 0 = unset (softplus gate)", func(c *synth.Config) *float32 { return &c.GateLowerBound }},
+	{"rope-freq-base", "qwen3moe: rope frequency base", func(c *synth.Config) *float32 { return &c.RopeBase }},
 }
 
 var synthBoolFlags = []struct {
@@ -83,8 +86,9 @@ type synthArgs struct {
 func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 	fs := newFlags("synth", stderr)
 	a := &synthArgs{
-		arch:         fs.String("arch", synth.Arch, "architecture: "+strings.Join(synth.Archs, ", ")),
-		preset:       fs.String("preset", "tiny", "base configuration: "+strings.Join(synth.Presets, ", ")+" (kimi-k3); tiny, kimi-k2, deepseek-v3 (deepseek2)"),
+		arch: fs.String("arch", synth.Arch, "architecture: "+strings.Join(synth.Archs, ", ")),
+		preset: fs.String("preset", "tiny", "base configuration: "+strings.Join(synth.Presets, ", ")+" (kimi-k3); tiny, kimi-k2, deepseek-v3 (deepseek2); "+
+			strings.Join(synth.Qwen3MoEPresets, ", ")+" (qwen3moe)"),
 		out:          fs.String("o", "", "output file (with splitting: the shard name prefix)"),
 		typ:          fs.String("type", "", "output type: "+strings.Join(synth.OutTypes(), ", ")+" (default: the preset's)"),
 		seed:         fs.Uint64("seed", 1, "random seed; the same seed and flags give the same bytes"),
@@ -161,7 +165,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, p)
 	}
 	fmt.Fprintf(stdout, "wrote %d tensors, %d bytes in %d file(s), %.2fs, %.3f GB/s (%s, %s, seed %d)\n",
-		res.Tensors, res.Bytes, len(res.Paths), res.Elapsed.Seconds(), res.GBps(), *a.preset, cfg.Type, cfg.Seed)
+		res.Tensors, res.Bytes, len(res.Paths), res.Elapsed.Seconds(), res.GBps(), *a.arch+" "+*a.preset, cfg.Type, cfg.Seed)
 	return nil
 }
 

@@ -6,4 +6,5 @@ package runtime
 import (
 	_ "github.com/k3-inference/k3/core/model/deepseek2"
 	_ "github.com/k3-inference/k3/core/model/kimik3"
+	_ "github.com/k3-inference/k3/core/model/qwen3moe"
 )

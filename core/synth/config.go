@@ -14,8 +14,9 @@ import (
 // Config holds every dimension of a synthetic checkpoint. Field comments
 // name the GGUF key each one becomes.
 type Config struct {
-	// Arch is the file's general.architecture: "" or Arch (kimi-k3), or
-	// ArchDeepSeek2 (with the fields of DeepSeek2).
+	// Arch is the file's general.architecture: "" or Arch (kimi-k3),
+	// ArchDeepSeek2 (with the fields of DeepSeek2) or ArchQwen3MoE (with
+	// the GQA fields below; qwen3moe*.go).
 	Arch string
 	Name string // general.name
 
@@ -64,6 +65,11 @@ type Config struct {
 
 	DeepSeek2
 
+	// qwen3moe: GQA attention (qwen3moe.go)
+	NHeadKV  int     // attention.head_count_kv
+	HeadDim  int     // attention.key_length = value_length
+	RopeBase float32 // rope.freq_base
+
 	Seed uint64
 	Type OutType
 }
@@ -83,7 +89,7 @@ func Preset(name string) (Config, error) {
 }
 
 // Archs lists the architectures synth writes.
-var Archs = []string{Arch, ArchDeepSeek2}
+var Archs = []string{Arch, ArchDeepSeek2, ArchQwen3MoE}
 
 // ArchPreset returns a named configuration of an architecture ("" is
 // kimi-k3).
@@ -93,6 +99,11 @@ func ArchPreset(arch, name string) (Config, error) {
 		return Preset(name)
 	case ArchDeepSeek2:
 		return deepseek2Preset(name)
+	case ArchQwen3MoE:
+		if c, ok := qwen3moePreset(name); ok {
+			return c, nil
+		}
+		return Config{}, fmt.Errorf("synth: unknown %s preset %q (have %v)", arch, name, Qwen3MoEPresets)
 	}
 	return Config{}, fmt.Errorf("synth: unknown architecture %q (have %v)", arch, Archs)
 }
@@ -156,8 +167,11 @@ func (c *Config) latent() int {
 // Validate rejects configurations llama.cpp's kimi-k3 loader or graph
 // cannot run, and ones k3 cannot write.
 func (c *Config) Validate() error {
-	if c.Arch == ArchDeepSeek2 {
+	switch c.Arch {
+	case ArchDeepSeek2:
 		return c.validateDeepSeek2()
+	case ArchQwen3MoE:
+		return c.validateQwen3MoE()
 	}
 	if err := c.checkSizes(); err != nil {
 		return err

@@ -13,8 +13,11 @@ const Arch = "kimi-k3"
 // metadata returns the KVs of a file for cfg: the keys kimi-k3's
 // convert_hf_to_gguf.py writes and llama.cpp's loader reads.
 func metadata(cfg *Config, v *Vocab) []gguf.KV {
-	if cfg.Arch == ArchDeepSeek2 {
+	switch cfg.Arch {
+	case ArchDeepSeek2:
 		return deepseek2Metadata(cfg, v)
+	case ArchQwen3MoE:
+		return qwen3moeMetadata(cfg, v)
 	}
 	a := func(k string) string { return Arch + "." + k }
 	headKV := make([]int32, cfg.NLayer)

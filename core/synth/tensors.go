@@ -65,6 +65,9 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Arch == ArchQwen3MoE {
+		return chooseTypes(cfg, qwen3moeTensorDefs(cfg)), nil
+	}
 	var defs []tensorDef
 	add := func(name string, init initDist, shape ...int64) {
 		defs = append(defs, tensorDef{Name: name, Shape: shape, Init: init})

@@ -150,9 +150,12 @@ func newTypeChooser(cfg *Config, names []string) *typeChooser {
 // nGQA is hparams.n_gqa() with its default il = 0: n_head / n_head_kv of
 // layer 0, or 0 when layer 0 is KDA (n_head_kv 0).
 func (tc *typeChooser) nGQA() int {
-	if tc.cfg.Arch == ArchDeepSeek2 && !tc.cfg.KVB {
+	switch {
+	case tc.cfg.Arch == ArchQwen3MoE:
+		return tc.cfg.NHead / tc.cfg.NHeadKV
+	case tc.cfg.Arch == ArchDeepSeek2 && !tc.cfg.KVB:
 		return tc.cfg.NHead // absorbed MLA: head_count_kv 1
-	} else if tc.cfg.Arch == ArchDeepSeek2 {
+	case tc.cfg.Arch == ArchDeepSeek2:
 		return 1
 	}
 	if tc.cfg.IsMLA(0) {

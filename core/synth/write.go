@@ -78,8 +78,11 @@ func Write(path string, cfg Config, o WriteOptions) (*Result, error) {
 		return nil, err
 	}
 	newVocab := func(c *Config) (*Vocab, error) { return NewVocab(c.NVocab) }
-	if cfg.Arch == ArchDeepSeek2 {
+	switch cfg.Arch {
+	case ArchDeepSeek2:
 		newVocab = deepseek2Vocab
+	case ArchQwen3MoE:
+		newVocab = func(c *Config) (*Vocab, error) { return newQwenVocab(c.NVocab) }
 	}
 	vocab, err := newVocab(&cfg)
 	if err != nil {

@@ -63,46 +63,19 @@ func (s *Shape) rope(ps *Pass, q, kvpe []float32) {
 			s.Rope.Cache(ps.Pos+t, cache)
 			for h := 0; h < H; h++ {
 				off := t*H*kd + h*kd + kd - rot
-				s.Rope.Apply(q[off:off+rot], cache)
+				s.Rope.Rotate(q[off:off+rot], cache)
 			}
-			s.Rope.Apply(kvpe[t*(kv+rot)+kv:(t+1)*(kv+rot)], cache)
+			s.Rope.Rotate(kvpe[t*(kv+rot)+kv:(t+1)*(kv+rot)], cache)
 		}
 	})
 }
 
 // attend runs causal attention for every (token, head) of the batch over
-// the cache, with ggml's CPU flash-attention kernel for a batch this size.
+// the cache, with the kernel ggml's CPU flash attention takes for a batch
+// this size (ops.Pool.Attend, shared with GQA models).
 func (s *Shape) attend(ps *Pass, q []float32, qStride int, kvOf func(h int) ops.HalfKV, heads int, rows []uint16, out []float32, outStride int) {
-	n := ps.N
-	scale := s.Scale
-	// ggml's SIMD builds also require DV to be a multiple of their vector
-	// width for the tiled kernel; the scalar build, which k3 follows, does not.
-	tiled := n >= ops.FlashTileQ
-	// llama.cpp's KV view covers max(256, used rounded up to 256) cells,
-	// at most the context; one query over 512+ cells takes the split path.
-	nkv := max(256, (ps.Pos+n+255)/256*256)
-	if ps.Ctx > 0 {
-		nkv = min(nkv, ps.Ctx)
-	}
-	split := n == 1 && nkv >= 512
-	ps.Pool.For(n*heads, 1, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			t, h := i/heads, i%heads
-			kvh := kvOf(h)
-			kvh.Data = rows
-			visible := ps.Pos + t + 1
-			qr := q[t*qStride+h*kvh.DK : t*qStride+(h+1)*kvh.DK]
-			o := out[t*outStride+h*kvh.DV : t*outStride+(h+1)*kvh.DV]
-			switch {
-			case tiled:
-				ops.AttendTiled(qr, kvh, visible, scale, o)
-			case split:
-				ops.AttendHalfSplit(qr, kvh, visible, nkv, ps.Pool.Threads(), scale, o)
-			default:
-				ops.AttendHalf(qr, kvh, visible, scale, o)
-			}
-		}
-	})
+	c := ops.Causal{N: ps.N, Pos: ps.Pos, Heads: heads, Scale: s.Scale, Ctx: ps.Ctx}
+	ps.Pool.Attend(c, q, qStride, kvOf, rows, out, outStride)
 }
 
 func (l *Layer) absorbed(s *Shape, ps *Pass, q, latent []float32, pe func(int) []float32) ([]float32, error) {
