@@ -60,7 +60,7 @@ var synthFloatFlags = []struct {
 	{"situ-beta", "SiTU beta", func(c *synth.Config) *float32 { return &c.SituBeta }},
 	{"situ-linear-beta", "SiTU linear beta; 0 = off", func(c *synth.Config) *float32 { return &c.SituLinearBeta }},
 	{"gate-lower-bound", "KDA gate lower bound; 0 = unset (softplus gate)", func(c *synth.Config) *float32 { return &c.GateLowerBound }},
-	{"rope-freq-base", "qwen3moe: rope frequency base", func(c *synth.Config) *float32 { return &c.RopeBase }},
+	{"rope-freq-base", "rope frequency base (deepseek2, qwen3moe)", func(c *synth.Config) *float32 { return &c.RopeBase }},
 }
 
 var synthBoolFlags = []struct {

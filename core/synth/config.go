@@ -65,10 +65,13 @@ type Config struct {
 
 	DeepSeek2
 
+	// RopeBase is rope.freq_base (deepseek2 and qwen3moe; kimi-k3's MLA is
+	// nope-only).
+	RopeBase float32
+
 	// qwen3moe: GQA attention (qwen3moe.go)
-	NHeadKV  int     // attention.head_count_kv
-	HeadDim  int     // attention.key_length = value_length
-	RopeBase float32 // rope.freq_base
+	NHeadKV int // attention.head_count_kv
+	HeadDim int // attention.key_length = value_length
 
 	Seed uint64
 	Type OutType

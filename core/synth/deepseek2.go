@@ -24,7 +24,6 @@ type DeepSeek2 struct {
 	// ExpertGroups and ExpertGroupsUsed are expert_group_count and
 	// expert_group_used_count (0: not written).
 	ExpertGroups, ExpertGroupsUsed int
-	RopeBase                       float32 // rope.freq_base
 	// YarnFactor is rope.scaling.factor with type yarn (0: no scaling);
 	// YarnOrigCtx its original context; YarnMscaleAllDim the HF
 	// mscale_all_dim, written as rope.scaling.yarn_log_multiplier = 0.1×it
@@ -61,7 +60,8 @@ func deepseek2Preset(name string) (Config, error) {
 			QLoRA: 64, KVLoRA: 64, QKNope: 32, QKRope: 16, VHead: 32,
 			NExpert: 16, NExpertUsed: 4, NExpertShared: 1, NFFExp: 256,
 			ExpWeightsNorm: true, ExpWeightsScale: 2.5, GatingFunc: 2,
-			DeepSeek2: DeepSeek2{ProbsBias: true, ExpertGroups: 4, ExpertGroupsUsed: 2, RopeBase: 10000,
+			RopeBase: 10000,
+			DeepSeek2: DeepSeek2{ProbsBias: true, ExpertGroups: 4, ExpertGroupsUsed: 2,
 				YarnFactor: 40, YarnOrigCtx: 256, YarnMscaleAllDim: 1, Tokenizer: "deepseek-v3"},
 			Seed: 1, Type: TypeF32,
 		}, nil
@@ -73,7 +73,8 @@ func deepseek2Preset(name string) (Config, error) {
 			QLoRA: 1536, KVLoRA: 512, QKNope: 128, QKRope: 64, VHead: 128,
 			NExpert: 384, NExpertUsed: 8, NExpertShared: 1, NFFExp: 2048,
 			ExpWeightsNorm: true, ExpWeightsScale: 2.827, GatingFunc: 2,
-			DeepSeek2: DeepSeek2{ProbsBias: true, RopeBase: 50000,
+			RopeBase: 50000,
+			DeepSeek2: DeepSeek2{ProbsBias: true,
 				YarnFactor: 32, YarnOrigCtx: 4096, YarnMscaleAllDim: 1, Tokenizer: "kimi-k2"},
 			Seed: 1, Type: TypeQ2_K,
 		}, nil
@@ -85,7 +86,8 @@ func deepseek2Preset(name string) (Config, error) {
 			QLoRA: 1536, KVLoRA: 512, QKNope: 128, QKRope: 64, VHead: 128,
 			NExpert: 256, NExpertUsed: 8, NExpertShared: 1, NFFExp: 2048,
 			ExpWeightsNorm: true, ExpWeightsScale: 2.5, GatingFunc: 2,
-			DeepSeek2: DeepSeek2{ProbsBias: true, ExpertGroups: 8, ExpertGroupsUsed: 4, RopeBase: 10000,
+			RopeBase: 10000,
+			DeepSeek2: DeepSeek2{ProbsBias: true, ExpertGroups: 8, ExpertGroupsUsed: 4,
 				YarnFactor: 40, YarnOrigCtx: 4096, YarnMscaleAllDim: 1, Tokenizer: "deepseek-v3"},
 			Seed: 1, Type: TypeQ2_K,
 		}, nil
