@@ -6847,6 +6847,560 @@ donedotMXFP4r8AVX2:
 	VZEROUPPER
 	RET
 
+// func dotIQ4_NLAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-28
+	MOVQ           w+0(FP), AX
+	MOVQ           a+8(FP), CX
+	MOVQ           nb+16(FP), DX
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI128 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD   c32_00010001<>+0(SB), Y2
+	VXORPS         X3, X3, X3
+
+loopdotIQ4_NLAVX2:
+	CMPQ         DX, $0x08
+	JB           taildotIQ4_NLAVX2
+	VMOVDQU      2(AX), X4
+	VINSERTI128  $0x01, 74(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      2(CX), X4
+	VINSERTI128  $0x01, 138(CX), Y4, Y7
+	VMOVDQU      18(CX), X4
+	VINSERTI128  $0x01, 154(CX), Y4, Y8
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      20(AX), X4
+	VINSERTI128  $0x01, 92(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y6, Y1, Y6
+	VPSHUFB      Y7, Y1, Y7
+	VMOVDQU      36(CX), X4
+	VINSERTI128  $0x01, 172(CX), Y4, Y8
+	VMOVDQU      52(CX), X4
+	VINSERTI128  $0x01, 188(CX), Y4, Y9
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VMOVDQU      38(AX), X4
+	VINSERTI128  $0x01, 110(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y6, Y1, Y6
+	VPSHUFB      Y7, Y1, Y7
+	VMOVDQU      70(CX), X4
+	VINSERTI128  $0x01, 206(CX), Y4, Y8
+	VMOVDQU      86(CX), X4
+	VINSERTI128  $0x01, 222(CX), Y4, Y9
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      56(AX), X4
+	VINSERTI128  $0x01, 128(AX), Y4, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y7, Y1, Y7
+	VPSHUFB      Y8, Y1, Y8
+	VMOVDQU      104(CX), X4
+	VINSERTI128  $0x01, 240(CX), Y4, Y9
+	VMOVDQU      120(CX), X4
+	VINSERTI128  $0x01, 256(CX), Y4, Y10
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X4
+	VPINSRQ      $0x01, SI, X4, X4
+	VCVTPH2PS    X4, Y6
+	MOVWQZX      (AX), BX
+	MOVWQZX      18(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      36(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      54(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      72(AX), SI
+	MOVWQZX      90(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      108(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      126(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X4
+	VPINSRQ      $0x01, SI, X4, X4
+	VCVTPH2PS    X4, Y7
+	VMULPS       Y6, Y7, Y7
+	VMULPS       Y7, Y5, Y5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X3, X3
+	VMOVHLPS     X5, X5, X4
+	VADDSS       X4, X3, X3
+	VPERMILPS    $0xff, X5, X4
+	VADDSS       X4, X3, X3
+	VEXTRACTF128 $0x01, Y5, X4
+	VADDSS       X4, X3, X3
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X3, X3
+	VMOVHLPS     X4, X4, X5
+	VADDSS       X5, X3, X3
+	VPERMILPS    $0xff, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000110, CX
+	SUBQ         $0x08, DX
+	JMP          loopdotIQ4_NLAVX2
+
+taildotIQ4_NLAVX2:
+	TESTQ       DX, DX
+	JZ          donedotIQ4_NLAVX2
+	VMOVDQU     2(AX), X4
+	VINSERTI128 $0x01, 2(AX), Y4, Y5
+	VPSRLW      $0x04, Y5, Y6
+	VPAND       Y0, Y5, Y5
+	VPAND       Y0, Y6, Y6
+	VPSHUFB     Y5, Y1, Y5
+	VPSHUFB     Y6, Y1, Y6
+	VMOVDQU     2(CX), X4
+	VINSERTI128 $0x01, 2(CX), Y4, Y7
+	VMOVDQU     18(CX), X4
+	VINSERTI128 $0x01, 18(CX), Y4, Y8
+	VPSIGNB     Y7, Y5, Y5
+	VPABSB      Y7, Y7
+	VPMADDUBSW  Y5, Y7, Y5
+	VPMADDWD    Y2, Y5, Y5
+	VPSIGNB     Y8, Y6, Y6
+	VPABSB      Y8, Y7
+	VPMADDUBSW  Y6, Y7, Y6
+	VPMADDWD    Y2, Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VPSHUFD     $0x4e, X5, X4
+	VPADDD      X4, X5, X5
+	VPSHUFD     $0xb1, X5, X4
+	VPADDD      X4, X5, X5
+	VCVTDQ2PS   X5, X5
+	VMOVD       (CX), X4
+	VCVTPH2PS   X4, X4
+	VMOVD       (AX), X6
+	VCVTPH2PS   X6, X6
+	VMULPS      X4, X6, X6
+	VMULPS      X6, X5, X5
+	VADDSS      X5, X3, X3
+	ADDQ        $0x00000012, AX
+	ADDQ        $0x00000022, CX
+	DECQ        DX
+	JMP         taildotIQ4_NLAVX2
+
+donedotIQ4_NLAVX2:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_NLlut<>+0(SB)/4, $0xbfad9881
+DATA b32IQ4_NLlut<>+4(SB)/4, $0xf6eaddcf
+DATA b32IQ4_NLlut<>+8(SB)/4, $0x26190d01
+DATA b32IQ4_NLlut<>+12(SB)/4, $0x71594535
+GLOBL b32IQ4_NLlut<>(SB), RODATA|NOPTR, $16
+
+// func dotIQ4_NLr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ4_NLr8AVX2(SB), NOSPLIT, $0-40
+	MOVQ           w+0(FP), AX
+	MOVQ           wstride+8(FP), CX
+	MOVQ           a+16(FP), DX
+	MOVQ           nb+24(FP), BX
+	LEAQ           (CX)(CX*2), SI
+	LEAQ           (AX)(CX*4), DI
+	LEAQ           (DI)(CX*4), R8
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI128 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD   c32_00010001<>+0(SB), Y2
+	VPXOR          Y3, Y3, Y3
+	TESTQ          BX, BX
+	JZ             donedotIQ4_NLr8AVX2
+
+loopdotIQ4_NLr8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	ADDQ           $0x00000090, R8
+	VBROADCASTI128 2(DX), Y4
+	VBROADCASTI128 18(DX), Y5
+	VMOVDQU        2(AX), X6
+	VINSERTI128    $0x01, 2(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        2(AX)(CX*1), X6
+	VINSERTI128    $0x01, 2(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        2(AX)(CX*2), X6
+	VINSERTI128    $0x01, 2(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        2(AX)(SI*1), X6
+	VINSERTI128    $0x01, 2(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VPBROADCASTW   (DX), X5
+	VCVTPH2PS      X5, Y5
+	VCVTDQ2PS      Y4, Y4
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X6
+	VPINSRQ        $0x01, R10, X6, X6
+	VCVTPH2PS      X6, Y7
+	VMULPS         Y5, Y7, Y7
+	VMULPS         Y7, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JNZ            loopdotIQ4_NLr8AVX2
+
+donedotIQ4_NLr8AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4_XSAVX2(SB), NOSPLIT, $0-28
+	MOVQ           w+0(FP), AX
+	MOVQ           a+8(FP), CX
+	MOVQ           nb+16(FP), DX
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI128 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD   c32_00010001<>+0(SB), Y2
+	VXORPS         X3, X3, X3
+	TESTQ          DX, DX
+	JZ             donedotIQ4_XSAVX2
+
+loopdotIQ4_XSAVX2:
+	VMOVDQU      8(AX), X4
+	VINSERTI128  $0x01, 72(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      4(CX), X4
+	VINSERTI128  $0x01, 132(CX), Y4, Y7
+	VMOVDQU      20(CX), X4
+	VINSERTI128  $0x01, 148(CX), Y4, Y8
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      24(AX), X4
+	VINSERTI128  $0x01, 88(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y6, Y1, Y6
+	VPSHUFB      Y7, Y1, Y7
+	VMOVDQU      36(CX), X4
+	VINSERTI128  $0x01, 164(CX), Y4, Y8
+	VMOVDQU      52(CX), X4
+	VINSERTI128  $0x01, 180(CX), Y4, Y9
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VMOVDQU      40(AX), X4
+	VINSERTI128  $0x01, 104(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y6, Y1, Y6
+	VPSHUFB      Y7, Y1, Y7
+	VMOVDQU      68(CX), X4
+	VINSERTI128  $0x01, 196(CX), Y4, Y8
+	VMOVDQU      84(CX), X4
+	VINSERTI128  $0x01, 212(CX), Y4, Y9
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      56(AX), X4
+	VINSERTI128  $0x01, 120(AX), Y4, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y7, Y1, Y7
+	VPSHUFB      Y8, Y1, Y8
+	VMOVDQU      100(CX), X4
+	VINSERTI128  $0x01, 228(CX), Y4, Y9
+	VMOVDQU      116(CX), X4
+	VINSERTI128  $0x01, 244(CX), Y4, Y10
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTQ (AX), Y6
+	VPSHUFB      iq4xsctl<>+0(SB), Y6, Y6
+	VPSRLVD      iq4xslo<>+0(SB), Y6, Y7
+	VPSRLVD      iq4xshi<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y7, Y7
+	VPAND        v32_00000003<>+0(SB), Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y7, Y7
+	VPSUBD       v32_00000020<>+0(SB), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VBROADCASTSS X4, Y6
+	VMULPS       Y6, Y7, Y7
+	VMULPS       Y7, Y5, Y5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X3, X3
+	VMOVHLPS     X5, X5, X4
+	VADDSS       X4, X3, X3
+	VPERMILPS    $0xff, X5, X4
+	VADDSS       X4, X3, X3
+	VEXTRACTF128 $0x01, Y5, X4
+	VADDSS       X4, X3, X3
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X3, X3
+	VMOVHLPS     X4, X4, X5
+	VADDSS       X5, X3, X3
+	VPERMILPS    $0xff, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ4_XSAVX2
+
+donedotIQ4_XSAVX2:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_XSlut<>+0(SB)/4, $0xbfad9881
+DATA b32IQ4_XSlut<>+4(SB)/4, $0xf6eaddcf
+DATA b32IQ4_XSlut<>+8(SB)/4, $0x26190d01
+DATA b32IQ4_XSlut<>+12(SB)/4, $0x71594535
+GLOBL b32IQ4_XSlut<>(SB), RODATA|NOPTR, $16
+
+DATA iq4xsctl<>+0(SB)/4, $0x80030204
+DATA iq4xsctl<>+4(SB)/4, $0x80030204
+DATA iq4xsctl<>+8(SB)/4, $0x80030205
+DATA iq4xsctl<>+12(SB)/4, $0x80030205
+DATA iq4xsctl<>+16(SB)/4, $0x80030206
+DATA iq4xsctl<>+20(SB)/4, $0x80030206
+DATA iq4xsctl<>+24(SB)/4, $0x80030207
+DATA iq4xsctl<>+28(SB)/4, $0x80030207
+GLOBL iq4xsctl<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xslo<>+0(SB)/4, $0x00000000
+DATA iq4xslo<>+4(SB)/4, $0x00000004
+DATA iq4xslo<>+8(SB)/4, $0x00000000
+DATA iq4xslo<>+12(SB)/4, $0x00000004
+DATA iq4xslo<>+16(SB)/4, $0x00000000
+DATA iq4xslo<>+20(SB)/4, $0x00000004
+DATA iq4xslo<>+24(SB)/4, $0x00000000
+DATA iq4xslo<>+28(SB)/4, $0x00000004
+GLOBL iq4xslo<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xshi<>+0(SB)/4, $0x00000008
+DATA iq4xshi<>+4(SB)/4, $0x0000000a
+DATA iq4xshi<>+8(SB)/4, $0x0000000c
+DATA iq4xshi<>+12(SB)/4, $0x0000000e
+DATA iq4xshi<>+16(SB)/4, $0x00000010
+DATA iq4xshi<>+20(SB)/4, $0x00000012
+DATA iq4xshi<>+24(SB)/4, $0x00000014
+DATA iq4xshi<>+28(SB)/4, $0x00000016
+GLOBL iq4xshi<>(SB), RODATA|NOPTR, $32
+
+DATA v32_0000000f<>+0(SB)/4, $0x0000000f
+DATA v32_0000000f<>+4(SB)/4, $0x0000000f
+DATA v32_0000000f<>+8(SB)/4, $0x0000000f
+DATA v32_0000000f<>+12(SB)/4, $0x0000000f
+DATA v32_0000000f<>+16(SB)/4, $0x0000000f
+DATA v32_0000000f<>+20(SB)/4, $0x0000000f
+DATA v32_0000000f<>+24(SB)/4, $0x0000000f
+DATA v32_0000000f<>+28(SB)/4, $0x0000000f
+GLOBL v32_0000000f<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000003<>+0(SB)/4, $0x00000003
+DATA v32_00000003<>+4(SB)/4, $0x00000003
+DATA v32_00000003<>+8(SB)/4, $0x00000003
+DATA v32_00000003<>+12(SB)/4, $0x00000003
+DATA v32_00000003<>+16(SB)/4, $0x00000003
+DATA v32_00000003<>+20(SB)/4, $0x00000003
+DATA v32_00000003<>+24(SB)/4, $0x00000003
+DATA v32_00000003<>+28(SB)/4, $0x00000003
+GLOBL v32_00000003<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000020<>+0(SB)/4, $0x00000020
+DATA v32_00000020<>+4(SB)/4, $0x00000020
+DATA v32_00000020<>+8(SB)/4, $0x00000020
+DATA v32_00000020<>+12(SB)/4, $0x00000020
+DATA v32_00000020<>+16(SB)/4, $0x00000020
+DATA v32_00000020<>+20(SB)/4, $0x00000020
+DATA v32_00000020<>+24(SB)/4, $0x00000020
+DATA v32_00000020<>+28(SB)/4, $0x00000020
+GLOBL v32_00000020<>(SB), RODATA|NOPTR, $32
+
 // func dotF32AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX2, FMA3
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-40

@@ -6334,6 +6334,578 @@ donedotMXFP4r8AVX512:
 	VZEROUPPER
 	RET
 
+// func dotIQ4_NLAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ4_NLAVX512(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+
+loopdotIQ4_NLAVX512:
+	CMPQ          DX, $0x08
+	JB            taildotIQ4_NLAVX512
+	VMOVDQU64     2(AX), X4
+	VINSERTI32X4  $0x01, 74(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     2(CX), X4
+	VINSERTI32X4  $0x01, 138(CX), Y4, Y7
+	VMOVDQU64     18(CX), X4
+	VINSERTI32X4  $0x01, 154(CX), Y4, Y8
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VPSIGNB       Y8, Y6, Y6
+	VPABSB        Y8, Y7
+	VPMADDUBSW    Y6, Y7, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     20(AX), X4
+	VINSERTI32X4  $0x01, 92(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y7, Y7
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y7, Y1, Y7
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 172(CX), Y4, Y8
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 188(CX), Y4, Y9
+	VPSIGNB       Y8, Y6, Y6
+	VPABSB        Y8, Y8
+	VPMADDUBSW    Y6, Y8, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPSIGNB       Y9, Y7, Y7
+	VPABSB        Y9, Y8
+	VPMADDUBSW    Y7, Y8, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VPADDD        Y7, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y7
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y7, Y7
+	VMOVDQU64     38(AX), X4
+	VINSERTI32X4  $0x01, 110(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     70(CX), X4
+	VINSERTI32X4  $0x01, 206(CX), Y4, Y8
+	VMOVDQU64     86(CX), X4
+	VINSERTI32X4  $0x01, 222(CX), Y4, Y9
+	VPSIGNB       Y8, Y5, Y5
+	VPABSB        Y8, Y8
+	VPMADDUBSW    Y5, Y8, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VPSIGNB       Y9, Y6, Y6
+	VPABSB        Y9, Y8
+	VPMADDUBSW    Y6, Y8, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 128(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y8
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y8, Y8
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y8, Y1, Y8
+	VMOVDQU64     104(CX), X4
+	VINSERTI32X4  $0x01, 240(CX), Y4, Y9
+	VMOVDQU64     120(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y10
+	VPSIGNB       Y9, Y6, Y6
+	VPABSB        Y9, Y9
+	VPMADDUBSW    Y6, Y9, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPSIGNB       Y10, Y8, Y8
+	VPABSB        Y10, Y9
+	VPMADDUBSW    Y8, Y9, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VPADDD        Y8, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y8
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y5
+	VSHUFPS       $0xdd, Y8, Y7, Y6
+	VPADDD        Y6, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y6
+	MOVWQZX       (AX), BX
+	MOVWQZX       18(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       36(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       54(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       72(AX), SI
+	MOVWQZX       90(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       108(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       126(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y7
+	VMULPS        Y6, Y7, Y7
+	VMULPS        Y7, Y5, Y5
+	VADDSS        X5, X3, X3
+	VMOVSHDUP     X5, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X5, X5, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X5, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y5, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotIQ4_NLAVX512
+
+taildotIQ4_NLAVX512:
+	TESTQ        DX, DX
+	JZ           donedotIQ4_NLAVX512
+	VMOVDQU64    2(AX), X4
+	VINSERTI32X4 $0x01, 2(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X4, X6, X6
+	VMULPS       X6, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotIQ4_NLAVX512
+
+donedotIQ4_NLAVX512:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_NLlut<>+0(SB)/4, $0xbfad9881
+DATA b32IQ4_NLlut<>+4(SB)/4, $0xf6eaddcf
+DATA b32IQ4_NLlut<>+8(SB)/4, $0x26190d01
+DATA b32IQ4_NLlut<>+12(SB)/4, $0x71594535
+GLOBL b32IQ4_NLlut<>(SB), RODATA|NOPTR, $16
+
+// func dotIQ4_NLr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotIQ4_NLr8AVX512(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_NLr8AVX512
+
+loopdotIQ4_NLr8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VMOVDQU64       2(AX), X6
+	VINSERTI32X4    $0x01, 2(DI), Y6, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	VPSHUFB         Y7, Y1, Y7
+	VPSHUFB         Y8, Y1, Y8
+	VPSIGNB         Y4, Y7, Y7
+	VPABSB          Y4, Y9
+	VPMADDUBSW      Y7, Y9, Y7
+	VPMADDWD        Y2, Y7, Y7
+	VPSIGNB         Y5, Y8, Y8
+	VPABSB          Y5, Y9
+	VPMADDUBSW      Y8, Y9, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VPADDD          Y8, Y7, Y7
+	VMOVDQU64       2(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y6, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VPSHUFB         Y8, Y1, Y8
+	VPSHUFB         Y9, Y1, Y9
+	VPSIGNB         Y4, Y8, Y8
+	VPABSB          Y4, Y10
+	VPMADDUBSW      Y8, Y10, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VPSIGNB         Y5, Y9, Y9
+	VPABSB          Y5, Y10
+	VPMADDUBSW      Y9, Y10, Y9
+	VPMADDWD        Y2, Y9, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y9
+	VSHUFPS         $0xdd, Y8, Y7, Y7
+	VPADDD          Y7, Y9, Y9
+	VMOVDQU64       2(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y6, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	VPSHUFB         Y7, Y1, Y7
+	VPSHUFB         Y8, Y1, Y8
+	VPSIGNB         Y4, Y7, Y7
+	VPABSB          Y4, Y10
+	VPMADDUBSW      Y7, Y10, Y7
+	VPMADDWD        Y2, Y7, Y7
+	VPSIGNB         Y5, Y8, Y8
+	VPABSB          Y5, Y10
+	VPMADDUBSW      Y8, Y10, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VPADDD          Y8, Y7, Y7
+	VMOVDQU64       2(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y6, Y8
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y8, Y1, Y8
+	VPSHUFB         Y10, Y1, Y10
+	VPSIGNB         Y4, Y8, Y8
+	VPABSB          Y4, Y4
+	VPMADDUBSW      Y8, Y4, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VPSIGNB         Y5, Y10, Y10
+	VPABSB          Y5, Y4
+	VPMADDUBSW      Y10, Y4, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPADDD          Y10, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y4
+	VSHUFPS         $0xdd, Y8, Y7, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X6
+	VPINSRQ         $0x01, R10, X6, X6
+	VCVTPH2PS       X6, Y7
+	VMULPS          Y4, Y7, Y7
+	VMULPS          Y7, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_NLr8AVX512
+
+donedotIQ4_NLr8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ4_XSAVX512(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+	TESTQ           DX, DX
+	JZ              donedotIQ4_XSAVX512
+
+loopdotIQ4_XSAVX512:
+	VMOVDQU64     8(AX), X4
+	VINSERTI32X4  $0x01, 72(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     4(CX), X4
+	VINSERTI32X4  $0x01, 132(CX), Y4, Y7
+	VMOVDQU64     20(CX), X4
+	VINSERTI32X4  $0x01, 148(CX), Y4, Y8
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VPSIGNB       Y8, Y6, Y6
+	VPABSB        Y8, Y7
+	VPMADDUBSW    Y6, Y7, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     24(AX), X4
+	VINSERTI32X4  $0x01, 88(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y7, Y7
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y7, Y1, Y7
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 164(CX), Y4, Y8
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 180(CX), Y4, Y9
+	VPSIGNB       Y8, Y6, Y6
+	VPABSB        Y8, Y8
+	VPMADDUBSW    Y6, Y8, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPSIGNB       Y9, Y7, Y7
+	VPABSB        Y9, Y8
+	VPMADDUBSW    Y7, Y8, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VPADDD        Y7, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y7
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y7, Y7
+	VMOVDQU64     40(AX), X4
+	VINSERTI32X4  $0x01, 104(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     68(CX), X4
+	VINSERTI32X4  $0x01, 196(CX), Y4, Y8
+	VMOVDQU64     84(CX), X4
+	VINSERTI32X4  $0x01, 212(CX), Y4, Y9
+	VPSIGNB       Y8, Y5, Y5
+	VPABSB        Y8, Y8
+	VPMADDUBSW    Y5, Y8, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VPSIGNB       Y9, Y6, Y6
+	VPABSB        Y9, Y8
+	VPMADDUBSW    Y6, Y8, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 120(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y8
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y8, Y8
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y8, Y1, Y8
+	VMOVDQU64     100(CX), X4
+	VINSERTI32X4  $0x01, 228(CX), Y4, Y9
+	VMOVDQU64     116(CX), X4
+	VINSERTI32X4  $0x01, 244(CX), Y4, Y10
+	VPSIGNB       Y9, Y6, Y6
+	VPABSB        Y9, Y9
+	VPMADDUBSW    Y6, Y9, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPSIGNB       Y10, Y8, Y8
+	VPABSB        Y10, Y9
+	VPMADDUBSW    Y8, Y9, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VPADDD        Y8, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y8
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y5
+	VSHUFPS       $0xdd, Y8, Y7, Y6
+	VPADDD        Y6, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	VPBROADCASTQ  (AX), Y6
+	VPSHUFB       iq4xsctl<>+0(SB), Y6, Y6
+	VPSRLVD       iq4xslo<>+0(SB), Y6, Y7
+	VPSRLVD       iq4xshi<>+0(SB), Y6, Y6
+	VPANDD        v32_0000000f<>+0(SB), Y7, Y7
+	VPANDD        v32_00000003<>+0(SB), Y6, Y6
+	VPSLLD        $0x04, Y6, Y6
+	VPORD         Y6, Y7, Y7
+	VPSUBD        v32_00000020<>+0(SB), Y7, Y7
+	VCVTDQ2PS     Y7, Y7
+	VPBROADCASTW  (AX), X4
+	VCVTPH2PS     X4, X4
+	VMULSS        (CX), X4, X4
+	VBROADCASTSS  X4, Y6
+	VMULPS        Y6, Y7, Y7
+	VMULPS        Y7, Y5, Y5
+	VADDSS        X5, X3, X3
+	VMOVSHDUP     X5, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X5, X5, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X5, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y5, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ4_XSAVX512
+
+donedotIQ4_XSAVX512:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_XSlut<>+0(SB)/4, $0xbfad9881
+DATA b32IQ4_XSlut<>+4(SB)/4, $0xf6eaddcf
+DATA b32IQ4_XSlut<>+8(SB)/4, $0x26190d01
+DATA b32IQ4_XSlut<>+12(SB)/4, $0x71594535
+GLOBL b32IQ4_XSlut<>(SB), RODATA|NOPTR, $16
+
+DATA iq4xsctl<>+0(SB)/4, $0x80030204
+DATA iq4xsctl<>+4(SB)/4, $0x80030204
+DATA iq4xsctl<>+8(SB)/4, $0x80030205
+DATA iq4xsctl<>+12(SB)/4, $0x80030205
+DATA iq4xsctl<>+16(SB)/4, $0x80030206
+DATA iq4xsctl<>+20(SB)/4, $0x80030206
+DATA iq4xsctl<>+24(SB)/4, $0x80030207
+DATA iq4xsctl<>+28(SB)/4, $0x80030207
+GLOBL iq4xsctl<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xslo<>+0(SB)/4, $0x00000000
+DATA iq4xslo<>+4(SB)/4, $0x00000004
+DATA iq4xslo<>+8(SB)/4, $0x00000000
+DATA iq4xslo<>+12(SB)/4, $0x00000004
+DATA iq4xslo<>+16(SB)/4, $0x00000000
+DATA iq4xslo<>+20(SB)/4, $0x00000004
+DATA iq4xslo<>+24(SB)/4, $0x00000000
+DATA iq4xslo<>+28(SB)/4, $0x00000004
+GLOBL iq4xslo<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xshi<>+0(SB)/4, $0x00000008
+DATA iq4xshi<>+4(SB)/4, $0x0000000a
+DATA iq4xshi<>+8(SB)/4, $0x0000000c
+DATA iq4xshi<>+12(SB)/4, $0x0000000e
+DATA iq4xshi<>+16(SB)/4, $0x00000010
+DATA iq4xshi<>+20(SB)/4, $0x00000012
+DATA iq4xshi<>+24(SB)/4, $0x00000014
+DATA iq4xshi<>+28(SB)/4, $0x00000016
+GLOBL iq4xshi<>(SB), RODATA|NOPTR, $32
+
+DATA v32_0000000f<>+0(SB)/4, $0x0000000f
+DATA v32_0000000f<>+4(SB)/4, $0x0000000f
+DATA v32_0000000f<>+8(SB)/4, $0x0000000f
+DATA v32_0000000f<>+12(SB)/4, $0x0000000f
+DATA v32_0000000f<>+16(SB)/4, $0x0000000f
+DATA v32_0000000f<>+20(SB)/4, $0x0000000f
+DATA v32_0000000f<>+24(SB)/4, $0x0000000f
+DATA v32_0000000f<>+28(SB)/4, $0x0000000f
+GLOBL v32_0000000f<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000003<>+0(SB)/4, $0x00000003
+DATA v32_00000003<>+4(SB)/4, $0x00000003
+DATA v32_00000003<>+8(SB)/4, $0x00000003
+DATA v32_00000003<>+12(SB)/4, $0x00000003
+DATA v32_00000003<>+16(SB)/4, $0x00000003
+DATA v32_00000003<>+20(SB)/4, $0x00000003
+DATA v32_00000003<>+24(SB)/4, $0x00000003
+DATA v32_00000003<>+28(SB)/4, $0x00000003
+GLOBL v32_00000003<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000020<>+0(SB)/4, $0x00000020
+DATA v32_00000020<>+4(SB)/4, $0x00000020
+DATA v32_00000020<>+8(SB)/4, $0x00000020
+DATA v32_00000020<>+12(SB)/4, $0x00000020
+DATA v32_00000020<>+16(SB)/4, $0x00000020
+DATA v32_00000020<>+20(SB)/4, $0x00000020
+DATA v32_00000020<>+24(SB)/4, $0x00000020
+DATA v32_00000020<>+28(SB)/4, $0x00000020
+GLOBL v32_00000020<>(SB), RODATA|NOPTR, $32
+
 // func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·dotF32AVX512(SB), NOSPLIT, $0-40
@@ -15449,6 +16021,504 @@ loopdotMXFP4r8VNNI:
 donedotMXFP4r8VNNI:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y5, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ4_NLVNNI(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+
+loopdotIQ4_NLVNNI:
+	CMPQ          DX, $0x08
+	JB            taildotIQ4_NLVNNI
+	VMOVDQU64     2(AX), X4
+	VINSERTI32X4  $0x01, 74(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     2(CX), X4
+	VINSERTI32X4  $0x01, 138(CX), Y4, Y17
+	VMOVDQU64     18(CX), X4
+	VINSERTI32X4  $0x01, 154(CX), Y4, Y18
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y17, Y2, Y7
+	VPDPBUSD      Y18, Y2, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VPXORD        Y2, Y5, Y5
+	VPXORD        Y2, Y6, Y6
+	VMOVDQA64     Y8, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VPDPBUSD      Y18, Y6, Y19
+	VMOVDQU64     20(AX), X4
+	VINSERTI32X4  $0x01, 92(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 172(CX), Y4, Y17
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 188(CX), Y4, Y18
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y17, Y2, Y9
+	VPDPBUSD      Y18, Y2, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VPXORD        Y2, Y5, Y5
+	VPXORD        Y2, Y6, Y6
+	VMOVDQA64     Y10, Y20
+	VPDPBUSD      Y17, Y5, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VSHUFPS       $0x88, Y20, Y19, Y5
+	VSHUFPS       $0xdd, Y20, Y19, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     38(AX), X4
+	VINSERTI32X4  $0x01, 110(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y17, Y1, Y17
+	VMOVDQU64     70(CX), X4
+	VINSERTI32X4  $0x01, 206(CX), Y4, Y18
+	VMOVDQU64     86(CX), X4
+	VINSERTI32X4  $0x01, 222(CX), Y4, Y19
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y18, Y2, Y11
+	VPDPBUSD      Y19, Y2, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VPXORD        Y2, Y6, Y6
+	VPXORD        Y2, Y17, Y17
+	VMOVDQA64     Y12, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VPDPBUSD      Y19, Y17, Y20
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 128(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y17, Y1, Y17
+	VMOVDQU64     104(CX), X4
+	VINSERTI32X4  $0x01, 240(CX), Y4, Y18
+	VMOVDQU64     120(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y19
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      Y18, Y2, Y13
+	VPDPBUSD      Y19, Y2, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VPXORD        Y2, Y6, Y6
+	VPXORD        Y2, Y17, Y17
+	VMOVDQA64     Y14, Y21
+	VPDPBUSD      Y18, Y6, Y21
+	VPDPBUSD      Y19, Y17, Y21
+	VSHUFPS       $0x88, Y21, Y20, Y6
+	VSHUFPS       $0xdd, Y21, Y20, Y17
+	VPADDD        Y17, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y17
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y17, Y17
+	VCVTDQ2PS     Y17, Y17
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y5
+	MOVWQZX       (AX), BX
+	MOVWQZX       18(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       36(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       54(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       72(AX), SI
+	MOVWQZX       90(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       108(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       126(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y6
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y17, Y17
+	VADDSS        X17, X3, X3
+	VMOVSHDUP     X17, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X17, X17, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X17, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y17, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotIQ4_NLVNNI
+
+taildotIQ4_NLVNNI:
+	TESTQ        DX, DX
+	JZ           donedotIQ4_NLVNNI
+	VMOVDQU64    2(AX), X4
+	VINSERTI32X4 $0x01, 2(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y7, Y2, Y15
+	VPDPBUSD     Y8, Y2, Y15
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y15, Y16, Y16
+	VPXORD       Y2, Y5, Y5
+	VPXORD       Y2, Y6, Y6
+	VMOVDQA64    Y16, Y9
+	VPDPBUSD     Y7, Y5, Y9
+	VPDPBUSD     Y8, Y6, Y9
+	VPSHUFD      $0x4e, X9, X4
+	VPADDD       X4, X9, X9
+	VPSHUFD      $0xb1, X9, X4
+	VPADDD       X4, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMULPS       X5, X9, X9
+	VADDSS       X9, X3, X3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotIQ4_NLVNNI
+
+donedotIQ4_NLVNNI:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotIQ4_NLr8VNNI(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_NLr8VNNI
+
+loopdotIQ4_NLr8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        Y4, Y2, Y6
+	VPDPBUSD        Y5, Y2, Y6
+	VPXORD          Y7, Y7, Y7
+	VPSUBD          Y6, Y7, Y7
+	VMOVDQU64       2(AX), X8
+	VINSERTI32X4    $0x01, 2(DI), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y9, Y1, Y9
+	VPSHUFB         Y10, Y1, Y10
+	VPXORD          Y2, Y9, Y9
+	VPXORD          Y2, Y10, Y10
+	VMOVDQA64       Y7, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VPDPBUSD        Y5, Y10, Y11
+	VMOVDQU64       2(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y9, Y1, Y9
+	VPSHUFB         Y10, Y1, Y10
+	VPXORD          Y2, Y9, Y9
+	VPXORD          Y2, Y10, Y10
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y9, Y12
+	VPDPBUSD        Y5, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y9
+	VSHUFPS         $0xdd, Y12, Y11, Y10
+	VPADDD          Y10, Y9, Y9
+	VMOVDQU64       2(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPXORD          Y2, Y10, Y10
+	VPXORD          Y2, Y11, Y11
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VPDPBUSD        Y5, Y11, Y12
+	VMOVDQU64       2(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPXORD          Y2, Y10, Y10
+	VPXORD          Y2, Y11, Y11
+	VMOVDQA64       Y7, Y13
+	VPDPBUSD        Y4, Y10, Y13
+	VPDPBUSD        Y5, Y11, Y13
+	VSHUFPS         $0x88, Y13, Y12, Y4
+	VSHUFPS         $0xdd, Y13, Y12, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X8
+	VPINSRQ         $0x01, R10, X8, X8
+	VCVTPH2PS       X8, Y9
+	VMULPS          Y4, Y9, Y9
+	VMULPS          Y9, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_NLr8VNNI
+
+donedotIQ4_NLr8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ4_XSVNNI(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+	TESTQ           DX, DX
+	JZ              donedotIQ4_XSVNNI
+
+loopdotIQ4_XSVNNI:
+	VMOVDQU64     8(AX), X4
+	VINSERTI32X4  $0x01, 72(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     4(CX), X4
+	VINSERTI32X4  $0x01, 132(CX), Y4, Y15
+	VMOVDQU64     20(CX), X4
+	VINSERTI32X4  $0x01, 148(CX), Y4, Y16
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y15, Y2, Y7
+	VPDPBUSD      Y16, Y2, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VPXORD        Y2, Y5, Y5
+	VPXORD        Y2, Y6, Y6
+	VMOVDQA64     Y8, Y17
+	VPDPBUSD      Y15, Y5, Y17
+	VPDPBUSD      Y16, Y6, Y17
+	VMOVDQU64     24(AX), X4
+	VINSERTI32X4  $0x01, 88(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 164(CX), Y4, Y15
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 180(CX), Y4, Y16
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y15, Y2, Y9
+	VPDPBUSD      Y16, Y2, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VPXORD        Y2, Y5, Y5
+	VPXORD        Y2, Y6, Y6
+	VMOVDQA64     Y10, Y18
+	VPDPBUSD      Y15, Y5, Y18
+	VPDPBUSD      Y16, Y6, Y18
+	VSHUFPS       $0x88, Y18, Y17, Y5
+	VSHUFPS       $0xdd, Y18, Y17, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     40(AX), X4
+	VINSERTI32X4  $0x01, 104(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y15
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y15, Y15
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y15, Y1, Y15
+	VMOVDQU64     68(CX), X4
+	VINSERTI32X4  $0x01, 196(CX), Y4, Y16
+	VMOVDQU64     84(CX), X4
+	VINSERTI32X4  $0x01, 212(CX), Y4, Y17
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y16, Y2, Y11
+	VPDPBUSD      Y17, Y2, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VPXORD        Y2, Y6, Y6
+	VPXORD        Y2, Y15, Y15
+	VMOVDQA64     Y12, Y18
+	VPDPBUSD      Y16, Y6, Y18
+	VPDPBUSD      Y17, Y15, Y18
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 120(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y15
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y15, Y15
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y15, Y1, Y15
+	VMOVDQU64     100(CX), X4
+	VINSERTI32X4  $0x01, 228(CX), Y4, Y16
+	VMOVDQU64     116(CX), X4
+	VINSERTI32X4  $0x01, 244(CX), Y4, Y17
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      Y16, Y2, Y13
+	VPDPBUSD      Y17, Y2, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VPXORD        Y2, Y6, Y6
+	VPXORD        Y2, Y15, Y15
+	VMOVDQA64     Y14, Y19
+	VPDPBUSD      Y16, Y6, Y19
+	VPDPBUSD      Y17, Y15, Y19
+	VSHUFPS       $0x88, Y19, Y18, Y6
+	VSHUFPS       $0xdd, Y19, Y18, Y15
+	VPADDD        Y15, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y15
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y15, Y15
+	VCVTDQ2PS     Y15, Y15
+	VPBROADCASTQ  (AX), Y5
+	VPSHUFB       iq4xsctl<>+0(SB), Y5, Y5
+	VPSRLVD       iq4xslo<>+0(SB), Y5, Y6
+	VPSRLVD       iq4xshi<>+0(SB), Y5, Y5
+	VPANDD        v32_0000000f<>+0(SB), Y6, Y6
+	VPANDD        v32_00000003<>+0(SB), Y5, Y5
+	VPSLLD        $0x04, Y5, Y5
+	VPORD         Y5, Y6, Y6
+	VPSUBD        v32_00000020<>+0(SB), Y6, Y6
+	VCVTDQ2PS     Y6, Y6
+	VPBROADCASTW  (AX), X4
+	VCVTPH2PS     X4, X4
+	VMULSS        (CX), X4, X4
+	VBROADCASTSS  X4, Y5
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y15, Y15
+	VADDSS        X15, X3, X3
+	VMOVSHDUP     X15, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X15, X15, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X15, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y15, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ4_XSVNNI
+
+donedotIQ4_XSVNNI:
+	MOVSS X3, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -30111,6 +31181,504 @@ loopdotMXFP4r8VNNI256:
 donedotMXFP4r8VNNI256:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y5, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ4_NLVNNI256(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+
+loopdotIQ4_NLVNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotIQ4_NLVNNI256
+	VMOVDQU64     2(AX), X4
+	VINSERTI32X4  $0x01, 74(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     2(CX), X4
+	VINSERTI32X4  $0x01, 138(CX), Y4, Y17
+	VMOVDQU64     18(CX), X4
+	VINSERTI32X4  $0x01, 154(CX), Y4, Y18
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y17, Y2, Y7
+	VPDPBUSD      Y18, Y2, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VPXORD        Y2, Y5, Y5
+	VPXORD        Y2, Y6, Y6
+	VMOVDQA64     Y8, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VPDPBUSD      Y18, Y6, Y19
+	VMOVDQU64     20(AX), X4
+	VINSERTI32X4  $0x01, 92(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 172(CX), Y4, Y17
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 188(CX), Y4, Y18
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y17, Y2, Y9
+	VPDPBUSD      Y18, Y2, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VPXORD        Y2, Y5, Y5
+	VPXORD        Y2, Y6, Y6
+	VMOVDQA64     Y10, Y20
+	VPDPBUSD      Y17, Y5, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VSHUFPS       $0x88, Y20, Y19, Y5
+	VSHUFPS       $0xdd, Y20, Y19, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     38(AX), X4
+	VINSERTI32X4  $0x01, 110(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y17, Y1, Y17
+	VMOVDQU64     70(CX), X4
+	VINSERTI32X4  $0x01, 206(CX), Y4, Y18
+	VMOVDQU64     86(CX), X4
+	VINSERTI32X4  $0x01, 222(CX), Y4, Y19
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y18, Y2, Y11
+	VPDPBUSD      Y19, Y2, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VPXORD        Y2, Y6, Y6
+	VPXORD        Y2, Y17, Y17
+	VMOVDQA64     Y12, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VPDPBUSD      Y19, Y17, Y20
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 128(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y17, Y1, Y17
+	VMOVDQU64     104(CX), X4
+	VINSERTI32X4  $0x01, 240(CX), Y4, Y18
+	VMOVDQU64     120(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y19
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      Y18, Y2, Y13
+	VPDPBUSD      Y19, Y2, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VPXORD        Y2, Y6, Y6
+	VPXORD        Y2, Y17, Y17
+	VMOVDQA64     Y14, Y21
+	VPDPBUSD      Y18, Y6, Y21
+	VPDPBUSD      Y19, Y17, Y21
+	VSHUFPS       $0x88, Y21, Y20, Y6
+	VSHUFPS       $0xdd, Y21, Y20, Y17
+	VPADDD        Y17, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y17
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y17, Y17
+	VCVTDQ2PS     Y17, Y17
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y5
+	MOVWQZX       (AX), BX
+	MOVWQZX       18(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       36(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       54(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       72(AX), SI
+	MOVWQZX       90(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       108(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       126(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y6
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y17, Y17
+	VADDSS        X17, X3, X3
+	VMOVSHDUP     X17, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X17, X17, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X17, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y17, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotIQ4_NLVNNI256
+
+taildotIQ4_NLVNNI256:
+	TESTQ        DX, DX
+	JZ           donedotIQ4_NLVNNI256
+	VMOVDQU64    2(AX), X4
+	VINSERTI32X4 $0x01, 2(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y7, Y2, Y15
+	VPDPBUSD     Y8, Y2, Y15
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y15, Y16, Y16
+	VPXORD       Y2, Y5, Y5
+	VPXORD       Y2, Y6, Y6
+	VMOVDQA64    Y16, Y9
+	VPDPBUSD     Y7, Y5, Y9
+	VPDPBUSD     Y8, Y6, Y9
+	VPSHUFD      $0x4e, X9, X4
+	VPADDD       X4, X9, X9
+	VPSHUFD      $0xb1, X9, X4
+	VPADDD       X4, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMULPS       X5, X9, X9
+	VADDSS       X9, X3, X3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotIQ4_NLVNNI256
+
+donedotIQ4_NLVNNI256:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotIQ4_NLr8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_NLr8VNNI256
+
+loopdotIQ4_NLr8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        Y4, Y2, Y6
+	VPDPBUSD        Y5, Y2, Y6
+	VPXORD          Y7, Y7, Y7
+	VPSUBD          Y6, Y7, Y7
+	VMOVDQU64       2(AX), X8
+	VINSERTI32X4    $0x01, 2(DI), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y9, Y1, Y9
+	VPSHUFB         Y10, Y1, Y10
+	VPXORD          Y2, Y9, Y9
+	VPXORD          Y2, Y10, Y10
+	VMOVDQA64       Y7, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VPDPBUSD        Y5, Y10, Y11
+	VMOVDQU64       2(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y9, Y1, Y9
+	VPSHUFB         Y10, Y1, Y10
+	VPXORD          Y2, Y9, Y9
+	VPXORD          Y2, Y10, Y10
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y9, Y12
+	VPDPBUSD        Y5, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y9
+	VSHUFPS         $0xdd, Y12, Y11, Y10
+	VPADDD          Y10, Y9, Y9
+	VMOVDQU64       2(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPXORD          Y2, Y10, Y10
+	VPXORD          Y2, Y11, Y11
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VPDPBUSD        Y5, Y11, Y12
+	VMOVDQU64       2(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPXORD          Y2, Y10, Y10
+	VPXORD          Y2, Y11, Y11
+	VMOVDQA64       Y7, Y13
+	VPDPBUSD        Y4, Y10, Y13
+	VPDPBUSD        Y5, Y11, Y13
+	VSHUFPS         $0x88, Y13, Y12, Y4
+	VSHUFPS         $0xdd, Y13, Y12, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X8
+	VPINSRQ         $0x01, R10, X8, X8
+	VCVTPH2PS       X8, Y9
+	VMULPS          Y4, Y9, Y9
+	VMULPS          Y9, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_NLr8VNNI256
+
+donedotIQ4_NLr8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ4_XSVNNI256(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+	TESTQ           DX, DX
+	JZ              donedotIQ4_XSVNNI256
+
+loopdotIQ4_XSVNNI256:
+	VMOVDQU64     8(AX), X4
+	VINSERTI32X4  $0x01, 72(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     4(CX), X4
+	VINSERTI32X4  $0x01, 132(CX), Y4, Y15
+	VMOVDQU64     20(CX), X4
+	VINSERTI32X4  $0x01, 148(CX), Y4, Y16
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y15, Y2, Y7
+	VPDPBUSD      Y16, Y2, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VPXORD        Y2, Y5, Y5
+	VPXORD        Y2, Y6, Y6
+	VMOVDQA64     Y8, Y17
+	VPDPBUSD      Y15, Y5, Y17
+	VPDPBUSD      Y16, Y6, Y17
+	VMOVDQU64     24(AX), X4
+	VINSERTI32X4  $0x01, 88(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 164(CX), Y4, Y15
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 180(CX), Y4, Y16
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y15, Y2, Y9
+	VPDPBUSD      Y16, Y2, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VPXORD        Y2, Y5, Y5
+	VPXORD        Y2, Y6, Y6
+	VMOVDQA64     Y10, Y18
+	VPDPBUSD      Y15, Y5, Y18
+	VPDPBUSD      Y16, Y6, Y18
+	VSHUFPS       $0x88, Y18, Y17, Y5
+	VSHUFPS       $0xdd, Y18, Y17, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     40(AX), X4
+	VINSERTI32X4  $0x01, 104(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y15
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y15, Y15
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y15, Y1, Y15
+	VMOVDQU64     68(CX), X4
+	VINSERTI32X4  $0x01, 196(CX), Y4, Y16
+	VMOVDQU64     84(CX), X4
+	VINSERTI32X4  $0x01, 212(CX), Y4, Y17
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y16, Y2, Y11
+	VPDPBUSD      Y17, Y2, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VPXORD        Y2, Y6, Y6
+	VPXORD        Y2, Y15, Y15
+	VMOVDQA64     Y12, Y18
+	VPDPBUSD      Y16, Y6, Y18
+	VPDPBUSD      Y17, Y15, Y18
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 120(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y15
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y15, Y15
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y15, Y1, Y15
+	VMOVDQU64     100(CX), X4
+	VINSERTI32X4  $0x01, 228(CX), Y4, Y16
+	VMOVDQU64     116(CX), X4
+	VINSERTI32X4  $0x01, 244(CX), Y4, Y17
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      Y16, Y2, Y13
+	VPDPBUSD      Y17, Y2, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VPXORD        Y2, Y6, Y6
+	VPXORD        Y2, Y15, Y15
+	VMOVDQA64     Y14, Y19
+	VPDPBUSD      Y16, Y6, Y19
+	VPDPBUSD      Y17, Y15, Y19
+	VSHUFPS       $0x88, Y19, Y18, Y6
+	VSHUFPS       $0xdd, Y19, Y18, Y15
+	VPADDD        Y15, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y15
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y15, Y15
+	VCVTDQ2PS     Y15, Y15
+	VPBROADCASTQ  (AX), Y5
+	VPSHUFB       iq4xsctl<>+0(SB), Y5, Y5
+	VPSRLVD       iq4xslo<>+0(SB), Y5, Y6
+	VPSRLVD       iq4xshi<>+0(SB), Y5, Y5
+	VPANDD        v32_0000000f<>+0(SB), Y6, Y6
+	VPANDD        v32_00000003<>+0(SB), Y5, Y5
+	VPSLLD        $0x04, Y5, Y5
+	VPORD         Y5, Y6, Y6
+	VPSUBD        v32_00000020<>+0(SB), Y6, Y6
+	VCVTDQ2PS     Y6, Y6
+	VPBROADCASTW  (AX), X4
+	VCVTPH2PS     X4, X4
+	VMULSS        (CX), X4, X4
+	VBROADCASTSS  X4, Y5
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y15, Y15
+	VADDSS        X15, X3, X3
+	VMOVSHDUP     X15, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X15, X15, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X15, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y15, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ4_XSVNNI256
+
+donedotIQ4_XSVNNI256:
+	MOVSS X3, ret+24(FP)
 	VZEROUPPER
 	RET
 

@@ -7,7 +7,7 @@ import (
 )
 
 // Exact kernels for the 32-element block types against Q8_0 activations
-// (Q8_0, Q4_0, Q5_0, MXFP4). The reference (ggml's *_generic) computes an
+// (Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL). The reference (ggml's *_generic) computes an
 // integer sum per block and then, per block and in block order,
 // sumf += float(sumi)*scale, rounding every product and every sum. Integers
 // add exactly in any order, so a block's sumi may come from any lane
@@ -28,6 +28,7 @@ import (
 // Each type's scale product, in the reference's order:
 //
 //	Q8_0, Q5_0:  float(sumi) * (dw*da)
+//	IQ4_NL:      (da*dw) * float(sumi), the same bits
 //	Q4_0:        (float(sumi)*dw) * da
 //	MXFP4:       float(sumi) * (da*e8m0half(e))
 
@@ -37,13 +38,24 @@ type b32type struct {
 	wsize int    // bytes per weight block
 	qoff  int    // offset of the quants in a weight block
 	off   uint32 // the unsigned codes' offset (Q8_0: none, the quants are signed)
+	// lut, where set, maps each 4-bit code to its signed int8 value
+	// (IQ4_NL's kvalues_iq4nl): the looked-up quants then go through
+	// Q8_0's signed path, since |value| <= 127 keeps its VPSIGNB and
+	// VPMADDUBSW pairs within int16.
+	lut []byte
 }
+
+// signed reports whether the weight quants are signed bytes (Q8_0, and the
+// looked-up IQ4_NL values) rather than unsigned codes with an offset.
+func (ty *b32type) signed() bool { return ty == b32Q8_0 || ty.lut != nil }
 
 var (
 	b32Q8_0  = &b32type{name: "Q8_0", wsize: 34, qoff: 2}
 	b32Q4_0  = &b32type{name: "Q4_0", wsize: 18, qoff: 2, off: 8}
 	b32Q5_0  = &b32type{name: "Q5_0", wsize: 22, qoff: 6, off: 16}
 	b32MXFP4 = &b32type{name: "MXFP4", wsize: 17, qoff: 1, off: 12}
+	b32IQ4NL = &b32type{name: "IQ4_NL", wsize: 18, qoff: 2,
+		lut: []byte{0x81, 0x98, 0xad, 0xbf, 0xcf, 0xdd, 0xea, 0xf6, 1, 13, 25, 38, 53, 69, 89, 113}}
 )
 
 // genExactB32 emits both kernels of ty for t.
@@ -65,7 +77,12 @@ type b32k struct {
 
 func newB32k(t *target, ty *b32type) *b32k {
 	k := &b32k{t: t, ty: ty}
-	if ty == b32Q8_0 {
+	if ty.lut != nil {
+		k.c0F, k.table = YMM(), YMM()
+		VPBROADCASTD(constU32(0x0f0f0f0f), k.c0F)
+		t.bcast16(constData("b32"+ty.name+"lut", ty.lut), k.table)
+	}
+	if ty.signed() {
 		if t.vnni {
 			k.x80 = YMM()
 			VPBROADCASTD(constU32(0x80808080), k.x80)

@@ -51,7 +51,7 @@ func (k *b32k) prepCorr(p pairPrep) pairPrep {
 	switch {
 	case t.vnni:
 		o := k.off
-		if k.ty == b32Q8_0 {
+		if k.ty.signed() {
 			o = k.x80
 		}
 		c := YMM()
@@ -61,7 +61,7 @@ func (k *b32k) prepCorr(p pairPrep) pairPrep {
 		p.corr = YMM()
 		t.zero(p.corr)
 		VPSUBD(c, p.corr, p.corr)
-	case k.ty != b32Q8_0:
+	case !k.ty.signed():
 		// Two VPMADDUBSW of codes <= 24 and one of the offset stay far
 		// from int16 saturation.
 		c, h := YMM(), YMM()
@@ -85,10 +85,10 @@ func (k *b32k) pairCodes(wa, wb Mem) (lo, hi VecVirtual) {
 	VPSRLW(U8(4), q, hi)
 	t.and(k.c0F, q, lo)
 	t.and(k.c0F, hi, hi)
-	switch k.ty {
-	case b32Q5_0:
+	switch {
+	case k.ty == b32Q5_0:
 		k.q5Pair(wa.Offset(2), wb.Offset(2), lo, hi)
-	case b32MXFP4:
+	case k.ty == b32MXFP4 || k.ty.lut != nil:
 		VPSHUFB(lo, k.table, lo)
 		VPSHUFB(hi, k.table, hi)
 	}
@@ -157,7 +157,7 @@ func b32Spread(i int) []byte {
 // sumi.
 func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
 	t := k.t
-	if k.ty == b32Q8_0 {
+	if k.ty.signed() {
 		if t.vnni {
 			k.xor(k.x80, lo, lo)
 			k.xor(k.x80, hi, hi)
@@ -170,6 +170,18 @@ func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
 		var r [2]VecVirtual
 		for i, x := range []VecVirtual{lo, hi} {
 			y := []VecVirtual{p.lo, p.hi}[i]
+			if k.ty.lut != nil {
+				// The table's values are never -128 but an activation
+				// may be: move the sign onto the weight and take |a| as
+				// the unsigned side (128 fits), exact for every byte.
+				ay := YMM()
+				VPSIGNB(y, x, x)
+				VPABSB(y, ay)
+				VPMADDUBSW(x, ay, x)
+				VPMADDWD(k.ones, x, x)
+				r[i] = x
+				continue
+			}
 			sy := YMM()
 			VPSIGNB(x, y, sy)
 			VPSIGNB(x, x, x)

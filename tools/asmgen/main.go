@@ -73,6 +73,8 @@ func genAll(t *target) {
 	genExactB32(t, b32Q4_0)
 	genExactB32(t, b32Q5_0)
 	genExactB32(t, b32MXFP4)
+	genExactB32(t, b32IQ4NL)
+	genIQ4XSRow(t)
 	genExactFloat(t, "F32")
 	genExactFloat(t, "F16")
 	genExactFloat(t, "BF16")

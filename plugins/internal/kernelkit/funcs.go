@@ -35,13 +35,16 @@ type Funcs struct {
 	// the same bytes.
 	PrepQ45 func(a *byte, astride, nb int, dst *byte)
 
-	// Q8_0..MXFP4 are one weight row of nb 32-element blocks times a Q8_0 row.
-	Q8_0, Q4_0, Q5_0, MXFP4 func(w, a *byte, nb int) float32
+	// Q8_0..MXFP4 and IQ4_NL are one weight row of nb 32-element blocks
+	// times a Q8_0 row.
+	Q8_0, Q4_0, Q5_0, MXFP4, IQ4NL func(w, a *byte, nb int) float32
 	// Q8_0r8..MXFP4r8 are eight weight rows, wstride bytes apart, times one
 	// Q8_0 row into out[0:8], each exactly as the one-row kernel: a row's
 	// float sum is a dependent chain of one add per block, which bounds one
 	// row; eight run side by side, and each activation block is read once.
-	Q8_0r8, Q4_0r8, Q5_0r8, MXFP4r8 func(w *byte, wstride int, a *byte, nb int, out *float32)
+	Q8_0r8, Q4_0r8, Q5_0r8, MXFP4r8, IQ4NLr8 func(w *byte, wstride int, a *byte, nb int, out *float32)
+	// IQ4XS is one IQ4_XS weight row of nb super-blocks times a Q8_K row.
+	IQ4XS func(w, a *byte, nb int) float32
 
 	// F32, F16 and BF16 take FloatRows weight rows (1 if unset) wstride
 	// bytes apart and a prepared activation row, n elements of each (a
@@ -77,6 +80,7 @@ func (k *Kit) Add(name string, f Funcs) {
 		rows8: map[quant.Type]rows8Func{}, quantizeQ8K: f.QuantizeQ8K}
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
 		quant.Q2_K: f.Q2K, quant.Q3_K: f.Q3K, quant.Q4_K: f.Q4K, quant.Q5_K: f.Q5K, quant.Q6_K: f.Q6K,
+		quant.IQ4_XS: f.IQ4XS,
 	} {
 		if fn != nil {
 			l.dot[t] = kquant(fn, t.TypeSize())
@@ -90,14 +94,14 @@ func (k *Kit) Add(name string, f Funcs) {
 		}
 	}
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
-		quant.Q8_0: f.Q8_0, quant.Q4_0: f.Q4_0, quant.Q5_0: f.Q5_0, quant.MXFP4: f.MXFP4,
+		quant.Q8_0: f.Q8_0, quant.Q4_0: f.Q4_0, quant.Q5_0: f.Q5_0, quant.MXFP4: f.MXFP4, quant.IQ4_NL: f.IQ4NL,
 	} {
 		if fn != nil {
 			l.dot[t] = block32(fn, t.TypeSize())
 		}
 	}
 	for t, fn := range map[quant.Type]func(w *byte, wstride int, a *byte, nb int, out *float32){
-		quant.Q8_0: f.Q8_0r8, quant.Q4_0: f.Q4_0r8, quant.Q5_0: f.Q5_0r8, quant.MXFP4: f.MXFP4r8,
+		quant.Q8_0: f.Q8_0r8, quant.Q4_0: f.Q4_0r8, quant.Q5_0: f.Q5_0r8, quant.MXFP4: f.MXFP4r8, quant.IQ4_NL: f.IQ4NLr8,
 	} {
 		if fn != nil {
 			l.rows8[t] = block32r8(fn, t.TypeSize())
