@@ -104,6 +104,9 @@ func dotIQ4_NLr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotF32AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape

@@ -7401,6 +7401,763 @@ DATA v32_00000020<>+24(SB)/4, $0x00000020
 DATA v32_00000020<>+28(SB)/4, $0x00000020
 GLOBL v32_00000020<>(SB), RODATA|NOPTR, $32
 
+// func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ4_XSr8AVX2(SB), NOSPLIT, $96-40
+	MOVQ           w+0(FP), AX
+	MOVQ           wstride+8(FP), CX
+	MOVQ           a+16(FP), DX
+	MOVQ           nb+24(FP), BX
+	LEAQ           (CX)(CX*2), SI
+	LEAQ           (AX)(CX*4), DI
+	LEAQ           (DI)(CX*4), R8
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI128 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD   c32_00010001<>+0(SB), Y2
+	VPXOR          Y3, Y3, Y3
+	TESTQ          BX, BX
+	JZ             donedotIQ4_XSr8AVX2
+
+loopdotIQ4_XSr8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	PREFETCHT1     192(R8)
+	PREFETCHT1     256(R8)
+	PREFETCHT1     320(R8)
+	PREFETCHT1     384(R8)
+	PREFETCHT1     448(R8)
+	PREFETCHT1     512(R8)
+	PREFETCHT1     576(R8)
+	PREFETCHT1     640(R8)
+	PREFETCHT1     704(R8)
+	PREFETCHT1     768(R8)
+	PREFETCHT1     832(R8)
+	PREFETCHT1     896(R8)
+	PREFETCHT1     960(R8)
+	PREFETCHT1     1024(R8)
+	ADDQ           $0x00000440, R8
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X4
+	VPINSRQ        $0x01, R10, X4, X4
+	VCVTPH2PS      X4, Y4
+	VBROADCASTSS   (DX), Y5
+	VMULPS         Y5, Y4, Y4
+	VMOVD          4(AX), X6
+	VMOVD          4(DI), X5
+	VPINSRD        $0x01, 4(AX)(CX*1), X6, X6
+	VPINSRD        $0x01, 4(DI)(CX*1), X5, X5
+	VPINSRD        $0x02, 4(AX)(CX*2), X6, X6
+	VPINSRD        $0x02, 4(DI)(CX*2), X5, X5
+	VPINSRD        $0x03, 4(AX)(SI*1), X6, X6
+	VPINSRD        $0x03, 4(DI)(SI*1), X5, X5
+	VINSERTI128    $0x01, X5, Y6, Y5
+	VMOVD          (AX), X6
+	VMOVD          (DI), X7
+	VPINSRD        $0x01, (AX)(CX*1), X6, X6
+	VPINSRD        $0x01, (DI)(CX*1), X7, X7
+	VPINSRD        $0x02, (AX)(CX*2), X6, X6
+	VPINSRD        $0x02, (DI)(CX*2), X7, X7
+	VPINSRD        $0x03, (AX)(SI*1), X6, X6
+	VPINSRD        $0x03, (DI)(SI*1), X7, X7
+	VINSERTI128    $0x01, X7, Y6, Y7
+	VPSRLD         $0x10, Y7, Y7
+	VMOVDQU        Y4, (SP)
+	VMOVDQU        Y5, 32(SP)
+	VMOVDQU        Y7, 64(SP)
+	VBROADCASTI128 4(DX), Y4
+	VBROADCASTI128 20(DX), Y5
+	VMOVDQU        8(AX), X6
+	VINSERTI128    $0x01, 8(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        8(AX)(CX*1), X6
+	VINSERTI128    $0x01, 8(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        8(AX)(CX*2), X6
+	VINSERTI128    $0x01, 8(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        8(AX)(SI*1), X6
+	VINSERTI128    $0x01, 8(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 36(DX), Y4
+	VBROADCASTI128 52(DX), Y5
+	VMOVDQU        24(AX), X6
+	VINSERTI128    $0x01, 24(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        24(AX)(CX*1), X6
+	VINSERTI128    $0x01, 24(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        24(AX)(CX*2), X6
+	VINSERTI128    $0x01, 24(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        24(AX)(SI*1), X6
+	VINSERTI128    $0x01, 24(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x04, Y5, Y5
+	VPSRLD         $0x02, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 68(DX), Y4
+	VBROADCASTI128 84(DX), Y5
+	VMOVDQU        40(AX), X6
+	VINSERTI128    $0x01, 40(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        40(AX)(CX*1), X6
+	VINSERTI128    $0x01, 40(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        40(AX)(CX*2), X6
+	VINSERTI128    $0x01, 40(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        40(AX)(SI*1), X6
+	VINSERTI128    $0x01, 40(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x08, Y5, Y5
+	VPSRLD         $0x04, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 100(DX), Y4
+	VBROADCASTI128 116(DX), Y5
+	VMOVDQU        56(AX), X6
+	VINSERTI128    $0x01, 56(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        56(AX)(CX*1), X6
+	VINSERTI128    $0x01, 56(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        56(AX)(CX*2), X6
+	VINSERTI128    $0x01, 56(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        56(AX)(SI*1), X6
+	VINSERTI128    $0x01, 56(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x0c, Y5, Y5
+	VPSRLD         $0x06, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 132(DX), Y4
+	VBROADCASTI128 148(DX), Y5
+	VMOVDQU        72(AX), X6
+	VINSERTI128    $0x01, 72(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        72(AX)(CX*1), X6
+	VINSERTI128    $0x01, 72(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        72(AX)(CX*2), X6
+	VINSERTI128    $0x01, 72(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        72(AX)(SI*1), X6
+	VINSERTI128    $0x01, 72(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x10, Y5, Y5
+	VPSRLD         $0x08, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 164(DX), Y4
+	VBROADCASTI128 180(DX), Y5
+	VMOVDQU        88(AX), X6
+	VINSERTI128    $0x01, 88(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        88(AX)(CX*1), X6
+	VINSERTI128    $0x01, 88(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        88(AX)(CX*2), X6
+	VINSERTI128    $0x01, 88(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        88(AX)(SI*1), X6
+	VINSERTI128    $0x01, 88(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x14, Y5, Y5
+	VPSRLD         $0x0a, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 196(DX), Y4
+	VBROADCASTI128 212(DX), Y5
+	VMOVDQU        104(AX), X6
+	VINSERTI128    $0x01, 104(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        104(AX)(CX*1), X6
+	VINSERTI128    $0x01, 104(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        104(AX)(CX*2), X6
+	VINSERTI128    $0x01, 104(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        104(AX)(SI*1), X6
+	VINSERTI128    $0x01, 104(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x18, Y5, Y5
+	VPSRLD         $0x0c, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 228(DX), Y4
+	VBROADCASTI128 244(DX), Y5
+	VMOVDQU        120(AX), X6
+	VINSERTI128    $0x01, 120(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        120(AX)(CX*1), X6
+	VINSERTI128    $0x01, 120(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        120(AX)(CX*2), X6
+	VINSERTI128    $0x01, 120(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        120(AX)(SI*1), X6
+	VINSERTI128    $0x01, 120(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x1c, Y5, Y5
+	VPSRLD         $0x0e, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	ADDQ           $0x00000088, AX
+	ADDQ           $0x00000088, DI
+	ADDQ           $0x00000124, DX
+	DECQ           BX
+	JNZ            loopdotIQ4_XSr8AVX2
+
+donedotIQ4_XSr8AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
 // func dotF32AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX2, FMA3
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-40

@@ -98,6 +98,9 @@ func dotIQ4_NLr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
@@ -249,6 +252,9 @@ func dotIQ4_NLr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotIQ4_XSVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotF32VNNI(w *byte, wstride int, a *byte, n int, out *float64)
@@ -420,6 +426,9 @@ func dotIQ4_NLr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotIQ4_XSVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_XSr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotF32VNNI256(w *byte, wstride int, a *byte, n int, out *float64)

@@ -6906,6 +6906,792 @@ DATA v32_00000020<>+24(SB)/4, $0x00000020
 DATA v32_00000020<>+28(SB)/4, $0x00000020
 GLOBL v32_00000020<>(SB), RODATA|NOPTR, $32
 
+// func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotIQ4_XSr8AVX512(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_XSr8AVX512
+
+loopdotIQ4_XSr8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	PREFETCHT1      320(R8)
+	PREFETCHT1      384(R8)
+	PREFETCHT1      448(R8)
+	PREFETCHT1      512(R8)
+	PREFETCHT1      576(R8)
+	PREFETCHT1      640(R8)
+	PREFETCHT1      704(R8)
+	PREFETCHT1      768(R8)
+	PREFETCHT1      832(R8)
+	PREFETCHT1      896(R8)
+	PREFETCHT1      960(R8)
+	PREFETCHT1      1024(R8)
+	ADDQ            $0x00000440, R8
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y4
+	VBROADCASTSS    (DX), Y5
+	VMULPS          Y5, Y4, Y4
+	VMOVD           4(AX), X6
+	VMOVD           4(DI), X5
+	VPINSRD         $0x01, 4(AX)(CX*1), X6, X6
+	VPINSRD         $0x01, 4(DI)(CX*1), X5, X5
+	VPINSRD         $0x02, 4(AX)(CX*2), X6, X6
+	VPINSRD         $0x02, 4(DI)(CX*2), X5, X5
+	VPINSRD         $0x03, 4(AX)(SI*1), X6, X6
+	VPINSRD         $0x03, 4(DI)(SI*1), X5, X5
+	VINSERTI32X4    $0x01, X5, Y6, Y5
+	VMOVD           (AX), X6
+	VMOVD           (DI), X7
+	VPINSRD         $0x01, (AX)(CX*1), X6, X6
+	VPINSRD         $0x01, (DI)(CX*1), X7, X7
+	VPINSRD         $0x02, (AX)(CX*2), X6, X6
+	VPINSRD         $0x02, (DI)(CX*2), X7, X7
+	VPINSRD         $0x03, (AX)(SI*1), X6, X6
+	VPINSRD         $0x03, (DI)(SI*1), X7, X7
+	VINSERTI32X4    $0x01, X7, Y6, Y7
+	VPSRLD          $0x10, Y7, Y7
+	VBROADCASTI32X4 4(DX), Y8
+	VBROADCASTI32X4 20(DX), Y9
+	VMOVDQU64       8(AX), X6
+	VINSERTI32X4    $0x01, 8(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       8(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       8(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       8(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPANDD          v32_0000000f<>+0(SB), Y5, Y8
+	VPANDD          v32_00000003<>+0(SB), Y7, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 36(DX), Y8
+	VBROADCASTI32X4 52(DX), Y9
+	VMOVDQU64       24(AX), X6
+	VINSERTI32X4    $0x01, 24(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       24(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 24(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       24(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 24(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       24(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 24(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x04, Y5, Y8
+	VPSRLD          $0x02, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 68(DX), Y8
+	VBROADCASTI32X4 84(DX), Y9
+	VMOVDQU64       40(AX), X6
+	VINSERTI32X4    $0x01, 40(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       40(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 40(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       40(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 40(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       40(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 40(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x08, Y5, Y8
+	VPSRLD          $0x04, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 100(DX), Y8
+	VBROADCASTI32X4 116(DX), Y9
+	VMOVDQU64       56(AX), X6
+	VINSERTI32X4    $0x01, 56(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       56(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 56(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       56(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 56(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       56(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 56(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x0c, Y5, Y8
+	VPSRLD          $0x06, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 132(DX), Y8
+	VBROADCASTI32X4 148(DX), Y9
+	VMOVDQU64       72(AX), X6
+	VINSERTI32X4    $0x01, 72(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       72(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 72(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       72(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 72(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       72(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 72(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x10, Y5, Y8
+	VPSRLD          $0x08, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 164(DX), Y8
+	VBROADCASTI32X4 180(DX), Y9
+	VMOVDQU64       88(AX), X6
+	VINSERTI32X4    $0x01, 88(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       88(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 88(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       88(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 88(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       88(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 88(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x14, Y5, Y8
+	VPSRLD          $0x0a, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 196(DX), Y8
+	VBROADCASTI32X4 212(DX), Y9
+	VMOVDQU64       104(AX), X6
+	VINSERTI32X4    $0x01, 104(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       104(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 104(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       104(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 104(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       104(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 104(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x18, Y5, Y8
+	VPSRLD          $0x0c, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 228(DX), Y8
+	VBROADCASTI32X4 244(DX), Y9
+	VMOVDQU64       120(AX), X6
+	VINSERTI32X4    $0x01, 120(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       120(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 120(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       120(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 120(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       120(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 120(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x1c, Y5, Y5
+	VPSRLD          $0x0e, Y7, Y7
+	VPANDD          v32_0000000f<>+0(SB), Y5, Y5
+	VPANDD          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD          $0x04, Y7, Y7
+	VPORD           Y7, Y5, Y5
+	VPSUBD          v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS       Y5, Y5
+	VMULPS          Y4, Y5, Y5
+	VMULPS          Y5, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	ADDQ            $0x00000088, AX
+	ADDQ            $0x00000088, DI
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_XSr8AVX512
+
+donedotIQ4_XSr8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
 // func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·dotF32AVX512(SB), NOSPLIT, $0-40
@@ -16519,6 +17305,704 @@ loopdotIQ4_XSVNNI:
 
 donedotIQ4_XSVNNI:
 	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotIQ4_XSr8VNNI(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_XSr8VNNI
+
+loopdotIQ4_XSr8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	PREFETCHT1      320(R8)
+	PREFETCHT1      384(R8)
+	PREFETCHT1      448(R8)
+	PREFETCHT1      512(R8)
+	PREFETCHT1      576(R8)
+	PREFETCHT1      640(R8)
+	PREFETCHT1      704(R8)
+	PREFETCHT1      768(R8)
+	PREFETCHT1      832(R8)
+	PREFETCHT1      896(R8)
+	PREFETCHT1      960(R8)
+	PREFETCHT1      1024(R8)
+	ADDQ            $0x00000440, R8
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y4
+	VBROADCASTSS    (DX), Y21
+	VMULPS          Y21, Y4, Y4
+	VMOVD           4(AX), X22
+	VMOVD           4(DI), X21
+	VPINSRD         $0x01, 4(AX)(CX*1), X22, X22
+	VPINSRD         $0x01, 4(DI)(CX*1), X21, X21
+	VPINSRD         $0x02, 4(AX)(CX*2), X22, X22
+	VPINSRD         $0x02, 4(DI)(CX*2), X21, X21
+	VPINSRD         $0x03, 4(AX)(SI*1), X22, X22
+	VPINSRD         $0x03, 4(DI)(SI*1), X21, X21
+	VINSERTI32X4    $0x01, X21, Y22, Y21
+	VMOVD           (AX), X22
+	VMOVD           (DI), X23
+	VPINSRD         $0x01, (AX)(CX*1), X22, X22
+	VPINSRD         $0x01, (DI)(CX*1), X23, X23
+	VPINSRD         $0x02, (AX)(CX*2), X22, X22
+	VPINSRD         $0x02, (DI)(CX*2), X23, X23
+	VPINSRD         $0x03, (AX)(SI*1), X22, X22
+	VPINSRD         $0x03, (DI)(SI*1), X23, X23
+	VINSERTI32X4    $0x01, X23, Y22, Y23
+	VPSRLD          $0x10, Y23, Y23
+	VBROADCASTI32X4 4(DX), Y24
+	VBROADCASTI32X4 20(DX), Y25
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        Y24, Y2, Y5
+	VPDPBUSD        Y25, Y2, Y5
+	VPXORD          Y6, Y6, Y6
+	VPSUBD          Y5, Y6, Y6
+	VMOVDQU64       8(AX), X22
+	VINSERTI32X4    $0x01, 8(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y6, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       8(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y6, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       8(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y6, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       8(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y6, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPANDD          v32_0000000f<>+0(SB), Y21, Y24
+	VPANDD          v32_00000003<>+0(SB), Y23, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 36(DX), Y24
+	VBROADCASTI32X4 52(DX), Y25
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        Y24, Y2, Y7
+	VPDPBUSD        Y25, Y2, Y7
+	VPXORD          Y8, Y8, Y8
+	VPSUBD          Y7, Y8, Y8
+	VMOVDQU64       24(AX), X22
+	VINSERTI32X4    $0x01, 24(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y8, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       24(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 24(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y8, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       24(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 24(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y8, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       24(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 24(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y8, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x04, Y21, Y24
+	VPSRLD          $0x02, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 68(DX), Y24
+	VBROADCASTI32X4 84(DX), Y25
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y24, Y2, Y9
+	VPDPBUSD        Y25, Y2, Y9
+	VPXORD          Y10, Y10, Y10
+	VPSUBD          Y9, Y10, Y10
+	VMOVDQU64       40(AX), X22
+	VINSERTI32X4    $0x01, 40(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y10, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       40(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 40(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y10, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       40(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 40(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y10, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       40(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 40(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y10, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x08, Y21, Y24
+	VPSRLD          $0x04, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 100(DX), Y24
+	VBROADCASTI32X4 116(DX), Y25
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        Y24, Y2, Y11
+	VPDPBUSD        Y25, Y2, Y11
+	VPXORD          Y12, Y12, Y12
+	VPSUBD          Y11, Y12, Y12
+	VMOVDQU64       56(AX), X22
+	VINSERTI32X4    $0x01, 56(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y12, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       56(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 56(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y12, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       56(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 56(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y12, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       56(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 56(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y12, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x0c, Y21, Y24
+	VPSRLD          $0x06, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 132(DX), Y24
+	VBROADCASTI32X4 148(DX), Y25
+	VPXORD          Y13, Y13, Y13
+	VPDPBUSD        Y24, Y2, Y13
+	VPDPBUSD        Y25, Y2, Y13
+	VPXORD          Y14, Y14, Y14
+	VPSUBD          Y13, Y14, Y14
+	VMOVDQU64       72(AX), X22
+	VINSERTI32X4    $0x01, 72(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y14, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       72(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 72(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y14, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       72(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 72(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y14, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       72(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 72(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y14, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x10, Y21, Y24
+	VPSRLD          $0x08, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 164(DX), Y24
+	VBROADCASTI32X4 180(DX), Y25
+	VPXORD          Y15, Y15, Y15
+	VPDPBUSD        Y24, Y2, Y15
+	VPDPBUSD        Y25, Y2, Y15
+	VPXORD          Y16, Y16, Y16
+	VPSUBD          Y15, Y16, Y16
+	VMOVDQU64       88(AX), X22
+	VINSERTI32X4    $0x01, 88(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y16, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       88(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 88(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y16, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       88(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 88(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y16, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       88(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 88(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y16, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x14, Y21, Y24
+	VPSRLD          $0x0a, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 196(DX), Y24
+	VBROADCASTI32X4 212(DX), Y25
+	VPXORD          Y17, Y17, Y17
+	VPDPBUSD        Y24, Y2, Y17
+	VPDPBUSD        Y25, Y2, Y17
+	VPXORD          Y18, Y18, Y18
+	VPSUBD          Y17, Y18, Y18
+	VMOVDQU64       104(AX), X22
+	VINSERTI32X4    $0x01, 104(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y18, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       104(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 104(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y18, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       104(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 104(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y18, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       104(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 104(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y18, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x18, Y21, Y24
+	VPSRLD          $0x0c, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 228(DX), Y24
+	VBROADCASTI32X4 244(DX), Y25
+	VPXORD          Y19, Y19, Y19
+	VPDPBUSD        Y24, Y2, Y19
+	VPDPBUSD        Y25, Y2, Y19
+	VPXORD          Y20, Y20, Y20
+	VPSUBD          Y19, Y20, Y20
+	VMOVDQU64       120(AX), X22
+	VINSERTI32X4    $0x01, 120(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y20, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       120(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 120(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y20, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       120(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 120(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y20, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       120(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 120(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y20, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x1c, Y21, Y21
+	VPSRLD          $0x0e, Y23, Y23
+	VPANDD          v32_0000000f<>+0(SB), Y21, Y21
+	VPANDD          v32_00000003<>+0(SB), Y23, Y23
+	VPSLLD          $0x04, Y23, Y23
+	VPORD           Y23, Y21, Y21
+	VPSUBD          v32_00000020<>+0(SB), Y21, Y21
+	VCVTDQ2PS       Y21, Y21
+	VMULPS          Y4, Y21, Y21
+	VMULPS          Y21, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	ADDQ            $0x00000088, AX
+	ADDQ            $0x00000088, DI
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_XSr8VNNI
+
+donedotIQ4_XSr8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
 	VZEROUPPER
 	RET
 
@@ -31679,6 +33163,704 @@ loopdotIQ4_XSVNNI256:
 
 donedotIQ4_XSVNNI256:
 	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotIQ4_XSr8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_XSr8VNNI256
+
+loopdotIQ4_XSr8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	PREFETCHT1      320(R8)
+	PREFETCHT1      384(R8)
+	PREFETCHT1      448(R8)
+	PREFETCHT1      512(R8)
+	PREFETCHT1      576(R8)
+	PREFETCHT1      640(R8)
+	PREFETCHT1      704(R8)
+	PREFETCHT1      768(R8)
+	PREFETCHT1      832(R8)
+	PREFETCHT1      896(R8)
+	PREFETCHT1      960(R8)
+	PREFETCHT1      1024(R8)
+	ADDQ            $0x00000440, R8
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y4
+	VBROADCASTSS    (DX), Y21
+	VMULPS          Y21, Y4, Y4
+	VMOVD           4(AX), X22
+	VMOVD           4(DI), X21
+	VPINSRD         $0x01, 4(AX)(CX*1), X22, X22
+	VPINSRD         $0x01, 4(DI)(CX*1), X21, X21
+	VPINSRD         $0x02, 4(AX)(CX*2), X22, X22
+	VPINSRD         $0x02, 4(DI)(CX*2), X21, X21
+	VPINSRD         $0x03, 4(AX)(SI*1), X22, X22
+	VPINSRD         $0x03, 4(DI)(SI*1), X21, X21
+	VINSERTI32X4    $0x01, X21, Y22, Y21
+	VMOVD           (AX), X22
+	VMOVD           (DI), X23
+	VPINSRD         $0x01, (AX)(CX*1), X22, X22
+	VPINSRD         $0x01, (DI)(CX*1), X23, X23
+	VPINSRD         $0x02, (AX)(CX*2), X22, X22
+	VPINSRD         $0x02, (DI)(CX*2), X23, X23
+	VPINSRD         $0x03, (AX)(SI*1), X22, X22
+	VPINSRD         $0x03, (DI)(SI*1), X23, X23
+	VINSERTI32X4    $0x01, X23, Y22, Y23
+	VPSRLD          $0x10, Y23, Y23
+	VBROADCASTI32X4 4(DX), Y24
+	VBROADCASTI32X4 20(DX), Y25
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        Y24, Y2, Y5
+	VPDPBUSD        Y25, Y2, Y5
+	VPXORD          Y6, Y6, Y6
+	VPSUBD          Y5, Y6, Y6
+	VMOVDQU64       8(AX), X22
+	VINSERTI32X4    $0x01, 8(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y6, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       8(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y6, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       8(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y6, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       8(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y6, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPANDD          v32_0000000f<>+0(SB), Y21, Y24
+	VPANDD          v32_00000003<>+0(SB), Y23, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 36(DX), Y24
+	VBROADCASTI32X4 52(DX), Y25
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        Y24, Y2, Y7
+	VPDPBUSD        Y25, Y2, Y7
+	VPXORD          Y8, Y8, Y8
+	VPSUBD          Y7, Y8, Y8
+	VMOVDQU64       24(AX), X22
+	VINSERTI32X4    $0x01, 24(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y8, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       24(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 24(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y8, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       24(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 24(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y8, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       24(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 24(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y8, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x04, Y21, Y24
+	VPSRLD          $0x02, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 68(DX), Y24
+	VBROADCASTI32X4 84(DX), Y25
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y24, Y2, Y9
+	VPDPBUSD        Y25, Y2, Y9
+	VPXORD          Y10, Y10, Y10
+	VPSUBD          Y9, Y10, Y10
+	VMOVDQU64       40(AX), X22
+	VINSERTI32X4    $0x01, 40(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y10, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       40(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 40(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y10, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       40(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 40(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y10, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       40(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 40(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y10, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x08, Y21, Y24
+	VPSRLD          $0x04, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 100(DX), Y24
+	VBROADCASTI32X4 116(DX), Y25
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        Y24, Y2, Y11
+	VPDPBUSD        Y25, Y2, Y11
+	VPXORD          Y12, Y12, Y12
+	VPSUBD          Y11, Y12, Y12
+	VMOVDQU64       56(AX), X22
+	VINSERTI32X4    $0x01, 56(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y12, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       56(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 56(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y12, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       56(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 56(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y12, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       56(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 56(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y12, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x0c, Y21, Y24
+	VPSRLD          $0x06, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 132(DX), Y24
+	VBROADCASTI32X4 148(DX), Y25
+	VPXORD          Y13, Y13, Y13
+	VPDPBUSD        Y24, Y2, Y13
+	VPDPBUSD        Y25, Y2, Y13
+	VPXORD          Y14, Y14, Y14
+	VPSUBD          Y13, Y14, Y14
+	VMOVDQU64       72(AX), X22
+	VINSERTI32X4    $0x01, 72(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y14, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       72(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 72(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y14, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       72(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 72(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y14, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       72(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 72(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y14, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x10, Y21, Y24
+	VPSRLD          $0x08, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 164(DX), Y24
+	VBROADCASTI32X4 180(DX), Y25
+	VPXORD          Y15, Y15, Y15
+	VPDPBUSD        Y24, Y2, Y15
+	VPDPBUSD        Y25, Y2, Y15
+	VPXORD          Y16, Y16, Y16
+	VPSUBD          Y15, Y16, Y16
+	VMOVDQU64       88(AX), X22
+	VINSERTI32X4    $0x01, 88(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y16, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       88(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 88(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y16, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       88(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 88(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y16, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       88(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 88(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y16, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x14, Y21, Y24
+	VPSRLD          $0x0a, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 196(DX), Y24
+	VBROADCASTI32X4 212(DX), Y25
+	VPXORD          Y17, Y17, Y17
+	VPDPBUSD        Y24, Y2, Y17
+	VPDPBUSD        Y25, Y2, Y17
+	VPXORD          Y18, Y18, Y18
+	VPSUBD          Y17, Y18, Y18
+	VMOVDQU64       104(AX), X22
+	VINSERTI32X4    $0x01, 104(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y18, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       104(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 104(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y18, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       104(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 104(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y18, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       104(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 104(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y18, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x18, Y21, Y24
+	VPSRLD          $0x0c, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 228(DX), Y24
+	VBROADCASTI32X4 244(DX), Y25
+	VPXORD          Y19, Y19, Y19
+	VPDPBUSD        Y24, Y2, Y19
+	VPDPBUSD        Y25, Y2, Y19
+	VPXORD          Y20, Y20, Y20
+	VPSUBD          Y19, Y20, Y20
+	VMOVDQU64       120(AX), X22
+	VINSERTI32X4    $0x01, 120(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y20, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       120(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 120(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VPXORD          Y2, Y26, Y26
+	VPXORD          Y2, Y27, Y27
+	VMOVDQA64       Y20, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       120(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 120(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y20, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       120(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 120(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VPXORD          Y2, Y27, Y27
+	VPXORD          Y2, Y28, Y28
+	VMOVDQA64       Y20, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x1c, Y21, Y21
+	VPSRLD          $0x0e, Y23, Y23
+	VPANDD          v32_0000000f<>+0(SB), Y21, Y21
+	VPANDD          v32_00000003<>+0(SB), Y23, Y23
+	VPSLLD          $0x04, Y23, Y23
+	VPORD           Y23, Y21, Y21
+	VPSUBD          v32_00000020<>+0(SB), Y21, Y21
+	VCVTDQ2PS       Y21, Y21
+	VMULPS          Y4, Y21, Y21
+	VMULPS          Y21, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	ADDQ            $0x00000088, AX
+	ADDQ            $0x00000088, DI
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_XSr8VNNI256
+
+donedotIQ4_XSr8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
 	VZEROUPPER
 	RET
 

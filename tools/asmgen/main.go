@@ -75,6 +75,7 @@ func genAll(t *target) {
 	genExactB32(t, b32MXFP4)
 	genExactB32(t, b32IQ4NL)
 	genIQ4XSRow(t)
+	genIQ4XSRows8(t)
 	genExactFloat(t, "F32")
 	genExactFloat(t, "F16")
 	genExactFloat(t, "BF16")

@@ -43,8 +43,10 @@ type Funcs struct {
 	// float sum is a dependent chain of one add per block, which bounds one
 	// row; eight run side by side, and each activation block is read once.
 	Q8_0r8, Q4_0r8, Q5_0r8, MXFP4r8, IQ4NLr8 func(w *byte, wstride int, a *byte, nb int, out *float32)
-	// IQ4XS is one IQ4_XS weight row of nb super-blocks times a Q8_K row.
-	IQ4XS func(w, a *byte, nb int) float32
+	// IQ4XS is one IQ4_XS weight row of nb super-blocks times a Q8_K row;
+	// IQ4XSr8 eight such rows, as Q8_0r8 does for its type.
+	IQ4XS   func(w, a *byte, nb int) float32
+	IQ4XSr8 func(w *byte, wstride int, a *byte, nb int, out *float32)
 
 	// F32, F16 and BF16 take FloatRows weight rows (1 if unset) wstride
 	// bytes apart and a prepared activation row, n elements of each (a
@@ -106,6 +108,9 @@ func (k *Kit) Add(name string, f Funcs) {
 		if fn != nil {
 			l.rows8[t] = block32r8(fn, t.TypeSize())
 		}
+	}
+	if f.IQ4XSr8 != nil {
+		l.rows8[quant.IQ4_XS] = kquantr8(f.IQ4XSr8, quant.IQ4_XS.TypeSize())
 	}
 	for t, fn := range map[quant.Type]func(w *byte, wstride int, a *byte, n int, out *float64){
 		quant.F32: f.F32, quant.F16: f.F16, quant.BF16: f.BF16,
@@ -176,6 +181,18 @@ func kquant4(f func(w, a *byte, nb, astride int, out *float32), wsize int) dot4F
 		}
 		w, a = w[:nb*wsize], a[:3*astride+nb*q8KSize]
 		f(&w[0], &a[0], nb, astride, &out[0])
+	}
+}
+
+func kquantr8(f func(w *byte, wstride int, a *byte, nb int, out *float32), wsize int) rows8Func {
+	return func(n int, w []byte, wrow int, a []byte, out *[8]float32) {
+		nb := n / quant.QK_K
+		if nb == 0 {
+			*out = [8]float32{}
+			return
+		}
+		w, a = w[:7*wrow+nb*wsize], a[:nb*q8KSize]
+		f(&w[0], wrow, &a[0], nb, &out[0])
 	}
 }
 
