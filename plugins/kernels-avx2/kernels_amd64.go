@@ -101,6 +101,18 @@ func dotIQ4_NLAVX2(w *byte, a *byte, nb int) float32
 func dotIQ4_NLr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
+func dotQ4_1AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ5_1AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape

@@ -7196,6 +7196,845 @@ donedotIQ4_NLr8AVX2:
 	VZEROUPPER
 	RET
 
+// func dotQ4_1AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ4_1AVX2:
+	CMPQ         DX, $0x08
+	JB           taildotQ4_1AVX2
+	VMOVDQU      4(AX), X3
+	VINSERTI128  $0x01, 84(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      4(CX), X3
+	VINSERTI128  $0x01, 148(CX), Y3, Y6
+	VMOVDQU      20(CX), X3
+	VINSERTI128  $0x01, 164(CX), Y3, Y7
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDUBSW   Y7, Y5, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      24(AX), X3
+	VINSERTI128  $0x01, 104(AX), Y3, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      40(CX), X3
+	VINSERTI128  $0x01, 184(CX), Y3, Y7
+	VMOVDQU      56(CX), X3
+	VINSERTI128  $0x01, 200(CX), Y3, Y8
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDUBSW   Y8, Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VMOVDQU      44(AX), X3
+	VINSERTI128  $0x01, 124(AX), Y3, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      76(CX), X3
+	VINSERTI128  $0x01, 220(CX), Y3, Y7
+	VMOVDQU      92(CX), X3
+	VINSERTI128  $0x01, 236(CX), Y3, Y8
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDUBSW   Y8, Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      64(AX), X3
+	VINSERTI128  $0x01, 144(AX), Y3, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      112(CX), X3
+	VINSERTI128  $0x01, 256(CX), Y3, Y8
+	VMOVDQU      128(CX), X3
+	VINSERTI128  $0x01, 272(CX), Y3, Y9
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	MOVWQZX      (CX), BX
+	MOVWQZX      36(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      72(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      108(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      144(CX), SI
+	MOVWQZX      180(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      216(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      252(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X3
+	VPINSRQ      $0x01, SI, X3, X3
+	VCVTPH2PS    X3, Y5
+	MOVWQZX      (AX), BX
+	MOVWQZX      20(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      40(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      60(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      80(AX), SI
+	MOVWQZX      100(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      120(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      140(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X3
+	VPINSRQ      $0x01, SI, X3, X3
+	VCVTPH2PS    X3, Y6
+	VMULPS       Y5, Y6, Y6
+	VMULPS       Y6, Y4, Y4
+	MOVWQZX      2(AX), BX
+	MOVWQZX      22(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      42(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      62(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      82(AX), SI
+	MOVWQZX      102(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      122(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      142(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X3
+	VPINSRQ      $0x01, SI, X3, X3
+	VCVTPH2PS    X3, Y5
+	MOVWQZX      2(CX), BX
+	MOVWQZX      38(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      74(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      110(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      146(CX), SI
+	MOVWQZX      182(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      218(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      254(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X3
+	VPINSRQ      $0x01, SI, X3, X3
+	VCVTPH2PS    X3, Y6
+	VMULPS       Y6, Y5, Y5
+	VADDPS       Y5, Y4, Y4
+	VADDSS       X4, X2, X2
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X4, X4, X3
+	VADDSS       X3, X2, X2
+	VPERMILPS    $0xff, X4, X3
+	VADDSS       X3, X2, X2
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDSS       X3, X2, X2
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X2, X2
+	VMOVHLPS     X3, X3, X4
+	VADDSS       X4, X2, X2
+	VPERMILPS    $0xff, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000120, CX
+	SUBQ         $0x08, DX
+	JMP          loopdotQ4_1AVX2
+
+taildotQ4_1AVX2:
+	TESTQ       DX, DX
+	JZ          donedotQ4_1AVX2
+	VMOVDQU     4(AX), X3
+	VINSERTI128 $0x01, 4(AX), Y3, Y4
+	VPSRLW      $0x04, Y4, Y5
+	VPAND       Y0, Y4, Y4
+	VPAND       Y0, Y5, Y5
+	VMOVDQU     4(CX), X3
+	VINSERTI128 $0x01, 4(CX), Y3, Y6
+	VMOVDQU     20(CX), X3
+	VINSERTI128 $0x01, 20(CX), Y3, Y7
+	VPMADDUBSW  Y6, Y4, Y4
+	VPMADDUBSW  Y7, Y5, Y5
+	VPADDW      Y5, Y4, Y4
+	VPMADDWD    Y1, Y4, Y4
+	VPSHUFD     $0x4e, X4, X3
+	VPADDD      X3, X4, X4
+	VPSHUFD     $0xb1, X4, X3
+	VPADDD      X3, X4, X4
+	VCVTDQ2PS   X4, X4
+	VMOVD       (CX), X3
+	VCVTPH2PS   X3, X3
+	VMOVD       (AX), X5
+	VCVTPH2PS   X5, X5
+	VMULPS      X3, X5, X5
+	VMULPS      X5, X4, X4
+	VMOVD       2(AX), X3
+	VCVTPH2PS   X3, X3
+	VMOVD       2(CX), X5
+	VCVTPH2PS   X5, X5
+	VMULPS      X5, X3, X3
+	VADDPS      X3, X4, X4
+	VADDSS      X4, X2, X2
+	ADDQ        $0x00000014, AX
+	ADDQ        $0x00000024, CX
+	DECQ        DX
+	JMP         taildotQ4_1AVX2
+
+donedotQ4_1AVX2:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ4_1r8AVX2(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPXOR        Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           donedotQ4_1r8AVX2
+
+loopdotQ4_1r8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	ADDQ           $0x000000a0, R8
+	VBROADCASTI128 4(DX), Y3
+	VBROADCASTI128 20(DX), Y4
+	VMOVDQU        4(AX), X5
+	VINSERTI128    $0x01, 4(DI), Y5, Y6
+	VPSRLW         $0x04, Y6, Y7
+	VPAND          Y0, Y6, Y6
+	VPAND          Y0, Y7, Y7
+	VPMADDUBSW     Y3, Y6, Y6
+	VPMADDUBSW     Y4, Y7, Y7
+	VPADDW         Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VMOVDQU        4(AX)(CX*1), X5
+	VINSERTI128    $0x01, 4(DI)(CX*1), Y5, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPMADDUBSW     Y3, Y7, Y7
+	VPMADDUBSW     Y4, Y8, Y8
+	VPADDW         Y8, Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VMOVDQU        4(AX)(CX*2), X5
+	VINSERTI128    $0x01, 4(DI)(CX*2), Y5, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPMADDUBSW     Y3, Y7, Y7
+	VPMADDUBSW     Y4, Y8, Y8
+	VPADDW         Y8, Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VMOVDQU        4(AX)(SI*1), X5
+	VINSERTI128    $0x01, 4(DI)(SI*1), Y5, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPMADDUBSW     Y3, Y8, Y8
+	VPMADDUBSW     Y4, Y9, Y9
+	VPADDW         Y9, Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y3
+	VPHADDD        Y3, Y6, Y3
+	VPBROADCASTW   (DX), X4
+	VCVTPH2PS      X4, Y4
+	VPBROADCASTW   2(DX), X6
+	VCVTPH2PS      X6, Y6
+	VCVTDQ2PS      Y3, Y3
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X5
+	VPINSRQ        $0x01, R10, X5, X5
+	VCVTPH2PS      X5, Y7
+	VMULPS         Y4, Y7, Y7
+	VMULPS         Y7, Y3, Y3
+	MOVWQZX        2(AX), R9
+	MOVWQZX        2(AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        2(AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        2(AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        2(DI), R10
+	MOVWQZX        2(DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        2(DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        2(DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X4
+	VPINSRQ        $0x01, R10, X4, X4
+	VCVTPH2PS      X4, Y4
+	VMULPS         Y6, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VADDPS         Y3, Y2, Y2
+	ADDQ           $0x00000014, AX
+	ADDQ           $0x00000014, DI
+	ADDQ           $0x00000024, DX
+	DECQ           BX
+	JNZ            loopdotQ4_1r8AVX2
+
+donedotQ4_1r8AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPBROADCASTQ b32q5bits<>+0(SB), Y3
+	VXORPS       X4, X4, X4
+
+loopdotQ5_1AVX2:
+	CMPQ         DX, $0x08
+	JB           taildotQ5_1AVX2
+	VMOVDQU      8(AX), X5
+	VINSERTI128  $0x01, 104(AX), Y5, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VMOVD        4(AX), X5
+	VPINSRD      $0x01, 100(AX), X5, X5
+	VPBROADCASTQ X5, Y8
+	VPSHUFB      b32q5lo<>+0(SB), Y8, Y9
+	VPOR         Y3, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPSHUFB      b32q5hi<>+0(SB), Y8, Y8
+	VPOR         Y3, Y8, Y8
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      4(CX), X5
+	VINSERTI128  $0x01, 148(CX), Y5, Y8
+	VMOVDQU      20(CX), X5
+	VINSERTI128  $0x01, 164(CX), Y5, Y9
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      32(AX), X5
+	VINSERTI128  $0x01, 128(AX), Y5, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVD        28(AX), X5
+	VPINSRD      $0x01, 124(AX), X5, X5
+	VPBROADCASTQ X5, Y9
+	VPSHUFB      b32q5lo<>+0(SB), Y9, Y10
+	VPOR         Y3, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPSHUFB      b32q5hi<>+0(SB), Y9, Y9
+	VPOR         Y3, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      40(CX), X5
+	VINSERTI128  $0x01, 184(CX), Y5, Y9
+	VMOVDQU      56(CX), X5
+	VINSERTI128  $0x01, 200(CX), Y5, Y10
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDUBSW   Y10, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VMOVDQU      56(AX), X5
+	VINSERTI128  $0x01, 152(AX), Y5, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVD        52(AX), X5
+	VPINSRD      $0x01, 148(AX), X5, X5
+	VPBROADCASTQ X5, Y9
+	VPSHUFB      b32q5lo<>+0(SB), Y9, Y10
+	VPOR         Y3, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPSHUFB      b32q5hi<>+0(SB), Y9, Y9
+	VPOR         Y3, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      76(CX), X5
+	VINSERTI128  $0x01, 220(CX), Y5, Y9
+	VMOVDQU      92(CX), X5
+	VINSERTI128  $0x01, 236(CX), Y5, Y10
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDUBSW   Y10, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      80(AX), X5
+	VINSERTI128  $0x01, 176(AX), Y5, Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y8, Y8
+	VPAND        Y0, Y9, Y9
+	VMOVD        76(AX), X5
+	VPINSRD      $0x01, 172(AX), X5, X5
+	VPBROADCASTQ X5, Y10
+	VPSHUFB      b32q5lo<>+0(SB), Y10, Y11
+	VPOR         Y3, Y11, Y11
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPSHUFB      b32q5hi<>+0(SB), Y10, Y10
+	VPOR         Y3, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      112(CX), X5
+	VINSERTI128  $0x01, 256(CX), Y5, Y10
+	VMOVDQU      128(CX), X5
+	VINSERTI128  $0x01, 272(CX), Y5, Y11
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y11, Y9, Y9
+	VPADDW       Y9, Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWQZX      (CX), BX
+	MOVWQZX      36(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      72(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      108(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      144(CX), SI
+	MOVWQZX      180(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      216(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      252(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X5
+	VPINSRQ      $0x01, SI, X5, X5
+	VCVTPH2PS    X5, Y7
+	MOVWQZX      (AX), BX
+	MOVWQZX      24(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      48(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      72(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      96(AX), SI
+	MOVWQZX      120(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      144(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      168(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X5
+	VPINSRQ      $0x01, SI, X5, X5
+	VCVTPH2PS    X5, Y8
+	VMULPS       Y7, Y8, Y8
+	VMULPS       Y8, Y6, Y6
+	MOVWQZX      2(AX), BX
+	MOVWQZX      26(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      50(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      74(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      98(AX), SI
+	MOVWQZX      122(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      146(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      170(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X5
+	VPINSRQ      $0x01, SI, X5, X5
+	VCVTPH2PS    X5, Y7
+	MOVWQZX      2(CX), BX
+	MOVWQZX      38(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      74(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      110(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      146(CX), SI
+	MOVWQZX      182(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      218(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      254(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X5
+	VPINSRQ      $0x01, SI, X5, X5
+	VCVTPH2PS    X5, Y8
+	VMULPS       Y8, Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VADDSS       X6, X4, X4
+	VMOVSHDUP    X6, X5
+	VADDSS       X5, X4, X4
+	VMOVHLPS     X6, X6, X5
+	VADDSS       X5, X4, X4
+	VPERMILPS    $0xff, X6, X5
+	VADDSS       X5, X4, X4
+	VEXTRACTF128 $0x01, Y6, X5
+	VADDSS       X5, X4, X4
+	VMOVSHDUP    X5, X6
+	VADDSS       X6, X4, X4
+	VMOVHLPS     X5, X5, X6
+	VADDSS       X6, X4, X4
+	VPERMILPS    $0xff, X5, X5
+	VADDSS       X5, X4, X4
+	ADDQ         $0x000000c0, AX
+	ADDQ         $0x00000120, CX
+	SUBQ         $0x08, DX
+	JMP          loopdotQ5_1AVX2
+
+taildotQ5_1AVX2:
+	TESTQ        DX, DX
+	JZ           donedotQ5_1AVX2
+	VMOVDQU      8(AX), X5
+	VINSERTI128  $0x01, 8(AX), Y5, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VMOVD        4(AX), X5
+	VPINSRD      $0x01, 4(AX), X5, X5
+	VPBROADCASTQ X5, Y8
+	VPSHUFB      b32q5lo<>+0(SB), Y8, Y9
+	VPOR         Y3, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPSHUFB      b32q5hi<>+0(SB), Y8, Y8
+	VPOR         Y3, Y8, Y8
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      4(CX), X5
+	VINSERTI128  $0x01, 4(CX), Y5, Y8
+	VMOVDQU      20(CX), X5
+	VINSERTI128  $0x01, 20(CX), Y5, Y9
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMOVD        (CX), X5
+	VCVTPH2PS    X5, X5
+	VMOVD        (AX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X5, X7, X7
+	VMULPS       X7, X6, X6
+	VMOVD        2(AX), X5
+	VCVTPH2PS    X5, X5
+	VMOVD        2(CX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X5, X5
+	VADDPS       X5, X6, X6
+	VADDSS       X6, X4, X4
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ5_1AVX2
+
+donedotQ5_1AVX2:
+	MOVSS X4, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ5_1r8AVX2(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPBROADCASTQ b32q5bits<>+0(SB), Y3
+	VPXOR        Y4, Y4, Y4
+	TESTQ        BX, BX
+	JZ           donedotQ5_1r8AVX2
+
+loopdotQ5_1r8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	ADDQ           $0x000000c0, R8
+	VBROADCASTI128 4(DX), Y5
+	VBROADCASTI128 20(DX), Y6
+	VMOVDQU        8(AX), X7
+	VINSERTI128    $0x01, 8(DI), Y7, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VMOVD          4(AX), X7
+	VPINSRD        $0x01, 4(DI), X7, X7
+	VPBROADCASTQ   X7, Y10
+	VPSHUFB        b32q5lo<>+0(SB), Y10, Y11
+	VPOR           Y3, Y11, Y11
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPSHUFB        b32q5hi<>+0(SB), Y10, Y10
+	VPOR           Y3, Y10, Y10
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND          Y2, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     Y5, Y8, Y8
+	VPMADDUBSW     Y6, Y9, Y9
+	VPADDW         Y9, Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VMOVDQU        8(AX)(CX*1), X7
+	VINSERTI128    $0x01, 8(DI)(CX*1), Y7, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VMOVD          4(AX)(CX*1), X7
+	VPINSRD        $0x01, 4(DI)(CX*1), X7, X7
+	VPBROADCASTQ   X7, Y11
+	VPSHUFB        b32q5lo<>+0(SB), Y11, Y12
+	VPOR           Y3, Y12, Y12
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPSHUFB        b32q5hi<>+0(SB), Y11, Y11
+	VPOR           Y3, Y11, Y11
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     Y5, Y9, Y9
+	VPMADDUBSW     Y6, Y10, Y10
+	VPADDW         Y10, Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VMOVDQU        8(AX)(CX*2), X7
+	VINSERTI128    $0x01, 8(DI)(CX*2), Y7, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VMOVD          4(AX)(CX*2), X7
+	VPINSRD        $0x01, 4(DI)(CX*2), X7, X7
+	VPBROADCASTQ   X7, Y11
+	VPSHUFB        b32q5lo<>+0(SB), Y11, Y12
+	VPOR           Y3, Y12, Y12
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPSHUFB        b32q5hi<>+0(SB), Y11, Y11
+	VPOR           Y3, Y11, Y11
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     Y5, Y9, Y9
+	VPMADDUBSW     Y6, Y10, Y10
+	VPADDW         Y10, Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VMOVDQU        8(AX)(SI*1), X7
+	VINSERTI128    $0x01, 8(DI)(SI*1), Y7, Y10
+	VPSRLW         $0x04, Y10, Y11
+	VPAND          Y0, Y10, Y10
+	VPAND          Y0, Y11, Y11
+	VMOVD          4(AX)(SI*1), X7
+	VPINSRD        $0x01, 4(DI)(SI*1), X7, X7
+	VPBROADCASTQ   X7, Y12
+	VPSHUFB        b32q5lo<>+0(SB), Y12, Y13
+	VPOR           Y3, Y13, Y13
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPOR           Y13, Y10, Y10
+	VPSHUFB        b32q5hi<>+0(SB), Y12, Y12
+	VPOR           Y3, Y12, Y12
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     Y5, Y10, Y10
+	VPMADDUBSW     Y6, Y11, Y11
+	VPADDW         Y11, Y10, Y10
+	VPMADDWD       Y1, Y10, Y10
+	VPHADDD        Y10, Y9, Y5
+	VPHADDD        Y5, Y8, Y5
+	VPBROADCASTW   (DX), X6
+	VCVTPH2PS      X6, Y6
+	VPBROADCASTW   2(DX), X8
+	VCVTPH2PS      X8, Y8
+	VCVTDQ2PS      Y5, Y5
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X7
+	VPINSRQ        $0x01, R10, X7, X7
+	VCVTPH2PS      X7, Y9
+	VMULPS         Y6, Y9, Y9
+	VMULPS         Y9, Y5, Y5
+	MOVWQZX        2(AX), R9
+	MOVWQZX        2(AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        2(AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        2(AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        2(DI), R10
+	MOVWQZX        2(DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        2(DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        2(DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X6
+	VPINSRQ        $0x01, R10, X6, X6
+	VCVTPH2PS      X6, Y6
+	VMULPS         Y8, Y6, Y6
+	VADDPS         Y6, Y5, Y5
+	VADDPS         Y5, Y4, Y4
+	ADDQ           $0x00000018, AX
+	ADDQ           $0x00000018, DI
+	ADDQ           $0x00000024, DX
+	DECQ           BX
+	JNZ            loopdotQ5_1r8AVX2
+
+donedotQ5_1r8AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y4, (AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ4_XSAVX2(SB), NOSPLIT, $0-28

@@ -95,6 +95,18 @@ func dotIQ4_NLAVX512(w *byte, a *byte, nb int) float32
 func dotIQ4_NLr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
+func dotQ4_1AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ5_1AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
 func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -249,6 +261,18 @@ func dotIQ4_NLVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotIQ4_NLr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ4_1VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ5_1VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotIQ4_XSVNNI(w *byte, a *byte, nb int) float32
@@ -423,6 +447,18 @@ func dotIQ4_NLVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotIQ4_NLr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ4_1VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ5_1VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotIQ4_XSVNNI256(w *byte, a *byte, nb int) float32

@@ -6695,6 +6695,783 @@ donedotIQ4_NLr8AVX512:
 	VZEROUPPER
 	RET
 
+// func dotQ4_1AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotQ4_1AVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ4_1AVX512:
+	CMPQ          DX, $0x08
+	JB            taildotQ4_1AVX512
+	VMOVDQU64     4(AX), X3
+	VINSERTI32X4  $0x01, 84(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     4(CX), X3
+	VINSERTI32X4  $0x01, 148(CX), Y3, Y6
+	VMOVDQU64     20(CX), X3
+	VINSERTI32X4  $0x01, 164(CX), Y3, Y7
+	VPMADDUBSW    Y6, Y4, Y4
+	VPMADDUBSW    Y7, Y5, Y5
+	VPADDW        Y5, Y4, Y4
+	VPMADDWD      Y1, Y4, Y4
+	VMOVDQU64     24(AX), X3
+	VINSERTI32X4  $0x01, 104(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VMOVDQU64     40(CX), X3
+	VINSERTI32X4  $0x01, 184(CX), Y3, Y7
+	VMOVDQU64     56(CX), X3
+	VINSERTI32X4  $0x01, 200(CX), Y3, Y8
+	VPMADDUBSW    Y7, Y5, Y5
+	VPMADDUBSW    Y8, Y6, Y6
+	VPADDW        Y6, Y5, Y5
+	VPMADDWD      Y1, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y6
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y6, Y6
+	VMOVDQU64     44(AX), X3
+	VINSERTI32X4  $0x01, 124(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     76(CX), X3
+	VINSERTI32X4  $0x01, 220(CX), Y3, Y7
+	VMOVDQU64     92(CX), X3
+	VINSERTI32X4  $0x01, 236(CX), Y3, Y8
+	VPMADDUBSW    Y7, Y4, Y4
+	VPMADDUBSW    Y8, Y5, Y5
+	VPADDW        Y5, Y4, Y4
+	VPMADDWD      Y1, Y4, Y4
+	VMOVDQU64     64(AX), X3
+	VINSERTI32X4  $0x01, 144(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y7
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y7, Y7
+	VMOVDQU64     112(CX), X3
+	VINSERTI32X4  $0x01, 256(CX), Y3, Y8
+	VMOVDQU64     128(CX), X3
+	VINSERTI32X4  $0x01, 272(CX), Y3, Y9
+	VPMADDUBSW    Y8, Y5, Y5
+	VPMADDUBSW    Y9, Y7, Y7
+	VPADDW        Y7, Y5, Y5
+	VPMADDWD      Y1, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y7
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y7, Y7
+	VSHUFPS       $0x88, Y7, Y6, Y4
+	VSHUFPS       $0xdd, Y7, Y6, Y5
+	VPADDD        Y5, Y4, Y4
+	VCVTDQ2PS     Y4, Y4
+	MOVWQZX       (CX), BX
+	MOVWQZX       36(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       72(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       108(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       144(CX), SI
+	MOVWQZX       180(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       216(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       252(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y5
+	MOVWQZX       (AX), BX
+	MOVWQZX       20(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       40(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       60(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       80(AX), SI
+	MOVWQZX       100(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       120(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       140(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y6
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y4, Y4
+	MOVWQZX       2(AX), BX
+	MOVWQZX       22(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       42(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       62(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       82(AX), SI
+	MOVWQZX       102(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       122(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       142(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y5
+	MOVWQZX       2(CX), BX
+	MOVWQZX       38(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       74(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       110(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       146(CX), SI
+	MOVWQZX       182(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       218(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       254(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y6
+	VMULPS        Y6, Y5, Y5
+	VADDPS        Y5, Y4, Y4
+	VADDSS        X4, X2, X2
+	VMOVSHDUP     X4, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X4, X4, X3
+	VADDSS        X3, X2, X2
+	VPERMILPS     $0xff, X4, X3
+	VADDSS        X3, X2, X2
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDSS        X3, X2, X2
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X2, X2
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X2, X2
+	VPERMILPS     $0xff, X3, X3
+	VADDSS        X3, X2, X2
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ4_1AVX512
+
+taildotQ4_1AVX512:
+	TESTQ        DX, DX
+	JZ           donedotQ4_1AVX512
+	VMOVDQU64    4(AX), X3
+	VINSERTI32X4 $0x01, 4(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	VMOVDQU64    4(CX), X3
+	VINSERTI32X4 $0x01, 4(CX), Y3, Y6
+	VMOVDQU64    20(CX), X3
+	VINSERTI32X4 $0x01, 20(CX), Y3, Y7
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDUBSW   Y7, Y5, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPSHUFD      $0x4e, X4, X3
+	VPADDD       X3, X4, X4
+	VPSHUFD      $0xb1, X4, X3
+	VPADDD       X3, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X3, X5, X5
+	VMULPS       X5, X4, X4
+	VMOVD        2(AX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        2(CX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X3, X3
+	VADDPS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ4_1AVX512
+
+donedotQ4_1AVX512:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ4_1r8AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPXORD       Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           donedotQ4_1r8AVX512
+
+loopdotQ4_1r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000a0, R8
+	VBROADCASTI32X4 4(DX), Y3
+	VBROADCASTI32X4 20(DX), Y4
+	VMOVDQU64       4(AX), X5
+	VINSERTI32X4    $0x01, 4(DI), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	VPMADDUBSW      Y3, Y6, Y6
+	VPMADDUBSW      Y4, Y7, Y7
+	VPADDW          Y7, Y6, Y6
+	VPMADDWD        Y1, Y6, Y6
+	VMOVDQU64       4(AX)(CX*1), X5
+	VINSERTI32X4    $0x01, 4(DI)(CX*1), Y5, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	VPMADDUBSW      Y3, Y7, Y7
+	VPMADDUBSW      Y4, Y8, Y8
+	VPADDW          Y8, Y7, Y7
+	VPMADDWD        Y1, Y7, Y7
+	VSHUFPS         $0x88, Y7, Y6, Y8
+	VSHUFPS         $0xdd, Y7, Y6, Y6
+	VPADDD          Y6, Y8, Y8
+	VMOVDQU64       4(AX)(CX*2), X5
+	VINSERTI32X4    $0x01, 4(DI)(CX*2), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	VPMADDUBSW      Y3, Y6, Y6
+	VPMADDUBSW      Y4, Y7, Y7
+	VPADDW          Y7, Y6, Y6
+	VPMADDWD        Y1, Y6, Y6
+	VMOVDQU64       4(AX)(SI*1), X5
+	VINSERTI32X4    $0x01, 4(DI)(SI*1), Y5, Y7
+	VPSRLW          $0x04, Y7, Y9
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y9, Y9
+	VPMADDUBSW      Y3, Y7, Y7
+	VPMADDUBSW      Y4, Y9, Y9
+	VPADDW          Y9, Y7, Y7
+	VPMADDWD        Y1, Y7, Y7
+	VSHUFPS         $0x88, Y7, Y6, Y3
+	VSHUFPS         $0xdd, Y7, Y6, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y8, Y4
+	VSHUFPS         $0xdd, Y3, Y8, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VPBROADCASTW    2(DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y4, Y4
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X5
+	VPINSRQ         $0x01, R10, X5, X5
+	VCVTPH2PS       X5, Y7
+	VMULPS          Y3, Y7, Y7
+	VMULPS          Y7, Y4, Y4
+	MOVWQZX         2(AX), R9
+	MOVWQZX         2(AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         2(DI), R10
+	MOVWQZX         2(DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X3
+	VPINSRQ         $0x01, R10, X3, X3
+	VCVTPH2PS       X3, Y3
+	VMULPS          Y6, Y3, Y3
+	VADDPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000014, AX
+	ADDQ            $0x00000014, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ4_1r8AVX512
+
+donedotQ4_1r8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotQ5_1AVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VXORPS       X3, X3, X3
+
+loopdotQ5_1AVX512:
+	CMPQ          DX, $0x08
+	JB            taildotQ5_1AVX512
+	VMOVDQU64     8(AX), X4
+	VINSERTI32X4  $0x01, 104(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	MOVL          4(AX), BX
+	MOVL          100(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y5, K1, Y5
+	VPADDB        Y2, Y6, K2, Y6
+	VMOVDQU64     4(CX), X4
+	VINSERTI32X4  $0x01, 148(CX), Y4, Y7
+	VMOVDQU64     20(CX), X4
+	VINSERTI32X4  $0x01, 164(CX), Y4, Y8
+	VPMADDUBSW    Y7, Y5, Y5
+	VPMADDUBSW    Y8, Y6, Y6
+	VPADDW        Y6, Y5, Y5
+	VPMADDWD      Y1, Y5, Y5
+	VMOVDQU64     32(AX), X4
+	VINSERTI32X4  $0x01, 128(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y7, Y7
+	MOVL          28(AX), BX
+	MOVL          124(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y6, K1, Y6
+	VPADDB        Y2, Y7, K2, Y7
+	VMOVDQU64     40(CX), X4
+	VINSERTI32X4  $0x01, 184(CX), Y4, Y8
+	VMOVDQU64     56(CX), X4
+	VINSERTI32X4  $0x01, 200(CX), Y4, Y9
+	VPMADDUBSW    Y8, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPADDW        Y7, Y6, Y6
+	VPMADDWD      Y1, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y7
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y7, Y7
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 152(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	MOVL          52(AX), BX
+	MOVL          148(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y5, K1, Y5
+	VPADDB        Y2, Y6, K2, Y6
+	VMOVDQU64     76(CX), X4
+	VINSERTI32X4  $0x01, 220(CX), Y4, Y8
+	VMOVDQU64     92(CX), X4
+	VINSERTI32X4  $0x01, 236(CX), Y4, Y9
+	VPMADDUBSW    Y8, Y5, Y5
+	VPMADDUBSW    Y9, Y6, Y6
+	VPADDW        Y6, Y5, Y5
+	VPMADDWD      Y1, Y5, Y5
+	VMOVDQU64     80(AX), X4
+	VINSERTI32X4  $0x01, 176(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y8
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y8, Y8
+	MOVL          76(AX), BX
+	MOVL          172(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y6, K1, Y6
+	VPADDB        Y2, Y8, K2, Y8
+	VMOVDQU64     112(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y9
+	VMOVDQU64     128(CX), X4
+	VINSERTI32X4  $0x01, 272(CX), Y4, Y10
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y10, Y8, Y8
+	VPADDW        Y8, Y6, Y6
+	VPMADDWD      Y1, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y8
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y5
+	VSHUFPS       $0xdd, Y8, Y7, Y6
+	VPADDD        Y6, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	VMOVD         (CX), X4
+	VPINSRW       $0x01, 36(CX), X4, X4
+	VPINSRW       $0x02, 72(CX), X4, X4
+	VPINSRW       $0x03, 108(CX), X4, X4
+	VPINSRW       $0x04, 144(CX), X4, X4
+	VPINSRW       $0x05, 180(CX), X4, X4
+	VPINSRW       $0x06, 216(CX), X4, X4
+	VPINSRW       $0x07, 252(CX), X4, X4
+	VCVTPH2PS     X4, Y6
+	VMOVD         (AX), X4
+	VPINSRW       $0x01, 24(AX), X4, X4
+	VPINSRW       $0x02, 48(AX), X4, X4
+	VPINSRW       $0x03, 72(AX), X4, X4
+	VPINSRW       $0x04, 96(AX), X4, X4
+	VPINSRW       $0x05, 120(AX), X4, X4
+	VPINSRW       $0x06, 144(AX), X4, X4
+	VPINSRW       $0x07, 168(AX), X4, X4
+	VCVTPH2PS     X4, Y7
+	VMULPS        Y6, Y7, Y7
+	VMULPS        Y7, Y5, Y5
+	VMOVD         2(AX), X4
+	VPINSRW       $0x01, 26(AX), X4, X4
+	VPINSRW       $0x02, 50(AX), X4, X4
+	VPINSRW       $0x03, 74(AX), X4, X4
+	VPINSRW       $0x04, 98(AX), X4, X4
+	VPINSRW       $0x05, 122(AX), X4, X4
+	VPINSRW       $0x06, 146(AX), X4, X4
+	VPINSRW       $0x07, 170(AX), X4, X4
+	VCVTPH2PS     X4, Y6
+	VMOVD         2(CX), X4
+	VPINSRW       $0x01, 38(CX), X4, X4
+	VPINSRW       $0x02, 74(CX), X4, X4
+	VPINSRW       $0x03, 110(CX), X4, X4
+	VPINSRW       $0x04, 146(CX), X4, X4
+	VPINSRW       $0x05, 182(CX), X4, X4
+	VPINSRW       $0x06, 218(CX), X4, X4
+	VPINSRW       $0x07, 254(CX), X4, X4
+	VCVTPH2PS     X4, Y7
+	VMULPS        Y7, Y6, Y6
+	VADDPS        Y6, Y5, Y5
+	VADDSS        X5, X3, X3
+	VMOVSHDUP     X5, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X5, X5, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X5, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y5, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x000000c0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ5_1AVX512
+
+taildotQ5_1AVX512:
+	TESTQ        DX, DX
+	JZ           donedotQ5_1AVX512
+	VMOVDQU64    8(AX), X4
+	VINSERTI32X4 $0x01, 8(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	MOVL         4(AX), BX
+	MOVL         4(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y2, Y5, K1, Y5
+	VPADDB       Y2, Y6, K2, Y6
+	VMOVDQU64    4(CX), X4
+	VINSERTI32X4 $0x01, 4(CX), Y4, Y7
+	VMOVDQU64    20(CX), X4
+	VINSERTI32X4 $0x01, 20(CX), Y4, Y8
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDUBSW   Y8, Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X4, X6, X6
+	VMULPS       X6, X5, X5
+	VMOVD        2(AX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        2(CX), X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X6, X4, X4
+	VADDPS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ5_1AVX512
+
+donedotQ5_1AVX512:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ5_1r8AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPXORD       Y3, Y3, Y3
+	TESTQ        BX, BX
+	JZ           donedotQ5_1r8AVX512
+
+loopdotQ5_1r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000c0, R8
+	VBROADCASTI32X4 4(DX), Y4
+	VBROADCASTI32X4 20(DX), Y5
+	VMOVDQU64       8(AX), X6
+	VINSERTI32X4    $0x01, 8(DI), Y6, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	MOVL            4(AX), R9
+	MOVL            4(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y7, K1, Y7
+	VPADDB          Y2, Y8, K2, Y8
+	VPMADDUBSW      Y4, Y7, Y7
+	VPMADDUBSW      Y5, Y8, Y8
+	VPADDW          Y8, Y7, Y7
+	VPMADDWD        Y1, Y7, Y7
+	VMOVDQU64       8(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y6, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	MOVL            4(AX)(CX*1), R9
+	MOVL            4(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y8, K1, Y8
+	VPADDB          Y2, Y9, K2, Y9
+	VPMADDUBSW      Y4, Y8, Y8
+	VPMADDUBSW      Y5, Y9, Y9
+	VPADDW          Y9, Y8, Y8
+	VPMADDWD        Y1, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y9
+	VSHUFPS         $0xdd, Y8, Y7, Y7
+	VPADDD          Y7, Y9, Y9
+	VMOVDQU64       8(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y6, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	MOVL            4(AX)(CX*2), R9
+	MOVL            4(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y7, K1, Y7
+	VPADDB          Y2, Y8, K2, Y8
+	VPMADDUBSW      Y4, Y7, Y7
+	VPMADDUBSW      Y5, Y8, Y8
+	VPADDW          Y8, Y7, Y7
+	VPMADDWD        Y1, Y7, Y7
+	VMOVDQU64       8(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y6, Y8
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y10, Y10
+	MOVL            4(AX)(SI*1), R9
+	MOVL            4(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y8, K1, Y8
+	VPADDB          Y2, Y10, K2, Y10
+	VPMADDUBSW      Y4, Y8, Y8
+	VPMADDUBSW      Y5, Y10, Y10
+	VPADDW          Y10, Y8, Y8
+	VPMADDWD        Y1, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y4
+	VSHUFPS         $0xdd, Y8, Y7, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VPBROADCASTW    2(DX), X7
+	VCVTPH2PS       X7, Y7
+	VCVTDQ2PS       Y5, Y5
+	VMOVD           (AX), X6
+	VPINSRW         $0x01, (AX)(CX*1), X6, X6
+	VPINSRW         $0x02, (AX)(CX*2), X6, X6
+	VPINSRW         $0x03, (AX)(SI*1), X6, X6
+	VPINSRW         $0x04, (DI), X6, X6
+	VPINSRW         $0x05, (DI)(CX*1), X6, X6
+	VPINSRW         $0x06, (DI)(CX*2), X6, X6
+	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	VCVTPH2PS       X6, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y5, Y5
+	VMOVD           2(AX), X4
+	VPINSRW         $0x01, 2(AX)(CX*1), X4, X4
+	VPINSRW         $0x02, 2(AX)(CX*2), X4, X4
+	VPINSRW         $0x03, 2(AX)(SI*1), X4, X4
+	VPINSRW         $0x04, 2(DI), X4, X4
+	VPINSRW         $0x05, 2(DI)(CX*1), X4, X4
+	VPINSRW         $0x06, 2(DI)(CX*2), X4, X4
+	VPINSRW         $0x07, 2(DI)(SI*1), X4, X4
+	VCVTPH2PS       X4, Y4
+	VMULPS          Y7, Y4, Y4
+	VADDPS          Y4, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000018, AX
+	ADDQ            $0x00000018, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ5_1r8AVX512
+
+donedotQ5_1r8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotIQ4_XSAVX512(SB), NOSPLIT, $0-28
@@ -17156,6 +17933,761 @@ loopdotIQ4_NLr8VNNI:
 donedotIQ4_NLr8VNNI:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ4_1VNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VXORPS       X1, X1, X1
+
+loopdotQ4_1VNNI:
+	CMPQ          DX, $0x08
+	JB            taildotQ4_1VNNI
+	VMOVDQU64     4(AX), X2
+	VINSERTI32X4  $0x01, 84(AX), Y2, Y3
+	VPSRLW        $0x04, Y3, Y4
+	VPANDD        Y0, Y3, Y3
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     4(CX), X2
+	VINSERTI32X4  $0x01, 148(CX), Y2, Y10
+	VMOVDQU64     20(CX), X2
+	VINSERTI32X4  $0x01, 164(CX), Y2, Y11
+	VPXORD        Y5, Y5, Y5
+	VPDPBUSD      Y10, Y3, Y5
+	VPDPBUSD      Y11, Y4, Y5
+	VMOVDQU64     24(AX), X2
+	VINSERTI32X4  $0x01, 104(AX), Y2, Y3
+	VPSRLW        $0x04, Y3, Y4
+	VPANDD        Y0, Y3, Y3
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     40(CX), X2
+	VINSERTI32X4  $0x01, 184(CX), Y2, Y10
+	VMOVDQU64     56(CX), X2
+	VINSERTI32X4  $0x01, 200(CX), Y2, Y11
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y10, Y3, Y6
+	VPDPBUSD      Y11, Y4, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y3
+	VSHUFPS       $0xdd, Y6, Y5, Y4
+	VPADDD        Y4, Y3, Y3
+	VMOVDQU64     44(AX), X2
+	VINSERTI32X4  $0x01, 124(AX), Y2, Y4
+	VPSRLW        $0x04, Y4, Y10
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y10, Y10
+	VMOVDQU64     76(CX), X2
+	VINSERTI32X4  $0x01, 220(CX), Y2, Y11
+	VMOVDQU64     92(CX), X2
+	VINSERTI32X4  $0x01, 236(CX), Y2, Y12
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y11, Y4, Y7
+	VPDPBUSD      Y12, Y10, Y7
+	VMOVDQU64     64(AX), X2
+	VINSERTI32X4  $0x01, 144(AX), Y2, Y4
+	VPSRLW        $0x04, Y4, Y10
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y10, Y10
+	VMOVDQU64     112(CX), X2
+	VINSERTI32X4  $0x01, 256(CX), Y2, Y11
+	VMOVDQU64     128(CX), X2
+	VINSERTI32X4  $0x01, 272(CX), Y2, Y12
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      Y11, Y4, Y8
+	VPDPBUSD      Y12, Y10, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y4
+	VSHUFPS       $0xdd, Y8, Y7, Y10
+	VPADDD        Y10, Y4, Y4
+	VSHUFPS       $0x88, Y4, Y3, Y10
+	VSHUFPS       $0xdd, Y4, Y3, Y3
+	VPADDD        Y3, Y10, Y10
+	VCVTDQ2PS     Y10, Y10
+	MOVWQZX       (CX), BX
+	MOVWQZX       36(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       72(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       108(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       144(CX), SI
+	MOVWQZX       180(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       216(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       252(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       (AX), BX
+	MOVWQZX       20(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       40(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       60(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       80(AX), SI
+	MOVWQZX       100(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       120(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       140(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y3, Y4, Y4
+	VMULPS        Y4, Y10, Y10
+	MOVWQZX       2(AX), BX
+	MOVWQZX       22(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       42(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       62(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       82(AX), SI
+	MOVWQZX       102(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       122(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       142(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       2(CX), BX
+	MOVWQZX       38(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       74(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       110(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       146(CX), SI
+	MOVWQZX       182(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       218(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       254(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y4, Y3, Y3
+	VADDPS        Y3, Y10, Y10
+	VADDSS        X10, X1, X1
+	VMOVSHDUP     X10, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X10, X10, X2
+	VADDSS        X2, X1, X1
+	VPERMILPS     $0xff, X10, X2
+	VADDSS        X2, X1, X1
+	VEXTRACTF32X4 $0x01, Y10, X2
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X2, X2, X3
+	VADDSS        X3, X1, X1
+	VPERMILPS     $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ4_1VNNI
+
+taildotQ4_1VNNI:
+	TESTQ        DX, DX
+	JZ           donedotQ4_1VNNI
+	VMOVDQU64    4(AX), X2
+	VINSERTI32X4 $0x01, 4(AX), Y2, Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPANDD       Y0, Y3, Y3
+	VPANDD       Y0, Y4, Y4
+	VMOVDQU64    4(CX), X2
+	VINSERTI32X4 $0x01, 4(CX), Y2, Y5
+	VMOVDQU64    20(CX), X2
+	VINSERTI32X4 $0x01, 20(CX), Y2, Y6
+	VPXORD       Y9, Y9, Y9
+	VPDPBUSD     Y5, Y3, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPSHUFD      $0x4e, X9, X2
+	VPADDD       X2, X9, X9
+	VPSHUFD      $0xb1, X9, X2
+	VPADDD       X2, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X2, X3, X3
+	VMULPS       X3, X9, X9
+	VMOVD        2(AX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        2(CX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X3, X2, X2
+	VADDPS       X2, X9, X9
+	VADDSS       X9, X1, X1
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ4_1VNNI
+
+donedotQ4_1VNNI:
+	MOVSS X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ4_1r8VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPXORD       Y1, Y1, Y1
+	TESTQ        BX, BX
+	JZ           donedotQ4_1r8VNNI
+
+loopdotQ4_1r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000a0, R8
+	VBROADCASTI32X4 4(DX), Y2
+	VBROADCASTI32X4 20(DX), Y3
+	VMOVDQU64       4(AX), X4
+	VINSERTI32X4    $0x01, 4(DI), Y4, Y5
+	VPSRLW          $0x04, Y5, Y6
+	VPANDD          Y0, Y5, Y5
+	VPANDD          Y0, Y6, Y6
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        Y2, Y5, Y7
+	VPDPBUSD        Y3, Y6, Y7
+	VMOVDQU64       4(AX)(CX*1), X4
+	VINSERTI32X4    $0x01, 4(DI)(CX*1), Y4, Y5
+	VPSRLW          $0x04, Y5, Y6
+	VPANDD          Y0, Y5, Y5
+	VPANDD          Y0, Y6, Y6
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y2, Y5, Y8
+	VPDPBUSD        Y3, Y6, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y5
+	VSHUFPS         $0xdd, Y8, Y7, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVDQU64       4(AX)(CX*2), X4
+	VINSERTI32X4    $0x01, 4(DI)(CX*2), Y4, Y6
+	VPSRLW          $0x04, Y6, Y11
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y11, Y11
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y2, Y6, Y9
+	VPDPBUSD        Y3, Y11, Y9
+	VMOVDQU64       4(AX)(SI*1), X4
+	VINSERTI32X4    $0x01, 4(DI)(SI*1), Y4, Y6
+	VPSRLW          $0x04, Y6, Y11
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y11, Y11
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        Y2, Y6, Y10
+	VPDPBUSD        Y3, Y11, Y10
+	VSHUFPS         $0x88, Y10, Y9, Y2
+	VSHUFPS         $0xdd, Y10, Y9, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y5, Y3
+	VSHUFPS         $0xdd, Y2, Y5, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VPBROADCASTW    2(DX), X5
+	VCVTPH2PS       X5, Y5
+	VCVTDQ2PS       Y3, Y3
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y6
+	VMULPS          Y2, Y6, Y6
+	VMULPS          Y6, Y3, Y3
+	MOVWQZX         2(AX), R9
+	MOVWQZX         2(AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         2(DI), R10
+	MOVWQZX         2(DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X2
+	VPINSRQ         $0x01, R10, X2, X2
+	VCVTPH2PS       X2, Y2
+	VMULPS          Y5, Y2, Y2
+	VADDPS          Y2, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000014, AX
+	ADDQ            $0x00000014, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ4_1r8VNNI
+
+donedotQ4_1r8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y1, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ5_1VNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ5_1VNNI:
+	CMPQ          DX, $0x08
+	JB            taildotQ5_1VNNI
+	VMOVDQU64     8(AX), X3
+	VINSERTI32X4  $0x01, 104(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	MOVL          4(AX), BX
+	MOVL          100(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y4, K1, Y4
+	VPADDB        Y1, Y5, K2, Y5
+	VMOVDQU64     4(CX), X3
+	VINSERTI32X4  $0x01, 148(CX), Y3, Y11
+	VMOVDQU64     20(CX), X3
+	VINSERTI32X4  $0x01, 164(CX), Y3, Y12
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y11, Y4, Y6
+	VPDPBUSD      Y12, Y5, Y6
+	VMOVDQU64     32(AX), X3
+	VINSERTI32X4  $0x01, 128(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	MOVL          28(AX), BX
+	MOVL          124(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y4, K1, Y4
+	VPADDB        Y1, Y5, K2, Y5
+	VMOVDQU64     40(CX), X3
+	VINSERTI32X4  $0x01, 184(CX), Y3, Y11
+	VMOVDQU64     56(CX), X3
+	VINSERTI32X4  $0x01, 200(CX), Y3, Y12
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y11, Y4, Y7
+	VPDPBUSD      Y12, Y5, Y7
+	VSHUFPS       $0x88, Y7, Y6, Y4
+	VSHUFPS       $0xdd, Y7, Y6, Y5
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU64     56(AX), X3
+	VINSERTI32X4  $0x01, 152(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y11
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y11, Y11
+	MOVL          52(AX), BX
+	MOVL          148(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y5, K1, Y5
+	VPADDB        Y1, Y11, K2, Y11
+	VMOVDQU64     76(CX), X3
+	VINSERTI32X4  $0x01, 220(CX), Y3, Y12
+	VMOVDQU64     92(CX), X3
+	VINSERTI32X4  $0x01, 236(CX), Y3, Y13
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      Y12, Y5, Y8
+	VPDPBUSD      Y13, Y11, Y8
+	VMOVDQU64     80(AX), X3
+	VINSERTI32X4  $0x01, 176(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y11
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y11, Y11
+	MOVL          76(AX), BX
+	MOVL          172(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y5, K1, Y5
+	VPADDB        Y1, Y11, K2, Y11
+	VMOVDQU64     112(CX), X3
+	VINSERTI32X4  $0x01, 256(CX), Y3, Y12
+	VMOVDQU64     128(CX), X3
+	VINSERTI32X4  $0x01, 272(CX), Y3, Y13
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y12, Y5, Y9
+	VPDPBUSD      Y13, Y11, Y9
+	VSHUFPS       $0x88, Y9, Y8, Y5
+	VSHUFPS       $0xdd, Y9, Y8, Y11
+	VPADDD        Y11, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y11
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y11, Y11
+	VCVTDQ2PS     Y11, Y11
+	VMOVD         (CX), X3
+	VPINSRW       $0x01, 36(CX), X3, X3
+	VPINSRW       $0x02, 72(CX), X3, X3
+	VPINSRW       $0x03, 108(CX), X3, X3
+	VPINSRW       $0x04, 144(CX), X3, X3
+	VPINSRW       $0x05, 180(CX), X3, X3
+	VPINSRW       $0x06, 216(CX), X3, X3
+	VPINSRW       $0x07, 252(CX), X3, X3
+	VCVTPH2PS     X3, Y4
+	VMOVD         (AX), X3
+	VPINSRW       $0x01, 24(AX), X3, X3
+	VPINSRW       $0x02, 48(AX), X3, X3
+	VPINSRW       $0x03, 72(AX), X3, X3
+	VPINSRW       $0x04, 96(AX), X3, X3
+	VPINSRW       $0x05, 120(AX), X3, X3
+	VPINSRW       $0x06, 144(AX), X3, X3
+	VPINSRW       $0x07, 168(AX), X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y4, Y5, Y5
+	VMULPS        Y5, Y11, Y11
+	VMOVD         2(AX), X3
+	VPINSRW       $0x01, 26(AX), X3, X3
+	VPINSRW       $0x02, 50(AX), X3, X3
+	VPINSRW       $0x03, 74(AX), X3, X3
+	VPINSRW       $0x04, 98(AX), X3, X3
+	VPINSRW       $0x05, 122(AX), X3, X3
+	VPINSRW       $0x06, 146(AX), X3, X3
+	VPINSRW       $0x07, 170(AX), X3, X3
+	VCVTPH2PS     X3, Y4
+	VMOVD         2(CX), X3
+	VPINSRW       $0x01, 38(CX), X3, X3
+	VPINSRW       $0x02, 74(CX), X3, X3
+	VPINSRW       $0x03, 110(CX), X3, X3
+	VPINSRW       $0x04, 146(CX), X3, X3
+	VPINSRW       $0x05, 182(CX), X3, X3
+	VPINSRW       $0x06, 218(CX), X3, X3
+	VPINSRW       $0x07, 254(CX), X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y5, Y4, Y4
+	VADDPS        Y4, Y11, Y11
+	VADDSS        X11, X2, X2
+	VMOVSHDUP     X11, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X11, X11, X3
+	VADDSS        X3, X2, X2
+	VPERMILPS     $0xff, X11, X3
+	VADDSS        X3, X2, X2
+	VEXTRACTF32X4 $0x01, Y11, X3
+	VADDSS        X3, X2, X2
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X2, X2
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X2, X2
+	VPERMILPS     $0xff, X3, X3
+	VADDSS        X3, X2, X2
+	ADDQ          $0x000000c0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ5_1VNNI
+
+taildotQ5_1VNNI:
+	TESTQ        DX, DX
+	JZ           donedotQ5_1VNNI
+	VMOVDQU64    8(AX), X3
+	VINSERTI32X4 $0x01, 8(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	MOVL         4(AX), BX
+	MOVL         4(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y1, Y4, K1, Y4
+	VPADDB       Y1, Y5, K2, Y5
+	VMOVDQU64    4(CX), X3
+	VINSERTI32X4 $0x01, 4(CX), Y3, Y6
+	VMOVDQU64    20(CX), X3
+	VINSERTI32X4 $0x01, 20(CX), Y3, Y7
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y6, Y4, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPSHUFD      $0x4e, X10, X3
+	VPADDD       X3, X10, X10
+	VPSHUFD      $0xb1, X10, X3
+	VPADDD       X3, X10, X10
+	VCVTDQ2PS    X10, X10
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X3, X4, X4
+	VMULPS       X4, X10, X10
+	VMOVD        2(AX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        2(CX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X3, X3
+	VADDPS       X3, X10, X10
+	VADDSS       X10, X2, X2
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ5_1VNNI
+
+donedotQ5_1VNNI:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ5_1r8VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPXORD       Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           donedotQ5_1r8VNNI
+
+loopdotQ5_1r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000c0, R8
+	VBROADCASTI32X4 4(DX), Y3
+	VBROADCASTI32X4 20(DX), Y4
+	VMOVDQU64       8(AX), X5
+	VINSERTI32X4    $0x01, 8(DI), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	MOVL            4(AX), R9
+	MOVL            4(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y6, K1, Y6
+	VPADDB          Y1, Y7, K2, Y7
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y3, Y6, Y8
+	VPDPBUSD        Y4, Y7, Y8
+	VMOVDQU64       8(AX)(CX*1), X5
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	MOVL            4(AX)(CX*1), R9
+	MOVL            4(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y6, K1, Y6
+	VPADDB          Y1, Y7, K2, Y7
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y3, Y6, Y9
+	VPDPBUSD        Y4, Y7, Y9
+	VSHUFPS         $0x88, Y9, Y8, Y6
+	VSHUFPS         $0xdd, Y9, Y8, Y7
+	VPADDD          Y7, Y6, Y6
+	VMOVDQU64       8(AX)(CX*2), X5
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y5, Y7
+	VPSRLW          $0x04, Y7, Y12
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y12, Y12
+	MOVL            4(AX)(CX*2), R9
+	MOVL            4(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y7, K1, Y7
+	VPADDB          Y1, Y12, K2, Y12
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        Y3, Y7, Y10
+	VPDPBUSD        Y4, Y12, Y10
+	VMOVDQU64       8(AX)(SI*1), X5
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y5, Y7
+	VPSRLW          $0x04, Y7, Y12
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y12, Y12
+	MOVL            4(AX)(SI*1), R9
+	MOVL            4(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y7, K1, Y7
+	VPADDB          Y1, Y12, K2, Y12
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        Y3, Y7, Y11
+	VPDPBUSD        Y4, Y12, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y3
+	VSHUFPS         $0xdd, Y11, Y10, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y6, Y4
+	VSHUFPS         $0xdd, Y3, Y6, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VPBROADCASTW    2(DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y4, Y4
+	VMOVD           (AX), X5
+	VPINSRW         $0x01, (AX)(CX*1), X5, X5
+	VPINSRW         $0x02, (AX)(CX*2), X5, X5
+	VPINSRW         $0x03, (AX)(SI*1), X5, X5
+	VPINSRW         $0x04, (DI), X5, X5
+	VPINSRW         $0x05, (DI)(CX*1), X5, X5
+	VPINSRW         $0x06, (DI)(CX*2), X5, X5
+	VPINSRW         $0x07, (DI)(SI*1), X5, X5
+	VCVTPH2PS       X5, Y7
+	VMULPS          Y3, Y7, Y7
+	VMULPS          Y7, Y4, Y4
+	VMOVD           2(AX), X3
+	VPINSRW         $0x01, 2(AX)(CX*1), X3, X3
+	VPINSRW         $0x02, 2(AX)(CX*2), X3, X3
+	VPINSRW         $0x03, 2(AX)(SI*1), X3, X3
+	VPINSRW         $0x04, 2(DI), X3, X3
+	VPINSRW         $0x05, 2(DI)(CX*1), X3, X3
+	VPINSRW         $0x06, 2(DI)(CX*2), X3, X3
+	VPINSRW         $0x07, 2(DI)(SI*1), X3, X3
+	VCVTPH2PS       X3, Y3
+	VMULPS          Y6, Y3, Y3
+	VADDPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000018, AX
+	ADDQ            $0x00000018, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ5_1r8VNNI
+
+donedotQ5_1r8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
 	VZEROUPPER
 	RET
 
@@ -33014,6 +34546,761 @@ loopdotIQ4_NLr8VNNI256:
 donedotIQ4_NLr8VNNI256:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ4_1VNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VXORPS       X1, X1, X1
+
+loopdotQ4_1VNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotQ4_1VNNI256
+	VMOVDQU64     4(AX), X2
+	VINSERTI32X4  $0x01, 84(AX), Y2, Y3
+	VPSRLW        $0x04, Y3, Y4
+	VPANDD        Y0, Y3, Y3
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     4(CX), X2
+	VINSERTI32X4  $0x01, 148(CX), Y2, Y10
+	VMOVDQU64     20(CX), X2
+	VINSERTI32X4  $0x01, 164(CX), Y2, Y11
+	VPXORD        Y5, Y5, Y5
+	VPDPBUSD      Y10, Y3, Y5
+	VPDPBUSD      Y11, Y4, Y5
+	VMOVDQU64     24(AX), X2
+	VINSERTI32X4  $0x01, 104(AX), Y2, Y3
+	VPSRLW        $0x04, Y3, Y4
+	VPANDD        Y0, Y3, Y3
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     40(CX), X2
+	VINSERTI32X4  $0x01, 184(CX), Y2, Y10
+	VMOVDQU64     56(CX), X2
+	VINSERTI32X4  $0x01, 200(CX), Y2, Y11
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y10, Y3, Y6
+	VPDPBUSD      Y11, Y4, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y3
+	VSHUFPS       $0xdd, Y6, Y5, Y4
+	VPADDD        Y4, Y3, Y3
+	VMOVDQU64     44(AX), X2
+	VINSERTI32X4  $0x01, 124(AX), Y2, Y4
+	VPSRLW        $0x04, Y4, Y10
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y10, Y10
+	VMOVDQU64     76(CX), X2
+	VINSERTI32X4  $0x01, 220(CX), Y2, Y11
+	VMOVDQU64     92(CX), X2
+	VINSERTI32X4  $0x01, 236(CX), Y2, Y12
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y11, Y4, Y7
+	VPDPBUSD      Y12, Y10, Y7
+	VMOVDQU64     64(AX), X2
+	VINSERTI32X4  $0x01, 144(AX), Y2, Y4
+	VPSRLW        $0x04, Y4, Y10
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y10, Y10
+	VMOVDQU64     112(CX), X2
+	VINSERTI32X4  $0x01, 256(CX), Y2, Y11
+	VMOVDQU64     128(CX), X2
+	VINSERTI32X4  $0x01, 272(CX), Y2, Y12
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      Y11, Y4, Y8
+	VPDPBUSD      Y12, Y10, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y4
+	VSHUFPS       $0xdd, Y8, Y7, Y10
+	VPADDD        Y10, Y4, Y4
+	VSHUFPS       $0x88, Y4, Y3, Y10
+	VSHUFPS       $0xdd, Y4, Y3, Y3
+	VPADDD        Y3, Y10, Y10
+	VCVTDQ2PS     Y10, Y10
+	MOVWQZX       (CX), BX
+	MOVWQZX       36(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       72(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       108(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       144(CX), SI
+	MOVWQZX       180(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       216(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       252(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       (AX), BX
+	MOVWQZX       20(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       40(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       60(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       80(AX), SI
+	MOVWQZX       100(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       120(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       140(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y3, Y4, Y4
+	VMULPS        Y4, Y10, Y10
+	MOVWQZX       2(AX), BX
+	MOVWQZX       22(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       42(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       62(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       82(AX), SI
+	MOVWQZX       102(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       122(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       142(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       2(CX), BX
+	MOVWQZX       38(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       74(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       110(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       146(CX), SI
+	MOVWQZX       182(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       218(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       254(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y4, Y3, Y3
+	VADDPS        Y3, Y10, Y10
+	VADDSS        X10, X1, X1
+	VMOVSHDUP     X10, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X10, X10, X2
+	VADDSS        X2, X1, X1
+	VPERMILPS     $0xff, X10, X2
+	VADDSS        X2, X1, X1
+	VEXTRACTF32X4 $0x01, Y10, X2
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X2, X2, X3
+	VADDSS        X3, X1, X1
+	VPERMILPS     $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ4_1VNNI256
+
+taildotQ4_1VNNI256:
+	TESTQ        DX, DX
+	JZ           donedotQ4_1VNNI256
+	VMOVDQU64    4(AX), X2
+	VINSERTI32X4 $0x01, 4(AX), Y2, Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPANDD       Y0, Y3, Y3
+	VPANDD       Y0, Y4, Y4
+	VMOVDQU64    4(CX), X2
+	VINSERTI32X4 $0x01, 4(CX), Y2, Y5
+	VMOVDQU64    20(CX), X2
+	VINSERTI32X4 $0x01, 20(CX), Y2, Y6
+	VPXORD       Y9, Y9, Y9
+	VPDPBUSD     Y5, Y3, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPSHUFD      $0x4e, X9, X2
+	VPADDD       X2, X9, X9
+	VPSHUFD      $0xb1, X9, X2
+	VPADDD       X2, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X2, X3, X3
+	VMULPS       X3, X9, X9
+	VMOVD        2(AX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        2(CX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X3, X2, X2
+	VADDPS       X2, X9, X9
+	VADDSS       X9, X1, X1
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ4_1VNNI256
+
+donedotQ4_1VNNI256:
+	MOVSS X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ4_1r8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPXORD       Y1, Y1, Y1
+	TESTQ        BX, BX
+	JZ           donedotQ4_1r8VNNI256
+
+loopdotQ4_1r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000a0, R8
+	VBROADCASTI32X4 4(DX), Y2
+	VBROADCASTI32X4 20(DX), Y3
+	VMOVDQU64       4(AX), X4
+	VINSERTI32X4    $0x01, 4(DI), Y4, Y5
+	VPSRLW          $0x04, Y5, Y6
+	VPANDD          Y0, Y5, Y5
+	VPANDD          Y0, Y6, Y6
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        Y2, Y5, Y7
+	VPDPBUSD        Y3, Y6, Y7
+	VMOVDQU64       4(AX)(CX*1), X4
+	VINSERTI32X4    $0x01, 4(DI)(CX*1), Y4, Y5
+	VPSRLW          $0x04, Y5, Y6
+	VPANDD          Y0, Y5, Y5
+	VPANDD          Y0, Y6, Y6
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y2, Y5, Y8
+	VPDPBUSD        Y3, Y6, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y5
+	VSHUFPS         $0xdd, Y8, Y7, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVDQU64       4(AX)(CX*2), X4
+	VINSERTI32X4    $0x01, 4(DI)(CX*2), Y4, Y6
+	VPSRLW          $0x04, Y6, Y11
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y11, Y11
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y2, Y6, Y9
+	VPDPBUSD        Y3, Y11, Y9
+	VMOVDQU64       4(AX)(SI*1), X4
+	VINSERTI32X4    $0x01, 4(DI)(SI*1), Y4, Y6
+	VPSRLW          $0x04, Y6, Y11
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y11, Y11
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        Y2, Y6, Y10
+	VPDPBUSD        Y3, Y11, Y10
+	VSHUFPS         $0x88, Y10, Y9, Y2
+	VSHUFPS         $0xdd, Y10, Y9, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y5, Y3
+	VSHUFPS         $0xdd, Y2, Y5, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VPBROADCASTW    2(DX), X5
+	VCVTPH2PS       X5, Y5
+	VCVTDQ2PS       Y3, Y3
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y6
+	VMULPS          Y2, Y6, Y6
+	VMULPS          Y6, Y3, Y3
+	MOVWQZX         2(AX), R9
+	MOVWQZX         2(AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         2(DI), R10
+	MOVWQZX         2(DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X2
+	VPINSRQ         $0x01, R10, X2, X2
+	VCVTPH2PS       X2, Y2
+	VMULPS          Y5, Y2, Y2
+	VADDPS          Y2, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000014, AX
+	ADDQ            $0x00000014, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ4_1r8VNNI256
+
+donedotQ4_1r8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y1, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ5_1VNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ5_1VNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotQ5_1VNNI256
+	VMOVDQU64     8(AX), X3
+	VINSERTI32X4  $0x01, 104(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	MOVL          4(AX), BX
+	MOVL          100(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y4, K1, Y4
+	VPADDB        Y1, Y5, K2, Y5
+	VMOVDQU64     4(CX), X3
+	VINSERTI32X4  $0x01, 148(CX), Y3, Y11
+	VMOVDQU64     20(CX), X3
+	VINSERTI32X4  $0x01, 164(CX), Y3, Y12
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y11, Y4, Y6
+	VPDPBUSD      Y12, Y5, Y6
+	VMOVDQU64     32(AX), X3
+	VINSERTI32X4  $0x01, 128(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	MOVL          28(AX), BX
+	MOVL          124(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y4, K1, Y4
+	VPADDB        Y1, Y5, K2, Y5
+	VMOVDQU64     40(CX), X3
+	VINSERTI32X4  $0x01, 184(CX), Y3, Y11
+	VMOVDQU64     56(CX), X3
+	VINSERTI32X4  $0x01, 200(CX), Y3, Y12
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y11, Y4, Y7
+	VPDPBUSD      Y12, Y5, Y7
+	VSHUFPS       $0x88, Y7, Y6, Y4
+	VSHUFPS       $0xdd, Y7, Y6, Y5
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU64     56(AX), X3
+	VINSERTI32X4  $0x01, 152(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y11
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y11, Y11
+	MOVL          52(AX), BX
+	MOVL          148(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y5, K1, Y5
+	VPADDB        Y1, Y11, K2, Y11
+	VMOVDQU64     76(CX), X3
+	VINSERTI32X4  $0x01, 220(CX), Y3, Y12
+	VMOVDQU64     92(CX), X3
+	VINSERTI32X4  $0x01, 236(CX), Y3, Y13
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      Y12, Y5, Y8
+	VPDPBUSD      Y13, Y11, Y8
+	VMOVDQU64     80(AX), X3
+	VINSERTI32X4  $0x01, 176(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y11
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y11, Y11
+	MOVL          76(AX), BX
+	MOVL          172(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y5, K1, Y5
+	VPADDB        Y1, Y11, K2, Y11
+	VMOVDQU64     112(CX), X3
+	VINSERTI32X4  $0x01, 256(CX), Y3, Y12
+	VMOVDQU64     128(CX), X3
+	VINSERTI32X4  $0x01, 272(CX), Y3, Y13
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y12, Y5, Y9
+	VPDPBUSD      Y13, Y11, Y9
+	VSHUFPS       $0x88, Y9, Y8, Y5
+	VSHUFPS       $0xdd, Y9, Y8, Y11
+	VPADDD        Y11, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y11
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y11, Y11
+	VCVTDQ2PS     Y11, Y11
+	VMOVD         (CX), X3
+	VPINSRW       $0x01, 36(CX), X3, X3
+	VPINSRW       $0x02, 72(CX), X3, X3
+	VPINSRW       $0x03, 108(CX), X3, X3
+	VPINSRW       $0x04, 144(CX), X3, X3
+	VPINSRW       $0x05, 180(CX), X3, X3
+	VPINSRW       $0x06, 216(CX), X3, X3
+	VPINSRW       $0x07, 252(CX), X3, X3
+	VCVTPH2PS     X3, Y4
+	VMOVD         (AX), X3
+	VPINSRW       $0x01, 24(AX), X3, X3
+	VPINSRW       $0x02, 48(AX), X3, X3
+	VPINSRW       $0x03, 72(AX), X3, X3
+	VPINSRW       $0x04, 96(AX), X3, X3
+	VPINSRW       $0x05, 120(AX), X3, X3
+	VPINSRW       $0x06, 144(AX), X3, X3
+	VPINSRW       $0x07, 168(AX), X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y4, Y5, Y5
+	VMULPS        Y5, Y11, Y11
+	VMOVD         2(AX), X3
+	VPINSRW       $0x01, 26(AX), X3, X3
+	VPINSRW       $0x02, 50(AX), X3, X3
+	VPINSRW       $0x03, 74(AX), X3, X3
+	VPINSRW       $0x04, 98(AX), X3, X3
+	VPINSRW       $0x05, 122(AX), X3, X3
+	VPINSRW       $0x06, 146(AX), X3, X3
+	VPINSRW       $0x07, 170(AX), X3, X3
+	VCVTPH2PS     X3, Y4
+	VMOVD         2(CX), X3
+	VPINSRW       $0x01, 38(CX), X3, X3
+	VPINSRW       $0x02, 74(CX), X3, X3
+	VPINSRW       $0x03, 110(CX), X3, X3
+	VPINSRW       $0x04, 146(CX), X3, X3
+	VPINSRW       $0x05, 182(CX), X3, X3
+	VPINSRW       $0x06, 218(CX), X3, X3
+	VPINSRW       $0x07, 254(CX), X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y5, Y4, Y4
+	VADDPS        Y4, Y11, Y11
+	VADDSS        X11, X2, X2
+	VMOVSHDUP     X11, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X11, X11, X3
+	VADDSS        X3, X2, X2
+	VPERMILPS     $0xff, X11, X3
+	VADDSS        X3, X2, X2
+	VEXTRACTF32X4 $0x01, Y11, X3
+	VADDSS        X3, X2, X2
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X2, X2
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X2, X2
+	VPERMILPS     $0xff, X3, X3
+	VADDSS        X3, X2, X2
+	ADDQ          $0x000000c0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ5_1VNNI256
+
+taildotQ5_1VNNI256:
+	TESTQ        DX, DX
+	JZ           donedotQ5_1VNNI256
+	VMOVDQU64    8(AX), X3
+	VINSERTI32X4 $0x01, 8(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	MOVL         4(AX), BX
+	MOVL         4(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y1, Y4, K1, Y4
+	VPADDB       Y1, Y5, K2, Y5
+	VMOVDQU64    4(CX), X3
+	VINSERTI32X4 $0x01, 4(CX), Y3, Y6
+	VMOVDQU64    20(CX), X3
+	VINSERTI32X4 $0x01, 20(CX), Y3, Y7
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y6, Y4, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPSHUFD      $0x4e, X10, X3
+	VPADDD       X3, X10, X10
+	VPSHUFD      $0xb1, X10, X3
+	VPADDD       X3, X10, X10
+	VCVTDQ2PS    X10, X10
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X3, X4, X4
+	VMULPS       X4, X10, X10
+	VMOVD        2(AX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        2(CX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X3, X3
+	VADDPS       X3, X10, X10
+	VADDSS       X10, X2, X2
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ5_1VNNI256
+
+donedotQ5_1VNNI256:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ5_1r8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPXORD       Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           donedotQ5_1r8VNNI256
+
+loopdotQ5_1r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000c0, R8
+	VBROADCASTI32X4 4(DX), Y3
+	VBROADCASTI32X4 20(DX), Y4
+	VMOVDQU64       8(AX), X5
+	VINSERTI32X4    $0x01, 8(DI), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	MOVL            4(AX), R9
+	MOVL            4(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y6, K1, Y6
+	VPADDB          Y1, Y7, K2, Y7
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y3, Y6, Y8
+	VPDPBUSD        Y4, Y7, Y8
+	VMOVDQU64       8(AX)(CX*1), X5
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	MOVL            4(AX)(CX*1), R9
+	MOVL            4(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y6, K1, Y6
+	VPADDB          Y1, Y7, K2, Y7
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y3, Y6, Y9
+	VPDPBUSD        Y4, Y7, Y9
+	VSHUFPS         $0x88, Y9, Y8, Y6
+	VSHUFPS         $0xdd, Y9, Y8, Y7
+	VPADDD          Y7, Y6, Y6
+	VMOVDQU64       8(AX)(CX*2), X5
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y5, Y7
+	VPSRLW          $0x04, Y7, Y12
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y12, Y12
+	MOVL            4(AX)(CX*2), R9
+	MOVL            4(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y7, K1, Y7
+	VPADDB          Y1, Y12, K2, Y12
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        Y3, Y7, Y10
+	VPDPBUSD        Y4, Y12, Y10
+	VMOVDQU64       8(AX)(SI*1), X5
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y5, Y7
+	VPSRLW          $0x04, Y7, Y12
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y12, Y12
+	MOVL            4(AX)(SI*1), R9
+	MOVL            4(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y7, K1, Y7
+	VPADDB          Y1, Y12, K2, Y12
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        Y3, Y7, Y11
+	VPDPBUSD        Y4, Y12, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y3
+	VSHUFPS         $0xdd, Y11, Y10, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y6, Y4
+	VSHUFPS         $0xdd, Y3, Y6, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VPBROADCASTW    2(DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y4, Y4
+	VMOVD           (AX), X5
+	VPINSRW         $0x01, (AX)(CX*1), X5, X5
+	VPINSRW         $0x02, (AX)(CX*2), X5, X5
+	VPINSRW         $0x03, (AX)(SI*1), X5, X5
+	VPINSRW         $0x04, (DI), X5, X5
+	VPINSRW         $0x05, (DI)(CX*1), X5, X5
+	VPINSRW         $0x06, (DI)(CX*2), X5, X5
+	VPINSRW         $0x07, (DI)(SI*1), X5, X5
+	VCVTPH2PS       X5, Y7
+	VMULPS          Y3, Y7, Y7
+	VMULPS          Y7, Y4, Y4
+	VMOVD           2(AX), X3
+	VPINSRW         $0x01, 2(AX)(CX*1), X3, X3
+	VPINSRW         $0x02, 2(AX)(CX*2), X3, X3
+	VPINSRW         $0x03, 2(AX)(SI*1), X3, X3
+	VPINSRW         $0x04, 2(DI), X3, X3
+	VPINSRW         $0x05, 2(DI)(CX*1), X3, X3
+	VPINSRW         $0x06, 2(DI)(CX*2), X3, X3
+	VPINSRW         $0x07, 2(DI)(SI*1), X3, X3
+	VCVTPH2PS       X3, Y3
+	VMULPS          Y6, Y3, Y3
+	VADDPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000018, AX
+	ADDQ            $0x00000018, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ5_1r8VNNI256
+
+donedotQ5_1r8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
 	VZEROUPPER
 	RET
 

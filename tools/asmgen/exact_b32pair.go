@@ -35,20 +35,24 @@ type pairPrep struct {
 
 func (k *b32k) prepPair(a Mem) pairPrep {
 	p := pairPrep{lo: YMM(), hi: YMM()}
-	k.t.bcast16(a.Offset(2), p.lo)
-	k.t.bcast16(a.Offset(18), p.hi)
+	q := k.ty.actQ()
+	k.t.bcast16(a.Offset(q), p.lo)
+	k.t.bcast16(a.Offset(q+16), p.hi)
 	return k.prepCorr(p)
 }
 
 // prepPair2 is prepPair for two activation blocks, a for the low halves
 // and b for the high ones (the one-row kernel's two blocks per vector).
 func (k *b32k) prepPair2(a, b Mem) pairPrep {
-	return k.prepCorr(pairPrep{lo: k.pair(a.Offset(2), b.Offset(2)), hi: k.pair(a.Offset(18), b.Offset(18))})
+	q := k.ty.actQ()
+	return k.prepCorr(pairPrep{lo: k.pair(a.Offset(q), b.Offset(q)), hi: k.pair(a.Offset(q+16), b.Offset(q+16))})
 }
 
 func (k *b32k) prepCorr(p pairPrep) pairPrep {
 	t := k.t
 	switch {
+	case k.ty.min:
+		// Unsigned codes without an offset: nothing to correct.
 	case t.vnni:
 		o := k.off
 		if k.ty.signed() {
@@ -86,8 +90,8 @@ func (k *b32k) pairCodes(wa, wb Mem) (lo, hi VecVirtual) {
 	t.and(k.c0F, q, lo)
 	t.and(k.c0F, hi, hi)
 	switch {
-	case k.ty == b32Q5_0:
-		k.q5Pair(wa.Offset(2), wb.Offset(2), lo, hi)
+	case k.ty.q5():
+		k.q5Pair(wa.Offset(k.ty.qhoff), wb.Offset(k.ty.qhoff), lo, hi)
 	case k.ty == b32MXFP4 || k.ty.lut != nil:
 		VPSHUFB(lo, k.table, lo)
 		VPSHUFB(hi, k.table, hi)
@@ -194,7 +198,11 @@ func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
 	}
 	if t.vnni {
 		acc := YMM()
-		t.copyv(p.corr, acc)
+		if p.corr == nil {
+			t.zero(acc)
+		} else {
+			t.copyv(p.corr, acc)
+		}
 		vnniOp("VPDPBUSD", p.lo, lo, acc)
 		vnniOp("VPDPBUSD", p.hi, hi, acc)
 		return acc
@@ -202,7 +210,9 @@ func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
 	VPMADDUBSW(p.lo, lo, lo)
 	VPMADDUBSW(p.hi, hi, hi)
 	VPADDW(hi, lo, lo)
-	VPSUBW(p.corr, lo, lo)
+	if p.corr != nil {
+		VPSUBW(p.corr, lo, lo)
+	}
 	VPMADDWD(k.ones, lo, lo)
 	return lo
 }
@@ -264,11 +274,16 @@ func genB32Rows8(t *target, ty *b32type) {
 	da := YMM()
 	VPBROADCASTW(Mem{Base: ap}, da.AsX())
 	VCVTPH2PS(da.AsX(), da)
+	if ty.min {
+		k.sa = YMM()
+		VPBROADCASTW(Mem{Base: ap, Disp: 2}, k.sa.AsX())
+		VCVTPH2PS(k.sa.AsX(), k.sa)
+	}
 	prod := k.products(8, isum, row, da, nil)
 	VADDPS(prod, acc, acc)
 	ADDQ(U32(ty.wsize), wp)
 	ADDQ(U32(ty.wsize), wp4)
-	ADDQ(U32(34), ap)
+	ADDQ(U32(ty.actSize()), ap)
 	DECQ(nb)
 	JNZ(LabelRef("loop" + name))
 	Label("done" + name)

@@ -74,6 +74,8 @@ func genAll(t *target) {
 	genExactB32(t, b32Q5_0)
 	genExactB32(t, b32MXFP4)
 	genExactB32(t, b32IQ4NL)
+	genExactB32(t, b32Q4_1)
+	genExactB32(t, b32Q5_1)
 	genIQ4XSRow(t)
 	genIQ4XSRows8(t)
 	genExactFloat(t, "F32")

@@ -43,6 +43,10 @@ type Funcs struct {
 	// float sum is a dependent chain of one add per block, which bounds one
 	// row; eight run side by side, and each activation block is read once.
 	Q8_0r8, Q4_0r8, Q5_0r8, MXFP4r8, IQ4NLr8 func(w *byte, wstride int, a *byte, nb int, out *float32)
+	// Q4_1 and Q5_1 are one weight row of nb blocks times a Q8_1 row, and
+	// their r8 kernels eight such rows, as Q8_0r8 is for its type.
+	Q4_1, Q5_1     func(w, a *byte, nb int) float32
+	Q4_1r8, Q5_1r8 func(w *byte, wstride int, a *byte, nb int, out *float32)
 	// IQ4XS is one IQ4_XS weight row of nb super-blocks times a Q8_K row;
 	// IQ4XSr8 eight such rows, as Q8_0r8 does for its type.
 	IQ4XS   func(w, a *byte, nb int) float32
@@ -99,14 +103,26 @@ func (k *Kit) Add(name string, f Funcs) {
 		quant.Q8_0: f.Q8_0, quant.Q4_0: f.Q4_0, quant.Q5_0: f.Q5_0, quant.MXFP4: f.MXFP4, quant.IQ4_NL: f.IQ4NL,
 	} {
 		if fn != nil {
-			l.dot[t] = block32(fn, t.TypeSize())
+			l.dot[t] = block32(fn, t.TypeSize(), q8_0Size)
+		}
+	}
+	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{quant.Q4_1: f.Q4_1, quant.Q5_1: f.Q5_1} {
+		if fn != nil {
+			l.dot[t] = block32(fn, t.TypeSize(), q8_1Size)
+		}
+	}
+	for t, fn := range map[quant.Type]func(w *byte, wstride int, a *byte, nb int, out *float32){
+		quant.Q4_1: f.Q4_1r8, quant.Q5_1: f.Q5_1r8,
+	} {
+		if fn != nil {
+			l.rows8[t] = block32r8(fn, t.TypeSize(), q8_1Size)
 		}
 	}
 	for t, fn := range map[quant.Type]func(w *byte, wstride int, a *byte, nb int, out *float32){
 		quant.Q8_0: f.Q8_0r8, quant.Q4_0: f.Q4_0r8, quant.Q5_0: f.Q5_0r8, quant.MXFP4: f.MXFP4r8, quant.IQ4_NL: f.IQ4NLr8,
 	} {
 		if fn != nil {
-			l.rows8[t] = block32r8(fn, t.TypeSize())
+			l.rows8[t] = block32r8(fn, t.TypeSize(), q8_0Size)
 		}
 	}
 	if f.IQ4XSr8 != nil {
@@ -148,7 +164,11 @@ func (k *Kit) Add(name string, f Funcs) {
 // the slice expressions still make a short slice panic rather than read
 // out of bounds.
 
-const q8KSize = 292
+const (
+	q8KSize  = 292
+	q8_0Size = 34
+	q8_1Size = 36
+)
 
 func kquant(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 	return func(n int, w, a []byte) float32 {
@@ -161,13 +181,13 @@ func kquant(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 	}
 }
 
-func block32(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
+func block32(f func(w, a *byte, nb int) float32, wsize, asize int) dotFunc {
 	return func(n int, w, a []byte) float32 {
 		nb := n / 32
 		if nb == 0 {
 			return 0
 		}
-		w, a = w[:nb*wsize], a[:nb*34]
+		w, a = w[:nb*wsize], a[:nb*asize]
 		return f(&w[0], &a[0], nb)
 	}
 }
@@ -196,14 +216,14 @@ func kquantr8(f func(w *byte, wstride int, a *byte, nb int, out *float32), wsize
 	}
 }
 
-func block32r8(f func(w *byte, wstride int, a *byte, nb int, out *float32), wsize int) rows8Func {
+func block32r8(f func(w *byte, wstride int, a *byte, nb int, out *float32), wsize, asize int) rows8Func {
 	return func(n int, w []byte, wrow int, a []byte, out *[8]float32) {
 		nb := n / 32
 		if nb == 0 {
 			*out = [8]float32{}
 			return
 		}
-		w, a = w[:7*wrow+nb*wsize], a[:nb*34]
+		w, a = w[:7*wrow+nb*wsize], a[:nb*asize]
 		f(&w[0], wrow, &a[0], nb, &out[0])
 	}
 }
