@@ -8469,6 +8469,310 @@ donedotIQ4_XSr8AVX512:
 	VZEROUPPER
 	RET
 
+// func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotTQ2_0AVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0AVX512
+
+loopdotTQ2_0AVX512:
+	VPXORD        Y3, Y3, Y3
+	VMOVDQU64     (AX), Y4
+	VPANDD        Y0, Y4, Y5
+	VMOVDQU64     4(CX), Y6
+	VPMADDUBSW    Y6, Y5, Y6
+	VPADDW        Y6, Y3, Y3
+	VPSRLW        $0x02, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     36(CX), Y6
+	VPMADDUBSW    Y6, Y5, Y6
+	VPADDW        Y6, Y3, Y3
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     68(CX), Y6
+	VPMADDUBSW    Y6, Y5, Y6
+	VPADDW        Y6, Y3, Y3
+	VPSRLW        $0x06, Y4, Y4
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     100(CX), Y5
+	VPMADDUBSW    Y5, Y4, Y5
+	VPADDW        Y5, Y3, Y3
+	VMOVDQU64     32(AX), Y4
+	VPANDD        Y0, Y4, Y5
+	VMOVDQU64     132(CX), Y6
+	VPMADDUBSW    Y6, Y5, Y6
+	VPADDW        Y6, Y3, Y3
+	VPSRLW        $0x02, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     164(CX), Y6
+	VPMADDUBSW    Y6, Y5, Y6
+	VPADDW        Y6, Y3, Y3
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     196(CX), Y6
+	VPMADDUBSW    Y6, Y5, Y6
+	VPADDW        Y6, Y3, Y3
+	VPSRLW        $0x06, Y4, Y4
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     228(CX), Y5
+	VPMADDUBSW    Y5, Y4, Y5
+	VPADDW        Y5, Y3, Y3
+	VPMADDWD      Y1, Y3, Y3
+	VMOVDQU64     260(CX), Y4
+	VPMADDWD      Y1, Y4, Y4
+	VPSUBD        Y4, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VPADDD        X4, X3, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	VPBROADCASTW  64(AX), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X2, X2
+	ADDQ          $0x00000042, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotTQ2_0AVX512
+
+donedotTQ2_0AVX512:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotTQ1_0AVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y3
+	VPBROADCASTD c32_00030003<>+0(SB), Y4
+	VXORPS       X5, X5, X5
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0AVX512
+
+loopdotTQ1_0AVX512:
+	VPXORD        Y1, Y1, Y1
+	VPXORD        X2, X2, X2
+	VMOVDQU64     (AX), Y6
+	VPSLLW        $0x08, Y6, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     4(CX), Y8
+	VPMADDUBSW    Y8, Y7, Y8
+	VPADDW        Y8, Y1, Y1
+	VPMULLW       v32_00030003<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULLW       v32_00030003<>+0(SB), Y8, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     36(CX), Y8
+	VPMADDUBSW    Y8, Y7, Y8
+	VPADDW        Y8, Y1, Y1
+	VPMULLW       v32_00090009<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULLW       v32_00090009<>+0(SB), Y8, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     68(CX), Y8
+	VPMADDUBSW    Y8, Y7, Y8
+	VPADDW        Y8, Y1, Y1
+	VPMULLW       v32_001b001b<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULLW       v32_001b001b<>+0(SB), Y8, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     100(CX), Y8
+	VPMADDUBSW    Y8, Y7, Y8
+	VPADDW        Y8, Y1, Y1
+	VPMULLW       v32_00510051<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y6
+	VPMULLW       v32_00510051<>+0(SB), Y6, Y6
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y6, Y6
+	VPSLLW        $0x08, Y6, Y6
+	VPORD         Y6, Y7, Y7
+	VMOVDQU64     132(CX), Y6
+	VPMADDUBSW    Y6, Y7, Y6
+	VPADDW        Y6, Y1, Y1
+	VMOVDQU64     32(AX), X6
+	VPSLLW        $0x08, X6, X7
+	VPANDD        X3, X6, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     164(CX), X8
+	VPMADDUBSW    X8, X7, X8
+	VPADDW        X8, X2, X2
+	VPMULLW       v32_00030003<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X8
+	VPMULLW       v32_00030003<>+0(SB), X8, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     180(CX), X8
+	VPMADDUBSW    X8, X7, X8
+	VPADDW        X8, X2, X2
+	VPMULLW       v32_00090009<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X8
+	VPMULLW       v32_00090009<>+0(SB), X8, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     196(CX), X8
+	VPMADDUBSW    X8, X7, X8
+	VPADDW        X8, X2, X2
+	VPMULLW       v32_001b001b<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X8
+	VPMULLW       v32_001b001b<>+0(SB), X8, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     212(CX), X8
+	VPMADDUBSW    X8, X7, X8
+	VPADDW        X8, X2, X2
+	VPMULLW       v32_00510051<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X6
+	VPMULLW       v32_00510051<>+0(SB), X6, X6
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X6, X6
+	VPSLLW        $0x08, X6, X6
+	VPORD         X6, X7, X7
+	VMOVDQU64     228(CX), X6
+	VPMADDUBSW    X6, X7, X6
+	VPADDW        X6, X2, X2
+	VMOVDQU64     38(AX), X6
+	VPSHUFB       tq1qhspread<>+0(SB), X6, X6
+	VPMULLW       tq1qhmul<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X6
+	VPMULLW       tq1qhmul<>+0(SB), X6, X6
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X6, X6
+	VPSLLW        $0x08, X6, X6
+	VPORD         X6, X7, X7
+	VMOVDQU64     244(CX), X6
+	VPMADDUBSW    X6, X7, X6
+	VPADDW        X6, X2, X2
+	VPMADDWD      Y0, Y1, Y1
+	VPMADDWD      X0, X2, X2
+	VMOVDQU64     260(CX), Y6
+	VPMADDWD      Y0, Y6, Y6
+	VPSUBD        Y6, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VPADDD        X6, X1, X6
+	VPADDD        X2, X6, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPADDD        X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPADDD        X7, X6, X6
+	VCVTDQ2PS     X6, X6
+	VPBROADCASTW  52(AX), X7
+	VCVTPH2PS     X7, X7
+	VMULSS        (CX), X7, X7
+	VMULSS        X7, X6, X6
+	VADDSS        X6, X5, X5
+	ADDQ          $0x00000036, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotTQ1_0AVX512
+
+donedotTQ1_0AVX512:
+	MOVSS X5, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c32_ff00ff00<>+0(SB)/4, $0xff00ff00
+GLOBL c32_ff00ff00<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00030003<>+0(SB)/4, $0x00030003
+GLOBL c32_00030003<>(SB), RODATA|NOPTR, $4
+
+DATA v32_00030003<>+0(SB)/4, $0x00030003
+DATA v32_00030003<>+4(SB)/4, $0x00030003
+DATA v32_00030003<>+8(SB)/4, $0x00030003
+DATA v32_00030003<>+12(SB)/4, $0x00030003
+DATA v32_00030003<>+16(SB)/4, $0x00030003
+DATA v32_00030003<>+20(SB)/4, $0x00030003
+DATA v32_00030003<>+24(SB)/4, $0x00030003
+DATA v32_00030003<>+28(SB)/4, $0x00030003
+GLOBL v32_00030003<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00090009<>+0(SB)/4, $0x00090009
+DATA v32_00090009<>+4(SB)/4, $0x00090009
+DATA v32_00090009<>+8(SB)/4, $0x00090009
+DATA v32_00090009<>+12(SB)/4, $0x00090009
+DATA v32_00090009<>+16(SB)/4, $0x00090009
+DATA v32_00090009<>+20(SB)/4, $0x00090009
+DATA v32_00090009<>+24(SB)/4, $0x00090009
+DATA v32_00090009<>+28(SB)/4, $0x00090009
+GLOBL v32_00090009<>(SB), RODATA|NOPTR, $32
+
+DATA v32_001b001b<>+0(SB)/4, $0x001b001b
+DATA v32_001b001b<>+4(SB)/4, $0x001b001b
+DATA v32_001b001b<>+8(SB)/4, $0x001b001b
+DATA v32_001b001b<>+12(SB)/4, $0x001b001b
+DATA v32_001b001b<>+16(SB)/4, $0x001b001b
+DATA v32_001b001b<>+20(SB)/4, $0x001b001b
+DATA v32_001b001b<>+24(SB)/4, $0x001b001b
+DATA v32_001b001b<>+28(SB)/4, $0x001b001b
+GLOBL v32_001b001b<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00510051<>+0(SB)/4, $0x00510051
+DATA v32_00510051<>+4(SB)/4, $0x00510051
+DATA v32_00510051<>+8(SB)/4, $0x00510051
+DATA v32_00510051<>+12(SB)/4, $0x00510051
+DATA v32_00510051<>+16(SB)/4, $0x00510051
+DATA v32_00510051<>+20(SB)/4, $0x00510051
+DATA v32_00510051<>+24(SB)/4, $0x00510051
+DATA v32_00510051<>+28(SB)/4, $0x00510051
+GLOBL v32_00510051<>(SB), RODATA|NOPTR, $32
+
+DATA tq1qhspread<>+0(SB)/4, $0x0d0c0b0a
+DATA tq1qhspread<>+4(SB)/4, $0x0d0c0b0a
+DATA tq1qhspread<>+8(SB)/4, $0x0d0c0b0a
+DATA tq1qhspread<>+12(SB)/4, $0x0d0c0b0a
+GLOBL tq1qhspread<>(SB), RODATA|NOPTR, $16
+
+DATA tq1qhmul<>+0(SB)/4, $0x00010001
+DATA tq1qhmul<>+4(SB)/4, $0x00030003
+DATA tq1qhmul<>+8(SB)/4, $0x00090009
+DATA tq1qhmul<>+12(SB)/4, $0x001b001b
+GLOBL tq1qhmul<>(SB), RODATA|NOPTR, $16
+
 // func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·dotF32AVX512(SB), NOSPLIT, $0-40
@@ -19535,6 +19839,230 @@ loopdotIQ4_XSr8VNNI:
 donedotIQ4_XSr8VNNI:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotTQ2_0VNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0VNNI
+
+loopdotTQ2_0VNNI:
+	VPXORD        Y3, Y3, Y3
+	VMOVDQU64     (AX), Y4
+	VPANDD        Y0, Y4, Y5
+	VMOVDQU64     4(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x02, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     36(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     68(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x06, Y4, Y4
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     100(CX), Y5
+	VPDPBUSD      Y5, Y4, Y3
+	VMOVDQU64     32(AX), Y4
+	VPANDD        Y0, Y4, Y5
+	VMOVDQU64     132(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x02, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     164(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     196(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x06, Y4, Y4
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     228(CX), Y5
+	VPDPBUSD      Y5, Y4, Y3
+	VMOVDQU64     260(CX), Y4
+	VPMADDWD      Y1, Y4, Y4
+	VPSUBD        Y4, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VPADDD        X4, X3, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	VPBROADCASTW  64(AX), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X2, X2
+	ADDQ          $0x00000042, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotTQ2_0VNNI
+
+donedotTQ2_0VNNI:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotTQ1_0VNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y3
+	VPBROADCASTD c32_00030003<>+0(SB), Y4
+	VXORPS       X5, X5, X5
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0VNNI
+
+loopdotTQ1_0VNNI:
+	VPXORD        Y1, Y1, Y1
+	VPXORD        X2, X2, X2
+	VMOVDQU64     (AX), Y6
+	VPSLLW        $0x08, Y6, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     4(CX), Y8
+	VPDPBUSD      Y8, Y7, Y1
+	VPMULLW       v32_00030003<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULLW       v32_00030003<>+0(SB), Y8, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     36(CX), Y8
+	VPDPBUSD      Y8, Y7, Y1
+	VPMULLW       v32_00090009<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULLW       v32_00090009<>+0(SB), Y8, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     68(CX), Y8
+	VPDPBUSD      Y8, Y7, Y1
+	VPMULLW       v32_001b001b<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULLW       v32_001b001b<>+0(SB), Y8, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     100(CX), Y8
+	VPDPBUSD      Y8, Y7, Y1
+	VPMULLW       v32_00510051<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y6
+	VPMULLW       v32_00510051<>+0(SB), Y6, Y6
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y6, Y6
+	VPSLLW        $0x08, Y6, Y6
+	VPORD         Y6, Y7, Y7
+	VMOVDQU64     132(CX), Y6
+	VPDPBUSD      Y6, Y7, Y1
+	VMOVDQU64     32(AX), X6
+	VPSLLW        $0x08, X6, X7
+	VPANDD        X3, X6, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     164(CX), X8
+	VPDPBUSD      X8, X7, X2
+	VPMULLW       v32_00030003<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X8
+	VPMULLW       v32_00030003<>+0(SB), X8, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     180(CX), X8
+	VPDPBUSD      X8, X7, X2
+	VPMULLW       v32_00090009<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X8
+	VPMULLW       v32_00090009<>+0(SB), X8, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     196(CX), X8
+	VPDPBUSD      X8, X7, X2
+	VPMULLW       v32_001b001b<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X8
+	VPMULLW       v32_001b001b<>+0(SB), X8, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     212(CX), X8
+	VPDPBUSD      X8, X7, X2
+	VPMULLW       v32_00510051<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X6
+	VPMULLW       v32_00510051<>+0(SB), X6, X6
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X6, X6
+	VPSLLW        $0x08, X6, X6
+	VPORD         X6, X7, X7
+	VMOVDQU64     228(CX), X6
+	VPDPBUSD      X6, X7, X2
+	VMOVDQU64     38(AX), X6
+	VPSHUFB       tq1qhspread<>+0(SB), X6, X6
+	VPMULLW       tq1qhmul<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X6
+	VPMULLW       tq1qhmul<>+0(SB), X6, X6
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X6, X6
+	VPSLLW        $0x08, X6, X6
+	VPORD         X6, X7, X7
+	VMOVDQU64     244(CX), X6
+	VPDPBUSD      X6, X7, X2
+	VMOVDQU64     260(CX), Y6
+	VPMADDWD      Y0, Y6, Y6
+	VPSUBD        Y6, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VPADDD        X6, X1, X6
+	VPADDD        X2, X6, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPADDD        X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPADDD        X7, X6, X6
+	VCVTDQ2PS     X6, X6
+	VPBROADCASTW  52(AX), X7
+	VCVTPH2PS     X7, X7
+	VMULSS        (CX), X7, X7
+	VMULSS        X7, X6, X6
+	VADDSS        X6, X5, X5
+	ADDQ          $0x00000036, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotTQ1_0VNNI
+
+donedotTQ1_0VNNI:
+	MOVSS X5, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -36148,6 +36676,230 @@ loopdotIQ4_XSr8VNNI256:
 donedotIQ4_XSr8VNNI256:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ2_0VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotTQ2_0VNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0VNNI256
+
+loopdotTQ2_0VNNI256:
+	VPXORD        Y3, Y3, Y3
+	VMOVDQU64     (AX), Y4
+	VPANDD        Y0, Y4, Y5
+	VMOVDQU64     4(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x02, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     36(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     68(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x06, Y4, Y4
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     100(CX), Y5
+	VPDPBUSD      Y5, Y4, Y3
+	VMOVDQU64     32(AX), Y4
+	VPANDD        Y0, Y4, Y5
+	VMOVDQU64     132(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x02, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     164(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     196(CX), Y6
+	VPDPBUSD      Y6, Y5, Y3
+	VPSRLW        $0x06, Y4, Y4
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     228(CX), Y5
+	VPDPBUSD      Y5, Y4, Y3
+	VMOVDQU64     260(CX), Y4
+	VPMADDWD      Y1, Y4, Y4
+	VPSUBD        Y4, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VPADDD        X4, X3, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	VPBROADCASTW  64(AX), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X2, X2
+	ADDQ          $0x00000042, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotTQ2_0VNNI256
+
+donedotTQ2_0VNNI256:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotTQ1_0VNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y3
+	VPBROADCASTD c32_00030003<>+0(SB), Y4
+	VXORPS       X5, X5, X5
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0VNNI256
+
+loopdotTQ1_0VNNI256:
+	VPXORD        Y1, Y1, Y1
+	VPXORD        X2, X2, X2
+	VMOVDQU64     (AX), Y6
+	VPSLLW        $0x08, Y6, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     4(CX), Y8
+	VPDPBUSD      Y8, Y7, Y1
+	VPMULLW       v32_00030003<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULLW       v32_00030003<>+0(SB), Y8, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     36(CX), Y8
+	VPDPBUSD      Y8, Y7, Y1
+	VPMULLW       v32_00090009<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULLW       v32_00090009<>+0(SB), Y8, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     68(CX), Y8
+	VPDPBUSD      Y8, Y7, Y1
+	VPMULLW       v32_001b001b<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y8
+	VPMULLW       v32_001b001b<>+0(SB), Y8, Y8
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y8, Y8
+	VPSLLW        $0x08, Y8, Y8
+	VPORD         Y8, Y7, Y7
+	VMOVDQU64     100(CX), Y8
+	VPDPBUSD      Y8, Y7, Y1
+	VPMULLW       v32_00510051<>+0(SB), Y6, Y7
+	VPSLLW        $0x08, Y7, Y7
+	VPANDD        Y3, Y6, Y6
+	VPMULLW       v32_00510051<>+0(SB), Y6, Y6
+	VPMULHUW      Y4, Y7, Y7
+	VPMULHUW      Y4, Y6, Y6
+	VPSLLW        $0x08, Y6, Y6
+	VPORD         Y6, Y7, Y7
+	VMOVDQU64     132(CX), Y6
+	VPDPBUSD      Y6, Y7, Y1
+	VMOVDQU64     32(AX), X6
+	VPSLLW        $0x08, X6, X7
+	VPANDD        X3, X6, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     164(CX), X8
+	VPDPBUSD      X8, X7, X2
+	VPMULLW       v32_00030003<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X8
+	VPMULLW       v32_00030003<>+0(SB), X8, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     180(CX), X8
+	VPDPBUSD      X8, X7, X2
+	VPMULLW       v32_00090009<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X8
+	VPMULLW       v32_00090009<>+0(SB), X8, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     196(CX), X8
+	VPDPBUSD      X8, X7, X2
+	VPMULLW       v32_001b001b<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X8
+	VPMULLW       v32_001b001b<>+0(SB), X8, X8
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X8, X8
+	VPSLLW        $0x08, X8, X8
+	VPORD         X8, X7, X7
+	VMOVDQU64     212(CX), X8
+	VPDPBUSD      X8, X7, X2
+	VPMULLW       v32_00510051<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X6
+	VPMULLW       v32_00510051<>+0(SB), X6, X6
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X6, X6
+	VPSLLW        $0x08, X6, X6
+	VPORD         X6, X7, X7
+	VMOVDQU64     228(CX), X6
+	VPDPBUSD      X6, X7, X2
+	VMOVDQU64     38(AX), X6
+	VPSHUFB       tq1qhspread<>+0(SB), X6, X6
+	VPMULLW       tq1qhmul<>+0(SB), X6, X7
+	VPSLLW        $0x08, X7, X7
+	VPANDD        X3, X6, X6
+	VPMULLW       tq1qhmul<>+0(SB), X6, X6
+	VPMULHUW      X4, X7, X7
+	VPMULHUW      X4, X6, X6
+	VPSLLW        $0x08, X6, X6
+	VPORD         X6, X7, X7
+	VMOVDQU64     244(CX), X6
+	VPDPBUSD      X6, X7, X2
+	VMOVDQU64     260(CX), Y6
+	VPMADDWD      Y0, Y6, Y6
+	VPSUBD        Y6, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VPADDD        X6, X1, X6
+	VPADDD        X2, X6, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPADDD        X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPADDD        X7, X6, X6
+	VCVTDQ2PS     X6, X6
+	VPBROADCASTW  52(AX), X7
+	VCVTPH2PS     X7, X7
+	VMULSS        (CX), X7, X7
+	VMULSS        X7, X6, X6
+	VADDSS        X6, X5, X5
+	ADDQ          $0x00000036, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotTQ1_0VNNI256
+
+donedotTQ1_0VNNI256:
+	MOVSS X5, ret+24(FP)
 	VZEROUPPER
 	RET
 

@@ -78,6 +78,8 @@ func genAll(t *target) {
 	genExactB32(t, b32Q5_1)
 	genIQ4XSRow(t)
 	genIQ4XSRows8(t)
+	genTQ2(t)
+	genTQ1(t)
 	genExactFloat(t, "F32")
 	genExactFloat(t, "F16")
 	genExactFloat(t, "BF16")

@@ -51,6 +51,9 @@ type Funcs struct {
 	// IQ4XSr8 eight such rows, as Q8_0r8 does for its type.
 	IQ4XS   func(w, a *byte, nb int) float32
 	IQ4XSr8 func(w *byte, wstride int, a *byte, nb int, out *float32)
+	// TQ1 and TQ2 are one TQ1_0 or TQ2_0 row of nb super-blocks times a
+	// Q8_K row.
+	TQ1, TQ2 func(w, a *byte, nb int) float32
 
 	// F32, F16 and BF16 take FloatRows weight rows (1 if unset) wstride
 	// bytes apart and a prepared activation row, n elements of each (a
@@ -86,7 +89,7 @@ func (k *Kit) Add(name string, f Funcs) {
 		rows8: map[quant.Type]rows8Func{}, quantizeQ8K: f.QuantizeQ8K}
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
 		quant.Q2_K: f.Q2K, quant.Q3_K: f.Q3K, quant.Q4_K: f.Q4K, quant.Q5_K: f.Q5K, quant.Q6_K: f.Q6K,
-		quant.IQ4_XS: f.IQ4XS,
+		quant.IQ4_XS: f.IQ4XS, quant.TQ1_0: f.TQ1, quant.TQ2_0: f.TQ2,
 	} {
 		if fn != nil {
 			l.dot[t] = kquant(fn, t.TypeSize())
