@@ -1,6 +1,7 @@
 package quant_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
@@ -87,6 +88,54 @@ func TestParityIQ4XSTernary(t *testing.T) {
 			// Random bytes everywhere, NaN and inf scales included: only
 			// dequantize is compared (a NaN dot product has no one payload).
 			checkDequantize(t, r, typ, randomBytes(rng, 4096*typ.TypeSize()))
+		})
+	}
+}
+
+// TestParityIQ4Imatrix holds QuantizeImatrix to ggml_quantize_chunk with
+// an importance matrix (the llama-quantize --imatrix path) for IQ4_NL and
+// IQ4_XS: per column weights spread over six decades, some zero.
+func TestParityIQ4Imatrix(t *testing.T) {
+	r := parity.Require(t)
+	nb := kParityBlocks(t) / kRowBlocks * kRowBlocks
+	x, family := kInputs(41, nb)
+	nb = len(family) / kRowBlocks * kRowBlocks
+	x = x[:nb*quant.QK_K]
+	n := kRowBlocks * quant.QK_K
+	rng := rand.New(rand.NewPCG(42, 42))
+	imatrix := make([]float32, n)
+	for i := range imatrix {
+		if rng.IntN(50) != 0 {
+			imatrix[i] = float32(logUniform(rng, -4, 2))
+		}
+	}
+	for _, typ := range []quant.Type{quant.IQ4_NL, quant.IQ4_XS} {
+		t.Run(typ.String(), func(t *testing.T) {
+			ref, err := r.QuantizeImatrix(typ, x, n, imatrix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(ref))
+			if err := quant.QuantizeImatrix(typ, x, got, n, imatrix); err != nil {
+				t.Fatal(err)
+			}
+			blockFamily := family
+			if typ.BlockSize() == 32 {
+				blockFamily = make([]string, 0, 8*len(family))
+				for _, f := range family {
+					for range 8 {
+						blockFamily = append(blockFamily, f)
+					}
+				}
+			}
+			diffBlocks(t, "quantize with imatrix", typ.TypeSize(), got, ref, blockFamily)
+			plain := make([]byte, len(ref))
+			if err := quant.Quantize(typ, x, plain); err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(plain, got) {
+				t.Errorf("the importance matrix changed nothing")
+			}
 		})
 	}
 }

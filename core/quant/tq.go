@@ -11,11 +11,11 @@ import "math"
 //
 // TQ2_0 stores each trit plus one as 2 bits: element 128c+32l+m at bits
 // 2l..2l+1 of qs[32c+m]. TQ1_0 packs five trits per byte as a base-3
-// fixed-point fraction (byte = ceil(t*256/243), t the 5-trit number), so
-// that multiplying by 3^n (mod 256) and taking the top bits of *3 reads trit
-// n: qs[0:32] hold elements 32n+m (n<5), qs[32:48] elements 160+16n+m, and
-// the four qh bytes four trits each (element 240+4n+j... as qh[j]*3^n),
-// shifted by one trit so the same reading works.
+// fixed-point fraction (byte = ceil(t*256/243), t the 5-digit base-3
+// number, first trit most significant), so that trit n of byte b is
+// ((b*3^n) mod 256)*3 >> 8. qs[0:32] hold elements 32n+m (trit n of byte
+// m), qs[32:48] elements 160+16n+m, and qh[j] elements 240+4n+j (four
+// trits, shifted up one place so the same reading works).
 
 const (
 	tq1Bytes   = 54
