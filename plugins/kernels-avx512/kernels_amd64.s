@@ -17898,7 +17898,7 @@ TEXT ·dotIQ4_NLVNNI(SB), NOSPLIT, $0-28
 	MOVQ            a+8(FP), CX
 	MOVQ            nb+16(FP), DX
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
-	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VBROADCASTI32X4 b32IQ4_NLlutu<>+0(SB), Y1
 	VPBROADCASTD    c32_80808080<>+0(SB), Y2
 	VXORPS          X3, X3, X3
 
@@ -17921,8 +17921,6 @@ loopdotIQ4_NLVNNI:
 	VPDPBUSD      Y18, Y2, Y7
 	VPXORD        Y8, Y8, Y8
 	VPSUBD        Y7, Y8, Y8
-	VPXORD        Y2, Y5, Y5
-	VPXORD        Y2, Y6, Y6
 	VMOVDQA64     Y8, Y19
 	VPDPBUSD      Y17, Y5, Y19
 	VPDPBUSD      Y18, Y6, Y19
@@ -17942,8 +17940,6 @@ loopdotIQ4_NLVNNI:
 	VPDPBUSD      Y18, Y2, Y9
 	VPXORD        Y10, Y10, Y10
 	VPSUBD        Y9, Y10, Y10
-	VPXORD        Y2, Y5, Y5
-	VPXORD        Y2, Y6, Y6
 	VMOVDQA64     Y10, Y20
 	VPDPBUSD      Y17, Y5, Y20
 	VPDPBUSD      Y18, Y6, Y20
@@ -17966,8 +17962,6 @@ loopdotIQ4_NLVNNI:
 	VPDPBUSD      Y19, Y2, Y11
 	VPXORD        Y12, Y12, Y12
 	VPSUBD        Y11, Y12, Y12
-	VPXORD        Y2, Y6, Y6
-	VPXORD        Y2, Y17, Y17
 	VMOVDQA64     Y12, Y20
 	VPDPBUSD      Y18, Y6, Y20
 	VPDPBUSD      Y19, Y17, Y20
@@ -17987,8 +17981,6 @@ loopdotIQ4_NLVNNI:
 	VPDPBUSD      Y19, Y2, Y13
 	VPXORD        Y14, Y14, Y14
 	VPSUBD        Y13, Y14, Y14
-	VPXORD        Y2, Y6, Y6
-	VPXORD        Y2, Y17, Y17
 	VMOVDQA64     Y14, Y21
 	VPDPBUSD      Y18, Y6, Y21
 	VPDPBUSD      Y19, Y17, Y21
@@ -18086,8 +18078,6 @@ taildotIQ4_NLVNNI:
 	VPDPBUSD     Y8, Y2, Y15
 	VPXORD       Y16, Y16, Y16
 	VPSUBD       Y15, Y16, Y16
-	VPXORD       Y2, Y5, Y5
-	VPXORD       Y2, Y6, Y6
 	VMOVDQA64    Y16, Y9
 	VPDPBUSD     Y7, Y5, Y9
 	VPDPBUSD     Y8, Y6, Y9
@@ -18113,6 +18103,12 @@ donedotIQ4_NLVNNI:
 	VZEROUPPER
 	RET
 
+DATA b32IQ4_NLlutu<>+0(SB)/4, $0x3f2d1801
+DATA b32IQ4_NLlutu<>+4(SB)/4, $0x766a5d4f
+DATA b32IQ4_NLlutu<>+8(SB)/4, $0xa6998d81
+DATA b32IQ4_NLlutu<>+12(SB)/4, $0xf1d9c5b5
+GLOBL b32IQ4_NLlutu<>(SB), RODATA|NOPTR, $16
+
 // func dotIQ4_NLr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotIQ4_NLr8VNNI(SB), NOSPLIT, $0-40
@@ -18124,7 +18120,7 @@ TEXT ·dotIQ4_NLr8VNNI(SB), NOSPLIT, $0-40
 	LEAQ            (AX)(CX*4), DI
 	LEAQ            (DI)(CX*4), R8
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
-	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VBROADCASTI32X4 b32IQ4_NLlutu<>+0(SB), Y1
 	VPBROADCASTD    c32_80808080<>+0(SB), Y2
 	VPXORD          Y3, Y3, Y3
 	TESTQ           BX, BX
@@ -18149,8 +18145,6 @@ loopdotIQ4_NLr8VNNI:
 	VPANDD          Y0, Y10, Y10
 	VPSHUFB         Y9, Y1, Y9
 	VPSHUFB         Y10, Y1, Y10
-	VPXORD          Y2, Y9, Y9
-	VPXORD          Y2, Y10, Y10
 	VMOVDQA64       Y7, Y11
 	VPDPBUSD        Y4, Y9, Y11
 	VPDPBUSD        Y5, Y10, Y11
@@ -18161,8 +18155,6 @@ loopdotIQ4_NLr8VNNI:
 	VPANDD          Y0, Y10, Y10
 	VPSHUFB         Y9, Y1, Y9
 	VPSHUFB         Y10, Y1, Y10
-	VPXORD          Y2, Y9, Y9
-	VPXORD          Y2, Y10, Y10
 	VMOVDQA64       Y7, Y12
 	VPDPBUSD        Y4, Y9, Y12
 	VPDPBUSD        Y5, Y10, Y12
@@ -18176,8 +18168,6 @@ loopdotIQ4_NLr8VNNI:
 	VPANDD          Y0, Y11, Y11
 	VPSHUFB         Y10, Y1, Y10
 	VPSHUFB         Y11, Y1, Y11
-	VPXORD          Y2, Y10, Y10
-	VPXORD          Y2, Y11, Y11
 	VMOVDQA64       Y7, Y12
 	VPDPBUSD        Y4, Y10, Y12
 	VPDPBUSD        Y5, Y11, Y12
@@ -18188,8 +18178,6 @@ loopdotIQ4_NLr8VNNI:
 	VPANDD          Y0, Y11, Y11
 	VPSHUFB         Y10, Y1, Y10
 	VPSHUFB         Y11, Y1, Y11
-	VPXORD          Y2, Y10, Y10
-	VPXORD          Y2, Y11, Y11
 	VMOVDQA64       Y7, Y13
 	VPDPBUSD        Y4, Y10, Y13
 	VPDPBUSD        Y5, Y11, Y13
@@ -19002,7 +18990,7 @@ TEXT ·dotIQ4_XSVNNI(SB), NOSPLIT, $0-28
 	MOVQ            a+8(FP), CX
 	MOVQ            nb+16(FP), DX
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
-	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VBROADCASTI32X4 b32IQ4_XSlutu<>+0(SB), Y1
 	VPBROADCASTD    c32_80808080<>+0(SB), Y2
 	VXORPS          X3, X3, X3
 	TESTQ           DX, DX
@@ -19025,8 +19013,6 @@ loopdotIQ4_XSVNNI:
 	VPDPBUSD      Y16, Y2, Y7
 	VPXORD        Y8, Y8, Y8
 	VPSUBD        Y7, Y8, Y8
-	VPXORD        Y2, Y5, Y5
-	VPXORD        Y2, Y6, Y6
 	VMOVDQA64     Y8, Y17
 	VPDPBUSD      Y15, Y5, Y17
 	VPDPBUSD      Y16, Y6, Y17
@@ -19046,8 +19032,6 @@ loopdotIQ4_XSVNNI:
 	VPDPBUSD      Y16, Y2, Y9
 	VPXORD        Y10, Y10, Y10
 	VPSUBD        Y9, Y10, Y10
-	VPXORD        Y2, Y5, Y5
-	VPXORD        Y2, Y6, Y6
 	VMOVDQA64     Y10, Y18
 	VPDPBUSD      Y15, Y5, Y18
 	VPDPBUSD      Y16, Y6, Y18
@@ -19070,8 +19054,6 @@ loopdotIQ4_XSVNNI:
 	VPDPBUSD      Y17, Y2, Y11
 	VPXORD        Y12, Y12, Y12
 	VPSUBD        Y11, Y12, Y12
-	VPXORD        Y2, Y6, Y6
-	VPXORD        Y2, Y15, Y15
 	VMOVDQA64     Y12, Y18
 	VPDPBUSD      Y16, Y6, Y18
 	VPDPBUSD      Y17, Y15, Y18
@@ -19091,8 +19073,6 @@ loopdotIQ4_XSVNNI:
 	VPDPBUSD      Y17, Y2, Y13
 	VPXORD        Y14, Y14, Y14
 	VPSUBD        Y13, Y14, Y14
-	VPXORD        Y2, Y6, Y6
-	VPXORD        Y2, Y15, Y15
 	VMOVDQA64     Y14, Y19
 	VPDPBUSD      Y16, Y6, Y19
 	VPDPBUSD      Y17, Y15, Y19
@@ -19144,6 +19124,12 @@ donedotIQ4_XSVNNI:
 	VZEROUPPER
 	RET
 
+DATA b32IQ4_XSlutu<>+0(SB)/4, $0x3f2d1801
+DATA b32IQ4_XSlutu<>+4(SB)/4, $0x766a5d4f
+DATA b32IQ4_XSlutu<>+8(SB)/4, $0xa6998d81
+DATA b32IQ4_XSlutu<>+12(SB)/4, $0xf1d9c5b5
+GLOBL b32IQ4_XSlutu<>(SB), RODATA|NOPTR, $16
+
 // func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
 TEXT ·dotIQ4_XSr8VNNI(SB), NOSPLIT, $0-40
@@ -19155,7 +19141,7 @@ TEXT ·dotIQ4_XSr8VNNI(SB), NOSPLIT, $0-40
 	LEAQ            (AX)(CX*4), DI
 	LEAQ            (DI)(CX*4), R8
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
-	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VBROADCASTI32X4 b32IQ4_XSlutu<>+0(SB), Y1
 	VPBROADCASTD    c32_80808080<>+0(SB), Y2
 	VPXORD          Y3, Y3, Y3
 	TESTQ           BX, BX
@@ -19238,8 +19224,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y6, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -19250,8 +19234,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y6, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -19265,8 +19247,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y6, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -19277,8 +19257,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y6, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -19312,8 +19290,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y8, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -19324,8 +19300,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y8, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -19339,8 +19313,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y8, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -19351,8 +19323,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y8, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -19388,8 +19358,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y10, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -19400,8 +19368,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y10, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -19415,8 +19381,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y10, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -19427,8 +19391,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y10, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -19464,8 +19426,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y12, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -19476,8 +19436,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y12, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -19491,8 +19449,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y12, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -19503,8 +19459,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y12, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -19540,8 +19494,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y14, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -19552,8 +19504,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y14, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -19567,8 +19517,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y14, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -19579,8 +19527,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y14, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -19616,8 +19562,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y16, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -19628,8 +19572,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y16, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -19643,8 +19585,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y16, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -19655,8 +19595,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y16, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -19692,8 +19630,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y18, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -19704,8 +19640,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y18, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -19719,8 +19653,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y18, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -19731,8 +19663,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y18, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -19768,8 +19698,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y20, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -19780,8 +19708,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y20, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -19795,8 +19721,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y20, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -19807,8 +19731,6 @@ loopdotIQ4_XSr8VNNI:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y20, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -34735,7 +34657,7 @@ TEXT ·dotIQ4_NLVNNI256(SB), NOSPLIT, $0-28
 	MOVQ            a+8(FP), CX
 	MOVQ            nb+16(FP), DX
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
-	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VBROADCASTI32X4 b32IQ4_NLlutu<>+0(SB), Y1
 	VPBROADCASTD    c32_80808080<>+0(SB), Y2
 	VXORPS          X3, X3, X3
 
@@ -34758,8 +34680,6 @@ loopdotIQ4_NLVNNI256:
 	VPDPBUSD      Y18, Y2, Y7
 	VPXORD        Y8, Y8, Y8
 	VPSUBD        Y7, Y8, Y8
-	VPXORD        Y2, Y5, Y5
-	VPXORD        Y2, Y6, Y6
 	VMOVDQA64     Y8, Y19
 	VPDPBUSD      Y17, Y5, Y19
 	VPDPBUSD      Y18, Y6, Y19
@@ -34779,8 +34699,6 @@ loopdotIQ4_NLVNNI256:
 	VPDPBUSD      Y18, Y2, Y9
 	VPXORD        Y10, Y10, Y10
 	VPSUBD        Y9, Y10, Y10
-	VPXORD        Y2, Y5, Y5
-	VPXORD        Y2, Y6, Y6
 	VMOVDQA64     Y10, Y20
 	VPDPBUSD      Y17, Y5, Y20
 	VPDPBUSD      Y18, Y6, Y20
@@ -34803,8 +34721,6 @@ loopdotIQ4_NLVNNI256:
 	VPDPBUSD      Y19, Y2, Y11
 	VPXORD        Y12, Y12, Y12
 	VPSUBD        Y11, Y12, Y12
-	VPXORD        Y2, Y6, Y6
-	VPXORD        Y2, Y17, Y17
 	VMOVDQA64     Y12, Y20
 	VPDPBUSD      Y18, Y6, Y20
 	VPDPBUSD      Y19, Y17, Y20
@@ -34824,8 +34740,6 @@ loopdotIQ4_NLVNNI256:
 	VPDPBUSD      Y19, Y2, Y13
 	VPXORD        Y14, Y14, Y14
 	VPSUBD        Y13, Y14, Y14
-	VPXORD        Y2, Y6, Y6
-	VPXORD        Y2, Y17, Y17
 	VMOVDQA64     Y14, Y21
 	VPDPBUSD      Y18, Y6, Y21
 	VPDPBUSD      Y19, Y17, Y21
@@ -34923,8 +34837,6 @@ taildotIQ4_NLVNNI256:
 	VPDPBUSD     Y8, Y2, Y15
 	VPXORD       Y16, Y16, Y16
 	VPSUBD       Y15, Y16, Y16
-	VPXORD       Y2, Y5, Y5
-	VPXORD       Y2, Y6, Y6
 	VMOVDQA64    Y16, Y9
 	VPDPBUSD     Y7, Y5, Y9
 	VPDPBUSD     Y8, Y6, Y9
@@ -34961,7 +34873,7 @@ TEXT ·dotIQ4_NLr8VNNI256(SB), NOSPLIT, $0-40
 	LEAQ            (AX)(CX*4), DI
 	LEAQ            (DI)(CX*4), R8
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
-	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VBROADCASTI32X4 b32IQ4_NLlutu<>+0(SB), Y1
 	VPBROADCASTD    c32_80808080<>+0(SB), Y2
 	VPXORD          Y3, Y3, Y3
 	TESTQ           BX, BX
@@ -34986,8 +34898,6 @@ loopdotIQ4_NLr8VNNI256:
 	VPANDD          Y0, Y10, Y10
 	VPSHUFB         Y9, Y1, Y9
 	VPSHUFB         Y10, Y1, Y10
-	VPXORD          Y2, Y9, Y9
-	VPXORD          Y2, Y10, Y10
 	VMOVDQA64       Y7, Y11
 	VPDPBUSD        Y4, Y9, Y11
 	VPDPBUSD        Y5, Y10, Y11
@@ -34998,8 +34908,6 @@ loopdotIQ4_NLr8VNNI256:
 	VPANDD          Y0, Y10, Y10
 	VPSHUFB         Y9, Y1, Y9
 	VPSHUFB         Y10, Y1, Y10
-	VPXORD          Y2, Y9, Y9
-	VPXORD          Y2, Y10, Y10
 	VMOVDQA64       Y7, Y12
 	VPDPBUSD        Y4, Y9, Y12
 	VPDPBUSD        Y5, Y10, Y12
@@ -35013,8 +34921,6 @@ loopdotIQ4_NLr8VNNI256:
 	VPANDD          Y0, Y11, Y11
 	VPSHUFB         Y10, Y1, Y10
 	VPSHUFB         Y11, Y1, Y11
-	VPXORD          Y2, Y10, Y10
-	VPXORD          Y2, Y11, Y11
 	VMOVDQA64       Y7, Y12
 	VPDPBUSD        Y4, Y10, Y12
 	VPDPBUSD        Y5, Y11, Y12
@@ -35025,8 +34931,6 @@ loopdotIQ4_NLr8VNNI256:
 	VPANDD          Y0, Y11, Y11
 	VPSHUFB         Y10, Y1, Y10
 	VPSHUFB         Y11, Y1, Y11
-	VPXORD          Y2, Y10, Y10
-	VPXORD          Y2, Y11, Y11
 	VMOVDQA64       Y7, Y13
 	VPDPBUSD        Y4, Y10, Y13
 	VPDPBUSD        Y5, Y11, Y13
@@ -35839,7 +35743,7 @@ TEXT ·dotIQ4_XSVNNI256(SB), NOSPLIT, $0-28
 	MOVQ            a+8(FP), CX
 	MOVQ            nb+16(FP), DX
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
-	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VBROADCASTI32X4 b32IQ4_XSlutu<>+0(SB), Y1
 	VPBROADCASTD    c32_80808080<>+0(SB), Y2
 	VXORPS          X3, X3, X3
 	TESTQ           DX, DX
@@ -35862,8 +35766,6 @@ loopdotIQ4_XSVNNI256:
 	VPDPBUSD      Y16, Y2, Y7
 	VPXORD        Y8, Y8, Y8
 	VPSUBD        Y7, Y8, Y8
-	VPXORD        Y2, Y5, Y5
-	VPXORD        Y2, Y6, Y6
 	VMOVDQA64     Y8, Y17
 	VPDPBUSD      Y15, Y5, Y17
 	VPDPBUSD      Y16, Y6, Y17
@@ -35883,8 +35785,6 @@ loopdotIQ4_XSVNNI256:
 	VPDPBUSD      Y16, Y2, Y9
 	VPXORD        Y10, Y10, Y10
 	VPSUBD        Y9, Y10, Y10
-	VPXORD        Y2, Y5, Y5
-	VPXORD        Y2, Y6, Y6
 	VMOVDQA64     Y10, Y18
 	VPDPBUSD      Y15, Y5, Y18
 	VPDPBUSD      Y16, Y6, Y18
@@ -35907,8 +35807,6 @@ loopdotIQ4_XSVNNI256:
 	VPDPBUSD      Y17, Y2, Y11
 	VPXORD        Y12, Y12, Y12
 	VPSUBD        Y11, Y12, Y12
-	VPXORD        Y2, Y6, Y6
-	VPXORD        Y2, Y15, Y15
 	VMOVDQA64     Y12, Y18
 	VPDPBUSD      Y16, Y6, Y18
 	VPDPBUSD      Y17, Y15, Y18
@@ -35928,8 +35826,6 @@ loopdotIQ4_XSVNNI256:
 	VPDPBUSD      Y17, Y2, Y13
 	VPXORD        Y14, Y14, Y14
 	VPSUBD        Y13, Y14, Y14
-	VPXORD        Y2, Y6, Y6
-	VPXORD        Y2, Y15, Y15
 	VMOVDQA64     Y14, Y19
 	VPDPBUSD      Y16, Y6, Y19
 	VPDPBUSD      Y17, Y15, Y19
@@ -35992,7 +35888,7 @@ TEXT ·dotIQ4_XSr8VNNI256(SB), NOSPLIT, $0-40
 	LEAQ            (AX)(CX*4), DI
 	LEAQ            (DI)(CX*4), R8
 	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
-	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VBROADCASTI32X4 b32IQ4_XSlutu<>+0(SB), Y1
 	VPBROADCASTD    c32_80808080<>+0(SB), Y2
 	VPXORD          Y3, Y3, Y3
 	TESTQ           BX, BX
@@ -36075,8 +35971,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y6, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -36087,8 +35981,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y6, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -36102,8 +35994,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y6, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -36114,8 +36004,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y6, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -36149,8 +36037,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y8, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -36161,8 +36047,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y8, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -36176,8 +36060,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y8, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -36188,8 +36070,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y8, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -36225,8 +36105,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y10, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -36237,8 +36115,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y10, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -36252,8 +36128,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y10, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -36264,8 +36138,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y10, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -36301,8 +36173,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y12, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -36313,8 +36183,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y12, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -36328,8 +36196,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y12, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -36340,8 +36206,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y12, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -36377,8 +36241,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y14, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -36389,8 +36251,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y14, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -36404,8 +36264,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y14, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -36416,8 +36274,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y14, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -36453,8 +36309,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y16, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -36465,8 +36319,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y16, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -36480,8 +36332,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y16, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -36492,8 +36342,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y16, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -36529,8 +36377,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y18, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -36541,8 +36387,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y18, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -36556,8 +36400,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y18, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -36568,8 +36410,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y18, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30
@@ -36605,8 +36445,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y20, Y28
 	VPDPBUSD        Y24, Y26, Y28
 	VPDPBUSD        Y25, Y27, Y28
@@ -36617,8 +36455,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y27, Y27
 	VPSHUFB         Y26, Y1, Y26
 	VPSHUFB         Y27, Y1, Y27
-	VPXORD          Y2, Y26, Y26
-	VPXORD          Y2, Y27, Y27
 	VMOVDQA64       Y20, Y29
 	VPDPBUSD        Y24, Y26, Y29
 	VPDPBUSD        Y25, Y27, Y29
@@ -36632,8 +36468,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y20, Y29
 	VPDPBUSD        Y24, Y27, Y29
 	VPDPBUSD        Y25, Y28, Y29
@@ -36644,8 +36478,6 @@ loopdotIQ4_XSr8VNNI256:
 	VPANDD          Y0, Y28, Y28
 	VPSHUFB         Y27, Y1, Y27
 	VPSHUFB         Y28, Y1, Y28
-	VPXORD          Y2, Y27, Y27
-	VPXORD          Y2, Y28, Y28
 	VMOVDQA64       Y20, Y30
 	VPDPBUSD        Y24, Y27, Y30
 	VPDPBUSD        Y25, Y28, Y30

@@ -110,7 +110,16 @@ func newB32k(t *target, ty *b32type) *b32k {
 	if ty.lut != nil {
 		k.c0F, k.table = YMM(), YMM()
 		VPBROADCASTD(constU32(0x0f0f0f0f), k.c0F)
-		t.bcast16(constData("b32"+ty.name+"lut", ty.lut), k.table)
+		lut, name := ty.lut, "b32"+ty.name+"lut"
+		if t.vnni {
+			// VNNI multiplies unsigned weights: the values plus 128, whose
+			// part of the sum prepCorr takes off, as Q8_0's XOR does.
+			lut, name = make([]byte, len(ty.lut)), name+"u"
+			for i, v := range ty.lut {
+				lut[i] = v ^ 0x80
+			}
+		}
+		t.bcast16(constData(name, lut), k.table)
 	}
 	if ty.signed() {
 		if t.vnni {

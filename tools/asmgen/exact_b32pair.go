@@ -163,8 +163,10 @@ func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
 	t := k.t
 	if k.ty.signed() {
 		if t.vnni {
-			k.xor(k.x80, lo, lo)
-			k.xor(k.x80, hi, hi)
+			if k.ty.lut == nil { // a looked-up table is biased already (newB32k)
+				k.xor(k.x80, lo, lo)
+				k.xor(k.x80, hi, hi)
+			}
 			acc := YMM()
 			t.copyv(p.corr, acc)
 			vnniOp("VPDPBUSD", p.lo, lo, acc)
