@@ -8470,82 +8470,70 @@ donedotIQ4_XSr8AVX512:
 	RET
 
 // func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotTQ2_0AVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPBROADCASTD c32_03030303<>+0(SB), Y0
-	VPBROADCASTD c32_00010001<>+0(SB), Y1
-	VXORPS       X2, X2, X2
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z3
+	VXORPS       X4, X4, X4
 	TESTQ        DX, DX
 	JZ           donedotTQ2_0AVX512
 
 loopdotTQ2_0AVX512:
-	VPXORD        Y3, Y3, Y3
-	VMOVDQU64     (AX), Y4
-	VPANDD        Y0, Y4, Y5
+	VPXORD        Y1, Y1, Y1
+	VMOVDQU64     (AX), Z1
+	VPXORD        Z2, Z2, Z2
+	VPANDD        Z3, Z1, Z5
 	VMOVDQU64     4(CX), Y6
-	VPMADDUBSW    Y6, Y5, Y6
-	VPADDW        Y6, Y3, Y3
-	VPSRLW        $0x02, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     36(CX), Y6
-	VPMADDUBSW    Y6, Y5, Y6
-	VPADDW        Y6, Y3, Y3
-	VPSRLW        $0x04, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     68(CX), Y6
-	VPMADDUBSW    Y6, Y5, Y6
-	VPADDW        Y6, Y3, Y3
-	VPSRLW        $0x06, Y4, Y4
-	VPANDD        Y0, Y4, Y4
-	VMOVDQU64     100(CX), Y5
-	VPMADDUBSW    Y5, Y4, Y5
-	VPADDW        Y5, Y3, Y3
-	VMOVDQU64     32(AX), Y4
-	VPANDD        Y0, Y4, Y5
-	VMOVDQU64     132(CX), Y6
-	VPMADDUBSW    Y6, Y5, Y6
-	VPADDW        Y6, Y3, Y3
-	VPSRLW        $0x02, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     164(CX), Y6
-	VPMADDUBSW    Y6, Y5, Y6
-	VPADDW        Y6, Y3, Y3
-	VPSRLW        $0x04, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     196(CX), Y6
-	VPMADDUBSW    Y6, Y5, Y6
-	VPADDW        Y6, Y3, Y3
-	VPSRLW        $0x06, Y4, Y4
-	VPANDD        Y0, Y4, Y4
-	VMOVDQU64     228(CX), Y5
-	VPMADDUBSW    Y5, Y4, Y5
-	VPADDW        Y5, Y3, Y3
-	VPMADDWD      Y1, Y3, Y3
-	VMOVDQU64     260(CX), Y4
-	VPMADDWD      Y1, Y4, Y4
-	VPSUBD        Y4, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X4
-	VPADDD        X4, X3, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
-	VPBROADCASTW  64(AX), X5
-	VCVTPH2PS     X5, X5
-	VMULSS        (CX), X5, X5
-	VMULSS        X5, X4, X4
-	VADDSS        X4, X2, X2
+	VINSERTI64X4  $0x01, 132(CX), Z6, Z6
+	VPMADDUBSW    Z6, Z5, Z6
+	VPADDW        Z6, Z2, Z2
+	VPSRLW        $0x02, Z1, Z5
+	VPANDD        Z3, Z5, Z5
+	VMOVDQU64     36(CX), Y7
+	VINSERTI64X4  $0x01, 164(CX), Z7, Z7
+	VPMADDUBSW    Z7, Z5, Z7
+	VPADDW        Z7, Z2, Z2
+	VPSRLW        $0x04, Z1, Z5
+	VPANDD        Z3, Z5, Z5
+	VMOVDQU64     68(CX), Y8
+	VINSERTI64X4  $0x01, 196(CX), Z8, Z8
+	VPMADDUBSW    Z8, Z5, Z8
+	VPADDW        Z8, Z2, Z2
+	VPSRLW        $0x06, Z1, Z1
+	VPANDD        Z3, Z1, Z1
+	VMOVDQU64     100(CX), Y9
+	VINSERTI64X4  $0x01, 228(CX), Z9, Z9
+	VPMADDUBSW    Z9, Z1, Z9
+	VPADDW        Z9, Z2, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y1
+	VPADDW        Y1, Y2, Y1
+	VPMADDWD      Y0, Y1, Y1
+	VMOVDQU64     260(CX), Y5
+	VPMADDWD      Y0, Y5, Y5
+	VPSUBD        Y5, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VPADDD        X5, X1, X5
+	VPSHUFD       $0x4e, X5, X6
+	VPADDD        X6, X5, X5
+	VPSHUFD       $0xb1, X5, X6
+	VPADDD        X6, X5, X5
+	VCVTDQ2PS     X5, X5
+	VPBROADCASTW  64(AX), X6
+	VCVTPH2PS     X6, X6
+	VMULSS        (CX), X6, X6
+	VMULSS        X6, X5, X5
+	VADDSS        X5, X4, X4
 	ADDQ          $0x00000042, AX
 	ADDQ          $0x00000124, CX
 	DECQ          DX
 	JNZ           loopdotTQ2_0AVX512
 
 donedotTQ2_0AVX512:
-	MOVSS X2, ret+24(FP)
+	MOVSS X4, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -19765,73 +19753,65 @@ donedotIQ4_XSr8VNNI:
 	RET
 
 // func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotTQ2_0VNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPBROADCASTD c32_03030303<>+0(SB), Y0
-	VPBROADCASTD c32_00010001<>+0(SB), Y1
-	VXORPS       X2, X2, X2
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z3
+	VXORPS       X4, X4, X4
 	TESTQ        DX, DX
 	JZ           donedotTQ2_0VNNI
 
 loopdotTQ2_0VNNI:
-	VPXORD        Y3, Y3, Y3
-	VMOVDQU64     (AX), Y4
-	VPANDD        Y0, Y4, Y5
+	VPXORD        Y1, Y1, Y1
+	VMOVDQU64     (AX), Z1
+	VPXORD        Z2, Z2, Z2
+	VPANDD        Z3, Z1, Z5
 	VMOVDQU64     4(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x02, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     36(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x04, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     68(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x06, Y4, Y4
-	VPANDD        Y0, Y4, Y4
-	VMOVDQU64     100(CX), Y5
-	VPDPBUSD      Y5, Y4, Y3
-	VMOVDQU64     32(AX), Y4
-	VPANDD        Y0, Y4, Y5
-	VMOVDQU64     132(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x02, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     164(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x04, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     196(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x06, Y4, Y4
-	VPANDD        Y0, Y4, Y4
-	VMOVDQU64     228(CX), Y5
-	VPDPBUSD      Y5, Y4, Y3
-	VMOVDQU64     260(CX), Y4
-	VPMADDWD      Y1, Y4, Y4
-	VPSUBD        Y4, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X4
-	VPADDD        X4, X3, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
-	VPBROADCASTW  64(AX), X5
-	VCVTPH2PS     X5, X5
-	VMULSS        (CX), X5, X5
-	VMULSS        X5, X4, X4
-	VADDSS        X4, X2, X2
+	VINSERTI64X4  $0x01, 132(CX), Z6, Z6
+	VPDPBUSD      Z6, Z5, Z2
+	VPSRLW        $0x02, Z1, Z5
+	VPANDD        Z3, Z5, Z5
+	VMOVDQU64     36(CX), Y7
+	VINSERTI64X4  $0x01, 164(CX), Z7, Z7
+	VPDPBUSD      Z7, Z5, Z2
+	VPSRLW        $0x04, Z1, Z5
+	VPANDD        Z3, Z5, Z5
+	VMOVDQU64     68(CX), Y8
+	VINSERTI64X4  $0x01, 196(CX), Z8, Z8
+	VPDPBUSD      Z8, Z5, Z2
+	VPSRLW        $0x06, Z1, Z1
+	VPANDD        Z3, Z1, Z1
+	VMOVDQU64     100(CX), Y9
+	VINSERTI64X4  $0x01, 228(CX), Z9, Z9
+	VPDPBUSD      Z9, Z1, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y1
+	VPADDD        Y1, Y2, Y1
+	VMOVDQU64     260(CX), Y5
+	VPMADDWD      Y0, Y5, Y5
+	VPSUBD        Y5, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VPADDD        X5, X1, X5
+	VPSHUFD       $0x4e, X5, X6
+	VPADDD        X6, X5, X5
+	VPSHUFD       $0xb1, X5, X6
+	VPADDD        X6, X5, X5
+	VCVTDQ2PS     X5, X5
+	VPBROADCASTW  64(AX), X6
+	VCVTPH2PS     X6, X6
+	VMULSS        (CX), X6, X6
+	VMULSS        X6, X5, X5
+	VADDSS        X5, X4, X4
 	ADDQ          $0x00000042, AX
 	ADDQ          $0x00000124, CX
 	DECQ          DX
 	JNZ           loopdotTQ2_0VNNI
 
 donedotTQ2_0VNNI:
-	MOVSS X2, ret+24(FP)
+	MOVSS X4, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -36508,77 +36488,6 @@ loopdotIQ4_XSr8VNNI256:
 donedotIQ4_XSr8VNNI256:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y3, (AX)
-	VZEROUPPER
-	RET
-
-// func dotTQ2_0VNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotTQ2_0VNNI256(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPBROADCASTD c32_03030303<>+0(SB), Y0
-	VPBROADCASTD c32_00010001<>+0(SB), Y1
-	VXORPS       X2, X2, X2
-	TESTQ        DX, DX
-	JZ           donedotTQ2_0VNNI256
-
-loopdotTQ2_0VNNI256:
-	VPXORD        Y3, Y3, Y3
-	VMOVDQU64     (AX), Y4
-	VPANDD        Y0, Y4, Y5
-	VMOVDQU64     4(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x02, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     36(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x04, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     68(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x06, Y4, Y4
-	VPANDD        Y0, Y4, Y4
-	VMOVDQU64     100(CX), Y5
-	VPDPBUSD      Y5, Y4, Y3
-	VMOVDQU64     32(AX), Y4
-	VPANDD        Y0, Y4, Y5
-	VMOVDQU64     132(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x02, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     164(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x04, Y4, Y5
-	VPANDD        Y0, Y5, Y5
-	VMOVDQU64     196(CX), Y6
-	VPDPBUSD      Y6, Y5, Y3
-	VPSRLW        $0x06, Y4, Y4
-	VPANDD        Y0, Y4, Y4
-	VMOVDQU64     228(CX), Y5
-	VPDPBUSD      Y5, Y4, Y3
-	VMOVDQU64     260(CX), Y4
-	VPMADDWD      Y1, Y4, Y4
-	VPSUBD        Y4, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X4
-	VPADDD        X4, X3, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
-	VPBROADCASTW  64(AX), X5
-	VCVTPH2PS     X5, X5
-	VMULSS        (CX), X5, X5
-	VMULSS        X5, X4, X4
-	VADDSS        X4, X2, X2
-	ADDQ          $0x00000042, AX
-	ADDQ          $0x00000124, CX
-	DECQ          DX
-	JNZ           loopdotTQ2_0VNNI256
-
-donedotTQ2_0VNNI256:
-	MOVSS X2, ret+24(FP)
 	VZEROUPPER
 	RET
 

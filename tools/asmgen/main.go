@@ -78,7 +78,9 @@ func genAll(t *target) {
 	genExactB32(t, b32Q5_1)
 	genIQ4XSRow(t)
 	genIQ4XSRows8(t)
-	genTQ2(t)
+	if t.zmm() || !t.vnni {
+		genTQ2(t) // the 256-bit VNNI level runs the 512-bit one (asm_amd64.go)
+	}
 	genTQ1(t)
 	genExactFloat(t, "F32")
 	genExactFloat(t, "F16")

@@ -33,6 +33,7 @@ const (
 type tqk struct {
 	t                  *target
 	c03, ones16, three VecVirtual
+	c03z               VecVirtual // c03 as a zmm (the 512-bit TQ2_0 kernels)
 	hiByte             VecVirtual // 0xff00 in every word (TQ1_0)
 	acc, accX          VecVirtual
 }
@@ -94,6 +95,10 @@ func tqLoop(t *target, name string, wsize, doff int, pre func(k *tqk), body func
 	k := &tqk{t: t, c03: YMM(), ones16: YMM()}
 	VPBROADCASTD(constU32(0x03030303), k.c03)
 	VPBROADCASTD(constU32(0x00010001), k.ones16)
+	if t.zmm() && name == "TQ2_0" {
+		k.c03z = ZMM()
+		VPBROADCASTD(constU32(0x03030303), k.c03z)
+	}
 	pre(k)
 	sum := XMM()
 	VXORPS(sum, sum, sum)
@@ -129,6 +134,39 @@ func tqLoop(t *target, name string, wsize, doff int, pre func(k *tqk), body func
 // consecutive activations.
 func genTQ2(t *target) {
 	tqLoop(t, "TQ2_0", tq2Size, 64, func(*tqk) {}, func(k *tqk, wp, ap Register) {
+		if t.zmm() {
+			// Both 32-byte halves in one zmm: the activations of half c
+			// and shift l are at 128c+32l, one insert apart.
+			q := ZMM()
+			VMOVDQU64(Mem{Base: wp}, q)
+			acc := ZMM()
+			t.zero(acc)
+			for l := 0; l < 4; l++ {
+				codes, av := ZMM(), ZMM()
+				if l == 0 {
+					VPANDD(k.c03z, q, codes)
+				} else {
+					VPSRLW(U8(2*l), q, codes)
+					VPANDD(k.c03z, codes, codes)
+				}
+				VMOVDQU64(Mem{Base: ap, Disp: 4 + 32*l}, av.AsY())
+				VINSERTI64X4(U8(1), Mem{Base: ap, Disp: 4 + 128 + 32*l}, av, av)
+				if t.vnni {
+					vnniOp("VPDPBUSD", av, codes, acc)
+				} else {
+					VPMADDUBSW(av, codes, av)
+					VPADDW(av, acc, acc)
+				}
+			}
+			hi := YMM()
+			VEXTRACTI64X4(U8(1), acc, hi)
+			if t.vnni {
+				VPADDD(hi, acc.AsY(), k.acc)
+			} else {
+				VPADDW(hi, acc.AsY(), k.acc) // int16 pair sums, at most 8*768
+			}
+			return
+		}
 		for c := 0; c < 2; c++ {
 			q := YMM()
 			t.mov(Mem{Base: wp, Disp: 32 * c}, q)
