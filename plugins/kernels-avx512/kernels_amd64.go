@@ -479,9 +479,6 @@ func dotIQ4_XSVNNI256(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotTQ1_0VNNI256(w *byte, a *byte, nb int) float32
-
-//go:noescape
 func dotF32VNNI256(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape

@@ -8538,7 +8538,7 @@ donedotTQ2_0AVX512:
 	RET
 
 // func dotTQ1_0AVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotTQ1_0AVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -8547,159 +8547,101 @@ TEXT ·dotTQ1_0AVX512(SB), NOSPLIT, $0-28
 	VPBROADCASTD c32_00010001<>+0(SB), Y0
 	VPBROADCASTD c32_ff00ff00<>+0(SB), Y3
 	VPBROADCASTD c32_00030003<>+0(SB), Y4
-	VXORPS       X5, X5, X5
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Z5
+	VPBROADCASTD c32_00030003<>+0(SB), Z6
+	VXORPS       X7, X7, X7
 	TESTQ        DX, DX
 	JZ           donedotTQ1_0AVX512
 
 loopdotTQ1_0AVX512:
-	VPXORD        Y1, Y1, Y1
-	VPXORD        X2, X2, X2
-	VMOVDQU64     (AX), Y6
-	VPSLLW        $0x08, Y6, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     4(CX), Y8
-	VPMADDUBSW    Y8, Y7, Y8
-	VPADDW        Y8, Y1, Y1
-	VPMULLW       v32_00030003<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULLW       v32_00030003<>+0(SB), Y8, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     36(CX), Y8
-	VPMADDUBSW    Y8, Y7, Y8
-	VPADDW        Y8, Y1, Y1
-	VPMULLW       v32_00090009<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULLW       v32_00090009<>+0(SB), Y8, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     68(CX), Y8
-	VPMADDUBSW    Y8, Y7, Y8
-	VPADDW        Y8, Y1, Y1
-	VPMULLW       v32_001b001b<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULLW       v32_001b001b<>+0(SB), Y8, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     100(CX), Y8
-	VPMADDUBSW    Y8, Y7, Y8
-	VPADDW        Y8, Y1, Y1
-	VPMULLW       v32_00510051<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y6
-	VPMULLW       v32_00510051<>+0(SB), Y6, Y6
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y6, Y6
-	VPSLLW        $0x08, Y6, Y6
-	VPORD         Y6, Y7, Y7
-	VMOVDQU64     132(CX), Y6
-	VPMADDUBSW    Y6, Y7, Y6
-	VPADDW        Y6, Y1, Y1
-	VMOVDQU64     32(AX), X6
-	VPSLLW        $0x08, X6, X7
-	VPANDD        X3, X6, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     164(CX), X8
-	VPMADDUBSW    X8, X7, X8
-	VPADDW        X8, X2, X2
-	VPMULLW       v32_00030003<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X8
-	VPMULLW       v32_00030003<>+0(SB), X8, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     180(CX), X8
-	VPMADDUBSW    X8, X7, X8
-	VPADDW        X8, X2, X2
-	VPMULLW       v32_00090009<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X8
-	VPMULLW       v32_00090009<>+0(SB), X8, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     196(CX), X8
-	VPMADDUBSW    X8, X7, X8
-	VPADDW        X8, X2, X2
-	VPMULLW       v32_001b001b<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X8
-	VPMULLW       v32_001b001b<>+0(SB), X8, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     212(CX), X8
-	VPMADDUBSW    X8, X7, X8
-	VPADDW        X8, X2, X2
-	VPMULLW       v32_00510051<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X6
-	VPMULLW       v32_00510051<>+0(SB), X6, X6
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X6, X6
-	VPSLLW        $0x08, X6, X6
-	VPORD         X6, X7, X7
-	VMOVDQU64     228(CX), X6
-	VPMADDUBSW    X6, X7, X6
-	VPADDW        X6, X2, X2
-	VMOVDQU64     38(AX), X6
-	VPSHUFB       tq1qhspread<>+0(SB), X6, X6
-	VPMULLW       tq1qhmul<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X6
-	VPMULLW       tq1qhmul<>+0(SB), X6, X6
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X6, X6
-	VPSLLW        $0x08, X6, X6
-	VPORD         X6, X7, X7
-	VMOVDQU64     244(CX), X6
-	VPMADDUBSW    X6, X7, X6
-	VPADDW        X6, X2, X2
-	VPMADDWD      Y0, Y1, Y1
-	VPMADDWD      X0, X2, X2
-	VMOVDQU64     260(CX), Y6
-	VPMADDWD      Y0, Y6, Y6
-	VPSUBD        Y6, Y1, Y1
-	VEXTRACTF32X4 $0x01, Y1, X6
-	VPADDD        X6, X1, X6
-	VPADDD        X2, X6, X6
-	VPSHUFD       $0x4e, X6, X7
-	VPADDD        X7, X6, X6
-	VPSHUFD       $0xb1, X6, X7
-	VPADDD        X7, X6, X6
-	VCVTDQ2PS     X6, X6
-	VPBROADCASTW  52(AX), X7
-	VCVTPH2PS     X7, X7
-	VMULSS        (CX), X7, X7
-	VMULSS        X7, X6, X6
-	VADDSS        X6, X5, X5
-	ADDQ          $0x00000036, AX
-	ADDQ          $0x00000124, CX
-	DECQ          DX
-	JNZ           loopdotTQ1_0AVX512
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Z2, Z2, Z2
+	VBROADCASTI64X4 (AX), Z8
+	VPMULLW         tq1m01<>+0(SB), Z8, Z9
+	VPSLLW          $0x08, Z9, Z9
+	VPANDD          Z5, Z8, Z10
+	VPMULLW         tq1m01<>+0(SB), Z10, Z10
+	VPMULHUW        Z6, Z9, Z9
+	VPMULHUW        Z6, Z10, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VMOVDQU64       4(CX), Z10
+	VPMADDUBSW      Z10, Z9, Z10
+	VPADDW          Z10, Z2, Z2
+	VPMULLW         tq1m23<>+0(SB), Z8, Z9
+	VPSLLW          $0x08, Z9, Z9
+	VPANDD          Z5, Z8, Z10
+	VPMULLW         tq1m23<>+0(SB), Z10, Z10
+	VPMULHUW        Z6, Z9, Z9
+	VPMULHUW        Z6, Z10, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VMOVDQU64       68(CX), Z10
+	VPMADDUBSW      Z10, Z9, Z10
+	VPADDW          Z10, Z2, Z2
+	VBROADCASTI32X4 32(AX), Z9
+	VPMULLW         tq1h0123<>+0(SB), Z9, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPANDD          Z5, Z9, Z11
+	VPMULLW         tq1h0123<>+0(SB), Z11, Z11
+	VPMULHUW        Z6, Z10, Z10
+	VPMULHUW        Z6, Z11, Z11
+	VPSLLW          $0x08, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VMOVDQU64       164(CX), Z11
+	VPMADDUBSW      Z11, Z10, Z11
+	VPADDW          Z11, Z2, Z2
+	VPMULLW         v32_00510051<>+0(SB), Y8, Y10
+	VPSLLW          $0x08, Y10, Y10
+	VPANDD          Y3, Y8, Y8
+	VPMULLW         v32_00510051<>+0(SB), Y8, Y8
+	VPMULHUW        Y4, Y10, Y10
+	VPMULHUW        Y4, Y8, Y8
+	VPSLLW          $0x08, Y8, Y8
+	VPORD           Y8, Y10, Y10
+	VMOVDQU64       132(CX), Y8
+	VPMADDUBSW      Y8, Y10, Y8
+	VPADDW          Y8, Y1, Y1
+	VMOVDQU64       38(AX), X8
+	VPSHUFB         tq1qhspread<>+0(SB), X8, X8
+	VINSERTI32X4    $0x01, X8, Y9, Y8
+	VPMULLW         tq1m4qh<>+0(SB), Y8, Y9
+	VPSLLW          $0x08, Y9, Y9
+	VPANDD          Y3, Y8, Y8
+	VPMULLW         tq1m4qh<>+0(SB), Y8, Y8
+	VPMULHUW        Y4, Y9, Y9
+	VPMULHUW        Y4, Y8, Y8
+	VPSLLW          $0x08, Y8, Y8
+	VPORD           Y8, Y9, Y9
+	VMOVDQU64       228(CX), Y8
+	VPMADDUBSW      Y8, Y9, Y8
+	VPADDW          Y8, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z2, Y8
+	VPADDW          Y8, Y2, Y8
+	VPADDW          Y8, Y1, Y1
+	VPMADDWD        Y0, Y1, Y1
+	VMOVDQU64       260(CX), Y8
+	VPMADDWD        Y0, Y8, Y8
+	VPSUBD          Y8, Y1, Y1
+	VEXTRACTF32X4   $0x01, Y1, X8
+	VPADDD          X8, X1, X8
+	VPSHUFD         $0x4e, X8, X9
+	VPADDD          X9, X8, X8
+	VPSHUFD         $0xb1, X8, X9
+	VPADDD          X9, X8, X8
+	VCVTDQ2PS       X8, X8
+	VPBROADCASTW    52(AX), X9
+	VCVTPH2PS       X9, X9
+	VMULSS          (CX), X9, X9
+	VMULSS          X9, X8, X8
+	VADDSS          X8, X7, X7
+	ADDQ            $0x00000036, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ1_0AVX512
 
 donedotTQ1_0AVX512:
-	MOVSS X5, ret+24(FP)
+	MOVSS X7, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -8709,35 +8651,59 @@ GLOBL c32_ff00ff00<>(SB), RODATA|NOPTR, $4
 DATA c32_00030003<>+0(SB)/4, $0x00030003
 GLOBL c32_00030003<>(SB), RODATA|NOPTR, $4
 
-DATA v32_00030003<>+0(SB)/4, $0x00030003
-DATA v32_00030003<>+4(SB)/4, $0x00030003
-DATA v32_00030003<>+8(SB)/4, $0x00030003
-DATA v32_00030003<>+12(SB)/4, $0x00030003
-DATA v32_00030003<>+16(SB)/4, $0x00030003
-DATA v32_00030003<>+20(SB)/4, $0x00030003
-DATA v32_00030003<>+24(SB)/4, $0x00030003
-DATA v32_00030003<>+28(SB)/4, $0x00030003
-GLOBL v32_00030003<>(SB), RODATA|NOPTR, $32
+DATA tq1m01<>+0(SB)/4, $0x00010001
+DATA tq1m01<>+4(SB)/4, $0x00010001
+DATA tq1m01<>+8(SB)/4, $0x00010001
+DATA tq1m01<>+12(SB)/4, $0x00010001
+DATA tq1m01<>+16(SB)/4, $0x00010001
+DATA tq1m01<>+20(SB)/4, $0x00010001
+DATA tq1m01<>+24(SB)/4, $0x00010001
+DATA tq1m01<>+28(SB)/4, $0x00010001
+DATA tq1m01<>+32(SB)/4, $0x00030003
+DATA tq1m01<>+36(SB)/4, $0x00030003
+DATA tq1m01<>+40(SB)/4, $0x00030003
+DATA tq1m01<>+44(SB)/4, $0x00030003
+DATA tq1m01<>+48(SB)/4, $0x00030003
+DATA tq1m01<>+52(SB)/4, $0x00030003
+DATA tq1m01<>+56(SB)/4, $0x00030003
+DATA tq1m01<>+60(SB)/4, $0x00030003
+GLOBL tq1m01<>(SB), RODATA|NOPTR, $64
 
-DATA v32_00090009<>+0(SB)/4, $0x00090009
-DATA v32_00090009<>+4(SB)/4, $0x00090009
-DATA v32_00090009<>+8(SB)/4, $0x00090009
-DATA v32_00090009<>+12(SB)/4, $0x00090009
-DATA v32_00090009<>+16(SB)/4, $0x00090009
-DATA v32_00090009<>+20(SB)/4, $0x00090009
-DATA v32_00090009<>+24(SB)/4, $0x00090009
-DATA v32_00090009<>+28(SB)/4, $0x00090009
-GLOBL v32_00090009<>(SB), RODATA|NOPTR, $32
+DATA tq1m23<>+0(SB)/4, $0x00090009
+DATA tq1m23<>+4(SB)/4, $0x00090009
+DATA tq1m23<>+8(SB)/4, $0x00090009
+DATA tq1m23<>+12(SB)/4, $0x00090009
+DATA tq1m23<>+16(SB)/4, $0x00090009
+DATA tq1m23<>+20(SB)/4, $0x00090009
+DATA tq1m23<>+24(SB)/4, $0x00090009
+DATA tq1m23<>+28(SB)/4, $0x00090009
+DATA tq1m23<>+32(SB)/4, $0x001b001b
+DATA tq1m23<>+36(SB)/4, $0x001b001b
+DATA tq1m23<>+40(SB)/4, $0x001b001b
+DATA tq1m23<>+44(SB)/4, $0x001b001b
+DATA tq1m23<>+48(SB)/4, $0x001b001b
+DATA tq1m23<>+52(SB)/4, $0x001b001b
+DATA tq1m23<>+56(SB)/4, $0x001b001b
+DATA tq1m23<>+60(SB)/4, $0x001b001b
+GLOBL tq1m23<>(SB), RODATA|NOPTR, $64
 
-DATA v32_001b001b<>+0(SB)/4, $0x001b001b
-DATA v32_001b001b<>+4(SB)/4, $0x001b001b
-DATA v32_001b001b<>+8(SB)/4, $0x001b001b
-DATA v32_001b001b<>+12(SB)/4, $0x001b001b
-DATA v32_001b001b<>+16(SB)/4, $0x001b001b
-DATA v32_001b001b<>+20(SB)/4, $0x001b001b
-DATA v32_001b001b<>+24(SB)/4, $0x001b001b
-DATA v32_001b001b<>+28(SB)/4, $0x001b001b
-GLOBL v32_001b001b<>(SB), RODATA|NOPTR, $32
+DATA tq1h0123<>+0(SB)/4, $0x00010001
+DATA tq1h0123<>+4(SB)/4, $0x00010001
+DATA tq1h0123<>+8(SB)/4, $0x00010001
+DATA tq1h0123<>+12(SB)/4, $0x00010001
+DATA tq1h0123<>+16(SB)/4, $0x00030003
+DATA tq1h0123<>+20(SB)/4, $0x00030003
+DATA tq1h0123<>+24(SB)/4, $0x00030003
+DATA tq1h0123<>+28(SB)/4, $0x00030003
+DATA tq1h0123<>+32(SB)/4, $0x00090009
+DATA tq1h0123<>+36(SB)/4, $0x00090009
+DATA tq1h0123<>+40(SB)/4, $0x00090009
+DATA tq1h0123<>+44(SB)/4, $0x00090009
+DATA tq1h0123<>+48(SB)/4, $0x001b001b
+DATA tq1h0123<>+52(SB)/4, $0x001b001b
+DATA tq1h0123<>+56(SB)/4, $0x001b001b
+DATA tq1h0123<>+60(SB)/4, $0x001b001b
+GLOBL tq1h0123<>(SB), RODATA|NOPTR, $64
 
 DATA v32_00510051<>+0(SB)/4, $0x00510051
 DATA v32_00510051<>+4(SB)/4, $0x00510051
@@ -8755,11 +8721,15 @@ DATA tq1qhspread<>+8(SB)/4, $0x0d0c0b0a
 DATA tq1qhspread<>+12(SB)/4, $0x0d0c0b0a
 GLOBL tq1qhspread<>(SB), RODATA|NOPTR, $16
 
-DATA tq1qhmul<>+0(SB)/4, $0x00010001
-DATA tq1qhmul<>+4(SB)/4, $0x00030003
-DATA tq1qhmul<>+8(SB)/4, $0x00090009
-DATA tq1qhmul<>+12(SB)/4, $0x001b001b
-GLOBL tq1qhmul<>(SB), RODATA|NOPTR, $16
+DATA tq1m4qh<>+0(SB)/4, $0x00510051
+DATA tq1m4qh<>+4(SB)/4, $0x00510051
+DATA tq1m4qh<>+8(SB)/4, $0x00510051
+DATA tq1m4qh<>+12(SB)/4, $0x00510051
+DATA tq1m4qh<>+16(SB)/4, $0x00010001
+DATA tq1m4qh<>+20(SB)/4, $0x00030003
+DATA tq1m4qh<>+24(SB)/4, $0x00090009
+DATA tq1m4qh<>+28(SB)/4, $0x001b001b
+GLOBL tq1m4qh<>(SB), RODATA|NOPTR, $32
 
 // func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
@@ -19816,7 +19786,7 @@ donedotTQ2_0VNNI:
 	RET
 
 // func dotTQ1_0VNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotTQ1_0VNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
@@ -19825,146 +19795,95 @@ TEXT ·dotTQ1_0VNNI(SB), NOSPLIT, $0-28
 	VPBROADCASTD c32_00010001<>+0(SB), Y0
 	VPBROADCASTD c32_ff00ff00<>+0(SB), Y3
 	VPBROADCASTD c32_00030003<>+0(SB), Y4
-	VXORPS       X5, X5, X5
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Z5
+	VPBROADCASTD c32_00030003<>+0(SB), Z6
+	VXORPS       X7, X7, X7
 	TESTQ        DX, DX
 	JZ           donedotTQ1_0VNNI
 
 loopdotTQ1_0VNNI:
-	VPXORD        Y1, Y1, Y1
-	VPXORD        X2, X2, X2
-	VMOVDQU64     (AX), Y6
-	VPSLLW        $0x08, Y6, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     4(CX), Y8
-	VPDPBUSD      Y8, Y7, Y1
-	VPMULLW       v32_00030003<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULLW       v32_00030003<>+0(SB), Y8, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     36(CX), Y8
-	VPDPBUSD      Y8, Y7, Y1
-	VPMULLW       v32_00090009<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULLW       v32_00090009<>+0(SB), Y8, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     68(CX), Y8
-	VPDPBUSD      Y8, Y7, Y1
-	VPMULLW       v32_001b001b<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULLW       v32_001b001b<>+0(SB), Y8, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     100(CX), Y8
-	VPDPBUSD      Y8, Y7, Y1
-	VPMULLW       v32_00510051<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y6
-	VPMULLW       v32_00510051<>+0(SB), Y6, Y6
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y6, Y6
-	VPSLLW        $0x08, Y6, Y6
-	VPORD         Y6, Y7, Y7
-	VMOVDQU64     132(CX), Y6
-	VPDPBUSD      Y6, Y7, Y1
-	VMOVDQU64     32(AX), X6
-	VPSLLW        $0x08, X6, X7
-	VPANDD        X3, X6, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     164(CX), X8
-	VPDPBUSD      X8, X7, X2
-	VPMULLW       v32_00030003<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X8
-	VPMULLW       v32_00030003<>+0(SB), X8, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     180(CX), X8
-	VPDPBUSD      X8, X7, X2
-	VPMULLW       v32_00090009<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X8
-	VPMULLW       v32_00090009<>+0(SB), X8, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     196(CX), X8
-	VPDPBUSD      X8, X7, X2
-	VPMULLW       v32_001b001b<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X8
-	VPMULLW       v32_001b001b<>+0(SB), X8, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     212(CX), X8
-	VPDPBUSD      X8, X7, X2
-	VPMULLW       v32_00510051<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X6
-	VPMULLW       v32_00510051<>+0(SB), X6, X6
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X6, X6
-	VPSLLW        $0x08, X6, X6
-	VPORD         X6, X7, X7
-	VMOVDQU64     228(CX), X6
-	VPDPBUSD      X6, X7, X2
-	VMOVDQU64     38(AX), X6
-	VPSHUFB       tq1qhspread<>+0(SB), X6, X6
-	VPMULLW       tq1qhmul<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X6
-	VPMULLW       tq1qhmul<>+0(SB), X6, X6
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X6, X6
-	VPSLLW        $0x08, X6, X6
-	VPORD         X6, X7, X7
-	VMOVDQU64     244(CX), X6
-	VPDPBUSD      X6, X7, X2
-	VMOVDQU64     260(CX), Y6
-	VPMADDWD      Y0, Y6, Y6
-	VPSUBD        Y6, Y1, Y1
-	VEXTRACTF32X4 $0x01, Y1, X6
-	VPADDD        X6, X1, X6
-	VPADDD        X2, X6, X6
-	VPSHUFD       $0x4e, X6, X7
-	VPADDD        X7, X6, X6
-	VPSHUFD       $0xb1, X6, X7
-	VPADDD        X7, X6, X6
-	VCVTDQ2PS     X6, X6
-	VPBROADCASTW  52(AX), X7
-	VCVTPH2PS     X7, X7
-	VMULSS        (CX), X7, X7
-	VMULSS        X7, X6, X6
-	VADDSS        X6, X5, X5
-	ADDQ          $0x00000036, AX
-	ADDQ          $0x00000124, CX
-	DECQ          DX
-	JNZ           loopdotTQ1_0VNNI
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Z2, Z2, Z2
+	VBROADCASTI64X4 (AX), Z8
+	VPMULLW         tq1m01<>+0(SB), Z8, Z9
+	VPSLLW          $0x08, Z9, Z9
+	VPANDD          Z5, Z8, Z10
+	VPMULLW         tq1m01<>+0(SB), Z10, Z10
+	VPMULHUW        Z6, Z9, Z9
+	VPMULHUW        Z6, Z10, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VMOVDQU64       4(CX), Z10
+	VPDPBUSD        Z10, Z9, Z2
+	VPMULLW         tq1m23<>+0(SB), Z8, Z9
+	VPSLLW          $0x08, Z9, Z9
+	VPANDD          Z5, Z8, Z10
+	VPMULLW         tq1m23<>+0(SB), Z10, Z10
+	VPMULHUW        Z6, Z9, Z9
+	VPMULHUW        Z6, Z10, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VMOVDQU64       68(CX), Z10
+	VPDPBUSD        Z10, Z9, Z2
+	VBROADCASTI32X4 32(AX), Z9
+	VPMULLW         tq1h0123<>+0(SB), Z9, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPANDD          Z5, Z9, Z11
+	VPMULLW         tq1h0123<>+0(SB), Z11, Z11
+	VPMULHUW        Z6, Z10, Z10
+	VPMULHUW        Z6, Z11, Z11
+	VPSLLW          $0x08, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VMOVDQU64       164(CX), Z11
+	VPDPBUSD        Z11, Z10, Z2
+	VPMULLW         v32_00510051<>+0(SB), Y8, Y10
+	VPSLLW          $0x08, Y10, Y10
+	VPANDD          Y3, Y8, Y8
+	VPMULLW         v32_00510051<>+0(SB), Y8, Y8
+	VPMULHUW        Y4, Y10, Y10
+	VPMULHUW        Y4, Y8, Y8
+	VPSLLW          $0x08, Y8, Y8
+	VPORD           Y8, Y10, Y10
+	VMOVDQU64       132(CX), Y8
+	VPDPBUSD        Y8, Y10, Y1
+	VMOVDQU64       38(AX), X8
+	VPSHUFB         tq1qhspread<>+0(SB), X8, X8
+	VINSERTI32X4    $0x01, X8, Y9, Y8
+	VPMULLW         tq1m4qh<>+0(SB), Y8, Y9
+	VPSLLW          $0x08, Y9, Y9
+	VPANDD          Y3, Y8, Y8
+	VPMULLW         tq1m4qh<>+0(SB), Y8, Y8
+	VPMULHUW        Y4, Y9, Y9
+	VPMULHUW        Y4, Y8, Y8
+	VPSLLW          $0x08, Y8, Y8
+	VPORD           Y8, Y9, Y9
+	VMOVDQU64       228(CX), Y8
+	VPDPBUSD        Y8, Y9, Y1
+	VEXTRACTI64X4   $0x01, Z2, Y8
+	VPADDD          Y8, Y2, Y8
+	VPADDD          Y8, Y1, Y1
+	VMOVDQU64       260(CX), Y8
+	VPMADDWD        Y0, Y8, Y8
+	VPSUBD          Y8, Y1, Y1
+	VEXTRACTF32X4   $0x01, Y1, X8
+	VPADDD          X8, X1, X8
+	VPSHUFD         $0x4e, X8, X9
+	VPADDD          X9, X8, X8
+	VPSHUFD         $0xb1, X8, X9
+	VPADDD          X9, X8, X8
+	VCVTDQ2PS       X8, X8
+	VPBROADCASTW    52(AX), X9
+	VCVTPH2PS       X9, X9
+	VMULSS          (CX), X9, X9
+	VMULSS          X9, X8, X8
+	VADDSS          X8, X7, X7
+	ADDQ            $0x00000036, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ1_0VNNI
 
 donedotTQ1_0VNNI:
-	MOVSS X5, ret+24(FP)
+	MOVSS X7, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -36488,159 +36407,6 @@ loopdotIQ4_XSr8VNNI256:
 donedotIQ4_XSr8VNNI256:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y3, (AX)
-	VZEROUPPER
-	RET
-
-// func dotTQ1_0VNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotTQ1_0VNNI256(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VPBROADCASTD c32_03030303<>+0(SB), Y0
-	VPBROADCASTD c32_00010001<>+0(SB), Y0
-	VPBROADCASTD c32_ff00ff00<>+0(SB), Y3
-	VPBROADCASTD c32_00030003<>+0(SB), Y4
-	VXORPS       X5, X5, X5
-	TESTQ        DX, DX
-	JZ           donedotTQ1_0VNNI256
-
-loopdotTQ1_0VNNI256:
-	VPXORD        Y1, Y1, Y1
-	VPXORD        X2, X2, X2
-	VMOVDQU64     (AX), Y6
-	VPSLLW        $0x08, Y6, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     4(CX), Y8
-	VPDPBUSD      Y8, Y7, Y1
-	VPMULLW       v32_00030003<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULLW       v32_00030003<>+0(SB), Y8, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     36(CX), Y8
-	VPDPBUSD      Y8, Y7, Y1
-	VPMULLW       v32_00090009<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULLW       v32_00090009<>+0(SB), Y8, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     68(CX), Y8
-	VPDPBUSD      Y8, Y7, Y1
-	VPMULLW       v32_001b001b<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y8
-	VPMULLW       v32_001b001b<>+0(SB), Y8, Y8
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y8, Y8
-	VPSLLW        $0x08, Y8, Y8
-	VPORD         Y8, Y7, Y7
-	VMOVDQU64     100(CX), Y8
-	VPDPBUSD      Y8, Y7, Y1
-	VPMULLW       v32_00510051<>+0(SB), Y6, Y7
-	VPSLLW        $0x08, Y7, Y7
-	VPANDD        Y3, Y6, Y6
-	VPMULLW       v32_00510051<>+0(SB), Y6, Y6
-	VPMULHUW      Y4, Y7, Y7
-	VPMULHUW      Y4, Y6, Y6
-	VPSLLW        $0x08, Y6, Y6
-	VPORD         Y6, Y7, Y7
-	VMOVDQU64     132(CX), Y6
-	VPDPBUSD      Y6, Y7, Y1
-	VMOVDQU64     32(AX), X6
-	VPSLLW        $0x08, X6, X7
-	VPANDD        X3, X6, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     164(CX), X8
-	VPDPBUSD      X8, X7, X2
-	VPMULLW       v32_00030003<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X8
-	VPMULLW       v32_00030003<>+0(SB), X8, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     180(CX), X8
-	VPDPBUSD      X8, X7, X2
-	VPMULLW       v32_00090009<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X8
-	VPMULLW       v32_00090009<>+0(SB), X8, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     196(CX), X8
-	VPDPBUSD      X8, X7, X2
-	VPMULLW       v32_001b001b<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X8
-	VPMULLW       v32_001b001b<>+0(SB), X8, X8
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X8, X8
-	VPSLLW        $0x08, X8, X8
-	VPORD         X8, X7, X7
-	VMOVDQU64     212(CX), X8
-	VPDPBUSD      X8, X7, X2
-	VPMULLW       v32_00510051<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X6
-	VPMULLW       v32_00510051<>+0(SB), X6, X6
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X6, X6
-	VPSLLW        $0x08, X6, X6
-	VPORD         X6, X7, X7
-	VMOVDQU64     228(CX), X6
-	VPDPBUSD      X6, X7, X2
-	VMOVDQU64     38(AX), X6
-	VPSHUFB       tq1qhspread<>+0(SB), X6, X6
-	VPMULLW       tq1qhmul<>+0(SB), X6, X7
-	VPSLLW        $0x08, X7, X7
-	VPANDD        X3, X6, X6
-	VPMULLW       tq1qhmul<>+0(SB), X6, X6
-	VPMULHUW      X4, X7, X7
-	VPMULHUW      X4, X6, X6
-	VPSLLW        $0x08, X6, X6
-	VPORD         X6, X7, X7
-	VMOVDQU64     244(CX), X6
-	VPDPBUSD      X6, X7, X2
-	VMOVDQU64     260(CX), Y6
-	VPMADDWD      Y0, Y6, Y6
-	VPSUBD        Y6, Y1, Y1
-	VEXTRACTF32X4 $0x01, Y1, X6
-	VPADDD        X6, X1, X6
-	VPADDD        X2, X6, X6
-	VPSHUFD       $0x4e, X6, X7
-	VPADDD        X7, X6, X6
-	VPSHUFD       $0xb1, X6, X7
-	VPADDD        X7, X6, X6
-	VCVTDQ2PS     X6, X6
-	VPBROADCASTW  52(AX), X7
-	VCVTPH2PS     X7, X7
-	VMULSS        (CX), X7, X7
-	VMULSS        X7, X6, X6
-	VADDSS        X6, X5, X5
-	ADDQ          $0x00000036, AX
-	ADDQ          $0x00000124, CX
-	DECQ          DX
-	JNZ           loopdotTQ1_0VNNI256
-
-donedotTQ1_0VNNI256:
-	MOVSS X5, ret+24(FP)
 	VZEROUPPER
 	RET
 

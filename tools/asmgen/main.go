@@ -79,9 +79,10 @@ func genAll(t *target) {
 	genIQ4XSRow(t)
 	genIQ4XSRows8(t)
 	if t.zmm() || !t.vnni {
-		genTQ2(t) // the 256-bit VNNI level runs the 512-bit one (asm_amd64.go)
+		// The 256-bit VNNI level runs the 512-bit ones (asm_amd64.go).
+		genTQ2(t)
+		genTQ1(t)
 	}
-	genTQ1(t)
 	genExactFloat(t, "F32")
 	genExactFloat(t, "F16")
 	genExactFloat(t, "BF16")

@@ -35,6 +35,7 @@ type tqk struct {
 	c03, ones16, three VecVirtual
 	c03z               VecVirtual // c03 as a zmm (the 512-bit TQ2_0 kernels)
 	hiByte             VecVirtual // 0xff00 in every word (TQ1_0)
+	hiByteZ, threeZ    VecVirtual // as zmms (the 512-bit TQ1_0 kernels)
 	acc, accX          VecVirtual
 }
 
@@ -191,17 +192,36 @@ func genTQ2(t *target) {
 // cleared, each product's byte then moved to the top of its word for
 // VPMULHUW by 3.
 func (k *tqk) trits(q VecVirtual, mul Op, x bool) VecVirtual {
+	w := 32
+	if x {
+		w = 16
+	}
+	return k.tritsW(q, mul, w)
+}
+
+// tritsW is trits on a vector of w bytes (16, 32 or 64).
+func (k *tqk) tritsW(q VecVirtual, mul Op, w int) VecVirtual {
 	mk := func() VecVirtual {
-		if x {
+		switch w {
+		case 16:
 			return XMM()
+		case 64:
+			return ZMM()
 		}
 		return YMM()
 	}
 	v := func(r VecVirtual) Op {
-		if x {
+		switch w {
+		case 16:
 			return r.AsX()
+		case 64:
+			return r.AsZ()
 		}
-		return r
+		return r.AsY()
+	}
+	hb, three := k.hiByte, k.three
+	if w == 64 {
+		hb, three = k.hiByteZ, k.threeZ
 	}
 	ev, od := mk(), mk()
 	if mul == nil {
@@ -210,15 +230,74 @@ func (k *tqk) trits(q VecVirtual, mul Op, x bool) VecVirtual {
 		VPMULLW(mul, q, ev)
 		VPSLLW(U8(8), ev, ev)
 	}
-	k.t.and(v(k.hiByte), q, od)
+	k.t.and(v(hb), q, od)
 	if mul != nil {
 		VPMULLW(mul, od, od) // the low byte stays 0: no carry into the high one
 	}
-	VPMULHUW(v(k.three), ev, ev)
-	VPMULHUW(v(k.three), od, od)
+	VPMULHUW(v(three), ev, ev)
+	VPMULHUW(v(three), od, od)
 	VPSLLW(U8(8), od, od)
 	k.t.or(od, ev, ev)
 	return ev
+}
+
+// tq1Zmm is the body of the 512-bit TQ1_0 kernels: trits n and n+1 of
+// qs[0:32] side by side (their activations are 64 consecutive bytes), the
+// four first trits of qs[32:48] in the four 128-bit lanes, then trit 4 of
+// qs[32:48] next to the spread qh bytes: five vectors per block where the
+// 256-bit kernel has eleven.
+func (k *tqk) tq1Zmm(wp, ap Register, spread, qhMul []byte) {
+	t := k.t
+	acc := ZMM()
+	t.zero(acc)
+	dot := func(codes VecVirtual, a Mem) {
+		av := ZMM()
+		VMOVDQU64(a, av)
+		if t.vnni {
+			vnniOp("VPDPBUSD", av, codes, acc)
+			return
+		}
+		VPMADDUBSW(av, codes, av)
+		VPADDW(av, acc, acc)
+	}
+	words := func(name string, lanes []int, laneBytes int) Mem {
+		var b []byte
+		for _, p := range lanes {
+			for i := 0; i < laneBytes; i += 2 {
+				b = append(b, byte(p), 0)
+			}
+		}
+		return constData(name, b)
+	}
+	q := ZMM()
+	VBROADCASTI64X4(Mem{Base: wp}, q)
+	dot(k.tritsW(q, words("tq1m01", []int{1, 3}, 32), 64), Mem{Base: ap, Disp: 4})
+	dot(k.tritsW(q, words("tq1m23", []int{9, 27}, 32), 64), Mem{Base: ap, Disp: 4 + 64})
+	h := ZMM()
+	VBROADCASTI32X4(Mem{Base: wp, Disp: 32}, h)
+	dot(k.tritsW(h, words("tq1h0123", []int{1, 3, 9, 27}, 16), 64), Mem{Base: ap, Disp: 4 + 160})
+	// Trit 4 of qs[0:32], and trit 4 of qs[32:48] beside the qh trits.
+	t4 := k.tritsW(q.AsY().(VecVirtual), constVec(81*0x00010001), 32)
+	k.dot(t4, Mem{Base: ap, Disp: 4 + 128}, false)
+	sp, y := XMM(), YMM()
+	VMOVDQU64(Mem{Base: wp, Disp: 38}, sp) // bytes 38..53: the block's last 16
+	VPSHUFB(constData("tq1qhspread", spread), sp, sp)
+	VINSERTI32X4(U8(1), sp, h.AsY(), y)
+	var mb []byte
+	for i := 0; i < 16; i += 2 {
+		mb = append(mb, 81, 0)
+	}
+	mb = append(mb, qhMul...)
+	k.dot(k.tritsW(y, constData("tq1m4qh", mb), 32), Mem{Base: ap, Disp: 4 + 224}, false)
+	hi := YMM()
+	VEXTRACTI64X4(U8(1), acc, hi)
+	if t.vnni {
+		VPADDD(hi, acc.AsY(), hi)
+		VPADDD(hi, k.acc, k.acc)
+	} else {
+		VPADDW(hi, acc.AsY(), hi)
+		VPADDW(hi, k.acc, k.acc)
+	}
 }
 
 // genTQ1 emits dotTQ1_0<suffix>. qs[0:32] hold elements 32n+m (trit n of
@@ -237,8 +316,18 @@ func genTQ1(t *target) {
 		k.hiByte, k.three = YMM(), YMM()
 		VPBROADCASTD(constU32(0xff00ff00), k.hiByte)
 		VPBROADCASTD(constU32(0x00030003), k.three)
+		if t.zmm() {
+			k.hiByteZ, k.threeZ = ZMM(), ZMM()
+			VPBROADCASTD(constU32(0xff00ff00), k.hiByteZ)
+			VPBROADCASTD(constU32(0x00030003), k.threeZ)
+			return
+		}
 		k.accX = XMM() // tqLoop's per-block zeroing takes it from here
 	}, func(k *tqk, wp, ap Register) {
+		if t.zmm() {
+			k.tq1Zmm(wp, ap, spread, qhMul)
+			return
+		}
 		pow3 := []uint32{1, 3, 9, 27, 81}
 		// An xmm operand reads the low 16 bytes of the same constant.
 		mul := func(n int, _ bool) Op {
