@@ -40,6 +40,12 @@ const (
 	F64   Type = 28
 	BF16  Type = 30
 	MXFP4 Type = 39
+
+	// Non-linear and ternary types (iq4.go, tq.go).
+	IQ4_NL Type = 20
+	IQ4_XS Type = 23
+	TQ1_0  Type = 34
+	TQ2_0  Type = 35
 )
 
 // QK_K is the super-block size of the K-quants.
@@ -78,6 +84,11 @@ var traitsTable = map[Type]Traits{
 	I64:   {"i64", 1, 8, false, I64},
 	F64:   {"f64", 1, 8, false, F64},
 	MXFP4: {"mxfp4", 32, 17, true, Q8_0},
+
+	IQ4_NL: {"iq4_nl", 32, 18, true, Q8_0},
+	IQ4_XS: {"iq4_xs", QK_K, 136, true, Q8_K},
+	TQ1_0:  {"tq1_0", QK_K, 54, true, Q8_K},
+	TQ2_0:  {"tq2_0", QK_K, 66, true, Q8_K},
 }
 
 // Known reports whether k3 knows t's block layout.

@@ -10,10 +10,12 @@
 //
 //   - QuantizeActivation quantizes an f32 activation row to a weight type's
 //     vec-dot type (Q8_K for the K-quants, Q8_0 for the 32-element types,
-//     F16/BF16/F32 for the float types), byte for byte as quant.Quantize.
+//     Q8_1 for Q4_1 and Q5_1, F16/BF16/F32 for the float types), byte for
+//     byte as quant.Quantize.
 //   - Dot is one weight row times one quantized activation row.
 //   - MatVec multiplies rows weight rows by one activation row (decode),
-//     eight weight rows per kernel call for the 32-element block types;
+//     eight weight rows per kernel call for the 32-element block types and
+//     IQ4_XS;
 //     MatMul by several (prefill), tiling the weights so that they stream
 //     from memory once per batch and, for the K-quants, unpacking each
 //     weight block once for four activation rows. Both hand out chunks of
@@ -38,9 +40,11 @@
 // is all QuantizeActivation produces; a hand-made -128 activation would be
 // taken as +128 where the weight is negative.
 //
-// Covered types: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (against Q8_K), Q8_0, Q4_0,
-// Q5_0, MXFP4 (against Q8_0), F32, F16, BF16; the others Types lists run
-// on the reference.
+// Covered types: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0
+// (against Q8_K), Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL (against Q8_0), Q4_1,
+// Q5_1 (against Q8_1), F32, F16, BF16; the others Types lists run on the
+// reference. IQ4_NL and IQ4_XS need no precondition: their table values
+// are never -128, so their sign trick moves the sign onto the weight.
 //
 // The code both kernel packages share (levels, MatVec/MatMul threading, the
 // plugin) is plugins/internal/kernelkit; this package brings the assembly,

@@ -95,6 +95,36 @@ func dotMXFP4AVX2(w *byte, a *byte, nb int) float32
 func dotMXFP4r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
+func dotIQ4_NLAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_NLr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ4_1AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ5_1AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotTQ1_0AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotF32AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape

@@ -6847,6 +6847,2460 @@ donedotMXFP4r8AVX2:
 	VZEROUPPER
 	RET
 
+// func dotIQ4_NLAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-28
+	MOVQ           w+0(FP), AX
+	MOVQ           a+8(FP), CX
+	MOVQ           nb+16(FP), DX
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI128 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD   c32_00010001<>+0(SB), Y2
+	VXORPS         X3, X3, X3
+
+loopdotIQ4_NLAVX2:
+	CMPQ         DX, $0x08
+	JB           taildotIQ4_NLAVX2
+	VMOVDQU      2(AX), X4
+	VINSERTI128  $0x01, 74(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      2(CX), X4
+	VINSERTI128  $0x01, 138(CX), Y4, Y7
+	VMOVDQU      18(CX), X4
+	VINSERTI128  $0x01, 154(CX), Y4, Y8
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      20(AX), X4
+	VINSERTI128  $0x01, 92(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y6, Y1, Y6
+	VPSHUFB      Y7, Y1, Y7
+	VMOVDQU      36(CX), X4
+	VINSERTI128  $0x01, 172(CX), Y4, Y8
+	VMOVDQU      52(CX), X4
+	VINSERTI128  $0x01, 188(CX), Y4, Y9
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VMOVDQU      38(AX), X4
+	VINSERTI128  $0x01, 110(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y6, Y1, Y6
+	VPSHUFB      Y7, Y1, Y7
+	VMOVDQU      70(CX), X4
+	VINSERTI128  $0x01, 206(CX), Y4, Y8
+	VMOVDQU      86(CX), X4
+	VINSERTI128  $0x01, 222(CX), Y4, Y9
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      56(AX), X4
+	VINSERTI128  $0x01, 128(AX), Y4, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y7, Y1, Y7
+	VPSHUFB      Y8, Y1, Y8
+	VMOVDQU      104(CX), X4
+	VINSERTI128  $0x01, 240(CX), Y4, Y9
+	VMOVDQU      120(CX), X4
+	VINSERTI128  $0x01, 256(CX), Y4, Y10
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWQZX      (CX), BX
+	MOVWQZX      34(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      68(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      102(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      136(CX), SI
+	MOVWQZX      170(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      204(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      238(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X4
+	VPINSRQ      $0x01, SI, X4, X4
+	VCVTPH2PS    X4, Y6
+	MOVWQZX      (AX), BX
+	MOVWQZX      18(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      36(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      54(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      72(AX), SI
+	MOVWQZX      90(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      108(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      126(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X4
+	VPINSRQ      $0x01, SI, X4, X4
+	VCVTPH2PS    X4, Y7
+	VMULPS       Y6, Y7, Y7
+	VMULPS       Y7, Y5, Y5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X3, X3
+	VMOVHLPS     X5, X5, X4
+	VADDSS       X4, X3, X3
+	VPERMILPS    $0xff, X5, X4
+	VADDSS       X4, X3, X3
+	VEXTRACTF128 $0x01, Y5, X4
+	VADDSS       X4, X3, X3
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X3, X3
+	VMOVHLPS     X4, X4, X5
+	VADDSS       X5, X3, X3
+	VPERMILPS    $0xff, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000110, CX
+	SUBQ         $0x08, DX
+	JMP          loopdotIQ4_NLAVX2
+
+taildotIQ4_NLAVX2:
+	TESTQ       DX, DX
+	JZ          donedotIQ4_NLAVX2
+	VMOVDQU     2(AX), X4
+	VINSERTI128 $0x01, 2(AX), Y4, Y5
+	VPSRLW      $0x04, Y5, Y6
+	VPAND       Y0, Y5, Y5
+	VPAND       Y0, Y6, Y6
+	VPSHUFB     Y5, Y1, Y5
+	VPSHUFB     Y6, Y1, Y6
+	VMOVDQU     2(CX), X4
+	VINSERTI128 $0x01, 2(CX), Y4, Y7
+	VMOVDQU     18(CX), X4
+	VINSERTI128 $0x01, 18(CX), Y4, Y8
+	VPSIGNB     Y7, Y5, Y5
+	VPABSB      Y7, Y7
+	VPMADDUBSW  Y5, Y7, Y5
+	VPMADDWD    Y2, Y5, Y5
+	VPSIGNB     Y8, Y6, Y6
+	VPABSB      Y8, Y7
+	VPMADDUBSW  Y6, Y7, Y6
+	VPMADDWD    Y2, Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VPSHUFD     $0x4e, X5, X4
+	VPADDD      X4, X5, X5
+	VPSHUFD     $0xb1, X5, X4
+	VPADDD      X4, X5, X5
+	VCVTDQ2PS   X5, X5
+	VMOVD       (CX), X4
+	VCVTPH2PS   X4, X4
+	VMOVD       (AX), X6
+	VCVTPH2PS   X6, X6
+	VMULPS      X4, X6, X6
+	VMULPS      X6, X5, X5
+	VADDSS      X5, X3, X3
+	ADDQ        $0x00000012, AX
+	ADDQ        $0x00000022, CX
+	DECQ        DX
+	JMP         taildotIQ4_NLAVX2
+
+donedotIQ4_NLAVX2:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_NLlut<>+0(SB)/4, $0xbfad9881
+DATA b32IQ4_NLlut<>+4(SB)/4, $0xf6eaddcf
+DATA b32IQ4_NLlut<>+8(SB)/4, $0x26190d01
+DATA b32IQ4_NLlut<>+12(SB)/4, $0x71594535
+GLOBL b32IQ4_NLlut<>(SB), RODATA|NOPTR, $16
+
+// func dotIQ4_NLr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ4_NLr8AVX2(SB), NOSPLIT, $0-40
+	MOVQ           w+0(FP), AX
+	MOVQ           wstride+8(FP), CX
+	MOVQ           a+16(FP), DX
+	MOVQ           nb+24(FP), BX
+	LEAQ           (CX)(CX*2), SI
+	LEAQ           (AX)(CX*4), DI
+	LEAQ           (DI)(CX*4), R8
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI128 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD   c32_00010001<>+0(SB), Y2
+	VPXOR          Y3, Y3, Y3
+	TESTQ          BX, BX
+	JZ             donedotIQ4_NLr8AVX2
+
+loopdotIQ4_NLr8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	ADDQ           $0x00000090, R8
+	VBROADCASTI128 2(DX), Y4
+	VBROADCASTI128 18(DX), Y5
+	VMOVDQU        2(AX), X6
+	VINSERTI128    $0x01, 2(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        2(AX)(CX*1), X6
+	VINSERTI128    $0x01, 2(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        2(AX)(CX*2), X6
+	VINSERTI128    $0x01, 2(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        2(AX)(SI*1), X6
+	VINSERTI128    $0x01, 2(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VPBROADCASTW   (DX), X5
+	VCVTPH2PS      X5, Y5
+	VCVTDQ2PS      Y4, Y4
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X6
+	VPINSRQ        $0x01, R10, X6, X6
+	VCVTPH2PS      X6, Y7
+	VMULPS         Y5, Y7, Y7
+	VMULPS         Y7, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JNZ            loopdotIQ4_NLr8AVX2
+
+donedotIQ4_NLr8AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ4_1AVX2:
+	CMPQ         DX, $0x08
+	JB           taildotQ4_1AVX2
+	VMOVDQU      4(AX), X3
+	VINSERTI128  $0x01, 84(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      4(CX), X3
+	VINSERTI128  $0x01, 148(CX), Y3, Y6
+	VMOVDQU      20(CX), X3
+	VINSERTI128  $0x01, 164(CX), Y3, Y7
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDUBSW   Y7, Y5, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      24(AX), X3
+	VINSERTI128  $0x01, 104(AX), Y3, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      40(CX), X3
+	VINSERTI128  $0x01, 184(CX), Y3, Y7
+	VMOVDQU      56(CX), X3
+	VINSERTI128  $0x01, 200(CX), Y3, Y8
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDUBSW   Y8, Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VMOVDQU      44(AX), X3
+	VINSERTI128  $0x01, 124(AX), Y3, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      76(CX), X3
+	VINSERTI128  $0x01, 220(CX), Y3, Y7
+	VMOVDQU      92(CX), X3
+	VINSERTI128  $0x01, 236(CX), Y3, Y8
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDUBSW   Y8, Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      64(AX), X3
+	VINSERTI128  $0x01, 144(AX), Y3, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      112(CX), X3
+	VINSERTI128  $0x01, 256(CX), Y3, Y8
+	VMOVDQU      128(CX), X3
+	VINSERTI128  $0x01, 272(CX), Y3, Y9
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	MOVWQZX      (CX), BX
+	MOVWQZX      36(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      72(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      108(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      144(CX), SI
+	MOVWQZX      180(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      216(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      252(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X3
+	VPINSRQ      $0x01, SI, X3, X3
+	VCVTPH2PS    X3, Y5
+	MOVWQZX      (AX), BX
+	MOVWQZX      20(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      40(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      60(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      80(AX), SI
+	MOVWQZX      100(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      120(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      140(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X3
+	VPINSRQ      $0x01, SI, X3, X3
+	VCVTPH2PS    X3, Y6
+	VMULPS       Y5, Y6, Y6
+	VMULPS       Y6, Y4, Y4
+	MOVWQZX      2(AX), BX
+	MOVWQZX      22(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      42(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      62(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      82(AX), SI
+	MOVWQZX      102(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      122(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      142(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X3
+	VPINSRQ      $0x01, SI, X3, X3
+	VCVTPH2PS    X3, Y5
+	MOVWQZX      2(CX), BX
+	MOVWQZX      38(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      74(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      110(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      146(CX), SI
+	MOVWQZX      182(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      218(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      254(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X3
+	VPINSRQ      $0x01, SI, X3, X3
+	VCVTPH2PS    X3, Y6
+	VMULPS       Y6, Y5, Y5
+	VADDPS       Y5, Y4, Y4
+	VADDSS       X4, X2, X2
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X2, X2
+	VMOVHLPS     X4, X4, X3
+	VADDSS       X3, X2, X2
+	VPERMILPS    $0xff, X4, X3
+	VADDSS       X3, X2, X2
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDSS       X3, X2, X2
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X2, X2
+	VMOVHLPS     X3, X3, X4
+	VADDSS       X4, X2, X2
+	VPERMILPS    $0xff, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000120, CX
+	SUBQ         $0x08, DX
+	JMP          loopdotQ4_1AVX2
+
+taildotQ4_1AVX2:
+	TESTQ       DX, DX
+	JZ          donedotQ4_1AVX2
+	VMOVDQU     4(AX), X3
+	VINSERTI128 $0x01, 4(AX), Y3, Y4
+	VPSRLW      $0x04, Y4, Y5
+	VPAND       Y0, Y4, Y4
+	VPAND       Y0, Y5, Y5
+	VMOVDQU     4(CX), X3
+	VINSERTI128 $0x01, 4(CX), Y3, Y6
+	VMOVDQU     20(CX), X3
+	VINSERTI128 $0x01, 20(CX), Y3, Y7
+	VPMADDUBSW  Y6, Y4, Y4
+	VPMADDUBSW  Y7, Y5, Y5
+	VPADDW      Y5, Y4, Y4
+	VPMADDWD    Y1, Y4, Y4
+	VPSHUFD     $0x4e, X4, X3
+	VPADDD      X3, X4, X4
+	VPSHUFD     $0xb1, X4, X3
+	VPADDD      X3, X4, X4
+	VCVTDQ2PS   X4, X4
+	VMOVD       (CX), X3
+	VCVTPH2PS   X3, X3
+	VMOVD       (AX), X5
+	VCVTPH2PS   X5, X5
+	VMULPS      X3, X5, X5
+	VMULPS      X5, X4, X4
+	VMOVD       2(AX), X3
+	VCVTPH2PS   X3, X3
+	VMOVD       2(CX), X5
+	VCVTPH2PS   X5, X5
+	VMULPS      X5, X3, X3
+	VADDPS      X3, X4, X4
+	VADDSS      X4, X2, X2
+	ADDQ        $0x00000014, AX
+	ADDQ        $0x00000024, CX
+	DECQ        DX
+	JMP         taildotQ4_1AVX2
+
+donedotQ4_1AVX2:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ4_1r8AVX2(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPXOR        Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           donedotQ4_1r8AVX2
+
+loopdotQ4_1r8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	ADDQ           $0x000000a0, R8
+	VBROADCASTI128 4(DX), Y3
+	VBROADCASTI128 20(DX), Y4
+	VMOVDQU        4(AX), X5
+	VINSERTI128    $0x01, 4(DI), Y5, Y6
+	VPSRLW         $0x04, Y6, Y7
+	VPAND          Y0, Y6, Y6
+	VPAND          Y0, Y7, Y7
+	VPMADDUBSW     Y3, Y6, Y6
+	VPMADDUBSW     Y4, Y7, Y7
+	VPADDW         Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VMOVDQU        4(AX)(CX*1), X5
+	VINSERTI128    $0x01, 4(DI)(CX*1), Y5, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPMADDUBSW     Y3, Y7, Y7
+	VPMADDUBSW     Y4, Y8, Y8
+	VPADDW         Y8, Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VMOVDQU        4(AX)(CX*2), X5
+	VINSERTI128    $0x01, 4(DI)(CX*2), Y5, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPMADDUBSW     Y3, Y7, Y7
+	VPMADDUBSW     Y4, Y8, Y8
+	VPADDW         Y8, Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VMOVDQU        4(AX)(SI*1), X5
+	VINSERTI128    $0x01, 4(DI)(SI*1), Y5, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPMADDUBSW     Y3, Y8, Y8
+	VPMADDUBSW     Y4, Y9, Y9
+	VPADDW         Y9, Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y3
+	VPHADDD        Y3, Y6, Y3
+	VPBROADCASTW   (DX), X4
+	VCVTPH2PS      X4, Y4
+	VPBROADCASTW   2(DX), X6
+	VCVTPH2PS      X6, Y6
+	VCVTDQ2PS      Y3, Y3
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X5
+	VPINSRQ        $0x01, R10, X5, X5
+	VCVTPH2PS      X5, Y7
+	VMULPS         Y4, Y7, Y7
+	VMULPS         Y7, Y3, Y3
+	MOVWQZX        2(AX), R9
+	MOVWQZX        2(AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        2(AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        2(AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        2(DI), R10
+	MOVWQZX        2(DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        2(DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        2(DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X4
+	VPINSRQ        $0x01, R10, X4, X4
+	VCVTPH2PS      X4, Y4
+	VMULPS         Y6, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VADDPS         Y3, Y2, Y2
+	ADDQ           $0x00000014, AX
+	ADDQ           $0x00000014, DI
+	ADDQ           $0x00000024, DX
+	DECQ           BX
+	JNZ            loopdotQ4_1r8AVX2
+
+donedotQ4_1r8AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPBROADCASTQ b32q5bits<>+0(SB), Y3
+	VXORPS       X4, X4, X4
+
+loopdotQ5_1AVX2:
+	CMPQ         DX, $0x08
+	JB           taildotQ5_1AVX2
+	VMOVDQU      8(AX), X5
+	VINSERTI128  $0x01, 104(AX), Y5, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VMOVD        4(AX), X5
+	VPINSRD      $0x01, 100(AX), X5, X5
+	VPBROADCASTQ X5, Y8
+	VPSHUFB      b32q5lo<>+0(SB), Y8, Y9
+	VPOR         Y3, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPSHUFB      b32q5hi<>+0(SB), Y8, Y8
+	VPOR         Y3, Y8, Y8
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      4(CX), X5
+	VINSERTI128  $0x01, 148(CX), Y5, Y8
+	VMOVDQU      20(CX), X5
+	VINSERTI128  $0x01, 164(CX), Y5, Y9
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      32(AX), X5
+	VINSERTI128  $0x01, 128(AX), Y5, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVD        28(AX), X5
+	VPINSRD      $0x01, 124(AX), X5, X5
+	VPBROADCASTQ X5, Y9
+	VPSHUFB      b32q5lo<>+0(SB), Y9, Y10
+	VPOR         Y3, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPSHUFB      b32q5hi<>+0(SB), Y9, Y9
+	VPOR         Y3, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      40(CX), X5
+	VINSERTI128  $0x01, 184(CX), Y5, Y9
+	VMOVDQU      56(CX), X5
+	VINSERTI128  $0x01, 200(CX), Y5, Y10
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDUBSW   Y10, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VMOVDQU      56(AX), X5
+	VINSERTI128  $0x01, 152(AX), Y5, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVD        52(AX), X5
+	VPINSRD      $0x01, 148(AX), X5, X5
+	VPBROADCASTQ X5, Y9
+	VPSHUFB      b32q5lo<>+0(SB), Y9, Y10
+	VPOR         Y3, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPSHUFB      b32q5hi<>+0(SB), Y9, Y9
+	VPOR         Y3, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      76(CX), X5
+	VINSERTI128  $0x01, 220(CX), Y5, Y9
+	VMOVDQU      92(CX), X5
+	VINSERTI128  $0x01, 236(CX), Y5, Y10
+	VPMADDUBSW   Y9, Y7, Y7
+	VPMADDUBSW   Y10, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      80(AX), X5
+	VINSERTI128  $0x01, 176(AX), Y5, Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y8, Y8
+	VPAND        Y0, Y9, Y9
+	VMOVD        76(AX), X5
+	VPINSRD      $0x01, 172(AX), X5, X5
+	VPBROADCASTQ X5, Y10
+	VPSHUFB      b32q5lo<>+0(SB), Y10, Y11
+	VPOR         Y3, Y11, Y11
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPSHUFB      b32q5hi<>+0(SB), Y10, Y10
+	VPOR         Y3, Y10, Y10
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      112(CX), X5
+	VINSERTI128  $0x01, 256(CX), Y5, Y10
+	VMOVDQU      128(CX), X5
+	VINSERTI128  $0x01, 272(CX), Y5, Y11
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDUBSW   Y11, Y9, Y9
+	VPADDW       Y9, Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWQZX      (CX), BX
+	MOVWQZX      36(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      72(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      108(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      144(CX), SI
+	MOVWQZX      180(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      216(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      252(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X5
+	VPINSRQ      $0x01, SI, X5, X5
+	VCVTPH2PS    X5, Y7
+	MOVWQZX      (AX), BX
+	MOVWQZX      24(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      48(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      72(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      96(AX), SI
+	MOVWQZX      120(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      144(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      168(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X5
+	VPINSRQ      $0x01, SI, X5, X5
+	VCVTPH2PS    X5, Y8
+	VMULPS       Y7, Y8, Y8
+	VMULPS       Y8, Y6, Y6
+	MOVWQZX      2(AX), BX
+	MOVWQZX      26(AX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      50(AX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      74(AX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      98(AX), SI
+	MOVWQZX      122(AX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      146(AX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      170(AX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X5
+	VPINSRQ      $0x01, SI, X5, X5
+	VCVTPH2PS    X5, Y7
+	MOVWQZX      2(CX), BX
+	MOVWQZX      38(CX), SI
+	SHLQ         $0x10, SI
+	ORQ          SI, BX
+	MOVWQZX      74(CX), SI
+	SHLQ         $0x20, SI
+	ORQ          SI, BX
+	MOVWQZX      110(CX), SI
+	SHLQ         $0x30, SI
+	ORQ          SI, BX
+	MOVWQZX      146(CX), SI
+	MOVWQZX      182(CX), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	MOVWQZX      218(CX), DI
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	MOVWQZX      254(CX), DI
+	SHLQ         $0x30, DI
+	ORQ          DI, SI
+	VMOVQ        BX, X5
+	VPINSRQ      $0x01, SI, X5, X5
+	VCVTPH2PS    X5, Y8
+	VMULPS       Y8, Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VADDSS       X6, X4, X4
+	VMOVSHDUP    X6, X5
+	VADDSS       X5, X4, X4
+	VMOVHLPS     X6, X6, X5
+	VADDSS       X5, X4, X4
+	VPERMILPS    $0xff, X6, X5
+	VADDSS       X5, X4, X4
+	VEXTRACTF128 $0x01, Y6, X5
+	VADDSS       X5, X4, X4
+	VMOVSHDUP    X5, X6
+	VADDSS       X6, X4, X4
+	VMOVHLPS     X5, X5, X6
+	VADDSS       X6, X4, X4
+	VPERMILPS    $0xff, X5, X5
+	VADDSS       X5, X4, X4
+	ADDQ         $0x000000c0, AX
+	ADDQ         $0x00000120, CX
+	SUBQ         $0x08, DX
+	JMP          loopdotQ5_1AVX2
+
+taildotQ5_1AVX2:
+	TESTQ        DX, DX
+	JZ           donedotQ5_1AVX2
+	VMOVDQU      8(AX), X5
+	VINSERTI128  $0x01, 8(AX), Y5, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VMOVD        4(AX), X5
+	VPINSRD      $0x01, 4(AX), X5, X5
+	VPBROADCASTQ X5, Y8
+	VPSHUFB      b32q5lo<>+0(SB), Y8, Y9
+	VPOR         Y3, Y9, Y9
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPSHUFB      b32q5hi<>+0(SB), Y8, Y8
+	VPOR         Y3, Y8, Y8
+	VPCMPEQB     v32_ffffffff<>+0(SB), Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      4(CX), X5
+	VINSERTI128  $0x01, 4(CX), Y5, Y8
+	VMOVDQU      20(CX), X5
+	VINSERTI128  $0x01, 20(CX), Y5, Y9
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDUBSW   Y9, Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMOVD        (CX), X5
+	VCVTPH2PS    X5, X5
+	VMOVD        (AX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X5, X7, X7
+	VMULPS       X7, X6, X6
+	VMOVD        2(AX), X5
+	VCVTPH2PS    X5, X5
+	VMOVD        2(CX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X5, X5
+	VADDPS       X5, X6, X6
+	VADDSS       X6, X4, X4
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ5_1AVX2
+
+donedotQ5_1AVX2:
+	MOVSS X4, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1r8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ5_1r8AVX2(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPBROADCASTQ b32q5bits<>+0(SB), Y3
+	VPXOR        Y4, Y4, Y4
+	TESTQ        BX, BX
+	JZ           donedotQ5_1r8AVX2
+
+loopdotQ5_1r8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	ADDQ           $0x000000c0, R8
+	VBROADCASTI128 4(DX), Y5
+	VBROADCASTI128 20(DX), Y6
+	VMOVDQU        8(AX), X7
+	VINSERTI128    $0x01, 8(DI), Y7, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VMOVD          4(AX), X7
+	VPINSRD        $0x01, 4(DI), X7, X7
+	VPBROADCASTQ   X7, Y10
+	VPSHUFB        b32q5lo<>+0(SB), Y10, Y11
+	VPOR           Y3, Y11, Y11
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y8, Y8
+	VPSHUFB        b32q5hi<>+0(SB), Y10, Y10
+	VPOR           Y3, Y10, Y10
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y10, Y10
+	VPAND          Y2, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     Y5, Y8, Y8
+	VPMADDUBSW     Y6, Y9, Y9
+	VPADDW         Y9, Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VMOVDQU        8(AX)(CX*1), X7
+	VINSERTI128    $0x01, 8(DI)(CX*1), Y7, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VMOVD          4(AX)(CX*1), X7
+	VPINSRD        $0x01, 4(DI)(CX*1), X7, X7
+	VPBROADCASTQ   X7, Y11
+	VPSHUFB        b32q5lo<>+0(SB), Y11, Y12
+	VPOR           Y3, Y12, Y12
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPSHUFB        b32q5hi<>+0(SB), Y11, Y11
+	VPOR           Y3, Y11, Y11
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     Y5, Y9, Y9
+	VPMADDUBSW     Y6, Y10, Y10
+	VPADDW         Y10, Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VMOVDQU        8(AX)(CX*2), X7
+	VINSERTI128    $0x01, 8(DI)(CX*2), Y7, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VMOVD          4(AX)(CX*2), X7
+	VPINSRD        $0x01, 4(DI)(CX*2), X7, X7
+	VPBROADCASTQ   X7, Y11
+	VPSHUFB        b32q5lo<>+0(SB), Y11, Y12
+	VPOR           Y3, Y12, Y12
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPOR           Y12, Y9, Y9
+	VPSHUFB        b32q5hi<>+0(SB), Y11, Y11
+	VPOR           Y3, Y11, Y11
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y11, Y11
+	VPAND          Y2, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VPMADDUBSW     Y5, Y9, Y9
+	VPMADDUBSW     Y6, Y10, Y10
+	VPADDW         Y10, Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VMOVDQU        8(AX)(SI*1), X7
+	VINSERTI128    $0x01, 8(DI)(SI*1), Y7, Y10
+	VPSRLW         $0x04, Y10, Y11
+	VPAND          Y0, Y10, Y10
+	VPAND          Y0, Y11, Y11
+	VMOVD          4(AX)(SI*1), X7
+	VPINSRD        $0x01, 4(DI)(SI*1), X7, X7
+	VPBROADCASTQ   X7, Y12
+	VPSHUFB        b32q5lo<>+0(SB), Y12, Y13
+	VPOR           Y3, Y13, Y13
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPOR           Y13, Y10, Y10
+	VPSHUFB        b32q5hi<>+0(SB), Y12, Y12
+	VPOR           Y3, Y12, Y12
+	VPCMPEQB       v32_ffffffff<>+0(SB), Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     Y5, Y10, Y10
+	VPMADDUBSW     Y6, Y11, Y11
+	VPADDW         Y11, Y10, Y10
+	VPMADDWD       Y1, Y10, Y10
+	VPHADDD        Y10, Y9, Y5
+	VPHADDD        Y5, Y8, Y5
+	VPBROADCASTW   (DX), X6
+	VCVTPH2PS      X6, Y6
+	VPBROADCASTW   2(DX), X8
+	VCVTPH2PS      X8, Y8
+	VCVTDQ2PS      Y5, Y5
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X7
+	VPINSRQ        $0x01, R10, X7, X7
+	VCVTPH2PS      X7, Y9
+	VMULPS         Y6, Y9, Y9
+	VMULPS         Y9, Y5, Y5
+	MOVWQZX        2(AX), R9
+	MOVWQZX        2(AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        2(AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        2(AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        2(DI), R10
+	MOVWQZX        2(DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        2(DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        2(DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X6
+	VPINSRQ        $0x01, R10, X6, X6
+	VCVTPH2PS      X6, Y6
+	VMULPS         Y8, Y6, Y6
+	VADDPS         Y6, Y5, Y5
+	VADDPS         Y5, Y4, Y4
+	ADDQ           $0x00000018, AX
+	ADDQ           $0x00000018, DI
+	ADDQ           $0x00000024, DX
+	DECQ           BX
+	JNZ            loopdotQ5_1r8AVX2
+
+donedotQ5_1r8AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y4, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4_XSAVX2(SB), NOSPLIT, $0-28
+	MOVQ           w+0(FP), AX
+	MOVQ           a+8(FP), CX
+	MOVQ           nb+16(FP), DX
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI128 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD   c32_00010001<>+0(SB), Y2
+	VXORPS         X3, X3, X3
+	TESTQ          DX, DX
+	JZ             donedotIQ4_XSAVX2
+
+loopdotIQ4_XSAVX2:
+	VMOVDQU      8(AX), X4
+	VINSERTI128  $0x01, 72(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      4(CX), X4
+	VINSERTI128  $0x01, 132(CX), Y4, Y7
+	VMOVDQU      20(CX), X4
+	VINSERTI128  $0x01, 148(CX), Y4, Y8
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      24(AX), X4
+	VINSERTI128  $0x01, 88(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y6, Y1, Y6
+	VPSHUFB      Y7, Y1, Y7
+	VMOVDQU      36(CX), X4
+	VINSERTI128  $0x01, 164(CX), Y4, Y8
+	VMOVDQU      52(CX), X4
+	VINSERTI128  $0x01, 180(CX), Y4, Y9
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VMOVDQU      40(AX), X4
+	VINSERTI128  $0x01, 104(AX), Y4, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y6, Y1, Y6
+	VPSHUFB      Y7, Y1, Y7
+	VMOVDQU      68(CX), X4
+	VINSERTI128  $0x01, 196(CX), Y4, Y8
+	VMOVDQU      84(CX), X4
+	VINSERTI128  $0x01, 212(CX), Y4, Y9
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      56(AX), X4
+	VINSERTI128  $0x01, 120(AX), Y4, Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y7, Y1, Y7
+	VPSHUFB      Y8, Y1, Y8
+	VMOVDQU      100(CX), X4
+	VINSERTI128  $0x01, 228(CX), Y4, Y9
+	VMOVDQU      116(CX), X4
+	VINSERTI128  $0x01, 244(CX), Y4, Y10
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTQ (AX), Y6
+	VPSHUFB      iq4xsctl<>+0(SB), Y6, Y6
+	VPSRLVD      iq4xslo<>+0(SB), Y6, Y7
+	VPSRLVD      iq4xshi<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y7, Y7
+	VPAND        v32_00000003<>+0(SB), Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y7, Y7
+	VPSUBD       v32_00000020<>+0(SB), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VBROADCASTSS X4, Y6
+	VMULPS       Y6, Y7, Y7
+	VMULPS       Y7, Y5, Y5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X3, X3
+	VMOVHLPS     X5, X5, X4
+	VADDSS       X4, X3, X3
+	VPERMILPS    $0xff, X5, X4
+	VADDSS       X4, X3, X3
+	VEXTRACTF128 $0x01, Y5, X4
+	VADDSS       X4, X3, X3
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X3, X3
+	VMOVHLPS     X4, X4, X5
+	VADDSS       X5, X3, X3
+	VPERMILPS    $0xff, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ4_XSAVX2
+
+donedotIQ4_XSAVX2:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_XSlut<>+0(SB)/4, $0xbfad9881
+DATA b32IQ4_XSlut<>+4(SB)/4, $0xf6eaddcf
+DATA b32IQ4_XSlut<>+8(SB)/4, $0x26190d01
+DATA b32IQ4_XSlut<>+12(SB)/4, $0x71594535
+GLOBL b32IQ4_XSlut<>(SB), RODATA|NOPTR, $16
+
+DATA iq4xsctl<>+0(SB)/4, $0x80030204
+DATA iq4xsctl<>+4(SB)/4, $0x80030204
+DATA iq4xsctl<>+8(SB)/4, $0x80030205
+DATA iq4xsctl<>+12(SB)/4, $0x80030205
+DATA iq4xsctl<>+16(SB)/4, $0x80030206
+DATA iq4xsctl<>+20(SB)/4, $0x80030206
+DATA iq4xsctl<>+24(SB)/4, $0x80030207
+DATA iq4xsctl<>+28(SB)/4, $0x80030207
+GLOBL iq4xsctl<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xslo<>+0(SB)/4, $0x00000000
+DATA iq4xslo<>+4(SB)/4, $0x00000004
+DATA iq4xslo<>+8(SB)/4, $0x00000000
+DATA iq4xslo<>+12(SB)/4, $0x00000004
+DATA iq4xslo<>+16(SB)/4, $0x00000000
+DATA iq4xslo<>+20(SB)/4, $0x00000004
+DATA iq4xslo<>+24(SB)/4, $0x00000000
+DATA iq4xslo<>+28(SB)/4, $0x00000004
+GLOBL iq4xslo<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xshi<>+0(SB)/4, $0x00000008
+DATA iq4xshi<>+4(SB)/4, $0x0000000a
+DATA iq4xshi<>+8(SB)/4, $0x0000000c
+DATA iq4xshi<>+12(SB)/4, $0x0000000e
+DATA iq4xshi<>+16(SB)/4, $0x00000010
+DATA iq4xshi<>+20(SB)/4, $0x00000012
+DATA iq4xshi<>+24(SB)/4, $0x00000014
+DATA iq4xshi<>+28(SB)/4, $0x00000016
+GLOBL iq4xshi<>(SB), RODATA|NOPTR, $32
+
+DATA v32_0000000f<>+0(SB)/4, $0x0000000f
+DATA v32_0000000f<>+4(SB)/4, $0x0000000f
+DATA v32_0000000f<>+8(SB)/4, $0x0000000f
+DATA v32_0000000f<>+12(SB)/4, $0x0000000f
+DATA v32_0000000f<>+16(SB)/4, $0x0000000f
+DATA v32_0000000f<>+20(SB)/4, $0x0000000f
+DATA v32_0000000f<>+24(SB)/4, $0x0000000f
+DATA v32_0000000f<>+28(SB)/4, $0x0000000f
+GLOBL v32_0000000f<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000003<>+0(SB)/4, $0x00000003
+DATA v32_00000003<>+4(SB)/4, $0x00000003
+DATA v32_00000003<>+8(SB)/4, $0x00000003
+DATA v32_00000003<>+12(SB)/4, $0x00000003
+DATA v32_00000003<>+16(SB)/4, $0x00000003
+DATA v32_00000003<>+20(SB)/4, $0x00000003
+DATA v32_00000003<>+24(SB)/4, $0x00000003
+DATA v32_00000003<>+28(SB)/4, $0x00000003
+GLOBL v32_00000003<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000020<>+0(SB)/4, $0x00000020
+DATA v32_00000020<>+4(SB)/4, $0x00000020
+DATA v32_00000020<>+8(SB)/4, $0x00000020
+DATA v32_00000020<>+12(SB)/4, $0x00000020
+DATA v32_00000020<>+16(SB)/4, $0x00000020
+DATA v32_00000020<>+20(SB)/4, $0x00000020
+DATA v32_00000020<>+24(SB)/4, $0x00000020
+DATA v32_00000020<>+28(SB)/4, $0x00000020
+GLOBL v32_00000020<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ4_XSr8AVX2(SB), NOSPLIT, $96-40
+	MOVQ           w+0(FP), AX
+	MOVQ           wstride+8(FP), CX
+	MOVQ           a+16(FP), DX
+	MOVQ           nb+24(FP), BX
+	LEAQ           (CX)(CX*2), SI
+	LEAQ           (AX)(CX*4), DI
+	LEAQ           (DI)(CX*4), R8
+	VPBROADCASTD   c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI128 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD   c32_00010001<>+0(SB), Y2
+	VPXOR          Y3, Y3, Y3
+	TESTQ          BX, BX
+	JZ             donedotIQ4_XSr8AVX2
+
+loopdotIQ4_XSr8AVX2:
+	PREFETCHT1     (R8)
+	PREFETCHT1     64(R8)
+	PREFETCHT1     128(R8)
+	PREFETCHT1     192(R8)
+	PREFETCHT1     256(R8)
+	PREFETCHT1     320(R8)
+	PREFETCHT1     384(R8)
+	PREFETCHT1     448(R8)
+	PREFETCHT1     512(R8)
+	PREFETCHT1     576(R8)
+	PREFETCHT1     640(R8)
+	PREFETCHT1     704(R8)
+	PREFETCHT1     768(R8)
+	PREFETCHT1     832(R8)
+	PREFETCHT1     896(R8)
+	PREFETCHT1     960(R8)
+	PREFETCHT1     1024(R8)
+	ADDQ           $0x00000440, R8
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(SI*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	MOVWQZX        (DI), R10
+	MOVWQZX        (DI)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(CX*2), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        (DI)(SI*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R9, X4
+	VPINSRQ        $0x01, R10, X4, X4
+	VCVTPH2PS      X4, Y4
+	VBROADCASTSS   (DX), Y5
+	VMULPS         Y5, Y4, Y4
+	VMOVD          4(AX), X6
+	VMOVD          4(DI), X5
+	VPINSRD        $0x01, 4(AX)(CX*1), X6, X6
+	VPINSRD        $0x01, 4(DI)(CX*1), X5, X5
+	VPINSRD        $0x02, 4(AX)(CX*2), X6, X6
+	VPINSRD        $0x02, 4(DI)(CX*2), X5, X5
+	VPINSRD        $0x03, 4(AX)(SI*1), X6, X6
+	VPINSRD        $0x03, 4(DI)(SI*1), X5, X5
+	VINSERTI128    $0x01, X5, Y6, Y5
+	VMOVD          (AX), X6
+	VMOVD          (DI), X7
+	VPINSRD        $0x01, (AX)(CX*1), X6, X6
+	VPINSRD        $0x01, (DI)(CX*1), X7, X7
+	VPINSRD        $0x02, (AX)(CX*2), X6, X6
+	VPINSRD        $0x02, (DI)(CX*2), X7, X7
+	VPINSRD        $0x03, (AX)(SI*1), X6, X6
+	VPINSRD        $0x03, (DI)(SI*1), X7, X7
+	VINSERTI128    $0x01, X7, Y6, Y7
+	VPSRLD         $0x10, Y7, Y7
+	VMOVDQU        Y4, (SP)
+	VMOVDQU        Y5, 32(SP)
+	VMOVDQU        Y7, 64(SP)
+	VBROADCASTI128 4(DX), Y4
+	VBROADCASTI128 20(DX), Y5
+	VMOVDQU        8(AX), X6
+	VINSERTI128    $0x01, 8(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        8(AX)(CX*1), X6
+	VINSERTI128    $0x01, 8(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        8(AX)(CX*2), X6
+	VINSERTI128    $0x01, 8(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        8(AX)(SI*1), X6
+	VINSERTI128    $0x01, 8(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 36(DX), Y4
+	VBROADCASTI128 52(DX), Y5
+	VMOVDQU        24(AX), X6
+	VINSERTI128    $0x01, 24(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        24(AX)(CX*1), X6
+	VINSERTI128    $0x01, 24(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        24(AX)(CX*2), X6
+	VINSERTI128    $0x01, 24(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        24(AX)(SI*1), X6
+	VINSERTI128    $0x01, 24(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x04, Y5, Y5
+	VPSRLD         $0x02, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 68(DX), Y4
+	VBROADCASTI128 84(DX), Y5
+	VMOVDQU        40(AX), X6
+	VINSERTI128    $0x01, 40(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        40(AX)(CX*1), X6
+	VINSERTI128    $0x01, 40(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        40(AX)(CX*2), X6
+	VINSERTI128    $0x01, 40(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        40(AX)(SI*1), X6
+	VINSERTI128    $0x01, 40(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x08, Y5, Y5
+	VPSRLD         $0x04, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 100(DX), Y4
+	VBROADCASTI128 116(DX), Y5
+	VMOVDQU        56(AX), X6
+	VINSERTI128    $0x01, 56(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        56(AX)(CX*1), X6
+	VINSERTI128    $0x01, 56(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        56(AX)(CX*2), X6
+	VINSERTI128    $0x01, 56(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        56(AX)(SI*1), X6
+	VINSERTI128    $0x01, 56(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x0c, Y5, Y5
+	VPSRLD         $0x06, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 132(DX), Y4
+	VBROADCASTI128 148(DX), Y5
+	VMOVDQU        72(AX), X6
+	VINSERTI128    $0x01, 72(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        72(AX)(CX*1), X6
+	VINSERTI128    $0x01, 72(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        72(AX)(CX*2), X6
+	VINSERTI128    $0x01, 72(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        72(AX)(SI*1), X6
+	VINSERTI128    $0x01, 72(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x10, Y5, Y5
+	VPSRLD         $0x08, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 164(DX), Y4
+	VBROADCASTI128 180(DX), Y5
+	VMOVDQU        88(AX), X6
+	VINSERTI128    $0x01, 88(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        88(AX)(CX*1), X6
+	VINSERTI128    $0x01, 88(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        88(AX)(CX*2), X6
+	VINSERTI128    $0x01, 88(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        88(AX)(SI*1), X6
+	VINSERTI128    $0x01, 88(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x14, Y5, Y5
+	VPSRLD         $0x0a, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 196(DX), Y4
+	VBROADCASTI128 212(DX), Y5
+	VMOVDQU        104(AX), X6
+	VINSERTI128    $0x01, 104(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        104(AX)(CX*1), X6
+	VINSERTI128    $0x01, 104(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        104(AX)(CX*2), X6
+	VINSERTI128    $0x01, 104(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        104(AX)(SI*1), X6
+	VINSERTI128    $0x01, 104(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x18, Y5, Y5
+	VPSRLD         $0x0c, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	VBROADCASTI128 228(DX), Y4
+	VBROADCASTI128 244(DX), Y5
+	VMOVDQU        120(AX), X6
+	VINSERTI128    $0x01, 120(DI), Y6, Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPAND          Y0, Y7, Y7
+	VPAND          Y0, Y8, Y8
+	VPSHUFB        Y7, Y1, Y7
+	VPSHUFB        Y8, Y1, Y8
+	VPSIGNB        Y4, Y7, Y7
+	VPABSB         Y4, Y9
+	VPMADDUBSW     Y7, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VPSIGNB        Y5, Y8, Y8
+	VPABSB         Y5, Y9
+	VPMADDUBSW     Y8, Y9, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPADDD         Y8, Y7, Y7
+	VMOVDQU        120(AX)(CX*1), X6
+	VINSERTI128    $0x01, 120(DI)(CX*1), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VMOVDQU        120(AX)(CX*2), X6
+	VINSERTI128    $0x01, 120(DI)(CX*2), Y6, Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPAND          Y0, Y8, Y8
+	VPAND          Y0, Y9, Y9
+	VPSHUFB        Y8, Y1, Y8
+	VPSHUFB        Y9, Y1, Y9
+	VPSIGNB        Y4, Y8, Y8
+	VPABSB         Y4, Y10
+	VPMADDUBSW     Y8, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPSIGNB        Y5, Y9, Y9
+	VPABSB         Y5, Y10
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPADDD         Y9, Y8, Y8
+	VMOVDQU        120(AX)(SI*1), X6
+	VINSERTI128    $0x01, 120(DI)(SI*1), Y6, Y9
+	VPSRLW         $0x04, Y9, Y10
+	VPAND          Y0, Y9, Y9
+	VPAND          Y0, Y10, Y10
+	VPSHUFB        Y9, Y1, Y9
+	VPSHUFB        Y10, Y1, Y10
+	VPSIGNB        Y4, Y9, Y9
+	VPABSB         Y4, Y4
+	VPMADDUBSW     Y9, Y4, Y9
+	VPMADDWD       Y2, Y9, Y9
+	VPSIGNB        Y5, Y10, Y10
+	VPABSB         Y5, Y4
+	VPMADDUBSW     Y10, Y4, Y10
+	VPMADDWD       Y2, Y10, Y10
+	VPADDD         Y10, Y9, Y9
+	VPHADDD        Y9, Y8, Y4
+	VPHADDD        Y4, Y7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMOVDQU        32(SP), Y5
+	VMOVDQU        64(SP), Y7
+	VPSRLD         $0x1c, Y5, Y5
+	VPSRLD         $0x0e, Y7, Y7
+	VPAND          v32_0000000f<>+0(SB), Y5, Y5
+	VPAND          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD         $0x04, Y7, Y7
+	VPOR           Y7, Y5, Y5
+	VPSUBD         v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VMULPS         (SP), Y5, Y5
+	VMULPS         Y5, Y4, Y4
+	VADDPS         Y4, Y3, Y3
+	ADDQ           $0x00000088, AX
+	ADDQ           $0x00000088, DI
+	ADDQ           $0x00000124, DX
+	DECQ           BX
+	JNZ            loopdotIQ4_XSr8AVX2
+
+donedotIQ4_XSr8AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotTQ2_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0AVX2
+
+loopdotTQ2_0AVX2:
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPAND        Y0, Y4, Y5
+	VMOVDQU      4(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      36(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      68(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      100(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y3, Y3
+	VMOVDQU      32(AX), Y4
+	VPAND        Y0, Y4, Y5
+	VMOVDQU      132(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      164(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      196(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      228(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDWD     Y1, Y3, Y3
+	VMOVDQU      260(CX), Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	VPBROADCASTW 64(AX), X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VMULSS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotTQ2_0AVX2
+
+donedotTQ2_0AVX2:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0AVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotTQ1_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y1
+	VPBROADCASTD c32_00030003<>+0(SB), Y2
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0AVX2
+
+loopdotTQ1_0AVX2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        X5, X5, X5
+	VMOVDQU      (AX), Y6
+	VPSLLW       $0x08, Y6, Y7
+	VPAND        Y1, Y6, Y8
+	VPMULHUW     Y2, Y7, Y7
+	VPMULHUW     Y2, Y8, Y8
+	VPSLLW       $0x08, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      4(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y4, Y4
+	VPMULLW      v32_00030003<>+0(SB), Y6, Y7
+	VPSLLW       $0x08, Y7, Y7
+	VPAND        Y1, Y6, Y8
+	VPMULLW      v32_00030003<>+0(SB), Y8, Y8
+	VPMULHUW     Y2, Y7, Y7
+	VPMULHUW     Y2, Y8, Y8
+	VPSLLW       $0x08, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      36(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y4, Y4
+	VPMULLW      v32_00090009<>+0(SB), Y6, Y7
+	VPSLLW       $0x08, Y7, Y7
+	VPAND        Y1, Y6, Y8
+	VPMULLW      v32_00090009<>+0(SB), Y8, Y8
+	VPMULHUW     Y2, Y7, Y7
+	VPMULHUW     Y2, Y8, Y8
+	VPSLLW       $0x08, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      68(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y4, Y4
+	VPMULLW      v32_001b001b<>+0(SB), Y6, Y7
+	VPSLLW       $0x08, Y7, Y7
+	VPAND        Y1, Y6, Y8
+	VPMULLW      v32_001b001b<>+0(SB), Y8, Y8
+	VPMULHUW     Y2, Y7, Y7
+	VPMULHUW     Y2, Y8, Y8
+	VPSLLW       $0x08, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      100(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y4, Y4
+	VPMULLW      v32_00510051<>+0(SB), Y6, Y7
+	VPSLLW       $0x08, Y7, Y7
+	VPAND        Y1, Y6, Y6
+	VPMULLW      v32_00510051<>+0(SB), Y6, Y6
+	VPMULHUW     Y2, Y7, Y7
+	VPMULHUW     Y2, Y6, Y6
+	VPSLLW       $0x08, Y6, Y6
+	VPOR         Y6, Y7, Y7
+	VMOVDQU      132(CX), Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPADDW       Y6, Y4, Y4
+	VMOVDQU      32(AX), X6
+	VPSLLW       $0x08, X6, X7
+	VPAND        X1, X6, X8
+	VPMULHUW     X2, X7, X7
+	VPMULHUW     X2, X8, X8
+	VPSLLW       $0x08, X8, X8
+	VPOR         X8, X7, X7
+	VMOVDQU      164(CX), X8
+	VPMADDUBSW   X8, X7, X8
+	VPADDW       X8, X5, X5
+	VPMULLW      v32_00030003<>+0(SB), X6, X7
+	VPSLLW       $0x08, X7, X7
+	VPAND        X1, X6, X8
+	VPMULLW      v32_00030003<>+0(SB), X8, X8
+	VPMULHUW     X2, X7, X7
+	VPMULHUW     X2, X8, X8
+	VPSLLW       $0x08, X8, X8
+	VPOR         X8, X7, X7
+	VMOVDQU      180(CX), X8
+	VPMADDUBSW   X8, X7, X8
+	VPADDW       X8, X5, X5
+	VPMULLW      v32_00090009<>+0(SB), X6, X7
+	VPSLLW       $0x08, X7, X7
+	VPAND        X1, X6, X8
+	VPMULLW      v32_00090009<>+0(SB), X8, X8
+	VPMULHUW     X2, X7, X7
+	VPMULHUW     X2, X8, X8
+	VPSLLW       $0x08, X8, X8
+	VPOR         X8, X7, X7
+	VMOVDQU      196(CX), X8
+	VPMADDUBSW   X8, X7, X8
+	VPADDW       X8, X5, X5
+	VPMULLW      v32_001b001b<>+0(SB), X6, X7
+	VPSLLW       $0x08, X7, X7
+	VPAND        X1, X6, X8
+	VPMULLW      v32_001b001b<>+0(SB), X8, X8
+	VPMULHUW     X2, X7, X7
+	VPMULHUW     X2, X8, X8
+	VPSLLW       $0x08, X8, X8
+	VPOR         X8, X7, X7
+	VMOVDQU      212(CX), X8
+	VPMADDUBSW   X8, X7, X8
+	VPADDW       X8, X5, X5
+	VPMULLW      v32_00510051<>+0(SB), X6, X7
+	VPSLLW       $0x08, X7, X7
+	VPAND        X1, X6, X6
+	VPMULLW      v32_00510051<>+0(SB), X6, X6
+	VPMULHUW     X2, X7, X7
+	VPMULHUW     X2, X6, X6
+	VPSLLW       $0x08, X6, X6
+	VPOR         X6, X7, X7
+	VMOVDQU      228(CX), X6
+	VPMADDUBSW   X6, X7, X6
+	VPADDW       X6, X5, X5
+	VMOVDQU      38(AX), X6
+	VPSHUFB      tq1qhspread<>+0(SB), X6, X6
+	VPMULLW      tq1qhmul<>+0(SB), X6, X7
+	VPSLLW       $0x08, X7, X7
+	VPAND        X1, X6, X6
+	VPMULLW      tq1qhmul<>+0(SB), X6, X6
+	VPMULHUW     X2, X7, X7
+	VPMULHUW     X2, X6, X6
+	VPSLLW       $0x08, X6, X6
+	VPOR         X6, X7, X7
+	VMOVDQU      244(CX), X6
+	VPMADDUBSW   X6, X7, X6
+	VPADDW       X6, X5, X5
+	VPMADDWD     Y0, Y4, Y4
+	VPMADDWD     X0, X5, X5
+	VMOVDQU      260(CX), Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPSUBD       Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X6
+	VPADDD       X6, X4, X4
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VPBROADCASTW 52(AX), X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000036, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotTQ1_0AVX2
+
+donedotTQ1_0AVX2:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c32_ff00ff00<>+0(SB)/4, $0xff00ff00
+GLOBL c32_ff00ff00<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00030003<>+0(SB)/4, $0x00030003
+GLOBL c32_00030003<>(SB), RODATA|NOPTR, $4
+
+DATA v32_00030003<>+0(SB)/4, $0x00030003
+DATA v32_00030003<>+4(SB)/4, $0x00030003
+DATA v32_00030003<>+8(SB)/4, $0x00030003
+DATA v32_00030003<>+12(SB)/4, $0x00030003
+DATA v32_00030003<>+16(SB)/4, $0x00030003
+DATA v32_00030003<>+20(SB)/4, $0x00030003
+DATA v32_00030003<>+24(SB)/4, $0x00030003
+DATA v32_00030003<>+28(SB)/4, $0x00030003
+GLOBL v32_00030003<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00090009<>+0(SB)/4, $0x00090009
+DATA v32_00090009<>+4(SB)/4, $0x00090009
+DATA v32_00090009<>+8(SB)/4, $0x00090009
+DATA v32_00090009<>+12(SB)/4, $0x00090009
+DATA v32_00090009<>+16(SB)/4, $0x00090009
+DATA v32_00090009<>+20(SB)/4, $0x00090009
+DATA v32_00090009<>+24(SB)/4, $0x00090009
+DATA v32_00090009<>+28(SB)/4, $0x00090009
+GLOBL v32_00090009<>(SB), RODATA|NOPTR, $32
+
+DATA v32_001b001b<>+0(SB)/4, $0x001b001b
+DATA v32_001b001b<>+4(SB)/4, $0x001b001b
+DATA v32_001b001b<>+8(SB)/4, $0x001b001b
+DATA v32_001b001b<>+12(SB)/4, $0x001b001b
+DATA v32_001b001b<>+16(SB)/4, $0x001b001b
+DATA v32_001b001b<>+20(SB)/4, $0x001b001b
+DATA v32_001b001b<>+24(SB)/4, $0x001b001b
+DATA v32_001b001b<>+28(SB)/4, $0x001b001b
+GLOBL v32_001b001b<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00510051<>+0(SB)/4, $0x00510051
+DATA v32_00510051<>+4(SB)/4, $0x00510051
+DATA v32_00510051<>+8(SB)/4, $0x00510051
+DATA v32_00510051<>+12(SB)/4, $0x00510051
+DATA v32_00510051<>+16(SB)/4, $0x00510051
+DATA v32_00510051<>+20(SB)/4, $0x00510051
+DATA v32_00510051<>+24(SB)/4, $0x00510051
+DATA v32_00510051<>+28(SB)/4, $0x00510051
+GLOBL v32_00510051<>(SB), RODATA|NOPTR, $32
+
+DATA tq1qhspread<>+0(SB)/4, $0x0d0c0b0a
+DATA tq1qhspread<>+4(SB)/4, $0x0d0c0b0a
+DATA tq1qhspread<>+8(SB)/4, $0x0d0c0b0a
+DATA tq1qhspread<>+12(SB)/4, $0x0d0c0b0a
+GLOBL tq1qhspread<>(SB), RODATA|NOPTR, $16
+
+DATA tq1qhmul<>+0(SB)/4, $0x00010001
+DATA tq1qhmul<>+4(SB)/4, $0x00030003
+DATA tq1qhmul<>+8(SB)/4, $0x00090009
+DATA tq1qhmul<>+12(SB)/4, $0x001b001b
+GLOBL tq1qhmul<>(SB), RODATA|NOPTR, $16
+
 // func dotF32AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX2, FMA3
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-40

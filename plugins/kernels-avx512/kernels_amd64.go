@@ -89,6 +89,36 @@ func dotMXFP4AVX512(w *byte, a *byte, nb int) float32
 func dotMXFP4r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
+func dotIQ4_NLAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_NLr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ4_1AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ5_1AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotTQ1_0AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
@@ -231,6 +261,36 @@ func dotMXFP4VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotMXFP4r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotIQ4_NLVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_NLr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ4_1VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ5_1VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotIQ4_XSVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotTQ1_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotF32VNNI(w *byte, wstride int, a *byte, n int, out *float64)
@@ -393,6 +453,30 @@ func dotMXFP4VNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotMXFP4r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotIQ4_NLVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_NLr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ4_1VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotQ5_1VNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotIQ4_XSVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4_XSr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotF32VNNI256(w *byte, wstride int, a *byte, n int, out *float64)

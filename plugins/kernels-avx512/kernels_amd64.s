@@ -6334,6 +6334,2403 @@ donedotMXFP4r8AVX512:
 	VZEROUPPER
 	RET
 
+// func dotIQ4_NLAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ4_NLAVX512(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+
+loopdotIQ4_NLAVX512:
+	CMPQ          DX, $0x08
+	JB            taildotIQ4_NLAVX512
+	VMOVDQU64     2(AX), X4
+	VINSERTI32X4  $0x01, 74(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     2(CX), X4
+	VINSERTI32X4  $0x01, 138(CX), Y4, Y7
+	VMOVDQU64     18(CX), X4
+	VINSERTI32X4  $0x01, 154(CX), Y4, Y8
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VPSIGNB       Y8, Y6, Y6
+	VPABSB        Y8, Y7
+	VPMADDUBSW    Y6, Y7, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     20(AX), X4
+	VINSERTI32X4  $0x01, 92(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y7, Y7
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y7, Y1, Y7
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 172(CX), Y4, Y8
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 188(CX), Y4, Y9
+	VPSIGNB       Y8, Y6, Y6
+	VPABSB        Y8, Y8
+	VPMADDUBSW    Y6, Y8, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPSIGNB       Y9, Y7, Y7
+	VPABSB        Y9, Y8
+	VPMADDUBSW    Y7, Y8, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VPADDD        Y7, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y7
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y7, Y7
+	VMOVDQU64     38(AX), X4
+	VINSERTI32X4  $0x01, 110(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     70(CX), X4
+	VINSERTI32X4  $0x01, 206(CX), Y4, Y8
+	VMOVDQU64     86(CX), X4
+	VINSERTI32X4  $0x01, 222(CX), Y4, Y9
+	VPSIGNB       Y8, Y5, Y5
+	VPABSB        Y8, Y8
+	VPMADDUBSW    Y5, Y8, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VPSIGNB       Y9, Y6, Y6
+	VPABSB        Y9, Y8
+	VPMADDUBSW    Y6, Y8, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 128(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y8
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y8, Y8
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y8, Y1, Y8
+	VMOVDQU64     104(CX), X4
+	VINSERTI32X4  $0x01, 240(CX), Y4, Y9
+	VMOVDQU64     120(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y10
+	VPSIGNB       Y9, Y6, Y6
+	VPABSB        Y9, Y9
+	VPMADDUBSW    Y6, Y9, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPSIGNB       Y10, Y8, Y8
+	VPABSB        Y10, Y9
+	VPMADDUBSW    Y8, Y9, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VPADDD        Y8, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y8
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y5
+	VSHUFPS       $0xdd, Y8, Y7, Y6
+	VPADDD        Y6, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y6
+	MOVWQZX       (AX), BX
+	MOVWQZX       18(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       36(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       54(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       72(AX), SI
+	MOVWQZX       90(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       108(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       126(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y7
+	VMULPS        Y6, Y7, Y7
+	VMULPS        Y7, Y5, Y5
+	VADDSS        X5, X3, X3
+	VMOVSHDUP     X5, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X5, X5, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X5, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y5, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotIQ4_NLAVX512
+
+taildotIQ4_NLAVX512:
+	TESTQ        DX, DX
+	JZ           donedotIQ4_NLAVX512
+	VMOVDQU64    2(AX), X4
+	VINSERTI32X4 $0x01, 2(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X4, X6, X6
+	VMULPS       X6, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotIQ4_NLAVX512
+
+donedotIQ4_NLAVX512:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_NLlut<>+0(SB)/4, $0xbfad9881
+DATA b32IQ4_NLlut<>+4(SB)/4, $0xf6eaddcf
+DATA b32IQ4_NLlut<>+8(SB)/4, $0x26190d01
+DATA b32IQ4_NLlut<>+12(SB)/4, $0x71594535
+GLOBL b32IQ4_NLlut<>(SB), RODATA|NOPTR, $16
+
+// func dotIQ4_NLr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotIQ4_NLr8AVX512(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlut<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_NLr8AVX512
+
+loopdotIQ4_NLr8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VMOVDQU64       2(AX), X6
+	VINSERTI32X4    $0x01, 2(DI), Y6, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	VPSHUFB         Y7, Y1, Y7
+	VPSHUFB         Y8, Y1, Y8
+	VPSIGNB         Y4, Y7, Y7
+	VPABSB          Y4, Y9
+	VPMADDUBSW      Y7, Y9, Y7
+	VPMADDWD        Y2, Y7, Y7
+	VPSIGNB         Y5, Y8, Y8
+	VPABSB          Y5, Y9
+	VPMADDUBSW      Y8, Y9, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VPADDD          Y8, Y7, Y7
+	VMOVDQU64       2(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y6, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	VPSHUFB         Y8, Y1, Y8
+	VPSHUFB         Y9, Y1, Y9
+	VPSIGNB         Y4, Y8, Y8
+	VPABSB          Y4, Y10
+	VPMADDUBSW      Y8, Y10, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VPSIGNB         Y5, Y9, Y9
+	VPABSB          Y5, Y10
+	VPMADDUBSW      Y9, Y10, Y9
+	VPMADDWD        Y2, Y9, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y9
+	VSHUFPS         $0xdd, Y8, Y7, Y7
+	VPADDD          Y7, Y9, Y9
+	VMOVDQU64       2(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y6, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	VPSHUFB         Y7, Y1, Y7
+	VPSHUFB         Y8, Y1, Y8
+	VPSIGNB         Y4, Y7, Y7
+	VPABSB          Y4, Y10
+	VPMADDUBSW      Y7, Y10, Y7
+	VPMADDWD        Y2, Y7, Y7
+	VPSIGNB         Y5, Y8, Y8
+	VPABSB          Y5, Y10
+	VPMADDUBSW      Y8, Y10, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VPADDD          Y8, Y7, Y7
+	VMOVDQU64       2(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y6, Y8
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y8, Y1, Y8
+	VPSHUFB         Y10, Y1, Y10
+	VPSIGNB         Y4, Y8, Y8
+	VPABSB          Y4, Y4
+	VPMADDUBSW      Y8, Y4, Y8
+	VPMADDWD        Y2, Y8, Y8
+	VPSIGNB         Y5, Y10, Y10
+	VPABSB          Y5, Y4
+	VPMADDUBSW      Y10, Y4, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPADDD          Y10, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y4
+	VSHUFPS         $0xdd, Y8, Y7, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X6
+	VPINSRQ         $0x01, R10, X6, X6
+	VCVTPH2PS       X6, Y7
+	VMULPS          Y4, Y7, Y7
+	VMULPS          Y7, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_NLr8AVX512
+
+donedotIQ4_NLr8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotQ4_1AVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ4_1AVX512:
+	CMPQ          DX, $0x08
+	JB            taildotQ4_1AVX512
+	VMOVDQU64     4(AX), X3
+	VINSERTI32X4  $0x01, 84(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     4(CX), X3
+	VINSERTI32X4  $0x01, 148(CX), Y3, Y6
+	VMOVDQU64     20(CX), X3
+	VINSERTI32X4  $0x01, 164(CX), Y3, Y7
+	VPMADDUBSW    Y6, Y4, Y4
+	VPMADDUBSW    Y7, Y5, Y5
+	VPADDW        Y5, Y4, Y4
+	VPMADDWD      Y1, Y4, Y4
+	VMOVDQU64     24(AX), X3
+	VINSERTI32X4  $0x01, 104(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VMOVDQU64     40(CX), X3
+	VINSERTI32X4  $0x01, 184(CX), Y3, Y7
+	VMOVDQU64     56(CX), X3
+	VINSERTI32X4  $0x01, 200(CX), Y3, Y8
+	VPMADDUBSW    Y7, Y5, Y5
+	VPMADDUBSW    Y8, Y6, Y6
+	VPADDW        Y6, Y5, Y5
+	VPMADDWD      Y1, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y6
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y6, Y6
+	VMOVDQU64     44(AX), X3
+	VINSERTI32X4  $0x01, 124(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	VMOVDQU64     76(CX), X3
+	VINSERTI32X4  $0x01, 220(CX), Y3, Y7
+	VMOVDQU64     92(CX), X3
+	VINSERTI32X4  $0x01, 236(CX), Y3, Y8
+	VPMADDUBSW    Y7, Y4, Y4
+	VPMADDUBSW    Y8, Y5, Y5
+	VPADDW        Y5, Y4, Y4
+	VPMADDWD      Y1, Y4, Y4
+	VMOVDQU64     64(AX), X3
+	VINSERTI32X4  $0x01, 144(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y7
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y7, Y7
+	VMOVDQU64     112(CX), X3
+	VINSERTI32X4  $0x01, 256(CX), Y3, Y8
+	VMOVDQU64     128(CX), X3
+	VINSERTI32X4  $0x01, 272(CX), Y3, Y9
+	VPMADDUBSW    Y8, Y5, Y5
+	VPMADDUBSW    Y9, Y7, Y7
+	VPADDW        Y7, Y5, Y5
+	VPMADDWD      Y1, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y7
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y7, Y7
+	VSHUFPS       $0x88, Y7, Y6, Y4
+	VSHUFPS       $0xdd, Y7, Y6, Y5
+	VPADDD        Y5, Y4, Y4
+	VCVTDQ2PS     Y4, Y4
+	MOVWQZX       (CX), BX
+	MOVWQZX       36(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       72(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       108(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       144(CX), SI
+	MOVWQZX       180(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       216(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       252(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y5
+	MOVWQZX       (AX), BX
+	MOVWQZX       20(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       40(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       60(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       80(AX), SI
+	MOVWQZX       100(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       120(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       140(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y6
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y4, Y4
+	MOVWQZX       2(AX), BX
+	MOVWQZX       22(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       42(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       62(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       82(AX), SI
+	MOVWQZX       102(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       122(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       142(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y5
+	MOVWQZX       2(CX), BX
+	MOVWQZX       38(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       74(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       110(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       146(CX), SI
+	MOVWQZX       182(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       218(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       254(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X3
+	VPINSRQ       $0x01, SI, X3, X3
+	VCVTPH2PS     X3, Y6
+	VMULPS        Y6, Y5, Y5
+	VADDPS        Y5, Y4, Y4
+	VADDSS        X4, X2, X2
+	VMOVSHDUP     X4, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X4, X4, X3
+	VADDSS        X3, X2, X2
+	VPERMILPS     $0xff, X4, X3
+	VADDSS        X3, X2, X2
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDSS        X3, X2, X2
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X2, X2
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X2, X2
+	VPERMILPS     $0xff, X3, X3
+	VADDSS        X3, X2, X2
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ4_1AVX512
+
+taildotQ4_1AVX512:
+	TESTQ        DX, DX
+	JZ           donedotQ4_1AVX512
+	VMOVDQU64    4(AX), X3
+	VINSERTI32X4 $0x01, 4(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	VMOVDQU64    4(CX), X3
+	VINSERTI32X4 $0x01, 4(CX), Y3, Y6
+	VMOVDQU64    20(CX), X3
+	VINSERTI32X4 $0x01, 20(CX), Y3, Y7
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDUBSW   Y7, Y5, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPSHUFD      $0x4e, X4, X3
+	VPADDD       X3, X4, X4
+	VPSHUFD      $0xb1, X4, X3
+	VPADDD       X3, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X3, X5, X5
+	VMULPS       X5, X4, X4
+	VMOVD        2(AX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        2(CX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X3, X3
+	VADDPS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ4_1AVX512
+
+donedotQ4_1AVX512:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ4_1r8AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPXORD       Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           donedotQ4_1r8AVX512
+
+loopdotQ4_1r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000a0, R8
+	VBROADCASTI32X4 4(DX), Y3
+	VBROADCASTI32X4 20(DX), Y4
+	VMOVDQU64       4(AX), X5
+	VINSERTI32X4    $0x01, 4(DI), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	VPMADDUBSW      Y3, Y6, Y6
+	VPMADDUBSW      Y4, Y7, Y7
+	VPADDW          Y7, Y6, Y6
+	VPMADDWD        Y1, Y6, Y6
+	VMOVDQU64       4(AX)(CX*1), X5
+	VINSERTI32X4    $0x01, 4(DI)(CX*1), Y5, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	VPMADDUBSW      Y3, Y7, Y7
+	VPMADDUBSW      Y4, Y8, Y8
+	VPADDW          Y8, Y7, Y7
+	VPMADDWD        Y1, Y7, Y7
+	VSHUFPS         $0x88, Y7, Y6, Y8
+	VSHUFPS         $0xdd, Y7, Y6, Y6
+	VPADDD          Y6, Y8, Y8
+	VMOVDQU64       4(AX)(CX*2), X5
+	VINSERTI32X4    $0x01, 4(DI)(CX*2), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	VPMADDUBSW      Y3, Y6, Y6
+	VPMADDUBSW      Y4, Y7, Y7
+	VPADDW          Y7, Y6, Y6
+	VPMADDWD        Y1, Y6, Y6
+	VMOVDQU64       4(AX)(SI*1), X5
+	VINSERTI32X4    $0x01, 4(DI)(SI*1), Y5, Y7
+	VPSRLW          $0x04, Y7, Y9
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y9, Y9
+	VPMADDUBSW      Y3, Y7, Y7
+	VPMADDUBSW      Y4, Y9, Y9
+	VPADDW          Y9, Y7, Y7
+	VPMADDWD        Y1, Y7, Y7
+	VSHUFPS         $0x88, Y7, Y6, Y3
+	VSHUFPS         $0xdd, Y7, Y6, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y8, Y4
+	VSHUFPS         $0xdd, Y3, Y8, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VPBROADCASTW    2(DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y4, Y4
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X5
+	VPINSRQ         $0x01, R10, X5, X5
+	VCVTPH2PS       X5, Y7
+	VMULPS          Y3, Y7, Y7
+	VMULPS          Y7, Y4, Y4
+	MOVWQZX         2(AX), R9
+	MOVWQZX         2(AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         2(DI), R10
+	MOVWQZX         2(DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X3
+	VPINSRQ         $0x01, R10, X3, X3
+	VCVTPH2PS       X3, Y3
+	VMULPS          Y6, Y3, Y3
+	VADDPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000014, AX
+	ADDQ            $0x00000014, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ4_1r8AVX512
+
+donedotQ4_1r8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotQ5_1AVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VXORPS       X3, X3, X3
+
+loopdotQ5_1AVX512:
+	CMPQ          DX, $0x08
+	JB            taildotQ5_1AVX512
+	VMOVDQU64     8(AX), X4
+	VINSERTI32X4  $0x01, 104(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	MOVL          4(AX), BX
+	MOVL          100(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y5, K1, Y5
+	VPADDB        Y2, Y6, K2, Y6
+	VMOVDQU64     4(CX), X4
+	VINSERTI32X4  $0x01, 148(CX), Y4, Y7
+	VMOVDQU64     20(CX), X4
+	VINSERTI32X4  $0x01, 164(CX), Y4, Y8
+	VPMADDUBSW    Y7, Y5, Y5
+	VPMADDUBSW    Y8, Y6, Y6
+	VPADDW        Y6, Y5, Y5
+	VPMADDWD      Y1, Y5, Y5
+	VMOVDQU64     32(AX), X4
+	VINSERTI32X4  $0x01, 128(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y7, Y7
+	MOVL          28(AX), BX
+	MOVL          124(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y6, K1, Y6
+	VPADDB        Y2, Y7, K2, Y7
+	VMOVDQU64     40(CX), X4
+	VINSERTI32X4  $0x01, 184(CX), Y4, Y8
+	VMOVDQU64     56(CX), X4
+	VINSERTI32X4  $0x01, 200(CX), Y4, Y9
+	VPMADDUBSW    Y8, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPADDW        Y7, Y6, Y6
+	VPMADDWD      Y1, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y7
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y7, Y7
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 152(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	MOVL          52(AX), BX
+	MOVL          148(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y5, K1, Y5
+	VPADDB        Y2, Y6, K2, Y6
+	VMOVDQU64     76(CX), X4
+	VINSERTI32X4  $0x01, 220(CX), Y4, Y8
+	VMOVDQU64     92(CX), X4
+	VINSERTI32X4  $0x01, 236(CX), Y4, Y9
+	VPMADDUBSW    Y8, Y5, Y5
+	VPMADDUBSW    Y9, Y6, Y6
+	VPADDW        Y6, Y5, Y5
+	VPMADDWD      Y1, Y5, Y5
+	VMOVDQU64     80(AX), X4
+	VINSERTI32X4  $0x01, 176(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y8
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y8, Y8
+	MOVL          76(AX), BX
+	MOVL          172(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y2, Y6, K1, Y6
+	VPADDB        Y2, Y8, K2, Y8
+	VMOVDQU64     112(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y9
+	VMOVDQU64     128(CX), X4
+	VINSERTI32X4  $0x01, 272(CX), Y4, Y10
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y10, Y8, Y8
+	VPADDW        Y8, Y6, Y6
+	VPMADDWD      Y1, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y8
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y5
+	VSHUFPS       $0xdd, Y8, Y7, Y6
+	VPADDD        Y6, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	VMOVD         (CX), X4
+	VPINSRW       $0x01, 36(CX), X4, X4
+	VPINSRW       $0x02, 72(CX), X4, X4
+	VPINSRW       $0x03, 108(CX), X4, X4
+	VPINSRW       $0x04, 144(CX), X4, X4
+	VPINSRW       $0x05, 180(CX), X4, X4
+	VPINSRW       $0x06, 216(CX), X4, X4
+	VPINSRW       $0x07, 252(CX), X4, X4
+	VCVTPH2PS     X4, Y6
+	VMOVD         (AX), X4
+	VPINSRW       $0x01, 24(AX), X4, X4
+	VPINSRW       $0x02, 48(AX), X4, X4
+	VPINSRW       $0x03, 72(AX), X4, X4
+	VPINSRW       $0x04, 96(AX), X4, X4
+	VPINSRW       $0x05, 120(AX), X4, X4
+	VPINSRW       $0x06, 144(AX), X4, X4
+	VPINSRW       $0x07, 168(AX), X4, X4
+	VCVTPH2PS     X4, Y7
+	VMULPS        Y6, Y7, Y7
+	VMULPS        Y7, Y5, Y5
+	VMOVD         2(AX), X4
+	VPINSRW       $0x01, 26(AX), X4, X4
+	VPINSRW       $0x02, 50(AX), X4, X4
+	VPINSRW       $0x03, 74(AX), X4, X4
+	VPINSRW       $0x04, 98(AX), X4, X4
+	VPINSRW       $0x05, 122(AX), X4, X4
+	VPINSRW       $0x06, 146(AX), X4, X4
+	VPINSRW       $0x07, 170(AX), X4, X4
+	VCVTPH2PS     X4, Y6
+	VMOVD         2(CX), X4
+	VPINSRW       $0x01, 38(CX), X4, X4
+	VPINSRW       $0x02, 74(CX), X4, X4
+	VPINSRW       $0x03, 110(CX), X4, X4
+	VPINSRW       $0x04, 146(CX), X4, X4
+	VPINSRW       $0x05, 182(CX), X4, X4
+	VPINSRW       $0x06, 218(CX), X4, X4
+	VPINSRW       $0x07, 254(CX), X4, X4
+	VCVTPH2PS     X4, Y7
+	VMULPS        Y7, Y6, Y6
+	VADDPS        Y6, Y5, Y5
+	VADDSS        X5, X3, X3
+	VMOVSHDUP     X5, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X5, X5, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X5, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y5, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x000000c0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ5_1AVX512
+
+taildotQ5_1AVX512:
+	TESTQ        DX, DX
+	JZ           donedotQ5_1AVX512
+	VMOVDQU64    8(AX), X4
+	VINSERTI32X4 $0x01, 8(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	MOVL         4(AX), BX
+	MOVL         4(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y2, Y5, K1, Y5
+	VPADDB       Y2, Y6, K2, Y6
+	VMOVDQU64    4(CX), X4
+	VINSERTI32X4 $0x01, 4(CX), Y4, Y7
+	VMOVDQU64    20(CX), X4
+	VINSERTI32X4 $0x01, 20(CX), Y4, Y8
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDUBSW   Y8, Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X4, X6, X6
+	VMULPS       X6, X5, X5
+	VMOVD        2(AX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        2(CX), X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X6, X4, X4
+	VADDPS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ5_1AVX512
+
+donedotQ5_1AVX512:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1r8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ5_1r8AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VPBROADCASTD c32_10101010<>+0(SB), Y2
+	VPXORD       Y3, Y3, Y3
+	TESTQ        BX, BX
+	JZ           donedotQ5_1r8AVX512
+
+loopdotQ5_1r8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000c0, R8
+	VBROADCASTI32X4 4(DX), Y4
+	VBROADCASTI32X4 20(DX), Y5
+	VMOVDQU64       8(AX), X6
+	VINSERTI32X4    $0x01, 8(DI), Y6, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	MOVL            4(AX), R9
+	MOVL            4(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y7, K1, Y7
+	VPADDB          Y2, Y8, K2, Y8
+	VPMADDUBSW      Y4, Y7, Y7
+	VPMADDUBSW      Y5, Y8, Y8
+	VPADDW          Y8, Y7, Y7
+	VPMADDWD        Y1, Y7, Y7
+	VMOVDQU64       8(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y6, Y8
+	VPSRLW          $0x04, Y8, Y9
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y9, Y9
+	MOVL            4(AX)(CX*1), R9
+	MOVL            4(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y8, K1, Y8
+	VPADDB          Y2, Y9, K2, Y9
+	VPMADDUBSW      Y4, Y8, Y8
+	VPMADDUBSW      Y5, Y9, Y9
+	VPADDW          Y9, Y8, Y8
+	VPMADDWD        Y1, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y9
+	VSHUFPS         $0xdd, Y8, Y7, Y7
+	VPADDD          Y7, Y9, Y9
+	VMOVDQU64       8(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y6, Y7
+	VPSRLW          $0x04, Y7, Y8
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y8, Y8
+	MOVL            4(AX)(CX*2), R9
+	MOVL            4(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y7, K1, Y7
+	VPADDB          Y2, Y8, K2, Y8
+	VPMADDUBSW      Y4, Y7, Y7
+	VPMADDUBSW      Y5, Y8, Y8
+	VPADDW          Y8, Y7, Y7
+	VPMADDWD        Y1, Y7, Y7
+	VMOVDQU64       8(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y6, Y8
+	VPSRLW          $0x04, Y8, Y10
+	VPANDD          Y0, Y8, Y8
+	VPANDD          Y0, Y10, Y10
+	MOVL            4(AX)(SI*1), R9
+	MOVL            4(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y2, Y8, K1, Y8
+	VPADDB          Y2, Y10, K2, Y10
+	VPMADDUBSW      Y4, Y8, Y8
+	VPMADDUBSW      Y5, Y10, Y10
+	VPADDW          Y10, Y8, Y8
+	VPMADDWD        Y1, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y4
+	VSHUFPS         $0xdd, Y8, Y7, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VPBROADCASTW    2(DX), X7
+	VCVTPH2PS       X7, Y7
+	VCVTDQ2PS       Y5, Y5
+	VMOVD           (AX), X6
+	VPINSRW         $0x01, (AX)(CX*1), X6, X6
+	VPINSRW         $0x02, (AX)(CX*2), X6, X6
+	VPINSRW         $0x03, (AX)(SI*1), X6, X6
+	VPINSRW         $0x04, (DI), X6, X6
+	VPINSRW         $0x05, (DI)(CX*1), X6, X6
+	VPINSRW         $0x06, (DI)(CX*2), X6, X6
+	VPINSRW         $0x07, (DI)(SI*1), X6, X6
+	VCVTPH2PS       X6, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y5, Y5
+	VMOVD           2(AX), X4
+	VPINSRW         $0x01, 2(AX)(CX*1), X4, X4
+	VPINSRW         $0x02, 2(AX)(CX*2), X4, X4
+	VPINSRW         $0x03, 2(AX)(SI*1), X4, X4
+	VPINSRW         $0x04, 2(DI), X4, X4
+	VPINSRW         $0x05, 2(DI)(CX*1), X4, X4
+	VPINSRW         $0x06, 2(DI)(CX*2), X4, X4
+	VPINSRW         $0x07, 2(DI)(SI*1), X4, X4
+	VCVTPH2PS       X4, Y4
+	VMULPS          Y7, Y4, Y4
+	VADDPS          Y4, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000018, AX
+	ADDQ            $0x00000018, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ5_1r8AVX512
+
+donedotQ5_1r8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ4_XSAVX512(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+	TESTQ           DX, DX
+	JZ              donedotIQ4_XSAVX512
+
+loopdotIQ4_XSAVX512:
+	VMOVDQU64     8(AX), X4
+	VINSERTI32X4  $0x01, 72(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     4(CX), X4
+	VINSERTI32X4  $0x01, 132(CX), Y4, Y7
+	VMOVDQU64     20(CX), X4
+	VINSERTI32X4  $0x01, 148(CX), Y4, Y8
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VPSIGNB       Y8, Y6, Y6
+	VPABSB        Y8, Y7
+	VPMADDUBSW    Y6, Y7, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     24(AX), X4
+	VINSERTI32X4  $0x01, 88(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y7
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y7, Y7
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y7, Y1, Y7
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 164(CX), Y4, Y8
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 180(CX), Y4, Y9
+	VPSIGNB       Y8, Y6, Y6
+	VPABSB        Y8, Y8
+	VPMADDUBSW    Y6, Y8, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPSIGNB       Y9, Y7, Y7
+	VPABSB        Y9, Y8
+	VPMADDUBSW    Y7, Y8, Y7
+	VPMADDWD      Y2, Y7, Y7
+	VPADDD        Y7, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y7
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y7, Y7
+	VMOVDQU64     40(AX), X4
+	VINSERTI32X4  $0x01, 104(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     68(CX), X4
+	VINSERTI32X4  $0x01, 196(CX), Y4, Y8
+	VMOVDQU64     84(CX), X4
+	VINSERTI32X4  $0x01, 212(CX), Y4, Y9
+	VPSIGNB       Y8, Y5, Y5
+	VPABSB        Y8, Y8
+	VPMADDUBSW    Y5, Y8, Y5
+	VPMADDWD      Y2, Y5, Y5
+	VPSIGNB       Y9, Y6, Y6
+	VPABSB        Y9, Y8
+	VPMADDUBSW    Y6, Y8, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 120(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y8
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y8, Y8
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y8, Y1, Y8
+	VMOVDQU64     100(CX), X4
+	VINSERTI32X4  $0x01, 228(CX), Y4, Y9
+	VMOVDQU64     116(CX), X4
+	VINSERTI32X4  $0x01, 244(CX), Y4, Y10
+	VPSIGNB       Y9, Y6, Y6
+	VPABSB        Y9, Y9
+	VPMADDUBSW    Y6, Y9, Y6
+	VPMADDWD      Y2, Y6, Y6
+	VPSIGNB       Y10, Y8, Y8
+	VPABSB        Y10, Y9
+	VPMADDUBSW    Y8, Y9, Y8
+	VPMADDWD      Y2, Y8, Y8
+	VPADDD        Y8, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y8
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y8, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y5
+	VSHUFPS       $0xdd, Y8, Y7, Y6
+	VPADDD        Y6, Y5, Y5
+	VCVTDQ2PS     Y5, Y5
+	VPBROADCASTQ  (AX), Y6
+	VPSHUFB       iq4xsctl<>+0(SB), Y6, Y6
+	VPSRLVD       iq4xslo<>+0(SB), Y6, Y7
+	VPSRLVD       iq4xshi<>+0(SB), Y6, Y6
+	VPANDD        v32_0000000f<>+0(SB), Y7, Y7
+	VPANDD        v32_00000003<>+0(SB), Y6, Y6
+	VPSLLD        $0x04, Y6, Y6
+	VPORD         Y6, Y7, Y7
+	VPSUBD        v32_00000020<>+0(SB), Y7, Y7
+	VCVTDQ2PS     Y7, Y7
+	VPBROADCASTW  (AX), X4
+	VCVTPH2PS     X4, X4
+	VMULSS        (CX), X4, X4
+	VBROADCASTSS  X4, Y6
+	VMULPS        Y6, Y7, Y7
+	VMULPS        Y7, Y5, Y5
+	VADDSS        X5, X3, X3
+	VMOVSHDUP     X5, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X5, X5, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X5, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y5, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ4_XSAVX512
+
+donedotIQ4_XSAVX512:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_XSlut<>+0(SB)/4, $0xbfad9881
+DATA b32IQ4_XSlut<>+4(SB)/4, $0xf6eaddcf
+DATA b32IQ4_XSlut<>+8(SB)/4, $0x26190d01
+DATA b32IQ4_XSlut<>+12(SB)/4, $0x71594535
+GLOBL b32IQ4_XSlut<>(SB), RODATA|NOPTR, $16
+
+DATA iq4xsctl<>+0(SB)/4, $0x80030204
+DATA iq4xsctl<>+4(SB)/4, $0x80030204
+DATA iq4xsctl<>+8(SB)/4, $0x80030205
+DATA iq4xsctl<>+12(SB)/4, $0x80030205
+DATA iq4xsctl<>+16(SB)/4, $0x80030206
+DATA iq4xsctl<>+20(SB)/4, $0x80030206
+DATA iq4xsctl<>+24(SB)/4, $0x80030207
+DATA iq4xsctl<>+28(SB)/4, $0x80030207
+GLOBL iq4xsctl<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xslo<>+0(SB)/4, $0x00000000
+DATA iq4xslo<>+4(SB)/4, $0x00000004
+DATA iq4xslo<>+8(SB)/4, $0x00000000
+DATA iq4xslo<>+12(SB)/4, $0x00000004
+DATA iq4xslo<>+16(SB)/4, $0x00000000
+DATA iq4xslo<>+20(SB)/4, $0x00000004
+DATA iq4xslo<>+24(SB)/4, $0x00000000
+DATA iq4xslo<>+28(SB)/4, $0x00000004
+GLOBL iq4xslo<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xshi<>+0(SB)/4, $0x00000008
+DATA iq4xshi<>+4(SB)/4, $0x0000000a
+DATA iq4xshi<>+8(SB)/4, $0x0000000c
+DATA iq4xshi<>+12(SB)/4, $0x0000000e
+DATA iq4xshi<>+16(SB)/4, $0x00000010
+DATA iq4xshi<>+20(SB)/4, $0x00000012
+DATA iq4xshi<>+24(SB)/4, $0x00000014
+DATA iq4xshi<>+28(SB)/4, $0x00000016
+GLOBL iq4xshi<>(SB), RODATA|NOPTR, $32
+
+DATA v32_0000000f<>+0(SB)/4, $0x0000000f
+DATA v32_0000000f<>+4(SB)/4, $0x0000000f
+DATA v32_0000000f<>+8(SB)/4, $0x0000000f
+DATA v32_0000000f<>+12(SB)/4, $0x0000000f
+DATA v32_0000000f<>+16(SB)/4, $0x0000000f
+DATA v32_0000000f<>+20(SB)/4, $0x0000000f
+DATA v32_0000000f<>+24(SB)/4, $0x0000000f
+DATA v32_0000000f<>+28(SB)/4, $0x0000000f
+GLOBL v32_0000000f<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000003<>+0(SB)/4, $0x00000003
+DATA v32_00000003<>+4(SB)/4, $0x00000003
+DATA v32_00000003<>+8(SB)/4, $0x00000003
+DATA v32_00000003<>+12(SB)/4, $0x00000003
+DATA v32_00000003<>+16(SB)/4, $0x00000003
+DATA v32_00000003<>+20(SB)/4, $0x00000003
+DATA v32_00000003<>+24(SB)/4, $0x00000003
+DATA v32_00000003<>+28(SB)/4, $0x00000003
+GLOBL v32_00000003<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000020<>+0(SB)/4, $0x00000020
+DATA v32_00000020<>+4(SB)/4, $0x00000020
+DATA v32_00000020<>+8(SB)/4, $0x00000020
+DATA v32_00000020<>+12(SB)/4, $0x00000020
+DATA v32_00000020<>+16(SB)/4, $0x00000020
+DATA v32_00000020<>+20(SB)/4, $0x00000020
+DATA v32_00000020<>+24(SB)/4, $0x00000020
+DATA v32_00000020<>+28(SB)/4, $0x00000020
+GLOBL v32_00000020<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotIQ4_XSr8AVX512(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlut<>+0(SB), Y1
+	VPBROADCASTD    c32_00010001<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_XSr8AVX512
+
+loopdotIQ4_XSr8AVX512:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	PREFETCHT1      320(R8)
+	PREFETCHT1      384(R8)
+	PREFETCHT1      448(R8)
+	PREFETCHT1      512(R8)
+	PREFETCHT1      576(R8)
+	PREFETCHT1      640(R8)
+	PREFETCHT1      704(R8)
+	PREFETCHT1      768(R8)
+	PREFETCHT1      832(R8)
+	PREFETCHT1      896(R8)
+	PREFETCHT1      960(R8)
+	PREFETCHT1      1024(R8)
+	ADDQ            $0x00000440, R8
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y4
+	VBROADCASTSS    (DX), Y5
+	VMULPS          Y5, Y4, Y4
+	VMOVD           4(AX), X6
+	VMOVD           4(DI), X5
+	VPINSRD         $0x01, 4(AX)(CX*1), X6, X6
+	VPINSRD         $0x01, 4(DI)(CX*1), X5, X5
+	VPINSRD         $0x02, 4(AX)(CX*2), X6, X6
+	VPINSRD         $0x02, 4(DI)(CX*2), X5, X5
+	VPINSRD         $0x03, 4(AX)(SI*1), X6, X6
+	VPINSRD         $0x03, 4(DI)(SI*1), X5, X5
+	VINSERTI32X4    $0x01, X5, Y6, Y5
+	VMOVD           (AX), X6
+	VMOVD           (DI), X7
+	VPINSRD         $0x01, (AX)(CX*1), X6, X6
+	VPINSRD         $0x01, (DI)(CX*1), X7, X7
+	VPINSRD         $0x02, (AX)(CX*2), X6, X6
+	VPINSRD         $0x02, (DI)(CX*2), X7, X7
+	VPINSRD         $0x03, (AX)(SI*1), X6, X6
+	VPINSRD         $0x03, (DI)(SI*1), X7, X7
+	VINSERTI32X4    $0x01, X7, Y6, Y7
+	VPSRLD          $0x10, Y7, Y7
+	VBROADCASTI32X4 4(DX), Y8
+	VBROADCASTI32X4 20(DX), Y9
+	VMOVDQU64       8(AX), X6
+	VINSERTI32X4    $0x01, 8(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       8(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       8(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       8(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPANDD          v32_0000000f<>+0(SB), Y5, Y8
+	VPANDD          v32_00000003<>+0(SB), Y7, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 36(DX), Y8
+	VBROADCASTI32X4 52(DX), Y9
+	VMOVDQU64       24(AX), X6
+	VINSERTI32X4    $0x01, 24(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       24(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 24(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       24(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 24(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       24(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 24(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x04, Y5, Y8
+	VPSRLD          $0x02, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 68(DX), Y8
+	VBROADCASTI32X4 84(DX), Y9
+	VMOVDQU64       40(AX), X6
+	VINSERTI32X4    $0x01, 40(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       40(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 40(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       40(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 40(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       40(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 40(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x08, Y5, Y8
+	VPSRLD          $0x04, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 100(DX), Y8
+	VBROADCASTI32X4 116(DX), Y9
+	VMOVDQU64       56(AX), X6
+	VINSERTI32X4    $0x01, 56(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       56(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 56(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       56(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 56(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       56(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 56(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x0c, Y5, Y8
+	VPSRLD          $0x06, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 132(DX), Y8
+	VBROADCASTI32X4 148(DX), Y9
+	VMOVDQU64       72(AX), X6
+	VINSERTI32X4    $0x01, 72(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       72(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 72(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       72(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 72(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       72(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 72(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x10, Y5, Y8
+	VPSRLD          $0x08, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 164(DX), Y8
+	VBROADCASTI32X4 180(DX), Y9
+	VMOVDQU64       88(AX), X6
+	VINSERTI32X4    $0x01, 88(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       88(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 88(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       88(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 88(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       88(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 88(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x14, Y5, Y8
+	VPSRLD          $0x0a, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 196(DX), Y8
+	VBROADCASTI32X4 212(DX), Y9
+	VMOVDQU64       104(AX), X6
+	VINSERTI32X4    $0x01, 104(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       104(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 104(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       104(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 104(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       104(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 104(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x18, Y5, Y8
+	VPSRLD          $0x0c, Y7, Y10
+	VPANDD          v32_0000000f<>+0(SB), Y8, Y8
+	VPANDD          v32_00000003<>+0(SB), Y10, Y10
+	VPSLLD          $0x04, Y10, Y10
+	VPORD           Y10, Y8, Y8
+	VPSUBD          v32_00000020<>+0(SB), Y8, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          Y4, Y8, Y8
+	VMULPS          Y8, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	VBROADCASTI32X4 228(DX), Y8
+	VBROADCASTI32X4 244(DX), Y9
+	VMOVDQU64       120(AX), X6
+	VINSERTI32X4    $0x01, 120(DI), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y12
+	VPMADDUBSW      Y10, Y12, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y12
+	VPMADDUBSW      Y11, Y12, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       120(AX)(CX*1), X6
+	VINSERTI32X4    $0x01, 120(DI)(CX*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y12
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y12, Y12
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y12, Y1, Y12
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y12, Y12
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y12, Y13, Y12
+	VPMADDWD        Y2, Y12, Y12
+	VPADDD          Y12, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y12
+	VSHUFPS         $0xdd, Y11, Y10, Y10
+	VPADDD          Y10, Y12, Y12
+	VMOVDQU64       120(AX)(CX*2), X6
+	VINSERTI32X4    $0x01, 120(DI)(CX*2), Y6, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VPSIGNB         Y8, Y10, Y10
+	VPABSB          Y8, Y13
+	VPMADDUBSW      Y10, Y13, Y10
+	VPMADDWD        Y2, Y10, Y10
+	VPSIGNB         Y9, Y11, Y11
+	VPABSB          Y9, Y13
+	VPMADDUBSW      Y11, Y13, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPADDD          Y11, Y10, Y10
+	VMOVDQU64       120(AX)(SI*1), X6
+	VINSERTI32X4    $0x01, 120(DI)(SI*1), Y6, Y11
+	VPSRLW          $0x04, Y11, Y13
+	VPANDD          Y0, Y11, Y11
+	VPANDD          Y0, Y13, Y13
+	VPSHUFB         Y11, Y1, Y11
+	VPSHUFB         Y13, Y1, Y13
+	VPSIGNB         Y8, Y11, Y11
+	VPABSB          Y8, Y8
+	VPMADDUBSW      Y11, Y8, Y11
+	VPMADDWD        Y2, Y11, Y11
+	VPSIGNB         Y9, Y13, Y13
+	VPABSB          Y9, Y8
+	VPMADDUBSW      Y13, Y8, Y13
+	VPMADDWD        Y2, Y13, Y13
+	VPADDD          Y13, Y11, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y8
+	VSHUFPS         $0xdd, Y11, Y10, Y9
+	VPADDD          Y9, Y8, Y8
+	VSHUFPS         $0x88, Y8, Y12, Y9
+	VSHUFPS         $0xdd, Y8, Y12, Y8
+	VPADDD          Y8, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	VPSRLD          $0x1c, Y5, Y5
+	VPSRLD          $0x0e, Y7, Y7
+	VPANDD          v32_0000000f<>+0(SB), Y5, Y5
+	VPANDD          v32_00000003<>+0(SB), Y7, Y7
+	VPSLLD          $0x04, Y7, Y7
+	VPORD           Y7, Y5, Y5
+	VPSUBD          v32_00000020<>+0(SB), Y5, Y5
+	VCVTDQ2PS       Y5, Y5
+	VMULPS          Y4, Y5, Y5
+	VMULPS          Y5, Y9, Y9
+	VADDPS          Y9, Y3, Y3
+	ADDQ            $0x00000088, AX
+	ADDQ            $0x00000088, DI
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_XSr8AVX512
+
+donedotIQ4_XSr8AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotTQ2_0AVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z3
+	VXORPS       X4, X4, X4
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0AVX512
+
+loopdotTQ2_0AVX512:
+	VPXORD        Y1, Y1, Y1
+	VMOVDQU64     (AX), Z1
+	VPXORD        Z2, Z2, Z2
+	VPANDD        Z3, Z1, Z5
+	VMOVDQU64     4(CX), Y6
+	VINSERTI64X4  $0x01, 132(CX), Z6, Z6
+	VPMADDUBSW    Z6, Z5, Z6
+	VPADDW        Z6, Z2, Z2
+	VPSRLW        $0x02, Z1, Z5
+	VPANDD        Z3, Z5, Z5
+	VMOVDQU64     36(CX), Y7
+	VINSERTI64X4  $0x01, 164(CX), Z7, Z7
+	VPMADDUBSW    Z7, Z5, Z7
+	VPADDW        Z7, Z2, Z2
+	VPSRLW        $0x04, Z1, Z5
+	VPANDD        Z3, Z5, Z5
+	VMOVDQU64     68(CX), Y8
+	VINSERTI64X4  $0x01, 196(CX), Z8, Z8
+	VPMADDUBSW    Z8, Z5, Z8
+	VPADDW        Z8, Z2, Z2
+	VPSRLW        $0x06, Z1, Z1
+	VPANDD        Z3, Z1, Z1
+	VMOVDQU64     100(CX), Y9
+	VINSERTI64X4  $0x01, 228(CX), Z9, Z9
+	VPMADDUBSW    Z9, Z1, Z9
+	VPADDW        Z9, Z2, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y1
+	VPADDW        Y1, Y2, Y1
+	VPMADDWD      Y0, Y1, Y1
+	VMOVDQU64     260(CX), Y5
+	VPMADDWD      Y0, Y5, Y5
+	VPSUBD        Y5, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VPADDD        X5, X1, X5
+	VPSHUFD       $0x4e, X5, X6
+	VPADDD        X6, X5, X5
+	VPSHUFD       $0xb1, X5, X6
+	VPADDD        X6, X5, X5
+	VCVTDQ2PS     X5, X5
+	VPBROADCASTW  64(AX), X6
+	VCVTPH2PS     X6, X6
+	VMULSS        (CX), X6, X6
+	VMULSS        X6, X5, X5
+	VADDSS        X5, X4, X4
+	ADDQ          $0x00000042, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotTQ2_0AVX512
+
+donedotTQ2_0AVX512:
+	MOVSS X4, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0AVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotTQ1_0AVX512(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y3
+	VPBROADCASTD c32_00030003<>+0(SB), Y4
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Z5
+	VPBROADCASTD c32_00030003<>+0(SB), Z6
+	VXORPS       X7, X7, X7
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0AVX512
+
+loopdotTQ1_0AVX512:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Z2, Z2, Z2
+	VBROADCASTI64X4 (AX), Z8
+	VPMULLW         tq1m01<>+0(SB), Z8, Z9
+	VPSLLW          $0x08, Z9, Z9
+	VPANDD          Z5, Z8, Z10
+	VPMULLW         tq1m01<>+0(SB), Z10, Z10
+	VPMULHUW        Z6, Z9, Z9
+	VPMULHUW        Z6, Z10, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VMOVDQU64       4(CX), Z10
+	VPMADDUBSW      Z10, Z9, Z10
+	VPADDW          Z10, Z2, Z2
+	VPMULLW         tq1m23<>+0(SB), Z8, Z9
+	VPSLLW          $0x08, Z9, Z9
+	VPANDD          Z5, Z8, Z10
+	VPMULLW         tq1m23<>+0(SB), Z10, Z10
+	VPMULHUW        Z6, Z9, Z9
+	VPMULHUW        Z6, Z10, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VMOVDQU64       68(CX), Z10
+	VPMADDUBSW      Z10, Z9, Z10
+	VPADDW          Z10, Z2, Z2
+	VBROADCASTI32X4 32(AX), Z9
+	VPMULLW         tq1h0123<>+0(SB), Z9, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPANDD          Z5, Z9, Z11
+	VPMULLW         tq1h0123<>+0(SB), Z11, Z11
+	VPMULHUW        Z6, Z10, Z10
+	VPMULHUW        Z6, Z11, Z11
+	VPSLLW          $0x08, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VMOVDQU64       164(CX), Z11
+	VPMADDUBSW      Z11, Z10, Z11
+	VPADDW          Z11, Z2, Z2
+	VPMULLW         v32_00510051<>+0(SB), Y8, Y10
+	VPSLLW          $0x08, Y10, Y10
+	VPANDD          Y3, Y8, Y8
+	VPMULLW         v32_00510051<>+0(SB), Y8, Y8
+	VPMULHUW        Y4, Y10, Y10
+	VPMULHUW        Y4, Y8, Y8
+	VPSLLW          $0x08, Y8, Y8
+	VPORD           Y8, Y10, Y10
+	VMOVDQU64       132(CX), Y8
+	VPMADDUBSW      Y8, Y10, Y8
+	VPADDW          Y8, Y1, Y1
+	VMOVDQU64       38(AX), X8
+	VPSHUFB         tq1qhspread<>+0(SB), X8, X8
+	VINSERTI32X4    $0x01, X8, Y9, Y8
+	VPMULLW         tq1m4qh<>+0(SB), Y8, Y9
+	VPSLLW          $0x08, Y9, Y9
+	VPANDD          Y3, Y8, Y8
+	VPMULLW         tq1m4qh<>+0(SB), Y8, Y8
+	VPMULHUW        Y4, Y9, Y9
+	VPMULHUW        Y4, Y8, Y8
+	VPSLLW          $0x08, Y8, Y8
+	VPORD           Y8, Y9, Y9
+	VMOVDQU64       228(CX), Y8
+	VPMADDUBSW      Y8, Y9, Y8
+	VPADDW          Y8, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z2, Y8
+	VPADDW          Y8, Y2, Y8
+	VPADDW          Y8, Y1, Y1
+	VPMADDWD        Y0, Y1, Y1
+	VMOVDQU64       260(CX), Y8
+	VPMADDWD        Y0, Y8, Y8
+	VPSUBD          Y8, Y1, Y1
+	VEXTRACTF32X4   $0x01, Y1, X8
+	VPADDD          X8, X1, X8
+	VPSHUFD         $0x4e, X8, X9
+	VPADDD          X9, X8, X8
+	VPSHUFD         $0xb1, X8, X9
+	VPADDD          X9, X8, X8
+	VCVTDQ2PS       X8, X8
+	VPBROADCASTW    52(AX), X9
+	VCVTPH2PS       X9, X9
+	VMULSS          (CX), X9, X9
+	VMULSS          X9, X8, X8
+	VADDSS          X8, X7, X7
+	ADDQ            $0x00000036, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ1_0AVX512
+
+donedotTQ1_0AVX512:
+	MOVSS X7, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c32_ff00ff00<>+0(SB)/4, $0xff00ff00
+GLOBL c32_ff00ff00<>(SB), RODATA|NOPTR, $4
+
+DATA c32_00030003<>+0(SB)/4, $0x00030003
+GLOBL c32_00030003<>(SB), RODATA|NOPTR, $4
+
+DATA tq1m01<>+0(SB)/4, $0x00010001
+DATA tq1m01<>+4(SB)/4, $0x00010001
+DATA tq1m01<>+8(SB)/4, $0x00010001
+DATA tq1m01<>+12(SB)/4, $0x00010001
+DATA tq1m01<>+16(SB)/4, $0x00010001
+DATA tq1m01<>+20(SB)/4, $0x00010001
+DATA tq1m01<>+24(SB)/4, $0x00010001
+DATA tq1m01<>+28(SB)/4, $0x00010001
+DATA tq1m01<>+32(SB)/4, $0x00030003
+DATA tq1m01<>+36(SB)/4, $0x00030003
+DATA tq1m01<>+40(SB)/4, $0x00030003
+DATA tq1m01<>+44(SB)/4, $0x00030003
+DATA tq1m01<>+48(SB)/4, $0x00030003
+DATA tq1m01<>+52(SB)/4, $0x00030003
+DATA tq1m01<>+56(SB)/4, $0x00030003
+DATA tq1m01<>+60(SB)/4, $0x00030003
+GLOBL tq1m01<>(SB), RODATA|NOPTR, $64
+
+DATA tq1m23<>+0(SB)/4, $0x00090009
+DATA tq1m23<>+4(SB)/4, $0x00090009
+DATA tq1m23<>+8(SB)/4, $0x00090009
+DATA tq1m23<>+12(SB)/4, $0x00090009
+DATA tq1m23<>+16(SB)/4, $0x00090009
+DATA tq1m23<>+20(SB)/4, $0x00090009
+DATA tq1m23<>+24(SB)/4, $0x00090009
+DATA tq1m23<>+28(SB)/4, $0x00090009
+DATA tq1m23<>+32(SB)/4, $0x001b001b
+DATA tq1m23<>+36(SB)/4, $0x001b001b
+DATA tq1m23<>+40(SB)/4, $0x001b001b
+DATA tq1m23<>+44(SB)/4, $0x001b001b
+DATA tq1m23<>+48(SB)/4, $0x001b001b
+DATA tq1m23<>+52(SB)/4, $0x001b001b
+DATA tq1m23<>+56(SB)/4, $0x001b001b
+DATA tq1m23<>+60(SB)/4, $0x001b001b
+GLOBL tq1m23<>(SB), RODATA|NOPTR, $64
+
+DATA tq1h0123<>+0(SB)/4, $0x00010001
+DATA tq1h0123<>+4(SB)/4, $0x00010001
+DATA tq1h0123<>+8(SB)/4, $0x00010001
+DATA tq1h0123<>+12(SB)/4, $0x00010001
+DATA tq1h0123<>+16(SB)/4, $0x00030003
+DATA tq1h0123<>+20(SB)/4, $0x00030003
+DATA tq1h0123<>+24(SB)/4, $0x00030003
+DATA tq1h0123<>+28(SB)/4, $0x00030003
+DATA tq1h0123<>+32(SB)/4, $0x00090009
+DATA tq1h0123<>+36(SB)/4, $0x00090009
+DATA tq1h0123<>+40(SB)/4, $0x00090009
+DATA tq1h0123<>+44(SB)/4, $0x00090009
+DATA tq1h0123<>+48(SB)/4, $0x001b001b
+DATA tq1h0123<>+52(SB)/4, $0x001b001b
+DATA tq1h0123<>+56(SB)/4, $0x001b001b
+DATA tq1h0123<>+60(SB)/4, $0x001b001b
+GLOBL tq1h0123<>(SB), RODATA|NOPTR, $64
+
+DATA v32_00510051<>+0(SB)/4, $0x00510051
+DATA v32_00510051<>+4(SB)/4, $0x00510051
+DATA v32_00510051<>+8(SB)/4, $0x00510051
+DATA v32_00510051<>+12(SB)/4, $0x00510051
+DATA v32_00510051<>+16(SB)/4, $0x00510051
+DATA v32_00510051<>+20(SB)/4, $0x00510051
+DATA v32_00510051<>+24(SB)/4, $0x00510051
+DATA v32_00510051<>+28(SB)/4, $0x00510051
+GLOBL v32_00510051<>(SB), RODATA|NOPTR, $32
+
+DATA tq1qhspread<>+0(SB)/4, $0x0d0c0b0a
+DATA tq1qhspread<>+4(SB)/4, $0x0d0c0b0a
+DATA tq1qhspread<>+8(SB)/4, $0x0d0c0b0a
+DATA tq1qhspread<>+12(SB)/4, $0x0d0c0b0a
+GLOBL tq1qhspread<>(SB), RODATA|NOPTR, $16
+
+DATA tq1m4qh<>+0(SB)/4, $0x00510051
+DATA tq1m4qh<>+4(SB)/4, $0x00510051
+DATA tq1m4qh<>+8(SB)/4, $0x00510051
+DATA tq1m4qh<>+12(SB)/4, $0x00510051
+DATA tq1m4qh<>+16(SB)/4, $0x00010001
+DATA tq1m4qh<>+20(SB)/4, $0x00030003
+DATA tq1m4qh<>+24(SB)/4, $0x00090009
+DATA tq1m4qh<>+28(SB)/4, $0x001b001b
+GLOBL tq1m4qh<>(SB), RODATA|NOPTR, $32
+
 // func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·dotF32AVX512(SB), NOSPLIT, $0-40
@@ -15449,6 +17846,2044 @@ loopdotMXFP4r8VNNI:
 donedotMXFP4r8VNNI:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y5, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ4_NLVNNI(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlutu<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+
+loopdotIQ4_NLVNNI:
+	CMPQ          DX, $0x08
+	JB            taildotIQ4_NLVNNI
+	VMOVDQU64     2(AX), X4
+	VINSERTI32X4  $0x01, 74(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     2(CX), X4
+	VINSERTI32X4  $0x01, 138(CX), Y4, Y17
+	VMOVDQU64     18(CX), X4
+	VINSERTI32X4  $0x01, 154(CX), Y4, Y18
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y17, Y2, Y7
+	VPDPBUSD      Y18, Y2, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQA64     Y8, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VPDPBUSD      Y18, Y6, Y19
+	VMOVDQU64     20(AX), X4
+	VINSERTI32X4  $0x01, 92(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 172(CX), Y4, Y17
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 188(CX), Y4, Y18
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y17, Y2, Y9
+	VPDPBUSD      Y18, Y2, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQA64     Y10, Y20
+	VPDPBUSD      Y17, Y5, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VSHUFPS       $0x88, Y20, Y19, Y5
+	VSHUFPS       $0xdd, Y20, Y19, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     38(AX), X4
+	VINSERTI32X4  $0x01, 110(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y17, Y1, Y17
+	VMOVDQU64     70(CX), X4
+	VINSERTI32X4  $0x01, 206(CX), Y4, Y18
+	VMOVDQU64     86(CX), X4
+	VINSERTI32X4  $0x01, 222(CX), Y4, Y19
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y18, Y2, Y11
+	VPDPBUSD      Y19, Y2, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQA64     Y12, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VPDPBUSD      Y19, Y17, Y20
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 128(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y17, Y1, Y17
+	VMOVDQU64     104(CX), X4
+	VINSERTI32X4  $0x01, 240(CX), Y4, Y18
+	VMOVDQU64     120(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y19
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      Y18, Y2, Y13
+	VPDPBUSD      Y19, Y2, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQA64     Y14, Y21
+	VPDPBUSD      Y18, Y6, Y21
+	VPDPBUSD      Y19, Y17, Y21
+	VSHUFPS       $0x88, Y21, Y20, Y6
+	VSHUFPS       $0xdd, Y21, Y20, Y17
+	VPADDD        Y17, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y17
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y17, Y17
+	VCVTDQ2PS     Y17, Y17
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y5
+	MOVWQZX       (AX), BX
+	MOVWQZX       18(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       36(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       54(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       72(AX), SI
+	MOVWQZX       90(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       108(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       126(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y6
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y17, Y17
+	VADDSS        X17, X3, X3
+	VMOVSHDUP     X17, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X17, X17, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X17, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y17, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotIQ4_NLVNNI
+
+taildotIQ4_NLVNNI:
+	TESTQ        DX, DX
+	JZ           donedotIQ4_NLVNNI
+	VMOVDQU64    2(AX), X4
+	VINSERTI32X4 $0x01, 2(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y7, Y2, Y15
+	VPDPBUSD     Y8, Y2, Y15
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y15, Y16, Y16
+	VMOVDQA64    Y16, Y9
+	VPDPBUSD     Y7, Y5, Y9
+	VPDPBUSD     Y8, Y6, Y9
+	VPSHUFD      $0x4e, X9, X4
+	VPADDD       X4, X9, X9
+	VPSHUFD      $0xb1, X9, X4
+	VPADDD       X4, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMULPS       X5, X9, X9
+	VADDSS       X9, X3, X3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotIQ4_NLVNNI
+
+donedotIQ4_NLVNNI:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_NLlutu<>+0(SB)/4, $0x3f2d1801
+DATA b32IQ4_NLlutu<>+4(SB)/4, $0x766a5d4f
+DATA b32IQ4_NLlutu<>+8(SB)/4, $0xa6998d81
+DATA b32IQ4_NLlutu<>+12(SB)/4, $0xf1d9c5b5
+GLOBL b32IQ4_NLlutu<>(SB), RODATA|NOPTR, $16
+
+// func dotIQ4_NLr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotIQ4_NLr8VNNI(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlutu<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_NLr8VNNI
+
+loopdotIQ4_NLr8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        Y4, Y2, Y6
+	VPDPBUSD        Y5, Y2, Y6
+	VPXORD          Y7, Y7, Y7
+	VPSUBD          Y6, Y7, Y7
+	VMOVDQU64       2(AX), X8
+	VINSERTI32X4    $0x01, 2(DI), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y9, Y1, Y9
+	VPSHUFB         Y10, Y1, Y10
+	VMOVDQA64       Y7, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VPDPBUSD        Y5, Y10, Y11
+	VMOVDQU64       2(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y9, Y1, Y9
+	VPSHUFB         Y10, Y1, Y10
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y9, Y12
+	VPDPBUSD        Y5, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y9
+	VSHUFPS         $0xdd, Y12, Y11, Y10
+	VPADDD          Y10, Y9, Y9
+	VMOVDQU64       2(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VPDPBUSD        Y5, Y11, Y12
+	VMOVDQU64       2(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VMOVDQA64       Y7, Y13
+	VPDPBUSD        Y4, Y10, Y13
+	VPDPBUSD        Y5, Y11, Y13
+	VSHUFPS         $0x88, Y13, Y12, Y4
+	VSHUFPS         $0xdd, Y13, Y12, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X8
+	VPINSRQ         $0x01, R10, X8, X8
+	VCVTPH2PS       X8, Y9
+	VMULPS          Y4, Y9, Y9
+	VMULPS          Y9, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_NLr8VNNI
+
+donedotIQ4_NLr8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ4_1VNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VXORPS       X1, X1, X1
+
+loopdotQ4_1VNNI:
+	CMPQ          DX, $0x08
+	JB            taildotQ4_1VNNI
+	VMOVDQU64     4(AX), X2
+	VINSERTI32X4  $0x01, 84(AX), Y2, Y3
+	VPSRLW        $0x04, Y3, Y4
+	VPANDD        Y0, Y3, Y3
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     4(CX), X2
+	VINSERTI32X4  $0x01, 148(CX), Y2, Y10
+	VMOVDQU64     20(CX), X2
+	VINSERTI32X4  $0x01, 164(CX), Y2, Y11
+	VPXORD        Y5, Y5, Y5
+	VPDPBUSD      Y10, Y3, Y5
+	VPDPBUSD      Y11, Y4, Y5
+	VMOVDQU64     24(AX), X2
+	VINSERTI32X4  $0x01, 104(AX), Y2, Y3
+	VPSRLW        $0x04, Y3, Y4
+	VPANDD        Y0, Y3, Y3
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     40(CX), X2
+	VINSERTI32X4  $0x01, 184(CX), Y2, Y10
+	VMOVDQU64     56(CX), X2
+	VINSERTI32X4  $0x01, 200(CX), Y2, Y11
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y10, Y3, Y6
+	VPDPBUSD      Y11, Y4, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y3
+	VSHUFPS       $0xdd, Y6, Y5, Y4
+	VPADDD        Y4, Y3, Y3
+	VMOVDQU64     44(AX), X2
+	VINSERTI32X4  $0x01, 124(AX), Y2, Y4
+	VPSRLW        $0x04, Y4, Y10
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y10, Y10
+	VMOVDQU64     76(CX), X2
+	VINSERTI32X4  $0x01, 220(CX), Y2, Y11
+	VMOVDQU64     92(CX), X2
+	VINSERTI32X4  $0x01, 236(CX), Y2, Y12
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y11, Y4, Y7
+	VPDPBUSD      Y12, Y10, Y7
+	VMOVDQU64     64(AX), X2
+	VINSERTI32X4  $0x01, 144(AX), Y2, Y4
+	VPSRLW        $0x04, Y4, Y10
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y10, Y10
+	VMOVDQU64     112(CX), X2
+	VINSERTI32X4  $0x01, 256(CX), Y2, Y11
+	VMOVDQU64     128(CX), X2
+	VINSERTI32X4  $0x01, 272(CX), Y2, Y12
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      Y11, Y4, Y8
+	VPDPBUSD      Y12, Y10, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y4
+	VSHUFPS       $0xdd, Y8, Y7, Y10
+	VPADDD        Y10, Y4, Y4
+	VSHUFPS       $0x88, Y4, Y3, Y10
+	VSHUFPS       $0xdd, Y4, Y3, Y3
+	VPADDD        Y3, Y10, Y10
+	VCVTDQ2PS     Y10, Y10
+	MOVWQZX       (CX), BX
+	MOVWQZX       36(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       72(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       108(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       144(CX), SI
+	MOVWQZX       180(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       216(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       252(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       (AX), BX
+	MOVWQZX       20(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       40(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       60(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       80(AX), SI
+	MOVWQZX       100(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       120(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       140(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y3, Y4, Y4
+	VMULPS        Y4, Y10, Y10
+	MOVWQZX       2(AX), BX
+	MOVWQZX       22(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       42(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       62(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       82(AX), SI
+	MOVWQZX       102(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       122(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       142(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       2(CX), BX
+	MOVWQZX       38(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       74(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       110(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       146(CX), SI
+	MOVWQZX       182(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       218(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       254(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y4, Y3, Y3
+	VADDPS        Y3, Y10, Y10
+	VADDSS        X10, X1, X1
+	VMOVSHDUP     X10, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X10, X10, X2
+	VADDSS        X2, X1, X1
+	VPERMILPS     $0xff, X10, X2
+	VADDSS        X2, X1, X1
+	VEXTRACTF32X4 $0x01, Y10, X2
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X2, X2, X3
+	VADDSS        X3, X1, X1
+	VPERMILPS     $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ4_1VNNI
+
+taildotQ4_1VNNI:
+	TESTQ        DX, DX
+	JZ           donedotQ4_1VNNI
+	VMOVDQU64    4(AX), X2
+	VINSERTI32X4 $0x01, 4(AX), Y2, Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPANDD       Y0, Y3, Y3
+	VPANDD       Y0, Y4, Y4
+	VMOVDQU64    4(CX), X2
+	VINSERTI32X4 $0x01, 4(CX), Y2, Y5
+	VMOVDQU64    20(CX), X2
+	VINSERTI32X4 $0x01, 20(CX), Y2, Y6
+	VPXORD       Y9, Y9, Y9
+	VPDPBUSD     Y5, Y3, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPSHUFD      $0x4e, X9, X2
+	VPADDD       X2, X9, X9
+	VPSHUFD      $0xb1, X9, X2
+	VPADDD       X2, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X2, X3, X3
+	VMULPS       X3, X9, X9
+	VMOVD        2(AX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        2(CX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X3, X2, X2
+	VADDPS       X2, X9, X9
+	VADDSS       X9, X1, X1
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ4_1VNNI
+
+donedotQ4_1VNNI:
+	MOVSS X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ4_1r8VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPXORD       Y1, Y1, Y1
+	TESTQ        BX, BX
+	JZ           donedotQ4_1r8VNNI
+
+loopdotQ4_1r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000a0, R8
+	VBROADCASTI32X4 4(DX), Y2
+	VBROADCASTI32X4 20(DX), Y3
+	VMOVDQU64       4(AX), X4
+	VINSERTI32X4    $0x01, 4(DI), Y4, Y5
+	VPSRLW          $0x04, Y5, Y6
+	VPANDD          Y0, Y5, Y5
+	VPANDD          Y0, Y6, Y6
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        Y2, Y5, Y7
+	VPDPBUSD        Y3, Y6, Y7
+	VMOVDQU64       4(AX)(CX*1), X4
+	VINSERTI32X4    $0x01, 4(DI)(CX*1), Y4, Y5
+	VPSRLW          $0x04, Y5, Y6
+	VPANDD          Y0, Y5, Y5
+	VPANDD          Y0, Y6, Y6
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y2, Y5, Y8
+	VPDPBUSD        Y3, Y6, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y5
+	VSHUFPS         $0xdd, Y8, Y7, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVDQU64       4(AX)(CX*2), X4
+	VINSERTI32X4    $0x01, 4(DI)(CX*2), Y4, Y6
+	VPSRLW          $0x04, Y6, Y11
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y11, Y11
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y2, Y6, Y9
+	VPDPBUSD        Y3, Y11, Y9
+	VMOVDQU64       4(AX)(SI*1), X4
+	VINSERTI32X4    $0x01, 4(DI)(SI*1), Y4, Y6
+	VPSRLW          $0x04, Y6, Y11
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y11, Y11
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        Y2, Y6, Y10
+	VPDPBUSD        Y3, Y11, Y10
+	VSHUFPS         $0x88, Y10, Y9, Y2
+	VSHUFPS         $0xdd, Y10, Y9, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y5, Y3
+	VSHUFPS         $0xdd, Y2, Y5, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VPBROADCASTW    2(DX), X5
+	VCVTPH2PS       X5, Y5
+	VCVTDQ2PS       Y3, Y3
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y6
+	VMULPS          Y2, Y6, Y6
+	VMULPS          Y6, Y3, Y3
+	MOVWQZX         2(AX), R9
+	MOVWQZX         2(AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         2(DI), R10
+	MOVWQZX         2(DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X2
+	VPINSRQ         $0x01, R10, X2, X2
+	VCVTPH2PS       X2, Y2
+	VMULPS          Y5, Y2, Y2
+	VADDPS          Y2, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000014, AX
+	ADDQ            $0x00000014, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ4_1r8VNNI
+
+donedotQ4_1r8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y1, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ5_1VNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ5_1VNNI:
+	CMPQ          DX, $0x08
+	JB            taildotQ5_1VNNI
+	VMOVDQU64     8(AX), X3
+	VINSERTI32X4  $0x01, 104(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	MOVL          4(AX), BX
+	MOVL          100(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y4, K1, Y4
+	VPADDB        Y1, Y5, K2, Y5
+	VMOVDQU64     4(CX), X3
+	VINSERTI32X4  $0x01, 148(CX), Y3, Y11
+	VMOVDQU64     20(CX), X3
+	VINSERTI32X4  $0x01, 164(CX), Y3, Y12
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y11, Y4, Y6
+	VPDPBUSD      Y12, Y5, Y6
+	VMOVDQU64     32(AX), X3
+	VINSERTI32X4  $0x01, 128(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	MOVL          28(AX), BX
+	MOVL          124(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y4, K1, Y4
+	VPADDB        Y1, Y5, K2, Y5
+	VMOVDQU64     40(CX), X3
+	VINSERTI32X4  $0x01, 184(CX), Y3, Y11
+	VMOVDQU64     56(CX), X3
+	VINSERTI32X4  $0x01, 200(CX), Y3, Y12
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y11, Y4, Y7
+	VPDPBUSD      Y12, Y5, Y7
+	VSHUFPS       $0x88, Y7, Y6, Y4
+	VSHUFPS       $0xdd, Y7, Y6, Y5
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU64     56(AX), X3
+	VINSERTI32X4  $0x01, 152(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y11
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y11, Y11
+	MOVL          52(AX), BX
+	MOVL          148(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y5, K1, Y5
+	VPADDB        Y1, Y11, K2, Y11
+	VMOVDQU64     76(CX), X3
+	VINSERTI32X4  $0x01, 220(CX), Y3, Y12
+	VMOVDQU64     92(CX), X3
+	VINSERTI32X4  $0x01, 236(CX), Y3, Y13
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      Y12, Y5, Y8
+	VPDPBUSD      Y13, Y11, Y8
+	VMOVDQU64     80(AX), X3
+	VINSERTI32X4  $0x01, 176(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y11
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y11, Y11
+	MOVL          76(AX), BX
+	MOVL          172(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y5, K1, Y5
+	VPADDB        Y1, Y11, K2, Y11
+	VMOVDQU64     112(CX), X3
+	VINSERTI32X4  $0x01, 256(CX), Y3, Y12
+	VMOVDQU64     128(CX), X3
+	VINSERTI32X4  $0x01, 272(CX), Y3, Y13
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y12, Y5, Y9
+	VPDPBUSD      Y13, Y11, Y9
+	VSHUFPS       $0x88, Y9, Y8, Y5
+	VSHUFPS       $0xdd, Y9, Y8, Y11
+	VPADDD        Y11, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y11
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y11, Y11
+	VCVTDQ2PS     Y11, Y11
+	VMOVD         (CX), X3
+	VPINSRW       $0x01, 36(CX), X3, X3
+	VPINSRW       $0x02, 72(CX), X3, X3
+	VPINSRW       $0x03, 108(CX), X3, X3
+	VPINSRW       $0x04, 144(CX), X3, X3
+	VPINSRW       $0x05, 180(CX), X3, X3
+	VPINSRW       $0x06, 216(CX), X3, X3
+	VPINSRW       $0x07, 252(CX), X3, X3
+	VCVTPH2PS     X3, Y4
+	VMOVD         (AX), X3
+	VPINSRW       $0x01, 24(AX), X3, X3
+	VPINSRW       $0x02, 48(AX), X3, X3
+	VPINSRW       $0x03, 72(AX), X3, X3
+	VPINSRW       $0x04, 96(AX), X3, X3
+	VPINSRW       $0x05, 120(AX), X3, X3
+	VPINSRW       $0x06, 144(AX), X3, X3
+	VPINSRW       $0x07, 168(AX), X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y4, Y5, Y5
+	VMULPS        Y5, Y11, Y11
+	VMOVD         2(AX), X3
+	VPINSRW       $0x01, 26(AX), X3, X3
+	VPINSRW       $0x02, 50(AX), X3, X3
+	VPINSRW       $0x03, 74(AX), X3, X3
+	VPINSRW       $0x04, 98(AX), X3, X3
+	VPINSRW       $0x05, 122(AX), X3, X3
+	VPINSRW       $0x06, 146(AX), X3, X3
+	VPINSRW       $0x07, 170(AX), X3, X3
+	VCVTPH2PS     X3, Y4
+	VMOVD         2(CX), X3
+	VPINSRW       $0x01, 38(CX), X3, X3
+	VPINSRW       $0x02, 74(CX), X3, X3
+	VPINSRW       $0x03, 110(CX), X3, X3
+	VPINSRW       $0x04, 146(CX), X3, X3
+	VPINSRW       $0x05, 182(CX), X3, X3
+	VPINSRW       $0x06, 218(CX), X3, X3
+	VPINSRW       $0x07, 254(CX), X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y5, Y4, Y4
+	VADDPS        Y4, Y11, Y11
+	VADDSS        X11, X2, X2
+	VMOVSHDUP     X11, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X11, X11, X3
+	VADDSS        X3, X2, X2
+	VPERMILPS     $0xff, X11, X3
+	VADDSS        X3, X2, X2
+	VEXTRACTF32X4 $0x01, Y11, X3
+	VADDSS        X3, X2, X2
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X2, X2
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X2, X2
+	VPERMILPS     $0xff, X3, X3
+	VADDSS        X3, X2, X2
+	ADDQ          $0x000000c0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ5_1VNNI
+
+taildotQ5_1VNNI:
+	TESTQ        DX, DX
+	JZ           donedotQ5_1VNNI
+	VMOVDQU64    8(AX), X3
+	VINSERTI32X4 $0x01, 8(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	MOVL         4(AX), BX
+	MOVL         4(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y1, Y4, K1, Y4
+	VPADDB       Y1, Y5, K2, Y5
+	VMOVDQU64    4(CX), X3
+	VINSERTI32X4 $0x01, 4(CX), Y3, Y6
+	VMOVDQU64    20(CX), X3
+	VINSERTI32X4 $0x01, 20(CX), Y3, Y7
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y6, Y4, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPSHUFD      $0x4e, X10, X3
+	VPADDD       X3, X10, X10
+	VPSHUFD      $0xb1, X10, X3
+	VPADDD       X3, X10, X10
+	VCVTDQ2PS    X10, X10
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X3, X4, X4
+	VMULPS       X4, X10, X10
+	VMOVD        2(AX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        2(CX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X3, X3
+	VADDPS       X3, X10, X10
+	VADDSS       X10, X2, X2
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ5_1VNNI
+
+donedotQ5_1VNNI:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1r8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ5_1r8VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPXORD       Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           donedotQ5_1r8VNNI
+
+loopdotQ5_1r8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000c0, R8
+	VBROADCASTI32X4 4(DX), Y3
+	VBROADCASTI32X4 20(DX), Y4
+	VMOVDQU64       8(AX), X5
+	VINSERTI32X4    $0x01, 8(DI), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	MOVL            4(AX), R9
+	MOVL            4(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y6, K1, Y6
+	VPADDB          Y1, Y7, K2, Y7
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y3, Y6, Y8
+	VPDPBUSD        Y4, Y7, Y8
+	VMOVDQU64       8(AX)(CX*1), X5
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	MOVL            4(AX)(CX*1), R9
+	MOVL            4(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y6, K1, Y6
+	VPADDB          Y1, Y7, K2, Y7
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y3, Y6, Y9
+	VPDPBUSD        Y4, Y7, Y9
+	VSHUFPS         $0x88, Y9, Y8, Y6
+	VSHUFPS         $0xdd, Y9, Y8, Y7
+	VPADDD          Y7, Y6, Y6
+	VMOVDQU64       8(AX)(CX*2), X5
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y5, Y7
+	VPSRLW          $0x04, Y7, Y12
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y12, Y12
+	MOVL            4(AX)(CX*2), R9
+	MOVL            4(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y7, K1, Y7
+	VPADDB          Y1, Y12, K2, Y12
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        Y3, Y7, Y10
+	VPDPBUSD        Y4, Y12, Y10
+	VMOVDQU64       8(AX)(SI*1), X5
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y5, Y7
+	VPSRLW          $0x04, Y7, Y12
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y12, Y12
+	MOVL            4(AX)(SI*1), R9
+	MOVL            4(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y7, K1, Y7
+	VPADDB          Y1, Y12, K2, Y12
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        Y3, Y7, Y11
+	VPDPBUSD        Y4, Y12, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y3
+	VSHUFPS         $0xdd, Y11, Y10, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y6, Y4
+	VSHUFPS         $0xdd, Y3, Y6, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VPBROADCASTW    2(DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y4, Y4
+	VMOVD           (AX), X5
+	VPINSRW         $0x01, (AX)(CX*1), X5, X5
+	VPINSRW         $0x02, (AX)(CX*2), X5, X5
+	VPINSRW         $0x03, (AX)(SI*1), X5, X5
+	VPINSRW         $0x04, (DI), X5, X5
+	VPINSRW         $0x05, (DI)(CX*1), X5, X5
+	VPINSRW         $0x06, (DI)(CX*2), X5, X5
+	VPINSRW         $0x07, (DI)(SI*1), X5, X5
+	VCVTPH2PS       X5, Y7
+	VMULPS          Y3, Y7, Y7
+	VMULPS          Y7, Y4, Y4
+	VMOVD           2(AX), X3
+	VPINSRW         $0x01, 2(AX)(CX*1), X3, X3
+	VPINSRW         $0x02, 2(AX)(CX*2), X3, X3
+	VPINSRW         $0x03, 2(AX)(SI*1), X3, X3
+	VPINSRW         $0x04, 2(DI), X3, X3
+	VPINSRW         $0x05, 2(DI)(CX*1), X3, X3
+	VPINSRW         $0x06, 2(DI)(CX*2), X3, X3
+	VPINSRW         $0x07, 2(DI)(SI*1), X3, X3
+	VCVTPH2PS       X3, Y3
+	VMULPS          Y6, Y3, Y3
+	VADDPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000018, AX
+	ADDQ            $0x00000018, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ5_1r8VNNI
+
+donedotQ5_1r8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ4_XSVNNI(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlutu<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+	TESTQ           DX, DX
+	JZ              donedotIQ4_XSVNNI
+
+loopdotIQ4_XSVNNI:
+	VMOVDQU64     8(AX), X4
+	VINSERTI32X4  $0x01, 72(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     4(CX), X4
+	VINSERTI32X4  $0x01, 132(CX), Y4, Y15
+	VMOVDQU64     20(CX), X4
+	VINSERTI32X4  $0x01, 148(CX), Y4, Y16
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y15, Y2, Y7
+	VPDPBUSD      Y16, Y2, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQA64     Y8, Y17
+	VPDPBUSD      Y15, Y5, Y17
+	VPDPBUSD      Y16, Y6, Y17
+	VMOVDQU64     24(AX), X4
+	VINSERTI32X4  $0x01, 88(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 164(CX), Y4, Y15
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 180(CX), Y4, Y16
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y15, Y2, Y9
+	VPDPBUSD      Y16, Y2, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQA64     Y10, Y18
+	VPDPBUSD      Y15, Y5, Y18
+	VPDPBUSD      Y16, Y6, Y18
+	VSHUFPS       $0x88, Y18, Y17, Y5
+	VSHUFPS       $0xdd, Y18, Y17, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     40(AX), X4
+	VINSERTI32X4  $0x01, 104(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y15
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y15, Y15
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y15, Y1, Y15
+	VMOVDQU64     68(CX), X4
+	VINSERTI32X4  $0x01, 196(CX), Y4, Y16
+	VMOVDQU64     84(CX), X4
+	VINSERTI32X4  $0x01, 212(CX), Y4, Y17
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y16, Y2, Y11
+	VPDPBUSD      Y17, Y2, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQA64     Y12, Y18
+	VPDPBUSD      Y16, Y6, Y18
+	VPDPBUSD      Y17, Y15, Y18
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 120(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y15
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y15, Y15
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y15, Y1, Y15
+	VMOVDQU64     100(CX), X4
+	VINSERTI32X4  $0x01, 228(CX), Y4, Y16
+	VMOVDQU64     116(CX), X4
+	VINSERTI32X4  $0x01, 244(CX), Y4, Y17
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      Y16, Y2, Y13
+	VPDPBUSD      Y17, Y2, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQA64     Y14, Y19
+	VPDPBUSD      Y16, Y6, Y19
+	VPDPBUSD      Y17, Y15, Y19
+	VSHUFPS       $0x88, Y19, Y18, Y6
+	VSHUFPS       $0xdd, Y19, Y18, Y15
+	VPADDD        Y15, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y15
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y15, Y15
+	VCVTDQ2PS     Y15, Y15
+	VPBROADCASTQ  (AX), Y5
+	VPSHUFB       iq4xsctl<>+0(SB), Y5, Y5
+	VPSRLVD       iq4xslo<>+0(SB), Y5, Y6
+	VPSRLVD       iq4xshi<>+0(SB), Y5, Y5
+	VPANDD        v32_0000000f<>+0(SB), Y6, Y6
+	VPANDD        v32_00000003<>+0(SB), Y5, Y5
+	VPSLLD        $0x04, Y5, Y5
+	VPORD         Y5, Y6, Y6
+	VPSUBD        v32_00000020<>+0(SB), Y6, Y6
+	VCVTDQ2PS     Y6, Y6
+	VPBROADCASTW  (AX), X4
+	VCVTPH2PS     X4, X4
+	VMULSS        (CX), X4, X4
+	VBROADCASTSS  X4, Y5
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y15, Y15
+	VADDSS        X15, X3, X3
+	VMOVSHDUP     X15, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X15, X15, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X15, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y15, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ4_XSVNNI
+
+donedotIQ4_XSVNNI:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA b32IQ4_XSlutu<>+0(SB)/4, $0x3f2d1801
+DATA b32IQ4_XSlutu<>+4(SB)/4, $0x766a5d4f
+DATA b32IQ4_XSlutu<>+8(SB)/4, $0xa6998d81
+DATA b32IQ4_XSlutu<>+12(SB)/4, $0xf1d9c5b5
+GLOBL b32IQ4_XSlutu<>(SB), RODATA|NOPTR, $16
+
+// func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotIQ4_XSr8VNNI(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlutu<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_XSr8VNNI
+
+loopdotIQ4_XSr8VNNI:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	PREFETCHT1      320(R8)
+	PREFETCHT1      384(R8)
+	PREFETCHT1      448(R8)
+	PREFETCHT1      512(R8)
+	PREFETCHT1      576(R8)
+	PREFETCHT1      640(R8)
+	PREFETCHT1      704(R8)
+	PREFETCHT1      768(R8)
+	PREFETCHT1      832(R8)
+	PREFETCHT1      896(R8)
+	PREFETCHT1      960(R8)
+	PREFETCHT1      1024(R8)
+	ADDQ            $0x00000440, R8
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y4
+	VBROADCASTSS    (DX), Y21
+	VMULPS          Y21, Y4, Y4
+	VMOVD           4(AX), X22
+	VMOVD           4(DI), X21
+	VPINSRD         $0x01, 4(AX)(CX*1), X22, X22
+	VPINSRD         $0x01, 4(DI)(CX*1), X21, X21
+	VPINSRD         $0x02, 4(AX)(CX*2), X22, X22
+	VPINSRD         $0x02, 4(DI)(CX*2), X21, X21
+	VPINSRD         $0x03, 4(AX)(SI*1), X22, X22
+	VPINSRD         $0x03, 4(DI)(SI*1), X21, X21
+	VINSERTI32X4    $0x01, X21, Y22, Y21
+	VMOVD           (AX), X22
+	VMOVD           (DI), X23
+	VPINSRD         $0x01, (AX)(CX*1), X22, X22
+	VPINSRD         $0x01, (DI)(CX*1), X23, X23
+	VPINSRD         $0x02, (AX)(CX*2), X22, X22
+	VPINSRD         $0x02, (DI)(CX*2), X23, X23
+	VPINSRD         $0x03, (AX)(SI*1), X22, X22
+	VPINSRD         $0x03, (DI)(SI*1), X23, X23
+	VINSERTI32X4    $0x01, X23, Y22, Y23
+	VPSRLD          $0x10, Y23, Y23
+	VBROADCASTI32X4 4(DX), Y24
+	VBROADCASTI32X4 20(DX), Y25
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        Y24, Y2, Y5
+	VPDPBUSD        Y25, Y2, Y5
+	VPXORD          Y6, Y6, Y6
+	VPSUBD          Y5, Y6, Y6
+	VMOVDQU64       8(AX), X22
+	VINSERTI32X4    $0x01, 8(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y6, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       8(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y6, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       8(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y6, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       8(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y6, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPANDD          v32_0000000f<>+0(SB), Y21, Y24
+	VPANDD          v32_00000003<>+0(SB), Y23, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 36(DX), Y24
+	VBROADCASTI32X4 52(DX), Y25
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        Y24, Y2, Y7
+	VPDPBUSD        Y25, Y2, Y7
+	VPXORD          Y8, Y8, Y8
+	VPSUBD          Y7, Y8, Y8
+	VMOVDQU64       24(AX), X22
+	VINSERTI32X4    $0x01, 24(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y8, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       24(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 24(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y8, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       24(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 24(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y8, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       24(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 24(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y8, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x04, Y21, Y24
+	VPSRLD          $0x02, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 68(DX), Y24
+	VBROADCASTI32X4 84(DX), Y25
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y24, Y2, Y9
+	VPDPBUSD        Y25, Y2, Y9
+	VPXORD          Y10, Y10, Y10
+	VPSUBD          Y9, Y10, Y10
+	VMOVDQU64       40(AX), X22
+	VINSERTI32X4    $0x01, 40(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y10, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       40(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 40(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y10, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       40(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 40(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y10, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       40(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 40(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y10, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x08, Y21, Y24
+	VPSRLD          $0x04, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 100(DX), Y24
+	VBROADCASTI32X4 116(DX), Y25
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        Y24, Y2, Y11
+	VPDPBUSD        Y25, Y2, Y11
+	VPXORD          Y12, Y12, Y12
+	VPSUBD          Y11, Y12, Y12
+	VMOVDQU64       56(AX), X22
+	VINSERTI32X4    $0x01, 56(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y12, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       56(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 56(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y12, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       56(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 56(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y12, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       56(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 56(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y12, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x0c, Y21, Y24
+	VPSRLD          $0x06, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 132(DX), Y24
+	VBROADCASTI32X4 148(DX), Y25
+	VPXORD          Y13, Y13, Y13
+	VPDPBUSD        Y24, Y2, Y13
+	VPDPBUSD        Y25, Y2, Y13
+	VPXORD          Y14, Y14, Y14
+	VPSUBD          Y13, Y14, Y14
+	VMOVDQU64       72(AX), X22
+	VINSERTI32X4    $0x01, 72(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y14, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       72(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 72(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y14, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       72(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 72(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y14, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       72(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 72(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y14, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x10, Y21, Y24
+	VPSRLD          $0x08, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 164(DX), Y24
+	VBROADCASTI32X4 180(DX), Y25
+	VPXORD          Y15, Y15, Y15
+	VPDPBUSD        Y24, Y2, Y15
+	VPDPBUSD        Y25, Y2, Y15
+	VPXORD          Y16, Y16, Y16
+	VPSUBD          Y15, Y16, Y16
+	VMOVDQU64       88(AX), X22
+	VINSERTI32X4    $0x01, 88(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y16, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       88(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 88(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y16, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       88(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 88(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y16, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       88(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 88(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y16, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x14, Y21, Y24
+	VPSRLD          $0x0a, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 196(DX), Y24
+	VBROADCASTI32X4 212(DX), Y25
+	VPXORD          Y17, Y17, Y17
+	VPDPBUSD        Y24, Y2, Y17
+	VPDPBUSD        Y25, Y2, Y17
+	VPXORD          Y18, Y18, Y18
+	VPSUBD          Y17, Y18, Y18
+	VMOVDQU64       104(AX), X22
+	VINSERTI32X4    $0x01, 104(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y18, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       104(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 104(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y18, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       104(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 104(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y18, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       104(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 104(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y18, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x18, Y21, Y24
+	VPSRLD          $0x0c, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 228(DX), Y24
+	VBROADCASTI32X4 244(DX), Y25
+	VPXORD          Y19, Y19, Y19
+	VPDPBUSD        Y24, Y2, Y19
+	VPDPBUSD        Y25, Y2, Y19
+	VPXORD          Y20, Y20, Y20
+	VPSUBD          Y19, Y20, Y20
+	VMOVDQU64       120(AX), X22
+	VINSERTI32X4    $0x01, 120(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y20, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       120(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 120(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y20, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       120(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 120(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y20, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       120(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 120(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y20, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x1c, Y21, Y21
+	VPSRLD          $0x0e, Y23, Y23
+	VPANDD          v32_0000000f<>+0(SB), Y21, Y21
+	VPANDD          v32_00000003<>+0(SB), Y23, Y23
+	VPSLLD          $0x04, Y23, Y23
+	VPORD           Y23, Y21, Y21
+	VPSUBD          v32_00000020<>+0(SB), Y21, Y21
+	VCVTDQ2PS       Y21, Y21
+	VMULPS          Y4, Y21, Y21
+	VMULPS          Y21, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	ADDQ            $0x00000088, AX
+	ADDQ            $0x00000088, DI
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_XSr8VNNI
+
+donedotIQ4_XSr8VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotTQ2_0VNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z3
+	VXORPS       X4, X4, X4
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0VNNI
+
+loopdotTQ2_0VNNI:
+	VPXORD        Y1, Y1, Y1
+	VMOVDQU64     (AX), Z1
+	VPXORD        Z2, Z2, Z2
+	VPANDD        Z3, Z1, Z5
+	VMOVDQU64     4(CX), Y6
+	VINSERTI64X4  $0x01, 132(CX), Z6, Z6
+	VPDPBUSD      Z6, Z5, Z2
+	VPSRLW        $0x02, Z1, Z5
+	VPANDD        Z3, Z5, Z5
+	VMOVDQU64     36(CX), Y7
+	VINSERTI64X4  $0x01, 164(CX), Z7, Z7
+	VPDPBUSD      Z7, Z5, Z2
+	VPSRLW        $0x04, Z1, Z5
+	VPANDD        Z3, Z5, Z5
+	VMOVDQU64     68(CX), Y8
+	VINSERTI64X4  $0x01, 196(CX), Z8, Z8
+	VPDPBUSD      Z8, Z5, Z2
+	VPSRLW        $0x06, Z1, Z1
+	VPANDD        Z3, Z1, Z1
+	VMOVDQU64     100(CX), Y9
+	VINSERTI64X4  $0x01, 228(CX), Z9, Z9
+	VPDPBUSD      Z9, Z1, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y1
+	VPADDD        Y1, Y2, Y1
+	VMOVDQU64     260(CX), Y5
+	VPMADDWD      Y0, Y5, Y5
+	VPSUBD        Y5, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VPADDD        X5, X1, X5
+	VPSHUFD       $0x4e, X5, X6
+	VPADDD        X6, X5, X5
+	VPSHUFD       $0xb1, X5, X6
+	VPADDD        X6, X5, X5
+	VCVTDQ2PS     X5, X5
+	VPBROADCASTW  64(AX), X6
+	VCVTPH2PS     X6, X6
+	VMULSS        (CX), X6, X6
+	VMULSS        X6, X5, X5
+	VADDSS        X5, X4, X4
+	ADDQ          $0x00000042, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotTQ2_0VNNI
+
+donedotTQ2_0VNNI:
+	MOVSS X4, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotTQ1_0VNNI(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y3
+	VPBROADCASTD c32_00030003<>+0(SB), Y4
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Z5
+	VPBROADCASTD c32_00030003<>+0(SB), Z6
+	VXORPS       X7, X7, X7
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0VNNI
+
+loopdotTQ1_0VNNI:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Z2, Z2, Z2
+	VBROADCASTI64X4 (AX), Z8
+	VPMULLW         tq1m01<>+0(SB), Z8, Z9
+	VPSLLW          $0x08, Z9, Z9
+	VPANDD          Z5, Z8, Z10
+	VPMULLW         tq1m01<>+0(SB), Z10, Z10
+	VPMULHUW        Z6, Z9, Z9
+	VPMULHUW        Z6, Z10, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VMOVDQU64       4(CX), Z10
+	VPDPBUSD        Z10, Z9, Z2
+	VPMULLW         tq1m23<>+0(SB), Z8, Z9
+	VPSLLW          $0x08, Z9, Z9
+	VPANDD          Z5, Z8, Z10
+	VPMULLW         tq1m23<>+0(SB), Z10, Z10
+	VPMULHUW        Z6, Z9, Z9
+	VPMULHUW        Z6, Z10, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VMOVDQU64       68(CX), Z10
+	VPDPBUSD        Z10, Z9, Z2
+	VBROADCASTI32X4 32(AX), Z9
+	VPMULLW         tq1h0123<>+0(SB), Z9, Z10
+	VPSLLW          $0x08, Z10, Z10
+	VPANDD          Z5, Z9, Z11
+	VPMULLW         tq1h0123<>+0(SB), Z11, Z11
+	VPMULHUW        Z6, Z10, Z10
+	VPMULHUW        Z6, Z11, Z11
+	VPSLLW          $0x08, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VMOVDQU64       164(CX), Z11
+	VPDPBUSD        Z11, Z10, Z2
+	VPMULLW         v32_00510051<>+0(SB), Y8, Y10
+	VPSLLW          $0x08, Y10, Y10
+	VPANDD          Y3, Y8, Y8
+	VPMULLW         v32_00510051<>+0(SB), Y8, Y8
+	VPMULHUW        Y4, Y10, Y10
+	VPMULHUW        Y4, Y8, Y8
+	VPSLLW          $0x08, Y8, Y8
+	VPORD           Y8, Y10, Y10
+	VMOVDQU64       132(CX), Y8
+	VPDPBUSD        Y8, Y10, Y1
+	VMOVDQU64       38(AX), X8
+	VPSHUFB         tq1qhspread<>+0(SB), X8, X8
+	VINSERTI32X4    $0x01, X8, Y9, Y8
+	VPMULLW         tq1m4qh<>+0(SB), Y8, Y9
+	VPSLLW          $0x08, Y9, Y9
+	VPANDD          Y3, Y8, Y8
+	VPMULLW         tq1m4qh<>+0(SB), Y8, Y8
+	VPMULHUW        Y4, Y9, Y9
+	VPMULHUW        Y4, Y8, Y8
+	VPSLLW          $0x08, Y8, Y8
+	VPORD           Y8, Y9, Y9
+	VMOVDQU64       228(CX), Y8
+	VPDPBUSD        Y8, Y9, Y1
+	VEXTRACTI64X4   $0x01, Z2, Y8
+	VPADDD          Y8, Y2, Y8
+	VPADDD          Y8, Y1, Y1
+	VMOVDQU64       260(CX), Y8
+	VPMADDWD        Y0, Y8, Y8
+	VPSUBD          Y8, Y1, Y1
+	VEXTRACTF32X4   $0x01, Y1, X8
+	VPADDD          X8, X1, X8
+	VPSHUFD         $0x4e, X8, X9
+	VPADDD          X9, X8, X8
+	VPSHUFD         $0xb1, X8, X9
+	VPADDD          X9, X8, X8
+	VCVTDQ2PS       X8, X8
+	VPBROADCASTW    52(AX), X9
+	VCVTPH2PS       X9, X9
+	VMULSS          (CX), X9, X9
+	VMULSS          X9, X8, X8
+	VADDSS          X8, X7, X7
+	ADDQ            $0x00000036, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ1_0VNNI
+
+donedotTQ1_0VNNI:
+	MOVSS X7, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -30111,6 +34546,1867 @@ loopdotMXFP4r8VNNI256:
 donedotMXFP4r8VNNI256:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y5, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ4_NLVNNI256(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlutu<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+
+loopdotIQ4_NLVNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotIQ4_NLVNNI256
+	VMOVDQU64     2(AX), X4
+	VINSERTI32X4  $0x01, 74(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     2(CX), X4
+	VINSERTI32X4  $0x01, 138(CX), Y4, Y17
+	VMOVDQU64     18(CX), X4
+	VINSERTI32X4  $0x01, 154(CX), Y4, Y18
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y17, Y2, Y7
+	VPDPBUSD      Y18, Y2, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQA64     Y8, Y19
+	VPDPBUSD      Y17, Y5, Y19
+	VPDPBUSD      Y18, Y6, Y19
+	VMOVDQU64     20(AX), X4
+	VINSERTI32X4  $0x01, 92(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 172(CX), Y4, Y17
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 188(CX), Y4, Y18
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y17, Y2, Y9
+	VPDPBUSD      Y18, Y2, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQA64     Y10, Y20
+	VPDPBUSD      Y17, Y5, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VSHUFPS       $0x88, Y20, Y19, Y5
+	VSHUFPS       $0xdd, Y20, Y19, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     38(AX), X4
+	VINSERTI32X4  $0x01, 110(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y17, Y1, Y17
+	VMOVDQU64     70(CX), X4
+	VINSERTI32X4  $0x01, 206(CX), Y4, Y18
+	VMOVDQU64     86(CX), X4
+	VINSERTI32X4  $0x01, 222(CX), Y4, Y19
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y18, Y2, Y11
+	VPDPBUSD      Y19, Y2, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQA64     Y12, Y20
+	VPDPBUSD      Y18, Y6, Y20
+	VPDPBUSD      Y19, Y17, Y20
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 128(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y17
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y17, Y17
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y17, Y1, Y17
+	VMOVDQU64     104(CX), X4
+	VINSERTI32X4  $0x01, 240(CX), Y4, Y18
+	VMOVDQU64     120(CX), X4
+	VINSERTI32X4  $0x01, 256(CX), Y4, Y19
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      Y18, Y2, Y13
+	VPDPBUSD      Y19, Y2, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQA64     Y14, Y21
+	VPDPBUSD      Y18, Y6, Y21
+	VPDPBUSD      Y19, Y17, Y21
+	VSHUFPS       $0x88, Y21, Y20, Y6
+	VSHUFPS       $0xdd, Y21, Y20, Y17
+	VPADDD        Y17, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y17
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y17, Y17
+	VCVTDQ2PS     Y17, Y17
+	MOVWQZX       (CX), BX
+	MOVWQZX       34(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       68(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       102(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       136(CX), SI
+	MOVWQZX       170(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       204(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       238(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y5
+	MOVWQZX       (AX), BX
+	MOVWQZX       18(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       36(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       54(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       72(AX), SI
+	MOVWQZX       90(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       108(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       126(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X4
+	VPINSRQ       $0x01, SI, X4, X4
+	VCVTPH2PS     X4, Y6
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y17, Y17
+	VADDSS        X17, X3, X3
+	VMOVSHDUP     X17, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X17, X17, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X17, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y17, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000110, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotIQ4_NLVNNI256
+
+taildotIQ4_NLVNNI256:
+	TESTQ        DX, DX
+	JZ           donedotIQ4_NLVNNI256
+	VMOVDQU64    2(AX), X4
+	VINSERTI32X4 $0x01, 2(AX), Y4, Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPANDD       Y0, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	VPSHUFB      Y5, Y1, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU64    2(CX), X4
+	VINSERTI32X4 $0x01, 2(CX), Y4, Y7
+	VMOVDQU64    18(CX), X4
+	VINSERTI32X4 $0x01, 18(CX), Y4, Y8
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y7, Y2, Y15
+	VPDPBUSD     Y8, Y2, Y15
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y15, Y16, Y16
+	VMOVDQA64    Y16, Y9
+	VPDPBUSD     Y7, Y5, Y9
+	VPDPBUSD     Y8, Y6, Y9
+	VPSHUFD      $0x4e, X9, X4
+	VPADDD       X4, X9, X9
+	VPSHUFD      $0xb1, X9, X4
+	VPADDD       X4, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VMOVD        (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMULPS       X5, X9, X9
+	VADDSS       X9, X3, X3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          taildotIQ4_NLVNNI256
+
+donedotIQ4_NLVNNI256:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotIQ4_NLr8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_NLlutu<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_NLr8VNNI256
+
+loopdotIQ4_NLr8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x00000090, R8
+	VBROADCASTI32X4 2(DX), Y4
+	VBROADCASTI32X4 18(DX), Y5
+	VPXORD          Y6, Y6, Y6
+	VPDPBUSD        Y4, Y2, Y6
+	VPDPBUSD        Y5, Y2, Y6
+	VPXORD          Y7, Y7, Y7
+	VPSUBD          Y6, Y7, Y7
+	VMOVDQU64       2(AX), X8
+	VINSERTI32X4    $0x01, 2(DI), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y9, Y1, Y9
+	VPSHUFB         Y10, Y1, Y10
+	VMOVDQA64       Y7, Y11
+	VPDPBUSD        Y4, Y9, Y11
+	VPDPBUSD        Y5, Y10, Y11
+	VMOVDQU64       2(AX)(CX*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*1), Y8, Y9
+	VPSRLW          $0x04, Y9, Y10
+	VPANDD          Y0, Y9, Y9
+	VPANDD          Y0, Y10, Y10
+	VPSHUFB         Y9, Y1, Y9
+	VPSHUFB         Y10, Y1, Y10
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y9, Y12
+	VPDPBUSD        Y5, Y10, Y12
+	VSHUFPS         $0x88, Y12, Y11, Y9
+	VSHUFPS         $0xdd, Y12, Y11, Y10
+	VPADDD          Y10, Y9, Y9
+	VMOVDQU64       2(AX)(CX*2), X8
+	VINSERTI32X4    $0x01, 2(DI)(CX*2), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VMOVDQA64       Y7, Y12
+	VPDPBUSD        Y4, Y10, Y12
+	VPDPBUSD        Y5, Y11, Y12
+	VMOVDQU64       2(AX)(SI*1), X8
+	VINSERTI32X4    $0x01, 2(DI)(SI*1), Y8, Y10
+	VPSRLW          $0x04, Y10, Y11
+	VPANDD          Y0, Y10, Y10
+	VPANDD          Y0, Y11, Y11
+	VPSHUFB         Y10, Y1, Y10
+	VPSHUFB         Y11, Y1, Y11
+	VMOVDQA64       Y7, Y13
+	VPDPBUSD        Y4, Y10, Y13
+	VPDPBUSD        Y5, Y11, Y13
+	VSHUFPS         $0x88, Y13, Y12, Y4
+	VSHUFPS         $0xdd, Y13, Y12, Y5
+	VPADDD          Y5, Y4, Y4
+	VSHUFPS         $0x88, Y4, Y9, Y5
+	VSHUFPS         $0xdd, Y4, Y9, Y4
+	VPADDD          Y4, Y5, Y5
+	VPBROADCASTW    (DX), X4
+	VCVTPH2PS       X4, Y4
+	VCVTDQ2PS       Y5, Y5
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X8
+	VPINSRQ         $0x01, R10, X8, X8
+	VCVTPH2PS       X8, Y9
+	VMULPS          Y4, Y9, Y9
+	VMULPS          Y9, Y5, Y5
+	VADDPS          Y5, Y3, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x00000022, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_NLr8VNNI256
+
+donedotIQ4_NLr8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ4_1VNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VXORPS       X1, X1, X1
+
+loopdotQ4_1VNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotQ4_1VNNI256
+	VMOVDQU64     4(AX), X2
+	VINSERTI32X4  $0x01, 84(AX), Y2, Y3
+	VPSRLW        $0x04, Y3, Y4
+	VPANDD        Y0, Y3, Y3
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     4(CX), X2
+	VINSERTI32X4  $0x01, 148(CX), Y2, Y10
+	VMOVDQU64     20(CX), X2
+	VINSERTI32X4  $0x01, 164(CX), Y2, Y11
+	VPXORD        Y5, Y5, Y5
+	VPDPBUSD      Y10, Y3, Y5
+	VPDPBUSD      Y11, Y4, Y5
+	VMOVDQU64     24(AX), X2
+	VINSERTI32X4  $0x01, 104(AX), Y2, Y3
+	VPSRLW        $0x04, Y3, Y4
+	VPANDD        Y0, Y3, Y3
+	VPANDD        Y0, Y4, Y4
+	VMOVDQU64     40(CX), X2
+	VINSERTI32X4  $0x01, 184(CX), Y2, Y10
+	VMOVDQU64     56(CX), X2
+	VINSERTI32X4  $0x01, 200(CX), Y2, Y11
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y10, Y3, Y6
+	VPDPBUSD      Y11, Y4, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y3
+	VSHUFPS       $0xdd, Y6, Y5, Y4
+	VPADDD        Y4, Y3, Y3
+	VMOVDQU64     44(AX), X2
+	VINSERTI32X4  $0x01, 124(AX), Y2, Y4
+	VPSRLW        $0x04, Y4, Y10
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y10, Y10
+	VMOVDQU64     76(CX), X2
+	VINSERTI32X4  $0x01, 220(CX), Y2, Y11
+	VMOVDQU64     92(CX), X2
+	VINSERTI32X4  $0x01, 236(CX), Y2, Y12
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y11, Y4, Y7
+	VPDPBUSD      Y12, Y10, Y7
+	VMOVDQU64     64(AX), X2
+	VINSERTI32X4  $0x01, 144(AX), Y2, Y4
+	VPSRLW        $0x04, Y4, Y10
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y10, Y10
+	VMOVDQU64     112(CX), X2
+	VINSERTI32X4  $0x01, 256(CX), Y2, Y11
+	VMOVDQU64     128(CX), X2
+	VINSERTI32X4  $0x01, 272(CX), Y2, Y12
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      Y11, Y4, Y8
+	VPDPBUSD      Y12, Y10, Y8
+	VSHUFPS       $0x88, Y8, Y7, Y4
+	VSHUFPS       $0xdd, Y8, Y7, Y10
+	VPADDD        Y10, Y4, Y4
+	VSHUFPS       $0x88, Y4, Y3, Y10
+	VSHUFPS       $0xdd, Y4, Y3, Y3
+	VPADDD        Y3, Y10, Y10
+	VCVTDQ2PS     Y10, Y10
+	MOVWQZX       (CX), BX
+	MOVWQZX       36(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       72(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       108(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       144(CX), SI
+	MOVWQZX       180(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       216(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       252(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       (AX), BX
+	MOVWQZX       20(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       40(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       60(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       80(AX), SI
+	MOVWQZX       100(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       120(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       140(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y3, Y4, Y4
+	VMULPS        Y4, Y10, Y10
+	MOVWQZX       2(AX), BX
+	MOVWQZX       22(AX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       42(AX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       62(AX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       82(AX), SI
+	MOVWQZX       102(AX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       122(AX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       142(AX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y3
+	MOVWQZX       2(CX), BX
+	MOVWQZX       38(CX), SI
+	SHLQ          $0x10, SI
+	ORQ           SI, BX
+	MOVWQZX       74(CX), SI
+	SHLQ          $0x20, SI
+	ORQ           SI, BX
+	MOVWQZX       110(CX), SI
+	SHLQ          $0x30, SI
+	ORQ           SI, BX
+	MOVWQZX       146(CX), SI
+	MOVWQZX       182(CX), DI
+	SHLQ          $0x10, DI
+	ORQ           DI, SI
+	MOVWQZX       218(CX), DI
+	SHLQ          $0x20, DI
+	ORQ           DI, SI
+	MOVWQZX       254(CX), DI
+	SHLQ          $0x30, DI
+	ORQ           DI, SI
+	VMOVQ         BX, X2
+	VPINSRQ       $0x01, SI, X2, X2
+	VCVTPH2PS     X2, Y4
+	VMULPS        Y4, Y3, Y3
+	VADDPS        Y3, Y10, Y10
+	VADDSS        X10, X1, X1
+	VMOVSHDUP     X10, X2
+	VADDSS        X2, X1, X1
+	VMOVHLPS      X10, X10, X2
+	VADDSS        X2, X1, X1
+	VPERMILPS     $0xff, X10, X2
+	VADDSS        X2, X1, X1
+	VEXTRACTF32X4 $0x01, Y10, X2
+	VADDSS        X2, X1, X1
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X1, X1
+	VMOVHLPS      X2, X2, X3
+	VADDSS        X3, X1, X1
+	VPERMILPS     $0xff, X2, X2
+	VADDSS        X2, X1, X1
+	ADDQ          $0x000000a0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ4_1VNNI256
+
+taildotQ4_1VNNI256:
+	TESTQ        DX, DX
+	JZ           donedotQ4_1VNNI256
+	VMOVDQU64    4(AX), X2
+	VINSERTI32X4 $0x01, 4(AX), Y2, Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPANDD       Y0, Y3, Y3
+	VPANDD       Y0, Y4, Y4
+	VMOVDQU64    4(CX), X2
+	VINSERTI32X4 $0x01, 4(CX), Y2, Y5
+	VMOVDQU64    20(CX), X2
+	VINSERTI32X4 $0x01, 20(CX), Y2, Y6
+	VPXORD       Y9, Y9, Y9
+	VPDPBUSD     Y5, Y3, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPSHUFD      $0x4e, X9, X2
+	VPADDD       X2, X9, X9
+	VPSHUFD      $0xb1, X9, X2
+	VPADDD       X2, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMOVD        (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X2, X3, X3
+	VMULPS       X3, X9, X9
+	VMOVD        2(AX), X2
+	VCVTPH2PS    X2, X2
+	VMOVD        2(CX), X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X3, X2, X2
+	VADDPS       X2, X9, X9
+	VADDSS       X9, X1, X1
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ4_1VNNI256
+
+donedotQ4_1VNNI256:
+	MOVSS X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ4_1r8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPXORD       Y1, Y1, Y1
+	TESTQ        BX, BX
+	JZ           donedotQ4_1r8VNNI256
+
+loopdotQ4_1r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000a0, R8
+	VBROADCASTI32X4 4(DX), Y2
+	VBROADCASTI32X4 20(DX), Y3
+	VMOVDQU64       4(AX), X4
+	VINSERTI32X4    $0x01, 4(DI), Y4, Y5
+	VPSRLW          $0x04, Y5, Y6
+	VPANDD          Y0, Y5, Y5
+	VPANDD          Y0, Y6, Y6
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        Y2, Y5, Y7
+	VPDPBUSD        Y3, Y6, Y7
+	VMOVDQU64       4(AX)(CX*1), X4
+	VINSERTI32X4    $0x01, 4(DI)(CX*1), Y4, Y5
+	VPSRLW          $0x04, Y5, Y6
+	VPANDD          Y0, Y5, Y5
+	VPANDD          Y0, Y6, Y6
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y2, Y5, Y8
+	VPDPBUSD        Y3, Y6, Y8
+	VSHUFPS         $0x88, Y8, Y7, Y5
+	VSHUFPS         $0xdd, Y8, Y7, Y6
+	VPADDD          Y6, Y5, Y5
+	VMOVDQU64       4(AX)(CX*2), X4
+	VINSERTI32X4    $0x01, 4(DI)(CX*2), Y4, Y6
+	VPSRLW          $0x04, Y6, Y11
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y11, Y11
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y2, Y6, Y9
+	VPDPBUSD        Y3, Y11, Y9
+	VMOVDQU64       4(AX)(SI*1), X4
+	VINSERTI32X4    $0x01, 4(DI)(SI*1), Y4, Y6
+	VPSRLW          $0x04, Y6, Y11
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y11, Y11
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        Y2, Y6, Y10
+	VPDPBUSD        Y3, Y11, Y10
+	VSHUFPS         $0x88, Y10, Y9, Y2
+	VSHUFPS         $0xdd, Y10, Y9, Y3
+	VPADDD          Y3, Y2, Y2
+	VSHUFPS         $0x88, Y2, Y5, Y3
+	VSHUFPS         $0xdd, Y2, Y5, Y2
+	VPADDD          Y2, Y3, Y3
+	VPBROADCASTW    (DX), X2
+	VCVTPH2PS       X2, Y2
+	VPBROADCASTW    2(DX), X5
+	VCVTPH2PS       X5, Y5
+	VCVTDQ2PS       Y3, Y3
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y6
+	VMULPS          Y2, Y6, Y6
+	VMULPS          Y6, Y3, Y3
+	MOVWQZX         2(AX), R9
+	MOVWQZX         2(AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         2(AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         2(DI), R10
+	MOVWQZX         2(DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         2(DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X2
+	VPINSRQ         $0x01, R10, X2, X2
+	VCVTPH2PS       X2, Y2
+	VMULPS          Y5, Y2, Y2
+	VADDPS          Y2, Y3, Y3
+	VADDPS          Y3, Y1, Y1
+	ADDQ            $0x00000014, AX
+	ADDQ            $0x00000014, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ4_1r8VNNI256
+
+donedotQ4_1r8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y1, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1VNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ5_1VNNI256(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+
+loopdotQ5_1VNNI256:
+	CMPQ          DX, $0x08
+	JB            taildotQ5_1VNNI256
+	VMOVDQU64     8(AX), X3
+	VINSERTI32X4  $0x01, 104(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	MOVL          4(AX), BX
+	MOVL          100(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y4, K1, Y4
+	VPADDB        Y1, Y5, K2, Y5
+	VMOVDQU64     4(CX), X3
+	VINSERTI32X4  $0x01, 148(CX), Y3, Y11
+	VMOVDQU64     20(CX), X3
+	VINSERTI32X4  $0x01, 164(CX), Y3, Y12
+	VPXORD        Y6, Y6, Y6
+	VPDPBUSD      Y11, Y4, Y6
+	VPDPBUSD      Y12, Y5, Y6
+	VMOVDQU64     32(AX), X3
+	VINSERTI32X4  $0x01, 128(AX), Y3, Y4
+	VPSRLW        $0x04, Y4, Y5
+	VPANDD        Y0, Y4, Y4
+	VPANDD        Y0, Y5, Y5
+	MOVL          28(AX), BX
+	MOVL          124(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y4, K1, Y4
+	VPADDB        Y1, Y5, K2, Y5
+	VMOVDQU64     40(CX), X3
+	VINSERTI32X4  $0x01, 184(CX), Y3, Y11
+	VMOVDQU64     56(CX), X3
+	VINSERTI32X4  $0x01, 200(CX), Y3, Y12
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y11, Y4, Y7
+	VPDPBUSD      Y12, Y5, Y7
+	VSHUFPS       $0x88, Y7, Y6, Y4
+	VSHUFPS       $0xdd, Y7, Y6, Y5
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU64     56(AX), X3
+	VINSERTI32X4  $0x01, 152(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y11
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y11, Y11
+	MOVL          52(AX), BX
+	MOVL          148(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y5, K1, Y5
+	VPADDB        Y1, Y11, K2, Y11
+	VMOVDQU64     76(CX), X3
+	VINSERTI32X4  $0x01, 220(CX), Y3, Y12
+	VMOVDQU64     92(CX), X3
+	VINSERTI32X4  $0x01, 236(CX), Y3, Y13
+	VPXORD        Y8, Y8, Y8
+	VPDPBUSD      Y12, Y5, Y8
+	VPDPBUSD      Y13, Y11, Y8
+	VMOVDQU64     80(AX), X3
+	VINSERTI32X4  $0x01, 176(AX), Y3, Y5
+	VPSRLW        $0x04, Y5, Y11
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y11, Y11
+	MOVL          76(AX), BX
+	MOVL          172(AX), SI
+	MOVWLZX       BX, DI
+	MOVL          SI, R8
+	SHLL          $0x10, R8
+	ORL           R8, DI
+	SHRL          $0x10, BX
+	ANDL          $0xffff0000, SI
+	ORL           BX, SI
+	KMOVD         DI, K1
+	KMOVD         SI, K2
+	VPADDB        Y1, Y5, K1, Y5
+	VPADDB        Y1, Y11, K2, Y11
+	VMOVDQU64     112(CX), X3
+	VINSERTI32X4  $0x01, 256(CX), Y3, Y12
+	VMOVDQU64     128(CX), X3
+	VINSERTI32X4  $0x01, 272(CX), Y3, Y13
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y12, Y5, Y9
+	VPDPBUSD      Y13, Y11, Y9
+	VSHUFPS       $0x88, Y9, Y8, Y5
+	VSHUFPS       $0xdd, Y9, Y8, Y11
+	VPADDD        Y11, Y5, Y5
+	VSHUFPS       $0x88, Y5, Y4, Y11
+	VSHUFPS       $0xdd, Y5, Y4, Y4
+	VPADDD        Y4, Y11, Y11
+	VCVTDQ2PS     Y11, Y11
+	VMOVD         (CX), X3
+	VPINSRW       $0x01, 36(CX), X3, X3
+	VPINSRW       $0x02, 72(CX), X3, X3
+	VPINSRW       $0x03, 108(CX), X3, X3
+	VPINSRW       $0x04, 144(CX), X3, X3
+	VPINSRW       $0x05, 180(CX), X3, X3
+	VPINSRW       $0x06, 216(CX), X3, X3
+	VPINSRW       $0x07, 252(CX), X3, X3
+	VCVTPH2PS     X3, Y4
+	VMOVD         (AX), X3
+	VPINSRW       $0x01, 24(AX), X3, X3
+	VPINSRW       $0x02, 48(AX), X3, X3
+	VPINSRW       $0x03, 72(AX), X3, X3
+	VPINSRW       $0x04, 96(AX), X3, X3
+	VPINSRW       $0x05, 120(AX), X3, X3
+	VPINSRW       $0x06, 144(AX), X3, X3
+	VPINSRW       $0x07, 168(AX), X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y4, Y5, Y5
+	VMULPS        Y5, Y11, Y11
+	VMOVD         2(AX), X3
+	VPINSRW       $0x01, 26(AX), X3, X3
+	VPINSRW       $0x02, 50(AX), X3, X3
+	VPINSRW       $0x03, 74(AX), X3, X3
+	VPINSRW       $0x04, 98(AX), X3, X3
+	VPINSRW       $0x05, 122(AX), X3, X3
+	VPINSRW       $0x06, 146(AX), X3, X3
+	VPINSRW       $0x07, 170(AX), X3, X3
+	VCVTPH2PS     X3, Y4
+	VMOVD         2(CX), X3
+	VPINSRW       $0x01, 38(CX), X3, X3
+	VPINSRW       $0x02, 74(CX), X3, X3
+	VPINSRW       $0x03, 110(CX), X3, X3
+	VPINSRW       $0x04, 146(CX), X3, X3
+	VPINSRW       $0x05, 182(CX), X3, X3
+	VPINSRW       $0x06, 218(CX), X3, X3
+	VPINSRW       $0x07, 254(CX), X3, X3
+	VCVTPH2PS     X3, Y5
+	VMULPS        Y5, Y4, Y4
+	VADDPS        Y4, Y11, Y11
+	VADDSS        X11, X2, X2
+	VMOVSHDUP     X11, X3
+	VADDSS        X3, X2, X2
+	VMOVHLPS      X11, X11, X3
+	VADDSS        X3, X2, X2
+	VPERMILPS     $0xff, X11, X3
+	VADDSS        X3, X2, X2
+	VEXTRACTF32X4 $0x01, Y11, X3
+	VADDSS        X3, X2, X2
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X2, X2
+	VMOVHLPS      X3, X3, X4
+	VADDSS        X4, X2, X2
+	VPERMILPS     $0xff, X3, X3
+	VADDSS        X3, X2, X2
+	ADDQ          $0x000000c0, AX
+	ADDQ          $0x00000120, CX
+	SUBQ          $0x08, DX
+	JMP           loopdotQ5_1VNNI256
+
+taildotQ5_1VNNI256:
+	TESTQ        DX, DX
+	JZ           donedotQ5_1VNNI256
+	VMOVDQU64    8(AX), X3
+	VINSERTI32X4 $0x01, 8(AX), Y3, Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPANDD       Y0, Y4, Y4
+	VPANDD       Y0, Y5, Y5
+	MOVL         4(AX), BX
+	MOVL         4(AX), SI
+	MOVWLZX      BX, DI
+	MOVL         SI, R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	SHRL         $0x10, BX
+	ANDL         $0xffff0000, SI
+	ORL          BX, SI
+	KMOVD        DI, K1
+	KMOVD        SI, K2
+	VPADDB       Y1, Y4, K1, Y4
+	VPADDB       Y1, Y5, K2, Y5
+	VMOVDQU64    4(CX), X3
+	VINSERTI32X4 $0x01, 4(CX), Y3, Y6
+	VMOVDQU64    20(CX), X3
+	VINSERTI32X4 $0x01, 20(CX), Y3, Y7
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y6, Y4, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPSHUFD      $0x4e, X10, X3
+	VPADDD       X3, X10, X10
+	VPSHUFD      $0xb1, X10, X3
+	VPADDD       X3, X10, X10
+	VCVTDQ2PS    X10, X10
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X3, X4, X4
+	VMULPS       X4, X10, X10
+	VMOVD        2(AX), X3
+	VCVTPH2PS    X3, X3
+	VMOVD        2(CX), X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X3, X3
+	VADDPS       X3, X10, X10
+	VADDSS       X10, X2, X2
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000024, CX
+	DECQ         DX
+	JMP          taildotQ5_1VNNI256
+
+donedotQ5_1VNNI256:
+	MOVSS X2, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1r8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ5_1r8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         wstride+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         nb+24(FP), BX
+	LEAQ         (CX)(CX*2), SI
+	LEAQ         (AX)(CX*4), DI
+	LEAQ         (DI)(CX*4), R8
+	VPBROADCASTD c32_0f0f0f0f<>+0(SB), Y0
+	VPBROADCASTD c32_10101010<>+0(SB), Y1
+	VPXORD       Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           donedotQ5_1r8VNNI256
+
+loopdotQ5_1r8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	ADDQ            $0x000000c0, R8
+	VBROADCASTI32X4 4(DX), Y3
+	VBROADCASTI32X4 20(DX), Y4
+	VMOVDQU64       8(AX), X5
+	VINSERTI32X4    $0x01, 8(DI), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	MOVL            4(AX), R9
+	MOVL            4(DI), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y6, K1, Y6
+	VPADDB          Y1, Y7, K2, Y7
+	VPXORD          Y8, Y8, Y8
+	VPDPBUSD        Y3, Y6, Y8
+	VPDPBUSD        Y4, Y7, Y8
+	VMOVDQU64       8(AX)(CX*1), X5
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y5, Y6
+	VPSRLW          $0x04, Y6, Y7
+	VPANDD          Y0, Y6, Y6
+	VPANDD          Y0, Y7, Y7
+	MOVL            4(AX)(CX*1), R9
+	MOVL            4(DI)(CX*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y6, K1, Y6
+	VPADDB          Y1, Y7, K2, Y7
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y3, Y6, Y9
+	VPDPBUSD        Y4, Y7, Y9
+	VSHUFPS         $0x88, Y9, Y8, Y6
+	VSHUFPS         $0xdd, Y9, Y8, Y7
+	VPADDD          Y7, Y6, Y6
+	VMOVDQU64       8(AX)(CX*2), X5
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y5, Y7
+	VPSRLW          $0x04, Y7, Y12
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y12, Y12
+	MOVL            4(AX)(CX*2), R9
+	MOVL            4(DI)(CX*2), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y7, K1, Y7
+	VPADDB          Y1, Y12, K2, Y12
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        Y3, Y7, Y10
+	VPDPBUSD        Y4, Y12, Y10
+	VMOVDQU64       8(AX)(SI*1), X5
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y5, Y7
+	VPSRLW          $0x04, Y7, Y12
+	VPANDD          Y0, Y7, Y7
+	VPANDD          Y0, Y12, Y12
+	MOVL            4(AX)(SI*1), R9
+	MOVL            4(DI)(SI*1), R10
+	MOVWLZX         R9, R11
+	MOVL            R10, R12
+	SHLL            $0x10, R12
+	ORL             R12, R11
+	SHRL            $0x10, R9
+	ANDL            $0xffff0000, R10
+	ORL             R9, R10
+	KMOVD           R11, K1
+	KMOVD           R10, K2
+	VPADDB          Y1, Y7, K1, Y7
+	VPADDB          Y1, Y12, K2, Y12
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        Y3, Y7, Y11
+	VPDPBUSD        Y4, Y12, Y11
+	VSHUFPS         $0x88, Y11, Y10, Y3
+	VSHUFPS         $0xdd, Y11, Y10, Y4
+	VPADDD          Y4, Y3, Y3
+	VSHUFPS         $0x88, Y3, Y6, Y4
+	VSHUFPS         $0xdd, Y3, Y6, Y3
+	VPADDD          Y3, Y4, Y4
+	VPBROADCASTW    (DX), X3
+	VCVTPH2PS       X3, Y3
+	VPBROADCASTW    2(DX), X6
+	VCVTPH2PS       X6, Y6
+	VCVTDQ2PS       Y4, Y4
+	VMOVD           (AX), X5
+	VPINSRW         $0x01, (AX)(CX*1), X5, X5
+	VPINSRW         $0x02, (AX)(CX*2), X5, X5
+	VPINSRW         $0x03, (AX)(SI*1), X5, X5
+	VPINSRW         $0x04, (DI), X5, X5
+	VPINSRW         $0x05, (DI)(CX*1), X5, X5
+	VPINSRW         $0x06, (DI)(CX*2), X5, X5
+	VPINSRW         $0x07, (DI)(SI*1), X5, X5
+	VCVTPH2PS       X5, Y7
+	VMULPS          Y3, Y7, Y7
+	VMULPS          Y7, Y4, Y4
+	VMOVD           2(AX), X3
+	VPINSRW         $0x01, 2(AX)(CX*1), X3, X3
+	VPINSRW         $0x02, 2(AX)(CX*2), X3, X3
+	VPINSRW         $0x03, 2(AX)(SI*1), X3, X3
+	VPINSRW         $0x04, 2(DI), X3, X3
+	VPINSRW         $0x05, 2(DI)(CX*1), X3, X3
+	VPINSRW         $0x06, 2(DI)(CX*2), X3, X3
+	VPINSRW         $0x07, 2(DI)(SI*1), X3, X3
+	VCVTPH2PS       X3, Y3
+	VMULPS          Y6, Y3, Y3
+	VADDPS          Y3, Y4, Y4
+	VADDPS          Y4, Y2, Y2
+	ADDQ            $0x00000018, AX
+	ADDQ            $0x00000018, DI
+	ADDQ            $0x00000024, DX
+	DECQ            BX
+	JNZ             loopdotQ5_1r8VNNI256
+
+donedotQ5_1r8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ4_XSVNNI256(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), AX
+	MOVQ            a+8(FP), CX
+	MOVQ            nb+16(FP), DX
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlutu<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VXORPS          X3, X3, X3
+	TESTQ           DX, DX
+	JZ              donedotIQ4_XSVNNI256
+
+loopdotIQ4_XSVNNI256:
+	VMOVDQU64     8(AX), X4
+	VINSERTI32X4  $0x01, 72(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     4(CX), X4
+	VINSERTI32X4  $0x01, 132(CX), Y4, Y15
+	VMOVDQU64     20(CX), X4
+	VINSERTI32X4  $0x01, 148(CX), Y4, Y16
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y15, Y2, Y7
+	VPDPBUSD      Y16, Y2, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQA64     Y8, Y17
+	VPDPBUSD      Y15, Y5, Y17
+	VPDPBUSD      Y16, Y6, Y17
+	VMOVDQU64     24(AX), X4
+	VINSERTI32X4  $0x01, 88(AX), Y4, Y5
+	VPSRLW        $0x04, Y5, Y6
+	VPANDD        Y0, Y5, Y5
+	VPANDD        Y0, Y6, Y6
+	VPSHUFB       Y5, Y1, Y5
+	VPSHUFB       Y6, Y1, Y6
+	VMOVDQU64     36(CX), X4
+	VINSERTI32X4  $0x01, 164(CX), Y4, Y15
+	VMOVDQU64     52(CX), X4
+	VINSERTI32X4  $0x01, 180(CX), Y4, Y16
+	VPXORD        Y9, Y9, Y9
+	VPDPBUSD      Y15, Y2, Y9
+	VPDPBUSD      Y16, Y2, Y9
+	VPXORD        Y10, Y10, Y10
+	VPSUBD        Y9, Y10, Y10
+	VMOVDQA64     Y10, Y18
+	VPDPBUSD      Y15, Y5, Y18
+	VPDPBUSD      Y16, Y6, Y18
+	VSHUFPS       $0x88, Y18, Y17, Y5
+	VSHUFPS       $0xdd, Y18, Y17, Y6
+	VPADDD        Y6, Y5, Y5
+	VMOVDQU64     40(AX), X4
+	VINSERTI32X4  $0x01, 104(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y15
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y15, Y15
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y15, Y1, Y15
+	VMOVDQU64     68(CX), X4
+	VINSERTI32X4  $0x01, 196(CX), Y4, Y16
+	VMOVDQU64     84(CX), X4
+	VINSERTI32X4  $0x01, 212(CX), Y4, Y17
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y16, Y2, Y11
+	VPDPBUSD      Y17, Y2, Y11
+	VPXORD        Y12, Y12, Y12
+	VPSUBD        Y11, Y12, Y12
+	VMOVDQA64     Y12, Y18
+	VPDPBUSD      Y16, Y6, Y18
+	VPDPBUSD      Y17, Y15, Y18
+	VMOVDQU64     56(AX), X4
+	VINSERTI32X4  $0x01, 120(AX), Y4, Y6
+	VPSRLW        $0x04, Y6, Y15
+	VPANDD        Y0, Y6, Y6
+	VPANDD        Y0, Y15, Y15
+	VPSHUFB       Y6, Y1, Y6
+	VPSHUFB       Y15, Y1, Y15
+	VMOVDQU64     100(CX), X4
+	VINSERTI32X4  $0x01, 228(CX), Y4, Y16
+	VMOVDQU64     116(CX), X4
+	VINSERTI32X4  $0x01, 244(CX), Y4, Y17
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      Y16, Y2, Y13
+	VPDPBUSD      Y17, Y2, Y13
+	VPXORD        Y14, Y14, Y14
+	VPSUBD        Y13, Y14, Y14
+	VMOVDQA64     Y14, Y19
+	VPDPBUSD      Y16, Y6, Y19
+	VPDPBUSD      Y17, Y15, Y19
+	VSHUFPS       $0x88, Y19, Y18, Y6
+	VSHUFPS       $0xdd, Y19, Y18, Y15
+	VPADDD        Y15, Y6, Y6
+	VSHUFPS       $0x88, Y6, Y5, Y15
+	VSHUFPS       $0xdd, Y6, Y5, Y5
+	VPADDD        Y5, Y15, Y15
+	VCVTDQ2PS     Y15, Y15
+	VPBROADCASTQ  (AX), Y5
+	VPSHUFB       iq4xsctl<>+0(SB), Y5, Y5
+	VPSRLVD       iq4xslo<>+0(SB), Y5, Y6
+	VPSRLVD       iq4xshi<>+0(SB), Y5, Y5
+	VPANDD        v32_0000000f<>+0(SB), Y6, Y6
+	VPANDD        v32_00000003<>+0(SB), Y5, Y5
+	VPSLLD        $0x04, Y5, Y5
+	VPORD         Y5, Y6, Y6
+	VPSUBD        v32_00000020<>+0(SB), Y6, Y6
+	VCVTDQ2PS     Y6, Y6
+	VPBROADCASTW  (AX), X4
+	VCVTPH2PS     X4, X4
+	VMULSS        (CX), X4, X4
+	VBROADCASTSS  X4, Y5
+	VMULPS        Y5, Y6, Y6
+	VMULPS        Y6, Y15, Y15
+	VADDSS        X15, X3, X3
+	VMOVSHDUP     X15, X4
+	VADDSS        X4, X3, X3
+	VMOVHLPS      X15, X15, X4
+	VADDSS        X4, X3, X3
+	VPERMILPS     $0xff, X15, X4
+	VADDSS        X4, X3, X3
+	VEXTRACTF32X4 $0x01, Y15, X4
+	VADDSS        X4, X3, X3
+	VMOVSHDUP     X4, X5
+	VADDSS        X5, X3, X3
+	VMOVHLPS      X4, X4, X5
+	VADDSS        X5, X3, X3
+	VPERMILPS     $0xff, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ4_XSVNNI256
+
+donedotIQ4_XSVNNI256:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotIQ4_XSr8VNNI256(SB), NOSPLIT, $0-40
+	MOVQ            w+0(FP), AX
+	MOVQ            wstride+8(FP), CX
+	MOVQ            a+16(FP), DX
+	MOVQ            nb+24(FP), BX
+	LEAQ            (CX)(CX*2), SI
+	LEAQ            (AX)(CX*4), DI
+	LEAQ            (DI)(CX*4), R8
+	VPBROADCASTD    c32_0f0f0f0f<>+0(SB), Y0
+	VBROADCASTI32X4 b32IQ4_XSlutu<>+0(SB), Y1
+	VPBROADCASTD    c32_80808080<>+0(SB), Y2
+	VPXORD          Y3, Y3, Y3
+	TESTQ           BX, BX
+	JZ              donedotIQ4_XSr8VNNI256
+
+loopdotIQ4_XSr8VNNI256:
+	PREFETCHT1      (R8)
+	PREFETCHT1      64(R8)
+	PREFETCHT1      128(R8)
+	PREFETCHT1      192(R8)
+	PREFETCHT1      256(R8)
+	PREFETCHT1      320(R8)
+	PREFETCHT1      384(R8)
+	PREFETCHT1      448(R8)
+	PREFETCHT1      512(R8)
+	PREFETCHT1      576(R8)
+	PREFETCHT1      640(R8)
+	PREFETCHT1      704(R8)
+	PREFETCHT1      768(R8)
+	PREFETCHT1      832(R8)
+	PREFETCHT1      896(R8)
+	PREFETCHT1      960(R8)
+	PREFETCHT1      1024(R8)
+	ADDQ            $0x00000440, R8
+	MOVWQZX         (AX), R9
+	MOVWQZX         (AX)(CX*1), R10
+	SHLQ            $0x10, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(CX*2), R10
+	SHLQ            $0x20, R10
+	ORQ             R10, R9
+	MOVWQZX         (AX)(SI*1), R10
+	SHLQ            $0x30, R10
+	ORQ             R10, R9
+	MOVWQZX         (DI), R10
+	MOVWQZX         (DI)(CX*1), R11
+	SHLQ            $0x10, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(CX*2), R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R10
+	MOVWQZX         (DI)(SI*1), R11
+	SHLQ            $0x30, R11
+	ORQ             R11, R10
+	VMOVQ           R9, X4
+	VPINSRQ         $0x01, R10, X4, X4
+	VCVTPH2PS       X4, Y4
+	VBROADCASTSS    (DX), Y21
+	VMULPS          Y21, Y4, Y4
+	VMOVD           4(AX), X22
+	VMOVD           4(DI), X21
+	VPINSRD         $0x01, 4(AX)(CX*1), X22, X22
+	VPINSRD         $0x01, 4(DI)(CX*1), X21, X21
+	VPINSRD         $0x02, 4(AX)(CX*2), X22, X22
+	VPINSRD         $0x02, 4(DI)(CX*2), X21, X21
+	VPINSRD         $0x03, 4(AX)(SI*1), X22, X22
+	VPINSRD         $0x03, 4(DI)(SI*1), X21, X21
+	VINSERTI32X4    $0x01, X21, Y22, Y21
+	VMOVD           (AX), X22
+	VMOVD           (DI), X23
+	VPINSRD         $0x01, (AX)(CX*1), X22, X22
+	VPINSRD         $0x01, (DI)(CX*1), X23, X23
+	VPINSRD         $0x02, (AX)(CX*2), X22, X22
+	VPINSRD         $0x02, (DI)(CX*2), X23, X23
+	VPINSRD         $0x03, (AX)(SI*1), X22, X22
+	VPINSRD         $0x03, (DI)(SI*1), X23, X23
+	VINSERTI32X4    $0x01, X23, Y22, Y23
+	VPSRLD          $0x10, Y23, Y23
+	VBROADCASTI32X4 4(DX), Y24
+	VBROADCASTI32X4 20(DX), Y25
+	VPXORD          Y5, Y5, Y5
+	VPDPBUSD        Y24, Y2, Y5
+	VPDPBUSD        Y25, Y2, Y5
+	VPXORD          Y6, Y6, Y6
+	VPSUBD          Y5, Y6, Y6
+	VMOVDQU64       8(AX), X22
+	VINSERTI32X4    $0x01, 8(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y6, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       8(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 8(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y6, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       8(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 8(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y6, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       8(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 8(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y6, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPANDD          v32_0000000f<>+0(SB), Y21, Y24
+	VPANDD          v32_00000003<>+0(SB), Y23, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 36(DX), Y24
+	VBROADCASTI32X4 52(DX), Y25
+	VPXORD          Y7, Y7, Y7
+	VPDPBUSD        Y24, Y2, Y7
+	VPDPBUSD        Y25, Y2, Y7
+	VPXORD          Y8, Y8, Y8
+	VPSUBD          Y7, Y8, Y8
+	VMOVDQU64       24(AX), X22
+	VINSERTI32X4    $0x01, 24(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y8, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       24(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 24(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y8, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       24(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 24(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y8, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       24(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 24(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y8, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x04, Y21, Y24
+	VPSRLD          $0x02, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 68(DX), Y24
+	VBROADCASTI32X4 84(DX), Y25
+	VPXORD          Y9, Y9, Y9
+	VPDPBUSD        Y24, Y2, Y9
+	VPDPBUSD        Y25, Y2, Y9
+	VPXORD          Y10, Y10, Y10
+	VPSUBD          Y9, Y10, Y10
+	VMOVDQU64       40(AX), X22
+	VINSERTI32X4    $0x01, 40(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y10, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       40(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 40(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y10, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       40(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 40(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y10, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       40(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 40(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y10, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x08, Y21, Y24
+	VPSRLD          $0x04, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 100(DX), Y24
+	VBROADCASTI32X4 116(DX), Y25
+	VPXORD          Y11, Y11, Y11
+	VPDPBUSD        Y24, Y2, Y11
+	VPDPBUSD        Y25, Y2, Y11
+	VPXORD          Y12, Y12, Y12
+	VPSUBD          Y11, Y12, Y12
+	VMOVDQU64       56(AX), X22
+	VINSERTI32X4    $0x01, 56(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y12, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       56(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 56(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y12, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       56(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 56(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y12, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       56(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 56(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y12, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x0c, Y21, Y24
+	VPSRLD          $0x06, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 132(DX), Y24
+	VBROADCASTI32X4 148(DX), Y25
+	VPXORD          Y13, Y13, Y13
+	VPDPBUSD        Y24, Y2, Y13
+	VPDPBUSD        Y25, Y2, Y13
+	VPXORD          Y14, Y14, Y14
+	VPSUBD          Y13, Y14, Y14
+	VMOVDQU64       72(AX), X22
+	VINSERTI32X4    $0x01, 72(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y14, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       72(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 72(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y14, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       72(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 72(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y14, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       72(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 72(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y14, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x10, Y21, Y24
+	VPSRLD          $0x08, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 164(DX), Y24
+	VBROADCASTI32X4 180(DX), Y25
+	VPXORD          Y15, Y15, Y15
+	VPDPBUSD        Y24, Y2, Y15
+	VPDPBUSD        Y25, Y2, Y15
+	VPXORD          Y16, Y16, Y16
+	VPSUBD          Y15, Y16, Y16
+	VMOVDQU64       88(AX), X22
+	VINSERTI32X4    $0x01, 88(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y16, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       88(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 88(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y16, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       88(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 88(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y16, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       88(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 88(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y16, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x14, Y21, Y24
+	VPSRLD          $0x0a, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 196(DX), Y24
+	VBROADCASTI32X4 212(DX), Y25
+	VPXORD          Y17, Y17, Y17
+	VPDPBUSD        Y24, Y2, Y17
+	VPDPBUSD        Y25, Y2, Y17
+	VPXORD          Y18, Y18, Y18
+	VPSUBD          Y17, Y18, Y18
+	VMOVDQU64       104(AX), X22
+	VINSERTI32X4    $0x01, 104(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y18, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       104(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 104(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y18, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       104(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 104(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y18, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       104(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 104(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y18, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x18, Y21, Y24
+	VPSRLD          $0x0c, Y23, Y26
+	VPANDD          v32_0000000f<>+0(SB), Y24, Y24
+	VPANDD          v32_00000003<>+0(SB), Y26, Y26
+	VPSLLD          $0x04, Y26, Y26
+	VPORD           Y26, Y24, Y24
+	VPSUBD          v32_00000020<>+0(SB), Y24, Y24
+	VCVTDQ2PS       Y24, Y24
+	VMULPS          Y4, Y24, Y24
+	VMULPS          Y24, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	VBROADCASTI32X4 228(DX), Y24
+	VBROADCASTI32X4 244(DX), Y25
+	VPXORD          Y19, Y19, Y19
+	VPDPBUSD        Y24, Y2, Y19
+	VPDPBUSD        Y25, Y2, Y19
+	VPXORD          Y20, Y20, Y20
+	VPSUBD          Y19, Y20, Y20
+	VMOVDQU64       120(AX), X22
+	VINSERTI32X4    $0x01, 120(DI), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y20, Y28
+	VPDPBUSD        Y24, Y26, Y28
+	VPDPBUSD        Y25, Y27, Y28
+	VMOVDQU64       120(AX)(CX*1), X22
+	VINSERTI32X4    $0x01, 120(DI)(CX*1), Y22, Y26
+	VPSRLW          $0x04, Y26, Y27
+	VPANDD          Y0, Y26, Y26
+	VPANDD          Y0, Y27, Y27
+	VPSHUFB         Y26, Y1, Y26
+	VPSHUFB         Y27, Y1, Y27
+	VMOVDQA64       Y20, Y29
+	VPDPBUSD        Y24, Y26, Y29
+	VPDPBUSD        Y25, Y27, Y29
+	VSHUFPS         $0x88, Y29, Y28, Y26
+	VSHUFPS         $0xdd, Y29, Y28, Y27
+	VPADDD          Y27, Y26, Y26
+	VMOVDQU64       120(AX)(CX*2), X22
+	VINSERTI32X4    $0x01, 120(DI)(CX*2), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y20, Y29
+	VPDPBUSD        Y24, Y27, Y29
+	VPDPBUSD        Y25, Y28, Y29
+	VMOVDQU64       120(AX)(SI*1), X22
+	VINSERTI32X4    $0x01, 120(DI)(SI*1), Y22, Y27
+	VPSRLW          $0x04, Y27, Y28
+	VPANDD          Y0, Y27, Y27
+	VPANDD          Y0, Y28, Y28
+	VPSHUFB         Y27, Y1, Y27
+	VPSHUFB         Y28, Y1, Y28
+	VMOVDQA64       Y20, Y30
+	VPDPBUSD        Y24, Y27, Y30
+	VPDPBUSD        Y25, Y28, Y30
+	VSHUFPS         $0x88, Y30, Y29, Y24
+	VSHUFPS         $0xdd, Y30, Y29, Y25
+	VPADDD          Y25, Y24, Y24
+	VSHUFPS         $0x88, Y24, Y26, Y25
+	VSHUFPS         $0xdd, Y24, Y26, Y24
+	VPADDD          Y24, Y25, Y25
+	VCVTDQ2PS       Y25, Y25
+	VPSRLD          $0x1c, Y21, Y21
+	VPSRLD          $0x0e, Y23, Y23
+	VPANDD          v32_0000000f<>+0(SB), Y21, Y21
+	VPANDD          v32_00000003<>+0(SB), Y23, Y23
+	VPSLLD          $0x04, Y23, Y23
+	VPORD           Y23, Y21, Y21
+	VPSUBD          v32_00000020<>+0(SB), Y21, Y21
+	VCVTDQ2PS       Y21, Y21
+	VMULPS          Y4, Y21, Y21
+	VMULPS          Y21, Y25, Y25
+	VADDPS          Y25, Y3, Y3
+	ADDQ            $0x00000088, AX
+	ADDQ            $0x00000088, DI
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JNZ             loopdotIQ4_XSr8VNNI256
+
+donedotIQ4_XSr8VNNI256:
+	MOVQ    out+32(FP), AX
+	VMOVUPS Y3, (AX)
 	VZEROUPPER
 	RET
 

@@ -7,7 +7,9 @@ import (
 )
 
 // Exact kernels for the 32-element block types against Q8_0 activations
-// (Q8_0, Q4_0, Q5_0, MXFP4). The reference (ggml's *_generic) computes an
+// (Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL) and against Q8_1 activations (Q4_1,
+// Q5_1: a minimum m per weight block, and the activation block's s =
+// d*sum(q) next to its d, so the quants start at 4 of a 36-byte block). The reference (ggml's *_generic) computes an
 // integer sum per block and then, per block and in block order,
 // sumf += float(sumi)*scale, rounding every product and every sum. Integers
 // add exactly in any order, so a block's sumi may come from any lane
@@ -28,6 +30,8 @@ import (
 // Each type's scale product, in the reference's order:
 //
 //	Q8_0, Q5_0:  float(sumi) * (dw*da)
+//	IQ4_NL:      (da*dw) * float(sumi), the same bits
+//	Q4_1, Q5_1:  (dw*da)*float(sumi) + m*s, added to sumf as one term
 //	Q4_0:        (float(sumi)*dw) * da
 //	MXFP4:       float(sumi) * (da*e8m0half(e))
 
@@ -37,13 +41,50 @@ type b32type struct {
 	wsize int    // bytes per weight block
 	qoff  int    // offset of the quants in a weight block
 	off   uint32 // the unsigned codes' offset (Q8_0: none, the quants are signed)
+	// lut, where set, maps each 4-bit code to its signed int8 value
+	// (IQ4_NL's kvalues_iq4nl): the looked-up quants then go through
+	// Q8_0's signed path, since |value| <= 127 keeps its VPSIGNB and
+	// VPMADDUBSW pairs within int16.
+	lut []byte
+	// min: the block has an fp16 minimum at 2 and dots against Q8_1
+	// (Q4_1, Q5_1); the codes are unsigned and need no offset.
+	min bool
+	// qhoff is the offset of a Q5 block's 32-bit high-bit word.
+	qhoff int
 }
+
+// actSize and actQ are the activation block's size and the offset of its
+// quants: Q8_1 for the types with a minimum, else Q8_0.
+func (ty *b32type) actSize() int {
+	if ty.min {
+		return 36
+	}
+	return 34
+}
+
+func (ty *b32type) actQ() int {
+	if ty.min {
+		return 4
+	}
+	return 2
+}
+
+// q5 reports whether the codes have a fifth bit in a qh word.
+func (ty *b32type) q5() bool { return ty.qhoff != 0 }
+
+// signed reports whether the weight quants are signed bytes (Q8_0, and the
+// looked-up IQ4_NL values) rather than unsigned codes with an offset.
+func (ty *b32type) signed() bool { return ty == b32Q8_0 || ty.lut != nil }
 
 var (
 	b32Q8_0  = &b32type{name: "Q8_0", wsize: 34, qoff: 2}
 	b32Q4_0  = &b32type{name: "Q4_0", wsize: 18, qoff: 2, off: 8}
-	b32Q5_0  = &b32type{name: "Q5_0", wsize: 22, qoff: 6, off: 16}
+	b32Q5_0  = &b32type{name: "Q5_0", wsize: 22, qoff: 6, off: 16, qhoff: 2}
+	b32Q4_1  = &b32type{name: "Q4_1", wsize: 20, qoff: 4, min: true}
+	b32Q5_1  = &b32type{name: "Q5_1", wsize: 24, qoff: 8, min: true, qhoff: 4}
 	b32MXFP4 = &b32type{name: "MXFP4", wsize: 17, qoff: 1, off: 12}
+	b32IQ4NL = &b32type{name: "IQ4_NL", wsize: 18, qoff: 2,
+		lut: []byte{0x81, 0x98, 0xad, 0xbf, 0xcf, 0xdd, 0xea, 0xf6, 1, 13, 25, 38, 53, 69, 89, 113}}
 )
 
 // genExactB32 emits both kernels of ty for t.
@@ -61,11 +102,26 @@ type b32k struct {
 	c10, bits           VecVirtual // Q5_0
 	table               VecVirtual // MXFP4
 	c2, c800000         VecVirtual // MXFP4's scale
+	sa                  VecVirtual // Q8_1's s, broadcast (the eight-row kernels)
 }
 
 func newB32k(t *target, ty *b32type) *b32k {
 	k := &b32k{t: t, ty: ty}
-	if ty == b32Q8_0 {
+	if ty.lut != nil {
+		k.c0F, k.table = YMM(), YMM()
+		VPBROADCASTD(constU32(0x0f0f0f0f), k.c0F)
+		lut, name := ty.lut, "b32"+ty.name+"lut"
+		if t.vnni {
+			// VNNI multiplies unsigned weights: the values plus 128, whose
+			// part of the sum prepCorr takes off, as Q8_0's XOR does.
+			lut, name = make([]byte, len(ty.lut)), name+"u"
+			for i, v := range ty.lut {
+				lut[i] = v ^ 0x80
+			}
+		}
+		t.bcast16(constData(name, lut), k.table)
+	}
+	if ty.signed() {
 		if t.vnni {
 			k.x80 = YMM()
 			VPBROADCASTD(constU32(0x80808080), k.x80)
@@ -75,22 +131,25 @@ func newB32k(t *target, ty *b32type) *b32k {
 		}
 		return k
 	}
-	k.c0F, k.off = YMM(), YMM()
+	k.c0F = YMM()
 	VPBROADCASTD(constU32(0x0f0f0f0f), k.c0F)
-	VPBROADCASTD(constU32(ty.off*0x01010101), k.off)
+	if ty.off != 0 {
+		k.off = YMM()
+		VPBROADCASTD(constU32(ty.off*0x01010101), k.off)
+	}
 	if !t.vnni {
 		k.ones = YMM()
 		VPBROADCASTD(constU32(0x00010001), k.ones)
 	}
-	switch ty {
-	case b32Q5_0:
+	switch {
+	case ty.q5():
 		k.c10 = YMM()
 		VPBROADCASTD(constU32(0x10101010), k.c10)
 		if !t.evex() {
 			k.bits = YMM()
 			VPBROADCASTQ(constData("b32q5bits", []byte{0xfe, 0xfd, 0xfb, 0xf7, 0xef, 0xdf, 0xbf, 0x7f}), k.bits)
 		}
-	case b32MXFP4:
+	case ty == b32MXFP4:
 		k.table = YMM()
 		t.bcast16(constData("b32mxfp4lut", []byte{12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0}), k.table)
 		k.c2, k.c800000 = YMM(), YMM()
@@ -145,7 +204,7 @@ func (k *b32k) halves(n int, m func(i int) Mem) VecVirtual {
 // the inserts.
 func (k *b32k) gather(n, size int, m func(i int) Mem) VecVirtual {
 	x := XMM()
-	if n < 8 || (k.ty == b32Q5_0 && k.t.evex()) {
+	if n < 8 || (k.ty.q5() && k.t.evex()) {
 		VMOVD(m(0), x) // every block has at least four bytes there
 		for i := 1; i < n; i++ {
 			if size == 1 {
@@ -228,6 +287,16 @@ func (k *b32k) products(n int, isum VecVirtual, w func(i int) Mem, da VecVirtual
 	}
 	VMULPS(da, dw, dw)
 	VMULPS(dw, f, f)
+	if k.ty.min {
+		// + m*s, the block's own sum before it joins sumf.
+		m := k.halves(n, func(i int) Mem { return w(i).Offset(2) })
+		sa := k.sa
+		if sa == nil {
+			sa = k.halves(n, func(i int) Mem { return a(i).Offset(2) })
+		}
+		VMULPS(sa, m, m)
+		VADDPS(m, f, f)
+	}
 	return f
 }
 
@@ -270,7 +339,8 @@ func genB32Row(t *target, ty *b32type) {
 	sum := XMM()
 	VXORPS(sum, sum, sum)
 	wm := func(i int) Mem { return Mem{Base: wp, Disp: i * ty.wsize} }
-	am := func(i int) Mem { return Mem{Base: ap, Disp: i * 34} }
+	as := ty.actSize()
+	am := func(i int) Mem { return Mem{Base: ap, Disp: i * as} }
 
 	Label("loop" + name)
 	CMPQ(nb, U8(8))
@@ -286,7 +356,7 @@ func genB32Row(t *target, ty *b32type) {
 	p := k.products(8, isum, wm, nil, am)
 	k.addLanes(8, p, sum)
 	ADDQ(U32(8*ty.wsize), wp)
-	ADDQ(U32(8*34), ap)
+	ADDQ(U32(8*as), ap)
 	SUBQ(U8(8), nb)
 	JMP(LabelRef("loop" + name))
 
@@ -304,7 +374,7 @@ func genB32Row(t *target, ty *b32type) {
 	p1 := k.products(1, s, wm, nil, am)
 	VADDSS(p1, sum, sum)
 	ADDQ(U32(ty.wsize), wp)
-	ADDQ(U32(34), ap)
+	ADDQ(U32(as), ap)
 	DECQ(nb)
 	JMP(LabelRef("tail" + name))
 

@@ -35,23 +35,27 @@ type pairPrep struct {
 
 func (k *b32k) prepPair(a Mem) pairPrep {
 	p := pairPrep{lo: YMM(), hi: YMM()}
-	k.t.bcast16(a.Offset(2), p.lo)
-	k.t.bcast16(a.Offset(18), p.hi)
+	q := k.ty.actQ()
+	k.t.bcast16(a.Offset(q), p.lo)
+	k.t.bcast16(a.Offset(q+16), p.hi)
 	return k.prepCorr(p)
 }
 
 // prepPair2 is prepPair for two activation blocks, a for the low halves
 // and b for the high ones (the one-row kernel's two blocks per vector).
 func (k *b32k) prepPair2(a, b Mem) pairPrep {
-	return k.prepCorr(pairPrep{lo: k.pair(a.Offset(2), b.Offset(2)), hi: k.pair(a.Offset(18), b.Offset(18))})
+	q := k.ty.actQ()
+	return k.prepCorr(pairPrep{lo: k.pair(a.Offset(q), b.Offset(q)), hi: k.pair(a.Offset(q+16), b.Offset(q+16))})
 }
 
 func (k *b32k) prepCorr(p pairPrep) pairPrep {
 	t := k.t
 	switch {
+	case k.ty.min:
+		// Unsigned codes without an offset: nothing to correct.
 	case t.vnni:
 		o := k.off
-		if k.ty == b32Q8_0 {
+		if k.ty.signed() {
 			o = k.x80
 		}
 		c := YMM()
@@ -61,7 +65,7 @@ func (k *b32k) prepCorr(p pairPrep) pairPrep {
 		p.corr = YMM()
 		t.zero(p.corr)
 		VPSUBD(c, p.corr, p.corr)
-	case k.ty != b32Q8_0:
+	case !k.ty.signed():
 		// Two VPMADDUBSW of codes <= 24 and one of the offset stay far
 		// from int16 saturation.
 		c, h := YMM(), YMM()
@@ -85,10 +89,10 @@ func (k *b32k) pairCodes(wa, wb Mem) (lo, hi VecVirtual) {
 	VPSRLW(U8(4), q, hi)
 	t.and(k.c0F, q, lo)
 	t.and(k.c0F, hi, hi)
-	switch k.ty {
-	case b32Q5_0:
-		k.q5Pair(wa.Offset(2), wb.Offset(2), lo, hi)
-	case b32MXFP4:
+	switch {
+	case k.ty.q5():
+		k.q5Pair(wa.Offset(k.ty.qhoff), wb.Offset(k.ty.qhoff), lo, hi)
+	case k.ty == b32MXFP4 || k.ty.lut != nil:
 		VPSHUFB(lo, k.table, lo)
 		VPSHUFB(hi, k.table, hi)
 	}
@@ -157,10 +161,12 @@ func b32Spread(i int) []byte {
 // sumi.
 func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
 	t := k.t
-	if k.ty == b32Q8_0 {
+	if k.ty.signed() {
 		if t.vnni {
-			k.xor(k.x80, lo, lo)
-			k.xor(k.x80, hi, hi)
+			if k.ty.lut == nil { // a looked-up table is biased already (newB32k)
+				k.xor(k.x80, lo, lo)
+				k.xor(k.x80, hi, hi)
+			}
 			acc := YMM()
 			t.copyv(p.corr, acc)
 			vnniOp("VPDPBUSD", p.lo, lo, acc)
@@ -170,6 +176,18 @@ func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
 		var r [2]VecVirtual
 		for i, x := range []VecVirtual{lo, hi} {
 			y := []VecVirtual{p.lo, p.hi}[i]
+			if k.ty.lut != nil {
+				// The table's values are never -128 but an activation
+				// may be: move the sign onto the weight and take |a| as
+				// the unsigned side (128 fits), exact for every byte.
+				ay := YMM()
+				VPSIGNB(y, x, x)
+				VPABSB(y, ay)
+				VPMADDUBSW(x, ay, x)
+				VPMADDWD(k.ones, x, x)
+				r[i] = x
+				continue
+			}
 			sy := YMM()
 			VPSIGNB(x, y, sy)
 			VPSIGNB(x, x, x)
@@ -182,7 +200,11 @@ func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
 	}
 	if t.vnni {
 		acc := YMM()
-		t.copyv(p.corr, acc)
+		if p.corr == nil {
+			t.zero(acc)
+		} else {
+			t.copyv(p.corr, acc)
+		}
 		vnniOp("VPDPBUSD", p.lo, lo, acc)
 		vnniOp("VPDPBUSD", p.hi, hi, acc)
 		return acc
@@ -190,7 +212,9 @@ func (k *b32k) pairDot(lo, hi VecVirtual, p pairPrep) VecVirtual {
 	VPMADDUBSW(p.lo, lo, lo)
 	VPMADDUBSW(p.hi, hi, hi)
 	VPADDW(hi, lo, lo)
-	VPSUBW(p.corr, lo, lo)
+	if p.corr != nil {
+		VPSUBW(p.corr, lo, lo)
+	}
 	VPMADDWD(k.ones, lo, lo)
 	return lo
 }
@@ -252,11 +276,16 @@ func genB32Rows8(t *target, ty *b32type) {
 	da := YMM()
 	VPBROADCASTW(Mem{Base: ap}, da.AsX())
 	VCVTPH2PS(da.AsX(), da)
+	if ty.min {
+		k.sa = YMM()
+		VPBROADCASTW(Mem{Base: ap, Disp: 2}, k.sa.AsX())
+		VCVTPH2PS(k.sa.AsX(), k.sa)
+	}
 	prod := k.products(8, isum, row, da, nil)
 	VADDPS(prod, acc, acc)
 	ADDQ(U32(ty.wsize), wp)
 	ADDQ(U32(ty.wsize), wp4)
-	ADDQ(U32(34), ap)
+	ADDQ(U32(ty.actSize()), ap)
 	DECQ(nb)
 	JNZ(LabelRef("loop" + name))
 	Label("done" + name)

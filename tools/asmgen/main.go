@@ -73,6 +73,16 @@ func genAll(t *target) {
 	genExactB32(t, b32Q4_0)
 	genExactB32(t, b32Q5_0)
 	genExactB32(t, b32MXFP4)
+	genExactB32(t, b32IQ4NL)
+	genExactB32(t, b32Q4_1)
+	genExactB32(t, b32Q5_1)
+	genIQ4XSRow(t)
+	genIQ4XSRows8(t)
+	if t.zmm() || !t.vnni {
+		// The 256-bit VNNI level runs the 512-bit ones (asm_amd64.go).
+		genTQ2(t)
+		genTQ1(t)
+	}
 	genExactFloat(t, "F32")
 	genExactFloat(t, "F16")
 	genExactFloat(t, "BF16")

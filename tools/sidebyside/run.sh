@@ -19,7 +19,8 @@
 # Environment: THREADS (default: nproc), ROUNDS (3), P (64 prompt tokens),
 # N (32 decode steps), TYPES ("q2_k q4_k_m"), DIR (/tmp/k3-sidebyside: the
 # models), OUT ($DIR/run-TIMESTAMP), MATVEC_SECONDS (0.5 per type and
-# round), SHAPES ("4096x4096 32768x4096 4096x14336": rows x cols), SKIP ("matvec", "e2e", "profile", "perf": any, space separated),
+# round), MV_TYPES (the matrix × vector types, default all with a kernel),
+# SHAPES ("4096x4096 32768x4096 4096x14336": rows x cols), SKIP ("matvec", "e2e", "profile", "perf": any, space separated),
 # KERNELS (k3 bench --kernels, default auto), KERNELS_MODE (inprocess).
 set -euo pipefail
 
@@ -68,7 +69,7 @@ echo "k3 kernels on this CPU (--kernels $KERNELS): $AUTO"
 
 # --- (a) matrix × vector ---
 if ! skip matvec; then
-	mv_types="q2_K q3_K q4_K q5_K q6_K q8_0 q4_0 q5_0 mxfp4 f16 bf16 f32"
+	mv_types=${MV_TYPES:-"q2_K q3_K q4_K q5_K q6_K q8_0 q4_0 q5_0 mxfp4 iq4_nl iq4_xs q4_1 q5_1 tq1_0 tq2_0 f16 bf16 f32"}
 	for shape in $SHAPES; do
 		rows=${shape%x*} cols=${shape#*x}
 		for r in $(seq "$ROUNDS"); do

@@ -35,13 +35,25 @@ type Funcs struct {
 	// the same bytes.
 	PrepQ45 func(a *byte, astride, nb int, dst *byte)
 
-	// Q8_0..MXFP4 are one weight row of nb 32-element blocks times a Q8_0 row.
-	Q8_0, Q4_0, Q5_0, MXFP4 func(w, a *byte, nb int) float32
+	// Q8_0..MXFP4 and IQ4_NL are one weight row of nb 32-element blocks
+	// times a Q8_0 row.
+	Q8_0, Q4_0, Q5_0, MXFP4, IQ4NL func(w, a *byte, nb int) float32
 	// Q8_0r8..MXFP4r8 are eight weight rows, wstride bytes apart, times one
 	// Q8_0 row into out[0:8], each exactly as the one-row kernel: a row's
 	// float sum is a dependent chain of one add per block, which bounds one
 	// row; eight run side by side, and each activation block is read once.
-	Q8_0r8, Q4_0r8, Q5_0r8, MXFP4r8 func(w *byte, wstride int, a *byte, nb int, out *float32)
+	Q8_0r8, Q4_0r8, Q5_0r8, MXFP4r8, IQ4NLr8 func(w *byte, wstride int, a *byte, nb int, out *float32)
+	// Q4_1 and Q5_1 are one weight row of nb blocks times a Q8_1 row, and
+	// their r8 kernels eight such rows, as Q8_0r8 is for its type.
+	Q4_1, Q5_1     func(w, a *byte, nb int) float32
+	Q4_1r8, Q5_1r8 func(w *byte, wstride int, a *byte, nb int, out *float32)
+	// IQ4XS is one IQ4_XS weight row of nb super-blocks times a Q8_K row;
+	// IQ4XSr8 eight such rows, as Q8_0r8 does for its type.
+	IQ4XS   func(w, a *byte, nb int) float32
+	IQ4XSr8 func(w *byte, wstride int, a *byte, nb int, out *float32)
+	// TQ1 and TQ2 are one TQ1_0 or TQ2_0 row of nb super-blocks times a
+	// Q8_K row.
+	TQ1, TQ2 func(w, a *byte, nb int) float32
 
 	// F32, F16 and BF16 take FloatRows weight rows (1 if unset) wstride
 	// bytes apart and a prepared activation row, n elements of each (a
@@ -77,6 +89,7 @@ func (k *Kit) Add(name string, f Funcs) {
 		rows8: map[quant.Type]rows8Func{}, quantizeQ8K: f.QuantizeQ8K}
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
 		quant.Q2_K: f.Q2K, quant.Q3_K: f.Q3K, quant.Q4_K: f.Q4K, quant.Q5_K: f.Q5K, quant.Q6_K: f.Q6K,
+		quant.IQ4_XS: f.IQ4XS, quant.TQ1_0: f.TQ1, quant.TQ2_0: f.TQ2,
 	} {
 		if fn != nil {
 			l.dot[t] = kquant(fn, t.TypeSize())
@@ -90,18 +103,33 @@ func (k *Kit) Add(name string, f Funcs) {
 		}
 	}
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
-		quant.Q8_0: f.Q8_0, quant.Q4_0: f.Q4_0, quant.Q5_0: f.Q5_0, quant.MXFP4: f.MXFP4,
+		quant.Q8_0: f.Q8_0, quant.Q4_0: f.Q4_0, quant.Q5_0: f.Q5_0, quant.MXFP4: f.MXFP4, quant.IQ4_NL: f.IQ4NL,
 	} {
 		if fn != nil {
-			l.dot[t] = block32(fn, t.TypeSize())
+			l.dot[t] = block32(fn, t.TypeSize(), q8_0Size)
+		}
+	}
+	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{quant.Q4_1: f.Q4_1, quant.Q5_1: f.Q5_1} {
+		if fn != nil {
+			l.dot[t] = block32(fn, t.TypeSize(), q8_1Size)
 		}
 	}
 	for t, fn := range map[quant.Type]func(w *byte, wstride int, a *byte, nb int, out *float32){
-		quant.Q8_0: f.Q8_0r8, quant.Q4_0: f.Q4_0r8, quant.Q5_0: f.Q5_0r8, quant.MXFP4: f.MXFP4r8,
+		quant.Q4_1: f.Q4_1r8, quant.Q5_1: f.Q5_1r8,
 	} {
 		if fn != nil {
-			l.rows8[t] = block32r8(fn, t.TypeSize())
+			l.rows8[t] = block32r8(fn, t.TypeSize(), q8_1Size)
 		}
+	}
+	for t, fn := range map[quant.Type]func(w *byte, wstride int, a *byte, nb int, out *float32){
+		quant.Q8_0: f.Q8_0r8, quant.Q4_0: f.Q4_0r8, quant.Q5_0: f.Q5_0r8, quant.MXFP4: f.MXFP4r8, quant.IQ4_NL: f.IQ4NLr8,
+	} {
+		if fn != nil {
+			l.rows8[t] = block32r8(fn, t.TypeSize(), q8_0Size)
+		}
+	}
+	if f.IQ4XSr8 != nil {
+		l.rows8[quant.IQ4_XS] = kquantr8(f.IQ4XSr8, quant.IQ4_XS.TypeSize())
 	}
 	for t, fn := range map[quant.Type]func(w *byte, wstride int, a *byte, n int, out *float64){
 		quant.F32: f.F32, quant.F16: f.F16, quant.BF16: f.BF16,
@@ -139,7 +167,11 @@ func (k *Kit) Add(name string, f Funcs) {
 // the slice expressions still make a short slice panic rather than read
 // out of bounds.
 
-const q8KSize = 292
+const (
+	q8KSize  = 292
+	q8_0Size = 34
+	q8_1Size = 36
+)
 
 func kquant(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 	return func(n int, w, a []byte) float32 {
@@ -152,13 +184,13 @@ func kquant(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
 	}
 }
 
-func block32(f func(w, a *byte, nb int) float32, wsize int) dotFunc {
+func block32(f func(w, a *byte, nb int) float32, wsize, asize int) dotFunc {
 	return func(n int, w, a []byte) float32 {
 		nb := n / 32
 		if nb == 0 {
 			return 0
 		}
-		w, a = w[:nb*wsize], a[:nb*34]
+		w, a = w[:nb*wsize], a[:nb*asize]
 		return f(&w[0], &a[0], nb)
 	}
 }
@@ -175,14 +207,26 @@ func kquant4(f func(w, a *byte, nb, astride int, out *float32), wsize int) dot4F
 	}
 }
 
-func block32r8(f func(w *byte, wstride int, a *byte, nb int, out *float32), wsize int) rows8Func {
+func kquantr8(f func(w *byte, wstride int, a *byte, nb int, out *float32), wsize int) rows8Func {
+	return func(n int, w []byte, wrow int, a []byte, out *[8]float32) {
+		nb := n / quant.QK_K
+		if nb == 0 {
+			*out = [8]float32{}
+			return
+		}
+		w, a = w[:7*wrow+nb*wsize], a[:nb*q8KSize]
+		f(&w[0], wrow, &a[0], nb, &out[0])
+	}
+}
+
+func block32r8(f func(w *byte, wstride int, a *byte, nb int, out *float32), wsize, asize int) rows8Func {
 	return func(n int, w []byte, wrow int, a []byte, out *[8]float32) {
 		nb := n / 32
 		if nb == 0 {
 			*out = [8]float32{}
 			return
 		}
-		w, a = w[:7*wrow+nb*wsize], a[:nb*34]
+		w, a = w[:7*wrow+nb*wsize], a[:nb*asize]
 		f(&w[0], wrow, &a[0], nb, &out[0])
 	}
 }

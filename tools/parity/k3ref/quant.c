@@ -164,11 +164,12 @@ static bool quantizable(enum ggml_type t) {
 }
 
 int cmd_quantize(int argc, char ** argv) {
-    if (argc != 2) {
-        die(EXIT_USAGE, "usage: quantize TYPE N_PER_ROW");
+    if (argc != 2 && !(argc == 3 && strcmp(argv[2], "imatrix") == 0)) {
+        die(EXIT_USAGE, "usage: quantize TYPE N_PER_ROW [imatrix]");
     }
     enum ggml_type t = arg_type(argv[0]);
     int64_t per_row = arg_int("N_PER_ROW", argv[1]);
+    bool with_imatrix = argc == 3;
     if (per_row <= 0) {
         die(EXIT_USAGE, "N_PER_ROW must be positive");
     }
@@ -177,11 +178,21 @@ int cmd_quantize(int argc, char ** argv) {
         die(EXIT_USAGE, "ggml_quantize_chunk does not quantize to %s (for activation types use from_float)",
             ggml_type_name(t));
     }
-    if (ggml_quantize_requires_imatrix(t)) {
+    if (!with_imatrix && ggml_quantize_requires_imatrix(t)) {
         die(EXIT_USAGE, "%s cannot be quantized without an importance matrix", ggml_type_name(t));
     }
     size_t len;
     float * in = read_all(&len);
+    // With imatrix, stdin starts with the N_PER_ROW importance weights.
+    const float * imatrix = NULL;
+    if (with_imatrix) {
+        if (len < per_row * sizeof(float)) {
+            die(EXIT_USAGE, "stdin has %zu bytes, less than the %lld-float importance matrix", len, (long long) per_row);
+        }
+        imatrix = in;
+        in += per_row;
+        len -= per_row * sizeof(float);
+    }
     if (len % (per_row * sizeof(float)) != 0) {
         die(EXIT_USAGE, "stdin has %zu bytes, not a whole number of %lld-element f32 rows", len, (long long) per_row);
     }
@@ -191,7 +202,7 @@ int cmd_quantize(int argc, char ** argv) {
         die(EXIT_FAIL, "out of memory");
     }
     ggml_quantize_init(t);
-    size_t got = rows ? ggml_quantize_chunk(t, in, out, 0, rows, per_row, NULL) : 0;
+    size_t got = rows ? ggml_quantize_chunk(t, in, out, 0, rows, per_row, imatrix) : 0;
     if (got != rows * rs) {
         die(EXIT_FAIL, "ggml_quantize_chunk wrote %zu bytes, expected %zu", got, rows * rs);
     }

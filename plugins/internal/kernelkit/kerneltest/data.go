@@ -10,7 +10,8 @@ import (
 
 // kernelTypes are the weight types with a SIMD kernel in some level.
 var kernelTypes = []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q6_K, quant.Q4_K, quant.Q5_K, quant.Q8_0, quant.Q4_0,
-	quant.Q5_0, quant.MXFP4, quant.F32, quant.F16, quant.BF16}
+	quant.Q5_0, quant.MXFP4, quant.F32, quant.F16, quant.BF16, quant.IQ4_NL, quant.IQ4_XS,
+	quant.Q4_1, quant.Q5_1, quant.TQ1_0, quant.TQ2_0}
 
 // randHalf returns a finite fp16 of random sign with magnitude in
 // [2^lo, 2^hi).
@@ -27,6 +28,8 @@ func randHalf(r *rand.Rand, lo, hi float64) uint16 {
 var halfFields = map[quant.Type][]int{
 	quant.Q2_K: {80, 82}, quant.Q3_K: {108}, quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2},
 	quant.Q6_K: {208}, quant.Q8_0: {0}, quant.Q4_0: {0}, quant.Q5_0: {0},
+	quant.IQ4_NL: {0}, quant.IQ4_XS: {0}, quant.Q4_1: {0, 2}, quant.Q5_1: {0, 2},
+	quant.TQ1_0: {52}, quant.TQ2_0: {64},
 }
 
 // quantRanges are the byte ranges of each block type's quant bits: zeroing
@@ -34,7 +37,7 @@ var halfFields = map[quant.Type][]int{
 var quantRanges = map[quant.Type][][2]int{
 	quant.Q2_K: {{16, 80}}, quant.Q3_K: {{0, 96}}, quant.Q4_K: {{16, 144}}, quant.Q5_K: {{16, 176}},
 	quant.Q6_K: {{0, 192}}, quant.Q8_0: {{2, 34}}, quant.Q4_0: {{2, 18}},
-	quant.Q5_0: {{2, 22}}, quant.MXFP4: {{1, 17}},
+	quant.Q5_0: {{2, 22}}, quant.MXFP4: {{1, 17}}, quant.Q4_1: {{4, 20}}, quant.Q5_1: {{4, 24}},
 }
 
 // randWeights fills a row of n elements of t with random bytes and sane
@@ -117,6 +120,14 @@ func randActs(r *rand.Rand, t quant.Type, n int) []byte {
 			binary.LittleEndian.PutUint16(a[34*b:], randHalf(r, -10, 0))
 		}
 		noMinus128(t, a)
+	case quant.Q8_1:
+		for i := range a {
+			a[i] = byte(r.Uint32())
+		}
+		for b := 0; b < n/32; b++ {
+			binary.LittleEndian.PutUint16(a[36*b:], randHalf(r, -10, 0))
+			binary.LittleEndian.PutUint16(a[36*b+2:], randHalf(r, -6, 4))
+		}
 	}
 	return a
 }
@@ -148,7 +159,11 @@ func magnitude(t quant.Type, n int, w, a []byte) float64 {
 	od := make([]float32, n)
 	ad := make([]float32, n)
 	mustDeq(t, w, wd)
-	mustDeq(t.VecDotType(), a, ad)
+	if t.VecDotType() == quant.Q8_1 {
+		deqQ8_1(a, ad)
+	} else {
+		mustDeq(t.VecDotType(), a, ad)
+	}
 	if rs := quantRanges[t]; rs != nil {
 		o := append([]byte(nil), w...)
 		bs := t.TypeSize()
@@ -164,6 +179,17 @@ func magnitude(t quant.Type, n int, w, a []byte) float64 {
 		m += (math.Abs(float64(wd[i])) + math.Abs(float64(od[i]))) * math.Abs(float64(ad[i]))
 	}
 	return m
+}
+
+// deqQ8_1 decodes a Q8_1 row as d*q; core/quant has no Q8_1 dequantize
+// (ggml has none either).
+func deqQ8_1(a []byte, dst []float32) {
+	for b := 0; b < len(dst)/32; b++ {
+		d := quant.FP16ToFP32(binary.LittleEndian.Uint16(a[36*b:]))
+		for i := 0; i < 32; i++ {
+			dst[32*b+i] = d * float32(int8(a[36*b+4+i]))
+		}
+	}
 }
 
 func mustDeq(t quant.Type, src []byte, dst []float32) {

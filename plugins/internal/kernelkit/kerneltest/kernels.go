@@ -131,6 +131,9 @@ func DotIntegerExact(t *testing.T, k *kernelkit.Kit) {
 					} else {
 						binary.LittleEndian.PutUint16(a, one)
 					}
+					if typ.VecDotType() == quant.Q8_1 {
+						binary.LittleEndian.PutUint16(a[2:], quant.FP32ToFP16(float32(r.IntN(201)-100)))
+					}
 					if magnitude(typ, n, w, a) >= 1<<24 {
 						continue
 					}
@@ -223,11 +226,21 @@ func DotEdges(t *testing.T, k *kernelkit.Kit) {
 							makeQ8K(a[292*b:], d, qs)
 						}
 					} else {
+						// Q8_0, or Q8_1 with s (d times the quants' sum) after d.
+						as, qo := 34, 2
+						if typ.VecDotType() == quant.Q8_1 {
+							as, qo = 36, 4
+						}
 						for b := 0; b < n/32; b++ {
 							d := e.a(a, qs[:32])
-							binary.LittleEndian.PutUint16(a[34*b:], quant.FP32ToFP16(d))
+							binary.LittleEndian.PutUint16(a[as*b:], quant.FP32ToFP16(d))
+							sum := 0
 							for i, q := range qs[:32] {
-								a[34*b+2+i] = byte(q)
+								a[as*b+qo+i] = byte(q)
+								sum += int(q)
+							}
+							if qo == 4 {
+								binary.LittleEndian.PutUint16(a[as*b+2:], quant.FP32ToFP16(d*float32(sum)))
 							}
 						}
 						noMinus128(typ, a)
