@@ -40,6 +40,15 @@ const (
 	F64   Type = 28
 	BF16  Type = 30
 	MXFP4 Type = 39
+
+	// The grid-based IQ types (iq1.go, iq2.go, iq3.go).
+	IQ2_XXS Type = 16
+	IQ2_XS  Type = 17
+	IQ3_XXS Type = 18
+	IQ1_S   Type = 19
+	IQ3_S   Type = 21
+	IQ2_S   Type = 22
+	IQ1_M   Type = 29
 )
 
 // QK_K is the super-block size of the K-quants.
@@ -78,6 +87,14 @@ var traitsTable = map[Type]Traits{
 	I64:   {"i64", 1, 8, false, I64},
 	F64:   {"f64", 1, 8, false, F64},
 	MXFP4: {"mxfp4", 32, 17, true, Q8_0},
+
+	IQ2_XXS: {"iq2_xxs", QK_K, 66, true, Q8_K},
+	IQ2_XS:  {"iq2_xs", QK_K, 74, true, Q8_K},
+	IQ2_S:   {"iq2_s", QK_K, 82, true, Q8_K},
+	IQ3_XXS: {"iq3_xxs", QK_K, 98, true, Q8_K},
+	IQ3_S:   {"iq3_s", QK_K, 110, true, Q8_K},
+	IQ1_S:   {"iq1_s", QK_K, 50, true, Q8_K},
+	IQ1_M:   {"iq1_m", QK_K, 56, true, Q8_K},
 }
 
 // Known reports whether k3 knows t's block layout.
