@@ -162,6 +162,10 @@ type impl struct {
 	// type with an activation row a of type VecDotType, as ggml's generic
 	// (scalar) vec_dot does it.
 	vecDot func(n int, w, a []byte) float32
+	// quantizeImatrix encodes one row as ggml_quantize_chunk does with
+	// importance weights qw (one per element of the row; nil: none), for
+	// the types whose quantizer reads them (QuantizeImatrix).
+	quantizeImatrix func(src []float32, dst []byte, qw []float32)
 }
 
 var impls = map[Type]*impl{}

@@ -17,7 +17,8 @@
 static const char * usage =
     "usage: k3ref COMMAND [ARGS]   (bulk input on stdin, result on stdout)\n"
     "  dequant TYPE N                   stdin: N elements of TYPE; stdout: N f32 (to_float)\n"
-    "  quantize TYPE N_PER_ROW          stdin: f32 rows; stdout: TYPE rows (ggml_quantize_chunk)\n"
+    "  quantize TYPE N_PER_ROW [IMATRIX] stdin: f32 rows; stdout: TYPE rows (ggml_quantize_chunk;\n"
+    "                                   IMATRIX: a file of N_PER_ROW f32 column importances)\n"
     "  from_float TYPE VARIANT          stdin: f32; stdout: TYPE (CPU traits from_float)\n"
     "  vecdot TYPE N ROWS VARIANT       stdin: ROWS weight rows of TYPE then ROWS rows of its\n"
     "                                   vec_dot_type; stdout: ROWS f32 (CPU traits vec_dot)\n"
@@ -35,6 +36,9 @@ static const char * usage =
     "        [--cpu VARIANT] [--seed N] [--poll 0..100]  JSON: prefill and decode tok/s, llama-bench style\n"
     "  matvec [TYPE,...] [--rows M] [--cols K] [--threads N] [--seconds S] [--repack] [--cpu VARIANT]\n"
     "                                   JSON: one ggml_mul_mat by a vector per type, GB/s of weights\n"
+    "  quantize-model IN OUT FTYPE [--imatrix FILE] [--type REGEX=TYPE]... [--threads N]\n"
+    "                                   llama_model_quantize (llama-quantize) to llama_ftype FTYPE;\n"
+    "                                   imatrix records: u32 name len, name, u32 n, n f32\n"
     "  version                          prints the llama.cpp system info\n"
     "VARIANT: generic (libggml-cpu-x64.so, scalar C), native (best scoring variant), a\n"
     "variant name (haswell, zen4, ...) or a path to a libggml-cpu-*.so.\n"
@@ -293,6 +297,7 @@ static const struct {
     {"meta", cmd_meta},             {"load", cmd_load},             {"logits", cmd_logits},
     {"greedy", cmd_greedy},         {"tokenize", cmd_tokenize},     {"detokenize", cmd_detokenize},
     {"pieces", cmd_pieces},         {"bench", cmd_bench},           {"matvec", cmd_matvec},
+    {"quantize-model", cmd_quantize_model},
 };
 
 int main(int argc, char ** argv) {

@@ -164,8 +164,8 @@ static bool quantizable(enum ggml_type t) {
 }
 
 int cmd_quantize(int argc, char ** argv) {
-    if (argc != 2) {
-        die(EXIT_USAGE, "usage: quantize TYPE N_PER_ROW");
+    if (argc != 2 && argc != 3) {
+        die(EXIT_USAGE, "usage: quantize TYPE N_PER_ROW [IMATRIX]");
     }
     enum ggml_type t = arg_type(argv[0]);
     int64_t per_row = arg_int("N_PER_ROW", argv[1]);
@@ -177,7 +177,23 @@ int cmd_quantize(int argc, char ** argv) {
         die(EXIT_USAGE, "ggml_quantize_chunk does not quantize to %s (for activation types use from_float)",
             ggml_type_name(t));
     }
-    if (ggml_quantize_requires_imatrix(t)) {
+    // IMATRIX: a file of N_PER_ROW f32, the importance of each column, as
+    // llama-quantize passes one tensor's (one expert's) imatrix slice.
+    float * imatrix = NULL;
+    if (argc == 3) {
+        FILE * f = fopen(argv[2], "rb");
+        if (!f) {
+            die(EXIT_USAGE, "cannot open imatrix %s", argv[2]);
+        }
+        imatrix = malloc(per_row * sizeof(float) + 1);
+        size_t got = imatrix ? fread(imatrix, sizeof(float), per_row + 1, f) : 0;
+        fclose(f);
+        if (got != (size_t) per_row) {
+            die(EXIT_USAGE, "imatrix %s: want exactly %lld f32, have %s%zu", argv[2], (long long) per_row,
+                got > (size_t) per_row ? "more than " : "", got > (size_t) per_row ? (size_t) per_row : got);
+        }
+    }
+    if (!imatrix && ggml_quantize_requires_imatrix(t)) {
         die(EXIT_USAGE, "%s cannot be quantized without an importance matrix", ggml_type_name(t));
     }
     size_t len;
@@ -191,7 +207,7 @@ int cmd_quantize(int argc, char ** argv) {
         die(EXIT_FAIL, "out of memory");
     }
     ggml_quantize_init(t);
-    size_t got = rows ? ggml_quantize_chunk(t, in, out, 0, rows, per_row, NULL) : 0;
+    size_t got = rows ? ggml_quantize_chunk(t, in, out, 0, rows, per_row, imatrix) : 0;
     if (got != rows * rs) {
         die(EXIT_FAIL, "ggml_quantize_chunk wrote %zu bytes, expected %zu", got, rows * rs);
     }
