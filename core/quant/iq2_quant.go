@@ -9,7 +9,13 @@ import "encoding/binary"
 
 func init() {
 	impls[IQ2_XXS].quantizeImatrix = quantizeIQ2XXS
+	impls[IQ2_XS].quantizeImatrix = quantizeIQ2XS
+	impls[IQ2_S].quantizeImatrix = quantizeIQ2S
+	impls[IQ2_S].quantize = func(src []float32, dst []byte) { quantizeIQ2S(src, dst, nil) }
 }
+
+// groupMaxEpsIQ2S is GROUP_MAX_EPS_IQ2_S.
+const groupMaxEpsIQ2S = float32(1e-8)
 
 // iqSignedGroups makes the magnitudes xval of the 32 (or 16) weights xb and
 // ggml's sign bytes per 8: an even number of flips per group, flipping back
@@ -199,5 +205,201 @@ func quantizeIQ2XXS(src []float32, dst []byte, qw []float32) {
 		for i, v := range q2 {
 			binary.LittleEndian.PutUint32(qs[4*i:], v)
 		}
+	}
+}
+
+// iq2Search16 is the scale search of IQ2_XS and IQ2_S on 16 weights: 19
+// candidate inverse scales around max/5, each snapped to the grid, then a
+// refit of the groups that were off the grid. It returns the scale and
+// leaves the grid codes in L; ok is false for a group below eps.
+func iq2Search16(lat *iqLattice, xval, weight, waux []float32, L, Laux []int8, eps float32) (scale float32, ok bool) {
+	const kMaxQ = 3
+	max := xval[0]
+	for _, v := range xval[1:16] {
+		max = maxC(max, v)
+	}
+	clear(L[:16])
+	if max < eps {
+		return 0, false
+	}
+	var best float32
+	scale = max / (2*kMaxQ - 1)
+	onGrid := [2]bool{true, true}
+	for is := -9; is <= 9; is++ {
+		id := float32(2*kMaxQ-1+float32(float32(is)*0.1)) / max
+		thisScale := 1 / id
+		var onGridAux [2]bool
+		for k := 0; k < 2; k++ {
+			for i := 0; i < 8; i++ {
+				Laux[8*k+i] = int8(clampInt(nearestInt(float32(0.5*(float32(id*xval[8*k+i])-1))), 0, kMaxQ-1))
+			}
+			u := iq2Code(Laux[8*k:])
+			onGridAux[k] = lat.gridMap[u] >= 0
+			if !onGridAux[k] {
+				lat.bestNeighbour(u, xval[8*k:8*k+8], waux[8*k:8*k+8], thisScale, Laux[8*k:8*k+8])
+			}
+		}
+		sumqx, sumq2 := iqFit(weight, xval[:16], Laux[:16])
+		if sumq2 > 0 && float32(sumqx*sumqx) > float32(best*sumq2) {
+			scale = sumqx / sumq2
+			best = scale * sumqx
+			copy(L[:16], Laux[:16])
+			onGrid = onGridAux
+		}
+	}
+	if (!onGrid[0] || !onGrid[1]) && scale > 0 {
+		id := 1 / scale
+		for k := 0; k < 2; k++ {
+			if onGrid[k] {
+				continue
+			}
+			lat.snap(xval[8*k:8*k+8], waux[8*k:8*k+8], id, scale, kMaxQ, L[8*k:8*k+8])
+		}
+		if sumqx, sumq2 := iqFit(weight, xval[:16], L[:16]); sumq2 > 0 {
+			scale = sumqx / sumq2
+		}
+	}
+	return scale, true
+}
+
+// iq2PackScales stores the 4-bit scales of 16 groups of 16 (two per byte)
+// against the super-block scale d = maxScale/31, as IQ2_XS and IQ2_S do.
+func iq2PackScales(dst []byte, scales *[16]float32, d float32) {
+	id := 1 / d
+	for ib := 0; ib < 16; ib++ {
+		l := clampInt(nearestInt(float32(0.5*(float32(id*scales[ib])-1))), 0, 15)
+		if ib%2 == 0 {
+			dst[ib/2] = uint8(l)
+		} else {
+			dst[ib/2] |= uint8(l) << 4
+		}
+	}
+}
+
+// quantizeIQ2XS is quantize_row_iq2_xs_impl (qw is required).
+func quantizeIQ2XS(src []float32, dst []byte, qw []float32) {
+	lat := iq2XSLattice.get()
+	var (
+		scales       [16]float32
+		weight, waux [16]float32
+		xval         [16]float32
+		L, Laux      [16]int8
+		signs        [2]uint8
+		q2           [32]uint16
+	)
+	for ibl := 0; ibl < len(src)/QK_K; ibl++ {
+		blk := dst[ibl*iq2XSBytes : (ibl+1)*iq2XSBytes]
+		putF16(blk, 0)
+		clear(q2[:])
+		clear(blk[66:74])
+		xbl := src[QK_K*ibl : QK_K*(ibl+1)]
+		sigma2 := iqSigma2(xbl)
+		var maxScale float32
+		for ib := 0; ib < QK_K/16; ib++ {
+			xb := xbl[16*ib : 16*ib+16]
+			iqImportance(xb, qw[QK_K*ibl+16*ib:], sigma2, weight[:], waux[:])
+			iqSignedGroups(xb, weight[:], xval[:], signs[:])
+			scale, ok := iq2Search16(lat, xval[:], weight[:], waux[:], L[:], Laux[:], groupMaxEps)
+			if !ok {
+				scales[ib] = 0
+				continue
+			}
+			if scale < 0 {
+				scale = -scale
+				for k := range signs {
+					signs[k] = ^signs[k] & 127
+				}
+			}
+			for k := 0; k < 2; k++ {
+				q2[2*ib+k] = uint16(lat.gridMap[iq2Code(L[8*k:])]) | uint16(signs[k])<<9
+			}
+			scales[ib] = scale
+			maxScale = maxC(maxScale, scale)
+		}
+		if maxScale == 0 {
+			clear(blk[2:66])
+			continue
+		}
+		d := maxScale / 31
+		putF16(blk, d)
+		iq2PackScales(blk[66:74], &scales, d)
+		for i, v := range q2 {
+			binary.LittleEndian.PutUint16(blk[2+2*i:], v)
+		}
+	}
+}
+
+// quantizeIQ2S is quantize_row_iq2_s_impl; without qw it weighs each
+// weight by sigma2/4 + x^2.
+func quantizeIQ2S(src []float32, dst []byte, qw []float32) {
+	lat := iq2SLattice.get()
+	var (
+		scales       [16]float32
+		weight, waux [16]float32
+		xval         [16]float32
+		L, Laux      [16]int8
+		signs        [2]uint8
+	)
+	for ibl := 0; ibl < len(src)/QK_K; ibl++ {
+		blk := dst[ibl*iq2SBytes : (ibl+1)*iq2SBytes]
+		clear(blk)
+		xbl := src[QK_K*ibl : QK_K*(ibl+1)]
+		var sumx2 float32
+		for _, v := range xbl {
+			sumx2 += float32(v * v)
+		}
+		sigma2 := 2 * sumx2 / QK_K
+		var maxScale float32
+		for ib := 0; ib < QK_K/16; ib++ {
+			xb := xbl[16*ib : 16*ib+16]
+			if qw != nil {
+				for i, v := range xb {
+					weight[i] = qw[QK_K*ibl+16*ib+i] * sqrt32(sigma2+float32(v*v))
+				}
+			} else {
+				for i, v := range xb {
+					weight[i] = float32(0.25*sigma2) + float32(v*v)
+				}
+			}
+			for i := range xb {
+				waux[i] = sqrt32(weight[i])
+			}
+			for k := 0; k < 2; k++ {
+				var s uint8
+				for i := 0; i < 8; i++ {
+					if v := xb[8*k+i]; v >= 0 {
+						xval[8*k+i] = v
+					} else {
+						xval[8*k+i] = -v
+						s |= 1 << i
+					}
+				}
+				signs[k] = s
+			}
+			scale, ok := iq2Search16(lat, xval[:], weight[:], waux[:], L[:], Laux[:], groupMaxEpsIQ2S)
+			if !ok {
+				scales[ib] = 0
+				continue
+			}
+			if scale < 0 {
+				scale = -scale
+				signs[0], signs[1] = ^signs[0], ^signs[1]
+			}
+			for k := 0; k < 2; k++ {
+				g := int(lat.gridMap[iq2Code(L[8*k:])])
+				i8 := 2*ib + k
+				blk[2+i8] = uint8(g)
+				blk[66+i8/4] |= uint8(g>>8) << (2 * (i8 % 4))
+				blk[34+i8] = signs[k]
+			}
+			scales[ib] = scale
+			maxScale = maxC(maxScale, scale)
+		}
+		if maxScale == 0 {
+			continue
+		}
+		d := maxScale / 31
+		putF16(blk, d*0.9875)
+		iq2PackScales(blk[74:82], &scales, d)
 	}
 }
