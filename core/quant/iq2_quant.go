@@ -58,14 +58,23 @@ func iq2Code(L []int8) int {
 	return u
 }
 
-// iq2Snap quantizes the 8 magnitudes xval at inverse scale id to lattice
+// code returns the lattice index of the codes L[0:dim].
+func (lat *iqLattice) code(L []int8) int {
+	u := 0
+	for i := 0; i < lat.dim; i++ {
+		u |= int(L[i]) << (lat.bits * i)
+	}
+	return u
+}
+
+// snap quantizes the dim magnitudes xval at inverse scale id to lattice
 // codes in [0, kMaxQ-1], moving an off-grid point to its best neighbour at
 // scale; it writes the codes to L and returns the grid index.
 func (lat *iqLattice) snap(xval, waux []float32, id, scale float32, kMaxQ int, L []int8) int {
-	for i := 0; i < 8; i++ {
+	for i := 0; i < lat.dim; i++ {
 		L[i] = int8(clampInt(nearestInt(float32(0.5*(float32(id*xval[i])-1))), 0, kMaxQ-1))
 	}
-	u := iq2Code(L)
+	u := lat.code(L)
 	if g := lat.gridMap[u]; g >= 0 {
 		return int(g)
 	}

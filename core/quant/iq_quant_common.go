@@ -18,69 +18,108 @@ import (
 // values, the map from lattice index (2 bits per weight) to grid index, and
 // each off-grid point's neighbours.
 type iqLattice struct {
-	grid       [][8]int8  // the_grid: 2l+1 per weight
-	gridMap    []int32    // kmap_q2xs: grid index, or -1 off the grid
+	dim, bits  int        // weights per grid point (8 or 4), code bits per weight (2 or 3)
+	grid       [][8]int8  // the_grid: 2l+1 per weight (first dim used)
+	gridMap    []int32    // kmap: grid index, or -1 off the grid
 	neighbours [][]uint16 // per lattice index off the grid, in ggml's order
 }
 
-// iq2KmapSize is ggml's kmap_size: lattice indices whose codes are all at
-// most 2 (the grids use three levels per weight).
-const iq2KmapSize = 43692
+// iq2KmapSize is iq2xs_init_impl's kmap_size: lattice indices whose codes
+// are all at most 2 (the grids use three levels per weight). iq3xs_init_impl
+// maps all 4096 of its 4x3-bit codes.
+const (
+	iq2KmapSize = 43692
+	iq3KmapSize = 4096
+)
 
 // iqLevels maps a grid table's byte values to their 2-bit lattice code.
 type iqLevels map[uint8]int
 
 var (
-	iq2Levels = iqLevels{0x08: 0, 0x19: 1, 0x2b: 2}
-	iq1Levels = iqLevels{0xff: 0, 0x00: 1, 0x01: 2}
+	iq2Levels    = iqLevels{0x08: 0, 0x19: 1, 0x2b: 2}
+	iq1Levels    = iqLevels{0xff: 0, 0x00: 1, 0x01: 2}
+	iq3XXSLevels = iqLevels{0x04: 0, 0x0c: 1, 0x14: 2, 0x1c: 3, 0x24: 4, 0x2c: 5, 0x34: 6, 0x3e: 7}
+	iq3SLevels   = iqLevels{1: 0, 3: 1, 5: 2, 7: 3, 9: 4, 11: 5, 13: 6, 15: 7}
 )
 
 // kgrid returns ggml's kgrid_* table for grid g (the lattice codes of each
-// grid point, 2 bits per weight), derived from the dequantization grid.
-func kgrid(g []uint64, levels iqLevels) []uint16 {
+// grid point, bits per weight, dim weights), derived from the
+// dequantization grid.
+func kgrid(g []uint64, levels iqLevels, dim, bits int) []uint16 {
 	out := make([]uint16, len(g))
 	for k, v := range g {
 		var u uint16
-		for i := 0; i < 8; i++ {
+		for i := 0; i < dim; i++ {
 			l, ok := levels[gridByte(v, i)]
 			if !ok {
 				panic(fmt.Sprintf("quant: grid entry %d byte %d = %#x is not a level", k, i, gridByte(v, i)))
 			}
-			u |= uint16(l) << (2 * i)
+			u |= uint16(l) << (bits * i)
 		}
 		out[k] = u
 	}
 	return out
 }
 
-// newIQLattice is iq2xs_init_impl for a grid with the given kgrid codes
-// and neighbour depth nwant.
-func newIQLattice(codes []uint16, nwant int) *iqLattice {
-	lat := &iqLattice{grid: make([][8]int8, len(codes)), gridMap: make([]int32, iq2KmapSize),
-		neighbours: make([][]uint16, iq2KmapSize)}
+// widen returns a uint32 grid as uint64s.
+func widen(g []uint32) []uint64 {
+	out := make([]uint64, len(g))
+	for i, v := range g {
+		out[i] = uint64(v)
+	}
+	return out
+}
+
+// KGrid exposes kgrid for the check against ggml-quants.c's kgrid_* tables:
+// name is the ggml table's name.
+func KGrid(name string) []uint16 {
+	switch name {
+	case "kgrid_2bit_256":
+		return kgrid(iq2xxsGrid[:], iq2Levels, 8, 2)
+	case "kgrid_2bit_512":
+		return kgrid(iq2xsGrid[:], iq2Levels, 8, 2)
+	case "kgrid_2bit_1024":
+		return kgrid(iq2sGrid[:], iq2Levels, 8, 2)
+	case "kgrid_1bit_2048":
+		return kgrid(iq1sGrid[:], iq1Levels, 8, 2)
+	case "kgrid_256":
+		return kgrid(widen(iq3xxsGrid[:]), iq3XXSLevels, 4, 3)
+	case "kgrid_512":
+		return kgrid(widen(iq3sGrid[:]), iq3SLevels, 4, 3)
+	}
+	return nil
+}
+
+// newIQLattice is iq2xs_init_impl (dim 8, 2 bits) or iq3xs_init_impl
+// (dim 4, 3 bits) for a grid with the given kgrid codes, kmapSize lattice
+// indices and neighbour depth nwant.
+func newIQLattice(codes []uint16, dim, bits, kmapSize, nwant int) *iqLattice {
+	lat := &iqLattice{dim: dim, bits: bits, grid: make([][8]int8, len(codes)), gridMap: make([]int32, kmapSize),
+		neighbours: make([][]uint16, kmapSize)}
 	for i := range lat.gridMap {
 		lat.gridMap[i] = -1
 	}
+	mask := 1<<bits - 1
 	for k, c := range codes {
-		for i := 0; i < 8; i++ {
-			lat.grid[k][i] = int8(2*((c>>(2*i))&3) + 1)
+		for i := 0; i < dim; i++ {
+			lat.grid[k][i] = int8(2*((int(c)>>(bits*i))&mask) + 1)
 		}
 		lat.gridMap[c] = int32(k)
 	}
 	dist := make([]int32, len(codes))
 	var near []int32 // the nwant smallest distinct distances, ascending
-	for i := 0; i < iq2KmapSize; i++ {
+	for i := 0; i < kmapSize; i++ {
 		if lat.gridMap[i] >= 0 {
 			continue
 		}
 		var pos [8]int32
-		for k := 0; k < 8; k++ {
-			pos[k] = int32(2*((i>>(2*k))&3) + 1)
+		for k := 0; k < dim; k++ {
+			pos[k] = int32(2*((i>>(bits*k))&mask) + 1)
 		}
 		near = near[:0]
 		for j := range lat.grid {
 			var d2 int32
-			for k := 0; k < 8; k++ {
+			for k := 0; k < dim; k++ {
 				d := int32(lat.grid[j][k]) - pos[k]
 				d2 += d * d
 			}
@@ -131,7 +170,7 @@ func (lat *iqLattice) bestNeighbour(u int, xval, weight []float32, scale float32
 	for _, nb := range lat.neighbours[u] {
 		pg := &lat.grid[nb]
 		var d2 float32
-		for i := 0; i < 8; i++ {
+		for i := 0; i < lat.dim; i++ {
 			diff := float32(scale*float32(pg[i])) - xval[i]
 			d2 += float32(float32(weight[i]*diff) * diff)
 		}
@@ -143,7 +182,7 @@ func (lat *iqLattice) bestNeighbour(u int, xval, weight []float32, scale float32
 		// Only NaN distances get here; ggml asserts.
 		index = int(lat.neighbours[u][0])
 	}
-	for i := 0; i < 8; i++ {
+	for i := 0; i < lat.dim; i++ {
 		L[i] = (lat.grid[index][i] - 1) / 2
 	}
 	return index
@@ -168,11 +207,18 @@ func (l *lazyLattice) get() *iqLattice {
 // The lattices ggml's iq2_data holds: IQ2_XXS (nwant 2), IQ2_XS (2),
 // IQ1_S and IQ1_M (3), IQ2_S (1).
 var (
-	iq2XXSLattice = &lazyLattice{build: func() *iqLattice { return newIQLattice(kgrid(iq2xxsGrid[:], iq2Levels), 2) }}
-	iq2XSLattice  = &lazyLattice{build: func() *iqLattice { return newIQLattice(kgrid(iq2xsGrid[:], iq2Levels), 2) }}
-	iq2SLattice   = &lazyLattice{build: func() *iqLattice { return newIQLattice(kgrid(iq2sGrid[:], iq2Levels), 1) }}
-	iq1Lattice    = &lazyLattice{build: func() *iqLattice { return newIQLattice(kgrid(iq1sGrid[:], iq1Levels), 3) }}
+	iq2XXSLattice = iq2Lattice("kgrid_2bit_256", 2)
+	iq2XSLattice  = iq2Lattice("kgrid_2bit_512", 2)
+	iq2SLattice   = iq2Lattice("kgrid_2bit_1024", 1)
+	iq1Lattice    = iq2Lattice("kgrid_1bit_2048", 3)
+	// iq3xs_init_impl: IQ3_XXS (nwant 2), IQ3_S (3).
+	iq3XXSLattice = &lazyLattice{build: func() *iqLattice { return newIQLattice(KGrid("kgrid_256"), 4, 3, iq3KmapSize, 2) }}
+	iq3SLattice   = &lazyLattice{build: func() *iqLattice { return newIQLattice(KGrid("kgrid_512"), 4, 3, iq3KmapSize, 3) }}
 )
+
+func iq2Lattice(kgridName string, nwant int) *lazyLattice {
+	return &lazyLattice{build: func() *iqLattice { return newIQLattice(KGrid(kgridName), 8, 2, iq2KmapSize, nwant) }}
+}
 
 // maxC is C's MAX(a, b) on floats: a > b ? a : b (NaN b wins, NaN a loses).
 func maxC(a, b float32) float32 {
