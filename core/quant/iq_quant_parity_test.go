@@ -10,7 +10,8 @@ import (
 )
 
 // iqQuantTypes are the grid IQ types with a reference quantizer in k3.
-var iqQuantTypes = []quant.Type{quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S}
+var iqQuantTypes = []quant.Type{quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S,
+	quant.IQ1_S, quant.IQ1_M}
 
 // iqQuantInputs returns the K-quant input families without the blocks that
 // hold NaN or Inf (on those ggml's IQ quantizers assert), with their family
