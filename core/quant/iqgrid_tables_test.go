@@ -59,3 +59,41 @@ func TestIQGridTablesMatchHeader(t *testing.T) {
 	}
 	t.Logf("%d tables checked against %s", len(tables), origin)
 }
+
+// TestIQKGridMatchesSource checks the quantizers' lattice tables, which
+// core/quant derives from the dequantization grids, against the kgrid_*
+// arrays of the reference's ggml-quants.c.
+func TestIQKGridMatchesSource(t *testing.T) {
+	src := parity.RequireSource(t)
+	text, origin, err := ggmltables.ReadSource(src, ggmltables.QuantsPath)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	header, _, err := ggmltables.ReadHeader(src) // for NGRID_IQ1S
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := ggmltables.ParseArrays(header+"\n"+text, ggmltables.KGridTables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		got := quant.KGrid(tb.Name)
+		if len(got) != len(tb.Values) {
+			t.Errorf("%s: %d values, source has %d", tb.Name, len(got), len(tb.Values))
+			continue
+		}
+		bad := 0
+		for i, v := range tb.Values {
+			if uint64(got[i]) != v {
+				if bad++; bad <= 3 {
+					t.Errorf("%s[%d] = %d, source has %d", tb.Name, i, got[i], v)
+				}
+			}
+		}
+	}
+	t.Logf("%d kgrid tables checked against %s", len(tables), origin)
+}

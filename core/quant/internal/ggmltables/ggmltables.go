@@ -24,19 +24,34 @@ type Table struct {
 	Values []uint64 // as unsigned bit patterns of the C type's width
 }
 
-var beginRE = regexp.MustCompile(`(?m)^GGML_TABLE_BEGIN\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)`)
+var (
+	beginRE = regexp.MustCompile(`(?m)^GGML_TABLE_BEGIN\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)`)
+	// staticRE matches a C array definition such as ggml-quants.c's
+	// "static const uint16_t kgrid_2bit_256[256] = {".
+	staticRE = regexp.MustCompile(`(?m)^\s*static\s+const\s+(\w+)\s+(\w+)\[(\w+)\]\s*=\s*\{`)
+)
 
 // Parse returns the tables of header that are named in want, in the order of
 // want. Every wanted table must appear once, with as many values as its
 // declared size (a number or a #define of one in the header).
 func Parse(header string, want []string) ([]Table, error) {
+	return parse(header, want, beginRE, "GGML_TABLE_END()")
+}
+
+// ParseArrays is Parse for plain "static const T name[N] = { ... };" arrays
+// (the kgrid_* tables inside ggml-quants.c's init functions).
+func ParseArrays(source string, want []string) ([]Table, error) {
+	return parse(source, want, staticRE, "}")
+}
+
+func parse(header string, want []string, begin *regexp.Regexp, endMark string) ([]Table, error) {
 	defines := map[string]int{}
 	for _, m := range regexp.MustCompile(`(?m)^#define\s+(\w+)\s+(\d+)\s*$`).FindAllStringSubmatch(header, -1) {
 		n, _ := strconv.Atoi(m[2])
 		defines[m[1]] = n
 	}
 	found := map[string]Table{}
-	for _, loc := range beginRE.FindAllStringSubmatchIndex(header, -1) {
+	for _, loc := range begin.FindAllStringSubmatchIndex(header, -1) {
 		ctype, name, size := header[loc[2]:loc[3]], header[loc[4]:loc[5]], header[loc[6]:loc[7]]
 		if !contains(want, name) {
 			continue
@@ -45,9 +60,9 @@ func Parse(header string, want []string) ([]Table, error) {
 			return nil, fmt.Errorf("ggmltables: table %s defined twice", name)
 		}
 		body := header[loc[1]:]
-		end := strings.Index(body, "GGML_TABLE_END()")
+		end := strings.Index(body, endMark)
 		if end < 0 {
-			return nil, fmt.Errorf("ggmltables: table %s has no GGML_TABLE_END", name)
+			return nil, fmt.Errorf("ggmltables: table %s has no end (%s)", name, endMark)
 		}
 		n, err := strconv.Atoi(size)
 		if err != nil {
@@ -195,24 +210,36 @@ func literal(v uint64, bits int, signed bool) string {
 var IQTables = []string{"kmask_iq2xs", "ksigns_iq2xs", "iq2xxs_grid", "iq2xs_grid", "iq2s_grid",
 	"iq3xxs_grid", "iq3s_grid", "iq1s_grid"}
 
-// HeaderPath is ggml-common.h's path inside a llama.cpp checkout.
-const HeaderPath = "ggml/src/ggml-common.h"
+// HeaderPath is ggml-common.h's path inside a llama.cpp checkout, and
+// QuantsPath ggml-quants.c's (which holds the quantizers' kgrid_* tables).
+const (
+	HeaderPath = "ggml/src/ggml-common.h"
+	QuantsPath = "ggml/src/ggml-quants.c"
+)
 
-// ReadHeader returns ggml-common.h from the llama.cpp checkout srcDir: the
-// file itself, or, in a sparse checkout without ggml/src (what
-// tools/parity/setup.sh makes), the committed file through git show. origin
-// says which.
-func ReadHeader(srcDir string) (text, origin string, err error) {
-	p := filepath.Join(srcDir, HeaderPath)
+// KGridTables are the quantizers' lattice tables of the grid IQ types.
+var KGridTables = []string{"kgrid_2bit_256", "kgrid_2bit_512", "kgrid_2bit_1024", "kgrid_1bit_2048",
+	"kgrid_256", "kgrid_512"}
+
+// ReadHeader returns ggml-common.h from the llama.cpp checkout srcDir (see
+// ReadSource).
+func ReadHeader(srcDir string) (text, origin string, err error) { return ReadSource(srcDir, HeaderPath) }
+
+// ReadSource returns the file at path in the llama.cpp checkout srcDir:
+// the file itself, or, in a sparse checkout without ggml/src (what
+// tools/parity/setup.sh makes), the committed file through git show.
+// origin says which.
+func ReadSource(srcDir, path string) (text, origin string, err error) {
+	p := filepath.Join(srcDir, path)
 	if b, err := os.ReadFile(p); err == nil {
 		return string(b), p, nil
 	}
-	cmd := exec.Command("git", "-C", srcDir, "show", "HEAD:"+HeaderPath)
+	cmd := exec.Command("git", "-C", srcDir, "show", "HEAD:"+path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, gerr := cmd.Output()
 	if gerr != nil {
-		return "", "", fmt.Errorf("ggmltables: %s is not in %s, and git show failed: %v %s", HeaderPath, srcDir, gerr, strings.TrimSpace(stderr.String()))
+		return "", "", fmt.Errorf("ggmltables: %s is not in %s, and git show failed: %v %s", path, srcDir, gerr, strings.TrimSpace(stderr.String()))
 	}
-	return string(out), "git show HEAD:" + HeaderPath + " in " + srcDir, nil
+	return string(out), "git show HEAD:" + path + " in " + srcDir, nil
 }
