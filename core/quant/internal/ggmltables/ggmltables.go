@@ -223,7 +223,9 @@ var KGridTables = []string{"kgrid_2bit_256", "kgrid_2bit_512", "kgrid_2bit_1024"
 
 // ReadHeader returns ggml-common.h from the llama.cpp checkout srcDir (see
 // ReadSource).
-func ReadHeader(srcDir string) (text, origin string, err error) { return ReadSource(srcDir, HeaderPath) }
+func ReadHeader(srcDir string) (text, origin string, err error) {
+	return ReadSource(srcDir, HeaderPath)
+}
 
 // ReadSource returns the file at path in the llama.cpp checkout srcDir:
 // the file itself, or, in a sparse checkout without ggml/src (what
