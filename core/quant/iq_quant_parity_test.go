@@ -52,7 +52,11 @@ func randomImatrix(rng *rand.Rand, n int) []float32 {
 
 func TestIQQuantizeParity(t *testing.T) {
 	r := parity.Require(t)
-	x, family := iqQuantInputs(31, kParityBlocks(t))
+	nb := kParityBlocks(t) * 102 / 100 // ~1.4% of the edge family is non-finite and left out
+	if testing.Short() {
+		nb = 400 // the IQ quantizers are slow on both sides: ~40 blocks of each family
+	}
+	x, family := iqQuantInputs(31, nb)
 	const perRow = kRowBlocks * quant.QK_K
 	imatrix := randomImatrix(rand.New(rand.NewPCG(32, 32)), perRow)
 	for _, typ := range iqQuantTypes {

@@ -17,7 +17,7 @@ func TestIQQuantizeRoundTrip(t *testing.T) {
 		quant.IQ2_XS: 0.35, quant.IQ2_S: 0.3, quant.IQ3_XXS: 0.24, quant.IQ3_S: 0.19}
 	const perRow = 2 * quant.QK_K
 	rng := rand.New(rand.NewPCG(41, 41))
-	x := make([]float32, 8*perRow)
+	x := make([]float32, 4*perRow)
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}

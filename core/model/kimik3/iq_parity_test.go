@@ -29,14 +29,16 @@ func TestParityIQExperts(t *testing.T) {
 			c.NLatent = 256 // IQ types need rows of whole 256-blocks
 			src := writeModel(t, c)
 			path := filepath.Join(t.TempDir(), "iq.gguf")
+			im := expertImatrix(t, src)
 			if err := ref.QuantizeModel(src, path, 7 /* LLAMA_FTYPE_MOSTLY_Q8_0 */, parity.QuantizeOptions{
-				Imatrix: expertImatrix(t, src),
+				Imatrix: im,
 				Types:   map[string]quant.Type{`ffn_(gate|up|down)_exps\.weight`: typ},
 				Threads: 2,
 			}); err != nil {
 				t.Fatal(err)
 			}
 			checkExpertTypes(t, path, typ)
+			checkExpertBytes(t, src, path, typ, im)
 
 			m := load(t, path, 2)
 			toks := prompt(70, c.NVocab)
@@ -118,4 +120,58 @@ func checkExpertTypes(t *testing.T, path string, typ quant.Type) {
 		}
 	}
 	t.Logf("%d routed expert tensors in %s", n, typ)
+}
+
+// checkExpertBytes quantizes the routed experts of the F32 file src with
+// k3's reference quantizer, each expert with its slice of the importance
+// matrix, and compares with the bytes llama-quantize wrote to dst.
+func checkExpertBytes(t *testing.T, src, dst string, typ quant.Type, im map[string][]float32) {
+	t.Helper()
+	fs, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	fd, err := gguf.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	for _, ti := range fs.Tensors() {
+		if !strings.Contains(ti.Name, "_exps.") {
+			continue
+		}
+		raw, err := fs.TensorData(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float32, len(raw)/4)
+		if err := quant.Dequantize(quant.F32, raw, x); err != nil {
+			t.Fatal(err)
+		}
+		cols, rows, experts := int(ti.Shape[0]), int(ti.Shape[1]), int(ti.Shape[2])
+		rb, err := quant.RowSize(typ, int64(cols))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, int(rb)*rows*experts)
+		per := int(rb) * rows
+		for e := 0; e < experts; e++ {
+			if err := quant.QuantizeImatrix(typ, x[e*rows*cols:(e+1)*rows*cols], got[e*per:(e+1)*per], cols,
+				im[ti.Name][e*cols:(e+1)*cols]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		td, ok := fd.Tensor(ti.Name)
+		if !ok {
+			t.Fatalf("%s missing from the quantized file", ti.Name)
+		}
+		want, err := fd.TensorData(td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: k3's %s quantization differs from llama-quantize's", ti.Name, typ)
+		}
+	}
 }
