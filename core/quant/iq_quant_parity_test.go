@@ -70,7 +70,13 @@ func TestIQQuantizeParity(t *testing.T) {
 				name, qw = typ.String()+"/plain", nil
 			}
 			t.Run(name, func(t *testing.T) {
-				want, err := r.QuantizeImatrix(typ, x, perRow, qw)
+				var want []byte
+				var err error
+				if qw != nil {
+					want, err = r.QuantizeImatrix(typ, x, perRow, qw)
+				} else {
+					want, err = r.Quantize(typ, x, perRow)
+				}
 				if err != nil {
 					t.Fatal(err)
 				}

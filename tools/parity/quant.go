@@ -27,6 +27,16 @@ func (r *Ref) Quantize(typ quant.Type, src []float32, nPerRow int) ([]byte, erro
 	return r.run(floatReader(src), "quantize", typeArg(typ), strconv.Itoa(nPerRow))
 }
 
+// QuantizeImatrix is Quantize with an importance matrix: imatrix holds
+// nPerRow weights, one per column, as llama-quantize passes them to
+// ggml_quantize_chunk.
+func (r *Ref) QuantizeImatrix(typ quant.Type, src []float32, nPerRow int, imatrix []float32) ([]byte, error) {
+	if len(imatrix) != nPerRow {
+		return nil, fmt.Errorf("parity: importance matrix of %d weights for rows of %d", len(imatrix), nPerRow)
+	}
+	return r.run(io.MultiReader(floatReader(imatrix), floatReader(src)), "quantize", typeArg(typ), strconv.Itoa(nPerRow), "imatrix")
+}
+
 // FromFloat converts src with the CPU backend's from_float for typ, the
 // activation quantization of the matrix multiply (e.g. Q8_K, Q8_0), in the
 // given CPU variant (Generic, Native, or a variant name).

@@ -84,30 +84,3 @@ func writeImatrix(path string, m map[string][]float32) error {
 	}
 	return f.Close()
 }
-
-// QuantizeImatrix encodes src, rows of nPerRow elements, as
-// ggml_quantize_chunk does with an importance matrix: imatrix holds one
-// weight per column, applied to every row (llama-quantize passes one
-// expert's slice at a time). A nil imatrix is Quantize.
-func (r *Ref) QuantizeImatrix(typ quant.Type, src []float32, nPerRow int, imatrix []float32) ([]byte, error) {
-	if imatrix == nil {
-		return r.Quantize(typ, src, nPerRow)
-	}
-	if len(imatrix) != nPerRow {
-		return nil, fmt.Errorf("parity: imatrix of %d values for rows of %d", len(imatrix), nPerRow)
-	}
-	f, err := os.CreateTemp("", "k3ref-imatrix-*")
-	if err != nil {
-		return nil, fmt.Errorf("parity: imatrix: %w", err)
-	}
-	defer os.Remove(f.Name())
-	b := make([]byte, 4*len(imatrix))
-	for i, v := range imatrix {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	_, werr := f.Write(b)
-	if err := f.Close(); werr != nil || err != nil {
-		return nil, fmt.Errorf("parity: imatrix: %v %v", werr, err)
-	}
-	return r.run(floatReader(src), "quantize", typeArg(typ), strconv.Itoa(nPerRow), f.Name())
-}

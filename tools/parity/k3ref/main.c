@@ -17,8 +17,8 @@
 static const char * usage =
     "usage: k3ref COMMAND [ARGS]   (bulk input on stdin, result on stdout)\n"
     "  dequant TYPE N                   stdin: N elements of TYPE; stdout: N f32 (to_float)\n"
-    "  quantize TYPE N_PER_ROW [IMATRIX] stdin: f32 rows; stdout: TYPE rows (ggml_quantize_chunk;\n"
-    "                                   IMATRIX: a file of N_PER_ROW f32 column importances)\n"
+    "  quantize TYPE N_PER_ROW [imatrix]  stdin: f32 rows (after N_PER_ROW importance weights with\n"
+    "                                   imatrix); stdout: TYPE rows (ggml_quantize_chunk)\n"
     "  from_float TYPE VARIANT          stdin: f32; stdout: TYPE (CPU traits from_float)\n"
     "  vecdot TYPE N ROWS VARIANT       stdin: ROWS weight rows of TYPE then ROWS rows of its\n"
     "                                   vec_dot_type; stdout: ROWS f32 (CPU traits vec_dot)\n"

@@ -164,11 +164,12 @@ static bool quantizable(enum ggml_type t) {
 }
 
 int cmd_quantize(int argc, char ** argv) {
-    if (argc != 2 && argc != 3) {
-        die(EXIT_USAGE, "usage: quantize TYPE N_PER_ROW [IMATRIX]");
+    if (argc != 2 && !(argc == 3 && strcmp(argv[2], "imatrix") == 0)) {
+        die(EXIT_USAGE, "usage: quantize TYPE N_PER_ROW [imatrix]");
     }
     enum ggml_type t = arg_type(argv[0]);
     int64_t per_row = arg_int("N_PER_ROW", argv[1]);
+    bool with_imatrix = argc == 3;
     if (per_row <= 0) {
         die(EXIT_USAGE, "N_PER_ROW must be positive");
     }
@@ -177,27 +178,21 @@ int cmd_quantize(int argc, char ** argv) {
         die(EXIT_USAGE, "ggml_quantize_chunk does not quantize to %s (for activation types use from_float)",
             ggml_type_name(t));
     }
-    // IMATRIX: a file of N_PER_ROW f32, the importance of each column, as
-    // llama-quantize passes one tensor's (one expert's) imatrix slice.
-    float * imatrix = NULL;
-    if (argc == 3) {
-        FILE * f = fopen(argv[2], "rb");
-        if (!f) {
-            die(EXIT_USAGE, "cannot open imatrix %s", argv[2]);
-        }
-        imatrix = malloc(per_row * sizeof(float) + 1);
-        size_t got = imatrix ? fread(imatrix, sizeof(float), per_row + 1, f) : 0;
-        fclose(f);
-        if (got != (size_t) per_row) {
-            die(EXIT_USAGE, "imatrix %s: want exactly %lld f32, have %s%zu", argv[2], (long long) per_row,
-                got > (size_t) per_row ? "more than " : "", got > (size_t) per_row ? (size_t) per_row : got);
-        }
-    }
-    if (!imatrix && ggml_quantize_requires_imatrix(t)) {
+    if (!with_imatrix && ggml_quantize_requires_imatrix(t)) {
         die(EXIT_USAGE, "%s cannot be quantized without an importance matrix", ggml_type_name(t));
     }
     size_t len;
     float * in = read_all(&len);
+    // With imatrix, stdin starts with the N_PER_ROW importance weights.
+    const float * imatrix = NULL;
+    if (with_imatrix) {
+        if (len < per_row * sizeof(float)) {
+            die(EXIT_USAGE, "stdin has %zu bytes, less than the %lld-float importance matrix", len, (long long) per_row);
+        }
+        imatrix = in;
+        in += per_row;
+        len -= per_row * sizeof(float);
+    }
     if (len % (per_row * sizeof(float)) != 0) {
         die(EXIT_USAGE, "stdin has %zu bytes, not a whole number of %lld-element f32 rows", len, (long long) per_row);
     }
