@@ -70,7 +70,7 @@ func malformedCases() []struct {
 		{"alignment type", start(3, 0, 1).str("general.alignment").u32(uint32(TypeUint64)).u64(32).b, `"general.alignment" must be u32, is u64`},
 		{"alignment not pow2", start(3, 0, 1).kvU32("general.alignment", 24).b, "24, not a power of two"},
 		{"alignment zero", start(3, 0, 1).kvU32("general.alignment", 0).b, "0, not a power of two"},
-		{"unknown tensor type", start(3, 1, 0).tensor("t", 16, 0, 256).pad(32).zeros(256).b, `tensor "t": unknown tensor type 16`},
+		{"unknown tensor type", start(3, 1, 0).tensor("t", 36, 0, 256).pad(32).zeros(256).b, `tensor "t": unknown tensor type 36`},
 		{"removed tensor type", start(3, 1, 0).tensor("t", 4, 0, 32).pad(32).zeros(64).b, `tensor "t": unknown tensor type 4`},
 		{"five dims", start(3, 1, 0).tensor("t", quant.F32, 0, 1, 1, 1, 1, 1).b, `tensor "t": 5 dimensions`},
 		{"zero dim", start(3, 1, 0).tensor("t", quant.F32, 0, 4, 0).pad(32).b, `tensor "t": dimension 1 is 0`},

@@ -11,10 +11,9 @@ import (
 // k3Stricter lists the malformed cases ggml's reader accepts and k3 rejects
 // on purpose, with the reason.
 var k3Stricter = map[string]string{
-	"unknown tensor type": "ggml knows IQ2_XXS (16); k3 has no kernels for it, so it says so at open",
-	"zero dim":            "ggml allows empty tensors; no model has one and k3 treats it as corruption",
-	"empty name":          "ggml allows an empty tensor name; no model has one",
-	"outside file":        "gguf_init_from_file without data does not check; llama.cpp's loader does, later",
+	"zero dim":     "ggml allows empty tensors; no model has one and k3 treats it as corruption",
+	"empty name":   "ggml allows an empty tensor name; no model has one",
+	"outside file": "gguf_init_from_file without data does not check; llama.cpp's loader does, later",
 }
 
 // TestParityRejects checks that every file k3 rejects is rejected by ggml

@@ -280,7 +280,7 @@ func TestWriterErrors(t *testing.T) {
 		{"bad value", []KV{{"k", Value{Type: TypeUint32, V: "x"}}}, nil, WriteOptions{}, "holds a Go string"},
 		{"nested array", []KV{{"k", Value{Type: TypeArray, Elem: TypeArray, V: []any{}}}}, nil, WriteOptions{}, "not supported"},
 		{"duplicate tensor", nil, []TensorSpec{good[0], good[0]}, WriteOptions{}, `tensor "a" given twice`},
-		{"unknown type", nil, []TensorSpec{{Name: "x", Type: 16, Shape: []int64{256}}}, WriteOptions{}, "unknown tensor type 16"},
+		{"unknown type", nil, []TensorSpec{{Name: "x", Type: 36, Shape: []int64{256}}}, WriteOptions{}, "unknown tensor type 36"},
 		{"partial block", nil, []TensorSpec{{Name: "x", Type: quant.Q4_0, Shape: []int64{33}}}, WriteOptions{}, "block size"},
 		{"zero dim", nil, []TensorSpec{{Name: "x", Type: quant.F32, Shape: []int64{4, 0}}}, WriteOptions{}, "must be positive"},
 		{"five dims", nil, []TensorSpec{{Name: "x", Type: quant.F32, Shape: []int64{1, 1, 1, 1, 1}}}, WriteOptions{}, "5 dimensions"},

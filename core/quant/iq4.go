@@ -2,7 +2,6 @@ package quant
 
 import (
 	"encoding/binary"
-	"fmt"
 )
 
 // IQ4_NL and IQ4_XS: 4-bit codes that index a fixed non-linear table of
@@ -30,8 +29,10 @@ const (
 var IQ4NLValues = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
 func init() {
-	register(IQ4_NL, &impl{dequantize: dequantizeIQ4NL, quantize: quantizeIQ4NL, vecDot: vecDotIQ4NL})
-	register(IQ4_XS, &impl{dequantize: dequantizeIQ4XS, quantize: quantizeIQ4XS, vecDot: vecDotIQ4XS})
+	// QuantizeImatrix (iq_quant_common.go) calls the imatrix forms a row
+	// at a time.
+	register(IQ4_NL, &impl{dequantize: dequantizeIQ4NL, quantize: quantizeIQ4NL, vecDot: vecDotIQ4NL, quantizeImatrix: quantizeIQ4NLRows})
+	register(IQ4_XS, &impl{dequantize: dequantizeIQ4XS, quantize: quantizeIQ4XS, vecDot: vecDotIQ4XS, quantizeImatrix: quantizeIQ4XSRows})
 }
 
 func dequantizeIQ4NL(src []byte, dst []float32) {
@@ -277,31 +278,4 @@ func vecDotIQ4XS(n int, w, a []byte) float32 {
 		}
 	}
 	return sumf
-}
-
-// QuantizeImatrix encodes src, rows of nPerRow elements, as type t with an
-// importance matrix, as ggml_quantize_chunk does when llama-quantize passes
-// one: imatrix holds nPerRow weights, one per column, shared by every row.
-// Of k3's types only IQ4_NL and IQ4_XS take one here.
-func QuantizeImatrix(t Type, src []float32, dst []byte, nPerRow int, imatrix []float32) error {
-	var rows func(src []float32, dst []byte, qw []float32)
-	switch t {
-	case IQ4_NL:
-		rows = quantizeIQ4NLRows
-	case IQ4_XS:
-		rows = quantizeIQ4XSRows
-	default:
-		return fmt.Errorf("quant: quantize to %s with an importance matrix is not supported", t)
-	}
-	if nPerRow <= 0 || nPerRow%t.BlockSize() != 0 || len(src)%nPerRow != 0 {
-		return fmt.Errorf("quant: %d elements in rows of %d do not fit %s's blocks of %d", len(src), nPerRow, t, t.BlockSize())
-	}
-	if len(imatrix) != nPerRow {
-		return fmt.Errorf("quant: importance matrix of %d weights for rows of %d", len(imatrix), nPerRow)
-	}
-	if err := checkSizes(t, len(src), len(dst), "quantize"); err != nil {
-		return err
-	}
-	rows(src, dst, imatrix)
-	return nil
 }

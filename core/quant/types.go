@@ -46,6 +46,14 @@ const (
 	IQ4_XS Type = 23
 	TQ1_0  Type = 34
 	TQ2_0  Type = 35
+	// The grid-based IQ types (iq1.go, iq2.go, iq3.go).
+	IQ2_XXS Type = 16
+	IQ2_XS  Type = 17
+	IQ3_XXS Type = 18
+	IQ1_S   Type = 19
+	IQ3_S   Type = 21
+	IQ2_S   Type = 22
+	IQ1_M   Type = 29
 )
 
 // QK_K is the super-block size of the K-quants.
@@ -85,10 +93,17 @@ var traitsTable = map[Type]Traits{
 	F64:   {"f64", 1, 8, false, F64},
 	MXFP4: {"mxfp4", 32, 17, true, Q8_0},
 
-	IQ4_NL: {"iq4_nl", 32, 18, true, Q8_0},
-	IQ4_XS: {"iq4_xs", QK_K, 136, true, Q8_K},
-	TQ1_0:  {"tq1_0", QK_K, 54, true, Q8_K},
-	TQ2_0:  {"tq2_0", QK_K, 66, true, Q8_K},
+	IQ4_NL:  {"iq4_nl", 32, 18, true, Q8_0},
+	IQ4_XS:  {"iq4_xs", QK_K, 136, true, Q8_K},
+	TQ1_0:   {"tq1_0", QK_K, 54, true, Q8_K},
+	TQ2_0:   {"tq2_0", QK_K, 66, true, Q8_K},
+	IQ2_XXS: {"iq2_xxs", QK_K, 66, true, Q8_K},
+	IQ2_XS:  {"iq2_xs", QK_K, 74, true, Q8_K},
+	IQ2_S:   {"iq2_s", QK_K, 82, true, Q8_K},
+	IQ3_XXS: {"iq3_xxs", QK_K, 98, true, Q8_K},
+	IQ3_S:   {"iq3_s", QK_K, 110, true, Q8_K},
+	IQ1_S:   {"iq1_s", QK_K, 50, true, Q8_K},
+	IQ1_M:   {"iq1_m", QK_K, 56, true, Q8_K},
 }
 
 // Known reports whether k3 knows t's block layout.
@@ -156,6 +171,10 @@ type impl struct {
 	// type with an activation row a of type VecDotType, as ggml's generic
 	// (scalar) vec_dot does it.
 	vecDot func(n int, w, a []byte) float32
+	// quantizeImatrix encodes one row as ggml_quantize_chunk does with
+	// importance weights qw (one per element of the row; nil: none), for
+	// the types whose quantizer reads them (QuantizeImatrix).
+	quantizeImatrix func(src []float32, dst []byte, qw []float32)
 }
 
 var impls = map[Type]*impl{}

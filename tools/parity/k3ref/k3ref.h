@@ -49,5 +49,6 @@ int cmd_detokenize(int argc, char ** argv);
 int cmd_pieces(int argc, char ** argv);
 int cmd_bench(int argc, char ** argv);  // bench.c
 int cmd_matvec(int argc, char ** argv); // matvec.c
+int cmd_quantize_model(int argc, char ** argv); // quantize_model.c
 // variant_path resolves a VARIANT argument (generic, native, a name or a path) to a library path.
 void variant_path(const char * want, char * path, size_t n);

@@ -36,6 +36,9 @@ static const char * usage =
     "        [--cpu VARIANT] [--seed N] [--poll 0..100]  JSON: prefill and decode tok/s, llama-bench style\n"
     "  matvec [TYPE,...] [--rows M] [--cols K] [--threads N] [--seconds S] [--repack] [--cpu VARIANT]\n"
     "                                   JSON: one ggml_mul_mat by a vector per type, GB/s of weights\n"
+    "  quantize-model IN OUT FTYPE [--imatrix FILE] [--type REGEX=TYPE]... [--threads N]\n"
+    "                                   llama_model_quantize (llama-quantize) to llama_ftype FTYPE;\n"
+    "                                   imatrix records: u32 name len, name, u32 n, n f32\n"
     "  version                          prints the llama.cpp system info\n"
     "VARIANT: generic (libggml-cpu-x64.so, scalar C), native (best scoring variant), a\n"
     "variant name (haswell, zen4, ...) or a path to a libggml-cpu-*.so.\n"
@@ -294,6 +297,7 @@ static const struct {
     {"meta", cmd_meta},             {"load", cmd_load},             {"logits", cmd_logits},
     {"greedy", cmd_greedy},         {"tokenize", cmd_tokenize},     {"detokenize", cmd_detokenize},
     {"pieces", cmd_pieces},         {"bench", cmd_bench},           {"matvec", cmd_matvec},
+    {"quantize-model", cmd_quantize_model},
 };
 
 int main(int argc, char ** argv) {
