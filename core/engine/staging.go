@@ -32,9 +32,15 @@ type StageOptions struct {
 	Budget int64
 	// Footprint is how the stager sizes what it holds; nil: PageFootprint.
 	Footprint Footprint
-	// UBatch is the most tokens one forward call runs (<= 0:
-	// DefaultUBatch); it bounds the experts one step chooses.
+	// UBatch is the most tokens one forward call runs; it bounds the
+	// experts one step chooses. <= 0: with Memory, the largest chunk the
+	// budget allows (Budget.Chunk, from the Activations* fields), else
+	// DefaultUBatch.
 	UBatch int
+	// ActivationsFixed and ActivationsPerToken are the working memory of
+	// a forward call (model.Arch.Activations), which sizes the prefill
+	// chunk when UBatch does not fix it. Zero per token: DefaultUBatch.
+	ActivationsFixed, ActivationsPerToken int64
 	// Experts says which tensors are routed experts (the architecture's
 	// model.Arch.Experts); nil: llama.cpp's naming, model.LlamaExperts.
 	Experts func(name string, shape []int64) bool

@@ -68,8 +68,15 @@ func stageOptions(f *gguf.File, arch model.Arch, prof *config.Profile, o Options
 	if err != nil {
 		return engine.StageOptions{}, err
 	}
+	var actFixed, actPerToken int64
+	if arch.Activations != nil {
+		if actFixed, actPerToken, err = arch.Activations(f, f); err != nil {
+			return engine.StageOptions{}, err
+		}
+	}
 	s := prof.Stager
 	so := engine.StageOptions{
+		ActivationsFixed: actFixed, ActivationsPerToken: actPerToken,
 		Launch: plugin.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: o.Logger},
 		Memory: int64(prof.Memory.Budget), State: state, Context: o.Context, UBatch: o.UBatch,
 		Experts: arch.Experts,

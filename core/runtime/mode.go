@@ -57,8 +57,8 @@ func (m Mode) String() string {
 	fmt.Fprintf(&b, "k3: profile=%s stager=%s budget=%s direct-io=%s lookahead=%d threads=%d",
 		m.Profile, stager, budget, m.DirectIO, m.Lookahead, m.Threads)
 	if s := m.Split; s != nil {
-		fmt.Fprintf(&b, " always-needed=%s step-pin=%s(%dx%s) state-reserve=%s stager-budget=%s",
-			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), config.Size(s.Stager))
+		fmt.Fprintf(&b, " always-needed=%s step-pin=%s(%dx%s) state-reserve=%s prefill-chunk=%d activations=%s stager-budget=%s",
+			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), s.Chunk, config.Size(s.Activations), config.Size(s.Stager))
 	}
 	if m.Split != nil {
 		fmt.Fprintf(&b, " stager-options=%s", plugin.FormatOptions(m.StagerOptions))

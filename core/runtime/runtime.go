@@ -33,8 +33,11 @@ type Options struct {
 	// reserves state for; <= 0: the profile's, else the file's training
 	// context.
 	Context int
-	// UBatch is the most tokens one forward call runs; <= 0: the
-	// profile's, else engine.DefaultUBatch.
+	// UBatch is the most tokens one forward call runs (the prefill
+	// chunk); <= 0: the profile's when it sets ubatch, else through a
+	// stager with a memory budget the largest chunk the budget allows
+	// (engine.Budget.Chunk), else the profile's default or
+	// engine.DefaultUBatch.
 	UBatch int
 	// Kernels, when it names a backend (Name or Path), replaces the
 	// profile's kernels section (a command's flags); without either, the
@@ -69,11 +72,8 @@ func (o Options) withDefaults(f *gguf.File, prof *config.Profile) Options {
 	if o.Context <= 0 {
 		o.Context = int(f.Uint("context_length", 0))
 	}
-	if o.UBatch <= 0 && prof != nil {
+	if o.UBatch <= 0 && prof != nil && prof.Explicit("ubatch") {
 		o.UBatch = prof.UBatch
-	}
-	if o.UBatch <= 0 {
-		o.UBatch = engine.DefaultUBatch
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -186,6 +186,13 @@ func OpenFile(ctx context.Context, f *gguf.File, prof *config.Profile, o Options
 		if err := b.Check(); err != nil {
 			return nil, err
 		}
+		r.UBatch = b.Chunk
+	}
+	if r.UBatch <= 0 && prof != nil {
+		r.UBatch = prof.UBatch
+	}
+	if r.UBatch <= 0 {
+		r.UBatch = engine.DefaultUBatch
 	}
 	if prof != nil {
 		p := *prof
