@@ -119,10 +119,11 @@ func (r *Runner) FFN(l *Layer, x []float32, n int, sc *ops.Scratch) ([]float32, 
 
 // Run runs the experts b chose on in (a row of the experts' input width
 // per token) and returns each token's sum of its experts' weighted outputs,
-// added in slot order as ggml adds them. When the source cannot hold all
-// of them at once, the experts run in parts, each acquired (and the next
-// one hinted) before it runs and released after; every expert is still
-// read once per batch.
+// added in slot order as ggml adds them. With an expert source the experts
+// run in small groups, each acquired as soon as the one before it is
+// computed, while the reads of the next ones (hinted up to what the
+// source holds at once) go on: compute overlaps the layer's reads, and
+// every expert is still read once per batch.
 func (r *Runner) Run(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
 	k := b.Used
 	n, out := len(b.IDs)/k, l.out()
@@ -141,22 +142,34 @@ func (r *Runner) Run(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float
 	return sum, nil
 }
 
+// pipeGroups is how many acquire groups a window of hinted experts splits
+// into: the first group computes while the others' reads finish.
+const pipeGroups = 4
+
 // routed returns outs, where outs[(t*k+slot)*out:] is expert slot's
-// weighted output for token t.
+// weighted output for token t. The source holds window experts at once
+// (Route hinted the first window): experts are acquired step at a time,
+// and after each acquire the hints reach window experts past the group
+// being computed, so the reads never wait for compute nor compute for
+// more than one group's reads.
 func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
 	outs := make([]float32, len(b.IDs)*l.out())
-	part := len(b.Experts)
+	n := len(b.Experts)
+	window, step := n, n
 	if r.Source != nil {
-		part = min(part, r.Source.MaxExperts(l.Index))
+		window = min(n, r.Source.MaxExperts(l.Index))
+		step = max(1, (window+pipeGroups-1)/pipeGroups)
 	}
-	for lo := 0; lo < len(b.Experts); lo += part {
-		hi := min(lo+part, len(b.Experts))
+	hinted := window
+	for lo := 0; lo < n; lo += step {
+		hi := min(lo+step, n)
 		ex, err := r.acquire(l, b.Experts, lo, hi)
 		if err != nil {
 			return nil, err
 		}
-		if hi < len(b.Experts) {
-			err = r.Source.HintExperts(l.Index, b.Experts[hi:min(hi+part, len(b.Experts))], false)
+		if end := min(n, lo+window); end > hinted {
+			err = r.Source.HintExperts(l.Index, b.Experts[hinted:end], false)
+			hinted = end
 		}
 		if err == nil {
 			err = r.experts(b, ex, in, outs, lo, hi, sc)
