@@ -129,7 +129,7 @@ func TestBudgetChunk(t *testing.T) {
 	}
 	short := base
 	short.Context = 100
-	if c := short.withTotal(1000 * mib).withChunk(64*mib, 1*mib).Chunk; c != 100 {
+	if c := short.withTotal(1000*mib).withChunk(64*mib, 1*mib).Chunk; c != 100 {
 		t.Errorf("chunk %d past a context of 100", c)
 	}
 	// Room for one and a half units: the chunk may not take the last one.
