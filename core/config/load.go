@@ -45,6 +45,10 @@ func Load(o Options) (*Profile, error) {
 		m := o.Machine
 		if m == nil {
 			d := Detect(o.ModelPath)
+			if o.ModelPath != "" {
+				// Cached per device: a second or two once a week.
+				d.Probe, _ = CachedProbe(o.ModelPath, "", 1500*time.Millisecond)
+			}
 			m = &d
 		}
 		base = Auto(*m)
