@@ -67,8 +67,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "k3 bench: -m is required")
 		return errUsage
 	}
-	if *a.prompt < 1 || *a.gen < 0 || *a.reps < 1 || *a.ubatch < 1 || *a.threads < 0 {
-		fmt.Fprintln(stderr, "k3 bench: -p, -r and -ub must be positive, -n and -t not negative")
+	if *a.prompt < 1 || *a.gen < 0 || *a.reps < 1 || *a.ubatch < 0 || *a.threads < 0 {
+		fmt.Fprintln(stderr, "k3 bench: -p and -r must be positive, -n, -t and -ub not negative")
 		return errUsage
 	}
 	rec, err := bench(context.Background(), a, stderr)
