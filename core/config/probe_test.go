@@ -82,3 +82,28 @@ func TestAutoBudget(t *testing.T) {
 		t.Errorf("bare machine: %s", b)
 	}
 }
+
+// TestLoadDetected: the auto profile says how it found its budget and
+// what the probe measured (for the mode line); a budget set by a flag is
+// not said to be derived.
+func TestLoadDetected(t *testing.T) {
+	m := &Machine{MemTotal: 24 << 30, CgroupLimit: 1 << 30, Self: 20 << 20, PhysicalCores: 2,
+		Probe: &StorageProbe{Direct: true, Block: 4 << 20, Depths: []int{1, 2}, BytesPerSec: []float64{0.5e9, 1.3e9}}}
+	p, err := Load(Options{Machine: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Detected(); !strings.Contains(d, "budget: cgroup limit 1.0GiB less margin") || !strings.Contains(d, "storage: probe 4.0MiB direct=true qd1=0.50GB/s qd2=1.30GB/s") {
+		t.Errorf("detected: %s", d)
+	}
+	if p.Stager.IOWorkers != 2 {
+		t.Errorf("io_workers %d", p.Stager.IOWorkers)
+	}
+	p, err = Load(Options{Machine: m, Flags: map[string]any{"memory.budget": "500M"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Detected(); strings.Contains(d, "budget:") {
+		t.Errorf("a flag's budget said to be derived: %s", d)
+	}
+}

@@ -34,7 +34,14 @@ type Profile struct {
 	// set holds the keys a profile file, the environment or a flag set
 	// (not defaults or auto detection): Load fills it, Explicit reads it.
 	set map[string]bool
+	// detected says what the auto profile measured (Detected).
+	detected []string
 }
+
+// Detected says how the auto profile derived what it measured: the
+// budget (when no file, variable or flag set it) and the storage probe.
+// Empty for other profiles.
+func (p *Profile) Detected() string { return strings.Join(p.detected, "; ") }
 
 // Explicit reports whether key ("stager.io_workers") was set by a profile
 // file, a K3_* variable or a flag rather than by defaults or detection.

@@ -38,6 +38,9 @@ type Mode struct {
 	// itself (engine.Kernels.Name: plugin, CPU level, process or
 	// inprocess).
 	Kernels string
+	// Detected is how the auto profile derived its budget and I/O
+	// settings (config.Profile.Detected); empty otherwise.
+	Detected string
 	// Version and Revision are the binary's (core/buildinfo), so a logged
 	// or recorded mode line names the build that ran.
 	Version, Revision string
@@ -65,6 +68,9 @@ func (m Mode) String() string {
 	}
 	if m.StagerSays != "" {
 		fmt.Fprintf(&b, " stager-mode=%q", m.StagerSays)
+	}
+	if m.Detected != "" {
+		fmt.Fprintf(&b, " detected=%q", m.Detected)
 	}
 	if m.Version != "" {
 		fmt.Fprintf(&b, " version=%s revision=%s", m.Version, m.Revision)

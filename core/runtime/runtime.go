@@ -228,7 +228,7 @@ func (r *Runtime) mode() Mode {
 	m := Mode{Profile: "none", Stager: "none", DirectIO: "off", Threads: r.Threads, Kernels: r.Kernels.Name(),
 		Version: bi.Version, Revision: bi.ShortRevision()}
 	if r.Profile != nil {
-		m.Profile = r.Profile.Name
+		m.Profile, m.Detected = r.Profile.Name, r.Profile.Detected()
 	}
 	if r.Staged == nil {
 		return m
