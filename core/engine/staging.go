@@ -55,6 +55,9 @@ type StageOptions struct {
 	// (0: 1).
 	Lookahead      bool
 	LookaheadDepth int
+	// LookaheadFixed hints every guess rather than as many as pay
+	// (moe.FixedLookahead).
+	LookaheadFixed bool
 }
 
 // Staged is a model's weights served by a supervised stager: the
@@ -70,6 +73,7 @@ type Staged struct {
 	mode      string
 	options   map[string]string
 	lookahead int
+	fixed     bool
 	ctx       context.Context
 
 	mu       sync.Mutex
@@ -135,6 +139,7 @@ func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, err
 	if o.Lookahead {
 		s.lookahead = max(o.LookaheadDepth, 1)
 	}
+	s.fixed = o.LookaheadFixed
 	for id, t := range req.Tensors {
 		s.ids[t.Name] = id
 	}
@@ -218,6 +223,9 @@ func (s *Staged) Budget() Budget { return s.budget }
 
 // Lookahead implements moe.ExpertSource.
 func (s *Staged) Lookahead() int { return s.lookahead }
+
+// FixedLookahead implements moe.FixedLookahead.
+func (s *Staged) FixedLookahead() bool { return s.fixed }
 
 // OnRemap implements moe.ExpertSource.
 func (s *Staged) OnRemap(fn func() error) {

@@ -2,7 +2,6 @@ package moe
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
@@ -41,6 +40,8 @@ type Runner struct {
 	// Source serves the routed experts when a stager holds them; nil:
 	// the expert tensors are views of the mapped file.
 	Source ExpertSource
+
+	spec speculation
 }
 
 // Routed reports whether the named tensor's bytes come from the expert
@@ -68,6 +69,9 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 		return nil, err
 	}
 	if r.Source != nil {
+		if n == 1 {
+			r.spec.score(l.Index, b.Experts)
+		}
 		if err := r.Source.HintExperts(l.Index, b.Experts, false); err != nil {
 			return nil, err
 		}
@@ -77,14 +81,26 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 
 // Predict guesses l's experts before its input exists: x is an earlier
 // layer's output, normed as l's router input would be. The guess goes to
-// the expert source as a speculative hint, so the reads overlap the
-// layers in between.
+// the expert source as a speculative hint, most confident first, so the
+// reads overlap the layers in between. A one-token guess is cut to what
+// pays (speculation.count): the ranks whose measured precision keeps the
+// expected wrong reads within wasteShare of the token's experts, and at
+// most a third of what the source holds at once beside the layer being
+// computed, so guesses do not push out the units it needs; a
+// FixedLookahead source gets every guess.
 func (r *Runner) Predict(l *Layer, x []float32, n int, sc *ops.Scratch) error {
 	b, err := r.route(l, x, n, sc)
 	if err != nil {
 		return err
 	}
-	return r.Source.HintExperts(l.Index, slices.Clone(b.Experts), true)
+	ranked := rank(b)
+	if n == 1 {
+		r.spec.remember(l.Index, ranked)
+		if fixed, ok := r.Source.(FixedLookahead); !ok || !fixed.FixedLookahead() {
+			ranked = ranked[:r.spec.count(b.Used, min(len(ranked), max(1, r.Source.MaxExperts(l.Index)/3)))]
+		}
+	}
+	return r.Source.HintExperts(l.Index, ranked, true)
 }
 
 func (r *Runner) route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, error) {

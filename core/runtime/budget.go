@@ -83,6 +83,7 @@ func stageOptions(f *gguf.File, arch model.Arch, prof *config.Profile, o Options
 		// prefetch_depth 0 turns the guesses off like lookahead false.
 		Lookahead:      s.Lookahead && s.PrefetchDepth > 0,
 		LookaheadDepth: s.PrefetchDepth,
+		LookaheadFixed: s.LookaheadMode == "fixed",
 	}
 	// The stager gets the options it declares (engine.OpenStaged checks
 	// the profile against its declaration).
