@@ -40,6 +40,10 @@ type Runner struct {
 	// Source serves the routed experts when a stager holds them; nil:
 	// the expert tensors are views of the mapped file.
 	Source ExpertSource
+	// Trace, when set, records every one-token routing and a guess of each
+	// MoE layer from the layer before (Lookahead is then at least 1, with
+	// or without a source).
+	Trace *RoutingStats
 
 	spec speculation
 }
@@ -53,10 +57,14 @@ func (r *Runner) Routed(name string) bool {
 // Lookahead is how many layers ahead the architecture should call Predict
 // after each layer (0: none).
 func (r *Runner) Lookahead() int {
-	if r.Source == nil {
-		return 0
+	n := 0
+	if r.Source != nil {
+		n = r.Source.Lookahead()
 	}
-	return r.Source.Lookahead()
+	if r.Trace != nil {
+		n = max(n, 1)
+	}
+	return n
 }
 
 // Route scores x (n rows) with l's router, picks each token's experts and
@@ -67,6 +75,9 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 	b, err := r.route(l, x, n, sc)
 	if err != nil {
 		return nil, err
+	}
+	if r.Trace != nil && n == 1 {
+		r.Trace.Chosen(l.Index, r.Router.Experts, b.IDs)
 	}
 	if r.Source != nil {
 		if n == 1 {
@@ -94,6 +105,12 @@ func (r *Runner) Predict(l *Layer, x []float32, n int, sc *ops.Scratch) error {
 		return err
 	}
 	ranked := rank(b)
+	if r.Trace != nil && n == 1 {
+		r.Trace.Guess(l.Index, ranked)
+	}
+	if r.Source == nil {
+		return nil
+	}
 	if n == 1 {
 		r.spec.remember(l.Index, ranked)
 		if fixed, ok := r.Source.(FixedLookahead); !ok || !fixed.FixedLookahead() {
