@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	goruntime "runtime"
+	"runtime/debug"
 	"sync"
 
 	"github.com/k3-inference/k3/core/buildinfo"
@@ -127,12 +128,15 @@ type Runtime struct {
 	// Threads, Context and UBatch are Options' after defaults.
 	Threads, Context, UBatch int
 
-	ownFile   bool
-	tokOnce   sync.Once
-	tok       *tokenizer.Tokenizer
-	tokErr    error
-	closeOnce sync.Once
-	closeErr  error
+	ownFile bool
+	// heapLimit is the Go memory limit Open set (0: none), oldHeapLimit
+	// the one Close restores.
+	heapLimit, oldHeapLimit int64
+	tokOnce                 sync.Once
+	tok                     *tokenizer.Tokenizer
+	tokErr                  error
+	closeOnce               sync.Once
+	closeErr                error
 }
 
 // Open opens the model file at path (the first shard of a split set) and
@@ -187,6 +191,13 @@ func OpenFile(ctx context.Context, f *gguf.File, prof *config.Profile, o Options
 			return nil, err
 		}
 		r.UBatch = b.Chunk
+		if b.Total > 0 {
+			// The Go heap holds the activations, the sequence state and
+			// what the headroom is for; without a limit the collector
+			// lets it grow to twice what is live (GOGC 100) and a large
+			// prefill chunk would pass the budget.
+			r.heapLimit = b.Headroom + b.State + b.Activations
+		}
 	}
 	if r.UBatch <= 0 && prof != nil {
 		r.UBatch = prof.UBatch
@@ -217,6 +228,10 @@ func OpenFile(ctx context.Context, f *gguf.File, prof *config.Profile, o Options
 	}
 	if pk, ok := r.Kernels.(*engine.PluginKernels); ok && r.Staged != nil {
 		pk.Follow(r.Staged) // a restarted stager maps its regions anew
+	}
+	if r.heapLimit > 0 {
+		r.oldHeapLimit = debug.SetMemoryLimit(-1)
+		debug.SetMemoryLimit(min(r.heapLimit, r.oldHeapLimit))
 	}
 	r.Mode = r.mode()
 	return r, nil
@@ -303,6 +318,9 @@ func (r *Runtime) Close() error {
 		}
 		if r.ownFile {
 			errs = append(errs, r.File.Close())
+		}
+		if r.heapLimit > 0 {
+			debug.SetMemoryLimit(r.oldHeapLimit)
 		}
 		r.closeErr = errors.Join(errs...)
 	})
