@@ -73,6 +73,11 @@ func stageOptions(f *gguf.File, arch model.Arch, prof *config.Profile, o Options
 		if actFixed, actPerToken, err = arch.Activations(f, f); err != nil {
 			return engine.StageOptions{}, err
 		}
+		// Twice the model's buffers: a kernels plugin's arena holds a
+		// copy of each product's input and output (measured: a 516-token
+		// chunk of a K3-width model, 440 MiB by the model's count, took
+		// ~600 MiB of heap and arena together and the cgroup killed it).
+		actPerToken *= 2
 	}
 	s := prof.Stager
 	so := engine.StageOptions{
