@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 
+	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/moe"
 	"github.com/k3-inference/k3/core/runtime"
@@ -26,7 +27,9 @@ type routingReport struct {
 // routers behave: lookahead precision by rank, next-token reuse and
 // popularity (moe.RoutingStats).
 func inspectRouting(path string, n int, text string, seed uint64, threads int, asJSON bool, stdout, stderr io.Writer) error {
-	rt, err := runtime.Open(context.Background(), path, nil, runtime.Options{Mapped: true, Threads: threads, Context: n + 1})
+	// The best kernels this CPU has, in this process, as k3 bench runs.
+	ks := config.Kernels{Name: "auto", Mode: "inprocess", Float: "exact"}
+	rt, err := runtime.Open(context.Background(), path, nil, runtime.Options{Mapped: true, Threads: threads, Context: n + 1, Kernels: ks})
 	if err != nil {
 		return err
 	}
