@@ -179,12 +179,8 @@ const probeMaxAge = 7 * 24 * time.Hour
 
 // CachedProbe is the probe of the device holding path: the one cached for
 // that device under dir (the user's cache directory's k3/ when dir is
-// empty) if it is recent, else a new one of about d, cached there. An
-// empty K3_STORAGE_PROBE=off turns probing off (nil, nil).
+// empty) if it is recent, else a new one of about d, cached there.
 func CachedProbe(path, dir string, d time.Duration) (*StorageProbe, error) {
-	if os.Getenv("K3_STORAGE_PROBE") == "off" {
-		return nil, nil
-	}
 	dev := deviceID(path)
 	if dir == "" {
 		base, err := os.UserCacheDir()
