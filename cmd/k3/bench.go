@@ -44,7 +44,7 @@ func newBenchFlags(stderr io.Writer) (*benchArgs, func([]string) error) {
 		gen:        fs.Int("n", 32, "decode steps after the prompt"),
 		threads:    fs.Int("t", 0, "threads (0: the profile's, else one per CPU)"),
 		reps:       fs.Int("r", 3, "repetitions; rates are reported as mean ± sd over them"),
-		ubatch:     fs.Int("ub", engine.DefaultUBatch, "prompt tokens per forward call (llama.cpp's n_ubatch)"),
+		ubatch:     fs.Int("ub", 0, "prompt tokens per forward call (llama.cpp's n_ubatch); 0: the profile's, else the largest chunk the memory budget allows"),
 		seed:       fs.Uint64("seed", 1, "seed of the random prompt and decode tokens"),
 		asJSON:     fs.Bool("json", false, "print one JSON record instead of a table"),
 		noWarmup:   fs.Bool("no-warmup", false, "skip the unmeasured warm-up run (a prefill and one decode step)"),
@@ -67,8 +67,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "k3 bench: -m is required")
 		return errUsage
 	}
-	if *a.prompt < 1 || *a.gen < 0 || *a.reps < 1 || *a.ubatch < 1 || *a.threads < 0 {
-		fmt.Fprintln(stderr, "k3 bench: -p, -r and -ub must be positive, -n and -t not negative")
+	if *a.prompt < 1 || *a.gen < 0 || *a.reps < 1 || *a.ubatch < 0 || *a.threads < 0 {
+		fmt.Fprintln(stderr, "k3 bench: -p and -r must be positive, -n, -t and -ub not negative")
 		return errUsage
 	}
 	rec, err := bench(context.Background(), a, stderr)
@@ -118,7 +118,7 @@ func bench(ctx context.Context, a *benchArgs, stderr io.Writer) (*benchRecord, e
 	bi := buildinfo.Get()
 	rec := &benchRecord{
 		Time: time.Now().UTC().Format(time.RFC3339), GoVersion: goruntime.Version(), K3Version: bi.Version, K3Revision: bi.ShortRevision(),
-		Prompt: *a.prompt, Gen: *a.gen, Reps: *a.reps, UBatch: *a.ubatch, Threads: rt.Threads, Seed: *a.seed,
+		Prompt: *a.prompt, Gen: *a.gen, Reps: *a.reps, UBatch: rt.UBatch, Threads: rt.Threads, Seed: *a.seed,
 		CPU: hostCPU(), Model: describeModel(rt.File), Mode: newBenchMode(rt, ks.Mode),
 	}
 	if *a.report != "" {
@@ -155,7 +155,7 @@ func runReps(rec *benchRecord, rt *runtime.Runtime, a *benchArgs) error {
 		return t
 	}
 	if !*a.noWarmup {
-		if _, _, err := benchRun(lm, tokens(*a.prompt), tokens(1), *a.ubatch, nil); err != nil {
+		if _, _, err := benchRun(lm, tokens(*a.prompt), tokens(1), rt.UBatch, nil); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -170,7 +170,7 @@ func runReps(rec *benchRecord, rt *runtime.Runtime, a *benchArgs) error {
 				last = hook
 			}
 		}
-		pre, dec, err := benchRun(lm, tokens(*a.prompt), tokens(*a.gen), *a.ubatch, hook)
+		pre, dec, err := benchRun(lm, tokens(*a.prompt), tokens(*a.gen), rt.UBatch, hook)
 		if err != nil {
 			return fmt.Errorf("repetition %d: %w", i+1, err)
 		}

@@ -84,7 +84,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	threads := fs.Int("t", 0, "threads (0: one per CPU); like llama.cpp's -t it also decides how decode attention over 512+ cached positions is split")
 	fs.IntVar(threads, "threads", 0, "same as -t")
 	mode := fs.String("mode", "batch", "batch: the prompt in ubatches; step: one token at a time")
-	ubatch := fs.Int("ub", engine.DefaultUBatch, "tokens per ubatch in batch mode")
+	ubatch := fs.Int("ub", 0, "tokens per ubatch in batch mode; 0: the profile's, else the largest chunk the memory budget allows")
 	stage := addStageFlags(fs)
 	kf := addKernelsFlags(fs)
 	if err := parseFlags(fs, args, false); err != nil {
@@ -117,7 +117,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	defer rt.Close()
 	fmt.Fprintln(stderr, rt.Mode)
 	m, kb := rt.Model, rt.Kernels
-	r := engine.NewRunner(m, md, *ubatch)
+	r := engine.NewRunner(m, md, rt.UBatch)
 	r.SetContext(len(toks) + *n)
 	v := m.Params().Vocab
 

@@ -30,8 +30,12 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	dump := fs.String("dump", "", "write this tensor dequantized to little-endian float32 (needs --out)")
 	out := fs.String("out", "", "file for --dump ('-' for stdout)")
+	routing := fs.Int("routing", 0, "run the model over N tokens one at a time and report its routing: lookahead precision by rank, next-token reuse, popularity")
+	routingText := fs.String("routing-text", "", "with --routing: the prompt text (default: random token ids)")
+	routingSeed := fs.Uint64("routing-seed", 1, "with --routing: seed of the random token ids")
+	threads := fs.Int("t", 0, "with --routing: threads (0: one per CPU)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: k3 inspect MODEL.gguf [--json] [--dump TENSOR --out FILE]")
+		fmt.Fprintln(stderr, "usage: k3 inspect MODEL.gguf [--json] [--dump TENSOR --out FILE] [--routing N]")
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after the model path.
@@ -46,9 +50,12 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		paths = append(paths, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	if len(paths) != 1 || (*dump != "") != (*out != "") {
+	if len(paths) != 1 || (*dump != "") != (*out != "") || *routing < 0 {
 		fs.Usage()
 		return errUsage
+	}
+	if *routing > 0 {
+		return inspectRouting(paths[0], *routing, *routingText, *routingSeed, *threads, *asJSON, stdout, stderr)
 	}
 	f, err := gguf.Open(paths[0])
 	if err != nil {

@@ -31,6 +31,7 @@ var stageFlagKeys = []struct{ name, key, usage string }{
 	{"io-workers", "stager.io_workers", "concurrent storage readers"},
 	{"lookahead", "stager.lookahead", "predict the next layers' experts and prefetch them (true or false)"},
 	{"prefetch-depth", "stager.prefetch_depth", "how many layers ahead lookahead guesses (0: none)"},
+	{"lookahead-mode", "stager.lookahead_mode", "adaptive (guesses only as far as their measured precision pays) or fixed (every guess)"},
 }
 
 func addStageFlags(fs *flag.FlagSet) *stageFlags {

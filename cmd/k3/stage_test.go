@@ -373,7 +373,9 @@ func TestStageBudgetReservesState(t *testing.T) {
 	prof.Memory.Budget = config.Size(1 << 30)
 	budget := func(ctx int) int64 {
 		t.Helper()
-		b, err := runtime.Plan(f, &prof, runtime.Options{Context: ctx, Footprints: stagerFootprints})
+		// A fixed ubatch: the chunk sized from the budget would take
+		// activations from the stager too (TestStageBudgetChunk).
+		b, err := runtime.Plan(f, &prof, runtime.Options{Context: ctx, UBatch: 512, Footprints: stagerFootprints})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,5 +394,42 @@ func TestStageBudgetReservesState(t *testing.T) {
 	}
 	if err := b.Check(); err == nil || !strings.Contains(err.Error(), "sequence state") || !strings.Contains(err.Error(), "leave nothing for the weights") {
 		t.Errorf("a context whose state exceeds the budget: %v", err)
+	}
+}
+
+// TestStageBudgetChunk: without a fixed ubatch the prefill chunk is sized
+// from the budget (the model's activations per token, in half the room
+// beside the always-needed weights), capped by the context, and what it
+// reserves comes out of the stager's part.
+func TestStageBudgetChunk(t *testing.T) {
+	path, _ := stageModel(t)
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, perToken, err := kimik3.Activations(f, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := config.Defaults()
+	prof.Memory.Budget = config.Size(1 << 30)
+	plan := func(ctx, ub int) engine.Budget {
+		t.Helper()
+		b, err := runtime.Plan(f, &prof, runtime.Options{Context: ctx, UBatch: ub, Footprints: stagerFootprints})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	fixed, auto := plan(100000, 512), plan(100000, 0)
+	if fixed.Chunk != 512 || fixed.Activations != 0 {
+		t.Errorf("fixed ubatch: chunk %d, activations %d", fixed.Chunk, fixed.Activations)
+	}
+	if auto.Chunk <= 512 || auto.Stager != fixed.Stager-auto.Activations || auto.Activations < int64(auto.Chunk)*perToken {
+		t.Errorf("auto: chunk %d, activations %d (%d per token), stager %d vs %d", auto.Chunk, auto.Activations, perToken, auto.Stager, fixed.Stager)
+	}
+	if short := plan(300, 0); short.Chunk != 300 {
+		t.Errorf("context 300: chunk %d", short.Chunk)
 	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +32,10 @@ type Machine struct {
 	AVX2, AVX512, VNNI bool
 	// Storage is "nvme", "ssd", "hdd" or "unknown" for the model's device.
 	Storage string
+	// Probe is a read test of the model's device (CachedProbe); nil when
+	// none ran. The auto profile takes its I/O settings from it, and
+	// Storage is then only a hint.
+	Probe *StorageProbe
 }
 
 // Detect reads the machine k3 is running on. modelPath may be empty.
@@ -65,22 +70,7 @@ func Auto(m Machine) Profile {
 	p := Defaults()
 	p.Name = "auto"
 	p.Description = "derived from this machine"
-	limit := m.MemTotal
-	if m.CgroupLimit > 0 && (limit == 0 || m.CgroupLimit < limit) {
-		limit = m.CgroupLimit
-	}
-	if limit > 0 {
-		// Leave room for the OS, the Go runtime and the plugin processes:
-		// 1/8 of memory, at least 1 GiB but never more than half.
-		headroom := limit / 8
-		if headroom < 1<<30 {
-			headroom = 1 << 30
-		}
-		if headroom > limit/2 {
-			headroom = limit / 2
-		}
-		p.Memory.Budget = Size(limit - headroom)
-	}
+	p.Memory.Budget, _ = AutoBudget(m)
 	switch {
 	case m.AVX512:
 		p.Kernels.Name = "avx512"
@@ -90,6 +80,19 @@ func Auto(m Machine) Profile {
 		p.Kernels.Name = "reference"
 	}
 	p.Threads = m.PhysicalCores
+	if m.Probe != nil {
+		// What the device did, not what it says it is: the fewest
+		// readers that reach its bandwidth, and guesses two layers
+		// ahead only where a read takes long (under 300 MB/s).
+		p.Stager.IOWorkers, p.Stager.PrefetchDepth = m.Probe.Workers(), 1
+		if m.Probe.Best() < 300e6 {
+			p.Stager.PrefetchDepth = 2
+		}
+		if !m.Probe.Direct {
+			p.Stager.DirectIO = "off"
+		}
+		return p
+	}
 	switch m.Storage {
 	case "nvme":
 		p.Stager.IOWorkers, p.Stager.PrefetchDepth = 8, 1
@@ -99,6 +102,27 @@ func Auto(m Machine) Profile {
 		p.Stager.IOWorkers, p.Stager.PrefetchDepth = 1, 2
 	}
 	return p
+}
+
+// AutoBudget is the auto profile's memory budget and how it was found.
+// In a memory cgroup tighter than RAM it is the limit less a margin
+// measured on this process: the cgroup counts k3's three processes (core,
+// stager and kernels plugins, each starting at about what this one holds
+// now) and page cache the kernel has not yet reclaimed (1/64 of the
+// limit), at least 48 MiB. On the bare machine it leaves the OS 1/8 of
+// RAM, at least 1 GiB, never more than half. 0: nothing is known.
+func AutoBudget(m Machine) (Size, string) {
+	switch {
+	case m.CgroupLimit > 0 && (m.MemTotal == 0 || m.CgroupLimit < m.MemTotal):
+		margin := max(3*m.Self+m.CgroupLimit/64, 48<<20)
+		margin = min(margin, m.CgroupLimit/2)
+		return Size(m.CgroupLimit - margin), fmt.Sprintf("cgroup limit %s less margin %s (3x %s this process holds + 1/64)",
+			Size(m.CgroupLimit), Size(margin), Size(m.Self))
+	case m.MemTotal > 0:
+		headroom := min(max(m.MemTotal/8, 1<<30), m.MemTotal/2)
+		return Size(m.MemTotal - headroom), fmt.Sprintf("MemTotal %s less %s for the OS", Size(m.MemTotal), Size(headroom))
+	}
+	return 0, ""
 }
 
 // CgroupMemoryLimit returns the memory limit of this process's cgroup and

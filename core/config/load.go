@@ -41,13 +41,22 @@ func Load(o Options) (*Profile, error) {
 	var set []string // keys set by a file, the environment or flags
 
 	base := Defaults()
+	var budgetHow, probe string
 	if o.Profile == "" || o.Profile == "auto" {
 		m := o.Machine
 		if m == nil {
 			d := Detect(o.ModelPath)
+			if o.ModelPath != "" {
+				// Cached per device: a second or two once a week.
+				d.Probe, _ = CachedProbe(o.ModelPath, "", 1500*time.Millisecond)
+			}
 			m = &d
 		}
 		base = Auto(*m)
+		_, budgetHow = AutoBudget(*m)
+		if m.Probe != nil {
+			probe = m.Probe.String()
+		}
 	}
 	if err := k.Load(confmap.Provider(toMap(base), "."), nil); err != nil {
 		return nil, fmt.Errorf("config: defaults: %w", err)
@@ -121,6 +130,12 @@ func Load(o Options) (*Profile, error) {
 	p.set = map[string]bool{}
 	for _, key := range set {
 		p.set[key] = true
+	}
+	if budgetHow != "" && !p.set["memory.budget"] {
+		p.detected = append(p.detected, "budget: "+budgetHow)
+	}
+	if probe != "" {
+		p.detected = append(p.detected, "storage: "+probe)
 	}
 	if p.Threads == 0 {
 		// "one per physical core", as the profiles promise: the Go

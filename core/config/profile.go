@@ -34,7 +34,14 @@ type Profile struct {
 	// set holds the keys a profile file, the environment or a flag set
 	// (not defaults or auto detection): Load fills it, Explicit reads it.
 	set map[string]bool
+	// detected says what the auto profile measured (Detected).
+	detected []string
 }
+
+// Detected says how the auto profile derived what it measured: the
+// budget (when no file, variable or flag set it) and the storage probe.
+// Empty for other profiles.
+func (p *Profile) Detected() string { return strings.Join(p.detected, "; ") }
 
 // Explicit reports whether key ("stager.io_workers") was set by a profile
 // file, a K3_* variable or a flag rather than by defaults or detection.
@@ -75,6 +82,10 @@ type Stager struct {
 	// Lookahead runs layer L+1's router on layer L's hidden state to
 	// predict and prefetch L+1's experts (PrefetchDepth layers).
 	Lookahead bool `koanf:"lookahead"`
+	// LookaheadMode is "adaptive" (a one-token guess is hinted, most
+	// confident first, only as far as each rank's measured precision pays
+	// for its reads) or "fixed" (every guess, as the router ranks them).
+	LookaheadMode string `koanf:"lookahead_mode"`
 	// Options are settings of the stager itself, checked against what it
 	// declares (plugin.OptionSpec): `options: {warm: false}`.
 	Options map[string]any `koanf:"options"`
@@ -168,7 +179,7 @@ func Defaults() Profile {
 	return Profile{
 		Name:    "default",
 		Memory:  Memory{Budget: 0},
-		Stager:  Stager{Name: "pread", Mode: "process", DirectIO: "auto", IOWorkers: 4, CachePolicy: "lfru", PrefetchDepth: 1, Lookahead: true},
+		Stager:  Stager{Name: "pread", Mode: "process", DirectIO: "auto", IOWorkers: 4, CachePolicy: "lfru", PrefetchDepth: 1, Lookahead: true, LookaheadMode: "adaptive"},
 		Kernels: Kernels{Name: "auto", Mode: "process", Float: "exact"},
 		Threads: 0,
 		Context: 4096,
@@ -180,12 +191,13 @@ func Defaults() Profile {
 }
 
 var (
-	stagerNames   = []string{"pread", "mmap"}
-	kernelNames   = []string{"auto", "avx512", "avx2", "reference"}
-	modes         = []string{"process", "inprocess"}
-	directIOModes = []string{"auto", "on", "off"}
-	floatModes    = []string{"exact", "fast"}
-	cachePolicies = []string{"lfru", "lru"}
+	stagerNames    = []string{"pread", "mmap"}
+	kernelNames    = []string{"auto", "avx512", "avx2", "reference"}
+	modes          = []string{"process", "inprocess"}
+	directIOModes  = []string{"auto", "on", "off"}
+	floatModes     = []string{"exact", "fast"}
+	cachePolicies  = []string{"lfru", "lru"}
+	lookaheadModes = []string{"adaptive", "fixed"}
 )
 
 func oneOf(field, v string, allowed []string) error {
@@ -218,6 +230,7 @@ func (p *Profile) Validate() error {
 		{"kernels.float", p.Kernels.Float, floatModes},
 		{"stager.direct_io", p.Stager.DirectIO, directIOModes},
 		{"stager.cache_policy", p.Stager.CachePolicy, cachePolicies},
+		{"stager.lookahead_mode", p.Stager.LookaheadMode, lookaheadModes},
 	}
 	for _, c := range checks {
 		if err := oneOf(c.field, c.v, c.allowed); err != nil {

@@ -69,13 +69,21 @@ type Budget struct {
 	// StepExperts is the most experts one layer of the largest forward
 	// call can choose (0: unknown).
 	StepExperts int
+	// Chunk is the most prompt tokens one forward call runs (the prefill
+	// chunk), and Activations the core's working memory reserved for a
+	// call of that many tokens (0: none reserved; Headroom covers it).
+	// Sized from the budget (PrefillChunk) unless StageOptions.UBatch
+	// fixes the chunk, so that a long prompt reads each layer's experts
+	// once per chunk in as few chunks as the budget allows.
+	Chunk       int
+	Activations int64
 }
 
 // withTotal is b for a memory budget of total bytes: the core keeps
 // Headroom(total) and State, the stager gets the rest.
 func (b Budget) withTotal(total int64) Budget {
 	b.Total, b.Headroom = total, Headroom(total)
-	b.Stager = total - b.Headroom - b.State
+	b.Stager = total - b.Headroom - b.State - b.Activations
 	return b
 }
 
@@ -190,11 +198,13 @@ func planBudget(f *gguf.File, req *plugin.OpenRequest, o StageOptions) (Budget, 
 	if err != nil {
 		return Budget{}, err
 	}
-	b := Budget{State: o.State, Context: o.Context, Resident: resident, Unit: one - resident,
-		StepExperts: stepExperts(f, req, o.UBatch)}
+	b := Budget{State: o.State, Context: o.Context, Resident: resident, Unit: one - resident, Chunk: o.UBatch}
 	switch {
 	case o.Memory > 0:
 		b = b.withTotal(o.Memory)
+		if o.UBatch <= 0 {
+			b = b.withChunk(o.ActivationsFixed, o.ActivationsPerToken)
+		}
 	case o.Budget > 0:
 		b.Stager = o.Budget
 	default:
@@ -206,7 +216,44 @@ func planBudget(f *gguf.File, req *plugin.OpenRequest, o StageOptions) (Budget, 
 			return Budget{}, err
 		}
 	}
+	if b.Chunk <= 0 {
+		b.Chunk = DefaultUBatch
+	}
+	b.StepExperts = stepExperts(f, req, b.Chunk)
 	return b, nil
+}
+
+// PrefillChunk is the most prompt tokens one forward call may run in
+// spare bytes when a call of n tokens works in fixed + n*perToken bytes,
+// at most context; 0 when not even one token fits.
+func PrefillChunk(spare, fixed, perToken int64, context int) int {
+	if perToken <= 0 || spare <= fixed {
+		return 0
+	}
+	n := (spare - fixed) / perToken
+	if context > 0 {
+		n = min(n, int64(context))
+	}
+	return int(n)
+}
+
+// withChunk sizes the prefill chunk (PrefillChunk) and reserves its
+// activations out of the stager's part. They take at most half of the room
+// beside the always-needed bytes, and never the last expert unit: the
+// stager keeps the rest for experts (its cache for decoding, and groups
+// large enough to overlap reads with compute). A prompt's chunks each read
+// every expert they choose once per layer, so the chunk, not the cache,
+// is what bounds the bytes a long prompt reads. Without room for one
+// token the chunk stays the default and Headroom covers it.
+func (b Budget) withChunk(fixed, perToken int64) Budget {
+	room := b.Stager - b.Resident
+	n := PrefillChunk(min(room/2, room-b.Unit), fixed, perToken, b.Context)
+	if n <= 0 {
+		b.Chunk = 0
+		return b
+	}
+	b.Chunk, b.Activations = n, fixed+int64(n)*perToken
+	return b.withTotal(b.Total)
 }
 
 // stepExperts is the most experts one layer of a forward call of ubatch

@@ -106,3 +106,38 @@ func TestBudgetGroup(t *testing.T) {
 		t.Errorf("group %d with room for one unit", g)
 	}
 }
+
+// TestBudgetChunk: with a memory budget and the model's working memory per
+// token, the prefill chunk is the most tokens whose activations fit in half
+// the room beside the always-needed bytes (never past the context, never
+// taking the last expert unit), and the stager's part shrinks by exactly
+// what the chunk reserves; a fixed ubatch or no room keeps the old split.
+func TestBudgetChunk(t *testing.T) {
+	const mib = 1 << 20
+	base := Budget{State: 10 * mib, Context: 100000, Resident: 300 * mib, Unit: 12 * mib}
+	plain := base.withTotal(1000 * mib)
+	room := plain.Stager - plain.Resident
+	b := plain.withChunk(64*mib, 1*mib)
+	if want := int((room/2 - 64*mib) / mib); b.Chunk != want {
+		t.Errorf("chunk %d, want %d", b.Chunk, want)
+	}
+	if b.Activations != 64*mib+int64(b.Chunk)*mib || b.Stager != plain.Stager-b.Activations {
+		t.Errorf("activations %d, stager %d (was %d)", b.Activations, b.Stager, plain.Stager)
+	}
+	if err := b.Check(); err != nil {
+		t.Error(err)
+	}
+	short := base
+	short.Context = 100
+	if c := short.withTotal(1000*mib).withChunk(64*mib, 1*mib).Chunk; c != 100 {
+		t.Errorf("chunk %d past a context of 100", c)
+	}
+	// Room for one and a half units: the chunk may not take the last one.
+	tight := base.withTotal(base.MinTotal() + 6*mib)
+	if c := tight.withChunk(0, 1*mib); c.Check() != nil || c.Chunk > 6 {
+		t.Errorf("tight budget: chunk %d, %v", c.Chunk, c.Check())
+	}
+	if c := base.withTotal(base.MinTotal()).withChunk(64*mib, 1*mib); c.Chunk != 0 || c.Activations != 0 {
+		t.Errorf("no room: chunk %d, activations %d", c.Chunk, c.Activations)
+	}
+}

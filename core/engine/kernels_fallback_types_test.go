@@ -11,6 +11,7 @@ import (
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
 	"github.com/k3-inference/k3/core/plugin"
+	"github.com/k3-inference/k3/core/plugin/host"
 	"github.com/k3-inference/k3/core/quant"
 )
 
@@ -78,8 +79,9 @@ func requantized(t *testing.T, typ quant.Type) (string, int) {
 // products only): every product of those types runs on the core's
 // reference, and the logits are finite and the reference's bit for bit.
 func TestKernelsFallbackTypes(t *testing.T) {
-	plugin.RegisterKernels("test-f32-only-types", func() plugin.Kernels { return f32Kernels{} })
-	for _, typ := range []quant.Type{quant.IQ4_NL, quant.IQ4_XS, quant.Q4_1, quant.Q5_1, quant.TQ1_0, quant.TQ2_0} {
+	host.RegisterKernels("test-f32-only-types", func() plugin.Kernels { return f32Kernels{} })
+	for _, typ := range []quant.Type{quant.IQ4_NL, quant.IQ4_XS, quant.Q4_1, quant.Q5_1, quant.TQ1_0, quant.TQ2_0,
+		quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_M} {
 		t.Run(typ.String(), func(t *testing.T) {
 			path, changed := requantized(t, typ)
 			if changed == 0 {
@@ -90,7 +92,7 @@ func TestKernelsFallbackTypes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			k, err := engine.StartKernels(context.Background(), plugin.Launch{Name: "test-f32-only-types", InProcess: true},
+			k, err := engine.StartKernels(context.Background(), host.Launch{Name: "test-f32-only-types", InProcess: true},
 				engine.KernelsOptions{ArenaSize: 16 << 20})
 			if err != nil {
 				t.Fatal(err)

@@ -33,9 +33,15 @@ type StageOptions struct {
 	Budget int64
 	// Footprint is how the stager sizes what it holds; nil: PageFootprint.
 	Footprint Footprint
-	// UBatch is the most tokens one forward call runs (<= 0:
-	// DefaultUBatch); it bounds the experts one step chooses.
+	// UBatch is the most tokens one forward call runs; it bounds the
+	// experts one step chooses. <= 0: with Memory, the largest chunk the
+	// budget allows (Budget.Chunk, from the Activations* fields), else
+	// DefaultUBatch.
 	UBatch int
+	// ActivationsFixed and ActivationsPerToken are the working memory of
+	// a forward call (model.Arch.Activations), which sizes the prefill
+	// chunk when UBatch does not fix it. Zero per token: DefaultUBatch.
+	ActivationsFixed, ActivationsPerToken int64
 	// Experts says which tensors are routed experts (the architecture's
 	// model.Arch.Experts); nil: llama.cpp's naming, model.LlamaExperts.
 	Experts func(name string, shape []int64) bool
@@ -50,6 +56,9 @@ type StageOptions struct {
 	// (0: 1).
 	Lookahead      bool
 	LookaheadDepth int
+	// LookaheadFixed hints every guess rather than as many as pay
+	// (moe.FixedLookahead).
+	LookaheadFixed bool
 }
 
 // Staged is a model's weights served by a supervised stager: the
@@ -65,6 +74,7 @@ type Staged struct {
 	mode      string
 	options   map[string]string
 	lookahead int
+	fixed     bool
 	ctx       context.Context
 
 	mu       sync.Mutex
@@ -130,6 +140,7 @@ func OpenStaged(ctx context.Context, f *gguf.File, o StageOptions) (*Staged, err
 	if o.Lookahead {
 		s.lookahead = max(o.LookaheadDepth, 1)
 	}
+	s.fixed = o.LookaheadFixed
 	for id, t := range req.Tensors {
 		s.ids[t.Name] = id
 	}
@@ -213,6 +224,9 @@ func (s *Staged) Budget() Budget { return s.budget }
 
 // Lookahead implements moe.ExpertSource.
 func (s *Staged) Lookahead() int { return s.lookahead }
+
+// FixedLookahead implements moe.FixedLookahead.
+func (s *Staged) FixedLookahead() bool { return s.fixed }
 
 // OnRemap implements moe.ExpertSource.
 func (s *Staged) OnRemap(fn func() error) {

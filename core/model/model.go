@@ -114,6 +114,12 @@ type Arch struct {
 	// plain mapping of the file. With it, New must accept weights that
 	// are a moe.ExpertSource and read those tensors through it.
 	Experts func(name string, shape []int64) bool
+	// Activations bounds the working memory of a forward call: bytes per
+	// token of the call (activations, scratch, routing) and fixed bytes
+	// whatever its length. The runtime sizes the prefill chunk (tokens per
+	// forward call) from it, so that a long prompt runs as few, large
+	// chunks as the memory budget allows. nil: the default chunk.
+	Activations func(c Config, w Weights) (fixed, perToken int64, err error)
 }
 
 // Staged reports whether the architecture can run through a stager.

@@ -2,7 +2,6 @@ package moe
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
@@ -41,6 +40,12 @@ type Runner struct {
 	// Source serves the routed experts when a stager holds them; nil:
 	// the expert tensors are views of the mapped file.
 	Source ExpertSource
+	// Trace, when set, records every one-token routing and a guess of each
+	// MoE layer from the layer before (Lookahead is then at least 1, with
+	// or without a source).
+	Trace *RoutingStats
+
+	spec speculation
 }
 
 // Routed reports whether the named tensor's bytes come from the expert
@@ -52,10 +57,14 @@ func (r *Runner) Routed(name string) bool {
 // Lookahead is how many layers ahead the architecture should call Predict
 // after each layer (0: none).
 func (r *Runner) Lookahead() int {
-	if r.Source == nil {
-		return 0
+	n := 0
+	if r.Source != nil {
+		n = r.Source.Lookahead()
 	}
-	return r.Source.Lookahead()
+	if r.Trace != nil {
+		n = max(n, 1)
+	}
+	return n
 }
 
 // Route scores x (n rows) with l's router, picks each token's experts and
@@ -67,7 +76,13 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 	if err != nil {
 		return nil, err
 	}
+	if r.Trace != nil && n == 1 {
+		r.Trace.Chosen(l.Index, r.Router.Experts, b.IDs)
+	}
 	if r.Source != nil {
+		if n == 1 {
+			r.spec.score(l.Index, b.Experts)
+		}
 		if err := r.Source.HintExperts(l.Index, b.Experts, false); err != nil {
 			return nil, err
 		}
@@ -77,14 +92,32 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 
 // Predict guesses l's experts before its input exists: x is an earlier
 // layer's output, normed as l's router input would be. The guess goes to
-// the expert source as a speculative hint, so the reads overlap the
-// layers in between.
+// the expert source as a speculative hint, most confident first, so the
+// reads overlap the layers in between. A one-token guess is cut to what
+// pays (speculation.count): the ranks whose measured precision keeps the
+// expected wrong reads within wasteShare of the token's experts, and at
+// most a third of what the source holds at once beside the layer being
+// computed, so guesses do not push out the units it needs; a
+// FixedLookahead source gets every guess.
 func (r *Runner) Predict(l *Layer, x []float32, n int, sc *ops.Scratch) error {
 	b, err := r.route(l, x, n, sc)
 	if err != nil {
 		return err
 	}
-	return r.Source.HintExperts(l.Index, slices.Clone(b.Experts), true)
+	ranked := rank(b)
+	if r.Trace != nil && n == 1 {
+		r.Trace.Guess(l.Index, ranked)
+	}
+	if r.Source == nil {
+		return nil
+	}
+	if n == 1 {
+		r.spec.remember(l.Index, ranked)
+		if fixed, ok := r.Source.(FixedLookahead); !ok || !fixed.FixedLookahead() {
+			ranked = ranked[:r.spec.count(b.Used, min(len(ranked), max(1, r.Source.MaxExperts(l.Index)/3)))]
+		}
+	}
+	return r.Source.HintExperts(l.Index, ranked, true)
 }
 
 func (r *Runner) route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, error) {
@@ -119,10 +152,11 @@ func (r *Runner) FFN(l *Layer, x []float32, n int, sc *ops.Scratch) ([]float32, 
 
 // Run runs the experts b chose on in (a row of the experts' input width
 // per token) and returns each token's sum of its experts' weighted outputs,
-// added in slot order as ggml adds them. When the source cannot hold all
-// of them at once, the experts run in parts, each acquired (and the next
-// one hinted) before it runs and released after; every expert is still
-// read once per batch.
+// added in slot order as ggml adds them. With an expert source the experts
+// run in small groups, each acquired as soon as the one before it is
+// computed, while the reads of the next ones (hinted up to what the
+// source holds at once) go on: compute overlaps the layer's reads, and
+// every expert is still read once per batch.
 func (r *Runner) Run(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
 	k := b.Used
 	n, out := len(b.IDs)/k, l.out()
@@ -141,22 +175,34 @@ func (r *Runner) Run(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float
 	return sum, nil
 }
 
+// pipeGroups is how many acquire groups a window of hinted experts splits
+// into: the first group computes while the others' reads finish.
+const pipeGroups = 4
+
 // routed returns outs, where outs[(t*k+slot)*out:] is expert slot's
-// weighted output for token t.
+// weighted output for token t. The source holds window experts at once
+// (Route hinted the first window): experts are acquired step at a time,
+// and after each acquire the hints reach window experts past the group
+// being computed, so the reads never wait for compute nor compute for
+// more than one group's reads.
 func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
 	outs := make([]float32, len(b.IDs)*l.out())
-	part := len(b.Experts)
+	n := len(b.Experts)
+	window, step := n, n
 	if r.Source != nil {
-		part = min(part, r.Source.MaxExperts(l.Index))
+		window = min(n, r.Source.MaxExperts(l.Index))
+		step = max(1, (window+pipeGroups-1)/pipeGroups)
 	}
-	for lo := 0; lo < len(b.Experts); lo += part {
-		hi := min(lo+part, len(b.Experts))
+	hinted := window
+	for lo := 0; lo < n; lo += step {
+		hi := min(lo+step, n)
 		ex, err := r.acquire(l, b.Experts, lo, hi)
 		if err != nil {
 			return nil, err
 		}
-		if hi < len(b.Experts) {
-			err = r.Source.HintExperts(l.Index, b.Experts[hi:min(hi+part, len(b.Experts))], false)
+		if end := min(n, lo+window); end > hinted {
+			err = r.Source.HintExperts(l.Index, b.Experts[hinted:end], false)
+			hinted = end
 		}
 		if err == nil {
 			err = r.experts(b, ex, in, outs, lo, hi, sc)

@@ -68,14 +68,27 @@ func stageOptions(f *gguf.File, arch model.Arch, prof *config.Profile, o Options
 	if err != nil {
 		return engine.StageOptions{}, err
 	}
+	var actFixed, actPerToken int64
+	if arch.Activations != nil {
+		if actFixed, actPerToken, err = arch.Activations(f, f); err != nil {
+			return engine.StageOptions{}, err
+		}
+		// Twice the model's buffers: a kernels plugin's arena holds a
+		// copy of each product's input and output (measured: a 516-token
+		// chunk of a K3-width model, 440 MiB by the model's count, took
+		// ~600 MiB of heap and arena together and the cgroup killed it).
+		actPerToken *= 2
+	}
 	s := prof.Stager
 	so := engine.StageOptions{
+		ActivationsFixed: actFixed, ActivationsPerToken: actPerToken,
 		Launch: host.Launch{Name: "staging-" + s.Name, Path: s.Path, InProcess: s.Mode == "inprocess", Logger: o.Logger},
 		Memory: int64(prof.Memory.Budget), State: state, Context: o.Context, UBatch: o.UBatch,
 		Experts: arch.Experts,
 		// prefetch_depth 0 turns the guesses off like lookahead false.
 		Lookahead:      s.Lookahead && s.PrefetchDepth > 0,
 		LookaheadDepth: s.PrefetchDepth,
+		LookaheadFixed: s.LookaheadMode == "fixed",
 	}
 	// The stager gets the options it declares (engine.OpenStaged checks
 	// the profile against its declaration).

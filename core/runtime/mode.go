@@ -38,6 +38,9 @@ type Mode struct {
 	// itself (engine.Kernels.Name: plugin, CPU level, process or
 	// inprocess).
 	Kernels string
+	// Detected is how the auto profile derived its budget and I/O
+	// settings (config.Profile.Detected); empty otherwise.
+	Detected string
 	// Version and Revision are the binary's (core/buildinfo), so a logged
 	// or recorded mode line names the build that ran.
 	Version, Revision string
@@ -57,14 +60,17 @@ func (m Mode) String() string {
 	fmt.Fprintf(&b, "k3: profile=%s stager=%s budget=%s direct-io=%s lookahead=%d threads=%d",
 		m.Profile, stager, budget, m.DirectIO, m.Lookahead, m.Threads)
 	if s := m.Split; s != nil {
-		fmt.Fprintf(&b, " always-needed=%s step-pin=%s(%dx%s) state-reserve=%s stager-budget=%s",
-			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), config.Size(s.Stager))
+		fmt.Fprintf(&b, " always-needed=%s step-pin=%s(%dx%s) state-reserve=%s prefill-chunk=%d activations=%s stager-budget=%s",
+			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), s.Chunk, config.Size(s.Activations), config.Size(s.Stager))
 	}
 	if m.Split != nil {
 		fmt.Fprintf(&b, " stager-options=%s", host.FormatOptions(m.StagerOptions))
 	}
 	if m.StagerSays != "" {
 		fmt.Fprintf(&b, " stager-mode=%q", m.StagerSays)
+	}
+	if m.Detected != "" {
+		fmt.Fprintf(&b, " detected=%q", m.Detected)
 	}
 	if m.Version != "" {
 		fmt.Fprintf(&b, " version=%s revision=%s", m.Version, m.Revision)

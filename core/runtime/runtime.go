@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	goruntime "runtime"
+	"runtime/debug"
 	"sync"
 
 	"github.com/k3-inference/k3/core/buildinfo"
@@ -33,8 +34,11 @@ type Options struct {
 	// reserves state for; <= 0: the profile's, else the file's training
 	// context.
 	Context int
-	// UBatch is the most tokens one forward call runs; <= 0: the
-	// profile's, else engine.DefaultUBatch.
+	// UBatch is the most tokens one forward call runs (the prefill
+	// chunk); <= 0: the profile's when it sets ubatch, else through a
+	// stager with a memory budget the largest chunk the budget allows
+	// (engine.Budget.Chunk), else the profile's default or
+	// engine.DefaultUBatch.
 	UBatch int
 	// Kernels, when it names a backend (Name or Path), replaces the
 	// profile's kernels section (a command's flags); without either, the
@@ -69,11 +73,8 @@ func (o Options) withDefaults(f *gguf.File, prof *config.Profile) Options {
 	if o.Context <= 0 {
 		o.Context = int(f.Uint("context_length", 0))
 	}
-	if o.UBatch <= 0 && prof != nil {
+	if o.UBatch <= 0 && prof != nil && prof.Explicit("ubatch") {
 		o.UBatch = prof.UBatch
-	}
-	if o.UBatch <= 0 {
-		o.UBatch = engine.DefaultUBatch
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -127,12 +128,15 @@ type Runtime struct {
 	// Threads, Context and UBatch are Options' after defaults.
 	Threads, Context, UBatch int
 
-	ownFile   bool
-	tokOnce   sync.Once
-	tok       *tokenizer.Tokenizer
-	tokErr    error
-	closeOnce sync.Once
-	closeErr  error
+	ownFile bool
+	// heapLimit is the Go memory limit Open set (0: none), oldHeapLimit
+	// the one Close restores.
+	heapLimit, oldHeapLimit int64
+	tokOnce                 sync.Once
+	tok                     *tokenizer.Tokenizer
+	tokErr                  error
+	closeOnce               sync.Once
+	closeErr                error
 }
 
 // Open opens the model file at path (the first shard of a split set) and
@@ -186,6 +190,20 @@ func OpenFile(ctx context.Context, f *gguf.File, prof *config.Profile, o Options
 		if err := b.Check(); err != nil {
 			return nil, err
 		}
+		r.UBatch = b.Chunk
+		if b.Total > 0 {
+			// The Go heap holds the activations, the sequence state and
+			// what the headroom is for; without a limit the collector
+			// lets it grow to twice what is live (GOGC 100) and a large
+			// prefill chunk would pass the budget.
+			r.heapLimit = b.Headroom + b.State + b.Activations
+		}
+	}
+	if r.UBatch <= 0 && prof != nil {
+		r.UBatch = prof.UBatch
+	}
+	if r.UBatch <= 0 {
+		r.UBatch = engine.DefaultUBatch
 	}
 	if prof != nil {
 		p := *prof
@@ -211,6 +229,10 @@ func OpenFile(ctx context.Context, f *gguf.File, prof *config.Profile, o Options
 	if pk, ok := r.Kernels.(*engine.PluginKernels); ok && r.Staged != nil {
 		pk.Follow(r.Staged) // a restarted stager maps its regions anew
 	}
+	if r.heapLimit > 0 {
+		r.oldHeapLimit = debug.SetMemoryLimit(-1)
+		debug.SetMemoryLimit(min(r.heapLimit, r.oldHeapLimit))
+	}
 	r.Mode = r.mode()
 	return r, nil
 }
@@ -221,7 +243,7 @@ func (r *Runtime) mode() Mode {
 	m := Mode{Profile: "none", Stager: "none", DirectIO: "off", Threads: r.Threads, Kernels: r.Kernels.Name(),
 		Version: bi.Version, Revision: bi.ShortRevision()}
 	if r.Profile != nil {
-		m.Profile = r.Profile.Name
+		m.Profile, m.Detected = r.Profile.Name, r.Profile.Detected()
 	}
 	if r.Staged == nil {
 		return m
@@ -296,6 +318,9 @@ func (r *Runtime) Close() error {
 		}
 		if r.ownFile {
 			errs = append(errs, r.File.Close())
+		}
+		if r.heapLimit > 0 {
+			debug.SetMemoryLimit(r.oldHeapLimit)
 		}
 		r.closeErr = errors.Join(errs...)
 	})

@@ -182,6 +182,7 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 			return nil, fmt.Errorf("staging-mmap: acquire step %d: %w (budget %d bytes)", req.Step, err, s.req.Budget)
 		}
 		e.Pins++
+		s.holds.Take(e) // the step's pin replaces the hint read's hold
 		pinned = append(pinned, e)
 		off := t.Offset + int64(sl.Expert)*t.ExpertSize
 		sp := span{t.Shard, pageDown(off), pageUp(off + t.ExpertSize)}

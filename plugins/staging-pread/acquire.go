@@ -145,6 +145,7 @@ func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plug
 			return nil, fmt.Errorf("staging-pread: acquire step %d: %w", req.Step, err)
 		}
 		e.Pins++
+		s.holds.Take(e) // the step's pin replaces the hint read's hold
 		pinned = append(pinned, e)
 		u := e.Value.(*unit)
 		select {

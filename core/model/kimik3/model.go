@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	model.Register(model.Arch{Name: "kimi-k3", New: New, StateSize: StateSize, Experts: model.LlamaExperts})
+	model.Register(model.Arch{Name: "kimi-k3", New: New, StateSize: StateSize, Activations: Activations, Experts: model.LlamaExperts})
 }
 
 type T = model.Tensor
@@ -185,3 +185,52 @@ func StateSize(c model.Config, w model.Weights) (fixed, perToken int64, err erro
 }
 
 func mat(t *T) ops.Matrix { return t.Matrix() }
+
+// Activations bounds the working memory of one forward call of the model
+// in c: bytes per token (the residual streams and banked layer inputs that
+// live across layers, the largest layer's scratch, the routed experts'
+// per-slot outputs) and fixed bytes (the expert runner's group buffers,
+// one row of logits). It follows the buffers forward.go, kda.go, mla.go,
+// ffn.go and moe.Runner allocate, rounded up.
+func Activations(c model.Config, w model.Weights) (fixed, perToken int64, err error) {
+	p, err := readParams(c)
+	if err != nil {
+		return 0, 0, fmt.Errorf("kimi-k3: %w", err)
+	}
+	E, H := p.Embd, p.Heads
+	// x, prefix, the mixed stream, the layer's sum and its attention and
+	// FFN outputs, and a banked input per attention-residual block.
+	live := 6 * E
+	if p.ResBlock > 0 {
+		live += (p.Layers + p.ResBlock - 1) / p.ResBlock * E
+	}
+	var layer int
+	for il := range p.Layers {
+		var attn int
+		if p.recurrent(il) {
+			di := H * p.KDAHead
+			attn = 9*di + p.KDAHead + H + E
+		} else {
+			kd, vd, kv := p.kDim(), p.vDim(), p.KVLora
+			attn = p.QLora + 2*H*kd + kv + p.Rot + 2*H*vd + H*(kv+p.Rot) + H*(kd-p.Rot) +
+				3*H*max(kv, kd) + 2*H*vd + H*vd + E
+		}
+		var ffn int
+		if il < p.DenseLead {
+			ffn = 2*p.FF[il] + E
+		} else {
+			lat, k := p.latent(), p.Router.Used
+			// router logits, routing (ids, weights, rows), latent and
+			// shared projections, per-slot outputs and their sum, the up
+			// projection
+			ffn = p.Router.Experts + 3*k + lat + 2*p.FFExp*max(p.Shared, 1) + E + k*lat + lat + E
+		}
+		layer = max(layer, 2*E+attn+ffn)
+	}
+	const groupBytes = 64 << 20 // moe.Runner's expert group buffers
+	var vocab int64
+	if t, ok := w.Tensor("output.weight"); ok && len(t.Shape) == 2 {
+		vocab = t.Shape[1]
+	}
+	return groupBytes + 4*vocab, 4 * int64(live+layer), nil
+}

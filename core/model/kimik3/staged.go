@@ -3,6 +3,7 @@ package kimik3
 import (
 	"errors"
 	"fmt"
+	"github.com/k3-inference/k3/core/moe"
 
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
@@ -49,3 +50,7 @@ func (m *Model) rebind(w model.Weights) error {
 	}
 	return m.prepare()
 }
+
+// Experts is the runner of the model's routed experts (tools set its
+// Trace to measure the routing).
+func (m *Model) Experts() *moe.Runner { return m.experts }

@@ -21,14 +21,32 @@ func (h *Holds) Add(e *Entry) {
 }
 
 // Reached releases the holds an Acquire of layer makes needless: those of
-// that layer (the step now pins the chosen units; the rest were wrong
-// guesses) and of earlier ones; at the start of a pass (a layer before
-// the last one reached) every hold, all of them left from the previous
-// pass. It reports whether it released any.
+// earlier layers (wrong guesses among them included); at the start of a
+// pass (a layer before the last one reached) every hold, all of them left
+// from the previous pass. The layer's own holds stay until an Acquire
+// takes their unit (Take) or the model moves on: a layer acquired in
+// groups still needs the units hinted for its later groups, and a hold
+// released early lets the next read evict them unused. It reports
+// whether it released any.
 func (h *Holds) Reached(layer int32) bool {
 	newPass := layer < h.last
 	h.last = layer
-	return h.release(func(l int32) bool { return newPass || l <= layer })
+	return h.release(func(l int32) bool { return newPass || l < layer })
+}
+
+// Take releases e's hold, if it has one: an Acquire pinned it for its
+// step. It reports whether it did.
+func (h *Holds) Take(e *Entry) bool {
+	es := h.held[e.Key.Layer]
+	for i, x := range es {
+		if x == e {
+			es[i] = es[len(es)-1]
+			h.held[e.Key.Layer] = es[:len(es)-1]
+			e.Pins--
+			return true
+		}
+	}
+	return false
 }
 
 // ReleaseAll releases every hold and reports whether there were any.

@@ -2,9 +2,10 @@ package cache
 
 import "testing"
 
-// TestHolds: held entries are not evicted; reaching a layer releases its
-// holds and earlier layers', not later ones'; a new pass releases all;
-// ReleaseAll frees the cache for a step that needs the room.
+// TestHolds: held entries are not evicted; reaching a layer releases
+// earlier layers' holds, not its own (until Take) nor later ones'; a new
+// pass releases all; ReleaseAll frees the cache for a step that needs the
+// room.
 func TestHolds(t *testing.T) {
 	c := New(4, LRU{})
 	var h Holds
@@ -22,8 +23,11 @@ func TestHolds(t *testing.T) {
 	if _, _, err := c.Insert(Key{Layer: 9, Expert: 9}, 2); err == nil {
 		t.Fatal("held entries were evicted")
 	}
-	if !h.Reached(2) || a.Pins != 0 || b.Pins != 0 || c2.Pins != 1 || h.Len() != 1 {
+	if !h.Reached(2) || a.Pins != 0 || b.Pins != 1 || c2.Pins != 1 || h.Len() != 2 {
 		t.Fatalf("after reaching layer 2: pins %d %d %d, %d held", a.Pins, b.Pins, c2.Pins, h.Len())
+	}
+	if !h.Take(b) || b.Pins != 0 || h.Len() != 1 || h.Take(b) || h.Take(a) {
+		t.Fatalf("Take: pins %d, %d held", b.Pins, h.Len())
 	}
 	d := hold(3, 1)
 	if !h.Reached(1) || c2.Pins != 0 || d.Pins != 0 || h.Len() != 0 {
