@@ -59,6 +59,19 @@ type State interface {
 	Restore(Snapshot) error
 }
 
+// Portable is a State that can be written out whole and read back into
+// another State of the same model (core/state's Sequence is one): how a
+// prefix snapshot moves between sequences (the engine's slots) and to
+// disk.
+type Portable interface {
+	// AppendBinary appends the state at its position.
+	AppendBinary(b []byte) ([]byte, error)
+	// UnmarshalBinary replaces the state with one AppendBinary wrote from
+	// a state of the same model; on error (another shape, truncated) the
+	// state is unchanged.
+	UnmarshalBinary(b []byte) error
+}
+
 // Snapshot is a State at one position.
 type Snapshot interface {
 	// Pos is the number of tokens the snapshot covers.
