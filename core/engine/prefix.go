@@ -114,7 +114,7 @@ func (s *slot) resume(prompt []int32, reused int) int {
 	}
 	if err := s.run.S.(model.Portable).UnmarshalBinary(ent.state); err != nil {
 		c.warn("prefix cache: an entry does not load into this model's state; dropped", "tokens", len(ent.tokens), "err", err)
-		c.remove(ent)
+		c.remove(ent.ent)
 		s.start() // unchanged on error, but be certain of it
 		return 0
 	}

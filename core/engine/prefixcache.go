@@ -152,7 +152,7 @@ func (c *prefixCache) best(prompt []int32, more int) *cacheEntry {
 	var b *cacheEntry
 	for _, ent := range c.entries {
 		n := len(ent.tokens)
-		if n <= more || n > len(prompt) || (b != nil && n <= len(b.tokens)) || (n == len(prompt) && ent.logits == nil) {
+		if n <= more || n > len(prompt) || (b != nil && n <= len(b.tokens)) {
 			continue
 		}
 		if slices.Equal(ent.tokens, prompt[:n]) {
@@ -189,10 +189,19 @@ func (c *prefixCache) shared(prompt []int32) int {
 	return n
 }
 
+// hit is a prefix cache entry as a lookup found it: its state in memory,
+// whatever the cache does with the entry afterwards.
+type hit struct {
+	ent    *cacheEntry
+	tokens []int32
+	logits []float32
+	state  []byte
+}
+
 // lookup returns the longest entry for prompt that covers more than more
 // tokens, its state in memory (read from disk and checked if need be), or
 // nil.
-func (c *prefixCache) lookup(prompt []int32, more int) *cacheEntry {
+func (c *prefixCache) lookup(prompt []int32, more int) *hit {
 	for {
 		c.mu.Lock()
 		ent := c.best(prompt, more)
@@ -203,8 +212,9 @@ func (c *prefixCache) lookup(prompt []int32, more int) *cacheEntry {
 		c.tick++
 		ent.used = c.tick
 		if ent.state != nil {
+			h := &hit{ent, ent.tokens, ent.logits, ent.state}
 			c.mu.Unlock()
-			return ent
+			return h
 		}
 		path := ent.path
 		c.mu.Unlock()
@@ -228,7 +238,7 @@ func (c *prefixCache) lookup(prompt []int32, more int) *cacheEntry {
 		now := time.Now()
 		os.Chtimes(path, now, now) // the file's time is its last use across restarts
 		c.mu.Unlock()
-		return ent
+		return &hit{ent, tokens, logits, state}
 	}
 }
 
@@ -255,6 +265,9 @@ func (c *prefixCache) drop(ent *cacheEntry) {
 // add keeps a new entry, in memory as far as Mem allows and on disk when
 // a directory is set.
 func (c *prefixCache) add(tokens []int32, logits []float32, state []byte) {
+	if len(logits) != c.vocab {
+		return // every entry has the logits of its last token
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := tokensKey(tokens)
@@ -490,19 +503,16 @@ func readEntry(path string, fp [32]byte, vocab int) ([]int32, []float32, []byte,
 		return nil, nil, nil, errors.New("truncated logits")
 	}
 	nl := int(binary.LittleEndian.Uint32(rest))
-	if nl != 0 && nl != vocab {
+	if nl != vocab {
 		return nil, nil, nil, fmt.Errorf("%d logits for a vocabulary of %d", nl, vocab)
 	}
 	rest = rest[4:]
 	if len(rest) < 4*nl+8 {
 		return nil, nil, nil, errors.New("truncated logits")
 	}
-	var logits []float32
-	if nl > 0 {
-		logits = make([]float32, nl)
-		for i := range logits {
-			logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(rest[4*i:]))
-		}
+	logits := make([]float32, nl)
+	for i := range logits {
+		logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(rest[4*i:]))
 	}
 	rest = rest[4*nl:]
 	ns := binary.LittleEndian.Uint64(rest)
