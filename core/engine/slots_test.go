@@ -333,4 +333,3 @@ func TestPrefixCacheDisk(t *testing.T) {
 		}
 	})
 }
-
