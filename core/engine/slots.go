@@ -20,7 +20,8 @@ type slot struct {
 
 	busy bool
 	used uint64  // Engine.tick when last acquired: least recently used goes first
-	held []int32 // a copy of seen as the last request left it
+	held   []int32 // a copy of seen as the last request left it
+	prompt int     // the length of the last prompt it ran
 }
 
 // SlotInfo is what /slots reports of a slot.
@@ -59,6 +60,7 @@ func (e *Engine) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 	defer e.mu.Unlock()
 	s := e.choose(prompt)
 	s.busy = true
+	s.prompt = len(prompt)
 	e.tick++
 	s.used = e.tick
 	return s, nil
@@ -78,14 +80,17 @@ func (e *Engine) release(s *slot) {
 //
 //  1. the slot whose whole sequence the prompt extends, the longest (the
 //     same conversation's next turn: nothing is lost);
-//  2. else the slot that can restart from the longest prefix of the
-//     prompt through its own snapshots, when that beats the shared prefix
-//     cache (taking it gives up the conversation it held);
+//  2. else the slot that restarts from the longest prefix of the prompt
+//     through its own snapshots, when that covers the last prompt it ran
+//     (the same conversation, its reply re-rendered or regenerated) or
+//     beats the shared prefix cache (taking it gives up the conversation
+//     it held);
 //  3. else the least recently used slot, an empty one first; the prompt
 //     then resumes from the prefix cache if it can.
 func (e *Engine) choose(prompt []int32) *slot {
 	var ext, own, lru *slot
 	extLen, ownLen := 0, 0
+	cached := e.cache.peek(prompt)
 	for _, s := range e.slots {
 		if s.busy {
 			continue
@@ -93,7 +98,8 @@ func (e *Engine) choose(prompt []int32) *slot {
 		if n := len(s.held); n > 0 && n <= len(prompt) && slices.Equal(s.held, prompt[:n]) && n > extLen {
 			ext, extLen = s, n
 		}
-		if r := s.ownReuse(prompt); r > ownLen || (r == ownLen && r > 0 && s.used < own.used) {
+		r := s.ownReuse(prompt)
+		if r > 0 && (r >= s.prompt || r > cached) && (r > ownLen || (r == ownLen && s.used < own.used)) {
 			own, ownLen = s, r
 		}
 		if lru == nil || older(s, lru) {
@@ -103,7 +109,7 @@ func (e *Engine) choose(prompt []int32) *slot {
 	switch {
 	case ext != nil:
 		return ext
-	case own != nil && ownLen > e.cache.peek(prompt):
+	case own != nil:
 		return own
 	}
 	return lru
