@@ -18,8 +18,8 @@ type slot struct {
 	last  []float32 // logits after the last of them (nil when unknown)
 	snaps []prefix  // increasing positions, each a prefix of seen
 
-	busy bool
-	used uint64  // Engine.tick when last acquired: least recently used goes first
+	busy   bool
+	used   uint64  // Engine.tick when last acquired: least recently used goes first
 	held   []int32 // a copy of seen as the last request left it
 	prompt int     // the length of the last prompt it ran
 }
