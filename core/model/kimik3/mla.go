@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/k3-inference/k3/core/ops"
-	"github.com/k3-inference/k3/core/state"
 )
 
 // mla is a nope-only multi-head latent attention layer. Its memory is a
@@ -65,7 +64,6 @@ func (l *mla) prepare(fl func(*T) []float32) []*T {
 // otherwise attn_kv_b expands every position into per-head K and V.
 func (l *mla) forward(ps *pass, il int, x []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
-	cache := ps.seq.Cache[il]
 	kv, rot := p.KVLora, p.Rot
 
 	// Every projection of the input in one batch; a nil tensor is skipped.
@@ -90,9 +88,9 @@ func (l *mla) forward(ps *pass, il int, x []float32) ([]float32, error) {
 
 	var out []float32
 	if l.KVB == nil {
-		out, err = l.absorbed(ps, cache, q, latent, pe)
+		out, err = l.absorbed(ps, il, q, latent, pe)
 	} else {
-		out, err = l.expanded(ps, cache, q, latent, pe)
+		out, err = l.expanded(ps, il, q, latent, pe)
 	}
 	if err != nil {
 		return nil, err
@@ -140,7 +138,7 @@ func (ps *pass) attend(q []float32, qStride int, kvOf func(h int) ops.HalfKV, he
 	})
 }
 
-func (l *mla) absorbed(ps *pass, cache *state.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+func (l *mla) absorbed(ps *pass, il int, q, latent []float32, pe func(int) []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
 	H, kd, vd, kv, rot := p.Heads, p.kDim(), p.vDim(), p.KVLora, p.Rot
 	nope := kd - rot
@@ -171,16 +169,20 @@ func (l *mla) absorbed(ps *pass, cache *state.HalfRows, q, latent []float32, pe 
 		}
 	}
 
-	rows := cache.Grow(n)
-	for t := 0; t < n; t++ {
-		r := rows[t*dk : (t+1)*dk]
-		ops.PutHalf(r[:kv], latent[t*kv:(t+1)*kv])
-		ops.PutHalf(r[kv:], pe(t))
-	}
 	att := ps.buf(n * H * kv)
-	ps.attend(qa, H*dk, func(int) ops.HalfKV {
-		return ops.HalfKV{Stride: dk, KOff: 0, DK: dk, VOff: 0, DV: kv}
-	}, H, cache.Data, att, H*kv)
+	for _, sp := range ps.spans {
+		cache := sp.seq.Cache[il]
+		rows := cache.Grow(sp.n)
+		for i := 0; i < sp.n; i++ {
+			t := sp.off + i
+			r := rows[i*dk : (i+1)*dk]
+			ops.PutHalf(r[:kv], latent[t*kv:(t+1)*kv])
+			ops.PutHalf(r[kv:], pe(t))
+		}
+		ps.spanPass(sp).attend(qa[sp.off*H*dk:], H*dk, func(int) ops.HalfKV {
+			return ops.HalfKV{Stride: dk, KOff: 0, DK: dk, VOff: 0, DV: kv}
+		}, H, cache.Data, att[sp.off*H*kv:], H*kv)
+	}
 
 	// decompress: per head, the latent output through attn_v_b
 	out := ps.buf(n * H * vd)
@@ -206,7 +208,7 @@ func (l *mla) absorbed(ps *pass, cache *state.HalfRows, q, latent []float32, pe 
 
 // expanded is the attn_kv_b layout: K per head is [pe, k_nope] (the
 // order llama.cpp concatenates them in) and V its own slice.
-func (l *mla) expanded(ps *pass, cache *state.HalfRows, q, latent []float32, pe func(int) []float32) ([]float32, error) {
+func (l *mla) expanded(ps *pass, il int, q, latent []float32, pe func(int) []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
 	H, kd, vd, rot := p.Heads, p.kDim(), p.vDim(), p.Rot
 	nope := kd - rot
@@ -215,19 +217,23 @@ func (l *mla) expanded(ps *pass, cache *state.HalfRows, q, latent []float32, pe 
 		return nil, err
 	}
 	stride := H * (kd + vd)
-	rows := cache.Grow(n)
-	for t := 0; t < n; t++ {
-		r := rows[t*stride : (t+1)*stride]
-		for h := 0; h < H; h++ {
-			src := kvx[t*H*(nope+vd)+h*(nope+vd):]
-			ops.PutHalf(r[h*kd:h*kd+rot], pe(t))
-			ops.PutHalf(r[h*kd+rot:(h+1)*kd], src[:nope])
-			ops.PutHalf(r[H*kd+h*vd:H*kd+(h+1)*vd], src[nope:nope+vd])
-		}
-	}
 	out := ps.buf(n * H * vd)
-	ps.attend(q, H*kd, func(h int) ops.HalfKV {
-		return ops.HalfKV{Stride: stride, KOff: h * kd, DK: kd, VOff: H*kd + h*vd, DV: vd}
-	}, H, cache.Data, out, H*vd)
+	for _, sp := range ps.spans {
+		cache := sp.seq.Cache[il]
+		rows := cache.Grow(sp.n)
+		for i := 0; i < sp.n; i++ {
+			t := sp.off + i
+			r := rows[i*stride : (i+1)*stride]
+			for h := 0; h < H; h++ {
+				src := kvx[t*H*(nope+vd)+h*(nope+vd):]
+				ops.PutHalf(r[h*kd:h*kd+rot], pe(t))
+				ops.PutHalf(r[h*kd+rot:(h+1)*kd], src[:nope])
+				ops.PutHalf(r[H*kd+h*vd:H*kd+(h+1)*vd], src[nope:nope+vd])
+			}
+		}
+		ps.spanPass(sp).attend(q[sp.off*H*kd:], H*kd, func(h int) ops.HalfKV {
+			return ops.HalfKV{Stride: stride, KOff: h * kd, DK: kd, VOff: H*kd + h*vd, DV: vd}
+		}, H, cache.Data, out[sp.off*H*vd:], H*vd)
+	}
 	return out, nil
 }
