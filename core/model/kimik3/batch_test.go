@@ -3,6 +3,7 @@ package kimik3_test
 import (
 	"bytes"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -89,4 +90,43 @@ func clone(t *testing.T, m model.Model, s model.State) model.State {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// BenchmarkForwardBatch compares one decode step of four sequences as
+// one batch with four single-sequence steps.
+func BenchmarkForwardBatch(b *testing.B) {
+	c := small()
+	c.Type = synth.TypeQ2_K
+	path := filepath.Join(b.TempDir(), "m.gguf")
+	if _, err := synth.Write(path, c, synth.WriteOptions{Workers: 2}); err != nil {
+		b.Fatal(err)
+	}
+	m := load(b, path, 2)
+	v := m.Params().Vocab
+	states := make([]model.State, 4)
+	for i := range states {
+		states[i] = m.NewState()
+		states[i].SetContext(4096)
+		if err := m.Forward(states[i], prompt(20+i, c.NVocab), false, make([]float32, v)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tokens := []int32{1, 2, 3, 4}
+	logits := make([]float32, 4*v)
+	b.Run("batched", func(b *testing.B) {
+		for range b.N {
+			if err := m.(model.Batcher).ForwardBatch(states, tokens, logits); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("one-by-one", func(b *testing.B) {
+		for range b.N {
+			for i, s := range states {
+				if err := m.Forward(s, tokens[i:i+1], false, logits[i*v:(i+1)*v]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }
