@@ -75,10 +75,10 @@ func TestServeUnknownFlagFails(t *testing.T) {
 	}
 }
 
-// TestServeParallelRefused: -np 2 fails before loading, pointing at slots.
+// TestServeParallelRefused: -np 0 fails before loading, naming the key.
 func TestServeParallelRefused(t *testing.T) {
-	err := runServe([]string{"-m", "x.gguf", "--profile", "auto", "-np", "2"}, &bytes.Buffer{}, &bytes.Buffer{})
-	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("only 1 is accepted")) {
+	err := runServe([]string{"-m", "x.gguf", "--profile", "auto", "-np", "0"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("server.parallel")) {
 		t.Fatalf("err = %v", err)
 	}
 }

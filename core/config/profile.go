@@ -154,9 +154,18 @@ type Server struct {
 	// ChatTemplateFile, when set, replaces the model's chat template
 	// (llama-server's --chat-template-file).
 	ChatTemplateFile string `koanf:"chat_template_file"`
-	// Parallel is the number of sequences served at once (llama-server's
-	// -np); k3 has one sequence, so only 1 is accepted.
+	// Parallel is the number of sequences (slots) served at once
+	// (llama-server's -np): each keeps its conversation's state between
+	// requests, and the memory budget reserves state for every one.
 	Parallel int `koanf:"parallel"`
+	// PrefixCacheMem is the memory the shared prefix cache may take
+	// (snapshots of prompt prefixes any slot resumes from), reserved from
+	// the budget; 0: none in memory.
+	PrefixCacheMem Size `koanf:"prefix_cache_mem"`
+	// PrefixCacheDir keeps prefix cache entries on disk too, so they
+	// survive a restart; PrefixCacheDiskMax bounds its bytes (0: no bound).
+	PrefixCacheDir     string `koanf:"prefix_cache_dir"`
+	PrefixCacheDiskMax Size   `koanf:"prefix_cache_disk_max"`
 	// Slots serves GET /slots (llama-server's --slots / --no-slots).
 	Slots bool `koanf:"slots"`
 	// PrefillAssistant continues a conversation's final assistant message
@@ -173,6 +182,9 @@ type Server struct {
 	Seed        int64   `koanf:"seed"`
 	NPredict    int     `koanf:"n_predict"`
 }
+
+// MaxParallel is the most slots a server keeps.
+const MaxParallel = 256
 
 // Defaults returns the settings every profile starts from.
 func Defaults() Profile {
@@ -263,8 +275,8 @@ func (p *Profile) Validate() error {
 	if p.Server.Host == "" {
 		return fmt.Errorf("config: server.host is empty")
 	}
-	if p.Server.Parallel != 1 {
-		return fmt.Errorf("config: server.parallel: %d: k3 serves one sequence at a time, so only 1 is accepted (-np/--parallel); concurrent requests queue (--max-queue) until multi-slot serving lands", p.Server.Parallel)
+	if p.Server.Parallel < 1 || p.Server.Parallel > MaxParallel {
+		return fmt.Errorf("config: server.parallel: %d is outside [1, %d] (-np/--parallel)", p.Server.Parallel, MaxParallel)
 	}
 	if t := p.Server.Temperature; t < 0 || t > 100 || t != t {
 		return fmt.Errorf("config: server.temperature: %g is outside [0, 100]", t)

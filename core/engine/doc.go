@@ -1,4 +1,5 @@
-// Package engine owns a model's sequence (core/state holds its memory),
-// prefill and decode scheduling, and prefix reuse through the sequence's
-// snapshots.
+// Package engine owns a model's sequences (slots; core/state holds their
+// memory), prefill and decode scheduling (the slots' decode steps batched
+// per step), and prefix reuse: each slot's own snapshots and the shared
+// prefix cache in memory and on disk.
 package engine

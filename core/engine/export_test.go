@@ -1,10 +1,27 @@
 package engine
 
-// LastLogits exposes the logits the sequence ended on, so external tests
-// (which may import model packages; this package's internal tests may
-// not) can compare them bit for bit.
+// LastLogits exposes the logits the most recently used slot's sequence
+// ended on, so external tests (which may import model packages; this
+// package's internal tests may not) can compare them bit for bit.
 func LastLogits(e *Engine) []float32 {
+	for range e.slots {
+		<-e.free
+	}
+	defer func() {
+		for range e.slots {
+			e.free <- struct{}{}
+		}
+	}()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.last
+	var last *slot
+	for _, s := range e.slots {
+		if last == nil || s.used > last.used {
+			last = s
+		}
+	}
+	return last.last
 }
+
+// StepStats reports the decode steps run and the sequences they ran.
+func StepStats(e *Engine) (steps, rows int64) { return e.step.stats() }

@@ -16,32 +16,46 @@ import (
 
 // Options are the run-time settings of an Engine.
 type Options struct {
-	// Context is the most tokens the sequence may hold (prompt and
+	// Context is the most tokens a sequence may hold (prompt and
 	// generated).
 	Context int
 	Mode    Mode // how prompts are fed (Batch by default)
 	UBatch  int  // prompt tokens per forward call; <= 0: DefaultUBatch
-	// Snapshots is how many prompt-end states are kept for prefix reuse
-	// (each a copy of the recurrent state); 0 means 1, negative none.
+	// Snapshots is how many prompt-end states each slot keeps for prefix
+	// reuse (each a copy of the recurrent state); 0 means 1, negative
+	// none.
 	Snapshots int
+	// Slots is how many sequences the engine keeps (llama-server's -np):
+	// each holds its conversation's state between requests, and up to
+	// Slots requests run at once, their decode steps batched. <= 0: 1.
+	Slots int
+	// PrefixCache keeps snapshots of prompt prefixes that any slot can
+	// resume from, in memory and optionally on disk; the zero value is
+	// off.
+	PrefixCache CacheOptions
 }
 
-// Engine owns one model, its tokenizer and one sequence, and runs
-// generation requests on them one at a time. It reuses the sequence when a
-// request's prompt extends what the sequence holds, and restarts from a
-// snapshot taken at the end of an earlier prompt when the prompt shares
-// that prompt but not what was generated after it.
+// Engine owns one model, its tokenizer and Options.Slots sequences
+// (slots), and runs generation requests on them, up to one per slot at a
+// time. A request goes to the free slot whose sequence its prompt extends
+// (the same conversation's next turn), else to the least recently used
+// free slot; there it reuses what the sequence holds when the prompt
+// extends it, restarts from a snapshot taken at the end of an earlier
+// prompt when the prompt shares that prompt but not what was generated
+// after it, or resumes from the shared prefix cache. The slots' decode
+// steps run as one batch per step (stepper).
 type Engine struct {
 	m      model.Model
 	tok    *tokenizer.Tokenizer
 	ctxLen int
 	o      Options
 
-	mu    sync.Mutex // one request at a time; guards everything below
-	run   *Runner
-	seen  []int32   // tokens the sequence holds
-	last  []float32 // logits after the last of them (nil when unknown)
-	snaps []prefix  // increasing positions, each a prefix of seen
+	free  chan struct{} // one token per free slot
+	mu    sync.Mutex    // guards the slots' bookkeeping (busy, used, held)
+	slots []*slot
+	tick  uint64
+	cache *prefixCache // nil when off
+	step  *stepper
 }
 
 // New returns an engine for m and tok with o.Context tokens of context.
@@ -55,7 +69,33 @@ func New(m model.Model, tok *tokenizer.Tokenizer, o Options) (*Engine, error) {
 	if o.Snapshots == 0 {
 		o.Snapshots = 1
 	}
-	return &Engine{m: m, tok: tok, ctxLen: o.Context, o: o}, nil
+	if o.Slots <= 0 {
+		o.Slots = 1
+	}
+	e := &Engine{m: m, tok: tok, ctxLen: o.Context, o: o, free: make(chan struct{}, o.Slots), step: newStepper(m)}
+	for i := range o.Slots {
+		e.slots = append(e.slots, &slot{id: i, e: e})
+		e.free <- struct{}{}
+	}
+	if o.PrefixCache.enabled() {
+		if _, ok := m.NewState().(model.Portable); !ok {
+			return nil, fmt.Errorf("engine: a prefix cache needs a state that can be saved; %s's cannot", m.Params().Arch)
+		}
+		c, err := openPrefixCache(o.PrefixCache, m.Params().Vocab)
+		if err != nil {
+			return nil, err
+		}
+		e.cache = c
+	}
+	return e, nil
+}
+
+// Close waits for the prefix cache's disk writes. The engine must be idle.
+func (e *Engine) Close() error {
+	if e.cache != nil {
+		return e.cache.close()
+	}
+	return nil
 }
 
 // Model is the engine's model.
@@ -67,11 +107,24 @@ func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
 // Context is the most tokens a sequence may hold.
 func (e *Engine) Context() int { return e.ctxLen }
 
-// Reset forgets the sequence and its snapshots.
+// Slots is the number of sequences the engine keeps.
+func (e *Engine) Slots() int { return len(e.slots) }
+
+// Reset forgets every slot's sequence and snapshots (not the prefix
+// cache); it waits for running requests to end.
 func (e *Engine) Reset() {
+	for range e.slots {
+		<-e.free
+	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.drop()
+	for _, s := range e.slots {
+		s.drop()
+		s.held = nil
+	}
+	e.mu.Unlock()
+	for range e.slots {
+		e.free <- struct{}{}
+	}
 }
 
 // Request is one generation.
@@ -123,6 +176,10 @@ type Result struct {
 	Finish       sample.FinishReason
 	PromptTokens int // tokens of the prompt
 	ReusedTokens int // of those, already in the sequence (not prefilled)
+	// CachedTokens are the reused tokens that came from the shared prefix
+	// cache (memory or disk) rather than the slot's own sequence.
+	CachedTokens int
+	Slot         int // the slot that ran the request
 	// PrefillTokens are the prompt tokens this request evaluated: the rest
 	// of the prompt, or fewer when it was cancelled during the prefill.
 	PrefillTokens   int
@@ -151,10 +208,8 @@ func rate(n int, d time.Duration) float64 {
 // returns another error (returned), and when ctx is done: ctx is checked
 // before every token and between prompt batches, and ctx.Err() is
 // returned. Generate may be called from any goroutine; calls run one at a
-// time.
+// time per slot; more wait for a slot.
 func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) error) (res Result, err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	prompt := req.Prompt
 	if prompt == nil {
 		if prompt, err = e.tok.Tokenize(req.Text, true, true); err != nil {
@@ -169,9 +224,15 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) err
 	if req.MaxTokens > 0 {
 		limit = min(limit, req.MaxTokens)
 	}
+	sl, err := e.acquire(ctx, prompt)
+	if err != nil {
+		return res, err
+	}
+	defer e.release(sl)
+	res.Slot = sl.id
 
 	start := time.Now()
-	logits, err := e.prefill(ctx, prompt, req.PromptLogits, &res)
+	logits, err := sl.prefill(ctx, prompt, req.PromptLogits, &res)
 	res.PrefillTime = time.Since(start)
 	if err != nil {
 		return res, err
@@ -179,6 +240,8 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) err
 
 	start = time.Now()
 	defer func() { res.DecodeTime = time.Since(start) }()
+	e.step.begin()
+	defer e.step.end()
 	smp := sample.New(req.Sampling)
 	for _, t := range prompt {
 		smp.Accept(t)
@@ -222,7 +285,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) err
 			res.Finish = sample.FinishLength
 			return res, out.end()
 		}
-		if logits, err = e.decode(tok); err != nil {
+		if logits, err = sl.decode(tok); err != nil {
 			return res, err
 		}
 	}

@@ -15,36 +15,56 @@ type prefix struct {
 	logits []float32
 }
 
-// prefill brings the sequence to prompt and returns the logits after it,
-// counting in res the tokens that were already there and those it
-// evaluated. After a failed forward pass the sequence is dropped (its
-// state is undefined); after cancellation it keeps the prompt batches that
-// completed.
-func (e *Engine) prefill(ctx context.Context, prompt []int32, promptLogits func(int, []float32), res *Result) ([]float32, error) {
+// prefill brings the slot's sequence to prompt and returns the logits
+// after it, counting in res the tokens that were already there and those
+// it evaluated. With a prefix cache it resumes from the cache's longest
+// entry when that beats what the slot holds, and snapshots into the cache
+// the prefix this prompt shares with other sequences (where it stops
+// being shared) and the whole prompt. With promptLogits (echo) the whole
+// prompt is evaluated from an empty sequence, since reused positions have
+// no logits, and promptLogits gets each position's. After a failed
+// forward pass the sequence is dropped (its state is undefined); after
+// cancellation it keeps the prompt batches that completed.
+func (s *slot) prefill(ctx context.Context, prompt []int32, promptLogits func(int, []float32), res *Result) ([]float32, error) {
+	e := s.e
 	var reused int
 	if promptLogits != nil {
-		e.start()
+		s.start()
 	} else {
-		reused = e.reuse(prompt)
+		reused = s.reuse(prompt)
+		if n := s.resume(prompt, reused); n > reused {
+			res.CachedTokens = n
+			reused = n
+		}
 	}
 	res.ReusedTokens = reused
+	split := 0
+	if e.cache != nil && promptLogits == nil {
+		if sh := e.shared(s, prompt); sh > reused && sh < len(prompt) && sh-reused >= e.cache.minShared && !e.cache.has(prompt[:sh]) {
+			split = sh
+		}
+	}
 	ub := e.o.UBatch
 	if ub <= 0 {
 		ub = DefaultUBatch
 	}
-	for rest := prompt[reused:]; len(rest) > 0; {
+	for len(s.seen) < len(prompt) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		part := rest[:min(ub, len(rest))]
-		logits, err := e.run.Prefill(part, promptLogits != nil)
+		end := min(len(s.seen)+ub, len(prompt))
+		if split > len(s.seen) {
+			end = min(end, split)
+		}
+		part := prompt[len(s.seen):end]
+		logits, err := e.step.prefill(s.run, part, promptLogits != nil)
 		if err != nil {
-			e.drop()
+			s.drop()
 			return nil, fmt.Errorf("engine: prefill: %w", err)
 		}
 		if promptLogits != nil {
 			v := len(logits) / len(part)
-			at := len(e.seen) // position of part[0]
+			at := len(s.seen) // position of part[0]
 			for r := range part {
 				if at+r+1 < len(prompt) {
 					promptLogits(at+r+1, logits[r*v:(r+1)*v])
@@ -52,13 +72,17 @@ func (e *Engine) prefill(ctx context.Context, prompt []int32, promptLogits func(
 			}
 			logits = slices.Clone(logits[(len(part)-1)*v:]) // not the whole batch's rows
 		}
-		e.seen = append(e.seen, part...)
-		e.last = logits
+		s.seen = append(s.seen, part...)
+		s.last = logits
 		res.PrefillTokens += len(part)
-		rest = rest[len(part):]
+		if len(s.seen) == split {
+			s.keep()
+			s.save()
+		}
 	}
-	e.keep()
-	return e.last, nil
+	s.keep()
+	s.save()
+	return s.last, nil
 }
 
 // reuse positions the sequence at the longest prefix of prompt it can
@@ -66,70 +90,106 @@ func (e *Engine) prefill(ctx context.Context, prompt []int32, promptLogits func(
 // holds when prompt extends that, else the longest snapshot within the
 // shared prefix, else an empty sequence. A recurrent state cannot be
 // rewound, so there is no other way back.
-func (e *Engine) reuse(prompt []int32) int {
-	if e.run == nil {
-		e.start()
+func (s *slot) reuse(prompt []int32) int {
+	if s.run == nil {
+		s.start()
 		return 0
 	}
-	n := len(e.seen)
-	if n <= len(prompt) && slices.Equal(prompt[:n], e.seen) && (n < len(prompt) || e.last != nil) {
+	n := len(s.seen)
+	if n <= len(prompt) && slices.Equal(prompt[:n], s.seen) && (n < len(prompt) || s.last != nil) {
 		return n
 	}
-	common := 0
-	for common < min(n, len(prompt)) && prompt[common] == e.seen[common] {
-		common++
-	}
-	for i := len(e.snaps) - 1; i >= 0; i-- {
-		p := e.snaps[i]
+	common := commonPrefix(s.seen, prompt)
+	for i := len(s.snaps) - 1; i >= 0; i-- {
+		p := s.snaps[i]
 		pos := p.snap.Pos()
 		if pos == 0 || pos > common || (pos == len(prompt) && p.logits == nil) {
 			continue
 		}
-		if e.run.S.Restore(p.snap) != nil {
+		if s.run.S.Restore(p.snap) != nil {
 			break
 		}
-		e.seen, e.last = e.seen[:pos], p.logits
-		e.snaps = e.snaps[:i+1] // later snapshots' cache rows will be overwritten
+		s.seen, s.last = s.seen[:pos], p.logits
+		s.snaps = s.snaps[:i+1] // later snapshots' cache rows will be overwritten
 		return pos
 	}
-	e.start()
+	s.start()
 	return 0
 }
 
-// keep snapshots the sequence at the end of a prompt, dropping the oldest
-// snapshot beyond the configured number.
-func (e *Engine) keep() {
-	if e.o.Snapshots < 0 || len(e.seen) == 0 {
+// resume loads the prefix cache's longest entry for prompt into the slot
+// when it covers more than the reused tokens, and returns the tokens the
+// sequence then holds (reused when it did not load).
+func (s *slot) resume(prompt []int32, reused int) int {
+	c := s.e.cache
+	if c == nil {
+		return reused
+	}
+	ent := c.lookup(prompt, reused)
+	if ent == nil {
+		return reused
+	}
+	if err := s.run.S.(model.Portable).UnmarshalBinary(ent.state); err != nil {
+		c.warn("prefix cache: an entry does not load into this model's state; dropped", "tokens", len(ent.tokens), "err", err)
+		c.remove(ent.ent)
+		s.start() // unchanged on error, but be certain of it
+		return 0
+	}
+	s.seen = append(s.seen[:0], ent.tokens...)
+	s.last = ent.logits
+	s.snaps = nil // their cache rows are gone
+	return len(ent.tokens)
+}
+
+// keep snapshots the sequence, dropping the oldest snapshot beyond the
+// configured number.
+func (s *slot) keep() {
+	o := s.e.o
+	if o.Snapshots < 0 || len(s.seen) == 0 {
 		return
 	}
-	if k := len(e.snaps); k > 0 && e.snaps[k-1].snap.Pos() == len(e.seen) {
+	if k := len(s.snaps); k > 0 && s.snaps[k-1].snap.Pos() == len(s.seen) {
 		return
 	}
-	e.snaps = append(e.snaps, prefix{snap: e.run.S.Snapshot(), logits: e.last})
-	if len(e.snaps) > e.o.Snapshots {
-		e.snaps = slices.Delete(e.snaps, 0, 1)
+	s.snaps = append(s.snaps, prefix{snap: s.run.S.Snapshot(), logits: s.last})
+	if len(s.snaps) > o.Snapshots {
+		s.snaps = slices.Delete(s.snaps, 0, 1)
 	}
 }
 
-func (e *Engine) decode(tok int32) ([]float32, error) {
-	logits, err := e.run.Decode(tok)
+// save puts the sequence as it stands into the prefix cache.
+func (s *slot) save() {
+	c := s.e.cache
+	if c == nil || len(s.seen) == 0 || c.has(s.seen) {
+		return
+	}
+	b, err := s.run.S.(model.Portable).AppendBinary(nil)
 	if err != nil {
-		e.drop()
+		c.warn("prefix cache: cannot save the sequence", "err", err)
+		return
+	}
+	c.add(slices.Clone(s.seen), s.last, b)
+}
+
+func (s *slot) decode(tok int32) ([]float32, error) {
+	logits, err := s.e.step.decode(s.run.S, tok)
+	if err != nil {
+		s.drop()
 		return nil, fmt.Errorf("engine: decode: %w", err)
 	}
-	e.seen = append(e.seen, tok)
-	e.last = logits
+	s.seen = append(s.seen, tok)
+	s.last = logits
 	return logits, nil
 }
 
 // start begins an empty sequence.
-func (e *Engine) start() {
-	e.run = NewRunner(e.m, e.o.Mode, e.o.UBatch)
-	e.run.SetContext(e.ctxLen)
-	e.seen, e.last, e.snaps = nil, nil, nil
+func (s *slot) start() {
+	s.run = NewRunner(s.e.m, s.e.o.Mode, s.e.o.UBatch)
+	s.run.SetContext(s.e.ctxLen)
+	s.seen, s.last, s.snaps = nil, nil, nil
 }
 
 // drop forgets the sequence; the next request starts a new one.
-func (e *Engine) drop() {
-	e.run, e.seen, e.last, e.snaps = nil, nil, nil, nil
+func (s *slot) drop() {
+	s.run, s.seen, s.last, s.snaps = nil, nil, nil, nil
 }

@@ -60,6 +60,19 @@ type State interface {
 	Restore(Snapshot) error
 }
 
+// Portable is a State that can be written out whole and read back into
+// another State of the same model (core/state's Sequence is one): how a
+// prefix snapshot moves between sequences (the engine's slots) and to
+// disk.
+type Portable interface {
+	// AppendBinary appends the state at its position.
+	AppendBinary(b []byte) ([]byte, error)
+	// UnmarshalBinary replaces the state with one AppendBinary wrote from
+	// a state of the same model; on error (another shape, truncated) the
+	// state is unchanged.
+	UnmarshalBinary(b []byte) error
+}
+
 // Snapshot is a State at one position.
 type Snapshot interface {
 	// Pos is the number of tokens the snapshot covers.
@@ -78,6 +91,38 @@ type Model interface {
 	// when all is set, else for the last one only. After an error the
 	// state is undefined and must be discarded.
 	Forward(s State, tokens []int32, all bool, logits []float32) error
+}
+
+// Batcher is a Model that can run one decode step of several sequences
+// as one batch: every weight the step needs (the dense layers, each routed
+// expert any of the sequences picks) is read once for all of them.
+type Batcher interface {
+	// ForwardBatch appends tokens[i] to states[i] for every i and writes
+	// the logits of each (len(states)*Vocab values, sequence by sequence),
+	// equal to what Forward would write for each alone. After an error
+	// every state is undefined and must be discarded.
+	ForwardBatch(states []State, tokens []int32, logits []float32) error
+}
+
+// ForwardBatch runs one decode step of several sequences: as one batch
+// when m is a Batcher, else one Forward per sequence.
+func ForwardBatch(m Model, states []State, tokens []int32, logits []float32) error {
+	if len(states) != len(tokens) {
+		return fmt.Errorf("model: %d states for %d tokens", len(states), len(tokens))
+	}
+	v := m.Params().Vocab
+	if len(logits) < len(states)*v {
+		return fmt.Errorf("model: logits buffer of %d for %d sequences of %d", len(logits), len(states), v)
+	}
+	if b, ok := m.(Batcher); ok && len(states) > 1 {
+		return b.ForwardBatch(states, tokens, logits)
+	}
+	for i, s := range states {
+		if err := m.Forward(s, tokens[i:i+1], false, logits[i*v:(i+1)*v]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Options are run-time settings that do not come from the file.

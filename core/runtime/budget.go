@@ -16,18 +16,19 @@ import (
 const snapshots = 1
 
 // stateReserve is the memory the sequence state of arch's model in f can
-// reach at seqLen tokens: the live sequence at a full context and the
-// prefix snapshots' copies of its fixed part.
-func stateReserve(f *gguf.File, arch model.Arch, seqLen int) (int64, error) {
+// reach at seqLen tokens in each of slots sequences: every live sequence
+// at a full context and its prefix snapshots' copies of the fixed part,
+// plus the shared prefix cache's share.
+func stateReserve(f *gguf.File, arch model.Arch, seqLen, slots int, prefixCache int64) (int64, error) {
 	if arch.StateSize == nil {
-		return 0, nil
+		return prefixCache, nil
 	}
 	fixed, perToken, err := arch.StateSize(f, f)
 	if err != nil {
 		return 0, err
 	}
 	ctx := int64(seqLen+255) / 256 * 256 // as engine.Runner.SetContext sizes it
-	return fixed*(1+snapshots) + perToken*ctx, nil
+	return int64(max(slots, 1))*(fixed*(1+snapshots)+perToken*ctx) + prefixCache, nil
 }
 
 // stagedArch is f's architecture when it can run through a stager.
@@ -64,7 +65,7 @@ func Plan(f *gguf.File, prof *config.Profile, o Options) (engine.Budget, error) 
 // headroom (engine.Headroom). Without a budget the stager gets room for
 // the whole model.
 func stageOptions(f *gguf.File, arch model.Arch, prof *config.Profile, o Options) (engine.StageOptions, error) {
-	state, err := stateReserve(f, arch, o.Context)
+	state, err := stateReserve(f, arch, o.Context, o.Slots, o.PrefixCache.Mem)
 	if err != nil {
 		return engine.StageOptions{}, err
 	}

@@ -31,6 +31,11 @@ type Mode struct {
 	DirectIO  string
 	Lookahead int
 	Threads   int
+	// Slots are the sequences an engine keeps; PrefixCache the memory of
+	// the shared prefix cache and PrefixCacheDir its directory ("": none).
+	Slots          int
+	PrefixCache    config.Size
+	PrefixCacheDir string
 	// Split is how the budget divides between the core and the stager
 	// (nil on a plain mapping).
 	Split *engine.Budget
@@ -57,8 +62,14 @@ func (m Mode) String() string {
 	if m.Budget > 0 {
 		budget = m.Budget.String()
 	}
-	fmt.Fprintf(&b, "k3: profile=%s stager=%s budget=%s direct-io=%s lookahead=%d threads=%d",
-		m.Profile, stager, budget, m.DirectIO, m.Lookahead, m.Threads)
+	fmt.Fprintf(&b, "k3: profile=%s stager=%s budget=%s direct-io=%s lookahead=%d threads=%d slots=%d",
+		m.Profile, stager, budget, m.DirectIO, m.Lookahead, m.Threads, max(m.Slots, 1))
+	if m.PrefixCache > 0 || m.PrefixCacheDir != "" {
+		fmt.Fprintf(&b, " prefix-cache=%s", m.PrefixCache)
+		if m.PrefixCacheDir != "" {
+			b.WriteString("+disk")
+		}
+	}
 	if s := m.Split; s != nil {
 		fmt.Fprintf(&b, " always-needed=%s step-pin=%s(%dx%s) state-reserve=%s prefill-chunk=%d activations=%s stager-budget=%s",
 			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), s.Chunk, config.Size(s.Activations), config.Size(s.Stager))

@@ -40,6 +40,13 @@ type Options struct {
 	// (engine.Budget.Chunk), else the profile's default or
 	// engine.DefaultUBatch.
 	UBatch int
+	// Slots is the sequences an engine keeps, each reserved in the
+	// budget; <= 0: the profile's server.parallel, else 1.
+	Slots int
+	// PrefixCache is the engines' shared prefix cache (its Mem is
+	// reserved in the budget); zero: the profile's server.prefix_cache_*
+	// settings. Its Fingerprint is the file's, filled in by Engine.
+	PrefixCache engine.CacheOptions
 	// Kernels, when it names a backend (Name or Path), replaces the
 	// profile's kernels section (a command's flags); without either, the
 	// reference kernels.
@@ -75,6 +82,14 @@ func (o Options) withDefaults(f *gguf.File, prof *config.Profile) Options {
 	}
 	if o.UBatch <= 0 && prof != nil && prof.Explicit("ubatch") {
 		o.UBatch = prof.UBatch
+	}
+	if o.Slots <= 0 && prof != nil {
+		o.Slots = prof.Server.Parallel
+	}
+	o.Slots = max(o.Slots, 1)
+	if o.PrefixCache == (engine.CacheOptions{}) && prof != nil {
+		s := prof.Server
+		o.PrefixCache = engine.CacheOptions{Mem: int64(s.PrefixCacheMem), Dir: s.PrefixCacheDir, DiskMax: int64(s.PrefixCacheDiskMax)}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -125,10 +140,13 @@ type Runtime struct {
 	Profile *config.Profile
 	// Mode is how it runs; Mode.String is the mode line.
 	Mode Mode
-	// Threads, Context and UBatch are Options' after defaults.
-	Threads, Context, UBatch int
+	// Threads, Context, UBatch and Slots are Options' after defaults.
+	Threads, Context, UBatch, Slots int
+	// PrefixCache is Options' (without the fingerprint).
+	PrefixCache engine.CacheOptions
 
 	ownFile bool
+	log     *slog.Logger
 	// heapLimit is the Go memory limit Open set (0: none), oldHeapLimit
 	// the one Close restores.
 	heapLimit, oldHeapLimit int64
@@ -169,7 +187,7 @@ func OpenFile(ctx context.Context, f *gguf.File, prof *config.Profile, o Options
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{File: f, Arch: arch, Threads: o.Threads, Context: o.Context, UBatch: o.UBatch}
+	r := &Runtime{File: f, Arch: arch, Threads: o.Threads, Context: o.Context, UBatch: o.UBatch, Slots: o.Slots, PrefixCache: o.PrefixCache, log: o.Logger}
 	staged := prof != nil && !o.Mapped
 	var so engine.StageOptions
 	if staged {
@@ -241,6 +259,7 @@ func OpenFile(ctx context.Context, f *gguf.File, prof *config.Profile, o Options
 func (r *Runtime) mode() Mode {
 	bi := buildinfo.Get()
 	m := Mode{Profile: "none", Stager: "none", DirectIO: "off", Threads: r.Threads, Kernels: r.Kernels.Name(),
+		Slots: r.Slots, PrefixCache: config.Size(r.PrefixCache.Mem), PrefixCacheDir: r.PrefixCache.Dir,
 		Version: bi.Version, Revision: bi.ShortRevision()}
 	if r.Profile != nil {
 		m.Profile, m.Detected = r.Profile.Name, r.Profile.Detected()
@@ -286,6 +305,20 @@ func (r *Runtime) Engine(eo engine.Options) (*engine.Engine, error) {
 	}
 	if eo.UBatch <= 0 {
 		eo.UBatch = r.UBatch
+	}
+	if eo.Slots <= 0 {
+		eo.Slots = r.Slots
+	}
+	if eo.PrefixCache == (engine.CacheOptions{}) {
+		eo.PrefixCache = r.PrefixCache
+	}
+	if eo.PrefixCache.Dir != "" && eo.PrefixCache.Fingerprint == ([32]byte{}) {
+		if eo.PrefixCache.Fingerprint, err = r.File.Fingerprint(); err != nil {
+			return nil, err
+		}
+	}
+	if eo.PrefixCache.Logger == nil {
+		eo.PrefixCache.Logger = r.log
 	}
 	return engine.New(r.Model, tok, eo)
 }

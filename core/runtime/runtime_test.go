@@ -292,3 +292,40 @@ func TestShippedProfileClamped(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSlots: the budget reserves the sequence state once per slot,
+// plus the prefix cache's memory, and the stager gets what that leaves.
+func TestPlanSlots(t *testing.T) {
+	f, err := gguf.Open(tinyModel(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	prof := testProfile("inprocess", 256<<20)
+	plan := func(o Options) engine.Budget {
+		t.Helper()
+		o.Context = 1000
+		b, err := Plan(f, prof, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	one := plan(Options{})
+	if one.State <= 0 {
+		t.Fatalf("no state reserved: %+v", one)
+	}
+	three := plan(Options{Slots: 3})
+	if three.State != 3*one.State || three.Stager != one.Stager-2*one.State {
+		t.Errorf("3 slots reserve %d (stager %d), 1 slot %d (stager %d)", three.State, three.Stager, one.State, one.Stager)
+	}
+	cached := plan(Options{Slots: 3, PrefixCache: engine.CacheOptions{Mem: 8 << 20}})
+	if cached.State != three.State+8<<20 {
+		t.Errorf("with an 8 MiB prefix cache %d, without %d", cached.State, three.State)
+	}
+	p := *prof
+	p.Server.Parallel = 2
+	if b, err := Plan(f, &p, Options{Context: 1000}); err != nil || b.State != 2*one.State {
+		t.Errorf("server.parallel 2 reserves %d, one slot %d (%v)", b.State, one.State, err)
+	}
+}

@@ -11,8 +11,9 @@ import (
 
 // Backend is everything the server needs from the model side. The server
 // owns HTTP, request validation, stop strings and reply parsing; a Backend
-// owns tokens, the sequence state and the sampling loop. Generate is only
-// ever called by one request at a time (the server queues the rest).
+// owns tokens, the sequence state and the sampling loop. Generate is
+// called by at most Options.Parallel requests at a time (the server
+// queues the rest).
 type Backend interface {
 	ModelInfo() ModelInfo
 	// Template is the model's compiled chat template, nil when it has none
@@ -40,6 +41,20 @@ type HealthReporter interface {
 	// part is not ok and since when. It is shown to clients (/health needs
 	// no API key), so it names no files.
 	Health() error
+}
+
+// SlotReporter is implemented by a Backend that keeps several sequences
+// (slots): /slots and /props report them.
+type SlotReporter interface {
+	Slots() []SlotInfo
+}
+
+// SlotInfo is one slot as /slots reports it.
+type SlotInfo struct {
+	ID         int
+	Context    int  // tokens its sequence may hold
+	Processing bool // a request runs on it
+	Tokens     int  // tokens its sequence holds (cached for the next request)
 }
 
 // FIMBackend is implemented by a Backend that can tell its vocabulary's
@@ -93,7 +108,7 @@ type Piece struct {
 // GenerateResult reports what a generation did.
 type GenerateResult struct {
 	PromptTokens    int // tokens of req.Prompt
-	CachedTokens    int // of those, reused from the previous sequence
+	CachedTokens    int // of those, reused: held by the slot or resumed from the prefix cache
 	GeneratedTokens int
 	PromptTime      time.Duration // evaluating the uncached prompt tokens
 	GenTime         time.Duration // from the first sampled token to the end

@@ -74,7 +74,7 @@ func (s *Server) props(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]any{
 		"default_generation_settings": map[string]any{"params": s.defaultSettings(info), "n_ctx": info.ContextLength},
-		"total_slots":                 1,
+		"total_slots":                 s.opts.Parallel,
 		"model_alias":                 s.modelID(b),
 		"model_path":                  info.File,
 		"modalities":                  map[string]bool{"vision": false, "video": false, "audio": false},
@@ -95,8 +95,10 @@ func (s *Server) postProps(c echo.Context) error {
 	return errNotSupported("This server does not support changing global properties.")
 }
 
-// slots answers GET /slots with k3's one sequence, in llama-server's shape.
-// With ?fail_on_no_slot=1 a busy server answers 503, as llama-server does.
+// slots answers GET /slots with the backend's slots in llama-server's
+// shape (a backend that reports none is one slot). With
+// ?fail_on_no_slot=1 a server with no free slot answers 503, as
+// llama-server does.
 func (s *Server) slots(c echo.Context) error {
 	b, aerr := s.ready()
 	if aerr != nil {
@@ -106,14 +108,22 @@ func (s *Server) slots(c echo.Context) error {
 		return errNotSupported("This server does not support slots endpoint. Start it with `--slots`")
 	}
 	running, _ := s.queue.counts()
-	if c.QueryParam("fail_on_no_slot") != "" && running > 0 {
+	if c.QueryParam("fail_on_no_slot") != "" && running >= s.opts.Parallel {
 		return errUnavailable("no slot available")
 	}
 	info := b.ModelInfo()
-	return c.JSON(http.StatusOK, []map[string]any{{
-		"id": 0, "n_ctx": info.ContextLength, "speculative": false, "is_processing": running > 0,
-		"params": s.defaultSettings(info),
-	}})
+	slots := []SlotInfo{{ID: 0, Context: info.ContextLength, Processing: running > 0}}
+	if r, ok := b.(SlotReporter); ok {
+		slots = r.Slots()
+	}
+	out := make([]map[string]any, len(slots))
+	for i, sl := range slots {
+		out[i] = map[string]any{
+			"id": sl.ID, "n_ctx": sl.Context, "speculative": false, "is_processing": sl.Processing,
+			"n_tokens": sl.Tokens, "params": s.defaultSettings(info),
+		}
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // model answers GET /v1/models/{id} (openai's client.models.retrieve).

@@ -7,8 +7,9 @@ import (
 	"sync"
 )
 
-// queue admits one request to the engine at a time and lets at most max
-// more wait; a waiter whose client leaves gives up its place at once.
+// queue admits up to parallel requests to the engine at a time (its
+// slots) and lets at most max more wait; a waiter whose client leaves
+// gives up its place at once.
 // Once closed (shutdown), it admits no one: waiters and newcomers get 503.
 type queue struct {
 	slot   chan struct{}
@@ -22,8 +23,8 @@ type queue struct {
 	rejected int64 // requests turned away with 429
 }
 
-func newQueue(max int) *queue {
-	return &queue{slot: make(chan struct{}, 1), max: max, closed: make(chan struct{})}
+func newQueue(maxWait, parallel int) *queue {
+	return &queue{slot: make(chan struct{}, max(parallel, 1)), max: maxWait, closed: make(chan struct{})}
 }
 
 // close turns away every request that waits or comes; the running one

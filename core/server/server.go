@@ -37,8 +37,11 @@ type Options struct {
 	// without an API key answers in the Host header; "*" allows any.
 	AllowedHosts []string
 	// MaxQueue is how many requests may wait for the engine behind the
-	// running one before new ones get 429; default 8.
+	// running ones before new ones get 429; default 8.
 	MaxQueue int
+	// Parallel is how many requests run on the backend at once (its
+	// slots, llama-server's -np); default 1.
+	Parallel int
 	// MaxBodyBytes bounds request bodies (413 past it); default 8 MiB.
 	MaxBodyBytes int64
 	// ReadTimeout bounds reading a request (headers and body); default 60s.
@@ -85,7 +88,7 @@ const DefaultBatch = 2048
 // OptionsFromConfig takes the server settings of a profile.
 func OptionsFromConfig(p config.Profile) Options {
 	c := p.Server
-	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace,
+	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace, Parallel: c.Parallel,
 		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, NoPrefillAssistant: !c.PrefillAssistant, Batch: p.Batch, SPMInfill: c.SPMInfill, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
 	if c.ShutdownGrace == 0 {
 		o.ShutdownGrace = -1 // a profile's 0 means none, not the default
@@ -99,6 +102,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxQueue <= 0 {
 		o.MaxQueue = 8
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 1
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 8 << 20
@@ -159,7 +165,7 @@ type backendBox struct {
 // New builds a server. b may be nil while the model loads.
 func New(o Options, b Backend) *Server {
 	o.defaults()
-	s := &Server{opts: o, log: o.Logger, queue: newQueue(o.MaxQueue), metrics: &metrics{}, hosts: newHostPolicy(o), started: time.Now(), flight: newInflight()}
+	s := &Server{opts: o, log: o.Logger, queue: newQueue(o.MaxQueue, o.Parallel), metrics: &metrics{}, hosts: newHostPolicy(o), started: time.Now(), flight: newInflight()}
 	s.graceOver, s.endGrace = context.WithCancel(context.Background())
 	if b != nil {
 		s.SetBackend(b)

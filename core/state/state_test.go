@@ -102,3 +102,81 @@ func TestSetContext(t *testing.T) {
 		t.Errorf("capacity %d values for 5 rows of 2", c)
 	}
 }
+
+// TestBinaryRoundTrip: a sequence's binary form loads into a fresh
+// sequence of the same shape, which then holds the same rows, recurrent
+// state and position; the source is not disturbed.
+func TestBinaryRoundTrip(t *testing.T) {
+	s := seq()
+	step(s, 1)
+	step(s, 2)
+	step(s, 3)
+	b, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != s.BinarySize() {
+		t.Errorf("binary form of %d bytes, BinarySize %d", len(b), s.BinarySize())
+	}
+	d := seq()
+	d.SetContext(8)
+	if err := d.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if d.Pos() != 3 || d.Cache[0].Len != 3 || d.Ctx != 8 || d.Cache[0].Max != 8 {
+		t.Fatalf("loaded at %d with %d rows, ctx %d", d.Pos(), d.Cache[0].Len, d.Ctx)
+	}
+	if diff := cmp.Diff(s.Cache[0].Data, d.Cache[0].Data); diff != "" {
+		t.Errorf("cache (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(s.Rec, d.Rec); diff != "" {
+		t.Errorf("recurrent (-want +got):\n%s", diff)
+	}
+	// the loaded sequence goes on like the source
+	step(s, 4)
+	step(d, 4)
+	if diff := cmp.Diff(s.Cache[0].Data, d.Cache[0].Data); diff != "" {
+		t.Errorf("after a step (-want +got):\n%s", diff)
+	}
+}
+
+// TestBinaryRejects: a truncated, corrupted or foreign-shaped binary form
+// is an error and leaves the sequence as it was.
+func TestBinaryRejects(t *testing.T) {
+	s := seq()
+	step(s, 1)
+	step(s, 2)
+	b, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow := seq()
+	narrow.Rec[1].SSM = make([]float32, 2)
+	nb, _ := narrow.MarshalBinary()
+	wide := &Sequence{Cache: []*HalfRows{{Stride: 3}, nil}, Rec: seq().Rec}
+	wb, _ := wide.MarshalBinary()
+	swapped := &Sequence{Cache: []*HalfRows{nil, {Stride: 2}}, Rec: []*Recurrent{seq().Rec[1], nil}}
+	sb, _ := swapped.MarshalBinary()
+	bad := map[string][]byte{
+		"empty": nil, "magic": append([]byte("XXXX"), b[4:]...),
+		"ssm shape": nb, "row stride": wb, "layer kinds": sb, "trailing": append(append([]byte(nil), b...), 0),
+	}
+	for n := 1; n < len(b); n += max(1, len(b)/17) {
+		bad["truncated"+string(rune('a'+n%26))] = b[:n]
+	}
+	for name, data := range bad {
+		d := seq()
+		step(d, 7)
+		if err := d.UnmarshalBinary(data); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+		if d.Pos() != 1 || d.Rec[1].SSM[0] != 7 || d.Cache[0].Len != 1 || d.Cache[0].Data[0] != 7 {
+			t.Errorf("%s: the sequence changed", name)
+		}
+	}
+	short := seq()
+	short.SetContext(1)
+	if err := short.UnmarshalBinary(b); err == nil {
+		t.Error("a state at 2 loaded into a context of 1")
+	}
+}

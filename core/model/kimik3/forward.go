@@ -9,12 +9,18 @@ import (
 	"github.com/k3-inference/k3/core/state"
 )
 
-// pass is the working memory of one forward call over n tokens.
+// pass is the working memory of one forward call over n tokens: those of
+// one sequence (Forward) or one token of each of several (ForwardBatch).
+// Matrix products and the expert runner see all n rows at once; the
+// attention and recurrent layers run each span on its own sequence.
 type pass struct {
-	m   *Model
+	m     *Model
+	spans []span
+	n     int
+	// seq and pos are the sequence and the position of the first token of
+	// the span a per-sequence step runs on (spanPass).
 	seq *state.Sequence
-	n   int
-	pos int // position of the first token
+	pos int
 	// stack holds the banked layer inputs of the attention residuals.
 	stack [][]float32
 	// sc holds the inputs and outputs of a layer's matrix products where
@@ -23,16 +29,72 @@ type pass struct {
 	sc *ops.Scratch
 }
 
-// Forward implements model.Model.
-func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float32) error {
+// span is the rows of a pass that belong to one sequence.
+type span struct {
+	seq    *state.Sequence
+	pos    int // the sequence's position before the pass
+	off, n int // rows off..off+n of the pass
+}
+
+// spanPass is ps narrowed to one span, for the steps that read or write a
+// sequence's memory; its n rows are the span's.
+func (ps *pass) spanPass(sp span) *pass {
+	sub := *ps
+	sub.seq, sub.pos, sub.n = sp.seq, sp.pos, sp.n
+	return &sub
+}
+
+func (m *Model) sequence(s model.State) (*state.Sequence, error) {
 	seq, ok := s.(*state.Sequence)
 	if !ok || len(seq.Cache) != m.p.Layers {
-		return fmt.Errorf("kimi-k3: state %T is not a kimi-k3 sequence", s)
+		return nil, fmt.Errorf("kimi-k3: state %T is not a kimi-k3 sequence", s)
+	}
+	return seq, nil
+}
+
+// Forward implements model.Model.
+func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float32) error {
+	seq, err := m.sequence(s)
+	if err != nil {
+		return err
 	}
 	n := len(tokens)
 	if n == 0 {
 		return nil
 	}
+	return m.forward([]span{{seq: seq, pos: seq.N, n: n}}, tokens, all, logits)
+}
+
+// ForwardBatch implements model.Batcher: one token of each sequence in
+// one pass, so each weight (and each routed expert any of them picks) is
+// read once for all.
+func (m *Model) ForwardBatch(states []model.State, tokens []int32, logits []float32) error {
+	if len(states) != len(tokens) {
+		return fmt.Errorf("kimi-k3: %d states for %d tokens", len(states), len(tokens))
+	}
+	spans := make([]span, len(states))
+	for i, s := range states {
+		seq, err := m.sequence(s)
+		if err != nil {
+			return err
+		}
+		for _, o := range spans[:i] {
+			if o.seq == seq {
+				return fmt.Errorf("kimi-k3: sequence %d appears twice in a batch", i)
+			}
+		}
+		spans[i] = span{seq: seq, pos: seq.N, off: i, n: 1}
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	return m.forward(spans, tokens, true, logits)
+}
+
+// forward runs the tokens of spans (in row order) through the model and
+// writes the logits of every row when all is set, else of the last.
+func (m *Model) forward(spans []span, tokens []int32, all bool, logits []float32) error {
+	n := len(tokens)
 	rows := 1
 	if all {
 		rows = n
@@ -40,7 +102,7 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 	if len(logits) < rows*m.vocab {
 		return fmt.Errorf("kimi-k3: logits buffer of %d for %d rows of %d", len(logits), rows, m.vocab)
 	}
-	ps := &pass{m: m, seq: seq, n: n, pos: seq.N, sc: m.pool.Backend().Scratch()}
+	ps := &pass{m: m, spans: spans, n: n, sc: m.pool.Backend().Scratch()}
 	defer ps.sc.Close()
 	x, err := m.embed(tokens)
 	if err != nil {
@@ -59,7 +121,9 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 			}
 		}
 	}
-	seq.N += n
+	for _, sp := range spans {
+		sp.seq.N += sp.n
+	}
 	E := m.p.Embd
 	if m.p.ResBlock > 0 {
 		x = ps.resMix(x, m.top.outScore)

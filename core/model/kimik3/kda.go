@@ -47,7 +47,6 @@ func (l *kda) prepare(fl func(*T) []float32) []*T {
 // full-rank output gate, and the output projection.
 func (l *kda) forward(ps *pass, il int, x []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
-	st := ps.seq.Rec[il]
 	H, S := p.Heads, p.KDAHead
 	di := H * S
 
@@ -60,7 +59,10 @@ func (l *kda) forward(ps *pass, il int, x []float32) ([]float32, error) {
 	for i := range qkv {
 		conv := [][]float32{l.convQ, l.convK, l.convV}[i]
 		qkv[i] = ps.buf(n * di)
-		ops.ConvStep(st.Conv[i], proj[i], conv, qkv[i], n, di, p.ConvK)
+		for _, sp := range ps.spans {
+			lo, hi := sp.off*di, (sp.off+sp.n)*di
+			ops.ConvStep(sp.seq.Rec[il].Conv[i], proj[i][lo:hi], conv, qkv[i][lo:hi], sp.n, di, p.ConvK)
+		}
 	}
 	q, k, v := qkv[0], qkv[1], qkv[2]
 	fa, beta, gate := proj[3], proj[4], proj[5]
@@ -91,10 +93,15 @@ func (l *kda) forward(ps *pass, il int, x []float32) ([]float32, error) {
 	ops.L2Norm(k, S, p.Eps)
 	o := ps.buf(n * di)
 	dr := ops.DeltaRule{Heads: H, Dim: S, KDA: true}
-	if ps.m.chunk > 0 && n > 1 {
-		dr.RunChunked(ps.m.pool, st.SSM, q, k, v, g, beta, o, n, ps.m.chunk)
-	} else {
-		dr.Run(ps.m.pool, st.SSM, q, k, v, g, beta, o, n)
+	for _, sp := range ps.spans {
+		lo, hi := sp.off*di, (sp.off+sp.n)*di
+		bs := beta[sp.off*H : (sp.off+sp.n)*H]
+		ssm := sp.seq.Rec[il].SSM
+		if ps.m.chunk > 0 && sp.n > 1 {
+			dr.RunChunked(ps.m.pool, ssm, q[lo:hi], k[lo:hi], v[lo:hi], g[lo:hi], bs, o[lo:hi], sp.n, ps.m.chunk)
+		} else {
+			dr.Run(ps.m.pool, ssm, q[lo:hi], k[lo:hi], v[lo:hi], g[lo:hi], bs, o[lo:hi], sp.n)
+		}
 	}
 
 	ops.RMSNorm(o, o, l.oNorm, S, p.Eps)

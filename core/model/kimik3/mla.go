@@ -31,5 +31,9 @@ func (l *mlaAttn) checks(p *Params, il int) ([]shapeCheck, error) {
 func (l *mlaAttn) prepare(fl func(*T) []float32) []*T { return l.Prepare(fl) }
 
 func (l *mlaAttn) forward(ps *pass, il int, x []float32) ([]float32, error) {
-	return l.Forward(ps.m.mla, &mla.Pass{Work: ps.work(), N: ps.n, Pos: ps.pos, Ctx: ps.seq.Ctx, Cache: ps.seq.Cache[il]}, x)
+	spans := make([]mla.Span, len(ps.spans))
+	for i, sp := range ps.spans {
+		spans[i] = mla.Span{Off: sp.off, N: sp.n, Pos: sp.pos, Ctx: sp.seq.Ctx, Cache: sp.seq.Cache[il]}
+	}
+	return l.Forward(ps.m.mla, &mla.Pass{Work: ps.work(), N: ps.n, Spans: spans}, x)
 }

@@ -57,10 +57,16 @@ func (l *Layer) Forward(s *Shape, ps *Pass, x []float32) ([]float32, error) {
 // values of its KDim) and the key pe part after the latent.
 func (s *Shape) rope(ps *Pass, q, kvpe []float32) {
 	H, kd, kv, rot := s.Heads, s.KDim, s.KVLora, s.Rot
+	pos := make([]int, ps.N) // each row's position in its sequence
+	for _, sp := range ps.spans() {
+		for i := range sp.N {
+			pos[sp.Off+i] = sp.Pos + i
+		}
+	}
 	ps.Pool.For(ps.N, 1, func(lo, hi int) {
 		cache := make([]float32, rot)
 		for t := lo; t < hi; t++ {
-			s.Rope.Cache(ps.Pos+t, cache)
+			s.Rope.Cache(pos[t], cache)
 			for h := 0; h < H; h++ {
 				off := t*H*kd + h*kd + kd - rot
 				s.Rope.Rotate(q[off:off+rot], cache)
@@ -70,16 +76,17 @@ func (s *Shape) rope(ps *Pass, q, kvpe []float32) {
 	})
 }
 
-// attend runs causal attention for every (token, head) of the batch over
-// the cache, with the kernel ggml's CPU flash attention takes for a batch
-// this size (ops.Pool.Attend, shared with GQA models).
-func (s *Shape) attend(ps *Pass, q []float32, qStride int, kvOf func(h int) ops.HalfKV, heads int, rows []uint16, out []float32, outStride int) {
-	c := ops.Causal{N: ps.N, Pos: ps.Pos, Heads: heads, Scale: s.Scale, Ctx: ps.Ctx}
-	ps.Pool.Attend(c, q, qStride, kvOf, rows, out, outStride)
+// attend runs causal attention for every (token, head) of a span over its
+// cache, with the kernel ggml's CPU flash attention takes for a batch this
+// size (ops.Pool.Attend, shared with GQA models); q and out start at the
+// span's first row.
+func (s *Shape) attend(ps *Pass, sp Span, q []float32, qStride int, kvOf func(h int) ops.HalfKV, heads int, out []float32, outStride int) {
+	c := ops.Causal{N: sp.N, Pos: sp.Pos, Heads: heads, Scale: s.Scale, Ctx: sp.Ctx}
+	ps.Pool.Attend(c, q, qStride, kvOf, sp.Cache.Data, out, outStride)
 }
 
 func (l *Layer) absorbed(s *Shape, ps *Pass, q, latent []float32, pe func(int) []float32) ([]float32, error) {
-	n, cache := ps.N, ps.Cache
+	n := ps.N
 	H, kd, vd, kv, rot := s.Heads, s.KDim, s.VDim, s.KVLora, s.Rot
 	nope := kd - rot
 	dk := kv + rot
@@ -109,16 +116,19 @@ func (l *Layer) absorbed(s *Shape, ps *Pass, q, latent []float32, pe func(int) [
 		}
 	}
 
-	rows := cache.Grow(n)
-	for t := 0; t < n; t++ {
-		r := rows[t*dk : (t+1)*dk]
-		ops.PutHalf(r[:kv], latent[t*kv:(t+1)*kv])
-		ops.PutHalf(r[kv:], pe(t))
-	}
 	att := ps.Buf(n * H * kv)
-	s.attend(ps, qa, H*dk, func(int) ops.HalfKV {
-		return ops.HalfKV{Stride: dk, KOff: 0, DK: dk, VOff: 0, DV: kv}
-	}, H, cache.Data, att, H*kv)
+	for _, sp := range ps.spans() {
+		rows := sp.Cache.Grow(sp.N)
+		for i := range sp.N {
+			t := sp.Off + i
+			r := rows[i*dk : (i+1)*dk]
+			ops.PutHalf(r[:kv], latent[t*kv:(t+1)*kv])
+			ops.PutHalf(r[kv:], pe(t))
+		}
+		s.attend(ps, sp, qa[sp.Off*H*dk:], H*dk, func(int) ops.HalfKV {
+			return ops.HalfKV{Stride: dk, KOff: 0, DK: dk, VOff: 0, DV: kv}
+		}, H, att[sp.Off*H*kv:], H*kv)
+	}
 
 	// decompress: per head, the latent output through attn_v_b
 	out := ps.Buf(n * H * vd)
@@ -145,7 +155,7 @@ func (l *Layer) absorbed(s *Shape, ps *Pass, q, latent []float32, pe func(int) [
 // expanded is the attn_kv_b layout: K per head is the pe part and k_nope
 // in the architecture's order (Shape.PeFirst), V its own slice.
 func (l *Layer) expanded(s *Shape, ps *Pass, q, latent []float32, pe func(int) []float32) ([]float32, error) {
-	n, cache := ps.N, ps.Cache
+	n := ps.N
 	H, kd, vd, rot := s.Heads, s.KDim, s.VDim, s.Rot
 	nope := kd - rot
 	kvx, err := ps.MatMul(l.KVB, latent, n)
@@ -157,19 +167,22 @@ func (l *Layer) expanded(s *Shape, ps *Pass, q, latent []float32, pe func(int) [
 		peOff, nopeOff = nope, 0
 	}
 	stride := H * (kd + vd)
-	rows := cache.Grow(n)
-	for t := 0; t < n; t++ {
-		r := rows[t*stride : (t+1)*stride]
-		for h := 0; h < H; h++ {
-			src := kvx[t*H*(nope+vd)+h*(nope+vd):]
-			ops.PutHalf(r[h*kd+peOff:h*kd+peOff+rot], pe(t))
-			ops.PutHalf(r[h*kd+nopeOff:h*kd+nopeOff+nope], src[:nope])
-			ops.PutHalf(r[H*kd+h*vd:H*kd+(h+1)*vd], src[nope:nope+vd])
-		}
-	}
 	out := ps.Buf(n * H * vd)
-	s.attend(ps, q, H*kd, func(h int) ops.HalfKV {
-		return ops.HalfKV{Stride: stride, KOff: h * kd, DK: kd, VOff: H*kd + h*vd, DV: vd}
-	}, H, cache.Data, out, H*vd)
+	for _, sp := range ps.spans() {
+		rows := sp.Cache.Grow(sp.N)
+		for i := range sp.N {
+			t := sp.Off + i
+			r := rows[i*stride : (i+1)*stride]
+			for h := 0; h < H; h++ {
+				src := kvx[t*H*(nope+vd)+h*(nope+vd):]
+				ops.PutHalf(r[h*kd+peOff:h*kd+peOff+rot], pe(t))
+				ops.PutHalf(r[h*kd+nopeOff:h*kd+nopeOff+nope], src[:nope])
+				ops.PutHalf(r[H*kd+h*vd:H*kd+(h+1)*vd], src[nope:nope+vd])
+			}
+		}
+		s.attend(ps, sp, q[sp.Off*H*kd:], H*kd, func(h int) ops.HalfKV {
+			return ops.HalfKV{Stride: stride, KOff: h * kd, DK: kd, VOff: H*kd + h*vd, DV: vd}
+		}, H, out[sp.Off*H*vd:], H*vd)
+	}
 	return out, nil
 }

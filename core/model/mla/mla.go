@@ -108,4 +108,24 @@ type Pass struct {
 	N, Pos int
 	Ctx    int
 	Cache  *state.HalfRows
+	// Spans, when set, split the batch among several sequences (a model's
+	// ForwardBatch): each span's tokens are at its own positions, in its
+	// own cache, and attend only to it. Pos, Ctx and Cache are then unused.
+	Spans []Span
+}
+
+// Span is one sequence's rows of a batch that holds several.
+type Span struct {
+	Off, N int // rows Off..Off+N-1 of the batch
+	Pos    int // position of its first row
+	Ctx    int
+	Cache  *state.HalfRows
+}
+
+// spans returns the pass's sequences: its Spans, or one covering the batch.
+func (ps *Pass) spans() []Span {
+	if ps.Spans != nil {
+		return ps.Spans
+	}
+	return []Span{{N: ps.N, Pos: ps.Pos, Ctx: ps.Ctx, Cache: ps.Cache}}
 }

@@ -26,6 +26,7 @@ type Options struct {
 	Threads int    // Open only; <= 0: one per CPU
 	Context int    // Open only; tokens per sequence; <= 0: the model's training context
 	UBatch  int    // Open only; prompt tokens per forward call; <= 0: engine.DefaultUBatch
+	Slots   int    // Open only; sequences kept and run at once; <= 0: 1
 	Budget  int64  // memory budget in bytes, reported when Stats is nil
 	// Stats supplies the engine's storage counters; nil means the
 	// runtime's stager's (FromRuntime), else what /proc/self tells:
@@ -53,7 +54,7 @@ type Backend struct {
 // mapping of the file with the reference kernels (runtime.Open without a
 // profile) and serves it.
 func Open(path string, o Options) (*Backend, error) {
-	rt, err := runtime.Open(context.Background(), path, nil, runtime.Options{Threads: o.Threads, Context: o.Context, UBatch: o.UBatch})
+	rt, err := runtime.Open(context.Background(), path, nil, runtime.Options{Threads: o.Threads, Context: o.Context, UBatch: o.UBatch, Slots: o.Slots})
 	if err != nil {
 		return nil, err
 	}
@@ -152,13 +153,24 @@ func modelName(path string) string {
 	return name
 }
 
-// Close stops the runtime (stager, kernels, model file) when the backend
-// owns one; the server must have drained.
+// Close waits for the prefix cache's disk writes and stops the runtime
+// (stager, kernels, model file) when the backend owns one; the server
+// must have drained.
 func (b *Backend) Close() error {
+	err := b.eng.Close()
 	if b.rt != nil {
-		return b.rt.Close()
+		err = errors.Join(err, b.rt.Close())
 	}
-	return nil
+	return err
+}
+
+// Slots implements server.SlotReporter with the engine's slots.
+func (b *Backend) Slots() []server.SlotInfo {
+	var out []server.SlotInfo
+	for _, s := range b.eng.SlotInfo() {
+		out = append(out, server.SlotInfo{ID: s.ID, Context: s.Context, Processing: s.Processing, Tokens: s.Tokens})
+	}
+	return out
 }
 
 func (b *Backend) ModelInfo() server.ModelInfo { return b.info }
