@@ -281,6 +281,7 @@ type stageAcc struct {
 	last                      engine.StageStats
 	predicted, predictedRight uint64
 	splits                    []benchSplit
+	layers                    []engine.LayerTime // decode, summed
 }
 
 func (a *stageAcc) add(at [3]engine.StageStats) {
@@ -293,6 +294,17 @@ func (a *stageAcc) add(at [3]engine.StageStats) {
 	a.decodeMisses += dec.Misses - pre.Misses
 	a.decodeWait += dec.WaitTime - pre.WaitTime
 	a.decodeAcquire += at[2].AcquireTime - at[1].AcquireTime
+	for i, l := range at[2].Layers {
+		if i >= len(a.layers) {
+			a.layers = append(a.layers, make([]engine.LayerTime, i+1-len(a.layers))...)
+		}
+		a.layers[i].Acquire += l.Acquire
+		a.layers[i].Compute += l.Compute
+		if i < len(at[1].Layers) {
+			a.layers[i].Acquire -= at[1].Layers[i].Acquire
+			a.layers[i].Compute -= at[1].Layers[i].Compute
+		}
+	}
 	a.predicted += at[2].Predicted - at[0].Predicted
 	a.predictedRight += at[2].PredictedRight - at[0].PredictedRight
 	a.last = at[2]
@@ -312,6 +324,12 @@ func (a *stageAcc) report(prefillTokens, decodeTokens int) *benchStorage {
 		DecodeAcquireShare:   ratio(a.decodeAcquire.Seconds(), a.decodeTime.Seconds()),
 		LookaheadPrecision:   ratio(float64(a.predictedRight), float64(a.predicted)),
 		DecodeSplit:          a.splits,
+	}
+	for i, l := range a.layers {
+		if l.Acquire > 0 || l.Compute > 0 {
+			ms := func(d time.Duration) float64 { return ratio(float64(d)/1e6, float64(decodeTokens)) }
+			s.DecodeLayers = append(s.DecodeLayers, benchLayer{Layer: i, AcquireMS: ms(l.Acquire), ComputeMS: ms(l.Compute)})
+		}
 	}
 	return s
 }

@@ -22,7 +22,13 @@ func writeReport(prefix string, r *benchRecord) error {
 	}
 	md.WriteString("\n### Decode time per repetition: waiting on storage vs the rest\n\n```\n")
 	md.WriteString(textChart(r))
-	md.WriteString("```\n\n<details><summary>JSON record</summary>\n\n```json\n")
+	md.WriteString("```\n")
+	if layers := layerRows(r); len(layers) > 0 {
+		md.WriteString("\n### Routed experts per layer and decoded token: acquire (storage wait and IPC) vs compute\n\n```\n")
+		md.WriteString(textLayerChart(layers))
+		md.WriteString("```\n")
+	}
+	md.WriteString("\n<details><summary>JSON record</summary>\n\n```json\n")
 	md.WriteString(recordJSON(r))
 	md.WriteString("\n```\n</details>\n")
 	if err := os.WriteFile(prefix+".md", []byte(md.String()), 0o644); err != nil {
@@ -40,6 +46,10 @@ func writeReport(prefix string, r *benchRecord) error {
 	}
 	h.WriteString("</table>\n<h2>Decode time per repetition: waiting on storage vs the rest</h2>\n")
 	h.WriteString(chart)
+	if layers := layerRows(r); len(layers) > 0 {
+		h.WriteString("<h2>Routed experts per layer and decoded token: acquire (storage wait and IPC) vs compute</h2>\n")
+		h.WriteString(layerChart(layers))
+	}
 	fmt.Fprintf(&h, "<details><summary>JSON record</summary><pre>%s</pre></details>\n</body></html>\n", html.EscapeString(recordJSON(r)))
 	return os.WriteFile(prefix+".html", []byte(h.String()), 0o644)
 }
@@ -195,4 +205,76 @@ func recordJSON(r *benchRecord) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// layerRows are the per-layer chart's bars: acquire and compute in ms per
+// decoded token, by layer.
+func layerRows(r *benchRecord) []benchLayer {
+	if r.Storage == nil {
+		return nil
+	}
+	return r.Storage.DecodeLayers
+}
+
+var layerParts = [2]struct{ name, color, glyph string }{
+	{"acquire: storage wait and IPC", "#d9534f", "#"},
+	{"compute: the experts' products", "#5b9bd5", "="},
+}
+
+// layerChart is the layers as an inline SVG of stacked horizontal bars.
+func layerChart(layers []benchLayer) string {
+	var longest float64
+	for _, l := range layers {
+		longest = max(longest, l.AcquireMS+l.ComputeMS)
+	}
+	const left, width, barH, gap = 70, 480, 12, 3
+	height := len(layers)*(barH+gap) + 40
+	var s strings.Builder
+	fmt.Fprintf(&s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-size=\"11\" role=\"img\" aria-label=\"per-layer acquire and compute time\">\n", left+width+110, height)
+	for i, l := range layers {
+		y := i * (barH + gap)
+		fmt.Fprintf(&s, "<text x=\"0\" y=\"%d\">layer %d</text>\n", y+10, l.Layer)
+		x := float64(left)
+		for p, v := range [2]float64{l.AcquireMS, l.ComputeMS} {
+			w := 0.0
+			if longest > 0 {
+				w = v / longest * width
+			}
+			fmt.Fprintf(&s, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>%s: %.2f ms/token</title></rect>\n", x, y, w, barH, layerParts[p].color, layerParts[p].name, v)
+			x += w
+		}
+		fmt.Fprintf(&s, "<text x=\"%.1f\" y=\"%d\">%.1f ms</text>\n", x+6, y+10, l.AcquireMS+l.ComputeMS)
+	}
+	y := len(layers)*(barH+gap) + 16
+	for p, part := range layerParts {
+		x := left + p*220
+		fmt.Fprintf(&s, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n", x, y, part.color, x+16, y+11, part.name)
+	}
+	s.WriteString("</svg>\n")
+	return s.String()
+}
+
+// textLayerChart is the same chart in characters, for the Markdown.
+func textLayerChart(layers []benchLayer) string {
+	var longest float64
+	for _, l := range layers {
+		longest = max(longest, l.AcquireMS+l.ComputeMS)
+	}
+	var s strings.Builder
+	for _, l := range layers {
+		fmt.Fprintf(&s, "layer %3d |", l.Layer)
+		for p, v := range [2]float64{l.AcquireMS, l.ComputeMS} {
+			n := 0
+			if longest > 0 {
+				n = int(v/longest*50 + 0.5)
+			}
+			s.WriteString(strings.Repeat(layerParts[p].glyph, n))
+		}
+		fmt.Fprintf(&s, " %.1f ms (acquire %.1f)\n", l.AcquireMS+l.ComputeMS, l.AcquireMS)
+	}
+	for _, p := range layerParts {
+		fmt.Fprintf(&s, "%s %s  ", p.glyph, p.name)
+	}
+	s.WriteString("\n")
+	return s.String()
 }

@@ -137,6 +137,17 @@ type benchStorage struct {
 	// DecodeSplit is each repetition's decode time and how much of it went
 	// to acquiring experts and, of that, to waiting on storage.
 	DecodeSplit []benchSplit `json:"decode_split,omitempty"`
+	// DecodeLayers splits the routed experts' decode time by layer, per
+	// generated token: the wait to acquire them (storage and IPC) and
+	// their products.
+	DecodeLayers []benchLayer `json:"decode_layers,omitempty"`
+}
+
+// benchLayer is one layer's routed-expert time per decoded token.
+type benchLayer struct {
+	Layer     int     `json:"layer"`
+	AcquireMS float64 `json:"acquire_ms_per_token"`
+	ComputeMS float64 `json:"compute_ms_per_token"`
 }
 
 // benchSplit is one repetition's decode wall time and its parts.

@@ -150,6 +150,17 @@ func TestBenchReport(t *testing.T) {
 			t.Errorf("split %+v", sp)
 		}
 	}
+	// Every layer of the tiny model has routed experts (none is dense):
+	// each gets its acquire and compute time per decoded token.
+	if ls := rec.Storage.DecodeLayers; len(ls) == 0 {
+		t.Errorf("no per-layer split")
+	} else {
+		for _, l := range ls {
+			if l.ComputeMS <= 0 || l.AcquireMS < 0 {
+				t.Errorf("layer %+v", l)
+			}
+		}
+	}
 	md, err := os.ReadFile(prefix + ".md")
 	if err != nil {
 		t.Fatal(err)
@@ -158,12 +169,12 @@ func TestBenchReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"read bandwidth", "decode wait share", "expert cache hit rate", "bytes read per token", "peak RSS", "rep  2 |", rec.K3Version} {
+	for _, want := range []string{"read bandwidth", "decode wait share", "expert cache hit rate", "bytes read per token", "peak RSS", "rep  2 |", "Routed experts per layer", "layer ", rec.K3Version} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
 		}
 	}
-	for _, want := range []string{"<svg", "waiting on storage", "repetition 2", "storage-bound decode rate", "</html>"} {
+	for _, want := range []string{"<svg", "waiting on storage", "repetition 2", "storage-bound decode rate", "per-layer acquire and compute time", "</html>"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("HTML lacks %q", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -92,6 +93,9 @@ type Staged struct {
 	nPredicted, nRight uint64
 	acquireTime        time.Duration
 	acquires           uint64
+	// layers holds, per layer, the wait in AcquireExperts and the time
+	// the experts stayed acquired (their products).
+	layers []LayerTime
 }
 
 var _ moe.ExpertSource = (*Staged)(nil)
@@ -431,9 +435,11 @@ func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (m
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.acquireTime += time.Since(start)
+	now := time.Now()
+	s.acquireTime += now.Sub(start)
 	s.acquires++
-	set := &expertSet{s: s, step: step, n: len(experts), locs: resp.Locations, data: make([][]byte, len(req.Slices))}
+	s.layerTime(layer).Acquire += now.Sub(start)
+	set := &expertSet{s: s, step: step, n: len(experts), locs: resp.Locations, data: make([][]byte, len(req.Slices)), layer: layer, since: now}
 	for i, loc := range resp.Locations {
 		if set.data[i], err = s.views.Bytes(loc); err != nil {
 			return nil, fmt.Errorf("stager: layer %d expert %d of %q: %w", layer, req.Slices[i].Expert, s.req.Tensors[req.Slices[i].Tensor].Name, err)
@@ -442,13 +448,31 @@ func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (m
 	return set, nil
 }
 
+// layerTime returns layer's counters, growing the table; s.mu is held.
+func (s *Staged) layerTime(layer int) *LayerTime {
+	if layer >= len(s.layers) {
+		s.layers = append(s.layers, make([]LayerTime, layer+1-len(s.layers))...)
+	}
+	return &s.layers[layer]
+}
+
+// LayerTime is one layer's share of the routed experts' time: Acquire is
+// the forward pass's wait in AcquireExperts (storage reads not yet done
+// plus the stager's round trip), Compute the time the acquired experts
+// stayed pinned, which is their matrix products.
+type LayerTime struct {
+	Acquire, Compute time.Duration
+}
+
 // expertSet is the pinned bytes of one layer's acquired experts.
 type expertSet struct {
-	s    *Staged
-	step uint64
-	n    int
-	locs []plugin.Location
-	data [][]byte
+	s     *Staged
+	step  uint64
+	n     int
+	locs  []plugin.Location
+	data  [][]byte
+	layer int
+	since time.Time // when Acquire returned it
 }
 
 // Bytes is expert i (in the order asked for) of tensor t (likewise).
@@ -458,6 +482,7 @@ func (x *expertSet) Bytes(t, i int) []byte { return x.data[t*x.n+i] }
 func (x *expertSet) Release() error {
 	s := x.s
 	s.mu.Lock()
+	s.layerTime(x.layer).Compute += time.Since(x.since)
 	// Shard pages this process maps stay cached whatever the stager does.
 	s.views.Forget(x.locs)
 	s.mu.Unlock()
@@ -478,6 +503,8 @@ type StageStats struct {
 	// time the forward pass spent in them (storage waits plus IPC).
 	Acquires    uint64
 	AcquireTime time.Duration
+	// Layers splits the routed experts' time by layer (index = block).
+	Layers []LayerTime
 }
 
 // Precision is the share of speculatively hinted experts that were used.
@@ -505,7 +532,7 @@ func (s *Staged) Stats() (StageStats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StageStats{Stats: *ps, Restarts: s.sup.Restarts(), Predicted: s.nPredicted,
-		PredictedRight: s.nRight, Acquires: s.acquires, AcquireTime: s.acquireTime}, nil
+		PredictedRight: s.nRight, Acquires: s.acquires, AcquireTime: s.acquireTime, Layers: slices.Clone(s.layers)}, nil
 }
 
 // Close closes the stager and unmaps its regions. The model must not run
