@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -127,7 +128,13 @@ type Server struct {
 	Host   string `koanf:"host"`
 	Port   int    `koanf:"port"`
 	APIKey string `koanf:"api_key"`
-	Alias  string `koanf:"alias"`
+	// Alias names the model to clients; comma-separated names are all
+	// aliases and the first in sorted order is the model's id
+	// (llama-server's --alias a,b). See Aliases.
+	Alias string `koanf:"alias"`
+	// Tags are informational labels /v1/models lists (llama-server's
+	// --tags; a flag gives them comma-separated).
+	Tags []string `koanf:"tags"`
 	// AllowedHosts are extra names a server without an API key answers in
 	// the Host header (a guard against DNS rebinding); "*" allows any. A
 	// flag or environment variable gives them comma-separated.
@@ -289,4 +296,18 @@ func (p *Profile) ModeLine(threads int) string {
 	}
 	return fmt.Sprintf("k3: profile=%s stager=%s(%s) kernels=%s(%s) budget=%s direct-io=%s lookahead=%d threads=%d",
 		p.Name, stager, p.Stager.Mode, kernels, kmode, budget, p.Stager.DirectIO, lookahead, threads)
+}
+
+// Aliases returns the names Alias gives, trimmed, without duplicates, in
+// sorted order (llama-server keeps them in a std::set and takes the first
+// as the model's id); nil when there is none.
+func (s Server) Aliases() []string {
+	var out []string
+	for _, a := range strings.Split(s.Alias, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
