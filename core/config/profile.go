@@ -168,6 +168,10 @@ type Server struct {
 	Temperature float64 `koanf:"temperature"`
 	Seed        int64   `koanf:"seed"`
 	NPredict    int     `koanf:"n_predict"`
+	// Reasoning is llama-server's --reasoning: "on" or "off" sets the
+	// chat template's enable_thinking for requests that do not set it;
+	// "auto" (or empty) leaves the template's default.
+	Reasoning string `koanf:"reasoning"`
 }
 
 // Defaults returns the settings every profile starts from.
@@ -257,6 +261,11 @@ func (p *Profile) Validate() error {
 	if p.Server.Host == "" {
 		return fmt.Errorf("config: server.host is empty")
 	}
+	switch p.Server.Reasoning {
+	case "", "on", "off", "auto":
+	default:
+		return fmt.Errorf("config: server.reasoning: %q: want on, off or auto (--reasoning)", p.Server.Reasoning)
+	}
 	if p.Server.Parallel != 1 {
 		return fmt.Errorf("config: server.parallel: %d: k3 serves one sequence at a time, so only 1 is accepted (-np/--parallel); concurrent requests queue (--max-queue) until multi-slot serving lands", p.Server.Parallel)
 	}
@@ -310,4 +319,15 @@ func (s Server) Aliases() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// EnableThinking is the enable_thinking Reasoning gives requests that do
+// not set it; nil leaves the template's default.
+func (s Server) EnableThinking() *bool {
+	switch s.Reasoning {
+	case "on", "off":
+		on := s.Reasoning == "on"
+		return &on
+	}
+	return nil
 }

@@ -88,7 +88,7 @@ const DefaultBatch = 2048
 func OptionsFromConfig(p config.Profile) Options {
 	c := p.Server
 	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Aliases: c.Aliases(), Tags: c.Tags, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace,
-		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, NoPrefillAssistant: !c.PrefillAssistant, Batch: p.Batch, SPMInfill: c.SPMInfill, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
+		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, NoPrefillAssistant: !c.PrefillAssistant, Batch: p.Batch, SPMInfill: c.SPMInfill, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict, EnableThinking: c.EnableThinking()}}
 	if len(o.Aliases) > 0 {
 		o.Alias = o.Aliases[0]
 	}

@@ -57,8 +57,8 @@ if [ $# -eq 0 ]; then set -- "${files[@]}"; fi
 suite() {
   local name="$1"; shift
   nice -n 19 "$py" -m pytest -p no:cacheprovider -q -rA --continue-on-collection-errors "$@" >"$work/$name.out" 2>&1 || true
-  { grep -a -E '^(PASSED|FAILED|ERROR) ' "$work/$name.out" | sed 's/ - .*//' | sort -u
-    grep -a -E '^SKIPPED \[[0-9]+\] ' "$work/$name.out" | sed -E 's/^SKIPPED \[([0-9]+)\] ([^:]+):.*/SKIPPED \1 \2/'
+  { grep -a -E '^(PASSED|FAILED|ERROR) ' "$work/$name.out" | sed 's/ - .*//' | sort -u || true
+    grep -a -E '^SKIPPED \[[0-9]+\] ' "$work/$name.out" | sed -E 's/^SKIPPED \[([0-9]+)\] ([^:]+):.*/SKIPPED \1 \2/' || true
   } >"$work/$name.results"
 }
 # counts RESULTS: "file passed failed skipped" per file.
