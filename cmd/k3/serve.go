@@ -38,7 +38,9 @@ var serveFlags = []struct {
 	{"server.host", "address to bind, or a path ending in .sock for a Unix socket", []string{"host"}, false},
 	{"server.port", "port to listen on", []string{"port"}, true},
 	{"server.api_key", "require Authorization: Bearer KEY on every route but /health", []string{"api-key"}, false},
-	{"server.alias", "model id shown to clients", []string{"alias", "a"}, false},
+	{"server.alias", "model id shown to clients; comma-separated: aliases, the first in sorted order is the id", []string{"alias", "a"}, false},
+	{"server.reasoning", "on or off: the chat template's enable_thinking for requests that do not set it; auto: the template's default", []string{"reasoning", "rea"}, false},
+	{"server.tags", "comma-separated informational model tags listed by /v1/models", []string{"tags"}, false},
 	{"server.allowed_hosts", "comma-separated host names a server without --api-key answers besides its own (DNS rebinding guard; * for any)", []string{"allowed-hosts"}, false},
 	{"server.shutdown_grace", "after SIGTERM or Ctrl-C, how long running requests may finish before they are ended (e.g. 30s; 0: at once; default 10s)", []string{"shutdown-grace"}, false},
 	{"server.cors_origins", "comma-separated origins whose web pages may call the API (CORS; none by default, * for any)", []string{"cors-origins"}, false},
@@ -257,7 +259,7 @@ func openBackend(ctx context.Context, path string, prof *config.Profile, mapped 
 		return nil, err
 	}
 	fmt.Fprintln(stderr, rt.Mode)
-	be, err := local.FromRuntime(rt, local.Options{ID: prof.Server.Alias, ChatTemplate: chatTemplate})
+	be, err := local.FromRuntime(rt, local.Options{ID: server.OptionsFromConfig(*prof).Alias, ChatTemplate: chatTemplate})
 	if err != nil {
 		rt.Close()
 		return nil, err

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -342,5 +343,44 @@ func TestRequestDefaults(t *testing.T) {
 	d := Defaults()
 	if d.Server.Temperature != 0.8 || d.Server.Seed != -1 || d.Server.NPredict != -1 || d.Server.CORSOrigins != nil {
 		t.Errorf("defaults: %+v", d.Server)
+	}
+}
+
+// TestReasoning: --reasoning on|off sets enable_thinking for requests that
+// do not, auto leaves the template's default, anything else is refused.
+func TestReasoning(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string
+	}{{"", "nil"}, {"auto", "nil"}, {"on", "true"}, {"off", "false"}} {
+		p := Defaults()
+		p.Server.Reasoning = c.in
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		got := "nil"
+		if v := p.Server.EnableThinking(); v != nil {
+			got = strconv.FormatBool(*v)
+		}
+		if got != c.want {
+			t.Errorf("%q: enable_thinking %s, want %s", c.in, got, c.want)
+		}
+	}
+	p := Defaults()
+	p.Server.Reasoning = "maybe"
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "reasoning") {
+		t.Errorf("maybe: %v", err)
+	}
+}
+
+// TestAliases: --alias a,b as llama-server's std::set: trimmed, unique,
+// sorted; the first is the model's id.
+func TestAliases(t *testing.T) {
+	s := Server{Alias: " tinyllama-2,fim, code,fim,"}
+	if got := s.Aliases(); strings.Join(got, "|") != "code|fim|tinyllama-2" {
+		t.Errorf("%q", got)
+	}
+	if got := (Server{}).Aliases(); got != nil {
+		t.Errorf("%q", got)
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -138,7 +139,13 @@ type Server struct {
 	Host   string `koanf:"host"`
 	Port   int    `koanf:"port"`
 	APIKey string `koanf:"api_key"`
-	Alias  string `koanf:"alias"`
+	// Alias names the model to clients; comma-separated names are all
+	// aliases and the first in sorted order is the model's id
+	// (llama-server's --alias a,b). See Aliases.
+	Alias string `koanf:"alias"`
+	// Tags are informational labels /v1/models lists (llama-server's
+	// --tags; a flag gives them comma-separated).
+	Tags []string `koanf:"tags"`
 	// AllowedHosts are extra names a server without an API key answers in
 	// the Host header (a guard against DNS rebinding); "*" allows any. A
 	// flag or environment variable gives them comma-separated.
@@ -181,6 +188,10 @@ type Server struct {
 	Temperature float64 `koanf:"temperature"`
 	Seed        int64   `koanf:"seed"`
 	NPredict    int     `koanf:"n_predict"`
+	// Reasoning is llama-server's --reasoning: "on" or "off" sets the
+	// chat template's enable_thinking for requests that do not set it;
+	// "auto" (or empty) leaves the template's default.
+	Reasoning string `koanf:"reasoning"`
 }
 
 // MaxParallel is the most slots a server keeps.
@@ -275,6 +286,11 @@ func (p *Profile) Validate() error {
 	if p.Server.Host == "" {
 		return fmt.Errorf("config: server.host is empty")
 	}
+	switch p.Server.Reasoning {
+	case "", "on", "off", "auto":
+	default:
+		return fmt.Errorf("config: server.reasoning: %q: want on, off or auto (--reasoning)", p.Server.Reasoning)
+	}
 	if p.Server.Parallel < 1 || p.Server.Parallel > MaxParallel {
 		return fmt.Errorf("config: server.parallel: %d is outside [1, %d] (-np/--parallel)", p.Server.Parallel, MaxParallel)
 	}
@@ -314,4 +330,29 @@ func (p *Profile) ModeLine(threads int) string {
 	}
 	return fmt.Sprintf("k3: profile=%s stager=%s(%s) kernels=%s(%s) budget=%s direct-io=%s lookahead=%d threads=%d",
 		p.Name, stager, p.Stager.Mode, kernels, kmode, budget, p.Stager.DirectIO, lookahead, threads)
+}
+
+// Aliases returns the names Alias gives, trimmed, without duplicates, in
+// sorted order (llama-server keeps them in a std::set and takes the first
+// as the model's id); nil when there is none.
+func (s Server) Aliases() []string {
+	var out []string
+	for _, a := range strings.Split(s.Alias, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// EnableThinking is the enable_thinking Reasoning gives requests that do
+// not set it; nil leaves the template's default.
+func (s Server) EnableThinking() *bool {
+	switch s.Reasoning {
+	case "on", "off":
+		on := s.Reasoning == "on"
+		return &on
+	}
+	return nil
 }

@@ -47,6 +47,9 @@ func chatInput(req *chatRequest, info ModelInfo, o *Options) (chat.Input, toolFo
 			return in, toolForce{}, errInvalid("chat_template_kwargs.enable_thinking must be a boolean")
 		}
 		in.EnableThinking = &on
+	} else if d := o.Defaults.EnableThinking; d != nil {
+		on := *d
+		in.EnableThinking = &on
 	}
 	tools, force, aerr := chatTools(req)
 	if aerr != nil {

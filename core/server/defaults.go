@@ -9,6 +9,10 @@ type RequestDefaults struct {
 	Seed *int64
 	// NPredict bounds generated tokens; -1 or 0: until the context is full.
 	NPredict int
+	// EnableThinking is the chat template's enable_thinking for requests
+	// whose chat_template_kwargs do not set it (--reasoning on|off); nil:
+	// the template's default.
+	EnableThinking *bool
 }
 
 // apply fills the fields f leaves out. A default n_predict larger than

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
@@ -133,12 +134,12 @@ func (s *Server) model(c echo.Context) error {
 		return aerr
 	}
 	id := c.Param("id")
-	if id != s.modelID(b) {
+	if id != s.modelID(b) && !slices.Contains(s.opts.Aliases, id) {
 		e := newAPIError(http.StatusNotFound, "invalid_request_error", "The model '"+id+"' does not exist")
 		e.Code = "model_not_found"
 		return e
 	}
-	return c.JSON(http.StatusOK, modelEntry{ID: id, Object: "model", Created: s.started.Unix(), OwnedBy: "k3", Meta: s.modelMeta(b)})
+	return c.JSON(http.StatusOK, modelEntry{ID: s.modelID(b), Aliases: nonNil(s.opts.Aliases), Tags: nonNil(s.opts.Tags), Object: "model", Created: s.started.Unix(), OwnedBy: "k3", Meta: s.modelMeta(b)})
 }
 
 // embeddings: k3's models (Kimi K3 and its synthetic stand-ins) are causal

@@ -3,9 +3,11 @@ package server_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/server"
 	"github.com/k3-inference/k3/core/server/local"
 )
@@ -87,6 +89,33 @@ func TestModelByID(t *testing.T) {
 	}
 	decodeTo(t, body, &e)
 	if code != 404 || e.Error.Code != "model_not_found" || !strings.Contains(e.Error.Message, "gpt-4o") {
+		t.Errorf("%d %s", code, body)
+	}
+}
+
+// TestModelAliasesAndTags: --alias a,b,c and --tags as llama-server's
+// test_server_model_aliases_and_tags: every alias and tag listed, the id
+// the first alias in sorted order, each alias found by /v1/models/{id}.
+func TestModelAliasesAndTags(t *testing.T) {
+	var p config.Profile
+	p.Server.Alias, p.Server.Tags = "tinyllama-2, fim,code,fim", []string{"chat", "fim", "small"}
+	ts := newTestServer(t, server.OptionsFromConfig(p))
+	code, _, body := ts.do(t, "GET", "/v1/models", "")
+	var list struct {
+		Data []struct {
+			ID            string
+			Aliases, Tags []string
+		}
+	}
+	decodeTo(t, body, &list)
+	if code != 200 || len(list.Data) != 1 {
+		t.Fatalf("%d %s", code, body)
+	}
+	m := list.Data[0]
+	if m.ID != "code" || !slices.Equal(m.Aliases, []string{"code", "fim", "tinyllama-2"}) || !slices.Equal(m.Tags, []string{"chat", "fim", "small"}) {
+		t.Errorf("%s", body)
+	}
+	if code, _, body = ts.do(t, "GET", "/v1/models/tinyllama-2", ""); code != 200 || !strings.Contains(string(body), `"id":"code"`) {
 		t.Errorf("%d %s", code, body)
 	}
 }

@@ -26,6 +26,8 @@ func (s *Server) health(c echo.Context) error {
 
 type modelEntry struct {
 	ID      string         `json:"id"`
+	Aliases []string       `json:"aliases"`
+	Tags    []string       `json:"tags"`
 	Object  string         `json:"object"`
 	Created int64          `json:"created"`
 	OwnedBy string         `json:"owned_by"`
@@ -39,7 +41,7 @@ func (s *Server) models(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]any{
 		"object": "list",
-		"data":   []modelEntry{{ID: s.modelID(b), Object: "model", Created: s.started.Unix(), OwnedBy: "k3", Meta: s.modelMeta(b)}},
+		"data":   []modelEntry{{ID: s.modelID(b), Aliases: nonNil(s.opts.Aliases), Tags: nonNil(s.opts.Tags), Object: "model", Created: s.started.Unix(), OwnedBy: "k3", Meta: s.modelMeta(b)}},
 	})
 }
 
@@ -123,4 +125,13 @@ func (s *Server) detokenize(c echo.Context) error {
 		return errInvalid("detokenize: " + derr.Error())
 	}
 	return c.JSON(http.StatusOK, map[string]string{"content": text})
+}
+
+// nonNil makes a missing list an empty JSON array, as llama-server writes
+// an empty set.
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }

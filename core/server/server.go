@@ -32,6 +32,9 @@ type Options struct {
 	APIKey string
 	// Alias is the model id clients see; default the backend's ModelInfo.ID.
 	Alias string
+	// Aliases and Tags are listed with the model by /v1/models
+	// (llama-server's --alias a,b and --tags); Aliases holds Alias too.
+	Aliases, Tags []string
 	// AllowedHosts are names, besides the bound address, localhost and
 	// (bound to 0.0.0.0 or ::) the machine's host name, that a server
 	// without an API key answers in the Host header; "*" allows any.
@@ -88,8 +91,11 @@ const DefaultBatch = 2048
 // OptionsFromConfig takes the server settings of a profile.
 func OptionsFromConfig(p config.Profile) Options {
 	c := p.Server
-	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Alias: c.Alias, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace, Parallel: c.Parallel,
-		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, NoPrefillAssistant: !c.PrefillAssistant, Batch: p.Batch, SPMInfill: c.SPMInfill, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict}}
+	o := Options{Host: c.Host, Port: c.Port, APIKey: c.APIKey, Aliases: c.Aliases(), Tags: c.Tags, AllowedHosts: c.AllowedHosts, ShutdownGrace: c.ShutdownGrace, Parallel: c.Parallel,
+		CORSOrigins: c.CORSOrigins, NoSlots: !c.Slots, NoPrefillAssistant: !c.PrefillAssistant, Batch: p.Batch, SPMInfill: c.SPMInfill, Defaults: RequestDefaults{Temperature: &c.Temperature, Seed: &c.Seed, NPredict: c.NPredict, EnableThinking: c.EnableThinking()}}
+	if len(o.Aliases) > 0 {
+		o.Alias = o.Aliases[0]
+	}
 	if c.ShutdownGrace == 0 {
 		o.ShutdownGrace = -1 // a profile's 0 means none, not the default
 	}
