@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,4 +76,46 @@ func TestSynthIQMixParity(t *testing.T) {
 			t.Logf("%s: greedy %v", tc.typ, want)
 		})
 	}
+}
+
+// TestInspectIQMix: inspect reports an iq2_xxs-moe file's routed experts
+// at IQ2_XXS's 2.0625 and IQ2_XS's 2.3125 bits per weight, and one token's
+// routed bytes below the q2_k file of the same shapes by exactly the ratio
+// of their expert bytes.
+func TestInspectIQMix(t *testing.T) {
+	streaming := func(typ string) streamingEstimate {
+		path := filepath.Join(t.TempDir(), typ+".gguf")
+		var stdout, stderr bytes.Buffer
+		if rc := runMain([]string{"synth", "-o", path, "--type", typ, "--n-latent", "256", "--n-vocab", "512", "--workers", "2"},
+			&stdout, &stderr); rc != 0 {
+			t.Fatalf("rc %d: %s", rc, stderr.String())
+		}
+		rc, out, errOut := runInspectArgs(t, path, "--json")
+		if rc != 0 {
+			t.Fatalf("rc %d: %s", rc, errOut)
+		}
+		var rep inspectReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.Streaming
+	}
+	iq, q2 := streaming("iq2_xxs-moe"), streaming("q2_k")
+	bpw := map[string]float64{}
+	for _, rt := range iq.RoutedTypes {
+		bpw[rt.Type] = rt.BitsPerWeight
+	}
+	if d := cmp.Diff(map[string]float64{"iq2_xxs": 2.0625, "iq2_xs": 2.3125}, bpw); d != "" {
+		t.Errorf("routed types (-want +got):\n%s", d)
+	}
+	if iq.RoutedTokenBytes+iq.AlwaysTokenBytes != iq.DecodeTokenBytes || iq.RoutedTokenBytes <= 0 {
+		t.Errorf("token bytes: routed %d + always %d != %d", iq.RoutedTokenBytes, iq.AlwaysTokenBytes, iq.DecodeTokenBytes)
+	}
+	// every MoE layer's experts shrink alike, so per-token and whole-file
+	// routed bytes shrink by the same factor
+	if iq.RoutedTokenBytes*q2.RoutedBytes != q2.RoutedTokenBytes*iq.RoutedBytes || iq.RoutedBytes >= q2.RoutedBytes {
+		t.Errorf("routed per token %d vs %d, in the file %d vs %d", iq.RoutedTokenBytes, q2.RoutedTokenBytes, iq.RoutedBytes, q2.RoutedBytes)
+	}
+	t.Logf("routed bytes per token: iq2_xxs-moe %d (%.4g bpw), q2_k %d (%.4g bpw)", iq.RoutedTokenBytes, iq.RoutedBitsPerWeight,
+		q2.RoutedTokenBytes, q2.RoutedBitsPerWeight)
 }
