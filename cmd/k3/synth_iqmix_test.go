@@ -11,6 +11,7 @@ import (
 
 	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/quant"
+	"github.com/k3-inference/k3/core/synth"
 	"github.com/k3-inference/k3/tools/parity"
 )
 
@@ -118,4 +119,22 @@ func TestInspectIQMix(t *testing.T) {
 	}
 	t.Logf("routed bytes per token: iq2_xxs-moe %d (%.4g bpw), q2_k %d (%.4g bpw)", iq.RoutedTokenBytes, iq.RoutedBitsPerWeight,
 		q2.RoutedTokenBytes, q2.RoutedBitsPerWeight)
+}
+
+// TestIQMixFileTypeNames: each mix's general.file_type is llama_ftype's
+// value for its routed gate/up type, and bench names it so.
+func TestIQMixFileTypeNames(t *testing.T) {
+	for _, name := range synth.OutTypes() {
+		base, ok := strings.CutSuffix(name, "-moe")
+		if !ok {
+			continue
+		}
+		ot, err := synth.ParseOutType(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fileTypeName(uint64(ot.FileType())); got != strings.ToUpper(base) {
+			t.Errorf("%s: file type %d is named %q", name, ot.FileType(), got)
+		}
+	}
 }
