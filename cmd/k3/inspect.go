@@ -125,8 +125,27 @@ type streamingEstimate struct {
 	TiedEmbeddings bool `json:"tied_embeddings"`
 	// DecodeTokenBytes is what one decode step must touch: the always-needed
 	// weights (one embedding row instead of the table, unless tied) plus
-	// expert_used_count experts in every MoE layer.
+	// expert_used_count experts in every MoE layer. It is
+	// AlwaysTokenBytes + RoutedTokenBytes.
 	DecodeTokenBytes int64 `json:"decode_token_bytes"`
+	// AlwaysTokenBytes is the always-needed part of one decode token.
+	AlwaysTokenBytes int64 `json:"decode_token_always_bytes"`
+	// RoutedTokenBytes is the routed-expert part of one decode token:
+	// expert_used_count x one expert's bytes, summed over the MoE layers.
+	// It is what a smaller expert quant saves per token when streaming.
+	RoutedTokenBytes int64 `json:"decode_token_routed_bytes"`
+	// RoutedBitsPerWeight is the routed experts' stored bits per weight,
+	// over all their types; RoutedTypes splits it by type.
+	RoutedBitsPerWeight float64          `json:"routed_bits_per_weight"`
+	RoutedTypes         []routedTypeBits `json:"routed_types"`
+}
+
+// routedTypeBits is how much of the routed experts one type stores.
+type routedTypeBits struct {
+	Type          string  `json:"type"`
+	Elements      int64   `json:"elements"`
+	Bytes         int64   `json:"bytes"`
+	BitsPerWeight float64 `json:"bits_per_weight"`
 }
 
 // expertLayerBytes is the size of one routed expert's slices in a layer.
@@ -272,6 +291,8 @@ func estimateStreaming(f *gguf.File) streamingEstimate {
 		ExpertUsedCount: f.Int("expert_used_count", 0),
 	}
 	perLayer := map[int]int64{}
+	byType := map[quant.Type]*routedTypeBits{}
+	var routedElems int64
 	for _, t := range f.Tensors() {
 		e.TensorBytes += t.Size
 		if !isRoutedExpert(t) {
@@ -279,6 +300,14 @@ func estimateStreaming(f *gguf.File) streamingEstimate {
 			continue
 		}
 		e.RoutedBytes += t.Size
+		rt := byType[t.Type]
+		if rt == nil {
+			rt = &routedTypeBits{Type: t.Type.String()}
+			byType[t.Type] = rt
+		}
+		rt.Elements += t.Elements()
+		rt.Bytes += t.Size
+		routedElems += t.Elements()
 		// The last dimension counts experts; one expert's slice is an
 		// equal share of the tensor.
 		perLayer[layerOf(t.Name)] += t.Size / t.Shape[len(t.Shape)-1]
@@ -304,10 +333,29 @@ func estimateStreaming(f *gguf.File) streamingEstimate {
 			e.DecodeTokenBytes += e.EmbeddingRowBytes - e.EmbeddingBytes
 		}
 	}
+	e.AlwaysTokenBytes = e.DecodeTokenBytes
 	for _, l := range layers {
-		e.DecodeTokenBytes += e.ExpertUsedCount * perLayer[l]
+		e.RoutedTokenBytes += e.ExpertUsedCount * perLayer[l]
 	}
+	e.DecodeTokenBytes += e.RoutedTokenBytes
+	e.RoutedBitsPerWeight = bitsPerWeight(e.RoutedBytes, routedElems)
+	for _, rt := range byType {
+		rt.BitsPerWeight = bitsPerWeight(rt.Bytes, rt.Elements)
+		e.RoutedTypes = append(e.RoutedTypes, *rt)
+	}
+	// most of the experts' bytes first
+	sort.Slice(e.RoutedTypes, func(i, j int) bool {
+		a, b := e.RoutedTypes[i], e.RoutedTypes[j]
+		return a.Bytes > b.Bytes || (a.Bytes == b.Bytes && a.Type < b.Type)
+	})
 	return e
+}
+
+func bitsPerWeight(bytes, elements int64) float64 {
+	if elements == 0 {
+		return 0
+	}
+	return float64(bytes) * 8 / float64(elements)
 }
 
 func printInspectReport(w io.Writer, rep *inspectReport) error {
@@ -399,6 +447,13 @@ func printStreaming(w io.Writer, s streamingEstimate) {
 		}
 		fmt.Fprintf(tw, "  one expert, one layer\t%s\tlayers %d..%d\n", per, s.ExpertBytesLayer[0].Layer, s.ExpertBytesLayer[n-1].Layer)
 	}
+	if len(s.RoutedTypes) > 0 {
+		parts := make([]string, len(s.RoutedTypes))
+		for i, rt := range s.RoutedTypes {
+			parts[i] = fmt.Sprintf("%s %.4g bpw, %.0f%% of the expert bytes", rt.Type, rt.BitsPerWeight, 100*float64(rt.Bytes)/float64(s.RoutedBytes))
+		}
+		fmt.Fprintf(tw, "  routed bits/weight\t%.4g\t%s\n", s.RoutedBitsPerWeight, strings.Join(parts, "; "))
+	}
 	emb := "the embedding table counts once as one row"
 	if s.TiedEmbeddings {
 		emb = "embedding table is also the output head, so all of it"
@@ -406,6 +461,9 @@ func printStreaming(w io.Writer, s streamingEstimate) {
 		emb = "no token_embd.weight"
 	}
 	fmt.Fprintf(tw, "  one decode token\t%s\talways needed (%s) + %d experts in each MoE layer\n", sizeStr(s.DecodeTokenBytes), emb, s.ExpertUsedCount)
+	fmt.Fprintf(tw, "    always needed\t%s\tevery token: dense layers, attention, shared experts, router, head, one embedding row\n", sizeStr(s.AlwaysTokenBytes))
+	fmt.Fprintf(tw, "    routed experts\t%s\t%d x one expert x %d MoE layers: what streaming reads per token when no expert is cached\n",
+		sizeStr(s.RoutedTokenBytes), s.ExpertUsedCount, s.MoELayers)
 	tw.Flush()
 }
 

@@ -84,6 +84,15 @@ func runInspectArgs(t *testing.T, args ...string) (int, string, string) {
 	return rc, out.String(), errOut.String()
 }
 
+// routedTypesWant is fakeMoE's routed experts by type, most bytes first:
+// elements are the shapes' products, bits per weight the types' block sizes.
+var routedTypesWant = []routedTypeBits{
+	{Type: "f16", Elements: 2 * 256 * 4, Bytes: 4096, BitsPerWeight: 16},
+	{Type: "q8_0", Elements: 32 * 8 * 4, Bytes: 1088, BitsPerWeight: 8.5},
+	{Type: "q4_0", Elements: 2 * 32 * 6 * 4, Bytes: 864, BitsPerWeight: 4.5},
+	{Type: "q2_K", Elements: 256 * 2 * 4, Bytes: 672, BitsPerWeight: 2.625},
+}
+
 func TestInspectTotals(t *testing.T) {
 	cases := []struct {
 		name string
@@ -104,7 +113,11 @@ func TestInspectTotals(t *testing.T) {
 			EmbeddingBytes:    320,
 			EmbeddingRowBytes: 32,
 			// 1332 - 320 + 32 + 2*488 + 2*1192
-			DecodeTokenBytes: 4404,
+			DecodeTokenBytes:    4404,
+			AlwaysTokenBytes:    1044, // 1332 - 320 + 32
+			RoutedTokenBytes:    3360, // 2*488 + 2*1192
+			RoutedBitsPerWeight: 6720 * 8 / 6656.0,
+			RoutedTypes:         routedTypesWant,
 		}},
 		{"tied", true, streamingEstimate{
 			TensorBytes:     7712,
@@ -121,7 +134,11 @@ func TestInspectTotals(t *testing.T) {
 			EmbeddingRowBytes: 32,
 			TiedEmbeddings:    true,
 			// The table is the output head too: 992 + 2*488 + 2*1192
-			DecodeTokenBytes: 4352,
+			DecodeTokenBytes:    4352,
+			AlwaysTokenBytes:    992,
+			RoutedTokenBytes:    3360,
+			RoutedBitsPerWeight: 6720 * 8 / 6656.0,
+			RoutedTypes:         routedTypesWant,
 		}},
 	}
 	for _, c := range cases {
@@ -170,6 +187,9 @@ func TestInspectHuman(t *testing.T) {
 		"always needed          1.3 KB",
 		"one expert, one layer  488 B to 1.2 KB",
 		"one decode token       4.4 KB",
+		"routed bits/weight 8.077 f16 16 bpw, 61% of the expert bytes; q8_0 8.5 bpw, 16% of the expert bytes; q4_0 4.5 bpw, 13% of the expert bytes; q2_K 2.625 bpw, 10% of the expert bytes",
+		"always needed 1.0 KB every token",
+		"routed experts 3.4 KB 2 x one expert x 2 MoE layers",
 	} {
 		if !strings.Contains(flat, collapseSpaces(want)) {
 			t.Errorf("output lacks %q:\n%s", want, out)

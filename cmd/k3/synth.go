@@ -90,7 +90,7 @@ func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 		preset: fs.String("preset", "tiny", "base configuration: "+strings.Join(synth.Presets, ", ")+" (kimi-k3); tiny, kimi-k2, deepseek-v3 (deepseek2); "+
 			strings.Join(synth.Qwen3MoEPresets, ", ")+" (qwen3moe)"),
 		out:          fs.String("o", "", "output file (with splitting: the shard name prefix)"),
-		typ:          fs.String("type", "", "output type: "+strings.Join(synth.OutTypes(), ", ")+" (default: the preset's)"),
+		typ:          fs.String("type", "", "output type: "+strings.Join(synth.OutTypes(), ", ")+" (default: the preset's). "+synth.MixHelp()),
 		seed:         fs.Uint64("seed", 1, "random seed; the same seed and flags give the same bytes"),
 		splitTensors: fs.Int("split-max-tensors", 0, "at most N tensors per shard"),
 		splitSize:    fs.String("split-max-size", "", "at most this many tensor bytes per shard, e.g. 500M or 2G"),

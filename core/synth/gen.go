@@ -58,8 +58,9 @@ func (d initDist) fill(r *rng, dst []float32) {
 	}
 }
 
-// encodeRow stores src as type t into dst (exactly one row's bytes).
-func encodeRow(t quant.Type, src []float32, dst []byte) error {
+// encodeRow stores src as type t into dst (exactly one row's bytes),
+// with importance weights imatrix (one per column) when not nil.
+func encodeRow(t quant.Type, src []float32, dst []byte, imatrix []float32) error {
 	switch t {
 	case quant.F32:
 		for i, v := range src {
@@ -69,6 +70,12 @@ func encodeRow(t quant.Type, src []float32, dst []byte) error {
 	case quant.F16:
 		for i, v := range src {
 			binary.LittleEndian.PutUint16(dst[2*i:], quant.FP32ToFP16(v))
+		}
+		return nil
+	}
+	if imatrix != nil {
+		if err := quant.QuantizeImatrix(t, src, dst, len(src), imatrix); err != nil {
+			return fmt.Errorf("synth: encode %d values as %s: %w", len(src), t, err)
 		}
 		return nil
 	}
@@ -96,6 +103,9 @@ type rowMaker struct {
 	seed     uint64
 	tensorID uint64
 	rowBytes int
+	// imatrix is the importance of each column for a type that needs one
+	// (quant.RequiresImatrix), else nil
+	imatrix []float32
 	// pool mode
 	pool      []byte
 	blockSize int // bytes per block
@@ -108,9 +118,19 @@ func newRowMaker(def *tensorDef, seed uint64) (*rowMaker, error) {
 		return nil, fmt.Errorf("synth: tensor %q: %w", def.Name, err)
 	}
 	m := &rowMaker{def: def, seed: seed, tensorID: hashName(def.Name), rowBytes: int(rb)}
-	if def.Type.BlockSize() > 1 && def.elements() > poolMinElements {
+	pooled := def.Type.BlockSize() > 1 && def.elements() > poolMinElements
+	if pooled {
 		m.blockSize = def.Type.TypeSize()
 		m.nBlocks = m.rowBytes / m.blockSize
+	}
+	if quant.RequiresImatrix(def.Type) {
+		if pooled {
+			m.imatrix = m.columnMeanSquare(1, int64(m.poolRows()))
+		} else {
+			m.imatrix = m.columnMeanSquare(0, def.rows())
+		}
+	}
+	if pooled {
 		if err := m.buildPool(); err != nil {
 			return nil, err
 		}
@@ -118,9 +138,34 @@ func newRowMaker(def *tensorDef, seed uint64) (*rowMaker, error) {
 	return m, nil
 }
 
+// columnMeanSquare is the synthetic importance matrix of a tensor: per
+// column, the mean square of the F32 source values of rows [0, n) of
+// stream (0: the tensor's rows, 1: its pool rows). An imatrix collected
+// from activations weighs each column by its mean squared input; here the
+// weights' own statistics stand in for it, deterministically.
+func (m *rowMaker) columnMeanSquare(stream, n int64) []float32 {
+	cols := m.def.rowLen()
+	sum := make([]float64, cols)
+	src := make([]float32, cols)
+	for i := range n {
+		r := rowRNG(m.seed, m.tensorID, stream, i)
+		m.def.Init.fill(&r, src)
+		for c, v := range src {
+			sum[c] += float64(v) * float64(v)
+		}
+	}
+	im := make([]float32, cols)
+	for c := range im {
+		im[c] = float32(sum[c] / float64(max(n, 1)))
+	}
+	return im
+}
+
+func (m *rowMaker) poolRows() int { return (poolBlocks + m.nBlocks - 1) / m.nBlocks }
+
 // buildPool quantizes the pool rows on every CPU.
 func (m *rowMaker) buildPool() error {
-	poolRows := (poolBlocks + m.nBlocks - 1) / m.nBlocks
+	poolRows := m.poolRows()
 	m.pool = make([]byte, poolRows*m.rowBytes)
 	n := min(runtime.GOMAXPROCS(0), poolRows)
 	errs := make([]error, n)
@@ -133,7 +178,7 @@ func (m *rowMaker) buildPool() error {
 			for i := w; i < poolRows; i += n {
 				r := rowRNG(m.seed, m.tensorID, 1, int64(i))
 				m.def.Init.fill(&r, src)
-				if err := encodeRow(m.def.Type, src, m.pool[i*m.rowBytes:(i+1)*m.rowBytes]); err != nil {
+				if err := encodeRow(m.def.Type, src, m.pool[i*m.rowBytes:(i+1)*m.rowBytes], m.imatrix); err != nil {
 					errs[w] = fmt.Errorf("synth: tensor %q: %w", m.def.Name, err)
 					return
 				}
@@ -160,7 +205,7 @@ func (m *rowMaker) rows(first, n int64, dst []byte, src []float32) error {
 		}
 		s := src[:m.def.rowLen()]
 		m.def.Init.fill(&r, s)
-		if err := encodeRow(m.def.Type, s, out); err != nil {
+		if err := encodeRow(m.def.Type, s, out, m.imatrix); err != nil {
 			return fmt.Errorf("synth: tensor %q row %d: %w", m.def.Name, first+i, err)
 		}
 	}

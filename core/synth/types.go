@@ -8,8 +8,26 @@ import (
 )
 
 // OutType is the file type of a synthetic checkpoint: what
-// convert_hf_to_gguf.py writes (f32, f16) or what llama-quantize makes of
-// the f16 conversion (q8_0, q4_k_m, q2_k).
+// convert_hf_to_gguf.py writes (f32, f16), what llama-quantize makes of
+// the f16 conversion (q8_0, q4_k_m, q2_k), or a "dynamic" expert mix
+// (the *-moe types) as the common low-bit recipes for huge MoE models
+// make with llama-quantize --tensor-type:
+//
+//	iq1_s-moe    routed gate/up IQ1_S,   routed down IQ1_M
+//	iq1_m-moe    routed gate/up IQ1_M,   routed down IQ2_XXS
+//	iq2_xxs-moe  routed gate/up IQ2_XXS, routed down IQ2_XS
+//	iq3_xxs-moe  routed gate/up IQ3_XXS, routed down IQ3_S
+//
+// and in all of them output.weight (or a tied token_embd) Q6_K, every
+// other quantizable tensor (token_embd, attention, shared experts, dense
+// FFN, latent projections) Q4_K. A row length that does not take a
+// 256-block falls back as llama-quantize's tensor_type_fallback does
+// (IQ types to IQ4_NL, Q4_K to Q5_0, Q6_K to Q8_0). Types that ggml will
+// not quantize without an importance matrix (IQ1_S, IQ2_XXS, IQ2_XS) are
+// quantized with a deterministic one: per column, the mean square of the
+// tensor's F32 source values in that column over all its rows (the pool
+// rows for pool-built tensors), which is what an imatrix from activations
+// approximates. The other types are quantized without one.
 type OutType int
 
 const (
@@ -18,19 +36,45 @@ const (
 	TypeQ8_0
 	TypeQ4_K_M
 	TypeQ2_K
+	TypeIQ1_S_MoE
+	TypeIQ1_M_MoE
+	TypeIQ2_XXS_MoE
+	TypeIQ3_XXS_MoE
 )
 
 var outTypes = []struct {
 	name  string
 	ftype uint32     // general.file_type (llama_ftype)
-	def   quant.Type // llama_ftype_get_default_type
+	def   quant.Type // llama_ftype_get_default_type; for a mix, the non-expert type
+	// a mix's routed expert types: gate and up, and down
+	exps, down quant.Type
 }{
-	TypeF32:    {"f32", 0, quant.F32},
-	TypeF16:    {"f16", 1, quant.F16},
-	TypeQ8_0:   {"q8_0", 7, quant.Q8_0},
-	TypeQ4_K_M: {"q4_k_m", 15, quant.Q4_K},
-	TypeQ2_K:   {"q2_k", 10, quant.Q2_K},
+	TypeF32:         {"f32", 0, quant.F32, 0, 0},
+	TypeF16:         {"f16", 1, quant.F16, 0, 0},
+	TypeQ8_0:        {"q8_0", 7, quant.Q8_0, 0, 0},
+	TypeQ4_K_M:      {"q4_k_m", 15, quant.Q4_K, 0, 0},
+	TypeQ2_K:        {"q2_k", 10, quant.Q2_K, 0, 0},
+	TypeIQ1_S_MoE:   {"iq1_s-moe", 24, quant.Q4_K, quant.IQ1_S, quant.IQ1_M},
+	TypeIQ1_M_MoE:   {"iq1_m-moe", 31, quant.Q4_K, quant.IQ1_M, quant.IQ2_XXS},
+	TypeIQ2_XXS_MoE: {"iq2_xxs-moe", 19, quant.Q4_K, quant.IQ2_XXS, quant.IQ2_XS},
+	TypeIQ3_XXS_MoE: {"iq3_xxs-moe", 23, quant.Q4_K, quant.IQ3_XXS, quant.IQ3_S},
 }
+
+// MixHelp describes the *-moe mixes in one line, for flag help.
+func MixHelp() string {
+	var parts []string
+	for i, t := range outTypes {
+		if OutType(i).expertMix() {
+			parts = append(parts, fmt.Sprintf("%s = routed gate/up %s, down %s", t.name, t.exps, t.down))
+		}
+	}
+	return strings.Join(parts, "; ") + "; in each mix output Q6_K and every other quantized tensor Q4_K " +
+		"(rows not of 256-blocks fall back as llama-quantize does: IQ to IQ4_NL, Q4_K to Q5_0, Q6_K to Q8_0); " +
+		"IQ1_S, IQ2_XXS and IQ2_XS are quantized with a synthetic importance matrix, each column's mean square over the tensor's F32 rows"
+}
+
+// expertMix reports whether t is one of the *-moe mixes.
+func (t OutType) expertMix() bool { return outTypes[t].exps != 0 }
 
 // OutTypes lists the output type names ParseOutType accepts.
 func OutTypes() []string {
@@ -41,7 +85,7 @@ func OutTypes() []string {
 	return names
 }
 
-// ParseOutType maps "f32", "f16", "q8_0", "q4_k_m" or "q2_k" (any case) to an OutType.
+// ParseOutType maps a name of OutTypes (any case) to an OutType.
 func ParseOutType(s string) (OutType, error) {
 	for i, t := range outTypes {
 		if strings.EqualFold(s, t.name) {
@@ -186,6 +230,9 @@ func (tc *typeChooser) chooseImpl(name string, ne []int64) quant.Type {
 	ft := tc.out
 	t := outTypes[ft].def
 	cat := categoryOf(name)
+	if ft.expertMix() {
+		return tc.chooseMix(name, ne, cat)
+	}
 	n8 := tc.cfg.NExpert == 8
 	if cat == catOutput || (cat == catTokenEmbd && !tc.hasOutput) {
 		// an untied token_embd is left alone by every ftype written here
@@ -238,6 +285,20 @@ func (tc *typeChooser) chooseImpl(name string, ne []int64) quant.Type {
 	return t
 }
 
+// chooseMix is the type of a tensor in a *-moe mix (see OutType).
+func (tc *typeChooser) chooseMix(name string, ne []int64, cat category) quant.Type {
+	m := outTypes[tc.out]
+	switch {
+	case cat == catOutput || (cat == catTokenEmbd && !tc.hasOutput):
+		return quant.Q6_K
+	case strings.Contains(name, "ffn_down_exps."):
+		return m.down
+	case strings.Contains(name, "ffn_gate_exps."), strings.Contains(name, "ffn_up_exps."):
+		return m.exps
+	}
+	return m.def
+}
+
 // fallback is llama-quantize's tensor_type_fallback: a type whose block
 // does not divide the row length is swapped for a 32-block type, and for
 // F16 when even that does not fit.
@@ -247,6 +308,8 @@ func fallback(t quant.Type, ncols int64) quant.Type {
 	}
 	r := t
 	switch t {
+	case quant.IQ1_S, quant.IQ1_M, quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ4_XS:
+		r = quant.IQ4_NL
 	case quant.Q2_K, quant.Q3_K:
 		r = quant.Q4_0
 	case quant.Q4_K:

@@ -121,6 +121,9 @@ func TestFallback(t *testing.T) {
 		{quant.Q6_K, 160, quant.Q8_0},
 		{quant.Q6_K, 100, quant.F16},
 		{quant.Q8_0, 48, quant.F16},
+		{quant.IQ2_XXS, 128, quant.IQ4_NL},
+		{quant.IQ1_S, 256, quant.IQ1_S},
+		{quant.IQ3_S, 48, quant.F16},
 	}
 	for _, tt := range tests {
 		if got := fallback(tt.typ, tt.cols); got != tt.want {
@@ -145,5 +148,114 @@ func TestTensorOrder(t *testing.T) {
 			t.Fatalf("%s after %s", d.Name, prevName)
 		}
 		prevLayer, prevName = l, d.Name
+	}
+}
+
+// TestMixTypes checks the *-moe mixes on the tiny preset with 256-wide
+// routed experts: IQ experts (down one step up), Q4_K elsewhere, Q6_K
+// output, and llama-quantize's fallbacks for 128-wide rows.
+func TestMixTypes(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.NLatent = 256
+	cfg.Type = TypeIQ2_XXS_MoE
+	defs, err := tensorDefs(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]quant.Type{}
+	for _, d := range defs {
+		got[d.Name] = d.Type
+	}
+	for name, want := range map[string]quant.Type{
+		"output.weight":                quant.Q6_K,
+		"token_embd.weight":            quant.Q4_K,
+		"blk.1.ffn_gate_exps.weight":   quant.IQ2_XXS,
+		"blk.1.ffn_up_exps.weight":     quant.IQ2_XXS,
+		"blk.1.ffn_down_exps.weight":   quant.IQ2_XS,
+		"blk.1.ffn_gate_shexp.weight":  quant.Q4_K,
+		"blk.1.ffn_down_shexp.weight":  quant.Q4_K,
+		"blk.0.ffn_down.weight":        quant.Q4_K,
+		"blk.1.ffn_routed_down.weight": quant.Q4_K,
+		"blk.1.attn_q_b.weight":        quant.Q5_0, // 64-wide rows
+		"blk.0.attn_output.weight":     quant.Q5_0, // 128-wide rows
+		"blk.1.ffn_gate_inp.weight":    quant.F32,
+		"blk.1.ffn_norm.weight":        quant.F32,
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %s, want %s", name, got[name], want)
+		}
+	}
+	cfg.NLatent = 128 // gate/up rows of 128: IQ falls back to IQ4_NL
+	cfg.Type = TypeIQ1_M_MoE
+	defs, err = tensorDefs(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range defs {
+		switch d.Name {
+		case "blk.1.ffn_gate_exps.weight":
+			if d.Type != quant.IQ4_NL {
+				t.Errorf("%s: %s, want iq4_nl", d.Name, d.Type)
+			}
+		case "blk.1.ffn_down_exps.weight":
+			if d.Type != quant.IQ2_XXS {
+				t.Errorf("%s: %s, want iq2_xxs", d.Name, d.Type)
+			}
+		}
+	}
+	for _, name := range []string{"iq1_s-moe", "IQ1_M-MoE", "iq2_xxs-moe", "iq3_xxs-moe"} {
+		if ot, err := ParseOutType(name); err != nil || !ot.expertMix() || !ot.quantized() {
+			t.Errorf("ParseOutType(%q) = %v, %v", name, ot, err)
+		}
+	}
+}
+
+// TestMixImatrix: a tensor whose type needs an importance matrix is
+// quantized with each column's mean square over its rows, for directly
+// made and pool-built tensors alike.
+func TestMixImatrix(t *testing.T) {
+	for _, rows := range []int64{64, 8192} { // 64 direct rows; 2M elements: pool-built
+		def := tensorDef{Name: "blk.1.ffn_up_exps.weight", Shape: []int64{256, rows}, Type: quant.IQ2_XXS, Init: std(0.1)}
+		m, err := newRowMaker(&def, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (m.pool != nil) != (rows > 64) {
+			t.Fatalf("rows %d: pool %v", rows, m.pool != nil)
+		}
+		stream, n := int64(0), rows
+		if m.pool != nil {
+			stream, n = 1, int64(m.poolRows())
+		}
+		want := make([]float64, 256)
+		src := make([]float32, 256)
+		for i := range n {
+			r := rowRNG(7, hashName(def.Name), stream, i)
+			def.Init.fill(&r, src)
+			for c, v := range src {
+				want[c] += float64(v*v) / float64(n)
+			}
+		}
+		for c := range want {
+			if d := float64(m.imatrix[c]) - want[c]; d > 1e-6*want[c] || d < -1e-6*want[c] {
+				t.Fatalf("rows %d: column %d importance %g, want %g", rows, c, m.imatrix[c], want[c])
+			}
+		}
+		if m.pool != nil {
+			continue
+		}
+		out := make([]byte, m.rowBytes)
+		if err := m.rows(3, 1, out, src); err != nil {
+			t.Fatal(err)
+		}
+		r := rowRNG(7, hashName(def.Name), 0, 3)
+		def.Init.fill(&r, src)
+		ref := make([]byte, m.rowBytes)
+		if err := quant.QuantizeImatrix(quant.IQ2_XXS, src, ref, 256, m.imatrix); err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != string(ref) {
+			t.Error("row 3 is not QuantizeImatrix with the column importance")
+		}
 	}
 }
