@@ -97,7 +97,7 @@ func TestParityIQ4XSTernary(t *testing.T) {
 // IQ4_XS: per column weights spread over six decades, some zero.
 func TestParityIQ4Imatrix(t *testing.T) {
 	r := parity.Require(t)
-	nb := kParityBlocks(t) / kRowBlocks * kRowBlocks
+	nb := slowQuantizeBlocks(t) / kRowBlocks * kRowBlocks
 	x, family := kInputs(41, nb)
 	nb = len(family) / kRowBlocks * kRowBlocks
 	x = x[:nb*quant.QK_K]

@@ -52,10 +52,7 @@ func randomImatrix(rng *rand.Rand, n int) []float32 {
 
 func TestIQQuantizeParity(t *testing.T) {
 	r := parity.Require(t)
-	nb := kParityBlocks(t) * 102 / 100 // ~1.4% of the edge family is non-finite and left out
-	if testing.Short() {
-		nb = 400 // the IQ quantizers are slow on both sides: ~40 blocks of each family
-	}
+	nb := slowQuantizeBlocks(t) * 102 / 100 // ~1.4% of the edge family is non-finite and left out
 	x, family := iqQuantInputs(31, nb)
 	const perRow = kRowBlocks * quant.QK_K
 	imatrix := randomImatrix(rand.New(rand.NewPCG(32, 32)), perRow)

@@ -36,6 +36,22 @@ func kParityBlocks(t *testing.T) int {
 	return 100_000
 }
 
+// slowQuantizeBlocks is how many super-blocks the quantize parity of the
+// IQ types with a search (the grid types, and IQ4 with an importance
+// matrix) checks: both sides take about a millisecond a block, so CI
+// checks 8000 (-short 400) and K3_K_PARITY_BLOCKS=100000 runs the full
+// check (some 40 minutes of CPU; passed at 98,608 blocks per variant when
+// these types landed).
+func slowQuantizeBlocks(t *testing.T) int {
+	if os.Getenv("K3_K_PARITY_BLOCKS") != "" {
+		return kParityBlocks(t)
+	}
+	if testing.Short() {
+		return 400
+	}
+	return 8000
+}
+
 const kRowBlocks = 16 // super-blocks per row in the quantize and dot-product calls
 
 func TestKQuantParity(t *testing.T) {
