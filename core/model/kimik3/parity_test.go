@@ -1,17 +1,24 @@
 package kimik3_test
 
 import (
-	"github.com/google/go-cmp/cmp"
-	"github.com/k3-inference/k3/core/engine"
-	"math"
-	"path/filepath"
 	"testing"
 
-	"github.com/k3-inference/k3/core/gguf"
+	"github.com/google/go-cmp/cmp"
+	"github.com/k3-inference/k3/core/engine"
 	"github.com/k3-inference/k3/core/model"
 	_ "github.com/k3-inference/k3/core/model/kimik3"
+	"github.com/k3-inference/k3/core/model/modeltest"
 	"github.com/k3-inference/k3/core/synth"
 	"github.com/k3-inference/k3/tools/parity"
+)
+
+// The shared test steps (core/model/modeltest).
+var (
+	writeModel  = modeltest.WriteSynth
+	loadOpts    = modeltest.Load
+	prompt      = modeltest.Prompt
+	batchLogits = modeltest.BatchLogits
+	maxAbs      = modeltest.MaxAbs
 )
 
 // small is the tiny preset cut down further so that a test file is a few
@@ -22,72 +29,9 @@ func small() synth.Config {
 	return c
 }
 
-func writeModel(t *testing.T, c synth.Config) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	if _, err := synth.Write(path, c, synth.WriteOptions{Workers: 2}); err != nil {
-		t.Fatalf("synth: %v", err)
-	}
-	return path
-}
-
 func load(t testing.TB, path string, threads int) model.Model {
 	t.Helper()
 	return loadOpts(t, path, model.Options{Threads: threads})
-}
-
-func loadOpts(t testing.TB, path string, o model.Options) model.Model {
-	t.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	m, err := model.Load(f, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func prompt(n, vocab int) []int32 {
-	toks := make([]int32, n)
-	for i := range toks {
-		toks[i] = int32((i*7919 + 13) % vocab)
-	}
-	return toks
-}
-
-// batchLogits evaluates tokens in ubatches of ub and returns every position's logits.
-func batchLogits(t *testing.T, m model.Model, toks []int32, ub int) [][]float32 {
-	t.Helper()
-	s := m.NewState()
-	v := m.Params().Vocab
-	var rows [][]float32
-	for i := 0; i < len(toks); i += ub {
-		part := toks[i:min(i+ub, len(toks))]
-		buf := make([]float32, len(part)*v)
-		if err := m.Forward(s, part, true, buf); err != nil {
-			t.Fatal(err)
-		}
-		for j := range part {
-			rows = append(rows, buf[j*v:(j+1)*v])
-		}
-	}
-	return rows
-}
-
-func maxAbs(a, b [][]float32) (float64, int) {
-	var m float64
-	at := -1
-	for i := range a {
-		for j := range a[i] {
-			if d := math.Abs(float64(a[i][j] - b[i][j])); d > m || math.IsNaN(d) {
-				m, at = d, i
-			}
-		}
-	}
-	return m, at
 }
 
 func TestParityF32(t *testing.T) {

@@ -1,17 +1,24 @@
 package qwen3moe_test
 
 import (
-	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/k3-inference/k3/core/engine"
-	"github.com/k3-inference/k3/core/gguf"
 	"github.com/k3-inference/k3/core/model"
+	"github.com/k3-inference/k3/core/model/modeltest"
 	_ "github.com/k3-inference/k3/core/model/qwen3moe"
 	"github.com/k3-inference/k3/core/synth"
 	"github.com/k3-inference/k3/tools/parity"
+)
+
+// The shared test steps (core/model/modeltest).
+var (
+	writeModel  = modeltest.WriteSynth
+	load        = modeltest.Load
+	prompt      = modeltest.Prompt
+	batchLogits = modeltest.BatchLogits
+	maxAbs      = modeltest.MaxAbs
 )
 
 // small is the tiny qwen3moe preset with a 512-token vocabulary, so a test
@@ -45,69 +52,6 @@ var shapes = []struct {
 		c.NHead, c.NHeadKV, c.HeadDim, c.NFFExp = 4, 1, 128, 128
 		c.NExpert, c.NExpertUsed = 32, 8
 	}},
-}
-
-func writeModel(t testing.TB, c synth.Config) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	if _, err := synth.Write(path, c, synth.WriteOptions{Workers: 2}); err != nil {
-		t.Fatalf("synth: %v", err)
-	}
-	return path
-}
-
-func load(t testing.TB, path string, o model.Options) model.Model {
-	t.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	m, err := model.Load(f, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func prompt(n, vocab int) []int32 {
-	toks := make([]int32, n)
-	for i := range toks {
-		toks[i] = int32((i*7919 + 13) % vocab)
-	}
-	return toks
-}
-
-// batchLogits evaluates tokens in ubatches of ub and returns every position's logits.
-func batchLogits(t testing.TB, m model.Model, toks []int32, ub int) [][]float32 {
-	t.Helper()
-	s := m.NewState()
-	v := m.Params().Vocab
-	var rows [][]float32
-	for i := 0; i < len(toks); i += ub {
-		part := toks[i:min(i+ub, len(toks))]
-		buf := make([]float32, len(part)*v)
-		if err := m.Forward(s, part, true, buf); err != nil {
-			t.Fatal(err)
-		}
-		for j := range part {
-			rows = append(rows, buf[j*v:(j+1)*v])
-		}
-	}
-	return rows
-}
-
-func maxAbs(a, b [][]float32) (float64, int) {
-	var m float64
-	at := -1
-	for i := range a {
-		for j := range a[i] {
-			if d := math.Abs(float64(a[i][j] - b[i][j])); d > m || math.IsNaN(d) {
-				m, at = d, i
-			}
-		}
-	}
-	return m, at
 }
 
 // TestParityF32 holds every position's logits to llama.cpp's scalar CPU
