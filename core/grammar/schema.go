@@ -71,6 +71,7 @@ type SchemaBuilder struct {
 	refs  map[string]string // "prefix\x00ref" -> rule name (resolved or being resolved)
 	root  any               // the schema being added, for its $refs
 	scope string
+	own   map[string]bool // rules the caller added with Rule (may name rules not yet added)
 }
 
 // NewSchemaBuilder returns an empty builder.
@@ -105,18 +106,41 @@ func (b *SchemaBuilder) Add(name string, schema []byte) (rule string, err error)
 		}
 	}()
 	b.root, b.scope = v, name
-	return b.visit(v, name, ""), nil
+	rule = b.visit(v, name, "")
+	// A $ref that reaches itself before any character (`{"$ref":"#"}`, or
+	// two definitions naming each other through anyOf) describes no finite
+	// document; the grammar would be left-recursive. Say so here, as a
+	// schema error, rather than hand the caller a grammar that cannot parse.
+	if _, perr := Parse(b.schemaRules(), Options{Root: rule}); perr != nil {
+		return "", &SchemaError{Msg: "its $refs form a cycle that matches no document: " + perr.Error()}
+	}
+	return rule, nil
 }
 
 // Rule adds a rule of the caller's, GBNF body text, and returns its name
 // (name, or name with a number when another body has it).
-func (b *SchemaBuilder) Rule(name, body string) string { return b.add(name, body) }
+func (b *SchemaBuilder) Rule(name, body string) string {
+	n := b.add(name, body)
+	if b.own == nil {
+		b.own = map[string]bool{}
+	}
+	b.own[n] = true
+	return n
+}
 
 // String is the grammar: every rule, sorted by name.
-func (b *SchemaBuilder) String() string {
+func (b *SchemaBuilder) String() string { return b.text(nil) }
+
+// schemaRules is the grammar without the caller's rules, which may still
+// name rules the caller adds later.
+func (b *SchemaBuilder) schemaRules() string { return b.text(b.own) }
+
+func (b *SchemaBuilder) text(skip map[string]bool) string {
 	names := make([]string, 0, len(b.rules))
 	for n := range b.rules {
-		names = append(names, n)
+		if !skip[n] {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
 	var s strings.Builder

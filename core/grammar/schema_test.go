@@ -217,6 +217,9 @@ func TestSchemaErrors(t *testing.T) {
 		{`{"type":"array","uniqueItems":true}`, `"uniqueItems" is not supported`},
 		{`{`, `not valid JSON`},
 		{`false`, `allows no value`},
+		// Found by FuzzSchema: a $ref to itself before any character.
+		{`{"a":{"b":1},"$ref":"#"}`, `$refs form a cycle`},
+		{`{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/b"}]},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`, `$refs form a cycle`},
 	} {
 		_, err := FromJSONSchema([]byte(tc.schema))
 		var se *SchemaError
