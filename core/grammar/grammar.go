@@ -155,8 +155,12 @@ func (c *class) String() string {
 
 func classChar(r rune) string {
 	switch {
-	case r == '\\' || r == ']' || r == '-' || r == '^' || r == '"' || r == '[':
+	case r == '\\' || r == ']' || r == '-' || r == '"' || r == '[':
 		return `\` + string(r)
+	case r == '^':
+		// GBNF (llama.cpp's parser too) has no \^ escape; a hex escape is
+		// a literal caret anywhere, even first in the class.
+		return `\x5E`
 	case r < 0x20 || r == 0x7f:
 		return `\x` + fmt.Sprintf("%02X", r)
 	case !unicode.IsPrint(r):
