@@ -106,4 +106,3 @@ func TestRealisticRouterRows(t *testing.T) {
 }
 
 func blkName(il int, s string) string { return fmt.Sprintf("blk.%d.%s", il, s) }
-
