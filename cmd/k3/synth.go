@@ -75,12 +75,12 @@ var synthBoolFlags = []struct {
 
 // synthArgs holds the parsed flags of k3 synth.
 type synthArgs struct {
-	arch, preset, out, typ, splitSize, name, mlaLayers *string
-	seed                                               *uint64
-	splitTensors, workers                              *int
-	ints                                               map[string]*int
-	floats                                             map[string]*float64
-	bools                                              map[string]*bool
+	arch, preset, out, typ, splitSize, name, mlaLayers, routing *string
+	seed                                                        *uint64
+	splitTensors, workers                                       *int
+	ints                                                        map[string]*int
+	floats                                                      map[string]*float64
+	bools                                                       map[string]*bool
 }
 
 func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
@@ -97,9 +97,11 @@ func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 		workers:      fs.Int("workers", 0, "row generation workers (0 = all CPUs)"),
 		name:         fs.String("name", "", "general.name"),
 		mlaLayers:    fs.String("mla-layers", "", "comma-separated 0-based MLA layers (overrides --mla-every/--mla-last)"),
-		ints:         map[string]*int{},
-		floats:       map[string]*float64{},
-		bools:        map[string]*bool{},
+		routing: fs.String("routing", synth.RoutingRandom, "router weights: "+strings.Join(synth.RoutingModes, ", ")+
+			" (realistic: Kimi K3's published lookahead precision, next-token reuse and even popularity, as k3 inspect --routing measures)"),
+		ints:   map[string]*int{},
+		floats: map[string]*float64{},
+		bools:  map[string]*bool{},
 	}
 	for _, f := range synthIntFlags {
 		a.ints[f.name] = fs.Int(f.name, 0, f.usage+" (default: the preset's)")
@@ -122,6 +124,7 @@ func (a *synthArgs) config(fs *flag.FlagSet) (synth.Config, synth.WriteOptions, 
 	}
 	fs.Visit(func(f *flag.Flag) { applySynthFlag(&cfg, f.Name, a.ints, a.floats, a.bools) })
 	cfg.Seed = *a.seed
+	cfg.Routing = *a.routing
 	if *a.name != "" {
 		cfg.Name = *a.name
 	}

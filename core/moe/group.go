@@ -8,9 +8,10 @@ type Batch struct {
 	IDs     []int32   // [token*Used + slot] chosen expert
 	Weights []float32 // [token*Used + slot] its weight
 
-	// Experts lists each expert chosen by at least one token, ascending;
-	// Rows[Start[i]:Start[i+1]] are the token*Used+slot indices routed to
-	// Experts[i], in ascending token order.
+	// Experts lists each expert chosen by at least one token, ascending
+	// (after Front: the fronted ones first); Rows[Start[i]:Start[i+1]]
+	// are the token*Used+slot indices routed to Experts[i], in ascending
+	// token order.
 	Experts []int32
 	Start   []int
 	Rows    []int32
@@ -49,4 +50,41 @@ func (b *Batch) Group(nExpert int) {
 		b.Rows[b.count[id]] = int32(r)
 		b.count[id]++
 	}
+}
+
+// Front moves the experts of first that the batch chose to the front of
+// Experts, in first's order, the others keeping theirs: the runner
+// computes the experts whose reads a lookahead guess started before the
+// ones whose reads start now.
+func (b *Batch) Front(first []int32) {
+	if len(first) == 0 {
+		return
+	}
+	order := make([]int, 0, len(b.Experts))
+	taken := make([]bool, len(b.Experts))
+	for _, e := range first {
+		for i, x := range b.Experts {
+			if x == e && !taken[i] {
+				order, taken[i] = append(order, i), true
+				break
+			}
+		}
+	}
+	if len(order) == 0 {
+		return
+	}
+	for i := range b.Experts {
+		if !taken[i] {
+			order = append(order, i)
+		}
+	}
+	experts := make([]int32, 0, len(b.Experts))
+	start := make([]int, 1, len(b.Start))
+	rows := make([]int32, 0, len(b.Rows))
+	for _, i := range order {
+		experts = append(experts, b.Experts[i])
+		rows = append(rows, b.Rows[b.Start[i]:b.Start[i+1]]...)
+		start = append(start, len(rows))
+	}
+	b.Experts, b.Start, b.Rows = experts, start, rows
 }

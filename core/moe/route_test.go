@@ -117,6 +117,33 @@ func TestGroup(t *testing.T) {
 	}
 }
 
+// TestBatchFront: the guessed experts the batch chose move to the front
+// in the guess's order, each keeping its rows; a guessed expert nobody
+// chose is skipped.
+func TestBatchFront(t *testing.T) {
+	var b Batch
+	b.Reset(3, 2)
+	copy(b.IDs, []int32{4, 1, 1, 0, 4, 1})
+	b.Group(5)
+	b.Front([]int32{4, 3, 1})
+	if d := cmp.Diff([]int32{4, 1, 0}, b.Experts); d != "" {
+		t.Errorf("experts: %s", d)
+	}
+	if d := cmp.Diff([]int{0, 2, 5, 6}, b.Start); d != "" {
+		t.Errorf("start: %s", d)
+	}
+	if d := cmp.Diff([]int32{0, 4, 1, 2, 5, 3}, b.Rows); d != "" {
+		t.Errorf("rows: %s", d)
+	}
+	for i, e := range b.Experts {
+		for _, r := range b.Rows[b.Start[i]:b.Start[i+1]] {
+			if b.IDs[r] != e {
+				t.Errorf("row %d of expert %d chose %d", r, e, b.IDs[r])
+			}
+		}
+	}
+}
+
 // plainRoute is build_moe_ffn's routing written out step by step, with
 // explicit loops instead of Route's shared sorting: the reference the
 // group-limited routing is checked against.

@@ -81,7 +81,12 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 	}
 	if r.Source != nil {
 		if n == 1 {
+			// The guessed experts' reads began a layer ago: computing
+			// them first lets the first groups start while the rest read,
+			// instead of waiting in expert-id order for a mix of both.
+			ahead := r.spec.ahead(l.Index)
 			r.spec.score(l.Index, b.Experts)
+			b.Front(ahead)
 		}
 		if err := r.Source.HintExperts(l.Index, b.Experts, false); err != nil {
 			return nil, err
@@ -116,6 +121,7 @@ func (r *Runner) Predict(l *Layer, x []float32, n int, sc *ops.Scratch) error {
 		if fixed, ok := r.Source.(FixedLookahead); !ok || !fixed.FixedLookahead() {
 			ranked = ranked[:r.spec.count(b.Used, min(len(ranked), max(1, r.Source.MaxExperts(l.Index)/3)))]
 		}
+		r.spec.hinted(l.Index, len(ranked))
 	}
 	return r.Source.HintExperts(l.Index, ranked, true)
 }

@@ -33,6 +33,7 @@ const precisionDecay = 0.995
 type speculation struct {
 	mu      sync.Mutex
 	pending map[int][]int32 // layer -> its latest ranked one-token guess
+	sent    map[int]int     // layer -> how many of pending were hinted
 	tries   []float64       // decayed guesses at each rank
 	hits    []float64       // of those, chosen
 }
@@ -47,6 +48,25 @@ func (s *speculation) remember(layer int, ranked []int32) {
 	s.pending[layer] = slices.Clone(ranked)
 }
 
+// hinted records that the first n of layer's pending guess were hinted.
+func (s *speculation) hinted(layer, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sent == nil {
+		s.sent = map[int]int{}
+	}
+	s.sent[layer] = n
+}
+
+// ahead is the part of layer's pending guess that was hinted: the
+// experts whose reads started before the layer routed.
+func (s *speculation) ahead(layer int) []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.pending[layer]
+	return g[:min(len(g), s.sent[layer])]
+}
+
 // score counts, rank by rank, which of layer's pending guess the router
 // chose.
 func (s *speculation) score(layer int, chosen []int32) {
@@ -57,6 +77,7 @@ func (s *speculation) score(layer int, chosen []int32) {
 		return
 	}
 	delete(s.pending, layer)
+	delete(s.sent, layer)
 	for len(s.tries) < len(guess) {
 		s.tries, s.hits = append(s.tries, 0), append(s.hits, 0)
 	}

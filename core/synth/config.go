@@ -73,6 +73,10 @@ type Config struct {
 	NHeadKV int // attention.head_count_kv
 	HeadDim int // attention.key_length = value_length
 
+	// Routing is how the routers behave: "" or RoutingRandom, or
+	// RoutingRealistic (routing.go).
+	Routing string
+
 	Seed uint64
 	Type OutType
 }

@@ -195,6 +195,19 @@ func (m *rowMaker) rows(first, n int64, dst []byte, src []float32) error {
 	for i := range n {
 		out := dst[int(i)*m.rowBytes : int(i+1)*m.rowBytes]
 		r := rowRNG(m.seed, m.tensorID, 0, first+i)
+		if m.def.Rows != nil {
+			// a shaped row draws from its own stream, so the pool's
+			// choices for the other rows stay those of a random file
+			sr := rowRNG(m.seed, m.tensorID, 2, first+i)
+			s := src[:m.def.rowLen()]
+			m.def.Init.fill(&sr, s)
+			if m.def.Rows(first+i, s) {
+				if err := encodeRow(m.def.Type, s, out, m.imatrix); err != nil {
+					return fmt.Errorf("synth: tensor %q row %d: %w", m.def.Name, first+i, err)
+				}
+				continue
+			}
+		}
 		if m.pool != nil {
 			total := uint64(len(m.pool) / m.blockSize)
 			for b := range m.nBlocks {

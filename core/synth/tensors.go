@@ -16,6 +16,10 @@ type tensorDef struct {
 	Shape []int64
 	Type  quant.Type
 	Init  initDist
+	// Rows, when set, reshapes a row's drawn F32 values in place and
+	// reports whether it did (realistic routing, routing.go); a shaped row
+	// is always quantized from its values, never assembled from the pool.
+	Rows func(row int64, src []float32) bool
 }
 
 // initDist draws each value uniformly from [Lo, Hi]; with NegExp the value
@@ -65,8 +69,11 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.validateRouting(); err != nil {
+		return nil, err
+	}
 	if cfg.Arch == ArchQwen3MoE {
-		return chooseTypes(cfg, qwen3moeTensorDefs(cfg)), nil
+		return withRouting(cfg, chooseTypes(cfg, qwen3moeTensorDefs(cfg))), nil
 	}
 	var defs []tensorDef
 	add := func(name string, init initDist, shape ...int64) {
@@ -74,7 +81,7 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 	}
 	if cfg.Arch == ArchDeepSeek2 {
 		deepseek2Defs(cfg, add)
-		return chooseTypes(cfg, defs), nil
+		return withRouting(cfg, chooseTypes(cfg, defs)), nil
 	}
 	E, V := int64(cfg.NEmbd), int64(cfg.NVocab)
 	add("token_embd.weight", std(1), E, V)
@@ -105,7 +112,7 @@ func tensorDefs(cfg *Config) ([]tensorDef, error) {
 			moeDefs(cfg, layerAdd)
 		}
 	}
-	return chooseTypes(cfg, defs), nil
+	return withRouting(cfg, chooseTypes(cfg, defs)), nil
 }
 
 // chooseTypes sorts defs into file order and gives each its type.

@@ -10,13 +10,20 @@ import (
 )
 
 // predict guesses layer il's experts before its input exists: layer il-1's
-// output x, normed as il's router input would be, through il's router.
-// The guess goes to the stager as a speculative hint, so the reads overlap
-// il's attention.
+// output x, mixed with the banked layer inputs and normed as il's router
+// input would be, through il's router. The guess goes to the stager as a
+// speculative hint, so the reads overlap il's attention. The attention
+// residuals matter: the router reads the mix of the stream and the banks
+// (the embedding first of all), not the stream alone; a layer that banks x
+// itself is guessed from the banks it starts with.
 func (ps *pass) predict(il int, x []float32) error {
 	p, l := ps.m.p, &ps.m.layers[il]
+	cur := x
+	if p.ResBlock > 0 {
+		cur = ps.resMix(x, l.ffnScore)
+	}
 	normed := make([]float32, len(x))
-	ops.RMSNorm(normed, x, l.ffnNorm, p.Embd, p.Eps)
+	ops.RMSNorm(normed, cur, l.ffnNorm, p.Embd, p.Eps)
 	return ps.m.experts.Predict(&l.ffn.(*sparse).routed, normed, ps.n, ps.sc)
 }
 

@@ -260,3 +260,7 @@ func StateSize(c model.Config, _ model.Weights) (fixed, perToken int64, err erro
 	}
 	return 0, 2 * int64(p.Layers) * int64(p.Attn.CacheStride()), nil
 }
+
+// Experts is the runner of the model's routed experts (tools set its
+// Trace to measure the routing: k3 inspect --routing).
+func (m *Model) Experts() *moe.Runner { return m.experts }
