@@ -119,7 +119,9 @@ func (s *Stager) next() (j readq.Job, hinted, ok bool) {
 func (s *Stager) slotBase(slot int) int64 { return s.lay.residentSize + int64(slot)*s.lay.slotSize }
 
 // Acquire pins every slice's unit for req.Step, queues reads for the
-// missing ones ahead of all prefetches, and waits for them.
+// missing ones ahead of all prefetches, and waits for them. The slices a
+// Partial request does not wait for are pinned only if their unit is read
+// already; the others are left pending, their reads as hinted.
 func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
 	if s.file == nil {
 		return nil, errors.New("staging-pread: not open")
@@ -138,7 +140,12 @@ func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plug
 			resp.Locations[i] = plugin.Location{Offset: p.memOff + p.inner, Size: t.Size}
 			continue
 		}
-		e, err := s.lookup(cache.Key{Layer: int32(t.Layer), Expert: int32(sl.Expert)})
+		k := cache.Key{Layer: int32(t.Layer), Expert: int32(sl.Expert)}
+		if !req.Waited(i) && !s.ready(k) {
+			resp.Pending = append(resp.Pending, i)
+			continue
+		}
+		e, err := s.lookup(k)
 		if err != nil {
 			s.unpin(pinned)
 			s.mu.Unlock()
@@ -172,6 +179,20 @@ func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plug
 		return nil, fmt.Errorf("staging-pread: acquire step %d: %w", req.Step, err)
 	}
 	return resp, nil
+}
+
+// ready reports whether k's bytes are in its slot. The caller holds s.mu.
+func (s *Stager) ready(k cache.Key) bool {
+	e, ok := s.cache.Peek(k)
+	if !ok {
+		return false
+	}
+	select {
+	case <-e.Value.(*unit).done:
+		return true // a failed read leaves the cache under s.mu
+	default:
+		return false
+	}
 }
 
 // lookup finds k in the cache or inserts it and queues its read first in
