@@ -26,7 +26,7 @@ var (
 	cannedAcquire = &AcquireResponse{Locations: []Location{{Region: 1, Offset: 4096, Size: 5003}, {Region: 0, Offset: 1<<39 + 7, Size: 1}, {}}, Pending: []int{2}}
 	cannedStats   = &Stats{Hits: 1, Misses: 2, Evictions: 3, Reads: 4, BytesRead: 5, ReadTime: 6, WaitTime: 7, ResidentBytes: 8, BudgetBytes: 9, DirectIO: true, Mode: "m",
 		Devices: []DeviceStats{{Name: "259:1", Workers: 4, Shards: []int{0, 2}, Reads: 10, BytesRead: 11, ReadTime: 12}, {Name: "/mnt/b", Workers: 1, Shards: []int{1}}}}
-	cannedInfo    = &KernelsInfo{Name: "k", Ops: []OpSupport{{Op: "mul_mat", Types: []quant.Type{quant.Q2_K, quant.Q3_K}}, {Op: "rms_norm", Types: []quant.Type{}}},
+	cannedInfo = &KernelsInfo{Name: "k", Ops: []OpSupport{{Op: "mul_mat", Types: []quant.Type{quant.Q2_K, quant.Q3_K}}, {Op: "rms_norm", Types: []quant.Type{}}},
 		Options: []OptionSpec{{Name: "float", Type: OptionString, Default: "exact", Doc: "d", Values: []string{"exact", "fast"}}}}
 	cannedStager = &StagerInfo{Name: "s", Options: []OptionSpec{
 		{Name: "io_workers", Type: OptionInt, Default: "4", Doc: "readers"}, {Name: "warm", Type: OptionBool, Default: "true"}}}
