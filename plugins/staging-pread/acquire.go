@@ -25,11 +25,18 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.queue.Hint(req.Layer, req.Experts, req.Speculative, func(k cache.Key) bool {
+	owner := s.unitDev[req.Layer]
+	for _, d := range s.devs {
+		if d != owner {
+			// What the hint shows stale is stale on every device.
+			d.queue.DropStale(req.Layer, req.Experts, req.Speculative)
+		}
+	}
+	owner.queue.Hint(req.Layer, req.Experts, req.Speculative, func(k cache.Key) bool {
 		_, ok := s.cache.Peek(k)
 		return ok
 	})
-	s.work.Broadcast()
+	owner.work.Broadcast()
 	return nil
 }
 
@@ -51,11 +58,11 @@ func (s *Stager) insert(k cache.Key) (*cache.Entry, error) {
 	return e, nil
 }
 
-// worker reads queued units, highest priority first.
-func (s *Stager) worker() {
+// worker reads units queued on d, highest priority first.
+func (s *Stager) worker(d *device) {
 	defer s.wg.Done()
 	for {
-		j, hinted, ok := s.next()
+		j, hinted, ok := s.next(d)
 		if !ok {
 			return
 		}
@@ -90,17 +97,17 @@ func (s *Stager) worker() {
 // next pops the most urgent job that still needs a read, giving hint jobs
 // a slot; hinted says it is a hint's. It returns false when the stager is
 // closing.
-func (s *Stager) next() (j readq.Job, hinted, ok bool) {
+func (s *Stager) next(d *device) (j readq.Job, hinted, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
-		for !s.closing && s.queue.Len() == 0 {
-			s.work.Wait()
+		for !s.closing && d.queue.Len() == 0 {
+			d.work.Wait()
 		}
 		if s.closing {
 			return readq.Job{}, false, false
 		}
-		j, _, _ = s.queue.Pop()
+		j, _, _ = d.queue.Pop()
 		if j.Entry != nil {
 			return j, false, true
 		}
@@ -206,8 +213,9 @@ func (s *Stager) lookup(k cache.Key) (*cache.Entry, error) {
 		}
 		e, err := s.insert(k)
 		if err == nil {
-			s.queue.Demand(readq.Job{Key: k, Entry: e})
-			s.work.Signal()
+			d := s.unitDev[int(k.Layer)]
+			d.queue.Demand(readq.Job{Key: k, Entry: e})
+			d.work.Signal()
 			return e, nil
 		}
 		if errors.Is(err, cache.ErrFull) && s.holds.ReleaseAll() {
