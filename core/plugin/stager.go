@@ -236,7 +236,10 @@ type ReleaseRequest struct {
 // line are built from them.
 type Stats struct {
 	// Hits and Misses count acquired expert slices that were or were not
-	// resident when asked for.
+	// resident when asked for. A slice a partial Acquire leaves pending is
+	// counted once, when an Acquire pins it: the hit rate then says what
+	// was resident when the compute took it, higher than plain Acquires'
+	// for the same reads (bytes read are the measure to compare).
 	Hits, Misses uint64
 	// Evictions counts cache entries dropped to make room.
 	Evictions uint64
