@@ -93,7 +93,7 @@ func parseDeviceWorkers(s string) (map[string]int, error) {
 }
 
 // newDevices groups req's shards (option devices) and gives each group
-// its workers: device_workers where it names the group or one of its
+// its workers: device_workers where it names the group or some of its
 // shards, else io_workers.
 // Their work conditions are the caller's to set.
 func newDevices(req *plugin.OpenRequest, opt options) ([]*device, []int, error) {
@@ -104,14 +104,22 @@ func newDevices(req *plugin.OpenRequest, opt options) ([]*device, []int, error) 
 	devs := make([]*device, len(names))
 	for g, name := range names {
 		devs[g] = &device{name: name, workers: opt.workers, queue: readq.New()}
-		if n, ok := opt.devWorkers[name]; ok {
-			devs[g].workers = n
-		}
 	}
+	// A group named by its shards takes the most any of them is given (a
+	// group of shards from several devices, devices=one, keeps the fastest
+	// device's readers); a group named itself takes what it is given.
+	byShard := make([]int, len(devs))
 	for i, g := range of {
 		devs[g].shards = append(devs[g].shards, i)
 		if n, ok := opt.devWorkers[req.Shards[i]]; ok {
-			devs[g].workers = n
+			byShard[g] = max(byShard[g], n)
+		}
+	}
+	for g, d := range devs {
+		if n, ok := opt.devWorkers[d.name]; ok {
+			d.workers = n
+		} else if byShard[g] > 0 {
+			d.workers = byShard[g]
 		}
 	}
 	for name := range opt.devWorkers {

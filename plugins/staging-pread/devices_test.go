@@ -75,7 +75,9 @@ func TestDevices(t *testing.T) {
 			if tc.mode == "auto" && len(names) == 1 {
 				t.Skipf("%s and the temporary directory are on one device", other)
 			}
-			opts := map[string]string{"io_workers": "2", "devices": tc.mode}
+			// Shard 1's group gets 3 workers; with one group, shard 0's
+			// 1 does not lower that.
+			opts := map[string]string{"io_workers": "2", "devices": tc.mode, "device_workers": m.Req.Shards[0] + "=1," + m.Req.Shards[1] + "=3"}
 			if tc.groups > 1 {
 				opts["device_workers"] = m.Req.Shards[1] + "=3"
 			}
@@ -115,7 +117,7 @@ func TestDevices(t *testing.T) {
 			if diff := cmp.Diff([]int{0, 1}, shards); diff != "" {
 				t.Errorf("shards of the groups (-want +got):\n%s", diff)
 			}
-			want := "workers=2 "
+			want := "workers=3 "
 			if tc.groups > 1 {
 				want = "workers=2@" + st.Devices[0].Name + "+3@" + st.Devices[1].Name + " "
 			}
