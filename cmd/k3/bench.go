@@ -282,6 +282,7 @@ type stageAcc struct {
 	predicted, predictedRight uint64
 	splits                    []benchSplit
 	layers                    []engine.LayerTime // decode, summed
+	decodeAcquires            uint64
 }
 
 func (a *stageAcc) add(at [3]engine.StageStats) {
@@ -294,6 +295,7 @@ func (a *stageAcc) add(at [3]engine.StageStats) {
 	a.decodeMisses += dec.Misses - pre.Misses
 	a.decodeWait += dec.WaitTime - pre.WaitTime
 	a.decodeAcquire += at[2].AcquireTime - at[1].AcquireTime
+	a.decodeAcquires += at[2].Acquires - at[1].Acquires
 	for i, l := range at[2].Layers {
 		if i >= len(a.layers) {
 			a.layers = append(a.layers, make([]engine.LayerTime, i+1-len(a.layers))...)
@@ -316,14 +318,18 @@ func (a *stageAcc) report(prefillTokens, decodeTokens int) *benchStorage {
 	s := &benchStorage{
 		Stager: a.last.Mode, Restarts: a.last.Restarts, DirectIO: a.last.DirectIO,
 		ResidentBytes: a.last.ResidentBytes, BudgetBytes: a.last.BudgetBytes,
-		PrefillBytesPerToken: ratio(float64(a.prefillBytes), float64(prefillTokens)),
-		DecodeBytesPerToken:  ratio(float64(a.decodeBytes), float64(decodeTokens)),
-		HitRate:              ratio(float64(a.hits), float64(a.hits+a.misses)),
-		DecodeHitRate:        ratio(float64(a.decodeHits), float64(a.decodeHits+a.decodeMisses)),
-		DecodeWaitShare:      ratio(a.decodeWait.Seconds(), a.decodeTime.Seconds()),
-		DecodeAcquireShare:   ratio(a.decodeAcquire.Seconds(), a.decodeTime.Seconds()),
-		LookaheadPrecision:   ratio(float64(a.predictedRight), float64(a.predicted)),
-		DecodeSplit:          a.splits,
+		PrefillBytesPerToken:   ratio(float64(a.prefillBytes), float64(prefillTokens)),
+		DecodeBytesPerToken:    ratio(float64(a.decodeBytes), float64(decodeTokens)),
+		HitRate:                ratio(float64(a.hits), float64(a.hits+a.misses)),
+		DecodeHitRate:          ratio(float64(a.decodeHits), float64(a.decodeHits+a.decodeMisses)),
+		DecodeWaitShare:        ratio(a.decodeWait.Seconds(), a.decodeTime.Seconds()),
+		DecodeAcquireShare:     ratio(a.decodeAcquire.Seconds(), a.decodeTime.Seconds()),
+		LookaheadPrecision:     ratio(float64(a.predictedRight), float64(a.predicted)),
+		DecodeSplit:            a.splits,
+		DecodeAcquiresPerToken: ratio(float64(a.decodeAcquires), float64(decodeTokens)),
+	}
+	for _, d := range a.last.Devices {
+		s.Devices = append(s.Devices, benchDevice{Name: d.Name, Workers: d.Workers, Shards: d.Shards, Reads: d.Reads, BytesRead: d.BytesRead, ReadS: d.ReadTime.Seconds()})
 	}
 	for i, l := range a.layers {
 		if l.Acquire > 0 || l.Compute > 0 {

@@ -141,6 +141,22 @@ type benchStorage struct {
 	// generated token: the wait to acquire them (storage and IPC) and
 	// their products.
 	DecodeLayers []benchLayer `json:"decode_layers,omitempty"`
+	// DecodeAcquiresPerToken is the stager round trips for experts per
+	// generated token.
+	DecodeAcquiresPerToken float64 `json:"decode_acquires_per_token"`
+	// Devices splits the stager's reads (since it opened) by the device
+	// groups it reads through, each with its own workers.
+	Devices []benchDevice `json:"devices,omitempty"`
+}
+
+// benchDevice is one device group's reads since the stager opened.
+type benchDevice struct {
+	Name      string  `json:"name"`
+	Workers   int     `json:"workers"`
+	Shards    []int   `json:"shards"`
+	Reads     uint64  `json:"reads"`
+	BytesRead int64   `json:"bytes_read"`
+	ReadS     float64 `json:"read_seconds"` // summed latency of its reads
 }
 
 // benchLayer is one layer's routed-expert time per decoded token.
@@ -332,6 +348,11 @@ func (r *benchRecord) writeTable(w io.Writer) error {
 			s.DecodeBytesPerToken/(1<<20), s.PrefillBytesPerToken/(1<<20), s.DirectIO)
 		fmt.Fprintf(tw, "expert cache\t%.1f%% hits (decode %.1f%%), decode waits on storage %.1f%% of the time\n",
 			100*s.HitRate, 100*s.DecodeHitRate, 100*s.DecodeWaitShare)
+		if len(s.Devices) > 1 {
+			for _, d := range s.Devices {
+				fmt.Fprintf(tw, "device %s	%d workers, shards %v: %d reads, %.1f MiB\n", d.Name, d.Workers, d.Shards, d.Reads, float64(d.BytesRead)/(1<<20))
+			}
+		}
 	} else {
 		fmt.Fprintf(tw, "storage\tnone (weights mapped from the file)\n")
 	}

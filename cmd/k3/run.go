@@ -146,7 +146,7 @@ type session struct {
 }
 
 func openSession(o runOptions, prof *config.Profile, stdout, stderr io.Writer) (*session, error) {
-	f, err := gguf.Open(o.path)
+	f, err := gguf.OpenWith(o.path, runtime.OpenOptions(prof))
 	if err != nil {
 		return nil, err
 	}

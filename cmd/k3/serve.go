@@ -57,6 +57,7 @@ var serveFlags = []struct {
 	{"batch", "logical prompt batch", []string{"b", "batch-size"}, true},
 	{"ubatch", "physical prompt batch (tokens per forward call)", []string{"ub", "ubatch-size"}, true},
 	{"memory.budget", "memory budget, e.g. 55G (K3Flight's --cpilot-memory)", []string{"cpilot-memory", "memory-budget"}, false},
+	{"shard_path", "comma-separated directories holding shards of a split model that are not next to the first (shards on several drives)", []string{"shard-path"}, false},
 }
 
 // serveArgs holds the parsed flags of k3 serve.

@@ -32,6 +32,7 @@ var stageFlagKeys = []struct{ name, key, usage string }{
 	{"lookahead", "stager.lookahead", "predict the next layers' experts and prefetch them (true or false)"},
 	{"prefetch-depth", "stager.prefetch_depth", "how many layers ahead lookahead guesses (0: none)"},
 	{"lookahead-mode", "stager.lookahead_mode", "adaptive (guesses only as far as their measured precision pays) or fixed (every guess)"},
+	{"shard-path", "shard_path", "comma-separated directories holding shards of a split model that are not next to the first (shards on several drives)"},
 }
 
 func addStageFlags(fs *flag.FlagSet) *stageFlags {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -432,4 +433,113 @@ func TestStageBudgetChunk(t *testing.T) {
 	if short := plan(300, 0); short.Chunk != 300 {
 		t.Errorf("context 300: chunk %d", short.Chunk)
 	}
+}
+
+// TestStagedShardsOnTwoDevices: a split model whose shards were moved
+// into two places (another directory found through the shard path; on
+// /dev/shm, a device of its own, where the machine has one) runs through
+// staging-pread with one group of readers per place, as a plugin process,
+// and gives the plain mapping's logits and tokens bit for bit; the
+// stats count reads in both groups and the mode line names each group's
+// workers.
+func TestStagedShardsOnTwoDevices(t *testing.T) {
+	path, cfg := stageModel(t)
+	const n = 4
+	want := plainTrace(t, path, engine.Step, n)
+	f0, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := f0.Paths()
+	f0.Close()
+	if len(paths) < 2 {
+		t.Fatalf("%d shards; the test wants a split model", len(paths))
+	}
+	for _, tc := range []struct{ devices, dir string }{{"dir", t.TempDir()}, {"auto", "/dev/shm"}} {
+		t.Run(tc.devices, func(t *testing.T) {
+			other := tc.dir
+			if tc.devices == "auto" {
+				d, err := os.MkdirTemp(tc.dir, "k3-stagetest-")
+				if err != nil {
+					t.Skip("no /dev/shm")
+				}
+				defer os.RemoveAll(d)
+				if statDev(t, d) == statDev(t, path) {
+					t.Skipf("%s shares the temporary directory's device", d)
+				}
+				other = d
+			}
+			// The odd shards move away (a copy, so that the first
+			// case's set stays whole for the next).
+			var moved []string
+			for i := 1; i < len(paths); i += 2 {
+				b, err := os.ReadFile(paths[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				dst := filepath.Join(other, filepath.Base(paths[i]))
+				if err := os.WriteFile(dst, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(paths[i], paths[i]+".away"); err != nil {
+					t.Fatal(err)
+				}
+				moved = append(moved, paths[i])
+			}
+			defer func() {
+				for _, p := range moved {
+					os.Rename(p+".away", p)
+				}
+			}()
+			f, err := gguf.OpenWith(path, gguf.OpenOptions{ShardPath: []string{other}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			req, err := ggufreq.OpenRequest(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := engine.StageOptions{Lookahead: true, Footprint: stageFootprint["staging-pread"], Launch: launch("staging-pread", false),
+				Options: map[string]string{"devices": tc.devices, "io_workers": "2", "device_workers": f.Paths()[1] + "=3"}}
+			if o.Budget, err = o.Footprint(req, cfg.NExpertUsed); err != nil {
+				t.Fatal(err)
+			}
+			st, err := engine.OpenStaged(context.Background(), f, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			m, err := kimik3.New(f, st, model.Options{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameTrace(t, runTrace(t, m, engine.Step, n, nil), want)
+			stats, err := st.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(stats.Devices) != 2 {
+				t.Fatalf("%d device groups, want 2: %+v", len(stats.Devices), stats.Devices)
+			}
+			for _, d := range stats.Devices {
+				if d.Reads == 0 {
+					t.Errorf("group %s (shards %v) read nothing", d.Name, d.Shards)
+				}
+			}
+			if w := "workers=2@" + stats.Devices[0].Name + "+3@" + stats.Devices[1].Name + " "; !strings.Contains(st.Mode(), w) {
+				t.Errorf("mode %q lacks %q", st.Mode(), w)
+			}
+			t.Logf("%s: %+v", st.Mode(), stats.Devices)
+		})
+	}
+}
+
+func statDev(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Dev
 }

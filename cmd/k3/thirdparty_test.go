@@ -73,7 +73,7 @@ func TestThirdPartyPlugins(t *testing.T) {
 		if out != plain {
 			t.Error("built-in backends' output differs from the plain path's")
 		}
-		if !strings.Contains(errs, "stager-options=cache_policy=lfru,direct_io=auto,io_workers=4,lfru_half_life=8 ") {
+		if !strings.Contains(errs, "stager-options=cache_policy=lfru,device_workers=,devices=auto,direct_io=auto,io_workers=4,lfru_half_life=8 ") {
 			t.Errorf("no stager options in the mode line:\n%s", errs)
 		}
 	})

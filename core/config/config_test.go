@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,7 +24,7 @@ func writeFile(t *testing.T, name, body string) string {
 var testMachine = &Machine{MemTotal: 64 << 30, PhysicalCores: 8, AVX2: true, Storage: "nvme"}
 
 func TestShippedProfilesLoad(t *testing.T) {
-	for _, name := range []string{"nvme-64g.yaml", "sata-128g.yaml"} {
+	for _, name := range []string{"nvme-64g.yaml", "sata-128g.yaml", "nvme-multi.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			p, err := Load(Options{Profile: filepath.Join("..", "..", "configs", name), Environ: []string{}})
 			if err != nil {
@@ -33,6 +34,15 @@ func TestShippedProfilesLoad(t *testing.T) {
 				t.Fatalf("unexpected profile: %+v", p)
 			}
 		})
+	}
+	// The shard path, from the file or as a comma-separated variable.
+	q, err := Load(Options{Profile: "../../configs/nvme-multi.yaml", Environ: []string{}})
+	if err != nil || len(q.ShardPath) != 2 || q.Stager.Options["devices"] != "auto" {
+		t.Errorf("nvme-multi: shard path %v, stager options %v (%v)", q.ShardPath, q.Stager.Options, err)
+	}
+	q, err = Load(Options{Profile: "../../configs/nvme-64g.yaml", Environ: []string{"K3_SHARD_PATH=/a, /b"}})
+	if err != nil || fmt.Sprint(q.ShardPath) != "[/a /b]" {
+		t.Errorf("K3_SHARD_PATH: shard path %q (%v)", q.ShardPath, err)
 	}
 	p, _ := Load(Options{Profile: "../../configs/nvme-64g.yaml", Environ: []string{}})
 	if p.Memory.Budget != 55<<30 {

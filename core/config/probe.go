@@ -207,3 +207,32 @@ func CachedProbe(path, dir string, d time.Duration) (*StorageProbe, error) {
 	}
 	return p, nil
 }
+
+// DeviceWorkers is the auto profile's per-device split of the storage
+// reads for a model whose shards lie at paths on more than one device:
+// each device's own probe (CachedProbe, cached under dir, of about d)
+// chooses its readers, as staging-pread's device_workers option takes
+// them (SHARD=N, a device named by its first shard). "" when the shards
+// share one device: io_workers, from that device's probe, covers it.
+func DeviceWorkers(paths []string, dir string, d time.Duration) string {
+	var firsts []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		dev := deviceID(p)
+		if dev == "" || seen[dev] {
+			continue
+		}
+		seen[dev] = true
+		firsts = append(firsts, p)
+	}
+	if len(firsts) < 2 {
+		return ""
+	}
+	var out []string
+	for _, p := range firsts {
+		if pr, err := CachedProbe(p, dir, d); err == nil {
+			out = append(out, p+"="+strconv.Itoa(pr.Workers()))
+		}
+	}
+	return strings.Join(out, ",")
+}

@@ -3,6 +3,8 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +107,47 @@ func TestLoadDetected(t *testing.T) {
 	}
 	if d := p.Detected(); strings.Contains(d, "budget:") {
 		t.Errorf("a flag's budget said to be derived: %s", d)
+	}
+}
+
+// TestDeviceWorkers: shards on one device need no split; on two (a
+// temporary directory and /dev/shm, where that is a filesystem of its
+// own) each device's first shard gets the workers of its own probe,
+// which is then cached per device.
+func TestDeviceWorkers(t *testing.T) {
+	dir, cache := t.TempDir(), t.TempDir()
+	write := func(p string) string {
+		if err := os.WriteFile(p, make([]byte, 9<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b := write(filepath.Join(dir, "m-00001-of-00002.gguf")), write(filepath.Join(dir, "m-00002-of-00002.gguf"))
+	if got := DeviceWorkers([]string{a, b}, cache, 50*time.Millisecond); got != "" {
+		t.Errorf("one device: %q, want none", got)
+	}
+	shm, err := os.MkdirTemp("/dev/shm", "k3-probetest-")
+	if err != nil {
+		t.Skip("no /dev/shm")
+	}
+	defer os.RemoveAll(shm)
+	c := write(filepath.Join(shm, "m-00002-of-00002.gguf"))
+	if deviceID(c) == deviceID(a) {
+		t.Skip("/dev/shm is on the temporary directory's device")
+	}
+	got := DeviceWorkers([]string{a, c}, cache, 500*time.Millisecond)
+	parts := strings.Split(got, ",")
+	if len(parts) != 2 || !strings.HasPrefix(parts[0], a+"=") || !strings.HasPrefix(parts[1], c+"=") {
+		t.Fatalf("two devices: %q, want %s=N,%s=M", got, a, c)
+	}
+	for _, p := range parts {
+		n, err := strconv.Atoi(p[strings.LastIndexByte(p, '=')+1:])
+		if err != nil || !slices.Contains(probeDepths, n) {
+			t.Errorf("%q: workers not one of the probed depths %v", p, probeDepths)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(cache, "storage-probe-*.json"))
+	if len(files) != 2 {
+		t.Errorf("probes cached: %v, want one per device", files)
 	}
 }

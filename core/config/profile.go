@@ -32,6 +32,12 @@ type Profile struct {
 
 	Server Server `koanf:"server"`
 
+	// ShardPath lists directories where shards of a split model may lie
+	// besides the first shard's own: shards spread over several drives
+	// (the stager reads each drive with its own workers). A flag or
+	// variable gives them comma-separated.
+	ShardPath []string `koanf:"shard_path"`
+
 	// set holds the keys a profile file, the environment or a flag set
 	// (not defaults or auto detection): Load fills it, Explicit reads it.
 	set map[string]bool

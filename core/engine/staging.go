@@ -98,7 +98,10 @@ type Staged struct {
 	layers []LayerTime
 }
 
-var _ moe.ExpertSource = (*Staged)(nil)
+var (
+	_ moe.ExpertSource = (*Staged)(nil)
+	_ moe.ReadySource  = (*Staged)(nil)
+)
 
 // residentStep pins the always-needed tensors; expert steps count up from it.
 const residentStep = 1
@@ -406,11 +409,27 @@ func (s *Staged) HintExperts(layer int, experts []int32, speculative bool) error
 
 // AcquireExperts implements moe.ExpertSource.
 func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (moe.ExpertSet, error) {
+	set, _, err := s.acquire(layer, tensors, experts, -1)
+	return set, err
+}
+
+// AcquireReady implements moe.ReadySource with a Partial acquire: the
+// stager waits for experts[:wait] and pins the rest only where resident.
+// A stager that ignores Partial answers with every expert, which is
+// correct too.
+func (s *Staged) AcquireReady(layer int, tensors []string, experts []int32, wait int) (moe.ExpertSet, []int, error) {
+	return s.acquire(layer, tensors, experts, wait)
+}
+
+// acquire acquires the experts' slices of the tensors; wait < 0 waits for
+// all, else for experts[:wait] and what is resident of the others. It
+// returns the set of the ready experts and their indexes into experts.
+func (s *Staged) acquire(layer int, tensors []string, experts []int32, wait int) (moe.ExpertSet, []int, error) {
 	ids := make([]int, len(tensors))
 	for i, name := range tensors {
 		id, ok := s.ids[name]
 		if !ok || !s.req.Tensors[id].Routed() {
-			return nil, fmt.Errorf("stager: %q is not a routed tensor", name)
+			return nil, nil, fmt.Errorf("stager: %q is not a routed tensor", name)
 		}
 		ids[i] = id
 	}
@@ -418,9 +437,11 @@ func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (m
 	s.step++
 	step := s.step
 	s.mu.Unlock()
-	req := &plugin.AcquireRequest{Step: step}
-	for _, id := range ids {
-		for _, e := range experts {
+	// Expert-major, so that a partial request's waited slices come first.
+	nt := len(ids)
+	req := &plugin.AcquireRequest{Step: step, Partial: wait >= 0, Wait: max(wait, 0) * nt}
+	for _, e := range experts {
+		for _, id := range ids {
 			req.Slices = append(req.Slices, plugin.Slice{Tensor: id, Expert: int(e)})
 		}
 	}
@@ -431,7 +452,21 @@ func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (m
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	pending := make([]bool, len(experts))
+	for _, i := range resp.Pending {
+		if i < 0 || i >= len(req.Slices) || i < req.Wait {
+			_ = s.sup.Release(s.ctx, &plugin.ReleaseRequest{Step: step})
+			return nil, nil, fmt.Errorf("stager: acquire layer %d: slice %d of %d (%d waited for) reported pending", layer, i, len(req.Slices), req.Wait)
+		}
+		pending[i/nt] = true
+	}
+	var ready []int
+	for i, p := range pending {
+		if !p {
+			ready = append(ready, i)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -439,13 +474,18 @@ func (s *Staged) AcquireExperts(layer int, tensors []string, experts []int32) (m
 	s.acquireTime += now.Sub(start)
 	s.acquires++
 	s.layerTime(layer).Acquire += now.Sub(start)
-	set := &expertSet{s: s, step: step, n: len(experts), locs: resp.Locations, data: make([][]byte, len(req.Slices)), layer: layer, since: now}
-	for i, loc := range resp.Locations {
-		if set.data[i], err = s.views.Bytes(loc); err != nil {
-			return nil, fmt.Errorf("stager: layer %d expert %d of %q: %w", layer, req.Slices[i].Expert, s.req.Tensors[req.Slices[i].Tensor].Name, err)
+	n := len(ready)
+	set := &expertSet{s: s, step: step, n: n, locs: make([]plugin.Location, 0, n*nt), data: make([][]byte, n*nt), layer: layer, since: now}
+	for j, i := range ready {
+		for t := range nt {
+			k := i*nt + t
+			set.locs = append(set.locs, resp.Locations[k])
+			if set.data[t*n+j], err = s.views.Bytes(resp.Locations[k]); err != nil {
+				return nil, nil, fmt.Errorf("stager: layer %d expert %d of %q: %w", layer, req.Slices[k].Expert, s.req.Tensors[req.Slices[k].Tensor].Name, err)
+			}
 		}
 	}
-	return set, nil
+	return set, ready, nil
 }
 
 // layerTime returns layer's counters, growing the table; s.mu is held.

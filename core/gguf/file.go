@@ -56,6 +56,7 @@ type File struct {
 	tensors   []TensorInfo
 	byName    map[string]int
 	shards    []*shard
+	shardPath []string // where else to look for shards (OpenOptions)
 
 	mu     sync.Mutex
 	errs   []error // accessor type errors, reported by Err
@@ -77,12 +78,24 @@ type shard struct {
 // Open opens a GGUF file. If its metadata says it is shard 1 of a split
 // set, all shards are found by name, opened and validated, and the File
 // presents their tensors as one index. Only headers are read.
-func Open(path string) (*File, error) {
+func Open(path string) (*File, error) { return OpenWith(path, OpenOptions{}) }
+
+// OpenOptions change how Open finds a split set's shards.
+type OpenOptions struct {
+	// ShardPath lists directories to look in for a shard that is not next
+	// to the first (by its file name), in order: shards moved onto other
+	// drives, so that their reads add up, stay one model.
+	ShardPath []string
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, o OpenOptions) (*File, error) {
 	s, h, err := openShard(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	f := newFile(path, h, s)
+	f.shardPath = o.ShardPath
 	if err := f.openSplits(h); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)

@@ -119,7 +119,7 @@ func (f *File) addShards(first *header, prefix string, n int, tensors int64) err
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s, h, err := openShard(SplitPath(prefix, i, n))
+			s, h, err := openShard(f.findShard(SplitPath(prefix, i, n)))
 			res[i] = result{s, h, err}
 		}()
 	}
@@ -129,12 +129,15 @@ func (f *File) addShards(first *header, prefix string, n int, tensors int64) err
 		r := res[i]
 		if r.err != nil {
 			if errors.Is(r.err, fs.ErrNotExist) {
-				r.err = fmt.Errorf("shard %d of %d is missing: %w", i+1, n, r.err)
+				where := ""
+				if len(f.shardPath) > 0 {
+					where = " (nor in " + strings.Join(f.shardPath, ", ") + ")"
+				}
+				r.err = fmt.Errorf("shard %d of %d is missing%s: %w", i+1, n, where, r.err)
 			}
 			errs = append(errs, r.err)
 			continue
 		}
-		r.s.path = SplitPath(prefix, i, n)
 		f.shards = append(f.shards, r.s)
 		if err := checkShardKeys(first, r.h, i, n, tensors); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", r.s.path, err))
@@ -145,6 +148,22 @@ func (f *File) addShards(first *header, prefix string, n int, tensors int64) err
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// findShard is where shard file path is: there, or else the first
+// directory of the shard path holding a file of its name (path itself
+// when none does, for the error).
+func (f *File) findShard(path string) string {
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	for _, dir := range f.shardPath {
+		p := filepath.Join(dir, filepath.Base(path))
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return path
 }
 
 // checkShardKeys checks that shard i (0-based) of n belongs to the set

@@ -234,3 +234,46 @@ func TestSplitPrefix(t *testing.T) {
 		t.Errorf("SplitPrefix accepted a plain name")
 	}
 }
+
+// TestShardPath: shards moved away from the first (onto other drives) are
+// found through OpenOptions.ShardPath, in its order, and the File reads
+// their tensors from where they are; without it they are missing.
+func TestShardPath(t *testing.T) {
+	specs := splitSpecs(7)
+	data := randomData(t, specs, 3)
+	dir, a, b := t.TempDir(), t.TempDir(), t.TempDir()
+	paths := writeModel(t, filepath.Join(dir, "m.gguf"), splitKVs, specs, data, WriteOptions{Split: SplitOptions{MaxTensors: 3}})
+	moved := []string{paths[0], filepath.Join(b, filepath.Base(paths[1])), filepath.Join(a, filepath.Base(paths[2]))}
+	for i := 1; i < 3; i++ {
+		if err := os.Rename(paths[i], moved[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(paths[0]); err == nil || !strings.Contains(err.Error(), "shard 2 of 3 is missing") {
+		t.Fatalf("shards moved away, no shard path: %v", err)
+	}
+	f, err := OpenWith(paths[0], OpenOptions{ShardPath: []string{a, b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if diff := cmp.Diff(moved, f.Paths()); diff != "" {
+		t.Errorf("Paths (-want +got):\n%s", diff)
+	}
+	checkTensors(t, f, specs, data)
+	// A copy next to the first wins over the shard path.
+	if err := os.Link(moved[2], paths[2]); err != nil {
+		t.Fatal(err)
+	}
+	g, err := OpenWith(paths[0], OpenOptions{ShardPath: []string{a, b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if got := g.Paths()[2]; got != paths[2] {
+		t.Errorf("shard 3 from %s, want the one next to shard 1 (%s)", got, paths[2])
+	}
+	if _, err := OpenWith(paths[0], OpenOptions{ShardPath: []string{a}}); err == nil || !strings.Contains(err.Error(), "shard 2 of 3 is missing (nor in "+a+")") {
+		t.Errorf("shard 2 in no listed directory: %v", err)
+	}
+}

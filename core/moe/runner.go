@@ -2,6 +2,7 @@ package moe
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/k3-inference/k3/core/model"
 	"github.com/k3-inference/k3/core/ops"
@@ -187,31 +188,50 @@ const pipeGroups = 4
 
 // routed returns outs, where outs[(t*k+slot)*out:] is expert slot's
 // weighted output for token t. The source holds window experts at once
-// (Route hinted the first window): experts are acquired step at a time,
-// and after each acquire the hints reach window experts past the group
-// being computed, so the reads never wait for compute nor compute for
-// more than one group's reads.
+// (Route hinted the first window). Each round acquires some of the
+// experts not yet computed, hints further ones so that window experts stay
+// pinned or in flight, and computes what it acquired: so the reads never
+// wait for compute. From a ReadySource a round takes the first expert left
+// (waiting for it) and every other hinted one already resident, so cached
+// experts go first and compute waits for no more than one read; from
+// another source, the next step experts in order.
 func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
 	outs := make([]float32, len(b.IDs)*l.out())
 	n := len(b.Experts)
-	window, step := n, n
-	if r.Source != nil {
-		window = min(n, r.Source.MaxExperts(l.Index))
-		step = max(1, (window+pipeGroups-1)/pipeGroups)
+	left := make([]int, n) // chosen experts not yet computed, in order
+	for i := range left {
+		left[i] = i
 	}
+	if r.Source == nil {
+		ex, _ := r.acquire(l, b.Experts, left)
+		return outs, r.experts(b, ex, in, outs, sc)
+	}
+	window := min(n, r.Source.MaxExperts(l.Index))
+	step := max(1, (window+pipeGroups-1)/pipeGroups)
+	rs, _ := r.Source.(ReadySource)
 	hinted := window
-	for lo := 0; lo < n; lo += step {
-		hi := min(lo+step, n)
-		ex, err := r.acquire(l, b.Experts, lo, hi)
+	for len(left) > 0 {
+		var ex *expertMats
+		var err error
+		if rs != nil {
+			// The hinted experts left; the first left if none is.
+			i, _ := slices.BinarySearch(left, hinted)
+			ex, err = r.acquireReady(rs, l, b.Experts, left[:max(i, 1)])
+		} else {
+			ex, err = r.acquire(l, b.Experts, slices.Clone(left[:min(step, len(left))]))
+		}
 		if err != nil {
 			return nil, err
 		}
-		if end := min(n, lo+window); end > hinted {
+		left = without(left, ex.at)
+		// Pinned now: ex's experts; in flight: the hinted ones left.
+		inflight, _ := slices.BinarySearch(left, hinted)
+		if end := min(n, hinted+window-len(ex.at)-inflight); end > hinted {
 			err = r.Source.HintExperts(l.Index, b.Experts[hinted:end], false)
 			hinted = end
 		}
 		if err == nil {
-			err = r.experts(b, ex, in, outs, lo, hi, sc)
+			err = r.experts(b, ex, in, outs, sc)
 		}
 		if rerr := ex.release(); err == nil {
 			err = rerr
@@ -223,16 +243,32 @@ func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]fl
 	return outs, nil
 }
 
-// experts runs the chosen experts [lo, end) into outs. The experts' gate
-// and up products go in one batch, their down products in another, in
-// groups whose buffers stay under groupBytes.
-func (r *Runner) experts(b *Batch, ex *expertMats, in, outs []float32, lo, end int, sc *ops.Scratch) error {
+// without returns the ascending xs less the ascending drop, in place.
+func without(xs, drop []int) []int {
+	out, j := xs[:0], 0
+	for _, x := range xs {
+		for j < len(drop) && drop[j] < x {
+			j++
+		}
+		if j < len(drop) && drop[j] == x {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// experts runs the experts of ex into outs. The experts' gate and up
+// products go in one batch, their down products in another, in groups
+// whose buffers stay under groupBytes.
+func (r *Runner) experts(b *Batch, ex *expertMats, in, outs []float32, sc *ops.Scratch) error {
 	const groupBytes = 64 << 20
 	perRow := 4 * (ex.in + 2*ex.ff + ex.out)
-	for lo < end {
+	rowsOf := func(j int) int { i := ex.at[j]; return b.Start[i+1] - b.Start[i] }
+	for lo, end := 0, len(ex.at); lo < end; {
 		hi, rows := lo, 0
-		for hi < end && (hi == lo || (rows+int(b.Start[hi+1]-b.Start[hi]))*perRow <= groupBytes) {
-			rows += int(b.Start[hi+1] - b.Start[hi])
+		for hi < end && (hi == lo || (rows+rowsOf(hi))*perRow <= groupBytes) {
+			rows += rowsOf(hi)
 			hi++
 		}
 		if err := r.group(b, ex, in, outs, lo, hi, sc); err != nil {
@@ -243,14 +279,15 @@ func (r *Runner) experts(b *Batch, ex *expertMats, in, outs []float32, lo, end i
 	return nil
 }
 
-// group runs experts [lo, hi) of the batch.
+// group runs experts [lo, hi) of ex.
 func (r *Runner) group(b *Batch, ex *expertMats, in, outs []float32, lo, hi int, sc *ops.Scratch) error {
 	k, din, ff, dout := b.Used, ex.in, ex.ff, ex.out
 	type run struct{ g, u, d []float32 }
 	runs := make([]run, hi-lo)
 	gu := make([]ops.MatMulOp, 0, 2*(hi-lo))
 	down := make([]ops.MatMulOp, 0, hi-lo)
-	for i := lo; i < hi; i++ {
+	for j := lo; j < hi; j++ {
+		i := ex.at[j]
 		sel := b.Rows[b.Start[i]:b.Start[i+1]]
 		m := len(sel)
 		xe := sc.Floats(m * din)
@@ -258,9 +295,9 @@ func (r *Runner) group(b *Batch, ex *expertMats, in, outs []float32, lo, hi int,
 			t := int(row) / k
 			copy(xe[r*din:(r+1)*din], in[t*din:(t+1)*din])
 		}
-		gate, up, dw := ex.mats(i)
+		gate, up, dw := ex.mats(j)
 		ru := run{g: sc.Floats(m * ff), u: sc.Floats(m * ff), d: sc.Floats(m * dout)}
-		runs[i-lo] = ru
+		runs[j-lo] = ru
 		gu = append(gu, ops.MatMulOp{W: gate, X: xe, N: m, Out: ru.g}, ops.MatMulOp{W: up, X: xe, N: m, Out: ru.u})
 		down = append(down, ops.MatMulOp{W: dw, X: ru.g, N: m, Out: ru.d})
 	}
@@ -273,9 +310,10 @@ func (r *Runner) group(b *Batch, ex *expertMats, in, outs []float32, lo, hi int,
 	if err := r.Pool.MatMuls(down...); err != nil {
 		return err
 	}
-	for i := lo; i < hi; i++ {
+	for j := lo; j < hi; j++ {
+		i := ex.at[j]
 		sel := b.Rows[b.Start[i]:b.Start[i+1]]
-		d := runs[i-lo].d
+		d := runs[j-lo].d
 		for r, row := range sel {
 			w := b.Weights[row]
 			dst := outs[int(row)*dout : (int(row)+1)*dout]

@@ -237,6 +237,105 @@ func TestRunnerStreaming(t *testing.T) {
 	}
 }
 
+// readySource is a source that holds some experts already (resident)
+// and hands them over without waiting (ReadySource); every expert it
+// hands over stays resident.
+type readySource struct {
+	*source
+	resident map[int32]bool
+}
+
+func (s *readySource) AcquireReady(layer int, tensors []string, experts []int32, wait int) (ExpertSet, []int, error) {
+	var ready []int
+	for i, e := range experts {
+		if i < wait || s.resident[e] {
+			ready = append(ready, i)
+		}
+	}
+	set, err := s.AcquireExperts(layer, tensors, pick(experts, ready))
+	for _, i := range ready {
+		s.resident[experts[i]] = true
+	}
+	return set, ready, err
+}
+
+// TestRunnerResidentFirst: from a source that says which experts it holds
+// (ReadySource), the first round computes the first chosen expert with
+// every resident one, later rounds one expert each as its read is waited
+// for; each expert is acquired once, never more than the source holds
+// are pinned, and the output is bit for bit the mapped tensors' (the
+// experts' outputs are still added in slot order).
+func TestRunnerResidentFirst(t *testing.T) {
+	l, router := plainLayer(3)
+	const n = 7
+	rng := rand.New(rand.NewPCG(4, 4))
+	x := make([]float32, n*embd)
+	for i := range x {
+		x[i] = rng.Float32()*2 - 1
+	}
+	plain := &Runner{Router: router, Act: silu, Pool: ops.NewPool(2)}
+	b, err := plain.Route(l, x, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plain.Run(l, b, x, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := b.Experts
+	if len(e) < 5 {
+		t.Fatalf("only %d experts chosen; the test wants five", len(e))
+	}
+	for _, tc := range []struct {
+		name string
+		max  int
+		log  []string
+	}{
+		// Everything fits: e[2] and e[4] go with e[0], then one by one.
+		{"window", 8, func() []string {
+			log := []string{fmt.Sprintf("hint 3 %v false", e), fmt.Sprintf("acquire 3 %v", []int32{e[0], e[2], e[4]}), "release"}
+			for i := range e {
+				if i != 0 && i != 2 && i != 4 {
+					log = append(log, fmt.Sprintf("acquire 3 %v", e[i:i+1]), "release")
+				}
+			}
+			return log
+		}()},
+		// Two at a time: the window is e[0] and e[1], so e[2] and e[4]
+		// wait for theirs; each acquire hints the next expert.
+		{"tight", 2, func() []string {
+			log := []string{fmt.Sprintf("hint 3 %v false", e)}
+			for i := range e {
+				log = append(log, fmt.Sprintf("acquire 3 %v", e[i:i+1]))
+				if i+2 <= len(e) && i >= 1 {
+					log = append(log, fmt.Sprintf("hint 3 %v false", e[i+1:i+2]))
+				}
+				log = append(log, "release")
+			}
+			return log
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &readySource{source: &source{l: l, max: tc.max}, resident: map[int32]bool{e[2]: true, e[4]: true}}
+			r := &Runner{Router: router, Act: silu, Pool: ops.NewPool(2), Source: src}
+			sb, err := r.Route(l, x, n, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.Run(l, sb, x, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := gocmp.Diff(want, got); d != "" {
+				t.Errorf("output (-mapped +resident first):\n%s", d)
+			}
+			if d := gocmp.Diff(tc.log, src.log); d != "" {
+				t.Errorf("source calls (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
 // TestSpeculationCount: a one-token guess is hinted only as far as the
 // measured precision of its ranks keeps the expected wrong reads within
 // wasteShare of the token's experts: the top guess alone before anything

@@ -32,6 +32,18 @@ type ExpertSource interface {
 	OnRemap(fn func() error)
 }
 
+// ReadySource is an ExpertSource that can hand over the experts it holds
+// already without waiting for the others, so that the Runner computes
+// those while the others are read. The order of computing does not change
+// the result: every expert's output lands in its own (token, slot) row and
+// Run adds them in slot order, as ggml does.
+type ReadySource interface {
+	// AcquireReady is AcquireExperts for experts[:wait] and, of the rest,
+	// those resident now; ready lists which (indexes into experts,
+	// ascending), and the set's expert i is experts[ready[i]].
+	AcquireReady(layer int, tensors []string, experts []int32, wait int) (set ExpertSet, ready []int, err error)
+}
+
 // ExpertSet is the pinned bytes of one layer's acquired experts.
 type ExpertSet interface {
 	// Bytes is expert i (in the order asked for) of tensor t (likewise).

@@ -43,7 +43,10 @@ func fromprotoAcquireRequest(r *pb.AcquireRequest) (*AcquireRequest, error) {
 	if len(r.GetTensors()) != len(r.GetExperts()) {
 		return nil, fmt.Errorf("acquire: %d tensors but %d experts", len(r.GetTensors()), len(r.GetExperts()))
 	}
-	out := &AcquireRequest{Step: r.GetStep(), Slices: make([]Slice, len(r.GetTensors()))}
+	if w := r.GetWait(); w < 0 || int(w) > len(r.GetTensors()) {
+		return nil, fmt.Errorf("acquire: wait for %d of %d slices", w, len(r.GetTensors()))
+	}
+	out := &AcquireRequest{Step: r.GetStep(), Slices: make([]Slice, len(r.GetTensors())), Partial: r.GetPartial(), Wait: int(r.GetWait())}
 	for i := range out.Slices {
 		out.Slices[i] = Slice{Tensor: int(r.Tensors[i]), Expert: int(r.Experts[i])}
 	}
@@ -59,6 +62,12 @@ func fromprotoAcquireResponse(r *pb.AcquireResponse) (*AcquireResponse, error) {
 	for i := range out.Locations {
 		out.Locations[i] = Location{Region: int(r.Regions[i]), Offset: r.Offsets[i], Size: r.Sizes[i]}
 	}
+	for i, p := range r.GetPending() {
+		if p < 0 || int(p) >= n || i > 0 && p <= r.Pending[i-1] {
+			return nil, fmt.Errorf("acquire: pending slice %d of %d out of order or range", p, n)
+		}
+		out.Pending = append(out.Pending, int(p))
+	}
 	return out, nil
 }
 
@@ -67,7 +76,21 @@ func fromprotoStats(s *pb.StatsResponse) *Stats {
 		Hits: s.GetHits(), Misses: s.GetMisses(), Evictions: s.GetEvictions(), Reads: s.GetReads(),
 		BytesRead: s.GetBytesRead(), ReadTime: time.Duration(s.GetReadNanos()), WaitTime: time.Duration(s.GetWaitNanos()),
 		ResidentBytes: s.GetResidentBytes(), BudgetBytes: s.GetBudgetBytes(), DirectIO: s.GetDirectIo(), Mode: s.GetMode(),
+		Devices: fromprotoDeviceStats(s.GetDevices()),
 	}
+}
+
+func fromprotoDeviceStats(ds []*pb.DeviceStats) []DeviceStats {
+	var out []DeviceStats
+	for _, d := range ds {
+		sh := make([]int, len(d.GetShards()))
+		for i, x := range d.GetShards() {
+			sh[i] = int(x)
+		}
+		out = append(out, DeviceStats{Name: d.GetName(), Workers: int(d.GetWorkers()), Shards: sh,
+			Reads: d.GetReads(), BytesRead: d.GetBytesRead(), ReadTime: time.Duration(d.GetReadNanos())})
+	}
+	return out
 }
 
 func fromprotoKernelsInfo(k *pb.KernelsInfo) *KernelsInfo {

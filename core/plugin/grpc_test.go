@@ -23,9 +23,10 @@ type recorder struct {
 
 var (
 	cannedOpen    = &OpenResponse{Regions: []Region{{Kind: RegionShard, Path: "/m/a.gguf", Size: 1 << 40}, {Kind: RegionShm, Path: "/dev/shm/x", Size: 12345}}, Mode: "test mode"}
-	cannedAcquire = &AcquireResponse{Locations: []Location{{Region: 1, Offset: 4096, Size: 5003}, {Region: 0, Offset: 1<<39 + 7, Size: 1}}}
-	cannedStats   = &Stats{Hits: 1, Misses: 2, Evictions: 3, Reads: 4, BytesRead: 5, ReadTime: 6, WaitTime: 7, ResidentBytes: 8, BudgetBytes: 9, DirectIO: true, Mode: "m"}
-	cannedInfo    = &KernelsInfo{Name: "k", Ops: []OpSupport{{Op: "mul_mat", Types: []quant.Type{quant.Q2_K, quant.Q3_K}}, {Op: "rms_norm", Types: []quant.Type{}}},
+	cannedAcquire = &AcquireResponse{Locations: []Location{{Region: 1, Offset: 4096, Size: 5003}, {Region: 0, Offset: 1<<39 + 7, Size: 1}, {}}, Pending: []int{2}}
+	cannedStats   = &Stats{Hits: 1, Misses: 2, Evictions: 3, Reads: 4, BytesRead: 5, ReadTime: 6, WaitTime: 7, ResidentBytes: 8, BudgetBytes: 9, DirectIO: true, Mode: "m",
+		Devices: []DeviceStats{{Name: "259:1", Workers: 4, Shards: []int{0, 2}, Reads: 10, BytesRead: 11, ReadTime: 12}, {Name: "/mnt/b", Workers: 1, Shards: []int{1}}}}
+	cannedInfo = &KernelsInfo{Name: "k", Ops: []OpSupport{{Op: "mul_mat", Types: []quant.Type{quant.Q2_K, quant.Q3_K}}, {Op: "rms_norm", Types: []quant.Type{}}},
 		Options: []OptionSpec{{Name: "float", Type: OptionString, Default: "exact", Doc: "d", Values: []string{"exact", "fast"}}}}
 	cannedStager = &StagerInfo{Name: "s", Options: []OptionSpec{
 		{Name: "io_workers", Type: OptionInt, Default: "4", Doc: "readers"}, {Name: "warm", Type: OptionBool, Default: "true"}}}
@@ -102,7 +103,7 @@ func TestWireRoundTrip(t *testing.T) {
 		Options: map[string]string{"direct_io": "auto"},
 	}
 	hint := &HintRequest{Layer: 5, Experts: []int{1, 895, 3}, Speculative: true}
-	acq := &AcquireRequest{Step: 1 << 50, Slices: []Slice{{Tensor: 1, Expert: 895}, {Tensor: 0}}}
+	acq := &AcquireRequest{Step: 1 << 50, Slices: []Slice{{Tensor: 1, Expert: 895}, {Tensor: 0}}, Partial: true, Wait: 1}
 	exec := &ExecuteRequest{Arena: "/dev/shm/arena", Regions: cannedOpen.Regions, Threads: 8, Ops: []Op{{
 		Name: "mul_mat", Weights: []WeightRef{{Region: 1, Offset: 64, Type: quant.Q2_K, Shape: []int64{7168, 3072}}},
 		Inputs: []ArenaRef{{Offset: 0, Size: 28672}}, Outputs: []ArenaRef{{Offset: 28672, Size: 12288}},

@@ -26,7 +26,8 @@ type Stager interface {
 	// once; reads happen in the background.
 	Hint(ctx context.Context, req *HintRequest) error
 	// Acquire blocks until every requested slice is resident, pins it for
-	// req.Step and says where it is.
+	// req.Step and says where it is. A Partial request waits only for its
+	// first Wait slices and hands over the others that are resident now.
 	Acquire(ctx context.Context, req *AcquireRequest) (*AcquireResponse, error)
 	// Release unpins everything acquired for a step. Through a plugin
 	// process it travels with the next Acquire (or Stats), so it costs no
@@ -185,7 +186,22 @@ type AcquireRequest struct {
 	// with the same Step adds pins to it.
 	Step   uint64
 	Slices []Slice
+	// Partial lets the core compute what is resident while the rest is
+	// still being read: Acquire waits for (and reads, if need be) only the
+	// first Wait slices, pins every other slice whose bytes are resident
+	// now, and lists the rest in AcquireResponse.Pending, neither pinned
+	// nor waited for (their reads stay as their hints queued them). A
+	// stager that ignores Partial (one built on an SDK before it) waits for
+	// every slice and lists none pending, which is a correct answer too:
+	// the core then computes everything it asked for.
+	Partial bool
+	Wait    int
 }
+
+// Waited reports whether slice i of req must be resident when Acquire
+// returns: every slice of a plain request, the first Wait of a Partial
+// one.
+func (req *AcquireRequest) Waited(i int) bool { return !req.Partial || i < req.Wait }
 
 // Slice names the bytes of a tensor, or of one expert of a routed tensor.
 type Slice struct {
@@ -197,6 +213,10 @@ type Slice struct {
 // AcquireResponse has one Location per requested slice, in order.
 type AcquireResponse struct {
 	Locations []Location
+	// Pending lists, ascending, the slices of a Partial request that were
+	// not resident: not pinned, their Locations zero. Empty for a plain
+	// request.
+	Pending []int
 }
 
 // Location is where a slice's bytes lie: Size bytes at Offset in
@@ -216,7 +236,10 @@ type ReleaseRequest struct {
 // line are built from them.
 type Stats struct {
 	// Hits and Misses count acquired expert slices that were or were not
-	// resident when asked for.
+	// resident when asked for. A slice a partial Acquire leaves pending is
+	// counted once, when an Acquire pins it: the hit rate then says what
+	// was resident when the compute took it, higher than plain Acquires'
+	// for the same reads (bytes read are the measure to compare).
 	Hits, Misses uint64
 	// Evictions counts cache entries dropped to make room.
 	Evictions uint64
@@ -235,4 +258,22 @@ type Stats struct {
 	// DirectIO reports whether reads bypass the page cache.
 	DirectIO bool
 	Mode     string
+	// Devices splits the reads by the device (or directory) group the
+	// stager reads each shard through, one worker pool per group; empty
+	// for a stager that keeps no such split.
+	Devices []DeviceStats
+}
+
+// DeviceStats are one device group's share of a stager's reads.
+type DeviceStats struct {
+	// Name is the device ("259:1" major:minor) or, grouped per file, the
+	// shard's directory.
+	Name string
+	// Workers is the group's concurrent reads; Shards the shard indexes
+	// it serves.
+	Workers   int
+	Shards    []int
+	Reads     uint64
+	BytesRead int64
+	ReadTime  time.Duration
 }

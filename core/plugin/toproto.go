@@ -37,7 +37,8 @@ func toprotoHintRequest(r *HintRequest) *pb.HintRequest {
 }
 
 func toprotoAcquireRequest(r *AcquireRequest) *pb.AcquireRequest {
-	out := &pb.AcquireRequest{Step: r.Step, Tensors: make([]int32, len(r.Slices)), Experts: make([]int32, len(r.Slices))}
+	out := &pb.AcquireRequest{Step: r.Step, Tensors: make([]int32, len(r.Slices)), Experts: make([]int32, len(r.Slices)),
+		Partial: r.Partial, Wait: int32(min(max(r.Wait, 0), len(r.Slices)))}
 	for i, s := range r.Slices {
 		out.Tensors[i] = int32(s.Tensor)
 		out.Experts[i] = int32(s.Expert)
@@ -51,6 +52,7 @@ func toprotoAcquireResponse(r *AcquireResponse) *pb.AcquireResponse {
 	for i, l := range r.Locations {
 		out.Regions[i], out.Offsets[i], out.Sizes[i] = int32(l.Region), l.Offset, l.Size
 	}
+	out.Pending = toInt32s(r.Pending)
 	return out
 }
 
@@ -59,7 +61,17 @@ func toprotoStats(s *Stats) *pb.StatsResponse {
 		Hits: s.Hits, Misses: s.Misses, Evictions: s.Evictions, Reads: s.Reads,
 		BytesRead: s.BytesRead, ReadNanos: int64(s.ReadTime), WaitNanos: int64(s.WaitTime),
 		ResidentBytes: s.ResidentBytes, BudgetBytes: s.BudgetBytes, DirectIo: s.DirectIO, Mode: s.Mode,
+		Devices: toprotoDeviceStats(s.Devices),
 	}
+}
+
+func toprotoDeviceStats(ds []DeviceStats) []*pb.DeviceStats {
+	var out []*pb.DeviceStats
+	for _, d := range ds {
+		out = append(out, &pb.DeviceStats{Name: d.Name, Workers: int32(d.Workers), Shards: toInt32s(d.Shards),
+			Reads: d.Reads, BytesRead: d.BytesRead, ReadNanos: int64(d.ReadTime)})
+	}
+	return out
 }
 
 func toprotoKernelsInfo(k *KernelsInfo) *pb.KernelsInfo {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/k3-inference/k3/core/config"
 	"github.com/k3-inference/k3/core/engine"
@@ -94,6 +95,13 @@ func stageOptions(f *gguf.File, arch model.Arch, prof *config.Profile, o Options
 	// The stager gets the options it declares (engine.OpenStaged checks
 	// the profile against its declaration).
 	so.Options, so.Implied = prof.StagerOptions()
+	if prof.Name == "auto" && !prof.Explicit("stager.io_workers") {
+		// Shards on several devices: each device's probe sizes its
+		// readers (offered to a stager that declares device_workers).
+		if dw := config.DeviceWorkers(f.Paths(), "", 1500*time.Millisecond); dw != "" {
+			so.Implied["device_workers"] = dw
+		}
+	}
 	if s.Path != "" {
 		so.Launch.Name = s.Name
 	} else {

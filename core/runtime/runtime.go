@@ -157,10 +157,11 @@ type Runtime struct {
 	closeErr                error
 }
 
-// Open opens the model file at path (the first shard of a split set) and
-// its runtime; Close closes the file too.
+// Open opens the model file at path (the first shard of a split set, the
+// others next to it or in the profile's shard_path) and its runtime;
+// Close closes the file too.
 func Open(ctx context.Context, path string, prof *config.Profile, o Options) (*Runtime, error) {
-	f, err := gguf.Open(path)
+	f, err := gguf.OpenWith(path, OpenOptions(prof))
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +172,15 @@ func Open(ctx context.Context, path string, prof *config.Profile, o Options) (*R
 	}
 	r.ownFile = true
 	return r, nil
+}
+
+// OpenOptions say how to open the model file under prof (nil: defaults):
+// where else its shards may lie.
+func OpenOptions(prof *config.Profile) gguf.OpenOptions {
+	if prof == nil {
+		return gguf.OpenOptions{}
+	}
+	return gguf.OpenOptions{ShardPath: prof.ShardPath}
 }
 
 // OpenFile starts f's model as prof says: the kernels backend it names,

@@ -154,7 +154,9 @@ func (s *Stager) next() (cache.Key, *cache.Entry, bool) {
 }
 
 // Acquire pins the slices' units within the budget, then faults in
-// whatever of them is not in the page cache.
+// whatever of them is not in the page cache. The slices a Partial request
+// does not wait for are pinned only if their pages are cached and no read
+// of their unit is under way; the others are left pending.
 func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
 	if s.maps == nil {
 		return nil, errors.New("staging-mmap: not open")
@@ -175,6 +177,12 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 			continue
 		}
 		k := cache.Key{Layer: int32(t.Layer), Expert: int32(sl.Expert)}
+		off := t.Offset + int64(sl.Expert)*t.ExpertSize
+		sp := span{t.Shard, pageDown(off), pageUp(off + t.ExpertSize)}
+		if !req.Waited(i) && !s.ready(k, sp, reading) {
+			resp.Pending = append(resp.Pending, i)
+			continue
+		}
 		e, err := s.lookup(k)
 		if err != nil {
 			s.unpin(pinned)
@@ -184,8 +192,6 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 		e.Pins++
 		s.holds.Take(e) // the step's pin replaces the hint read's hold
 		pinned = append(pinned, e)
-		off := t.Offset + int64(sl.Expert)*t.ExpertSize
-		sp := span{t.Shard, pageDown(off), pageUp(off + t.ExpertSize)}
 		if slices.Contains(reading, k) {
 			// Another tensor of a unit this Acquire reads.
 			s.stats.Misses++
@@ -229,6 +235,18 @@ func (s *Stager) Acquire(_ context.Context, req *plugin.AcquireRequest) (*plugin
 	}
 	s.mu.Unlock()
 	return resp, nil
+}
+
+// ready reports whether unit k is accounted for, not being read, and
+// sp's pages cached. The caller holds s.mu.
+func (s *Stager) ready(k cache.Key, sp span, reading []cache.Key) bool {
+	if _, ok := s.cache.Peek(k); !ok {
+		return false
+	}
+	if _, ok := s.loading[k]; ok || slices.Contains(reading, k) {
+		return false
+	}
+	return s.missing(sp) == 0
 }
 
 // lookup finds or inserts k; when the cache is full of pins it gives up

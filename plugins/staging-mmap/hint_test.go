@@ -142,3 +142,14 @@ func TestHolds(t *testing.T) {
 		return s.inflight == 0 && s.queue.Len() == 0
 	})
 }
+
+func TestPartialAcquire(t *testing.T) {
+	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
+	budget, _ := Footprint(&m.Req, 4)
+	s := New()
+	plugintest.CheckPartial(t, s, m, budget, map[string]string{"io_workers": "2"}, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inflight == 0 && s.queue.Len() == 0
+	})
+}

@@ -25,11 +25,18 @@ func (s *Stager) Hint(_ context.Context, req *plugin.HintRequest) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.queue.Hint(req.Layer, req.Experts, req.Speculative, func(k cache.Key) bool {
+	owner := s.unitDev[req.Layer]
+	for _, d := range s.devs {
+		if d != owner {
+			// What the hint shows stale is stale on every device.
+			d.queue.DropStale(req.Layer, req.Experts, req.Speculative)
+		}
+	}
+	owner.queue.Hint(req.Layer, req.Experts, req.Speculative, func(k cache.Key) bool {
 		_, ok := s.cache.Peek(k)
 		return ok
 	})
-	s.work.Broadcast()
+	owner.work.Broadcast()
 	return nil
 }
 
@@ -51,11 +58,11 @@ func (s *Stager) insert(k cache.Key) (*cache.Entry, error) {
 	return e, nil
 }
 
-// worker reads queued units, highest priority first.
-func (s *Stager) worker() {
+// worker reads units queued on d, highest priority first.
+func (s *Stager) worker(d *device) {
 	defer s.wg.Done()
 	for {
-		j, hinted, ok := s.next()
+		j, hinted, ok := s.next(d)
 		if !ok {
 			return
 		}
@@ -90,17 +97,17 @@ func (s *Stager) worker() {
 // next pops the most urgent job that still needs a read, giving hint jobs
 // a slot; hinted says it is a hint's. It returns false when the stager is
 // closing.
-func (s *Stager) next() (j readq.Job, hinted, ok bool) {
+func (s *Stager) next(d *device) (j readq.Job, hinted, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
-		for !s.closing && s.queue.Len() == 0 {
-			s.work.Wait()
+		for !s.closing && d.queue.Len() == 0 {
+			d.work.Wait()
 		}
 		if s.closing {
 			return readq.Job{}, false, false
 		}
-		j, _, _ = s.queue.Pop()
+		j, _, _ = d.queue.Pop()
 		if j.Entry != nil {
 			return j, false, true
 		}
@@ -119,7 +126,9 @@ func (s *Stager) next() (j readq.Job, hinted, ok bool) {
 func (s *Stager) slotBase(slot int) int64 { return s.lay.residentSize + int64(slot)*s.lay.slotSize }
 
 // Acquire pins every slice's unit for req.Step, queues reads for the
-// missing ones ahead of all prefetches, and waits for them.
+// missing ones ahead of all prefetches, and waits for them. The slices a
+// Partial request does not wait for are pinned only if their unit is read
+// already; the others are left pending, their reads as hinted.
 func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plugin.AcquireResponse, error) {
 	if s.file == nil {
 		return nil, errors.New("staging-pread: not open")
@@ -138,7 +147,12 @@ func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plug
 			resp.Locations[i] = plugin.Location{Offset: p.memOff + p.inner, Size: t.Size}
 			continue
 		}
-		e, err := s.lookup(cache.Key{Layer: int32(t.Layer), Expert: int32(sl.Expert)})
+		k := cache.Key{Layer: int32(t.Layer), Expert: int32(sl.Expert)}
+		if !req.Waited(i) && !s.ready(k) {
+			resp.Pending = append(resp.Pending, i)
+			continue
+		}
+		e, err := s.lookup(k)
 		if err != nil {
 			s.unpin(pinned)
 			s.mu.Unlock()
@@ -174,6 +188,20 @@ func (s *Stager) Acquire(ctx context.Context, req *plugin.AcquireRequest) (*plug
 	return resp, nil
 }
 
+// ready reports whether k's bytes are in its slot. The caller holds s.mu.
+func (s *Stager) ready(k cache.Key) bool {
+	e, ok := s.cache.Peek(k)
+	if !ok {
+		return false
+	}
+	select {
+	case <-e.Value.(*unit).done:
+		return true // a failed read leaves the cache under s.mu
+	default:
+		return false
+	}
+}
+
 // lookup finds k in the cache or inserts it and queues its read first in
 // line. When every slot is pinned but reads are in flight it waits for them
 // to finish; with none in flight the step cannot fit the budget. The caller
@@ -185,8 +213,9 @@ func (s *Stager) lookup(k cache.Key) (*cache.Entry, error) {
 		}
 		e, err := s.insert(k)
 		if err == nil {
-			s.queue.Demand(readq.Job{Key: k, Entry: e})
-			s.work.Signal()
+			d := s.unitDev[int(k.Layer)]
+			d.queue.Demand(readq.Job{Key: k, Entry: e})
+			d.work.Signal()
 			return e, nil
 		}
 		if errors.Is(err, cache.ErrFull) && s.holds.ReleaseAll() {

@@ -10,7 +10,11 @@ import (
 var Options = []plugin.OptionSpec{
 	{Name: "direct_io", Type: plugin.OptionString, Default: "auto", Values: []string{"auto", "on", "off"},
 		Doc: "O_DIRECT reads: auto (where the filesystem allows them), on (fail where it does not), off"},
-	{Name: "io_workers", Type: plugin.OptionInt, Default: "4", Doc: "concurrent reads (queue depth), 1..256"},
+	{Name: "io_workers", Type: plugin.OptionInt, Default: "4", Doc: "concurrent reads (queue depth) per device group, 1..256"},
+	{Name: "devices", Type: plugin.OptionString, Default: "auto", Values: []string{"auto", "dir", "per-file", "one"},
+		Doc: "how shards group into devices, each read by its own io_workers: auto (by the device holding each file), dir (by directory), per-file, one (a single group)"},
+	{Name: "device_workers", Type: plugin.OptionString, Default: "",
+		Doc: "workers of particular device groups, NAME=N,... (NAME a group's name, e.g. 259:1, or a shard path); the others get io_workers"},
 	{Name: "cache_policy", Type: plugin.OptionString, Default: "lfru", Values: []string{"lfru", "lru"}, Doc: "expert-cache eviction policy"},
 	{Name: "lfru_half_life", Type: plugin.OptionFloat, Default: "8", Doc: "LFRU frequency half-life in slot lookups, as a multiple of the slot count"},
 }
@@ -21,6 +25,9 @@ type options struct {
 	workers  int
 	policy   string
 	halfLife float64 // LFRU half-life in slot lookups, as a multiple of the slot count
+	devices  string  // auto, dir, per-file, one
+	// devWorkers are the workers of the groups (or shards' groups) named
+	devWorkers map[string]int
 }
 
 func parseOptions(m map[string]string) (options, error) {
@@ -28,11 +35,13 @@ func parseOptions(m map[string]string) (options, error) {
 	if err != nil {
 		return options{}, fmt.Errorf("staging-pread: %w", err)
 	}
-	o := options{directIO: v.String("direct_io"), workers: v.Int("io_workers"), policy: v.String("cache_policy"), halfLife: v.Float("lfru_half_life")}
+	o := options{directIO: v.String("direct_io"), workers: v.Int("io_workers"), policy: v.String("cache_policy"), halfLife: v.Float("lfru_half_life"),
+		devices: v.String("devices")}
 	if o.workers < 1 || o.workers > 256 {
 		return o, fmt.Errorf("staging-pread: option io_workers=%d: out of range 1..256", o.workers)
 	}
-	return o, nil
+	o.devWorkers, err = parseDeviceWorkers(v.String("device_workers"))
+	return o, err
 }
 
 // part is one tensor's bytes inside a slot or the resident area: the

@@ -62,7 +62,7 @@ func recordReads(t *testing.T, s *Stager, m *plugintest.Model) *readRecorder {
 func (r *readRecorder) reads(s *Stager) []cache.Key {
 	for idle := false; !idle; time.Sleep(time.Millisecond) {
 		s.mu.Lock()
-		idle = s.inflight == 0 && s.queue.Len() == 0
+		idle = s.inflight == 0 && s.queueLen() == 0
 		s.mu.Unlock()
 	}
 	r.mu.Lock()
@@ -101,7 +101,7 @@ func TestReadOrder(t *testing.T) {
 	}()
 	for queued := 0; queued == 0; time.Sleep(time.Millisecond) {
 		s.mu.Lock()
-		queued = s.queue.LenPrio(readq.Demand)
+		queued = s.devs[0].queue.LenPrio(readq.Demand)
 		s.mu.Unlock()
 	}
 	close(r.release)
@@ -149,7 +149,7 @@ func TestHintDropsStale(t *testing.T) {
 	s.mu.Lock()
 	for l := range int32(3) {
 		for e := range int32(8) {
-			if s.queue.Queued(key(l, e)) {
+			if s.devs[0].queue.Queued(key(l, e)) {
 				t.Errorf("L%d/E%d still marked queued", l, e)
 			}
 		}
@@ -175,6 +175,17 @@ func TestHolds(t *testing.T) {
 	plugintest.CheckHolds(t, s, m, budget, map[string]string{"io_workers": "2"}, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.inflight == 0 && s.queue.Len() == 0
+		return s.inflight == 0 && s.queueLen() == 0
+	})
+}
+
+func TestPartialAcquire(t *testing.T) {
+	m := plugintest.Build(t, t.TempDir(), plugintest.SmallSpec)
+	budget, _ := Footprint(&m.Req, 4)
+	s := New()
+	plugintest.CheckPartial(t, s, m, budget, map[string]string{"io_workers": "2"}, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inflight == 0 && s.queueLen() == 0
 	})
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/k3-inference/k3/core/plugin"
 	"github.com/k3-inference/k3/core/plugin/cache"
-	"github.com/k3-inference/k3/core/plugin/readq"
 )
 
 // Stager keeps always-needed weights and a budgeted cache of routed experts
@@ -33,8 +32,9 @@ type Stager struct {
 	cache    *cache.Cache
 	free     []int                     // unused slot indexes
 	pins     map[uint64][]*cache.Entry // by step
-	queue    *readq.Queue              // reads to do: demand, current hints, guesses
-	work     *sync.Cond                // signals workers: queue not empty or closing
+	devs     []*device                 // shard groups, each with its read queue and workers
+	shardDev []int                     // shard → index into devs
+	unitDev  map[int]*device           // layer → the group its units are read through
 	loaded   *sync.Cond                // signals waiters: a load finished, pins may have dropped
 	inflight int                       // entries pinned only by their read
 	holds    cache.Holds               // hint-read units pinned until the model reaches their layer
@@ -88,12 +88,24 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 	if err != nil {
 		return nil, fmt.Errorf("staging-pread: %w", err)
 	}
+	devs, shardDev, err := newDevices(req, opt)
+	if err != nil {
+		return nil, err
+	}
 	rd, err := openReader(req.Shards, opt.directIO)
 	if err != nil {
 		return nil, fmt.Errorf("staging-pread: %w", err)
 	}
-	*s = Stager{req: req, opt: opt, lay: lay, rd: rd, slots: slots, pins: map[uint64][]*cache.Entry{}, queue: readq.New()}
-	s.work, s.loaded = sync.NewCond(&s.mu), sync.NewCond(&s.mu)
+	*s = Stager{req: req, opt: opt, lay: lay, rd: rd, slots: slots, pins: map[uint64][]*cache.Entry{}, devs: devs, shardDev: shardDev, unitDev: map[int]*device{}}
+	s.loaded = sync.NewCond(&s.mu)
+	for _, d := range devs {
+		d.work = sync.NewCond(&s.mu)
+	}
+	// A unit is read through the group of its first tensor's shard (a
+	// layer's routed tensors normally share a shard).
+	for layer, ids := range lay.unitTensors {
+		s.unitDev[layer] = devs[shardDev[req.Tensors[ids[0]].Shard]]
+	}
 	s.closed = make(chan struct{})
 	s.cache = cache.New(int64(slots)*lay.slotSize, policy)
 	for i := slots - 1; i >= 0; i-- {
@@ -108,9 +120,11 @@ func (s *Stager) Open(ctx context.Context, req *plugin.OpenRequest) (*plugin.Ope
 		s.Close(ctx)
 		return nil, err
 	}
-	for range opt.workers {
-		s.wg.Add(1)
-		go s.worker()
+	for _, d := range devs {
+		for range d.workers {
+			s.wg.Add(1)
+			go s.worker(d)
+		}
 	}
 	slog.Info("staging-pread open", "mode", s.mode())
 	return &plugin.OpenResponse{Regions: []plugin.Region{s.region}, Mode: s.mode()}, nil
@@ -179,6 +193,10 @@ func (s *Stager) read(p part) error {
 	s.stats.Reads++
 	s.stats.BytesRead += p.readLen
 	s.stats.ReadTime += d
+	dev := s.devs[s.shardDev[p.shard]]
+	dev.reads++
+	dev.bytesRead += p.readLen
+	dev.readTime += d
 	s.mu.Unlock()
 	return err
 }
@@ -188,8 +206,8 @@ func (s *Stager) mode() string {
 	if why := s.rd.whyBuffered(); why != "" {
 		dio = "off (" + why + ")"
 	}
-	return fmt.Sprintf("pread direct-io=%s workers=%d policy=%s slots=%d slot=%dKiB resident=%dMiB",
-		dio, s.opt.workers, s.opt.policy, s.slots, s.lay.slotSize>>10, s.lay.residentSize>>20)
+	return fmt.Sprintf("pread direct-io=%s %s policy=%s slots=%d slot=%dKiB resident=%dMiB",
+		dio, deviceMode(s.devs), s.opt.policy, s.slots, s.lay.slotSize>>10, s.lay.residentSize>>20)
 }
 
 // Stats reports the counters; ResidentBytes is the slot memory in use.
@@ -201,6 +219,7 @@ func (s *Stager) Stats(context.Context) (*plugin.Stats, error) {
 	st := s.stats
 	st.Evictions = s.cache.Evictions()
 	st.ResidentBytes = s.lay.residentSize + s.cache.Used()
+	st.Devices = deviceStats(s.devs)
 	s.mu.Unlock()
 	st.DirectIO = s.rd.directIO()
 	st.Mode = s.mode()
@@ -215,7 +234,9 @@ func (s *Stager) Close(context.Context) error {
 	s.mu.Lock()
 	s.closing = true
 	close(s.closed)
-	s.work.Broadcast()
+	for _, d := range s.devs {
+		d.work.Broadcast()
+	}
 	s.loaded.Broadcast()
 	s.mu.Unlock()
 	s.wg.Wait()

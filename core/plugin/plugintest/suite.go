@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -246,5 +247,86 @@ func CheckHolds(t *testing.T, st plugin.Stager, m *Model, budget int64, opts map
 	}
 	if more := read() - before; more != 0 {
 		t.Errorf("the Acquires of hinted units read %d bytes: guesses evicted them", more)
+	}
+}
+
+// CheckPartial: a Partial Acquire waits for (and reads) only its first
+// Wait slices, pins the others that are resident and lists the rest as
+// pending without reading them; the bytes it hands over are the file's.
+// Layer 1's experts 0 and 1 are hinted and read first; then a partial
+// Acquire of experts 5, 0, 3, 1 (expert by expert) waiting for expert 5
+// must leave exactly expert 3's slices pending, and one waiting for
+// nothing, of expert 3 alone, must read nothing. budget must hold four
+// units. idle is as for CheckHolds.
+func CheckPartial(t *testing.T, st plugin.Stager, m *Model, budget int64, opts map[string]string, idle func() bool) {
+	t.Helper()
+	ctx := context.Background()
+	r, _, err := NewRunner(ctx, st, m, m.Request(budget, t.TempDir(), opts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	defer r.Close()
+	settle := func() int64 {
+		for !idle() {
+			time.Sleep(time.Millisecond)
+		}
+		s, err := st.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.BytesRead
+	}
+	if err := st.Hint(ctx, &plugin.HintRequest{Layer: 1, Experts: []int{0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	unit := len(m.Routed(1))
+	var sl []plugin.Slice
+	for _, e := range []int{5, 0, 3, 1} {
+		for _, id := range m.Routed(1) {
+			sl = append(sl, plugin.Slice{Tensor: id, Expert: e})
+		}
+	}
+	resp, err := st.Acquire(ctx, &plugin.AcquireRequest{Step: 1, Slices: sl, Partial: true, Wait: unit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int
+	for i := 2 * unit; i < 3*unit; i++ {
+		want = append(want, i)
+	}
+	if !slices.Equal(resp.Pending, want) {
+		t.Errorf("pending %v, want expert 3's slices %v", resp.Pending, want)
+	}
+	for i, s := range sl {
+		if slices.Contains(resp.Pending, i) {
+			continue
+		}
+		w, err := m.Want(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.views.Bytes(resp.Locations[i])
+		if err != nil || !bytes.Equal(got, w) {
+			t.Errorf("slice %d (expert %d): %d bytes differ from the file (%v)", i, s.Expert, countDiff(got, w), err)
+		}
+	}
+	r.views.Forget(resp.Locations)
+	before := settle()
+	resp, err = st.Acquire(ctx, &plugin.AcquireRequest{Step: 2, Slices: sl[2*unit : 3*unit], Partial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Pending) != unit {
+		t.Errorf("expert 3 alone, waiting for none: pending %v, want all %d slices", resp.Pending, unit)
+	}
+	if more := settle() - before; more != 0 {
+		t.Errorf("a partial Acquire that waits for nothing read %d bytes", more)
+	}
+	for step := uint64(1); step <= 2; step++ {
+		if err := st.Release(ctx, &plugin.ReleaseRequest{Step: step}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -540,7 +540,12 @@ type AcquireRequest struct {
 	Experts []int32                `protobuf:"varint,3,rep,packed,name=experts,proto3" json:"experts,omitempty"`
 	// Steps released since the last call, applied before acquiring: the
 	// client sends Release this way, saving a round trip per layer.
-	Release       []uint64 `protobuf:"varint,4,rep,packed,name=release,proto3" json:"release,omitempty"`
+	Release []uint64 `protobuf:"varint,4,rep,packed,name=release,proto3" json:"release,omitempty"`
+	// Partial: wait only for the first wait slices, pin the others that are
+	// resident now and list the rest as pending (see AcquireRequest.Partial).
+	// A stager built on an older SDK ignores both and waits for all.
+	Partial       bool  `protobuf:"varint,5,opt,name=partial,proto3" json:"partial,omitempty"`
+	Wait          int32 `protobuf:"varint,6,opt,name=wait,proto3" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -603,11 +608,27 @@ func (x *AcquireRequest) GetRelease() []uint64 {
 	return nil
 }
 
+func (x *AcquireRequest) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
+}
+
+func (x *AcquireRequest) GetWait() int32 {
+	if x != nil {
+		return x.Wait
+	}
+	return 0
+}
+
 type AcquireResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Regions       []int32                `protobuf:"varint,1,rep,packed,name=regions,proto3" json:"regions,omitempty"`
-	Offsets       []int64                `protobuf:"varint,2,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
-	Sizes         []int64                `protobuf:"varint,3,rep,packed,name=sizes,proto3" json:"sizes,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Regions []int32                `protobuf:"varint,1,rep,packed,name=regions,proto3" json:"regions,omitempty"`
+	Offsets []int64                `protobuf:"varint,2,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	Sizes   []int64                `protobuf:"varint,3,rep,packed,name=sizes,proto3" json:"sizes,omitempty"`
+	// Indexes of the slices a partial Acquire neither waited for nor pinned.
+	Pending       []int32 `protobuf:"varint,4,rep,packed,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -659,6 +680,13 @@ func (x *AcquireResponse) GetOffsets() []int64 {
 func (x *AcquireResponse) GetSizes() []int64 {
 	if x != nil {
 		return x.Sizes
+	}
+	return nil
+}
+
+func (x *AcquireResponse) GetPending() []int32 {
+	if x != nil {
+		return x.Pending
 	}
 	return nil
 }
@@ -720,6 +748,7 @@ type StatsResponse struct {
 	BudgetBytes   int64                  `protobuf:"varint,9,opt,name=budget_bytes,json=budgetBytes,proto3" json:"budget_bytes,omitempty"`
 	DirectIo      bool                   `protobuf:"varint,10,opt,name=direct_io,json=directIo,proto3" json:"direct_io,omitempty"`
 	Mode          string                 `protobuf:"bytes,11,opt,name=mode,proto3" json:"mode,omitempty"`
+	Devices       []*DeviceStats         `protobuf:"bytes,12,rep,name=devices,proto3" json:"devices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -831,6 +860,97 @@ func (x *StatsResponse) GetMode() string {
 	return ""
 }
 
+func (x *StatsResponse) GetDevices() []*DeviceStats {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+type DeviceStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Workers       int32                  `protobuf:"varint,2,opt,name=workers,proto3" json:"workers,omitempty"`
+	Shards        []int32                `protobuf:"varint,3,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	Reads         uint64                 `protobuf:"varint,4,opt,name=reads,proto3" json:"reads,omitempty"`
+	BytesRead     int64                  `protobuf:"varint,5,opt,name=bytes_read,json=bytesRead,proto3" json:"bytes_read,omitempty"`
+	ReadNanos     int64                  `protobuf:"varint,6,opt,name=read_nanos,json=readNanos,proto3" json:"read_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceStats) Reset() {
+	*x = DeviceStats{}
+	mi := &file_k3plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceStats) ProtoMessage() {}
+
+func (x *DeviceStats) ProtoReflect() protoreflect.Message {
+	mi := &file_k3plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceStats.ProtoReflect.Descriptor instead.
+func (*DeviceStats) Descriptor() ([]byte, []int) {
+	return file_k3plugin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeviceStats) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceStats) GetWorkers() int32 {
+	if x != nil {
+		return x.Workers
+	}
+	return 0
+}
+
+func (x *DeviceStats) GetShards() []int32 {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+func (x *DeviceStats) GetReads() uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return 0
+}
+
+func (x *DeviceStats) GetBytesRead() int64 {
+	if x != nil {
+		return x.BytesRead
+	}
+	return 0
+}
+
+func (x *DeviceStats) GetReadNanos() int64 {
+	if x != nil {
+		return x.ReadNanos
+	}
+	return 0
+}
+
 type OpSupport struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Op            string                 `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
@@ -841,7 +961,7 @@ type OpSupport struct {
 
 func (x *OpSupport) Reset() {
 	*x = OpSupport{}
-	mi := &file_k3plugin_proto_msgTypes[12]
+	mi := &file_k3plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +973,7 @@ func (x *OpSupport) String() string {
 func (*OpSupport) ProtoMessage() {}
 
 func (x *OpSupport) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[12]
+	mi := &file_k3plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +986,7 @@ func (x *OpSupport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpSupport.ProtoReflect.Descriptor instead.
 func (*OpSupport) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{12}
+	return file_k3plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OpSupport) GetOp() string {
@@ -894,7 +1014,7 @@ type KernelsInfo struct {
 
 func (x *KernelsInfo) Reset() {
 	*x = KernelsInfo{}
-	mi := &file_k3plugin_proto_msgTypes[13]
+	mi := &file_k3plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1026,7 @@ func (x *KernelsInfo) String() string {
 func (*KernelsInfo) ProtoMessage() {}
 
 func (x *KernelsInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[13]
+	mi := &file_k3plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1039,7 @@ func (x *KernelsInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KernelsInfo.ProtoReflect.Descriptor instead.
 func (*KernelsInfo) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{13}
+	return file_k3plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KernelsInfo) GetName() string {
@@ -955,7 +1075,7 @@ type WeightRef struct {
 
 func (x *WeightRef) Reset() {
 	*x = WeightRef{}
-	mi := &file_k3plugin_proto_msgTypes[14]
+	mi := &file_k3plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1087,7 @@ func (x *WeightRef) String() string {
 func (*WeightRef) ProtoMessage() {}
 
 func (x *WeightRef) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[14]
+	mi := &file_k3plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1100,7 @@ func (x *WeightRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightRef.ProtoReflect.Descriptor instead.
 func (*WeightRef) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{14}
+	return file_k3plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WeightRef) GetRegion() int32 {
@@ -1021,7 +1141,7 @@ type ArenaRef struct {
 
 func (x *ArenaRef) Reset() {
 	*x = ArenaRef{}
-	mi := &file_k3plugin_proto_msgTypes[15]
+	mi := &file_k3plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1153,7 @@ func (x *ArenaRef) String() string {
 func (*ArenaRef) ProtoMessage() {}
 
 func (x *ArenaRef) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[15]
+	mi := &file_k3plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1166,7 @@ func (x *ArenaRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArenaRef.ProtoReflect.Descriptor instead.
 func (*ArenaRef) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{15}
+	return file_k3plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ArenaRef) GetOffset() int64 {
@@ -1077,7 +1197,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_k3plugin_proto_msgTypes[16]
+	mi := &file_k3plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1209,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[16]
+	mi := &file_k3plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1222,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{16}
+	return file_k3plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Op) GetName() string {
@@ -1159,7 +1279,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_k3plugin_proto_msgTypes[17]
+	mi := &file_k3plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1291,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[17]
+	mi := &file_k3plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1304,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{17}
+	return file_k3plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExecuteRequest) GetArena() string {
@@ -1224,7 +1344,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_k3plugin_proto_msgTypes[18]
+	mi := &file_k3plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1356,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[18]
+	mi := &file_k3plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1369,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{18}
+	return file_k3plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExecuteResponse) GetElapsedNanos() int64 {
@@ -1272,7 +1392,7 @@ type DoorbellRequest struct {
 
 func (x *DoorbellRequest) Reset() {
 	*x = DoorbellRequest{}
-	mi := &file_k3plugin_proto_msgTypes[19]
+	mi := &file_k3plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1404,7 @@ func (x *DoorbellRequest) String() string {
 func (*DoorbellRequest) ProtoMessage() {}
 
 func (x *DoorbellRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[19]
+	mi := &file_k3plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1417,7 @@ func (x *DoorbellRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoorbellRequest.ProtoReflect.Descriptor instead.
 func (*DoorbellRequest) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{19}
+	return file_k3plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DoorbellRequest) GetPath() string {
@@ -1322,7 +1442,7 @@ type DoorbellResponse struct {
 
 func (x *DoorbellResponse) Reset() {
 	*x = DoorbellResponse{}
-	mi := &file_k3plugin_proto_msgTypes[20]
+	mi := &file_k3plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1454,7 @@ func (x *DoorbellResponse) String() string {
 func (*DoorbellResponse) ProtoMessage() {}
 
 func (x *DoorbellResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_k3plugin_proto_msgTypes[20]
+	mi := &file_k3plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1467,7 @@ func (x *DoorbellResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoorbellResponse.ProtoReflect.Descriptor instead.
 func (*DoorbellResponse) Descriptor() ([]byte, []int) {
-	return file_k3plugin_proto_rawDescGZIP(), []int{20}
+	return file_k3plugin_proto_rawDescGZIP(), []int{21}
 }
 
 var File_k3plugin_proto protoreflect.FileDescriptor
@@ -1395,18 +1515,21 @@ const file_k3plugin_proto_rawDesc = "" +
 	"\vHintRequest\x12\x14\n" +
 	"\x05layer\x18\x01 \x01(\x05R\x05layer\x12\x18\n" +
 	"\aexperts\x18\x02 \x03(\x05R\aexperts\x12 \n" +
-	"\vspeculative\x18\x03 \x01(\bR\vspeculative\"r\n" +
+	"\vspeculative\x18\x03 \x01(\bR\vspeculative\"\xa0\x01\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x04R\x04step\x12\x18\n" +
 	"\atensors\x18\x02 \x03(\x05R\atensors\x12\x18\n" +
 	"\aexperts\x18\x03 \x03(\x05R\aexperts\x12\x18\n" +
-	"\arelease\x18\x04 \x03(\x04R\arelease\"[\n" +
+	"\arelease\x18\x04 \x03(\x04R\arelease\x12\x18\n" +
+	"\apartial\x18\x05 \x01(\bR\apartial\x12\x12\n" +
+	"\x04wait\x18\x06 \x01(\x05R\x04wait\"u\n" +
 	"\x0fAcquireResponse\x12\x18\n" +
 	"\aregions\x18\x01 \x03(\x05R\aregions\x12\x18\n" +
 	"\aoffsets\x18\x02 \x03(\x03R\aoffsets\x12\x14\n" +
-	"\x05sizes\x18\x03 \x03(\x03R\x05sizes\"$\n" +
+	"\x05sizes\x18\x03 \x03(\x03R\x05sizes\x12\x18\n" +
+	"\apending\x18\x04 \x03(\x05R\apending\"$\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
-	"\x04step\x18\x01 \x01(\x04R\x04step\"\xc7\x02\n" +
+	"\x04step\x18\x01 \x01(\x04R\x04step\"\xfc\x02\n" +
 	"\rStatsResponse\x12\x12\n" +
 	"\x04hits\x18\x01 \x01(\x04R\x04hits\x12\x16\n" +
 	"\x06misses\x18\x02 \x01(\x04R\x06misses\x12\x1c\n" +
@@ -1422,7 +1545,17 @@ const file_k3plugin_proto_rawDesc = "" +
 	"\fbudget_bytes\x18\t \x01(\x03R\vbudgetBytes\x12\x1b\n" +
 	"\tdirect_io\x18\n" +
 	" \x01(\bR\bdirectIo\x12\x12\n" +
-	"\x04mode\x18\v \x01(\tR\x04mode\"1\n" +
+	"\x04mode\x18\v \x01(\tR\x04mode\x123\n" +
+	"\adevices\x18\f \x03(\v2\x19.k3.plugin.v1.DeviceStatsR\adevices\"\xa7\x01\n" +
+	"\vDeviceStats\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aworkers\x18\x02 \x01(\x05R\aworkers\x12\x16\n" +
+	"\x06shards\x18\x03 \x03(\x05R\x06shards\x12\x14\n" +
+	"\x05reads\x18\x04 \x01(\x04R\x05reads\x12\x1d\n" +
+	"\n" +
+	"bytes_read\x18\x05 \x01(\x03R\tbytesRead\x12\x1d\n" +
+	"\n" +
+	"read_nanos\x18\x06 \x01(\x03R\treadNanos\"1\n" +
 	"\tOpSupport\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\tR\x02op\x12\x14\n" +
 	"\x05types\x18\x02 \x03(\rR\x05types\"\x80\x01\n" +
@@ -1481,7 +1614,7 @@ func file_k3plugin_proto_rawDescGZIP() []byte {
 	return file_k3plugin_proto_rawDescData
 }
 
-var file_k3plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_k3plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_k3plugin_proto_goTypes = []any{
 	(*Empty)(nil),            // 0: k3.plugin.v1.Empty
 	(*Tensor)(nil),           // 1: k3.plugin.v1.Tensor
@@ -1495,54 +1628,56 @@ var file_k3plugin_proto_goTypes = []any{
 	(*AcquireResponse)(nil),  // 9: k3.plugin.v1.AcquireResponse
 	(*ReleaseRequest)(nil),   // 10: k3.plugin.v1.ReleaseRequest
 	(*StatsResponse)(nil),    // 11: k3.plugin.v1.StatsResponse
-	(*OpSupport)(nil),        // 12: k3.plugin.v1.OpSupport
-	(*KernelsInfo)(nil),      // 13: k3.plugin.v1.KernelsInfo
-	(*WeightRef)(nil),        // 14: k3.plugin.v1.WeightRef
-	(*ArenaRef)(nil),         // 15: k3.plugin.v1.ArenaRef
-	(*Op)(nil),               // 16: k3.plugin.v1.Op
-	(*ExecuteRequest)(nil),   // 17: k3.plugin.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),  // 18: k3.plugin.v1.ExecuteResponse
-	(*DoorbellRequest)(nil),  // 19: k3.plugin.v1.DoorbellRequest
-	(*DoorbellResponse)(nil), // 20: k3.plugin.v1.DoorbellResponse
-	nil,                      // 21: k3.plugin.v1.OpenRequest.OptionsEntry
+	(*DeviceStats)(nil),      // 12: k3.plugin.v1.DeviceStats
+	(*OpSupport)(nil),        // 13: k3.plugin.v1.OpSupport
+	(*KernelsInfo)(nil),      // 14: k3.plugin.v1.KernelsInfo
+	(*WeightRef)(nil),        // 15: k3.plugin.v1.WeightRef
+	(*ArenaRef)(nil),         // 16: k3.plugin.v1.ArenaRef
+	(*Op)(nil),               // 17: k3.plugin.v1.Op
+	(*ExecuteRequest)(nil),   // 18: k3.plugin.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),  // 19: k3.plugin.v1.ExecuteResponse
+	(*DoorbellRequest)(nil),  // 20: k3.plugin.v1.DoorbellRequest
+	(*DoorbellResponse)(nil), // 21: k3.plugin.v1.DoorbellResponse
+	nil,                      // 22: k3.plugin.v1.OpenRequest.OptionsEntry
 }
 var file_k3plugin_proto_depIdxs = []int32{
 	2,  // 0: k3.plugin.v1.StagerInfo.options:type_name -> k3.plugin.v1.OptionSpec
 	1,  // 1: k3.plugin.v1.OpenRequest.tensors:type_name -> k3.plugin.v1.Tensor
-	21, // 2: k3.plugin.v1.OpenRequest.options:type_name -> k3.plugin.v1.OpenRequest.OptionsEntry
+	22, // 2: k3.plugin.v1.OpenRequest.options:type_name -> k3.plugin.v1.OpenRequest.OptionsEntry
 	5,  // 3: k3.plugin.v1.OpenResponse.regions:type_name -> k3.plugin.v1.Region
-	12, // 4: k3.plugin.v1.KernelsInfo.ops:type_name -> k3.plugin.v1.OpSupport
-	2,  // 5: k3.plugin.v1.KernelsInfo.options:type_name -> k3.plugin.v1.OptionSpec
-	14, // 6: k3.plugin.v1.Op.weights:type_name -> k3.plugin.v1.WeightRef
-	15, // 7: k3.plugin.v1.Op.inputs:type_name -> k3.plugin.v1.ArenaRef
-	15, // 8: k3.plugin.v1.Op.outputs:type_name -> k3.plugin.v1.ArenaRef
-	5,  // 9: k3.plugin.v1.ExecuteRequest.regions:type_name -> k3.plugin.v1.Region
-	16, // 10: k3.plugin.v1.ExecuteRequest.ops:type_name -> k3.plugin.v1.Op
-	0,  // 11: k3.plugin.v1.Stager.Describe:input_type -> k3.plugin.v1.Empty
-	4,  // 12: k3.plugin.v1.Stager.Open:input_type -> k3.plugin.v1.OpenRequest
-	7,  // 13: k3.plugin.v1.Stager.Hint:input_type -> k3.plugin.v1.HintRequest
-	8,  // 14: k3.plugin.v1.Stager.Acquire:input_type -> k3.plugin.v1.AcquireRequest
-	10, // 15: k3.plugin.v1.Stager.Release:input_type -> k3.plugin.v1.ReleaseRequest
-	0,  // 16: k3.plugin.v1.Stager.Stats:input_type -> k3.plugin.v1.Empty
-	0,  // 17: k3.plugin.v1.Stager.Close:input_type -> k3.plugin.v1.Empty
-	0,  // 18: k3.plugin.v1.Kernels.Describe:input_type -> k3.plugin.v1.Empty
-	17, // 19: k3.plugin.v1.Kernels.Execute:input_type -> k3.plugin.v1.ExecuteRequest
-	19, // 20: k3.plugin.v1.Kernels.OpenDoorbell:input_type -> k3.plugin.v1.DoorbellRequest
-	3,  // 21: k3.plugin.v1.Stager.Describe:output_type -> k3.plugin.v1.StagerInfo
-	6,  // 22: k3.plugin.v1.Stager.Open:output_type -> k3.plugin.v1.OpenResponse
-	0,  // 23: k3.plugin.v1.Stager.Hint:output_type -> k3.plugin.v1.Empty
-	9,  // 24: k3.plugin.v1.Stager.Acquire:output_type -> k3.plugin.v1.AcquireResponse
-	0,  // 25: k3.plugin.v1.Stager.Release:output_type -> k3.plugin.v1.Empty
-	11, // 26: k3.plugin.v1.Stager.Stats:output_type -> k3.plugin.v1.StatsResponse
-	0,  // 27: k3.plugin.v1.Stager.Close:output_type -> k3.plugin.v1.Empty
-	13, // 28: k3.plugin.v1.Kernels.Describe:output_type -> k3.plugin.v1.KernelsInfo
-	18, // 29: k3.plugin.v1.Kernels.Execute:output_type -> k3.plugin.v1.ExecuteResponse
-	20, // 30: k3.plugin.v1.Kernels.OpenDoorbell:output_type -> k3.plugin.v1.DoorbellResponse
-	21, // [21:31] is the sub-list for method output_type
-	11, // [11:21] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 4: k3.plugin.v1.StatsResponse.devices:type_name -> k3.plugin.v1.DeviceStats
+	13, // 5: k3.plugin.v1.KernelsInfo.ops:type_name -> k3.plugin.v1.OpSupport
+	2,  // 6: k3.plugin.v1.KernelsInfo.options:type_name -> k3.plugin.v1.OptionSpec
+	15, // 7: k3.plugin.v1.Op.weights:type_name -> k3.plugin.v1.WeightRef
+	16, // 8: k3.plugin.v1.Op.inputs:type_name -> k3.plugin.v1.ArenaRef
+	16, // 9: k3.plugin.v1.Op.outputs:type_name -> k3.plugin.v1.ArenaRef
+	5,  // 10: k3.plugin.v1.ExecuteRequest.regions:type_name -> k3.plugin.v1.Region
+	17, // 11: k3.plugin.v1.ExecuteRequest.ops:type_name -> k3.plugin.v1.Op
+	0,  // 12: k3.plugin.v1.Stager.Describe:input_type -> k3.plugin.v1.Empty
+	4,  // 13: k3.plugin.v1.Stager.Open:input_type -> k3.plugin.v1.OpenRequest
+	7,  // 14: k3.plugin.v1.Stager.Hint:input_type -> k3.plugin.v1.HintRequest
+	8,  // 15: k3.plugin.v1.Stager.Acquire:input_type -> k3.plugin.v1.AcquireRequest
+	10, // 16: k3.plugin.v1.Stager.Release:input_type -> k3.plugin.v1.ReleaseRequest
+	0,  // 17: k3.plugin.v1.Stager.Stats:input_type -> k3.plugin.v1.Empty
+	0,  // 18: k3.plugin.v1.Stager.Close:input_type -> k3.plugin.v1.Empty
+	0,  // 19: k3.plugin.v1.Kernels.Describe:input_type -> k3.plugin.v1.Empty
+	18, // 20: k3.plugin.v1.Kernels.Execute:input_type -> k3.plugin.v1.ExecuteRequest
+	20, // 21: k3.plugin.v1.Kernels.OpenDoorbell:input_type -> k3.plugin.v1.DoorbellRequest
+	3,  // 22: k3.plugin.v1.Stager.Describe:output_type -> k3.plugin.v1.StagerInfo
+	6,  // 23: k3.plugin.v1.Stager.Open:output_type -> k3.plugin.v1.OpenResponse
+	0,  // 24: k3.plugin.v1.Stager.Hint:output_type -> k3.plugin.v1.Empty
+	9,  // 25: k3.plugin.v1.Stager.Acquire:output_type -> k3.plugin.v1.AcquireResponse
+	0,  // 26: k3.plugin.v1.Stager.Release:output_type -> k3.plugin.v1.Empty
+	11, // 27: k3.plugin.v1.Stager.Stats:output_type -> k3.plugin.v1.StatsResponse
+	0,  // 28: k3.plugin.v1.Stager.Close:output_type -> k3.plugin.v1.Empty
+	14, // 29: k3.plugin.v1.Kernels.Describe:output_type -> k3.plugin.v1.KernelsInfo
+	19, // 30: k3.plugin.v1.Kernels.Execute:output_type -> k3.plugin.v1.ExecuteResponse
+	21, // 31: k3.plugin.v1.Kernels.OpenDoorbell:output_type -> k3.plugin.v1.DoorbellResponse
+	22, // [22:32] is the sub-list for method output_type
+	12, // [12:22] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_k3plugin_proto_init() }
@@ -1556,7 +1691,7 @@ func file_k3plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_k3plugin_proto_rawDesc), len(file_k3plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
