@@ -1,0 +1,230 @@
+package chat
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/k3-inference/k3/core/synth"
+)
+
+// formatTemplate is a template of one of the llama.cpp formats with the
+// kwargs of a case (the thinking switch).
+type formatTemplate struct {
+	name   string
+	src    string
+	format Format
+	kwargs map[string]json.RawMessage
+}
+
+func llamaFormatTemplates() []formatTemplate {
+	off := map[string]json.RawMessage{"enable_thinking": json.RawMessage("false")}
+	return []formatTemplate{
+		{"kimi-k2", synth.KimiK2Template, FormatKimiK2, nil},
+		{"deepseek-v3", synth.DeepSeekV3Template, FormatDeepSeekV3, nil},
+		{"deepseek-v3/thinking_off", synth.DeepSeekV3Template, FormatDeepSeekV3, off},
+		{"qwen3", synth.Qwen3ChatTemplate, FormatQwen3, nil},
+		{"qwen3/thinking_off", synth.Qwen3ChatTemplate, FormatQwen3, off},
+	}
+}
+
+// parseOptionsFor is what k3 serve parses a reply to a one-message
+// conversation with: the template's own ParseOptions.
+func parseOptionsFor(t *testing.T, ft formatTemplate, tools []Tool) ParseOptions {
+	t.Helper()
+	tmpl, err := New(ft.src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl.Format() != ft.format {
+		t.Fatalf("%s: format %v, want %v", ft.name, tmpl.Format(), ft.format)
+	}
+	in := Input{Messages: []Message{{Role: "user", Content: "hi"}}, AddGenerationPrompt: true, Tools: tools, Kwargs: ft.kwargs}
+	if v, ok := ft.kwargs["enable_thinking"]; ok {
+		on := string(v) == "true"
+		in.EnableThinking = &on
+	}
+	o, err := tmpl.ParseOptions(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// formatReplies are replies in each format: the fixtures of llama.cpp's
+// tests/test-chat.cpp for these templates, and the edges of streaming
+// (markers cut short, arguments open, malformed and undeclared calls).
+var formatReplies = map[Format][]string{
+	FormatKimiK2: {
+		"Hello, world!\nWhat's up?",
+		"<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" +
+			`{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>`,
+		"<think>I'm thinking about this</think><|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0" +
+			`<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>`,
+		"Hello, world!\nWhat's up?<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0" +
+			`<|tool_call_argument_begin|>{"city": "Paris", "days": 3}<|tool_call_end|><|tool_calls_section_end|>`,
+		"<think>I need to call two functions</think><|tool_calls_section_begin|>" +
+			`<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>` +
+			`<|tool_call_begin|>functions.search:1<|tool_call_argument_begin|>{"query": "print('hey')\n\"x\""}<|tool_call_end|>` +
+			"<|tool_calls_section_end|>",
+		"<think>calls from inside reasoning<|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{\"query\": \"q\"}",
+		"text <|tool_call_begin|>functions.unknown:0<|tool_call_argument_begin|>{}<|tool_call_end|>",
+		"<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": bad}<|tool_call_end|>",
+		"<think>\n  \n</think>just content",
+	},
+	FormatDeepSeekV3: {
+		"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"XYZCITY\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		"REASONING</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		"REASONING</think>CONTENT<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"query\": \"Paris\"}<｜tool▁call▁end｜>" +
+			"<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		"REASONING</think>\nCONTENT",
+		"CONTENT",
+		"  leading space</think>  and content",
+		"r</think>c<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜> {\"city\": \"P\\u00e9\"} <｜tool▁call▁end｜> trailing",
+		"r</think>c<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>nope<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+	},
+	FormatQwen3: {
+		"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>",
+		"Hello, world!\nWhat's up?<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>",
+		"<think>\nI'm\nthinking\n</think>\n\nHello, world!\nWhat's up?",
+		"<think>r</think>c<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>\n" +
+			"<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"x\", \"filters\": {\"a\": [1, 2.5e3, null, true]}}}\n</tool_call>",
+		"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}, {\"name\": \"search\", \"arguments\": {}}\n</tool_call>",
+		"hi <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call> trailing",
+		"hi <tool_call>\n{\"name\": \"other\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+		"hi <tool_call>\n{\"arguments\": {}, \"name\": \"search\"}\n</tool_call>",
+		"  <think>unclosed reasoning",
+		"Ünïcödé ✓ <tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"日本\"}}</tool_call>",
+	},
+}
+
+func replyPrefixes(text string) []string {
+	var out []string
+	for i := 0; i <= len(text); i++ {
+		if i == len(text) || utf8.RuneStart(text[i]) {
+			out = append(out, text[:i])
+		}
+	}
+	return out
+}
+
+// TestLlamaFormatsParseParity parses every reply, and every prefix of it as
+// a partial reply, with k3 and with llama.cpp's common_chat_parse for the
+// template k3 synth writes, with reasoning_format deepseek and none, and
+// requires the same reasoning, content and calls (names, arguments, and
+// the ids the format writes), or both failing (a failed partial parse is
+// an empty message in llama.cpp, which llama-server skips).
+func TestLlamaFormatsParseParity(t *testing.T) {
+	tools := []Tool{weatherTool, searchTool}
+	for _, ft := range llamaFormatTemplates() {
+		for _, rf := range []string{"deepseek", "none"} {
+			t.Run(ft.name+"/reasoning_format="+rf, func(t *testing.T) {
+				o := parseOptionsFor(t, ft, tools)
+				o.ReasoningNone = rf == "none"
+				type job struct {
+					text    string
+					partial bool
+				}
+				var jobs []job
+				var reqs []any
+				for _, reply := range formatReplies[ft.format] {
+					for _, p := range replyPrefixes(reply) {
+						jobs = append(jobs, job{p, p != reply})
+					}
+				}
+				for _, j := range jobs {
+					req := map[string]any{"text": j.text, "tools": openAITools(tools), "partial": j.partial, "reasoning_format": rf}
+					if ft.kwargs != nil {
+						req["kwargs"] = ft.kwargs
+					}
+					reqs = append(reqs, req)
+				}
+				_, parses := llamaRef(t, map[string]any{"template": ft.src, "parses": reqs})
+				if len(parses) != len(jobs) {
+					t.Fatalf("llama.cpp answered %d parses, sent %d", len(parses), len(jobs))
+				}
+				root := o.Format.impl().newParser(o).(*pegParser)
+				agree, calls := 0, 0
+				for i, j := range jobs {
+					r := parses[i]
+					got, ok := root.parse(j.text)
+					var want Parsed
+					if r["error"] == nil {
+						want = Parsed{Reasoning: r["reasoning_content"].(string), Content: r["content"].(string)}
+						for _, x := range r["tool_calls"].([]any) {
+							tc := x.(map[string]any)
+							want.ToolCalls = append(want.ToolCalls, ToolCall{ID: tc["id"].(string), Type: "function",
+								Function: FunctionCall{Name: tc["name"].(string), Arguments: tc["arguments"].(string)}})
+						}
+					}
+					if !ok && r["error"] == nil && !emptyParsed(want) {
+						t.Errorf("%q (partial %v): k3 fails, llama.cpp gives %+v", j.text, j.partial, want)
+						continue
+					}
+					if ok && r["error"] != nil && !emptyParsed(got) {
+						t.Errorf("%q: llama.cpp fails (%v), k3 gives %+v", j.text, r["error"], got)
+						continue
+					}
+					if diff := cmp.Diff(want, got, cmpEmpty); ok && r["error"] == nil && diff != "" {
+						t.Errorf("%q (partial %v): k3 differs from llama.cpp (-llama +k3):\n%s", j.text, j.partial, diff)
+						continue
+					}
+					agree++
+					calls += len(want.ToolCalls)
+				}
+				if calls == 0 {
+					t.Errorf("no reply parsed into a tool call")
+				}
+				t.Logf("%d/%d replies and prefixes parsed as llama.cpp parses them (%d calls)", agree, len(jobs), calls)
+			})
+		}
+	}
+}
+
+func emptyParsed(p Parsed) bool { return p.Reasoning == "" && p.Content == "" && len(p.ToolCalls) == 0 }
+
+// TestLlamaFormatsStreaming feeds every reply byte by byte, and in two
+// pieces split everywhere: the deltas never take anything back (they add
+// up to the result at every step), and the streamed reply equals the
+// whole-text parse.
+func TestLlamaFormatsStreaming(t *testing.T) {
+	tools := []Tool{weatherTool, searchTool}
+	n := 0
+	for _, ft := range llamaFormatTemplates() {
+		o := parseOptionsFor(t, ft, tools)
+		o.NewID = func() string { return "id" }
+		for _, reply := range formatReplies[ft.format] {
+			whole := Parse(reply, o)
+			for i := 0; i <= len(reply); i++ {
+				checkStream(t, reply, []string{reply[:i], reply[i:]}, o, whole)
+			}
+			var bytes []string
+			for i := range len(reply) {
+				bytes = append(bytes, reply[i:i+1])
+			}
+			checkStreamSteps(t, bytes, o)
+			checkStream(t, reply, bytes, o, whole)
+			n++
+		}
+	}
+	t.Logf("%d replies", n)
+}
+
+// checkStreamSteps: after every chunk, the deltas so far add up to Result.
+func checkStreamSteps(t *testing.T, chunks []string, o ParseOptions) {
+	t.Helper()
+	p := NewParser(o)
+	var got Parsed
+	for i, ch := range chunks {
+		collect(p.Feed(ch), &got)
+		if diff := cmp.Diff(p.Result(), got, cmpEmpty); diff != "" {
+			t.Fatalf("after %q: deltas differ from Result (-result +deltas):\n%s", strings.Join(chunks[:i+1], ""), diff)
+		}
+	}
+	collect(p.Close(), &got)
+	if diff := cmp.Diff(p.Result(), got, cmpEmpty); diff != "" {
+		t.Fatalf("after Close: deltas differ from Result (-result +deltas):\n%s", diff)
+	}
+}
