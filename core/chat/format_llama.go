@@ -168,7 +168,9 @@ func (deepSeekV3Format) grammar(o ParseOptions, c Constraint) (string, string, e
 		return callRules{args: args, afterOpener: named + " " + more, afterTrigger: ws + " " + lit(dsCallBegin) + " " + named + " " + more}, nil
 	}
 	return llamaGrammar(b, o, c, calls, dsCallsBegin,
-		func(args string) string { return ws + " " + args + " " + lit(dsCallEnd) + " " + ws + " " + lit(dsCallsEnd) },
+		func(args string) string {
+			return ws + " " + args + " " + lit(dsCallEnd) + " " + ws + " " + lit(dsCallsEnd)
+		},
 		thinkOpen, thinkClose)
 }
 
