@@ -228,3 +228,131 @@ func checkStreamSteps(t *testing.T, chunks []string, o ParseOptions) {
 		t.Fatalf("after Close: deltas differ from Result (-result +deltas):\n%s", diff)
 	}
 }
+
+// formatCalls are, per format, what follows ForcedCall(o, "get_weather")
+// and ForcedCall(o, ""), and what follows the lazy grammar's trigger, in
+// replies the grammar must take; each parses back into the calls.
+var formatCalls = map[Format]struct{ named, any, afterTrigger, beforeTrigger string }{
+	FormatKimiK2: {
+		named: `{"city":"Oslo"}<|tool_call_end|><|tool_calls_section_end|>`,
+		any: `search:0<|tool_call_argument_begin|>{}<|tool_call_end|>` +
+			`<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{"city":"Oslo"}<|tool_call_end|><|tool_calls_section_end|>`,
+		beforeTrigger: "Let me look.<|tool_calls_section_begin|>",
+		afterTrigger:  `functions.get_weather:0<|tool_call_argument_begin|>{"city": "Oslo"}<|tool_call_end|><|tool_calls_section_end|>`,
+	},
+	FormatDeepSeekV3: {
+		named:         `{"city": "Oslo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`,
+		any:           `search<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":"Oslo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`,
+		beforeTrigger: "Let me look.",
+		afterTrigger:  `<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":"Oslo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`,
+	},
+	FormatQwen3: {
+		named:         "{\"city\": \"Oslo\"}}\n</tool_call>",
+		any:           "search\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+		beforeTrigger: "Let me look.\n",
+		afterTrigger:  "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+	},
+}
+
+// TestLlamaFormatsGrammar: for each format, the forced-call text and the
+// grammars of tool_choice required, a named function, auto (with
+// llama.cpp's trigger for the template) and response_format take the
+// replies they should and refuse arguments outside the schema, and what
+// they take parses back into the calls.
+func TestLlamaFormatsGrammar(t *testing.T) {
+	weather := Tool{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`)}
+	search := Tool{Name: "search"}
+	tools := []Tool{weather, search}
+	schema := []byte(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}`)
+	for _, ft := range llamaFormatTemplates() {
+		t.Run(ft.name, func(t *testing.T) {
+			o := parseOptionsFor(t, ft, tools)
+			fc := formatCalls[ft.format]
+			// llama.cpp's lazy trigger for this template
+			req := map[string]any{"text": "", "tools": openAITools(tools), "dump": true}
+			if ft.kwargs != nil {
+				req["kwargs"] = ft.kwargs
+			}
+			_, parses := llamaRef(t, map[string]any{"template": ft.src, "parses": []any{req}})
+			var llamaTrigger string
+			if trs, _ := parses[0]["triggers"].([]any); len(trs) == 1 {
+				llamaTrigger = trs[0].(map[string]any)["value"].(string)
+			}
+
+			check := func(name string, c Constraint, wantTrigger, yes, no string, wantCalls []string) {
+				t.Helper()
+				src, trigger, err := ReplyGrammar(o, c)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if trigger != wantTrigger {
+					t.Errorf("%s: trigger %q, want %q", name, trigger, wantTrigger)
+				}
+				if !matchesReply(t, src, "", yes) {
+					t.Errorf("%s: %q does not match\n%s", name, yes, src)
+				}
+				if no != "" && matchesReply(t, src, "", no) {
+					t.Errorf("%s: %q matches", name, no)
+				}
+				if wantCalls == nil {
+					return
+				}
+				var reply string
+				switch {
+				case c.Force:
+					reply = ForcedCall(o, c.ForceName) + yes
+				default:
+					reply = closeThink(o) + fc.beforeTrigger + trigger + yes
+				}
+				p := Parse(reply, o)
+				var got []string
+				for _, tc := range p.ToolCalls {
+					got = append(got, tc.Function.Name)
+				}
+				if !cmp.Equal(got, wantCalls) || p.Reasoning != "" {
+					t.Errorf("%s: %q parses as %+v, want calls %v", name, reply, p, wantCalls)
+				}
+			}
+			check("named", Constraint{Tools: true, Force: true, ForceName: "get_weather"}, "",
+				fc.named, strings.Replace(fc.named, "city", "town", 1), []string{"get_weather"})
+			check("required", Constraint{Tools: true, Force: true}, "",
+				fc.any, "nope"+fc.any[len("search"):], []string{"search", "get_weather"})
+			if strings.HasPrefix(fc.any, "get_weather") {
+				t.Fatal("fixture")
+			}
+			check("auto", Constraint{Tools: true}, llamaTrigger,
+				fc.afterTrigger, strings.Replace(fc.afterTrigger, "city", "town", 1), []string{"get_weather"})
+			if llamaTrigger == "" {
+				t.Errorf("llama.cpp has no trigger for %s", ft.name)
+			}
+			reasoning := ""
+			if o.Thinking {
+				reasoning = "hmm" + thinkClose
+			}
+			check("response_format", Constraint{Content: schema}, "", reasoning+`{"a": 1}`, reasoning+`{"a": "x"}`, nil)
+			check("response_format in a block", Constraint{Content: schema}, "", reasoning+"```json\n{\"a\": 1}\n```", "", nil)
+			check("response_format or a call", Constraint{Content: schema, Tools: true}, "",
+				reasoning+fc.beforeTrigger[:0]+llamaTrigger+fc.afterTrigger, reasoning+`{"b": 1}`, nil)
+		})
+	}
+}
+
+// BenchmarkLlamaFormatStream streams a 27 kB Qwen3 reply (long reasoning,
+// content, one long call) in 4-byte chunks: llama.cpp's way of streaming
+// parses the whole text after every chunk, so this is the quadratic case.
+func BenchmarkLlamaFormatStream(b *testing.B) {
+	o := ParseOptions{Format: FormatQwen3, Tools: []Tool{weatherTool, searchTool}}
+	reply := "<think>" + strings.Repeat("thinking about it ", 1000) + "</think>" + strings.Repeat("content words ", 500) +
+		"<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"" + strings.Repeat("q", 2000) + "\"}}</tool_call>"
+	b.SetBytes(int64(len(reply)))
+	for b.Loop() {
+		p := NewParser(o)
+		for i := 0; i < len(reply); i += 4 {
+			p.Feed(reply[i:min(i+4, len(reply))])
+		}
+		p.Close()
+		if len(p.Result().ToolCalls) != 1 {
+			b.Fatal("no call")
+		}
+	}
+}

@@ -245,9 +245,19 @@ func pegChars(in func(rune) bool, min, max int) peg {
 // that begins one (held back until it is known); with no delimiter in sight
 // it takes the rest and asks for more.
 func pegUntil(delims ...string) peg {
+	var first [256]bool // the bytes a delimiter starts with
+	for _, d := range delims {
+		if d != "" {
+			first[d[0]] = true
+		}
+	}
 	return func(in string, pos int) pegResult {
 		start, at := pos, pos
 		for at < len(in) {
+			if c := in[at]; c < utf8.RuneSelf && !first[c] {
+				at++ // fast path: ASCII that starts no delimiter
+				continue
+			}
 			_, w, st := decodeRune(in, at)
 			if st == runeIncomplete {
 				return pegResult{status: pegMore, end: at}
@@ -313,6 +323,10 @@ func pegStringBody(in string, pos int) pegResult {
 			default:
 				return pegResult{status: pegFail, end: start}
 			}
+			continue
+		}
+		if c < utf8.RuneSelf {
+			pos++
 			continue
 		}
 		_, w, st := decodeRune(in, pos)
