@@ -13,6 +13,17 @@ import (
 // DeepSeek V3.1 and Qwen3/Hermes what the autoparser generates from those
 // templates), with tool_choice "auto" and parallel calls. The parsers start
 // after the generation prompt's assistant marker (ParseOptions.Prefix).
+//
+// Where k3 departs from llama.cpp, on purpose:
+//   - tool_choice "required" or a named function: llama.cpp lets the model
+//     reason and write content before the call, under a grammar over the
+//     whole reply; k3 writes the call's opening into the prompt
+//     (ForcedCall), as for Kimi K3, and constrains the rest. The lazy
+//     grammar of "auto" starts at llama.cpp's trigger.
+//   - Kimi K2 with response_format: llama.cpp builds no grammar (the
+//     format is ignored); k3 holds the content to the schema.
+//   - a finished reply that does not match the format: llama-server
+//     answers an error; k3 keeps the longest prefix that parses (pegParser).
 
 const (
 	k2Assistant    = "<|im_assistant|>assistant<|im_middle|>"

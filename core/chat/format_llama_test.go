@@ -356,3 +356,86 @@ func BenchmarkLlamaFormatStream(b *testing.B) {
 		}
 	}
 }
+
+// TestLlamaFormatsGolden holds the fixtures of llama.cpp's
+// tests/test-chat.cpp for these formats to the messages that test expects
+// (its special_function tool renamed to a declared one; arguments as
+// written, as common_chat_parse returns them), without the reference.
+func TestLlamaFormatsGolden(t *testing.T) {
+	tools := []Tool{weatherTool, searchTool}
+	call := func(id, name, args string) ToolCall {
+		return ToolCall{ID: id, Type: "function", Function: FunctionCall{Name: name, Arguments: args}}
+	}
+	for _, tc := range []struct {
+		name    string
+		ft      int // index in llamaFormatTemplates
+		text    string
+		want    Parsed
+		noTools bool
+	}{
+		{name: "kimi-k2/content", ft: 0, text: "Hello, world!\nWhat's up?", want: Parsed{Content: "Hello, world!\nWhat's up?"}},
+		{name: "kimi-k2/call with reasoning", ft: 0, text: formatReplies[FormatKimiK2][2],
+			want: Parsed{Reasoning: "I'm thinking about this", ToolCalls: []ToolCall{call("functions.get_weather:0", "get_weather", `{"city": "Paris"}`)}}},
+		{name: "kimi-k2/content and call", ft: 0, text: formatReplies[FormatKimiK2][3],
+			want: Parsed{Content: "Hello, world!\nWhat's up?", ToolCalls: []ToolCall{call("functions.get_weather:0", "get_weather", `{"city": "Paris", "days": 3}`)}}},
+		{name: "kimi-k2/parallel calls", ft: 0, text: formatReplies[FormatKimiK2][4],
+			want: Parsed{Reasoning: "I need to call two functions", ToolCalls: []ToolCall{
+				call("functions.get_weather:0", "get_weather", `{"city": "Paris"}`),
+				call("functions.search:1", "search", `{"query": "print('hey')\n\"x\""}`)}}},
+		{name: "deepseek-v3/call, thinking off", ft: 2, text: formatReplies[FormatDeepSeekV3][0],
+			want: Parsed{ToolCalls: []ToolCall{call("id", "get_weather", `{"city": "XYZCITY"}`)}}},
+		{name: "deepseek-v3/reasoning and call", ft: 1, text: formatReplies[FormatDeepSeekV3][1],
+			want: Parsed{Reasoning: "REASONING", ToolCalls: []ToolCall{call("id", "get_weather", `{"city": "Tokyo"}`)}}},
+		{name: "deepseek-v3/reasoning, content, two calls", ft: 1, text: formatReplies[FormatDeepSeekV3][2],
+			want: Parsed{Reasoning: "REASONING", Content: "CONTENT", ToolCalls: []ToolCall{
+				call("id", "search", `{"query": "Paris"}`), call("id", "get_weather", `{"city": "Paris"}`)}}},
+		// test-chat.cpp writes this one's expectation as reasoning
+		// "REASONING\n", content "CONTENT"; the reference release's
+		// common_chat_parse (chatref) returns the newline with the content.
+		{name: "deepseek-v3/newline after reasoning", ft: 1, text: "REASONING</think>\nCONTENT",
+			want: Parsed{Reasoning: "REASONING", Content: "\nCONTENT"}},
+		{name: "deepseek-v3/thinking off", ft: 2, text: "CONTENT", want: Parsed{Content: "CONTENT"}},
+		{name: "hermes/call", ft: 3, text: formatReplies[FormatQwen3][0],
+			want: Parsed{ToolCalls: []ToolCall{call("id", "get_weather", `{"city": "Paris"}`)}}},
+		{name: "hermes/content and call", ft: 3, text: formatReplies[FormatQwen3][1],
+			want: Parsed{Content: "Hello, world!\nWhat's up?", ToolCalls: []ToolCall{call("id", "get_weather", `{"city": "Paris"}`)}}},
+		{name: "qwen3/thoughts", ft: 3, text: "<think>I'm\nthinking</think>Hello, world!\nWhat's up?", noTools: true,
+			want: Parsed{Reasoning: "I'm\nthinking", Content: "Hello, world!\nWhat's up?"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ft := llamaFormatTemplates()[tc.ft]
+			ts := tools
+			if tc.noTools {
+				ts = nil
+			}
+			o := parseOptionsFor(t, ft, ts)
+			o.NewID = func() string { return "id" }
+			if diff := cmp.Diff(tc.want, Parse(tc.text, o), cmpEmpty); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDetectFormat: each family's template gets its format, and layouts
+// k3 does not parse get content only.
+func TestDetectFormat(t *testing.T) {
+	kimiK3Template := kimiK3
+	for _, tc := range []struct {
+		name, src string
+		want      Format
+	}{
+		{"kimi-k3", kimiK3Template(t).Source(), FormatKimiK3},
+		{"kimi-k2", synth.KimiK2Template, FormatKimiK2},
+		{"deepseek-v3", synth.DeepSeekV3Template, FormatDeepSeekV3},
+		{"qwen3", synth.Qwen3ChatTemplate, FormatQwen3},
+		{"hermes 2 pro", "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<tool_call>\n{% endfor %}", FormatHermes},
+		{"qwen3-coder", "<tool_call>\n<function={{ name }}>\n<parameter=x>", FormatContent},
+		{"deepseek-r1", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{{ name }}\n```json\n", FormatContent},
+		{"plain", "{% for m in messages %}{{ m.content }}{% endfor %}", FormatContent},
+	} {
+		if got := DetectFormat(tc.src); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -97,6 +97,11 @@ func TestChatFormatsOfArchitectures(t *testing.T) {
 			if d := cmp.Diff(got, streamed); d != "" {
 				t.Errorf("streamed reply differs from the whole one (-whole +streamed):\n%s", d)
 			}
+			// reasoning_format "none": the reasoning stays in the content.
+			none := postChat(t, ts.URL, strings.TrimSuffix(body, "}")+`,"reasoning_format":"none"}`)
+			if none.Reasoning != "" || !strings.Contains(none.Content, tc.want.Reasoning) || len(none.Calls) != 2 {
+				t.Errorf("reasoning_format none: %+v", none)
+			}
 
 			// The random model, forced: the prompt opens the call in the
 			// format, the grammar holds the arguments to the schema.
