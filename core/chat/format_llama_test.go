@@ -440,3 +440,19 @@ func TestDetectFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaFormatsDeepArguments: arguments nested past maxJSONDepth stop
+// the call from parsing (the stream keeps what came before) instead of
+// exhausting the stack.
+func TestLlamaFormatsDeepArguments(t *testing.T) {
+	o := ParseOptions{Format: FormatQwen3, Tools: []Tool{searchTool}}
+	text := "hi <tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": " + strings.Repeat("[", 100000)
+	got := Parse(text, o)
+	if got.Content != "hi " {
+		t.Errorf("content %q", got.Content)
+	}
+	shallow := Parse("<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": "+strings.Repeat("[", 200)+strings.Repeat("]", 200)+"}}</tool_call>", o)
+	if len(shallow.ToolCalls) != 1 {
+		t.Errorf("200 levels: %+v", shallow)
+	}
+}

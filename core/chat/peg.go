@@ -77,14 +77,20 @@ func pegSeq(ps ...peg) peg {
 	}
 }
 
+// pegChoice takes the first alternative that does not fail. A failure's
+// end is the furthest any alternative got, which is where the input
+// stopped making sense.
 func pegChoice(ps ...peg) peg {
 	return func(in string, pos int) pegResult {
+		far := pos
 		for _, p := range ps {
-			if r := p(in, pos); r.status != pegFail {
+			r := p(in, pos)
+			if r.status != pegFail {
 				return r
 			}
+			far = max(far, r.end)
 		}
-		return pegResult{status: pegFail, end: pos}
+		return pegResult{status: pegFail, end: far}
 	}
 }
 
@@ -360,9 +366,19 @@ func runeRange(lo, hi rune) func(rune) bool { return func(r rune) bool { return 
 
 // pegJSON is llama.cpp's json() parser: any JSON value, whitespace inside
 // allowed, a number committed only once the character after it is seen.
+// Nesting deeper than maxJSONDepth fails to parse instead of exhausting the
+// stack (llama.cpp's recursion has no bound).
 func pegJSON() peg {
 	var value peg
-	ref := func(in string, pos int) pegResult { return value(in, pos) }
+	depth := 0
+	ref := func(in string, pos int) pegResult {
+		if depth >= maxJSONDepth {
+			return pegResult{status: pegFail, end: pos}
+		}
+		depth++
+		defer func() { depth-- }()
+		return value(in, pos)
+	}
 	str := pegSeq(pegLit(`"`), pegStringBody, pegLit(`"`))
 	digits := pegChars(runeRange('0', '9'), 1, -1)
 	number := pegSeq(
@@ -378,5 +394,5 @@ func pegJSON() peg {
 	array := pegSeq(pegLit("["), pegSpace, pegChoice(pegLit("]"),
 		pegSeq(ref, pegRep(pegSeq(pegSpace, pegLit(","), pegSpace, ref), 0, -1), pegSpace, pegLit("]"))))
 	value = pegChoice(object, array, str, number, pegChoice(pegLit("true"), pegLit("false")), pegLit("null"))
-	return value
+	return ref
 }

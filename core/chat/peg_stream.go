@@ -51,16 +51,35 @@ func (p *pegParser) close() []Delta {
 		return nil
 	}
 	p.done = true
-	if !p.update(p.text) {
-		// the longest prefix that parses, down to what was accepted
-		for n := len(p.text) - 1; n > p.good; n-- {
-			if utf8.RuneStart(p.text[n]) && p.update(p.text[:n]) {
-				break
+	if p.update(p.text) {
+		return p.flush()
+	}
+	// The longest prefix that parses, down to what was accepted: tried
+	// from the end for maxCloseTries prefixes, then from where the parse
+	// failed (a prefix that ends past a break rarely parses).
+	tries := 0
+	for n := len(p.text) - 1; n > p.good; n-- {
+		if !utf8.RuneStart(p.text[n]) {
+			continue
+		}
+		if tries++; tries > maxCloseTries {
+			r := p.root(p.prefix+p.text, 0)
+			for n = min(n, r.end-len(p.prefix)); n > p.good; n-- {
+				if utf8.RuneStart(p.text[n]) && p.update(p.text[:n]) {
+					break
+				}
 			}
+			break
+		}
+		if p.update(p.text[:n]) {
+			break
 		}
 	}
 	return p.flush()
 }
+
+// maxCloseTries bounds the prefixes close tries one by one.
+const maxCloseTries = 1024
 
 func (p *pegParser) result() Parsed {
 	r := p.res
