@@ -3,7 +3,7 @@
 // generated text back into OpenAI fields (reasoning, content, tool calls),
 // whole or streamed, in the template's reply format (DetectFormat): Kimi K3's
 // tagged format with k3's own parser (parse.go), and Kimi K2's, DeepSeek
-// V3.1's and Qwen3/Hermes's with the parsers llama.cpp builds for them, on a
+// V3.1's and R1's, and Qwen3/Hermes's with the parsers llama.cpp builds for them, on a
 // PEG engine of llama.cpp's semantics (peg.go, format_llama.go). Each format
 // also writes the forced opening of a call (ForcedCall) and its reply
 // grammar (ReplyGrammar).

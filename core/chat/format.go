@@ -19,6 +19,9 @@ const (
 	// FormatDeepSeekV3: DeepSeek V3.1's <think>, then <｜tool▁calls▁begin｜>
 	// with calls <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>.
 	FormatDeepSeekV3
+	// FormatDeepSeekR1: DeepSeek R1's <think>, then calls
+	// <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{json}```<｜tool▁call▁end｜>.
+	FormatDeepSeekR1
 	// FormatHermes: Hermes 2 Pro's <tool_call>\n{"name": ..., "arguments": {...}}</tool_call>.
 	FormatHermes
 	// FormatQwen3: FormatHermes with <think> reasoning (Qwen3, Qwen3 MoE).
@@ -27,7 +30,7 @@ const (
 
 var formatNames = map[Format]string{
 	FormatKimiK3: "kimi-k3", FormatContent: "content", FormatKimiK2: "kimi-k2",
-	FormatDeepSeekV3: "deepseek-v3", FormatHermes: "hermes", FormatQwen3: "qwen3",
+	FormatDeepSeekV3: "deepseek-v3", FormatDeepSeekR1: "deepseek-r1", FormatHermes: "hermes", FormatQwen3: "qwen3",
 }
 
 func (f Format) String() string {
@@ -55,9 +58,9 @@ func DetectFormat(src string) Format {
 		return FormatKimiK2
 	case has(markOpen, markClose, markEnd):
 		return FormatKimiK3
-	case has(dsCallsBegin, dsSep) && !has("```json"):
-		// DeepSeek R1's original template wraps arguments in a ```json
-		// block after "function<｜tool▁sep｜>"; that layout is not parsed.
+	case has(dsCallsBegin, dsSep, "```json"):
+		return FormatDeepSeekR1
+	case has(dsCallsBegin, dsSep):
 		return FormatDeepSeekV3
 	case has("<tool_call>") && !has("<function="):
 		// Qwen3-Coder's <function=...><parameter=...> layout is another format.
@@ -100,7 +103,9 @@ func (f Format) impl() replyFormat {
 	case FormatKimiK2:
 		return kimiK2Format{}
 	case FormatDeepSeekV3:
-		return deepSeekV3Format{}
+		return deepSeekFormat{}
+	case FormatDeepSeekR1:
+		return deepSeekFormat{r1: true}
 	case FormatHermes:
 		return hermesFormat{think: false}
 	case FormatQwen3:

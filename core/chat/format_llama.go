@@ -10,7 +10,7 @@ import (
 
 // The formats llama.cpp parses with PEG parsers: each builds the parser
 // llama.cpp builds for its template (common_chat_params_init_kimi_k2; for
-// DeepSeek V3.1 and Qwen3/Hermes what the autoparser generates from those
+// DeepSeek V3.1, R1 and Qwen3/Hermes what the autoparser generates from those
 // templates), with tool_choice "auto" and parallel calls. The parsers start
 // after the generation prompt's assistant marker (ParseOptions.Prefix).
 //
@@ -129,12 +129,19 @@ func (kimiK2Format) grammar(o ParseOptions, c Constraint) (string, string, error
 		"", "")
 }
 
-// deepSeekV3Format is DeepSeek V3.1's (and Kimi-free deepseek2 models').
-type deepSeekV3Format struct{}
+// deepSeekFormat is DeepSeek V3.1's; with r1 DeepSeek R1's, whose calls
+// are <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{json}```<｜tool▁call▁end｜>.
+type deepSeekFormat struct{ r1 bool }
 
-func (deepSeekV3Format) assistant() string { return dsAssistant }
+const (
+	r1Function = "function"
+	r1Open     = "\n```json\n"
+	r1Close    = "```"
+)
 
-func (deepSeekV3Format) newParser(o ParseOptions) replyParser {
+func (deepSeekFormat) assistant() string { return dsAssistant }
+
+func (f deepSeekFormat) newParser(o ParseOptions) replyParser {
 	reasoning := pegEps
 	if !o.ReasoningNone {
 		reasoning = pegOpt(pegSeq(pegLit(thinkOpen), pegTag(tagReasoning, pegUntil(thinkClose)), pegLit(thinkClose)))
@@ -144,27 +151,56 @@ func (deepSeekV3Format) newParser(o ParseOptions) replyParser {
 	}
 	json := pegJSON()
 	tool := toolPEGs(o, func(name string) peg {
+		if f.r1 {
+			return pegSeq(
+				pegAtomic(pegTag(tagToolOpen, pegSeq(pegLit(dsSep), pegAtomic(pegTag(tagToolName, pegLit(name))), pegLit(r1Open)))),
+				pegSpace, pegTag(tagToolArgs, json), pegSpace, pegAtomic(pegTag(tagToolClose, pegLit(r1Close))))
+		}
 		return pegSeq(
 			pegAtomic(pegTag(tagToolOpen, pegSeq(pegAtomic(pegTag(tagToolName, pegLit(name))), pegLit(dsSep)))),
 			pegSpace, pegTag(tagToolArgs, json), pegAtomic(pegTag(tagToolClose, pegAnd(pegLit(dsCallEnd)))))
 	})
-	one := pegSeq(pegLit(dsCallBegin), tool, pegLit(dsCallEnd))
+	begin := dsCallBegin
+	if f.r1 {
+		begin += r1Function
+	}
+	one := pegSeq(pegLit(begin), tool, pegLit(dsCallEnd))
 	calls := pegSeq(pegLit(dsCallsBegin), pegSpace, one, pegRep(pegSeq(pegSpace, one), 0, -1), pegSpace, pegLit(dsCallsEnd))
 	root := pegSeq(pegSpace, reasoning, pegOpt(pegTag(tagContent, pegUntil(dsCallsBegin))), pegOpt(calls), pegEnd)
 	return newPEGParser(o, root, thinkOpen)
 }
 
-func (deepSeekV3Format) forcedCall(o ParseOptions, name string) string {
-	s := closeThink(o) + dsCallsBegin + dsCallBegin
+// callOpen is the text of a call up to its name.
+func (f deepSeekFormat) callOpen() string {
+	if f.r1 {
+		return dsCallBegin + r1Function + dsSep
+	}
+	return dsCallBegin
+}
+
+func (f deepSeekFormat) forcedCall(o ParseOptions, name string) string {
+	s := closeThink(o) + dsCallsBegin + f.callOpen()
 	if name != "" {
-		s += name + dsSep
+		s += name + f.afterName()
 	}
 	return s
 }
 
-func (deepSeekV3Format) grammar(o ParseOptions, c Constraint) (string, string, error) {
+// afterName is what separates a call's name from its arguments.
+func (f deepSeekFormat) afterName() string {
+	if f.r1 {
+		return r1Open
+	}
+	return dsSep
+}
+
+func (f deepSeekFormat) grammar(o ParseOptions, c Constraint) (string, string, error) {
 	b := grammar.NewSchemaBuilder()
 	ws := spaceRule(b)
+	argsEnd := ""
+	if f.r1 {
+		argsEnd = " " + ws + " " + lit(r1Close)
+	}
 	calls := func() (callRules, error) {
 		args, err := toolArgRules(b, o)
 		if err != nil {
@@ -172,15 +208,15 @@ func (deepSeekV3Format) grammar(o ParseOptions, c Constraint) (string, string, e
 		}
 		var alts []string
 		for _, t := range o.Tools {
-			alts = append(alts, lit(t.Name+dsSep)+" "+ws+" "+args[t.Name])
+			alts = append(alts, lit(t.Name+f.afterName())+" "+ws+" "+args[t.Name]+argsEnd)
 		}
 		named := b.Rule("named-call", "("+strings.Join(alts, " | ")+") "+lit(dsCallEnd))
-		more := b.Rule("more-calls", "("+ws+" "+lit(dsCallBegin)+" "+named+")* "+ws+" "+lit(dsCallsEnd))
-		return callRules{args: args, afterOpener: named + " " + more, afterTrigger: ws + " " + lit(dsCallBegin) + " " + named + " " + more}, nil
+		more := b.Rule("more-calls", "("+ws+" "+lit(f.callOpen())+" "+named+")* "+ws+" "+lit(dsCallsEnd))
+		return callRules{args: args, afterOpener: named + " " + more, afterTrigger: ws + " " + lit(f.callOpen()) + " " + named + " " + more}, nil
 	}
 	return llamaGrammar(b, o, c, calls, dsCallsBegin,
 		func(args string) string {
-			return ws + " " + args + " " + lit(dsCallEnd) + " " + ws + " " + lit(dsCallsEnd)
+			return ws + " " + args + argsEnd + " " + lit(dsCallEnd) + " " + ws + " " + lit(dsCallsEnd)
 		},
 		thinkOpen, thinkClose)
 }

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -21,12 +22,17 @@ type formatTemplate struct {
 
 func llamaFormatTemplates() []formatTemplate {
 	off := map[string]json.RawMessage{"enable_thinking": json.RawMessage("false")}
+	r1, err := os.ReadFile("testdata/deepseek-r1.jinja") // models/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja
+	if err != nil {
+		panic(err)
+	}
 	return []formatTemplate{
 		{"kimi-k2", synth.KimiK2Template, FormatKimiK2, nil},
 		{"deepseek-v3", synth.DeepSeekV3Template, FormatDeepSeekV3, nil},
 		{"deepseek-v3/thinking_off", synth.DeepSeekV3Template, FormatDeepSeekV3, off},
 		{"qwen3", synth.Qwen3ChatTemplate, FormatQwen3, nil},
 		{"qwen3/thinking_off", synth.Qwen3ChatTemplate, FormatQwen3, off},
+		{"deepseek-r1", string(r1), FormatDeepSeekR1, nil},
 	}
 }
 
@@ -84,6 +90,13 @@ var formatReplies = map[Format][]string{
 		"  leading space</think>  and content",
 		"r</think>c<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜> {\"city\": \"P\\u00e9\"} <｜tool▁call▁end｜> trailing",
 		"r</think>c<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>nope<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+	},
+	FormatDeepSeekR1: {
+		"I'm\nthinking</think>Hello, world!\nWhat's up?",
+		"r</think>c<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜>" +
+			"<｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"query\": \"x\"}```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		"r</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"P\"}<｜tool▁call▁end｜>",
+		"r</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"P\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
 	},
 	FormatQwen3: {
 		"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>",
@@ -246,6 +259,12 @@ var formatCalls = map[Format]struct{ named, any, afterTrigger, beforeTrigger str
 		beforeTrigger: "Let me look.",
 		afterTrigger:  `<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":"Oslo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`,
 	},
+	FormatDeepSeekR1: {
+		named:         "{\"city\": \"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		any:           "search\n```json\n{}```<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		beforeTrigger: "Let me look.",
+		afterTrigger:  "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+	},
 	FormatQwen3: {
 		named:         "{\"city\": \"Oslo\"}}\n</tool_call>",
 		any:           "search\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
@@ -270,7 +289,8 @@ func TestLlamaFormatsGrammar(t *testing.T) {
 			fc := formatCalls[ft.format]
 			// llama.cpp's lazy trigger for this template (its dump through
 			// chatref, checked below)
-			llamaTrigger := map[Format]string{FormatKimiK2: k2CallBegin, FormatDeepSeekV3: dsCallsBegin, FormatQwen3: hermesCallOpen}[ft.format]
+			llamaTrigger := map[Format]string{FormatKimiK2: k2CallBegin, FormatDeepSeekV3: dsCallsBegin, FormatDeepSeekR1: dsCallsBegin,
+				FormatQwen3: hermesCallOpen}[ft.format]
 			t.Run("llama.cpp trigger", func(t *testing.T) {
 				req := map[string]any{"text": "", "tools": openAITools(tools), "dump": true}
 				if ft.kwargs != nil {
@@ -432,7 +452,7 @@ func TestDetectFormat(t *testing.T) {
 		{"qwen3", synth.Qwen3ChatTemplate, FormatQwen3},
 		{"hermes 2 pro", "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<tool_call>\n{% endfor %}", FormatHermes},
 		{"qwen3-coder", "<tool_call>\n<function={{ name }}>\n<parameter=x>", FormatContent},
-		{"deepseek-r1", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{{ name }}\n```json\n", FormatContent},
+		{"deepseek-r1", llamaFormatTemplates()[5].src, FormatDeepSeekR1},
 		{"plain", "{% for m in messages %}{{ m.content }}{% endfor %}", FormatContent},
 	} {
 		if got := DetectFormat(tc.src); got != tc.want {
