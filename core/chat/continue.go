@@ -99,11 +99,12 @@ func (t *Template) continuation(in Input) (string, ParseOptions, error) {
 		if mode == ContinueReasoning {
 			return "", ParseOptions{}, errors.New("chat: this template has no reasoning section k3 knows how to continue; continue the content instead")
 		}
-		return prompt + gen + content, ParseOptions{Tools: in.Tools}, nil
+		// the content goes on: the reply is parsed from outside any section
+		return prompt + gen + content, ParseOptions{Format: t.format, Tools: in.Tools}, nil
 	}
 	gen = opener + markOpen + "think" + markSep + last.ReasoningContent
 	if mode == ContinueContent {
 		gen += markClose + "think" + markSep + markOpen + "response" + markSep + content
 	}
-	return prompt + gen, ParseOptions{Thinking: mode == ContinueReasoning, Tools: in.Tools}, nil
+	return prompt + gen, ParseOptions{Format: t.format, Thinking: mode == ContinueReasoning, Tools: in.Tools}, nil
 }

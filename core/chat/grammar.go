@@ -24,12 +24,16 @@ type Constraint struct {
 	ForceName string
 }
 
-// ReplyGrammar is the GBNF a reply in the Kimi K3 format must match under
-// c, and, when it constrains only what follows a marker (tool calls in a
+// ReplyGrammar is the GBNF a reply in the format of o must match under
+// c (after the prompt and any ForcedCall text), and, when it constrains only what follows a marker (tool calls in a
 // reply that may or may not call a tool), that marker: the grammar then
 // applies to the text after the first occurrence of trigger. Schema
 // errors name the tool or the content they are in.
 func ReplyGrammar(o ParseOptions, c Constraint) (gbnf, trigger string, err error) {
+	return o.Format.impl().grammar(o, c)
+}
+
+func k3ReplyGrammar(o ParseOptions, c Constraint) (gbnf, trigger string, err error) {
 	b := grammar.NewSchemaBuilder()
 	lit := grammar.Literal
 	closeResp, openTools, closeTools := markClose+"response"+markSep, markOpen+"tools"+markSep, markClose+"tools"+markSep

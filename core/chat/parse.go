@@ -33,9 +33,22 @@ const (
 
 // ParseOptions describe the prompt a reply continues.
 type ParseOptions struct {
+	// Format is the template's reply format (Template.ParseOptions sets it).
+	Format Format
 	// Thinking: the generation prompt opened the think section (the template's
 	// thinking switch was on), so the reply starts as reasoning.
 	Thinking bool
+	// Prefix is the end of the generation prompt after the format's
+	// assistant marker (Qwen3's empty think block, DeepSeek's <think>):
+	// llama.cpp's parsers read the reply with it in front. Empty with
+	// Thinking set stands for the format's think opener.
+	Prefix string
+	// ReasoningNone is llama-server's reasoning_format "none": reasoning
+	// tags are left in the content (the llama.cpp formats).
+	ReasoningNone bool
+	// NewID makes the id of a call whose format writes none (nil: random
+	// "call_" ids, as llama-server makes).
+	NewID func() string
 	// Tools are the declared tools. A parameter whose schema type is "string"
 	// becomes a JSON string; others are taken as JSON text. Without a schema the
 	// type="..." attribute the model wrote decides.
@@ -66,13 +79,36 @@ type ToolCallDelta struct {
 }
 
 // Parse parses a whole reply; it equals feeding the text to a Parser in any
-// chunks and closing it.
+// chunks and closing it (for the llama.cpp formats: in chunks at which the
+// reply so far parses, see pegParser).
 func Parse(text string, o ParseOptions) Parsed {
 	p := NewParser(o)
 	p.Feed(text)
 	p.Close()
 	return p.Result()
 }
+
+// Parser parses a reply as it is generated, in the format of its
+// ParseOptions. Deltas only ever add to what was sent.
+type Parser struct {
+	impl replyParser
+}
+
+// NewParser returns a parser for one reply.
+func NewParser(o ParseOptions) *Parser {
+	return &Parser{impl: o.Format.impl().newParser(o)}
+}
+
+// Feed parses the next chunk of generated text and returns the deltas it
+// completes.
+func (p *Parser) Feed(chunk string) []Delta { return p.impl.feed(chunk) }
+
+// Close ends the reply: held-back text is released and an unterminated
+// call is closed, as the format allows.
+func (p *Parser) Close() []Delta { return p.impl.close() }
+
+// Result is the reply parsed so far.
+func (p *Parser) Result() Parsed { return p.impl.result() }
 
 type parseState int
 
@@ -87,9 +123,22 @@ const (
 	stDone
 )
 
-// Parser parses a reply as it is generated. Text that could still turn out
-// to be part of a marker is held back until it cannot.
-type Parser struct {
+// kimiK3Format is Kimi K3's tagged format.
+type kimiK3Format struct{}
+
+func (kimiK3Format) assistant() string { return "" }
+
+func (kimiK3Format) newParser(o ParseOptions) replyParser { return newK3Parser(o) }
+
+func (kimiK3Format) forcedCall(o ParseOptions, name string) string { return k3ForcedCall(o, name) }
+
+func (kimiK3Format) grammar(o ParseOptions, c Constraint) (string, string, error) {
+	return k3ReplyGrammar(o, c)
+}
+
+// k3Parser parses a Kimi K3 reply as it is generated. Text that could still
+// turn out to be part of a marker is held back until it cannot.
+type k3Parser struct {
 	opts    ParseOptions
 	types   map[string]map[string]string // tool -> parameter -> schema type
 	buf     string
@@ -104,9 +153,8 @@ type Parser struct {
 	res     Parsed
 }
 
-// NewParser returns a parser for one reply.
-func NewParser(o ParseOptions) *Parser {
-	p := &Parser{opts: o, call: -1, types: map[string]map[string]string{}}
+func newK3Parser(o ParseOptions) *k3Parser {
+	p := &k3Parser{opts: o, call: -1, types: map[string]map[string]string{}}
 	if !o.Thinking {
 		p.state = stContent
 	}
@@ -132,17 +180,13 @@ func NewParser(o ParseOptions) *Parser {
 	return p
 }
 
-// Feed parses the next chunk of generated text and returns the deltas it
-// completes.
-func (p *Parser) Feed(chunk string) []Delta {
+func (p *k3Parser) feed(chunk string) []Delta {
 	p.buf += chunk
 	p.process(false)
 	return p.flush()
 }
 
-// Close ends the reply: held-back text is released and an unterminated call
-// is closed.
-func (p *Parser) Close() []Delta {
+func (p *k3Parser) close() []Delta {
 	p.process(false)
 	if truncatedMarker(p.buf) {
 		// generation stopped inside a marker: like llama.cpp, drop the stub
@@ -155,20 +199,19 @@ func (p *Parser) Close() []Delta {
 	return p.flush()
 }
 
-// Result is the reply parsed so far.
-func (p *Parser) Result() Parsed {
+func (p *k3Parser) result() Parsed {
 	r := p.res
 	r.ToolCalls = append([]ToolCall(nil), p.res.ToolCalls...)
 	return r
 }
 
-func (p *Parser) flush() []Delta {
+func (p *k3Parser) flush() []Delta {
 	out := p.out
 	p.out = nil
 	return out
 }
 
-func (p *Parser) process(final bool) {
+func (p *k3Parser) process(final bool) {
 	for p.buf != "" {
 		i := strings.Index(p.buf, "<|")
 		if i < 0 {
@@ -263,14 +306,18 @@ func matchTag(s, opener string, final bool) (n int, body, kind string, ok bool) 
 }
 
 // ForcedCall is the text that, written after the generation prompt as if
-// the model had, makes the reply a call of the tool name: it closes the
-// section the prompt opened (an open think section stays empty), leaves
-// the response empty and opens the call. With name "" it stops inside the
-// call's tool attribute, so the model writes the name (k3 serve holds it
+// the model had, makes the reply a call of the tool name, in the format of
+// o: it closes the section the prompt opened (an open think section stays
+// empty), leaves the content empty and opens the call. With name "" it
+// stops where the call's name goes, so the model writes the name (k3 serve holds it
 // to the declared tools with a sampling mask). This is how k3 honours
 // tool_choice "required" or a named function without grammar sampling:
 // the choice is forced, the arguments are the model's.
 func ForcedCall(o ParseOptions, name string) string {
+	return o.Format.impl().forcedCall(o, name)
+}
+
+func k3ForcedCall(o ParseOptions, name string) string {
 	var b strings.Builder
 	if o.Thinking {
 		b.WriteString(markClose + "think" + markSep + markOpen + "response" + markSep)

@@ -7,7 +7,7 @@ import (
 )
 
 // text handles plain text in the current state.
-func (p *Parser) text(s string) {
+func (p *k3Parser) text(s string) {
 	if s == "" {
 		return
 	}
@@ -40,7 +40,7 @@ func (p *Parser) text(s string) {
 
 // marker handles a complete marker; lit is its text, written out when the
 // marker means nothing where it stands and is not one of the format's tags.
-func (p *Parser) marker(kind, body, lit string) {
+func (p *k3Parser) marker(kind, body, lit string) {
 	if kind == markEnd {
 		p.finish()
 		return
@@ -96,21 +96,21 @@ func knownTag(name string) bool {
 	return false
 }
 
-func (p *Parser) inProse() bool {
+func (p *k3Parser) inProse() bool {
 	return p.state == stReasoning || p.state == stContent || p.state == stBetween
 }
 
-func (p *Parser) enter(s parseState) {
+func (p *k3Parser) enter(s parseState) {
 	p.ws = ""
 	p.state = s
 }
 
-func (p *Parser) finish() {
+func (p *k3Parser) finish() {
 	p.endCall()
 	p.enter(stDone)
 }
 
-func (p *Parser) startCall(name string) {
+func (p *k3Parser) startCall(name string) {
 	p.endCall()
 	p.ws = ""
 	p.call = len(p.res.ToolCalls)
@@ -124,7 +124,7 @@ func (p *Parser) startCall(name string) {
 
 // endCall closes the open call's arguments: an unterminated argument is
 // ended, and arguments built from argument tags get their closing brace.
-func (p *Parser) endCall() {
+func (p *k3Parser) endCall() {
 	if p.call < 0 {
 		return
 	}
@@ -145,7 +145,7 @@ func (p *Parser) endCall() {
 	p.state = stTools
 }
 
-func (p *Parser) startArg(key, attrType string) {
+func (p *k3Parser) startArg(key, attrType string) {
 	prefix := ","
 	if p.nargs == 0 {
 		prefix = "{"
@@ -172,7 +172,7 @@ func (p *Parser) startArg(key, attrType string) {
 
 // endArg writes the value of a JSON-text argument, which has to be whole to
 // be checked: text that is not JSON is passed on as a string.
-func (p *Parser) endArg() {
+func (p *k3Parser) endArg() {
 	if !p.rawArg {
 		p.emitArgs(`"`)
 		return
@@ -185,7 +185,7 @@ func (p *Parser) endArg() {
 	p.raw.Reset()
 }
 
-func (p *Parser) emitText(d Delta) {
+func (p *k3Parser) emitText(d Delta) {
 	p.res.Reasoning += d.Reasoning
 	p.res.Content += d.Content
 	if n := len(p.out); n > 0 {
@@ -199,7 +199,7 @@ func (p *Parser) emitText(d Delta) {
 	p.out = append(p.out, d)
 }
 
-func (p *Parser) emitArgs(s string) {
+func (p *k3Parser) emitArgs(s string) {
 	if p.call < 0 || s == "" {
 		return
 	}

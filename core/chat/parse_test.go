@@ -345,12 +345,25 @@ func TestGenerationPrompt(t *testing.T) {
 
 // FuzzParser: the parser never panics, streaming in any chunking gives the
 // whole-text result, and the deltas add up to it.
+// fuzzFormats are the formats FuzzParser picks from by its format byte.
+var fuzzFormats = []Format{FormatKimiK3, FormatKimiK2, FormatDeepSeekV3, FormatQwen3, FormatHermes, FormatContent, FormatDeepSeekR1}
+
+// FuzzParser feeds a reply in every format in fuzzed chunks: no panic, the
+// deltas add up to the result after every chunk (nothing sent is taken
+// back), and the streamed reply equals the whole-text parse.
 func FuzzParser(f *testing.F) {
 	for _, c := range parseCases {
-		f.Add(c.in, []byte{3, 7, 1, 20}, c.opts.Thinking)
+		f.Add(c.in, []byte{3, 7, 1, 20}, c.opts.Thinking, uint8(0))
 	}
-	f.Fuzz(func(t *testing.T, text string, cuts []byte, thinking bool) {
-		o := ParseOptions{Thinking: thinking, Tools: []Tool{weatherTool, searchTool}}
+	for i, fm := range fuzzFormats {
+		for _, r := range formatReplies[fm] {
+			f.Add(r, []byte{5, 1, 30, 2}, false, uint8(i))
+			f.Add(r, []byte{9}, true, uint8(i))
+		}
+	}
+	f.Fuzz(func(t *testing.T, text string, cuts []byte, thinking bool, format uint8) {
+		o := ParseOptions{Format: fuzzFormats[int(format)%len(fuzzFormats)], Thinking: thinking,
+			Tools: []Tool{weatherTool, searchTool}, NewID: func() string { return "id" }}
 		whole := Parse(text, o)
 		var chunks []string
 		rest := text
@@ -363,6 +376,7 @@ func FuzzParser(f *testing.F) {
 			rest = rest[n:]
 		}
 		chunks = append(chunks, rest)
+		checkStreamSteps(t, chunks, o)
 		checkStream(t, text, chunks, o, whole)
 	})
 }

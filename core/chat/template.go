@@ -11,9 +11,10 @@ import (
 
 // Template is a compiled chat template. It is safe for concurrent use.
 type Template struct {
-	src  string
-	tmpl *jinja.Template
-	caps Caps
+	src    string
+	tmpl   *jinja.Template
+	caps   Caps
+	format Format
 }
 
 // Caps says how a template wants its input, found by rendering probes at load
@@ -40,13 +41,16 @@ func New(src string) (t *Template, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat: template: %w", err)
 	}
-	t = &Template{src: src, tmpl: tmpl}
+	t = &Template{src: src, tmpl: tmpl, format: DetectFormat(src)}
 	t.caps = t.probeCaps()
 	return t, nil
 }
 
 // Source returns the template text.
 func (t *Template) Source() string { return t.src }
+
+// Format is the reply format found in the template's source.
+func (t *Template) Format() Format { return t.format }
 
 // Caps returns what the load-time probes found.
 func (t *Template) Caps() Caps { return t.caps }
@@ -167,8 +171,9 @@ func (t *Template) probeCaps() Caps {
 	return caps
 }
 
-// ParseOptions returns how to parse the reply to in: whether the generation
-// prompt opened the think section, and the declared tools.
+// ParseOptions returns how to parse the reply to in: the template's format,
+// what of the generation prompt the reply continues (whether it opened the
+// think section), and the declared tools.
 func (t *Template) ParseOptions(in Input) (ParseOptions, error) {
 	if in.Continue != ContinueNone {
 		_, o, err := t.continuation(in)
@@ -178,5 +183,5 @@ func (t *Template) ParseOptions(in Input) (ParseOptions, error) {
 	if err != nil {
 		return ParseOptions{}, err
 	}
-	return ParseOptions{Thinking: strings.HasSuffix(gen, markOpen+"think"+markSep), Tools: in.Tools}, nil
+	return t.format.parseOptions(gen, in.Tools), nil
 }

@@ -285,6 +285,13 @@ func (s *Server) prepareChat(b Backend, req *chatRequest, route string) (*chatJo
 	if err != nil {
 		return nil, errInvalid("chat template: " + err.Error())
 	}
+	switch req.ReasoningFormat {
+	case "", "auto", "deepseek":
+	case "none":
+		popts.ReasoningNone = true
+	default:
+		return nil, errInvalid(fmt.Sprintf("reasoning_format %q is not none, auto or deepseek", req.ReasoningFormat))
+	}
 	var forced string
 	if force.call {
 		forced = chat.ForcedCall(popts, force.name)

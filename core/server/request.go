@@ -61,6 +61,9 @@ type chatRequest struct {
 	ResponseFormat json.RawMessage `json:"response_format"`
 	Logprobs       *bool           `json:"logprobs"`
 	TopLogprobs    *int            `json:"top_logprobs"`
+	// ReasoningFormat is llama-server's: "none" leaves the reasoning in the
+	// content; "auto" and "deepseek" (the default) split it out.
+	ReasoningFormat string `json:"reasoning_format"`
 }
 
 // completionRequest is the body of POST /v1/completions.

@@ -7,14 +7,21 @@
 // stdin:  {"template": "...",
 //          "renders": [{"messages": [...], "tools": [...], "add_generation_prompt": true,
 //                       "kwargs": {"name": <json>, ...}}],
-//          "parses":  [{"text": "...", "tools": [...], "kwargs": {...}}]}
+//          "parses":  [{"text": "...", "tools": [...], "kwargs": {...},
+//                       optional: "partial": bool, "tool_choice": "auto|required|none",
+//                       "json_schema": {...}, "reasoning_format": "none|deepseek|auto",
+//                       "dump": bool}]}
 // stdout: {"renders": [{"prompt": "...", "generation_prompt": "..."} | {"error": "..."}],
 //          "parses":  [{"reasoning_content": "...", "content": "...",
-//                       "tool_calls": [{"name": "...", "arguments": "..."}]} | {"error": "..."}]}
+//                       "tool_calls": [{"name": "...", "arguments": "...", "id": "..."}],
+//                       with "dump": "parser": the PEG parser, "grammar", "grammar_lazy",
+//                       "triggers": [{"type": n, "value": "..."}], "generation_prompt"}
+//                      | {"error": "..."}]}
 #include "chat.h"
 #include "json.h"
 
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -31,6 +38,15 @@ static common_chat_templates_inputs inputs_of(const common_json & req) {
         for (const auto & [key, val] : req.at("kwargs").items()) {
             in.chat_template_kwargs[key] = val.dump();
         }
+    }
+    if (req.contains("tool_choice")) {
+        in.tool_choice = common_chat_tool_choice_parse_oaicompat(req.at("tool_choice").get<std::string>());
+    }
+    if (req.contains("json_schema")) {
+        in.json_schema = req.at("json_schema").dump();
+    }
+    if (req.contains("reasoning_format")) {
+        in.reasoning_format = common_reasoning_format_from_name(req.at("reasoning_format").get<std::string>());
     }
     return in;
 }
@@ -59,16 +75,40 @@ static common_json parse(const common_chat_templates * tmpls, const common_json 
         if (req.contains("tools")) {
             conv["tools"] = req.at("tools");
         }
-        if (req.contains("kwargs")) {
-            conv["kwargs"] = req.at("kwargs");
+        for (const char * k : {"kwargs", "tool_choice", "json_schema", "reasoning_format"}) {
+            if (req.contains(k)) {
+                conv[k] = req.at(k);
+            }
         }
-        auto params = common_chat_templates_apply(tmpls, inputs_of(conv));
-        common_chat_parser_params pp(params);
-        pp.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
-        if (!params.parser.empty()) {
-            pp.parser.load(params.parser);
+        // one template application per distinct request: many replies
+        // (every prefix of a reply, say) share it
+        static std::map<std::string, std::pair<common_chat_params, common_chat_parser_params>> cache;
+        auto in  = inputs_of(conv);
+        auto key = conv.dump();
+        auto it  = cache.find(key);
+        if (it == cache.end()) {
+            auto params = common_chat_templates_apply(tmpls, in);
+            common_chat_parser_params pp(params);
+            pp.reasoning_format = in.reasoning_format;
+            if (!params.parser.empty()) {
+                pp.parser.load(params.parser);
+            }
+            it = cache.emplace(key, std::make_pair(params, pp)).first;
         }
-        common_chat_msg msg = common_chat_parse(req.at("text").get<std::string>(), false, pp);
+        const auto & params = it->second.first;
+        const auto & pp     = it->second.second;
+        if (req.value("dump", false)) {
+            r["parser"]            = params.parser.empty() ? std::string() : pp.parser.dump(pp.parser.root());
+            r["grammar"]           = params.grammar;
+            r["grammar_lazy"]      = params.grammar_lazy;
+            r["generation_prompt"] = params.generation_prompt;
+            common_json trs = common_json::array();
+            for (const auto & t : params.grammar_triggers) {
+                trs.push_back({{"type", (int) t.type}, {"value", t.value}});
+            }
+            r["triggers"] = trs;
+        }
+        common_chat_msg msg = common_chat_parse(req.at("text").get<std::string>(), req.value("partial", false), pp);
         r["reasoning_content"] = msg.reasoning_content;
         r["content"]           = msg.content;
         common_json calls = common_json::array();
@@ -76,6 +116,7 @@ static common_json parse(const common_chat_templates * tmpls, const common_json 
             common_json c = common_json::object();
             c["name"]      = tc.name;
             c["arguments"] = tc.arguments;
+            c["id"]        = tc.id;
             calls.push_back(c);
         }
         r["tool_calls"] = calls;

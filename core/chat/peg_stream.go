@@ -1,0 +1,174 @@
+package chat
+
+import (
+	"crypto/rand"
+	"unicode/utf8"
+)
+
+// pegParser streams a reply the way llama-server does with llama.cpp's
+// parsers: the whole text so far is parsed again after every chunk, and what
+// grew since the last parse is sent. A parse that fails, that finds nothing,
+// or that would take back something already sent (fewer calls, a shorter
+// content) is skipped: the reply stays as it was until the text parses
+// again.
+//
+// Where llama-server answers an error (the finished reply does not match
+// the format), the reply is that of the longest prefix that parses: what a
+// stream had shown, with the text after the break dropped.
+type pegParser struct {
+	root   peg
+	prefix string
+	text   string
+	good   int // len(text) at the last accepted parse
+	res    Parsed
+	out    []Delta
+	newID  func() string
+	done   bool
+}
+
+func newPEGParser(o ParseOptions, root peg, thinkOpenTag string) *pegParser {
+	p := &pegParser{root: root, prefix: o.Prefix, newID: o.NewID}
+	if p.prefix == "" && o.Thinking {
+		p.prefix = thinkOpenTag
+	}
+	if p.newID == nil {
+		p.newID = randomCallID
+	}
+	return p
+}
+
+func (p *pegParser) feed(chunk string) []Delta {
+	if p.done || chunk == "" {
+		return nil
+	}
+	p.text += chunk
+	p.update(p.text)
+	return p.flush()
+}
+
+func (p *pegParser) close() []Delta {
+	if p.done {
+		return nil
+	}
+	p.done = true
+	if p.update(p.text) {
+		return p.flush()
+	}
+	// The longest prefix that parses, down to what was accepted: tried
+	// from the end for maxCloseTries prefixes, then from where the parse
+	// failed (a prefix that ends past a break rarely parses).
+	tries := 0
+	for n := len(p.text) - 1; n > p.good; n-- {
+		if !utf8.RuneStart(p.text[n]) {
+			continue
+		}
+		if tries++; tries > maxCloseTries {
+			r := p.root(p.prefix+p.text, 0)
+			for n = min(n, r.end-len(p.prefix)); n > p.good; n-- {
+				if utf8.RuneStart(p.text[n]) && p.update(p.text[:n]) {
+					break
+				}
+			}
+			break
+		}
+		if p.update(p.text[:n]) {
+			break
+		}
+	}
+	return p.flush()
+}
+
+// maxCloseTries bounds the prefixes close tries one by one.
+const maxCloseTries = 1024
+
+func (p *pegParser) result() Parsed {
+	r := p.res
+	r.ToolCalls = append([]ToolCall(nil), p.res.ToolCalls...)
+	return r
+}
+
+func (p *pegParser) flush() []Delta {
+	out := p.out
+	p.out = nil
+	return out
+}
+
+// parse is the reply in text by llama.cpp's rules, ok false where it fails.
+func (p *pegParser) parse(text string) (Parsed, bool) {
+	r := p.root(p.prefix+text, 0)
+	if r.status == pegFail {
+		return Parsed{}, false
+	}
+	return mapReply(r.nodes), true
+}
+
+// update parses text and sends what it adds; false when the parse fails.
+func (p *pegParser) update(text string) bool {
+	m, ok := p.parse(text)
+	if !ok {
+		return false
+	}
+	if m.Reasoning == "" && m.Content == "" && len(m.ToolCalls) == 0 {
+		return true // llama-server skips an empty message
+	}
+	for i := range m.ToolCalls {
+		switch {
+		case i < len(p.res.ToolCalls):
+			m.ToolCalls[i].ID = p.res.ToolCalls[i].ID
+		case m.ToolCalls[i].ID == "":
+			m.ToolCalls[i].ID = p.newID()
+		}
+	}
+	if !p.extends(m) {
+		return true
+	}
+	p.good = len(text)
+	if d := m.Reasoning[len(p.res.Reasoning):]; d != "" {
+		p.out = append(p.out, Delta{Reasoning: d})
+	}
+	if d := m.Content[len(p.res.Content):]; d != "" {
+		p.out = append(p.out, Delta{Content: d})
+	}
+	for i, c := range m.ToolCalls {
+		var sent string
+		if i < len(p.res.ToolCalls) {
+			sent = p.res.ToolCalls[i].Function.Arguments
+		} else {
+			p.out = append(p.out, Delta{ToolCall: &ToolCallDelta{Index: i, ID: c.ID, Name: c.Function.Name}})
+		}
+		if d := c.Function.Arguments[len(sent):]; d != "" {
+			p.out = append(p.out, Delta{ToolCall: &ToolCallDelta{Index: i, Arguments: d}})
+		}
+	}
+	p.res = m
+	return true
+}
+
+// extends: m only adds to what was sent.
+func (p *pegParser) extends(m Parsed) bool {
+	if !hasPrefix(m.Reasoning, p.res.Reasoning) || !hasPrefix(m.Content, p.res.Content) ||
+		len(m.ToolCalls) < len(p.res.ToolCalls) {
+		return false
+	}
+	for i, old := range p.res.ToolCalls {
+		c := m.ToolCalls[i]
+		if c.Function.Name != old.Function.Name || !hasPrefix(c.Function.Arguments, old.Function.Arguments) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
+
+// randomCallID is a call id as llama-server makes them: random letters and
+// digits.
+func randomCallID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "call_" + string(b)
+}
