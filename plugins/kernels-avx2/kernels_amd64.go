@@ -125,6 +125,12 @@ func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
 func dotTQ1_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotTQ2_0x4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotTQ1_0x4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotF32AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape

@@ -119,6 +119,12 @@ func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 func dotTQ1_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotTQ2_0x4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotTQ1_0x4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 
 //go:noescape
@@ -291,6 +297,12 @@ func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotTQ1_0VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotTQ2_0x4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotTQ1_0x4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotF32VNNI(w *byte, wstride int, a *byte, n int, out *float64)

@@ -8731,6 +8731,334 @@ DATA tq1m4qh<>+24(SB)/4, $0x00090009
 DATA tq1m4qh<>+28(SB)/4, $0x001b001b
 GLOBL tq1m4qh<>(SB), RODATA|NOPTR, $32
 
+// func dotTQ2_0x4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotTQ2_0x4AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	VXORPS       X10, X10, X10
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0x4AVX512
+
+loopdotTQ2_0x4AVX512:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Y2, Y2, Y2
+	VPXORD          Y3, Y3, Y3
+	VPXORD          Y4, Y4, Y4
+	VBROADCASTI64X4 (AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPANDD          Z9, Z11, Z12
+	VPXORD          Z5, Z5, Z5
+	VMOVDQU64       4(CX), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VMOVDQU64       4(CX)(BX*1), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       4(CX)(BX*2), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VMOVDQU64       4(CX)(SI*1), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z8, Z8
+	VPSRLW          $0x04, Z11, Z11
+	VPANDD          Z9, Z11, Z11
+	VMOVDQU64       68(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z5, Z5
+	VMOVDQU64       68(CX)(BX*1), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z6, Z6
+	VMOVDQU64       68(CX)(BX*2), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z7, Z7
+	VMOVDQU64       68(CX)(SI*1), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z8, Z8
+	VBROADCASTI64X4 32(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPANDD          Z9, Z11, Z12
+	VMOVDQU64       132(CX), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z5, Z5
+	VMOVDQU64       132(CX)(BX*1), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z6, Z6
+	VMOVDQU64       132(CX)(BX*2), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z7, Z7
+	VMOVDQU64       132(CX)(SI*1), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z8, Z8
+	VPSRLW          $0x04, Z11, Z11
+	VPANDD          Z9, Z11, Z11
+	VMOVDQU64       196(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z5, Z5
+	VMOVDQU64       196(CX)(BX*1), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z6, Z6
+	VMOVDQU64       196(CX)(BX*2), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z7, Z7
+	VMOVDQU64       196(CX)(SI*1), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z5, Y11
+	VPADDW          Y11, Y5, Y11
+	VPADDW          Y11, Y1, Y1
+	VPMADDWD        Y0, Y1, Y1
+	VPMADDWD        260(CX), Y0, Y11
+	VPSUBD          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z6, Y11
+	VPADDW          Y11, Y6, Y11
+	VPADDW          Y11, Y2, Y2
+	VPMADDWD        Y0, Y2, Y2
+	VPMADDWD        260(CX)(BX*1), Y0, Y11
+	VPSUBD          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z7, Y11
+	VPADDW          Y11, Y7, Y11
+	VPADDW          Y11, Y3, Y3
+	VPMADDWD        Y0, Y3, Y3
+	VPMADDWD        260(CX)(BX*2), Y0, Y11
+	VPSUBD          Y11, Y3, Y3
+	VEXTRACTI64X4   $0x01, Z8, Y11
+	VPADDW          Y11, Y8, Y11
+	VPADDW          Y11, Y4, Y4
+	VPMADDWD        Y0, Y4, Y4
+	VPMADDWD        260(CX)(SI*1), Y0, Y11
+	VPSUBD          Y11, Y4, Y4
+	VPUNPCKLDQ      Y2, Y1, Y11
+	VPUNPCKHDQ      Y2, Y1, Y12
+	VPADDD          Y12, Y11, Y11
+	VPUNPCKLDQ      Y4, Y3, Y12
+	VPUNPCKHDQ      Y4, Y3, Y13
+	VPADDD          Y13, Y12, Y12
+	VPUNPCKLQDQ     Y12, Y11, Y13
+	VPUNPCKHQDQ     Y12, Y11, Y11
+	VPADDD          Y11, Y13, Y13
+	VEXTRACTI32X4   $0x01, Y13, X11
+	VPADDD          X11, X13, X11
+	VCVTDQ2PS       X11, X11
+	VMOVSS          (CX), X12
+	VINSERTPS       $0x10, (CX)(BX*1), X12, X12
+	VINSERTPS       $0x20, (CX)(BX*2), X12, X12
+	VINSERTPS       $0x30, (CX)(SI*1), X12, X12
+	VPBROADCASTW    64(AX), X13
+	VCVTPH2PS       X13, X13
+	VMULPS          X12, X13, X13
+	VMULPS          X13, X11, X11
+	VADDPS          X11, X10, X10
+	ADDQ            $0x00000042, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ2_0x4AVX512
+
+donedotTQ2_0x4AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X10, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0x4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotTQ1_0x4AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z10
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y10
+	VPBROADCASTD c32_00030003<>+0(SB), Y11
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Z12
+	VPBROADCASTD c32_00030003<>+0(SB), Z13
+	VXORPS       X14, X14, X14
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0x4AVX512
+
+loopdotTQ1_0x4AVX512:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Y2, Y2, Y2
+	VPXORD          Y3, Y3, Y3
+	VPXORD          Y4, Y4, Y4
+	VBROADCASTI64X4 (AX), Z15
+	VPMULLW         tq1m01<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z17
+	VPMULLW         tq1m01<>+0(SB), Z17, Z17
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z17, Z17
+	VPSLLW          $0x08, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VPXORD          Z5, Z5, Z5
+	VMOVDQU64       4(CX), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VMOVDQU64       4(CX)(BX*1), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       4(CX)(BX*2), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VMOVDQU64       4(CX)(SI*1), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z8, Z8
+	VPMULLW         tq1m23<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z17
+	VPMULLW         tq1m23<>+0(SB), Z17, Z17
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z17, Z17
+	VPSLLW          $0x08, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQU64       68(CX), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z5, Z5
+	VMOVDQU64       68(CX)(BX*1), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z6, Z6
+	VMOVDQU64       68(CX)(BX*2), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z7, Z7
+	VMOVDQU64       68(CX)(SI*1), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z8, Z8
+	VPMULLW         v32_00510051<>+0(SB), Y15, Y16
+	VPSLLW          $0x08, Y16, Y16
+	VPANDD          Y10, Y15, Y15
+	VPMULLW         v32_00510051<>+0(SB), Y15, Y15
+	VPMULHUW        Y11, Y16, Y16
+	VPMULHUW        Y11, Y15, Y15
+	VPSLLW          $0x08, Y15, Y15
+	VPORD           Y15, Y16, Y16
+	VMOVDQU64       132(CX), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y1, Y1
+	VMOVDQU64       132(CX)(BX*1), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y2, Y2
+	VMOVDQU64       132(CX)(BX*2), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y3, Y3
+	VMOVDQU64       132(CX)(SI*1), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y4, Y4
+	VBROADCASTI32X4 32(AX), Z15
+	VPMULLW         tq1h0123<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z15
+	VPMULLW         tq1h0123<>+0(SB), Z15, Z15
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z15, Z15
+	VPSLLW          $0x08, Z15, Z15
+	VPORD           Z15, Z16, Z16
+	VMOVDQU64       164(CX), Z15
+	VPMADDUBSW      Z15, Z16, Z15
+	VPADDW          Z15, Z5, Z5
+	VMOVDQU64       164(CX)(BX*1), Z15
+	VPMADDUBSW      Z15, Z16, Z15
+	VPADDW          Z15, Z6, Z6
+	VMOVDQU64       164(CX)(BX*2), Z15
+	VPMADDUBSW      Z15, Z16, Z15
+	VPADDW          Z15, Z7, Z7
+	VMOVDQU64       164(CX)(SI*1), Z15
+	VPMADDUBSW      Z15, Z16, Z15
+	VPADDW          Z15, Z8, Z8
+	VMOVDQU64       32(AX), X9
+	VMOVDQU64       38(AX), X15
+	VPSHUFB         tq1qhspread<>+0(SB), X15, X15
+	VINSERTI32X4    $0x01, X15, Y9, Y15
+	VPMULLW         tq1m4qh<>+0(SB), Y15, Y16
+	VPSLLW          $0x08, Y16, Y16
+	VPANDD          Y10, Y15, Y15
+	VPMULLW         tq1m4qh<>+0(SB), Y15, Y15
+	VPMULHUW        Y11, Y16, Y16
+	VPMULHUW        Y11, Y15, Y15
+	VPSLLW          $0x08, Y15, Y15
+	VPORD           Y15, Y16, Y16
+	VMOVDQU64       228(CX), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y1, Y1
+	VMOVDQU64       228(CX)(BX*1), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y2, Y2
+	VMOVDQU64       228(CX)(BX*2), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y3, Y3
+	VMOVDQU64       228(CX)(SI*1), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y4, Y4
+	VEXTRACTI64X4   $0x01, Z5, Y15
+	VPADDW          Y15, Y5, Y15
+	VPADDW          Y15, Y1, Y1
+	VPMADDWD        Y0, Y1, Y1
+	VPMADDWD        260(CX), Y0, Y15
+	VPSUBD          Y15, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z6, Y15
+	VPADDW          Y15, Y6, Y15
+	VPADDW          Y15, Y2, Y2
+	VPMADDWD        Y0, Y2, Y2
+	VPMADDWD        260(CX)(BX*1), Y0, Y15
+	VPSUBD          Y15, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z7, Y15
+	VPADDW          Y15, Y7, Y15
+	VPADDW          Y15, Y3, Y3
+	VPMADDWD        Y0, Y3, Y3
+	VPMADDWD        260(CX)(BX*2), Y0, Y15
+	VPSUBD          Y15, Y3, Y3
+	VEXTRACTI64X4   $0x01, Z8, Y15
+	VPADDW          Y15, Y8, Y15
+	VPADDW          Y15, Y4, Y4
+	VPMADDWD        Y0, Y4, Y4
+	VPMADDWD        260(CX)(SI*1), Y0, Y15
+	VPSUBD          Y15, Y4, Y4
+	VPUNPCKLDQ      Y2, Y1, Y15
+	VPUNPCKHDQ      Y2, Y1, Y16
+	VPADDD          Y16, Y15, Y15
+	VPUNPCKLDQ      Y4, Y3, Y16
+	VPUNPCKHDQ      Y4, Y3, Y17
+	VPADDD          Y17, Y16, Y16
+	VPUNPCKLQDQ     Y16, Y15, Y17
+	VPUNPCKHQDQ     Y16, Y15, Y15
+	VPADDD          Y15, Y17, Y17
+	VEXTRACTI32X4   $0x01, Y17, X9
+	VPADDD          X9, X17, X9
+	VCVTDQ2PS       X9, X9
+	VMOVSS          (CX), X15
+	VINSERTPS       $0x10, (CX)(BX*1), X15, X15
+	VINSERTPS       $0x20, (CX)(BX*2), X15, X15
+	VINSERTPS       $0x30, (CX)(SI*1), X15, X15
+	VPBROADCASTW    52(AX), X16
+	VCVTPH2PS       X16, X16
+	VMULPS          X15, X16, X16
+	VMULPS          X16, X9, X9
+	VADDPS          X9, X14, X14
+	ADDQ            $0x00000036, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ1_0x4AVX512
+
+donedotTQ1_0x4AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X14, (AX)
+	VZEROUPPER
+	RET
+
 // func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·dotF32AVX512(SB), NOSPLIT, $0-40
@@ -19884,6 +20212,290 @@ loopdotTQ1_0VNNI:
 
 donedotTQ1_0VNNI:
 	MOVSS X7, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotTQ2_0x4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotTQ2_0x4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	VXORPS       X10, X10, X10
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0x4VNNI
+
+loopdotTQ2_0x4VNNI:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Y2, Y2, Y2
+	VPXORD          Y3, Y3, Y3
+	VPXORD          Y4, Y4, Y4
+	VBROADCASTI64X4 (AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPANDD          Z9, Z11, Z12
+	VPXORD          Z5, Z5, Z5
+	VMOVDQU64       4(CX), Z13
+	VPDPBUSD        Z13, Z12, Z5
+	VPXORD          Z6, Z6, Z6
+	VMOVDQU64       4(CX)(BX*1), Z13
+	VPDPBUSD        Z13, Z12, Z6
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       4(CX)(BX*2), Z13
+	VPDPBUSD        Z13, Z12, Z7
+	VPXORD          Z8, Z8, Z8
+	VMOVDQU64       4(CX)(SI*1), Z13
+	VPDPBUSD        Z13, Z12, Z8
+	VPSRLW          $0x04, Z11, Z11
+	VPANDD          Z9, Z11, Z11
+	VMOVDQU64       68(CX), Z12
+	VPDPBUSD        Z12, Z11, Z5
+	VMOVDQU64       68(CX)(BX*1), Z12
+	VPDPBUSD        Z12, Z11, Z6
+	VMOVDQU64       68(CX)(BX*2), Z12
+	VPDPBUSD        Z12, Z11, Z7
+	VMOVDQU64       68(CX)(SI*1), Z12
+	VPDPBUSD        Z12, Z11, Z8
+	VBROADCASTI64X4 32(AX), Z11
+	VPSRLVW         shift_0_2<>+0(SB), Z11, Z11
+	VPANDD          Z9, Z11, Z12
+	VMOVDQU64       132(CX), Z13
+	VPDPBUSD        Z13, Z12, Z5
+	VMOVDQU64       132(CX)(BX*1), Z13
+	VPDPBUSD        Z13, Z12, Z6
+	VMOVDQU64       132(CX)(BX*2), Z13
+	VPDPBUSD        Z13, Z12, Z7
+	VMOVDQU64       132(CX)(SI*1), Z13
+	VPDPBUSD        Z13, Z12, Z8
+	VPSRLW          $0x04, Z11, Z11
+	VPANDD          Z9, Z11, Z11
+	VMOVDQU64       196(CX), Z12
+	VPDPBUSD        Z12, Z11, Z5
+	VMOVDQU64       196(CX)(BX*1), Z12
+	VPDPBUSD        Z12, Z11, Z6
+	VMOVDQU64       196(CX)(BX*2), Z12
+	VPDPBUSD        Z12, Z11, Z7
+	VMOVDQU64       196(CX)(SI*1), Z12
+	VPDPBUSD        Z12, Z11, Z8
+	VEXTRACTI64X4   $0x01, Z5, Y11
+	VPADDD          Y11, Y5, Y11
+	VPADDD          Y11, Y1, Y1
+	VPMADDWD        260(CX), Y0, Y11
+	VPSUBD          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z6, Y11
+	VPADDD          Y11, Y6, Y11
+	VPADDD          Y11, Y2, Y2
+	VPMADDWD        260(CX)(BX*1), Y0, Y11
+	VPSUBD          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z7, Y11
+	VPADDD          Y11, Y7, Y11
+	VPADDD          Y11, Y3, Y3
+	VPMADDWD        260(CX)(BX*2), Y0, Y11
+	VPSUBD          Y11, Y3, Y3
+	VEXTRACTI64X4   $0x01, Z8, Y11
+	VPADDD          Y11, Y8, Y11
+	VPADDD          Y11, Y4, Y4
+	VPMADDWD        260(CX)(SI*1), Y0, Y11
+	VPSUBD          Y11, Y4, Y4
+	VPUNPCKLDQ      Y2, Y1, Y11
+	VPUNPCKHDQ      Y2, Y1, Y12
+	VPADDD          Y12, Y11, Y11
+	VPUNPCKLDQ      Y4, Y3, Y12
+	VPUNPCKHDQ      Y4, Y3, Y13
+	VPADDD          Y13, Y12, Y12
+	VPUNPCKLQDQ     Y12, Y11, Y13
+	VPUNPCKHQDQ     Y12, Y11, Y11
+	VPADDD          Y11, Y13, Y13
+	VEXTRACTI32X4   $0x01, Y13, X11
+	VPADDD          X11, X13, X11
+	VCVTDQ2PS       X11, X11
+	VMOVSS          (CX), X12
+	VINSERTPS       $0x10, (CX)(BX*1), X12, X12
+	VINSERTPS       $0x20, (CX)(BX*2), X12, X12
+	VINSERTPS       $0x30, (CX)(SI*1), X12, X12
+	VPBROADCASTW    64(AX), X13
+	VCVTPH2PS       X13, X13
+	VMULPS          X12, X13, X13
+	VMULPS          X13, X11, X11
+	VADDPS          X11, X10, X10
+	ADDQ            $0x00000042, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ2_0x4VNNI
+
+donedotTQ2_0x4VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X10, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0x4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotTQ1_0x4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z10
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y10
+	VPBROADCASTD c32_00030003<>+0(SB), Y11
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Z12
+	VPBROADCASTD c32_00030003<>+0(SB), Z13
+	VXORPS       X14, X14, X14
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0x4VNNI
+
+loopdotTQ1_0x4VNNI:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Y2, Y2, Y2
+	VPXORD          Y3, Y3, Y3
+	VPXORD          Y4, Y4, Y4
+	VBROADCASTI64X4 (AX), Z15
+	VPMULLW         tq1m01<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z17
+	VPMULLW         tq1m01<>+0(SB), Z17, Z17
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z17, Z17
+	VPSLLW          $0x08, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VPXORD          Z5, Z5, Z5
+	VMOVDQU64       4(CX), Z17
+	VPDPBUSD        Z17, Z16, Z5
+	VPXORD          Z6, Z6, Z6
+	VMOVDQU64       4(CX)(BX*1), Z17
+	VPDPBUSD        Z17, Z16, Z6
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       4(CX)(BX*2), Z17
+	VPDPBUSD        Z17, Z16, Z7
+	VPXORD          Z8, Z8, Z8
+	VMOVDQU64       4(CX)(SI*1), Z17
+	VPDPBUSD        Z17, Z16, Z8
+	VPMULLW         tq1m23<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z17
+	VPMULLW         tq1m23<>+0(SB), Z17, Z17
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z17, Z17
+	VPSLLW          $0x08, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQU64       68(CX), Z17
+	VPDPBUSD        Z17, Z16, Z5
+	VMOVDQU64       68(CX)(BX*1), Z17
+	VPDPBUSD        Z17, Z16, Z6
+	VMOVDQU64       68(CX)(BX*2), Z17
+	VPDPBUSD        Z17, Z16, Z7
+	VMOVDQU64       68(CX)(SI*1), Z17
+	VPDPBUSD        Z17, Z16, Z8
+	VPMULLW         v32_00510051<>+0(SB), Y15, Y16
+	VPSLLW          $0x08, Y16, Y16
+	VPANDD          Y10, Y15, Y15
+	VPMULLW         v32_00510051<>+0(SB), Y15, Y15
+	VPMULHUW        Y11, Y16, Y16
+	VPMULHUW        Y11, Y15, Y15
+	VPSLLW          $0x08, Y15, Y15
+	VPORD           Y15, Y16, Y16
+	VMOVDQU64       132(CX), Y15
+	VPDPBUSD        Y15, Y16, Y1
+	VMOVDQU64       132(CX)(BX*1), Y15
+	VPDPBUSD        Y15, Y16, Y2
+	VMOVDQU64       132(CX)(BX*2), Y15
+	VPDPBUSD        Y15, Y16, Y3
+	VMOVDQU64       132(CX)(SI*1), Y15
+	VPDPBUSD        Y15, Y16, Y4
+	VBROADCASTI32X4 32(AX), Z15
+	VPMULLW         tq1h0123<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z15
+	VPMULLW         tq1h0123<>+0(SB), Z15, Z15
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z15, Z15
+	VPSLLW          $0x08, Z15, Z15
+	VPORD           Z15, Z16, Z16
+	VMOVDQU64       164(CX), Z15
+	VPDPBUSD        Z15, Z16, Z5
+	VMOVDQU64       164(CX)(BX*1), Z15
+	VPDPBUSD        Z15, Z16, Z6
+	VMOVDQU64       164(CX)(BX*2), Z15
+	VPDPBUSD        Z15, Z16, Z7
+	VMOVDQU64       164(CX)(SI*1), Z15
+	VPDPBUSD        Z15, Z16, Z8
+	VMOVDQU64       32(AX), X9
+	VMOVDQU64       38(AX), X15
+	VPSHUFB         tq1qhspread<>+0(SB), X15, X15
+	VINSERTI32X4    $0x01, X15, Y9, Y15
+	VPMULLW         tq1m4qh<>+0(SB), Y15, Y16
+	VPSLLW          $0x08, Y16, Y16
+	VPANDD          Y10, Y15, Y15
+	VPMULLW         tq1m4qh<>+0(SB), Y15, Y15
+	VPMULHUW        Y11, Y16, Y16
+	VPMULHUW        Y11, Y15, Y15
+	VPSLLW          $0x08, Y15, Y15
+	VPORD           Y15, Y16, Y16
+	VMOVDQU64       228(CX), Y15
+	VPDPBUSD        Y15, Y16, Y1
+	VMOVDQU64       228(CX)(BX*1), Y15
+	VPDPBUSD        Y15, Y16, Y2
+	VMOVDQU64       228(CX)(BX*2), Y15
+	VPDPBUSD        Y15, Y16, Y3
+	VMOVDQU64       228(CX)(SI*1), Y15
+	VPDPBUSD        Y15, Y16, Y4
+	VEXTRACTI64X4   $0x01, Z5, Y15
+	VPADDD          Y15, Y5, Y15
+	VPADDD          Y15, Y1, Y1
+	VPMADDWD        260(CX), Y0, Y15
+	VPSUBD          Y15, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z6, Y15
+	VPADDD          Y15, Y6, Y15
+	VPADDD          Y15, Y2, Y2
+	VPMADDWD        260(CX)(BX*1), Y0, Y15
+	VPSUBD          Y15, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z7, Y15
+	VPADDD          Y15, Y7, Y15
+	VPADDD          Y15, Y3, Y3
+	VPMADDWD        260(CX)(BX*2), Y0, Y15
+	VPSUBD          Y15, Y3, Y3
+	VEXTRACTI64X4   $0x01, Z8, Y15
+	VPADDD          Y15, Y8, Y15
+	VPADDD          Y15, Y4, Y4
+	VPMADDWD        260(CX)(SI*1), Y0, Y15
+	VPSUBD          Y15, Y4, Y4
+	VPUNPCKLDQ      Y2, Y1, Y15
+	VPUNPCKHDQ      Y2, Y1, Y16
+	VPADDD          Y16, Y15, Y15
+	VPUNPCKLDQ      Y4, Y3, Y16
+	VPUNPCKHDQ      Y4, Y3, Y17
+	VPADDD          Y17, Y16, Y16
+	VPUNPCKLQDQ     Y16, Y15, Y17
+	VPUNPCKHQDQ     Y16, Y15, Y15
+	VPADDD          Y15, Y17, Y17
+	VEXTRACTI32X4   $0x01, Y17, X9
+	VPADDD          X9, X17, X9
+	VCVTDQ2PS       X9, X9
+	VMOVSS          (CX), X15
+	VINSERTPS       $0x10, (CX)(BX*1), X15, X15
+	VINSERTPS       $0x20, (CX)(BX*2), X15, X15
+	VINSERTPS       $0x30, (CX)(SI*1), X15, X15
+	VPBROADCASTW    52(AX), X16
+	VCVTPH2PS       X16, X16
+	VMULPS          X15, X16, X16
+	VMULPS          X16, X9, X9
+	VADDPS          X9, X14, X14
+	ADDQ            $0x00000036, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ1_0x4VNNI
+
+donedotTQ1_0x4VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X14, (AX)
 	VZEROUPPER
 	RET
 

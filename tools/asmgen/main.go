@@ -82,6 +82,8 @@ func genAll(t *target) {
 		// The 256-bit VNNI level runs the 512-bit ones (asm_amd64.go).
 		genTQ2(t)
 		genTQ1(t)
+		genTQ2x4(t)
+		genTQ1x4(t)
 	}
 	genExactFloat(t, "F32")
 	genExactFloat(t, "F16")
