@@ -119,7 +119,7 @@ func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
+func tqb4DotTQ2_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotTQ1_0AVX2(w *byte, a *byte, nb int) float32

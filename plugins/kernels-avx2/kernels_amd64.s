@@ -8997,19 +8997,19 @@ donedotIQ4_XSr8AVX2:
 	VZEROUPPER
 	RET
 
-// func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
+// func tqb4DotTQ2_0AVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotTQ2_0AVX2(SB), NOSPLIT, $0-28
+TEXT ·tqb4DotTQ2_0AVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPBROADCASTD c32_03030303<>+0(SB), Y0
 	VPBROADCASTD c32_00010001<>+0(SB), Y1
 	VXORPS       X2, X2, X2
-	TESTQ        DX, DX
-	JZ           donedotTQ2_0AVX2
+	CMPQ         DX, $0x04
+	JB           tailtqb4DotTQ2_0AVX2
 
-loopdotTQ2_0AVX2:
+looptqb4DotTQ2_0AVX2:
 	VPXOR        Y3, Y3, Y3
 	VMOVDQU      (AX), Y4
 	VPAND        Y0, Y4, Y5
@@ -9052,10 +9052,226 @@ loopdotTQ2_0AVX2:
 	VPMADDUBSW   Y5, Y4, Y5
 	VPADDW       Y5, Y3, Y3
 	VPMADDWD     Y1, Y3, Y3
-	VMOVDQU      260(CX), Y4
-	VPMADDWD     Y1, Y4, Y4
+	VPMADDWD     260(CX), Y1, Y4
 	VPSUBD       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X4
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      66(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VMOVDQU      296(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x02, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      328(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      360(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      392(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y4, Y4
+	VMOVDQU      98(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VMOVDQU      424(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x02, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      456(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      488(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      520(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPMADDWD     552(CX), Y1, Y5
+	VPSUBD       Y5, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      132(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VMOVDQU      588(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      620(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      652(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      684(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y5, Y5
+	VMOVDQU      164(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VMOVDQU      716(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      748(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      780(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      812(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VPMADDWD     844(CX), Y1, Y6
+	VPSUBD       Y6, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      198(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VMOVDQU      880(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      912(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      944(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      976(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y6, Y6
+	VMOVDQU      230(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VMOVDQU      1008(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      1040(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      1072(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      1104(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPMADDWD     1136(CX), Y1, Y7
+	VPSUBD       Y7, Y6, Y6
+	VPUNPCKLDQ   Y4, Y3, Y7
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	VPUNPCKLDQ   Y6, Y5, Y3
+	VPUNPCKHDQ   Y6, Y5, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLQDQ  Y3, Y7, Y4
+	VPUNPCKHQDQ  Y3, Y7, Y3
+	VPADDD       Y3, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X3
+	VCVTDQ2PS    X3, X3
+	VPBROADCASTW 64(AX), X4
+	VMOVSS       (CX), X5
+	VPINSRW      $0x01, 130(AX), X4, X4
+	VINSERTPS    $0x10, 292(CX), X5, X5
+	VPINSRW      $0x02, 196(AX), X4, X4
+	VINSERTPS    $0x20, 584(CX), X5, X5
+	VPINSRW      $0x03, 262(AX), X4, X4
+	VINSERTPS    $0x30, 876(CX), X5, X5
+	VCVTPH2PS    X4, X4
+	VMULPS       X5, X4, X4
+	VMULPS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X2, X2
+	VMOVHLPS     X3, X3, X4
+	VADDSS       X4, X2, X2
+	VPSHUFD      $0xff, X3, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x00000108, AX
+	ADDQ         $0x00000490, CX
+	SUBQ         $0x04, DX
+	CMPQ         DX, $0x04
+	JAE          looptqb4DotTQ2_0AVX2
+
+tailtqb4DotTQ2_0AVX2:
+	TESTQ DX, DX
+	JZ    donetqb4DotTQ2_0AVX2
+
+onetqb4DotTQ2_0AVX2:
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPAND        Y0, Y4, Y5
+	VMOVDQU      4(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      36(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      68(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      100(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y3, Y3
+	VMOVDQU      32(AX), Y4
+	VPAND        Y0, Y4, Y5
+	VMOVDQU      132(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      164(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      196(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      228(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDWD     Y1, Y3, Y3
+	VPMADDWD     260(CX), Y1, Y4
+	VPSUBD       Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
 	VPADDD       X4, X3, X3
 	VPSHUFD      $0x4e, X3, X4
 	VPADDD       X4, X3, X3
@@ -9070,9 +9286,9 @@ loopdotTQ2_0AVX2:
 	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
-	JNZ          loopdotTQ2_0AVX2
+	JNZ          onetqb4DotTQ2_0AVX2
 
-donedotTQ2_0AVX2:
+donetqb4DotTQ2_0AVX2:
 	MOVSS X2, ret+24(FP)
 	VZEROUPPER
 	RET

@@ -113,7 +113,7 @@ func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
+func tqb4DotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotTQ1_0AVX512(w *byte, a *byte, nb int) float32
@@ -293,7 +293,7 @@ func dotIQ4_XSVNNI(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
+func tqb4DotTQ2_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotTQ1_0VNNI(w *byte, a *byte, nb int) float32

@@ -33,7 +33,7 @@ type tqRun struct {
 // tqX4 emits dot<name>x4<suffix> around runs, which unpacks one block's
 // codes at w and passes each run (or pair of runs) to use as soon as it
 // is made, so that few are live at once.
-func tqX4(t *target, name string, wsize, doff int, pre func(k *tqk), runs func(k *tqk, wp Register, use func(tqRun))) {
+func tqX4(t *target, name string, wsize, doff int, pre func(k *tqk), runs func(k *tqk, w Mem, use func(tqRun))) {
 	fn := "dot" + name + "x4" + t.suffix
 	TEXT(fn, NOSPLIT, "func(w, a *byte, nb, astride int, out *float32)")
 	Pragma("noescape")
@@ -63,7 +63,7 @@ func tqX4(t *target, name string, wsize, doff int, pre func(k *tqk), runs func(k
 		accY[r] = YMM()
 		t.zero(accY[r])
 	}
-	runs(k, wp, func(run tqRun) {
+	runs(k, Mem{Base: wp}, func(run tqRun) {
 		wide := run.codes.Size() == 64
 		for r, a := range acts {
 			acc := accY[r]
@@ -136,39 +136,7 @@ func tqX4(t *target, name string, wsize, doff int, pre func(k *tqk), runs func(k
 
 // genTQ2x4 emits dotTQ2_0x4<suffix>.
 func genTQ2x4(t *target) {
-	tqX4(t, "TQ2_0", tq2Size, 64, func(*tqk) {}, func(k *tqk, wp Register, use func(tqRun)) {
-		for c := 0; c < 2; c++ {
-			if t.zmm() {
-				// Runs 4c+l and 4c+l+1 (shifts 2l, 2l+2) in one zmm.
-				q, s := ZMM(), ZMM()
-				VBROADCASTI64X4(Mem{Base: wp, Disp: 32 * c}, q)
-				vshift(0, -2, q, s)
-				for l := 0; l < 4; l += 2 {
-					codes := ZMM()
-					if l == 0 {
-						VPANDD(k.c03z, s, codes)
-					} else {
-						VPSRLW(U8(4), s, codes)
-						VPANDD(k.c03z, codes, codes)
-					}
-					use(tqRun{codes, 128*c + 32*l})
-				}
-				continue
-			}
-			q := YMM()
-			t.mov(Mem{Base: wp, Disp: 32 * c}, q)
-			for l := 0; l < 4; l++ {
-				codes := YMM()
-				if l == 0 {
-					t.and(k.c03, q, codes)
-				} else {
-					VPSRLW(U8(2*l), q, codes)
-					t.and(k.c03, codes, codes)
-				}
-				use(tqRun{codes, 128*c + 32*l})
-			}
-		}
-	})
+	tqX4(t, "TQ2_0", tq2Size, 64, func(*tqk) {}, genTQ2Runs)
 }
 
 // laneWords is a constant of 16-bit words, lane i (laneBytes bytes) all
@@ -201,20 +169,20 @@ func genTQ1x4(t *target) {
 			VPBROADCASTD(constU32(0xff00ff00), k.hiByteZ)
 			VPBROADCASTD(constU32(0x00030003), k.threeZ)
 		}
-	}, func(k *tqk, wp Register, use func(tqRun)) {
+	}, func(k *tqk, w Mem, use func(tqRun)) {
 		pow3 := []int{1, 3, 9, 27, 81}
 		if t.zmm() {
 			q := ZMM()
-			VBROADCASTI64X4(Mem{Base: wp}, q)
+			VBROADCASTI64X4(w, q)
 			use(tqRun{k.tritsW(q, laneWords("tq1m01", []int{1, 3}, 32), 64), 0})
 			use(tqRun{k.tritsW(q, laneWords("tq1m23", []int{9, 27}, 32), 64), 64})
 			use(tqRun{k.tritsW(q.AsY().(VecVirtual), constVec(81*0x00010001), 32), 128})
 			h := ZMM()
-			VBROADCASTI32X4(Mem{Base: wp, Disp: 32}, h)
+			VBROADCASTI32X4(w.Offset(32), h)
 			use(tqRun{k.tritsW(h, laneWords("tq1h0123", []int{1, 3, 9, 27}, 16), 64), 160})
 		} else {
 			q := YMM()
-			t.mov(Mem{Base: wp}, q)
+			t.mov(w, q)
 			for n := 0; n < 5; n++ {
 				var mul Op
 				if n > 0 {
@@ -223,14 +191,14 @@ func genTQ1x4(t *target) {
 				use(tqRun{k.tritsW(q, mul, 32), 32 * n})
 			}
 			h := YMM()
-			t.bcast16(Mem{Base: wp, Disp: 32}, h)
+			t.bcast16(w.Offset(32), h)
 			use(tqRun{k.tritsW(h, laneWords("tq1y01", []int{1, 3}, 16), 32), 160})
 			use(tqRun{k.tritsW(h, laneWords("tq1y23", []int{9, 27}, 16), 32), 192})
 		}
 		// Trit 4 of qs[32:48] beside the qh trits.
 		h, sp, y := XMM(), XMM(), YMM()
-		t.mov(Mem{Base: wp, Disp: 32}, h)
-		t.mov(Mem{Base: wp, Disp: 38}, sp) // bytes 38..53: the block's last 16
+		t.mov(w.Offset(32), h)
+		t.mov(w.Offset(38), sp) // bytes 38..53: the block's last 16
 		VPSHUFB(constData("tq1qhspread", spread), sp, sp)
 		if t.evex() {
 			VINSERTI32X4(U8(1), sp, h.AsY(), y)
@@ -244,4 +212,14 @@ func genTQ1x4(t *target) {
 		mb = append(mb, qhMul...)
 		use(tqRun{k.tritsW(y, constData("tq1m4qh", mb), 32), 224})
 	})
+}
+
+// tqHalfShift is VPSRLVQ's count for TQ2_0's pairs of runs: 0 for the
+// quadwords of a zmm's low half, 2 for the high half's.
+func tqHalfShift() Mem {
+	b := make([]byte, 64)
+	for i := 32; i < 64; i += 8 {
+		b[i] = 2
+	}
+	return constData("tq2halfshift", b)
 }
