@@ -17,9 +17,13 @@
 //     eight weight rows per kernel call for the 32-element block types and
 //     IQ4_XS;
 //     MatMul by several (prefill), tiling the weights so that they stream
-//     from memory once per batch and, for the K-quants, unpacking each
-//     weight block once for four activation rows. Both hand out chunks of
-//     whole 64-byte output lines to persistent workers (core/parallel).
+//     from memory once per batch and, for the K-quants, TQ1_0 and TQ2_0,
+//     unpacking each weight block once for four activation rows (the
+//     32-element types and IQ4_XS run eight weight rows per activation
+//     row instead: their per-32-element sums and float steps, which every
+//     activation row needs, cost more than their unpacking). Both hand
+//     out chunks of whole 64-byte output lines to persistent workers
+//     (core/parallel).
 //   - Levels, Level and SetLevel name and switch the instruction-set path;
 //     SetFloatMode and FloatMode the F32/F16/BF16 arithmetic (exact or fast).
 //

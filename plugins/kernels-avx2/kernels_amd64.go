@@ -119,10 +119,16 @@ func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
+func tqb4DotTQ2_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotTQ1_0AVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotTQ2_0x4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotTQ1_0x4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotF32AVX2(w *byte, wstride int, a *byte, n int, out *float64)

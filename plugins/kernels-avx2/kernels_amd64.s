@@ -8997,19 +8997,19 @@ donedotIQ4_XSr8AVX2:
 	VZEROUPPER
 	RET
 
-// func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
+// func tqb4DotTQ2_0AVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotTQ2_0AVX2(SB), NOSPLIT, $0-28
+TEXT ·tqb4DotTQ2_0AVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPBROADCASTD c32_03030303<>+0(SB), Y0
 	VPBROADCASTD c32_00010001<>+0(SB), Y1
 	VXORPS       X2, X2, X2
-	TESTQ        DX, DX
-	JZ           donedotTQ2_0AVX2
+	CMPQ         DX, $0x04
+	JB           tailtqb4DotTQ2_0AVX2
 
-loopdotTQ2_0AVX2:
+looptqb4DotTQ2_0AVX2:
 	VPXOR        Y3, Y3, Y3
 	VMOVDQU      (AX), Y4
 	VPAND        Y0, Y4, Y5
@@ -9052,10 +9052,226 @@ loopdotTQ2_0AVX2:
 	VPMADDUBSW   Y5, Y4, Y5
 	VPADDW       Y5, Y3, Y3
 	VPMADDWD     Y1, Y3, Y3
-	VMOVDQU      260(CX), Y4
-	VPMADDWD     Y1, Y4, Y4
+	VPMADDWD     260(CX), Y1, Y4
 	VPSUBD       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X4
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      66(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VMOVDQU      296(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x02, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      328(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      360(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      392(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y4, Y4
+	VMOVDQU      98(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VMOVDQU      424(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x02, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      456(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      488(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y4, Y4
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      520(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPMADDWD     552(CX), Y1, Y5
+	VPSUBD       Y5, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      132(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VMOVDQU      588(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      620(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      652(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      684(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y5, Y5
+	VMOVDQU      164(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VMOVDQU      716(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      748(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      780(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      812(CX), Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPADDW       Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VPMADDWD     844(CX), Y1, Y6
+	VPSUBD       Y6, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      198(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VMOVDQU      880(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      912(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      944(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      976(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y6, Y6
+	VMOVDQU      230(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VMOVDQU      1008(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      1040(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      1072(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      1104(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPMADDWD     1136(CX), Y1, Y7
+	VPSUBD       Y7, Y6, Y6
+	VPUNPCKLDQ   Y4, Y3, Y7
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	VPUNPCKLDQ   Y6, Y5, Y3
+	VPUNPCKHDQ   Y6, Y5, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLQDQ  Y3, Y7, Y4
+	VPUNPCKHQDQ  Y3, Y7, Y3
+	VPADDD       Y3, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X3
+	VCVTDQ2PS    X3, X3
+	VPBROADCASTW 64(AX), X4
+	VMOVSS       (CX), X5
+	VPINSRW      $0x01, 130(AX), X4, X4
+	VINSERTPS    $0x10, 292(CX), X5, X5
+	VPINSRW      $0x02, 196(AX), X4, X4
+	VINSERTPS    $0x20, 584(CX), X5, X5
+	VPINSRW      $0x03, 262(AX), X4, X4
+	VINSERTPS    $0x30, 876(CX), X5, X5
+	VCVTPH2PS    X4, X4
+	VMULPS       X5, X4, X4
+	VMULPS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X2, X2
+	VMOVHLPS     X3, X3, X4
+	VADDSS       X4, X2, X2
+	VPSHUFD      $0xff, X3, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x00000108, AX
+	ADDQ         $0x00000490, CX
+	SUBQ         $0x04, DX
+	CMPQ         DX, $0x04
+	JAE          looptqb4DotTQ2_0AVX2
+
+tailtqb4DotTQ2_0AVX2:
+	TESTQ DX, DX
+	JZ    donetqb4DotTQ2_0AVX2
+
+onetqb4DotTQ2_0AVX2:
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPAND        Y0, Y4, Y5
+	VMOVDQU      4(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      36(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      68(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      100(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y3, Y3
+	VMOVDQU      32(AX), Y4
+	VPAND        Y0, Y4, Y5
+	VMOVDQU      132(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      164(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      196(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPADDW       Y6, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      228(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDWD     Y1, Y3, Y3
+	VPMADDWD     260(CX), Y1, Y4
+	VPSUBD       Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
 	VPADDD       X4, X3, X3
 	VPSHUFD      $0x4e, X3, X4
 	VPADDD       X4, X3, X3
@@ -9070,9 +9286,9 @@ loopdotTQ2_0AVX2:
 	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
-	JNZ          loopdotTQ2_0AVX2
+	JNZ          onetqb4DotTQ2_0AVX2
 
-donedotTQ2_0AVX2:
+donetqb4DotTQ2_0AVX2:
 	MOVSS X2, ret+24(FP)
 	VZEROUPPER
 	RET
@@ -9300,6 +9516,440 @@ DATA tq1qhmul<>+4(SB)/4, $0x00030003
 DATA tq1qhmul<>+8(SB)/4, $0x00090009
 DATA tq1qhmul<>+12(SB)/4, $0x001b001b
 GLOBL tq1qhmul<>(SB), RODATA|NOPTR, $16
+
+// func dotTQ2_0x4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotTQ2_0x4AVX2(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0x4AVX2
+
+loopdotTQ2_0x4AVX2:
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPAND        Y0, Y7, Y8
+	VMOVDQU      4(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y3, Y3
+	VMOVDQU      4(CX)(BX*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y4, Y4
+	VMOVDQU      4(CX)(BX*2), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y5, Y5
+	VMOVDQU      4(CX)(SI*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      36(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y3, Y3
+	VMOVDQU      36(CX)(BX*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y4, Y4
+	VMOVDQU      36(CX)(BX*2), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y5, Y5
+	VMOVDQU      36(CX)(SI*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      68(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y3, Y3
+	VMOVDQU      68(CX)(BX*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y4, Y4
+	VMOVDQU      68(CX)(BX*2), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y5, Y5
+	VMOVDQU      68(CX)(SI*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      100(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y3, Y3
+	VMOVDQU      100(CX)(BX*1), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y4, Y4
+	VMOVDQU      100(CX)(BX*2), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VMOVDQU      100(CX)(SI*1), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y6, Y6
+	VMOVDQU      32(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VMOVDQU      132(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y3, Y3
+	VMOVDQU      132(CX)(BX*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y4, Y4
+	VMOVDQU      132(CX)(BX*2), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y5, Y5
+	VMOVDQU      132(CX)(SI*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      164(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y3, Y3
+	VMOVDQU      164(CX)(BX*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y4, Y4
+	VMOVDQU      164(CX)(BX*2), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y5, Y5
+	VMOVDQU      164(CX)(SI*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      196(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y3, Y3
+	VMOVDQU      196(CX)(BX*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y4, Y4
+	VMOVDQU      196(CX)(BX*2), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y5, Y5
+	VMOVDQU      196(CX)(SI*1), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPADDW       Y9, Y6, Y6
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      228(CX), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y3, Y3
+	VMOVDQU      228(CX)(BX*1), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y4, Y4
+	VMOVDQU      228(CX)(BX*2), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y5, Y5
+	VMOVDQU      228(CX)(SI*1), Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPADDW       Y8, Y6, Y6
+	VPMADDWD     Y1, Y3, Y3
+	VPMADDWD     260(CX), Y1, Y7
+	VPSUBD       Y7, Y3, Y3
+	VPMADDWD     Y1, Y4, Y4
+	VPMADDWD     260(CX)(BX*1), Y1, Y7
+	VPSUBD       Y7, Y4, Y4
+	VPMADDWD     Y1, Y5, Y5
+	VPMADDWD     260(CX)(BX*2), Y1, Y7
+	VPSUBD       Y7, Y5, Y5
+	VPMADDWD     Y1, Y6, Y6
+	VPMADDWD     260(CX)(SI*1), Y1, Y7
+	VPSUBD       Y7, Y6, Y6
+	VPUNPCKLDQ   Y4, Y3, Y7
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y3, Y7, Y7
+	VPUNPCKLDQ   Y6, Y5, Y3
+	VPUNPCKHDQ   Y6, Y5, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLQDQ  Y3, Y7, Y4
+	VPUNPCKHQDQ  Y3, Y7, Y3
+	VPADDD       Y3, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X3
+	VCVTDQ2PS    X3, X3
+	VMOVSS       (CX), X4
+	VINSERTPS    $0x10, (CX)(BX*1), X4, X4
+	VINSERTPS    $0x20, (CX)(BX*2), X4, X4
+	VINSERTPS    $0x30, (CX)(SI*1), X4, X4
+	VPBROADCASTW 64(AX), X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMULPS       X5, X3, X3
+	VADDPS       X3, X2, X2
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotTQ2_0x4AVX2
+
+donedotTQ2_0x4AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0x4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotTQ1_0x4AVX2(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y2
+	VPBROADCASTD c32_00030003<>+0(SB), Y3
+	VXORPS       X4, X4, X4
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0x4AVX2
+
+loopdotTQ1_0x4AVX2:
+	VPXOR          Y5, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VPXOR          Y7, Y7, Y7
+	VPXOR          Y8, Y8, Y8
+	VMOVDQU        (AX), Y9
+	VPSLLW         $0x08, Y9, Y10
+	VPAND          Y2, Y9, Y11
+	VPMULHUW       Y3, Y10, Y10
+	VPMULHUW       Y3, Y11, Y11
+	VPSLLW         $0x08, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VMOVDQU        4(CX), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y5, Y5
+	VMOVDQU        4(CX)(BX*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y6, Y6
+	VMOVDQU        4(CX)(BX*2), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y7, Y7
+	VMOVDQU        4(CX)(SI*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y8, Y8
+	VPMULLW        v32_00030003<>+0(SB), Y9, Y10
+	VPSLLW         $0x08, Y10, Y10
+	VPAND          Y2, Y9, Y11
+	VPMULLW        v32_00030003<>+0(SB), Y11, Y11
+	VPMULHUW       Y3, Y10, Y10
+	VPMULHUW       Y3, Y11, Y11
+	VPSLLW         $0x08, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VMOVDQU        36(CX), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y5, Y5
+	VMOVDQU        36(CX)(BX*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y6, Y6
+	VMOVDQU        36(CX)(BX*2), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y7, Y7
+	VMOVDQU        36(CX)(SI*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y8, Y8
+	VPMULLW        v32_00090009<>+0(SB), Y9, Y10
+	VPSLLW         $0x08, Y10, Y10
+	VPAND          Y2, Y9, Y11
+	VPMULLW        v32_00090009<>+0(SB), Y11, Y11
+	VPMULHUW       Y3, Y10, Y10
+	VPMULHUW       Y3, Y11, Y11
+	VPSLLW         $0x08, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VMOVDQU        68(CX), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y5, Y5
+	VMOVDQU        68(CX)(BX*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y6, Y6
+	VMOVDQU        68(CX)(BX*2), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y7, Y7
+	VMOVDQU        68(CX)(SI*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y8, Y8
+	VPMULLW        v32_001b001b<>+0(SB), Y9, Y10
+	VPSLLW         $0x08, Y10, Y10
+	VPAND          Y2, Y9, Y11
+	VPMULLW        v32_001b001b<>+0(SB), Y11, Y11
+	VPMULHUW       Y3, Y10, Y10
+	VPMULHUW       Y3, Y11, Y11
+	VPSLLW         $0x08, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VMOVDQU        100(CX), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y5, Y5
+	VMOVDQU        100(CX)(BX*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y6, Y6
+	VMOVDQU        100(CX)(BX*2), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y7, Y7
+	VMOVDQU        100(CX)(SI*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y8, Y8
+	VPMULLW        v32_00510051<>+0(SB), Y9, Y10
+	VPSLLW         $0x08, Y10, Y10
+	VPAND          Y2, Y9, Y9
+	VPMULLW        v32_00510051<>+0(SB), Y9, Y9
+	VPMULHUW       Y3, Y10, Y10
+	VPMULHUW       Y3, Y9, Y9
+	VPSLLW         $0x08, Y9, Y9
+	VPOR           Y9, Y10, Y10
+	VMOVDQU        132(CX), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y5, Y5
+	VMOVDQU        132(CX)(BX*1), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y6, Y6
+	VMOVDQU        132(CX)(BX*2), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y7, Y7
+	VMOVDQU        132(CX)(SI*1), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y8, Y8
+	VBROADCASTI128 32(AX), Y9
+	VPMULLW        tq1y01<>+0(SB), Y9, Y10
+	VPSLLW         $0x08, Y10, Y10
+	VPAND          Y2, Y9, Y11
+	VPMULLW        tq1y01<>+0(SB), Y11, Y11
+	VPMULHUW       Y3, Y10, Y10
+	VPMULHUW       Y3, Y11, Y11
+	VPSLLW         $0x08, Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VMOVDQU        164(CX), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y5, Y5
+	VMOVDQU        164(CX)(BX*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y6, Y6
+	VMOVDQU        164(CX)(BX*2), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y7, Y7
+	VMOVDQU        164(CX)(SI*1), Y11
+	VPMADDUBSW     Y11, Y10, Y11
+	VPADDW         Y11, Y8, Y8
+	VPMULLW        tq1y23<>+0(SB), Y9, Y10
+	VPSLLW         $0x08, Y10, Y10
+	VPAND          Y2, Y9, Y9
+	VPMULLW        tq1y23<>+0(SB), Y9, Y9
+	VPMULHUW       Y3, Y10, Y10
+	VPMULHUW       Y3, Y9, Y9
+	VPSLLW         $0x08, Y9, Y9
+	VPOR           Y9, Y10, Y10
+	VMOVDQU        196(CX), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y5, Y5
+	VMOVDQU        196(CX)(BX*1), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y6, Y6
+	VMOVDQU        196(CX)(BX*2), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y7, Y7
+	VMOVDQU        196(CX)(SI*1), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y8, Y8
+	VMOVDQU        32(AX), X1
+	VMOVDQU        38(AX), X9
+	VPSHUFB        tq1qhspread<>+0(SB), X9, X9
+	VINSERTI128    $0x01, X9, Y1, Y9
+	VPMULLW        tq1m4qh<>+0(SB), Y9, Y10
+	VPSLLW         $0x08, Y10, Y10
+	VPAND          Y2, Y9, Y9
+	VPMULLW        tq1m4qh<>+0(SB), Y9, Y9
+	VPMULHUW       Y3, Y10, Y10
+	VPMULHUW       Y3, Y9, Y9
+	VPSLLW         $0x08, Y9, Y9
+	VPOR           Y9, Y10, Y10
+	VMOVDQU        228(CX), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y5, Y5
+	VMOVDQU        228(CX)(BX*1), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y6, Y6
+	VMOVDQU        228(CX)(BX*2), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y7, Y7
+	VMOVDQU        228(CX)(SI*1), Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPADDW         Y9, Y8, Y8
+	VPMADDWD       Y0, Y5, Y5
+	VPMADDWD       260(CX), Y0, Y9
+	VPSUBD         Y9, Y5, Y5
+	VPMADDWD       Y0, Y6, Y6
+	VPMADDWD       260(CX)(BX*1), Y0, Y9
+	VPSUBD         Y9, Y6, Y6
+	VPMADDWD       Y0, Y7, Y7
+	VPMADDWD       260(CX)(BX*2), Y0, Y9
+	VPSUBD         Y9, Y7, Y7
+	VPMADDWD       Y0, Y8, Y8
+	VPMADDWD       260(CX)(SI*1), Y0, Y9
+	VPSUBD         Y9, Y8, Y8
+	VPUNPCKLDQ     Y6, Y5, Y9
+	VPUNPCKHDQ     Y6, Y5, Y5
+	VPADDD         Y5, Y9, Y9
+	VPUNPCKLDQ     Y8, Y7, Y5
+	VPUNPCKHDQ     Y8, Y7, Y6
+	VPADDD         Y6, Y5, Y5
+	VPUNPCKLQDQ    Y5, Y9, Y6
+	VPUNPCKHQDQ    Y5, Y9, Y5
+	VPADDD         Y5, Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X1
+	VPADDD         X1, X6, X1
+	VCVTDQ2PS      X1, X1
+	VMOVSS         (CX), X5
+	VINSERTPS      $0x10, (CX)(BX*1), X5, X5
+	VINSERTPS      $0x20, (CX)(BX*2), X5, X5
+	VINSERTPS      $0x30, (CX)(SI*1), X5, X5
+	VPBROADCASTW   52(AX), X6
+	VCVTPH2PS      X6, X6
+	VMULPS         X5, X6, X6
+	VMULPS         X6, X1, X1
+	VADDPS         X1, X4, X4
+	ADDQ           $0x00000036, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JNZ            loopdotTQ1_0x4AVX2
+
+donedotTQ1_0x4AVX2:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X4, (AX)
+	VZEROUPPER
+	RET
+
+DATA tq1y01<>+0(SB)/4, $0x00010001
+DATA tq1y01<>+4(SB)/4, $0x00010001
+DATA tq1y01<>+8(SB)/4, $0x00010001
+DATA tq1y01<>+12(SB)/4, $0x00010001
+DATA tq1y01<>+16(SB)/4, $0x00030003
+DATA tq1y01<>+20(SB)/4, $0x00030003
+DATA tq1y01<>+24(SB)/4, $0x00030003
+DATA tq1y01<>+28(SB)/4, $0x00030003
+GLOBL tq1y01<>(SB), RODATA|NOPTR, $32
+
+DATA tq1y23<>+0(SB)/4, $0x00090009
+DATA tq1y23<>+4(SB)/4, $0x00090009
+DATA tq1y23<>+8(SB)/4, $0x00090009
+DATA tq1y23<>+12(SB)/4, $0x00090009
+DATA tq1y23<>+16(SB)/4, $0x001b001b
+DATA tq1y23<>+20(SB)/4, $0x001b001b
+DATA tq1y23<>+24(SB)/4, $0x001b001b
+DATA tq1y23<>+28(SB)/4, $0x001b001b
+GLOBL tq1y23<>(SB), RODATA|NOPTR, $32
+
+DATA tq1m4qh<>+0(SB)/4, $0x00510051
+DATA tq1m4qh<>+4(SB)/4, $0x00510051
+DATA tq1m4qh<>+8(SB)/4, $0x00510051
+DATA tq1m4qh<>+12(SB)/4, $0x00510051
+DATA tq1m4qh<>+16(SB)/4, $0x00010001
+DATA tq1m4qh<>+20(SB)/4, $0x00030003
+DATA tq1m4qh<>+24(SB)/4, $0x00090009
+DATA tq1m4qh<>+28(SB)/4, $0x001b001b
+GLOBL tq1m4qh<>(SB), RODATA|NOPTR, $32
 
 // func dotF32AVX2(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX2, FMA3

@@ -17,6 +17,7 @@ func TestDotIntegerExact(t *testing.T)   { kerneltest.DotIntegerExact(t, kit) }
 func TestDotEdges(t *testing.T)          { kerneltest.DotEdges(t, kit) }
 func TestQuantizeQ8K(t *testing.T)       { kerneltest.QuantizeQ8K(t, kit) }
 func TestMatMul(t *testing.T)            { kerneltest.MatMul(t, kit) }
+func TestMatMulRandom(t *testing.T)      { kerneltest.MatMulRandom(t, kit) }
 func TestMatMulErrors(t *testing.T)      { kerneltest.MatMulErrors(t, kit) }
 func TestPluginExecute(t *testing.T)     { kerneltest.PluginExecute(t, kit) }
 func TestPluginRejects(t *testing.T)     { kerneltest.PluginRejects(t, kit) }

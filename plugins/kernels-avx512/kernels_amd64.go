@@ -113,10 +113,16 @@ func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
+func tqb4DotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotTQ1_0AVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotTQ2_0x4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotTQ1_0x4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
@@ -287,10 +293,16 @@ func dotIQ4_XSVNNI(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
-func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
+func tqb4DotTQ2_0VNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotTQ1_0VNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotTQ2_0x4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotTQ1_0x4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotF32VNNI(w *byte, wstride int, a *byte, n int, out *float64)

@@ -8469,73 +8469,235 @@ donedotIQ4_XSr8AVX512:
 	VZEROUPPER
 	RET
 
-// func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
+// func tqb4DotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
-TEXT ·dotTQ2_0AVX512(SB), NOSPLIT, $0-28
+TEXT ·tqb4DotTQ2_0AVX512(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPBROADCASTD c32_03030303<>+0(SB), Y0
 	VPBROADCASTD c32_00010001<>+0(SB), Y0
-	VPBROADCASTD c32_03030303<>+0(SB), Z3
-	VXORPS       X4, X4, X4
-	TESTQ        DX, DX
-	JZ           donedotTQ2_0AVX512
+	VPBROADCASTD c32_03030303<>+0(SB), Z6
+	VPBROADCASTD c32_00010001<>+0(SB), Z7
+	VXORPS       X8, X8, X8
+	CMPQ         DX, $0x04
+	JB           tailtqb4DotTQ2_0AVX512
 
-loopdotTQ2_0AVX512:
-	VPXORD        Y1, Y1, Y1
-	VMOVDQU64     (AX), Z1
-	VPXORD        Z2, Z2, Z2
-	VPANDD        Z3, Z1, Z5
-	VMOVDQU64     4(CX), Y6
-	VINSERTI64X4  $0x01, 132(CX), Z6, Z6
-	VPMADDUBSW    Z6, Z5, Z6
-	VPADDW        Z6, Z2, Z2
-	VPSRLW        $0x02, Z1, Z5
-	VPANDD        Z3, Z5, Z5
-	VMOVDQU64     36(CX), Y7
-	VINSERTI64X4  $0x01, 164(CX), Z7, Z7
-	VPMADDUBSW    Z7, Z5, Z7
-	VPADDW        Z7, Z2, Z2
-	VPSRLW        $0x04, Z1, Z5
-	VPANDD        Z3, Z5, Z5
-	VMOVDQU64     68(CX), Y8
-	VINSERTI64X4  $0x01, 196(CX), Z8, Z8
-	VPMADDUBSW    Z8, Z5, Z8
-	VPADDW        Z8, Z2, Z2
-	VPSRLW        $0x06, Z1, Z1
-	VPANDD        Z3, Z1, Z1
-	VMOVDQU64     100(CX), Y9
-	VINSERTI64X4  $0x01, 228(CX), Z9, Z9
-	VPMADDUBSW    Z9, Z1, Z9
-	VPADDW        Z9, Z2, Z2
-	VEXTRACTI64X4 $0x01, Z2, Y1
-	VPADDW        Y1, Y2, Y1
-	VPMADDWD      Y0, Y1, Y1
-	VMOVDQU64     260(CX), Y5
-	VPMADDWD      Y0, Y5, Y5
-	VPSUBD        Y5, Y1, Y1
-	VEXTRACTF32X4 $0x01, Y1, X5
-	VPADDD        X5, X1, X5
-	VPSHUFD       $0x4e, X5, X6
-	VPADDD        X6, X5, X5
-	VPSHUFD       $0xb1, X5, X6
-	VPADDD        X6, X5, X5
-	VCVTDQ2PS     X5, X5
-	VPBROADCASTW  64(AX), X6
-	VCVTPH2PS     X6, X6
-	VMULSS        (CX), X6, X6
-	VMULSS        X6, X5, X5
-	VADDSS        X5, X4, X4
-	ADDQ          $0x00000042, AX
-	ADDQ          $0x00000124, CX
-	DECQ          DX
-	JNZ           loopdotTQ2_0AVX512
+looptqb4DotTQ2_0AVX512:
+	VPXORD          Z1, Z1, Z1
+	VBROADCASTI64X4 (AX), Z9
+	VPSRLVQ         tq2halfshift<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z11
+	VMOVDQU64       4(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z1, Z1
+	VPSRLQ          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VMOVDQU64       68(CX), Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPADDW          Z11, Z1, Z1
+	VBROADCASTI64X4 32(AX), Z9
+	VPSRLVQ         tq2halfshift<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z11
+	VMOVDQU64       132(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z1, Z1
+	VPSRLQ          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VMOVDQU64       196(CX), Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPADDW          Z11, Z1, Z1
+	VPMADDWD        Z7, Z1, Z1
+	VPMADDWD        260(CX), Y0, Y10
+	VPSUBD          Z10, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VBROADCASTI64X4 66(AX), Z9
+	VPSRLVQ         tq2halfshift<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z11
+	VMOVDQU64       296(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z2, Z2
+	VPSRLQ          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VMOVDQU64       360(CX), Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPADDW          Z11, Z2, Z2
+	VBROADCASTI64X4 98(AX), Z9
+	VPSRLVQ         tq2halfshift<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z11
+	VMOVDQU64       424(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z2, Z2
+	VPSRLQ          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VMOVDQU64       488(CX), Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPADDW          Z11, Z2, Z2
+	VPMADDWD        Z7, Z2, Z2
+	VPMADDWD        552(CX), Y0, Y10
+	VPSUBD          Z10, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VBROADCASTI64X4 132(AX), Z9
+	VPSRLVQ         tq2halfshift<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z11
+	VMOVDQU64       588(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z3, Z3
+	VPSRLQ          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VMOVDQU64       652(CX), Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPADDW          Z11, Z3, Z3
+	VBROADCASTI64X4 164(AX), Z9
+	VPSRLVQ         tq2halfshift<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z11
+	VMOVDQU64       716(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z3, Z3
+	VPSRLQ          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VMOVDQU64       780(CX), Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPADDW          Z11, Z3, Z3
+	VPMADDWD        Z7, Z3, Z3
+	VPMADDWD        844(CX), Y0, Y10
+	VPSUBD          Z10, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VBROADCASTI64X4 198(AX), Z9
+	VPSRLVQ         tq2halfshift<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z11
+	VMOVDQU64       880(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z4, Z4
+	VPSRLQ          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VMOVDQU64       944(CX), Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPADDW          Z11, Z4, Z4
+	VBROADCASTI64X4 230(AX), Z9
+	VPSRLVQ         tq2halfshift<>+0(SB), Z9, Z9
+	VPANDD          Z6, Z9, Z11
+	VMOVDQU64       1008(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z4, Z4
+	VPSRLQ          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VMOVDQU64       1072(CX), Z11
+	VPMADDUBSW      Z11, Z9, Z11
+	VPADDW          Z11, Z4, Z4
+	VPMADDWD        Z7, Z4, Z4
+	VPMADDWD        1136(CX), Y0, Y10
+	VPSUBD          Z10, Z4, Z4
+	VPUNPCKLDQ      Z2, Z1, Z9
+	VPUNPCKHDQ      Z2, Z1, Z11
+	VPADDD          Z11, Z9, Z9
+	VPUNPCKLDQ      Z4, Z3, Z11
+	VPUNPCKHDQ      Z4, Z3, Z12
+	VPADDD          Z12, Z11, Z11
+	VPUNPCKLQDQ     Z11, Z9, Z12
+	VPUNPCKHQDQ     Z11, Z9, Z9
+	VPADDD          Z9, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y9
+	VPADDD          Y9, Y12, Y9
+	VEXTRACTI32X4   $0x01, Y9, X10
+	VPADDD          X10, X9, X9
+	VCVTDQ2PS       X9, X9
+	VPBROADCASTW    64(AX), X10
+	VMOVSS          (CX), X11
+	VPINSRW         $0x01, 130(AX), X10, X10
+	VINSERTPS       $0x10, 292(CX), X11, X11
+	VPINSRW         $0x02, 196(AX), X10, X10
+	VINSERTPS       $0x20, 584(CX), X11, X11
+	VPINSRW         $0x03, 262(AX), X10, X10
+	VINSERTPS       $0x30, 876(CX), X11, X11
+	VCVTPH2PS       X10, X10
+	VMULPS          X11, X10, X10
+	VMULPS          X10, X9, X9
+	VADDSS          X9, X8, X8
+	VMOVSHDUP       X9, X10
+	VADDSS          X10, X8, X8
+	VMOVHLPS        X9, X9, X10
+	VADDSS          X10, X8, X8
+	VPSHUFD         $0xff, X9, X10
+	VADDSS          X10, X8, X8
+	ADDQ            $0x00000108, AX
+	ADDQ            $0x00000490, CX
+	SUBQ            $0x04, DX
+	CMPQ            DX, $0x04
+	JAE             looptqb4DotTQ2_0AVX512
 
-donedotTQ2_0AVX512:
-	MOVSS X4, ret+24(FP)
+tailtqb4DotTQ2_0AVX512:
+	TESTQ DX, DX
+	JZ    donetqb4DotTQ2_0AVX512
+
+onetqb4DotTQ2_0AVX512:
+	VPXORD          Z5, Z5, Z5
+	VBROADCASTI64X4 (AX), Z1
+	VPSRLVQ         tq2halfshift<>+0(SB), Z1, Z1
+	VPANDD          Z6, Z1, Z2
+	VMOVDQU64       4(CX), Z3
+	VPMADDUBSW      Z3, Z2, Z3
+	VPADDW          Z3, Z5, Z5
+	VPSRLQ          $0x04, Z1, Z1
+	VPANDD          Z6, Z1, Z1
+	VMOVDQU64       68(CX), Z2
+	VPMADDUBSW      Z2, Z1, Z2
+	VPADDW          Z2, Z5, Z5
+	VBROADCASTI64X4 32(AX), Z1
+	VPSRLVQ         tq2halfshift<>+0(SB), Z1, Z1
+	VPANDD          Z6, Z1, Z2
+	VMOVDQU64       132(CX), Z3
+	VPMADDUBSW      Z3, Z2, Z3
+	VPADDW          Z3, Z5, Z5
+	VPSRLQ          $0x04, Z1, Z1
+	VPANDD          Z6, Z1, Z1
+	VMOVDQU64       196(CX), Z2
+	VPMADDUBSW      Z2, Z1, Z2
+	VPADDW          Z2, Z5, Z5
+	VPMADDWD        Z7, Z5, Z5
+	VPMADDWD        260(CX), Y0, Y10
+	VPSUBD          Z10, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y1
+	VPADDD          Y1, Y5, Y1
+	VEXTRACTI32X4   $0x01, Y1, X2
+	VPADDD          X2, X1, X1
+	VPSHUFD         $0x4e, X1, X2
+	VPADDD          X2, X1, X1
+	VPSHUFD         $0xb1, X1, X2
+	VPADDD          X2, X1, X1
+	VCVTDQ2PS       X1, X1
+	VPBROADCASTW    64(AX), X2
+	VCVTPH2PS       X2, X2
+	VMULSS          (CX), X2, X2
+	VMULSS          X2, X1, X1
+	VADDSS          X1, X8, X8
+	ADDQ            $0x00000042, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             onetqb4DotTQ2_0AVX512
+
+donetqb4DotTQ2_0AVX512:
+	MOVSS X8, ret+24(FP)
 	VZEROUPPER
 	RET
+
+DATA tq2halfshift<>+0(SB)/4, $0x00000000
+DATA tq2halfshift<>+4(SB)/4, $0x00000000
+DATA tq2halfshift<>+8(SB)/4, $0x00000000
+DATA tq2halfshift<>+12(SB)/4, $0x00000000
+DATA tq2halfshift<>+16(SB)/4, $0x00000000
+DATA tq2halfshift<>+20(SB)/4, $0x00000000
+DATA tq2halfshift<>+24(SB)/4, $0x00000000
+DATA tq2halfshift<>+28(SB)/4, $0x00000000
+DATA tq2halfshift<>+32(SB)/4, $0x00000002
+DATA tq2halfshift<>+36(SB)/4, $0x00000000
+DATA tq2halfshift<>+40(SB)/4, $0x00000002
+DATA tq2halfshift<>+44(SB)/4, $0x00000000
+DATA tq2halfshift<>+48(SB)/4, $0x00000002
+DATA tq2halfshift<>+52(SB)/4, $0x00000000
+DATA tq2halfshift<>+56(SB)/4, $0x00000002
+DATA tq2halfshift<>+60(SB)/4, $0x00000000
+GLOBL tq2halfshift<>(SB), RODATA|NOPTR, $64
 
 // func dotTQ1_0AVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
@@ -8730,6 +8892,334 @@ DATA tq1m4qh<>+20(SB)/4, $0x00030003
 DATA tq1m4qh<>+24(SB)/4, $0x00090009
 DATA tq1m4qh<>+28(SB)/4, $0x001b001b
 GLOBL tq1m4qh<>(SB), RODATA|NOPTR, $32
+
+// func dotTQ2_0x4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotTQ2_0x4AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	VXORPS       X10, X10, X10
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0x4AVX512
+
+loopdotTQ2_0x4AVX512:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Y2, Y2, Y2
+	VPXORD          Y3, Y3, Y3
+	VPXORD          Y4, Y4, Y4
+	VBROADCASTI64X4 (AX), Z11
+	VPSRLVQ         tq2halfshift<>+0(SB), Z11, Z11
+	VPANDD          Z9, Z11, Z12
+	VPXORD          Z5, Z5, Z5
+	VMOVDQU64       4(CX), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VMOVDQU64       4(CX)(BX*1), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       4(CX)(BX*2), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VMOVDQU64       4(CX)(SI*1), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z8, Z8
+	VPSRLQ          $0x04, Z11, Z11
+	VPANDD          Z9, Z11, Z11
+	VMOVDQU64       68(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z5, Z5
+	VMOVDQU64       68(CX)(BX*1), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z6, Z6
+	VMOVDQU64       68(CX)(BX*2), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z7, Z7
+	VMOVDQU64       68(CX)(SI*1), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z8, Z8
+	VBROADCASTI64X4 32(AX), Z11
+	VPSRLVQ         tq2halfshift<>+0(SB), Z11, Z11
+	VPANDD          Z9, Z11, Z12
+	VMOVDQU64       132(CX), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z5, Z5
+	VMOVDQU64       132(CX)(BX*1), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z6, Z6
+	VMOVDQU64       132(CX)(BX*2), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z7, Z7
+	VMOVDQU64       132(CX)(SI*1), Z13
+	VPMADDUBSW      Z13, Z12, Z13
+	VPADDW          Z13, Z8, Z8
+	VPSRLQ          $0x04, Z11, Z11
+	VPANDD          Z9, Z11, Z11
+	VMOVDQU64       196(CX), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z5, Z5
+	VMOVDQU64       196(CX)(BX*1), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z6, Z6
+	VMOVDQU64       196(CX)(BX*2), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z7, Z7
+	VMOVDQU64       196(CX)(SI*1), Z12
+	VPMADDUBSW      Z12, Z11, Z12
+	VPADDW          Z12, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z5, Y11
+	VPADDW          Y11, Y5, Y11
+	VPADDW          Y11, Y1, Y1
+	VPMADDWD        Y0, Y1, Y1
+	VPMADDWD        260(CX), Y0, Y11
+	VPSUBD          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z6, Y11
+	VPADDW          Y11, Y6, Y11
+	VPADDW          Y11, Y2, Y2
+	VPMADDWD        Y0, Y2, Y2
+	VPMADDWD        260(CX)(BX*1), Y0, Y11
+	VPSUBD          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z7, Y11
+	VPADDW          Y11, Y7, Y11
+	VPADDW          Y11, Y3, Y3
+	VPMADDWD        Y0, Y3, Y3
+	VPMADDWD        260(CX)(BX*2), Y0, Y11
+	VPSUBD          Y11, Y3, Y3
+	VEXTRACTI64X4   $0x01, Z8, Y11
+	VPADDW          Y11, Y8, Y11
+	VPADDW          Y11, Y4, Y4
+	VPMADDWD        Y0, Y4, Y4
+	VPMADDWD        260(CX)(SI*1), Y0, Y11
+	VPSUBD          Y11, Y4, Y4
+	VPUNPCKLDQ      Y2, Y1, Y11
+	VPUNPCKHDQ      Y2, Y1, Y12
+	VPADDD          Y12, Y11, Y11
+	VPUNPCKLDQ      Y4, Y3, Y12
+	VPUNPCKHDQ      Y4, Y3, Y13
+	VPADDD          Y13, Y12, Y12
+	VPUNPCKLQDQ     Y12, Y11, Y13
+	VPUNPCKHQDQ     Y12, Y11, Y11
+	VPADDD          Y11, Y13, Y13
+	VEXTRACTI32X4   $0x01, Y13, X11
+	VPADDD          X11, X13, X11
+	VCVTDQ2PS       X11, X11
+	VMOVSS          (CX), X12
+	VINSERTPS       $0x10, (CX)(BX*1), X12, X12
+	VINSERTPS       $0x20, (CX)(BX*2), X12, X12
+	VINSERTPS       $0x30, (CX)(SI*1), X12, X12
+	VPBROADCASTW    64(AX), X13
+	VCVTPH2PS       X13, X13
+	VMULPS          X12, X13, X13
+	VMULPS          X13, X11, X11
+	VADDPS          X11, X10, X10
+	ADDQ            $0x00000042, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ2_0x4AVX512
+
+donedotTQ2_0x4AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X10, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0x4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotTQ1_0x4AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z10
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y10
+	VPBROADCASTD c32_00030003<>+0(SB), Y11
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Z12
+	VPBROADCASTD c32_00030003<>+0(SB), Z13
+	VXORPS       X14, X14, X14
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0x4AVX512
+
+loopdotTQ1_0x4AVX512:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Y2, Y2, Y2
+	VPXORD          Y3, Y3, Y3
+	VPXORD          Y4, Y4, Y4
+	VBROADCASTI64X4 (AX), Z15
+	VPMULLW         tq1m01<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z17
+	VPMULLW         tq1m01<>+0(SB), Z17, Z17
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z17, Z17
+	VPSLLW          $0x08, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VPXORD          Z5, Z5, Z5
+	VMOVDQU64       4(CX), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VMOVDQU64       4(CX)(BX*1), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       4(CX)(BX*2), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VMOVDQU64       4(CX)(SI*1), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z8, Z8
+	VPMULLW         tq1m23<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z17
+	VPMULLW         tq1m23<>+0(SB), Z17, Z17
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z17, Z17
+	VPSLLW          $0x08, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQU64       68(CX), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z5, Z5
+	VMOVDQU64       68(CX)(BX*1), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z6, Z6
+	VMOVDQU64       68(CX)(BX*2), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z7, Z7
+	VMOVDQU64       68(CX)(SI*1), Z17
+	VPMADDUBSW      Z17, Z16, Z17
+	VPADDW          Z17, Z8, Z8
+	VPMULLW         v32_00510051<>+0(SB), Y15, Y16
+	VPSLLW          $0x08, Y16, Y16
+	VPANDD          Y10, Y15, Y15
+	VPMULLW         v32_00510051<>+0(SB), Y15, Y15
+	VPMULHUW        Y11, Y16, Y16
+	VPMULHUW        Y11, Y15, Y15
+	VPSLLW          $0x08, Y15, Y15
+	VPORD           Y15, Y16, Y16
+	VMOVDQU64       132(CX), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y1, Y1
+	VMOVDQU64       132(CX)(BX*1), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y2, Y2
+	VMOVDQU64       132(CX)(BX*2), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y3, Y3
+	VMOVDQU64       132(CX)(SI*1), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y4, Y4
+	VBROADCASTI32X4 32(AX), Z15
+	VPMULLW         tq1h0123<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z15
+	VPMULLW         tq1h0123<>+0(SB), Z15, Z15
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z15, Z15
+	VPSLLW          $0x08, Z15, Z15
+	VPORD           Z15, Z16, Z16
+	VMOVDQU64       164(CX), Z15
+	VPMADDUBSW      Z15, Z16, Z15
+	VPADDW          Z15, Z5, Z5
+	VMOVDQU64       164(CX)(BX*1), Z15
+	VPMADDUBSW      Z15, Z16, Z15
+	VPADDW          Z15, Z6, Z6
+	VMOVDQU64       164(CX)(BX*2), Z15
+	VPMADDUBSW      Z15, Z16, Z15
+	VPADDW          Z15, Z7, Z7
+	VMOVDQU64       164(CX)(SI*1), Z15
+	VPMADDUBSW      Z15, Z16, Z15
+	VPADDW          Z15, Z8, Z8
+	VMOVDQU64       32(AX), X9
+	VMOVDQU64       38(AX), X15
+	VPSHUFB         tq1qhspread<>+0(SB), X15, X15
+	VINSERTI32X4    $0x01, X15, Y9, Y15
+	VPMULLW         tq1m4qh<>+0(SB), Y15, Y16
+	VPSLLW          $0x08, Y16, Y16
+	VPANDD          Y10, Y15, Y15
+	VPMULLW         tq1m4qh<>+0(SB), Y15, Y15
+	VPMULHUW        Y11, Y16, Y16
+	VPMULHUW        Y11, Y15, Y15
+	VPSLLW          $0x08, Y15, Y15
+	VPORD           Y15, Y16, Y16
+	VMOVDQU64       228(CX), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y1, Y1
+	VMOVDQU64       228(CX)(BX*1), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y2, Y2
+	VMOVDQU64       228(CX)(BX*2), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y3, Y3
+	VMOVDQU64       228(CX)(SI*1), Y15
+	VPMADDUBSW      Y15, Y16, Y15
+	VPADDW          Y15, Y4, Y4
+	VEXTRACTI64X4   $0x01, Z5, Y15
+	VPADDW          Y15, Y5, Y15
+	VPADDW          Y15, Y1, Y1
+	VPMADDWD        Y0, Y1, Y1
+	VPMADDWD        260(CX), Y0, Y15
+	VPSUBD          Y15, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z6, Y15
+	VPADDW          Y15, Y6, Y15
+	VPADDW          Y15, Y2, Y2
+	VPMADDWD        Y0, Y2, Y2
+	VPMADDWD        260(CX)(BX*1), Y0, Y15
+	VPSUBD          Y15, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z7, Y15
+	VPADDW          Y15, Y7, Y15
+	VPADDW          Y15, Y3, Y3
+	VPMADDWD        Y0, Y3, Y3
+	VPMADDWD        260(CX)(BX*2), Y0, Y15
+	VPSUBD          Y15, Y3, Y3
+	VEXTRACTI64X4   $0x01, Z8, Y15
+	VPADDW          Y15, Y8, Y15
+	VPADDW          Y15, Y4, Y4
+	VPMADDWD        Y0, Y4, Y4
+	VPMADDWD        260(CX)(SI*1), Y0, Y15
+	VPSUBD          Y15, Y4, Y4
+	VPUNPCKLDQ      Y2, Y1, Y15
+	VPUNPCKHDQ      Y2, Y1, Y16
+	VPADDD          Y16, Y15, Y15
+	VPUNPCKLDQ      Y4, Y3, Y16
+	VPUNPCKHDQ      Y4, Y3, Y17
+	VPADDD          Y17, Y16, Y16
+	VPUNPCKLQDQ     Y16, Y15, Y17
+	VPUNPCKHQDQ     Y16, Y15, Y15
+	VPADDD          Y15, Y17, Y17
+	VEXTRACTI32X4   $0x01, Y17, X9
+	VPADDD          X9, X17, X9
+	VCVTDQ2PS       X9, X9
+	VMOVSS          (CX), X15
+	VINSERTPS       $0x10, (CX)(BX*1), X15, X15
+	VINSERTPS       $0x20, (CX)(BX*2), X15, X15
+	VINSERTPS       $0x30, (CX)(SI*1), X15, X15
+	VPBROADCASTW    52(AX), X16
+	VCVTPH2PS       X16, X16
+	VMULPS          X15, X16, X16
+	VMULPS          X16, X9, X9
+	VADDPS          X9, X14, X14
+	ADDQ            $0x00000036, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ1_0x4AVX512
+
+donedotTQ1_0x4AVX512:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X14, (AX)
+	VZEROUPPER
+	RET
 
 // func dotF32AVX512(w *byte, wstride int, a *byte, n int, out *float64)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
@@ -19722,68 +20212,165 @@ donedotIQ4_XSr8VNNI:
 	VZEROUPPER
 	RET
 
-// func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotTQ2_0VNNI(SB), NOSPLIT, $0-28
+// func tqb4DotTQ2_0VNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·tqb4DotTQ2_0VNNI(SB), NOSPLIT, $0-28
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         nb+16(FP), DX
 	VPBROADCASTD c32_03030303<>+0(SB), Y0
 	VPBROADCASTD c32_00010001<>+0(SB), Y0
-	VPBROADCASTD c32_03030303<>+0(SB), Z3
-	VXORPS       X4, X4, X4
-	TESTQ        DX, DX
-	JZ           donedotTQ2_0VNNI
+	VPBROADCASTD c32_03030303<>+0(SB), Z0
+	VPBROADCASTD c32_ffffffff<>+0(SB), Y1
+	VXORPS       X2, X2, X2
+	CMPQ         DX, $0x04
+	JB           tailtqb4DotTQ2_0VNNI
 
-loopdotTQ2_0VNNI:
-	VPXORD        Y1, Y1, Y1
-	VMOVDQU64     (AX), Z1
-	VPXORD        Z2, Z2, Z2
-	VPANDD        Z3, Z1, Z5
-	VMOVDQU64     4(CX), Y6
-	VINSERTI64X4  $0x01, 132(CX), Z6, Z6
-	VPDPBUSD      Z6, Z5, Z2
-	VPSRLW        $0x02, Z1, Z5
-	VPANDD        Z3, Z5, Z5
-	VMOVDQU64     36(CX), Y7
-	VINSERTI64X4  $0x01, 164(CX), Z7, Z7
-	VPDPBUSD      Z7, Z5, Z2
-	VPSRLW        $0x04, Z1, Z5
-	VPANDD        Z3, Z5, Z5
-	VMOVDQU64     68(CX), Y8
-	VINSERTI64X4  $0x01, 196(CX), Z8, Z8
-	VPDPBUSD      Z8, Z5, Z2
-	VPSRLW        $0x06, Z1, Z1
-	VPANDD        Z3, Z1, Z1
-	VMOVDQU64     100(CX), Y9
-	VINSERTI64X4  $0x01, 228(CX), Z9, Z9
-	VPDPBUSD      Z9, Z1, Z2
-	VEXTRACTI64X4 $0x01, Z2, Y1
-	VPADDD        Y1, Y2, Y1
-	VMOVDQU64     260(CX), Y5
-	VPMADDWD      Y0, Y5, Y5
-	VPSUBD        Y5, Y1, Y1
-	VEXTRACTF32X4 $0x01, Y1, X5
-	VPADDD        X5, X1, X5
-	VPSHUFD       $0x4e, X5, X6
-	VPADDD        X6, X5, X5
-	VPSHUFD       $0xb1, X5, X6
-	VPADDD        X6, X5, X5
-	VCVTDQ2PS     X5, X5
-	VPBROADCASTW  64(AX), X6
-	VCVTPH2PS     X6, X6
-	VMULSS        (CX), X6, X6
-	VMULSS        X6, X5, X5
-	VADDSS        X5, X4, X4
-	ADDQ          $0x00000042, AX
-	ADDQ          $0x00000124, CX
-	DECQ          DX
-	JNZ           loopdotTQ2_0VNNI
+looptqb4DotTQ2_0VNNI:
+	VPMADDWD        260(CX), Y1, Y3
+	VBROADCASTI64X4 (AX), Z4
+	VPSRLVQ         tq2halfshift<>+0(SB), Z4, Z4
+	VPANDD          Z0, Z4, Z9
+	VPDPBUSD        4(CX), Z9, Z3
+	VPSRLQ          $0x04, Z4, Z4
+	VPANDD          Z0, Z4, Z4
+	VPDPBUSD        68(CX), Z4, Z3
+	VBROADCASTI64X4 32(AX), Z4
+	VPSRLVQ         tq2halfshift<>+0(SB), Z4, Z4
+	VPANDD          Z0, Z4, Z9
+	VPDPBUSD        132(CX), Z9, Z3
+	VPSRLQ          $0x04, Z4, Z4
+	VPANDD          Z0, Z4, Z4
+	VPDPBUSD        196(CX), Z4, Z3
+	VPMADDWD        552(CX), Y1, Y5
+	VBROADCASTI64X4 66(AX), Z4
+	VPSRLVQ         tq2halfshift<>+0(SB), Z4, Z4
+	VPANDD          Z0, Z4, Z9
+	VPDPBUSD        296(CX), Z9, Z5
+	VPSRLQ          $0x04, Z4, Z4
+	VPANDD          Z0, Z4, Z4
+	VPDPBUSD        360(CX), Z4, Z5
+	VBROADCASTI64X4 98(AX), Z4
+	VPSRLVQ         tq2halfshift<>+0(SB), Z4, Z4
+	VPANDD          Z0, Z4, Z9
+	VPDPBUSD        424(CX), Z9, Z5
+	VPSRLQ          $0x04, Z4, Z4
+	VPANDD          Z0, Z4, Z4
+	VPDPBUSD        488(CX), Z4, Z5
+	VPMADDWD        844(CX), Y1, Y6
+	VBROADCASTI64X4 132(AX), Z4
+	VPSRLVQ         tq2halfshift<>+0(SB), Z4, Z4
+	VPANDD          Z0, Z4, Z9
+	VPDPBUSD        588(CX), Z9, Z6
+	VPSRLQ          $0x04, Z4, Z4
+	VPANDD          Z0, Z4, Z4
+	VPDPBUSD        652(CX), Z4, Z6
+	VBROADCASTI64X4 164(AX), Z4
+	VPSRLVQ         tq2halfshift<>+0(SB), Z4, Z4
+	VPANDD          Z0, Z4, Z9
+	VPDPBUSD        716(CX), Z9, Z6
+	VPSRLQ          $0x04, Z4, Z4
+	VPANDD          Z0, Z4, Z4
+	VPDPBUSD        780(CX), Z4, Z6
+	VPMADDWD        1136(CX), Y1, Y7
+	VBROADCASTI64X4 198(AX), Z4
+	VPSRLVQ         tq2halfshift<>+0(SB), Z4, Z4
+	VPANDD          Z0, Z4, Z9
+	VPDPBUSD        880(CX), Z9, Z7
+	VPSRLQ          $0x04, Z4, Z4
+	VPANDD          Z0, Z4, Z4
+	VPDPBUSD        944(CX), Z4, Z7
+	VBROADCASTI64X4 230(AX), Z4
+	VPSRLVQ         tq2halfshift<>+0(SB), Z4, Z4
+	VPANDD          Z0, Z4, Z9
+	VPDPBUSD        1008(CX), Z9, Z7
+	VPSRLQ          $0x04, Z4, Z4
+	VPANDD          Z0, Z4, Z4
+	VPDPBUSD        1072(CX), Z4, Z7
+	VPUNPCKLDQ      Z5, Z3, Z4
+	VPUNPCKHDQ      Z5, Z3, Z9
+	VPADDD          Z9, Z4, Z4
+	VPUNPCKLDQ      Z7, Z6, Z9
+	VPUNPCKHDQ      Z7, Z6, Z10
+	VPADDD          Z10, Z9, Z9
+	VPUNPCKLQDQ     Z9, Z4, Z10
+	VPUNPCKHQDQ     Z9, Z4, Z4
+	VPADDD          Z4, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y3
+	VPADDD          Y3, Y10, Y3
+	VEXTRACTI32X4   $0x01, Y3, X4
+	VPADDD          X4, X3, X3
+	VCVTDQ2PS       X3, X3
+	VPBROADCASTW    64(AX), X4
+	VMOVSS          (CX), X5
+	VPINSRW         $0x01, 130(AX), X4, X4
+	VINSERTPS       $0x10, 292(CX), X5, X5
+	VPINSRW         $0x02, 196(AX), X4, X4
+	VINSERTPS       $0x20, 584(CX), X5, X5
+	VPINSRW         $0x03, 262(AX), X4, X4
+	VINSERTPS       $0x30, 876(CX), X5, X5
+	VCVTPH2PS       X4, X4
+	VMULPS          X5, X4, X4
+	VMULPS          X4, X3, X3
+	VADDSS          X3, X2, X2
+	VMOVSHDUP       X3, X4
+	VADDSS          X4, X2, X2
+	VMOVHLPS        X3, X3, X4
+	VADDSS          X4, X2, X2
+	VPSHUFD         $0xff, X3, X4
+	VADDSS          X4, X2, X2
+	ADDQ            $0x00000108, AX
+	ADDQ            $0x00000490, CX
+	SUBQ            $0x04, DX
+	CMPQ            DX, $0x04
+	JAE             looptqb4DotTQ2_0VNNI
 
-donedotTQ2_0VNNI:
-	MOVSS X4, ret+24(FP)
+tailtqb4DotTQ2_0VNNI:
+	TESTQ DX, DX
+	JZ    donetqb4DotTQ2_0VNNI
+
+onetqb4DotTQ2_0VNNI:
+	VPMADDWD        260(CX), Y1, Y8
+	VBROADCASTI64X4 (AX), Z3
+	VPSRLVQ         tq2halfshift<>+0(SB), Z3, Z3
+	VPANDD          Z0, Z3, Z4
+	VPDPBUSD        4(CX), Z4, Z8
+	VPSRLQ          $0x04, Z3, Z3
+	VPANDD          Z0, Z3, Z3
+	VPDPBUSD        68(CX), Z3, Z8
+	VBROADCASTI64X4 32(AX), Z3
+	VPSRLVQ         tq2halfshift<>+0(SB), Z3, Z3
+	VPANDD          Z0, Z3, Z4
+	VPDPBUSD        132(CX), Z4, Z8
+	VPSRLQ          $0x04, Z3, Z3
+	VPANDD          Z0, Z3, Z3
+	VPDPBUSD        196(CX), Z3, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y3
+	VPADDD          Y3, Y8, Y3
+	VEXTRACTI32X4   $0x01, Y3, X4
+	VPADDD          X4, X3, X3
+	VPSHUFD         $0x4e, X3, X4
+	VPADDD          X4, X3, X3
+	VPSHUFD         $0xb1, X3, X4
+	VPADDD          X4, X3, X3
+	VCVTDQ2PS       X3, X3
+	VPBROADCASTW    64(AX), X4
+	VCVTPH2PS       X4, X4
+	VMULSS          (CX), X4, X4
+	VMULSS          X4, X3, X3
+	VADDSS          X3, X2, X2
+	ADDQ            $0x00000042, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             onetqb4DotTQ2_0VNNI
+
+donetqb4DotTQ2_0VNNI:
+	MOVSS X2, ret+24(FP)
 	VZEROUPPER
 	RET
+
+DATA c32_ffffffff<>+0(SB)/4, $0xffffffff
+GLOBL c32_ffffffff<>(SB), RODATA|NOPTR, $4
 
 // func dotTQ1_0VNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
@@ -19884,6 +20471,290 @@ loopdotTQ1_0VNNI:
 
 donedotTQ1_0VNNI:
 	MOVSS X7, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotTQ2_0x4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotTQ2_0x4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z9
+	VXORPS       X10, X10, X10
+	TESTQ        DX, DX
+	JZ           donedotTQ2_0x4VNNI
+
+loopdotTQ2_0x4VNNI:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Y2, Y2, Y2
+	VPXORD          Y3, Y3, Y3
+	VPXORD          Y4, Y4, Y4
+	VBROADCASTI64X4 (AX), Z11
+	VPSRLVQ         tq2halfshift<>+0(SB), Z11, Z11
+	VPANDD          Z9, Z11, Z12
+	VPXORD          Z5, Z5, Z5
+	VMOVDQU64       4(CX), Z13
+	VPDPBUSD        Z13, Z12, Z5
+	VPXORD          Z6, Z6, Z6
+	VMOVDQU64       4(CX)(BX*1), Z13
+	VPDPBUSD        Z13, Z12, Z6
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       4(CX)(BX*2), Z13
+	VPDPBUSD        Z13, Z12, Z7
+	VPXORD          Z8, Z8, Z8
+	VMOVDQU64       4(CX)(SI*1), Z13
+	VPDPBUSD        Z13, Z12, Z8
+	VPSRLQ          $0x04, Z11, Z11
+	VPANDD          Z9, Z11, Z11
+	VMOVDQU64       68(CX), Z12
+	VPDPBUSD        Z12, Z11, Z5
+	VMOVDQU64       68(CX)(BX*1), Z12
+	VPDPBUSD        Z12, Z11, Z6
+	VMOVDQU64       68(CX)(BX*2), Z12
+	VPDPBUSD        Z12, Z11, Z7
+	VMOVDQU64       68(CX)(SI*1), Z12
+	VPDPBUSD        Z12, Z11, Z8
+	VBROADCASTI64X4 32(AX), Z11
+	VPSRLVQ         tq2halfshift<>+0(SB), Z11, Z11
+	VPANDD          Z9, Z11, Z12
+	VMOVDQU64       132(CX), Z13
+	VPDPBUSD        Z13, Z12, Z5
+	VMOVDQU64       132(CX)(BX*1), Z13
+	VPDPBUSD        Z13, Z12, Z6
+	VMOVDQU64       132(CX)(BX*2), Z13
+	VPDPBUSD        Z13, Z12, Z7
+	VMOVDQU64       132(CX)(SI*1), Z13
+	VPDPBUSD        Z13, Z12, Z8
+	VPSRLQ          $0x04, Z11, Z11
+	VPANDD          Z9, Z11, Z11
+	VMOVDQU64       196(CX), Z12
+	VPDPBUSD        Z12, Z11, Z5
+	VMOVDQU64       196(CX)(BX*1), Z12
+	VPDPBUSD        Z12, Z11, Z6
+	VMOVDQU64       196(CX)(BX*2), Z12
+	VPDPBUSD        Z12, Z11, Z7
+	VMOVDQU64       196(CX)(SI*1), Z12
+	VPDPBUSD        Z12, Z11, Z8
+	VEXTRACTI64X4   $0x01, Z5, Y11
+	VPADDD          Y11, Y5, Y11
+	VPADDD          Y11, Y1, Y1
+	VPMADDWD        260(CX), Y0, Y11
+	VPSUBD          Y11, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z6, Y11
+	VPADDD          Y11, Y6, Y11
+	VPADDD          Y11, Y2, Y2
+	VPMADDWD        260(CX)(BX*1), Y0, Y11
+	VPSUBD          Y11, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z7, Y11
+	VPADDD          Y11, Y7, Y11
+	VPADDD          Y11, Y3, Y3
+	VPMADDWD        260(CX)(BX*2), Y0, Y11
+	VPSUBD          Y11, Y3, Y3
+	VEXTRACTI64X4   $0x01, Z8, Y11
+	VPADDD          Y11, Y8, Y11
+	VPADDD          Y11, Y4, Y4
+	VPMADDWD        260(CX)(SI*1), Y0, Y11
+	VPSUBD          Y11, Y4, Y4
+	VPUNPCKLDQ      Y2, Y1, Y11
+	VPUNPCKHDQ      Y2, Y1, Y12
+	VPADDD          Y12, Y11, Y11
+	VPUNPCKLDQ      Y4, Y3, Y12
+	VPUNPCKHDQ      Y4, Y3, Y13
+	VPADDD          Y13, Y12, Y12
+	VPUNPCKLQDQ     Y12, Y11, Y13
+	VPUNPCKHQDQ     Y12, Y11, Y11
+	VPADDD          Y11, Y13, Y13
+	VEXTRACTI32X4   $0x01, Y13, X11
+	VPADDD          X11, X13, X11
+	VCVTDQ2PS       X11, X11
+	VMOVSS          (CX), X12
+	VINSERTPS       $0x10, (CX)(BX*1), X12, X12
+	VINSERTPS       $0x20, (CX)(BX*2), X12, X12
+	VINSERTPS       $0x30, (CX)(SI*1), X12, X12
+	VPBROADCASTW    64(AX), X13
+	VCVTPH2PS       X13, X13
+	VMULPS          X12, X13, X13
+	VMULPS          X13, X11, X11
+	VADDPS          X11, X10, X10
+	ADDQ            $0x00000042, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ2_0x4VNNI
+
+donedotTQ2_0x4VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X10, (AX)
+	VZEROUPPER
+	RET
+
+// func dotTQ1_0x4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotTQ1_0x4VNNI(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VPBROADCASTD c32_03030303<>+0(SB), Y0
+	VPBROADCASTD c32_00010001<>+0(SB), Y0
+	VPBROADCASTD c32_03030303<>+0(SB), Z10
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Y10
+	VPBROADCASTD c32_00030003<>+0(SB), Y11
+	VPBROADCASTD c32_ff00ff00<>+0(SB), Z12
+	VPBROADCASTD c32_00030003<>+0(SB), Z13
+	VXORPS       X14, X14, X14
+	TESTQ        DX, DX
+	JZ           donedotTQ1_0x4VNNI
+
+loopdotTQ1_0x4VNNI:
+	VPXORD          Y1, Y1, Y1
+	VPXORD          Y2, Y2, Y2
+	VPXORD          Y3, Y3, Y3
+	VPXORD          Y4, Y4, Y4
+	VBROADCASTI64X4 (AX), Z15
+	VPMULLW         tq1m01<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z17
+	VPMULLW         tq1m01<>+0(SB), Z17, Z17
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z17, Z17
+	VPSLLW          $0x08, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VPXORD          Z5, Z5, Z5
+	VMOVDQU64       4(CX), Z17
+	VPDPBUSD        Z17, Z16, Z5
+	VPXORD          Z6, Z6, Z6
+	VMOVDQU64       4(CX)(BX*1), Z17
+	VPDPBUSD        Z17, Z16, Z6
+	VPXORD          Z7, Z7, Z7
+	VMOVDQU64       4(CX)(BX*2), Z17
+	VPDPBUSD        Z17, Z16, Z7
+	VPXORD          Z8, Z8, Z8
+	VMOVDQU64       4(CX)(SI*1), Z17
+	VPDPBUSD        Z17, Z16, Z8
+	VPMULLW         tq1m23<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z17
+	VPMULLW         tq1m23<>+0(SB), Z17, Z17
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z17, Z17
+	VPSLLW          $0x08, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQU64       68(CX), Z17
+	VPDPBUSD        Z17, Z16, Z5
+	VMOVDQU64       68(CX)(BX*1), Z17
+	VPDPBUSD        Z17, Z16, Z6
+	VMOVDQU64       68(CX)(BX*2), Z17
+	VPDPBUSD        Z17, Z16, Z7
+	VMOVDQU64       68(CX)(SI*1), Z17
+	VPDPBUSD        Z17, Z16, Z8
+	VPMULLW         v32_00510051<>+0(SB), Y15, Y16
+	VPSLLW          $0x08, Y16, Y16
+	VPANDD          Y10, Y15, Y15
+	VPMULLW         v32_00510051<>+0(SB), Y15, Y15
+	VPMULHUW        Y11, Y16, Y16
+	VPMULHUW        Y11, Y15, Y15
+	VPSLLW          $0x08, Y15, Y15
+	VPORD           Y15, Y16, Y16
+	VMOVDQU64       132(CX), Y15
+	VPDPBUSD        Y15, Y16, Y1
+	VMOVDQU64       132(CX)(BX*1), Y15
+	VPDPBUSD        Y15, Y16, Y2
+	VMOVDQU64       132(CX)(BX*2), Y15
+	VPDPBUSD        Y15, Y16, Y3
+	VMOVDQU64       132(CX)(SI*1), Y15
+	VPDPBUSD        Y15, Y16, Y4
+	VBROADCASTI32X4 32(AX), Z15
+	VPMULLW         tq1h0123<>+0(SB), Z15, Z16
+	VPSLLW          $0x08, Z16, Z16
+	VPANDD          Z12, Z15, Z15
+	VPMULLW         tq1h0123<>+0(SB), Z15, Z15
+	VPMULHUW        Z13, Z16, Z16
+	VPMULHUW        Z13, Z15, Z15
+	VPSLLW          $0x08, Z15, Z15
+	VPORD           Z15, Z16, Z16
+	VMOVDQU64       164(CX), Z15
+	VPDPBUSD        Z15, Z16, Z5
+	VMOVDQU64       164(CX)(BX*1), Z15
+	VPDPBUSD        Z15, Z16, Z6
+	VMOVDQU64       164(CX)(BX*2), Z15
+	VPDPBUSD        Z15, Z16, Z7
+	VMOVDQU64       164(CX)(SI*1), Z15
+	VPDPBUSD        Z15, Z16, Z8
+	VMOVDQU64       32(AX), X9
+	VMOVDQU64       38(AX), X15
+	VPSHUFB         tq1qhspread<>+0(SB), X15, X15
+	VINSERTI32X4    $0x01, X15, Y9, Y15
+	VPMULLW         tq1m4qh<>+0(SB), Y15, Y16
+	VPSLLW          $0x08, Y16, Y16
+	VPANDD          Y10, Y15, Y15
+	VPMULLW         tq1m4qh<>+0(SB), Y15, Y15
+	VPMULHUW        Y11, Y16, Y16
+	VPMULHUW        Y11, Y15, Y15
+	VPSLLW          $0x08, Y15, Y15
+	VPORD           Y15, Y16, Y16
+	VMOVDQU64       228(CX), Y15
+	VPDPBUSD        Y15, Y16, Y1
+	VMOVDQU64       228(CX)(BX*1), Y15
+	VPDPBUSD        Y15, Y16, Y2
+	VMOVDQU64       228(CX)(BX*2), Y15
+	VPDPBUSD        Y15, Y16, Y3
+	VMOVDQU64       228(CX)(SI*1), Y15
+	VPDPBUSD        Y15, Y16, Y4
+	VEXTRACTI64X4   $0x01, Z5, Y15
+	VPADDD          Y15, Y5, Y15
+	VPADDD          Y15, Y1, Y1
+	VPMADDWD        260(CX), Y0, Y15
+	VPSUBD          Y15, Y1, Y1
+	VEXTRACTI64X4   $0x01, Z6, Y15
+	VPADDD          Y15, Y6, Y15
+	VPADDD          Y15, Y2, Y2
+	VPMADDWD        260(CX)(BX*1), Y0, Y15
+	VPSUBD          Y15, Y2, Y2
+	VEXTRACTI64X4   $0x01, Z7, Y15
+	VPADDD          Y15, Y7, Y15
+	VPADDD          Y15, Y3, Y3
+	VPMADDWD        260(CX)(BX*2), Y0, Y15
+	VPSUBD          Y15, Y3, Y3
+	VEXTRACTI64X4   $0x01, Z8, Y15
+	VPADDD          Y15, Y8, Y15
+	VPADDD          Y15, Y4, Y4
+	VPMADDWD        260(CX)(SI*1), Y0, Y15
+	VPSUBD          Y15, Y4, Y4
+	VPUNPCKLDQ      Y2, Y1, Y15
+	VPUNPCKHDQ      Y2, Y1, Y16
+	VPADDD          Y16, Y15, Y15
+	VPUNPCKLDQ      Y4, Y3, Y16
+	VPUNPCKHDQ      Y4, Y3, Y17
+	VPADDD          Y17, Y16, Y16
+	VPUNPCKLQDQ     Y16, Y15, Y17
+	VPUNPCKHQDQ     Y16, Y15, Y15
+	VPADDD          Y15, Y17, Y17
+	VEXTRACTI32X4   $0x01, Y17, X9
+	VPADDD          X9, X17, X9
+	VCVTDQ2PS       X9, X9
+	VMOVSS          (CX), X15
+	VINSERTPS       $0x10, (CX)(BX*1), X15, X15
+	VINSERTPS       $0x20, (CX)(BX*2), X15, X15
+	VINSERTPS       $0x30, (CX)(SI*1), X15, X15
+	VPBROADCASTW    52(AX), X16
+	VCVTPH2PS       X16, X16
+	VMULPS          X15, X16, X16
+	VMULPS          X16, X9, X9
+	VADDPS          X9, X14, X14
+	ADDQ            $0x00000036, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JNZ             loopdotTQ1_0x4VNNI
+
+donedotTQ1_0x4VNNI:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X14, (AX)
 	VZEROUPPER
 	RET
 

@@ -80,8 +80,10 @@ func genAll(t *target) {
 	genIQ4XSRows8(t)
 	if t.zmm() || !t.vnni {
 		// The 256-bit VNNI level runs the 512-bit ones (asm_amd64.go).
-		genTQ2(t)
+		genTQ2B4(t)
 		genTQ1(t)
+		genTQ2x4(t)
+		genTQ1x4(t)
 	}
 	genExactFloat(t, "F32")
 	genExactFloat(t, "F16")

@@ -85,7 +85,9 @@ func (k *tqk) finish(bs Mem) VecVirtual {
 }
 
 // tqLoop emits dot<name><suffix>(w, a *byte, nb int) float32 around body,
-// which adds one super-block's sum(a*t) into the accumulators.
+// which adds one super-block's sum(a*t) into the accumulators. (TQ2_0's
+// one-row kernel is tqb4.go's, four blocks at a time; its four-row ones
+// and TQ1_0's are tqx4.go's.)
 func tqLoop(t *target, name string, wsize, doff int, pre func(k *tqk), body func(k *tqk, w, a Register)) {
 	fn := "dot" + name + t.suffix
 	TEXT(fn, NOSPLIT, "func(w, a *byte, nb int) float32")
@@ -96,10 +98,6 @@ func tqLoop(t *target, name string, wsize, doff int, pre func(k *tqk), body func
 	k := &tqk{t: t, c03: YMM(), ones16: YMM()}
 	VPBROADCASTD(constU32(0x03030303), k.c03)
 	VPBROADCASTD(constU32(0x00010001), k.ones16)
-	if t.zmm() && name == "TQ2_0" {
-		k.c03z = ZMM()
-		VPBROADCASTD(constU32(0x03030303), k.c03z)
-	}
 	pre(k)
 	sum := XMM()
 	VXORPS(sum, sum, sum)
@@ -128,61 +126,6 @@ func tqLoop(t *target, name string, wsize, doff int, pre func(k *tqk), body func
 	Store(sum, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
-}
-
-// genTQ2 emits dotTQ2_0<suffix>: element 128c+32l+m is bits 2l of byte
-// 32c+m, so each 32-byte half shifted by 2l and masked is the codes of 32
-// consecutive activations.
-func genTQ2(t *target) {
-	tqLoop(t, "TQ2_0", tq2Size, 64, func(*tqk) {}, func(k *tqk, wp, ap Register) {
-		if t.zmm() {
-			// Both 32-byte halves in one zmm: the activations of half c
-			// and shift l are at 128c+32l, one insert apart.
-			q := ZMM()
-			VMOVDQU64(Mem{Base: wp}, q)
-			acc := ZMM()
-			t.zero(acc)
-			for l := 0; l < 4; l++ {
-				codes, av := ZMM(), ZMM()
-				if l == 0 {
-					VPANDD(k.c03z, q, codes)
-				} else {
-					VPSRLW(U8(2*l), q, codes)
-					VPANDD(k.c03z, codes, codes)
-				}
-				VMOVDQU64(Mem{Base: ap, Disp: 4 + 32*l}, av.AsY())
-				VINSERTI64X4(U8(1), Mem{Base: ap, Disp: 4 + 128 + 32*l}, av, av)
-				if t.vnni {
-					vnniOp("VPDPBUSD", av, codes, acc)
-				} else {
-					VPMADDUBSW(av, codes, av)
-					VPADDW(av, acc, acc)
-				}
-			}
-			hi := YMM()
-			VEXTRACTI64X4(U8(1), acc, hi)
-			if t.vnni {
-				VPADDD(hi, acc.AsY(), k.acc)
-			} else {
-				VPADDW(hi, acc.AsY(), k.acc) // int16 pair sums, at most 8*768
-			}
-			return
-		}
-		for c := 0; c < 2; c++ {
-			q := YMM()
-			t.mov(Mem{Base: wp, Disp: 32 * c}, q)
-			for l := 0; l < 4; l++ {
-				codes := YMM()
-				if l == 0 {
-					t.and(k.c03, q, codes)
-				} else {
-					VPSRLW(U8(2*l), q, codes)
-					t.and(k.c03, codes, codes)
-				}
-				k.dot(codes, Mem{Base: ap, Disp: 4 + 128*c + 32*l}, false)
-			}
-		}
-	})
 }
 
 // trits returns trit n of every byte of q (a ymm or an xmm), mul holding

@@ -54,6 +54,10 @@ type Funcs struct {
 	// TQ1 and TQ2 are one TQ1_0 or TQ2_0 row of nb super-blocks times a
 	// Q8_K row.
 	TQ1, TQ2 func(w, a *byte, nb int) float32
+	// TQ1x4 and TQ2x4 are TQ1 and TQ2 on four Q8_K rows astride bytes
+	// apart into out[0:4], as Q2Kx4 is for Q2_K: a block's trits are
+	// unpacked once for the four.
+	TQ1x4, TQ2x4 func(w, a *byte, nb, astride int, out *float32)
 
 	// F32, F16 and BF16 take FloatRows weight rows (1 if unset) wstride
 	// bytes apart and a prepared activation row, n elements of each (a
@@ -97,6 +101,7 @@ func (k *Kit) Add(name string, f Funcs) {
 	}
 	for t, fn := range map[quant.Type]func(w, a *byte, nb, astride int, out *float32){
 		quant.Q2_K: f.Q2Kx4, quant.Q3_K: f.Q3Kx4, quant.Q4_K: f.Q4Kx4, quant.Q5_K: f.Q5Kx4, quant.Q6_K: f.Q6Kx4,
+		quant.TQ1_0: f.TQ1x4, quant.TQ2_0: f.TQ2x4,
 	} {
 		if fn != nil {
 			l.dot4[t] = kquant4(fn, t.TypeSize())
