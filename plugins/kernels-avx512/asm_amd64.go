@@ -153,8 +153,8 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			Q8_0r8: dotQ8_0r8VNNI, Q4_0r8: dotQ4_0r8VNNI, Q5_0r8: dotQ5_0r8VNNI, MXFP4r8: dotMXFP4r8VNNI,
 			IQ4NL: dotIQ4_NLVNNI, IQ4NLr8: dotIQ4_NLr8VNNI, IQ4XS: dotIQ4_XSVNNI, IQ4XSr8: dotIQ4_XSr8VNNI, TQ1: dotTQ1_0VNNI, TQ2: dotTQ2_0VNNI,
 			IQ2XXS: dotIQ2_XXSVNNI256, IQ2XS: dotIQ2_XSVNNI256, IQ2S: dotIQ2_SVNNI256,
-		IQ2XXSx4: dotIQ2_XXSx4VNNI256, IQ2XSx4: dotIQ2_XSx4VNNI256, IQ2Sx4: dotIQ2_Sx4VNNI256,
-		Q4_1: dotQ4_1VNNI, Q5_1: dotQ5_1VNNI, Q4_1r8: dotQ4_1r8VNNI, Q5_1r8: dotQ5_1r8VNNI,
+			IQ2XXSx4: dotIQ2_XXSx4VNNI256, IQ2XSx4: dotIQ2_XSx4VNNI256, IQ2Sx4: dotIQ2_Sx4VNNI256,
+			Q4_1: dotQ4_1VNNI, Q5_1: dotQ5_1VNNI, Q4_1r8: dotQ4_1r8VNNI, Q5_1r8: dotQ5_1r8VNNI,
 			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatRows: 4,
 			F32Seq: dotSeqF32VNNI, F16Seq: dotSeqF16VNNI, BF16Seq: dotSeqBF16VNNI,
 			FastF32: dotFastF32AVX512, FastF16: dotFastF16AVX512, FastBF16: dotFastBF16AVX512, FastRows: 4,
@@ -184,8 +184,8 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			// 12% faster than 256-bit ones.
 			TQ1: dotTQ1_0VNNI, TQ2: dotTQ2_0VNNI,
 			IQ2XXS: dotIQ2_XXSVNNI256, IQ2XS: dotIQ2_XSVNNI256, IQ2S: dotIQ2_SVNNI256,
-		IQ2XXSx4: dotIQ2_XXSx4VNNI256, IQ2XSx4: dotIQ2_XSx4VNNI256, IQ2Sx4: dotIQ2_Sx4VNNI256,
-		Q4_1: dotQ4_1VNNI256, Q5_1: dotQ5_1VNNI256, Q4_1r8: dotQ4_1r8VNNI256, Q5_1r8: dotQ5_1r8VNNI256,
+			IQ2XXSx4: dotIQ2_XXSx4VNNI256, IQ2XSx4: dotIQ2_XSx4VNNI256, IQ2Sx4: dotIQ2_Sx4VNNI256,
+			Q4_1: dotQ4_1VNNI256, Q5_1: dotQ5_1VNNI256, Q4_1r8: dotQ4_1r8VNNI256, Q5_1r8: dotQ5_1r8VNNI256,
 			F32: f32y, F16: f16y, BF16: bf16y, FloatRows: 4,
 			F32Seq: f32sy, F16Seq: f16sy, BF16Seq: bf16sy,
 			// The fast float kernels are the 512-bit ones (the same

@@ -215,7 +215,7 @@ func (k *iq2k) prep() {
 			t.and(constData("iq2sqhm", msk), hb, hb)
 			VPMULLW(constData("iq2sqhmul", mul), hb, hb)
 			t.or(hb, z, z)
-			k.mov(z, k.index.Offset(32 * h))
+			k.mov(z, k.index.Offset(32*h))
 		}
 		k.scales(w(74))
 	}
@@ -251,7 +251,7 @@ func (k *iq2k) gridVec(ib int) VecVirtual {
 			MOVWQZX(Mem{Base: k.wp, Disp: 2 + 8*ib + 2*l}, r)
 			ANDQ(U32(511), r)
 		case iq2S:
-			MOVWQZX(k.index.Offset(8*ib + 2*l), r)
+			MOVWQZX(k.index.Offset(8*ib+2*l), r)
 		}
 	}
 	g := func(l int) Mem { return Mem{Base: k.grid, Index: k.idx[l], Scale: 8} }
@@ -284,10 +284,10 @@ func (k *iq2k) signMask(ib int) VecVirtual {
 func (k *iq2k) scaleVec(ib int) VecVirtual {
 	s := YMM()
 	if k.ty == iq2XXS {
-		VPBROADCASTD(k.scale.Offset(4 * iq2SignPos[ib]), s)
+		VPBROADCASTD(k.scale.Offset(4*iq2SignPos[ib]), s)
 		return s
 	}
-	VPBROADCASTD(k.scale.Offset(4 * ib), s)
+	VPBROADCASTD(k.scale.Offset(4*ib), s)
 	VPSHUFB(iq2LaneScale(), s, s)
 	return s
 }
