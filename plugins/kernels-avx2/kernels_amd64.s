@@ -8999,7 +8999,7 @@ donedotIQ4_XSr8AVX2:
 
 // func dotIQ2_XXSAVX2(w *byte, a *byte, nb int, grid *uint64) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ2_XXSAVX2(SB), NOSPLIT, $64-36
+TEXT ·dotIQ2_XXSAVX2(SB), NOSPLIT, $0-36
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
@@ -9327,7 +9327,7 @@ GLOBL c32_3e000000<>(SB), RODATA|NOPTR, $4
 
 // func dotIQ2_XXSx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ2_XXSx4AVX2(SB), NOSPLIT, $64-48
+TEXT ·dotIQ2_XXSx4AVX2(SB), NOSPLIT, $0-48
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
@@ -9721,7 +9721,7 @@ donedotIQ2_XXSx4AVX2:
 
 // func dotIQ2_XSAVX2(w *byte, a *byte, nb int, grid *uint64) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ2_XSAVX2(SB), NOSPLIT, $64-36
+TEXT ·dotIQ2_XSAVX2(SB), NOSPLIT, $0-36
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
@@ -10035,7 +10035,7 @@ GLOBL iq2lanesc<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ2_XSx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ2_XSx4AVX2(SB), NOSPLIT, $64-48
+TEXT ·dotIQ2_XSx4AVX2(SB), NOSPLIT, $0-48
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
@@ -10468,7 +10468,7 @@ donedotIQ2_XSx4AVX2:
 
 // func dotIQ2_SAVX2(w *byte, a *byte, nb int, grid *uint64) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ2_SAVX2(SB), NOSPLIT, $64-36
+TEXT ·dotIQ2_SAVX2(SB), NOSPLIT, $0-36
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
@@ -10480,19 +10480,6 @@ TEXT ·dotIQ2_SAVX2(SB), NOSPLIT, $64-36
 	JZ      donedotIQ2_SAVX2
 
 loopdotIQ2_SAVX2:
-	VPBROADCASTQ 66(AX), Y3
-	VPMOVZXBW    2(AX), Y4
-	VPSHUFB      iq2sqh0<>+0(SB), Y3, Y5
-	VPAND        iq2sqhm<>+0(SB), Y5, Y5
-	VPMULLW      iq2sqhmul<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVZXBW    18(AX), Y4
-	VPSHUFB      iq2sqh1<>+0(SB), Y3, Y3
-	VPAND        iq2sqhm<>+0(SB), Y3, Y3
-	VPMULLW      iq2sqhmul<>+0(SB), Y3, Y3
-	VPOR         Y3, Y4, Y4
-	VMOVDQU      Y4, 32(SP)
 	VPBROADCASTQ 74(AX), Y3
 	VPMOVZXBW    X3, Y3
 	VPSRLW       $0x04, Y3, Y4
@@ -10507,10 +10494,26 @@ loopdotIQ2_SAVX2:
 	VPUNPCKHQDQ  Y3, Y5, Y3
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
-	MOVWQZX      (SP), SI
-	MOVWQZX      2(SP), DI
-	MOVWQZX      4(SP), R8
-	MOVWQZX      6(SP), R9
+	MOVBQZX      2(AX), SI
+	MOVBQZX      66(AX), R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, SI
+	MOVBQZX      3(AX), DI
+	MOVBQZX      66(AX), R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, DI
+	MOVBQZX      4(AX), R8
+	MOVBQZX      66(AX), R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R8
+	MOVBQZX      5(AX), R9
+	MOVBQZX      66(AX), R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R9
 	VPBROADCASTQ (BX)(SI*8), Y7
 	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ (BX)(R8*8), X8
@@ -10530,10 +10533,26 @@ loopdotIQ2_SAVX2:
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y9, Y7, Y7
 	VPADDD       Y7, Y5, Y5
-	MOVWQZX      8(SP), SI
-	MOVWQZX      10(SP), DI
-	MOVWQZX      12(SP), R8
-	MOVWQZX      14(SP), R9
+	MOVBQZX      6(AX), SI
+	MOVBQZX      67(AX), R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, SI
+	MOVBQZX      7(AX), DI
+	MOVBQZX      67(AX), R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, DI
+	MOVBQZX      8(AX), R8
+	MOVBQZX      67(AX), R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R8
+	MOVBQZX      9(AX), R9
+	MOVBQZX      67(AX), R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R9
 	VPBROADCASTQ (BX)(SI*8), Y7
 	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ (BX)(R8*8), X8
@@ -10553,10 +10572,26 @@ loopdotIQ2_SAVX2:
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y9, Y7, Y7
 	VPADDD       Y7, Y6, Y6
-	MOVWQZX      32(SP), SI
-	MOVWQZX      34(SP), DI
-	MOVWQZX      36(SP), R8
-	MOVWQZX      38(SP), R9
+	MOVBQZX      18(AX), SI
+	MOVBQZX      70(AX), R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, SI
+	MOVBQZX      19(AX), DI
+	MOVBQZX      70(AX), R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, DI
+	MOVBQZX      20(AX), R8
+	MOVBQZX      70(AX), R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R8
+	MOVBQZX      21(AX), R9
+	MOVBQZX      70(AX), R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R9
 	VPBROADCASTQ (BX)(SI*8), Y7
 	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ (BX)(R8*8), X8
@@ -10576,10 +10611,26 @@ loopdotIQ2_SAVX2:
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y9, Y7, Y7
 	VPADDD       Y7, Y5, Y5
-	MOVWQZX      40(SP), SI
-	MOVWQZX      42(SP), DI
-	MOVWQZX      44(SP), R8
-	MOVWQZX      46(SP), R9
+	MOVBQZX      22(AX), SI
+	MOVBQZX      71(AX), R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, SI
+	MOVBQZX      23(AX), DI
+	MOVBQZX      71(AX), R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, DI
+	MOVBQZX      24(AX), R8
+	MOVBQZX      71(AX), R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R8
+	MOVBQZX      25(AX), R9
+	MOVBQZX      71(AX), R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R9
 	VPBROADCASTQ (BX)(SI*8), Y7
 	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ (BX)(R8*8), X8
@@ -10599,10 +10650,26 @@ loopdotIQ2_SAVX2:
 	VPSUBW       Y8, Y7, Y7
 	VPMADDWD     Y4, Y7, Y7
 	VPADDD       Y7, Y6, Y6
-	MOVWQZX      16(SP), SI
-	MOVWQZX      18(SP), DI
-	MOVWQZX      20(SP), R8
-	MOVWQZX      22(SP), R9
+	MOVBQZX      10(AX), SI
+	MOVBQZX      68(AX), R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, SI
+	MOVBQZX      11(AX), DI
+	MOVBQZX      68(AX), R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, DI
+	MOVBQZX      12(AX), R8
+	MOVBQZX      68(AX), R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R8
+	MOVBQZX      13(AX), R9
+	MOVBQZX      68(AX), R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R9
 	VPBROADCASTQ (BX)(SI*8), Y4
 	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	VPBROADCASTQ (BX)(R8*8), X7
@@ -10622,10 +10689,26 @@ loopdotIQ2_SAVX2:
 	VPSUBW       Y7, Y4, Y4
 	VPMADDWD     Y8, Y4, Y4
 	VPADDD       Y4, Y5, Y5
-	MOVWQZX      24(SP), SI
-	MOVWQZX      26(SP), DI
-	MOVWQZX      28(SP), R8
-	MOVWQZX      30(SP), R9
+	MOVBQZX      14(AX), SI
+	MOVBQZX      69(AX), R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, SI
+	MOVBQZX      15(AX), DI
+	MOVBQZX      69(AX), R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, DI
+	MOVBQZX      16(AX), R8
+	MOVBQZX      69(AX), R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R8
+	MOVBQZX      17(AX), R9
+	MOVBQZX      69(AX), R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R9
 	VPBROADCASTQ (BX)(SI*8), Y4
 	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	VPBROADCASTQ (BX)(R8*8), X7
@@ -10645,10 +10728,26 @@ loopdotIQ2_SAVX2:
 	VPSUBW       Y7, Y4, Y4
 	VPMADDWD     Y8, Y4, Y4
 	VPADDD       Y4, Y6, Y6
-	MOVWQZX      48(SP), SI
-	MOVWQZX      50(SP), DI
-	MOVWQZX      52(SP), R8
-	MOVWQZX      54(SP), R9
+	MOVBQZX      26(AX), SI
+	MOVBQZX      72(AX), R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, SI
+	MOVBQZX      27(AX), DI
+	MOVBQZX      72(AX), R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, DI
+	MOVBQZX      28(AX), R8
+	MOVBQZX      72(AX), R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R8
+	MOVBQZX      29(AX), R9
+	MOVBQZX      72(AX), R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R9
 	VPBROADCASTQ (BX)(SI*8), Y4
 	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	VPBROADCASTQ (BX)(R8*8), X7
@@ -10668,10 +10767,26 @@ loopdotIQ2_SAVX2:
 	VPSUBW       Y7, Y4, Y4
 	VPMADDWD     Y8, Y4, Y4
 	VPADDD       Y4, Y5, Y5
-	MOVWQZX      56(SP), SI
-	MOVWQZX      58(SP), DI
-	MOVWQZX      60(SP), R8
-	MOVWQZX      62(SP), R9
+	MOVBQZX      30(AX), SI
+	MOVBQZX      73(AX), R10
+	SHLQ         $0x08, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, SI
+	MOVBQZX      31(AX), DI
+	MOVBQZX      73(AX), R10
+	SHLQ         $0x06, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, DI
+	MOVBQZX      32(AX), R8
+	MOVBQZX      73(AX), R10
+	SHLQ         $0x04, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R8
+	MOVBQZX      33(AX), R9
+	MOVBQZX      73(AX), R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	ORQ          R10, R9
 	VPBROADCASTQ (BX)(SI*8), Y4
 	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	VPBROADCASTQ (BX)(R8*8), X7
@@ -10716,49 +10831,9 @@ donedotIQ2_SAVX2:
 	VZEROUPPER
 	RET
 
-DATA iq2sqh0<>+0(SB)/4, $0x80008000
-DATA iq2sqh0<>+4(SB)/4, $0x80008000
-DATA iq2sqh0<>+8(SB)/4, $0x80018001
-DATA iq2sqh0<>+12(SB)/4, $0x80018001
-DATA iq2sqh0<>+16(SB)/4, $0x80028002
-DATA iq2sqh0<>+20(SB)/4, $0x80028002
-DATA iq2sqh0<>+24(SB)/4, $0x80038003
-DATA iq2sqh0<>+28(SB)/4, $0x80038003
-GLOBL iq2sqh0<>(SB), RODATA|NOPTR, $32
-
-DATA iq2sqhm<>+0(SB)/4, $0x000c0003
-DATA iq2sqhm<>+4(SB)/4, $0x00c00030
-DATA iq2sqhm<>+8(SB)/4, $0x000c0003
-DATA iq2sqhm<>+12(SB)/4, $0x00c00030
-DATA iq2sqhm<>+16(SB)/4, $0x000c0003
-DATA iq2sqhm<>+20(SB)/4, $0x00c00030
-DATA iq2sqhm<>+24(SB)/4, $0x000c0003
-DATA iq2sqhm<>+28(SB)/4, $0x00c00030
-GLOBL iq2sqhm<>(SB), RODATA|NOPTR, $32
-
-DATA iq2sqhmul<>+0(SB)/4, $0x00400100
-DATA iq2sqhmul<>+4(SB)/4, $0x00040010
-DATA iq2sqhmul<>+8(SB)/4, $0x00400100
-DATA iq2sqhmul<>+12(SB)/4, $0x00040010
-DATA iq2sqhmul<>+16(SB)/4, $0x00400100
-DATA iq2sqhmul<>+20(SB)/4, $0x00040010
-DATA iq2sqhmul<>+24(SB)/4, $0x00400100
-DATA iq2sqhmul<>+28(SB)/4, $0x00040010
-GLOBL iq2sqhmul<>(SB), RODATA|NOPTR, $32
-
-DATA iq2sqh1<>+0(SB)/4, $0x80048004
-DATA iq2sqh1<>+4(SB)/4, $0x80048004
-DATA iq2sqh1<>+8(SB)/4, $0x80058005
-DATA iq2sqh1<>+12(SB)/4, $0x80058005
-DATA iq2sqh1<>+16(SB)/4, $0x80068006
-DATA iq2sqh1<>+20(SB)/4, $0x80068006
-DATA iq2sqh1<>+24(SB)/4, $0x80078007
-DATA iq2sqh1<>+28(SB)/4, $0x80078007
-GLOBL iq2sqh1<>(SB), RODATA|NOPTR, $32
-
 // func dotIQ2_Sx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ2_Sx4AVX2(SB), NOSPLIT, $64-48
+TEXT ·dotIQ2_Sx4AVX2(SB), NOSPLIT, $0-48
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
@@ -10772,19 +10847,6 @@ TEXT ·dotIQ2_Sx4AVX2(SB), NOSPLIT, $64-48
 	JZ      donedotIQ2_Sx4AVX2
 
 loopdotIQ2_Sx4AVX2:
-	VPBROADCASTQ 66(AX), Y3
-	VPMOVZXBW    2(AX), Y4
-	VPSHUFB      iq2sqh0<>+0(SB), Y3, Y5
-	VPAND        iq2sqhm<>+0(SB), Y5, Y5
-	VPMULLW      iq2sqhmul<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVZXBW    18(AX), Y4
-	VPSHUFB      iq2sqh1<>+0(SB), Y3, Y3
-	VPAND        iq2sqhm<>+0(SB), Y3, Y3
-	VPMULLW      iq2sqhmul<>+0(SB), Y3, Y3
-	VPOR         Y3, Y4, Y4
-	VMOVDQU      Y4, 32(SP)
 	VPBROADCASTQ 74(AX), Y3
 	VPMOVZXBW    X3, Y3
 	VPSRLW       $0x04, Y3, Y4
@@ -10801,10 +10863,26 @@ loopdotIQ2_Sx4AVX2:
 	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPXOR        Y8, Y8, Y8
-	MOVWQZX      (SP), R8
-	MOVWQZX      2(SP), R9
-	MOVWQZX      4(SP), R10
-	MOVWQZX      6(SP), R11
+	MOVBQZX      2(AX), R8
+	MOVBQZX      66(AX), R12
+	SHLQ         $0x08, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R8
+	MOVBQZX      3(AX), R9
+	MOVBQZX      66(AX), R12
+	SHLQ         $0x06, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R9
+	MOVBQZX      4(AX), R10
+	MOVBQZX      66(AX), R12
+	SHLQ         $0x04, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R10
+	MOVBQZX      5(AX), R11
+	MOVBQZX      66(AX), R12
+	SHLQ         $0x02, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R11
 	VPBROADCASTQ (BX)(R8*8), Y9
 	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ (BX)(R10*8), X10
@@ -10841,10 +10919,26 @@ loopdotIQ2_Sx4AVX2:
 	VPSUBW       Y10, Y9, Y9
 	VPMADDWD     Y11, Y9, Y9
 	VPADDD       Y9, Y8, Y8
-	MOVWQZX      8(SP), R8
-	MOVWQZX      10(SP), R9
-	MOVWQZX      12(SP), R10
-	MOVWQZX      14(SP), R11
+	MOVBQZX      6(AX), R8
+	MOVBQZX      67(AX), R12
+	SHLQ         $0x08, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R8
+	MOVBQZX      7(AX), R9
+	MOVBQZX      67(AX), R12
+	SHLQ         $0x06, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R9
+	MOVBQZX      8(AX), R10
+	MOVBQZX      67(AX), R12
+	SHLQ         $0x04, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R10
+	MOVBQZX      9(AX), R11
+	MOVBQZX      67(AX), R12
+	SHLQ         $0x02, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R11
 	VPBROADCASTQ (BX)(R8*8), Y9
 	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ (BX)(R10*8), X10
@@ -10881,10 +10975,26 @@ loopdotIQ2_Sx4AVX2:
 	VPSUBW       Y10, Y9, Y9
 	VPMADDWD     Y11, Y9, Y9
 	VPADDD       Y9, Y8, Y8
-	MOVWQZX      32(SP), R8
-	MOVWQZX      34(SP), R9
-	MOVWQZX      36(SP), R10
-	MOVWQZX      38(SP), R11
+	MOVBQZX      18(AX), R8
+	MOVBQZX      70(AX), R12
+	SHLQ         $0x08, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R8
+	MOVBQZX      19(AX), R9
+	MOVBQZX      70(AX), R12
+	SHLQ         $0x06, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R9
+	MOVBQZX      20(AX), R10
+	MOVBQZX      70(AX), R12
+	SHLQ         $0x04, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R10
+	MOVBQZX      21(AX), R11
+	MOVBQZX      70(AX), R12
+	SHLQ         $0x02, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R11
 	VPBROADCASTQ (BX)(R8*8), Y9
 	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ (BX)(R10*8), X10
@@ -10921,10 +11031,26 @@ loopdotIQ2_Sx4AVX2:
 	VPSUBW       Y10, Y9, Y9
 	VPMADDWD     Y11, Y9, Y9
 	VPADDD       Y9, Y8, Y8
-	MOVWQZX      40(SP), R8
-	MOVWQZX      42(SP), R9
-	MOVWQZX      44(SP), R10
-	MOVWQZX      46(SP), R11
+	MOVBQZX      22(AX), R8
+	MOVBQZX      71(AX), R12
+	SHLQ         $0x08, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R8
+	MOVBQZX      23(AX), R9
+	MOVBQZX      71(AX), R12
+	SHLQ         $0x06, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R9
+	MOVBQZX      24(AX), R10
+	MOVBQZX      71(AX), R12
+	SHLQ         $0x04, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R10
+	MOVBQZX      25(AX), R11
+	MOVBQZX      71(AX), R12
+	SHLQ         $0x02, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R11
 	VPBROADCASTQ (BX)(R8*8), Y9
 	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ (BX)(R10*8), X10
@@ -10961,10 +11087,26 @@ loopdotIQ2_Sx4AVX2:
 	VPSUBW       Y10, Y9, Y9
 	VPMADDWD     Y4, Y9, Y9
 	VPADDD       Y9, Y8, Y8
-	MOVWQZX      16(SP), R8
-	MOVWQZX      18(SP), R9
-	MOVWQZX      20(SP), R10
-	MOVWQZX      22(SP), R11
+	MOVBQZX      10(AX), R8
+	MOVBQZX      68(AX), R12
+	SHLQ         $0x08, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R8
+	MOVBQZX      11(AX), R9
+	MOVBQZX      68(AX), R12
+	SHLQ         $0x06, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R9
+	MOVBQZX      12(AX), R10
+	MOVBQZX      68(AX), R12
+	SHLQ         $0x04, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R10
+	MOVBQZX      13(AX), R11
+	MOVBQZX      68(AX), R12
+	SHLQ         $0x02, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R11
 	VPBROADCASTQ (BX)(R8*8), Y4
 	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
 	VPBROADCASTQ (BX)(R10*8), X9
@@ -11001,10 +11143,26 @@ loopdotIQ2_Sx4AVX2:
 	VPSUBW       Y9, Y4, Y4
 	VPMADDWD     Y10, Y4, Y4
 	VPADDD       Y4, Y8, Y8
-	MOVWQZX      24(SP), R8
-	MOVWQZX      26(SP), R9
-	MOVWQZX      28(SP), R10
-	MOVWQZX      30(SP), R11
+	MOVBQZX      14(AX), R8
+	MOVBQZX      69(AX), R12
+	SHLQ         $0x08, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R8
+	MOVBQZX      15(AX), R9
+	MOVBQZX      69(AX), R12
+	SHLQ         $0x06, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R9
+	MOVBQZX      16(AX), R10
+	MOVBQZX      69(AX), R12
+	SHLQ         $0x04, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R10
+	MOVBQZX      17(AX), R11
+	MOVBQZX      69(AX), R12
+	SHLQ         $0x02, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R11
 	VPBROADCASTQ (BX)(R8*8), Y4
 	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
 	VPBROADCASTQ (BX)(R10*8), X9
@@ -11041,10 +11199,26 @@ loopdotIQ2_Sx4AVX2:
 	VPSUBW       Y9, Y4, Y4
 	VPMADDWD     Y10, Y4, Y4
 	VPADDD       Y4, Y8, Y8
-	MOVWQZX      48(SP), R8
-	MOVWQZX      50(SP), R9
-	MOVWQZX      52(SP), R10
-	MOVWQZX      54(SP), R11
+	MOVBQZX      26(AX), R8
+	MOVBQZX      72(AX), R12
+	SHLQ         $0x08, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R8
+	MOVBQZX      27(AX), R9
+	MOVBQZX      72(AX), R12
+	SHLQ         $0x06, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R9
+	MOVBQZX      28(AX), R10
+	MOVBQZX      72(AX), R12
+	SHLQ         $0x04, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R10
+	MOVBQZX      29(AX), R11
+	MOVBQZX      72(AX), R12
+	SHLQ         $0x02, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R11
 	VPBROADCASTQ (BX)(R8*8), Y4
 	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
 	VPBROADCASTQ (BX)(R10*8), X9
@@ -11081,10 +11255,26 @@ loopdotIQ2_Sx4AVX2:
 	VPSUBW       Y9, Y4, Y4
 	VPMADDWD     Y10, Y4, Y4
 	VPADDD       Y4, Y8, Y8
-	MOVWQZX      56(SP), R8
-	MOVWQZX      58(SP), R9
-	MOVWQZX      60(SP), R10
-	MOVWQZX      62(SP), R11
+	MOVBQZX      30(AX), R8
+	MOVBQZX      73(AX), R12
+	SHLQ         $0x08, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R8
+	MOVBQZX      31(AX), R9
+	MOVBQZX      73(AX), R12
+	SHLQ         $0x06, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R9
+	MOVBQZX      32(AX), R10
+	MOVBQZX      73(AX), R12
+	SHLQ         $0x04, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R10
+	MOVBQZX      33(AX), R11
+	MOVBQZX      73(AX), R12
+	SHLQ         $0x02, R12
+	ANDQ         $0x00000300, R12
+	ORQ          R12, R11
 	VPBROADCASTQ (BX)(R8*8), Y4
 	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
 	VPBROADCASTQ (BX)(R10*8), X9

@@ -8471,7 +8471,7 @@ donedotIQ4_XSr8AVX512:
 
 // func dotIQ2_XXSAVX512(w *byte, a *byte, nb int, grid *uint64) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
-TEXT ·dotIQ2_XXSAVX512(SB), NOSPLIT, $64-36
+TEXT ·dotIQ2_XXSAVX512(SB), NOSPLIT, $0-36
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -8801,7 +8801,7 @@ GLOBL c32_3e000000<>(SB), RODATA|NOPTR, $4
 
 // func dotIQ2_XXSx4AVX512(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotIQ2_XXSx4AVX512(SB), NOSPLIT, $64-48
+TEXT ·dotIQ2_XXSx4AVX512(SB), NOSPLIT, $0-48
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -9187,7 +9187,7 @@ donedotIQ2_XXSx4AVX512:
 
 // func dotIQ2_XSAVX512(w *byte, a *byte, nb int, grid *uint64) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
-TEXT ·dotIQ2_XSAVX512(SB), NOSPLIT, $64-36
+TEXT ·dotIQ2_XSAVX512(SB), NOSPLIT, $0-36
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -9493,7 +9493,7 @@ GLOBL iq2lanesc<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ2_XSx4AVX512(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotIQ2_XSx4AVX512(SB), NOSPLIT, $64-48
+TEXT ·dotIQ2_XSx4AVX512(SB), NOSPLIT, $0-48
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -9918,7 +9918,7 @@ donedotIQ2_XSx4AVX512:
 
 // func dotIQ2_SAVX512(w *byte, a *byte, nb int, grid *uint64) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
-TEXT ·dotIQ2_SAVX512(SB), NOSPLIT, $64-36
+TEXT ·dotIQ2_SAVX512(SB), NOSPLIT, $0-36
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -9930,221 +9930,336 @@ TEXT ·dotIQ2_SAVX512(SB), NOSPLIT, $64-36
 	JZ        donedotIQ2_SAVX512
 
 loopdotIQ2_SAVX512:
-	VPBROADCASTQ  66(AX), Y3
-	VPMOVZXBW     2(AX), Y4
-	VPSHUFB       iq2sqh0<>+0(SB), Y3, Y5
-	VPANDD        iq2sqhm<>+0(SB), Y5, Y5
-	VPMULLW       iq2sqhmul<>+0(SB), Y5, Y5
-	VPORD         Y5, Y4, Y4
-	VMOVDQU64     Y4, (SP)
-	VPMOVZXBW     18(AX), Y4
-	VPSHUFB       iq2sqh1<>+0(SB), Y3, Y3
-	VPANDD        iq2sqhm<>+0(SB), Y3, Y3
-	VPMULLW       iq2sqhmul<>+0(SB), Y3, Y3
-	VPORD         Y3, Y4, Y4
-	VMOVDQU64     Y4, 32(SP)
 	VPBROADCASTQ  74(AX), Y3
 	VPMOVZXBW     X3, Y3
-	VPSRLW        $0x04, Y3, Y4
+	VPSRLW        $0x04, Y3, Y6
 	VPANDD        v32_000f000f<>+0(SB), Y3, Y3
 	VPADDW        Y3, Y3, Y3
-	VPADDW        Y4, Y4, Y4
+	VPADDW        Y6, Y6, Y6
 	VPORD         v32_00010001<>+0(SB), Y3, Y3
-	VPORD         v32_00010001<>+0(SB), Y4, Y4
-	VPUNPCKLWD    Y4, Y3, Y5
-	VPUNPCKHWD    Y4, Y3, Y3
-	VPUNPCKLQDQ   Y3, Y5, Y4
-	VPUNPCKHQDQ   Y3, Y5, Y3
-	VPXORD        Y6, Y6, Y6
-	VPXORD        Y7, Y7, Y7
-	MOVWQZX       (SP), SI
-	MOVWQZX       2(SP), DI
-	MOVWQZX       4(SP), R8
-	MOVWQZX       6(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y5
-	VPINSRQ       $0x01, (BX)(DI*8), X5, X5
+	VPORD         v32_00010001<>+0(SB), Y6, Y6
+	VPUNPCKLWD    Y6, Y3, Y7
+	VPUNPCKHWD    Y6, Y3, Y3
+	VPUNPCKLQDQ   Y3, Y7, Y6
+	VPUNPCKHQDQ   Y3, Y7, Y3
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	MOVBQZX       2(AX), SI
+	MOVBQZX       66(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       3(AX), DI
+	MOVBQZX       66(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       4(AX), R8
+	MOVBQZX       66(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       5(AX), R9
+	MOVBQZX       66(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y7
+	VPINSRQ       $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ  (BX)(R8*8), X8
 	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y5
+	VINSERTI32X4  $0x01, X8, Y7, Y7
 	VPBROADCASTD  34(AX), Y8
 	VPSHUFB       Y1, Y8, Y8
 	VPTESTMB      Y0, Y8, K1
-	VMOVDQU8.Z    Y5, K1, Y8
-	VPSHUFD       $0x00, Y4, Y9
+	VMOVDQU8.Z    Y7, K1, Y8
+	VPSHUFD       $0x00, Y6, Y9
 	VPSHUFB       iq2lanesc<>+0(SB), Y9, Y9
 	VMOVDQU64     4(CX), Y10
-	VPMADDUBSW    Y10, Y5, Y5
+	VPMADDUBSW    Y10, Y7, Y7
 	VPMADDUBSW    Y10, Y8, Y8
-	VPSUBW        Y8, Y5, Y5
-	VPSUBW        Y8, Y5, Y5
-	VPMADDWD      Y9, Y5, Y5
-	VPADDD        Y5, Y6, Y6
-	MOVWQZX       8(SP), SI
-	MOVWQZX       10(SP), DI
-	MOVWQZX       12(SP), R8
-	MOVWQZX       14(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y5
-	VPINSRQ       $0x01, (BX)(DI*8), X5, X5
+	VPSUBW        Y8, Y7, Y7
+	VPSUBW        Y8, Y7, Y7
+	VPMADDWD      Y9, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	MOVBQZX       6(AX), SI
+	MOVBQZX       67(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       7(AX), DI
+	MOVBQZX       67(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       8(AX), R8
+	MOVBQZX       67(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       9(AX), R9
+	MOVBQZX       67(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y7
+	VPINSRQ       $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ  (BX)(R8*8), X8
 	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y5
+	VINSERTI32X4  $0x01, X8, Y7, Y7
 	VPBROADCASTD  38(AX), Y8
 	VPSHUFB       Y1, Y8, Y8
 	VPTESTMB      Y0, Y8, K1
-	VMOVDQU8.Z    Y5, K1, Y8
-	VPSHUFD       $0x55, Y4, Y9
+	VMOVDQU8.Z    Y7, K1, Y8
+	VPSHUFD       $0x55, Y6, Y9
 	VPSHUFB       iq2lanesc<>+0(SB), Y9, Y9
 	VMOVDQU64     36(CX), Y10
-	VPMADDUBSW    Y10, Y5, Y5
+	VPMADDUBSW    Y10, Y7, Y7
 	VPMADDUBSW    Y10, Y8, Y8
-	VPSUBW        Y8, Y5, Y5
-	VPSUBW        Y8, Y5, Y5
-	VPMADDWD      Y9, Y5, Y5
-	VPADDD        Y5, Y7, Y7
-	MOVWQZX       32(SP), SI
-	MOVWQZX       34(SP), DI
-	MOVWQZX       36(SP), R8
-	MOVWQZX       38(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y5
-	VPINSRQ       $0x01, (BX)(DI*8), X5, X5
+	VPSUBW        Y8, Y7, Y7
+	VPSUBW        Y8, Y7, Y7
+	VPMADDWD      Y9, Y7, Y7
+	VPADDD        Y7, Y5, Y5
+	MOVBQZX       18(AX), SI
+	MOVBQZX       70(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       19(AX), DI
+	MOVBQZX       70(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       20(AX), R8
+	MOVBQZX       70(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       21(AX), R9
+	MOVBQZX       70(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y7
+	VPINSRQ       $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ  (BX)(R8*8), X8
 	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y5
+	VINSERTI32X4  $0x01, X8, Y7, Y7
 	VPBROADCASTD  50(AX), Y8
 	VPSHUFB       Y1, Y8, Y8
 	VPTESTMB      Y0, Y8, K1
-	VMOVDQU8.Z    Y5, K1, Y8
-	VPSHUFD       $0xaa, Y4, Y9
+	VMOVDQU8.Z    Y7, K1, Y8
+	VPSHUFD       $0xaa, Y6, Y9
 	VPSHUFB       iq2lanesc<>+0(SB), Y9, Y9
 	VMOVDQU64     132(CX), Y10
-	VPMADDUBSW    Y10, Y5, Y5
+	VPMADDUBSW    Y10, Y7, Y7
 	VPMADDUBSW    Y10, Y8, Y8
-	VPSUBW        Y8, Y5, Y5
-	VPSUBW        Y8, Y5, Y5
-	VPMADDWD      Y9, Y5, Y5
-	VPADDD        Y5, Y6, Y6
-	MOVWQZX       40(SP), SI
-	MOVWQZX       42(SP), DI
-	MOVWQZX       44(SP), R8
-	MOVWQZX       46(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y5
-	VPINSRQ       $0x01, (BX)(DI*8), X5, X5
+	VPSUBW        Y8, Y7, Y7
+	VPSUBW        Y8, Y7, Y7
+	VPMADDWD      Y9, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	MOVBQZX       22(AX), SI
+	MOVBQZX       71(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       23(AX), DI
+	MOVBQZX       71(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       24(AX), R8
+	MOVBQZX       71(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       25(AX), R9
+	MOVBQZX       71(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y7
+	VPINSRQ       $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ  (BX)(R8*8), X8
 	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y5
+	VINSERTI32X4  $0x01, X8, Y7, Y7
 	VPBROADCASTD  54(AX), Y8
 	VPSHUFB       Y1, Y8, Y8
 	VPTESTMB      Y0, Y8, K1
-	VMOVDQU8.Z    Y5, K1, Y8
-	VPSHUFD       $0xff, Y4, Y4
-	VPSHUFB       iq2lanesc<>+0(SB), Y4, Y4
+	VMOVDQU8.Z    Y7, K1, Y8
+	VPSHUFD       $0xff, Y6, Y6
+	VPSHUFB       iq2lanesc<>+0(SB), Y6, Y6
 	VMOVDQU64     164(CX), Y9
-	VPMADDUBSW    Y9, Y5, Y5
+	VPMADDUBSW    Y9, Y7, Y7
 	VPMADDUBSW    Y9, Y8, Y8
-	VPSUBW        Y8, Y5, Y5
-	VPSUBW        Y8, Y5, Y5
-	VPMADDWD      Y4, Y5, Y5
-	VPADDD        Y5, Y7, Y7
-	MOVWQZX       16(SP), SI
-	MOVWQZX       18(SP), DI
-	MOVWQZX       20(SP), R8
-	MOVWQZX       22(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y4
-	VPINSRQ       $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ  (BX)(R8*8), X5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  42(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPSUBW        Y8, Y7, Y7
+	VPSUBW        Y8, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y5, Y5
+	MOVBQZX       10(AX), SI
+	MOVBQZX       68(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       11(AX), DI
+	MOVBQZX       68(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       12(AX), R8
+	MOVBQZX       68(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       13(AX), R9
+	MOVBQZX       68(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y6
+	VPINSRQ       $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ  (BX)(R8*8), X7
+	VPINSRQ       $0x01, (BX)(R9*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y6
+	VPBROADCASTD  42(AX), Y7
+	VPSHUFB       Y1, Y7, Y7
+	VPTESTMB      Y0, Y7, K1
+	VMOVDQU8.Z    Y6, K1, Y7
 	VPSHUFD       $0x00, Y3, Y8
 	VPSHUFB       iq2lanesc<>+0(SB), Y8, Y8
 	VMOVDQU64     68(CX), Y9
-	VPMADDUBSW    Y9, Y4, Y4
-	VPMADDUBSW    Y9, Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPMADDWD      Y8, Y4, Y4
-	VPADDD        Y4, Y6, Y6
-	MOVWQZX       24(SP), SI
-	MOVWQZX       26(SP), DI
-	MOVWQZX       28(SP), R8
-	MOVWQZX       30(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y4
-	VPINSRQ       $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ  (BX)(R8*8), X5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  46(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPSUBW        Y7, Y6, Y6
+	VPSUBW        Y7, Y6, Y6
+	VPMADDWD      Y8, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	MOVBQZX       14(AX), SI
+	MOVBQZX       69(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       15(AX), DI
+	MOVBQZX       69(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       16(AX), R8
+	MOVBQZX       69(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       17(AX), R9
+	MOVBQZX       69(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y6
+	VPINSRQ       $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ  (BX)(R8*8), X7
+	VPINSRQ       $0x01, (BX)(R9*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y6
+	VPBROADCASTD  46(AX), Y7
+	VPSHUFB       Y1, Y7, Y7
+	VPTESTMB      Y0, Y7, K1
+	VMOVDQU8.Z    Y6, K1, Y7
 	VPSHUFD       $0x55, Y3, Y8
 	VPSHUFB       iq2lanesc<>+0(SB), Y8, Y8
 	VMOVDQU64     100(CX), Y9
-	VPMADDUBSW    Y9, Y4, Y4
-	VPMADDUBSW    Y9, Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPMADDWD      Y8, Y4, Y4
-	VPADDD        Y4, Y7, Y7
-	MOVWQZX       48(SP), SI
-	MOVWQZX       50(SP), DI
-	MOVWQZX       52(SP), R8
-	MOVWQZX       54(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y4
-	VPINSRQ       $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ  (BX)(R8*8), X5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  58(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPSUBW        Y7, Y6, Y6
+	VPSUBW        Y7, Y6, Y6
+	VPMADDWD      Y8, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	MOVBQZX       26(AX), SI
+	MOVBQZX       72(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       27(AX), DI
+	MOVBQZX       72(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       28(AX), R8
+	MOVBQZX       72(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       29(AX), R9
+	MOVBQZX       72(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y6
+	VPINSRQ       $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ  (BX)(R8*8), X7
+	VPINSRQ       $0x01, (BX)(R9*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y6
+	VPBROADCASTD  58(AX), Y7
+	VPSHUFB       Y1, Y7, Y7
+	VPTESTMB      Y0, Y7, K1
+	VMOVDQU8.Z    Y6, K1, Y7
 	VPSHUFD       $0xaa, Y3, Y8
 	VPSHUFB       iq2lanesc<>+0(SB), Y8, Y8
 	VMOVDQU64     196(CX), Y9
-	VPMADDUBSW    Y9, Y4, Y4
-	VPMADDUBSW    Y9, Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPMADDWD      Y8, Y4, Y4
-	VPADDD        Y4, Y6, Y6
-	MOVWQZX       56(SP), SI
-	MOVWQZX       58(SP), DI
-	MOVWQZX       60(SP), R8
-	MOVWQZX       62(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y4
-	VPINSRQ       $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ  (BX)(R8*8), X5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  62(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPSUBW        Y7, Y6, Y6
+	VPSUBW        Y7, Y6, Y6
+	VPMADDWD      Y8, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	MOVBQZX       30(AX), SI
+	MOVBQZX       73(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       31(AX), DI
+	MOVBQZX       73(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       32(AX), R8
+	MOVBQZX       73(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       33(AX), R9
+	MOVBQZX       73(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y6
+	VPINSRQ       $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ  (BX)(R8*8), X7
+	VPINSRQ       $0x01, (BX)(R9*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y6
+	VPBROADCASTD  62(AX), Y7
+	VPSHUFB       Y1, Y7, Y7
+	VPTESTMB      Y0, Y7, K1
+	VMOVDQU8.Z    Y6, K1, Y7
 	VPSHUFD       $0xff, Y3, Y3
 	VPSHUFB       iq2lanesc<>+0(SB), Y3, Y3
 	VMOVDQU64     228(CX), Y8
-	VPMADDUBSW    Y8, Y4, Y4
-	VPMADDUBSW    Y8, Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPMADDWD      Y3, Y4, Y4
-	VPADDD        Y4, Y7, Y7
-	VPADDD        Y7, Y6, Y6
+	VPMADDUBSW    Y8, Y6, Y6
+	VPMADDUBSW    Y8, Y7, Y7
+	VPSUBW        Y7, Y6, Y6
+	VPSUBW        Y7, Y6, Y6
+	VPMADDWD      Y3, Y6, Y6
+	VPADDD        Y6, Y5, Y5
+	VPADDD        Y5, Y4, Y4
 	VPBROADCASTW  (AX), X3
 	VCVTPH2PS     X3, X3
-	VEXTRACTI32X4 $0x01, Y6, X4
-	VPADDD        X4, X6, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
+	VEXTRACTI32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPADDD        X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPADDD        X7, X6, X6
+	VCVTDQ2PS     X6, X6
 	VMULSS        (CX), X3, X3
-	VMULSS        X4, X3, X3
+	VMULSS        X6, X3, X3
 	VADDSS        X3, X2, X2
 	ADDQ          $0x00000052, AX
 	ADDQ          $0x00000124, CX
@@ -10158,49 +10273,9 @@ donedotIQ2_SAVX512:
 	VZEROUPPER
 	RET
 
-DATA iq2sqh0<>+0(SB)/4, $0x80008000
-DATA iq2sqh0<>+4(SB)/4, $0x80008000
-DATA iq2sqh0<>+8(SB)/4, $0x80018001
-DATA iq2sqh0<>+12(SB)/4, $0x80018001
-DATA iq2sqh0<>+16(SB)/4, $0x80028002
-DATA iq2sqh0<>+20(SB)/4, $0x80028002
-DATA iq2sqh0<>+24(SB)/4, $0x80038003
-DATA iq2sqh0<>+28(SB)/4, $0x80038003
-GLOBL iq2sqh0<>(SB), RODATA|NOPTR, $32
-
-DATA iq2sqhm<>+0(SB)/4, $0x000c0003
-DATA iq2sqhm<>+4(SB)/4, $0x00c00030
-DATA iq2sqhm<>+8(SB)/4, $0x000c0003
-DATA iq2sqhm<>+12(SB)/4, $0x00c00030
-DATA iq2sqhm<>+16(SB)/4, $0x000c0003
-DATA iq2sqhm<>+20(SB)/4, $0x00c00030
-DATA iq2sqhm<>+24(SB)/4, $0x000c0003
-DATA iq2sqhm<>+28(SB)/4, $0x00c00030
-GLOBL iq2sqhm<>(SB), RODATA|NOPTR, $32
-
-DATA iq2sqhmul<>+0(SB)/4, $0x00400100
-DATA iq2sqhmul<>+4(SB)/4, $0x00040010
-DATA iq2sqhmul<>+8(SB)/4, $0x00400100
-DATA iq2sqhmul<>+12(SB)/4, $0x00040010
-DATA iq2sqhmul<>+16(SB)/4, $0x00400100
-DATA iq2sqhmul<>+20(SB)/4, $0x00040010
-DATA iq2sqhmul<>+24(SB)/4, $0x00400100
-DATA iq2sqhmul<>+28(SB)/4, $0x00040010
-GLOBL iq2sqhmul<>(SB), RODATA|NOPTR, $32
-
-DATA iq2sqh1<>+0(SB)/4, $0x80048004
-DATA iq2sqh1<>+4(SB)/4, $0x80048004
-DATA iq2sqh1<>+8(SB)/4, $0x80058005
-DATA iq2sqh1<>+12(SB)/4, $0x80058005
-DATA iq2sqh1<>+16(SB)/4, $0x80068006
-DATA iq2sqh1<>+20(SB)/4, $0x80068006
-DATA iq2sqh1<>+24(SB)/4, $0x80078007
-DATA iq2sqh1<>+28(SB)/4, $0x80078007
-GLOBL iq2sqh1<>(SB), RODATA|NOPTR, $32
-
 // func dotIQ2_Sx4AVX512(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotIQ2_Sx4AVX512(SB), NOSPLIT, $64-48
+TEXT ·dotIQ2_Sx4AVX512(SB), NOSPLIT, $0-48
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -10214,367 +10289,482 @@ TEXT ·dotIQ2_Sx4AVX512(SB), NOSPLIT, $64-48
 	JZ        donedotIQ2_Sx4AVX512
 
 loopdotIQ2_Sx4AVX512:
-	VPBROADCASTQ  66(AX), Y3
-	VPMOVZXBW     2(AX), Y4
-	VPSHUFB       iq2sqh0<>+0(SB), Y3, Y5
-	VPANDD        iq2sqhm<>+0(SB), Y5, Y5
-	VPMULLW       iq2sqhmul<>+0(SB), Y5, Y5
-	VPORD         Y5, Y4, Y4
-	VMOVDQU64     Y4, (SP)
-	VPMOVZXBW     18(AX), Y4
-	VPSHUFB       iq2sqh1<>+0(SB), Y3, Y3
-	VPANDD        iq2sqhm<>+0(SB), Y3, Y3
-	VPMULLW       iq2sqhmul<>+0(SB), Y3, Y3
-	VPORD         Y3, Y4, Y4
-	VMOVDQU64     Y4, 32(SP)
 	VPBROADCASTQ  74(AX), Y3
 	VPMOVZXBW     X3, Y3
-	VPSRLW        $0x04, Y3, Y4
+	VPSRLW        $0x04, Y3, Y8
 	VPANDD        v32_000f000f<>+0(SB), Y3, Y3
 	VPADDW        Y3, Y3, Y3
-	VPADDW        Y4, Y4, Y4
+	VPADDW        Y8, Y8, Y8
 	VPORD         v32_00010001<>+0(SB), Y3, Y3
-	VPORD         v32_00010001<>+0(SB), Y4, Y4
-	VPUNPCKLWD    Y4, Y3, Y5
-	VPUNPCKHWD    Y4, Y3, Y3
-	VPUNPCKLQDQ   Y3, Y5, Y4
-	VPUNPCKHQDQ   Y3, Y5, Y3
+	VPORD         v32_00010001<>+0(SB), Y8, Y8
+	VPUNPCKLWD    Y8, Y3, Y9
+	VPUNPCKHWD    Y8, Y3, Y3
+	VPUNPCKLQDQ   Y3, Y9, Y8
+	VPUNPCKHQDQ   Y3, Y9, Y3
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
 	VPXORD        Y6, Y6, Y6
 	VPXORD        Y7, Y7, Y7
-	VPXORD        Y8, Y8, Y8
-	VPXORD        Y9, Y9, Y9
-	MOVWQZX       (SP), R8
-	MOVWQZX       2(SP), R9
-	MOVWQZX       4(SP), R10
-	MOVWQZX       6(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
+	MOVBQZX       2(AX), R8
+	MOVBQZX       66(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       3(AX), R9
+	MOVBQZX       66(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       4(AX), R10
+	MOVBQZX       66(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       5(AX), R11
+	MOVBQZX       66(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y9
+	VPINSRQ       $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ  (BX)(R10*8), X10
 	VPINSRQ       $0x01, (BX)(R11*8), X10, X10
-	VINSERTI32X4  $0x01, X10, Y5, Y5
+	VINSERTI32X4  $0x01, X10, Y9, Y9
 	VPBROADCASTD  34(AX), Y10
 	VPSHUFB       Y1, Y10, Y10
 	VPTESTMB      Y0, Y10, K1
-	VMOVDQU8.Z    Y5, K1, Y10
-	VPSHUFD       $0x00, Y4, Y11
+	VMOVDQU8.Z    Y9, K1, Y10
+	VPSHUFD       $0x00, Y8, Y11
 	VPSHUFB       iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW    4(CX), Y5, Y12
+	VPMADDUBSW    4(CX), Y9, Y12
 	VPMADDUBSW    4(CX), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
 	VPMADDWD      Y11, Y12, Y12
-	VPADDD        Y12, Y6, Y6
-	VPMADDUBSW    4(CX)(SI*1), Y5, Y12
+	VPADDD        Y12, Y4, Y4
+	VPMADDUBSW    4(CX)(SI*1), Y9, Y12
 	VPMADDUBSW    4(CX)(SI*1), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
 	VPMADDWD      Y11, Y12, Y12
-	VPADDD        Y12, Y7, Y7
-	VPMADDUBSW    4(CX)(SI*2), Y5, Y12
+	VPADDD        Y12, Y5, Y5
+	VPMADDUBSW    4(CX)(SI*2), Y9, Y12
 	VPMADDUBSW    4(CX)(SI*2), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
 	VPMADDWD      Y11, Y12, Y12
-	VPADDD        Y12, Y8, Y8
-	VPMADDUBSW    4(CX)(DI*1), Y5, Y5
+	VPADDD        Y12, Y6, Y6
+	VPMADDUBSW    4(CX)(DI*1), Y9, Y9
 	VPMADDUBSW    4(CX)(DI*1), Y10, Y10
-	VPSUBW        Y10, Y5, Y5
-	VPSUBW        Y10, Y5, Y5
-	VPMADDWD      Y11, Y5, Y5
-	VPADDD        Y5, Y9, Y9
-	MOVWQZX       8(SP), R8
-	MOVWQZX       10(SP), R9
-	MOVWQZX       12(SP), R10
-	MOVWQZX       14(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
+	VPSUBW        Y10, Y9, Y9
+	VPSUBW        Y10, Y9, Y9
+	VPMADDWD      Y11, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	MOVBQZX       6(AX), R8
+	MOVBQZX       67(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       7(AX), R9
+	MOVBQZX       67(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       8(AX), R10
+	MOVBQZX       67(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       9(AX), R11
+	MOVBQZX       67(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y9
+	VPINSRQ       $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ  (BX)(R10*8), X10
 	VPINSRQ       $0x01, (BX)(R11*8), X10, X10
-	VINSERTI32X4  $0x01, X10, Y5, Y5
+	VINSERTI32X4  $0x01, X10, Y9, Y9
 	VPBROADCASTD  38(AX), Y10
 	VPSHUFB       Y1, Y10, Y10
 	VPTESTMB      Y0, Y10, K1
-	VMOVDQU8.Z    Y5, K1, Y10
-	VPSHUFD       $0x55, Y4, Y11
+	VMOVDQU8.Z    Y9, K1, Y10
+	VPSHUFD       $0x55, Y8, Y11
 	VPSHUFB       iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW    36(CX), Y5, Y12
+	VPMADDUBSW    36(CX), Y9, Y12
 	VPMADDUBSW    36(CX), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
 	VPMADDWD      Y11, Y12, Y12
-	VPADDD        Y12, Y6, Y6
-	VPMADDUBSW    36(CX)(SI*1), Y5, Y12
+	VPADDD        Y12, Y4, Y4
+	VPMADDUBSW    36(CX)(SI*1), Y9, Y12
 	VPMADDUBSW    36(CX)(SI*1), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
 	VPMADDWD      Y11, Y12, Y12
-	VPADDD        Y12, Y7, Y7
-	VPMADDUBSW    36(CX)(SI*2), Y5, Y12
+	VPADDD        Y12, Y5, Y5
+	VPMADDUBSW    36(CX)(SI*2), Y9, Y12
 	VPMADDUBSW    36(CX)(SI*2), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
 	VPMADDWD      Y11, Y12, Y12
-	VPADDD        Y12, Y8, Y8
-	VPMADDUBSW    36(CX)(DI*1), Y5, Y5
+	VPADDD        Y12, Y6, Y6
+	VPMADDUBSW    36(CX)(DI*1), Y9, Y9
 	VPMADDUBSW    36(CX)(DI*1), Y10, Y10
-	VPSUBW        Y10, Y5, Y5
-	VPSUBW        Y10, Y5, Y5
-	VPMADDWD      Y11, Y5, Y5
-	VPADDD        Y5, Y9, Y9
-	MOVWQZX       32(SP), R8
-	MOVWQZX       34(SP), R9
-	MOVWQZX       36(SP), R10
-	MOVWQZX       38(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
+	VPSUBW        Y10, Y9, Y9
+	VPSUBW        Y10, Y9, Y9
+	VPMADDWD      Y11, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	MOVBQZX       18(AX), R8
+	MOVBQZX       70(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       19(AX), R9
+	MOVBQZX       70(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       20(AX), R10
+	MOVBQZX       70(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       21(AX), R11
+	MOVBQZX       70(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y9
+	VPINSRQ       $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ  (BX)(R10*8), X10
 	VPINSRQ       $0x01, (BX)(R11*8), X10, X10
-	VINSERTI32X4  $0x01, X10, Y5, Y5
+	VINSERTI32X4  $0x01, X10, Y9, Y9
 	VPBROADCASTD  50(AX), Y10
 	VPSHUFB       Y1, Y10, Y10
 	VPTESTMB      Y0, Y10, K1
-	VMOVDQU8.Z    Y5, K1, Y10
-	VPSHUFD       $0xaa, Y4, Y11
+	VMOVDQU8.Z    Y9, K1, Y10
+	VPSHUFD       $0xaa, Y8, Y11
 	VPSHUFB       iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW    132(CX), Y5, Y12
+	VPMADDUBSW    132(CX), Y9, Y12
 	VPMADDUBSW    132(CX), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
 	VPMADDWD      Y11, Y12, Y12
-	VPADDD        Y12, Y6, Y6
-	VPMADDUBSW    132(CX)(SI*1), Y5, Y12
+	VPADDD        Y12, Y4, Y4
+	VPMADDUBSW    132(CX)(SI*1), Y9, Y12
 	VPMADDUBSW    132(CX)(SI*1), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
 	VPMADDWD      Y11, Y12, Y12
-	VPADDD        Y12, Y7, Y7
-	VPMADDUBSW    132(CX)(SI*2), Y5, Y12
+	VPADDD        Y12, Y5, Y5
+	VPMADDUBSW    132(CX)(SI*2), Y9, Y12
 	VPMADDUBSW    132(CX)(SI*2), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
 	VPMADDWD      Y11, Y12, Y12
-	VPADDD        Y12, Y8, Y8
-	VPMADDUBSW    132(CX)(DI*1), Y5, Y5
+	VPADDD        Y12, Y6, Y6
+	VPMADDUBSW    132(CX)(DI*1), Y9, Y9
 	VPMADDUBSW    132(CX)(DI*1), Y10, Y10
-	VPSUBW        Y10, Y5, Y5
-	VPSUBW        Y10, Y5, Y5
-	VPMADDWD      Y11, Y5, Y5
-	VPADDD        Y5, Y9, Y9
-	MOVWQZX       40(SP), R8
-	MOVWQZX       42(SP), R9
-	MOVWQZX       44(SP), R10
-	MOVWQZX       46(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
+	VPSUBW        Y10, Y9, Y9
+	VPSUBW        Y10, Y9, Y9
+	VPMADDWD      Y11, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	MOVBQZX       22(AX), R8
+	MOVBQZX       71(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       23(AX), R9
+	MOVBQZX       71(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       24(AX), R10
+	MOVBQZX       71(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       25(AX), R11
+	MOVBQZX       71(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y9
+	VPINSRQ       $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ  (BX)(R10*8), X10
 	VPINSRQ       $0x01, (BX)(R11*8), X10, X10
-	VINSERTI32X4  $0x01, X10, Y5, Y5
+	VINSERTI32X4  $0x01, X10, Y9, Y9
 	VPBROADCASTD  54(AX), Y10
 	VPSHUFB       Y1, Y10, Y10
 	VPTESTMB      Y0, Y10, K1
-	VMOVDQU8.Z    Y5, K1, Y10
-	VPSHUFD       $0xff, Y4, Y4
-	VPSHUFB       iq2lanesc<>+0(SB), Y4, Y4
-	VPMADDUBSW    164(CX), Y5, Y11
+	VMOVDQU8.Z    Y9, K1, Y10
+	VPSHUFD       $0xff, Y8, Y8
+	VPSHUFB       iq2lanesc<>+0(SB), Y8, Y8
+	VPMADDUBSW    164(CX), Y9, Y11
 	VPMADDUBSW    164(CX), Y10, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
-	VPMADDWD      Y4, Y11, Y11
-	VPADDD        Y11, Y6, Y6
-	VPMADDUBSW    164(CX)(SI*1), Y5, Y11
+	VPMADDWD      Y8, Y11, Y11
+	VPADDD        Y11, Y4, Y4
+	VPMADDUBSW    164(CX)(SI*1), Y9, Y11
 	VPMADDUBSW    164(CX)(SI*1), Y10, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
-	VPMADDWD      Y4, Y11, Y11
-	VPADDD        Y11, Y7, Y7
-	VPMADDUBSW    164(CX)(SI*2), Y5, Y11
+	VPMADDWD      Y8, Y11, Y11
+	VPADDD        Y11, Y5, Y5
+	VPMADDUBSW    164(CX)(SI*2), Y9, Y11
 	VPMADDUBSW    164(CX)(SI*2), Y10, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
-	VPMADDWD      Y4, Y11, Y11
-	VPADDD        Y11, Y8, Y8
-	VPMADDUBSW    164(CX)(DI*1), Y5, Y5
+	VPMADDWD      Y8, Y11, Y11
+	VPADDD        Y11, Y6, Y6
+	VPMADDUBSW    164(CX)(DI*1), Y9, Y9
 	VPMADDUBSW    164(CX)(DI*1), Y10, Y10
-	VPSUBW        Y10, Y5, Y5
-	VPSUBW        Y10, Y5, Y5
-	VPMADDWD      Y4, Y5, Y5
-	VPADDD        Y5, Y9, Y9
-	MOVWQZX       16(SP), R8
-	MOVWQZX       18(SP), R9
-	MOVWQZX       20(SP), R10
-	MOVWQZX       22(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y4
-	VPINSRQ       $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ  (BX)(R10*8), X5
-	VPINSRQ       $0x01, (BX)(R11*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  42(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPSUBW        Y10, Y9, Y9
+	VPSUBW        Y10, Y9, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	MOVBQZX       10(AX), R8
+	MOVBQZX       68(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       11(AX), R9
+	MOVBQZX       68(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       12(AX), R10
+	MOVBQZX       68(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       13(AX), R11
+	MOVBQZX       68(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y8
+	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
+	VPBROADCASTQ  (BX)(R10*8), X9
+	VPINSRQ       $0x01, (BX)(R11*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y8
+	VPBROADCASTD  42(AX), Y9
+	VPSHUFB       Y1, Y9, Y9
+	VPTESTMB      Y0, Y9, K1
+	VMOVDQU8.Z    Y8, K1, Y9
 	VPSHUFD       $0x00, Y3, Y10
 	VPSHUFB       iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW    68(CX), Y4, Y11
-	VPMADDUBSW    68(CX), Y5, Y12
+	VPMADDUBSW    68(CX), Y8, Y11
+	VPMADDUBSW    68(CX), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPMADDWD      Y10, Y11, Y11
+	VPADDD        Y11, Y4, Y4
+	VPMADDUBSW    68(CX)(SI*1), Y8, Y11
+	VPMADDUBSW    68(CX)(SI*1), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPMADDWD      Y10, Y11, Y11
+	VPADDD        Y11, Y5, Y5
+	VPMADDUBSW    68(CX)(SI*2), Y8, Y11
+	VPMADDUBSW    68(CX)(SI*2), Y9, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
 	VPMADDWD      Y10, Y11, Y11
 	VPADDD        Y11, Y6, Y6
-	VPMADDUBSW    68(CX)(SI*1), Y4, Y11
-	VPMADDUBSW    68(CX)(SI*1), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPMADDWD      Y10, Y11, Y11
-	VPADDD        Y11, Y7, Y7
-	VPMADDUBSW    68(CX)(SI*2), Y4, Y11
-	VPMADDUBSW    68(CX)(SI*2), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPMADDWD      Y10, Y11, Y11
-	VPADDD        Y11, Y8, Y8
-	VPMADDUBSW    68(CX)(DI*1), Y4, Y4
-	VPMADDUBSW    68(CX)(DI*1), Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPMADDWD      Y10, Y4, Y4
-	VPADDD        Y4, Y9, Y9
-	MOVWQZX       24(SP), R8
-	MOVWQZX       26(SP), R9
-	MOVWQZX       28(SP), R10
-	MOVWQZX       30(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y4
-	VPINSRQ       $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ  (BX)(R10*8), X5
-	VPINSRQ       $0x01, (BX)(R11*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  46(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    68(CX)(DI*1), Y8, Y8
+	VPMADDUBSW    68(CX)(DI*1), Y9, Y9
+	VPSUBW        Y9, Y8, Y8
+	VPSUBW        Y9, Y8, Y8
+	VPMADDWD      Y10, Y8, Y8
+	VPADDD        Y8, Y7, Y7
+	MOVBQZX       14(AX), R8
+	MOVBQZX       69(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       15(AX), R9
+	MOVBQZX       69(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       16(AX), R10
+	MOVBQZX       69(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       17(AX), R11
+	MOVBQZX       69(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y8
+	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
+	VPBROADCASTQ  (BX)(R10*8), X9
+	VPINSRQ       $0x01, (BX)(R11*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y8
+	VPBROADCASTD  46(AX), Y9
+	VPSHUFB       Y1, Y9, Y9
+	VPTESTMB      Y0, Y9, K1
+	VMOVDQU8.Z    Y8, K1, Y9
 	VPSHUFD       $0x55, Y3, Y10
 	VPSHUFB       iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW    100(CX), Y4, Y11
-	VPMADDUBSW    100(CX), Y5, Y12
+	VPMADDUBSW    100(CX), Y8, Y11
+	VPMADDUBSW    100(CX), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPMADDWD      Y10, Y11, Y11
+	VPADDD        Y11, Y4, Y4
+	VPMADDUBSW    100(CX)(SI*1), Y8, Y11
+	VPMADDUBSW    100(CX)(SI*1), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPMADDWD      Y10, Y11, Y11
+	VPADDD        Y11, Y5, Y5
+	VPMADDUBSW    100(CX)(SI*2), Y8, Y11
+	VPMADDUBSW    100(CX)(SI*2), Y9, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
 	VPMADDWD      Y10, Y11, Y11
 	VPADDD        Y11, Y6, Y6
-	VPMADDUBSW    100(CX)(SI*1), Y4, Y11
-	VPMADDUBSW    100(CX)(SI*1), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPMADDWD      Y10, Y11, Y11
-	VPADDD        Y11, Y7, Y7
-	VPMADDUBSW    100(CX)(SI*2), Y4, Y11
-	VPMADDUBSW    100(CX)(SI*2), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPMADDWD      Y10, Y11, Y11
-	VPADDD        Y11, Y8, Y8
-	VPMADDUBSW    100(CX)(DI*1), Y4, Y4
-	VPMADDUBSW    100(CX)(DI*1), Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPMADDWD      Y10, Y4, Y4
-	VPADDD        Y4, Y9, Y9
-	MOVWQZX       48(SP), R8
-	MOVWQZX       50(SP), R9
-	MOVWQZX       52(SP), R10
-	MOVWQZX       54(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y4
-	VPINSRQ       $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ  (BX)(R10*8), X5
-	VPINSRQ       $0x01, (BX)(R11*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  58(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    100(CX)(DI*1), Y8, Y8
+	VPMADDUBSW    100(CX)(DI*1), Y9, Y9
+	VPSUBW        Y9, Y8, Y8
+	VPSUBW        Y9, Y8, Y8
+	VPMADDWD      Y10, Y8, Y8
+	VPADDD        Y8, Y7, Y7
+	MOVBQZX       26(AX), R8
+	MOVBQZX       72(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       27(AX), R9
+	MOVBQZX       72(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       28(AX), R10
+	MOVBQZX       72(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       29(AX), R11
+	MOVBQZX       72(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y8
+	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
+	VPBROADCASTQ  (BX)(R10*8), X9
+	VPINSRQ       $0x01, (BX)(R11*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y8
+	VPBROADCASTD  58(AX), Y9
+	VPSHUFB       Y1, Y9, Y9
+	VPTESTMB      Y0, Y9, K1
+	VMOVDQU8.Z    Y8, K1, Y9
 	VPSHUFD       $0xaa, Y3, Y10
 	VPSHUFB       iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW    196(CX), Y4, Y11
-	VPMADDUBSW    196(CX), Y5, Y12
+	VPMADDUBSW    196(CX), Y8, Y11
+	VPMADDUBSW    196(CX), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPMADDWD      Y10, Y11, Y11
+	VPADDD        Y11, Y4, Y4
+	VPMADDUBSW    196(CX)(SI*1), Y8, Y11
+	VPMADDUBSW    196(CX)(SI*1), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPMADDWD      Y10, Y11, Y11
+	VPADDD        Y11, Y5, Y5
+	VPMADDUBSW    196(CX)(SI*2), Y8, Y11
+	VPMADDUBSW    196(CX)(SI*2), Y9, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
 	VPMADDWD      Y10, Y11, Y11
 	VPADDD        Y11, Y6, Y6
-	VPMADDUBSW    196(CX)(SI*1), Y4, Y11
-	VPMADDUBSW    196(CX)(SI*1), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPMADDWD      Y10, Y11, Y11
-	VPADDD        Y11, Y7, Y7
-	VPMADDUBSW    196(CX)(SI*2), Y4, Y11
-	VPMADDUBSW    196(CX)(SI*2), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPMADDWD      Y10, Y11, Y11
-	VPADDD        Y11, Y8, Y8
-	VPMADDUBSW    196(CX)(DI*1), Y4, Y4
-	VPMADDUBSW    196(CX)(DI*1), Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPMADDWD      Y10, Y4, Y4
-	VPADDD        Y4, Y9, Y9
-	MOVWQZX       56(SP), R8
-	MOVWQZX       58(SP), R9
-	MOVWQZX       60(SP), R10
-	MOVWQZX       62(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y4
-	VPINSRQ       $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ  (BX)(R10*8), X5
-	VPINSRQ       $0x01, (BX)(R11*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  62(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    196(CX)(DI*1), Y8, Y8
+	VPMADDUBSW    196(CX)(DI*1), Y9, Y9
+	VPSUBW        Y9, Y8, Y8
+	VPSUBW        Y9, Y8, Y8
+	VPMADDWD      Y10, Y8, Y8
+	VPADDD        Y8, Y7, Y7
+	MOVBQZX       30(AX), R8
+	MOVBQZX       73(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       31(AX), R9
+	MOVBQZX       73(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       32(AX), R10
+	MOVBQZX       73(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       33(AX), R11
+	MOVBQZX       73(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y8
+	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
+	VPBROADCASTQ  (BX)(R10*8), X9
+	VPINSRQ       $0x01, (BX)(R11*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y8
+	VPBROADCASTD  62(AX), Y9
+	VPSHUFB       Y1, Y9, Y9
+	VPTESTMB      Y0, Y9, K1
+	VMOVDQU8.Z    Y8, K1, Y9
 	VPSHUFD       $0xff, Y3, Y3
 	VPSHUFB       iq2lanesc<>+0(SB), Y3, Y3
-	VPMADDUBSW    228(CX), Y4, Y10
-	VPMADDUBSW    228(CX), Y5, Y11
+	VPMADDUBSW    228(CX), Y8, Y10
+	VPMADDUBSW    228(CX), Y9, Y11
+	VPSUBW        Y11, Y10, Y10
+	VPSUBW        Y11, Y10, Y10
+	VPMADDWD      Y3, Y10, Y10
+	VPADDD        Y10, Y4, Y4
+	VPMADDUBSW    228(CX)(SI*1), Y8, Y10
+	VPMADDUBSW    228(CX)(SI*1), Y9, Y11
+	VPSUBW        Y11, Y10, Y10
+	VPSUBW        Y11, Y10, Y10
+	VPMADDWD      Y3, Y10, Y10
+	VPADDD        Y10, Y5, Y5
+	VPMADDUBSW    228(CX)(SI*2), Y8, Y10
+	VPMADDUBSW    228(CX)(SI*2), Y9, Y11
 	VPSUBW        Y11, Y10, Y10
 	VPSUBW        Y11, Y10, Y10
 	VPMADDWD      Y3, Y10, Y10
 	VPADDD        Y10, Y6, Y6
-	VPMADDUBSW    228(CX)(SI*1), Y4, Y10
-	VPMADDUBSW    228(CX)(SI*1), Y5, Y11
-	VPSUBW        Y11, Y10, Y10
-	VPSUBW        Y11, Y10, Y10
-	VPMADDWD      Y3, Y10, Y10
-	VPADDD        Y10, Y7, Y7
-	VPMADDUBSW    228(CX)(SI*2), Y4, Y10
-	VPMADDUBSW    228(CX)(SI*2), Y5, Y11
-	VPSUBW        Y11, Y10, Y10
-	VPSUBW        Y11, Y10, Y10
-	VPMADDWD      Y3, Y10, Y10
-	VPADDD        Y10, Y8, Y8
-	VPMADDUBSW    228(CX)(DI*1), Y4, Y4
-	VPMADDUBSW    228(CX)(DI*1), Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPMADDWD      Y3, Y4, Y4
-	VPADDD        Y4, Y9, Y9
+	VPMADDUBSW    228(CX)(DI*1), Y8, Y8
+	VPMADDUBSW    228(CX)(DI*1), Y9, Y9
+	VPSUBW        Y9, Y8, Y8
+	VPSUBW        Y9, Y8, Y8
+	VPMADDWD      Y3, Y8, Y8
+	VPADDD        Y8, Y7, Y7
 	VPBROADCASTW  (AX), X3
 	VCVTPH2PS     X3, X3
-	VPUNPCKLDQ    Y7, Y6, Y4
-	VPUNPCKHDQ    Y7, Y6, Y5
-	VPADDD        Y5, Y4, Y4
-	VPUNPCKLDQ    Y9, Y8, Y5
-	VPUNPCKHDQ    Y9, Y8, Y10
-	VPADDD        Y10, Y5, Y5
-	VPUNPCKLQDQ   Y5, Y4, Y10
-	VPUNPCKHQDQ   Y5, Y4, Y4
-	VPADDD        Y4, Y10, Y10
-	VEXTRACTI32X4 $0x01, Y10, X4
-	VPADDD        X4, X10, X4
-	VCVTDQ2PS     X4, X4
-	VMOVSS        (CX), X5
-	VINSERTPS     $0x10, (CX)(SI*1), X5, X5
-	VINSERTPS     $0x20, (CX)(SI*2), X5, X5
-	VINSERTPS     $0x30, (CX)(DI*1), X5, X5
-	VMULPS        X5, X3, X3
-	VMULPS        X4, X3, X3
+	VPUNPCKLDQ    Y5, Y4, Y8
+	VPUNPCKHDQ    Y5, Y4, Y9
+	VPADDD        Y9, Y8, Y8
+	VPUNPCKLDQ    Y7, Y6, Y9
+	VPUNPCKHDQ    Y7, Y6, Y10
+	VPADDD        Y10, Y9, Y9
+	VPUNPCKLQDQ   Y9, Y8, Y10
+	VPUNPCKHQDQ   Y9, Y8, Y8
+	VPADDD        Y8, Y10, Y10
+	VEXTRACTI32X4 $0x01, Y10, X8
+	VPADDD        X8, X10, X8
+	VCVTDQ2PS     X8, X8
+	VMOVSS        (CX), X9
+	VINSERTPS     $0x10, (CX)(SI*1), X9, X9
+	VINSERTPS     $0x20, (CX)(SI*2), X9, X9
+	VINSERTPS     $0x30, (CX)(DI*1), X9, X9
+	VMULPS        X9, X3, X3
+	VMULPS        X8, X3, X3
 	VADDPS        X3, X2, X2
 	ADDQ          $0x00000052, AX
 	ADDQ          $0x00000124, CX
@@ -38532,7 +38722,7 @@ donedotIQ4_XSr8VNNI256:
 
 // func dotIQ2_XXSVNNI256(w *byte, a *byte, nb int, grid *uint64) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotIQ2_XXSVNNI256(SB), NOSPLIT, $64-36
+TEXT ·dotIQ2_XXSVNNI256(SB), NOSPLIT, $0-36
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -38761,7 +38951,7 @@ donedotIQ2_XXSVNNI256:
 
 // func dotIQ2_XXSx4VNNI256(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotIQ2_XXSx4VNNI256(SB), NOSPLIT, $64-48
+TEXT ·dotIQ2_XXSx4VNNI256(SB), NOSPLIT, $0-48
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -39115,7 +39305,7 @@ donedotIQ2_XXSx4VNNI256:
 
 // func dotIQ2_XSVNNI256(w *byte, a *byte, nb int, grid *uint64) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotIQ2_XSVNNI256(SB), NOSPLIT, $64-36
+TEXT ·dotIQ2_XSVNNI256(SB), NOSPLIT, $0-36
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -39383,7 +39573,7 @@ donedotIQ2_XSVNNI256:
 
 // func dotIQ2_XSx4VNNI256(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotIQ2_XSx4VNNI256(SB), NOSPLIT, $64-48
+TEXT ·dotIQ2_XSx4VNNI256(SB), NOSPLIT, $0-48
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -39776,7 +39966,7 @@ donedotIQ2_XSx4VNNI256:
 
 // func dotIQ2_SVNNI256(w *byte, a *byte, nb int, grid *uint64) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotIQ2_SVNNI256(SB), NOSPLIT, $64-36
+TEXT ·dotIQ2_SVNNI256(SB), NOSPLIT, $0-36
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -39788,213 +39978,328 @@ TEXT ·dotIQ2_SVNNI256(SB), NOSPLIT, $64-36
 	JZ        donedotIQ2_SVNNI256
 
 loopdotIQ2_SVNNI256:
-	VPBROADCASTQ  66(AX), Y3
-	VPMOVZXBW     2(AX), Y4
-	VPSHUFB       iq2sqh0<>+0(SB), Y3, Y5
-	VPANDD        iq2sqhm<>+0(SB), Y5, Y5
-	VPMULLW       iq2sqhmul<>+0(SB), Y5, Y5
-	VPORD         Y5, Y4, Y4
-	VMOVDQU64     Y4, (SP)
-	VPMOVZXBW     18(AX), Y4
-	VPSHUFB       iq2sqh1<>+0(SB), Y3, Y3
-	VPANDD        iq2sqhm<>+0(SB), Y3, Y3
-	VPMULLW       iq2sqhmul<>+0(SB), Y3, Y3
-	VPORD         Y3, Y4, Y4
-	VMOVDQU64     Y4, 32(SP)
 	VPBROADCASTQ  74(AX), Y3
 	VPMOVZXBW     X3, Y3
-	VPSRLW        $0x04, Y3, Y4
+	VPSRLW        $0x04, Y3, Y6
 	VPANDD        v32_000f000f<>+0(SB), Y3, Y3
 	VPADDW        Y3, Y3, Y3
-	VPADDW        Y4, Y4, Y4
+	VPADDW        Y6, Y6, Y6
 	VPORD         v32_00010001<>+0(SB), Y3, Y3
-	VPORD         v32_00010001<>+0(SB), Y4, Y4
-	VPUNPCKLWD    Y4, Y3, Y5
-	VPUNPCKHWD    Y4, Y3, Y3
-	VPUNPCKLQDQ   Y3, Y5, Y4
-	VPUNPCKHQDQ   Y3, Y5, Y3
-	VPXORD        Y6, Y6, Y6
-	VPXORD        Y7, Y7, Y7
-	MOVWQZX       (SP), SI
-	MOVWQZX       2(SP), DI
-	MOVWQZX       4(SP), R8
-	MOVWQZX       6(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y5
-	VPINSRQ       $0x01, (BX)(DI*8), X5, X5
+	VPORD         v32_00010001<>+0(SB), Y6, Y6
+	VPUNPCKLWD    Y6, Y3, Y7
+	VPUNPCKHWD    Y6, Y3, Y3
+	VPUNPCKLQDQ   Y3, Y7, Y6
+	VPUNPCKHQDQ   Y3, Y7, Y3
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	MOVBQZX       2(AX), SI
+	MOVBQZX       66(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       3(AX), DI
+	MOVBQZX       66(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       4(AX), R8
+	MOVBQZX       66(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       5(AX), R9
+	MOVBQZX       66(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y7
+	VPINSRQ       $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ  (BX)(R8*8), X8
 	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y5
+	VINSERTI32X4  $0x01, X8, Y7, Y7
 	VPBROADCASTD  34(AX), Y8
 	VPSHUFB       Y1, Y8, Y8
 	VPTESTMB      Y0, Y8, K1
-	VMOVDQU8.Z    Y5, K1, Y8
-	VPSHUFD       $0x00, Y4, Y9
+	VMOVDQU8.Z    Y7, K1, Y8
+	VPSHUFD       $0x00, Y6, Y9
 	VPSHUFB       iq2lanesc<>+0(SB), Y9, Y9
 	VMOVDQU64     4(CX), Y10
-	VPMADDUBSW    Y10, Y5, Y5
+	VPMADDUBSW    Y10, Y7, Y7
 	VPMADDUBSW    Y10, Y8, Y8
-	VPSUBW        Y8, Y5, Y5
-	VPSUBW        Y8, Y5, Y5
-	VPDPWSSD      Y9, Y5, Y6
-	MOVWQZX       8(SP), SI
-	MOVWQZX       10(SP), DI
-	MOVWQZX       12(SP), R8
-	MOVWQZX       14(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y5
-	VPINSRQ       $0x01, (BX)(DI*8), X5, X5
+	VPSUBW        Y8, Y7, Y7
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD      Y9, Y7, Y4
+	MOVBQZX       6(AX), SI
+	MOVBQZX       67(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       7(AX), DI
+	MOVBQZX       67(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       8(AX), R8
+	MOVBQZX       67(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       9(AX), R9
+	MOVBQZX       67(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y7
+	VPINSRQ       $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ  (BX)(R8*8), X8
 	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y5
+	VINSERTI32X4  $0x01, X8, Y7, Y7
 	VPBROADCASTD  38(AX), Y8
 	VPSHUFB       Y1, Y8, Y8
 	VPTESTMB      Y0, Y8, K1
-	VMOVDQU8.Z    Y5, K1, Y8
-	VPSHUFD       $0x55, Y4, Y9
+	VMOVDQU8.Z    Y7, K1, Y8
+	VPSHUFD       $0x55, Y6, Y9
 	VPSHUFB       iq2lanesc<>+0(SB), Y9, Y9
 	VMOVDQU64     36(CX), Y10
-	VPMADDUBSW    Y10, Y5, Y5
+	VPMADDUBSW    Y10, Y7, Y7
 	VPMADDUBSW    Y10, Y8, Y8
-	VPSUBW        Y8, Y5, Y5
-	VPSUBW        Y8, Y5, Y5
-	VPDPWSSD      Y9, Y5, Y7
-	MOVWQZX       32(SP), SI
-	MOVWQZX       34(SP), DI
-	MOVWQZX       36(SP), R8
-	MOVWQZX       38(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y5
-	VPINSRQ       $0x01, (BX)(DI*8), X5, X5
+	VPSUBW        Y8, Y7, Y7
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD      Y9, Y7, Y5
+	MOVBQZX       18(AX), SI
+	MOVBQZX       70(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       19(AX), DI
+	MOVBQZX       70(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       20(AX), R8
+	MOVBQZX       70(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       21(AX), R9
+	MOVBQZX       70(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y7
+	VPINSRQ       $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ  (BX)(R8*8), X8
 	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y5
+	VINSERTI32X4  $0x01, X8, Y7, Y7
 	VPBROADCASTD  50(AX), Y8
 	VPSHUFB       Y1, Y8, Y8
 	VPTESTMB      Y0, Y8, K1
-	VMOVDQU8.Z    Y5, K1, Y8
-	VPSHUFD       $0xaa, Y4, Y9
+	VMOVDQU8.Z    Y7, K1, Y8
+	VPSHUFD       $0xaa, Y6, Y9
 	VPSHUFB       iq2lanesc<>+0(SB), Y9, Y9
 	VMOVDQU64     132(CX), Y10
-	VPMADDUBSW    Y10, Y5, Y5
+	VPMADDUBSW    Y10, Y7, Y7
 	VPMADDUBSW    Y10, Y8, Y8
-	VPSUBW        Y8, Y5, Y5
-	VPSUBW        Y8, Y5, Y5
-	VPDPWSSD      Y9, Y5, Y6
-	MOVWQZX       40(SP), SI
-	MOVWQZX       42(SP), DI
-	MOVWQZX       44(SP), R8
-	MOVWQZX       46(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y5
-	VPINSRQ       $0x01, (BX)(DI*8), X5, X5
+	VPSUBW        Y8, Y7, Y7
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD      Y9, Y7, Y4
+	MOVBQZX       22(AX), SI
+	MOVBQZX       71(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       23(AX), DI
+	MOVBQZX       71(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       24(AX), R8
+	MOVBQZX       71(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       25(AX), R9
+	MOVBQZX       71(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y7
+	VPINSRQ       $0x01, (BX)(DI*8), X7, X7
 	VPBROADCASTQ  (BX)(R8*8), X8
 	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y5, Y5
+	VINSERTI32X4  $0x01, X8, Y7, Y7
 	VPBROADCASTD  54(AX), Y8
 	VPSHUFB       Y1, Y8, Y8
 	VPTESTMB      Y0, Y8, K1
-	VMOVDQU8.Z    Y5, K1, Y8
-	VPSHUFD       $0xff, Y4, Y4
-	VPSHUFB       iq2lanesc<>+0(SB), Y4, Y4
+	VMOVDQU8.Z    Y7, K1, Y8
+	VPSHUFD       $0xff, Y6, Y6
+	VPSHUFB       iq2lanesc<>+0(SB), Y6, Y6
 	VMOVDQU64     164(CX), Y9
-	VPMADDUBSW    Y9, Y5, Y5
+	VPMADDUBSW    Y9, Y7, Y7
 	VPMADDUBSW    Y9, Y8, Y8
-	VPSUBW        Y8, Y5, Y5
-	VPSUBW        Y8, Y5, Y5
-	VPDPWSSD      Y4, Y5, Y7
-	MOVWQZX       16(SP), SI
-	MOVWQZX       18(SP), DI
-	MOVWQZX       20(SP), R8
-	MOVWQZX       22(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y4
-	VPINSRQ       $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ  (BX)(R8*8), X5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  42(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPSUBW        Y8, Y7, Y7
+	VPSUBW        Y8, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y5
+	MOVBQZX       10(AX), SI
+	MOVBQZX       68(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       11(AX), DI
+	MOVBQZX       68(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       12(AX), R8
+	MOVBQZX       68(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       13(AX), R9
+	MOVBQZX       68(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y6
+	VPINSRQ       $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ  (BX)(R8*8), X7
+	VPINSRQ       $0x01, (BX)(R9*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y6
+	VPBROADCASTD  42(AX), Y7
+	VPSHUFB       Y1, Y7, Y7
+	VPTESTMB      Y0, Y7, K1
+	VMOVDQU8.Z    Y6, K1, Y7
 	VPSHUFD       $0x00, Y3, Y8
 	VPSHUFB       iq2lanesc<>+0(SB), Y8, Y8
 	VMOVDQU64     68(CX), Y9
-	VPMADDUBSW    Y9, Y4, Y4
-	VPMADDUBSW    Y9, Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPDPWSSD      Y8, Y4, Y6
-	MOVWQZX       24(SP), SI
-	MOVWQZX       26(SP), DI
-	MOVWQZX       28(SP), R8
-	MOVWQZX       30(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y4
-	VPINSRQ       $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ  (BX)(R8*8), X5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  46(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPSUBW        Y7, Y6, Y6
+	VPSUBW        Y7, Y6, Y6
+	VPDPWSSD      Y8, Y6, Y4
+	MOVBQZX       14(AX), SI
+	MOVBQZX       69(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       15(AX), DI
+	MOVBQZX       69(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       16(AX), R8
+	MOVBQZX       69(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       17(AX), R9
+	MOVBQZX       69(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y6
+	VPINSRQ       $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ  (BX)(R8*8), X7
+	VPINSRQ       $0x01, (BX)(R9*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y6
+	VPBROADCASTD  46(AX), Y7
+	VPSHUFB       Y1, Y7, Y7
+	VPTESTMB      Y0, Y7, K1
+	VMOVDQU8.Z    Y6, K1, Y7
 	VPSHUFD       $0x55, Y3, Y8
 	VPSHUFB       iq2lanesc<>+0(SB), Y8, Y8
 	VMOVDQU64     100(CX), Y9
-	VPMADDUBSW    Y9, Y4, Y4
-	VPMADDUBSW    Y9, Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPDPWSSD      Y8, Y4, Y7
-	MOVWQZX       48(SP), SI
-	MOVWQZX       50(SP), DI
-	MOVWQZX       52(SP), R8
-	MOVWQZX       54(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y4
-	VPINSRQ       $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ  (BX)(R8*8), X5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  58(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPSUBW        Y7, Y6, Y6
+	VPSUBW        Y7, Y6, Y6
+	VPDPWSSD      Y8, Y6, Y5
+	MOVBQZX       26(AX), SI
+	MOVBQZX       72(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       27(AX), DI
+	MOVBQZX       72(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       28(AX), R8
+	MOVBQZX       72(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       29(AX), R9
+	MOVBQZX       72(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y6
+	VPINSRQ       $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ  (BX)(R8*8), X7
+	VPINSRQ       $0x01, (BX)(R9*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y6
+	VPBROADCASTD  58(AX), Y7
+	VPSHUFB       Y1, Y7, Y7
+	VPTESTMB      Y0, Y7, K1
+	VMOVDQU8.Z    Y6, K1, Y7
 	VPSHUFD       $0xaa, Y3, Y8
 	VPSHUFB       iq2lanesc<>+0(SB), Y8, Y8
 	VMOVDQU64     196(CX), Y9
-	VPMADDUBSW    Y9, Y4, Y4
-	VPMADDUBSW    Y9, Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPDPWSSD      Y8, Y4, Y6
-	MOVWQZX       56(SP), SI
-	MOVWQZX       58(SP), DI
-	MOVWQZX       60(SP), R8
-	MOVWQZX       62(SP), R9
-	VPBROADCASTQ  (BX)(SI*8), Y4
-	VPINSRQ       $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ  (BX)(R8*8), X5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  62(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    Y9, Y6, Y6
+	VPMADDUBSW    Y9, Y7, Y7
+	VPSUBW        Y7, Y6, Y6
+	VPSUBW        Y7, Y6, Y6
+	VPDPWSSD      Y8, Y6, Y4
+	MOVBQZX       30(AX), SI
+	MOVBQZX       73(AX), R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, SI
+	MOVBQZX       31(AX), DI
+	MOVBQZX       73(AX), R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, DI
+	MOVBQZX       32(AX), R8
+	MOVBQZX       73(AX), R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R8
+	MOVBQZX       33(AX), R9
+	MOVBQZX       73(AX), R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	ORQ           R10, R9
+	VPBROADCASTQ  (BX)(SI*8), Y6
+	VPINSRQ       $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ  (BX)(R8*8), X7
+	VPINSRQ       $0x01, (BX)(R9*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y6
+	VPBROADCASTD  62(AX), Y7
+	VPSHUFB       Y1, Y7, Y7
+	VPTESTMB      Y0, Y7, K1
+	VMOVDQU8.Z    Y6, K1, Y7
 	VPSHUFD       $0xff, Y3, Y3
 	VPSHUFB       iq2lanesc<>+0(SB), Y3, Y3
 	VMOVDQU64     228(CX), Y8
-	VPMADDUBSW    Y8, Y4, Y4
-	VPMADDUBSW    Y8, Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPDPWSSD      Y3, Y4, Y7
-	VPADDD        Y7, Y6, Y6
+	VPMADDUBSW    Y8, Y6, Y6
+	VPMADDUBSW    Y8, Y7, Y7
+	VPSUBW        Y7, Y6, Y6
+	VPSUBW        Y7, Y6, Y6
+	VPDPWSSD      Y3, Y6, Y5
+	VPADDD        Y5, Y4, Y4
 	VPBROADCASTW  (AX), X3
 	VCVTPH2PS     X3, X3
-	VEXTRACTI32X4 $0x01, Y6, X4
-	VPADDD        X4, X6, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
+	VEXTRACTI32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPADDD        X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPADDD        X7, X6, X6
+	VCVTDQ2PS     X6, X6
 	VMULSS        (CX), X3, X3
-	VMULSS        X4, X3, X3
+	VMULSS        X6, X3, X3
 	VADDSS        X3, X2, X2
 	ADDQ          $0x00000052, AX
 	ADDQ          $0x00000124, CX
@@ -40010,7 +40315,7 @@ donedotIQ2_SVNNI256:
 
 // func dotIQ2_Sx4VNNI256(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
-TEXT ·dotIQ2_Sx4VNNI256(SB), NOSPLIT, $64-48
+TEXT ·dotIQ2_Sx4VNNI256(SB), NOSPLIT, $0-48
 	MOVQ      w+0(FP), AX
 	MOVQ      a+8(FP), CX
 	MOVQ      nb+16(FP), DX
@@ -40024,335 +40329,450 @@ TEXT ·dotIQ2_Sx4VNNI256(SB), NOSPLIT, $64-48
 	JZ        donedotIQ2_Sx4VNNI256
 
 loopdotIQ2_Sx4VNNI256:
-	VPBROADCASTQ  66(AX), Y3
-	VPMOVZXBW     2(AX), Y4
-	VPSHUFB       iq2sqh0<>+0(SB), Y3, Y5
-	VPANDD        iq2sqhm<>+0(SB), Y5, Y5
-	VPMULLW       iq2sqhmul<>+0(SB), Y5, Y5
-	VPORD         Y5, Y4, Y4
-	VMOVDQU64     Y4, (SP)
-	VPMOVZXBW     18(AX), Y4
-	VPSHUFB       iq2sqh1<>+0(SB), Y3, Y3
-	VPANDD        iq2sqhm<>+0(SB), Y3, Y3
-	VPMULLW       iq2sqhmul<>+0(SB), Y3, Y3
-	VPORD         Y3, Y4, Y4
-	VMOVDQU64     Y4, 32(SP)
 	VPBROADCASTQ  74(AX), Y3
 	VPMOVZXBW     X3, Y3
-	VPSRLW        $0x04, Y3, Y4
+	VPSRLW        $0x04, Y3, Y8
 	VPANDD        v32_000f000f<>+0(SB), Y3, Y3
 	VPADDW        Y3, Y3, Y3
-	VPADDW        Y4, Y4, Y4
+	VPADDW        Y8, Y8, Y8
 	VPORD         v32_00010001<>+0(SB), Y3, Y3
-	VPORD         v32_00010001<>+0(SB), Y4, Y4
-	VPUNPCKLWD    Y4, Y3, Y5
-	VPUNPCKHWD    Y4, Y3, Y3
-	VPUNPCKLQDQ   Y3, Y5, Y4
-	VPUNPCKHQDQ   Y3, Y5, Y3
+	VPORD         v32_00010001<>+0(SB), Y8, Y8
+	VPUNPCKLWD    Y8, Y3, Y9
+	VPUNPCKHWD    Y8, Y3, Y3
+	VPUNPCKLQDQ   Y3, Y9, Y8
+	VPUNPCKHQDQ   Y3, Y9, Y3
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
 	VPXORD        Y6, Y6, Y6
 	VPXORD        Y7, Y7, Y7
-	VPXORD        Y8, Y8, Y8
-	VPXORD        Y9, Y9, Y9
-	MOVWQZX       (SP), R8
-	MOVWQZX       2(SP), R9
-	MOVWQZX       4(SP), R10
-	MOVWQZX       6(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
+	MOVBQZX       2(AX), R8
+	MOVBQZX       66(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       3(AX), R9
+	MOVBQZX       66(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       4(AX), R10
+	MOVBQZX       66(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       5(AX), R11
+	MOVBQZX       66(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y9
+	VPINSRQ       $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ  (BX)(R10*8), X10
 	VPINSRQ       $0x01, (BX)(R11*8), X10, X10
-	VINSERTI32X4  $0x01, X10, Y5, Y5
+	VINSERTI32X4  $0x01, X10, Y9, Y9
 	VPBROADCASTD  34(AX), Y10
 	VPSHUFB       Y1, Y10, Y10
 	VPTESTMB      Y0, Y10, K1
-	VMOVDQU8.Z    Y5, K1, Y10
-	VPSHUFD       $0x00, Y4, Y11
+	VMOVDQU8.Z    Y9, K1, Y10
+	VPSHUFD       $0x00, Y8, Y11
 	VPSHUFB       iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW    4(CX), Y5, Y12
+	VPMADDUBSW    4(CX), Y9, Y12
 	VPMADDUBSW    4(CX), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
-	VPDPWSSD      Y11, Y12, Y6
-	VPMADDUBSW    4(CX)(SI*1), Y5, Y12
+	VPDPWSSD      Y11, Y12, Y4
+	VPMADDUBSW    4(CX)(SI*1), Y9, Y12
 	VPMADDUBSW    4(CX)(SI*1), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
-	VPDPWSSD      Y11, Y12, Y7
-	VPMADDUBSW    4(CX)(SI*2), Y5, Y12
+	VPDPWSSD      Y11, Y12, Y5
+	VPMADDUBSW    4(CX)(SI*2), Y9, Y12
 	VPMADDUBSW    4(CX)(SI*2), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
-	VPDPWSSD      Y11, Y12, Y8
-	VPMADDUBSW    4(CX)(DI*1), Y5, Y5
+	VPDPWSSD      Y11, Y12, Y6
+	VPMADDUBSW    4(CX)(DI*1), Y9, Y9
 	VPMADDUBSW    4(CX)(DI*1), Y10, Y10
-	VPSUBW        Y10, Y5, Y5
-	VPSUBW        Y10, Y5, Y5
-	VPDPWSSD      Y11, Y5, Y9
-	MOVWQZX       8(SP), R8
-	MOVWQZX       10(SP), R9
-	MOVWQZX       12(SP), R10
-	MOVWQZX       14(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
+	VPSUBW        Y10, Y9, Y9
+	VPSUBW        Y10, Y9, Y9
+	VPDPWSSD      Y11, Y9, Y7
+	MOVBQZX       6(AX), R8
+	MOVBQZX       67(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       7(AX), R9
+	MOVBQZX       67(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       8(AX), R10
+	MOVBQZX       67(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       9(AX), R11
+	MOVBQZX       67(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y9
+	VPINSRQ       $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ  (BX)(R10*8), X10
 	VPINSRQ       $0x01, (BX)(R11*8), X10, X10
-	VINSERTI32X4  $0x01, X10, Y5, Y5
+	VINSERTI32X4  $0x01, X10, Y9, Y9
 	VPBROADCASTD  38(AX), Y10
 	VPSHUFB       Y1, Y10, Y10
 	VPTESTMB      Y0, Y10, K1
-	VMOVDQU8.Z    Y5, K1, Y10
-	VPSHUFD       $0x55, Y4, Y11
+	VMOVDQU8.Z    Y9, K1, Y10
+	VPSHUFD       $0x55, Y8, Y11
 	VPSHUFB       iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW    36(CX), Y5, Y12
+	VPMADDUBSW    36(CX), Y9, Y12
 	VPMADDUBSW    36(CX), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
-	VPDPWSSD      Y11, Y12, Y6
-	VPMADDUBSW    36(CX)(SI*1), Y5, Y12
+	VPDPWSSD      Y11, Y12, Y4
+	VPMADDUBSW    36(CX)(SI*1), Y9, Y12
 	VPMADDUBSW    36(CX)(SI*1), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
-	VPDPWSSD      Y11, Y12, Y7
-	VPMADDUBSW    36(CX)(SI*2), Y5, Y12
+	VPDPWSSD      Y11, Y12, Y5
+	VPMADDUBSW    36(CX)(SI*2), Y9, Y12
 	VPMADDUBSW    36(CX)(SI*2), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
-	VPDPWSSD      Y11, Y12, Y8
-	VPMADDUBSW    36(CX)(DI*1), Y5, Y5
+	VPDPWSSD      Y11, Y12, Y6
+	VPMADDUBSW    36(CX)(DI*1), Y9, Y9
 	VPMADDUBSW    36(CX)(DI*1), Y10, Y10
-	VPSUBW        Y10, Y5, Y5
-	VPSUBW        Y10, Y5, Y5
-	VPDPWSSD      Y11, Y5, Y9
-	MOVWQZX       32(SP), R8
-	MOVWQZX       34(SP), R9
-	MOVWQZX       36(SP), R10
-	MOVWQZX       38(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
+	VPSUBW        Y10, Y9, Y9
+	VPSUBW        Y10, Y9, Y9
+	VPDPWSSD      Y11, Y9, Y7
+	MOVBQZX       18(AX), R8
+	MOVBQZX       70(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       19(AX), R9
+	MOVBQZX       70(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       20(AX), R10
+	MOVBQZX       70(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       21(AX), R11
+	MOVBQZX       70(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y9
+	VPINSRQ       $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ  (BX)(R10*8), X10
 	VPINSRQ       $0x01, (BX)(R11*8), X10, X10
-	VINSERTI32X4  $0x01, X10, Y5, Y5
+	VINSERTI32X4  $0x01, X10, Y9, Y9
 	VPBROADCASTD  50(AX), Y10
 	VPSHUFB       Y1, Y10, Y10
 	VPTESTMB      Y0, Y10, K1
-	VMOVDQU8.Z    Y5, K1, Y10
-	VPSHUFD       $0xaa, Y4, Y11
+	VMOVDQU8.Z    Y9, K1, Y10
+	VPSHUFD       $0xaa, Y8, Y11
 	VPSHUFB       iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW    132(CX), Y5, Y12
+	VPMADDUBSW    132(CX), Y9, Y12
 	VPMADDUBSW    132(CX), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
-	VPDPWSSD      Y11, Y12, Y6
-	VPMADDUBSW    132(CX)(SI*1), Y5, Y12
+	VPDPWSSD      Y11, Y12, Y4
+	VPMADDUBSW    132(CX)(SI*1), Y9, Y12
 	VPMADDUBSW    132(CX)(SI*1), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
-	VPDPWSSD      Y11, Y12, Y7
-	VPMADDUBSW    132(CX)(SI*2), Y5, Y12
+	VPDPWSSD      Y11, Y12, Y5
+	VPMADDUBSW    132(CX)(SI*2), Y9, Y12
 	VPMADDUBSW    132(CX)(SI*2), Y10, Y13
 	VPSUBW        Y13, Y12, Y12
 	VPSUBW        Y13, Y12, Y12
-	VPDPWSSD      Y11, Y12, Y8
-	VPMADDUBSW    132(CX)(DI*1), Y5, Y5
+	VPDPWSSD      Y11, Y12, Y6
+	VPMADDUBSW    132(CX)(DI*1), Y9, Y9
 	VPMADDUBSW    132(CX)(DI*1), Y10, Y10
-	VPSUBW        Y10, Y5, Y5
-	VPSUBW        Y10, Y5, Y5
-	VPDPWSSD      Y11, Y5, Y9
-	MOVWQZX       40(SP), R8
-	MOVWQZX       42(SP), R9
-	MOVWQZX       44(SP), R10
-	MOVWQZX       46(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y5
-	VPINSRQ       $0x01, (BX)(R9*8), X5, X5
+	VPSUBW        Y10, Y9, Y9
+	VPSUBW        Y10, Y9, Y9
+	VPDPWSSD      Y11, Y9, Y7
+	MOVBQZX       22(AX), R8
+	MOVBQZX       71(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       23(AX), R9
+	MOVBQZX       71(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       24(AX), R10
+	MOVBQZX       71(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       25(AX), R11
+	MOVBQZX       71(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y9
+	VPINSRQ       $0x01, (BX)(R9*8), X9, X9
 	VPBROADCASTQ  (BX)(R10*8), X10
 	VPINSRQ       $0x01, (BX)(R11*8), X10, X10
-	VINSERTI32X4  $0x01, X10, Y5, Y5
+	VINSERTI32X4  $0x01, X10, Y9, Y9
 	VPBROADCASTD  54(AX), Y10
 	VPSHUFB       Y1, Y10, Y10
 	VPTESTMB      Y0, Y10, K1
-	VMOVDQU8.Z    Y5, K1, Y10
-	VPSHUFD       $0xff, Y4, Y4
-	VPSHUFB       iq2lanesc<>+0(SB), Y4, Y4
-	VPMADDUBSW    164(CX), Y5, Y11
+	VMOVDQU8.Z    Y9, K1, Y10
+	VPSHUFD       $0xff, Y8, Y8
+	VPSHUFB       iq2lanesc<>+0(SB), Y8, Y8
+	VPMADDUBSW    164(CX), Y9, Y11
 	VPMADDUBSW    164(CX), Y10, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
-	VPDPWSSD      Y4, Y11, Y6
-	VPMADDUBSW    164(CX)(SI*1), Y5, Y11
+	VPDPWSSD      Y8, Y11, Y4
+	VPMADDUBSW    164(CX)(SI*1), Y9, Y11
 	VPMADDUBSW    164(CX)(SI*1), Y10, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
-	VPDPWSSD      Y4, Y11, Y7
-	VPMADDUBSW    164(CX)(SI*2), Y5, Y11
+	VPDPWSSD      Y8, Y11, Y5
+	VPMADDUBSW    164(CX)(SI*2), Y9, Y11
 	VPMADDUBSW    164(CX)(SI*2), Y10, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
-	VPDPWSSD      Y4, Y11, Y8
-	VPMADDUBSW    164(CX)(DI*1), Y5, Y5
+	VPDPWSSD      Y8, Y11, Y6
+	VPMADDUBSW    164(CX)(DI*1), Y9, Y9
 	VPMADDUBSW    164(CX)(DI*1), Y10, Y10
-	VPSUBW        Y10, Y5, Y5
-	VPSUBW        Y10, Y5, Y5
-	VPDPWSSD      Y4, Y5, Y9
-	MOVWQZX       16(SP), R8
-	MOVWQZX       18(SP), R9
-	MOVWQZX       20(SP), R10
-	MOVWQZX       22(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y4
-	VPINSRQ       $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ  (BX)(R10*8), X5
-	VPINSRQ       $0x01, (BX)(R11*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  42(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPSUBW        Y10, Y9, Y9
+	VPSUBW        Y10, Y9, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	MOVBQZX       10(AX), R8
+	MOVBQZX       68(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       11(AX), R9
+	MOVBQZX       68(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       12(AX), R10
+	MOVBQZX       68(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       13(AX), R11
+	MOVBQZX       68(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y8
+	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
+	VPBROADCASTQ  (BX)(R10*8), X9
+	VPINSRQ       $0x01, (BX)(R11*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y8
+	VPBROADCASTD  42(AX), Y9
+	VPSHUFB       Y1, Y9, Y9
+	VPTESTMB      Y0, Y9, K1
+	VMOVDQU8.Z    Y8, K1, Y9
 	VPSHUFD       $0x00, Y3, Y10
 	VPSHUFB       iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW    68(CX), Y4, Y11
-	VPMADDUBSW    68(CX), Y5, Y12
+	VPMADDUBSW    68(CX), Y8, Y11
+	VPMADDUBSW    68(CX), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPDPWSSD      Y10, Y11, Y4
+	VPMADDUBSW    68(CX)(SI*1), Y8, Y11
+	VPMADDUBSW    68(CX)(SI*1), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPDPWSSD      Y10, Y11, Y5
+	VPMADDUBSW    68(CX)(SI*2), Y8, Y11
+	VPMADDUBSW    68(CX)(SI*2), Y9, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
 	VPDPWSSD      Y10, Y11, Y6
-	VPMADDUBSW    68(CX)(SI*1), Y4, Y11
-	VPMADDUBSW    68(CX)(SI*1), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPDPWSSD      Y10, Y11, Y7
-	VPMADDUBSW    68(CX)(SI*2), Y4, Y11
-	VPMADDUBSW    68(CX)(SI*2), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPDPWSSD      Y10, Y11, Y8
-	VPMADDUBSW    68(CX)(DI*1), Y4, Y4
-	VPMADDUBSW    68(CX)(DI*1), Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPDPWSSD      Y10, Y4, Y9
-	MOVWQZX       24(SP), R8
-	MOVWQZX       26(SP), R9
-	MOVWQZX       28(SP), R10
-	MOVWQZX       30(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y4
-	VPINSRQ       $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ  (BX)(R10*8), X5
-	VPINSRQ       $0x01, (BX)(R11*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  46(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    68(CX)(DI*1), Y8, Y8
+	VPMADDUBSW    68(CX)(DI*1), Y9, Y9
+	VPSUBW        Y9, Y8, Y8
+	VPSUBW        Y9, Y8, Y8
+	VPDPWSSD      Y10, Y8, Y7
+	MOVBQZX       14(AX), R8
+	MOVBQZX       69(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       15(AX), R9
+	MOVBQZX       69(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       16(AX), R10
+	MOVBQZX       69(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       17(AX), R11
+	MOVBQZX       69(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y8
+	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
+	VPBROADCASTQ  (BX)(R10*8), X9
+	VPINSRQ       $0x01, (BX)(R11*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y8
+	VPBROADCASTD  46(AX), Y9
+	VPSHUFB       Y1, Y9, Y9
+	VPTESTMB      Y0, Y9, K1
+	VMOVDQU8.Z    Y8, K1, Y9
 	VPSHUFD       $0x55, Y3, Y10
 	VPSHUFB       iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW    100(CX), Y4, Y11
-	VPMADDUBSW    100(CX), Y5, Y12
+	VPMADDUBSW    100(CX), Y8, Y11
+	VPMADDUBSW    100(CX), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPDPWSSD      Y10, Y11, Y4
+	VPMADDUBSW    100(CX)(SI*1), Y8, Y11
+	VPMADDUBSW    100(CX)(SI*1), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPDPWSSD      Y10, Y11, Y5
+	VPMADDUBSW    100(CX)(SI*2), Y8, Y11
+	VPMADDUBSW    100(CX)(SI*2), Y9, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
 	VPDPWSSD      Y10, Y11, Y6
-	VPMADDUBSW    100(CX)(SI*1), Y4, Y11
-	VPMADDUBSW    100(CX)(SI*1), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPDPWSSD      Y10, Y11, Y7
-	VPMADDUBSW    100(CX)(SI*2), Y4, Y11
-	VPMADDUBSW    100(CX)(SI*2), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPDPWSSD      Y10, Y11, Y8
-	VPMADDUBSW    100(CX)(DI*1), Y4, Y4
-	VPMADDUBSW    100(CX)(DI*1), Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPDPWSSD      Y10, Y4, Y9
-	MOVWQZX       48(SP), R8
-	MOVWQZX       50(SP), R9
-	MOVWQZX       52(SP), R10
-	MOVWQZX       54(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y4
-	VPINSRQ       $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ  (BX)(R10*8), X5
-	VPINSRQ       $0x01, (BX)(R11*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  58(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    100(CX)(DI*1), Y8, Y8
+	VPMADDUBSW    100(CX)(DI*1), Y9, Y9
+	VPSUBW        Y9, Y8, Y8
+	VPSUBW        Y9, Y8, Y8
+	VPDPWSSD      Y10, Y8, Y7
+	MOVBQZX       26(AX), R8
+	MOVBQZX       72(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       27(AX), R9
+	MOVBQZX       72(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       28(AX), R10
+	MOVBQZX       72(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       29(AX), R11
+	MOVBQZX       72(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y8
+	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
+	VPBROADCASTQ  (BX)(R10*8), X9
+	VPINSRQ       $0x01, (BX)(R11*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y8
+	VPBROADCASTD  58(AX), Y9
+	VPSHUFB       Y1, Y9, Y9
+	VPTESTMB      Y0, Y9, K1
+	VMOVDQU8.Z    Y8, K1, Y9
 	VPSHUFD       $0xaa, Y3, Y10
 	VPSHUFB       iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW    196(CX), Y4, Y11
-	VPMADDUBSW    196(CX), Y5, Y12
+	VPMADDUBSW    196(CX), Y8, Y11
+	VPMADDUBSW    196(CX), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPDPWSSD      Y10, Y11, Y4
+	VPMADDUBSW    196(CX)(SI*1), Y8, Y11
+	VPMADDUBSW    196(CX)(SI*1), Y9, Y12
+	VPSUBW        Y12, Y11, Y11
+	VPSUBW        Y12, Y11, Y11
+	VPDPWSSD      Y10, Y11, Y5
+	VPMADDUBSW    196(CX)(SI*2), Y8, Y11
+	VPMADDUBSW    196(CX)(SI*2), Y9, Y12
 	VPSUBW        Y12, Y11, Y11
 	VPSUBW        Y12, Y11, Y11
 	VPDPWSSD      Y10, Y11, Y6
-	VPMADDUBSW    196(CX)(SI*1), Y4, Y11
-	VPMADDUBSW    196(CX)(SI*1), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPDPWSSD      Y10, Y11, Y7
-	VPMADDUBSW    196(CX)(SI*2), Y4, Y11
-	VPMADDUBSW    196(CX)(SI*2), Y5, Y12
-	VPSUBW        Y12, Y11, Y11
-	VPSUBW        Y12, Y11, Y11
-	VPDPWSSD      Y10, Y11, Y8
-	VPMADDUBSW    196(CX)(DI*1), Y4, Y4
-	VPMADDUBSW    196(CX)(DI*1), Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPDPWSSD      Y10, Y4, Y9
-	MOVWQZX       56(SP), R8
-	MOVWQZX       58(SP), R9
-	MOVWQZX       60(SP), R10
-	MOVWQZX       62(SP), R11
-	VPBROADCASTQ  (BX)(R8*8), Y4
-	VPINSRQ       $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ  (BX)(R10*8), X5
-	VPINSRQ       $0x01, (BX)(R11*8), X5, X5
-	VINSERTI32X4  $0x01, X5, Y4, Y4
-	VPBROADCASTD  62(AX), Y5
-	VPSHUFB       Y1, Y5, Y5
-	VPTESTMB      Y0, Y5, K1
-	VMOVDQU8.Z    Y4, K1, Y5
+	VPMADDUBSW    196(CX)(DI*1), Y8, Y8
+	VPMADDUBSW    196(CX)(DI*1), Y9, Y9
+	VPSUBW        Y9, Y8, Y8
+	VPSUBW        Y9, Y8, Y8
+	VPDPWSSD      Y10, Y8, Y7
+	MOVBQZX       30(AX), R8
+	MOVBQZX       73(AX), R12
+	SHLQ          $0x08, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R8
+	MOVBQZX       31(AX), R9
+	MOVBQZX       73(AX), R12
+	SHLQ          $0x06, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R9
+	MOVBQZX       32(AX), R10
+	MOVBQZX       73(AX), R12
+	SHLQ          $0x04, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R10
+	MOVBQZX       33(AX), R11
+	MOVBQZX       73(AX), R12
+	SHLQ          $0x02, R12
+	ANDQ          $0x00000300, R12
+	ORQ           R12, R11
+	VPBROADCASTQ  (BX)(R8*8), Y8
+	VPINSRQ       $0x01, (BX)(R9*8), X8, X8
+	VPBROADCASTQ  (BX)(R10*8), X9
+	VPINSRQ       $0x01, (BX)(R11*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y8, Y8
+	VPBROADCASTD  62(AX), Y9
+	VPSHUFB       Y1, Y9, Y9
+	VPTESTMB      Y0, Y9, K1
+	VMOVDQU8.Z    Y8, K1, Y9
 	VPSHUFD       $0xff, Y3, Y3
 	VPSHUFB       iq2lanesc<>+0(SB), Y3, Y3
-	VPMADDUBSW    228(CX), Y4, Y10
-	VPMADDUBSW    228(CX), Y5, Y11
+	VPMADDUBSW    228(CX), Y8, Y10
+	VPMADDUBSW    228(CX), Y9, Y11
+	VPSUBW        Y11, Y10, Y10
+	VPSUBW        Y11, Y10, Y10
+	VPDPWSSD      Y3, Y10, Y4
+	VPMADDUBSW    228(CX)(SI*1), Y8, Y10
+	VPMADDUBSW    228(CX)(SI*1), Y9, Y11
+	VPSUBW        Y11, Y10, Y10
+	VPSUBW        Y11, Y10, Y10
+	VPDPWSSD      Y3, Y10, Y5
+	VPMADDUBSW    228(CX)(SI*2), Y8, Y10
+	VPMADDUBSW    228(CX)(SI*2), Y9, Y11
 	VPSUBW        Y11, Y10, Y10
 	VPSUBW        Y11, Y10, Y10
 	VPDPWSSD      Y3, Y10, Y6
-	VPMADDUBSW    228(CX)(SI*1), Y4, Y10
-	VPMADDUBSW    228(CX)(SI*1), Y5, Y11
-	VPSUBW        Y11, Y10, Y10
-	VPSUBW        Y11, Y10, Y10
-	VPDPWSSD      Y3, Y10, Y7
-	VPMADDUBSW    228(CX)(SI*2), Y4, Y10
-	VPMADDUBSW    228(CX)(SI*2), Y5, Y11
-	VPSUBW        Y11, Y10, Y10
-	VPSUBW        Y11, Y10, Y10
-	VPDPWSSD      Y3, Y10, Y8
-	VPMADDUBSW    228(CX)(DI*1), Y4, Y4
-	VPMADDUBSW    228(CX)(DI*1), Y5, Y5
-	VPSUBW        Y5, Y4, Y4
-	VPSUBW        Y5, Y4, Y4
-	VPDPWSSD      Y3, Y4, Y9
+	VPMADDUBSW    228(CX)(DI*1), Y8, Y8
+	VPMADDUBSW    228(CX)(DI*1), Y9, Y9
+	VPSUBW        Y9, Y8, Y8
+	VPSUBW        Y9, Y8, Y8
+	VPDPWSSD      Y3, Y8, Y7
 	VPBROADCASTW  (AX), X3
 	VCVTPH2PS     X3, X3
-	VPUNPCKLDQ    Y7, Y6, Y4
-	VPUNPCKHDQ    Y7, Y6, Y5
-	VPADDD        Y5, Y4, Y4
-	VPUNPCKLDQ    Y9, Y8, Y5
-	VPUNPCKHDQ    Y9, Y8, Y10
-	VPADDD        Y10, Y5, Y5
-	VPUNPCKLQDQ   Y5, Y4, Y10
-	VPUNPCKHQDQ   Y5, Y4, Y4
-	VPADDD        Y4, Y10, Y10
-	VEXTRACTI32X4 $0x01, Y10, X4
-	VPADDD        X4, X10, X4
-	VCVTDQ2PS     X4, X4
-	VMOVSS        (CX), X5
-	VINSERTPS     $0x10, (CX)(SI*1), X5, X5
-	VINSERTPS     $0x20, (CX)(SI*2), X5, X5
-	VINSERTPS     $0x30, (CX)(DI*1), X5, X5
-	VMULPS        X5, X3, X3
-	VMULPS        X4, X3, X3
+	VPUNPCKLDQ    Y5, Y4, Y8
+	VPUNPCKHDQ    Y5, Y4, Y9
+	VPADDD        Y9, Y8, Y8
+	VPUNPCKLDQ    Y7, Y6, Y9
+	VPUNPCKHDQ    Y7, Y6, Y10
+	VPADDD        Y10, Y9, Y9
+	VPUNPCKLQDQ   Y9, Y8, Y10
+	VPUNPCKHQDQ   Y9, Y8, Y8
+	VPADDD        Y8, Y10, Y10
+	VEXTRACTI32X4 $0x01, Y10, X8
+	VPADDD        X8, X10, X8
+	VCVTDQ2PS     X8, X8
+	VMOVSS        (CX), X9
+	VINSERTPS     $0x10, (CX)(SI*1), X9, X9
+	VINSERTPS     $0x20, (CX)(SI*2), X9, X9
+	VINSERTPS     $0x30, (CX)(DI*1), X9, X9
+	VMULPS        X9, X3, X3
+	VMULPS        X8, X3, X3
 	VADDPS        X3, X2, X2
 	ADDQ          $0x00000052, AX
 	ADDQ          $0x00000124, CX

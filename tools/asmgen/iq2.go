@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"math/bits"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -94,12 +93,12 @@ func iq2LaneScale() Mem {
 
 // iq2k holds one kernel's registers.
 type iq2k struct {
-	t     *target
-	ty    *iq2type
-	wp    Register
-	grid  Register
-	idx   [4]Register
-	index Mem // 64 bytes: IQ2_S grid index words
+	t    *target
+	ty   *iq2type
+	wp   Register
+	grid Register
+	idx  [4]Register
+	tmp  Register
 	// signV (IQ2_XXS/XS) and scaleV hold a super-block's sign dwords and
 	// scale dwords, sub-block ib's in dword iq2SignPos[ib]; signH and
 	// scaleH one 128-bit half of them in both halves, for VPSHUFD to
@@ -201,28 +200,6 @@ func (k *iq2k) prep() {
 		k.signV = y0
 		k.scales(w(66))
 	case iq2S:
-		qh := YMM()
-		VPBROADCASTQ(w(66), qh)
-		for h := 0; h < 2; h++ {
-			var ctl []byte
-			for e := 0; e < 16; e++ {
-				ctl = append(ctl, byte(4*h+e/4), 0x80)
-			}
-			z, hb := YMM(), YMM()
-			VPMOVZXBW(w(2+16*h), z)
-			VPSHUFB(constData(fmt.Sprintf("iq2sqh%d", h), ctl), qh, hb)
-			var msk, mul []byte
-			for e := 0; e < 16; e++ {
-				l := e % 4
-				msk = append(msk, byte(3<<(2*l)), 0)
-				m := 1 << (8 - 2*l)
-				mul = append(mul, byte(m), byte(m>>8))
-			}
-			t.and(constData("iq2sqhm", msk), hb, hb)
-			VPMULLW(constData("iq2sqhmul", mul), hb, hb)
-			t.or(hb, z, z)
-			k.mov(z, k.index.Offset(32*h))
-		}
 		k.scales(w(74))
 	}
 }
@@ -263,7 +240,13 @@ func (k *iq2k) gridVec(ib int) VecVirtual {
 			MOVWQZX(Mem{Base: k.wp, Disp: 2 + 8*ib + 2*l}, r)
 			ANDQ(U32(511), r)
 		case iq2S:
-			MOVWQZX(k.index.Offset(8*ib+2*l), r)
+			// qs | (qh << (8-2l)) & 0x300, as ggml's AVX2 code makes it.
+			h := k.tmp
+			MOVBQZX(Mem{Base: k.wp, Disp: 2 + 4*ib + l}, r)
+			MOVBQZX(Mem{Base: k.wp, Disp: 66 + ib}, h)
+			SHLQ(U8(8-2*l), h)
+			ANDQ(U32(0x300), h)
+			ORQ(h, r)
 		}
 	}
 	g := func(l int) Mem { return Mem{Base: k.grid, Index: k.idx[l], Scale: 8} }
@@ -374,7 +357,7 @@ func genIQ2(t *target, ty *iq2type, rows int) {
 	for l := range k.idx {
 		k.idx[l] = GP64()
 	}
-	k.index = AllocLocal(64)
+	k.tmp = GP64()
 	arow := func(j, disp int) Mem {
 		switch j {
 		case 0:
