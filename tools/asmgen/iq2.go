@@ -31,10 +31,12 @@ import (
 //
 // IQ2_XXS and IQ2_XS store 7-bit sign indices into ksigns_iq2xs, whose
 // entry is the index with an even-parity bit 7; a super-block's 32 sign
-// bytes are made in one ymm (the parity from two nibble lookups) and
-// stored on the stack, so a sub-block's four are one broadcast load. IQ2_S
-// stores the sign bytes themselves. The x4 kernels run four Q8_K rows over
-// each decoded sub-block.
+// bytes are made in one ymm (the parity from two nibble lookups), and a
+// sub-block's four are one VPSHUFD broadcast from it (half). IQ2_S stores
+// the sign bytes themselves. The x4 kernels run four Q8_K rows over each
+// decoded sub-block. All three run the same 256-bit code on every level;
+// the AVX-512 levels only use EVEX forms where avo may allocate registers
+// 16-31 (mov, maskedGrid).
 
 type iq2type struct {
 	name string
