@@ -78,6 +78,9 @@ func genAll(t *target) {
 	genExactB32(t, b32Q5_1)
 	genIQ4XSRow(t)
 	genIQ4XSRows8(t)
+	if !t.zmm() || !t.vnni {
+		genIQ2All(t) // 256-bit code; the 512-bit VNNI level runs the VNNI256 ones
+	}
 	if t.zmm() || !t.vnni {
 		// The 256-bit VNNI level runs the 512-bit ones (asm_amd64.go).
 		genTQ2B4(t)

@@ -58,6 +58,12 @@ type Funcs struct {
 	// apart into out[0:4], as Q2Kx4 is for Q2_K: a block's trits are
 	// unpacked once for the four.
 	TQ1x4, TQ2x4 func(w, a *byte, nb, astride int, out *float32)
+	// IQ2XXS, IQ2XS and IQ2S are one weight row of nb super-blocks times
+	// a Q8_K row, grid the type's grid table (core/quant's, which
+	// iq2.go passes); the x4 kernels take four Q8_K rows astride bytes
+	// apart into out[0:4].
+	IQ2XXS, IQ2XS, IQ2S       func(w, a *byte, nb int, grid *uint64) float32
+	IQ2XXSx4, IQ2XSx4, IQ2Sx4 func(w, a *byte, nb, astride int, grid *uint64, out *float32)
 
 	// F32, F16 and BF16 take FloatRows weight rows (1 if unset) wstride
 	// bytes apart and a prepared activation row, n elements of each (a
@@ -161,6 +167,7 @@ func (k *Kit) Add(name string, f Funcs) {
 	if f.FastBF16 != nil {
 		l.fast[quant.BF16] = newFastPrep(quant.BF16, f.FastBF16, f.FastRows)
 	}
+	l.addIQ2(f)
 	l.addPrepared(f)
 	l.addPrepared4(f)
 	k.levels = append(k.levels, l)

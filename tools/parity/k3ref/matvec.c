@@ -110,7 +110,20 @@ static void * weights(enum ggml_type t, int rows, int cols, size_t * size) {
     if (!src || !w) {
         die(EXIT_FAIL, "out of memory for %d×%d %s weights", rows, cols, ggml_type_name(t));
     }
-    ggml_quantize_chunk(t, src, w, 0, part, cols, NULL);
+    // IQ2_XXS, IQ2_XS and IQ1_S refuse to quantize without an importance
+    // matrix: a flat one (the values do not change the time).
+    float * imat = NULL;
+    if (ggml_quantize_requires_imatrix(t)) {
+        imat = malloc(sizeof(float) * (size_t) cols);
+        if (!imat) {
+            die(EXIT_FAIL, "out of memory for %d×%d %s weights", rows, cols, ggml_type_name(t));
+        }
+        for (int i = 0; i < cols; i++) {
+            imat[i] = 1.0f;
+        }
+    }
+    ggml_quantize_chunk(t, src, w, 0, part, cols, imat);
+    free(imat);
     for (int r = part; r < rows; r += part) {
         memcpy(w + row * r, w, row * (size_t) (rows - r < part ? rows - r : part));
     }

@@ -97,6 +97,17 @@ func DotRandom(t *testing.T, k *kernelkit.Kit) {
 	})
 }
 
+// intUnit is what a block's integer sum is multiplied by with every float
+// scale 1: 1, but 1/8 for the IQ2 types, whose sums of grid values times
+// 2*ls+1 ggml scales by 0.125.
+func intUnit(t quant.Type) float32 {
+	switch t {
+	case quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S:
+		return 0.125
+	}
+	return 1
+}
+
 // DotIntegerExact checks the integer part of the kernels exactly: with
 // every float scale 1, each block's result is its integer sum, and while
 // the sum of |terms| stays below 2^24 every partial sum in any order is an
@@ -140,8 +151,8 @@ func DotIntegerExact(t *testing.T, k *kernelkit.Kit) {
 					checked++
 					want, _ := quant.VecDot(typ, n, w, a)
 					got, _ := k.Dot(typ, n, w, a)
-					if got != want || got != float32(int32(got)) {
-						t.Fatalf("block % x\ngot %v, want %v (an integer)", w, got, want)
+					if u := got / intUnit(typ); got != want || u != float32(int32(u)) {
+						t.Fatalf("block % x\ngot %v, want %v (an integer times %v)", w, got, want, intUnit(typ))
 					}
 				}
 				if checked < 5000 {
