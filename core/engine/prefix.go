@@ -182,6 +182,22 @@ func (s *slot) decode(tok int32) ([]float32, error) {
 	return logits, nil
 }
 
+// copyFrom makes the slot's sequence src's (state: src's state in binary
+// form), for the choices of one request that share its prompt. Its own
+// snapshots go: their rows of the caches are overwritten.
+func (s *slot) copyFrom(src *slot, state []byte) error {
+	if s.run == nil {
+		s.start()
+	}
+	if err := s.run.S.(model.Portable).UnmarshalBinary(state); err != nil {
+		s.drop()
+		return fmt.Errorf("engine: copy the prompt's state: %w", err)
+	}
+	s.seen = append(s.seen[:0], src.seen...)
+	s.last, s.snaps = src.last, nil
+	return nil
+}
+
 // start begins an empty sequence.
 func (s *slot) start() {
 	s.run = NewRunner(s.e.m, s.e.o.Mode, s.e.o.UBatch)

@@ -12,12 +12,14 @@ import (
 // its client, which takes far less than a step of a large model.
 const gather = 2 * time.Millisecond
 
-// stepper runs the model for all slots, one forward call at a time: a
-// prompt batch of one slot, or one decode step of every slot that waits
-// to decode, as one batch (model.ForwardBatch). A slot that asks to decode
-// while another call runs waits, and the next step takes every slot
-// waiting by then (group commit), so steps stay batched without a
-// scheduler goroutine.
+// stepper runs the model for all slots, one forward call at a time. Every
+// call is one batch (model.ForwardBatch) of whatever the slots have handed
+// in by then: the next token of each decoding slot and the next prompt
+// batch of each prefilling one, so several new requests' prompts are
+// prefilled together and prompt batches interleave with decode steps. A
+// slot that hands in work while another call runs waits, and the next
+// call takes every slot waiting by then (group commit), so calls stay
+// batched without a scheduler goroutine.
 type stepper struct {
 	m  model.Model
 	mu sync.Mutex // held while the model runs
@@ -27,14 +29,16 @@ type stepper struct {
 	decoding int           // slots between their prompt and their end
 	arrived  chan struct{} // signalled when a request is queued
 
-	// Steps and Rows count decode steps and the sequences they ran (the
-	// batching's effect, reported by tests and benchmarks).
-	steps, rows int64
+	// steps and rows count the calls that ran decode tokens and the
+	// sequences they ran; prefills and prefillRows the calls that ran
+	// prompt batches and the sequences they ran (the batching's effect,
+	// reported by tests and benchmarks).
+	steps, rows, prefills, prefillRows int64
 }
 
 type stepReq struct {
 	s      model.State
-	tok    int32
+	toks   []int32
 	logits []float32
 	err    error
 	done   chan struct{}
@@ -44,11 +48,16 @@ func newStepper(m model.Model) *stepper {
 	return &stepper{m: m, arrived: make(chan struct{}, 1)}
 }
 
-// prefill runs one prompt batch of a slot.
+// prefill runs one prompt batch of a slot: batched with the other slots'
+// work in Batch mode; alone, holding the model, when every position's
+// logits are wanted (echo) or the prompt is fed token by token (Step).
 func (st *stepper) prefill(r *Runner, part []int32, all bool) ([]float32, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return r.Prefill(part, all)
+	if all || r.Mode == Step {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return r.Prefill(part, all)
+	}
+	return st.forward(r.S, part)
 }
 
 // begin and end bracket a slot's decoding, so that a step knows how many
@@ -74,9 +83,15 @@ func (st *stepper) signal() {
 }
 
 // decode appends tok to s and returns the logits of its position, run in
-// one batch with the other slots' steps.
+// one batch with the other slots' work.
 func (st *stepper) decode(s model.State, tok int32) ([]float32, error) {
-	r := &stepReq{s: s, tok: tok, done: make(chan struct{})}
+	return st.forward(s, []int32{tok})
+}
+
+// forward appends toks to s and returns the logits of the last of them,
+// run in one batch with the other slots' work.
+func (st *stepper) forward(s model.State, toks []int32) ([]float32, error) {
+	r := &stepReq{s: s, toks: toks, done: make(chan struct{})}
 	st.pmu.Lock()
 	st.pending = append(st.pending, r)
 	st.pmu.Unlock()
@@ -84,7 +99,7 @@ func (st *stepper) decode(s model.State, tok int32) ([]float32, error) {
 
 	st.mu.Lock()
 	select {
-	case <-r.done: // an earlier step took it
+	case <-r.done: // an earlier call took it
 		st.mu.Unlock()
 		return r.logits, r.err
 	default:
@@ -103,7 +118,7 @@ func (st *stepper) collect() []*stepReq {
 	defer deadline.Stop()
 	for {
 		st.pmu.Lock()
-		if len(st.pending) >= st.decoding {
+		if st.decoders() >= st.decoding {
 			break
 		}
 		st.pmu.Unlock()
@@ -117,20 +132,46 @@ func (st *stepper) collect() []*stepReq {
 	}
 	batch := st.pending
 	st.pending = nil
-	st.steps++
-	st.rows += int64(len(batch))
+	dec, pre := 0, 0
+	for _, r := range batch {
+		if len(r.toks) == 1 {
+			dec++
+		} else {
+			pre++
+		}
+	}
+	if dec > 0 {
+		st.steps++
+		st.rows += int64(dec)
+	}
+	if pre > 0 {
+		st.prefills++
+		st.prefillRows += int64(pre)
+	}
 	st.pmu.Unlock()
 	return batch
 }
 
-// run runs one decode step of the batch and hands each request its
+// decoders counts the pending single tokens (st.pmu held): decode steps,
+// or a one-token prompt batch, which waits no longer than one.
+func (st *stepper) decoders() int {
+	n := 0
+	for _, r := range st.pending {
+		if len(r.toks) == 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// run runs one forward call of the batch and hands each request its
 // logits or the error.
 func (st *stepper) run(batch []*stepReq) {
 	v := st.m.Params().Vocab
 	states := make([]model.State, len(batch))
-	tokens := make([]int32, len(batch))
+	tokens := make([][]int32, len(batch))
 	for i, r := range batch {
-		states[i], tokens[i] = r.s, r.tok
+		states[i], tokens[i] = r.s, r.toks
 	}
 	logits := make([]float32, len(batch)*v)
 	err := model.ForwardBatch(st.m, states, tokens, logits)
@@ -148,4 +189,12 @@ func (st *stepper) stats() (steps, rows int64) {
 	st.pmu.Lock()
 	defer st.pmu.Unlock()
 	return st.steps, st.rows
+}
+
+// prefillStats returns the forward calls that ran prompt batches and the
+// prompt batches they ran.
+func (st *stepper) prefillStats() (calls, batches int64) {
+	st.pmu.Lock()
+	defer st.pmu.Unlock()
+	return st.prefills, st.prefillRows
 }
