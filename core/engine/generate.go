@@ -91,13 +91,24 @@ func New(m model.Model, tok *tokenizer.Tokenizer, o Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close waits for the prefix cache's disk writes. The engine must be idle.
+// Close writes each slot's last prompt end into the prefix cache when
+// the cache keeps a directory (the slots are lost with the process; the
+// directory is not, so those conversations resume after a restart), and
+// waits for the disk writes. The engine must be idle.
 func (e *Engine) Close() error {
-	if e.cache != nil {
-		return e.cache.close()
+	if e.cache == nil {
+		return nil
 	}
-	return nil
+	if e.cache.o.Dir != "" {
+		for _, s := range e.slots {
+			s.evict(nil)
+		}
+	}
+	return e.cache.close()
 }
+
+// CacheStats reports the prefix cache's counters (zero when it is off).
+func (e *Engine) CacheStats() CacheStats { return e.cache.stats() }
 
 // Model is the engine's model.
 func (e *Engine) Model() model.Model { return e.m }
