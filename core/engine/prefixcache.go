@@ -87,8 +87,8 @@ type prefixCache struct {
 	// written and writtenBytes count the entries added and their bytes
 	// (CacheStats): what the snapshot policy costs.
 	written, writtenBytes int64
-	disk    int64 // bytes of files in Dir
-	tick    uint64
+	disk                  int64 // bytes of files in Dir
+	tick                  uint64
 
 	writes chan *cacheEntry
 	done   chan struct{}

@@ -92,10 +92,10 @@ func choicesOf(t *testing.T, ts *testServer, path, body string, stream bool) ([]
 		Reasoning string `json:"reasoning_content"`
 	}
 	type choice struct {
-		Index   int    `json:"index"`
-		Text    string `json:"text"`
-		Message *msg `json:"message"`
-		Delta   *msg `json:"delta"`
+		Index        int     `json:"index"`
+		Text         string  `json:"text"`
+		Message      *msg    `json:"message"`
+		Delta        *msg    `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	}
 	type response struct {
