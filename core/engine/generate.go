@@ -73,7 +73,7 @@ func New(m model.Model, tok *tokenizer.Tokenizer, o Options) (*Engine, error) {
 	if o.Slots <= 0 {
 		o.Slots = 1
 	}
-	e := &Engine{m: m, tok: tok, ctxLen: o.Context, o: o, free: make(chan struct{}, o.Slots), admit: make(chan struct{}, 1), step: newStepper(m)}
+	e := &Engine{m: m, tok: tok, ctxLen: o.Context, o: o, free: make(chan struct{}, o.Slots), admit: make(chan struct{}, 1), step: newStepper(m, o.UBatch)}
 	for i := range o.Slots {
 		e.slots = append(e.slots, &slot{id: i, e: e})
 		e.free <- struct{}{}

@@ -19,10 +19,12 @@ const gather = 2 * time.Millisecond
 // prefilled together and prompt batches interleave with decode steps. A
 // slot that hands in work while another call runs waits, and the next
 // call takes every slot waiting by then (group commit), so calls stay
-// batched without a scheduler goroutine.
+// batched without a scheduler goroutine. Prompt batches beyond one
+// ubatch of rows wait for the next call.
 type stepper struct {
-	m  model.Model
-	mu sync.Mutex // held while the model runs
+	m       model.Model
+	maxRows int        // tokens one call may run: the ubatch
+	mu      sync.Mutex // held while the model runs
 
 	pmu      sync.Mutex
 	pending  []*stepReq
@@ -44,8 +46,11 @@ type stepReq struct {
 	done   chan struct{}
 }
 
-func newStepper(m model.Model) *stepper {
-	return &stepper{m: m, arrived: make(chan struct{}, 1)}
+func newStepper(m model.Model, ubatch int) *stepper {
+	if ubatch <= 0 {
+		ubatch = DefaultUBatch
+	}
+	return &stepper{m: m, maxRows: ubatch, arrived: make(chan struct{}, 1)}
 }
 
 // prefill runs one prompt batch of a slot: batched with the other slots'
@@ -98,17 +103,15 @@ func (st *stepper) forward(s model.State, toks []int32) ([]float32, error) {
 	st.signal()
 
 	st.mu.Lock()
-	select {
-	case <-r.done: // an earlier call took it
-		st.mu.Unlock()
-		return r.logits, r.err
-	default:
+	defer st.mu.Unlock()
+	for {
+		select {
+		case <-r.done: // this call or an earlier one took it
+			return r.logits, r.err
+		default:
+		}
+		st.run(st.collect())
 	}
-	batch := st.collect()
-	st.run(batch)
-	st.mu.Unlock()
-	<-r.done
-	return r.logits, r.err
 }
 
 // collect takes the pending requests, waiting up to gather for every
@@ -130,16 +133,31 @@ func (st *stepper) collect() []*stepReq {
 		st.pmu.Lock()
 		break
 	}
-	batch := st.pending
-	st.pending = nil
-	dec, pre := 0, 0
-	for _, r := range batch {
+	// Every decode token goes; prompt batches go in the order they came
+	// while the call stays within maxRows (the activations the budget
+	// reserves are for one ubatch), the first one always.
+	var batch, left []*stepReq
+	rows, dec, pre := 0, 0, 0
+	for _, r := range st.pending {
 		if len(r.toks) == 1 {
+			batch = append(batch, r)
+			rows++
 			dec++
-		} else {
-			pre++
 		}
 	}
+	for _, r := range st.pending {
+		if len(r.toks) == 1 {
+			continue
+		}
+		if pre > 0 && rows+len(r.toks) > st.maxRows {
+			left = append(left, r)
+			continue
+		}
+		batch = append(batch, r)
+		rows += len(r.toks)
+		pre++
+	}
+	st.pending = left
 	if dec > 0 {
 		st.steps++
 		st.rows += int64(dec)

@@ -52,8 +52,16 @@ func (m *countModel) ForwardBatch(states []model.State, tokens [][]int32, logits
 // while the model runs go through the next forward call together, and
 // each slot gets the logits of its own run.
 func TestStepperPrefillBatches(t *testing.T) {
+	for _, maxRows := range []int{16, 6} {
+		t.Run(fmt.Sprint(maxRows), func(t *testing.T) { stepperBatches(t, maxRows) })
+	}
+}
+
+// stepperBatches: with maxRows 16 all three runs go in one call; with 6
+// no call runs more than 6 rows unless it runs one prompt batch alone.
+func stepperBatches(t *testing.T, maxRows int) {
 	m := &countModel{}
-	st := newStepper(m)
+	st := newStepper(m, maxRows)
 	st.mu.Lock() // the model is busy: the requests queue up
 	runs := [][]int32{{1, 2, 3}, {4, 5}, {6, 7, 8, 9}}
 	got := make([][]float32, len(runs))
@@ -78,7 +86,16 @@ func TestStepperPrefillBatches(t *testing.T) {
 	}
 	st.mu.Unlock()
 	wg.Wait()
-	if len(m.calls) != 1 || len(m.calls[0]) != 3 {
+	for _, call := range m.calls {
+		rows := 0
+		for _, n := range call {
+			rows += n
+		}
+		if rows > maxRows && len(call) > 1 {
+			t.Errorf("a call ran %v: more than %d rows", call, maxRows)
+		}
+	}
+	if maxRows >= 9 && (len(m.calls) != 1 || len(m.calls[0]) != 3) {
 		t.Fatalf("forward calls ran runs of %v, want one call of three", m.calls)
 	}
 	for i, toks := range runs {
@@ -90,7 +107,7 @@ func TestStepperPrefillBatches(t *testing.T) {
 			t.Errorf("run %d: logits %v, want %v", i, got[i], want)
 		}
 	}
-	if calls, batches := st.prefillStats(); calls != 1 || batches != 3 {
-		t.Errorf("prefill stats %d calls, %d batches", calls, batches)
+	if calls, batches := st.prefillStats(); calls != int64(len(m.calls)) || batches != 3 {
+		t.Errorf("prefill stats %d calls, %d batches; the model saw %v", calls, batches, m.calls)
 	}
 }
