@@ -54,11 +54,11 @@ serve() {
 	echo "$LIMIT_B" >"$CG/memory.limit_in_bytes"
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
-	sh -c 'echo $$ >'"$CG"'/cgroup.procs; exec "$@"' sh "$K3" serve -m "$MODEL" --port "$PORT" -t "$THREADS" -c 1024 \
-		-np "$np" --profile auto --stager "$STAGER" --memory-budget "$BUDGET" >"$OUT/$name.log" 2>&1 &
+	K3_STAGER__NAME=$STAGER sh -c 'echo $$ >'"$CG"'/cgroup.procs; exec "$@"' sh "$K3" serve -m "$MODEL" --port "$PORT" -t "$THREADS" -c 1024 \
+		-np "$np" --profile auto --memory-budget "$BUDGET" >"$OUT/$name.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 600); do
-		curl -fs "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+		curl -fs "http://127.0.0.1:$PORT/health" 2>/dev/null | grep -q '"ok"' && break
 		kill -0 "$pid" 2>/dev/null || { cat "$OUT/$name.log" >&2; exit 1; }
 		sleep 0.5
 	done
@@ -66,9 +66,9 @@ serve() {
 	s=$(date +%s.%N)
 	for i in $(seq 0 $((NP - 1))); do
 		if [ "$np" -gt 1 ]; then
-			curl -fs "http://127.0.0.1:$PORT/completion" -d "$(prompt "$i")" >"$OUT/$name.$i.json" &
+			curl -fs -H "Content-Type: application/json" "http://127.0.0.1:$PORT/completion" -d "$(prompt "$i")" >"$OUT/$name.$i.json" &
 		else
-			curl -fs "http://127.0.0.1:$PORT/completion" -d "$(prompt "$i")" >"$OUT/$name.$i.json"
+			curl -fs -H "Content-Type: application/json" "http://127.0.0.1:$PORT/completion" -d "$(prompt "$i")" >"$OUT/$name.$i.json"
 		fi
 	done
 	wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
