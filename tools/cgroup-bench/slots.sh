@@ -64,14 +64,16 @@ serve() {
 	done
 	local s e
 	s=$(date +%s.%N)
+	local clients=()
 	for i in $(seq 0 $((NP - 1))); do
 		if [ "$np" -gt 1 ]; then
 			curl -fs -H "Content-Type: application/json" "http://127.0.0.1:$PORT/completion" -d "$(prompt "$i")" >"$OUT/$name.$i.json" &
+			clients+=($!)
 		else
 			curl -fs -H "Content-Type: application/json" "http://127.0.0.1:$PORT/completion" -d "$(prompt "$i")" >"$OUT/$name.$i.json"
 		fi
 	done
-	wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
+	for c in "${clients[@]}"; do wait "$c"; done
 	e=$(date +%s.%N)
 	python3 -c "print(round($e-$s,2))" >"$OUT/$name.wall"
 	cat "$CG/memory.max_usage_in_bytes" >"$OUT/$name.peak"
