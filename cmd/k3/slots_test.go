@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -179,8 +181,16 @@ func TestServeSlots(t *testing.T) {
 	}
 	a := streamChat(t, p.url, []map[string]string{{"role": "system", "content": sys}, {"role": "user", "content": "List the files in src."}}, 8)
 	t.Logf("after a restart, conversation A turn 1 again: prompt %d cached %d ttft %v", a.prompt, a.cached, a.ttft.Round(time.Millisecond))
-	if a.reply != first.reply || a.cached < a.prompt-1 {
+	// Its prompt end is not in the cache (only a conversation's newest
+	// prompt end is written, when its slot is given up or at shutdown);
+	// the system prompt is.
+	if a.reply != first.reply || a.cached < sysTokens {
 		t.Errorf("conversation A's first turn after a restart: %q cached %d of %d, before %q", a.reply, a.cached, a.prompt, first.reply)
+	}
+	b := streamChat(t, p.url, convs[1], 8)
+	t.Logf("after a restart, conversation B turn 4: prompt %d cached %d ttft %v", b.prompt, b.cached, b.ttft.Round(time.Millisecond))
+	if b.cached < prev[1] {
+		t.Errorf("conversation B's next turn after a restart cached %d, its previous prompt (written at shutdown) has %d", b.cached, prev[1])
 	}
 }
 
@@ -191,16 +201,30 @@ func TestServeSlotsThroughput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and plugins")
 	}
-	model := filepath.Join(t.TempDir(), "tiny.gguf")
-	cfg, _ := synth.Preset("tiny")
-	cfg.Type = synth.TypeQ2_K
-	if _, err := synth.Write(model, cfg, synth.WriteOptions{}); err != nil {
-		t.Fatal(err)
+	// K3_SLOTS_MODEL measures on another model (a few-GB in-RAM synth
+	// file: the measurement the issue asks for); K3_SLOTS_TOKENS sets the
+	// tokens per client.
+	model := os.Getenv("K3_SLOTS_MODEL")
+	if model == "" {
+		model = filepath.Join(t.TempDir(), "tiny.gguf")
+		cfg, _ := synth.Preset("tiny")
+		cfg.Type = synth.TypeQ2_K
+		if _, err := synth.Write(model, cfg, synth.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 48
+	if v, err := strconv.Atoi(os.Getenv("K3_SLOTS_TOKENS")); err == nil && v > 0 {
+		n = v
 	}
 	p := startServe(t, "-m", model, "-c", "1024", "-t", "2", "-np", "4")
-	const n = 48
 	msgs := func(i int) []map[string]string {
 		return []map[string]string{{"role": "user", "content": fmt.Sprintf("Client %d asks something different.", i)}}
+	}
+	// A first pass warms what the timed ones use (the weights in memory,
+	// each client's prompt in a slot), so neither timed pass runs cold.
+	for i := range 4 {
+		streamChat(t, p.url, msgs(i), 1)
 	}
 	alone := make([]chatTurn, 4)
 	start := time.Now()
@@ -210,8 +234,6 @@ func TestServeSlotsThroughput(t *testing.T) {
 		gen += alone[i].completion
 	}
 	seq := time.Since(start)
-	// again, so that each runs on its own slot's held prompt like the
-	// concurrent ones below
 	got := make([]chatTurn, 4)
 	var wg sync.WaitGroup
 	start = time.Now()

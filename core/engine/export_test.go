@@ -25,3 +25,7 @@ func LastLogits(e *Engine) []float32 {
 
 // StepStats reports the decode steps run and the sequences they ran.
 func StepStats(e *Engine) (steps, rows int64) { return e.step.stats() }
+
+// PrefillStats reports the forward calls that ran prompt batches and the
+// prompt batches they ran.
+func PrefillStats(e *Engine) (calls, batches int64) { return e.step.prefillStats() }

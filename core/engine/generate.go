@@ -51,6 +51,7 @@ type Engine struct {
 	o      Options
 
 	free  chan struct{} // one token per free slot
+	admit chan struct{} // held by the request gathering its slots
 	mu    sync.Mutex    // guards the slots' bookkeeping (busy, used, held)
 	slots []*slot
 	tick  uint64
@@ -72,7 +73,7 @@ func New(m model.Model, tok *tokenizer.Tokenizer, o Options) (*Engine, error) {
 	if o.Slots <= 0 {
 		o.Slots = 1
 	}
-	e := &Engine{m: m, tok: tok, ctxLen: o.Context, o: o, free: make(chan struct{}, o.Slots), step: newStepper(m)}
+	e := &Engine{m: m, tok: tok, ctxLen: o.Context, o: o, free: make(chan struct{}, o.Slots), admit: make(chan struct{}, 1), step: newStepper(m, o.UBatch)}
 	for i := range o.Slots {
 		e.slots = append(e.slots, &slot{id: i, e: e})
 		e.free <- struct{}{}
@@ -90,13 +91,24 @@ func New(m model.Model, tok *tokenizer.Tokenizer, o Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close waits for the prefix cache's disk writes. The engine must be idle.
+// Close writes each slot's last prompt end into the prefix cache when
+// the cache keeps a directory (the slots are lost with the process; the
+// directory is not, so those conversations resume after a restart), and
+// waits for the disk writes. The engine must be idle.
 func (e *Engine) Close() error {
-	if e.cache != nil {
-		return e.cache.close()
+	if e.cache == nil {
+		return nil
 	}
-	return nil
+	if e.cache.o.Dir != "" {
+		for _, s := range e.slots {
+			s.evict(nil)
+		}
+	}
+	return e.cache.close()
 }
+
+// CacheStats reports the prefix cache's counters (zero when it is off).
+func (e *Engine) CacheStats() CacheStats { return e.cache.stats() }
 
 // Model is the engine's model.
 func (e *Engine) Model() model.Model { return e.m }
@@ -209,39 +221,169 @@ func rate(n int, d time.Duration) float64 {
 // before every token and between prompt batches, and ctx.Err() is
 // returned. Generate may be called from any goroutine; calls run one at a
 // time per slot; more wait for a slot.
-func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) error) (res Result, err error) {
-	prompt := req.Prompt
-	if prompt == nil {
-		if prompt, err = e.tok.Tokenize(req.Text, true, true); err != nil {
-			return res, fmt.Errorf("engine: tokenize prompt: %w", err)
+func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) error) (Result, error) {
+	res, err := e.GenerateN(ctx, []Request{req}, []func(Piece) error{emit})
+	return res[0], err
+}
+
+// GenerateN runs several generations of one prompt (OpenAI's n choices):
+// on len(reqs) slots taken at once, the prompt prefilled on the first and
+// its state copied to the others, then every choice decoded in the same
+// batched steps, each with its own sampler, mask, stop strings and limit
+// (the requests differ in those only; their prompts must be equal). It
+// returns each choice's Result (always len(reqs) of them) and the first
+// error any choice ended with; a choice whose emit returns ErrStop ends
+// alone. emits[i] gets choice i's pieces; the emits are called one at a
+// time. More choices than the engine has slots are an error
+// (ErrTooManyChoices): they could never run together.
+func (e *Engine) GenerateN(ctx context.Context, reqs []Request, emits []func(Piece) error) ([]Result, error) {
+	n := len(reqs)
+	res := make([]Result, max(n, 1))
+	if n == 0 || len(emits) != n {
+		return res, fmt.Errorf("engine: %d requests with %d emit functions", n, len(emits))
+	}
+	if n > len(e.slots) {
+		return res, fmt.Errorf("%w: %d asked, the engine has %d slots (-np)", ErrTooManyChoices, n, len(e.slots))
+	}
+	prompt, err := e.promptOf(reqs[0])
+	if err != nil {
+		return res, err
+	}
+	for i := 1; i < n; i++ {
+		p, err := e.promptOf(reqs[i])
+		if err != nil {
+			return res, err
+		}
+		if !slices.Equal(p, prompt) {
+			return res, fmt.Errorf("engine: choice %d has another prompt than choice 0", i)
 		}
 	}
-	res.PromptTokens = len(prompt)
+	for i := range res {
+		res[i].PromptTokens = len(prompt)
+	}
 	if err := e.checkPrompt(prompt); err != nil {
 		return res, err
 	}
+	sls, err := e.acquire(ctx, prompt, n)
+	if err != nil {
+		return res, err
+	}
+	defer e.release(sls...)
+
+	start := time.Now()
+	logits, err := sls[0].prefill(ctx, prompt, promptLogitsOf(reqs), &res[0])
+	if err == nil && n > 1 {
+		err = share(ctx, sls, prompt, res)
+	}
+	for i := range res {
+		res[i].Slot = sls[i].id
+		res[i].PrefillTime = time.Since(start)
+	}
+	if err != nil {
+		return res, err
+	}
+	if n == 1 {
+		e.step.begin()
+		defer e.step.end()
+		err := e.sample(ctx, sls[0], reqs[0], prompt, logits, emits[0], &res[0])
+		return res, err
+	}
+
+	// Every choice counts as decoding before any hands in a token, so
+	// that the first step waits for all of them.
+	for range n {
+		e.step.begin()
+	}
+	var emitMu sync.Mutex
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			defer e.step.end()
+			emit := func(p Piece) error {
+				emitMu.Lock()
+				defer emitMu.Unlock()
+				return emits[i](p)
+			}
+			errs[i] = e.sample(ctx, sls[i], reqs[i], prompt, sls[i].last, emit, &res[i])
+		})
+	}
+	wg.Wait()
+	return res, errors.Join(errs...)
+}
+
+// ErrTooManyChoices is GenerateN's error for more choices than slots.
+var ErrTooManyChoices = errors.New("engine: more choices than slots")
+
+func (e *Engine) promptOf(req Request) ([]int32, error) {
+	if req.Prompt != nil {
+		return req.Prompt, nil
+	}
+	p, err := e.tok.Tokenize(req.Text, true, true)
+	if err != nil {
+		return nil, fmt.Errorf("engine: tokenize prompt: %w", err)
+	}
+	return p, nil
+}
+
+// promptLogitsOf hands the prompt's logits (echo) to every choice that
+// asked for them; nil when none did.
+func promptLogitsOf(reqs []Request) func(int, []float32) {
+	var fs []func(int, []float32)
+	for _, r := range reqs {
+		if r.PromptLogits != nil {
+			fs = append(fs, r.PromptLogits)
+		}
+	}
+	switch len(fs) {
+	case 0:
+		return nil
+	case 1:
+		return fs[0]
+	}
+	return func(i int, logits []float32) {
+		for _, f := range fs {
+			f(i, logits)
+		}
+	}
+}
+
+// share gives the other slots of a multi-choice request the first slot's
+// sequence, just prefilled: a copy of its state when the state can be
+// copied, else their own prefill.
+func share(ctx context.Context, sls []*slot, prompt []int32, res []Result) error {
+	src := sls[0]
+	p, ok := src.run.S.(model.Portable)
+	if !ok {
+		for i, s := range sls[1:] {
+			if _, err := s.prefill(ctx, prompt, nil, &res[i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	b, err := p.AppendBinary(nil)
+	if err != nil {
+		return fmt.Errorf("engine: copy the prompt's state: %w", err)
+	}
+	for i, s := range sls[1:] {
+		if err := s.copyFrom(src, b); err != nil {
+			return err
+		}
+		res[i+1].ReusedTokens, res[i+1].CachedTokens = len(prompt), res[0].CachedTokens
+	}
+	return nil
+}
+
+// sample is one choice's decoding loop, from the logits after the prompt
+// (the caller brackets it with e.step.begin and end).
+func (e *Engine) sample(ctx context.Context, sl *slot, req Request, prompt []int32, logits []float32, emit func(Piece) error, res *Result) error {
 	limit := e.ctxLen - len(prompt)
 	if req.MaxTokens > 0 {
 		limit = min(limit, req.MaxTokens)
 	}
-	sl, err := e.acquire(ctx, prompt)
-	if err != nil {
-		return res, err
-	}
-	defer e.release(sl)
-	res.Slot = sl.id
-
 	start := time.Now()
-	logits, err := sl.prefill(ctx, prompt, req.PromptLogits, &res)
-	res.PrefillTime = time.Since(start)
-	if err != nil {
-		return res, err
-	}
-
-	start = time.Now()
 	defer func() { res.DecodeTime = time.Since(start) }()
-	e.step.begin()
-	defer e.step.end()
 	smp := sample.New(req.Sampling)
 	for _, t := range prompt {
 		smp.Accept(t)
@@ -251,7 +393,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) err
 	var masked []float32
 	for {
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return err
 		}
 		next := logits
 		if req.Mask != nil {
@@ -264,29 +406,29 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Piece) err
 		}
 		tok, err := smp.Sample(next)
 		if err != nil {
-			return res, fmt.Errorf("engine: sample: %w", err)
+			return fmt.Errorf("engine: sample: %w", err)
 		}
 		smp.Accept(tok)
 		generated = append(generated, tok)
 		res.GeneratedTokens++
 		if e.tok.IsEOG(tok) {
 			res.Finish = sample.FinishStop
-			return res, out.end()
+			return out.end()
 		}
 		stopped, err := out.token(tok)
 		if errors.Is(err, ErrStop) || (err == nil && stopped) {
 			res.Finish = sample.FinishStop
-			return res, nil
+			return nil
 		}
 		if err != nil {
-			return res, err
+			return err
 		}
 		if res.GeneratedTokens >= limit {
 			res.Finish = sample.FinishLength
-			return res, out.end()
+			return out.end()
 		}
 		if logits, err = sl.decode(tok); err != nil {
-			return res, err
+			return err
 		}
 	}
 }

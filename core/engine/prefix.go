@@ -18,9 +18,13 @@ type prefix struct {
 // prefill brings the slot's sequence to prompt and returns the logits
 // after it, counting in res the tokens that were already there and those
 // it evaluated. With a prefix cache it resumes from the cache's longest
-// entry when that beats what the slot holds, and snapshots into the cache
-// the prefix this prompt shares with other sequences (where it stops
-// being shared) and the whole prompt. With promptLogits (echo) the whole
+// entry when that beats what the slot holds, and writes into the cache
+// only where a later request can resume: the prefix this prompt shares
+// with other sequences (where it stops being shared), and the end of the
+// slot's previous prompt when this prompt gives that conversation up
+// (evict). The end of this prompt stays in the slot (keep): writing every
+// prompt's end would copy a whole recurrent state per request (about
+// 0.4 GB on Kimi K3) mostly for nothing. With promptLogits (echo) the whole
 // prompt is evaluated from an empty sequence, since reused positions have
 // no logits, and promptLogits gets each position's. After a failed
 // forward pass the sequence is dropped (its state is undefined); after
@@ -28,6 +32,7 @@ type prefix struct {
 func (s *slot) prefill(ctx context.Context, prompt []int32, promptLogits func(int, []float32), res *Result) ([]float32, error) {
 	e := s.e
 	var reused int
+	s.evict(prompt)
 	if promptLogits != nil {
 		s.start()
 	} else {
@@ -81,8 +86,30 @@ func (s *slot) prefill(ctx context.Context, prompt []int32, promptLogits func(in
 		}
 	}
 	s.keep()
-	s.save()
 	return s.last, nil
+}
+
+// evict writes the end of the slot's last prompt (its newest snapshot)
+// into the prefix cache when prompt is about to give it up (the slot goes
+// to another conversation, or the engine closes: prompt nil), so that the
+// conversation's next turn resumes from the cache on whichever slot it
+// gets. Prompts shorter than the cache's MinShared are not worth a
+// state's copy.
+func (s *slot) evict(prompt []int32) {
+	c := s.e.cache
+	if c == nil || s.run == nil || len(s.snaps) == 0 {
+		return
+	}
+	p := s.snaps[len(s.snaps)-1]
+	pos := p.snap.Pos()
+	if pos <= commonPrefix(s.seen, prompt) || pos < c.minShared || p.logits == nil || pos > len(s.seen) || c.has(s.seen[:pos]) {
+		return
+	}
+	if err := s.run.S.Restore(p.snap); err != nil {
+		return
+	}
+	s.seen, s.last = s.seen[:pos], p.logits
+	s.save()
 }
 
 // reuse positions the sequence at the longest prefix of prompt it can
@@ -180,6 +207,22 @@ func (s *slot) decode(tok int32) ([]float32, error) {
 	s.seen = append(s.seen, tok)
 	s.last = logits
 	return logits, nil
+}
+
+// copyFrom makes the slot's sequence src's (state: src's state in binary
+// form), for the choices of one request that share its prompt. Its own
+// snapshots go: their rows of the caches are overwritten.
+func (s *slot) copyFrom(src *slot, state []byte) error {
+	if s.run == nil {
+		s.start()
+	}
+	if err := s.run.S.(model.Portable).UnmarshalBinary(state); err != nil {
+		s.drop()
+		return fmt.Errorf("engine: copy the prompt's state: %w", err)
+	}
+	s.seen = append(s.seen[:0], src.seen...)
+	s.last, s.snaps = src.last, nil
+	return nil
 }
 
 // start begins an empty sequence.

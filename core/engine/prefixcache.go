@@ -84,8 +84,11 @@ type prefixCache struct {
 	mu      sync.Mutex
 	entries map[string]*cacheEntry
 	mem     int64 // bytes of states in memory
-	disk    int64 // bytes of files in Dir
-	tick    uint64
+	// written and writtenBytes count the entries added and their bytes
+	// (CacheStats): what the snapshot policy costs.
+	written, writtenBytes int64
+	disk                  int64 // bytes of files in Dir
+	tick                  uint64
 
 	writes chan *cacheEntry
 	done   chan struct{}
@@ -132,6 +135,23 @@ func tokensKey(tokens []int32) string {
 		return ""
 	}
 	return string(unsafe.Slice((*byte)(unsafe.Pointer(&tokens[0])), 4*len(tokens)))
+}
+
+// CacheStats are the prefix cache's counters.
+type CacheStats struct {
+	Entries      int   // entries indexed now (memory or disk)
+	MemBytes     int64 // bytes of states in memory now
+	Written      int64 // entries added since the engine started
+	WrittenBytes int64 // their bytes (state, logits, tokens)
+}
+
+func (c *prefixCache) stats() CacheStats {
+	if c == nil {
+		return CacheStats{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return CacheStats{Entries: len(c.entries), MemBytes: c.mem, Written: c.written, WrittenBytes: c.writtenBytes}
 }
 
 // has reports an entry for exactly tokens.
@@ -281,6 +301,8 @@ func (c *prefixCache) add(tokens []int32, logits []float32, state []byte) {
 	}
 	c.entries[key] = ent
 	c.mem += ent.memBytes()
+	c.written++
+	c.writtenBytes += ent.memBytes()
 	if c.writes != nil {
 		select {
 		case c.writes <- ent:

@@ -43,37 +43,58 @@ func (e *Engine) SlotInfo() []SlotInfo {
 	return out
 }
 
-// acquire waits for a free slot (or ctx) and takes the one that suits
-// prompt best (choose).
-func (e *Engine) acquire(ctx context.Context, prompt []int32) (*slot, error) {
+// acquire waits for n free slots (or ctx) and takes those that suit
+// prompt best (choose), all at once: one request gathers its slots at a
+// time (admit), so two requests that each need several can never hold
+// part of them each and wait for the rest forever.
+func (e *Engine) acquire(ctx context.Context, prompt []int32, n int) ([]*slot, error) {
 	select {
 	case <-ctx.Done(): // a request cancelled before it starts runs nothing
 		return nil, ctx.Err()
 	default:
 	}
 	select {
-	case <-e.free:
+	case e.admit <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	defer func() { <-e.admit }()
+	for got := 0; got < n; got++ {
+		select {
+		case <-e.free:
+		case <-ctx.Done():
+			for range got {
+				e.free <- struct{}{}
+			}
+			return nil, ctx.Err()
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := e.choose(prompt)
-	s.busy = true
-	s.prompt = len(prompt)
-	e.tick++
-	s.used = e.tick
-	return s, nil
+	out := make([]*slot, n)
+	for i := range out {
+		s := e.choose(prompt)
+		s.busy = true
+		s.prompt = len(prompt)
+		e.tick++
+		s.used = e.tick
+		out[i] = s
+	}
+	return out, nil
 }
 
-// release hands a slot back, recording what it holds for choose and
+// release hands slots back, recording what each holds for choose and
 // SlotInfo.
-func (e *Engine) release(s *slot) {
+func (e *Engine) release(sls ...*slot) {
 	e.mu.Lock()
-	s.busy = false
-	s.held = append(s.held[:0], s.seen...)
+	for _, s := range sls {
+		s.busy = false
+		s.held = append(s.held[:0], s.seen...)
+	}
 	e.mu.Unlock()
-	e.free <- struct{}{}
+	for range sls {
+		e.free <- struct{}{}
+	}
 }
 
 // choose picks a free slot for prompt (e.mu held; one is free):

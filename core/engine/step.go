@@ -12,43 +12,57 @@ import (
 // its client, which takes far less than a step of a large model.
 const gather = 2 * time.Millisecond
 
-// stepper runs the model for all slots, one forward call at a time: a
-// prompt batch of one slot, or one decode step of every slot that waits
-// to decode, as one batch (model.ForwardBatch). A slot that asks to decode
-// while another call runs waits, and the next step takes every slot
-// waiting by then (group commit), so steps stay batched without a
-// scheduler goroutine.
+// stepper runs the model for all slots, one forward call at a time. Every
+// call is one batch (model.ForwardBatch) of whatever the slots have handed
+// in by then: the next token of each decoding slot and the next prompt
+// batch of each prefilling one, so several new requests' prompts are
+// prefilled together and prompt batches interleave with decode steps. A
+// slot that hands in work while another call runs waits, and the next
+// call takes every slot waiting by then (group commit), so calls stay
+// batched without a scheduler goroutine. Prompt batches beyond one
+// ubatch of rows wait for the next call.
 type stepper struct {
-	m  model.Model
-	mu sync.Mutex // held while the model runs
+	m       model.Model
+	maxRows int        // tokens one call may run: the ubatch
+	mu      sync.Mutex // held while the model runs
 
 	pmu      sync.Mutex
 	pending  []*stepReq
 	decoding int           // slots between their prompt and their end
 	arrived  chan struct{} // signalled when a request is queued
 
-	// Steps and Rows count decode steps and the sequences they ran (the
-	// batching's effect, reported by tests and benchmarks).
-	steps, rows int64
+	// steps and rows count the calls that ran decode tokens and the
+	// sequences they ran; prefills and prefillRows the calls that ran
+	// prompt batches and the sequences they ran (the batching's effect,
+	// reported by tests and benchmarks).
+	steps, rows, prefills, prefillRows int64
 }
 
 type stepReq struct {
 	s      model.State
-	tok    int32
+	toks   []int32
 	logits []float32
 	err    error
 	done   chan struct{}
 }
 
-func newStepper(m model.Model) *stepper {
-	return &stepper{m: m, arrived: make(chan struct{}, 1)}
+func newStepper(m model.Model, ubatch int) *stepper {
+	if ubatch <= 0 {
+		ubatch = DefaultUBatch
+	}
+	return &stepper{m: m, maxRows: ubatch, arrived: make(chan struct{}, 1)}
 }
 
-// prefill runs one prompt batch of a slot.
+// prefill runs one prompt batch of a slot: batched with the other slots'
+// work in Batch mode; alone, holding the model, when every position's
+// logits are wanted (echo) or the prompt is fed token by token (Step).
 func (st *stepper) prefill(r *Runner, part []int32, all bool) ([]float32, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return r.Prefill(part, all)
+	if all || r.Mode == Step {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return r.Prefill(part, all)
+	}
+	return st.forward(r.S, part)
 }
 
 // begin and end bracket a slot's decoding, so that a step knows how many
@@ -74,26 +88,30 @@ func (st *stepper) signal() {
 }
 
 // decode appends tok to s and returns the logits of its position, run in
-// one batch with the other slots' steps.
+// one batch with the other slots' work.
 func (st *stepper) decode(s model.State, tok int32) ([]float32, error) {
-	r := &stepReq{s: s, tok: tok, done: make(chan struct{})}
+	return st.forward(s, []int32{tok})
+}
+
+// forward appends toks to s and returns the logits of the last of them,
+// run in one batch with the other slots' work.
+func (st *stepper) forward(s model.State, toks []int32) ([]float32, error) {
+	r := &stepReq{s: s, toks: toks, done: make(chan struct{})}
 	st.pmu.Lock()
 	st.pending = append(st.pending, r)
 	st.pmu.Unlock()
 	st.signal()
 
 	st.mu.Lock()
-	select {
-	case <-r.done: // an earlier step took it
-		st.mu.Unlock()
-		return r.logits, r.err
-	default:
+	defer st.mu.Unlock()
+	for {
+		select {
+		case <-r.done: // this call or an earlier one took it
+			return r.logits, r.err
+		default:
+		}
+		st.run(st.collect())
 	}
-	batch := st.collect()
-	st.run(batch)
-	st.mu.Unlock()
-	<-r.done
-	return r.logits, r.err
 }
 
 // collect takes the pending requests, waiting up to gather for every
@@ -103,7 +121,7 @@ func (st *stepper) collect() []*stepReq {
 	defer deadline.Stop()
 	for {
 		st.pmu.Lock()
-		if len(st.pending) >= st.decoding {
+		if st.decoders() >= st.decoding {
 			break
 		}
 		st.pmu.Unlock()
@@ -115,22 +133,63 @@ func (st *stepper) collect() []*stepReq {
 		st.pmu.Lock()
 		break
 	}
-	batch := st.pending
-	st.pending = nil
-	st.steps++
-	st.rows += int64(len(batch))
+	// Every decode token goes; prompt batches go in the order they came
+	// while the call stays within maxRows (the activations the budget
+	// reserves are for one ubatch), the first one always.
+	var batch, left []*stepReq
+	rows, dec, pre := 0, 0, 0
+	for _, r := range st.pending {
+		if len(r.toks) == 1 {
+			batch = append(batch, r)
+			rows++
+			dec++
+		}
+	}
+	for _, r := range st.pending {
+		if len(r.toks) == 1 {
+			continue
+		}
+		if pre > 0 && rows+len(r.toks) > st.maxRows {
+			left = append(left, r)
+			continue
+		}
+		batch = append(batch, r)
+		rows += len(r.toks)
+		pre++
+	}
+	st.pending = left
+	if dec > 0 {
+		st.steps++
+		st.rows += int64(dec)
+	}
+	if pre > 0 {
+		st.prefills++
+		st.prefillRows += int64(pre)
+	}
 	st.pmu.Unlock()
 	return batch
 }
 
-// run runs one decode step of the batch and hands each request its
+// decoders counts the pending single tokens (st.pmu held): decode steps,
+// or a one-token prompt batch, which waits no longer than one.
+func (st *stepper) decoders() int {
+	n := 0
+	for _, r := range st.pending {
+		if len(r.toks) == 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// run runs one forward call of the batch and hands each request its
 // logits or the error.
 func (st *stepper) run(batch []*stepReq) {
 	v := st.m.Params().Vocab
 	states := make([]model.State, len(batch))
-	tokens := make([]int32, len(batch))
+	tokens := make([][]int32, len(batch))
 	for i, r := range batch {
-		states[i], tokens[i] = r.s, r.tok
+		states[i], tokens[i] = r.s, r.toks
 	}
 	logits := make([]float32, len(batch)*v)
 	err := model.ForwardBatch(st.m, states, tokens, logits)
@@ -148,4 +207,12 @@ func (st *stepper) stats() (steps, rows int64) {
 	st.pmu.Lock()
 	defer st.pmu.Unlock()
 	return st.steps, st.rows
+}
+
+// prefillStats returns the forward calls that ran prompt batches and the
+// prompt batches they ran.
+func (st *stepper) prefillStats() (calls, batches int64) {
+	st.pmu.Lock()
+	defer st.pmu.Unlock()
+	return st.prefills, st.prefillRows
 }

@@ -93,32 +93,42 @@ type Model interface {
 	Forward(s State, tokens []int32, all bool, logits []float32) error
 }
 
-// Batcher is a Model that can run one decode step of several sequences
-// as one batch: every weight the step needs (the dense layers, each routed
-// expert any of the sequences picks) is read once for all of them.
+// Batcher is a Model that can run several sequences as one batch: the
+// rows of all of them go through every matrix product and the routed
+// experts together, so each weight (and each routed expert any of them
+// picks) is read once per call; attention and recurrent state run per
+// sequence. One token each is a decode step of several slots; more are
+// the prompts of several requests prefilled at once (or both mixed).
 type Batcher interface {
 	// ForwardBatch appends tokens[i] to states[i] for every i and writes
-	// the logits of each (len(states)*Vocab values, sequence by sequence),
-	// equal to what Forward would write for each alone. After an error
-	// every state is undefined and must be discarded.
-	ForwardBatch(states []State, tokens []int32, logits []float32) error
+	// the logits of the last token of each (len(states)*Vocab values,
+	// sequence by sequence), equal bit for bit to what Forward would write
+	// for each alone. After an error every state is undefined and must be
+	// discarded.
+	ForwardBatch(states []State, tokens [][]int32, logits []float32) error
 }
 
-// ForwardBatch runs one decode step of several sequences: as one batch
-// when m is a Batcher, else one Forward per sequence.
-func ForwardBatch(m Model, states []State, tokens []int32, logits []float32) error {
+// ForwardBatch runs several sequences' tokens (a decode step, prompt
+// batches, or both) and writes the logits of each one's last token: as
+// one batch when m is a Batcher, else one Forward per sequence.
+func ForwardBatch(m Model, states []State, tokens [][]int32, logits []float32) error {
 	if len(states) != len(tokens) {
-		return fmt.Errorf("model: %d states for %d tokens", len(states), len(tokens))
+		return fmt.Errorf("model: %d states for %d token runs", len(states), len(tokens))
 	}
 	v := m.Params().Vocab
 	if len(logits) < len(states)*v {
 		return fmt.Errorf("model: logits buffer of %d for %d sequences of %d", len(logits), len(states), v)
 	}
+	for i, t := range tokens {
+		if len(t) == 0 {
+			return fmt.Errorf("model: sequence %d of the batch has no tokens", i)
+		}
+	}
 	if b, ok := m.(Batcher); ok && len(states) > 1 {
 		return b.ForwardBatch(states, tokens, logits)
 	}
 	for i, s := range states {
-		if err := m.Forward(s, tokens[i:i+1], false, logits[i*v:(i+1)*v]); err != nil {
+		if err := m.Forward(s, tokens[i], false, logits[i*v:(i+1)*v]); err != nil {
 			return err
 		}
 	}

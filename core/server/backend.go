@@ -33,6 +33,17 @@ type Backend interface {
 	Stats() EngineStats
 }
 
+// ChoicesBackend is implemented by a Backend that runs several
+// generations of one prompt together (OpenAI's n): the prompt evaluated
+// once and its state shared, the choices decoded side by side. Without it
+// the server runs the choices one after another.
+type ChoicesBackend interface {
+	// GenerateN is Generate for every request at once; their prompts are
+	// equal. emits[i] gets choice i's pieces, never two at once. It
+	// returns a result per request and the first error any ended with.
+	GenerateN(ctx context.Context, reqs []GenerateRequest, emits []func(Piece) error) ([]GenerateResult, error)
+}
+
 // HealthReporter is implemented by a Backend that can be degraded while it
 // runs: a plugin process it depends on is down or restarting. /health
 // answers 503 "degraded" while Health returns an error.

@@ -240,16 +240,26 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	if aerr := s.readJSON(c, &req); aerr != nil {
 		return aerr
 	}
-	cj, aerr := s.prepareChat(b, &req, "chat")
+	n, aerr := s.choiceCount(&req.samplingFields, true)
+	if aerr != nil {
+		return aerr
+	}
+	cjs, aerr := choiceJobs(n, func() (*chatJob, *job, *apiError) {
+		cj, aerr := s.prepareChat(b, &req, "chat")
+		if aerr != nil {
+			return nil, nil, aerr
+		}
+		return cj, cj.j, nil
+	})
 	if aerr != nil {
 		return aerr
 	}
 	resp := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(),
 		Model: s.modelID(b), SystemFingerprint: "k3"}
-	if cj.j.stream {
-		return s.streamChat(c, b, cj, resp)
+	if cjs[0].j.stream {
+		return s.streamChat(c, b, cjs, resp)
 	}
-	return s.wholeChat(c, b, cj, resp)
+	return s.wholeChat(c, b, cjs, resp)
 }
 
 // chatJob is a chat request ready to run: the job and how its reply is
@@ -349,34 +359,65 @@ type chatOutcome struct {
 // forced start's first. A generation that shutdown cut short returns
 // errInterrupted with the reply so far, closed.
 func (s *Server) runChat(c echo.Context, b Backend, cj *chatJob, start func() error, out func([]chat.Delta) error) (chatOutcome, error) {
-	if out == nil {
-		out = func([]chat.Delta) error { return nil }
+	var each func(int, []chat.Delta) error
+	if out != nil {
+		each = func(_ int, ds []chat.Delta) error { return out(ds) }
 	}
-	f := &replyFilter{stops: sample.NewStopMatcher(cj.j.stops), parser: chat.NewParser(cj.popts)}
-	res, err := s.run(c, b, cj.j, func() error {
+	o, err := s.runChats(c, b, []*chatJob{cj}, start, each)
+	return o[0], err
+}
+
+// runChats is runChat for the choices of one request (n): out gets
+// each choice's deltas with its index, never two at once.
+func (s *Server) runChats(c echo.Context, b Backend, cjs []*chatJob, start func() error, out func(int, []chat.Delta) error) ([]chatOutcome, error) {
+	if out == nil {
+		out = func(int, []chat.Delta) error { return nil }
+	}
+	jobs := make([]*job, len(cjs))
+	filters := make([]*replyFilter, len(cjs))
+	emits := make([]func(Piece) error, len(cjs))
+	for i, cj := range cjs {
+		jobs[i] = cj.j
+		f := &replyFilter{stops: sample.NewStopMatcher(cj.j.stops), parser: chat.NewParser(cj.popts)}
+		filters[i] = f
+		emits[i] = func(p Piece) error {
+			if cj.probs != nil && p.Token >= 0 {
+				cj.logprobs = append(cj.logprobs, cj.probs.entry(p.Token))
+			}
+			if err := out(i, f.feed(p.Text)); err != nil {
+				return err
+			}
+			if f.stopped {
+				return ErrStop
+			}
+			return nil
+		}
+	}
+	res, err := s.runN(c, b, jobs, func() error {
 		if err := start(); err != nil {
 			return err
 		}
-		return out(f.parser.Feed(cj.forced))
-	}, func(p Piece) error {
-		if cj.probs != nil && p.Token >= 0 {
-			cj.logprobs = append(cj.logprobs, cj.probs.entry(p.Token))
-		}
-		if err := out(f.feed(p.Text)); err != nil {
-			return err
-		}
-		if f.stopped {
-			return ErrStop
+		for i, cj := range cjs {
+			if err := out(i, filters[i].parser.Feed(cj.forced)); err != nil {
+				return err
+			}
 		}
 		return nil
-	})
+	}, emits)
+	outs := make([]chatOutcome, len(cjs))
+	for i := range outs {
+		outs[i].res = res[i]
+	}
 	if err != nil && !errors.Is(err, errInterrupted) {
-		return chatOutcome{res: res}, err
+		return outs, err
 	}
-	if cerr := out(f.close()); cerr != nil {
-		return chatOutcome{res: res}, cerr
+	for i, f := range filters {
+		if cerr := out(i, f.close()); cerr != nil {
+			return outs, cerr
+		}
+		outs[i].parsed, outs[i].stop = f.parser.Result(), f.stops.Matched()
 	}
-	return chatOutcome{res: res, parsed: f.parser.Result(), stop: f.stops.Matched()}, err
+	return outs, err
 }
 
 // newJob tokenizes a prompt (unless tokens are given) and validates the
@@ -404,6 +445,9 @@ func (s *Server) newJob(route string, b Backend, f *samplingFields, text string,
 	}
 	cfg, aerr := samplingConfig(f, info)
 	if aerr != nil {
+		return nil, aerr
+	}
+	if _, aerr := s.choiceCount(f, route == "chat" || route == "completions"); aerr != nil {
 		return nil, aerr
 	}
 	for i, st := range f.Stop {
@@ -446,22 +490,28 @@ func finishReason(r GenerateResult, parsed chat.Parsed) string {
 	return "stop"
 }
 
-func (s *Server) wholeChat(c echo.Context, b Backend, cj *chatJob, resp chatResponse) error {
-	o, err := s.runChat(c, b, cj, func() error { return nil }, nil)
-	res, parsed := o.res, o.parsed
+func (s *Server) wholeChat(c echo.Context, b Backend, cjs []*chatJob, resp chatResponse) error {
+	outs, err := s.runChats(c, b, cjs, func() error { return nil }, nil)
 	if err != nil {
 		return quietIfGone(cutShort(err))
 	}
-	msg := &chatMessageOut{Role: "assistant", ReasoningContent: parsed.Reasoning, ToolCalls: parsed.ToolCalls}
-	if parsed.Content != "" || len(parsed.ToolCalls) == 0 {
-		msg.Content = &parsed.Content
+	res := make([]GenerateResult, len(outs))
+	for i, o := range outs {
+		parsed := o.parsed
+		msg := &chatMessageOut{Role: "assistant", ReasoningContent: parsed.Reasoning, ToolCalls: parsed.ToolCalls}
+		if parsed.Content != "" || len(parsed.ToolCalls) == 0 {
+			msg.Content = &parsed.Content
+		}
+		fr := finishReason(o.res, parsed)
+		ch := chatChoice{Index: i, Message: msg, FinishReason: &fr}
+		if cjs[i].probs != nil {
+			ch.Logprobs = chatLogprobsOf(cjs[i].logprobs)
+		}
+		resp.Choices = append(resp.Choices, ch)
+		res[i] = o.res
 	}
-	fr := finishReason(res, parsed)
-	resp.Choices = []chatChoice{{Message: msg, FinishReason: &fr}}
-	if cj.probs != nil {
-		resp.Choices[0].Logprobs = chatLogprobsOf(cj.logprobs)
-	}
-	resp.Usage, resp.Timings = usageOf(res), timingsOf(res)
+	all := combine(res)
+	resp.Usage, resp.Timings = usageOf(all), timingsOf(all)
 	return s.writeJSON(c, resp)
 }
 
@@ -493,33 +543,34 @@ func deltaOut(d chat.Delta) *chatDelta {
 	return nil
 }
 
-func (s *Server) streamChat(c echo.Context, b Backend, cj *chatJob, resp chatResponse) error {
+func (s *Server) streamChat(c echo.Context, b Backend, cjs []*chatJob, resp chatResponse) error {
 	resp.Object = "chat.completion.chunk"
-	chunk := func(d *chatDelta, finish *string) chatResponse {
+	chunk := func(i int, d *chatDelta, finish *string) chatResponse {
 		r := resp
-		r.Choices = []chatChoice{{Delta: d, FinishReason: finish}}
+		r.Choices = []chatChoice{{Index: i, Delta: d, FinishReason: finish}}
 		return r
 	}
-	// pending attaches the log-probabilities of the tokens not yet sent
-	// to a chunk: a chunk carries those of the tokens up to its text.
-	pending := func(r *chatResponse) {
+	// pending attaches the log-probabilities of choice i's tokens not yet
+	// sent to a chunk: a chunk carries those of the tokens up to its text.
+	pending := func(i int, r *chatResponse) {
+		cj := cjs[i]
 		if cj.probs != nil && cj.sent < len(cj.logprobs) {
 			r.Choices[0].Logprobs = chatLogprobsOf(cj.logprobs[cj.sent:])
 			cj.sent = len(cj.logprobs)
 		}
 	}
 	var w *sse
-	sendDeltas := func(ds []chat.Delta) error {
+	sendDeltas := func(i int, ds []chat.Delta) error {
 		var outs []*chatDelta
 		for _, d := range ds {
 			if out := deltaOut(d); out != nil {
 				outs = append(outs, out)
 			}
 		}
-		for i, out := range outs {
-			c := chunk(out, nil)
-			if i == len(outs)-1 {
-				pending(&c)
+		for k, out := range outs {
+			c := chunk(i, out, nil)
+			if k == len(outs)-1 {
+				pending(i, &c)
 			}
 			if err := w.send(c); err != nil {
 				return err
@@ -529,10 +580,14 @@ func (s *Server) streamChat(c echo.Context, b Backend, cj *chatJob, resp chatRes
 	}
 	start := func() error {
 		w = s.startSSE(c)
-		return w.send(chunk(&chatDelta{Role: "assistant", Content: strp("")}, nil))
+		for i := range cjs {
+			if err := w.send(chunk(i, &chatDelta{Role: "assistant", Content: strp("")}, nil)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	o, err := s.runChat(c, b, cj, start, sendDeltas)
-	res, parsed := o.res, o.parsed
+	outs, err := s.runChats(c, b, cjs, start, sendDeltas)
 	if w == nil { // never started: the error can still be a plain response
 		return quietIfGone(err)
 	}
@@ -543,20 +598,26 @@ func (s *Server) streamChat(c echo.Context, b Backend, cj *chatJob, resp chatRes
 		}
 		return nil
 	}
-	fr := finishReason(res, parsed)
-	last := chunk(&chatDelta{}, &fr)
-	pending(&last)
-	last.Timings = timingsOf(res)
-	if cut {
-		fr, last.Error = "stop", errCutShort()
+	res := make([]GenerateResult, len(outs))
+	for i, o := range outs {
+		res[i] = o.res
+		fr := finishReason(o.res, o.parsed)
+		last := chunk(i, &chatDelta{}, &fr)
+		pending(i, &last)
+		if i == len(outs)-1 {
+			last.Timings = timingsOf(combine(res))
+		}
+		if cut {
+			fr, last.Error = "stop", errCutShort()
+		}
+		if w.send(last) != nil {
+			return nil
+		}
 	}
-	if w.send(last) != nil {
-		return nil
-	}
-	if cj.j.includeUsage {
+	if cjs[0].j.includeUsage {
 		u := resp
 		u.Choices = []chatChoice{}
-		u.Usage = usageOf(res)
+		u.Usage = usageOf(combine(res))
 		if w.send(u) != nil {
 			return nil
 		}

@@ -43,41 +43,84 @@ func (s *Server) completions(c echo.Context) error {
 	if !req.Prompt.isSet {
 		return errInvalid("prompt is required")
 	}
-	j, aerr := s.newJob("completion", b, &req.samplingFields, req.Prompt.Text, req.Prompt.Tokens)
+	n, aerr := s.choiceCount(&req.samplingFields, true)
 	if aerr != nil {
 		return aerr
 	}
-	if aerr := s.constrainText(j, &req.samplingFields); aerr != nil {
-		return aerr
-	}
-	cp, aerr := s.completionProbs(j, &req)
+	chs, aerr := choiceJobs(n, func() (*cmplChoice, *job, *apiError) {
+		j, aerr := s.newJob("completions", b, &req.samplingFields, req.Prompt.Text, req.Prompt.Tokens)
+		if aerr != nil {
+			return nil, nil, aerr
+		}
+		if aerr := s.constrainText(j, &req.samplingFields); aerr != nil {
+			return nil, nil, aerr
+		}
+		cp, aerr := s.completionProbs(j, &req)
+		if aerr != nil {
+			return nil, nil, aerr
+		}
+		return &cmplChoice{j: j, cp: cp, stops: sample.NewStopMatcher(j.stops)}, j, nil
+	})
 	if aerr != nil {
 		return aerr
 	}
 	resp := completionResponse{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
 		Model: s.modelID(b), SystemFingerprint: "k3"}
-	stops := sample.NewStopMatcher(j.stops)
-	if !j.stream {
-		var text []byte
-		res, err := s.run(c, b, j, func() error { return nil }, func(p Piece) error {
-			cp.token(p.Token)
-			out, stopped := stops.Feed(p.Text)
-			text = append(text, out...)
+	if !chs[0].j.stream {
+		texts := make([][]byte, n)
+		res, err := s.runN(c, b, jobsOf(chs), func() error { return nil }, choiceEmits(chs, func(i int, out string) error {
+			texts[i] = append(texts[i], out...)
+			return nil
+		}))
+		if err != nil {
+			return quietIfGone(cutShort(err))
+		}
+		for i, ch := range chs {
+			text := append(texts[i], ch.stops.Flush()...)
+			fr := string(res[i].Finish)
+			resp.Choices = append(resp.Choices, completionChoice{Index: i, Text: ch.cp.echo + string(text), FinishReason: &fr, Logprobs: ch.cp.all()})
+		}
+		all := combine(res)
+		resp.Usage, resp.Timings = usageOf(all), timingsOf(all)
+		return s.writeJSON(c, resp)
+	}
+	return s.streamCompletion(c, b, chs, resp)
+}
+
+// cmplChoice is one choice of a completion request: its job, echo and
+// log-probabilities, and stop strings.
+type cmplChoice struct {
+	j     *job
+	cp    *cmplProbs
+	stops *sample.StopMatcher
+}
+
+func jobsOf(chs []*cmplChoice) []*job {
+	jobs := make([]*job, len(chs))
+	for i, ch := range chs {
+		jobs[i] = ch.j
+	}
+	return jobs
+}
+
+// choiceEmits are the choices' emit functions: each records its token's
+// log-probabilities and hands send the text its stop strings let out.
+func choiceEmits(chs []*cmplChoice, send func(i int, text string) error) []func(Piece) error {
+	emits := make([]func(Piece) error, len(chs))
+	for i, ch := range chs {
+		emits[i] = func(p Piece) error {
+			ch.cp.token(p.Token)
+			out, stopped := ch.stops.Feed(p.Text)
+			if err := send(i, out); err != nil {
+				return err
+			}
 			if stopped {
 				return ErrStop
 			}
 			return nil
-		})
-		if err != nil {
-			return quietIfGone(cutShort(err))
 		}
-		text = append(text, stops.Flush()...)
-		fr := string(res.Finish)
-		resp.Choices = []completionChoice{{Text: cp.echo + string(text), FinishReason: &fr, Logprobs: cp.all()}}
-		resp.Usage, resp.Timings = usageOf(res), timingsOf(res)
-		return s.writeJSON(c, resp)
 	}
-	return s.streamCompletion(c, b, j, stops, resp, cp)
+	return emits
 }
 
 // cmplProbs is a completion's echo and log-probabilities (OpenAI's
@@ -183,33 +226,27 @@ func (cp *cmplProbs) unsent(withPrompt bool) any {
 	return out
 }
 
-func (s *Server) streamCompletion(c echo.Context, b Backend, j *job, stops *sample.StopMatcher, resp completionResponse, cp *cmplProbs) error {
-	// chunk carries text and the logprobs of the tokens up to it; the
-	// first one starts with the echoed prompt.
-	chunk := func(text string, finish *string) completionResponse {
+func (s *Server) streamCompletion(c echo.Context, b Backend, chs []*cmplChoice, resp completionResponse) error {
+	// chunk carries choice i's text and the logprobs of its tokens up to
+	// it; its first one starts with the echoed prompt.
+	chunk := func(i int, text string, finish *string) completionResponse {
+		cp := chs[i].cp
 		r := resp
 		first := !cp.started
 		if first {
 			text = cp.echo + text
 			cp.started = true
 		}
-		r.Choices = []completionChoice{{Text: text, FinishReason: finish, Logprobs: cp.unsent(first)}}
+		r.Choices = []completionChoice{{Index: i, Text: text, FinishReason: finish, Logprobs: cp.unsent(first)}}
 		return r
 	}
 	var w *sse
-	res, err := s.run(c, b, j, func() error { w = s.startSSE(c); return nil }, func(p Piece) error {
-		cp.token(p.Token)
-		out, stopped := stops.Feed(p.Text)
-		if out != "" || (!cp.started && cp.echo != "") {
-			if err := w.send(chunk(out, nil)); err != nil {
-				return err
-			}
-		}
-		if stopped {
-			return ErrStop
+	res, err := s.runN(c, b, jobsOf(chs), func() error { w = s.startSSE(c); return nil }, choiceEmits(chs, func(i int, out string) error {
+		if out != "" || (!chs[i].cp.started && chs[i].cp.echo != "") {
+			return w.send(chunk(i, out, nil))
 		}
 		return nil
-	})
+	}))
 	if w == nil {
 		return quietIfGone(err)
 	}
@@ -220,19 +257,23 @@ func (s *Server) streamCompletion(c echo.Context, b Backend, j *job, stops *samp
 		}
 		return nil
 	}
-	fr := string(res.Finish)
-	last := chunk(stops.Flush(), &fr)
-	last.Timings = timingsOf(res)
-	if cut {
-		fr, last.Error = "stop", errCutShort()
+	for i, ch := range chs {
+		fr := string(res[i].Finish)
+		last := chunk(i, ch.stops.Flush(), &fr)
+		if i == len(chs)-1 {
+			last.Timings = timingsOf(combine(res))
+		}
+		if cut {
+			fr, last.Error = "stop", errCutShort()
+		}
+		if w.send(last) != nil {
+			return nil
+		}
 	}
-	if w.send(last) != nil {
-		return nil
-	}
-	if j.includeUsage {
+	if chs[0].j.includeUsage {
 		u := resp
 		u.Choices = []completionChoice{}
-		u.Usage = usageOf(res)
+		u.Usage = usageOf(combine(res))
 		if w.send(u) != nil {
 			return nil
 		}

@@ -79,9 +79,6 @@ func samplingConfig(f *samplingFields, info ModelInfo) (sample.Config, *apiError
 		}
 		cfg.PenaltyLastN = *f.RepeatLastN
 	}
-	if f.N != nil && *f.N != 1 {
-		return cfg, errInvalid("only one choice per request is supported (n must be 1)")
-	}
 	for id := range f.LogitBias {
 		if id < 0 || int(id) >= vocab {
 			return cfg, errInvalid(fmt.Sprintf("logit_bias names token %d, outside the vocabulary (0..%d)", id, vocab-1))
@@ -135,32 +132,48 @@ func maxTokens(f *samplingFields, promptLen, ctxLen int) (int, *apiError) {
 // ours (streams send their headers then, so a full queue can still be a 429).
 // A generation that shutdown ends returns errInterrupted with what it made.
 func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, emit func(Piece) error) (GenerateResult, error) {
+	res, err := s.runN(c, b, []*job{j}, onStart, []func(Piece) error{emit})
+	return res[0], err
+}
+
+// runN is run for the choices of one request (OpenAI's n): jobs of one
+// prompt, generated together when the backend can (ChoicesBackend: the
+// prompt evaluated once), else one after another. emits[i] gets choice
+// i's pieces, never two at once. It returns every choice's result.
+func (s *Server) runN(c echo.Context, b Backend, jobs []*job, onStart func() error, emits []func(Piece) error) ([]GenerateResult, error) {
 	ctx := c.Request().Context()
+	res := make([]GenerateResult, len(jobs))
 	release, err := s.queue.acquire(ctx, s.metrics.retryAfter())
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return GenerateResult{}, errClientGone
+			return res, errClientGone
 		}
-		return GenerateResult{}, err
+		return res, err
 	}
 	defer release()
 	if err := onStart(); err != nil {
-		return GenerateResult{}, err
+		return res, err
 	}
 	start := time.Now()
 	gctx, stop := s.generationContext(ctx)
-	counted := func(p Piece) error {
-		s.metrics.emitted.Add(1)
-		return emit(p)
+	reqs := make([]GenerateRequest, len(jobs))
+	counted := make([]func(Piece) error, len(jobs))
+	for i, j := range jobs {
+		reqs[i] = GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask, PromptLogits: j.promptLogits}
+		counted[i] = func(p Piece) error {
+			s.metrics.emitted.Add(1)
+			return emits[i](p)
+		}
 	}
-	res, err := b.Generate(gctx, GenerateRequest{Prompt: j.prompt, Sampling: j.sampling, MaxTokens: j.maxTokens, Special: j.special, Mask: j.mask, PromptLogits: j.promptLogits}, counted)
+	res, err = generateChoices(gctx, b, reqs, counted)
 	stop()
+	all := combine(res)
 	cancelled := ctx.Err() != nil || errors.Is(err, errClientGone)
 	if !cancelled && err != nil && interrupted(gctx) {
 		err = errInterrupted
 	}
-	s.metrics.record(res, cancelled || err == errInterrupted)
-	s.logRequest(j, res, time.Since(start), cancelled, err)
+	s.metrics.record(all, cancelled || err == errInterrupted)
+	s.logRequest(jobs[0], all, time.Since(start), cancelled, err)
 	if cancelled {
 		return res, errClientGone
 	}
@@ -171,6 +184,76 @@ func (s *Server) run(c echo.Context, b Backend, j *job, onStart func() error, em
 		return res, &internalError{what: "generation", err: err}
 	}
 	return res, nil
+}
+
+// generateChoices runs the choices on the backend.
+func generateChoices(ctx context.Context, b Backend, reqs []GenerateRequest, emits []func(Piece) error) ([]GenerateResult, error) {
+	if len(reqs) == 1 {
+		r, err := b.Generate(ctx, reqs[0], emits[0])
+		return []GenerateResult{r}, err
+	}
+	if cb, ok := b.(ChoicesBackend); ok {
+		return cb.GenerateN(ctx, reqs, emits)
+	}
+	res := make([]GenerateResult, len(reqs))
+	for i := range reqs {
+		var err error
+		if res[i], err = b.Generate(ctx, reqs[i], emits[i]); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// combine is what the choices of one request did together, for usage,
+// timings, metrics and the log: the prompt once, every choice's tokens.
+func combine(res []GenerateResult) GenerateResult {
+	all := res[0]
+	for _, r := range res[1:] {
+		all.GeneratedTokens += r.GeneratedTokens
+		all.GenTime = max(all.GenTime, r.GenTime)
+	}
+	return all
+}
+
+// choiceCount validates n (OpenAI's choices per request): 1 to the
+// server's slots, since the choices run at once, each on its own slot
+// (llama-server's limit too); only the routes that return choices
+// (chat and completions) take more than one.
+func (s *Server) choiceCount(f *samplingFields, multi bool) (int, *apiError) {
+	if f.N == nil {
+		return 1, nil
+	}
+	n := *f.N
+	switch {
+	case n < 1:
+		return 0, errInvalid(fmt.Sprintf("n = %d must be at least 1", n))
+	case n > 1 && !multi:
+		return 0, errInvalid("n > 1 is supported on /v1/chat/completions and /v1/completions only")
+	case n > s.opts.Parallel:
+		return 0, errInvalid(fmt.Sprintf("n = %d is more choices than this server runs at once: it has %d slots (start it with -np %d or more)", n, s.opts.Parallel, n))
+	}
+	return n, nil
+}
+
+// choiceJobs makes the jobs of n choices (build makes one, with its own
+// masks and recorders; build is called n times): choice i samples with the
+// first one's seed + i, as llama-server seeds them.
+func choiceJobs[T any](n int, build func() (T, *job, *apiError)) ([]T, *apiError) {
+	out := make([]T, n)
+	var seed uint64
+	for i := range out {
+		x, j, aerr := build()
+		if aerr != nil {
+			return nil, aerr
+		}
+		if i == 0 {
+			seed = j.sampling.Seed
+		}
+		j.sampling.Seed = seed + uint64(i)
+		out[i] = x
+	}
+	return out, nil
 }
 
 // errClientGone ends a request whose client left; nothing is sent.

@@ -164,6 +164,51 @@ test("a follow-up turn reuses the previous prompt (cached_tokens)", async () => 
   assert.equal(second.timings.cache_n, first.usage.prompt_tokens);
 });
 
+test("n = 3 choices, whole and streamed: choice i is the n = 1 reply with seed + i", async () => {
+  const model = await modelID();
+  const props = (await raw("GET", "/props")).json;
+  const slots = props.total_slots;
+  const req = { model, messages: user, max_tokens: 8, temperature: 1, seed: 5 };
+  if (slots < 3) {
+    // llama-server's limit: n is at most the slots (-np).
+    await assert.rejects(client.chat.completions.create({ ...req, n: 3 }), (e) => e.status === 400 && /-np 3/.test(e.message));
+    return;
+  }
+  const text = (m) => (m.reasoning_content || "") + "|" + (m.content || "");
+  const alone = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await client.chat.completions.create({ ...req, seed: 5 + i });
+    alone.push(text(r.choices[0].message));
+  }
+  const whole = await client.chat.completions.create({ ...req, n: 3 });
+  assert.deepEqual(whole.choices.map((c) => c.index), [0, 1, 2]);
+  assert.deepEqual(whole.choices.map((c) => text(c.message)), alone);
+  assert.equal(whole.usage.total_tokens, whole.usage.prompt_tokens + whole.usage.completion_tokens);
+  assert.ok(whole.usage.completion_tokens > 3 && whole.usage.completion_tokens <= 24, JSON.stringify(whole.usage));
+  const stream = await client.chat.completions.create({ ...req, n: 3, stream: true, stream_options: { include_usage: true } });
+  const got = ["", "", ""].map(() => ({ reasoning_content: "", content: "" }));
+  const finished = new Set();
+  let usage = null;
+  for await (const ch of stream) {
+    if (ch.usage) usage = ch.usage;
+    for (const c of ch.choices) {
+      got[c.index].content += c.delta.content || "";
+      got[c.index].reasoning_content += c.delta.reasoning_content || "";
+      if (c.finish_reason) finished.add(c.index);
+    }
+  }
+  assert.deepEqual(got.map(text), alone);
+  assert.equal(finished.size, 3);
+  assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
+  const cmpl = await client.completions.create({ model, prompt: "Colours:", max_tokens: 6, temperature: 1, seed: 9, n: 3 });
+  assert.deepEqual(cmpl.choices.map((c) => c.index), [0, 1, 2]);
+  const one = await client.completions.create({ model, prompt: "Colours:", max_tokens: 6, temperature: 1, seed: 11 });
+  assert.equal(cmpl.choices[2].text, one.choices[0].text);
+  const r = await raw("POST", "/v1/chat/completions", JSON.stringify({ messages: user, n: slots + 1 }));
+  assert.equal(r.status, 400);
+  assert.match(r.json.error.message, /slots/);
+});
+
 test("errors are OpenAI-shaped with the right status", async () => {
   const cases = [
     ["GET", "/no/such/route", undefined, 404],

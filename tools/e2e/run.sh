@@ -17,7 +17,7 @@ for a in "$@"; do
 	prev=$a
 done
 port=${K3_PORT:-18181}
-"$work/k3" serve -m "$work/tiny.gguf" --port "$port" -c 4096 -t 2 "$@" >"$work/serve.log" 2>&1 &
+"$work/k3" serve -m "$work/tiny.gguf" --port "$port" -c 4096 -t 2 -np 3 "$@" >"$work/serve.log" 2>&1 &
 pid=$!
 export K3_URL="http://127.0.0.1:$port"
 i=0

@@ -12,10 +12,11 @@ import (
 	"github.com/k3-inference/k3/core/synth"
 )
 
-// TestForwardBatch: decode steps of three sequences at different
-// positions (one past the point where attention over the cache splits
-// across threads) run as one batch give, bit for bit, the logits and the
-// states each gets alone, for both MLA layouts and a quantized model.
+// TestForwardBatch: prompt batches of different lengths, then decode
+// steps, of three sequences at different positions (one past the point
+// where attention over the cache splits across threads) run as one batch
+// give, bit for bit, the logits and the states each gets alone, for both
+// MLA layouts and a quantized model.
 func TestForwardBatch(t *testing.T) {
 	c := small()
 	c.VHead = c.KVLoRA // expandKVB's condition
@@ -47,26 +48,35 @@ func TestForwardBatch(t *testing.T) {
 				batched[i] = s
 				alone[i] = clone(t, m, s)
 			}
-			for step := range 3 {
-				tokens := []int32{int32(step + 1), int32(2*step + 5), int32(3*step + 7)}
+			// A step of prompt runs of several lengths (several requests
+			// prefilled at once, one of them a single token), then decode
+			// steps.
+			steps := [][]int{{17, 5, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}
+			for step, ns := range steps {
+				tokens := make([][]int32, len(lens))
+				for i, n := range ns {
+					for j := range n {
+						tokens[i] = append(tokens[i], int32((step*7+i*3+j*5+1)%c.NVocab))
+					}
+				}
 				got := make([]float32, len(lens)*v)
 				if err := b.ForwardBatch(batched, tokens, got); err != nil {
 					t.Fatal(err)
 				}
 				for i := range lens {
 					want := make([]float32, v)
-					if err := m.Forward(alone[i], tokens[i:i+1], false, want); err != nil {
+					if err := m.Forward(alone[i], tokens[i], false, want); err != nil {
 						t.Fatal(err)
 					}
 					if !slices.EqualFunc(want, got[i*v:(i+1)*v], func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
-						t.Errorf("step %d, sequence %d: batched logits differ from alone", step, i)
+						t.Errorf("step %d, sequence %d (%d tokens): batched logits differ from alone", step, i, len(tokens[i]))
 					}
 					if !bytes.Equal(stateBytes(t, batched[i]), stateBytes(t, alone[i])) {
 						t.Errorf("step %d, sequence %d: batched state differs from alone", step, i)
 					}
 				}
 			}
-			if err := b.ForwardBatch([]model.State{batched[0], batched[0]}, []int32{1, 2}, make([]float32, 2*v)); err == nil {
+			if err := b.ForwardBatch([]model.State{batched[0], batched[0]}, [][]int32{{1}, {2}}, make([]float32, 2*v)); err == nil {
 				t.Error("a sequence twice in one batch was accepted")
 			}
 		})
@@ -111,7 +121,7 @@ func BenchmarkForwardBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	tokens := []int32{1, 2, 3, 4}
+	tokens := [][]int32{{1}, {2}, {3}, {4}}
 	logits := make([]float32, 4*v)
 	b.Run("batched", func(b *testing.B) {
 		for range b.N {
@@ -123,7 +133,7 @@ func BenchmarkForwardBatch(b *testing.B) {
 	b.Run("one-by-one", func(b *testing.B) {
 		for range b.N {
 			for i, s := range states {
-				if err := m.Forward(s, tokens[i:i+1], false, logits[i*v:(i+1)*v]); err != nil {
+				if err := m.Forward(s, tokens[i], false, logits[i*v:(i+1)*v]); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -10,7 +10,7 @@ import (
 )
 
 // pass is the working memory of one forward call over n tokens: those of
-// one sequence (Forward) or one token of each of several (ForwardBatch).
+// one sequence (Forward) or the tokens of several (ForwardBatch).
 // Matrix products and the expert runner see all n rows at once; the
 // attention and recurrent layers run each span on its own sequence.
 type pass struct {
@@ -62,42 +62,62 @@ func (m *Model) Forward(s model.State, tokens []int32, all bool, logits []float3
 	if n == 0 {
 		return nil
 	}
-	return m.forward([]span{{seq: seq, pos: seq.N, n: n}}, tokens, all, logits)
+	out := lastRow
+	if all {
+		out = everyRow
+	}
+	return m.forward([]span{{seq: seq, pos: seq.N, n: n}}, tokens, out, logits)
 }
 
-// ForwardBatch implements model.Batcher: one token of each sequence in
-// one pass, so each weight (and each routed expert any of them picks) is
-// read once for all.
-func (m *Model) ForwardBatch(states []model.State, tokens []int32, logits []float32) error {
+// ForwardBatch implements model.Batcher: the tokens of several sequences
+// in one pass, so each weight (and each routed expert any of them picks)
+// is read once for all; the logits are those of each sequence's last
+// token.
+func (m *Model) ForwardBatch(states []model.State, tokens [][]int32, logits []float32) error {
 	if len(states) != len(tokens) {
-		return fmt.Errorf("kimi-k3: %d states for %d tokens", len(states), len(tokens))
+		return fmt.Errorf("kimi-k3: %d states for %d token runs", len(states), len(tokens))
 	}
 	spans := make([]span, len(states))
+	var flat []int32
 	for i, s := range states {
 		seq, err := m.sequence(s)
 		if err != nil {
 			return err
+		}
+		if len(tokens[i]) == 0 {
+			return fmt.Errorf("kimi-k3: sequence %d of the batch has no tokens", i)
 		}
 		for _, o := range spans[:i] {
 			if o.seq == seq {
 				return fmt.Errorf("kimi-k3: sequence %d appears twice in a batch", i)
 			}
 		}
-		spans[i] = span{seq: seq, pos: seq.N, off: i, n: 1}
+		spans[i] = span{seq: seq, pos: seq.N, off: len(flat), n: len(tokens[i])}
+		flat = append(flat, tokens[i]...)
 	}
 	if len(spans) == 0 {
 		return nil
 	}
-	return m.forward(spans, tokens, true, logits)
+	return m.forward(spans, flat, lastOfEach, logits)
 }
 
+// Which rows of a pass get logits.
+const (
+	lastRow    = iota // the pass's last row (Forward)
+	everyRow          // every row (Forward with all)
+	lastOfEach        // each span's last row (ForwardBatch)
+)
+
 // forward runs the tokens of spans (in row order) through the model and
-// writes the logits of every row when all is set, else of the last.
-func (m *Model) forward(spans []span, tokens []int32, all bool, logits []float32) error {
+// writes the logits of the rows out selects.
+func (m *Model) forward(spans []span, tokens []int32, out int, logits []float32) error {
 	n := len(tokens)
 	rows := 1
-	if all {
+	switch out {
+	case everyRow:
 		rows = n
+	case lastOfEach:
+		rows = len(spans)
 	}
 	if len(logits) < rows*m.vocab {
 		return fmt.Errorf("kimi-k3: logits buffer of %d for %d rows of %d", len(logits), rows, m.vocab)
@@ -128,8 +148,17 @@ func (m *Model) forward(spans []span, tokens []int32, all bool, logits []float32
 	if m.p.ResBlock > 0 {
 		x = ps.resMix(x, m.top.outScore)
 	}
-	if !all {
+	switch out {
+	case lastRow:
 		x = x[(n-1)*E : n*E]
+	case lastOfEach:
+		if rows < n {
+			picked := make([]float32, rows*E)
+			for i, sp := range spans {
+				copy(picked[i*E:(i+1)*E], x[(sp.off+sp.n-1)*E:(sp.off+sp.n)*E])
+			}
+			x = picked
+		}
 	}
 	ops.RMSNorm(x, x, m.top.outNorm, E, m.p.Eps)
 	return m.pool.MatMul(mat(m.top.Output), x, rows, logits)

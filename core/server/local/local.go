@@ -197,16 +197,32 @@ func (b *Backend) Detokenize(tokens []int32) (string, error) {
 // Generate implements server.Backend on the engine. Stop strings are the
 // server's business, so the engine gets none.
 func (b *Backend) Generate(ctx context.Context, req server.GenerateRequest, emit func(server.Piece) error) (server.GenerateResult, error) {
-	r, err := b.eng.Generate(ctx, engine.Request{Prompt: req.Prompt, Sampling: req.Sampling, MaxTokens: req.MaxTokens, Special: req.Special, Mask: req.Mask, PromptLogits: req.PromptLogits},
-		func(p engine.Piece) error {
-			err := emit(server.Piece{Token: p.Token, Text: p.Text})
+	r, err := b.GenerateN(ctx, []server.GenerateRequest{req}, []func(server.Piece) error{emit})
+	return r[0], err
+}
+
+// GenerateN implements server.ChoicesBackend on the engine's GenerateN.
+func (b *Backend) GenerateN(ctx context.Context, reqs []server.GenerateRequest, emits []func(server.Piece) error) ([]server.GenerateResult, error) {
+	ereqs := make([]engine.Request, len(reqs))
+	eemits := make([]func(engine.Piece) error, len(reqs))
+	for i, req := range reqs {
+		ereqs[i] = engine.Request{Prompt: req.Prompt, Sampling: req.Sampling, MaxTokens: req.MaxTokens, Special: req.Special, Mask: req.Mask, PromptLogits: req.PromptLogits}
+		eemits[i] = func(p engine.Piece) error {
+			err := emits[i](server.Piece{Token: p.Token, Text: p.Text})
 			if errors.Is(err, server.ErrStop) {
 				return engine.ErrStop
 			}
 			return err
-		})
-	return server.GenerateResult{PromptTokens: r.PromptTokens, CachedTokens: r.ReusedTokens, GeneratedTokens: r.GeneratedTokens,
-		PromptTime: r.PrefillTime, GenTime: r.DecodeTime, Finish: r.Finish}, err
+		}
+	}
+	rs, err := b.eng.GenerateN(ctx, ereqs, eemits)
+	out := make([]server.GenerateResult, len(reqs))
+	for i := range out {
+		r := rs[min(i, len(rs)-1)]
+		out[i] = server.GenerateResult{PromptTokens: r.PromptTokens, CachedTokens: r.ReusedTokens, GeneratedTokens: r.GeneratedTokens,
+			PromptTime: r.PrefillTime, GenTime: r.DecodeTime, Finish: r.Finish}
+	}
+	return out, err
 }
 
 // FIMTokens implements server.FIMBackend with the vocabulary's
