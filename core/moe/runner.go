@@ -76,6 +76,11 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 	if err != nil {
 		return nil, err
 	}
+	return b, r.chosen(l, b, n)
+}
+
+// chosen records and hints the experts a batch of n tokens chose.
+func (r *Runner) chosen(l *Layer, b *Batch, n int) error {
 	if r.Trace != nil && n == 1 {
 		r.Trace.Chosen(l.Index, r.Router.Experts, b.IDs)
 	}
@@ -83,11 +88,9 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 		if n == 1 {
 			r.spec.score(l.Index, b.Experts)
 		}
-		if err := r.Source.HintExperts(l.Index, b.Experts, false); err != nil {
-			return nil, err
-		}
+		return r.Source.HintExperts(l.Index, b.Experts, false)
 	}
-	return b, nil
+	return nil
 }
 
 // Predict guesses l's experts before its input exists: x is an earlier
@@ -104,6 +107,11 @@ func (r *Runner) Predict(l *Layer, x []float32, n int, sc *ops.Scratch) error {
 	if err != nil {
 		return err
 	}
+	return r.guess(l, b, n)
+}
+
+// guess hints a predicted batch's experts, most confident first.
+func (r *Runner) guess(l *Layer, b *Batch, n int) error {
 	ranked := rank(b)
 	if r.Trace != nil && n == 1 {
 		r.Trace.Guess(l.Index, ranked)
@@ -121,12 +129,27 @@ func (r *Runner) Predict(l *Layer, x []float32, n int, sc *ops.Scratch) error {
 }
 
 func (r *Runner) route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, error) {
-	k, ne := r.Router.Used, r.Router.Experts
-	w := l.GateInp.Matrix()
-	logits := sc.Floats(n * w.Rows)
-	if err := r.Pool.MatMul(w, x, n, logits); err != nil {
-		return nil, fmt.Errorf("%s: %w", l.GateInp.Name, err)
+	logits := sc.Floats(n * l.GateInp.Matrix().Rows)
+	if err := r.Logits(l, x, n, logits); err != nil {
+		return nil, err
 	}
+	return r.pick(l, logits, n), nil
+}
+
+// Logits scores x (n rows) with l's router into logits (n rows of the
+// layer's experts): the first step of Route and Predict, which a long
+// forward call takes a few rows at a time (RouteLogits, PredictLogits).
+func (r *Runner) Logits(l *Layer, x []float32, n int, logits []float32) error {
+	if err := r.Pool.MatMul(l.GateInp.Matrix(), x, n, logits); err != nil {
+		return fmt.Errorf("%s: %w", l.GateInp.Name, err)
+	}
+	return nil
+}
+
+// pick chooses each token's experts from its router logits and groups the
+// batch by expert.
+func (r *Runner) pick(l *Layer, logits []float32, n int) *Batch {
+	k, ne := r.Router.Used, r.Router.Experts
 	b := new(Batch)
 	b.Reset(n, k)
 	r.Pool.For(n, 8, func(lo, hi int) {
@@ -136,7 +159,18 @@ func (r *Runner) route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 		}
 	})
 	b.Group(ne)
-	return b, nil
+	return b
+}
+
+// RouteLogits is Route on router logits computed before (Logits).
+func (r *Runner) RouteLogits(l *Layer, logits []float32, n int) (*Batch, error) {
+	b := r.pick(l, logits, n)
+	return b, r.chosen(l, b, n)
+}
+
+// PredictLogits is Predict on router logits computed before (Logits).
+func (r *Runner) PredictLogits(l *Layer, logits []float32, n int) error {
+	return r.guess(l, r.pick(l, logits, n), n)
 }
 
 // FFN is Route then Run on x itself: the routed experts of an
@@ -160,33 +194,46 @@ func (r *Runner) FFN(l *Layer, x []float32, n int, sc *ops.Scratch) ([]float32, 
 func (r *Runner) Run(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
 	k := b.Used
 	n, out := len(b.IDs)/k, l.out()
-	outs, err := r.routed(l, b, in, sc)
-	if err != nil {
+	outs := make([]float32, len(b.IDs)*out)
+	if err := r.Outs(l, b, in, outs, sc); err != nil {
 		return nil, err
 	}
 	sum := make([]float32, n*out)
-	for t := 0; t < n; t++ {
-		o := sum[t*out : (t+1)*out]
+	SumSlots(outs, k, out, 0, n, sum)
+	return sum, nil
+}
+
+// SumSlots writes into sum the rows lo..hi of the per-slot outputs outs
+// (Outs: k slots of width out per token) added in slot order, as ggml
+// adds them; sum holds hi-lo rows.
+func SumSlots(outs []float32, k, out, lo, hi int, sum []float32) {
+	for t := lo; t < hi; t++ {
+		o := sum[(t-lo)*out : (t-lo+1)*out]
 		copy(o, outs[t*k*out:(t*k+1)*out])
 		for s := 1; s < k; s++ {
 			ops.Add(o, outs[(t*k+s)*out:(t*k+s+1)*out])
 		}
 	}
-	return sum, nil
 }
 
 // pipeGroups is how many acquire groups a window of hinted experts splits
 // into: the first group computes while the others' reads finish.
 const pipeGroups = 4
 
-// routed returns outs, where outs[(t*k+slot)*out:] is expert slot's
-// weighted output for token t. The source holds window experts at once
+// Outs writes into outs (len(b.IDs) rows of the experts' output width)
+// each routed expert's weighted output: outs[(t*k+slot)*out:] is slot's
+// for token t. Run sums them; a long forward call keeps them and sums a
+// few rows at a time (SumSlots). The experts' working buffers come from
+// sc and are given back after each group, so they stay bounded whatever
+// the batch. The source holds window experts at once
 // (Route hinted the first window): experts are acquired step at a time,
 // and after each acquire the hints reach window experts past the group
 // being computed, so the reads never wait for compute nor compute for
 // more than one group's reads.
-func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
-	outs := make([]float32, len(b.IDs)*l.out())
+func (r *Runner) Outs(l *Layer, b *Batch, in, outs []float32, sc *ops.Scratch) error {
+	if len(outs) < len(b.IDs)*l.out() {
+		return fmt.Errorf("moe: %d outputs for %d routed rows of %d", len(outs), len(b.IDs), l.out())
+	}
 	n := len(b.Experts)
 	window, step := n, n
 	if r.Source != nil {
@@ -198,7 +245,7 @@ func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]fl
 		hi := min(lo+step, n)
 		ex, err := r.acquire(l, b.Experts, lo, hi)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if end := min(n, lo+window); end > hinted {
 			err = r.Source.HintExperts(l.Index, b.Experts[hinted:end], false)
@@ -211,10 +258,10 @@ func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]fl
 			err = rerr
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return outs, nil
+	return nil
 }
 
 // experts runs the chosen experts [lo, end) into outs. The experts' gate
@@ -229,7 +276,10 @@ func (r *Runner) experts(b *Batch, ex *expertMats, in, outs []float32, lo, end i
 			rows += int(b.Start[hi+1] - b.Start[hi])
 			hi++
 		}
-		if err := r.group(b, ex, in, outs, lo, hi, sc); err != nil {
+		mark := sc.Mark()
+		err := r.group(b, ex, in, outs, lo, hi, sc)
+		sc.Rewind(mark) // nothing of a group outlives it
+		if err != nil {
 			return err
 		}
 		lo = hi
