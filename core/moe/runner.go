@@ -264,15 +264,19 @@ func (r *Runner) Outs(l *Layer, b *Batch, in, outs []float32, sc *ops.Scratch) e
 	return nil
 }
 
+// GroupBytes bounds the working buffers of one batch of experts' products
+// (their gathered inputs, gate, up and down outputs), unless a single
+// expert's rows take more; they are given back after each batch.
+const GroupBytes = 16 << 20
+
 // experts runs the chosen experts [lo, end) into outs. The experts' gate
 // and up products go in one batch, their down products in another, in
-// groups whose buffers stay under groupBytes.
+// groups whose buffers stay under GroupBytes.
 func (r *Runner) experts(b *Batch, ex *expertMats, in, outs []float32, lo, end int, sc *ops.Scratch) error {
-	const groupBytes = 64 << 20
 	perRow := 4 * (ex.in + 2*ex.ff + ex.out)
 	for lo < end {
 		hi, rows := lo, 0
-		for hi < end && (hi == lo || (rows+int(b.Start[hi+1]-b.Start[hi]))*perRow <= groupBytes) {
+		for hi < end && (hi == lo || (rows+int(b.Start[hi+1]-b.Start[hi]))*perRow <= GroupBytes) {
 			rows += int(b.Start[hi+1] - b.Start[hi])
 			hi++
 		}

@@ -20,7 +20,7 @@ import (
 
 // subRows is the most rows a step of a long forward call runs at once
 // (before the last range is merged into the one before it).
-var subRows = 128
+var subRows = 64
 
 // subRange is the rows [lo, hi) of a pass.
 type subRange struct{ lo, hi int }
