@@ -191,10 +191,12 @@ func mat(t *T) ops.Matrix { return t.Matrix() }
 // a row range (chunked.go) keeps per token only the residual stream, the
 // banked inputs of the attention residuals and, in an MoE layer, the
 // router logits, the routed experts' input, routing and per-slot outputs;
-// every other buffer lives for one range of at most maxSubRows rows and
-// is counted in fixed bytes, half again (the arena's copies of the few Go
-// buffers a product reads or writes, garbage the collector has not taken
-// yet), with the expert runner's group buffers and one row of logits. It follows the buffers forward.go, chunked.go,
+// every other buffer lives for one range of at most maxSubRows rows (in a
+// kernels plugin's arena, which needs no copies of them) and is counted in
+// fixed bytes with two more rows of the embedding width (the Go buffers of
+// a range: attention-residual mixes, the arena's copies of the few a
+// product reads or writes), the expert runner's group buffers and one row
+// of logits. It follows the buffers forward.go, chunked.go,
 // kda.go, mla.go, ffn.go and moe.Runner allocate, rounded up. A call of
 // at most maxSubRows rows runs in one piece, within the same bound.
 func Activations(c model.Config, w model.Weights) (fixed, perToken int64, err error) {
@@ -207,7 +209,7 @@ func Activations(c model.Config, w model.Weights) (fixed, perToken int64, err er
 	if t, ok := w.Tensor("output.weight"); ok && len(t.Shape) == 2 {
 		vocab = t.Shape[1]
 	}
-	fixed = moe.GroupBytes + 4*vocab + 3*2*int64(maxSubRows(0))*int64(b.rangeLive+b.rangeLayer)
+	fixed = moe.GroupBytes + 4*vocab + 4*int64(maxSubRows(0))*int64(b.rangeLive+b.rangeLayer+2*p.Embd)
 	return fixed, 4 * int64(b.chunkLive+b.chunkMoE), nil
 }
 
