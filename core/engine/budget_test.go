@@ -108,8 +108,8 @@ func TestBudgetGroup(t *testing.T) {
 }
 
 // TestBudgetChunk: with a memory budget and the model's working memory per
-// token, the prefill chunk is the most tokens whose activations fit in half
-// the room beside the always-needed bytes (never past the context, never
+// token, the prefill chunk is the most tokens whose activations fit in three
+// quarters of the room beside the always-needed bytes (never past the context, never
 // taking the last expert unit), and the stager's part shrinks by exactly
 // what the chunk reserves; a fixed ubatch or no room keeps the old split.
 func TestBudgetChunk(t *testing.T) {
@@ -118,7 +118,7 @@ func TestBudgetChunk(t *testing.T) {
 	plain := base.withTotal(1000 * mib)
 	room := plain.Stager - plain.Resident
 	b := plain.withChunk(64*mib, 1*mib)
-	if want := int((room/2 - 64*mib) / mib); b.Chunk != want {
+	if want := int((room*3/4 - 64*mib) / mib); b.Chunk != want {
 		t.Errorf("chunk %d, want %d", b.Chunk, want)
 	}
 	if b.Activations != 64*mib+int64(b.Chunk)*mib || b.Stager != plain.Stager-b.Activations {

@@ -77,6 +77,11 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 	if err != nil {
 		return nil, err
 	}
+	return b, r.chosen(l, b, n)
+}
+
+// chosen records and hints the experts a batch of n tokens chose.
+func (r *Runner) chosen(l *Layer, b *Batch, n int) error {
 	if r.Trace != nil && n == 1 {
 		r.Trace.Chosen(l.Index, r.Router.Experts, b.IDs)
 	}
@@ -89,11 +94,9 @@ func (r *Runner) Route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 			r.spec.score(l.Index, b.Experts)
 			b.Front(ahead)
 		}
-		if err := r.Source.HintExperts(l.Index, b.Experts, false); err != nil {
-			return nil, err
-		}
+		return r.Source.HintExperts(l.Index, b.Experts, false)
 	}
-	return b, nil
+	return nil
 }
 
 // Predict guesses l's experts before its input exists: x is an earlier
@@ -110,6 +113,11 @@ func (r *Runner) Predict(l *Layer, x []float32, n int, sc *ops.Scratch) error {
 	if err != nil {
 		return err
 	}
+	return r.guess(l, b, n)
+}
+
+// guess hints a predicted batch's experts, most confident first.
+func (r *Runner) guess(l *Layer, b *Batch, n int) error {
 	ranked := rank(b)
 	if r.Trace != nil && n == 1 {
 		r.Trace.Guess(l.Index, ranked)
@@ -128,12 +136,27 @@ func (r *Runner) Predict(l *Layer, x []float32, n int, sc *ops.Scratch) error {
 }
 
 func (r *Runner) route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, error) {
-	k, ne := r.Router.Used, r.Router.Experts
-	w := l.GateInp.Matrix()
-	logits := sc.Floats(n * w.Rows)
-	if err := r.Pool.MatMul(w, x, n, logits); err != nil {
-		return nil, fmt.Errorf("%s: %w", l.GateInp.Name, err)
+	logits := sc.Floats(n * l.GateInp.Matrix().Rows)
+	if err := r.Logits(l, x, n, logits); err != nil {
+		return nil, err
 	}
+	return r.pick(l, logits, n), nil
+}
+
+// Logits scores x (n rows) with l's router into logits (n rows of the
+// layer's experts): the first step of Route and Predict, which a long
+// forward call takes a few rows at a time (RouteLogits, PredictLogits).
+func (r *Runner) Logits(l *Layer, x []float32, n int, logits []float32) error {
+	if err := r.Pool.MatMul(l.GateInp.Matrix(), x, n, logits); err != nil {
+		return fmt.Errorf("%s: %w", l.GateInp.Name, err)
+	}
+	return nil
+}
+
+// pick chooses each token's experts from its router logits and groups the
+// batch by expert.
+func (r *Runner) pick(l *Layer, logits []float32, n int) *Batch {
+	k, ne := r.Router.Used, r.Router.Experts
 	b := new(Batch)
 	b.Reset(n, k)
 	r.Pool.For(n, 8, func(lo, hi int) {
@@ -143,7 +166,18 @@ func (r *Runner) route(l *Layer, x []float32, n int, sc *ops.Scratch) (*Batch, e
 		}
 	})
 	b.Group(ne)
-	return b, nil
+	return b
+}
+
+// RouteLogits is Route on router logits computed before (Logits).
+func (r *Runner) RouteLogits(l *Layer, logits []float32, n int) (*Batch, error) {
+	b := r.pick(l, logits, n)
+	return b, r.chosen(l, b, n)
+}
+
+// PredictLogits is Predict on router logits computed before (Logits).
+func (r *Runner) PredictLogits(l *Layer, logits []float32, n int) error {
+	return r.guess(l, r.pick(l, logits, n), n)
 }
 
 // FFN is Route then Run on x itself: the routed experts of an
@@ -167,36 +201,49 @@ func (r *Runner) FFN(l *Layer, x []float32, n int, sc *ops.Scratch) ([]float32, 
 func (r *Runner) Run(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
 	k := b.Used
 	n, out := len(b.IDs)/k, l.out()
-	outs, err := r.routed(l, b, in, sc)
-	if err != nil {
+	outs := make([]float32, len(b.IDs)*out)
+	if err := r.Outs(l, b, in, outs, sc); err != nil {
 		return nil, err
 	}
 	sum := make([]float32, n*out)
-	for t := 0; t < n; t++ {
-		o := sum[t*out : (t+1)*out]
+	SumSlots(outs, k, out, 0, n, sum)
+	return sum, nil
+}
+
+// SumSlots writes into sum the rows lo..hi of the per-slot outputs outs
+// (Outs: k slots of width out per token) added in slot order, as ggml
+// adds them; sum holds hi-lo rows.
+func SumSlots(outs []float32, k, out, lo, hi int, sum []float32) {
+	for t := lo; t < hi; t++ {
+		o := sum[(t-lo)*out : (t-lo+1)*out]
 		copy(o, outs[t*k*out:(t*k+1)*out])
 		for s := 1; s < k; s++ {
 			ops.Add(o, outs[(t*k+s)*out:(t*k+s+1)*out])
 		}
 	}
-	return sum, nil
 }
 
 // pipeGroups is how many acquire groups a window of hinted experts splits
 // into: the first group computes while the others' reads finish.
 const pipeGroups = 4
 
-// routed returns outs, where outs[(t*k+slot)*out:] is expert slot's
-// weighted output for token t. The source holds window experts at once
-// (Route hinted the first window). Each round acquires some of the
-// experts not yet computed, hints further ones so that window experts stay
-// pinned or in flight, and computes what it acquired: so the reads never
-// wait for compute. From a ReadySource a round takes the first expert left
+// Outs writes into outs (len(b.IDs) rows of the experts' output width)
+// each routed expert's weighted output: outs[(t*k+slot)*out:] is slot's
+// for token t. Run sums them; a long forward call keeps them and sums a
+// few rows at a time (SumSlots). The experts' working buffers come from
+// sc and are given back after each group, so they stay bounded whatever
+// the batch. The source holds window experts at once (Route hinted the
+// first window). Each round acquires some of the experts not yet
+// computed, hints further ones so that window experts stay pinned or in
+// flight, and computes what it acquired: so the reads never wait for
+// compute. From a ReadySource a round takes the first expert left
 // (waiting for it) and every other hinted one already resident, so cached
 // experts go first and compute waits for no more than one read; from
 // another source, the next step experts in order.
-func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]float32, error) {
-	outs := make([]float32, len(b.IDs)*l.out())
+func (r *Runner) Outs(l *Layer, b *Batch, in, outs []float32, sc *ops.Scratch) error {
+	if len(outs) < len(b.IDs)*l.out() {
+		return fmt.Errorf("moe: %d outputs for %d routed rows of %d", len(outs), len(b.IDs), l.out())
+	}
 	n := len(b.Experts)
 	left := make([]int, n) // chosen experts not yet computed, in order
 	for i := range left {
@@ -204,7 +251,7 @@ func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]fl
 	}
 	if r.Source == nil {
 		ex, _ := r.acquire(l, b.Experts, left)
-		return outs, r.experts(b, ex, in, outs, sc)
+		return r.experts(b, ex, in, outs, sc)
 	}
 	window := min(n, r.Source.MaxExperts(l.Index))
 	step := max(1, (window+pipeGroups-1)/pipeGroups)
@@ -221,7 +268,7 @@ func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]fl
 			ex, err = r.acquire(l, b.Experts, slices.Clone(left[:min(step, len(left))]))
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		left = without(left, ex.at)
 		// Pinned now: ex's experts; in flight: the hinted ones left.
@@ -237,10 +284,10 @@ func (r *Runner) routed(l *Layer, b *Batch, in []float32, sc *ops.Scratch) ([]fl
 			err = rerr
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return outs, nil
+	return nil
 }
 
 // without returns the ascending xs less the ascending drop, in place.
@@ -258,20 +305,27 @@ func without(xs, drop []int) []int {
 	return out
 }
 
+// GroupBytes bounds the working buffers of one batch of experts' products
+// (their gathered inputs, gate, up and down outputs), unless a single
+// expert's rows take more; they are given back after each batch.
+const GroupBytes = 16 << 20
+
 // experts runs the experts of ex into outs. The experts' gate and up
 // products go in one batch, their down products in another, in groups
-// whose buffers stay under groupBytes.
+// whose buffers stay under GroupBytes.
 func (r *Runner) experts(b *Batch, ex *expertMats, in, outs []float32, sc *ops.Scratch) error {
-	const groupBytes = 64 << 20
 	perRow := 4 * (ex.in + 2*ex.ff + ex.out)
 	rowsOf := func(j int) int { i := ex.at[j]; return b.Start[i+1] - b.Start[i] }
 	for lo, end := 0, len(ex.at); lo < end; {
 		hi, rows := lo, 0
-		for hi < end && (hi == lo || (rows+rowsOf(hi))*perRow <= groupBytes) {
+		for hi < end && (hi == lo || (rows+rowsOf(hi))*perRow <= GroupBytes) {
 			rows += rowsOf(hi)
 			hi++
 		}
-		if err := r.group(b, ex, in, outs, lo, hi, sc); err != nil {
+		mark := sc.Mark()
+		err := r.group(b, ex, in, outs, lo, hi, sc)
+		sc.Rewind(mark) // nothing of a group outlives it
+		if err != nil {
 			return err
 		}
 		lo = hi

@@ -123,6 +123,23 @@ func (s *Scratch) Reset() {
 	}
 }
 
+// Mark is where the next Floats starts; Rewind(Mark()) gives back
+// everything Floats returned after it, so a step whose buffers do not
+// outlive it (a group of experts) reuses the same memory.
+func (s *Scratch) Mark() int {
+	if s == nil {
+		return 0
+	}
+	return s.off
+}
+
+// Rewind frees what Floats returned since Mark returned m.
+func (s *Scratch) Rewind(m int) {
+	if s != nil && m <= s.off {
+		s.off = m
+	}
+}
+
 // Close gives the memory back to the backend.
 func (s *Scratch) Close() {
 	if s == nil {

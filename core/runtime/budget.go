@@ -75,11 +75,12 @@ func stageOptions(f *gguf.File, arch model.Arch, prof *config.Profile, o Options
 		if actFixed, actPerToken, err = arch.Activations(f, f); err != nil {
 			return engine.StageOptions{}, err
 		}
-		// Twice the model's buffers: a kernels plugin's arena holds a
-		// copy of each product's input and output (measured: a 516-token
-		// chunk of a K3-width model, 440 MiB by the model's count, took
-		// ~600 MiB of heap and arena together and the cgroup killed it).
-		actPerToken *= 2
+		// The model counts a kernels plugin's arena copies itself
+		// (kimi-k3: the per-token part lives in Go memory only, each
+		// row range's buffers twice).
+		if o.Logger != nil {
+			o.Logger.Debug("activations reserve", "fixed", actFixed, "per_token", actPerToken)
+		}
 	}
 	s := prof.Stager
 	so := engine.StageOptions{

@@ -71,8 +71,9 @@ func (m Mode) String() string {
 		}
 	}
 	if s := m.Split; s != nil {
-		fmt.Fprintf(&b, " always-needed=%s step-pin=%s(%dx%s) state-reserve=%s prefill-chunk=%d activations=%s stager-budget=%s",
-			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), s.Chunk, config.Size(s.Activations), config.Size(s.Stager))
+		fmt.Fprintf(&b, " always-needed=%s step-pin=%s(%dx%s) state-reserve=%s prefill-chunk=%d activations=%s(%dx%s+%s) stager-budget=%s",
+			config.Size(s.Resident), config.Size(s.StepPin()), s.Group(), config.Size(s.Unit), config.Size(s.State), s.Chunk,
+			config.Size(s.Activations), s.Chunk, config.Size(s.ActivationsPerToken), config.Size(s.Activations-int64(s.Chunk)*s.ActivationsPerToken), config.Size(s.Stager))
 	}
 	if m.Split != nil {
 		fmt.Fprintf(&b, " stager-options=%s", host.FormatOptions(m.StagerOptions))

@@ -83,7 +83,6 @@ func (f *sparse) prepare(fl func(*T) []float32) []*T {
 // bytes, run while the stager reads.
 func (f *sparse) forward(ps *pass, x []float32) ([]float32, error) {
 	p, n := ps.m.p, ps.n
-	lat := p.latent()
 
 	b, err := ps.m.experts.Route(&f.routed, x, n, ps.sc)
 	if err != nil {
@@ -110,11 +109,20 @@ func (f *sparse) forward(ps *pass, x []float32) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	return f.up(ps, sum, sh)
+}
+
+// up is the FFN's output from the routed experts' sum (n rows of the
+// latent width) and the shared experts' output sh (nil: none): the sum
+// normed and projected up, plus sh.
+func (f *sparse) up(ps *pass, sum, sh []float32) ([]float32, error) {
+	p := ps.m.p
+	var err error
 	if f.RoutedNorm != nil {
-		ops.RMSNorm(sum, sum, f.routedNorm, lat, p.Eps)
+		ops.RMSNorm(sum, sum, f.routedNorm, p.latent(), p.Eps)
 	}
 	if f.RoutedUp != nil {
-		if sum, err = ps.matmul(f.RoutedUp, sum, n); err != nil {
+		if sum, err = ps.matmul(f.RoutedUp, sum, ps.n); err != nil {
 			return nil, err
 		}
 	}

@@ -27,6 +27,10 @@ type pass struct {
 	// the backend computes without copies (a kernels plugin's arena); it is
 	// reset at the start of every layer, so nothing in it outlives one.
 	sc *ops.Scratch
+	// logits, in and outs are the router logits, the routed experts'
+	// input and their per-slot outputs of a call run in ranges
+	// (layerRanges), reused from layer to layer.
+	logits, in, outs []float32
 }
 
 // span is the rows of a pass that belong to one sequence.
@@ -128,15 +132,26 @@ func (m *Model) forward(spans []span, tokens []int32, out int, logits []float32)
 	if err != nil {
 		return err
 	}
+	rs := ps.ranges()
 	for il := range m.layers {
-		if x, err = ps.layer(il, x); err != nil {
+		if len(rs) > 1 {
+			x, err = ps.layerRanges(il, x, rs)
+		} else {
+			x, err = ps.layer(il, x)
+		}
+		if err != nil {
 			return fmt.Errorf("kimi-k3: layer %d: %w", il, err)
 		}
 		for ahead := 1; ahead <= m.experts.Lookahead(); ahead++ {
 			if !m.lookahead(il + ahead) {
 				continue
 			}
-			if err := ps.predict(il+ahead, x); err != nil {
+			if len(rs) > 1 {
+				err = ps.predictRanges(il+ahead, x, rs)
+			} else {
+				err = ps.predict(il+ahead, x)
+			}
+			if err != nil {
 				return fmt.Errorf("kimi-k3: layer %d: lookahead: %w", il+ahead, err)
 			}
 		}
@@ -145,12 +160,19 @@ func (m *Model) forward(spans []span, tokens []int32, out int, logits []float32)
 		sp.seq.N += sp.n
 	}
 	E := m.p.Embd
+	ps.logits, ps.in, ps.outs = nil, nil, nil
+	fin := ps
+	if out == lastRow && len(rs) > 1 {
+		// Only the last row's logits: mix only its stream.
+		fin = ps.rows(subRange{n - 1, n})
+		x = x[(n-1)*E:]
+	}
 	if m.p.ResBlock > 0 {
-		x = ps.resMix(x, m.top.outScore)
+		x = fin.resMix(x, m.top.outScore)
 	}
 	switch out {
 	case lastRow:
-		x = x[(n-1)*E : n*E]
+		x = x[len(x)-E:]
 	case lastOfEach:
 		if rows < n {
 			picked := make([]float32, rows*E)

@@ -187,24 +187,54 @@ func StateSize(c model.Config, w model.Weights) (fixed, perToken int64, err erro
 func mat(t *T) ops.Matrix { return t.Matrix() }
 
 // Activations bounds the working memory of one forward call of the model
-// in c: bytes per token (the residual streams and banked layer inputs that
-// live across layers, the largest layer's scratch, the routed experts'
-// per-slot outputs) and fixed bytes (the expert runner's group buffers,
-// one row of logits). It follows the buffers forward.go, kda.go, mla.go,
-// ffn.go and moe.Runner allocate, rounded up.
+// in c, including what a kernels plugin's arena holds. A call longer than
+// a row range (chunked.go) keeps per token only the residual stream, the
+// banked inputs of the attention residuals and, in an MoE layer, the
+// router logits, the routed experts' input, routing and per-slot outputs;
+// every other buffer lives for one range of at most maxSubRows rows (in a
+// kernels plugin's arena, which needs no copies of them) and is counted in
+// fixed bytes with two more rows of the embedding width (the Go buffers of
+// a range: attention-residual mixes, the arena's copies of the few a
+// product reads or writes), the expert runner's group buffers and one row
+// of logits. It follows the buffers forward.go, chunked.go,
+// kda.go, mla.go, ffn.go and moe.Runner allocate, rounded up. A call of
+// at most maxSubRows rows runs in one piece, within the same bound.
 func Activations(c model.Config, w model.Weights) (fixed, perToken int64, err error) {
 	p, err := readParams(c)
 	if err != nil {
 		return 0, 0, fmt.Errorf("kimi-k3: %w", err)
 	}
-	E, H := p.Embd, p.Heads
-	// x, prefix, the mixed stream, the layer's sum and its attention and
-	// FFN outputs, and a banked input per attention-residual block.
-	live := 6 * E
-	if p.ResBlock > 0 {
-		live += (p.Layers + p.ResBlock - 1) / p.ResBlock * E
+	b := activations(p)
+	var vocab int64
+	if t, ok := w.Tensor("output.weight"); ok && len(t.Shape) == 2 {
+		vocab = t.Shape[1]
 	}
-	var layer int
+	fixed = moe.GroupBytes + 4*vocab + 4*int64(maxSubRows(0))*int64(b.rangeLive+b.rangeLayer+2*p.Embd)
+	return fixed, 4 * int64(b.chunkLive+b.chunkMoE), nil
+}
+
+// actBreakdown is the working memory of a forward call in floats per
+// token: what lives for the whole call (the streams and banked inputs;
+// the MoE layers' logits, expert input, routing and per-slot outputs)
+// and what lives for one row range (the streams a range step makes, the
+// largest layer's scratch).
+type actBreakdown struct {
+	chunkLive, chunkMoE, slots int
+	rangeLive, rangeLayer      int
+}
+
+func activations(p *Params) actBreakdown {
+	E, H := p.Embd, p.Heads
+	var b actBreakdown
+	banks := 0
+	if p.ResBlock > 0 {
+		banks = (p.Layers + p.ResBlock - 1) / p.ResBlock
+	}
+	// the stream, the stream after a banked layer's attention, the final
+	// mix, and a banked input per attention-residual block
+	b.chunkLive = (banks + 2) * E
+	// a range's mixed inputs and normed copies
+	b.rangeLive = 4 * E
 	for il := range p.Layers {
 		var attn int
 		if p.recurrent(il) {
@@ -220,17 +250,15 @@ func Activations(c model.Config, w model.Weights) (fixed, perToken int64, err er
 			ffn = 2*p.FF[il] + E
 		} else {
 			lat, k := p.latent(), p.Router.Used
-			// router logits, routing (ids, weights, rows), latent and
-			// shared projections, per-slot outputs and their sum, the up
-			// projection
-			ffn = p.Router.Experts + 3*k + lat + 2*p.FFExp*max(p.Shared, 1) + E + k*lat + lat + E
+			// whole call: router logits, the experts' input, routing (ids,
+			// weights, rows) and per-slot outputs
+			b.chunkMoE = max(b.chunkMoE, p.Router.Experts+lat+3*k+k*lat)
+			b.slots = max(b.slots, k*lat)
+			// a range: the latent projection, the shared experts, the
+			// slots' sum and the up projection
+			ffn = lat + 2*p.FFExp*max(p.Shared, 1) + E + lat + E
 		}
-		layer = max(layer, 2*E+attn+ffn)
+		b.rangeLayer = max(b.rangeLayer, 2*E+attn+ffn)
 	}
-	const groupBytes = 64 << 20 // moe.Runner's expert group buffers
-	var vocab int64
-	if t, ok := w.Tensor("output.weight"); ok && len(t.Shape) == 2 {
-		vocab = t.Shape[1]
-	}
-	return groupBytes + 4*vocab, 4 * int64(live+layer), nil
+	return b
 }
