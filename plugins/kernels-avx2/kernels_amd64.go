@@ -119,6 +119,9 @@ func dotIQ4_XSAVX2(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
+func dotIQ3_XXSAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape

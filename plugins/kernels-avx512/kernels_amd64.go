@@ -113,6 +113,9 @@ func dotIQ4_XSAVX512(w *byte, a *byte, nb int) float32
 func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
+func dotIQ3_XXSAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -285,6 +288,9 @@ func dotIQ4_XSVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotIQ3_XXSVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
@@ -477,6 +483,9 @@ func dotIQ4_XSVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotIQ4_XSr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotIQ3_XXSVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotF32VNNI256(w *byte, wstride int, a *byte, n int, out *float64)

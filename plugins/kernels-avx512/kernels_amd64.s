@@ -8469,6 +8469,550 @@ donedotIQ4_XSr8AVX512:
 	VZEROUPPER
 	RET
 
+DATA grid_iq3xxsGrid<>+0(SB)/4, $0x04040404
+DATA grid_iq3xxsGrid<>+4(SB)/4, $0x04040414
+DATA grid_iq3xxsGrid<>+8(SB)/4, $0x04040424
+DATA grid_iq3xxsGrid<>+12(SB)/4, $0x04040c0c
+DATA grid_iq3xxsGrid<>+16(SB)/4, $0x04040c1c
+DATA grid_iq3xxsGrid<>+20(SB)/4, $0x04040c3e
+DATA grid_iq3xxsGrid<>+24(SB)/4, $0x04041404
+DATA grid_iq3xxsGrid<>+28(SB)/4, $0x04041414
+DATA grid_iq3xxsGrid<>+32(SB)/4, $0x04041c0c
+DATA grid_iq3xxsGrid<>+36(SB)/4, $0x04042414
+DATA grid_iq3xxsGrid<>+40(SB)/4, $0x04043e1c
+DATA grid_iq3xxsGrid<>+44(SB)/4, $0x04043e2c
+DATA grid_iq3xxsGrid<>+48(SB)/4, $0x040c040c
+DATA grid_iq3xxsGrid<>+52(SB)/4, $0x040c041c
+DATA grid_iq3xxsGrid<>+56(SB)/4, $0x040c0c04
+DATA grid_iq3xxsGrid<>+60(SB)/4, $0x040c0c14
+DATA grid_iq3xxsGrid<>+64(SB)/4, $0x040c140c
+DATA grid_iq3xxsGrid<>+68(SB)/4, $0x040c142c
+DATA grid_iq3xxsGrid<>+72(SB)/4, $0x040c1c04
+DATA grid_iq3xxsGrid<>+76(SB)/4, $0x040c1c14
+DATA grid_iq3xxsGrid<>+80(SB)/4, $0x040c240c
+DATA grid_iq3xxsGrid<>+84(SB)/4, $0x040c2c24
+DATA grid_iq3xxsGrid<>+88(SB)/4, $0x040c3e04
+DATA grid_iq3xxsGrid<>+92(SB)/4, $0x04140404
+DATA grid_iq3xxsGrid<>+96(SB)/4, $0x04140414
+DATA grid_iq3xxsGrid<>+100(SB)/4, $0x04140424
+DATA grid_iq3xxsGrid<>+104(SB)/4, $0x04140c0c
+DATA grid_iq3xxsGrid<>+108(SB)/4, $0x04141404
+DATA grid_iq3xxsGrid<>+112(SB)/4, $0x04141414
+DATA grid_iq3xxsGrid<>+116(SB)/4, $0x04141c0c
+DATA grid_iq3xxsGrid<>+120(SB)/4, $0x04141c1c
+DATA grid_iq3xxsGrid<>+124(SB)/4, $0x04141c3e
+DATA grid_iq3xxsGrid<>+128(SB)/4, $0x04142c0c
+DATA grid_iq3xxsGrid<>+132(SB)/4, $0x04142c3e
+DATA grid_iq3xxsGrid<>+136(SB)/4, $0x04143e2c
+DATA grid_iq3xxsGrid<>+140(SB)/4, $0x041c040c
+DATA grid_iq3xxsGrid<>+144(SB)/4, $0x041c043e
+DATA grid_iq3xxsGrid<>+148(SB)/4, $0x041c0c04
+DATA grid_iq3xxsGrid<>+152(SB)/4, $0x041c0c14
+DATA grid_iq3xxsGrid<>+156(SB)/4, $0x041c142c
+DATA grid_iq3xxsGrid<>+160(SB)/4, $0x041c3e04
+DATA grid_iq3xxsGrid<>+164(SB)/4, $0x04240c1c
+DATA grid_iq3xxsGrid<>+168(SB)/4, $0x04241c3e
+DATA grid_iq3xxsGrid<>+172(SB)/4, $0x04242424
+DATA grid_iq3xxsGrid<>+176(SB)/4, $0x04242c3e
+DATA grid_iq3xxsGrid<>+180(SB)/4, $0x04243e1c
+DATA grid_iq3xxsGrid<>+184(SB)/4, $0x04243e2c
+DATA grid_iq3xxsGrid<>+188(SB)/4, $0x042c040c
+DATA grid_iq3xxsGrid<>+192(SB)/4, $0x042c043e
+DATA grid_iq3xxsGrid<>+196(SB)/4, $0x042c1c14
+DATA grid_iq3xxsGrid<>+200(SB)/4, $0x042c2c14
+DATA grid_iq3xxsGrid<>+204(SB)/4, $0x04341c2c
+DATA grid_iq3xxsGrid<>+208(SB)/4, $0x04343424
+DATA grid_iq3xxsGrid<>+212(SB)/4, $0x043e0c04
+DATA grid_iq3xxsGrid<>+216(SB)/4, $0x043e0c24
+DATA grid_iq3xxsGrid<>+220(SB)/4, $0x043e0c34
+DATA grid_iq3xxsGrid<>+224(SB)/4, $0x043e241c
+DATA grid_iq3xxsGrid<>+228(SB)/4, $0x043e340c
+DATA grid_iq3xxsGrid<>+232(SB)/4, $0x0c04040c
+DATA grid_iq3xxsGrid<>+236(SB)/4, $0x0c04041c
+DATA grid_iq3xxsGrid<>+240(SB)/4, $0x0c040c04
+DATA grid_iq3xxsGrid<>+244(SB)/4, $0x0c040c14
+DATA grid_iq3xxsGrid<>+248(SB)/4, $0x0c04140c
+DATA grid_iq3xxsGrid<>+252(SB)/4, $0x0c04141c
+DATA grid_iq3xxsGrid<>+256(SB)/4, $0x0c041c04
+DATA grid_iq3xxsGrid<>+260(SB)/4, $0x0c041c14
+DATA grid_iq3xxsGrid<>+264(SB)/4, $0x0c041c24
+DATA grid_iq3xxsGrid<>+268(SB)/4, $0x0c04243e
+DATA grid_iq3xxsGrid<>+272(SB)/4, $0x0c042c04
+DATA grid_iq3xxsGrid<>+276(SB)/4, $0x0c0c0404
+DATA grid_iq3xxsGrid<>+280(SB)/4, $0x0c0c0414
+DATA grid_iq3xxsGrid<>+284(SB)/4, $0x0c0c0c0c
+DATA grid_iq3xxsGrid<>+288(SB)/4, $0x0c0c1404
+DATA grid_iq3xxsGrid<>+292(SB)/4, $0x0c0c1414
+DATA grid_iq3xxsGrid<>+296(SB)/4, $0x0c14040c
+DATA grid_iq3xxsGrid<>+300(SB)/4, $0x0c14041c
+DATA grid_iq3xxsGrid<>+304(SB)/4, $0x0c140c04
+DATA grid_iq3xxsGrid<>+308(SB)/4, $0x0c140c14
+DATA grid_iq3xxsGrid<>+312(SB)/4, $0x0c14140c
+DATA grid_iq3xxsGrid<>+316(SB)/4, $0x0c141c04
+DATA grid_iq3xxsGrid<>+320(SB)/4, $0x0c143e14
+DATA grid_iq3xxsGrid<>+324(SB)/4, $0x0c1c0404
+DATA grid_iq3xxsGrid<>+328(SB)/4, $0x0c1c0414
+DATA grid_iq3xxsGrid<>+332(SB)/4, $0x0c1c1404
+DATA grid_iq3xxsGrid<>+336(SB)/4, $0x0c1c1c0c
+DATA grid_iq3xxsGrid<>+340(SB)/4, $0x0c1c2434
+DATA grid_iq3xxsGrid<>+344(SB)/4, $0x0c1c3434
+DATA grid_iq3xxsGrid<>+348(SB)/4, $0x0c24040c
+DATA grid_iq3xxsGrid<>+352(SB)/4, $0x0c24042c
+DATA grid_iq3xxsGrid<>+356(SB)/4, $0x0c242c04
+DATA grid_iq3xxsGrid<>+360(SB)/4, $0x0c2c1404
+DATA grid_iq3xxsGrid<>+364(SB)/4, $0x0c2c1424
+DATA grid_iq3xxsGrid<>+368(SB)/4, $0x0c2c2434
+DATA grid_iq3xxsGrid<>+372(SB)/4, $0x0c2c3e0c
+DATA grid_iq3xxsGrid<>+376(SB)/4, $0x0c34042c
+DATA grid_iq3xxsGrid<>+380(SB)/4, $0x0c3e1414
+DATA grid_iq3xxsGrid<>+384(SB)/4, $0x0c3e2404
+DATA grid_iq3xxsGrid<>+388(SB)/4, $0x14040404
+DATA grid_iq3xxsGrid<>+392(SB)/4, $0x14040414
+DATA grid_iq3xxsGrid<>+396(SB)/4, $0x14040c0c
+DATA grid_iq3xxsGrid<>+400(SB)/4, $0x14040c1c
+DATA grid_iq3xxsGrid<>+404(SB)/4, $0x14041404
+DATA grid_iq3xxsGrid<>+408(SB)/4, $0x14041414
+DATA grid_iq3xxsGrid<>+412(SB)/4, $0x14041434
+DATA grid_iq3xxsGrid<>+416(SB)/4, $0x14041c0c
+DATA grid_iq3xxsGrid<>+420(SB)/4, $0x14042414
+DATA grid_iq3xxsGrid<>+424(SB)/4, $0x140c040c
+DATA grid_iq3xxsGrid<>+428(SB)/4, $0x140c041c
+DATA grid_iq3xxsGrid<>+432(SB)/4, $0x140c042c
+DATA grid_iq3xxsGrid<>+436(SB)/4, $0x140c0c04
+DATA grid_iq3xxsGrid<>+440(SB)/4, $0x140c0c14
+DATA grid_iq3xxsGrid<>+444(SB)/4, $0x140c140c
+DATA grid_iq3xxsGrid<>+448(SB)/4, $0x140c1c04
+DATA grid_iq3xxsGrid<>+452(SB)/4, $0x140c341c
+DATA grid_iq3xxsGrid<>+456(SB)/4, $0x140c343e
+DATA grid_iq3xxsGrid<>+460(SB)/4, $0x140c3e04
+DATA grid_iq3xxsGrid<>+464(SB)/4, $0x14140404
+DATA grid_iq3xxsGrid<>+468(SB)/4, $0x14140414
+DATA grid_iq3xxsGrid<>+472(SB)/4, $0x14140c0c
+DATA grid_iq3xxsGrid<>+476(SB)/4, $0x14140c3e
+DATA grid_iq3xxsGrid<>+480(SB)/4, $0x14141404
+DATA grid_iq3xxsGrid<>+484(SB)/4, $0x14141414
+DATA grid_iq3xxsGrid<>+488(SB)/4, $0x14141c3e
+DATA grid_iq3xxsGrid<>+492(SB)/4, $0x14142404
+DATA grid_iq3xxsGrid<>+496(SB)/4, $0x14142c2c
+DATA grid_iq3xxsGrid<>+500(SB)/4, $0x141c040c
+DATA grid_iq3xxsGrid<>+504(SB)/4, $0x141c0c04
+DATA grid_iq3xxsGrid<>+508(SB)/4, $0x141c0c24
+DATA grid_iq3xxsGrid<>+512(SB)/4, $0x141c3e04
+DATA grid_iq3xxsGrid<>+516(SB)/4, $0x141c3e24
+DATA grid_iq3xxsGrid<>+520(SB)/4, $0x14241c2c
+DATA grid_iq3xxsGrid<>+524(SB)/4, $0x14242c1c
+DATA grid_iq3xxsGrid<>+528(SB)/4, $0x142c041c
+DATA grid_iq3xxsGrid<>+532(SB)/4, $0x142c143e
+DATA grid_iq3xxsGrid<>+536(SB)/4, $0x142c240c
+DATA grid_iq3xxsGrid<>+540(SB)/4, $0x142c3e24
+DATA grid_iq3xxsGrid<>+544(SB)/4, $0x143e040c
+DATA grid_iq3xxsGrid<>+548(SB)/4, $0x143e041c
+DATA grid_iq3xxsGrid<>+552(SB)/4, $0x143e0c34
+DATA grid_iq3xxsGrid<>+556(SB)/4, $0x143e242c
+DATA grid_iq3xxsGrid<>+560(SB)/4, $0x1c04040c
+DATA grid_iq3xxsGrid<>+564(SB)/4, $0x1c040c04
+DATA grid_iq3xxsGrid<>+568(SB)/4, $0x1c040c14
+DATA grid_iq3xxsGrid<>+572(SB)/4, $0x1c04140c
+DATA grid_iq3xxsGrid<>+576(SB)/4, $0x1c04141c
+DATA grid_iq3xxsGrid<>+580(SB)/4, $0x1c042c04
+DATA grid_iq3xxsGrid<>+584(SB)/4, $0x1c04342c
+DATA grid_iq3xxsGrid<>+588(SB)/4, $0x1c043e14
+DATA grid_iq3xxsGrid<>+592(SB)/4, $0x1c0c0404
+DATA grid_iq3xxsGrid<>+596(SB)/4, $0x1c0c0414
+DATA grid_iq3xxsGrid<>+600(SB)/4, $0x1c0c1404
+DATA grid_iq3xxsGrid<>+604(SB)/4, $0x1c0c1c0c
+DATA grid_iq3xxsGrid<>+608(SB)/4, $0x1c0c2424
+DATA grid_iq3xxsGrid<>+612(SB)/4, $0x1c0c2434
+DATA grid_iq3xxsGrid<>+616(SB)/4, $0x1c14040c
+DATA grid_iq3xxsGrid<>+620(SB)/4, $0x1c14041c
+DATA grid_iq3xxsGrid<>+624(SB)/4, $0x1c140c04
+DATA grid_iq3xxsGrid<>+628(SB)/4, $0x1c14142c
+DATA grid_iq3xxsGrid<>+632(SB)/4, $0x1c142c14
+DATA grid_iq3xxsGrid<>+636(SB)/4, $0x1c143e14
+DATA grid_iq3xxsGrid<>+640(SB)/4, $0x1c1c0c0c
+DATA grid_iq3xxsGrid<>+644(SB)/4, $0x1c1c1c1c
+DATA grid_iq3xxsGrid<>+648(SB)/4, $0x1c241c04
+DATA grid_iq3xxsGrid<>+652(SB)/4, $0x1c24243e
+DATA grid_iq3xxsGrid<>+656(SB)/4, $0x1c243e14
+DATA grid_iq3xxsGrid<>+660(SB)/4, $0x1c2c0404
+DATA grid_iq3xxsGrid<>+664(SB)/4, $0x1c2c0434
+DATA grid_iq3xxsGrid<>+668(SB)/4, $0x1c2c1414
+DATA grid_iq3xxsGrid<>+672(SB)/4, $0x1c2c2c2c
+DATA grid_iq3xxsGrid<>+676(SB)/4, $0x1c340c24
+DATA grid_iq3xxsGrid<>+680(SB)/4, $0x1c341c34
+DATA grid_iq3xxsGrid<>+684(SB)/4, $0x1c34341c
+DATA grid_iq3xxsGrid<>+688(SB)/4, $0x1c3e1c1c
+DATA grid_iq3xxsGrid<>+692(SB)/4, $0x1c3e3404
+DATA grid_iq3xxsGrid<>+696(SB)/4, $0x24040424
+DATA grid_iq3xxsGrid<>+700(SB)/4, $0x24040c3e
+DATA grid_iq3xxsGrid<>+704(SB)/4, $0x24041c2c
+DATA grid_iq3xxsGrid<>+708(SB)/4, $0x24041c3e
+DATA grid_iq3xxsGrid<>+712(SB)/4, $0x24042c1c
+DATA grid_iq3xxsGrid<>+716(SB)/4, $0x24042c3e
+DATA grid_iq3xxsGrid<>+720(SB)/4, $0x240c3e24
+DATA grid_iq3xxsGrid<>+724(SB)/4, $0x24141404
+DATA grid_iq3xxsGrid<>+728(SB)/4, $0x24141c3e
+DATA grid_iq3xxsGrid<>+732(SB)/4, $0x24142404
+DATA grid_iq3xxsGrid<>+736(SB)/4, $0x24143404
+DATA grid_iq3xxsGrid<>+740(SB)/4, $0x24143434
+DATA grid_iq3xxsGrid<>+744(SB)/4, $0x241c043e
+DATA grid_iq3xxsGrid<>+748(SB)/4, $0x241c242c
+DATA grid_iq3xxsGrid<>+752(SB)/4, $0x24240424
+DATA grid_iq3xxsGrid<>+756(SB)/4, $0x24242c0c
+DATA grid_iq3xxsGrid<>+760(SB)/4, $0x24243424
+DATA grid_iq3xxsGrid<>+764(SB)/4, $0x242c142c
+DATA grid_iq3xxsGrid<>+768(SB)/4, $0x242c241c
+DATA grid_iq3xxsGrid<>+772(SB)/4, $0x242c3e04
+DATA grid_iq3xxsGrid<>+776(SB)/4, $0x243e042c
+DATA grid_iq3xxsGrid<>+780(SB)/4, $0x243e0c04
+DATA grid_iq3xxsGrid<>+784(SB)/4, $0x243e0c14
+DATA grid_iq3xxsGrid<>+788(SB)/4, $0x243e1c04
+DATA grid_iq3xxsGrid<>+792(SB)/4, $0x2c040c14
+DATA grid_iq3xxsGrid<>+796(SB)/4, $0x2c04240c
+DATA grid_iq3xxsGrid<>+800(SB)/4, $0x2c043e04
+DATA grid_iq3xxsGrid<>+804(SB)/4, $0x2c0c0404
+DATA grid_iq3xxsGrid<>+808(SB)/4, $0x2c0c0434
+DATA grid_iq3xxsGrid<>+812(SB)/4, $0x2c0c1434
+DATA grid_iq3xxsGrid<>+816(SB)/4, $0x2c0c2c2c
+DATA grid_iq3xxsGrid<>+820(SB)/4, $0x2c140c24
+DATA grid_iq3xxsGrid<>+824(SB)/4, $0x2c141c14
+DATA grid_iq3xxsGrid<>+828(SB)/4, $0x2c143e14
+DATA grid_iq3xxsGrid<>+832(SB)/4, $0x2c1c0414
+DATA grid_iq3xxsGrid<>+836(SB)/4, $0x2c1c2c1c
+DATA grid_iq3xxsGrid<>+840(SB)/4, $0x2c240c04
+DATA grid_iq3xxsGrid<>+844(SB)/4, $0x2c24141c
+DATA grid_iq3xxsGrid<>+848(SB)/4, $0x2c24143e
+DATA grid_iq3xxsGrid<>+852(SB)/4, $0x2c243e14
+DATA grid_iq3xxsGrid<>+856(SB)/4, $0x2c2c0414
+DATA grid_iq3xxsGrid<>+860(SB)/4, $0x2c2c1c0c
+DATA grid_iq3xxsGrid<>+864(SB)/4, $0x2c342c04
+DATA grid_iq3xxsGrid<>+868(SB)/4, $0x2c3e1424
+DATA grid_iq3xxsGrid<>+872(SB)/4, $0x2c3e2414
+DATA grid_iq3xxsGrid<>+876(SB)/4, $0x34041424
+DATA grid_iq3xxsGrid<>+880(SB)/4, $0x34042424
+DATA grid_iq3xxsGrid<>+884(SB)/4, $0x34042434
+DATA grid_iq3xxsGrid<>+888(SB)/4, $0x34043424
+DATA grid_iq3xxsGrid<>+892(SB)/4, $0x340c140c
+DATA grid_iq3xxsGrid<>+896(SB)/4, $0x340c340c
+DATA grid_iq3xxsGrid<>+900(SB)/4, $0x34140c3e
+DATA grid_iq3xxsGrid<>+904(SB)/4, $0x34143424
+DATA grid_iq3xxsGrid<>+908(SB)/4, $0x341c1c04
+DATA grid_iq3xxsGrid<>+912(SB)/4, $0x341c1c34
+DATA grid_iq3xxsGrid<>+916(SB)/4, $0x34242424
+DATA grid_iq3xxsGrid<>+920(SB)/4, $0x342c042c
+DATA grid_iq3xxsGrid<>+924(SB)/4, $0x342c2c14
+DATA grid_iq3xxsGrid<>+928(SB)/4, $0x34341c1c
+DATA grid_iq3xxsGrid<>+932(SB)/4, $0x343e041c
+DATA grid_iq3xxsGrid<>+936(SB)/4, $0x343e140c
+DATA grid_iq3xxsGrid<>+940(SB)/4, $0x3e04041c
+DATA grid_iq3xxsGrid<>+944(SB)/4, $0x3e04042c
+DATA grid_iq3xxsGrid<>+948(SB)/4, $0x3e04043e
+DATA grid_iq3xxsGrid<>+952(SB)/4, $0x3e040c04
+DATA grid_iq3xxsGrid<>+956(SB)/4, $0x3e041c14
+DATA grid_iq3xxsGrid<>+960(SB)/4, $0x3e042c14
+DATA grid_iq3xxsGrid<>+964(SB)/4, $0x3e0c1434
+DATA grid_iq3xxsGrid<>+968(SB)/4, $0x3e0c2404
+DATA grid_iq3xxsGrid<>+972(SB)/4, $0x3e140c14
+DATA grid_iq3xxsGrid<>+976(SB)/4, $0x3e14242c
+DATA grid_iq3xxsGrid<>+980(SB)/4, $0x3e142c14
+DATA grid_iq3xxsGrid<>+984(SB)/4, $0x3e1c0404
+DATA grid_iq3xxsGrid<>+988(SB)/4, $0x3e1c0c2c
+DATA grid_iq3xxsGrid<>+992(SB)/4, $0x3e1c1c1c
+DATA grid_iq3xxsGrid<>+996(SB)/4, $0x3e1c3404
+DATA grid_iq3xxsGrid<>+1000(SB)/4, $0x3e24140c
+DATA grid_iq3xxsGrid<>+1004(SB)/4, $0x3e24240c
+DATA grid_iq3xxsGrid<>+1008(SB)/4, $0x3e2c0404
+DATA grid_iq3xxsGrid<>+1012(SB)/4, $0x3e2c0414
+DATA grid_iq3xxsGrid<>+1016(SB)/4, $0x3e2c1424
+DATA grid_iq3xxsGrid<>+1020(SB)/4, $0x3e341c04
+GLOBL grid_iq3xxsGrid<>(SB), RODATA|NOPTR, $1024
+
+// func dotIQ3_XXSAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ3_XXSAVX512(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSAVX512
+
+loopdotIQ3_XXSAVX512:
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       66(AX), Y5
+	VPSRLD        $0x1c, Y5, Y6
+	VPADDD        Y6, Y6, Y6
+	VPOR          v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD        $0x10, Y6, Y7
+	VPOR          Y7, Y6, Y6
+	VMOVDQU       Y6, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y5, Y6
+	VPSLLD        $0x02, Y5, Y5
+	VPAND         v32_3fff0000<>+0(SB), Y5, Y5
+	VPOR          Y5, Y6, Y6
+	VPAND         v32_007f007f<>+0(SB), Y6, Y7
+	VPSLLD        $0x01, Y6, Y5
+	VPAND         v32_7f007f00<>+0(SB), Y5, Y5
+	VPOR          Y5, Y7, Y7
+	VPSRLD        $0x04, Y7, Y6
+	VPXOR         Y7, Y6, Y6
+	VPSRLD        $0x02, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPSRLD        $0x01, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPAND         v32_01010101<>+0(SB), Y6, Y6
+	VPSLLD        $0x07, Y6, Y6
+	VPOR          Y6, Y7, Y7
+	VMOVDQU       Y7, (SP)
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     2(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  (SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       4(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  32(SP), Y5
+	VPMADDWD      Y5, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     10(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  4(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       36(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  36(SP), Y5
+	VPMADDWD      Y5, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     18(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  8(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       68(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  40(SP), Y5
+	VPMADDWD      Y5, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     26(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  12(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       100(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  44(SP), Y5
+	VPMADDWD      Y5, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     34(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  16(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       132(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  48(SP), Y5
+	VPMADDWD      Y5, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     42(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  20(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       164(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  52(SP), Y5
+	VPMADDWD      Y5, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     50(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  24(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       196(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  56(SP), Y5
+	VPMADDWD      Y5, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     58(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  28(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       228(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  60(SP), Y5
+	VPMADDWD      Y5, Y6, Y6
+	VPADDD        Y6, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	VPBROADCASTW  (AX), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSAVX512
+
+donedotIQ3_XXSAVX512:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA iq3spread<>+0(SB)/4, $0x00000000
+DATA iq3spread<>+4(SB)/4, $0x00000000
+DATA iq3spread<>+8(SB)/4, $0x01010101
+DATA iq3spread<>+12(SB)/4, $0x01010101
+DATA iq3spread<>+16(SB)/4, $0x02020202
+DATA iq3spread<>+20(SB)/4, $0x02020202
+DATA iq3spread<>+24(SB)/4, $0x03030303
+DATA iq3spread<>+28(SB)/4, $0x03030303
+GLOBL iq3spread<>(SB), RODATA|NOPTR, $32
+
+DATA iq3bits<>+0(SB)/4, $0x08040201
+DATA iq3bits<>+4(SB)/4, $0x80402010
+DATA iq3bits<>+8(SB)/4, $0x08040201
+DATA iq3bits<>+12(SB)/4, $0x80402010
+DATA iq3bits<>+16(SB)/4, $0x08040201
+DATA iq3bits<>+20(SB)/4, $0x80402010
+DATA iq3bits<>+24(SB)/4, $0x08040201
+DATA iq3bits<>+28(SB)/4, $0x80402010
+GLOBL iq3bits<>(SB), RODATA|NOPTR, $32
+
+DATA c32_01010101<>+0(SB)/4, $0x01010101
+GLOBL c32_01010101<>(SB), RODATA|NOPTR, $4
+
+DATA v32_00000001<>+0(SB)/4, $0x00000001
+DATA v32_00000001<>+4(SB)/4, $0x00000001
+DATA v32_00000001<>+8(SB)/4, $0x00000001
+DATA v32_00000001<>+12(SB)/4, $0x00000001
+DATA v32_00000001<>+16(SB)/4, $0x00000001
+DATA v32_00000001<>+20(SB)/4, $0x00000001
+DATA v32_00000001<>+24(SB)/4, $0x00000001
+DATA v32_00000001<>+28(SB)/4, $0x00000001
+GLOBL v32_00000001<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00003fff<>+0(SB)/4, $0x00003fff
+DATA v32_00003fff<>+4(SB)/4, $0x00003fff
+DATA v32_00003fff<>+8(SB)/4, $0x00003fff
+DATA v32_00003fff<>+12(SB)/4, $0x00003fff
+DATA v32_00003fff<>+16(SB)/4, $0x00003fff
+DATA v32_00003fff<>+20(SB)/4, $0x00003fff
+DATA v32_00003fff<>+24(SB)/4, $0x00003fff
+DATA v32_00003fff<>+28(SB)/4, $0x00003fff
+GLOBL v32_00003fff<>(SB), RODATA|NOPTR, $32
+
+DATA v32_3fff0000<>+0(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+4(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+8(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+12(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+16(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+20(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+24(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+28(SB)/4, $0x3fff0000
+GLOBL v32_3fff0000<>(SB), RODATA|NOPTR, $32
+
+DATA v32_007f007f<>+0(SB)/4, $0x007f007f
+DATA v32_007f007f<>+4(SB)/4, $0x007f007f
+DATA v32_007f007f<>+8(SB)/4, $0x007f007f
+DATA v32_007f007f<>+12(SB)/4, $0x007f007f
+DATA v32_007f007f<>+16(SB)/4, $0x007f007f
+DATA v32_007f007f<>+20(SB)/4, $0x007f007f
+DATA v32_007f007f<>+24(SB)/4, $0x007f007f
+DATA v32_007f007f<>+28(SB)/4, $0x007f007f
+GLOBL v32_007f007f<>(SB), RODATA|NOPTR, $32
+
+DATA v32_7f007f00<>+0(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+4(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+8(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+12(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+16(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+20(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+24(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+28(SB)/4, $0x7f007f00
+GLOBL v32_7f007f00<>(SB), RODATA|NOPTR, $32
+
+DATA v32_01010101<>+0(SB)/4, $0x01010101
+DATA v32_01010101<>+4(SB)/4, $0x01010101
+DATA v32_01010101<>+8(SB)/4, $0x01010101
+DATA v32_01010101<>+12(SB)/4, $0x01010101
+DATA v32_01010101<>+16(SB)/4, $0x01010101
+DATA v32_01010101<>+20(SB)/4, $0x01010101
+DATA v32_01010101<>+24(SB)/4, $0x01010101
+DATA v32_01010101<>+28(SB)/4, $0x01010101
+GLOBL v32_01010101<>(SB), RODATA|NOPTR, $32
+
+DATA c32_3e800000<>+0(SB)/4, $0x3e800000
+GLOBL c32_3e800000<>(SB), RODATA|NOPTR, $4
+
 // func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotTQ2_0AVX512(SB), NOSPLIT, $0-28
@@ -19719,6 +20263,198 @@ loopdotIQ4_XSr8VNNI:
 donedotIQ4_XSr8VNNI:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_XXSVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ3_XXSVNNI(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSVNNI
+
+loopdotIQ3_XXSVNNI:
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       66(AX), Y5
+	VPSRLD        $0x1c, Y5, Y6
+	VPADDD        Y6, Y6, Y6
+	VPOR          v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD        $0x10, Y6, Y7
+	VPOR          Y7, Y6, Y6
+	VMOVDQU       Y6, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y5, Y6
+	VPSLLD        $0x02, Y5, Y5
+	VPAND         v32_3fff0000<>+0(SB), Y5, Y5
+	VPOR          Y5, Y6, Y6
+	VPAND         v32_007f007f<>+0(SB), Y6, Y7
+	VPSLLD        $0x01, Y6, Y5
+	VPAND         v32_7f007f00<>+0(SB), Y5, Y5
+	VPOR          Y5, Y7, Y7
+	VPSRLD        $0x04, Y7, Y6
+	VPXOR         Y7, Y6, Y6
+	VPSRLD        $0x02, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPSRLD        $0x01, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPAND         v32_01010101<>+0(SB), Y6, Y6
+	VPSLLD        $0x07, Y6, Y6
+	VPOR          Y6, Y7, Y7
+	VMOVDQU       Y7, (SP)
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     2(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  (SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       4(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  32(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     10(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  4(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       36(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  36(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     18(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  8(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       68(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  40(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     26(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  12(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       100(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  44(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     34(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  16(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       132(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  48(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     42(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  20(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       164(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  52(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     50(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  24(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       196(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  56(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     58(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  28(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       228(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  60(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	VPBROADCASTW  (AX), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSVNNI
+
+donedotIQ3_XXSVNNI:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -36407,6 +37143,198 @@ loopdotIQ4_XSr8VNNI256:
 donedotIQ4_XSr8VNNI256:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_XXSVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ3_XXSVNNI256(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSVNNI256
+
+loopdotIQ3_XXSVNNI256:
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       66(AX), Y5
+	VPSRLD        $0x1c, Y5, Y6
+	VPADDD        Y6, Y6, Y6
+	VPOR          v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD        $0x10, Y6, Y7
+	VPOR          Y7, Y6, Y6
+	VMOVDQU       Y6, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y5, Y6
+	VPSLLD        $0x02, Y5, Y5
+	VPAND         v32_3fff0000<>+0(SB), Y5, Y5
+	VPOR          Y5, Y6, Y6
+	VPAND         v32_007f007f<>+0(SB), Y6, Y7
+	VPSLLD        $0x01, Y6, Y5
+	VPAND         v32_7f007f00<>+0(SB), Y5, Y5
+	VPOR          Y5, Y7, Y7
+	VPSRLD        $0x04, Y7, Y6
+	VPXOR         Y7, Y6, Y6
+	VPSRLD        $0x02, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPSRLD        $0x01, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPAND         v32_01010101<>+0(SB), Y6, Y6
+	VPSLLD        $0x07, Y6, Y6
+	VPOR          Y6, Y7, Y7
+	VMOVDQU       Y7, (SP)
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     2(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  (SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       4(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  32(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     10(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  4(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       36(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  36(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     18(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  8(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       68(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  40(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     26(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  12(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       100(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  44(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     34(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  16(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       132(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  48(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     42(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  20(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       164(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  52(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     50(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  24(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       196(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  56(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     58(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  28(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VMOVDQU       228(CX), Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPABSB        Y6, Y6
+	VPMADDUBSW    Y5, Y6, Y6
+	VPBROADCASTD  60(SP), Y5
+	VPDPWSSD      Y5, Y6, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	VPBROADCASTW  (AX), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSVNNI256
+
+donedotIQ3_XXSVNNI256:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
 

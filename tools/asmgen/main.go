@@ -78,6 +78,7 @@ func genAll(t *target) {
 	genExactB32(t, b32Q5_1)
 	genIQ4XSRow(t)
 	genIQ4XSRows8(t)
+	genIQ13(t)
 	if t.zmm() || !t.vnni {
 		// The 256-bit VNNI level runs the 512-bit ones (asm_amd64.go).
 		genTQ2(t)

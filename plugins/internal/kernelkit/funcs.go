@@ -54,6 +54,9 @@ type Funcs struct {
 	// TQ1 and TQ2 are one TQ1_0 or TQ2_0 row of nb super-blocks times a
 	// Q8_K row.
 	TQ1, TQ2 func(w, a *byte, nb int) float32
+	// IQ3XXS, IQ3S, IQ1S and IQ1M are one row of nb super-blocks of
+	// their type times a Q8_K row.
+	IQ3XXS, IQ3S, IQ1S, IQ1M func(w, a *byte, nb int) float32
 
 	// F32, F16 and BF16 take FloatRows weight rows (1 if unset) wstride
 	// bytes apart and a prepared activation row, n elements of each (a
@@ -90,6 +93,7 @@ func (k *Kit) Add(name string, f Funcs) {
 	for t, fn := range map[quant.Type]func(w, a *byte, nb int) float32{
 		quant.Q2_K: f.Q2K, quant.Q3_K: f.Q3K, quant.Q4_K: f.Q4K, quant.Q5_K: f.Q5K, quant.Q6_K: f.Q6K,
 		quant.IQ4_XS: f.IQ4XS, quant.TQ1_0: f.TQ1, quant.TQ2_0: f.TQ2,
+		quant.IQ3_XXS: f.IQ3XXS, quant.IQ3_S: f.IQ3S, quant.IQ1_S: f.IQ1S, quant.IQ1_M: f.IQ1M,
 	} {
 		if fn != nil {
 			l.dot[t] = kquant(fn, t.TypeSize())

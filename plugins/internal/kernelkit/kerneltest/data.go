@@ -11,7 +11,7 @@ import (
 // kernelTypes are the weight types with a SIMD kernel in some level.
 var kernelTypes = []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q6_K, quant.Q4_K, quant.Q5_K, quant.Q8_0, quant.Q4_0,
 	quant.Q5_0, quant.MXFP4, quant.F32, quant.F16, quant.BF16, quant.IQ4_NL, quant.IQ4_XS,
-	quant.Q4_1, quant.Q5_1, quant.TQ1_0, quant.TQ2_0}
+	quant.Q4_1, quant.Q5_1, quant.TQ1_0, quant.TQ2_0, quant.IQ3_XXS}
 
 // randHalf returns a finite fp16 of random sign with magnitude in
 // [2^lo, 2^hi).
@@ -30,6 +30,7 @@ var halfFields = map[quant.Type][]int{
 	quant.Q6_K: {208}, quant.Q8_0: {0}, quant.Q4_0: {0}, quant.Q5_0: {0},
 	quant.IQ4_NL: {0}, quant.IQ4_XS: {0}, quant.Q4_1: {0, 2}, quant.Q5_1: {0, 2},
 	quant.TQ1_0: {52}, quant.TQ2_0: {64},
+	quant.IQ3_XXS: {0}, quant.IQ3_S: {0}, quant.IQ1_S: {0},
 }
 
 // quantRanges are the byte ranges of each block type's quant bits: zeroing
