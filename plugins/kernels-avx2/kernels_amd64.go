@@ -122,6 +122,12 @@ func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 func dotIQ3_XXSAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotIQ1_SAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape

@@ -95,7 +95,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 		Q8_0: dotQ8_0AVX512, Q4_0: dotQ4_0AVX512, Q5_0: dotQ5_0AVX512, MXFP4: dotMXFP4AVX512,
 		Q8_0r8: dotQ8_0r8AVX512, Q4_0r8: dotQ4_0r8AVX512, Q5_0r8: dotQ5_0r8AVX512, MXFP4r8: dotMXFP4r8AVX512,
 		IQ4NL: dotIQ4_NLAVX512, IQ4NLr8: dotIQ4_NLr8AVX512, IQ4XS: dotIQ4_XSAVX512, IQ4XSr8: dotIQ4_XSr8AVX512, TQ1: dotTQ1_0AVX512, TQ2: dotTQ2_0AVX512,
-		IQ3XXS: dotIQ3_XXSAVX512,
+		IQ3XXS: dotIQ3_XXSAVX512, IQ1S: dotIQ1_SAVX512, IQ1M: dotIQ1_MAVX512,
 		Q4_1: dotQ4_1AVX512, Q5_1: dotQ5_1AVX512, Q4_1r8: dotQ4_1r8AVX512, Q5_1r8: dotQ5_1r8AVX512,
 		F32: dotF32AVX512, F16: dotF16AVX512, BF16: dotBF16AVX512, FloatRows: 4,
 		F32Seq: dotSeqF32AVX512, F16Seq: dotSeqF16AVX512, BF16Seq: dotSeqBF16AVX512,
@@ -151,7 +151,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			Q8_0: dotQ8_0VNNI, Q4_0: dotQ4_0VNNI, Q5_0: dotQ5_0VNNI, MXFP4: dotMXFP4VNNI,
 			Q8_0r8: dotQ8_0r8VNNI, Q4_0r8: dotQ4_0r8VNNI, Q5_0r8: dotQ5_0r8VNNI, MXFP4r8: dotMXFP4r8VNNI,
 			IQ4NL: dotIQ4_NLVNNI, IQ4NLr8: dotIQ4_NLr8VNNI, IQ4XS: dotIQ4_XSVNNI, IQ4XSr8: dotIQ4_XSr8VNNI, TQ1: dotTQ1_0VNNI, TQ2: dotTQ2_0VNNI,
-			IQ3XXS: dotIQ3_XXSVNNI,
+			IQ3XXS: dotIQ3_XXSVNNI, IQ1S: dotIQ1_SVNNI, IQ1M: dotIQ1_MVNNI,
 			Q4_1: dotQ4_1VNNI, Q5_1: dotQ5_1VNNI, Q4_1r8: dotQ4_1r8VNNI, Q5_1r8: dotQ5_1r8VNNI,
 			F32: dotF32VNNI, F16: dotF16VNNI, BF16: dotBF16VNNI, FloatRows: 4,
 			F32Seq: dotSeqF32VNNI, F16Seq: dotSeqF16VNNI, BF16Seq: dotSeqBF16VNNI,
@@ -181,7 +181,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			// them: on Zen 4 (BenchmarkSideBySide, 4096², 1 thread) 45% and
 			// 12% faster than 256-bit ones.
 			TQ1: dotTQ1_0VNNI, TQ2: dotTQ2_0VNNI,
-			IQ3XXS: dotIQ3_XXSVNNI256,
+			IQ3XXS: dotIQ3_XXSVNNI256, IQ1S: dotIQ1_SVNNI256, IQ1M: dotIQ1_MVNNI256,
 			Q4_1: dotQ4_1VNNI256, Q5_1: dotQ5_1VNNI256, Q4_1r8: dotQ4_1r8VNNI256, Q5_1r8: dotQ5_1r8VNNI256,
 			F32: f32y, F16: f16y, BF16: bf16y, FloatRows: 4,
 			F32Seq: f32sy, F16Seq: f16sy, BF16Seq: bf16sy,

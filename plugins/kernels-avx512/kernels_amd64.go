@@ -116,6 +116,12 @@ func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 func dotIQ3_XXSAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotIQ1_SAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -291,6 +297,12 @@ func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotIQ3_XXSVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_SVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
@@ -486,6 +498,12 @@ func dotIQ4_XSr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotIQ3_XXSVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_SVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotF32VNNI256(w *byte, wstride int, a *byte, n int, out *float64)

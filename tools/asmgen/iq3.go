@@ -198,4 +198,6 @@ func genIQ3XXS(t *target) {
 // genIQ13 emits the IQ3 and IQ1 kernels of one target.
 func genIQ13(t *target) {
 	genIQ3XXS(t)
+	genIQ1S(t)
+	genIQ1M(t)
 }

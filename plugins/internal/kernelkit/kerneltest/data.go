@@ -11,7 +11,8 @@ import (
 // kernelTypes are the weight types with a SIMD kernel in some level.
 var kernelTypes = []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q6_K, quant.Q4_K, quant.Q5_K, quant.Q8_0, quant.Q4_0,
 	quant.Q5_0, quant.MXFP4, quant.F32, quant.F16, quant.BF16, quant.IQ4_NL, quant.IQ4_XS,
-	quant.Q4_1, quant.Q5_1, quant.TQ1_0, quant.TQ2_0, quant.IQ3_XXS}
+	quant.Q4_1, quant.Q5_1, quant.TQ1_0, quant.TQ2_0, quant.IQ3_XXS,
+	quant.IQ1_S, quant.IQ1_M}
 
 // randHalf returns a finite fp16 of random sign with magnitude in
 // [2^lo, 2^hi).
@@ -73,6 +74,9 @@ func randWeights(r *rand.Rand, t quant.Type, n int) []byte {
 		}
 		if t == quant.MXFP4 {
 			w[b*bs] = byte(100 + r.IntN(50)) // 2^-28 .. 2^21: finite products
+		}
+		if t == quant.IQ1_M {
+			setIQ1MScale(w[b*bs:], randHalf(r, -16, 0))
 		}
 	}
 	return w
@@ -226,5 +230,15 @@ func q8KInputs(r *rand.Rand) map[string][]float32 {
 		"tiny-max":   row(func(i int) float32 { return math.Float32frombits(uint32(1 + i%3)) }),
 		"huge":       row(func(i int) float32 { return float32(r.NormFloat64()) * 3e38 }),
 		"wide":       row(func(int) float32 { return float32(r.NormFloat64() * math.Pow(10, 30*r.Float64()-15)) }),
+	}
+}
+
+// setIQ1MScale stores IQ1_M's fp16 d in the top nibbles of the block's
+// four scale words (bytes 48-55).
+func setIQ1MScale(blk []byte, d uint16) {
+	for i := 0; i < 4; i++ {
+		o := 48 + 2*i
+		v := binary.LittleEndian.Uint16(blk[o:])&0x0fff | (d>>(4*i)&0xf)<<12
+		binary.LittleEndian.PutUint16(blk[o:], v)
 	}
 }

@@ -175,6 +175,9 @@ func DotEdges(t *testing.T, k *kernelkit.Kit) {
 				for _, off := range halfFields[typ] {
 					binary.LittleEndian.PutUint16(w[b*bs+off:], 0x7bff) // 65504
 				}
+				if typ == quant.IQ1_M {
+					setIQ1MScale(w[b*bs:], 0x7bff)
+				}
 			}
 		}
 	}
@@ -185,6 +188,9 @@ func DotEdges(t *testing.T, k *kernelkit.Kit) {
 		for b := 0; b < len(w)/bs; b++ {
 			for _, off := range halfFields[typ] {
 				binary.LittleEndian.PutUint16(w[b*bs+off:], uint16(1+b%0x3ff)) // fp16 subnormals
+			}
+			if typ == quant.IQ1_M {
+				setIQ1MScale(w[b*bs:], uint16(1+b%0x3ff))
 			}
 		}
 	}
