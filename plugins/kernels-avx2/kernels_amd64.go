@@ -122,6 +122,9 @@ func dotIQ4_XSr8AVX2(w *byte, wstride int, a *byte, nb int, out *float32)
 func dotIQ3_XXSAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotIQ3_SAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotIQ1_SAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape

@@ -9541,6 +9541,764 @@ GLOBL v32_01010101<>(SB), RODATA|NOPTR, $32
 DATA c32_3e800000<>+0(SB)/4, $0x3e800000
 GLOBL c32_3e800000<>(SB), RODATA|NOPTR, $4
 
+DATA grid_iq3sGrid<>+0(SB)/4, $0x01010101
+DATA grid_iq3sGrid<>+4(SB)/4, $0x01010103
+DATA grid_iq3sGrid<>+8(SB)/4, $0x01010105
+DATA grid_iq3sGrid<>+12(SB)/4, $0x0101010b
+DATA grid_iq3sGrid<>+16(SB)/4, $0x0101010f
+DATA grid_iq3sGrid<>+20(SB)/4, $0x01010301
+DATA grid_iq3sGrid<>+24(SB)/4, $0x01010303
+DATA grid_iq3sGrid<>+28(SB)/4, $0x01010305
+DATA grid_iq3sGrid<>+32(SB)/4, $0x01010309
+DATA grid_iq3sGrid<>+36(SB)/4, $0x0101030d
+DATA grid_iq3sGrid<>+40(SB)/4, $0x01010501
+DATA grid_iq3sGrid<>+44(SB)/4, $0x01010503
+DATA grid_iq3sGrid<>+48(SB)/4, $0x0101050b
+DATA grid_iq3sGrid<>+52(SB)/4, $0x01010707
+DATA grid_iq3sGrid<>+56(SB)/4, $0x01010901
+DATA grid_iq3sGrid<>+60(SB)/4, $0x01010905
+DATA grid_iq3sGrid<>+64(SB)/4, $0x0101090b
+DATA grid_iq3sGrid<>+68(SB)/4, $0x0101090f
+DATA grid_iq3sGrid<>+72(SB)/4, $0x01010b03
+DATA grid_iq3sGrid<>+76(SB)/4, $0x01010b07
+DATA grid_iq3sGrid<>+80(SB)/4, $0x01010d01
+DATA grid_iq3sGrid<>+84(SB)/4, $0x01010d05
+DATA grid_iq3sGrid<>+88(SB)/4, $0x01010f03
+DATA grid_iq3sGrid<>+92(SB)/4, $0x01010f09
+DATA grid_iq3sGrid<>+96(SB)/4, $0x01010f0f
+DATA grid_iq3sGrid<>+100(SB)/4, $0x01030101
+DATA grid_iq3sGrid<>+104(SB)/4, $0x01030103
+DATA grid_iq3sGrid<>+108(SB)/4, $0x01030105
+DATA grid_iq3sGrid<>+112(SB)/4, $0x01030109
+DATA grid_iq3sGrid<>+116(SB)/4, $0x01030301
+DATA grid_iq3sGrid<>+120(SB)/4, $0x01030303
+DATA grid_iq3sGrid<>+124(SB)/4, $0x0103030b
+DATA grid_iq3sGrid<>+128(SB)/4, $0x01030501
+DATA grid_iq3sGrid<>+132(SB)/4, $0x01030507
+DATA grid_iq3sGrid<>+136(SB)/4, $0x0103050f
+DATA grid_iq3sGrid<>+140(SB)/4, $0x01030703
+DATA grid_iq3sGrid<>+144(SB)/4, $0x0103070b
+DATA grid_iq3sGrid<>+148(SB)/4, $0x01030909
+DATA grid_iq3sGrid<>+152(SB)/4, $0x01030d03
+DATA grid_iq3sGrid<>+156(SB)/4, $0x01030d0b
+DATA grid_iq3sGrid<>+160(SB)/4, $0x01030f05
+DATA grid_iq3sGrid<>+164(SB)/4, $0x01050101
+DATA grid_iq3sGrid<>+168(SB)/4, $0x01050103
+DATA grid_iq3sGrid<>+172(SB)/4, $0x0105010b
+DATA grid_iq3sGrid<>+176(SB)/4, $0x0105010f
+DATA grid_iq3sGrid<>+180(SB)/4, $0x01050301
+DATA grid_iq3sGrid<>+184(SB)/4, $0x01050307
+DATA grid_iq3sGrid<>+188(SB)/4, $0x0105030d
+DATA grid_iq3sGrid<>+192(SB)/4, $0x01050503
+DATA grid_iq3sGrid<>+196(SB)/4, $0x0105050b
+DATA grid_iq3sGrid<>+200(SB)/4, $0x01050701
+DATA grid_iq3sGrid<>+204(SB)/4, $0x01050709
+DATA grid_iq3sGrid<>+208(SB)/4, $0x01050905
+DATA grid_iq3sGrid<>+212(SB)/4, $0x0105090b
+DATA grid_iq3sGrid<>+216(SB)/4, $0x0105090f
+DATA grid_iq3sGrid<>+220(SB)/4, $0x01050b03
+DATA grid_iq3sGrid<>+224(SB)/4, $0x01050b07
+DATA grid_iq3sGrid<>+228(SB)/4, $0x01050f01
+DATA grid_iq3sGrid<>+232(SB)/4, $0x01050f07
+DATA grid_iq3sGrid<>+236(SB)/4, $0x01070107
+DATA grid_iq3sGrid<>+240(SB)/4, $0x01070303
+DATA grid_iq3sGrid<>+244(SB)/4, $0x0107030b
+DATA grid_iq3sGrid<>+248(SB)/4, $0x01070501
+DATA grid_iq3sGrid<>+252(SB)/4, $0x01070505
+DATA grid_iq3sGrid<>+256(SB)/4, $0x01070703
+DATA grid_iq3sGrid<>+260(SB)/4, $0x01070707
+DATA grid_iq3sGrid<>+264(SB)/4, $0x0107070d
+DATA grid_iq3sGrid<>+268(SB)/4, $0x01070909
+DATA grid_iq3sGrid<>+272(SB)/4, $0x01070b01
+DATA grid_iq3sGrid<>+276(SB)/4, $0x01070b05
+DATA grid_iq3sGrid<>+280(SB)/4, $0x01070d0f
+DATA grid_iq3sGrid<>+284(SB)/4, $0x01070f03
+DATA grid_iq3sGrid<>+288(SB)/4, $0x01070f0b
+DATA grid_iq3sGrid<>+292(SB)/4, $0x01090101
+DATA grid_iq3sGrid<>+296(SB)/4, $0x01090307
+DATA grid_iq3sGrid<>+300(SB)/4, $0x0109030f
+DATA grid_iq3sGrid<>+304(SB)/4, $0x01090503
+DATA grid_iq3sGrid<>+308(SB)/4, $0x01090509
+DATA grid_iq3sGrid<>+312(SB)/4, $0x01090705
+DATA grid_iq3sGrid<>+316(SB)/4, $0x01090901
+DATA grid_iq3sGrid<>+320(SB)/4, $0x01090907
+DATA grid_iq3sGrid<>+324(SB)/4, $0x01090b03
+DATA grid_iq3sGrid<>+328(SB)/4, $0x01090f01
+DATA grid_iq3sGrid<>+332(SB)/4, $0x010b0105
+DATA grid_iq3sGrid<>+336(SB)/4, $0x010b0109
+DATA grid_iq3sGrid<>+340(SB)/4, $0x010b0501
+DATA grid_iq3sGrid<>+344(SB)/4, $0x010b0505
+DATA grid_iq3sGrid<>+348(SB)/4, $0x010b050d
+DATA grid_iq3sGrid<>+352(SB)/4, $0x010b0707
+DATA grid_iq3sGrid<>+356(SB)/4, $0x010b0903
+DATA grid_iq3sGrid<>+360(SB)/4, $0x010b090b
+DATA grid_iq3sGrid<>+364(SB)/4, $0x010b090f
+DATA grid_iq3sGrid<>+368(SB)/4, $0x010b0d0d
+DATA grid_iq3sGrid<>+372(SB)/4, $0x010b0f07
+DATA grid_iq3sGrid<>+376(SB)/4, $0x010d010d
+DATA grid_iq3sGrid<>+380(SB)/4, $0x010d0303
+DATA grid_iq3sGrid<>+384(SB)/4, $0x010d0307
+DATA grid_iq3sGrid<>+388(SB)/4, $0x010d0703
+DATA grid_iq3sGrid<>+392(SB)/4, $0x010d0b05
+DATA grid_iq3sGrid<>+396(SB)/4, $0x010d0f03
+DATA grid_iq3sGrid<>+400(SB)/4, $0x010f0101
+DATA grid_iq3sGrid<>+404(SB)/4, $0x010f0105
+DATA grid_iq3sGrid<>+408(SB)/4, $0x010f0109
+DATA grid_iq3sGrid<>+412(SB)/4, $0x010f0501
+DATA grid_iq3sGrid<>+416(SB)/4, $0x010f0505
+DATA grid_iq3sGrid<>+420(SB)/4, $0x010f050d
+DATA grid_iq3sGrid<>+424(SB)/4, $0x010f0707
+DATA grid_iq3sGrid<>+428(SB)/4, $0x010f0b01
+DATA grid_iq3sGrid<>+432(SB)/4, $0x010f0b09
+DATA grid_iq3sGrid<>+436(SB)/4, $0x03010101
+DATA grid_iq3sGrid<>+440(SB)/4, $0x03010103
+DATA grid_iq3sGrid<>+444(SB)/4, $0x03010105
+DATA grid_iq3sGrid<>+448(SB)/4, $0x03010109
+DATA grid_iq3sGrid<>+452(SB)/4, $0x03010301
+DATA grid_iq3sGrid<>+456(SB)/4, $0x03010303
+DATA grid_iq3sGrid<>+460(SB)/4, $0x03010307
+DATA grid_iq3sGrid<>+464(SB)/4, $0x0301030b
+DATA grid_iq3sGrid<>+468(SB)/4, $0x0301030f
+DATA grid_iq3sGrid<>+472(SB)/4, $0x03010501
+DATA grid_iq3sGrid<>+476(SB)/4, $0x03010505
+DATA grid_iq3sGrid<>+480(SB)/4, $0x03010703
+DATA grid_iq3sGrid<>+484(SB)/4, $0x03010709
+DATA grid_iq3sGrid<>+488(SB)/4, $0x0301070d
+DATA grid_iq3sGrid<>+492(SB)/4, $0x03010b09
+DATA grid_iq3sGrid<>+496(SB)/4, $0x03010b0d
+DATA grid_iq3sGrid<>+500(SB)/4, $0x03010d03
+DATA grid_iq3sGrid<>+504(SB)/4, $0x03010f05
+DATA grid_iq3sGrid<>+508(SB)/4, $0x03030101
+DATA grid_iq3sGrid<>+512(SB)/4, $0x03030103
+DATA grid_iq3sGrid<>+516(SB)/4, $0x03030107
+DATA grid_iq3sGrid<>+520(SB)/4, $0x0303010d
+DATA grid_iq3sGrid<>+524(SB)/4, $0x03030301
+DATA grid_iq3sGrid<>+528(SB)/4, $0x03030309
+DATA grid_iq3sGrid<>+532(SB)/4, $0x03030503
+DATA grid_iq3sGrid<>+536(SB)/4, $0x03030701
+DATA grid_iq3sGrid<>+540(SB)/4, $0x03030707
+DATA grid_iq3sGrid<>+544(SB)/4, $0x03030903
+DATA grid_iq3sGrid<>+548(SB)/4, $0x03030b01
+DATA grid_iq3sGrid<>+552(SB)/4, $0x03030b05
+DATA grid_iq3sGrid<>+556(SB)/4, $0x03030f01
+DATA grid_iq3sGrid<>+560(SB)/4, $0x03030f0d
+DATA grid_iq3sGrid<>+564(SB)/4, $0x03050101
+DATA grid_iq3sGrid<>+568(SB)/4, $0x03050305
+DATA grid_iq3sGrid<>+572(SB)/4, $0x0305030b
+DATA grid_iq3sGrid<>+576(SB)/4, $0x0305030f
+DATA grid_iq3sGrid<>+580(SB)/4, $0x03050501
+DATA grid_iq3sGrid<>+584(SB)/4, $0x03050509
+DATA grid_iq3sGrid<>+588(SB)/4, $0x03050705
+DATA grid_iq3sGrid<>+592(SB)/4, $0x03050901
+DATA grid_iq3sGrid<>+596(SB)/4, $0x03050907
+DATA grid_iq3sGrid<>+600(SB)/4, $0x03050b0b
+DATA grid_iq3sGrid<>+604(SB)/4, $0x03050d01
+DATA grid_iq3sGrid<>+608(SB)/4, $0x03050f05
+DATA grid_iq3sGrid<>+612(SB)/4, $0x03070103
+DATA grid_iq3sGrid<>+616(SB)/4, $0x03070109
+DATA grid_iq3sGrid<>+620(SB)/4, $0x0307010f
+DATA grid_iq3sGrid<>+624(SB)/4, $0x03070301
+DATA grid_iq3sGrid<>+628(SB)/4, $0x03070307
+DATA grid_iq3sGrid<>+632(SB)/4, $0x03070503
+DATA grid_iq3sGrid<>+636(SB)/4, $0x0307050f
+DATA grid_iq3sGrid<>+640(SB)/4, $0x03070701
+DATA grid_iq3sGrid<>+644(SB)/4, $0x03070709
+DATA grid_iq3sGrid<>+648(SB)/4, $0x03070903
+DATA grid_iq3sGrid<>+652(SB)/4, $0x03070d05
+DATA grid_iq3sGrid<>+656(SB)/4, $0x03070f01
+DATA grid_iq3sGrid<>+660(SB)/4, $0x03090107
+DATA grid_iq3sGrid<>+664(SB)/4, $0x0309010b
+DATA grid_iq3sGrid<>+668(SB)/4, $0x03090305
+DATA grid_iq3sGrid<>+672(SB)/4, $0x03090309
+DATA grid_iq3sGrid<>+676(SB)/4, $0x03090703
+DATA grid_iq3sGrid<>+680(SB)/4, $0x03090707
+DATA grid_iq3sGrid<>+684(SB)/4, $0x03090905
+DATA grid_iq3sGrid<>+688(SB)/4, $0x0309090d
+DATA grid_iq3sGrid<>+692(SB)/4, $0x03090b01
+DATA grid_iq3sGrid<>+696(SB)/4, $0x03090b09
+DATA grid_iq3sGrid<>+700(SB)/4, $0x030b0103
+DATA grid_iq3sGrid<>+704(SB)/4, $0x030b0301
+DATA grid_iq3sGrid<>+708(SB)/4, $0x030b0307
+DATA grid_iq3sGrid<>+712(SB)/4, $0x030b0503
+DATA grid_iq3sGrid<>+716(SB)/4, $0x030b0701
+DATA grid_iq3sGrid<>+720(SB)/4, $0x030b0705
+DATA grid_iq3sGrid<>+724(SB)/4, $0x030b0b03
+DATA grid_iq3sGrid<>+728(SB)/4, $0x030d0501
+DATA grid_iq3sGrid<>+732(SB)/4, $0x030d0509
+DATA grid_iq3sGrid<>+736(SB)/4, $0x030d050f
+DATA grid_iq3sGrid<>+740(SB)/4, $0x030d0909
+DATA grid_iq3sGrid<>+744(SB)/4, $0x030d090d
+DATA grid_iq3sGrid<>+748(SB)/4, $0x030f0103
+DATA grid_iq3sGrid<>+752(SB)/4, $0x030f0107
+DATA grid_iq3sGrid<>+756(SB)/4, $0x030f0301
+DATA grid_iq3sGrid<>+760(SB)/4, $0x030f0305
+DATA grid_iq3sGrid<>+764(SB)/4, $0x030f0503
+DATA grid_iq3sGrid<>+768(SB)/4, $0x030f070b
+DATA grid_iq3sGrid<>+772(SB)/4, $0x030f0903
+DATA grid_iq3sGrid<>+776(SB)/4, $0x030f0d05
+DATA grid_iq3sGrid<>+780(SB)/4, $0x030f0f01
+DATA grid_iq3sGrid<>+784(SB)/4, $0x05010101
+DATA grid_iq3sGrid<>+788(SB)/4, $0x05010103
+DATA grid_iq3sGrid<>+792(SB)/4, $0x05010107
+DATA grid_iq3sGrid<>+796(SB)/4, $0x0501010b
+DATA grid_iq3sGrid<>+800(SB)/4, $0x0501010f
+DATA grid_iq3sGrid<>+804(SB)/4, $0x05010301
+DATA grid_iq3sGrid<>+808(SB)/4, $0x05010305
+DATA grid_iq3sGrid<>+812(SB)/4, $0x05010309
+DATA grid_iq3sGrid<>+816(SB)/4, $0x0501030d
+DATA grid_iq3sGrid<>+820(SB)/4, $0x05010503
+DATA grid_iq3sGrid<>+824(SB)/4, $0x05010507
+DATA grid_iq3sGrid<>+828(SB)/4, $0x0501050f
+DATA grid_iq3sGrid<>+832(SB)/4, $0x05010701
+DATA grid_iq3sGrid<>+836(SB)/4, $0x05010705
+DATA grid_iq3sGrid<>+840(SB)/4, $0x05010903
+DATA grid_iq3sGrid<>+844(SB)/4, $0x05010907
+DATA grid_iq3sGrid<>+848(SB)/4, $0x0501090b
+DATA grid_iq3sGrid<>+852(SB)/4, $0x05010b01
+DATA grid_iq3sGrid<>+856(SB)/4, $0x05010b05
+DATA grid_iq3sGrid<>+860(SB)/4, $0x05010d0f
+DATA grid_iq3sGrid<>+864(SB)/4, $0x05010f01
+DATA grid_iq3sGrid<>+868(SB)/4, $0x05010f07
+DATA grid_iq3sGrid<>+872(SB)/4, $0x05010f0b
+DATA grid_iq3sGrid<>+876(SB)/4, $0x05030101
+DATA grid_iq3sGrid<>+880(SB)/4, $0x05030105
+DATA grid_iq3sGrid<>+884(SB)/4, $0x05030301
+DATA grid_iq3sGrid<>+888(SB)/4, $0x05030307
+DATA grid_iq3sGrid<>+892(SB)/4, $0x0503030f
+DATA grid_iq3sGrid<>+896(SB)/4, $0x05030505
+DATA grid_iq3sGrid<>+900(SB)/4, $0x0503050b
+DATA grid_iq3sGrid<>+904(SB)/4, $0x05030703
+DATA grid_iq3sGrid<>+908(SB)/4, $0x05030709
+DATA grid_iq3sGrid<>+912(SB)/4, $0x05030905
+DATA grid_iq3sGrid<>+916(SB)/4, $0x05030b03
+DATA grid_iq3sGrid<>+920(SB)/4, $0x05050103
+DATA grid_iq3sGrid<>+924(SB)/4, $0x05050109
+DATA grid_iq3sGrid<>+928(SB)/4, $0x0505010f
+DATA grid_iq3sGrid<>+932(SB)/4, $0x05050503
+DATA grid_iq3sGrid<>+936(SB)/4, $0x05050507
+DATA grid_iq3sGrid<>+940(SB)/4, $0x05050701
+DATA grid_iq3sGrid<>+944(SB)/4, $0x0505070f
+DATA grid_iq3sGrid<>+948(SB)/4, $0x05050903
+DATA grid_iq3sGrid<>+952(SB)/4, $0x05050b07
+DATA grid_iq3sGrid<>+956(SB)/4, $0x05050b0f
+DATA grid_iq3sGrid<>+960(SB)/4, $0x05050f03
+DATA grid_iq3sGrid<>+964(SB)/4, $0x05050f09
+DATA grid_iq3sGrid<>+968(SB)/4, $0x05070101
+DATA grid_iq3sGrid<>+972(SB)/4, $0x05070105
+DATA grid_iq3sGrid<>+976(SB)/4, $0x0507010b
+DATA grid_iq3sGrid<>+980(SB)/4, $0x05070303
+DATA grid_iq3sGrid<>+984(SB)/4, $0x05070505
+DATA grid_iq3sGrid<>+988(SB)/4, $0x05070509
+DATA grid_iq3sGrid<>+992(SB)/4, $0x05070703
+DATA grid_iq3sGrid<>+996(SB)/4, $0x05070707
+DATA grid_iq3sGrid<>+1000(SB)/4, $0x05070905
+DATA grid_iq3sGrid<>+1004(SB)/4, $0x05070b01
+DATA grid_iq3sGrid<>+1008(SB)/4, $0x05070d0d
+DATA grid_iq3sGrid<>+1012(SB)/4, $0x05090103
+DATA grid_iq3sGrid<>+1016(SB)/4, $0x0509010f
+DATA grid_iq3sGrid<>+1020(SB)/4, $0x05090501
+DATA grid_iq3sGrid<>+1024(SB)/4, $0x05090507
+DATA grid_iq3sGrid<>+1028(SB)/4, $0x05090705
+DATA grid_iq3sGrid<>+1032(SB)/4, $0x0509070b
+DATA grid_iq3sGrid<>+1036(SB)/4, $0x05090903
+DATA grid_iq3sGrid<>+1040(SB)/4, $0x05090f05
+DATA grid_iq3sGrid<>+1044(SB)/4, $0x05090f0b
+DATA grid_iq3sGrid<>+1048(SB)/4, $0x050b0109
+DATA grid_iq3sGrid<>+1052(SB)/4, $0x050b0303
+DATA grid_iq3sGrid<>+1056(SB)/4, $0x050b0505
+DATA grid_iq3sGrid<>+1060(SB)/4, $0x050b070f
+DATA grid_iq3sGrid<>+1064(SB)/4, $0x050b0901
+DATA grid_iq3sGrid<>+1068(SB)/4, $0x050b0b07
+DATA grid_iq3sGrid<>+1072(SB)/4, $0x050b0f01
+DATA grid_iq3sGrid<>+1076(SB)/4, $0x050d0101
+DATA grid_iq3sGrid<>+1080(SB)/4, $0x050d0105
+DATA grid_iq3sGrid<>+1084(SB)/4, $0x050d010f
+DATA grid_iq3sGrid<>+1088(SB)/4, $0x050d0503
+DATA grid_iq3sGrid<>+1092(SB)/4, $0x050d0b0b
+DATA grid_iq3sGrid<>+1096(SB)/4, $0x050d0d03
+DATA grid_iq3sGrid<>+1100(SB)/4, $0x050f010b
+DATA grid_iq3sGrid<>+1104(SB)/4, $0x050f0303
+DATA grid_iq3sGrid<>+1108(SB)/4, $0x050f050d
+DATA grid_iq3sGrid<>+1112(SB)/4, $0x050f0701
+DATA grid_iq3sGrid<>+1116(SB)/4, $0x050f0907
+DATA grid_iq3sGrid<>+1120(SB)/4, $0x050f0b01
+DATA grid_iq3sGrid<>+1124(SB)/4, $0x07010105
+DATA grid_iq3sGrid<>+1128(SB)/4, $0x07010303
+DATA grid_iq3sGrid<>+1132(SB)/4, $0x07010307
+DATA grid_iq3sGrid<>+1136(SB)/4, $0x0701030b
+DATA grid_iq3sGrid<>+1140(SB)/4, $0x0701030f
+DATA grid_iq3sGrid<>+1144(SB)/4, $0x07010505
+DATA grid_iq3sGrid<>+1148(SB)/4, $0x07010703
+DATA grid_iq3sGrid<>+1152(SB)/4, $0x07010707
+DATA grid_iq3sGrid<>+1156(SB)/4, $0x0701070b
+DATA grid_iq3sGrid<>+1160(SB)/4, $0x07010905
+DATA grid_iq3sGrid<>+1164(SB)/4, $0x07010909
+DATA grid_iq3sGrid<>+1168(SB)/4, $0x0701090f
+DATA grid_iq3sGrid<>+1172(SB)/4, $0x07010b03
+DATA grid_iq3sGrid<>+1176(SB)/4, $0x07010d07
+DATA grid_iq3sGrid<>+1180(SB)/4, $0x07010f03
+DATA grid_iq3sGrid<>+1184(SB)/4, $0x07030103
+DATA grid_iq3sGrid<>+1188(SB)/4, $0x07030107
+DATA grid_iq3sGrid<>+1192(SB)/4, $0x0703010b
+DATA grid_iq3sGrid<>+1196(SB)/4, $0x07030309
+DATA grid_iq3sGrid<>+1200(SB)/4, $0x07030503
+DATA grid_iq3sGrid<>+1204(SB)/4, $0x07030507
+DATA grid_iq3sGrid<>+1208(SB)/4, $0x07030901
+DATA grid_iq3sGrid<>+1212(SB)/4, $0x07030d01
+DATA grid_iq3sGrid<>+1216(SB)/4, $0x07030f05
+DATA grid_iq3sGrid<>+1220(SB)/4, $0x07030f0d
+DATA grid_iq3sGrid<>+1224(SB)/4, $0x07050101
+DATA grid_iq3sGrid<>+1228(SB)/4, $0x07050305
+DATA grid_iq3sGrid<>+1232(SB)/4, $0x07050501
+DATA grid_iq3sGrid<>+1236(SB)/4, $0x07050705
+DATA grid_iq3sGrid<>+1240(SB)/4, $0x07050709
+DATA grid_iq3sGrid<>+1244(SB)/4, $0x07050b01
+DATA grid_iq3sGrid<>+1248(SB)/4, $0x07070103
+DATA grid_iq3sGrid<>+1252(SB)/4, $0x07070301
+DATA grid_iq3sGrid<>+1256(SB)/4, $0x07070309
+DATA grid_iq3sGrid<>+1260(SB)/4, $0x07070503
+DATA grid_iq3sGrid<>+1264(SB)/4, $0x07070507
+DATA grid_iq3sGrid<>+1268(SB)/4, $0x0707050f
+DATA grid_iq3sGrid<>+1272(SB)/4, $0x07070701
+DATA grid_iq3sGrid<>+1276(SB)/4, $0x07070903
+DATA grid_iq3sGrid<>+1280(SB)/4, $0x07070907
+DATA grid_iq3sGrid<>+1284(SB)/4, $0x0707090f
+DATA grid_iq3sGrid<>+1288(SB)/4, $0x07070b0b
+DATA grid_iq3sGrid<>+1292(SB)/4, $0x07070f07
+DATA grid_iq3sGrid<>+1296(SB)/4, $0x07090107
+DATA grid_iq3sGrid<>+1300(SB)/4, $0x07090303
+DATA grid_iq3sGrid<>+1304(SB)/4, $0x0709030d
+DATA grid_iq3sGrid<>+1308(SB)/4, $0x07090505
+DATA grid_iq3sGrid<>+1312(SB)/4, $0x07090703
+DATA grid_iq3sGrid<>+1316(SB)/4, $0x07090b05
+DATA grid_iq3sGrid<>+1320(SB)/4, $0x07090d01
+DATA grid_iq3sGrid<>+1324(SB)/4, $0x07090d09
+DATA grid_iq3sGrid<>+1328(SB)/4, $0x070b0103
+DATA grid_iq3sGrid<>+1332(SB)/4, $0x070b0301
+DATA grid_iq3sGrid<>+1336(SB)/4, $0x070b0305
+DATA grid_iq3sGrid<>+1340(SB)/4, $0x070b050b
+DATA grid_iq3sGrid<>+1344(SB)/4, $0x070b0705
+DATA grid_iq3sGrid<>+1348(SB)/4, $0x070b0909
+DATA grid_iq3sGrid<>+1352(SB)/4, $0x070b0b0d
+DATA grid_iq3sGrid<>+1356(SB)/4, $0x070b0f07
+DATA grid_iq3sGrid<>+1360(SB)/4, $0x070d030d
+DATA grid_iq3sGrid<>+1364(SB)/4, $0x070d0903
+DATA grid_iq3sGrid<>+1368(SB)/4, $0x070f0103
+DATA grid_iq3sGrid<>+1372(SB)/4, $0x070f0107
+DATA grid_iq3sGrid<>+1376(SB)/4, $0x070f0501
+DATA grid_iq3sGrid<>+1380(SB)/4, $0x070f0505
+DATA grid_iq3sGrid<>+1384(SB)/4, $0x070f070b
+DATA grid_iq3sGrid<>+1388(SB)/4, $0x09010101
+DATA grid_iq3sGrid<>+1392(SB)/4, $0x09010109
+DATA grid_iq3sGrid<>+1396(SB)/4, $0x09010305
+DATA grid_iq3sGrid<>+1400(SB)/4, $0x09010501
+DATA grid_iq3sGrid<>+1404(SB)/4, $0x09010509
+DATA grid_iq3sGrid<>+1408(SB)/4, $0x0901050f
+DATA grid_iq3sGrid<>+1412(SB)/4, $0x09010705
+DATA grid_iq3sGrid<>+1416(SB)/4, $0x09010903
+DATA grid_iq3sGrid<>+1420(SB)/4, $0x09010b01
+DATA grid_iq3sGrid<>+1424(SB)/4, $0x09010f01
+DATA grid_iq3sGrid<>+1428(SB)/4, $0x09030105
+DATA grid_iq3sGrid<>+1432(SB)/4, $0x0903010f
+DATA grid_iq3sGrid<>+1436(SB)/4, $0x09030303
+DATA grid_iq3sGrid<>+1440(SB)/4, $0x09030307
+DATA grid_iq3sGrid<>+1444(SB)/4, $0x09030505
+DATA grid_iq3sGrid<>+1448(SB)/4, $0x09030701
+DATA grid_iq3sGrid<>+1452(SB)/4, $0x0903070b
+DATA grid_iq3sGrid<>+1456(SB)/4, $0x09030907
+DATA grid_iq3sGrid<>+1460(SB)/4, $0x09030b03
+DATA grid_iq3sGrid<>+1464(SB)/4, $0x09030b0b
+DATA grid_iq3sGrid<>+1468(SB)/4, $0x09050103
+DATA grid_iq3sGrid<>+1472(SB)/4, $0x09050107
+DATA grid_iq3sGrid<>+1476(SB)/4, $0x09050301
+DATA grid_iq3sGrid<>+1480(SB)/4, $0x0905030b
+DATA grid_iq3sGrid<>+1484(SB)/4, $0x09050503
+DATA grid_iq3sGrid<>+1488(SB)/4, $0x09050707
+DATA grid_iq3sGrid<>+1492(SB)/4, $0x09050901
+DATA grid_iq3sGrid<>+1496(SB)/4, $0x09050b0f
+DATA grid_iq3sGrid<>+1500(SB)/4, $0x09050d05
+DATA grid_iq3sGrid<>+1504(SB)/4, $0x09050f01
+DATA grid_iq3sGrid<>+1508(SB)/4, $0x09070109
+DATA grid_iq3sGrid<>+1512(SB)/4, $0x09070303
+DATA grid_iq3sGrid<>+1516(SB)/4, $0x09070307
+DATA grid_iq3sGrid<>+1520(SB)/4, $0x09070501
+DATA grid_iq3sGrid<>+1524(SB)/4, $0x09070505
+DATA grid_iq3sGrid<>+1528(SB)/4, $0x09070703
+DATA grid_iq3sGrid<>+1532(SB)/4, $0x0907070b
+DATA grid_iq3sGrid<>+1536(SB)/4, $0x09090101
+DATA grid_iq3sGrid<>+1540(SB)/4, $0x09090105
+DATA grid_iq3sGrid<>+1544(SB)/4, $0x09090509
+DATA grid_iq3sGrid<>+1548(SB)/4, $0x0909070f
+DATA grid_iq3sGrid<>+1552(SB)/4, $0x09090901
+DATA grid_iq3sGrid<>+1556(SB)/4, $0x09090f03
+DATA grid_iq3sGrid<>+1560(SB)/4, $0x090b010b
+DATA grid_iq3sGrid<>+1564(SB)/4, $0x090b010f
+DATA grid_iq3sGrid<>+1568(SB)/4, $0x090b0503
+DATA grid_iq3sGrid<>+1572(SB)/4, $0x090b0d05
+DATA grid_iq3sGrid<>+1576(SB)/4, $0x090d0307
+DATA grid_iq3sGrid<>+1580(SB)/4, $0x090d0709
+DATA grid_iq3sGrid<>+1584(SB)/4, $0x090d0d01
+DATA grid_iq3sGrid<>+1588(SB)/4, $0x090f0301
+DATA grid_iq3sGrid<>+1592(SB)/4, $0x090f030b
+DATA grid_iq3sGrid<>+1596(SB)/4, $0x090f0701
+DATA grid_iq3sGrid<>+1600(SB)/4, $0x090f0907
+DATA grid_iq3sGrid<>+1604(SB)/4, $0x090f0b03
+DATA grid_iq3sGrid<>+1608(SB)/4, $0x0b010105
+DATA grid_iq3sGrid<>+1612(SB)/4, $0x0b010301
+DATA grid_iq3sGrid<>+1616(SB)/4, $0x0b010309
+DATA grid_iq3sGrid<>+1620(SB)/4, $0x0b010505
+DATA grid_iq3sGrid<>+1624(SB)/4, $0x0b010901
+DATA grid_iq3sGrid<>+1628(SB)/4, $0x0b010909
+DATA grid_iq3sGrid<>+1632(SB)/4, $0x0b01090f
+DATA grid_iq3sGrid<>+1636(SB)/4, $0x0b010b05
+DATA grid_iq3sGrid<>+1640(SB)/4, $0x0b010d0d
+DATA grid_iq3sGrid<>+1644(SB)/4, $0x0b010f09
+DATA grid_iq3sGrid<>+1648(SB)/4, $0x0b030103
+DATA grid_iq3sGrid<>+1652(SB)/4, $0x0b030107
+DATA grid_iq3sGrid<>+1656(SB)/4, $0x0b03010b
+DATA grid_iq3sGrid<>+1660(SB)/4, $0x0b030305
+DATA grid_iq3sGrid<>+1664(SB)/4, $0x0b030503
+DATA grid_iq3sGrid<>+1668(SB)/4, $0x0b030705
+DATA grid_iq3sGrid<>+1672(SB)/4, $0x0b030f05
+DATA grid_iq3sGrid<>+1676(SB)/4, $0x0b050101
+DATA grid_iq3sGrid<>+1680(SB)/4, $0x0b050303
+DATA grid_iq3sGrid<>+1684(SB)/4, $0x0b050507
+DATA grid_iq3sGrid<>+1688(SB)/4, $0x0b050701
+DATA grid_iq3sGrid<>+1692(SB)/4, $0x0b05070d
+DATA grid_iq3sGrid<>+1696(SB)/4, $0x0b050b07
+DATA grid_iq3sGrid<>+1700(SB)/4, $0x0b070105
+DATA grid_iq3sGrid<>+1704(SB)/4, $0x0b07010f
+DATA grid_iq3sGrid<>+1708(SB)/4, $0x0b070301
+DATA grid_iq3sGrid<>+1712(SB)/4, $0x0b07050f
+DATA grid_iq3sGrid<>+1716(SB)/4, $0x0b070909
+DATA grid_iq3sGrid<>+1720(SB)/4, $0x0b070b03
+DATA grid_iq3sGrid<>+1724(SB)/4, $0x0b070d0b
+DATA grid_iq3sGrid<>+1728(SB)/4, $0x0b070f07
+DATA grid_iq3sGrid<>+1732(SB)/4, $0x0b090103
+DATA grid_iq3sGrid<>+1736(SB)/4, $0x0b090109
+DATA grid_iq3sGrid<>+1740(SB)/4, $0x0b090501
+DATA grid_iq3sGrid<>+1744(SB)/4, $0x0b090705
+DATA grid_iq3sGrid<>+1748(SB)/4, $0x0b09090d
+DATA grid_iq3sGrid<>+1752(SB)/4, $0x0b0b0305
+DATA grid_iq3sGrid<>+1756(SB)/4, $0x0b0b050d
+DATA grid_iq3sGrid<>+1760(SB)/4, $0x0b0b0b03
+DATA grid_iq3sGrid<>+1764(SB)/4, $0x0b0b0b07
+DATA grid_iq3sGrid<>+1768(SB)/4, $0x0b0d0905
+DATA grid_iq3sGrid<>+1772(SB)/4, $0x0b0f0105
+DATA grid_iq3sGrid<>+1776(SB)/4, $0x0b0f0109
+DATA grid_iq3sGrid<>+1780(SB)/4, $0x0b0f0505
+DATA grid_iq3sGrid<>+1784(SB)/4, $0x0d010303
+DATA grid_iq3sGrid<>+1788(SB)/4, $0x0d010307
+DATA grid_iq3sGrid<>+1792(SB)/4, $0x0d01030b
+DATA grid_iq3sGrid<>+1796(SB)/4, $0x0d010703
+DATA grid_iq3sGrid<>+1800(SB)/4, $0x0d010707
+DATA grid_iq3sGrid<>+1804(SB)/4, $0x0d010d01
+DATA grid_iq3sGrid<>+1808(SB)/4, $0x0d030101
+DATA grid_iq3sGrid<>+1812(SB)/4, $0x0d030501
+DATA grid_iq3sGrid<>+1816(SB)/4, $0x0d03050f
+DATA grid_iq3sGrid<>+1820(SB)/4, $0x0d030d09
+DATA grid_iq3sGrid<>+1824(SB)/4, $0x0d050305
+DATA grid_iq3sGrid<>+1828(SB)/4, $0x0d050709
+DATA grid_iq3sGrid<>+1832(SB)/4, $0x0d050905
+DATA grid_iq3sGrid<>+1836(SB)/4, $0x0d050b0b
+DATA grid_iq3sGrid<>+1840(SB)/4, $0x0d050d05
+DATA grid_iq3sGrid<>+1844(SB)/4, $0x0d050f01
+DATA grid_iq3sGrid<>+1848(SB)/4, $0x0d070101
+DATA grid_iq3sGrid<>+1852(SB)/4, $0x0d070309
+DATA grid_iq3sGrid<>+1856(SB)/4, $0x0d070503
+DATA grid_iq3sGrid<>+1860(SB)/4, $0x0d070901
+DATA grid_iq3sGrid<>+1864(SB)/4, $0x0d09050b
+DATA grid_iq3sGrid<>+1868(SB)/4, $0x0d090907
+DATA grid_iq3sGrid<>+1872(SB)/4, $0x0d090d05
+DATA grid_iq3sGrid<>+1876(SB)/4, $0x0d0b0101
+DATA grid_iq3sGrid<>+1880(SB)/4, $0x0d0b0107
+DATA grid_iq3sGrid<>+1884(SB)/4, $0x0d0b0709
+DATA grid_iq3sGrid<>+1888(SB)/4, $0x0d0b0d01
+DATA grid_iq3sGrid<>+1892(SB)/4, $0x0d0d010b
+DATA grid_iq3sGrid<>+1896(SB)/4, $0x0d0d0901
+DATA grid_iq3sGrid<>+1900(SB)/4, $0x0d0f0303
+DATA grid_iq3sGrid<>+1904(SB)/4, $0x0d0f0307
+DATA grid_iq3sGrid<>+1908(SB)/4, $0x0f010101
+DATA grid_iq3sGrid<>+1912(SB)/4, $0x0f010109
+DATA grid_iq3sGrid<>+1916(SB)/4, $0x0f01010f
+DATA grid_iq3sGrid<>+1920(SB)/4, $0x0f010501
+DATA grid_iq3sGrid<>+1924(SB)/4, $0x0f010505
+DATA grid_iq3sGrid<>+1928(SB)/4, $0x0f01070d
+DATA grid_iq3sGrid<>+1932(SB)/4, $0x0f010901
+DATA grid_iq3sGrid<>+1936(SB)/4, $0x0f010b09
+DATA grid_iq3sGrid<>+1940(SB)/4, $0x0f010d05
+DATA grid_iq3sGrid<>+1944(SB)/4, $0x0f030105
+DATA grid_iq3sGrid<>+1948(SB)/4, $0x0f030303
+DATA grid_iq3sGrid<>+1952(SB)/4, $0x0f030509
+DATA grid_iq3sGrid<>+1956(SB)/4, $0x0f030907
+DATA grid_iq3sGrid<>+1960(SB)/4, $0x0f03090b
+DATA grid_iq3sGrid<>+1964(SB)/4, $0x0f050103
+DATA grid_iq3sGrid<>+1968(SB)/4, $0x0f050109
+DATA grid_iq3sGrid<>+1972(SB)/4, $0x0f050301
+DATA grid_iq3sGrid<>+1976(SB)/4, $0x0f05030d
+DATA grid_iq3sGrid<>+1980(SB)/4, $0x0f050503
+DATA grid_iq3sGrid<>+1984(SB)/4, $0x0f050701
+DATA grid_iq3sGrid<>+1988(SB)/4, $0x0f050b03
+DATA grid_iq3sGrid<>+1992(SB)/4, $0x0f070105
+DATA grid_iq3sGrid<>+1996(SB)/4, $0x0f070705
+DATA grid_iq3sGrid<>+2000(SB)/4, $0x0f07070b
+DATA grid_iq3sGrid<>+2004(SB)/4, $0x0f070b07
+DATA grid_iq3sGrid<>+2008(SB)/4, $0x0f090103
+DATA grid_iq3sGrid<>+2012(SB)/4, $0x0f09010b
+DATA grid_iq3sGrid<>+2016(SB)/4, $0x0f090307
+DATA grid_iq3sGrid<>+2020(SB)/4, $0x0f090501
+DATA grid_iq3sGrid<>+2024(SB)/4, $0x0f090b01
+DATA grid_iq3sGrid<>+2028(SB)/4, $0x0f0b0505
+DATA grid_iq3sGrid<>+2032(SB)/4, $0x0f0b0905
+DATA grid_iq3sGrid<>+2036(SB)/4, $0x0f0d0105
+DATA grid_iq3sGrid<>+2040(SB)/4, $0x0f0d0703
+DATA grid_iq3sGrid<>+2044(SB)/4, $0x0f0f0101
+GLOBL grid_iq3sGrid<>(SB), RODATA|NOPTR, $2048
+
+// func dotIQ3_SAVX2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ3_SAVX2(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_SAVX2
+
+loopdotIQ3_SAVX2:
+	VPXOR        Y4, Y4, Y4
+	VPBROADCASTD 106(AX), Y5
+	VPSRLVD      iq3sls<>+0(SB), Y5, Y5
+	VPAND        v32_0000000f<>+0(SB), Y5, Y5
+	VPADDD       Y5, Y5, Y5
+	VPOR         v32_00000001<>+0(SB), Y5, Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPXOR        Y5, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPMOVZXBD    2(AX), Y7
+	VPBROADCASTD 66(AX), Y8
+	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
+	VPAND        v32_00000100<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPGATHERDD   Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y2, Y6, Y6
+	VPSIGNB      Y6, Y5, Y5
+	VMOVDQU      4(CX), Y6
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPBROADCASTD 32(SP), Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPMOVZXBD    10(AX), Y7
+	VPBROADCASTD 67(AX), Y8
+	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
+	VPAND        v32_00000100<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPGATHERDD   Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y2, Y6, Y6
+	VPSIGNB      Y6, Y5, Y5
+	VMOVDQU      36(CX), Y6
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPBROADCASTD 36(SP), Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPMOVZXBD    18(AX), Y7
+	VPBROADCASTD 68(AX), Y8
+	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
+	VPAND        v32_00000100<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPGATHERDD   Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y2, Y6, Y6
+	VPSIGNB      Y6, Y5, Y5
+	VMOVDQU      68(CX), Y6
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPBROADCASTD 40(SP), Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPMOVZXBD    26(AX), Y7
+	VPBROADCASTD 69(AX), Y8
+	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
+	VPAND        v32_00000100<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPGATHERDD   Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y2, Y6, Y6
+	VPSIGNB      Y6, Y5, Y5
+	VMOVDQU      100(CX), Y6
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPBROADCASTD 44(SP), Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPMOVZXBD    34(AX), Y7
+	VPBROADCASTD 70(AX), Y8
+	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
+	VPAND        v32_00000100<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPGATHERDD   Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y2, Y6, Y6
+	VPSIGNB      Y6, Y5, Y5
+	VMOVDQU      132(CX), Y6
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPBROADCASTD 48(SP), Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPMOVZXBD    42(AX), Y7
+	VPBROADCASTD 71(AX), Y8
+	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
+	VPAND        v32_00000100<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPGATHERDD   Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y2, Y6, Y6
+	VPSIGNB      Y6, Y5, Y5
+	VMOVDQU      164(CX), Y6
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPBROADCASTD 52(SP), Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPMOVZXBD    50(AX), Y7
+	VPBROADCASTD 72(AX), Y8
+	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
+	VPAND        v32_00000100<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPGATHERDD   Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y2, Y6, Y6
+	VPSIGNB      Y6, Y5, Y5
+	VMOVDQU      196(CX), Y6
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPBROADCASTD 56(SP), Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VPMOVZXBD    58(AX), Y7
+	VPBROADCASTD 73(AX), Y8
+	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
+	VPAND        v32_00000100<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPGATHERDD   Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y2, Y6, Y6
+	VPSIGNB      Y6, Y5, Y5
+	VMOVDQU      228(CX), Y6
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPBROADCASTD 60(SP), Y5
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VPBROADCASTW (AX), X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ3_SAVX2
+
+donedotIQ3_SAVX2:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA iq3sls<>+0(SB)/4, $0x00000000
+DATA iq3sls<>+4(SB)/4, $0x00000004
+DATA iq3sls<>+8(SB)/4, $0x00000008
+DATA iq3sls<>+12(SB)/4, $0x0000000c
+DATA iq3sls<>+16(SB)/4, $0x00000010
+DATA iq3sls<>+20(SB)/4, $0x00000014
+DATA iq3sls<>+24(SB)/4, $0x00000018
+DATA iq3sls<>+28(SB)/4, $0x0000001c
+GLOBL iq3sls<>(SB), RODATA|NOPTR, $32
+
+DATA iq3shbit<>+0(SB)/4, $0x00000008
+DATA iq3shbit<>+4(SB)/4, $0x00000007
+DATA iq3shbit<>+8(SB)/4, $0x00000006
+DATA iq3shbit<>+12(SB)/4, $0x00000005
+DATA iq3shbit<>+16(SB)/4, $0x00000004
+DATA iq3shbit<>+20(SB)/4, $0x00000003
+DATA iq3shbit<>+24(SB)/4, $0x00000002
+DATA iq3shbit<>+28(SB)/4, $0x00000001
+GLOBL iq3shbit<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000100<>+0(SB)/4, $0x00000100
+DATA v32_00000100<>+4(SB)/4, $0x00000100
+DATA v32_00000100<>+8(SB)/4, $0x00000100
+DATA v32_00000100<>+12(SB)/4, $0x00000100
+DATA v32_00000100<>+16(SB)/4, $0x00000100
+DATA v32_00000100<>+20(SB)/4, $0x00000100
+DATA v32_00000100<>+24(SB)/4, $0x00000100
+DATA v32_00000100<>+28(SB)/4, $0x00000100
+GLOBL v32_00000100<>(SB), RODATA|NOPTR, $32
+
 // func dotIQ1_SAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ1_SAVX2(SB), NOSPLIT, $96-28

@@ -116,6 +116,9 @@ func dotIQ4_XSr8AVX512(w *byte, wstride int, a *byte, nb int, out *float32)
 func dotIQ3_XXSAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotIQ3_SAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
 func dotIQ1_SAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -297,6 +300,9 @@ func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotIQ3_XXSVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_SVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotIQ1_SVNNI(w *byte, a *byte, nb int) float32
@@ -498,6 +504,9 @@ func dotIQ4_XSr8VNNI256(w *byte, wstride int, a *byte, nb int, out *float32)
 
 //go:noescape
 func dotIQ3_XXSVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_SVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotIQ1_SVNNI256(w *byte, a *byte, nb int) float32

@@ -198,6 +198,42 @@ func genIQ3XXS(t *target) {
 // genIQ13 emits the IQ3 and IQ1 kernels of one target.
 func genIQ13(t *target) {
 	genIQ3XXS(t)
+	genIQ3S(t)
 	genIQ1S(t)
 	genIQ1M(t)
+}
+
+// genIQ3S emits dotIQ3_S<suffix>. The block: d | qs[64] low 8 bits of the
+// grid indices | qh[8], one a group, bit m the ninth bit of index m |
+// signs[32], one bit a weight | scales[4], a nibble ls' a group (ls =
+// 2*ls'+1).
+func genIQ3S(t *target) {
+	iq3Loop(t, "IQ3_S", iq3SSize, 1, gridData("iq3sGrid", 4, 512), func(k *iq3k, wp, ap Register) {
+		ls, h := YMM(), YMM()
+		VPBROADCASTD(Mem{Base: wp, Disp: 106}, ls)
+		var sh, hs []byte
+		for g := 0; g < 8; g++ {
+			sh = append(sh, byte(4*g), 0, 0, 0)
+			hs = append(hs, byte(8-g), 0, 0, 0)
+		}
+		VPSRLVD(constData("iq3sls", sh), ls, ls)
+		VPAND(constVec(0xf), ls, ls)
+		VPADDD(ls, ls, ls)
+		VPOR(constVec(1), ls, ls)
+		VPSLLD(U8(16), ls, h)
+		VPOR(h, ls, ls)
+		VMOVDQU(ls, k.spill.Offset(32))
+		for g := 0; g < 8; g++ {
+			grid := k.gather(func() VecVirtual {
+				i, hb := YMM(), YMM()
+				VPMOVZXBD(Mem{Base: wp, Disp: 2 + 8*g}, i)
+				VPBROADCASTD(Mem{Base: wp, Disp: 66 + g}, hb)
+				VPSLLVD(constData("iq3shbit", hs), hb, hb)
+				VPAND(constVec(0x100), hb, hb)
+				VPOR(hb, i, i)
+				return i
+			})
+			k.group(grid, Mem{Base: wp, Disp: 74 + 4*g}, Mem{Base: ap, Disp: 4 + 32*g}, k.spill.Offset(32+4*g))
+		}
+	})
 }

@@ -12,7 +12,7 @@ import (
 var kernelTypes = []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q6_K, quant.Q4_K, quant.Q5_K, quant.Q8_0, quant.Q4_0,
 	quant.Q5_0, quant.MXFP4, quant.F32, quant.F16, quant.BF16, quant.IQ4_NL, quant.IQ4_XS,
 	quant.Q4_1, quant.Q5_1, quant.TQ1_0, quant.TQ2_0, quant.IQ3_XXS,
-	quant.IQ1_S, quant.IQ1_M}
+	quant.IQ1_S, quant.IQ1_M, quant.IQ3_S}
 
 // randHalf returns a finite fp16 of random sign with magnitude in
 // [2^lo, 2^hi).
