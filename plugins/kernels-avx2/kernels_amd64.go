@@ -131,6 +131,18 @@ func dotIQ1_SAVX2(w *byte, a *byte, nb int) float32
 func dotIQ1_MAVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotIQ3_XXSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotTQ2_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape

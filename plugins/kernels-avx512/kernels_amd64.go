@@ -125,6 +125,18 @@ func dotIQ1_SAVX512(w *byte, a *byte, nb int) float32
 func dotIQ1_MAVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
+func dotIQ3_XXSx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -309,6 +321,18 @@ func dotIQ1_SVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotIQ1_MVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_XXSx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotTQ2_0VNNI(w *byte, a *byte, nb int) float32
@@ -513,6 +537,18 @@ func dotIQ1_SVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotIQ1_MVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_XXSx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotF32VNNI256(w *byte, wstride int, a *byte, n int, out *float64)

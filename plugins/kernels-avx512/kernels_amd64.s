@@ -8778,13 +8778,13 @@ loopdotIQ3_XXSAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       4(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  32(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     10(AX), Y7
@@ -8795,13 +8795,13 @@ loopdotIQ3_XXSAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       36(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  36(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     18(AX), Y7
@@ -8812,13 +8812,13 @@ loopdotIQ3_XXSAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       68(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  40(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     26(AX), Y7
@@ -8829,13 +8829,13 @@ loopdotIQ3_XXSAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       100(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  44(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     34(AX), Y7
@@ -8846,13 +8846,13 @@ loopdotIQ3_XXSAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       132(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  48(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     42(AX), Y7
@@ -8863,13 +8863,13 @@ loopdotIQ3_XXSAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       164(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  52(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     50(AX), Y7
@@ -8880,13 +8880,13 @@ loopdotIQ3_XXSAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       196(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  56(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     58(AX), Y7
@@ -8897,22 +8897,22 @@ loopdotIQ3_XXSAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       228(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  60(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
-	VEXTRACTF32X4 $0x01, Y4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPBROADCASTW  (AX), X5
 	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
 	VMULSS        (CX), X5, X5
 	VMULSS        X5, X4, X4
 	VADDSS        X4, X3, X3
@@ -9565,13 +9565,13 @@ loopdotIQ3_SAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       4(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  32(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     10(AX), Y7
@@ -9586,13 +9586,13 @@ loopdotIQ3_SAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       36(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  36(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     18(AX), Y7
@@ -9607,13 +9607,13 @@ loopdotIQ3_SAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       68(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  40(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     26(AX), Y7
@@ -9628,13 +9628,13 @@ loopdotIQ3_SAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       100(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  44(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     34(AX), Y7
@@ -9649,13 +9649,13 @@ loopdotIQ3_SAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       132(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  48(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     42(AX), Y7
@@ -9670,13 +9670,13 @@ loopdotIQ3_SAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       164(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  52(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     50(AX), Y7
@@ -9691,13 +9691,13 @@ loopdotIQ3_SAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       196(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  56(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     58(AX), Y7
@@ -9712,22 +9712,22 @@ loopdotIQ3_SAVX512:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       228(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  60(SP), Y5
-	VPMADDWD      Y5, Y6, Y6
-	VPADDD        Y6, Y4, Y4
-	VEXTRACTF32X4 $0x01, Y4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
 	VPBROADCASTW  (AX), X5
 	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
 	VMULSS        (CX), X5, X5
 	VMULSS        X5, X4, X4
 	VADDSS        X4, X3, X3
@@ -9773,164 +9773,152 @@ GLOBL v32_00000100<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ1_SAVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
-TEXT ·dotIQ1_SAVX512(SB), NOSPLIT, $96-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	LEAQ         grid_iq1sGrid<>+0(SB), BX
-	VPBROADCASTD c32_01010101<>+0(SB), Y0
-	VXORPS       X0, X0, X0
-	TESTQ        DX, DX
-	JZ           donedotIQ1_SAVX512
+TEXT ·dotIQ1_SAVX512(SB), NOSPLIT, $112-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_SAVX512
 
 loopdotIQ1_SAVX512:
-	VPXOR         Y1, Y1, Y1
-	VPXOR         Y2, Y2, Y2
+	VPXORD        Y1, Y1, Y1
 	VPMOVZXWD     34(AX), Y2
 	VPSRLD        $0x0c, Y2, Y3
-	VPAND         v32_00000007<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
 	VPADDD        Y3, Y3, Y3
-	VPOR          v32_00000001<>+0(SB), Y3, Y3
-	VPSLLD        $0x10, Y2, Y4
-	VPSRAD        $0x1f, Y4, Y4
-	VPXOR         Y4, Y3, Y2
-	VPSUBD        Y4, Y2, Y2
-	VPSLLD        $0x10, Y2, Y4
-	VPAND         v32_0000ffff<>+0(SB), Y2, Y2
-	VPOR          Y2, Y4, Y4
-	VPMADDWD      260(CX), Y4, Y2
-	VPSLLD        $0x10, Y3, Y4
-	VPOR          Y4, Y3, Y3
-	VMOVDQU       Y3, (SP)
-	VPMOVZXBD     2(AX), Y3
-	VPBROADCASTD  34(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  (SP), Y5
-	VMOVDQU       4(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPMADDWD      Y5, Y4, Y4
-	VPADDD        Y4, Y1, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  4(SP), Y3
-	VMOVDQU       36(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPMADDWD      Y3, Y4, Y4
-	VPADDD        Y4, Y1, Y1
-	VPMOVZXBD     10(AX), Y3
-	VPBROADCASTD  38(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  8(SP), Y5
-	VMOVDQU       68(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPMADDWD      Y5, Y4, Y4
-	VPADDD        Y4, Y1, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  12(SP), Y3
-	VMOVDQU       100(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPMADDWD      Y3, Y4, Y4
-	VPADDD        Y4, Y1, Y1
-	VPMOVZXBD     18(AX), Y3
-	VPBROADCASTD  42(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  16(SP), Y5
-	VMOVDQU       132(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPMADDWD      Y5, Y4, Y4
-	VPADDD        Y4, Y1, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  20(SP), Y3
-	VMOVDQU       164(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPMADDWD      Y3, Y4, Y4
-	VPADDD        Y4, Y1, Y1
-	VPMOVZXBD     26(AX), Y3
-	VPBROADCASTD  46(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  24(SP), Y5
-	VMOVDQU       196(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPMADDWD      Y5, Y4, Y4
-	VPADDD        Y4, Y1, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  28(SP), Y3
-	VMOVDQU       228(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPMADDWD      Y3, Y4, Y4
-	VPADDD        Y4, Y1, Y1
-	VPBROADCASTW  (AX), X3
-	VCVTPH2PS     X3, X3
-	VEXTRACTF32X4 $0x01, Y1, X4
-	VPADDD        X4, X1, X1
-	VPSHUFD       $0x4e, X1, X4
-	VPADDD        X4, X1, X1
-	VPSHUFD       $0xb1, X1, X4
-	VPADDD        X4, X1, X1
-	VCVTDQ2PS     X1, X1
-	VEXTRACTF32X4 $0x01, Y2, X4
-	VPADDD        X4, X2, X2
-	VPSHUFD       $0x4e, X2, X4
-	VPADDD        X4, X2, X2
-	VPSHUFD       $0xb1, X2, X4
-	VPADDD        X4, X2, X2
-	VCVTDQ2PS     X2, X2
-	VMULSS        c32_3e000000<>+0(SB), X2, X2
-	VADDSS        X2, X1, X1
-	VMULSS        (CX), X3, X3
-	VMULSS        X3, X1, X1
-	VADDSS        X1, X0, X0
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y2, Y2
+	VPSRAD        $0x1f, Y2, Y2
+	VPXORD        Y2, Y3, Y12
+	VPSUBD        Y2, Y12, Y12
+	VPANDD        v32_0000ffff<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y2
+	VPORD         Y2, Y12, Y12
+	VMOVDQU64     Y12, 64(SP)
+	VPSLLD        $0x10, Y3, Y2
+	VPORD         Y2, Y3, Y3
+	VMOVDQU64     Y3, (SP)
+	VPMOVZXBD     2(AX), Y2
+	VPBROADCASTD  34(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y4, Y4, Y4
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y4
+	VPBROADCASTD  (SP), Y3
+	VMOVDQU64     4(CX), Y12
+	VPMADDUBSW    Y12, Y4, Y12
+	VPMADDWD      Y3, Y12, Y12
+	VPADDD        Y12, Y1, Y1
+	VPXORD        Y5, Y5, Y5
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y5
+	VPBROADCASTD  4(SP), Y2
+	VMOVDQU64     36(CX), Y3
+	VPMADDUBSW    Y3, Y5, Y3
+	VPMADDWD      Y2, Y3, Y3
+	VPADDD        Y3, Y1, Y1
+	VPMOVZXBD     10(AX), Y2
+	VPBROADCASTD  38(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y6
+	VPBROADCASTD  8(SP), Y3
+	VMOVDQU64     68(CX), Y12
+	VPMADDUBSW    Y12, Y6, Y12
+	VPMADDWD      Y3, Y12, Y12
+	VPADDD        Y12, Y1, Y1
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y7
+	VPBROADCASTD  12(SP), Y2
+	VMOVDQU64     100(CX), Y3
+	VPMADDUBSW    Y3, Y7, Y3
+	VPMADDWD      Y2, Y3, Y3
+	VPADDD        Y3, Y1, Y1
+	VPMOVZXBD     18(AX), Y2
+	VPBROADCASTD  42(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y8
+	VPBROADCASTD  16(SP), Y3
+	VMOVDQU64     132(CX), Y12
+	VPMADDUBSW    Y12, Y8, Y12
+	VPMADDWD      Y3, Y12, Y12
+	VPADDD        Y12, Y1, Y1
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y9
+	VPBROADCASTD  20(SP), Y2
+	VMOVDQU64     164(CX), Y3
+	VPMADDUBSW    Y3, Y9, Y3
+	VPMADDWD      Y2, Y3, Y3
+	VPADDD        Y3, Y1, Y1
+	VPMOVZXBD     26(AX), Y2
+	VPBROADCASTD  46(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y10
+	VPBROADCASTD  24(SP), Y3
+	VMOVDQU64     196(CX), Y12
+	VPMADDUBSW    Y12, Y10, Y12
+	VPMADDWD      Y3, Y12, Y12
+	VPADDD        Y12, Y1, Y1
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y11
+	VPBROADCASTD  28(SP), Y2
+	VMOVDQU64     228(CX), Y3
+	VPMADDUBSW    Y3, Y11, Y3
+	VPMADDWD      Y2, Y3, Y3
+	VPADDD        Y3, Y1, Y1
+	VPBROADCASTW  (AX), X2
+	VCVTPH2PS     X2, X2
+	VMOVDQU64     (SP), Y3
+	VPMADDWD      260(CX), Y3, Y3
+	VPSUBD        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VPADDD        X3, X1, X3
+	VPSHUFD       $0x4e, X3, X12
+	VPADDD        X12, X3, X3
+	VPSHUFD       $0xb1, X3, X12
+	VPADDD        X12, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMOVDQU64     64(SP), Y12
+	VPMADDWD      260(CX), Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VPADDD        X13, X12, X12
+	VPSHUFD       $0x4e, X12, X13
+	VPADDD        X13, X12, X12
+	VPSHUFD       $0xb1, X12, X13
+	VPADDD        X13, X12, X12
+	VCVTDQ2PS     X12, X12
+	VMULSS        c32_3e000000<>+0(SB), X12, X12
+	VADDSS        X12, X3, X3
+	VMULSS        (CX), X2, X2
+	VMULSS        X2, X3, X3
+	VADDSS        X3, X0, X0
 	ADDQ          $0x00000032, AX
 	ADDQ          $0x00000124, CX
 	DECQ          DX
@@ -9941,4103 +9929,4103 @@ donedotIQ1_SAVX512:
 	VZEROUPPER
 	RET
 
-DATA grid_iq1sGrid<>+0(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+4(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+8(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+12(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+16(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+20(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+24(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+28(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+32(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+36(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+40(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+44(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+48(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+52(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+56(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+60(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+64(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+68(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+72(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+76(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+80(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+84(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+88(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+92(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+96(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+100(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+104(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+108(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+112(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+116(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+120(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+124(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+128(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+132(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+136(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+140(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+144(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+148(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+152(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+156(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+160(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+164(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+168(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+172(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+176(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+180(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+184(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+188(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+192(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+196(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+200(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+204(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+208(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+212(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+216(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+220(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+224(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+228(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+232(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+236(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+240(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+244(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+248(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+252(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+256(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+260(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+264(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+268(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+272(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+276(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+280(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+284(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+288(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+292(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+296(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+300(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+304(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+308(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+312(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+316(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+320(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+324(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+328(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+332(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+336(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+340(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+344(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+348(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+352(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+356(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+360(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+364(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+368(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+372(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+376(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+380(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+384(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+388(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+392(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+396(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+400(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+404(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+408(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+412(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+416(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+420(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+424(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+428(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+432(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+436(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+440(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+444(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+448(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+452(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+456(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+460(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+464(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+468(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+472(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+476(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+480(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+484(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+488(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+492(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+496(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+500(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+504(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+508(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+512(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+516(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+520(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+524(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+528(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+532(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+536(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+540(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+544(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+548(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+552(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+556(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+560(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+564(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+568(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+572(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+576(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+580(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+584(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+588(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+592(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+596(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+600(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+604(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+608(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+612(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+616(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+620(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+624(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+628(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+632(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+636(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+640(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+644(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+648(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+652(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+656(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+660(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+664(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+668(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+672(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+676(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+680(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+684(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+688(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+692(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+696(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+700(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+704(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+708(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+712(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+716(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+720(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+724(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+728(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+732(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+736(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+740(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+744(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+748(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+752(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+756(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+760(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+764(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+768(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+772(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+776(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+780(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+784(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+788(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+792(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+796(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+800(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+804(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+808(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+812(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+816(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+820(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+824(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+828(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+832(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+836(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+840(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+844(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+848(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+852(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+856(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+860(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+864(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+868(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+872(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+876(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+880(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+884(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+888(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+892(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+896(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+900(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+904(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+908(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+912(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+916(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+920(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+924(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+928(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+932(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+936(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+940(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+944(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+948(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+952(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+956(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+960(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+964(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+968(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+972(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+976(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+980(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+984(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+988(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+992(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+996(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1000(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+1004(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1008(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+1012(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1016(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+1020(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1024(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+1028(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1032(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+1036(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1040(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+1044(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1048(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+1052(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1056(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+1060(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1064(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+1068(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1072(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+1076(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1080(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+1084(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1088(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1092(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1096(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1100(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1104(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+1108(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1112(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+1116(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1120(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+1124(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1128(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+1132(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1136(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+1140(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1144(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+1148(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1152(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+1156(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1160(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+1164(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1168(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+1172(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1176(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+1180(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1184(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+1188(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1192(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+1196(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1200(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+1204(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1208(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+1212(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1216(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+1220(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1224(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+1228(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1232(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+1236(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1240(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+1244(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1248(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+1252(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1256(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1260(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1264(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+1268(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1272(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+1276(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1280(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+1284(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1288(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+1292(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1296(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+1300(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1304(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+1308(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1312(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+1316(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1320(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+1324(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1328(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+1332(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1336(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+1340(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1344(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+1348(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1352(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+1356(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1360(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+1364(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1368(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+1372(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1376(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+1380(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1384(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+1388(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1392(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+1396(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1400(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+1404(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1408(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+1412(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1416(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1420(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1424(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+1428(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1432(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+1436(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1440(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+1444(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1448(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+1452(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1456(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+1460(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1464(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+1468(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1472(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+1476(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1480(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+1484(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1488(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+1492(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1496(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+1500(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1504(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+1508(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1512(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+1516(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1520(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+1524(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1528(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+1532(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1536(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+1540(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1544(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+1548(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1552(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+1556(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1560(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+1564(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1568(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+1572(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1576(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+1580(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+1584(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1588(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1592(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1596(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1600(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+1604(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1608(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+1612(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1616(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+1620(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1624(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+1628(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1632(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+1636(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1640(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+1644(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1648(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+1652(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1656(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+1660(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1664(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+1668(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1672(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+1676(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1680(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+1684(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1688(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+1692(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1696(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+1700(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1704(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+1708(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1712(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+1716(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1720(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+1724(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1728(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+1732(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1736(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+1740(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1744(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+1748(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1752(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+1756(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1760(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+1764(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1768(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+1772(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1776(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+1780(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1784(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+1788(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1792(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+1796(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1800(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+1804(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1808(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+1812(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1816(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+1820(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1824(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+1828(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1832(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+1836(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1840(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+1844(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1848(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+1852(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1856(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+1860(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1864(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+1868(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1872(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+1876(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1880(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+1884(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1888(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+1892(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1896(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+1900(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1904(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+1908(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1912(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+1916(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1920(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+1924(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1928(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+1932(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1936(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+1940(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1944(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+1948(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1952(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+1956(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1960(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+1964(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+1968(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+1972(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+1976(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+1980(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+1984(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+1988(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+1992(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+1996(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2000(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+2004(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2008(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+2012(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2016(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+2020(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2024(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+2028(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2032(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+2036(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2040(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+2044(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2048(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+2052(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2056(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+2060(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2064(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+2068(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2072(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+2076(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2080(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+2084(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2088(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+2092(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2096(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+2100(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+2104(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+2108(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2112(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+2116(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2120(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+2124(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2128(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2132(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2136(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2140(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2144(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+2148(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2152(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+2156(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2160(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+2164(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2168(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+2172(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2176(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+2180(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2184(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+2188(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2192(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+2196(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2200(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+2204(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2208(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+2212(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2216(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+2220(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2224(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+2228(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2232(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+2236(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2240(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+2244(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2248(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+2252(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2256(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+2260(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2264(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+2268(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2272(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+2276(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2280(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+2284(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2288(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+2292(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2296(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+2300(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2304(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+2308(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2312(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+2316(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2320(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+2324(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2328(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+2332(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2336(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+2340(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2344(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+2348(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2352(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+2356(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2360(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+2364(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2368(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+2372(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2376(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+2380(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2384(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+2388(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2392(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+2396(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2400(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+2404(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2408(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+2412(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2416(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2420(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2424(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2428(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2432(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+2436(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2440(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+2444(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2448(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+2452(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2456(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+2460(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2464(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+2468(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2472(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+2476(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2480(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+2484(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2488(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+2492(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2496(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+2500(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2504(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+2508(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2512(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+2516(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2520(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+2524(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2528(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+2532(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2536(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+2540(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2544(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+2548(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2552(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+2556(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2560(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+2564(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2568(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+2572(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2576(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+2580(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2584(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+2588(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2592(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+2596(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2600(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+2604(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2608(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+2612(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2616(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+2620(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2624(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+2628(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2632(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+2636(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2640(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+2644(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2648(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+2652(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2656(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+2660(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2664(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+2668(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2672(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+2676(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2680(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+2684(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2688(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+2692(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2696(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+2700(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2704(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+2708(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2712(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+2716(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2720(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+2724(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2728(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+2732(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2736(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+2740(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2744(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+2748(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2752(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+2756(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2760(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+2764(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2768(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+2772(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2776(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2780(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2784(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+2788(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2792(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+2796(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2800(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+2804(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2808(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+2812(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2816(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+2820(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2824(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+2828(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2832(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+2836(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2840(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+2844(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2848(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+2852(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2856(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+2860(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2864(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+2868(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2872(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+2876(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2880(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+2884(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2888(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+2892(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2896(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+2900(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2904(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+2908(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2912(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+2916(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2920(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+2924(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2928(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+2932(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2936(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+2940(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2944(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+2948(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2952(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+2956(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2960(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+2964(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2968(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+2972(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2976(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+2980(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2984(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+2988(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+2992(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+2996(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+3000(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+3004(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3008(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+3012(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3016(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+3020(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3024(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+3028(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3032(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+3036(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3040(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+3044(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3048(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+3052(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3056(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+3060(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3064(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+3068(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3072(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+3076(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3080(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+3084(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3088(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+3092(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3096(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+3100(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3104(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+3108(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3112(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+3116(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3120(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+3124(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3128(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+3132(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3136(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+3140(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3144(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+3148(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3152(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+3156(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+3160(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+3164(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3168(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+3172(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3176(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+3180(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3184(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3188(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3192(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3196(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3200(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+3204(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3208(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+3212(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3216(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+3220(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3224(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+3228(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3232(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+3236(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3240(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+3244(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3248(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+3252(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3256(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+3260(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3264(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+3268(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3272(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+3276(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3280(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+3284(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3288(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+3292(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3296(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+3300(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3304(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+3308(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3312(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+3316(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3320(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+3324(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3328(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+3332(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3336(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+3340(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3344(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+3348(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3352(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+3356(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3360(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+3364(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3368(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+3372(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3376(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+3380(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3384(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+3388(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3392(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+3396(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3400(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+3404(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3408(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+3412(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3416(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+3420(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3424(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+3428(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3432(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+3436(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3440(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+3444(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3448(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+3452(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3456(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+3460(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3464(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+3468(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3472(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+3476(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3480(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+3484(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3488(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+3492(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3496(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+3500(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3504(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+3508(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3512(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+3516(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+3520(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+3524(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3528(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+3532(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3536(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+3540(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3544(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+3548(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3552(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+3556(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3560(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3564(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3568(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3572(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3576(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+3580(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3584(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+3588(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3592(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+3596(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3600(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+3604(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3608(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+3612(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3616(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+3620(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3624(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+3628(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3632(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+3636(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3640(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+3644(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3648(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+3652(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3656(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+3660(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3664(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+3668(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3672(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+3676(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3680(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+3684(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3688(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+3692(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3696(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+3700(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3704(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+3708(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3712(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+3716(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3720(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+3724(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3728(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+3732(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3736(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+3740(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3744(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+3748(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3752(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+3756(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3760(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+3764(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3768(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+3772(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3776(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+3780(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3784(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+3788(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3792(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+3796(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3800(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+3804(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3808(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+3812(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3816(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+3820(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3824(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+3828(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3832(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+3836(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3840(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+3844(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3848(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+3852(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3856(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+3860(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3864(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+3868(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3872(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+3876(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+3880(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+3884(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3888(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+3892(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3896(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+3900(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3904(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+3908(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3912(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+3916(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3920(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+3924(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3928(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3932(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3936(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+3940(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3944(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+3948(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3952(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+3956(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3960(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+3964(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3968(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+3972(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3976(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+3980(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3984(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+3988(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+3992(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+3996(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4000(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+4004(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4008(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+4012(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4016(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+4020(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4024(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+4028(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4032(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+4036(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4040(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+4044(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4048(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+4052(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4056(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+4060(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4064(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+4068(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4072(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+4076(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4080(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+4084(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4088(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+4092(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4096(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4100(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4104(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+4108(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4112(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+4116(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4120(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+4124(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4128(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+4132(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4136(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+4140(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4144(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+4148(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4152(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+4156(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4160(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+4164(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4168(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+4172(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4176(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+4180(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4184(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+4188(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4192(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+4196(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4200(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+4204(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4208(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+4212(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4216(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+4220(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+4224(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+4228(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4232(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+4236(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4240(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+4244(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4248(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4252(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4256(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+4260(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4264(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+4268(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4272(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+4276(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4280(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+4284(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4288(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+4292(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4296(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+4300(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4304(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+4308(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4312(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+4316(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4320(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+4324(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4328(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+4332(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4336(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+4340(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4344(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+4348(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4352(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+4356(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4360(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+4364(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4368(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+4372(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4376(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+4380(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4384(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+4388(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4392(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+4396(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4400(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+4404(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4408(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+4412(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4416(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+4420(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4424(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+4428(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4432(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+4436(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4440(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+4444(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4448(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4452(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4456(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+4460(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4464(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+4468(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4472(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+4476(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4480(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+4484(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4488(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+4492(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4496(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+4500(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4504(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+4508(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4512(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+4516(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4520(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+4524(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4528(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+4532(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+4536(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+4540(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4544(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+4548(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4552(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+4556(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4560(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+4564(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4568(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+4572(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4576(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+4580(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4584(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4588(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4592(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4596(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4600(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4604(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4608(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+4612(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4616(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+4620(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4624(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+4628(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4632(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+4636(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4640(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+4644(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4648(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+4652(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4656(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+4660(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4664(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+4668(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4672(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+4676(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4680(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+4684(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4688(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+4692(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4696(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+4700(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4704(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+4708(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4712(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+4716(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4720(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+4724(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4728(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+4732(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4736(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+4740(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4744(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+4748(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4752(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+4756(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4760(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+4764(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4768(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+4772(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4776(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+4780(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4784(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+4788(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4792(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+4796(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4800(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+4804(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4808(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+4812(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4816(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+4820(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4824(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+4828(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4832(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+4836(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4840(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+4844(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4848(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+4852(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+4856(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+4860(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4864(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+4868(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4872(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+4876(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4880(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+4884(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4888(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+4892(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4896(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+4900(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4904(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+4908(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4912(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4916(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4920(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+4924(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4928(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+4932(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4936(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+4940(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4944(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+4948(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4952(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+4956(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4960(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+4964(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4968(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+4972(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4976(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+4980(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4984(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+4988(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+4992(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+4996(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+5000(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+5004(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+5008(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+5012(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+5016(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+5020(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+5024(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+5028(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+5032(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+5036(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5040(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+5044(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5048(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+5052(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5056(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+5060(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5064(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+5068(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5072(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+5076(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5080(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+5084(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5088(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+5092(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5096(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+5100(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5104(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+5108(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5112(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+5116(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5120(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+5124(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5128(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+5132(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5136(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+5140(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5144(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+5148(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5152(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+5156(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+5160(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+5164(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5168(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+5172(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5176(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+5180(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5184(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+5188(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5192(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+5196(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5200(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+5204(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5208(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+5212(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5216(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+5220(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5224(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+5228(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5232(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+5236(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5240(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+5244(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5248(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+5252(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5256(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+5260(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5264(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5268(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5272(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+5276(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5280(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+5284(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5288(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+5292(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5296(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+5300(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5304(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+5308(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5312(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+5316(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5320(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+5324(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5328(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+5332(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5336(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+5340(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5344(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+5348(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5352(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+5356(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5360(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+5364(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5368(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+5372(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5376(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+5380(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5384(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+5388(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5392(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+5396(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5400(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+5404(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5408(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+5412(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5416(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+5420(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5424(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+5428(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5432(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+5436(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5440(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+5444(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5448(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+5452(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5456(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+5460(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5464(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+5468(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5472(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5476(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5480(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+5484(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5488(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+5492(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5496(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+5500(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5504(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+5508(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5512(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+5516(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5520(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+5524(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5528(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+5532(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5536(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+5540(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+5544(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+5548(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5552(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+5556(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5560(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+5564(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5568(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+5572(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5576(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5580(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5584(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+5588(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5592(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+5596(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5600(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+5604(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5608(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+5612(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5616(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+5620(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5624(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+5628(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5632(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+5636(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5640(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+5644(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5648(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+5652(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5656(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+5660(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5664(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+5668(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5672(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+5676(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5680(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+5684(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5688(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+5692(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5696(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+5700(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5704(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+5708(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5712(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+5716(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5720(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+5724(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5728(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+5732(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5736(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+5740(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5744(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+5748(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5752(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+5756(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5760(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+5764(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5768(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+5772(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5776(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+5780(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5784(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+5788(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5792(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+5796(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5800(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+5804(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5808(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+5812(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5816(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+5820(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5824(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+5828(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5832(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+5836(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5840(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+5844(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5848(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+5852(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5856(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5860(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5864(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+5868(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5872(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+5876(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5880(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+5884(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5888(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+5892(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5896(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+5900(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5904(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+5908(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5912(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+5916(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5920(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+5924(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5928(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+5932(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5936(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+5940(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5944(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+5948(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5952(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+5956(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5960(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+5964(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5968(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+5972(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5976(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+5980(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5984(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+5988(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+5992(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+5996(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6000(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+6004(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6008(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+6012(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6016(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+6020(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6024(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+6028(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6032(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+6036(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6040(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+6044(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6048(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+6052(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6056(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+6060(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6064(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+6068(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6072(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+6076(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6080(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+6084(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6088(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+6092(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6096(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+6100(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6104(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+6108(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6112(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+6116(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6120(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+6124(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6128(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+6132(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6136(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+6140(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6144(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+6148(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6152(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+6156(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6160(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+6164(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6168(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+6172(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6176(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6180(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6184(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6188(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6192(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6196(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6200(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+6204(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6208(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+6212(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6216(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+6220(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6224(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+6228(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6232(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+6236(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6240(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+6244(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6248(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+6252(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6256(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+6260(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6264(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+6268(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6272(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+6276(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6280(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+6284(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6288(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+6292(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6296(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+6300(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6304(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+6308(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6312(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+6316(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6320(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+6324(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6328(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+6332(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6336(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+6340(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6344(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+6348(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6352(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+6356(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6360(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+6364(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6368(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+6372(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6376(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6380(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6384(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6388(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6392(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+6396(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6400(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+6404(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6408(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+6412(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6416(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+6420(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6424(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+6428(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6432(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+6436(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6440(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+6444(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6448(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+6452(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6456(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+6460(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6464(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+6468(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6472(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+6476(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6480(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+6484(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6488(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+6492(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6496(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+6500(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6504(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+6508(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6512(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+6516(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6520(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+6524(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6528(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+6532(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6536(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+6540(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6544(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+6548(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6552(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+6556(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6560(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+6564(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6568(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+6572(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6576(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+6580(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6584(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6588(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6592(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6596(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6600(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+6604(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6608(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+6612(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6616(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+6620(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6624(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+6628(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6632(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+6636(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6640(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+6644(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6648(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+6652(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6656(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+6660(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6664(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+6668(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6672(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+6676(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6680(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+6684(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6688(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+6692(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6696(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+6700(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6704(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+6708(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6712(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+6716(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6720(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+6724(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6728(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+6732(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6736(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+6740(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6744(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+6748(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6752(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+6756(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6760(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+6764(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6768(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+6772(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6776(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+6780(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6784(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+6788(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6792(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+6796(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6800(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+6804(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6808(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+6812(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6816(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+6820(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6824(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+6828(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6832(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+6836(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6840(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+6844(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6848(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+6852(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+6856(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+6860(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6864(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+6868(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6872(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+6876(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6880(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+6884(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6888(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+6892(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6896(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+6900(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6904(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+6908(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6912(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+6916(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6920(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+6924(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6928(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+6932(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6936(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+6940(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6944(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+6948(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6952(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+6956(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6960(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+6964(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6968(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+6972(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6976(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+6980(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6984(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+6988(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+6992(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+6996(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7000(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+7004(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7008(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+7012(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7016(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+7020(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7024(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+7028(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7032(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+7036(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7040(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+7044(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7048(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+7052(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7056(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+7060(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7064(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+7068(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7072(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+7076(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7080(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+7084(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7088(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+7092(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7096(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+7100(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7104(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+7108(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7112(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+7116(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7120(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+7124(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7128(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+7132(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7136(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+7140(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7144(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+7148(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7152(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+7156(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7160(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+7164(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7168(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+7172(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7176(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+7180(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7184(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+7188(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7192(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+7196(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7200(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+7204(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7208(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+7212(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7216(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+7220(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7224(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+7228(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7232(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+7236(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7240(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+7244(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7248(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7252(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7256(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7260(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7264(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7268(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7272(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7276(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7280(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+7284(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7288(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+7292(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7296(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+7300(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7304(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+7308(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7312(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+7316(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7320(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+7324(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7328(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+7332(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7336(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+7340(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7344(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+7348(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7352(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+7356(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7360(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+7364(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7368(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+7372(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7376(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+7380(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7384(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+7388(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7392(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+7396(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7400(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+7404(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7408(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+7412(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7416(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+7420(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7424(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+7428(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7432(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+7436(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7440(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+7444(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7448(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+7452(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7456(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+7460(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7464(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+7468(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7472(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+7476(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7480(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+7484(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7488(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+7492(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7496(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+7500(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7504(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+7508(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7512(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+7516(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7520(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7524(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7528(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7532(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7536(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+7540(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7544(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+7548(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7552(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+7556(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7560(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+7564(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7568(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+7572(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7576(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+7580(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7584(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+7588(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7592(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+7596(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7600(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+7604(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7608(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+7612(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7616(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+7620(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7624(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+7628(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+7632(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+7636(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7640(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+7644(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7648(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+7652(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7656(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+7660(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7664(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+7668(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7672(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+7676(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7680(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+7684(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7688(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+7692(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7696(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+7700(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7704(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+7708(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7712(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+7716(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7720(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+7724(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7728(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+7732(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7736(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+7740(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7744(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+7748(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7752(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+7756(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7760(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+7764(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7768(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+7772(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7776(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+7780(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7784(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+7788(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7792(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7796(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7800(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+7804(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7808(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+7812(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7816(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+7820(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7824(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+7828(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7832(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+7836(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7840(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+7844(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7848(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+7852(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7856(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+7860(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7864(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+7868(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7872(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+7876(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7880(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+7884(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7888(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+7892(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7896(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+7900(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7904(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+7908(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7912(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+7916(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7920(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+7924(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7928(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+7932(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7936(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+7940(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7944(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+7948(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7952(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+7956(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7960(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+7964(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7968(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+7972(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7976(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+7980(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+7984(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+7988(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+7992(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+7996(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8000(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+8004(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8008(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+8012(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8016(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+8020(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8024(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+8028(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8032(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+8036(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8040(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+8044(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8048(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+8052(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8056(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+8060(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8064(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+8068(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8072(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+8076(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8080(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+8084(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8088(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+8092(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8096(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+8100(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8104(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+8108(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8112(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+8116(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8120(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+8124(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8128(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+8132(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8136(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+8140(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8144(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+8148(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8152(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+8156(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8160(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+8164(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8168(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+8172(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8176(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+8180(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8184(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+8188(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8192(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+8196(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8200(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+8204(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8208(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+8212(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8216(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+8220(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8224(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+8228(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8232(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8236(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8240(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8244(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8248(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8252(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8256(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+8260(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8264(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+8268(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8272(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+8276(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8280(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+8284(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8288(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+8292(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8296(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+8300(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8304(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+8308(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8312(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+8316(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8320(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+8324(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8328(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+8332(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8336(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+8340(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8344(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+8348(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8352(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+8356(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8360(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+8364(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8368(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+8372(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8376(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+8380(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8384(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+8388(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8392(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+8396(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8400(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+8404(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8408(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+8412(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8416(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+8420(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8424(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+8428(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8432(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+8436(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8440(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+8444(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8448(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+8452(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8456(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+8460(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8464(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+8468(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8472(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+8476(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8480(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+8484(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8488(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+8492(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8496(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+8500(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8504(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+8508(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8512(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+8516(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8520(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+8524(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8528(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+8532(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8536(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+8540(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8544(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+8548(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8552(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+8556(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8560(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+8564(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8568(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+8572(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8576(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+8580(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8584(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+8588(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8592(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+8596(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8600(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+8604(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8608(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+8612(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8616(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+8620(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8624(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+8628(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8632(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+8636(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8640(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+8644(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8648(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+8652(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8656(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+8660(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8664(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+8668(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8672(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+8676(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8680(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+8684(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8688(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+8692(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8696(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+8700(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8704(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+8708(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8712(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+8716(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8720(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8724(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8728(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8732(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8736(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+8740(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8744(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+8748(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8752(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+8756(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8760(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+8764(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8768(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+8772(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8776(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+8780(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8784(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+8788(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8792(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+8796(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8800(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+8804(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8808(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+8812(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8816(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+8820(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8824(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+8828(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8832(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+8836(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8840(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+8844(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8848(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+8852(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8856(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+8860(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8864(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+8868(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8872(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+8876(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8880(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+8884(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8888(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+8892(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+8896(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+8900(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8904(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+8908(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8912(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+8916(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8920(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+8924(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8928(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+8932(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8936(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+8940(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8944(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+8948(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8952(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+8956(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8960(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+8964(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8968(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+8972(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8976(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+8980(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8984(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+8988(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+8992(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+8996(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9000(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+9004(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9008(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+9012(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9016(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+9020(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9024(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9028(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9032(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9036(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9040(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9044(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9048(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+9052(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9056(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+9060(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9064(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+9068(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9072(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+9076(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9080(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+9084(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9088(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+9092(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9096(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+9100(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9104(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+9108(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9112(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+9116(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9120(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+9124(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9128(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+9132(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9136(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+9140(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9144(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+9148(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9152(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+9156(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9160(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+9164(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9168(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+9172(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9176(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+9180(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9184(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+9188(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9192(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+9196(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9200(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+9204(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9208(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+9212(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9216(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+9220(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9224(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+9228(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9232(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+9236(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9240(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+9244(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9248(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+9252(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9256(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+9260(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9264(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+9268(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9272(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+9276(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9280(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+9284(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9288(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+9292(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9296(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+9300(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9304(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9308(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9312(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9316(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9320(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9324(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9328(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9332(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9336(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+9340(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9344(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+9348(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9352(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+9356(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9360(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+9364(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9368(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+9372(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9376(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+9380(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9384(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+9388(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9392(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+9396(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9400(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+9404(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9408(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+9412(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9416(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+9420(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9424(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+9428(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9432(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+9436(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9440(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+9444(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9448(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+9452(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9456(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+9460(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9464(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+9468(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9472(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+9476(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9480(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+9484(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9488(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+9492(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9496(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+9500(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9504(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+9508(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9512(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+9516(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9520(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+9524(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9528(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+9532(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9536(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+9540(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9544(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+9548(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9552(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+9556(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9560(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9564(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9568(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9572(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9576(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+9580(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9584(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+9588(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9592(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+9596(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9600(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+9604(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9608(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+9612(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9616(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+9620(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9624(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+9628(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9632(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+9636(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9640(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+9644(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9648(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+9652(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9656(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+9660(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9664(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+9668(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9672(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+9676(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9680(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+9684(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9688(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+9692(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9696(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+9700(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9704(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+9708(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9712(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+9716(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9720(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+9724(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9728(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+9732(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9736(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+9740(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9744(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+9748(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9752(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+9756(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9760(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9764(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9768(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+9772(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9776(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+9780(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9784(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+9788(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9792(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+9796(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9800(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+9804(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9808(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+9812(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+9816(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+9820(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9824(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+9828(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9832(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+9836(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9840(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+9844(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9848(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+9852(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9856(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+9860(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9864(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+9868(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9872(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+9876(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9880(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+9884(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9888(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+9892(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9896(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+9900(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9904(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+9908(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9912(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+9916(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9920(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+9924(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9928(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+9932(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9936(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+9940(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9944(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+9948(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9952(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+9956(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9960(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+9964(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9968(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+9972(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9976(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+9980(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9984(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+9988(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+9992(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+9996(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+10000(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+10004(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+10008(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+10012(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+10016(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+10020(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+10024(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+10028(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10032(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+10036(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10040(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+10044(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10048(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+10052(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10056(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+10060(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10064(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+10068(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10072(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+10076(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10080(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+10084(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10088(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+10092(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10096(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+10100(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10104(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+10108(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10112(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+10116(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10120(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+10124(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10128(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+10132(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10136(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+10140(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10144(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+10148(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10152(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+10156(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10160(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+10164(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10168(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+10172(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10176(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+10180(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10184(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+10188(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10192(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+10196(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10200(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+10204(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10208(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+10212(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10216(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+10220(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10224(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+10228(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10232(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+10236(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10240(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+10244(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10248(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+10252(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10256(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+10260(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10264(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+10268(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10272(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+10276(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10280(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+10284(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10288(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+10292(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10296(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+10300(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10304(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10308(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10312(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+10316(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10320(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+10324(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10328(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+10332(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10336(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+10340(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10344(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+10348(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10352(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+10356(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10360(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+10364(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10368(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+10372(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10376(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+10380(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10384(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+10388(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10392(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+10396(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10400(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+10404(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10408(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+10412(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10416(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+10420(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10424(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+10428(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10432(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+10436(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10440(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+10444(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10448(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+10452(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10456(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+10460(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10464(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+10468(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10472(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+10476(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10480(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+10484(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10488(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+10492(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10496(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+10500(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10504(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+10508(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10512(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+10516(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10520(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+10524(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10528(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+10532(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10536(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+10540(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10544(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+10548(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10552(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+10556(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10560(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+10564(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10568(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10572(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10576(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10580(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10584(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+10588(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10592(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+10596(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10600(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+10604(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10608(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+10612(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10616(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+10620(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10624(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+10628(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10632(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+10636(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10640(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+10644(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10648(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+10652(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10656(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+10660(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10664(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+10668(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10672(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+10676(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10680(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+10684(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10688(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+10692(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10696(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+10700(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10704(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+10708(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10712(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+10716(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10720(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+10724(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10728(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+10732(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10736(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+10740(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10744(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+10748(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10752(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+10756(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10760(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+10764(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10768(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+10772(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10776(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+10780(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10784(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+10788(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10792(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+10796(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10800(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+10804(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10808(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+10812(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10816(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+10820(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10824(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+10828(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10832(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+10836(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10840(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+10844(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10848(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+10852(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10856(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+10860(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10864(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+10868(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10872(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+10876(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10880(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+10884(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10888(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+10892(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10896(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+10900(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10904(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+10908(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10912(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+10916(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10920(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+10924(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10928(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+10932(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10936(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+10940(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+10944(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+10948(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+10952(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+10956(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+10960(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+10964(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+10968(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+10972(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+10976(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+10980(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+10984(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+10988(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+10992(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+10996(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+11000(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+11004(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+11008(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11012(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+11016(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+11020(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+11024(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+11028(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+11032(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+11036(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+11040(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+11044(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+11048(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+11052(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11056(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+11060(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11064(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+11068(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11072(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+11076(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11080(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+11084(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11088(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+11092(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11096(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+11100(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11104(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+11108(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11112(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+11116(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11120(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+11124(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11128(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+11132(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11136(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+11140(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11144(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+11148(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11152(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+11156(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11160(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+11164(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11168(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+11172(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11176(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+11180(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11184(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+11188(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11192(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+11196(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11200(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+11204(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11208(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11212(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11216(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11220(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11224(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+11228(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11232(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+11236(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11240(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+11244(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11248(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+11252(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11256(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+11260(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11264(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+11268(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11272(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+11276(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11280(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+11284(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11288(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+11292(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11296(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+11300(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11304(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+11308(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11312(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+11316(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11320(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+11324(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11328(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+11332(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11336(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+11340(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11344(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+11348(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11352(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+11356(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11360(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+11364(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11368(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+11372(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11376(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11380(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11384(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+11388(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11392(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+11396(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11400(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+11404(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11408(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+11412(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11416(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+11420(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+11424(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+11428(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11432(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+11436(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11440(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+11444(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11448(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+11452(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11456(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+11460(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11464(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+11468(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11472(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+11476(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11480(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+11484(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11488(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+11492(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11496(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+11500(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11504(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+11508(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11512(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+11516(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11520(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+11524(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11528(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+11532(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11536(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+11540(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11544(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11548(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11552(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11556(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11560(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+11564(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11568(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+11572(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11576(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+11580(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11584(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+11588(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11592(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+11596(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11600(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+11604(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11608(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+11612(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11616(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+11620(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11624(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+11628(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11632(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+11636(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11640(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+11644(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11648(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+11652(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11656(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+11660(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11664(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+11668(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11672(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+11676(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11680(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+11684(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11688(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+11692(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11696(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+11700(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11704(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+11708(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11712(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+11716(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11720(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+11724(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11728(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+11732(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11736(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+11740(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11744(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+11748(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11752(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+11756(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11760(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+11764(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11768(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+11772(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11776(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+11780(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11784(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+11788(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11792(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+11796(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11800(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+11804(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+11808(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+11812(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11816(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+11820(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11824(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+11828(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11832(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+11836(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11840(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+11844(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11848(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+11852(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11856(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+11860(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11864(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+11868(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11872(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+11876(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11880(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+11884(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11888(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+11892(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11896(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+11900(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11904(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+11908(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11912(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+11916(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11920(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11924(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11928(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+11932(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11936(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+11940(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11944(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+11948(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11952(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+11956(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11960(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+11964(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11968(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+11972(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11976(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+11980(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+11984(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+11988(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+11992(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+11996(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12000(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+12004(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12008(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+12012(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12016(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+12020(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12024(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+12028(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12032(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+12036(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12040(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+12044(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12048(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+12052(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12056(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+12060(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12064(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+12068(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12072(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+12076(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12080(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+12084(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12088(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+12092(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12096(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+12100(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12104(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+12108(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12112(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+12116(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12120(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+12124(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12128(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+12132(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12136(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+12140(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12144(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+12148(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12152(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+12156(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12160(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+12164(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12168(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+12172(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12176(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+12180(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12184(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+12188(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12192(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+12196(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12200(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+12204(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12208(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+12212(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12216(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+12220(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12224(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+12228(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12232(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+12236(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12240(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+12244(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12248(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+12252(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12256(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+12260(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12264(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12268(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12272(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12276(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12280(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+12284(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12288(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+12292(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12296(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+12300(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12304(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+12308(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12312(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+12316(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12320(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+12324(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12328(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+12332(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12336(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+12340(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12344(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+12348(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12352(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+12356(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12360(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+12364(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12368(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+12372(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12376(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+12380(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12384(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+12388(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12392(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+12396(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12400(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+12404(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12408(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+12412(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12416(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+12420(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12424(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+12428(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12432(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+12436(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12440(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12444(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12448(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+12452(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12456(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+12460(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12464(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+12468(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+12472(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+12476(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12480(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+12484(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12488(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+12492(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12496(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+12500(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12504(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+12508(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12512(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+12516(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12520(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+12524(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12528(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+12532(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12536(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+12540(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12544(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+12548(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12552(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+12556(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12560(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+12564(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12568(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+12572(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12576(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+12580(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12584(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+12588(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12592(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+12596(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12600(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+12604(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12608(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+12612(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12616(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12620(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12624(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12628(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12632(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+12636(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12640(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+12644(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12648(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+12652(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12656(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+12660(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12664(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+12668(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12672(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+12676(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12680(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+12684(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12688(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+12692(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12696(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+12700(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12704(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+12708(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12712(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+12716(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12720(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+12724(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12728(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+12732(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12736(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+12740(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12744(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+12748(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12752(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+12756(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12760(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+12764(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12768(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+12772(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12776(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+12780(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12784(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+12788(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12792(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+12796(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12800(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+12804(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12808(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+12812(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12816(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+12820(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12824(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+12828(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+12832(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+12836(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12840(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+12844(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12848(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+12852(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12856(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+12860(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12864(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+12868(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12872(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+12876(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12880(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+12884(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12888(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+12892(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12896(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+12900(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12904(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+12908(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12912(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+12916(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12920(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+12924(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12928(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+12932(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12936(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+12940(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12944(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+12948(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12952(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+12956(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12960(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12964(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12968(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+12972(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12976(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+12980(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12984(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+12988(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+12992(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+12996(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+13000(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+13004(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+13008(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+13012(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13016(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+13020(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13024(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+13028(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13032(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+13036(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13040(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+13044(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13048(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+13052(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13056(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+13060(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13064(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+13068(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13072(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+13076(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13080(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+13084(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13088(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+13092(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13096(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+13100(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13104(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+13108(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13112(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+13116(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13120(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+13124(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13128(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13132(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13136(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13140(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13144(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+13148(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13152(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+13156(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13160(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+13164(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+13168(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+13172(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13176(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+13180(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13184(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+13188(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13192(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+13196(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13200(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+13204(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13208(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+13212(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13216(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+13220(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13224(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+13228(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13232(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+13236(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13240(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+13244(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13248(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+13252(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13256(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+13260(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13264(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+13268(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13272(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+13276(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13280(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+13284(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13288(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+13292(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13296(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+13300(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13304(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+13308(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13312(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+13316(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13320(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+13324(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13328(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+13332(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13336(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+13340(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13344(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+13348(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13352(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+13356(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13360(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13364(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13368(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13372(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13376(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+13380(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13384(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+13388(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13392(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+13396(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13400(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+13404(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13408(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+13412(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+13416(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+13420(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13424(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+13428(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13432(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+13436(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13440(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+13444(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13448(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+13452(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13456(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+13460(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13464(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+13468(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13472(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+13476(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13480(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+13484(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13488(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+13492(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13496(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+13500(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13504(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+13508(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13512(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+13516(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13520(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+13524(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13528(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+13532(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13536(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13540(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13544(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+13548(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13552(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+13556(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13560(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+13564(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13568(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+13572(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13576(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+13580(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13584(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+13588(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13592(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+13596(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13600(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+13604(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13608(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+13612(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13616(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+13620(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13624(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+13628(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13632(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+13636(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13640(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+13644(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13648(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+13652(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13656(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+13660(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13664(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+13668(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13672(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+13676(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13680(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+13684(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13688(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+13692(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13696(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+13700(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13704(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+13708(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13712(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+13716(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13720(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+13724(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13728(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+13732(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13736(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13740(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13744(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13748(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13752(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+13756(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13760(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+13764(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13768(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+13772(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+13776(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+13780(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13784(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+13788(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13792(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+13796(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13800(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+13804(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13808(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+13812(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13816(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+13820(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13824(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+13828(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13832(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+13836(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13840(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+13844(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13848(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+13852(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13856(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+13860(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13864(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+13868(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13872(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+13876(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13880(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+13884(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13888(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+13892(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13896(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+13900(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13904(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+13908(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13912(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+13916(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13920(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+13924(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13928(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+13932(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13936(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+13940(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13944(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+13948(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13952(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+13956(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13960(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+13964(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13968(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+13972(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13976(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+13980(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13984(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+13988(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+13992(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+13996(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14000(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+14004(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14008(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+14012(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14016(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+14020(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14024(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+14028(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14032(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+14036(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14040(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+14044(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14048(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+14052(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14056(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+14060(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14064(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+14068(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14072(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+14076(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14080(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+14084(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14088(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14092(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14096(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14100(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14104(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14108(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14112(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14116(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14120(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14124(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14128(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+14132(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14136(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+14140(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14144(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+14148(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14152(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+14156(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14160(SB)/4, $0xffffff00
-DATA grid_iq1sGrid<>+14164(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14168(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+14172(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14176(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+14180(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14184(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+14188(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14192(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+14196(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14200(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+14204(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14208(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+14212(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14216(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+14220(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14224(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+14228(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14232(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+14236(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14240(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+14244(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14248(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+14252(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14256(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+14260(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14264(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+14268(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14272(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+14276(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14280(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+14284(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14288(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+14292(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14296(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+14300(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14304(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+14308(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14312(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+14316(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14320(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+14324(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14328(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+14332(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14336(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+14340(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14344(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+14348(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14352(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14356(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14360(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+14364(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14368(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+14372(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14376(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+14380(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14384(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+14388(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14392(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+14396(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14400(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+14404(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14408(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+14412(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14416(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+14420(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14424(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+14428(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14432(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+14436(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14440(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+14444(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14448(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+14452(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14456(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+14460(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14464(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+14468(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14472(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+14476(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14480(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+14484(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14488(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+14492(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14496(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+14500(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14504(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14508(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14512(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14516(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14520(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+14524(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+14528(SB)/4, $0xffff00ff
-DATA grid_iq1sGrid<>+14532(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14536(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+14540(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14544(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+14548(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14552(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+14556(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14560(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+14564(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14568(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+14572(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14576(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+14580(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14584(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+14588(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14592(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+14596(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14600(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+14604(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14608(SB)/4, $0xff0100ff
-DATA grid_iq1sGrid<>+14612(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14616(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+14620(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14624(SB)/4, $0x00ffffff
-DATA grid_iq1sGrid<>+14628(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14632(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+14636(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14640(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+14644(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14648(SB)/4, $0x00ff01ff
-DATA grid_iq1sGrid<>+14652(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14656(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+14660(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14664(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+14668(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14672(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+14676(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14680(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+14684(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14688(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+14692(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14696(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+14700(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14704(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+14708(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14712(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+14716(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14720(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+14724(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14728(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+14732(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14736(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+14740(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14744(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+14748(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14752(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+14756(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14760(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+14764(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14768(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14772(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14776(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14780(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14784(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+14788(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14792(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+14796(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+14800(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+14804(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14808(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+14812(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14816(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+14820(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14824(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+14828(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14832(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+14836(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14840(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+14844(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14848(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+14852(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14856(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+14860(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14864(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+14868(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14872(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+14876(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14880(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+14884(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14888(SB)/4, $0x0100ff00
-DATA grid_iq1sGrid<>+14892(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14896(SB)/4, $0x010000ff
-DATA grid_iq1sGrid<>+14900(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14904(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+14908(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14912(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+14916(SB)/4, $0x01000101
-DATA grid_iq1sGrid<>+14920(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+14924(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14928(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+14932(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14936(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+14940(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14944(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+14948(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14952(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+14956(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14960(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+14964(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14968(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+14972(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14976(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+14980(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14984(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+14988(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+14992(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+14996(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15000(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+15004(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15008(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+15012(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15016(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+15020(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15024(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+15028(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15032(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+15036(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15040(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+15044(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15048(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+15052(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15056(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+15060(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15064(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+15068(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15072(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15076(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15080(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15084(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15088(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+15092(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15096(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+15100(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15104(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+15108(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15112(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+15116(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15120(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+15124(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15128(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+15132(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15136(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+15140(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15144(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+15148(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15152(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+15156(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15160(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+15164(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15168(SB)/4, $0x00ff0100
-DATA grid_iq1sGrid<>+15172(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15176(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+15180(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15184(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+15188(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15192(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+15196(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15200(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+15204(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15208(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+15212(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15216(SB)/4, $0x000100ff
-DATA grid_iq1sGrid<>+15220(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15224(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+15228(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15232(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+15236(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15240(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+15244(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15248(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+15252(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15256(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+15260(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15264(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+15268(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15272(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+15276(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15280(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+15284(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15288(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+15292(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15296(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+15300(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15304(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+15308(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15312(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+15316(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15320(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+15324(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15328(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+15332(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15336(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+15340(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15344(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+15348(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15352(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+15356(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15360(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+15364(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15368(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+15372(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15376(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+15380(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15384(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+15388(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15392(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+15396(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15400(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+15404(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15408(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+15412(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15416(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15420(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15424(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+15428(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15432(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+15436(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+15440(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+15444(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15448(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+15452(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15456(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+15460(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15464(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+15468(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15472(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+15476(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15480(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+15484(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15488(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+15492(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15496(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+15500(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15504(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+15508(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15512(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+15516(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15520(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+15524(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15528(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+15532(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15536(SB)/4, $0x000101ff
-DATA grid_iq1sGrid<>+15540(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15544(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+15548(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15552(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+15556(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15560(SB)/4, $0xffff0001
-DATA grid_iq1sGrid<>+15564(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15568(SB)/4, $0xffff0100
-DATA grid_iq1sGrid<>+15572(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15576(SB)/4, $0xff00ffff
-DATA grid_iq1sGrid<>+15580(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15584(SB)/4, $0xff00ff01
-DATA grid_iq1sGrid<>+15588(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15592(SB)/4, $0xff000000
-DATA grid_iq1sGrid<>+15596(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15600(SB)/4, $0xff0001ff
-DATA grid_iq1sGrid<>+15604(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15608(SB)/4, $0xff010001
-DATA grid_iq1sGrid<>+15612(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15616(SB)/4, $0xff010100
-DATA grid_iq1sGrid<>+15620(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15624(SB)/4, $0x00ffff01
-DATA grid_iq1sGrid<>+15628(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15632(SB)/4, $0x00ff0000
-DATA grid_iq1sGrid<>+15636(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15640(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+15644(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15648(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+15652(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15656(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+15660(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15664(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+15668(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15672(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+15676(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15680(SB)/4, $0x00010000
-DATA grid_iq1sGrid<>+15684(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15688(SB)/4, $0x00010101
-DATA grid_iq1sGrid<>+15692(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15696(SB)/4, $0x01ffff00
-DATA grid_iq1sGrid<>+15700(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15704(SB)/4, $0x01ff00ff
-DATA grid_iq1sGrid<>+15708(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15712(SB)/4, $0x01ff0000
-DATA grid_iq1sGrid<>+15716(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15720(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+15724(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15728(SB)/4, $0x01ff0100
-DATA grid_iq1sGrid<>+15732(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15736(SB)/4, $0x0100ff01
-DATA grid_iq1sGrid<>+15740(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15744(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+15748(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15752(SB)/4, $0x010001ff
-DATA grid_iq1sGrid<>+15756(SB)/4, $0x01010000
-DATA grid_iq1sGrid<>+15760(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+15764(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15768(SB)/4, $0xff00ff00
-DATA grid_iq1sGrid<>+15772(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15776(SB)/4, $0xff000001
-DATA grid_iq1sGrid<>+15780(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15784(SB)/4, $0xff000101
-DATA grid_iq1sGrid<>+15788(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15792(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+15796(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15800(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+15804(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15808(SB)/4, $0x00ff00ff
-DATA grid_iq1sGrid<>+15812(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15816(SB)/4, $0x00ff0001
-DATA grid_iq1sGrid<>+15820(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15824(SB)/4, $0x00ff0101
-DATA grid_iq1sGrid<>+15828(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15832(SB)/4, $0x0000ff01
-DATA grid_iq1sGrid<>+15836(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15840(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+15844(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15848(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+15852(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15856(SB)/4, $0x000001ff
-DATA grid_iq1sGrid<>+15860(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15864(SB)/4, $0x0001ffff
-DATA grid_iq1sGrid<>+15868(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15872(SB)/4, $0x0001ff01
-DATA grid_iq1sGrid<>+15876(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15880(SB)/4, $0x01ff0001
-DATA grid_iq1sGrid<>+15884(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15888(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+15892(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15896(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+15900(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15904(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+15908(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15912(SB)/4, $0x01000100
-DATA grid_iq1sGrid<>+15916(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15920(SB)/4, $0x0101ff00
-DATA grid_iq1sGrid<>+15924(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15928(SB)/4, $0x010100ff
-DATA grid_iq1sGrid<>+15932(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15936(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15940(SB)/4, $0x01010001
-DATA grid_iq1sGrid<>+15944(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+15948(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+15952(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+15956(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+15960(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+15964(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+15968(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+15972(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+15976(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+15980(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+15984(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+15988(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+15992(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+15996(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16000(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+16004(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16008(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+16012(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16016(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+16020(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16024(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+16028(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16032(SB)/4, $0x00000100
-DATA grid_iq1sGrid<>+16036(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16040(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+16044(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16048(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+16052(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16056(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+16060(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16064(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+16068(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16072(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+16076(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16080(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+16084(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16088(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+16092(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16096(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16100(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16104(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16108(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16112(SB)/4, $0xffff0000
-DATA grid_iq1sGrid<>+16116(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16120(SB)/4, $0xff0000ff
-DATA grid_iq1sGrid<>+16124(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16128(SB)/4, $0xff000100
-DATA grid_iq1sGrid<>+16132(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16136(SB)/4, $0xff01ff00
-DATA grid_iq1sGrid<>+16140(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16144(SB)/4, $0xff010000
-DATA grid_iq1sGrid<>+16148(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16152(SB)/4, $0x00ffff00
-DATA grid_iq1sGrid<>+16156(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16160(SB)/4, $0x0000ffff
-DATA grid_iq1sGrid<>+16164(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16168(SB)/4, $0x00000000
-DATA grid_iq1sGrid<>+16172(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16176(SB)/4, $0x00000101
-DATA grid_iq1sGrid<>+16180(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16184(SB)/4, $0x0001ff00
-DATA grid_iq1sGrid<>+16188(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16192(SB)/4, $0x00010001
-DATA grid_iq1sGrid<>+16196(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16200(SB)/4, $0x00010100
-DATA grid_iq1sGrid<>+16204(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16208(SB)/4, $0x0100ffff
-DATA grid_iq1sGrid<>+16212(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16216(SB)/4, $0x01000001
-DATA grid_iq1sGrid<>+16220(SB)/4, $0x01010100
-DATA grid_iq1sGrid<>+16224(SB)/4, $0xffffffff
-DATA grid_iq1sGrid<>+16228(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16232(SB)/4, $0xffffff01
-DATA grid_iq1sGrid<>+16236(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16240(SB)/4, $0xffff01ff
-DATA grid_iq1sGrid<>+16244(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16248(SB)/4, $0xffff0101
-DATA grid_iq1sGrid<>+16252(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16256(SB)/4, $0xff01ffff
-DATA grid_iq1sGrid<>+16260(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16264(SB)/4, $0xff01ff01
-DATA grid_iq1sGrid<>+16268(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16272(SB)/4, $0xff0101ff
-DATA grid_iq1sGrid<>+16276(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16280(SB)/4, $0xff010101
-DATA grid_iq1sGrid<>+16284(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16288(SB)/4, $0x0000ff00
-DATA grid_iq1sGrid<>+16292(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16296(SB)/4, $0x000000ff
-DATA grid_iq1sGrid<>+16300(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16304(SB)/4, $0x00000001
-DATA grid_iq1sGrid<>+16308(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16312(SB)/4, $0x01ffffff
-DATA grid_iq1sGrid<>+16316(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16320(SB)/4, $0x01ffff01
-DATA grid_iq1sGrid<>+16324(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16328(SB)/4, $0x01ff01ff
-DATA grid_iq1sGrid<>+16332(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16336(SB)/4, $0x01ff0101
-DATA grid_iq1sGrid<>+16340(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16344(SB)/4, $0x01000000
-DATA grid_iq1sGrid<>+16348(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16352(SB)/4, $0x0101ffff
-DATA grid_iq1sGrid<>+16356(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16360(SB)/4, $0x0101ff01
-DATA grid_iq1sGrid<>+16364(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16368(SB)/4, $0x010101ff
-DATA grid_iq1sGrid<>+16372(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16376(SB)/4, $0x01010101
-DATA grid_iq1sGrid<>+16380(SB)/4, $0x01010101
-GLOBL grid_iq1sGrid<>(SB), RODATA|NOPTR, $16384
+DATA grid_iq1sGrid_p1<>+0(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+4(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+8(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+12(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+16(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+20(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+24(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+28(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+32(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+36(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+40(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+44(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+48(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+52(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+56(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+60(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+64(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+68(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+72(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+76(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+80(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+84(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+88(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+92(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+96(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+100(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+104(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+108(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+112(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+116(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+120(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+124(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+128(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+132(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+136(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+140(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+144(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+148(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+152(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+156(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+160(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+164(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+168(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+172(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+176(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+180(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+184(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+188(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+192(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+196(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+200(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+204(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+208(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+212(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+216(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+220(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+224(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+228(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+232(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+236(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+240(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+244(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+248(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+252(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+256(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+260(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+264(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+268(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+272(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+276(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+280(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+284(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+288(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+292(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+296(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+300(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+304(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+308(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+312(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+316(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+320(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+324(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+328(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+332(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+336(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+340(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+344(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+348(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+352(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+356(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+360(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+364(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+368(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+372(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+376(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+380(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+384(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+388(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+392(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+396(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+400(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+404(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+408(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+412(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+416(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+420(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+424(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+428(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+432(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+436(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+440(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+444(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+448(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+452(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+456(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+460(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+464(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+468(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+472(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+476(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+480(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+484(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+488(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+492(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+496(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+500(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+504(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+508(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+512(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+516(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+520(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+524(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+528(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+532(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+536(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+540(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+544(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+548(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+552(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+556(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+560(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+564(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+568(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+572(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+576(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+580(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+584(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+588(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+592(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+596(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+600(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+604(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+608(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+612(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+616(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+620(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+624(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+628(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+632(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+636(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+640(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+644(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+648(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+652(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+656(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+660(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+664(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+668(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+672(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+676(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+680(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+684(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+688(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+692(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+696(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+700(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+704(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+708(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+712(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+716(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+720(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+724(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+728(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+732(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+736(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+740(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+744(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+748(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+752(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+756(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+760(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+764(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+768(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+772(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+776(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+780(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+784(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+788(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+792(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+796(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+800(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+804(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+808(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+812(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+816(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+820(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+824(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+828(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+832(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+836(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+840(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+844(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+848(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+852(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+856(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+860(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+864(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+868(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+872(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+876(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+880(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+884(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+888(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+892(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+896(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+900(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+904(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+908(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+912(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+916(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+920(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+924(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+928(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+932(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+936(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+940(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+944(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+948(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+952(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+956(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+960(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+964(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+968(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+972(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+976(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+980(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+984(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+988(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+992(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+996(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1000(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+1004(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1008(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+1012(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1016(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+1020(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1024(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+1028(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1032(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+1036(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1040(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+1044(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1048(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+1052(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1056(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+1060(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1064(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+1068(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1072(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+1076(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1080(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+1084(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1088(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1092(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1096(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1100(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1104(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+1108(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1112(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+1116(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1120(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+1124(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1128(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+1132(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1136(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+1140(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1144(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+1148(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1152(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+1156(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1160(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+1164(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1168(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+1172(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1176(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+1180(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1184(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+1188(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1192(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+1196(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1200(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+1204(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1208(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+1212(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1216(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+1220(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1224(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+1228(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1232(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+1236(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1240(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+1244(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1248(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+1252(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1256(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1260(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1264(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+1268(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1272(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+1276(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1280(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+1284(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1288(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+1292(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1296(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+1300(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1304(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+1308(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1312(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+1316(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1320(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+1324(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1328(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+1332(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1336(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+1340(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1344(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+1348(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1352(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+1356(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1360(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+1364(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1368(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+1372(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1376(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+1380(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1384(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+1388(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1392(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+1396(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1400(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+1404(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1408(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+1412(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1416(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1420(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1424(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+1428(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1432(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+1436(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1440(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+1444(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1448(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+1452(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1456(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+1460(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1464(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+1468(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1472(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+1476(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1480(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+1484(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1488(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+1492(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1496(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+1500(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1504(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+1508(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1512(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+1516(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1520(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+1524(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1528(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+1532(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1536(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+1540(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1544(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+1548(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1552(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+1556(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1560(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+1564(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1568(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+1572(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1576(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+1580(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+1584(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1588(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1592(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1596(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1600(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+1604(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1608(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+1612(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1616(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+1620(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1624(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+1628(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1632(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+1636(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1640(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+1644(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1648(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+1652(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1656(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+1660(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1664(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+1668(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1672(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+1676(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1680(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+1684(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1688(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+1692(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1696(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+1700(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1704(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+1708(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1712(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+1716(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1720(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+1724(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1728(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+1732(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1736(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+1740(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1744(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+1748(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1752(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+1756(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1760(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+1764(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1768(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+1772(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1776(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+1780(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1784(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+1788(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1792(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+1796(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1800(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+1804(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1808(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+1812(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1816(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+1820(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1824(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+1828(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1832(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+1836(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1840(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+1844(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1848(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+1852(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1856(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+1860(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1864(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+1868(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1872(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+1876(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1880(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+1884(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1888(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+1892(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1896(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+1900(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1904(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+1908(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1912(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+1916(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1920(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+1924(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1928(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+1932(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1936(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+1940(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1944(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+1948(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1952(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+1956(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1960(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+1964(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+1968(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+1972(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+1976(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+1980(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+1984(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+1988(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+1992(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+1996(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2000(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+2004(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2008(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+2012(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2016(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+2020(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2024(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+2028(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2032(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+2036(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2040(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+2044(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2048(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+2052(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2056(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+2060(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2064(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+2068(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2072(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+2076(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2080(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+2084(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2088(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+2092(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2096(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+2100(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+2104(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+2108(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2112(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+2116(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2120(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+2124(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2128(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2132(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2136(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2140(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2144(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+2148(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2152(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+2156(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2160(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+2164(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2168(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+2172(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2176(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+2180(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2184(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+2188(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2192(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+2196(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2200(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+2204(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2208(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+2212(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2216(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+2220(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2224(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+2228(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2232(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+2236(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2240(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+2244(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2248(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+2252(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2256(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+2260(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2264(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+2268(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2272(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+2276(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2280(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+2284(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2288(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+2292(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2296(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+2300(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2304(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+2308(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2312(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+2316(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2320(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+2324(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2328(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+2332(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2336(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+2340(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2344(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+2348(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2352(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+2356(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2360(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+2364(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2368(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+2372(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2376(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+2380(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2384(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+2388(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2392(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+2396(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2400(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+2404(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2408(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+2412(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2416(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2420(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2424(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2428(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2432(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+2436(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2440(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+2444(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2448(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+2452(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2456(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+2460(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2464(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+2468(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2472(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+2476(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2480(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+2484(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2488(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+2492(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2496(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+2500(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2504(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+2508(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2512(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+2516(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2520(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+2524(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2528(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+2532(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2536(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+2540(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2544(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+2548(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2552(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+2556(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2560(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+2564(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2568(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+2572(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2576(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+2580(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2584(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+2588(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2592(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+2596(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2600(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+2604(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2608(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+2612(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2616(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+2620(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2624(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+2628(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2632(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+2636(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2640(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+2644(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2648(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+2652(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2656(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+2660(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2664(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+2668(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2672(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+2676(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2680(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+2684(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2688(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+2692(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2696(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+2700(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2704(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+2708(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2712(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+2716(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2720(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+2724(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2728(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+2732(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2736(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+2740(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2744(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+2748(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2752(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+2756(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2760(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+2764(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2768(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+2772(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2776(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2780(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2784(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+2788(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2792(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+2796(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2800(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+2804(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2808(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+2812(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2816(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+2820(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2824(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+2828(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2832(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+2836(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2840(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+2844(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2848(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+2852(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2856(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+2860(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2864(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+2868(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2872(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+2876(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2880(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+2884(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2888(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+2892(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2896(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+2900(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2904(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+2908(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2912(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+2916(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2920(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+2924(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2928(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+2932(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2936(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+2940(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2944(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+2948(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2952(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+2956(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2960(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+2964(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2968(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+2972(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2976(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+2980(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2984(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+2988(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+2992(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+2996(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+3000(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+3004(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3008(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+3012(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3016(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+3020(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3024(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+3028(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3032(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+3036(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3040(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+3044(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3048(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+3052(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3056(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+3060(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3064(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+3068(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3072(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+3076(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3080(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+3084(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3088(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+3092(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3096(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+3100(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3104(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+3108(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3112(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+3116(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3120(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+3124(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3128(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+3132(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3136(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+3140(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3144(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+3148(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3152(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+3156(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+3160(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+3164(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3168(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+3172(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3176(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+3180(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3184(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3188(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3192(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3196(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3200(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+3204(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3208(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+3212(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3216(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+3220(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3224(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+3228(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3232(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+3236(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3240(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+3244(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3248(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+3252(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3256(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+3260(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3264(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+3268(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3272(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+3276(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3280(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+3284(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3288(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+3292(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3296(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+3300(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3304(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+3308(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3312(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+3316(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3320(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+3324(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3328(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+3332(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3336(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+3340(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3344(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+3348(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3352(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+3356(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3360(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+3364(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3368(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+3372(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3376(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+3380(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3384(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+3388(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3392(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+3396(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3400(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+3404(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3408(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+3412(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3416(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+3420(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3424(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+3428(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3432(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+3436(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3440(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+3444(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3448(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+3452(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3456(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+3460(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3464(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+3468(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3472(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+3476(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3480(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+3484(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3488(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+3492(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3496(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+3500(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3504(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+3508(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3512(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+3516(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+3520(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+3524(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3528(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+3532(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3536(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+3540(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3544(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+3548(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3552(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+3556(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3560(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3564(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3568(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3572(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3576(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+3580(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3584(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+3588(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3592(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+3596(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3600(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+3604(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3608(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+3612(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3616(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+3620(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3624(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+3628(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3632(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+3636(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3640(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+3644(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3648(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+3652(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3656(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+3660(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3664(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+3668(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3672(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+3676(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3680(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+3684(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3688(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+3692(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3696(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+3700(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3704(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+3708(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3712(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+3716(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3720(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+3724(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3728(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+3732(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3736(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+3740(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3744(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+3748(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3752(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+3756(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3760(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+3764(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3768(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+3772(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3776(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+3780(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3784(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+3788(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3792(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+3796(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3800(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+3804(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3808(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+3812(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3816(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+3820(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3824(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+3828(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3832(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+3836(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3840(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+3844(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3848(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+3852(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3856(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+3860(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3864(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+3868(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3872(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+3876(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+3880(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+3884(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3888(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+3892(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3896(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+3900(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3904(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+3908(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3912(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+3916(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3920(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+3924(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3928(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3932(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3936(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+3940(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3944(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+3948(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3952(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+3956(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3960(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+3964(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3968(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+3972(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3976(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+3980(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3984(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+3988(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+3992(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+3996(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4000(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+4004(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4008(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+4012(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4016(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+4020(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4024(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+4028(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4032(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+4036(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4040(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+4044(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4048(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+4052(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4056(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+4060(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4064(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+4068(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4072(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+4076(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4080(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+4084(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4088(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+4092(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4096(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4100(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4104(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+4108(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4112(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+4116(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4120(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+4124(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4128(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+4132(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4136(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+4140(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4144(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+4148(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4152(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+4156(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4160(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+4164(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4168(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+4172(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4176(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+4180(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4184(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+4188(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4192(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+4196(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4200(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+4204(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4208(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+4212(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4216(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+4220(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+4224(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+4228(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4232(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+4236(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4240(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+4244(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4248(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4252(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4256(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+4260(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4264(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+4268(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4272(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+4276(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4280(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+4284(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4288(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+4292(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4296(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+4300(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4304(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+4308(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4312(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+4316(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4320(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+4324(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4328(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+4332(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4336(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+4340(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4344(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+4348(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4352(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+4356(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4360(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+4364(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4368(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+4372(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4376(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+4380(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4384(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+4388(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4392(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+4396(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4400(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+4404(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4408(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+4412(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4416(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+4420(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4424(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+4428(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4432(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+4436(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4440(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+4444(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4448(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4452(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4456(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+4460(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4464(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+4468(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4472(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+4476(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4480(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+4484(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4488(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+4492(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4496(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+4500(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4504(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+4508(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4512(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+4516(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4520(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+4524(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4528(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+4532(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+4536(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+4540(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4544(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+4548(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4552(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+4556(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4560(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+4564(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4568(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+4572(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4576(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+4580(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4584(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4588(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4592(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4596(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4600(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4604(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4608(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+4612(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4616(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+4620(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4624(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+4628(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4632(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+4636(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4640(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+4644(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4648(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+4652(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4656(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+4660(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4664(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+4668(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4672(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+4676(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4680(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+4684(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4688(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+4692(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4696(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+4700(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4704(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+4708(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4712(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+4716(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4720(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+4724(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4728(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+4732(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4736(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+4740(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4744(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+4748(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4752(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+4756(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4760(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+4764(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4768(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+4772(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4776(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+4780(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4784(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+4788(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4792(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+4796(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4800(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+4804(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4808(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+4812(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4816(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+4820(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4824(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+4828(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4832(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+4836(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4840(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+4844(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4848(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+4852(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+4856(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+4860(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4864(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+4868(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4872(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+4876(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4880(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+4884(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4888(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+4892(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4896(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+4900(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4904(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+4908(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4912(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4916(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4920(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+4924(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4928(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+4932(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4936(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+4940(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4944(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+4948(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4952(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+4956(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4960(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+4964(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4968(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+4972(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4976(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+4980(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4984(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+4988(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+4992(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+4996(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+5000(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+5004(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+5008(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+5012(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+5016(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+5020(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+5024(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+5028(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+5032(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+5036(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5040(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+5044(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5048(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+5052(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5056(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+5060(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5064(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+5068(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5072(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+5076(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5080(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+5084(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5088(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+5092(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5096(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+5100(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5104(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+5108(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5112(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+5116(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5120(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+5124(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5128(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+5132(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5136(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+5140(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5144(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+5148(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5152(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+5156(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+5160(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+5164(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5168(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+5172(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5176(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+5180(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5184(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+5188(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5192(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+5196(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5200(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+5204(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5208(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+5212(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5216(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+5220(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5224(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+5228(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5232(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+5236(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5240(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+5244(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5248(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+5252(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5256(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+5260(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5264(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5268(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5272(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+5276(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5280(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+5284(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5288(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+5292(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5296(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+5300(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5304(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+5308(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5312(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+5316(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5320(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+5324(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5328(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+5332(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5336(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+5340(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5344(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+5348(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5352(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+5356(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5360(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+5364(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5368(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+5372(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5376(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+5380(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5384(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+5388(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5392(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+5396(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5400(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+5404(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5408(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+5412(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5416(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+5420(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5424(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+5428(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5432(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+5436(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5440(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+5444(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5448(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+5452(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5456(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+5460(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5464(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+5468(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5472(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5476(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5480(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+5484(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5488(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+5492(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5496(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+5500(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5504(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+5508(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5512(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+5516(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5520(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+5524(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5528(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+5532(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5536(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+5540(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+5544(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+5548(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5552(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+5556(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5560(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+5564(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5568(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+5572(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5576(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5580(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5584(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+5588(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5592(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+5596(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5600(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+5604(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5608(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+5612(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5616(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+5620(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5624(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+5628(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5632(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+5636(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5640(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+5644(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5648(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+5652(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5656(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+5660(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5664(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+5668(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5672(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+5676(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5680(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+5684(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5688(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+5692(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5696(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+5700(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5704(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+5708(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5712(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+5716(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5720(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+5724(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5728(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+5732(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5736(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+5740(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5744(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+5748(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5752(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+5756(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5760(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+5764(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5768(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+5772(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5776(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+5780(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5784(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+5788(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5792(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+5796(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5800(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+5804(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5808(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+5812(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5816(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+5820(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5824(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+5828(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5832(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+5836(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5840(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+5844(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5848(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+5852(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5856(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5860(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5864(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+5868(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5872(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+5876(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5880(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+5884(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5888(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+5892(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5896(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+5900(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5904(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+5908(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5912(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+5916(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5920(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+5924(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5928(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+5932(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5936(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+5940(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5944(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+5948(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5952(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+5956(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5960(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+5964(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5968(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+5972(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5976(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+5980(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5984(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+5988(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+5992(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+5996(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6000(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+6004(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6008(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+6012(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6016(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+6020(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6024(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+6028(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6032(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+6036(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6040(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+6044(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6048(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+6052(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6056(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+6060(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6064(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+6068(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6072(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+6076(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6080(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+6084(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6088(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+6092(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6096(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+6100(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6104(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+6108(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6112(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+6116(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6120(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+6124(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6128(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+6132(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6136(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+6140(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6144(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+6148(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6152(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+6156(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6160(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+6164(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6168(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+6172(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6176(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6180(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6184(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6188(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6192(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6196(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6200(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+6204(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6208(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+6212(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6216(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+6220(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6224(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+6228(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6232(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+6236(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6240(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+6244(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6248(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+6252(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6256(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+6260(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6264(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+6268(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6272(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+6276(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6280(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+6284(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6288(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+6292(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6296(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+6300(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6304(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+6308(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6312(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+6316(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6320(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+6324(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6328(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+6332(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6336(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+6340(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6344(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+6348(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6352(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+6356(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6360(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+6364(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6368(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+6372(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6376(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6380(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6384(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6388(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6392(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+6396(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6400(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+6404(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6408(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+6412(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6416(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+6420(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6424(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+6428(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6432(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+6436(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6440(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+6444(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6448(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+6452(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6456(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+6460(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6464(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+6468(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6472(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+6476(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6480(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+6484(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6488(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+6492(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6496(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+6500(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6504(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+6508(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6512(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+6516(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6520(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+6524(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6528(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+6532(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6536(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+6540(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6544(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+6548(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6552(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+6556(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6560(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+6564(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6568(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+6572(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6576(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+6580(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6584(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6588(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6592(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6596(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6600(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+6604(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6608(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+6612(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6616(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+6620(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6624(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+6628(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6632(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+6636(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6640(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+6644(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6648(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+6652(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6656(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+6660(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6664(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+6668(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6672(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+6676(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6680(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+6684(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6688(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+6692(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6696(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+6700(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6704(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+6708(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6712(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+6716(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6720(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+6724(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6728(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+6732(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6736(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+6740(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6744(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+6748(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6752(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+6756(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6760(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+6764(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6768(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+6772(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6776(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+6780(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6784(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+6788(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6792(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+6796(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6800(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+6804(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6808(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+6812(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6816(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+6820(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6824(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+6828(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6832(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+6836(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6840(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+6844(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6848(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+6852(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+6856(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+6860(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6864(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+6868(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6872(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+6876(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6880(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+6884(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6888(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+6892(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6896(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+6900(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6904(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+6908(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6912(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+6916(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6920(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+6924(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6928(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+6932(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6936(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+6940(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6944(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+6948(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6952(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+6956(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6960(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+6964(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6968(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+6972(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6976(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+6980(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6984(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+6988(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+6992(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+6996(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7000(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+7004(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7008(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+7012(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7016(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+7020(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7024(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+7028(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7032(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+7036(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7040(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+7044(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7048(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+7052(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7056(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+7060(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7064(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+7068(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7072(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+7076(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7080(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+7084(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7088(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+7092(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7096(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+7100(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7104(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+7108(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7112(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+7116(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7120(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+7124(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7128(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+7132(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7136(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+7140(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7144(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+7148(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7152(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+7156(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7160(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+7164(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7168(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+7172(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7176(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+7180(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7184(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+7188(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7192(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+7196(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7200(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+7204(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7208(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+7212(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7216(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+7220(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7224(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+7228(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7232(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+7236(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7240(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+7244(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7248(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7252(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7256(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7260(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7264(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7268(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7272(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7276(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7280(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+7284(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7288(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+7292(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7296(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+7300(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7304(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+7308(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7312(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+7316(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7320(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+7324(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7328(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+7332(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7336(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+7340(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7344(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+7348(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7352(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+7356(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7360(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+7364(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7368(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+7372(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7376(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+7380(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7384(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+7388(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7392(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+7396(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7400(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+7404(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7408(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+7412(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7416(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+7420(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7424(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+7428(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7432(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+7436(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7440(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+7444(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7448(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+7452(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7456(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+7460(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7464(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+7468(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7472(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+7476(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7480(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+7484(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7488(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+7492(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7496(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+7500(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7504(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+7508(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7512(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+7516(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7520(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7524(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7528(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7532(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7536(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+7540(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7544(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+7548(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7552(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+7556(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7560(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+7564(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7568(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+7572(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7576(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+7580(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7584(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+7588(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7592(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+7596(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7600(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+7604(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7608(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+7612(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7616(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+7620(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7624(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+7628(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+7632(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+7636(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7640(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+7644(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7648(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+7652(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7656(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+7660(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7664(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+7668(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7672(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+7676(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7680(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+7684(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7688(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+7692(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7696(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+7700(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7704(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+7708(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7712(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+7716(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7720(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+7724(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7728(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+7732(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7736(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+7740(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7744(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+7748(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7752(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+7756(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7760(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+7764(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7768(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+7772(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7776(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+7780(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7784(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+7788(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7792(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7796(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7800(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+7804(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7808(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+7812(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7816(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+7820(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7824(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+7828(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7832(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+7836(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7840(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+7844(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7848(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+7852(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7856(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+7860(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7864(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+7868(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7872(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+7876(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7880(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+7884(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7888(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+7892(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7896(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+7900(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7904(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+7908(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7912(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+7916(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7920(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+7924(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7928(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+7932(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7936(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+7940(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7944(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+7948(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7952(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+7956(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7960(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+7964(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7968(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+7972(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7976(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+7980(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+7984(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+7988(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+7992(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+7996(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8000(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+8004(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8008(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+8012(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8016(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+8020(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8024(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+8028(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8032(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+8036(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8040(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+8044(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8048(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+8052(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8056(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+8060(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8064(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+8068(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8072(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+8076(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8080(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+8084(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8088(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+8092(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8096(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+8100(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8104(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+8108(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8112(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+8116(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8120(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+8124(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8128(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+8132(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8136(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+8140(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8144(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+8148(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8152(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+8156(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8160(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+8164(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8168(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+8172(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8176(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+8180(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8184(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+8188(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8192(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+8196(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8200(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+8204(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8208(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+8212(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8216(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+8220(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8224(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+8228(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8232(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8236(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8240(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8244(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8248(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8252(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8256(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+8260(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8264(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+8268(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8272(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+8276(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8280(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+8284(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8288(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+8292(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8296(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+8300(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8304(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+8308(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8312(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+8316(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8320(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+8324(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8328(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+8332(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8336(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+8340(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8344(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+8348(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8352(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+8356(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8360(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+8364(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8368(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+8372(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8376(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+8380(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8384(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+8388(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8392(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+8396(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8400(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+8404(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8408(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+8412(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8416(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+8420(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8424(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+8428(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8432(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+8436(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8440(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+8444(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8448(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+8452(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8456(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+8460(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8464(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+8468(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8472(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+8476(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8480(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+8484(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8488(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+8492(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8496(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+8500(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8504(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+8508(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8512(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+8516(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8520(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+8524(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8528(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+8532(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8536(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+8540(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8544(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+8548(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8552(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+8556(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8560(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+8564(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8568(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+8572(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8576(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+8580(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8584(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+8588(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8592(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+8596(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8600(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+8604(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8608(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+8612(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8616(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+8620(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8624(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+8628(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8632(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+8636(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8640(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+8644(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8648(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+8652(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8656(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+8660(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8664(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+8668(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8672(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+8676(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8680(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+8684(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8688(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+8692(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8696(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+8700(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8704(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+8708(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8712(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+8716(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8720(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8724(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8728(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8732(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8736(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+8740(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8744(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+8748(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8752(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+8756(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8760(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+8764(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8768(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+8772(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8776(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+8780(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8784(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+8788(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8792(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+8796(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8800(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+8804(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8808(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+8812(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8816(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+8820(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8824(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+8828(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8832(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+8836(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8840(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+8844(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8848(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+8852(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8856(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+8860(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8864(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+8868(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8872(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+8876(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8880(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+8884(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8888(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+8892(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+8896(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+8900(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8904(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+8908(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8912(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+8916(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8920(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+8924(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8928(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+8932(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8936(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+8940(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8944(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+8948(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8952(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+8956(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8960(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+8964(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8968(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+8972(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8976(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+8980(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8984(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+8988(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+8992(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+8996(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9000(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+9004(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9008(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+9012(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9016(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+9020(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9024(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9028(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9032(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9036(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9040(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9044(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9048(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+9052(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9056(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+9060(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9064(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+9068(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9072(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+9076(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9080(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+9084(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9088(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+9092(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9096(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+9100(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9104(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+9108(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9112(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+9116(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9120(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+9124(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9128(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+9132(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9136(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+9140(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9144(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+9148(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9152(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+9156(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9160(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+9164(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9168(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+9172(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9176(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+9180(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9184(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+9188(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9192(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+9196(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9200(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+9204(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9208(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+9212(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9216(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+9220(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9224(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+9228(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9232(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+9236(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9240(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+9244(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9248(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+9252(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9256(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+9260(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9264(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+9268(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9272(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+9276(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9280(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+9284(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9288(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+9292(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9296(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+9300(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9304(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9308(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9312(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9316(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9320(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9324(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9328(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9332(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9336(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+9340(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9344(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+9348(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9352(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+9356(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9360(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+9364(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9368(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+9372(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9376(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+9380(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9384(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+9388(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9392(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+9396(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9400(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+9404(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9408(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+9412(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9416(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+9420(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9424(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+9428(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9432(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+9436(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9440(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+9444(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9448(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+9452(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9456(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+9460(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9464(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+9468(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9472(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+9476(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9480(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+9484(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9488(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+9492(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9496(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+9500(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9504(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+9508(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9512(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+9516(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9520(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+9524(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9528(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+9532(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9536(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+9540(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9544(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+9548(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9552(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+9556(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9560(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9564(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9568(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9572(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9576(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+9580(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9584(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+9588(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9592(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+9596(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9600(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+9604(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9608(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+9612(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9616(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+9620(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9624(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+9628(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9632(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+9636(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9640(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+9644(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9648(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+9652(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9656(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+9660(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9664(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+9668(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9672(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+9676(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9680(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+9684(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9688(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+9692(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9696(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+9700(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9704(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+9708(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9712(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+9716(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9720(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+9724(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9728(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+9732(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9736(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+9740(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9744(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+9748(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9752(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+9756(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9760(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9764(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9768(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+9772(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9776(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+9780(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9784(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+9788(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9792(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+9796(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9800(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+9804(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9808(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+9812(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+9816(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+9820(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9824(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+9828(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9832(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+9836(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9840(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+9844(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9848(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+9852(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9856(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+9860(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9864(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+9868(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9872(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+9876(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9880(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+9884(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9888(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+9892(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9896(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+9900(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9904(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+9908(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9912(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+9916(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9920(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+9924(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9928(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+9932(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9936(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+9940(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9944(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+9948(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9952(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+9956(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9960(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+9964(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9968(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+9972(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9976(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+9980(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9984(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+9988(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+9992(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+9996(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+10000(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+10004(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+10008(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+10012(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+10016(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+10020(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+10024(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+10028(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10032(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+10036(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10040(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+10044(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10048(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+10052(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10056(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+10060(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10064(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+10068(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10072(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+10076(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10080(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+10084(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10088(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+10092(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10096(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+10100(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10104(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+10108(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10112(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+10116(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10120(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+10124(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10128(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+10132(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10136(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+10140(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10144(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+10148(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10152(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+10156(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10160(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+10164(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10168(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+10172(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10176(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+10180(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10184(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+10188(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10192(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+10196(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10200(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+10204(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10208(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+10212(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10216(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+10220(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10224(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+10228(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10232(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+10236(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10240(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+10244(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10248(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+10252(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10256(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+10260(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10264(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+10268(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10272(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+10276(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10280(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+10284(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10288(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+10292(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10296(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+10300(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10304(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10308(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10312(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+10316(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10320(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+10324(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10328(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+10332(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10336(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+10340(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10344(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+10348(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10352(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+10356(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10360(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+10364(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10368(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+10372(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10376(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+10380(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10384(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+10388(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10392(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+10396(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10400(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+10404(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10408(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+10412(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10416(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+10420(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10424(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+10428(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10432(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+10436(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10440(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+10444(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10448(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+10452(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10456(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+10460(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10464(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+10468(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10472(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+10476(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10480(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+10484(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10488(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+10492(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10496(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+10500(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10504(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+10508(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10512(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+10516(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10520(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+10524(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10528(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+10532(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10536(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+10540(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10544(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+10548(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10552(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+10556(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10560(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+10564(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10568(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10572(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10576(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10580(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10584(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+10588(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10592(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+10596(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10600(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+10604(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10608(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+10612(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10616(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+10620(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10624(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+10628(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10632(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+10636(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10640(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+10644(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10648(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+10652(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10656(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+10660(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10664(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+10668(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10672(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+10676(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10680(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+10684(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10688(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+10692(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10696(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+10700(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10704(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+10708(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10712(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+10716(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10720(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+10724(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10728(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+10732(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10736(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+10740(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10744(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+10748(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10752(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+10756(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10760(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+10764(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10768(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+10772(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10776(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+10780(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10784(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+10788(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10792(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+10796(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10800(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+10804(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10808(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+10812(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10816(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+10820(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10824(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+10828(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10832(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+10836(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10840(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+10844(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10848(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+10852(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10856(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+10860(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10864(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+10868(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10872(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+10876(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10880(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+10884(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10888(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+10892(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10896(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+10900(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10904(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+10908(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10912(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+10916(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10920(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+10924(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10928(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+10932(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10936(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+10940(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+10944(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+10948(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+10952(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+10956(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+10960(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+10964(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+10968(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+10972(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+10976(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+10980(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+10984(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+10988(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+10992(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+10996(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+11000(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+11004(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+11008(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11012(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+11016(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+11020(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+11024(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+11028(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+11032(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+11036(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+11040(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+11044(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+11048(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+11052(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11056(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+11060(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11064(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+11068(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11072(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+11076(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11080(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+11084(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11088(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+11092(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11096(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+11100(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11104(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+11108(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11112(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+11116(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11120(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+11124(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11128(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+11132(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11136(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+11140(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11144(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+11148(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11152(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+11156(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11160(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+11164(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11168(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+11172(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11176(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+11180(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11184(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+11188(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11192(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+11196(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11200(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+11204(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11208(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11212(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11216(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11220(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11224(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+11228(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11232(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+11236(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11240(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+11244(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11248(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+11252(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11256(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+11260(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11264(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+11268(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11272(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+11276(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11280(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+11284(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11288(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+11292(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11296(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+11300(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11304(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+11308(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11312(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+11316(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11320(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+11324(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11328(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+11332(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11336(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+11340(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11344(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+11348(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11352(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+11356(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11360(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+11364(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11368(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+11372(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11376(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11380(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11384(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+11388(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11392(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+11396(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11400(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+11404(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11408(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+11412(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11416(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+11420(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+11424(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+11428(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11432(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+11436(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11440(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+11444(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11448(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+11452(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11456(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+11460(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11464(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+11468(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11472(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+11476(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11480(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+11484(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11488(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+11492(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11496(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+11500(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11504(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+11508(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11512(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+11516(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11520(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+11524(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11528(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+11532(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11536(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+11540(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11544(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11548(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11552(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11556(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11560(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+11564(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11568(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+11572(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11576(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+11580(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11584(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+11588(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11592(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+11596(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11600(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+11604(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11608(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+11612(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11616(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+11620(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11624(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+11628(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11632(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+11636(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11640(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+11644(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11648(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+11652(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11656(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+11660(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11664(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+11668(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11672(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+11676(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11680(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+11684(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11688(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+11692(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11696(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+11700(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11704(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+11708(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11712(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+11716(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11720(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+11724(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11728(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+11732(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11736(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+11740(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11744(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+11748(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11752(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+11756(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11760(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+11764(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11768(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+11772(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11776(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+11780(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11784(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+11788(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11792(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+11796(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11800(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+11804(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+11808(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+11812(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11816(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+11820(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11824(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+11828(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11832(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+11836(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11840(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+11844(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11848(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+11852(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11856(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+11860(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11864(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+11868(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11872(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+11876(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11880(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+11884(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11888(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+11892(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11896(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+11900(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11904(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+11908(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11912(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+11916(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11920(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11924(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11928(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+11932(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11936(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+11940(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11944(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+11948(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11952(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+11956(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11960(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+11964(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11968(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+11972(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11976(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+11980(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+11984(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+11988(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+11992(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+11996(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12000(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+12004(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12008(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+12012(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12016(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+12020(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12024(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+12028(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12032(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+12036(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12040(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+12044(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12048(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+12052(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12056(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+12060(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12064(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+12068(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12072(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+12076(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12080(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+12084(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12088(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+12092(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12096(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+12100(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12104(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+12108(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12112(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+12116(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12120(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+12124(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12128(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+12132(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12136(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+12140(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12144(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+12148(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12152(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+12156(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12160(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+12164(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12168(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+12172(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12176(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+12180(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12184(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+12188(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12192(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+12196(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12200(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+12204(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12208(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+12212(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12216(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+12220(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12224(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+12228(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12232(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+12236(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12240(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+12244(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12248(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+12252(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12256(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+12260(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12264(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12268(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12272(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12276(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12280(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+12284(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12288(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+12292(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12296(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+12300(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12304(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+12308(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12312(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+12316(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12320(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+12324(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12328(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+12332(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12336(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+12340(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12344(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+12348(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12352(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+12356(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12360(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+12364(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12368(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+12372(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12376(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+12380(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12384(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+12388(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12392(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+12396(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12400(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+12404(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12408(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+12412(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12416(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+12420(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12424(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+12428(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12432(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+12436(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12440(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12444(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12448(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+12452(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12456(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+12460(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12464(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+12468(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+12472(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+12476(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12480(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+12484(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12488(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+12492(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12496(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+12500(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12504(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+12508(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12512(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+12516(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12520(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+12524(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12528(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+12532(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12536(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+12540(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12544(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+12548(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12552(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+12556(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12560(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+12564(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12568(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+12572(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12576(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+12580(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12584(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+12588(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12592(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+12596(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12600(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+12604(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12608(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+12612(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12616(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12620(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12624(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12628(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12632(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+12636(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12640(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+12644(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12648(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+12652(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12656(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+12660(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12664(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+12668(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12672(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+12676(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12680(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+12684(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12688(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+12692(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12696(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+12700(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12704(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+12708(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12712(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+12716(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12720(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+12724(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12728(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+12732(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12736(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+12740(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12744(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+12748(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12752(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+12756(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12760(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+12764(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12768(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+12772(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12776(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+12780(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12784(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+12788(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12792(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+12796(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12800(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+12804(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12808(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+12812(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12816(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+12820(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12824(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+12828(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+12832(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+12836(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12840(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+12844(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12848(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+12852(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12856(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+12860(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12864(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+12868(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12872(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+12876(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12880(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+12884(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12888(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+12892(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12896(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+12900(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12904(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+12908(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12912(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+12916(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12920(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+12924(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12928(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+12932(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12936(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+12940(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12944(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+12948(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12952(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+12956(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12960(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12964(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12968(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+12972(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12976(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+12980(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12984(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+12988(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+12992(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+12996(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+13000(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+13004(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+13008(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+13012(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13016(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+13020(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13024(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+13028(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13032(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+13036(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13040(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+13044(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13048(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+13052(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13056(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+13060(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13064(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+13068(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13072(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+13076(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13080(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+13084(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13088(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+13092(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13096(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+13100(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13104(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+13108(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13112(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+13116(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13120(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+13124(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13128(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13132(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13136(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13140(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13144(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+13148(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13152(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+13156(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13160(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+13164(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+13168(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+13172(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13176(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+13180(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13184(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+13188(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13192(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+13196(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13200(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+13204(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13208(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+13212(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13216(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+13220(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13224(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+13228(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13232(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+13236(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13240(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+13244(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13248(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+13252(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13256(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+13260(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13264(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+13268(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13272(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+13276(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13280(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+13284(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13288(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+13292(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13296(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+13300(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13304(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+13308(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13312(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+13316(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13320(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+13324(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13328(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+13332(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13336(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+13340(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13344(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+13348(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13352(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+13356(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13360(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13364(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13368(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13372(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13376(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+13380(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13384(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+13388(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13392(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+13396(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13400(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+13404(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13408(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+13412(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+13416(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+13420(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13424(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+13428(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13432(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+13436(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13440(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+13444(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13448(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+13452(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13456(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+13460(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13464(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+13468(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13472(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+13476(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13480(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+13484(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13488(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+13492(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13496(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+13500(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13504(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+13508(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13512(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+13516(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13520(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+13524(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13528(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+13532(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13536(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13540(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13544(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+13548(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13552(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+13556(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13560(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+13564(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13568(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+13572(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13576(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+13580(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13584(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+13588(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13592(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+13596(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13600(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+13604(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13608(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+13612(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13616(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+13620(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13624(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+13628(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13632(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+13636(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13640(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+13644(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13648(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+13652(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13656(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+13660(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13664(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+13668(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13672(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+13676(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13680(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+13684(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13688(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+13692(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13696(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+13700(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13704(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+13708(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13712(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+13716(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13720(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+13724(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13728(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+13732(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13736(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13740(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13744(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13748(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13752(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+13756(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13760(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+13764(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13768(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+13772(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+13776(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+13780(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13784(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+13788(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13792(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+13796(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13800(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+13804(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13808(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+13812(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13816(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+13820(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13824(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+13828(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13832(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+13836(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13840(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+13844(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13848(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+13852(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13856(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+13860(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13864(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+13868(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13872(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+13876(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13880(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+13884(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13888(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+13892(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13896(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+13900(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13904(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+13908(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13912(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+13916(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13920(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+13924(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13928(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+13932(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13936(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+13940(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13944(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+13948(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13952(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+13956(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13960(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+13964(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13968(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+13972(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13976(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+13980(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13984(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+13988(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+13992(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+13996(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14000(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+14004(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14008(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+14012(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14016(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+14020(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14024(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+14028(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14032(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+14036(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14040(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+14044(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14048(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+14052(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14056(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+14060(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14064(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+14068(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14072(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+14076(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14080(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+14084(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14088(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14092(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14096(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14100(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14104(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14108(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14112(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14116(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14120(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14124(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14128(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+14132(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14136(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+14140(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14144(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+14148(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14152(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+14156(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14160(SB)/4, $0x00000001
+DATA grid_iq1sGrid_p1<>+14164(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14168(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+14172(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14176(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+14180(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14184(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+14188(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14192(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+14196(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14200(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+14204(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14208(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+14212(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14216(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+14220(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14224(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+14228(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14232(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+14236(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14240(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+14244(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14248(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+14252(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14256(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+14260(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14264(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+14268(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14272(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+14276(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14280(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+14284(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14288(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+14292(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14296(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+14300(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14304(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+14308(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14312(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+14316(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14320(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+14324(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14328(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+14332(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14336(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+14340(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14344(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+14348(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14352(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14356(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14360(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+14364(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14368(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+14372(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14376(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+14380(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14384(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+14388(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14392(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+14396(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14400(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+14404(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14408(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+14412(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14416(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+14420(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14424(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+14428(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14432(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+14436(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14440(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+14444(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14448(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+14452(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14456(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+14460(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14464(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+14468(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14472(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+14476(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14480(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+14484(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14488(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+14492(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14496(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+14500(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14504(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14508(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14512(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14516(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14520(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+14524(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+14528(SB)/4, $0x00000100
+DATA grid_iq1sGrid_p1<>+14532(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14536(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+14540(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14544(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+14548(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14552(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+14556(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14560(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+14564(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14568(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+14572(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14576(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+14580(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14584(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+14588(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14592(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+14596(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14600(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+14604(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14608(SB)/4, $0x00020100
+DATA grid_iq1sGrid_p1<>+14612(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14616(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+14620(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14624(SB)/4, $0x01000000
+DATA grid_iq1sGrid_p1<>+14628(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14632(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+14636(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14640(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+14644(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14648(SB)/4, $0x01000200
+DATA grid_iq1sGrid_p1<>+14652(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14656(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+14660(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14664(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+14668(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14672(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+14676(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14680(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+14684(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14688(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+14692(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14696(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+14700(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14704(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+14708(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14712(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+14716(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14720(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+14724(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14728(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+14732(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14736(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+14740(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14744(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+14748(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14752(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+14756(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14760(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+14764(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14768(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14772(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14776(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14780(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14784(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+14788(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14792(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+14796(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+14800(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+14804(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14808(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+14812(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14816(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+14820(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14824(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+14828(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14832(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+14836(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14840(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+14844(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14848(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+14852(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14856(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+14860(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14864(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+14868(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14872(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+14876(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14880(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+14884(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14888(SB)/4, $0x02010001
+DATA grid_iq1sGrid_p1<>+14892(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14896(SB)/4, $0x02010100
+DATA grid_iq1sGrid_p1<>+14900(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14904(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+14908(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14912(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+14916(SB)/4, $0x02010202
+DATA grid_iq1sGrid_p1<>+14920(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+14924(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14928(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+14932(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14936(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+14940(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14944(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+14948(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14952(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+14956(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14960(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+14964(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14968(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+14972(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14976(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+14980(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14984(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+14988(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+14992(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+14996(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15000(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+15004(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15008(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+15012(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15016(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+15020(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15024(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+15028(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15032(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+15036(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15040(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+15044(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15048(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+15052(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15056(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+15060(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15064(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+15068(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15072(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15076(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15080(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15084(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15088(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+15092(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15096(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+15100(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15104(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+15108(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15112(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+15116(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15120(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+15124(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15128(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+15132(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15136(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+15140(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15144(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+15148(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15152(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+15156(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15160(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+15164(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15168(SB)/4, $0x01000201
+DATA grid_iq1sGrid_p1<>+15172(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15176(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+15180(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15184(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+15188(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15192(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+15196(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15200(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+15204(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15208(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+15212(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15216(SB)/4, $0x01020100
+DATA grid_iq1sGrid_p1<>+15220(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15224(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+15228(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15232(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+15236(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15240(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+15244(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15248(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+15252(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15256(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+15260(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15264(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+15268(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15272(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+15276(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15280(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+15284(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15288(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+15292(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15296(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+15300(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15304(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+15308(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15312(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+15316(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15320(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+15324(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15328(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+15332(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15336(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+15340(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15344(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+15348(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15352(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+15356(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15360(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+15364(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15368(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+15372(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15376(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+15380(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15384(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+15388(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15392(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+15396(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15400(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+15404(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15408(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+15412(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15416(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15420(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15424(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+15428(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15432(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+15436(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+15440(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+15444(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15448(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+15452(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15456(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+15460(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15464(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+15468(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15472(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+15476(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15480(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+15484(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15488(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+15492(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15496(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+15500(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15504(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+15508(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15512(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+15516(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15520(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+15524(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15528(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+15532(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15536(SB)/4, $0x01020200
+DATA grid_iq1sGrid_p1<>+15540(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15544(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+15548(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15552(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+15556(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15560(SB)/4, $0x00000102
+DATA grid_iq1sGrid_p1<>+15564(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15568(SB)/4, $0x00000201
+DATA grid_iq1sGrid_p1<>+15572(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15576(SB)/4, $0x00010000
+DATA grid_iq1sGrid_p1<>+15580(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15584(SB)/4, $0x00010002
+DATA grid_iq1sGrid_p1<>+15588(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15592(SB)/4, $0x00010101
+DATA grid_iq1sGrid_p1<>+15596(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15600(SB)/4, $0x00010200
+DATA grid_iq1sGrid_p1<>+15604(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15608(SB)/4, $0x00020102
+DATA grid_iq1sGrid_p1<>+15612(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15616(SB)/4, $0x00020201
+DATA grid_iq1sGrid_p1<>+15620(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15624(SB)/4, $0x01000002
+DATA grid_iq1sGrid_p1<>+15628(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15632(SB)/4, $0x01000101
+DATA grid_iq1sGrid_p1<>+15636(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15640(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+15644(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15648(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+15652(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15656(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+15660(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15664(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+15668(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15672(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+15676(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15680(SB)/4, $0x01020101
+DATA grid_iq1sGrid_p1<>+15684(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15688(SB)/4, $0x01020202
+DATA grid_iq1sGrid_p1<>+15692(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15696(SB)/4, $0x02000001
+DATA grid_iq1sGrid_p1<>+15700(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15704(SB)/4, $0x02000100
+DATA grid_iq1sGrid_p1<>+15708(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15712(SB)/4, $0x02000101
+DATA grid_iq1sGrid_p1<>+15716(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15720(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+15724(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15728(SB)/4, $0x02000201
+DATA grid_iq1sGrid_p1<>+15732(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15736(SB)/4, $0x02010002
+DATA grid_iq1sGrid_p1<>+15740(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15744(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+15748(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15752(SB)/4, $0x02010200
+DATA grid_iq1sGrid_p1<>+15756(SB)/4, $0x02020101
+DATA grid_iq1sGrid_p1<>+15760(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+15764(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15768(SB)/4, $0x00010001
+DATA grid_iq1sGrid_p1<>+15772(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15776(SB)/4, $0x00010102
+DATA grid_iq1sGrid_p1<>+15780(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15784(SB)/4, $0x00010202
+DATA grid_iq1sGrid_p1<>+15788(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15792(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+15796(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15800(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+15804(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15808(SB)/4, $0x01000100
+DATA grid_iq1sGrid_p1<>+15812(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15816(SB)/4, $0x01000102
+DATA grid_iq1sGrid_p1<>+15820(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15824(SB)/4, $0x01000202
+DATA grid_iq1sGrid_p1<>+15828(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15832(SB)/4, $0x01010002
+DATA grid_iq1sGrid_p1<>+15836(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15840(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+15844(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15848(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+15852(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15856(SB)/4, $0x01010200
+DATA grid_iq1sGrid_p1<>+15860(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15864(SB)/4, $0x01020000
+DATA grid_iq1sGrid_p1<>+15868(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15872(SB)/4, $0x01020002
+DATA grid_iq1sGrid_p1<>+15876(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15880(SB)/4, $0x02000102
+DATA grid_iq1sGrid_p1<>+15884(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15888(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+15892(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15896(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+15900(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15904(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+15908(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15912(SB)/4, $0x02010201
+DATA grid_iq1sGrid_p1<>+15916(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15920(SB)/4, $0x02020001
+DATA grid_iq1sGrid_p1<>+15924(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15928(SB)/4, $0x02020100
+DATA grid_iq1sGrid_p1<>+15932(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15936(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15940(SB)/4, $0x02020102
+DATA grid_iq1sGrid_p1<>+15944(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+15948(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+15952(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+15956(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+15960(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+15964(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+15968(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+15972(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+15976(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+15980(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+15984(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+15988(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+15992(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+15996(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16000(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+16004(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16008(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+16012(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16016(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+16020(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16024(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+16028(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16032(SB)/4, $0x01010201
+DATA grid_iq1sGrid_p1<>+16036(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16040(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+16044(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16048(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+16052(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16056(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+16060(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16064(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+16068(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16072(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+16076(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16080(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+16084(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16088(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+16092(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16096(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16100(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16104(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16108(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16112(SB)/4, $0x00000101
+DATA grid_iq1sGrid_p1<>+16116(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16120(SB)/4, $0x00010100
+DATA grid_iq1sGrid_p1<>+16124(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16128(SB)/4, $0x00010201
+DATA grid_iq1sGrid_p1<>+16132(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16136(SB)/4, $0x00020001
+DATA grid_iq1sGrid_p1<>+16140(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16144(SB)/4, $0x00020101
+DATA grid_iq1sGrid_p1<>+16148(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16152(SB)/4, $0x01000001
+DATA grid_iq1sGrid_p1<>+16156(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16160(SB)/4, $0x01010000
+DATA grid_iq1sGrid_p1<>+16164(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16168(SB)/4, $0x01010101
+DATA grid_iq1sGrid_p1<>+16172(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16176(SB)/4, $0x01010202
+DATA grid_iq1sGrid_p1<>+16180(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16184(SB)/4, $0x01020001
+DATA grid_iq1sGrid_p1<>+16188(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16192(SB)/4, $0x01020102
+DATA grid_iq1sGrid_p1<>+16196(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16200(SB)/4, $0x01020201
+DATA grid_iq1sGrid_p1<>+16204(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16208(SB)/4, $0x02010000
+DATA grid_iq1sGrid_p1<>+16212(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16216(SB)/4, $0x02010102
+DATA grid_iq1sGrid_p1<>+16220(SB)/4, $0x02020201
+DATA grid_iq1sGrid_p1<>+16224(SB)/4, $0x00000000
+DATA grid_iq1sGrid_p1<>+16228(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16232(SB)/4, $0x00000002
+DATA grid_iq1sGrid_p1<>+16236(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16240(SB)/4, $0x00000200
+DATA grid_iq1sGrid_p1<>+16244(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16248(SB)/4, $0x00000202
+DATA grid_iq1sGrid_p1<>+16252(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16256(SB)/4, $0x00020000
+DATA grid_iq1sGrid_p1<>+16260(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16264(SB)/4, $0x00020002
+DATA grid_iq1sGrid_p1<>+16268(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16272(SB)/4, $0x00020200
+DATA grid_iq1sGrid_p1<>+16276(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16280(SB)/4, $0x00020202
+DATA grid_iq1sGrid_p1<>+16284(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16288(SB)/4, $0x01010001
+DATA grid_iq1sGrid_p1<>+16292(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16296(SB)/4, $0x01010100
+DATA grid_iq1sGrid_p1<>+16300(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16304(SB)/4, $0x01010102
+DATA grid_iq1sGrid_p1<>+16308(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16312(SB)/4, $0x02000000
+DATA grid_iq1sGrid_p1<>+16316(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16320(SB)/4, $0x02000002
+DATA grid_iq1sGrid_p1<>+16324(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16328(SB)/4, $0x02000200
+DATA grid_iq1sGrid_p1<>+16332(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16336(SB)/4, $0x02000202
+DATA grid_iq1sGrid_p1<>+16340(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16344(SB)/4, $0x02010101
+DATA grid_iq1sGrid_p1<>+16348(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16352(SB)/4, $0x02020000
+DATA grid_iq1sGrid_p1<>+16356(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16360(SB)/4, $0x02020002
+DATA grid_iq1sGrid_p1<>+16364(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16368(SB)/4, $0x02020200
+DATA grid_iq1sGrid_p1<>+16372(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16376(SB)/4, $0x02020202
+DATA grid_iq1sGrid_p1<>+16380(SB)/4, $0x02020202
+GLOBL grid_iq1sGrid_p1<>(SB), RODATA|NOPTR, $16384
 
 DATA v32_00000007<>+0(SB)/4, $0x00000007
 DATA v32_00000007<>+4(SB)/4, $0x00000007
@@ -14073,220 +14061,192 @@ DATA c32_3e000000<>+0(SB)/4, $0x3e000000
 GLOBL c32_3e000000<>(SB), RODATA|NOPTR, $4
 
 // func dotIQ1_MAVX512(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
-TEXT ·dotIQ1_MAVX512(SB), NOSPLIT, $96-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	LEAQ         grid_iq1sGrid<>+0(SB), BX
-	VPBROADCASTD c32_01010101<>+0(SB), Y0
-	VXORPS       X1, X1, X1
-	TESTQ        DX, DX
-	JZ           donedotIQ1_MAVX512
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ1_MAVX512(SB), NOSPLIT, $112-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_MAVX512
 
 loopdotIQ1_MAVX512:
-	VPXOR         Y2, Y2, Y2
-	VPXOR         Y3, Y3, Y3
-	VPBROADCASTQ  48(AX), Y4
-	VPSHUFB       iq1mls0<>+0(SB), Y4, Y5
-	VPSRLVD       iq1mlsshift<>+0(SB), Y5, Y5
-	VPAND         v32_00000007<>+0(SB), Y5, Y5
-	VPADDD        Y5, Y5, Y5
-	VPOR          v32_00000001<>+0(SB), Y5, Y5
-	VPSLLD        $0x10, Y5, Y6
-	VPOR          Y6, Y5, Y5
-	VMOVDQU       Y5, (SP)
-	VPSHUFB       iq1mls1<>+0(SB), Y4, Y4
+	VPXORD        Y1, Y1, Y1
+	VPXORD        Y2, Y2, Y2
+	VPBROADCASTQ  48(AX), Y3
+	VPSHUFB       iq1mls0<>+0(SB), Y3, Y4
 	VPSRLVD       iq1mlsshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
+	VPANDD        v32_00000007<>+0(SB), Y4, Y4
 	VPADDD        Y4, Y4, Y4
-	VPOR          v32_00000001<>+0(SB), Y4, Y4
+	VPORD         v32_00000001<>+0(SB), Y4, Y4
 	VPSLLD        $0x10, Y4, Y5
-	VPOR          Y5, Y4, Y4
-	VMOVDQU       Y4, 32(SP)
-	VMOVDQU       iq1mspread<>+0(SB), Y4
-	VMOVDQU       iq1mbits<>+0(SB), Y5
-	VMOVDQU       iq1mpick<>+0(SB), Y6
-	VPMOVZXBD     (AX), Y7
-	VPBROADCASTD  32(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  32(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        (SP), Y6, Y10
-	VMOVDQU       4(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPMADDWD      Y10, Y8, Y8
-	VPADDD        Y8, Y2, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPMADDWD      Y10, Y9, Y9
-	VPADDD        Y9, Y3, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  34(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        8(SP), Y6, Y9
-	VMOVDQU       36(CX), Y10
-	VPABSB        Y10, Y11
-	VPSIGNB       Y10, Y8, Y8
-	VPMADDUBSW    Y8, Y11, Y8
-	VPMADDWD      Y9, Y8, Y8
-	VPADDD        Y8, Y2, Y2
-	VPSIGNB       Y10, Y7, Y7
-	VPMADDUBSW    Y7, Y11, Y7
-	VPMADDWD      Y9, Y7, Y7
-	VPADDD        Y7, Y3, Y3
-	VPMOVZXBD     8(AX), Y7
-	VPBROADCASTD  36(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  36(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        16(SP), Y6, Y10
-	VMOVDQU       68(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPMADDWD      Y10, Y8, Y8
-	VPADDD        Y8, Y2, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPMADDWD      Y10, Y9, Y9
-	VPADDD        Y9, Y3, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  38(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        24(SP), Y6, Y9
-	VMOVDQU       100(CX), Y10
-	VPABSB        Y10, Y11
-	VPSIGNB       Y10, Y8, Y8
-	VPMADDUBSW    Y8, Y11, Y8
-	VPMADDWD      Y9, Y8, Y8
-	VPADDD        Y8, Y2, Y2
-	VPSIGNB       Y10, Y7, Y7
-	VPMADDUBSW    Y7, Y11, Y7
-	VPMADDWD      Y9, Y7, Y7
-	VPADDD        Y7, Y3, Y3
-	VPMOVZXBD     16(AX), Y7
-	VPBROADCASTD  40(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  40(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        32(SP), Y6, Y10
-	VMOVDQU       132(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPMADDWD      Y10, Y8, Y8
-	VPADDD        Y8, Y2, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPMADDWD      Y10, Y9, Y9
-	VPADDD        Y9, Y3, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  42(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        40(SP), Y6, Y9
-	VMOVDQU       164(CX), Y10
-	VPABSB        Y10, Y11
-	VPSIGNB       Y10, Y8, Y8
-	VPMADDUBSW    Y8, Y11, Y8
-	VPMADDWD      Y9, Y8, Y8
-	VPADDD        Y8, Y2, Y2
-	VPSIGNB       Y10, Y7, Y7
-	VPMADDUBSW    Y7, Y11, Y7
-	VPMADDWD      Y9, Y7, Y7
-	VPADDD        Y7, Y3, Y3
-	VPMOVZXBD     24(AX), Y7
-	VPBROADCASTD  44(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  44(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        48(SP), Y6, Y10
-	VMOVDQU       196(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPMADDWD      Y10, Y8, Y8
-	VPADDD        Y8, Y2, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPMADDWD      Y10, Y9, Y9
-	VPADDD        Y9, Y3, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  46(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        56(SP), Y6, Y4
-	VMOVDQU       228(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y8, Y8
-	VPMADDUBSW    Y8, Y6, Y8
-	VPMADDWD      Y4, Y8, Y8
-	VPADDD        Y8, Y2, Y2
-	VPSIGNB       Y5, Y7, Y7
-	VPMADDUBSW    Y7, Y6, Y7
-	VPMADDWD      Y4, Y7, Y7
-	VPADDD        Y7, Y3, Y3
+	VPORD         Y4, Y5, Y5
+	VMOVDQU64     Y5, (SP)
+	VPSHUFB       iq1mls1<>+0(SB), Y3, Y3
+	VPSRLVD       iq1mlsshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD        Y3, Y3, Y3
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y3, Y5
+	VPORD         Y3, Y5, Y5
+	VMOVDQU64     Y5, 32(SP)
+	VPACKUSDW     Y3, Y4, Y3
+	VPERMQ        $0xd8, Y3, Y3
+	VMOVDQU64     Y3, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y3
+	VMOVDQU64     iq1mbits<>+0(SB), Y4
+	VMOVDQU64     iq1mpick<>+0(SB), Y5
+	VPBROADCASTD  c32_02020202<>+0(SB), Y14
+	VPMOVZXBD     (AX), Y15
+	VPBROADCASTD  32(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y6
+	VPBROADCASTW  32(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        (SP), Y5, Y17
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y6, Y19
+	VPMADDWD      Y17, Y19, Y19
+	VPADDD        Y19, Y1, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y17, Y18, Y18
+	VPADDD        Y18, Y2, Y2
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y7
+	VPBROADCASTW  34(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPERMD        8(SP), Y5, Y16
+	VMOVDQU64     36(CX), Y17
+	VPMADDUBSW    Y17, Y7, Y18
+	VPMADDWD      Y16, Y18, Y18
+	VPADDD        Y18, Y1, Y1
+	VPMADDUBSW    Y17, Y15, Y17
+	VPMADDWD      Y16, Y17, Y17
+	VPADDD        Y17, Y2, Y2
+	VPMOVZXBD     8(AX), Y15
+	VPBROADCASTD  36(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y8
+	VPBROADCASTW  36(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        16(SP), Y5, Y17
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y8, Y19
+	VPMADDWD      Y17, Y19, Y19
+	VPADDD        Y19, Y1, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y17, Y18, Y18
+	VPADDD        Y18, Y2, Y2
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y9
+	VPBROADCASTW  38(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPERMD        24(SP), Y5, Y16
+	VMOVDQU64     100(CX), Y17
+	VPMADDUBSW    Y17, Y9, Y18
+	VPMADDWD      Y16, Y18, Y18
+	VPADDD        Y18, Y1, Y1
+	VPMADDUBSW    Y17, Y15, Y17
+	VPMADDWD      Y16, Y17, Y17
+	VPADDD        Y17, Y2, Y2
+	VPMOVZXBD     16(AX), Y15
+	VPBROADCASTD  40(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y10
+	VPBROADCASTW  40(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        32(SP), Y5, Y17
+	VMOVDQU64     132(CX), Y18
+	VPMADDUBSW    Y18, Y10, Y19
+	VPMADDWD      Y17, Y19, Y19
+	VPADDD        Y19, Y1, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y17, Y18, Y18
+	VPADDD        Y18, Y2, Y2
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y11
+	VPBROADCASTW  42(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPERMD        40(SP), Y5, Y16
+	VMOVDQU64     164(CX), Y17
+	VPMADDUBSW    Y17, Y11, Y18
+	VPMADDWD      Y16, Y18, Y18
+	VPADDD        Y18, Y1, Y1
+	VPMADDUBSW    Y17, Y15, Y17
+	VPMADDWD      Y16, Y17, Y17
+	VPADDD        Y17, Y2, Y2
+	VPMOVZXBD     24(AX), Y15
+	VPBROADCASTD  44(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y12
+	VPBROADCASTW  44(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        48(SP), Y5, Y17
+	VMOVDQU64     196(CX), Y18
+	VPMADDUBSW    Y18, Y12, Y19
+	VPMADDWD      Y17, Y19, Y19
+	VPADDD        Y19, Y1, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y17, Y18, Y18
+	VPADDD        Y18, Y2, Y2
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y13
+	VPBROADCASTW  46(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y3
+	VPERMD        56(SP), Y5, Y4
+	VMOVDQU64     228(CX), Y5
+	VPMADDUBSW    Y5, Y13, Y14
+	VPMADDWD      Y4, Y14, Y14
+	VPADDD        Y14, Y1, Y1
+	VPMADDUBSW    Y5, Y3, Y5
+	VPMADDWD      Y4, Y5, Y5
+	VPADDD        Y5, Y2, Y2
 	MOVQ          48(AX), SI
 	MOVQ          SI, DI
 	SHRQ          $0x0c, DI
@@ -14303,34 +14263,38 @@ loopdotIQ1_MAVX512:
 	SHRQ          $0x30, R8
 	ANDL          $0x0000f000, R8
 	ORL           R8, DI
-	VMOVD         DI, X4
-	VCVTPH2PS     X4, X4
-	VEXTRACTF32X4 $0x01, Y2, X5
-	VPADDD        X5, X2, X2
-	VPSHUFD       $0x4e, X2, X5
-	VPADDD        X5, X2, X2
-	VPSHUFD       $0xb1, X2, X5
-	VPADDD        X5, X2, X2
-	VCVTDQ2PS     X2, X2
-	VEXTRACTF32X4 $0x01, Y3, X5
-	VPADDD        X5, X3, X3
-	VPSHUFD       $0x4e, X3, X5
-	VPADDD        X5, X3, X3
-	VPSHUFD       $0xb1, X3, X5
-	VPADDD        X5, X3, X3
-	VCVTDQ2PS     X3, X3
-	VMULSS        c32_3e000000<>+0(SB), X3, X3
-	VADDSS        X3, X2, X2
-	VMULSS        (CX), X4, X4
-	VMULSS        X4, X2, X2
-	VADDSS        X2, X1, X1
+	VMOVD         DI, X3
+	VCVTPH2PS     X3, X3
+	VMOVDQU64     64(SP), Y4
+	VPMADDWD      260(CX), Y4, Y4
+	VPSUBD        Y4, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VPADDD        X5, X1, X5
+	VPSHUFD       $0x4e, X5, X14
+	VPADDD        X14, X5, X5
+	VPSHUFD       $0xb1, X5, X14
+	VPADDD        X14, X5, X5
+	VCVTDQ2PS     X5, X5
+	VPSUBD        Y4, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VPADDD        X4, X2, X4
+	VPSHUFD       $0x4e, X4, X14
+	VPADDD        X14, X4, X4
+	VPSHUFD       $0xb1, X4, X14
+	VPADDD        X14, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMULSS        c32_3e000000<>+0(SB), X4, X4
+	VADDSS        X4, X5, X5
+	VMULSS        (CX), X3, X3
+	VMULSS        X3, X5, X5
+	VADDSS        X5, X0, X0
 	ADDQ          $0x00000038, AX
 	ADDQ          $0x00000124, CX
 	DECQ          DX
 	JNZ           loopdotIQ1_MAVX512
 
 donedotIQ1_MAVX512:
-	MOVSS X1, ret+24(FP)
+	MOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -14394,6 +14358,19 @@ DATA iq1mpick<>+24(SB)/4, $0x00000001
 DATA iq1mpick<>+28(SB)/4, $0x00000001
 GLOBL iq1mpick<>(SB), RODATA|NOPTR, $32
 
+DATA v32_02020202<>+0(SB)/4, $0x02020202
+DATA v32_02020202<>+4(SB)/4, $0x02020202
+DATA v32_02020202<>+8(SB)/4, $0x02020202
+DATA v32_02020202<>+12(SB)/4, $0x02020202
+DATA v32_02020202<>+16(SB)/4, $0x02020202
+DATA v32_02020202<>+20(SB)/4, $0x02020202
+DATA v32_02020202<>+24(SB)/4, $0x02020202
+DATA v32_02020202<>+28(SB)/4, $0x02020202
+GLOBL v32_02020202<>(SB), RODATA|NOPTR, $32
+
+DATA c32_02020202<>+0(SB)/4, $0x02020202
+GLOBL c32_02020202<>(SB), RODATA|NOPTR, $4
+
 DATA iq1mshift<>+0(SB)/4, $0x00000000
 DATA iq1mshift<>+4(SB)/4, $0x00000004
 DATA iq1mshift<>+8(SB)/4, $0x00000008
@@ -14403,6 +14380,1623 @@ DATA iq1mshift<>+20(SB)/4, $0x00000014
 DATA iq1mshift<>+24(SB)/4, $0x00000018
 DATA iq1mshift<>+28(SB)/4, $0x0000001c
 GLOBL iq1mshift<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ3_XXSx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ3_XXSx4AVX512(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSx4AVX512
+
+loopdotIQ3_XXSx4AVX512:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VMOVDQU       66(AX), Y11
+	VPSRLD        $0x1c, Y11, Y12
+	VPADDD        Y12, Y12, Y12
+	VPOR          v32_00000001<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y13
+	VPOR          Y13, Y12, Y12
+	VMOVDQU       Y12, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y11, Y12
+	VPSLLD        $0x02, Y11, Y11
+	VPAND         v32_3fff0000<>+0(SB), Y11, Y11
+	VPOR          Y11, Y12, Y12
+	VPAND         v32_007f007f<>+0(SB), Y12, Y13
+	VPSLLD        $0x01, Y12, Y11
+	VPAND         v32_7f007f00<>+0(SB), Y11, Y11
+	VPOR          Y11, Y13, Y13
+	VPSRLD        $0x04, Y13, Y12
+	VPXOR         Y13, Y12, Y12
+	VPSRLD        $0x02, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPSRLD        $0x01, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPAND         v32_01010101<>+0(SB), Y12, Y12
+	VPSLLD        $0x07, Y12, Y12
+	VPOR          Y12, Y13, Y13
+	VMOVDQU       Y13, (SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  (SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  4(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  8(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  12(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  16(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  20(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  24(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  28(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSx4AVX512
+
+donedotIQ3_XXSx4AVX512:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	VMULSS c32_3e800000<>+0(SB), X4, X4
+	VMULSS c32_3e800000<>+0(SB), X5, X5
+	VMULSS c32_3e800000<>+0(SB), X6, X6
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_Sx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ3_Sx4AVX512(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_Sx4AVX512
+
+loopdotIQ3_Sx4AVX512:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VPBROADCASTD  106(AX), Y11
+	VPSRLVD       iq3sls<>+0(SB), Y11, Y11
+	VPAND         v32_0000000f<>+0(SB), Y11, Y11
+	VPADDD        Y11, Y11, Y11
+	VPOR          v32_00000001<>+0(SB), Y11, Y11
+	VPSLLD        $0x10, Y11, Y12
+	VPOR          Y12, Y11, Y11
+	VMOVDQU       Y11, 32(SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPBROADCASTD  66(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  74(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPBROADCASTD  67(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  78(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPBROADCASTD  68(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  82(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPBROADCASTD  69(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  86(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPBROADCASTD  70(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  90(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPBROADCASTD  71(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  94(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPBROADCASTD  72(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  98(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPBROADCASTD  73(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  102(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_Sx4AVX512
+
+donedotIQ3_Sx4AVX512:
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Sx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ1_Sx4AVX512(SB), NOSPLIT, $112-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Sx4AVX512
+
+loopdotIQ1_Sx4AVX512:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPMOVZXWD     34(AX), Y8
+	VPSRLD        $0x0c, Y8, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD        Y9, Y9, Y9
+	VPORD         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD        $0x10, Y8, Y8
+	VPSRAD        $0x1f, Y8, Y8
+	VPXORD        Y8, Y9, Y18
+	VPSUBD        Y8, Y18, Y18
+	VPANDD        v32_0000ffff<>+0(SB), Y18, Y18
+	VPSLLD        $0x10, Y18, Y8
+	VPORD         Y8, Y18, Y18
+	VMOVDQU64     Y18, 64(SP)
+	VPSLLD        $0x10, Y9, Y8
+	VPORD         Y8, Y9, Y9
+	VMOVDQU64     Y9, (SP)
+	VPMOVZXBD     2(AX), Y8
+	VPBROADCASTD  34(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y10
+	VPBROADCASTD  (SP), Y9
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y4, Y4
+	VMOVDQU64     4(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y5, Y5
+	VMOVDQU64     4(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y6, Y6
+	VMOVDQU64     4(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y7, Y7
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y11
+	VPBROADCASTD  4(SP), Y8
+	VMOVDQU64     36(CX), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y4, Y4
+	VMOVDQU64     36(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y5, Y5
+	VMOVDQU64     36(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y6, Y6
+	VMOVDQU64     36(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPMOVZXBD     10(AX), Y8
+	VPBROADCASTD  38(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y12
+	VPBROADCASTD  8(SP), Y9
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y4, Y4
+	VMOVDQU64     68(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y5, Y5
+	VMOVDQU64     68(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y6, Y6
+	VMOVDQU64     68(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y7, Y7
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y13
+	VPBROADCASTD  12(SP), Y8
+	VMOVDQU64     100(CX), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y4, Y4
+	VMOVDQU64     100(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y5, Y5
+	VMOVDQU64     100(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y6, Y6
+	VMOVDQU64     100(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPMOVZXBD     18(AX), Y8
+	VPBROADCASTD  42(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y14, Y14, Y14
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y14
+	VPBROADCASTD  16(SP), Y9
+	VMOVDQU64     132(CX), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y4, Y4
+	VMOVDQU64     132(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y5, Y5
+	VMOVDQU64     132(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y6, Y6
+	VMOVDQU64     132(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y7, Y7
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y15
+	VPBROADCASTD  20(SP), Y8
+	VMOVDQU64     164(CX), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y4, Y4
+	VMOVDQU64     164(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y5, Y5
+	VMOVDQU64     164(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y6, Y6
+	VMOVDQU64     164(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPMOVZXBD     26(AX), Y8
+	VPBROADCASTD  46(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y16
+	VPBROADCASTD  24(SP), Y9
+	VMOVDQU64     196(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y4, Y4
+	VMOVDQU64     196(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y5, Y5
+	VMOVDQU64     196(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y6, Y6
+	VMOVDQU64     196(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y7, Y7
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y17
+	VPBROADCASTD  28(SP), Y8
+	VMOVDQU64     228(CX), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y4, Y4
+	VMOVDQU64     228(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y5, Y5
+	VMOVDQU64     228(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y6, Y6
+	VMOVDQU64     228(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPBROADCASTW  (AX), X8
+	VCVTPH2PS     X8, X8
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX), Y9, Y9
+	VPSUBD        Y9, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VPADDD        X9, X4, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X0, X0
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX)(BX*1), Y9, Y9
+	VPSUBD        Y9, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VPADDD        X9, X5, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX)(BX*1), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX)(BX*1), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X1, X1
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX)(BX*2), Y9, Y9
+	VPSUBD        Y9, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VPADDD        X9, X6, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX)(BX*2), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX)(BX*2), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X2, X2
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX)(SI*1), Y9, Y9
+	VPSUBD        Y9, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VPADDD        X9, X7, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX)(SI*1), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX)(SI*1), X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X3, X3
+	ADDQ          $0x00000032, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Sx4AVX512
+
+donedotIQ1_Sx4AVX512:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Mx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ1_Mx4AVX512(SB), NOSPLIT, $112-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Mx4AVX512
+
+loopdotIQ1_Mx4AVX512:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPXORD        Y8, Y8, Y8
+	VPXORD        Y9, Y9, Y9
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPBROADCASTQ  48(AX), Y12
+	VPSHUFB       iq1mls0<>+0(SB), Y12, Y13
+	VPSRLVD       iq1mlsshift<>+0(SB), Y13, Y13
+	VPANDD        v32_00000007<>+0(SB), Y13, Y13
+	VPADDD        Y13, Y13, Y13
+	VPORD         v32_00000001<>+0(SB), Y13, Y13
+	VPSLLD        $0x10, Y13, Y14
+	VPORD         Y13, Y14, Y14
+	VMOVDQU64     Y14, (SP)
+	VPSHUFB       iq1mls1<>+0(SB), Y12, Y12
+	VPSRLVD       iq1mlsshift<>+0(SB), Y12, Y12
+	VPANDD        v32_00000007<>+0(SB), Y12, Y12
+	VPADDD        Y12, Y12, Y12
+	VPORD         v32_00000001<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y14
+	VPORD         Y12, Y14, Y14
+	VMOVDQU64     Y14, 32(SP)
+	VPACKUSDW     Y12, Y13, Y12
+	VPERMQ        $0xd8, Y12, Y12
+	VMOVDQU64     Y12, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y12
+	VMOVDQU64     iq1mbits<>+0(SB), Y13
+	VMOVDQU64     iq1mpick<>+0(SB), Y14
+	VPBROADCASTD  c32_02020202<>+0(SB), Y23
+	VPMOVZXBD     (AX), Y24
+	VPBROADCASTD  32(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y15
+	VPBROADCASTW  32(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        (SP), Y14, Y26
+	VMOVDQU64     4(CX), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y4, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y8, Y8
+	VMOVDQU64     4(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y5, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y9, Y9
+	VMOVDQU64     4(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y6, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y10, Y10
+	VMOVDQU64     4(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y7, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y11, Y11
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y16
+	VPBROADCASTW  34(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y24
+	VPERMD        8(SP), Y14, Y25
+	VMOVDQU64     36(CX), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y4, Y4
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y8, Y8
+	VMOVDQU64     36(CX)(BX*1), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y5, Y5
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y9, Y9
+	VMOVDQU64     36(CX)(BX*2), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y6, Y6
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y10, Y10
+	VMOVDQU64     36(CX)(SI*1), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y7, Y7
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y11, Y11
+	VPMOVZXBD     8(AX), Y24
+	VPBROADCASTD  36(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y17
+	VPBROADCASTW  36(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        16(SP), Y14, Y26
+	VMOVDQU64     68(CX), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y4, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y8, Y8
+	VMOVDQU64     68(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y5, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y9, Y9
+	VMOVDQU64     68(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y6, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y10, Y10
+	VMOVDQU64     68(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y7, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y11, Y11
+	VPXORD        Y18, Y18, Y18
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y18
+	VPBROADCASTW  38(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y24
+	VPERMD        24(SP), Y14, Y25
+	VMOVDQU64     100(CX), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y4, Y4
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y8, Y8
+	VMOVDQU64     100(CX)(BX*1), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y5, Y5
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y9, Y9
+	VMOVDQU64     100(CX)(BX*2), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y6, Y6
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y10, Y10
+	VMOVDQU64     100(CX)(SI*1), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y7, Y7
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y11, Y11
+	VPMOVZXBD     16(AX), Y24
+	VPBROADCASTD  40(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y19, Y19, Y19
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y19
+	VPBROADCASTW  40(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        32(SP), Y14, Y26
+	VMOVDQU64     132(CX), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y4, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y8, Y8
+	VMOVDQU64     132(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y5, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y9, Y9
+	VMOVDQU64     132(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y6, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y10, Y10
+	VMOVDQU64     132(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y7, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y11, Y11
+	VPXORD        Y20, Y20, Y20
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y20
+	VPBROADCASTW  42(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y24
+	VPERMD        40(SP), Y14, Y25
+	VMOVDQU64     164(CX), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y4, Y4
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y8, Y8
+	VMOVDQU64     164(CX)(BX*1), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y5, Y5
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y9, Y9
+	VMOVDQU64     164(CX)(BX*2), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y6, Y6
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y10, Y10
+	VMOVDQU64     164(CX)(SI*1), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPMADDWD      Y25, Y27, Y27
+	VPADDD        Y27, Y7, Y7
+	VPMADDUBSW    Y26, Y24, Y26
+	VPMADDWD      Y25, Y26, Y26
+	VPADDD        Y26, Y11, Y11
+	VPMOVZXBD     24(AX), Y24
+	VPBROADCASTD  44(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y21, Y21, Y21
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y21
+	VPBROADCASTW  44(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        48(SP), Y14, Y26
+	VMOVDQU64     196(CX), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y4, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y8, Y8
+	VMOVDQU64     196(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y5, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y9, Y9
+	VMOVDQU64     196(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y6, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y10, Y10
+	VMOVDQU64     196(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPMADDWD      Y26, Y28, Y28
+	VPADDD        Y28, Y7, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPMADDWD      Y26, Y27, Y27
+	VPADDD        Y27, Y11, Y11
+	VPXORD        Y22, Y22, Y22
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y22
+	VPBROADCASTW  46(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y12
+	VPERMD        56(SP), Y14, Y13
+	VMOVDQU64     228(CX), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPMADDWD      Y13, Y23, Y23
+	VPADDD        Y23, Y4, Y4
+	VPMADDUBSW    Y14, Y12, Y14
+	VPMADDWD      Y13, Y14, Y14
+	VPADDD        Y14, Y8, Y8
+	VMOVDQU64     228(CX)(BX*1), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPMADDWD      Y13, Y23, Y23
+	VPADDD        Y23, Y5, Y5
+	VPMADDUBSW    Y14, Y12, Y14
+	VPMADDWD      Y13, Y14, Y14
+	VPADDD        Y14, Y9, Y9
+	VMOVDQU64     228(CX)(BX*2), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPMADDWD      Y13, Y23, Y23
+	VPADDD        Y23, Y6, Y6
+	VPMADDUBSW    Y14, Y12, Y14
+	VPMADDWD      Y13, Y14, Y14
+	VPADDD        Y14, Y10, Y10
+	VMOVDQU64     228(CX)(SI*1), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPMADDWD      Y13, Y23, Y23
+	VPADDD        Y23, Y7, Y7
+	VPMADDUBSW    Y14, Y12, Y14
+	VPMADDWD      Y13, Y14, Y14
+	VPADDD        Y14, Y11, Y11
+	MOVQ          48(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x0c, R9
+	ANDL          $0x0000000f, R9
+	MOVQ          R8, R10
+	SHRQ          $0x18, R10
+	ANDL          $0x000000f0, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x24, R10
+	ANDL          $0x00000f00, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x30, R10
+	ANDL          $0x0000f000, R10
+	ORL           R10, R9
+	VMOVD         R9, X12
+	VCVTPH2PS     X12, X12
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX), Y13, Y13
+	VPSUBD        Y13, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X14
+	VPADDD        X14, X4, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X13
+	VPADDD        X13, X8, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX), X12, X13
+	VMULSS        X13, X14, X14
+	VADDSS        X14, X0, X0
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX)(BX*1), Y13, Y13
+	VPSUBD        Y13, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X14
+	VPADDD        X14, X5, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X13
+	VPADDD        X13, X9, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX)(BX*1), X12, X13
+	VMULSS        X13, X14, X14
+	VADDSS        X14, X1, X1
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX)(BX*2), Y13, Y13
+	VPSUBD        Y13, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X14
+	VPADDD        X14, X6, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X13
+	VPADDD        X13, X10, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX)(BX*2), X12, X13
+	VMULSS        X13, X14, X14
+	VADDSS        X14, X2, X2
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX)(SI*1), Y13, Y13
+	VPSUBD        Y13, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X14
+	VPADDD        X14, X7, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y11, Y11
+	VEXTRACTF32X4 $0x01, Y11, X13
+	VPADDD        X13, X11, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX)(SI*1), X12, X12
+	VMULSS        X12, X14, X14
+	VADDSS        X14, X3, X3
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Mx4AVX512
+
+donedotIQ1_Mx4AVX512:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
 
 // func dotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
@@ -25708,12 +27302,12 @@ loopdotIQ3_XXSVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       4(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  32(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     10(AX), Y7
@@ -25724,12 +27318,12 @@ loopdotIQ3_XXSVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       36(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  36(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     18(AX), Y7
@@ -25740,12 +27334,12 @@ loopdotIQ3_XXSVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       68(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  40(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     26(AX), Y7
@@ -25756,12 +27350,12 @@ loopdotIQ3_XXSVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       100(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  44(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     34(AX), Y7
@@ -25772,12 +27366,12 @@ loopdotIQ3_XXSVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       132(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  48(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     42(AX), Y7
@@ -25788,12 +27382,12 @@ loopdotIQ3_XXSVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       164(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  52(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     50(AX), Y7
@@ -25804,12 +27398,12 @@ loopdotIQ3_XXSVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       196(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  56(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     58(AX), Y7
@@ -25820,21 +27414,21 @@ loopdotIQ3_XXSVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       228(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  60(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
-	VEXTRACTF32X4 $0x01, Y4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPBROADCASTW  (AX), X5
 	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
 	VMULSS        (CX), X5, X5
 	VMULSS        X5, X4, X4
 	VADDSS        X4, X3, X3
@@ -25887,12 +27481,12 @@ loopdotIQ3_SVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       4(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  32(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     10(AX), Y7
@@ -25907,12 +27501,12 @@ loopdotIQ3_SVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       36(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  36(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     18(AX), Y7
@@ -25927,12 +27521,12 @@ loopdotIQ3_SVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       68(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  40(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     26(AX), Y7
@@ -25947,12 +27541,12 @@ loopdotIQ3_SVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       100(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  44(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     34(AX), Y7
@@ -25967,12 +27561,12 @@ loopdotIQ3_SVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       132(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  48(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     42(AX), Y7
@@ -25987,12 +27581,12 @@ loopdotIQ3_SVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       164(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  52(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     50(AX), Y7
@@ -26007,12 +27601,12 @@ loopdotIQ3_SVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       196(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  56(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     58(AX), Y7
@@ -26027,21 +27621,21 @@ loopdotIQ3_SVNNI:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       228(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  60(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
-	VEXTRACTF32X4 $0x01, Y4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPBROADCASTW  (AX), X5
 	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
 	VMULSS        (CX), X5, X5
 	VMULSS        X5, X4, X4
 	VADDSS        X4, X3, X3
@@ -26057,156 +27651,144 @@ donedotIQ3_SVNNI:
 
 // func dotIQ1_SVNNI(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotIQ1_SVNNI(SB), NOSPLIT, $96-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	LEAQ         grid_iq1sGrid<>+0(SB), BX
-	VPBROADCASTD c32_01010101<>+0(SB), Y0
-	VXORPS       X0, X0, X0
-	TESTQ        DX, DX
-	JZ           donedotIQ1_SVNNI
+TEXT ·dotIQ1_SVNNI(SB), NOSPLIT, $112-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_SVNNI
 
 loopdotIQ1_SVNNI:
-	VPXOR         Y1, Y1, Y1
-	VPXOR         Y2, Y2, Y2
+	VPXORD        Y1, Y1, Y1
 	VPMOVZXWD     34(AX), Y2
 	VPSRLD        $0x0c, Y2, Y3
-	VPAND         v32_00000007<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
 	VPADDD        Y3, Y3, Y3
-	VPOR          v32_00000001<>+0(SB), Y3, Y3
-	VPSLLD        $0x10, Y2, Y4
-	VPSRAD        $0x1f, Y4, Y4
-	VPXOR         Y4, Y3, Y2
-	VPSUBD        Y4, Y2, Y2
-	VPSLLD        $0x10, Y2, Y4
-	VPAND         v32_0000ffff<>+0(SB), Y2, Y2
-	VPOR          Y2, Y4, Y4
-	VPMADDWD      260(CX), Y4, Y2
-	VPSLLD        $0x10, Y3, Y4
-	VPOR          Y4, Y3, Y3
-	VMOVDQU       Y3, (SP)
-	VPMOVZXBD     2(AX), Y3
-	VPBROADCASTD  34(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  (SP), Y5
-	VMOVDQU       4(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPDPWSSD      Y5, Y4, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  4(SP), Y3
-	VMOVDQU       36(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPDPWSSD      Y3, Y4, Y1
-	VPMOVZXBD     10(AX), Y3
-	VPBROADCASTD  38(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  8(SP), Y5
-	VMOVDQU       68(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPDPWSSD      Y5, Y4, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  12(SP), Y3
-	VMOVDQU       100(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPDPWSSD      Y3, Y4, Y1
-	VPMOVZXBD     18(AX), Y3
-	VPBROADCASTD  42(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  16(SP), Y5
-	VMOVDQU       132(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPDPWSSD      Y5, Y4, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  20(SP), Y3
-	VMOVDQU       164(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPDPWSSD      Y3, Y4, Y1
-	VPMOVZXBD     26(AX), Y3
-	VPBROADCASTD  46(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  24(SP), Y5
-	VMOVDQU       196(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPDPWSSD      Y5, Y4, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  28(SP), Y3
-	VMOVDQU       228(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPDPWSSD      Y3, Y4, Y1
-	VPBROADCASTW  (AX), X3
-	VCVTPH2PS     X3, X3
-	VEXTRACTF32X4 $0x01, Y1, X4
-	VPADDD        X4, X1, X1
-	VPSHUFD       $0x4e, X1, X4
-	VPADDD        X4, X1, X1
-	VPSHUFD       $0xb1, X1, X4
-	VPADDD        X4, X1, X1
-	VCVTDQ2PS     X1, X1
-	VEXTRACTF32X4 $0x01, Y2, X4
-	VPADDD        X4, X2, X2
-	VPSHUFD       $0x4e, X2, X4
-	VPADDD        X4, X2, X2
-	VPSHUFD       $0xb1, X2, X4
-	VPADDD        X4, X2, X2
-	VCVTDQ2PS     X2, X2
-	VMULSS        c32_3e000000<>+0(SB), X2, X2
-	VADDSS        X2, X1, X1
-	VMULSS        (CX), X3, X3
-	VMULSS        X3, X1, X1
-	VADDSS        X1, X0, X0
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y2, Y2
+	VPSRAD        $0x1f, Y2, Y2
+	VPXORD        Y2, Y3, Y12
+	VPSUBD        Y2, Y12, Y12
+	VPANDD        v32_0000ffff<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y2
+	VPORD         Y2, Y12, Y12
+	VMOVDQU64     Y12, 64(SP)
+	VPSLLD        $0x10, Y3, Y2
+	VPORD         Y2, Y3, Y3
+	VMOVDQU64     Y3, (SP)
+	VPMOVZXBD     2(AX), Y2
+	VPBROADCASTD  34(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y4, Y4, Y4
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y4
+	VPBROADCASTD  (SP), Y3
+	VMOVDQU64     4(CX), Y12
+	VPMADDUBSW    Y12, Y4, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y5, Y5, Y5
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y5
+	VPBROADCASTD  4(SP), Y2
+	VMOVDQU64     36(CX), Y3
+	VPMADDUBSW    Y3, Y5, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     10(AX), Y2
+	VPBROADCASTD  38(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y6
+	VPBROADCASTD  8(SP), Y3
+	VMOVDQU64     68(CX), Y12
+	VPMADDUBSW    Y12, Y6, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y7
+	VPBROADCASTD  12(SP), Y2
+	VMOVDQU64     100(CX), Y3
+	VPMADDUBSW    Y3, Y7, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     18(AX), Y2
+	VPBROADCASTD  42(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y8
+	VPBROADCASTD  16(SP), Y3
+	VMOVDQU64     132(CX), Y12
+	VPMADDUBSW    Y12, Y8, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y9
+	VPBROADCASTD  20(SP), Y2
+	VMOVDQU64     164(CX), Y3
+	VPMADDUBSW    Y3, Y9, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     26(AX), Y2
+	VPBROADCASTD  46(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y10
+	VPBROADCASTD  24(SP), Y3
+	VMOVDQU64     196(CX), Y12
+	VPMADDUBSW    Y12, Y10, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y11
+	VPBROADCASTD  28(SP), Y2
+	VMOVDQU64     228(CX), Y3
+	VPMADDUBSW    Y3, Y11, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPBROADCASTW  (AX), X2
+	VCVTPH2PS     X2, X2
+	VMOVDQU64     (SP), Y3
+	VPMADDWD      260(CX), Y3, Y3
+	VPSUBD        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VPADDD        X3, X1, X3
+	VPSHUFD       $0x4e, X3, X12
+	VPADDD        X12, X3, X3
+	VPSHUFD       $0xb1, X3, X12
+	VPADDD        X12, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMOVDQU64     64(SP), Y12
+	VPMADDWD      260(CX), Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VPADDD        X13, X12, X12
+	VPSHUFD       $0x4e, X12, X13
+	VPADDD        X13, X12, X12
+	VPSHUFD       $0xb1, X12, X13
+	VPADDD        X13, X12, X12
+	VCVTDQ2PS     X12, X12
+	VMULSS        c32_3e000000<>+0(SB), X12, X12
+	VADDSS        X12, X3, X3
+	VMULSS        (CX), X2, X2
+	VMULSS        X2, X3, X3
+	VADDSS        X3, X0, X0
 	ADDQ          $0x00000032, AX
 	ADDQ          $0x00000124, CX
 	DECQ          DX
@@ -26218,204 +27800,176 @@ donedotIQ1_SVNNI:
 	RET
 
 // func dotIQ1_MVNNI(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotIQ1_MVNNI(SB), NOSPLIT, $96-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	LEAQ         grid_iq1sGrid<>+0(SB), BX
-	VPBROADCASTD c32_01010101<>+0(SB), Y0
-	VXORPS       X1, X1, X1
-	TESTQ        DX, DX
-	JZ           donedotIQ1_MVNNI
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ1_MVNNI(SB), NOSPLIT, $112-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_MVNNI
 
 loopdotIQ1_MVNNI:
-	VPXOR         Y2, Y2, Y2
-	VPXOR         Y3, Y3, Y3
-	VPBROADCASTQ  48(AX), Y4
-	VPSHUFB       iq1mls0<>+0(SB), Y4, Y5
-	VPSRLVD       iq1mlsshift<>+0(SB), Y5, Y5
-	VPAND         v32_00000007<>+0(SB), Y5, Y5
-	VPADDD        Y5, Y5, Y5
-	VPOR          v32_00000001<>+0(SB), Y5, Y5
-	VPSLLD        $0x10, Y5, Y6
-	VPOR          Y6, Y5, Y5
-	VMOVDQU       Y5, (SP)
-	VPSHUFB       iq1mls1<>+0(SB), Y4, Y4
+	VPXORD        Y1, Y1, Y1
+	VPXORD        Y2, Y2, Y2
+	VPBROADCASTQ  48(AX), Y3
+	VPSHUFB       iq1mls0<>+0(SB), Y3, Y4
 	VPSRLVD       iq1mlsshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
+	VPANDD        v32_00000007<>+0(SB), Y4, Y4
 	VPADDD        Y4, Y4, Y4
-	VPOR          v32_00000001<>+0(SB), Y4, Y4
+	VPORD         v32_00000001<>+0(SB), Y4, Y4
 	VPSLLD        $0x10, Y4, Y5
-	VPOR          Y5, Y4, Y4
-	VMOVDQU       Y4, 32(SP)
-	VMOVDQU       iq1mspread<>+0(SB), Y4
-	VMOVDQU       iq1mbits<>+0(SB), Y5
-	VMOVDQU       iq1mpick<>+0(SB), Y6
-	VPMOVZXBD     (AX), Y7
-	VPBROADCASTD  32(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  32(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        (SP), Y6, Y10
-	VMOVDQU       4(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPDPWSSD      Y10, Y8, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPDPWSSD      Y10, Y9, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  34(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        8(SP), Y6, Y9
-	VMOVDQU       36(CX), Y10
-	VPABSB        Y10, Y11
-	VPSIGNB       Y10, Y8, Y8
-	VPMADDUBSW    Y8, Y11, Y8
-	VPDPWSSD      Y9, Y8, Y2
-	VPSIGNB       Y10, Y7, Y7
-	VPMADDUBSW    Y7, Y11, Y7
-	VPDPWSSD      Y9, Y7, Y3
-	VPMOVZXBD     8(AX), Y7
-	VPBROADCASTD  36(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  36(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        16(SP), Y6, Y10
-	VMOVDQU       68(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPDPWSSD      Y10, Y8, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPDPWSSD      Y10, Y9, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  38(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        24(SP), Y6, Y9
-	VMOVDQU       100(CX), Y10
-	VPABSB        Y10, Y11
-	VPSIGNB       Y10, Y8, Y8
-	VPMADDUBSW    Y8, Y11, Y8
-	VPDPWSSD      Y9, Y8, Y2
-	VPSIGNB       Y10, Y7, Y7
-	VPMADDUBSW    Y7, Y11, Y7
-	VPDPWSSD      Y9, Y7, Y3
-	VPMOVZXBD     16(AX), Y7
-	VPBROADCASTD  40(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  40(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        32(SP), Y6, Y10
-	VMOVDQU       132(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPDPWSSD      Y10, Y8, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPDPWSSD      Y10, Y9, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  42(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        40(SP), Y6, Y9
-	VMOVDQU       164(CX), Y10
-	VPABSB        Y10, Y11
-	VPSIGNB       Y10, Y8, Y8
-	VPMADDUBSW    Y8, Y11, Y8
-	VPDPWSSD      Y9, Y8, Y2
-	VPSIGNB       Y10, Y7, Y7
-	VPMADDUBSW    Y7, Y11, Y7
-	VPDPWSSD      Y9, Y7, Y3
-	VPMOVZXBD     24(AX), Y7
-	VPBROADCASTD  44(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  44(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        48(SP), Y6, Y10
-	VMOVDQU       196(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPDPWSSD      Y10, Y8, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPDPWSSD      Y10, Y9, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  46(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        56(SP), Y6, Y4
-	VMOVDQU       228(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y8, Y8
-	VPMADDUBSW    Y8, Y6, Y8
-	VPDPWSSD      Y4, Y8, Y2
-	VPSIGNB       Y5, Y7, Y7
-	VPMADDUBSW    Y7, Y6, Y7
-	VPDPWSSD      Y4, Y7, Y3
+	VPORD         Y4, Y5, Y5
+	VMOVDQU64     Y5, (SP)
+	VPSHUFB       iq1mls1<>+0(SB), Y3, Y3
+	VPSRLVD       iq1mlsshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD        Y3, Y3, Y3
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y3, Y5
+	VPORD         Y3, Y5, Y5
+	VMOVDQU64     Y5, 32(SP)
+	VPACKUSDW     Y3, Y4, Y3
+	VPERMQ        $0xd8, Y3, Y3
+	VMOVDQU64     Y3, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y3
+	VMOVDQU64     iq1mbits<>+0(SB), Y4
+	VMOVDQU64     iq1mpick<>+0(SB), Y5
+	VPBROADCASTD  c32_02020202<>+0(SB), Y14
+	VPMOVZXBD     (AX), Y15
+	VPBROADCASTD  32(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y6
+	VPBROADCASTW  32(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        (SP), Y5, Y17
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y6, Y19
+	VPDPWSSD      Y17, Y19, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y2
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y7
+	VPBROADCASTW  34(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPERMD        8(SP), Y5, Y16
+	VMOVDQU64     36(CX), Y17
+	VPMADDUBSW    Y17, Y7, Y18
+	VPDPWSSD      Y16, Y18, Y1
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y2
+	VPMOVZXBD     8(AX), Y15
+	VPBROADCASTD  36(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y8
+	VPBROADCASTW  36(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        16(SP), Y5, Y17
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y8, Y19
+	VPDPWSSD      Y17, Y19, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y2
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y9
+	VPBROADCASTW  38(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPERMD        24(SP), Y5, Y16
+	VMOVDQU64     100(CX), Y17
+	VPMADDUBSW    Y17, Y9, Y18
+	VPDPWSSD      Y16, Y18, Y1
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y2
+	VPMOVZXBD     16(AX), Y15
+	VPBROADCASTD  40(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y10
+	VPBROADCASTW  40(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        32(SP), Y5, Y17
+	VMOVDQU64     132(CX), Y18
+	VPMADDUBSW    Y18, Y10, Y19
+	VPDPWSSD      Y17, Y19, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y2
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y11
+	VPBROADCASTW  42(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPERMD        40(SP), Y5, Y16
+	VMOVDQU64     164(CX), Y17
+	VPMADDUBSW    Y17, Y11, Y18
+	VPDPWSSD      Y16, Y18, Y1
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y2
+	VPMOVZXBD     24(AX), Y15
+	VPBROADCASTD  44(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y12
+	VPBROADCASTW  44(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        48(SP), Y5, Y17
+	VMOVDQU64     196(CX), Y18
+	VPMADDUBSW    Y18, Y12, Y19
+	VPDPWSSD      Y17, Y19, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y2
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y13
+	VPBROADCASTW  46(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y3
+	VPERMD        56(SP), Y5, Y4
+	VMOVDQU64     228(CX), Y5
+	VPMADDUBSW    Y5, Y13, Y14
+	VPDPWSSD      Y4, Y14, Y1
+	VPMADDUBSW    Y5, Y3, Y5
+	VPDPWSSD      Y4, Y5, Y2
 	MOVQ          48(AX), SI
 	MOVQ          SI, DI
 	SHRQ          $0x0c, DI
@@ -26432,34 +27986,1495 @@ loopdotIQ1_MVNNI:
 	SHRQ          $0x30, R8
 	ANDL          $0x0000f000, R8
 	ORL           R8, DI
-	VMOVD         DI, X4
-	VCVTPH2PS     X4, X4
-	VEXTRACTF32X4 $0x01, Y2, X5
-	VPADDD        X5, X2, X2
-	VPSHUFD       $0x4e, X2, X5
-	VPADDD        X5, X2, X2
-	VPSHUFD       $0xb1, X2, X5
-	VPADDD        X5, X2, X2
-	VCVTDQ2PS     X2, X2
-	VEXTRACTF32X4 $0x01, Y3, X5
-	VPADDD        X5, X3, X3
-	VPSHUFD       $0x4e, X3, X5
-	VPADDD        X5, X3, X3
-	VPSHUFD       $0xb1, X3, X5
-	VPADDD        X5, X3, X3
-	VCVTDQ2PS     X3, X3
-	VMULSS        c32_3e000000<>+0(SB), X3, X3
-	VADDSS        X3, X2, X2
-	VMULSS        (CX), X4, X4
-	VMULSS        X4, X2, X2
-	VADDSS        X2, X1, X1
+	VMOVD         DI, X3
+	VCVTPH2PS     X3, X3
+	VMOVDQU64     64(SP), Y4
+	VPMADDWD      260(CX), Y4, Y4
+	VPSUBD        Y4, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VPADDD        X5, X1, X5
+	VPSHUFD       $0x4e, X5, X14
+	VPADDD        X14, X5, X5
+	VPSHUFD       $0xb1, X5, X14
+	VPADDD        X14, X5, X5
+	VCVTDQ2PS     X5, X5
+	VPSUBD        Y4, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VPADDD        X4, X2, X4
+	VPSHUFD       $0x4e, X4, X14
+	VPADDD        X14, X4, X4
+	VPSHUFD       $0xb1, X4, X14
+	VPADDD        X14, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMULSS        c32_3e000000<>+0(SB), X4, X4
+	VADDSS        X4, X5, X5
+	VMULSS        (CX), X3, X3
+	VMULSS        X3, X5, X5
+	VADDSS        X5, X0, X0
 	ADDQ          $0x00000038, AX
 	ADDQ          $0x00000124, CX
 	DECQ          DX
 	JNZ           loopdotIQ1_MVNNI
 
 donedotIQ1_MVNNI:
-	MOVSS X1, ret+24(FP)
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_XXSx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ3_XXSx4VNNI(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSx4VNNI
+
+loopdotIQ3_XXSx4VNNI:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VMOVDQU       66(AX), Y11
+	VPSRLD        $0x1c, Y11, Y12
+	VPADDD        Y12, Y12, Y12
+	VPOR          v32_00000001<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y13
+	VPOR          Y13, Y12, Y12
+	VMOVDQU       Y12, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y11, Y12
+	VPSLLD        $0x02, Y11, Y11
+	VPAND         v32_3fff0000<>+0(SB), Y11, Y11
+	VPOR          Y11, Y12, Y12
+	VPAND         v32_007f007f<>+0(SB), Y12, Y13
+	VPSLLD        $0x01, Y12, Y11
+	VPAND         v32_7f007f00<>+0(SB), Y11, Y11
+	VPOR          Y11, Y13, Y13
+	VPSRLD        $0x04, Y13, Y12
+	VPXOR         Y13, Y12, Y12
+	VPSRLD        $0x02, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPSRLD        $0x01, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPAND         v32_01010101<>+0(SB), Y12, Y12
+	VPSLLD        $0x07, Y12, Y12
+	VPOR          Y12, Y13, Y13
+	VMOVDQU       Y13, (SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  (SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  4(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  8(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  12(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  16(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  20(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  24(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  28(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSx4VNNI
+
+donedotIQ3_XXSx4VNNI:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	VMULSS c32_3e800000<>+0(SB), X4, X4
+	VMULSS c32_3e800000<>+0(SB), X5, X5
+	VMULSS c32_3e800000<>+0(SB), X6, X6
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_Sx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ3_Sx4VNNI(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_Sx4VNNI
+
+loopdotIQ3_Sx4VNNI:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VPBROADCASTD  106(AX), Y11
+	VPSRLVD       iq3sls<>+0(SB), Y11, Y11
+	VPAND         v32_0000000f<>+0(SB), Y11, Y11
+	VPADDD        Y11, Y11, Y11
+	VPOR          v32_00000001<>+0(SB), Y11, Y11
+	VPSLLD        $0x10, Y11, Y12
+	VPOR          Y12, Y11, Y11
+	VMOVDQU       Y11, 32(SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPBROADCASTD  66(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  74(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPBROADCASTD  67(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  78(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPBROADCASTD  68(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  82(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPBROADCASTD  69(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  86(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPBROADCASTD  70(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  90(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPBROADCASTD  71(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  94(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPBROADCASTD  72(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  98(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPBROADCASTD  73(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  102(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_Sx4VNNI
+
+donedotIQ3_Sx4VNNI:
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Sx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ1_Sx4VNNI(SB), NOSPLIT, $112-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Sx4VNNI
+
+loopdotIQ1_Sx4VNNI:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPMOVZXWD     34(AX), Y8
+	VPSRLD        $0x0c, Y8, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD        Y9, Y9, Y9
+	VPORD         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD        $0x10, Y8, Y8
+	VPSRAD        $0x1f, Y8, Y8
+	VPXORD        Y8, Y9, Y18
+	VPSUBD        Y8, Y18, Y18
+	VPANDD        v32_0000ffff<>+0(SB), Y18, Y18
+	VPSLLD        $0x10, Y18, Y8
+	VPORD         Y8, Y18, Y18
+	VMOVDQU64     Y18, 64(SP)
+	VPSLLD        $0x10, Y9, Y8
+	VPORD         Y8, Y9, Y9
+	VMOVDQU64     Y9, (SP)
+	VPMOVZXBD     2(AX), Y8
+	VPBROADCASTD  34(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y10
+	VPBROADCASTD  (SP), Y9
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     4(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     4(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     4(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y11
+	VPBROADCASTD  4(SP), Y8
+	VMOVDQU64     36(CX), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     36(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     36(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     36(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     10(AX), Y8
+	VPBROADCASTD  38(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y12
+	VPBROADCASTD  8(SP), Y9
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     68(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     68(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     68(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y13
+	VPBROADCASTD  12(SP), Y8
+	VMOVDQU64     100(CX), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     100(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     100(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     100(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     18(AX), Y8
+	VPBROADCASTD  42(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y14, Y14, Y14
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y14
+	VPBROADCASTD  16(SP), Y9
+	VMOVDQU64     132(CX), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     132(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     132(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     132(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y15
+	VPBROADCASTD  20(SP), Y8
+	VMOVDQU64     164(CX), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     164(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     164(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     164(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     26(AX), Y8
+	VPBROADCASTD  46(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y16
+	VPBROADCASTD  24(SP), Y9
+	VMOVDQU64     196(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     196(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     196(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     196(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y17
+	VPBROADCASTD  28(SP), Y8
+	VMOVDQU64     228(CX), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     228(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     228(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     228(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPBROADCASTW  (AX), X8
+	VCVTPH2PS     X8, X8
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX), Y9, Y9
+	VPSUBD        Y9, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VPADDD        X9, X4, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X0, X0
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX)(BX*1), Y9, Y9
+	VPSUBD        Y9, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VPADDD        X9, X5, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX)(BX*1), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX)(BX*1), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X1, X1
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX)(BX*2), Y9, Y9
+	VPSUBD        Y9, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VPADDD        X9, X6, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX)(BX*2), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX)(BX*2), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X2, X2
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX)(SI*1), Y9, Y9
+	VPSUBD        Y9, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VPADDD        X9, X7, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX)(SI*1), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX)(SI*1), X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X3, X3
+	ADDQ          $0x00000032, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Sx4VNNI
+
+donedotIQ1_Sx4VNNI:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Mx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ1_Mx4VNNI(SB), NOSPLIT, $112-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Mx4VNNI
+
+loopdotIQ1_Mx4VNNI:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPXORD        Y8, Y8, Y8
+	VPXORD        Y9, Y9, Y9
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPBROADCASTQ  48(AX), Y12
+	VPSHUFB       iq1mls0<>+0(SB), Y12, Y13
+	VPSRLVD       iq1mlsshift<>+0(SB), Y13, Y13
+	VPANDD        v32_00000007<>+0(SB), Y13, Y13
+	VPADDD        Y13, Y13, Y13
+	VPORD         v32_00000001<>+0(SB), Y13, Y13
+	VPSLLD        $0x10, Y13, Y14
+	VPORD         Y13, Y14, Y14
+	VMOVDQU64     Y14, (SP)
+	VPSHUFB       iq1mls1<>+0(SB), Y12, Y12
+	VPSRLVD       iq1mlsshift<>+0(SB), Y12, Y12
+	VPANDD        v32_00000007<>+0(SB), Y12, Y12
+	VPADDD        Y12, Y12, Y12
+	VPORD         v32_00000001<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y14
+	VPORD         Y12, Y14, Y14
+	VMOVDQU64     Y14, 32(SP)
+	VPACKUSDW     Y12, Y13, Y12
+	VPERMQ        $0xd8, Y12, Y12
+	VMOVDQU64     Y12, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y12
+	VMOVDQU64     iq1mbits<>+0(SB), Y13
+	VMOVDQU64     iq1mpick<>+0(SB), Y14
+	VPBROADCASTD  c32_02020202<>+0(SB), Y23
+	VPMOVZXBD     (AX), Y24
+	VPBROADCASTD  32(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y15
+	VPBROADCASTW  32(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        (SP), Y14, Y26
+	VMOVDQU64     4(CX), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPDPWSSD      Y26, Y28, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y8
+	VMOVDQU64     4(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPDPWSSD      Y26, Y28, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y9
+	VMOVDQU64     4(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPDPWSSD      Y26, Y28, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y10
+	VMOVDQU64     4(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPDPWSSD      Y26, Y28, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y11
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y16
+	VPBROADCASTW  34(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y24
+	VPERMD        8(SP), Y14, Y25
+	VMOVDQU64     36(CX), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPDPWSSD      Y25, Y27, Y4
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y8
+	VMOVDQU64     36(CX)(BX*1), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPDPWSSD      Y25, Y27, Y5
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y9
+	VMOVDQU64     36(CX)(BX*2), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPDPWSSD      Y25, Y27, Y6
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y10
+	VMOVDQU64     36(CX)(SI*1), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPDPWSSD      Y25, Y27, Y7
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y11
+	VPMOVZXBD     8(AX), Y24
+	VPBROADCASTD  36(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y17
+	VPBROADCASTW  36(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        16(SP), Y14, Y26
+	VMOVDQU64     68(CX), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPDPWSSD      Y26, Y28, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y8
+	VMOVDQU64     68(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPDPWSSD      Y26, Y28, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y9
+	VMOVDQU64     68(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPDPWSSD      Y26, Y28, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y10
+	VMOVDQU64     68(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPDPWSSD      Y26, Y28, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y11
+	VPXORD        Y18, Y18, Y18
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y18
+	VPBROADCASTW  38(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y24
+	VPERMD        24(SP), Y14, Y25
+	VMOVDQU64     100(CX), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPDPWSSD      Y25, Y27, Y4
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y8
+	VMOVDQU64     100(CX)(BX*1), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPDPWSSD      Y25, Y27, Y5
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y9
+	VMOVDQU64     100(CX)(BX*2), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPDPWSSD      Y25, Y27, Y6
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y10
+	VMOVDQU64     100(CX)(SI*1), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPDPWSSD      Y25, Y27, Y7
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y11
+	VPMOVZXBD     16(AX), Y24
+	VPBROADCASTD  40(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y19, Y19, Y19
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y19
+	VPBROADCASTW  40(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        32(SP), Y14, Y26
+	VMOVDQU64     132(CX), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPDPWSSD      Y26, Y28, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y8
+	VMOVDQU64     132(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPDPWSSD      Y26, Y28, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y9
+	VMOVDQU64     132(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPDPWSSD      Y26, Y28, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y10
+	VMOVDQU64     132(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPDPWSSD      Y26, Y28, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y11
+	VPXORD        Y20, Y20, Y20
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y20
+	VPBROADCASTW  42(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y24
+	VPERMD        40(SP), Y14, Y25
+	VMOVDQU64     164(CX), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPDPWSSD      Y25, Y27, Y4
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y8
+	VMOVDQU64     164(CX)(BX*1), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPDPWSSD      Y25, Y27, Y5
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y9
+	VMOVDQU64     164(CX)(BX*2), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPDPWSSD      Y25, Y27, Y6
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y10
+	VMOVDQU64     164(CX)(SI*1), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPDPWSSD      Y25, Y27, Y7
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y11
+	VPMOVZXBD     24(AX), Y24
+	VPBROADCASTD  44(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y21, Y21, Y21
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y21
+	VPBROADCASTW  44(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        48(SP), Y14, Y26
+	VMOVDQU64     196(CX), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPDPWSSD      Y26, Y28, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y8
+	VMOVDQU64     196(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPDPWSSD      Y26, Y28, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y9
+	VMOVDQU64     196(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPDPWSSD      Y26, Y28, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y10
+	VMOVDQU64     196(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPDPWSSD      Y26, Y28, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y11
+	VPXORD        Y22, Y22, Y22
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y22
+	VPBROADCASTW  46(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y12
+	VPERMD        56(SP), Y14, Y13
+	VMOVDQU64     228(CX), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPDPWSSD      Y13, Y23, Y4
+	VPMADDUBSW    Y14, Y12, Y14
+	VPDPWSSD      Y13, Y14, Y8
+	VMOVDQU64     228(CX)(BX*1), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPDPWSSD      Y13, Y23, Y5
+	VPMADDUBSW    Y14, Y12, Y14
+	VPDPWSSD      Y13, Y14, Y9
+	VMOVDQU64     228(CX)(BX*2), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPDPWSSD      Y13, Y23, Y6
+	VPMADDUBSW    Y14, Y12, Y14
+	VPDPWSSD      Y13, Y14, Y10
+	VMOVDQU64     228(CX)(SI*1), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPDPWSSD      Y13, Y23, Y7
+	VPMADDUBSW    Y14, Y12, Y14
+	VPDPWSSD      Y13, Y14, Y11
+	MOVQ          48(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x0c, R9
+	ANDL          $0x0000000f, R9
+	MOVQ          R8, R10
+	SHRQ          $0x18, R10
+	ANDL          $0x000000f0, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x24, R10
+	ANDL          $0x00000f00, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x30, R10
+	ANDL          $0x0000f000, R10
+	ORL           R10, R9
+	VMOVD         R9, X12
+	VCVTPH2PS     X12, X12
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX), Y13, Y13
+	VPSUBD        Y13, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X14
+	VPADDD        X14, X4, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X13
+	VPADDD        X13, X8, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX), X12, X13
+	VMULSS        X13, X14, X14
+	VADDSS        X14, X0, X0
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX)(BX*1), Y13, Y13
+	VPSUBD        Y13, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X14
+	VPADDD        X14, X5, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X13
+	VPADDD        X13, X9, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX)(BX*1), X12, X13
+	VMULSS        X13, X14, X14
+	VADDSS        X14, X1, X1
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX)(BX*2), Y13, Y13
+	VPSUBD        Y13, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X14
+	VPADDD        X14, X6, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X13
+	VPADDD        X13, X10, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX)(BX*2), X12, X13
+	VMULSS        X13, X14, X14
+	VADDSS        X14, X2, X2
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX)(SI*1), Y13, Y13
+	VPSUBD        Y13, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X14
+	VPADDD        X14, X7, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y11, Y11
+	VEXTRACTF32X4 $0x01, Y11, X13
+	VPADDD        X13, X11, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX)(SI*1), X12, X12
+	VMULSS        X12, X14, X14
+	VADDSS        X14, X3, X3
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Mx4VNNI
+
+donedotIQ1_Mx4VNNI:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -43202,12 +46217,12 @@ loopdotIQ3_XXSVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       4(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  32(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     10(AX), Y7
@@ -43218,12 +46233,12 @@ loopdotIQ3_XXSVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       36(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  36(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     18(AX), Y7
@@ -43234,12 +46249,12 @@ loopdotIQ3_XXSVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       68(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  40(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     26(AX), Y7
@@ -43250,12 +46265,12 @@ loopdotIQ3_XXSVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       100(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  44(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     34(AX), Y7
@@ -43266,12 +46281,12 @@ loopdotIQ3_XXSVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       132(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  48(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     42(AX), Y7
@@ -43282,12 +46297,12 @@ loopdotIQ3_XXSVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       164(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  52(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     50(AX), Y7
@@ -43298,12 +46313,12 @@ loopdotIQ3_XXSVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       196(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  56(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     58(AX), Y7
@@ -43314,21 +46329,21 @@ loopdotIQ3_XXSVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       228(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  60(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
-	VEXTRACTF32X4 $0x01, Y4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPBROADCASTW  (AX), X5
 	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
 	VMULSS        (CX), X5, X5
 	VMULSS        X5, X4, X4
 	VADDSS        X4, X3, X3
@@ -43381,12 +46396,12 @@ loopdotIQ3_SVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       4(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  32(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     10(AX), Y7
@@ -43401,12 +46416,12 @@ loopdotIQ3_SVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       36(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  36(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     18(AX), Y7
@@ -43421,12 +46436,12 @@ loopdotIQ3_SVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       68(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  40(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     26(AX), Y7
@@ -43441,12 +46456,12 @@ loopdotIQ3_SVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       100(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  44(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     34(AX), Y7
@@ -43461,12 +46476,12 @@ loopdotIQ3_SVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       132(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  48(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     42(AX), Y7
@@ -43481,12 +46496,12 @@ loopdotIQ3_SVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       164(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  52(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     50(AX), Y7
@@ -43501,12 +46516,12 @@ loopdotIQ3_SVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       196(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  56(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPXOR         Y5, Y5, Y5
 	VPCMPEQD      Y6, Y6, Y6
 	VPMOVZXBD     58(AX), Y7
@@ -43521,21 +46536,21 @@ loopdotIQ3_SVNNI256:
 	VPCMPEQB      Y1, Y6, Y6
 	VPOR          Y2, Y6, Y6
 	VPSIGNB       Y6, Y5, Y5
-	VMOVDQU       228(CX), Y6
-	VPSIGNB       Y6, Y5, Y5
-	VPABSB        Y6, Y6
-	VPMADDUBSW    Y5, Y6, Y6
-	VPBROADCASTD  60(SP), Y5
-	VPDPWSSD      Y5, Y6, Y4
-	VEXTRACTF32X4 $0x01, Y4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0x4e, X4, X5
-	VPADDD        X5, X4, X4
-	VPSHUFD       $0xb1, X4, X5
-	VPADDD        X5, X4, X4
-	VCVTDQ2PS     X4, X4
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
 	VPBROADCASTW  (AX), X5
 	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
 	VMULSS        (CX), X5, X5
 	VMULSS        X5, X4, X4
 	VADDSS        X4, X3, X3
@@ -43551,156 +46566,144 @@ donedotIQ3_SVNNI256:
 
 // func dotIQ1_SVNNI256(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotIQ1_SVNNI256(SB), NOSPLIT, $96-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	LEAQ         grid_iq1sGrid<>+0(SB), BX
-	VPBROADCASTD c32_01010101<>+0(SB), Y0
-	VXORPS       X0, X0, X0
-	TESTQ        DX, DX
-	JZ           donedotIQ1_SVNNI256
+TEXT ·dotIQ1_SVNNI256(SB), NOSPLIT, $112-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_SVNNI256
 
 loopdotIQ1_SVNNI256:
-	VPXOR         Y1, Y1, Y1
-	VPXOR         Y2, Y2, Y2
+	VPXORD        Y1, Y1, Y1
 	VPMOVZXWD     34(AX), Y2
 	VPSRLD        $0x0c, Y2, Y3
-	VPAND         v32_00000007<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
 	VPADDD        Y3, Y3, Y3
-	VPOR          v32_00000001<>+0(SB), Y3, Y3
-	VPSLLD        $0x10, Y2, Y4
-	VPSRAD        $0x1f, Y4, Y4
-	VPXOR         Y4, Y3, Y2
-	VPSUBD        Y4, Y2, Y2
-	VPSLLD        $0x10, Y2, Y4
-	VPAND         v32_0000ffff<>+0(SB), Y2, Y2
-	VPOR          Y2, Y4, Y4
-	VPMADDWD      260(CX), Y4, Y2
-	VPSLLD        $0x10, Y3, Y4
-	VPOR          Y4, Y3, Y3
-	VMOVDQU       Y3, (SP)
-	VPMOVZXBD     2(AX), Y3
-	VPBROADCASTD  34(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  (SP), Y5
-	VMOVDQU       4(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPDPWSSD      Y5, Y4, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  4(SP), Y3
-	VMOVDQU       36(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPDPWSSD      Y3, Y4, Y1
-	VPMOVZXBD     10(AX), Y3
-	VPBROADCASTD  38(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  8(SP), Y5
-	VMOVDQU       68(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPDPWSSD      Y5, Y4, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  12(SP), Y3
-	VMOVDQU       100(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPDPWSSD      Y3, Y4, Y1
-	VPMOVZXBD     18(AX), Y3
-	VPBROADCASTD  42(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  16(SP), Y5
-	VMOVDQU       132(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPDPWSSD      Y5, Y4, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  20(SP), Y3
-	VMOVDQU       164(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPDPWSSD      Y3, Y4, Y1
-	VPMOVZXBD     26(AX), Y3
-	VPBROADCASTD  46(AX), Y4
-	VPSRLVD       iq1sshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
-	VPSLLD        $0x08, Y4, Y4
-	VPOR          Y4, Y3, Y3
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  24(SP), Y5
-	VMOVDQU       196(CX), Y6
-	VPABSB        Y6, Y7
-	VPSIGNB       Y6, Y4, Y4
-	VPMADDUBSW    Y4, Y7, Y4
-	VPDPWSSD      Y5, Y4, Y1
-	VPXOR         Y4, Y4, Y4
-	VPCMPEQD      Y5, Y5, Y5
-	VEXTRACTI128  $0x01, Y3, X3
-	VPGATHERDQ    Y5, (BX)(X3*8), Y4
-	VPBROADCASTD  28(SP), Y3
-	VMOVDQU       228(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y4, Y4
-	VPMADDUBSW    Y4, Y6, Y4
-	VPDPWSSD      Y3, Y4, Y1
-	VPBROADCASTW  (AX), X3
-	VCVTPH2PS     X3, X3
-	VEXTRACTF32X4 $0x01, Y1, X4
-	VPADDD        X4, X1, X1
-	VPSHUFD       $0x4e, X1, X4
-	VPADDD        X4, X1, X1
-	VPSHUFD       $0xb1, X1, X4
-	VPADDD        X4, X1, X1
-	VCVTDQ2PS     X1, X1
-	VEXTRACTF32X4 $0x01, Y2, X4
-	VPADDD        X4, X2, X2
-	VPSHUFD       $0x4e, X2, X4
-	VPADDD        X4, X2, X2
-	VPSHUFD       $0xb1, X2, X4
-	VPADDD        X4, X2, X2
-	VCVTDQ2PS     X2, X2
-	VMULSS        c32_3e000000<>+0(SB), X2, X2
-	VADDSS        X2, X1, X1
-	VMULSS        (CX), X3, X3
-	VMULSS        X3, X1, X1
-	VADDSS        X1, X0, X0
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y2, Y2
+	VPSRAD        $0x1f, Y2, Y2
+	VPXORD        Y2, Y3, Y12
+	VPSUBD        Y2, Y12, Y12
+	VPANDD        v32_0000ffff<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y2
+	VPORD         Y2, Y12, Y12
+	VMOVDQU64     Y12, 64(SP)
+	VPSLLD        $0x10, Y3, Y2
+	VPORD         Y2, Y3, Y3
+	VMOVDQU64     Y3, (SP)
+	VPMOVZXBD     2(AX), Y2
+	VPBROADCASTD  34(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y4, Y4, Y4
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y4
+	VPBROADCASTD  (SP), Y3
+	VMOVDQU64     4(CX), Y12
+	VPMADDUBSW    Y12, Y4, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y5, Y5, Y5
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y5
+	VPBROADCASTD  4(SP), Y2
+	VMOVDQU64     36(CX), Y3
+	VPMADDUBSW    Y3, Y5, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     10(AX), Y2
+	VPBROADCASTD  38(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y6
+	VPBROADCASTD  8(SP), Y3
+	VMOVDQU64     68(CX), Y12
+	VPMADDUBSW    Y12, Y6, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y7
+	VPBROADCASTD  12(SP), Y2
+	VMOVDQU64     100(CX), Y3
+	VPMADDUBSW    Y3, Y7, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     18(AX), Y2
+	VPBROADCASTD  42(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y8
+	VPBROADCASTD  16(SP), Y3
+	VMOVDQU64     132(CX), Y12
+	VPMADDUBSW    Y12, Y8, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y9
+	VPBROADCASTD  20(SP), Y2
+	VMOVDQU64     164(CX), Y3
+	VPMADDUBSW    Y3, Y9, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     26(AX), Y2
+	VPBROADCASTD  46(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y10
+	VPBROADCASTD  24(SP), Y3
+	VMOVDQU64     196(CX), Y12
+	VPMADDUBSW    Y12, Y10, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y11
+	VPBROADCASTD  28(SP), Y2
+	VMOVDQU64     228(CX), Y3
+	VPMADDUBSW    Y3, Y11, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPBROADCASTW  (AX), X2
+	VCVTPH2PS     X2, X2
+	VMOVDQU64     (SP), Y3
+	VPMADDWD      260(CX), Y3, Y3
+	VPSUBD        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VPADDD        X3, X1, X3
+	VPSHUFD       $0x4e, X3, X12
+	VPADDD        X12, X3, X3
+	VPSHUFD       $0xb1, X3, X12
+	VPADDD        X12, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMOVDQU64     64(SP), Y12
+	VPMADDWD      260(CX), Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VPADDD        X13, X12, X12
+	VPSHUFD       $0x4e, X12, X13
+	VPADDD        X13, X12, X12
+	VPSHUFD       $0xb1, X12, X13
+	VPADDD        X13, X12, X12
+	VCVTDQ2PS     X12, X12
+	VMULSS        c32_3e000000<>+0(SB), X12, X12
+	VADDSS        X12, X3, X3
+	VMULSS        (CX), X2, X2
+	VMULSS        X2, X3, X3
+	VADDSS        X3, X0, X0
 	ADDQ          $0x00000032, AX
 	ADDQ          $0x00000124, CX
 	DECQ          DX
@@ -43712,204 +46715,176 @@ donedotIQ1_SVNNI256:
 	RET
 
 // func dotIQ1_MVNNI256(w *byte, a *byte, nb int) float32
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
-TEXT ·dotIQ1_MVNNI256(SB), NOSPLIT, $96-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	LEAQ         grid_iq1sGrid<>+0(SB), BX
-	VPBROADCASTD c32_01010101<>+0(SB), Y0
-	VXORPS       X1, X1, X1
-	TESTQ        DX, DX
-	JZ           donedotIQ1_MVNNI256
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ1_MVNNI256(SB), NOSPLIT, $112-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_MVNNI256
 
 loopdotIQ1_MVNNI256:
-	VPXOR         Y2, Y2, Y2
-	VPXOR         Y3, Y3, Y3
-	VPBROADCASTQ  48(AX), Y4
-	VPSHUFB       iq1mls0<>+0(SB), Y4, Y5
-	VPSRLVD       iq1mlsshift<>+0(SB), Y5, Y5
-	VPAND         v32_00000007<>+0(SB), Y5, Y5
-	VPADDD        Y5, Y5, Y5
-	VPOR          v32_00000001<>+0(SB), Y5, Y5
-	VPSLLD        $0x10, Y5, Y6
-	VPOR          Y6, Y5, Y5
-	VMOVDQU       Y5, (SP)
-	VPSHUFB       iq1mls1<>+0(SB), Y4, Y4
+	VPXORD        Y1, Y1, Y1
+	VPXORD        Y2, Y2, Y2
+	VPBROADCASTQ  48(AX), Y3
+	VPSHUFB       iq1mls0<>+0(SB), Y3, Y4
 	VPSRLVD       iq1mlsshift<>+0(SB), Y4, Y4
-	VPAND         v32_00000007<>+0(SB), Y4, Y4
+	VPANDD        v32_00000007<>+0(SB), Y4, Y4
 	VPADDD        Y4, Y4, Y4
-	VPOR          v32_00000001<>+0(SB), Y4, Y4
+	VPORD         v32_00000001<>+0(SB), Y4, Y4
 	VPSLLD        $0x10, Y4, Y5
-	VPOR          Y5, Y4, Y4
-	VMOVDQU       Y4, 32(SP)
-	VMOVDQU       iq1mspread<>+0(SB), Y4
-	VMOVDQU       iq1mbits<>+0(SB), Y5
-	VMOVDQU       iq1mpick<>+0(SB), Y6
-	VPMOVZXBD     (AX), Y7
-	VPBROADCASTD  32(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  32(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        (SP), Y6, Y10
-	VMOVDQU       4(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPDPWSSD      Y10, Y8, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPDPWSSD      Y10, Y9, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  34(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        8(SP), Y6, Y9
-	VMOVDQU       36(CX), Y10
-	VPABSB        Y10, Y11
-	VPSIGNB       Y10, Y8, Y8
-	VPMADDUBSW    Y8, Y11, Y8
-	VPDPWSSD      Y9, Y8, Y2
-	VPSIGNB       Y10, Y7, Y7
-	VPMADDUBSW    Y7, Y11, Y7
-	VPDPWSSD      Y9, Y7, Y3
-	VPMOVZXBD     8(AX), Y7
-	VPBROADCASTD  36(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  36(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        16(SP), Y6, Y10
-	VMOVDQU       68(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPDPWSSD      Y10, Y8, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPDPWSSD      Y10, Y9, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  38(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        24(SP), Y6, Y9
-	VMOVDQU       100(CX), Y10
-	VPABSB        Y10, Y11
-	VPSIGNB       Y10, Y8, Y8
-	VPMADDUBSW    Y8, Y11, Y8
-	VPDPWSSD      Y9, Y8, Y2
-	VPSIGNB       Y10, Y7, Y7
-	VPMADDUBSW    Y7, Y11, Y7
-	VPDPWSSD      Y9, Y7, Y3
-	VPMOVZXBD     16(AX), Y7
-	VPBROADCASTD  40(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  40(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        32(SP), Y6, Y10
-	VMOVDQU       132(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPDPWSSD      Y10, Y8, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPDPWSSD      Y10, Y9, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  42(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        40(SP), Y6, Y9
-	VMOVDQU       164(CX), Y10
-	VPABSB        Y10, Y11
-	VPSIGNB       Y10, Y8, Y8
-	VPMADDUBSW    Y8, Y11, Y8
-	VPDPWSSD      Y9, Y8, Y2
-	VPSIGNB       Y10, Y7, Y7
-	VPMADDUBSW    Y7, Y11, Y7
-	VPDPWSSD      Y9, Y7, Y3
-	VPMOVZXBD     24(AX), Y7
-	VPBROADCASTD  44(AX), Y8
-	VPSRLVD       iq1mshift<>+0(SB), Y8, Y8
-	VPAND         v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD        $0x08, Y8, Y8
-	VPOR          Y8, Y7, Y7
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  44(AX), Y9
-	VPSHUFB       Y4, Y9, Y9
-	VPAND         Y5, Y9, Y9
-	VPCMPEQB      Y5, Y9, Y9
-	VPOR          Y0, Y9, Y9
-	VPERMD        48(SP), Y6, Y10
-	VMOVDQU       196(CX), Y11
-	VPABSB        Y11, Y12
-	VPSIGNB       Y11, Y8, Y8
-	VPMADDUBSW    Y8, Y12, Y8
-	VPDPWSSD      Y10, Y8, Y2
-	VPSIGNB       Y11, Y9, Y9
-	VPMADDUBSW    Y9, Y12, Y9
-	VPDPWSSD      Y10, Y9, Y3
-	VPXOR         Y8, Y8, Y8
-	VPCMPEQD      Y9, Y9, Y9
-	VEXTRACTI128  $0x01, Y7, X7
-	VPGATHERDQ    Y9, (BX)(X7*8), Y8
-	VPBROADCASTW  46(AX), Y7
-	VPSHUFB       Y4, Y7, Y7
-	VPAND         Y5, Y7, Y7
-	VPCMPEQB      Y5, Y7, Y7
-	VPOR          Y0, Y7, Y7
-	VPERMD        56(SP), Y6, Y4
-	VMOVDQU       228(CX), Y5
-	VPABSB        Y5, Y6
-	VPSIGNB       Y5, Y8, Y8
-	VPMADDUBSW    Y8, Y6, Y8
-	VPDPWSSD      Y4, Y8, Y2
-	VPSIGNB       Y5, Y7, Y7
-	VPMADDUBSW    Y7, Y6, Y7
-	VPDPWSSD      Y4, Y7, Y3
+	VPORD         Y4, Y5, Y5
+	VMOVDQU64     Y5, (SP)
+	VPSHUFB       iq1mls1<>+0(SB), Y3, Y3
+	VPSRLVD       iq1mlsshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD        Y3, Y3, Y3
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y3, Y5
+	VPORD         Y3, Y5, Y5
+	VMOVDQU64     Y5, 32(SP)
+	VPACKUSDW     Y3, Y4, Y3
+	VPERMQ        $0xd8, Y3, Y3
+	VMOVDQU64     Y3, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y3
+	VMOVDQU64     iq1mbits<>+0(SB), Y4
+	VMOVDQU64     iq1mpick<>+0(SB), Y5
+	VPBROADCASTD  c32_02020202<>+0(SB), Y14
+	VPMOVZXBD     (AX), Y15
+	VPBROADCASTD  32(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y6
+	VPBROADCASTW  32(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        (SP), Y5, Y17
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y6, Y19
+	VPDPWSSD      Y17, Y19, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y2
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y7
+	VPBROADCASTW  34(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPERMD        8(SP), Y5, Y16
+	VMOVDQU64     36(CX), Y17
+	VPMADDUBSW    Y17, Y7, Y18
+	VPDPWSSD      Y16, Y18, Y1
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y2
+	VPMOVZXBD     8(AX), Y15
+	VPBROADCASTD  36(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y8
+	VPBROADCASTW  36(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        16(SP), Y5, Y17
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y8, Y19
+	VPDPWSSD      Y17, Y19, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y2
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y9
+	VPBROADCASTW  38(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPERMD        24(SP), Y5, Y16
+	VMOVDQU64     100(CX), Y17
+	VPMADDUBSW    Y17, Y9, Y18
+	VPDPWSSD      Y16, Y18, Y1
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y2
+	VPMOVZXBD     16(AX), Y15
+	VPBROADCASTD  40(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y10
+	VPBROADCASTW  40(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        32(SP), Y5, Y17
+	VMOVDQU64     132(CX), Y18
+	VPMADDUBSW    Y18, Y10, Y19
+	VPDPWSSD      Y17, Y19, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y2
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y11
+	VPBROADCASTW  42(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPERMD        40(SP), Y5, Y16
+	VMOVDQU64     164(CX), Y17
+	VPMADDUBSW    Y17, Y11, Y18
+	VPDPWSSD      Y16, Y18, Y1
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y2
+	VPMOVZXBD     24(AX), Y15
+	VPBROADCASTD  44(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y12
+	VPBROADCASTW  44(AX), Y16
+	VPSHUFB       Y3, Y16, Y16
+	VPTESTNMB     Y4, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPERMD        48(SP), Y5, Y17
+	VMOVDQU64     196(CX), Y18
+	VPMADDUBSW    Y18, Y12, Y19
+	VPDPWSSD      Y17, Y19, Y1
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y2
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y13
+	VPBROADCASTW  46(AX), Y15
+	VPSHUFB       Y3, Y15, Y15
+	VPTESTNMB     Y4, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y3
+	VPERMD        56(SP), Y5, Y4
+	VMOVDQU64     228(CX), Y5
+	VPMADDUBSW    Y5, Y13, Y14
+	VPDPWSSD      Y4, Y14, Y1
+	VPMADDUBSW    Y5, Y3, Y5
+	VPDPWSSD      Y4, Y5, Y2
 	MOVQ          48(AX), SI
 	MOVQ          SI, DI
 	SHRQ          $0x0c, DI
@@ -43926,34 +46901,1495 @@ loopdotIQ1_MVNNI256:
 	SHRQ          $0x30, R8
 	ANDL          $0x0000f000, R8
 	ORL           R8, DI
-	VMOVD         DI, X4
-	VCVTPH2PS     X4, X4
-	VEXTRACTF32X4 $0x01, Y2, X5
-	VPADDD        X5, X2, X2
-	VPSHUFD       $0x4e, X2, X5
-	VPADDD        X5, X2, X2
-	VPSHUFD       $0xb1, X2, X5
-	VPADDD        X5, X2, X2
-	VCVTDQ2PS     X2, X2
-	VEXTRACTF32X4 $0x01, Y3, X5
-	VPADDD        X5, X3, X3
-	VPSHUFD       $0x4e, X3, X5
-	VPADDD        X5, X3, X3
-	VPSHUFD       $0xb1, X3, X5
-	VPADDD        X5, X3, X3
-	VCVTDQ2PS     X3, X3
-	VMULSS        c32_3e000000<>+0(SB), X3, X3
-	VADDSS        X3, X2, X2
-	VMULSS        (CX), X4, X4
-	VMULSS        X4, X2, X2
-	VADDSS        X2, X1, X1
+	VMOVD         DI, X3
+	VCVTPH2PS     X3, X3
+	VMOVDQU64     64(SP), Y4
+	VPMADDWD      260(CX), Y4, Y4
+	VPSUBD        Y4, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VPADDD        X5, X1, X5
+	VPSHUFD       $0x4e, X5, X14
+	VPADDD        X14, X5, X5
+	VPSHUFD       $0xb1, X5, X14
+	VPADDD        X14, X5, X5
+	VCVTDQ2PS     X5, X5
+	VPSUBD        Y4, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VPADDD        X4, X2, X4
+	VPSHUFD       $0x4e, X4, X14
+	VPADDD        X14, X4, X4
+	VPSHUFD       $0xb1, X4, X14
+	VPADDD        X14, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMULSS        c32_3e000000<>+0(SB), X4, X4
+	VADDSS        X4, X5, X5
+	VMULSS        (CX), X3, X3
+	VMULSS        X3, X5, X5
+	VADDSS        X5, X0, X0
 	ADDQ          $0x00000038, AX
 	ADDQ          $0x00000124, CX
 	DECQ          DX
 	JNZ           loopdotIQ1_MVNNI256
 
 donedotIQ1_MVNNI256:
-	MOVSS X1, ret+24(FP)
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_XXSx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ3_XXSx4VNNI256(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSx4VNNI256
+
+loopdotIQ3_XXSx4VNNI256:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VMOVDQU       66(AX), Y11
+	VPSRLD        $0x1c, Y11, Y12
+	VPADDD        Y12, Y12, Y12
+	VPOR          v32_00000001<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y13
+	VPOR          Y13, Y12, Y12
+	VMOVDQU       Y12, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y11, Y12
+	VPSLLD        $0x02, Y11, Y11
+	VPAND         v32_3fff0000<>+0(SB), Y11, Y11
+	VPOR          Y11, Y12, Y12
+	VPAND         v32_007f007f<>+0(SB), Y12, Y13
+	VPSLLD        $0x01, Y12, Y11
+	VPAND         v32_7f007f00<>+0(SB), Y11, Y11
+	VPOR          Y11, Y13, Y13
+	VPSRLD        $0x04, Y13, Y12
+	VPXOR         Y13, Y12, Y12
+	VPSRLD        $0x02, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPSRLD        $0x01, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPAND         v32_01010101<>+0(SB), Y12, Y12
+	VPSLLD        $0x07, Y12, Y12
+	VPOR          Y12, Y13, Y13
+	VMOVDQU       Y13, (SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  (SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  4(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  8(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  12(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  16(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  20(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  24(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  28(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSx4VNNI256
+
+donedotIQ3_XXSx4VNNI256:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	VMULSS c32_3e800000<>+0(SB), X4, X4
+	VMULSS c32_3e800000<>+0(SB), X5, X5
+	VMULSS c32_3e800000<>+0(SB), X6, X6
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_Sx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ3_Sx4VNNI256(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_Sx4VNNI256
+
+loopdotIQ3_Sx4VNNI256:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VPBROADCASTD  106(AX), Y11
+	VPSRLVD       iq3sls<>+0(SB), Y11, Y11
+	VPAND         v32_0000000f<>+0(SB), Y11, Y11
+	VPADDD        Y11, Y11, Y11
+	VPOR          v32_00000001<>+0(SB), Y11, Y11
+	VPSLLD        $0x10, Y11, Y12
+	VPOR          Y12, Y11, Y11
+	VMOVDQU       Y11, 32(SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPBROADCASTD  66(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  74(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPBROADCASTD  67(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  78(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPBROADCASTD  68(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  82(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPBROADCASTD  69(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  86(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPBROADCASTD  70(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  90(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPBROADCASTD  71(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  94(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPBROADCASTD  72(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  98(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPBROADCASTD  73(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  102(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_Sx4VNNI256
+
+donedotIQ3_Sx4VNNI256:
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Sx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ1_Sx4VNNI256(SB), NOSPLIT, $112-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Sx4VNNI256
+
+loopdotIQ1_Sx4VNNI256:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPMOVZXWD     34(AX), Y8
+	VPSRLD        $0x0c, Y8, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD        Y9, Y9, Y9
+	VPORD         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD        $0x10, Y8, Y8
+	VPSRAD        $0x1f, Y8, Y8
+	VPXORD        Y8, Y9, Y18
+	VPSUBD        Y8, Y18, Y18
+	VPANDD        v32_0000ffff<>+0(SB), Y18, Y18
+	VPSLLD        $0x10, Y18, Y8
+	VPORD         Y8, Y18, Y18
+	VMOVDQU64     Y18, 64(SP)
+	VPSLLD        $0x10, Y9, Y8
+	VPORD         Y8, Y9, Y9
+	VMOVDQU64     Y9, (SP)
+	VPMOVZXBD     2(AX), Y8
+	VPBROADCASTD  34(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y10
+	VPBROADCASTD  (SP), Y9
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     4(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     4(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     4(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y11
+	VPBROADCASTD  4(SP), Y8
+	VMOVDQU64     36(CX), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     36(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     36(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     36(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     10(AX), Y8
+	VPBROADCASTD  38(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y12
+	VPBROADCASTD  8(SP), Y9
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     68(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     68(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     68(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y13
+	VPBROADCASTD  12(SP), Y8
+	VMOVDQU64     100(CX), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     100(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     100(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     100(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     18(AX), Y8
+	VPBROADCASTD  42(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y14, Y14, Y14
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y14
+	VPBROADCASTD  16(SP), Y9
+	VMOVDQU64     132(CX), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     132(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     132(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     132(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y15
+	VPBROADCASTD  20(SP), Y8
+	VMOVDQU64     164(CX), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     164(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     164(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     164(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     26(AX), Y8
+	VPBROADCASTD  46(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y16
+	VPBROADCASTD  24(SP), Y9
+	VMOVDQU64     196(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     196(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     196(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     196(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y17
+	VPBROADCASTD  28(SP), Y8
+	VMOVDQU64     228(CX), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     228(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     228(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     228(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPBROADCASTW  (AX), X8
+	VCVTPH2PS     X8, X8
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX), Y9, Y9
+	VPSUBD        Y9, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VPADDD        X9, X4, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X0, X0
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX)(BX*1), Y9, Y9
+	VPSUBD        Y9, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VPADDD        X9, X5, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX)(BX*1), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX)(BX*1), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X1, X1
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX)(BX*2), Y9, Y9
+	VPSUBD        Y9, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VPADDD        X9, X6, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX)(BX*2), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX)(BX*2), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X2, X2
+	VMOVDQU64     (SP), Y9
+	VPMADDWD      260(CX)(SI*1), Y9, Y9
+	VPSUBD        Y9, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VPADDD        X9, X7, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMOVDQU64     64(SP), Y18
+	VPMADDWD      260(CX)(SI*1), Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0x4e, X18, X19
+	VPADDD        X19, X18, X18
+	VPSHUFD       $0xb1, X18, X19
+	VPADDD        X19, X18, X18
+	VCVTDQ2PS     X18, X18
+	VMULSS        c32_3e000000<>+0(SB), X18, X18
+	VADDSS        X18, X9, X9
+	VMULSS        (CX)(SI*1), X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X3, X3
+	ADDQ          $0x00000032, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Sx4VNNI256
+
+donedotIQ1_Sx4VNNI256:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Mx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ1_Mx4VNNI256(SB), NOSPLIT, $112-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_p1<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Mx4VNNI256
+
+loopdotIQ1_Mx4VNNI256:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPXORD        Y8, Y8, Y8
+	VPXORD        Y9, Y9, Y9
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPBROADCASTQ  48(AX), Y12
+	VPSHUFB       iq1mls0<>+0(SB), Y12, Y13
+	VPSRLVD       iq1mlsshift<>+0(SB), Y13, Y13
+	VPANDD        v32_00000007<>+0(SB), Y13, Y13
+	VPADDD        Y13, Y13, Y13
+	VPORD         v32_00000001<>+0(SB), Y13, Y13
+	VPSLLD        $0x10, Y13, Y14
+	VPORD         Y13, Y14, Y14
+	VMOVDQU64     Y14, (SP)
+	VPSHUFB       iq1mls1<>+0(SB), Y12, Y12
+	VPSRLVD       iq1mlsshift<>+0(SB), Y12, Y12
+	VPANDD        v32_00000007<>+0(SB), Y12, Y12
+	VPADDD        Y12, Y12, Y12
+	VPORD         v32_00000001<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y14
+	VPORD         Y12, Y14, Y14
+	VMOVDQU64     Y14, 32(SP)
+	VPACKUSDW     Y12, Y13, Y12
+	VPERMQ        $0xd8, Y12, Y12
+	VMOVDQU64     Y12, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y12
+	VMOVDQU64     iq1mbits<>+0(SB), Y13
+	VMOVDQU64     iq1mpick<>+0(SB), Y14
+	VPBROADCASTD  c32_02020202<>+0(SB), Y23
+	VPMOVZXBD     (AX), Y24
+	VPBROADCASTD  32(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y15
+	VPBROADCASTW  32(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        (SP), Y14, Y26
+	VMOVDQU64     4(CX), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPDPWSSD      Y26, Y28, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y8
+	VMOVDQU64     4(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPDPWSSD      Y26, Y28, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y9
+	VMOVDQU64     4(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPDPWSSD      Y26, Y28, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y10
+	VMOVDQU64     4(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y15, Y28
+	VPDPWSSD      Y26, Y28, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y11
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y16
+	VPBROADCASTW  34(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y24
+	VPERMD        8(SP), Y14, Y25
+	VMOVDQU64     36(CX), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPDPWSSD      Y25, Y27, Y4
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y8
+	VMOVDQU64     36(CX)(BX*1), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPDPWSSD      Y25, Y27, Y5
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y9
+	VMOVDQU64     36(CX)(BX*2), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPDPWSSD      Y25, Y27, Y6
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y10
+	VMOVDQU64     36(CX)(SI*1), Y26
+	VPMADDUBSW    Y26, Y16, Y27
+	VPDPWSSD      Y25, Y27, Y7
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y11
+	VPMOVZXBD     8(AX), Y24
+	VPBROADCASTD  36(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y17
+	VPBROADCASTW  36(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        16(SP), Y14, Y26
+	VMOVDQU64     68(CX), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPDPWSSD      Y26, Y28, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y8
+	VMOVDQU64     68(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPDPWSSD      Y26, Y28, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y9
+	VMOVDQU64     68(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPDPWSSD      Y26, Y28, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y10
+	VMOVDQU64     68(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y17, Y28
+	VPDPWSSD      Y26, Y28, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y11
+	VPXORD        Y18, Y18, Y18
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y18
+	VPBROADCASTW  38(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y24
+	VPERMD        24(SP), Y14, Y25
+	VMOVDQU64     100(CX), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPDPWSSD      Y25, Y27, Y4
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y8
+	VMOVDQU64     100(CX)(BX*1), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPDPWSSD      Y25, Y27, Y5
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y9
+	VMOVDQU64     100(CX)(BX*2), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPDPWSSD      Y25, Y27, Y6
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y10
+	VMOVDQU64     100(CX)(SI*1), Y26
+	VPMADDUBSW    Y26, Y18, Y27
+	VPDPWSSD      Y25, Y27, Y7
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y11
+	VPMOVZXBD     16(AX), Y24
+	VPBROADCASTD  40(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y19, Y19, Y19
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y19
+	VPBROADCASTW  40(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        32(SP), Y14, Y26
+	VMOVDQU64     132(CX), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPDPWSSD      Y26, Y28, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y8
+	VMOVDQU64     132(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPDPWSSD      Y26, Y28, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y9
+	VMOVDQU64     132(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPDPWSSD      Y26, Y28, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y10
+	VMOVDQU64     132(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y19, Y28
+	VPDPWSSD      Y26, Y28, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y11
+	VPXORD        Y20, Y20, Y20
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y20
+	VPBROADCASTW  42(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y24
+	VPERMD        40(SP), Y14, Y25
+	VMOVDQU64     164(CX), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPDPWSSD      Y25, Y27, Y4
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y8
+	VMOVDQU64     164(CX)(BX*1), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPDPWSSD      Y25, Y27, Y5
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y9
+	VMOVDQU64     164(CX)(BX*2), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPDPWSSD      Y25, Y27, Y6
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y10
+	VMOVDQU64     164(CX)(SI*1), Y26
+	VPMADDUBSW    Y26, Y20, Y27
+	VPDPWSSD      Y25, Y27, Y7
+	VPMADDUBSW    Y26, Y24, Y26
+	VPDPWSSD      Y25, Y26, Y11
+	VPMOVZXBD     24(AX), Y24
+	VPBROADCASTD  44(AX), Y25
+	VPSRLVD       iq1mshift<>+0(SB), Y25, Y25
+	VPANDD        v32_00000007<>+0(SB), Y25, Y25
+	VPSLLD        $0x08, Y25, Y25
+	VPORD         Y25, Y24, Y24
+	VPXORD        Y21, Y21, Y21
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X24*8), K2, Y21
+	VPBROADCASTW  44(AX), Y25
+	VPSHUFB       Y12, Y25, Y25
+	VPTESTNMB     Y13, Y25, K2
+	VMOVDQU8.Z    Y23, K2, Y25
+	VPERMD        48(SP), Y14, Y26
+	VMOVDQU64     196(CX), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPDPWSSD      Y26, Y28, Y4
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y8
+	VMOVDQU64     196(CX)(BX*1), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPDPWSSD      Y26, Y28, Y5
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y9
+	VMOVDQU64     196(CX)(BX*2), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPDPWSSD      Y26, Y28, Y6
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y10
+	VMOVDQU64     196(CX)(SI*1), Y27
+	VPMADDUBSW    Y27, Y21, Y28
+	VPDPWSSD      Y26, Y28, Y7
+	VPMADDUBSW    Y27, Y25, Y27
+	VPDPWSSD      Y26, Y27, Y11
+	VPXORD        Y22, Y22, Y22
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y24, X24
+	VPGATHERDQ    (DI)(X24*8), K2, Y22
+	VPBROADCASTW  46(AX), Y24
+	VPSHUFB       Y12, Y24, Y24
+	VPTESTNMB     Y13, Y24, K2
+	VMOVDQU8.Z    Y23, K2, Y12
+	VPERMD        56(SP), Y14, Y13
+	VMOVDQU64     228(CX), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPDPWSSD      Y13, Y23, Y4
+	VPMADDUBSW    Y14, Y12, Y14
+	VPDPWSSD      Y13, Y14, Y8
+	VMOVDQU64     228(CX)(BX*1), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPDPWSSD      Y13, Y23, Y5
+	VPMADDUBSW    Y14, Y12, Y14
+	VPDPWSSD      Y13, Y14, Y9
+	VMOVDQU64     228(CX)(BX*2), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPDPWSSD      Y13, Y23, Y6
+	VPMADDUBSW    Y14, Y12, Y14
+	VPDPWSSD      Y13, Y14, Y10
+	VMOVDQU64     228(CX)(SI*1), Y14
+	VPMADDUBSW    Y14, Y22, Y23
+	VPDPWSSD      Y13, Y23, Y7
+	VPMADDUBSW    Y14, Y12, Y14
+	VPDPWSSD      Y13, Y14, Y11
+	MOVQ          48(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x0c, R9
+	ANDL          $0x0000000f, R9
+	MOVQ          R8, R10
+	SHRQ          $0x18, R10
+	ANDL          $0x000000f0, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x24, R10
+	ANDL          $0x00000f00, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x30, R10
+	ANDL          $0x0000f000, R10
+	ORL           R10, R9
+	VMOVD         R9, X12
+	VCVTPH2PS     X12, X12
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX), Y13, Y13
+	VPSUBD        Y13, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X14
+	VPADDD        X14, X4, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X13
+	VPADDD        X13, X8, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX), X12, X13
+	VMULSS        X13, X14, X14
+	VADDSS        X14, X0, X0
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX)(BX*1), Y13, Y13
+	VPSUBD        Y13, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X14
+	VPADDD        X14, X5, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X13
+	VPADDD        X13, X9, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX)(BX*1), X12, X13
+	VMULSS        X13, X14, X14
+	VADDSS        X14, X1, X1
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX)(BX*2), Y13, Y13
+	VPSUBD        Y13, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X14
+	VPADDD        X14, X6, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X13
+	VPADDD        X13, X10, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX)(BX*2), X12, X13
+	VMULSS        X13, X14, X14
+	VADDSS        X14, X2, X2
+	VMOVDQU64     64(SP), Y13
+	VPMADDWD      260(CX)(SI*1), Y13, Y13
+	VPSUBD        Y13, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X14
+	VPADDD        X14, X7, X14
+	VPSHUFD       $0x4e, X14, X23
+	VPADDD        X23, X14, X14
+	VPSHUFD       $0xb1, X14, X23
+	VPADDD        X23, X14, X14
+	VCVTDQ2PS     X14, X14
+	VPSUBD        Y13, Y11, Y11
+	VEXTRACTF32X4 $0x01, Y11, X13
+	VPADDD        X13, X11, X13
+	VPSHUFD       $0x4e, X13, X23
+	VPADDD        X23, X13, X13
+	VPSHUFD       $0xb1, X13, X23
+	VPADDD        X23, X13, X13
+	VCVTDQ2PS     X13, X13
+	VMULSS        c32_3e000000<>+0(SB), X13, X13
+	VADDSS        X13, X14, X14
+	VMULSS        (CX)(SI*1), X12, X12
+	VMULSS        X12, X14, X14
+	VADDSS        X14, X3, X3
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Mx4VNNI256
+
+donedotIQ1_Mx4VNNI256:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 

@@ -16,10 +16,17 @@ import (
 //
 // The kernels make both integers exactly in int32 lanes and keep that
 // chain. The grid (core/quant's iq1s_grid: eight int8 of -1, 0, 1 per
-// entry) is gathered four qwords at a time with 11-bit indices built for
-// two 32-weight groups per vector; the activations' signs go onto the
-// grid bytes and |q8| (128 fits) is VPMADDUBSW's unsigned side, so every
-// activation byte is exact; VPMADDWD by the scale words scales and sums.
+// entry) is gathered four qwords at a time, from a copy made at generate
+// time with 1 added to every byte: g+1 in 0..2 is VPMADDUBSW's unsigned
+// side against the activations as they are (-128 included), and
+//
+//	sum ls*g*q = sum ls*(g+1)*q - sum ls*bsum
+//
+// over each scale's run of 16 or 32 activations, the correction from the
+// Q8_K block's bsums (exact sums of its quants in every Q8_K the quantizer
+// makes; the TQ kernels rely on them too). IQ1_M's delta sums are made
+// the same way with (delta sign + 1) in {0, 2} as the unsigned bytes.
+// VPMADDWD (VPDPWSSD) by the scale words scales and sums the int16 pairs.
 
 const (
 	iq1SSize = 50
@@ -28,84 +35,148 @@ const (
 
 // iq1k holds an IQ1 kernel's invariants and accumulators.
 type iq1k struct {
-	t          *target
-	grid       Register
-	ones       VecVirtual // 1 in every byte
-	spill      Mem
-	acc1, acc2 VecVirtual // int32 lanes of sumi and of sumi1 (sumi2)
+	t     *target
+	grid  Register
+	allK  Register // EVEX: every mask bit set, copied for each gather
+	spill Mem
+	acts  []Mem        // the activation rows' Q8_K blocks
+	acc1  []VecVirtual // each row's int32 lanes of sumi (plus the bsum term)
+	acc2  []VecVirtual // IQ1_M: each row's lanes of sumi2 (the same)
+	// corr returns row j's int32 lanes of the bsum term to take from
+	// acc1 and acc2, and second IQ1_S's lanes of sumi1.
+	corr, second func(j int) VecVirtual
 }
 
 // gather returns the four grid qwords at the dword indices in idx (an
-// xmm); see iq3k.gather on the register constraints.
+// xmm). VPGATHERDQ reads its destination and mask: both are defined
+// before the index, so that the allocator keeps the three apart (the
+// instruction faults if any two are the same register).
 func (k *iq1k) gather(idx func() VecVirtual) VecVirtual {
-	g, m := YMM(), YMM()
-	VPXOR(g, g, g)
+	g := YMM()
+	k.t.zero(g)
+	if k.t.evex() {
+		m := K()
+		KMOVW(k.allK, m)
+		VPGATHERDQ(Mem{Base: k.grid, Index: idx(), Scale: 8}, m, g)
+		return g
+	}
+	m := YMM()
 	VPCMPEQD(m, m, m)
 	VPGATHERDQ(m, Mem{Base: k.grid, Index: idx(), Scale: 8}, g)
 	return g
 }
 
-// iq1Loop emits dot<name><suffix>(w, a *byte, nb int) float32; body adds a
-// super-block's integers into k.acc1 and k.acc2 (which start at zero) and
-// returns its fp16 d as a float in the low lane of an xmm.
-func iq1Loop(t *target, name string, wsize int, body func(k *iq1k, wp, ap Register) VecVirtual) {
-	fn := "dot" + name + t.suffix
-	TEXT(fn, NOSPLIT, "func(w, a *byte, nb int) float32")
-	Pragma("noescape")
-	wp := Load(Param("w"), GP64())
-	ap := Load(Param("a"), GP64())
-	nb := Load(Param("nb"), GP64())
-	k := &iq1k{t: t, grid: GP64(), ones: YMM()}
-	LEAQ(gridData("iq1sGrid", 8, 2048), k.grid)
-	VPBROADCASTD(constU32(0x01010101), k.ones)
-	k.spill = AllocLocal(96)
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+// iq1Loop emits the kernel over rows (1 or 4) activation rows (actRows);
+// body adds a super-block's integers into the accumulators (which start
+// at zero) and returns its fp16 d as a float in the low lane of an xmm.
+func iq1Loop(t *target, name string, rows, wsize int, delta bool, body func(k *iq1k, wp Register) VecVirtual) {
+	fn, wp, ap, nb, acts := actRows(t, name, rows)
+	k := &iq1k{t: t, grid: GP64(), acts: acts}
+	// The grid plus one in every byte.
+	LEAQ(gridData("iq1sGrid", 8, 2048, 1), k.grid)
+	k.spill = AllocLocal(112)
+	if t.evex() {
+		// KXNORW reads its operands as far as avo knows: done once, not
+		// per gather, so that only one mask register is live throughout.
+		k.allK = K()
+		KXNORW(k.allK, k.allK, k.allK)
+	}
+	// The rows' float sums: registers, or with four rows on AVX2 (whose
+	// sixteen registers the eight accumulators need) the stack.
+	inMem := rows > 1 && !t.evex()
+	sums := make([]VecVirtual, rows)
+	for j := range sums {
+		sums[j] = XMM()
+		VXORPS(sums[j], sums[j], sums[j])
+		if inMem {
+			VMOVSS(sums[j], k.spill.Offset(96+4*j))
+		}
+	}
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
 	Label("loop" + fn)
-	k.acc1, k.acc2 = YMM(), YMM()
-	VPXOR(k.acc1, k.acc1, k.acc1)
-	VPXOR(k.acc2, k.acc2, k.acc2)
-	d := body(k, wp, ap)
-	f1 := hsumInt(t, k.acc1)
-	f2 := hsumInt(t, k.acc2)
-	VMULSS(constU32(0x3e000000), f2, f2) // IQ1*_DELTA (0.125) * float32(sumi1)
-	VADDSS(f2, f1, f1)
-	VMULSS(Mem{Base: ap}, d, d) // d*d8
-	VMULSS(d, f1, f1)
-	VADDSS(f1, sum, sum)
+	zero := func() []VecVirtual {
+		v := make([]VecVirtual, rows)
+		for j := range v {
+			v[j] = YMM()
+			t.zero(v[j])
+		}
+		return v
+	}
+	k.acc1 = zero()
+	if delta {
+		k.acc2 = zero()
+	}
+	d := body(k, wp)
+	for j, a := range acts {
+		c := k.corr(j)
+		VPSUBD(c, k.acc1[j], k.acc1[j])
+		f1 := hsumInt(t, k.acc1[j])
+		var v2 VecVirtual
+		if delta {
+			v2 = k.acc2[j]
+			VPSUBD(c, v2, v2)
+		} else {
+			v2 = k.second(j)
+		}
+		f2 := hsumInt(t, v2)
+		VMULSS(constU32(0x3e000000), f2, f2) // IQ1*_DELTA (0.125) * float32(sumi1)
+		VADDSS(f2, f1, f1)
+		dd := XMM()
+		VMULSS(a, d, dd) // d*d8
+		VMULSS(dd, f1, f1)
+		if inMem {
+			VADDSS(k.spill.Offset(96+4*j), f1, f1)
+			VMOVSS(f1, k.spill.Offset(96+4*j))
+		} else {
+			VADDSS(f1, sums[j], sums[j])
+		}
+	}
 	ADDQ(U32(wsize), wp)
 	ADDQ(U32(q8KSize), ap)
 	DECQ(nb)
 	JNZ(LabelRef("loop" + fn))
 	Label("done" + fn)
-	Store(sum, ReturnIndex(0))
+	if inMem {
+		for j := range sums {
+			sums[j] = XMM()
+			VMOVSS(k.spill.Offset(96+4*j), sums[j])
+		}
+	}
+	storeRows(sums)
 	VZEROUPPER()
 	RET()
 }
 
-// iq1Dot adds the 32 products of group ib (grid bytes g, its activations
-// at a) into acc1 scaled by the words of l, and with pm (±1 a byte, the
-// delta's sign; nil for none) the signed activation sum into acc2.
-func (k *iq1k) iq1Dot(g VecVirtual, a Mem, l VecVirtual, pm VecVirtual) {
-	q, aq := YMM(), YMM()
-	VMOVDQU(a, q)
-	VPABSB(q, aq)
-	VPSIGNB(q, g, g)
-	VPMADDUBSW(g, aq, g)
-	k.t.dotw(g, l, k.acc1)
-	if pm != nil {
-		VPSIGNB(q, pm, pm)
-		VPMADDUBSW(pm, aq, pm)
-		k.t.dotw(pm, l, k.acc2)
+// bsumTerm returns the int32 lanes of VPMADDWD(row j's sixteen bsums, the
+// 32 bytes of words at m).
+func (k *iq1k) bsumTerm(j int, m Mem) VecVirtual {
+	c, b := YMM(), YMM()
+	k.t.mov(m, c)
+	VPMADDWD(k.acts[j].Offset(260), c, b)
+	return b
+}
+
+// iq1Dot adds group ib's grid bytes plus one (g) times every row's 32
+// activations into acc1 scaled by the words of l, and with du (delta sign
+// plus one a byte; nil for none) into acc2.
+func (k *iq1k) iq1Dot(ib int, g VecVirtual, l VecVirtual, du VecVirtual) {
+	for j, a := range k.acts {
+		q, x := YMM(), YMM()
+		k.t.mov(a.Offset(4+32*ib), q)
+		VPMADDUBSW(q, g, x)
+		k.t.dotw(x, l, k.acc1[j])
+		if du != nil {
+			VPMADDUBSW(q, du, q)
+			k.t.dotw(q, l, k.acc2[j])
+		}
 	}
 }
 
 // iq1Indices returns the eight 11-bit grid indices of groups 8p..8p+7 of
 // 8 weights: the qs bytes at qs, the high three bits of group j at bit
 // shift[j] of the dword at hi.
-func iq1Indices(qs, hi Mem, name string, shift [8]uint32) VecVirtual {
+func (k *iq1k) iq1Indices(qs, hi Mem, name string, shift [8]uint32) VecVirtual {
 	idx, h := YMM(), YMM()
 	VPMOVZXBD(qs, idx)
 	VPBROADCASTD(hi, h)
@@ -114,9 +185,9 @@ func iq1Indices(qs, hi Mem, name string, shift [8]uint32) VecVirtual {
 		b = append(b, byte(s), 0, 0, 0)
 	}
 	VPSRLVD(constData(name, b), h, h)
-	VPAND(constVec(7), h, h)
+	k.t.and(constVec(7), h, h)
 	VPSLLD(U8(8), h, h)
-	VPOR(h, idx, idx)
+	k.t.or(h, idx, idx)
 	return idx
 }
 
@@ -128,46 +199,61 @@ func (k *iq1k) iq1Groups(idx func(p int) VecVirtual, dot func(ib int, g VecVirtu
 		dot(2*p, k.gather(func() VecVirtual { return ix.AsX().(VecVirtual) }))
 		dot(2*p+1, k.gather(func() VecVirtual {
 			h := XMM()
-			VEXTRACTI128(U8(1), ix, h)
+			if k.t.evex() {
+				VEXTRACTI32X4(U8(1), ix, h)
+			} else {
+				VEXTRACTI128(U8(1), ix, h)
+			}
 			return h
 		}))
 	}
 }
 
-// genIQ1S emits dotIQ1_SAVX2 etc. The block: d | qs[32] | qh[8] uint16,
-// one per 32 weights: the grid's high bits (3 a group, bits 0-11), ls' in
-// bits 12-14 (ls = 2*ls'+1) and the delta's sign in bit 15. sumi1 is
-// sum ls*delta*(bsums[2ib]+bsums[2ib+1]) of the Q8_K block's bsums, as
-// the reference has it: one VPMADDWD of the sixteen bsums.
-func genIQ1S(t *target) {
-	iq1Loop(t, "IQ1_S", iq1SSize, func(k *iq1k, wp, ap Register) VecVirtual {
+// lsWords turns dwords of scales ls (< 2^15) into ls|ls<<16.
+func lsWords(t *target, ls VecVirtual) {
+	w := YMM()
+	VPSLLD(U8(16), ls, w)
+	t.or(w, ls, ls)
+}
+
+// genIQ1S emits dotIQ1_S<suffix> and dotIQ1_Sx4<suffix>. The block: d |
+// qs[32] | qh[8] uint16, one per 32 weights: the grid's high bits (3 a
+// group, bits 0-11), ls' in bits 12-14 (ls = 2*ls'+1) and the delta's
+// sign in bit 15. sumi1 is sum ls*delta*(bsums[2ib]+bsums[2ib+1]) of the
+// Q8_K block's bsums, as the reference has it: one VPMADDWD of the
+// sixteen bsums, as is the correction (ls alone).
+func genIQ1S(t *target, rows int) {
+	iq1Loop(t, "IQ1_S", rows, iq1SSize, false, func(k *iq1k, wp Register) VecVirtual {
 		qh := YMM()
 		VPMOVZXWD(Mem{Base: wp, Disp: 34}, qh)
 		ls := YMM()
 		VPSRLD(U8(12), qh, ls)
-		VPAND(constVec(7), ls, ls)
+		t.and(constVec(7), ls, ls)
 		VPADDD(ls, ls, ls)
-		VPOR(constVec(1), ls, ls)
+		t.or(constVec(1), ls, ls)
 		m, sd := YMM(), YMM()
 		VPSLLD(U8(16), qh, m)
 		VPSRAD(U8(31), m, m)
-		VPXOR(m, ls, sd)
+		if t.evex() {
+			VPXORD(m, ls, sd)
+		} else {
+			VPXOR(m, ls, sd)
+		}
 		VPSUBD(m, sd, sd) // ls*delta
-		w := YMM()
-		VPSLLD(U8(16), sd, w)
-		VPAND(constVec(0xffff), sd, sd)
-		VPOR(sd, w, w)
-		VPMADDWD(Mem{Base: ap, Disp: 260}, w, k.acc2)
-		VPSLLD(U8(16), ls, w)
-		VPOR(w, ls, ls)
-		VMOVDQU(ls, k.spill)
+		t.and(constVec(0xffff), sd, sd)
+		lsWords(t, sd)
+		t.movStore(sd, k.spill.Offset(64))
+		lsWords(t, ls)
+		t.movStore(ls, k.spill)
+		k.second = func(j int) VecVirtual { return k.bsumTerm(j, k.spill.Offset(64)) }
+		k.corr = func(j int) VecVirtual { return k.bsumTerm(j, k.spill) }
 		k.iq1Groups(func(p int) VecVirtual {
-			return iq1Indices(Mem{Base: wp, Disp: 2 + 8*p}, Mem{Base: wp, Disp: 34 + 4*p}, "iq1sshift",
+			return k.iq1Indices(Mem{Base: wp, Disp: 2 + 8*p}, Mem{Base: wp, Disp: 34 + 4*p}, "iq1sshift",
 				[8]uint32{0, 3, 6, 9, 16, 19, 22, 25})
 		}, func(ib int, g VecVirtual) {
 			l := YMM()
 			VPBROADCASTD(k.spill.Offset(4*ib), l)
-			k.iq1Dot(g, Mem{Base: ap, Disp: 4 + 32*ib}, l, nil)
+			k.iq1Dot(ib, g, l, nil)
 		})
 		d := XMM()
 		VPBROADCASTW(Mem{Base: wp}, d)
@@ -176,41 +262,48 @@ func genIQ1S(t *target) {
 	})
 }
 
-// genIQ1M emits dotIQ1_MAVX2 etc. The block: qs[32] | qh[16]: per group
-// of 8 weights a nibble, the grid's high bits and the delta's sign (bit
-// 3) | scales[8]: four uint16 of four 3-bit ls' each (one per 16 weights,
-// ls = 2*ls'+1), the fp16 d in their top nibbles. Each 32-weight group's
-// scale words (its two ls in the two 128-bit lanes) are one VPERMD of the
-// sixteen kept on the stack.
-func genIQ1M(t *target) {
-	iq1Loop(t, "IQ1_M", iq1MSize, func(k *iq1k, wp, ap Register) VecVirtual {
+// genIQ1M emits dotIQ1_M<suffix> and dotIQ1_Mx4<suffix>. The block: qs[32]
+// | qh[16]: per group of 8 weights a nibble, the grid's high bits and the
+// delta's sign (bit 3) | scales[8]: four uint16 of four 3-bit ls' each
+// (one per 16 weights, ls = 2*ls'+1), the fp16 d in their top nibbles.
+// The sixteen scale words wait on the stack in order: a 32-weight group's
+// (its two ls in the two 128-bit lanes) are one VPERMD of them, and the
+// bsum correction one VPMADDWD with them.
+func genIQ1M(t *target, rows int) {
+	iq1Loop(t, "IQ1_M", rows, iq1MSize, true, func(k *iq1k, wp Register) VecVirtual {
 		sc := YMM()
 		VPBROADCASTQ(Mem{Base: wp, Disp: 48}, sc)
+		var raw [2]VecVirtual
 		for half := 0; half < 2; half++ {
 			// Lane h of half: word 2*half + h/4 of the scales, shifted
-			// by 3*(h%4).
-			var ctl []byte
+			// by 3*(h%4). (VPSHUFB stays within 128-bit lanes: lanes 4-7
+			// read the high lane's copy of the qword, at the same
+			// offsets.)
+			var ctl, sh []byte
 			for h := 0; h < 8; h++ {
 				wd := byte(2 * (2*half + h/4))
 				ctl = append(ctl, wd, wd+1, 0x80, 0x80)
-			}
-			// (VPSHUFB stays within 128-bit lanes: lanes 4-7 read the
-			// high lane's copy of the qword, at the same offsets.)
-			ls := YMM()
-			VPSHUFB(constData([]string{"iq1mls0", "iq1mls1"}[half], ctl), sc, ls)
-			var sh []byte
-			for h := 0; h < 8; h++ {
 				sh = append(sh, byte(3*(h%4)), 0, 0, 0)
 			}
+			ls := YMM()
+			VPSHUFB(constData([]string{"iq1mls0", "iq1mls1"}[half], ctl), sc, ls)
 			VPSRLVD(constData("iq1mlsshift", sh), ls, ls)
-			VPAND(constVec(7), ls, ls)
+			t.and(constVec(7), ls, ls)
 			VPADDD(ls, ls, ls)
-			VPOR(constVec(1), ls, ls)
+			t.or(constVec(1), ls, ls)
+			raw[half] = ls
 			w := YMM()
 			VPSLLD(U8(16), ls, w)
-			VPOR(w, ls, ls)
-			VMOVDQU(ls, k.spill.Offset(32*half))
+			t.or(ls, w, w)
+			t.movStore(w, k.spill.Offset(32*half))
 		}
+		// The correction's words: ls h (the scale of bsum h's run) in
+		// word h: the two halves' dwords packed (VPACKUSDW interleaves
+		// the 128-bit lanes, VPERMQ puts them back in order).
+		c := YMM()
+		VPACKUSDW(raw[1], raw[0], c)
+		VPERMQ(U8(0xd8), c, c)
+		t.movStore(c, k.spill.Offset(64))
 		var sp, bt, pr []byte
 		for j := 0; j < 32; j++ {
 			sp = append(sp, byte(j/16))
@@ -219,24 +312,43 @@ func genIQ1M(t *target) {
 		for j := 0; j < 8; j++ {
 			pr = append(pr, byte(j/4), 0, 0, 0)
 		}
-		spread, bits, pick := YMM(), YMM(), YMM()
-		VMOVDQU(constData("iq1mspread", sp), spread)
-		VMOVDQU(constData("iq1mbits", bt), bits)
-		VMOVDQU(constData("iq1mpick", pr), pick)
+		// AVX2's sixteen registers are short for four rows' eight
+		// accumulators: its constants stay in memory.
+		var spread, bits, pick, twos Op = constData("iq1mspread", sp), constData("iq1mbits", bt), constData("iq1mpick", pr), constVec(0x02020202)
+		if t.evex() || rows == 1 {
+			r := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+			t.mov(spread.(Mem), r[0])
+			t.mov(bits.(Mem), r[1])
+			t.mov(pick.(Mem), r[2])
+			VPBROADCASTD(constU32(0x02020202), r[3])
+			spread, bits, pick, twos = r[0], r[1], r[2], r[3]
+		}
 		k.iq1Groups(func(p int) VecVirtual {
-			return iq1Indices(Mem{Base: wp, Disp: 8 * p}, Mem{Base: wp, Disp: 32 + 4*p}, "iq1mshift",
+			return k.iq1Indices(Mem{Base: wp, Disp: 8 * p}, Mem{Base: wp, Disp: 32 + 4*p}, "iq1mshift",
 				[8]uint32{0, 4, 8, 12, 16, 20, 24, 28})
 		}, func(ib int, g VecVirtual) {
-			pm := YMM()
-			VPBROADCASTW(Mem{Base: wp, Disp: 32 + 2*ib}, pm)
-			VPSHUFB(spread, pm, pm)
-			VPAND(bits, pm, pm)
-			VPCMPEQB(bits, pm, pm)
-			VPOR(k.ones, pm, pm) // -1 where the delta is negative, else +1
+			v, du := YMM(), YMM()
+			VPBROADCASTW(Mem{Base: wp, Disp: 32 + 2*ib}, v)
+			VPSHUFB(spread, v, v)
+			if t.evex() {
+				m := K()
+				VPTESTNMB(bits, v, m)   // the delta is positive
+				VMOVDQU8_Z(twos, m, du) // 2 there, else 0
+			} else {
+				VPAND(bits, v, v)
+				VPCMPEQB(bits, v, v) // all ones where the delta is negative
+				VPANDN(twos, v, du)
+			}
 			l := YMM()
-			VPERMD(k.spill.Offset(8*ib), pick, l)
-			k.iq1Dot(g, Mem{Base: ap, Disp: 4 + 32*ib}, l, pm)
+			if pm, ok := pick.(Mem); ok {
+				VMOVDQU(pm, l) // the index of VPERMD is a register
+				VPERMD(k.spill.Offset(8*ib), l, l)
+			} else {
+				VPERMD(k.spill.Offset(8*ib), pick, l)
+			}
+			k.iq1Dot(ib, g, l, du)
 		})
+		k.corr = func(j int) VecVirtual { return k.bsumTerm(j, k.spill.Offset(64)) }
 		// d from the top nibbles of the four scale words.
 		r, a, b := GP64(), GP64(), GP64()
 		MOVQ(Mem{Base: wp, Disp: 48}, r)

@@ -69,16 +69,25 @@ func coreGrid(name string) []uint64 {
 
 // gridData returns a read-only global holding core/quant's table name,
 // each entry as size little-endian bytes; want is its expected length.
-func gridData(name string, size, want int) Mem {
+// With bias, every byte of the entries has bias[0] added (mod 256).
+func gridData(name string, size, want int, bias ...byte) Mem {
 	g := coreGrid(name)
 	if len(g) != want {
 		panic(fmt.Sprintf("asmgen: %s has %d entries, want %d", name, len(g), want))
 	}
 	var b []byte
+	sym := "grid_" + name
 	for _, v := range g {
 		for i := 0; i < size; i++ {
-			b = append(b, byte(v>>(8*i)))
+			c := byte(v >> (8 * i))
+			if len(bias) > 0 {
+				c += bias[0]
+			}
+			b = append(b, c)
 		}
 	}
-	return constData("grid_"+name, b)
+	if len(bias) > 0 {
+		sym = fmt.Sprintf("%s_p%d", sym, bias[0])
+	}
+	return constData(sym, b)
 }

@@ -34,12 +34,13 @@ const (
 // iq3k holds the loop invariants of an IQ3 kernel.
 type iq3k struct {
 	t      *target
-	grid   Register   // the grid's base address
-	spread VecVirtual // VPSHUFB control: sign byte k/8 over byte k
-	bits   VecVirtual // 1<<(k%8) in byte k
-	ones   VecVirtual // 1 in every byte
-	spill  Mem        // 32 bytes of sign dwords, then 32 of ls words
-	acc    VecVirtual // int32 lanes of bsum
+	grid   Register     // the grid's base address
+	spread VecVirtual   // VPSHUFB control: sign byte k/8 over byte k
+	bits   VecVirtual   // 1<<(k%8) in byte k
+	ones   VecVirtual   // 1 in every byte
+	spill  Mem          // 32 bytes of sign dwords, then 32 of ls words
+	acts   []Mem        // the activation rows' Q8_K blocks
+	acc    []VecVirtual // int32 lanes of each row's bsum
 }
 
 func newIQ3k(t *target) *iq3k {
@@ -70,10 +71,10 @@ func (k *iq3k) gather(idx func() VecVirtual) VecVirtual {
 	return g
 }
 
-// group adds ls*sumi of one 32-weight group into k.acc: g its grid
-// magnitudes, signs the dword of its four sign bytes (one bit a weight,
-// set: negative), a its activations.
-func (k *iq3k) group(g VecVirtual, signs Mem, a Mem, ls Mem) {
+// group adds ls*sumi of 32-weight group gi into every row's k.acc: g its
+// grid magnitudes, signs the dword of its four sign bytes (one bit a
+// weight, set: negative), ls its dword ls|ls<<16.
+func (k *iq3k) group(gi int, g VecVirtual, signs Mem, ls Mem) {
 	s := YMM()
 	VPBROADCASTD(signs, s)
 	VPSHUFB(k.spread, s, s)
@@ -81,14 +82,16 @@ func (k *iq3k) group(g VecVirtual, signs Mem, a Mem, ls Mem) {
 	VPCMPEQB(k.bits, s, s)
 	VPOR(k.ones, s, s) // -1 or +1
 	VPSIGNB(s, g, g)
-	q := YMM()
-	VMOVDQU(a, q)
-	VPSIGNB(q, g, g)
-	VPABSB(q, q)
-	VPMADDUBSW(g, q, q)
 	l := YMM()
 	VPBROADCASTD(ls, l)
-	k.t.dotw(q, l, k.acc)
+	for j, a := range k.acts {
+		q, x := YMM(), YMM()
+		VMOVDQU(a.Offset(4+32*gi), q)
+		VPSIGNB(q, g, x)
+		VPABSB(q, q)
+		VPMADDUBSW(x, q, q)
+		k.t.dotw(q, l, k.acc[j])
+	}
 }
 
 // hsumInt returns the int32 sum of v's eight lanes as a float in the low
@@ -105,42 +108,90 @@ func hsumInt(t *target, v VecVirtual) VecVirtual {
 	return x
 }
 
-// iq3Loop emits the loop over nb super-blocks of wsize bytes around
-// body, which adds bsum into k.acc;
-// the block's fp16 d is its first two bytes, grid the table to look up.
-func iq3Loop(t *target, name string, wsize int, scale float32, grid Mem, body func(k *iq3k, wp, ap Register)) {
-	fn := "dot" + name + t.suffix
-	TEXT(fn, NOSPLIT, "func(w, a *byte, nb int) float32")
+// actRows loads the activation parameters of a kernel over rows (1 or 4)
+// Q8_K rows: dot<name><suffix>(w, a *byte, nb int) float32, or
+// dot<name>x4<suffix>(w, a *byte, nb, astride int, out *float32) with
+// row j at a + j*astride. It returns the function's name, the rows'
+// block addresses and the register that steps them.
+func actRows(t *target, name string, rows int) (fn string, wp, ap, nb Register, acts []Mem) {
+	if rows == 1 {
+		fn = "dot" + name + t.suffix
+		TEXT(fn, NOSPLIT, "func(w, a *byte, nb int) float32")
+	} else {
+		fn = "dot" + name + "x4" + t.suffix
+		TEXT(fn, NOSPLIT, "func(w, a *byte, nb, astride int, out *float32)")
+	}
 	Pragma("noescape")
-	wp := Load(Param("w"), GP64())
-	ap := Load(Param("a"), GP64())
-	nb := Load(Param("nb"), GP64())
+	wp = Load(Param("w"), GP64())
+	ap = Load(Param("a"), GP64())
+	nb = Load(Param("nb"), GP64())
+	acts = []Mem{{Base: ap}}
+	if rows == 4 {
+		as := Load(Param("astride"), GP64())
+		as3 := GP64()
+		LEAQ(Mem{Base: as, Index: as, Scale: 2}, as3)
+		acts = append(acts, Mem{Base: ap, Index: as, Scale: 1}, Mem{Base: ap, Index: as, Scale: 2},
+			Mem{Base: ap, Index: as3, Scale: 1})
+	}
+	return fn, wp, ap, nb, acts
+}
+
+// storeRows returns the rows' sums: the float32 result, or out[0:4].
+func storeRows(sums []VecVirtual) {
+	if len(sums) == 1 {
+		Store(sums[0], ReturnIndex(0))
+		return
+	}
+	out := Load(Param("out"), GP64())
+	for j, s := range sums {
+		VMOVSS(s, Mem{Base: out, Disp: 4 * j})
+	}
+}
+
+// iq3Loop emits the kernel over rows (1 or 4) activation rows and nb
+// super-blocks of wsize bytes around body, which adds each row's bsum
+// into k.acc; the block's fp16 d is its first two bytes, grid the table to
+// look up, scale the reference's factor on the final sum.
+func iq3Loop(t *target, name string, rows, wsize int, scale float32, grid Mem, body func(k *iq3k, wp Register)) {
+	fn, wp, ap, nb, acts := actRows(t, name, rows)
 	k := newIQ3k(t)
+	k.acts = acts
 	LEAQ(grid, k.grid)
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+	sums := make([]VecVirtual, rows)
+	for j := range sums {
+		sums[j] = XMM()
+		VXORPS(sums[j], sums[j], sums[j])
+	}
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
 	Label("loop" + fn)
-	k.acc = YMM()
-	VPXOR(k.acc, k.acc, k.acc)
-	body(k, wp, ap)
-	f := hsumInt(t, k.acc)
-	d := XMM()
-	VPBROADCASTW(Mem{Base: wp}, d)
-	VCVTPH2PS(d, d)
-	VMULSS(Mem{Base: ap}, d, d) // fp16(d)*d8
-	VMULSS(d, f, f)
-	VADDSS(f, sum, sum)
+	k.acc = make([]VecVirtual, rows)
+	for j := range k.acc {
+		k.acc[j] = YMM()
+		VPXOR(k.acc[j], k.acc[j], k.acc[j])
+	}
+	body(k, wp)
+	dx := XMM()
+	VPBROADCASTW(Mem{Base: wp}, dx)
+	VCVTPH2PS(dx, dx)
+	for j, a := range acts {
+		f := hsumInt(t, k.acc[j])
+		d := XMM()
+		VMULSS(a, dx, d) // fp16(d)*d8
+		VMULSS(d, f, f)
+		VADDSS(f, sums[j], sums[j])
+	}
 	ADDQ(U32(wsize), wp)
 	ADDQ(U32(q8KSize), ap)
 	DECQ(nb)
 	JNZ(LabelRef("loop" + fn))
 	Label("done" + fn)
 	if scale != 1 {
-		VMULSS(constU32(math.Float32bits(scale)), sum, sum)
+		for _, s := range sums {
+			VMULSS(constU32(math.Float32bits(scale)), s, s)
+		}
 	}
-	Store(sum, ReturnIndex(0))
+	storeRows(sums)
 	VZEROUPPER()
 	RET()
 }
@@ -148,8 +199,8 @@ func iq3Loop(t *target, name string, wsize int, scale float32, grid Mem, body fu
 // genIQ3XXS emits dotIQ3_XXS<suffix>. The block: d | qs[64] grid indices
 // | eight dwords, one a group: four 7-bit sign indices (the eighth sign is
 // their parity, ksigns_iq2xs) and ls' = bits 28-31, ls = 2*ls'+1.
-func genIQ3XXS(t *target) {
-	iq3Loop(t, "IQ3_XXS", iq3XXSSize, 0.25, gridData("iq3xxsGrid", 4, 256), func(k *iq3k, wp, ap Register) {
+func genIQ3XXS(t *target, rows int) {
+	iq3Loop(t, "IQ3_XXS", rows, iq3XXSSize, 0.25, gridData("iq3xxsGrid", 4, 256), func(k *iq3k, wp Register) {
 		x := YMM()
 		VMOVDQU(Mem{Base: wp, Disp: 66}, x)
 		// ls|ls<<16 per group.
@@ -190,25 +241,27 @@ func genIQ3XXS(t *target) {
 				VPMOVZXBD(Mem{Base: wp, Disp: 2 + 8*g}, i)
 				return i
 			})
-			k.group(grid, k.spill.Offset(4*g), Mem{Base: ap, Disp: 4 + 32*g}, k.spill.Offset(32+4*g))
+			k.group(g, grid, k.spill.Offset(4*g), k.spill.Offset(32+4*g))
 		}
 	})
 }
 
 // genIQ13 emits the IQ3 and IQ1 kernels of one target.
 func genIQ13(t *target) {
-	genIQ3XXS(t)
-	genIQ3S(t)
-	genIQ1S(t)
-	genIQ1M(t)
+	for _, rows := range []int{1, 4} {
+		genIQ3XXS(t, rows)
+		genIQ3S(t, rows)
+		genIQ1S(t, rows)
+		genIQ1M(t, rows)
+	}
 }
 
 // genIQ3S emits dotIQ3_S<suffix>. The block: d | qs[64] low 8 bits of the
 // grid indices | qh[8], one a group, bit m the ninth bit of index m |
 // signs[32], one bit a weight | scales[4], a nibble ls' a group (ls =
 // 2*ls'+1).
-func genIQ3S(t *target) {
-	iq3Loop(t, "IQ3_S", iq3SSize, 1, gridData("iq3sGrid", 4, 512), func(k *iq3k, wp, ap Register) {
+func genIQ3S(t *target, rows int) {
+	iq3Loop(t, "IQ3_S", rows, iq3SSize, 1, gridData("iq3sGrid", 4, 512), func(k *iq3k, wp Register) {
 		ls, h := YMM(), YMM()
 		VPBROADCASTD(Mem{Base: wp, Disp: 106}, ls)
 		var sh, hs []byte
@@ -233,7 +286,7 @@ func genIQ3S(t *target) {
 				VPOR(hb, i, i)
 				return i
 			})
-			k.group(grid, Mem{Base: wp, Disp: 74 + 4*g}, Mem{Base: ap, Disp: 4 + 32*g}, k.spill.Offset(32+4*g))
+			k.group(g, grid, Mem{Base: wp, Disp: 74 + 4*g}, k.spill.Offset(32+4*g))
 		}
 	})
 }
