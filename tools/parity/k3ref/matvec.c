@@ -110,7 +110,21 @@ static void * weights(enum ggml_type t, int rows, int cols, size_t * size) {
     if (!src || !w) {
         die(EXIT_FAIL, "out of memory for %d×%d %s weights", rows, cols, ggml_type_name(t));
     }
-    ggml_quantize_chunk(t, src, w, 0, part, cols, NULL);
+    // The types llama-quantize refuses without an importance matrix
+    // (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS) get a uniform one: the values do not
+    // change the time either.
+    float * imatrix = NULL;
+    if (ggml_quantize_requires_imatrix(t)) {
+        imatrix = malloc(sizeof(float) * (size_t) cols);
+        if (!imatrix) {
+            die(EXIT_FAIL, "out of memory for %s's importance matrix", ggml_type_name(t));
+        }
+        for (int i = 0; i < cols; i++) {
+            imatrix[i] = 1.0f;
+        }
+    }
+    ggml_quantize_chunk(t, src, w, 0, part, cols, imatrix);
+    free(imatrix);
     for (int r = part; r < rows; r += part) {
         memcpy(w + row * r, w, row * (size_t) (rows - r < part ? rows - r : part));
     }
