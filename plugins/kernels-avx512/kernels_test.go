@@ -18,6 +18,7 @@ func TestDotEdges(t *testing.T)          { kerneltest.DotEdges(t, kit) }
 func TestQuantizeQ8K(t *testing.T)       { kerneltest.QuantizeQ8K(t, kit) }
 func TestMatMul(t *testing.T)            { kerneltest.MatMul(t, kit) }
 func TestMatMulErrors(t *testing.T)      { kerneltest.MatMulErrors(t, kit) }
+func TestMatMulRandom(t *testing.T)      { kerneltest.MatMulRandom(t, kit) }
 func TestPluginExecute(t *testing.T)     { kerneltest.PluginExecute(t, kit) }
 func TestPluginRejects(t *testing.T)     { kerneltest.PluginRejects(t, kit) }
 func TestPluginLevelEnv(t *testing.T)    { kerneltest.PluginLevelEnv(t, kit) }
