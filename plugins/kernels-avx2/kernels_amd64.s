@@ -10299,13 +10299,4111 @@ DATA v32_00000100<>+24(SB)/4, $0x00000100
 DATA v32_00000100<>+28(SB)/4, $0x00000100
 GLOBL v32_00000100<>(SB), RODATA|NOPTR, $32
 
+DATA grid_iq1sGrid_0_1_2<>+0(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+4(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+8(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+12(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+16(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+20(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+24(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+28(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+32(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+36(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+40(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+44(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+48(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+52(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+56(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+60(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+64(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+68(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+72(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+76(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+80(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+84(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+88(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+92(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+96(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+100(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+104(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+108(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+112(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+116(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+120(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+124(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+128(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+132(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+136(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+140(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+144(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+148(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+152(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+156(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+160(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+164(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+168(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+172(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+176(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+180(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+184(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+188(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+192(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+196(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+200(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+204(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+208(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+212(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+216(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+220(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+224(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+228(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+232(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+236(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+240(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+244(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+248(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+252(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+256(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+260(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+264(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+268(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+272(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+276(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+280(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+284(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+288(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+292(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+296(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+300(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+304(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+308(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+312(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+316(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+320(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+324(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+328(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+332(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+336(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+340(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+344(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+348(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+352(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+356(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+360(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+364(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+368(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+372(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+376(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+380(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+384(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+388(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+392(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+396(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+400(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+404(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+408(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+412(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+416(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+420(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+424(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+428(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+432(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+436(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+440(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+444(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+448(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+452(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+456(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+460(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+464(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+468(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+472(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+476(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+480(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+484(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+488(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+492(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+496(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+500(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+504(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+508(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+512(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+516(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+520(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+524(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+528(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+532(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+536(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+540(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+544(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+548(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+552(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+556(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+560(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+564(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+568(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+572(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+576(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+580(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+584(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+588(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+592(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+596(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+600(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+604(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+608(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+612(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+616(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+620(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+624(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+628(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+632(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+636(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+640(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+644(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+648(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+652(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+656(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+660(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+664(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+668(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+672(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+676(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+680(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+684(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+688(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+692(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+696(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+700(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+704(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+708(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+712(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+716(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+720(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+724(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+728(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+732(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+736(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+740(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+744(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+748(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+752(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+756(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+760(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+764(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+768(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+772(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+776(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+780(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+784(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+788(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+792(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+796(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+800(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+804(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+808(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+812(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+816(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+820(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+824(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+828(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+832(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+836(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+840(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+844(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+848(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+852(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+856(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+860(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+864(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+868(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+872(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+876(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+880(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+884(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+888(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+892(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+896(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+900(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+904(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+908(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+912(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+916(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+920(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+924(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+928(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+932(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+936(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+940(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+944(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+948(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+952(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+956(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+960(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+964(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+968(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+972(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+976(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+980(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+984(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+988(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+992(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+996(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1000(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+1004(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1008(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+1012(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1016(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+1020(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1024(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+1028(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1032(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+1036(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1040(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+1044(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1048(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+1052(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1056(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+1060(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1064(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+1068(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1072(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+1076(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1080(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+1084(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1088(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1092(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1096(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1100(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1104(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+1108(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1112(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+1116(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1120(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+1124(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1128(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+1132(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1136(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+1140(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1144(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+1148(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1152(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+1156(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1160(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+1164(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1168(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+1172(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1176(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+1180(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1184(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+1188(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1192(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+1196(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1200(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+1204(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1208(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+1212(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1216(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+1220(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1224(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+1228(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1232(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+1236(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1240(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+1244(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1248(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+1252(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1256(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1260(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1264(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+1268(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1272(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+1276(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1280(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+1284(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1288(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+1292(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1296(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+1300(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1304(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+1308(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1312(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+1316(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1320(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+1324(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1328(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+1332(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1336(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+1340(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1344(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+1348(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1352(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+1356(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1360(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+1364(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1368(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+1372(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1376(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+1380(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1384(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+1388(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1392(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+1396(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1400(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+1404(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1408(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+1412(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1416(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1420(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1424(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+1428(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1432(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+1436(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1440(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+1444(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1448(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+1452(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1456(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+1460(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1464(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+1468(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1472(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+1476(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1480(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+1484(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1488(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+1492(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1496(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+1500(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1504(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+1508(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1512(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+1516(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1520(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+1524(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1528(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+1532(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1536(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+1540(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1544(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+1548(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1552(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+1556(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1560(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+1564(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1568(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+1572(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1576(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+1580(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+1584(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1588(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1592(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1596(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1600(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+1604(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1608(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+1612(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1616(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+1620(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1624(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+1628(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1632(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+1636(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1640(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+1644(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1648(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+1652(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1656(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+1660(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1664(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+1668(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1672(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+1676(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1680(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+1684(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1688(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+1692(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1696(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+1700(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1704(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+1708(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1712(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+1716(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1720(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+1724(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1728(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+1732(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1736(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+1740(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1744(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+1748(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1752(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+1756(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1760(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+1764(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1768(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+1772(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1776(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+1780(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1784(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+1788(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1792(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+1796(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1800(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+1804(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1808(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+1812(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1816(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+1820(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1824(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+1828(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1832(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+1836(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1840(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+1844(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1848(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+1852(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1856(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+1860(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1864(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+1868(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1872(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+1876(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1880(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+1884(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1888(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+1892(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1896(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+1900(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1904(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+1908(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1912(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+1916(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1920(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+1924(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1928(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+1932(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1936(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+1940(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1944(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+1948(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1952(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+1956(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1960(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+1964(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+1968(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+1972(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+1976(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+1980(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+1984(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+1988(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+1992(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+1996(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2000(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+2004(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2008(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+2012(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2016(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+2020(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2024(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+2028(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2032(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+2036(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2040(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+2044(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2048(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+2052(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2056(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+2060(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2064(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+2068(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2072(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+2076(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2080(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+2084(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2088(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+2092(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2096(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+2100(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+2104(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+2108(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2112(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+2116(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2120(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+2124(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2128(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2132(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2136(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2140(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2144(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+2148(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2152(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+2156(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2160(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+2164(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2168(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+2172(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2176(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+2180(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2184(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+2188(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2192(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+2196(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2200(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+2204(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2208(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+2212(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2216(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+2220(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2224(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+2228(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2232(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+2236(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2240(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+2244(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2248(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+2252(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2256(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+2260(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2264(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+2268(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2272(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+2276(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2280(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+2284(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2288(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+2292(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2296(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+2300(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2304(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+2308(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2312(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+2316(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2320(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+2324(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2328(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+2332(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2336(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+2340(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2344(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+2348(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2352(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+2356(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2360(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+2364(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2368(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+2372(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2376(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+2380(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2384(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+2388(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2392(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+2396(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2400(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+2404(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2408(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+2412(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2416(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2420(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2424(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2428(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2432(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+2436(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2440(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+2444(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2448(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+2452(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2456(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+2460(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2464(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+2468(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2472(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+2476(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2480(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+2484(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2488(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+2492(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2496(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+2500(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2504(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+2508(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2512(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+2516(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2520(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+2524(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2528(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+2532(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2536(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+2540(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2544(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+2548(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2552(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+2556(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2560(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+2564(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2568(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+2572(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2576(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+2580(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2584(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+2588(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2592(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+2596(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2600(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+2604(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2608(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+2612(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2616(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+2620(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2624(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+2628(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2632(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+2636(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2640(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+2644(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2648(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+2652(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2656(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+2660(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2664(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+2668(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2672(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+2676(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2680(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+2684(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2688(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+2692(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2696(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+2700(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2704(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+2708(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2712(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+2716(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2720(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+2724(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2728(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+2732(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2736(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+2740(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2744(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+2748(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2752(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+2756(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2760(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+2764(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2768(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+2772(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2776(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2780(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2784(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+2788(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2792(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+2796(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2800(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+2804(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2808(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+2812(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2816(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+2820(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2824(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+2828(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2832(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+2836(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2840(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+2844(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2848(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+2852(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2856(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+2860(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2864(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+2868(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2872(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+2876(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2880(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+2884(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2888(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+2892(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2896(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+2900(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2904(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+2908(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2912(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+2916(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2920(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+2924(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2928(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+2932(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2936(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+2940(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2944(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+2948(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2952(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+2956(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2960(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+2964(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2968(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+2972(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2976(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+2980(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2984(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+2988(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+2992(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+2996(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+3000(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+3004(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3008(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+3012(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3016(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+3020(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3024(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+3028(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3032(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+3036(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3040(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+3044(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3048(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+3052(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3056(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+3060(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3064(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+3068(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3072(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+3076(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3080(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+3084(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3088(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+3092(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3096(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+3100(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3104(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+3108(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3112(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+3116(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3120(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+3124(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3128(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+3132(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3136(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+3140(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3144(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+3148(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3152(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+3156(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+3160(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+3164(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3168(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+3172(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3176(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+3180(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3184(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3188(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3192(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3196(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3200(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+3204(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3208(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+3212(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3216(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+3220(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3224(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+3228(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3232(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+3236(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3240(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+3244(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3248(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+3252(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3256(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+3260(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3264(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+3268(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3272(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+3276(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3280(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+3284(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3288(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+3292(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3296(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+3300(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3304(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+3308(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3312(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+3316(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3320(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+3324(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3328(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+3332(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3336(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+3340(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3344(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+3348(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3352(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+3356(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3360(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+3364(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3368(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+3372(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3376(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+3380(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3384(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+3388(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3392(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+3396(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3400(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+3404(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3408(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+3412(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3416(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+3420(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3424(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+3428(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3432(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+3436(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3440(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+3444(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3448(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+3452(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3456(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+3460(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3464(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+3468(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3472(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+3476(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3480(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+3484(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3488(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+3492(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3496(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+3500(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3504(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+3508(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3512(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+3516(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+3520(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+3524(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3528(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+3532(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3536(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+3540(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3544(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+3548(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3552(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+3556(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3560(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3564(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3568(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3572(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3576(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+3580(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3584(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+3588(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3592(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+3596(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3600(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+3604(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3608(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+3612(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3616(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+3620(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3624(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+3628(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3632(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+3636(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3640(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+3644(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3648(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+3652(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3656(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+3660(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3664(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+3668(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3672(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+3676(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3680(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+3684(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3688(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+3692(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3696(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+3700(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3704(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+3708(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3712(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+3716(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3720(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+3724(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3728(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+3732(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3736(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+3740(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3744(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+3748(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3752(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+3756(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3760(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+3764(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3768(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+3772(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3776(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+3780(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3784(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+3788(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3792(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+3796(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3800(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+3804(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3808(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+3812(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3816(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+3820(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3824(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+3828(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3832(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+3836(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3840(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+3844(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3848(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+3852(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3856(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+3860(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3864(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+3868(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3872(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+3876(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+3880(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+3884(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3888(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+3892(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3896(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+3900(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3904(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+3908(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3912(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+3916(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3920(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+3924(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3928(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3932(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3936(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+3940(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3944(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+3948(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3952(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+3956(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3960(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+3964(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3968(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+3972(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3976(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+3980(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3984(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+3988(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+3992(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+3996(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4000(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+4004(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4008(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+4012(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4016(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+4020(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4024(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+4028(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4032(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+4036(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4040(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+4044(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4048(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+4052(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4056(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+4060(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4064(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+4068(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4072(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+4076(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4080(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+4084(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4088(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+4092(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4096(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4100(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4104(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+4108(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4112(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+4116(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4120(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+4124(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4128(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+4132(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4136(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+4140(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4144(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+4148(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4152(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+4156(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4160(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+4164(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4168(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+4172(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4176(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+4180(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4184(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+4188(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4192(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+4196(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4200(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+4204(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4208(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+4212(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4216(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+4220(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+4224(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+4228(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4232(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+4236(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4240(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+4244(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4248(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4252(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4256(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+4260(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4264(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+4268(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4272(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+4276(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4280(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+4284(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4288(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+4292(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4296(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+4300(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4304(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+4308(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4312(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+4316(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4320(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+4324(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4328(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+4332(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4336(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+4340(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4344(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+4348(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4352(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+4356(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4360(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+4364(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4368(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+4372(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4376(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+4380(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4384(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+4388(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4392(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+4396(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4400(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+4404(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4408(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+4412(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4416(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+4420(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4424(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+4428(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4432(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+4436(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4440(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+4444(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4448(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4452(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4456(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+4460(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4464(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+4468(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4472(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+4476(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4480(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+4484(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4488(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+4492(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4496(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+4500(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4504(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+4508(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4512(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+4516(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4520(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+4524(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4528(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+4532(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+4536(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+4540(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4544(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+4548(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4552(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+4556(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4560(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+4564(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4568(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+4572(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4576(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+4580(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4584(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4588(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4592(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4596(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4600(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4604(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4608(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+4612(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4616(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+4620(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4624(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+4628(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4632(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+4636(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4640(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+4644(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4648(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+4652(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4656(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+4660(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4664(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+4668(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4672(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+4676(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4680(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+4684(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4688(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+4692(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4696(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+4700(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4704(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+4708(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4712(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+4716(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4720(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+4724(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4728(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+4732(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4736(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+4740(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4744(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+4748(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4752(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+4756(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4760(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+4764(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4768(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+4772(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4776(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+4780(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4784(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+4788(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4792(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+4796(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4800(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+4804(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4808(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+4812(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4816(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+4820(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4824(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+4828(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4832(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+4836(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4840(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+4844(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4848(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+4852(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+4856(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+4860(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4864(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+4868(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4872(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+4876(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4880(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+4884(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4888(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+4892(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4896(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+4900(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4904(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+4908(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4912(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4916(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4920(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+4924(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4928(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+4932(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4936(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+4940(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4944(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+4948(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4952(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+4956(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4960(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+4964(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4968(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+4972(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4976(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+4980(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4984(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+4988(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+4992(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+4996(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+5000(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+5004(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+5008(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+5012(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+5016(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+5020(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+5024(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+5028(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+5032(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+5036(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5040(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+5044(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5048(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+5052(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5056(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+5060(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5064(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+5068(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5072(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+5076(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5080(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+5084(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5088(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+5092(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5096(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+5100(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5104(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+5108(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5112(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+5116(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5120(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+5124(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5128(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+5132(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5136(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+5140(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5144(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+5148(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5152(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+5156(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+5160(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+5164(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5168(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+5172(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5176(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+5180(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5184(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+5188(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5192(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+5196(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5200(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+5204(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5208(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+5212(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5216(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+5220(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5224(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+5228(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5232(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+5236(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5240(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+5244(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5248(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+5252(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5256(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+5260(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5264(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5268(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5272(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+5276(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5280(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+5284(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5288(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+5292(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5296(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+5300(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5304(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+5308(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5312(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+5316(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5320(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+5324(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5328(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+5332(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5336(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+5340(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5344(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+5348(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5352(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+5356(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5360(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+5364(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5368(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+5372(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5376(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+5380(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5384(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+5388(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5392(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+5396(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5400(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+5404(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5408(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+5412(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5416(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+5420(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5424(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+5428(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5432(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+5436(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5440(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+5444(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5448(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+5452(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5456(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+5460(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5464(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+5468(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5472(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5476(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5480(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+5484(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5488(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+5492(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5496(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+5500(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5504(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+5508(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5512(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+5516(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5520(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+5524(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5528(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+5532(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5536(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+5540(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+5544(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+5548(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5552(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+5556(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5560(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+5564(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5568(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+5572(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5576(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5580(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5584(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+5588(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5592(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+5596(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5600(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+5604(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5608(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+5612(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5616(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+5620(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5624(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+5628(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5632(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+5636(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5640(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+5644(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5648(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+5652(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5656(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+5660(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5664(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+5668(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5672(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+5676(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5680(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+5684(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5688(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+5692(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5696(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+5700(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5704(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+5708(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5712(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+5716(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5720(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+5724(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5728(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+5732(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5736(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+5740(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5744(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+5748(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5752(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+5756(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5760(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+5764(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5768(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+5772(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5776(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+5780(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5784(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+5788(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5792(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+5796(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5800(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+5804(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5808(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+5812(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5816(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+5820(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5824(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+5828(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5832(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+5836(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5840(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+5844(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5848(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+5852(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5856(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5860(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5864(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+5868(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5872(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+5876(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5880(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+5884(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5888(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+5892(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5896(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+5900(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5904(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+5908(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5912(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+5916(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5920(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+5924(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5928(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+5932(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5936(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+5940(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5944(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+5948(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5952(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+5956(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5960(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+5964(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5968(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+5972(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5976(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+5980(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5984(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+5988(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+5992(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+5996(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6000(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+6004(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6008(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+6012(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6016(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+6020(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6024(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+6028(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6032(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+6036(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6040(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+6044(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6048(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+6052(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6056(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+6060(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6064(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+6068(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6072(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+6076(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6080(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+6084(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6088(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+6092(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6096(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+6100(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6104(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+6108(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6112(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+6116(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6120(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+6124(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6128(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+6132(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6136(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+6140(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6144(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+6148(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6152(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+6156(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6160(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+6164(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6168(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+6172(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6176(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6180(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6184(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6188(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6192(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6196(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6200(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+6204(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6208(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+6212(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6216(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+6220(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6224(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+6228(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6232(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+6236(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6240(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+6244(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6248(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+6252(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6256(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+6260(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6264(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+6268(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6272(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+6276(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6280(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+6284(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6288(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+6292(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6296(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+6300(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6304(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+6308(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6312(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+6316(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6320(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+6324(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6328(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+6332(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6336(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+6340(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6344(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+6348(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6352(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+6356(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6360(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+6364(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6368(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+6372(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6376(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6380(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6384(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6388(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6392(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+6396(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6400(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+6404(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6408(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+6412(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6416(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+6420(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6424(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+6428(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6432(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+6436(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6440(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+6444(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6448(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+6452(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6456(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+6460(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6464(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+6468(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6472(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+6476(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6480(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+6484(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6488(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+6492(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6496(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+6500(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6504(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+6508(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6512(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+6516(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6520(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+6524(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6528(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+6532(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6536(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+6540(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6544(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+6548(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6552(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+6556(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6560(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+6564(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6568(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+6572(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6576(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+6580(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6584(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6588(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6592(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6596(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6600(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+6604(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6608(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+6612(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6616(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+6620(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6624(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+6628(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6632(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+6636(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6640(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+6644(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6648(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+6652(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6656(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+6660(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6664(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+6668(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6672(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+6676(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6680(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+6684(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6688(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+6692(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6696(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+6700(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6704(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+6708(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6712(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+6716(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6720(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+6724(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6728(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+6732(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6736(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+6740(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6744(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+6748(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6752(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+6756(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6760(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+6764(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6768(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+6772(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6776(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+6780(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6784(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+6788(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6792(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+6796(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6800(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+6804(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6808(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+6812(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6816(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+6820(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6824(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+6828(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6832(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+6836(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6840(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+6844(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6848(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+6852(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+6856(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+6860(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6864(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+6868(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6872(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+6876(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6880(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+6884(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6888(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+6892(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6896(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+6900(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6904(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+6908(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6912(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+6916(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6920(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+6924(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6928(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+6932(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6936(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+6940(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6944(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+6948(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6952(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+6956(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6960(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+6964(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6968(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+6972(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6976(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+6980(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6984(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+6988(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+6992(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+6996(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7000(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+7004(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7008(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+7012(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7016(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+7020(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7024(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+7028(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7032(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+7036(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7040(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+7044(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7048(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+7052(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7056(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+7060(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7064(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+7068(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7072(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+7076(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7080(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+7084(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7088(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+7092(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7096(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+7100(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7104(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+7108(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7112(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+7116(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7120(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+7124(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7128(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+7132(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7136(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+7140(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7144(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+7148(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7152(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+7156(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7160(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+7164(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7168(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+7172(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7176(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+7180(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7184(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+7188(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7192(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+7196(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7200(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+7204(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7208(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+7212(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7216(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+7220(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7224(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+7228(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7232(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+7236(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7240(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+7244(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7248(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7252(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7256(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7260(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7264(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7268(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7272(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7276(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7280(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+7284(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7288(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+7292(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7296(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+7300(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7304(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+7308(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7312(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+7316(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7320(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+7324(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7328(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+7332(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7336(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+7340(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7344(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+7348(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7352(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+7356(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7360(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+7364(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7368(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+7372(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7376(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+7380(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7384(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+7388(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7392(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+7396(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7400(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+7404(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7408(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+7412(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7416(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+7420(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7424(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+7428(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7432(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+7436(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7440(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+7444(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7448(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+7452(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7456(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+7460(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7464(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+7468(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7472(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+7476(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7480(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+7484(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7488(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+7492(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7496(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+7500(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7504(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+7508(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7512(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+7516(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7520(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7524(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7528(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7532(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7536(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+7540(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7544(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+7548(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7552(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+7556(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7560(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+7564(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7568(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+7572(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7576(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+7580(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7584(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+7588(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7592(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+7596(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7600(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+7604(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7608(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+7612(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7616(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+7620(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7624(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+7628(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+7632(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+7636(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7640(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+7644(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7648(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+7652(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7656(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+7660(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7664(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+7668(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7672(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+7676(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7680(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+7684(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7688(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+7692(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7696(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+7700(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7704(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+7708(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7712(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+7716(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7720(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+7724(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7728(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+7732(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7736(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+7740(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7744(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+7748(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7752(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+7756(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7760(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+7764(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7768(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+7772(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7776(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+7780(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7784(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+7788(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7792(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7796(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7800(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+7804(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7808(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+7812(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7816(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+7820(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7824(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+7828(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7832(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+7836(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7840(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+7844(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7848(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+7852(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7856(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+7860(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7864(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+7868(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7872(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+7876(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7880(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+7884(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7888(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+7892(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7896(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+7900(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7904(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+7908(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7912(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+7916(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7920(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+7924(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7928(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+7932(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7936(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+7940(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7944(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+7948(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7952(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+7956(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7960(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+7964(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7968(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+7972(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7976(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+7980(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+7984(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+7988(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+7992(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+7996(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8000(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+8004(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8008(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+8012(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8016(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+8020(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8024(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+8028(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8032(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+8036(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8040(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+8044(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8048(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+8052(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8056(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+8060(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8064(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+8068(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8072(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+8076(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8080(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+8084(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8088(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+8092(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8096(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+8100(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8104(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+8108(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8112(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+8116(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8120(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+8124(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8128(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+8132(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8136(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+8140(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8144(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+8148(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8152(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+8156(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8160(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+8164(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8168(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+8172(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8176(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+8180(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8184(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+8188(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8192(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+8196(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8200(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+8204(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8208(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+8212(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8216(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+8220(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8224(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+8228(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8232(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8236(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8240(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8244(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8248(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8252(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8256(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+8260(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8264(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+8268(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8272(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+8276(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8280(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+8284(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8288(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+8292(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8296(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+8300(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8304(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+8308(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8312(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+8316(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8320(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+8324(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8328(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+8332(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8336(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+8340(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8344(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+8348(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8352(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+8356(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8360(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+8364(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8368(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+8372(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8376(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+8380(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8384(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+8388(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8392(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+8396(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8400(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+8404(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8408(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+8412(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8416(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+8420(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8424(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+8428(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8432(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+8436(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8440(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+8444(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8448(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+8452(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8456(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+8460(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8464(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+8468(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8472(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+8476(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8480(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+8484(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8488(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+8492(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8496(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+8500(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8504(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+8508(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8512(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+8516(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8520(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+8524(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8528(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+8532(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8536(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+8540(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8544(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+8548(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8552(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+8556(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8560(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+8564(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8568(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+8572(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8576(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+8580(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8584(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+8588(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8592(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+8596(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8600(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+8604(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8608(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+8612(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8616(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+8620(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8624(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+8628(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8632(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+8636(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8640(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+8644(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8648(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+8652(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8656(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+8660(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8664(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+8668(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8672(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+8676(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8680(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+8684(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8688(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+8692(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8696(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+8700(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8704(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+8708(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8712(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+8716(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8720(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8724(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8728(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8732(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8736(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+8740(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8744(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+8748(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8752(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+8756(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8760(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+8764(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8768(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+8772(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8776(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+8780(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8784(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+8788(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8792(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+8796(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8800(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+8804(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8808(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+8812(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8816(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+8820(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8824(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+8828(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8832(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+8836(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8840(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+8844(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8848(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+8852(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8856(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+8860(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8864(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+8868(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8872(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+8876(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8880(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+8884(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8888(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+8892(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+8896(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+8900(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8904(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+8908(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8912(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+8916(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8920(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+8924(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8928(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+8932(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8936(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+8940(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8944(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+8948(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8952(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+8956(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8960(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+8964(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8968(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+8972(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8976(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+8980(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8984(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+8988(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+8992(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+8996(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9000(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+9004(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9008(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+9012(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9016(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+9020(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9024(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9028(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9032(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9036(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9040(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9044(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9048(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+9052(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9056(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+9060(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9064(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+9068(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9072(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+9076(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9080(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+9084(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9088(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+9092(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9096(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+9100(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9104(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+9108(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9112(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+9116(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9120(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+9124(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9128(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+9132(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9136(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+9140(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9144(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+9148(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9152(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+9156(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9160(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+9164(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9168(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+9172(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9176(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+9180(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9184(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+9188(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9192(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+9196(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9200(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+9204(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9208(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+9212(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9216(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+9220(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9224(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+9228(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9232(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+9236(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9240(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+9244(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9248(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+9252(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9256(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+9260(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9264(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+9268(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9272(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+9276(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9280(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+9284(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9288(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+9292(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9296(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+9300(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9304(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9308(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9312(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9316(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9320(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9324(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9328(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9332(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9336(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+9340(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9344(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+9348(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9352(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+9356(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9360(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+9364(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9368(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+9372(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9376(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+9380(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9384(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+9388(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9392(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+9396(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9400(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+9404(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9408(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+9412(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9416(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+9420(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9424(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+9428(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9432(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+9436(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9440(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+9444(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9448(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+9452(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9456(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+9460(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9464(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+9468(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9472(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+9476(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9480(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+9484(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9488(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+9492(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9496(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+9500(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9504(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+9508(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9512(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+9516(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9520(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+9524(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9528(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+9532(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9536(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+9540(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9544(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+9548(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9552(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+9556(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9560(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9564(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9568(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9572(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9576(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+9580(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9584(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+9588(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9592(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+9596(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9600(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+9604(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9608(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+9612(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9616(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+9620(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9624(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+9628(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9632(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+9636(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9640(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+9644(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9648(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+9652(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9656(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+9660(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9664(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+9668(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9672(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+9676(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9680(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+9684(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9688(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+9692(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9696(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+9700(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9704(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+9708(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9712(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+9716(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9720(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+9724(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9728(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+9732(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9736(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+9740(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9744(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+9748(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9752(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+9756(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9760(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9764(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9768(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+9772(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9776(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+9780(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9784(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+9788(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9792(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+9796(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9800(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+9804(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9808(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+9812(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+9816(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+9820(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9824(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+9828(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9832(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+9836(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9840(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+9844(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9848(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+9852(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9856(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+9860(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9864(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+9868(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9872(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+9876(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9880(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+9884(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9888(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+9892(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9896(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+9900(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9904(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+9908(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9912(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+9916(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9920(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+9924(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9928(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+9932(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9936(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+9940(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9944(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+9948(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9952(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+9956(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9960(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+9964(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9968(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+9972(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9976(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+9980(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9984(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+9988(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+9992(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+9996(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+10000(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+10004(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+10008(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+10012(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+10016(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+10020(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+10024(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+10028(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10032(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+10036(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10040(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+10044(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10048(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+10052(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10056(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+10060(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10064(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+10068(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10072(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+10076(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10080(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+10084(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10088(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+10092(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10096(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+10100(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10104(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+10108(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10112(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+10116(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10120(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+10124(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10128(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+10132(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10136(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+10140(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10144(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+10148(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10152(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+10156(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10160(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+10164(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10168(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+10172(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10176(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+10180(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10184(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+10188(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10192(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+10196(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10200(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+10204(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10208(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+10212(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10216(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+10220(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10224(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+10228(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10232(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+10236(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10240(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+10244(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10248(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+10252(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10256(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+10260(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10264(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+10268(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10272(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+10276(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10280(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+10284(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10288(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+10292(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10296(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+10300(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10304(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10308(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10312(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+10316(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10320(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+10324(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10328(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+10332(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10336(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+10340(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10344(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+10348(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10352(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+10356(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10360(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+10364(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10368(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+10372(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10376(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+10380(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10384(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+10388(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10392(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+10396(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10400(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+10404(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10408(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+10412(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10416(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+10420(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10424(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+10428(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10432(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+10436(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10440(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+10444(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10448(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+10452(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10456(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+10460(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10464(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+10468(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10472(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+10476(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10480(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+10484(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10488(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+10492(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10496(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+10500(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10504(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+10508(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10512(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+10516(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10520(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+10524(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10528(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+10532(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10536(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+10540(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10544(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+10548(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10552(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+10556(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10560(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+10564(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10568(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10572(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10576(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10580(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10584(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+10588(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10592(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+10596(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10600(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+10604(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10608(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+10612(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10616(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+10620(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10624(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+10628(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10632(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+10636(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10640(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+10644(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10648(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+10652(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10656(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+10660(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10664(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+10668(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10672(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+10676(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10680(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+10684(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10688(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+10692(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10696(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+10700(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10704(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+10708(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10712(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+10716(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10720(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+10724(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10728(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+10732(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10736(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+10740(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10744(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+10748(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10752(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+10756(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10760(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+10764(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10768(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+10772(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10776(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+10780(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10784(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+10788(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10792(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+10796(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10800(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+10804(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10808(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+10812(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10816(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+10820(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10824(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+10828(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10832(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+10836(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10840(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+10844(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10848(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+10852(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10856(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+10860(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10864(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+10868(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10872(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+10876(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10880(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+10884(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10888(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+10892(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10896(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+10900(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10904(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+10908(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10912(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+10916(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10920(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+10924(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10928(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+10932(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10936(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+10940(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+10944(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+10948(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+10952(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+10956(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+10960(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+10964(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+10968(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+10972(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+10976(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+10980(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+10984(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+10988(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+10992(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+10996(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+11000(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+11004(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+11008(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11012(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+11016(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+11020(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+11024(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+11028(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+11032(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+11036(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+11040(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+11044(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+11048(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+11052(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11056(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+11060(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11064(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+11068(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11072(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+11076(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11080(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+11084(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11088(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+11092(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11096(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+11100(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11104(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+11108(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11112(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+11116(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11120(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+11124(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11128(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+11132(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11136(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+11140(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11144(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+11148(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11152(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+11156(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11160(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+11164(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11168(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+11172(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11176(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+11180(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11184(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+11188(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11192(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+11196(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11200(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+11204(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11208(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11212(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11216(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11220(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11224(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+11228(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11232(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+11236(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11240(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+11244(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11248(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+11252(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11256(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+11260(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11264(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+11268(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11272(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+11276(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11280(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+11284(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11288(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+11292(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11296(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+11300(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11304(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+11308(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11312(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+11316(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11320(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+11324(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11328(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+11332(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11336(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+11340(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11344(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+11348(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11352(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+11356(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11360(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+11364(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11368(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+11372(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11376(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11380(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11384(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+11388(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11392(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+11396(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11400(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+11404(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11408(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+11412(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11416(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+11420(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+11424(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+11428(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11432(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+11436(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11440(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+11444(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11448(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+11452(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11456(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+11460(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11464(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+11468(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11472(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+11476(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11480(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+11484(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11488(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+11492(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11496(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+11500(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11504(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+11508(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11512(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+11516(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11520(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+11524(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11528(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+11532(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11536(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+11540(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11544(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11548(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11552(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11556(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11560(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+11564(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11568(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+11572(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11576(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+11580(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11584(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+11588(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11592(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+11596(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11600(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+11604(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11608(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+11612(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11616(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+11620(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11624(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+11628(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11632(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+11636(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11640(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+11644(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11648(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+11652(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11656(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+11660(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11664(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+11668(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11672(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+11676(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11680(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+11684(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11688(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+11692(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11696(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+11700(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11704(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+11708(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11712(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+11716(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11720(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+11724(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11728(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+11732(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11736(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+11740(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11744(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+11748(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11752(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+11756(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11760(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+11764(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11768(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+11772(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11776(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+11780(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11784(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+11788(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11792(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+11796(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11800(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+11804(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+11808(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+11812(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11816(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+11820(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11824(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+11828(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11832(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+11836(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11840(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+11844(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11848(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+11852(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11856(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+11860(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11864(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+11868(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11872(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+11876(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11880(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+11884(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11888(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+11892(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11896(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+11900(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11904(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+11908(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11912(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+11916(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11920(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11924(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11928(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+11932(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11936(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+11940(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11944(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+11948(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11952(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+11956(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11960(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+11964(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11968(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+11972(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11976(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+11980(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+11984(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+11988(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+11992(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+11996(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12000(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+12004(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12008(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+12012(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12016(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+12020(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12024(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+12028(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12032(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+12036(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12040(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+12044(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12048(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+12052(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12056(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+12060(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12064(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+12068(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12072(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+12076(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12080(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+12084(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12088(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+12092(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12096(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+12100(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12104(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+12108(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12112(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+12116(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12120(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+12124(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12128(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+12132(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12136(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+12140(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12144(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+12148(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12152(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+12156(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12160(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+12164(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12168(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+12172(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12176(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+12180(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12184(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+12188(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12192(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+12196(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12200(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+12204(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12208(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+12212(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12216(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+12220(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12224(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+12228(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12232(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+12236(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12240(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+12244(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12248(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+12252(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12256(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+12260(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12264(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12268(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12272(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12276(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12280(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+12284(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12288(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+12292(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12296(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+12300(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12304(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+12308(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12312(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+12316(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12320(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+12324(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12328(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+12332(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12336(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+12340(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12344(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+12348(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12352(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+12356(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12360(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+12364(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12368(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+12372(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12376(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+12380(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12384(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+12388(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12392(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+12396(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12400(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+12404(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12408(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+12412(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12416(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+12420(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12424(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+12428(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12432(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+12436(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12440(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12444(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12448(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+12452(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12456(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+12460(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12464(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+12468(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+12472(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+12476(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12480(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+12484(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12488(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+12492(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12496(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+12500(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12504(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+12508(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12512(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+12516(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12520(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+12524(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12528(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+12532(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12536(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+12540(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12544(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+12548(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12552(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+12556(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12560(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+12564(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12568(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+12572(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12576(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+12580(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12584(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+12588(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12592(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+12596(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12600(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+12604(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12608(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+12612(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12616(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12620(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12624(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12628(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12632(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+12636(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12640(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+12644(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12648(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+12652(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12656(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+12660(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12664(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+12668(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12672(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+12676(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12680(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+12684(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12688(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+12692(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12696(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+12700(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12704(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+12708(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12712(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+12716(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12720(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+12724(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12728(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+12732(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12736(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+12740(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12744(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+12748(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12752(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+12756(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12760(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+12764(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12768(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+12772(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12776(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+12780(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12784(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+12788(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12792(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+12796(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12800(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+12804(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12808(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+12812(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12816(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+12820(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12824(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+12828(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+12832(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+12836(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12840(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+12844(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12848(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+12852(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12856(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+12860(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12864(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+12868(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12872(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+12876(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12880(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+12884(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12888(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+12892(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12896(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+12900(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12904(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+12908(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12912(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+12916(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12920(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+12924(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12928(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+12932(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12936(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+12940(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12944(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+12948(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12952(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+12956(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12960(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12964(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12968(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+12972(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12976(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+12980(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12984(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+12988(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+12992(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+12996(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+13000(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+13004(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+13008(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+13012(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13016(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+13020(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13024(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+13028(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13032(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+13036(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13040(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+13044(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13048(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+13052(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13056(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+13060(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13064(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+13068(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13072(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+13076(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13080(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+13084(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13088(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+13092(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13096(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+13100(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13104(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+13108(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13112(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+13116(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13120(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+13124(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13128(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13132(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13136(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13140(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13144(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+13148(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13152(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+13156(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13160(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+13164(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+13168(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+13172(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13176(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+13180(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13184(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+13188(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13192(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+13196(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13200(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+13204(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13208(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+13212(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13216(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+13220(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13224(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+13228(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13232(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+13236(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13240(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+13244(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13248(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+13252(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13256(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+13260(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13264(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+13268(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13272(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+13276(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13280(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+13284(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13288(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+13292(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13296(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+13300(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13304(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+13308(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13312(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+13316(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13320(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+13324(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13328(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+13332(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13336(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+13340(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13344(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+13348(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13352(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+13356(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13360(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13364(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13368(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13372(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13376(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+13380(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13384(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+13388(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13392(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+13396(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13400(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+13404(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13408(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+13412(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+13416(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+13420(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13424(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+13428(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13432(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+13436(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13440(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+13444(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13448(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+13452(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13456(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+13460(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13464(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+13468(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13472(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+13476(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13480(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+13484(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13488(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+13492(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13496(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+13500(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13504(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+13508(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13512(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+13516(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13520(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+13524(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13528(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+13532(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13536(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13540(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13544(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+13548(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13552(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+13556(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13560(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+13564(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13568(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+13572(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13576(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+13580(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13584(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+13588(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13592(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+13596(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13600(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+13604(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13608(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+13612(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13616(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+13620(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13624(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+13628(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13632(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+13636(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13640(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+13644(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13648(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+13652(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13656(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+13660(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13664(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+13668(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13672(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+13676(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13680(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+13684(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13688(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+13692(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13696(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+13700(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13704(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+13708(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13712(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+13716(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13720(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+13724(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13728(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+13732(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13736(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13740(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13744(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13748(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13752(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+13756(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13760(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+13764(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13768(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+13772(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+13776(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+13780(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13784(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+13788(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13792(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+13796(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13800(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+13804(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13808(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+13812(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13816(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+13820(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13824(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+13828(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13832(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+13836(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13840(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+13844(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13848(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+13852(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13856(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+13860(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13864(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+13868(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13872(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+13876(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13880(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+13884(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13888(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+13892(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13896(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+13900(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13904(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+13908(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13912(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+13916(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13920(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+13924(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13928(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+13932(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13936(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+13940(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13944(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+13948(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13952(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+13956(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13960(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+13964(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13968(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+13972(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13976(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+13980(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13984(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+13988(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+13992(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+13996(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14000(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+14004(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14008(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+14012(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14016(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+14020(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14024(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+14028(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14032(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+14036(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14040(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+14044(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14048(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+14052(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14056(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+14060(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14064(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+14068(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14072(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+14076(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14080(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+14084(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14088(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14092(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14096(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14100(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14104(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14108(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14112(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14116(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14120(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14124(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14128(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+14132(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14136(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+14140(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14144(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+14148(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14152(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+14156(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14160(SB)/4, $0x00000001
+DATA grid_iq1sGrid_0_1_2<>+14164(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14168(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+14172(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14176(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+14180(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14184(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+14188(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14192(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+14196(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14200(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+14204(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14208(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+14212(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14216(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+14220(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14224(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+14228(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14232(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+14236(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14240(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+14244(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14248(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+14252(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14256(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+14260(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14264(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+14268(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14272(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+14276(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14280(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+14284(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14288(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+14292(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14296(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+14300(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14304(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+14308(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14312(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+14316(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14320(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+14324(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14328(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+14332(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14336(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+14340(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14344(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+14348(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14352(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14356(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14360(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+14364(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14368(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+14372(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14376(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+14380(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14384(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+14388(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14392(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+14396(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14400(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+14404(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14408(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+14412(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14416(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+14420(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14424(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+14428(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14432(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+14436(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14440(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+14444(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14448(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+14452(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14456(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+14460(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14464(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+14468(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14472(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+14476(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14480(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+14484(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14488(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+14492(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14496(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+14500(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14504(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14508(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14512(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14516(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14520(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+14524(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+14528(SB)/4, $0x00000100
+DATA grid_iq1sGrid_0_1_2<>+14532(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14536(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+14540(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14544(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+14548(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14552(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+14556(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14560(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+14564(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14568(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+14572(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14576(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+14580(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14584(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+14588(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14592(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+14596(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14600(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+14604(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14608(SB)/4, $0x00020100
+DATA grid_iq1sGrid_0_1_2<>+14612(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14616(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+14620(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14624(SB)/4, $0x01000000
+DATA grid_iq1sGrid_0_1_2<>+14628(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14632(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+14636(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14640(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+14644(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14648(SB)/4, $0x01000200
+DATA grid_iq1sGrid_0_1_2<>+14652(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14656(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+14660(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14664(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+14668(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14672(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+14676(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14680(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+14684(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14688(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+14692(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14696(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+14700(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14704(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+14708(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14712(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+14716(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14720(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+14724(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14728(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+14732(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14736(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+14740(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14744(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+14748(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14752(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+14756(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14760(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+14764(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14768(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14772(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14776(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14780(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14784(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+14788(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14792(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+14796(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+14800(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+14804(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14808(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+14812(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14816(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+14820(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14824(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+14828(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14832(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+14836(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14840(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+14844(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14848(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+14852(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14856(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+14860(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14864(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+14868(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14872(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+14876(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14880(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+14884(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14888(SB)/4, $0x02010001
+DATA grid_iq1sGrid_0_1_2<>+14892(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14896(SB)/4, $0x02010100
+DATA grid_iq1sGrid_0_1_2<>+14900(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14904(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+14908(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14912(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+14916(SB)/4, $0x02010202
+DATA grid_iq1sGrid_0_1_2<>+14920(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+14924(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14928(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+14932(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14936(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+14940(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14944(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+14948(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14952(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+14956(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14960(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+14964(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14968(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+14972(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14976(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+14980(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14984(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+14988(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+14992(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+14996(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15000(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+15004(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15008(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+15012(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15016(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+15020(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15024(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+15028(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15032(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+15036(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15040(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+15044(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15048(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+15052(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15056(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+15060(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15064(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+15068(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15072(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15076(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15080(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15084(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15088(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+15092(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15096(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+15100(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15104(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+15108(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15112(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+15116(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15120(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+15124(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15128(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+15132(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15136(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+15140(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15144(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+15148(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15152(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+15156(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15160(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+15164(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15168(SB)/4, $0x01000201
+DATA grid_iq1sGrid_0_1_2<>+15172(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15176(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+15180(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15184(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+15188(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15192(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+15196(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15200(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+15204(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15208(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+15212(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15216(SB)/4, $0x01020100
+DATA grid_iq1sGrid_0_1_2<>+15220(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15224(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+15228(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15232(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+15236(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15240(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+15244(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15248(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+15252(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15256(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+15260(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15264(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+15268(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15272(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+15276(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15280(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+15284(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15288(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+15292(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15296(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+15300(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15304(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+15308(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15312(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+15316(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15320(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+15324(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15328(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+15332(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15336(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+15340(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15344(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+15348(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15352(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+15356(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15360(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+15364(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15368(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+15372(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15376(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+15380(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15384(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+15388(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15392(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+15396(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15400(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+15404(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15408(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+15412(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15416(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15420(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15424(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+15428(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15432(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+15436(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+15440(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+15444(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15448(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+15452(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15456(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+15460(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15464(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+15468(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15472(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+15476(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15480(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+15484(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15488(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+15492(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15496(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+15500(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15504(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+15508(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15512(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+15516(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15520(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+15524(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15528(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+15532(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15536(SB)/4, $0x01020200
+DATA grid_iq1sGrid_0_1_2<>+15540(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15544(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+15548(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15552(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+15556(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15560(SB)/4, $0x00000102
+DATA grid_iq1sGrid_0_1_2<>+15564(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15568(SB)/4, $0x00000201
+DATA grid_iq1sGrid_0_1_2<>+15572(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15576(SB)/4, $0x00010000
+DATA grid_iq1sGrid_0_1_2<>+15580(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15584(SB)/4, $0x00010002
+DATA grid_iq1sGrid_0_1_2<>+15588(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15592(SB)/4, $0x00010101
+DATA grid_iq1sGrid_0_1_2<>+15596(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15600(SB)/4, $0x00010200
+DATA grid_iq1sGrid_0_1_2<>+15604(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15608(SB)/4, $0x00020102
+DATA grid_iq1sGrid_0_1_2<>+15612(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15616(SB)/4, $0x00020201
+DATA grid_iq1sGrid_0_1_2<>+15620(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15624(SB)/4, $0x01000002
+DATA grid_iq1sGrid_0_1_2<>+15628(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15632(SB)/4, $0x01000101
+DATA grid_iq1sGrid_0_1_2<>+15636(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15640(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+15644(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15648(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+15652(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15656(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+15660(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15664(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+15668(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15672(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+15676(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15680(SB)/4, $0x01020101
+DATA grid_iq1sGrid_0_1_2<>+15684(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15688(SB)/4, $0x01020202
+DATA grid_iq1sGrid_0_1_2<>+15692(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15696(SB)/4, $0x02000001
+DATA grid_iq1sGrid_0_1_2<>+15700(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15704(SB)/4, $0x02000100
+DATA grid_iq1sGrid_0_1_2<>+15708(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15712(SB)/4, $0x02000101
+DATA grid_iq1sGrid_0_1_2<>+15716(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15720(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+15724(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15728(SB)/4, $0x02000201
+DATA grid_iq1sGrid_0_1_2<>+15732(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15736(SB)/4, $0x02010002
+DATA grid_iq1sGrid_0_1_2<>+15740(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15744(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+15748(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15752(SB)/4, $0x02010200
+DATA grid_iq1sGrid_0_1_2<>+15756(SB)/4, $0x02020101
+DATA grid_iq1sGrid_0_1_2<>+15760(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+15764(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15768(SB)/4, $0x00010001
+DATA grid_iq1sGrid_0_1_2<>+15772(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15776(SB)/4, $0x00010102
+DATA grid_iq1sGrid_0_1_2<>+15780(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15784(SB)/4, $0x00010202
+DATA grid_iq1sGrid_0_1_2<>+15788(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15792(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+15796(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15800(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+15804(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15808(SB)/4, $0x01000100
+DATA grid_iq1sGrid_0_1_2<>+15812(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15816(SB)/4, $0x01000102
+DATA grid_iq1sGrid_0_1_2<>+15820(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15824(SB)/4, $0x01000202
+DATA grid_iq1sGrid_0_1_2<>+15828(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15832(SB)/4, $0x01010002
+DATA grid_iq1sGrid_0_1_2<>+15836(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15840(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+15844(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15848(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+15852(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15856(SB)/4, $0x01010200
+DATA grid_iq1sGrid_0_1_2<>+15860(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15864(SB)/4, $0x01020000
+DATA grid_iq1sGrid_0_1_2<>+15868(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15872(SB)/4, $0x01020002
+DATA grid_iq1sGrid_0_1_2<>+15876(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15880(SB)/4, $0x02000102
+DATA grid_iq1sGrid_0_1_2<>+15884(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15888(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+15892(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15896(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+15900(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15904(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+15908(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15912(SB)/4, $0x02010201
+DATA grid_iq1sGrid_0_1_2<>+15916(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15920(SB)/4, $0x02020001
+DATA grid_iq1sGrid_0_1_2<>+15924(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15928(SB)/4, $0x02020100
+DATA grid_iq1sGrid_0_1_2<>+15932(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15936(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15940(SB)/4, $0x02020102
+DATA grid_iq1sGrid_0_1_2<>+15944(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+15948(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+15952(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+15956(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+15960(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+15964(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+15968(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+15972(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+15976(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+15980(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+15984(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+15988(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+15992(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+15996(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16000(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+16004(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16008(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+16012(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16016(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+16020(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16024(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+16028(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16032(SB)/4, $0x01010201
+DATA grid_iq1sGrid_0_1_2<>+16036(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16040(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+16044(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16048(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+16052(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16056(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+16060(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16064(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+16068(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16072(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+16076(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16080(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+16084(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16088(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+16092(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16096(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16100(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16104(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16108(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16112(SB)/4, $0x00000101
+DATA grid_iq1sGrid_0_1_2<>+16116(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16120(SB)/4, $0x00010100
+DATA grid_iq1sGrid_0_1_2<>+16124(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16128(SB)/4, $0x00010201
+DATA grid_iq1sGrid_0_1_2<>+16132(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16136(SB)/4, $0x00020001
+DATA grid_iq1sGrid_0_1_2<>+16140(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16144(SB)/4, $0x00020101
+DATA grid_iq1sGrid_0_1_2<>+16148(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16152(SB)/4, $0x01000001
+DATA grid_iq1sGrid_0_1_2<>+16156(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16160(SB)/4, $0x01010000
+DATA grid_iq1sGrid_0_1_2<>+16164(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16168(SB)/4, $0x01010101
+DATA grid_iq1sGrid_0_1_2<>+16172(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16176(SB)/4, $0x01010202
+DATA grid_iq1sGrid_0_1_2<>+16180(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16184(SB)/4, $0x01020001
+DATA grid_iq1sGrid_0_1_2<>+16188(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16192(SB)/4, $0x01020102
+DATA grid_iq1sGrid_0_1_2<>+16196(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16200(SB)/4, $0x01020201
+DATA grid_iq1sGrid_0_1_2<>+16204(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16208(SB)/4, $0x02010000
+DATA grid_iq1sGrid_0_1_2<>+16212(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16216(SB)/4, $0x02010102
+DATA grid_iq1sGrid_0_1_2<>+16220(SB)/4, $0x02020201
+DATA grid_iq1sGrid_0_1_2<>+16224(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_1_2<>+16228(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16232(SB)/4, $0x00000002
+DATA grid_iq1sGrid_0_1_2<>+16236(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16240(SB)/4, $0x00000200
+DATA grid_iq1sGrid_0_1_2<>+16244(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16248(SB)/4, $0x00000202
+DATA grid_iq1sGrid_0_1_2<>+16252(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16256(SB)/4, $0x00020000
+DATA grid_iq1sGrid_0_1_2<>+16260(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16264(SB)/4, $0x00020002
+DATA grid_iq1sGrid_0_1_2<>+16268(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16272(SB)/4, $0x00020200
+DATA grid_iq1sGrid_0_1_2<>+16276(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16280(SB)/4, $0x00020202
+DATA grid_iq1sGrid_0_1_2<>+16284(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16288(SB)/4, $0x01010001
+DATA grid_iq1sGrid_0_1_2<>+16292(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16296(SB)/4, $0x01010100
+DATA grid_iq1sGrid_0_1_2<>+16300(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16304(SB)/4, $0x01010102
+DATA grid_iq1sGrid_0_1_2<>+16308(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16312(SB)/4, $0x02000000
+DATA grid_iq1sGrid_0_1_2<>+16316(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16320(SB)/4, $0x02000002
+DATA grid_iq1sGrid_0_1_2<>+16324(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16328(SB)/4, $0x02000200
+DATA grid_iq1sGrid_0_1_2<>+16332(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16336(SB)/4, $0x02000202
+DATA grid_iq1sGrid_0_1_2<>+16340(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16344(SB)/4, $0x02010101
+DATA grid_iq1sGrid_0_1_2<>+16348(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16352(SB)/4, $0x02020000
+DATA grid_iq1sGrid_0_1_2<>+16356(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16360(SB)/4, $0x02020002
+DATA grid_iq1sGrid_0_1_2<>+16364(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16368(SB)/4, $0x02020200
+DATA grid_iq1sGrid_0_1_2<>+16372(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16376(SB)/4, $0x02020202
+DATA grid_iq1sGrid_0_1_2<>+16380(SB)/4, $0x02020202
+GLOBL grid_iq1sGrid_0_1_2<>(SB), RODATA|NOPTR, $16384
+
 // func dotIQ1_SAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1_SAVX2(SB), NOSPLIT, $112-28
+TEXT ·dotIQ1_SAVX2(SB), NOSPLIT, $96-28
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
-	LEAQ   grid_iq1sGrid_p1<>+0(SB), BX
+	LEAQ   grid_iq1sGrid_0_1_2<>+0(SB), BX
 	VXORPS X0, X0, X0
 	TESTQ  DX, DX
 	JZ     donedotIQ1_SAVX2
@@ -10339,18 +14437,18 @@ loopdotIQ1_SAVX2:
 	VPGATHERDQ   Y4, (BX)(X2*8), Y3
 	VPBROADCASTD (SP), Y4
 	VMOVDQU      4(CX), Y5
-	VPMADDUBSW   Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y1, Y1
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y1, Y1
 	VPXOR        Y3, Y3, Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VEXTRACTI128 $0x01, Y2, X2
 	VPGATHERDQ   Y4, (BX)(X2*8), Y3
 	VPBROADCASTD 4(SP), Y2
 	VMOVDQU      36(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y3
-	VPMADDWD     Y2, Y3, Y3
-	VPADDD       Y3, Y1, Y1
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y1, Y1
 	VPMOVZXBD    10(AX), Y2
 	VPBROADCASTD 38(AX), Y3
 	VPSRLVD      iq1sshift<>+0(SB), Y3, Y3
@@ -10362,18 +14460,18 @@ loopdotIQ1_SAVX2:
 	VPGATHERDQ   Y4, (BX)(X2*8), Y3
 	VPBROADCASTD 8(SP), Y4
 	VMOVDQU      68(CX), Y5
-	VPMADDUBSW   Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y1, Y1
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y1, Y1
 	VPXOR        Y3, Y3, Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VEXTRACTI128 $0x01, Y2, X2
 	VPGATHERDQ   Y4, (BX)(X2*8), Y3
 	VPBROADCASTD 12(SP), Y2
 	VMOVDQU      100(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y3
-	VPMADDWD     Y2, Y3, Y3
-	VPADDD       Y3, Y1, Y1
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y1, Y1
 	VPMOVZXBD    18(AX), Y2
 	VPBROADCASTD 42(AX), Y3
 	VPSRLVD      iq1sshift<>+0(SB), Y3, Y3
@@ -10385,18 +14483,18 @@ loopdotIQ1_SAVX2:
 	VPGATHERDQ   Y4, (BX)(X2*8), Y3
 	VPBROADCASTD 16(SP), Y4
 	VMOVDQU      132(CX), Y5
-	VPMADDUBSW   Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y1, Y1
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y1, Y1
 	VPXOR        Y3, Y3, Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VEXTRACTI128 $0x01, Y2, X2
 	VPGATHERDQ   Y4, (BX)(X2*8), Y3
 	VPBROADCASTD 20(SP), Y2
 	VMOVDQU      164(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y3
-	VPMADDWD     Y2, Y3, Y3
-	VPADDD       Y3, Y1, Y1
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y1, Y1
 	VPMOVZXBD    26(AX), Y2
 	VPBROADCASTD 46(AX), Y3
 	VPSRLVD      iq1sshift<>+0(SB), Y3, Y3
@@ -10408,18 +14506,18 @@ loopdotIQ1_SAVX2:
 	VPGATHERDQ   Y4, (BX)(X2*8), Y3
 	VPBROADCASTD 24(SP), Y4
 	VMOVDQU      196(CX), Y5
-	VPMADDUBSW   Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y1, Y1
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y1, Y1
 	VPXOR        Y3, Y3, Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VEXTRACTI128 $0x01, Y2, X2
 	VPGATHERDQ   Y4, (BX)(X2*8), Y3
 	VPBROADCASTD 28(SP), Y2
 	VMOVDQU      228(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y3
-	VPMADDWD     Y2, Y3, Y3
-	VPADDD       Y3, Y1, Y1
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y1, Y1
 	VPBROADCASTW (AX), X2
 	VCVTPH2PS    X2, X2
 	VMOVDQU      (SP), Y3
@@ -10456,4104 +14554,6 @@ donedotIQ1_SAVX2:
 	VZEROUPPER
 	RET
 
-DATA grid_iq1sGrid_p1<>+0(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+4(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+8(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+12(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+16(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+20(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+24(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+28(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+32(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+36(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+40(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+44(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+48(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+52(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+56(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+60(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+64(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+68(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+72(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+76(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+80(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+84(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+88(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+92(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+96(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+100(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+104(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+108(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+112(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+116(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+120(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+124(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+128(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+132(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+136(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+140(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+144(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+148(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+152(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+156(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+160(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+164(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+168(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+172(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+176(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+180(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+184(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+188(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+192(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+196(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+200(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+204(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+208(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+212(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+216(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+220(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+224(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+228(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+232(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+236(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+240(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+244(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+248(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+252(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+256(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+260(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+264(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+268(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+272(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+276(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+280(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+284(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+288(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+292(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+296(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+300(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+304(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+308(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+312(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+316(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+320(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+324(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+328(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+332(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+336(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+340(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+344(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+348(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+352(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+356(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+360(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+364(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+368(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+372(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+376(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+380(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+384(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+388(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+392(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+396(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+400(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+404(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+408(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+412(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+416(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+420(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+424(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+428(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+432(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+436(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+440(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+444(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+448(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+452(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+456(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+460(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+464(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+468(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+472(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+476(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+480(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+484(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+488(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+492(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+496(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+500(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+504(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+508(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+512(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+516(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+520(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+524(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+528(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+532(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+536(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+540(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+544(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+548(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+552(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+556(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+560(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+564(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+568(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+572(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+576(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+580(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+584(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+588(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+592(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+596(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+600(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+604(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+608(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+612(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+616(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+620(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+624(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+628(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+632(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+636(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+640(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+644(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+648(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+652(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+656(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+660(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+664(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+668(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+672(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+676(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+680(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+684(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+688(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+692(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+696(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+700(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+704(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+708(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+712(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+716(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+720(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+724(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+728(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+732(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+736(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+740(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+744(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+748(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+752(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+756(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+760(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+764(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+768(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+772(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+776(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+780(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+784(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+788(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+792(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+796(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+800(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+804(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+808(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+812(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+816(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+820(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+824(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+828(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+832(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+836(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+840(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+844(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+848(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+852(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+856(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+860(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+864(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+868(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+872(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+876(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+880(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+884(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+888(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+892(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+896(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+900(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+904(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+908(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+912(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+916(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+920(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+924(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+928(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+932(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+936(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+940(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+944(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+948(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+952(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+956(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+960(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+964(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+968(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+972(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+976(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+980(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+984(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+988(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+992(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+996(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1000(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+1004(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1008(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+1012(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1016(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+1020(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1024(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+1028(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1032(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+1036(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1040(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+1044(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1048(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+1052(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1056(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+1060(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1064(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+1068(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1072(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+1076(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1080(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+1084(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1088(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1092(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1096(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1100(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1104(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+1108(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1112(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+1116(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1120(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+1124(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1128(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+1132(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1136(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+1140(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1144(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+1148(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1152(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+1156(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1160(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+1164(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1168(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+1172(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1176(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+1180(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1184(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+1188(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1192(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+1196(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1200(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+1204(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1208(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+1212(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1216(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+1220(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1224(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+1228(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1232(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+1236(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1240(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+1244(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1248(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+1252(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1256(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1260(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1264(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+1268(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1272(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+1276(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1280(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+1284(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1288(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+1292(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1296(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+1300(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1304(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+1308(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1312(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+1316(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1320(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+1324(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1328(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+1332(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1336(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+1340(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1344(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+1348(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1352(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+1356(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1360(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+1364(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1368(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+1372(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1376(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+1380(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1384(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+1388(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1392(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+1396(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1400(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+1404(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1408(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+1412(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1416(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1420(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1424(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+1428(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1432(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+1436(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1440(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+1444(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1448(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+1452(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1456(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+1460(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1464(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+1468(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1472(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+1476(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1480(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+1484(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1488(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+1492(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1496(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+1500(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1504(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+1508(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1512(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+1516(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1520(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+1524(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1528(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+1532(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1536(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+1540(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1544(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+1548(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1552(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+1556(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1560(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+1564(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1568(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+1572(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1576(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+1580(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+1584(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1588(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1592(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1596(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1600(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+1604(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1608(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+1612(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1616(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+1620(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1624(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+1628(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1632(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+1636(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1640(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+1644(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1648(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+1652(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1656(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+1660(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1664(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+1668(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1672(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+1676(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1680(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+1684(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1688(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+1692(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1696(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+1700(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1704(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+1708(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1712(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+1716(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1720(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+1724(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1728(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+1732(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1736(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+1740(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1744(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+1748(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1752(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+1756(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1760(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+1764(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1768(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+1772(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1776(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+1780(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1784(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+1788(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1792(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+1796(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1800(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+1804(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1808(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+1812(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1816(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+1820(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1824(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+1828(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1832(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+1836(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1840(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+1844(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1848(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+1852(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1856(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+1860(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1864(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+1868(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1872(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+1876(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1880(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+1884(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1888(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+1892(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1896(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+1900(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1904(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+1908(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1912(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+1916(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1920(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+1924(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1928(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+1932(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1936(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+1940(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1944(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+1948(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1952(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+1956(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1960(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+1964(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+1968(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+1972(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+1976(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+1980(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+1984(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+1988(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+1992(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+1996(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2000(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+2004(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2008(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+2012(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2016(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+2020(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2024(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+2028(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2032(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+2036(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2040(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+2044(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2048(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+2052(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2056(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+2060(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2064(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+2068(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2072(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+2076(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2080(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+2084(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2088(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+2092(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2096(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+2100(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+2104(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+2108(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2112(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+2116(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2120(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+2124(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2128(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2132(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2136(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2140(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2144(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+2148(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2152(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+2156(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2160(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+2164(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2168(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+2172(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2176(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+2180(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2184(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+2188(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2192(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+2196(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2200(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+2204(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2208(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+2212(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2216(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+2220(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2224(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+2228(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2232(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+2236(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2240(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+2244(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2248(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+2252(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2256(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+2260(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2264(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+2268(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2272(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+2276(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2280(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+2284(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2288(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+2292(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2296(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+2300(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2304(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+2308(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2312(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+2316(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2320(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+2324(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2328(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+2332(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2336(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+2340(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2344(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+2348(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2352(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+2356(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2360(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+2364(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2368(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+2372(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2376(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+2380(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2384(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+2388(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2392(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+2396(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2400(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+2404(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2408(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+2412(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2416(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2420(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2424(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2428(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2432(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+2436(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2440(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+2444(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2448(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+2452(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2456(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+2460(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2464(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+2468(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2472(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+2476(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2480(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+2484(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2488(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+2492(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2496(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+2500(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2504(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+2508(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2512(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+2516(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2520(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+2524(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2528(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+2532(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2536(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+2540(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2544(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+2548(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2552(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+2556(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2560(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+2564(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2568(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+2572(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2576(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+2580(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2584(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+2588(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2592(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+2596(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2600(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+2604(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2608(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+2612(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2616(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+2620(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2624(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+2628(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2632(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+2636(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2640(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+2644(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2648(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+2652(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2656(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+2660(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2664(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+2668(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2672(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+2676(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2680(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+2684(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2688(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+2692(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2696(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+2700(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2704(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+2708(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2712(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+2716(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2720(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+2724(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2728(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+2732(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2736(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+2740(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2744(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+2748(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2752(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+2756(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2760(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+2764(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2768(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+2772(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2776(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2780(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2784(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+2788(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2792(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+2796(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2800(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+2804(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2808(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+2812(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2816(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+2820(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2824(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+2828(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2832(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+2836(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2840(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+2844(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2848(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+2852(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2856(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+2860(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2864(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+2868(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2872(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+2876(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2880(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+2884(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2888(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+2892(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2896(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+2900(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2904(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+2908(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2912(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+2916(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2920(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+2924(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2928(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+2932(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2936(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+2940(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2944(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+2948(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2952(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+2956(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2960(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+2964(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2968(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+2972(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2976(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+2980(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2984(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+2988(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+2992(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+2996(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+3000(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+3004(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3008(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+3012(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3016(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+3020(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3024(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+3028(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3032(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+3036(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3040(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+3044(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3048(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+3052(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3056(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+3060(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3064(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+3068(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3072(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+3076(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3080(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+3084(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3088(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+3092(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3096(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+3100(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3104(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+3108(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3112(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+3116(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3120(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+3124(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3128(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+3132(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3136(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+3140(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3144(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+3148(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3152(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+3156(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+3160(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+3164(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3168(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+3172(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3176(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+3180(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3184(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3188(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3192(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3196(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3200(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+3204(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3208(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+3212(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3216(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+3220(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3224(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+3228(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3232(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+3236(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3240(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+3244(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3248(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+3252(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3256(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+3260(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3264(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+3268(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3272(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+3276(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3280(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+3284(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3288(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+3292(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3296(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+3300(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3304(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+3308(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3312(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+3316(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3320(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+3324(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3328(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+3332(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3336(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+3340(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3344(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+3348(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3352(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+3356(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3360(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+3364(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3368(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+3372(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3376(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+3380(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3384(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+3388(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3392(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+3396(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3400(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+3404(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3408(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+3412(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3416(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+3420(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3424(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+3428(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3432(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+3436(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3440(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+3444(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3448(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+3452(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3456(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+3460(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3464(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+3468(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3472(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+3476(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3480(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+3484(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3488(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+3492(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3496(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+3500(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3504(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+3508(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3512(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+3516(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+3520(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+3524(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3528(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+3532(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3536(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+3540(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3544(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+3548(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3552(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+3556(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3560(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3564(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3568(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3572(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3576(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+3580(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3584(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+3588(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3592(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+3596(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3600(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+3604(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3608(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+3612(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3616(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+3620(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3624(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+3628(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3632(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+3636(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3640(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+3644(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3648(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+3652(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3656(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+3660(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3664(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+3668(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3672(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+3676(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3680(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+3684(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3688(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+3692(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3696(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+3700(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3704(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+3708(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3712(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+3716(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3720(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+3724(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3728(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+3732(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3736(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+3740(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3744(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+3748(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3752(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+3756(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3760(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+3764(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3768(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+3772(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3776(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+3780(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3784(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+3788(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3792(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+3796(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3800(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+3804(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3808(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+3812(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3816(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+3820(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3824(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+3828(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3832(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+3836(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3840(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+3844(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3848(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+3852(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3856(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+3860(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3864(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+3868(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3872(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+3876(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+3880(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+3884(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3888(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+3892(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3896(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+3900(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3904(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+3908(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3912(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+3916(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3920(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+3924(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3928(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3932(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3936(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+3940(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3944(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+3948(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3952(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+3956(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3960(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+3964(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3968(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+3972(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3976(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+3980(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3984(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+3988(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+3992(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+3996(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4000(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+4004(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4008(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+4012(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4016(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+4020(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4024(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+4028(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4032(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+4036(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4040(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+4044(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4048(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+4052(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4056(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+4060(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4064(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+4068(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4072(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+4076(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4080(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+4084(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4088(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+4092(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4096(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4100(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4104(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+4108(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4112(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+4116(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4120(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+4124(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4128(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+4132(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4136(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+4140(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4144(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+4148(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4152(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+4156(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4160(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+4164(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4168(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+4172(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4176(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+4180(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4184(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+4188(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4192(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+4196(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4200(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+4204(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4208(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+4212(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4216(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+4220(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+4224(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+4228(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4232(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+4236(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4240(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+4244(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4248(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4252(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4256(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+4260(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4264(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+4268(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4272(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+4276(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4280(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+4284(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4288(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+4292(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4296(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+4300(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4304(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+4308(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4312(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+4316(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4320(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+4324(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4328(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+4332(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4336(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+4340(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4344(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+4348(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4352(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+4356(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4360(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+4364(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4368(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+4372(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4376(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+4380(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4384(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+4388(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4392(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+4396(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4400(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+4404(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4408(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+4412(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4416(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+4420(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4424(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+4428(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4432(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+4436(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4440(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+4444(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4448(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4452(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4456(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+4460(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4464(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+4468(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4472(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+4476(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4480(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+4484(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4488(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+4492(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4496(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+4500(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4504(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+4508(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4512(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+4516(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4520(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+4524(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4528(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+4532(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+4536(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+4540(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4544(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+4548(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4552(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+4556(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4560(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+4564(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4568(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+4572(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4576(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+4580(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4584(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4588(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4592(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4596(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4600(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4604(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4608(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+4612(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4616(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+4620(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4624(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+4628(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4632(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+4636(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4640(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+4644(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4648(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+4652(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4656(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+4660(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4664(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+4668(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4672(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+4676(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4680(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+4684(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4688(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+4692(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4696(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+4700(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4704(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+4708(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4712(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+4716(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4720(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+4724(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4728(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+4732(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4736(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+4740(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4744(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+4748(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4752(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+4756(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4760(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+4764(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4768(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+4772(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4776(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+4780(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4784(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+4788(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4792(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+4796(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4800(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+4804(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4808(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+4812(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4816(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+4820(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4824(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+4828(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4832(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+4836(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4840(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+4844(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4848(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+4852(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+4856(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+4860(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4864(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+4868(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4872(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+4876(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4880(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+4884(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4888(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+4892(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4896(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+4900(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4904(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+4908(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4912(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4916(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4920(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+4924(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4928(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+4932(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4936(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+4940(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4944(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+4948(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4952(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+4956(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4960(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+4964(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4968(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+4972(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4976(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+4980(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4984(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+4988(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+4992(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+4996(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+5000(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+5004(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+5008(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+5012(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+5016(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+5020(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+5024(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+5028(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+5032(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+5036(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5040(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+5044(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5048(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+5052(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5056(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+5060(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5064(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+5068(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5072(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+5076(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5080(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+5084(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5088(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+5092(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5096(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+5100(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5104(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+5108(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5112(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+5116(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5120(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+5124(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5128(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+5132(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5136(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+5140(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5144(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+5148(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5152(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+5156(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+5160(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+5164(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5168(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+5172(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5176(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+5180(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5184(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+5188(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5192(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+5196(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5200(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+5204(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5208(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+5212(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5216(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+5220(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5224(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+5228(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5232(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+5236(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5240(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+5244(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5248(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+5252(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5256(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+5260(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5264(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5268(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5272(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+5276(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5280(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+5284(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5288(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+5292(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5296(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+5300(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5304(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+5308(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5312(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+5316(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5320(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+5324(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5328(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+5332(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5336(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+5340(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5344(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+5348(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5352(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+5356(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5360(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+5364(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5368(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+5372(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5376(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+5380(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5384(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+5388(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5392(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+5396(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5400(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+5404(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5408(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+5412(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5416(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+5420(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5424(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+5428(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5432(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+5436(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5440(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+5444(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5448(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+5452(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5456(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+5460(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5464(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+5468(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5472(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5476(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5480(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+5484(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5488(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+5492(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5496(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+5500(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5504(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+5508(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5512(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+5516(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5520(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+5524(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5528(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+5532(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5536(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+5540(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+5544(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+5548(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5552(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+5556(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5560(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+5564(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5568(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+5572(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5576(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5580(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5584(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+5588(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5592(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+5596(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5600(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+5604(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5608(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+5612(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5616(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+5620(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5624(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+5628(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5632(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+5636(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5640(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+5644(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5648(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+5652(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5656(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+5660(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5664(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+5668(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5672(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+5676(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5680(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+5684(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5688(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+5692(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5696(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+5700(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5704(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+5708(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5712(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+5716(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5720(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+5724(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5728(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+5732(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5736(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+5740(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5744(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+5748(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5752(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+5756(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5760(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+5764(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5768(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+5772(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5776(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+5780(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5784(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+5788(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5792(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+5796(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5800(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+5804(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5808(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+5812(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5816(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+5820(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5824(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+5828(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5832(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+5836(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5840(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+5844(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5848(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+5852(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5856(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5860(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5864(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+5868(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5872(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+5876(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5880(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+5884(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5888(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+5892(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5896(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+5900(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5904(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+5908(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5912(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+5916(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5920(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+5924(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5928(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+5932(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5936(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+5940(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5944(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+5948(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5952(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+5956(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5960(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+5964(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5968(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+5972(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5976(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+5980(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5984(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+5988(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+5992(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+5996(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6000(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+6004(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6008(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+6012(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6016(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+6020(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6024(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+6028(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6032(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+6036(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6040(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+6044(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6048(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+6052(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6056(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+6060(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6064(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+6068(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6072(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+6076(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6080(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+6084(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6088(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+6092(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6096(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+6100(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6104(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+6108(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6112(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+6116(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6120(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+6124(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6128(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+6132(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6136(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+6140(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6144(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+6148(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6152(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+6156(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6160(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+6164(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6168(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+6172(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6176(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6180(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6184(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6188(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6192(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6196(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6200(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+6204(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6208(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+6212(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6216(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+6220(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6224(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+6228(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6232(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+6236(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6240(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+6244(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6248(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+6252(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6256(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+6260(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6264(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+6268(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6272(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+6276(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6280(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+6284(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6288(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+6292(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6296(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+6300(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6304(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+6308(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6312(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+6316(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6320(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+6324(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6328(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+6332(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6336(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+6340(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6344(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+6348(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6352(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+6356(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6360(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+6364(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6368(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+6372(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6376(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6380(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6384(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6388(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6392(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+6396(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6400(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+6404(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6408(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+6412(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6416(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+6420(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6424(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+6428(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6432(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+6436(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6440(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+6444(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6448(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+6452(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6456(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+6460(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6464(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+6468(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6472(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+6476(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6480(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+6484(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6488(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+6492(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6496(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+6500(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6504(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+6508(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6512(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+6516(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6520(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+6524(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6528(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+6532(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6536(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+6540(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6544(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+6548(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6552(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+6556(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6560(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+6564(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6568(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+6572(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6576(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+6580(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6584(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6588(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6592(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6596(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6600(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+6604(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6608(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+6612(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6616(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+6620(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6624(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+6628(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6632(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+6636(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6640(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+6644(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6648(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+6652(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6656(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+6660(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6664(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+6668(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6672(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+6676(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6680(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+6684(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6688(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+6692(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6696(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+6700(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6704(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+6708(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6712(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+6716(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6720(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+6724(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6728(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+6732(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6736(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+6740(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6744(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+6748(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6752(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+6756(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6760(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+6764(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6768(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+6772(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6776(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+6780(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6784(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+6788(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6792(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+6796(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6800(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+6804(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6808(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+6812(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6816(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+6820(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6824(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+6828(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6832(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+6836(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6840(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+6844(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6848(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+6852(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+6856(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+6860(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6864(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+6868(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6872(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+6876(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6880(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+6884(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6888(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+6892(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6896(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+6900(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6904(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+6908(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6912(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+6916(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6920(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+6924(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6928(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+6932(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6936(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+6940(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6944(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+6948(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6952(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+6956(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6960(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+6964(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6968(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+6972(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6976(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+6980(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6984(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+6988(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+6992(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+6996(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7000(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+7004(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7008(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+7012(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7016(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+7020(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7024(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+7028(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7032(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+7036(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7040(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+7044(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7048(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+7052(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7056(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+7060(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7064(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+7068(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7072(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+7076(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7080(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+7084(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7088(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+7092(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7096(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+7100(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7104(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+7108(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7112(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+7116(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7120(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+7124(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7128(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+7132(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7136(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+7140(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7144(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+7148(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7152(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+7156(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7160(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+7164(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7168(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+7172(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7176(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+7180(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7184(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+7188(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7192(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+7196(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7200(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+7204(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7208(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+7212(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7216(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+7220(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7224(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+7228(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7232(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+7236(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7240(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+7244(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7248(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7252(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7256(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7260(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7264(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7268(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7272(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7276(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7280(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+7284(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7288(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+7292(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7296(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+7300(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7304(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+7308(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7312(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+7316(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7320(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+7324(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7328(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+7332(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7336(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+7340(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7344(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+7348(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7352(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+7356(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7360(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+7364(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7368(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+7372(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7376(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+7380(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7384(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+7388(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7392(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+7396(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7400(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+7404(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7408(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+7412(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7416(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+7420(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7424(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+7428(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7432(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+7436(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7440(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+7444(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7448(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+7452(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7456(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+7460(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7464(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+7468(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7472(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+7476(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7480(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+7484(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7488(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+7492(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7496(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+7500(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7504(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+7508(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7512(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+7516(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7520(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7524(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7528(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7532(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7536(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+7540(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7544(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+7548(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7552(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+7556(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7560(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+7564(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7568(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+7572(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7576(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+7580(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7584(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+7588(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7592(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+7596(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7600(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+7604(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7608(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+7612(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7616(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+7620(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7624(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+7628(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+7632(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+7636(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7640(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+7644(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7648(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+7652(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7656(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+7660(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7664(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+7668(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7672(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+7676(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7680(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+7684(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7688(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+7692(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7696(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+7700(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7704(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+7708(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7712(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+7716(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7720(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+7724(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7728(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+7732(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7736(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+7740(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7744(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+7748(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7752(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+7756(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7760(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+7764(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7768(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+7772(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7776(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+7780(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7784(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+7788(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7792(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7796(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7800(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+7804(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7808(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+7812(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7816(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+7820(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7824(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+7828(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7832(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+7836(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7840(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+7844(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7848(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+7852(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7856(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+7860(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7864(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+7868(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7872(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+7876(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7880(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+7884(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7888(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+7892(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7896(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+7900(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7904(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+7908(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7912(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+7916(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7920(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+7924(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7928(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+7932(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7936(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+7940(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7944(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+7948(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7952(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+7956(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7960(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+7964(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7968(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+7972(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7976(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+7980(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+7984(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+7988(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+7992(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+7996(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8000(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+8004(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8008(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+8012(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8016(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+8020(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8024(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+8028(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8032(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+8036(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8040(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+8044(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8048(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+8052(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8056(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+8060(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8064(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+8068(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8072(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+8076(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8080(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+8084(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8088(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+8092(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8096(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+8100(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8104(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+8108(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8112(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+8116(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8120(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+8124(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8128(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+8132(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8136(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+8140(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8144(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+8148(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8152(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+8156(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8160(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+8164(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8168(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+8172(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8176(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+8180(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8184(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+8188(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8192(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+8196(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8200(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+8204(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8208(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+8212(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8216(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+8220(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8224(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+8228(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8232(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8236(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8240(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8244(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8248(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8252(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8256(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+8260(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8264(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+8268(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8272(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+8276(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8280(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+8284(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8288(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+8292(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8296(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+8300(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8304(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+8308(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8312(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+8316(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8320(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+8324(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8328(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+8332(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8336(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+8340(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8344(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+8348(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8352(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+8356(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8360(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+8364(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8368(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+8372(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8376(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+8380(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8384(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+8388(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8392(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+8396(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8400(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+8404(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8408(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+8412(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8416(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+8420(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8424(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+8428(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8432(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+8436(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8440(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+8444(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8448(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+8452(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8456(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+8460(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8464(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+8468(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8472(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+8476(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8480(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+8484(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8488(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+8492(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8496(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+8500(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8504(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+8508(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8512(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+8516(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8520(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+8524(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8528(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+8532(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8536(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+8540(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8544(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+8548(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8552(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+8556(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8560(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+8564(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8568(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+8572(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8576(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+8580(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8584(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+8588(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8592(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+8596(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8600(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+8604(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8608(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+8612(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8616(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+8620(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8624(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+8628(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8632(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+8636(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8640(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+8644(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8648(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+8652(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8656(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+8660(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8664(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+8668(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8672(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+8676(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8680(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+8684(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8688(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+8692(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8696(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+8700(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8704(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+8708(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8712(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+8716(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8720(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8724(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8728(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8732(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8736(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+8740(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8744(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+8748(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8752(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+8756(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8760(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+8764(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8768(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+8772(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8776(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+8780(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8784(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+8788(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8792(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+8796(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8800(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+8804(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8808(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+8812(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8816(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+8820(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8824(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+8828(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8832(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+8836(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8840(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+8844(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8848(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+8852(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8856(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+8860(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8864(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+8868(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8872(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+8876(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8880(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+8884(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8888(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+8892(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+8896(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+8900(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8904(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+8908(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8912(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+8916(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8920(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+8924(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8928(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+8932(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8936(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+8940(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8944(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+8948(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8952(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+8956(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8960(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+8964(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8968(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+8972(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8976(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+8980(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8984(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+8988(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+8992(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+8996(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9000(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+9004(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9008(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+9012(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9016(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+9020(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9024(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9028(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9032(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9036(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9040(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9044(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9048(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+9052(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9056(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+9060(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9064(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+9068(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9072(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+9076(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9080(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+9084(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9088(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+9092(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9096(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+9100(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9104(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+9108(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9112(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+9116(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9120(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+9124(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9128(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+9132(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9136(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+9140(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9144(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+9148(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9152(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+9156(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9160(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+9164(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9168(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+9172(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9176(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+9180(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9184(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+9188(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9192(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+9196(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9200(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+9204(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9208(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+9212(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9216(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+9220(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9224(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+9228(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9232(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+9236(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9240(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+9244(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9248(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+9252(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9256(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+9260(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9264(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+9268(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9272(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+9276(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9280(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+9284(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9288(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+9292(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9296(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+9300(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9304(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9308(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9312(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9316(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9320(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9324(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9328(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9332(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9336(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+9340(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9344(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+9348(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9352(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+9356(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9360(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+9364(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9368(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+9372(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9376(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+9380(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9384(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+9388(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9392(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+9396(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9400(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+9404(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9408(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+9412(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9416(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+9420(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9424(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+9428(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9432(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+9436(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9440(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+9444(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9448(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+9452(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9456(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+9460(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9464(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+9468(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9472(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+9476(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9480(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+9484(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9488(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+9492(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9496(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+9500(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9504(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+9508(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9512(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+9516(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9520(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+9524(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9528(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+9532(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9536(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+9540(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9544(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+9548(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9552(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+9556(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9560(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9564(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9568(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9572(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9576(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+9580(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9584(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+9588(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9592(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+9596(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9600(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+9604(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9608(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+9612(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9616(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+9620(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9624(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+9628(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9632(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+9636(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9640(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+9644(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9648(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+9652(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9656(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+9660(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9664(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+9668(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9672(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+9676(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9680(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+9684(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9688(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+9692(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9696(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+9700(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9704(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+9708(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9712(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+9716(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9720(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+9724(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9728(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+9732(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9736(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+9740(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9744(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+9748(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9752(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+9756(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9760(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9764(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9768(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+9772(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9776(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+9780(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9784(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+9788(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9792(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+9796(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9800(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+9804(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9808(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+9812(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+9816(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+9820(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9824(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+9828(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9832(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+9836(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9840(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+9844(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9848(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+9852(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9856(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+9860(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9864(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+9868(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9872(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+9876(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9880(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+9884(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9888(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+9892(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9896(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+9900(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9904(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+9908(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9912(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+9916(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9920(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+9924(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9928(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+9932(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9936(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+9940(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9944(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+9948(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9952(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+9956(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9960(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+9964(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9968(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+9972(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9976(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+9980(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9984(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+9988(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+9992(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+9996(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+10000(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+10004(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+10008(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+10012(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+10016(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+10020(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+10024(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+10028(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10032(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+10036(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10040(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+10044(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10048(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+10052(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10056(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+10060(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10064(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+10068(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10072(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+10076(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10080(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+10084(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10088(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+10092(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10096(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+10100(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10104(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+10108(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10112(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+10116(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10120(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+10124(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10128(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+10132(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10136(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+10140(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10144(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+10148(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10152(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+10156(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10160(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+10164(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10168(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+10172(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10176(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+10180(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10184(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+10188(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10192(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+10196(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10200(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+10204(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10208(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+10212(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10216(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+10220(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10224(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+10228(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10232(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+10236(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10240(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+10244(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10248(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+10252(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10256(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+10260(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10264(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+10268(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10272(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+10276(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10280(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+10284(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10288(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+10292(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10296(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+10300(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10304(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10308(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10312(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+10316(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10320(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+10324(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10328(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+10332(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10336(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+10340(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10344(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+10348(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10352(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+10356(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10360(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+10364(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10368(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+10372(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10376(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+10380(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10384(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+10388(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10392(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+10396(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10400(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+10404(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10408(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+10412(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10416(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+10420(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10424(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+10428(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10432(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+10436(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10440(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+10444(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10448(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+10452(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10456(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+10460(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10464(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+10468(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10472(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+10476(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10480(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+10484(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10488(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+10492(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10496(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+10500(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10504(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+10508(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10512(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+10516(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10520(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+10524(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10528(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+10532(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10536(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+10540(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10544(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+10548(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10552(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+10556(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10560(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+10564(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10568(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10572(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10576(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10580(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10584(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+10588(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10592(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+10596(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10600(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+10604(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10608(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+10612(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10616(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+10620(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10624(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+10628(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10632(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+10636(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10640(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+10644(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10648(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+10652(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10656(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+10660(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10664(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+10668(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10672(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+10676(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10680(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+10684(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10688(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+10692(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10696(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+10700(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10704(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+10708(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10712(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+10716(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10720(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+10724(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10728(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+10732(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10736(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+10740(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10744(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+10748(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10752(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+10756(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10760(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+10764(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10768(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+10772(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10776(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+10780(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10784(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+10788(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10792(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+10796(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10800(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+10804(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10808(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+10812(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10816(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+10820(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10824(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+10828(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10832(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+10836(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10840(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+10844(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10848(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+10852(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10856(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+10860(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10864(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+10868(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10872(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+10876(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10880(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+10884(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10888(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+10892(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10896(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+10900(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10904(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+10908(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10912(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+10916(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10920(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+10924(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10928(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+10932(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10936(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+10940(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+10944(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+10948(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+10952(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+10956(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+10960(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+10964(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+10968(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+10972(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+10976(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+10980(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+10984(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+10988(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+10992(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+10996(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+11000(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+11004(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+11008(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11012(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+11016(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+11020(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+11024(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+11028(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+11032(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+11036(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+11040(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+11044(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+11048(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+11052(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11056(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+11060(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11064(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+11068(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11072(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+11076(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11080(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+11084(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11088(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+11092(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11096(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+11100(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11104(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+11108(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11112(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+11116(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11120(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+11124(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11128(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+11132(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11136(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+11140(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11144(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+11148(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11152(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+11156(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11160(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+11164(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11168(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+11172(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11176(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+11180(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11184(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+11188(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11192(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+11196(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11200(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+11204(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11208(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11212(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11216(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11220(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11224(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+11228(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11232(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+11236(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11240(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+11244(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11248(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+11252(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11256(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+11260(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11264(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+11268(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11272(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+11276(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11280(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+11284(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11288(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+11292(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11296(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+11300(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11304(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+11308(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11312(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+11316(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11320(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+11324(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11328(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+11332(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11336(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+11340(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11344(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+11348(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11352(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+11356(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11360(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+11364(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11368(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+11372(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11376(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11380(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11384(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+11388(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11392(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+11396(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11400(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+11404(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11408(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+11412(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11416(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+11420(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+11424(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+11428(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11432(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+11436(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11440(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+11444(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11448(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+11452(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11456(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+11460(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11464(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+11468(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11472(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+11476(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11480(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+11484(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11488(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+11492(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11496(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+11500(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11504(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+11508(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11512(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+11516(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11520(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+11524(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11528(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+11532(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11536(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+11540(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11544(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11548(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11552(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11556(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11560(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+11564(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11568(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+11572(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11576(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+11580(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11584(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+11588(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11592(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+11596(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11600(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+11604(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11608(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+11612(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11616(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+11620(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11624(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+11628(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11632(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+11636(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11640(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+11644(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11648(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+11652(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11656(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+11660(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11664(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+11668(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11672(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+11676(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11680(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+11684(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11688(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+11692(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11696(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+11700(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11704(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+11708(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11712(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+11716(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11720(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+11724(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11728(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+11732(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11736(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+11740(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11744(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+11748(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11752(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+11756(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11760(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+11764(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11768(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+11772(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11776(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+11780(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11784(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+11788(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11792(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+11796(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11800(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+11804(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+11808(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+11812(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11816(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+11820(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11824(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+11828(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11832(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+11836(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11840(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+11844(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11848(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+11852(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11856(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+11860(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11864(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+11868(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11872(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+11876(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11880(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+11884(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11888(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+11892(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11896(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+11900(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11904(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+11908(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11912(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+11916(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11920(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11924(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11928(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+11932(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11936(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+11940(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11944(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+11948(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11952(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+11956(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11960(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+11964(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11968(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+11972(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11976(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+11980(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+11984(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+11988(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+11992(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+11996(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12000(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+12004(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12008(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+12012(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12016(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+12020(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12024(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+12028(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12032(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+12036(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12040(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+12044(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12048(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+12052(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12056(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+12060(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12064(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+12068(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12072(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+12076(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12080(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+12084(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12088(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+12092(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12096(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+12100(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12104(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+12108(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12112(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+12116(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12120(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+12124(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12128(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+12132(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12136(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+12140(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12144(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+12148(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12152(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+12156(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12160(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+12164(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12168(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+12172(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12176(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+12180(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12184(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+12188(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12192(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+12196(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12200(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+12204(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12208(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+12212(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12216(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+12220(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12224(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+12228(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12232(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+12236(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12240(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+12244(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12248(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+12252(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12256(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+12260(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12264(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12268(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12272(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12276(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12280(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+12284(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12288(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+12292(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12296(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+12300(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12304(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+12308(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12312(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+12316(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12320(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+12324(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12328(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+12332(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12336(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+12340(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12344(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+12348(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12352(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+12356(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12360(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+12364(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12368(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+12372(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12376(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+12380(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12384(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+12388(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12392(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+12396(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12400(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+12404(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12408(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+12412(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12416(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+12420(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12424(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+12428(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12432(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+12436(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12440(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12444(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12448(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+12452(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12456(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+12460(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12464(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+12468(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+12472(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+12476(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12480(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+12484(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12488(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+12492(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12496(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+12500(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12504(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+12508(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12512(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+12516(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12520(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+12524(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12528(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+12532(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12536(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+12540(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12544(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+12548(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12552(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+12556(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12560(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+12564(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12568(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+12572(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12576(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+12580(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12584(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+12588(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12592(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+12596(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12600(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+12604(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12608(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+12612(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12616(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12620(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12624(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12628(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12632(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+12636(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12640(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+12644(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12648(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+12652(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12656(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+12660(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12664(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+12668(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12672(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+12676(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12680(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+12684(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12688(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+12692(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12696(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+12700(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12704(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+12708(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12712(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+12716(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12720(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+12724(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12728(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+12732(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12736(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+12740(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12744(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+12748(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12752(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+12756(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12760(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+12764(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12768(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+12772(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12776(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+12780(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12784(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+12788(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12792(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+12796(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12800(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+12804(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12808(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+12812(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12816(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+12820(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12824(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+12828(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+12832(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+12836(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12840(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+12844(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12848(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+12852(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12856(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+12860(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12864(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+12868(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12872(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+12876(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12880(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+12884(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12888(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+12892(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12896(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+12900(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12904(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+12908(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12912(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+12916(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12920(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+12924(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12928(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+12932(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12936(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+12940(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12944(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+12948(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12952(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+12956(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12960(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12964(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12968(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+12972(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12976(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+12980(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12984(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+12988(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+12992(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+12996(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+13000(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+13004(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+13008(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+13012(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13016(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+13020(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13024(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+13028(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13032(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+13036(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13040(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+13044(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13048(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+13052(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13056(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+13060(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13064(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+13068(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13072(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+13076(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13080(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+13084(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13088(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+13092(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13096(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+13100(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13104(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+13108(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13112(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+13116(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13120(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+13124(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13128(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13132(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13136(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13140(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13144(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+13148(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13152(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+13156(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13160(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+13164(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+13168(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+13172(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13176(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+13180(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13184(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+13188(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13192(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+13196(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13200(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+13204(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13208(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+13212(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13216(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+13220(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13224(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+13228(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13232(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+13236(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13240(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+13244(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13248(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+13252(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13256(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+13260(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13264(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+13268(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13272(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+13276(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13280(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+13284(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13288(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+13292(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13296(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+13300(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13304(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+13308(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13312(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+13316(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13320(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+13324(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13328(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+13332(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13336(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+13340(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13344(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+13348(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13352(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+13356(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13360(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13364(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13368(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13372(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13376(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+13380(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13384(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+13388(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13392(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+13396(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13400(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+13404(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13408(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+13412(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+13416(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+13420(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13424(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+13428(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13432(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+13436(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13440(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+13444(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13448(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+13452(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13456(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+13460(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13464(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+13468(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13472(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+13476(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13480(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+13484(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13488(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+13492(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13496(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+13500(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13504(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+13508(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13512(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+13516(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13520(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+13524(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13528(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+13532(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13536(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13540(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13544(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+13548(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13552(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+13556(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13560(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+13564(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13568(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+13572(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13576(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+13580(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13584(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+13588(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13592(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+13596(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13600(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+13604(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13608(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+13612(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13616(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+13620(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13624(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+13628(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13632(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+13636(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13640(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+13644(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13648(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+13652(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13656(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+13660(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13664(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+13668(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13672(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+13676(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13680(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+13684(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13688(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+13692(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13696(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+13700(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13704(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+13708(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13712(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+13716(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13720(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+13724(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13728(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+13732(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13736(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13740(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13744(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13748(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13752(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+13756(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13760(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+13764(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13768(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+13772(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+13776(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+13780(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13784(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+13788(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13792(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+13796(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13800(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+13804(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13808(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+13812(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13816(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+13820(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13824(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+13828(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13832(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+13836(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13840(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+13844(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13848(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+13852(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13856(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+13860(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13864(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+13868(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13872(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+13876(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13880(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+13884(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13888(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+13892(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13896(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+13900(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13904(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+13908(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13912(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+13916(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13920(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+13924(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13928(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+13932(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13936(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+13940(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13944(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+13948(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13952(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+13956(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13960(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+13964(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13968(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+13972(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13976(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+13980(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13984(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+13988(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+13992(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+13996(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14000(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+14004(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14008(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+14012(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14016(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+14020(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14024(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+14028(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14032(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+14036(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14040(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+14044(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14048(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+14052(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14056(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+14060(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14064(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+14068(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14072(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+14076(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14080(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+14084(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14088(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14092(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14096(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14100(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14104(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14108(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14112(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14116(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14120(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14124(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14128(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+14132(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14136(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+14140(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14144(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+14148(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14152(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+14156(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14160(SB)/4, $0x00000001
-DATA grid_iq1sGrid_p1<>+14164(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14168(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+14172(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14176(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+14180(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14184(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+14188(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14192(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+14196(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14200(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+14204(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14208(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+14212(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14216(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+14220(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14224(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+14228(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14232(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+14236(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14240(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+14244(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14248(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+14252(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14256(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+14260(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14264(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+14268(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14272(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+14276(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14280(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+14284(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14288(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+14292(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14296(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+14300(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14304(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+14308(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14312(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+14316(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14320(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+14324(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14328(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+14332(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14336(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+14340(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14344(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+14348(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14352(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14356(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14360(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+14364(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14368(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+14372(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14376(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+14380(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14384(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+14388(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14392(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+14396(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14400(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+14404(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14408(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+14412(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14416(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+14420(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14424(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+14428(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14432(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+14436(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14440(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+14444(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14448(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+14452(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14456(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+14460(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14464(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+14468(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14472(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+14476(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14480(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+14484(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14488(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+14492(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14496(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+14500(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14504(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14508(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14512(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14516(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14520(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+14524(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+14528(SB)/4, $0x00000100
-DATA grid_iq1sGrid_p1<>+14532(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14536(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+14540(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14544(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+14548(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14552(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+14556(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14560(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+14564(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14568(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+14572(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14576(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+14580(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14584(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+14588(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14592(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+14596(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14600(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+14604(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14608(SB)/4, $0x00020100
-DATA grid_iq1sGrid_p1<>+14612(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14616(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+14620(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14624(SB)/4, $0x01000000
-DATA grid_iq1sGrid_p1<>+14628(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14632(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+14636(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14640(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+14644(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14648(SB)/4, $0x01000200
-DATA grid_iq1sGrid_p1<>+14652(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14656(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+14660(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14664(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+14668(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14672(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+14676(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14680(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+14684(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14688(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+14692(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14696(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+14700(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14704(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+14708(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14712(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+14716(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14720(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+14724(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14728(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+14732(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14736(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+14740(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14744(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+14748(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14752(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+14756(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14760(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+14764(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14768(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14772(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14776(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14780(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14784(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+14788(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14792(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+14796(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+14800(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+14804(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14808(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+14812(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14816(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+14820(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14824(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+14828(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14832(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+14836(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14840(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+14844(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14848(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+14852(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14856(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+14860(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14864(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+14868(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14872(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+14876(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14880(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+14884(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14888(SB)/4, $0x02010001
-DATA grid_iq1sGrid_p1<>+14892(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14896(SB)/4, $0x02010100
-DATA grid_iq1sGrid_p1<>+14900(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14904(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+14908(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14912(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+14916(SB)/4, $0x02010202
-DATA grid_iq1sGrid_p1<>+14920(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+14924(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14928(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+14932(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14936(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+14940(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14944(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+14948(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14952(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+14956(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14960(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+14964(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14968(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+14972(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14976(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+14980(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14984(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+14988(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+14992(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+14996(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15000(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+15004(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15008(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+15012(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15016(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+15020(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15024(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+15028(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15032(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+15036(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15040(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+15044(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15048(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+15052(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15056(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+15060(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15064(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+15068(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15072(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15076(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15080(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15084(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15088(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+15092(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15096(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+15100(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15104(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+15108(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15112(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+15116(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15120(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+15124(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15128(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+15132(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15136(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+15140(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15144(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+15148(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15152(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+15156(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15160(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+15164(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15168(SB)/4, $0x01000201
-DATA grid_iq1sGrid_p1<>+15172(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15176(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+15180(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15184(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+15188(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15192(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+15196(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15200(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+15204(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15208(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+15212(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15216(SB)/4, $0x01020100
-DATA grid_iq1sGrid_p1<>+15220(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15224(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+15228(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15232(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+15236(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15240(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+15244(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15248(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+15252(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15256(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+15260(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15264(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+15268(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15272(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+15276(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15280(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+15284(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15288(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+15292(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15296(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+15300(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15304(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+15308(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15312(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+15316(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15320(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+15324(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15328(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+15332(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15336(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+15340(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15344(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+15348(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15352(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+15356(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15360(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+15364(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15368(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+15372(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15376(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+15380(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15384(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+15388(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15392(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+15396(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15400(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+15404(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15408(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+15412(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15416(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15420(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15424(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+15428(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15432(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+15436(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+15440(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+15444(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15448(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+15452(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15456(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+15460(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15464(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+15468(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15472(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+15476(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15480(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+15484(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15488(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+15492(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15496(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+15500(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15504(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+15508(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15512(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+15516(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15520(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+15524(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15528(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+15532(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15536(SB)/4, $0x01020200
-DATA grid_iq1sGrid_p1<>+15540(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15544(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+15548(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15552(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+15556(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15560(SB)/4, $0x00000102
-DATA grid_iq1sGrid_p1<>+15564(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15568(SB)/4, $0x00000201
-DATA grid_iq1sGrid_p1<>+15572(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15576(SB)/4, $0x00010000
-DATA grid_iq1sGrid_p1<>+15580(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15584(SB)/4, $0x00010002
-DATA grid_iq1sGrid_p1<>+15588(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15592(SB)/4, $0x00010101
-DATA grid_iq1sGrid_p1<>+15596(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15600(SB)/4, $0x00010200
-DATA grid_iq1sGrid_p1<>+15604(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15608(SB)/4, $0x00020102
-DATA grid_iq1sGrid_p1<>+15612(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15616(SB)/4, $0x00020201
-DATA grid_iq1sGrid_p1<>+15620(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15624(SB)/4, $0x01000002
-DATA grid_iq1sGrid_p1<>+15628(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15632(SB)/4, $0x01000101
-DATA grid_iq1sGrid_p1<>+15636(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15640(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+15644(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15648(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+15652(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15656(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+15660(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15664(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+15668(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15672(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+15676(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15680(SB)/4, $0x01020101
-DATA grid_iq1sGrid_p1<>+15684(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15688(SB)/4, $0x01020202
-DATA grid_iq1sGrid_p1<>+15692(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15696(SB)/4, $0x02000001
-DATA grid_iq1sGrid_p1<>+15700(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15704(SB)/4, $0x02000100
-DATA grid_iq1sGrid_p1<>+15708(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15712(SB)/4, $0x02000101
-DATA grid_iq1sGrid_p1<>+15716(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15720(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+15724(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15728(SB)/4, $0x02000201
-DATA grid_iq1sGrid_p1<>+15732(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15736(SB)/4, $0x02010002
-DATA grid_iq1sGrid_p1<>+15740(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15744(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+15748(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15752(SB)/4, $0x02010200
-DATA grid_iq1sGrid_p1<>+15756(SB)/4, $0x02020101
-DATA grid_iq1sGrid_p1<>+15760(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+15764(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15768(SB)/4, $0x00010001
-DATA grid_iq1sGrid_p1<>+15772(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15776(SB)/4, $0x00010102
-DATA grid_iq1sGrid_p1<>+15780(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15784(SB)/4, $0x00010202
-DATA grid_iq1sGrid_p1<>+15788(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15792(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+15796(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15800(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+15804(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15808(SB)/4, $0x01000100
-DATA grid_iq1sGrid_p1<>+15812(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15816(SB)/4, $0x01000102
-DATA grid_iq1sGrid_p1<>+15820(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15824(SB)/4, $0x01000202
-DATA grid_iq1sGrid_p1<>+15828(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15832(SB)/4, $0x01010002
-DATA grid_iq1sGrid_p1<>+15836(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15840(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+15844(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15848(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+15852(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15856(SB)/4, $0x01010200
-DATA grid_iq1sGrid_p1<>+15860(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15864(SB)/4, $0x01020000
-DATA grid_iq1sGrid_p1<>+15868(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15872(SB)/4, $0x01020002
-DATA grid_iq1sGrid_p1<>+15876(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15880(SB)/4, $0x02000102
-DATA grid_iq1sGrid_p1<>+15884(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15888(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+15892(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15896(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+15900(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15904(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+15908(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15912(SB)/4, $0x02010201
-DATA grid_iq1sGrid_p1<>+15916(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15920(SB)/4, $0x02020001
-DATA grid_iq1sGrid_p1<>+15924(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15928(SB)/4, $0x02020100
-DATA grid_iq1sGrid_p1<>+15932(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15936(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15940(SB)/4, $0x02020102
-DATA grid_iq1sGrid_p1<>+15944(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+15948(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+15952(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+15956(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+15960(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+15964(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+15968(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+15972(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+15976(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+15980(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+15984(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+15988(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+15992(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+15996(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16000(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+16004(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16008(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+16012(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16016(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+16020(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16024(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+16028(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16032(SB)/4, $0x01010201
-DATA grid_iq1sGrid_p1<>+16036(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16040(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+16044(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16048(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+16052(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16056(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+16060(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16064(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+16068(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16072(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+16076(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16080(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+16084(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16088(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+16092(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16096(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16100(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16104(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16108(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16112(SB)/4, $0x00000101
-DATA grid_iq1sGrid_p1<>+16116(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16120(SB)/4, $0x00010100
-DATA grid_iq1sGrid_p1<>+16124(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16128(SB)/4, $0x00010201
-DATA grid_iq1sGrid_p1<>+16132(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16136(SB)/4, $0x00020001
-DATA grid_iq1sGrid_p1<>+16140(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16144(SB)/4, $0x00020101
-DATA grid_iq1sGrid_p1<>+16148(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16152(SB)/4, $0x01000001
-DATA grid_iq1sGrid_p1<>+16156(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16160(SB)/4, $0x01010000
-DATA grid_iq1sGrid_p1<>+16164(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16168(SB)/4, $0x01010101
-DATA grid_iq1sGrid_p1<>+16172(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16176(SB)/4, $0x01010202
-DATA grid_iq1sGrid_p1<>+16180(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16184(SB)/4, $0x01020001
-DATA grid_iq1sGrid_p1<>+16188(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16192(SB)/4, $0x01020102
-DATA grid_iq1sGrid_p1<>+16196(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16200(SB)/4, $0x01020201
-DATA grid_iq1sGrid_p1<>+16204(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16208(SB)/4, $0x02010000
-DATA grid_iq1sGrid_p1<>+16212(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16216(SB)/4, $0x02010102
-DATA grid_iq1sGrid_p1<>+16220(SB)/4, $0x02020201
-DATA grid_iq1sGrid_p1<>+16224(SB)/4, $0x00000000
-DATA grid_iq1sGrid_p1<>+16228(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16232(SB)/4, $0x00000002
-DATA grid_iq1sGrid_p1<>+16236(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16240(SB)/4, $0x00000200
-DATA grid_iq1sGrid_p1<>+16244(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16248(SB)/4, $0x00000202
-DATA grid_iq1sGrid_p1<>+16252(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16256(SB)/4, $0x00020000
-DATA grid_iq1sGrid_p1<>+16260(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16264(SB)/4, $0x00020002
-DATA grid_iq1sGrid_p1<>+16268(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16272(SB)/4, $0x00020200
-DATA grid_iq1sGrid_p1<>+16276(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16280(SB)/4, $0x00020202
-DATA grid_iq1sGrid_p1<>+16284(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16288(SB)/4, $0x01010001
-DATA grid_iq1sGrid_p1<>+16292(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16296(SB)/4, $0x01010100
-DATA grid_iq1sGrid_p1<>+16300(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16304(SB)/4, $0x01010102
-DATA grid_iq1sGrid_p1<>+16308(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16312(SB)/4, $0x02000000
-DATA grid_iq1sGrid_p1<>+16316(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16320(SB)/4, $0x02000002
-DATA grid_iq1sGrid_p1<>+16324(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16328(SB)/4, $0x02000200
-DATA grid_iq1sGrid_p1<>+16332(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16336(SB)/4, $0x02000202
-DATA grid_iq1sGrid_p1<>+16340(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16344(SB)/4, $0x02010101
-DATA grid_iq1sGrid_p1<>+16348(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16352(SB)/4, $0x02020000
-DATA grid_iq1sGrid_p1<>+16356(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16360(SB)/4, $0x02020002
-DATA grid_iq1sGrid_p1<>+16364(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16368(SB)/4, $0x02020200
-DATA grid_iq1sGrid_p1<>+16372(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16376(SB)/4, $0x02020202
-DATA grid_iq1sGrid_p1<>+16380(SB)/4, $0x02020202
-GLOBL grid_iq1sGrid_p1<>(SB), RODATA|NOPTR, $16384
-
 DATA v32_00000007<>+0(SB)/4, $0x00000007
 DATA v32_00000007<>+4(SB)/4, $0x00000007
 DATA v32_00000007<>+8(SB)/4, $0x00000007
@@ -14587,43 +14587,4139 @@ GLOBL iq1sshift<>(SB), RODATA|NOPTR, $32
 DATA c32_3e000000<>+0(SB)/4, $0x3e000000
 GLOBL c32_3e000000<>(SB), RODATA|NOPTR, $4
 
+DATA grid_iq1sGrid_0_8_16<>+0(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+4(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+8(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+12(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+16(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+20(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+24(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+28(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+32(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+36(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+40(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+44(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+48(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+52(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+56(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+60(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+64(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+68(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+72(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+76(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+80(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+84(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+88(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+92(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+96(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+100(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+104(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+108(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+112(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+116(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+120(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+124(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+128(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+132(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+136(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+140(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+144(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+148(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+152(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+156(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+160(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+164(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+168(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+172(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+176(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+180(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+184(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+188(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+192(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+196(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+200(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+204(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+208(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+212(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+216(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+220(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+224(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+228(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+232(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+236(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+240(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+244(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+248(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+252(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+256(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+260(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+264(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+268(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+272(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+276(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+280(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+284(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+288(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+292(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+296(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+300(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+304(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+308(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+312(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+316(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+320(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+324(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+328(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+332(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+336(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+340(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+344(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+348(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+352(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+356(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+360(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+364(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+368(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+372(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+376(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+380(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+384(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+388(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+392(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+396(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+400(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+404(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+408(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+412(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+416(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+420(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+424(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+428(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+432(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+436(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+440(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+444(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+448(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+452(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+456(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+460(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+464(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+468(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+472(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+476(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+480(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+484(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+488(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+492(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+496(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+500(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+504(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+508(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+512(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+516(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+520(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+524(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+528(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+532(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+536(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+540(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+544(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+548(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+552(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+556(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+560(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+564(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+568(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+572(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+576(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+580(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+584(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+588(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+592(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+596(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+600(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+604(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+608(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+612(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+616(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+620(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+624(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+628(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+632(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+636(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+640(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+644(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+648(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+652(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+656(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+660(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+664(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+668(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+672(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+676(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+680(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+684(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+688(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+692(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+696(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+700(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+704(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+708(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+712(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+716(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+720(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+724(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+728(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+732(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+736(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+740(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+744(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+748(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+752(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+756(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+760(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+764(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+768(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+772(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+776(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+780(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+784(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+788(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+792(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+796(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+800(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+804(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+808(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+812(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+816(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+820(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+824(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+828(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+832(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+836(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+840(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+844(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+848(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+852(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+856(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+860(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+864(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+868(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+872(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+876(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+880(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+884(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+888(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+892(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+896(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+900(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+904(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+908(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+912(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+916(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+920(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+924(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+928(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+932(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+936(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+940(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+944(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+948(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+952(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+956(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+960(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+964(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+968(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+972(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+976(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+980(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+984(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+988(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+992(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+996(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1000(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+1004(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1008(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+1012(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1016(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+1020(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1024(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+1028(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1032(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+1036(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1040(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+1044(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1048(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+1052(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1056(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+1060(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1064(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+1068(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1072(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+1076(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1080(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+1084(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1088(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1092(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1096(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1100(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1104(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+1108(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1112(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+1116(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1120(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+1124(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1128(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+1132(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1136(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+1140(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1144(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+1148(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1152(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+1156(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1160(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+1164(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1168(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+1172(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1176(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+1180(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1184(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+1188(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1192(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+1196(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1200(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+1204(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1208(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+1212(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1216(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+1220(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1224(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+1228(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1232(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+1236(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1240(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+1244(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1248(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+1252(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1256(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1260(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1264(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+1268(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1272(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+1276(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1280(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+1284(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1288(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+1292(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1296(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+1300(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1304(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+1308(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1312(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+1316(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1320(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+1324(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1328(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+1332(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1336(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+1340(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1344(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+1348(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1352(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+1356(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1360(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+1364(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1368(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+1372(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1376(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+1380(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1384(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+1388(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1392(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+1396(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1400(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+1404(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1408(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1412(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1416(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1420(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1424(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+1428(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1432(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+1436(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1440(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+1444(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1448(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+1452(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1456(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+1460(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1464(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+1468(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1472(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+1476(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1480(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+1484(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1488(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+1492(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1496(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+1500(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1504(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+1508(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1512(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+1516(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1520(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+1524(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1528(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+1532(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1536(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+1540(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1544(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+1548(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1552(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+1556(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1560(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+1564(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1568(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+1572(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1576(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+1580(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1584(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1588(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1592(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1596(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1600(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+1604(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1608(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+1612(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1616(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+1620(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1624(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+1628(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1632(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+1636(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1640(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+1644(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1648(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+1652(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1656(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+1660(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1664(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+1668(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1672(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+1676(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1680(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+1684(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1688(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+1692(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1696(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+1700(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1704(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+1708(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1712(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+1716(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1720(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+1724(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1728(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+1732(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1736(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+1740(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1744(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+1748(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1752(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+1756(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1760(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1764(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1768(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1772(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1776(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1780(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1784(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1788(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1792(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+1796(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1800(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+1804(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1808(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+1812(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1816(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+1820(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1824(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+1828(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1832(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+1836(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1840(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+1844(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1848(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+1852(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1856(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+1860(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1864(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+1868(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1872(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+1876(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1880(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+1884(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1888(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+1892(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1896(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+1900(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1904(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+1908(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1912(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+1916(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1920(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+1924(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1928(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+1932(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1936(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+1940(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1944(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+1948(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1952(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+1956(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1960(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1964(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1968(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+1972(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1976(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+1980(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1984(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+1988(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1992(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+1996(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2000(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+2004(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2008(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+2012(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2016(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+2020(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2024(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+2028(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2032(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+2036(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2040(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+2044(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2048(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+2052(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2056(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+2060(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2064(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+2068(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2072(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+2076(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2080(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+2084(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2088(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+2092(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2096(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+2100(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2104(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+2108(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2112(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+2116(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2120(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+2124(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2128(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2132(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2136(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2140(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2144(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+2148(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2152(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+2156(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2160(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+2164(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2168(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+2172(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2176(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+2180(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2184(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+2188(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2192(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+2196(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2200(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+2204(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2208(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+2212(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2216(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+2220(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2224(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+2228(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2232(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+2236(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2240(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+2244(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2248(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+2252(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2256(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+2260(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2264(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+2268(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2272(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+2276(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2280(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+2284(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2288(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+2292(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2296(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+2300(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2304(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+2308(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2312(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+2316(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2320(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+2324(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2328(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+2332(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2336(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+2340(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2344(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+2348(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2352(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+2356(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2360(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+2364(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2368(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+2372(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2376(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+2380(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2384(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+2388(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2392(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+2396(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2400(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+2404(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2408(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2412(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2416(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2420(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2424(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2428(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2432(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+2436(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2440(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+2444(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2448(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+2452(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2456(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+2460(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2464(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+2468(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2472(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+2476(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2480(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+2484(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2488(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+2492(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2496(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+2500(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2504(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+2508(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2512(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+2516(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2520(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+2524(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2528(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+2532(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2536(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+2540(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2544(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+2548(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2552(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+2556(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2560(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+2564(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2568(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+2572(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2576(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+2580(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2584(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+2588(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2592(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+2596(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2600(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+2604(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2608(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+2612(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2616(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+2620(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2624(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+2628(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2632(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+2636(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2640(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+2644(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2648(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+2652(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2656(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+2660(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2664(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+2668(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2672(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+2676(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2680(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+2684(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2688(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+2692(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2696(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+2700(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2704(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+2708(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2712(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+2716(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2720(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+2724(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2728(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+2732(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2736(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+2740(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2744(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+2748(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2752(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+2756(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2760(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+2764(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2768(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2772(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2776(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2780(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2784(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+2788(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2792(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+2796(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2800(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+2804(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2808(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+2812(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2816(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+2820(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2824(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+2828(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2832(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+2836(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2840(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+2844(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2848(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+2852(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2856(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+2860(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2864(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+2868(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2872(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+2876(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2880(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+2884(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2888(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+2892(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2896(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+2900(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2904(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+2908(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2912(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+2916(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2920(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+2924(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2928(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+2932(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2936(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+2940(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2944(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+2948(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2952(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+2956(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2960(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+2964(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2968(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+2972(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2976(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+2980(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2984(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+2988(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2992(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+2996(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+3000(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+3004(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3008(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+3012(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3016(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+3020(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3024(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+3028(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3032(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+3036(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3040(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+3044(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3048(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+3052(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3056(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+3060(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3064(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+3068(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3072(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+3076(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3080(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+3084(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3088(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+3092(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3096(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+3100(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3104(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+3108(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3112(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+3116(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3120(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+3124(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3128(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+3132(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3136(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+3140(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3144(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+3148(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3152(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+3156(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3160(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+3164(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3168(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+3172(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3176(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+3180(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3184(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3188(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3192(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3196(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3200(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+3204(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3208(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+3212(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3216(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+3220(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3224(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+3228(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3232(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+3236(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3240(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+3244(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3248(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+3252(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3256(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+3260(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3264(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+3268(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3272(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+3276(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3280(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+3284(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3288(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+3292(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3296(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+3300(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3304(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+3308(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3312(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+3316(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3320(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+3324(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3328(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+3332(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3336(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+3340(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3344(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+3348(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3352(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+3356(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3360(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+3364(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3368(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+3372(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3376(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+3380(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3384(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+3388(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3392(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+3396(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3400(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+3404(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3408(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+3412(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3416(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+3420(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3424(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+3428(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3432(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+3436(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3440(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+3444(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3448(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+3452(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3456(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+3460(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3464(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+3468(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3472(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+3476(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3480(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+3484(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3488(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+3492(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3496(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+3500(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3504(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+3508(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3512(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+3516(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3520(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+3524(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3528(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+3532(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3536(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+3540(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3544(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+3548(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3552(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+3556(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3560(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3564(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3568(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3572(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3576(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+3580(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3584(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+3588(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3592(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+3596(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3600(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+3604(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3608(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+3612(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3616(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+3620(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3624(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+3628(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3632(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+3636(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3640(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+3644(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3648(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+3652(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3656(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+3660(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3664(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+3668(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3672(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+3676(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3680(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+3684(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3688(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+3692(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3696(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+3700(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3704(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+3708(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3712(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+3716(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3720(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+3724(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3728(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+3732(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3736(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+3740(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3744(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3748(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3752(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+3756(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3760(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+3764(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3768(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+3772(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3776(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+3780(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3784(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+3788(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3792(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+3796(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3800(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+3804(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3808(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+3812(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3816(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+3820(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3824(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+3828(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3832(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+3836(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3840(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+3844(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3848(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+3852(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3856(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+3860(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3864(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+3868(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3872(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+3876(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3880(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+3884(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3888(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+3892(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3896(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+3900(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3904(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+3908(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3912(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+3916(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3920(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3924(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3928(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3932(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3936(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+3940(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3944(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+3948(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3952(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+3956(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3960(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+3964(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3968(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+3972(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3976(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+3980(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3984(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+3988(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3992(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+3996(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4000(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+4004(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4008(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+4012(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4016(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+4020(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4024(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+4028(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4032(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+4036(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4040(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+4044(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4048(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+4052(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4056(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+4060(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4064(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+4068(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4072(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+4076(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4080(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+4084(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4088(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+4092(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4096(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4100(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4104(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+4108(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4112(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+4116(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4120(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+4124(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4128(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+4132(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4136(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+4140(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4144(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+4148(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4152(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+4156(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4160(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+4164(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4168(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+4172(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4176(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+4180(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4184(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+4188(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4192(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+4196(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4200(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+4204(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4208(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+4212(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4216(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+4220(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4224(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+4228(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4232(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+4236(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4240(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+4244(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4248(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4252(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4256(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+4260(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4264(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+4268(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4272(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+4276(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4280(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+4284(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4288(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+4292(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4296(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+4300(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4304(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+4308(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4312(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+4316(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4320(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+4324(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4328(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+4332(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4336(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+4340(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4344(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+4348(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4352(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+4356(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4360(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+4364(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4368(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+4372(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4376(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+4380(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4384(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+4388(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4392(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+4396(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4400(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+4404(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4408(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+4412(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4416(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+4420(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4424(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+4428(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4432(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+4436(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4440(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+4444(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4448(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4452(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4456(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+4460(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4464(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+4468(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4472(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+4476(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4480(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+4484(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4488(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+4492(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4496(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+4500(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4504(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+4508(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4512(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+4516(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4520(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+4524(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4528(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+4532(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4536(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+4540(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4544(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+4548(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4552(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+4556(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4560(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+4564(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4568(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+4572(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4576(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+4580(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4584(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4588(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4592(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4596(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4600(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4604(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4608(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+4612(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4616(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+4620(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4624(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+4628(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4632(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+4636(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4640(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+4644(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4648(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+4652(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4656(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+4660(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4664(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+4668(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4672(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+4676(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4680(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+4684(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4688(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+4692(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4696(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+4700(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4704(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+4708(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4712(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+4716(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4720(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+4724(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4728(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+4732(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4736(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4740(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4744(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+4748(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4752(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+4756(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4760(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+4764(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4768(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+4772(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4776(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+4780(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4784(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+4788(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4792(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+4796(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4800(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+4804(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4808(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+4812(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4816(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+4820(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4824(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+4828(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4832(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+4836(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4840(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+4844(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4848(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+4852(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4856(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+4860(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4864(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+4868(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4872(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+4876(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4880(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+4884(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4888(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+4892(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4896(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4900(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4904(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4908(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4912(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4916(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4920(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+4924(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4928(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+4932(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4936(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+4940(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4944(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+4948(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4952(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+4956(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4960(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+4964(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4968(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+4972(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4976(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+4980(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4984(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+4988(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4992(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+4996(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5000(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+5004(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5008(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+5012(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5016(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+5020(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5024(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+5028(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5032(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+5036(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5040(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+5044(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5048(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+5052(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5056(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+5060(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5064(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+5068(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5072(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+5076(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5080(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5084(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5088(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+5092(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5096(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+5100(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5104(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+5108(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5112(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+5116(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5120(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+5124(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5128(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+5132(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5136(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+5140(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5144(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+5148(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5152(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+5156(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5160(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+5164(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5168(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+5172(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5176(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+5180(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5184(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+5188(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5192(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+5196(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5200(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+5204(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5208(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+5212(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5216(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+5220(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5224(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+5228(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5232(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+5236(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5240(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+5244(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5248(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+5252(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5256(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+5260(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5264(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5268(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5272(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+5276(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5280(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+5284(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5288(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+5292(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5296(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+5300(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5304(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5308(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5312(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+5316(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5320(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+5324(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5328(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+5332(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5336(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+5340(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5344(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+5348(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5352(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+5356(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5360(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+5364(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5368(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+5372(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5376(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+5380(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5384(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+5388(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5392(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+5396(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5400(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+5404(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5408(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+5412(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5416(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+5420(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5424(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+5428(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5432(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+5436(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5440(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+5444(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5448(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+5452(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5456(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+5460(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5464(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+5468(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5472(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5476(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5480(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+5484(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5488(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5492(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5496(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+5500(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5504(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+5508(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5512(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+5516(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5520(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+5524(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5528(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+5532(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5536(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+5540(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5544(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+5548(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5552(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+5556(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5560(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+5564(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5568(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+5572(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5576(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5580(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5584(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+5588(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5592(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+5596(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5600(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+5604(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5608(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+5612(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5616(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5620(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5624(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+5628(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5632(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+5636(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5640(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+5644(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5648(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+5652(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5656(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+5660(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5664(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+5668(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5672(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+5676(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5680(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+5684(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5688(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+5692(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5696(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+5700(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5704(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+5708(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5712(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+5716(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5720(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+5724(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5728(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+5732(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5736(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+5740(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5744(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+5748(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5752(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+5756(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5760(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+5764(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5768(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+5772(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5776(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+5780(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5784(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+5788(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5792(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+5796(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5800(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+5804(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5808(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+5812(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5816(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+5820(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5824(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+5828(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5832(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5836(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5840(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5844(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5848(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5852(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5856(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5860(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5864(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+5868(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5872(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+5876(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5880(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+5884(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5888(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+5892(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5896(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+5900(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5904(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5908(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5912(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+5916(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5920(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+5924(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5928(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+5932(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5936(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+5940(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5944(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+5948(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5952(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+5956(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5960(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+5964(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5968(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+5972(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5976(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+5980(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5984(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+5988(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5992(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+5996(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6000(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+6004(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6008(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+6012(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6016(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+6020(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6024(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+6028(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6032(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+6036(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6040(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+6044(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6048(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+6052(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6056(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+6060(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6064(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+6068(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6072(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+6076(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6080(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+6084(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6088(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+6092(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6096(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+6100(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6104(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+6108(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6112(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+6116(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6120(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+6124(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6128(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+6132(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6136(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+6140(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6144(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+6148(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6152(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+6156(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6160(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+6164(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6168(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+6172(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6176(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6180(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6184(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6188(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6192(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6196(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6200(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+6204(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6208(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+6212(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6216(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6220(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6224(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+6228(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6232(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+6236(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6240(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+6244(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6248(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+6252(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6256(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+6260(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6264(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+6268(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6272(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+6276(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6280(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+6284(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6288(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+6292(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6296(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+6300(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6304(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+6308(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6312(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+6316(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6320(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+6324(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6328(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+6332(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6336(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+6340(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6344(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+6348(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6352(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+6356(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6360(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+6364(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6368(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+6372(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6376(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6380(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6384(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6388(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6392(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6396(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6400(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+6404(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6408(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+6412(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6416(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+6420(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6424(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+6428(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6432(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+6436(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6440(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+6444(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6448(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+6452(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6456(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+6460(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6464(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+6468(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6472(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+6476(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6480(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+6484(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6488(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+6492(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6496(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+6500(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6504(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+6508(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6512(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+6516(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6520(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+6524(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6528(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+6532(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6536(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+6540(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6544(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+6548(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6552(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+6556(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6560(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+6564(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6568(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+6572(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6576(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+6580(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6584(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6588(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6592(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6596(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6600(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+6604(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6608(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+6612(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6616(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+6620(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6624(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6628(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6632(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+6636(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6640(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+6644(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6648(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+6652(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6656(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+6660(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6664(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+6668(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6672(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+6676(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6680(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+6684(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6688(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+6692(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6696(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+6700(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6704(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+6708(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6712(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+6716(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6720(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+6724(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6728(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+6732(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6736(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+6740(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6744(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+6748(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6752(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+6756(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6760(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+6764(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6768(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+6772(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6776(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+6780(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6784(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6788(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6792(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6796(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6800(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6804(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6808(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+6812(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6816(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+6820(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6824(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+6828(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6832(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+6836(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6840(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+6844(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6848(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+6852(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6856(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+6860(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6864(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+6868(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6872(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+6876(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6880(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+6884(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6888(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+6892(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6896(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+6900(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6904(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+6908(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6912(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+6916(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6920(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+6924(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6928(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+6932(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6936(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+6940(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6944(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+6948(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6952(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6956(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6960(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6964(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6968(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+6972(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6976(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+6980(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6984(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6988(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6992(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+6996(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7000(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+7004(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7008(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+7012(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7016(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+7020(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7024(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+7028(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7032(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+7036(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7040(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+7044(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7048(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+7052(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7056(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+7060(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7064(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+7068(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7072(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+7076(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7080(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+7084(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7088(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+7092(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7096(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+7100(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7104(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+7108(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7112(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+7116(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7120(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+7124(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7128(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+7132(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7136(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+7140(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7144(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+7148(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7152(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+7156(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7160(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+7164(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7168(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+7172(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7176(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+7180(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7184(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+7188(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7192(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+7196(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7200(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+7204(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7208(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+7212(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7216(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+7220(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7224(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+7228(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7232(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+7236(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7240(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+7244(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7248(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7252(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7256(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7260(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7264(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7268(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7272(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7276(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7280(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+7284(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7288(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+7292(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7296(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+7300(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7304(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+7308(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7312(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+7316(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7320(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+7324(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7328(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+7332(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7336(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+7340(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7344(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+7348(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7352(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+7356(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7360(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+7364(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7368(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+7372(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7376(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+7380(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7384(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+7388(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7392(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+7396(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7400(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+7404(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7408(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+7412(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7416(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+7420(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7424(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+7428(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7432(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+7436(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7440(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+7444(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7448(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+7452(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7456(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+7460(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7464(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+7468(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7472(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+7476(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7480(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+7484(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7488(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+7492(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7496(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+7500(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7504(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+7508(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7512(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+7516(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7520(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7524(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7528(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7532(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7536(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+7540(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7544(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+7548(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7552(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+7556(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7560(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+7564(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7568(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+7572(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7576(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+7580(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7584(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+7588(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7592(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+7596(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7600(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+7604(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7608(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+7612(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7616(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+7620(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7624(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+7628(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7632(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+7636(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7640(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+7644(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7648(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+7652(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7656(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+7660(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7664(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+7668(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7672(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+7676(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7680(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+7684(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7688(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+7692(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7696(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+7700(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7704(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+7708(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7712(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+7716(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7720(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+7724(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7728(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+7732(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7736(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+7740(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7744(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+7748(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7752(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+7756(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7760(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+7764(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7768(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+7772(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7776(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7780(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7784(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7788(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7792(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7796(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7800(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+7804(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7808(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+7812(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7816(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+7820(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7824(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+7828(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7832(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+7836(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7840(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+7844(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7848(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+7852(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7856(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+7860(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7864(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+7868(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7872(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+7876(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7880(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+7884(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7888(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+7892(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7896(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+7900(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7904(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+7908(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7912(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+7916(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7920(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+7924(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7928(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+7932(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7936(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+7940(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7944(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+7948(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7952(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+7956(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7960(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+7964(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7968(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+7972(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7976(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+7980(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7984(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+7988(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+7992(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+7996(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8000(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+8004(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8008(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+8012(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8016(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+8020(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8024(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+8028(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8032(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+8036(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8040(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+8044(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8048(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+8052(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8056(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+8060(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8064(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+8068(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8072(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+8076(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8080(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+8084(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8088(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+8092(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8096(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+8100(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8104(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+8108(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8112(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+8116(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8120(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+8124(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8128(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+8132(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8136(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+8140(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8144(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+8148(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8152(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+8156(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8160(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+8164(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8168(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+8172(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8176(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+8180(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8184(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+8188(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8192(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+8196(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8200(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+8204(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8208(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+8212(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8216(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+8220(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8224(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+8228(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8232(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8236(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8240(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8244(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8248(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8252(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8256(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+8260(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8264(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+8268(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8272(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+8276(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8280(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+8284(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8288(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+8292(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8296(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+8300(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8304(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+8308(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8312(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+8316(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8320(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+8324(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8328(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+8332(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8336(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+8340(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8344(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+8348(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8352(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+8356(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8360(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+8364(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8368(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+8372(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8376(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+8380(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8384(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+8388(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8392(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+8396(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8400(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+8404(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8408(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+8412(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8416(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+8420(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8424(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+8428(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8432(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+8436(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8440(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+8444(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8448(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+8452(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8456(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+8460(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8464(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+8468(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8472(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+8476(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8480(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+8484(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8488(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+8492(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8496(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+8500(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8504(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+8508(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8512(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+8516(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8520(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+8524(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8528(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+8532(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8536(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+8540(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8544(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+8548(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8552(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+8556(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8560(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+8564(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8568(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+8572(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8576(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+8580(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8584(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+8588(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8592(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+8596(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8600(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+8604(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8608(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+8612(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8616(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+8620(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8624(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+8628(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8632(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+8636(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8640(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+8644(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8648(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+8652(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8656(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+8660(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8664(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+8668(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8672(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+8676(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8680(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+8684(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8688(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+8692(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8696(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+8700(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8704(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+8708(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8712(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8716(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8720(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8724(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8728(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8732(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8736(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+8740(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8744(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+8748(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8752(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+8756(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8760(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+8764(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8768(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+8772(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8776(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+8780(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8784(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+8788(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8792(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+8796(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8800(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+8804(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8808(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+8812(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8816(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+8820(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8824(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+8828(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8832(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+8836(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8840(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+8844(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8848(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+8852(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8856(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+8860(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8864(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+8868(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8872(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+8876(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8880(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+8884(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8888(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+8892(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8896(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+8900(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8904(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+8908(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8912(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+8916(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8920(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+8924(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8928(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+8932(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8936(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+8940(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8944(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+8948(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8952(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+8956(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8960(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+8964(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8968(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+8972(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8976(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+8980(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8984(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+8988(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8992(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+8996(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9000(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+9004(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9008(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9012(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9016(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9020(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9024(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9028(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9032(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9036(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9040(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9044(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9048(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+9052(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9056(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+9060(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9064(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+9068(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9072(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+9076(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9080(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+9084(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9088(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+9092(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9096(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+9100(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9104(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+9108(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9112(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+9116(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9120(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+9124(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9128(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+9132(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9136(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+9140(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9144(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+9148(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9152(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+9156(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9160(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+9164(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9168(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+9172(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9176(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+9180(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9184(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+9188(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9192(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+9196(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9200(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+9204(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9208(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+9212(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9216(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+9220(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9224(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+9228(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9232(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+9236(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9240(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+9244(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9248(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+9252(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9256(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+9260(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9264(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+9268(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9272(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+9276(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9280(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+9284(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9288(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9292(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9296(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9300(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9304(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9308(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9312(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9316(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9320(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9324(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9328(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9332(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9336(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+9340(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9344(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+9348(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9352(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+9356(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9360(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+9364(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9368(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+9372(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9376(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+9380(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9384(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+9388(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9392(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+9396(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9400(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+9404(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9408(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+9412(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9416(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+9420(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9424(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+9428(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9432(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+9436(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9440(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+9444(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9448(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+9452(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9456(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+9460(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9464(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+9468(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9472(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+9476(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9480(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+9484(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9488(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+9492(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9496(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+9500(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9504(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+9508(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9512(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+9516(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9520(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+9524(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9528(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+9532(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9536(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+9540(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9544(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9548(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9552(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9556(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9560(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9564(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9568(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9572(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9576(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+9580(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9584(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+9588(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9592(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+9596(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9600(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+9604(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9608(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+9612(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9616(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+9620(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9624(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+9628(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9632(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+9636(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9640(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+9644(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9648(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+9652(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9656(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+9660(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9664(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+9668(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9672(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+9676(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9680(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+9684(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9688(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+9692(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9696(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+9700(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9704(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+9708(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9712(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+9716(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9720(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+9724(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9728(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9732(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9736(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9740(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9744(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9748(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9752(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9756(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9760(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9764(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9768(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+9772(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9776(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+9780(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9784(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+9788(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9792(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+9796(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9800(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+9804(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9808(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+9812(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9816(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+9820(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9824(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+9828(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9832(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+9836(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9840(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+9844(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9848(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+9852(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9856(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+9860(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9864(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+9868(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9872(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+9876(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9880(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+9884(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9888(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+9892(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9896(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+9900(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9904(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+9908(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9912(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+9916(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9920(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9924(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9928(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9932(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9936(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9940(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9944(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+9948(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9952(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+9956(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9960(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+9964(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9968(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+9972(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9976(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+9980(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9984(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+9988(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9992(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+9996(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10000(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+10004(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10008(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+10012(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10016(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+10020(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10024(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+10028(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10032(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+10036(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10040(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+10044(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10048(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+10052(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10056(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+10060(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10064(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+10068(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10072(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10076(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10080(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+10084(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10088(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+10092(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10096(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+10100(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10104(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+10108(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10112(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+10116(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10120(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+10124(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10128(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+10132(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10136(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+10140(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10144(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+10148(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10152(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+10156(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10160(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+10164(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10168(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+10172(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10176(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+10180(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10184(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+10188(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10192(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+10196(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10200(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+10204(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10208(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+10212(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10216(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+10220(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10224(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+10228(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10232(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+10236(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10240(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+10244(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10248(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+10252(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10256(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10260(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10264(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+10268(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10272(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+10276(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10280(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+10284(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10288(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+10292(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10296(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10300(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10304(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10308(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10312(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+10316(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10320(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+10324(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10328(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+10332(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10336(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+10340(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10344(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+10348(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10352(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+10356(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10360(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+10364(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10368(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+10372(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10376(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+10380(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10384(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+10388(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10392(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+10396(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10400(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+10404(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10408(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+10412(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10416(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+10420(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10424(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+10428(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10432(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+10436(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10440(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+10444(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10448(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+10452(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10456(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+10460(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10464(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+10468(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10472(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+10476(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10480(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+10484(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10488(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+10492(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10496(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+10500(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10504(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+10508(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10512(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+10516(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10520(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+10524(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10528(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10532(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10536(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+10540(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10544(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+10548(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10552(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10556(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10560(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10564(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10568(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10572(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10576(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10580(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10584(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+10588(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10592(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+10596(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10600(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+10604(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10608(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+10612(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10616(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+10620(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10624(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+10628(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10632(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+10636(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10640(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+10644(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10648(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+10652(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10656(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+10660(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10664(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+10668(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10672(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+10676(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10680(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+10684(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10688(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+10692(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10696(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+10700(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10704(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+10708(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10712(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+10716(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10720(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+10724(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10728(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+10732(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10736(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+10740(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10744(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+10748(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10752(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+10756(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10760(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+10764(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10768(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+10772(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10776(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+10780(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10784(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+10788(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10792(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10796(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10800(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+10804(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10808(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+10812(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10816(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+10820(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10824(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+10828(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10832(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10836(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10840(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10844(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10848(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+10852(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10856(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+10860(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10864(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+10868(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10872(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+10876(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10880(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+10884(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10888(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+10892(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10896(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+10900(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10904(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+10908(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10912(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+10916(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10920(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+10924(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10928(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+10932(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10936(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+10940(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10944(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+10948(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10952(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+10956(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10960(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+10964(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10968(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+10972(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10976(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+10980(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10984(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10988(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10992(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+10996(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11000(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+11004(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11008(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11012(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11016(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+11020(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11024(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+11028(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11032(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+11036(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11040(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+11044(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11048(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+11052(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11056(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+11060(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11064(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+11068(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11072(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+11076(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11080(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+11084(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11088(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+11092(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11096(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+11100(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11104(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+11108(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11112(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+11116(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11120(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+11124(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11128(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+11132(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11136(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+11140(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11144(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+11148(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11152(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+11156(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11160(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+11164(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11168(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+11172(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11176(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+11180(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11184(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+11188(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11192(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+11196(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11200(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+11204(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11208(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11212(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11216(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11220(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11224(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+11228(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11232(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+11236(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11240(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+11244(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11248(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+11252(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11256(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+11260(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11264(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+11268(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11272(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+11276(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11280(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+11284(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11288(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+11292(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11296(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+11300(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11304(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+11308(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11312(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+11316(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11320(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+11324(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11328(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+11332(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11336(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+11340(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11344(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+11348(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11352(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+11356(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11360(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+11364(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11368(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+11372(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11376(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11380(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11384(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+11388(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11392(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+11396(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11400(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+11404(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11408(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+11412(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11416(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+11420(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11424(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+11428(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11432(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+11436(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11440(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+11444(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11448(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+11452(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11456(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+11460(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11464(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+11468(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11472(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+11476(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11480(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+11484(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11488(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+11492(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11496(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+11500(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11504(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+11508(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11512(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+11516(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11520(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+11524(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11528(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+11532(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11536(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+11540(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11544(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11548(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11552(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11556(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11560(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+11564(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11568(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+11572(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11576(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+11580(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11584(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+11588(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11592(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+11596(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11600(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+11604(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11608(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+11612(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11616(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+11620(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11624(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+11628(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11632(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+11636(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11640(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+11644(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11648(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+11652(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11656(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+11660(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11664(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+11668(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11672(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+11676(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11680(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+11684(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11688(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+11692(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11696(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+11700(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11704(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+11708(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11712(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+11716(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11720(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+11724(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11728(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+11732(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11736(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+11740(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11744(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+11748(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11752(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11756(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11760(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+11764(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11768(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+11772(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11776(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+11780(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11784(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+11788(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11792(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+11796(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11800(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+11804(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11808(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+11812(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11816(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+11820(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11824(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+11828(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11832(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+11836(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11840(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+11844(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11848(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+11852(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11856(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+11860(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11864(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+11868(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11872(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+11876(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11880(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+11884(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11888(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+11892(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11896(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+11900(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11904(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+11908(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11912(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11916(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11920(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11924(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11928(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+11932(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11936(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+11940(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11944(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+11948(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11952(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+11956(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11960(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+11964(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11968(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+11972(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11976(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+11980(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11984(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+11988(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+11992(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+11996(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12000(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12004(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12008(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+12012(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12016(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+12020(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12024(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+12028(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12032(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+12036(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12040(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+12044(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12048(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+12052(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12056(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+12060(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12064(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+12068(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12072(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+12076(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12080(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+12084(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12088(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+12092(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12096(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+12100(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12104(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+12108(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12112(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+12116(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12120(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+12124(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12128(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+12132(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12136(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+12140(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12144(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12148(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12152(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+12156(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12160(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+12164(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12168(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+12172(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12176(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+12180(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12184(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+12188(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12192(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+12196(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12200(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+12204(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12208(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+12212(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12216(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+12220(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12224(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+12228(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12232(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+12236(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12240(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+12244(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12248(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+12252(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12256(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12260(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12264(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12268(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12272(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12276(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12280(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+12284(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12288(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+12292(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12296(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+12300(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12304(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+12308(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12312(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+12316(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12320(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+12324(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12328(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+12332(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12336(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+12340(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12344(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+12348(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12352(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12356(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12360(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+12364(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12368(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+12372(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12376(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+12380(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12384(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+12388(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12392(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+12396(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12400(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+12404(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12408(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+12412(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12416(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+12420(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12424(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+12428(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12432(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+12436(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12440(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12444(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12448(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+12452(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12456(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+12460(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12464(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+12468(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12472(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+12476(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12480(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+12484(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12488(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+12492(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12496(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+12500(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12504(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+12508(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12512(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+12516(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12520(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+12524(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12528(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+12532(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12536(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+12540(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12544(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12548(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12552(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+12556(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12560(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+12564(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12568(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+12572(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12576(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+12580(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12584(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+12588(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12592(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+12596(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12600(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+12604(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12608(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+12612(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12616(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12620(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12624(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12628(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12632(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+12636(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12640(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+12644(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12648(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+12652(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12656(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+12660(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12664(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+12668(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12672(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+12676(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12680(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+12684(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12688(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+12692(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12696(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+12700(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12704(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+12708(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12712(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+12716(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12720(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12724(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12728(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+12732(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12736(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+12740(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12744(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+12748(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12752(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+12756(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12760(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+12764(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12768(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+12772(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12776(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+12780(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12784(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+12788(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12792(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+12796(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12800(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12804(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12808(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+12812(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12816(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+12820(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12824(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+12828(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12832(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+12836(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12840(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+12844(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12848(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+12852(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12856(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+12860(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12864(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+12868(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12872(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+12876(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12880(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+12884(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12888(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+12892(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12896(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+12900(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12904(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+12908(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12912(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+12916(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12920(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+12924(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12928(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+12932(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12936(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+12940(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12944(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+12948(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12952(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12956(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12960(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12964(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12968(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+12972(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12976(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+12980(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12984(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+12988(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12992(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+12996(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+13000(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+13004(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+13008(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+13012(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13016(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+13020(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13024(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+13028(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13032(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+13036(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13040(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+13044(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13048(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+13052(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13056(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+13060(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13064(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+13068(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13072(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+13076(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13080(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13084(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13088(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+13092(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13096(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+13100(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13104(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+13108(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13112(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+13116(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13120(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+13124(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13128(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13132(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13136(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13140(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13144(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+13148(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13152(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+13156(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13160(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+13164(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13168(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+13172(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13176(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+13180(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13184(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+13188(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13192(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+13196(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13200(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+13204(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13208(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+13212(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13216(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+13220(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13224(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+13228(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13232(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+13236(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13240(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+13244(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13248(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+13252(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13256(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+13260(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13264(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+13268(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13272(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+13276(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13280(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+13284(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13288(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+13292(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13296(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+13300(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13304(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13308(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13312(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+13316(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13320(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+13324(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13328(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+13332(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13336(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+13340(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13344(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+13348(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13352(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+13356(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13360(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13364(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13368(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13372(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13376(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+13380(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13384(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+13388(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13392(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+13396(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13400(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+13404(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13408(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+13412(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13416(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+13420(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13424(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+13428(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13432(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+13436(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13440(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+13444(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13448(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+13452(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13456(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+13460(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13464(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+13468(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13472(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+13476(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13480(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+13484(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13488(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+13492(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13496(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13500(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13504(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+13508(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13512(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+13516(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13520(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+13524(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13528(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+13532(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13536(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13540(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13544(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+13548(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13552(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+13556(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13560(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+13564(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13568(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+13572(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13576(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+13580(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13584(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+13588(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13592(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+13596(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13600(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+13604(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13608(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+13612(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13616(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+13620(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13624(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+13628(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13632(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+13636(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13640(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+13644(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13648(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13652(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13656(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+13660(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13664(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+13668(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13672(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+13676(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13680(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+13684(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13688(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+13692(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13696(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+13700(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13704(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+13708(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13712(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+13716(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13720(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+13724(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13728(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13732(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13736(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13740(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13744(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13748(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13752(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+13756(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13760(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+13764(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13768(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+13772(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13776(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+13780(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13784(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+13788(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13792(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+13796(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13800(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+13804(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13808(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+13812(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13816(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+13820(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13824(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+13828(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13832(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+13836(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13840(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+13844(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13848(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+13852(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13856(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+13860(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13864(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+13868(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13872(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+13876(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13880(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+13884(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13888(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+13892(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13896(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+13900(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13904(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+13908(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13912(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+13916(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13920(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+13924(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13928(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+13932(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13936(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+13940(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13944(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+13948(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13952(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+13956(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13960(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13964(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13968(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+13972(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13976(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+13980(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13984(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+13988(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13992(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+13996(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14000(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+14004(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14008(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+14012(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14016(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+14020(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14024(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+14028(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14032(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+14036(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14040(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+14044(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14048(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+14052(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14056(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+14060(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14064(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+14068(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14072(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+14076(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14080(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+14084(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14088(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14092(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14096(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14100(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14104(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14108(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14112(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14116(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14120(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14124(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14128(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+14132(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14136(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+14140(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14144(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+14148(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14152(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+14156(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14160(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+14164(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14168(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+14172(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14176(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+14180(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14184(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+14188(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14192(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+14196(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14200(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+14204(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14208(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+14212(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14216(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+14220(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14224(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+14228(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14232(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+14236(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14240(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+14244(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14248(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+14252(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14256(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+14260(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14264(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+14268(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14272(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+14276(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14280(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+14284(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14288(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+14292(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14296(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+14300(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14304(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+14308(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14312(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+14316(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14320(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+14324(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14328(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+14332(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14336(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+14340(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14344(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+14348(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14352(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14356(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14360(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+14364(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14368(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+14372(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14376(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+14380(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14384(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+14388(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14392(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+14396(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14400(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+14404(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14408(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+14412(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14416(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+14420(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14424(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+14428(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14432(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+14436(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14440(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+14444(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14448(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+14452(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14456(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+14460(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14464(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+14468(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14472(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+14476(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14480(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+14484(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14488(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+14492(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14496(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+14500(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14504(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14508(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14512(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14516(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14520(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+14524(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14528(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+14532(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14536(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+14540(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14544(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+14548(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14552(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+14556(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14560(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+14564(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14568(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+14572(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14576(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+14580(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14584(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+14588(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14592(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+14596(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14600(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+14604(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14608(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+14612(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14616(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+14620(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14624(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+14628(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14632(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+14636(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14640(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+14644(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14648(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+14652(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14656(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+14660(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14664(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+14668(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14672(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+14676(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14680(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+14684(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14688(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+14692(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14696(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+14700(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14704(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+14708(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14712(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+14716(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14720(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+14724(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14728(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+14732(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14736(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+14740(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14744(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+14748(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14752(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+14756(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14760(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+14764(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14768(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14772(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14776(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14780(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14784(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+14788(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14792(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+14796(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14800(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+14804(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14808(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+14812(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14816(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+14820(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14824(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+14828(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14832(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+14836(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14840(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+14844(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14848(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+14852(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14856(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+14860(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14864(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+14868(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14872(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+14876(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14880(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+14884(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14888(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+14892(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14896(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+14900(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14904(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14908(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14912(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14916(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14920(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+14924(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14928(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+14932(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14936(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+14940(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14944(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+14948(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14952(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+14956(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14960(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+14964(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14968(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+14972(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14976(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+14980(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14984(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+14988(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14992(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+14996(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15000(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+15004(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15008(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+15012(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15016(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+15020(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15024(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+15028(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15032(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+15036(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15040(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+15044(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15048(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+15052(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15056(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+15060(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15064(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+15068(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15072(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15076(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15080(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15084(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15088(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15092(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15096(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+15100(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15104(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+15108(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15112(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+15116(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15120(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+15124(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15128(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+15132(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15136(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+15140(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15144(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+15148(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15152(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+15156(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15160(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+15164(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15168(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+15172(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15176(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+15180(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15184(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+15188(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15192(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+15196(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15200(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+15204(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15208(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+15212(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15216(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+15220(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15224(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+15228(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15232(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+15236(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15240(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+15244(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15248(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+15252(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15256(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+15260(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15264(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+15268(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15272(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+15276(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15280(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+15284(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15288(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+15292(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15296(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+15300(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15304(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+15308(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15312(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+15316(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15320(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+15324(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15328(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+15332(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15336(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+15340(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15344(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+15348(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15352(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+15356(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15360(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+15364(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15368(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+15372(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15376(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+15380(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15384(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+15388(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15392(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+15396(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15400(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+15404(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15408(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15412(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15416(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15420(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15424(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15428(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15432(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+15436(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15440(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+15444(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15448(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+15452(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15456(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+15460(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15464(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+15468(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15472(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+15476(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15480(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+15484(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15488(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+15492(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15496(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+15500(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15504(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+15508(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15512(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+15516(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15520(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+15524(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15528(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+15532(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15536(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+15540(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15544(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+15548(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15552(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+15556(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15560(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+15564(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15568(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+15572(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15576(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+15580(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15584(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+15588(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15592(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+15596(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15600(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+15604(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15608(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+15612(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15616(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+15620(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15624(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+15628(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15632(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+15636(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15640(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+15644(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15648(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+15652(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15656(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+15660(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15664(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+15668(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15672(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+15676(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15680(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+15684(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15688(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+15692(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15696(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+15700(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15704(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+15708(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15712(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+15716(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15720(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+15724(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15728(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+15732(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15736(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+15740(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15744(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+15748(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15752(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+15756(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15760(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+15764(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15768(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+15772(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15776(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+15780(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15784(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+15788(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15792(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+15796(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15800(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+15804(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15808(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+15812(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15816(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+15820(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15824(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+15828(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15832(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+15836(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15840(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+15844(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15848(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+15852(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15856(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+15860(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15864(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+15868(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15872(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+15876(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15880(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+15884(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15888(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+15892(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15896(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+15900(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15904(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+15908(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15912(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+15916(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15920(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15924(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15928(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15932(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15936(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15940(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15944(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+15948(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15952(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+15956(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15960(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+15964(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15968(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+15972(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15976(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+15980(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15984(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+15988(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15992(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+15996(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16000(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+16004(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16008(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+16012(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16016(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+16020(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16024(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+16028(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16032(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+16036(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16040(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+16044(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16048(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+16052(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16056(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+16060(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16064(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+16068(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16072(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+16076(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16080(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+16084(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16088(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+16092(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16096(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16100(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16104(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16108(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16112(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+16116(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16120(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+16124(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16128(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+16132(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16136(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+16140(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16144(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+16148(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16152(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+16156(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16160(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+16164(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16168(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+16172(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16176(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+16180(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16184(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+16188(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16192(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+16196(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16200(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+16204(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16208(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+16212(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16216(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+16220(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16224(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+16228(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16232(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+16236(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16240(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+16244(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16248(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+16252(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16256(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+16260(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16264(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+16268(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16272(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+16276(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16280(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+16284(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16288(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+16292(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16296(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+16300(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16304(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+16308(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16312(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+16316(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16320(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+16324(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16328(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+16332(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16336(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+16340(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16344(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+16348(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16352(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+16356(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16360(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+16364(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16368(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16372(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16376(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16380(SB)/4, $0x10101010
+GLOBL grid_iq1sGrid_0_8_16<>(SB), RODATA|NOPTR, $16384
+
 // func dotIQ1_MAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1_MAVX2(SB), NOSPLIT, $112-28
+TEXT ·dotIQ1_MAVX2(SB), NOSPLIT, $96-28
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
-	LEAQ   grid_iq1sGrid_p1<>+0(SB), BX
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
 	VXORPS X0, X0, X0
 	TESTQ  DX, DX
 	JZ     donedotIQ1_MAVX2
 
 loopdotIQ1_MAVX2:
 	VPXOR        Y1, Y1, Y1
-	VPXOR        Y2, Y2, Y2
-	VPBROADCASTQ 48(AX), Y3
-	VPSHUFB      iq1mls0<>+0(SB), Y3, Y4
-	VPSRLVD      iq1mlsshift<>+0(SB), Y4, Y4
-	VPAND        v32_00000007<>+0(SB), Y4, Y4
-	VPADDD       Y4, Y4, Y4
-	VPOR         v32_00000001<>+0(SB), Y4, Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPOR         Y4, Y5, Y5
-	VMOVDQU      Y5, (SP)
-	VPSHUFB      iq1mls1<>+0(SB), Y3, Y3
+	VPBROADCASTQ 48(AX), Y2
+	VPSHUFB      iq1mls0<>+0(SB), Y2, Y3
 	VPSRLVD      iq1mlsshift<>+0(SB), Y3, Y3
 	VPAND        v32_00000007<>+0(SB), Y3, Y3
 	VPADDD       Y3, Y3, Y3
 	VPOR         v32_00000001<>+0(SB), Y3, Y3
-	VPSLLD       $0x10, Y3, Y5
-	VPOR         Y3, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VPACKUSDW    Y3, Y4, Y3
-	VPERMQ       $0xd8, Y3, Y3
-	VMOVDQU      Y3, 64(SP)
-	VMOVDQU      iq1mspread<>+0(SB), Y3
-	VMOVDQU      iq1mbits<>+0(SB), Y4
-	VMOVDQU      iq1mpick<>+0(SB), Y5
+	VPSLLD       $0x10, Y3, Y4
+	VPOR         Y3, Y4, Y4
+	VPSHUFB      iq1mls1<>+0(SB), Y2, Y2
+	VPSRLVD      iq1mlsshift<>+0(SB), Y2, Y2
+	VPAND        v32_00000007<>+0(SB), Y2, Y2
+	VPADDD       Y2, Y2, Y2
+	VPOR         v32_00000001<>+0(SB), Y2, Y2
+	VPSLLD       $0x10, Y2, Y5
+	VPOR         Y2, Y5, Y5
+	VPACKUSDW    Y2, Y3, Y2
+	VPERMQ       $0xd8, Y2, Y2
+	VPSLLW       $0x03, Y2, Y3
+	VPADDW       Y3, Y2, Y2
+	VMOVDQU      Y2, 64(SP)
+	VMOVDQU      iq1mspread<>+0(SB), Y2
+	VMOVDQU      iq1mbits<>+0(SB), Y3
 	VPBROADCASTD c32_02020202<>+0(SB), Y6
 	VPMOVZXBD    (AX), Y7
 	VPBROADCASTD 32(AX), Y8
@@ -14635,35 +18731,33 @@ loopdotIQ1_MAVX2:
 	VPCMPEQD     Y9, Y9, Y9
 	VPGATHERDQ   Y9, (BX)(X7*8), Y8
 	VPBROADCASTW 32(AX), Y9
-	VPSHUFB      Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPCMPEQB     Y4, Y9, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
 	VPANDN       Y6, Y9, Y9
-	VPERMD       (SP), Y5, Y10
-	VMOVDQU      4(CX), Y11
-	VPMADDUBSW   Y11, Y8, Y8
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y2, Y2
+	VPOR         Y8, Y9, Y9
+	VMOVDQU      iq1mpick0<>+0(SB), Y8
+	VPERMD       Y4, Y8, Y8
+	VMOVDQU      4(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y1, Y1
 	VPXOR        Y8, Y8, Y8
 	VPCMPEQD     Y9, Y9, Y9
 	VEXTRACTI128 $0x01, Y7, X7
 	VPGATHERDQ   Y9, (BX)(X7*8), Y8
 	VPBROADCASTW 34(AX), Y7
-	VPSHUFB      Y3, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPCMPEQB     Y4, Y7, Y7
+	VPSHUFB      Y2, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPCMPEQB     Y3, Y7, Y7
 	VPANDN       Y6, Y7, Y7
-	VPERMD       8(SP), Y5, Y9
-	VMOVDQU      36(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y8
-	VPMADDWD     Y9, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   Y10, Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y2, Y2
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      iq1mpick1<>+0(SB), Y8
+	VPERMD       Y4, Y8, Y8
+	VMOVDQU      36(CX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y1, Y1
 	VPMOVZXBD    8(AX), Y7
 	VPBROADCASTD 36(AX), Y8
 	VPSRLVD      iq1mshift<>+0(SB), Y8, Y8
@@ -14674,113 +18768,107 @@ loopdotIQ1_MAVX2:
 	VPCMPEQD     Y9, Y9, Y9
 	VPGATHERDQ   Y9, (BX)(X7*8), Y8
 	VPBROADCASTW 36(AX), Y9
-	VPSHUFB      Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPCMPEQB     Y4, Y9, Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
 	VPANDN       Y6, Y9, Y9
-	VPERMD       16(SP), Y5, Y10
-	VMOVDQU      68(CX), Y11
-	VPMADDUBSW   Y11, Y8, Y8
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y2, Y2
+	VPOR         Y8, Y9, Y9
+	VMOVDQU      iq1mpick2<>+0(SB), Y8
+	VPERMD       Y4, Y8, Y8
+	VMOVDQU      68(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y1, Y1
 	VPXOR        Y8, Y8, Y8
 	VPCMPEQD     Y9, Y9, Y9
 	VEXTRACTI128 $0x01, Y7, X7
 	VPGATHERDQ   Y9, (BX)(X7*8), Y8
 	VPBROADCASTW 38(AX), Y7
-	VPSHUFB      Y3, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPCMPEQB     Y4, Y7, Y7
+	VPSHUFB      Y2, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPCMPEQB     Y3, Y7, Y7
 	VPANDN       Y6, Y7, Y7
-	VPERMD       24(SP), Y5, Y9
-	VMOVDQU      100(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y8
-	VPMADDWD     Y9, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   Y10, Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y2, Y2
-	VPMOVZXBD    16(AX), Y7
-	VPBROADCASTD 40(AX), Y8
-	VPSRLVD      iq1mshift<>+0(SB), Y8, Y8
-	VPAND        v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD       $0x08, Y8, Y8
 	VPOR         Y8, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPGATHERDQ   Y9, (BX)(X7*8), Y8
-	VPBROADCASTW 40(AX), Y9
-	VPSHUFB      Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPCMPEQB     Y4, Y9, Y9
-	VPANDN       Y6, Y9, Y9
-	VPERMD       32(SP), Y5, Y10
-	VMOVDQU      132(CX), Y11
-	VPMADDUBSW   Y11, Y8, Y8
-	VPMADDWD     Y10, Y8, Y8
+	VMOVDQU      iq1mpick3<>+0(SB), Y8
+	VPERMD       Y4, Y8, Y8
+	VMOVDQU      100(CX), Y4
+	VPMADDUBSW   Y4, Y7, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y1, Y1
+	VPMOVZXBD    16(AX), Y4
+	VPBROADCASTD 40(AX), Y7
+	VPSRLVD      iq1mshift<>+0(SB), Y7, Y7
+	VPAND        v32_00000007<>+0(SB), Y7, Y7
+	VPSLLD       $0x08, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPGATHERDQ   Y8, (BX)(X4*8), Y7
+	VPBROADCASTW 40(AX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VPAND        Y3, Y8, Y8
+	VPCMPEQB     Y3, Y8, Y8
+	VPANDN       Y6, Y8, Y8
+	VPOR         Y7, Y8, Y8
+	VMOVDQU      iq1mpick0<>+0(SB), Y7
+	VPERMD       Y5, Y7, Y7
+	VMOVDQU      132(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y1, Y1
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VEXTRACTI128 $0x01, Y4, X4
+	VPGATHERDQ   Y8, (BX)(X4*8), Y7
+	VPBROADCASTW 42(AX), Y4
+	VPSHUFB      Y2, Y4, Y4
+	VPAND        Y3, Y4, Y4
+	VPCMPEQB     Y3, Y4, Y4
+	VPANDN       Y6, Y4, Y4
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      iq1mpick1<>+0(SB), Y7
+	VPERMD       Y5, Y7, Y7
+	VMOVDQU      164(CX), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y2, Y2
-	VPXOR        Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VEXTRACTI128 $0x01, Y7, X7
-	VPGATHERDQ   Y9, (BX)(X7*8), Y8
-	VPBROADCASTW 42(AX), Y7
-	VPSHUFB      Y3, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPCMPEQB     Y4, Y7, Y7
-	VPANDN       Y6, Y7, Y7
-	VPERMD       40(SP), Y5, Y9
-	VMOVDQU      164(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y8
-	VPMADDWD     Y9, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   Y10, Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y2, Y2
-	VPMOVZXBD    24(AX), Y7
-	VPBROADCASTD 44(AX), Y8
-	VPSRLVD      iq1mshift<>+0(SB), Y8, Y8
-	VPAND        v32_00000007<>+0(SB), Y8, Y8
-	VPSLLD       $0x08, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VPGATHERDQ   Y9, (BX)(X7*8), Y8
-	VPBROADCASTW 44(AX), Y9
-	VPSHUFB      Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPCMPEQB     Y4, Y9, Y9
-	VPANDN       Y6, Y9, Y9
-	VPERMD       48(SP), Y5, Y10
-	VMOVDQU      196(CX), Y11
-	VPMADDUBSW   Y11, Y8, Y8
-	VPMADDWD     Y10, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y2, Y2
-	VPXOR        Y8, Y8, Y8
-	VPCMPEQD     Y9, Y9, Y9
-	VEXTRACTI128 $0x01, Y7, X7
-	VPGATHERDQ   Y9, (BX)(X7*8), Y8
-	VPBROADCASTW 46(AX), Y7
-	VPSHUFB      Y3, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPCMPEQB     Y4, Y7, Y7
-	VPANDN       Y6, Y7, Y3
-	VPERMD       56(SP), Y5, Y4
-	VMOVDQU      228(CX), Y5
-	VPMADDUBSW   Y5, Y8, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	VPMADDUBSW   Y5, Y3, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y2, Y2
+	VPMOVZXBD    24(AX), Y4
+	VPBROADCASTD 44(AX), Y7
+	VPSRLVD      iq1mshift<>+0(SB), Y7, Y7
+	VPAND        v32_00000007<>+0(SB), Y7, Y7
+	VPSLLD       $0x08, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPGATHERDQ   Y8, (BX)(X4*8), Y7
+	VPBROADCASTW 44(AX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VPAND        Y3, Y8, Y8
+	VPCMPEQB     Y3, Y8, Y8
+	VPANDN       Y6, Y8, Y8
+	VPOR         Y7, Y8, Y8
+	VMOVDQU      iq1mpick2<>+0(SB), Y7
+	VPERMD       Y5, Y7, Y7
+	VMOVDQU      196(CX), Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y1, Y1
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VEXTRACTI128 $0x01, Y4, X4
+	VPGATHERDQ   Y8, (BX)(X4*8), Y7
+	VPBROADCASTW 46(AX), Y4
+	VPSHUFB      Y2, Y4, Y4
+	VPAND        Y3, Y4, Y4
+	VPCMPEQB     Y3, Y4, Y4
+	VPANDN       Y6, Y4, Y2
+	VPOR         Y7, Y2, Y2
+	VMOVDQU      iq1mpick3<>+0(SB), Y3
+	VPERMD       Y5, Y3, Y3
+	VMOVDQU      228(CX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y1, Y1
 	MOVQ         48(AX), SI
 	MOVQ         SI, DI
 	SHRQ         $0x0c, DI
@@ -14797,29 +18885,20 @@ loopdotIQ1_MAVX2:
 	SHRQ         $0x30, R8
 	ANDL         $0x0000f000, R8
 	ORL          R8, DI
-	VMOVD        DI, X3
-	VCVTPH2PS    X3, X3
-	VMOVDQU      64(SP), Y4
-	VPMADDWD     260(CX), Y4, Y4
-	VPSUBD       Y4, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X5
-	VPADDD       X5, X1, X1
-	VPSHUFD      $0x4e, X1, X5
-	VPADDD       X5, X1, X1
-	VPSHUFD      $0xb1, X1, X5
-	VPADDD       X5, X1, X1
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMOVDQU      64(SP), Y3
+	VPMADDWD     260(CX), Y3, Y3
+	VPSUBD       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VPADDD       X3, X1, X1
+	VPSHUFD      $0x4e, X1, X3
+	VPADDD       X3, X1, X1
+	VPSHUFD      $0xb1, X1, X3
+	VPADDD       X3, X1, X1
 	VCVTDQ2PS    X1, X1
-	VPSUBD       Y4, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X4
-	VPADDD       X4, X2, X2
-	VPSHUFD      $0x4e, X2, X4
-	VPADDD       X4, X2, X2
-	VPSHUFD      $0xb1, X2, X4
-	VPADDD       X4, X2, X2
-	VCVTDQ2PS    X2, X2
-	VMULSS       c32_3e000000<>+0(SB), X2, X2
-	VADDSS       X2, X1, X1
-	VMULSS       (CX), X3, X2
+	VMULSS       c32_3e000000<>+0(SB), X1, X1
+	VMULSS       (CX), X2, X2
 	VMULSS       X2, X1, X1
 	VADDSS       X1, X0, X0
 	ADDQ         $0x00000038, AX
@@ -14882,16 +18961,6 @@ DATA iq1mbits<>+24(SB)/4, $0x80808080
 DATA iq1mbits<>+28(SB)/4, $0x80808080
 GLOBL iq1mbits<>(SB), RODATA|NOPTR, $32
 
-DATA iq1mpick<>+0(SB)/4, $0x00000000
-DATA iq1mpick<>+4(SB)/4, $0x00000000
-DATA iq1mpick<>+8(SB)/4, $0x00000000
-DATA iq1mpick<>+12(SB)/4, $0x00000000
-DATA iq1mpick<>+16(SB)/4, $0x00000001
-DATA iq1mpick<>+20(SB)/4, $0x00000001
-DATA iq1mpick<>+24(SB)/4, $0x00000001
-DATA iq1mpick<>+28(SB)/4, $0x00000001
-GLOBL iq1mpick<>(SB), RODATA|NOPTR, $32
-
 DATA v32_02020202<>+0(SB)/4, $0x02020202
 DATA v32_02020202<>+4(SB)/4, $0x02020202
 DATA v32_02020202<>+8(SB)/4, $0x02020202
@@ -14914,6 +18983,46 @@ DATA iq1mshift<>+20(SB)/4, $0x00000014
 DATA iq1mshift<>+24(SB)/4, $0x00000018
 DATA iq1mshift<>+28(SB)/4, $0x0000001c
 GLOBL iq1mshift<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mpick0<>+0(SB)/4, $0x00000000
+DATA iq1mpick0<>+4(SB)/4, $0x00000000
+DATA iq1mpick0<>+8(SB)/4, $0x00000000
+DATA iq1mpick0<>+12(SB)/4, $0x00000000
+DATA iq1mpick0<>+16(SB)/4, $0x00000001
+DATA iq1mpick0<>+20(SB)/4, $0x00000001
+DATA iq1mpick0<>+24(SB)/4, $0x00000001
+DATA iq1mpick0<>+28(SB)/4, $0x00000001
+GLOBL iq1mpick0<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mpick1<>+0(SB)/4, $0x00000002
+DATA iq1mpick1<>+4(SB)/4, $0x00000002
+DATA iq1mpick1<>+8(SB)/4, $0x00000002
+DATA iq1mpick1<>+12(SB)/4, $0x00000002
+DATA iq1mpick1<>+16(SB)/4, $0x00000003
+DATA iq1mpick1<>+20(SB)/4, $0x00000003
+DATA iq1mpick1<>+24(SB)/4, $0x00000003
+DATA iq1mpick1<>+28(SB)/4, $0x00000003
+GLOBL iq1mpick1<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mpick2<>+0(SB)/4, $0x00000004
+DATA iq1mpick2<>+4(SB)/4, $0x00000004
+DATA iq1mpick2<>+8(SB)/4, $0x00000004
+DATA iq1mpick2<>+12(SB)/4, $0x00000004
+DATA iq1mpick2<>+16(SB)/4, $0x00000005
+DATA iq1mpick2<>+20(SB)/4, $0x00000005
+DATA iq1mpick2<>+24(SB)/4, $0x00000005
+DATA iq1mpick2<>+28(SB)/4, $0x00000005
+GLOBL iq1mpick2<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mpick3<>+0(SB)/4, $0x00000006
+DATA iq1mpick3<>+4(SB)/4, $0x00000006
+DATA iq1mpick3<>+8(SB)/4, $0x00000006
+DATA iq1mpick3<>+12(SB)/4, $0x00000006
+DATA iq1mpick3<>+16(SB)/4, $0x00000007
+DATA iq1mpick3<>+20(SB)/4, $0x00000007
+DATA iq1mpick3<>+24(SB)/4, $0x00000007
+DATA iq1mpick3<>+28(SB)/4, $0x00000007
+GLOBL iq1mpick3<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ3_XXSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
@@ -15706,247 +19815,291 @@ donedotIQ3_Sx4AVX2:
 
 // func dotIQ1_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1_Sx4AVX2(SB), NOSPLIT, $112-40
+TEXT ·dotIQ1_Sx4AVX2(SB), NOSPLIT, $96-40
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
 	MOVQ   astride+24(FP), BX
 	LEAQ   (BX)(BX*2), SI
-	LEAQ   grid_iq1sGrid_p1<>+0(SB), DI
+	LEAQ   grid_iq1sGrid_0_1_2<>+0(SB), DI
 	VXORPS X0, X0, X0
-	VMOVSS X0, 96(SP)
-	VXORPS X0, X0, X0
-	VMOVSS X0, 100(SP)
-	VXORPS X0, X0, X0
-	VMOVSS X0, 104(SP)
-	VXORPS X0, X0, X0
-	VMOVSS X0, 108(SP)
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
 	TESTQ  DX, DX
 	JZ     donedotIQ1_Sx4AVX2
 
 loopdotIQ1_Sx4AVX2:
-	VPXOR        Y0, Y0, Y0
-	VPXOR        Y1, Y1, Y1
-	VPXOR        Y2, Y2, Y2
-	VPXOR        Y3, Y3, Y3
-	VPMOVZXWD    34(AX), Y4
-	VPSRLD       $0x0c, Y4, Y5
-	VPAND        v32_00000007<>+0(SB), Y5, Y5
-	VPADDD       Y5, Y5, Y5
-	VPOR         v32_00000001<>+0(SB), Y5, Y5
-	VPSLLD       $0x10, Y4, Y4
-	VPSRAD       $0x1f, Y4, Y4
-	VPXOR        Y4, Y5, Y6
-	VPSUBD       Y4, Y6, Y6
-	VPAND        v32_0000ffff<>+0(SB), Y6, Y6
-	VPSLLD       $0x10, Y6, Y4
-	VPOR         Y4, Y6, Y6
-	VMOVDQU      Y6, 64(SP)
-	VPSLLD       $0x10, Y5, Y4
-	VPOR         Y4, Y5, Y5
-	VMOVDQU      Y5, (SP)
-	VPMOVZXBD    2(AX), Y4
-	VPBROADCASTD 34(AX), Y5
-	VPSRLVD      iq1sshift<>+0(SB), Y5, Y5
-	VPAND        v32_00000007<>+0(SB), Y5, Y5
-	VPSLLD       $0x08, Y5, Y5
-	VPOR         Y5, Y4, Y4
+	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPGATHERDQ   Y6, (DI)(X4*8), Y5
-	VPBROADCASTD (SP), Y6
-	VMOVDQU      4(CX), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y0, Y0
-	VMOVDQU      4(CX)(BX*1), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VMOVDQU      4(CX)(BX*2), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y2, Y2
-	VMOVDQU      4(CX)(SI*1), Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VEXTRACTI128 $0x01, Y4, X4
-	VPGATHERDQ   Y6, (DI)(X4*8), Y5
-	VPBROADCASTD 4(SP), Y4
-	VMOVDQU      36(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y0, Y0
-	VMOVDQU      36(CX)(BX*1), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	VMOVDQU      36(CX)(BX*2), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y2, Y2
-	VMOVDQU      36(CX)(SI*1), Y6
-	VPMADDUBSW   Y6, Y5, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBD    10(AX), Y4
-	VPBROADCASTD 38(AX), Y5
-	VPSRLVD      iq1sshift<>+0(SB), Y5, Y5
-	VPAND        v32_00000007<>+0(SB), Y5, Y5
-	VPSLLD       $0x08, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPGATHERDQ   Y6, (DI)(X4*8), Y5
-	VPBROADCASTD 8(SP), Y6
-	VMOVDQU      68(CX), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y0, Y0
-	VMOVDQU      68(CX)(BX*1), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VMOVDQU      68(CX)(BX*2), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y2, Y2
-	VMOVDQU      68(CX)(SI*1), Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VEXTRACTI128 $0x01, Y4, X4
-	VPGATHERDQ   Y6, (DI)(X4*8), Y5
-	VPBROADCASTD 12(SP), Y4
-	VMOVDQU      100(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y0, Y0
-	VMOVDQU      100(CX)(BX*1), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	VMOVDQU      100(CX)(BX*2), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y2, Y2
-	VMOVDQU      100(CX)(SI*1), Y6
-	VPMADDUBSW   Y6, Y5, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBD    18(AX), Y4
-	VPBROADCASTD 42(AX), Y5
-	VPSRLVD      iq1sshift<>+0(SB), Y5, Y5
-	VPAND        v32_00000007<>+0(SB), Y5, Y5
-	VPSLLD       $0x08, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPGATHERDQ   Y6, (DI)(X4*8), Y5
-	VPBROADCASTD 16(SP), Y6
-	VMOVDQU      132(CX), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y0, Y0
-	VMOVDQU      132(CX)(BX*1), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VMOVDQU      132(CX)(BX*2), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y2, Y2
-	VMOVDQU      132(CX)(SI*1), Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VEXTRACTI128 $0x01, Y4, X4
-	VPGATHERDQ   Y6, (DI)(X4*8), Y5
-	VPBROADCASTD 20(SP), Y4
-	VMOVDQU      164(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y0, Y0
-	VMOVDQU      164(CX)(BX*1), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	VMOVDQU      164(CX)(BX*2), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y2, Y2
-	VMOVDQU      164(CX)(SI*1), Y6
-	VPMADDUBSW   Y6, Y5, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPMOVZXBD    26(AX), Y4
-	VPBROADCASTD 46(AX), Y5
-	VPSRLVD      iq1sshift<>+0(SB), Y5, Y5
-	VPAND        v32_00000007<>+0(SB), Y5, Y5
-	VPSLLD       $0x08, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPGATHERDQ   Y6, (DI)(X4*8), Y5
-	VPBROADCASTD 24(SP), Y6
-	VMOVDQU      196(CX), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y0, Y0
-	VMOVDQU      196(CX)(BX*1), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VMOVDQU      196(CX)(BX*2), Y7
-	VPMADDUBSW   Y7, Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y2, Y2
-	VMOVDQU      196(CX)(SI*1), Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VEXTRACTI128 $0x01, Y4, X4
-	VPGATHERDQ   Y6, (DI)(X4*8), Y5
-	VPBROADCASTD 28(SP), Y4
-	VMOVDQU      228(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y0, Y0
-	VMOVDQU      228(CX)(BX*1), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	VMOVDQU      228(CX)(BX*2), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VPADDD       Y6, Y2, Y2
-	VMOVDQU      228(CX)(SI*1), Y6
-	VPMADDUBSW   Y6, Y5, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPBROADCASTW (AX), X4
-	VCVTPH2PS    X4, X4
-	VMOVDQU      (SP), Y5
-	VPMADDWD     260(CX), Y5, Y5
-	VPSUBD       Y5, Y0, Y0
-	VEXTRACTF128 $0x01, Y0, X5
-	VPADDD       X5, X0, X0
-	VPSHUFD      $0x4e, X0, X5
-	VPADDD       X5, X0, X0
-	VPSHUFD      $0xb1, X0, X5
-	VPADDD       X5, X0, X0
-	VCVTDQ2PS    X0, X0
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPMOVZXWD    34(AX), Y8
+	VPSRLD       $0x0c, Y8, Y9
+	VPAND        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y8, Y8
+	VPSRAD       $0x1f, Y8, Y8
+	VPXOR        Y8, Y9, Y10
+	VPSUBD       Y8, Y10, Y10
+	VPAND        v32_0000ffff<>+0(SB), Y10, Y10
+	VPSLLD       $0x10, Y10, Y8
+	VPOR         Y8, Y10, Y10
+	VMOVDQU      Y10, 64(SP)
+	VPSLLD       $0x10, Y9, Y8
+	VPOR         Y8, Y9, Y9
+	VMOVDQU      Y9, (SP)
+	VPMOVZXBD    2(AX), Y8
+	VPBROADCASTD 34(AX), Y9
+	VPSRLVD      iq1sshift<>+0(SB), Y9, Y9
+	VPAND        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD       $0x08, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPBROADCASTD (SP), Y10
+	VMOVDQU      4(CX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VEXTRACTI128 $0x01, Y8, X8
+	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPBROADCASTD 4(SP), Y8
+	VMOVDQU      36(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPMOVZXBD    10(AX), Y8
+	VPBROADCASTD 38(AX), Y9
+	VPSRLVD      iq1sshift<>+0(SB), Y9, Y9
+	VPAND        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD       $0x08, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPBROADCASTD 8(SP), Y10
+	VMOVDQU      68(CX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VEXTRACTI128 $0x01, Y8, X8
+	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPBROADCASTD 12(SP), Y8
+	VMOVDQU      100(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPMOVZXBD    18(AX), Y8
+	VPBROADCASTD 42(AX), Y9
+	VPSRLVD      iq1sshift<>+0(SB), Y9, Y9
+	VPAND        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD       $0x08, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPBROADCASTD 16(SP), Y10
+	VMOVDQU      132(CX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VEXTRACTI128 $0x01, Y8, X8
+	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPBROADCASTD 20(SP), Y8
+	VMOVDQU      164(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPMOVZXBD    26(AX), Y8
+	VPBROADCASTD 46(AX), Y9
+	VPSRLVD      iq1sshift<>+0(SB), Y9, Y9
+	VPAND        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD       $0x08, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPBROADCASTD 24(SP), Y10
+	VMOVDQU      196(CX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VEXTRACTI128 $0x01, Y8, X8
+	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPBROADCASTD 28(SP), Y8
+	VMOVDQU      228(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VMOVDQU      (SP), Y9
+	VPMADDWD     260(CX), Y9, Y9
+	VPSUBD       Y9, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMOVDQU      64(SP), Y9
+	VPMADDWD     260(CX), Y9, Y9
+	VEXTRACTF128 $0x01, Y9, X10
+	VPADDD       X10, X9, X9
+	VPSHUFD      $0x4e, X9, X10
+	VPADDD       X10, X9, X9
+	VPSHUFD      $0xb1, X9, X10
+	VPADDD       X10, X9, X9
+	VCVTDQ2PS    X9, X9
+	VMULSS       c32_3e000000<>+0(SB), X9, X9
+	VADDSS       X9, X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*1), Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
 	VMOVDQU      64(SP), Y5
-	VPMADDWD     260(CX), Y5, Y5
+	VPMADDWD     260(CX)(BX*1), Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0x4e, X5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0xb1, X5, X9
+	VPADDD       X9, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMULSS       c32_3e000000<>+0(SB), X5, X5
+	VADDSS       X5, X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*2), Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMOVDQU      64(SP), Y5
+	VPMADDWD     260(CX)(BX*2), Y5, Y5
 	VEXTRACTF128 $0x01, Y5, X6
 	VPADDD       X6, X5, X5
 	VPSHUFD      $0x4e, X5, X6
@@ -15955,96 +20108,40 @@ loopdotIQ1_Sx4AVX2:
 	VPADDD       X6, X5, X5
 	VCVTDQ2PS    X5, X5
 	VMULSS       c32_3e000000<>+0(SB), X5, X5
-	VADDSS       X5, X0, X0
-	VMULSS       (CX), X4, X5
-	VMULSS       X5, X0, X0
-	VADDSS       96(SP), X0, X0
-	VMOVSS       X0, 96(SP)
-	VMOVDQU      (SP), Y0
-	VPMADDWD     260(CX)(BX*1), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X0
-	VPADDD       X0, X1, X0
-	VPSHUFD      $0x4e, X0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0xb1, X0, X1
-	VPADDD       X1, X0, X0
-	VCVTDQ2PS    X0, X0
-	VMOVDQU      64(SP), Y1
-	VPMADDWD     260(CX)(BX*1), Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X5
-	VPADDD       X5, X1, X1
-	VPSHUFD      $0x4e, X1, X5
-	VPADDD       X5, X1, X1
-	VPSHUFD      $0xb1, X1, X5
-	VPADDD       X5, X1, X1
-	VCVTDQ2PS    X1, X1
-	VMULSS       c32_3e000000<>+0(SB), X1, X1
-	VADDSS       X1, X0, X0
-	VMULSS       (CX)(BX*1), X4, X1
-	VMULSS       X1, X0, X0
-	VADDSS       100(SP), X0, X0
-	VMOVSS       X0, 100(SP)
-	VMOVDQU      (SP), Y0
-	VPMADDWD     260(CX)(BX*2), Y0, Y0
-	VPSUBD       Y0, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X0
-	VPADDD       X0, X2, X0
-	VPSHUFD      $0x4e, X0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0xb1, X0, X1
-	VPADDD       X1, X0, X0
-	VCVTDQ2PS    X0, X0
-	VMOVDQU      64(SP), Y1
-	VPMADDWD     260(CX)(BX*2), Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0x4e, X1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0xb1, X1, X2
-	VPADDD       X2, X1, X1
-	VCVTDQ2PS    X1, X1
-	VMULSS       c32_3e000000<>+0(SB), X1, X1
-	VADDSS       X1, X0, X0
-	VMULSS       (CX)(BX*2), X4, X1
-	VMULSS       X1, X0, X0
-	VADDSS       104(SP), X0, X0
-	VMOVSS       X0, 104(SP)
-	VMOVDQU      (SP), Y0
-	VPMADDWD     260(CX)(SI*1), Y0, Y0
-	VPSUBD       Y0, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X0
-	VPADDD       X0, X3, X0
-	VPSHUFD      $0x4e, X0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0xb1, X0, X1
-	VPADDD       X1, X0, X0
-	VCVTDQ2PS    X0, X0
-	VMOVDQU      64(SP), Y1
-	VPMADDWD     260(CX)(SI*1), Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0x4e, X1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0xb1, X1, X2
-	VPADDD       X2, X1, X1
-	VCVTDQ2PS    X1, X1
-	VMULSS       c32_3e000000<>+0(SB), X1, X1
-	VADDSS       X1, X0, X0
-	VMULSS       (CX)(SI*1), X4, X1
-	VMULSS       X1, X0, X0
-	VADDSS       108(SP), X0, X0
-	VMOVSS       X0, 108(SP)
+	VADDSS       X5, X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(SI*1), Y4, Y4
+	VPSUBD       Y4, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMOVDQU      64(SP), Y5
+	VPMADDWD     260(CX)(SI*1), Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMULSS       c32_3e000000<>+0(SB), X5, X5
+	VADDSS       X5, X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000032, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ1_Sx4AVX2
 
 donedotIQ1_Sx4AVX2:
-	VMOVSS 96(SP), X0
-	VMOVSS 100(SP), X1
-	VMOVSS 104(SP), X2
-	VMOVSS 108(SP), X3
 	MOVQ   out+32(FP), AX
 	VMOVSS X0, (AX)
 	VMOVSS X1, 4(AX)
@@ -16055,29 +20152,21 @@ donedotIQ1_Sx4AVX2:
 
 // func dotIQ1_Mx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1_Mx4AVX2(SB), NOSPLIT, $112-40
+TEXT ·dotIQ1_Mx4AVX2(SB), NOSPLIT, $96-40
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
 	MOVQ   astride+24(FP), BX
 	LEAQ   (BX)(BX*2), SI
-	LEAQ   grid_iq1sGrid_p1<>+0(SB), DI
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
 	VXORPS X0, X0, X0
-	VMOVSS X0, 96(SP)
-	VXORPS X0, X0, X0
-	VMOVSS X0, 100(SP)
-	VXORPS X0, X0, X0
-	VMOVSS X0, 104(SP)
-	VXORPS X0, X0, X0
-	VMOVSS X0, 108(SP)
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
 	TESTQ  DX, DX
 	JZ     donedotIQ1_Mx4AVX2
 
 loopdotIQ1_Mx4AVX2:
-	VPXOR        Y0, Y0, Y0
-	VPXOR        Y1, Y1, Y1
-	VPXOR        Y2, Y2, Y2
-	VPXOR        Y3, Y3, Y3
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
@@ -16090,17 +20179,17 @@ loopdotIQ1_Mx4AVX2:
 	VPOR         v32_00000001<>+0(SB), Y9, Y9
 	VPSLLD       $0x10, Y9, Y10
 	VPOR         Y9, Y10, Y10
-	VMOVDQU      Y10, (SP)
 	VPSHUFB      iq1mls1<>+0(SB), Y8, Y8
 	VPSRLVD      iq1mlsshift<>+0(SB), Y8, Y8
 	VPAND        v32_00000007<>+0(SB), Y8, Y8
 	VPADDD       Y8, Y8, Y8
 	VPOR         v32_00000001<>+0(SB), Y8, Y8
-	VPSLLD       $0x10, Y8, Y10
-	VPOR         Y8, Y10, Y10
-	VMOVDQU      Y10, 32(SP)
+	VPSLLD       $0x10, Y8, Y11
+	VPOR         Y8, Y11, Y11
 	VPACKUSDW    Y8, Y9, Y8
 	VPERMQ       $0xd8, Y8, Y8
+	VPSLLW       $0x03, Y8, Y9
+	VPADDW       Y9, Y8, Y8
 	VMOVDQU      Y8, 64(SP)
 	VPMOVZXBD    (AX), Y8
 	VPBROADCASTD 32(AX), Y9
@@ -16109,82 +20198,60 @@ loopdotIQ1_Mx4AVX2:
 	VPSLLD       $0x08, Y9, Y9
 	VPOR         Y9, Y8, Y8
 	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTW 32(AX), Y10
-	VPSHUFB      iq1mspread<>+0(SB), Y10, Y10
-	VPAND        iq1mbits<>+0(SB), Y10, Y10
-	VPCMPEQB     iq1mbits<>+0(SB), Y10, Y10
-	VPANDN       v32_02020202<>+0(SB), Y10, Y10
-	VMOVDQU      iq1mpick<>+0(SB), Y11
-	VPERMD       (SP), Y11, Y11
-	VMOVDQU      4(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y0, Y0
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y4, Y4
-	VMOVDQU      4(CX)(BX*1), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y1, Y1
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y5, Y5
-	VMOVDQU      4(CX)(BX*2), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y2, Y2
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VMOVDQU      4(CX)(SI*1), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
+	VPCMPEQD     Y12, Y12, Y12
+	VPGATHERDQ   Y12, (DI)(X8*8), Y9
+	VPBROADCASTW 32(AX), Y12
+	VPSHUFB      iq1mspread<>+0(SB), Y12, Y12
+	VPAND        iq1mbits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq1mbits<>+0(SB), Y12, Y12
+	VPANDN       v32_02020202<>+0(SB), Y12, Y12
+	VPOR         Y9, Y12, Y12
+	VMOVDQU      iq1mpick0<>+0(SB), Y9
+	VPERMD       Y10, Y9, Y9
+	VMOVDQU      4(CX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y7, Y7
 	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
+	VPCMPEQD     Y12, Y12, Y12
 	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPGATHERDQ   Y12, (DI)(X8*8), Y9
 	VPBROADCASTW 34(AX), Y8
 	VPSHUFB      iq1mspread<>+0(SB), Y8, Y8
 	VPAND        iq1mbits<>+0(SB), Y8, Y8
 	VPCMPEQB     iq1mbits<>+0(SB), Y8, Y8
 	VPANDN       v32_02020202<>+0(SB), Y8, Y8
-	VMOVDQU      iq1mpick<>+0(SB), Y10
-	VPERMD       8(SP), Y10, Y10
-	VMOVDQU      36(CX), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y0, Y0
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      36(CX)(BX*1), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y1, Y1
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VMOVDQU      36(CX)(BX*2), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y2, Y2
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VMOVDQU      36(CX)(SI*1), Y11
-	VPMADDUBSW   Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      iq1mpick1<>+0(SB), Y9
+	VPERMD       Y10, Y9, Y9
+	VMOVDQU      36(CX), Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	VPMOVZXBD    8(AX), Y8
 	VPBROADCASTD 36(AX), Y9
 	VPSRLVD      iq1mshift<>+0(SB), Y9, Y9
@@ -16192,82 +20259,60 @@ loopdotIQ1_Mx4AVX2:
 	VPSLLD       $0x08, Y9, Y9
 	VPOR         Y9, Y8, Y8
 	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
-	VPBROADCASTW 36(AX), Y10
-	VPSHUFB      iq1mspread<>+0(SB), Y10, Y10
-	VPAND        iq1mbits<>+0(SB), Y10, Y10
-	VPCMPEQB     iq1mbits<>+0(SB), Y10, Y10
-	VPANDN       v32_02020202<>+0(SB), Y10, Y10
-	VMOVDQU      iq1mpick<>+0(SB), Y11
-	VPERMD       16(SP), Y11, Y11
-	VMOVDQU      68(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y0, Y0
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y4, Y4
-	VMOVDQU      68(CX)(BX*1), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y1, Y1
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y5, Y5
-	VMOVDQU      68(CX)(BX*2), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y2, Y2
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VMOVDQU      68(CX)(SI*1), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
+	VPCMPEQD     Y12, Y12, Y12
+	VPGATHERDQ   Y12, (DI)(X8*8), Y9
+	VPBROADCASTW 36(AX), Y12
+	VPSHUFB      iq1mspread<>+0(SB), Y12, Y12
+	VPAND        iq1mbits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq1mbits<>+0(SB), Y12, Y12
+	VPANDN       v32_02020202<>+0(SB), Y12, Y12
+	VPOR         Y9, Y12, Y12
+	VMOVDQU      iq1mpick2<>+0(SB), Y9
+	VPERMD       Y10, Y9, Y9
+	VMOVDQU      68(CX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y7, Y7
 	VPXOR        Y9, Y9, Y9
-	VPCMPEQD     Y10, Y10, Y10
+	VPCMPEQD     Y12, Y12, Y12
 	VEXTRACTI128 $0x01, Y8, X8
-	VPGATHERDQ   Y10, (DI)(X8*8), Y9
+	VPGATHERDQ   Y12, (DI)(X8*8), Y9
 	VPBROADCASTW 38(AX), Y8
 	VPSHUFB      iq1mspread<>+0(SB), Y8, Y8
 	VPAND        iq1mbits<>+0(SB), Y8, Y8
 	VPCMPEQB     iq1mbits<>+0(SB), Y8, Y8
 	VPANDN       v32_02020202<>+0(SB), Y8, Y8
-	VMOVDQU      iq1mpick<>+0(SB), Y10
-	VPERMD       24(SP), Y10, Y10
-	VMOVDQU      100(CX), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y0, Y0
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      100(CX)(BX*1), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y1, Y1
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VMOVDQU      100(CX)(BX*2), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y2, Y2
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VMOVDQU      100(CX)(SI*1), Y11
-	VPMADDUBSW   Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      iq1mpick3<>+0(SB), Y9
+	VPERMD       Y10, Y9, Y9
+	VMOVDQU      100(CX), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
 	VPMOVZXBD    16(AX), Y8
 	VPBROADCASTD 40(AX), Y9
 	VPSRLVD      iq1mshift<>+0(SB), Y9, Y9
@@ -16282,35 +20327,24 @@ loopdotIQ1_Mx4AVX2:
 	VPAND        iq1mbits<>+0(SB), Y10, Y10
 	VPCMPEQB     iq1mbits<>+0(SB), Y10, Y10
 	VPANDN       v32_02020202<>+0(SB), Y10, Y10
-	VMOVDQU      iq1mpick<>+0(SB), Y11
-	VPERMD       32(SP), Y11, Y11
+	VPOR         Y9, Y10, Y10
+	VMOVDQU      iq1mpick0<>+0(SB), Y9
+	VPERMD       Y11, Y9, Y9
 	VMOVDQU      132(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y0, Y0
 	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
+	VPMADDWD     Y9, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      132(CX)(BX*1), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y1, Y1
 	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
+	VPMADDWD     Y9, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      132(CX)(BX*2), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y2, Y2
 	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
+	VPMADDWD     Y9, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      132(CX)(SI*1), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y3, Y3
 	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
+	VPMADDWD     Y9, Y12, Y12
 	VPADDD       Y12, Y7, Y7
 	VPXOR        Y9, Y9, Y9
 	VPCMPEQD     Y10, Y10, Y10
@@ -16321,36 +20355,25 @@ loopdotIQ1_Mx4AVX2:
 	VPAND        iq1mbits<>+0(SB), Y8, Y8
 	VPCMPEQB     iq1mbits<>+0(SB), Y8, Y8
 	VPANDN       v32_02020202<>+0(SB), Y8, Y8
-	VMOVDQU      iq1mpick<>+0(SB), Y10
-	VPERMD       40(SP), Y10, Y10
-	VMOVDQU      164(CX), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y0, Y0
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      164(CX)(BX*1), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y1, Y1
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VMOVDQU      164(CX)(BX*2), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y2, Y2
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VMOVDQU      164(CX)(SI*1), Y11
-	VPMADDUBSW   Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      iq1mpick1<>+0(SB), Y9
+	VPERMD       Y11, Y9, Y9
+	VMOVDQU      164(CX), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
 	VPMOVZXBD    24(AX), Y8
 	VPBROADCASTD 44(AX), Y9
 	VPSRLVD      iq1mshift<>+0(SB), Y9, Y9
@@ -16365,35 +20388,24 @@ loopdotIQ1_Mx4AVX2:
 	VPAND        iq1mbits<>+0(SB), Y10, Y10
 	VPCMPEQB     iq1mbits<>+0(SB), Y10, Y10
 	VPANDN       v32_02020202<>+0(SB), Y10, Y10
-	VMOVDQU      iq1mpick<>+0(SB), Y11
-	VPERMD       48(SP), Y11, Y11
+	VPOR         Y9, Y10, Y10
+	VMOVDQU      iq1mpick2<>+0(SB), Y9
+	VPERMD       Y11, Y9, Y9
 	VMOVDQU      196(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y0, Y0
 	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
+	VPMADDWD     Y9, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      196(CX)(BX*1), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y1, Y1
 	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
+	VPMADDWD     Y9, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      196(CX)(BX*2), Y12
-	VPMADDUBSW   Y12, Y9, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y2, Y2
 	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
+	VPMADDWD     Y9, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      196(CX)(SI*1), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y3, Y3
 	VPMADDUBSW   Y12, Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
+	VPMADDWD     Y9, Y12, Y12
 	VPADDD       Y12, Y7, Y7
 	VPXOR        Y9, Y9, Y9
 	VPCMPEQD     Y10, Y10, Y10
@@ -16404,36 +20416,25 @@ loopdotIQ1_Mx4AVX2:
 	VPAND        iq1mbits<>+0(SB), Y8, Y8
 	VPCMPEQB     iq1mbits<>+0(SB), Y8, Y8
 	VPANDN       v32_02020202<>+0(SB), Y8, Y8
-	VMOVDQU      iq1mpick<>+0(SB), Y10
-	VPERMD       56(SP), Y10, Y10
-	VMOVDQU      228(CX), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y0, Y0
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      228(CX)(BX*1), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y1, Y1
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VMOVDQU      228(CX)(BX*2), Y11
-	VPMADDUBSW   Y11, Y9, Y12
-	VPMADDWD     Y10, Y12, Y12
-	VPADDD       Y12, Y2, Y2
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VMOVDQU      228(CX)(SI*1), Y11
-	VPMADDUBSW   Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPMADDUBSW   Y11, Y8, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      iq1mpick3<>+0(SB), Y9
+	VPERMD       Y11, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
 	MOVQ         48(AX), R8
 	MOVQ         R8, R9
 	SHRQ         $0x0c, R9
@@ -16454,14 +20455,6 @@ loopdotIQ1_Mx4AVX2:
 	VCVTPH2PS    X8, X8
 	VMOVDQU      64(SP), Y9
 	VPMADDWD     260(CX), Y9, Y9
-	VPSUBD       Y9, Y0, Y0
-	VEXTRACTF128 $0x01, Y0, X10
-	VPADDD       X10, X0, X0
-	VPSHUFD      $0x4e, X0, X10
-	VPADDD       X10, X0, X0
-	VPSHUFD      $0xb1, X0, X10
-	VPADDD       X10, X0, X0
-	VCVTDQ2PS    X0, X0
 	VPSUBD       Y9, Y4, Y4
 	VEXTRACTF128 $0x01, Y4, X9
 	VPADDD       X9, X4, X4
@@ -16471,93 +20464,57 @@ loopdotIQ1_Mx4AVX2:
 	VPADDD       X9, X4, X4
 	VCVTDQ2PS    X4, X4
 	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
 	VADDSS       X4, X0, X0
-	VMULSS       (CX), X8, X4
-	VMULSS       X4, X0, X0
-	VADDSS       96(SP), X0, X0
-	VMOVSS       X0, 96(SP)
-	VMOVDQU      64(SP), Y0
-	VPMADDWD     260(CX)(BX*1), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X4
-	VPADDD       X4, X1, X1
-	VPSHUFD      $0x4e, X1, X4
-	VPADDD       X4, X1, X1
-	VPSHUFD      $0xb1, X1, X4
-	VPADDD       X4, X1, X1
-	VCVTDQ2PS    X1, X1
-	VPSUBD       Y0, Y5, Y5
-	VEXTRACTF128 $0x01, Y5, X0
-	VPADDD       X0, X5, X0
-	VPSHUFD      $0x4e, X0, X4
-	VPADDD       X4, X0, X0
-	VPSHUFD      $0xb1, X0, X4
-	VPADDD       X4, X0, X0
-	VCVTDQ2PS    X0, X0
-	VMULSS       c32_3e000000<>+0(SB), X0, X0
-	VADDSS       X0, X1, X1
-	VMULSS       (CX)(BX*1), X8, X0
-	VMULSS       X0, X1, X1
-	VADDSS       100(SP), X1, X1
-	VMOVSS       X1, 100(SP)
-	VMOVDQU      64(SP), Y0
-	VPMADDWD     260(CX)(BX*2), Y0, Y0
-	VPSUBD       Y0, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X1
-	VPADDD       X1, X2, X1
-	VPSHUFD      $0x4e, X1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0xb1, X1, X2
-	VPADDD       X2, X1, X1
-	VCVTDQ2PS    X1, X1
-	VPSUBD       Y0, Y6, Y6
-	VEXTRACTF128 $0x01, Y6, X0
-	VPADDD       X0, X6, X0
-	VPSHUFD      $0x4e, X0, X2
-	VPADDD       X2, X0, X0
-	VPSHUFD      $0xb1, X0, X2
-	VPADDD       X2, X0, X0
-	VCVTDQ2PS    X0, X0
-	VMULSS       c32_3e000000<>+0(SB), X0, X0
-	VADDSS       X0, X1, X1
-	VMULSS       (CX)(BX*2), X8, X0
-	VMULSS       X0, X1, X1
-	VADDSS       104(SP), X1, X1
-	VMOVSS       X1, 104(SP)
-	VMOVDQU      64(SP), Y0
-	VPMADDWD     260(CX)(SI*1), Y0, Y0
-	VPSUBD       Y0, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X1
-	VPADDD       X1, X3, X1
-	VPSHUFD      $0x4e, X1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0xb1, X1, X2
-	VPADDD       X2, X1, X1
-	VCVTDQ2PS    X1, X1
-	VPSUBD       Y0, Y7, Y7
-	VEXTRACTF128 $0x01, Y7, X0
-	VPADDD       X0, X7, X0
-	VPSHUFD      $0x4e, X0, X2
-	VPADDD       X2, X0, X0
-	VPSHUFD      $0xb1, X0, X2
-	VPADDD       X2, X0, X0
-	VCVTDQ2PS    X0, X0
-	VMULSS       c32_3e000000<>+0(SB), X0, X0
-	VADDSS       X0, X1, X1
-	VMULSS       (CX)(SI*1), X8, X0
-	VMULSS       X0, X1, X1
-	VADDSS       108(SP), X1, X1
-	VMOVSS       X1, 108(SP)
+	VMOVDQU      64(SP), Y4
+	VPMADDWD     260(CX)(BX*1), Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VMOVDQU      64(SP), Y4
+	VPMADDWD     260(CX)(BX*2), Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VMOVDQU      64(SP), Y4
+	VPMADDWD     260(CX)(SI*1), Y4, Y4
+	VPSUBD       Y4, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000038, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ1_Mx4AVX2
 
 donedotIQ1_Mx4AVX2:
-	VMOVSS 96(SP), X0
-	VMOVSS 100(SP), X1
-	VMOVSS 104(SP), X2
-	VMOVSS 108(SP), X3
 	MOVQ   out+32(FP), AX
 	VMOVSS X0, (AX)
 	VMOVSS X1, 4(AX)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -24,8 +26,12 @@ import (
 //
 // over each scale's run of 16 or 32 activations, the correction from the
 // Q8_K block's bsums (exact sums of its quants in every Q8_K the quantizer
-// makes; the TQ kernels rely on them too). IQ1_M's delta sums are made
-// the same way with (delta sign + 1) in {0, 2} as the unsigned bytes.
+// makes; the TQ kernels rely on them too). IQ1_M folds its delta sums in:
+// T = 8*sumi1 + sumi2 = sum ls*(8*grid + delta)*q is one product per
+// weight byte, 8*(g+1) + (delta+1) in 0..18 (the grid copy holds
+// 8*(g+1)), minus 9*sum ls*bsum; |T| < 9*15*128*256 < 2^24, so
+// float32(T)*0.125 is exact and equals the reference's float32(sumi1) +
+// 0.125*float32(sumi2), which rounds the same exact value once.
 // VPMADDWD (VPDPWSSD) by the scale words scales and sums the int16 pairs.
 
 const (
@@ -40,10 +46,9 @@ type iq1k struct {
 	allK  Register // EVEX: every mask bit set, copied for each gather
 	spill Mem
 	acts  []Mem        // the activation rows' Q8_K blocks
-	acc1  []VecVirtual // each row's int32 lanes of sumi (plus the bsum term)
-	acc2  []VecVirtual // IQ1_M: each row's lanes of sumi2 (the same)
+	acc1  []VecVirtual // each row's int32 lanes of sumi (IQ1_M: of T) plus the bsum term
 	// corr returns row j's int32 lanes of the bsum term to take from
-	// acc1 and acc2, and second IQ1_S's lanes of sumi1.
+	// acc1, and second IQ1_S's lanes of sumi1.
 	corr, second func(j int) VecVirtual
 }
 
@@ -69,28 +74,22 @@ func (k *iq1k) gather(idx func() VecVirtual) VecVirtual {
 // iq1Loop emits the kernel over rows (1 or 4) activation rows (actRows);
 // body adds a super-block's integers into the accumulators (which start
 // at zero) and returns its fp16 d as a float in the low lane of an xmm.
-func iq1Loop(t *target, name string, rows, wsize int, delta bool, body func(k *iq1k, wp Register) VecVirtual) {
+func iq1Loop(t *target, name string, rows, wsize int, combined bool, grid Mem, body func(k *iq1k, wp Register) VecVirtual) {
 	fn, wp, ap, nb, acts := actRows(t, name, rows)
 	k := &iq1k{t: t, grid: GP64(), acts: acts}
 	// The grid plus one in every byte.
-	LEAQ(gridData("iq1sGrid", 8, 2048, 1), k.grid)
-	k.spill = AllocLocal(112)
+	LEAQ(grid, k.grid)
+	k.spill = AllocLocal(96)
 	if t.evex() {
 		// KXNORW reads its operands as far as avo knows: done once, not
 		// per gather, so that only one mask register is live throughout.
 		k.allK = K()
 		KXNORW(k.allK, k.allK, k.allK)
 	}
-	// The rows' float sums: registers, or with four rows on AVX2 (whose
-	// sixteen registers the eight accumulators need) the stack.
-	inMem := rows > 1 && !t.evex()
 	sums := make([]VecVirtual, rows)
 	for j := range sums {
 		sums[j] = XMM()
 		VXORPS(sums[j], sums[j], sums[j])
-		if inMem {
-			VMOVSS(sums[j], k.spill.Offset(96+4*j))
-		}
 	}
 	TESTQ(nb, nb)
 	JZ(LabelRef("done" + fn))
@@ -104,45 +103,30 @@ func iq1Loop(t *target, name string, rows, wsize int, delta bool, body func(k *i
 		return v
 	}
 	k.acc1 = zero()
-	if delta {
-		k.acc2 = zero()
-	}
 	d := body(k, wp)
 	for j, a := range acts {
 		c := k.corr(j)
 		VPSUBD(c, k.acc1[j], k.acc1[j])
 		f1 := hsumInt(t, k.acc1[j])
-		var v2 VecVirtual
-		if delta {
-			v2 = k.acc2[j]
-			VPSUBD(c, v2, v2)
+		if combined {
+			// float32(T)*0.125: exactly the reference's float32(sumi1) +
+			// 0.125*float32(sumi2) (genIQ1M).
+			VMULSS(constU32(0x3e000000), f1, f1)
 		} else {
-			v2 = k.second(j)
+			f2 := hsumInt(t, k.second(j))
+			VMULSS(constU32(0x3e000000), f2, f2) // IQ1*_DELTA (0.125) * float32(sumi1)
+			VADDSS(f2, f1, f1)
 		}
-		f2 := hsumInt(t, v2)
-		VMULSS(constU32(0x3e000000), f2, f2) // IQ1*_DELTA (0.125) * float32(sumi1)
-		VADDSS(f2, f1, f1)
 		dd := XMM()
 		VMULSS(a, d, dd) // d*d8
 		VMULSS(dd, f1, f1)
-		if inMem {
-			VADDSS(k.spill.Offset(96+4*j), f1, f1)
-			VMOVSS(f1, k.spill.Offset(96+4*j))
-		} else {
-			VADDSS(f1, sums[j], sums[j])
-		}
+		VADDSS(f1, sums[j], sums[j])
 	}
 	ADDQ(U32(wsize), wp)
 	ADDQ(U32(q8KSize), ap)
 	DECQ(nb)
 	JNZ(LabelRef("loop" + fn))
 	Label("done" + fn)
-	if inMem {
-		for j := range sums {
-			sums[j] = XMM()
-			VMOVSS(k.spill.Offset(96+4*j), sums[j])
-		}
-	}
 	storeRows(sums)
 	VZEROUPPER()
 	RET()
@@ -157,19 +141,14 @@ func (k *iq1k) bsumTerm(j int, m Mem) VecVirtual {
 	return b
 }
 
-// iq1Dot adds group ib's grid bytes plus one (g) times every row's 32
-// activations into acc1 scaled by the words of l, and with du (delta sign
-// plus one a byte; nil for none) into acc2.
-func (k *iq1k) iq1Dot(ib int, g VecVirtual, l VecVirtual, du VecVirtual) {
+// iq1Dot adds group ib's unsigned weight bytes g times every row's 32
+// activations into acc1, scaled by the words of l.
+func (k *iq1k) iq1Dot(ib int, g VecVirtual, l VecVirtual) {
 	for j, a := range k.acts {
-		q, x := YMM(), YMM()
+		q := YMM()
 		k.t.mov(a.Offset(4+32*ib), q)
-		VPMADDUBSW(q, g, x)
-		k.t.dotw(x, l, k.acc1[j])
-		if du != nil {
-			VPMADDUBSW(q, du, q)
-			k.t.dotw(q, l, k.acc2[j])
-		}
+		VPMADDUBSW(q, g, q)
+		k.t.dotw(q, l, k.acc1[j])
 	}
 }
 
@@ -223,7 +202,7 @@ func lsWords(t *target, ls VecVirtual) {
 // Q8_K block's bsums, as the reference has it: one VPMADDWD of the
 // sixteen bsums, as is the correction (ls alone).
 func genIQ1S(t *target, rows int) {
-	iq1Loop(t, "IQ1_S", rows, iq1SSize, false, func(k *iq1k, wp Register) VecVirtual {
+	iq1Loop(t, "IQ1_S", rows, iq1SSize, false, gridData("iq1sGrid", 8, 2048, func(b byte) byte { return b + 1 }), func(k *iq1k, wp Register) VecVirtual {
 		qh := YMM()
 		VPMOVZXWD(Mem{Base: wp, Disp: 34}, qh)
 		ls := YMM()
@@ -253,7 +232,7 @@ func genIQ1S(t *target, rows int) {
 		}, func(ib int, g VecVirtual) {
 			l := YMM()
 			VPBROADCASTD(k.spill.Offset(4*ib), l)
-			k.iq1Dot(ib, g, l, nil)
+			k.iq1Dot(ib, g, l)
 		})
 		d := XMM()
 		VPBROADCASTW(Mem{Base: wp}, d)
@@ -266,14 +245,14 @@ func genIQ1S(t *target, rows int) {
 // | qh[16]: per group of 8 weights a nibble, the grid's high bits and the
 // delta's sign (bit 3) | scales[8]: four uint16 of four 3-bit ls' each
 // (one per 16 weights, ls = 2*ls'+1), the fp16 d in their top nibbles.
-// The sixteen scale words wait on the stack in order: a 32-weight group's
-// (its two ls in the two 128-bit lanes) are one VPERMD of them, and the
-// bsum correction one VPMADDWD with them.
+// The sixteen scales stay in two registers as ls|ls<<16 dwords: a
+// 32-weight group's (its two ls in the two 128-bit lanes) are one VPERMD
+// of them; the bsum correction is one VPMADDWD with 9*ls h in word h.
 func genIQ1M(t *target, rows int) {
-	iq1Loop(t, "IQ1_M", rows, iq1MSize, true, func(k *iq1k, wp Register) VecVirtual {
+	iq1Loop(t, "IQ1_M", rows, iq1MSize, true, gridData("iq1sGrid", 8, 2048, func(b byte) byte { return 8 * (b + 1) }), func(k *iq1k, wp Register) VecVirtual {
 		sc := YMM()
 		VPBROADCASTQ(Mem{Base: wp, Disp: 48}, sc)
-		var raw [2]VecVirtual
+		var raw, lsw [2]VecVirtual
 		for half := 0; half < 2; half++ {
 			// Lane h of half: word 2*half + h/4 of the scales, shifted
 			// by 3*(h%4). (VPSHUFB stays within 128-bit lanes: lanes 4-7
@@ -295,58 +274,60 @@ func genIQ1M(t *target, rows int) {
 			w := YMM()
 			VPSLLD(U8(16), ls, w)
 			t.or(ls, w, w)
-			t.movStore(w, k.spill.Offset(32*half))
+			lsw[half] = w
 		}
 		// The correction's words: ls h (the scale of bsum h's run) in
 		// word h: the two halves' dwords packed (VPACKUSDW interleaves
 		// the 128-bit lanes, VPERMQ puts them back in order).
-		c := YMM()
+		c, c8 := YMM(), YMM()
 		VPACKUSDW(raw[1], raw[0], c)
 		VPERMQ(U8(0xd8), c, c)
+		VPSLLW(U8(3), c, c8)
+		VPADDW(c8, c, c) // 9*ls: the bias of the weight bytes
 		t.movStore(c, k.spill.Offset(64))
-		var sp, bt, pr []byte
+		var sp, bt []byte
 		for j := 0; j < 32; j++ {
 			sp = append(sp, byte(j/16))
 			bt = append(bt, []byte{0x08, 0x80}[(j/8)%2])
 		}
-		for j := 0; j < 8; j++ {
-			pr = append(pr, byte(j/4), 0, 0, 0)
-		}
-		// AVX2's sixteen registers are short for four rows' eight
-		// accumulators: its constants stay in memory.
-		var spread, bits, pick, twos Op = constData("iq1mspread", sp), constData("iq1mbits", bt), constData("iq1mpick", pr), constVec(0x02020202)
+		// AVX2's sixteen registers are short for four rows: its
+		// constants stay in memory there.
+		var spread, bits, twos Op = constData("iq1mspread", sp), constData("iq1mbits", bt), constVec(0x02020202)
 		if t.evex() || rows == 1 {
-			r := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+			r := [3]VecVirtual{YMM(), YMM(), YMM()}
 			t.mov(spread.(Mem), r[0])
 			t.mov(bits.(Mem), r[1])
-			t.mov(pick.(Mem), r[2])
-			VPBROADCASTD(constU32(0x02020202), r[3])
-			spread, bits, pick, twos = r[0], r[1], r[2], r[3]
+			VPBROADCASTD(constU32(0x02020202), r[2])
+			spread, bits, twos = r[0], r[1], r[2]
 		}
 		k.iq1Groups(func(p int) VecVirtual {
 			return k.iq1Indices(Mem{Base: wp, Disp: 8 * p}, Mem{Base: wp, Disp: 32 + 4*p}, "iq1mshift",
 				[8]uint32{0, 4, 8, 12, 16, 20, 24, 28})
 		}, func(ib int, g VecVirtual) {
-			v, du := YMM(), YMM()
+			v, u := YMM(), YMM()
 			VPBROADCASTW(Mem{Base: wp, Disp: 32 + 2*ib}, v)
 			VPSHUFB(spread, v, v)
 			if t.evex() {
 				m := K()
-				VPTESTNMB(bits, v, m)   // the delta is positive
-				VMOVDQU8_Z(twos, m, du) // 2 there, else 0
+				VPTESTNMB(bits, v, m)  // the delta is positive
+				VMOVDQU8_Z(twos, m, u) // 2 there, else 0
 			} else {
 				VPAND(bits, v, v)
 				VPCMPEQB(bits, v, v) // all ones where the delta is negative
-				VPANDN(twos, v, du)
+				VPANDN(twos, v, u)
 			}
+			t.or(g, u, u) // 8*(grid+1) + (delta+1)
+			// Scale words 2ib and 2ib+1 over the two 128-bit lanes: one
+			// VPERMD of the registers (a load spanning two stores of them
+			// would wait for both to retire).
 			l := YMM()
-			if pm, ok := pick.(Mem); ok {
-				VMOVDQU(pm, l) // the index of VPERMD is a register
-				VPERMD(k.spill.Offset(8*ib), l, l)
-			} else {
-				VPERMD(k.spill.Offset(8*ib), pick, l)
+			var idx []byte
+			for j := 0; j < 8; j++ {
+				idx = append(idx, byte((2*ib+j/4)%8), 0, 0, 0)
 			}
-			k.iq1Dot(ib, g, l, du)
+			t.mov(constData(fmt.Sprintf("iq1mpick%d", ib%4), idx), l)
+			VPERMD(lsw[ib/4], l, l)
+			k.iq1Dot(ib, u, l)
 		})
 		k.corr = func(j int) VecVirtual { return k.bsumTerm(j, k.spill.Offset(64)) }
 		// d from the top nibbles of the four scale words.

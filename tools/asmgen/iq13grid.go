@@ -69,8 +69,8 @@ func coreGrid(name string) []uint64 {
 
 // gridData returns a read-only global holding core/quant's table name,
 // each entry as size little-endian bytes; want is its expected length.
-// With bias, every byte of the entries has bias[0] added (mod 256).
-func gridData(name string, size, want int, bias ...byte) Mem {
+// With mapByte, every byte of the entries is mapByte of it.
+func gridData(name string, size, want int, mapByte ...func(byte) byte) Mem {
 	g := coreGrid(name)
 	if len(g) != want {
 		panic(fmt.Sprintf("asmgen: %s has %d entries, want %d", name, len(g), want))
@@ -80,14 +80,16 @@ func gridData(name string, size, want int, bias ...byte) Mem {
 	for _, v := range g {
 		for i := 0; i < size; i++ {
 			c := byte(v >> (8 * i))
-			if len(bias) > 0 {
-				c += bias[0]
+			if len(mapByte) > 0 {
+				c = mapByte[0](c)
 			}
 			b = append(b, c)
 		}
 	}
-	if len(bias) > 0 {
-		sym = fmt.Sprintf("%s_p%d", sym, bias[0])
+	if len(mapByte) > 0 {
+		// Named by what it maps 0xff, 0 and 1 (the IQ1 grid's bytes) to.
+		f := mapByte[0]
+		sym = fmt.Sprintf("%s_%d_%d_%d", sym, f(0xff), f(0), f(1))
 	}
 	return constData(sym, b)
 }
