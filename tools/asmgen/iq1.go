@@ -48,8 +48,8 @@ type iq1k struct {
 	acts  []Mem        // the activation rows' Q8_K blocks
 	acc1  []VecVirtual // each row's int32 lanes of sumi (IQ1_M: of T) plus the bsum term
 	// corr returns row j's int32 lanes of the bsum term to take from
-	// acc1, and second IQ1_S's lanes of sumi1.
-	corr, second func(j int) VecVirtual
+	// acc1.
+	corr func(j int) VecVirtual
 }
 
 // gather returns the four grid qwords at the dword indices in idx (an
@@ -74,7 +74,7 @@ func (k *iq1k) gather(idx func() VecVirtual) VecVirtual {
 // iq1Loop emits the kernel over rows (1 or 4) activation rows (actRows);
 // body adds a super-block's integers into the accumulators (which start
 // at zero) and returns its fp16 d as a float in the low lane of an xmm.
-func iq1Loop(t *target, name string, rows, wsize int, combined bool, grid Mem, body func(k *iq1k, wp Register) VecVirtual) {
+func iq1Loop(t *target, name string, rows, wsize int, grid Mem, body func(k *iq1k, wp Register) VecVirtual) {
 	fn, wp, ap, nb, acts := actRows(t, name, rows)
 	k := &iq1k{t: t, grid: GP64(), acts: acts}
 	// The grid plus one in every byte.
@@ -108,15 +108,9 @@ func iq1Loop(t *target, name string, rows, wsize int, combined bool, grid Mem, b
 		c := k.corr(j)
 		VPSUBD(c, k.acc1[j], k.acc1[j])
 		f1 := hsumInt(t, k.acc1[j])
-		if combined {
-			// float32(T)*0.125: exactly the reference's float32(sumi1) +
-			// 0.125*float32(sumi2) (genIQ1M).
-			VMULSS(constU32(0x3e000000), f1, f1)
-		} else {
-			f2 := hsumInt(t, k.second(j))
-			VMULSS(constU32(0x3e000000), f2, f2) // IQ1*_DELTA (0.125) * float32(sumi1)
-			VADDSS(f2, f1, f1)
-		}
+		// float32(T)*0.125 (T = 8*sumi + sumi1): exactly the reference's
+		// float32(sumi) + IQ1*_DELTA*float32(sumi1) (genIQ1M, genIQ1S).
+		VMULSS(constU32(0x3e000000), f1, f1)
 		dd := XMM()
 		VMULSS(a, d, dd) // d*d8
 		VMULSS(dd, f1, f1)
@@ -199,10 +193,13 @@ func lsWords(t *target, ls VecVirtual) {
 // qs[32] | qh[8] uint16, one per 32 weights: the grid's high bits (3 a
 // group, bits 0-11), ls' in bits 12-14 (ls = 2*ls'+1) and the delta's
 // sign in bit 15. sumi1 is sum ls*delta*(bsums[2ib]+bsums[2ib+1]) of the
-// Q8_K block's bsums, as the reference has it: one VPMADDWD of the
-// sixteen bsums, as is the correction (ls alone).
+// Q8_K block's bsums, as the reference has it. As IQ1_M, the kernel makes
+// T = 8*sumi + sumi1 (|T| < 2^24): sum ls*8*(g+1)*q against the grid copy
+// holding 8*(g+1), minus sum ls*(8-delta)*(bsum pair), one VPMADDWD of the
+// sixteen bsums; float32(T)*0.125 is the reference's float32(sumi) +
+// 0.125*float32(sumi1) exactly.
 func genIQ1S(t *target, rows int) {
-	iq1Loop(t, "IQ1_S", rows, iq1SSize, false, gridData("iq1sGrid", 8, 2048, func(b byte) byte { return b + 1 }), func(k *iq1k, wp Register) VecVirtual {
+	iq1Loop(t, "IQ1_S", rows, iq1SSize, gridData("iq1sGrid", 8, 2048, func(b byte) byte { return 8 * (b + 1) }), func(k *iq1k, wp Register) VecVirtual {
 		qh := YMM()
 		VPMOVZXWD(Mem{Base: wp, Disp: 34}, qh)
 		ls := YMM()
@@ -219,13 +216,15 @@ func genIQ1S(t *target, rows int) {
 			VPXOR(m, ls, sd)
 		}
 		VPSUBD(m, sd, sd) // ls*delta
-		t.and(constVec(0xffff), sd, sd)
-		lsWords(t, sd)
-		t.movStore(sd, k.spill.Offset(64))
+		// The correction: ls*(8-delta) = 8*ls - ls*delta a bsum pair.
+		c := YMM()
+		VPSLLD(U8(3), ls, c)
+		VPSUBD(sd, c, c)
+		lsWords(t, c)
+		t.movStore(c, k.spill.Offset(64))
 		lsWords(t, ls)
 		t.movStore(ls, k.spill)
-		k.second = func(j int) VecVirtual { return k.bsumTerm(j, k.spill.Offset(64)) }
-		k.corr = func(j int) VecVirtual { return k.bsumTerm(j, k.spill) }
+		k.corr = func(j int) VecVirtual { return k.bsumTerm(j, k.spill.Offset(64)) }
 		k.iq1Groups(func(p int) VecVirtual {
 			return k.iq1Indices(Mem{Base: wp, Disp: 2 + 8*p}, Mem{Base: wp, Disp: 34 + 4*p}, "iq1sshift",
 				[8]uint32{0, 3, 6, 9, 16, 19, 22, 25})
@@ -249,7 +248,7 @@ func genIQ1S(t *target, rows int) {
 // 32-weight group's (its two ls in the two 128-bit lanes) are one VPERMD
 // of them; the bsum correction is one VPMADDWD with 9*ls h in word h.
 func genIQ1M(t *target, rows int) {
-	iq1Loop(t, "IQ1_M", rows, iq1MSize, true, gridData("iq1sGrid", 8, 2048, func(b byte) byte { return 8 * (b + 1) }), func(k *iq1k, wp Register) VecVirtual {
+	iq1Loop(t, "IQ1_M", rows, iq1MSize, gridData("iq1sGrid", 8, 2048, func(b byte) byte { return 8 * (b + 1) }), func(k *iq1k, wp Register) VecVirtual {
 		sc := YMM()
 		VPBROADCASTQ(Mem{Base: wp, Disp: 48}, sc)
 		var raw, lsw [2]VecVirtual
