@@ -137,6 +137,30 @@ func dotIQ2_SAVX2(w *byte, a *byte, nb int, grid *uint64) float32
 func dotIQ2_Sx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 
 //go:noescape
+func dotIQ3_XXSAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_SAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_SAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MAVX2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_XXSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func tqb4DotTQ2_0AVX2(w *byte, a *byte, nb int) float32
 
 //go:noescape

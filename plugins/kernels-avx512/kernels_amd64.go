@@ -131,6 +131,30 @@ func dotIQ2_SAVX512(w *byte, a *byte, nb int, grid *uint64) float32
 func dotIQ2_Sx4AVX512(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
 
 //go:noescape
+func dotIQ3_XXSAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_SAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_SAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MAVX512(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_XXSx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func tqb4DotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 
 //go:noescape
@@ -309,6 +333,30 @@ func dotIQ4_XSVNNI(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func dotIQ4_XSr8VNNI(w *byte, wstride int, a *byte, nb int, out *float32)
+
+//go:noescape
+func dotIQ3_XXSVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_SVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_SVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MVNNI(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_XXSx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func tqb4DotTQ2_0VNNI(w *byte, a *byte, nb int) float32
@@ -525,6 +573,30 @@ func dotIQ2_SVNNI256(w *byte, a *byte, nb int, grid *uint64) float32
 
 //go:noescape
 func dotIQ2_Sx4VNNI256(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+
+//go:noescape
+func dotIQ3_XXSVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_SVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_SVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MVNNI256(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_XXSx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
 
 //go:noescape
 func dotF32VNNI256(w *byte, wstride int, a *byte, n int, out *float64)

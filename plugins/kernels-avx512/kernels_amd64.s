@@ -10779,6 +10779,7334 @@ donedotIQ2_Sx4AVX512:
 	VZEROUPPER
 	RET
 
+DATA grid_iq3xxsGrid<>+0(SB)/4, $0x04040404
+DATA grid_iq3xxsGrid<>+4(SB)/4, $0x04040414
+DATA grid_iq3xxsGrid<>+8(SB)/4, $0x04040424
+DATA grid_iq3xxsGrid<>+12(SB)/4, $0x04040c0c
+DATA grid_iq3xxsGrid<>+16(SB)/4, $0x04040c1c
+DATA grid_iq3xxsGrid<>+20(SB)/4, $0x04040c3e
+DATA grid_iq3xxsGrid<>+24(SB)/4, $0x04041404
+DATA grid_iq3xxsGrid<>+28(SB)/4, $0x04041414
+DATA grid_iq3xxsGrid<>+32(SB)/4, $0x04041c0c
+DATA grid_iq3xxsGrid<>+36(SB)/4, $0x04042414
+DATA grid_iq3xxsGrid<>+40(SB)/4, $0x04043e1c
+DATA grid_iq3xxsGrid<>+44(SB)/4, $0x04043e2c
+DATA grid_iq3xxsGrid<>+48(SB)/4, $0x040c040c
+DATA grid_iq3xxsGrid<>+52(SB)/4, $0x040c041c
+DATA grid_iq3xxsGrid<>+56(SB)/4, $0x040c0c04
+DATA grid_iq3xxsGrid<>+60(SB)/4, $0x040c0c14
+DATA grid_iq3xxsGrid<>+64(SB)/4, $0x040c140c
+DATA grid_iq3xxsGrid<>+68(SB)/4, $0x040c142c
+DATA grid_iq3xxsGrid<>+72(SB)/4, $0x040c1c04
+DATA grid_iq3xxsGrid<>+76(SB)/4, $0x040c1c14
+DATA grid_iq3xxsGrid<>+80(SB)/4, $0x040c240c
+DATA grid_iq3xxsGrid<>+84(SB)/4, $0x040c2c24
+DATA grid_iq3xxsGrid<>+88(SB)/4, $0x040c3e04
+DATA grid_iq3xxsGrid<>+92(SB)/4, $0x04140404
+DATA grid_iq3xxsGrid<>+96(SB)/4, $0x04140414
+DATA grid_iq3xxsGrid<>+100(SB)/4, $0x04140424
+DATA grid_iq3xxsGrid<>+104(SB)/4, $0x04140c0c
+DATA grid_iq3xxsGrid<>+108(SB)/4, $0x04141404
+DATA grid_iq3xxsGrid<>+112(SB)/4, $0x04141414
+DATA grid_iq3xxsGrid<>+116(SB)/4, $0x04141c0c
+DATA grid_iq3xxsGrid<>+120(SB)/4, $0x04141c1c
+DATA grid_iq3xxsGrid<>+124(SB)/4, $0x04141c3e
+DATA grid_iq3xxsGrid<>+128(SB)/4, $0x04142c0c
+DATA grid_iq3xxsGrid<>+132(SB)/4, $0x04142c3e
+DATA grid_iq3xxsGrid<>+136(SB)/4, $0x04143e2c
+DATA grid_iq3xxsGrid<>+140(SB)/4, $0x041c040c
+DATA grid_iq3xxsGrid<>+144(SB)/4, $0x041c043e
+DATA grid_iq3xxsGrid<>+148(SB)/4, $0x041c0c04
+DATA grid_iq3xxsGrid<>+152(SB)/4, $0x041c0c14
+DATA grid_iq3xxsGrid<>+156(SB)/4, $0x041c142c
+DATA grid_iq3xxsGrid<>+160(SB)/4, $0x041c3e04
+DATA grid_iq3xxsGrid<>+164(SB)/4, $0x04240c1c
+DATA grid_iq3xxsGrid<>+168(SB)/4, $0x04241c3e
+DATA grid_iq3xxsGrid<>+172(SB)/4, $0x04242424
+DATA grid_iq3xxsGrid<>+176(SB)/4, $0x04242c3e
+DATA grid_iq3xxsGrid<>+180(SB)/4, $0x04243e1c
+DATA grid_iq3xxsGrid<>+184(SB)/4, $0x04243e2c
+DATA grid_iq3xxsGrid<>+188(SB)/4, $0x042c040c
+DATA grid_iq3xxsGrid<>+192(SB)/4, $0x042c043e
+DATA grid_iq3xxsGrid<>+196(SB)/4, $0x042c1c14
+DATA grid_iq3xxsGrid<>+200(SB)/4, $0x042c2c14
+DATA grid_iq3xxsGrid<>+204(SB)/4, $0x04341c2c
+DATA grid_iq3xxsGrid<>+208(SB)/4, $0x04343424
+DATA grid_iq3xxsGrid<>+212(SB)/4, $0x043e0c04
+DATA grid_iq3xxsGrid<>+216(SB)/4, $0x043e0c24
+DATA grid_iq3xxsGrid<>+220(SB)/4, $0x043e0c34
+DATA grid_iq3xxsGrid<>+224(SB)/4, $0x043e241c
+DATA grid_iq3xxsGrid<>+228(SB)/4, $0x043e340c
+DATA grid_iq3xxsGrid<>+232(SB)/4, $0x0c04040c
+DATA grid_iq3xxsGrid<>+236(SB)/4, $0x0c04041c
+DATA grid_iq3xxsGrid<>+240(SB)/4, $0x0c040c04
+DATA grid_iq3xxsGrid<>+244(SB)/4, $0x0c040c14
+DATA grid_iq3xxsGrid<>+248(SB)/4, $0x0c04140c
+DATA grid_iq3xxsGrid<>+252(SB)/4, $0x0c04141c
+DATA grid_iq3xxsGrid<>+256(SB)/4, $0x0c041c04
+DATA grid_iq3xxsGrid<>+260(SB)/4, $0x0c041c14
+DATA grid_iq3xxsGrid<>+264(SB)/4, $0x0c041c24
+DATA grid_iq3xxsGrid<>+268(SB)/4, $0x0c04243e
+DATA grid_iq3xxsGrid<>+272(SB)/4, $0x0c042c04
+DATA grid_iq3xxsGrid<>+276(SB)/4, $0x0c0c0404
+DATA grid_iq3xxsGrid<>+280(SB)/4, $0x0c0c0414
+DATA grid_iq3xxsGrid<>+284(SB)/4, $0x0c0c0c0c
+DATA grid_iq3xxsGrid<>+288(SB)/4, $0x0c0c1404
+DATA grid_iq3xxsGrid<>+292(SB)/4, $0x0c0c1414
+DATA grid_iq3xxsGrid<>+296(SB)/4, $0x0c14040c
+DATA grid_iq3xxsGrid<>+300(SB)/4, $0x0c14041c
+DATA grid_iq3xxsGrid<>+304(SB)/4, $0x0c140c04
+DATA grid_iq3xxsGrid<>+308(SB)/4, $0x0c140c14
+DATA grid_iq3xxsGrid<>+312(SB)/4, $0x0c14140c
+DATA grid_iq3xxsGrid<>+316(SB)/4, $0x0c141c04
+DATA grid_iq3xxsGrid<>+320(SB)/4, $0x0c143e14
+DATA grid_iq3xxsGrid<>+324(SB)/4, $0x0c1c0404
+DATA grid_iq3xxsGrid<>+328(SB)/4, $0x0c1c0414
+DATA grid_iq3xxsGrid<>+332(SB)/4, $0x0c1c1404
+DATA grid_iq3xxsGrid<>+336(SB)/4, $0x0c1c1c0c
+DATA grid_iq3xxsGrid<>+340(SB)/4, $0x0c1c2434
+DATA grid_iq3xxsGrid<>+344(SB)/4, $0x0c1c3434
+DATA grid_iq3xxsGrid<>+348(SB)/4, $0x0c24040c
+DATA grid_iq3xxsGrid<>+352(SB)/4, $0x0c24042c
+DATA grid_iq3xxsGrid<>+356(SB)/4, $0x0c242c04
+DATA grid_iq3xxsGrid<>+360(SB)/4, $0x0c2c1404
+DATA grid_iq3xxsGrid<>+364(SB)/4, $0x0c2c1424
+DATA grid_iq3xxsGrid<>+368(SB)/4, $0x0c2c2434
+DATA grid_iq3xxsGrid<>+372(SB)/4, $0x0c2c3e0c
+DATA grid_iq3xxsGrid<>+376(SB)/4, $0x0c34042c
+DATA grid_iq3xxsGrid<>+380(SB)/4, $0x0c3e1414
+DATA grid_iq3xxsGrid<>+384(SB)/4, $0x0c3e2404
+DATA grid_iq3xxsGrid<>+388(SB)/4, $0x14040404
+DATA grid_iq3xxsGrid<>+392(SB)/4, $0x14040414
+DATA grid_iq3xxsGrid<>+396(SB)/4, $0x14040c0c
+DATA grid_iq3xxsGrid<>+400(SB)/4, $0x14040c1c
+DATA grid_iq3xxsGrid<>+404(SB)/4, $0x14041404
+DATA grid_iq3xxsGrid<>+408(SB)/4, $0x14041414
+DATA grid_iq3xxsGrid<>+412(SB)/4, $0x14041434
+DATA grid_iq3xxsGrid<>+416(SB)/4, $0x14041c0c
+DATA grid_iq3xxsGrid<>+420(SB)/4, $0x14042414
+DATA grid_iq3xxsGrid<>+424(SB)/4, $0x140c040c
+DATA grid_iq3xxsGrid<>+428(SB)/4, $0x140c041c
+DATA grid_iq3xxsGrid<>+432(SB)/4, $0x140c042c
+DATA grid_iq3xxsGrid<>+436(SB)/4, $0x140c0c04
+DATA grid_iq3xxsGrid<>+440(SB)/4, $0x140c0c14
+DATA grid_iq3xxsGrid<>+444(SB)/4, $0x140c140c
+DATA grid_iq3xxsGrid<>+448(SB)/4, $0x140c1c04
+DATA grid_iq3xxsGrid<>+452(SB)/4, $0x140c341c
+DATA grid_iq3xxsGrid<>+456(SB)/4, $0x140c343e
+DATA grid_iq3xxsGrid<>+460(SB)/4, $0x140c3e04
+DATA grid_iq3xxsGrid<>+464(SB)/4, $0x14140404
+DATA grid_iq3xxsGrid<>+468(SB)/4, $0x14140414
+DATA grid_iq3xxsGrid<>+472(SB)/4, $0x14140c0c
+DATA grid_iq3xxsGrid<>+476(SB)/4, $0x14140c3e
+DATA grid_iq3xxsGrid<>+480(SB)/4, $0x14141404
+DATA grid_iq3xxsGrid<>+484(SB)/4, $0x14141414
+DATA grid_iq3xxsGrid<>+488(SB)/4, $0x14141c3e
+DATA grid_iq3xxsGrid<>+492(SB)/4, $0x14142404
+DATA grid_iq3xxsGrid<>+496(SB)/4, $0x14142c2c
+DATA grid_iq3xxsGrid<>+500(SB)/4, $0x141c040c
+DATA grid_iq3xxsGrid<>+504(SB)/4, $0x141c0c04
+DATA grid_iq3xxsGrid<>+508(SB)/4, $0x141c0c24
+DATA grid_iq3xxsGrid<>+512(SB)/4, $0x141c3e04
+DATA grid_iq3xxsGrid<>+516(SB)/4, $0x141c3e24
+DATA grid_iq3xxsGrid<>+520(SB)/4, $0x14241c2c
+DATA grid_iq3xxsGrid<>+524(SB)/4, $0x14242c1c
+DATA grid_iq3xxsGrid<>+528(SB)/4, $0x142c041c
+DATA grid_iq3xxsGrid<>+532(SB)/4, $0x142c143e
+DATA grid_iq3xxsGrid<>+536(SB)/4, $0x142c240c
+DATA grid_iq3xxsGrid<>+540(SB)/4, $0x142c3e24
+DATA grid_iq3xxsGrid<>+544(SB)/4, $0x143e040c
+DATA grid_iq3xxsGrid<>+548(SB)/4, $0x143e041c
+DATA grid_iq3xxsGrid<>+552(SB)/4, $0x143e0c34
+DATA grid_iq3xxsGrid<>+556(SB)/4, $0x143e242c
+DATA grid_iq3xxsGrid<>+560(SB)/4, $0x1c04040c
+DATA grid_iq3xxsGrid<>+564(SB)/4, $0x1c040c04
+DATA grid_iq3xxsGrid<>+568(SB)/4, $0x1c040c14
+DATA grid_iq3xxsGrid<>+572(SB)/4, $0x1c04140c
+DATA grid_iq3xxsGrid<>+576(SB)/4, $0x1c04141c
+DATA grid_iq3xxsGrid<>+580(SB)/4, $0x1c042c04
+DATA grid_iq3xxsGrid<>+584(SB)/4, $0x1c04342c
+DATA grid_iq3xxsGrid<>+588(SB)/4, $0x1c043e14
+DATA grid_iq3xxsGrid<>+592(SB)/4, $0x1c0c0404
+DATA grid_iq3xxsGrid<>+596(SB)/4, $0x1c0c0414
+DATA grid_iq3xxsGrid<>+600(SB)/4, $0x1c0c1404
+DATA grid_iq3xxsGrid<>+604(SB)/4, $0x1c0c1c0c
+DATA grid_iq3xxsGrid<>+608(SB)/4, $0x1c0c2424
+DATA grid_iq3xxsGrid<>+612(SB)/4, $0x1c0c2434
+DATA grid_iq3xxsGrid<>+616(SB)/4, $0x1c14040c
+DATA grid_iq3xxsGrid<>+620(SB)/4, $0x1c14041c
+DATA grid_iq3xxsGrid<>+624(SB)/4, $0x1c140c04
+DATA grid_iq3xxsGrid<>+628(SB)/4, $0x1c14142c
+DATA grid_iq3xxsGrid<>+632(SB)/4, $0x1c142c14
+DATA grid_iq3xxsGrid<>+636(SB)/4, $0x1c143e14
+DATA grid_iq3xxsGrid<>+640(SB)/4, $0x1c1c0c0c
+DATA grid_iq3xxsGrid<>+644(SB)/4, $0x1c1c1c1c
+DATA grid_iq3xxsGrid<>+648(SB)/4, $0x1c241c04
+DATA grid_iq3xxsGrid<>+652(SB)/4, $0x1c24243e
+DATA grid_iq3xxsGrid<>+656(SB)/4, $0x1c243e14
+DATA grid_iq3xxsGrid<>+660(SB)/4, $0x1c2c0404
+DATA grid_iq3xxsGrid<>+664(SB)/4, $0x1c2c0434
+DATA grid_iq3xxsGrid<>+668(SB)/4, $0x1c2c1414
+DATA grid_iq3xxsGrid<>+672(SB)/4, $0x1c2c2c2c
+DATA grid_iq3xxsGrid<>+676(SB)/4, $0x1c340c24
+DATA grid_iq3xxsGrid<>+680(SB)/4, $0x1c341c34
+DATA grid_iq3xxsGrid<>+684(SB)/4, $0x1c34341c
+DATA grid_iq3xxsGrid<>+688(SB)/4, $0x1c3e1c1c
+DATA grid_iq3xxsGrid<>+692(SB)/4, $0x1c3e3404
+DATA grid_iq3xxsGrid<>+696(SB)/4, $0x24040424
+DATA grid_iq3xxsGrid<>+700(SB)/4, $0x24040c3e
+DATA grid_iq3xxsGrid<>+704(SB)/4, $0x24041c2c
+DATA grid_iq3xxsGrid<>+708(SB)/4, $0x24041c3e
+DATA grid_iq3xxsGrid<>+712(SB)/4, $0x24042c1c
+DATA grid_iq3xxsGrid<>+716(SB)/4, $0x24042c3e
+DATA grid_iq3xxsGrid<>+720(SB)/4, $0x240c3e24
+DATA grid_iq3xxsGrid<>+724(SB)/4, $0x24141404
+DATA grid_iq3xxsGrid<>+728(SB)/4, $0x24141c3e
+DATA grid_iq3xxsGrid<>+732(SB)/4, $0x24142404
+DATA grid_iq3xxsGrid<>+736(SB)/4, $0x24143404
+DATA grid_iq3xxsGrid<>+740(SB)/4, $0x24143434
+DATA grid_iq3xxsGrid<>+744(SB)/4, $0x241c043e
+DATA grid_iq3xxsGrid<>+748(SB)/4, $0x241c242c
+DATA grid_iq3xxsGrid<>+752(SB)/4, $0x24240424
+DATA grid_iq3xxsGrid<>+756(SB)/4, $0x24242c0c
+DATA grid_iq3xxsGrid<>+760(SB)/4, $0x24243424
+DATA grid_iq3xxsGrid<>+764(SB)/4, $0x242c142c
+DATA grid_iq3xxsGrid<>+768(SB)/4, $0x242c241c
+DATA grid_iq3xxsGrid<>+772(SB)/4, $0x242c3e04
+DATA grid_iq3xxsGrid<>+776(SB)/4, $0x243e042c
+DATA grid_iq3xxsGrid<>+780(SB)/4, $0x243e0c04
+DATA grid_iq3xxsGrid<>+784(SB)/4, $0x243e0c14
+DATA grid_iq3xxsGrid<>+788(SB)/4, $0x243e1c04
+DATA grid_iq3xxsGrid<>+792(SB)/4, $0x2c040c14
+DATA grid_iq3xxsGrid<>+796(SB)/4, $0x2c04240c
+DATA grid_iq3xxsGrid<>+800(SB)/4, $0x2c043e04
+DATA grid_iq3xxsGrid<>+804(SB)/4, $0x2c0c0404
+DATA grid_iq3xxsGrid<>+808(SB)/4, $0x2c0c0434
+DATA grid_iq3xxsGrid<>+812(SB)/4, $0x2c0c1434
+DATA grid_iq3xxsGrid<>+816(SB)/4, $0x2c0c2c2c
+DATA grid_iq3xxsGrid<>+820(SB)/4, $0x2c140c24
+DATA grid_iq3xxsGrid<>+824(SB)/4, $0x2c141c14
+DATA grid_iq3xxsGrid<>+828(SB)/4, $0x2c143e14
+DATA grid_iq3xxsGrid<>+832(SB)/4, $0x2c1c0414
+DATA grid_iq3xxsGrid<>+836(SB)/4, $0x2c1c2c1c
+DATA grid_iq3xxsGrid<>+840(SB)/4, $0x2c240c04
+DATA grid_iq3xxsGrid<>+844(SB)/4, $0x2c24141c
+DATA grid_iq3xxsGrid<>+848(SB)/4, $0x2c24143e
+DATA grid_iq3xxsGrid<>+852(SB)/4, $0x2c243e14
+DATA grid_iq3xxsGrid<>+856(SB)/4, $0x2c2c0414
+DATA grid_iq3xxsGrid<>+860(SB)/4, $0x2c2c1c0c
+DATA grid_iq3xxsGrid<>+864(SB)/4, $0x2c342c04
+DATA grid_iq3xxsGrid<>+868(SB)/4, $0x2c3e1424
+DATA grid_iq3xxsGrid<>+872(SB)/4, $0x2c3e2414
+DATA grid_iq3xxsGrid<>+876(SB)/4, $0x34041424
+DATA grid_iq3xxsGrid<>+880(SB)/4, $0x34042424
+DATA grid_iq3xxsGrid<>+884(SB)/4, $0x34042434
+DATA grid_iq3xxsGrid<>+888(SB)/4, $0x34043424
+DATA grid_iq3xxsGrid<>+892(SB)/4, $0x340c140c
+DATA grid_iq3xxsGrid<>+896(SB)/4, $0x340c340c
+DATA grid_iq3xxsGrid<>+900(SB)/4, $0x34140c3e
+DATA grid_iq3xxsGrid<>+904(SB)/4, $0x34143424
+DATA grid_iq3xxsGrid<>+908(SB)/4, $0x341c1c04
+DATA grid_iq3xxsGrid<>+912(SB)/4, $0x341c1c34
+DATA grid_iq3xxsGrid<>+916(SB)/4, $0x34242424
+DATA grid_iq3xxsGrid<>+920(SB)/4, $0x342c042c
+DATA grid_iq3xxsGrid<>+924(SB)/4, $0x342c2c14
+DATA grid_iq3xxsGrid<>+928(SB)/4, $0x34341c1c
+DATA grid_iq3xxsGrid<>+932(SB)/4, $0x343e041c
+DATA grid_iq3xxsGrid<>+936(SB)/4, $0x343e140c
+DATA grid_iq3xxsGrid<>+940(SB)/4, $0x3e04041c
+DATA grid_iq3xxsGrid<>+944(SB)/4, $0x3e04042c
+DATA grid_iq3xxsGrid<>+948(SB)/4, $0x3e04043e
+DATA grid_iq3xxsGrid<>+952(SB)/4, $0x3e040c04
+DATA grid_iq3xxsGrid<>+956(SB)/4, $0x3e041c14
+DATA grid_iq3xxsGrid<>+960(SB)/4, $0x3e042c14
+DATA grid_iq3xxsGrid<>+964(SB)/4, $0x3e0c1434
+DATA grid_iq3xxsGrid<>+968(SB)/4, $0x3e0c2404
+DATA grid_iq3xxsGrid<>+972(SB)/4, $0x3e140c14
+DATA grid_iq3xxsGrid<>+976(SB)/4, $0x3e14242c
+DATA grid_iq3xxsGrid<>+980(SB)/4, $0x3e142c14
+DATA grid_iq3xxsGrid<>+984(SB)/4, $0x3e1c0404
+DATA grid_iq3xxsGrid<>+988(SB)/4, $0x3e1c0c2c
+DATA grid_iq3xxsGrid<>+992(SB)/4, $0x3e1c1c1c
+DATA grid_iq3xxsGrid<>+996(SB)/4, $0x3e1c3404
+DATA grid_iq3xxsGrid<>+1000(SB)/4, $0x3e24140c
+DATA grid_iq3xxsGrid<>+1004(SB)/4, $0x3e24240c
+DATA grid_iq3xxsGrid<>+1008(SB)/4, $0x3e2c0404
+DATA grid_iq3xxsGrid<>+1012(SB)/4, $0x3e2c0414
+DATA grid_iq3xxsGrid<>+1016(SB)/4, $0x3e2c1424
+DATA grid_iq3xxsGrid<>+1020(SB)/4, $0x3e341c04
+GLOBL grid_iq3xxsGrid<>(SB), RODATA|NOPTR, $1024
+
+// func dotIQ3_XXSAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ3_XXSAVX512(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSAVX512
+
+loopdotIQ3_XXSAVX512:
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       66(AX), Y5
+	VPSRLD        $0x1c, Y5, Y6
+	VPADDD        Y6, Y6, Y6
+	VPOR          v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD        $0x10, Y6, Y7
+	VPOR          Y7, Y6, Y6
+	VMOVDQU       Y6, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y5, Y6
+	VPSLLD        $0x02, Y5, Y5
+	VPAND         v32_3fff0000<>+0(SB), Y5, Y5
+	VPOR          Y5, Y6, Y6
+	VPAND         v32_007f007f<>+0(SB), Y6, Y7
+	VPSLLD        $0x01, Y6, Y5
+	VPAND         v32_7f007f00<>+0(SB), Y5, Y5
+	VPOR          Y5, Y7, Y7
+	VPSRLD        $0x04, Y7, Y6
+	VPXOR         Y7, Y6, Y6
+	VPSRLD        $0x02, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPSRLD        $0x01, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPAND         v32_01010101<>+0(SB), Y6, Y6
+	VPSLLD        $0x07, Y6, Y6
+	VPOR          Y6, Y7, Y7
+	VMOVDQU       Y7, (SP)
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     2(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  (SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     10(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  4(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     18(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  8(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     26(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  12(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     34(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  16(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     42(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  20(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     50(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  24(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     58(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  28(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPBROADCASTW  (AX), X5
+	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSAVX512
+
+donedotIQ3_XXSAVX512:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA iq3spread<>+0(SB)/4, $0x00000000
+DATA iq3spread<>+4(SB)/4, $0x00000000
+DATA iq3spread<>+8(SB)/4, $0x01010101
+DATA iq3spread<>+12(SB)/4, $0x01010101
+DATA iq3spread<>+16(SB)/4, $0x02020202
+DATA iq3spread<>+20(SB)/4, $0x02020202
+DATA iq3spread<>+24(SB)/4, $0x03030303
+DATA iq3spread<>+28(SB)/4, $0x03030303
+GLOBL iq3spread<>(SB), RODATA|NOPTR, $32
+
+DATA iq3bits<>+0(SB)/4, $0x08040201
+DATA iq3bits<>+4(SB)/4, $0x80402010
+DATA iq3bits<>+8(SB)/4, $0x08040201
+DATA iq3bits<>+12(SB)/4, $0x80402010
+DATA iq3bits<>+16(SB)/4, $0x08040201
+DATA iq3bits<>+20(SB)/4, $0x80402010
+DATA iq3bits<>+24(SB)/4, $0x08040201
+DATA iq3bits<>+28(SB)/4, $0x80402010
+GLOBL iq3bits<>(SB), RODATA|NOPTR, $32
+
+DATA c32_01010101<>+0(SB)/4, $0x01010101
+GLOBL c32_01010101<>(SB), RODATA|NOPTR, $4
+
+DATA v32_3fff0000<>+0(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+4(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+8(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+12(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+16(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+20(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+24(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+28(SB)/4, $0x3fff0000
+GLOBL v32_3fff0000<>(SB), RODATA|NOPTR, $32
+
+DATA v32_7f007f00<>+0(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+4(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+8(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+12(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+16(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+20(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+24(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+28(SB)/4, $0x7f007f00
+GLOBL v32_7f007f00<>(SB), RODATA|NOPTR, $32
+
+DATA v32_01010101<>+0(SB)/4, $0x01010101
+DATA v32_01010101<>+4(SB)/4, $0x01010101
+DATA v32_01010101<>+8(SB)/4, $0x01010101
+DATA v32_01010101<>+12(SB)/4, $0x01010101
+DATA v32_01010101<>+16(SB)/4, $0x01010101
+DATA v32_01010101<>+20(SB)/4, $0x01010101
+DATA v32_01010101<>+24(SB)/4, $0x01010101
+DATA v32_01010101<>+28(SB)/4, $0x01010101
+GLOBL v32_01010101<>(SB), RODATA|NOPTR, $32
+
+DATA c32_3e800000<>+0(SB)/4, $0x3e800000
+GLOBL c32_3e800000<>(SB), RODATA|NOPTR, $4
+
+DATA grid_iq3sGrid<>+0(SB)/4, $0x01010101
+DATA grid_iq3sGrid<>+4(SB)/4, $0x01010103
+DATA grid_iq3sGrid<>+8(SB)/4, $0x01010105
+DATA grid_iq3sGrid<>+12(SB)/4, $0x0101010b
+DATA grid_iq3sGrid<>+16(SB)/4, $0x0101010f
+DATA grid_iq3sGrid<>+20(SB)/4, $0x01010301
+DATA grid_iq3sGrid<>+24(SB)/4, $0x01010303
+DATA grid_iq3sGrid<>+28(SB)/4, $0x01010305
+DATA grid_iq3sGrid<>+32(SB)/4, $0x01010309
+DATA grid_iq3sGrid<>+36(SB)/4, $0x0101030d
+DATA grid_iq3sGrid<>+40(SB)/4, $0x01010501
+DATA grid_iq3sGrid<>+44(SB)/4, $0x01010503
+DATA grid_iq3sGrid<>+48(SB)/4, $0x0101050b
+DATA grid_iq3sGrid<>+52(SB)/4, $0x01010707
+DATA grid_iq3sGrid<>+56(SB)/4, $0x01010901
+DATA grid_iq3sGrid<>+60(SB)/4, $0x01010905
+DATA grid_iq3sGrid<>+64(SB)/4, $0x0101090b
+DATA grid_iq3sGrid<>+68(SB)/4, $0x0101090f
+DATA grid_iq3sGrid<>+72(SB)/4, $0x01010b03
+DATA grid_iq3sGrid<>+76(SB)/4, $0x01010b07
+DATA grid_iq3sGrid<>+80(SB)/4, $0x01010d01
+DATA grid_iq3sGrid<>+84(SB)/4, $0x01010d05
+DATA grid_iq3sGrid<>+88(SB)/4, $0x01010f03
+DATA grid_iq3sGrid<>+92(SB)/4, $0x01010f09
+DATA grid_iq3sGrid<>+96(SB)/4, $0x01010f0f
+DATA grid_iq3sGrid<>+100(SB)/4, $0x01030101
+DATA grid_iq3sGrid<>+104(SB)/4, $0x01030103
+DATA grid_iq3sGrid<>+108(SB)/4, $0x01030105
+DATA grid_iq3sGrid<>+112(SB)/4, $0x01030109
+DATA grid_iq3sGrid<>+116(SB)/4, $0x01030301
+DATA grid_iq3sGrid<>+120(SB)/4, $0x01030303
+DATA grid_iq3sGrid<>+124(SB)/4, $0x0103030b
+DATA grid_iq3sGrid<>+128(SB)/4, $0x01030501
+DATA grid_iq3sGrid<>+132(SB)/4, $0x01030507
+DATA grid_iq3sGrid<>+136(SB)/4, $0x0103050f
+DATA grid_iq3sGrid<>+140(SB)/4, $0x01030703
+DATA grid_iq3sGrid<>+144(SB)/4, $0x0103070b
+DATA grid_iq3sGrid<>+148(SB)/4, $0x01030909
+DATA grid_iq3sGrid<>+152(SB)/4, $0x01030d03
+DATA grid_iq3sGrid<>+156(SB)/4, $0x01030d0b
+DATA grid_iq3sGrid<>+160(SB)/4, $0x01030f05
+DATA grid_iq3sGrid<>+164(SB)/4, $0x01050101
+DATA grid_iq3sGrid<>+168(SB)/4, $0x01050103
+DATA grid_iq3sGrid<>+172(SB)/4, $0x0105010b
+DATA grid_iq3sGrid<>+176(SB)/4, $0x0105010f
+DATA grid_iq3sGrid<>+180(SB)/4, $0x01050301
+DATA grid_iq3sGrid<>+184(SB)/4, $0x01050307
+DATA grid_iq3sGrid<>+188(SB)/4, $0x0105030d
+DATA grid_iq3sGrid<>+192(SB)/4, $0x01050503
+DATA grid_iq3sGrid<>+196(SB)/4, $0x0105050b
+DATA grid_iq3sGrid<>+200(SB)/4, $0x01050701
+DATA grid_iq3sGrid<>+204(SB)/4, $0x01050709
+DATA grid_iq3sGrid<>+208(SB)/4, $0x01050905
+DATA grid_iq3sGrid<>+212(SB)/4, $0x0105090b
+DATA grid_iq3sGrid<>+216(SB)/4, $0x0105090f
+DATA grid_iq3sGrid<>+220(SB)/4, $0x01050b03
+DATA grid_iq3sGrid<>+224(SB)/4, $0x01050b07
+DATA grid_iq3sGrid<>+228(SB)/4, $0x01050f01
+DATA grid_iq3sGrid<>+232(SB)/4, $0x01050f07
+DATA grid_iq3sGrid<>+236(SB)/4, $0x01070107
+DATA grid_iq3sGrid<>+240(SB)/4, $0x01070303
+DATA grid_iq3sGrid<>+244(SB)/4, $0x0107030b
+DATA grid_iq3sGrid<>+248(SB)/4, $0x01070501
+DATA grid_iq3sGrid<>+252(SB)/4, $0x01070505
+DATA grid_iq3sGrid<>+256(SB)/4, $0x01070703
+DATA grid_iq3sGrid<>+260(SB)/4, $0x01070707
+DATA grid_iq3sGrid<>+264(SB)/4, $0x0107070d
+DATA grid_iq3sGrid<>+268(SB)/4, $0x01070909
+DATA grid_iq3sGrid<>+272(SB)/4, $0x01070b01
+DATA grid_iq3sGrid<>+276(SB)/4, $0x01070b05
+DATA grid_iq3sGrid<>+280(SB)/4, $0x01070d0f
+DATA grid_iq3sGrid<>+284(SB)/4, $0x01070f03
+DATA grid_iq3sGrid<>+288(SB)/4, $0x01070f0b
+DATA grid_iq3sGrid<>+292(SB)/4, $0x01090101
+DATA grid_iq3sGrid<>+296(SB)/4, $0x01090307
+DATA grid_iq3sGrid<>+300(SB)/4, $0x0109030f
+DATA grid_iq3sGrid<>+304(SB)/4, $0x01090503
+DATA grid_iq3sGrid<>+308(SB)/4, $0x01090509
+DATA grid_iq3sGrid<>+312(SB)/4, $0x01090705
+DATA grid_iq3sGrid<>+316(SB)/4, $0x01090901
+DATA grid_iq3sGrid<>+320(SB)/4, $0x01090907
+DATA grid_iq3sGrid<>+324(SB)/4, $0x01090b03
+DATA grid_iq3sGrid<>+328(SB)/4, $0x01090f01
+DATA grid_iq3sGrid<>+332(SB)/4, $0x010b0105
+DATA grid_iq3sGrid<>+336(SB)/4, $0x010b0109
+DATA grid_iq3sGrid<>+340(SB)/4, $0x010b0501
+DATA grid_iq3sGrid<>+344(SB)/4, $0x010b0505
+DATA grid_iq3sGrid<>+348(SB)/4, $0x010b050d
+DATA grid_iq3sGrid<>+352(SB)/4, $0x010b0707
+DATA grid_iq3sGrid<>+356(SB)/4, $0x010b0903
+DATA grid_iq3sGrid<>+360(SB)/4, $0x010b090b
+DATA grid_iq3sGrid<>+364(SB)/4, $0x010b090f
+DATA grid_iq3sGrid<>+368(SB)/4, $0x010b0d0d
+DATA grid_iq3sGrid<>+372(SB)/4, $0x010b0f07
+DATA grid_iq3sGrid<>+376(SB)/4, $0x010d010d
+DATA grid_iq3sGrid<>+380(SB)/4, $0x010d0303
+DATA grid_iq3sGrid<>+384(SB)/4, $0x010d0307
+DATA grid_iq3sGrid<>+388(SB)/4, $0x010d0703
+DATA grid_iq3sGrid<>+392(SB)/4, $0x010d0b05
+DATA grid_iq3sGrid<>+396(SB)/4, $0x010d0f03
+DATA grid_iq3sGrid<>+400(SB)/4, $0x010f0101
+DATA grid_iq3sGrid<>+404(SB)/4, $0x010f0105
+DATA grid_iq3sGrid<>+408(SB)/4, $0x010f0109
+DATA grid_iq3sGrid<>+412(SB)/4, $0x010f0501
+DATA grid_iq3sGrid<>+416(SB)/4, $0x010f0505
+DATA grid_iq3sGrid<>+420(SB)/4, $0x010f050d
+DATA grid_iq3sGrid<>+424(SB)/4, $0x010f0707
+DATA grid_iq3sGrid<>+428(SB)/4, $0x010f0b01
+DATA grid_iq3sGrid<>+432(SB)/4, $0x010f0b09
+DATA grid_iq3sGrid<>+436(SB)/4, $0x03010101
+DATA grid_iq3sGrid<>+440(SB)/4, $0x03010103
+DATA grid_iq3sGrid<>+444(SB)/4, $0x03010105
+DATA grid_iq3sGrid<>+448(SB)/4, $0x03010109
+DATA grid_iq3sGrid<>+452(SB)/4, $0x03010301
+DATA grid_iq3sGrid<>+456(SB)/4, $0x03010303
+DATA grid_iq3sGrid<>+460(SB)/4, $0x03010307
+DATA grid_iq3sGrid<>+464(SB)/4, $0x0301030b
+DATA grid_iq3sGrid<>+468(SB)/4, $0x0301030f
+DATA grid_iq3sGrid<>+472(SB)/4, $0x03010501
+DATA grid_iq3sGrid<>+476(SB)/4, $0x03010505
+DATA grid_iq3sGrid<>+480(SB)/4, $0x03010703
+DATA grid_iq3sGrid<>+484(SB)/4, $0x03010709
+DATA grid_iq3sGrid<>+488(SB)/4, $0x0301070d
+DATA grid_iq3sGrid<>+492(SB)/4, $0x03010b09
+DATA grid_iq3sGrid<>+496(SB)/4, $0x03010b0d
+DATA grid_iq3sGrid<>+500(SB)/4, $0x03010d03
+DATA grid_iq3sGrid<>+504(SB)/4, $0x03010f05
+DATA grid_iq3sGrid<>+508(SB)/4, $0x03030101
+DATA grid_iq3sGrid<>+512(SB)/4, $0x03030103
+DATA grid_iq3sGrid<>+516(SB)/4, $0x03030107
+DATA grid_iq3sGrid<>+520(SB)/4, $0x0303010d
+DATA grid_iq3sGrid<>+524(SB)/4, $0x03030301
+DATA grid_iq3sGrid<>+528(SB)/4, $0x03030309
+DATA grid_iq3sGrid<>+532(SB)/4, $0x03030503
+DATA grid_iq3sGrid<>+536(SB)/4, $0x03030701
+DATA grid_iq3sGrid<>+540(SB)/4, $0x03030707
+DATA grid_iq3sGrid<>+544(SB)/4, $0x03030903
+DATA grid_iq3sGrid<>+548(SB)/4, $0x03030b01
+DATA grid_iq3sGrid<>+552(SB)/4, $0x03030b05
+DATA grid_iq3sGrid<>+556(SB)/4, $0x03030f01
+DATA grid_iq3sGrid<>+560(SB)/4, $0x03030f0d
+DATA grid_iq3sGrid<>+564(SB)/4, $0x03050101
+DATA grid_iq3sGrid<>+568(SB)/4, $0x03050305
+DATA grid_iq3sGrid<>+572(SB)/4, $0x0305030b
+DATA grid_iq3sGrid<>+576(SB)/4, $0x0305030f
+DATA grid_iq3sGrid<>+580(SB)/4, $0x03050501
+DATA grid_iq3sGrid<>+584(SB)/4, $0x03050509
+DATA grid_iq3sGrid<>+588(SB)/4, $0x03050705
+DATA grid_iq3sGrid<>+592(SB)/4, $0x03050901
+DATA grid_iq3sGrid<>+596(SB)/4, $0x03050907
+DATA grid_iq3sGrid<>+600(SB)/4, $0x03050b0b
+DATA grid_iq3sGrid<>+604(SB)/4, $0x03050d01
+DATA grid_iq3sGrid<>+608(SB)/4, $0x03050f05
+DATA grid_iq3sGrid<>+612(SB)/4, $0x03070103
+DATA grid_iq3sGrid<>+616(SB)/4, $0x03070109
+DATA grid_iq3sGrid<>+620(SB)/4, $0x0307010f
+DATA grid_iq3sGrid<>+624(SB)/4, $0x03070301
+DATA grid_iq3sGrid<>+628(SB)/4, $0x03070307
+DATA grid_iq3sGrid<>+632(SB)/4, $0x03070503
+DATA grid_iq3sGrid<>+636(SB)/4, $0x0307050f
+DATA grid_iq3sGrid<>+640(SB)/4, $0x03070701
+DATA grid_iq3sGrid<>+644(SB)/4, $0x03070709
+DATA grid_iq3sGrid<>+648(SB)/4, $0x03070903
+DATA grid_iq3sGrid<>+652(SB)/4, $0x03070d05
+DATA grid_iq3sGrid<>+656(SB)/4, $0x03070f01
+DATA grid_iq3sGrid<>+660(SB)/4, $0x03090107
+DATA grid_iq3sGrid<>+664(SB)/4, $0x0309010b
+DATA grid_iq3sGrid<>+668(SB)/4, $0x03090305
+DATA grid_iq3sGrid<>+672(SB)/4, $0x03090309
+DATA grid_iq3sGrid<>+676(SB)/4, $0x03090703
+DATA grid_iq3sGrid<>+680(SB)/4, $0x03090707
+DATA grid_iq3sGrid<>+684(SB)/4, $0x03090905
+DATA grid_iq3sGrid<>+688(SB)/4, $0x0309090d
+DATA grid_iq3sGrid<>+692(SB)/4, $0x03090b01
+DATA grid_iq3sGrid<>+696(SB)/4, $0x03090b09
+DATA grid_iq3sGrid<>+700(SB)/4, $0x030b0103
+DATA grid_iq3sGrid<>+704(SB)/4, $0x030b0301
+DATA grid_iq3sGrid<>+708(SB)/4, $0x030b0307
+DATA grid_iq3sGrid<>+712(SB)/4, $0x030b0503
+DATA grid_iq3sGrid<>+716(SB)/4, $0x030b0701
+DATA grid_iq3sGrid<>+720(SB)/4, $0x030b0705
+DATA grid_iq3sGrid<>+724(SB)/4, $0x030b0b03
+DATA grid_iq3sGrid<>+728(SB)/4, $0x030d0501
+DATA grid_iq3sGrid<>+732(SB)/4, $0x030d0509
+DATA grid_iq3sGrid<>+736(SB)/4, $0x030d050f
+DATA grid_iq3sGrid<>+740(SB)/4, $0x030d0909
+DATA grid_iq3sGrid<>+744(SB)/4, $0x030d090d
+DATA grid_iq3sGrid<>+748(SB)/4, $0x030f0103
+DATA grid_iq3sGrid<>+752(SB)/4, $0x030f0107
+DATA grid_iq3sGrid<>+756(SB)/4, $0x030f0301
+DATA grid_iq3sGrid<>+760(SB)/4, $0x030f0305
+DATA grid_iq3sGrid<>+764(SB)/4, $0x030f0503
+DATA grid_iq3sGrid<>+768(SB)/4, $0x030f070b
+DATA grid_iq3sGrid<>+772(SB)/4, $0x030f0903
+DATA grid_iq3sGrid<>+776(SB)/4, $0x030f0d05
+DATA grid_iq3sGrid<>+780(SB)/4, $0x030f0f01
+DATA grid_iq3sGrid<>+784(SB)/4, $0x05010101
+DATA grid_iq3sGrid<>+788(SB)/4, $0x05010103
+DATA grid_iq3sGrid<>+792(SB)/4, $0x05010107
+DATA grid_iq3sGrid<>+796(SB)/4, $0x0501010b
+DATA grid_iq3sGrid<>+800(SB)/4, $0x0501010f
+DATA grid_iq3sGrid<>+804(SB)/4, $0x05010301
+DATA grid_iq3sGrid<>+808(SB)/4, $0x05010305
+DATA grid_iq3sGrid<>+812(SB)/4, $0x05010309
+DATA grid_iq3sGrid<>+816(SB)/4, $0x0501030d
+DATA grid_iq3sGrid<>+820(SB)/4, $0x05010503
+DATA grid_iq3sGrid<>+824(SB)/4, $0x05010507
+DATA grid_iq3sGrid<>+828(SB)/4, $0x0501050f
+DATA grid_iq3sGrid<>+832(SB)/4, $0x05010701
+DATA grid_iq3sGrid<>+836(SB)/4, $0x05010705
+DATA grid_iq3sGrid<>+840(SB)/4, $0x05010903
+DATA grid_iq3sGrid<>+844(SB)/4, $0x05010907
+DATA grid_iq3sGrid<>+848(SB)/4, $0x0501090b
+DATA grid_iq3sGrid<>+852(SB)/4, $0x05010b01
+DATA grid_iq3sGrid<>+856(SB)/4, $0x05010b05
+DATA grid_iq3sGrid<>+860(SB)/4, $0x05010d0f
+DATA grid_iq3sGrid<>+864(SB)/4, $0x05010f01
+DATA grid_iq3sGrid<>+868(SB)/4, $0x05010f07
+DATA grid_iq3sGrid<>+872(SB)/4, $0x05010f0b
+DATA grid_iq3sGrid<>+876(SB)/4, $0x05030101
+DATA grid_iq3sGrid<>+880(SB)/4, $0x05030105
+DATA grid_iq3sGrid<>+884(SB)/4, $0x05030301
+DATA grid_iq3sGrid<>+888(SB)/4, $0x05030307
+DATA grid_iq3sGrid<>+892(SB)/4, $0x0503030f
+DATA grid_iq3sGrid<>+896(SB)/4, $0x05030505
+DATA grid_iq3sGrid<>+900(SB)/4, $0x0503050b
+DATA grid_iq3sGrid<>+904(SB)/4, $0x05030703
+DATA grid_iq3sGrid<>+908(SB)/4, $0x05030709
+DATA grid_iq3sGrid<>+912(SB)/4, $0x05030905
+DATA grid_iq3sGrid<>+916(SB)/4, $0x05030b03
+DATA grid_iq3sGrid<>+920(SB)/4, $0x05050103
+DATA grid_iq3sGrid<>+924(SB)/4, $0x05050109
+DATA grid_iq3sGrid<>+928(SB)/4, $0x0505010f
+DATA grid_iq3sGrid<>+932(SB)/4, $0x05050503
+DATA grid_iq3sGrid<>+936(SB)/4, $0x05050507
+DATA grid_iq3sGrid<>+940(SB)/4, $0x05050701
+DATA grid_iq3sGrid<>+944(SB)/4, $0x0505070f
+DATA grid_iq3sGrid<>+948(SB)/4, $0x05050903
+DATA grid_iq3sGrid<>+952(SB)/4, $0x05050b07
+DATA grid_iq3sGrid<>+956(SB)/4, $0x05050b0f
+DATA grid_iq3sGrid<>+960(SB)/4, $0x05050f03
+DATA grid_iq3sGrid<>+964(SB)/4, $0x05050f09
+DATA grid_iq3sGrid<>+968(SB)/4, $0x05070101
+DATA grid_iq3sGrid<>+972(SB)/4, $0x05070105
+DATA grid_iq3sGrid<>+976(SB)/4, $0x0507010b
+DATA grid_iq3sGrid<>+980(SB)/4, $0x05070303
+DATA grid_iq3sGrid<>+984(SB)/4, $0x05070505
+DATA grid_iq3sGrid<>+988(SB)/4, $0x05070509
+DATA grid_iq3sGrid<>+992(SB)/4, $0x05070703
+DATA grid_iq3sGrid<>+996(SB)/4, $0x05070707
+DATA grid_iq3sGrid<>+1000(SB)/4, $0x05070905
+DATA grid_iq3sGrid<>+1004(SB)/4, $0x05070b01
+DATA grid_iq3sGrid<>+1008(SB)/4, $0x05070d0d
+DATA grid_iq3sGrid<>+1012(SB)/4, $0x05090103
+DATA grid_iq3sGrid<>+1016(SB)/4, $0x0509010f
+DATA grid_iq3sGrid<>+1020(SB)/4, $0x05090501
+DATA grid_iq3sGrid<>+1024(SB)/4, $0x05090507
+DATA grid_iq3sGrid<>+1028(SB)/4, $0x05090705
+DATA grid_iq3sGrid<>+1032(SB)/4, $0x0509070b
+DATA grid_iq3sGrid<>+1036(SB)/4, $0x05090903
+DATA grid_iq3sGrid<>+1040(SB)/4, $0x05090f05
+DATA grid_iq3sGrid<>+1044(SB)/4, $0x05090f0b
+DATA grid_iq3sGrid<>+1048(SB)/4, $0x050b0109
+DATA grid_iq3sGrid<>+1052(SB)/4, $0x050b0303
+DATA grid_iq3sGrid<>+1056(SB)/4, $0x050b0505
+DATA grid_iq3sGrid<>+1060(SB)/4, $0x050b070f
+DATA grid_iq3sGrid<>+1064(SB)/4, $0x050b0901
+DATA grid_iq3sGrid<>+1068(SB)/4, $0x050b0b07
+DATA grid_iq3sGrid<>+1072(SB)/4, $0x050b0f01
+DATA grid_iq3sGrid<>+1076(SB)/4, $0x050d0101
+DATA grid_iq3sGrid<>+1080(SB)/4, $0x050d0105
+DATA grid_iq3sGrid<>+1084(SB)/4, $0x050d010f
+DATA grid_iq3sGrid<>+1088(SB)/4, $0x050d0503
+DATA grid_iq3sGrid<>+1092(SB)/4, $0x050d0b0b
+DATA grid_iq3sGrid<>+1096(SB)/4, $0x050d0d03
+DATA grid_iq3sGrid<>+1100(SB)/4, $0x050f010b
+DATA grid_iq3sGrid<>+1104(SB)/4, $0x050f0303
+DATA grid_iq3sGrid<>+1108(SB)/4, $0x050f050d
+DATA grid_iq3sGrid<>+1112(SB)/4, $0x050f0701
+DATA grid_iq3sGrid<>+1116(SB)/4, $0x050f0907
+DATA grid_iq3sGrid<>+1120(SB)/4, $0x050f0b01
+DATA grid_iq3sGrid<>+1124(SB)/4, $0x07010105
+DATA grid_iq3sGrid<>+1128(SB)/4, $0x07010303
+DATA grid_iq3sGrid<>+1132(SB)/4, $0x07010307
+DATA grid_iq3sGrid<>+1136(SB)/4, $0x0701030b
+DATA grid_iq3sGrid<>+1140(SB)/4, $0x0701030f
+DATA grid_iq3sGrid<>+1144(SB)/4, $0x07010505
+DATA grid_iq3sGrid<>+1148(SB)/4, $0x07010703
+DATA grid_iq3sGrid<>+1152(SB)/4, $0x07010707
+DATA grid_iq3sGrid<>+1156(SB)/4, $0x0701070b
+DATA grid_iq3sGrid<>+1160(SB)/4, $0x07010905
+DATA grid_iq3sGrid<>+1164(SB)/4, $0x07010909
+DATA grid_iq3sGrid<>+1168(SB)/4, $0x0701090f
+DATA grid_iq3sGrid<>+1172(SB)/4, $0x07010b03
+DATA grid_iq3sGrid<>+1176(SB)/4, $0x07010d07
+DATA grid_iq3sGrid<>+1180(SB)/4, $0x07010f03
+DATA grid_iq3sGrid<>+1184(SB)/4, $0x07030103
+DATA grid_iq3sGrid<>+1188(SB)/4, $0x07030107
+DATA grid_iq3sGrid<>+1192(SB)/4, $0x0703010b
+DATA grid_iq3sGrid<>+1196(SB)/4, $0x07030309
+DATA grid_iq3sGrid<>+1200(SB)/4, $0x07030503
+DATA grid_iq3sGrid<>+1204(SB)/4, $0x07030507
+DATA grid_iq3sGrid<>+1208(SB)/4, $0x07030901
+DATA grid_iq3sGrid<>+1212(SB)/4, $0x07030d01
+DATA grid_iq3sGrid<>+1216(SB)/4, $0x07030f05
+DATA grid_iq3sGrid<>+1220(SB)/4, $0x07030f0d
+DATA grid_iq3sGrid<>+1224(SB)/4, $0x07050101
+DATA grid_iq3sGrid<>+1228(SB)/4, $0x07050305
+DATA grid_iq3sGrid<>+1232(SB)/4, $0x07050501
+DATA grid_iq3sGrid<>+1236(SB)/4, $0x07050705
+DATA grid_iq3sGrid<>+1240(SB)/4, $0x07050709
+DATA grid_iq3sGrid<>+1244(SB)/4, $0x07050b01
+DATA grid_iq3sGrid<>+1248(SB)/4, $0x07070103
+DATA grid_iq3sGrid<>+1252(SB)/4, $0x07070301
+DATA grid_iq3sGrid<>+1256(SB)/4, $0x07070309
+DATA grid_iq3sGrid<>+1260(SB)/4, $0x07070503
+DATA grid_iq3sGrid<>+1264(SB)/4, $0x07070507
+DATA grid_iq3sGrid<>+1268(SB)/4, $0x0707050f
+DATA grid_iq3sGrid<>+1272(SB)/4, $0x07070701
+DATA grid_iq3sGrid<>+1276(SB)/4, $0x07070903
+DATA grid_iq3sGrid<>+1280(SB)/4, $0x07070907
+DATA grid_iq3sGrid<>+1284(SB)/4, $0x0707090f
+DATA grid_iq3sGrid<>+1288(SB)/4, $0x07070b0b
+DATA grid_iq3sGrid<>+1292(SB)/4, $0x07070f07
+DATA grid_iq3sGrid<>+1296(SB)/4, $0x07090107
+DATA grid_iq3sGrid<>+1300(SB)/4, $0x07090303
+DATA grid_iq3sGrid<>+1304(SB)/4, $0x0709030d
+DATA grid_iq3sGrid<>+1308(SB)/4, $0x07090505
+DATA grid_iq3sGrid<>+1312(SB)/4, $0x07090703
+DATA grid_iq3sGrid<>+1316(SB)/4, $0x07090b05
+DATA grid_iq3sGrid<>+1320(SB)/4, $0x07090d01
+DATA grid_iq3sGrid<>+1324(SB)/4, $0x07090d09
+DATA grid_iq3sGrid<>+1328(SB)/4, $0x070b0103
+DATA grid_iq3sGrid<>+1332(SB)/4, $0x070b0301
+DATA grid_iq3sGrid<>+1336(SB)/4, $0x070b0305
+DATA grid_iq3sGrid<>+1340(SB)/4, $0x070b050b
+DATA grid_iq3sGrid<>+1344(SB)/4, $0x070b0705
+DATA grid_iq3sGrid<>+1348(SB)/4, $0x070b0909
+DATA grid_iq3sGrid<>+1352(SB)/4, $0x070b0b0d
+DATA grid_iq3sGrid<>+1356(SB)/4, $0x070b0f07
+DATA grid_iq3sGrid<>+1360(SB)/4, $0x070d030d
+DATA grid_iq3sGrid<>+1364(SB)/4, $0x070d0903
+DATA grid_iq3sGrid<>+1368(SB)/4, $0x070f0103
+DATA grid_iq3sGrid<>+1372(SB)/4, $0x070f0107
+DATA grid_iq3sGrid<>+1376(SB)/4, $0x070f0501
+DATA grid_iq3sGrid<>+1380(SB)/4, $0x070f0505
+DATA grid_iq3sGrid<>+1384(SB)/4, $0x070f070b
+DATA grid_iq3sGrid<>+1388(SB)/4, $0x09010101
+DATA grid_iq3sGrid<>+1392(SB)/4, $0x09010109
+DATA grid_iq3sGrid<>+1396(SB)/4, $0x09010305
+DATA grid_iq3sGrid<>+1400(SB)/4, $0x09010501
+DATA grid_iq3sGrid<>+1404(SB)/4, $0x09010509
+DATA grid_iq3sGrid<>+1408(SB)/4, $0x0901050f
+DATA grid_iq3sGrid<>+1412(SB)/4, $0x09010705
+DATA grid_iq3sGrid<>+1416(SB)/4, $0x09010903
+DATA grid_iq3sGrid<>+1420(SB)/4, $0x09010b01
+DATA grid_iq3sGrid<>+1424(SB)/4, $0x09010f01
+DATA grid_iq3sGrid<>+1428(SB)/4, $0x09030105
+DATA grid_iq3sGrid<>+1432(SB)/4, $0x0903010f
+DATA grid_iq3sGrid<>+1436(SB)/4, $0x09030303
+DATA grid_iq3sGrid<>+1440(SB)/4, $0x09030307
+DATA grid_iq3sGrid<>+1444(SB)/4, $0x09030505
+DATA grid_iq3sGrid<>+1448(SB)/4, $0x09030701
+DATA grid_iq3sGrid<>+1452(SB)/4, $0x0903070b
+DATA grid_iq3sGrid<>+1456(SB)/4, $0x09030907
+DATA grid_iq3sGrid<>+1460(SB)/4, $0x09030b03
+DATA grid_iq3sGrid<>+1464(SB)/4, $0x09030b0b
+DATA grid_iq3sGrid<>+1468(SB)/4, $0x09050103
+DATA grid_iq3sGrid<>+1472(SB)/4, $0x09050107
+DATA grid_iq3sGrid<>+1476(SB)/4, $0x09050301
+DATA grid_iq3sGrid<>+1480(SB)/4, $0x0905030b
+DATA grid_iq3sGrid<>+1484(SB)/4, $0x09050503
+DATA grid_iq3sGrid<>+1488(SB)/4, $0x09050707
+DATA grid_iq3sGrid<>+1492(SB)/4, $0x09050901
+DATA grid_iq3sGrid<>+1496(SB)/4, $0x09050b0f
+DATA grid_iq3sGrid<>+1500(SB)/4, $0x09050d05
+DATA grid_iq3sGrid<>+1504(SB)/4, $0x09050f01
+DATA grid_iq3sGrid<>+1508(SB)/4, $0x09070109
+DATA grid_iq3sGrid<>+1512(SB)/4, $0x09070303
+DATA grid_iq3sGrid<>+1516(SB)/4, $0x09070307
+DATA grid_iq3sGrid<>+1520(SB)/4, $0x09070501
+DATA grid_iq3sGrid<>+1524(SB)/4, $0x09070505
+DATA grid_iq3sGrid<>+1528(SB)/4, $0x09070703
+DATA grid_iq3sGrid<>+1532(SB)/4, $0x0907070b
+DATA grid_iq3sGrid<>+1536(SB)/4, $0x09090101
+DATA grid_iq3sGrid<>+1540(SB)/4, $0x09090105
+DATA grid_iq3sGrid<>+1544(SB)/4, $0x09090509
+DATA grid_iq3sGrid<>+1548(SB)/4, $0x0909070f
+DATA grid_iq3sGrid<>+1552(SB)/4, $0x09090901
+DATA grid_iq3sGrid<>+1556(SB)/4, $0x09090f03
+DATA grid_iq3sGrid<>+1560(SB)/4, $0x090b010b
+DATA grid_iq3sGrid<>+1564(SB)/4, $0x090b010f
+DATA grid_iq3sGrid<>+1568(SB)/4, $0x090b0503
+DATA grid_iq3sGrid<>+1572(SB)/4, $0x090b0d05
+DATA grid_iq3sGrid<>+1576(SB)/4, $0x090d0307
+DATA grid_iq3sGrid<>+1580(SB)/4, $0x090d0709
+DATA grid_iq3sGrid<>+1584(SB)/4, $0x090d0d01
+DATA grid_iq3sGrid<>+1588(SB)/4, $0x090f0301
+DATA grid_iq3sGrid<>+1592(SB)/4, $0x090f030b
+DATA grid_iq3sGrid<>+1596(SB)/4, $0x090f0701
+DATA grid_iq3sGrid<>+1600(SB)/4, $0x090f0907
+DATA grid_iq3sGrid<>+1604(SB)/4, $0x090f0b03
+DATA grid_iq3sGrid<>+1608(SB)/4, $0x0b010105
+DATA grid_iq3sGrid<>+1612(SB)/4, $0x0b010301
+DATA grid_iq3sGrid<>+1616(SB)/4, $0x0b010309
+DATA grid_iq3sGrid<>+1620(SB)/4, $0x0b010505
+DATA grid_iq3sGrid<>+1624(SB)/4, $0x0b010901
+DATA grid_iq3sGrid<>+1628(SB)/4, $0x0b010909
+DATA grid_iq3sGrid<>+1632(SB)/4, $0x0b01090f
+DATA grid_iq3sGrid<>+1636(SB)/4, $0x0b010b05
+DATA grid_iq3sGrid<>+1640(SB)/4, $0x0b010d0d
+DATA grid_iq3sGrid<>+1644(SB)/4, $0x0b010f09
+DATA grid_iq3sGrid<>+1648(SB)/4, $0x0b030103
+DATA grid_iq3sGrid<>+1652(SB)/4, $0x0b030107
+DATA grid_iq3sGrid<>+1656(SB)/4, $0x0b03010b
+DATA grid_iq3sGrid<>+1660(SB)/4, $0x0b030305
+DATA grid_iq3sGrid<>+1664(SB)/4, $0x0b030503
+DATA grid_iq3sGrid<>+1668(SB)/4, $0x0b030705
+DATA grid_iq3sGrid<>+1672(SB)/4, $0x0b030f05
+DATA grid_iq3sGrid<>+1676(SB)/4, $0x0b050101
+DATA grid_iq3sGrid<>+1680(SB)/4, $0x0b050303
+DATA grid_iq3sGrid<>+1684(SB)/4, $0x0b050507
+DATA grid_iq3sGrid<>+1688(SB)/4, $0x0b050701
+DATA grid_iq3sGrid<>+1692(SB)/4, $0x0b05070d
+DATA grid_iq3sGrid<>+1696(SB)/4, $0x0b050b07
+DATA grid_iq3sGrid<>+1700(SB)/4, $0x0b070105
+DATA grid_iq3sGrid<>+1704(SB)/4, $0x0b07010f
+DATA grid_iq3sGrid<>+1708(SB)/4, $0x0b070301
+DATA grid_iq3sGrid<>+1712(SB)/4, $0x0b07050f
+DATA grid_iq3sGrid<>+1716(SB)/4, $0x0b070909
+DATA grid_iq3sGrid<>+1720(SB)/4, $0x0b070b03
+DATA grid_iq3sGrid<>+1724(SB)/4, $0x0b070d0b
+DATA grid_iq3sGrid<>+1728(SB)/4, $0x0b070f07
+DATA grid_iq3sGrid<>+1732(SB)/4, $0x0b090103
+DATA grid_iq3sGrid<>+1736(SB)/4, $0x0b090109
+DATA grid_iq3sGrid<>+1740(SB)/4, $0x0b090501
+DATA grid_iq3sGrid<>+1744(SB)/4, $0x0b090705
+DATA grid_iq3sGrid<>+1748(SB)/4, $0x0b09090d
+DATA grid_iq3sGrid<>+1752(SB)/4, $0x0b0b0305
+DATA grid_iq3sGrid<>+1756(SB)/4, $0x0b0b050d
+DATA grid_iq3sGrid<>+1760(SB)/4, $0x0b0b0b03
+DATA grid_iq3sGrid<>+1764(SB)/4, $0x0b0b0b07
+DATA grid_iq3sGrid<>+1768(SB)/4, $0x0b0d0905
+DATA grid_iq3sGrid<>+1772(SB)/4, $0x0b0f0105
+DATA grid_iq3sGrid<>+1776(SB)/4, $0x0b0f0109
+DATA grid_iq3sGrid<>+1780(SB)/4, $0x0b0f0505
+DATA grid_iq3sGrid<>+1784(SB)/4, $0x0d010303
+DATA grid_iq3sGrid<>+1788(SB)/4, $0x0d010307
+DATA grid_iq3sGrid<>+1792(SB)/4, $0x0d01030b
+DATA grid_iq3sGrid<>+1796(SB)/4, $0x0d010703
+DATA grid_iq3sGrid<>+1800(SB)/4, $0x0d010707
+DATA grid_iq3sGrid<>+1804(SB)/4, $0x0d010d01
+DATA grid_iq3sGrid<>+1808(SB)/4, $0x0d030101
+DATA grid_iq3sGrid<>+1812(SB)/4, $0x0d030501
+DATA grid_iq3sGrid<>+1816(SB)/4, $0x0d03050f
+DATA grid_iq3sGrid<>+1820(SB)/4, $0x0d030d09
+DATA grid_iq3sGrid<>+1824(SB)/4, $0x0d050305
+DATA grid_iq3sGrid<>+1828(SB)/4, $0x0d050709
+DATA grid_iq3sGrid<>+1832(SB)/4, $0x0d050905
+DATA grid_iq3sGrid<>+1836(SB)/4, $0x0d050b0b
+DATA grid_iq3sGrid<>+1840(SB)/4, $0x0d050d05
+DATA grid_iq3sGrid<>+1844(SB)/4, $0x0d050f01
+DATA grid_iq3sGrid<>+1848(SB)/4, $0x0d070101
+DATA grid_iq3sGrid<>+1852(SB)/4, $0x0d070309
+DATA grid_iq3sGrid<>+1856(SB)/4, $0x0d070503
+DATA grid_iq3sGrid<>+1860(SB)/4, $0x0d070901
+DATA grid_iq3sGrid<>+1864(SB)/4, $0x0d09050b
+DATA grid_iq3sGrid<>+1868(SB)/4, $0x0d090907
+DATA grid_iq3sGrid<>+1872(SB)/4, $0x0d090d05
+DATA grid_iq3sGrid<>+1876(SB)/4, $0x0d0b0101
+DATA grid_iq3sGrid<>+1880(SB)/4, $0x0d0b0107
+DATA grid_iq3sGrid<>+1884(SB)/4, $0x0d0b0709
+DATA grid_iq3sGrid<>+1888(SB)/4, $0x0d0b0d01
+DATA grid_iq3sGrid<>+1892(SB)/4, $0x0d0d010b
+DATA grid_iq3sGrid<>+1896(SB)/4, $0x0d0d0901
+DATA grid_iq3sGrid<>+1900(SB)/4, $0x0d0f0303
+DATA grid_iq3sGrid<>+1904(SB)/4, $0x0d0f0307
+DATA grid_iq3sGrid<>+1908(SB)/4, $0x0f010101
+DATA grid_iq3sGrid<>+1912(SB)/4, $0x0f010109
+DATA grid_iq3sGrid<>+1916(SB)/4, $0x0f01010f
+DATA grid_iq3sGrid<>+1920(SB)/4, $0x0f010501
+DATA grid_iq3sGrid<>+1924(SB)/4, $0x0f010505
+DATA grid_iq3sGrid<>+1928(SB)/4, $0x0f01070d
+DATA grid_iq3sGrid<>+1932(SB)/4, $0x0f010901
+DATA grid_iq3sGrid<>+1936(SB)/4, $0x0f010b09
+DATA grid_iq3sGrid<>+1940(SB)/4, $0x0f010d05
+DATA grid_iq3sGrid<>+1944(SB)/4, $0x0f030105
+DATA grid_iq3sGrid<>+1948(SB)/4, $0x0f030303
+DATA grid_iq3sGrid<>+1952(SB)/4, $0x0f030509
+DATA grid_iq3sGrid<>+1956(SB)/4, $0x0f030907
+DATA grid_iq3sGrid<>+1960(SB)/4, $0x0f03090b
+DATA grid_iq3sGrid<>+1964(SB)/4, $0x0f050103
+DATA grid_iq3sGrid<>+1968(SB)/4, $0x0f050109
+DATA grid_iq3sGrid<>+1972(SB)/4, $0x0f050301
+DATA grid_iq3sGrid<>+1976(SB)/4, $0x0f05030d
+DATA grid_iq3sGrid<>+1980(SB)/4, $0x0f050503
+DATA grid_iq3sGrid<>+1984(SB)/4, $0x0f050701
+DATA grid_iq3sGrid<>+1988(SB)/4, $0x0f050b03
+DATA grid_iq3sGrid<>+1992(SB)/4, $0x0f070105
+DATA grid_iq3sGrid<>+1996(SB)/4, $0x0f070705
+DATA grid_iq3sGrid<>+2000(SB)/4, $0x0f07070b
+DATA grid_iq3sGrid<>+2004(SB)/4, $0x0f070b07
+DATA grid_iq3sGrid<>+2008(SB)/4, $0x0f090103
+DATA grid_iq3sGrid<>+2012(SB)/4, $0x0f09010b
+DATA grid_iq3sGrid<>+2016(SB)/4, $0x0f090307
+DATA grid_iq3sGrid<>+2020(SB)/4, $0x0f090501
+DATA grid_iq3sGrid<>+2024(SB)/4, $0x0f090b01
+DATA grid_iq3sGrid<>+2028(SB)/4, $0x0f0b0505
+DATA grid_iq3sGrid<>+2032(SB)/4, $0x0f0b0905
+DATA grid_iq3sGrid<>+2036(SB)/4, $0x0f0d0105
+DATA grid_iq3sGrid<>+2040(SB)/4, $0x0f0d0703
+DATA grid_iq3sGrid<>+2044(SB)/4, $0x0f0f0101
+GLOBL grid_iq3sGrid<>(SB), RODATA|NOPTR, $2048
+
+// func dotIQ3_SAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ3_SAVX512(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_SAVX512
+
+loopdotIQ3_SAVX512:
+	VPXOR         Y4, Y4, Y4
+	VPBROADCASTD  106(AX), Y5
+	VPSRLVD       iq3sls<>+0(SB), Y5, Y5
+	VPAND         v32_0000000f<>+0(SB), Y5, Y5
+	VPADDD        Y5, Y5, Y5
+	VPOR          v32_00000001<>+0(SB), Y5, Y5
+	VPSLLD        $0x10, Y5, Y6
+	VPOR          Y6, Y5, Y5
+	VMOVDQU       Y5, 32(SP)
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     2(AX), Y7
+	VPBROADCASTD  66(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  74(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     10(AX), Y7
+	VPBROADCASTD  67(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  78(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     18(AX), Y7
+	VPBROADCASTD  68(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  82(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     26(AX), Y7
+	VPBROADCASTD  69(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  86(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     34(AX), Y7
+	VPBROADCASTD  70(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  90(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     42(AX), Y7
+	VPBROADCASTD  71(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  94(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     50(AX), Y7
+	VPBROADCASTD  72(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  98(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     58(AX), Y7
+	VPBROADCASTD  73(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  102(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPMADDWD      Y6, Y7, Y7
+	VPADDD        Y7, Y4, Y4
+	VPBROADCASTW  (AX), X5
+	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_SAVX512
+
+donedotIQ3_SAVX512:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA iq3sls<>+0(SB)/4, $0x00000000
+DATA iq3sls<>+4(SB)/4, $0x00000004
+DATA iq3sls<>+8(SB)/4, $0x00000008
+DATA iq3sls<>+12(SB)/4, $0x0000000c
+DATA iq3sls<>+16(SB)/4, $0x00000010
+DATA iq3sls<>+20(SB)/4, $0x00000014
+DATA iq3sls<>+24(SB)/4, $0x00000018
+DATA iq3sls<>+28(SB)/4, $0x0000001c
+GLOBL iq3sls<>(SB), RODATA|NOPTR, $32
+
+DATA iq3shbit<>+0(SB)/4, $0x00000008
+DATA iq3shbit<>+4(SB)/4, $0x00000007
+DATA iq3shbit<>+8(SB)/4, $0x00000006
+DATA iq3shbit<>+12(SB)/4, $0x00000005
+DATA iq3shbit<>+16(SB)/4, $0x00000004
+DATA iq3shbit<>+20(SB)/4, $0x00000003
+DATA iq3shbit<>+24(SB)/4, $0x00000002
+DATA iq3shbit<>+28(SB)/4, $0x00000001
+GLOBL iq3shbit<>(SB), RODATA|NOPTR, $32
+
+DATA v32_00000100<>+0(SB)/4, $0x00000100
+DATA v32_00000100<>+4(SB)/4, $0x00000100
+DATA v32_00000100<>+8(SB)/4, $0x00000100
+DATA v32_00000100<>+12(SB)/4, $0x00000100
+DATA v32_00000100<>+16(SB)/4, $0x00000100
+DATA v32_00000100<>+20(SB)/4, $0x00000100
+DATA v32_00000100<>+24(SB)/4, $0x00000100
+DATA v32_00000100<>+28(SB)/4, $0x00000100
+GLOBL v32_00000100<>(SB), RODATA|NOPTR, $32
+
+DATA grid_iq1sGrid_0_8_16<>+0(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+4(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+8(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+12(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+16(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+20(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+24(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+28(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+32(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+36(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+40(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+44(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+48(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+52(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+56(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+60(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+64(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+68(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+72(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+76(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+80(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+84(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+88(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+92(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+96(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+100(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+104(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+108(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+112(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+116(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+120(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+124(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+128(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+132(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+136(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+140(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+144(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+148(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+152(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+156(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+160(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+164(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+168(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+172(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+176(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+180(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+184(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+188(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+192(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+196(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+200(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+204(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+208(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+212(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+216(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+220(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+224(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+228(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+232(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+236(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+240(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+244(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+248(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+252(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+256(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+260(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+264(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+268(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+272(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+276(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+280(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+284(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+288(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+292(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+296(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+300(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+304(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+308(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+312(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+316(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+320(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+324(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+328(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+332(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+336(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+340(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+344(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+348(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+352(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+356(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+360(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+364(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+368(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+372(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+376(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+380(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+384(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+388(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+392(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+396(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+400(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+404(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+408(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+412(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+416(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+420(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+424(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+428(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+432(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+436(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+440(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+444(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+448(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+452(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+456(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+460(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+464(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+468(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+472(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+476(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+480(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+484(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+488(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+492(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+496(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+500(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+504(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+508(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+512(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+516(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+520(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+524(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+528(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+532(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+536(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+540(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+544(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+548(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+552(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+556(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+560(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+564(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+568(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+572(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+576(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+580(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+584(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+588(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+592(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+596(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+600(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+604(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+608(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+612(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+616(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+620(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+624(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+628(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+632(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+636(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+640(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+644(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+648(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+652(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+656(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+660(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+664(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+668(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+672(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+676(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+680(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+684(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+688(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+692(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+696(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+700(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+704(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+708(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+712(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+716(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+720(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+724(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+728(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+732(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+736(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+740(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+744(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+748(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+752(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+756(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+760(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+764(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+768(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+772(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+776(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+780(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+784(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+788(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+792(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+796(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+800(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+804(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+808(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+812(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+816(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+820(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+824(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+828(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+832(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+836(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+840(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+844(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+848(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+852(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+856(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+860(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+864(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+868(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+872(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+876(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+880(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+884(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+888(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+892(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+896(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+900(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+904(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+908(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+912(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+916(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+920(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+924(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+928(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+932(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+936(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+940(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+944(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+948(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+952(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+956(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+960(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+964(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+968(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+972(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+976(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+980(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+984(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+988(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+992(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+996(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1000(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+1004(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1008(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+1012(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1016(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+1020(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1024(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+1028(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1032(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+1036(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1040(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+1044(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1048(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+1052(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1056(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+1060(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1064(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+1068(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1072(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+1076(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1080(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+1084(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1088(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1092(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1096(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1100(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1104(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+1108(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1112(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+1116(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1120(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+1124(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1128(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+1132(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1136(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+1140(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1144(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+1148(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1152(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+1156(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1160(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+1164(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1168(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+1172(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1176(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+1180(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1184(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+1188(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1192(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+1196(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1200(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+1204(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1208(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+1212(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1216(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+1220(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1224(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+1228(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1232(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+1236(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1240(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+1244(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1248(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+1252(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1256(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1260(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1264(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+1268(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1272(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+1276(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1280(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+1284(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1288(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+1292(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1296(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+1300(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1304(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+1308(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1312(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+1316(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1320(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+1324(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1328(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+1332(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1336(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+1340(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1344(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+1348(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1352(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+1356(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1360(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+1364(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1368(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+1372(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1376(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+1380(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1384(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+1388(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1392(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+1396(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1400(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+1404(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1408(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+1412(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1416(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1420(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1424(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+1428(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1432(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+1436(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1440(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+1444(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1448(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+1452(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1456(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+1460(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1464(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+1468(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1472(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+1476(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1480(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+1484(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1488(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+1492(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1496(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+1500(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1504(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+1508(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1512(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+1516(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1520(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+1524(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1528(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+1532(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1536(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+1540(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1544(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+1548(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1552(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+1556(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1560(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+1564(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1568(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+1572(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1576(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+1580(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+1584(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1588(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1592(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1596(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1600(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+1604(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1608(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+1612(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1616(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+1620(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1624(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+1628(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1632(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+1636(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1640(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+1644(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1648(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+1652(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1656(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+1660(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1664(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+1668(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1672(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+1676(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1680(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+1684(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1688(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+1692(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1696(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+1700(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1704(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+1708(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1712(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+1716(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1720(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+1724(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1728(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+1732(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1736(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+1740(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1744(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+1748(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1752(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+1756(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1760(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+1764(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1768(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+1772(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1776(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+1780(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1784(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1788(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1792(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+1796(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1800(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+1804(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1808(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+1812(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1816(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+1820(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1824(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+1828(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1832(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+1836(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1840(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+1844(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1848(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+1852(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1856(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+1860(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1864(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+1868(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1872(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+1876(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1880(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+1884(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1888(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+1892(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1896(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+1900(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1904(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+1908(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1912(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+1916(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1920(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+1924(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1928(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+1932(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1936(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+1940(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1944(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+1948(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1952(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+1956(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1960(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+1964(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1968(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+1972(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1976(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+1980(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1984(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+1988(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+1992(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+1996(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2000(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+2004(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2008(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+2012(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2016(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+2020(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2024(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+2028(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2032(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+2036(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2040(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+2044(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2048(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+2052(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2056(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+2060(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2064(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+2068(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2072(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+2076(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2080(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+2084(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2088(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+2092(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2096(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+2100(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+2104(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+2108(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2112(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+2116(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2120(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+2124(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2128(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2132(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2136(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2140(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2144(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+2148(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2152(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+2156(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2160(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+2164(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2168(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+2172(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2176(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+2180(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2184(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+2188(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2192(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+2196(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2200(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+2204(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2208(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+2212(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2216(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+2220(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2224(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+2228(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2232(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+2236(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2240(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+2244(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2248(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+2252(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2256(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+2260(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2264(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+2268(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2272(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+2276(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2280(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+2284(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2288(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+2292(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2296(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+2300(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2304(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+2308(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2312(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+2316(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2320(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+2324(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2328(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+2332(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2336(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+2340(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2344(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+2348(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2352(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+2356(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2360(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+2364(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2368(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+2372(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2376(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+2380(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2384(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+2388(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2392(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+2396(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2400(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+2404(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2408(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+2412(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2416(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2420(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2424(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2428(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2432(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+2436(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2440(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+2444(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2448(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+2452(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2456(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+2460(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2464(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+2468(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2472(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+2476(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2480(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+2484(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2488(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+2492(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2496(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+2500(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2504(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+2508(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2512(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+2516(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2520(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+2524(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2528(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+2532(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2536(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+2540(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2544(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+2548(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2552(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+2556(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2560(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+2564(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2568(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+2572(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2576(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+2580(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2584(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+2588(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2592(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+2596(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2600(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+2604(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2608(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+2612(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2616(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+2620(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2624(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+2628(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2632(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+2636(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2640(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+2644(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2648(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+2652(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2656(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+2660(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2664(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+2668(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2672(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+2676(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2680(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+2684(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2688(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+2692(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2696(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+2700(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2704(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+2708(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2712(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+2716(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2720(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+2724(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2728(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+2732(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2736(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+2740(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2744(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+2748(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2752(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+2756(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2760(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+2764(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2768(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+2772(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2776(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2780(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2784(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+2788(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2792(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+2796(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2800(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+2804(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2808(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+2812(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2816(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+2820(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2824(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+2828(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2832(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+2836(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2840(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+2844(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2848(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+2852(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2856(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+2860(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2864(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+2868(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2872(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+2876(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2880(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+2884(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2888(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+2892(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2896(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+2900(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2904(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+2908(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2912(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+2916(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2920(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+2924(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2928(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+2932(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2936(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+2940(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2944(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+2948(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2952(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+2956(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2960(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+2964(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2968(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+2972(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2976(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+2980(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2984(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+2988(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+2992(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+2996(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+3000(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+3004(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3008(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+3012(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3016(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+3020(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3024(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+3028(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3032(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+3036(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3040(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+3044(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3048(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+3052(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3056(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+3060(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3064(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+3068(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3072(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+3076(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3080(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+3084(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3088(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+3092(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3096(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+3100(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3104(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+3108(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3112(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+3116(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3120(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+3124(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3128(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+3132(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3136(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+3140(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3144(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+3148(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3152(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+3156(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+3160(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+3164(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3168(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+3172(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3176(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+3180(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3184(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3188(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3192(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3196(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3200(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+3204(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3208(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+3212(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3216(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+3220(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3224(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+3228(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3232(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+3236(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3240(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+3244(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3248(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+3252(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3256(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+3260(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3264(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+3268(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3272(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+3276(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3280(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+3284(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3288(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+3292(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3296(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+3300(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3304(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+3308(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3312(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+3316(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3320(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+3324(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3328(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+3332(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3336(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+3340(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3344(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+3348(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3352(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+3356(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3360(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+3364(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3368(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+3372(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3376(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+3380(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3384(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+3388(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3392(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+3396(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3400(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+3404(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3408(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+3412(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3416(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+3420(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3424(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+3428(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3432(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+3436(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3440(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+3444(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3448(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+3452(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3456(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+3460(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3464(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+3468(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3472(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+3476(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3480(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+3484(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3488(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+3492(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3496(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+3500(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3504(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+3508(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3512(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+3516(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+3520(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+3524(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3528(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+3532(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3536(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+3540(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3544(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+3548(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3552(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+3556(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3560(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3564(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3568(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3572(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3576(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+3580(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3584(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+3588(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3592(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+3596(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3600(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+3604(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3608(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+3612(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3616(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+3620(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3624(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+3628(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3632(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+3636(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3640(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+3644(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3648(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+3652(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3656(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+3660(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3664(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+3668(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3672(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+3676(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3680(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+3684(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3688(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+3692(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3696(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+3700(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3704(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+3708(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3712(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+3716(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3720(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+3724(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3728(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+3732(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3736(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+3740(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3744(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+3748(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3752(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+3756(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3760(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+3764(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3768(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+3772(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3776(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+3780(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3784(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+3788(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3792(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+3796(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3800(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+3804(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3808(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+3812(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3816(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+3820(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3824(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+3828(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3832(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+3836(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3840(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+3844(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3848(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+3852(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3856(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+3860(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3864(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+3868(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3872(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+3876(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+3880(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+3884(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3888(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+3892(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3896(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+3900(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3904(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+3908(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3912(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+3916(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3920(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+3924(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3928(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3932(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3936(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+3940(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3944(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+3948(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3952(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+3956(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3960(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+3964(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3968(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+3972(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3976(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+3980(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3984(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+3988(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+3992(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+3996(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4000(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+4004(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4008(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+4012(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4016(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+4020(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4024(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+4028(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4032(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+4036(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4040(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+4044(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4048(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+4052(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4056(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+4060(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4064(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+4068(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4072(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+4076(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4080(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+4084(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4088(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+4092(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4096(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4100(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4104(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+4108(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4112(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+4116(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4120(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+4124(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4128(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+4132(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4136(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+4140(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4144(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+4148(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4152(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+4156(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4160(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+4164(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4168(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+4172(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4176(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+4180(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4184(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+4188(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4192(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+4196(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4200(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+4204(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4208(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+4212(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4216(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+4220(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+4224(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+4228(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4232(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+4236(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4240(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+4244(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4248(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4252(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4256(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+4260(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4264(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+4268(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4272(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+4276(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4280(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+4284(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4288(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+4292(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4296(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+4300(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4304(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+4308(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4312(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+4316(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4320(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+4324(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4328(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+4332(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4336(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+4340(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4344(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+4348(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4352(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+4356(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4360(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+4364(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4368(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+4372(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4376(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+4380(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4384(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+4388(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4392(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+4396(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4400(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+4404(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4408(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+4412(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4416(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+4420(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4424(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+4428(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4432(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+4436(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4440(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+4444(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4448(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4452(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4456(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+4460(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4464(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+4468(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4472(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+4476(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4480(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+4484(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4488(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+4492(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4496(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+4500(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4504(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+4508(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4512(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+4516(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4520(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+4524(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4528(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+4532(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+4536(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+4540(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4544(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+4548(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4552(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+4556(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4560(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+4564(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4568(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+4572(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4576(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+4580(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4584(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4588(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4592(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4596(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4600(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4604(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4608(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+4612(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4616(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+4620(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4624(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+4628(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4632(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+4636(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4640(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+4644(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4648(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+4652(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4656(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+4660(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4664(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+4668(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4672(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+4676(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4680(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+4684(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4688(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+4692(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4696(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+4700(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4704(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+4708(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4712(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+4716(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4720(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+4724(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4728(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+4732(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4736(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+4740(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4744(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+4748(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4752(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+4756(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4760(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+4764(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4768(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+4772(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4776(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+4780(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4784(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+4788(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4792(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+4796(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4800(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+4804(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4808(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+4812(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4816(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+4820(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4824(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+4828(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4832(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+4836(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4840(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+4844(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4848(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+4852(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+4856(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+4860(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4864(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+4868(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4872(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+4876(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4880(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+4884(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4888(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+4892(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4896(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+4900(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4904(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+4908(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4912(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4916(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4920(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+4924(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4928(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+4932(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4936(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+4940(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4944(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+4948(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4952(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+4956(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4960(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+4964(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4968(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+4972(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4976(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+4980(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4984(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+4988(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+4992(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+4996(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5000(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+5004(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5008(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+5012(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5016(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+5020(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5024(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+5028(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5032(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+5036(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5040(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+5044(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5048(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+5052(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5056(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+5060(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5064(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+5068(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5072(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+5076(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5080(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5084(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5088(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+5092(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5096(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+5100(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5104(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+5108(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5112(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+5116(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5120(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+5124(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5128(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+5132(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5136(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+5140(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5144(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+5148(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5152(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+5156(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+5160(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+5164(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5168(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+5172(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5176(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+5180(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5184(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+5188(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5192(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+5196(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5200(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+5204(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5208(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+5212(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5216(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+5220(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5224(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+5228(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5232(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+5236(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5240(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+5244(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5248(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+5252(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5256(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+5260(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5264(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5268(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5272(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+5276(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5280(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+5284(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5288(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+5292(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5296(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+5300(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5304(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5308(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5312(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+5316(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5320(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+5324(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5328(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+5332(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5336(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+5340(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5344(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+5348(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5352(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+5356(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5360(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+5364(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5368(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+5372(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5376(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+5380(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5384(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+5388(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5392(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+5396(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5400(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+5404(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5408(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+5412(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5416(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+5420(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5424(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+5428(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5432(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+5436(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5440(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+5444(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5448(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+5452(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5456(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+5460(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5464(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+5468(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5472(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5476(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5480(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+5484(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5488(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5492(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5496(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+5500(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5504(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+5508(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5512(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+5516(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5520(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+5524(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5528(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+5532(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5536(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+5540(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+5544(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+5548(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5552(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+5556(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5560(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+5564(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5568(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+5572(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5576(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5580(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5584(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+5588(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5592(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+5596(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5600(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+5604(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5608(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+5612(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5616(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5620(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5624(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+5628(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5632(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+5636(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5640(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+5644(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5648(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+5652(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5656(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+5660(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5664(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+5668(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5672(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+5676(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5680(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+5684(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5688(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+5692(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5696(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+5700(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5704(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+5708(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5712(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+5716(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5720(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+5724(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5728(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+5732(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5736(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+5740(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5744(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+5748(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5752(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+5756(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5760(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+5764(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5768(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+5772(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5776(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+5780(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5784(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+5788(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5792(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+5796(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5800(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+5804(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5808(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+5812(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5816(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+5820(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5824(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+5828(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5832(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+5836(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5840(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+5844(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5848(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+5852(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5856(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5860(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5864(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+5868(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5872(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+5876(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5880(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+5884(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5888(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+5892(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5896(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+5900(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5904(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+5908(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5912(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+5916(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5920(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+5924(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5928(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+5932(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5936(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+5940(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5944(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+5948(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5952(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+5956(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5960(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+5964(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5968(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+5972(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5976(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+5980(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5984(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+5988(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+5992(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+5996(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6000(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+6004(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6008(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+6012(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6016(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+6020(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6024(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+6028(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6032(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+6036(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6040(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+6044(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6048(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+6052(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6056(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+6060(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6064(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+6068(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6072(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+6076(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6080(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+6084(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6088(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+6092(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6096(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+6100(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6104(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+6108(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6112(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+6116(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6120(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+6124(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6128(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+6132(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6136(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+6140(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6144(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+6148(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6152(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+6156(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6160(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+6164(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6168(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+6172(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6176(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6180(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6184(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6188(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6192(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6196(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6200(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+6204(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6208(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+6212(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6216(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6220(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6224(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+6228(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6232(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+6236(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6240(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+6244(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6248(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+6252(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6256(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+6260(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6264(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+6268(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6272(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+6276(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6280(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+6284(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6288(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+6292(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6296(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+6300(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6304(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+6308(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6312(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+6316(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6320(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+6324(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6328(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+6332(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6336(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+6340(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6344(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+6348(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6352(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+6356(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6360(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+6364(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6368(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+6372(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6376(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6380(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6384(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6388(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6392(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6396(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6400(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+6404(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6408(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+6412(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6416(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+6420(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6424(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+6428(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6432(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+6436(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6440(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+6444(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6448(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+6452(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6456(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+6460(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6464(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+6468(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6472(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+6476(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6480(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+6484(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6488(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+6492(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6496(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+6500(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6504(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+6508(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6512(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+6516(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6520(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+6524(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6528(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+6532(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6536(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+6540(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6544(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+6548(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6552(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+6556(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6560(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+6564(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6568(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+6572(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6576(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+6580(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6584(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6588(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6592(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6596(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6600(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+6604(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6608(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+6612(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6616(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+6620(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6624(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6628(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6632(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+6636(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6640(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+6644(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6648(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+6652(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6656(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+6660(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6664(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+6668(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6672(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+6676(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6680(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+6684(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6688(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+6692(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6696(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+6700(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6704(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+6708(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6712(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+6716(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6720(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+6724(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6728(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+6732(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6736(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+6740(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6744(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+6748(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6752(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+6756(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6760(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+6764(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6768(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+6772(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6776(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+6780(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6784(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+6788(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6792(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+6796(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6800(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6804(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6808(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+6812(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6816(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+6820(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6824(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+6828(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6832(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+6836(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6840(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+6844(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6848(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+6852(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+6856(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+6860(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6864(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+6868(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6872(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+6876(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6880(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+6884(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6888(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+6892(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6896(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+6900(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6904(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+6908(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6912(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+6916(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6920(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+6924(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6928(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+6932(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6936(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+6940(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6944(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+6948(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6952(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+6956(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6960(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+6964(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6968(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+6972(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6976(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+6980(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6984(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+6988(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+6992(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+6996(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7000(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+7004(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7008(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+7012(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7016(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+7020(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7024(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+7028(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7032(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+7036(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7040(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+7044(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7048(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+7052(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7056(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+7060(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7064(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+7068(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7072(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+7076(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7080(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+7084(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7088(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+7092(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7096(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+7100(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7104(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+7108(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7112(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+7116(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7120(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+7124(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7128(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+7132(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7136(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+7140(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7144(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+7148(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7152(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+7156(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7160(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+7164(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7168(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+7172(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7176(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+7180(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7184(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+7188(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7192(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+7196(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7200(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+7204(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7208(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+7212(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7216(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+7220(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7224(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+7228(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7232(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+7236(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7240(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+7244(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7248(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7252(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7256(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7260(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7264(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7268(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7272(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7276(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7280(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+7284(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7288(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+7292(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7296(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+7300(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7304(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+7308(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7312(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+7316(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7320(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+7324(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7328(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+7332(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7336(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+7340(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7344(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+7348(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7352(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+7356(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7360(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+7364(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7368(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+7372(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7376(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+7380(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7384(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+7388(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7392(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+7396(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7400(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+7404(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7408(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+7412(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7416(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+7420(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7424(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+7428(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7432(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+7436(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7440(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+7444(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7448(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+7452(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7456(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+7460(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7464(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+7468(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7472(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+7476(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7480(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+7484(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7488(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+7492(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7496(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+7500(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7504(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+7508(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7512(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+7516(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7520(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7524(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7528(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7532(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7536(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+7540(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7544(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+7548(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7552(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+7556(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7560(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+7564(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7568(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+7572(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7576(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+7580(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7584(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+7588(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7592(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+7596(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7600(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+7604(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7608(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+7612(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7616(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+7620(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7624(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+7628(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+7632(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+7636(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7640(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+7644(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7648(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+7652(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7656(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+7660(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7664(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+7668(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7672(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+7676(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7680(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+7684(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7688(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+7692(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7696(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+7700(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7704(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+7708(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7712(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+7716(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7720(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+7724(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7728(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+7732(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7736(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+7740(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7744(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+7748(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7752(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+7756(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7760(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+7764(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7768(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+7772(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7776(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+7780(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7784(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+7788(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7792(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7796(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7800(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+7804(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7808(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+7812(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7816(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+7820(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7824(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+7828(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7832(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+7836(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7840(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+7844(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7848(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+7852(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7856(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+7860(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7864(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+7868(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7872(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+7876(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7880(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+7884(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7888(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+7892(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7896(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+7900(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7904(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+7908(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7912(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+7916(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7920(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+7924(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7928(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+7932(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7936(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+7940(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7944(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+7948(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7952(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+7956(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7960(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+7964(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7968(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+7972(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7976(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+7980(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+7984(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+7988(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+7992(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+7996(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8000(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+8004(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8008(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+8012(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8016(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+8020(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8024(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+8028(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8032(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+8036(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8040(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+8044(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8048(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+8052(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8056(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+8060(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8064(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+8068(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8072(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+8076(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8080(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+8084(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8088(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+8092(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8096(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+8100(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8104(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+8108(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8112(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+8116(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8120(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+8124(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8128(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+8132(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8136(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+8140(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8144(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+8148(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8152(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+8156(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8160(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+8164(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8168(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+8172(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8176(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+8180(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8184(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+8188(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8192(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+8196(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8200(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+8204(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8208(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+8212(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8216(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+8220(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8224(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+8228(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8232(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8236(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8240(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8244(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8248(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8252(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8256(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+8260(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8264(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+8268(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8272(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+8276(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8280(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+8284(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8288(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+8292(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8296(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+8300(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8304(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+8308(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8312(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+8316(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8320(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+8324(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8328(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+8332(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8336(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+8340(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8344(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+8348(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8352(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+8356(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8360(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+8364(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8368(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+8372(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8376(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+8380(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8384(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+8388(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8392(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+8396(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8400(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+8404(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8408(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+8412(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8416(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+8420(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8424(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+8428(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8432(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+8436(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8440(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+8444(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8448(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+8452(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8456(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+8460(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8464(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+8468(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8472(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+8476(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8480(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+8484(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8488(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+8492(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8496(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+8500(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8504(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+8508(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8512(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+8516(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8520(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+8524(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8528(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+8532(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8536(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+8540(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8544(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+8548(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8552(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+8556(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8560(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+8564(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8568(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+8572(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8576(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+8580(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8584(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+8588(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8592(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+8596(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8600(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+8604(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8608(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+8612(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8616(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+8620(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8624(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+8628(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8632(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+8636(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8640(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+8644(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8648(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+8652(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8656(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+8660(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8664(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+8668(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8672(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+8676(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8680(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+8684(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8688(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+8692(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8696(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+8700(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8704(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+8708(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8712(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+8716(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8720(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8724(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8728(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8732(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8736(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+8740(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8744(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+8748(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8752(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+8756(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8760(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+8764(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8768(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+8772(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8776(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+8780(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8784(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+8788(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8792(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+8796(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8800(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+8804(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8808(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+8812(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8816(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+8820(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8824(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+8828(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8832(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+8836(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8840(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+8844(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8848(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+8852(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8856(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+8860(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8864(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+8868(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8872(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+8876(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8880(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+8884(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8888(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+8892(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+8896(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+8900(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8904(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+8908(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8912(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+8916(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8920(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+8924(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8928(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+8932(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8936(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+8940(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8944(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+8948(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8952(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+8956(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8960(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+8964(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8968(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+8972(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8976(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+8980(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8984(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+8988(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+8992(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+8996(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9000(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+9004(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9008(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9012(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9016(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9020(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9024(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9028(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9032(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9036(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9040(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9044(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9048(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+9052(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9056(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+9060(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9064(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+9068(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9072(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+9076(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9080(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+9084(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9088(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+9092(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9096(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+9100(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9104(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+9108(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9112(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+9116(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9120(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+9124(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9128(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+9132(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9136(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+9140(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9144(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+9148(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9152(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+9156(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9160(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+9164(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9168(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+9172(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9176(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+9180(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9184(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+9188(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9192(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+9196(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9200(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+9204(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9208(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+9212(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9216(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+9220(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9224(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+9228(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9232(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+9236(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9240(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+9244(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9248(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+9252(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9256(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+9260(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9264(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+9268(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9272(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+9276(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9280(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+9284(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9288(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9292(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9296(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9300(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9304(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9308(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9312(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9316(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9320(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9324(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9328(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9332(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9336(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+9340(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9344(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+9348(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9352(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+9356(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9360(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+9364(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9368(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+9372(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9376(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+9380(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9384(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+9388(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9392(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+9396(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9400(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+9404(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9408(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+9412(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9416(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+9420(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9424(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+9428(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9432(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+9436(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9440(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+9444(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9448(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+9452(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9456(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+9460(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9464(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+9468(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9472(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+9476(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9480(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+9484(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9488(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+9492(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9496(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+9500(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9504(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+9508(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9512(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+9516(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9520(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+9524(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9528(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+9532(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9536(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+9540(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9544(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9548(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9552(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9556(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9560(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9564(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9568(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9572(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9576(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+9580(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9584(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+9588(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9592(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+9596(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9600(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+9604(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9608(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+9612(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9616(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+9620(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9624(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+9628(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9632(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+9636(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9640(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+9644(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9648(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+9652(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9656(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+9660(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9664(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+9668(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9672(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+9676(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9680(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+9684(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9688(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+9692(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9696(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+9700(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9704(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+9708(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9712(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+9716(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9720(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+9724(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9728(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9732(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9736(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9740(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9744(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+9748(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9752(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+9756(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9760(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9764(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9768(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+9772(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9776(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+9780(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9784(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+9788(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9792(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+9796(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9800(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+9804(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9808(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+9812(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+9816(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+9820(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9824(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+9828(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9832(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+9836(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9840(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+9844(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9848(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+9852(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9856(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+9860(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9864(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+9868(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9872(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+9876(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9880(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+9884(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9888(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+9892(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9896(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+9900(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9904(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+9908(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9912(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+9916(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9920(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+9924(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9928(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+9932(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9936(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+9940(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9944(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+9948(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9952(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+9956(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9960(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+9964(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9968(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+9972(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9976(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+9980(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9984(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+9988(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+9992(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+9996(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10000(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+10004(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10008(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+10012(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10016(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+10020(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10024(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+10028(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10032(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+10036(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10040(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+10044(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10048(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+10052(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10056(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+10060(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10064(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+10068(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10072(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10076(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10080(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+10084(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10088(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+10092(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10096(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+10100(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10104(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+10108(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10112(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+10116(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10120(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+10124(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10128(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+10132(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10136(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+10140(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10144(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+10148(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10152(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+10156(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10160(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+10164(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10168(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+10172(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10176(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+10180(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10184(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+10188(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10192(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+10196(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10200(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+10204(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10208(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+10212(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10216(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+10220(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10224(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+10228(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10232(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+10236(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10240(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+10244(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10248(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+10252(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10256(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10260(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10264(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+10268(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10272(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+10276(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10280(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+10284(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10288(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+10292(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10296(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+10300(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10304(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10308(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10312(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+10316(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10320(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+10324(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10328(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+10332(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10336(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+10340(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10344(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+10348(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10352(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+10356(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10360(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+10364(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10368(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+10372(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10376(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+10380(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10384(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+10388(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10392(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+10396(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10400(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+10404(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10408(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+10412(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10416(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+10420(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10424(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+10428(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10432(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+10436(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10440(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+10444(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10448(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+10452(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10456(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+10460(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10464(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+10468(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10472(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+10476(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10480(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+10484(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10488(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+10492(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10496(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+10500(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10504(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+10508(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10512(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+10516(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10520(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+10524(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10528(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10532(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10536(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+10540(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10544(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+10548(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10552(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+10556(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10560(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+10564(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10568(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10572(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10576(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10580(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10584(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+10588(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10592(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+10596(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10600(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+10604(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10608(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+10612(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10616(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+10620(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10624(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+10628(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10632(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+10636(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10640(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+10644(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10648(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+10652(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10656(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+10660(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10664(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+10668(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10672(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+10676(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10680(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+10684(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10688(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+10692(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10696(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+10700(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10704(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+10708(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10712(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+10716(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10720(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+10724(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10728(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+10732(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10736(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+10740(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10744(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+10748(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10752(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+10756(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10760(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+10764(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10768(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+10772(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10776(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+10780(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10784(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+10788(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10792(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10796(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10800(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+10804(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10808(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+10812(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10816(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+10820(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10824(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+10828(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10832(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+10836(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10840(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10844(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10848(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+10852(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10856(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+10860(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10864(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+10868(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10872(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+10876(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10880(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+10884(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10888(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+10892(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10896(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+10900(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10904(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+10908(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10912(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+10916(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10920(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+10924(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10928(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+10932(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10936(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+10940(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+10944(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+10948(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10952(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+10956(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10960(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+10964(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10968(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+10972(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10976(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+10980(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10984(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+10988(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+10992(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+10996(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11000(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+11004(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11008(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11012(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11016(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+11020(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11024(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+11028(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11032(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+11036(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11040(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+11044(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+11048(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+11052(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11056(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+11060(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11064(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+11068(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11072(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+11076(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11080(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+11084(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11088(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+11092(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11096(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+11100(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11104(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+11108(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11112(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+11116(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11120(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+11124(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11128(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+11132(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11136(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+11140(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11144(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+11148(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11152(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+11156(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11160(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+11164(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11168(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+11172(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11176(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+11180(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11184(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+11188(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11192(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+11196(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11200(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+11204(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11208(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11212(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11216(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11220(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11224(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+11228(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11232(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+11236(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11240(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+11244(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11248(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+11252(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11256(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+11260(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11264(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+11268(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11272(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+11276(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11280(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+11284(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11288(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+11292(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11296(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+11300(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11304(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+11308(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11312(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+11316(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11320(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+11324(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11328(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+11332(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11336(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+11340(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11344(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+11348(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11352(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+11356(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11360(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+11364(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11368(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+11372(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11376(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11380(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11384(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+11388(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11392(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+11396(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11400(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+11404(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11408(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+11412(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11416(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+11420(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+11424(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+11428(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11432(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+11436(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11440(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+11444(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11448(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+11452(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11456(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+11460(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11464(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+11468(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11472(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+11476(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11480(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+11484(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11488(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+11492(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11496(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+11500(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11504(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+11508(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11512(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+11516(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11520(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+11524(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11528(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+11532(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11536(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+11540(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11544(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11548(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11552(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11556(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11560(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+11564(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11568(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+11572(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11576(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+11580(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11584(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+11588(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11592(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+11596(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11600(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+11604(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11608(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+11612(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11616(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+11620(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11624(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+11628(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11632(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+11636(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11640(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+11644(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11648(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+11652(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11656(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+11660(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11664(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+11668(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11672(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+11676(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11680(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+11684(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11688(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+11692(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11696(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+11700(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11704(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+11708(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11712(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+11716(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11720(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+11724(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11728(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+11732(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11736(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+11740(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11744(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+11748(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11752(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+11756(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11760(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+11764(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11768(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+11772(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11776(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+11780(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11784(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+11788(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11792(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+11796(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11800(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+11804(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+11808(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+11812(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11816(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+11820(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11824(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+11828(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11832(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+11836(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11840(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+11844(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11848(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+11852(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11856(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+11860(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11864(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+11868(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11872(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+11876(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11880(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+11884(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11888(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+11892(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11896(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+11900(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11904(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+11908(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11912(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+11916(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11920(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11924(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11928(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+11932(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11936(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+11940(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11944(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+11948(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11952(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+11956(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11960(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+11964(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11968(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+11972(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11976(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+11980(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+11984(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+11988(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+11992(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+11996(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12000(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12004(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12008(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+12012(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12016(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+12020(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12024(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+12028(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12032(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+12036(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12040(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+12044(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12048(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+12052(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12056(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+12060(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12064(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+12068(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12072(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+12076(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12080(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+12084(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12088(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+12092(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12096(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+12100(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12104(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+12108(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12112(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+12116(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12120(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+12124(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12128(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+12132(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12136(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+12140(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12144(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12148(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12152(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+12156(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12160(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+12164(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12168(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+12172(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12176(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+12180(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12184(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+12188(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12192(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+12196(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12200(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+12204(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12208(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+12212(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12216(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+12220(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12224(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+12228(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12232(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+12236(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12240(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+12244(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12248(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+12252(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12256(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+12260(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12264(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12268(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12272(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12276(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12280(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+12284(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12288(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+12292(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12296(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+12300(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12304(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+12308(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12312(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+12316(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12320(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+12324(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12328(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+12332(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12336(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+12340(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12344(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+12348(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12352(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12356(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12360(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+12364(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12368(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+12372(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12376(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+12380(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12384(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+12388(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12392(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+12396(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12400(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+12404(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12408(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+12412(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12416(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+12420(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12424(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+12428(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12432(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+12436(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12440(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12444(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12448(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+12452(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12456(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+12460(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12464(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+12468(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+12472(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+12476(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12480(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+12484(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12488(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+12492(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12496(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+12500(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12504(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+12508(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12512(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+12516(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12520(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+12524(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12528(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+12532(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12536(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+12540(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12544(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12548(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12552(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+12556(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12560(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+12564(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12568(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+12572(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12576(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+12580(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12584(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+12588(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12592(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+12596(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12600(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+12604(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12608(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+12612(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12616(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12620(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12624(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12628(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12632(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+12636(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12640(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+12644(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12648(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+12652(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12656(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+12660(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12664(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+12668(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12672(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+12676(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12680(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+12684(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12688(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+12692(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12696(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+12700(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12704(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+12708(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12712(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+12716(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12720(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+12724(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12728(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+12732(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12736(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+12740(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12744(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+12748(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12752(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+12756(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12760(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+12764(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12768(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+12772(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12776(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+12780(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12784(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+12788(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12792(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+12796(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12800(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+12804(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12808(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+12812(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12816(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+12820(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12824(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+12828(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+12832(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+12836(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12840(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+12844(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12848(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+12852(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12856(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+12860(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12864(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+12868(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12872(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+12876(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12880(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+12884(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12888(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+12892(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12896(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+12900(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12904(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+12908(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12912(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+12916(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12920(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+12924(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12928(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+12932(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12936(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+12940(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12944(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+12948(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12952(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+12956(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12960(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12964(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12968(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+12972(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12976(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+12980(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12984(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+12988(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+12992(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+12996(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+13000(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+13004(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+13008(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+13012(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13016(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+13020(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13024(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+13028(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13032(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+13036(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13040(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+13044(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13048(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+13052(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13056(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+13060(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13064(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+13068(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13072(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+13076(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13080(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13084(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13088(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+13092(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13096(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+13100(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13104(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+13108(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13112(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+13116(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13120(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+13124(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13128(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13132(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13136(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13140(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13144(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+13148(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13152(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+13156(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13160(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+13164(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+13168(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+13172(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13176(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+13180(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13184(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+13188(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13192(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+13196(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13200(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+13204(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13208(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+13212(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13216(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+13220(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13224(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+13228(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13232(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+13236(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13240(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+13244(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13248(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+13252(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13256(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+13260(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13264(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+13268(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13272(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+13276(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13280(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+13284(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13288(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+13292(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13296(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+13300(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13304(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13308(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13312(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+13316(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13320(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+13324(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13328(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+13332(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13336(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+13340(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13344(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+13348(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13352(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+13356(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13360(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13364(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13368(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13372(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13376(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+13380(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13384(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+13388(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13392(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+13396(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13400(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+13404(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13408(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+13412(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+13416(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+13420(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13424(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+13428(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13432(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+13436(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13440(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+13444(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13448(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+13452(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13456(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+13460(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13464(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+13468(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13472(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+13476(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13480(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+13484(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13488(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+13492(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13496(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13500(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13504(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+13508(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13512(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+13516(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13520(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+13524(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13528(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+13532(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13536(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13540(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13544(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+13548(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13552(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+13556(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13560(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+13564(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13568(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+13572(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13576(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+13580(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13584(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+13588(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13592(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+13596(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13600(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+13604(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13608(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+13612(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13616(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+13620(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13624(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+13628(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13632(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+13636(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13640(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+13644(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13648(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13652(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13656(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+13660(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13664(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+13668(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13672(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+13676(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13680(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+13684(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13688(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+13692(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13696(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+13700(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13704(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+13708(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13712(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+13716(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13720(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+13724(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13728(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+13732(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13736(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13740(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13744(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13748(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13752(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+13756(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13760(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+13764(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13768(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+13772(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+13776(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+13780(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13784(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+13788(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13792(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+13796(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13800(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+13804(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13808(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+13812(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13816(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+13820(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13824(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+13828(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13832(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+13836(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13840(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+13844(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13848(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+13852(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13856(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+13860(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13864(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+13868(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13872(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+13876(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13880(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+13884(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13888(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+13892(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13896(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+13900(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13904(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+13908(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13912(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+13916(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13920(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+13924(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13928(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+13932(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13936(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+13940(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13944(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+13948(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13952(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+13956(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13960(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+13964(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13968(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+13972(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13976(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+13980(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13984(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+13988(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+13992(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+13996(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14000(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+14004(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14008(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+14012(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14016(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+14020(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14024(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+14028(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14032(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+14036(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14040(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+14044(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14048(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+14052(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14056(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+14060(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14064(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+14068(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14072(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+14076(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14080(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+14084(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14088(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14092(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14096(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14100(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14104(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14108(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14112(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14116(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14120(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14124(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14128(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+14132(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14136(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+14140(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14144(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+14148(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14152(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+14156(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14160(SB)/4, $0x00000008
+DATA grid_iq1sGrid_0_8_16<>+14164(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14168(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+14172(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14176(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+14180(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14184(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+14188(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14192(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+14196(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14200(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+14204(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14208(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+14212(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14216(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+14220(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14224(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+14228(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14232(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+14236(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14240(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+14244(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14248(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+14252(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14256(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+14260(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14264(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+14268(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14272(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+14276(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14280(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+14284(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14288(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+14292(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14296(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+14300(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14304(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+14308(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14312(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+14316(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14320(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+14324(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14328(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+14332(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14336(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+14340(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14344(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+14348(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14352(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14356(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14360(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+14364(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14368(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+14372(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14376(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+14380(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14384(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+14388(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14392(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+14396(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14400(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+14404(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14408(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+14412(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14416(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+14420(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14424(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+14428(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14432(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+14436(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14440(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+14444(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14448(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+14452(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14456(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+14460(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14464(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+14468(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14472(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+14476(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14480(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+14484(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14488(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+14492(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14496(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+14500(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14504(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14508(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14512(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14516(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14520(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+14524(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+14528(SB)/4, $0x00000800
+DATA grid_iq1sGrid_0_8_16<>+14532(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14536(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+14540(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14544(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+14548(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14552(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+14556(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14560(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+14564(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14568(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+14572(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14576(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+14580(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14584(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+14588(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14592(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+14596(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14600(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+14604(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14608(SB)/4, $0x00100800
+DATA grid_iq1sGrid_0_8_16<>+14612(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14616(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+14620(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14624(SB)/4, $0x08000000
+DATA grid_iq1sGrid_0_8_16<>+14628(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14632(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+14636(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14640(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+14644(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14648(SB)/4, $0x08001000
+DATA grid_iq1sGrid_0_8_16<>+14652(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14656(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+14660(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14664(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+14668(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14672(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+14676(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14680(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+14684(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14688(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+14692(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14696(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+14700(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14704(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+14708(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14712(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+14716(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14720(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+14724(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14728(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+14732(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14736(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+14740(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14744(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+14748(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14752(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+14756(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14760(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+14764(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14768(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14772(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14776(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14780(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14784(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+14788(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14792(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+14796(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+14800(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+14804(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14808(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+14812(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14816(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+14820(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14824(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+14828(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14832(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+14836(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14840(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+14844(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14848(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+14852(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14856(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+14860(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14864(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+14868(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14872(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+14876(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14880(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+14884(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14888(SB)/4, $0x10080008
+DATA grid_iq1sGrid_0_8_16<>+14892(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14896(SB)/4, $0x10080800
+DATA grid_iq1sGrid_0_8_16<>+14900(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14904(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+14908(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14912(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+14916(SB)/4, $0x10081010
+DATA grid_iq1sGrid_0_8_16<>+14920(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+14924(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14928(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+14932(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14936(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+14940(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14944(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+14948(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14952(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+14956(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14960(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+14964(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14968(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+14972(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14976(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+14980(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14984(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+14988(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+14992(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+14996(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15000(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+15004(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15008(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+15012(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15016(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+15020(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15024(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+15028(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15032(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+15036(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15040(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+15044(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15048(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+15052(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15056(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+15060(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15064(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+15068(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15072(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15076(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15080(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15084(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15088(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15092(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15096(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+15100(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15104(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+15108(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15112(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+15116(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15120(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+15124(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15128(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+15132(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15136(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+15140(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15144(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+15148(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15152(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+15156(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15160(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+15164(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15168(SB)/4, $0x08001008
+DATA grid_iq1sGrid_0_8_16<>+15172(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15176(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+15180(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15184(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+15188(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15192(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+15196(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15200(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+15204(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15208(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+15212(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15216(SB)/4, $0x08100800
+DATA grid_iq1sGrid_0_8_16<>+15220(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15224(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+15228(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15232(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+15236(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15240(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+15244(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15248(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+15252(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15256(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+15260(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15264(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+15268(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15272(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+15276(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15280(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+15284(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15288(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+15292(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15296(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+15300(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15304(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+15308(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15312(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+15316(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15320(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+15324(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15328(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+15332(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15336(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+15340(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15344(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+15348(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15352(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+15356(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15360(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+15364(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15368(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+15372(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15376(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+15380(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15384(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+15388(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15392(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+15396(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15400(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+15404(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15408(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+15412(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15416(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15420(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15424(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15428(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15432(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+15436(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+15440(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+15444(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15448(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+15452(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15456(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+15460(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15464(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+15468(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15472(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+15476(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15480(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+15484(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15488(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+15492(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15496(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+15500(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15504(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+15508(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15512(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+15516(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15520(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+15524(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15528(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+15532(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15536(SB)/4, $0x08101000
+DATA grid_iq1sGrid_0_8_16<>+15540(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15544(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+15548(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15552(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+15556(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15560(SB)/4, $0x00000810
+DATA grid_iq1sGrid_0_8_16<>+15564(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15568(SB)/4, $0x00001008
+DATA grid_iq1sGrid_0_8_16<>+15572(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15576(SB)/4, $0x00080000
+DATA grid_iq1sGrid_0_8_16<>+15580(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15584(SB)/4, $0x00080010
+DATA grid_iq1sGrid_0_8_16<>+15588(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15592(SB)/4, $0x00080808
+DATA grid_iq1sGrid_0_8_16<>+15596(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15600(SB)/4, $0x00081000
+DATA grid_iq1sGrid_0_8_16<>+15604(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15608(SB)/4, $0x00100810
+DATA grid_iq1sGrid_0_8_16<>+15612(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15616(SB)/4, $0x00101008
+DATA grid_iq1sGrid_0_8_16<>+15620(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15624(SB)/4, $0x08000010
+DATA grid_iq1sGrid_0_8_16<>+15628(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15632(SB)/4, $0x08000808
+DATA grid_iq1sGrid_0_8_16<>+15636(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15640(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+15644(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15648(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+15652(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15656(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+15660(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15664(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+15668(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15672(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+15676(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15680(SB)/4, $0x08100808
+DATA grid_iq1sGrid_0_8_16<>+15684(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15688(SB)/4, $0x08101010
+DATA grid_iq1sGrid_0_8_16<>+15692(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15696(SB)/4, $0x10000008
+DATA grid_iq1sGrid_0_8_16<>+15700(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15704(SB)/4, $0x10000800
+DATA grid_iq1sGrid_0_8_16<>+15708(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15712(SB)/4, $0x10000808
+DATA grid_iq1sGrid_0_8_16<>+15716(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15720(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+15724(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15728(SB)/4, $0x10001008
+DATA grid_iq1sGrid_0_8_16<>+15732(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15736(SB)/4, $0x10080010
+DATA grid_iq1sGrid_0_8_16<>+15740(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15744(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+15748(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15752(SB)/4, $0x10081000
+DATA grid_iq1sGrid_0_8_16<>+15756(SB)/4, $0x10100808
+DATA grid_iq1sGrid_0_8_16<>+15760(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+15764(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15768(SB)/4, $0x00080008
+DATA grid_iq1sGrid_0_8_16<>+15772(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15776(SB)/4, $0x00080810
+DATA grid_iq1sGrid_0_8_16<>+15780(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15784(SB)/4, $0x00081010
+DATA grid_iq1sGrid_0_8_16<>+15788(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15792(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+15796(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15800(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+15804(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15808(SB)/4, $0x08000800
+DATA grid_iq1sGrid_0_8_16<>+15812(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15816(SB)/4, $0x08000810
+DATA grid_iq1sGrid_0_8_16<>+15820(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15824(SB)/4, $0x08001010
+DATA grid_iq1sGrid_0_8_16<>+15828(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15832(SB)/4, $0x08080010
+DATA grid_iq1sGrid_0_8_16<>+15836(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15840(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+15844(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15848(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+15852(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15856(SB)/4, $0x08081000
+DATA grid_iq1sGrid_0_8_16<>+15860(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15864(SB)/4, $0x08100000
+DATA grid_iq1sGrid_0_8_16<>+15868(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15872(SB)/4, $0x08100010
+DATA grid_iq1sGrid_0_8_16<>+15876(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15880(SB)/4, $0x10000810
+DATA grid_iq1sGrid_0_8_16<>+15884(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15888(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+15892(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15896(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+15900(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15904(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+15908(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15912(SB)/4, $0x10081008
+DATA grid_iq1sGrid_0_8_16<>+15916(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15920(SB)/4, $0x10100008
+DATA grid_iq1sGrid_0_8_16<>+15924(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15928(SB)/4, $0x10100800
+DATA grid_iq1sGrid_0_8_16<>+15932(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15936(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15940(SB)/4, $0x10100810
+DATA grid_iq1sGrid_0_8_16<>+15944(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+15948(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15952(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+15956(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15960(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+15964(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15968(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+15972(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15976(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+15980(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15984(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+15988(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+15992(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+15996(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16000(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+16004(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16008(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+16012(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16016(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+16020(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16024(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+16028(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16032(SB)/4, $0x08081008
+DATA grid_iq1sGrid_0_8_16<>+16036(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16040(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+16044(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16048(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+16052(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16056(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+16060(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16064(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+16068(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16072(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+16076(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16080(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+16084(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16088(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+16092(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16096(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16100(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16104(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16108(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16112(SB)/4, $0x00000808
+DATA grid_iq1sGrid_0_8_16<>+16116(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16120(SB)/4, $0x00080800
+DATA grid_iq1sGrid_0_8_16<>+16124(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16128(SB)/4, $0x00081008
+DATA grid_iq1sGrid_0_8_16<>+16132(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16136(SB)/4, $0x00100008
+DATA grid_iq1sGrid_0_8_16<>+16140(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16144(SB)/4, $0x00100808
+DATA grid_iq1sGrid_0_8_16<>+16148(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16152(SB)/4, $0x08000008
+DATA grid_iq1sGrid_0_8_16<>+16156(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16160(SB)/4, $0x08080000
+DATA grid_iq1sGrid_0_8_16<>+16164(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16168(SB)/4, $0x08080808
+DATA grid_iq1sGrid_0_8_16<>+16172(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16176(SB)/4, $0x08081010
+DATA grid_iq1sGrid_0_8_16<>+16180(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16184(SB)/4, $0x08100008
+DATA grid_iq1sGrid_0_8_16<>+16188(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16192(SB)/4, $0x08100810
+DATA grid_iq1sGrid_0_8_16<>+16196(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16200(SB)/4, $0x08101008
+DATA grid_iq1sGrid_0_8_16<>+16204(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16208(SB)/4, $0x10080000
+DATA grid_iq1sGrid_0_8_16<>+16212(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16216(SB)/4, $0x10080810
+DATA grid_iq1sGrid_0_8_16<>+16220(SB)/4, $0x10101008
+DATA grid_iq1sGrid_0_8_16<>+16224(SB)/4, $0x00000000
+DATA grid_iq1sGrid_0_8_16<>+16228(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16232(SB)/4, $0x00000010
+DATA grid_iq1sGrid_0_8_16<>+16236(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16240(SB)/4, $0x00001000
+DATA grid_iq1sGrid_0_8_16<>+16244(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16248(SB)/4, $0x00001010
+DATA grid_iq1sGrid_0_8_16<>+16252(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16256(SB)/4, $0x00100000
+DATA grid_iq1sGrid_0_8_16<>+16260(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16264(SB)/4, $0x00100010
+DATA grid_iq1sGrid_0_8_16<>+16268(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16272(SB)/4, $0x00101000
+DATA grid_iq1sGrid_0_8_16<>+16276(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16280(SB)/4, $0x00101010
+DATA grid_iq1sGrid_0_8_16<>+16284(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16288(SB)/4, $0x08080008
+DATA grid_iq1sGrid_0_8_16<>+16292(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16296(SB)/4, $0x08080800
+DATA grid_iq1sGrid_0_8_16<>+16300(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16304(SB)/4, $0x08080810
+DATA grid_iq1sGrid_0_8_16<>+16308(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16312(SB)/4, $0x10000000
+DATA grid_iq1sGrid_0_8_16<>+16316(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16320(SB)/4, $0x10000010
+DATA grid_iq1sGrid_0_8_16<>+16324(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16328(SB)/4, $0x10001000
+DATA grid_iq1sGrid_0_8_16<>+16332(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16336(SB)/4, $0x10001010
+DATA grid_iq1sGrid_0_8_16<>+16340(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16344(SB)/4, $0x10080808
+DATA grid_iq1sGrid_0_8_16<>+16348(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16352(SB)/4, $0x10100000
+DATA grid_iq1sGrid_0_8_16<>+16356(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16360(SB)/4, $0x10100010
+DATA grid_iq1sGrid_0_8_16<>+16364(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16368(SB)/4, $0x10101000
+DATA grid_iq1sGrid_0_8_16<>+16372(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16376(SB)/4, $0x10101010
+DATA grid_iq1sGrid_0_8_16<>+16380(SB)/4, $0x10101010
+GLOBL grid_iq1sGrid_0_8_16<>(SB), RODATA|NOPTR, $16384
+
+// func dotIQ1_SAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ1_SAVX512(SB), NOSPLIT, $96-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_SAVX512
+
+loopdotIQ1_SAVX512:
+	VPXORD        Y1, Y1, Y1
+	VPMOVZXWD     34(AX), Y2
+	VPSRLD        $0x0c, Y2, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD        Y3, Y3, Y3
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y2, Y2
+	VPSRAD        $0x1f, Y2, Y2
+	VPXORD        Y2, Y3, Y12
+	VPSUBD        Y2, Y12, Y12
+	VPSLLD        $0x03, Y3, Y2
+	VPSUBD        Y12, Y2, Y2
+	VPSLLD        $0x10, Y2, Y12
+	VPORD         Y12, Y2, Y2
+	VMOVDQU64     Y2, 64(SP)
+	VPSLLD        $0x10, Y3, Y2
+	VPORD         Y2, Y3, Y3
+	VMOVDQU64     Y3, (SP)
+	VPMOVZXBD     2(AX), Y2
+	VPBROADCASTD  34(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y4, Y4, Y4
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y4
+	VPBROADCASTD  (SP), Y3
+	VMOVDQU64     4(CX), Y12
+	VPMADDUBSW    Y12, Y4, Y12
+	VPMADDWD      Y3, Y12, Y12
+	VPADDD        Y12, Y1, Y1
+	VPXORD        Y5, Y5, Y5
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y5
+	VPBROADCASTD  4(SP), Y2
+	VMOVDQU64     36(CX), Y3
+	VPMADDUBSW    Y3, Y5, Y3
+	VPMADDWD      Y2, Y3, Y3
+	VPADDD        Y3, Y1, Y1
+	VPMOVZXBD     10(AX), Y2
+	VPBROADCASTD  38(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y6
+	VPBROADCASTD  8(SP), Y3
+	VMOVDQU64     68(CX), Y12
+	VPMADDUBSW    Y12, Y6, Y12
+	VPMADDWD      Y3, Y12, Y12
+	VPADDD        Y12, Y1, Y1
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y7
+	VPBROADCASTD  12(SP), Y2
+	VMOVDQU64     100(CX), Y3
+	VPMADDUBSW    Y3, Y7, Y3
+	VPMADDWD      Y2, Y3, Y3
+	VPADDD        Y3, Y1, Y1
+	VPMOVZXBD     18(AX), Y2
+	VPBROADCASTD  42(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y8
+	VPBROADCASTD  16(SP), Y3
+	VMOVDQU64     132(CX), Y12
+	VPMADDUBSW    Y12, Y8, Y12
+	VPMADDWD      Y3, Y12, Y12
+	VPADDD        Y12, Y1, Y1
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y9
+	VPBROADCASTD  20(SP), Y2
+	VMOVDQU64     164(CX), Y3
+	VPMADDUBSW    Y3, Y9, Y3
+	VPMADDWD      Y2, Y3, Y3
+	VPADDD        Y3, Y1, Y1
+	VPMOVZXBD     26(AX), Y2
+	VPBROADCASTD  46(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y10
+	VPBROADCASTD  24(SP), Y3
+	VMOVDQU64     196(CX), Y12
+	VPMADDUBSW    Y12, Y10, Y12
+	VPMADDWD      Y3, Y12, Y12
+	VPADDD        Y12, Y1, Y1
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y11
+	VPBROADCASTD  28(SP), Y2
+	VMOVDQU64     228(CX), Y3
+	VPMADDUBSW    Y3, Y11, Y3
+	VPMADDWD      Y2, Y3, Y3
+	VPADDD        Y3, Y1, Y1
+	VPBROADCASTW  (AX), X2
+	VCVTPH2PS     X2, X2
+	VMOVDQU64     64(SP), Y3
+	VPMADDWD      260(CX), Y3, Y3
+	VPSUBD        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VPADDD        X3, X1, X3
+	VPSHUFD       $0x4e, X3, X12
+	VPADDD        X12, X3, X3
+	VPSHUFD       $0xb1, X3, X12
+	VPADDD        X12, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMULSS        c32_3e000000<>+0(SB), X3, X3
+	VMULSS        (CX), X2, X2
+	VMULSS        X2, X3, X3
+	VADDSS        X3, X0, X0
+	ADDQ          $0x00000032, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_SAVX512
+
+donedotIQ1_SAVX512:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA v32_00000007<>+0(SB)/4, $0x00000007
+DATA v32_00000007<>+4(SB)/4, $0x00000007
+DATA v32_00000007<>+8(SB)/4, $0x00000007
+DATA v32_00000007<>+12(SB)/4, $0x00000007
+DATA v32_00000007<>+16(SB)/4, $0x00000007
+DATA v32_00000007<>+20(SB)/4, $0x00000007
+DATA v32_00000007<>+24(SB)/4, $0x00000007
+DATA v32_00000007<>+28(SB)/4, $0x00000007
+GLOBL v32_00000007<>(SB), RODATA|NOPTR, $32
+
+DATA iq1sshift<>+0(SB)/4, $0x00000000
+DATA iq1sshift<>+4(SB)/4, $0x00000003
+DATA iq1sshift<>+8(SB)/4, $0x00000006
+DATA iq1sshift<>+12(SB)/4, $0x00000009
+DATA iq1sshift<>+16(SB)/4, $0x00000010
+DATA iq1sshift<>+20(SB)/4, $0x00000013
+DATA iq1sshift<>+24(SB)/4, $0x00000016
+DATA iq1sshift<>+28(SB)/4, $0x00000019
+GLOBL iq1sshift<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ1_MAVX512(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
+TEXT ·dotIQ1_MAVX512(SB), NOSPLIT, $96-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_MAVX512
+
+loopdotIQ1_MAVX512:
+	VPXORD        Y1, Y1, Y1
+	VPBROADCASTQ  48(AX), Y2
+	VPSHUFB       iq1mls0<>+0(SB), Y2, Y3
+	VPSRLVD       iq1mlsshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD        Y3, Y3, Y3
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y3, Y4
+	VPORD         Y3, Y4, Y4
+	VPSHUFB       iq1mls1<>+0(SB), Y2, Y2
+	VPSRLVD       iq1mlsshift<>+0(SB), Y2, Y2
+	VPANDD        v32_00000007<>+0(SB), Y2, Y2
+	VPADDD        Y2, Y2, Y2
+	VPORD         v32_00000001<>+0(SB), Y2, Y2
+	VPSLLD        $0x10, Y2, Y13
+	VPORD         Y2, Y13, Y13
+	VPACKUSDW     Y2, Y3, Y2
+	VPERMQ        $0xd8, Y2, Y2
+	VPSLLW        $0x03, Y2, Y3
+	VPADDW        Y3, Y2, Y2
+	VMOVDQU64     Y2, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y2
+	VMOVDQU64     iq1mbits<>+0(SB), Y3
+	VPBROADCASTD  c32_02020202<>+0(SB), Y14
+	VPMOVZXBD     (AX), Y15
+	VPBROADCASTD  32(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y5, Y5, Y5
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y5
+	VPBROADCASTW  32(AX), Y16
+	VPSHUFB       Y2, Y16, Y16
+	VPTESTNMB     Y3, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPORD         Y5, Y16, Y16
+	VMOVDQU64     iq1mpick0<>+0(SB), Y17
+	VPERMD        Y4, Y17, Y17
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y17, Y18, Y18
+	VPADDD        Y18, Y1, Y1
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y6
+	VPBROADCASTW  34(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y6, Y15, Y15
+	VMOVDQU64     iq1mpick1<>+0(SB), Y16
+	VPERMD        Y4, Y16, Y16
+	VMOVDQU64     36(CX), Y17
+	VPMADDUBSW    Y17, Y15, Y17
+	VPMADDWD      Y16, Y17, Y17
+	VPADDD        Y17, Y1, Y1
+	VPMOVZXBD     8(AX), Y15
+	VPBROADCASTD  36(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y7
+	VPBROADCASTW  36(AX), Y16
+	VPSHUFB       Y2, Y16, Y16
+	VPTESTNMB     Y3, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPORD         Y7, Y16, Y16
+	VMOVDQU64     iq1mpick2<>+0(SB), Y17
+	VPERMD        Y4, Y17, Y17
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y17, Y18, Y18
+	VPADDD        Y18, Y1, Y1
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y8
+	VPBROADCASTW  38(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y8, Y15, Y15
+	VMOVDQU64     iq1mpick3<>+0(SB), Y16
+	VPERMD        Y4, Y16, Y16
+	VMOVDQU64     100(CX), Y4
+	VPMADDUBSW    Y4, Y15, Y4
+	VPMADDWD      Y16, Y4, Y4
+	VPADDD        Y4, Y1, Y1
+	VPMOVZXBD     16(AX), Y4
+	VPBROADCASTD  40(AX), Y15
+	VPSRLVD       iq1mshift<>+0(SB), Y15, Y15
+	VPANDD        v32_00000007<>+0(SB), Y15, Y15
+	VPSLLD        $0x08, Y15, Y15
+	VPORD         Y15, Y4, Y4
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X4*8), K2, Y9
+	VPBROADCASTW  40(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y9, Y15, Y15
+	VMOVDQU64     iq1mpick0<>+0(SB), Y16
+	VPERMD        Y13, Y16, Y16
+	VMOVDQU64     132(CX), Y17
+	VPMADDUBSW    Y17, Y15, Y17
+	VPMADDWD      Y16, Y17, Y17
+	VPADDD        Y17, Y1, Y1
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y4, X4
+	VPGATHERDQ    (BX)(X4*8), K2, Y10
+	VPBROADCASTW  42(AX), Y4
+	VPSHUFB       Y2, Y4, Y4
+	VPTESTNMB     Y3, Y4, K2
+	VMOVDQU8.Z    Y14, K2, Y4
+	VPORD         Y10, Y4, Y4
+	VMOVDQU64     iq1mpick1<>+0(SB), Y15
+	VPERMD        Y13, Y15, Y15
+	VMOVDQU64     164(CX), Y16
+	VPMADDUBSW    Y16, Y4, Y16
+	VPMADDWD      Y15, Y16, Y16
+	VPADDD        Y16, Y1, Y1
+	VPMOVZXBD     24(AX), Y4
+	VPBROADCASTD  44(AX), Y15
+	VPSRLVD       iq1mshift<>+0(SB), Y15, Y15
+	VPANDD        v32_00000007<>+0(SB), Y15, Y15
+	VPSLLD        $0x08, Y15, Y15
+	VPORD         Y15, Y4, Y4
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X4*8), K2, Y11
+	VPBROADCASTW  44(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y11, Y15, Y15
+	VMOVDQU64     iq1mpick2<>+0(SB), Y16
+	VPERMD        Y13, Y16, Y16
+	VMOVDQU64     196(CX), Y17
+	VPMADDUBSW    Y17, Y15, Y17
+	VPMADDWD      Y16, Y17, Y17
+	VPADDD        Y17, Y1, Y1
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y4, X4
+	VPGATHERDQ    (BX)(X4*8), K2, Y12
+	VPBROADCASTW  46(AX), Y4
+	VPSHUFB       Y2, Y4, Y4
+	VPTESTNMB     Y3, Y4, K2
+	VMOVDQU8.Z    Y14, K2, Y2
+	VPORD         Y12, Y2, Y2
+	VMOVDQU64     iq1mpick3<>+0(SB), Y3
+	VPERMD        Y13, Y3, Y3
+	VMOVDQU64     228(CX), Y4
+	VPMADDUBSW    Y4, Y2, Y4
+	VPMADDWD      Y3, Y4, Y4
+	VPADDD        Y4, Y1, Y1
+	MOVQ          48(AX), SI
+	MOVQ          SI, DI
+	SHRQ          $0x0c, DI
+	ANDL          $0x0000000f, DI
+	MOVQ          SI, R8
+	SHRQ          $0x18, R8
+	ANDL          $0x000000f0, R8
+	ORL           R8, DI
+	MOVQ          SI, R8
+	SHRQ          $0x24, R8
+	ANDL          $0x00000f00, R8
+	ORL           R8, DI
+	MOVQ          SI, R8
+	SHRQ          $0x30, R8
+	ANDL          $0x0000f000, R8
+	ORL           R8, DI
+	VMOVD         DI, X2
+	VCVTPH2PS     X2, X2
+	VMOVDQU64     64(SP), Y3
+	VPMADDWD      260(CX), Y3, Y3
+	VPSUBD        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VPADDD        X3, X1, X3
+	VPSHUFD       $0x4e, X3, X4
+	VPADDD        X4, X3, X3
+	VPSHUFD       $0xb1, X3, X4
+	VPADDD        X4, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMULSS        c32_3e000000<>+0(SB), X3, X3
+	VMULSS        (CX), X2, X2
+	VMULSS        X2, X3, X3
+	VADDSS        X3, X0, X0
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_MAVX512
+
+donedotIQ1_MAVX512:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA iq1mls0<>+0(SB)/4, $0x80800100
+DATA iq1mls0<>+4(SB)/4, $0x80800100
+DATA iq1mls0<>+8(SB)/4, $0x80800100
+DATA iq1mls0<>+12(SB)/4, $0x80800100
+DATA iq1mls0<>+16(SB)/4, $0x80800302
+DATA iq1mls0<>+20(SB)/4, $0x80800302
+DATA iq1mls0<>+24(SB)/4, $0x80800302
+DATA iq1mls0<>+28(SB)/4, $0x80800302
+GLOBL iq1mls0<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mlsshift<>+0(SB)/4, $0x00000000
+DATA iq1mlsshift<>+4(SB)/4, $0x00000003
+DATA iq1mlsshift<>+8(SB)/4, $0x00000006
+DATA iq1mlsshift<>+12(SB)/4, $0x00000009
+DATA iq1mlsshift<>+16(SB)/4, $0x00000000
+DATA iq1mlsshift<>+20(SB)/4, $0x00000003
+DATA iq1mlsshift<>+24(SB)/4, $0x00000006
+DATA iq1mlsshift<>+28(SB)/4, $0x00000009
+GLOBL iq1mlsshift<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mls1<>+0(SB)/4, $0x80800504
+DATA iq1mls1<>+4(SB)/4, $0x80800504
+DATA iq1mls1<>+8(SB)/4, $0x80800504
+DATA iq1mls1<>+12(SB)/4, $0x80800504
+DATA iq1mls1<>+16(SB)/4, $0x80800706
+DATA iq1mls1<>+20(SB)/4, $0x80800706
+DATA iq1mls1<>+24(SB)/4, $0x80800706
+DATA iq1mls1<>+28(SB)/4, $0x80800706
+GLOBL iq1mls1<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mspread<>+0(SB)/4, $0x00000000
+DATA iq1mspread<>+4(SB)/4, $0x00000000
+DATA iq1mspread<>+8(SB)/4, $0x00000000
+DATA iq1mspread<>+12(SB)/4, $0x00000000
+DATA iq1mspread<>+16(SB)/4, $0x01010101
+DATA iq1mspread<>+20(SB)/4, $0x01010101
+DATA iq1mspread<>+24(SB)/4, $0x01010101
+DATA iq1mspread<>+28(SB)/4, $0x01010101
+GLOBL iq1mspread<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mbits<>+0(SB)/4, $0x08080808
+DATA iq1mbits<>+4(SB)/4, $0x08080808
+DATA iq1mbits<>+8(SB)/4, $0x80808080
+DATA iq1mbits<>+12(SB)/4, $0x80808080
+DATA iq1mbits<>+16(SB)/4, $0x08080808
+DATA iq1mbits<>+20(SB)/4, $0x08080808
+DATA iq1mbits<>+24(SB)/4, $0x80808080
+DATA iq1mbits<>+28(SB)/4, $0x80808080
+GLOBL iq1mbits<>(SB), RODATA|NOPTR, $32
+
+DATA v32_02020202<>+0(SB)/4, $0x02020202
+DATA v32_02020202<>+4(SB)/4, $0x02020202
+DATA v32_02020202<>+8(SB)/4, $0x02020202
+DATA v32_02020202<>+12(SB)/4, $0x02020202
+DATA v32_02020202<>+16(SB)/4, $0x02020202
+DATA v32_02020202<>+20(SB)/4, $0x02020202
+DATA v32_02020202<>+24(SB)/4, $0x02020202
+DATA v32_02020202<>+28(SB)/4, $0x02020202
+GLOBL v32_02020202<>(SB), RODATA|NOPTR, $32
+
+DATA c32_02020202<>+0(SB)/4, $0x02020202
+GLOBL c32_02020202<>(SB), RODATA|NOPTR, $4
+
+DATA iq1mshift<>+0(SB)/4, $0x00000000
+DATA iq1mshift<>+4(SB)/4, $0x00000004
+DATA iq1mshift<>+8(SB)/4, $0x00000008
+DATA iq1mshift<>+12(SB)/4, $0x0000000c
+DATA iq1mshift<>+16(SB)/4, $0x00000010
+DATA iq1mshift<>+20(SB)/4, $0x00000014
+DATA iq1mshift<>+24(SB)/4, $0x00000018
+DATA iq1mshift<>+28(SB)/4, $0x0000001c
+GLOBL iq1mshift<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mpick0<>+0(SB)/4, $0x00000000
+DATA iq1mpick0<>+4(SB)/4, $0x00000000
+DATA iq1mpick0<>+8(SB)/4, $0x00000000
+DATA iq1mpick0<>+12(SB)/4, $0x00000000
+DATA iq1mpick0<>+16(SB)/4, $0x00000001
+DATA iq1mpick0<>+20(SB)/4, $0x00000001
+DATA iq1mpick0<>+24(SB)/4, $0x00000001
+DATA iq1mpick0<>+28(SB)/4, $0x00000001
+GLOBL iq1mpick0<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mpick1<>+0(SB)/4, $0x00000002
+DATA iq1mpick1<>+4(SB)/4, $0x00000002
+DATA iq1mpick1<>+8(SB)/4, $0x00000002
+DATA iq1mpick1<>+12(SB)/4, $0x00000002
+DATA iq1mpick1<>+16(SB)/4, $0x00000003
+DATA iq1mpick1<>+20(SB)/4, $0x00000003
+DATA iq1mpick1<>+24(SB)/4, $0x00000003
+DATA iq1mpick1<>+28(SB)/4, $0x00000003
+GLOBL iq1mpick1<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mpick2<>+0(SB)/4, $0x00000004
+DATA iq1mpick2<>+4(SB)/4, $0x00000004
+DATA iq1mpick2<>+8(SB)/4, $0x00000004
+DATA iq1mpick2<>+12(SB)/4, $0x00000004
+DATA iq1mpick2<>+16(SB)/4, $0x00000005
+DATA iq1mpick2<>+20(SB)/4, $0x00000005
+DATA iq1mpick2<>+24(SB)/4, $0x00000005
+DATA iq1mpick2<>+28(SB)/4, $0x00000005
+GLOBL iq1mpick2<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mpick3<>+0(SB)/4, $0x00000006
+DATA iq1mpick3<>+4(SB)/4, $0x00000006
+DATA iq1mpick3<>+8(SB)/4, $0x00000006
+DATA iq1mpick3<>+12(SB)/4, $0x00000006
+DATA iq1mpick3<>+16(SB)/4, $0x00000007
+DATA iq1mpick3<>+20(SB)/4, $0x00000007
+DATA iq1mpick3<>+24(SB)/4, $0x00000007
+DATA iq1mpick3<>+28(SB)/4, $0x00000007
+GLOBL iq1mpick3<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ3_XXSx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ3_XXSx4AVX512(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSx4AVX512
+
+loopdotIQ3_XXSx4AVX512:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VMOVDQU       66(AX), Y11
+	VPSRLD        $0x1c, Y11, Y12
+	VPADDD        Y12, Y12, Y12
+	VPOR          v32_00000001<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y13
+	VPOR          Y13, Y12, Y12
+	VMOVDQU       Y12, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y11, Y12
+	VPSLLD        $0x02, Y11, Y11
+	VPAND         v32_3fff0000<>+0(SB), Y11, Y11
+	VPOR          Y11, Y12, Y12
+	VPAND         v32_007f007f<>+0(SB), Y12, Y13
+	VPSLLD        $0x01, Y12, Y11
+	VPAND         v32_7f007f00<>+0(SB), Y11, Y11
+	VPOR          Y11, Y13, Y13
+	VPSRLD        $0x04, Y13, Y12
+	VPXOR         Y13, Y12, Y12
+	VPSRLD        $0x02, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPSRLD        $0x01, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPAND         v32_01010101<>+0(SB), Y12, Y12
+	VPSLLD        $0x07, Y12, Y12
+	VPOR          Y12, Y13, Y13
+	VMOVDQU       Y13, (SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  (SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  4(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  8(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  12(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  16(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  20(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  24(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  28(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSx4AVX512
+
+donedotIQ3_XXSx4AVX512:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	VMULSS c32_3e800000<>+0(SB), X4, X4
+	VMULSS c32_3e800000<>+0(SB), X5, X5
+	VMULSS c32_3e800000<>+0(SB), X6, X6
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_Sx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ3_Sx4AVX512(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_Sx4AVX512
+
+loopdotIQ3_Sx4AVX512:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VPBROADCASTD  106(AX), Y11
+	VPSRLVD       iq3sls<>+0(SB), Y11, Y11
+	VPAND         v32_0000000f<>+0(SB), Y11, Y11
+	VPADDD        Y11, Y11, Y11
+	VPOR          v32_00000001<>+0(SB), Y11, Y11
+	VPSLLD        $0x10, Y11, Y12
+	VPOR          Y12, Y11, Y11
+	VMOVDQU       Y11, 32(SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPBROADCASTD  66(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  74(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPBROADCASTD  67(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  78(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPBROADCASTD  68(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  82(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPBROADCASTD  69(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  86(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPBROADCASTD  70(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  90(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPBROADCASTD  71(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  94(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPBROADCASTD  72(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  98(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPBROADCASTD  73(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  102(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y7, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y8, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y9, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPMADDWD      Y12, Y13, Y13
+	VPADDD        Y13, Y10, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_Sx4AVX512
+
+donedotIQ3_Sx4AVX512:
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Sx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ1_Sx4AVX512(SB), NOSPLIT, $96-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Sx4AVX512
+
+loopdotIQ1_Sx4AVX512:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPMOVZXWD     34(AX), Y8
+	VPSRLD        $0x0c, Y8, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD        Y9, Y9, Y9
+	VPORD         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD        $0x10, Y8, Y8
+	VPSRAD        $0x1f, Y8, Y8
+	VPXORD        Y8, Y9, Y18
+	VPSUBD        Y8, Y18, Y18
+	VPSLLD        $0x03, Y9, Y8
+	VPSUBD        Y18, Y8, Y8
+	VPSLLD        $0x10, Y8, Y18
+	VPORD         Y18, Y8, Y8
+	VMOVDQU64     Y8, 64(SP)
+	VPSLLD        $0x10, Y9, Y8
+	VPORD         Y8, Y9, Y9
+	VMOVDQU64     Y9, (SP)
+	VPMOVZXBD     2(AX), Y8
+	VPBROADCASTD  34(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y10
+	VPBROADCASTD  (SP), Y9
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y4, Y4
+	VMOVDQU64     4(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y5, Y5
+	VMOVDQU64     4(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y6, Y6
+	VMOVDQU64     4(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y7, Y7
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y11
+	VPBROADCASTD  4(SP), Y8
+	VMOVDQU64     36(CX), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y4, Y4
+	VMOVDQU64     36(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y5, Y5
+	VMOVDQU64     36(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y6, Y6
+	VMOVDQU64     36(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPMOVZXBD     10(AX), Y8
+	VPBROADCASTD  38(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y12
+	VPBROADCASTD  8(SP), Y9
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y4, Y4
+	VMOVDQU64     68(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y5, Y5
+	VMOVDQU64     68(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y6, Y6
+	VMOVDQU64     68(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y7, Y7
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y13
+	VPBROADCASTD  12(SP), Y8
+	VMOVDQU64     100(CX), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y4, Y4
+	VMOVDQU64     100(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y5, Y5
+	VMOVDQU64     100(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y6, Y6
+	VMOVDQU64     100(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPMOVZXBD     18(AX), Y8
+	VPBROADCASTD  42(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y14, Y14, Y14
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y14
+	VPBROADCASTD  16(SP), Y9
+	VMOVDQU64     132(CX), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y4, Y4
+	VMOVDQU64     132(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y5, Y5
+	VMOVDQU64     132(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y6, Y6
+	VMOVDQU64     132(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y7, Y7
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y15
+	VPBROADCASTD  20(SP), Y8
+	VMOVDQU64     164(CX), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y4, Y4
+	VMOVDQU64     164(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y5, Y5
+	VMOVDQU64     164(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y6, Y6
+	VMOVDQU64     164(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPMOVZXBD     26(AX), Y8
+	VPBROADCASTD  46(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y16
+	VPBROADCASTD  24(SP), Y9
+	VMOVDQU64     196(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y4, Y4
+	VMOVDQU64     196(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y5, Y5
+	VMOVDQU64     196(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y6, Y6
+	VMOVDQU64     196(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPMADDWD      Y9, Y18, Y18
+	VPADDD        Y18, Y7, Y7
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y17
+	VPBROADCASTD  28(SP), Y8
+	VMOVDQU64     228(CX), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y4, Y4
+	VMOVDQU64     228(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y5, Y5
+	VMOVDQU64     228(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y6, Y6
+	VMOVDQU64     228(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPMADDWD      Y8, Y9, Y9
+	VPADDD        Y9, Y7, Y7
+	VPBROADCASTW  (AX), X8
+	VCVTPH2PS     X8, X8
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX), Y9, Y9
+	VPSUBD        Y9, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VPADDD        X9, X4, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X0, X0
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*1), Y9, Y9
+	VPSUBD        Y9, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VPADDD        X9, X5, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*1), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X1, X1
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*2), Y9, Y9
+	VPSUBD        Y9, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VPADDD        X9, X6, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*2), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X2, X2
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(SI*1), Y9, Y9
+	VPSUBD        Y9, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VPADDD        X9, X7, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(SI*1), X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X3, X3
+	ADDQ          $0x00000032, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Sx4AVX512
+
+donedotIQ1_Sx4AVX512:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Mx4AVX512(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ1_Mx4AVX512(SB), NOSPLIT, $96-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Mx4AVX512
+
+loopdotIQ1_Mx4AVX512:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPBROADCASTQ  48(AX), Y8
+	VPSHUFB       iq1mls0<>+0(SB), Y8, Y9
+	VPSRLVD       iq1mlsshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD        Y9, Y9, Y9
+	VPORD         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD        $0x10, Y9, Y10
+	VPORD         Y9, Y10, Y10
+	VPSHUFB       iq1mls1<>+0(SB), Y8, Y8
+	VPSRLVD       iq1mlsshift<>+0(SB), Y8, Y8
+	VPANDD        v32_00000007<>+0(SB), Y8, Y8
+	VPADDD        Y8, Y8, Y8
+	VPORD         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD        $0x10, Y8, Y19
+	VPORD         Y8, Y19, Y19
+	VPACKUSDW     Y8, Y9, Y8
+	VPERMQ        $0xd8, Y8, Y8
+	VPSLLW        $0x03, Y8, Y9
+	VPADDW        Y9, Y8, Y8
+	VMOVDQU64     Y8, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y8
+	VMOVDQU64     iq1mbits<>+0(SB), Y9
+	VPBROADCASTD  c32_02020202<>+0(SB), Y20
+	VPMOVZXBD     (AX), Y21
+	VPBROADCASTD  32(AX), Y22
+	VPSRLVD       iq1mshift<>+0(SB), Y22, Y22
+	VPANDD        v32_00000007<>+0(SB), Y22, Y22
+	VPSLLD        $0x08, Y22, Y22
+	VPORD         Y22, Y21, Y21
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X21*8), K2, Y11
+	VPBROADCASTW  32(AX), Y22
+	VPSHUFB       Y8, Y22, Y22
+	VPTESTNMB     Y9, Y22, K2
+	VMOVDQU8.Z    Y20, K2, Y22
+	VPORD         Y11, Y22, Y22
+	VMOVDQU64     iq1mpick0<>+0(SB), Y23
+	VPERMD        Y10, Y23, Y23
+	VMOVDQU64     4(CX), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPMADDWD      Y23, Y24, Y24
+	VPADDD        Y24, Y4, Y4
+	VMOVDQU64     4(CX)(BX*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPMADDWD      Y23, Y24, Y24
+	VPADDD        Y24, Y5, Y5
+	VMOVDQU64     4(CX)(BX*2), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPMADDWD      Y23, Y24, Y24
+	VPADDD        Y24, Y6, Y6
+	VMOVDQU64     4(CX)(SI*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPMADDWD      Y23, Y24, Y24
+	VPADDD        Y24, Y7, Y7
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y21, X21
+	VPGATHERDQ    (DI)(X21*8), K2, Y12
+	VPBROADCASTW  34(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y12, Y21, Y21
+	VMOVDQU64     iq1mpick1<>+0(SB), Y22
+	VPERMD        Y10, Y22, Y22
+	VMOVDQU64     36(CX), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y4, Y4
+	VMOVDQU64     36(CX)(BX*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y5, Y5
+	VMOVDQU64     36(CX)(BX*2), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y6, Y6
+	VMOVDQU64     36(CX)(SI*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y7, Y7
+	VPMOVZXBD     8(AX), Y21
+	VPBROADCASTD  36(AX), Y22
+	VPSRLVD       iq1mshift<>+0(SB), Y22, Y22
+	VPANDD        v32_00000007<>+0(SB), Y22, Y22
+	VPSLLD        $0x08, Y22, Y22
+	VPORD         Y22, Y21, Y21
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X21*8), K2, Y13
+	VPBROADCASTW  36(AX), Y22
+	VPSHUFB       Y8, Y22, Y22
+	VPTESTNMB     Y9, Y22, K2
+	VMOVDQU8.Z    Y20, K2, Y22
+	VPORD         Y13, Y22, Y22
+	VMOVDQU64     iq1mpick2<>+0(SB), Y23
+	VPERMD        Y10, Y23, Y23
+	VMOVDQU64     68(CX), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPMADDWD      Y23, Y24, Y24
+	VPADDD        Y24, Y4, Y4
+	VMOVDQU64     68(CX)(BX*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPMADDWD      Y23, Y24, Y24
+	VPADDD        Y24, Y5, Y5
+	VMOVDQU64     68(CX)(BX*2), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPMADDWD      Y23, Y24, Y24
+	VPADDD        Y24, Y6, Y6
+	VMOVDQU64     68(CX)(SI*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPMADDWD      Y23, Y24, Y24
+	VPADDD        Y24, Y7, Y7
+	VPXORD        Y14, Y14, Y14
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y21, X21
+	VPGATHERDQ    (DI)(X21*8), K2, Y14
+	VPBROADCASTW  38(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y14, Y21, Y21
+	VMOVDQU64     iq1mpick3<>+0(SB), Y22
+	VPERMD        Y10, Y22, Y22
+	VMOVDQU64     100(CX), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPMADDWD      Y22, Y10, Y10
+	VPADDD        Y10, Y4, Y4
+	VMOVDQU64     100(CX)(BX*1), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPMADDWD      Y22, Y10, Y10
+	VPADDD        Y10, Y5, Y5
+	VMOVDQU64     100(CX)(BX*2), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPMADDWD      Y22, Y10, Y10
+	VPADDD        Y10, Y6, Y6
+	VMOVDQU64     100(CX)(SI*1), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPMADDWD      Y22, Y10, Y10
+	VPADDD        Y10, Y7, Y7
+	VPMOVZXBD     16(AX), Y10
+	VPBROADCASTD  40(AX), Y21
+	VPSRLVD       iq1mshift<>+0(SB), Y21, Y21
+	VPANDD        v32_00000007<>+0(SB), Y21, Y21
+	VPSLLD        $0x08, Y21, Y21
+	VPORD         Y21, Y10, Y10
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X10*8), K2, Y15
+	VPBROADCASTW  40(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y15, Y21, Y21
+	VMOVDQU64     iq1mpick0<>+0(SB), Y22
+	VPERMD        Y19, Y22, Y22
+	VMOVDQU64     132(CX), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y4, Y4
+	VMOVDQU64     132(CX)(BX*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y5, Y5
+	VMOVDQU64     132(CX)(BX*2), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y6, Y6
+	VMOVDQU64     132(CX)(SI*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y7, Y7
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y10, X10
+	VPGATHERDQ    (DI)(X10*8), K2, Y16
+	VPBROADCASTW  42(AX), Y10
+	VPSHUFB       Y8, Y10, Y10
+	VPTESTNMB     Y9, Y10, K2
+	VMOVDQU8.Z    Y20, K2, Y10
+	VPORD         Y16, Y10, Y10
+	VMOVDQU64     iq1mpick1<>+0(SB), Y21
+	VPERMD        Y19, Y21, Y21
+	VMOVDQU64     164(CX), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPMADDWD      Y21, Y22, Y22
+	VPADDD        Y22, Y4, Y4
+	VMOVDQU64     164(CX)(BX*1), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPMADDWD      Y21, Y22, Y22
+	VPADDD        Y22, Y5, Y5
+	VMOVDQU64     164(CX)(BX*2), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPMADDWD      Y21, Y22, Y22
+	VPADDD        Y22, Y6, Y6
+	VMOVDQU64     164(CX)(SI*1), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPMADDWD      Y21, Y22, Y22
+	VPADDD        Y22, Y7, Y7
+	VPMOVZXBD     24(AX), Y10
+	VPBROADCASTD  44(AX), Y21
+	VPSRLVD       iq1mshift<>+0(SB), Y21, Y21
+	VPANDD        v32_00000007<>+0(SB), Y21, Y21
+	VPSLLD        $0x08, Y21, Y21
+	VPORD         Y21, Y10, Y10
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X10*8), K2, Y17
+	VPBROADCASTW  44(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y17, Y21, Y21
+	VMOVDQU64     iq1mpick2<>+0(SB), Y22
+	VPERMD        Y19, Y22, Y22
+	VMOVDQU64     196(CX), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y4, Y4
+	VMOVDQU64     196(CX)(BX*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y5, Y5
+	VMOVDQU64     196(CX)(BX*2), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y6, Y6
+	VMOVDQU64     196(CX)(SI*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPMADDWD      Y22, Y23, Y23
+	VPADDD        Y23, Y7, Y7
+	VPXORD        Y18, Y18, Y18
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y10, X10
+	VPGATHERDQ    (DI)(X10*8), K2, Y18
+	VPBROADCASTW  46(AX), Y10
+	VPSHUFB       Y8, Y10, Y10
+	VPTESTNMB     Y9, Y10, K2
+	VMOVDQU8.Z    Y20, K2, Y8
+	VPORD         Y18, Y8, Y8
+	VMOVDQU64     iq1mpick3<>+0(SB), Y9
+	VPERMD        Y19, Y9, Y9
+	VMOVDQU64     228(CX), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPMADDWD      Y9, Y10, Y10
+	VPADDD        Y10, Y4, Y4
+	VMOVDQU64     228(CX)(BX*1), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPMADDWD      Y9, Y10, Y10
+	VPADDD        Y10, Y5, Y5
+	VMOVDQU64     228(CX)(BX*2), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPMADDWD      Y9, Y10, Y10
+	VPADDD        Y10, Y6, Y6
+	VMOVDQU64     228(CX)(SI*1), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPMADDWD      Y9, Y10, Y10
+	VPADDD        Y10, Y7, Y7
+	MOVQ          48(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x0c, R9
+	ANDL          $0x0000000f, R9
+	MOVQ          R8, R10
+	SHRQ          $0x18, R10
+	ANDL          $0x000000f0, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x24, R10
+	ANDL          $0x00000f00, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x30, R10
+	ANDL          $0x0000f000, R10
+	ORL           R10, R9
+	VMOVD         R9, X8
+	VCVTPH2PS     X8, X8
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX), Y9, Y9
+	VPSUBD        Y9, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VPADDD        X9, X4, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX), X8, X10
+	VMULSS        X10, X9, X9
+	VADDSS        X9, X0, X0
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*1), Y9, Y9
+	VPSUBD        Y9, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VPADDD        X9, X5, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*1), X8, X10
+	VMULSS        X10, X9, X9
+	VADDSS        X9, X1, X1
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*2), Y9, Y9
+	VPSUBD        Y9, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VPADDD        X9, X6, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*2), X8, X10
+	VMULSS        X10, X9, X9
+	VADDSS        X9, X2, X2
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(SI*1), Y9, Y9
+	VPSUBD        Y9, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VPADDD        X9, X7, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(SI*1), X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X3, X3
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Mx4AVX512
+
+donedotIQ1_Mx4AVX512:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
 // func tqb4DotTQ2_0AVX512(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·tqb4DotTQ2_0AVX512(SB), NOSPLIT, $0-28
@@ -22519,6 +29847,2085 @@ loopdotIQ4_XSr8VNNI:
 donedotIQ4_XSr8VNNI:
 	MOVQ    out+32(FP), AX
 	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_XXSVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ3_XXSVNNI(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSVNNI
+
+loopdotIQ3_XXSVNNI:
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       66(AX), Y5
+	VPSRLD        $0x1c, Y5, Y6
+	VPADDD        Y6, Y6, Y6
+	VPOR          v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD        $0x10, Y6, Y7
+	VPOR          Y7, Y6, Y6
+	VMOVDQU       Y6, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y5, Y6
+	VPSLLD        $0x02, Y5, Y5
+	VPAND         v32_3fff0000<>+0(SB), Y5, Y5
+	VPOR          Y5, Y6, Y6
+	VPAND         v32_007f007f<>+0(SB), Y6, Y7
+	VPSLLD        $0x01, Y6, Y5
+	VPAND         v32_7f007f00<>+0(SB), Y5, Y5
+	VPOR          Y5, Y7, Y7
+	VPSRLD        $0x04, Y7, Y6
+	VPXOR         Y7, Y6, Y6
+	VPSRLD        $0x02, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPSRLD        $0x01, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPAND         v32_01010101<>+0(SB), Y6, Y6
+	VPSLLD        $0x07, Y6, Y6
+	VPOR          Y6, Y7, Y7
+	VMOVDQU       Y7, (SP)
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     2(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  (SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     10(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  4(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     18(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  8(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     26(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  12(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     34(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  16(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     42(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  20(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     50(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  24(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     58(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  28(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPBROADCASTW  (AX), X5
+	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSVNNI
+
+donedotIQ3_XXSVNNI:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_SVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ3_SVNNI(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_SVNNI
+
+loopdotIQ3_SVNNI:
+	VPXOR         Y4, Y4, Y4
+	VPBROADCASTD  106(AX), Y5
+	VPSRLVD       iq3sls<>+0(SB), Y5, Y5
+	VPAND         v32_0000000f<>+0(SB), Y5, Y5
+	VPADDD        Y5, Y5, Y5
+	VPOR          v32_00000001<>+0(SB), Y5, Y5
+	VPSLLD        $0x10, Y5, Y6
+	VPOR          Y6, Y5, Y5
+	VMOVDQU       Y5, 32(SP)
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     2(AX), Y7
+	VPBROADCASTD  66(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  74(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     10(AX), Y7
+	VPBROADCASTD  67(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  78(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     18(AX), Y7
+	VPBROADCASTD  68(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  82(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     26(AX), Y7
+	VPBROADCASTD  69(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  86(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     34(AX), Y7
+	VPBROADCASTD  70(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  90(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     42(AX), Y7
+	VPBROADCASTD  71(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  94(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     50(AX), Y7
+	VPBROADCASTD  72(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  98(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     58(AX), Y7
+	VPBROADCASTD  73(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  102(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPBROADCASTW  (AX), X5
+	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_SVNNI
+
+donedotIQ3_SVNNI:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_SVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ1_SVNNI(SB), NOSPLIT, $96-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_SVNNI
+
+loopdotIQ1_SVNNI:
+	VPXORD        Y1, Y1, Y1
+	VPMOVZXWD     34(AX), Y2
+	VPSRLD        $0x0c, Y2, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD        Y3, Y3, Y3
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y2, Y2
+	VPSRAD        $0x1f, Y2, Y2
+	VPXORD        Y2, Y3, Y12
+	VPSUBD        Y2, Y12, Y12
+	VPSLLD        $0x03, Y3, Y2
+	VPSUBD        Y12, Y2, Y2
+	VPSLLD        $0x10, Y2, Y12
+	VPORD         Y12, Y2, Y2
+	VMOVDQU64     Y2, 64(SP)
+	VPSLLD        $0x10, Y3, Y2
+	VPORD         Y2, Y3, Y3
+	VMOVDQU64     Y3, (SP)
+	VPMOVZXBD     2(AX), Y2
+	VPBROADCASTD  34(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y4, Y4, Y4
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y4
+	VPBROADCASTD  (SP), Y3
+	VMOVDQU64     4(CX), Y12
+	VPMADDUBSW    Y12, Y4, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y5, Y5, Y5
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y5
+	VPBROADCASTD  4(SP), Y2
+	VMOVDQU64     36(CX), Y3
+	VPMADDUBSW    Y3, Y5, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     10(AX), Y2
+	VPBROADCASTD  38(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y6
+	VPBROADCASTD  8(SP), Y3
+	VMOVDQU64     68(CX), Y12
+	VPMADDUBSW    Y12, Y6, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y7
+	VPBROADCASTD  12(SP), Y2
+	VMOVDQU64     100(CX), Y3
+	VPMADDUBSW    Y3, Y7, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     18(AX), Y2
+	VPBROADCASTD  42(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y8
+	VPBROADCASTD  16(SP), Y3
+	VMOVDQU64     132(CX), Y12
+	VPMADDUBSW    Y12, Y8, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y9
+	VPBROADCASTD  20(SP), Y2
+	VMOVDQU64     164(CX), Y3
+	VPMADDUBSW    Y3, Y9, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     26(AX), Y2
+	VPBROADCASTD  46(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y10
+	VPBROADCASTD  24(SP), Y3
+	VMOVDQU64     196(CX), Y12
+	VPMADDUBSW    Y12, Y10, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y11
+	VPBROADCASTD  28(SP), Y2
+	VMOVDQU64     228(CX), Y3
+	VPMADDUBSW    Y3, Y11, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPBROADCASTW  (AX), X2
+	VCVTPH2PS     X2, X2
+	VMOVDQU64     64(SP), Y3
+	VPMADDWD      260(CX), Y3, Y3
+	VPSUBD        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VPADDD        X3, X1, X3
+	VPSHUFD       $0x4e, X3, X12
+	VPADDD        X12, X3, X3
+	VPSHUFD       $0xb1, X3, X12
+	VPADDD        X12, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMULSS        c32_3e000000<>+0(SB), X3, X3
+	VMULSS        (CX), X2, X2
+	VMULSS        X2, X3, X3
+	VADDSS        X3, X0, X0
+	ADDQ          $0x00000032, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_SVNNI
+
+donedotIQ1_SVNNI:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_MVNNI(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ1_MVNNI(SB), NOSPLIT, $96-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_MVNNI
+
+loopdotIQ1_MVNNI:
+	VPXORD        Y1, Y1, Y1
+	VPBROADCASTQ  48(AX), Y2
+	VPSHUFB       iq1mls0<>+0(SB), Y2, Y3
+	VPSRLVD       iq1mlsshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD        Y3, Y3, Y3
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y3, Y4
+	VPORD         Y3, Y4, Y4
+	VPSHUFB       iq1mls1<>+0(SB), Y2, Y2
+	VPSRLVD       iq1mlsshift<>+0(SB), Y2, Y2
+	VPANDD        v32_00000007<>+0(SB), Y2, Y2
+	VPADDD        Y2, Y2, Y2
+	VPORD         v32_00000001<>+0(SB), Y2, Y2
+	VPSLLD        $0x10, Y2, Y13
+	VPORD         Y2, Y13, Y13
+	VPACKUSDW     Y2, Y3, Y2
+	VPERMQ        $0xd8, Y2, Y2
+	VPSLLW        $0x03, Y2, Y3
+	VPADDW        Y3, Y2, Y2
+	VMOVDQU64     Y2, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y2
+	VMOVDQU64     iq1mbits<>+0(SB), Y3
+	VPBROADCASTD  c32_02020202<>+0(SB), Y14
+	VPMOVZXBD     (AX), Y15
+	VPBROADCASTD  32(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y5, Y5, Y5
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y5
+	VPBROADCASTW  32(AX), Y16
+	VPSHUFB       Y2, Y16, Y16
+	VPTESTNMB     Y3, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPORD         Y5, Y16, Y16
+	VMOVDQU64     iq1mpick0<>+0(SB), Y17
+	VPERMD        Y4, Y17, Y17
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y1
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y6
+	VPBROADCASTW  34(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y6, Y15, Y15
+	VMOVDQU64     iq1mpick1<>+0(SB), Y16
+	VPERMD        Y4, Y16, Y16
+	VMOVDQU64     36(CX), Y17
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y1
+	VPMOVZXBD     8(AX), Y15
+	VPBROADCASTD  36(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y7
+	VPBROADCASTW  36(AX), Y16
+	VPSHUFB       Y2, Y16, Y16
+	VPTESTNMB     Y3, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPORD         Y7, Y16, Y16
+	VMOVDQU64     iq1mpick2<>+0(SB), Y17
+	VPERMD        Y4, Y17, Y17
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y1
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y8
+	VPBROADCASTW  38(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y8, Y15, Y15
+	VMOVDQU64     iq1mpick3<>+0(SB), Y16
+	VPERMD        Y4, Y16, Y16
+	VMOVDQU64     100(CX), Y4
+	VPMADDUBSW    Y4, Y15, Y4
+	VPDPWSSD      Y16, Y4, Y1
+	VPMOVZXBD     16(AX), Y4
+	VPBROADCASTD  40(AX), Y15
+	VPSRLVD       iq1mshift<>+0(SB), Y15, Y15
+	VPANDD        v32_00000007<>+0(SB), Y15, Y15
+	VPSLLD        $0x08, Y15, Y15
+	VPORD         Y15, Y4, Y4
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X4*8), K2, Y9
+	VPBROADCASTW  40(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y9, Y15, Y15
+	VMOVDQU64     iq1mpick0<>+0(SB), Y16
+	VPERMD        Y13, Y16, Y16
+	VMOVDQU64     132(CX), Y17
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y1
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y4, X4
+	VPGATHERDQ    (BX)(X4*8), K2, Y10
+	VPBROADCASTW  42(AX), Y4
+	VPSHUFB       Y2, Y4, Y4
+	VPTESTNMB     Y3, Y4, K2
+	VMOVDQU8.Z    Y14, K2, Y4
+	VPORD         Y10, Y4, Y4
+	VMOVDQU64     iq1mpick1<>+0(SB), Y15
+	VPERMD        Y13, Y15, Y15
+	VMOVDQU64     164(CX), Y16
+	VPMADDUBSW    Y16, Y4, Y16
+	VPDPWSSD      Y15, Y16, Y1
+	VPMOVZXBD     24(AX), Y4
+	VPBROADCASTD  44(AX), Y15
+	VPSRLVD       iq1mshift<>+0(SB), Y15, Y15
+	VPANDD        v32_00000007<>+0(SB), Y15, Y15
+	VPSLLD        $0x08, Y15, Y15
+	VPORD         Y15, Y4, Y4
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X4*8), K2, Y11
+	VPBROADCASTW  44(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y11, Y15, Y15
+	VMOVDQU64     iq1mpick2<>+0(SB), Y16
+	VPERMD        Y13, Y16, Y16
+	VMOVDQU64     196(CX), Y17
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y1
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y4, X4
+	VPGATHERDQ    (BX)(X4*8), K2, Y12
+	VPBROADCASTW  46(AX), Y4
+	VPSHUFB       Y2, Y4, Y4
+	VPTESTNMB     Y3, Y4, K2
+	VMOVDQU8.Z    Y14, K2, Y2
+	VPORD         Y12, Y2, Y2
+	VMOVDQU64     iq1mpick3<>+0(SB), Y3
+	VPERMD        Y13, Y3, Y3
+	VMOVDQU64     228(CX), Y4
+	VPMADDUBSW    Y4, Y2, Y4
+	VPDPWSSD      Y3, Y4, Y1
+	MOVQ          48(AX), SI
+	MOVQ          SI, DI
+	SHRQ          $0x0c, DI
+	ANDL          $0x0000000f, DI
+	MOVQ          SI, R8
+	SHRQ          $0x18, R8
+	ANDL          $0x000000f0, R8
+	ORL           R8, DI
+	MOVQ          SI, R8
+	SHRQ          $0x24, R8
+	ANDL          $0x00000f00, R8
+	ORL           R8, DI
+	MOVQ          SI, R8
+	SHRQ          $0x30, R8
+	ANDL          $0x0000f000, R8
+	ORL           R8, DI
+	VMOVD         DI, X2
+	VCVTPH2PS     X2, X2
+	VMOVDQU64     64(SP), Y3
+	VPMADDWD      260(CX), Y3, Y3
+	VPSUBD        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VPADDD        X3, X1, X3
+	VPSHUFD       $0x4e, X3, X4
+	VPADDD        X4, X3, X3
+	VPSHUFD       $0xb1, X3, X4
+	VPADDD        X4, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMULSS        c32_3e000000<>+0(SB), X3, X3
+	VMULSS        (CX), X2, X2
+	VMULSS        X2, X3, X3
+	VADDSS        X3, X0, X0
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_MVNNI
+
+donedotIQ1_MVNNI:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_XXSx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ3_XXSx4VNNI(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSx4VNNI
+
+loopdotIQ3_XXSx4VNNI:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VMOVDQU       66(AX), Y11
+	VPSRLD        $0x1c, Y11, Y12
+	VPADDD        Y12, Y12, Y12
+	VPOR          v32_00000001<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y13
+	VPOR          Y13, Y12, Y12
+	VMOVDQU       Y12, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y11, Y12
+	VPSLLD        $0x02, Y11, Y11
+	VPAND         v32_3fff0000<>+0(SB), Y11, Y11
+	VPOR          Y11, Y12, Y12
+	VPAND         v32_007f007f<>+0(SB), Y12, Y13
+	VPSLLD        $0x01, Y12, Y11
+	VPAND         v32_7f007f00<>+0(SB), Y11, Y11
+	VPOR          Y11, Y13, Y13
+	VPSRLD        $0x04, Y13, Y12
+	VPXOR         Y13, Y12, Y12
+	VPSRLD        $0x02, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPSRLD        $0x01, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPAND         v32_01010101<>+0(SB), Y12, Y12
+	VPSLLD        $0x07, Y12, Y12
+	VPOR          Y12, Y13, Y13
+	VMOVDQU       Y13, (SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  (SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  4(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  8(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  12(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  16(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  20(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  24(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  28(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSx4VNNI
+
+donedotIQ3_XXSx4VNNI:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	VMULSS c32_3e800000<>+0(SB), X4, X4
+	VMULSS c32_3e800000<>+0(SB), X5, X5
+	VMULSS c32_3e800000<>+0(SB), X6, X6
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_Sx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ3_Sx4VNNI(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_Sx4VNNI
+
+loopdotIQ3_Sx4VNNI:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VPBROADCASTD  106(AX), Y11
+	VPSRLVD       iq3sls<>+0(SB), Y11, Y11
+	VPAND         v32_0000000f<>+0(SB), Y11, Y11
+	VPADDD        Y11, Y11, Y11
+	VPOR          v32_00000001<>+0(SB), Y11, Y11
+	VPSLLD        $0x10, Y11, Y12
+	VPOR          Y12, Y11, Y11
+	VMOVDQU       Y11, 32(SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPBROADCASTD  66(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  74(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPBROADCASTD  67(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  78(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPBROADCASTD  68(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  82(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPBROADCASTD  69(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  86(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPBROADCASTD  70(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  90(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPBROADCASTD  71(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  94(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPBROADCASTD  72(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  98(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPBROADCASTD  73(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  102(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_Sx4VNNI
+
+donedotIQ3_Sx4VNNI:
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Sx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ1_Sx4VNNI(SB), NOSPLIT, $96-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Sx4VNNI
+
+loopdotIQ1_Sx4VNNI:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPMOVZXWD     34(AX), Y8
+	VPSRLD        $0x0c, Y8, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD        Y9, Y9, Y9
+	VPORD         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD        $0x10, Y8, Y8
+	VPSRAD        $0x1f, Y8, Y8
+	VPXORD        Y8, Y9, Y18
+	VPSUBD        Y8, Y18, Y18
+	VPSLLD        $0x03, Y9, Y8
+	VPSUBD        Y18, Y8, Y8
+	VPSLLD        $0x10, Y8, Y18
+	VPORD         Y18, Y8, Y8
+	VMOVDQU64     Y8, 64(SP)
+	VPSLLD        $0x10, Y9, Y8
+	VPORD         Y8, Y9, Y9
+	VMOVDQU64     Y9, (SP)
+	VPMOVZXBD     2(AX), Y8
+	VPBROADCASTD  34(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y10
+	VPBROADCASTD  (SP), Y9
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     4(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     4(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     4(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y11
+	VPBROADCASTD  4(SP), Y8
+	VMOVDQU64     36(CX), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     36(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     36(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     36(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     10(AX), Y8
+	VPBROADCASTD  38(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y12
+	VPBROADCASTD  8(SP), Y9
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     68(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     68(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     68(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y13
+	VPBROADCASTD  12(SP), Y8
+	VMOVDQU64     100(CX), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     100(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     100(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     100(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     18(AX), Y8
+	VPBROADCASTD  42(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y14, Y14, Y14
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y14
+	VPBROADCASTD  16(SP), Y9
+	VMOVDQU64     132(CX), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     132(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     132(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     132(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y15
+	VPBROADCASTD  20(SP), Y8
+	VMOVDQU64     164(CX), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     164(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     164(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     164(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     26(AX), Y8
+	VPBROADCASTD  46(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y16
+	VPBROADCASTD  24(SP), Y9
+	VMOVDQU64     196(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     196(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     196(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     196(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y17
+	VPBROADCASTD  28(SP), Y8
+	VMOVDQU64     228(CX), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     228(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     228(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     228(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPBROADCASTW  (AX), X8
+	VCVTPH2PS     X8, X8
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX), Y9, Y9
+	VPSUBD        Y9, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VPADDD        X9, X4, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X0, X0
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*1), Y9, Y9
+	VPSUBD        Y9, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VPADDD        X9, X5, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*1), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X1, X1
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*2), Y9, Y9
+	VPSUBD        Y9, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VPADDD        X9, X6, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*2), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X2, X2
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(SI*1), Y9, Y9
+	VPSUBD        Y9, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VPADDD        X9, X7, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(SI*1), X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X3, X3
+	ADDQ          $0x00000032, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Sx4VNNI
+
+donedotIQ1_Sx4VNNI:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Mx4VNNI(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ1_Mx4VNNI(SB), NOSPLIT, $96-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Mx4VNNI
+
+loopdotIQ1_Mx4VNNI:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPBROADCASTQ  48(AX), Y8
+	VPSHUFB       iq1mls0<>+0(SB), Y8, Y9
+	VPSRLVD       iq1mlsshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD        Y9, Y9, Y9
+	VPORD         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD        $0x10, Y9, Y10
+	VPORD         Y9, Y10, Y10
+	VPSHUFB       iq1mls1<>+0(SB), Y8, Y8
+	VPSRLVD       iq1mlsshift<>+0(SB), Y8, Y8
+	VPANDD        v32_00000007<>+0(SB), Y8, Y8
+	VPADDD        Y8, Y8, Y8
+	VPORD         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD        $0x10, Y8, Y19
+	VPORD         Y8, Y19, Y19
+	VPACKUSDW     Y8, Y9, Y8
+	VPERMQ        $0xd8, Y8, Y8
+	VPSLLW        $0x03, Y8, Y9
+	VPADDW        Y9, Y8, Y8
+	VMOVDQU64     Y8, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y8
+	VMOVDQU64     iq1mbits<>+0(SB), Y9
+	VPBROADCASTD  c32_02020202<>+0(SB), Y20
+	VPMOVZXBD     (AX), Y21
+	VPBROADCASTD  32(AX), Y22
+	VPSRLVD       iq1mshift<>+0(SB), Y22, Y22
+	VPANDD        v32_00000007<>+0(SB), Y22, Y22
+	VPSLLD        $0x08, Y22, Y22
+	VPORD         Y22, Y21, Y21
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X21*8), K2, Y11
+	VPBROADCASTW  32(AX), Y22
+	VPSHUFB       Y8, Y22, Y22
+	VPTESTNMB     Y9, Y22, K2
+	VMOVDQU8.Z    Y20, K2, Y22
+	VPORD         Y11, Y22, Y22
+	VMOVDQU64     iq1mpick0<>+0(SB), Y23
+	VPERMD        Y10, Y23, Y23
+	VMOVDQU64     4(CX), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y4
+	VMOVDQU64     4(CX)(BX*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y5
+	VMOVDQU64     4(CX)(BX*2), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y6
+	VMOVDQU64     4(CX)(SI*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y7
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y21, X21
+	VPGATHERDQ    (DI)(X21*8), K2, Y12
+	VPBROADCASTW  34(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y12, Y21, Y21
+	VMOVDQU64     iq1mpick1<>+0(SB), Y22
+	VPERMD        Y10, Y22, Y22
+	VMOVDQU64     36(CX), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y4
+	VMOVDQU64     36(CX)(BX*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y5
+	VMOVDQU64     36(CX)(BX*2), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y6
+	VMOVDQU64     36(CX)(SI*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y7
+	VPMOVZXBD     8(AX), Y21
+	VPBROADCASTD  36(AX), Y22
+	VPSRLVD       iq1mshift<>+0(SB), Y22, Y22
+	VPANDD        v32_00000007<>+0(SB), Y22, Y22
+	VPSLLD        $0x08, Y22, Y22
+	VPORD         Y22, Y21, Y21
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X21*8), K2, Y13
+	VPBROADCASTW  36(AX), Y22
+	VPSHUFB       Y8, Y22, Y22
+	VPTESTNMB     Y9, Y22, K2
+	VMOVDQU8.Z    Y20, K2, Y22
+	VPORD         Y13, Y22, Y22
+	VMOVDQU64     iq1mpick2<>+0(SB), Y23
+	VPERMD        Y10, Y23, Y23
+	VMOVDQU64     68(CX), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y4
+	VMOVDQU64     68(CX)(BX*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y5
+	VMOVDQU64     68(CX)(BX*2), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y6
+	VMOVDQU64     68(CX)(SI*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y7
+	VPXORD        Y14, Y14, Y14
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y21, X21
+	VPGATHERDQ    (DI)(X21*8), K2, Y14
+	VPBROADCASTW  38(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y14, Y21, Y21
+	VMOVDQU64     iq1mpick3<>+0(SB), Y22
+	VPERMD        Y10, Y22, Y22
+	VMOVDQU64     100(CX), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPDPWSSD      Y22, Y10, Y4
+	VMOVDQU64     100(CX)(BX*1), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPDPWSSD      Y22, Y10, Y5
+	VMOVDQU64     100(CX)(BX*2), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPDPWSSD      Y22, Y10, Y6
+	VMOVDQU64     100(CX)(SI*1), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPDPWSSD      Y22, Y10, Y7
+	VPMOVZXBD     16(AX), Y10
+	VPBROADCASTD  40(AX), Y21
+	VPSRLVD       iq1mshift<>+0(SB), Y21, Y21
+	VPANDD        v32_00000007<>+0(SB), Y21, Y21
+	VPSLLD        $0x08, Y21, Y21
+	VPORD         Y21, Y10, Y10
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X10*8), K2, Y15
+	VPBROADCASTW  40(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y15, Y21, Y21
+	VMOVDQU64     iq1mpick0<>+0(SB), Y22
+	VPERMD        Y19, Y22, Y22
+	VMOVDQU64     132(CX), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y4
+	VMOVDQU64     132(CX)(BX*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y5
+	VMOVDQU64     132(CX)(BX*2), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y6
+	VMOVDQU64     132(CX)(SI*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y7
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y10, X10
+	VPGATHERDQ    (DI)(X10*8), K2, Y16
+	VPBROADCASTW  42(AX), Y10
+	VPSHUFB       Y8, Y10, Y10
+	VPTESTNMB     Y9, Y10, K2
+	VMOVDQU8.Z    Y20, K2, Y10
+	VPORD         Y16, Y10, Y10
+	VMOVDQU64     iq1mpick1<>+0(SB), Y21
+	VPERMD        Y19, Y21, Y21
+	VMOVDQU64     164(CX), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPDPWSSD      Y21, Y22, Y4
+	VMOVDQU64     164(CX)(BX*1), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPDPWSSD      Y21, Y22, Y5
+	VMOVDQU64     164(CX)(BX*2), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPDPWSSD      Y21, Y22, Y6
+	VMOVDQU64     164(CX)(SI*1), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPDPWSSD      Y21, Y22, Y7
+	VPMOVZXBD     24(AX), Y10
+	VPBROADCASTD  44(AX), Y21
+	VPSRLVD       iq1mshift<>+0(SB), Y21, Y21
+	VPANDD        v32_00000007<>+0(SB), Y21, Y21
+	VPSLLD        $0x08, Y21, Y21
+	VPORD         Y21, Y10, Y10
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X10*8), K2, Y17
+	VPBROADCASTW  44(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y17, Y21, Y21
+	VMOVDQU64     iq1mpick2<>+0(SB), Y22
+	VPERMD        Y19, Y22, Y22
+	VMOVDQU64     196(CX), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y4
+	VMOVDQU64     196(CX)(BX*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y5
+	VMOVDQU64     196(CX)(BX*2), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y6
+	VMOVDQU64     196(CX)(SI*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y7
+	VPXORD        Y18, Y18, Y18
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y10, X10
+	VPGATHERDQ    (DI)(X10*8), K2, Y18
+	VPBROADCASTW  46(AX), Y10
+	VPSHUFB       Y8, Y10, Y10
+	VPTESTNMB     Y9, Y10, K2
+	VMOVDQU8.Z    Y20, K2, Y8
+	VPORD         Y18, Y8, Y8
+	VMOVDQU64     iq1mpick3<>+0(SB), Y9
+	VPERMD        Y19, Y9, Y9
+	VMOVDQU64     228(CX), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPDPWSSD      Y9, Y10, Y4
+	VMOVDQU64     228(CX)(BX*1), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPDPWSSD      Y9, Y10, Y5
+	VMOVDQU64     228(CX)(BX*2), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPDPWSSD      Y9, Y10, Y6
+	VMOVDQU64     228(CX)(SI*1), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPDPWSSD      Y9, Y10, Y7
+	MOVQ          48(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x0c, R9
+	ANDL          $0x0000000f, R9
+	MOVQ          R8, R10
+	SHRQ          $0x18, R10
+	ANDL          $0x000000f0, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x24, R10
+	ANDL          $0x00000f00, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x30, R10
+	ANDL          $0x0000f000, R10
+	ORL           R10, R9
+	VMOVD         R9, X8
+	VCVTPH2PS     X8, X8
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX), Y9, Y9
+	VPSUBD        Y9, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VPADDD        X9, X4, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX), X8, X10
+	VMULSS        X10, X9, X9
+	VADDSS        X9, X0, X0
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*1), Y9, Y9
+	VPSUBD        Y9, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VPADDD        X9, X5, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*1), X8, X10
+	VMULSS        X10, X9, X9
+	VADDSS        X9, X1, X1
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*2), Y9, Y9
+	VPSUBD        Y9, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VPADDD        X9, X6, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*2), X8, X10
+	VMULSS        X10, X9, X9
+	VADDSS        X9, X2, X2
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(SI*1), Y9, Y9
+	VPSUBD        Y9, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VPADDD        X9, X7, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(SI*1), X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X3, X3
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Mx4VNNI
+
+donedotIQ1_Mx4VNNI:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -41655,6 +51062,2085 @@ donedotIQ2_Sx4VNNI256:
 	VMULPS       X0, X2, X2
 	MOVQ         out+40(FP), AX
 	VMOVUPS      X2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_XXSVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ3_XXSVNNI256(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSVNNI256
+
+loopdotIQ3_XXSVNNI256:
+	VPXOR         Y4, Y4, Y4
+	VMOVDQU       66(AX), Y5
+	VPSRLD        $0x1c, Y5, Y6
+	VPADDD        Y6, Y6, Y6
+	VPOR          v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD        $0x10, Y6, Y7
+	VPOR          Y7, Y6, Y6
+	VMOVDQU       Y6, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y5, Y6
+	VPSLLD        $0x02, Y5, Y5
+	VPAND         v32_3fff0000<>+0(SB), Y5, Y5
+	VPOR          Y5, Y6, Y6
+	VPAND         v32_007f007f<>+0(SB), Y6, Y7
+	VPSLLD        $0x01, Y6, Y5
+	VPAND         v32_7f007f00<>+0(SB), Y5, Y5
+	VPOR          Y5, Y7, Y7
+	VPSRLD        $0x04, Y7, Y6
+	VPXOR         Y7, Y6, Y6
+	VPSRLD        $0x02, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPSRLD        $0x01, Y6, Y5
+	VPXOR         Y5, Y6, Y6
+	VPAND         v32_01010101<>+0(SB), Y6, Y6
+	VPSLLD        $0x07, Y6, Y6
+	VPOR          Y6, Y7, Y7
+	VMOVDQU       Y7, (SP)
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     2(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  (SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     10(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  4(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     18(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  8(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     26(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  12(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     34(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  16(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     42(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  20(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     50(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  24(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     58(AX), Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  28(SP), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPBROADCASTW  (AX), X5
+	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSVNNI256
+
+donedotIQ3_XXSVNNI256:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_SVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ3_SVNNI256(SB), NOSPLIT, $64-28
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), BX
+	VXORPS       X3, X3, X3
+	TESTQ        DX, DX
+	JZ           donedotIQ3_SVNNI256
+
+loopdotIQ3_SVNNI256:
+	VPXOR         Y4, Y4, Y4
+	VPBROADCASTD  106(AX), Y5
+	VPSRLVD       iq3sls<>+0(SB), Y5, Y5
+	VPAND         v32_0000000f<>+0(SB), Y5, Y5
+	VPADDD        Y5, Y5, Y5
+	VPOR          v32_00000001<>+0(SB), Y5, Y5
+	VPSLLD        $0x10, Y5, Y6
+	VPOR          Y6, Y5, Y5
+	VMOVDQU       Y5, 32(SP)
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     2(AX), Y7
+	VPBROADCASTD  66(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  74(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  32(SP), Y6
+	VMOVDQU       4(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     10(AX), Y7
+	VPBROADCASTD  67(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  78(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  36(SP), Y6
+	VMOVDQU       36(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     18(AX), Y7
+	VPBROADCASTD  68(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  82(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  40(SP), Y6
+	VMOVDQU       68(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     26(AX), Y7
+	VPBROADCASTD  69(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  86(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  44(SP), Y6
+	VMOVDQU       100(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     34(AX), Y7
+	VPBROADCASTD  70(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  90(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  48(SP), Y6
+	VMOVDQU       132(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     42(AX), Y7
+	VPBROADCASTD  71(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  94(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  52(SP), Y6
+	VMOVDQU       164(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     50(AX), Y7
+	VPBROADCASTD  72(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  98(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  56(SP), Y6
+	VMOVDQU       196(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPXOR         Y5, Y5, Y5
+	VPCMPEQD      Y6, Y6, Y6
+	VPMOVZXBD     58(AX), Y7
+	VPBROADCASTD  73(AX), Y8
+	VPSLLVD       iq3shbit<>+0(SB), Y8, Y8
+	VPAND         v32_00000100<>+0(SB), Y8, Y8
+	VPOR          Y8, Y7, Y7
+	VPGATHERDD    Y6, (BX)(Y7*4), Y5
+	VPBROADCASTD  102(AX), Y6
+	VPSHUFB       Y0, Y6, Y6
+	VPAND         Y1, Y6, Y6
+	VPCMPEQB      Y1, Y6, Y6
+	VPOR          Y2, Y6, Y6
+	VPSIGNB       Y6, Y5, Y5
+	VPBROADCASTD  60(SP), Y6
+	VMOVDQU       228(CX), Y7
+	VPSIGNB       Y7, Y5, Y5
+	VPABSB        Y7, Y7
+	VPMADDUBSW    Y5, Y7, Y7
+	VPDPWSSD      Y6, Y7, Y4
+	VPBROADCASTW  (AX), X5
+	VCVTPH2PS     X5, X5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
+	VCVTDQ2PS     X4, X4
+	VMULSS        (CX), X5, X5
+	VMULSS        X5, X4, X4
+	VADDSS        X4, X3, X3
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_SVNNI256
+
+donedotIQ3_SVNNI256:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_SVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ1_SVNNI256(SB), NOSPLIT, $96-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_SVNNI256
+
+loopdotIQ1_SVNNI256:
+	VPXORD        Y1, Y1, Y1
+	VPMOVZXWD     34(AX), Y2
+	VPSRLD        $0x0c, Y2, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD        Y3, Y3, Y3
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y2, Y2
+	VPSRAD        $0x1f, Y2, Y2
+	VPXORD        Y2, Y3, Y12
+	VPSUBD        Y2, Y12, Y12
+	VPSLLD        $0x03, Y3, Y2
+	VPSUBD        Y12, Y2, Y2
+	VPSLLD        $0x10, Y2, Y12
+	VPORD         Y12, Y2, Y2
+	VMOVDQU64     Y2, 64(SP)
+	VPSLLD        $0x10, Y3, Y2
+	VPORD         Y2, Y3, Y3
+	VMOVDQU64     Y3, (SP)
+	VPMOVZXBD     2(AX), Y2
+	VPBROADCASTD  34(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y4, Y4, Y4
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y4
+	VPBROADCASTD  (SP), Y3
+	VMOVDQU64     4(CX), Y12
+	VPMADDUBSW    Y12, Y4, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y5, Y5, Y5
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y5
+	VPBROADCASTD  4(SP), Y2
+	VMOVDQU64     36(CX), Y3
+	VPMADDUBSW    Y3, Y5, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     10(AX), Y2
+	VPBROADCASTD  38(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y6
+	VPBROADCASTD  8(SP), Y3
+	VMOVDQU64     68(CX), Y12
+	VPMADDUBSW    Y12, Y6, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y7
+	VPBROADCASTD  12(SP), Y2
+	VMOVDQU64     100(CX), Y3
+	VPMADDUBSW    Y3, Y7, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     18(AX), Y2
+	VPBROADCASTD  42(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y8
+	VPBROADCASTD  16(SP), Y3
+	VMOVDQU64     132(CX), Y12
+	VPMADDUBSW    Y12, Y8, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y9
+	VPBROADCASTD  20(SP), Y2
+	VMOVDQU64     164(CX), Y3
+	VPMADDUBSW    Y3, Y9, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPMOVZXBD     26(AX), Y2
+	VPBROADCASTD  46(AX), Y3
+	VPSRLVD       iq1sshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPSLLD        $0x08, Y3, Y3
+	VPORD         Y3, Y2, Y2
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X2*8), K2, Y10
+	VPBROADCASTD  24(SP), Y3
+	VMOVDQU64     196(CX), Y12
+	VPMADDUBSW    Y12, Y10, Y12
+	VPDPWSSD      Y3, Y12, Y1
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y2, X2
+	VPGATHERDQ    (BX)(X2*8), K2, Y11
+	VPBROADCASTD  28(SP), Y2
+	VMOVDQU64     228(CX), Y3
+	VPMADDUBSW    Y3, Y11, Y3
+	VPDPWSSD      Y2, Y3, Y1
+	VPBROADCASTW  (AX), X2
+	VCVTPH2PS     X2, X2
+	VMOVDQU64     64(SP), Y3
+	VPMADDWD      260(CX), Y3, Y3
+	VPSUBD        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VPADDD        X3, X1, X3
+	VPSHUFD       $0x4e, X3, X12
+	VPADDD        X12, X3, X3
+	VPSHUFD       $0xb1, X3, X12
+	VPADDD        X12, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMULSS        c32_3e000000<>+0(SB), X3, X3
+	VMULSS        (CX), X2, X2
+	VMULSS        X2, X3, X3
+	VADDSS        X3, X0, X0
+	ADDQ          $0x00000032, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_SVNNI256
+
+donedotIQ1_SVNNI256:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_MVNNI256(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ1_MVNNI256(SB), NOSPLIT, $96-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_MVNNI256
+
+loopdotIQ1_MVNNI256:
+	VPXORD        Y1, Y1, Y1
+	VPBROADCASTQ  48(AX), Y2
+	VPSHUFB       iq1mls0<>+0(SB), Y2, Y3
+	VPSRLVD       iq1mlsshift<>+0(SB), Y3, Y3
+	VPANDD        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD        Y3, Y3, Y3
+	VPORD         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD        $0x10, Y3, Y4
+	VPORD         Y3, Y4, Y4
+	VPSHUFB       iq1mls1<>+0(SB), Y2, Y2
+	VPSRLVD       iq1mlsshift<>+0(SB), Y2, Y2
+	VPANDD        v32_00000007<>+0(SB), Y2, Y2
+	VPADDD        Y2, Y2, Y2
+	VPORD         v32_00000001<>+0(SB), Y2, Y2
+	VPSLLD        $0x10, Y2, Y13
+	VPORD         Y2, Y13, Y13
+	VPACKUSDW     Y2, Y3, Y2
+	VPERMQ        $0xd8, Y2, Y2
+	VPSLLW        $0x03, Y2, Y3
+	VPADDW        Y3, Y2, Y2
+	VMOVDQU64     Y2, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y2
+	VMOVDQU64     iq1mbits<>+0(SB), Y3
+	VPBROADCASTD  c32_02020202<>+0(SB), Y14
+	VPMOVZXBD     (AX), Y15
+	VPBROADCASTD  32(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y5, Y5, Y5
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y5
+	VPBROADCASTW  32(AX), Y16
+	VPSHUFB       Y2, Y16, Y16
+	VPTESTNMB     Y3, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPORD         Y5, Y16, Y16
+	VMOVDQU64     iq1mpick0<>+0(SB), Y17
+	VPERMD        Y4, Y17, Y17
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y1
+	VPXORD        Y6, Y6, Y6
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y6
+	VPBROADCASTW  34(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y6, Y15, Y15
+	VMOVDQU64     iq1mpick1<>+0(SB), Y16
+	VPERMD        Y4, Y16, Y16
+	VMOVDQU64     36(CX), Y17
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y1
+	VPMOVZXBD     8(AX), Y15
+	VPBROADCASTD  36(AX), Y16
+	VPSRLVD       iq1mshift<>+0(SB), Y16, Y16
+	VPANDD        v32_00000007<>+0(SB), Y16, Y16
+	VPSLLD        $0x08, Y16, Y16
+	VPORD         Y16, Y15, Y15
+	VPXORD        Y7, Y7, Y7
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X15*8), K2, Y7
+	VPBROADCASTW  36(AX), Y16
+	VPSHUFB       Y2, Y16, Y16
+	VPTESTNMB     Y3, Y16, K2
+	VMOVDQU8.Z    Y14, K2, Y16
+	VPORD         Y7, Y16, Y16
+	VMOVDQU64     iq1mpick2<>+0(SB), Y17
+	VPERMD        Y4, Y17, Y17
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y17, Y18, Y1
+	VPXORD        Y8, Y8, Y8
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y15, X15
+	VPGATHERDQ    (BX)(X15*8), K2, Y8
+	VPBROADCASTW  38(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y8, Y15, Y15
+	VMOVDQU64     iq1mpick3<>+0(SB), Y16
+	VPERMD        Y4, Y16, Y16
+	VMOVDQU64     100(CX), Y4
+	VPMADDUBSW    Y4, Y15, Y4
+	VPDPWSSD      Y16, Y4, Y1
+	VPMOVZXBD     16(AX), Y4
+	VPBROADCASTD  40(AX), Y15
+	VPSRLVD       iq1mshift<>+0(SB), Y15, Y15
+	VPANDD        v32_00000007<>+0(SB), Y15, Y15
+	VPSLLD        $0x08, Y15, Y15
+	VPORD         Y15, Y4, Y4
+	VPXORD        Y9, Y9, Y9
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X4*8), K2, Y9
+	VPBROADCASTW  40(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y9, Y15, Y15
+	VMOVDQU64     iq1mpick0<>+0(SB), Y16
+	VPERMD        Y13, Y16, Y16
+	VMOVDQU64     132(CX), Y17
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y1
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y4, X4
+	VPGATHERDQ    (BX)(X4*8), K2, Y10
+	VPBROADCASTW  42(AX), Y4
+	VPSHUFB       Y2, Y4, Y4
+	VPTESTNMB     Y3, Y4, K2
+	VMOVDQU8.Z    Y14, K2, Y4
+	VPORD         Y10, Y4, Y4
+	VMOVDQU64     iq1mpick1<>+0(SB), Y15
+	VPERMD        Y13, Y15, Y15
+	VMOVDQU64     164(CX), Y16
+	VPMADDUBSW    Y16, Y4, Y16
+	VPDPWSSD      Y15, Y16, Y1
+	VPMOVZXBD     24(AX), Y4
+	VPBROADCASTD  44(AX), Y15
+	VPSRLVD       iq1mshift<>+0(SB), Y15, Y15
+	VPANDD        v32_00000007<>+0(SB), Y15, Y15
+	VPSLLD        $0x08, Y15, Y15
+	VPORD         Y15, Y4, Y4
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VPGATHERDQ    (BX)(X4*8), K2, Y11
+	VPBROADCASTW  44(AX), Y15
+	VPSHUFB       Y2, Y15, Y15
+	VPTESTNMB     Y3, Y15, K2
+	VMOVDQU8.Z    Y14, K2, Y15
+	VPORD         Y11, Y15, Y15
+	VMOVDQU64     iq1mpick2<>+0(SB), Y16
+	VPERMD        Y13, Y16, Y16
+	VMOVDQU64     196(CX), Y17
+	VPMADDUBSW    Y17, Y15, Y17
+	VPDPWSSD      Y16, Y17, Y1
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y4, X4
+	VPGATHERDQ    (BX)(X4*8), K2, Y12
+	VPBROADCASTW  46(AX), Y4
+	VPSHUFB       Y2, Y4, Y4
+	VPTESTNMB     Y3, Y4, K2
+	VMOVDQU8.Z    Y14, K2, Y2
+	VPORD         Y12, Y2, Y2
+	VMOVDQU64     iq1mpick3<>+0(SB), Y3
+	VPERMD        Y13, Y3, Y3
+	VMOVDQU64     228(CX), Y4
+	VPMADDUBSW    Y4, Y2, Y4
+	VPDPWSSD      Y3, Y4, Y1
+	MOVQ          48(AX), SI
+	MOVQ          SI, DI
+	SHRQ          $0x0c, DI
+	ANDL          $0x0000000f, DI
+	MOVQ          SI, R8
+	SHRQ          $0x18, R8
+	ANDL          $0x000000f0, R8
+	ORL           R8, DI
+	MOVQ          SI, R8
+	SHRQ          $0x24, R8
+	ANDL          $0x00000f00, R8
+	ORL           R8, DI
+	MOVQ          SI, R8
+	SHRQ          $0x30, R8
+	ANDL          $0x0000f000, R8
+	ORL           R8, DI
+	VMOVD         DI, X2
+	VCVTPH2PS     X2, X2
+	VMOVDQU64     64(SP), Y3
+	VPMADDWD      260(CX), Y3, Y3
+	VPSUBD        Y3, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VPADDD        X3, X1, X3
+	VPSHUFD       $0x4e, X3, X4
+	VPADDD        X4, X3, X3
+	VPSHUFD       $0xb1, X3, X4
+	VPADDD        X4, X3, X3
+	VCVTDQ2PS     X3, X3
+	VMULSS        c32_3e000000<>+0(SB), X3, X3
+	VMULSS        (CX), X2, X2
+	VMULSS        X2, X3, X3
+	VADDSS        X3, X0, X0
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_MVNNI256
+
+donedotIQ1_MVNNI256:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_XXSx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ3_XXSx4VNNI256(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3xxsGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_XXSx4VNNI256
+
+loopdotIQ3_XXSx4VNNI256:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VMOVDQU       66(AX), Y11
+	VPSRLD        $0x1c, Y11, Y12
+	VPADDD        Y12, Y12, Y12
+	VPOR          v32_00000001<>+0(SB), Y12, Y12
+	VPSLLD        $0x10, Y12, Y13
+	VPOR          Y13, Y12, Y12
+	VMOVDQU       Y12, 32(SP)
+	VPAND         v32_00003fff<>+0(SB), Y11, Y12
+	VPSLLD        $0x02, Y11, Y11
+	VPAND         v32_3fff0000<>+0(SB), Y11, Y11
+	VPOR          Y11, Y12, Y12
+	VPAND         v32_007f007f<>+0(SB), Y12, Y13
+	VPSLLD        $0x01, Y12, Y11
+	VPAND         v32_7f007f00<>+0(SB), Y11, Y11
+	VPOR          Y11, Y13, Y13
+	VPSRLD        $0x04, Y13, Y12
+	VPXOR         Y13, Y12, Y12
+	VPSRLD        $0x02, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPSRLD        $0x01, Y12, Y11
+	VPXOR         Y11, Y12, Y12
+	VPAND         v32_01010101<>+0(SB), Y12, Y12
+	VPSLLD        $0x07, Y12, Y12
+	VPOR          Y12, Y13, Y13
+	VMOVDQU       Y13, (SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  (SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  4(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  8(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  12(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  16(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  20(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  24(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  28(SP), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x00000062, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_XXSx4VNNI256
+
+donedotIQ3_XXSx4VNNI256:
+	VMULSS c32_3e800000<>+0(SB), X3, X3
+	VMULSS c32_3e800000<>+0(SB), X4, X4
+	VMULSS c32_3e800000<>+0(SB), X5, X5
+	VMULSS c32_3e800000<>+0(SB), X6, X6
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_Sx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ3_Sx4VNNI256(SB), NOSPLIT, $64-40
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	MOVQ         astride+24(FP), BX
+	LEAQ         (BX)(BX*2), SI
+	VMOVDQU      iq3spread<>+0(SB), Y0
+	VMOVDQU      iq3bits<>+0(SB), Y1
+	VPBROADCASTD c32_01010101<>+0(SB), Y2
+	LEAQ         grid_iq3sGrid<>+0(SB), DI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	TESTQ        DX, DX
+	JZ           donedotIQ3_Sx4VNNI256
+
+loopdotIQ3_Sx4VNNI256:
+	VPXOR         Y7, Y7, Y7
+	VPXOR         Y8, Y8, Y8
+	VPXOR         Y9, Y9, Y9
+	VPXOR         Y10, Y10, Y10
+	VPBROADCASTD  106(AX), Y11
+	VPSRLVD       iq3sls<>+0(SB), Y11, Y11
+	VPAND         v32_0000000f<>+0(SB), Y11, Y11
+	VPADDD        Y11, Y11, Y11
+	VPOR          v32_00000001<>+0(SB), Y11, Y11
+	VPSLLD        $0x10, Y11, Y12
+	VPOR          Y12, Y11, Y11
+	VMOVDQU       Y11, 32(SP)
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     2(AX), Y13
+	VPBROADCASTD  66(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  74(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  32(SP), Y12
+	VMOVDQU       4(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       4(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       4(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       4(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     10(AX), Y13
+	VPBROADCASTD  67(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  78(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  36(SP), Y12
+	VMOVDQU       36(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       36(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       36(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       36(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     18(AX), Y13
+	VPBROADCASTD  68(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  82(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  40(SP), Y12
+	VMOVDQU       68(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       68(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       68(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       68(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     26(AX), Y13
+	VPBROADCASTD  69(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  86(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  44(SP), Y12
+	VMOVDQU       100(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       100(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       100(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       100(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     34(AX), Y13
+	VPBROADCASTD  70(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  90(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  48(SP), Y12
+	VMOVDQU       132(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       132(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       132(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       132(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     42(AX), Y13
+	VPBROADCASTD  71(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  94(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  52(SP), Y12
+	VMOVDQU       164(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       164(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       164(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       164(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     50(AX), Y13
+	VPBROADCASTD  72(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  98(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  56(SP), Y12
+	VMOVDQU       196(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       196(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       196(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       196(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPXOR         Y11, Y11, Y11
+	VPCMPEQD      Y12, Y12, Y12
+	VPMOVZXBD     58(AX), Y13
+	VPBROADCASTD  73(AX), Y14
+	VPSLLVD       iq3shbit<>+0(SB), Y14, Y14
+	VPAND         v32_00000100<>+0(SB), Y14, Y14
+	VPOR          Y14, Y13, Y13
+	VPGATHERDD    Y12, (DI)(Y13*4), Y11
+	VPBROADCASTD  102(AX), Y12
+	VPSHUFB       Y0, Y12, Y12
+	VPAND         Y1, Y12, Y12
+	VPCMPEQB      Y1, Y12, Y12
+	VPOR          Y2, Y12, Y12
+	VPSIGNB       Y12, Y11, Y11
+	VPBROADCASTD  60(SP), Y12
+	VMOVDQU       228(CX), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y7
+	VMOVDQU       228(CX)(BX*1), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y8
+	VMOVDQU       228(CX)(BX*2), Y13
+	VPSIGNB       Y13, Y11, Y14
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y14, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y9
+	VMOVDQU       228(CX)(SI*1), Y13
+	VPSIGNB       Y13, Y11, Y11
+	VPABSB        Y13, Y13
+	VPMADDUBSW    Y11, Y13, Y13
+	VPDPWSSD      Y12, Y13, Y10
+	VPBROADCASTW  (AX), X11
+	VCVTPH2PS     X11, X11
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0x4e, X7, X12
+	VPADDD        X12, X7, X7
+	VPSHUFD       $0xb1, X7, X12
+	VPADDD        X12, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX), X11, X12
+	VMULSS        X12, X7, X7
+	VADDSS        X7, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X7
+	VPADDD        X7, X8, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X7
+	VPADDD        X7, X9, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(BX*2), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X5, X5
+	VEXTRACTF32X4 $0x01, Y10, X7
+	VPADDD        X7, X10, X7
+	VPSHUFD       $0x4e, X7, X8
+	VPADDD        X8, X7, X7
+	VPSHUFD       $0xb1, X7, X8
+	VPADDD        X8, X7, X7
+	VCVTDQ2PS     X7, X7
+	VMULSS        (CX)(SI*1), X11, X8
+	VMULSS        X8, X7, X7
+	VADDSS        X7, X6, X6
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ3_Sx4VNNI256
+
+donedotIQ3_Sx4VNNI256:
+	MOVQ   out+32(FP), AX
+	VMOVSS X3, (AX)
+	VMOVSS X4, 4(AX)
+	VMOVSS X5, 8(AX)
+	VMOVSS X6, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Sx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ1_Sx4VNNI256(SB), NOSPLIT, $96-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Sx4VNNI256
+
+loopdotIQ1_Sx4VNNI256:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPMOVZXWD     34(AX), Y8
+	VPSRLD        $0x0c, Y8, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD        Y9, Y9, Y9
+	VPORD         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD        $0x10, Y8, Y8
+	VPSRAD        $0x1f, Y8, Y8
+	VPXORD        Y8, Y9, Y18
+	VPSUBD        Y8, Y18, Y18
+	VPSLLD        $0x03, Y9, Y8
+	VPSUBD        Y18, Y8, Y8
+	VPSLLD        $0x10, Y8, Y18
+	VPORD         Y18, Y8, Y8
+	VMOVDQU64     Y8, 64(SP)
+	VPSLLD        $0x10, Y9, Y8
+	VPORD         Y8, Y9, Y9
+	VMOVDQU64     Y9, (SP)
+	VPMOVZXBD     2(AX), Y8
+	VPBROADCASTD  34(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y10, Y10, Y10
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y10
+	VPBROADCASTD  (SP), Y9
+	VMOVDQU64     4(CX), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     4(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     4(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     4(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y10, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y11
+	VPBROADCASTD  4(SP), Y8
+	VMOVDQU64     36(CX), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     36(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     36(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     36(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y11, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     10(AX), Y8
+	VPBROADCASTD  38(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y12
+	VPBROADCASTD  8(SP), Y9
+	VMOVDQU64     68(CX), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     68(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     68(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     68(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y12, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y13
+	VPBROADCASTD  12(SP), Y8
+	VMOVDQU64     100(CX), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     100(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     100(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     100(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y13, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     18(AX), Y8
+	VPBROADCASTD  42(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y14, Y14, Y14
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y14
+	VPBROADCASTD  16(SP), Y9
+	VMOVDQU64     132(CX), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     132(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     132(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     132(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y14, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y15
+	VPBROADCASTD  20(SP), Y8
+	VMOVDQU64     164(CX), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     164(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     164(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     164(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y15, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPMOVZXBD     26(AX), Y8
+	VPBROADCASTD  46(AX), Y9
+	VPSRLVD       iq1sshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPSLLD        $0x08, Y9, Y9
+	VPORD         Y9, Y8, Y8
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X8*8), K2, Y16
+	VPBROADCASTD  24(SP), Y9
+	VMOVDQU64     196(CX), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y4
+	VMOVDQU64     196(CX)(BX*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y5
+	VMOVDQU64     196(CX)(BX*2), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y6
+	VMOVDQU64     196(CX)(SI*1), Y18
+	VPMADDUBSW    Y18, Y16, Y18
+	VPDPWSSD      Y9, Y18, Y7
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y8, X8
+	VPGATHERDQ    (DI)(X8*8), K2, Y17
+	VPBROADCASTD  28(SP), Y8
+	VMOVDQU64     228(CX), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y4
+	VMOVDQU64     228(CX)(BX*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y5
+	VMOVDQU64     228(CX)(BX*2), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y6
+	VMOVDQU64     228(CX)(SI*1), Y9
+	VPMADDUBSW    Y9, Y17, Y9
+	VPDPWSSD      Y8, Y9, Y7
+	VPBROADCASTW  (AX), X8
+	VCVTPH2PS     X8, X8
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX), Y9, Y9
+	VPSUBD        Y9, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VPADDD        X9, X4, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X0, X0
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*1), Y9, Y9
+	VPSUBD        Y9, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VPADDD        X9, X5, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*1), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X1, X1
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*2), Y9, Y9
+	VPSUBD        Y9, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VPADDD        X9, X6, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*2), X8, X18
+	VMULSS        X18, X9, X9
+	VADDSS        X9, X2, X2
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(SI*1), Y9, Y9
+	VPSUBD        Y9, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VPADDD        X9, X7, X9
+	VPSHUFD       $0x4e, X9, X18
+	VPADDD        X18, X9, X9
+	VPSHUFD       $0xb1, X9, X18
+	VPADDD        X18, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(SI*1), X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X3, X3
+	ADDQ          $0x00000032, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Sx4VNNI256
+
+donedotIQ1_Sx4VNNI256:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Mx4VNNI256(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·dotIQ1_Mx4VNNI256(SB), NOSPLIT, $96-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
+	KXNORW K1, K1, K1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Mx4VNNI256
+
+loopdotIQ1_Mx4VNNI256:
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y6, Y6, Y6
+	VPXORD        Y7, Y7, Y7
+	VPBROADCASTQ  48(AX), Y8
+	VPSHUFB       iq1mls0<>+0(SB), Y8, Y9
+	VPSRLVD       iq1mlsshift<>+0(SB), Y9, Y9
+	VPANDD        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD        Y9, Y9, Y9
+	VPORD         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD        $0x10, Y9, Y10
+	VPORD         Y9, Y10, Y10
+	VPSHUFB       iq1mls1<>+0(SB), Y8, Y8
+	VPSRLVD       iq1mlsshift<>+0(SB), Y8, Y8
+	VPANDD        v32_00000007<>+0(SB), Y8, Y8
+	VPADDD        Y8, Y8, Y8
+	VPORD         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD        $0x10, Y8, Y19
+	VPORD         Y8, Y19, Y19
+	VPACKUSDW     Y8, Y9, Y8
+	VPERMQ        $0xd8, Y8, Y8
+	VPSLLW        $0x03, Y8, Y9
+	VPADDW        Y9, Y8, Y8
+	VMOVDQU64     Y8, 64(SP)
+	VMOVDQU64     iq1mspread<>+0(SB), Y8
+	VMOVDQU64     iq1mbits<>+0(SB), Y9
+	VPBROADCASTD  c32_02020202<>+0(SB), Y20
+	VPMOVZXBD     (AX), Y21
+	VPBROADCASTD  32(AX), Y22
+	VPSRLVD       iq1mshift<>+0(SB), Y22, Y22
+	VPANDD        v32_00000007<>+0(SB), Y22, Y22
+	VPSLLD        $0x08, Y22, Y22
+	VPORD         Y22, Y21, Y21
+	VPXORD        Y11, Y11, Y11
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X21*8), K2, Y11
+	VPBROADCASTW  32(AX), Y22
+	VPSHUFB       Y8, Y22, Y22
+	VPTESTNMB     Y9, Y22, K2
+	VMOVDQU8.Z    Y20, K2, Y22
+	VPORD         Y11, Y22, Y22
+	VMOVDQU64     iq1mpick0<>+0(SB), Y23
+	VPERMD        Y10, Y23, Y23
+	VMOVDQU64     4(CX), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y4
+	VMOVDQU64     4(CX)(BX*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y5
+	VMOVDQU64     4(CX)(BX*2), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y6
+	VMOVDQU64     4(CX)(SI*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y7
+	VPXORD        Y12, Y12, Y12
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y21, X21
+	VPGATHERDQ    (DI)(X21*8), K2, Y12
+	VPBROADCASTW  34(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y12, Y21, Y21
+	VMOVDQU64     iq1mpick1<>+0(SB), Y22
+	VPERMD        Y10, Y22, Y22
+	VMOVDQU64     36(CX), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y4
+	VMOVDQU64     36(CX)(BX*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y5
+	VMOVDQU64     36(CX)(BX*2), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y6
+	VMOVDQU64     36(CX)(SI*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y7
+	VPMOVZXBD     8(AX), Y21
+	VPBROADCASTD  36(AX), Y22
+	VPSRLVD       iq1mshift<>+0(SB), Y22, Y22
+	VPANDD        v32_00000007<>+0(SB), Y22, Y22
+	VPSLLD        $0x08, Y22, Y22
+	VPORD         Y22, Y21, Y21
+	VPXORD        Y13, Y13, Y13
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X21*8), K2, Y13
+	VPBROADCASTW  36(AX), Y22
+	VPSHUFB       Y8, Y22, Y22
+	VPTESTNMB     Y9, Y22, K2
+	VMOVDQU8.Z    Y20, K2, Y22
+	VPORD         Y13, Y22, Y22
+	VMOVDQU64     iq1mpick2<>+0(SB), Y23
+	VPERMD        Y10, Y23, Y23
+	VMOVDQU64     68(CX), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y4
+	VMOVDQU64     68(CX)(BX*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y5
+	VMOVDQU64     68(CX)(BX*2), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y6
+	VMOVDQU64     68(CX)(SI*1), Y24
+	VPMADDUBSW    Y24, Y22, Y24
+	VPDPWSSD      Y23, Y24, Y7
+	VPXORD        Y14, Y14, Y14
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y21, X21
+	VPGATHERDQ    (DI)(X21*8), K2, Y14
+	VPBROADCASTW  38(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y14, Y21, Y21
+	VMOVDQU64     iq1mpick3<>+0(SB), Y22
+	VPERMD        Y10, Y22, Y22
+	VMOVDQU64     100(CX), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPDPWSSD      Y22, Y10, Y4
+	VMOVDQU64     100(CX)(BX*1), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPDPWSSD      Y22, Y10, Y5
+	VMOVDQU64     100(CX)(BX*2), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPDPWSSD      Y22, Y10, Y6
+	VMOVDQU64     100(CX)(SI*1), Y10
+	VPMADDUBSW    Y10, Y21, Y10
+	VPDPWSSD      Y22, Y10, Y7
+	VPMOVZXBD     16(AX), Y10
+	VPBROADCASTD  40(AX), Y21
+	VPSRLVD       iq1mshift<>+0(SB), Y21, Y21
+	VPANDD        v32_00000007<>+0(SB), Y21, Y21
+	VPSLLD        $0x08, Y21, Y21
+	VPORD         Y21, Y10, Y10
+	VPXORD        Y15, Y15, Y15
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X10*8), K2, Y15
+	VPBROADCASTW  40(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y15, Y21, Y21
+	VMOVDQU64     iq1mpick0<>+0(SB), Y22
+	VPERMD        Y19, Y22, Y22
+	VMOVDQU64     132(CX), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y4
+	VMOVDQU64     132(CX)(BX*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y5
+	VMOVDQU64     132(CX)(BX*2), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y6
+	VMOVDQU64     132(CX)(SI*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y7
+	VPXORD        Y16, Y16, Y16
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y10, X10
+	VPGATHERDQ    (DI)(X10*8), K2, Y16
+	VPBROADCASTW  42(AX), Y10
+	VPSHUFB       Y8, Y10, Y10
+	VPTESTNMB     Y9, Y10, K2
+	VMOVDQU8.Z    Y20, K2, Y10
+	VPORD         Y16, Y10, Y10
+	VMOVDQU64     iq1mpick1<>+0(SB), Y21
+	VPERMD        Y19, Y21, Y21
+	VMOVDQU64     164(CX), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPDPWSSD      Y21, Y22, Y4
+	VMOVDQU64     164(CX)(BX*1), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPDPWSSD      Y21, Y22, Y5
+	VMOVDQU64     164(CX)(BX*2), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPDPWSSD      Y21, Y22, Y6
+	VMOVDQU64     164(CX)(SI*1), Y22
+	VPMADDUBSW    Y22, Y10, Y22
+	VPDPWSSD      Y21, Y22, Y7
+	VPMOVZXBD     24(AX), Y10
+	VPBROADCASTD  44(AX), Y21
+	VPSRLVD       iq1mshift<>+0(SB), Y21, Y21
+	VPANDD        v32_00000007<>+0(SB), Y21, Y21
+	VPSLLD        $0x08, Y21, Y21
+	VPORD         Y21, Y10, Y10
+	VPXORD        Y17, Y17, Y17
+	KMOVW         K1, K2
+	VPGATHERDQ    (DI)(X10*8), K2, Y17
+	VPBROADCASTW  44(AX), Y21
+	VPSHUFB       Y8, Y21, Y21
+	VPTESTNMB     Y9, Y21, K2
+	VMOVDQU8.Z    Y20, K2, Y21
+	VPORD         Y17, Y21, Y21
+	VMOVDQU64     iq1mpick2<>+0(SB), Y22
+	VPERMD        Y19, Y22, Y22
+	VMOVDQU64     196(CX), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y4
+	VMOVDQU64     196(CX)(BX*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y5
+	VMOVDQU64     196(CX)(BX*2), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y6
+	VMOVDQU64     196(CX)(SI*1), Y23
+	VPMADDUBSW    Y23, Y21, Y23
+	VPDPWSSD      Y22, Y23, Y7
+	VPXORD        Y18, Y18, Y18
+	KMOVW         K1, K2
+	VEXTRACTI32X4 $0x01, Y10, X10
+	VPGATHERDQ    (DI)(X10*8), K2, Y18
+	VPBROADCASTW  46(AX), Y10
+	VPSHUFB       Y8, Y10, Y10
+	VPTESTNMB     Y9, Y10, K2
+	VMOVDQU8.Z    Y20, K2, Y8
+	VPORD         Y18, Y8, Y8
+	VMOVDQU64     iq1mpick3<>+0(SB), Y9
+	VPERMD        Y19, Y9, Y9
+	VMOVDQU64     228(CX), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPDPWSSD      Y9, Y10, Y4
+	VMOVDQU64     228(CX)(BX*1), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPDPWSSD      Y9, Y10, Y5
+	VMOVDQU64     228(CX)(BX*2), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPDPWSSD      Y9, Y10, Y6
+	VMOVDQU64     228(CX)(SI*1), Y10
+	VPMADDUBSW    Y10, Y8, Y10
+	VPDPWSSD      Y9, Y10, Y7
+	MOVQ          48(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x0c, R9
+	ANDL          $0x0000000f, R9
+	MOVQ          R8, R10
+	SHRQ          $0x18, R10
+	ANDL          $0x000000f0, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x24, R10
+	ANDL          $0x00000f00, R10
+	ORL           R10, R9
+	MOVQ          R8, R10
+	SHRQ          $0x30, R10
+	ANDL          $0x0000f000, R10
+	ORL           R10, R9
+	VMOVD         R9, X8
+	VCVTPH2PS     X8, X8
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX), Y9, Y9
+	VPSUBD        Y9, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VPADDD        X9, X4, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX), X8, X10
+	VMULSS        X10, X9, X9
+	VADDSS        X9, X0, X0
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*1), Y9, Y9
+	VPSUBD        Y9, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VPADDD        X9, X5, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*1), X8, X10
+	VMULSS        X10, X9, X9
+	VADDSS        X9, X1, X1
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(BX*2), Y9, Y9
+	VPSUBD        Y9, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VPADDD        X9, X6, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(BX*2), X8, X10
+	VMULSS        X10, X9, X9
+	VADDSS        X9, X2, X2
+	VMOVDQU64     64(SP), Y9
+	VPMADDWD      260(CX)(SI*1), Y9, Y9
+	VPSUBD        Y9, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VPADDD        X9, X7, X9
+	VPSHUFD       $0x4e, X9, X10
+	VPADDD        X10, X9, X9
+	VPSHUFD       $0xb1, X9, X10
+	VPADDD        X10, X9, X9
+	VCVTDQ2PS     X9, X9
+	VMULSS        c32_3e000000<>+0(SB), X9, X9
+	VMULSS        (CX)(SI*1), X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X3, X3
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JNZ           loopdotIQ1_Mx4VNNI256
+
+donedotIQ1_Mx4VNNI256:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 

@@ -81,6 +81,7 @@ func genAll(t *target) {
 	if !t.zmm() || !t.vnni {
 		genIQ2All(t) // 256-bit code; the 512-bit VNNI level runs the VNNI256 ones
 	}
+	genIQ13(t)
 	if t.zmm() || !t.vnni {
 		// The 256-bit VNNI level runs the 512-bit ones (asm_amd64.go).
 		genTQ2B4(t)

@@ -97,7 +97,8 @@ func Types() []quant.Type {
 	for _, t := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1,
 		quant.Q8_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.MXFP4,
 		quant.IQ4_NL, quant.IQ4_XS, quant.TQ1_0, quant.TQ2_0,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S} {
+		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S,
+		quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M} {
 		if quant.CanVecDot(t) && quant.CanQuantize(t.VecDotType()) {
 			ts = append(ts, t)
 		}

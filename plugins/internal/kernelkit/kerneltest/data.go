@@ -12,7 +12,8 @@ import (
 var kernelTypes = []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q6_K, quant.Q4_K, quant.Q5_K, quant.Q8_0, quant.Q4_0,
 	quant.Q5_0, quant.MXFP4, quant.F32, quant.F16, quant.BF16, quant.IQ4_NL, quant.IQ4_XS,
 	quant.Q4_1, quant.Q5_1, quant.TQ1_0, quant.TQ2_0,
-	quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S}
+	quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S,
+	quant.IQ3_XXS, quant.IQ1_S, quant.IQ1_M, quant.IQ3_S}
 
 // randHalf returns a finite fp16 of random sign with magnitude in
 // [2^lo, 2^hi).
@@ -32,6 +33,7 @@ var halfFields = map[quant.Type][]int{
 	quant.IQ4_NL: {0}, quant.IQ4_XS: {0}, quant.Q4_1: {0, 2}, quant.Q5_1: {0, 2},
 	quant.TQ1_0: {52}, quant.TQ2_0: {64},
 	quant.IQ2_XXS: {0}, quant.IQ2_XS: {0}, quant.IQ2_S: {0},
+	quant.IQ3_XXS: {0}, quant.IQ3_S: {0}, quant.IQ1_S: {0},
 }
 
 // quantRanges are the byte ranges of each block type's quant bits: zeroing
@@ -74,6 +76,9 @@ func randWeights(r *rand.Rand, t quant.Type, n int) []byte {
 		}
 		if t == quant.MXFP4 {
 			w[b*bs] = byte(100 + r.IntN(50)) // 2^-28 .. 2^21: finite products
+		}
+		if t == quant.IQ1_M {
+			setIQ1MScale(w[b*bs:], randHalf(r, -16, 0))
 		}
 	}
 	return w
@@ -227,5 +232,15 @@ func q8KInputs(r *rand.Rand) map[string][]float32 {
 		"tiny-max":   row(func(i int) float32 { return math.Float32frombits(uint32(1 + i%3)) }),
 		"huge":       row(func(i int) float32 { return float32(r.NormFloat64()) * 3e38 }),
 		"wide":       row(func(int) float32 { return float32(r.NormFloat64() * math.Pow(10, 30*r.Float64()-15)) }),
+	}
+}
+
+// setIQ1MScale stores IQ1_M's fp16 d in the top nibbles of the block's
+// four scale words (bytes 48-55).
+func setIQ1MScale(blk []byte, d uint16) {
+	for i := 0; i < 4; i++ {
+		o := 48 + 2*i
+		v := binary.LittleEndian.Uint16(blk[o:])&0x0fff | (d>>(4*i)&0xf)<<12
+		binary.LittleEndian.PutUint16(blk[o:], v)
 	}
 }
