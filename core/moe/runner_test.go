@@ -225,15 +225,35 @@ func TestRunnerStreaming(t *testing.T) {
 	if err := r.Predict(l, x, n, nil); err != nil {
 		t.Fatal(err)
 	}
-	// A batch's guess is every chosen expert, most weight first.
+	// A batch's guess is its chosen experts, most weight first, cut to a
+	// third of what the source holds (at least one).
 	w := map[int32]float32{}
 	for i, id := range b.IDs {
 		w[id] += b.Weights[i]
 	}
 	ranked := slices.Clone(e)
 	slices.SortStableFunc(ranked, func(x, y int32) int { return cmp.Compare(w[y], w[x]) })
-	if d := gocmp.Diff([]string{fmt.Sprintf("hint 3 %v true", ranked)}, src.log); d != "" {
+	if d := gocmp.Diff([]string{fmt.Sprintf("hint 3 %v true", ranked[:1])}, src.log); d != "" {
 		t.Errorf("predict (-want +got):\n%s", d)
+	}
+	// When the layer is routed, the guessed expert is computed first; the
+	// output does not change.
+	src.log = nil
+	sb, err = r.Route(l, x, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ranked[0] == e[0] {
+		t.Fatalf("the test wants a guessed expert that is not the lowest id (ranked %v)", ranked)
+	}
+	if sb.Experts[0] != ranked[0] {
+		t.Errorf("first expert after the guess %d, want the guessed %d (experts %v)", sb.Experts[0], ranked[0], sb.Experts)
+	}
+	if got, err = r.Run(l, sb, x, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := gocmp.Diff(want, got); d != "" {
+		t.Errorf("streamed output after a guess (-mapped +streamed):\n%s", d)
 	}
 }
 

@@ -36,6 +36,27 @@ type speculation struct {
 	sent    map[int]int     // layer -> how many of pending were hinted
 	tries   []float64       // decayed guesses at each rank
 	hits    []float64       // of those, chosen
+	many    map[int][]int32 // layer -> the hinted part of its latest many-token guess
+}
+
+// rememberMany keeps the hinted part of a many-token guess of layer, to
+// compute first when the layer is routed (takeMany).
+func (s *speculation) rememberMany(layer int, hinted []int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.many == nil {
+		s.many = map[int][]int32{}
+	}
+	s.many[layer] = slices.Clone(hinted)
+}
+
+// takeMany returns and forgets layer's many-token guess.
+func (s *speculation) takeMany(layer int) []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.many[layer]
+	delete(s.many, layer)
+	return g
 }
 
 // remember keeps the ranked guess for layer, to score when it is routed.
