@@ -161,7 +161,7 @@ func TestOpenStaged(t *testing.T) {
 				pids = append(pids, p.Pid())
 			}
 			b := rt.Budget
-			if b.Total != 64<<20 || b.State != state || b.Context != 300 || b.Stager != b.Total-engine.Headroom(b.Total)-state || b.Check() != nil {
+			if b.Total != 64<<20 || b.State != state || b.Context != 300 || b.Stager != b.Total-engine.Headroom(b.Total)-state-b.Activations || b.Check() != nil {
 				t.Errorf("budget %+v, want a total of 64 MiB with %d bytes of state", b, state)
 			}
 			line := rt.Mode.String()
