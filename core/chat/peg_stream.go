@@ -1,9 +1,6 @@
 package chat
 
-import (
-	"crypto/rand"
-	"unicode/utf8"
-)
+import "crypto/rand"
 
 // pegParser streams a reply the way llama-server does with llama.cpp's
 // parsers: the whole text so far is parsed again after every chunk, and what
@@ -56,16 +53,16 @@ func (p *pegParser) close() []Delta {
 	}
 	// The longest prefix that parses, down to what was accepted: tried
 	// from the end for maxCloseTries prefixes, then from where the parse
-	// failed (a prefix that ends past a break rarely parses).
+	// failed (a prefix that ends past a break rarely parses). Every byte
+	// is a cut: a prefix that ends inside a character parses as one cut
+	// before it, and one that ends at a stray byte must be tried, or the
+	// result falls short of what a stream showed.
 	tries := 0
 	for n := len(p.text) - 1; n > p.good; n-- {
-		if !utf8.RuneStart(p.text[n]) {
-			continue
-		}
 		if tries++; tries > maxCloseTries {
 			r := p.root(p.prefix+p.text, 0)
 			for n = min(n, r.end-len(p.prefix)); n > p.good; n-- {
-				if utf8.RuneStart(p.text[n]) && p.update(p.text[:n]) {
+				if p.update(p.text[:n]) {
 					break
 				}
 			}
