@@ -113,7 +113,7 @@ func exercise(t *testing.T, f *File, size int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := int64(len(hdr))
+	total := alignUp(int64(len(hdr)), f.Alignment())
 	for _, s := range sizes {
 		total += alignUp(s, f.Alignment())
 	}

@@ -92,7 +92,7 @@ func synthShards(tb testing.TB, dir string, shards, perShard int, vocab int) (st
 		}
 		_, err = f.Write(hdr)
 		if err == nil {
-			err = f.Truncate(int64(len(hdr)) + data)
+			err = f.Truncate(alignUp(int64(len(hdr)), DefaultAlignment) + data)
 		}
 		if cerr := f.Close(); err == nil {
 			err = cerr

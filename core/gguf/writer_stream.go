@@ -7,7 +7,9 @@ import (
 	"os"
 )
 
-// encodeHeader returns a shard's header, padded to the alignment.
+// encodeHeader returns a shard's header, not padded: the tensor data
+// starts at alignUp(len(header), align), and the zeros before it are
+// written as they are needed (an alignment may be up to 1 GiB).
 func encodeHeader(s shardPlan, align int64) ([]byte, error) {
 	b := []byte(magic)
 	b = le.AppendUint32(b, Version)
@@ -31,8 +33,7 @@ func encodeHeader(s shardPlan, align int64) ([]byte, error) {
 		b = le.AppendUint64(b, uint64(off))
 		off += alignUp(s.sizes[i], align)
 	}
-	// ggml pads the header even when no tensor follows.
-	return append(b, make([]byte, alignUp(int64(len(b)), align)-int64(len(b)))...), nil
+	return b, nil
 }
 
 // startShard creates shard i's file and writes its header.
@@ -54,6 +55,10 @@ func (w *Writer) startShard(i int) error {
 	}
 	if _, err := w.bw.Write(hdr); err != nil {
 		return w.fail(fmt.Errorf("gguf: %s: %w", s.path, err))
+	}
+	// ggml pads the header even when no tensor follows.
+	if err := w.pad(int64(len(hdr))); err != nil {
+		return err
 	}
 	if len(s.sizes) > 0 {
 		w.left = s.sizes[0]
@@ -88,8 +93,9 @@ func (w *Writer) advance() error {
 	return nil
 }
 
+// pad writes the zeros that align the end of size bytes.
 func (w *Writer) pad(size int64) error {
-	var zeros [64]byte
+	var zeros [4096]byte
 	for n := alignUp(size, w.align) - size; n > 0; {
 		k := min(n, int64(len(zeros)))
 		if _, err := w.bw.Write(zeros[:k]); err != nil {
