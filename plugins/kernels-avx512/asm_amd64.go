@@ -174,6 +174,18 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			f32y, f16y, bf16y = dotF32VNNI, dotF16VNNI, dotBF16VNNI
 			f32sy, f16sy, bf16sy = dotSeqF32VNNI, dotSeqF16VNNI, dotSeqBF16VNNI
 		}
+		// The four-row K-quant kernels: 512-bit ones where the CPU has
+		// full-width units. Four activation rows share each unpacked
+		// weight vector, so the loops are bound by the VPDPBUSDs, which
+		// do get wider (Turin-class Zen 5, 7168-wide rows, 1 thread,
+		// best-of per activation row, 512/256-bit: Q2_K 177/214 us,
+		// Q3_K 203/319, Q4_K 197/229, Q5_K 232/263, Q6_K 282/404;
+		// TestLevelTable). One-row kernels stay 256-bit (Q2_K 298/252,
+		// Q3_K 579/467).
+		if !c.halfWidth {
+			q2x4y, q3x4y, q4x4y, q5x4y, q6x4y = q2x4, q3x4, q4x4, q5x4, q6x4
+			m4y, m5y = m4, m5
+		}
 		k.Add("vnni256", kernelkit.Funcs{
 			Q2K: q2y, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
 			Q2Kx4: q2x4y, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,

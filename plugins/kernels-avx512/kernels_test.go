@@ -1,6 +1,8 @@
 package kernelsavx512
 
 import (
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/k3-inference/k3/plugins/internal/kernelkit/kerneltest"
@@ -32,3 +34,13 @@ func BenchmarkQuantizeQ8K(b *testing.B) { kerneltest.BenchQuantizeQ8K(b, kit) }
 func BenchmarkDot(b *testing.B)         { kerneltest.BenchDot(b, kit) }
 func BenchmarkMatMul(b *testing.B)      { kerneltest.BenchMatMul(b, kit) }
 func BenchmarkSideBySide(b *testing.B)  { kerneltest.BenchSideBySide(b, kit) }
+
+// TestLevelTable prints the level comparison behind preferred() when
+// K3_LEVEL_TABLE is set (a repetition count).
+func TestLevelTable(t *testing.T) {
+	reps, _ := strconv.Atoi(os.Getenv("K3_LEVEL_TABLE"))
+	if reps <= 0 {
+		t.Skip("set K3_LEVEL_TABLE=N to print the level table (N repetitions, best-of)")
+	}
+	kerneltest.LevelTable(t, kit, reps)
+}

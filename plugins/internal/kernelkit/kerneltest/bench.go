@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/k3-inference/k3/core/quant"
 
@@ -126,6 +127,46 @@ func benchMatMul(b *testing.B, k *kernelkit.Kit, rows, n, m int, suffix string, 
 					}
 				}
 			})
+		}
+	}
+}
+
+// LevelTable prints, for each K-quant type, the best-of time of a matrix
+// × vector and of matrix × matrix products of a few activation rows at
+// every level, one thread: the figures behind a plugin's preferred level.
+// Best-of (not the mean) because the shared machines this runs on are
+// rarely quiet; the minimum of many short runs is the uncontended time.
+func LevelTable(t *testing.T, k *kernelkit.Kit, reps int) {
+	keepLevel(t, k)
+	const rows, n = 2048, 7168
+	for _, typ := range []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+		r := rand.New(rand.NewPCG(8, uint64(typ)))
+		w := randWeights(r, typ, rows*n)
+		for _, m := range []int{1, 4, 8, 16} {
+			var act []byte
+			for range m {
+				act = append(act, randActs(r, typ, n)...)
+			}
+			out := make([]float32, rows*m)
+			line := fmt.Sprintf("%-5s m=%-2d", typ, m)
+			for _, lv := range k.Levels() {
+				if lv == "generic" {
+					continue
+				}
+				if err := k.SetLevel(lv); err != nil {
+					t.Fatal(err)
+				}
+				best := time.Duration(1 << 62)
+				for range reps {
+					t0 := time.Now()
+					if err := k.MatMul(typ, w, rows, n, act, m, out, 1); err != nil {
+						t.Fatal(err)
+					}
+					best = min(best, time.Since(t0))
+				}
+				line += fmt.Sprintf("  %s %7.1fus/row", lv, float64(best.Microseconds())/float64(m))
+			}
+			t.Log(line)
 		}
 	}
 }
