@@ -364,7 +364,7 @@ func FuzzParser(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text string, cuts []byte, thinking bool, format uint8) {
 		o := ParseOptions{Format: fuzzFormats[int(format)%len(fuzzFormats)], Thinking: thinking,
-			Tools: []Tool{weatherTool, searchTool}, NewID: func() string { return "id" }}
+			Tools: llamaTestTools, NewID: func() string { return "id" }}
 		whole := Parse(text, o)
 		var chunks []string
 		rest := text
