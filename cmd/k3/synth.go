@@ -76,6 +76,7 @@ var synthBoolFlags = []struct {
 // synthArgs holds the parsed flags of k3 synth.
 type synthArgs struct {
 	arch, preset, out, typ, splitSize, name, mlaLayers, routing *string
+	chatTemplate                                                *string
 	seed                                                        *uint64
 	splitTensors, workers                                       *int
 	ints                                                        map[string]*int
@@ -96,6 +97,7 @@ func newSynthFlags(stderr io.Writer) (*flag.FlagSet, *synthArgs) {
 		splitSize:    fs.String("split-max-size", "", "at most this many tensor bytes per shard, e.g. 500M or 2G"),
 		workers:      fs.Int("workers", 0, "row generation workers (0 = all CPUs)"),
 		name:         fs.String("name", "", "general.name"),
+		chatTemplate: fs.String("chat-template", "", "qwen3moe: tokenizer.chat_template, qwen3 or "+synth.ChatTemplateQwen3Coder+" (default: the preset's)"),
 		mlaLayers:    fs.String("mla-layers", "", "comma-separated 0-based MLA layers (overrides --mla-every/--mla-last)"),
 		routing: fs.String("routing", synth.RoutingRandom, "router weights: "+strings.Join(synth.RoutingModes, ", ")+
 			" (realistic: Kimi K3's published lookahead precision, next-token reuse and even popularity, as k3 inspect --routing measures)"),
@@ -127,6 +129,15 @@ func (a *synthArgs) config(fs *flag.FlagSet) (synth.Config, synth.WriteOptions, 
 	cfg.Routing = *a.routing
 	if *a.name != "" {
 		cfg.Name = *a.name
+	}
+	if *a.chatTemplate != "" {
+		if cfg.Arch != synth.ArchQwen3MoE {
+			return cfg, opts, fmt.Errorf("--chat-template is for --arch %s", synth.ArchQwen3MoE)
+		}
+		cfg.ChatTemplate = *a.chatTemplate
+		if cfg.ChatTemplate == "qwen3" {
+			cfg.ChatTemplate = ""
+		}
 	}
 	if *a.typ != "" {
 		if cfg.Type, err = synth.ParseOutType(*a.typ); err != nil {

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/k3-inference/k3/core/chat"
 	"github.com/k3-inference/k3/core/gguf"
+	"github.com/k3-inference/k3/core/synth"
 )
 
 // TestSynthQwen3MoE: `k3 synth --arch qwen3moe` writes the tiny preset, the
@@ -44,5 +46,50 @@ func TestSynthQwen3MoE(t *testing.T) {
 	if rc := runMain([]string{"synth", "-o", out, "--arch", "qwen3moe", "--preset", "k3"}, &stdout, &stderr); rc != 1 ||
 		!strings.Contains(stderr.String(), "unknown qwen3moe preset") {
 		t.Errorf("kimi preset for qwen3moe: rc %d, %s", rc, stderr.String())
+	}
+}
+
+// TestSynthQwen3CoderTemplate: the Qwen3-Coder preset writes Qwen3-Coder's
+// chat template (k3 parses its replies as Qwen3-Coder's), --chat-template
+// picks either template for any qwen3moe preset, and is refused for other
+// architectures or unknown names.
+func TestSynthQwen3CoderTemplate(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "q.gguf")
+	shrink := []string{"--n-layer", "1", "--n-embd", "256", "--n-head", "4", "--n-head-kv", "2", "--head-dim", "32",
+		"--n-expert", "4", "--n-expert-used", "2", "--n-ff-exp", "256", "--n-vocab", "1024", "--type", "f32"}
+	template := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if rc := runMain(append(append([]string{"synth", "-o", out, "--arch", "qwen3moe"}, args...), shrink...), &stdout, &stderr); rc != 0 {
+			t.Fatalf("%v: rc %d, stderr: %s", args, rc, stderr.String())
+		}
+		f, err := gguf.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return f.String("tokenizer.chat_template", "")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--preset", "qwen3-coder-480b-a35b"}, synth.Qwen3CoderChatTemplate},
+		{[]string{"--preset", "qwen3-coder-480b-a35b", "--chat-template", "qwen3"}, synth.Qwen3ChatTemplate},
+		{[]string{"--preset", "tiny", "--chat-template", "qwen3-coder"}, synth.Qwen3CoderChatTemplate},
+		{[]string{"--preset", "qwen3-30b-a3b"}, synth.Qwen3ChatTemplate},
+	} {
+		if got := template(tc.args...); got != tc.want {
+			t.Errorf("%v: not the template wanted (%d bytes)", tc.args, len(got))
+		}
+	}
+	if f := chat.DetectFormat(synth.Qwen3CoderChatTemplate); f != chat.FormatQwen3Coder {
+		t.Errorf("Qwen3-Coder's template parses as %v", f)
+	}
+	for _, bad := range [][]string{{"--arch", "kimi-k3", "--chat-template", "qwen3-coder"}, {"--arch", "qwen3moe", "--chat-template", "qwen2"}} {
+		var stdout, stderr bytes.Buffer
+		if rc := runMain(append([]string{"synth", "-o", out}, bad...), &stdout, &stderr); rc != 1 || !strings.Contains(stderr.String(), "template") {
+			t.Errorf("%v: rc %d, %s", bad, rc, stderr.String())
+		}
 	}
 }

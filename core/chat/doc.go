@@ -3,8 +3,9 @@
 // generated text back into OpenAI fields (reasoning, content, tool calls),
 // whole or streamed, in the template's reply format (DetectFormat): Kimi K3's
 // tagged format with k3's own parser (parse.go), and Kimi K2's, DeepSeek
-// V3.1's and R1's, and Qwen3/Hermes's with the parsers llama.cpp builds for them, on a
-// PEG engine of llama.cpp's semantics (peg.go, format_llama.go). Each format
+// V3.1's and R1's, Qwen3/Hermes's and Qwen3-Coder's (and Qwen3.5's) with the
+// parsers llama.cpp builds for them, on a PEG engine of llama.cpp's semantics
+// (peg.go, format_llama.go, format_qwen3coder.go). Each format
 // also writes the forced opening of a call (ForcedCall) and its reply
 // grammar (ReplyGrammar).
 //

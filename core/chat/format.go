@@ -26,11 +26,19 @@ const (
 	FormatHermes
 	// FormatQwen3: FormatHermes with <think> reasoning (Qwen3, Qwen3 MoE).
 	FormatQwen3
+	// FormatQwen3Coder: Qwen3-Coder's <tool_call>\n<function=NAME>\n
+	// <parameter=KEY>\nVALUE\n</parameter>\n...</function>\n</tool_call>,
+	// values typed by the tool's parameter schema (format_qwen3coder.go).
+	FormatQwen3Coder
+	// FormatQwen35: FormatQwen3Coder's calls with <think> reasoning
+	// (Qwen3.5, Nemotron 3 Nano).
+	FormatQwen35
 )
 
 var formatNames = map[Format]string{
 	FormatKimiK3: "kimi-k3", FormatContent: "content", FormatKimiK2: "kimi-k2",
 	FormatDeepSeekV3: "deepseek-v3", FormatDeepSeekR1: "deepseek-r1", FormatHermes: "hermes", FormatQwen3: "qwen3",
+	FormatQwen3Coder: "qwen3-coder", FormatQwen35: "qwen3.5",
 }
 
 func (f Format) String() string {
@@ -58,12 +66,16 @@ func DetectFormat(src string) Format {
 		return FormatKimiK2
 	case has(markOpen, markClose, markEnd):
 		return FormatKimiK3
+	case has("<tool_call>", xmlFuncOpen, xmlParamOpen):
+		if has(thinkOpen) {
+			return FormatQwen35
+		}
+		return FormatQwen3Coder
 	case has(dsCallsBegin, dsSep, "```json"):
 		return FormatDeepSeekR1
 	case has(dsCallsBegin, dsSep):
 		return FormatDeepSeekV3
-	case has("<tool_call>") && !has("<function="):
-		// Qwen3-Coder's <function=...><parameter=...> layout is another format.
+	case has("<tool_call>") && !has(xmlFuncOpen):
 		if has(thinkOpen) {
 			return FormatQwen3
 		}
@@ -110,6 +122,10 @@ func (f Format) impl() replyFormat {
 		return hermesFormat{think: false}
 	case FormatQwen3:
 		return hermesFormat{think: true}
+	case FormatQwen3Coder:
+		return qwen3CoderFormat{}
+	case FormatQwen35:
+		return qwen3CoderFormat{think: true}
 	}
 	return kimiK3Format{}
 }

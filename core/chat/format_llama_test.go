@@ -26,6 +26,10 @@ func llamaFormatTemplates() []formatTemplate {
 	if err != nil {
 		panic(err)
 	}
+	q35, err := os.ReadFile("testdata/qwen3.5.jinja") // models/templates/Qwen3.5-4B.jinja
+	if err != nil {
+		panic(err)
+	}
 	return []formatTemplate{
 		{"kimi-k2", synth.KimiK2Template, FormatKimiK2, nil},
 		{"deepseek-v3", synth.DeepSeekV3Template, FormatDeepSeekV3, nil},
@@ -33,8 +37,14 @@ func llamaFormatTemplates() []formatTemplate {
 		{"qwen3", synth.Qwen3ChatTemplate, FormatQwen3, nil},
 		{"qwen3/thinking_off", synth.Qwen3ChatTemplate, FormatQwen3, off},
 		{"deepseek-r1", string(r1), FormatDeepSeekR1, nil},
+		{"qwen3-coder", synth.Qwen3CoderChatTemplate, FormatQwen3Coder, nil},
+		{"qwen3.5", string(q35), FormatQwen35, nil},
+		{"qwen3.5/thinking_off", string(q35), FormatQwen35, off},
 	}
 }
+
+// llamaTestTools are the tools the replies below call.
+var llamaTestTools = []Tool{weatherTool, searchTool, editTool}
 
 // parseOptionsFor is what k3 serve parses a reply to a one-message
 // conversation with: the template's own ParseOptions.
@@ -111,6 +121,38 @@ var formatReplies = map[Format][]string{
 		"  <think>unclosed reasoning",
 		"Ünïcödé ✓ <tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"日本\"}}</tool_call>",
 	},
+	FormatQwen35: {
+		"I'm\nthinking\n</think>\n\nHello, world!\nWhat's up?",
+		"r</think>\n\nLet me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n" +
+			"</function>\n</tool_call>\n<tool_call>\n<function=edit_file>\n<parameter=edits>\n[]\n</parameter>\n<parameter=path>\np\n</parameter>\n" +
+			"<parameter=line>\n7\n</parameter>\n</function>\n</tool_call>",
+		"calling straight from reasoning<tool_call>\n<function=search>\n<parameter=query>\nq\n</parameter>\n</function>\n</tool_call>",
+		"r</think>no opener here\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+		"\n\n</think>\n\n<think>again</think> c",
+		"r</think>c<tool_call>\n<function=get_weather>\n<parameter=city>\nP\n</parameter>\n</function>\n</tool_call>junk",
+	},
+	FormatQwen3Coder: {
+		"<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+		"  Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York, NY\n</parameter>\n" +
+			"<parameter=days>\n3\n</parameter>\n<parameter=units>\nf\n</parameter>\n</function>\n</tool_call>",
+		"<tool_call>\n<function=search>\n<parameter=query>\nprint(\"hi\")\n\tand \\ back\x01slash\n\n</parameter>\n" +
+			"<parameter=filters>\n{\"lang\": [\"go\", \"c\"],\n \"n\": {\"x\": null}}\n</parameter>\n<parameter=limit>\n-2.5e3\n</parameter>\n" +
+			"<parameter=safe>\ntrue\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n" +
+			"</function>\n</tool_call>\n",
+		"<tool_call>\n<function=edit_file>\n<parameter=line>\nnull\n</parameter>\n<parameter=edits>\n[{\"old\": \"a\", \"new\": \"b\"}, []]\n</parameter>\n" +
+			"<parameter=path>\n/tmp/x.go\n</parameter>\n<parameter=mode>\nappend\n</parameter>\n<parameter=dry_run>\nfalse\n</parameter>\n" +
+			"<parameter=mode>\n\n</parameter>\n</function>\n</tool_call>",
+		"Sure.\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=search>\n</function>\n</tool_call>",
+		"<tool_call>\n<function=edit_file>\n<parameter=path>\nx\n</parameter>\n</function>\n</tool_call>",
+		"hi <tool_call>\n<function=other>\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>",
+		"<tool_call>\n<function=get_weather>\n<parameter=city>\nP\n</parameter>\n<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>",
+		"a <tool_call>\n<function=get_weather>\n<parameter=days>\n 2\n</parameter>\n<parameter=city>\nP\n</parameter>\n</function>\n</tool_call> trailing <tool_call>",
+		"#include <functional>\n<function=search is not a call <tool_call> nor this",
+		"Ünïcödé ✓ <tool_call>\n<function=search>\n<parameter=query>\n日本 \"quoted\" </parameter>\n</parameter>\n</function>\n</tool_call>",
+		"<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function></tool_call>",
+		"<think>\nhmm\n</think>\n\nx<tool_call>\n<function=get_weather>\n<parameter=city>\n\nP\n\n</parameter>\n<parameter=days>\n1\n</parameter>\n" +
+			"<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>",
+	},
 }
 
 func replyPrefixes(text string) []string {
@@ -130,7 +172,7 @@ func replyPrefixes(text string) []string {
 // the ids the format writes), or both failing (a failed partial parse is
 // an empty message in llama.cpp, which llama-server skips).
 func TestLlamaFormatsParseParity(t *testing.T) {
-	tools := []Tool{weatherTool, searchTool}
+	tools := llamaTestTools
 	for _, ft := range llamaFormatTemplates() {
 		for _, rf := range []string{"deepseek", "none"} {
 			t.Run(ft.name+"/reasoning_format="+rf, func(t *testing.T) {
@@ -203,7 +245,7 @@ func emptyParsed(p Parsed) bool { return p.Reasoning == "" && p.Content == "" &&
 // up to the result at every step), and the streamed reply equals the
 // whole-text parse.
 func TestLlamaFormatsStreaming(t *testing.T) {
-	tools := []Tool{weatherTool, searchTool}
+	tools := llamaTestTools
 	n := 0
 	for _, ft := range llamaFormatTemplates() {
 		o := parseOptionsFor(t, ft, tools)
@@ -265,6 +307,18 @@ var formatCalls = map[Format]struct{ named, any, afterTrigger, beforeTrigger str
 		beforeTrigger: "Let me look.",
 		afterTrigger:  "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
 	},
+	FormatQwen35: {
+		named:         "<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+		any:           "search>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+		beforeTrigger: "Let me look.\n",
+		afterTrigger:  "\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+	},
+	FormatQwen3Coder: {
+		named:         "<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+		any:           "search>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+		beforeTrigger: "Let me look.\n",
+		afterTrigger:  "\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+	},
 	FormatQwen3: {
 		named:         "{\"city\": \"Oslo\"}}\n</tool_call>",
 		any:           "search\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
@@ -287,10 +341,12 @@ func TestLlamaFormatsGrammar(t *testing.T) {
 		t.Run(ft.name, func(t *testing.T) {
 			o := parseOptionsFor(t, ft, tools)
 			fc := formatCalls[ft.format]
-			// llama.cpp's lazy trigger for this template (its dump through
-			// chatref, checked below)
-			llamaTrigger := map[Format]string{FormatKimiK2: k2CallBegin, FormatDeepSeekV3: dsCallsBegin, FormatDeepSeekR1: dsCallsBegin,
-				FormatQwen3: hermesCallOpen}[ft.format]
+			// llama.cpp's lazy triggers for this template (its dump through
+			// chatref, checked below); k3's is the first (format_qwen3coder.go)
+			llamaTriggers := map[Format][]string{FormatKimiK2: {k2CallBegin}, FormatDeepSeekV3: {dsCallsBegin}, FormatDeepSeekR1: {dsCallsBegin},
+				FormatQwen3: {hermesCallOpen}, FormatQwen3Coder: {"<tool_call>", "<function=get_weather>", "<function=search>"},
+				FormatQwen35: {"<tool_call>"}}[ft.format]
+			llamaTrigger := llamaTriggers[0]
 			t.Run("llama.cpp trigger", func(t *testing.T) {
 				req := map[string]any{"text": "", "tools": openAITools(tools), "dump": true}
 				if ft.kwargs != nil {
@@ -298,8 +354,12 @@ func TestLlamaFormatsGrammar(t *testing.T) {
 				}
 				_, parses := llamaRef(t, map[string]any{"template": ft.src, "parses": []any{req}})
 				trs, _ := parses[0]["triggers"].([]any)
-				if len(trs) != 1 || trs[0].(map[string]any)["value"] != llamaTrigger || parses[0]["grammar_lazy"] != true {
-					t.Errorf("llama.cpp's triggers %v (lazy %v), want %q", trs, parses[0]["grammar_lazy"], llamaTrigger)
+				var got []string
+				for _, tr := range trs {
+					got = append(got, tr.(map[string]any)["value"].(string))
+				}
+				if !cmp.Equal(got, llamaTriggers) || parses[0]["grammar_lazy"] != true {
+					t.Errorf("llama.cpp's triggers %q (lazy %v), want %q", got, parses[0]["grammar_lazy"], llamaTriggers)
 				}
 			})
 
@@ -451,7 +511,9 @@ func TestDetectFormat(t *testing.T) {
 		{"deepseek-v3", synth.DeepSeekV3Template, FormatDeepSeekV3},
 		{"qwen3", synth.Qwen3ChatTemplate, FormatQwen3},
 		{"hermes 2 pro", "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<tool_call>\n{% endfor %}", FormatHermes},
-		{"qwen3-coder", "<tool_call>\n<function={{ name }}>\n<parameter=x>", FormatContent},
+		{"qwen3-coder", synth.Qwen3CoderChatTemplate, FormatQwen3Coder},
+		{"qwen3-coder layout with think", "<think><tool_call>\n<function={{ name }}>\n<parameter=x>", FormatQwen35},
+		{"function without parameter", "<think><tool_call>\n<function={{ name }}>", FormatContent},
 		{"deepseek-r1", llamaFormatTemplates()[5].src, FormatDeepSeekR1},
 		{"plain", "{% for m in messages %}{{ m.content }}{% endfor %}", FormatContent},
 	} {

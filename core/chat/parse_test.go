@@ -346,7 +346,8 @@ func TestGenerationPrompt(t *testing.T) {
 // FuzzParser: the parser never panics, streaming in any chunking gives the
 // whole-text result, and the deltas add up to it.
 // fuzzFormats are the formats FuzzParser picks from by its format byte.
-var fuzzFormats = []Format{FormatKimiK3, FormatKimiK2, FormatDeepSeekV3, FormatQwen3, FormatHermes, FormatContent, FormatDeepSeekR1}
+var fuzzFormats = []Format{FormatKimiK3, FormatKimiK2, FormatDeepSeekV3, FormatQwen3, FormatHermes, FormatContent, FormatDeepSeekR1,
+	FormatQwen3Coder, FormatQwen35}
 
 // FuzzParser feeds a reply in every format in fuzzed chunks: no panic, the
 // deltas add up to the result after every chunk (nothing sent is taken
@@ -363,7 +364,7 @@ func FuzzParser(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text string, cuts []byte, thinking bool, format uint8) {
 		o := ParseOptions{Format: fuzzFormats[int(format)%len(fuzzFormats)], Thinking: thinking,
-			Tools: []Tool{weatherTool, searchTool}, NewID: func() string { return "id" }}
+			Tools: llamaTestTools, NewID: func() string { return "id" }}
 		whole := Parse(text, o)
 		var chunks []string
 		rest := text

@@ -13,17 +13,31 @@ const (
 	tagToolID    = "tool-id"
 	tagToolName  = "tool-name"
 	tagToolArgs  = "tool-args"
+
+	// One argument of a call whose arguments are written one by one
+	// (Qwen3-Coder's <parameter=KEY>): its name, then a JSON value or
+	// text that becomes a JSON string.
+	tagToolArg            = "tool-arg"
+	tagToolArgOpen        = "tool-arg-open"
+	tagToolArgClose       = "tool-arg-close"
+	tagToolArgName        = "tool-arg-name"
+	tagToolArgValue       = "tool-arg-value"
+	tagToolArgStringValue = "tool-arg-string-value"
 )
 
 // pegMapper turns tagged spans into a reply the way llama.cpp's
 // common_chat_peg_mapper does: a call shows once its name is whole, with
 // arguments "{" until they start; when its close is seen, open braces are
-// closed. Whitespace-only reasoning is no reasoning.
+// closed. Arguments written one by one become a JSON object, a string
+// value's closing quote added when its close is seen. Whitespace-only
+// reasoning is no reasoning.
 type pegMapper struct {
-	res     Parsed
-	pending *ToolCall // opened, not yet named
-	current int       // index of the named call being filled, -1 if none
-	buffer  string    // arguments seen before the name
+	res      Parsed
+	pending  *ToolCall // opened, not yet named
+	current  int       // index of the named call being filled, -1 if none
+	buffer   string    // arguments seen before the name
+	argCount int       // arguments of the call so far
+	quote    bool      // a string value is open
 }
 
 func mapReply(nodes []*pegNode) Parsed {
@@ -76,6 +90,8 @@ func (m *pegMapper) node(n *pegNode) {
 		m.pending = &ToolCall{Type: "function"}
 		m.current = -1
 		m.buffer = ""
+		m.argCount = 0
+		m.quote = false
 	case tagToolID:
 		if t := m.tool(); t != nil {
 			id := strings.TrimRight(n.text, " \t\n\r\v\f")
@@ -108,6 +124,47 @@ func (m *pegMapper) node(n *pegNode) {
 		if text := strings.TrimRight(n.text, " \t\n\r\v\f"); strings.HasPrefix(text, "{") {
 			*m.args() = text
 		}
+	case tagToolArgOpen:
+		m.quote = false
+	case tagToolArgName:
+		if m.tool() == nil {
+			return
+		}
+		entry := ""
+		if m.argCount > 0 {
+			entry = ","
+		}
+		entry += `"` + escapeJSONInner(trimArgName(n.text)) + `":`
+		m.argCount++
+		if a := m.args(); *a == "" {
+			*a = "{"
+		}
+		*m.args() += entry
+	case tagToolArgValue, tagToolArgStringValue:
+		if m.tool() == nil {
+			return
+		}
+		switch {
+		case n.tag == tagToolArgStringValue && n.text == "":
+			*m.args() += `"`
+			m.quote = true
+		case n.tag == tagToolArgStringValue:
+			if !m.quote {
+				*m.args() += `"`
+				m.quote = true
+			}
+			*m.args() += escapeJSONInner(n.text)
+		case n.text != "":
+			// JSON as the format's parser matched it. llama.cpp turns
+			// Python literals and quotes into JSON here
+			// (normalize_quotes_to_json), which leaves JSON as it is.
+			*m.args() += n.text
+		}
+	case tagToolArgClose:
+		if m.tool() != nil && m.quote {
+			*m.args() += `"`
+			m.quote = false
+		}
 	case tagToolClose:
 		t := m.tool()
 		if t == nil {
@@ -116,6 +173,10 @@ func (m *pegMapper) node(n *pegNode) {
 		if t.Function.Name == "" && m.buffer != "" {
 			t.Function.Arguments = m.buffer
 			m.buffer = ""
+		}
+		if m.quote {
+			t.Function.Arguments += `"`
+			m.quote = false
 		}
 		for d := braceDepth(t.Function.Arguments); d > 0; d-- {
 			t.Function.Arguments += "}"
@@ -127,6 +188,15 @@ func (m *pegMapper) node(n *pegNode) {
 			m.pending = nil
 		}
 	}
+}
+
+// trimArgName is llama.cpp's trim of an argument name: one leading space
+// character at most, every trailing one.
+func trimArgName(s string) string {
+	if s != "" && isCSpace(s[0]) {
+		s = s[1:]
+	}
+	return strings.TrimRight(s, " \t\n\v\f\r")
 }
 
 // braceDepth counts the '{' left open in JSON-like text, outside strings.

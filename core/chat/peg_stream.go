@@ -11,7 +11,11 @@ import "crypto/rand"
 //
 // Where llama-server answers an error (the finished reply does not match
 // the format), the reply is that of the longest prefix that parses: what a
-// stream had shown, with the text after the break dropped.
+// stream had shown, with the text after the break dropped. A parser without
+// an end (Qwen3-Coder's) parses such a reply by stopping at the break,
+// which can take back what a prefix showed (a call that turns out
+// malformed); k3 counts a parse that stops before the end of the text as
+// failed, so there too the reply is what the stream had shown.
 type pegParser struct {
 	root   peg
 	prefix string
@@ -99,12 +103,14 @@ func (p *pegParser) parse(text string) (Parsed, bool) {
 	return mapReply(r.nodes), true
 }
 
-// update parses text and sends what it adds; false when the parse fails.
+// update parses text and sends what it adds; false when the parse fails
+// or stops before the end of the text.
 func (p *pegParser) update(text string) bool {
-	m, ok := p.parse(text)
-	if !ok {
+	r := p.root(p.prefix+text, 0)
+	if r.status == pegFail || r.status == pegOK && r.end < len(p.prefix)+len(text) {
 		return false
 	}
+	m := mapReply(r.nodes)
 	if m.Reasoning == "" && m.Content == "" && len(m.ToolCalls) == 0 {
 		return true // llama-server skips an empty message
 	}

@@ -92,9 +92,24 @@ func FromJSONSchema(schema []byte) (string, error) {
 // Add converts schema into rules named after name ("" makes it the root
 // rule) and returns the name of the rule that matches its documents.
 func (b *SchemaBuilder) Add(name string, schema []byte) (rule string, err error) {
+	return b.AddAt(name, schema)
+}
+
+// AddAt is Add for the schema inside schema at the path of object keys
+// (one property's schema: "properties", name), its $refs resolved in the
+// whole document.
+func (b *SchemaBuilder) AddAt(name string, schema []byte, path ...string) (rule string, err error) {
 	v, err := decodeOrdered(schema)
 	if err != nil {
 		return "", &SchemaError{Msg: "not valid JSON: " + err.Error()}
+	}
+	target, at := v, ""
+	for _, k := range path {
+		at += "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+		o, _ := target.(*object)
+		if target, _ = o.get(k); target == nil {
+			return "", &SchemaError{Path: at, Msg: "not found"}
+		}
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -106,7 +121,7 @@ func (b *SchemaBuilder) Add(name string, schema []byte) (rule string, err error)
 		}
 	}()
 	b.root, b.scope = v, name
-	rule = b.visit(v, name, "")
+	rule = b.visit(target, name, at)
 	// A $ref that reaches itself before any character (`{"$ref":"#"}`, or
 	// two definitions naming each other through anyOf) describes no finite
 	// document; the grammar would be left-recursive. Say so here, as a

@@ -246,3 +246,29 @@ func TestUntil(t *testing.T) {
 		}
 	}
 }
+
+// TestAddAt: a property's schema becomes rules on its own, its $refs
+// resolved in the whole document; a path that is not there is an error
+// that names it.
+func TestAddAt(t *testing.T) {
+	schema := []byte(`{"type":"object","properties":{"a/b":{"type":"array","items":{"$ref":"#/$defs/n"}}},"$defs":{"n":{"type":"integer"}}}`)
+	b := NewSchemaBuilder()
+	r, err := b.AddAt("arg", schema, "properties", "a/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Rule("root", r)
+	g := mustParse(t, b.String())
+	for s, want := range map[string]bool{`[1, 2]`: true, `[]`: true, `["x"]`: false, `{"a/b": [1]}`: false} {
+		if matches(g, s) != want {
+			t.Errorf("%s matches = %v, want %v\n%s", s, !want, want, b)
+		}
+	}
+	if _, err := NewSchemaBuilder().AddAt("x", schema, "properties", "c"); err == nil || !strings.Contains(err.Error(), "/properties/c") {
+		t.Errorf("missing property: %v", err)
+	}
+	var se *SchemaError
+	if _, err := NewSchemaBuilder().AddAt("x", []byte(`{"properties":{"p":{"type":"string","not":{}}}}`), "properties", "p"); !errors.As(err, &se) || se.Path != "/properties/p" {
+		t.Errorf("unsupported keyword: %v", err)
+	}
+}

@@ -72,6 +72,9 @@ type Config struct {
 	// qwen3moe: GQA attention (qwen3moe.go)
 	NHeadKV int // attention.head_count_kv
 	HeadDim int // attention.key_length = value_length
+	// ChatTemplate is qwen3moe's tokenizer.chat_template: "" for Qwen3's,
+	// ChatTemplateQwen3Coder for Qwen3-Coder's.
+	ChatTemplate string
 
 	// Routing is how the routers behave: "" or RoutingRandom, or
 	// RoutingRealistic (routing.go).

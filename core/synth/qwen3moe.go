@@ -12,12 +12,23 @@ import (
 // (Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen3-Coder-480B-A35B).
 const ArchQwen3MoE = "qwen3moe"
 
+// ChatTemplateQwen3Coder is Config.ChatTemplate for Qwen3-Coder's template.
+const ChatTemplateQwen3Coder = "qwen3-coder"
+
 // Qwen3ChatTemplate is Qwen3's published chat template, byte for byte as
 // llama.cpp ships it (models/templates/Qwen-Qwen3-0.6B.jinja, the template
 // of every Qwen3 MoE release but Qwen3-Coder). Model data, not k3 code.
 //
 //go:embed qwen3.jinja
 var Qwen3ChatTemplate string
+
+// Qwen3CoderChatTemplate is Qwen3-Coder's chat template, byte for byte as
+// llama.cpp ships it (models/templates/Qwen3-Coder.jinja): tool calls as
+// <function=NAME> with one <parameter=KEY> per argument. Model data, not
+// k3 code.
+//
+//go:embed qwen3-coder.jinja
+var Qwen3CoderChatTemplate string
 
 // Qwen3MoEPresets names the qwen3moe configurations ArchPreset accepts.
 var Qwen3MoEPresets = []string{"tiny", "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-coder-480b-a35b"}
@@ -43,6 +54,7 @@ func qwen3moePreset(name string) (Config, bool) {
 	case "qwen3-coder-480b-a35b":
 		c.Name, c.NEmbd, c.NLayer, c.NHead, c.NHeadKV = "qwen3-coder-480b-a35b-synth", 6144, 62, 96, 8
 		c.NFF, c.NFFExp, c.NExpert, c.NCtx, c.RopeBase = 8192, 2560, 160, 262144, 1e7
+		c.ChatTemplate = ChatTemplateQwen3Coder
 	default:
 		return Config{}, false
 	}
@@ -79,6 +91,8 @@ func (c *Config) validateQwen3MoE() error {
 		return fmt.Errorf("synth: n_vocab %d is below the %d the vocabulary needs", c.NVocab, minVocab256(len(qwenSpecials)))
 	case !c.Type.valid():
 		return fmt.Errorf("synth: unknown output type %d", c.Type)
+	case c.ChatTemplate != "" && c.ChatTemplate != ChatTemplateQwen3Coder:
+		return fmt.Errorf("synth: chat template %q: want %q or none (Qwen3's)", c.ChatTemplate, ChatTemplateQwen3Coder)
 	}
 	return nil
 }
@@ -152,6 +166,14 @@ func qwen3moeMetadata(cfg *Config, v *Vocab) []gguf.KV {
 		{Key: "tokenizer.ggml.padding_token_id", Value: gguf.U32(v.PAD)},
 		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.U32(v.BOS)},
 		{Key: "tokenizer.ggml.add_bos_token", Value: gguf.Bool(false)},
-		{Key: "tokenizer.chat_template", Value: gguf.Str(Qwen3ChatTemplate)},
+		{Key: "tokenizer.chat_template", Value: gguf.Str(qwen3moeTemplate(cfg))},
 	}
+}
+
+// qwen3moeTemplate is the chat template the configuration names.
+func qwen3moeTemplate(cfg *Config) string {
+	if cfg.ChatTemplate == ChatTemplateQwen3Coder {
+		return Qwen3CoderChatTemplate
+	}
+	return Qwen3ChatTemplate
 }
