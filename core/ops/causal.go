@@ -28,6 +28,10 @@ func (p *Pool) Attend(c Causal, q []float32, qStride int, kvOf func(h int) HalfK
 		nkv = min(nkv, c.Ctx)
 	}
 	split := c.N == 1 && nkv >= 512
+	if tiled {
+		p.attendTiled(c, q, qStride, kvOf, rows, out, outStride)
+		return
+	}
 	p.For(c.N*c.Heads, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			t, h := i/c.Heads, i%c.Heads
@@ -37,8 +41,6 @@ func (p *Pool) Attend(c Causal, q []float32, qStride int, kvOf func(h int) HalfK
 			qr := q[t*qStride+h*kv.DK:][:kv.DK]
 			o := out[t*outStride+h*kv.DV:][:kv.DV]
 			switch {
-			case tiled:
-				AttendTiled(qr, kv, visible, c.Scale, o)
 			case split:
 				AttendHalfSplit(qr, kv, visible, nkv, p.Threads(), c.Scale, o)
 			default:
