@@ -155,18 +155,24 @@ func TestKimiK3LlamaRenderParity(t *testing.T) {
 func TestKimiK3LlamaParseParity(t *testing.T) {
 	tmpl := kimiK3(t)
 	tools := []Tool{weatherTool, searchTool}
-	var reqs []any
-	for _, c := range parseCases {
-		reqs = append(reqs, map[string]any{"text": c.in, "tools": openAITools(tools),
-			"kwargs": map[string]any{"thinking": c.opts.Thinking}})
+	for _, rf := range []string{"deepseek", "none"} {
+		var reqs []any
+		for _, c := range parseCases {
+			reqs = append(reqs, map[string]any{"text": c.in, "tools": openAITools(tools),
+				"kwargs": map[string]any{"thinking": c.opts.Thinking}, "reasoning_format": rf})
+		}
+		_, parses := llamaRef(t, map[string]any{"template": tmpl.Source(), "parses": reqs})
+		if len(parses) != len(parseCases) {
+			t.Fatalf("llama.cpp answered %d parses, sent %d", len(parses), len(parseCases))
+		}
+		kimiK3ParseParity(t, rf, tools, parses)
 	}
-	_, parses := llamaRef(t, map[string]any{"template": tmpl.Source(), "parses": reqs})
-	if len(parses) != len(parseCases) {
-		t.Fatalf("llama.cpp answered %d parses, sent %d", len(parses), len(parseCases))
-	}
+}
+
+func kimiK3ParseParity(t *testing.T, rf string, tools []Tool, parses []map[string]any) {
 	compared := 0
 	for i, c := range parseCases {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(rf+"/"+c.name, func(t *testing.T) {
 			r := parses[i]
 			if why, ok := llamaParseDiffers[c.name]; ok {
 				t.Logf("not compared, k3 differs on purpose: %s (llama.cpp gave %v)", why, r)
@@ -175,7 +181,7 @@ func TestKimiK3LlamaParseParity(t *testing.T) {
 			if r["error"] != nil {
 				t.Fatalf("llama.cpp: %v", r["error"])
 			}
-			got := Parse(c.in, ParseOptions{Thinking: c.opts.Thinking, Tools: tools})
+			got := Parse(c.in, ParseOptions{Thinking: c.opts.Thinking, Tools: tools, ReasoningNone: rf == "none"})
 			want := Parsed{Reasoning: r["reasoning_content"].(string), Content: r["content"].(string)}
 			for _, x := range r["tool_calls"].([]any) {
 				tc := x.(map[string]any)
@@ -191,7 +197,7 @@ func TestKimiK3LlamaParseParity(t *testing.T) {
 			compared++
 		})
 	}
-	t.Logf("%d/%d replies parsed identically to llama.cpp", compared, len(parseCases))
+	t.Logf("reasoning_format %s: %d/%d replies parsed identically to llama.cpp", rf, compared, len(parseCases))
 }
 
 // llamaParseDiffers lists the parse cases where k3 departs from llama.cpp on

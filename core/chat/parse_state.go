@@ -13,6 +13,12 @@ func (p *k3Parser) text(s string) {
 	}
 	switch p.state {
 	case stReasoning:
+		if p.opts.ReasoningNone {
+			// llama.cpp's Kimi K3 parser with reasoning_format none:
+			// the think section's text is content, its tags dropped.
+			p.emitText(Delta{Content: s})
+			break
+		}
 		p.emitText(Delta{Reasoning: s})
 	case stContent:
 		p.emitText(Delta{Content: s})

@@ -363,7 +363,7 @@ func FuzzParser(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, text string, cuts []byte, thinking bool, format uint8) {
-		o := ParseOptions{Format: fuzzFormats[int(format)%len(fuzzFormats)], Thinking: thinking,
+		o := ParseOptions{Format: fuzzFormats[int(format&0x7f)%len(fuzzFormats)], Thinking: thinking, ReasoningNone: format&0x80 != 0,
 			Tools: llamaTestTools, NewID: func() string { return "id" }}
 		whole := Parse(text, o)
 		var chunks []string
