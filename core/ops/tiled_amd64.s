@@ -6,8 +6,9 @@
 // accumulator plus the product, the operand order of Go's compiled
 // s += x * k, so that NaN payloads come out as in tileScoresGo.
 
-#define SCORE(off, acc, t) \
-	VMULPS off(DI), Y8, t \
+// MULADD adds Y8 times the eight floats at off(base) to acc (t scratch).
+#define MULADD(base, off, acc, t) \
+	VMULPS off(base), Y8, t \
 	VADDPS t, acc, acc
 
 // func tileScoresAVX(q *float32, kt *float32, dk int, out *[64]float32)
@@ -27,14 +28,14 @@ TEXT ·tileScoresAVX(SB), NOSPLIT, $0-32
 
 loop:
 	VBROADCASTSS (SI), Y8
-	SCORE(0, Y0, Y9)
-	SCORE(32, Y1, Y10)
-	SCORE(64, Y2, Y11)
-	SCORE(96, Y3, Y12)
-	SCORE(128, Y4, Y13)
-	SCORE(160, Y5, Y14)
-	SCORE(192, Y6, Y15)
-	SCORE(224, Y7, Y9)
+	MULADD(DI, 0, Y0, Y9)
+	MULADD(DI, 32, Y1, Y10)
+	MULADD(DI, 64, Y2, Y11)
+	MULADD(DI, 96, Y3, Y12)
+	MULADD(DI, 128, Y4, Y13)
+	MULADD(DI, 160, Y5, Y14)
+	MULADD(DI, 192, Y6, Y15)
+	MULADD(DI, 224, Y7, Y9)
 	ADDQ         $4, SI
 	ADDQ         $256, DI
 	DECQ         CX
@@ -49,10 +50,6 @@ loop:
 	VMOVUPS      Y7, 224(DX)
 	VZEROUPPER
 	RET
-
-#define ACC(off, acc, t) \
-	VMULPS off(BX), Y8, t \
-	VADDPS t, acc, acc
 
 // func tileAccum32AVX(acc *float32, w *float32, n int, v *float32, stride int, groups int)
 TEXT ·tileAccum32AVX(SB), NOSPLIT, $0-48
@@ -75,10 +72,10 @@ group:
 
 row:
 	VBROADCASTSS (AX), Y8
-	ACC(0, Y0, Y9)
-	ACC(32, Y1, Y10)
-	ACC(64, Y2, Y11)
-	ACC(96, Y3, Y12)
+	MULADD(BX, 0, Y0, Y9)
+	MULADD(BX, 32, Y1, Y10)
+	MULADD(BX, 64, Y2, Y11)
+	MULADD(BX, 96, Y3, Y12)
 	ADDQ         $4, AX
 	ADDQ         R8, BX
 	DECQ         R10

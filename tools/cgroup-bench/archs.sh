@@ -36,25 +36,8 @@ synth_args() {
 	esac
 }
 
-drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-
-# incg LIMIT OUT CMD...: runs CMD in a fresh cgroup with LIMIT bytes after
-# dropping caches; the cgroup's peak goes to OUT.peak.
-incg() {
-	local limit=$1 out=$2
-	shift 2
-	[ -d "$CG" ] && rmdir "$CG"
-	mkdir "$CG"
-	echo "$limit" >"$CG/memory.limit_in_bytes"
-	drop
-	local rc=0
-	sh -c 'echo $$ >'"$CG"'/cgroup.procs; exec "$@"' sh "$@" >"$out.stdout" 2>"$out.stderr" || rc=$?
-	cat "$CG/memory.max_usage_in_bytes" >"$out.peak"
-	for p in $(cat "$CG/cgroup.procs"); do kill -9 "$p" 2>/dev/null || true; done
-	sleep 1
-	rmdir "$CG"
-	return $rc
-}
+# shellcheck source=lib.sh
+. tools/cgroup-bench/lib.sh
 
 tokens() { grep -oE '^\{"greedy":.*' "$1" | tail -1; }
 

@@ -29,23 +29,8 @@ mkdir -p "$DIR"
 K3="$DIR/k3"
 go build -o "$K3" ./cmd/k3
 
-drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-
-incg() {
-	local limit=$1 out=$2
-	shift 2
-	[ -d "$CG" ] && rmdir "$CG"
-	mkdir "$CG"
-	echo "$limit" >"$CG/memory.limit_in_bytes"
-	drop
-	local rc=0
-	sh -c 'echo $$ >'"$CG"'/cgroup.procs; exec "$@"' sh "$@" >"$out.stdout" 2>"$out.stderr" || rc=$?
-	cat "$CG/memory.max_usage_in_bytes" >"$out.peak"
-	for p in $(cat "$CG/cgroup.procs"); do kill -9 "$p" 2>/dev/null || true; done
-	sleep 1
-	rmdir "$CG"
-	return $rc
-}
+# shellcheck source=lib.sh
+. tools/cgroup-bench/lib.sh
 
 limit=
 echo "| routed experts | file | limit | cgroup peak | MB read/decode token | hit rate | wait share | decode tok/s | disk GB/s (O_DIRECT 4 MiB, 4 threads) | storage bound tok/s | load |"
