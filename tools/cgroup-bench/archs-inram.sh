@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # k3 bench vs llama.cpp (k3ref bench: llama-bench's loop, the native SIMD variant, repacked
-# weights) in RAM on the files archs.sh wrote (KEEP=1), two alternating rounds, 2 threads.
+# weights) in RAM on the files archs.sh wrote (KEEP=1), two alternating rounds, 2 threads;
+# P and N set the prompt and generated tokens (default 64 and 32).
 # Needs bin/k3 and tools/parity (bash .ci/setup-parity.sh).
 cd "$(dirname "$0")/../.."
 K3=${K3:-bin/k3}; REF=${REF:-tools/parity/build/k3ref}; D=${DIR:-/var/tmp/k3-archbench}; O=${OUT:-/tmp/archbench}; mkdir -p $O
@@ -8,8 +9,8 @@ for a in ${ARCHS:-qwen3moe deepseek2 kimi-k3}; do
   m=$D/$a.gguf; cat $m >/dev/null
   for r in 1 2; do
     echo "$a round $r load $(cut -d' ' -f1 /proc/loadavg)"
-    $K3 bench -m $m -p 64 -n 32 -t 2 -r 1 --seed $r --json --kernels auto --kernels-mode inprocess > $O/k3-$a-$r.json 2>$O/k3-$a-$r.log
-    $REF bench $m -p 64 -n 32 --threads 2 --reps 1 --seed $r > $O/ll-$a-$r.json 2>$O/ll-$a-$r.log
+    $K3 bench -m $m -p ${P:-64} -n ${N:-32} -t 2 -r 1 --seed $r --json --kernels auto --kernels-mode inprocess > $O/k3-$a-$r.json 2>$O/k3-$a-$r.log
+    $REF bench $m -p ${P:-64} -n ${N:-32} --threads 2 --reps 1 --seed $r > $O/ll-$a-$r.json 2>$O/ll-$a-$r.log
   done
 done
 O=$O python3 - <<'PY'
