@@ -13,6 +13,10 @@ import "unicode/utf8"
 
 type pegStatus uint8
 
+// A failure's end is where the input stopped making sense (an invalid
+// byte, a character no alternative takes): close's search for the longest
+// prefix that parses starts there once it has tried enough prefixes from
+// the end.
 const (
 	pegFail pegStatus = iota
 	pegOK
@@ -229,7 +233,7 @@ func pegChars(in func(rune) bool, min, max int) peg {
 				if n >= min {
 					return pegResult{status: pegOK, end: at}
 				}
-				return pegResult{status: pegFail, end: pos}
+				return pegResult{status: pegFail, end: at}
 			}
 			if !in(r) {
 				break
@@ -258,7 +262,7 @@ func pegUntil(delims ...string) peg {
 		}
 	}
 	return func(in string, pos int) pegResult {
-		start, at := pos, pos
+		at := pos
 		for at < len(in) {
 			if c := in[at]; c < utf8.RuneSelf && !first[c] {
 				at++ // fast path: ASCII that starts no delimiter
@@ -269,7 +273,7 @@ func pegUntil(delims ...string) peg {
 				return pegResult{status: pegMore, end: at}
 			}
 			if st == runeInvalid {
-				return pegResult{status: pegFail, end: start}
+				return pegResult{status: pegFail, end: at}
 			}
 			if delimAt(in[at:], delims) {
 				return pegResult{status: pegOK, end: at}
@@ -340,7 +344,7 @@ func pegStringBody(in string, pos int) pegResult {
 			return pegResult{status: pegMore, end: pos}
 		}
 		if st == runeInvalid {
-			return pegResult{status: pegFail, end: start}
+			return pegResult{status: pegFail, end: pos}
 		}
 		pos += w
 	}

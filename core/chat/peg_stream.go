@@ -1,6 +1,9 @@
 package chat
 
-import "crypto/rand"
+import (
+	"crypto/rand"
+	"unicode/utf8"
+)
 
 // pegParser streams a reply the way llama-server does with llama.cpp's
 // parsers: the whole text so far is parsed again after every chunk, and what
@@ -62,7 +65,9 @@ func (p *pegParser) close() []Delta {
 	// before it, and one that ends at a stray byte must be tried, or the
 	// result falls short of what a stream showed.
 	tries := 0
-	for n := len(p.text) - 1; n > p.good; n-- {
+	// No prefix holding an invalid byte parses (no parser takes one), so
+	// the search starts before the first.
+	for n := min(len(p.text)-1, validEnd(p.text)); n > p.good; n-- {
 		if tries++; tries > maxCloseTries {
 			r := p.root(p.prefix+p.text, 0)
 			for n = min(n, r.end-len(p.prefix)); n > p.good; n-- {
@@ -77,6 +82,30 @@ func (p *pegParser) close() []Delta {
 		}
 	}
 	return p.flush()
+}
+
+// validEnd is the largest n at which s[:n] holds no invalid UTF-8: up to
+// the first byte that is not part of a valid character, and past it the
+// bytes that a character could still start with (in s[:n] they are cut by
+// the end, so incomplete, not invalid).
+func validEnd(s string) int {
+	for at := 0; at < len(s); {
+		if s[at] < utf8.RuneSelf {
+			at++
+			continue
+		}
+		_, w, st := decodeRune(s, at)
+		if st == runeOK {
+			at += w
+			continue
+		}
+		k := min(utf8.UTFMax-1, len(s)-at)
+		for k > 0 && utf8.FullRuneInString(s[at:at+k]) {
+			k--
+		}
+		return at + k
+	}
+	return len(s)
 }
 
 // maxCloseTries bounds the prefixes close tries one by one.
