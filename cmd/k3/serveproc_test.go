@@ -125,6 +125,27 @@ func childPids(t *testing.T, pid int) []int {
 	return kids
 }
 
+// cpuSeconds is the CPU time (user and system) k3 serve and its plugins
+// have used so far, read from /proc; 0 without it.
+func (p *serveProc) cpuSeconds() float64 {
+	var ticks int
+	for _, pid := range append([]int{p.cmd.Process.Pid}, p.plugins...) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		// After the comm: state ppid ... utime (11) stime (12), in ticks.
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 12 {
+			u, _ := strconv.Atoi(fields[11])
+			k, _ := strconv.Atoi(fields[12])
+			ticks += u + k
+		}
+	}
+	return float64(ticks) / 100 // USER_HZ
+}
+
 // signalAndWait signals the process group n times, each after the server
 // logged the previous one, and returns the exit code and how long the
 // process took to exit after the first signal.

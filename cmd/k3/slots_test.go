@@ -197,6 +197,9 @@ func TestServeSlots(t *testing.T) {
 // TestServeSlotsThroughput measures (logs, asserts nothing on time) the
 // aggregate decode tokens/s of 4 concurrent clients on -np 4 against one
 // client, and checks each client's greedy tokens are those it gets alone.
+// It also logs the CPU time the server and its plugins spent per token
+// both ways, which other load on the machine disturbs less than the wall
+// time.
 func TestServeSlotsThroughput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and plugins")
@@ -227,6 +230,7 @@ func TestServeSlotsThroughput(t *testing.T) {
 		streamChat(t, p.url, msgs(i), 1)
 	}
 	alone := make([]chatTurn, 4)
+	cpu0 := p.cpuSeconds()
 	start := time.Now()
 	var gen int
 	for i := range alone {
@@ -234,6 +238,7 @@ func TestServeSlotsThroughput(t *testing.T) {
 		gen += alone[i].completion
 	}
 	seq := time.Since(start)
+	cpu1 := p.cpuSeconds()
 	got := make([]chatTurn, 4)
 	var wg sync.WaitGroup
 	start = time.Now()
@@ -242,6 +247,7 @@ func TestServeSlotsThroughput(t *testing.T) {
 	}
 	wg.Wait()
 	par := time.Since(start)
+	cpu2 := p.cpuSeconds()
 	var pgen int
 	for i := range got {
 		pgen += got[i].completion
@@ -252,4 +258,9 @@ func TestServeSlotsThroughput(t *testing.T) {
 	t.Logf("4 clients one after another: %d tokens in %v (%.1f tok/s); at once: %d tokens in %v (%.1f tok/s), %.2fx",
 		gen, seq.Round(time.Millisecond), float64(gen)/seq.Seconds(), pgen, par.Round(time.Millisecond), float64(pgen)/par.Seconds(),
 		(float64(pgen)/par.Seconds())/(float64(gen)/seq.Seconds()))
+	if cpu0 > 0 && gen > 0 && pgen > 0 {
+		alonePer, oncePer := (cpu1-cpu0)/float64(gen), (cpu2-cpu1)/float64(pgen)
+		t.Logf("server CPU a token: %.0f ms one after another, %.0f ms at once, %.2fx the tokens per CPU second",
+			alonePer*1000, oncePer*1000, alonePer/oncePer)
+	}
 }

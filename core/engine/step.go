@@ -7,10 +7,17 @@ import (
 	"github.com/k3-inference/k3/core/model"
 )
 
-// gather is the longest a step waits for the other decoding slots to hand
-// in their next token: between steps a slot samples and sends a token to
-// its client, which takes far less than a step of a large model.
-const gather = 2 * time.Millisecond
+// minGather is the least a step waits for the other decoding slots to
+// hand in their next token; a step waits up to gatherShare of the last
+// call's time. Between steps a slot samples and sends a token to its
+// client, far less than a step of a large model; but on a loaded machine
+// a slot's goroutine can wait milliseconds to run, and a step that goes
+// without it leaves it to a step of its own, a whole pass over the
+// weights for one token, after which the slots keep falling out of step.
+const (
+	minGather   = 2 * time.Millisecond
+	gatherShare = 8
+)
 
 // stepper runs the model for all slots, one forward call at a time. Every
 // call is one batch (model.ForwardBatch) of whatever the slots have handed
@@ -23,8 +30,13 @@ const gather = 2 * time.Millisecond
 // ubatch of rows wait for the next call.
 type stepper struct {
 	m       model.Model
-	maxRows int        // tokens one call may run: the ubatch
-	mu      sync.Mutex // held while the model runs
+	maxRows int // tokens one call may run: the ubatch
+	// turn is held (a token in it) while the model runs. A slot waits for
+	// its result or the turn, whichever comes first: a slot whose result
+	// is ready goes on at once, not after every other waiter took the
+	// turn in its own turn.
+	turn chan struct{}
+	last time.Duration // the last call's time (turn held)
 
 	pmu      sync.Mutex
 	pending  []*stepReq
@@ -50,16 +62,20 @@ func newStepper(m model.Model, ubatch int) *stepper {
 	if ubatch <= 0 {
 		ubatch = DefaultUBatch
 	}
-	return &stepper{m: m, maxRows: ubatch, arrived: make(chan struct{}, 1)}
+	return &stepper{m: m, maxRows: ubatch, turn: make(chan struct{}, 1), arrived: make(chan struct{}, 1)}
 }
+
+// lock and unlock take and give back the turn: the model alone.
+func (st *stepper) lock()   { st.turn <- struct{}{} }
+func (st *stepper) unlock() { <-st.turn }
 
 // prefill runs one prompt batch of a slot: batched with the other slots'
 // work in Batch mode; alone, holding the model, when every position's
 // logits are wanted (echo) or the prompt is fed token by token (Step).
 func (st *stepper) prefill(r *Runner, part []int32, all bool) ([]float32, error) {
 	if all || r.Mode == Step {
-		st.mu.Lock()
-		defer st.mu.Unlock()
+		st.lock()
+		defer st.unlock()
 		return r.Prefill(part, all)
 	}
 	return st.forward(r.S, part)
@@ -102,22 +118,25 @@ func (st *stepper) forward(s model.State, toks []int32) ([]float32, error) {
 	st.pmu.Unlock()
 	st.signal()
 
-	st.mu.Lock()
-	defer st.mu.Unlock()
 	for {
 		select {
-		case <-r.done: // this call or an earlier one took it
+		case <-r.done: // a call took it
 			return r.logits, r.err
-		default:
+		case st.turn <- struct{}{}:
 		}
-		st.run(st.collect())
+		select {
+		case <-r.done: // the call before took it
+		default:
+			st.run(st.collect())
+		}
+		st.unlock()
 	}
 }
 
-// collect takes the pending requests, waiting up to gather for every
-// decoding slot to hand one in (st.mu held).
+// collect takes the pending requests, waiting up to a share of the last
+// call's time for every decoding slot to hand one in (turn held).
 func (st *stepper) collect() []*stepReq {
-	deadline := time.NewTimer(gather)
+	deadline := time.NewTimer(max(minGather, st.last/gatherShare))
 	defer deadline.Stop()
 	for {
 		st.pmu.Lock()
@@ -192,7 +211,9 @@ func (st *stepper) run(batch []*stepReq) {
 		states[i], tokens[i] = r.s, r.toks
 	}
 	logits := make([]float32, len(batch)*v)
+	start := time.Now()
 	err := model.ForwardBatch(st.m, states, tokens, logits)
+	st.last = time.Since(start)
 	for i, r := range batch {
 		r.err = err
 		if err == nil {

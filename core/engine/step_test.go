@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/k3-inference/k3/core/model"
 )
@@ -62,7 +63,7 @@ func TestStepperPrefillBatches(t *testing.T) {
 func stepperBatches(t *testing.T, maxRows int) {
 	m := &countModel{}
 	st := newStepper(m, maxRows)
-	st.mu.Lock() // the model is busy: the requests queue up
+	st.lock() // the model is busy: the requests queue up
 	runs := [][]int32{{1, 2, 3}, {4, 5}, {6, 7, 8, 9}}
 	got := make([][]float32, len(runs))
 	var wg sync.WaitGroup
@@ -84,7 +85,7 @@ func stepperBatches(t *testing.T, maxRows int) {
 		}
 		runtime.Gosched() // until all three wait
 	}
-	st.mu.Unlock()
+	st.unlock()
 	wg.Wait()
 	for _, call := range m.calls {
 		rows := 0
@@ -109,5 +110,57 @@ func stepperBatches(t *testing.T, maxRows int) {
 	}
 	if calls, batches := st.prefillStats(); calls != int64(len(m.calls)) || batches != 3 {
 		t.Errorf("prefill stats %d calls, %d batches; the model saw %v", calls, batches, m.calls)
+	}
+}
+
+// slowModel is countModel taking d per forward call.
+type slowModel struct {
+	countModel
+	d time.Duration
+}
+
+func (m *slowModel) Forward(s model.State, toks []int32, all bool, logits []float32) error {
+	return m.ForwardBatch([]model.State{s}, [][]int32{toks}, logits)
+}
+
+func (m *slowModel) ForwardBatch(states []model.State, tokens [][]int32, logits []float32) error {
+	time.Sleep(m.d)
+	return m.countModel.ForwardBatch(states, tokens, logits)
+}
+
+// TestStepperDecodeBatched: four slots decoding together stay in one
+// batch step after step: a slot whose logits are ready gets them while
+// another, back first, holds the turn waiting for the rest (with a lock
+// it waited for that slot's gathering to time out, and the steps fell
+// apart into one- and three-row calls).
+func TestStepperDecodeBatched(t *testing.T) {
+	m := &slowModel{d: 20 * time.Millisecond}
+	st := newStepper(m, 16)
+	const slots, steps = 4, 12
+	for range slots {
+		st.begin()
+	}
+	var wg sync.WaitGroup
+	for i := range slots {
+		wg.Go(func() {
+			defer st.end()
+			s := m.NewState()
+			for k := range steps {
+				logits, err := st.decode(s, int32(i+k))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if logits[0] != float32(k+1) {
+					t.Errorf("slot %d step %d: position %v", i, k, logits[0])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	calls, rows := st.stats()
+	t.Logf("%d calls ran %d rows: %v", calls, rows, m.calls)
+	if rows != slots*steps || calls > steps+2 {
+		t.Errorf("%d decode calls ran %d rows, want about %d calls of %d", calls, rows, steps, slots)
 	}
 }

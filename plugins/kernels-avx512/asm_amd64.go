@@ -120,9 +120,14 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			q6, q6x4, q6y, q6x4y = dotQ6KVBMIVNNI, dotQ6KVBMIx4VNNI, dotQ6KVBMIVNNI256, dotQ6KVBMIx4VNNI256
 			p6, p6y, t6, t6y = dotQ6KPVBMIVNNI, dotQ6KPVBMIVNNI256, lrDotQ6KPVBMITVNNI, lrDotQ6KPVBMITVNNI256
 		}
+		// The tile kernels of several rows are q36 ones only (VBMI and
+		// GFNI).
+		var xt3y, xt6y [3]func(w, a *byte, nb, astride int, acc *float32, pf *byte)
 		if c.vbmiQ3 {
 			// The q36 Q6_K kernels also need GFNI (their quants).
 			p6y, t6y = q36DotQ6KPVBMIVNNI256, q36LrDotQ6KPVBMITVNNI256
+			xt3y = [3]func(w, a *byte, nb, astride int, acc *float32, pf *byte){q36LrDotQ3KPVBMIx2TVNNI256, q36LrDotQ3KPVBMIx3TVNNI256, q36LrDotQ3KPVBMIx4TVNNI256}
+			xt6y = [3]func(w, a *byte, nb, astride int, acc *float32, pf *byte){q36LrDotQ6KPVBMIx2TVNNI256, q36LrDotQ6KPVBMIx3TVNNI256, q36LrDotQ6KPVBMIx4TVNNI256}
 		}
 		q2, q2x4, q2y, q2x4y := dotQ2KVNNI, dotQ2Kx4VNNI, dotQ2KVNNI256, dotQ2Kx4VNNI256
 		if c.gfni {
@@ -190,6 +195,7 @@ func addLevels(k *kernelkit.Kit, c cpuCaps) {
 			Q2K: q2y, Q3K: q3y, Q4K: q4y, Q5K: q5y, Q6K: q6y,
 			Q2Kx4: q2x4y, Q3Kx4: q3x4y, Q4Kx4: q4x4y, Q5Kx4: q5x4y, Q6Kx4: q6x4y,
 			Q3KP: p3y, Q6KP: p6y, Q3KPT: t3y, Q6KPT: t6y, Q4KP: p4y, Q5KP: p5y, Q4KPT: t4y, Q5KPT: t5y, PrepQ8K: q63PrepQ8KVNNI256,
+			Q3KxPT: xt3y, Q6KxPT: xt6y,
 			Q4Kx4P: m4y, Q5Kx4P: m5y, PrepQ45: q4mmPrepQ8KVNNI256,
 			Q8_0: dotQ8_0VNNI256, Q4_0: dotQ4_0VNNI256, Q5_0: dotQ5_0VNNI256, MXFP4: dotMXFP4VNNI256,
 			Q8_0r8: dotQ8_0r8VNNI256, Q4_0r8: dotQ4_0r8VNNI256, Q5_0r8: dotQ5_0r8VNNI256, MXFP4r8: dotMXFP4r8VNNI256,

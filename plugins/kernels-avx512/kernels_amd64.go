@@ -458,10 +458,28 @@ func q36DotQ3KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 func q36LrDotQ3KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
 
 //go:noescape
+func q36LrDotQ3KPVBMIx2TVNNI256(w *byte, a *byte, nb int, astride int, acc *float32, pf *byte)
+
+//go:noescape
+func q36LrDotQ3KPVBMIx3TVNNI256(w *byte, a *byte, nb int, astride int, acc *float32, pf *byte)
+
+//go:noescape
+func q36LrDotQ3KPVBMIx4TVNNI256(w *byte, a *byte, nb int, astride int, acc *float32, pf *byte)
+
+//go:noescape
 func q36DotQ6KPVBMIVNNI256(w *byte, a *byte, nb int) float32
 
 //go:noescape
 func q36LrDotQ6KPVBMITVNNI256(w *byte, a *byte, nb int, acc *[9]float32, pf *byte)
+
+//go:noescape
+func q36LrDotQ6KPVBMIx2TVNNI256(w *byte, a *byte, nb int, astride int, acc *float32, pf *byte)
+
+//go:noescape
+func q36LrDotQ6KPVBMIx3TVNNI256(w *byte, a *byte, nb int, astride int, acc *float32, pf *byte)
+
+//go:noescape
+func q36LrDotQ6KPVBMIx4TVNNI256(w *byte, a *byte, nb int, astride int, acc *float32, pf *byte)
 
 //go:noescape
 func q4vDotQ4KPVNNI256(w *byte, a *byte, nb int) float32

@@ -64,7 +64,8 @@ func (c *xctx) ydot(k int) VecVirtual {
 }
 
 // xLoop emits an exact K-quant kernel with kLoop's signatures (m = 1 or
-// 4 activation rows); body emits one block.
+// 4 activation rows; tile kernels on prepared rows also 2 or 3); body
+// emits one block.
 func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func(), body func(c *xctx, nacc int)) {
 	if prep {
 		name = strings.Replace(name, "K", "KP", 1)
@@ -75,12 +76,17 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		fn = "lrDot" + name + "T" + t.suffix
 		sig = "func(w, a *byte, nb int, acc *[9]float32, pf *byte)" // acc[8]: Q4_K/Q5_K's sumf, unused here
 	}
-	if q36Gen != nil {
-		fn = q36Name(fn)
-	}
 	if m > 1 {
 		fn = "dot" + name + "x" + string(rune('0'+m)) + t.suffix
 		sig = "func(w, a *byte, nb, astride int, out *float32)"
+		if tile {
+			// Row k's eight lanes at acc[9k:9k+8].
+			fn = "lrDot" + name + "x" + string(rune('0'+m)) + "T" + t.suffix
+			sig = "func(w, a *byte, nb, astride int, acc *float32, pf *byte)"
+		}
+	}
+	if q36Gen != nil {
+		fn = q36Name(fn)
 	}
 	TEXT(fn, NOSPLIT, sig)
 	Pragma("noescape")
@@ -90,10 +96,13 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	c.acts = []Mem{{Base: ap}}
 	if m > 1 {
 		s := Load(Param("astride"), GP64())
-		s3 := GP64()
-		LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
-		c.acts = append(c.acts, Mem{Base: ap, Index: s, Scale: 1}, Mem{Base: ap, Index: s, Scale: 2},
-			Mem{Base: ap, Index: s3, Scale: 1})
+		c.acts = append(c.acts, Mem{Base: ap, Index: s, Scale: 1}, Mem{Base: ap, Index: s, Scale: 2})
+		if m > 3 {
+			s3 := GP64()
+			LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
+			c.acts = append(c.acts, Mem{Base: ap, Index: s3, Scale: 1})
+		}
+		c.acts = c.acts[:m]
 	}
 	// A 256-bit kernel without EVEX has 16 registers: four rows keep their
 	// float lanes on the stack.
@@ -109,6 +118,10 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		}
 		c.stack = AllocLocal(size)
 	}
+	var accp Register
+	if tile {
+		accp = Load(Param("acc"), GP64())
+	}
 	for k := 0; k < m; k++ {
 		if inMem {
 			z := YMM()
@@ -119,7 +132,7 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 		}
 		a := YMM()
 		if tile {
-			VMOVUPS(Mem{Base: Load(Param("acc"), GP64())}, a)
+			VMOVUPS(Mem{Base: accp, Disp: 36 * k}, a)
 		} else {
 			t.zerof(a)
 		}
@@ -185,7 +198,10 @@ func xLoop(t *target, name string, wsize, m int, vbmi, prep, tile bool, pre func
 	JNZ(LabelRef("loop" + fn))
 	Label("done" + fn)
 	if tile {
-		VMOVUPS(c.facc[0], Mem{Base: Load(Param("acc"), GP64())})
+		accp = Load(Param("acc"), GP64())
+		for k := range m {
+			VMOVUPS(c.facc[k], Mem{Base: accp, Disp: 36 * k})
+		}
 		VZEROUPPER()
 		RET()
 		return
@@ -294,6 +310,11 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 		if !bcst {
 			s = scale(i)
 		}
+		if bcst && len(c.acts) > 1 {
+			// Several rows: the scale dword broadcast once for all.
+			s = t.vec()
+			VPBROADCASTD(c.stack.Offset(4*i), s)
+		}
 		for k, a := range c.acts {
 			p := t.vec()
 			if c.prep {
@@ -304,6 +325,10 @@ func (c *xctx) block(nacc int, coff Op, sw VecVirtual, quants func(i int) VecVir
 				VPMADDUBSW(y, u, p)
 				VPMADDUBSW(y, coff, y)
 				VPSUBW(y, p, p)
+			}
+			if bcst && len(c.acts) > 1 {
+				vnniOp("VPDPWSSD", s, p, sums[k].regs[i%nacc])
+				continue
 			}
 			if bcst {
 				vnniOp("VPDPWSSD.BCST", c.stack.Offset(4*i), p, sums[k].regs[i%nacc])

@@ -84,7 +84,8 @@ func q36Name(fn string) string {
 }
 
 // genQ36 emits the q36 kernels of a 256-bit EVEX target: its prepared
-// kinds only (one row, and tile).
+// kinds only (one row, and tile), and the tile kernels of two to four
+// rows.
 func genQ36(t *target) {
 	all := q63Kinds
 	q63Kinds = nil
@@ -92,6 +93,15 @@ func genQ36(t *target) {
 		if k.prep {
 			q63Kinds = append(q63Kinds, k)
 		}
+	}
+	// Two to four prepared rows a tile at a time (lrDot*x2T..x4T): a
+	// tile of four rows stays in L1, where four whole prepared rows did
+	// not.
+	for m := 2; m <= 4; m++ {
+		q63Kinds = append(q63Kinds, struct {
+			prep, tile bool
+			m          int
+		}{true, true, m})
 	}
 	q36Gen = q36Q3Regs
 	genQ3KExact(t, true)

@@ -20,6 +20,13 @@ type Funcs struct {
 	// and Q5KP, whose rows also carry sumf, in acc[8]. pf is where the
 	// weights to come are: a tile kernel prefetches its share of them.
 	Q3KPT, Q6KPT, Q4KPT, Q5KPT func(w, a *byte, nb int, acc *[9]float32, pf *byte)
+	// Q3KxPT and Q6KxPT (optional) are Q3KPT and Q6KPT on 2, 3 and 4
+	// (index 0, 1, 2) prepared rows astride bytes apart, row k's lanes at
+	// acc[9k:9k+8]: where set, MatMul runs several rows too long to
+	// prepare together, a tile of blocks at a time, so that each weight
+	// row is read once for them (instead of once per row, or by the Q8_K
+	// four-row kernels).
+	Q3KxPT, Q6KxPT [3]func(w, a *byte, nb, astride int, acc *float32, pf *byte)
 	// Q4KP and Q5KP (optional) are Q4K and Q5K on a prepared row, used the
 	// same way; their rows carry the bsums after d (prep.go).
 	Q4KP, Q5KP func(w, a *byte, nb int) float32

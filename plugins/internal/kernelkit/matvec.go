@@ -59,7 +59,7 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 	arow, _ := quant.RowSize(t.VecDotType(), int64(n))
 	f, f4, fr := k.active.dotOf(t), k.active.dot4[t], k.active.rows8[t]
 	release = func() {}
-	if p := k.active.prep[t]; p != nil && (f4 == nil || m < 4) && p.use(n) {
+	if p := k.active.prep[t]; p != nil && (f4 == nil || m < 4 || p.tileN[4] != nil && p.tiled(n)) && p.use(n) {
 		// Prepare every activation row once; all weight rows reuse it.
 		bp := prepPool.Get().(*[]byte)
 		release = func() { prepPool.Put(bp) }
@@ -68,7 +68,18 @@ func (k *Kit) matMulPlan(t quant.Type, w []byte, rows, n int, act []byte, m int,
 		f = p.dot
 		if p.tiled(n) {
 			return func(r0, r1 int) {
-				for j := range m {
+				// Four rows at a time, then the rest together, as far as
+				// there are kernels for several rows.
+				j := 0
+				for ; m-j >= 2; j += 4 {
+					g := min(4, m-j)
+					if p.tileN[g] == nil {
+						break
+					}
+					p.tiledRangeN(g, n, w, int(wrow), r0, r1, act[j*int(arow):(j+g)*int(arow)], int(arow), out[j*rows:(j+g)*rows], rows)
+				}
+				j = min(j, m)
+				for ; j < m; j++ {
 					p.tiledRange(n, w, int(wrow), r0, r1, act[j*int(arow):(j+1)*int(arow)], out[j*rows:(j+1)*rows])
 				}
 			}, release, nil

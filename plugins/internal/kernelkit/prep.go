@@ -41,6 +41,8 @@ type prepared struct {
 	tile    func(w, a *byte, nb int, acc *[9]float32, pf *byte)
 	tileMin int // blocks a row must exceed to run tile by tile
 	wsize   int
+	// tileN[m] (nil: none) is tile on m = 2, 3 or 4 rows (tiledRangeN).
+	tileN [5]func(w, a *byte, nb, astride int, acc *float32, pf *byte)
 }
 
 // prepMaxBlocks bounds the rows worth preparing: a prepared block is twice
@@ -76,7 +78,8 @@ func (p *prepared) tiled(n int) bool { return p.tile != nil && n/quant.QK_K > p.
 
 // addPrepared registers f's prepared-row kernels: Dot prepares its row and
 // calls them; MatVec and MatMul with fewer than four activation rows (more
-// run the Q8_K four-row kernels) prepare every activation row once.
+// run the Q8_K four-row kernels, or the tile kernels of several rows where
+// the rows run tile by tile) prepare every activation row once.
 func (l *level) addPrepared(f Funcs) {
 	for _, p := range []struct {
 		t       quant.Type
@@ -85,8 +88,9 @@ func (l *level) addPrepared(f Funcs) {
 		bsum    bool
 		tile    func(w, a *byte, nb int, acc *[9]float32, pf *byte)
 		tileMin int
-	}{{quant.Q3_K, 4, f.Q3KP, false, f.Q3KPT, prepMaxBlocks}, {quant.Q6_K, 32, f.Q6KP, false, f.Q6KPT, prepMaxBlocks},
-		{quant.Q4_K, 0, f.Q4KP, true, f.Q4KPT, q45TileBlocks}, {quant.Q5_K, 0, f.Q5KP, true, f.Q5KPT, q45TileBlocks}} {
+		tileN   [3]func(w, a *byte, nb, astride int, acc *float32, pf *byte)
+	}{{quant.Q3_K, 4, f.Q3KP, false, f.Q3KPT, prepMaxBlocks, f.Q3KxPT}, {quant.Q6_K, 32, f.Q6KP, false, f.Q6KPT, prepMaxBlocks, f.Q6KxPT},
+		{quant.Q4_K, 0, f.Q4KP, true, f.Q4KPT, q45TileBlocks, noTileN}, {quant.Q5_K, 0, f.Q5KP, true, f.Q5KPT, q45TileBlocks, noTileN}} {
 		if p.dot == nil {
 			continue
 		}
@@ -95,6 +99,7 @@ func (l *level) addPrepared(f Funcs) {
 		}
 		pr := &prepared{off: p.off, bsum: p.bsum, prep: f.PrepQ8K, dot: prepDot(p.dot, p.t.TypeSize()), raw: l.dotOf(p.t),
 			tile: p.tile, tileMin: p.tileMin, wsize: p.t.TypeSize()}
+		copy(pr.tileN[2:], p.tileN[:])
 		l.prep[p.t] = pr
 		l.dot[p.t] = func(n int, w, a []byte) float32 {
 			// One row gains nothing from a tile: it reads the row once.
@@ -111,6 +116,9 @@ func (l *level) addPrepared(f Funcs) {
 }
 
 var prepPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// noTileN is a type without tile kernels of several rows.
+var noTileN [3]func(w, a *byte, nb, astride int, acc *float32, pf *byte)
 
 // rows prepares m Q8_K rows of n elements, arow bytes apart, into *bp
 // (grown as needed) and returns them back to back.
@@ -335,6 +343,55 @@ func (p *prepared) tiledRange(n int, w []byte, wrow, r0, r1 int, a []byte, out [
 				s += v
 			}
 			out[i0+k] = s
+		}
+	}
+}
+
+// tileRowsBytes bounds a tile of several rows: m prepared tiles of
+// tileRowsBytes/m/prepBlock blocks (18 KiB in all: four rows of 8 blocks,
+// two of 16) stay in L1 while a band of weight rows streams through them.
+const tileRowsBytes = 32 * prepBlock
+
+// tiledRangeN is tiledRange on m = 2..4 prepared rows, astride bytes
+// apart, with tileN[m]: out[j*ostride+i] is row j's output of weight row
+// i. Each row's float lanes go through the same operations in the same
+// order as tiledRange's, so every output is bit-identical to it.
+func (p *prepared) tiledRangeN(m, n int, w []byte, wrow, r0, r1 int, a []byte, astride int, out []float32, ostride int) {
+	nb := n / quant.QK_K
+	tiles := (nb + tileRowsBytes/m/prepBlock - 1) / (tileRowsBytes / m / prepBlock)
+	tile := p.tileN[m]
+	var acc [tileBand][36]float32
+	for i0 := r0; i0 < r1; i0 += tileBand {
+		i1 := min(i0+tileBand, r1)
+		band := acc[:i1-i0]
+		clear(band)
+		next := i1 * wrow // the next band's span, prefetched as tiledRange does
+		if i1 >= r1 {
+			next = i0 * wrow
+		}
+		pf := 0
+		b0 := 0
+		for t := range tiles {
+			tb := (nb - b0) / (tiles - t)
+			ap := &a[b0*prepBlock]
+			for k := range band {
+				tile(&w[(i0+k)*wrow+b0*p.wsize], ap, tb, astride, &band[k][0], &w[min(next+pf, len(w)-1)])
+				pf += tb * p.wsize
+			}
+			b0 += tb
+		}
+		for k := range band {
+			for j := range m {
+				l := band[k][9*j : 9*j+9]
+				s, lanes := l[0], l[1:8]
+				if p.bsum {
+					s, lanes = l[8], l[:8]
+				}
+				for _, v := range lanes {
+					s += v
+				}
+				out[j*ostride+i0+k] = s
+			}
 		}
 	}
 }

@@ -101,6 +101,10 @@ func BenchMatMul(b *testing.B, k *kernelkit.Kit) {
 	for _, s := range [][3]int{{3072, 7168, 64}, {4096, 4096, 64}} {
 		benchMatMul(b, k, s[0], s[1], s[2], fmt.Sprintf("/%dx%dx%d", s[0], s[1], s[2]), []quant.Type{quant.Q4_K, quant.Q5_K})
 	}
+	// A decode step of several slots: rows run tile by tile.
+	for _, m := range []int{2, 4} {
+		benchMatMul(b, k, 4096, 7168, m, fmt.Sprintf("/4096x7168x%d", m), []quant.Type{quant.Q3_K, quant.Q6_K})
+	}
 }
 
 func benchMatMul(b *testing.B, k *kernelkit.Kit, rows, n, m int, suffix string, types []quant.Type) {

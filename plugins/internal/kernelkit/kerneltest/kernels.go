@@ -323,9 +323,12 @@ func MatMul(t *testing.T, k *kernelkit.Kit) {
 			for _, shape := range []struct{ rows, n, m int }{
 				// Two blocks; five blocks and nine activation rows (two four-row
 				// passes and a tail); 24 blocks, too long to prepare for one
-				// row, run tile by tile with 1-3 activation rows, or seven.
+				// row, run tile by tile with 1-3 activation rows, or seven;
+				// 28 and 35 blocks with four rows or more (tiles of four rows
+				// and a tail of one to three).
 				{1, 512, 6}, {17, 512, 6}, {40, 512, 6}, {17, 1280, 9}, {40, 6144, 7},
 				{1, 6144, 3}, {17, 6144, 3}, {40, 6144, 2}, {17, 35 * 256, 2},
+				{9, 7168, 4}, {17, 35 * 256, 9}, {9, 7168, 6},
 			} {
 				rows, n, m := shape.rows, shape.n, shape.m
 				var w, act []byte
