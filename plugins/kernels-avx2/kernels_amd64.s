@@ -8997,270 +8997,810 @@ donedotIQ4_XSr8AVX2:
 	VZEROUPPER
 	RET
 
-// func dotIQ2_XXSAVX2(w *byte, a *byte, nb int, grid *uint64) float32
+DATA grid_iq2xxsGrid<>+0(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+4(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+8(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+12(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+16(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+20(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+24(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+28(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+32(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+36(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+40(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+44(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+48(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+52(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+56(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+60(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+64(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+68(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+72(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+76(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+80(SB)/4, $0x082b2b2b
+DATA grid_iq2xxsGrid<>+84(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+88(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+92(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+96(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+100(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+104(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+108(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+112(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+116(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+120(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+124(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+128(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+132(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+136(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+140(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+144(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+148(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+152(SB)/4, $0x2b082b2b
+DATA grid_iq2xxsGrid<>+156(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+160(SB)/4, $0x2b2b082b
+DATA grid_iq2xxsGrid<>+164(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+168(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+172(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+176(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+180(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+184(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+188(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+192(SB)/4, $0x08191919
+DATA grid_iq2xxsGrid<>+196(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+200(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+204(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+208(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+212(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+216(SB)/4, $0x2b192b08
+DATA grid_iq2xxsGrid<>+220(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+224(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+228(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+232(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+236(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+240(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+244(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+248(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+252(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+256(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+260(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+264(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+268(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+272(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+276(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+280(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+284(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+288(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+292(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+296(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+300(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+304(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+308(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+312(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+316(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+320(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+324(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+328(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+332(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+336(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+340(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+344(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+348(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+352(SB)/4, $0x2b2b1908
+DATA grid_iq2xxsGrid<>+356(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+360(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+364(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+368(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+372(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+376(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+380(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+384(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+388(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+392(SB)/4, $0x1908192b
+DATA grid_iq2xxsGrid<>+396(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+400(SB)/4, $0x192b2b19
+DATA grid_iq2xxsGrid<>+404(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+408(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+412(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+416(SB)/4, $0x2b190819
+DATA grid_iq2xxsGrid<>+420(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+424(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+428(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+432(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+436(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+440(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+444(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+448(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+452(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+456(SB)/4, $0x2b2b1908
+DATA grid_iq2xxsGrid<>+460(SB)/4, $0x0808192b
+DATA grid_iq2xxsGrid<>+464(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+468(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+472(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+476(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+480(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+484(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+488(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+492(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+496(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+500(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+504(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+508(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+512(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+516(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+520(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+524(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+528(SB)/4, $0x1919082b
+DATA grid_iq2xxsGrid<>+532(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+536(SB)/4, $0x2b082b08
+DATA grid_iq2xxsGrid<>+540(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+544(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+548(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+552(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+556(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+560(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+564(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+568(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+572(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+576(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+580(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+584(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+588(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+592(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+596(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+600(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+604(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+608(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+612(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+616(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+620(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+624(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+628(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+632(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+636(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+640(SB)/4, $0x2b191919
+DATA grid_iq2xxsGrid<>+644(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+648(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+652(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+656(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+660(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+664(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+668(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+672(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+676(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+680(SB)/4, $0x19192b2b
+DATA grid_iq2xxsGrid<>+684(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+688(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+692(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+696(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+700(SB)/4, $0x0819082b
+DATA grid_iq2xxsGrid<>+704(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+708(SB)/4, $0x0819082b
+DATA grid_iq2xxsGrid<>+712(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+716(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+720(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+724(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+728(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+732(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+736(SB)/4, $0x082b1919
+DATA grid_iq2xxsGrid<>+740(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+744(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+748(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+752(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+756(SB)/4, $0x08191908
+DATA grid_iq2xxsGrid<>+760(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+764(SB)/4, $0x08191919
+DATA grid_iq2xxsGrid<>+768(SB)/4, $0x192b082b
+DATA grid_iq2xxsGrid<>+772(SB)/4, $0x08191919
+DATA grid_iq2xxsGrid<>+776(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+780(SB)/4, $0x0819192b
+DATA grid_iq2xxsGrid<>+784(SB)/4, $0x0819192b
+DATA grid_iq2xxsGrid<>+788(SB)/4, $0x0819192b
+DATA grid_iq2xxsGrid<>+792(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+796(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+800(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+804(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+808(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+812(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+816(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+820(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+824(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+828(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+832(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+836(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+840(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+844(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+848(SB)/4, $0x2b2b0808
+DATA grid_iq2xxsGrid<>+852(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+856(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+860(SB)/4, $0x08192b2b
+DATA grid_iq2xxsGrid<>+864(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+868(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+872(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+876(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+880(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+884(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+888(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+892(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+896(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+900(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+904(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+908(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+912(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+916(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+920(SB)/4, $0x082b2b19
+DATA grid_iq2xxsGrid<>+924(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+928(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+932(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+936(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+940(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+944(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+948(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+952(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+956(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+960(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+964(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+968(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+972(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+976(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+980(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+984(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+988(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+992(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+996(SB)/4, $0x082b1919
+DATA grid_iq2xxsGrid<>+1000(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1004(SB)/4, $0x082b1919
+DATA grid_iq2xxsGrid<>+1008(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+1012(SB)/4, $0x082b1919
+DATA grid_iq2xxsGrid<>+1016(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1020(SB)/4, $0x082b192b
+DATA grid_iq2xxsGrid<>+1024(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+1028(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+1032(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1036(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+1040(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1044(SB)/4, $0x082b2b08
+DATA grid_iq2xxsGrid<>+1048(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1052(SB)/4, $0x082b2b2b
+DATA grid_iq2xxsGrid<>+1056(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1060(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1064(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1068(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1072(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1076(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1080(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+1084(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1088(SB)/4, $0x082b0819
+DATA grid_iq2xxsGrid<>+1092(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1096(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+1100(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1104(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1108(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1112(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1116(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1120(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+1124(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1128(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1132(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1136(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1140(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1144(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1148(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1152(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1156(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1160(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1164(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1168(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1172(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1176(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+1180(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1184(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1188(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1192(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+1196(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1200(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1204(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1208(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1212(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1216(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1220(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1224(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+1228(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1232(SB)/4, $0x192b2b08
+DATA grid_iq2xxsGrid<>+1236(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1240(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1244(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1248(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+1252(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1256(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1260(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1264(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1268(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1272(SB)/4, $0x2b192b19
+DATA grid_iq2xxsGrid<>+1276(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1280(SB)/4, $0x0819082b
+DATA grid_iq2xxsGrid<>+1284(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1288(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+1292(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1296(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1300(SB)/4, $0x1908192b
+DATA grid_iq2xxsGrid<>+1304(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1308(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1312(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1316(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1320(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1324(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1328(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1332(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1336(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1340(SB)/4, $0x19082b08
+DATA grid_iq2xxsGrid<>+1344(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1348(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+1352(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1356(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+1360(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+1364(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+1368(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+1372(SB)/4, $0x19082b19
+DATA grid_iq2xxsGrid<>+1376(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1380(SB)/4, $0x19082b2b
+DATA grid_iq2xxsGrid<>+1384(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1388(SB)/4, $0x19082b2b
+DATA grid_iq2xxsGrid<>+1392(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1396(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1400(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+1404(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1408(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+1412(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1416(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+1420(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1424(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1428(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1432(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1436(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1440(SB)/4, $0x2b082b08
+DATA grid_iq2xxsGrid<>+1444(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1448(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1452(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+1456(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1460(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+1464(SB)/4, $0x2b2b1908
+DATA grid_iq2xxsGrid<>+1468(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+1472(SB)/4, $0x2b190819
+DATA grid_iq2xxsGrid<>+1476(SB)/4, $0x1919082b
+DATA grid_iq2xxsGrid<>+1480(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1484(SB)/4, $0x19191908
+DATA grid_iq2xxsGrid<>+1488(SB)/4, $0x2b19082b
+DATA grid_iq2xxsGrid<>+1492(SB)/4, $0x19191908
+DATA grid_iq2xxsGrid<>+1496(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+1500(SB)/4, $0x19191919
+DATA grid_iq2xxsGrid<>+1504(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1508(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+1512(SB)/4, $0x19191908
+DATA grid_iq2xxsGrid<>+1516(SB)/4, $0x1919192b
+DATA grid_iq2xxsGrid<>+1520(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1524(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1528(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+1532(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1536(SB)/4, $0x08192b19
+DATA grid_iq2xxsGrid<>+1540(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1544(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+1548(SB)/4, $0x19192b08
+DATA grid_iq2xxsGrid<>+1552(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1556(SB)/4, $0x19192b19
+DATA grid_iq2xxsGrid<>+1560(SB)/4, $0x08082b08
+DATA grid_iq2xxsGrid<>+1564(SB)/4, $0x19192b2b
+DATA grid_iq2xxsGrid<>+1568(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1572(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1576(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1580(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1584(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1588(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1592(SB)/4, $0x192b2b08
+DATA grid_iq2xxsGrid<>+1596(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1600(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1604(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+1608(SB)/4, $0x19191919
+DATA grid_iq2xxsGrid<>+1612(SB)/4, $0x192b0819
+DATA grid_iq2xxsGrid<>+1616(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+1620(SB)/4, $0x192b082b
+DATA grid_iq2xxsGrid<>+1624(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1628(SB)/4, $0x192b082b
+DATA grid_iq2xxsGrid<>+1632(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1636(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+1640(SB)/4, $0x08081919
+DATA grid_iq2xxsGrid<>+1644(SB)/4, $0x192b1908
+DATA grid_iq2xxsGrid<>+1648(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1652(SB)/4, $0x192b1919
+DATA grid_iq2xxsGrid<>+1656(SB)/4, $0x0819082b
+DATA grid_iq2xxsGrid<>+1660(SB)/4, $0x192b1919
+DATA grid_iq2xxsGrid<>+1664(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1668(SB)/4, $0x192b1919
+DATA grid_iq2xxsGrid<>+1672(SB)/4, $0x1908082b
+DATA grid_iq2xxsGrid<>+1676(SB)/4, $0x192b2b08
+DATA grid_iq2xxsGrid<>+1680(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1684(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1688(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+1692(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1696(SB)/4, $0x08082b2b
+DATA grid_iq2xxsGrid<>+1700(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1704(SB)/4, $0x19080819
+DATA grid_iq2xxsGrid<>+1708(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1712(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+1716(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1720(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1724(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1728(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+1732(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1736(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1740(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1744(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+1748(SB)/4, $0x2b08082b
+DATA grid_iq2xxsGrid<>+1752(SB)/4, $0x08080819
+DATA grid_iq2xxsGrid<>+1756(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1760(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1764(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1768(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1772(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1776(SB)/4, $0x08191919
+DATA grid_iq2xxsGrid<>+1780(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1784(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1788(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1792(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1796(SB)/4, $0x2b081908
+DATA grid_iq2xxsGrid<>+1800(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1804(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+1808(SB)/4, $0x1908192b
+DATA grid_iq2xxsGrid<>+1812(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+1816(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1820(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+1824(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+1828(SB)/4, $0x2b08192b
+DATA grid_iq2xxsGrid<>+1832(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1836(SB)/4, $0x2b08192b
+DATA grid_iq2xxsGrid<>+1840(SB)/4, $0x192b0808
+DATA grid_iq2xxsGrid<>+1844(SB)/4, $0x2b08192b
+DATA grid_iq2xxsGrid<>+1848(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+1852(SB)/4, $0x2b082b08
+DATA grid_iq2xxsGrid<>+1856(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1860(SB)/4, $0x2b082b19
+DATA grid_iq2xxsGrid<>+1864(SB)/4, $0x08190819
+DATA grid_iq2xxsGrid<>+1868(SB)/4, $0x2b082b2b
+DATA grid_iq2xxsGrid<>+1872(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+1876(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1880(SB)/4, $0x08190808
+DATA grid_iq2xxsGrid<>+1884(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1888(SB)/4, $0x082b1908
+DATA grid_iq2xxsGrid<>+1892(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1896(SB)/4, $0x19080808
+DATA grid_iq2xxsGrid<>+1900(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1904(SB)/4, $0x2b2b0819
+DATA grid_iq2xxsGrid<>+1908(SB)/4, $0x2b190808
+DATA grid_iq2xxsGrid<>+1912(SB)/4, $0x0819192b
+DATA grid_iq2xxsGrid<>+1916(SB)/4, $0x2b190819
+DATA grid_iq2xxsGrid<>+1920(SB)/4, $0x2b080808
+DATA grid_iq2xxsGrid<>+1924(SB)/4, $0x2b190819
+DATA grid_iq2xxsGrid<>+1928(SB)/4, $0x19081919
+DATA grid_iq2xxsGrid<>+1932(SB)/4, $0x2b19082b
+DATA grid_iq2xxsGrid<>+1936(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+1940(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1944(SB)/4, $0x082b082b
+DATA grid_iq2xxsGrid<>+1948(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1952(SB)/4, $0x19081908
+DATA grid_iq2xxsGrid<>+1956(SB)/4, $0x2b191908
+DATA grid_iq2xxsGrid<>+1960(SB)/4, $0x19190819
+DATA grid_iq2xxsGrid<>+1964(SB)/4, $0x2b191919
+DATA grid_iq2xxsGrid<>+1968(SB)/4, $0x2b080819
+DATA grid_iq2xxsGrid<>+1972(SB)/4, $0x2b192b08
+DATA grid_iq2xxsGrid<>+1976(SB)/4, $0x082b0808
+DATA grid_iq2xxsGrid<>+1980(SB)/4, $0x2b192b19
+DATA grid_iq2xxsGrid<>+1984(SB)/4, $0x0808082b
+DATA grid_iq2xxsGrid<>+1988(SB)/4, $0x2b2b0808
+DATA grid_iq2xxsGrid<>+1992(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+1996(SB)/4, $0x2b2b0808
+DATA grid_iq2xxsGrid<>+2000(SB)/4, $0x2b081919
+DATA grid_iq2xxsGrid<>+2004(SB)/4, $0x2b2b0808
+DATA grid_iq2xxsGrid<>+2008(SB)/4, $0x08082b19
+DATA grid_iq2xxsGrid<>+2012(SB)/4, $0x2b2b0819
+DATA grid_iq2xxsGrid<>+2016(SB)/4, $0x08080808
+DATA grid_iq2xxsGrid<>+2020(SB)/4, $0x2b2b082b
+DATA grid_iq2xxsGrid<>+2024(SB)/4, $0x08192b08
+DATA grid_iq2xxsGrid<>+2028(SB)/4, $0x2b2b1908
+DATA grid_iq2xxsGrid<>+2032(SB)/4, $0x19190808
+DATA grid_iq2xxsGrid<>+2036(SB)/4, $0x2b2b2b08
+DATA grid_iq2xxsGrid<>+2040(SB)/4, $0x08081908
+DATA grid_iq2xxsGrid<>+2044(SB)/4, $0x2b2b2b19
+GLOBL grid_iq2xxsGrid<>(SB), RODATA|NOPTR, $2048
+
+// func dotIQ2_XXSAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ2_XXSAVX2(SB), NOSPLIT, $0-36
+TEXT ·dotIQ2_XXSAVX2(SB), NOSPLIT, $32-28
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
+	LEAQ    grid_iq2xxsGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
 	TESTQ   DX, DX
 	JZ      donedotIQ2_XXSAVX2
 
 loopdotIQ2_XXSAVX2:
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      34(AX), Y4
-	VSHUFPS      $0xdd, Y4, Y3, Y3
-	VPSRLD       $0x1c, Y3, Y4
-	VPADDD       Y4, Y4, Y4
-	VPOR         v32_00000001<>+0(SB), Y4, Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPOR         Y5, Y4, Y4
-	VPAND        v32_00003fff<>+0(SB), Y3, Y5
-	VPAND        v32_0fffc000<>+0(SB), Y3, Y3
-	VPSLLD       $0x02, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPAND        v32_3f803f80<>+0(SB), Y5, Y3
-	VPAND        v32_007f007f<>+0(SB), Y5, Y5
-	VPSLLD       $0x01, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPAND        v32_0f0f0f0f<>+0(SB), Y5, Y3
-	VPSRLW       $0x04, Y5, Y6
-	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VMOVDQU      iq2par<>+0(SB), Y7
-	VPSHUFB      Y3, Y7, Y3
-	VPSHUFB      Y6, Y7, Y6
-	VPXOR        Y6, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPXOR        Y3, Y3, Y3
-	VPXOR        Y6, Y6, Y6
-	VPERMQ       $0x44, Y4, Y7
-	VPERMQ       $0x44, Y5, Y8
-	MOVBQZX      2(AX), SI
-	MOVBQZX      3(AX), DI
-	MOVBQZX      4(AX), R8
-	MOVBQZX      5(AX), R9
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      2(AX), Y6
+	VMOVDQU      34(AX), Y7
+	VSHUFPS      $0xdd, Y7, Y6, Y6
+	VPERMQ       $0xd8, Y6, Y6
+	VPSRLD       $0x1c, Y6, Y7
+	VPADDD       Y7, Y7, Y7
+	VPOR         v32_00000001<>+0(SB), Y7, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPERMQ       $0x44, Y7, Y8
+	VPERMQ       $0xee, Y7, Y7
+	VPAND        v32_00003fff<>+0(SB), Y6, Y9
+	VPSLLD       $0x02, Y6, Y6
+	VPAND        v32_3fff0000<>+0(SB), Y6, Y6
+	VPOR         Y6, Y9, Y9
+	VPAND        v32_007f007f<>+0(SB), Y9, Y10
+	VPSLLD       $0x01, Y9, Y6
+	VPAND        v32_7f007f00<>+0(SB), Y6, Y6
+	VPOR         Y6, Y10, Y10
+	VMOVDQU      iq2par<>+0(SB), Y11
+	VPAND        v32_0f0f0f0f<>+0(SB), Y10, Y6
+	VPSRLD       $0x04, Y10, Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y9
+	VPSHUFB      Y6, Y11, Y6
+	VPSHUFB      Y9, Y11, Y9
+	VPXOR        Y9, Y6, Y6
+	VPOR         Y6, Y10, Y10
+	VMOVDQU      Y10, (SP)
+	MOVBLZX      2(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVBLZX      3(AX), SI
 	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x00, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x00, Y7, Y11
-	VMOVDQU      4(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      10(AX), SI
-	MOVBQZX      11(AX), DI
-	MOVBQZX      12(AX), R8
-	MOVBQZX      13(AX), R9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	MOVBLZX      4(AX), SI
 	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x55, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x55, Y7, Y11
-	VMOVDQU      36(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVBQZX      34(AX), SI
-	MOVBQZX      35(AX), DI
-	MOVBQZX      36(AX), R8
-	MOVBQZX      37(AX), R9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	MOVBLZX      5(AX), SI
 	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xaa, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xaa, Y7, Y11
-	VMOVDQU      132(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      42(AX), SI
-	MOVBQZX      43(AX), DI
-	MOVBQZX      44(AX), R8
-	MOVBQZX      45(AX), R9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0x00, Y8, Y9
+	VPBROADCASTD (SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      10(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVBLZX      11(AX), SI
 	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xff, Y8, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y9, Y8, Y8
-	VPSHUFD      $0xff, Y7, Y7
-	VMOVDQU      164(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y9
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y7, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	VPERMQ       $0xee, Y4, Y4
-	VPERMQ       $0xee, Y5, Y5
-	MOVBQZX      18(AX), SI
-	MOVBQZX      19(AX), DI
-	MOVBQZX      20(AX), R8
-	MOVBQZX      21(AX), R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPSHUFD      $0x00, Y5, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0x00, Y4, Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	MOVBLZX      12(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	MOVBLZX      13(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0x55, Y8, Y9
+	VPBROADCASTD 4(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVBLZX      18(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVBLZX      19(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	MOVBLZX      20(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	MOVBLZX      21(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0xaa, Y8, Y9
+	VPBROADCASTD 8(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
 	VMOVDQU      68(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y3, Y3
-	MOVBQZX      26(AX), SI
-	MOVBQZX      27(AX), DI
-	MOVBQZX      28(AX), R8
-	MOVBQZX      29(AX), R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPSHUFD      $0x55, Y5, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0x55, Y4, Y9
-	VMOVDQU      100(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVBQZX      50(AX), SI
-	MOVBQZX      51(AX), DI
-	MOVBQZX      52(AX), R8
-	MOVBQZX      53(AX), R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPSHUFD      $0xaa, Y5, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0xaa, Y4, Y9
-	VMOVDQU      196(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y3, Y3
-	MOVBQZX      58(AX), SI
-	MOVBQZX      59(AX), DI
-	MOVBQZX      60(AX), R8
-	MOVBQZX      61(AX), R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPSHUFD      $0xff, Y5, Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VPCMPEQB     Y0, Y5, Y5
-	VPAND        Y7, Y5, Y5
-	VPSHUFD      $0xff, Y4, Y4
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      26(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVBLZX      27(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	MOVBLZX      28(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	MOVBLZX      29(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 12(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      34(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVBLZX      35(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	MOVBLZX      36(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	MOVBLZX      37(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0x00, Y7, Y8
+	VPBROADCASTD 16(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      42(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVBLZX      43(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	MOVBLZX      44(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	MOVBLZX      45(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0x55, Y7, Y8
+	VPBROADCASTD 20(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      50(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVBLZX      51(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	MOVBLZX      52(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	MOVBLZX      53(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0xaa, Y7, Y8
+	VPBROADCASTD 24(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      58(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVBLZX      59(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	MOVBLZX      60(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	MOVBLZX      61(AX), SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 28(SP), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y6, Y6
 	VMOVDQU      228(CX), Y8
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDUBSW   Y8, Y5, Y5
-	VPSUBW       Y5, Y7, Y7
-	VPSUBW       Y5, Y7, Y7
-	VPMADDWD     Y4, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	VPBROADCASTW (AX), X4
-	VCVTPH2PS    X4, X4
-	VEXTRACTI128 $0x01, Y3, X5
-	VPADDD       X5, X3, X5
-	VPSHUFD      $0x4e, X5, X3
-	VPADDD       X3, X5, X5
-	VPSHUFD      $0xb1, X5, X3
-	VPADDD       X3, X5, X5
-	VCVTDQ2PS    X5, X5
-	VMULSS       (CX), X4, X4
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X6, X5
 	VMULSS       X5, X4, X4
-	VADDSS       X4, X2, X2
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ2_XXSAVX2
 
 donedotIQ2_XXSAVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULSS       X0, X2, X2
-	MOVSS        X2, ret+32(FP)
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
 
-DATA iq2bits<>+0(SB)/4, $0x08040201
-DATA iq2bits<>+4(SB)/4, $0x80402010
-DATA iq2bits<>+8(SB)/4, $0x08040201
-DATA iq2bits<>+12(SB)/4, $0x80402010
-DATA iq2bits<>+16(SB)/4, $0x08040201
-DATA iq2bits<>+20(SB)/4, $0x80402010
-DATA iq2bits<>+24(SB)/4, $0x08040201
-DATA iq2bits<>+28(SB)/4, $0x80402010
-GLOBL iq2bits<>(SB), RODATA|NOPTR, $32
+DATA iq3spread<>+0(SB)/4, $0x00000000
+DATA iq3spread<>+4(SB)/4, $0x00000000
+DATA iq3spread<>+8(SB)/4, $0x01010101
+DATA iq3spread<>+12(SB)/4, $0x01010101
+DATA iq3spread<>+16(SB)/4, $0x02020202
+DATA iq3spread<>+20(SB)/4, $0x02020202
+DATA iq3spread<>+24(SB)/4, $0x03030303
+DATA iq3spread<>+28(SB)/4, $0x03030303
+GLOBL iq3spread<>(SB), RODATA|NOPTR, $32
 
-DATA iq2spread<>+0(SB)/4, $0x00000000
-DATA iq2spread<>+4(SB)/4, $0x00000000
-DATA iq2spread<>+8(SB)/4, $0x01010101
-DATA iq2spread<>+12(SB)/4, $0x01010101
-DATA iq2spread<>+16(SB)/4, $0x02020202
-DATA iq2spread<>+20(SB)/4, $0x02020202
-DATA iq2spread<>+24(SB)/4, $0x03030303
-DATA iq2spread<>+28(SB)/4, $0x03030303
-GLOBL iq2spread<>(SB), RODATA|NOPTR, $32
+DATA iq3bits<>+0(SB)/4, $0x08040201
+DATA iq3bits<>+4(SB)/4, $0x80402010
+DATA iq3bits<>+8(SB)/4, $0x08040201
+DATA iq3bits<>+12(SB)/4, $0x80402010
+DATA iq3bits<>+16(SB)/4, $0x08040201
+DATA iq3bits<>+20(SB)/4, $0x80402010
+DATA iq3bits<>+24(SB)/4, $0x08040201
+DATA iq3bits<>+28(SB)/4, $0x80402010
+GLOBL iq3bits<>(SB), RODATA|NOPTR, $32
+
+DATA v32_01010101<>+0(SB)/4, $0x01010101
+DATA v32_01010101<>+4(SB)/4, $0x01010101
+DATA v32_01010101<>+8(SB)/4, $0x01010101
+DATA v32_01010101<>+12(SB)/4, $0x01010101
+DATA v32_01010101<>+16(SB)/4, $0x01010101
+DATA v32_01010101<>+20(SB)/4, $0x01010101
+DATA v32_01010101<>+24(SB)/4, $0x01010101
+DATA v32_01010101<>+28(SB)/4, $0x01010101
+GLOBL v32_01010101<>(SB), RODATA|NOPTR, $32
 
 DATA v32_00000001<>+0(SB)/4, $0x00000001
 DATA v32_00000001<>+4(SB)/4, $0x00000001
@@ -9282,25 +9822,15 @@ DATA v32_00003fff<>+24(SB)/4, $0x00003fff
 DATA v32_00003fff<>+28(SB)/4, $0x00003fff
 GLOBL v32_00003fff<>(SB), RODATA|NOPTR, $32
 
-DATA v32_0fffc000<>+0(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+4(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+8(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+12(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+16(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+20(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+24(SB)/4, $0x0fffc000
-DATA v32_0fffc000<>+28(SB)/4, $0x0fffc000
-GLOBL v32_0fffc000<>(SB), RODATA|NOPTR, $32
-
-DATA v32_3f803f80<>+0(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+4(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+8(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+12(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+16(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+20(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+24(SB)/4, $0x3f803f80
-DATA v32_3f803f80<>+28(SB)/4, $0x3f803f80
-GLOBL v32_3f803f80<>(SB), RODATA|NOPTR, $32
+DATA v32_3fff0000<>+0(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+4(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+8(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+12(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+16(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+20(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+24(SB)/4, $0x3fff0000
+DATA v32_3fff0000<>+28(SB)/4, $0x3fff0000
+GLOBL v32_3fff0000<>(SB), RODATA|NOPTR, $32
 
 DATA v32_007f007f<>+0(SB)/4, $0x007f007f
 DATA v32_007f007f<>+4(SB)/4, $0x007f007f
@@ -9311,6 +9841,16 @@ DATA v32_007f007f<>+20(SB)/4, $0x007f007f
 DATA v32_007f007f<>+24(SB)/4, $0x007f007f
 DATA v32_007f007f<>+28(SB)/4, $0x007f007f
 GLOBL v32_007f007f<>(SB), RODATA|NOPTR, $32
+
+DATA v32_7f007f00<>+0(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+4(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+8(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+12(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+16(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+20(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+24(SB)/4, $0x7f007f00
+DATA v32_7f007f00<>+28(SB)/4, $0x7f007f00
+GLOBL v32_7f007f00<>(SB), RODATA|NOPTR, $32
 
 DATA iq2par<>+0(SB)/4, $0x00808000
 DATA iq2par<>+4(SB)/4, $0x80000080
@@ -9325,2023 +9865,5264 @@ GLOBL iq2par<>(SB), RODATA|NOPTR, $32
 DATA c32_3e000000<>+0(SB)/4, $0x3e000000
 GLOBL c32_3e000000<>(SB), RODATA|NOPTR, $4
 
-// func dotIQ2_XXSx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
-// Requires: AVX, AVX2, F16C
-TEXT ·dotIQ2_XXSx4AVX2(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), AX
-	MOVQ    a+8(FP), CX
-	MOVQ    nb+16(FP), DX
-	MOVQ    grid+32(FP), BX
-	MOVQ    astride+24(FP), SI
-	LEAQ    (SI)(SI*2), DI
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
-	TESTQ   DX, DX
-	JZ      donedotIQ2_XXSx4AVX2
+DATA grid_iq2xsGrid<>+0(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+4(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+8(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+12(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+16(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+20(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+24(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+28(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+32(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+36(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+40(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+44(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+48(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+52(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+56(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+60(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+64(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+68(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+72(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+76(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+80(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+84(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+88(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+92(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+96(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+100(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+104(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+108(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+112(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+116(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+120(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+124(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+128(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+132(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+136(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+140(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+144(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+148(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+152(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+156(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+160(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+164(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+168(SB)/4, $0x192b0819
+DATA grid_iq2xsGrid<>+172(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+176(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+180(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+184(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+188(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+192(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+196(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+200(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+204(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+208(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+212(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+216(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+220(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+224(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+228(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+232(SB)/4, $0x2b192b19
+DATA grid_iq2xsGrid<>+236(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+240(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+244(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+248(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+252(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+256(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+260(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+264(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+268(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+272(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+276(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+280(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+284(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+288(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+292(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+296(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+300(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+304(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+308(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+312(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+316(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+320(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+324(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+328(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+332(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+336(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+340(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+344(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+348(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+352(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+356(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+360(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+364(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+368(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+372(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+376(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+380(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+384(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+388(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+392(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+396(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+400(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+404(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+408(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+412(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+416(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+420(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+424(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+428(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+432(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+436(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+440(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+444(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+448(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+452(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+456(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+460(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+464(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+468(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+472(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+476(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+480(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+484(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+488(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+492(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+496(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+500(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+504(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+508(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+512(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+516(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+520(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+524(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+528(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+532(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+536(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+540(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+544(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+548(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+552(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+556(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+560(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+564(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+568(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+572(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+576(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+580(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+584(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+588(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+592(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+596(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+600(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+604(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+608(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+612(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+616(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+620(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+624(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+628(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+632(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+636(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+640(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+644(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+648(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+652(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+656(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+660(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+664(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+668(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+672(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+676(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+680(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+684(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+688(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+692(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+696(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+700(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+704(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+708(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+712(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+716(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+720(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+724(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+728(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+732(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+736(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+740(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+744(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+748(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+752(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+756(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+760(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+764(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+768(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+772(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+776(SB)/4, $0x192b0819
+DATA grid_iq2xsGrid<>+780(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+784(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+788(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+792(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+796(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+800(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+804(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+808(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+812(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+816(SB)/4, $0x082b192b
+DATA grid_iq2xsGrid<>+820(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+824(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+828(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+832(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+836(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+840(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+844(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+848(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+852(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+856(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+860(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+864(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+868(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+872(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+876(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+880(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+884(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+888(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+892(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+896(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+900(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+904(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+908(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+912(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+916(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+920(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+924(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+928(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+932(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+936(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+940(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+944(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+948(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+952(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+956(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+960(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+964(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+968(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+972(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+976(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+980(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+984(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+988(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+992(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+996(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1000(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1004(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1008(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+1012(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1016(SB)/4, $0x2b082b19
+DATA grid_iq2xsGrid<>+1020(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1024(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1028(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1032(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1036(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1040(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1044(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1048(SB)/4, $0x2b19192b
+DATA grid_iq2xsGrid<>+1052(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1056(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+1060(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1064(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1068(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1072(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1076(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1080(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+1084(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1088(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+1092(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1096(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1100(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1104(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1108(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1112(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1116(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1120(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1124(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1128(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1132(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1136(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1140(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1144(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1148(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1152(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+1156(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1160(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+1164(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1168(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+1172(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1176(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+1180(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1184(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+1188(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1192(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+1196(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1200(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+1204(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1208(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+1212(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1216(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+1220(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1224(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+1228(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1232(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1236(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1240(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+1244(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1248(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+1252(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1256(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1260(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1264(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1268(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1272(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1276(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1280(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1284(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1288(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+1292(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1296(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+1300(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1304(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+1308(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1312(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+1316(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1320(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+1324(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1328(SB)/4, $0x2b19192b
+DATA grid_iq2xsGrid<>+1332(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1336(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1340(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1344(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1348(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1352(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+1356(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1360(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1364(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1368(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1372(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1376(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+1380(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1384(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1388(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1392(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+1396(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1400(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+1404(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1408(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1412(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1416(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1420(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1424(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1428(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1432(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1436(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1440(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+1444(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1448(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+1452(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1456(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+1460(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1464(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+1468(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1472(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+1476(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1480(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+1484(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1488(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1492(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1496(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1500(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1504(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1508(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1512(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1516(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+1520(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1524(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+1528(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1532(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+1536(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+1540(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+1544(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1548(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1552(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1556(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1560(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1564(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1568(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+1572(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1576(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1580(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1584(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+1588(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1592(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+1596(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+1600(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1604(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+1608(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+1612(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+1616(SB)/4, $0x192b192b
+DATA grid_iq2xsGrid<>+1620(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+1624(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+1628(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+1632(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+1636(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+1640(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1644(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1648(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+1652(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1656(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+1660(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1664(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1668(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1672(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1676(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1680(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+1684(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1688(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+1692(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1696(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1700(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1704(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+1708(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1712(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+1716(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1720(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+1724(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1728(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+1732(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1736(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+1740(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1744(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1748(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1752(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1756(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1760(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1764(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1768(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1772(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1776(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+1780(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1784(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+1788(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+1792(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1796(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1800(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1804(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1808(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+1812(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1816(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+1820(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+1824(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1828(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1832(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+1836(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1840(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+1844(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1848(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+1852(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1856(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+1860(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+1864(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1868(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+1872(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+1876(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+1880(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+1884(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+1888(SB)/4, $0x2b192b19
+DATA grid_iq2xsGrid<>+1892(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+1896(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+1900(SB)/4, $0x082b192b
+DATA grid_iq2xsGrid<>+1904(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+1908(SB)/4, $0x082b192b
+DATA grid_iq2xsGrid<>+1912(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+1916(SB)/4, $0x082b192b
+DATA grid_iq2xsGrid<>+1920(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+1924(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1928(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1932(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1936(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+1940(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1944(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+1948(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1952(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+1956(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1960(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+1964(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1968(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+1972(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+1976(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+1980(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+1984(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+1988(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+1992(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+1996(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2000(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+2004(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2008(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+2012(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2016(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+2020(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2024(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+2028(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+2032(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2036(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2040(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2044(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2048(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+2052(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2056(SB)/4, $0x08082b19
+DATA grid_iq2xsGrid<>+2060(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2064(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2068(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2072(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+2076(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2080(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+2084(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2088(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+2092(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2096(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+2100(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2104(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+2108(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2112(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2116(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2120(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2124(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2128(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2132(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2136(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2140(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2144(SB)/4, $0x19082b2b
+DATA grid_iq2xsGrid<>+2148(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2152(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2156(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2160(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2164(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2168(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+2172(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2176(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+2180(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2184(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+2188(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2192(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+2196(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2200(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+2204(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2208(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2212(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2216(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+2220(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2224(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+2228(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2232(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+2236(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2240(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+2244(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2248(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+2252(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2256(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+2260(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2264(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2268(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2272(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2276(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2280(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2284(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2288(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+2292(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2296(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+2300(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2304(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+2308(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2312(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2316(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2320(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2324(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2328(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2332(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2336(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+2340(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2344(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+2348(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2352(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2356(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2360(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2364(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2368(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+2372(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2376(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+2380(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2384(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+2388(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2392(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+2396(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2400(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+2404(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2408(SB)/4, $0x08192b19
+DATA grid_iq2xsGrid<>+2412(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2416(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+2420(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2424(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2428(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2432(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2436(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2440(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2444(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2448(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+2452(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2456(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+2460(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2464(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2468(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2472(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2476(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2480(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2484(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2488(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+2492(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2496(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2500(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2504(SB)/4, $0x2b192b2b
+DATA grid_iq2xsGrid<>+2508(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2512(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2516(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+2520(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+2524(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+2528(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2532(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+2536(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2540(SB)/4, $0x1908192b
+DATA grid_iq2xsGrid<>+2544(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2548(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2552(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2556(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2560(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2564(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2568(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2572(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2576(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+2580(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2584(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2588(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2592(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+2596(SB)/4, $0x19082b08
+DATA grid_iq2xsGrid<>+2600(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2604(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2608(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+2612(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2616(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2620(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2624(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2628(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2632(SB)/4, $0x192b2b19
+DATA grid_iq2xsGrid<>+2636(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+2640(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2644(SB)/4, $0x19082b2b
+DATA grid_iq2xsGrid<>+2648(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2652(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2656(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+2660(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2664(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+2668(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2672(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+2676(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2680(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+2684(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2688(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+2692(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2696(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+2700(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2704(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+2708(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2712(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2716(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2720(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2724(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2728(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2732(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2736(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+2740(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2744(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2748(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2752(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2756(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2760(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2764(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2768(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+2772(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2776(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2780(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2784(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2788(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+2792(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2796(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+2800(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+2804(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+2808(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+2812(SB)/4, $0x1919082b
+DATA grid_iq2xsGrid<>+2816(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+2820(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2824(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+2828(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2832(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+2836(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2840(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+2844(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2848(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2852(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2856(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+2860(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2864(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+2868(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2872(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+2876(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+2880(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2884(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+2888(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+2892(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+2896(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+2900(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+2904(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+2908(SB)/4, $0x19191919
+DATA grid_iq2xsGrid<>+2912(SB)/4, $0x082b0819
+DATA grid_iq2xsGrid<>+2916(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+2920(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+2924(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+2928(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+2932(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+2936(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+2940(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2944(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+2948(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2952(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+2956(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2960(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+2964(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2968(SB)/4, $0x2b192b19
+DATA grid_iq2xsGrid<>+2972(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+2976(SB)/4, $0x08192b2b
+DATA grid_iq2xsGrid<>+2980(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+2984(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+2988(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+2992(SB)/4, $0x1908082b
+DATA grid_iq2xsGrid<>+2996(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+3000(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+3004(SB)/4, $0x19192b2b
+DATA grid_iq2xsGrid<>+3008(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3012(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3016(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+3020(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3024(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3028(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3032(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3036(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3040(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+3044(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3048(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3052(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3056(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+3060(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3064(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+3068(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3072(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3076(SB)/4, $0x192b0819
+DATA grid_iq2xsGrid<>+3080(SB)/4, $0x082b1908
+DATA grid_iq2xsGrid<>+3084(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3088(SB)/4, $0x19082b2b
+DATA grid_iq2xsGrid<>+3092(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3096(SB)/4, $0x2b19082b
+DATA grid_iq2xsGrid<>+3100(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3104(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3108(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+3112(SB)/4, $0x0819192b
+DATA grid_iq2xsGrid<>+3116(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+3120(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3124(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3128(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3132(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3136(SB)/4, $0x19081919
+DATA grid_iq2xsGrid<>+3140(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3144(SB)/4, $0x2b2b1908
+DATA grid_iq2xsGrid<>+3148(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3152(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3156(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+3160(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3164(SB)/4, $0x192b2b08
+DATA grid_iq2xsGrid<>+3168(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+3172(SB)/4, $0x192b2b19
+DATA grid_iq2xsGrid<>+3176(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+3180(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3184(SB)/4, $0x19191908
+DATA grid_iq2xsGrid<>+3188(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3192(SB)/4, $0x192b082b
+DATA grid_iq2xsGrid<>+3196(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3200(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3204(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3208(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+3212(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3216(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+3220(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3224(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+3228(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3232(SB)/4, $0x08190819
+DATA grid_iq2xsGrid<>+3236(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3240(SB)/4, $0x08191908
+DATA grid_iq2xsGrid<>+3244(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3248(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+3252(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3256(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+3260(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3264(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+3268(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3272(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+3276(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3280(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+3284(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3288(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3292(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3296(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3300(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3304(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+3308(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3312(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+3316(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3320(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3324(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3328(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+3332(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3336(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+3340(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3344(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3348(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3352(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3356(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3360(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+3364(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3368(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+3372(SB)/4, $0x2b080819
+DATA grid_iq2xsGrid<>+3376(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3380(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3384(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+3388(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3392(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3396(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3400(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3404(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3408(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3412(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3416(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+3420(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3424(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3428(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3432(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+3436(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3440(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3444(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3448(SB)/4, $0x0819082b
+DATA grid_iq2xsGrid<>+3452(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3456(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+3460(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3464(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3468(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3472(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3476(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3480(SB)/4, $0x2b082b19
+DATA grid_iq2xsGrid<>+3484(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3488(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3492(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+3496(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+3500(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+3504(SB)/4, $0x2b2b1919
+DATA grid_iq2xsGrid<>+3508(SB)/4, $0x2b081919
+DATA grid_iq2xsGrid<>+3512(SB)/4, $0x08192b08
+DATA grid_iq2xsGrid<>+3516(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+3520(SB)/4, $0x192b2b2b
+DATA grid_iq2xsGrid<>+3524(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+3528(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3532(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3536(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+3540(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3544(SB)/4, $0x082b1919
+DATA grid_iq2xsGrid<>+3548(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3552(SB)/4, $0x19192b2b
+DATA grid_iq2xsGrid<>+3556(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3560(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3564(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3568(SB)/4, $0x2b08082b
+DATA grid_iq2xsGrid<>+3572(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3576(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+3580(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3584(SB)/4, $0x0808192b
+DATA grid_iq2xsGrid<>+3588(SB)/4, $0x2b082b19
+DATA grid_iq2xsGrid<>+3592(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+3596(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3600(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3604(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3608(SB)/4, $0x2b082b08
+DATA grid_iq2xsGrid<>+3612(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3616(SB)/4, $0x2b19192b
+DATA grid_iq2xsGrid<>+3620(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3624(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+3628(SB)/4, $0x2b082b2b
+DATA grid_iq2xsGrid<>+3632(SB)/4, $0x08080819
+DATA grid_iq2xsGrid<>+3636(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3640(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+3644(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3648(SB)/4, $0x08190808
+DATA grid_iq2xsGrid<>+3652(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3656(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3660(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3664(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+3668(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3672(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+3676(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3680(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3684(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+3688(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+3692(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+3696(SB)/4, $0x192b1908
+DATA grid_iq2xsGrid<>+3700(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+3704(SB)/4, $0x1919192b
+DATA grid_iq2xsGrid<>+3708(SB)/4, $0x2b19082b
+DATA grid_iq2xsGrid<>+3712(SB)/4, $0x2b082b19
+DATA grid_iq2xsGrid<>+3716(SB)/4, $0x2b19082b
+DATA grid_iq2xsGrid<>+3720(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3724(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3728(SB)/4, $0x08081919
+DATA grid_iq2xsGrid<>+3732(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3736(SB)/4, $0x19081908
+DATA grid_iq2xsGrid<>+3740(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3744(SB)/4, $0x19190808
+DATA grid_iq2xsGrid<>+3748(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3752(SB)/4, $0x19192b08
+DATA grid_iq2xsGrid<>+3756(SB)/4, $0x2b191908
+DATA grid_iq2xsGrid<>+3760(SB)/4, $0x082b2b19
+DATA grid_iq2xsGrid<>+3764(SB)/4, $0x2b191919
+DATA grid_iq2xsGrid<>+3768(SB)/4, $0x2b190808
+DATA grid_iq2xsGrid<>+3772(SB)/4, $0x2b191919
+DATA grid_iq2xsGrid<>+3776(SB)/4, $0x2b19082b
+DATA grid_iq2xsGrid<>+3780(SB)/4, $0x2b191919
+DATA grid_iq2xsGrid<>+3784(SB)/4, $0x19080819
+DATA grid_iq2xsGrid<>+3788(SB)/4, $0x2b19192b
+DATA grid_iq2xsGrid<>+3792(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+3796(SB)/4, $0x2b192b08
+DATA grid_iq2xsGrid<>+3800(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+3804(SB)/4, $0x2b192b08
+DATA grid_iq2xsGrid<>+3808(SB)/4, $0x19082b19
+DATA grid_iq2xsGrid<>+3812(SB)/4, $0x2b192b19
+DATA grid_iq2xsGrid<>+3816(SB)/4, $0x08191919
+DATA grid_iq2xsGrid<>+3820(SB)/4, $0x2b192b2b
+DATA grid_iq2xsGrid<>+3824(SB)/4, $0x192b0808
+DATA grid_iq2xsGrid<>+3828(SB)/4, $0x2b192b2b
+DATA grid_iq2xsGrid<>+3832(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3836(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3840(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+3844(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3848(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+3852(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3856(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+3860(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3864(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+3868(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3872(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+3876(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3880(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3884(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3888(SB)/4, $0x19190819
+DATA grid_iq2xsGrid<>+3892(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+3896(SB)/4, $0x19192b19
+DATA grid_iq2xsGrid<>+3900(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+3904(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+3908(SB)/4, $0x2b2b0819
+DATA grid_iq2xsGrid<>+3912(SB)/4, $0x08080808
+DATA grid_iq2xsGrid<>+3916(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3920(SB)/4, $0x0808082b
+DATA grid_iq2xsGrid<>+3924(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3928(SB)/4, $0x08082b08
+DATA grid_iq2xsGrid<>+3932(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3936(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+3940(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3944(SB)/4, $0x2b080808
+DATA grid_iq2xsGrid<>+3948(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3952(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+3956(SB)/4, $0x2b2b082b
+DATA grid_iq2xsGrid<>+3960(SB)/4, $0x19080808
+DATA grid_iq2xsGrid<>+3964(SB)/4, $0x2b2b1908
+DATA grid_iq2xsGrid<>+3968(SB)/4, $0x2b191919
+DATA grid_iq2xsGrid<>+3972(SB)/4, $0x2b2b1908
+DATA grid_iq2xsGrid<>+3976(SB)/4, $0x192b1919
+DATA grid_iq2xsGrid<>+3980(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+3984(SB)/4, $0x2b192b08
+DATA grid_iq2xsGrid<>+3988(SB)/4, $0x2b2b192b
+DATA grid_iq2xsGrid<>+3992(SB)/4, $0x08082b2b
+DATA grid_iq2xsGrid<>+3996(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4000(SB)/4, $0x082b0808
+DATA grid_iq2xsGrid<>+4004(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4008(SB)/4, $0x082b082b
+DATA grid_iq2xsGrid<>+4012(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4016(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+4020(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4024(SB)/4, $0x2b2b0808
+DATA grid_iq2xsGrid<>+4028(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4032(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4036(SB)/4, $0x2b2b2b08
+DATA grid_iq2xsGrid<>+4040(SB)/4, $0x08081908
+DATA grid_iq2xsGrid<>+4044(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+4048(SB)/4, $0x2b081908
+DATA grid_iq2xsGrid<>+4052(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+4056(SB)/4, $0x2b08192b
+DATA grid_iq2xsGrid<>+4060(SB)/4, $0x2b2b2b19
+DATA grid_iq2xsGrid<>+4064(SB)/4, $0x082b2b08
+DATA grid_iq2xsGrid<>+4068(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+4072(SB)/4, $0x082b2b2b
+DATA grid_iq2xsGrid<>+4076(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+4080(SB)/4, $0x2b190819
+DATA grid_iq2xsGrid<>+4084(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+4088(SB)/4, $0x2b2b2b2b
+DATA grid_iq2xsGrid<>+4092(SB)/4, $0x2b2b2b2b
+GLOBL grid_iq2xsGrid<>(SB), RODATA|NOPTR, $4096
 
-loopdotIQ2_XXSx4AVX2:
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      34(AX), Y4
-	VSHUFPS      $0xdd, Y4, Y3, Y3
-	VPSRLD       $0x1c, Y3, Y4
-	VPADDD       Y4, Y4, Y4
-	VPOR         v32_00000001<>+0(SB), Y4, Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPOR         Y5, Y4, Y4
-	VPAND        v32_00003fff<>+0(SB), Y3, Y5
-	VPAND        v32_0fffc000<>+0(SB), Y3, Y3
-	VPSLLD       $0x02, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPAND        v32_3f803f80<>+0(SB), Y5, Y3
-	VPAND        v32_007f007f<>+0(SB), Y5, Y5
-	VPSLLD       $0x01, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPAND        v32_0f0f0f0f<>+0(SB), Y5, Y3
-	VPSRLW       $0x04, Y5, Y6
-	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y6
-	VMOVDQU      iq2par<>+0(SB), Y7
-	VPSHUFB      Y3, Y7, Y3
-	VPSHUFB      Y6, Y7, Y6
-	VPXOR        Y6, Y3, Y3
-	VPOR         Y3, Y5, Y5
-	VPXOR        Y3, Y3, Y3
-	VPXOR        Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPERMQ       $0x44, Y4, Y9
-	VPERMQ       $0x44, Y5, Y10
-	MOVBQZX      2(AX), R8
-	MOVBQZX      3(AX), R9
-	MOVBQZX      4(AX), R10
-	MOVBQZX      5(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0x00, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0x00, Y9, Y13
-	VPMADDUBSW   4(CX), Y11, Y14
-	VPMADDUBSW   4(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y3, Y3
-	VPMADDUBSW   4(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   4(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   4(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   4(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   4(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   4(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y8, Y8
-	MOVBQZX      10(AX), R8
-	MOVBQZX      11(AX), R9
-	MOVBQZX      12(AX), R10
-	MOVBQZX      13(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0x55, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0x55, Y9, Y13
-	VPMADDUBSW   36(CX), Y11, Y14
-	VPMADDUBSW   36(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y3, Y3
-	VPMADDUBSW   36(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   36(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   36(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   36(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   36(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   36(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y8, Y8
-	MOVBQZX      34(AX), R8
-	MOVBQZX      35(AX), R9
-	MOVBQZX      36(AX), R10
-	MOVBQZX      37(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0xaa, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0xaa, Y9, Y13
-	VPMADDUBSW   132(CX), Y11, Y14
-	VPMADDUBSW   132(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y3, Y3
-	VPMADDUBSW   132(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   132(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   132(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   132(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   132(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   132(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y8, Y8
-	MOVBQZX      42(AX), R8
-	MOVBQZX      43(AX), R9
-	MOVBQZX      44(AX), R10
-	MOVBQZX      45(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0xff, Y10, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y11, Y10, Y10
-	VPSHUFD      $0xff, Y9, Y9
-	VPMADDUBSW   164(CX), Y11, Y12
-	VPMADDUBSW   164(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y3, Y3
-	VPMADDUBSW   164(CX)(SI*1), Y11, Y12
-	VPMADDUBSW   164(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   164(CX)(SI*2), Y11, Y12
-	VPMADDUBSW   164(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y9, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   164(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   164(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y11, Y11
-	VPSUBW       Y10, Y11, Y11
-	VPMADDWD     Y9, Y11, Y11
-	VPADDD       Y11, Y8, Y8
-	VPERMQ       $0xee, Y4, Y4
-	VPERMQ       $0xee, Y5, Y5
-	MOVBQZX      18(AX), R8
-	MOVBQZX      19(AX), R9
-	MOVBQZX      20(AX), R10
-	MOVBQZX      21(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x00, Y5, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x00, Y4, Y11
-	VPMADDUBSW   68(CX), Y9, Y12
-	VPMADDUBSW   68(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y3, Y3
-	VPMADDUBSW   68(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   68(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   68(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   68(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   68(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   68(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      26(AX), R8
-	MOVBQZX      27(AX), R9
-	MOVBQZX      28(AX), R10
-	MOVBQZX      29(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x55, Y5, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x55, Y4, Y11
-	VPMADDUBSW   100(CX), Y9, Y12
-	VPMADDUBSW   100(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y3, Y3
-	VPMADDUBSW   100(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   100(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   100(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   100(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   100(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   100(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      50(AX), R8
-	MOVBQZX      51(AX), R9
-	MOVBQZX      52(AX), R10
-	MOVBQZX      53(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xaa, Y5, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xaa, Y4, Y11
-	VPMADDUBSW   196(CX), Y9, Y12
-	VPMADDUBSW   196(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y3, Y3
-	VPMADDUBSW   196(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   196(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   196(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   196(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   196(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   196(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      58(AX), R8
-	MOVBQZX      59(AX), R9
-	MOVBQZX      60(AX), R10
-	MOVBQZX      61(AX), R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xff, Y5, Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VPCMPEQB     Y0, Y5, Y5
-	VPAND        Y9, Y5, Y5
-	VPSHUFD      $0xff, Y4, Y4
-	VPMADDUBSW   228(CX), Y9, Y10
-	VPMADDUBSW   228(CX), Y5, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPMADDUBSW   228(CX)(SI*1), Y9, Y10
-	VPMADDUBSW   228(CX)(SI*1), Y5, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   228(CX)(SI*2), Y9, Y10
-	VPMADDUBSW   228(CX)(SI*2), Y5, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y7, Y7
-	VPMADDUBSW   228(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   228(CX)(DI*1), Y5, Y5
-	VPSUBW       Y5, Y9, Y9
-	VPSUBW       Y5, Y9, Y9
-	VPMADDWD     Y4, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	VPBROADCASTW (AX), X4
-	VCVTPH2PS    X4, X4
-	VPUNPCKLDQ   Y6, Y3, Y5
-	VPUNPCKHDQ   Y6, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VPUNPCKLDQ   Y8, Y7, Y3
-	VPUNPCKHDQ   Y8, Y7, Y6
-	VPADDD       Y6, Y3, Y3
-	VPUNPCKLQDQ  Y3, Y5, Y6
-	VPUNPCKHQDQ  Y3, Y5, Y3
-	VPADDD       Y3, Y6, Y6
-	VEXTRACTI128 $0x01, Y6, X3
-	VPADDD       X3, X6, X3
-	VCVTDQ2PS    X3, X3
-	VMOVSS       (CX), X5
-	VINSERTPS    $0x10, (CX)(SI*1), X5, X5
-	VINSERTPS    $0x20, (CX)(SI*2), X5, X5
-	VINSERTPS    $0x30, (CX)(DI*1), X5, X5
-	VMULPS       X5, X4, X4
-	VMULPS       X3, X4, X4
-	VADDPS       X4, X2, X2
-	ADDQ         $0x00000042, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopdotIQ2_XXSx4AVX2
-
-donedotIQ2_XXSx4AVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULPS       X0, X2, X2
-	MOVQ         out+40(FP), AX
-	VMOVUPS      X2, (AX)
-	VZEROUPPER
-	RET
-
-// func dotIQ2_XSAVX2(w *byte, a *byte, nb int, grid *uint64) float32
+// func dotIQ2_XSAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ2_XSAVX2(SB), NOSPLIT, $0-36
+TEXT ·dotIQ2_XSAVX2(SB), NOSPLIT, $32-28
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
+	LEAQ    grid_iq2xsGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
 	TESTQ   DX, DX
 	JZ      donedotIQ2_XSAVX2
 
 loopdotIQ2_XSAVX2:
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      34(AX), Y4
-	VPSRLW       $0x09, Y3, Y3
-	VPSRLW       $0x09, Y4, Y4
-	VPACKUSWB    Y4, Y3, Y3
-	VPAND        v32_0f0f0f0f<>+0(SB), Y3, Y4
-	VPSRLW       $0x04, Y3, Y5
-	VPAND        v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VMOVDQU      iq2par<>+0(SB), Y6
-	VPSHUFB      Y4, Y6, Y4
-	VPSHUFB      Y5, Y6, Y5
-	VPXOR        Y5, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTQ 66(AX), Y4
-	VPMOVZXBW    X4, Y4
-	VPSRLW       $0x04, Y4, Y5
-	VPAND        v32_000f000f<>+0(SB), Y4, Y4
-	VPADDW       Y4, Y4, Y4
-	VPADDW       Y5, Y5, Y5
-	VPOR         v32_00010001<>+0(SB), Y4, Y4
-	VPOR         v32_00010001<>+0(SB), Y5, Y5
-	VPUNPCKLWD   Y5, Y4, Y6
-	VPUNPCKHWD   Y5, Y4, Y4
-	VPUNPCKLQDQ  Y4, Y6, Y5
-	VPUNPCKHQDQ  Y4, Y6, Y4
-	VPXOR        Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPERMQ       $0x44, Y3, Y8
-	MOVWQZX      2(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      4(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      6(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      8(AX), R9
-	ANDQ         $0x000001ff, R9
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      2(AX), Y6
+	VMOVDQU      34(AX), Y7
+	VPSRLW       $0x09, Y6, Y6
+	VPSRLW       $0x09, Y7, Y7
+	VPACKUSWB    Y7, Y6, Y6
+	VPERMQ       $0xd8, Y6, Y6
+	VMOVDQU      iq2par<>+0(SB), Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y6, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y7, Y9, Y7
+	VPSHUFB      Y8, Y9, Y8
+	VPXOR        Y8, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      Y6, (SP)
+	VPBROADCASTQ 66(AX), Y6
+	VPSHUFB      iq2sc0<>+0(SB), Y6, Y7
+	VPSRLVD      iq2scshift<>+0(SB), Y7, Y7
+	VPAND        v32_0000000f<>+0(SB), Y7, Y7
+	VPADDD       Y7, Y7, Y7
+	VPOR         v32_00000001<>+0(SB), Y7, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y7, Y8, Y8
+	VPSHUFB      iq2sc1<>+0(SB), Y6, Y6
+	VPSRLVD      iq2scshift<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y6, Y7, Y7
+	MOVWLZX      2(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      4(AX), SI
+	ANDL         $0x000001ff, SI
 	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x00, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x00, Y5, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VMOVDQU      4(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVWQZX      10(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      12(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      14(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      16(AX), R9
-	ANDQ         $0x000001ff, R9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	MOVWLZX      6(AX), SI
+	ANDL         $0x000001ff, SI
 	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0x55, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x55, Y5, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VMOVDQU      36(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y7, Y7
-	MOVWQZX      34(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      36(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      38(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      40(AX), R9
-	ANDQ         $0x000001ff, R9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	MOVWLZX      8(AX), SI
+	ANDL         $0x000001ff, SI
 	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xaa, Y8, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xaa, Y5, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VMOVDQU      132(CX), Y12
-	VPMADDUBSW   Y12, Y9, Y9
-	VPMADDUBSW   Y12, Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVWQZX      42(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      44(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      46(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      48(AX), R9
-	ANDQ         $0x000001ff, R9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0x00, Y8, Y9
+	VPBROADCASTD (SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      10(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      12(AX), SI
+	ANDL         $0x000001ff, SI
 	VPBROADCASTQ (BX)(SI*8), Y9
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VPBROADCASTQ (BX)(R8*8), X10
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPSHUFD      $0xff, Y8, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y9, Y8, Y8
-	VPSHUFD      $0xff, Y5, Y5
-	VPSHUFB      iq2lanesc<>+0(SB), Y5, Y5
-	VMOVDQU      164(CX), Y10
-	VPMADDUBSW   Y10, Y9, Y9
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y9, Y9
-	VPSUBW       Y8, Y9, Y9
-	VPMADDWD     Y5, Y9, Y9
-	VPADDD       Y9, Y7, Y7
-	VPERMQ       $0xee, Y3, Y3
-	MOVWQZX      18(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      20(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      22(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      24(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y5
-	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y5, Y5
-	VPSHUFD      $0x00, Y3, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y5, Y8, Y8
-	VPSHUFD      $0x00, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	MOVWLZX      14(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	MOVWLZX      16(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0x55, Y8, Y9
+	VPBROADCASTD 4(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVWLZX      18(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      20(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	MOVWLZX      22(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	MOVWLZX      24(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0xaa, Y8, Y9
+	VPBROADCASTD 8(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
 	VMOVDQU      68(CX), Y10
-	VPMADDUBSW   Y10, Y5, Y5
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y5, Y5
-	VPSUBW       Y8, Y5, Y5
-	VPMADDWD     Y9, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	MOVWQZX      26(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      28(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      30(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      32(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y5
-	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y5, Y5
-	VPSHUFD      $0x55, Y3, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y5, Y8, Y8
-	VPSHUFD      $0x55, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
-	VMOVDQU      100(CX), Y10
-	VPMADDUBSW   Y10, Y5, Y5
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y5, Y5
-	VPSUBW       Y8, Y5, Y5
-	VPMADDWD     Y9, Y5, Y5
-	VPADDD       Y5, Y7, Y7
-	MOVWQZX      50(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      52(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      54(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      56(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y5
-	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y5, Y5
-	VPSHUFD      $0xaa, Y3, Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y5, Y8, Y8
-	VPSHUFD      $0xaa, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
-	VMOVDQU      196(CX), Y10
-	VPMADDUBSW   Y10, Y5, Y5
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y5, Y5
-	VPSUBW       Y8, Y5, Y5
-	VPMADDWD     Y9, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	MOVWQZX      58(AX), SI
-	ANDQ         $0x000001ff, SI
-	MOVWQZX      60(AX), DI
-	ANDQ         $0x000001ff, DI
-	MOVWQZX      62(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      64(AX), R9
-	ANDQ         $0x000001ff, R9
-	VPBROADCASTQ (BX)(SI*8), Y5
-	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y5, Y5
-	VPSHUFD      $0xff, Y3, Y3
-	VPSHUFB      Y1, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPCMPEQB     Y0, Y3, Y3
-	VPAND        Y5, Y3, Y3
-	VPSHUFD      $0xff, Y4, Y4
-	VPSHUFB      iq2lanesc<>+0(SB), Y4, Y4
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      26(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      28(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	MOVWLZX      30(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	MOVWLZX      32(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 12(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      34(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      36(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	MOVWLZX      38(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	MOVWLZX      40(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0x00, Y7, Y8
+	VPBROADCASTD 16(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      42(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      44(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	MOVWLZX      46(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	MOVWLZX      48(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0x55, Y7, Y8
+	VPBROADCASTD 20(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      50(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      52(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	MOVWLZX      54(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	MOVWLZX      56(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0xaa, Y7, Y8
+	VPBROADCASTD 24(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      58(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y6
+	MOVWLZX      60(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	MOVWLZX      62(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	MOVWLZX      64(AX), SI
+	ANDL         $0x000001ff, SI
+	VPBROADCASTQ (BX)(SI*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 28(SP), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y6, Y6
 	VMOVDQU      228(CX), Y8
-	VPMADDUBSW   Y8, Y5, Y5
-	VPMADDUBSW   Y8, Y3, Y3
-	VPSUBW       Y3, Y5, Y5
-	VPSUBW       Y3, Y5, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	VPBROADCASTW (AX), X3
-	VCVTPH2PS    X3, X3
-	VEXTRACTI128 $0x01, Y6, X4
-	VPADDD       X4, X6, X4
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
 	VPSHUFD      $0x4e, X4, X5
 	VPADDD       X5, X4, X4
 	VPSHUFD      $0xb1, X4, X5
 	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULSS       (CX), X3, X3
-	VMULSS       X4, X3, X3
-	VADDSS       X3, X2, X2
+	VMULSS       (CX), X6, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x0000004a, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ2_XSAVX2
 
 donedotIQ2_XSAVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULSS       X0, X2, X2
-	MOVSS        X2, ret+32(FP)
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
 
-DATA v32_000f000f<>+0(SB)/4, $0x000f000f
-DATA v32_000f000f<>+4(SB)/4, $0x000f000f
-DATA v32_000f000f<>+8(SB)/4, $0x000f000f
-DATA v32_000f000f<>+12(SB)/4, $0x000f000f
-DATA v32_000f000f<>+16(SB)/4, $0x000f000f
-DATA v32_000f000f<>+20(SB)/4, $0x000f000f
-DATA v32_000f000f<>+24(SB)/4, $0x000f000f
-DATA v32_000f000f<>+28(SB)/4, $0x000f000f
-GLOBL v32_000f000f<>(SB), RODATA|NOPTR, $32
+DATA iq2sc0<>+0(SB)/4, $0x80808000
+DATA iq2sc0<>+4(SB)/4, $0x80808001
+DATA iq2sc0<>+8(SB)/4, $0x80808002
+DATA iq2sc0<>+12(SB)/4, $0x80808003
+DATA iq2sc0<>+16(SB)/4, $0x80808000
+DATA iq2sc0<>+20(SB)/4, $0x80808001
+DATA iq2sc0<>+24(SB)/4, $0x80808002
+DATA iq2sc0<>+28(SB)/4, $0x80808003
+GLOBL iq2sc0<>(SB), RODATA|NOPTR, $32
 
-DATA v32_00010001<>+0(SB)/4, $0x00010001
-DATA v32_00010001<>+4(SB)/4, $0x00010001
-DATA v32_00010001<>+8(SB)/4, $0x00010001
-DATA v32_00010001<>+12(SB)/4, $0x00010001
-DATA v32_00010001<>+16(SB)/4, $0x00010001
-DATA v32_00010001<>+20(SB)/4, $0x00010001
-DATA v32_00010001<>+24(SB)/4, $0x00010001
-DATA v32_00010001<>+28(SB)/4, $0x00010001
-GLOBL v32_00010001<>(SB), RODATA|NOPTR, $32
+DATA iq2scshift<>+0(SB)/4, $0x00000000
+DATA iq2scshift<>+4(SB)/4, $0x00000000
+DATA iq2scshift<>+8(SB)/4, $0x00000000
+DATA iq2scshift<>+12(SB)/4, $0x00000000
+DATA iq2scshift<>+16(SB)/4, $0x00000004
+DATA iq2scshift<>+20(SB)/4, $0x00000004
+DATA iq2scshift<>+24(SB)/4, $0x00000004
+DATA iq2scshift<>+28(SB)/4, $0x00000004
+GLOBL iq2scshift<>(SB), RODATA|NOPTR, $32
 
-DATA iq2lanesc<>+0(SB)/4, $0x01000100
-DATA iq2lanesc<>+4(SB)/4, $0x01000100
-DATA iq2lanesc<>+8(SB)/4, $0x01000100
-DATA iq2lanesc<>+12(SB)/4, $0x01000100
-DATA iq2lanesc<>+16(SB)/4, $0x03020302
-DATA iq2lanesc<>+20(SB)/4, $0x03020302
-DATA iq2lanesc<>+24(SB)/4, $0x03020302
-DATA iq2lanesc<>+28(SB)/4, $0x03020302
-GLOBL iq2lanesc<>(SB), RODATA|NOPTR, $32
+DATA iq2sc1<>+0(SB)/4, $0x80808004
+DATA iq2sc1<>+4(SB)/4, $0x80808005
+DATA iq2sc1<>+8(SB)/4, $0x80808006
+DATA iq2sc1<>+12(SB)/4, $0x80808007
+DATA iq2sc1<>+16(SB)/4, $0x80808004
+DATA iq2sc1<>+20(SB)/4, $0x80808005
+DATA iq2sc1<>+24(SB)/4, $0x80808006
+DATA iq2sc1<>+28(SB)/4, $0x80808007
+GLOBL iq2sc1<>(SB), RODATA|NOPTR, $32
 
-// func dotIQ2_XSx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
-// Requires: AVX, AVX2, F16C
-TEXT ·dotIQ2_XSx4AVX2(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), AX
-	MOVQ    a+8(FP), CX
-	MOVQ    nb+16(FP), DX
-	MOVQ    grid+32(FP), BX
-	MOVQ    astride+24(FP), SI
-	LEAQ    (SI)(SI*2), DI
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
-	TESTQ   DX, DX
-	JZ      donedotIQ2_XSx4AVX2
+DATA grid_iq2sGrid<>+0(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+4(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+8(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+12(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+16(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+20(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+24(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+28(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+32(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+36(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+40(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+44(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+48(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+52(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+56(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+60(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+64(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+68(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+72(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+76(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+80(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+84(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+88(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+92(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+96(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+100(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+104(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+108(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+112(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+116(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+120(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+124(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+128(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+132(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+136(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+140(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+144(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+148(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+152(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+156(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+160(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+164(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+168(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+172(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+176(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+180(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+184(SB)/4, $0x192b192b
+DATA grid_iq2sGrid<>+188(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+192(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+196(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+200(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+204(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+208(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+212(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+216(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+220(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+224(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+228(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+232(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+236(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+240(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+244(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+248(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+252(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+256(SB)/4, $0x2b2b1919
+DATA grid_iq2sGrid<>+260(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+264(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+268(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+272(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+276(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+280(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+284(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+288(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+292(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+296(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+300(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+304(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+308(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+312(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+316(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+320(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+324(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+328(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+332(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+336(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+340(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+344(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+348(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+352(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+356(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+360(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+364(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+368(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+372(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+376(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+380(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+384(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+388(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+392(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+396(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+400(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+404(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+408(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+412(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+416(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+420(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+424(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+428(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+432(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+436(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+440(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+444(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+448(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+452(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+456(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+460(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+464(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+468(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+472(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+476(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+480(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+484(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+488(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+492(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+496(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+500(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+504(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+508(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+512(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+516(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+520(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+524(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+528(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+532(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+536(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+540(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+544(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+548(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+552(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+556(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+560(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+564(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+568(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+572(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+576(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+580(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+584(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+588(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+592(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+596(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+600(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+604(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+608(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+612(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+616(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+620(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+624(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+628(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+632(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+636(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+640(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+644(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+648(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+652(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+656(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+660(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+664(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+668(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+672(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+676(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+680(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+684(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+688(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+692(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+696(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+700(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+704(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+708(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+712(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+716(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+720(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+724(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+728(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+732(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+736(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+740(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+744(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+748(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+752(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+756(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+760(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+764(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+768(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+772(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+776(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+780(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+784(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+788(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+792(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+796(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+800(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+804(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+808(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+812(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+816(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+820(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+824(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+828(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+832(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+836(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+840(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+844(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+848(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+852(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+856(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+860(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+864(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+868(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+872(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+876(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+880(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+884(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+888(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+892(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+896(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+900(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+904(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+908(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+912(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+916(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+920(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+924(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+928(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+932(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+936(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+940(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+944(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+948(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+952(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+956(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+960(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+964(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+968(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+972(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+976(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+980(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+984(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+988(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+992(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+996(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1000(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+1004(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1008(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+1012(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1016(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+1020(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1024(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+1028(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1032(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+1036(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1040(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+1044(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1048(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+1052(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1056(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+1060(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1064(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+1068(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1072(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+1076(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1080(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+1084(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1088(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+1092(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1096(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+1100(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1104(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+1108(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1112(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+1116(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1120(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+1124(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1128(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+1132(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1136(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+1140(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1144(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+1148(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1152(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+1156(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1160(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1164(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1168(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1172(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1176(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1180(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1184(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+1188(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1192(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+1196(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1200(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+1204(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1208(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+1212(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1216(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+1220(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1224(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+1228(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1232(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+1236(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1240(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+1244(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1248(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+1252(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1256(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+1260(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1264(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+1268(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1272(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+1276(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1280(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1284(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1288(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1292(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1296(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1300(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1304(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+1308(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1312(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+1316(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1320(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+1324(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1328(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+1332(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1336(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+1340(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1344(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+1348(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1352(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+1356(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1360(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+1364(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1368(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+1372(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1376(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+1380(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1384(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+1388(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1392(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+1396(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1400(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+1404(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1408(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+1412(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1416(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+1420(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1424(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+1428(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1432(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+1436(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1440(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+1444(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1448(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+1452(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1456(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+1460(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1464(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+1468(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1472(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+1476(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1480(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1484(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1488(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+1492(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1496(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+1500(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1504(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+1508(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1512(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+1516(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1520(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+1524(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1528(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+1532(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1536(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+1540(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1544(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+1548(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1552(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+1556(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1560(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+1564(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1568(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+1572(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1576(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+1580(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1584(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+1588(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1592(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1596(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1600(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+1604(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1608(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+1612(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1616(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+1620(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1624(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+1628(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1632(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+1636(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1640(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+1644(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1648(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+1652(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1656(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+1660(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1664(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+1668(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1672(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+1676(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1680(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1684(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1688(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+1692(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1696(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+1700(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1704(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+1708(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1712(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+1716(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1720(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+1724(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1728(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+1732(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1736(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+1740(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1744(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+1748(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1752(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+1756(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1760(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+1764(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1768(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+1772(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1776(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+1780(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1784(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+1788(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1792(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+1796(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1800(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+1804(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1808(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+1812(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1816(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+1820(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1824(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+1828(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1832(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+1836(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1840(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+1844(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1848(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+1852(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1856(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+1860(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1864(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+1868(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1872(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+1876(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1880(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+1884(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1888(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+1892(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+1896(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+1900(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1904(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+1908(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1912(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+1916(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1920(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+1924(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1928(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+1932(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1936(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1940(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1944(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+1948(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1952(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+1956(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1960(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+1964(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1968(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+1972(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1976(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+1980(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1984(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+1988(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+1992(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+1996(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2000(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+2004(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2008(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+2012(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2016(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+2020(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2024(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+2028(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2032(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+2036(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2040(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+2044(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2048(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+2052(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2056(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+2060(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2064(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+2068(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2072(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+2076(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2080(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+2084(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2088(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+2092(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2096(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+2100(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2104(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+2108(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2112(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+2116(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2120(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+2124(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2128(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+2132(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2136(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+2140(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2144(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+2148(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2152(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+2156(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2160(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2164(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2168(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+2172(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2176(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+2180(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2184(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+2188(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2192(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+2196(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2200(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+2204(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2208(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+2212(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2216(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+2220(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2224(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+2228(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2232(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+2236(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2240(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+2244(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2248(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+2252(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2256(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+2260(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2264(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+2268(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2272(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2276(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2280(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2284(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2288(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2292(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2296(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2300(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2304(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2308(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2312(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+2316(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2320(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+2324(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2328(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+2332(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2336(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+2340(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2344(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+2348(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2352(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+2356(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2360(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+2364(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2368(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+2372(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2376(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+2380(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2384(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+2388(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2392(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+2396(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2400(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+2404(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2408(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+2412(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2416(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+2420(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2424(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+2428(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2432(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+2436(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2440(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+2444(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2448(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+2452(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2456(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+2460(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2464(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+2468(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2472(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+2476(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2480(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+2484(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2488(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+2492(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2496(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+2500(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2504(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+2508(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2512(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2516(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2520(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2524(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2528(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+2532(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2536(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+2540(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2544(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+2548(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2552(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+2556(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2560(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+2564(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2568(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+2572(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2576(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+2580(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2584(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+2588(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2592(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+2596(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2600(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+2604(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2608(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+2612(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2616(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+2620(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2624(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+2628(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2632(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+2636(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2640(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+2644(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2648(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2652(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2656(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2660(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2664(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2668(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2672(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+2676(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2680(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+2684(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2688(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+2692(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2696(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+2700(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2704(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+2708(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+2712(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+2716(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2720(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+2724(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2728(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+2732(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2736(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+2740(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2744(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+2748(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2752(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+2756(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2760(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2764(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2768(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+2772(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2776(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+2780(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2784(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+2788(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2792(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+2796(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2800(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+2804(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2808(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+2812(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2816(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+2820(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2824(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+2828(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2832(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+2836(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2840(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+2844(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+2848(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+2852(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2856(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+2860(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2864(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+2868(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2872(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+2876(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2880(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+2884(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2888(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+2892(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2896(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2900(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2904(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+2908(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2912(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+2916(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2920(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+2924(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2928(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+2932(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2936(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+2940(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+2944(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+2948(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+2952(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+2956(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+2960(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+2964(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+2968(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+2972(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+2976(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+2980(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2984(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+2988(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+2992(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+2996(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3000(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+3004(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3008(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+3012(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3016(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+3020(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3024(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+3028(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3032(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+3036(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3040(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3044(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3048(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3052(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3056(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3060(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3064(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+3068(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3072(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+3076(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3080(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+3084(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3088(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+3092(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3096(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+3100(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3104(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+3108(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3112(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+3116(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3120(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+3124(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3128(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+3132(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3136(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+3140(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3144(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3148(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3152(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3156(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3160(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3164(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3168(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+3172(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3176(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+3180(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3184(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3188(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3192(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3196(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3200(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+3204(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3208(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+3212(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3216(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+3220(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3224(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+3228(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3232(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+3236(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3240(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+3244(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3248(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+3252(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3256(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+3260(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3264(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+3268(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3272(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+3276(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3280(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3284(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3288(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3292(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3296(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3300(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3304(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+3308(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3312(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+3316(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3320(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+3324(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3328(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+3332(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3336(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+3340(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3344(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3348(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3352(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3356(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3360(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+3364(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3368(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+3372(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3376(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3380(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3384(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+3388(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3392(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+3396(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3400(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3404(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3408(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3412(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3416(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3420(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3424(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+3428(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3432(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+3436(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3440(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+3444(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3448(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+3452(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3456(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+3460(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3464(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+3468(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3472(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+3476(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3480(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+3484(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3488(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+3492(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3496(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+3500(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3504(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+3508(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3512(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+3516(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3520(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+3524(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3528(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+3532(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3536(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+3540(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3544(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+3548(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3552(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+3556(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3560(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+3564(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3568(SB)/4, $0x192b192b
+DATA grid_iq2sGrid<>+3572(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3576(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+3580(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+3584(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3588(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3592(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3596(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3600(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3604(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3608(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3612(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3616(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+3620(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3624(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+3628(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3632(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+3636(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3640(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+3644(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3648(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+3652(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3656(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+3660(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3664(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+3668(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3672(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+3676(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3680(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+3684(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3688(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+3692(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+3696(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3700(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+3704(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3708(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+3712(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3716(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+3720(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+3724(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+3728(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+3732(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3736(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+3740(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3744(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+3748(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3752(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+3756(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3760(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+3764(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+3768(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+3772(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3776(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+3780(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3784(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+3788(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3792(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+3796(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3800(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+3804(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3808(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+3812(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3816(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+3820(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3824(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+3828(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3832(SB)/4, $0x08192b2b
+DATA grid_iq2sGrid<>+3836(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3840(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+3844(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3848(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+3852(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3856(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+3860(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3864(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3868(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3872(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+3876(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3880(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+3884(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3888(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+3892(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3896(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+3900(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3904(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+3908(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3912(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+3916(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3920(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+3924(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3928(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+3932(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3936(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+3940(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3944(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+3948(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3952(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+3956(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3960(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+3964(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3968(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+3972(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3976(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+3980(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3984(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+3988(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+3992(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+3996(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4000(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+4004(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4008(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+4012(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4016(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+4020(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4024(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+4028(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4032(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+4036(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4040(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+4044(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4048(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+4052(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4056(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+4060(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4064(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+4068(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4072(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+4076(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4080(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+4084(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4088(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+4092(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4096(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+4100(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4104(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4108(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4112(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4116(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4120(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4124(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4128(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+4132(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4136(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+4140(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4144(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+4148(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4152(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+4156(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4160(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+4164(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4168(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+4172(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4176(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+4180(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4184(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+4188(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4192(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+4196(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4200(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+4204(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4208(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+4212(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4216(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+4220(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4224(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+4228(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4232(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+4236(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4240(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+4244(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4248(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+4252(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4256(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+4260(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4264(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+4268(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4272(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+4276(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4280(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+4284(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4288(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+4292(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4296(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4300(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4304(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4308(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4312(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4316(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4320(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+4324(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4328(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+4332(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4336(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+4340(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4344(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+4348(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4352(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+4356(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4360(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+4364(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4368(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+4372(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4376(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+4380(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4384(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+4388(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4392(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+4396(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4400(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+4404(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4408(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+4412(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4416(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+4420(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4424(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+4428(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4432(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+4436(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4440(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+4444(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4448(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+4452(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4456(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+4460(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4464(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4468(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4472(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4476(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4480(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4484(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4488(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+4492(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4496(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+4500(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4504(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+4508(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4512(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+4516(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4520(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+4524(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4528(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+4532(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4536(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+4540(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4544(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+4548(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4552(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+4556(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4560(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+4564(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4568(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+4572(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4576(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+4580(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4584(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+4588(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4592(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+4596(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4600(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+4604(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4608(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+4612(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4616(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+4620(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4624(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+4628(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4632(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+4636(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4640(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+4644(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4648(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+4652(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4656(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+4660(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4664(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+4668(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4672(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+4676(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4680(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4684(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4688(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4692(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4696(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4700(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4704(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4708(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4712(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+4716(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4720(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+4724(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4728(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+4732(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4736(SB)/4, $0x192b2b2b
+DATA grid_iq2sGrid<>+4740(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4744(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+4748(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4752(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+4756(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4760(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+4764(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4768(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+4772(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4776(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+4780(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4784(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+4788(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4792(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+4796(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4800(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+4804(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4808(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+4812(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4816(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+4820(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4824(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+4828(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4832(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+4836(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4840(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+4844(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4848(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+4852(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4856(SB)/4, $0x2b2b1919
+DATA grid_iq2sGrid<>+4860(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+4864(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+4868(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4872(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+4876(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4880(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+4884(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4888(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+4892(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4896(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+4900(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4904(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+4908(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4912(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+4916(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4920(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+4924(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4928(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+4932(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4936(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+4940(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4944(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+4948(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4952(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+4956(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4960(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4964(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4968(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+4972(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4976(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+4980(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4984(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+4988(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+4992(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+4996(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+5000(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+5004(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+5008(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5012(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5016(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+5020(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5024(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5028(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5032(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5036(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5040(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5044(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5048(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5052(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5056(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5060(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5064(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5068(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5072(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5076(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5080(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5084(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5088(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5092(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5096(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+5100(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5104(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5108(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+5112(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+5116(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+5120(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+5124(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+5128(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+5132(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+5136(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5140(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5144(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+5148(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5152(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5156(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5160(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5164(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5168(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5172(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5176(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5180(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5184(SB)/4, $0x0819192b
+DATA grid_iq2sGrid<>+5188(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5192(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+5196(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5200(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5204(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5208(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+5212(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5216(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+5220(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5224(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+5228(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5232(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5236(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5240(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5244(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5248(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+5252(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5256(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+5260(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5264(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5268(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5272(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5276(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5280(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5284(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5288(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5292(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5296(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+5300(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5304(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+5308(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5312(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5316(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5320(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+5324(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5328(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+5332(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5336(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+5340(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5344(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+5348(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5352(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+5356(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5360(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5364(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5368(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+5372(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5376(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+5380(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5384(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+5388(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5392(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+5396(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5400(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+5404(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5408(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+5412(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5416(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+5420(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5424(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+5428(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5432(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+5436(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5440(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+5444(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5448(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+5452(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5456(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+5460(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5464(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+5468(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5472(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5476(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5480(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5484(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5488(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+5492(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5496(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+5500(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5504(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+5508(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5512(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+5516(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5520(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5524(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5528(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5532(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5536(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5540(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5544(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5548(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5552(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5556(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5560(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5564(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5568(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5572(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5576(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5580(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5584(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5588(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5592(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+5596(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5600(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5604(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+5608(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5612(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5616(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+5620(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5624(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+5628(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5632(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+5636(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5640(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+5644(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5648(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+5652(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5656(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+5660(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5664(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+5668(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5672(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+5676(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5680(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+5684(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5688(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+5692(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5696(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+5700(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5704(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+5708(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5712(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+5716(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5720(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+5724(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5728(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5732(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5736(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+5740(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5744(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+5748(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5752(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+5756(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5760(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+5764(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+5768(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5772(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5776(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+5780(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5784(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5788(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5792(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5796(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5800(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5804(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5808(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5812(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5816(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5820(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5824(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5828(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5832(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5836(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5840(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5844(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5848(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5852(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+5856(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5860(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5864(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+5868(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5872(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+5876(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5880(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+5884(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5888(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+5892(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+5896(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+5900(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5904(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+5908(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5912(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+5916(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5920(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+5924(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5928(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+5932(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5936(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+5940(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5944(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+5948(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5952(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+5956(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5960(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+5964(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5968(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+5972(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5976(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+5980(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5984(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+5988(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+5992(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+5996(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+6000(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6004(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+6008(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6012(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+6016(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6020(SB)/4, $0x19192b19
+DATA grid_iq2sGrid<>+6024(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6028(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+6032(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+6036(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+6040(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+6044(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+6048(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+6052(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+6056(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6060(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6064(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6068(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6072(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+6076(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6080(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6084(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6088(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+6092(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6096(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+6100(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6104(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+6108(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6112(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+6116(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6120(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+6124(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6128(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6132(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6136(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+6140(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6144(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+6148(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6152(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+6156(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6160(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+6164(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6168(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6172(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6176(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6180(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6184(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+6188(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+6192(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6196(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6200(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+6204(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6208(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+6212(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6216(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+6220(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6224(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+6228(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6232(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+6236(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6240(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+6244(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6248(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+6252(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6256(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+6260(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6264(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+6268(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6272(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6276(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6280(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+6284(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6288(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6292(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6296(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6300(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6304(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6308(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6312(SB)/4, $0x1919192b
+DATA grid_iq2sGrid<>+6316(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6320(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+6324(SB)/4, $0x192b082b
+DATA grid_iq2sGrid<>+6328(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6332(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6336(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+6340(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6344(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+6348(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6352(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+6356(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6360(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+6364(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6368(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+6372(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6376(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+6380(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6384(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+6388(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6392(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+6396(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6400(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6404(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+6408(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6412(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6416(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6420(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6424(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6428(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6432(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6436(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6440(SB)/4, $0x19082b2b
+DATA grid_iq2sGrid<>+6444(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6448(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6452(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6456(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+6460(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6464(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6468(SB)/4, $0x192b192b
+DATA grid_iq2sGrid<>+6472(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+6476(SB)/4, $0x192b192b
+DATA grid_iq2sGrid<>+6480(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6484(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6488(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6492(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6496(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6500(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6504(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+6508(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6512(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+6516(SB)/4, $0x192b2b08
+DATA grid_iq2sGrid<>+6520(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6524(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+6528(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+6532(SB)/4, $0x192b2b19
+DATA grid_iq2sGrid<>+6536(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+6540(SB)/4, $0x192b2b2b
+DATA grid_iq2sGrid<>+6544(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+6548(SB)/4, $0x192b2b2b
+DATA grid_iq2sGrid<>+6552(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6556(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6560(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+6564(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6568(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+6572(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6576(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+6580(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6584(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+6588(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6592(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+6596(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6600(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+6604(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6608(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+6612(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6616(SB)/4, $0x082b1919
+DATA grid_iq2sGrid<>+6620(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6624(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+6628(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6632(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+6636(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6640(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+6644(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6648(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+6652(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6656(SB)/4, $0x19191919
+DATA grid_iq2sGrid<>+6660(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6664(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+6668(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6672(SB)/4, $0x192b0819
+DATA grid_iq2sGrid<>+6676(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6680(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6684(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6688(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+6692(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6696(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+6700(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6704(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+6708(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+6712(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6716(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6720(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6724(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6728(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+6732(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6736(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6740(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6744(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+6748(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6752(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+6756(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6760(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+6764(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6768(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+6772(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6776(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+6780(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6784(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+6788(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6792(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+6796(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6800(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+6804(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6808(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+6812(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6816(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+6820(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6824(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+6828(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6832(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6836(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6840(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6844(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6848(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+6852(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6856(SB)/4, $0x2b2b2b19
+DATA grid_iq2sGrid<>+6860(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+6864(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+6868(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6872(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+6876(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6880(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+6884(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6888(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+6892(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6896(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+6900(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6904(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+6908(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6912(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+6916(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6920(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+6924(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+6928(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+6932(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6936(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+6940(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6944(SB)/4, $0x0808192b
+DATA grid_iq2sGrid<>+6948(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6952(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+6956(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6960(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+6964(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6968(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+6972(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6976(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+6980(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6984(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+6988(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+6992(SB)/4, $0x082b0819
+DATA grid_iq2sGrid<>+6996(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7000(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7004(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7008(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+7012(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7016(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+7020(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7024(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+7028(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7032(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+7036(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7040(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+7044(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7048(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+7052(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7056(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+7060(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7064(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7068(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7072(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7076(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7080(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7084(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7088(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+7092(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7096(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7100(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7104(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+7108(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7112(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+7116(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7120(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7124(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7128(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+7132(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7136(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7140(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7144(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7148(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7152(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7156(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7160(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+7164(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7168(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7172(SB)/4, $0x2b081919
+DATA grid_iq2sGrid<>+7176(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7180(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7184(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7188(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7192(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7196(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7200(SB)/4, $0x082b2b19
+DATA grid_iq2sGrid<>+7204(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7208(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7212(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+7216(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7220(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7224(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7228(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7232(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+7236(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7240(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7244(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7248(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7252(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7256(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7260(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7264(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7268(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7272(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7276(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+7280(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7284(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+7288(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7292(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+7296(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7300(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+7304(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+7308(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+7312(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+7316(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7320(SB)/4, $0x19192b08
+DATA grid_iq2sGrid<>+7324(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7328(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+7332(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7336(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+7340(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7344(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7348(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+7352(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7356(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7360(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7364(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7368(SB)/4, $0x08082b19
+DATA grid_iq2sGrid<>+7372(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7376(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7380(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7384(SB)/4, $0x0819082b
+DATA grid_iq2sGrid<>+7388(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7392(SB)/4, $0x08191919
+DATA grid_iq2sGrid<>+7396(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7400(SB)/4, $0x08192b08
+DATA grid_iq2sGrid<>+7404(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7408(SB)/4, $0x082b1908
+DATA grid_iq2sGrid<>+7412(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7416(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7420(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7424(SB)/4, $0x1908082b
+DATA grid_iq2sGrid<>+7428(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7432(SB)/4, $0x19081919
+DATA grid_iq2sGrid<>+7436(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7440(SB)/4, $0x19082b08
+DATA grid_iq2sGrid<>+7444(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7448(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+7452(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7456(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+7460(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7464(SB)/4, $0x192b0808
+DATA grid_iq2sGrid<>+7468(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7472(SB)/4, $0x2b080819
+DATA grid_iq2sGrid<>+7476(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7480(SB)/4, $0x2b081908
+DATA grid_iq2sGrid<>+7484(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7488(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7492(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7496(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7500(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7504(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7508(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7512(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+7516(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7520(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7524(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7528(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7532(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7536(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7540(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7544(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7548(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7552(SB)/4, $0x19192b2b
+DATA grid_iq2sGrid<>+7556(SB)/4, $0x2b190819
+DATA grid_iq2sGrid<>+7560(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7564(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7568(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7572(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7576(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7580(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7584(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7588(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7592(SB)/4, $0x2b2b192b
+DATA grid_iq2sGrid<>+7596(SB)/4, $0x2b19082b
+DATA grid_iq2sGrid<>+7600(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7604(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7608(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+7612(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7616(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7620(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7624(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+7628(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7632(SB)/4, $0x08190819
+DATA grid_iq2sGrid<>+7636(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7640(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7644(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7648(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+7652(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7656(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7660(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7664(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7668(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7672(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7676(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7680(SB)/4, $0x2b080808
+DATA grid_iq2sGrid<>+7684(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7688(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+7692(SB)/4, $0x2b191908
+DATA grid_iq2sGrid<>+7696(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7700(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7704(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7708(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7712(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7716(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7720(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7724(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7728(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7732(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7736(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+7740(SB)/4, $0x2b191919
+DATA grid_iq2sGrid<>+7744(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7748(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+7752(SB)/4, $0x1908192b
+DATA grid_iq2sGrid<>+7756(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+7760(SB)/4, $0x192b1908
+DATA grid_iq2sGrid<>+7764(SB)/4, $0x2b19192b
+DATA grid_iq2sGrid<>+7768(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+7772(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7776(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+7780(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7784(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+7788(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7792(SB)/4, $0x082b192b
+DATA grid_iq2sGrid<>+7796(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7800(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7804(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7808(SB)/4, $0x2b2b2b19
+DATA grid_iq2sGrid<>+7812(SB)/4, $0x2b192b08
+DATA grid_iq2sGrid<>+7816(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7820(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+7824(SB)/4, $0x19082b19
+DATA grid_iq2sGrid<>+7828(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+7832(SB)/4, $0x1919082b
+DATA grid_iq2sGrid<>+7836(SB)/4, $0x2b192b19
+DATA grid_iq2sGrid<>+7840(SB)/4, $0x2b190808
+DATA grid_iq2sGrid<>+7844(SB)/4, $0x2b192b2b
+DATA grid_iq2sGrid<>+7848(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+7852(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7856(SB)/4, $0x08081919
+DATA grid_iq2sGrid<>+7860(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7864(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+7868(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7872(SB)/4, $0x08191908
+DATA grid_iq2sGrid<>+7876(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7880(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+7884(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7888(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+7892(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7896(SB)/4, $0x19080819
+DATA grid_iq2sGrid<>+7900(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7904(SB)/4, $0x19081908
+DATA grid_iq2sGrid<>+7908(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7912(SB)/4, $0x19190808
+DATA grid_iq2sGrid<>+7916(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7920(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7924(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7928(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+7932(SB)/4, $0x2b2b0808
+DATA grid_iq2sGrid<>+7936(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+7940(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+7944(SB)/4, $0x192b1919
+DATA grid_iq2sGrid<>+7948(SB)/4, $0x2b2b0819
+DATA grid_iq2sGrid<>+7952(SB)/4, $0x0808082b
+DATA grid_iq2sGrid<>+7956(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7960(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+7964(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7968(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+7972(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7976(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+7980(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7984(SB)/4, $0x082b2b2b
+DATA grid_iq2sGrid<>+7988(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+7992(SB)/4, $0x2b08082b
+DATA grid_iq2sGrid<>+7996(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8000(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+8004(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8008(SB)/4, $0x2b082b2b
+DATA grid_iq2sGrid<>+8012(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8016(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+8020(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8024(SB)/4, $0x08080819
+DATA grid_iq2sGrid<>+8028(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8032(SB)/4, $0x08081908
+DATA grid_iq2sGrid<>+8036(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8040(SB)/4, $0x08190808
+DATA grid_iq2sGrid<>+8044(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8048(SB)/4, $0x19080808
+DATA grid_iq2sGrid<>+8052(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8056(SB)/4, $0x2b082b19
+DATA grid_iq2sGrid<>+8060(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8064(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8068(SB)/4, $0x2b2b1908
+DATA grid_iq2sGrid<>+8072(SB)/4, $0x08080808
+DATA grid_iq2sGrid<>+8076(SB)/4, $0x2b2b1919
+DATA grid_iq2sGrid<>+8080(SB)/4, $0x08192b19
+DATA grid_iq2sGrid<>+8084(SB)/4, $0x2b2b1919
+DATA grid_iq2sGrid<>+8088(SB)/4, $0x19190819
+DATA grid_iq2sGrid<>+8092(SB)/4, $0x2b2b192b
+DATA grid_iq2sGrid<>+8096(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+8100(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+8104(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+8108(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+8112(SB)/4, $0x2b2b082b
+DATA grid_iq2sGrid<>+8116(SB)/4, $0x2b2b2b08
+DATA grid_iq2sGrid<>+8120(SB)/4, $0x19191908
+DATA grid_iq2sGrid<>+8124(SB)/4, $0x2b2b2b19
+DATA grid_iq2sGrid<>+8128(SB)/4, $0x2b08192b
+DATA grid_iq2sGrid<>+8132(SB)/4, $0x2b2b2b19
+DATA grid_iq2sGrid<>+8136(SB)/4, $0x08082b08
+DATA grid_iq2sGrid<>+8140(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8144(SB)/4, $0x08082b2b
+DATA grid_iq2sGrid<>+8148(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8152(SB)/4, $0x082b0808
+DATA grid_iq2sGrid<>+8156(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8160(SB)/4, $0x082b082b
+DATA grid_iq2sGrid<>+8164(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8168(SB)/4, $0x082b2b08
+DATA grid_iq2sGrid<>+8172(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8176(SB)/4, $0x2b082b08
+DATA grid_iq2sGrid<>+8180(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8184(SB)/4, $0x2b2b2b2b
+DATA grid_iq2sGrid<>+8188(SB)/4, $0x2b2b2b2b
+GLOBL grid_iq2sGrid<>(SB), RODATA|NOPTR, $8192
 
-loopdotIQ2_XSx4AVX2:
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      34(AX), Y4
-	VPSRLW       $0x09, Y3, Y3
-	VPSRLW       $0x09, Y4, Y4
-	VPACKUSWB    Y4, Y3, Y3
-	VPAND        v32_0f0f0f0f<>+0(SB), Y3, Y4
-	VPSRLW       $0x04, Y3, Y5
-	VPAND        v32_0f0f0f0f<>+0(SB), Y5, Y5
-	VMOVDQU      iq2par<>+0(SB), Y6
-	VPSHUFB      Y4, Y6, Y4
-	VPSHUFB      Y5, Y6, Y5
-	VPXOR        Y5, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTQ 66(AX), Y4
-	VPMOVZXBW    X4, Y4
-	VPSRLW       $0x04, Y4, Y5
-	VPAND        v32_000f000f<>+0(SB), Y4, Y4
-	VPADDW       Y4, Y4, Y4
-	VPADDW       Y5, Y5, Y5
-	VPOR         v32_00010001<>+0(SB), Y4, Y4
-	VPOR         v32_00010001<>+0(SB), Y5, Y5
-	VPUNPCKLWD   Y5, Y4, Y6
-	VPUNPCKHWD   Y5, Y4, Y4
-	VPUNPCKLQDQ  Y4, Y6, Y5
-	VPUNPCKHQDQ  Y4, Y6, Y4
-	VPXOR        Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPERMQ       $0x44, Y3, Y10
-	MOVWQZX      2(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      4(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      6(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      8(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0x00, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0x00, Y5, Y13
-	VPSHUFB      iq2lanesc<>+0(SB), Y13, Y13
-	VPMADDUBSW   4(CX), Y11, Y14
-	VPMADDUBSW   4(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   4(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   4(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   4(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   4(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VPMADDUBSW   4(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   4(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQZX      10(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      12(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      14(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      16(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0x55, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0x55, Y5, Y13
-	VPSHUFB      iq2lanesc<>+0(SB), Y13, Y13
-	VPMADDUBSW   36(CX), Y11, Y14
-	VPMADDUBSW   36(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   36(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   36(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   36(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   36(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VPMADDUBSW   36(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   36(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQZX      34(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      36(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      38(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      40(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0xaa, Y10, Y12
-	VPSHUFB      Y1, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VPCMPEQB     Y0, Y12, Y12
-	VPAND        Y11, Y12, Y12
-	VPSHUFD      $0xaa, Y5, Y13
-	VPSHUFB      iq2lanesc<>+0(SB), Y13, Y13
-	VPMADDUBSW   132(CX), Y11, Y14
-	VPMADDUBSW   132(CX), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y6, Y6
-	VPMADDUBSW   132(CX)(SI*1), Y11, Y14
-	VPMADDUBSW   132(CX)(SI*1), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VPMADDUBSW   132(CX)(SI*2), Y11, Y14
-	VPMADDUBSW   132(CX)(SI*2), Y12, Y15
-	VPSUBW       Y15, Y14, Y14
-	VPSUBW       Y15, Y14, Y14
-	VPMADDWD     Y13, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VPMADDUBSW   132(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   132(CX)(DI*1), Y12, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y13, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQZX      42(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      44(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      46(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      48(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y11
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VPBROADCASTQ (BX)(R10*8), X12
-	VPINSRQ      $0x01, (BX)(R11*8), X12, X12
-	VINSERTI128  $0x01, X12, Y11, Y11
-	VPSHUFD      $0xff, Y10, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y11, Y10, Y10
-	VPSHUFD      $0xff, Y5, Y5
-	VPSHUFB      iq2lanesc<>+0(SB), Y5, Y5
-	VPMADDUBSW   164(CX), Y11, Y12
-	VPMADDUBSW   164(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y5, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   164(CX)(SI*1), Y11, Y12
-	VPMADDUBSW   164(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y5, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   164(CX)(SI*2), Y11, Y12
-	VPMADDUBSW   164(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y5, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   164(CX)(DI*1), Y11, Y11
-	VPMADDUBSW   164(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y11, Y11
-	VPSUBW       Y10, Y11, Y11
-	VPMADDWD     Y5, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	VPERMQ       $0xee, Y3, Y3
-	MOVWQZX      18(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      20(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      22(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      24(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y5
-	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y5, Y5
-	VPSHUFD      $0x00, Y3, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y5, Y10, Y10
-	VPSHUFD      $0x00, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   68(CX), Y5, Y12
-	VPMADDUBSW   68(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   68(CX)(SI*1), Y5, Y12
-	VPMADDUBSW   68(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   68(CX)(SI*2), Y5, Y12
-	VPMADDUBSW   68(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   68(CX)(DI*1), Y5, Y5
-	VPMADDUBSW   68(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y5, Y5
-	VPSUBW       Y10, Y5, Y5
-	VPMADDWD     Y11, Y5, Y5
-	VPADDD       Y5, Y9, Y9
-	MOVWQZX      26(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      28(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      30(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      32(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y5
-	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y5, Y5
-	VPSHUFD      $0x55, Y3, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y5, Y10, Y10
-	VPSHUFD      $0x55, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   100(CX), Y5, Y12
-	VPMADDUBSW   100(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   100(CX)(SI*1), Y5, Y12
-	VPMADDUBSW   100(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   100(CX)(SI*2), Y5, Y12
-	VPMADDUBSW   100(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   100(CX)(DI*1), Y5, Y5
-	VPMADDUBSW   100(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y5, Y5
-	VPSUBW       Y10, Y5, Y5
-	VPMADDWD     Y11, Y5, Y5
-	VPADDD       Y5, Y9, Y9
-	MOVWQZX      50(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      52(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      54(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      56(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y5
-	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y5, Y5
-	VPSHUFD      $0xaa, Y3, Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y5, Y10, Y10
-	VPSHUFD      $0xaa, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   196(CX), Y5, Y12
-	VPMADDUBSW   196(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   196(CX)(SI*1), Y5, Y12
-	VPMADDUBSW   196(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   196(CX)(SI*2), Y5, Y12
-	VPMADDUBSW   196(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   196(CX)(DI*1), Y5, Y5
-	VPMADDUBSW   196(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y5, Y5
-	VPSUBW       Y10, Y5, Y5
-	VPMADDWD     Y11, Y5, Y5
-	VPADDD       Y5, Y9, Y9
-	MOVWQZX      58(AX), R8
-	ANDQ         $0x000001ff, R8
-	MOVWQZX      60(AX), R9
-	ANDQ         $0x000001ff, R9
-	MOVWQZX      62(AX), R10
-	ANDQ         $0x000001ff, R10
-	MOVWQZX      64(AX), R11
-	ANDQ         $0x000001ff, R11
-	VPBROADCASTQ (BX)(R8*8), Y5
-	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y5, Y5
-	VPSHUFD      $0xff, Y3, Y3
-	VPSHUFB      Y1, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPCMPEQB     Y0, Y3, Y3
-	VPAND        Y5, Y3, Y3
-	VPSHUFD      $0xff, Y4, Y4
-	VPSHUFB      iq2lanesc<>+0(SB), Y4, Y4
-	VPMADDUBSW   228(CX), Y5, Y10
-	VPMADDUBSW   228(CX), Y3, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   228(CX)(SI*1), Y5, Y10
-	VPMADDUBSW   228(CX)(SI*1), Y3, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y7, Y7
-	VPMADDUBSW   228(CX)(SI*2), Y5, Y10
-	VPMADDUBSW   228(CX)(SI*2), Y3, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y4, Y10, Y10
-	VPADDD       Y10, Y8, Y8
-	VPMADDUBSW   228(CX)(DI*1), Y5, Y5
-	VPMADDUBSW   228(CX)(DI*1), Y3, Y3
-	VPSUBW       Y3, Y5, Y5
-	VPSUBW       Y3, Y5, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VPADDD       Y5, Y9, Y9
-	VPBROADCASTW (AX), X3
-	VCVTPH2PS    X3, X3
-	VPUNPCKLDQ   Y7, Y6, Y4
-	VPUNPCKHDQ   Y7, Y6, Y5
-	VPADDD       Y5, Y4, Y4
-	VPUNPCKLDQ   Y9, Y8, Y5
-	VPUNPCKHDQ   Y9, Y8, Y6
-	VPADDD       Y6, Y5, Y5
-	VPUNPCKLQDQ  Y5, Y4, Y6
-	VPUNPCKHQDQ  Y5, Y4, Y4
-	VPADDD       Y4, Y6, Y6
-	VEXTRACTI128 $0x01, Y6, X4
-	VPADDD       X4, X6, X4
-	VCVTDQ2PS    X4, X4
-	VMOVSS       (CX), X5
-	VINSERTPS    $0x10, (CX)(SI*1), X5, X5
-	VINSERTPS    $0x20, (CX)(SI*2), X5, X5
-	VINSERTPS    $0x30, (CX)(DI*1), X5, X5
-	VMULPS       X5, X3, X3
-	VMULPS       X4, X3, X3
-	VADDPS       X3, X2, X2
-	ADDQ         $0x0000004a, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JNZ          loopdotIQ2_XSx4AVX2
-
-donedotIQ2_XSx4AVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULPS       X0, X2, X2
-	MOVQ         out+40(FP), AX
-	VMOVUPS      X2, (AX)
-	VZEROUPPER
-	RET
-
-// func dotIQ2_SAVX2(w *byte, a *byte, nb int, grid *uint64) float32
+// func dotIQ2_SAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ2_SAVX2(SB), NOSPLIT, $0-36
+TEXT ·dotIQ2_SAVX2(SB), NOSPLIT, $32-28
 	MOVQ    w+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    nb+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
+	LEAQ    grid_iq2sGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
 	TESTQ   DX, DX
 	JZ      donedotIQ2_SAVX2
 
 loopdotIQ2_SAVX2:
-	VPBROADCASTQ 74(AX), Y3
-	VPMOVZXBW    X3, Y3
-	VPSRLW       $0x04, Y3, Y4
-	VPAND        v32_000f000f<>+0(SB), Y3, Y3
-	VPADDW       Y3, Y3, Y3
-	VPADDW       Y4, Y4, Y4
-	VPOR         v32_00010001<>+0(SB), Y3, Y3
-	VPOR         v32_00010001<>+0(SB), Y4, Y4
-	VPUNPCKLWD   Y4, Y3, Y5
-	VPUNPCKHWD   Y4, Y3, Y3
-	VPUNPCKLQDQ  Y3, Y5, Y4
-	VPUNPCKHQDQ  Y3, Y5, Y3
+	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	MOVBQZX      2(AX), SI
-	MOVBQZX      66(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      3(AX), DI
-	MOVBQZX      66(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      4(AX), R8
-	MOVBQZX      66(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      5(AX), R9
-	MOVBQZX      66(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPBROADCASTD 34(AX), Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0x00, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
+	VPBROADCASTQ 74(AX), Y6
+	VPSHUFB      iq2sc0<>+0(SB), Y6, Y7
+	VPSRLVD      iq2scshift<>+0(SB), Y7, Y7
+	VPAND        v32_0000000f<>+0(SB), Y7, Y7
+	VPADDD       Y7, Y7, Y7
+	VPOR         v32_00000001<>+0(SB), Y7, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y7, Y8, Y8
+	VPSHUFB      iq2sc1<>+0(SB), Y6, Y6
+	VPSRLVD      iq2scshift<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y6, Y7, Y7
+	MOVWLZX      66(AX), SI
+	MOVBLZX      2(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      3(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      4(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      5(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPBROADCASTQ (BX)(R8*8), Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	VPBROADCASTQ (BX)(R9*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	VPBROADCASTQ (BX)(R10*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0x00, Y8, Y9
+	VPBROADCASTD 34(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
 	VMOVDQU      4(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVBQZX      6(AX), SI
-	MOVBQZX      67(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      7(AX), DI
-	MOVBQZX      67(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      8(AX), R8
-	MOVBQZX      67(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      9(AX), R9
-	MOVBQZX      67(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPBROADCASTD 38(AX), Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0x55, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      67(AX), SI
+	MOVBLZX      6(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      7(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      8(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      9(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPBROADCASTQ (BX)(R8*8), Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	VPBROADCASTQ (BX)(R9*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	VPBROADCASTQ (BX)(R10*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0x55, Y8, Y9
+	VPBROADCASTD 38(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
 	VMOVDQU      36(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVBQZX      18(AX), SI
-	MOVBQZX      70(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      19(AX), DI
-	MOVBQZX      70(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      20(AX), R8
-	MOVBQZX      70(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      21(AX), R9
-	MOVBQZX      70(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPBROADCASTD 50(AX), Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0xaa, Y4, Y9
-	VPSHUFB      iq2lanesc<>+0(SB), Y9, Y9
-	VMOVDQU      132(CX), Y10
-	VPMADDUBSW   Y10, Y7, Y7
-	VPMADDUBSW   Y10, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVBQZX      22(AX), SI
-	MOVBQZX      71(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      23(AX), DI
-	MOVBQZX      71(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      24(AX), R8
-	MOVBQZX      71(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      25(AX), R9
-	MOVBQZX      71(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y7
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VPBROADCASTQ (BX)(R8*8), X8
-	VPINSRQ      $0x01, (BX)(R9*8), X8, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPBROADCASTD 54(AX), Y8
-	VPSHUFB      Y1, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPCMPEQB     Y0, Y8, Y8
-	VPAND        Y7, Y8, Y8
-	VPSHUFD      $0xff, Y4, Y4
-	VPSHUFB      iq2lanesc<>+0(SB), Y4, Y4
-	VMOVDQU      164(CX), Y9
-	VPMADDUBSW   Y9, Y7, Y7
-	VPMADDUBSW   Y9, Y8, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y4, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVBQZX      10(AX), SI
-	MOVBQZX      68(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      11(AX), DI
-	MOVBQZX      68(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      12(AX), R8
-	MOVBQZX      68(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      13(AX), R9
-	MOVBQZX      68(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y4
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ (BX)(R8*8), X7
-	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
-	VINSERTI128  $0x01, X7, Y4, Y4
-	VPBROADCASTD 42(AX), Y7
-	VPSHUFB      Y1, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPCMPEQB     Y0, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSHUFD      $0x00, Y3, Y8
-	VPSHUFB      iq2lanesc<>+0(SB), Y8, Y8
-	VMOVDQU      68(CX), Y9
-	VPMADDUBSW   Y9, Y4, Y4
-	VPMADDUBSW   Y9, Y7, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y8, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	MOVBQZX      14(AX), SI
-	MOVBQZX      69(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      15(AX), DI
-	MOVBQZX      69(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      16(AX), R8
-	MOVBQZX      69(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      17(AX), R9
-	MOVBQZX      69(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y4
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ (BX)(R8*8), X7
-	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
-	VINSERTI128  $0x01, X7, Y4, Y4
-	VPBROADCASTD 46(AX), Y7
-	VPSHUFB      Y1, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPCMPEQB     Y0, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSHUFD      $0x55, Y3, Y8
-	VPSHUFB      iq2lanesc<>+0(SB), Y8, Y8
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVWLZX      68(AX), SI
+	MOVBLZX      10(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      11(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      12(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      13(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPBROADCASTQ (BX)(R8*8), Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	VPBROADCASTQ (BX)(R9*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	VPBROADCASTQ (BX)(R10*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0xaa, Y8, Y9
+	VPBROADCASTD 42(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      69(AX), SI
+	MOVBLZX      14(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      15(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      16(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      17(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPBROADCASTQ (BX)(R8*8), Y9
+	VPBLENDD     $0x0c, Y9, Y6, Y6
+	VPBROADCASTQ (BX)(R9*8), Y9
+	VPBLENDD     $0x30, Y9, Y6, Y6
+	VPBROADCASTQ (BX)(R10*8), Y9
+	VPBLENDD     $0xc0, Y9, Y6, Y6
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 46(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
 	VMOVDQU      100(CX), Y9
-	VPMADDUBSW   Y9, Y4, Y4
-	VPMADDUBSW   Y9, Y7, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y8, Y4, Y4
-	VPADDD       Y4, Y6, Y6
-	MOVBQZX      26(AX), SI
-	MOVBQZX      72(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      27(AX), DI
-	MOVBQZX      72(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      28(AX), R8
-	MOVBQZX      72(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      29(AX), R9
-	MOVBQZX      72(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y4
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ (BX)(R8*8), X7
-	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
-	VINSERTI128  $0x01, X7, Y4, Y4
-	VPBROADCASTD 58(AX), Y7
-	VPSHUFB      Y1, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPCMPEQB     Y0, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSHUFD      $0xaa, Y3, Y8
-	VPSHUFB      iq2lanesc<>+0(SB), Y8, Y8
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      70(AX), SI
+	MOVBLZX      18(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      19(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      20(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      21(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPBROADCASTQ (BX)(R8*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	VPBROADCASTQ (BX)(R9*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	VPBROADCASTQ (BX)(R10*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0x00, Y7, Y8
+	VPBROADCASTD 50(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      71(AX), SI
+	MOVBLZX      22(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      23(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      24(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      25(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPBROADCASTQ (BX)(R8*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	VPBROADCASTQ (BX)(R9*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	VPBROADCASTQ (BX)(R10*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0x55, Y7, Y8
+	VPBROADCASTD 54(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      72(AX), SI
+	MOVBLZX      26(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      27(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      28(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      29(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPBROADCASTQ (BX)(R8*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	VPBROADCASTQ (BX)(R9*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	VPBROADCASTQ (BX)(R10*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0xaa, Y7, Y8
+	VPBROADCASTD 58(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
 	VMOVDQU      196(CX), Y9
-	VPMADDUBSW   Y9, Y4, Y4
-	VPMADDUBSW   Y9, Y7, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y8, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	MOVBQZX      30(AX), SI
-	MOVBQZX      73(AX), R10
-	SHLQ         $0x08, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, SI
-	MOVBQZX      31(AX), DI
-	MOVBQZX      73(AX), R10
-	SHLQ         $0x06, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, DI
-	MOVBQZX      32(AX), R8
-	MOVBQZX      73(AX), R10
-	SHLQ         $0x04, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R8
-	MOVBQZX      33(AX), R9
-	MOVBQZX      73(AX), R10
-	SHLQ         $0x02, R10
-	ANDQ         $0x00000300, R10
-	ORQ          R10, R9
-	VPBROADCASTQ (BX)(SI*8), Y4
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VPBROADCASTQ (BX)(R8*8), X7
-	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
-	VINSERTI128  $0x01, X7, Y4, Y4
-	VPBROADCASTD 62(AX), Y7
-	VPSHUFB      Y1, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPCMPEQB     Y0, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPSHUFD      $0xff, Y3, Y3
-	VPSHUFB      iq2lanesc<>+0(SB), Y3, Y3
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      73(AX), SI
+	MOVBLZX      30(AX), DI
+	MOVL         SI, R8
+	SHLL         $0x08, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, DI
+	MOVBLZX      31(AX), R8
+	MOVL         SI, R9
+	SHLL         $0x06, R9
+	ANDL         $0x00000300, R9
+	ORL          R9, R8
+	MOVBLZX      32(AX), R9
+	MOVL         SI, R10
+	SHLL         $0x04, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      33(AX), R10
+	SHLL         $0x02, SI
+	ANDL         $0x00000300, SI
+	ORL          SI, R10
+	VPBROADCASTQ (BX)(DI*8), Y6
+	VPBROADCASTQ (BX)(R8*8), Y8
+	VPBLENDD     $0x0c, Y8, Y6, Y6
+	VPBROADCASTQ (BX)(R9*8), Y8
+	VPBLENDD     $0x30, Y8, Y6, Y6
+	VPBROADCASTQ (BX)(R10*8), Y8
+	VPBLENDD     $0xc0, Y8, Y6, Y6
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 62(AX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y6, Y6
 	VMOVDQU      228(CX), Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDUBSW   Y8, Y7, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPBROADCASTW (AX), X3
-	VCVTPH2PS    X3, X3
-	VEXTRACTI128 $0x01, Y5, X4
-	VPADDD       X4, X5, X4
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
 	VPSHUFD      $0x4e, X4, X5
 	VPADDD       X5, X4, X4
 	VPSHUFD      $0xb1, X4, X5
 	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULSS       (CX), X3, X3
-	VMULSS       X4, X3, X3
-	VADDSS       X3, X2, X2
+	VMULSS       (CX), X6, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000052, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ2_SAVX2
 
 donedotIQ2_SAVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULSS       X0, X2, X2
-	MOVSS        X2, ret+32(FP)
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
 
-// func dotIQ2_Sx4AVX2(w *byte, a *byte, nb int, astride int, grid *uint64, out *float32)
+// func dotIQ2_XXSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ2_Sx4AVX2(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), AX
-	MOVQ    a+8(FP), CX
-	MOVQ    nb+16(FP), DX
-	MOVQ    grid+32(FP), BX
-	MOVQ    astride+24(FP), SI
-	LEAQ    (SI)(SI*2), DI
-	VMOVDQU iq2bits<>+0(SB), Y0
-	VMOVDQU iq2spread<>+0(SB), Y1
-	VPXOR   X2, X2, X2
-	TESTQ   DX, DX
-	JZ      donedotIQ2_Sx4AVX2
+TEXT ·dotIQ2_XXSx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq2xxsGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ2_XXSx4AVX2
 
-loopdotIQ2_Sx4AVX2:
-	VPBROADCASTQ 74(AX), Y3
-	VPMOVZXBW    X3, Y3
-	VPSRLW       $0x04, Y3, Y4
-	VPAND        v32_000f000f<>+0(SB), Y3, Y3
-	VPADDW       Y3, Y3, Y3
-	VPADDW       Y4, Y4, Y4
-	VPOR         v32_00010001<>+0(SB), Y3, Y3
-	VPOR         v32_00010001<>+0(SB), Y4, Y4
-	VPUNPCKLWD   Y4, Y3, Y5
-	VPUNPCKHWD   Y4, Y3, Y3
-	VPUNPCKLQDQ  Y3, Y5, Y4
-	VPUNPCKHQDQ  Y3, Y5, Y3
+loopdotIQ2_XXSx4AVX2:
+	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	MOVBQZX      2(AX), R8
-	MOVBQZX      66(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      3(AX), R9
-	MOVBQZX      66(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      4(AX), R10
-	MOVBQZX      66(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      5(AX), R11
-	MOVBQZX      66(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPBROADCASTD 34(AX), Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x00, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   4(CX), Y9, Y12
-	VPMADDUBSW   4(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      2(AX), Y8
+	VMOVDQU      34(AX), Y9
+	VSHUFPS      $0xdd, Y9, Y8, Y8
+	VPERMQ       $0xd8, Y8, Y8
+	VPSRLD       $0x1c, Y8, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPERMQ       $0x44, Y9, Y10
+	VPERMQ       $0xee, Y9, Y9
+	VPAND        v32_00003fff<>+0(SB), Y8, Y11
+	VPSLLD       $0x02, Y8, Y8
+	VPAND        v32_3fff0000<>+0(SB), Y8, Y8
+	VPOR         Y8, Y11, Y11
+	VPAND        v32_007f007f<>+0(SB), Y11, Y12
+	VPSLLD       $0x01, Y11, Y8
+	VPAND        v32_7f007f00<>+0(SB), Y8, Y8
+	VPOR         Y8, Y12, Y12
+	VMOVDQU      iq2par<>+0(SB), Y13
+	VPAND        v32_0f0f0f0f<>+0(SB), Y12, Y8
+	VPSRLD       $0x04, Y12, Y11
+	VPAND        v32_0f0f0f0f<>+0(SB), Y11, Y11
+	VPSHUFB      Y8, Y13, Y8
+	VPSHUFB      Y11, Y13, Y11
+	VPXOR        Y11, Y8, Y8
+	VPOR         Y8, Y12, Y12
+	VMOVDQU      Y12, (SP)
+	MOVBLZX      2(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVBLZX      3(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	MOVBLZX      4(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	MOVBLZX      5(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0x00, Y10, Y11
+	VPBROADCASTD (SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
-	VPMADDUBSW   4(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   4(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   4(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   4(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   4(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   4(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      6(AX), R8
-	MOVBQZX      67(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      7(AX), R9
-	MOVBQZX      67(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      8(AX), R10
-	MOVBQZX      67(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      9(AX), R11
-	MOVBQZX      67(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPBROADCASTD 38(AX), Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0x55, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   36(CX), Y9, Y12
-	VPMADDUBSW   36(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	MOVBLZX      10(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVBLZX      11(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	MOVBLZX      12(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	MOVBLZX      13(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0x55, Y10, Y11
+	VPBROADCASTD 4(SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
-	VPMADDUBSW   36(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   36(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   36(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   36(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   36(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   36(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      18(AX), R8
-	MOVBQZX      70(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      19(AX), R9
-	MOVBQZX      70(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      20(AX), R10
-	MOVBQZX      70(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      21(AX), R11
-	MOVBQZX      70(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPBROADCASTD 50(AX), Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xaa, Y4, Y11
-	VPSHUFB      iq2lanesc<>+0(SB), Y11, Y11
-	VPMADDUBSW   132(CX), Y9, Y12
-	VPMADDUBSW   132(CX), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	MOVBLZX      18(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVBLZX      19(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	MOVBLZX      20(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	MOVBLZX      21(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0xaa, Y10, Y11
+	VPBROADCASTD 8(SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
-	VPMADDUBSW   132(CX)(SI*1), Y9, Y12
-	VPMADDUBSW   132(CX)(SI*1), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   132(CX)(SI*2), Y9, Y12
-	VPMADDUBSW   132(CX)(SI*2), Y10, Y13
-	VPSUBW       Y13, Y12, Y12
-	VPSUBW       Y13, Y12, Y12
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   132(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   132(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y11, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      22(AX), R8
-	MOVBQZX      71(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      23(AX), R9
-	MOVBQZX      71(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      24(AX), R10
-	MOVBQZX      71(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      25(AX), R11
-	MOVBQZX      71(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y9
-	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
-	VPBROADCASTQ (BX)(R10*8), X10
-	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPBROADCASTD 54(AX), Y10
-	VPSHUFB      Y1, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VPCMPEQB     Y0, Y10, Y10
-	VPAND        Y9, Y10, Y10
-	VPSHUFD      $0xff, Y4, Y4
-	VPSHUFB      iq2lanesc<>+0(SB), Y4, Y4
-	VPMADDUBSW   164(CX), Y9, Y11
-	VPMADDUBSW   164(CX), Y10, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y4, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   164(CX)(SI*1), Y9, Y11
-	VPMADDUBSW   164(CX)(SI*1), Y10, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y4, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   164(CX)(SI*2), Y9, Y11
-	VPMADDUBSW   164(CX)(SI*2), Y10, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y4, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   164(CX)(DI*1), Y9, Y9
-	VPMADDUBSW   164(CX)(DI*1), Y10, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSUBW       Y10, Y9, Y9
-	VPMADDWD     Y4, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVBQZX      10(AX), R8
-	MOVBQZX      68(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      11(AX), R9
-	MOVBQZX      68(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      12(AX), R10
-	MOVBQZX      68(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      13(AX), R11
-	MOVBQZX      68(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ (BX)(R10*8), X9
-	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
-	VINSERTI128  $0x01, X9, Y4, Y4
-	VPBROADCASTD 42(AX), Y9
-	VPSHUFB      Y1, Y9, Y9
-	VPAND        Y0, Y9, Y9
-	VPCMPEQB     Y0, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPSHUFD      $0x00, Y3, Y10
-	VPSHUFB      iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW   68(CX), Y4, Y11
-	VPMADDUBSW   68(CX), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	MOVBLZX      26(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVBLZX      27(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	MOVBLZX      28(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	MOVBLZX      29(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0xff, Y10, Y10
+	VPBROADCASTD 12(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   68(CX)(SI*1), Y4, Y11
-	VPMADDUBSW   68(CX)(SI*1), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   68(CX)(SI*2), Y4, Y11
-	VPMADDUBSW   68(CX)(SI*2), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   68(CX)(DI*1), Y4, Y4
-	VPMADDUBSW   68(CX)(DI*1), Y9, Y9
-	VPSUBW       Y9, Y4, Y4
-	VPSUBW       Y9, Y4, Y4
-	VPMADDWD     Y10, Y4, Y4
-	VPADDD       Y4, Y8, Y8
-	MOVBQZX      14(AX), R8
-	MOVBQZX      69(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      15(AX), R9
-	MOVBQZX      69(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      16(AX), R10
-	MOVBQZX      69(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      17(AX), R11
-	MOVBQZX      69(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ (BX)(R10*8), X9
-	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
-	VINSERTI128  $0x01, X9, Y4, Y4
-	VPBROADCASTD 46(AX), Y9
-	VPSHUFB      Y1, Y9, Y9
-	VPAND        Y0, Y9, Y9
-	VPCMPEQB     Y0, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPSHUFD      $0x55, Y3, Y10
-	VPSHUFB      iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW   100(CX), Y4, Y11
-	VPMADDUBSW   100(CX), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	MOVBLZX      34(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVBLZX      35(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	MOVBLZX      36(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	MOVBLZX      37(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VPBROADCASTD 16(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   100(CX)(SI*1), Y4, Y11
-	VPMADDUBSW   100(CX)(SI*1), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   100(CX)(SI*2), Y4, Y11
-	VPMADDUBSW   100(CX)(SI*2), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   100(CX)(DI*1), Y4, Y4
-	VPMADDUBSW   100(CX)(DI*1), Y9, Y9
-	VPSUBW       Y9, Y4, Y4
-	VPSUBW       Y9, Y4, Y4
-	VPMADDWD     Y10, Y4, Y4
-	VPADDD       Y4, Y8, Y8
-	MOVBQZX      26(AX), R8
-	MOVBQZX      72(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      27(AX), R9
-	MOVBQZX      72(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      28(AX), R10
-	MOVBQZX      72(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      29(AX), R11
-	MOVBQZX      72(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ (BX)(R10*8), X9
-	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
-	VINSERTI128  $0x01, X9, Y4, Y4
-	VPBROADCASTD 58(AX), Y9
-	VPSHUFB      Y1, Y9, Y9
-	VPAND        Y0, Y9, Y9
-	VPCMPEQB     Y0, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPSHUFD      $0xaa, Y3, Y10
-	VPSHUFB      iq2lanesc<>+0(SB), Y10, Y10
-	VPMADDUBSW   196(CX), Y4, Y11
-	VPMADDUBSW   196(CX), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	MOVBLZX      42(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVBLZX      43(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	MOVBLZX      44(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	MOVBLZX      45(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VPBROADCASTD 20(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   196(CX)(SI*1), Y4, Y11
-	VPMADDUBSW   196(CX)(SI*1), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   196(CX)(SI*2), Y4, Y11
-	VPMADDUBSW   196(CX)(SI*2), Y9, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPSUBW       Y12, Y11, Y11
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   196(CX)(DI*1), Y4, Y4
-	VPMADDUBSW   196(CX)(DI*1), Y9, Y9
-	VPSUBW       Y9, Y4, Y4
-	VPSUBW       Y9, Y4, Y4
-	VPMADDWD     Y10, Y4, Y4
-	VPADDD       Y4, Y8, Y8
-	MOVBQZX      30(AX), R8
-	MOVBQZX      73(AX), R12
-	SHLQ         $0x08, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R8
-	MOVBQZX      31(AX), R9
-	MOVBQZX      73(AX), R12
-	SHLQ         $0x06, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R9
-	MOVBQZX      32(AX), R10
-	MOVBQZX      73(AX), R12
-	SHLQ         $0x04, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R10
-	MOVBQZX      33(AX), R11
-	MOVBQZX      73(AX), R12
-	SHLQ         $0x02, R12
-	ANDQ         $0x00000300, R12
-	ORQ          R12, R11
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPINSRQ      $0x01, (BX)(R9*8), X4, X4
-	VPBROADCASTQ (BX)(R10*8), X9
-	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
-	VINSERTI128  $0x01, X9, Y4, Y4
-	VPBROADCASTD 62(AX), Y9
-	VPSHUFB      Y1, Y9, Y9
-	VPAND        Y0, Y9, Y9
-	VPCMPEQB     Y0, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPSHUFD      $0xff, Y3, Y3
-	VPSHUFB      iq2lanesc<>+0(SB), Y3, Y3
-	VPMADDUBSW   228(CX), Y4, Y10
-	VPMADDUBSW   228(CX), Y9, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y3, Y10, Y10
+	MOVBLZX      50(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVBLZX      51(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	MOVBLZX      52(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	MOVBLZX      53(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VPBROADCASTD 24(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      58(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVBLZX      59(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	MOVBLZX      60(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	MOVBLZX      61(AX), R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 28(SP), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y5, Y5
-	VPMADDUBSW   228(CX)(SI*1), Y4, Y10
-	VPMADDUBSW   228(CX)(SI*1), Y9, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y3, Y10, Y10
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y6, Y6
-	VPMADDUBSW   228(CX)(SI*2), Y4, Y10
-	VPMADDUBSW   228(CX)(SI*2), Y9, Y11
-	VPSUBW       Y11, Y10, Y10
-	VPSUBW       Y11, Y10, Y10
-	VPMADDWD     Y3, Y10, Y10
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y7, Y7
-	VPMADDUBSW   228(CX)(DI*1), Y4, Y4
-	VPMADDUBSW   228(CX)(DI*1), Y9, Y9
-	VPSUBW       Y9, Y4, Y4
-	VPSUBW       Y9, Y4, Y4
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y8, Y8
-	VPBROADCASTW (AX), X3
-	VCVTPH2PS    X3, X3
-	VPUNPCKLDQ   Y6, Y5, Y4
-	VPUNPCKHDQ   Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
-	VPUNPCKLDQ   Y8, Y7, Y5
-	VPUNPCKHDQ   Y8, Y7, Y6
-	VPADDD       Y6, Y5, Y5
-	VPUNPCKLQDQ  Y5, Y4, Y6
-	VPUNPCKHQDQ  Y5, Y4, Y4
-	VPADDD       Y4, Y6, Y6
-	VEXTRACTI128 $0x01, Y6, X4
-	VPADDD       X4, X6, X4
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMOVSS       (CX), X5
-	VINSERTPS    $0x10, (CX)(SI*1), X5, X5
-	VINSERTPS    $0x20, (CX)(SI*2), X5, X5
-	VINSERTPS    $0x30, (CX)(DI*1), X5, X5
-	VMULPS       X5, X3, X3
-	VMULPS       X4, X3, X3
-	VADDPS       X3, X2, X2
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ2_XXSx4AVX2
+
+donedotIQ2_XXSx4AVX2:
+	VMULSS c32_3e000000<>+0(SB), X0, X0
+	VMULSS c32_3e000000<>+0(SB), X1, X1
+	VMULSS c32_3e000000<>+0(SB), X2, X2
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ2_XSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2_XSx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq2xsGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ2_XSx4AVX2
+
+loopdotIQ2_XSx4AVX2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      2(AX), Y8
+	VMOVDQU      34(AX), Y9
+	VPSRLW       $0x09, Y8, Y8
+	VPSRLW       $0x09, Y9, Y9
+	VPACKUSWB    Y9, Y8, Y8
+	VPERMQ       $0xd8, Y8, Y8
+	VMOVDQU      iq2par<>+0(SB), Y11
+	VPAND        v32_0f0f0f0f<>+0(SB), Y8, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        v32_0f0f0f0f<>+0(SB), Y10, Y10
+	VPSHUFB      Y9, Y11, Y9
+	VPSHUFB      Y10, Y11, Y10
+	VPXOR        Y10, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      Y8, (SP)
+	VPBROADCASTQ 66(AX), Y8
+	VPSHUFB      iq2sc0<>+0(SB), Y8, Y9
+	VPSRLVD      iq2scshift<>+0(SB), Y9, Y9
+	VPAND        v32_0000000f<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y9, Y10, Y10
+	VPSHUFB      iq2sc1<>+0(SB), Y8, Y8
+	VPSRLVD      iq2scshift<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y8, Y9, Y9
+	MOVWLZX      2(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      4(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	MOVWLZX      6(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	MOVWLZX      8(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0x00, Y10, Y11
+	VPBROADCASTD (SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      10(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      12(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	MOVWLZX      14(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	MOVWLZX      16(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0x55, Y10, Y11
+	VPBROADCASTD 4(SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      18(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      20(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	MOVWLZX      22(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	MOVWLZX      24(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0xaa, Y10, Y11
+	VPBROADCASTD 8(SP), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      26(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      28(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	MOVWLZX      30(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	MOVWLZX      32(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0xff, Y10, Y10
+	VPBROADCASTD 12(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      34(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      36(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	MOVWLZX      38(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	MOVWLZX      40(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VPBROADCASTD 16(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      42(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      44(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	MOVWLZX      46(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	MOVWLZX      48(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VPBROADCASTD 20(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      50(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      52(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	MOVWLZX      54(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	MOVWLZX      56(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VPBROADCASTD 24(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      58(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y8
+	MOVWLZX      60(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	MOVWLZX      62(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	MOVWLZX      64(AX), R8
+	ANDL         $0x000001ff, R8
+	VPBROADCASTQ (DI)(R8*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 28(SP), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x0000004a, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ2_XSx4AVX2
+
+donedotIQ2_XSx4AVX2:
+	VMULSS c32_3e000000<>+0(SB), X0, X0
+	VMULSS c32_3e000000<>+0(SB), X1, X1
+	VMULSS c32_3e000000<>+0(SB), X2, X2
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ2_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2_Sx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq2sGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ2_Sx4AVX2
+
+loopdotIQ2_Sx4AVX2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPBROADCASTQ 74(AX), Y8
+	VPSHUFB      iq2sc0<>+0(SB), Y8, Y9
+	VPSRLVD      iq2scshift<>+0(SB), Y9, Y9
+	VPAND        v32_0000000f<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y9, Y10, Y10
+	VPSHUFB      iq2sc1<>+0(SB), Y8, Y8
+	VPSRLVD      iq2scshift<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y8, Y9, Y9
+	MOVWLZX      66(AX), R8
+	MOVBLZX      2(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      3(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      4(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      5(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPBROADCASTQ (DI)(R10*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0x00, Y10, Y11
+	VPBROADCASTD 34(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      67(AX), R8
+	MOVBLZX      6(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      7(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      8(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      9(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPBROADCASTQ (DI)(R10*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0x55, Y10, Y11
+	VPBROADCASTD 38(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      68(AX), R8
+	MOVBLZX      10(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      11(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      12(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      13(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPBROADCASTQ (DI)(R10*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0xaa, Y10, Y11
+	VPBROADCASTD 42(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      69(AX), R8
+	MOVBLZX      14(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      15(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      16(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      17(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPBROADCASTQ (DI)(R10*8), Y11
+	VPBLENDD     $0x0c, Y11, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y11
+	VPBLENDD     $0x30, Y11, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y11
+	VPBLENDD     $0xc0, Y11, Y8, Y8
+	VPSHUFD      $0xff, Y10, Y10
+	VPBROADCASTD 46(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      70(AX), R8
+	MOVBLZX      18(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      19(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      20(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      21(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VPBROADCASTD 50(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      71(AX), R8
+	MOVBLZX      22(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      23(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      24(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      25(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VPBROADCASTD 54(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      72(AX), R8
+	MOVBLZX      26(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      27(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      28(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      29(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VPBROADCASTD 58(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      73(AX), R8
+	MOVBLZX      30(AX), R9
+	MOVL         R8, R10
+	SHLL         $0x08, R10
+	ANDL         $0x00000300, R10
+	ORL          R10, R9
+	MOVBLZX      31(AX), R10
+	MOVL         R8, R11
+	SHLL         $0x06, R11
+	ANDL         $0x00000300, R11
+	ORL          R11, R10
+	MOVBLZX      32(AX), R11
+	MOVL         R8, R12
+	SHLL         $0x04, R12
+	ANDL         $0x00000300, R12
+	ORL          R12, R11
+	MOVBLZX      33(AX), R12
+	SHLL         $0x02, R8
+	ANDL         $0x00000300, R8
+	ORL          R8, R12
+	VPBROADCASTQ (DI)(R9*8), Y8
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 62(AX), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000052, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ2_Sx4AVX2
 
 donedotIQ2_Sx4AVX2:
-	VBROADCASTSS c32_3e000000<>+0(SB), X0
-	VMULPS       X0, X2, X2
-	MOVQ         out+40(FP), AX
-	VMOVUPS      X2, (AX)
+	VMULSS c32_3e000000<>+0(SB), X0, X0
+	VMULSS c32_3e000000<>+0(SB), X1, X1
+	VMULSS c32_3e000000<>+0(SB), X2, X2
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 
@@ -11605,191 +15386,345 @@ GLOBL grid_iq3xxsGrid<>(SB), RODATA|NOPTR, $1024
 
 // func dotIQ3_XXSAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ3_XXSAVX2(SB), NOSPLIT, $64-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VMOVDQU      iq3spread<>+0(SB), Y0
-	VMOVDQU      iq3bits<>+0(SB), Y1
-	VPBROADCASTD c32_01010101<>+0(SB), Y2
-	LEAQ         grid_iq3xxsGrid<>+0(SB), BX
-	VXORPS       X3, X3, X3
-	TESTQ        DX, DX
-	JZ           donedotIQ3_XXSAVX2
+TEXT ·dotIQ3_XXSAVX2(SB), NOSPLIT, $32-28
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	LEAQ    grid_iq3xxsGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	TESTQ   DX, DX
+	JZ      donedotIQ3_XXSAVX2
 
 loopdotIQ3_XXSAVX2:
 	VPXOR        Y4, Y4, Y4
-	VMOVDQU      66(AX), Y5
-	VPSRLD       $0x1c, Y5, Y6
-	VPADDD       Y6, Y6, Y6
-	VPOR         v32_00000001<>+0(SB), Y6, Y6
-	VPSLLD       $0x10, Y6, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      Y6, 32(SP)
-	VPAND        v32_00003fff<>+0(SB), Y5, Y6
-	VPSLLD       $0x02, Y5, Y5
-	VPAND        v32_3fff0000<>+0(SB), Y5, Y5
-	VPOR         Y5, Y6, Y6
-	VPAND        v32_007f007f<>+0(SB), Y6, Y7
-	VPSLLD       $0x01, Y6, Y5
-	VPAND        v32_7f007f00<>+0(SB), Y5, Y5
-	VPOR         Y5, Y7, Y7
-	VPSRLD       $0x04, Y7, Y6
-	VPXOR        Y7, Y6, Y6
-	VPSRLD       $0x02, Y6, Y5
-	VPXOR        Y5, Y6, Y6
-	VPSRLD       $0x01, Y6, Y5
-	VPXOR        Y5, Y6, Y6
-	VPAND        v32_01010101<>+0(SB), Y6, Y6
-	VPSLLD       $0x07, Y6, Y6
-	VPOR         Y6, Y7, Y7
-	VMOVDQU      Y7, (SP)
 	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    2(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD (SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 32(SP), Y6
-	VMOVDQU      4(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    10(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 4(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 36(SP), Y6
-	VMOVDQU      36(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    18(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 8(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 40(SP), Y6
-	VMOVDQU      68(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    26(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 12(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 44(SP), Y6
-	VMOVDQU      100(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    34(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 16(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 48(SP), Y6
-	VMOVDQU      132(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    42(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 20(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 52(SP), Y6
-	VMOVDQU      164(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    50(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 24(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 56(SP), Y6
-	VMOVDQU      196(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    58(AX), Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 28(SP), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 60(SP), Y6
-	VMOVDQU      228(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPBROADCASTW (AX), X5
-	VCVTPH2PS    X5, X5
-	VEXTRACTF128 $0x01, Y4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0x4e, X4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0xb1, X4, X6
-	VPADDD       X6, X4, X4
+	VMOVDQU      66(AX), Y6
+	VPSRLD       $0x1c, Y6, Y7
+	VPADDD       Y7, Y7, Y7
+	VPOR         v32_00000001<>+0(SB), Y7, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPERMQ       $0x44, Y7, Y8
+	VPERMQ       $0xee, Y7, Y7
+	VPAND        v32_00003fff<>+0(SB), Y6, Y9
+	VPSLLD       $0x02, Y6, Y6
+	VPAND        v32_3fff0000<>+0(SB), Y6, Y6
+	VPOR         Y6, Y9, Y9
+	VPAND        v32_007f007f<>+0(SB), Y9, Y10
+	VPSLLD       $0x01, Y9, Y6
+	VPAND        v32_7f007f00<>+0(SB), Y6, Y6
+	VPOR         Y6, Y10, Y10
+	VMOVDQU      iq2par<>+0(SB), Y11
+	VPAND        v32_0f0f0f0f<>+0(SB), Y10, Y6
+	VPSRLD       $0x04, Y10, Y9
+	VPAND        v32_0f0f0f0f<>+0(SB), Y9, Y9
+	VPSHUFB      Y6, Y11, Y6
+	VPSHUFB      Y9, Y11, Y9
+	VPXOR        Y9, Y6, Y6
+	VPOR         Y6, Y10, Y10
+	VMOVDQU      Y10, (SP)
+	MOVBLZX      2(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y6
+	MOVBLZX      3(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x02, Y9, Y6, Y6
+	MOVBLZX      4(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x04, Y9, Y6, Y6
+	MOVBLZX      5(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x08, Y9, Y6, Y6
+	MOVBLZX      6(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x10, Y9, Y6, Y6
+	MOVBLZX      7(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x20, Y9, Y6, Y6
+	MOVBLZX      8(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x40, Y9, Y6, Y6
+	MOVBLZX      9(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x80, Y9, Y6, Y6
+	VPSHUFD      $0x00, Y8, Y9
+	VPBROADCASTD (SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      10(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y6
+	MOVBLZX      11(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x02, Y9, Y6, Y6
+	MOVBLZX      12(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x04, Y9, Y6, Y6
+	MOVBLZX      13(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x08, Y9, Y6, Y6
+	MOVBLZX      14(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x10, Y9, Y6, Y6
+	MOVBLZX      15(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x20, Y9, Y6, Y6
+	MOVBLZX      16(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x40, Y9, Y6, Y6
+	MOVBLZX      17(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x80, Y9, Y6, Y6
+	VPSHUFD      $0x55, Y8, Y9
+	VPBROADCASTD 4(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVBLZX      18(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y6
+	MOVBLZX      19(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x02, Y9, Y6, Y6
+	MOVBLZX      20(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x04, Y9, Y6, Y6
+	MOVBLZX      21(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x08, Y9, Y6, Y6
+	MOVBLZX      22(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x10, Y9, Y6, Y6
+	MOVBLZX      23(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x20, Y9, Y6, Y6
+	MOVBLZX      24(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x40, Y9, Y6, Y6
+	MOVBLZX      25(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x80, Y9, Y6, Y6
+	VPSHUFD      $0xaa, Y8, Y9
+	VPBROADCASTD 8(SP), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      26(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y6
+	MOVBLZX      27(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x02, Y9, Y6, Y6
+	MOVBLZX      28(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x04, Y9, Y6, Y6
+	MOVBLZX      29(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x08, Y9, Y6, Y6
+	MOVBLZX      30(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x10, Y9, Y6, Y6
+	MOVBLZX      31(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x20, Y9, Y6, Y6
+	MOVBLZX      32(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x40, Y9, Y6, Y6
+	MOVBLZX      33(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y9
+	VPBLENDD     $0x80, Y9, Y6, Y6
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 12(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      34(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y6
+	MOVBLZX      35(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x02, Y8, Y6, Y6
+	MOVBLZX      36(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x04, Y8, Y6, Y6
+	MOVBLZX      37(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x08, Y8, Y6, Y6
+	MOVBLZX      38(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x10, Y8, Y6, Y6
+	MOVBLZX      39(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x20, Y8, Y6, Y6
+	MOVBLZX      40(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x40, Y8, Y6, Y6
+	MOVBLZX      41(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x80, Y8, Y6, Y6
+	VPSHUFD      $0x00, Y7, Y8
+	VPBROADCASTD 16(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      42(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y6
+	MOVBLZX      43(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x02, Y8, Y6, Y6
+	MOVBLZX      44(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x04, Y8, Y6, Y6
+	MOVBLZX      45(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x08, Y8, Y6, Y6
+	MOVBLZX      46(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x10, Y8, Y6, Y6
+	MOVBLZX      47(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x20, Y8, Y6, Y6
+	MOVBLZX      48(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x40, Y8, Y6, Y6
+	MOVBLZX      49(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x80, Y8, Y6, Y6
+	VPSHUFD      $0x55, Y7, Y8
+	VPBROADCASTD 20(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      50(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y6
+	MOVBLZX      51(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x02, Y8, Y6, Y6
+	MOVBLZX      52(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x04, Y8, Y6, Y6
+	MOVBLZX      53(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x08, Y8, Y6, Y6
+	MOVBLZX      54(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x10, Y8, Y6, Y6
+	MOVBLZX      55(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x20, Y8, Y6, Y6
+	MOVBLZX      56(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x40, Y8, Y6, Y6
+	MOVBLZX      57(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x80, Y8, Y6, Y6
+	VPSHUFD      $0xaa, Y7, Y8
+	VPBROADCASTD 24(SP), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      58(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y6
+	MOVBLZX      59(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x02, Y8, Y6, Y6
+	MOVBLZX      60(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x04, Y8, Y6, Y6
+	MOVBLZX      61(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x08, Y8, Y6, Y6
+	MOVBLZX      62(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x10, Y8, Y6, Y6
+	MOVBLZX      63(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x20, Y8, Y6, Y6
+	MOVBLZX      64(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x40, Y8, Y6, Y6
+	MOVBLZX      65(AX), SI
+	VPBROADCASTD (BX)(SI*4), Y8
+	VPBLENDD     $0x80, Y8, Y6, Y6
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 28(SP), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y6, Y6
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULSS       (CX), X5, X5
+	VMULSS       (CX), X6, X5
 	VMULSS       X5, X4, X4
 	VADDSS       X4, X3, X3
 	ADDQ         $0x00000062, AX
@@ -11802,59 +15737,6 @@ donedotIQ3_XXSAVX2:
 	MOVSS  X3, ret+24(FP)
 	VZEROUPPER
 	RET
-
-DATA iq3spread<>+0(SB)/4, $0x00000000
-DATA iq3spread<>+4(SB)/4, $0x00000000
-DATA iq3spread<>+8(SB)/4, $0x01010101
-DATA iq3spread<>+12(SB)/4, $0x01010101
-DATA iq3spread<>+16(SB)/4, $0x02020202
-DATA iq3spread<>+20(SB)/4, $0x02020202
-DATA iq3spread<>+24(SB)/4, $0x03030303
-DATA iq3spread<>+28(SB)/4, $0x03030303
-GLOBL iq3spread<>(SB), RODATA|NOPTR, $32
-
-DATA iq3bits<>+0(SB)/4, $0x08040201
-DATA iq3bits<>+4(SB)/4, $0x80402010
-DATA iq3bits<>+8(SB)/4, $0x08040201
-DATA iq3bits<>+12(SB)/4, $0x80402010
-DATA iq3bits<>+16(SB)/4, $0x08040201
-DATA iq3bits<>+20(SB)/4, $0x80402010
-DATA iq3bits<>+24(SB)/4, $0x08040201
-DATA iq3bits<>+28(SB)/4, $0x80402010
-GLOBL iq3bits<>(SB), RODATA|NOPTR, $32
-
-DATA c32_01010101<>+0(SB)/4, $0x01010101
-GLOBL c32_01010101<>(SB), RODATA|NOPTR, $4
-
-DATA v32_3fff0000<>+0(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+4(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+8(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+12(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+16(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+20(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+24(SB)/4, $0x3fff0000
-DATA v32_3fff0000<>+28(SB)/4, $0x3fff0000
-GLOBL v32_3fff0000<>(SB), RODATA|NOPTR, $32
-
-DATA v32_7f007f00<>+0(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+4(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+8(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+12(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+16(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+20(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+24(SB)/4, $0x7f007f00
-DATA v32_7f007f00<>+28(SB)/4, $0x7f007f00
-GLOBL v32_7f007f00<>(SB), RODATA|NOPTR, $32
-
-DATA v32_01010101<>+0(SB)/4, $0x01010101
-DATA v32_01010101<>+4(SB)/4, $0x01010101
-DATA v32_01010101<>+8(SB)/4, $0x01010101
-DATA v32_01010101<>+12(SB)/4, $0x01010101
-DATA v32_01010101<>+16(SB)/4, $0x01010101
-DATA v32_01010101<>+20(SB)/4, $0x01010101
-DATA v32_01010101<>+24(SB)/4, $0x01010101
-DATA v32_01010101<>+28(SB)/4, $0x01010101
-GLOBL v32_01010101<>(SB), RODATA|NOPTR, $32
 
 DATA c32_3e800000<>+0(SB)/4, $0x3e800000
 GLOBL c32_3e800000<>(SB), RODATA|NOPTR, $4
@@ -12375,206 +16257,209 @@ GLOBL grid_iq3sGrid<>(SB), RODATA|NOPTR, $2048
 
 // func dotIQ3_SAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ3_SAVX2(SB), NOSPLIT, $64-28
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	VMOVDQU      iq3spread<>+0(SB), Y0
-	VMOVDQU      iq3bits<>+0(SB), Y1
-	VPBROADCASTD c32_01010101<>+0(SB), Y2
-	LEAQ         grid_iq3sGrid<>+0(SB), BX
-	VXORPS       X3, X3, X3
-	TESTQ        DX, DX
-	JZ           donedotIQ3_SAVX2
+TEXT ·dotIQ3_SAVX2(SB), NOSPLIT, $32-28
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	LEAQ    grid_iq3sGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	TESTQ   DX, DX
+	JZ      donedotIQ3_SAVX2
 
 loopdotIQ3_SAVX2:
 	VPXOR        Y4, Y4, Y4
-	VPBROADCASTD 106(AX), Y5
-	VPSRLVD      iq3sls<>+0(SB), Y5, Y5
-	VPAND        v32_0000000f<>+0(SB), Y5, Y5
-	VPADDD       Y5, Y5, Y5
-	VPOR         v32_00000001<>+0(SB), Y5, Y5
-	VPSLLD       $0x10, Y5, Y6
-	VPOR         Y6, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
 	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    2(AX), Y7
-	VPBROADCASTD 66(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 74(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 32(SP), Y6
-	VMOVDQU      4(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    10(AX), Y7
-	VPBROADCASTD 67(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 78(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 36(SP), Y6
-	VMOVDQU      36(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    18(AX), Y7
-	VPBROADCASTD 68(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 82(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 40(SP), Y6
-	VMOVDQU      68(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    26(AX), Y7
-	VPBROADCASTD 69(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 86(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 44(SP), Y6
-	VMOVDQU      100(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    34(AX), Y7
-	VPBROADCASTD 70(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 90(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 48(SP), Y6
-	VMOVDQU      132(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    42(AX), Y7
-	VPBROADCASTD 71(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 94(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 52(SP), Y6
-	VMOVDQU      164(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    50(AX), Y7
-	VPBROADCASTD 72(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 98(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 56(SP), Y6
-	VMOVDQU      196(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPMOVZXBD    58(AX), Y7
-	VPBROADCASTD 73(AX), Y8
-	VPSLLVD      iq3shbit<>+0(SB), Y8, Y8
-	VPAND        v32_00000100<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPGATHERDD   Y6, (BX)(Y7*4), Y5
-	VPBROADCASTD 102(AX), Y6
-	VPSHUFB      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y2, Y6, Y6
-	VPSIGNB      Y6, Y5, Y5
-	VPBROADCASTD 60(SP), Y6
-	VMOVDQU      228(CX), Y7
-	VPSIGNB      Y7, Y5, Y5
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y5, Y7, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y4, Y4
-	VPBROADCASTW (AX), X5
-	VCVTPH2PS    X5, X5
-	VEXTRACTF128 $0x01, Y4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0x4e, X4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0xb1, X4, X6
-	VPADDD       X6, X4, X4
+	VPBROADCASTD 106(AX), Y6
+	VPSRLVD      iq3sls<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y7, Y6, Y6
+	VPERMQ       $0x44, Y6, Y7
+	VPERMQ       $0xee, Y6, Y6
+	VPXOR        Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPMOVZXBD    2(AX), Y10
+	VPBROADCASTD 66(AX), Y11
+	VPSLLVD      iq3shbit<>+0(SB), Y11, Y11
+	VPAND        v32_00000100<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPGATHERDD   Y9, (BX)(Y10*4), Y8
+	VPSHUFD      $0x00, Y7, Y9
+	VPBROADCASTD 74(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPXOR        Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPMOVZXBD    10(AX), Y10
+	VPBROADCASTD 67(AX), Y11
+	VPSLLVD      iq3shbit<>+0(SB), Y11, Y11
+	VPAND        v32_00000100<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPGATHERDD   Y9, (BX)(Y10*4), Y8
+	VPSHUFD      $0x55, Y7, Y9
+	VPBROADCASTD 78(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPXOR        Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPMOVZXBD    18(AX), Y10
+	VPBROADCASTD 68(AX), Y11
+	VPSLLVD      iq3shbit<>+0(SB), Y11, Y11
+	VPAND        v32_00000100<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPGATHERDD   Y9, (BX)(Y10*4), Y8
+	VPSHUFD      $0xaa, Y7, Y9
+	VPBROADCASTD 82(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPXOR        Y8, Y8, Y8
+	VPCMPEQD     Y9, Y9, Y9
+	VPMOVZXBD    26(AX), Y10
+	VPBROADCASTD 69(AX), Y11
+	VPSLLVD      iq3shbit<>+0(SB), Y11, Y11
+	VPAND        v32_00000100<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPGATHERDD   Y9, (BX)(Y10*4), Y8
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 86(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPMOVZXBD    34(AX), Y9
+	VPBROADCASTD 70(AX), Y10
+	VPSLLVD      iq3shbit<>+0(SB), Y10, Y10
+	VPAND        v32_00000100<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPGATHERDD   Y8, (BX)(Y9*4), Y7
+	VPSHUFD      $0x00, Y6, Y8
+	VPBROADCASTD 90(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPMOVZXBD    42(AX), Y9
+	VPBROADCASTD 71(AX), Y10
+	VPSLLVD      iq3shbit<>+0(SB), Y10, Y10
+	VPAND        v32_00000100<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPGATHERDD   Y8, (BX)(Y9*4), Y7
+	VPSHUFD      $0x55, Y6, Y8
+	VPBROADCASTD 94(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPMOVZXBD    50(AX), Y9
+	VPBROADCASTD 72(AX), Y10
+	VPSLLVD      iq3shbit<>+0(SB), Y10, Y10
+	VPAND        v32_00000100<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPGATHERDD   Y8, (BX)(Y9*4), Y7
+	VPSHUFD      $0xaa, Y6, Y8
+	VPBROADCASTD 98(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPXOR        Y7, Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPMOVZXBD    58(AX), Y9
+	VPBROADCASTD 73(AX), Y10
+	VPSLLVD      iq3shbit<>+0(SB), Y10, Y10
+	VPAND        v32_00000100<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPGATHERDD   Y8, (BX)(Y9*4), Y7
+	VPSHUFD      $0xff, Y6, Y6
+	VPBROADCASTD 102(AX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULSS       (CX), X5, X5
+	VMULSS       (CX), X6, X5
 	VMULSS       X5, X4, X4
 	VADDSS       X4, X3, X3
 	ADDQ         $0x0000006e, AX
@@ -16717,7 +20602,7 @@ GLOBL grid_iq1sGrid_0_8_16<>(SB), RODATA|NOPTR, $16384
 
 // func dotIQ1_SAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1_SAVX2(SB), NOSPLIT, $64-28
+TEXT ·dotIQ1_SAVX2(SB), NOSPLIT, $32-28
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
@@ -16745,7 +20630,8 @@ loopdotIQ1_SAVX2:
 	VMOVDQU      Y3, (SP)
 	VPSLLD       $0x10, Y4, Y3
 	VPOR         Y3, Y4, Y4
-	VMOVDQU      Y4, 32(SP)
+	VPERMQ       $0x44, Y4, Y3
+	VPERMQ       $0xee, Y4, Y4
 	MOVWLZX      34(AX), SI
 	MOVBLZX      2(AX), DI
 	MOVL         SI, R8
@@ -16766,18 +20652,18 @@ loopdotIQ1_SAVX2:
 	SHRL         $0x01, SI
 	ANDL         $0x00000700, SI
 	ORL          SI, R10
-	VPBROADCASTQ (BX)(DI*8), Y3
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPBLENDD     $0x0c, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R9*8), Y4
-	VPBLENDD     $0x30, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R10*8), Y4
-	VPBLENDD     $0xc0, Y4, Y3, Y3
-	VMOVDQU      4(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPBROADCASTD 32(SP), Y3
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y1, Y1
+	VPBROADCASTQ (BX)(DI*8), Y5
+	VPBROADCASTQ (BX)(R8*8), Y6
+	VPBLENDD     $0x0c, Y6, Y5, Y5
+	VPBROADCASTQ (BX)(R9*8), Y6
+	VPBLENDD     $0x30, Y6, Y5, Y5
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPBLENDD     $0xc0, Y6, Y5, Y5
+	VPSHUFD      $0x00, Y3, Y6
+	VMOVDQU      4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y1, Y1
 	MOVWLZX      36(AX), SI
 	MOVBLZX      6(AX), DI
 	MOVL         SI, R8
@@ -16798,18 +20684,18 @@ loopdotIQ1_SAVX2:
 	SHRL         $0x01, SI
 	ANDL         $0x00000700, SI
 	ORL          SI, R10
-	VPBROADCASTQ (BX)(DI*8), Y3
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPBLENDD     $0x0c, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R9*8), Y4
-	VPBLENDD     $0x30, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R10*8), Y4
-	VPBLENDD     $0xc0, Y4, Y3, Y3
-	VMOVDQU      36(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPBROADCASTD 36(SP), Y3
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y2, Y2
+	VPBROADCASTQ (BX)(DI*8), Y5
+	VPBROADCASTQ (BX)(R8*8), Y6
+	VPBLENDD     $0x0c, Y6, Y5, Y5
+	VPBROADCASTQ (BX)(R9*8), Y6
+	VPBLENDD     $0x30, Y6, Y5, Y5
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPBLENDD     $0xc0, Y6, Y5, Y5
+	VPSHUFD      $0x55, Y3, Y6
+	VMOVDQU      36(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y2, Y2
 	MOVWLZX      38(AX), SI
 	MOVBLZX      10(AX), DI
 	MOVL         SI, R8
@@ -16830,18 +20716,18 @@ loopdotIQ1_SAVX2:
 	SHRL         $0x01, SI
 	ANDL         $0x00000700, SI
 	ORL          SI, R10
-	VPBROADCASTQ (BX)(DI*8), Y3
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPBLENDD     $0x0c, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R9*8), Y4
-	VPBLENDD     $0x30, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R10*8), Y4
-	VPBLENDD     $0xc0, Y4, Y3, Y3
-	VMOVDQU      68(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPBROADCASTD 40(SP), Y3
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y1, Y1
+	VPBROADCASTQ (BX)(DI*8), Y5
+	VPBROADCASTQ (BX)(R8*8), Y6
+	VPBLENDD     $0x0c, Y6, Y5, Y5
+	VPBROADCASTQ (BX)(R9*8), Y6
+	VPBLENDD     $0x30, Y6, Y5, Y5
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPBLENDD     $0xc0, Y6, Y5, Y5
+	VPSHUFD      $0xaa, Y3, Y6
+	VMOVDQU      68(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y1, Y1
 	MOVWLZX      40(AX), SI
 	MOVBLZX      14(AX), DI
 	MOVL         SI, R8
@@ -16862,18 +20748,18 @@ loopdotIQ1_SAVX2:
 	SHRL         $0x01, SI
 	ANDL         $0x00000700, SI
 	ORL          SI, R10
-	VPBROADCASTQ (BX)(DI*8), Y3
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPBLENDD     $0x0c, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R9*8), Y4
-	VPBLENDD     $0x30, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R10*8), Y4
-	VPBLENDD     $0xc0, Y4, Y3, Y3
-	VMOVDQU      100(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPBROADCASTD 44(SP), Y3
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y2, Y2
+	VPBROADCASTQ (BX)(DI*8), Y5
+	VPBROADCASTQ (BX)(R8*8), Y6
+	VPBLENDD     $0x0c, Y6, Y5, Y5
+	VPBROADCASTQ (BX)(R9*8), Y6
+	VPBLENDD     $0x30, Y6, Y5, Y5
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPBLENDD     $0xc0, Y6, Y5, Y5
+	VPSHUFD      $0xff, Y3, Y3
+	VMOVDQU      100(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       Y6, Y2, Y2
 	MOVWLZX      42(AX), SI
 	MOVBLZX      18(AX), DI
 	MOVL         SI, R8
@@ -16895,17 +20781,17 @@ loopdotIQ1_SAVX2:
 	ANDL         $0x00000700, SI
 	ORL          SI, R10
 	VPBROADCASTQ (BX)(DI*8), Y3
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPBLENDD     $0x0c, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R9*8), Y4
-	VPBLENDD     $0x30, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R10*8), Y4
-	VPBLENDD     $0xc0, Y4, Y3, Y3
-	VMOVDQU      132(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPBROADCASTD 48(SP), Y3
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y1, Y1
+	VPBROADCASTQ (BX)(R8*8), Y5
+	VPBLENDD     $0x0c, Y5, Y3, Y3
+	VPBROADCASTQ (BX)(R9*8), Y5
+	VPBLENDD     $0x30, Y5, Y3, Y3
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPBLENDD     $0xc0, Y5, Y3, Y3
+	VPSHUFD      $0x00, Y4, Y5
+	VMOVDQU      132(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y1, Y1
 	MOVWLZX      44(AX), SI
 	MOVBLZX      22(AX), DI
 	MOVL         SI, R8
@@ -16927,17 +20813,17 @@ loopdotIQ1_SAVX2:
 	ANDL         $0x00000700, SI
 	ORL          SI, R10
 	VPBROADCASTQ (BX)(DI*8), Y3
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPBLENDD     $0x0c, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R9*8), Y4
-	VPBLENDD     $0x30, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R10*8), Y4
-	VPBLENDD     $0xc0, Y4, Y3, Y3
-	VMOVDQU      164(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPBROADCASTD 52(SP), Y3
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y2, Y2
+	VPBROADCASTQ (BX)(R8*8), Y5
+	VPBLENDD     $0x0c, Y5, Y3, Y3
+	VPBROADCASTQ (BX)(R9*8), Y5
+	VPBLENDD     $0x30, Y5, Y3, Y3
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPBLENDD     $0xc0, Y5, Y3, Y3
+	VPSHUFD      $0x55, Y4, Y5
+	VMOVDQU      164(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y2, Y2
 	MOVWLZX      46(AX), SI
 	MOVBLZX      26(AX), DI
 	MOVL         SI, R8
@@ -16959,17 +20845,17 @@ loopdotIQ1_SAVX2:
 	ANDL         $0x00000700, SI
 	ORL          SI, R10
 	VPBROADCASTQ (BX)(DI*8), Y3
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPBLENDD     $0x0c, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R9*8), Y4
-	VPBLENDD     $0x30, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R10*8), Y4
-	VPBLENDD     $0xc0, Y4, Y3, Y3
-	VMOVDQU      196(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPBROADCASTD 56(SP), Y3
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y1, Y1
+	VPBROADCASTQ (BX)(R8*8), Y5
+	VPBLENDD     $0x0c, Y5, Y3, Y3
+	VPBROADCASTQ (BX)(R9*8), Y5
+	VPBLENDD     $0x30, Y5, Y3, Y3
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPBLENDD     $0xc0, Y5, Y3, Y3
+	VPSHUFD      $0xaa, Y4, Y5
+	VMOVDQU      196(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y1, Y1
 	MOVWLZX      48(AX), SI
 	MOVBLZX      30(AX), DI
 	MOVL         SI, R8
@@ -16991,17 +20877,17 @@ loopdotIQ1_SAVX2:
 	ANDL         $0x00000700, SI
 	ORL          SI, R10
 	VPBROADCASTQ (BX)(DI*8), Y3
-	VPBROADCASTQ (BX)(R8*8), Y4
-	VPBLENDD     $0x0c, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R9*8), Y4
-	VPBLENDD     $0x30, Y4, Y3, Y3
-	VPBROADCASTQ (BX)(R10*8), Y4
-	VPBLENDD     $0xc0, Y4, Y3, Y3
-	VMOVDQU      228(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPBROADCASTD 60(SP), Y3
-	VPMADDWD     Y3, Y4, Y4
-	VPADDD       Y4, Y2, Y2
+	VPBROADCASTQ (BX)(R8*8), Y5
+	VPBLENDD     $0x0c, Y5, Y3, Y3
+	VPBROADCASTQ (BX)(R9*8), Y5
+	VPBLENDD     $0x30, Y5, Y3, Y3
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPBLENDD     $0xc0, Y5, Y3, Y3
+	VPSHUFD      $0xff, Y4, Y4
+	VMOVDQU      228(CX), Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y2, Y2
 	VPBROADCASTW (AX), X3
 	VCVTPH2PS    X3, X3
 	VPADDD       Y2, Y1, Y1
@@ -25235,7 +29121,7 @@ GLOBL grid_iq1m_delta<>(SB), RODATA|NOPTR, $32768
 
 // func dotIQ1_MAVX2(w *byte, a *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1_MAVX2(SB), NOSPLIT, $64-28
+TEXT ·dotIQ1_MAVX2(SB), NOSPLIT, $32-28
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
@@ -25611,779 +29497,926 @@ GLOBL iq1mcorr<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ3_XXSx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ3_XXSx4AVX2(SB), NOSPLIT, $64-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VMOVDQU      iq3spread<>+0(SB), Y0
-	VMOVDQU      iq3bits<>+0(SB), Y1
-	VPBROADCASTD c32_01010101<>+0(SB), Y2
-	LEAQ         grid_iq3xxsGrid<>+0(SB), DI
-	VXORPS       X3, X3, X3
-	VXORPS       X4, X4, X4
-	VXORPS       X5, X5, X5
-	VXORPS       X6, X6, X6
-	TESTQ        DX, DX
-	JZ           donedotIQ3_XXSx4AVX2
+TEXT ·dotIQ3_XXSx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq3xxsGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ3_XXSx4AVX2
 
 loopdotIQ3_XXSx4AVX2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VMOVDQU      66(AX), Y11
-	VPSRLD       $0x1c, Y11, Y12
-	VPADDD       Y12, Y12, Y12
-	VPOR         v32_00000001<>+0(SB), Y12, Y12
-	VPSLLD       $0x10, Y12, Y13
-	VPOR         Y13, Y12, Y12
-	VMOVDQU      Y12, 32(SP)
-	VPAND        v32_00003fff<>+0(SB), Y11, Y12
-	VPSLLD       $0x02, Y11, Y11
-	VPAND        v32_3fff0000<>+0(SB), Y11, Y11
-	VPOR         Y11, Y12, Y12
-	VPAND        v32_007f007f<>+0(SB), Y12, Y13
-	VPSLLD       $0x01, Y12, Y11
-	VPAND        v32_7f007f00<>+0(SB), Y11, Y11
-	VPOR         Y11, Y13, Y13
-	VPSRLD       $0x04, Y13, Y12
-	VPXOR        Y13, Y12, Y12
-	VPSRLD       $0x02, Y12, Y11
-	VPXOR        Y11, Y12, Y12
-	VPSRLD       $0x01, Y12, Y11
-	VPXOR        Y11, Y12, Y12
-	VPAND        v32_01010101<>+0(SB), Y12, Y12
-	VPSLLD       $0x07, Y12, Y12
-	VPOR         Y12, Y13, Y13
-	VMOVDQU      Y13, (SP)
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    2(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VMOVDQU      66(AX), Y8
+	VPSRLD       $0x1c, Y8, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPERMQ       $0x44, Y9, Y10
+	VPERMQ       $0xee, Y9, Y9
+	VPAND        v32_00003fff<>+0(SB), Y8, Y11
+	VPSLLD       $0x02, Y8, Y8
+	VPAND        v32_3fff0000<>+0(SB), Y8, Y8
+	VPOR         Y8, Y11, Y11
+	VPAND        v32_007f007f<>+0(SB), Y11, Y12
+	VPSLLD       $0x01, Y11, Y8
+	VPAND        v32_7f007f00<>+0(SB), Y8, Y8
+	VPOR         Y8, Y12, Y12
+	VMOVDQU      iq2par<>+0(SB), Y13
+	VPAND        v32_0f0f0f0f<>+0(SB), Y12, Y8
+	VPSRLD       $0x04, Y12, Y11
+	VPAND        v32_0f0f0f0f<>+0(SB), Y11, Y11
+	VPSHUFB      Y8, Y13, Y8
+	VPSHUFB      Y11, Y13, Y11
+	VPXOR        Y11, Y8, Y8
+	VPOR         Y8, Y12, Y12
+	VMOVDQU      Y12, (SP)
+	MOVBLZX      2(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y8
+	MOVBLZX      3(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x02, Y11, Y8, Y8
+	MOVBLZX      4(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x04, Y11, Y8, Y8
+	MOVBLZX      5(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x08, Y11, Y8, Y8
+	MOVBLZX      6(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x10, Y11, Y8, Y8
+	MOVBLZX      7(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x20, Y11, Y8, Y8
+	MOVBLZX      8(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x40, Y11, Y8, Y8
+	MOVBLZX      9(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x80, Y11, Y8, Y8
+	VPSHUFD      $0x00, Y10, Y11
 	VPBROADCASTD (SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 32(SP), Y12
-	VMOVDQU      4(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      4(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      4(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      4(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    10(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      10(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y8
+	MOVBLZX      11(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x02, Y11, Y8, Y8
+	MOVBLZX      12(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x04, Y11, Y8, Y8
+	MOVBLZX      13(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x08, Y11, Y8, Y8
+	MOVBLZX      14(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x10, Y11, Y8, Y8
+	MOVBLZX      15(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x20, Y11, Y8, Y8
+	MOVBLZX      16(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x40, Y11, Y8, Y8
+	MOVBLZX      17(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x80, Y11, Y8, Y8
+	VPSHUFD      $0x55, Y10, Y11
 	VPBROADCASTD 4(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 36(SP), Y12
-	VMOVDQU      36(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      36(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      36(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      36(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    18(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      18(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y8
+	MOVBLZX      19(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x02, Y11, Y8, Y8
+	MOVBLZX      20(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x04, Y11, Y8, Y8
+	MOVBLZX      21(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x08, Y11, Y8, Y8
+	MOVBLZX      22(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x10, Y11, Y8, Y8
+	MOVBLZX      23(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x20, Y11, Y8, Y8
+	MOVBLZX      24(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x40, Y11, Y8, Y8
+	MOVBLZX      25(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x80, Y11, Y8, Y8
+	VPSHUFD      $0xaa, Y10, Y11
 	VPBROADCASTD 8(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 40(SP), Y12
-	VMOVDQU      68(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      68(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      68(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      68(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    26(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 12(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 44(SP), Y12
-	VMOVDQU      100(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      100(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      100(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      100(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    34(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 16(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 48(SP), Y12
-	VMOVDQU      132(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      132(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      132(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      132(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    42(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 20(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 52(SP), Y12
-	VMOVDQU      164(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      164(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      164(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      164(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    50(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 24(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 56(SP), Y12
-	VMOVDQU      196(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      196(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      196(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      196(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    58(AX), Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 28(SP), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 60(SP), Y12
-	VMOVDQU      228(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      228(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      228(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      228(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPBROADCASTW (AX), X11
-	VCVTPH2PS    X11, X11
-	VEXTRACTF128 $0x01, Y7, X12
-	VPADDD       X12, X7, X7
-	VPSHUFD      $0x4e, X7, X12
-	VPADDD       X12, X7, X7
-	VPSHUFD      $0xb1, X7, X12
-	VPADDD       X12, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX), X11, X12
-	VMULSS       X12, X7, X7
-	VADDSS       X7, X3, X3
-	VEXTRACTF128 $0x01, Y8, X7
-	VPADDD       X7, X8, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(BX*1), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X4, X4
-	VEXTRACTF128 $0x01, Y9, X7
-	VPADDD       X7, X9, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(BX*2), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X5, X5
-	VEXTRACTF128 $0x01, Y10, X7
-	VPADDD       X7, X10, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(SI*1), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X6, X6
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      26(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y8
+	MOVBLZX      27(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x02, Y11, Y8, Y8
+	MOVBLZX      28(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x04, Y11, Y8, Y8
+	MOVBLZX      29(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x08, Y11, Y8, Y8
+	MOVBLZX      30(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x10, Y11, Y8, Y8
+	MOVBLZX      31(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x20, Y11, Y8, Y8
+	MOVBLZX      32(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x40, Y11, Y8, Y8
+	MOVBLZX      33(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y11
+	VPBLENDD     $0x80, Y11, Y8, Y8
+	VPSHUFD      $0xff, Y10, Y10
+	VPBROADCASTD 12(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      34(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y8
+	MOVBLZX      35(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x02, Y10, Y8, Y8
+	MOVBLZX      36(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x04, Y10, Y8, Y8
+	MOVBLZX      37(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x08, Y10, Y8, Y8
+	MOVBLZX      38(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x10, Y10, Y8, Y8
+	MOVBLZX      39(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x20, Y10, Y8, Y8
+	MOVBLZX      40(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x40, Y10, Y8, Y8
+	MOVBLZX      41(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x80, Y10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VPBROADCASTD 16(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      42(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y8
+	MOVBLZX      43(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x02, Y10, Y8, Y8
+	MOVBLZX      44(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x04, Y10, Y8, Y8
+	MOVBLZX      45(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x08, Y10, Y8, Y8
+	MOVBLZX      46(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x10, Y10, Y8, Y8
+	MOVBLZX      47(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x20, Y10, Y8, Y8
+	MOVBLZX      48(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x40, Y10, Y8, Y8
+	MOVBLZX      49(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x80, Y10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VPBROADCASTD 20(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      50(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y8
+	MOVBLZX      51(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x02, Y10, Y8, Y8
+	MOVBLZX      52(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x04, Y10, Y8, Y8
+	MOVBLZX      53(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x08, Y10, Y8, Y8
+	MOVBLZX      54(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x10, Y10, Y8, Y8
+	MOVBLZX      55(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x20, Y10, Y8, Y8
+	MOVBLZX      56(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x40, Y10, Y8, Y8
+	MOVBLZX      57(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x80, Y10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VPBROADCASTD 24(SP), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      58(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y8
+	MOVBLZX      59(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x02, Y10, Y8, Y8
+	MOVBLZX      60(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x04, Y10, Y8, Y8
+	MOVBLZX      61(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x08, Y10, Y8, Y8
+	MOVBLZX      62(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x10, Y10, Y8, Y8
+	MOVBLZX      63(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x20, Y10, Y8, Y8
+	MOVBLZX      64(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x40, Y10, Y8, Y8
+	MOVBLZX      65(AX), R8
+	VPBROADCASTD (DI)(R8*4), Y10
+	VPBLENDD     $0x80, Y10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 28(SP), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x00000062, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JNZ          loopdotIQ3_XXSx4AVX2
 
 donedotIQ3_XXSx4AVX2:
+	VMULSS c32_3e800000<>+0(SB), X0, X0
+	VMULSS c32_3e800000<>+0(SB), X1, X1
+	VMULSS c32_3e800000<>+0(SB), X2, X2
 	VMULSS c32_3e800000<>+0(SB), X3, X3
-	VMULSS c32_3e800000<>+0(SB), X4, X4
-	VMULSS c32_3e800000<>+0(SB), X5, X5
-	VMULSS c32_3e800000<>+0(SB), X6, X6
 	MOVQ   out+32(FP), AX
-	VMOVSS X3, (AX)
-	VMOVSS X4, 4(AX)
-	VMOVSS X5, 8(AX)
-	VMOVSS X6, 12(AX)
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotIQ3_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ3_Sx4AVX2(SB), NOSPLIT, $64-40
-	MOVQ         w+0(FP), AX
-	MOVQ         a+8(FP), CX
-	MOVQ         nb+16(FP), DX
-	MOVQ         astride+24(FP), BX
-	LEAQ         (BX)(BX*2), SI
-	VMOVDQU      iq3spread<>+0(SB), Y0
-	VMOVDQU      iq3bits<>+0(SB), Y1
-	VPBROADCASTD c32_01010101<>+0(SB), Y2
-	LEAQ         grid_iq3sGrid<>+0(SB), DI
-	VXORPS       X3, X3, X3
-	VXORPS       X4, X4, X4
-	VXORPS       X5, X5, X5
-	VXORPS       X6, X6, X6
-	TESTQ        DX, DX
-	JZ           donedotIQ3_Sx4AVX2
+TEXT ·dotIQ3_Sx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq3sGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ3_Sx4AVX2
 
 loopdotIQ3_Sx4AVX2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPXOR        Y9, Y9, Y9
+	VPBROADCASTD 106(AX), Y8
+	VPSRLVD      iq3sls<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y9, Y8, Y8
+	VPERMQ       $0x44, Y8, Y9
+	VPERMQ       $0xee, Y8, Y8
 	VPXOR        Y10, Y10, Y10
-	VPBROADCASTD 106(AX), Y11
-	VPSRLVD      iq3sls<>+0(SB), Y11, Y11
-	VPAND        v32_0000000f<>+0(SB), Y11, Y11
-	VPADDD       Y11, Y11, Y11
-	VPOR         v32_00000001<>+0(SB), Y11, Y11
-	VPSLLD       $0x10, Y11, Y12
-	VPOR         Y12, Y11, Y11
-	VMOVDQU      Y11, 32(SP)
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    2(AX), Y13
-	VPBROADCASTD 66(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPCMPEQD     Y11, Y11, Y11
+	VPMOVZXBD    2(AX), Y12
+	VPBROADCASTD 66(AX), Y13
+	VPSLLVD      iq3shbit<>+0(SB), Y13, Y13
+	VPAND        v32_00000100<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPGATHERDD   Y11, (DI)(Y12*4), Y10
+	VPSHUFD      $0x00, Y9, Y11
 	VPBROADCASTD 74(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 32(SP), Y12
-	VMOVDQU      4(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      4(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      4(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      4(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    10(AX), Y13
-	VPBROADCASTD 67(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPXOR        Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VPMOVZXBD    10(AX), Y12
+	VPBROADCASTD 67(AX), Y13
+	VPSLLVD      iq3shbit<>+0(SB), Y13, Y13
+	VPAND        v32_00000100<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPGATHERDD   Y11, (DI)(Y12*4), Y10
+	VPSHUFD      $0x55, Y9, Y11
 	VPBROADCASTD 78(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 36(SP), Y12
-	VMOVDQU      36(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      36(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      36(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      36(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    18(AX), Y13
-	VPBROADCASTD 68(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPXOR        Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VPMOVZXBD    18(AX), Y12
+	VPBROADCASTD 68(AX), Y13
+	VPSLLVD      iq3shbit<>+0(SB), Y13, Y13
+	VPAND        v32_00000100<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPGATHERDD   Y11, (DI)(Y12*4), Y10
+	VPSHUFD      $0xaa, Y9, Y11
 	VPBROADCASTD 82(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 40(SP), Y12
-	VMOVDQU      68(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      68(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      68(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      68(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    26(AX), Y13
-	VPBROADCASTD 69(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 86(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 44(SP), Y12
-	VMOVDQU      100(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      100(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      100(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      100(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    34(AX), Y13
-	VPBROADCASTD 70(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 90(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 48(SP), Y12
-	VMOVDQU      132(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      132(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      132(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      132(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    42(AX), Y13
-	VPBROADCASTD 71(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 94(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 52(SP), Y12
-	VMOVDQU      164(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      164(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      164(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      164(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    50(AX), Y13
-	VPBROADCASTD 72(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 98(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 56(SP), Y12
-	VMOVDQU      196(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      196(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      196(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      196(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPCMPEQD     Y12, Y12, Y12
-	VPMOVZXBD    58(AX), Y13
-	VPBROADCASTD 73(AX), Y14
-	VPSLLVD      iq3shbit<>+0(SB), Y14, Y14
-	VPAND        v32_00000100<>+0(SB), Y14, Y14
-	VPOR         Y14, Y13, Y13
-	VPGATHERDD   Y12, (DI)(Y13*4), Y11
-	VPBROADCASTD 102(AX), Y12
-	VPSHUFB      Y0, Y12, Y12
-	VPAND        Y1, Y12, Y12
-	VPCMPEQB     Y1, Y12, Y12
-	VPOR         Y2, Y12, Y12
-	VPSIGNB      Y12, Y11, Y11
-	VPBROADCASTD 60(SP), Y12
-	VMOVDQU      228(CX), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VMOVDQU      228(CX)(BX*1), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VMOVDQU      228(CX)(BX*2), Y13
-	VPSIGNB      Y13, Y11, Y14
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y14, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y9, Y9
-	VMOVDQU      228(CX)(SI*1), Y13
-	VPSIGNB      Y13, Y11, Y11
-	VPABSB       Y13, Y13
-	VPMADDUBSW   Y11, Y13, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y10, Y10
-	VPBROADCASTW (AX), X11
-	VCVTPH2PS    X11, X11
-	VEXTRACTF128 $0x01, Y7, X12
-	VPADDD       X12, X7, X7
-	VPSHUFD      $0x4e, X7, X12
-	VPADDD       X12, X7, X7
-	VPSHUFD      $0xb1, X7, X12
-	VPADDD       X12, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX), X11, X12
-	VMULSS       X12, X7, X7
-	VADDSS       X7, X3, X3
-	VEXTRACTF128 $0x01, Y8, X7
-	VPADDD       X7, X8, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(BX*1), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X4, X4
-	VEXTRACTF128 $0x01, Y9, X7
-	VPADDD       X7, X9, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(BX*2), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X5, X5
-	VEXTRACTF128 $0x01, Y10, X7
-	VPADDD       X7, X10, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       (CX)(SI*1), X11, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X6, X6
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPXOR        Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VPMOVZXBD    26(AX), Y12
+	VPBROADCASTD 69(AX), Y13
+	VPSLLVD      iq3shbit<>+0(SB), Y13, Y13
+	VPAND        v32_00000100<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPGATHERDD   Y11, (DI)(Y12*4), Y10
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 86(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y10, Y10
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y10, Y10
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPMOVZXBD    34(AX), Y11
+	VPBROADCASTD 70(AX), Y12
+	VPSLLVD      iq3shbit<>+0(SB), Y12, Y12
+	VPAND        v32_00000100<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPGATHERDD   Y10, (DI)(Y11*4), Y9
+	VPSHUFD      $0x00, Y8, Y10
+	VPBROADCASTD 90(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPMOVZXBD    42(AX), Y11
+	VPBROADCASTD 71(AX), Y12
+	VPSLLVD      iq3shbit<>+0(SB), Y12, Y12
+	VPAND        v32_00000100<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPGATHERDD   Y10, (DI)(Y11*4), Y9
+	VPSHUFD      $0x55, Y8, Y10
+	VPBROADCASTD 94(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPMOVZXBD    50(AX), Y11
+	VPBROADCASTD 72(AX), Y12
+	VPSLLVD      iq3shbit<>+0(SB), Y12, Y12
+	VPAND        v32_00000100<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPGATHERDD   Y10, (DI)(Y11*4), Y9
+	VPSHUFD      $0xaa, Y8, Y10
+	VPBROADCASTD 98(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPXOR        Y9, Y9, Y9
+	VPCMPEQD     Y10, Y10, Y10
+	VPMOVZXBD    58(AX), Y11
+	VPBROADCASTD 73(AX), Y12
+	VPSLLVD      iq3shbit<>+0(SB), Y12, Y12
+	VPAND        v32_00000100<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPGATHERDD   Y10, (DI)(Y11*4), Y9
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 102(AX), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y9, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
 	ADDQ         $0x0000006e, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -26391,16 +30424,16 @@ loopdotIQ3_Sx4AVX2:
 
 donedotIQ3_Sx4AVX2:
 	MOVQ   out+32(FP), AX
-	VMOVSS X3, (AX)
-	VMOVSS X4, 4(AX)
-	VMOVSS X5, 8(AX)
-	VMOVSS X6, 12(AX)
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	VZEROUPPER
 	RET
 
 // func dotIQ1_Sx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1_Sx4AVX2(SB), NOSPLIT, $64-40
+TEXT ·dotIQ1_Sx4AVX2(SB), NOSPLIT, $32-40
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX
@@ -26435,7 +30468,8 @@ loopdotIQ1_Sx4AVX2:
 	VMOVDQU      Y8, (SP)
 	VPSLLD       $0x10, Y9, Y8
 	VPOR         Y8, Y9, Y9
-	VMOVDQU      Y9, 32(SP)
+	VPERMQ       $0x44, Y9, Y8
+	VPERMQ       $0xee, Y9, Y9
 	MOVWLZX      34(AX), R8
 	MOVBLZX      2(AX), R9
 	MOVL         R8, R10
@@ -26456,30 +30490,30 @@ loopdotIQ1_Sx4AVX2:
 	SHRL         $0x01, R8
 	ANDL         $0x00000700, R8
 	ORL          R8, R12
-	VPBROADCASTQ (DI)(R9*8), Y8
-	VPBROADCASTQ (DI)(R10*8), Y9
-	VPBLENDD     $0x0c, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R11*8), Y9
-	VPBLENDD     $0x30, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R12*8), Y9
-	VPBLENDD     $0xc0, Y9, Y8, Y8
-	VPBROADCASTD 32(SP), Y9
-	VMOVDQU      4(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      4(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      4(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      4(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y7, Y7
+	VPBROADCASTQ (DI)(R9*8), Y10
+	VPBROADCASTQ (DI)(R10*8), Y11
+	VPBLENDD     $0x0c, Y11, Y10, Y10
+	VPBROADCASTQ (DI)(R11*8), Y11
+	VPBLENDD     $0x30, Y11, Y10, Y10
+	VPBROADCASTQ (DI)(R12*8), Y11
+	VPBLENDD     $0xc0, Y11, Y10, Y10
+	VPSHUFD      $0x00, Y8, Y11
+	VMOVDQU      4(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	MOVWLZX      36(AX), R8
 	MOVBLZX      6(AX), R9
 	MOVL         R8, R10
@@ -26500,30 +30534,30 @@ loopdotIQ1_Sx4AVX2:
 	SHRL         $0x01, R8
 	ANDL         $0x00000700, R8
 	ORL          R8, R12
-	VPBROADCASTQ (DI)(R9*8), Y8
-	VPBROADCASTQ (DI)(R10*8), Y9
-	VPBLENDD     $0x0c, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R11*8), Y9
-	VPBLENDD     $0x30, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R12*8), Y9
-	VPBLENDD     $0xc0, Y9, Y8, Y8
-	VPBROADCASTD 36(SP), Y9
-	VMOVDQU      36(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      36(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      36(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      36(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y7, Y7
+	VPBROADCASTQ (DI)(R9*8), Y10
+	VPBROADCASTQ (DI)(R10*8), Y11
+	VPBLENDD     $0x0c, Y11, Y10, Y10
+	VPBROADCASTQ (DI)(R11*8), Y11
+	VPBLENDD     $0x30, Y11, Y10, Y10
+	VPBROADCASTQ (DI)(R12*8), Y11
+	VPBLENDD     $0xc0, Y11, Y10, Y10
+	VPSHUFD      $0x55, Y8, Y11
+	VMOVDQU      36(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	MOVWLZX      38(AX), R8
 	MOVBLZX      10(AX), R9
 	MOVL         R8, R10
@@ -26544,30 +30578,30 @@ loopdotIQ1_Sx4AVX2:
 	SHRL         $0x01, R8
 	ANDL         $0x00000700, R8
 	ORL          R8, R12
-	VPBROADCASTQ (DI)(R9*8), Y8
-	VPBROADCASTQ (DI)(R10*8), Y9
-	VPBLENDD     $0x0c, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R11*8), Y9
-	VPBLENDD     $0x30, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R12*8), Y9
-	VPBLENDD     $0xc0, Y9, Y8, Y8
-	VPBROADCASTD 40(SP), Y9
-	VMOVDQU      68(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      68(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      68(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      68(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y7, Y7
+	VPBROADCASTQ (DI)(R9*8), Y10
+	VPBROADCASTQ (DI)(R10*8), Y11
+	VPBLENDD     $0x0c, Y11, Y10, Y10
+	VPBROADCASTQ (DI)(R11*8), Y11
+	VPBLENDD     $0x30, Y11, Y10, Y10
+	VPBROADCASTQ (DI)(R12*8), Y11
+	VPBLENDD     $0xc0, Y11, Y10, Y10
+	VPSHUFD      $0xaa, Y8, Y11
+	VMOVDQU      68(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	MOVWLZX      40(AX), R8
 	MOVBLZX      14(AX), R9
 	MOVL         R8, R10
@@ -26588,30 +30622,30 @@ loopdotIQ1_Sx4AVX2:
 	SHRL         $0x01, R8
 	ANDL         $0x00000700, R8
 	ORL          R8, R12
-	VPBROADCASTQ (DI)(R9*8), Y8
-	VPBROADCASTQ (DI)(R10*8), Y9
-	VPBLENDD     $0x0c, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R11*8), Y9
-	VPBLENDD     $0x30, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R12*8), Y9
-	VPBLENDD     $0xc0, Y9, Y8, Y8
-	VPBROADCASTD 44(SP), Y9
-	VMOVDQU      100(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      100(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      100(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      100(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y7, Y7
+	VPBROADCASTQ (DI)(R9*8), Y10
+	VPBROADCASTQ (DI)(R10*8), Y11
+	VPBLENDD     $0x0c, Y11, Y10, Y10
+	VPBROADCASTQ (DI)(R11*8), Y11
+	VPBLENDD     $0x30, Y11, Y10, Y10
+	VPBROADCASTQ (DI)(R12*8), Y11
+	VPBLENDD     $0xc0, Y11, Y10, Y10
+	VPSHUFD      $0xff, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y7, Y7
 	MOVWLZX      42(AX), R8
 	MOVBLZX      18(AX), R9
 	MOVL         R8, R10
@@ -26633,29 +30667,29 @@ loopdotIQ1_Sx4AVX2:
 	ANDL         $0x00000700, R8
 	ORL          R8, R12
 	VPBROADCASTQ (DI)(R9*8), Y8
-	VPBROADCASTQ (DI)(R10*8), Y9
-	VPBLENDD     $0x0c, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R11*8), Y9
-	VPBLENDD     $0x30, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R12*8), Y9
-	VPBLENDD     $0xc0, Y9, Y8, Y8
-	VPBROADCASTD 48(SP), Y9
-	VMOVDQU      132(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      132(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      132(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      132(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y7, Y7
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VMOVDQU      132(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
 	MOVWLZX      44(AX), R8
 	MOVBLZX      22(AX), R9
 	MOVL         R8, R10
@@ -26677,29 +30711,29 @@ loopdotIQ1_Sx4AVX2:
 	ANDL         $0x00000700, R8
 	ORL          R8, R12
 	VPBROADCASTQ (DI)(R9*8), Y8
-	VPBROADCASTQ (DI)(R10*8), Y9
-	VPBLENDD     $0x0c, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R11*8), Y9
-	VPBLENDD     $0x30, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R12*8), Y9
-	VPBLENDD     $0xc0, Y9, Y8, Y8
-	VPBROADCASTD 52(SP), Y9
-	VMOVDQU      164(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      164(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      164(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      164(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y7, Y7
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VMOVDQU      164(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
 	MOVWLZX      46(AX), R8
 	MOVBLZX      26(AX), R9
 	MOVL         R8, R10
@@ -26721,29 +30755,29 @@ loopdotIQ1_Sx4AVX2:
 	ANDL         $0x00000700, R8
 	ORL          R8, R12
 	VPBROADCASTQ (DI)(R9*8), Y8
-	VPBROADCASTQ (DI)(R10*8), Y9
-	VPBLENDD     $0x0c, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R11*8), Y9
-	VPBLENDD     $0x30, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R12*8), Y9
-	VPBLENDD     $0xc0, Y9, Y8, Y8
-	VPBROADCASTD 56(SP), Y9
-	VMOVDQU      196(CX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VMOVDQU      196(CX)(BX*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      196(CX)(BX*2), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VMOVDQU      196(CX)(SI*1), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y7, Y7
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VMOVDQU      196(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
 	MOVWLZX      48(AX), R8
 	MOVBLZX      30(AX), R9
 	MOVL         R8, R10
@@ -26765,13 +30799,13 @@ loopdotIQ1_Sx4AVX2:
 	ANDL         $0x00000700, R8
 	ORL          R8, R12
 	VPBROADCASTQ (DI)(R9*8), Y8
-	VPBROADCASTQ (DI)(R10*8), Y9
-	VPBLENDD     $0x0c, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R11*8), Y9
-	VPBLENDD     $0x30, Y9, Y8, Y8
-	VPBROADCASTQ (DI)(R12*8), Y9
-	VPBLENDD     $0xc0, Y9, Y8, Y8
-	VPBROADCASTD 60(SP), Y9
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPBLENDD     $0x0c, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R11*8), Y10
+	VPBLENDD     $0x30, Y10, Y8, Y8
+	VPBROADCASTQ (DI)(R12*8), Y10
+	VPBLENDD     $0xc0, Y10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
 	VMOVDQU      228(CX), Y10
 	VPMADDUBSW   Y10, Y8, Y10
 	VPMADDWD     Y9, Y10, Y10
@@ -26862,7 +30896,7 @@ donedotIQ1_Sx4AVX2:
 
 // func dotIQ1_Mx4AVX2(w *byte, a *byte, nb int, astride int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1_Mx4AVX2(SB), NOSPLIT, $64-40
+TEXT ·dotIQ1_Mx4AVX2(SB), NOSPLIT, $32-40
 	MOVQ   w+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   nb+16(FP), DX

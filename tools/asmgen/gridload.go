@@ -5,7 +5,6 @@ import (
 	"os"
 
 	. "github.com/mmcloughlin/avo/build"
-	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
@@ -64,30 +63,31 @@ func (g *gridLoad) at(idx Register, scale uint8) Mem {
 	return Mem{Base: g.base, Index: idx, Scale: scale}
 }
 
-// qwords returns the four 8-byte entries at idx[0..3].
-func (g *gridLoad) qwords(idx [4]Register) VecVirtual {
+// qwords returns the four 8-byte entries at the indices idx(0..3)
+// returns, asked for in that order, each right before its load.
+func (g *gridLoad) qwords(idx func(i int) Register) VecVirtual {
 	y := YMM()
 	switch g.mode {
 	case "mask":
-		VPBROADCASTQ(g.at(idx[0], 8), y)
+		VPBROADCASTQ(g.at(idx(0), 8), y)
 		for i := 1; i < 4; i++ {
-			VPBROADCASTQ(g.at(idx[i], 8), g.k[i-1], y)
+			VPBROADCASTQ(g.at(idx(i), 8), g.k[i-1], y)
 		}
 	case "blend":
-		VPBROADCASTQ(g.at(idx[0], 8), y)
+		VPBROADCASTQ(g.at(idx(0), 8), y)
 		for i := 1; i < 4; i++ {
 			e := YMM()
-			VPBROADCASTQ(g.at(idx[i], 8), e)
+			VPBROADCASTQ(g.at(idx(i), 8), e)
 			VPBLENDD(U8(3<<(2*i)), e, y, y)
 		}
 	case "ins":
 		// Broadcasts define the whole register for avo's liveness (a VMOVQ
 		// into y's low half would keep y live from the function's start).
 		x := XMM()
-		VPBROADCASTQ(g.at(idx[0], 8), y)
-		VPINSRQ(U8(1), g.at(idx[1], 8), y.AsX(), y.AsX())
-		VPBROADCASTQ(g.at(idx[2], 8), x)
-		VPINSRQ(U8(1), g.at(idx[3], 8), x, x)
+		VPBROADCASTQ(g.at(idx(0), 8), y)
+		VPINSRQ(U8(1), g.at(idx(1), 8), y.AsX(), y.AsX())
+		VPBROADCASTQ(g.at(idx(2), 8), x)
+		VPINSRQ(U8(1), g.at(idx(3), 8), x, x)
 		g.insertHigh(x, y)
 	default:
 		panic(fmt.Sprintf("asmgen: grid mode %q", g.mode))
@@ -103,84 +103,68 @@ func (g *gridLoad) insertHigh(x, y VecVirtual) {
 	}
 }
 
-// dwords returns the eight 4-byte entries at idx[0..7].
-func (g *gridLoad) dwords(idx [8]Register) VecVirtual {
+// dwords returns the eight 4-byte entries at the indices idx(0..7)
+// returns, asked for in that order, each right before its load (so that
+// few index registers are live at once).
+func (g *gridLoad) dwords(idx func(i int) Register) VecVirtual {
 	y := YMM()
 	switch g.mode {
-	case "mask":
-		// Two 128-bit halves: three element masks serve both.
+	case "mask", "ins":
+		// Two 128-bit halves; masks: three element masks serve both.
 		x := XMM()
-		VPBROADCASTD(g.at(idx[0], 4), y)
-		VPBROADCASTD(g.at(idx[4], 4), x)
-		for i := 1; i < 4; i++ {
-			VPBROADCASTD(g.at(idx[i], 4), g.k[i-1], y)
-			VPBROADCASTD(g.at(idx[4+i], 4), g.k[i-1], x)
+		for h, v := range []VecVirtual{y, x} {
+			VPBROADCASTD(g.at(idx(4*h), 4), v)
+			for i := 1; i < 4; i++ {
+				m := g.at(idx(4*h+i), 4)
+				if g.mode == "mask" {
+					VPBROADCASTD(m, g.k[i-1], v)
+				} else {
+					VPINSRD(U8(i), m, v.AsX(), v.AsX())
+				}
+			}
 		}
 		g.insertHigh(x, y)
 	case "blend":
-		VPBROADCASTD(g.at(idx[0], 4), y)
+		VPBROADCASTD(g.at(idx(0), 4), y)
 		for i := 1; i < 8; i++ {
 			e := YMM()
-			VPBROADCASTD(g.at(idx[i], 4), e)
+			VPBROADCASTD(g.at(idx(i), 4), e)
 			VPBLENDD(U8(1<<i), e, y, y)
 		}
-	case "ins":
-		x := XMM()
-		VPBROADCASTD(g.at(idx[0], 4), y)
-		VPBROADCASTD(g.at(idx[4], 4), x)
-		for i := 1; i < 4; i++ {
-			VPINSRD(U8(i), g.at(idx[i], 4), y.AsX(), y.AsX())
-			VPINSRD(U8(i), g.at(idx[4+i], 4), x, x)
-		}
-		g.insertHigh(x, y)
 	default:
 		panic(fmt.Sprintf("asmgen: grid mode %q", g.mode))
 	}
 	return y
 }
 
-// loadIdx loads n indices into fresh registers: MOVBLZX (size 1) or
-// MOVWLZX (size 2) from m, m+size, ...
-func loadIdx(m Mem, size, n int) []GPVirtual {
-	r := make([]GPVirtual, n)
-	for i := range r {
-		r[i] = GP64()
-		switch size {
-		case 1:
-			MOVBLZX(m.Offset(i), r[i].As32())
-		case 2:
-			MOVWLZX(m.Offset(2*i), r[i].As32())
-		default:
-			panic("loadIdx: size")
-		}
+// byteIdx returns an idx for dwords or qwords: index i the byte at m+i.
+func byteIdx(m Mem) func(i int) Register {
+	return func(i int) Register {
+		r := GP64()
+		MOVBLZX(m.Offset(i), r.As32())
+		return r
 	}
+}
+
+// groupScales spreads ls, eight per-group dwords (ls|ls<<16), over two
+// registers for scaleOf: groups 0-3 in both 128-bit lanes of the first,
+// 4-7 of the second.
+func groupScales(ls VecVirtual) [2]VecVirtual {
+	r := [2]VecVirtual{YMM(), YMM()}
+	VPERMQ(U8(0x44), ls, r[0])
+	VPERMQ(U8(0xee), ls, r[1])
 	return r
 }
 
-func idx4(r []GPVirtual) [4]Register { return [4]Register{r[0], r[1], r[2], r[3]} }
-
-func idx8(r []GPVirtual) [8]Register {
-	return [8]Register{r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]}
-}
-
-// dotwBcast adds the pairwise int16 products of p and the two words of
-// the dword at m (in every dword) into acc: VPDPWSSD with an embedded
-// broadcast under VNNI, else a broadcast and dotw.
-func (t *target) dotwBcast(p VecVirtual, m Mem, acc VecVirtual) {
-	if t.vnni {
-		Instruction(&ir.Instruction{
-			Opcode:   "VPDPWSSD",
-			Suffixes: []string{"BCST"},
-			Operands: []Op{m, p, acc},
-			Inputs:   []Op{m, p, acc},
-			Outputs:  []Op{acc},
-			ISA:      []string{"AVX512_VNNI"},
-		})
-		return
-	}
+// scaleOf returns group ib's scale words: dword ib%4 of register ib/4's
+// lanes (groupScales; iq2HalfScales and genIQ1M put a group's two 16-weight
+// scales in the two lanes) in every dword of its lane. A register VPSHUFD
+// is faster than VPDPWSSD's broadcast of a spilled dword (4096² IQ3_XXS
+// MatVec, Zen 5, 1 thread, best of ~750: 1.12 against 1.26 ms).
+func scaleOf(sc [2]VecVirtual, ib int) VecVirtual {
 	l := YMM()
-	VPBROADCASTD(m, l)
-	t.dotw(p, l, acc)
+	VPSHUFD(U8(0x55*(ib%4)), sc[ib/4], l)
+	return l
 }
 
 // wordIdx makes the four indices qs[l] | field l << 8 of a group of four
@@ -194,32 +178,47 @@ func (t *target) dotwBcast(p VecVirtual, m Mem, acc VecVirtual) {
 // wait for the vector store (Zen 5, 4096² IQ1_M MatVec, 1 thread, best
 // of ~900: 1.13 ms against 0.73 ms with PDEP/BEXTR).
 type wordIdx struct {
-	width              int
-	mLo, mHi, c16, c32 Register // BMI2: PDEP masks, BEXTR controls
+	width    int
+	bmi2     bool
+	mLo, mHi Op       // BMI2: PDEP masks
+	c16, c32 Register // BMI2: BEXTR controls
 }
 
-func newWordIdx(t *target, width int) *wordIdx {
+// newWordIdx: regs puts the PDEP masks in registers (where the kernel
+// has two to spare) rather than memory operands.
+func newWordIdx(t *target, width int, regs bool) *wordIdx {
 	w := &wordIdx{width: width}
 	if t.evex() {
 		var hi uint64
 		for l := 0; l < 4; l++ {
 			hi |= uint64(1<<width-1) << (8 + 16*l)
 		}
-		w.mLo, w.mHi = constGP(0x00ff00ff00ff00ff), constGP(hi)
+		w.bmi2 = true
+		w.mLo, w.mHi = constU64(0x00ff00ff00ff00ff), constU64(hi)
+		if regs {
+			w.mLo, w.mHi = constGP(0x00ff00ff00ff00ff), constGP(hi)
+		}
 		w.c16, w.c32 = constGP(16|16<<8), constGP(32|16<<8)
 	}
 	return w
 }
 
+func regs(r [4]Register) func(i int) Register { return func(i int) Register { return r[i] } }
+
 func (w *wordIdx) words(qs, hi Mem) [4]Register {
+	h := GP64()
+	MOVWLZX(hi, h.As32())
+	return w.wordsFrom(qs, h)
+}
+
+// wordsFrom is words with the fields in the low bits of h (kept).
+func (w *wordIdx) wordsFrom(qs Mem, h GPVirtual) [4]Register {
 	var r [4]Register
-	if w.mLo == nil {
-		h := GP32()
-		MOVWLZX(hi, h)
+	if !w.bmi2 {
 		for l := 0; l < 4; l++ {
 			x, f := GP64(), GP32()
 			MOVBLZX(qs.Offset(l), x.As32())
-			MOVL(h, f)
+			MOVL(h.As32(), f)
 			switch s := 8 - w.width*l; {
 			case s > 0:
 				SHLL(U8(s), f)
@@ -232,12 +231,11 @@ func (w *wordIdx) words(qs, hi Mem) [4]Register {
 		}
 		return r
 	}
-	a, h := GP64(), GP64()
+	a, f := GP64(), GP64()
 	MOVL(qs, a.As32())
 	PDEPQ(w.mLo, a, a)
-	MOVWLZX(hi, h.As32())
-	PDEPQ(w.mHi, h, h)
-	ORQ(h, a)
+	PDEPQ(w.mHi, h, f)
+	ORQ(f, a)
 	i0, i1, i2 := GP64(), GP64(), GP64()
 	MOVWLZX(a.As16(), i0.As32())
 	BEXTRQ(w.c16, a, i1)
@@ -252,4 +250,12 @@ func constGP(v uint64) GPVirtual {
 	r := GP64()
 	MOVQ(U64(v), r)
 	return r
+}
+
+func constU64(v uint64) Mem {
+	var b []byte
+	for i := 0; i < 8; i++ {
+		b = append(b, byte(v>>(8*i)))
+	}
+	return constData(fmt.Sprintf("c64_%016x", v), b)
 }

@@ -18,8 +18,8 @@ import (
 //
 // The kernels make both integers exactly in int32 lanes and keep that
 // chain. The grid (core/quant's iq1s_grid: eight int8 of -1, 0, 1 per
-// entry) is gathered four qwords at a time, from a copy made at generate
-// time with 1 added to every byte: g+1 in 0..2 is VPMADDUBSW's unsigned
+// entry) is read a qword an entry (gridload.go), from a copy made at
+// generate time with 1 added to every byte: g+1 in 0..2 is VPMADDUBSW's unsigned
 // side against the activations as they are (-128 included), and
 //
 //	sum ls*g*q = sum ls*(g+1)*q - sum ls*bsum
@@ -28,8 +28,8 @@ import (
 // Q8_K block's bsums (exact sums of its quants in every Q8_K the quantizer
 // makes; the TQ kernels rely on them too). IQ1_M folds its delta sums in:
 // T = 8*sumi1 + sumi2 = sum ls*(8*grid + delta)*q is one product per
-// weight byte, 8*(g+1) + (delta+1) in 0..18 (the grid copy holds
-// 8*(g+1)), minus 9*sum ls*bsum; |T| < 9*15*128*256 < 2^24, so
+// weight byte, 8*(g+1) + (delta+1) in 0..18 (iq1mGrid holds it, indexed
+// by the delta's sign too), minus 9*sum ls*bsum; |T| < 9*15*128*256 < 2^24, so
 // float32(T)*0.125 is exact and equals the reference's float32(sumi1) +
 // 0.125*float32(sumi2), which rounds the same exact value once.
 // VPMADDWD (VPDPWSSD) by the scale words scales and sums the int16 pairs.
@@ -43,8 +43,7 @@ const (
 type iq1k struct {
 	t  *target
 	gl *gridLoad
-	// spill: the bsum correction's words (bytes 0-31) and IQ1_S's scale
-	// dwords (32-63).
+	// spill: the bsum correction's words.
 	spill Mem
 	acts  []Mem // the activation rows' Q8_K blocks
 	// acc[c][j]: row j's int32 lanes of sumi (IQ1_M: of T), chain c (one
@@ -63,7 +62,7 @@ func iq1Loop(t *target, name string, rows, wsize int, grid Mem, body func(k *iq1
 	base := GP64()
 	LEAQ(grid, base)
 	k := &iq1k{t: t, gl: newGridLoad(t, base), acts: acts}
-	k.spill = AllocLocal(64)
+	k.spill = AllocLocal(32)
 	sums := make([]VecVirtual, rows)
 	for j := range sums {
 		sums[j] = XMM()
@@ -121,23 +120,13 @@ func (k *iq1k) bsumTerm(j int, m Mem) VecVirtual {
 }
 
 // dot adds group ib's unsigned weight bytes g times every row's 32
-// activations into the accumulators, scaled by the words of l, or with l
-// nil by the two words of the dword at lm.
-func (k *iq1k) dot(ib int, g, l VecVirtual, lm Mem) {
-	if l == nil && len(k.acts) > 1 && !k.t.vnni {
-		l = YMM()
-		VPBROADCASTD(lm, l)
-	}
+// activations into the accumulators, scaled by the words of l.
+func (k *iq1k) dot(ib int, g, l VecVirtual) {
 	for j, a := range k.acts {
 		q := YMM()
 		k.t.mov(a.Offset(4+32*ib), q)
 		VPMADDUBSW(q, g, q)
-		acc := k.acc[ib%len(k.acc)][j]
-		if l != nil {
-			k.t.dotw(q, l, acc)
-		} else {
-			k.t.dotwBcast(q, lm, acc)
-		}
+		k.t.dotw(q, l, k.acc[ib%len(k.acc)][j])
 	}
 }
 
@@ -182,12 +171,12 @@ func genIQ1S(t *target, rows int) {
 		lsWords(t, c)
 		t.movStore(c, k.spill)
 		lsWords(t, ls)
-		t.movStore(ls, k.spill.Offset(32))
+		sc := groupScales(ls)
 		k.corr = func(j int) VecVirtual { return k.bsumTerm(j, k.spill) }
-		wi := newWordIdx(t, 3)
+		wi := newWordIdx(t, 3, rows == 1)
 		for ib := 0; ib < 8; ib++ {
-			g := k.gl.qwords(wi.words(Mem{Base: wp, Disp: 2 + 4*ib}, Mem{Base: wp, Disp: 34 + 2*ib}))
-			k.dot(ib, g, nil, k.spill.Offset(32+4*ib))
+			g := k.gl.qwords(regs(wi.words(Mem{Base: wp, Disp: 2 + 4*ib}, Mem{Base: wp, Disp: 34 + 2*ib})))
+			k.dot(ib, g, scaleOf(sc, ib))
 		}
 		d := XMM()
 		VPBROADCASTW(Mem{Base: wp}, d)
@@ -277,12 +266,11 @@ func genIQ1M(t *target, rows int) {
 		// bytes. The unpacks work within lanes: words 0-7 | 16-23, then
 		// 8-15 | 24-31.
 		// A group's nibbles over its qs bytes are its indices.
-		wi := newWordIdx(t, 4)
+		wi := newWordIdx(t, 4, rows == 1)
 		for ib := 0; ib < 8; ib++ {
-			l := YMM()
-			VPSHUFD(U8(0x55*(ib%4)), lsw[ib/4], l)
-			g := k.gl.qwords(wi.words(Mem{Base: wp, Disp: 4 * ib}, Mem{Base: wp, Disp: 32 + 2*ib}))
-			k.dot(ib, g, l, Mem{})
+			l := scaleOf(lsw, ib)
+			g := k.gl.qwords(regs(wi.words(Mem{Base: wp, Disp: 4 * ib}, Mem{Base: wp, Disp: 32 + 2*ib})))
+			k.dot(ib, g, l)
 		}
 		// d from the top nibbles of the four scale words.
 		if t.evex() {

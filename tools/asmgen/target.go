@@ -61,6 +61,14 @@ func (t *target) or(src2, src1, dst Op) {
 	}
 }
 
+func (t *target) xor(src2, src1, dst Op) {
+	if t.evex() {
+		VPXORD(src2, src1, dst)
+	} else {
+		VPXOR(src2, src1, dst)
+	}
+}
+
 func (t *target) zero(v Op) {
 	if t.evex() {
 		VPXORD(v, v, v)
