@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -15,40 +14,25 @@ import (
 // on Zen 4/5 (4096² IQ3_XXS MatVec, 1 thread: ~0.5 of its 1.6 ms went to
 // the eight VPGATHERDDs of a super-block).
 //
-// The entries go in by broadcast loads, the first defining the register,
-// the rest merged into their element: with EVEX by a masked broadcast
-// (gridK), with AVX2 by VPBLENDD, which runs on any vector ALU pipe where
-// the VPINSRQ/VINSERTI128 of the C compilers' _mm256_set_epi64x take the
-// shuffle pipes.
-
-// gridMode picks how the loads merge; ASMGEN_GRIDMODE=ins|blend|mask
-// overrides it for measurements.
-func gridMode(t *target) string {
-	if m := os.Getenv("ASMGEN_GRIDMODE"); m != "" {
-		if m == "mask" && !t.evex() {
-			return "blend"
-		}
-		return m
-	}
-	if t.evex() {
-		return "mask"
-	}
-	return "blend"
-}
+// The entries go in by broadcast loads, the first defining the register:
+// with EVEX the rest merge into their element by a masked broadcast, with
+// AVX2 by VPINSRQ/VPINSRD and VINSERTI128, as the C compilers make
+// _mm256_set_epi64x. (Zen 5, 4096² MatVec, 1 thread, best of ~750: the
+// two equal on the EVEX levels; on AVX2 the inserts are 3-5% faster than
+// broadcasts merged by VPBLENDD.)
 
 // gridLoad builds ymms of grid entries from the table at base.
 type gridLoad struct {
 	t    *target
 	base Register
-	mode string
-	// k[i]: the mask of element i+1 (EVEX, mode mask); set by newGridLoad
-	// once per function.
+	// k[i]: the mask of element i+1 (EVEX); set by newGridLoad once per
+	// function.
 	k [3]Register
 }
 
 func newGridLoad(t *target, base Register) *gridLoad {
-	g := &gridLoad{t: t, base: base, mode: gridMode(t)}
-	if g.mode == "mask" {
+	g := &gridLoad{t: t, base: base}
+	if t.evex() {
 		r := GP32()
 		for i := range g.k {
 			g.k[i] = K()
@@ -67,72 +51,45 @@ func (g *gridLoad) at(idx Register, scale uint8) Mem {
 // returns, asked for in that order, each right before its load.
 func (g *gridLoad) qwords(idx func(i int) Register) VecVirtual {
 	y := YMM()
-	switch g.mode {
-	case "mask":
+	if g.t.evex() {
 		VPBROADCASTQ(g.at(idx(0), 8), y)
 		for i := 1; i < 4; i++ {
 			VPBROADCASTQ(g.at(idx(i), 8), g.k[i-1], y)
 		}
-	case "blend":
-		VPBROADCASTQ(g.at(idx(0), 8), y)
-		for i := 1; i < 4; i++ {
-			e := YMM()
-			VPBROADCASTQ(g.at(idx(i), 8), e)
-			VPBLENDD(U8(3<<(2*i)), e, y, y)
-		}
-	case "ins":
-		// Broadcasts define the whole register for avo's liveness (a VMOVQ
-		// into y's low half would keep y live from the function's start).
-		x := XMM()
-		VPBROADCASTQ(g.at(idx(0), 8), y)
-		VPINSRQ(U8(1), g.at(idx(1), 8), y.AsX(), y.AsX())
-		VPBROADCASTQ(g.at(idx(2), 8), x)
-		VPINSRQ(U8(1), g.at(idx(3), 8), x, x)
-		g.insertHigh(x, y)
-	default:
-		panic(fmt.Sprintf("asmgen: grid mode %q", g.mode))
+		return y
 	}
+	// Broadcasts define the whole register for avo's liveness (a VMOVQ
+	// into y's low half would keep y live from the function's start).
+	x := XMM()
+	VPBROADCASTQ(g.at(idx(0), 8), y)
+	VPINSRQ(U8(1), g.at(idx(1), 8), y.AsX(), y.AsX())
+	VPBROADCASTQ(g.at(idx(2), 8), x)
+	VPINSRQ(U8(1), g.at(idx(3), 8), x, x)
+	VINSERTI128(U8(1), x, y, y)
 	return y
-}
-
-func (g *gridLoad) insertHigh(x, y VecVirtual) {
-	if g.t.evex() {
-		VINSERTI32X4(U8(1), x, y, y)
-	} else {
-		VINSERTI128(U8(1), x, y, y)
-	}
 }
 
 // dwords returns the eight 4-byte entries at the indices idx(0..7)
 // returns, asked for in that order, each right before its load (so that
-// few index registers are live at once).
+// few index registers are live at once): two 128-bit halves, the three
+// element masks serving both.
 func (g *gridLoad) dwords(idx func(i int) Register) VecVirtual {
-	y := YMM()
-	switch g.mode {
-	case "mask", "ins":
-		// Two 128-bit halves; masks: three element masks serve both.
-		x := XMM()
-		for h, v := range []VecVirtual{y, x} {
-			VPBROADCASTD(g.at(idx(4*h), 4), v)
-			for i := 1; i < 4; i++ {
-				m := g.at(idx(4*h+i), 4)
-				if g.mode == "mask" {
-					VPBROADCASTD(m, g.k[i-1], v)
-				} else {
-					VPINSRD(U8(i), m, v.AsX(), v.AsX())
-				}
+	y, x := YMM(), XMM()
+	for h, v := range []VecVirtual{y, x} {
+		VPBROADCASTD(g.at(idx(4*h), 4), v)
+		for i := 1; i < 4; i++ {
+			m := g.at(idx(4*h+i), 4)
+			if g.t.evex() {
+				VPBROADCASTD(m, g.k[i-1], v)
+			} else {
+				VPINSRD(U8(i), m, v.AsX(), v.AsX())
 			}
 		}
-		g.insertHigh(x, y)
-	case "blend":
-		VPBROADCASTD(g.at(idx(0), 4), y)
-		for i := 1; i < 8; i++ {
-			e := YMM()
-			VPBROADCASTD(g.at(idx(i), 4), e)
-			VPBLENDD(U8(1<<i), e, y, y)
-		}
-	default:
-		panic(fmt.Sprintf("asmgen: grid mode %q", g.mode))
+	}
+	if g.t.evex() {
+		VINSERTI32X4(U8(1), x, y, y)
+	} else {
+		VINSERTI128(U8(1), x, y, y)
 	}
 	return y
 }
