@@ -29,6 +29,7 @@ type gridk struct {
 	acts               []Mem          // the activation rows' Q8_K blocks
 	acc                [][]VecVirtual // acc[c][j]: row j's int32 lanes, chain c
 	sc                 [2]VecVirtual  // the super-block's scales (scaleOf)
+	signPos            [8]int         // the spill's dword of group g's signs
 }
 
 func newGridK(t *target, base Register, rows int) *gridk {
@@ -146,17 +147,13 @@ func gridLoop(t *target, name string, rows, wsize int, scale float32, grid Mem, 
 // xxsAux decodes IQ2_XXS's and IQ3_XXS's eight aux dwords x, one a group
 // (four 7-bit sign indices, the eighth sign of each byte their parity as
 // ksigns_iq2xs has it, and ls' in bits 28-31): the sign dwords into the
-// spill, ls|ls<<16 (ls = 2*ls'+1) into k.sc (groupScales).
-func (k *gridk) xxsAux(x VecVirtual) {
+// spill, ls|ls<<16 (ls = 2*ls'+1) into k.sc. x holds group g's dword at
+// dword pos[g], which is where the spill keeps its signs; the two qwords
+// of groups 0-3 are x's qwords lo[0], lo[1], those of 4-7 hi[0], hi[1].
+// The signs go first: every group waits for them.
+func (k *gridk) xxsAux(x VecVirtual, pos [8]int, lo, hi [2]uint8) {
 	t := k.t
-	// ls|ls<<16 per group.
-	ls, h := YMM(), YMM()
-	VPSRLD(U8(28), x, ls)
-	VPADDD(ls, ls, ls)
-	t.or(constVec(1), ls, ls)
-	VPSLLD(U8(16), ls, h)
-	t.or(h, ls, ls)
-	k.sc = groupScales(ls)
+	k.signPos = pos
 	// The four 7-bit fields into the four bytes of each dword...
 	t1, t2 := YMM(), YMM()
 	t.and(constVec(0x00003fff), x, t1)
@@ -170,6 +167,16 @@ func (k *gridk) xxsAux(x VecVirtual) {
 	t.or(t2, u, u)
 	parity7(t, u)
 	t.movStore(u, k.spill)
+	// ls|ls<<16 per group, then groupScales' registers.
+	ls, h := YMM(), YMM()
+	VPSRLD(U8(28), x, ls)
+	VPADDD(ls, ls, ls)
+	t.or(constVec(1), ls, ls)
+	VPSLLD(U8(16), ls, h)
+	t.or(h, ls, ls)
+	k.sc = [2]VecVirtual{YMM(), YMM()}
+	VPERMQ(U8(lo[0]|lo[1]<<2|lo[0]<<4|lo[1]<<6), ls, k.sc[0])
+	VPERMQ(U8(hi[0]|hi[1]<<2|hi[0]<<4|hi[1]<<6), ls, k.sc[1])
 }
 
 // parity7 sets bit 7 of every byte of u, whose bits 0-6 hold a sign index,

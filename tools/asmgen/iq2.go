@@ -66,16 +66,15 @@ func iq2HalfScales(t *target, m Mem) [2]VecVirtual {
 func genIQ2XXS(t *target, rows int) {
 	gridLoop(t, "IQ2_XXS", rows, iq2XXSSize, 0.125, gridData("iq2xxsGrid", 8, 256), func(k *gridk, wp Register) {
 		// The aux dwords are the odd ones: VSHUFPS takes them from two
-		// loads as groups 0, 1, 4, 5 | 2, 3, 6, 7, VPERMQ orders them.
+		// loads as groups 0, 1, 4, 5 | 2, 3, 6, 7.
 		y0, y1, x := YMM(), YMM(), YMM()
 		t.mov(Mem{Base: wp, Disp: 2}, y0)
 		t.mov(Mem{Base: wp, Disp: 34}, y1)
 		VSHUFPS(U8(0xdd), y1, y0, x)
-		VPERMQ(U8(0xd8), x, x)
-		k.xxsAux(x)
+		k.xxsAux(x, [8]int{0, 1, 4, 5, 2, 3, 6, 7}, [2]uint8{0, 2}, [2]uint8{1, 3})
 		for ib := 0; ib < 8; ib++ {
 			g := k.gl.qwords(byteIdx(Mem{Base: wp, Disp: 2 + 8*ib}))
-			k.group(ib, g, k.spill.Offset(4*ib), scaleOf(k.sc, ib))
+			k.group(ib, g, k.spill.Offset(4*k.signPos[ib]), scaleOf(k.sc, ib))
 		}
 	})
 }

@@ -94,10 +94,10 @@ func genIQ3XXS(t *target, rows int) {
 	gridLoop(t, "IQ3_XXS", rows, iq3XXSSize, 0.25, gridData("iq3xxsGrid", 4, 256), func(k *gridk, wp Register) {
 		x := YMM()
 		t.mov(Mem{Base: wp, Disp: 66}, x)
-		k.xxsAux(x)
+		k.xxsAux(x, [8]int{0, 1, 2, 3, 4, 5, 6, 7}, [2]uint8{0, 1}, [2]uint8{2, 3})
 		for g := 0; g < 8; g++ {
 			grid := k.gl.dwords(byteIdx(Mem{Base: wp, Disp: 2 + 8*g}))
-			k.group(g, grid, k.spill.Offset(4*g), scaleOf(k.sc, g))
+			k.group(g, grid, k.spill.Offset(4*k.signPos[g]), scaleOf(k.sc, g))
 		}
 	})
 }
