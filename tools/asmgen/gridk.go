@@ -37,8 +37,7 @@ func newGridK(t *target, base Register, rows int) *gridk {
 	if t.evex() {
 		k.zero = YMM()
 		t.zero(k.zero)
-	}
-	if !t.evex() {
+	} else {
 		var sp, bt []byte
 		for i := 0; i < 32; i++ {
 			sp = append(sp, byte(i/8))

@@ -9,10 +9,12 @@ import (
 )
 
 // The grid kernels (IQ1, IQ2, IQ3) build a sub-block's vector of grid
-// entries from one plain load per entry, indexed by a general register:
-// hardware gathers (VPGATHERDD/DQ) are several times slower per element
-// on Zen 4/5 (4096² IQ3_XXS MatVec, 1 thread: ~0.5 of its 1.6 ms went to
-// the eight VPGATHERDDs of a super-block).
+// entries from one plain load per entry, indexed by a general register,
+// as ggml's AVX2 code does: hardware gathers (VPGATHERDD/DQ) are slow per
+// element on Zen 4/5 (Zen 5, 4096² MatVec, 1 thread, best-of: IQ1_S
+// 1.16 -> 0.82 ms with the plain loads, PDEP-made indices and a second
+// accumulator chain; IQ3_XXS 1.80 -> 1.15 ms with them and the masked
+// signs of gridk.go).
 //
 // The entries go in by broadcast loads, the first defining the register:
 // with EVEX the rest merge into their element by a masked broadcast, with
@@ -133,7 +135,8 @@ func scaleOf(sc [2]VecVirtual, ib int) VecVirtual {
 // microcoded (Zen 2), shifts and masks each field. Indices made in a
 // vector and read back through the stack are slower: the 16-bit loads
 // wait for the vector store (Zen 5, 4096² IQ1_M MatVec, 1 thread, best
-// of ~900: 1.13 ms against 0.73 ms with PDEP/BEXTR).
+// of ~900: 1.13 ms so, 0.84 ms with PDEP and a rotate and MOVWLZX an
+// index, 0.73 ms with BEXTR).
 type wordIdx struct {
 	width    int
 	bmi2     bool
@@ -160,7 +163,8 @@ func newWordIdx(t *target, width int, regs bool) *wordIdx {
 	return w
 }
 
-func regs(r [4]Register) func(i int) Register { return func(i int) Register { return r[i] } }
+// idxOf returns an idx for qwords or dwords that hands out r.
+func idxOf(r [4]Register) func(i int) Register { return func(i int) Register { return r[i] } }
 
 func (w *wordIdx) words(qs, hi Mem) [4]Register {
 	h := GP64()

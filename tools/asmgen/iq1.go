@@ -175,7 +175,7 @@ func genIQ1S(t *target, rows int) {
 		k.corr = func(j int) VecVirtual { return k.bsumTerm(j, k.spill) }
 		wi := newWordIdx(t, 3, rows == 1)
 		for ib := 0; ib < 8; ib++ {
-			g := k.gl.qwords(regs(wi.words(Mem{Base: wp, Disp: 2 + 4*ib}, Mem{Base: wp, Disp: 34 + 2*ib})))
+			g := k.gl.qwords(idxOf(wi.words(Mem{Base: wp, Disp: 2 + 4*ib}, Mem{Base: wp, Disp: 34 + 2*ib})))
 			k.dot(ib, g, scaleOf(sc, ib))
 		}
 		d := XMM()
@@ -269,7 +269,7 @@ func genIQ1M(t *target, rows int) {
 		wi := newWordIdx(t, 4, rows == 1)
 		for ib := 0; ib < 8; ib++ {
 			l := scaleOf(lsw, ib)
-			g := k.gl.qwords(regs(wi.words(Mem{Base: wp, Disp: 4 * ib}, Mem{Base: wp, Disp: 32 + 2*ib})))
+			g := k.gl.qwords(idxOf(wi.words(Mem{Base: wp, Disp: 4 * ib}, Mem{Base: wp, Disp: 32 + 2*ib})))
 			k.dot(ib, g, l)
 		}
 		// d from the top nibbles of the four scale words.

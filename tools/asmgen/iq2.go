@@ -116,7 +116,7 @@ func genIQ2S(t *target, rows int) {
 		sc := iq2HalfScales(t, Mem{Base: wp, Disp: 74})
 		wi := newWordIdx(t, 2, rows == 1)
 		for ib := 0; ib < 8; ib++ {
-			g := k.gl.qwords(regs(wi.words(Mem{Base: wp, Disp: 2 + 4*ib}, Mem{Base: wp, Disp: 66 + ib})))
+			g := k.gl.qwords(idxOf(wi.words(Mem{Base: wp, Disp: 2 + 4*ib}, Mem{Base: wp, Disp: 66 + ib})))
 			k.group(ib, g, Mem{Base: wp, Disp: 34 + 4*ib}, scaleOf(sc, ib))
 		}
 	})
