@@ -203,4 +203,28 @@ func dotFastBF16AVX2(w *byte, wstride int, a *byte, n int, rows int, out *float6
 func prepFastF16AVX2(src *byte, dst *byte, n int)
 
 //go:noescape
+func dotIQ2_SAVX2BMI2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ3_SAVX2BMI2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_SAVX2BMI2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ1_MAVX2BMI2(w *byte, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ2_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ3_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
+func dotIQ1_Mx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+
+//go:noescape
 func quantizeQ8KAVX2(x *float32, y *byte, nb int)

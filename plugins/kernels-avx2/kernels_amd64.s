@@ -33353,6 +33353,2849 @@ doneprepFastF16AVX2:
 	VZEROUPPER
 	RET
 
+// func dotIQ2_SAVX2BMI2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, BMI, BMI2, F16C, SSE
+TEXT ·dotIQ2_SAVX2BMI2(SB), NOSPLIT, $32-28
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	LEAQ    grid_iq2sGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	TESTQ   DX, DX
+	JZ      donedotIQ2_SAVX2BMI2
+
+loopdotIQ2_SAVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPBROADCASTQ 74(AX), Y6
+	VPSHUFB      iq2sc0<>+0(SB), Y6, Y7
+	VPSRLVD      iq2scshift<>+0(SB), Y7, Y7
+	VPAND        v32_0000000f<>+0(SB), Y7, Y7
+	VPADDD       Y7, Y7, Y7
+	VPOR         v32_00000001<>+0(SB), Y7, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y7, Y8, Y8
+	VPSHUFB      iq2sc1<>+0(SB), Y6, Y6
+	VPSRLVD      iq2scshift<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y6, Y7, Y7
+	MOVQ         $0x00ff00ff00ff00ff, SI
+	MOVQ         $0x0300030003000300, DI
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVWLZX      66(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X9
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0x00, Y8, Y9
+	VPBROADCASTD 34(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      67(AX), R10
+	MOVL         6(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X9
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0x55, Y8, Y9
+	VPBROADCASTD 38(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVWLZX      68(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X9
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0xaa, Y8, Y9
+	VPBROADCASTD 42(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y6, Y6
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y6, Y6
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y6, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVWLZX      69(AX), R10
+	MOVL         14(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X9
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	VINSERTI128  $0x01, X9, Y6, Y6
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 46(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      70(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X8
+	VPINSRQ      $0x01, (BX)(R11*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0x00, Y7, Y8
+	VPBROADCASTD 50(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      71(AX), R10
+	MOVL         22(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X8
+	VPINSRQ      $0x01, (BX)(R11*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0x55, Y7, Y8
+	VPBROADCASTD 54(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVWLZX      72(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y6
+	VPINSRQ      $0x01, (BX)(R12*8), X6, X6
+	VPBROADCASTQ (BX)(R13*8), X8
+	VPINSRQ      $0x01, (BX)(R11*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0xaa, Y7, Y8
+	VPBROADCASTD 58(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y6, Y6
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y6, Y6
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWLZX      73(AX), R10
+	MOVL         30(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, SI
+	ORQ          SI, R11
+	MOVWLZX      R11, SI
+	BEXTRQ       R8, R11, DI
+	BEXTRQ       R9, R11, R8
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(SI*8), Y6
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VPBROADCASTQ (BX)(R8*8), X8
+	VPINSRQ      $0x01, (BX)(R11*8), X8, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 62(AX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y6, Y6
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X6, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ2_SAVX2BMI2
+
+donedotIQ2_SAVX2BMI2:
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVSS  X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c64_00ff00ff00ff00ff<>+0(SB)/4, $0x00ff00ff
+DATA c64_00ff00ff00ff00ff<>+4(SB)/4, $0x00ff00ff
+GLOBL c64_00ff00ff00ff00ff<>(SB), RODATA|NOPTR, $8
+
+DATA c64_0300030003000300<>+0(SB)/4, $0x03000300
+DATA c64_0300030003000300<>+4(SB)/4, $0x03000300
+GLOBL c64_0300030003000300<>(SB), RODATA|NOPTR, $8
+
+// func dotIQ3_SAVX2BMI2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, BMI, BMI2, F16C, SSE
+TEXT ·dotIQ3_SAVX2BMI2(SB), NOSPLIT, $32-28
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	LEAQ    grid_iq3sGrid<>+0(SB), BX
+	VMOVDQU iq3spread<>+0(SB), Y0
+	VMOVDQU iq3bits<>+0(SB), Y1
+	VMOVDQU v32_01010101<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	TESTQ   DX, DX
+	JZ      donedotIQ3_SAVX2BMI2
+
+loopdotIQ3_SAVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPBROADCASTD 106(AX), Y6
+	VPSRLVD      iq3sls<>+0(SB), Y6, Y6
+	VPAND        v32_0000000f<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPOR         v32_00000001<>+0(SB), Y6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y7, Y6, Y6
+	VPERMQ       $0x44, Y6, Y7
+	VPERMQ       $0xee, Y6, Y6
+	MOVQ         $0x00ff00ff00ff00ff, SI
+	MOVQ         $0x0100010001000100, DI
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVBLZX      66(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y8
+	VPINSRD      $0x01, (BX)(R13*4), X8, X8
+	VPINSRD      $0x02, (BX)(R14*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	SHRL         $0x04, R10
+	MOVL         6(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X9
+	VPINSRD      $0x01, (BX)(R12*4), X9, X9
+	VPINSRD      $0x02, (BX)(R13*4), X9, X9
+	VPINSRD      $0x03, (BX)(R11*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0x00, Y7, Y9
+	VPBROADCASTD 74(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      67(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y8
+	VPINSRD      $0x01, (BX)(R13*4), X8, X8
+	VPINSRD      $0x02, (BX)(R14*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	SHRL         $0x04, R10
+	MOVL         14(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X9
+	VPINSRD      $0x01, (BX)(R12*4), X9, X9
+	VPINSRD      $0x02, (BX)(R13*4), X9, X9
+	VPINSRD      $0x03, (BX)(R11*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0x55, Y7, Y9
+	VPBROADCASTD 78(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	MOVBLZX      68(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y8
+	VPINSRD      $0x01, (BX)(R13*4), X8, X8
+	VPINSRD      $0x02, (BX)(R14*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	SHRL         $0x04, R10
+	MOVL         22(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X9
+	VPINSRD      $0x01, (BX)(R12*4), X9, X9
+	VPINSRD      $0x02, (BX)(R13*4), X9, X9
+	VPINSRD      $0x03, (BX)(R11*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0xaa, Y7, Y9
+	VPBROADCASTD 82(AX), Y10
+	VPSHUFB      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPCMPEQB     Y1, Y10, Y10
+	VPOR         Y2, Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	MOVBLZX      69(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y8
+	VPINSRD      $0x01, (BX)(R13*4), X8, X8
+	VPINSRD      $0x02, (BX)(R14*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	SHRL         $0x04, R10
+	MOVL         30(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X9
+	VPINSRD      $0x01, (BX)(R12*4), X9, X9
+	VPINSRD      $0x02, (BX)(R13*4), X9, X9
+	VPINSRD      $0x03, (BX)(R11*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPSHUFD      $0xff, Y7, Y7
+	VPBROADCASTD 86(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      70(AX), R10
+	MOVL         34(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y7
+	VPINSRD      $0x01, (BX)(R13*4), X7, X7
+	VPINSRD      $0x02, (BX)(R14*4), X7, X7
+	VPINSRD      $0x03, (BX)(R11*4), X7, X7
+	SHRL         $0x04, R10
+	MOVL         38(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X8
+	VPINSRD      $0x01, (BX)(R12*4), X8, X8
+	VPINSRD      $0x02, (BX)(R13*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0x00, Y6, Y8
+	VPBROADCASTD 90(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      71(AX), R10
+	MOVL         42(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y7
+	VPINSRD      $0x01, (BX)(R13*4), X7, X7
+	VPINSRD      $0x02, (BX)(R14*4), X7, X7
+	VPINSRD      $0x03, (BX)(R11*4), X7, X7
+	SHRL         $0x04, R10
+	MOVL         46(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X8
+	VPINSRD      $0x01, (BX)(R12*4), X8, X8
+	VPINSRD      $0x02, (BX)(R13*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0x55, Y6, Y8
+	VPBROADCASTD 94(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	MOVBLZX      72(AX), R10
+	MOVL         50(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y7
+	VPINSRD      $0x01, (BX)(R13*4), X7, X7
+	VPINSRD      $0x02, (BX)(R14*4), X7, X7
+	VPINSRD      $0x03, (BX)(R11*4), X7, X7
+	SHRL         $0x04, R10
+	MOVL         54(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R10*4), X8
+	VPINSRD      $0x01, (BX)(R12*4), X8, X8
+	VPINSRD      $0x02, (BX)(R13*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0xaa, Y6, Y8
+	VPBROADCASTD 98(AX), Y9
+	VPSHUFB      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPCMPEQB     Y1, Y9, Y9
+	VPOR         Y2, Y9, Y9
+	VPSIGNB      Y9, Y7, Y7
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y9, Y7, Y7
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVBLZX      73(AX), R10
+	MOVL         58(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(R12*4), Y7
+	VPINSRD      $0x01, (BX)(R13*4), X7, X7
+	VPINSRD      $0x02, (BX)(R14*4), X7, X7
+	VPINSRD      $0x03, (BX)(R11*4), X7, X7
+	SHRL         $0x04, R10
+	MOVL         62(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, SI
+	ORQ          SI, R11
+	MOVWLZX      R11, SI
+	BEXTRQ       R8, R11, DI
+	BEXTRQ       R9, R11, R8
+	SHRQ         $0x30, R11
+	VPBROADCASTD (BX)(SI*4), X8
+	VPINSRD      $0x01, (BX)(DI*4), X8, X8
+	VPINSRD      $0x02, (BX)(R8*4), X8, X8
+	VPINSRD      $0x03, (BX)(R11*4), X8, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPSHUFD      $0xff, Y6, Y6
+	VPBROADCASTD 102(AX), Y8
+	VPSHUFB      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y2, Y8, Y8
+	VPSIGNB      Y8, Y7, Y7
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, X6
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X6, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ3_SAVX2BMI2
+
+donedotIQ3_SAVX2BMI2:
+	MOVSS X3, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c64_0100010001000100<>+0(SB)/4, $0x01000100
+DATA c64_0100010001000100<>+4(SB)/4, $0x01000100
+GLOBL c64_0100010001000100<>(SB), RODATA|NOPTR, $8
+
+// func dotIQ1_SAVX2BMI2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, BMI, BMI2, F16C, SSE
+TEXT ·dotIQ1_SAVX2BMI2(SB), NOSPLIT, $32-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), BX
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_SAVX2BMI2
+
+loopdotIQ1_SAVX2BMI2:
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPMOVZXWD    34(AX), Y3
+	VPSRLD       $0x0c, Y3, Y4
+	VPAND        v32_00000007<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPOR         v32_00000001<>+0(SB), Y4, Y4
+	VPSLLD       $0x10, Y3, Y3
+	VPSRAD       $0x1f, Y3, Y3
+	VPXOR        Y3, Y4, Y5
+	VPSUBD       Y3, Y5, Y5
+	VPSLLD       $0x03, Y4, Y3
+	VPSUBD       Y5, Y3, Y3
+	VPSLLD       $0x10, Y3, Y5
+	VPOR         Y5, Y3, Y3
+	VMOVDQU      Y3, (SP)
+	VPSLLD       $0x10, Y4, Y3
+	VPOR         Y3, Y4, Y4
+	VPERMQ       $0x44, Y4, Y3
+	VPERMQ       $0xee, Y4, Y4
+	MOVQ         $0x00ff00ff00ff00ff, SI
+	MOVQ         $0x0700070007000700, DI
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVWLZX      34(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPINSRQ      $0x01, (BX)(R12*8), X5, X5
+	VPBROADCASTQ (BX)(R13*8), X6
+	VPINSRQ      $0x01, (BX)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0x00, Y3, Y6
+	VMOVDQU      4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	MOVWLZX      36(AX), R10
+	MOVL         6(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPINSRQ      $0x01, (BX)(R12*8), X5, X5
+	VPBROADCASTQ (BX)(R13*8), X6
+	VPINSRQ      $0x01, (BX)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0x55, Y3, Y6
+	VMOVDQU      36(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y2, Y2
+	MOVWLZX      38(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPINSRQ      $0x01, (BX)(R12*8), X5, X5
+	VPBROADCASTQ (BX)(R13*8), X6
+	VPINSRQ      $0x01, (BX)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0xaa, Y3, Y6
+	VMOVDQU      68(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	MOVWLZX      40(AX), R10
+	MOVL         14(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y5
+	VPINSRQ      $0x01, (BX)(R12*8), X5, X5
+	VPBROADCASTQ (BX)(R13*8), X6
+	VPINSRQ      $0x01, (BX)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPSHUFD      $0xff, Y3, Y3
+	VMOVDQU      100(CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	MOVWLZX      42(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y3
+	VPINSRQ      $0x01, (BX)(R12*8), X3, X3
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0x00, Y4, Y5
+	VMOVDQU      132(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	MOVWLZX      44(AX), R10
+	MOVL         22(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y3
+	VPINSRQ      $0x01, (BX)(R12*8), X3, X3
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0x55, Y4, Y5
+	VMOVDQU      164(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	MOVWLZX      46(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y3
+	VPINSRQ      $0x01, (BX)(R12*8), X3, X3
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0xaa, Y4, Y5
+	VMOVDQU      196(CX), Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	MOVWLZX      48(AX), R10
+	MOVL         30(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, SI
+	ORQ          SI, R11
+	MOVWLZX      R11, SI
+	BEXTRQ       R8, R11, DI
+	BEXTRQ       R9, R11, R8
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(SI*8), Y3
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	VPBROADCASTQ (BX)(R8*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPSHUFD      $0xff, Y4, Y4
+	VMOVDQU      228(CX), Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPBROADCASTW (AX), X3
+	VCVTPH2PS    X3, X3
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      (SP), Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VPSUBD       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0x4e, X1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0xb1, X1, X2
+	VPADDD       X2, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       c32_3e000000<>+0(SB), X1, X1
+	VMULSS       (CX), X3, X2
+	VMULSS       X2, X1, X1
+	VADDSS       X1, X0, X0
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ1_SAVX2BMI2
+
+donedotIQ1_SAVX2BMI2:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c64_0700070007000700<>+0(SB)/4, $0x07000700
+DATA c64_0700070007000700<>+4(SB)/4, $0x07000700
+GLOBL c64_0700070007000700<>(SB), RODATA|NOPTR, $8
+
+// func dotIQ1_MAVX2BMI2(w *byte, a *byte, nb int) float32
+// Requires: AVX, AVX2, BMI, BMI2, F16C, SSE
+TEXT ·dotIQ1_MAVX2BMI2(SB), NOSPLIT, $32-28
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	LEAQ   grid_iq1m_delta<>+0(SB), BX
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     donedotIQ1_MAVX2BMI2
+
+loopdotIQ1_MAVX2BMI2:
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPBROADCASTQ 48(AX), Y3
+	VPSHUFB      iq1mls0<>+0(SB), Y3, Y4
+	VPSRLVD      iq1mlsshift0<>+0(SB), Y4, Y4
+	VPAND        v32_00000007<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPOR         v32_00000001<>+0(SB), Y4, Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPOR         Y4, Y5, Y5
+	VPSHUFB      iq1mls1<>+0(SB), Y3, Y3
+	VPSRLVD      iq1mlsshift1<>+0(SB), Y3, Y3
+	VPAND        v32_00000007<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y3, Y3
+	VPOR         v32_00000001<>+0(SB), Y3, Y3
+	VPSLLD       $0x10, Y3, Y6
+	VPOR         Y3, Y6, Y6
+	VPACKUSDW    Y3, Y4, Y3
+	VPERMQ       $0xd8, Y3, Y3
+	VPSHUFB      iq1mcorr<>+0(SB), Y3, Y3
+	VPSLLW       $0x03, Y3, Y4
+	VPADDW       Y4, Y3, Y3
+	VMOVDQU      Y3, (SP)
+	MOVQ         $0x00ff00ff00ff00ff, SI
+	MOVQ         $0x0f000f000f000f00, DI
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	VPSHUFD      $0x00, Y5, Y3
+	MOVWLZX      32(AX), R10
+	MOVL         (AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X7
+	VPINSRQ      $0x01, (BX)(R11*8), X7, X7
+	VINSERTI128  $0x01, X7, Y4, Y4
+	VMOVDQU      4(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	VPSHUFD      $0x55, Y5, Y3
+	MOVWLZX      34(AX), R10
+	MOVL         4(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X7
+	VPINSRQ      $0x01, (BX)(R11*8), X7, X7
+	VINSERTI128  $0x01, X7, Y4, Y4
+	VMOVDQU      36(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y2, Y2
+	VPSHUFD      $0xaa, Y5, Y3
+	MOVWLZX      36(AX), R10
+	MOVL         8(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X7
+	VPINSRQ      $0x01, (BX)(R11*8), X7, X7
+	VINSERTI128  $0x01, X7, Y4, Y4
+	VMOVDQU      68(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y1, Y1
+	VPSHUFD      $0xff, Y5, Y3
+	MOVWLZX      38(AX), R10
+	MOVL         12(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      100(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPSHUFD      $0x00, Y6, Y3
+	MOVWLZX      40(AX), R10
+	MOVL         16(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      132(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	VPSHUFD      $0x55, Y6, Y3
+	MOVWLZX      42(AX), R10
+	MOVL         20(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      164(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPSHUFD      $0xaa, Y6, Y3
+	MOVWLZX      44(AX), R10
+	MOVL         24(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(R10*8), Y4
+	VPINSRQ      $0x01, (BX)(R12*8), X4, X4
+	VPBROADCASTQ (BX)(R13*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      196(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	VPSHUFD      $0xff, Y6, Y3
+	MOVWLZX      46(AX), R10
+	MOVL         28(AX), R11
+	PDEPQ        SI, R11, R11
+	PDEPQ        DI, R10, SI
+	ORQ          SI, R11
+	MOVWLZX      R11, SI
+	BEXTRQ       R8, R11, DI
+	BEXTRQ       R9, R11, R8
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (BX)(SI*8), Y4
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VPBROADCASTQ (BX)(R8*8), X5
+	VPINSRQ      $0x01, (BX)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VMOVDQU      228(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	MOVQ         $0xf000f000f000f000, DI
+	MOVQ         48(AX), SI
+	PEXTQ        DI, SI, SI
+	VMOVD        SI, X3
+	VCVTPH2PS    X3, X3
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      (SP), Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VPSUBD       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0x4e, X1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0xb1, X1, X2
+	VPADDD       X2, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       c32_3e000000<>+0(SB), X1, X1
+	VMULSS       (CX), X3, X2
+	VMULSS       X2, X1, X1
+	VADDSS       X1, X0, X0
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ1_MAVX2BMI2
+
+donedotIQ1_MAVX2BMI2:
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA c64_0f000f000f000f00<>+0(SB)/4, $0x0f000f00
+DATA c64_0f000f000f000f00<>+4(SB)/4, $0x0f000f00
+GLOBL c64_0f000f000f000f00<>(SB), RODATA|NOPTR, $8
+
+// func dotIQ2_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, BMI, BMI2, F16C
+TEXT ·dotIQ2_Sx4AVX2BMI2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq2sGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ2_Sx4AVX2BMI2
+
+loopdotIQ2_Sx4AVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPBROADCASTQ 74(AX), Y8
+	VPSHUFB      iq2sc0<>+0(SB), Y8, Y9
+	VPSRLVD      iq2scshift<>+0(SB), Y9, Y9
+	VPAND        v32_0000000f<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y9, Y10, Y10
+	VPSHUFB      iq2sc1<>+0(SB), Y8, Y8
+	VPSRLVD      iq2scshift<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y8, Y9, Y9
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVWLZX      66(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0x00, Y10, Y11
+	VPBROADCASTD 34(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      67(AX), R10
+	MOVL         6(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0x55, Y10, Y11
+	VPBROADCASTD 38(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      68(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0xaa, Y10, Y11
+	VPBROADCASTD 42(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y8, Y8
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y8, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y8, Y8
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y8, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      69(AX), R10
+	MOVL         14(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPSHUFD      $0xff, Y10, Y10
+	VPBROADCASTD 46(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      70(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VPBROADCASTD 50(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      71(AX), R10
+	MOVL         22(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VPBROADCASTD 54(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      72(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VPBROADCASTD 58(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y8, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      73(AX), R10
+	MOVL         30(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0300030003000300<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R8
+	BEXTRQ       R9, R11, R9
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	VPBROADCASTQ (DI)(R9*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 62(AX), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y8, Y8
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y8, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y8, Y8
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y8, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ2_Sx4AVX2BMI2
+
+donedotIQ2_Sx4AVX2BMI2:
+	VMULSS c32_3e000000<>+0(SB), X0, X0
+	VMULSS c32_3e000000<>+0(SB), X1, X1
+	VMULSS c32_3e000000<>+0(SB), X2, X2
+	VMULSS c32_3e000000<>+0(SB), X3, X3
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, BMI, BMI2, F16C
+TEXT ·dotIQ3_Sx4AVX2BMI2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq3sGrid<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ3_Sx4AVX2BMI2
+
+loopdotIQ3_Sx4AVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPBROADCASTD 106(AX), Y8
+	VPSRLVD      iq3sls<>+0(SB), Y8, Y8
+	VPAND        v32_0000000f<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y9
+	VPOR         Y9, Y8, Y8
+	VPERMQ       $0x44, Y8, Y9
+	VPERMQ       $0xee, Y8, Y8
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVBLZX      66(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y10
+	VPINSRD      $0x01, (DI)(R13*4), X10, X10
+	VPINSRD      $0x02, (DI)(R14*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	SHRL         $0x04, R10
+	MOVL         6(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X11
+	VPINSRD      $0x01, (DI)(R12*4), X11, X11
+	VPINSRD      $0x02, (DI)(R13*4), X11, X11
+	VPINSRD      $0x03, (DI)(R11*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x00, Y9, Y11
+	VPBROADCASTD 74(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      67(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y10
+	VPINSRD      $0x01, (DI)(R13*4), X10, X10
+	VPINSRD      $0x02, (DI)(R14*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	SHRL         $0x04, R10
+	MOVL         14(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X11
+	VPINSRD      $0x01, (DI)(R12*4), X11, X11
+	VPINSRD      $0x02, (DI)(R13*4), X11, X11
+	VPINSRD      $0x03, (DI)(R11*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x55, Y9, Y11
+	VPBROADCASTD 78(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      68(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y10
+	VPINSRD      $0x01, (DI)(R13*4), X10, X10
+	VPINSRD      $0x02, (DI)(R14*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	SHRL         $0x04, R10
+	MOVL         22(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X11
+	VPINSRD      $0x01, (DI)(R12*4), X11, X11
+	VPINSRD      $0x02, (DI)(R13*4), X11, X11
+	VPINSRD      $0x03, (DI)(R11*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xaa, Y9, Y11
+	VPBROADCASTD 82(AX), Y12
+	VPSHUFB      iq3spread<>+0(SB), Y12, Y12
+	VPAND        iq3bits<>+0(SB), Y12, Y12
+	VPCMPEQB     iq3bits<>+0(SB), Y12, Y12
+	VPOR         v32_01010101<>+0(SB), Y12, Y12
+	VPSIGNB      Y12, Y10, Y10
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPSIGNB      Y12, Y10, Y13
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPSIGNB      Y12, Y10, Y10
+	VPABSB       Y12, Y12
+	VPMADDUBSW   Y10, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVBLZX      69(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y10
+	VPINSRD      $0x01, (DI)(R13*4), X10, X10
+	VPINSRD      $0x02, (DI)(R14*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	SHRL         $0x04, R10
+	MOVL         30(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X11
+	VPINSRD      $0x01, (DI)(R12*4), X11, X11
+	VPINSRD      $0x02, (DI)(R13*4), X11, X11
+	VPINSRD      $0x03, (DI)(R11*4), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xff, Y9, Y9
+	VPBROADCASTD 86(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y10, Y10
+	VMOVDQU      100(CX), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y10, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y10, Y10
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      70(AX), R10
+	MOVL         34(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y9
+	VPINSRD      $0x01, (DI)(R13*4), X9, X9
+	VPINSRD      $0x02, (DI)(R14*4), X9, X9
+	VPINSRD      $0x03, (DI)(R11*4), X9, X9
+	SHRL         $0x04, R10
+	MOVL         38(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X10
+	VPINSRD      $0x01, (DI)(R12*4), X10, X10
+	VPINSRD      $0x02, (DI)(R13*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0x00, Y8, Y10
+	VPBROADCASTD 90(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      132(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      71(AX), R10
+	MOVL         42(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y9
+	VPINSRD      $0x01, (DI)(R13*4), X9, X9
+	VPINSRD      $0x02, (DI)(R14*4), X9, X9
+	VPINSRD      $0x03, (DI)(R11*4), X9, X9
+	SHRL         $0x04, R10
+	MOVL         46(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X10
+	VPINSRD      $0x01, (DI)(R12*4), X10, X10
+	VPINSRD      $0x02, (DI)(R13*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0x55, Y8, Y10
+	VPBROADCASTD 94(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      164(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      72(AX), R10
+	MOVL         50(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y9
+	VPINSRD      $0x01, (DI)(R13*4), X9, X9
+	VPINSRD      $0x02, (DI)(R14*4), X9, X9
+	VPINSRD      $0x03, (DI)(R11*4), X9, X9
+	SHRL         $0x04, R10
+	MOVL         54(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X10
+	VPINSRD      $0x01, (DI)(R12*4), X10, X10
+	VPINSRD      $0x02, (DI)(R13*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0xaa, Y8, Y10
+	VPBROADCASTD 98(AX), Y11
+	VPSHUFB      iq3spread<>+0(SB), Y11, Y11
+	VPAND        iq3bits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq3bits<>+0(SB), Y11, Y11
+	VPOR         v32_01010101<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y9, Y9
+	VMOVDQU      196(CX), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPSIGNB      Y11, Y9, Y12
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y12, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPSIGNB      Y11, Y9, Y9
+	VPABSB       Y11, Y11
+	VPMADDUBSW   Y9, Y11, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVBLZX      73(AX), R10
+	MOVL         58(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R12
+	ORQ          R12, R11
+	MOVWLZX      R11, R12
+	BEXTRQ       R8, R11, R13
+	BEXTRQ       R9, R11, R14
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R12*4), Y9
+	VPINSRD      $0x01, (DI)(R13*4), X9, X9
+	VPINSRD      $0x02, (DI)(R14*4), X9, X9
+	VPINSRD      $0x03, (DI)(R11*4), X9, X9
+	SHRL         $0x04, R10
+	MOVL         62(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0100010001000100<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R8
+	BEXTRQ       R9, R11, R9
+	SHRQ         $0x30, R11
+	VPBROADCASTD (DI)(R10*4), X10
+	VPINSRD      $0x01, (DI)(R8*4), X10, X10
+	VPINSRD      $0x02, (DI)(R9*4), X10, X10
+	VPINSRD      $0x03, (DI)(R11*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPSHUFD      $0xff, Y8, Y8
+	VPBROADCASTD 102(AX), Y10
+	VPSHUFB      iq3spread<>+0(SB), Y10, Y10
+	VPAND        iq3bits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq3bits<>+0(SB), Y10, Y10
+	VPOR         v32_01010101<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPSIGNB      Y10, Y9, Y11
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPABSB       Y10, Y10
+	VPMADDUBSW   Y9, Y10, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ3_Sx4AVX2BMI2
+
+donedotIQ3_Sx4AVX2BMI2:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Sx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, BMI, BMI2, F16C
+TEXT ·dotIQ1_Sx4AVX2BMI2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1sGrid_0_8_16<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Sx4AVX2BMI2
+
+loopdotIQ1_Sx4AVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPMOVZXWD    34(AX), Y8
+	VPSRLD       $0x0c, Y8, Y9
+	VPAND        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y8, Y8
+	VPSRAD       $0x1f, Y8, Y8
+	VPXOR        Y8, Y9, Y10
+	VPSUBD       Y8, Y10, Y10
+	VPSLLD       $0x03, Y9, Y8
+	VPSUBD       Y10, Y8, Y8
+	VPSLLD       $0x10, Y8, Y10
+	VPOR         Y10, Y8, Y8
+	VMOVDQU      Y8, (SP)
+	VPSLLD       $0x10, Y9, Y8
+	VPOR         Y8, Y9, Y9
+	VPERMQ       $0x44, Y9, Y8
+	VPERMQ       $0xee, Y9, Y9
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	MOVWLZX      34(AX), R10
+	MOVL         2(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x00, Y8, Y11
+	VMOVDQU      4(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      36(AX), R10
+	MOVL         6(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0x55, Y8, Y11
+	VMOVDQU      36(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      38(AX), R10
+	MOVL         10(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xaa, Y8, Y11
+	VMOVDQU      68(CX), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	MOVWLZX      40(AX), R10
+	MOVL         14(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y10
+	VPINSRQ      $0x01, (DI)(R12*8), X10, X10
+	VPBROADCASTQ (DI)(R13*8), X11
+	VPINSRQ      $0x01, (DI)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPSHUFD      $0xff, Y8, Y8
+	VMOVDQU      100(CX), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y10, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      42(AX), R10
+	MOVL         18(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x00, Y9, Y10
+	VMOVDQU      132(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      44(AX), R10
+	MOVL         22(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0x55, Y9, Y10
+	VMOVDQU      164(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      46(AX), R10
+	MOVL         26(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R12*8), X8, X8
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xaa, Y9, Y10
+	VMOVDQU      196(CX), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	MOVWLZX      48(AX), R10
+	MOVL         30(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0700070007000700<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R8
+	BEXTRQ       R9, R11, R9
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y8
+	VPINSRQ      $0x01, (DI)(R8*8), X8, X8
+	VPBROADCASTQ (DI)(R9*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y8, Y8
+	VPSHUFD      $0xff, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, X8
+	VMOVDQU      (SP), Y9
+	VPMADDWD     260(CX), Y9, Y9
+	VPSUBD       Y9, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*1), Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*2), Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(SI*1), Y4, Y4
+	VPSUBD       Y4, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ1_Sx4AVX2BMI2
+
+donedotIQ1_Sx4AVX2BMI2:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_Mx4AVX2BMI2(w *byte, a *byte, nb int, astride int, out *float32)
+// Requires: AVX, AVX2, BMI, BMI2, F16C
+TEXT ·dotIQ1_Mx4AVX2BMI2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), AX
+	MOVQ   a+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   astride+24(FP), BX
+	LEAQ   (BX)(BX*2), SI
+	LEAQ   grid_iq1m_delta<>+0(SB), DI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	TESTQ  DX, DX
+	JZ     donedotIQ1_Mx4AVX2BMI2
+
+loopdotIQ1_Mx4AVX2BMI2:
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPBROADCASTQ 48(AX), Y8
+	VPSHUFB      iq1mls0<>+0(SB), Y8, Y9
+	VPSRLVD      iq1mlsshift0<>+0(SB), Y9, Y9
+	VPAND        v32_00000007<>+0(SB), Y9, Y9
+	VPADDD       Y9, Y9, Y9
+	VPOR         v32_00000001<>+0(SB), Y9, Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y9, Y10, Y10
+	VPSHUFB      iq1mls1<>+0(SB), Y8, Y8
+	VPSRLVD      iq1mlsshift1<>+0(SB), Y8, Y8
+	VPAND        v32_00000007<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y8, Y8
+	VPOR         v32_00000001<>+0(SB), Y8, Y8
+	VPSLLD       $0x10, Y8, Y11
+	VPOR         Y8, Y11, Y11
+	VPACKUSDW    Y8, Y9, Y8
+	VPERMQ       $0xd8, Y8, Y8
+	VPSHUFB      iq1mcorr<>+0(SB), Y8, Y8
+	VPSLLW       $0x03, Y8, Y9
+	VPADDW       Y9, Y8, Y8
+	VMOVDQU      Y8, (SP)
+	MOVQ         $0x0000000000001010, R8
+	MOVQ         $0x0000000000001020, R9
+	VPSHUFD      $0x00, Y10, Y8
+	MOVWLZX      32(AX), R10
+	MOVL         (AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X12
+	VPINSRQ      $0x01, (DI)(R11*8), X12, X12
+	VINSERTI128  $0x01, X12, Y9, Y9
+	VMOVDQU      4(CX), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPSHUFD      $0x55, Y10, Y8
+	MOVWLZX      34(AX), R10
+	MOVL         4(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X12
+	VPINSRQ      $0x01, (DI)(R11*8), X12, X12
+	VINSERTI128  $0x01, X12, Y9, Y9
+	VMOVDQU      36(CX), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPSHUFD      $0xaa, Y10, Y8
+	MOVWLZX      36(AX), R10
+	MOVL         8(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X12
+	VPINSRQ      $0x01, (DI)(R11*8), X12, X12
+	VINSERTI128  $0x01, X12, Y9, Y9
+	VMOVDQU      68(CX), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(CX)(BX*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(CX)(BX*2), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(CX)(SI*1), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPSHUFD      $0xff, Y10, Y8
+	MOVWLZX      38(AX), R10
+	MOVL         12(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      100(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      100(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      100(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      100(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0x00, Y11, Y8
+	MOVWLZX      40(AX), R10
+	MOVL         16(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      132(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      132(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      132(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      132(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0x55, Y11, Y8
+	MOVWLZX      42(AX), R10
+	MOVL         20(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      164(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      164(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      164(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      164(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0xaa, Y11, Y8
+	MOVWLZX      44(AX), R10
+	MOVL         24(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R12
+	BEXTRQ       R9, R11, R13
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R12*8), X9, X9
+	VPBROADCASTQ (DI)(R13*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      196(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      196(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      196(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      196(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPSHUFD      $0xff, Y11, Y8
+	MOVWLZX      46(AX), R10
+	MOVL         28(AX), R11
+	PDEPQ        c64_00ff00ff00ff00ff<>+0(SB), R11, R11
+	PDEPQ        c64_0f000f000f000f00<>+0(SB), R10, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R10
+	BEXTRQ       R8, R11, R8
+	BEXTRQ       R9, R11, R9
+	SHRQ         $0x30, R11
+	VPBROADCASTQ (DI)(R10*8), Y9
+	VPINSRQ      $0x01, (DI)(R8*8), X9, X9
+	VPBROADCASTQ (DI)(R9*8), X10
+	VPINSRQ      $0x01, (DI)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VMOVDQU      228(CX), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      228(CX)(BX*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(CX)(BX*2), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VMOVDQU      228(CX)(SI*1), Y10
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	MOVQ         $0xf000f000f000f000, R9
+	MOVQ         48(AX), R8
+	PEXTQ        R9, R8, R8
+	VMOVD        R8, X8
+	VCVTPH2PS    X8, X8
+	VMOVDQU      (SP), Y9
+	VPMADDWD     260(CX), Y9, Y9
+	VPSUBD       Y9, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0x4e, X4, X9
+	VPADDD       X9, X4, X4
+	VPSHUFD      $0xb1, X4, X9
+	VPADDD       X9, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX), X8, X9
+	VMULSS       X9, X4, X4
+	VADDSS       X4, X0, X0
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*1), Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(BX*2), Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X4
+	VPADDD       X4, X6, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(BX*2), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X2, X2
+	VMOVDQU      (SP), Y4
+	VPMADDWD     260(CX)(SI*1), Y4, Y4
+	VPSUBD       Y4, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X4
+	VPADDD       X4, X7, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       c32_3e000000<>+0(SB), X4, X4
+	VMULSS       (CX)(SI*1), X8, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JNZ          loopdotIQ1_Mx4AVX2BMI2
+
+donedotIQ1_Mx4AVX2BMI2:
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VZEROUPPER
+	RET
+
 // func quantizeQ8KAVX2(x *float32, y *byte, nb int)
 // Requires: AVX, AVX2
 TEXT ·quantizeQ8KAVX2(SB), NOSPLIT, $0-24

@@ -128,11 +128,11 @@ func scaleOf(sc [2]VecVirtual, ib int) VecVirtual {
 
 // wordIdx makes the four indices qs[l] | field l << 8 of a group of four
 // grid entries from the four qs bytes (a dword) and four width-bit fields
-// in the low bits of a word. With BMI2 (the EVEX targets: every AVX-512
-// CPU has a fast one) PDEP deposits the bytes and the fields into four
-// words and BEXTR takes each out (one instruction where a rotate and
-// MOVWLZX are two); the AVX2 target, which may run where PDEP is
-// microcoded (Zen 2), shifts and masks each field. Indices made in a
+// in the low bits of a word. With BMI2 (t.bmi2) PDEP deposits the bytes
+// and the fields into four words and BEXTR takes each out (one
+// instruction where a rotate and MOVWLZX are two); the plain AVX2 target,
+// which may run where PDEP is microcoded (Zen 1/2), shifts and masks each
+// field. Indices made in a
 // vector and read back through the stack are slower: the 16-bit loads
 // wait for the vector store (Zen 5, 4096² IQ1_M MatVec, 1 thread, best
 // of ~900: 1.13 ms so, 0.84 ms with PDEP and a rotate and MOVWLZX an
@@ -148,7 +148,7 @@ type wordIdx struct {
 // has two to spare) rather than memory operands.
 func newWordIdx(t *target, width int, regs bool) *wordIdx {
 	w := &wordIdx{width: width}
-	if t.evex() {
+	if t.bmi2 {
 		var hi uint64
 		for l := 0; l < 4; l++ {
 			hi |= uint64(1<<width-1) << (8 + 16*l)

@@ -273,7 +273,7 @@ func genIQ1M(t *target, rows int) {
 			k.dot(ib, g, l)
 		}
 		// d from the top nibbles of the four scale words.
-		if t.evex() {
+		if t.bmi2 {
 			r, m := GP64(), constGP(0xf000f000f000f000)
 			MOVQ(Mem{Base: wp, Disp: 48}, r)
 			PEXTQ(m, r, r)

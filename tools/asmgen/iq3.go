@@ -115,8 +115,8 @@ func genIQ13(t *target) {
 // genIQ3S emits dotIQ3_S<suffix>. The block: d | qs[64] low 8 bits of the
 // grid indices | qh[8], one a group, bit m the ninth bit of index m |
 // signs[32], one bit a weight | scales[4], a nibble ls' a group (ls =
-// 2*ls'+1). With BMI2 (EVEX targets) PDEP makes the indices (wordIdx);
-// AVX2, where the shifts would take five instructions an index, keeps
+// 2*ls'+1). With BMI2 PDEP makes the indices (wordIdx); the plain AVX2
+// target, where the shifts would take five instructions an index, keeps
 // VPGATHERDD.
 func genIQ3S(t *target, rows int) {
 	gridLoop(t, "IQ3_S", rows, iq3SSize, 1, gridData("iq3sGrid", 4, 512), func(k *gridk, wp Register) {
@@ -135,7 +135,7 @@ func genIQ3S(t *target, rows int) {
 		t.or(h, ls, ls)
 		sc := groupScales(ls)
 		var wi *wordIdx
-		if t.evex() {
+		if t.bmi2 {
 			wi = newWordIdx(t, 1, rows == 1)
 		}
 		for g := 0; g < 8; g++ {
